@@ -1,0 +1,268 @@
+/* ir.h: the typed SSA IR of h3.
+ *
+ * A module holds a model's resolved config, its parameters (weights) and its graphs.
+ * A graph is a function: typed inputs, an ordered list of ops in one region, typed
+ * outputs. A program (sampling / decode loop) is a graph of kind H3_GRAPH_PROGRAM whose
+ * ops call other graphs. Shapes are concrete: the front end evaluates every shape
+ * expression against the chosen config, so the IR carries plain int64 dims.
+ *
+ * Values are SSA: each is defined once (by an op result, a region argument, a graph
+ * input or a parameter) and carries a use count kept up to date by the builder helpers.
+ * Ops that hold regions (loop, fused) own their bodies; a region's first arguments are
+ * defined by its parent op (loop index, carried values), its last op is `yield`.
+ * Every op and value keeps the source span it came from.
+ *
+ * Ownership: everything of a module lives in the module's arena. Removing an op unlinks
+ * it and drops its operands' use counts; the memory stays in the arena until the module
+ * is freed.
+ */
+#ifndef H3_IR_H
+#define H3_IR_H
+
+#include "h3/support.h"
+#include <stdbool.h>
+
+/* ---- types -------------------------------------------------------------------------- */
+typedef enum {
+  H3_BF16,
+  H3_F16,
+  H3_F32,
+  H3_F64,
+  H3_I8,
+  H3_I32,
+  H3_I64,
+  H3_U8,
+  H3_DTYPE_COUNT
+} h3_dtype;
+
+#define H3_MAX_RANK 6
+
+/* A tensor type; rank 0 is a scalar. dims are row-major, the last one contiguous. */
+typedef struct {
+  h3_dtype dtype;
+  int rank;
+  int64_t dims[H3_MAX_RANK];
+} h3_type;
+
+const char *h3_dtype_name(h3_dtype t);             /* "bf16", "f32", ... */
+int h3_dtype_from_name(const char *s, h3_dtype *out); /* 1 on success */
+size_t h3_dtype_size(h3_dtype t);                  /* bytes per element */
+int64_t h3_type_numel(const h3_type *t);
+int64_t h3_type_bytes(const h3_type *t);
+bool h3_type_equal(const h3_type *a, const h3_type *b);
+h3_type h3_type_make(h3_dtype dt, int rank, const int64_t *dims);
+/* "bf16[64, 64]", "f32[]" */
+void h3_type_print(h3_strbuf *b, const h3_type *t);
+
+/* ---- attributes ----------------------------------------------------------------------- */
+typedef enum {
+  H3_ATTR_INT,
+  H3_ATTR_FLOAT,
+  H3_ATTR_STRING,
+  H3_ATTR_INTS,
+  H3_ATTR_FLOATS,
+  H3_ATTR_DTYPE,
+} h3_attr_kind;
+
+typedef struct {
+  const char *name;
+  h3_attr_kind kind;
+  int64_t i;        /* INT; also the dtype for DTYPE */
+  double f;         /* FLOAT */
+  const char *s;    /* STRING */
+  int n;            /* INTS / FLOATS length */
+  int64_t *ints;    /* INTS */
+  double *floats;   /* FLOATS */
+} h3_attr;
+
+/* ---- values, ops, regions ---------------------------------------------------------------- */
+typedef enum {
+  H3_VALUE_RESULT,     /* result `index` of op `def` */
+  H3_VALUE_REGION_ARG, /* argument `index` of region `region` */
+  H3_VALUE_INPUT,      /* input `index` of graph `graph` */
+  H3_VALUE_PARAM,      /* module parameter `param` */
+} h3_value_kind;
+
+struct h3_op;
+struct h3_region;
+struct h3_graph;
+struct h3_param;
+
+typedef struct h3_value {
+  int id; /* unique within the module; printing renumbers */
+  h3_value_kind kind;
+  h3_type type;
+  const char *name; /* source name or NULL; printed as %name when unique */
+  int uses;
+  int index;
+  struct h3_op *def;
+  struct h3_region *region;
+  struct h3_graph *graph;
+  struct h3_param *param;
+  int64_t offset; /* byte offset in the graph's activation arena set by memory planning;
+                     -1 = not planned (params, inputs, values the planner leaves out) */
+  h3_span span;
+} h3_value;
+
+typedef enum { H3_OPCODE_INVALID = 0,
+#define H3_OP(ID, NAME, KIND) H3_OP_##ID,
+#include "h3/ops.def"
+#undef H3_OP
+  H3_OPCODE_COUNT
+} h3_opcode;
+
+typedef struct h3_region {
+  struct h3_op *parent;
+  int n_args;
+  h3_value **args;
+  struct h3_op *first, *last; /* doubly linked op list; last is `yield` */
+} h3_region;
+
+typedef struct h3_op {
+  int id;
+  h3_opcode code;
+  int n_operands;
+  h3_value **operands;
+  int n_results;
+  h3_value **results;
+  int n_attrs;
+  h3_attr *attrs;
+  int n_regions;
+  h3_region *regions; /* array of n_regions */
+  struct h3_op *prev, *next;
+  h3_region *parent;
+  h3_span span;
+} h3_op;
+
+/* ---- parameters ----------------------------------------------------------------------- */
+/* How the random initialiser fills a parameter (spec-specific scaling lives in attrs of
+ * the declaration; see docs/language.md `init`). */
+typedef enum {
+  H3_INIT_NORMAL,  /* N(0, scale^2) */
+  H3_INIT_UNIFORM, /* U(-scale, scale) */
+  H3_INIT_CONST,   /* every element = value */
+  H3_INIT_ONES_PLUS_NORMAL, /* 1 + N(0, scale^2): norm weights near 1 */
+  H3_INIT_ROPE_INV_FREQ,    /* inv_freq[j] = theta^(-2j/rot); value = theta, scale = rot */
+} h3_init_kind;
+
+typedef struct h3_param {
+  const char *name; /* weight-file name pattern, e.g. "blocks.{}.attn.qkv_proj.weight";
+                       "{}" stands for the group index, "{e}" for an inner index */
+  const char *group; /* declared group name ("blocks") or NULL */
+  /* type: for a grouped parameter the leading dim(s) are the group counts, e.g.
+     bf16[layers, 3*heads*head_dim, dim]; `group_dims` says how many leading dims those are */
+  h3_type type;
+  int group_dims;
+  int64_t group_base; /* index of the first group member in weight names (e.g. 3 for M3.1
+                         sparse layers numbered from 3) */
+  h3_init_kind init;
+  double init_scale, init_value;
+  h3_value *value; /* the H3_VALUE_PARAM value */
+  h3_span span;
+} h3_param;
+
+/* ---- graphs and the module --------------------------------------------------------------- */
+typedef enum { H3_GRAPH_FUNCTION, H3_GRAPH_PROGRAM } h3_graph_kind;
+
+typedef struct h3_graph {
+  const char *name;
+  h3_graph_kind kind;
+  int n_inputs;
+  h3_value **inputs;
+  int n_outputs;
+  const char **output_names; /* names at the graph boundary (safetensors names) */
+  h3_region body;            /* last op is `return` */
+  int n_attrs;               /* e.g. memory plan: arena_bytes, peak_bytes */
+  h3_attr *attrs;
+  h3_span span;
+} h3_graph;
+
+typedef struct {
+  const char *key;
+  int64_t value;
+} h3_config_entry;
+
+typedef struct h3_module {
+  h3_arena arena;
+  const char *model;  /* "minimax_h3" */
+  const char *config; /* preset name used, "full" */
+  const char *source; /* the .g file it came from (for plan headers), may be NULL */
+  int n_config;
+  h3_config_entry *config_entries; /* resolved values, after --set, sorted as declared */
+  int n_params, cap_params;
+  h3_param **params;
+  int n_graphs, cap_graphs;
+  h3_graph **graphs;
+  int next_value_id, next_op_id;
+} h3_module;
+
+/* ---- module and builder API ------------------------------------------------------------ */
+h3_module *h3_module_new(const char *model, const char *config);
+void h3_module_free(h3_module *m);
+int64_t h3_module_config(const h3_module *m, const char *key, int64_t fallback);
+h3_graph *h3_module_graph(const h3_module *m, const char *name);
+h3_param *h3_module_param(const h3_module *m, const char *name);
+h3_param *h3_module_add_param(h3_module *m, const char *name, h3_type type, h3_span span);
+h3_graph *h3_module_add_graph(h3_module *m, const char *name, h3_graph_kind kind, h3_span span);
+h3_value *h3_graph_add_input(h3_module *m, h3_graph *g, const char *name, h3_type type,
+                             h3_span span);
+
+/* Attribute helpers (arena copies of the strings and arrays). */
+h3_attr h3_attr_int(h3_module *m, const char *name, int64_t v);
+h3_attr h3_attr_float(h3_module *m, const char *name, double v);
+h3_attr h3_attr_string(h3_module *m, const char *name, const char *v);
+h3_attr h3_attr_ints(h3_module *m, const char *name, int n, const int64_t *v);
+h3_attr h3_attr_floats(h3_module *m, const char *name, int n, const double *v);
+h3_attr h3_attr_dtype(h3_module *m, const char *name, h3_dtype v);
+const h3_attr *h3_op_attr(const h3_op *op, const char *name);
+int64_t h3_op_attr_int(const h3_op *op, const char *name, int64_t fallback);
+double h3_op_attr_float(const h3_op *op, const char *name, double fallback);
+const char *h3_op_attr_string(const h3_op *op, const char *name, const char *fallback);
+/* Adds or replaces one attribute. */
+void h3_op_set_attr(h3_module *m, h3_op *op, h3_attr a);
+
+/* Insertion point: new ops go before `before` in `region` (before == NULL: at the end). */
+typedef struct {
+  h3_module *m;
+  h3_region *region;
+  h3_op *before;
+  h3_span span; /* span given to new ops and values */
+} h3_builder;
+
+/* Creates an op with results typed by the registry's inference (op_infer) and inserts it.
+ * On an inference error, reports to `d` (at b->span) and returns NULL; nothing inserted.
+ * n_regions regions are created empty; the caller fills them (h3_region_add_arg ...). */
+h3_op *h3_build_op(h3_builder *b, h3_opcode code, int n_operands, h3_value **operands,
+                   int n_attrs, const h3_attr *attrs, int n_regions, h3_diag *d);
+/* Same, with result types given (used by the IR text parser and for region ops whose
+ * result types come from the yield). No inference. */
+h3_op *h3_build_op_typed(h3_builder *b, h3_opcode code, int n_operands, h3_value **operands,
+                         int n_attrs, const h3_attr *attrs, int n_results,
+                         const h3_type *result_types, int n_regions);
+h3_value *h3_region_add_arg(h3_module *m, h3_region *r, h3_type type, const char *name,
+                            h3_span span);
+
+void h3_op_set_operand(h3_op *op, int i, h3_value *v); /* keeps use counts */
+/* Replaces every use of `from` in the module with `to` (types must be equal). */
+void h3_value_replace_all_uses(h3_module *m, h3_value *from, h3_value *to);
+/* Unlinks an op (and its regions); drops operand use counts. Its results must be unused. */
+void h3_op_erase(h3_op *op);
+void h3_op_move_before(h3_op *op, h3_region *region, h3_op *before);
+/* Walk helpers: pre-order over every op of a region, descending into nested regions. */
+typedef int (*h3_op_visitor)(h3_op *op, void *ctx); /* return nonzero to stop */
+int h3_region_walk(h3_region *r, h3_op_visitor fn, void *ctx);
+int h3_module_walk(h3_module *m, h3_op_visitor fn, void *ctx);
+/* Recounts every value's uses from scratch (the verifier checks they agree). */
+void h3_module_recount_uses(h3_module *m);
+
+/* ---- verification and text form -------------------------------------------------------- */
+/* Checks SSA dominance within regions, use counts, operand/result types against the
+ * registry's inference, attribute schemas, region terminators, loop-carried types.
+ * Reports each problem at the op's span; returns H3_ERR if any. */
+h3_status h3_verify_module(h3_module *m, h3_diag *d);
+
+/* The text form, see docs/ir-text.md. Printing then parsing gives the same text. */
+void h3_module_print(h3_strbuf *out, const h3_module *m);
+h3_module *h3_module_parse(const char *file, const char *text, size_t len, h3_diag *d);
+
+#endif

@@ -1,0 +1,59 @@
+/* op_registry.h: the single description of every op: name, operand counts, attribute
+ * schema, result type inference and pattern kind. ops.def lists the ops; ir/op_registry.c
+ * holds one entry per op. The verifier, the IR text parser, the front end, the passes,
+ * codegen and the backends all ask the registry instead of knowing ops themselves.
+ */
+#ifndef H3_OP_REGISTRY_H
+#define H3_OP_REGISTRY_H
+
+#include "h3/ir.h"
+
+typedef enum {
+  H3_PK_ELEMENTWISE, /* out[i] = f(in[i]) with broadcasting; fusible */
+  H3_PK_BROADCAST,   /* reads its inputs at computed indices (gather); fusible as a producer */
+  H3_PK_REDUCTION,   /* reduces the last axis (rms_norm, argmax) */
+  H3_PK_MATMUL,      /* GEMM-like: a library call */
+  H3_PK_VIEW,        /* no arithmetic: reshape, slice, index */
+  H3_PK_OPAQUE,      /* a kernel of its own */
+  H3_PK_CONTROL,     /* loop, call, fused, yield, return */
+} h3_pattern_kind;
+
+typedef struct {
+  const char *name;
+  h3_attr_kind kind;
+  bool required;
+} h3_attr_schema;
+
+#define H3_MAX_ATTR_SCHEMA 8
+
+/* Infers result types from operand types and attributes. Returns the number of results
+ * written to `out` (≤ 4), or -1 after writing a one-line reason into `why` (what is wrong
+ * and what was expected, e.g. "linear: x has K = 64 but w has K = 48 (w is [N, K])"). */
+typedef int (*h3_infer_fn)(const h3_op *op, h3_type *out, char *why, size_t why_len);
+
+typedef struct {
+  h3_opcode code;
+  const char *name;
+  h3_pattern_kind kind;
+  int min_operands, max_operands; /* max -1 = variadic */
+  int n_regions;
+  h3_attr_schema attrs[H3_MAX_ATTR_SCHEMA];
+  h3_infer_fn infer; /* NULL for control ops whose types come from regions or callees */
+} h3_op_info;
+
+const h3_op_info *h3_op_info_get(h3_opcode code);
+/* Looks an op up by its name; NULL when unknown. */
+const h3_op_info *h3_op_info_find(const char *name);
+const char *h3_opcode_name(h3_opcode code);
+bool h3_op_is_elementwise(h3_opcode code);
+
+/* Checks `op`'s attributes against the schema (unknown names, kinds, required ones).
+ * Returns 0 or -1 with a reason in `why`. */
+int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len);
+
+/* Promotion rule of elementwise ops (see ops.def). */
+h3_dtype h3_dtype_promote(h3_dtype a, h3_dtype b);
+/* numpy broadcast of two shapes; returns 0 or -1 when incompatible. */
+int h3_broadcast_shapes(const h3_type *a, const h3_type *b, h3_type *out);
+
+#endif
