@@ -53,6 +53,10 @@ bool h3_type_equal(const h3_type *a, const h3_type *b);
 h3_type h3_type_make(h3_dtype dt, int rank, const int64_t *dims);
 /* "bf16[64, 64]", "f32[]" */
 void h3_type_print(h3_strbuf *b, const h3_type *t);
+/* Same text into a fixed buffer (truncated to len), returns buf; for messages. */
+const char *h3_type_str(const h3_type *t, char *buf, size_t len);
+bool h3_dtype_is_float(h3_dtype t);                /* bf16, f16, f32, f64 */
+bool h3_type_same_shape(const h3_type *a, const h3_type *b); /* rank and dims, any dtype */
 
 /* ---- attributes ----------------------------------------------------------------------- */
 typedef enum {
@@ -194,6 +198,7 @@ typedef struct h3_module {
   int n_graphs, cap_graphs;
   h3_graph **graphs;
   int next_value_id, next_op_id;
+  bool oom; /* an arena allocation failed: the module is incomplete (verify reports it) */
 } h3_module;
 
 /* ---- module and builder API ------------------------------------------------------------ */
@@ -206,6 +211,13 @@ h3_param *h3_module_add_param(h3_module *m, const char *name, h3_type type, h3_s
 h3_graph *h3_module_add_graph(h3_module *m, const char *name, h3_graph_kind kind, h3_span span);
 h3_value *h3_graph_add_input(h3_module *m, h3_graph *g, const char *name, h3_type type,
                              h3_span span);
+/* Adds or replaces a resolved config entry (kept in insertion order). */
+void h3_module_set_config(h3_module *m, const char *key, int64_t value);
+/* Appends one named output (its value is the matching operand of the body's `return`). */
+void h3_graph_add_output(h3_module *m, h3_graph *g, const char *name);
+/* Graph attributes (memory plan ...): adds or replaces one; lookup by name or NULL. */
+void h3_graph_set_attr(h3_module *m, h3_graph *g, h3_attr a);
+const h3_attr *h3_graph_attr(const h3_graph *g, const char *name);
 
 /* Attribute helpers (arena copies of the strings and arrays). */
 h3_attr h3_attr_int(h3_module *m, const char *name, int64_t v);
@@ -261,7 +273,10 @@ void h3_module_recount_uses(h3_module *m);
  * Reports each problem at the op's span; returns H3_ERR if any. */
 h3_status h3_verify_module(h3_module *m, h3_diag *d);
 
-/* The text form, see docs/ir-text.md. Printing then parsing gives the same text. */
+/* The text form, see docs/ir-text.md. Printing then parsing gives the same text.
+ * h3_module_parse reports syntax errors at file:line:col, then runs h3_verify_module
+ * (whose errors point at the ops' lines); NULL on any error. Register the text with
+ * h3_diag_add_source first to get the quoted line and caret in the messages. */
 void h3_module_print(h3_strbuf *out, const h3_module *m);
 h3_module *h3_module_parse(const char *file, const char *text, size_t len, h3_diag *d);
 

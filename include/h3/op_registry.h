@@ -51,6 +51,11 @@ bool h3_op_is_elementwise(h3_opcode code);
  * Returns 0 or -1 with a reason in `why`. */
 int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len);
 
+/* Checks operand count and attributes, then runs the op's inference. Control ops without
+ * an infer fn: yield and return give 0 results; loop, call and fused report that their
+ * types come from their region or callee. Returns the result count or -1 with `why`. */
+int h3_op_infer(const h3_op *op, h3_type *out, char *why, size_t why_len);
+
 /* Promotion rule of elementwise ops (see ops.def). */
 h3_dtype h3_dtype_promote(h3_dtype a, h3_dtype b);
 /* numpy broadcast of two shapes; returns 0 or -1 when incompatible. */

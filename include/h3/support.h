@@ -76,6 +76,7 @@ typedef struct h3_diag_source {
   const char *file;
   const char *text;
   size_t len;
+  int owned; /* text is malloc'd and freed by h3_diag_free (h3_diag_add_source_owned) */
   struct h3_diag_source *next;
 } h3_diag_source;
 
@@ -90,6 +91,9 @@ void h3_diag_init(h3_diag *d);
 void h3_diag_free(h3_diag *d);
 /* The text must outlive the diag; the file name is copied. */
 void h3_diag_add_source(h3_diag *d, const char *file, const char *text, size_t len);
+/* Same, and the diag takes ownership of the malloc'd text (freed by h3_diag_free, or at
+ * once when it cannot be registered). */
+void h3_diag_add_source_owned(h3_diag *d, const char *file, char *text, size_t len);
 void h3_diag_error(h3_diag *d, h3_span span, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void h3_diag_warning(h3_diag *d, h3_span span, const char *hint, const char *fmt, ...)

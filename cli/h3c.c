@@ -1,0 +1,392 @@
+/* h3c: the h3 compiler driver. Thin: parses flags, calls libh3, prints diagnostics.
+ *
+ *   h3c compile FILE.g [options] -o PLAN   .g → IR → passes → kernels (NVRTC) → YAML plan
+ *   h3c check FILE.g [options]             diagnostics only
+ *   h3c opt IN.ir --passes a,b [-o OUT]    IR text in, IR text out (pass tests)
+ *   h3c passes                             the registered passes and their tiers
+ *   h3c graph FILE.g --format dot          a picture of the IR (Graphviz)
+ *
+ * Exit status: 0 on success, 1 on any error (bad program, bad flag, failed write).
+ */
+#include "h3/frontend.h"
+#include "h3/passes.h"
+#include "h3/plan.h"
+#include "graph_dot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { CMD_COMPILE, CMD_CHECK, CMD_OPT, CMD_PASSES, CMD_GRAPH, CMD_HELP } command;
+
+typedef struct {
+  command cmd;
+  const char *input;
+  const char *output;
+  const char *config;
+  const char *format;
+  const char *graph;
+  int n_sets;
+  h3_config_override sets[64];
+  h3_pass_options passes;
+  bool no_kernels; /* --no-kernels: skip NVRTC (plan still holds the sources) */
+  int n_flags;
+  const char *flags[128]; /* the options as given, for the plan header */
+  char pass_list[4096];   /* --passes/--pass lists joined with ',' */
+} options;
+
+static const char *const command_names[] = {"compile", "check", "opt", "passes", "graph", "help"};
+
+static void usage_main(FILE *out) {
+  fprintf(out,
+          "usage: h3c COMMAND [options]\n"
+          "\n"
+          "commands:\n"
+          "  compile FILE.g -o PLAN   compile a model into an execution plan\n"
+          "  check FILE.g             parse and check a model; print diagnostics only\n"
+          "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests)\n"
+          "  passes                   list the registered passes with their tiers\n"
+          "  graph FILE.g --format dot  print the IR as a Graphviz graph\n"
+          "\n"
+          "Run 'h3c COMMAND --help' for the options of one command.\n");
+}
+
+static void usage_model_options(FILE *out) {
+  fprintf(out,
+          "  --config NAME            config preset of the model (default: the first one)\n"
+          "  --set KEY=VALUE          override one config key (repeatable)\n");
+}
+
+static void usage_pass_options(FILE *out) {
+  fprintf(out,
+          "  --quality TIER           exact | lossless (default) | high: which numerics-changing\n"
+          "                           rewrites may run (docs: spec accelerations §2)\n"
+          "  --passes A,B,...         run exactly these passes, in this order\n"
+          "  --disable-pass A,B,...   remove passes from the pipeline\n"
+          "  --print-ir-after=NAME|all  print the IR after the named pass(es) to stderr\n"
+          "  --time-passes            print each pass's wall time and op counts to stderr\n"
+          "  --report                 print the passes' one-line reports (memory plan, fusions)\n");
+}
+
+static void usage_command(command c, FILE *out) {
+  switch (c) {
+  case CMD_COMPILE:
+    fprintf(out, "usage: h3c compile FILE.g [options] -o PLAN\n\n"
+                 "Compiles a model: front end, passes, CUDA kernels (checked with NVRTC for\n"
+                 "sm_90 through the on-disk kernel cache), and writes the YAML plan.\n\n"
+                 "options:\n"
+                 "  -o, --output PLAN        where to write the plan (required)\n");
+    usage_model_options(out);
+    usage_pass_options(out);
+    fprintf(out, "  --no-kernels             do not run NVRTC (the plan still holds the sources)\n"
+                 "\nenvironment: H3_KERNEL_CACHE_DIR (cache folder), H3_KERNEL_CACHE=0 (no cache)\n");
+    break;
+  case CMD_CHECK:
+    fprintf(out, "usage: h3c check FILE.g [options]\n\n"
+                 "Parses and checks a model and prints its diagnostics; writes nothing.\n\n"
+                 "options:\n");
+    usage_model_options(out);
+    break;
+  case CMD_OPT:
+    fprintf(out, "usage: h3c opt IN.ir [options] [-o OUT.ir]\n\n"
+                 "Reads IR text, runs passes, prints the resulting IR text (stdout by default).\n\n"
+                 "options:\n"
+                 "  -o, --output FILE        write the IR there instead of stdout\n"
+                 "  --pass NAME              same as --passes NAME (repeatable)\n");
+    usage_pass_options(out);
+    break;
+  case CMD_PASSES:
+    fprintf(out, "usage: h3c passes\n\nLists every registered pass: name, minimum tier, whether\n"
+                 "the default pipeline runs it, what it requires, and what it does.\n");
+    break;
+  case CMD_GRAPH:
+    fprintf(out, "usage: h3c graph FILE.g --format dot [options] [-o OUT.dot]\n\n"
+                 "Prints the IR (after the passes) as a Graphviz digraph, one cluster per graph\n"
+                 "and per loop region.\n\n"
+                 "options:\n"
+                 "  --format dot             output format (only dot)\n"
+                 "  --graph NAME             only this graph\n"
+                 "  -o, --output FILE        write there instead of stdout\n");
+    usage_model_options(out);
+    usage_pass_options(out);
+    break;
+  case CMD_HELP: usage_main(out); break;
+  }
+}
+
+static int flag_error(const char *cmd, const char *fmt, const char *arg, const char *hint) {
+  fprintf(stderr, "h3c %s: error: ", cmd);
+  fprintf(stderr, fmt, arg);
+  fputc('\n', stderr);
+  if (hint) fprintf(stderr, "hint: %s\n", hint);
+  return 1;
+}
+
+/* Matches "--name" (value in the next argument) or "--name=value". Returns the value, or
+ * NULL when argv[*i] is not this flag; sets *missing when the value is absent. */
+static const char *flag_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+  size_t n = strlen(name);
+  const char *a = argv[*i];
+  if (strncmp(a, name, n) != 0) return NULL;
+  if (a[n] == '=') return a + n + 1;
+  if (a[n] != '\0') return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return "";
+  }
+  return argv[++*i];
+}
+
+/* Appends a comma-separated pass list given by --passes/--pass to o->pass_list. */
+static int append_passes(options *o, const char *cmd, const char *list) {
+  size_t len = strlen(o->pass_list);
+  int n = snprintf(o->pass_list + len, sizeof o->pass_list - len, "%s%s", len ? "," : "", list);
+  if (n < 0 || (size_t)n >= sizeof o->pass_list - len)
+    return flag_error(cmd, "pass list too long (%s)", list, "give at most 4000 characters");
+  o->passes.passes = o->pass_list;
+  return 0;
+}
+
+static int missing_value(const char *cmd, const char *flag) {
+  char hint[128];
+  snprintf(hint, sizeof hint, "write %s=VALUE or %s VALUE", flag, flag);
+  return flag_error(cmd, "option '%s' needs a value", flag, hint);
+}
+
+static bool takes_model(command c) { return c == CMD_COMPILE || c == CMD_CHECK || c == CMD_GRAPH; }
+static bool takes_passes(command c) { return c == CMD_COMPILE || c == CMD_OPT || c == CMD_GRAPH; }
+
+static int parse_args(int argc, char **argv, options *o) {
+  const char *cmd = command_names[o->cmd];
+  h3_diag d;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v;
+    bool missing = false;
+    if (o->n_flags < (int)(sizeof o->flags / sizeof o->flags[0])) o->flags[o->n_flags++] = a;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage_command(o->cmd, stdout);
+      exit(0);
+    } else if ((v = flag_value(argc, argv, &i, "-o", &missing)) ||
+               (v = flag_value(argc, argv, &i, "--output", &missing))) {
+      if (o->cmd == CMD_CHECK || o->cmd == CMD_PASSES)
+        return flag_error(cmd, "option '%s' is not used by this command", a, "run 'h3c check --help'");
+      o->output = v;
+    } else if (takes_model(o->cmd) && (v = flag_value(argc, argv, &i, "--config", &missing))) {
+      o->config = v;
+    } else if (takes_model(o->cmd) && (v = flag_value(argc, argv, &i, "--set", &missing))) {
+      if (missing) return missing_value(cmd, a);
+      if (o->n_sets >= (int)(sizeof o->sets / sizeof o->sets[0]))
+        return flag_error(cmd, "too many --set options (at most %s)", "64", NULL);
+      h3_diag_init(&d);
+      if (h3_config_override_parse(v, &o->sets[o->n_sets], &d) != H3_OK) {
+        h3_diag_print(&d, stderr);
+        h3_diag_free(&d);
+        return 1;
+      }
+      h3_diag_free(&d);
+      o->n_sets++;
+    } else if (takes_passes(o->cmd) && (v = flag_value(argc, argv, &i, "--quality", &missing))) {
+      if (missing) return missing_value(cmd, a);
+      if (!h3_tier_parse(v, &o->passes.tier))
+        return flag_error(cmd, "unknown quality tier '%s'", v,
+                          "use --quality exact, --quality lossless or --quality high");
+    } else if (takes_passes(o->cmd) && (v = flag_value(argc, argv, &i, "--passes", &missing))) {
+      if (missing) return missing_value(cmd, a);
+      if (append_passes(o, cmd, v)) return 1;
+    } else if (o->cmd == CMD_OPT && (v = flag_value(argc, argv, &i, "--pass", &missing))) {
+      if (missing) return missing_value(cmd, a);
+      if (append_passes(o, cmd, v)) return 1;
+    } else if (takes_passes(o->cmd) &&
+               (v = flag_value(argc, argv, &i, "--disable-pass", &missing))) {
+      o->passes.disabled = v;
+    } else if (takes_passes(o->cmd) &&
+               (v = flag_value(argc, argv, &i, "--print-ir-after", &missing))) {
+      o->passes.print_ir_after = v;
+    } else if (takes_passes(o->cmd) && !strcmp(a, "--time-passes")) {
+      o->passes.time_passes = true;
+    } else if (takes_passes(o->cmd) && !strcmp(a, "--report")) {
+      o->passes.report = true;
+    } else if (o->cmd == CMD_COMPILE && !strcmp(a, "--no-kernels")) {
+      o->no_kernels = true;
+    } else if (o->cmd == CMD_GRAPH && (v = flag_value(argc, argv, &i, "--format", &missing))) {
+      o->format = v;
+    } else if (o->cmd == CMD_GRAPH && (v = flag_value(argc, argv, &i, "--graph", &missing))) {
+      o->graph = v;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      char hint[128];
+      snprintf(hint, sizeof hint, "run 'h3c %s --help' for the options it takes", cmd);
+      return flag_error(cmd, "unknown option '%s'", a, hint);
+    } else if (!o->input && o->cmd != CMD_PASSES) {
+      o->input = a;
+    } else {
+      return flag_error(cmd, "unexpected argument '%s'", a,
+                        o->cmd == CMD_PASSES ? "'h3c passes' takes no arguments"
+                                             : "give one input file");
+    }
+    if (missing) return missing_value(cmd, a);
+  }
+  if (o->cmd != CMD_PASSES && !o->input) {
+    char hint[128];
+    snprintf(hint, sizeof hint, "usage: h3c %s %s", cmd, o->cmd == CMD_OPT ? "IN.ir" : "FILE.g");
+    return flag_error(cmd, "no input file%s", "", hint);
+  }
+  if (o->cmd == CMD_COMPILE && !o->output)
+    return flag_error(cmd, "no output file%s", "", "give the plan's path with -o PLAN");
+  if (o->cmd == CMD_GRAPH && (!o->format || strcmp(o->format, "dot") != 0))
+    return flag_error(cmd, "unsupported or missing --format '%s'", o->format ? o->format : "",
+                      "the only format is --format dot");
+  return 0;
+}
+
+static h3_module *load_model(const options *o, h3_diag *d) {
+  h3_frontend_options fo = {.config = o->config, .n_overrides = o->n_sets, .overrides = o->sets};
+  return h3_frontend_load(o->input, &fo, d);
+}
+
+static int finish(h3_diag *d, int rc) {
+  h3_diag_print(d, stderr);
+  if (d->errors) rc = 1;
+  h3_diag_free(d);
+  return rc;
+}
+
+static int write_text(const char *path, const h3_strbuf *b, h3_diag *d) {
+  if (!path) {
+    fwrite(b->data, 1, b->len, stdout);
+    return 0;
+  }
+  return h3_write_file_atomic(path, b->data, b->len, d) == H3_OK ? 0 : 1;
+}
+
+static int cmd_passes(void) {
+  printf("%-24s %-9s %-8s %-28s %s\n", "pass", "min tier", "default", "requires", "description");
+  for (int i = 0; i < h3_pass_count(); i++) {
+    const h3_pass *p = h3_pass_at(i);
+    char req[128] = "-";
+    size_t len = 0;
+    for (int r = 0; r < H3_PASS_MAX_REQUIRES && p->requires[r]; r++)
+      len += (size_t)snprintf(req + len, sizeof req - len, "%s%s", r ? "," : "", p->requires[r]);
+    printf("%-24s %-9s %-8s %-28s %s\n", p->name, h3_tier_name(p->min_tier),
+           p->in_default_pipeline ? "yes" : "no", req, p->description);
+  }
+  return 0;
+}
+
+static int cmd_check(const options *o) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = load_model(o, &d);
+  h3_module_free(m);
+  return finish(&d, m ? 0 : 1);
+}
+
+static int cmd_opt(const options *o) {
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(o->input, &len, &d);
+  if (!text) return finish(&d, 1);
+  h3_diag_add_source(&d, o->input, text, len);
+  h3_module *m = h3_module_parse(o->input, text, len, &d);
+  int rc = 1;
+  if (m && h3_verify_module(m, &d) == H3_OK) {
+    h3_pass_options po = o->passes;
+    if (!po.passes) po.passes = ""; /* opt runs only what it is told */
+    if (h3_pass_pipeline_run(m, &po, &d) == H3_OK) {
+      h3_strbuf b;
+      h3_strbuf_init(&b);
+      h3_module_print(&b, m);
+      rc = write_text(o->output, &b, &d);
+      h3_strbuf_free(&b);
+    }
+  }
+  h3_module_free(m);
+  rc = finish(&d, rc);
+  free(text);
+  return rc;
+}
+
+static int cmd_graph(const options *o) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = load_model(o, &d);
+  int rc = 1;
+  if (m && h3_pass_pipeline_run(m, &o->passes, &d) == H3_OK) {
+    h3_strbuf b;
+    h3_strbuf_init(&b);
+    if (h3_graph_print_dot(&b, m, o->graph, &d) == H3_OK) rc = write_text(o->output, &b, &d);
+    h3_strbuf_free(&b);
+  }
+  h3_module_free(m);
+  return finish(&d, rc);
+}
+
+static int cmd_compile(const options *o) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = load_model(o, &d);
+  if (!m) return finish(&d, 1);
+  const h3_pass *list[64];
+  int n = 0;
+  if (h3_pass_pipeline_resolve(&o->passes, list, 64, &n, &d) != H3_OK ||
+      h3_pass_pipeline_run(m, &o->passes, &d) != H3_OK) {
+    h3_module_free(m);
+    return finish(&d, 1);
+  }
+  const char *names[64];
+  for (int i = 0; i < n; i++) names[i] = list[i]->name;
+  h3_plan_options po = {.quality = h3_tier_name(o->passes.tier),
+                        .source_file = o->input,
+                        .n_flags = o->n_flags,
+                        .flags = o->flags,
+                        .n_passes = n,
+                        .passes = names};
+  h3_plan *plan = NULL;
+  int rc = 1;
+  if (h3_plan_build(&plan, m, &po, &d) == H3_OK &&
+      (o->no_kernels || h3_plan_compile_kernels(plan, &d) == H3_OK) &&
+      h3_plan_write_file(plan, o->output, &d) == H3_OK)
+    rc = 0;
+  h3_plan_free(plan);
+  return finish(&d, rc);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage_main(stderr);
+    return 1;
+  }
+  options o;
+  memset(&o, 0, sizeof o);
+  o.passes = h3_pass_options_default();
+  const char *c = argv[1];
+  if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+    usage_main(stdout);
+    return 0;
+  }
+  if (!strcmp(c, "--version")) {
+    printf("h3c %s\n", H3_VERSION);
+    return 0;
+  }
+  int found = 0;
+  for (int i = 0; i < CMD_HELP; i++)
+    if (!strcmp(c, command_names[i])) {
+      o.cmd = (command)i;
+      found = 1;
+    }
+  if (!found) {
+    fprintf(stderr, "h3c: error: unknown command '%s'\n", c);
+    fprintf(stderr, "hint: the commands are compile, check, opt, passes, graph; see 'h3c --help'\n");
+    return 1;
+  }
+  if (parse_args(argc, argv, &o)) return 1;
+  switch (o.cmd) {
+  case CMD_COMPILE: return cmd_compile(&o);
+  case CMD_CHECK: return cmd_check(&o);
+  case CMD_OPT: return cmd_opt(&o);
+  case CMD_PASSES: return cmd_passes();
+  case CMD_GRAPH: return cmd_graph(&o);
+  case CMD_HELP: break;
+  }
+  return 0;
+}

@@ -1,0 +1,385 @@
+/* h3exec: runs an h3 plan. Thin: parses flags, loads the plan, weights and inputs, runs the
+ * entry program (or one graph) on a backend, writes outputs, the trace and the report.
+ *
+ *   h3exec PLAN [--graph NAME] [--backend cpu|cuda|auto] [--weights FILE|random] [--seed N]
+ *          [--inputs FILE] [--out FILE] [--steps N] [--prompt FILE | --prompt-len N]
+ *          [--max-new-tokens N] [--warmup N] [--iterations N] [--threads N]
+ *          [--attention NAME] [--profile FILE.json] [--help]
+ *
+ * Exit status: 0 on success, 1 when the run fails (bad plan, weights, inputs, runtime
+ * error), 2 for bad flags. Nothing is written unless the run succeeds (outputs and traces
+ * are written atomically at the end).
+ */
+#include "h3/cuda_backend.h"
+#include "h3/plan.h"
+#include "h3/runtime.h"
+#include "h3/safetensors.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+  const char *plan, *graph, *backend, *weights, *inputs, *out, *prompt, *profile, *attention;
+  uint64_t seed;
+  int64_t steps, prompt_len, max_new_tokens;
+  int warmup, iterations, threads;
+} options;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: h3exec PLAN [options]\n"
+          "\n"
+          "Runs the plan's entry program (H3: `sample`, M3.1: `generate`) or one graph.\n"
+          "  --graph NAME          run this graph instead of the entry program\n"
+          "  --backend B           cpu | cuda | auto (default auto: cuda when usable, else cpu)\n"
+          "  --weights FILE|random safetensors weights, or seeded random weights (default)\n"
+          "  --seed N              seed of random weights, noise and default inputs (default 0)\n"
+          "  --inputs FILE         safetensors file with the graph's inputs (by input name);\n"
+          "                        inputs left out get defaults (see docs/running.md)\n"
+          "  --out FILE            write the outputs (by output name) as safetensors\n"
+          "  --steps N             H3: denoising steps; must equal the plan's compiled steps\n"
+          "  --prompt FILE         M3.1: prompt token ids (text: integers; or .safetensors)\n"
+          "  --prompt-len N        M3.1: random prompt of N tokens (must equal prompt_len)\n"
+          "  --max-new-tokens N    M3.1: tokens to generate (must equal max_new_tokens)\n"
+          "  --warmup N            untimed runs before the measured ones (default 0)\n"
+          "  --iterations N        measured runs (default 1)\n"
+          "  --threads N           cpu worker threads (default 2)\n"
+          "  --attention NAME      attention implementation: cuda: " H3_CUDA_ATTENTION_NAMES "\n"
+          "                        (default cudnn); cpu: reference\n"
+          "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
+          "  --help                this text\n");
+}
+
+static int flag_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "h3exec: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nhint: run 'h3exec --help' for the flags\n");
+  return 2;
+}
+
+static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = s ? strtoll(s, &end, 10) : 0;
+  if (!s || !*s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "h3exec: error: %s expects an integer in [%lld, %lld], got '%s'\n", flag,
+            (long long)lo, (long long)hi, s ? s : "");
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* Returns 0 to run, 1 after --help, 2 on a bad flag. */
+static int parse_flags(int argc, char **argv, options *o) {
+  *o = (options){.backend = "auto", .weights = "random", .iterations = 1, .threads = 2,
+                 .steps = -1, .prompt_len = -1, .max_new_tokens = -1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
+    if (a[0] != '-') {
+      if (o->plan) return flag_error("more than one plan given ('%s')", a);
+      o->plan = a;
+      continue;
+    }
+    static const char *const with_value[] = {
+        "--graph", "--backend", "--weights", "--seed", "--inputs", "--out", "--steps",
+        "--prompt", "--prompt-len", "--max-new-tokens", "--warmup", "--iterations",
+        "--threads", "--profile", "--attention", NULL};
+    int known = 0;
+    for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
+    if (!known) return flag_error("unknown flag '%s'", a);
+    if (i + 1 >= argc) return flag_error("%s needs a value", a);
+    const char *v = argv[++i];
+    int64_t n;
+    if (strcmp(a, "--graph") == 0) o->graph = v;
+    else if (strcmp(a, "--backend") == 0) {
+      if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
+        return flag_error("--backend must be cpu, cuda or auto, got '%s'", v);
+      o->backend = v;
+    } else if (strcmp(a, "--weights") == 0) o->weights = v;
+    else if (strcmp(a, "--inputs") == 0) o->inputs = v;
+    else if (strcmp(a, "--out") == 0) o->out = v;
+    else if (strcmp(a, "--prompt") == 0) o->prompt = v;
+    else if (strcmp(a, "--profile") == 0) o->profile = v;
+    else if (strcmp(a, "--attention") == 0) o->attention = v;
+    else if (strcmp(a, "--seed") == 0) {
+      if (!parse_int(a, v, 0, INT64_MAX, &n)) return 2;
+      o->seed = (uint64_t)n;
+    } else if (strcmp(a, "--steps") == 0) {
+      if (!parse_int(a, v, 1, INT32_MAX, &o->steps)) return 2;
+    } else if (strcmp(a, "--prompt-len") == 0) {
+      if (!parse_int(a, v, 1, INT32_MAX, &o->prompt_len)) return 2;
+    } else if (strcmp(a, "--max-new-tokens") == 0) {
+      if (!parse_int(a, v, 1, INT32_MAX, &o->max_new_tokens)) return 2;
+    } else if (strcmp(a, "--warmup") == 0) {
+      if (!parse_int(a, v, 0, 1000000, &n)) return 2;
+      o->warmup = (int)n;
+    } else if (strcmp(a, "--iterations") == 0) {
+      if (!parse_int(a, v, 1, 1000000, &n)) return 2;
+      o->iterations = (int)n;
+    } else if (strcmp(a, "--threads") == 0) {
+      if (!parse_int(a, v, 1, 256, &n)) return 2;
+      o->threads = (int)n;
+    }
+  }
+  if (!o->plan) return flag_error("no plan given%s", "");
+  if (o->prompt && o->prompt_len > 0)
+    return flag_error("--prompt and --prompt-len exclude each other%s", "");
+  return 0;
+}
+
+/* --steps / --max-new-tokens against the compiled config key. */
+static h3_status check_compiled(const h3_module *m, const char *flag, const char *key, int64_t want,
+                                h3_diag *d) {
+  if (want < 0) return H3_OK;
+  int64_t have = h3_module_config(m, key, -1);
+  h3_span none = {0};
+  if (have < 0) {
+    h3_diag_error(d, none, NULL, "%s: the plan's model (%s) has no config key '%s'", flag,
+                  m->model ? m->model : "?", key);
+    return H3_ERR;
+  }
+  if (have != want) {
+    char hint[160];
+    snprintf(hint, sizeof hint, "recompile the plan: h3c compile MODEL.g --set %s=%lld -o PLAN", key,
+             (long long)want);
+    h3_diag_error(d, none, hint, "%s %lld: the plan was compiled with %s = %lld", flag,
+                  (long long)want, key, (long long)have);
+    return H3_ERR;
+  }
+  return H3_OK;
+}
+
+/* Loads --prompt into the graph's token input (`prompt` or `tokens`). */
+static h3_status load_prompt(const options *o, const h3_module *m, const h3_graph *g,
+                             h3_host_tensor *in, h3_diag *d) {
+  h3_span none = {0};
+  int idx = -1;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->inputs[i]->name && (!strcmp(g->inputs[i]->name, "prompt") || !strcmp(g->inputs[i]->name, "tokens")))
+      idx = i;
+  if (idx < 0 || h3_dtype_is_float(g->inputs[idx]->type.dtype)) {
+    h3_diag_error(d, none, "--prompt is for M3.1 plans", "--prompt: graph '%s' has no integer input 'prompt' or 'tokens'",
+                  g->name);
+    return H3_ERR;
+  }
+  const h3_type *want = &g->inputs[idx]->type;
+  int64_t need = h3_type_numel(want), vocab = h3_module_config(m, "vocab", INT32_MAX);
+  int64_t *ids = malloc((size_t)(need + 1) * sizeof *ids), n = 0;
+  if (!ids) return H3_ERR;
+  size_t len = strlen(o->prompt);
+  h3_status st = H3_OK;
+  if (len > 12 && strcmp(o->prompt + len - 12, ".safetensors") == 0) {
+    h3_safetensors *sf = h3_safetensors_open(o->prompt, d);
+    if (!sf) st = H3_ERR;
+    else if (h3_safetensors_count(sf) != 1 || h3_dtype_is_float(h3_safetensors_at(sf, 0)->type.dtype)) {
+      h3_diag_error(d, none, "write the token ids as one i32 or i64 tensor",
+                    "%s: expected exactly one integer tensor", o->prompt);
+      st = H3_ERR;
+    } else {
+      const h3_st_tensor *t = h3_safetensors_at(sf, 0);
+      n = h3_type_numel(&t->type);
+      for (int64_t i = 0; i < n && i < need; i++) {
+        if (t->type.dtype == H3_I64) memcpy(&ids[i], (const char *)t->data + 8 * i, 8);
+        else if (t->type.dtype == H3_I32) {
+          int32_t v;
+          memcpy(&v, (const char *)t->data + 4 * i, 4);
+          ids[i] = v;
+        } else {
+          h3_diag_error(d, none, "use I32 or I64", "%s: tensor '%s' has dtype %s", o->prompt, t->name,
+                        h3_dtype_name(t->type.dtype));
+          st = H3_ERR;
+          break;
+        }
+      }
+    }
+    h3_safetensors_close(sf);
+  } else {
+    size_t tl;
+    char *text = h3_read_file(o->prompt, &tl, d);
+    if (!text) st = H3_ERR;
+    for (char *p = text; st == H3_OK && p && *p;) {
+      while (*p == ' ' || *p == '\n' || *p == '\t' || *p == ',' || *p == '\r') p++;
+      if (!*p) break;
+      char *end;
+      errno = 0;
+      long long v = strtoll(p, &end, 10);
+      if (end == p || errno) {
+        h3_diag_error(d, none, "the file holds token ids separated by spaces, commas or newlines",
+                      "%s: '%.20s' is not a token id", o->prompt, p);
+        st = H3_ERR;
+        break;
+      }
+      if (n < need) ids[n] = v;
+      n++;
+      p = end;
+    }
+    free(text);
+  }
+  if (st == H3_OK && n != need) {
+    char hint[128];
+    snprintf(hint, sizeof hint, "recompile the plan with --set prompt_len=%lld", (long long)n);
+    h3_diag_error(d, none, hint, "%s: %lld tokens, but the plan was compiled for prompt_len = %lld",
+                  o->prompt, (long long)n, (long long)need);
+    st = H3_ERR;
+  }
+  for (int64_t i = 0; st == H3_OK && i < n; i++)
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      h3_diag_error(d, none, NULL, "%s: token %lld (id %lld) is outside the vocabulary [0, %lld)",
+                    o->prompt, (long long)i, (long long)ids[i], (long long)vocab);
+      st = H3_ERR;
+    }
+  if (st == H3_OK) {
+    h3_host_tensor *t = &in[idx];
+    free(t->data);
+    t->name = g->inputs[idx]->name;
+    t->type = *want;
+    t->bytes = (size_t)h3_type_bytes(want);
+    t->data = malloc(t->bytes + 1);
+    if (!t->data) st = H3_ERR;
+    for (int64_t i = 0; st == H3_OK && i < n; i++) {
+      if (want->dtype == H3_I64) ((int64_t *)t->data)[i] = ids[i];
+      else ((int32_t *)t->data)[i] = (int32_t)ids[i];
+    }
+  }
+  free(ids);
+  return st;
+}
+
+/* Progress over the top-level loop iterations, only on a terminal. */
+typedef struct {
+  double t0;
+  h3_backend *b;
+} progress_state;
+
+static void progress(void *ctx, const char *label, int64_t done, int64_t total) {
+  progress_state *p = ctx;
+  int width = 30, fill = total > 0 ? (int)(width * done / total) : width;
+  fprintf(stderr, "\r%-10s [", label);
+  for (int i = 0; i < width; i++) fputc(i < fill ? '#' : '.', stderr);
+  fprintf(stderr, "] %lld/%lld  %.2f s", (long long)done, (long long)total,
+          p->b->ops->now(p->b) - p->t0);
+  if (done == total) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static int run(const options *o, h3_diag *d) {
+  int rc = 1;
+  h3_backend *b = NULL;
+  h3_weights *w = NULL;
+  h3_runtime *rt = NULL;
+  h3_host_tensor *in = NULL, *out = NULL;
+  double *lat = NULL;
+  h3_plan *plan = h3_plan_read_file(o->plan, d);
+  if (!plan) return 1;
+  const h3_module *m = plan->module;
+  h3_span none = {0};
+  const char *gname = o->graph ? o->graph : plan->entry;
+  const h3_graph *g = gname ? h3_module_graph(m, gname) : NULL;
+  if (!g) {
+    h3_strbuf names;
+    h3_strbuf_init(&names);
+    for (int i = 0; i < m->n_graphs; i++) h3_strbuf_printf(&names, "%s%s", i ? ", " : "", m->graphs[i]->name);
+    char hint[512];
+    snprintf(hint, sizeof hint, "the plan's graphs: %s", names.data ? names.data : "(none)");
+    if (gname) h3_diag_error(d, none, hint, "%s: no graph named '%s'", o->plan, gname);
+    else h3_diag_error(d, none, hint, "%s: the plan has no entry program; pick one with --graph", o->plan);
+    h3_strbuf_free(&names);
+    goto done;
+  }
+  if (check_compiled(m, "--steps", "steps", o->steps, d) != H3_OK ||
+      check_compiled(m, "--max-new-tokens", "max_new_tokens", o->max_new_tokens, d) != H3_OK)
+    goto done;
+  h3_backend_options bo = {o->threads, o->seed};
+  b = h3_backend_create(o->backend, &bo, d);
+  if (!b) goto done;
+  int cuda = h3_backend_is_cuda(b), random = strcmp(o->weights, "random") == 0;
+  if (cuda) {
+    if (h3_plan_compile_kernels(plan, d) != H3_OK || h3_cuda_load_plan(b, plan, d) != H3_OK ||
+        (o->attention && h3_cuda_set_attention(b, o->attention, d) != H3_OK))
+      goto done;
+  } else if (o->attention && strcmp(o->attention, "reference") != 0) {
+    h3_diag_error(d, none, "use --backend cuda for " H3_CUDA_ATTENTION_NAMES,
+                  "--attention %s: the cpu backend has only the reference attention", o->attention);
+    goto done;
+  }
+  /* random weights: made on the GPU by the cuda backend, on the host otherwise */
+  w = random ? (cuda ? NULL : h3_weights_random(m, o->seed, d)) : h3_weights_load_file(m, o->weights, d);
+  if (!w && !(random && cuda)) goto done;
+  in = o->inputs ? h3_inputs_load_file(g, o->inputs, H3_INPUTS_ALLOW_MISSING, d)
+                 : calloc((size_t)g->n_inputs + 1, sizeof *in);
+  if (!in) goto done;
+  if (o->prompt && load_prompt(o, m, g, in, d) != H3_OK) goto done;
+  h3_input_defaults defs = {o->seed, o->prompt_len};
+  if (h3_inputs_fill_defaults(m, g, in, &defs, d) != H3_OK) goto done;
+  progress_state ps = {0, b};
+  h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed};
+  rt = h3_runtime_new(m, b, w, &ro, d);
+  out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+  lat = calloc((size_t)o->iterations + 1, sizeof *lat);
+  if (!rt || !out || !lat) goto done;
+  for (int it = 0; it < o->warmup + o->iterations; it++) {
+    if (it == o->warmup) {
+      h3_runtime_reset_stats(rt);
+      if (cuda) h3_cuda_reset_gpu_seconds(b);
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+      free(out[i].data);
+      out[i].data = NULL;
+    }
+    ps.t0 = b->ops->now(b);
+    if (h3_runtime_run(rt, g, in, out, d) != H3_OK) goto done;
+    if (it >= o->warmup) lat[it - o->warmup] = b->ops->now(b) - ps.t0;
+  }
+  if (o->out) {
+    const void **data = calloc((size_t)g->n_outputs + 1, sizeof *data);
+    if (!data) goto done;
+    for (int i = 0; i < g->n_outputs; i++) data[i] = out[i].data;
+    h3_status st = h3_outputs_save_file(g, data, o->out, d);
+    free(data);
+    if (st != H3_OK) goto done;
+  }
+  if (o->profile) {
+    const h3_trace_event *ev;
+    size_t n = h3_runtime_trace(rt, &ev);
+    if (h3_trace_write_file(ev, n, o->profile, d) != H3_OK) goto done;
+  }
+  char ran[256];
+  snprintf(ran, sizeof ran, "%s '%s'", g->kind == H3_GRAPH_PROGRAM ? "program" : "graph", g->name);
+  h3_report r = {o->plan, ran, b->ops->name, o->weights, plan->quality, o->seed, o->warmup,
+                 o->iterations, lat, h3_runtime_op_stats(rt), m, h3_runtime_weight_bytes(rt),
+                 h3_runtime_activation_bytes(rt), o->threads,
+                 cuda ? h3_cuda_device_name(b) : NULL,
+                 cuda ? h3_cuda_attention(b) : NULL, cuda ? h3_cuda_gpu_seconds(b) : -1.0};
+  h3_report_print(stdout, &r);
+  rc = 0;
+done:
+  if (out) h3_host_tensors_free(out, g ? g->n_outputs : 0);
+  if (in) h3_host_tensors_free(in, g ? g->n_inputs : 0);
+  free(lat);
+  h3_runtime_free(rt);
+  h3_weights_free(w);
+  h3_backend_free(b);
+  h3_plan_free(plan);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int pr = parse_flags(argc, argv, &o);
+  if (pr == 1) {
+    usage(stdout);
+    return 0;
+  }
+  if (pr) return 2;
+  h3_diag d;
+  h3_diag_init(&d);
+  int rc = run(&o, &d);
+  h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  return rc;
+}

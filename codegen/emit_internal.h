@@ -1,0 +1,66 @@
+/* emit_internal.h: what the emitters of codegen/ share (not part of the public API).
+ *
+ * An emitter writes one kernel's CUDA C into ec->src with the kernel's name written as
+ * the placeholder `@K@`, fills the launch rule in ec->k, then emit_finish() hashes the
+ * source (placeholder -> "h3_<op>"), derives the name and substitutes it. Helpers here
+ * give C type names, the compute type of a dtype, literals, the standard signature and
+ * launch-rule arithmetic. Every index expression uses `ix_t` (int when every tensor of
+ * the kernel has fewer than 2^31 elements, else long long), typedef'd in each kernel.
+ */
+#ifndef H3_EMIT_INTERNAL_H
+#define H3_EMIT_INTERNAL_H
+
+#include "h3/codegen.h"
+#include "h3/op_registry.h"
+
+#define EMIT_BLOCK 256     /* threads per block of the elementwise-style kernels */
+#define EMIT_MAX_GRID 8192 /* grid-stride loops cover the rest */
+
+typedef struct {
+  const h3_op *op;
+  const char *opname; /* registry name, used in the kernel name */
+  bool exact;
+  h3_arena *a;
+  h3_kernel *k;
+  h3_diag *d;
+  h3_strbuf src;
+  int tmp; /* counter for fresh local names */
+} emit_ctx;
+
+/* Stored element type: "h3_bf16", "float", "long long", ... */
+const char *emit_ctype(h3_dtype t);
+/* Compute type of a dtype: "float" (bf16/f16/f32), "double" (f64), "long long" (ints). */
+const char *emit_comptype(h3_dtype t);
+bool emit_is_float(h3_dtype t);
+/* A literal of `v` in the compute type of t (exact tier: rounded to t first). */
+void emit_literal(h3_strbuf *b, h3_dtype t, double v, bool round_to_dtype);
+/* Wraps expression `e` (compute type of t) in the rounding to t: "h3_rbf16(e)", ... */
+void emit_round(h3_strbuf *b, h3_dtype t, const char *e);
+
+/* "extern "C" __global__ void __launch_bounds__(B) @K@(" + operands and results
+ * (+ extra) + ") {\n" + the ix_t typedef. `restrict_io` is false for in-place kernels. */
+void emit_signature(emit_ctx *ec, int n_in, const h3_type *in, int n_out,
+                    const h3_type *out, const char *extra, int block, bool wide,
+                    bool restrict_io);
+/* Sets the standard args list in0.. out0.. (+ "seed" when with_seed). */
+h3_status emit_args(emit_ctx *ec, int n_in, int n_out, bool with_seed);
+/* Sets a 1-D launch rule: min(ceil(work / block), EMIT_MAX_GRID) blocks of `block`. */
+void emit_launch_1d(emit_ctx *ec, int64_t work, int block);
+/* True when some tensor of the op has 2^31 elements or more (ix_t = long long). */
+bool emit_needs_wide(const h3_op *op);
+
+/* Hashes, names and installs the kernel source; H3_ERR when out of memory. */
+h3_status emit_finish(emit_ctx *ec);
+/* Reports an emitter limitation at the op's span. */
+h3_status emit_unsupported(emit_ctx *ec, const char *what);
+
+/* The emitters, one per family (emit_fused.c, emit_reduce.c, emit_move.c, emit_model.c). */
+h3_status emit_fused(emit_ctx *ec); /* fused regions and every elementwise-style op */
+h3_status emit_reduce(emit_ctx *ec); /* rms_norm, argmax, reduce_sum */
+h3_status emit_move(emit_ctx *ec);   /* concat, pad, slice, set_index, scatter_rows, kv_write */
+h3_status emit_model(emit_ctx *ec);  /* timestep_embedding, rope*, randn */
+
+/* Row-major strides of a type (elements). */
+void emit_strides(const h3_type *t, int64_t *strides);
+
+#endif

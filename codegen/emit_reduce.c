@@ -1,0 +1,168 @@
+/* emit_reduce.c: kernels for the ops that reduce the last axis: rms_norm, argmax and
+ * reduce_sum.
+ *
+ * One block per row ([rows, N] with rows = product of the leading dims). Each thread walks
+ * the row in chunks of 8 (16-byte loads when N % 8 == 0, else single elements) at stride
+ * blockDim, accumulating in a fixed order; the warp combines with an xor butterfly
+ * (__shfl_xor_sync, every lane ends with the same bits) and warp 0's partials are combined
+ * by every thread in warp order from shared memory. The reduction order depends only on
+ * N and the block size, both compile-time constants, so results are deterministic and
+ * identical for every row (batch invariant).
+ *   rms_norm: r = 1/sqrt(sum(x^2)/N + eps); y = (x*r)*(w + offset), one rounding to y's dtype.
+ *   argmax: first index of the maximum (ties -> lowest index; a row of NaN gives 0).
+ *   reduce_sum: fp32 sum (fp64 for f64 inputs), rounded once to the result dtype.
+ */
+#include "emit_internal.h"
+
+#include <string.h>
+
+/* Threads per block for a row of `units` chunks: a multiple of 32 in [32, 256] (1024 for
+ * argmax over long rows such as a vocabulary). */
+static int row_block(int64_t units, int cap) {
+  int64_t b = (units + 31) / 32 * 32;
+  if (b < 32) b = 32;
+  if (b > cap) b = cap;
+  return (int)b;
+}
+
+/* Emits the per-row preamble: rows guard and row pointers x / y. */
+static void row_head(h3_strbuf *s, int64_t rows, int64_t n, const char *xt, const char *yt,
+                     int64_t ystride) {
+  h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n",
+                   (long long)rows);
+  h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n", xt, (long long)n);
+  h3_strbuf_printf(s, "  %s *y = out0 + row * %lldll;\n", yt, (long long)ystride);
+  h3_strbuf_append(s, "  const int tid = threadIdx.x;\n");
+}
+
+/* Loop header over the row's chunks: declares `float|... v[VEC]` loaded at element u*VEC. */
+static void chunk_loop(h3_strbuf *s, int vec, int64_t n, int block, const char *ct,
+                       const char *ptr, const char *arr) {
+  h3_strbuf_printf(s, "  for (int u = tid; u < %lld; u += %d) {\n", (long long)(n / vec), block);
+  if (vec == 8) h3_strbuf_printf(s, "    %s %s[8];\n    h3_ld8(%s, u * 8, %s);\n", ct, arr, ptr, arr);
+  else h3_strbuf_printf(s, "    %s %s[1] = {h3_ld(%s, u)};\n", ct, arr, ptr);
+}
+
+static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
+  const h3_op *op = ec->op;
+  h3_strbuf *s = &ec->src;
+  int vec = n % 8 == 0 ? 8 : 1;
+  int block = row_block(n / vec, 256);
+  h3_type in_t[2] = {op->operands[0]->type, op->operands[1]->type};
+  h3_type out_t = op->results[0]->type;
+  emit_signature(ec, 2, in_t, 1, &out_t, NULL, block, false, true);
+  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
+  row_head(s, rows, n, emit_ctype(in_t[0].dtype), emit_ctype(out_t.dtype), n);
+  h3_strbuf_append(s, "  float ss = 0.0f;\n");
+  chunk_loop(s, vec, n, block, "float", "x", "v");
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fadd_rn(ss, "
+                      "__fmul_rn(v[k], v[k]));\n  }\n", vec);
+  h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
+                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n"
+                      "  if ((tid & 31) == 0) part[tid >> 5] = ss;\n  __syncthreads();\n"
+                      "  float tot = 0.0f;\n");
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int w = 0; w < %d; w++) tot = __fadd_rn(tot, part[w]);\n",
+                   block / 32);
+  h3_strbuf eps, off;
+  h3_strbuf_init(&eps);
+  h3_strbuf_init(&off);
+  emit_literal(&eps, H3_F32, h3_op_attr_float(op, "eps", 1e-5), false);
+  emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
+  h3_strbuf_printf(s, "  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, "
+                      "%lld.0f), %s)));\n", (long long)n, eps.data ? eps.data : "0");
+  const char *w = in_t[1].dtype == H3_F64 ? "double" : "float";
+  chunk_loop(s, vec, n, block, "float", "x", "v");
+  if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in1, u * 8, wv);\n", w);
+  else h3_strbuf_printf(s, "    %s wv[1] = {h3_ld(in1, u)};\n", w);
+  h3_strbuf_printf(s, "    float o[%d];\n#pragma unroll\n    for (int k = 0; k < %d; k++) "
+                      "o[k] = __fmul_rn(__fmul_rn(v[k], r), __fadd_rn((float)wv[k], %s));\n",
+                   vec, vec, off.data ? off.data : "0");
+  if (vec == 8) h3_strbuf_append(s, "    h3_st8(y, u * 8, o);\n  }\n}\n");
+  else h3_strbuf_append(s, "    h3_st(y, u, o[0]);\n  }\n}\n");
+  h3_strbuf_free(&eps);
+  h3_strbuf_free(&off);
+  ec->k->grid[0] = rows > 0 ? rows : 1;
+  ec->k->block[0] = block;
+  return emit_args(ec, 2, 1, false);
+}
+
+static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
+  const h3_op *op = ec->op;
+  h3_strbuf *s = &ec->src;
+  int vec = n % 8 == 0 ? 8 : 1;
+  int block = row_block(n / vec, 1024);
+  h3_type in_t = op->operands[0]->type, out_t = op->results[0]->type;
+  const char *ct = emit_comptype(in_t.dtype);
+  const char *lowest = in_t.dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
+                       : emit_is_float(in_t.dtype) ? "-__int_as_float(0x7f800000)"
+                                                   : "(-9223372036854775807ll - 1)";
+  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, false, true);
+  h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
+                   block / 32);
+  row_head(s, rows, n, emit_ctype(in_t.dtype), emit_ctype(out_t.dtype), 1);
+  h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
+  chunk_loop(s, vec, n, block, ct, "x", "v");
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
+                      "      const int j = u * %d + k;\n"
+                      "      if (v[k] > best || (v[k] == best && j < bi)) { best = v[k]; bi = j; }\n"
+                      "    }\n  }\n", vec, vec);
+  h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) {\n"
+                      "    const auto ob = __shfl_xor_sync(0xffffffffu, best, o);\n"
+                      "    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);\n"
+                      "    if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }\n"
+                      "  }\n"
+                      "  if ((tid & 31) == 0) { pb[tid >> 5] = best; pi[tid >> 5] = bi; }\n"
+                      "  __syncthreads();\n  if (tid == 0) {\n");
+  h3_strbuf_printf(s, "    for (int w = 1; w < %d; w++)\n"
+                      "      if (pb[w] > best || (pb[w] == best && pi[w] < bi)) { best = pb[w]; bi = pi[w]; }\n",
+                   block / 32);
+  h3_strbuf_append(s, "    h3_st(y, 0, (long long)(bi == 0x7fffffff ? 0 : bi));\n  }\n}\n");
+  ec->k->grid[0] = rows > 0 ? rows : 1;
+  ec->k->block[0] = block;
+  return emit_args(ec, 1, 1, false);
+}
+
+static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {
+  const h3_op *op = ec->op;
+  h3_strbuf *s = &ec->src;
+  int vec = n % 8 == 0 ? 8 : 1;
+  int block = row_block(n / vec, 256);
+  h3_type in_t = op->operands[0]->type, out_t = op->results[0]->type;
+  const char *acc = in_t.dtype == H3_F64 ? "double" : "float";
+  bool dbl = in_t.dtype == H3_F64;
+  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, false, true);
+  h3_strbuf_printf(s, "  __shared__ %s part[%d];\n", acc, block / 32);
+  row_head(s, rows, n, emit_ctype(in_t.dtype), emit_ctype(out_t.dtype), 1);
+  h3_strbuf_printf(s, "  %s acc = 0;\n", acc);
+  chunk_loop(s, vec, n, block, acc, "x", "v");
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) acc = %s(acc, v[k]);\n  }\n",
+                   vec, dbl ? "__dadd_rn" : "__fadd_rn");
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
+                      "acc = %s(acc, __shfl_xor_sync(0xffffffffu, acc, o));\n"
+                      "  if ((tid & 31) == 0) part[tid >> 5] = acc;\n  __syncthreads();\n"
+                      "  if (tid == 0) {\n    %s tot = 0;\n"
+                      "    for (int w = 0; w < %d; w++) tot = %s(tot, part[w]);\n"
+                      "    h3_st(y, 0, tot);\n  }\n}\n",
+                   dbl ? "__dadd_rn" : "__fadd_rn", acc, block / 32, dbl ? "__dadd_rn" : "__fadd_rn");
+  ec->k->grid[0] = rows > 0 ? rows : 1;
+  ec->k->block[0] = block;
+  return emit_args(ec, 1, 1, false);
+}
+
+h3_status emit_reduce(emit_ctx *ec) {
+  const h3_type *x = &ec->op->operands[0]->type;
+  if (x->rank < 1) return emit_unsupported(ec, "the input must have at least one dim");
+  int64_t n = x->dims[x->rank - 1];
+  int64_t rows = n > 0 ? h3_type_numel(x) / n : 0;
+  if (rows >= ((int64_t)1 << 31) || n >= ((int64_t)1 << 31))
+    return emit_unsupported(ec, "more than 2^31 rows or columns");
+  if (n == 0) return emit_unsupported(ec, "an empty last axis");
+  ec->k->grid[1] = ec->k->grid[2] = 1;
+  ec->k->block[1] = ec->k->block[2] = 1;
+  ec->k->shared_bytes = 0;
+  switch (ec->op->code) {
+  case H3_OP_RMS_NORM: return emit_rms_norm(ec, rows, n);
+  case H3_OP_ARGMAX: return emit_argmax(ec, rows, n);
+  default: return emit_reduce_sum(ec, rows, n);
+  }
+}

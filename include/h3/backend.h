@@ -1,0 +1,95 @@
+/* backend.h: the interface between the graph executor and a device.
+ *
+ * A backend is a table of functions plus a context: it allocates and frees device memory,
+ * copies bytes to and from the host, runs one compute op of the IR on tensors that live in
+ * its memory, synchronises and tells the time. The executor (runtime/exec.c) owns control
+ * flow (loop, call, return, yield) and the memory plan; the backend only ever sees compute
+ * ops and `fused` ops (whose region it runs as one unit, following the op's `tier`).
+ *
+ * Contract of run_op: `in` holds the op's operands in order, `out` its results in order;
+ * every tensor's type is the type the backend must read or write (for the CPU backend
+ * these are the IR types, except inside a lossless fused region where intermediates are
+ * widened to f32). Output buffers may alias the first operand for the in-place ops
+ * (kv_write, set_index, scatter_rows) and any operand for the view ops (reshape, slice,
+ * index); every other output is disjoint from the inputs. Errors a user can cause (an
+ * index out of range in a loaded inputs file, ...) are reported through `d` with H3_ERR.
+ *
+ * The `cpu` backend is the reference: fp32 math with one rounding to each op's result
+ * dtype, reductions in ascending order, identical for every row (batch invariant), and the
+ * same results with any number of threads.
+ */
+#ifndef H3_BACKEND_H
+#define H3_BACKEND_H
+
+#include "h3/ir.h"
+
+/* A tensor in backend memory: `data` is a host pointer for cpu, a device pointer for cuda.
+ * Row-major and contiguous. */
+typedef struct {
+  h3_type type;
+  void *data;
+} h3_tensor;
+
+typedef struct h3_backend h3_backend;
+
+typedef struct {
+  const char *name; /* "cpu", "cuda" */
+  void (*destroy)(h3_backend *b);
+  /* Device memory, 64-byte aligned, uninitialised; NULL when out of memory. */
+  void *(*alloc)(h3_backend *b, size_t bytes);
+  void (*release)(h3_backend *b, void *p);
+  /* Host -> device, device -> host, device -> device (ranges may overlap for copy). */
+  h3_status (*upload)(h3_backend *b, void *dst, const void *src, size_t bytes, h3_diag *d);
+  h3_status (*download)(h3_backend *b, void *dst, const void *src, size_t bytes, h3_diag *d);
+  h3_status (*copy)(h3_backend *b, void *dst, const void *src, size_t bytes, h3_diag *d);
+  /* Runs one compute or fused op. */
+  h3_status (*run_op)(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in,
+                      const h3_tensor *out, int n_out, h3_diag *d);
+  /* Waits for all queued work. */
+  h3_status (*sync)(h3_backend *b, h3_diag *d);
+  /* Monotonic seconds (after sync, differences are elapsed wall time). */
+  double (*now)(h3_backend *b);
+} h3_backend_ops;
+
+typedef struct {
+  int threads;   /* worker threads for the heavy ops (cpu); <= 0 means 2 */
+  uint64_t seed; /* the request seed: `randn` draws from it */
+} h3_backend_options;
+
+/* Optional capabilities of a backend (h3_backend.ext; NULL for cpu), used by the executor
+ * when present:
+ *   init_param: fills a parameter's device buffer without host data: random weights made
+ *     on the device, bitwise equal to h3_weights_random with the same seed.
+ *   call_begin / call_end: bracket one graph call (key: the callee graph; in: its inputs).
+ *     call_begin may set *replayed = 1: the backend replayed the work it recorded for key
+ *     with these same input buffers, so the executor skips running the callee (whose value
+ *     buffers are those of the recorded run). Otherwise the executor runs the callee and
+ *     then calls call_end (also after an error, with the status it got). */
+typedef struct {
+  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,
+                          h3_diag *d);
+  h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
+                          int *replayed, h3_diag *d);
+  h3_status (*call_end)(h3_backend *b, const void *key, h3_status st, h3_diag *d);
+} h3_backend_ext;
+
+struct h3_backend {
+  const h3_backend_ops *ops;
+  void *ctx;     /* the backend's own state */
+  uint64_t seed; /* request seed (randn), may be changed between runs */
+  const h3_backend_ext *ext; /* optional capabilities, NULL when none */
+};
+
+/* Creates a backend by name: "cpu", "cuda" or "auto" (cuda when a GPU is usable, else cpu).
+ * "cuda" without a usable GPU or CUDA backend is an error that says so. */
+h3_backend *h3_backend_create(const char *name, const h3_backend_options *o, h3_diag *d);
+h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d);
+void h3_backend_free(h3_backend *b);
+
+/* The CPU reference of one op on host tensors, without a backend object: what the cpu
+ * backend's run_op does, with `threads` workers (1 = on the calling thread). `seed` feeds
+ * randn. Used by the op tests and by other backends' tests as the oracle. */
+h3_status h3_cpu_run_op(const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
+                        int n_out, int threads, uint64_t seed, h3_diag *d);
+
+#endif

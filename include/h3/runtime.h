@@ -1,0 +1,116 @@
+/* runtime.h: running a module's graphs and programs on a backend.
+ *
+ * h3_runtime binds a module (usually the optimised IR of a plan), a backend and a weight
+ * store: weights are uploaded once; each graph gets one activation arena of its
+ * `arena_bytes` graph attribute, and every value with a planned `offset` lives there
+ * (values with offset -1 get their own allocation, reused across loop iterations).
+ * The executor interprets control ops itself: `loop` (count iterations of the region,
+ * carried values through region args and the yield), `call` (runs the callee graph with the
+ * caller's tensors as inputs and copies its returned values into the call's results) and
+ * `return`; every other op is the backend's (run_op). A program (the H3 `sample` sampler,
+ * the M3.1 `generate` decode loop) is just such a graph, so passes can rewrite the loop.
+ *
+ * Besides outputs, a run records per-op statistics (count and time per opcode), optionally
+ * one trace event per op execution (Chrome trace, --profile), and reports progress over
+ * the iterations of the top-level loops of the graph that was run.
+ */
+#ifndef H3_RUNTIME_H
+#define H3_RUNTIME_H
+
+#include "h3/backend.h"
+#include "h3/weights.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct h3_runtime h3_runtime;
+
+/* Called after each iteration of a top-level loop of the graph being run. */
+typedef void (*h3_progress_fn)(void *ctx, const char *label, int64_t done, int64_t total);
+
+typedef struct {
+  bool trace;              /* record one event per op execution (h3_runtime_trace) */
+  h3_progress_fn progress; /* NULL: none */
+  void *progress_ctx;
+  uint64_t weight_seed; /* random weights made on the device when no store is given */
+} h3_runtime_options;
+
+/* One executed op (or call / loop, cat "control"); times in seconds since the runtime
+ * was created. */
+typedef struct {
+  const char *name; /* op name, or the kernel / callee name */
+  const char *cat;  /* pattern kind: "elementwise", "matmul", ..., "control" */
+  double ts, dur;
+  int depth; /* nesting: 0 for ops of the graph that was run */
+} h3_trace_event;
+
+typedef struct {
+  int64_t count;
+  double seconds;
+} h3_op_stat;
+
+/* Uploads the weights (which must belong to m) and prepares per-graph state. With w NULL
+ * the backend makes random weights itself (h3_backend_ext.init_param, from
+ * o->weight_seed; bitwise equal to h3_weights_random). The module, backend and weights
+ * must outlive the runtime. NULL after reporting. */
+h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *w,
+                           const h3_runtime_options *o, h3_diag *d);
+void h3_runtime_free(h3_runtime *rt);
+
+/* Runs graph g with host inputs in[0 .. g->n_inputs) (types equal to the input types)
+ * and fills out[0 .. g->n_outputs) with malloc'd host tensors named by the graph's output
+ * names (free with h3_host_tensors_free). On error nothing is left in `out`. */
+h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor *in,
+                         h3_host_tensor *out, h3_diag *d);
+
+/* Per-opcode statistics since creation or the last reset, indexed by h3_opcode. */
+const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt);
+void h3_runtime_reset_stats(h3_runtime *rt);
+/* Trace events recorded so far (options.trace). */
+size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events);
+/* Device bytes held: weights, arenas and unplanned values. */
+size_t h3_runtime_weight_bytes(const h3_runtime *rt);
+size_t h3_runtime_activation_bytes(const h3_runtime *rt);
+
+/* Writes events as a Chrome / Perfetto trace (JSON object with "traceEvents": complete
+ * events "ph": "X" with name, cat, ts and dur in microseconds), atomically. */
+h3_status h3_trace_write_file(const h3_trace_event *ev, size_t n, const char *path, h3_diag *d);
+
+/* ---- default inputs (runtime/inputs.c) ---------------------------------------------------- */
+typedef struct {
+  uint64_t seed;
+  int64_t prompt_len; /* > 0: the M3.1 prompt length asked for (must fit the input) */
+} h3_input_defaults;
+
+/* Fills every input of g whose data is NULL: H3 packed-row metadata `tag`, `slot`, `pos`
+ * from the config's row counts (spec minimax_h3.md §2 with this project's position rule),
+ * token ids (i32 inputs named `prompt`, `tokens` or `ids`) uniform in [0, vocab) from
+ * Philox stream "input.<name>", other float inputs standard normal from the same kind of
+ * stream (rounded to the input dtype), other integer inputs zero. Reports what it cannot
+ * fill. `in` has g->n_inputs entries (h3_inputs_load_file with H3_INPUTS_ALLOW_MISSING or
+ * zeroed). */
+h3_status h3_inputs_fill_defaults(const h3_module *m, const h3_graph *g, h3_host_tensor *in,
+                                  const h3_input_defaults *o, h3_diag *d);
+
+/* ---- the closing report (runtime/report.c) ------------------------------------------------ */
+typedef struct {
+  const char *plan_file, *graph, *backend, *weights, *quality;
+  uint64_t seed;
+  int warmup, iterations;
+  const double *latency; /* seconds, one per measured iteration */
+  const h3_op_stat *stats;
+  const h3_module *module;
+  size_t weight_bytes, activation_bytes;
+  int threads;
+  const char *device;    /* the backend's device in words, or NULL */
+  const char *attention; /* attention implementation, or NULL */
+  double gpu_seconds;    /* device busy time over the measured iterations; < 0: n/a */
+} h3_report;
+
+/* trtexec-style summary: configuration, what is on/off (tier, fused groups by tier,
+ * memory plan per graph), latency min / median / mean / p90 / p99, per-op table. */
+void h3_report_print(FILE *out, const h3_report *r);
+/* Percentile p in [0, 100] of n values (nearest rank on a sorted copy); 0 when n == 0. */
+double h3_percentile(const double *v, int n, double p);
+
+#endif

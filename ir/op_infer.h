@@ -1,0 +1,76 @@
+/* op_infer.h: the type inference functions of the op registry (private to ir/).
+ * op_infer.c holds the generic ops (constants, elementwise, data movement, reductions,
+ * linear), op_infer_model.c the model ops (rope, attention family, routing, moe, DSpark).
+ * Each assumes h3_op_check_attrs passed (required attributes present, right kinds) and
+ * the operand count is within the registry's bounds; it checks everything else and
+ * writes a one-line reason starting with the op name on failure.
+ */
+#ifndef H3_OP_INFER_H
+#define H3_OP_INFER_H
+
+#include "h3/op_registry.h"
+
+#include <stdio.h>
+
+#define FAIL(...)                            \
+  do {                                       \
+    snprintf(why, why_len, __VA_ARGS__);     \
+    return -1;                               \
+  } while (0)
+#define OPN (h3_opcode_name(op->code))
+#define TY(i) (&op->operands[i]->type)
+/* Type text for messages: TS(t) uses a buffer of the caller's scope, one per call site. */
+#define TS(t) h3_type_str((t), (char[96]){0}, 96)
+#define LL(x) ((long long)(x))
+
+#define H3_INFER_DECL(fn) int fn(const h3_op *op, h3_type *out, char *why, size_t why_len)
+H3_INFER_DECL(h3_infer_const);
+H3_INFER_DECL(h3_infer_iota);
+H3_INFER_DECL(h3_infer_randn);
+H3_INFER_DECL(h3_infer_sigma_schedule);
+H3_INFER_DECL(h3_infer_binary);
+H3_INFER_DECL(h3_infer_unary);
+H3_INFER_DECL(h3_infer_unary_float);
+H3_INFER_DECL(h3_infer_clamp);
+H3_INFER_DECL(h3_infer_cast);
+H3_INFER_DECL(h3_infer_reshape);
+H3_INFER_DECL(h3_infer_slice);
+H3_INFER_DECL(h3_infer_concat);
+H3_INFER_DECL(h3_infer_pad);
+H3_INFER_DECL(h3_infer_gather);
+H3_INFER_DECL(h3_infer_index);
+H3_INFER_DECL(h3_infer_set_index);
+H3_INFER_DECL(h3_infer_scatter_rows);
+H3_INFER_DECL(h3_infer_rms_norm);
+H3_INFER_DECL(h3_infer_argmax);
+H3_INFER_DECL(h3_infer_reduce_sum);
+H3_INFER_DECL(h3_infer_linear);
+H3_INFER_DECL(h3_infer_timestep_embedding);
+H3_INFER_DECL(h3_infer_rope_table);
+H3_INFER_DECL(h3_infer_rope_pos_table);
+H3_INFER_DECL(h3_infer_rope);
+H3_INFER_DECL(h3_infer_attention);
+H3_INFER_DECL(h3_infer_kv_write);
+H3_INFER_DECL(h3_infer_paged_attention);
+H3_INFER_DECL(h3_infer_block_attention);
+H3_INFER_DECL(h3_infer_index_topk);
+H3_INFER_DECL(h3_infer_sparse_attention);
+H3_INFER_DECL(h3_infer_router_topk);
+H3_INFER_DECL(h3_infer_moe);
+H3_INFER_DECL(h3_infer_markov_draft);
+
+/* Operand count, region count and attributes against the registry (no inference). */
+int h3_op_check(const h3_op *op, char *why, size_t why_len);
+
+/* Shared checks; each returns 0 or -1 after writing why. */
+/* `name` of op is a tensor of exactly `rank` dims; `shape` names the dims ("[T, H, D]"). */
+int h3_infer_want_rank(const h3_op *op, int i, const char *name, int rank, const char *shape,
+                       char *why, size_t why_len);
+/* `name` is an i32 tensor of `rank` dims. */
+int h3_infer_want_i32(const h3_op *op, int i, const char *name, int rank, const char *shape,
+                      char *why, size_t why_len);
+/* A dim of operand `a` equals a dim of operand `b`, else "op: A has L = x but B has L = y". */
+int h3_infer_want_dim(const h3_op *op, int a, const char *an, int ad, int b, const char *bn,
+                      int bd, const char *label, const char *bshape, char *why, size_t why_len);
+
+#endif

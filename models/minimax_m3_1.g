@@ -1,0 +1,397 @@
+# minimax_m3_1.g: MiniMax-M3.1, the 426B MoE language model with sparse "MSA" attention, and
+# its DSpark speculative draft, in the h3 graph language. Facts and conventions:
+# shared/spec/minimax_m3_1.md (section numbers below refer to it).
+#
+# Graphs (one sequence; T rows at positions pos0 .. pos0+T-1):
+#   prefill       T = prompt_len new tokens: writes K/V/IK caches, last-row fp32 logits,
+#                 captured hidden states (draft context);
+#   decode        one token;
+#   verify        gamma+1 rows [bonus, d1..dgamma] = an extend; logits of every row;
+#   draft         DSpark draft (§5.3 steps 1-4): block attention + Markov head, greedy;
+#   draft_commit  §5.3 step 7: draft K/V of the verify rows from the captured states;
+#   draft_prefill the same for the prompt rows after prefill;
+#   generate      the program: prefill, then greedy decode of max_new_tokens tokens.
+# Caches are graph inputs and outputs (kv_write returns the new cache). The page table of the
+# sequence maps logical page p to physical page p + 1 (page 0 is reserved); it is computed in
+# the graph. Numerics (§4.1): bf16 activations, one rounding per op, Gemma RMSNorm
+# x * rsqrt(mean(x^2) + 1e-6) * (1 + w), fp32 router and logits. Float constants of the model
+# (eps 1e-6, swiglu alpha 1.702 / limit 7.0, routed scaling 2.0) are the same in every config
+# and are written as literals (config keys are integers).
+model minimax_m3_1
+
+# §2. `page` is the KV page size, equal to the sparse block (`sparse_block`); capture0..2
+# are the target layers whose outputs feed the draft; prompt_len and max_new_tokens size the
+# prefill graph and the generate program.
+config full {
+  n_layers = 60       n_dense = 3
+  dim = 6144          heads = 64          kv_heads = 4        head_dim = 128
+  rope_dims = 64      rope_theta = 5000000
+  mlp_ffn = 12288
+  experts = 128       top_k = 4           expert_ffn = 3072   shared_ffn = 3072
+  vocab = 200064
+  index_heads = 4     index_dim = 128
+  sparse_block = 128  topk_blocks = 16    page = 128
+  max_ctx = 1048576
+  gamma = 8           draft_ffn = 12288
+  capture0 = 1        capture1 = 30       capture2 = 58
+  markov_rank = 256   mask_id = 200063
+  prompt_len = 2048   max_new_tokens = 256
+}
+
+config small {
+  n_layers = 4        n_dense = 1
+  dim = 6144          heads = 64          kv_heads = 4        head_dim = 128
+  rope_dims = 64      rope_theta = 5000000
+  mlp_ffn = 12288
+  experts = 32        top_k = 4           expert_ffn = 3072   shared_ffn = 3072
+  vocab = 200064
+  index_heads = 4     index_dim = 128
+  sparse_block = 128  topk_blocks = 16    page = 128
+  max_ctx = 16384
+  gamma = 8           draft_ffn = 12288
+  capture0 = 0        capture1 = 1        capture2 = 2
+  markov_rank = 256   mask_id = 200063
+  prompt_len = 2048   max_new_tokens = 256
+}
+
+config tiny {
+  n_layers = 3        n_dense = 1
+  dim = 64            heads = 4           kv_heads = 2        head_dim = 16
+  rope_dims = 8       rope_theta = 5000000
+  mlp_ffn = 128
+  experts = 8         top_k = 2           expert_ffn = 32     shared_ffn = 32
+  vocab = 256
+  index_heads = 2     index_dim = 16
+  sparse_block = 8    topk_blocks = 2     page = 8
+  max_ctx = 256
+  gamma = 4           draft_ffn = 128
+  capture0 = 0        capture1 = 1        capture2 = 2
+  markov_rank = 8     mask_id = 255
+  prompt_len = 20     max_new_tokens = 16
+}
+
+let n_sparse = n_layers - n_dense
+let q_width = heads * head_dim
+let kv_width = kv_heads * head_dim
+let qkv_width = q_width + 2 * kv_width
+let rope_half = rope_dims / 2
+let pt_len = ceildiv(max_ctx + 16, page)   # page-table entries of one sequence
+let pages = pt_len + 1                     # physical pages per cache (page 0 reserved)
+let verify_rows = gamma + 1
+
+# ---- §3 target weights --------------------------------------------------------------------------
+# Random init (§2): matrices U(-1/sqrt(in), 1/sqrt(in)), norm weights (the w of 1 + w)
+# U(-0.1, 0.1), correction_bias U(-0.01, 0.01).
+param embed_tokens.weight : bf16[vocab, dim] init uniform(fan_in = dim)
+param lm_head.weight      : bf16[vocab, dim] init uniform(fan_in = dim)
+param norm.weight         : bf16[dim]        init uniform(bound = 0.1)
+
+params layers[0 .. n_dense] as dense {
+  input_layernorm.weight          : bf16[dim]              init uniform(bound = 0.1)
+  post_attention_layernorm.weight : bf16[dim]              init uniform(bound = 0.1)
+  self_attn.qkv_proj.weight       : bf16[qkv_width, dim]   init uniform(fan_in = dim)
+  self_attn.o_proj.weight         : bf16[dim, q_width]     init uniform(fan_in = q_width)
+  self_attn.q_norm.weight         : bf16[head_dim]         init uniform(bound = 0.1)
+  self_attn.k_norm.weight         : bf16[head_dim]         init uniform(bound = 0.1)
+  mlp.gate_up_proj.weight         : bf16[2 * mlp_ffn, dim] init uniform(fan_in = dim)
+  mlp.down_proj.weight            : bf16[dim, mlp_ffn]     init uniform(fan_in = mlp_ffn)
+}
+
+params layers[n_dense .. n_layers] as sparse {
+  input_layernorm.weight            : bf16[dim]                          init uniform(bound = 0.1)
+  post_attention_layernorm.weight   : bf16[dim]                          init uniform(bound = 0.1)
+  self_attn.qkv_proj.weight         : bf16[qkv_width, dim]               init uniform(fan_in = dim)
+  self_attn.o_proj.weight           : bf16[dim, q_width]                 init uniform(fan_in = q_width)
+  self_attn.q_norm.weight           : bf16[head_dim]                     init uniform(bound = 0.1)
+  self_attn.k_norm.weight           : bf16[head_dim]                     init uniform(bound = 0.1)
+  self_attn.indexer.q_proj.weight   : bf16[index_heads * index_dim, dim] init uniform(fan_in = dim)
+  self_attn.indexer.k_proj.weight   : bf16[index_dim, dim]               init uniform(fan_in = dim)
+  self_attn.indexer.q_norm.weight   : bf16[index_dim]                    init uniform(bound = 0.1)
+  self_attn.indexer.k_norm.weight   : bf16[index_dim]                    init uniform(bound = 0.1)
+  mlp.router.weight                 : f32[experts, dim]                  init uniform(fan_in = dim)
+  mlp.router.correction_bias        : f32[experts]                       init uniform(bound = 0.01)
+  mlp.experts[experts].gate_up_proj.weight : bf16[2 * expert_ffn, dim]   init uniform(fan_in = dim)
+  mlp.experts[experts].down_proj.weight    : bf16[dim, expert_ffn]       init uniform(fan_in = expert_ffn)
+  mlp.shared_expert.gate_up_proj.weight    : bf16[2 * shared_ffn, dim]   init uniform(fan_in = dim)
+  mlp.shared_expert.down_proj.weight       : bf16[dim, shared_ffn]       init uniform(fan_in = shared_ffn)
+}
+
+# ---- §5.4 draft weights (bf16 run) --------------------------------------------------------------
+param dspark.fc.weight          : bf16[dim, 3 * dim] init uniform(fan_in = 3 * dim)
+param dspark.hidden_norm.weight : bf16[dim]          init uniform(bound = 0.1)
+
+params dspark.layers[1] as draft_layer {
+  input_layernorm.weight          : bf16[dim]                init uniform(bound = 0.1)
+  post_attention_layernorm.weight : bf16[dim]                init uniform(bound = 0.1)
+  self_attn.qkv_proj.weight       : bf16[qkv_width, dim]     init uniform(fan_in = dim)
+  self_attn.q_norm.weight         : bf16[head_dim]           init uniform(bound = 0.1)
+  self_attn.k_norm.weight         : bf16[head_dim]           init uniform(bound = 0.1)
+  self_attn.o_proj.weight         : bf16[dim, q_width]       init uniform(fan_in = q_width)
+  mlp.gate_up_proj.weight         : bf16[2 * draft_ffn, dim] init uniform(fan_in = dim)
+  mlp.down_proj.weight            : bf16[dim, draft_ffn]     init uniform(fan_in = draft_ffn)
+}
+
+param dspark.norm.weight      : bf16[dim]                init uniform(bound = 0.1)
+param dspark.markov.w1.weight : bf16[vocab, markov_rank] init uniform(fan_in = markov_rank)
+param dspark.markov.w2.weight : bf16[vocab, markov_rank] init uniform(fan_in = markov_rank)
+
+# ---- building blocks ----------------------------------------------------------------------------
+# Physical KV slot of each position: page_table[pos / page] * page + pos % page, with the
+# sequence's page table pt[p] = p + 1.
+fn kv_slots(T: int, pos: i32[T], pt: i32[pt_len]) -> i32[T] {
+  return gather(pt, pos / page) * page + pos % page
+}
+
+# NORM_HEAD then ROPE (§4.1) of n heads of width D: x [T, n*D] -> [T, n, D] bf16.
+fn norm_rope(T: int, n: int, D: int, x: bf16[T, n * D], w: bf16[D],
+             cos: f32[T, rope_half], sin: f32[T, rope_half]) -> bf16[T, n, D] {
+  return rope(rms_norm(reshape(x, shape = [T, n, D]), w, eps = 1e-6, offset = 1.0), cos, sin)
+}
+
+# Dense swigluoai MLP of width F: u = [gate | up]; g = min(gate, 7); u' = clamp(up, -7, 7);
+# out = bf16(g * sigmoid(1.702 g) * (u' + 1)) in fp32 with one rounding; then down_proj.
+fn mlp(T: int, F: int, h: bf16[T, dim], gate_up: bf16[2 * F, dim], down: bf16[dim, F])
+    -> bf16[T, dim] {
+  gate, up = split(linear(h, gate_up), 2, axis = 1)                    # 2 x [T, F] bf16
+  g = clamp(f32(gate), hi = 7.0)
+  u = clamp(f32(up), lo = -7.0, hi = 7.0)
+  return linear(bf16(g * sigmoid(g * 1.702) * (u + 1.0)), down)
+}
+
+# q, k, v of one attention layer after q/k NORM_HEAD + ROPE (v as is).
+fn qkv_heads(T: int, h: bf16[T, dim], w: bf16[qkv_width, dim], q_norm: bf16[head_dim],
+             k_norm: bf16[head_dim], cos: f32[T, rope_half], sin: f32[T, rope_half])
+    -> (bf16[T, heads, head_dim], bf16[T, kv_heads, head_dim], bf16[T, kv_heads, head_dim]) {
+  qkv = linear(h, w)                                                   # [T, qkv_width]
+  q = norm_rope(T, heads, head_dim, slice(qkv, axis = 1, start = 0, len = q_width), q_norm, cos, sin)
+  k = norm_rope(T, kv_heads, head_dim, slice(qkv, axis = 1, start = q_width, len = kv_width),
+                k_norm, cos, sin)
+  v = reshape(slice(qkv, axis = 1, start = q_width + kv_width, len = kv_width),
+              shape = [T, kv_heads, head_dim])
+  return q, k, v
+}
+
+# Dense layer (§4.2 "Dense layer"): causal paged attention over the cache, dense MLP.
+fn dense_layer(T: int, x: bf16[T, dim], p: dense,
+               kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+               pos: i32[T], slot: i32[T], pt: i32[pt_len],
+               cos: f32[T, rope_half], sin: f32[T, rope_half])
+    -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
+  h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)
+  q, k, v = qkv_heads(T, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
+                      p.self_attn.k_norm.weight, cos, sin)
+  kc = kv_write(kc, k, slot)                                           # before attention
+  vc = kv_write(vc, v, slot)
+  o = paged_attention(q, kc, vc, pos, pt, scale = 1.0 / sqrt(head_dim), page = page)
+  x = x + linear(reshape(o, shape = [T, q_width]), p.self_attn.o_proj.weight)
+  h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)
+  x = x + mlp(T, mlp_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
+  return x, kc, vc
+}
+
+# Sparse layer (§4.2 steps 1-13): indexer top-k blocks, sparse attention, routed MoE plus the
+# shared expert; moe = bf16(sum_e w_e * fp32(y_e) + fp32(y_shared)).
+fn sparse_layer(T: int, x: bf16[T, dim], p: sparse,
+                kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+                ikc: bf16[pages, page, index_dim],
+                pos: i32[T], slot: i32[T], pt: i32[pt_len],
+                cos: f32[T, rope_half], sin: f32[T, rope_half])
+    -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
+        bf16[pages, page, index_dim]) {
+  h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)            # 1
+  q, k, v = qkv_heads(T, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
+                      p.self_attn.k_norm.weight, cos, sin)                        # 2, 4
+  iq = norm_rope(T, index_heads, index_dim, linear(h, p.self_attn.indexer.q_proj.weight),
+                 p.self_attn.indexer.q_norm.weight, cos, sin)                     # 3, 4
+  ik = norm_rope(T, 1, index_dim, linear(h, p.self_attn.indexer.k_proj.weight),
+                 p.self_attn.indexer.k_norm.weight, cos, sin)
+  kc = kv_write(kc, k, slot)                                                      # 5
+  vc = kv_write(vc, v, slot)
+  ikc = kv_write(ikc, reshape(ik, shape = [T, index_dim]), slot)
+  sel = index_topk(iq, ikc, pos, pt, block = sparse_block, topk = topk_blocks)    # 6
+  o = sparse_attention(q, kc, vc, sel, pos, pt, scale = 1.0 / sqrt(head_dim), page = page)
+  x = x + linear(reshape(o, shape = [T, q_width]), p.self_attn.o_proj.weight)     # 8
+  h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)   # 9
+  ids, w = router_topk(h, p.mlp.router.weight, p.mlp.router.correction_bias,
+                       k = top_k, scale = 2.0)                                    # 10
+  y = moe(h, p.mlp.experts.gate_up_proj.weight, p.mlp.experts.down_proj.weight, ids, w,
+          alpha = 1.702, limit = 7.0)                                             # 11, f32
+  y_shared = mlp(T, shared_ffn, h, p.mlp.shared_expert.gate_up_proj.weight,
+                 p.mlp.shared_expert.down_proj.weight)                            # 12
+  x = x + bf16(y + f32(y_shared))                                                 # 13
+  return x, kc, vc, ikc
+}
+
+# The target model over T rows of one sequence at positions pos0 .. pos0+T-1: returns the final
+# residual x [T, dim], the captured states concat(x_c0, x_c1, x_c2) [T, 3*dim] (outputs of layers
+# capture0..2, kept through a per-layer history) and the updated caches.
+fn forward(T: int, tokens: i32[T], pos0: i32[],
+           k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+           v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+           ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[T, dim], bf16[T, 3 * dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  pos = iota(n = T) + pos0                                             # [T] i32
+  pt = iota(n = pt_len) + 1                                            # logical page p -> p + 1
+  slot = kv_slots(T, pos, pt)
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
+  x = gather(embed_tokens.weight, tokens)                              # [T, dim] bf16
+  hist = zeros(bf16, [n_layers, T, dim])                               # x after each layer
+  dense_stack: repeat i in n_dense {
+    x, kl, vl = dense_layer(T, x, dense[i], k_cache[i], v_cache[i], pos, slot, pt, cos, sin)
+    k_cache = set_index(k_cache, i, kl)
+    v_cache = set_index(v_cache, i, vl)
+    hist = set_index(hist, i, x)
+  }
+  sparse_stack: repeat j in n_sparse {
+    x, kl, vl, il = sparse_layer(T, x, sparse[j], k_cache[j + n_dense], v_cache[j + n_dense],
+                                 ik_cache[j], pos, slot, pt, cos, sin)
+    k_cache = set_index(k_cache, j, kl, offset = n_dense)
+    v_cache = set_index(v_cache, j, vl, offset = n_dense)
+    ik_cache = set_index(ik_cache, j, il)
+    hist = set_index(hist, j, x, offset = n_dense)
+  }
+  captured = concat(hist[capture0], hist[capture1], hist[capture2], axis = 1)
+  return x, captured, k_cache, v_cache, ik_cache
+}
+
+# LM_HEAD(NORM(x, norm)): fp32 logits, not rounded.
+fn lm_logits(R: int, x: bf16[R, dim]) -> f32[R, vocab] {
+  return linear(rms_norm(x, norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight, dtype = f32)
+}
+
+# Draft K/V (§5.3 step 7) of T rows at positions pos0..: c = NORM(fc(captured), hidden_norm);
+# Kd = ROPE(NORM_HEAD(c W_k, k_norm)), Vd = c W_v with W_k, W_v the k and v row blocks of the
+# draft qkv_proj; written at the rows' slots.
+fn draft_kv(T: int, captured: bf16[T, 3 * dim], pos0: i32[],
+            kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
+    -> (bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
+  pos = iota(n = T) + pos0
+  slot = kv_slots(T, pos, iota(n = pt_len) + 1)
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
+  c = rms_norm(linear(captured, dspark.fc.weight), dspark.hidden_norm.weight, eps = 1e-6,
+               offset = 1.0)                                           # [T, dim] bf16
+  w_k = slice(draft_layer[0].self_attn.qkv_proj.weight, axis = 0, start = q_width, len = kv_width)
+  w_v = slice(draft_layer[0].self_attn.qkv_proj.weight, axis = 0, start = q_width + kv_width,
+              len = kv_width)
+  k = norm_rope(T, kv_heads, head_dim, linear(c, w_k), draft_layer[0].self_attn.k_norm.weight,
+                cos, sin)
+  v = reshape(linear(c, w_v), shape = [T, kv_heads, head_dim])
+  return kv_write(kd, k, slot), kv_write(vd, v, slot)
+}
+
+# The DSpark draft layer (§5.3 step 2) over the block e [gamma, dim] at positions L..: dense
+# attention, non-causal, over the cached draft context [0, ctx_len) plus the block's own K/V
+# (not written to the cache); then the dense swigluoai MLP of width draft_ffn.
+fn draft_block(p: draft_layer, e: bf16[gamma, dim],
+               kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim],
+               ctx_len: i32[], pt: i32[pt_len], cos: f32[gamma, rope_half],
+               sin: f32[gamma, rope_half]) -> bf16[gamma, dim] {
+  h = rms_norm(e, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)
+  q, k, v = qkv_heads(gamma, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
+                      p.self_attn.k_norm.weight, cos, sin)
+  o = block_attention(q, kd, vd, ctx_len, pt, k, v, scale = 1.0 / sqrt(head_dim), page = page)
+  x = e + linear(reshape(o, shape = [gamma, q_width]), p.self_attn.o_proj.weight)
+  h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)
+  return x + mlp(gamma, draft_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
+}
+
+# ---- graphs -------------------------------------------------------------------------------------
+graph prefill(tokens: i32[prompt_len], pos0: i32[],
+              k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+              v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+              ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (logits: f32[1, vocab], captured: bf16[prompt_len, 3 * dim],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, tokens, pos0, k_cache, v_cache,
+                                                    ik_cache)
+  return lm_logits(1, rows(x, prompt_len - 1, 1)), captured, k_cache, v_cache, ik_cache
+}
+
+graph decode(tokens: i32[1], pos0: i32[],
+             k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+             v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+             ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (logits: f32[1, vocab],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(1, tokens, pos0, k_cache, v_cache, ik_cache)
+  return lm_logits(1, x), k_cache, v_cache, ik_cache
+}
+
+# VERIFY = EXTEND of the gamma+1 rows [bonus, d1..dgamma] at L..L+gamma; logits of every row.
+graph verify(tokens: i32[verify_rows], pos0: i32[],
+             k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+             v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+             ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (logits: f32[verify_rows, vocab], captured: bf16[verify_rows, 3 * dim],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(verify_rows, tokens, pos0, k_cache, v_cache,
+                                                    ik_cache)
+  return lm_logits(verify_rows, x), captured, k_cache, v_cache, ik_cache
+}
+
+# §5.3 steps 1-4. bonus: the committed bonus token b at position ctx_len = L; Kd/Vd hold
+# positions 0..L-1. Block [b, mask x (gamma-1)] at L..L+gamma-1, non-causal over the cached
+# context plus the block (block K/V are not cached). Returns the greedy draft d1..dgamma and
+# the Markov logits z (the draft distribution q = softmax(z / T) for sampling).
+graph draft(bonus: i32[1], ctx_len: i32[],
+            kd_cache: bf16[pages, page, kv_heads, head_dim],
+            vd_cache: bf16[pages, page, kv_heads, head_dim])
+    -> (draft: i32[gamma], z: f32[gamma, vocab]) {
+  ids = concat(bonus, full(i32, [gamma - 1], value = mask_id), axis = 0)   # [gamma] i32
+  pos = iota(n = gamma) + ctx_len
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
+  e = gather(embed_tokens.weight, ids)                                     # target embedding
+  x = draft_block(draft_layer[0], e, kd_cache, vd_cache, ctx_len, iota(n = pt_len) + 1, cos, sin)
+  base = linear(rms_norm(x, dspark.norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight,
+                dtype = f32)                                               # [gamma, vocab] f32
+  z, d = markov_draft(base, dspark.markov.w1.weight, dspark.markov.w2.weight, bonus[0])
+  return d, z
+}
+
+# §5.3 step 7 after a verify at pos0 = L: draft K/V of all gamma+1 verify rows. Rows past the
+# accepted n+1 are stale and are overwritten by the next round before any draft reads them.
+graph draft_commit(captured: bf16[verify_rows, 3 * dim], pos0: i32[],
+                   kd_cache: bf16[pages, page, kv_heads, head_dim],
+                   vd_cache: bf16[pages, page, kv_heads, head_dim])
+    -> (kd_cache: bf16[pages, page, kv_heads, head_dim],
+        vd_cache: bf16[pages, page, kv_heads, head_dim]) {
+  kd_cache, vd_cache = draft_kv(verify_rows, captured, pos0, kd_cache, vd_cache)
+  return kd_cache, vd_cache
+}
+
+# Draft K/V of the prompt rows from prefill's captured states (§5.3 starting state).
+graph draft_prefill(captured: bf16[prompt_len, 3 * dim], pos0: i32[],
+                    kd_cache: bf16[pages, page, kv_heads, head_dim],
+                    vd_cache: bf16[pages, page, kv_heads, head_dim])
+    -> (kd_cache: bf16[pages, page, kv_heads, head_dim],
+        vd_cache: bf16[pages, page, kv_heads, head_dim]) {
+  kd_cache, vd_cache = draft_kv(prompt_len, captured, pos0, kd_cache, vd_cache)
+  return kd_cache, vd_cache
+}
+
+# Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),
+# then max_new_tokens - 1 decode steps; tokens[0] is the prefill's argmax.
+program generate(prompt: i32[prompt_len]) -> (tokens: i32[max_new_tokens]) {
+  k_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
+  v_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
+  ik_cache = zeros(bf16, [n_sparse, pages, page, index_dim])
+  positions = iota(n = prompt_len + max_new_tokens)                      # [..] i32
+  logits, captured, k_cache, v_cache, ik_cache = prefill(prompt, positions[0], k_cache, v_cache,
+                                                         ik_cache)
+  token = argmax(logits)                                                 # [1] i32
+  out = set_index(zeros(i32, [max_new_tokens]), positions[0], token[0])
+  decode_loop: for k in max_new_tokens - 1 {
+    logits, k_cache, v_cache, ik_cache = decode(token, positions[k + prompt_len], k_cache,
+                                                v_cache, ik_cache)
+    token = argmax(logits)
+    out = set_index(out, k, token[0], offset = 1)
+  }
+  return out
+}

@@ -1,0 +1,405 @@
+/* elementwise_fusion.c: the `elementwise-fusion` pass (the worked example of
+ * docs/writing-a-pass.md).
+ *
+ * Groups connected elementwise ops of one region, together with the `gather` and
+ * generator (`const`, `iota`) ops that feed them, into `fused` ops: one kernel each.
+ *
+ *   %a = mul(%x, %s)                     %y = fused(%x, %s, %b) {name = "mul_add_silu",
+ *   %c = add(%a, %b)          ==>                                tier = "lossless"} {
+ *   %y = silu(%c)                          ^(%x', %s', %b'): mul, add, silu ... yield %y'
+ *                                        }
+ * Rules of a group (checked by the match, so a rewrite never fails):
+ *   - every member is in the same region (loop bodies are separate regions: a group never
+ *     spans a loop boundary) and outside any fused region;
+ *   - compute members are elementwise ops whose result has the shape of the seed's result
+ *     (the kernel's iteration space); their other operands may broadcast;
+ *   - a `gather` joins only as a producer: its table and indices come from outside the
+ *     group, and its result has the group's shape;
+ *   - generators are copied into the group's region (free to recompute); the original
+ *     stays outside while other ops still use it;
+ *   - the group stays convex: no path leaves the group and comes back, so the fused op can
+ *     be placed without a cycle (ops between the members that depend on them move after
+ *     the fused op);
+ *   - a group has at least two ops; a member result used outside the group is an output.
+ * The `tier` attribute tells codegen the rounding rule: "exact" at --quality exact (every
+ * op of the region rounds to its result dtype, bitwise equal to the unfused ops),
+ * "lossless" above (float intermediates stay fp32; only the outputs round). The `name`
+ * attribute lists the member ops; codegen gives the kernel its deterministic name.
+ */
+#include "h3/op_registry.h"
+#include "h3/rewrite.h"
+
+#include "pass_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the match found, for the rewrite that follows it. */
+typedef struct {
+  h3_module *m;
+  h3_tier tier;
+  int n_groups;
+  h3_region *region;    /* the region of the current group */
+  h3_region_index *ix;  /* index of `region`; NULL when stale */
+  unsigned char *mark;  /* by op id: 1 member, 2 cloned generator */
+  unsigned char *seen;  /* by op id: convexity scratch */
+  int mark_cap;
+  h3_op **members, **gens, **queue;
+  int n_members, n_gens, list_cap;
+  bool oom;
+} fusion_state;
+
+enum { MEMBER = 1, GENERATOR = 2 };
+
+static bool is_generator(const h3_op *op) {
+  return op->code == H3_OP_CONST || op->code == H3_OP_IOTA;
+}
+
+/* An elementwise op with one result that computes from its operands. */
+static bool is_compute(const h3_op *op) {
+  return h3_op_is_elementwise(op->code) && !is_generator(op) && op->n_results == 1;
+}
+
+static bool in_fused_region(const h3_op *op) {
+  return op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED;
+}
+
+/* ---- scratch -------------------------------------------------------------------------- */
+static bool reserve(fusion_state *s) {
+  int ops = s->m->next_op_id + 1;
+  if (ops > s->mark_cap) {
+    unsigned char *mk = realloc(s->mark, (size_t)ops), *sn = realloc(s->seen, (size_t)ops);
+    if (mk) s->mark = mk;
+    if (sn) s->seen = sn;
+    if (!mk || !sn) return false;
+    s->mark_cap = ops;
+  }
+  if (ops > s->list_cap) {
+    h3_op **a = realloc(s->members, (size_t)ops * sizeof *a);
+    if (a) s->members = a;
+    h3_op **b = realloc(s->gens, (size_t)ops * sizeof *b);
+    if (b) s->gens = b;
+    h3_op **c = realloc(s->queue, (size_t)ops * sizeof *c);
+    if (c) s->queue = c;
+    if (!a || !b || !c) return false;
+    s->list_cap = ops;
+  }
+  memset(s->mark, 0, (size_t)s->mark_cap);
+  return true;
+}
+
+/* ---- legality -------------------------------------------------------------------------------- */
+/* True when no path runs from a member through non-members back to a member. Paths only
+ * go forward in the region, so the walk stops at the last member's position. */
+static bool group_is_convex(fusion_state *s) {
+  int last = -1, n_queue = 0;
+  for (int i = 0; i < s->n_members; i++) {
+    int p = h3_region_index_pos(s->ix, s->members[i]);
+    if (p > last) last = p;
+  }
+  memset(s->seen, 0, (size_t)s->mark_cap);
+  for (int i = 0; i < s->n_members; i++) s->queue[n_queue++] = s->members[i];
+  for (int q = 0; q < n_queue; q++) {
+    h3_op *op = s->queue[q];
+    for (int r = 0; r < op->n_results; r++) {
+      h3_op *const *users;
+      int n = h3_region_index_users(s->ix, op->results[r], &users);
+      for (int u = 0; u < n; u++) {
+        h3_op *user = users[u];
+        bool member = s->mark[user->id] == MEMBER;
+        if (member && s->mark[op->id] != MEMBER) return false; /* left and came back */
+        if (member || s->seen[user->id] || h3_region_index_pos(s->ix, user) > last) continue;
+        s->seen[user->id] = 1;
+        s->queue[n_queue++] = user;
+      }
+    }
+  }
+  return true;
+}
+
+/* Tries to add op to the group; `as_producer` says it feeds a member. */
+static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type *shape) {
+  if (op->parent != s->region || s->mark[op->id]) return false;
+  bool gather = op->code == H3_OP_GATHER;
+  if (gather ? !as_producer : !is_compute(op)) return false;
+  if (!h3_type_same_shape(&op->results[0]->type, shape)) return false;
+  for (int i = 0; i < s->n_members; i++) {
+    const h3_op *m = s->members[i];
+    if (gather) { /* a gather reads its operands at computed rows: they stay outside */
+      for (int k = 0; k < op->n_operands; k++)
+        if (op->operands[k]->kind == H3_VALUE_RESULT && op->operands[k]->def == m) return false;
+    } else if (m->code == H3_OP_GATHER) {
+      for (int k = 0; k < m->n_operands; k++)
+        if (m->operands[k] == op->results[0]) return false;
+    }
+  }
+  s->mark[op->id] = MEMBER;
+  s->members[s->n_members++] = op;
+  if (group_is_convex(s)) return true;
+  s->mark[op->id] = 0;
+  s->n_members--;
+  return false;
+}
+
+/* ---- the pattern ------------------------------------------------------------------------------- */
+static bool group_has_output(const fusion_state *s) {
+  for (int i = 0; i < s->n_members; i++) {
+    const h3_value *v = s->members[i]->results[0];
+    h3_op *const *users;
+    int n = h3_region_index_users(s->ix, v, &users);
+    for (int u = 0; u < n; u++)
+      if (s->mark[users[u]->id] != MEMBER) return true;
+  }
+  return false;
+}
+
+/* Match: grow a group from the seed `op`, breadth first over producers and consumers. */
+static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
+  fusion_state *s = state;
+  (void)rw;
+  if (s->oom || !is_compute(op) || in_fused_region(op) || !op->parent) return false;
+  if (!s->ix || s->region != op->parent) {
+    h3_region_index_free(s->ix);
+    s->region = op->parent;
+    s->ix = h3_region_index_build(s->m, s->region);
+  }
+  if (!s->ix || !reserve(s)) {
+    s->oom = true;
+    return false;
+  }
+  const h3_type *shape = &op->results[0]->type;
+  s->n_members = s->n_gens = 0;
+  s->mark[op->id] = MEMBER;
+  s->members[s->n_members++] = op;
+  for (int i = 0; i < s->n_members; i++) {
+    h3_op *member = s->members[i];
+    if (member->code == H3_OP_GATHER) continue; /* gathers do not grow the group */
+    for (int k = 0; k < member->n_operands; k++) {
+      h3_value *v = member->operands[k];
+      if (v->kind != H3_VALUE_RESULT || v->def->parent != s->region || s->mark[v->def->id])
+        continue;
+      if (is_generator(v->def)) {
+        s->mark[v->def->id] = GENERATOR;
+        s->gens[s->n_gens++] = v->def;
+      } else {
+        try_add(s, v->def, true, shape);
+      }
+    }
+    h3_op *const *users;
+    int n = h3_region_index_users(s->ix, member->results[0], &users);
+    for (int u = 0; u < n; u++) try_add(s, users[u], false, shape);
+  }
+  return s->n_members + s->n_gens >= 2 && group_has_output(s);
+}
+
+static int by_position(const void *a, const void *b, void *ix) {
+  int pa = h3_region_index_pos(ix, *(h3_op *const *)a);
+  int pb = h3_region_index_pos(ix, *(h3_op *const *)b);
+  return (pa > pb) - (pa < pb);
+}
+
+/* Sorts ops (few) by their position in the indexed region. */
+static void sort_by_position(h3_op **ops, int n, h3_region_index *ix) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && by_position(&ops[j - 1], &ops[j], ix) > 0; j--) {
+      h3_op *t = ops[j];
+      ops[j] = ops[j - 1];
+      ops[j - 1] = t;
+    }
+}
+
+/* "mul_add_silu": the member op names in order, at most four, then "_etc". */
+static void group_name(const fusion_state *s, char *buf, size_t len) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int i = 0; i < s->n_members && i < 4; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "_" : "",
+                             h3_opcode_name(s->members[i]->code));
+  if (s->n_members > 4) snprintf(buf + used, len - used, "_etc");
+}
+
+static int value_index(h3_value *const *list, int n, const h3_value *v) {
+  for (int i = 0; i < n; i++)
+    if (list[i] == v) return i;
+  return -1;
+}
+
+static int visit_uses_marked(h3_op *op, void *marked) {
+  for (int k = 0; k < op->n_operands; k++)
+    if (((const unsigned char *)marked)[op->operands[k]->id]) return 1;
+  return 0;
+}
+
+/* True when op, or an op nested in its regions, uses a value whose id is marked. */
+static bool uses_marked(h3_op *op, unsigned char *marked) {
+  if (visit_uses_marked(op, marked)) return true;
+  for (int i = 0; i < op->n_regions; i++)
+    if (h3_region_walk(&op->regions[i], visit_uses_marked, marked)) return true;
+  return false;
+}
+
+/* Rewrite: outline the group found by the match into one fused op placed where the last
+ * member was; ops between the members that depend on them move after it. */
+static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_diag *d) {
+  fusion_state *s = state;
+  h3_module *m = s->m;
+  h3_region *r = seed->parent;
+  sort_by_position(s->members, s->n_members, s->ix);
+  sort_by_position(s->gens, s->n_gens, s->ix);
+  int cap = 0;
+  for (int i = 0; i < s->n_members; i++) cap += s->members[i]->n_operands + 1;
+  h3_value **inputs = malloc((size_t)cap * sizeof *inputs);
+  h3_value **outputs = malloc((size_t)cap * sizeof *outputs);
+  h3_type *out_types = malloc((size_t)cap * sizeof *out_types);
+  h3_op **moved = malloc((size_t)(s->ix ? s->list_cap : 1) * sizeof *moved);
+  unsigned char *tainted = calloc((size_t)m->next_value_id + 1, 1);
+  h3_status st = H3_OK;
+  if (!inputs || !outputs || !out_types || !moved || !tainted) goto oom;
+
+  /* inputs: operands defined outside the group (generators are copied, not passed) */
+  int n_in = 0, n_out = 0, n_moved = 0;
+  for (int i = 0; i < s->n_members; i++)
+    for (int k = 0; k < s->members[i]->n_operands; k++) {
+      h3_value *v = s->members[i]->operands[k];
+      bool inside = v->kind == H3_VALUE_RESULT && v->def->parent == r && s->mark[v->def->id];
+      if (!inside && value_index(inputs, n_in, v) < 0) inputs[n_in++] = v;
+    }
+  /* outputs: member results with a user outside the group */
+  for (int i = 0; i < s->n_members; i++) {
+    h3_value *v = s->members[i]->results[0];
+    tainted[v->id] = 1;
+    h3_op *const *users;
+    int n = h3_region_index_users(s->ix, v, &users);
+    for (int u = 0; u < n; u++)
+      if (s->mark[users[u]->id] != MEMBER) {
+        out_types[n_out] = v->type;
+        outputs[n_out++] = v;
+        break;
+      }
+  }
+  /* ops between the first and the last member that depend on a member move after */
+  h3_op *last = s->members[s->n_members - 1];
+  for (h3_op *op = s->members[0]; op != last; op = op->next) {
+    if (s->mark[op->id] == MEMBER) continue;
+    if (!uses_marked(op, tainted)) continue;
+    moved[n_moved++] = op;
+    for (int k = 0; k < op->n_results; k++) tainted[op->results[k]->id] = 1;
+  }
+
+  char name[128];
+  group_name(s, name, sizeof name);
+  h3_attr attrs[2] = {
+      h3_attr_string(m, "name", name),
+      h3_attr_string(m, "tier", s->tier == H3_TIER_EXACT ? "exact" : "lossless"),
+  };
+  h3_builder b = {m, r, last->next, last->span};
+  h3_op *fused = h3_build_op_typed(&b, H3_OP_FUSED, n_in, inputs, 2, attrs, n_out, out_types, 1);
+  if (!fused) goto oom;
+  for (int k = 0; k < n_out; k++) { /* outside, the outputs keep their names */
+    fused->results[k]->name = outputs[k]->name;
+    fused->results[k]->span = outputs[k]->span;
+    h3_value_replace_all_uses(m, outputs[k], fused->results[k]);
+  }
+  h3_op *anchor = fused->next;
+  for (int i = 0; i < n_moved; i++) h3_op_move_before(moved[i], r, anchor);
+
+  /* the region: arguments for the inputs, generator copies, the members, the yield */
+  h3_region *body = &fused->regions[0];
+  h3_value **args = malloc((size_t)(n_in + 1) * sizeof *args);
+  h3_value **gen_copies = malloc((size_t)(s->n_gens + 1) * sizeof *gen_copies);
+  if (!args || !gen_copies) {
+    free(args);
+    free(gen_copies);
+    goto oom;
+  }
+  bool ok = true;
+  for (int i = 0; i < n_in && ok; i++)
+    ok = (args[i] = h3_region_add_arg(m, body, inputs[i]->type, inputs[i]->name,
+                                      inputs[i]->span)) != NULL;
+  h3_builder bb = {m, body, NULL, seed->span};
+  for (int g = 0; g < s->n_gens && ok; g++) {
+    h3_op *gen = s->gens[g];
+    bb.span = gen->span;
+    h3_op *copy = h3_build_op_typed(&bb, gen->code, 0, NULL, gen->n_attrs, gen->attrs, 1,
+                                    &gen->results[0]->type, 0);
+    ok = copy != NULL;
+    if (ok) gen_copies[g] = copy->results[0];
+  }
+  for (int i = 0; i < s->n_members && ok; i++) {
+    h3_op *op = s->members[i];
+    h3_op_move_before(op, body, NULL);
+    for (int k = 0; k < op->n_operands; k++) {
+      h3_value *v = op->operands[k];
+      int j;
+      if (v->kind == H3_VALUE_RESULT && v->def == fused)
+        h3_op_set_operand(op, k, outputs[v->index]);
+      else if ((j = value_index(inputs, n_in, v)) >= 0)
+        h3_op_set_operand(op, k, args[j]);
+      else if (v->kind == H3_VALUE_RESULT && s->mark[v->def->id] == GENERATOR)
+        for (int g = 0; g < s->n_gens; g++)
+          if (s->gens[g] == v->def) h3_op_set_operand(op, k, gen_copies[g]);
+    }
+  }
+  bb.span = last->span;
+  if (ok) ok = h3_build_op_typed(&bb, H3_OP_YIELD, n_out, outputs, 0, NULL, 0, NULL, 0) != NULL;
+  for (int g = 0; g < s->n_gens && ok; g++)
+    if (s->gens[g]->results[0]->uses == 0) h3_rewriter_erase(rw, s->gens[g]);
+  free(args);
+  free(gen_copies);
+  if (!ok) goto oom;
+  h3_rewriter_notify_new(rw, fused);
+  s->n_groups++;
+  goto done;
+oom:
+  h3_diag_error(d, seed->span, "free memory or use a smaller --config",
+                "out of memory while fusing elementwise ops");
+  st = H3_ERR;
+done:
+  h3_region_index_free(s->ix); /* the region changed */
+  s->ix = NULL;
+  free(inputs);
+  free(outputs);
+  free(out_types);
+  free(moved);
+  free(tainted);
+  return st;
+}
+
+static const h3_pattern fusion_patterns[] = {
+    {.name = "elementwise-group",
+     .root = H3_OPCODE_INVALID, /* any op: the match picks elementwise seeds */
+     .benefit = 1,
+     .match = fusion_match,
+     .rewrite = fusion_rewrite},
+};
+
+static h3_status fusion_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
+  fusion_state s = {.m = m, .tier = h3_pass_tier(ctx)};
+  h3_status st = h3_rewrite_greedy(m, fusion_patterns, 1, &s, ctx, NULL, d);
+  if (st == H3_OK && s.oom) {
+    static const h3_span no_span = {0};
+    h3_diag_error(d, no_span, "free memory or use a smaller --config",
+                  "out of memory in pass 'elementwise-fusion'");
+    st = H3_ERR;
+  }
+  if (st == H3_OK) h3_pass_report(ctx, "fused groups: %d (tier %s)", s.n_groups,
+                                  s.tier == H3_TIER_EXACT ? "exact" : "lossless");
+  h3_region_index_free(s.ix);
+  free(s.mark);
+  free(s.seen);
+  free(s.members);
+  free(s.gens);
+  free(s.queue);
+  return st;
+}
+
+const h3_pass h3_pass_elementwise_fusion = {
+    .name = "elementwise-fusion",
+    .description = "group connected elementwise ops (and gather/const producers) into fused "
+                   "kernels; exact keeps every rounding, lossless rounds only the outputs",
+    .min_tier = H3_TIER_EXACT,
+    .in_default_pipeline = true,
+    .requires = {NULL},
+    .run = fusion_run,
+};

@@ -1,0 +1,21 @@
+/* pass_internal.h: what the files of passes/ share and the public headers do not show:
+ * the layout of h3_pass_context and the pass records of the registry table.
+ */
+#ifndef H3_PASS_INTERNAL_H
+#define H3_PASS_INTERNAL_H
+
+#include "h3/passes.h"
+
+struct h3_pass_context {
+  const h3_pass_options *options;
+  const h3_pass *pass; /* the pass now running */
+  h3_strbuf reports;   /* "name: line\n" per h3_pass_report call */
+};
+
+/* One record per pass file; registry.c lists them in pipeline order. */
+extern const h3_pass h3_pass_verify;
+extern const h3_pass h3_pass_dce;
+extern const h3_pass h3_pass_elementwise_fusion;
+extern const h3_pass h3_pass_memory_plan;
+
+#endif

@@ -1,0 +1,30 @@
+/* registry.c: the one table of h3's passes. The default pipeline of a tier is this table
+ * filtered by in_default_pipeline and min_tier, in this order, between two runs of
+ * `verify` (see passes.h). Adding a pass = one file with its h3_pass record, one
+ * `extern` line in pass_internal.h and one line here, at the place in the pipeline where
+ * it must run.
+ */
+#include "pass_internal.h"
+
+#include <string.h>
+
+static const h3_pass *const pass_table[] = {
+    &h3_pass_verify,
+    &h3_pass_dce,
+    &h3_pass_elementwise_fusion,
+    &h3_pass_memory_plan,
+};
+
+int h3_pass_count(void) { return (int)(sizeof pass_table / sizeof pass_table[0]); }
+
+const h3_pass *h3_pass_at(int i) {
+  if (i < 0 || i >= h3_pass_count()) return NULL;
+  return pass_table[i];
+}
+
+const h3_pass *h3_pass_find(const char *name) {
+  if (!name) return NULL;
+  for (int i = 0; i < h3_pass_count(); i++)
+    if (strcmp(pass_table[i]->name, name) == 0) return pass_table[i];
+  return NULL;
+}

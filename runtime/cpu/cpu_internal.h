@@ -1,0 +1,189 @@
+/* cpu_internal.h: what the files of the CPU reference backend share.
+ *
+ * - element access: load any dtype widened to fp32 / fp64 / int64, store with ONE rounding
+ *   to the destination dtype (bf16 and f16 via bf16.h: round-to-nearest-even, NaN kept; float -> int
+ *   truncates toward zero, saturating at the integer range so no input is undefined
+ *   behaviour);
+ * - the worker pool: a fixed set of pthreads that split an index range [0, n) into
+ *   contiguous chunks, one per worker; each index is computed exactly as it would be on one
+ *   thread, so results never depend on the thread count;
+ * - the kernel context and the prototypes of every op kernel (one file per op family).
+ */
+#ifndef H3_CPU_INTERNAL_H
+#define H3_CPU_INTERNAL_H
+
+#include "h3/backend.h"
+#include "h3/op_registry.h"
+
+#include "h3/bf16.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- dtype conversion (bf16.h: RNE, NaN kept) ------------------------------------------ */
+static inline int h3cpu_is_float(h3_dtype t) {
+  return t == H3_BF16 || t == H3_F16 || t == H3_F32 || t == H3_F64;
+}
+
+static inline float h3cpu_ld(const void *p, h3_dtype t, int64_t i) {
+  switch (t) {
+  case H3_BF16: return h3_bf16_to_f32(((const uint16_t *)p)[i]);
+  case H3_F16: return h3_f16_to_f32(((const uint16_t *)p)[i]);
+  case H3_F32: return ((const float *)p)[i];
+  case H3_F64: return (float)((const double *)p)[i];
+  case H3_I8: return (float)((const int8_t *)p)[i];
+  case H3_I32: return (float)((const int32_t *)p)[i];
+  case H3_I64: return (float)((const int64_t *)p)[i];
+  case H3_U8: return (float)((const uint8_t *)p)[i];
+  default: return 0.0f;
+  }
+}
+static inline double h3cpu_ld64(const void *p, h3_dtype t, int64_t i) {
+  switch (t) {
+  case H3_F64: return ((const double *)p)[i];
+  case H3_I32: return (double)((const int32_t *)p)[i];
+  case H3_I64: return (double)((const int64_t *)p)[i];
+  default: return (double)h3cpu_ld(p, t, i);
+  }
+}
+static inline int64_t h3cpu_ldi(const void *p, h3_dtype t, int64_t i) {
+  switch (t) {
+  case H3_I8: return ((const int8_t *)p)[i];
+  case H3_I32: return ((const int32_t *)p)[i];
+  case H3_I64: return ((const int64_t *)p)[i];
+  case H3_U8: return ((const uint8_t *)p)[i];
+  default: {
+    double v = h3cpu_ld64(p, t, i);
+    if (!(v == v)) return 0;
+    if (v >= 9.2e18) return INT64_MAX;
+    if (v <= -9.2e18) return INT64_MIN;
+    return (int64_t)v;
+  }
+  }
+}
+static inline int64_t h3cpu_sat(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+static inline void h3cpu_sti(void *p, h3_dtype t, int64_t i, int64_t v) {
+  switch (t) {
+  case H3_I8: ((int8_t *)p)[i] = (int8_t)h3cpu_sat(v, INT8_MIN, INT8_MAX); break;
+  case H3_I32: ((int32_t *)p)[i] = (int32_t)h3cpu_sat(v, INT32_MIN, INT32_MAX); break;
+  case H3_I64: ((int64_t *)p)[i] = v; break;
+  case H3_U8: ((uint8_t *)p)[i] = (uint8_t)h3cpu_sat(v, 0, UINT8_MAX); break;
+  case H3_F64: ((double *)p)[i] = (double)v; break;
+  case H3_F32: ((float *)p)[i] = (float)v; break;
+  case H3_BF16: ((uint16_t *)p)[i] = h3_f32_to_bf16((float)v); break;
+  case H3_F16: ((uint16_t *)p)[i] = h3_f32_to_f16((float)v); break;
+  default: break;
+  }
+}
+/* Float -> int conversion: truncation toward zero, NaN -> 0, saturating. */
+static inline int64_t h3cpu_trunc_i64(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return (int64_t)v;
+}
+static inline void h3cpu_st(void *p, h3_dtype t, int64_t i, float v) {
+  switch (t) {
+  case H3_BF16: ((uint16_t *)p)[i] = h3_f32_to_bf16(v); break;
+  case H3_F16: ((uint16_t *)p)[i] = h3_f32_to_f16(v); break;
+  case H3_F32: ((float *)p)[i] = v; break;
+  case H3_F64: ((double *)p)[i] = (double)v; break;
+  default: h3cpu_sti(p, t, i, h3cpu_trunc_i64((double)v)); break;
+  }
+}
+static inline void h3cpu_st64(void *p, h3_dtype t, int64_t i, double v) {
+  switch (t) {
+  case H3_F64: ((double *)p)[i] = v; break;
+  case H3_F32: ((float *)p)[i] = (float)v; break;
+  default:
+    if (h3cpu_is_float(t)) h3cpu_st(p, t, i, (float)v);
+    else h3cpu_sti(p, t, i, h3cpu_trunc_i64(v));
+    break;
+  }
+}
+/* Converts n elements of src (dtype t) to fp32. */
+void h3cpu_to_f32(float *dst, const void *src, h3_dtype t, int64_t n);
+
+/* ---- worker pool ------------------------------------------------------------------------ */
+typedef struct h3_cpu_pool h3_cpu_pool;
+/* Runs indices [begin, end) on worker `worker` (0 .. h3cpu_pool_size - 1). */
+typedef void (*h3_cpu_range_fn)(void *arg, int worker, int64_t begin, int64_t end);
+/* NULL when threads <= 1 or when threads cannot be started (then work runs serially). */
+h3_cpu_pool *h3cpu_pool_new(int threads);
+void h3cpu_pool_free(h3_cpu_pool *p);
+int h3cpu_pool_size(const h3_cpu_pool *p); /* 1 for NULL */
+/* Splits [0, n) into one contiguous chunk per worker; the caller runs chunk 0. */
+void h3cpu_parallel(h3_cpu_pool *p, int64_t n, h3_cpu_range_fn fn, void *arg);
+
+/* ---- kernels -------------------------------------------------------------------------------- */
+typedef struct {
+  h3_cpu_pool *pool; /* may be NULL: serial */
+  uint64_t seed;     /* request seed for randn */
+  h3_diag *d;
+} h3_cpu_ctx;
+
+typedef h3_status (*h3_cpu_kernel)(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in,
+                                   int n_in, const h3_tensor *out, int n_out);
+
+#define H3_CPU_KERNEL(name)                                                                    \
+  h3_status name(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,           \
+                 const h3_tensor *out, int n_out)
+
+/* ops_elementwise.c: every H3_PK_ELEMENTWISE op, cast, clamp, const, iota */
+H3_CPU_KERNEL(h3cpu_elementwise);
+/* ops_generate.c */
+H3_CPU_KERNEL(h3cpu_randn);
+H3_CPU_KERNEL(h3cpu_sigma_schedule);
+/* ops_movement.c */
+H3_CPU_KERNEL(h3cpu_reshape);
+H3_CPU_KERNEL(h3cpu_slice);
+H3_CPU_KERNEL(h3cpu_concat);
+H3_CPU_KERNEL(h3cpu_pad);
+H3_CPU_KERNEL(h3cpu_gather);
+H3_CPU_KERNEL(h3cpu_index);
+H3_CPU_KERNEL(h3cpu_set_index);
+H3_CPU_KERNEL(h3cpu_scatter_rows);
+H3_CPU_KERNEL(h3cpu_kv_write);
+/* ops_norm.c */
+H3_CPU_KERNEL(h3cpu_rms_norm);
+H3_CPU_KERNEL(h3cpu_argmax);
+H3_CPU_KERNEL(h3cpu_reduce_sum);
+/* ops_linear.c */
+H3_CPU_KERNEL(h3cpu_linear);
+/* ops_rope.c */
+H3_CPU_KERNEL(h3cpu_timestep_embedding);
+H3_CPU_KERNEL(h3cpu_rope_table);
+H3_CPU_KERNEL(h3cpu_rope_pos_table);
+H3_CPU_KERNEL(h3cpu_rope);
+/* ops_attention.c */
+H3_CPU_KERNEL(h3cpu_attention);
+H3_CPU_KERNEL(h3cpu_paged_attention);
+H3_CPU_KERNEL(h3cpu_block_attention);
+H3_CPU_KERNEL(h3cpu_sparse_attention);
+/* ops_sparse.c */
+H3_CPU_KERNEL(h3cpu_index_topk);
+/* ops_moe.c */
+H3_CPU_KERNEL(h3cpu_router_topk);
+H3_CPU_KERNEL(h3cpu_moe);
+H3_CPU_KERNEL(h3cpu_markov_draft);
+
+/* Runs one op (compute or fused) on host tensors. */
+h3_status h3cpu_run(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,
+                    const h3_tensor *out, int n_out);
+
+/* Reports "OP: message" at the op's span. */
+void h3cpu_error(const h3_cpu_ctx *c, const h3_op *op, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Row-major helpers. */
+static inline int64_t h3cpu_numel(const h3_tensor *t) { return h3_type_numel(&t->type); }
+/* Product of dims [from, rank). */
+static inline int64_t h3cpu_inner(const h3_type *t, int from) {
+  int64_t n = 1;
+  for (int i = from; i < t->rank; i++) n *= t->dims[i];
+  return n;
+}
+
+#endif

@@ -1,0 +1,178 @@
+/* cuda_attention.c: the attention op on the GPU behind one interface, and the reference
+ * implementation.
+ *
+ * attention(q[T, Hq, D], k[T, Hk, D], v[T, Hk, D]) {scale, causal, segments} -> [T, Hq, D]:
+ * the op is cut into its segments [b_i, b_{i+1}) (0 and T implied; spec: live rows [0,
+ * used) and pad rows [used, T) run separately) and each segment is one self-attention
+ * (cu_att_seg: pointers at the segment's first row, row strides Hq*D / Hk*D) given to the
+ * selected implementation:
+ *   cudnn      cuDNN's fused SDPA (cuda_cudnn.c) where it takes the shape, else flash;
+ *   flash      h3's flash kernel (cuda_flash.c): bf16, head_dim 128, non-causal, else the
+ *              reference;
+ *   reference  this file: one block of 4 warps per (row, head); each warp walks every 4th
+ *              key with an online softmax in fp32 (lanes hold dims lane + 32*i, the dot
+ *              product reduced by an xor butterfly), the 4 partial (max, sum, output)
+ *              states are merged in shared memory, one rounding to the output dtype. Any
+ *              head_dim <= 256, bf16 / f16 / f32, GQA, causal.
+ * A fallback is reported once per backend as a warning.
+ */
+#include "cuda_internal.h"
+
+#include <string.h>
+
+static const char ref_source[] =
+    "template <typename T>\n"
+    "__device__ void h3cu_attn_ref(const T *q, const T *k, const T *v, T *o, long long len,\n"
+    "    int group, int dim, long long qs, long long kvs, long long os, float scale, int causal) {\n"
+    "  const long long t = blockIdx.x;\n"
+    "  const int h = blockIdx.y, kvh = h / group;\n"
+    "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "  __shared__ float sm[4], sl[4], sacc[4][256];\n"
+    "  float qv[8], acc[8];\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) {\n"
+    "    const int d = lane + 32 * i;\n"
+    "    qv[i] = d < dim ? (float)h3_w(q[t * qs + (long long)h * dim + d]) : 0.0f;\n"
+    "    acc[i] = 0.0f;\n"
+    "  }\n"
+    "  float m = -__int_as_float(0x7f800000), l = 0.0f;\n"
+    "  const long long hi = causal ? t + 1 : len;\n"
+    "  for (long long j = warp; j < hi; j += 4) {\n"
+    "    const T *kr = k + j * kvs + (long long)kvh * dim;\n"
+    "    const T *vr = v + j * kvs + (long long)kvh * dim;\n"
+    "    float dot = 0.0f;\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 8; i++) {\n"
+    "      const int d = lane + 32 * i;\n"
+    "      if (d < dim) dot = fmaf(qv[i], (float)h3_w(kr[d]), dot);\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "    for (int s = 16; s > 0; s >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, s);\n"
+    "    const float sc = dot * scale, mn = fmaxf(m, sc);\n"
+    "    const float corr = expf(m - mn), p = expf(sc - mn);\n"
+    "    l = l * corr + p;\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 8; i++) {\n"
+    "      const int d = lane + 32 * i;\n"
+    "      acc[i] = acc[i] * corr + (d < dim ? p * (float)h3_w(vr[d]) : 0.0f);\n"
+    "    }\n"
+    "    m = mn;\n"
+    "  }\n"
+    "  if (lane == 0) { sm[warp] = m; sl[warp] = l; }\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) if (lane + 32 * i < dim) sacc[warp][lane + 32 * i] = acc[i];\n"
+    "  __syncthreads();\n"
+    "  if (warp != 0) return;\n"
+    "  float M = sm[0];\n"
+    "  for (int w = 1; w < 4; w++) M = fmaxf(M, sm[w]);\n"
+    "  float wgt[4], L = 0.0f;\n"
+    "  for (int w = 0; w < 4; w++) { wgt[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; L += sl[w] * wgt[w]; }\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) {\n"
+    "    const int d = lane + 32 * i;\n"
+    "    if (d >= dim) continue;\n"
+    "    float r = 0.0f;\n"
+    "    for (int w = 0; w < 4; w++) r += sacc[w][d] * wgt[w];\n"
+    "    h3_st(o, t * os + (long long)h * dim + d, r / L);\n"
+    "  }\n"
+    "}\n"
+    "#define H3CU_REF(NAME, T)                                                              \\\n"
+    "  extern \"C\" __global__ void __launch_bounds__(128) NAME(const T *q, const T *k,       \\\n"
+    "      const T *v, T *o, long long len, int group, int dim, long long qs, long long kvs, \\\n"
+    "      long long os, float scale, int causal) {                                        \\\n"
+    "    h3cu_attn_ref<T>(q, k, v, o, len, group, dim, qs, kvs, os, scale, causal);         \\\n"
+    "  }\n"
+    "H3CU_REF(h3cu_attn_ref_bf16, h3_bf16)\n"
+    "H3CU_REF(h3cu_attn_ref_f16, h3_f16)\n"
+    "H3CU_REF(h3cu_attn_ref_f32, float)\n";
+
+static const char *const ref_names[3] = {"h3cu_attn_ref_bf16", "h3cu_attn_ref_f16",
+                                         "h3cu_attn_ref_f32"};
+
+h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d) {
+  int which = a->dtype == H3_BF16 ? 0 : a->dtype == H3_F16 ? 1 : 2;
+  cu_kernel *k = cu_kernel_find(s, ref_names[which]);
+  if (k && !k->fn) {
+    h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k->name);
+    return H3_ERR;
+  }
+  if (!k) {
+    cu_kernel *ks[3] = {0};
+    if (cu_compile_tu(s, "the reference attention kernels", ref_source, true, 3, ref_names, ks,
+                      d) != H3_OK)
+      return H3_ERR;
+    k = ks[which];
+  }
+  long long len = a->len, qs = a->q_stride, kvs = a->kv_stride, os = a->o_stride;
+  int group = (int)(a->hq / a->hk), dim = (int)a->dim, causal = a->causal;
+  float scale = a->scale;
+  const void *q = a->q, *kk = a->k, *v = a->v;
+  void *o = a->o;
+  void *args[] = {&q, &kk, &v, &o, &len, &group, &dim, &qs, &kvs, &os, &scale, &causal};
+  int64_t grid[3] = {len, a->hq, 1}, block[3] = {128, 1, 1};
+  return cu_launch(s, k, grid, block, 0, args, d);
+}
+
+static void warn_once(cu_state *s, const h3_op *op, const char *fmt, const char *what, h3_diag *d) {
+  if (s->attention_warned) return;
+  s->attention_warned = true;
+  h3_diag_warning(d, op->span, "pick another one with --attention", fmt, what);
+}
+
+static h3_status run_segment(cu_state *s, const h3_op *op, const cu_att_seg *a, h3_diag *d) {
+  if (s->attention == CU_ATT_CUDNN) {
+    if (cu_cudnn_supports(a)) {
+      bool fallback = false;
+      h3_status st = cu_cudnn_run(s, a, &fallback, d);
+      if (!fallback) return st;
+    } else {
+      warn_once(s, op, "cuda: attention: %s takes bf16 / f16 with head_dim <= 128, a multiple "
+                "of 8, and Hq == Hk; other shapes use flash or the reference", "cudnn", d);
+    }
+  }
+  if (s->attention != CU_ATT_REFERENCE) {
+    if (cu_flash_supports(a)) return cu_flash_run(s, a, d);
+    warn_once(s, op, "cuda: attention: %s takes bf16, head_dim 128, non-causal; other shapes "
+              "use the reference kernel", "flash", d);
+  }
+  return cu_attention_reference(s, a, d);
+}
+
+h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                           h3_diag *d) {
+  const h3_type *qt = &in[0].type, *kt = &in[1].type, *vt = &in[2].type;
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || kt->dims[1] < 1 ||
+      qt->dims[1] % kt->dims[1] != 0 || qt->dims[2] > 256)
+    return cu_op_error(d, op, NULL, "expects q[T, Hq, D], k/v[T, Hk, D] with Hq %% Hk == 0, D <= 256");
+  if (qt->dtype != kt->dtype || qt->dtype != vt->dtype || out[0].type.dtype != qt->dtype ||
+      (qt->dtype != H3_BF16 && qt->dtype != H3_F16 && qt->dtype != H3_F32))
+    return cu_op_error(d, op, NULL, "q, k, v and the output must share one of bf16, f16, f32");
+  int64_t T = qt->dims[0];
+  cu_att_seg a;
+  memset(&a, 0, sizeof a);
+  a.hq = qt->dims[1];
+  a.hk = kt->dims[1];
+  a.dim = qt->dims[2];
+  a.q_stride = a.o_stride = a.hq * a.dim;
+  a.kv_stride = a.hk * a.dim;
+  a.scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  a.causal = h3_op_attr_int(op, "causal", 0) != 0;
+  a.dtype = qt->dtype;
+  const h3_attr *seg = h3_op_attr(op, "segments");
+  int nb = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
+  size_t es = h3_dtype_size(a.dtype);
+  int64_t lo = 0;
+  for (int i = 0; i <= nb; i++) {
+    int64_t hi = i < nb ? seg->ints[i] : T;
+    if (hi > T) hi = T;
+    if (hi <= lo) continue;
+    a.len = hi - lo;
+    a.q = (const char *)in[0].data + lo * a.q_stride * es;
+    a.k = (const char *)in[1].data + lo * a.kv_stride * es;
+    a.v = (const char *)in[2].data + lo * a.kv_stride * es;
+    a.o = (char *)out[0].data + lo * a.o_stride * es;
+    if (run_segment(s, op, &a, d) != H3_OK) return H3_ERR;
+    lo = hi;
+  }
+  return H3_OK;
+}

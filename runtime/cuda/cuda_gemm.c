@@ -1,0 +1,165 @@
+/* cuda_gemm.c: linear through cuBLASLt.
+ *
+ * linear(x[.., K], w[N, K], bias?[N]) -> y[.., N] with M = rows of x. In cuBLASLt's
+ * column-major terms y (row-major [M, N]) is D = [N, M] with ld N; w (row-major [N, K]) is
+ * A = [K, N] with ld K, used transposed; x is B = [K, M] with ld K: D = Aᵀ·B, "TN" with
+ * both operands K-contiguous. bf16 operands, fp32 accumulation and scale (CUBLAS_COMPUTE_32F,
+ * no TF32 involved), D in bf16 or f32; a bias of D's dtype goes into the BIAS epilogue
+ * (added in fp32 before the one rounding to D). Other dtype combinations (the fp32 island)
+ * use the backend's own GEMM (cuda_util.c).
+ * Descriptors and the algorithm are chosen once, when the op is prepared (at plan load), for
+ * 256-byte aligned pointers; a run whose pointers are less aligned asks the heuristic again
+ * for that alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
+ * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
+ */
+#include "cuda_internal.h"
+
+#include <cublasLt.h>
+#include <stdlib.h>
+
+struct cu_gemm {
+  const h3_op *op;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  int64_t M, N, K;
+  bool bias;
+  unsigned align; /* pointer alignment the algorithm was chosen for */
+};
+
+static h3_status lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char *call) {
+  return cu_op_error(d, op, "run with --backend cpu to compare",
+                     "cuBLASLt %s failed: %s (%s)", call, cublasLtGetStatusName(st),
+                     cublasLtGetStatusString(st));
+}
+
+#define LT_CHECK(d, op, call)                                                              \
+  do {                                                                                     \
+    cublasStatus_t lt_s_ = (call);                                                         \
+    if (lt_s_ != CUBLAS_STATUS_SUCCESS) return lt_fail((d), (op), lt_s_, #call);           \
+  } while (0)
+
+h3_status cu_gemm_init(cu_state *s, h3_diag *d) {
+  cublasLtHandle_t lt;
+  cublasStatus_t st = cublasLtCreate(&lt);
+  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(d, NULL, st, "cublasLtCreate");
+  s->lt = lt;
+  s->workspace = cu_alloc(s, CU_WORKSPACE_BYTES);
+  if (!s->workspace) {
+    h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory for the %zu-byte GEMM workspace",
+                  CU_WORKSPACE_BYTES);
+    return H3_ERR;
+  }
+  return H3_OK;
+}
+
+void cu_gemm_shutdown(cu_state *s) {
+  if (s->lt) cublasLtDestroy((cublasLtHandle_t)s->lt);
+  s->lt = NULL;
+}
+
+void cu_gemm_free(cu_gemm *g) {
+  if (!g) return;
+  if (g->a) cublasLtMatrixLayoutDestroy(g->a);
+  if (g->b) cublasLtMatrixLayoutDestroy(g->b);
+  if (g->c) cublasLtMatrixLayoutDestroy(g->c);
+  if (g->desc) cublasLtMatmulDescDestroy(g->desc);
+  free(g);
+}
+
+static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, h3_diag *d) {
+  cublasLtMatmulPreference_t pref;
+  LT_CHECK(d, g->op, cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = CU_WORKSPACE_BYTES;
+  uint32_t al = align;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  const cublasLtMatmulPreferenceAttributes_t al_attrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < 4; i++)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, al_attrs[i], &al, sizeof al);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, g->desc, g->a, g->b, g->c, g->c,
+                                        pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(d, g->op, st, "cublasLtMatmulAlgoGetHeuristic");
+  if (found < 1)
+    return cu_op_error(d, g->op, NULL, "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]ᵀ "
+                       "at %u-byte alignment", (long long)g->M, (long long)g->K, (long long)g->N,
+                       (long long)g->K, align);
+  g->algo = res.algo;
+  g->align = align;
+  return H3_OK;
+}
+
+static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, h3_diag *d) {
+  LT_CHECK(d, g->op, cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (g->bias) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    int32_t bt = dt;
+    LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  }
+  LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->N, g->K));
+  LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->M, g->K));
+  LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->c, dt, (uint64_t)g->N, (uint64_t)g->M, g->N));
+  return pick_algo(s, g, 256, d);
+}
+
+h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *d) {
+  *out = NULL;
+  if (op->n_operands < 2 || op->n_results < 1) return cu_op_error(d, op, NULL, "malformed linear");
+  const h3_type *x = &op->operands[0]->type, *w = &op->operands[1]->type;
+  const h3_type *y = &op->results[0]->type;
+  bool bias = op->n_operands > 2;
+  if (x->dtype != H3_BF16 || w->dtype != H3_BF16 || (y->dtype != H3_BF16 && y->dtype != H3_F32) ||
+      (bias && op->operands[2]->type.dtype != y->dtype) || x->rank < 1 || w->rank != 2)
+    return H3_OK; /* the backend's own GEMM takes it */
+  int64_t K = x->dims[x->rank - 1], N = w->dims[0];
+  int64_t M = K ? h3_type_numel(x) / K : 0;
+  if (M < 1 || N < 1 || K < 1) return H3_OK;
+  cu_gemm *g = calloc(1, sizeof *g);
+  if (!g) return cu_op_error(d, op, NULL, "out of memory");
+  g->op = op;
+  g->M = M;
+  g->N = N;
+  g->K = K;
+  g->bias = bias;
+  if (build(s, g, y->dtype == H3_BF16 ? CUDA_R_16BF : CUDA_R_32F, d) != H3_OK) {
+    cu_gemm_free(g);
+    return H3_ERR;
+  }
+  *out = g;
+  return H3_OK;
+}
+
+static unsigned ptr_align(const void *p) {
+  uintptr_t v = (uintptr_t)p;
+  unsigned a = 256;
+  while (a > 2 && v % a) a /= 2;
+  return a;
+}
+
+h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in, const h3_tensor *out,
+                      h3_diag *d) {
+  unsigned al = ptr_align(in[0].data);
+  unsigned a2 = ptr_align(in[1].data), a3 = ptr_align(out[0].data);
+  if (a2 < al) al = a2;
+  if (a3 < al) al = a3;
+  if (al < g->align && pick_algo(s, g, al, d) != H3_OK) return H3_ERR;
+  if (g->bias && n_in > 2) {
+    const void *bp = in[2].data;
+    LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+  }
+  float alpha = 1.0f, beta = 0.0f;
+  LT_CHECK(d, g->op, cublasLtMatmul((cublasLtHandle_t)s->lt, g->desc, &alpha, in[1].data, g->a,
+                                    in[0].data, g->b, &beta, out[0].data, g->c, out[0].data, g->c,
+                                    &g->algo, s->workspace, CU_WORKSPACE_BYTES, s->stream));
+  return H3_OK;
+}

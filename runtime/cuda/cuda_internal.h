@@ -1,0 +1,202 @@
+/* cuda_internal.h: what the files of the cuda backend share (not part of the public API).
+ *
+ * One cu_state per backend: the device and its stream, the caching device allocator, the
+ * loaded kernels (by name) and the per-op execution records (by op pointer), cuBLASLt and
+ * cuDNN handles with their one fixed workspace, the attention choice, CUDA-event timing
+ * and the CUDA graphs of captured graph calls. Every CUDA, cuBLASLt and cuDNN call is
+ * checked; a failure becomes an h3_diag error naming the call and the CUDA message.
+ *
+ * Files: cuda_backend.c (table, memory, copies, timing, run_op dispatch), cuda_kernels.c
+ * (NVRTC libraries, kernel registry, plan loading, codegen kernels and views),
+ * cuda_util.c (the backend's own small kernels: row index copy, generic linear, weight
+ * fill), cuda_gemm.c (cuBLASLt), cuda_attention.c (the attention interface and the
+ * reference kernel), cuda_flash.c (flash attention with mma.sync), cuda_cudnn.c (cuDNN
+ * fused SDPA through the backend graph API), cuda_graph.c (capture and replay),
+ * cuda_weights.c (random weights on the device).
+ */
+#ifndef H3_CUDA_INTERNAL_H
+#define H3_CUDA_INTERNAL_H
+
+#include "h3/codegen.h"
+#include "h3/cuda_backend.h"
+#include "h3/op_registry.h"
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+
+#define CU_ARG_OUT 1000 /* kernel argument codes: j = operand j, CU_ARG_OUT + j = result j */
+#define CU_ARG_SEED (-1)
+#define CU_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt / cuDNN workspace, fixed */
+
+/* A kernel loaded from a CUBIN, with its launch rule. */
+typedef struct {
+  char *name;
+  cudaKernel_t fn;
+  int64_t grid[3], block[3], shared;
+  bool inplace;
+  int n_args;
+  int *args; /* argument codes, see CU_ARG_* */
+} cu_kernel;
+
+typedef enum {
+  CU_OP_KERNEL,      /* a codegen kernel */
+  CU_OP_VIEW,        /* reshape, contiguous slice: copy unless the planner aliased it */
+  CU_OP_INDEX,       /* index: row i + offset of x, i on the device */
+  CU_OP_LINEAR,      /* cuBLASLt or the backend's own GEMM */
+  CU_OP_ATTENTION,   /* attention through the selected implementation */
+  CU_OP_HOST,        /* sigma_schedule: computed on the host, uploaded */
+  CU_OP_UNSUPPORTED, /* not on cuda yet */
+} cu_op_kind;
+
+typedef struct cu_gemm cu_gemm; /* cuda_gemm.c */
+
+typedef struct {
+  const h3_op *op;
+  cu_op_kind kind;
+  cu_kernel *k;  /* KERNEL; the generic linear kernel for LINEAR without cuBLASLt */
+  cu_gemm *gemm; /* LINEAR through cuBLASLt */
+  int64_t view_offset; /* VIEW: byte offset of the result in its source */
+  bool failed;         /* preparing it failed (reported once) */
+} cu_op;
+
+/* One block of the caching allocator. */
+typedef enum { CU_BLOCK_FREE, CU_BLOCK_USED, CU_BLOCK_HELD } cu_block_state;
+typedef struct {
+  void *p;
+  size_t bytes;
+  cu_block_state state;
+  const void *holder; /* HELD: the captured graph that uses it */
+} cu_block;
+
+typedef enum { CU_ATT_CUDNN, CU_ATT_FLASH, CU_ATT_REFERENCE } cu_att_impl;
+
+typedef struct cu_graphs cu_graphs; /* cuda_graph.c */
+typedef struct cu_cudnn cu_cudnn;   /* cuda_cudnn.c */
+
+typedef struct cu_state {
+  h3_backend *b;
+  int device;
+  char device_name[192];
+  int sm_count;
+  size_t smem_optin; /* max dynamic shared memory per block */
+  cudaStream_t stream;
+  h3_kernel_cache cache;
+  h3_arena arena; /* emitted kernels' strings */
+  /* kernels by name (open addressing, power-of-two capacity) */
+  cu_kernel **kmap;
+  size_t kmap_cap, kmap_n;
+  cudaLibrary_t *libs;
+  int n_libs, cap_libs;
+  /* op records by op pointer */
+  cu_op **omap;
+  size_t omap_cap, omap_n;
+  /* memory */
+  cu_block *blocks;
+  int n_blocks, cap_blocks;
+  size_t bytes_held;
+  /* libraries */
+  void *lt; /* cublasLtHandle_t */
+  void *workspace;
+  cu_cudnn *cudnn;
+  cu_att_impl attention;
+  bool attention_warned;
+  /* timing */
+  cudaEvent_t ev_start, ev_stop;
+  bool busy;
+  double gpu_seconds;
+  /* graphs */
+  cu_graphs *graphs;
+  bool no_graphs;
+} cu_state;
+
+/* ---- checks (cuda_backend.c) ----------------------------------------------------------- */
+/* Reports a failed CUDA call: "cuda: <what>: <call> failed: <error name>: <message>". */
+h3_status cu_fail(h3_diag *d, cudaError_t e, const char *call, const char *what);
+#define CU_CHECK(d, call, what)                                                          \
+  do {                                                                                   \
+    cudaError_t cu_e_ = (call);                                                          \
+    if (cu_e_ != cudaSuccess) return cu_fail((d), cu_e_, #call, (what));                 \
+  } while (0)
+/* Reports an error at op's span: "cuda: <op name>: <message>". */
+h3_status cu_op_error(h3_diag *d, const h3_op *op, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Marks the stream busy (starts the GPU timer) before queuing work. */
+void cu_mark_busy(cu_state *s);
+/* Allocation through the caching allocator (cuda_backend.c). */
+void *cu_alloc(cu_state *s, size_t bytes);
+void cu_release(cu_state *s, void *p);
+
+/* ---- kernels (cuda_kernels.c) --------------------------------------------------------- */
+/* Compiles source (the prelude is prepended) with NVRTC through the kernel cache, loads the
+ * CUBIN and registers the kernels named in `names` with the given launch rules left zero.
+ * exact: compile with -fmad=false. */
+h3_status cu_compile_tu(cu_state *s, const char *label, const char *source, bool exact,
+                        int n, const char *const *names, cu_kernel **out, h3_diag *d);
+cu_kernel *cu_kernel_find(cu_state *s, const char *name);
+/* Launches a kernel with explicit geometry and an argument array. */
+h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3],
+                    const int64_t block[3], int64_t shared, void **args, h3_diag *d);
+/* The record of op (prepared on first use). */
+cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d);
+h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const h3_tensor *out,
+                    int n_out, h3_diag *d);
+void cu_kernels_free(cu_state *s);
+
+/* ---- the backend's own kernels (cuda_util.c) -------------------------------------------- */
+h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const h3_tensor *i,
+                        const h3_tensor *out, h3_diag *d);
+/* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) with fp32 products and sums, k ascending,
+ * one rounding: bitwise the CPU reference for every dtype combination. */
+h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,
+                            const h3_tensor *out, h3_diag *d);
+/* dst[i] = h3_rng_init_value(kind, scale, seed, stream, i) rounded to dtype, i < n. */
+h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int kind,
+                         float scale, uint64_t seed, uint32_t stream, h3_diag *d);
+
+/* ---- cuBLASLt (cuda_gemm.c) ------------------------------------------------------------- */
+h3_status cu_gemm_init(cu_state *s, h3_diag *d);
+void cu_gemm_shutdown(cu_state *s);
+/* Prepares op's GEMM when cuBLASLt can run it (bf16 operands); *out NULL otherwise. */
+h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *d);
+h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in,
+                      const h3_tensor *out, h3_diag *d);
+void cu_gemm_free(cu_gemm *g);
+
+/* ---- attention (cuda_attention.c, cuda_flash.c, cuda_cudnn.c) -------------------------- */
+/* One segment of self-attention: rows [0, len) of q/k/v/o, row strides in elements. */
+typedef struct {
+  const void *q, *k, *v;
+  void *o;
+  int64_t len, hq, hk, dim;
+  int64_t q_stride, kv_stride, o_stride;
+  float scale;
+  bool causal;
+  h3_dtype dtype;
+} cu_att_seg;
+
+h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in,
+                           const h3_tensor *out, h3_diag *d);
+h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d);
+bool cu_flash_supports(const cu_att_seg *a);
+h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d);
+bool cu_cudnn_supports(const cu_att_seg *a);
+/* Builds (once per shape) and runs cuDNN's fused SDPA. When cuDNN cannot build a plan for
+ * the shape it warns (once) and sets *fallback: nothing ran, the caller runs another one. */
+h3_status cu_cudnn_run(cu_state *s, const cu_att_seg *a, bool *fallback, h3_diag *d);
+void cu_cudnn_free(cu_state *s);
+
+/* ---- graphs (cuda_graph.c) ----------------------------------------------------------------- */
+h3_status cu_graph_call_begin(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
+                              int *replayed, h3_diag *d);
+h3_status cu_graph_call_end(h3_backend *b, const void *key, h3_status st, h3_diag *d);
+bool cu_graph_capturing(const cu_state *s);
+/* Host bytes that a captured copy reads at replay: a pinned copy owned by the graph. */
+void *cu_graph_stash(cu_state *s, const void *src, size_t bytes, h3_diag *d);
+const void *cu_graph_holder(const cu_state *s); /* the graph being captured, or NULL */
+void cu_graph_counts(const cu_state *s, int64_t *captured, int64_t *replayed);
+void cu_graphs_free(cu_state *s);
+
+/* ---- weights (cuda_weights.c) ------------------------------------------------------------- */
+h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
+
+#endif

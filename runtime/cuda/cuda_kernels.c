@@ -1,0 +1,447 @@
+/* cuda_kernels.c: kernels from CUBINs and the per-op execution records of the cuda backend.
+ *
+ * Libraries: a CUBIN (a plan's translation unit, or one compiled here) is loaded with
+ * cudaLibraryLoadData and its kernels fetched with cudaLibraryGetKernel: runtime API only,
+ * no libcuda link. Kernels are registered by name with their launch rule (grid, block,
+ * dynamic shared bytes) and argument list ("in0", "out0", "seed" of codegen.h).
+ * Op records: the first time an op runs (or when a plan is loaded) it gets a cu_op that
+ * says how it runs: its codegen kernel (the plan's, found by the op attribute `kernel`,
+ * else emitted by h3_codegen_emit_op and compiled now through the NVRTC cache), a view, a
+ * cuBLASLt GEMM, attention, a host computation, or "unsupported on cuda".
+ */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const h3_span no_span = {0};
+
+static const char *const tu_options_exact[] = {"-default-device", "-std=c++17", "-fmad=false"};
+static const char *const tu_options_lossless[] = {"-default-device", "-std=c++17"};
+
+/* ---- maps ---------------------------------------------------------------------------------- */
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  return x ^ (x >> 33);
+}
+
+cu_kernel *cu_kernel_find(cu_state *s, const char *name) {
+  if (!s->kmap_cap || !name) return NULL;
+  for (size_t i = hash_str(name) & (s->kmap_cap - 1);; i = (i + 1) & (s->kmap_cap - 1)) {
+    if (!s->kmap[i]) return NULL;
+    if (!strcmp(s->kmap[i]->name, name)) return s->kmap[i];
+  }
+}
+
+static int kmap_put(cu_state *s, cu_kernel *k) {
+  if ((s->kmap_n + 1) * 2 > s->kmap_cap) {
+    size_t cap = s->kmap_cap ? s->kmap_cap * 2 : 256;
+    cu_kernel **m = calloc(cap, sizeof *m);
+    if (!m) return 0;
+    for (size_t j = 0; j < s->kmap_cap; j++) {
+      if (!s->kmap[j]) continue;
+      size_t i = hash_str(s->kmap[j]->name) & (cap - 1);
+      while (m[i]) i = (i + 1) & (cap - 1);
+      m[i] = s->kmap[j];
+    }
+    free(s->kmap);
+    s->kmap = m;
+    s->kmap_cap = cap;
+  }
+  size_t i = hash_str(k->name) & (s->kmap_cap - 1);
+  while (s->kmap[i]) i = (i + 1) & (s->kmap_cap - 1);
+  s->kmap[i] = k;
+  s->kmap_n++;
+  return 1;
+}
+
+static cu_op *omap_find(cu_state *s, const h3_op *op) {
+  if (!s->omap_cap) return NULL;
+  for (size_t i = hash_ptr(op) & (s->omap_cap - 1);; i = (i + 1) & (s->omap_cap - 1)) {
+    if (!s->omap[i]) return NULL;
+    if (s->omap[i]->op == op) return s->omap[i];
+  }
+}
+
+static int omap_put(cu_state *s, cu_op *o) {
+  if ((s->omap_n + 1) * 2 > s->omap_cap) {
+    size_t cap = s->omap_cap ? s->omap_cap * 2 : 1024;
+    cu_op **m = calloc(cap, sizeof *m);
+    if (!m) return 0;
+    for (size_t j = 0; j < s->omap_cap; j++) {
+      if (!s->omap[j]) continue;
+      size_t i = hash_ptr(s->omap[j]->op) & (cap - 1);
+      while (m[i]) i = (i + 1) & (cap - 1);
+      m[i] = s->omap[j];
+    }
+    free(s->omap);
+    s->omap = m;
+    s->omap_cap = cap;
+  }
+  size_t i = hash_ptr(o->op) & (s->omap_cap - 1);
+  while (s->omap[i]) i = (i + 1) & (s->omap_cap - 1);
+  s->omap[i] = o;
+  s->omap_n++;
+  return 1;
+}
+
+/* ---- libraries and kernels --------------------------------------------------------------- */
+static h3_status load_library(cu_state *s, const unsigned char *cubin, const char *label,
+                              cudaLibrary_t *out, h3_diag *d) {
+  if (s->n_libs == s->cap_libs) {
+    int cap = s->cap_libs ? s->cap_libs * 2 : 32;
+    cudaLibrary_t *l = realloc(s->libs, (size_t)cap * sizeof *l);
+    if (!l) {
+      h3_diag_error(d, no_span, NULL, "cuda: out of memory loading %s", label);
+      return H3_ERR;
+    }
+    s->libs = l;
+    s->cap_libs = cap;
+  }
+  CU_CHECK(d, cudaLibraryLoadData(out, cubin, NULL, NULL, 0, NULL, NULL, 0), label);
+  s->libs[s->n_libs++] = *out;
+  return H3_OK;
+}
+
+/* Registers kernel `name` of lib with its launch rule and argument names (may be NULL). */
+static cu_kernel *add_kernel(cu_state *s, cudaLibrary_t lib, const char *name, const h3_kernel *k,
+                             h3_diag *d) {
+  cu_kernel *ck = calloc(1, sizeof *ck);
+  char *nm = malloc(strlen(name) + 1);
+  int *args = k && k->n_args ? calloc((size_t)k->n_args, sizeof *args) : NULL;
+  if (!ck || !nm || (k && k->n_args && !args) || !kmap_put(s, ck)) {
+    free(ck), free(nm), free(args);
+    h3_diag_error(d, no_span, NULL, "cuda: out of memory registering kernel %s", name);
+    return NULL;
+  }
+  strcpy(nm, name);
+  ck->name = nm;
+  ck->args = args;
+  cudaError_t e = cudaLibraryGetKernel(&ck->fn, lib, name);
+  if (e != cudaSuccess) {
+    cu_fail(d, e, "cudaLibraryGetKernel", name);
+    return NULL; /* stays registered without a function: found again, it fails again */
+  }
+  if (!k) return ck;
+  memcpy(ck->grid, k->grid, sizeof ck->grid);
+  memcpy(ck->block, k->block, sizeof ck->block);
+  ck->shared = k->shared_bytes;
+  ck->inplace = k->inplace;
+  ck->n_args = k->n_args;
+  for (int i = 0; i < k->n_args; i++) {
+    const char *a = k->args[i];
+    if (!strcmp(a, "seed")) args[i] = CU_ARG_SEED;
+    else if (!strncmp(a, "in", 2)) args[i] = atoi(a + 2);
+    else if (!strncmp(a, "out", 3)) args[i] = CU_ARG_OUT + atoi(a + 3);
+    else {
+      h3_diag_error(d, no_span, "recompile the plan with this h3c",
+                    "cuda: kernel %s has an argument '%s' this backend does not know", name, a);
+      ck->fn = NULL;
+      return NULL;
+    }
+  }
+  if (ck->shared > 48 * 1024) {
+    if ((size_t)ck->shared > s->smem_optin) {
+      h3_diag_error(d, no_span, NULL, "cuda: kernel %s needs %lld bytes of shared memory; the "
+                    "device allows %zu", name, (long long)ck->shared, s->smem_optin);
+      ck->fn = NULL;
+      return NULL;
+    }
+    e = cudaKernelSetAttributeForDevice(ck->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)ck->shared, s->device);
+    if (e != cudaSuccess) {
+      cu_fail(d, e, "cudaKernelSetAttributeForDevice", name);
+      ck->fn = NULL;
+      return NULL;
+    }
+  }
+  return ck;
+}
+
+static h3_status nvrtc(cu_state *s, const char *label, const char *source, bool exact,
+                       h3_nvrtc_job *job, h3_diag *d) {
+  const char *prelude = h3_codegen_prelude();
+  size_t np = prelude ? strlen(prelude) : 0, ns = strlen(source);
+  char *tu = malloc(np + ns + 2);
+  if (!prelude || !tu) {
+    free(tu);
+    h3_diag_error(d, no_span, NULL, "cuda: out of memory compiling %s", label);
+    return H3_ERR;
+  }
+  memcpy(tu, prelude, np);
+  tu[np] = '\n';
+  memcpy(tu + np + 1, source, ns + 1);
+  memset(job, 0, sizeof *job);
+  job->label = label;
+  job->source = tu;
+  job->n_options = exact ? 3 : 2;
+  job->options = exact ? tu_options_exact : tu_options_lossless;
+  h3_status st = h3_nvrtc_compile(job, 1, &s->cache, 1, d);
+  free(tu);
+  job->source = NULL;
+  return st;
+}
+
+h3_status cu_compile_tu(cu_state *s, const char *label, const char *source, bool exact, int n,
+                        const char *const *names, cu_kernel **out, h3_diag *d) {
+  h3_nvrtc_job job;
+  if (nvrtc(s, label, source, exact, &job, d) != H3_OK) {
+    h3_nvrtc_job_free(&job);
+    return H3_ERR;
+  }
+  cudaLibrary_t lib;
+  h3_status st = load_library(s, job.cubin, label, &lib, d);
+  h3_nvrtc_job_free(&job);
+  for (int i = 0; st == H3_OK && i < n; i++) {
+    out[i] = add_kernel(s, lib, names[i], NULL, d);
+    if (!out[i]) st = H3_ERR;
+  }
+  return st;
+}
+
+h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
+                    int64_t shared, void **args, h3_diag *d) {
+  if (!k->fn) {
+    h3_diag_error(d, no_span, NULL, "cuda: kernel %s could not be loaded (see above)", k->name);
+    return H3_ERR;
+  }
+  for (int i = 0; i < 3; i++)
+    if (grid[i] < 1 || grid[i] > 2147483647 || block[i] < 1 || block[i] > 1024) {
+      h3_diag_error(d, no_span, "recompile the plan with h3c",
+                    "cuda: kernel %s has an invalid launch shape", k->name);
+      return H3_ERR;
+    }
+  dim3 g = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
+  dim3 bl = {(unsigned)block[0], (unsigned)block[1], (unsigned)block[2]};
+  CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, g, bl, args, (size_t)shared, s->stream), k->name);
+  CU_CHECK(d, cudaGetLastError(), k->name);
+  return H3_OK;
+}
+
+/* ---- plans -------------------------------------------------------------------------------- */
+static int prepare_walk(h3_op *op, void *ctx) {
+  void **c = ctx;
+  cu_state *s = c[0];
+  h3_diag *d = c[1];
+  switch (op->code) {
+  case H3_OP_LOOP: case H3_OP_CALL: case H3_OP_YIELD: case H3_OP_RETURN: return 0;
+  default: break;
+  }
+  if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
+  cu_op *o = cu_op_get(s, op, d);
+  if (!o) return 1;
+  if (o->kind == CU_OP_UNSUPPORTED) {
+    cu_op_error(d, op, "run this model with --backend cpu for now",
+                "not supported by the cuda backend yet (a hand kernel of a later issue)");
+    return 1;
+  }
+  return 0;
+}
+
+h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d) {
+  if (!h3_backend_is_cuda(b)) {
+    h3_diag_error(d, no_span, NULL, "h3_cuda_load_plan needs a cuda backend");
+    return H3_ERR;
+  }
+  cu_state *s = b->ctx;
+  for (int t = 0; t < p->n_tus; t++) {
+    const h3_plan_tu *tu = &p->tus[t];
+    char label[96];
+    snprintf(label, sizeof label, "%s: translation unit %d (%d kernels)", p->file, t, tu->n_kernels);
+    if (!tu->cubin) {
+      h3_diag_error(d, no_span, "compile the plan's kernels first (h3_plan_compile_kernels)",
+                    "cuda: %s has no CUBIN", label);
+      return H3_ERR;
+    }
+    cudaLibrary_t lib;
+    if (load_library(s, tu->cubin, label, &lib, d) != H3_OK) return H3_ERR;
+    for (int i = 0; i < tu->n_kernels; i++) {
+      const h3_kernel *k = &p->kernels[tu->kernels[i]].k;
+      if (cu_kernel_find(s, k->name)) continue;
+      if (!add_kernel(s, lib, k->name, k, d)) return H3_ERR;
+    }
+  }
+  void *ctx[2] = {s, d};
+  return h3_module_walk(p->module, prepare_walk, ctx) ? H3_ERR : H3_OK;
+}
+
+/* ---- op records -------------------------------------------------------------------------- */
+static cu_kernel *jit_kernel(cu_state *s, const h3_op *op, h3_diag *d) {
+  h3_kernel k;
+  if (h3_codegen_emit_op(op, "exact", &s->arena, &k, d) != H3_OK) return NULL;
+  cu_kernel *ck = cu_kernel_find(s, k.name);
+  if (ck && !ck->fn) cu_op_error(d, op, NULL, "kernel %s failed to load earlier", k.name);
+  if (ck) return ck->fn ? ck : NULL;
+  h3_nvrtc_job job;
+  char label[160];
+  snprintf(label, sizeof label, "kernel %s", k.name);
+  if (nvrtc(s, label, k.source, strcmp(k.tier, "lossless") != 0, &job, d) != H3_OK) {
+    h3_nvrtc_job_free(&job);
+    return NULL;
+  }
+  cudaLibrary_t lib;
+  h3_status st = load_library(s, job.cubin, label, &lib, d);
+  h3_nvrtc_job_free(&job);
+  return st == H3_OK ? add_kernel(s, lib, k.name, &k, d) : NULL;
+}
+
+static int64_t view_offset(const h3_op *op) {
+  if (op->code != H3_OP_SLICE) return 0;
+  const h3_type *t = &op->operands[0]->type;
+  int64_t axis = h3_op_attr_int(op, "axis", 0);
+  if (axis < 0) axis += t->rank;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; i++) outer *= t->dims[i];
+  for (int i = (int)axis + 1; i < t->rank; i++) inner *= t->dims[i];
+  if (outer != 1) return 0; /* whole rows: the slice is the entire source */
+  return h3_op_attr_int(op, "start", 0) * inner * (int64_t)h3_dtype_size(t->dtype);
+}
+
+static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
+  const h3_op *op = o->op;
+  switch (h3_codegen_classify(op)) {
+  case H3_EXEC_CONTROL:
+    return cu_op_error(d, op, NULL, "control flow is the executor's, not the backend's");
+  case H3_EXEC_VIEW:
+    o->kind = op->code == H3_OP_INDEX ? CU_OP_INDEX : CU_OP_VIEW;
+    o->view_offset = view_offset(op);
+    return H3_OK;
+  case H3_EXEC_HOST:
+    o->kind = CU_OP_HOST;
+    return H3_OK;
+  case H3_EXEC_DEFERRED:
+    o->kind = CU_OP_UNSUPPORTED;
+    return H3_OK;
+  case H3_EXEC_LIBRARY:
+    if (op->code == H3_OP_LINEAR) {
+      o->kind = CU_OP_LINEAR;
+      return cu_gemm_prepare(s, op, &o->gemm, d);
+    }
+    o->kind = op->code == H3_OP_ATTENTION ? CU_OP_ATTENTION : CU_OP_UNSUPPORTED;
+    return H3_OK;
+  case H3_EXEC_KERNEL:
+    break;
+  }
+  o->kind = CU_OP_KERNEL;
+  o->k = cu_kernel_find(s, h3_op_attr_string(op, "kernel", NULL));
+  if (o->k && !o->k->fn) o->k = NULL;
+  if (!o->k) o->k = jit_kernel(s, op, d);
+  return o->k ? H3_OK : H3_ERR;
+}
+
+cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d) {
+  cu_op *o = omap_find(s, op);
+  if (o && o->failed) {
+    cu_op_error(d, op, NULL, "preparing it failed earlier (see the first error)");
+    return NULL;
+  }
+  if (o) return o;
+  o = calloc(1, sizeof *o);
+  if (!o || !omap_put(s, o)) {
+    free(o);
+    cu_op_error(d, op, NULL, "out of memory");
+    return NULL;
+  }
+  o->op = op;
+  if (prepare(s, o, d) != H3_OK) {
+    o->failed = true;
+    return NULL;
+  }
+  return o;
+}
+
+/* ---- running ------------------------------------------------------------------------------- */
+static h3_status run_kernel(cu_state *s, const cu_op *o, const h3_tensor *in, int n_in,
+                            const h3_tensor *out, int n_out, h3_diag *d) {
+  const cu_kernel *k = o->k;
+  if (k->inplace && n_in > 0 && n_out > 0 && out[0].data != in[0].data)
+    CU_CHECK(d, cudaMemcpyAsync(out[0].data, in[0].data, (size_t)h3_type_bytes(&out[0].type),
+                                cudaMemcpyDeviceToDevice, s->stream), k->name);
+  void *ptrs[H3_KERNEL_MAX_ARGS];
+  void *args[H3_KERNEL_MAX_ARGS];
+  unsigned long long seed = s->b->seed;
+  if (k->n_args > H3_KERNEL_MAX_ARGS)
+    return cu_op_error(d, o->op, NULL, "kernel %s has too many arguments", k->name);
+  for (int i = 0; i < k->n_args; i++) {
+    int a = k->args[i];
+    if (a == CU_ARG_SEED) {
+      args[i] = &seed;
+      continue;
+    }
+    bool is_out = a >= CU_ARG_OUT;
+    int j = is_out ? a - CU_ARG_OUT : a;
+    if (j < 0 || j >= (is_out ? n_out : n_in))
+      return cu_op_error(d, o->op, "recompile the plan with h3c",
+                         "kernel %s takes %s%d but the op has %d", k->name, is_out ? "out" : "in",
+                         j, is_out ? n_out : n_in);
+    ptrs[i] = is_out ? out[j].data : in[j].data;
+    args[i] = &ptrs[i];
+  }
+  return cu_launch(s, k, k->grid, k->block, k->shared, args, d);
+}
+
+static h3_status run_host(cu_state *s, const cu_op *o, const h3_tensor *out, h3_diag *d) {
+  const h3_op *op = o->op;
+  int64_t n = h3_type_numel(&out[0].type);
+  if (op->code != H3_OP_SIGMA_SCHEDULE || out[0].type.dtype != H3_F32)
+    return cu_op_error(d, op, NULL, "no host implementation for this op and dtype");
+  float *v = malloc((size_t)(n + 1) * sizeof *v);
+  if (!v) return cu_op_error(d, op, NULL, "out of memory");
+  double sh = h3_op_attr_float(op, "shift", 1.0);
+  for (int64_t i = 0; i < n; i++) {
+    double b = n > 1 ? 1.0 - (double)i / (double)(n - 1) : 1.0;
+    v[i] = (float)(sh * b / (1.0 + (sh - 1.0) * b));
+  }
+  h3_status st = s->b->ops->upload(s->b, out[0].data, v, (size_t)n * sizeof *v, d);
+  free(v);
+  return st;
+}
+
+h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const h3_tensor *out,
+                    int n_out, h3_diag *d) {
+  switch (o->kind) {
+  case CU_OP_KERNEL: return run_kernel(s, o, in, n_in, out, n_out, d);
+  case CU_OP_VIEW: {
+    const char *src = (const char *)in[0].data + o->view_offset;
+    if (out[0].data != src)
+      CU_CHECK(d, cudaMemcpyAsync(out[0].data, src, (size_t)h3_type_bytes(&out[0].type),
+                                  cudaMemcpyDeviceToDevice, s->stream), "view copy");
+    return H3_OK;
+  }
+  case CU_OP_INDEX: return cu_index_copy(s, o->op, &in[0], &in[1], &out[0], d);
+  case CU_OP_LINEAR:
+    return o->gemm ? cu_gemm_run(s, o->gemm, in, n_in, out, d)
+                   : cu_linear_generic(s, o->op, in, n_in, out, d);
+  case CU_OP_ATTENTION: return cu_attention_run(s, o->op, in, out, d);
+  case CU_OP_HOST: return run_host(s, o, out, d);
+  case CU_OP_UNSUPPORTED: break;
+  }
+  return cu_op_error(d, o->op, "run this model with --backend cpu for now",
+                     "not supported by the cuda backend yet (a hand kernel of a later issue)");
+}
+
+void cu_kernels_free(cu_state *s) {
+  for (size_t i = 0; i < s->omap_cap; i++)
+    if (s->omap[i]) {
+      cu_gemm_free(s->omap[i]->gemm);
+      free(s->omap[i]);
+    }
+  free(s->omap);
+  for (size_t i = 0; i < s->kmap_cap; i++)
+    if (s->kmap[i]) {
+      free(s->kmap[i]->name);
+      free(s->kmap[i]->args);
+      free(s->kmap[i]);
+    }
+  free(s->kmap);
+  for (int i = 0; i < s->n_libs; i++) cudaLibraryUnload(s->libs[i]);
+  free(s->libs);
+}

@@ -1,0 +1,540 @@
+/* exec.c: the graph executor: binds values to backend memory and runs graphs, loops and
+ * calls (include/h3/runtime.h).
+ *
+ * State: one slot per IR value id per graph (tensor = type + device pointer). A value with
+ * a planned offset points into its graph's arena; a value with offset -1 gets a buffer of
+ * its own on first definition, kept and reused while its size fits (loop bodies redefine
+ * the same values every iteration). Graph inputs alias the caller's tensors. Parameters
+ * point to the uploaded weights.
+ * Loops: the carried operands are copied into the region args, the body runs `count`
+ * times with the index (arg 0) written before each iteration, the yield's operands are
+ * copied back into the args (through staging buffers when a yield operand is another
+ * carried arg), and finally the args are copied into the loop results. Copies between
+ * equal pointers are skipped, so a memory plan that shares one buffer for a carried value
+ * costs nothing. A call runs the callee graph (recursion is an error) and copies its
+ * returned tensors into the call's results. A backend with call hooks (h3_backend_ext) may
+ * replay a recorded call instead (CUDA graphs); a planned `index` is a view (no copy).
+ * Weights are uploaded from a host store, or made on the device (ext->init_param) when
+ * no store is given.
+ */
+#include "h3/op_registry.h"
+#include "h3/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  h3_tensor t;
+  size_t cap; /* bytes of an owned buffer; 0 when not owned */
+} slot;
+
+typedef struct {
+  const h3_graph *g;
+  int ready, active;
+  void *arena;
+  int64_t arena_bytes;
+  slot *slots; /* by value id */
+} gstate;
+
+struct h3_runtime {
+  const h3_module *m;
+  h3_backend *b;
+  h3_runtime_options opt;
+  int n_ids;
+  h3_tensor *params; /* by value id (only param values set) */
+  gstate *graphs;    /* by graph index */
+  const h3_graph *top;
+  int depth;
+  double t0;
+  size_t weight_bytes, act_bytes;
+  h3_op_stat stats[H3_OPCODE_COUNT];
+  h3_trace_event *ev;
+  size_t n_ev, cap_ev;
+};
+
+static const h3_span no_span = {0};
+
+static const char *kind_name(h3_opcode c) {
+  const h3_op_info *in = h3_op_info_get(c);
+  if (!in) return "op";
+  switch (in->kind) {
+  case H3_PK_ELEMENTWISE: return "elementwise";
+  case H3_PK_BROADCAST: return "broadcast";
+  case H3_PK_REDUCTION: return "reduction";
+  case H3_PK_MATMUL: return "matmul";
+  case H3_PK_VIEW: return "view";
+  case H3_PK_OPAQUE: return "opaque";
+  default: return "control";
+  }
+}
+
+static void record(h3_runtime *rt, const char *name, const char *cat, double t0, double t1) {
+  if (!rt->opt.trace) return;
+  if (rt->n_ev == rt->cap_ev) {
+    size_t cap = rt->cap_ev ? rt->cap_ev * 2 : 4096;
+    h3_trace_event *e = realloc(rt->ev, cap * sizeof *e);
+    if (!e) return; /* the trace is best effort: a full trace stops growing */
+    rt->ev = e;
+    rt->cap_ev = cap;
+  }
+  rt->ev[rt->n_ev++] = (h3_trace_event){name, cat, t0 - rt->t0, t1 - t0, rt->depth};
+}
+
+static gstate *state_of(h3_runtime *rt, const h3_graph *g) {
+  for (int i = 0; i < rt->m->n_graphs; i++)
+    if (rt->m->graphs[i] == g) return &rt->graphs[i];
+  return NULL;
+}
+
+static h3_status state_ready(h3_runtime *rt, gstate *gs, h3_diag *d) {
+  if (gs->ready) return H3_OK;
+  const h3_attr *a = h3_graph_attr(gs->g, "arena_bytes");
+  gs->arena_bytes = a && a->kind == H3_ATTR_INT ? a->i : 0;
+  if (gs->arena_bytes < 0) {
+    h3_diag_error(d, gs->g->span, "recompile the plan with h3c", "graph '%s': arena_bytes %lld is negative",
+                  gs->g->name, (long long)gs->arena_bytes);
+    return H3_ERR;
+  }
+  if (gs->arena_bytes > 0) {
+    gs->arena = rt->b->ops->alloc(rt->b, (size_t)gs->arena_bytes);
+    if (!gs->arena) {
+      h3_diag_error(d, gs->g->span, "use a smaller config or a machine with more memory",
+                    "graph '%s': cannot allocate its %lld-byte activation arena on %s",
+                    gs->g->name, (long long)gs->arena_bytes, rt->b->ops->name);
+      return H3_ERR;
+    }
+    rt->act_bytes += (size_t)gs->arena_bytes;
+  }
+  gs->ready = 1;
+  return H3_OK;
+}
+
+/* The tensor a value reads from. */
+static const h3_tensor *lookup(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d) {
+  const h3_tensor *t = NULL;
+  if (v->id >= 0 && v->id < rt->n_ids)
+    t = v->kind == H3_VALUE_PARAM ? &rt->params[v->id] : &gs->slots[v->id].t;
+  if (!t || (!t->data && h3_type_bytes(&v->type) > 0)) {
+    h3_diag_error(d, v->span, NULL, "graph '%s': value %%%s is used before it has a buffer",
+                  gs->g->name, v->name ? v->name : "?");
+    return NULL;
+  }
+  return t;
+}
+
+/* Gives a defined value (op result or region arg) its buffer. */
+static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d) {
+  slot *s = &gs->slots[v->id];
+  int64_t bytes = h3_type_bytes(&v->type);
+  if (v->offset >= 0) {
+    if (v->offset + bytes > gs->arena_bytes) {
+      h3_diag_error(d, v->span, "the plan's memory plan is inconsistent; recompile it with h3c",
+                    "graph '%s': value %%%s at offset %lld (%lld bytes) lies outside the %lld-byte arena",
+                    gs->g->name, v->name ? v->name : "?", (long long)v->offset, (long long)bytes,
+                    (long long)gs->arena_bytes);
+      return H3_ERR;
+    }
+    s->t.type = v->type;
+    s->t.data = (char *)gs->arena + v->offset;
+    return H3_OK;
+  }
+  if (s->cap && s->cap >= (size_t)bytes) {
+    s->t.type = v->type;
+    return H3_OK;
+  }
+  void *p = rt->b->ops->alloc(rt->b, (size_t)(bytes ? bytes : 1));
+  if (!p) {
+    h3_diag_error(d, v->span, NULL, "graph '%s': out of memory for a %lld-byte value",
+                  gs->g->name, (long long)bytes);
+    return H3_ERR;
+  }
+  if (s->cap) {
+    rt->b->ops->release(rt->b, s->t.data);
+    rt->act_bytes -= s->cap;
+  }
+  s->t.type = v->type;
+  s->t.data = p;
+  s->cap = (size_t)(bytes ? bytes : 1);
+  rt->act_bytes += s->cap;
+  return H3_OK;
+}
+
+static h3_status copy_tensor(h3_runtime *rt, const h3_tensor *dst, const h3_tensor *src,
+                             h3_diag *d) {
+  if (dst->data == src->data) return H3_OK;
+  return rt->b->ops->copy(rt->b, dst->data, src->data, (size_t)h3_type_bytes(&dst->type), d);
+}
+
+static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int top, h3_diag *d);
+static h3_status run_graph(h3_runtime *rt, gstate *gs, h3_diag *d);
+
+/* A planned `index` is a view: the memory plan gives the result its source's base offset
+ * and the runtime adds the dynamic row, (i + offset) * row bytes. */
+static h3_status run_index_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
+  const h3_tensor *x = lookup(rt, gs, op->operands[0], d), *i = lookup(rt, gs, op->operands[1], d);
+  if (!x || !i) return H3_ERR;
+  int64_t i64 = 0;
+  int32_t i32 = 0;
+  h3_status st = i->type.dtype == H3_I64 ? rt->b->ops->download(rt->b, &i64, i->data, 8, d)
+                                        : rt->b->ops->download(rt->b, &i32, i->data, 4, d);
+  if (st != H3_OK) return st;
+  int64_t row = (i->type.dtype == H3_I64 ? i64 : i32) + h3_op_attr_int(op, "offset", 0);
+  if (row < 0 || row >= x->type.dims[0]) {
+    h3_diag_error(d, op->span, "the index comes from a loop counter or an input value",
+                  "index: row %lld is outside [0, %lld)", (long long)row, (long long)x->type.dims[0]);
+    return H3_ERR;
+  }
+  const h3_value *v = op->results[0];
+  gs->slots[v->id].t.type = v->type;
+  gs->slots[v->id].t.data = (char *)x->data + row * h3_type_bytes(&v->type);
+  rt->stats[op->code].count++;
+  return H3_OK;
+}
+
+static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
+  if (op->code == H3_OP_INDEX && op->n_results == 1 && op->n_operands == 2 &&
+      op->results[0]->offset >= 0)
+    return run_index_view(rt, gs, op, d);
+  h3_tensor in_buf[16], out_buf[8];
+  h3_tensor *in = op->n_operands <= 16 ? in_buf : malloc((size_t)op->n_operands * sizeof *in);
+  if (!in || op->n_results > 8) {
+    if (in && in != in_buf) free(in);
+    h3_diag_error(d, op->span, NULL, "%s: too many operands or results", h3_opcode_name(op->code));
+    return H3_ERR;
+  }
+  h3_status st = H3_OK;
+  for (int i = 0; st == H3_OK && i < op->n_operands; i++) {
+    const h3_tensor *t = lookup(rt, gs, op->operands[i], d);
+    if (!t) st = H3_ERR;
+    else in[i] = *t;
+  }
+  for (int i = 0; st == H3_OK && i < op->n_results; i++) {
+    st = bind(rt, gs, op->results[i], d);
+    if (st == H3_OK) out_buf[i] = gs->slots[op->results[i]->id].t;
+  }
+  if (st == H3_OK) {
+    double t0 = rt->b->ops->now(rt->b);
+    st = rt->b->ops->run_op(rt->b, op, in, op->n_operands, out_buf, op->n_results, d);
+    if (st == H3_OK && rt->opt.trace) st = rt->b->ops->sync(rt->b, d);
+    double t1 = rt->b->ops->now(rt->b);
+    rt->stats[op->code].count++;
+    rt->stats[op->code].seconds += t1 - t0;
+    record(rt, h3_op_attr_string(op, "kernel", h3_opcode_name(op->code)), kind_name(op->code),
+           t0, t1);
+  }
+  if (in != in_buf) free(in);
+  return st;
+}
+
+/* Parallel assignment of the carried slots: args[1 + i] = src[i] for every i, reading
+ * every source before writing any arg when a source lies in another arg's buffer (a swap
+ * in the memory plan). */
+static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
+                                h3_value *const *srcv, const h3_span *span, h3_diag *d) {
+  int n = r->n_args - 1, clash = 0;
+  const h3_tensor **src = malloc((size_t)(n + 1) * sizeof *src);
+  if (!src) {
+    h3_diag_error(d, *span, NULL, "out of memory");
+    return H3_ERR;
+  }
+  h3_status st = H3_OK;
+  for (int i = 0; st == H3_OK && i < n; i++) {
+    src[i] = lookup(rt, gs, srcv[i], d);
+    if (!src[i]) st = H3_ERR;
+  }
+  for (int i = 0; st == H3_OK && i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (j != i && src[i]->data == gs->slots[r->args[j + 1]->id].t.data) clash = 1;
+  if (st == H3_OK && clash) {
+    void **tmp = calloc((size_t)n + 1, sizeof *tmp);
+    st = tmp ? H3_OK : H3_ERR;
+    for (int i = 0; st == H3_OK && i < n; i++) {
+      size_t bytes = (size_t)h3_type_bytes(&src[i]->type);
+      tmp[i] = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
+      if (!tmp[i]) st = H3_ERR;
+      else st = rt->b->ops->copy(rt->b, tmp[i], src[i]->data, bytes, d);
+    }
+    for (int i = 0; st == H3_OK && i < n; i++) {
+      const h3_tensor *a = &gs->slots[r->args[i + 1]->id].t;
+      st = rt->b->ops->copy(rt->b, a->data, tmp[i], (size_t)h3_type_bytes(&a->type), d);
+    }
+    if (st != H3_OK && !d->errors) h3_diag_error(d, *span, NULL, "out of memory");
+    for (int i = 0; tmp && i < n; i++)
+      if (tmp[i]) rt->b->ops->release(rt->b, tmp[i]);
+    free(tmp);
+  } else {
+    for (int i = 0; st == H3_OK && i < n; i++)
+      st = copy_tensor(rt, &gs->slots[r->args[i + 1]->id].t, src[i], d);
+  }
+  free(src);
+  return st;
+}
+
+static h3_status write_index(h3_runtime *rt, const h3_tensor *t, int64_t k, h3_diag *d) {
+  int32_t i32 = (int32_t)k;
+  int64_t i64 = k;
+  if (t->type.dtype == H3_I64) return rt->b->ops->upload(rt->b, t->data, &i64, 8, d);
+  return rt->b->ops->upload(rt->b, t->data, &i32, 4, d);
+}
+
+static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, h3_diag *d) {
+  const h3_region *r = &op->regions[0];
+  int64_t count = h3_op_attr_int(op, "count", 0);
+  const char *label = h3_op_attr_string(op, "label", "loop");
+  if (r->n_args != op->n_operands + 1 || op->n_results != op->n_operands || !r->last ||
+      r->last->code != H3_OP_YIELD || r->last->n_operands != op->n_operands) {
+    h3_diag_error(d, op->span, "the plan's IR is malformed; recompile it with h3c",
+                  "loop '%s': region arguments, yield and results do not match", label);
+    return H3_ERR;
+  }
+  double t0 = rt->b->ops->now(rt->b);
+  h3_status st = H3_OK;
+  for (int i = 0; st == H3_OK && i < r->n_args; i++) st = bind(rt, gs, r->args[i], d);
+  if (st == H3_OK) st = assign_carried(rt, gs, r, op->operands, &op->span, d);
+  for (int64_t k = 0; st == H3_OK && k < count; k++) {
+    st = write_index(rt, &gs->slots[r->args[0]->id].t, k, d);
+    if (st == H3_OK) st = run_region(rt, gs, r, 0, d);
+    if (st == H3_OK) st = assign_carried(rt, gs, r, r->last->operands, &r->last->span, d);
+    if (st == H3_OK && top && rt->opt.progress) rt->opt.progress(rt->opt.progress_ctx, label, k + 1, count);
+  }
+  for (int i = 0; st == H3_OK && i < op->n_results; i++) {
+    st = bind(rt, gs, op->results[i], d);
+    if (st == H3_OK)
+      st = copy_tensor(rt, &gs->slots[op->results[i]->id].t, &gs->slots[r->args[i + 1]->id].t, d);
+  }
+  record(rt, label, "control", t0, rt->b->ops->now(rt->b));
+  return st;
+}
+
+static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
+  const char *name = h3_op_attr_string(op, "callee", "");
+  const h3_graph *g = h3_module_graph(rt->m, name);
+  gstate *cs = g ? state_of(rt, g) : NULL;
+  if (!cs || g->n_inputs != op->n_operands) {
+    h3_diag_error(d, op->span, "the plan's IR is malformed; recompile it with h3c",
+                  "call of '%s': %s", name, cs ? "argument count differs from the graph's inputs" : "no such graph");
+    return H3_ERR;
+  }
+  if (cs->active) {
+    h3_diag_error(d, op->span, "graphs may not call themselves", "call of '%s' is recursive", name);
+    return H3_ERR;
+  }
+  double t0 = rt->b->ops->now(rt->b);
+  h3_status st = state_ready(rt, cs, d);
+  for (int i = 0; st == H3_OK && i < op->n_operands; i++) {
+    const h3_tensor *t = lookup(rt, gs, op->operands[i], d);
+    if (!t) st = H3_ERR;
+    else cs->slots[g->inputs[i]->id].t = *t; /* alias; inputs never own buffers */
+  }
+  const h3_backend_ext *ext = rt->b->ext;
+  int replayed = 0;
+  if (st == H3_OK && ext && ext->call_begin) {
+    h3_tensor *args = malloc((size_t)(g->n_inputs + 1) * sizeof *args);
+    if (!args) st = H3_ERR;
+    for (int i = 0; st == H3_OK && i < g->n_inputs; i++) args[i] = cs->slots[g->inputs[i]->id].t;
+    if (st == H3_OK) st = ext->call_begin(rt->b, g, args, g->n_inputs, &replayed, d);
+    free(args);
+  }
+  if (st == H3_OK && !replayed) {
+    rt->depth++;
+    st = run_graph(rt, cs, d);
+    rt->depth--;
+    if (ext && ext->call_begin && ext->call_end) {
+      h3_status end = ext->call_end(rt->b, g, st, d);
+      if (st == H3_OK) st = end;
+    }
+  }
+  const h3_op *ret = g->body.last;
+  for (int i = 0; st == H3_OK && i < op->n_results; i++) {
+    const h3_tensor *src = lookup(rt, cs, ret->operands[i], d);
+    st = src ? bind(rt, gs, op->results[i], d) : H3_ERR;
+    if (st == H3_OK) st = copy_tensor(rt, &gs->slots[op->results[i]->id].t, src, d);
+  }
+  record(rt, name, "control", t0, rt->b->ops->now(rt->b));
+  return st;
+}
+
+static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int top, h3_diag *d) {
+  for (const h3_op *op = r->first; op; op = op->next) {
+    h3_status st;
+    switch (op->code) {
+    case H3_OP_YIELD:
+    case H3_OP_RETURN: return H3_OK;
+    case H3_OP_LOOP: st = run_loop(rt, gs, op, top, d); break;
+    case H3_OP_CALL: st = run_call(rt, gs, op, d); break;
+    default: st = run_compute(rt, gs, op, d); break;
+    }
+    if (st != H3_OK) return st;
+  }
+  return H3_OK;
+}
+
+static h3_status run_graph(h3_runtime *rt, gstate *gs, h3_diag *d) {
+  const h3_op *ret = gs->g->body.last;
+  if (!ret || ret->code != H3_OP_RETURN || ret->n_operands != gs->g->n_outputs) {
+    h3_diag_error(d, gs->g->span, "the plan's IR is malformed; recompile it with h3c",
+                  "graph '%s' does not end with a return of its %d outputs", gs->g->name,
+                  gs->g->n_outputs);
+    return H3_ERR;
+  }
+  gs->active = 1;
+  h3_status st = run_region(rt, gs, &gs->g->body, gs->g == rt->top, d);
+  gs->active = 0;
+  if (st != H3_OK) h3_diag_note(d, gs->g->span, "while running graph '%s'", gs->g->name);
+  return st;
+}
+
+h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor *in,
+                         h3_host_tensor *out, h3_diag *d) {
+  gstate *gs = state_of(rt, g);
+  if (!gs) {
+    h3_diag_error(d, no_span, NULL, "graph '%s' is not part of the runtime's module", g->name);
+    return H3_ERR;
+  }
+  h3_status st = state_ready(rt, gs, d);
+  void **bufs = calloc((size_t)g->n_inputs + 1, sizeof *bufs);
+  if (!bufs) st = H3_ERR;
+  for (int i = 0; st == H3_OK && i < g->n_inputs; i++) {
+    const h3_value *v = g->inputs[i];
+    size_t bytes = (size_t)h3_type_bytes(&v->type);
+    if (!in[i].data || !h3_type_equal(&in[i].type, &v->type)) {
+      char want[96];
+      h3_diag_error(d, v->span, "give it in the --inputs file", "graph '%s': input '%s' (%s) is %s",
+                    g->name, v->name ? v->name : "?", h3_type_str(&v->type, want, sizeof want),
+                    in[i].data ? "of another type" : "missing");
+      st = H3_ERR;
+      break;
+    }
+    bufs[i] = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
+    if (!bufs[i]) {
+      h3_diag_error(d, v->span, NULL, "out of memory for input '%s'", v->name ? v->name : "?");
+      st = H3_ERR;
+      break;
+    }
+    st = rt->b->ops->upload(rt->b, bufs[i], in[i].data, bytes, d);
+    gs->slots[v->id].t = (h3_tensor){v->type, bufs[i]};
+  }
+  const h3_graph *prev_top = rt->top;
+  rt->top = g;
+  if (st == H3_OK) st = run_graph(rt, gs, d);
+  if (st == H3_OK) st = rt->b->ops->sync(rt->b, d);
+  rt->top = prev_top;
+  const h3_op *ret = g->body.last;
+  memset(out, 0, (size_t)g->n_outputs * sizeof *out);
+  for (int i = 0; st == H3_OK && i < g->n_outputs; i++) {
+    const h3_tensor *t = lookup(rt, gs, ret->operands[i], d);
+    if (!t) {
+      st = H3_ERR;
+      break;
+    }
+    size_t bytes = (size_t)h3_type_bytes(&t->type);
+    out[i].name = g->output_names ? g->output_names[i] : NULL;
+    out[i].type = t->type;
+    out[i].bytes = bytes;
+    out[i].data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!out[i].data && bytes) {
+      h3_diag_error(d, no_span, NULL, "out of memory for output '%s'", out[i].name ? out[i].name : "?");
+      st = H3_ERR;
+      break;
+    }
+    st = rt->b->ops->download(rt->b, out[i].data, t->data, bytes, d);
+  }
+  if (st != H3_OK) {
+    for (int i = 0; i < g->n_outputs; i++) free(out[i].data);
+    memset(out, 0, (size_t)g->n_outputs * sizeof *out);
+  }
+  for (int i = 0; bufs && i < g->n_inputs; i++) {
+    if (bufs[i]) rt->b->ops->release(rt->b, bufs[i]);
+    gs->slots[g->inputs[i]->id].t.data = NULL;
+  }
+  free(bufs);
+  return st;
+}
+
+/* ---- creation and statistics ------------------------------------------------------------- */
+h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *w,
+                           const h3_runtime_options *o, h3_diag *d) {
+  h3_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) {
+    h3_diag_error(d, no_span, NULL, "out of memory creating the runtime");
+    return NULL;
+  }
+  rt->m = m;
+  rt->b = b;
+  if (o) rt->opt = *o;
+  rt->n_ids = m->next_value_id;
+  rt->params = calloc((size_t)rt->n_ids + 1, sizeof *rt->params);
+  rt->graphs = calloc((size_t)m->n_graphs + 1, sizeof *rt->graphs);
+  int ok = rt->params && rt->graphs;
+  for (int i = 0; ok && i < m->n_graphs; i++) {
+    rt->graphs[i].g = m->graphs[i];
+    rt->graphs[i].slots = calloc((size_t)rt->n_ids + 1, sizeof(slot));
+    ok = rt->graphs[i].slots != NULL;
+  }
+  if (!ok) {
+    h3_diag_error(d, no_span, NULL, "out of memory creating the runtime");
+    h3_runtime_free(rt);
+    return NULL;
+  }
+  if (!w && !(b->ext && b->ext->init_param)) {
+    h3_diag_error(d, no_span, "pass a weight store", "the %s backend cannot make random weights itself",
+                  b->ops->name);
+    h3_runtime_free(rt);
+    return NULL;
+  }
+  for (int i = 0; i < m->n_params; i++) {
+    const h3_param *p = m->params[i];
+    const h3_weight *wt = w ? h3_weights_get(w, p) : NULL;
+    size_t bytes = (size_t)h3_type_bytes(&p->type);
+    if ((w && !wt) || !p->value || p->value->id < 0 || p->value->id >= rt->n_ids) {
+      h3_diag_error(d, p->span, NULL, "parameter '%s' has no weights", p->name);
+      h3_runtime_free(rt);
+      return NULL;
+    }
+    void *dev = b->ops->alloc(b, bytes ? bytes : 1);
+    h3_status st = !dev ? H3_ERR
+                   : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
+                        : b->ext->init_param(b, dev, p, rt->opt.weight_seed, d);
+    if (st != H3_OK) {
+      if (dev) b->ops->release(b, dev);
+      if (!d->errors)
+        h3_diag_error(d, p->span, NULL, "out of %s memory for parameter '%s' (%zu bytes)",
+                      b->ops->name, p->name, bytes);
+      h3_runtime_free(rt);
+      return NULL;
+    }
+    rt->params[p->value->id] = (h3_tensor){p->type, dev};
+    rt->weight_bytes += bytes;
+  }
+  rt->t0 = b->ops->now(b);
+  return rt;
+}
+
+void h3_runtime_free(h3_runtime *rt) {
+  if (!rt) return;
+  for (int i = 0; rt->graphs && i < rt->m->n_graphs; i++) {
+    gstate *gs = &rt->graphs[i];
+    for (int v = 0; gs->slots && v < rt->n_ids; v++)
+      if (gs->slots[v].cap) rt->b->ops->release(rt->b, gs->slots[v].t.data);
+    free(gs->slots);
+    if (gs->arena) rt->b->ops->release(rt->b, gs->arena);
+  }
+  for (int v = 0; rt->params && v < rt->n_ids; v++)
+    if (rt->params[v].data) rt->b->ops->release(rt->b, rt->params[v].data);
+  free(rt->params);
+  free(rt->graphs);
+  free(rt->ev);
+  free(rt);
+}
+
+const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt) { return rt->stats; }
+
+void h3_runtime_reset_stats(h3_runtime *rt) { memset(rt->stats, 0, sizeof rt->stats); }
+
+size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events) {
+  *events = rt->ev;
+  return rt->n_ev;
+}
+
+size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; }
+size_t h3_runtime_activation_bytes(const h3_runtime *rt) { return rt->act_bytes; }

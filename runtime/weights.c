@@ -1,0 +1,233 @@
+/* weights.c: the weight store (include/h3/weights.h): expanded tensor names, buffers,
+ * random initialisation from h3's Philox generator, and the dtype rounding of stored
+ * values. Loading and saving files are in weights_file.c.
+ */
+#include "h3/weights.h"
+
+#include "h3/bf16.h"
+#include "h3/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t h3_weights_tensor_count(const h3_param *p) {
+  int64_t n = 1;
+  for (int i = 0; i < p->group_dims; i++) n *= p->type.dims[i];
+  return n;
+}
+
+h3_type h3_weights_tensor_type(const h3_param *p) {
+  return h3_type_make(p->type.dtype, p->type.rank - p->group_dims, p->type.dims + p->group_dims);
+}
+
+/* Counts the "{}" and "{e}" placeholders of a name pattern. */
+static void count_placeholders(const char *s, int *groups, int *inners) {
+  *groups = *inners = 0;
+  for (; *s; s++) {
+    if (strncmp(s, "{}", 2) == 0) ++*groups;
+    if (strncmp(s, "{e}", 3) == 0) ++*inners;
+  }
+}
+
+h3_status h3_weights_tensor_name(const h3_param *p, int64_t i, h3_strbuf *out, h3_diag *d) {
+  int groups, inners;
+  count_placeholders(p->name, &groups, &inners);
+  if (groups > 1 || inners > 1 || groups + inners != p->group_dims) {
+    h3_diag_error(d, p->span, "a group member's name needs one \"{}\" per group and one \"{e}\" "
+                              "per inner array",
+                  "parameter '%s': its name has %d \"{}\" and %d \"{e}\" but %d group dims",
+                  p->name, groups, inners, p->group_dims);
+    return H3_ERR;
+  }
+  /* i is row-major over the group dims: [group, inner] when both are present. */
+  int64_t group = 0, inner = 0;
+  if (groups && inners) {
+    group = i / p->type.dims[1];
+    inner = i % p->type.dims[1];
+  } else if (groups) {
+    group = i;
+  } else {
+    inner = i;
+  }
+  out->len = 0;
+  if (out->data) out->data[0] = '\0';
+  for (const char *s = p->name; *s;) {
+    if (strncmp(s, "{}", 2) == 0) {
+      h3_strbuf_printf(out, "%lld", (long long)(p->group_base + group));
+      s += 2;
+    } else if (strncmp(s, "{e}", 3) == 0) {
+      h3_strbuf_printf(out, "%lld", (long long)inner);
+      s += 3;
+    } else {
+      const char *brace = strchr(s + 1, '{');
+      size_t n = brace ? (size_t)(brace - s) : strlen(s);
+      h3_strbuf_appendn(out, s, n);
+      s += n;
+    }
+  }
+  if (out->oom) {
+    h3_diag_error(d, p->span, NULL, "parameter '%s': out of memory naming its tensors", p->name);
+    return H3_ERR;
+  }
+  return H3_OK;
+}
+
+/* Round half to even, then saturate to [lo, hi]. NaN stores 0. */
+static int64_t round_int(double v, double lo, double hi) {
+  if (v != v) return 0;
+  double r = nearbyint(v); /* the default rounding mode: to nearest, ties to even */
+  if (r < lo) return (int64_t)lo;
+  if (r > hi) return (int64_t)hi;
+  return (int64_t)r;
+}
+
+void h3_weights_store(void *dst, h3_dtype dtype, size_t index, double v) {
+  switch (dtype) {
+  case H3_BF16: ((uint16_t *)dst)[index] = h3_f32_to_bf16((float)v); break;
+  case H3_F16: ((uint16_t *)dst)[index] = h3_f32_to_f16((float)v); break;
+  case H3_F32: ((float *)dst)[index] = (float)v; break;
+  case H3_F64: ((double *)dst)[index] = v; break;
+  case H3_I8: ((int8_t *)dst)[index] = (int8_t)round_int(v, -128, 127); break;
+  case H3_I32:
+    ((int32_t *)dst)[index] = (int32_t)round_int(v, -2147483648.0, 2147483647.0);
+    break;
+  case H3_I64:
+    /* 2^63 is not representable in int64: clamp just below it */
+    ((int64_t *)dst)[index] = round_int(v, -9223372036854775808.0, 9223372036854774784.0);
+    break;
+  case H3_U8: ((uint8_t *)dst)[index] = (uint8_t)round_int(v, 0, 255); break;
+  default: break;
+  }
+}
+
+void h3_weights_free(h3_weights *w) {
+  if (!w) return;
+  for (int i = 0; i < w->n; i++) free(w->w[i].data);
+  free(w->w);
+  free(w);
+}
+
+h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d) {
+  h3_span none = {0};
+  h3_weights *w = calloc(1, sizeof *w);
+  if (w) w->w = calloc((size_t)m->n_params + 1, sizeof *w->w);
+  if (!w || !w->w) {
+    free(w);
+    h3_diag_error(d, none, NULL, "out of memory allocating the weight store");
+    return NULL;
+  }
+  w->module = m;
+  w->n = m->n_params;
+  for (int i = 0; i < m->n_params; i++) {
+    const h3_param *p = m->params[i];
+    size_t bytes = (size_t)h3_type_bytes(&p->type);
+    w->w[i].param = p;
+    w->w[i].bytes = bytes;
+    w->total_bytes += bytes;
+    w->n_tensors += h3_weights_tensor_count(p);
+    if (bytes == 0) continue;
+    w->w[i].data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!w->w[i].data) {
+      h3_diag_error(d, p->span, "use a smaller config (--config small / tiny) or a bigger machine",
+                    "out of memory allocating %zu bytes for parameter '%s'", bytes, p->name);
+      h3_weights_free(w);
+      return NULL;
+    }
+    memset(w->w[i].data, 0, bytes);
+  }
+  return w;
+}
+
+const h3_weight *h3_weights_get(const h3_weights *w, const h3_param *p) {
+  for (int i = 0; i < w->n; i++)
+    if (w->w[i].param == p) return &w->w[i];
+  return NULL;
+}
+
+#define FILL_CHUNK 4096
+
+/* Fills expanded tensor `name` (numel elements at `dst` + first * elem size). */
+static void fill_tensor(const h3_param *p, uint64_t seed, const char *name, void *dst,
+                        size_t first, size_t numel, float *tmp) {
+  h3_dtype dt = p->type.dtype;
+  switch (p->init) {
+  case H3_INIT_CONST:
+    for (size_t i = 0; i < numel; i++) h3_weights_store(dst, dt, first + i, p->init_value);
+    return;
+  case H3_INIT_ROPE_INV_FREQ:
+    for (size_t i = 0; i < numel; i++)
+      h3_weights_store(dst, dt, first + i, pow(p->init_value, -2.0 * (double)i / p->init_scale));
+    return;
+  default: break;
+  }
+  int kind = p->init == H3_INIT_UNIFORM            ? H3_RNG_INIT_UNIFORM
+             : p->init == H3_INIT_ONES_PLUS_NORMAL ? H3_RNG_INIT_ONES_PLUS_NORMAL
+                                                   : H3_RNG_INIT_NORMAL;
+  float scale = (float)p->init_scale;
+  uint32_t stream = h3_rng_stream_id(name);
+  for (size_t at = 0; at < numel; at += FILL_CHUNK) {
+    size_t n = numel - at < FILL_CHUNK ? numel - at : FILL_CHUNK;
+    h3_rng_fill_init(kind, scale, seed, stream, at, n, tmp);
+    if (dt == H3_F32) {
+      memcpy((float *)dst + first + at, tmp, n * sizeof(float));
+    } else if (dt == H3_BF16) {
+      uint16_t *o = (uint16_t *)dst + first + at;
+      for (size_t i = 0; i < n; i++) o[i] = h3_f32_to_bf16(tmp[i]);
+    } else {
+      for (size_t i = 0; i < n; i++) h3_weights_store(dst, dt, first + at + i, tmp[i]);
+    }
+  }
+}
+
+_Static_assert(H3_INIT_NORMAL == H3_RNG_INIT_NORMAL && H3_INIT_UNIFORM == H3_RNG_INIT_UNIFORM &&
+                   H3_INIT_ONES_PLUS_NORMAL == H3_RNG_INIT_ONES_PLUS_NORMAL,
+               "rng.h repeats the numbers of h3_init_kind");
+
+/* The init of a parameter must be one of h3_init_kind with usable numbers. */
+static h3_status check_init(const h3_param *p, h3_diag *d) {
+  const char *why = NULL;
+  if ((unsigned)p->init > H3_INIT_ROPE_INV_FREQ)
+    why = "its init kind is unknown";
+  else if (p->init == H3_INIT_ROPE_INV_FREQ && !(p->init_value > 0 && p->init_scale > 0))
+    why = "rope_inv_freq needs theta > 0 and dims > 0";
+  else if (p->init != H3_INIT_CONST && p->init != H3_INIT_ROPE_INV_FREQ &&
+           !(p->init_scale >= 0 && p->init_scale < 1e30))
+    why = "its init scale must be a finite number >= 0";
+  else if (p->init == H3_INIT_CONST && p->init_value != p->init_value)
+    why = "its init value is NaN";
+  if (!why) return H3_OK;
+  h3_diag_error(d, p->span, "fix the parameter's `init` in the model",
+                "parameter '%s': cannot generate random weights: %s", p->name, why);
+  return H3_ERR;
+}
+
+h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
+  h3_weights *w = h3_weights_alloc(m, d);
+  float *tmp = malloc(FILL_CHUNK * sizeof(float));
+  h3_strbuf name;
+  h3_strbuf_init(&name);
+  if (!w || !tmp) {
+    if (w && !tmp) h3_diag_error(d, (h3_span){0}, NULL, "out of memory generating weights");
+    goto fail;
+  }
+  for (int i = 0; i < w->n; i++) {
+    const h3_param *p = w->w[i].param;
+    if (check_init(p, d) != H3_OK) goto fail;
+    h3_type tt = h3_weights_tensor_type(p);
+    size_t numel = (size_t)h3_type_numel(&tt);
+    int64_t count = h3_weights_tensor_count(p);
+    for (int64_t k = 0; k < count; k++) {
+      if (h3_weights_tensor_name(p, k, &name, d) != H3_OK) goto fail;
+      fill_tensor(p, seed, name.data, w->w[i].data, (size_t)k * numel, numel, tmp);
+    }
+  }
+  free(tmp);
+  h3_strbuf_free(&name);
+  return w;
+fail:
+  free(tmp);
+  h3_strbuf_free(&name);
+  h3_weights_free(w);
+  return NULL;
+}

@@ -1,0 +1,98 @@
+/* cg_test.h: helpers shared by the codegen and plan tests: CHECK macros that record a
+ * failure with file:line and keep going, loading an IR text file from the source tree,
+ * and collecting the ops of a module that the CUDA backend runs as kernels.
+ */
+#ifndef H3_CG_TEST_H
+#define H3_CG_TEST_H
+
+#include "h3/codegen.h"
+#include "h3/op_registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cg_failures, cg_checks;
+
+#define CHECK(cond)                                                                  \
+  do {                                                                               \
+    cg_checks++;                                                                     \
+    if (!(cond)) {                                                                   \
+      cg_failures++;                                                                 \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
+    }                                                                                \
+  } while (0)
+
+#define CHECK_STR(a, b)                                                              \
+  do {                                                                               \
+    const char *cg_a_ = (a), *cg_b_ = (b);                                           \
+    cg_checks++;                                                                     \
+    if (!cg_a_ || !cg_b_ || strcmp(cg_a_, cg_b_) != 0) {                             \
+      cg_failures++;                                                                 \
+      fprintf(stderr, "%s:%d: CHECK_STR failed:\n  got:  %s\n  want: %s\n", __FILE__, \
+              __LINE__, cg_a_ ? cg_a_ : "(null)", cg_b_ ? cg_b_ : "(null)");         \
+    }                                                                                \
+  } while (0)
+
+static inline int cg_report(const char *name) {
+  fprintf(stderr, "%s: %d checks, %d failed\n", name, cg_checks, cg_failures);
+  return cg_failures ? 1 : 0;
+}
+
+/* All diagnostics of d as one string (caller frees). */
+static inline char *cg_diag_text(const h3_diag *d) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  h3_diag_print(d, f);
+  fclose(f);
+  return buf;
+}
+
+/* Parses and verifies tests/codegen/<name> (or an absolute path). */
+static inline h3_module *cg_load_ir(const char *name) {
+  char path[1024];
+  if (name[0] == '/') snprintf(path, sizeof path, "%s", name);
+  else snprintf(path, sizeof path, "%s/tests/codegen/%s", H3_SOURCE_DIR, name);
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  if (m && h3_verify_module(m, &d) != H3_OK) {
+    h3_module_free(m);
+    m = NULL;
+  }
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(text);
+  return m;
+}
+
+typedef struct {
+  h3_op **ops;
+  int n, cap;
+} cg_oplist;
+
+static int cg_collect_visit(h3_op *op, void *ctx) {
+  cg_oplist *l = ctx;
+  if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
+  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    l->ops = realloc(l->ops, sizeof(h3_op *) * (size_t)l->cap);
+    if (!l->ops) abort();
+  }
+  l->ops[l->n++] = op;
+  return 0;
+}
+
+/* The ops of m that run as kernels (outside fused regions), in walk order. */
+static inline cg_oplist cg_kernel_ops(h3_module *m) {
+  cg_oplist l = {0};
+  h3_module_walk(m, cg_collect_visit, &l);
+  return l;
+}
+
+#endif
