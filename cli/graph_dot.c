@@ -5,6 +5,7 @@
 #include "graph_dot.h"
 #include "h3/op_registry.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void dot_escape(h3_strbuf *b, const char *s) {
@@ -75,8 +76,9 @@ h3_status h3_graph_print_dot(h3_strbuf *out, const h3_module *m, const char *gra
     for (int i = 0; i < m->n_graphs; i++)
       h3_strbuf_printf(&names, "%s%s", i ? ", " : "", m->graphs[i]->name);
     h3_span none = {0};
-    h3_diag_error(d, none, names.data, "--graph: no graph named '%s' in model %s", graph,
-                  m->model);
+    char hint[512];
+    snprintf(hint, sizeof hint, "the graphs of this model are: %s", names.data ? names.data : "");
+    h3_diag_error(d, none, hint, "--graph: no graph named '%s' in model %s", graph, m->model);
     h3_strbuf_free(&names);
     return H3_ERR;
   }

@@ -30,7 +30,7 @@ typedef struct {
   h3_pass_options passes;
   bool no_kernels; /* --no-kernels: skip NVRTC (plan still holds the sources) */
   int n_flags;
-  const char *flags[128]; /* the options as given, for the plan header */
+  const char *const *flags; /* the arguments after the command, for the plan header */
   char pass_list[4096];   /* --passes/--pass lists joined with ',' */
 } options;
 
@@ -157,12 +157,13 @@ static bool takes_passes(command c) { return c == CMD_COMPILE || c == CMD_OPT ||
 
 static int parse_args(int argc, char **argv, options *o) {
   const char *cmd = command_names[o->cmd];
+  o->flags = (const char *const *)argv + 2;
+  o->n_flags = argc - 2;
   h3_diag d;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v;
     bool missing = false;
-    if (o->n_flags < (int)(sizeof o->flags / sizeof o->flags[0])) o->flags[o->n_flags++] = a;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage_command(o->cmd, stdout);
       exit(0);

@@ -209,8 +209,9 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
       errno = 0;
       long long v = strtoll(p, &end, 10);
       if (end == p || errno) {
+        int len = (int)strcspn(p, " \t\r\n,");
         h3_diag_error(d, none, "the file holds token ids separated by spaces, commas or newlines",
-                      "%s: '%.20s' is not a token id", o->prompt, p);
+                      "%s: '%.*s' is not a token id", o->prompt, len > 20 ? 20 : len, p);
         st = H3_ERR;
         break;
       }
@@ -350,12 +351,20 @@ static int run(const options *o, h3_diag *d) {
   }
   char ran[256];
   snprintf(ran, sizeof ran, "%s '%s'", g->kind == H3_GRAPH_PROGRAM ? "program" : "graph", g->name);
-  h3_report r = {o->plan, ran, b->ops->name, o->weights, plan->quality, o->seed, o->warmup,
-                 o->iterations, lat, h3_runtime_op_stats(rt), m, h3_runtime_weight_bytes(rt),
-                 h3_runtime_activation_bytes(rt), o->threads,
-                 cuda ? h3_cuda_device_name(b) : NULL,
-                 cuda ? h3_cuda_attention(b) : NULL, cuda ? h3_cuda_gpu_seconds(b) : -1.0};
+  h3_strbuf passes;
+  h3_strbuf_init(&passes);
+  for (int i = 0; i < plan->n_passes; i++) h3_strbuf_printf(&passes, "%s%s", i ? ", " : "", plan->passes[i]);
+  h3_report r = {.plan_file = o->plan, .graph = ran, .backend = b->ops->name,
+                 .weights = o->weights, .quality = plan->quality, .passes = passes.data,
+                 .seed = o->seed, .warmup = o->warmup, .iterations = o->iterations,
+                 .latency = lat, .stats = h3_runtime_op_stats(rt), .module = m,
+                 .weight_bytes = h3_runtime_weight_bytes(rt),
+                 .activation_bytes = h3_runtime_activation_bytes(rt), .threads = o->threads,
+                 .device = cuda ? h3_cuda_device_name(b) : NULL,
+                 .attention = cuda ? h3_cuda_attention(b) : NULL,
+                 .gpu_seconds = cuda ? h3_cuda_gpu_seconds(b) : -1.0};
   h3_report_print(stdout, &r);
+  h3_strbuf_free(&passes);
   rc = 0;
 done:
   if (out) h3_host_tensors_free(out, g ? g->n_outputs : 0);

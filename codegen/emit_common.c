@@ -15,14 +15,13 @@
 
 /* ---- classification ------------------------------------------------------------------ */
 bool h3_codegen_slice_is_contiguous(const h3_op *op) {
+  /* the memory planner's rule (passes/memory_plan.c): every dim before the axis is 1 */
   const h3_type *t = &op->operands[0]->type;
   int64_t axis = h3_op_attr_int(op, "axis", 0);
-  if (axis < 0) axis += t->rank;
   if (axis < 0 || axis >= t->rank) return false;
-  int64_t outer = 1;
-  for (int i = 0; i < axis; i++) outer *= t->dims[i];
-  if (outer == 1) return true;
-  return h3_op_attr_int(op, "len", 0) == t->dims[axis]; /* whole rows */
+  for (int i = 0; i < axis; i++)
+    if (t->dims[i] != 1) return false;
+  return true;
 }
 
 h3_exec_kind h3_codegen_classify(const h3_op *op) {
@@ -145,7 +144,7 @@ void emit_strides(const h3_type *t, int64_t *strides) {
 
 /* ---- signature and launch ------------------------------------------------------------- */
 void emit_signature(emit_ctx *ec, int n_in, const h3_type *in, int n_out, const h3_type *out,
-                    const char *extra, int block, bool wide, bool restrict_io) {
+                    const char *extra, int block, bool restrict_io) {
   const char *r = restrict_io ? " __restrict__" : "";
   h3_strbuf_printf(&ec->src, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", block);
   int n = 0;
@@ -155,7 +154,7 @@ void emit_signature(emit_ctx *ec, int n_in, const h3_type *in, int n_out, const 
   for (int i = 0; i < n_out; i++, n++)
     h3_strbuf_printf(&ec->src, "%s%s *%s out%d", n ? ", " : "", emit_ctype(out[i].dtype), r, i);
   if (extra) h3_strbuf_printf(&ec->src, "%s%s", n ? ", " : "", extra);
-  h3_strbuf_printf(&ec->src, ") {\n  typedef %s ix_t;\n", wide ? "long long" : "int");
+  h3_strbuf_append(&ec->src, ") {\n");
 }
 
 h3_status emit_args(emit_ctx *ec, int n_in, int n_out, bool with_seed) {

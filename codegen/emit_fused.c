@@ -429,8 +429,9 @@ h3_status emit_fused(emit_ctx *ec) {
   }
   for (int j = 0; j < f.n_in; j++) in_t[j] = f.in[j]->type;
   for (int k = 0; k < n_out; k++) out_t[k] = op->results[k]->type;
-  emit_signature(ec, f.n_in, in_t, n_out, out_t, NULL, EMIT_BLOCK, emit_needs_wide(op), true);
+  emit_signature(ec, f.n_in, in_t, n_out, out_t, NULL, EMIT_BLOCK, true);
   h3_strbuf *s = &ec->src;
+  h3_strbuf_printf(s, "  typedef %s ix_t;\n", emit_needs_wide(op) ? "long long" : "int");
   int64_t chunks = numel / f.vec;
   h3_strbuf_printf(s, "  const ix_t n = %lld;\n", (long long)chunks);
   h3_strbuf_append(s, "  for (ix_t c = (ix_t)blockIdx.x * blockDim.x + threadIdx.x; c < n;"

@@ -5,7 +5,8 @@
  * source (placeholder -> "h3_<op>"), derives the name and substitutes it. Helpers here
  * give C type names, the compute type of a dtype, literals, the standard signature and
  * launch-rule arithmetic. Every index expression uses `ix_t` (int when every tensor of
- * the kernel has fewer than 2^31 elements, else long long), typedef'd in each kernel.
+ * the kernel has fewer than 2^31 elements, else long long), typedef'd by the kernels of
+ * emit_fused.c; the other emitters index with long long.
  */
 #ifndef H3_EMIT_INTERNAL_H
 #define H3_EMIT_INTERNAL_H
@@ -38,10 +39,9 @@ void emit_literal(h3_strbuf *b, h3_dtype t, double v, bool round_to_dtype);
 void emit_round(h3_strbuf *b, h3_dtype t, const char *e);
 
 /* "extern "C" __global__ void __launch_bounds__(B) @K@(" + operands and results
- * (+ extra) + ") {\n" + the ix_t typedef. `restrict_io` is false for in-place kernels. */
+ * (+ extra) + ") {\n". `restrict_io` is false for in-place kernels. */
 void emit_signature(emit_ctx *ec, int n_in, const h3_type *in, int n_out,
-                    const h3_type *out, const char *extra, int block, bool wide,
-                    bool restrict_io);
+                    const h3_type *out, const char *extra, int block, bool restrict_io);
 /* Sets the standard args list in0.. out0.. (+ "seed" when with_seed). */
 h3_status emit_args(emit_ctx *ec, int n_in, int n_out, bool with_seed);
 /* Sets a 1-D launch rule: min(ceil(work / block), EMIT_MAX_GRID) blocks of `block`. */

@@ -27,7 +27,7 @@ static h3_status emit_timestep(emit_ctx *ec) {
   int64_t dim = out_t.dims[out_t.rank - 1], half = dim / 2;
   int64_t total = h3_type_numel(&out_t);
   h3_strbuf *s = &ec->src;
-  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, EMIT_BLOCK, true, true);
+  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, EMIT_BLOCK, true);
   h3_strbuf_printf(s, "  const long long total = %lldll;\n", (long long)total);
   h3_strbuf_append(s, LOOP_E("total"));
   h3_strbuf_printf(s, "    const long long m = e / %lldll, c = e %% %lldll;\n", (long long)dim,
@@ -53,7 +53,7 @@ static h3_status emit_rope_table(emit_ctx *ec) {
   if (in_t[0].rank != 2 || in_t[1].rank != 1) return emit_unsupported(ec, "expects pos[S, A], inv_freq[F]");
   int64_t a = in_t[0].dims[1], f = in_t[1].dims[0], total = h3_type_numel(&out_t[0]);
   h3_strbuf *s = &ec->src;
-  emit_signature(ec, 2, in_t, 2, out_t, NULL, EMIT_BLOCK, true, true);
+  emit_signature(ec, 2, in_t, 2, out_t, NULL, EMIT_BLOCK, true);
   h3_strbuf_printf(s, "  const long long total = %lldll;\n", (long long)total);
   h3_strbuf_append(s, LOOP_E("total"));
   h3_strbuf_printf(s, "    const long long row = e / %lldll, c = e %% %lldll;\n", (long long)(a * f),
@@ -75,7 +75,7 @@ static h3_status emit_rope_pos_table(emit_ctx *ec) {
   h3_strbuf_init(&theta);
   emit_literal(&theta, H3_F64, h3_op_attr_float(op, "theta", 10000.0), false);
   h3_strbuf *s = &ec->src;
-  emit_signature(ec, 1, &in_t, 2, out_t, NULL, EMIT_BLOCK, true, true);
+  emit_signature(ec, 1, &in_t, 2, out_t, NULL, EMIT_BLOCK, true);
   h3_strbuf_printf(s, "  const long long total = %lldll;\n", (long long)total);
   h3_strbuf_append(s, LOOP_E("total"));
   h3_strbuf_printf(s, "    const long long t = e / %lldll, i = e %% %lldll;\n", (long long)half,
@@ -107,7 +107,7 @@ static h3_status emit_rope(emit_ctx *ec) {
   int64_t total = h3_type_numel(x);
   bool tb = cs->dims[0] == 1; /* one table row for every token */
   h3_strbuf *s = &ec->src;
-  emit_signature(ec, 3, in_t, 1, &out_t, NULL, EMIT_BLOCK, true, true);
+  emit_signature(ec, 3, in_t, 1, &out_t, NULL, EMIT_BLOCK, true);
   h3_strbuf_printf(s, "  const long long n = %lldll;\n", (long long)(total / vec));
   h3_strbuf_append(s, LOOP_E("n"));
   h3_strbuf_printf(s, "    const long long base = e * %d, d = base %% %lldll;\n", vec, (long long)dd);
@@ -143,7 +143,7 @@ static h3_status emit_randn(emit_ctx *ec) {
   unsigned int sid = h3_rng_stream_hash(stream);
   int64_t total = h3_type_numel(&out_t);
   h3_strbuf *s = &ec->src;
-  emit_signature(ec, 0, NULL, 1, &out_t, "unsigned long long seed", EMIT_BLOCK, true, true);
+  emit_signature(ec, 0, NULL, 1, &out_t, "unsigned long long seed", EMIT_BLOCK, true);
   h3_strbuf_printf(s, "  const long long total = %lldll;\n", (long long)total);
   h3_strbuf_append(s, LOOP_E("total"));
   h3_strbuf_printf(s, "    h3_st(out0, e, h3_rng_normal(seed, %uu, (unsigned long long)e));\n  }\n}\n",

@@ -176,7 +176,7 @@ h3_status emit_move(emit_ctx *ec) {
     if (block < 32) block = 32;
     if (block > 256) block = 256;
     p[0] = rows, p[1] = row_bytes, p[2] = t_rows, p[3] = src, p[4] = idx, p[5] = block;
-    emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, true, false);
+    emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, false);
     h3_strbuf_append(s, "  __shared__ int later;\n");
     h3_strbuf_printf(s, "  const long long t = blockIdx.x;\n  if (t >= %lldll) return;\n", (long long)t_rows);
     h3_strbuf_printf(s, "  const long long r = (long long)h3_ld(in%d, t);\n", idx);
@@ -195,7 +195,7 @@ h3_status emit_move(emit_ctx *ec) {
     return emit_args(ec, n_in, 1, false);
   }
 
-  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, true, !inplace);
+  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, !inplace);
   if (op->code == H3_OP_CONCAT) {
     int64_t axis;
     if (norm_axis(ec, &out_t, &axis) != H3_OK) return H3_ERR;

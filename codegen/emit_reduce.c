@@ -50,7 +50,7 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   int block = row_block(n / vec, 256);
   h3_type in_t[2] = {op->operands[0]->type, op->operands[1]->type};
   h3_type out_t = op->results[0]->type;
-  emit_signature(ec, 2, in_t, 1, &out_t, NULL, block, false, true);
+  emit_signature(ec, 2, in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
   row_head(s, rows, n, emit_ctype(in_t[0].dtype), emit_ctype(out_t.dtype), n);
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
@@ -96,7 +96,7 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   const char *lowest = in_t.dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
                        : emit_is_float(in_t.dtype) ? "-__int_as_float(0x7f800000)"
                                                    : "(-9223372036854775807ll - 1)";
-  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, false, true);
+  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
                    block / 32);
   row_head(s, rows, n, emit_ctype(in_t.dtype), emit_ctype(out_t.dtype), 1);
@@ -130,7 +130,7 @@ static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_type in_t = op->operands[0]->type, out_t = op->results[0]->type;
   const char *acc = in_t.dtype == H3_F64 ? "double" : "float";
   bool dbl = in_t.dtype == H3_F64;
-  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, false, true);
+  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s part[%d];\n", acc, block / 32);
   row_head(s, rows, n, emit_ctype(in_t.dtype), emit_ctype(out_t.dtype), 1);
   h3_strbuf_printf(s, "  %s acc = 0;\n", acc);

@@ -268,7 +268,9 @@ static void read_weights(rd *r, yaml_node_t *root) {
   static const char *const keys[] = {"count", "bytes", "tensors", NULL};
   only_keys(r, w, keys, "weights");
   int64_t count = 0, bytes = 0;
-  bool ok = need_int(r, w, "count", "weights", &count) & need_int(r, w, "bytes", "weights", &bytes);
+  int bad = !need_int(r, w, "count", "weights", &count);
+  bad += !need_int(r, w, "bytes", "weights", &bytes);
+  bool ok = bad == 0;
   yaml_node_t *ts = need(r, w, "tensors", YAML_SEQUENCE_NODE, "weights");
   if (!ts || !ok) return;
   int n = seq_len(ts);
@@ -358,14 +360,16 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
   int n_opt = 0;
   const char **opts = NULL;
   const char *inplace = need_str(r, e, "inplace", what);
-  bool ok = k->name && k->op && k->tier && sha && k->source && inplace &&
-            need_int(r, e, "tu", what, &tu) & need_int(r, e, "uses", what, &uses) &
-                need_ints(r, e, "grid", what, 3, NULL, k->grid, 3) &
-                need_ints(r, e, "block", what, 3, NULL, k->block, 3) &
-                need_int(r, e, "shared_bytes", what, &k->shared_bytes) &
-                need_strs(r, e, "args", what, &k->n_args, &k->args) &
-                need_strs(r, e, "options", what, &n_opt, &opts);
-  if (!ok) return;
+  /* every field is read (and reported) before giving up on the kernel */
+  int bad = !(k->name && k->op && k->tier && sha && k->source && inplace);
+  bad += !need_int(r, e, "tu", what, &tu);
+  bad += !need_int(r, e, "uses", what, &uses);
+  bad += !need_ints(r, e, "grid", what, 3, NULL, k->grid, 3);
+  bad += !need_ints(r, e, "block", what, 3, NULL, k->block, 3);
+  bad += !need_int(r, e, "shared_bytes", what, &k->shared_bytes);
+  bad += !need_strs(r, e, "args", what, &k->n_args, &k->args);
+  bad += !need_strs(r, e, "options", what, &n_opt, &opts);
+  if (bad) return;
   if (strcmp(inplace, "true") != 0 && strcmp(inplace, "false") != 0) {
     err(r, get(r, e, "inplace", NULL), RECOMPILE, "'inplace' in %s must be true or false", what);
     return;

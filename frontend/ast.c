@@ -106,6 +106,13 @@ ast_arg *ast_arg_new(h3_arena *a, const char *name, h3_span name_span, ast_expr 
   return g;
 }
 
+h3_span ast_call_name_span(const ast_expr *call) {
+  h3_span s = call->span;
+  s.end_line = s.line;
+  s.end_col = s.col + (int)strlen(call->str);
+  return s;
+}
+
 int ast_count_args(const ast_arg *l) {
   int n = 0;
   for (; l; l = l->next) n++;

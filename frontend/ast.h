@@ -169,6 +169,8 @@ ast_arg *ast_arg_new(h3_arena *a, const char *name, h3_span name_span, ast_expr 
 /* Joins two spans of one file into the span from the start of `a` to the end of `b`. */
 h3_span ast_span_join(h3_span a, h3_span b);
 int ast_count_args(const ast_arg *l);
+/* The span of a call's callee name (the start of the call's span). */
+h3_span ast_call_name_span(const ast_expr *call);
 /* "a.b.c" for a path without count parts; the text up to the count part otherwise. */
 const char *ast_path_text(h3_arena *a, const ast_part *p);
 

@@ -31,6 +31,9 @@ typedef struct h3_parse_ctx {
   bool skip_item;    /* ... and, at the top level, until a line that starts an item */
   bool stop;         /* a fatal error (nesting, memory) ended the parse */
   char tok[48];      /* text of the last token returned, for messages */
+  h3_span tok_span;
+  char prev_text[48]; /* ... and of the one before it */
+  h3_span prev_span;
   int lex_error_line; /* last line with a lexical error: its syntax errors are not shown */
   /* parser */
   bool depth_reported;

@@ -468,8 +468,11 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, h3_pa
   int n = yypcontext_expected_tokens(yyctx, exp, MAXE);
   if (n < 0) n = 0;
   const h3_span *loc = yypcontext_location(yyctx);
-  if (loc->line == ctx->lex_error_line) return 0; /* follows from the lexical error */
   yysymbol_kind_t got = yypcontext_token(yyctx);
+  /* a lexical error on this line (or just before it) explains this one */
+  if (loc->line == ctx->lex_error_line ||
+      (loc->line == ctx->lex_error_line + 1 && (ctx->last_bol || got == YYSYMBOL_YYEOF)))
+    return 0;
   char gotw[80];
   if (got == YYSYMBOL_YYEOF)
     snprintf(gotw, sizeof gotw, "end of file");
@@ -491,6 +494,13 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, h3_pa
   int m = 0;
   for (int i = 0; i < n; i++)
     if (keep == 0 || !is_continuation(exp[i])) exp[m++] = exp[i];
+  if (got == YYSYMBOL_YYEOF) {
+    for (int i = 0; i < m; i++)
+      if (strcmp(yysymbol_name(exp[i]), "'}'") == 0) {
+        h3_diag_error(ctx->d, *loc, "a block opened above is not closed", "expected '}' before end of file");
+        return 0;
+      }
+  }
   if (m == 0 || m > 3) {
     h3_diag_error(ctx->d, *loc, NULL, "unexpected %s", gotw);
     return 0;
@@ -503,6 +513,10 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, h3_pa
     snprintf(msg, sizeof msg, "%s or %s", words[0], words[1]);
   else
     snprintf(msg, sizeof msg, "%s, %s or %s", words[0], words[1], words[2]);
-  h3_diag_error(ctx->d, *loc, NULL, "expected %s before %s", msg, gotw);
+  /* the next line's first token: the statement above is what is incomplete */
+  if ((ctx->last_bol || got == YYSYMBOL_YYEOF) && ctx->prev_text[0] && got != YYSYMBOL_YYEOF)
+    h3_diag_error(ctx->d, ctx->prev_span, NULL, "expected %s after '%s'", msg, ctx->prev_text);
+  else
+    h3_diag_error(ctx->d, *loc, NULL, "expected %s before %s", msg, gotw);
   return 0;
 }

@@ -263,7 +263,8 @@ static bool reserved_name(const char *n) {
   return false;
 }
 
-/* Registers functions, graphs and programs; collects configs; reads the model name. */
+/* Registers functions, graphs and programs; collects configs; reads the model name.
+ * Returns false only when the rest cannot be checked (no model or config, no memory). */
 static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, const char **model) {
   int n = 0, order = 0;
   for (ast_item *it = f->items; it; it = it->next) n++;
@@ -279,7 +280,7 @@ static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, c
     case ITEM_MODEL:
       if (model_item) {
         h3_diag_error(S->d, it->span, NULL, "second 'model' (the first is at line %d)", model_item->span.line);
-        ok = false;
+        break;
       }
       model_item = it;
       break;
@@ -291,13 +292,11 @@ static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, c
       if (prev) {
         h3_diag_error(S->d, it->span, NULL, "'%s' is already defined at line %d", it->name,
                       prev->item->span.line);
-        ok = false;
         break;
       }
       if (reserved_name(it->name)) {
         h3_diag_error(S->d, it->span, "choose another name", "'%s' is the name of an op, a built-in or a dtype",
                       it->name);
-        ok = false;
         break;
       }
       gcall *g = h3_arena_alloc(S->tmp, sizeof *g);
@@ -363,7 +362,11 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
     case ITEM_PARAM: sema_param(S, it); break;
     case ITEM_PARAMS: sema_params(S, it); break;
     case ITEM_GRAPH:
-    case ITEM_PROGRAM: sema_graph(S, sym_get(&S->calls, it->name)); break;
+    case ITEM_PROGRAM: {
+      gcall *g = sym_get(&S->calls, it->name);
+      if (g && g->item == it) sema_graph(S, g); /* a duplicate was reported already */
+      break;
+    }
     default: break;
     }
   }

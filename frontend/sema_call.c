@@ -138,12 +138,17 @@ static bool want_ints(sema *S, const sval *v, ast_arg *a, const char *what, int6
                   H3_MAX_RANK);
     return false;
   }
+  int64_t numel = 1;
   for (int i = 0; i < v->n; i++) {
     if (v->elems[i].kind != SV_INT || v->elems[i].i < 0) {
       h3_diag_error(S->d, a->value->span, NULL, "%s must hold non-negative integers", what);
       return false;
     }
     out[i] = v->elems[i].i;
+    if (__builtin_mul_overflow(numel, out[i], &numel)) {
+      h3_diag_error(S->d, a->value->span, NULL, "%s is too large: its element count overflows 64 bits", what);
+      return false;
+    }
   }
   *n = v->n;
   return true;
@@ -438,7 +443,7 @@ sval sema_call(sema *S, ast_expr *e, bool konst) {
   const char *name = e->str;
   if (konst) {
     if (!is_const_fn(name)) {
-      h3_diag_error(S->d, e->span, "shapes, counts and attributes are integer or float expressions",
+      h3_diag_error(S->d, ast_call_name_span(e), "shapes, counts and attributes are integer or float expressions",
                     "'%s(...)' is not a constant", name);
       return sv_error();
     }
@@ -465,7 +470,8 @@ sval sema_call(sema *S, ast_expr *e, bool konst) {
   if (h3_dtype_from_name(name, &dt)) return builtin_cast(S, e, dt);
   const h3_op_info *info = h3_op_info_find(name);
   if (!info && strcmp(name, "ceildiv") != 0) {
-    h3_diag_error(S->d, e->span, sema_suggest_name(S, name, false), "unknown function or op '%s'", name);
+    h3_diag_error(S->d, ast_call_name_span(e), sema_suggest_name(S, name, false), "unknown function or op '%s'",
+                  name);
     return sv_error();
   }
   call_args c;

@@ -58,7 +58,7 @@ sval sema_fold(sema *S, char op, sval a, sval b, h3_span sp) {
         return sv_error();
       }
       if (x < 0 || y < 0) {
-        h3_diag_error(S->d, sp, "integer '/' and '%%' are defined for non-negative operands",
+        h3_diag_error(S->d, sp, "integer '/' and '%' are defined for non-negative operands",
                       "'%c' of negative integers (%lld %c %lld)", op, (long long)x, op, (long long)y);
         return sv_error();
       }
@@ -280,8 +280,17 @@ static sval eval_member(sema *S, ast_expr *e) {
     suggest_t sg;
     suggest_init(&sg, path);
     for (int i = 0; i < base.group->n_fields; i++) suggest_try(&sg, base.group->fields[i].path);
-    h3_diag_error(S->d, e->span, suggest_hint(S->tmp, &sg), "group '%s' has no field '%s'",
-                  base.group->name, path);
+    const char *hint = suggest_hint(S->tmp, &sg);
+    if (!hint) {
+      h3_strbuf b;
+      h3_strbuf_init(&b);
+      for (int i = 0; i < base.group->n_fields && i < 6; i++)
+        h3_strbuf_printf(&b, "%s%s", i ? ", " : "", base.group->fields[i].path);
+      if (base.group->n_fields > 6) h3_strbuf_append(&b, ", ...");
+      hint = h3_arena_printf(S->tmp, "the fields of '%s' are: %s", base.group->name, b.data ? b.data : "");
+      h3_strbuf_free(&b);
+    }
+    h3_diag_error(S->d, e->span, hint, "group '%s' has no field '%s'", base.group->name, path);
     return sv_error();
   }
   case SV_TUPLE:

@@ -87,11 +87,12 @@ sval sema_inline(sema *S, gcall *g, ast_expr *call) {
   ast_item *fn = g->item;
   g->used = true;
   if (g->order == S->cur_order) {
-    h3_diag_error(S->d, call->span, NULL, "function '%s' calls itself; recursion is not supported", fn->name);
+    h3_diag_error(S->d, ast_call_name_span(call), NULL, "function '%s' calls itself; recursion is not supported",
+                  fn->name);
     return sv_error();
   }
   if (g->order > S->cur_order) {
-    h3_diag_error(S->d, call->span, "move the function above its first use",
+    h3_diag_error(S->d, ast_call_name_span(call), "move the function above its first use",
                   "function '%s' is declared below (line %d)", fn->name, fn->span.line);
     return sv_error();
   }
@@ -201,8 +202,8 @@ sval sema_graph_call(sema *S, gcall *g, ast_expr *call) {
     return sv_error();
   }
   if (g->order >= S->cur_order) {
-    h3_diag_error(S->d, call->span, "move the graph above the program", "graph '%s' is declared below (line %d)",
-                  it->name, it->span.line);
+    h3_diag_error(S->d, ast_call_name_span(call), "move the graph above the program",
+                  "graph '%s' is declared below (line %d)", it->name, it->span.line);
     return sv_error();
   }
   g->used = true;
@@ -288,6 +289,7 @@ static bool graph_signature(sema *S, gcall *g) {
       }
     if (!sema_eval_type(S, &p->type, &g->in_types[k])) {
       ok = false;
+      if (!sema_bind(S, p->name, sv_error())) return false;
       continue;
     }
     h3_value *v = h3_graph_add_input(S->m, g->graph, p->name, g->in_types[k], p->span);
@@ -330,10 +332,11 @@ void sema_graph(sema *S, gcall *g) {
   S->n_env = 0;
   S->frame = 0;
   int before = S->d->errors;
-  if (graph_signature(S, g)) {
+  bool sig_ok = graph_signature(S, g);
+  if (!S->oom_reported) { /* the body is checked even when the signature has errors */
     ast_stmt *ret = sema_body(S, it->body, it->end_span, it->name);
     h3_value **rv = NULL;
-    int nr = ret ? sema_return_values(S, ret, &rv) : -1;
+    int nr = ret && sig_ok ? sema_return_values(S, ret, &rv) : -1;
     if (nr >= 0 && nr != g->n_out) {
       h3_diag_error(S->d, ret->span, NULL, "'%s' returns %d value%s but declares %d output%s", it->name, nr,
                     nr == 1 ? "" : "s", g->n_out, g->n_out == 1 ? "" : "s");

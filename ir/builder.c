@@ -166,11 +166,26 @@ static int replace_visit(h3_op *op, void *p) {
   return c->left <= 0;
 }
 
+/* Visits the ops after `op` in its region (descending into their regions). */
+static int walk_after(h3_op *op, h3_op_visitor fn, void *ctx) {
+  h3_region rest = {.first = op->next};
+  return h3_region_walk(&rest, fn, ctx);
+}
+
+/* Uses of a value can only follow its definition in its scope: a result's region after
+ * its op, a region's ops, a graph's body; the whole module is the fallback for IR whose
+ * scoping is (temporarily) broken. */
 void h3_value_replace_all_uses(h3_module *m, h3_value *from, h3_value *to) {
   assert(h3_type_equal(&from->type, &to->type));
   if (from == to || from->uses == 0) return;
   replace_ctx c = {from, to, from->uses};
-  h3_module_walk(m, replace_visit, &c);
+  if (from->kind == H3_VALUE_RESULT && from->def && from->def->parent)
+    walk_after(from->def, replace_visit, &c);
+  else if (from->kind == H3_VALUE_REGION_ARG && from->region)
+    h3_region_walk(from->region, replace_visit, &c);
+  else if (from->kind == H3_VALUE_INPUT && from->graph)
+    h3_region_walk(&from->graph->body, replace_visit, &c);
+  if (c.left > 0) h3_module_walk(m, replace_visit, &c);
 }
 
 /* Drops the use counts held by the operands of op and of every op nested in it. */

@@ -83,7 +83,8 @@ h3_status h3_write_file_atomic(const char *path, const void *data, size_t len, h
     h3_diag_error(d, no_span(), NULL, "cannot write %s: out of memory", path);
     return H3_ERR;
   }
-  snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+  snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(),
+           __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED)); /* unique per process and call */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   const char *what = "create";
   int err = 0;

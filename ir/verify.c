@@ -71,36 +71,29 @@ static void leave(vctx *c, h3_value *v) {
   if (v->id >= 0 && v->id < c->n_ids) c->state[v->id] &= (unsigned char)~IN_SCOPE;
 }
 
-static bool types_match(vctx *c, h3_op *op, const char *what, int n, h3_value **vals,
-                        int n_want, const h3_type *want, const char *want_what) {
+/* The types of vals[0..n) equal those of want[0..n_want). */
+static bool types_match(vctx *c, h3_op *op, const char *what, int n, h3_value **vals, int n_want,
+                        h3_value *const *want, const char *want_what) {
   if (n != n_want) {
     verr(c, op->span, "%s: %s has %d values but %s has %d", h3_opcode_name(op->code), what, n, want_what, n_want);
     return false;
   }
   for (int i = 0; i < n; i++)
-    if (!h3_type_equal(&vals[i]->type, &want[i])) {
+    if (!vals[i] || !want[i]) {
+      verr(c, op->span, "%s: %s %d is missing", h3_opcode_name(op->code), vals[i] ? want_what : what, i);
+      return false;
+    } else if (!h3_type_equal(&vals[i]->type, &want[i]->type)) {
       verr(c, op->span, "%s: %s %d is %s but %s %d is %s", h3_opcode_name(op->code), what, i,
-           TS(&vals[i]->type), want_what, i, TS(&want[i]));
+           TS(&vals[i]->type), want_what, i, TS(&want[i]->type));
       return false;
     }
   return true;
 }
 
-/* The result types of an op as an array (for comparisons). */
-static h3_type *value_types(int n, h3_value **vals, h3_type *buf, int cap) {
-  for (int i = 0; i < n && i < cap; i++) buf[i] = vals[i]->type;
-  return buf;
-}
-
 static void verify_region(vctx *c, h3_region *r, h3_op *parent, bool graph_body);
 
 static void verify_control(vctx *c, h3_op *op) {
-  h3_type buf[64];
   int nr = op->n_results;
-  if (nr > 64 || op->n_operands > 64) {
-    verr(c, op->span, "%s: more than 64 operands or results", h3_opcode_name(op->code));
-    return;
-  }
   h3_region *r = op->n_regions > 0 ? &op->regions[0] : NULL;
   h3_op *y = r ? r->last : NULL;
   if (op->code == H3_OP_LOOP) {
@@ -112,18 +105,14 @@ static void verify_control(vctx *c, h3_op *op) {
     h3_type idx = h3_type_make(H3_I32, 0, NULL);
     if (!h3_type_equal(&r->args[0]->type, &idx))
       verr(c, op->span, "loop: region arg 0 (the index) is %s, expected i32[]", TS(&r->args[0]->type));
-    h3_type *carried = value_types(op->n_operands, op->operands, buf, 64);
-    types_match(c, op, "region carried arg list", r->n_args - 1, r->args + 1, op->n_operands, carried, "the operand list");
-    types_match(c, op, "result list", nr, op->results, op->n_operands, carried, "the operand list");
+    types_match(c, op, "region carried arg list", r->n_args - 1, r->args + 1, op->n_operands, op->operands, "the operand list");
+    types_match(c, op, "result list", nr, op->results, op->n_operands, op->operands, "the operand list");
     if (y && y->code == H3_OP_YIELD)
-      types_match(c, op, "yield", y->n_operands, y->operands, op->n_operands, carried, "the carried list");
+      types_match(c, op, "yield", y->n_operands, y->operands, op->n_operands, op->operands, "the carried list");
   } else if (op->code == H3_OP_FUSED) {
-    h3_type *ins = value_types(op->n_operands, op->operands, buf, 64);
-    types_match(c, op, "region arg list", r->n_args, r->args, op->n_operands, ins, "the operand list");
-    h3_type outs[64];
-    value_types(nr, op->results, outs, 64);
+    types_match(c, op, "region arg list", r->n_args, r->args, op->n_operands, op->operands, "the operand list");
     if (y && y->code == H3_OP_YIELD)
-      types_match(c, op, "yield", y->n_operands, y->operands, nr, outs, "the result list");
+      types_match(c, op, "yield", y->n_operands, y->operands, nr, op->results, "the result list");
   } else if (op->code == H3_OP_CALL) {
     const char *callee = h3_op_attr_string(op, "callee", "");
     const h3_graph *g = h3_module_graph(c->m, callee);
@@ -131,14 +120,10 @@ static void verify_control(vctx *c, h3_op *op) {
       verr(c, op->span, "call: no graph named '%s'", callee);
       return;
     }
-    for (int i = 0; i < g->n_inputs && i < 64; i++) buf[i] = g->inputs[i]->type;
-    if (g->n_inputs > 64) return;
-    types_match(c, op, "argument list", op->n_operands, op->operands, g->n_inputs, buf, "the callee's inputs");
+    types_match(c, op, "argument list", op->n_operands, op->operands, g->n_inputs, g->inputs, "the callee's inputs");
     const h3_op *ret = g->body.last;
-    if (ret && ret->code == H3_OP_RETURN && ret->n_operands <= 64) {
-      value_types(ret->n_operands, ret->operands, buf, 64);
-      types_match(c, op, "result list", nr, op->results, ret->n_operands, buf, "the callee's return");
-    }
+    if (ret && ret->code == H3_OP_RETURN)
+      types_match(c, op, "result list", nr, op->results, ret->n_operands, ret->operands, "the callee's return");
   }
 }
 

@@ -182,14 +182,15 @@ graph step(text: bf16[text_rows, dim], video: f32[video_rows, video_width],
     x = block(x, blocks[i], a, idx, cos, sin)
   }
 
-  # 5. final layer on the audio and video rows (contiguous from audio_start):
-  #    [shift, scale] of final_adaln(a), indexed by slot; modulate rounds as in a block
+  # 5. final layer on the audio and video rows (contiguous from audio_start): [shift, scale]
+  #    of final_adaln(a), indexed by slot; as §3.5 writes it, the modulate is fp32 math on
+  #    the bf16 norm output with ONE rounding: h = f32(bf16(n * (1 + scale) + shift))
   shift, scale = split(linear(a, final_layer.adaln_proj.weight, final_layer.adaln_proj.bias),
                        2, axis = 1)                                      # 2 x [M, dim]
   live = rows(x, audio_start, audio_rows + video_rows)
   live_slot = rows(slot, audio_start, audio_rows + video_rows)
   n = rms_norm(live, final_layer.norm.weight, eps = 1e-5)
-  h = f32(n * (1.0 + gather(scale, live_slot)) + gather(shift, live_slot))
+  h = f32(bf16(f32(n) * (1.0 + f32(gather(scale, live_slot))) + f32(gather(shift, live_slot))))
   v_audio = linear(rows(h, 0, audio_rows), final_layer.audio_out.weight, final_layer.audio_out.bias)
   v_video = linear(rows(h, audio_rows, video_rows), final_layer.video_out.weight,
                    final_layer.video_out.bias)

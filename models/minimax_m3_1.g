@@ -224,7 +224,8 @@ fn sparse_layer(T: int, x: bf16[T, dim], p: sparse,
 
 # The target model over T rows of one sequence at positions pos0 .. pos0+T-1: returns the final
 # residual x [T, dim], the captured states concat(x_c0, x_c1, x_c2) [T, 3*dim] (outputs of layers
-# capture0..2, kept through a per-layer history) and the updated caches.
+# capture0..2) and the updated caches. Every layer writes its output x into row cap_slot[layer]
+# of a [4, T, dim] buffer: rows 0..2 for the captured layers, row 3 (scratch) for the others.
 fn forward(T: int, tokens: i32[T], pos0: i32[],
            k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
            v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
@@ -236,12 +237,17 @@ fn forward(T: int, tokens: i32[T], pos0: i32[],
   slot = kv_slots(T, pos, pt)
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
   x = gather(embed_tokens.weight, tokens)                              # [T, dim] bf16
-  hist = zeros(bf16, [n_layers, T, dim])                               # x after each layer
+  layer = iota(n = n_layers)
+  is0 = 1 - min(abs(layer - capture0), 1)                              # 1 at layer capture0
+  is1 = 1 - min(abs(layer - capture1), 1)
+  is2 = 1 - min(abs(layer - capture2), 1)
+  cap_slot = is1 + 2 * is2 + 3 * (1 - is0 - is1 - is2)                # [n_layers] i32
+  caps = zeros(bf16, [4, T, dim])
   dense_stack: repeat i in n_dense {
     x, kl, vl = dense_layer(T, x, dense[i], k_cache[i], v_cache[i], pos, slot, pt, cos, sin)
     k_cache = set_index(k_cache, i, kl)
     v_cache = set_index(v_cache, i, vl)
-    hist = set_index(hist, i, x)
+    caps = set_index(caps, cap_slot[i], x)
   }
   sparse_stack: repeat j in n_sparse {
     x, kl, vl, il = sparse_layer(T, x, sparse[j], k_cache[j + n_dense], v_cache[j + n_dense],
@@ -249,9 +255,9 @@ fn forward(T: int, tokens: i32[T], pos0: i32[],
     k_cache = set_index(k_cache, j, kl, offset = n_dense)
     v_cache = set_index(v_cache, j, vl, offset = n_dense)
     ik_cache = set_index(ik_cache, j, il)
-    hist = set_index(hist, j, x, offset = n_dense)
+    caps = set_index(caps, cap_slot[j + n_dense], x)
   }
-  captured = concat(hist[capture0], hist[capture1], hist[capture2], axis = 1)
+  captured = concat(caps[0], caps[1], caps[2], axis = 1)
   return x, captured, k_cache, v_cache, ik_cache
 }
 
@@ -386,7 +392,7 @@ program generate(prompt: i32[prompt_len]) -> (tokens: i32[max_new_tokens]) {
   logits, captured, k_cache, v_cache, ik_cache = prefill(prompt, positions[0], k_cache, v_cache,
                                                          ik_cache)
   token = argmax(logits)                                                 # [1] i32
-  out = set_index(zeros(i32, [max_new_tokens]), positions[0], token[0])
+  out = set_index(zeros(i32, [max_new_tokens]), 0, token[0])
   decode_loop: for k in max_new_tokens - 1 {
     logits, k_cache, v_cache, ik_cache = decode(token, positions[k + prompt_len], k_cache,
                                                 v_cache, ik_cache)

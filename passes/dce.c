@@ -25,7 +25,7 @@ typedef struct {
   bool oom;
 } dce_state;
 
-/* ---- loop-carried slots ------------------------------------------------------------------ */
+/* ---- loop-carried slots ----------------------------------------------------------------- */
 typedef struct {
   unsigned char *live_op; /* by op id: the body op (ancestor in the body) is needed */
   h3_value **stack;
@@ -106,8 +106,8 @@ static void rebuild_loop(dce_state *st, h3_op *loop, const bool *live,
       n_live++;
     }
   h3_builder b = {m, loop->parent, loop, loop->span};
-  h3_op *nl = h3_build_op_typed(&b, H3_OP_LOOP, n_live, carried, loop->n_attrs, loop->attrs,
-                                n_live, types, 1);
+  h3_op *nl = h3_build_op_typed(&b, H3_OP_LOOP, n_live, carried, loop->n_attrs, loop->attrs, n_live,
+                                types, 1);
   if (!nl) {
     st->oom = true;
     goto done;
@@ -159,8 +159,8 @@ done:
 static bool prune_loop(dce_state *st, h3_op *loop) {
   int n = loop->n_results;
   h3_region *body = &loop->regions[0];
-  if (n == 0 || !body->last || body->last->code != H3_OP_YIELD ||
-      body->last->n_operands != n || body->n_args != n + 1)
+  if (n == 0 || !body->last || body->last->code != H3_OP_YIELD || body->last->n_operands != n ||
+      body->n_args != n + 1)
     return false; /* malformed: the verifier reports it */
   bool *live = calloc((size_t)n, sizeof *live);
   mark_state s = {.live_op = calloc((size_t)st->m->next_op_id + 1, 1)};
@@ -184,7 +184,7 @@ done:
   return changed;
 }
 
-/* ---- sweeping -------------------------------------------------------------------------------- */
+/* ---- sweeping --------------------------------------------------------------------------- */
 static bool all_results_unused(const h3_op *op) {
   for (int i = 0; i < op->n_results; i++)
     if (op->results[i]->uses > 0) return false;
@@ -221,8 +221,7 @@ static h3_status dce_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
                   "out of memory in pass 'dce'");
     return H3_ERR;
   }
-  h3_pass_report(ctx, "ops removed: %d, loop-carried values removed: %d", st.removed,
-                 st.pruned);
+  h3_pass_report(ctx, "ops removed: %d, loop-carried values removed: %d", st.removed, st.pruned);
   return H3_OK;
 }
 

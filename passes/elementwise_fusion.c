@@ -40,10 +40,10 @@ typedef struct {
   h3_module *m;
   h3_tier tier;
   int n_groups;
-  h3_region *region;    /* the region of the current group */
-  h3_region_index *ix;  /* index of `region`; NULL when stale */
-  unsigned char *mark;  /* by op id: 1 member, 2 cloned generator */
-  unsigned char *seen;  /* by op id: convexity scratch */
+  h3_region *region;   /* the region of the current group */
+  h3_region_index *ix; /* index of `region`; NULL when stale */
+  unsigned char *mark; /* by op id: 1 member, 2 cloned generator */
+  unsigned char *seen; /* by op id: convexity scratch */
   int mark_cap;
   h3_op **members, **gens, **queue;
   int n_members, n_gens, list_cap;
@@ -65,7 +65,7 @@ static bool in_fused_region(const h3_op *op) {
   return op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED;
 }
 
-/* ---- scratch -------------------------------------------------------------------------- */
+/* ---- scratch ---------------------------------------------------------------------------- */
 static bool reserve(fusion_state *s) {
   int ops = s->m->next_op_id + 1;
   if (ops > s->mark_cap) {
@@ -89,7 +89,7 @@ static bool reserve(fusion_state *s) {
   return true;
 }
 
-/* ---- legality -------------------------------------------------------------------------------- */
+/* ---- legality --------------------------------------------------------------------------- */
 /* True when no path runs from a member through non-members back to a member. Paths only
  * go forward in the region, so the walk stops at the last member's position. */
 static bool group_is_convex(fusion_state *s) {
@@ -142,7 +142,7 @@ static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type 
   return false;
 }
 
-/* ---- the pattern ------------------------------------------------------------------------------- */
+/* ---- the pattern ------------------------------------------------------------------------ */
 static bool group_has_output(const fusion_state *s) {
   for (int i = 0; i < s->n_members; i++) {
     const h3_value *v = s->members[i]->results[0];
@@ -383,8 +383,9 @@ static h3_status fusion_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
                   "out of memory in pass 'elementwise-fusion'");
     st = H3_ERR;
   }
-  if (st == H3_OK) h3_pass_report(ctx, "fused groups: %d (tier %s)", s.n_groups,
-                                  s.tier == H3_TIER_EXACT ? "exact" : "lossless");
+  if (st == H3_OK)
+    h3_pass_report(ctx, "fused groups: %d (tier %s)", s.n_groups,
+                   s.tier == H3_TIER_EXACT ? "exact" : "lossless");
   h3_region_index_free(s.ix);
   free(s.mark);
   free(s.seen);

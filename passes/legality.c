@@ -26,7 +26,7 @@ bool h3_op_is_view(h3_opcode code) {
   return code == H3_OP_RESHAPE || code == H3_OP_SLICE || code == H3_OP_INDEX;
 }
 
-/* ---- purity ------------------------------------------------------------------------------ */
+/* ---- purity ----------------------------------------------------------------------------- */
 static bool region_is_pure(const h3_module *m, const h3_region *r, int depth);
 
 static bool op_is_pure(const h3_module *m, const h3_op *op, int depth) {
@@ -53,7 +53,7 @@ static bool region_is_pure(const h3_module *m, const h3_region *r, int depth) {
 
 bool h3_op_is_pure(const h3_module *m, const h3_op *op) { return op_is_pure(m, op, 0); }
 
-/* ---- regions and dominance --------------------------------------------------------------------- */
+/* ---- regions and dominance -------------------------------------------------------------- */
 h3_region *h3_value_def_region(const h3_value *v) {
   switch (v->kind) {
   case H3_VALUE_RESULT: return v->def ? v->def->parent : NULL;
@@ -103,7 +103,7 @@ bool h3_insertion_point_ok(const h3_op *before, int n, h3_value *const *operands
   return true;
 }
 
-/* ---- users ------------------------------------------------------------------------------------- */
+/* ---- users ------------------------------------------------------------------------------ */
 typedef struct {
   const h3_value *v;
   h3_op **users;
@@ -131,7 +131,7 @@ int h3_value_users(const h3_module *m, const h3_value *v, h3_op **users, int cap
   return s.n;
 }
 
-/* ---- aliasing ------------------------------------------------------------------------------------ */
+/* ---- aliasing --------------------------------------------------------------------------- */
 bool h3_value_is_aliased(const h3_value *v) {
   if (v->kind == H3_VALUE_REGION_ARG && v->region && v->region->parent &&
       v->region->parent->code == H3_OP_LOOP)
@@ -157,7 +157,7 @@ bool h3_value_is_aliased(const h3_value *v) {
   return false;
 }
 
-/* ---- region index ---------------------------------------------------------------------------- */
+/* ---- region index ----------------------------------------------------------------------- */
 struct h3_region_index {
   int n_op_ids, n_value_ids;
   int *pos;        /* by op id, -1 outside the region */

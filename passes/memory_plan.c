@@ -65,7 +65,7 @@ typedef struct {
   bool oom;
 } planner;
 
-/* ---- slots and classes ---------------------------------------------------------------------- */
+/* ---- slots and classes ------------------------------------------------------------------ */
 static int add_slot(planner *p, h3_value *v, int64_t start, int64_t end) {
   if (p->n_slots == p->cap_slots) {
     int cap = p->cap_slots ? 2 * p->cap_slots : 64;
@@ -90,8 +90,7 @@ static int slot_of(const planner *p, const h3_value *v) {
 static bool classes_overlap(const planner *p, int a, int b) {
   for (int i = p->slots[a].cls; i >= 0; i = p->slots[i].next)
     for (int j = p->slots[b].cls; j >= 0; j = p->slots[j].next)
-      if (p->slots[i].start <= p->slots[j].end && p->slots[j].start <= p->slots[i].end)
-        return true;
+      if (p->slots[i].start <= p->slots[j].end && p->slots[j].start <= p->slots[i].end) return true;
   return false;
 }
 
@@ -117,7 +116,7 @@ static bool merge(planner *p, int a, int b, int64_t off, bool force) {
   return true;
 }
 
-/* ---- timeline -------------------------------------------------------------------------------- */
+/* ---- timeline --------------------------------------------------------------------------- */
 /* Byte offset of a view's result inside its source, or -1 when the view is not a
  * contiguous part of it (a slice across an outer dim). */
 static int64_t view_delta(const h3_op *op) {
@@ -199,7 +198,7 @@ static void walk_uses(planner *p, h3_region *r) {
   }
 }
 
-/* ---- sharing --------------------------------------------------------------------------------- */
+/* ---- sharing ---------------------------------------------------------------------------- */
 static void share_loop(planner *p, h3_op *loop) {
   h3_region *body = &loop->regions[0];
   h3_op *yield = body->last;
@@ -227,7 +226,7 @@ static void share_inplace(planner *p, h3_op *op) {
   merge(p, x, y, 0, false);
 }
 
-/* ---- placement ------------------------------------------------------------------------------------ */
+/* ---- placement -------------------------------------------------------------------------- */
 typedef struct {
   int cls;
   int64_t size, first, offset;
@@ -313,7 +312,7 @@ static int64_t peak_bytes(const planner *p, const buffer *b, int n) {
   return peak;
 }
 
-/* ---- one graph -------------------------------------------------------------------------------------- */
+/* ---- one graph -------------------------------------------------------------------------- */
 static int reset_offsets(h3_op *op, void *ctx) {
   (void)ctx;
   for (int i = 0; i < op->n_results; i++) op->results[i]->offset = -1;

@@ -14,7 +14,7 @@
 
 static const h3_span no_span = {0};
 
-/* ---- names --------------------------------------------------------------------------- */
+/* ---- names ------------------------------------------------------------------------------ */
 /* Edit distance (insert, delete, substitute) of two short strings; large for long ones. */
 static int edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
@@ -82,8 +82,7 @@ static void name_list_free(name_list *l) {
 
 /* Splits "a, b,c" into names; reports empty entries. Returns H3_ERR on a syntax error or
  * when out of memory. */
-static h3_status name_list_parse(const char *text, const char *flag, name_list *out,
-                                 h3_diag *d) {
+static h3_status name_list_parse(const char *text, const char *flag, name_list *out, h3_diag *d) {
   out->n = 0;
   out->names = NULL;
   if (!text) return H3_OK;
@@ -128,7 +127,7 @@ static bool name_list_has(const name_list *l, const char *name) {
   return false;
 }
 
-/* ---- the list ------------------------------------------------------------------------------- */
+/* ---- the list --------------------------------------------------------------------------- */
 h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d) {
   h3_status st = H3_OK;
   for (int i = 0; i < n; i++) {
@@ -143,8 +142,8 @@ h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d) {
       if (later)
         snprintf(hint, sizeof hint, "move '%s' before '%s' in --passes", need, list[i]->name);
       else
-        snprintf(hint, sizeof hint, "add '%s' before '%s' in --passes (or stop disabling it)",
-                 need, list[i]->name);
+        snprintf(hint, sizeof hint, "add '%s' before '%s' in --passes (or stop disabling it)", need,
+                 list[i]->name);
       h3_diag_error(d, no_span, hint, "pass '%s' requires pass '%s' to run before it",
                     list[i]->name, need);
       st = H3_ERR;
@@ -163,8 +162,8 @@ static h3_status push(const h3_pass **out, int cap, int *n, const h3_pass *p, h3
   return H3_OK;
 }
 
-h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap,
-                                   int *n, h3_diag *d) {
+h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap, int *n,
+                                   h3_diag *d) {
   *n = 0;
   name_list chosen = {0}, disabled = {0}, printed = {0};
   h3_status st = H3_OK;
@@ -198,24 +197,23 @@ h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out
         char hint[160];
         snprintf(hint, sizeof hint, "add --quality %s, or drop '%s' from --passes",
                  h3_tier_name(p->min_tier), p->name);
-        h3_diag_error(d, no_span, hint, "pass '%s' needs --quality %s or higher (now %s)",
-                      p->name, h3_tier_name(p->min_tier), h3_tier_name(o->tier));
+        h3_diag_error(d, no_span, hint, "pass '%s' needs --quality %s or higher (now %s)", p->name,
+                      h3_tier_name(p->min_tier), h3_tier_name(o->tier));
         st = H3_ERR;
         continue;
       }
       if (name_list_has(&disabled, p->name)) continue;
       if (st == H3_OK && push(out, cap, n, p, d) != H3_OK) st = H3_ERR;
     }
-  } else {
-    bool verify_on = !name_list_has(&disabled, h3_pass_verify.name);
-    if (verify_on && push(out, cap, n, &h3_pass_verify, d) != H3_OK) st = H3_ERR;
+  } else { /* the table (verify comes first), then verify again on the result */
     for (int i = 0; i < h3_pass_count() && st == H3_OK; i++) {
       const h3_pass *p = h3_pass_at(i);
       if (!p->in_default_pipeline || p->min_tier > o->tier) continue;
       if (name_list_has(&disabled, p->name)) continue;
       if (push(out, cap, n, p, d) != H3_OK) st = H3_ERR;
     }
-    if (st == H3_OK && verify_on && push(out, cap, n, &h3_pass_verify, d) != H3_OK)
+    if (st == H3_OK && !name_list_has(&disabled, h3_pass_verify.name) &&
+        push(out, cap, n, &h3_pass_verify, d) != H3_OK)
       st = H3_ERR;
   }
   if (st != H3_OK) goto done;

@@ -17,7 +17,7 @@
 
 static const h3_span no_span = {0};
 
-/* ---- tiers and options -------------------------------------------------------------------- */
+/* ---- tiers and options ------------------------------------------------------------------ */
 static const char *const tier_names[] = {"exact", "lossless", "high"};
 
 const char *h3_tier_name(h3_tier t) {
@@ -43,7 +43,7 @@ h3_pass_options h3_pass_options_default(void) {
   return o;
 }
 
-/* ---- context ------------------------------------------------------------------------------ */
+/* ---- context ---------------------------------------------------------------------------- */
 h3_tier h3_pass_tier(const h3_pass_context *ctx) { return ctx->options->tier; }
 
 void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...) {
@@ -55,7 +55,7 @@ void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...) {
   h3_strbuf_append(&ctx->reports, "\n");
 }
 
-/* ---- op counts ------------------------------------------------------------------------------ */
+/* ---- op counts -------------------------------------------------------------------------- */
 static int count_op(h3_op *op, void *ctx) {
   (void)op;
   (*(int *)ctx)++;
@@ -68,7 +68,7 @@ int h3_pass_count_ops(const h3_module *m) {
   return n;
 }
 
-/* ---- running -------------------------------------------------------------------------------- */
+/* ---- running ---------------------------------------------------------------------------- */
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -102,8 +102,8 @@ static void print_module(FILE *out, const h3_module *m, const char *pass_name) {
 }
 
 /* Runs p on m with ctx; then the verifier (verify_each) and the dump (print_ir_after). */
-static h3_status run_pass(h3_module *m, const h3_pass *p, h3_pass_context *ctx,
-                          double *ms, int *ops_before, int *ops_after, h3_diag *d) {
+static h3_status run_pass(h3_module *m, const h3_pass *p, h3_pass_context *ctx, double *ms,
+                          int *ops_before, int *ops_after, h3_diag *d) {
   const h3_pass_options *o = ctx->options;
   FILE *out = o->dump ? o->dump : stderr;
   ctx->pass = p;
@@ -113,12 +113,11 @@ static h3_status run_pass(h3_module *m, const h3_pass *p, h3_pass_context *ctx,
   *ms = now_ms() - t0;
   *ops_after = h3_pass_count_ops(m);
   if (st == H3_OK && m->oom) {
-    h3_diag_error(d, no_span, "free memory or use a smaller --config",
-                  "out of memory in pass '%s'", p->name);
+    h3_diag_error(d, no_span, "free memory or use a smaller --config", "out of memory in pass '%s'",
+                  p->name);
     st = H3_ERR;
   }
-  if (st == H3_OK && o->verify_each && p != &h3_pass_verify &&
-      h3_verify_module(m, d) != H3_OK) {
+  if (st == H3_OK && o->verify_each && p != &h3_pass_verify && h3_verify_module(m, d) != H3_OK) {
     h3_diag_error(d, no_span, "this is a bug in the pass; --print-ir-after shows its output",
                   "the IR is invalid after pass '%s'", p->name);
     st = H3_ERR;
@@ -132,8 +131,7 @@ static void print_reports(FILE *out, const h3_pass_context *ctx) {
   if (ctx->reports.len > 0 && ctx->reports.data) fputs(ctx->reports.data, out);
 }
 
-h3_status h3_pass_run_one(h3_module *m, const h3_pass *p, const h3_pass_options *o,
-                          h3_diag *d) {
+h3_status h3_pass_run_one(h3_module *m, const h3_pass *p, const h3_pass_options *o, h3_diag *d) {
   h3_pass_context ctx = {.options = o};
   h3_strbuf_init(&ctx.reports);
   double ms;

@@ -1,8 +1,8 @@
 /* registry.c: the one table of h3's passes. The default pipeline of a tier is this table
- * filtered by in_default_pipeline and min_tier, in this order, between two runs of
- * `verify` (see passes.h). Adding a pass = one file with its h3_pass record, one
- * `extern` line in pass_internal.h and one line here, at the place in the pipeline where
- * it must run.
+ * filtered by in_default_pipeline and min_tier, in this order (`verify` first), followed
+ * by a second run of `verify` on the result (see passes.h). Adding a pass = one file
+ * with its h3_pass record, one `extern` line in pass_internal.h and one line here, at
+ * the place in the pipeline where it must run.
  */
 #include "pass_internal.h"
 

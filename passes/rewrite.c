@@ -82,8 +82,7 @@ h3_status h3_rewrite_greedy(h3_module *m, const h3_pattern *patterns, int n, voi
   if (n_rewrites) *n_rewrites = 0;
   if (n > MAX_PATTERNS) {
     h3_diag_error(d, no_span, "split the patterns over several passes",
-                  "too many patterns for one rewrite driver (%d, at most %d)", n,
-                  MAX_PATTERNS);
+                  "too many patterns for one rewrite driver (%d, at most %d)", n, MAX_PATTERNS);
     return H3_ERR;
   }
   /* pattern order: benefit descending, ties in array order (insertion sort is stable) */

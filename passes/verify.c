@@ -13,7 +13,7 @@ const h3_pass h3_pass_verify = {
     .name = "verify",
     .description = "check the IR: SSA dominance, types, use counts, attributes, terminators",
     .min_tier = H3_TIER_EXACT,
-    .in_default_pipeline = false, /* the pipeline brackets itself with verify (passes.h) */
+    .in_default_pipeline = true, /* first in the table; the pipeline also ends with it */
     .requires = {NULL},
     .run = verify_run,
 };

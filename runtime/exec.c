@@ -4,18 +4,23 @@
  * State: one slot per IR value id per graph (tensor = type + device pointer). A value with
  * a planned offset points into its graph's arena; a value with offset -1 gets a buffer of
  * its own on first definition, kept and reused while its size fits (loop bodies redefine
- * the same values every iteration). Graph inputs alias the caller's tensors. Parameters
- * point to the uploaded weights.
+ * the same values every iteration). Graph inputs alias the caller's tensors; parameters
+ * point to the weights (uploaded from a host store, or made on the device by
+ * ext->init_param when no store is given).
+ * Aliasing follows actual pointers, not just offsets: a view (reshape, contiguous slice,
+ * index) the plan put over its source, or left outside the arena, points into its
+ * source's buffer (an `index` adds its dynamic row); an in-place op the plan put over its
+ * first operand writes where that operand is. An output that overlaps any other operand is
+ * computed in a staging buffer and copied afterwards, so a plan that starts an in-place
+ * result right after its operands' last read stays correct.
  * Loops: the carried operands are copied into the region args, the body runs `count`
  * times with the index (arg 0) written before each iteration, the yield's operands are
- * copied back into the args (through staging buffers when a yield operand is another
- * carried arg), and finally the args are copied into the loop results. Copies between
- * equal pointers are skipped, so a memory plan that shares one buffer for a carried value
- * costs nothing. A call runs the callee graph (recursion is an error) and copies its
- * returned tensors into the call's results. A backend with call hooks (h3_backend_ext) may
- * replay a recorded call instead (CUDA graphs); a planned `index` is a view (no copy).
- * Weights are uploaded from a host store, or made on the device (ext->init_param) when
- * no store is given.
+ * copied back into the args (a parallel assignment: staged when a source lies in another
+ * arg's buffer), and finally the args are copied into the loop results. Copies between
+ * equal pointers are skipped, so a plan that shares one buffer per carried value costs
+ * nothing. A call runs the callee graph (recursion is an error) and copies its returned
+ * tensors into the call's results; a backend with call hooks (h3_backend_ext) may replay
+ * a recorded call instead (CUDA graphs).
  */
 #include "h3/op_registry.h"
 #include "h3/runtime.h"
@@ -168,33 +173,93 @@ static h3_status copy_tensor(h3_runtime *rt, const h3_tensor *dst, const h3_tens
 static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int top, h3_diag *d);
 static h3_status run_graph(h3_runtime *rt, gstate *gs, h3_diag *d);
 
-/* A planned `index` is a view: the memory plan gives the result its source's base offset
- * and the runtime adds the dynamic row, (i + offset) * row bytes. */
-static h3_status run_index_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
-  const h3_tensor *x = lookup(rt, gs, op->operands[0], d), *i = lookup(rt, gs, op->operands[1], d);
-  if (!x || !i) return H3_ERR;
+/* Byte offset of a view op's result inside its source when the result is a contiguous
+ * part of it (reshape; slice when every dim before the axis is 1; index: the dynamic
+ * row), or -1. */
+static int64_t view_offset(h3_runtime *rt, gstate *gs, const h3_op *op, const h3_tensor *x,
+                           h3_diag *d, h3_status *st) {
+  const h3_type *t = &x->type;
+  int64_t res_bytes = h3_type_bytes(&op->results[0]->type);
+  *st = H3_OK;
+  if (op->code == H3_OP_RESHAPE) return 0;
+  if (op->code == H3_OP_SLICE) {
+    int64_t axis = h3_op_attr_int(op, "axis", 0);
+    if (axis < 0) axis += t->rank;
+    for (int k = 0; k < axis; k++)
+      if (t->dims[k] != 1) return -1;
+    int64_t len = h3_op_attr_int(op, "len", 1);
+    return len > 0 ? h3_op_attr_int(op, "start", 0) * (res_bytes / len) : -1;
+  }
+  const h3_tensor *i = lookup(rt, gs, op->operands[1], d);
+  if (!i) {
+    *st = H3_ERR;
+    return -1;
+  }
   int64_t i64 = 0;
   int32_t i32 = 0;
-  h3_status st = i->type.dtype == H3_I64 ? rt->b->ops->download(rt->b, &i64, i->data, 8, d)
-                                        : rt->b->ops->download(rt->b, &i32, i->data, 4, d);
-  if (st != H3_OK) return st;
+  *st = i->type.dtype == H3_I64 ? rt->b->ops->download(rt->b, &i64, i->data, 8, d)
+                                : rt->b->ops->download(rt->b, &i32, i->data, 4, d);
+  if (*st != H3_OK) return -1;
   int64_t row = (i->type.dtype == H3_I64 ? i64 : i32) + h3_op_attr_int(op, "offset", 0);
-  if (row < 0 || row >= x->type.dims[0]) {
+  if (row < 0 || row >= t->dims[0]) {
     h3_diag_error(d, op->span, "the index comes from a loop counter or an input value",
-                  "index: row %lld is outside [0, %lld)", (long long)row, (long long)x->type.dims[0]);
-    return H3_ERR;
+                  "index: row %lld is outside [0, %lld)", (long long)row, (long long)t->dims[0]);
+    *st = H3_ERR;
+    return -1;
   }
-  const h3_value *v = op->results[0];
-  gs->slots[v->id].t.type = v->type;
-  gs->slots[v->id].t.data = (char *)x->data + row * h3_type_bytes(&v->type);
-  rt->stats[op->code].count++;
-  return H3_OK;
+  return row * res_bytes;
+}
+
+/* Views without a copy: the result points into its source's actual buffer when the plan
+ * put it over its source (reshape, contiguous slice at the slice's byte delta; index at
+ * the source's base offset, the runtime adding the dynamic row), or when the plan left the
+ * result outside the arena (views of weights and inputs, or a module without a memory
+ * plan). Following the source's actual pointer (not arena + offset) keeps chains of views
+ * of a dynamic `index` right. Returns 0 when op is not such a view (the backend copies). */
+static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, h3_diag *d) {
+  int code = op->code;
+  if ((code != H3_OP_INDEX && code != H3_OP_RESHAPE && code != H3_OP_SLICE) || op->n_results != 1 ||
+      op->n_operands < 1 || (code == H3_OP_INDEX && op->n_operands != 2))
+    return 0;
+  const h3_value *v = op->results[0], *src = op->operands[0];
+  const h3_tensor *x = lookup(rt, gs, src, d);
+  if (!x) {
+    *st = H3_ERR;
+    return 1;
+  }
+  double t0 = rt->b->ops->now(rt->b);
+  int64_t off = view_offset(rt, gs, op, x, d, st);
+  if (*st != H3_OK) return 1;
+  if (off < 0) return 0;
+  /* a planned result is a view only where the plan put it over its source */
+  if (v->offset >= 0 && (src->offset < 0 || v->offset != src->offset + (code == H3_OP_INDEX ? 0 : off)))
+    return 0;
+  record(rt, h3_opcode_name(op->code), kind_name(op->code), t0, rt->b->ops->now(rt->b));
+  slot *s = &gs->slots[v->id];
+  if (s->cap) {
+    rt->b->ops->release(rt->b, s->t.data);
+    rt->act_bytes -= s->cap;
+    s->cap = 0;
+  }
+  s->t.type = v->type;
+  s->t.data = (char *)x->data + off;
+  rt->stats[code].count++;
+  return 1;
+}
+
+static int is_inplace(h3_opcode c) {
+  return c == H3_OP_KV_WRITE || c == H3_OP_SET_INDEX || c == H3_OP_SCATTER_ROWS;
+}
+
+static int overlaps(const h3_tensor *a, const h3_tensor *b) {
+  const char *pa = a->data, *pb = b->data;
+  int64_t na = h3_type_bytes(&a->type), nb = h3_type_bytes(&b->type);
+  return pa && pb && na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
 static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
-  if (op->code == H3_OP_INDEX && op->n_results == 1 && op->n_operands == 2 &&
-      op->results[0]->offset >= 0)
-    return run_index_view(rt, gs, op, d);
+  h3_status vst;
+  if (try_view(rt, gs, op, &vst, d)) return vst;
   h3_tensor in_buf[16], out_buf[8];
   h3_tensor *in = op->n_operands <= 16 ? in_buf : malloc((size_t)op->n_operands * sizeof *in);
   if (!in || op->n_results > 8) {
@@ -212,9 +277,40 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     st = bind(rt, gs, op->results[i], d);
     if (st == H3_OK) out_buf[i] = gs->slots[op->results[i]->id].t;
   }
+  /* an in-place op the plan put over its first operand writes where that operand actually
+     is (which differs from arena + offset when the operand is a view of a dynamic index) */
+  if (st == H3_OK && is_inplace(op->code) && op->results[0]->offset >= 0 && op->results[0]->offset == op->operands[0]->offset) {
+    out_buf[0].data = in[0].data;
+    gs->slots[op->results[0]->id].t.data = in[0].data;
+  }
+  /* an output placed over an operand other than the in-place one (the memory plan lets an
+     in-place result that has its own buffer start after the operands' last read, but the
+     op copies operand 0 into it while still reading the others) is computed in a staging
+     buffer and copied afterwards */
+  h3_tensor staged[8];
+  int n_staged = 0;
+  for (int i = 0; st == H3_OK && i < op->n_results; i++) {
+    int clash = 0;
+    for (int j = 0; j < op->n_operands && !clash; j++)
+      clash = overlaps(&out_buf[i], &in[j]) &&
+              !(i == 0 && j == 0 && out_buf[0].data == in[0].data && is_inplace(op->code));
+    staged[i] = out_buf[i];
+    if (!clash) continue;
+    size_t bytes = (size_t)h3_type_bytes(&out_buf[i].type);
+    out_buf[i].data = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
+    if (!out_buf[i].data) {
+      h3_diag_error(d, op->span, NULL, "out of memory for a staging buffer");
+      st = H3_ERR;
+    }
+    n_staged = i + 1;
+  }
   if (st == H3_OK) {
     double t0 = rt->b->ops->now(rt->b);
     st = rt->b->ops->run_op(rt->b, op, in, op->n_operands, out_buf, op->n_results, d);
+    for (int i = 0; i < n_staged; i++) {
+      if (out_buf[i].data == staged[i].data) continue;
+      if (st == H3_OK) st = copy_tensor(rt, &staged[i], &out_buf[i], d);
+    }
     if (st == H3_OK && rt->opt.trace) st = rt->b->ops->sync(rt->b, d);
     double t1 = rt->b->ops->now(rt->b);
     rt->stats[op->code].count++;
@@ -222,6 +318,8 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     record(rt, h3_op_attr_string(op, "kernel", h3_opcode_name(op->code)), kind_name(op->code),
            t0, t1);
   }
+  for (int i = 0; i < n_staged; i++)
+    if (out_buf[i].data && out_buf[i].data != staged[i].data) rt->b->ops->release(rt->b, out_buf[i].data);
   if (in != in_buf) free(in);
   return st;
 }

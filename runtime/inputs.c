@@ -121,7 +121,7 @@ static h3_status fill_one(const h3_module *m, const h3_graph *g, h3_host_tensor 
       return H3_ERR;
     }
     if (o->prompt_len > 0 && o->prompt_len != n) {
-      h3_diag_error(d, g->span, "recompile the plan with: h3c compile ... --set prompt_len=N",
+      h3_diag_error(d, none, "recompile the plan with: h3c compile ... --set prompt_len=N",
                     "--prompt-len %lld: the plan was compiled for a prompt of %lld tokens "
                     "(input '%s' of graph '%s')",
                     (long long)o->prompt_len, (long long)n, name, g->name);

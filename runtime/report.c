@@ -58,6 +58,7 @@ static void print_on_off(FILE *out, const h3_report *r) {
   h3_module_walk((h3_module *)r->module, count_fused, &fc);
   fprintf(out, "=== what is on ===\n");
   fprintf(out, "  quality tier     : %s\n", r->quality ? r->quality : "(not recorded)");
+  if (r->passes) fprintf(out, "  passes           : %s\n", r->passes);
   int n = fc.exact + fc.lossless + fc.other;
   if (n)
     fprintf(out, "  fused groups     : %d (%d exact: every bf16 rounding kept; %d lossless: fp32 inside)\n",

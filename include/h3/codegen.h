@@ -52,8 +52,8 @@ const char *h3_exec_kind_name(h3_exec_kind k); /* "kernel", "library", ... */
 /* The library or deferred kind recorded in the plan: "cublaslt", "attention", "host",
  * "deferred"; NULL for other exec kinds. */
 const char *h3_codegen_library_kind(const h3_op *op);
-/* True when a slice reads a contiguous range of its source (product of the dims before
- * the axis is 1, or the slice covers whole inner rows): then it is a view. */
+/* True when a slice reads a contiguous range of its source (every dim before the axis
+ * is 1, the memory planner's rule): then it is a view, else a copy kernel. */
 bool h3_codegen_slice_is_contiguous(const h3_op *op);
 
 #define H3_KERNEL_MAX_ARGS 64

@@ -25,7 +25,7 @@
 
 typedef struct {
   const char *attention; /* "cudnn" | "flash" | "reference"; NULL: "cudnn" */
-  bool no_graphs;        /* run graph calls op by op instead of capturing CUDA graphs */
+  bool no_graphs;        /* run graph calls op by op, no CUDA graphs (also H3_CUDA_GRAPHS=0) */
   int device;            /* CUDA device index */
 } h3_cuda_options;
 
@@ -58,6 +58,9 @@ double h3_cuda_gpu_seconds(const h3_backend *b);
 void h3_cuda_reset_gpu_seconds(h3_backend *b);
 /* "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)". */
 const char *h3_cuda_device_name(const h3_backend *b);
+/* Compiles every kernel source of the backend itself (utility, reference and flash
+ * attention, generic linear) with NVRTC through the kernel cache: needs no GPU (CI). */
+h3_status h3_cuda_compile_check(h3_diag *d);
 /* Graph calls replayed from a CUDA graph / captured, since creation. */
 void h3_cuda_graph_counts(const h3_backend *b, int64_t *captured, int64_t *replayed);
 

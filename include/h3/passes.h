@@ -3,9 +3,10 @@
  *
  * A pass is a record (name, description, minimum tier, default-pipeline flag, required
  * passes, run function) in the one table of passes/registry.c. The pipeline that
- * `--quality T` picks is: `verify`, then every registered pass with in_default_pipeline
- * and min_tier <= T in table order, then `verify` again. `--passes a,b,c` runs exactly
- * those passes in that order instead (no implicit verify). `--disable-pass` removes
+ * `--quality T` picks is every registered pass with in_default_pipeline and
+ * min_tier <= T in table order (`verify` is the first), then `verify` again on the
+ * result. `--passes a,b,c` runs exactly those passes in that order instead (no implicit
+ * verify). `--disable-pass` removes
  * passes from either list. A pass whose `requires` entries did not run before it is an
  * error (never auto-added): the message names the missing pass and where to put it.
  *
@@ -20,14 +21,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* ---- quality tiers (spec/accelerations.md §2): cumulative, exact < lossless < high ---- */
+/* ---- quality tiers (spec/accelerations.md §2): cumulative, exact < lossless < high ------ */
 typedef enum { H3_TIER_EXACT, H3_TIER_LOSSLESS, H3_TIER_HIGH } h3_tier;
 
 const char *h3_tier_name(h3_tier t); /* "exact", "lossless", "high" */
 /* Parses a tier name; returns 1 on success, 0 for an unknown name. */
 int h3_tier_parse(const char *s, h3_tier *out);
 
-/* ---- passes --------------------------------------------------------------------------- */
+/* ---- passes ----------------------------------------------------------------------------- */
 typedef struct h3_pass_context h3_pass_context;
 
 #define H3_PASS_MAX_REQUIRES 4
@@ -47,7 +48,7 @@ int h3_pass_count(void);
 const h3_pass *h3_pass_at(int i); /* table order; NULL when out of range */
 const h3_pass *h3_pass_find(const char *name);
 
-/* ---- options --------------------------------------------------------------------------- */
+/* ---- options ---------------------------------------------------------------------------- */
 typedef struct {
   h3_tier tier;               /* --quality, default lossless */
   const char *passes;         /* --passes a,b,c: exactly these, in this order (NULL: pipeline) */
@@ -65,20 +66,19 @@ typedef struct {
 h3_pass_options h3_pass_options_default(void);
 
 /* Resolves the options into the ordered list of passes to run (at most cap entries; the
- * two implicit verify runs of the default pipeline are included). Checks every name
+ * closing verify of the default pipeline is included). Checks every name
  * (unknown names are errors with a nearest-name hint), tier gates of explicitly listed
  * passes, and `requires`. Returns H3_OK and sets *n, or H3_ERR with messages in d. */
-h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap,
-                                   int *n, h3_diag *d);
+h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap, int *n,
+                                   h3_diag *d);
 /* Checks that every pass of list[0..n) finds its `requires` earlier in the list. */
 h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d);
 /* Resolves the options and runs the passes on m, stopping at the first failing pass. */
 h3_status h3_pass_pipeline_run(h3_module *m, const h3_pass_options *o, h3_diag *d);
 /* Runs one pass on m under the given options (no requires check): for tests and tools. */
-h3_status h3_pass_run_one(h3_module *m, const h3_pass *p, const h3_pass_options *o,
-                          h3_diag *d);
+h3_status h3_pass_run_one(h3_module *m, const h3_pass *p, const h3_pass_options *o, h3_diag *d);
 
-/* ---- what a pass sees ------------------------------------------------------------------------ */
+/* ---- what a pass sees ------------------------------------------------------------------- */
 h3_tier h3_pass_tier(const h3_pass_context *ctx);
 /* Records a one-line report ("graph step: arena 1.50 MiB, peak 1.25 MiB"); the pass
  * manager prints it under --time-passes / --report, prefixed with the pass name. */

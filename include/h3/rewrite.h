@@ -45,7 +45,7 @@ void h3_rewriter_notify_new(h3_rewriter *rw, h3_op *op);
 /* Erases op (its results must be unused) and forgets it and its nested ops. */
 void h3_rewriter_erase(h3_rewriter *rw, h3_op *op);
 
-/* ---- legality helpers ----------------------------------------------------------------- */
+/* ---- legality helpers ------------------------------------------------------------------- */
 bool h3_value_has_one_use(const h3_value *v);
 bool h3_values_same_shape(const h3_value *a, const h3_value *b); /* rank and dims */
 /* kv_write, set_index, scatter_rows: the result updates operand 0's buffer in place. */

@@ -95,6 +95,7 @@ h3_status h3_inputs_fill_defaults(const h3_module *m, const h3_graph *g, h3_host
 /* ---- the closing report (runtime/report.c) ------------------------------------------------ */
 typedef struct {
   const char *plan_file, *graph, *backend, *weights, *quality;
+  const char *passes; /* the passes that built the plan, comma-separated, or NULL */
   uint64_t seed;
   int warmup, iterations;
   const double *latency; /* seconds, one per measured iteration */

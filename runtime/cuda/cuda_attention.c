@@ -86,6 +86,8 @@ static const char ref_source[] =
     "H3CU_REF(h3cu_attn_ref_f16, h3_f16)\n"
     "H3CU_REF(h3cu_attn_ref_f32, float)\n";
 
+const char *cu_attention_ref_source(void) { return ref_source; }
+
 static const char *const ref_names[3] = {"h3cu_attn_ref_bf16", "h3cu_attn_ref_f16",
                                          "h3cu_attn_ref_f32"};
 

@@ -48,7 +48,7 @@ bool h3_cuda_available(char *why, size_t why_len) {
   if (e != cudaSuccess || n <= 0) {
     if (why)
       snprintf(why, why_len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
-    cudaGetLastError(); /* clear the sticky-free error state of the runtime */
+    cudaGetLastError(); /* clear the error so that later calls do not see it */
     return false;
   }
   return true;
@@ -274,7 +274,7 @@ static h3_status device_setup(cu_state *s, h3_diag *d) {
   }
   s->sm_count = p.multiProcessorCount;
   s->smem_optin = p.sharedMemPerBlockOptin;
-  snprintf(s->device_name, sizeof s->device_name, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name,
+  snprintf(s->device_name, sizeof s->device_name, "%.120s (sm_%d%d, %d SMs, %.1f GiB)", p.name,
            p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1073741824.0);
   CU_CHECK(d, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "device setup");
   CU_CHECK(d, cudaEventCreate(&s->ev_start), "device setup");
@@ -310,7 +310,8 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   s->b = b;
   s->device = co ? co->device : 0;
   s->attention = att;
-  s->no_graphs = co && co->no_graphs;
+  const char *env = getenv("H3_CUDA_GRAPHS");
+  s->no_graphs = (co && co->no_graphs) || (env && !strcmp(env, "0"));
   h3_arena_init(&s->arena);
   if (device_setup(s, d) != H3_OK || cu_gemm_init(s, d) != H3_OK) {
     cuda_destroy(b);

@@ -143,6 +143,14 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
 void cu_kernels_free(cu_state *s);
 
 /* ---- the backend's own kernels (cuda_util.c) -------------------------------------------- */
+/* Their CUDA C (the prelude is prepended at compile time), for h3_cuda_compile_check. */
+const char *cu_util_source(void);
+const char *cu_attention_ref_source(void);
+const char *cu_flash_source(void);
+/* Writes the generic linear kernel `name` for one dtype combination (bias: H3_DTYPE_COUNT
+ * for none); the result is what cu_linear_generic compiles. */
+void cu_linear_source(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w, h3_dtype bias,
+                      h3_dtype y);
 h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const h3_tensor *i,
                         const h3_tensor *out, h3_diag *d);
 /* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) with fp32 products and sums, k ascending,
@@ -179,6 +187,8 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in,
 h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d);
 bool cu_flash_supports(const cu_att_seg *a);
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d);
+/* Warps per block of the flash kernel: H3_FLASH_WARPS (4 or 8), default 4. */
+int cu_flash_warps(void);
 bool cu_cudnn_supports(const cu_att_seg *a);
 /* Builds (once per shape) and runs cuDNN's fused SDPA. When cuDNN cannot build a plan for
  * the shape it warns (once) and sets *fallback: nothing ran, the caller runs another one. */

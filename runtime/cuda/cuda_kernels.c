@@ -166,8 +166,9 @@ static cu_kernel *add_kernel(cu_state *s, cudaLibrary_t lib, const char *name, c
   return ck;
 }
 
-static h3_status nvrtc(cu_state *s, const char *label, const char *source, bool exact,
-                       h3_nvrtc_job *job, h3_diag *d) {
+static h3_status nvrtc(const h3_kernel_cache *cache, const char *label, const char *source,
+                       bool exact, h3_nvrtc_job *job, h3_diag *d) {
+  memset(job, 0, sizeof *job);
   const char *prelude = h3_codegen_prelude();
   size_t np = prelude ? strlen(prelude) : 0, ns = strlen(source);
   char *tu = malloc(np + ns + 2);
@@ -179,12 +180,11 @@ static h3_status nvrtc(cu_state *s, const char *label, const char *source, bool 
   memcpy(tu, prelude, np);
   tu[np] = '\n';
   memcpy(tu + np + 1, source, ns + 1);
-  memset(job, 0, sizeof *job);
   job->label = label;
   job->source = tu;
   job->n_options = exact ? 3 : 2;
   job->options = exact ? tu_options_exact : tu_options_lossless;
-  h3_status st = h3_nvrtc_compile(job, 1, &s->cache, 1, d);
+  h3_status st = h3_nvrtc_compile(job, 1, cache, 1, d);
   free(tu);
   job->source = NULL;
   return st;
@@ -193,7 +193,7 @@ static h3_status nvrtc(cu_state *s, const char *label, const char *source, bool 
 h3_status cu_compile_tu(cu_state *s, const char *label, const char *source, bool exact, int n,
                         const char *const *names, cu_kernel **out, h3_diag *d) {
   h3_nvrtc_job job;
-  if (nvrtc(s, label, source, exact, &job, d) != H3_OK) {
+  if (nvrtc(&s->cache, label, source, exact, &job, d) != H3_OK) {
     h3_nvrtc_job_free(&job);
     return H3_ERR;
   }
@@ -224,6 +224,34 @@ h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], cons
   CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, g, bl, args, (size_t)shared, s->stream), k->name);
   CU_CHECK(d, cudaGetLastError(), k->name);
   return H3_OK;
+}
+
+/* ---- compiling without a GPU ------------------------------------------------------------- */
+h3_status h3_cuda_compile_check(h3_diag *d) {
+  h3_kernel_cache cache;
+  h3_kernel_cache_init(&cache, d);
+  static const h3_dtype combos[][4] = {
+      {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
+      {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
+  char lin[4][4096];
+  const char *label[7] = {"the utility kernels", "the reference attention kernels",
+                          "the flash attention kernel"};
+  const char *src[7] = {cu_util_source(), cu_attention_ref_source(), cu_flash_source()};
+  bool exact[7] = {true, true, false};
+  for (int i = 0; i < 4; i++) {
+    cu_linear_source(lin[i], sizeof lin[i], "h3cu_linear_check", combos[i][0], combos[i][1],
+                     combos[i][2], combos[i][3]);
+    label[3 + i] = "a generic linear kernel";
+    src[3 + i] = lin[i];
+    exact[3 + i] = true;
+  }
+  h3_status st = H3_OK;
+  for (int i = 0; i < 7; i++) {
+    h3_nvrtc_job job;
+    if (nvrtc(&cache, label[i], src[i], exact[i], &job, d) != H3_OK) st = H3_ERR;
+    h3_nvrtc_job_free(&job);
+  }
+  return st;
 }
 
 /* ---- plans -------------------------------------------------------------------------------- */
@@ -283,7 +311,7 @@ static cu_kernel *jit_kernel(cu_state *s, const h3_op *op, h3_diag *d) {
   h3_nvrtc_job job;
   char label[160];
   snprintf(label, sizeof label, "kernel %s", k.name);
-  if (nvrtc(s, label, k.source, strcmp(k.tier, "lossless") != 0, &job, d) != H3_OK) {
+  if (nvrtc(&s->cache, label, k.source, strcmp(k.tier, "lossless") != 0, &job, d) != H3_OK) {
     h3_nvrtc_job_free(&job);
     return NULL;
   }

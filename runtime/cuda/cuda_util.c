@@ -60,6 +60,8 @@ static const char util_source[] =
     "  }\n"
     "}\n";
 
+const char *cu_util_source(void) { return util_source; }
+
 enum { UTIL_INDEX, UTIL_FILL, UTIL_N };
 static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_random"};
 
@@ -179,10 +181,16 @@ static const char linear_template[] =
     "    }\n"
     "}\n";
 
+void cu_linear_source(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w, h3_dtype bias,
+                      h3_dtype y) {
+  snprintf(buf, len, linear_template, name, ctype(x), ctype(w),
+           ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), ctype(y));
+}
+
 h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,
                             const h3_tensor *out, h3_diag *d) {
   h3_dtype tx = in[0].type.dtype, tw = in[1].type.dtype, ty = out[0].type.dtype;
-  h3_dtype tb = n_in > 2 ? in[2].type.dtype : H3_F32;
+  h3_dtype tb = n_in > 2 ? in[2].type.dtype : H3_DTYPE_COUNT;
   char name[96];
   snprintf(name, sizeof name, "h3cu_linear_%s_%s_%s_%s", h3_dtype_name(tx), h3_dtype_name(tw),
            n_in > 2 ? h3_dtype_name(tb) : "nobias", h3_dtype_name(ty));
@@ -190,7 +198,7 @@ h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, i
   if (k && !k->fn) return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
   if (!k) {
     char src[sizeof linear_template + 256];
-    snprintf(src, sizeof src, linear_template, name, ctype(tx), ctype(tw), ctype(tb), ctype(ty));
+    cu_linear_source(src, sizeof src, name, tx, tw, tb, ty);
     const char *names[1] = {name};
     if (cu_compile_tu(s, name, src, true, 1, names, &k, d) != H3_OK) return H3_ERR;
   }

@@ -37,12 +37,13 @@ def compile_plan(a, model, out, sets=()):
         sys.exit(f"cannot compile {model}")
 
 
-def case(a, name, args, rc_want, pieces, out=None):
+def case(a, name, args, rc_want, pieces, with_out=True):
+    """with_out: append --out FILE (the file must not appear); False when args must end the line."""
     cases[0] += 1
-    out = out or os.path.join(a.work, "out_" + name + ".safetensors")
+    out = os.path.join(a.work, "out_" + name + ".safetensors")
     if os.path.exists(out):
         os.remove(out)
-    rc, _, err = run([a.h3exec] + args + ["--out", out])
+    rc, _, err = run([a.h3exec] + args + (["--out", out] if with_out else []))
     problems = []
     if rc < 0:
         problems.append(f"killed by signal {-rc}")
@@ -100,7 +101,8 @@ def main():
     case(a, "flag_seed_text", [h3, "--seed", "abc"], 2, ["--seed expects an integer", "'abc'"])
     case(a, "flag_backend", [h3, "--backend", "tpu"], 2, ["--backend must be cpu, cuda or auto", "'tpu'"])
     case(a, "flag_iterations_zero", [h3, "--iterations", "0"], 2, ["--iterations expects an integer in [1,"])
-    case(a, "flag_missing_value", [h3, "--weights"], 2, ["--weights needs a value"])
+    case(a, "flag_missing_value", [h3, "--out", W("x.safetensors"), "--weights"], 2, ["--weights needs a value"],
+         with_out=False)
     case(a, "flag_two_plans", [h3, h3], 2, ["more than one plan given"])
     case(a, "flag_prompt_both", [m31, "--prompt", W("p.txt"), "--prompt-len", "20"], 2,
          ["--prompt and --prompt-len exclude each other"])

@@ -19,6 +19,7 @@ import time
 sys.dont_write_bytecode = True
 try:
     import numpy as np
+    from safetensors import safe_open
     from safetensors.numpy import load_file
 except ImportError:
     print("numpy or safetensors missing: skipped")
@@ -75,11 +76,16 @@ def main():
                                   f"{graph} vs reference (rel L2 <= 2e-2)")
             print(text.strip())
             check(ok_cmp, f"{graph} agrees with the numpy reference")
-        if ok:
-            t = load_file(out)  # Python's safetensors reads h3exec's output
-            want = {"step": {"v_video": (40, 12), "v_audio": (6, 8)}, "text": {"text": (8, 64)}}[graph]
-            check({k: v.shape for k, v in t.items()} == want, f"{graph} output loads with safetensors: "
-                  f"{ {k: (v.dtype.name, v.shape) for k, v in t.items()} }")
+        if ok:  # Python's safetensors reads h3exec's output (numpy has no bf16: shapes via safe_open)
+            with safe_open(out, framework="numpy") as f:
+                got = {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+            want = {"step": {"v_video": ("F32", (40, 12)), "v_audio": ("F32", (6, 8))},
+                    "text": {"text": ("BF16", (8, 64))}}[graph]
+            check(got == want, f"{graph} output opens with safetensors: {got}")
+            if graph == "step":
+                v = load_file(out)
+                check(all(x.dtype == np.float32 and np.isfinite(x).all() for x in v.values()),
+                      "step output loads with safetensors.numpy")
 
     # ---- H3 sample: determinism and wall time --------------------------------------------------
     s1, s2 = W("sample1.safetensors"), W("sample2.safetensors")

@@ -1,7 +1,8 @@
 /* test_exec.c: the graph executor (runtime/exec.c) on hand-written IR: a program whose
  * loop calls a graph, swaps carried values and indexes a table with the loop counter,
  * run without and with the memory plan (outputs must equal an independent computation
- * bitwise both ways), progress and statistics, repeatability, and a runtime error. */
+ * bitwise both ways), progress, statistics and trace events, runtime errors, aliasing
+ * through dynamic index views and overlapping placements, backend selection. */
 #include "h3/passes.h"
 #include "h3/runtime.h"
 
@@ -171,6 +172,67 @@ static void test_index_error(void) {
   h3_diag_free(&d);
 }
 
+/* Hand-placed offsets (no planner): a chain over a dynamic `index` view (an in-place
+ * kv_write the plan put over the view, a reshape of its result, a set_index back) must
+ * touch the indexed row, not the arena offset of the source's base; and an in-place result
+ * with its own buffer placed over another operand (x*x) must still read that operand. */
+static const char *alias_text =
+    "module @t config \"tiny\" {\n"
+    "  graph @g(%cache: f32[2, 2, 2, 2], %x: f32[2, 2], %slot: i32[2]) -> (big: f32[2, 2, 2, 2], r: f32[8], kv2: f32[2, 2, 2])"
+    " attrs {arena_bytes = 1024} {\n"
+    "    %i = const() {value = 1.0, dtype = i32} : i32[] at 768\n"
+    "    %big = add(%cache, %cache) : f32[2, 2, 2, 2] at 0\n"
+    "    %row = index(%big, %i) : f32[2, 2, 2] at 0\n"
+    "    %xx = mul(%x, %x) : f32[2, 2] at 256\n"
+    "    %kv = kv_write(%row, %xx, %slot) : f32[2, 2, 2] at 0\n"
+    "    %r = reshape(%kv) {shape = [8]} : f32[8] at 0\n"
+    "    %big2 = set_index(%big, %i, %kv) : f32[2, 2, 2, 2] at 0\n"
+    "    %z = const() {value = 0.0, dtype = i32} : i32[] at 832\n"
+    "    %c0 = index(%cache, %z) : f32[2, 2, 2]\n"
+    "    %y = mul(%x, %x) : f32[2, 2] at 512\n"
+    "    %kv2 = kv_write(%c0, %y, %slot) : f32[2, 2, 2] at 512\n"
+    "    return %big2, %r, %kv2\n"
+    "  }\n"
+    "}\n";
+
+static void test_aliasing(void) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = parse(alias_text, &d);
+  h3_backend *b = h3_backend_cpu_new(NULL, &d);
+  h3_weights *w = h3_weights_random(m, 0, &d);
+  h3_runtime *rt = h3_runtime_new(m, b, w, NULL, &d);
+  const h3_graph *g = h3_module_graph(m, "g");
+  float cache[16], x[4] = {1.5f, -2.0f, 3.0f, 0.5f};
+  int32_t slot[2] = {3, 0};
+  for (int i = 0; i < 16; i++) cache[i] = 0.25f * (float)i - 1.0f;
+  h3_host_tensor in[3] = {{"cache", g->inputs[0]->type, cache, 64}, {"x", g->inputs[1]->type, x, 16},
+                          {"slot", g->inputs[2]->type, slot, 8}};
+  h3_host_tensor out[3];
+  CHECK(h3_runtime_run(rt, g, in, out, &d) == H3_OK, "run");
+  h3_diag_print(&d, stderr);
+  float big[16], kv[8], kv2[8];
+  for (int i = 0; i < 16; i++) big[i] = cache[i] + cache[i];
+  for (int i = 0; i < 8; i++) kv[i] = big[8 + i], kv2[i] = cache[i];
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < 2; k++) {
+      kv[slot[t] * 2 + k] = x[t * 2 + k] * x[t * 2 + k];
+      kv2[slot[t] * 2 + k] = x[t * 2 + k] * x[t * 2 + k];
+    }
+  for (int i = 0; i < 8; i++) big[8 + i] = kv[i];
+  if (!d.errors) {
+    CHECK(memcmp(out[0].data, big, 64) == 0, "set_index over the indexed row");
+    CHECK(memcmp(out[1].data, kv, 32) == 0, "reshape of the in-place kv_write over an index view");
+    CHECK(memcmp(out[2].data, kv2, 32) == 0, "kv_write placed over its other operand");
+    for (int i = 0; i < 3; i++) free(out[i].data);
+  }
+  h3_runtime_free(rt);
+  h3_weights_free(w);
+  h3_backend_free(b);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
 static void test_backend_names(void) {
   h3_diag d;
   h3_diag_init(&d);
@@ -199,6 +261,7 @@ static void test_percentiles(void) {
 int main(void) {
   test_program();
   test_index_error();
+  test_aliasing();
   test_backend_names();
   test_percentiles();
   if (failures) {

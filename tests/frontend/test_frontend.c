@@ -347,7 +347,35 @@ static void test_spans(void) {
   h3_module_free(m);
 }
 
+/* h3_frontend_load of a missing file: one error naming it, no crash. */
+static void test_load_missing(void) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_frontend_load("/nonexistent/dir/model.g", NULL, &d);
+  CHECK(!m && d.errors == 1 && d.head && strstr(d.head->message, "cannot read /nonexistent/dir/model.g"));
+  h3_diag_free(&d);
+}
+
+/* A field of the group itself is the whole stacked parameter. */
+static void test_whole_group(void) {
+  const char *src =
+      "model w\n"
+      "config c { layers = 3, d = 4 }\n"
+      "params blocks[layers] { norm.weight : f32[d] }\n"
+      "graph g() -> (y: f32[layers, d]) {\n"
+      "  return blocks.norm.weight * 1.0\n"
+      "}\n";
+  h3_module *m = compile(src);
+  CHECK(m);
+  if (!m) return;
+  h3_op *mul = first_op(&h3_module_graph(m, "g")->body, H3_OP_MUL);
+  CHECK(mul && mul->operands[0] == h3_module_param(m, "blocks.{}.norm.weight")->value);
+  h3_module_free(m);
+}
+
 int main(void) {
+  test_load_missing();
+  test_whole_group();
   test_repeat_stack();
   test_loop_carry_and_exprs();
   test_groups();

@@ -144,6 +144,17 @@ static void test_uses_and_rewrites(void) {
   h3_op *inner = build(&bb, H3_OP_ADD, 2, cy, 0, NULL);
   h3_op *yl = build(&bb, H3_OP_YIELD, 1, inner->results, 0, NULL);
   CHECK(yl && yl->n_results == 0 && y->uses == 5 && inner->results[0]->uses == 1);
+  /* replacing reaches uses nested in later regions, and back again */
+  h3_value_replace_all_uses(m, y, x);
+  CHECK(y->uses == 0 && x->uses == 5 && inner->operands[1] == x && ng->operands[0] == x);
+  h3_value_replace_all_uses(m, x, y);
+  CHECK(x->uses == 0 && y->uses == 5 && inner->operands[1] == y);
+  /* a region arg's uses are inside its region */
+  h3_value *c2 = h3_region_add_arg(m, body, r0->type, "c2", S0);
+  h3_value_replace_all_uses(m, c, c2);
+  CHECK(c->uses == 0 && c2->uses == 1 && inner->operands[0] == c2);
+  h3_value_replace_all_uses(m, c2, c);
+  body->n_args--; /* drop the extra arg again */
   h3_op *ret = build(&b, H3_OP_RETURN, 1, loop->results, 0, NULL);
   h3_graph_add_output(m, g, "out");
   h3_diag d;

@@ -186,11 +186,13 @@ static void test_files(void) {
   snprintf(bad, sizeof bad, "%s/missing/dir/x", path);
   CHECK(h3_write_file_atomic(bad, data, 10, &d) == H3_ERR);
   CHECK(h3_read_file(bad, &got, &d) == NULL);
-  CHECK(d.errors == 2);
+  CHECK(h3_read_file(path, &got, &d) == NULL); /* a folder */
+  CHECK(d.errors == 3);
   char *t = diag_text(&d);
   CHECK_HAS(t, "h3: error: cannot write ");
   CHECK_HAS(t, "h3: error: cannot read ");
   CHECK_HAS(t, "No such file or directory");
+  CHECK_HAS(t, "Is a directory");
   free(t);
   unlink(file);
   rmdir(path);

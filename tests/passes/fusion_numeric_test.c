@@ -27,17 +27,17 @@
 #define TABLE 10
 
 static int failures;
-#define CHECK(c, ...)                                                                      \
-  do {                                                                                     \
-    if (!(c)) {                                                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-      fprintf(stderr, __VA_ARGS__);                                                        \
-      fputc('\n', stderr);                                                                 \
-      failures++;                                                                          \
-    }                                                                                      \
+#define CHECK(c, ...)                                                                              \
+  do {                                                                                             \
+    if (!(c)) {                                                                                    \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
   } while (0)
 
-/* ---- the graph --------------------------------------------------------------------------- */
+/* ---- the graph -------------------------------------------------------------------------- */
 static h3_value *op1(h3_builder *b, h3_opcode code, h3_value *x, h3_diag *d) {
   h3_op *op = h3_build_op(b, code, 1, &x, 0, NULL, 0, d);
   return op ? op->results[0] : NULL;
@@ -82,7 +82,7 @@ static h3_module *build(h3_diag *d) {
   return m;
 }
 
-/* ---- the reference evaluator --------------------------------------------------------------- */
+/* ---- the reference evaluator ------------------------------------------------------------ */
 typedef struct {
   h3_type type;
   float *data; /* numel floats; i32 values are stored exactly */
@@ -194,7 +194,8 @@ static void free_env(env *e, tensor *inputs, int n_in) {
     bool input = false;
     for (int j = 0; j < n_in; j++) input |= e->by_id[i].data == inputs[j].data;
     bool fused_arg_alias = false; /* region args share their operand's data */
-    for (int j = 0; j < i && !fused_arg_alias; j++) fused_arg_alias = e->by_id[j].data == e->by_id[i].data;
+    for (int j = 0; j < i && !fused_arg_alias; j++)
+      fused_arg_alias = e->by_id[j].data == e->by_id[i].data;
     if (!input && !fused_arg_alias) free(e->by_id[i].data);
   }
   free(e->by_id);
@@ -216,7 +217,7 @@ static int run_graph(h3_module *m, tensor *inputs, bool round_ops, float *out0, 
   return rc;
 }
 
-/* ---- checks --------------------------------------------------------------------------------- */
+/* ---- checks ----------------------------------------------------------------------------- */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float uniform(void) { /* xorshift64*, in [-1, 1) */
   rng_state ^= rng_state >> 12;
@@ -291,8 +292,10 @@ int main(void) {
     for (int i = 0; i < TABLE * DIM; i++) tbl[i] = h3_bf16_round(uniform());
     for (int i = 0; i < ROWS; i++) idx[i] = (float)(int)((uniform() + 1.0f) * 0.5f * TABLE);
     h3_graph *g = plain->graphs[0];
-    tensor in[4] = {{g->inputs[0]->type, x}, {g->inputs[1]->type, w},
-                    {g->inputs[2]->type, tbl}, {g->inputs[3]->type, idx}};
+    tensor in[4] = {{g->inputs[0]->type, x},
+                    {g->inputs[1]->type, w},
+                    {g->inputs[2]->type, tbl},
+                    {g->inputs[3]->type, idx}};
     CHECK(run_graph(plain, in, true, u0, u1) == 0, "eval unfused");
     CHECK(run_graph(plain, in, false, r0, r1) == 0, "eval unrounded");
     CHECK(run_graph(exact, in, true, e0, e1) == 0, "eval exact");
@@ -314,12 +317,13 @@ int main(void) {
           "trial %d: lossless error rms %.3g max %.3g vs exact rms %.3g max %.3g", trial, rms_l,
           max_l, rms_e, max_e);
     if (trial == 0)
-      printf("trial 0: error vs fp32: exact rms %.3g max %.3g, lossless rms %.3g max %.3g\n",
-             rms_e, max_e, rms_l, max_l);
+      printf("trial 0: error vs fp32: exact rms %.3g max %.3g, lossless rms %.3g max %.3g\n", rms_e,
+             max_e, rms_l, max_l);
   }
   CHECK(differ > 0, "lossless fusion never differs from the unfused rounding chain");
   CHECK(worst <= 1.0 / 32, "lossless differs from exact by %.3g relative (more than 2^-5)", worst);
-  printf("lossless: %ld elements differ from exact, worst relative difference %.3g\n", differ, worst);
+  printf("lossless: %ld elements differ from exact, worst relative difference %.3g\n", differ,
+         worst);
   h3_module_free(plain);
   h3_module_free(exact);
   h3_module_free(lossless);

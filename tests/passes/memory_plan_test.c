@@ -9,8 +9,9 @@
  * A plan that lets a write clobber a value still needed fails a check.
  *
  * Cases: a chain (reuse must bring the arena to two buffers, well below the sum of all
- * values), loop-carried aliasing, a copy-back slot and a swap of two slots, in-place updates with and without a later reader,
- * views, and 40 random graphs with loops, views and in-place ops.
+ * values), loop-carried aliasing, a copy-back slot and a swap of two slots, in-place
+ * updates with and without a later reader, views, and 40 random graphs with loops,
+ * views and in-place ops. With IR files as arguments, it checks their plans instead.
  */
 #include "h3/op_registry.h"
 #include "h3/passes.h"
@@ -20,24 +21,24 @@
 #include <string.h>
 
 static int failures;
-#define CHECK(c, ...)                                                                      \
-  do {                                                                                     \
-    if (!(c)) {                                                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-      fprintf(stderr, __VA_ARGS__);                                                        \
-      fputc('\n', stderr);                                                                 \
-      failures++;                                                                          \
-    }                                                                                      \
+#define CHECK(c, ...)                                                                              \
+  do {                                                                                             \
+    if (!(c)) {                                                                                    \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
   } while (0)
 
 static const h3_span sp = {0};
 
 /* ---- the simulator ---------------------------------------------------------------------- */
 typedef struct {
-  int *bytes;        /* tag per arena byte */
+  int *bytes; /* tag per arena byte */
   int64_t arena;
-  int *tag;          /* by value id: the tag its bytes must hold */
-  int64_t *lo, *hi;  /* by value id: the bytes a read checks */
+  int *tag;         /* by value id: the tag its bytes must hold */
+  int64_t *lo, *hi; /* by value id: the bytes a read checks */
   int next_tag;
   const char *what;
   int errors;
@@ -136,10 +137,14 @@ static int64_t plan_and_simulate(h3_module *m, const char *what) {
     CHECK(a && p && p->i <= a->i, "%s: arena_bytes/peak_bytes missing or peak > arena", what);
     if (!a) continue;
     if (g == 0) arena0 = a->i;
-    sim s = {calloc((size_t)a->i + 1, sizeof(int)), a->i,
+    sim s = {calloc((size_t)a->i + 1, sizeof(int)),
+             a->i,
              calloc((size_t)m->next_value_id, sizeof(int)),
              calloc((size_t)m->next_value_id, sizeof(int64_t)),
-             calloc((size_t)m->next_value_id, sizeof(int64_t)), 0, what, 0};
+             calloc((size_t)m->next_value_id, sizeof(int64_t)),
+             0,
+             what,
+             0};
     if (!s.bytes || !s.tag || !s.lo || !s.hi) {
       CHECK(0, "out of memory");
       return -1;
@@ -156,7 +161,7 @@ static int64_t plan_and_simulate(h3_module *m, const char *what) {
   return arena0;
 }
 
-/* ---- building ----------------------------------------------------------------------------- */
+/* ---- building --------------------------------------------------------------------------- */
 static h3_value *build(h3_builder *b, h3_opcode code, int n, h3_value **in, int n_attrs,
                        const h3_attr *attrs) {
   h3_diag d;
@@ -167,7 +172,9 @@ static h3_value *build(h3_builder *b, h3_opcode code, int n, h3_value **in, int 
   return op ? op->results[0] : NULL;
 }
 
-static h3_value *un(h3_builder *b, h3_opcode code, h3_value *x) { return build(b, code, 1, &x, 0, NULL); }
+static h3_value *un(h3_builder *b, h3_opcode code, h3_value *x) {
+  return build(b, code, 1, &x, 0, NULL);
+}
 
 static h3_value *bin(h3_builder *b, h3_opcode code, h3_value *x, h3_value *y) {
   h3_value *in[2] = {x, y};
@@ -199,7 +206,7 @@ static h3_op *make_loop(h3_builder *b, h3_value *init, int64_t count, body_fn fn
   return loop;
 }
 
-/* ---- fixed cases ------------------------------------------------------------------------------ */
+/* ---- fixed cases ------------------------------------------------------------------------ */
 static void test_chain(void) {
   h3_module *m = h3_module_new("chain", "test");
   h3_graph *g = h3_module_add_graph(m, "g", H3_GRAPH_FUNCTION, sp);
@@ -240,8 +247,7 @@ static void test_loop_carried(void) {
   h3_region *body = &loop->regions[0];
   h3_value *yielded = body->last->operands[0];
   int64_t off = loop->results[0]->offset;
-  CHECK(off >= 0 && body->args[1]->offset == off && yielded->offset == off &&
-            init->offset == off,
+  CHECK(off >= 0 && body->args[1]->offset == off && yielded->offset == off && init->offset == off,
         "loop slot: input %lld arg %lld yield %lld result %lld should share one buffer",
         (long long)init->offset, (long long)body->args[1]->offset, (long long)yielded->offset,
         (long long)off);
@@ -266,7 +272,8 @@ static void test_loop_two_slots(bool swap) {
   h3_op *loop = h3_build_op_typed(&b, H3_OP_LOOP, 2, init, 1, &a, 2, types, 1);
   h3_region *body = &loop->regions[0];
   h3_region_add_arg(m, body, h3_type_make(H3_I32, 0, NULL), "i", sp);
-  h3_value *av = h3_region_add_arg(m, body, t, "a", sp), *sv = h3_region_add_arg(m, body, t, "s", sp);
+  h3_value *av = h3_region_add_arg(m, body, t, "a", sp),
+           *sv = h3_region_add_arg(m, body, t, "s", sp);
   h3_builder bb = {m, body, NULL, sp};
   h3_value *a2 = un(&bb, H3_OP_EXP, av), *s2 = bin(&bb, H3_OP_ADD, sv, av);
   h3_value *y[2] = {swap ? s2 : a2, swap ? a2 : s2};
@@ -300,9 +307,11 @@ static void test_inplace_and_views(bool read_after) {
   h3_value *flat = build(&b, H3_OP_RESHAPE, 1, &upd, 1, &rs);
   h3_attr s0[3] = {h3_attr_int(m, "axis", 0), h3_attr_int(m, "start", 2), h3_attr_int(m, "len", 3)};
   h3_value *rows = build(&b, H3_OP_SLICE, 1, &upd, 3, s0);
-  h3_attr s1[3] = {h3_attr_int(m, "axis", 1), h3_attr_int(m, "start", 0), h3_attr_int(m, "len", 16)};
+  h3_attr s1[3] = {h3_attr_int(m, "axis", 1), h3_attr_int(m, "start", 0),
+                   h3_attr_int(m, "len", 16)};
   h3_value *cols = build(&b, H3_OP_SLICE, 1, &upd, 3, s1);
-  h3_value *f2 = un(&b, H3_OP_EXP, flat), *r2 = un(&b, H3_OP_EXP, rows), *c2 = un(&b, H3_OP_EXP, cols);
+  h3_value *f2 = un(&b, H3_OP_EXP, flat), *r2 = un(&b, H3_OP_EXP, rows),
+           *c2 = un(&b, H3_OP_EXP, cols);
   h3_value *all[5] = {outs[0], f2, r2, c2, outs[1]};
   finish(m, g, &b, n_out + 3, all);
   const char *what = read_after ? "in-place with a later reader" : "in-place";
@@ -313,14 +322,14 @@ static void test_inplace_and_views(bool read_after) {
     CHECK(upd->offset == cache->offset, "%s: the update should reuse the dying cache", what);
   CHECK(flat->offset == upd->offset, "%s: reshape is a view", what);
   CHECK(rows->offset == upd->offset + 2 * 64 * 4, "%s: a row slice is a view at +512", what);
-  CHECK(cols->offset % 256 == 0 && (cols->offset >= upd->offset + 8 * 64 * 4 ||
-                                    cols->offset + 8 * 16 * 4 <= upd->offset),
+  CHECK(cols->offset % 256 == 0 &&
+            (cols->offset >= upd->offset + 8 * 64 * 4 || cols->offset + 8 * 16 * 4 <= upd->offset),
         "%s: a column slice needs its own buffer", what);
   CHECK(x->offset == -1 && r->offset == -1, "%s: graph inputs are not in the arena", what);
   h3_module_free(m);
 }
 
-/* ---- random graphs ------------------------------------------------------------------------------ */
+/* ---- random graphs ---------------------------------------------------------------------- */
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static int rnd(int n) {
   rng ^= rng >> 12;
@@ -399,7 +408,35 @@ static void test_random(int seed) {
   h3_module_free(m);
 }
 
-int main(void) {
+/* Runs the default pipeline on an IR text file, then the simulator on every graph. */
+static void test_file(const char *path) {
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  h3_pass_options o = h3_pass_options_default();
+  o.verify_each = true;
+  o.disabled = "memory-plan"; /* plan_and_simulate runs it */
+  if (!m || h3_pass_pipeline_run(m, &o, &d) != H3_OK) {
+    h3_diag_print(&d, stderr);
+    CHECK(0, "%s: could not read or optimise", path);
+  } else {
+    plan_and_simulate(m, path);
+  }
+  if (m) h3_module_free(m);
+  free(text);
+  h3_diag_free(&d);
+}
+
+/* With arguments: simulate the plans of those IR files (e.g. a model dumped by
+ * `h3c opt`); without: the built-in cases. */
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    for (int i = 1; i < argc; i++) test_file(argv[i]);
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    return failures ? 1 : 0;
+  }
   test_chain();
   test_loop_carried();
   test_loop_two_slots(false);

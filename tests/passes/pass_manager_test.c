@@ -11,14 +11,14 @@
 #include <string.h>
 
 static int failures;
-#define CHECK(c, ...)                                                                      \
-  do {                                                                                     \
-    if (!(c)) {                                                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-      fprintf(stderr, __VA_ARGS__);                                                        \
-      fputc('\n', stderr);                                                                 \
-      failures++;                                                                          \
-    }                                                                                      \
+#define CHECK(c, ...)                                                                              \
+  do {                                                                                             \
+    if (!(c)) {                                                                                    \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
   } while (0)
 
 static const h3_span sp = {0};
@@ -32,7 +32,7 @@ static bool has_diag(const h3_diag *d, h3_diag_level level, const char *msg, con
   return false;
 }
 
-/* ---- resolution ------------------------------------------------------------------------ */
+/* ---- resolution ------------------------------------------------------------------------- */
 static int resolve(h3_pass_options o, const h3_pass **list, h3_diag *d) {
   int n = -1;
   if (h3_pass_pipeline_resolve(&o, list, 32, &n, d) != H3_OK) return -1;
@@ -67,8 +67,7 @@ static void test_resolution(void) {
   const h3_pass *list[32];
   h3_diag d;
   h3_pass_options o = h3_pass_options_default();
-  static const char *const def[] = {"verify", "dce", "elementwise-fusion", "memory-plan",
-                                    "verify"};
+  static const char *const def[] = {"verify", "dce", "elementwise-fusion", "memory-plan", "verify"};
   for (int t = H3_TIER_EXACT; t <= H3_TIER_HIGH; t++) {
     h3_diag_init(&d);
     o.tier = (h3_tier)t;
@@ -145,7 +144,7 @@ static void test_requires(void) {
   h3_diag_free(&d);
 }
 
-/* ---- a small module: y = neg(neg(neg(neg(x)))) + x, plus a loop ----------------------- */
+/* ---- a small module: y = neg(neg(neg(neg(x)))) + x, plus a loop ------------------------- */
 static h3_value *unary(h3_builder *b, h3_opcode code, h3_value *x) {
   h3_diag d;
   h3_diag_init(&d);
@@ -229,7 +228,7 @@ static void test_legality(void) {
   h3_module_free(t.m);
 }
 
-/* ---- the rewrite driver ------------------------------------------------------------------------ */
+/* ---- the rewrite driver ----------------------------------------------------------------- */
 static bool neg_neg_match(h3_rewriter *rw, h3_op *op, void *state) {
   (void)rw, (void)state;
   h3_value *in = op->operands[0];
@@ -280,7 +279,7 @@ static void test_driver(void) {
   h3_module_free(t.m);
 }
 
-/* ---- dumps ------------------------------------------------------------------------------------ */
+/* ---- dumps ------------------------------------------------------------------------------ */
 static void test_dumps(void) {
   toy t = build_toy();
   char *text = NULL;

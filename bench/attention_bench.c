@@ -1,0 +1,178 @@
+/* attention_bench.c: H3's attention and block GEMMs on the cuda backend, timed with CUDA
+ * events, printed as one table (and as "h3bench name ms tflops" lines for
+ * bench/peers_table.py, which sets them against PyTorch measured in the same run).
+ *
+ *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check]
+ * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
+ * 56 heads of 128, bf16; the four block GEMMs (qkv, out_proj, fc1, fc2) at M = S through
+ * cuBLASLt. Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
+ * cudnn against the reference kernel (NMSE). Exit 77 without a GPU.
+ */
+#include "gpu_common.h"
+
+#include "h3/cuda_backend.h"
+#include "h3/op_registry.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  h3_backend *b;
+  h3_module *m;
+  h3_graph *g;
+  h3_builder bld;
+  h3_diag d;
+} bench;
+
+static h3_value *input(bench *x, const char *name, int rank, const int64_t *dims) {
+  return h3_graph_add_input(x->m, x->g, name, h3_type_make(H3_BF16, rank, dims), (h3_span){0});
+}
+
+static void *device_random(bench *x, const h3_type *t, gpu_rng *r) {
+  size_t bytes = (size_t)h3_type_bytes(t);
+  void *host = gpu_host_random(r, t, -1.0, 1.0, 1);
+  void *dev = x->b->ops->alloc(x->b, bytes);
+  if (!host || !dev || x->b->ops->upload(x->b, dev, host, bytes, &x->d) != H3_OK) {
+    free(host);
+    return NULL;
+  }
+  free(host);
+  return dev;
+}
+
+/* Median milliseconds of `iters` runs of op (after 2 warm-up runs); -1 on error. */
+static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
+                      int iters) {
+  double *ms = calloc((size_t)iters + 1, sizeof *ms);
+  for (int it = -2; ms && it < iters; it++) {
+    if (x->b->ops->sync(x->b, &x->d) != H3_OK) break;
+    h3_cuda_reset_gpu_seconds(x->b);
+    if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK ||
+        x->b->ops->sync(x->b, &x->d) != H3_OK) {
+      free(ms);
+      return -1;
+    }
+    if (it >= 0) ms[it] = h3_cuda_gpu_seconds(x->b) * 1e3;
+  }
+  if (!ms) return -1;
+  for (int i = 1; i < iters; i++) /* insertion sort for the median */
+    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+      double t = ms[j];
+      ms[j] = ms[j - 1];
+      ms[j - 1] = t;
+    }
+  double med = ms[iters / 2];
+  free(ms);
+  return med;
+}
+
+static void row(const char *name, double ms, double flops) {
+  double tf = ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0;
+  printf("%-28s %10.3f ms %9.1f TFLOP/s\n", name, ms, tf);
+  printf("h3bench %s %.4f %.2f\n", name, ms, tf);
+}
+
+static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t) {
+  size_t bytes = (size_t)h3_type_bytes(t);
+  void *ha = malloc(bytes), *hb = malloc(bytes);
+  double r = -1;
+  if (ha && hb && x->b->ops->download(x->b, ha, a, bytes, &x->d) == H3_OK &&
+      x->b->ops->download(x->b, hb, b, bytes, &x->d) == H3_OK) {
+    gpu_cmp c = gpu_compare(t, ha, hb);
+    r = c.mismatched_special ? INFINITY : c.nmse;
+  }
+  free(ha), free(hb);
+  return r;
+}
+
+int main(int argc, char **argv) {
+  int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
+  int check = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--check")) check = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "--rows")) S = atoll(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoll(argv[++i]);
+    else {
+      fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check]\n");
+      return 2;
+    }
+  }
+  if (U > S || U < 1 || H < 1 || iters < 1) {
+    fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1\n");
+    return 2;
+  }
+  gpu_require();
+  bench x;
+  h3_diag_init(&x.d);
+  h3_cuda_options co = {.attention = "flash"};
+  h3_backend_options bo = {.threads = 1, .seed = 1};
+  x.b = h3_backend_cuda_new(&bo, &co, &x.d);
+  if (!x.b) {
+    h3_diag_print(&x.d, stderr);
+    return 1;
+  }
+  x.m = h3_module_new("bench", "full");
+  x.g = h3_module_add_graph(x.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
+  x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
+  printf("device: %s; rows %lld (live %lld), %lld heads x %lld, bf16\n", h3_cuda_device_name(x.b),
+         (long long)S, (long long)U, (long long)H, (long long)D);
+  gpu_rng r;
+  gpu_rng_seed(&r, 99);
+  int rc = 0;
+  /* attention */
+  int64_t qd[3] = {S, H, D};
+  h3_value *q = input(&x, "q", 3, qd), *k = input(&x, "k", 3, qd), *v = input(&x, "v", 3, qd);
+  h3_attr att[2] = {h3_attr_float(x.m, "scale", 1.0 / sqrt((double)D)),
+                    h3_attr_ints(x.m, "segments", 1, &U)};
+  const h3_op *aop = h3_build_op(&x.bld, H3_OP_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 2 : 1, att, 0, &x.d);
+  h3_type qt = h3_type_make(H3_BF16, 3, qd);
+  h3_tensor in[3], out[3];
+  for (int i = 0; i < 3; i++) in[i] = (h3_tensor){qt, device_random(&x, &qt, &r)};
+  for (int i = 0; i < 3; i++) out[i] = (h3_tensor){qt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&qt))};
+  const char *impls[3] = {"flash", "cudnn", "reference"};
+  double flops = 4.0 * ((double)U * U + (double)(S - U) * (S - U)) * (double)H * (double)D;
+  for (int i = 0; aop && i < (check ? 3 : 2); i++) {
+    if (!in[0].data || !in[1].data || !in[2].data || !out[i].data) break;
+    h3_cuda_set_attention(x.b, impls[i], &x.d);
+    char name[64];
+    snprintf(name, sizeof name, "attention_%s", impls[i]);
+    double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters);
+    if (ms < 0) rc = 1;
+    row(name, ms, flops);
+  }
+  if (check && out[2].data) {
+    printf("nmse flash vs reference %.3g, cudnn vs reference %.3g\n",
+           nmse_dev(&x, out[0].data, out[2].data, &qt), nmse_dev(&x, out[1].data, out[2].data, &qt));
+  }
+  for (int i = 0; i < 3; i++) x.b->ops->release(x.b, in[i].data), x.b->ops->release(x.b, out[i].data);
+  /* the four block GEMMs: qkv [S, 5376] x [21504, 5376], out_proj [S, 7168] x [5376, 7168],
+     fc1 [S, 5376] x [28672, 5376], fc2 [S, 14336] x [5376, 14336] */
+  const int64_t gemm[4][3] = {{5376, 21504}, {7168, 5376}, {5376, 28672}, {14336, 5376}};
+  const char *gname[4] = {"gemm_qkv", "gemm_out_proj", "gemm_fc1", "gemm_fc2"};
+  double total_ms = 0, total_flops = 0;
+  for (int i = 0; i < 4 && rc == 0; i++) {
+    int64_t K = gemm[i][0], N = gemm[i][1];
+    h3_value *xv = input(&x, "x", 2, (int64_t[]){S, K}), *wv = input(&x, "w", 2, (int64_t[]){N, K});
+    const h3_op *lop = h3_build_op(&x.bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 0, NULL, 0, &x.d);
+    h3_type xt = xv->type, wt = wv->type, yt = h3_type_make(H3_BF16, 2, (int64_t[]){S, N});
+    h3_tensor gin[2] = {{xt, device_random(&x, &xt, &r)}, {wt, device_random(&x, &wt, &r)}};
+    h3_tensor gout = {yt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yt))};
+    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters) : -1;
+    if (ms < 0) rc = 1;
+    double f = 2.0 * (double)S * (double)K * (double)N;
+    row(gname[i], ms, f);
+    total_ms += ms;
+    total_flops += f;
+    x.b->ops->release(x.b, gin[0].data), x.b->ops->release(x.b, gin[1].data), x.b->ops->release(x.b, gout.data);
+  }
+  if (rc == 0) row("gemm_block_total", total_ms, total_flops);
+  h3_diag_print(&x.d, stderr);
+  h3_diag_free(&x.d);
+  h3_module_free(x.m);
+  h3_backend_free(x.b);
+  return rc;
+}

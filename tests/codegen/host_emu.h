@@ -1,0 +1,136 @@
+/* host_emu.h: just enough of CUDA to compile h3's emitted kernels (prelude + kernel
+ * sources) as host C++17 and run them on the CPU, so tests check the numerics of the
+ * generated code without a GPU.
+ *
+ * A launch runs the blocks one after another; the threads of a block are real threads
+ * (std::thread) so __syncthreads is a barrier and __shfl_xor_sync exchanges values through
+ * a per-block slot array between two barriers (every thread of the block takes part, which
+ * holds for h3's kernels). __shared__ variables are function statics: one block at a time.
+ * The _rn intrinsics are the host's IEEE operations (compile with -ffp-contract=off);
+ * bf16/f16 conversions are include/h3/bf16.h's RNE; conversions from double round to odd
+ * at fp32 first so the final rounding is single.
+ */
+#ifndef H3_HOST_EMU_H
+#define H3_HOST_EMU_H
+
+#define H3_HOST_EMU 1
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <pthread.h>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include "h3/bf16.h"
+}
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __align__(n) alignas(n)
+#define __shared__ static
+
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct emu_dim3 {
+  unsigned x, y, z;
+};
+extern thread_local emu_dim3 threadIdx;
+extern emu_dim3 blockIdx, blockDim, gridDim;
+
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+struct __half {
+  uint16_t bits;
+};
+
+inline float __bfloat162float(__nv_bfloat16 v) { return h3_bf16_to_f32(v.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {h3_f32_to_bf16(f)}; }
+inline float __half2float(__half v) { return h3_f16_to_f32(v.bits); }
+inline __half __float2half_rn(float f) { return {h3_f32_to_f16(f)}; }
+/* double -> fp32 rounded to odd: exact for the second rounding to 8/11 bits */
+inline float emu_round_odd(double d) {
+  float f = (float)d;
+  if (std::isnan(d) || std::isinf(f) || (double)f == d) return f;
+  if (std::fabs((double)f) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  uint32_t u = h3_f32_bits(f) | 1u;
+  return h3_f32_from_bits(u);
+}
+inline __nv_bfloat16 __double2bfloat16(double d) { return {h3_f32_to_bf16(emu_round_odd(d))}; }
+inline __half __double2half(double d) { return {h3_f32_to_f16(emu_round_odd(d))}; }
+
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
+inline float __int_as_float(int v) {
+  float f;
+  std::memcpy(&f, &v, sizeof f);
+  return f;
+}
+inline double __longlong_as_double(long long v) {
+  double f;
+  std::memcpy(&f, &v, sizeof f);
+  return f;
+}
+using std::cos;
+using std::exp;
+using std::fabs;
+using std::fmax;
+using std::fmin;
+using std::log;
+using std::pow;
+using std::sin;
+using std::tanh;
+
+/* block-wide synchronisation of the running block */
+extern pthread_barrier_t emu_barrier;
+extern unsigned long long emu_slots[1024];
+inline void __syncthreads() { pthread_barrier_wait(&emu_barrier); }
+template <typename T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+  static_assert(sizeof(T) <= 8, "slot size");
+  unsigned t = threadIdx.x;
+  std::memcpy(&emu_slots[t], &v, sizeof v);
+  pthread_barrier_wait(&emu_barrier);
+  T r;
+  std::memcpy(&r, &emu_slots[t ^ (unsigned)lane_mask], sizeof r);
+  pthread_barrier_wait(&emu_barrier);
+  return r;
+}
+
+/* Runs body() as the kernel: grid[0] blocks of block[0] threads, one block at a time. */
+inline void emu_launch(long long grid, long long block, const std::function<void()> &body) {
+  gridDim = {(unsigned)grid, 1, 1};
+  blockDim = {(unsigned)block, 1, 1};
+  for (long long b = 0; b < grid; b++) {
+    blockIdx = {(unsigned)b, 0, 0};
+    pthread_barrier_init(&emu_barrier, nullptr, (unsigned)block);
+    std::vector<std::thread> ts;
+    for (long long t = 0; t < block; t++)
+      ts.emplace_back([t, &body] {
+        threadIdx = {(unsigned)t, 0, 0};
+        body();
+      });
+    for (auto &t : ts) t.join();
+    pthread_barrier_destroy(&emu_barrier);
+  }
+}
+
+#endif

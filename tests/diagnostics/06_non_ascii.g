@@ -1,0 +1,3 @@
+model t
+config tiny { dim = 4, n = 2 }
+let café = 3

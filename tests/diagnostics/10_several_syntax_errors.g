@@ -1,0 +1,9 @@
+model t
+config tiny { dim = 4, n = 2 }
+graph g(x: f32[dim]) -> (y: f32[dim]) {
+  a = x +
+  b = (x, x)
+  c = x x
+  y = a
+  return y
+}

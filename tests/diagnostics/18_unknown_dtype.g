@@ -1,0 +1,3 @@
+model t
+config tiny { dim = 4, n = 2 }
+param w : bf61[dim]

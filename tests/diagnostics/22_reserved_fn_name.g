@@ -1,0 +1,3 @@
+model t
+config tiny { dim = 4, n = 2 }
+fn attention(x: f32[dim]) -> f32[dim] { return x }

@@ -1,0 +1,4 @@
+model t
+config tiny { dim = 4, n = 2 }
+fn f(x: f32[dim]) -> f32[dim] { return f(x) }
+graph g(x: f32[dim]) -> (y: f32[dim]) { return f(x) }

@@ -1,0 +1,2 @@
+config tiny { dim = 4 }
+param w : f32[dim]

@@ -1,0 +1,6 @@
+model t
+config tiny { dim = 4, n = 2 }
+fn f(x: f32[dim], z: f32[dim]) -> f32[dim] { return x + z }
+graph g(x: f32[dim]) -> (y: f32[dim]) {
+  return f(x)
+}

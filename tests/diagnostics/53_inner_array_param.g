@@ -1,0 +1,3 @@
+model t
+config tiny { dim = 4, n = 2 }
+param experts[n].w : f32[dim]

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# run_all.sh: the GPU session of the cuda backend in one command that builds nothing
+# (tests/gpu/stage.sh staged the binaries, plans and kernel cache beforehand).
+#   tests/gpu/run_all.sh STAGE LOG_DIR [SECTION...]
+# Sections (default: all, in this order; about 8 minutes in all, so two device calls of
+# "env tests tiny" and "bench full" stay under the 10-minute limit of one call):
+#   env    nvidia-smi, the shared libraries the binaries resolve (a missing one is fatal)
+#   tests  gpu_compile_check, test_gpu_ops (every op and fused group vs the CPU reference,
+#          GPU random weights), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
+#          exact tier vs unfused, bitwise)
+#   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
+#          outputs compared (NMSE)
+#   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
+#          four block GEMMs), then the same shapes in PyTorch and the ratio table
+#   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
+#          flash attention, with the timing report
+# Two files land in LOG_DIR (the device call returns at most 8): run_all.log, every step's
+# full output under a header, and summary.txt (step, exit code, seconds), also printed
+# last with each step's last lines. Exit code: the number of failed steps.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+if [ $# -lt 2 ]; then
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full ...]" >&2
+  exit 2
+fi
+STAGE=$(cd "$1" && pwd)
+LOG=$2
+shift 2
+SECTIONS=${*:-env tests tiny bench full}
+mkdir -p "$LOG"
+LOG=$(cd "$LOG" && pwd)
+WORK=$(mktemp -d)
+BIN=$STAGE/bin
+PLANS=$STAGE/plans
+export H3_KERNEL_CACHE_DIR=$STAGE/kcache
+failures=0
+: > "$LOG/summary.txt"
+: > "$LOG/run_all.log"
+
+step() { # step NAME SECONDS COMMAND...
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$WORK/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  printf '%-24s rc=%-4s %5ss\n' "$name" "$rc" "$dt" | tee -a "$LOG/summary.txt"
+  tail -n 4 "$WORK/$name.log" | sed 's/^/    /'
+  { printf '===== %s (rc %s, %ss): %s\n' "$name" "$rc" "$dt" "$*"; cat "$WORK/$name.log"; } >> "$LOG/run_all.log"
+  [ "$rc" -ne 0 ] && failures=$((failures + 1))
+  return 0
+}
+
+for section in $SECTIONS; do
+  case $section in
+  env)
+    step nvidia-smi 60 nvidia-smi
+    step ldd 60 bash -c "ldd $BIN/h3exec $BIN/test_gpu_ops; ! ldd $BIN/h3exec $BIN/test_gpu_ops | grep -q 'not found'"
+    ;;
+  tests)
+    step gpu_compile_check 120 "$BIN/gpu_compile_check"
+    step test_gpu_ops 420 "$BIN/test_gpu_ops" models
+    step test_gpu_model 300 "$BIN/test_gpu_model" models
+    ;;
+  tiny)
+    for att in cudnn flash reference; do
+      step "tiny_cuda_$att" 120 "$BIN/h3exec" "$PLANS/h3_tiny.plan" --backend cuda --attention "$att" \
+        --weights random --seed 3 --warmup 1 --iterations 3 --out "$WORK/tiny_cuda_$att.safetensors"
+    done
+    step tiny_cpu 300 "$BIN/h3exec" "$PLANS/h3_tiny.plan" --backend cpu --weights random --seed 3 \
+      --out "$WORK/tiny_cpu.safetensors"
+    for att in cudnn flash reference; do
+      step "tiny_compare_$att" 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_cuda_$att.safetensors" \
+        "$WORK/tiny_cpu.safetensors" 1e-2
+    done
+    ;;
+  bench)
+    step attention_bench 300 "$BIN/attention_bench" --check --iters 10
+    step peers_table 300 python3 bench/peers_table.py "$WORK/attention_bench.log"
+    cat "$WORK/peers_table.log"
+    ;;
+  full)
+    for att in cudnn flash; do
+      step "full_cuda_$att" 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention "$att" \
+        --weights random --seed 3 --steps 3 --iterations 1
+    done
+    ;;
+  *)
+    echo "run_all.sh: unknown section '$section' (env tests tiny bench full)" >&2
+    failures=$((failures + 1))
+    ;;
+  esac
+done
+echo "== summary ($failures failed) =="
+cat "$LOG/summary.txt"
+rm -rf "$WORK"
+exit "$failures"

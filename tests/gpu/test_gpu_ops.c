@@ -1,0 +1,372 @@
+/* test_gpu_ops.c: every op of the cuda backend against the CPU reference (h3_cpu_run_op).
+ *
+ * 1. Every compute op and every fused group of the tiny MiniMax-H3 module after the
+ *    lossless and the exact pipelines, and of the tiny M3.1 module: random inputs (never all
+ *    zeros; index operands in range), the op run once on the CPU and once on the GPU (its
+ *    kernel emitted and compiled on first use), each output in a guarded, poisoned device
+ *    buffer: guards intact, NaN / Inf positions equal, NMSE within the dtype's limit,
+ *    integers equal. Ops the cuda backend does not run yet must fail with a message that
+ *    says so (not crash, not compute garbage).
+ * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
+ *    output), the fp32 GEMM (bitwise equal to the CPU), attention at head_dim 128 with
+ *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
+ *    (bitwise).
+ * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
+ *    both tiny models.
+ *   test_gpu_ops MODELS_DIR      (exit 77 without a GPU)
+ */
+#include "gpu_common.h"
+
+#include "h3/codegen.h"
+#include "h3/cuda_backend.h"
+#include "h3/frontend.h"
+#include "h3/op_registry.h"
+#include "h3/passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEED 20251129u
+
+static int passed, failed, skipped;
+static gpu_rng rng;
+
+static void report(h3_diag *d) {
+  h3_diag_print(d, stderr);
+  h3_diag_free(d);
+  h3_diag_init(d);
+}
+
+/* Random host inputs for op, with index operands inside their ranges. */
+static void **make_inputs(const h3_op *op) {
+  void **in = calloc((size_t)op->n_operands + 1, sizeof *in);
+  for (int i = 0; in && i < op->n_operands; i++) {
+    const h3_type *t = &op->operands[i]->type;
+    int64_t hi = 4;
+    const h3_type *t0 = &op->operands[0]->type;
+    if ((op->code == H3_OP_INDEX || op->code == H3_OP_SET_INDEX) && i == 1)
+      hi = t0->dims[0] - h3_op_attr_int(op, "offset", 0);
+    if ((op->code == H3_OP_GATHER || op->code == H3_OP_SCATTER_ROWS) && i == 1) hi = t0->dims[0];
+    if (op->code == H3_OP_KV_WRITE && i == 2) hi = t0->dims[0] * t0->dims[1];
+    in[i] = gpu_host_random(&rng, t, -2.0, 2.0, hi > 0 ? hi : 1);
+    if ((op->code == H3_OP_DIV || op->code == H3_OP_MOD) && !h3_dtype_is_float(t->dtype))
+      for (int64_t e = 0; e < h3_type_numel(t); e++)
+        h3_weights_store(in[i], t->dtype, (size_t)e, (double)(e % 5 + 1) * (e % 2 ? -1 : 1));
+  }
+  return in;
+}
+
+static void free_list(void **p, int n) {
+  for (int i = 0; p && i < n; i++) free(p[i]);
+  free(p);
+}
+
+static bool expect_unsupported(const h3_op *op) {
+  h3_exec_kind k = h3_codegen_classify(op);
+  return k == H3_EXEC_DEFERRED || op->code == H3_OP_PAGED_ATTENTION;
+}
+
+/* Runs op on both backends and compares; limit < 0: the dtype's default. */
+static void check_op(h3_backend *b, const h3_op *op, const char *tag, double limit) {
+  const char *name = h3_opcode_name(op->code);
+  h3_diag d;
+  h3_diag_init(&d);
+  void **in = make_inputs(op);
+  void **want = calloc((size_t)op->n_results + 1, sizeof *want);
+  void **got = calloc((size_t)op->n_results + 1, sizeof *got);
+  h3_tensor hin[16], hout[8], din[16], dout[8];
+  gpu_buf bin[16] = {0}, bout[8] = {0};
+  if (!in || !want || !got || op->n_operands > 16 || op->n_results > 8) {
+    printf("FAIL %s %s: test setup\n", tag, name);
+    failed++;
+    goto done;
+  }
+  for (int i = 0; i < op->n_operands; i++) hin[i] = (h3_tensor){op->operands[i]->type, in[i]};
+  for (int i = 0; i < op->n_results; i++) {
+    size_t bytes = (size_t)h3_type_bytes(&op->results[i]->type);
+    want[i] = calloc(1, bytes ? bytes : 1);
+    got[i] = calloc(1, bytes ? bytes : 1);
+    hout[i] = (h3_tensor){op->results[i]->type, want[i]};
+  }
+  bool unsupported = expect_unsupported(op);
+  if (!unsupported &&
+      h3_cpu_run_op(op, hin, op->n_operands, hout, op->n_results, 1, SEED, &d) != H3_OK) {
+    printf("skip %s %s: the CPU reference rejects the random inputs\n", tag, name);
+    skipped++;
+    h3_diag_free(&d);
+    h3_diag_init(&d);
+    goto done;
+  }
+  bool ok = true;
+  for (int i = 0; ok && i < op->n_operands; i++) {
+    ok = gpu_buf_alloc(b, &bin[i], (size_t)h3_type_bytes(&hin[i].type), &d) &&
+         gpu_buf_upload(b, &bin[i], in[i], &d);
+    din[i] = (h3_tensor){hin[i].type, bin[i].p};
+  }
+  for (int i = 0; ok && i < op->n_results; i++) {
+    ok = gpu_buf_alloc(b, &bout[i], (size_t)h3_type_bytes(&hout[i].type), &d) &&
+         gpu_buf_poison(b, &bout[i], &d);
+    dout[i] = (h3_tensor){hout[i].type, bout[i].p};
+  }
+  if (!ok) {
+    printf("FAIL %s %s: device setup\n", tag, name);
+    failed++;
+    report(&d);
+    goto done;
+  }
+  b->seed = SEED;
+  h3_status st = b->ops->run_op(b, op, din, op->n_operands, dout, op->n_results, &d);
+  if (st == H3_OK) st = b->ops->sync(b, &d);
+  if (unsupported) {
+    bool said = false;
+    for (h3_diag_msg *m = d.head; m; m = m->next)
+      if (m->message && strstr(m->message, "not supported")) said = true;
+    if (st != H3_OK && said) {
+      passed++;
+    } else {
+      printf("FAIL %s %s: expected 'not supported by the cuda backend'\n", tag, name);
+      failed++;
+    }
+    h3_diag_free(&d);
+    h3_diag_init(&d);
+    goto done;
+  }
+  if (st != H3_OK) {
+    printf("FAIL %s %s: the cuda backend failed\n", tag, name);
+    failed++;
+    report(&d);
+    goto done;
+  }
+  for (int i = 0; i < op->n_results; i++) {
+    bool guards = false;
+    if (!gpu_buf_download(b, &bout[i], got[i], &guards, &d)) {
+      printf("FAIL %s %s: download\n", tag, name);
+      failed++;
+      report(&d);
+      goto done;
+    }
+    gpu_cmp c = gpu_compare(&hout[i].type, got[i], want[i]);
+    double lim = limit >= 0 ? limit : gpu_nmse_limit(hout[i].type.dtype);
+    char ty[64];
+    h3_type_str(&hout[i].type, ty, sizeof ty);
+    if (guards && gpu_cmp_ok(&c, lim)) {
+      passed++;
+    } else {
+      printf("FAIL %s %s result %d %s: nmse %.3g (limit %.3g), %lld NaN/Inf mismatches, %lld "
+             "integer mismatches, guards %s\n", tag, name, i, ty, c.nmse, lim,
+             (long long)c.mismatched_special, (long long)c.int_diff, guards ? "intact" : "OVERWRITTEN");
+      failed++;
+    }
+  }
+done:
+  for (int i = 0; i < 16; i++) gpu_buf_free(b, &bin[i]);
+  for (int i = 0; i < 8; i++) gpu_buf_free(b, &bout[i]);
+  free_list(in, op->n_operands);
+  free_list(want, op->n_results);
+  free_list(got, op->n_results);
+  h3_diag_free(&d);
+}
+
+/* ---- 1. the models' ops --------------------------------------------------------------- */
+static void check_region(h3_backend *b, const h3_region *r, const char *tag) {
+  for (const h3_op *op = r->first; op; op = op->next) {
+    switch (op->code) {
+    case H3_OP_YIELD: case H3_OP_RETURN: case H3_OP_CALL: break;
+    case H3_OP_LOOP: check_region(b, &op->regions[0], tag); break;
+    default: check_op(b, op, tag, -1); break;
+    }
+  }
+}
+
+static h3_module *load(const char *dir, const char *file, h3_tier tier, h3_diag *d) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  h3_frontend_options fo = {.config = "tiny"};
+  h3_module *m = h3_frontend_load(path, &fo, d);
+  h3_pass_options po = h3_pass_options_default();
+  po.tier = tier;
+  if (m && h3_pass_pipeline_run(m, &po, d) != H3_OK) {
+    h3_module_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+static void check_model(h3_backend *b, const char *dir, const char *file, h3_tier tier) {
+  h3_diag d;
+  h3_diag_init(&d);
+  char tag[128];
+  snprintf(tag, sizeof tag, "%s/%s", file, h3_tier_name(tier));
+  h3_module *m = load(dir, file, tier, &d);
+  if (!m) {
+    printf("FAIL %s: cannot build the module\n", tag);
+    failed++;
+    report(&d);
+    h3_diag_free(&d);
+    return;
+  }
+  for (int g = 0; g < m->n_graphs; g++) check_region(b, &m->graphs[g]->body, tag);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
+/* ---- 2. hand-made ops ---------------------------------------------------------------------- */
+typedef struct {
+  h3_module *m;
+  h3_graph *g;
+  h3_builder bld;
+} hand;
+
+typedef struct {
+  const char *tag;
+  const h3_op *op;
+  double limit; /* NMSE limit; < 0: the dtype's default */
+} hand_case;
+
+static h3_value *in_of(hand *h, const char *name, h3_dtype dt, int rank, const int64_t *dims) {
+  return h3_graph_add_input(h->m, h->g, name, h3_type_make(dt, rank, dims), (h3_span){0});
+}
+
+static const h3_op *op_of(hand *h, h3_opcode c, int n, h3_value **ops, int na, const h3_attr *at) {
+  h3_diag d;
+  h3_diag_init(&d);
+  const h3_op *op = h3_build_op(&h->bld, c, n, ops, na, at, 0, &d);
+  if (!op) report(&d);
+  h3_diag_free(&d);
+  return op;
+}
+
+static void check_hand(h3_backend *b) {
+  hand h;
+  h.m = h3_module_new("gpu_ops", "test");
+  h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
+  h.bld = (h3_builder){h.m, &h.g->body, NULL, {0}};
+  hand_case cases[16];
+  int n = 0;
+  /* cuBLASLt: bf16 with a bias epilogue; bf16 -> f32 output; the fp32 GEMM (bitwise) */
+  h3_value *x1 = in_of(&h, "x1", H3_BF16, 2, (int64_t[]){100, 256});
+  h3_value *w1 = in_of(&h, "w1", H3_BF16, 2, (int64_t[]){192, 256});
+  h3_value *b1 = in_of(&h, "b1", H3_BF16, 1, (int64_t[]){192});
+  cases[n++] = (hand_case){"linear bf16+bias", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x1, w1, b1}, 0, NULL), -1};
+  h3_value *x2 = in_of(&h, "x2", H3_BF16, 3, (int64_t[]){3, 7, 64});
+  h3_value *w2 = in_of(&h, "w2", H3_BF16, 2, (int64_t[]){48, 64});
+  h3_attr f32 = h3_attr_dtype(h.m, "dtype", H3_F32), bf = h3_attr_dtype(h.m, "dtype", H3_BF16);
+  cases[n++] = (hand_case){"linear bf16->f32", op_of(&h, H3_OP_LINEAR, 2, (h3_value *[]){x2, w2}, 1, &f32), -1};
+  h3_value *x3 = in_of(&h, "x3", H3_F32, 2, (int64_t[]){70, 96});
+  h3_value *w3 = in_of(&h, "w3", H3_F32, 2, (int64_t[]){130, 96});
+  h3_value *b3 = in_of(&h, "b3", H3_F32, 1, (int64_t[]){130});
+  cases[n++] = (hand_case){"linear f32->bf16 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 1, &bf), 0};
+  cases[n++] = (hand_case){"linear f32 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 0, NULL), 0};
+  /* attention at head_dim 128 with segments (live rows / pad rows), partial tiles */
+  int64_t qd[3] = {200, 4, 128};
+  h3_value *q = in_of(&h, "q", H3_BF16, 3, qd), *k = in_of(&h, "k", H3_BF16, 3, qd);
+  h3_value *v = in_of(&h, "v", H3_BF16, 3, qd);
+  h3_attr att[2] = {h3_attr_float(h.m, "scale", 1.0 / sqrt(128.0)),
+                    h3_attr_ints(h.m, "segments", 1, (int64_t[]){190})};
+  const h3_op *a128 = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q, k, v}, 2, att);
+  int64_t qd2[3] = {333, 2, 128};
+  h3_value *q2 = in_of(&h, "q2", H3_BF16, 3, qd2), *k2 = in_of(&h, "k2", H3_BF16, 3, qd2);
+  h3_value *v2 = in_of(&h, "v2", H3_BF16, 3, qd2);
+  const h3_op *a333 = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q2, k2, v2}, 1, att);
+  /* causal GQA in f32 (the reference kernel) */
+  h3_value *q3 = in_of(&h, "q3", H3_F32, 3, (int64_t[]){50, 4, 64});
+  h3_value *k3 = in_of(&h, "k3", H3_F32, 3, (int64_t[]){50, 2, 64});
+  h3_value *v3 = in_of(&h, "v3", H3_F32, 3, (int64_t[]){50, 2, 64});
+  h3_attr catt[2] = {h3_attr_float(h.m, "scale", 0.125), h3_attr_int(h.m, "causal", 1)};
+  cases[n++] = (hand_case){"attention f32 causal GQA", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, v3}, 2, catt), -1};
+  /* index with an offset; randn (bitwise) */
+  h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
+  h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
+  h3_attr off = h3_attr_int(h.m, "offset", 1);
+  cases[n++] = (hand_case){"index", op_of(&h, H3_OP_INDEX, 2, (h3_value *[]){xi, ii}, 1, &off), 0};
+  h3_attr rn[2] = {h3_attr_ints(h.m, "shape", 2, (int64_t[]){37, 29}), h3_attr_string(h.m, "stream", "noise")};
+  cases[n++] = (hand_case){"randn (bitwise)", op_of(&h, H3_OP_RANDN, 0, NULL, 2, rn), 0};
+  for (int i = 0; i < n; i++) {
+    if (!cases[i].op) {
+      printf("FAIL hand-made %s: cannot build the op\n", cases[i].tag);
+      failed++;
+      continue;
+    }
+    check_op(b, cases[i].op, cases[i].tag, cases[i].limit);
+  }
+  const char *impls[3] = {"cudnn", "flash", "reference"};
+  for (int i = 0; i < 3; i++) {
+    h3_diag d;
+    h3_diag_init(&d);
+    h3_cuda_set_attention(b, impls[i], &d);
+    char tag[64];
+    snprintf(tag, sizeof tag, "attention D=128 segments (%s)", impls[i]);
+    if (a128) check_op(b, a128, tag, -1);
+    snprintf(tag, sizeof tag, "attention D=128 T=333 (%s)", impls[i]);
+    if (a333) check_op(b, a333, tag, -1);
+    report(&d); /* fallback warnings, if any */
+    h3_diag_free(&d);
+  }
+  h3_module_free(h.m);
+}
+
+/* ---- 3. random weights on the GPU ---------------------------------------------------------- */
+static void check_weights(h3_backend *b, const char *dir, const char *file) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = load(dir, file, H3_TIER_LOSSLESS, &d);
+  h3_weights *w = m ? h3_weights_random(m, SEED, &d) : NULL;
+  if (!w) {
+    printf("FAIL weights %s: cannot build the module or its host weights\n", file);
+    failed++;
+    report(&d);
+  }
+  for (int i = 0; w && i < m->n_params; i++) {
+    const h3_param *p = m->params[i];
+    size_t bytes = w->w[i].bytes;
+    gpu_buf g = {0};
+    void *host = malloc(bytes ? bytes : 1);
+    bool guards = false;
+    bool ok = host && gpu_buf_alloc(b, &g, bytes, &d) && gpu_buf_poison(b, &g, &d) &&
+              b->ext->init_param(b, g.p, p, SEED, &d) == H3_OK &&
+              gpu_buf_download(b, &g, host, &guards, &d) && guards &&
+              memcmp(host, w->w[i].data, bytes) == 0;
+    if (ok) {
+      passed++;
+    } else {
+      printf("FAIL weights %s: parameter %s differs from h3_weights_random\n", file, p->name);
+      failed++;
+      report(&d);
+    }
+    gpu_buf_free(b, &g);
+    free(host);
+  }
+  h3_weights_free(w);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
+int main(int argc, char **argv) {
+  gpu_require();
+  const char *dir = argc > 1 ? argv[1] : H3_SOURCE_DIR "/models";
+  gpu_rng_seed(&rng, 7);
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_cuda_options co = {.attention = "cudnn"};
+  h3_backend_options bo = {.threads = 1, .seed = SEED};
+  h3_backend *b = h3_backend_cuda_new(&bo, &co, &d);
+  if (!b) {
+    h3_diag_print(&d, stderr);
+    printf("0 passed, 1 failed\n");
+    return 1;
+  }
+  printf("device: %s\n", h3_cuda_device_name(b));
+  check_model(b, dir, "minimax_h3.g", H3_TIER_LOSSLESS);
+  check_model(b, dir, "minimax_h3.g", H3_TIER_EXACT);
+  check_model(b, dir, "minimax_m3_1.g", H3_TIER_LOSSLESS);
+  check_hand(b);
+  check_weights(b, dir, "minimax_h3.g");
+  check_weights(b, dir, "minimax_m3_1.g");
+  h3_backend_free(b);
+  h3_diag_free(&d);
+  printf("gpu_ops: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
