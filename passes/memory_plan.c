@@ -29,7 +29,8 @@
  *     the runtime must read every source before it writes any B_k.
  *   - in-place ops (kv_write, set_index, scatter_rows): the result joins operand 0's
  *     buffer when operand 0 dies at the op and no other operand shares that buffer;
- *     otherwise the result has its own buffer and the runtime copies operand 0 first.
+ *     otherwise the result has its own buffer, disjoint from every operand, and the
+ *     runtime copies operand 0 into it first.
  * Placement: buffers in decreasing size, each at the lowest 256-byte aligned offset where
  * it overlaps no placed buffer that is live at the same time (greedy by size).
  * Results: value->offset, graph attrs `arena_bytes` (arena size) and `peak_bytes` (the
@@ -215,15 +216,24 @@ static void share_loop(planner *p, h3_op *loop) {
   }
 }
 
+/* The result is written at 2p+1 so that it can join operand 0's buffer when operand 0
+ * dies at the op. When it does not join, the runtime copies operand 0 into the result
+ * before it reads the other operands: the result must then be live from 2p, so that no
+ * operand read at 2p shares its memory. */
 static void share_inplace(planner *p, h3_op *op) {
   if (op->n_operands == 0 || op->n_results == 0) return;
   int x = slot_of(p, op->operands[0]), y = slot_of(p, op->results[0]);
-  if (x < 0 || y < 0) return;
-  for (int i = 1; i < op->n_operands; i++) {
-    int o = slot_of(p, op->operands[i]);
-    if (o >= 0 && p->slots[o].cls == p->slots[x].cls) return;
+  if (y < 0) return;
+  bool joined = false;
+  if (x >= 0) {
+    bool shared = false;
+    for (int i = 1; i < op->n_operands; i++) {
+      int o = slot_of(p, op->operands[i]);
+      if (o >= 0 && p->slots[o].cls == p->slots[x].cls) shared = true;
+    }
+    joined = !shared && merge(p, x, y, 0, false);
   }
-  merge(p, x, y, 0, false);
+  if (!joined) p->slots[y].start = 2 * p->op_pos[op->id];
 }
 
 /* ---- placement -------------------------------------------------------------------------- */

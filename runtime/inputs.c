@@ -12,8 +12,9 @@
  *   - token ids (integer inputs named `prompt`, `tokens` or `ids`): uniform in
  *     [0, vocab) (config key `vocab`), element i = floor(u * vocab) with u the Philox
  *     uniform of stream "input.<name>";
+ *   - KV caches (inputs named `*_cache`): zeros (empty caches);
  *   - other float inputs: standard normal from stream "input.<name>", rounded to the
- *     input dtype; other integer inputs: 0.
+ *     input dtype; other integer inputs (positions, lengths): 0.
  */
 #include "h3/rng.h"
 #include "h3/runtime.h"
@@ -133,7 +134,9 @@ static h3_status fill_one(const h3_module *m, const h3_graph *g, h3_host_tensor 
     }
     return H3_OK;
   }
-  if (h3_dtype_is_float(t->type.dtype)) {
+  size_t nl = strlen(name);
+  int cache = nl >= 6 && strcmp(name + nl - 6, "_cache") == 0;
+  if (h3_dtype_is_float(t->type.dtype) && !cache) {
     for (int64_t i = 0; i < n; i++)
       store(t->data, t->type.dtype, i, (double)h3_rng_normal(o->seed, sid, (unsigned long long)i));
     return H3_OK;

@@ -8,8 +8,9 @@
  * (added in fp32 before the one rounding to D). Other dtype combinations (the fp32 island)
  * use the backend's own GEMM (cuda_util.c).
  * Descriptors and the algorithm are chosen once, when the op is prepared (at plan load), for
- * 256-byte aligned pointers; a run whose pointers are less aligned asks the heuristic again
- * for that alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
+ * 256-byte aligned pointers (a shape cuBLASLt has no algorithm for goes to the own GEMM); a
+ * run whose pointers are less aligned asks the heuristic again for that alignment (kept
+ * from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
  * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
  */
 #include "cuda_internal.h"
@@ -67,8 +68,11 @@ void cu_gemm_free(cu_gemm *g) {
   free(g);
 }
 
-static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, h3_diag *d) {
+/* Asks the heuristic for one algorithm at `align`-byte pointers: H3_OK with *found (0 when
+ * cuBLASLt has none: not an error, the caller decides), H3_ERR after a reported failure. */
+static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, h3_diag *d) {
   cublasLtMatmulPreference_t pref;
+  *found = 0;
   LT_CHECK(d, g->op, cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = CU_WORKSPACE_BYTES;
   uint32_t al = align;
@@ -80,22 +84,23 @@ static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, h3_diag *d) 
   for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < 4; i++)
     st = cublasLtMatmulPreferenceSetAttribute(pref, al_attrs[i], &al, sizeof al);
   cublasLtMatmulHeuristicResult_t res;
-  int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, g->desc, g->a, g->b, g->c, g->c,
-                                        pref, 1, &res, &found);
+                                        pref, 1, &res, found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    *found = 0;
+    return H3_OK;
+  }
   if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(d, g->op, st, "cublasLtMatmulAlgoGetHeuristic");
-  if (found < 1)
-    return cu_op_error(d, g->op, NULL, "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]ᵀ "
-                       "at %u-byte alignment", (long long)g->M, (long long)g->K, (long long)g->N,
-                       (long long)g->K, align);
-  g->algo = res.algo;
-  g->align = align;
+  if (*found > 0) {
+    g->algo = res.algo;
+    g->align = align;
+  }
   return H3_OK;
 }
 
-static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, h3_diag *d) {
+static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h3_diag *d) {
   LT_CHECK(d, g->op, cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -109,7 +114,7 @@ static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, h3_diag *d) {
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->N, g->K));
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->M, g->K));
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->c, dt, (uint64_t)g->N, (uint64_t)g->M, g->N));
-  return pick_algo(s, g, 256, d);
+  return pick_algo(s, g, 256, found, d);
 }
 
 h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *d) {
@@ -131,11 +136,13 @@ h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *
   g->N = N;
   g->K = K;
   g->bias = bias;
-  if (build(s, g, y->dtype == H3_BF16 ? CUDA_R_16BF : CUDA_R_32F, d) != H3_OK) {
+  int found = 0;
+  if (build(s, g, y->dtype == H3_BF16 ? CUDA_R_16BF : CUDA_R_32F, &found, d) != H3_OK) {
     cu_gemm_free(g);
     return H3_ERR;
   }
-  *out = g;
+  if (!found) cu_gemm_free(g); /* no cuBLASLt algorithm: the backend's own GEMM takes it */
+  else *out = g;
   return H3_OK;
 }
 
@@ -152,7 +159,14 @@ h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in, co
   unsigned a2 = ptr_align(in[1].data), a3 = ptr_align(out[0].data);
   if (a2 < al) al = a2;
   if (a3 < al) al = a3;
-  if (al < g->align && pick_algo(s, g, al, d) != H3_OK) return H3_ERR;
+  if (al < g->align) {
+    int found = 0;
+    if (pick_algo(s, g, al, &found, d) != H3_OK) return H3_ERR;
+    if (!found)
+      return cu_op_error(d, g->op, NULL, "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]ᵀ "
+                         "at %u-byte aligned pointers", (long long)g->M, (long long)g->K,
+                         (long long)g->N, (long long)g->K, al);
+  }
   if (g->bias && n_in > 2) {
     const void *bp = in[2].data;
     LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));

@@ -86,6 +86,7 @@ typedef struct cu_state {
   cu_kernel **kmap;
   size_t kmap_cap, kmap_n;
   cudaLibrary_t *libs;
+  void **lib_images; /* our copy of each library's CUBIN, kept while it is loaded */
   int n_libs, cap_libs;
   /* op records by op pointer */
   cu_op **omap;

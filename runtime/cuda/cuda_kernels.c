@@ -94,20 +94,34 @@ static int omap_put(cu_state *s, cu_op *o) {
 }
 
 /* ---- libraries and kernels --------------------------------------------------------------- */
-static h3_status load_library(cu_state *s, const unsigned char *cubin, const char *label,
+static h3_status load_library(cu_state *s, const unsigned char *cubin, size_t len, const char *label,
                               cudaLibrary_t *out, h3_diag *d) {
   if (s->n_libs == s->cap_libs) {
     int cap = s->cap_libs ? s->cap_libs * 2 : 32;
     cudaLibrary_t *l = realloc(s->libs, (size_t)cap * sizeof *l);
-    if (!l) {
+    if (l) s->libs = l;
+    void **im = l ? realloc(s->lib_images, (size_t)cap * sizeof *im) : NULL;
+    if (im) s->lib_images = im;
+    if (!l || !im) {
       h3_diag_error(d, no_span, NULL, "cuda: out of memory loading %s", label);
       return H3_ERR;
     }
-    s->libs = l;
     s->cap_libs = cap;
   }
-  CU_CHECK(d, cudaLibraryLoadData(out, cubin, NULL, NULL, 0, NULL, NULL, 0), label);
-  s->libs[s->n_libs++] = *out;
+  /* lazy module loading may read the image after this call: keep a copy of our own */
+  void *image = malloc(len ? len : 1);
+  if (!image) {
+    h3_diag_error(d, no_span, NULL, "cuda: out of memory loading %s", label);
+    return H3_ERR;
+  }
+  memcpy(image, cubin, len);
+  cudaError_t e = cudaLibraryLoadData(out, image, NULL, NULL, 0, NULL, NULL, 0);
+  if (e != cudaSuccess) {
+    free(image);
+    return cu_fail(d, e, "cudaLibraryLoadData", label);
+  }
+  s->libs[s->n_libs] = *out;
+  s->lib_images[s->n_libs++] = image;
   return H3_OK;
 }
 
@@ -198,7 +212,7 @@ h3_status cu_compile_tu(cu_state *s, const char *label, const char *source, bool
     return H3_ERR;
   }
   cudaLibrary_t lib;
-  h3_status st = load_library(s, job.cubin, label, &lib, d);
+  h3_status st = load_library(s, job.cubin, job.cubin_len, label, &lib, d);
   h3_nvrtc_job_free(&job);
   for (int i = 0; st == H3_OK && i < n; i++) {
     out[i] = add_kernel(s, lib, names[i], NULL, d);
@@ -290,7 +304,7 @@ h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d) {
       return H3_ERR;
     }
     cudaLibrary_t lib;
-    if (load_library(s, tu->cubin, label, &lib, d) != H3_OK) return H3_ERR;
+    if (load_library(s, tu->cubin, tu->cubin_len, label, &lib, d) != H3_OK) return H3_ERR;
     for (int i = 0; i < tu->n_kernels; i++) {
       const h3_kernel *k = &p->kernels[tu->kernels[i]].k;
       if (cu_kernel_find(s, k->name)) continue;
@@ -316,7 +330,7 @@ static cu_kernel *jit_kernel(cu_state *s, const h3_op *op, h3_diag *d) {
     return NULL;
   }
   cudaLibrary_t lib;
-  h3_status st = load_library(s, job.cubin, label, &lib, d);
+  h3_status st = load_library(s, job.cubin, job.cubin_len, label, &lib, d);
   h3_nvrtc_job_free(&job);
   return st == H3_OK ? add_kernel(s, lib, k.name, &k, d) : NULL;
 }
@@ -470,6 +484,10 @@ void cu_kernels_free(cu_state *s) {
       free(s->kmap[i]);
     }
   free(s->kmap);
-  for (int i = 0; i < s->n_libs; i++) cudaLibraryUnload(s->libs[i]);
+  for (int i = 0; i < s->n_libs; i++) {
+    cudaLibraryUnload(s->libs[i]);
+    free(s->lib_images[i]);
+  }
   free(s->libs);
+  free(s->lib_images);
 }

@@ -191,6 +191,13 @@ static void test_movement(void) {
   h3_op *c = t_op(&t, H3_OP_CONCAT, 2, (h3_value *[]){x, y}, 1, &ax0);
   h3_attr pd[3] = {h3_attr_int(t.m, "axis", 1), h3_attr_int(t.m, "after", 2), h3_attr_float(t.m, "value", 0.5)};
   h3_op *p = t_op(&t, H3_OP_PAD, 1, &x, 3, pd);
+  int64_t rs[3] = {2, 3, 4};
+  h3_attr ra = h3_attr_ints(t.m, "shape", 3, rs);
+  h3_op *rsh = t_op(&t, H3_OP_RESHAPE, 1, &x, 1, &ra);
+  h3_tensor ors[1];
+  CHECK(t_run(rsh, in, ors) == H3_OK && ors[0].type.rank == 3, "reshape");
+  CHECK(memcmp(ors[0].data, in[0].data, 48) == 0, "reshape keeps the elements in order");
+  t_free_all(ors, 1);
   h3_tensor os[1], ocat[1], op[1];
   CHECK(t_run(s, in, os) == H3_OK && t_run(c, in, ocat) == H3_OK && t_run(p, in, op) == H3_OK, "run");
   for (int r = 0; r < 4; r++)

@@ -19,7 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfile  # noqa: E402
 
 failures = []
-cases = [0]
 
 
 def run(cmd, timeout=300):
@@ -39,7 +38,6 @@ def compile_plan(a, model, out, sets=()):
 
 def case(a, name, args, rc_want, pieces, with_out=True):
     """with_out: append --out FILE (the file must not appear); False when args must end the line."""
-    cases[0] += 1
     out = os.path.join(a.work, "out_" + name + ".safetensors")
     if os.path.exists(out):
         os.remove(out)
@@ -83,136 +81,163 @@ def step_inputs(path, **change):
     stfile.write(path, t)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    for f in ("--h3c", "--h3exec", "--source", "--work"):
-        ap.add_argument(f, required=True)
-    a = ap.parse_args()
+def prepare(a):
+    """Compiles the two tiny plans and writes every bad file the cases use (idempotent)."""
     os.makedirs(a.work, exist_ok=True)
     W = lambda n: os.path.join(a.work, n)  # noqa: E731
-    h3, m31 = W("h3.plan"), W("m31.plan")
-    compile_plan(a, "minimax_h3.g", h3)
-    compile_plan(a, "minimax_m3_1.g", m31)
-    text = open(h3).read()
-
-    # ---- bad flags (exit 2) -----------------------------------------------------------------
-    case(a, "flag_unknown", [h3, "--bogus"], 2, ["unknown flag '--bogus'", "h3exec --help"])
-    case(a, "flag_no_plan", ["--seed", "1"], 2, ["no plan given"])
-    case(a, "flag_seed_text", [h3, "--seed", "abc"], 2, ["--seed expects an integer", "'abc'"])
-    case(a, "flag_backend", [h3, "--backend", "tpu"], 2, ["--backend must be cpu, cuda or auto", "'tpu'"])
-    case(a, "flag_iterations_zero", [h3, "--iterations", "0"], 2, ["--iterations expects an integer in [1,"])
-    case(a, "flag_missing_value", [h3, "--out", W("x.safetensors"), "--weights"], 2, ["--weights needs a value"],
-         with_out=False)
-    case(a, "flag_two_plans", [h3, h3], 2, ["more than one plan given"])
-    case(a, "flag_prompt_both", [m31, "--prompt", W("p.txt"), "--prompt-len", "20"], 2,
-         ["--prompt and --prompt-len exclude each other"])
-    # ---- flags that contradict the plan (exit 1) ---------------------------------------------
-    case(a, "cuda_unavailable", [h3, "--backend", "cuda"], 1,
-         ["CUDA backend not available in this build/no GPU found", "--backend cpu"])
-    case(a, "graph_unknown", [h3, "--graph", "nosuch"], 1,
-         [f"{h3}: no graph named 'nosuch'", "the plan's graphs: ", "step", "sample"])
-    case(a, "steps_mismatch", [h3, "--steps", "10"], 1,
-         ["--steps 10: the plan was compiled with steps = 49", "--set steps=10"])
-    case(a, "max_new_tokens_on_h3", [h3, "--max-new-tokens", "8"], 1,
-         ["--max-new-tokens: the plan's model (minimax_h3) has no config key 'max_new_tokens'"])
-    case(a, "max_new_tokens_mismatch", [m31, "--max-new-tokens", "32"], 1,
-         ["--max-new-tokens 32: the plan was compiled with max_new_tokens = 16", "--set max_new_tokens=32"])
-    case(a, "prompt_len_mismatch", [m31, "--prompt-len", "7"], 1,
-         ["--prompt-len 7: the plan was compiled for a prompt of 20 tokens", "--set prompt_len=N"])
-
-    # ---- bad plans -------------------------------------------------------------------------------
-    def plan_variant(name, content):
-        p = W(name + ".plan")
-        with open(p, "wb") as f:
+    compile_plan(a, "minimax_h3.g", W("h3.plan"))
+    compile_plan(a, "minimax_m3_1.g", W("m31.plan"))
+    text = open(W("h3.plan")).read()
+    variants = {"empty": "", "trunc": text[:len(text) // 2], "binary": bytes(range(256)) * 4,
+                "v2": text.replace("format_version: 1", "format_version: 2", 1),
+                "badir": text.replace("rms_norm(", "rms_nrom(", 1), "list": "- 1\n- 2\n"}
+    for name, content in variants.items():
+        with open(W(name + ".plan"), "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
-        return p
-
-    case(a, "plan_missing", [W("nope.plan")], 1, [W("nope.plan")])
-    case(a, "plan_empty", [plan_variant("empty", "")], 1, [W("empty.plan")])
-    case(a, "plan_truncated", [plan_variant("trunc", text[:len(text) // 2])], 1, [W("trunc.plan")])
-    case(a, "plan_binary", [plan_variant("binary", bytes(range(256)) * 4)], 1, [W("binary.plan")])
-    case(a, "plan_version", [plan_variant("v2", text.replace("format_version: 1", "format_version: 2", 1))], 1,
-         [W("v2.plan"), "plan format version 2 is not supported by this h3 (1); recompile with h3c"])
-    case(a, "plan_bad_ir", [plan_variant("badir", text.replace("rms_norm(", "rms_nrom(", 1))], 1,
-         [W("badir.plan"), "rms_nrom"])
-    case(a, "plan_not_mapping", [plan_variant("list", "- 1\n- 2\n")], 1, [W("list.plan")])
-
-    # ---- bad inputs files ------------------------------------------------------------------------
-    good = W("step_in.safetensors")
-    step_inputs(good)
-    step = [h3, "--graph", "step", "--inputs"]
-    bad = W("in_dtype.safetensors")
-    step_inputs(bad, t=("F64", [2], struct.pack("<2d", 0.3, 0.7)))
-    case(a, "inputs_dtype", step + [bad], 1, [bad, "'t'", "dtype F64, expected F32"])
-    bad = W("in_shape.safetensors")
-    step_inputs(bad, video=("F32", [39, 12], stfile.f32([0.5] * (39 * 12))))
-    case(a, "inputs_shape", step + [bad], 1, [bad, "'video'", "[39, 12]", "[40, 12]"])
-    bad = W("in_extra.safetensors")
-    step_inputs(bad, bogus=("F32", [1], stfile.f32([1.0])))
-    case(a, "inputs_unexpected", step + [bad], 1, [bad, "unexpected tensor", "'bogus'", "graph 'step' takes"])
-    bad = W("in_trunc.safetensors")
-    with open(good, "rb") as f:
-        blob = f.read()
-    with open(bad, "wb") as f:
-        f.write(blob[:len(blob) - 100])
-    case(a, "inputs_truncated", step + [bad], 1, [bad])
-    bad = W("in_header.safetensors")
-    with open(bad, "wb") as f:
-        f.write(struct.pack("<Q", 1 << 40) + b"{}")
-    case(a, "inputs_header_length", step + [bad], 1, [bad])
-    case(a, "inputs_missing_file", step + [W("none.safetensors")], 1, [W("none.safetensors")])
-    bad = W("in_json.safetensors")
-    with open(bad, "wb") as f:
-        f.write(struct.pack("<Q", 8) + b"{not js}")
-    case(a, "inputs_bad_json", step + [bad], 1, [bad])
-    # ---- bad prompts and weights ----------------------------------------------------------------
-    with open(W("p_short.txt"), "w") as f:
-        f.write("1 2 3\n")
-    case(a, "prompt_count", [m31, "--prompt", W("p_short.txt")], 1,
-         [W("p_short.txt"), "3 tokens, but the plan was compiled for prompt_len = 20", "--set prompt_len=3"])
-    with open(W("p_vocab.txt"), "w") as f:
-        f.write(" ".join(str(i) for i in range(19)) + " 999\n")
-    case(a, "prompt_vocab", [m31, "--prompt", W("p_vocab.txt")], 1,
-         [W("p_vocab.txt"), "token 19 (id 999) is outside the vocabulary [0, 256)"])
-    with open(W("p_text.txt"), "w") as f:
-        f.write("1 2 three\n")
-    case(a, "prompt_not_ids", [m31, "--prompt", W("p_text.txt")], 1, [W("p_text.txt"), "'three' is not a token id"])
+    step_inputs(W("step_in.safetensors"))
+    step_inputs(W("in_dtype.safetensors"), t=("F64", [2], struct.pack("<2d", 0.3, 0.7)))
+    step_inputs(W("in_shape.safetensors"), video=("F32", [39, 12], stfile.f32([0.5] * (39 * 12))))
+    step_inputs(W("in_extra.safetensors"), bogus=("F32", [1], stfile.f32([1.0])))
+    blob = open(W("step_in.safetensors"), "rb").read()
+    raw = {"in_trunc": blob[:len(blob) - 100], "in_header": struct.pack("<Q", 1 << 40) + b"{}",
+           "in_json": struct.pack("<Q", 8) + b"{not js}"}
+    for name, content in raw.items():
+        with open(W(name + ".safetensors"), "wb") as f:
+            f.write(content)
+    texts = {"p_short.txt": "1 2 3\n", "p_vocab.txt": " ".join(str(i) for i in range(19)) + " 999\n",
+             "p_text.txt": "1 2 three\n"}
+    for name, content in texts.items():
+        with open(W(name), "w") as f:
+            f.write(content)
     stfile.write(W("p_float.safetensors"), {"prompt": ("F32", [20], stfile.f32([1.0] * 20))})
-    case(a, "prompt_float", [m31, "--prompt", W("p_float.safetensors")], 1,
-         [W("p_float.safetensors"), "expected exactly one integer tensor"])
-    case(a, "prompt_on_h3", [h3, "--prompt", W("p_short.txt")], 1, ["--prompt: graph 'sample' has no integer input"])
     stfile.write(W("w_wrong.safetensors"), {"foo.weight": ("F32", [2], stfile.f32([1.0, 2.0]))})
-    case(a, "weights_wrong_model", [h3, "--weights", W("w_wrong.safetensors")], 1,
-         [W("w_wrong.safetensors"), "missing", "foo.weight"])
 
-    # ---- good runs --------------------------------------------------------------------------------
+
+def case_table(a):
+    """(name, h3exec args, exit status, stderr pieces, append --out) for every error case."""
+    W = lambda n: os.path.join(a.work, n)  # noqa: E731
+    h3, m31 = W("h3.plan"), W("m31.plan")
+    step = [h3, "--graph", "step", "--inputs"]
+    return [
+        # bad flags (exit 2)
+        ("flag_unknown", [h3, "--bogus"], 2, ["unknown flag '--bogus'", "h3exec --help"], True),
+        ("flag_no_plan", ["--seed", "1"], 2, ["no plan given"], True),
+        ("flag_seed_text", [h3, "--seed", "abc"], 2, ["--seed expects an integer", "'abc'"], True),
+        ("flag_backend", [h3, "--backend", "tpu"], 2, ["--backend must be cpu, cuda or auto", "'tpu'"], True),
+        ("flag_iterations_zero", [h3, "--iterations", "0"], 2, ["--iterations expects an integer in [1,"], True),
+        ("flag_missing_value", [h3, "--out", W("x.safetensors"), "--weights"], 2, ["--weights needs a value"],
+         False),
+        ("flag_two_plans", [h3, h3], 2, ["more than one plan given"], True),
+        ("flag_prompt_both", [m31, "--prompt", W("p_short.txt"), "--prompt-len", "20"], 2,
+         ["--prompt and --prompt-len exclude each other"], True),
+        # flags that contradict the plan or the machine (exit 1)
+        ("cuda_unavailable", [h3, "--backend", "cuda"], 1,
+         ["CUDA backend not available in this build/no GPU found", "--backend cpu"], True),
+        ("attention_on_cpu", [h3, "--backend", "cpu", "--attention", "flash"], 1,
+         ["--attention flash: the cpu backend has only the reference attention", "--backend cuda"], True),
+        ("graph_unknown", [h3, "--graph", "nosuch"], 1,
+         [f"{h3}: no graph named 'nosuch'", "the plan's graphs: ", "step", "sample"], True),
+        ("steps_mismatch", [h3, "--steps", "10"], 1,
+         ["--steps 10: the plan was compiled with steps = 49", "--set steps=10"], True),
+        ("max_new_tokens_on_h3", [h3, "--max-new-tokens", "8"], 1,
+         ["--max-new-tokens: the plan's model (minimax_h3) has no config key 'max_new_tokens'"], True),
+        ("max_new_tokens_mismatch", [m31, "--max-new-tokens", "32"], 1,
+         ["--max-new-tokens 32: the plan was compiled with max_new_tokens = 16", "--set max_new_tokens=32"], True),
+        ("prompt_len_mismatch", [m31, "--prompt-len", "7"], 1,
+         ["--prompt-len 7: the plan was compiled for a prompt of 20 tokens", "--set prompt_len=N"], True),
+        # bad plans
+        ("plan_missing", [W("nope.plan")], 1, [W("nope.plan")], True),
+        ("plan_empty", [W("empty.plan")], 1, [W("empty.plan"), "empty"], True),
+        ("plan_truncated", [W("trunc.plan")], 1, [W("trunc.plan") + ":"], True),
+        ("plan_binary", [W("binary.plan")], 1, [W("binary.plan") + ":1:"], True),
+        ("plan_version", [W("v2.plan")], 1,
+         [W("v2.plan"), "plan format version 2 is not supported by this h3 (1); recompile with h3c"], True),
+        ("plan_bad_ir", [W("badir.plan")], 1, [W("badir.plan"), "unknown op 'rms_nrom'"], True),
+        ("plan_not_mapping", [W("list.plan")], 1, [W("list.plan"), "mapping"], True),
+        # bad inputs files
+        ("inputs_dtype", step + [W("in_dtype.safetensors")], 1,
+         [W("in_dtype.safetensors"), "'t'", "dtype F64, expected F32"], True),
+        ("inputs_shape", step + [W("in_shape.safetensors")], 1,
+         [W("in_shape.safetensors"), "'video'", "[39, 12]", "[40, 12]"], True),
+        ("inputs_unexpected", step + [W("in_extra.safetensors")], 1,
+         [W("in_extra.safetensors"), "unexpected tensor", "'bogus'", "graph 'step' takes"], True),
+        ("inputs_truncated", step + [W("in_trunc.safetensors")], 1, [W("in_trunc.safetensors")], True),
+        ("inputs_header_length", step + [W("in_header.safetensors")], 1, [W("in_header.safetensors")], True),
+        ("inputs_missing_file", step + [W("none.safetensors")], 1, [W("none.safetensors")], True),
+        ("inputs_bad_json", step + [W("in_json.safetensors")], 1, [W("in_json.safetensors")], True),
+        # bad prompts and weights
+        ("prompt_count", [m31, "--prompt", W("p_short.txt")], 1,
+         [W("p_short.txt"), "3 tokens, but the plan was compiled for prompt_len = 20", "--set prompt_len=3"], True),
+        ("prompt_vocab", [m31, "--prompt", W("p_vocab.txt")], 1,
+         [W("p_vocab.txt"), "token 19 (id 999) is outside the vocabulary [0, 256)"], True),
+        ("prompt_not_ids", [m31, "--prompt", W("p_text.txt")], 1, [W("p_text.txt"), "'three' is not a token id"],
+         True),
+        ("prompt_float", [m31, "--prompt", W("p_float.safetensors")], 1,
+         [W("p_float.safetensors"), "expected exactly one integer tensor"], True),
+        ("prompt_on_h3", [h3, "--prompt", W("p_short.txt")], 1,
+         ["--prompt: graph 'sample' has no integer input"], True),
+        ("weights_wrong_model", [h3, "--weights", W("w_wrong.safetensors")], 1,
+         [W("w_wrong.safetensors"), "missing", "foo.weight"], True),
+    ]
+
+
+def good_runs(a):
+    """A good run writes its outputs; the same seed gives the same bytes; trace and report."""
+    W = lambda n: os.path.join(a.work, n)  # noqa: E731
+    h3 = W("h3.plan")
     o1, o2, tr = W("s1.safetensors"), W("s2.safetensors"), W("trace.json")
     rc1, rep, err1 = run([a.h3exec, h3, "--seed", "5", "--out", o1, "--profile", tr])
     rc2, _, _ = run([a.h3exec, h3, "--seed", "5", "--out", o2])
     if rc1 != 0 or rc2 != 0:
         failures.append("good_runs")
         print(f"FAIL good runs: exit {rc1} / {rc2}\n{err1}", file=sys.stderr)
-    else:
-        same = open(o1, "rb").read() == open(o2, "rb").read()
-        got = stfile.read(o1)
-        names_ok = sorted(got) == ["audio", "video"] and got["video"][:2] == ("F32", [40, 12])
-        ev = json.load(open(tr))["traceEvents"]
-        ops = [e for e in ev if e["cat"] != "control"]
-        trace_ok = len(ops) > 49 * 20 and all({"name", "cat", "ts", "dur", "ph"} <= set(e) for e in ev)
-        report_ok = all(s in rep for s in ("latency", "median", "p99", "per-op profile", "linear",
-                                            "quality tier", "memory plan"))
-        for ok, what in ((same, "same seed gives different bytes"), (names_ok, f"outputs {list(got)}"),
-                         (trace_ok, f"trace has {len(ops)} op events"), (report_ok, "report incomplete:\n" + rep)):
-            if not ok:
-                failures.append(what)
-                print(f"FAIL {what}", file=sys.stderr)
-        print("ok   good runs (same bytes, outputs, trace, report)" if same and names_ok and trace_ok and report_ok
-              else "FAIL good runs")
-    n = cases[0] + 1
+        return
+    got = stfile.read(o1)
+    ev = json.load(open(tr))["traceEvents"]
+    ops = [e for e in ev if e["cat"] != "control"]
+    checks = [
+        (open(o1, "rb").read() == open(o2, "rb").read(), "same seed gives the same bytes"),
+        (sorted(got) == ["audio", "video"] and got["video"][:2] == ("F32", [40, 12]), f"outputs {list(got)}"),
+        (len(ops) > 49 * 20 and all({"name", "cat", "ts", "dur", "ph"} <= set(e) for e in ev),
+         f"trace: {len(ops)} op events with name/cat/ts/dur"),
+        (all(s in rep for s in ("latency", "median", "p90", "p99", "per-op profile", "linear", "quality tier",
+                                "memory plan", "fused groups")), "report sections"),
+    ]
+    for ok, what in checks:
+        print(("ok   " if ok else "FAIL ") + "good run: " + what)
+        if not ok:
+            failures.append(what)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for f in ("--h3c", "--h3exec", "--source", "--work"):
+        ap.add_argument(f, required=True)
+    ap.add_argument("--setup", action="store_true", help="only compile the plans and write the files")
+    ap.add_argument("--case", help="run one case (after --setup), or 'good_runs'")
+    ap.add_argument("--list", action="store_true", help="print the case names")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join([c[0] for c in case_table(a)] + ["good_runs"]))
+        return 0
+    if a.setup or not a.case:
+        prepare(a)
+        if a.setup:
+            return 0
+    table = {c[0]: c for c in case_table(a)}
+    names = [a.case] if a.case else list(table) + ["good_runs"]
+    for name in names:
+        if name == "good_runs":
+            good_runs(a)
+        elif name in table:
+            _, args, rc, pieces, with_out = table[name]
+            case(a, name, args, rc, pieces, with_out)
+        else:
+            sys.exit(f"unknown case {name}")
     if failures:
         print(f"cli_errors: {len(failures)} failed: {failures}", file=sys.stderr)
         return 1
-    print(f"cli_errors: all {n} cases passed")
+    print(f"cli_errors: all {len(names)} cases passed")
     return 0
 
 

@@ -6,11 +6,12 @@
 #   STAGE/kcache/  the NVRTC kernel cache, filled by compiling the plans and the backend's
 #                  own kernels, so the GPU machine only loads CUBINs
 #   tests/gpu/stage.sh [BUILD_DIR]      (default build-gpu; STAGE = BUILD_DIR/stage)
+# H3_STAGE_BUILD_TYPE picks the CMake build type (default RelWithDebInfo).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build-gpu}
 S=$B/stage
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE="${H3_STAGE_BUILD_TYPE:-RelWithDebInfo}" > /dev/null
 cmake --build "$B" -j2 --target h3c h3exec gpu_compile_check test_gpu_ops test_gpu_model attention_bench
 rm -rf "$S"
 mkdir -p "$S/bin" "$S/plans" "$S/kcache"
