@@ -75,8 +75,13 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
 
 /* Returns 0 to run, 1 after --help, 2 on a bad flag. */
 static int parse_flags(int argc, char **argv, options *o) {
-  *o = (options){.backend = "auto", .weights = "random", .iterations = 1, .threads = 2,
-                 .steps = -1, .prompt_len = -1, .max_new_tokens = -1};
+  *o = (options){.backend = "auto",
+                 .weights = "random",
+                 .iterations = 1,
+                 .threads = 2,
+                 .steps = -1,
+                 .prompt_len = -1,
+                 .max_new_tokens = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
@@ -86,26 +91,34 @@ static int parse_flags(int argc, char **argv, options *o) {
       continue;
     }
     static const char *const with_value[] = {
-        "--graph", "--backend", "--weights", "--seed", "--inputs", "--out", "--steps",
-        "--prompt", "--prompt-len", "--max-new-tokens", "--warmup", "--iterations",
-        "--threads", "--profile", "--attention", NULL};
+        "--graph",  "--backend",    "--weights", "--seed",       "--inputs",
+        "--out",    "--steps",      "--prompt",  "--prompt-len", "--max-new-tokens",
+        "--warmup", "--iterations", "--threads", "--profile",    "--attention",
+        NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
     if (i + 1 >= argc) return flag_error("%s needs a value", a);
     const char *v = argv[++i];
     int64_t n;
-    if (strcmp(a, "--graph") == 0) o->graph = v;
+    if (strcmp(a, "--graph") == 0)
+      o->graph = v;
     else if (strcmp(a, "--backend") == 0) {
       if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
         return flag_error("--backend must be cpu, cuda or auto, got '%s'", v);
       o->backend = v;
-    } else if (strcmp(a, "--weights") == 0) o->weights = v;
-    else if (strcmp(a, "--inputs") == 0) o->inputs = v;
-    else if (strcmp(a, "--out") == 0) o->out = v;
-    else if (strcmp(a, "--prompt") == 0) o->prompt = v;
-    else if (strcmp(a, "--profile") == 0) o->profile = v;
-    else if (strcmp(a, "--attention") == 0) o->attention = v;
+    } else if (strcmp(a, "--weights") == 0)
+      o->weights = v;
+    else if (strcmp(a, "--inputs") == 0)
+      o->inputs = v;
+    else if (strcmp(a, "--out") == 0)
+      o->out = v;
+    else if (strcmp(a, "--prompt") == 0)
+      o->prompt = v;
+    else if (strcmp(a, "--profile") == 0)
+      o->profile = v;
+    else if (strcmp(a, "--attention") == 0)
+      o->attention = v;
     else if (strcmp(a, "--seed") == 0) {
       if (!parse_int(a, v, 0, INT64_MAX, &n)) return 2;
       o->seed = (uint64_t)n;
@@ -145,8 +158,8 @@ static h3_status check_compiled(const h3_module *m, const char *flag, const char
   }
   if (have != want) {
     char hint[160];
-    snprintf(hint, sizeof hint, "recompile the plan: h3c compile MODEL.g --set %s=%lld -o PLAN", key,
-             (long long)want);
+    snprintf(hint, sizeof hint, "recompile the plan: h3c compile MODEL.g --set %s=%lld -o PLAN",
+             key, (long long)want);
     h3_diag_error(d, none, hint, "%s %lld: the plan was compiled with %s = %lld", flag,
                   (long long)want, key, (long long)have);
     return H3_ERR;
@@ -160,11 +173,12 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
   h3_span none = {0};
   int idx = -1;
   for (int i = 0; i < g->n_inputs; i++)
-    if (g->inputs[i]->name && (!strcmp(g->inputs[i]->name, "prompt") || !strcmp(g->inputs[i]->name, "tokens")))
+    if (g->inputs[i]->name &&
+        (!strcmp(g->inputs[i]->name, "prompt") || !strcmp(g->inputs[i]->name, "tokens")))
       idx = i;
   if (idx < 0 || h3_dtype_is_float(g->inputs[idx]->type.dtype)) {
-    h3_diag_error(d, none, "--prompt is for M3.1 plans", "--prompt: graph '%s' has no integer input 'prompt' or 'tokens'",
-                  g->name);
+    h3_diag_error(d, none, "--prompt is for M3.1 plans",
+                  "--prompt: graph '%s' has no integer input 'prompt' or 'tokens'", g->name);
     return H3_ERR;
   }
   const h3_type *want = &g->inputs[idx]->type;
@@ -175,8 +189,10 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
   h3_status st = H3_OK;
   if (len > 12 && strcmp(o->prompt + len - 12, ".safetensors") == 0) {
     h3_safetensors *sf = h3_safetensors_open(o->prompt, d);
-    if (!sf) st = H3_ERR;
-    else if (h3_safetensors_count(sf) != 1 || h3_dtype_is_float(h3_safetensors_at(sf, 0)->type.dtype)) {
+    if (!sf)
+      st = H3_ERR;
+    else if (h3_safetensors_count(sf) != 1 ||
+             h3_dtype_is_float(h3_safetensors_at(sf, 0)->type.dtype)) {
       h3_diag_error(d, none, "write the token ids as one i32 or i64 tensor",
                     "%s: expected exactly one integer tensor", o->prompt);
       st = H3_ERR;
@@ -184,14 +200,15 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
       const h3_st_tensor *t = h3_safetensors_at(sf, 0);
       n = h3_type_numel(&t->type);
       for (int64_t i = 0; i < n && i < need; i++) {
-        if (t->type.dtype == H3_I64) memcpy(&ids[i], (const char *)t->data + 8 * i, 8);
+        if (t->type.dtype == H3_I64)
+          memcpy(&ids[i], (const char *)t->data + 8 * i, 8);
         else if (t->type.dtype == H3_I32) {
           int32_t v;
           memcpy(&v, (const char *)t->data + 4 * i, 4);
           ids[i] = v;
         } else {
-          h3_diag_error(d, none, "use I32 or I64", "%s: tensor '%s' has dtype %s", o->prompt, t->name,
-                        h3_dtype_name(t->type.dtype));
+          h3_diag_error(d, none, "use I32 or I64", "%s: tensor '%s' has dtype %s", o->prompt,
+                        t->name, h3_dtype_name(t->type.dtype));
           st = H3_ERR;
           break;
         }
@@ -243,8 +260,10 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
     t->data = malloc(t->bytes + 1);
     if (!t->data) st = H3_ERR;
     for (int64_t i = 0; st == H3_OK && i < n; i++) {
-      if (want->dtype == H3_I64) ((int64_t *)t->data)[i] = ids[i];
-      else ((int32_t *)t->data)[i] = (int32_t)ids[i];
+      if (want->dtype == H3_I64)
+        ((int64_t *)t->data)[i] = ids[i];
+      else
+        ((int32_t *)t->data)[i] = (int32_t)ids[i];
     }
   }
   free(ids);
@@ -284,11 +303,15 @@ static int run(const options *o, h3_diag *d) {
   if (!g) {
     h3_strbuf names;
     h3_strbuf_init(&names);
-    for (int i = 0; i < m->n_graphs; i++) h3_strbuf_printf(&names, "%s%s", i ? ", " : "", m->graphs[i]->name);
+    for (int i = 0; i < m->n_graphs; i++)
+      h3_strbuf_printf(&names, "%s%s", i ? ", " : "", m->graphs[i]->name);
     char hint[512];
     snprintf(hint, sizeof hint, "the plan's graphs: %s", names.data ? names.data : "(none)");
-    if (gname) h3_diag_error(d, none, hint, "%s: no graph named '%s'", o->plan, gname);
-    else h3_diag_error(d, none, hint, "%s: the plan has no entry program; pick one with --graph", o->plan);
+    if (gname)
+      h3_diag_error(d, none, hint, "%s: no graph named '%s'", o->plan, gname);
+    else
+      h3_diag_error(d, none, hint, "%s: the plan has no entry program; pick one with --graph",
+                    o->plan);
     h3_strbuf_free(&names);
     goto done;
   }
@@ -309,7 +332,8 @@ static int run(const options *o, h3_diag *d) {
     goto done;
   }
   /* random weights: made on the GPU by the cuda backend, on the host otherwise */
-  w = random ? (cuda ? NULL : h3_weights_random(m, o->seed, d)) : h3_weights_load_file(m, o->weights, d);
+  w = random ? (cuda ? NULL : h3_weights_random(m, o->seed, d))
+             : h3_weights_load_file(m, o->weights, d);
   if (!w && !(random && cuda)) goto done;
   in = o->inputs ? h3_inputs_load_file(g, o->inputs, H3_INPUTS_ALLOW_MISSING, d)
                  : calloc((size_t)g->n_inputs + 1, sizeof *in);
@@ -353,13 +377,23 @@ static int run(const options *o, h3_diag *d) {
   snprintf(ran, sizeof ran, "%s '%s'", g->kind == H3_GRAPH_PROGRAM ? "program" : "graph", g->name);
   h3_strbuf passes;
   h3_strbuf_init(&passes);
-  for (int i = 0; i < plan->n_passes; i++) h3_strbuf_printf(&passes, "%s%s", i ? ", " : "", plan->passes[i]);
-  h3_report r = {.plan_file = o->plan, .graph = ran, .backend = b->ops->name,
-                 .weights = o->weights, .quality = plan->quality, .passes = passes.data,
-                 .seed = o->seed, .warmup = o->warmup, .iterations = o->iterations,
-                 .latency = lat, .stats = h3_runtime_op_stats(rt), .module = m,
+  for (int i = 0; i < plan->n_passes; i++)
+    h3_strbuf_printf(&passes, "%s%s", i ? ", " : "", plan->passes[i]);
+  h3_report r = {.plan_file = o->plan,
+                 .graph = ran,
+                 .backend = b->ops->name,
+                 .weights = o->weights,
+                 .quality = plan->quality,
+                 .passes = passes.data,
+                 .seed = o->seed,
+                 .warmup = o->warmup,
+                 .iterations = o->iterations,
+                 .latency = lat,
+                 .stats = h3_runtime_op_stats(rt),
+                 .module = m,
                  .weight_bytes = h3_runtime_weight_bytes(rt),
-                 .activation_bytes = h3_runtime_activation_bytes(rt), .threads = o->threads,
+                 .activation_bytes = h3_runtime_activation_bytes(rt),
+                 .threads = o->threads,
                  .device = cuda ? h3_cuda_device_name(b) : NULL,
                  .attention = cuda ? h3_cuda_attention(b) : NULL,
                  .gpu_seconds = cuda ? h3_cuda_gpu_seconds(b) : -1.0};

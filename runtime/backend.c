@@ -15,7 +15,7 @@ h3_backend *h3_backend_create(const char *name, const h3_backend_options *o, h3_
   if (name && strcmp(name, "cpu") == 0) return h3_backend_cpu_new(o, d);
   if (!name || strcmp(name, "auto") == 0)
     return h3_cuda_available(why, sizeof why) ? h3_backend_cuda_new(o, NULL, d)
-                                               : h3_backend_cpu_new(o, d);
+                                              : h3_backend_cpu_new(o, d);
   if (strcmp(name, "cuda") == 0) {
     if (h3_cuda_available(why, sizeof why)) return h3_backend_cuda_new(o, NULL, d);
     h3_diag_error(d, none, "use --backend cpu (or auto)",

@@ -96,16 +96,17 @@ static h3_status state_ready(h3_runtime *rt, gstate *gs, h3_diag *d) {
   const h3_attr *a = h3_graph_attr(gs->g, "arena_bytes");
   gs->arena_bytes = a && a->kind == H3_ATTR_INT ? a->i : 0;
   if (gs->arena_bytes < 0) {
-    h3_diag_error(d, gs->g->span, "recompile the plan with h3c", "graph '%s': arena_bytes %lld is negative",
-                  gs->g->name, (long long)gs->arena_bytes);
+    h3_diag_error(d, gs->g->span, "recompile the plan with h3c",
+                  "graph '%s': arena_bytes %lld is negative", gs->g->name,
+                  (long long)gs->arena_bytes);
     return H3_ERR;
   }
   if (gs->arena_bytes > 0) {
     gs->arena = rt->b->ops->alloc(rt->b, (size_t)gs->arena_bytes);
     if (!gs->arena) {
       h3_diag_error(d, gs->g->span, "use a smaller config or a machine with more memory",
-                    "graph '%s': cannot allocate its %lld-byte activation arena on %s",
-                    gs->g->name, (long long)gs->arena_bytes, rt->b->ops->name);
+                    "graph '%s': cannot allocate its %lld-byte activation arena on %s", gs->g->name,
+                    (long long)gs->arena_bytes, rt->b->ops->name);
       return H3_ERR;
     }
     rt->act_bytes += (size_t)gs->arena_bytes;
@@ -133,10 +134,11 @@ static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d)
   int64_t bytes = h3_type_bytes(&v->type);
   if (v->offset >= 0) {
     if (v->offset + bytes > gs->arena_bytes) {
-      h3_diag_error(d, v->span, "the plan's memory plan is inconsistent; recompile it with h3c",
-                    "graph '%s': value %%%s at offset %lld (%lld bytes) lies outside the %lld-byte arena",
-                    gs->g->name, v->name ? v->name : "?", (long long)v->offset, (long long)bytes,
-                    (long long)gs->arena_bytes);
+      h3_diag_error(
+          d, v->span, "the plan's memory plan is inconsistent; recompile it with h3c",
+          "graph '%s': value %%%s at offset %lld (%lld bytes) lies outside the %lld-byte arena",
+          gs->g->name, v->name ? v->name : "?", (long long)v->offset, (long long)bytes,
+          (long long)gs->arena_bytes);
       return H3_ERR;
     }
     s->t.type = v->type;
@@ -149,8 +151,8 @@ static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d)
   }
   void *p = rt->b->ops->alloc(rt->b, (size_t)(bytes ? bytes : 1));
   if (!p) {
-    h3_diag_error(d, v->span, NULL, "graph '%s': out of memory for a %lld-byte value",
-                  gs->g->name, (long long)bytes);
+    h3_diag_error(d, v->span, NULL, "graph '%s': out of memory for a %lld-byte value", gs->g->name,
+                  (long long)bytes);
     return H3_ERR;
   }
   if (s->cap) {
@@ -232,7 +234,8 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
   if (*st != H3_OK) return 1;
   if (off < 0) return 0;
   /* a planned result is a view only where the plan put it over its source */
-  if (v->offset >= 0 && (src->offset < 0 || v->offset != src->offset + (code == H3_OP_INDEX ? 0 : off)))
+  if (v->offset >= 0 &&
+      (src->offset < 0 || v->offset != src->offset + (code == H3_OP_INDEX ? 0 : off)))
     return 0;
   record(rt, h3_opcode_name(op->code), kind_name(op->code), t0, rt->b->ops->now(rt->b));
   slot *s = &gs->slots[v->id];
@@ -270,8 +273,10 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
   h3_status st = H3_OK;
   for (int i = 0; st == H3_OK && i < op->n_operands; i++) {
     const h3_tensor *t = lookup(rt, gs, op->operands[i], d);
-    if (!t) st = H3_ERR;
-    else in[i] = *t;
+    if (!t)
+      st = H3_ERR;
+    else
+      in[i] = *t;
   }
   for (int i = 0; st == H3_OK && i < op->n_results; i++) {
     st = bind(rt, gs, op->results[i], d);
@@ -279,7 +284,8 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
   }
   /* an in-place op the plan put over its first operand writes where that operand actually
      is (which differs from arena + offset when the operand is a view of a dynamic index) */
-  if (st == H3_OK && is_inplace(op->code) && op->results[0]->offset >= 0 && op->results[0]->offset == op->operands[0]->offset) {
+  if (st == H3_OK && is_inplace(op->code) && op->results[0]->offset >= 0 &&
+      op->results[0]->offset == op->operands[0]->offset) {
     out_buf[0].data = in[0].data;
     gs->slots[op->results[0]->id].t.data = in[0].data;
   }
@@ -315,11 +321,12 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     double t1 = rt->b->ops->now(rt->b);
     rt->stats[op->code].count++;
     rt->stats[op->code].seconds += t1 - t0;
-    record(rt, h3_op_attr_string(op, "kernel", h3_opcode_name(op->code)), kind_name(op->code),
-           t0, t1);
+    record(rt, h3_op_attr_string(op, "kernel", h3_opcode_name(op->code)), kind_name(op->code), t0,
+           t1);
   }
   for (int i = 0; i < n_staged; i++)
-    if (out_buf[i].data && out_buf[i].data != staged[i].data) rt->b->ops->release(rt->b, out_buf[i].data);
+    if (out_buf[i].data && out_buf[i].data != staged[i].data)
+      rt->b->ops->release(rt->b, out_buf[i].data);
   if (in != in_buf) free(in);
   return st;
 }
@@ -349,8 +356,10 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
     for (int i = 0; st == H3_OK && i < n; i++) {
       size_t bytes = (size_t)h3_type_bytes(&src[i]->type);
       tmp[i] = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
-      if (!tmp[i]) st = H3_ERR;
-      else st = rt->b->ops->copy(rt->b, tmp[i], src[i]->data, bytes, d);
+      if (!tmp[i])
+        st = H3_ERR;
+      else
+        st = rt->b->ops->copy(rt->b, tmp[i], src[i]->data, bytes, d);
     }
     for (int i = 0; st == H3_OK && i < n; i++) {
       const h3_tensor *a = &gs->slots[r->args[i + 1]->id].t;
@@ -393,7 +402,8 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
     st = write_index(rt, &gs->slots[r->args[0]->id].t, k, d);
     if (st == H3_OK) st = run_region(rt, gs, r, 0, d);
     if (st == H3_OK) st = assign_carried(rt, gs, r, r->last->operands, &r->last->span, d);
-    if (st == H3_OK && top && rt->opt.progress) rt->opt.progress(rt->opt.progress_ctx, label, k + 1, count);
+    if (st == H3_OK && top && rt->opt.progress)
+      rt->opt.progress(rt->opt.progress_ctx, label, k + 1, count);
   }
   for (int i = 0; st == H3_OK && i < op->n_results; i++) {
     st = bind(rt, gs, op->results[i], d);
@@ -410,7 +420,8 @@ static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *
   gstate *cs = g ? state_of(rt, g) : NULL;
   if (!cs || g->n_inputs != op->n_operands) {
     h3_diag_error(d, op->span, "the plan's IR is malformed; recompile it with h3c",
-                  "call of '%s': %s", name, cs ? "argument count differs from the graph's inputs" : "no such graph");
+                  "call of '%s': %s", name,
+                  cs ? "argument count differs from the graph's inputs" : "no such graph");
     return H3_ERR;
   }
   if (cs->active) {
@@ -421,8 +432,10 @@ static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *
   h3_status st = state_ready(rt, cs, d);
   for (int i = 0; st == H3_OK && i < op->n_operands; i++) {
     const h3_tensor *t = lookup(rt, gs, op->operands[i], d);
-    if (!t) st = H3_ERR;
-    else cs->slots[g->inputs[i]->id].t = *t; /* alias; inputs never own buffers */
+    if (!t)
+      st = H3_ERR;
+    else
+      cs->slots[g->inputs[i]->id].t = *t; /* alias; inputs never own buffers */
   }
   const h3_backend_ext *ext = rt->b->ext;
   int replayed = 0;
@@ -531,7 +544,8 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
     out[i].bytes = bytes;
     out[i].data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!out[i].data && bytes) {
-      h3_diag_error(d, no_span, NULL, "out of memory for output '%s'", out[i].name ? out[i].name : "?");
+      h3_diag_error(d, no_span, NULL, "out of memory for output '%s'",
+                    out[i].name ? out[i].name : "?");
       st = H3_ERR;
       break;
     }
@@ -575,8 +589,8 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     return NULL;
   }
   if (!w && !(b->ext && b->ext->init_param)) {
-    h3_diag_error(d, no_span, "pass a weight store", "the %s backend cannot make random weights itself",
-                  b->ops->name);
+    h3_diag_error(d, no_span, "pass a weight store",
+                  "the %s backend cannot make random weights itself", b->ops->name);
     h3_runtime_free(rt);
     return NULL;
   }

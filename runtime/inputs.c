@@ -97,19 +97,23 @@ static h3_status fill_one(const h3_module *m, const h3_graph *g, h3_host_tensor 
   if (meta && h3_rows(m, &r)) {
     int64_t S = t->type.dims[0];
     if (r.L + r.Na + r.Nv > S) {
-      h3_diag_error(d, g->span, "give the input in an --inputs file",
-                    "graph '%s': input '%s' has %lld rows, fewer than the %lld live rows of the config",
-                    g->name, name, (long long)S, (long long)(r.L + r.Na + r.Nv));
+      h3_diag_error(
+          d, g->span, "give the input in an --inputs file",
+          "graph '%s': input '%s' has %lld rows, fewer than the %lld live rows of the config",
+          g->name, name, (long long)S, (long long)(r.L + r.Na + r.Nv));
       return H3_ERR;
     }
     for (int64_t s = 0; s < S; s++) {
       int tag, slot;
       double pos[3];
       row_meta(&r, s, &tag, &slot, pos);
-      if (name[0] == 't') store(t->data, t->type.dtype, s, tag);
-      else if (name[0] == 's') store(t->data, t->type.dtype, s, slot);
+      if (name[0] == 't')
+        store(t->data, t->type.dtype, s, tag);
+      else if (name[0] == 's')
+        store(t->data, t->type.dtype, s, slot);
       else
-        for (int64_t k = 0; k < n / S && k < 3; k++) store(t->data, t->type.dtype, s * (n / S) + k, pos[k]);
+        for (int64_t k = 0; k < n / S && k < 3; k++)
+          store(t->data, t->type.dtype, s * (n / S) + k, pos[k]);
     }
     return H3_OK;
   }
@@ -129,7 +133,8 @@ static h3_status fill_one(const h3_module *m, const h3_graph *g, h3_host_tensor 
       return H3_ERR;
     }
     for (int64_t i = 0; i < n; i++) {
-      int64_t v = (int64_t)floor((double)h3_rng_uniform(o->seed, sid, (unsigned long long)i) * (double)vocab);
+      int64_t v = (int64_t)floor((double)h3_rng_uniform(o->seed, sid, (unsigned long long)i) *
+                                 (double)vocab);
       store(t->data, t->type.dtype, i, (double)(v < vocab ? v : vocab - 1));
     }
     return H3_OK;

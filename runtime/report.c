@@ -39,18 +39,25 @@ static int count_fused(h3_op *op, void *ctx) {
   fused_count *c = ctx;
   if (op->code == H3_OP_FUSED) {
     const char *t = h3_op_attr_string(op, "tier", "");
-    if (strcmp(t, "exact") == 0) c->exact++;
-    else if (strcmp(t, "lossless") == 0) c->lossless++;
-    else c->other++;
+    if (strcmp(t, "exact") == 0)
+      c->exact++;
+    else if (strcmp(t, "lossless") == 0)
+      c->lossless++;
+    else
+      c->other++;
   }
   return 0;
 }
 
 static void bytes_text(char *buf, size_t n, double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024.0 * 1024) snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
-  else if (bytes >= 1024.0) snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
-  else snprintf(buf, n, "%.0f B", bytes);
+  if (bytes >= 1024.0 * 1024 * 1024)
+    snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024)
+    snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
+  else if (bytes >= 1024.0)
+    snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+  else
+    snprintf(buf, n, "%.0f B", bytes);
 }
 
 static void print_on_off(FILE *out, const h3_report *r) {
@@ -61,8 +68,10 @@ static void print_on_off(FILE *out, const h3_report *r) {
   if (r->passes) fprintf(out, "  passes           : %s\n", r->passes);
   int n = fc.exact + fc.lossless + fc.other;
   if (n)
-    fprintf(out, "  fused groups     : %d (%d exact: every bf16 rounding kept; %d lossless: fp32 inside)\n",
-            n, fc.exact, fc.lossless);
+    fprintf(
+        out,
+        "  fused groups     : %d (%d exact: every bf16 rounding kept; %d lossless: fp32 inside)\n",
+        n, fc.exact, fc.lossless);
   else
     fprintf(out, "  fused groups     : off (no fused ops in the plan)\n");
   for (int i = 0; i < r->module->n_graphs; i++) {
@@ -119,8 +128,10 @@ void h3_report_print(FILE *out, const h3_report *r) {
   fprintf(out, "=== h3exec ===\n");
   fprintf(out, "  plan             : %s (model %s, config %s)\n", r->plan_file ? r->plan_file : "?",
           r->module->model ? r->module->model : "?", r->module->config ? r->module->config : "?");
-  if (r->device) fprintf(out, "  ran              : %s on %s, %s\n", r->graph, r->backend, r->device);
-  else fprintf(out, "  ran              : %s on %s (%d threads)\n", r->graph, r->backend, r->threads);
+  if (r->device)
+    fprintf(out, "  ran              : %s on %s, %s\n", r->graph, r->backend, r->device);
+  else
+    fprintf(out, "  ran              : %s on %s (%d threads)\n", r->graph, r->backend, r->threads);
   fprintf(out, "  weights          : %s, seed %llu\n", r->weights, (unsigned long long)r->seed);
   fprintf(out, "  iterations       : %d warm-up, %d measured\n", r->warmup, r->iterations);
   print_on_off(out, r);
@@ -132,10 +143,11 @@ void h3_report_print(FILE *out, const h3_report *r) {
   }
   fprintf(out, "=== latency (ms, wall time per iteration) ===\n");
   if (n > 0)
-    fprintf(out, "  min %.3f  median %.3f  mean %.3f  p90 %.3f  p99 %.3f  (total %.3f s)\n", mn * 1e3,
-            h3_percentile(r->latency, n, 50) * 1e3, sum / n * 1e3, h3_percentile(r->latency, n, 90) * 1e3,
-            h3_percentile(r->latency, n, 99) * 1e3, sum);
+    fprintf(out, "  min %.3f  median %.3f  mean %.3f  p90 %.3f  p99 %.3f  (total %.3f s)\n",
+            mn * 1e3, h3_percentile(r->latency, n, 50) * 1e3, sum / n * 1e3,
+            h3_percentile(r->latency, n, 90) * 1e3, h3_percentile(r->latency, n, 99) * 1e3, sum);
   if (n > 0 && r->gpu_seconds >= 0)
-    fprintf(out, "  GPU compute time: mean %.3f ms per iteration (CUDA events)\n", r->gpu_seconds / n * 1e3);
+    fprintf(out, "  GPU compute time: mean %.3f ms per iteration (CUDA events)\n",
+            r->gpu_seconds / n * 1e3);
   print_ops(out, r);
 }

@@ -66,8 +66,7 @@ typedef struct {
  *     buffers are those of the recorded run). Otherwise the executor runs the callee and
  *     then calls call_end (also after an error, with the status it got). */
 typedef struct {
-  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,
-                          h3_diag *d);
+  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
   h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
                           int *replayed, h3_diag *d);
   h3_status (*call_end)(h3_backend *b, const void *key, h3_status st, h3_diag *d);
@@ -75,8 +74,8 @@ typedef struct {
 
 struct h3_backend {
   const h3_backend_ops *ops;
-  void *ctx;     /* the backend's own state */
-  uint64_t seed; /* request seed (randn), may be changed between runs */
+  void *ctx;                 /* the backend's own state */
+  uint64_t seed;             /* request seed (randn), may be changed between runs */
   const h3_backend_ext *ext; /* optional capabilities, NULL when none */
 };
 

@@ -85,10 +85,10 @@ typedef struct {
 /* Fills every input of g whose data is NULL: H3 packed-row metadata `tag`, `slot`, `pos`
  * from the config's row counts (spec minimax_h3.md §2 with this project's position rule),
  * token ids (i32 inputs named `prompt`, `tokens` or `ids`) uniform in [0, vocab) from
- * Philox stream "input.<name>", other float inputs standard normal from the same kind of
- * stream (rounded to the input dtype), other integer inputs zero. Reports what it cannot
- * fill. `in` has g->n_inputs entries (h3_inputs_load_file with H3_INPUTS_ALLOW_MISSING or
- * zeroed). */
+ * Philox stream "input.<name>", KV caches (`*_cache`) zero, other float inputs standard
+ * normal from the same kind of stream (rounded to the input dtype), other integer inputs
+ * zero. Reports what it cannot fill. `in` has g->n_inputs entries (h3_inputs_load_file
+ * with H3_INPUTS_ALLOW_MISSING, or zeroed). */
 h3_status h3_inputs_fill_defaults(const h3_module *m, const h3_graph *g, h3_host_tensor *in,
                                   const h3_input_defaults *o, h3_diag *d);
 

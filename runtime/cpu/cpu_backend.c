@@ -14,12 +14,28 @@
 
 static h3_cpu_kernel kernel_of(h3_opcode code) {
   switch (code) {
-  case H3_OP_CONST: case H3_OP_IOTA: case H3_OP_ADD: case H3_OP_SUB: case H3_OP_MUL:
-  case H3_OP_DIV: case H3_OP_MOD: case H3_OP_MAX: case H3_OP_MIN: case H3_OP_NEG:
-  case H3_OP_EXP: case H3_OP_LOG: case H3_OP_SQRT: case H3_OP_RSQRT: case H3_OP_ABS:
-  case H3_OP_SILU: case H3_OP_SIGMOID: case H3_OP_TANH: case H3_OP_COS: case H3_OP_SIN:
-  case H3_OP_CLAMP: case H3_OP_CAST:
-    return h3cpu_elementwise;
+  case H3_OP_CONST:
+  case H3_OP_IOTA:
+  case H3_OP_ADD:
+  case H3_OP_SUB:
+  case H3_OP_MUL:
+  case H3_OP_DIV:
+  case H3_OP_MOD:
+  case H3_OP_MAX:
+  case H3_OP_MIN:
+  case H3_OP_NEG:
+  case H3_OP_EXP:
+  case H3_OP_LOG:
+  case H3_OP_SQRT:
+  case H3_OP_RSQRT:
+  case H3_OP_ABS:
+  case H3_OP_SILU:
+  case H3_OP_SIGMOID:
+  case H3_OP_TANH:
+  case H3_OP_COS:
+  case H3_OP_SIN:
+  case H3_OP_CLAMP:
+  case H3_OP_CAST: return h3cpu_elementwise;
   case H3_OP_RANDN: return h3cpu_randn;
   case H3_OP_SIGMA_SCHEDULE: return h3cpu_sigma_schedule;
   case H3_OP_RESHAPE: return h3cpu_reshape;
@@ -213,8 +229,8 @@ static double cpu_now(h3_backend *b) {
 }
 
 static const h3_backend_ops cpu_ops = {
-    "cpu", cpu_destroy, cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_copy,
-    cpu_run_op, cpu_sync, cpu_now,
+    "cpu",    cpu_destroy, cpu_alloc,  cpu_release, cpu_copy,
+    cpu_copy, cpu_copy,    cpu_run_op, cpu_sync,    cpu_now,
 };
 
 h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d) {

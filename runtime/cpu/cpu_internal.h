@@ -1,9 +1,8 @@
 /* cpu_internal.h: what the files of the CPU reference backend share.
  *
  * - element access: load any dtype widened to fp32 / fp64 / int64, store with ONE rounding
- *   to the destination dtype (bf16 and f16 via bf16.h: round-to-nearest-even, NaN kept; float -> int
- *   truncates toward zero, saturating at the integer range so no input is undefined
- *   behaviour);
+ *   to the destination dtype (bf16 and f16 via bf16.h: round-to-nearest-even, NaN kept; float ->
+ * int truncates toward zero, saturating at the integer range so no input is undefined behaviour);
  * - the worker pool: a fixed set of pthreads that split an index range [0, n) into
  *   contiguous chunks, one per worker; each index is computed exactly as it would be on one
  *   thread, so results never depend on the thread count;
@@ -98,8 +97,10 @@ static inline void h3cpu_st64(void *p, h3_dtype t, int64_t i, double v) {
   case H3_F64: ((double *)p)[i] = v; break;
   case H3_F32: ((float *)p)[i] = (float)v; break;
   default:
-    if (h3cpu_is_float(t)) h3cpu_st(p, t, i, (float)v);
-    else h3cpu_sti(p, t, i, h3cpu_trunc_i64(v));
+    if (h3cpu_is_float(t))
+      h3cpu_st(p, t, i, (float)v);
+    else
+      h3cpu_sti(p, t, i, h3cpu_trunc_i64(v));
     break;
   }
 }
@@ -127,8 +128,8 @@ typedef struct {
 typedef h3_status (*h3_cpu_kernel)(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in,
                                    int n_in, const h3_tensor *out, int n_out);
 
-#define H3_CPU_KERNEL(name)                                                                    \
-  h3_status name(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,           \
+#define H3_CPU_KERNEL(name)                                                                        \
+  h3_status name(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,              \
                  const h3_tensor *out, int n_out)
 
 /* ops_elementwise.c: every H3_PK_ELEMENTWISE op, cast, clamp, const, iota */

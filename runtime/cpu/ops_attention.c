@@ -135,8 +135,8 @@ static void att_range(void *arg, int worker, int64_t begin, int64_t end) {
 static h3_status att_run(const h3_cpu_ctx *c, const h3_op *op, att_job *j) {
   int W = h3cpu_pool_size(c->pool);
   if (j->Hk <= 0 || j->Hq % j->Hk != 0) {
-    h3cpu_error(c, op, NULL, "q heads %lld are not a multiple of kv heads %lld",
-                (long long)j->Hq, (long long)j->Hk);
+    h3cpu_error(c, op, NULL, "q heads %lld are not a multiple of kv heads %lld", (long long)j->Hq,
+                (long long)j->Hk);
     return H3_ERR;
   }
   int64_t mk = j->max_keys ? j->max_keys : 1;
@@ -183,8 +183,9 @@ static int check_paged(const h3_cpu_ctx *c, const h3_op *op, att_job *j, int64_t
   for (int64_t t = 0; j->pos && t < j->T; t++) {
     int64_t p = h3cpu_ldi(j->pos->data, j->pos->type.dtype, t);
     if (p < 0 || p >= NP * j->page) {
-      h3cpu_error(c, op, "positions must fit the page table", "pos[%lld] = %lld is outside [0, %lld)",
-                  (long long)t, (long long)p, (long long)(NP * j->page));
+      h3cpu_error(c, op, "positions must fit the page table",
+                  "pos[%lld] = %lld is outside [0, %lld)", (long long)t, (long long)p,
+                  (long long)(NP * j->page));
       return 0;
     }
     if (p > maxp) maxp = p;

@@ -200,10 +200,14 @@ H3_CPU_KERNEL(h3cpu_elementwise) {
   }
   h3_dtype ot = o->type.dtype;
   int dom; /* 0 fp32, 1 fp64, 2 int64, 3 f64 -> half cast */
-  if (ot == H3_F64) dom = 1;
-  else if (h3cpu_is_float(ot)) dom = (op->code == H3_OP_CAST && a.t == H3_F64) ? 3 : 0;
-  else if (op->code == H3_OP_CAST && h3cpu_is_float(a.t)) dom = 1; /* truncation by store */
-  else dom = 2;
+  if (ot == H3_F64)
+    dom = 1;
+  else if (h3cpu_is_float(ot))
+    dom = (op->code == H3_OP_CAST && a.t == H3_F64) ? 3 : 0;
+  else if (op->code == H3_OP_CAST && h3cpu_is_float(a.t))
+    dom = 1; /* truncation by store */
+  else
+    dom = 2;
   if (dom == 2 && (h3cpu_is_float(a.t) || (binary && h3cpu_is_float(b.t)))) dom = 1;
 
   int R = o->type.rank;
@@ -238,9 +242,7 @@ H3_CPU_KERNEL(h3cpu_elementwise) {
         h3cpu_sti(o->data, ot, oi, ew_i64(op->code, x, y, &at, &div0));
         break;
       }
-      default:
-        h3cpu_st(o->data, ot, oi, f64_to_f32_odd(((const double *)a.p)[ia]));
-        break;
+      default: h3cpu_st(o->data, ot, oi, f64_to_f32_odd(((const double *)a.p)[ia])); break;
       }
     }
     for (int d = R - 2; d >= 0; d--) {

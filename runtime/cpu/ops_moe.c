@@ -28,7 +28,8 @@ H3_CPU_KERNEL(h3cpu_router_topk) {
   int64_t k = out[0].type.dims[1];
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   if (k > E) {
-    h3cpu_error(c, op, NULL, "k = %lld is larger than the %lld experts", (long long)k, (long long)E);
+    h3cpu_error(c, op, NULL, "k = %lld is larger than the %lld experts", (long long)k,
+                (long long)E);
     return H3_ERR;
   }
   float *s = malloc((size_t)(E + 1) * sizeof(float));
@@ -42,7 +43,8 @@ H3_CPU_KERNEL(h3cpu_router_topk) {
     for (int64_t e = 0; e < E; e++) {
       float acc = 0.0f;
       for (int64_t i = 0; i < H; i++)
-        acc += h3cpu_ld(h->data, h->type.dtype, t * H + i) * h3cpu_ld(w->data, w->type.dtype, e * H + i);
+        acc += h3cpu_ld(h->data, h->type.dtype, t * H + i) *
+               h3cpu_ld(w->data, w->type.dtype, e * H + i);
       s[e] = sigmoid_f(acc);
       taken[e] = 0;
     }
@@ -142,8 +144,9 @@ H3_CPU_KERNEL(h3cpu_moe) {
   for (int64_t i = 0; i < T * j.k; i++) {
     int64_t e = h3cpu_ldi(in[3].data, in[3].type.dtype, i);
     if (e < 0 || e >= E) {
-      h3cpu_error(c, op, "expert ids come from router_topk", "expert id %lld (entry %lld) is outside [0, %lld)",
-                  (long long)e, (long long)i, (long long)E);
+      h3cpu_error(c, op, "expert ids come from router_topk",
+                  "expert id %lld (entry %lld) is outside [0, %lld)", (long long)e, (long long)i,
+                  (long long)E);
       return H3_ERR;
     }
   }
@@ -164,8 +167,8 @@ H3_CPU_KERNEL(h3cpu_markov_draft) {
   int64_t G = base->type.dims[0], V = base->type.dims[1], r = w1->type.dims[1];
   int64_t prev = h3cpu_ldi(in[3].data, in[3].type.dtype, 0);
   if (prev < 0 || prev >= V) {
-    h3cpu_error(c, op, "prev is the bonus token id", "prev = %lld is outside the vocabulary [0, %lld)",
-                (long long)prev, (long long)V);
+    h3cpu_error(c, op, "prev is the bonus token id",
+                "prev = %lld is outside the vocabulary [0, %lld)", (long long)prev, (long long)V);
     return H3_ERR;
   }
   float *e = malloc((size_t)(r + 1) * sizeof(float));

@@ -20,8 +20,10 @@ static void copy_elems(void *dst, h3_dtype dt, int64_t di, const void *src, h3_d
     return;
   }
   for (int64_t k = 0; k < n; k++) {
-    if (h3cpu_is_float(dt)) h3cpu_st64(dst, dt, di + k, h3cpu_ld64(src, sdt, si + k));
-    else h3cpu_sti(dst, dt, di + k, h3cpu_ldi(src, sdt, si + k));
+    if (h3cpu_is_float(dt))
+      h3cpu_st64(dst, dt, di + k, h3cpu_ld64(src, sdt, si + k));
+    else
+      h3cpu_sti(dst, dt, di + k, h3cpu_ldi(src, sdt, si + k));
   }
 }
 
@@ -62,8 +64,8 @@ H3_CPU_KERNEL(h3cpu_concat) {
   for (int k = 0; k < n_in; k++) {
     int64_t nk = in[k].type.dims[axis];
     for (int64_t r = 0; r < outer; r++)
-      copy_elems(out[0].data, ot->dtype, (r * o_axis + base) * inner, in[k].data,
-                 in[k].type.dtype, r * nk * inner, nk * inner);
+      copy_elems(out[0].data, ot->dtype, (r * o_axis + base) * inner, in[k].data, in[k].type.dtype,
+                 r * nk * inner, nk * inner);
     base += nk;
   }
   return H3_OK;
@@ -139,8 +141,8 @@ static h3_status write_rows(const h3_cpu_ctx *c, const h3_op *op, const h3_tenso
     int64_t r = h3cpu_ldi(idx->data, idx->type.dtype, t);
     if (r < 0 || r >= n_rows) {
       h3cpu_error(c, op, "slots come from the page table and positions; check them",
-                  "row index %lld (entry %lld) is outside [0, %lld)", (long long)r,
-                  (long long)t, (long long)n_rows);
+                  "row index %lld (entry %lld) is outside [0, %lld)", (long long)r, (long long)t,
+                  (long long)n_rows);
       return H3_ERR;
     }
   }

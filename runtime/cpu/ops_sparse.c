@@ -27,8 +27,9 @@ H3_CPU_KERNEL(h3cpu_index_topk) {
   for (int64_t t = 0; t < T; t++) {
     int64_t p = h3cpu_ldi(pos->data, pos->type.dtype, t);
     if (p < 0 || p >= NP * page) {
-      h3cpu_error(c, op, "positions must fit the page table", "pos[%lld] = %lld is outside [0, %lld)",
-                  (long long)t, (long long)p, (long long)(NP * page));
+      h3cpu_error(c, op, "positions must fit the page table",
+                  "pos[%lld] = %lld is outside [0, %lld)", (long long)t, (long long)p,
+                  (long long)(NP * page));
       return H3_ERR;
     }
     if (p > maxp) maxp = p;
@@ -54,13 +55,15 @@ H3_CPU_KERNEL(h3cpu_index_topk) {
   for (int64_t t = 0; t < T; t++) {
     int64_t p = h3cpu_ldi(pos->data, pos->type.dtype, t), nb = p / block + 1;
     for (int64_t h = 0; h < Hi; h++) {
-      for (int64_t d = 0; d < D; d++) q[d] = h3cpu_ld(iq->data, iq->type.dtype, (t * Hi + h) * D + d);
+      for (int64_t d = 0; d < D; d++)
+        q[d] = h3cpu_ld(iq->data, iq->type.dtype, (t * Hi + h) * D + d);
       for (int64_t b = 0; b < nb; b++) {
         float best = -INFINITY;
         for (int64_t j = b * block; j < (b + 1) * block && j <= p; j++) {
           int64_t slot = h3cpu_ldi(pt->data, pt->type.dtype, j / page) * page + j % page;
           float dot = 0.0f;
-          for (int64_t d = 0; d < D; d++) dot += q[d] * h3cpu_ld(ik->data, ik->type.dtype, slot * D + d);
+          for (int64_t d = 0; d < D; d++)
+            dot += q[d] * h3cpu_ld(ik->data, ik->type.dtype, slot * D + d);
           if (dot > best) best = dot;
         }
         score[b] = best;

@@ -21,15 +21,15 @@
 
 static int t_failures, t_checks;
 
-#define CHECK(cond, ...)                                                                       \
-  do {                                                                                         \
-    t_checks++;                                                                                \
-    if (!(cond)) {                                                                             \
-      t_failures++;                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-      fprintf(stderr, __VA_ARGS__);                                                            \
-      fprintf(stderr, "\n");                                                                   \
-    }                                                                                          \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    t_checks++;                                                                                    \
+    if (!(cond)) {                                                                                 \
+      t_failures++;                                                                                \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
   } while (0)
 
 typedef struct {
@@ -68,7 +68,8 @@ static h3_type t_type(h3_dtype dt, int rank, ...) {
   va_end(ap);
   return h3_type_make(dt, rank, dims);
 }
-#define TY(dt, ...) t_type(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), __VA_ARGS__)
+#define TY(dt, ...)                                                                                \
+  t_type(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), __VA_ARGS__)
 #define SCALAR(dt) t_type(dt, 0)
 
 static h3_value *t_in(T *t, const char *name, h3_type ty) {

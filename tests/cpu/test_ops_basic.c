@@ -37,7 +37,8 @@ static void test_binary_broadcast(void) {
   CHECK(t_run(op, in2, out) == H3_OK, "run");
   for (int r = 0; r < 4; r++)
     for (int k = 0; k < 8; k++)
-      CHECK(t_get(&out[0], r * 8 + k) == (double)((float)t_get(&in2[0], r) * (float)t_get(&in2[1], k)),
+      CHECK(t_get(&out[0], r * 8 + k) ==
+                (double)((float)t_get(&in2[0], r) * (float)t_get(&in2[1], k)),
             "outer product [%d, %d]", r, k);
   t_free_all(out, 1);
   t_free_all(in, 2);
@@ -78,8 +79,8 @@ static void test_unary_and_cast(void) {
   t_init(&t, 3);
   h3_value *x = t_in(&t, "x", TY(H3_BF16, 64));
   h3_tensor in[1] = {t_rand(&t, x->type, 0.1, 4)};
-  h3_opcode codes[] = {H3_OP_NEG, H3_OP_EXP, H3_OP_LOG, H3_OP_SQRT, H3_OP_RSQRT, H3_OP_ABS,
-                       H3_OP_SILU, H3_OP_SIGMOID, H3_OP_TANH, H3_OP_COS, H3_OP_SIN};
+  h3_opcode codes[] = {H3_OP_NEG,  H3_OP_EXP,     H3_OP_LOG,  H3_OP_SQRT, H3_OP_RSQRT, H3_OP_ABS,
+                       H3_OP_SILU, H3_OP_SIGMOID, H3_OP_TANH, H3_OP_COS,  H3_OP_SIN};
   for (int c = 0; c < 11; c++) {
     h3_op *op = t_op(&t, codes[c], 1, &x, 0, NULL);
     h3_tensor out[1];
@@ -110,8 +111,10 @@ static void test_unary_and_cast(void) {
   h3_tensor fin[1] = {t_alloc(f->type)};
   float fv[6] = {1.00390625f, 1.01171875f, -2.5f, 2.75f, -0.99f, 3.999f};
   memcpy(fin[0].data, fv, sizeof fv);
-  h3_attr to_bf16 = h3_attr_dtype(t.m, "dtype", H3_BF16), to_i32 = h3_attr_dtype(t.m, "dtype", H3_I32);
-  h3_op *cb = t_op(&t, H3_OP_CAST, 1, &f, 1, &to_bf16), *ci = t_op(&t, H3_OP_CAST, 1, &f, 1, &to_i32);
+  h3_attr to_bf16 = h3_attr_dtype(t.m, "dtype", H3_BF16),
+          to_i32 = h3_attr_dtype(t.m, "dtype", H3_I32);
+  h3_op *cb = t_op(&t, H3_OP_CAST, 1, &f, 1, &to_bf16),
+        *ci = t_op(&t, H3_OP_CAST, 1, &f, 1, &to_i32);
   h3_tensor ob[1], oi[1];
   CHECK(t_run(cb, fin, ob) == H3_OK && t_run(ci, fin, oi) == H3_OK, "run");
   /* 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even -> 1; 1 + 3*2^-8 -> 1 + 2^-6 (even) */
@@ -157,9 +160,11 @@ static void test_const_iota_sigma_randn(void) {
     CHECK(fabs(t_get(&oa[0], i) - aw[i]) < 5e-6, "audio sigma %d = %.6f", i, t_get(&oa[0], i));
   }
   for (int i = 0; i < 4; i++)
-    CHECK(fabs(t_get(&ov[0], 46 + i) - vt[i]) < 5e-6, "video sigma %d = %.6f", 46 + i, t_get(&ov[0], 46 + i));
+    CHECK(fabs(t_get(&ov[0], 46 + i) - vt[i]) < 5e-6, "video sigma %d = %.6f", 46 + i,
+          t_get(&ov[0], 46 + i));
   for (int i = 0; i < 3; i++)
-    CHECK(fabs(t_get(&oa[0], 47 + i) - at[i]) < 5e-6, "audio sigma %d = %.6f", 47 + i, t_get(&oa[0], 47 + i));
+    CHECK(fabs(t_get(&oa[0], 47 + i) - at[i]) < 5e-6, "audio sigma %d = %.6f", 47 + i,
+          t_get(&oa[0], 47 + i));
   /* randn: reproducible per seed, differs by seed and by stream, moments of N(0, 1) */
   int64_t rs[1] = {20000};
   h3_attr r1[2] = {h3_attr_ints(t.m, "shape", 1, rs), h3_attr_string(t.m, "stream", "video")};
@@ -173,7 +178,8 @@ static void test_const_iota_sigma_randn(void) {
   CHECK(memcmp(x1[0].data, x4[0].data, 80000) != 0, "randn ignores the stream");
   double mean = 0, var = 0;
   for (int i = 0; i < 20000; i++) mean += t_get(&x1[0], i) / 20000;
-  for (int i = 0; i < 20000; i++) var += (t_get(&x1[0], i) - mean) * (t_get(&x1[0], i) - mean) / 20000;
+  for (int i = 0; i < 20000; i++)
+    var += (t_get(&x1[0], i) - mean) * (t_get(&x1[0], i) - mean) / 20000;
   CHECK(fabs(mean) < 0.03 && fabs(var - 1) < 0.05, "randn moments mean %g var %g", mean, var);
   t_free_all(oc, 1), t_free_all(oi, 1), t_free_all(ov, 1), t_free_all(oa, 1);
   t_free_all(x1, 1), t_free_all(x2, 1), t_free_all(x3, 1), t_free_all(x4, 1);
@@ -185,11 +191,13 @@ static void test_movement(void) {
   t_init(&t, 5);
   h3_value *x = t_in(&t, "x", TY(H3_BF16, 4, 6)), *y = t_in(&t, "y", TY(H3_BF16, 2, 6));
   h3_tensor in[2] = {t_rand(&t, x->type, -2, 2), t_rand(&t, y->type, -2, 2)};
-  h3_attr sl[3] = {h3_attr_int(t.m, "axis", 1), h3_attr_int(t.m, "start", 2), h3_attr_int(t.m, "len", 3)};
+  h3_attr sl[3] = {h3_attr_int(t.m, "axis", 1), h3_attr_int(t.m, "start", 2),
+                   h3_attr_int(t.m, "len", 3)};
   h3_op *s = t_op(&t, H3_OP_SLICE, 1, &x, 3, sl);
   h3_attr ax0 = h3_attr_int(t.m, "axis", 0);
   h3_op *c = t_op(&t, H3_OP_CONCAT, 2, (h3_value *[]){x, y}, 1, &ax0);
-  h3_attr pd[3] = {h3_attr_int(t.m, "axis", 1), h3_attr_int(t.m, "after", 2), h3_attr_float(t.m, "value", 0.5)};
+  h3_attr pd[3] = {h3_attr_int(t.m, "axis", 1), h3_attr_int(t.m, "after", 2),
+                   h3_attr_float(t.m, "value", 0.5)};
   h3_op *p = t_op(&t, H3_OP_PAD, 1, &x, 3, pd);
   int64_t rs[3] = {2, 3, 4};
   h3_attr ra = h3_attr_ints(t.m, "shape", 3, rs);
@@ -199,9 +207,11 @@ static void test_movement(void) {
   CHECK(memcmp(ors[0].data, in[0].data, 48) == 0, "reshape keeps the elements in order");
   t_free_all(ors, 1);
   h3_tensor os[1], ocat[1], op[1];
-  CHECK(t_run(s, in, os) == H3_OK && t_run(c, in, ocat) == H3_OK && t_run(p, in, op) == H3_OK, "run");
+  CHECK(t_run(s, in, os) == H3_OK && t_run(c, in, ocat) == H3_OK && t_run(p, in, op) == H3_OK,
+        "run");
   for (int r = 0; r < 4; r++)
-    for (int k = 0; k < 3; k++) CHECK(t_get(&os[0], r * 3 + k) == t_get(&in[0], r * 6 + 2 + k), "slice");
+    for (int k = 0; k < 3; k++)
+      CHECK(t_get(&os[0], r * 3 + k) == t_get(&in[0], r * 6 + 2 + k), "slice");
   for (int i = 0; i < 24; i++) CHECK(t_get(&ocat[0], i) == t_get(&in[0], i), "concat x");
   for (int i = 0; i < 12; i++) CHECK(t_get(&ocat[0], 24 + i) == t_get(&in[1], i), "concat y");
   for (int r = 0; r < 4; r++)
@@ -218,7 +228,8 @@ static void test_movement(void) {
   CHECK(t_run(g, gi, og) == H3_OK, "gather");
   int want_row[3] = {3, 0, 3};
   for (int r = 0; r < 3; r++)
-    for (int k = 0; k < 6; k++) CHECK(t_get(&og[0], r * 6 + k) == t_get(&in[0], want_row[r] * 6 + k), "gather row %d", r);
+    for (int k = 0; k < 6; k++)
+      CHECK(t_get(&og[0], r * 6 + k) == t_get(&in[0], want_row[r] * 6 + k), "gather row %d", r);
   h3_attr off = h3_attr_int(t.m, "offset", 1);
   h3_op *ix = t_op(&t, H3_OP_INDEX, 2, (h3_value *[]){x, i0}, 1, &off);
   h3_tensor ii[2] = {in[0], t_alloc(i0->type)};
@@ -234,7 +245,8 @@ static void test_movement(void) {
   h3_tensor sin_[3] = {in[0], ii[1], t_rand(&t, v->type, -1, 1)}, osi[1];
   CHECK(t_run(si, sin_, osi) == H3_OK, "set_index");
   for (int i = 0; i < 24; i++)
-    CHECK(t_get(&osi[0], i) == (i / 6 == 1 ? t_get(&sin_[2], i % 6) : t_get(&in[0], i)), "set_index %d", i);
+    CHECK(t_get(&osi[0], i) == (i / 6 == 1 ? t_get(&sin_[2], i % 6) : t_get(&in[0], i)),
+          "set_index %d", i);
   h3_op *sc = t_op(&t, H3_OP_SCATTER_ROWS, 3, (h3_value *[]){x, rows, y}, 0, NULL);
   h3_tensor scin[3] = {in[0], t_alloc(rows->type), in[1]}, osc[1];
   ((int32_t *)scin[1].data)[0] = 3, ((int32_t *)scin[1].data)[1] = 0;
@@ -246,7 +258,8 @@ static void test_movement(void) {
   }
   ((int32_t *)scin[1].data)[1] = 4;
   msg = t_run_error(sc, scin);
-  CHECK(strstr(msg, "scatter_rows: row index 4 (entry 1) is outside [0, 4)") != NULL, "message: %s", msg);
+  CHECK(strstr(msg, "scatter_rows: row index 4 (entry 1) is outside [0, 4)") != NULL, "message: %s",
+        msg);
   t_free_all(os, 1), t_free_all(ocat, 1), t_free_all(op, 1), t_free_all(og, 1), t_free_all(oix, 1);
   t_free_all(osi, 1), t_free_all(osc, 1), t_free_all(in, 2);
   free(gi[1].data), free(ii[1].data), free(sin_[2].data), free(scin[1].data);
@@ -256,16 +269,20 @@ static void test_movement(void) {
 static void test_kv_write(void) {
   T t;
   t_init(&t, 6);
-  h3_value *cache = t_in(&t, "cache", TY(H3_BF16, 3, 4, 2, 4)), *x = t_in(&t, "x", TY(H3_BF16, 2, 2, 4));
+  h3_value *cache = t_in(&t, "cache", TY(H3_BF16, 3, 4, 2, 4)),
+           *x = t_in(&t, "x", TY(H3_BF16, 2, 2, 4));
   h3_value *slot = t_in(&t, "slot", TY(H3_I32, 2));
-  h3_tensor in[3] = {t_rand(&t, cache->type, -1, 1), t_rand(&t, x->type, -1, 1), t_alloc(slot->type)};
+  h3_tensor in[3] = {t_rand(&t, cache->type, -1, 1), t_rand(&t, x->type, -1, 1),
+                     t_alloc(slot->type)};
   ((int32_t *)in[2].data)[0] = 5, ((int32_t *)in[2].data)[1] = 11;
   h3_op *op = t_op(&t, H3_OP_KV_WRITE, 3, (h3_value *[]){cache, x, slot}, 0, NULL);
   h3_tensor out[1];
   CHECK(t_run(op, in, out) == H3_OK, "kv_write");
   for (int i = 0; i < 96; i++) {
     int row = i / 8;
-    double e = row == 5 ? t_get(&in[1], i % 8) : row == 11 ? t_get(&in[1], 8 + i % 8) : t_get(&in[0], i);
+    double e = row == 5    ? t_get(&in[1], i % 8)
+               : row == 11 ? t_get(&in[1], 8 + i % 8)
+                           : t_get(&in[0], i);
     CHECK(t_get(&out[0], i) == e, "kv_write element %d", i);
   }
   /* in place: out aliases the cache */
@@ -277,7 +294,8 @@ static void test_kv_write(void) {
   h3_diag_free(&d);
   ((int32_t *)in[2].data)[1] = 12;
   const char *msg = t_run_error(op, in);
-  CHECK(strstr(msg, "kv_write: row index 12 (entry 1) is outside [0, 12)") != NULL, "message: %s", msg);
+  CHECK(strstr(msg, "kv_write: row index 12 (entry 1) is outside [0, 12)") != NULL, "message: %s",
+        msg);
   t_free_all(out, 1), t_free_all(in, 3);
   t_free(&t);
 }
@@ -335,14 +353,16 @@ static void test_fused(void) {
     h3_diag d;
     h3_diag_init(&d);
     h3_op *mul = h3_build_op(&inner, H3_OP_MUL, 2, (h3_value *[]){ra, rs}, 0, NULL, 0, &d);
-    h3_op *add = h3_build_op(&inner, H3_OP_ADD, 2, (h3_value *[]){mul->results[0], rb_}, 0, NULL, 0, &d);
+    h3_op *add =
+        h3_build_op(&inner, H3_OP_ADD, 2, (h3_value *[]){mul->results[0], rb_}, 0, NULL, 0, &d);
     h3_build_op_typed(&inner, H3_OP_YIELD, 1, add->results, 0, NULL, 0, NULL, 0);
     h3_diag_free(&d);
     h3_tensor out[1];
     CHECK(t_run(f, in, out) == H3_OK, "fused %d", tier);
     int differ = 0;
     for (int i = 0; i < 128; i++) {
-      float xv = (float)t_get(&in[0], i), sv = (float)t_get(&in[1], i), bv = (float)t_get(&in[2], i);
+      float xv = (float)t_get(&in[0], i), sv = (float)t_get(&in[1], i),
+            bv = (float)t_get(&in[2], i);
       float exact = rb(rb(xv * sv) + bv), lossless = rb(xv * sv + bv);
       CHECK(t_get(&out[0], i) == (tier ? lossless : exact), "fused tier %d element %d", tier, i);
       differ += exact != lossless;

@@ -11,7 +11,8 @@ static void test_linear(void) {
   t_init(&t, 11);
   h3_value *x = t_in(&t, "x", TY(H3_BF16, 5, 24)), *w = t_in(&t, "w", TY(H3_BF16, 7, 24));
   h3_value *b = t_in(&t, "b", TY(H3_F32, 7)), *x1 = t_in(&t, "x1", TY(H3_BF16, 1, 24));
-  h3_tensor in[3] = {t_rand(&t, x->type, -2, 2), t_rand(&t, w->type, -0.5, 0.5), t_rand(&t, b->type, -1, 1)};
+  h3_tensor in[3] = {t_rand(&t, x->type, -2, 2), t_rand(&t, w->type, -0.5, 0.5),
+                     t_rand(&t, b->type, -1, 1)};
   h3_op *op = t_op(&t, H3_OP_LINEAR, 3, (h3_value *[]){x, w, b}, 0, NULL);
   h3_attr f32 = h3_attr_dtype(t.m, "dtype", H3_F32);
   h3_op *opf = t_op(&t, H3_OP_LINEAR, 2, (h3_value *[]){x, w}, 1, &f32);
@@ -21,16 +22,19 @@ static void test_linear(void) {
   for (int m = 0; m < 5; m++)
     for (int n = 0; n < 7; n++) {
       float s = 0.0f;
-      for (int k = 0; k < 24; k++) s += (float)t_get(&in[0], m * 24 + k) * (float)t_get(&in[1], n * 24 + k);
+      for (int k = 0; k < 24; k++)
+        s += (float)t_get(&in[0], m * 24 + k) * (float)t_get(&in[1], n * 24 + k);
       CHECK(t_get(&outf[0], m * 7 + n) == (double)s, "linear f32 [%d, %d]", m, n);
-      CHECK(t_get(&out[0], m * 7 + n) == (double)rb(s + (float)t_get(&in[2], n)), "linear bias [%d, %d]", m, n);
+      CHECK(t_get(&out[0], m * 7 + n) == (double)rb(s + (float)t_get(&in[2], n)),
+            "linear bias [%d, %d]", m, n);
     }
   /* batch invariance: row 3 alone gives the same bits as inside the batch */
   h3_op *op1 = t_op(&t, H3_OP_LINEAR, 3, (h3_value *[]){x1, w, b}, 0, NULL);
   h3_tensor in1[3] = {t_alloc(x1->type), in[1], in[2]}, out1[1];
   memcpy(in1[0].data, (char *)in[0].data + 3 * 24 * 2, 24 * 2);
   CHECK(t_run(op1, in1, out1) == H3_OK, "run");
-  CHECK(memcmp(out1[0].data, (char *)out[0].data + 3 * 7 * 2, 7 * 2) == 0, "linear is not batch invariant");
+  CHECK(memcmp(out1[0].data, (char *)out[0].data + 3 * 7 * 2, 7 * 2) == 0,
+        "linear is not batch invariant");
   t_free_all(out, 1), t_free_all(outf, 1), t_free_all(out1, 1), t_free_all(in, 3);
   free(in1[0].data);
   t_free(&t);
@@ -61,7 +65,8 @@ static void test_attention(void) {
   const int T_ = 10, Hq = 4, Hk = 2, D = 8;
   h3_value *q = t_in(&t, "q", TY(H3_BF16, T_, Hq, D)), *k = t_in(&t, "k", TY(H3_BF16, T_, Hk, D));
   h3_value *v = t_in(&t, "v", TY(H3_BF16, T_, Hk, D));
-  h3_tensor in[3] = {t_rand(&t, q->type, -2, 2), t_rand(&t, k->type, -2, 2), t_rand(&t, v->type, -2, 2)};
+  h3_tensor in[3] = {t_rand(&t, q->type, -2, 2), t_rand(&t, k->type, -2, 2),
+                     t_rand(&t, v->type, -2, 2)};
   int64_t seg[1] = {6};
   h3_attr a[3] = {h3_attr_float(t.m, "scale", 0.35), h3_attr_ints(t.m, "segments", 1, seg),
                   h3_attr_int(t.m, "causal", 0)};
@@ -91,10 +96,12 @@ static void test_attention(void) {
   /* segment isolation: changing rows 6.. does not change rows 0..5 */
   h3_tensor in2[3] = {t_alloc(q->type), t_alloc(k->type), t_alloc(v->type)}, out2[1];
   for (int i = 0; i < 3; i++) memcpy(in2[i].data, in[i].data, (size_t)h3_type_bytes(&in[i].type));
-  for (int64_t i = 6 * Hk * D; i < T_ * Hk * D; i++) t_set(&in2[1], i, t_uniform(&t, -5, 5)), t_set(&in2[2], i, 3.0);
+  for (int64_t i = 6 * Hk * D; i < T_ * Hk * D; i++)
+    t_set(&in2[1], i, t_uniform(&t, -5, 5)), t_set(&in2[2], i, 3.0);
   CHECK(t_run(op, in2, out2) == H3_OK, "run");
   CHECK(memcmp(out2[0].data, out[0].data, 6 * Hq * D * 2) == 0, "segments leak");
-  t_free_all(out, 1), t_free_all(outc, 1), t_free_all(out2, 1), t_free_all(in, 3), t_free_all(in2, 3);
+  t_free_all(out, 1), t_free_all(outc, 1), t_free_all(out2, 1), t_free_all(in, 3),
+      t_free_all(in2, 3);
   t_free(&t);
 }
 
@@ -106,10 +113,13 @@ static void test_paged_sparse(void) {
   const int T_ = 12, Hq = 4, Hk = 2, D = 8, page = 4, P = 6, NP = 4, Di = 8;
   h3_value *q = t_in(&t, "q", TY(H3_BF16, T_, Hq, D)), *k = t_in(&t, "k", TY(H3_BF16, T_, Hk, D));
   h3_value *v = t_in(&t, "v", TY(H3_BF16, T_, Hk, D));
-  h3_value *kc = t_in(&t, "kc", TY(H3_BF16, P, page, Hk, D)), *vc = t_in(&t, "vc", TY(H3_BF16, P, page, Hk, D));
+  h3_value *kc = t_in(&t, "kc", TY(H3_BF16, P, page, Hk, D)),
+           *vc = t_in(&t, "vc", TY(H3_BF16, P, page, Hk, D));
   h3_value *pos = t_in(&t, "pos", TY(H3_I32, T_)), *pt = t_in(&t, "pt", TY(H3_I32, NP));
-  h3_value *iq = t_in(&t, "iq", TY(H3_BF16, T_, Hk, Di)), *ikc = t_in(&t, "ikc", TY(H3_BF16, P, page, Di));
-  h3_tensor tq = t_rand(&t, q->type, -2, 2), tk = t_rand(&t, k->type, -2, 2), tv = t_rand(&t, v->type, -2, 2);
+  h3_value *iq = t_in(&t, "iq", TY(H3_BF16, T_, Hk, Di)),
+           *ikc = t_in(&t, "ikc", TY(H3_BF16, P, page, Di));
+  h3_tensor tq = t_rand(&t, q->type, -2, 2), tk = t_rand(&t, k->type, -2, 2),
+            tv = t_rand(&t, v->type, -2, 2);
   h3_tensor tkc = t_rand(&t, kc->type, -9, 9), tvc = t_rand(&t, vc->type, -9, 9); /* stale junk */
   h3_tensor tpos = t_alloc(pos->type), tpt = t_alloc(pt->type);
   h3_tensor tiq = t_rand(&t, iq->type, -1, 1), tik = t_rand(&t, ikc->type, -1, 1);
@@ -142,10 +152,12 @@ static void test_paged_sparse(void) {
         CHECK(((int32_t *)osel[0].data)[(r * Hk + h) * 4 + s] == want, "sel[%d, %d, %d]", r, h, s);
       }
   h3_value *sel = t_in(&t, "sel", osel[0].type);
-  h3_op *sparse = t_op(&t, H3_OP_SPARSE_ATTENTION, 6, (h3_value *[]){q, kc, vc, sel, pos, pt}, 2, pa);
+  h3_op *sparse =
+      t_op(&t, H3_OP_SPARSE_ATTENTION, 6, (h3_value *[]){q, kc, vc, sel, pos, pt}, 2, pa);
   h3_tensor sin_[6] = {tq, tkc, tvc, osel[0], tpos, tpt}, osp[1];
   CHECK(t_run(sparse, sin_, osp) == H3_OK, "sparse");
-  CHECK(memcmp(osp[0].data, op[0].data, (size_t)h3_type_bytes(&op[0].type)) == 0, "MSA != dense with all blocks");
+  CHECK(memcmp(osp[0].data, op[0].data, (size_t)h3_type_bytes(&op[0].type)) == 0,
+        "MSA != dense with all blocks");
   /* top-1 selection: the current block is forced; with topk 2 the best other block by max score */
   h3_attr t2[2] = {h3_attr_int(t.m, "block", page), h3_attr_int(t.m, "topk", 2)};
   h3_op *topk2 = t_op(&t, H3_OP_INDEX_TOPK, 4, (h3_value *[]){iq, ikc, pos, pt}, 2, t2);
@@ -158,12 +170,14 @@ static void test_paged_sparse(void) {
         for (int j = b * page; j < (b + 1) * page; j++) {
           int64_t slot = perm[j / page] * page + j % page;
           double dot = 0;
-          for (int d = 0; d < Di; d++) dot += t_get(&tiq, (r * Hk + h) * Di + d) * t_get(&tik, slot * Di + d);
+          for (int d = 0; d < Di; d++)
+            dot += t_get(&tiq, (r * Hk + h) * Di + d) * t_get(&tik, slot * Di + d);
           if (dot > best[b]) best[b] = dot;
         }
       int want0 = best[1] > best[0] ? 1 : 0;
       int32_t *s = (int32_t *)o2[0].data + (r * Hk + h) * 2;
-      CHECK(s[0] == want0 && s[1] == 2, "top-2 row %d head %d: [%d, %d], want [%d, 2]", r, h, s[0], s[1], want0);
+      CHECK(s[0] == want0 && s[1] == 2, "top-2 row %d head %d: [%d, %d], want [%d, 2]", r, h, s[0],
+            s[1], want0);
     }
   /* a page-table entry outside the cache is an error, not a read out of bounds */
   ((int32_t *)tpt.data)[1] = 6;
@@ -179,12 +193,15 @@ static void test_block_attention(void) {
   T t;
   t_init(&t, 14);
   const int G = 3, Hq = 2, Hk = 1, D = 4, page = 2, P = 4, NP = 3, ctx = 3;
-  h3_value *q = t_in(&t, "q", TY(H3_BF16, G, Hq, D)), *kc = t_in(&t, "kc", TY(H3_BF16, P, page, Hk, D));
+  h3_value *q = t_in(&t, "q", TY(H3_BF16, G, Hq, D)),
+           *kc = t_in(&t, "kc", TY(H3_BF16, P, page, Hk, D));
   h3_value *vc = t_in(&t, "vc", TY(H3_BF16, P, page, Hk, D)), *cl = t_in(&t, "ctx", SCALAR(H3_I32));
   h3_value *pt = t_in(&t, "pt", TY(H3_I32, NP)), *kb = t_in(&t, "kb", TY(H3_BF16, G, Hk, D));
   h3_value *vb = t_in(&t, "vb", TY(H3_BF16, G, Hk, D));
-  h3_tensor in[7] = {t_rand(&t, q->type, -2, 2), t_rand(&t, kc->type, -2, 2), t_rand(&t, vc->type, -2, 2),
-                     t_alloc(cl->type), t_alloc(pt->type), t_rand(&t, kb->type, -2, 2), t_rand(&t, vb->type, -2, 2)};
+  h3_tensor in[7] = {t_rand(&t, q->type, -2, 2),  t_rand(&t, kc->type, -2, 2),
+                     t_rand(&t, vc->type, -2, 2), t_alloc(cl->type),
+                     t_alloc(pt->type),           t_rand(&t, kb->type, -2, 2),
+                     t_rand(&t, vb->type, -2, 2)};
   *(int32_t *)in[3].data = ctx;
   int32_t perm[3] = {3, 1, 2};
   memcpy(in[4].data, perm, sizeof perm);
@@ -207,7 +224,8 @@ static void test_block_attention(void) {
       ref_attention(&in[0], (r * Hq + h) * D, &K, &V, ko, 6, D, 0.5, o);
       for (int d = 0; d < D; d++)
         CHECK(fabs(t_get(&out[0], (r * Hq + h) * D + d) - o[d]) <= 1.0 / 128 * fabs(o[d]) + 1e-3,
-              "block attention [%d, %d, %d]: %g vs %g", r, h, d, t_get(&out[0], (r * Hq + h) * D + d), o[d]);
+              "block attention [%d, %d, %d]: %g vs %g", r, h, d,
+              t_get(&out[0], (r * Hq + h) * D + d), o[d]);
       free(K.data), free(V.data);
     }
   t_free_all(out, 1), t_free_all(in, 7);
@@ -220,7 +238,8 @@ static void test_rope_and_tables(void) {
   const int T_ = 6, H = 2, D = 8, R2 = 3;
   h3_value *x = t_in(&t, "x", TY(H3_BF16, T_, H, D)), *c = t_in(&t, "c", TY(H3_F32, T_, R2));
   h3_value *s = t_in(&t, "s", TY(H3_F32, T_, R2));
-  h3_tensor in[3] = {t_rand(&t, x->type, -2, 2), t_rand(&t, c->type, -1, 1), t_rand(&t, s->type, -1, 1)};
+  h3_tensor in[3] = {t_rand(&t, x->type, -2, 2), t_rand(&t, c->type, -1, 1),
+                     t_rand(&t, s->type, -1, 1)};
   h3_op *op = t_op(&t, H3_OP_ROPE, 3, (h3_value *[]){x, c, s}, 0, NULL);
   h3_tensor out[1];
   CHECK(t_run(op, in, out) == H3_OK, "rope");
@@ -230,10 +249,13 @@ static void test_rope_and_tables(void) {
       for (int i = 0; i < R2; i++) {
         float a = (float)t_get(&in[0], base + i), b = (float)t_get(&in[0], base + i + R2);
         float cs = (float)t_get(&in[1], r * R2 + i), sn = (float)t_get(&in[2], r * R2 + i);
-        CHECK(t_get(&out[0], base + i) == (double)rb(a * cs - b * sn), "rope a [%d, %d, %d]", r, h, i);
-        CHECK(t_get(&out[0], base + i + R2) == (double)rb(b * cs + a * sn), "rope b [%d, %d, %d]", r, h, i);
+        CHECK(t_get(&out[0], base + i) == (double)rb(a * cs - b * sn), "rope a [%d, %d, %d]", r, h,
+              i);
+        CHECK(t_get(&out[0], base + i + R2) == (double)rb(b * cs + a * sn), "rope b [%d, %d, %d]",
+              r, h, i);
       }
-      for (int i = 2 * R2; i < D; i++) CHECK(t_get(&out[0], base + i) == t_get(&in[0], base + i), "pass-through");
+      for (int i = 2 * R2; i < D; i++)
+        CHECK(t_get(&out[0], base + i) == t_get(&in[0], base + i), "pass-through");
     }
   /* rope_pos_table: fp64 angles stored as f32 */
   h3_value *pos = t_in(&t, "pos", TY(H3_I32, 5));
@@ -246,7 +268,8 @@ static void test_rope_and_tables(void) {
   for (int r = 0; r < 5; r++)
     for (int i = 0; i < 4; i++) {
       double ang = (37.0 * r + 3) * pow(5e6, -2.0 * i / 8);
-      CHECK(t_get(&po[0], r * 4 + i) == (double)(float)cos(ang) && t_get(&po[1], r * 4 + i) == (double)(float)sin(ang),
+      CHECK(t_get(&po[0], r * 4 + i) == (double)(float)cos(ang) &&
+                t_get(&po[1], r * 4 + i) == (double)(float)sin(ang),
             "rope_pos_table [%d, %d]", r, i);
     }
   /* rope_table: fp32 angles pos * inv_freq, bf16 cos/sin */
@@ -260,7 +283,8 @@ static void test_rope_and_tables(void) {
       for (int j = 0; j < 2; j++) {
         float ang = (float)t_get(&tin[0], r * 3 + a) * (float)t_get(&tin[1], j);
         int64_t o = r * 6 + a * 2 + j;
-        CHECK(t_get(&to[0], o) == (double)rb(cosf(ang)) && t_get(&to[1], o) == (double)rb(sinf(ang)),
+        CHECK(t_get(&to[0], o) == (double)rb(cosf(ang)) &&
+                  t_get(&to[1], o) == (double)rb(sinf(ang)),
               "rope_table [%d, %d, %d]", r, a, j);
       }
   /* timestep_embedding: [cos, sin] halves */
@@ -289,7 +313,8 @@ static void test_router_moe_markov(void) {
   const int T_ = 6, H = 16, E = 8, K = 2, F = 4;
   h3_value *h = t_in(&t, "h", TY(H3_BF16, T_, H)), *w = t_in(&t, "w", TY(H3_F32, E, H));
   h3_value *bias = t_in(&t, "bias", TY(H3_F32, E));
-  h3_tensor in[3] = {t_rand(&t, h->type, -2, 2), t_rand(&t, w->type, -0.5, 0.5), t_rand(&t, bias->type, -0.01, 0.01)};
+  h3_tensor in[3] = {t_rand(&t, h->type, -2, 2), t_rand(&t, w->type, -0.5, 0.5),
+                     t_rand(&t, bias->type, -0.01, 0.01)};
   t_set(&in[2], 5, 10.0); /* a large bias forces expert 5, its weight still from sigmoid */
   h3_attr ra[2] = {h3_attr_int(t.m, "k", K), h3_attr_float(t.m, "scale", 2.0)};
   h3_op *r = t_op(&t, H3_OP_ROUTER_TOPK, 3, (h3_value *[]){h, w, bias}, 2, ra);
@@ -299,14 +324,17 @@ static void test_router_moe_markov(void) {
     int32_t *ids = (int32_t *)ro[0].data + i * K;
     float *wt = (float *)ro[1].data + i * K;
     CHECK(ids[0] < ids[1] && (ids[0] == 5 || ids[1] == 5), "row %d ids %d %d", i, ids[0], ids[1]);
-    CHECK(fabs(wt[0] + wt[1] - 2.0) < 1e-6 && wt[0] >= 0 && wt[1] >= 0, "row %d weights sum %g", i, wt[0] + wt[1]);
+    CHECK(fabs(wt[0] + wt[1] - 2.0) < 1e-6 && wt[0] >= 0 && wt[1] >= 0, "row %d weights sum %g", i,
+          wt[0] + wt[1]);
     float s[8], best = -1e30f;
     int other = -1;
     for (int e = 0; e < E; e++) {
       float acc = 0.0f;
-      for (int k = 0; k < H; k++) acc += (float)t_get(&in[0], i * H + k) * (float)t_get(&in[1], e * H + k);
+      for (int k = 0; k < H; k++)
+        acc += (float)t_get(&in[0], i * H + k) * (float)t_get(&in[1], e * H + k);
       s[e] = sig(acc);
-      if (e != 5 && s[e] + (float)t_get(&in[2], e) > best) best = s[e] + (float)t_get(&in[2], e), other = e;
+      if (e != 5 && s[e] + (float)t_get(&in[2], e) > best)
+        best = s[e] + (float)t_get(&in[2], e), other = e;
     }
     int lo = other < 5 ? other : 5, hi = other < 5 ? 5 : other;
     CHECK(ids[0] == lo && ids[1] == hi, "row %d: ids %d %d want %d %d", i, ids[0], ids[1], lo, hi);
@@ -314,9 +342,11 @@ static void test_router_moe_markov(void) {
     CHECK(wt[0] == (s[lo] / sum) * 2.0f && wt[1] == (s[hi] / sum) * 2.0f, "row %d weights", i);
   }
   /* moe on the router's choice vs a straight loop of the contract */
-  h3_value *gu = t_in(&t, "gu", TY(H3_BF16, E, 2 * F, H)), *dn = t_in(&t, "dn", TY(H3_BF16, E, H, F));
+  h3_value *gu = t_in(&t, "gu", TY(H3_BF16, E, 2 * F, H)),
+           *dn = t_in(&t, "dn", TY(H3_BF16, E, H, F));
   h3_value *ids = t_in(&t, "ids", ro[0].type), *wts = t_in(&t, "wts", ro[1].type);
-  h3_tensor min_[5] = {in[0], t_rand(&t, gu->type, -1, 1), t_rand(&t, dn->type, -1, 1), ro[0], ro[1]};
+  h3_tensor min_[5] = {in[0], t_rand(&t, gu->type, -1, 1), t_rand(&t, dn->type, -1, 1), ro[0],
+                       ro[1]};
   t_set(&min_[1], 2 * F * H + 3, 40.0); /* pushes some gate values past the limit */
   h3_attr ma[2] = {h3_attr_float(t.m, "alpha", 1.702), h3_attr_float(t.m, "limit", 7.0)};
   h3_op *moe = t_op(&t, H3_OP_MOE, 5, (h3_value *[]){h, gu, dn, ids, wts}, 2, ma);
@@ -329,7 +359,8 @@ static void test_router_moe_markov(void) {
       float we = ((float *)ro[1].data)[i * K + s], u[8], a[4];
       for (int o = 0; o < 2 * F; o++) {
         float d = 0.0f;
-        for (int k = 0; k < H; k++) d += (float)t_get(&in[0], i * H + k) * (float)t_get(&min_[1], (e * 2 * F + o) * H + k);
+        for (int k = 0; k < H; k++)
+          d += (float)t_get(&in[0], i * H + k) * (float)t_get(&min_[1], (e * 2 * F + o) * H + k);
         u[o] = rb(d);
       }
       for (int o = 0; o < F; o++) {
@@ -342,14 +373,15 @@ static void test_router_moe_markov(void) {
         acc[o] += we * rb(d);
       }
     }
-    for (int o = 0; o < H; o++) CHECK(t_get(&mo[0], i * H + o) == (double)acc[o], "moe [%d, %d]", i, o);
+    for (int o = 0; o < H; o++)
+      CHECK(t_get(&mo[0], i * H + o) == (double)acc[o], "moe [%d, %d]", i, o);
   }
   /* markov_draft chain */
   const int G = 3, V = 10, Rk = 4;
   h3_value *base = t_in(&t, "base", TY(H3_F32, G, V)), *w1 = t_in(&t, "w1", TY(H3_BF16, V, Rk));
   h3_value *w2 = t_in(&t, "w2", TY(H3_BF16, V, Rk)), *prev = t_in(&t, "prev", SCALAR(H3_I32));
-  h3_tensor kin[4] = {t_rand(&t, base->type, -1, 1), t_rand(&t, w1->type, -1, 1), t_rand(&t, w2->type, -1, 1),
-                      t_alloc(prev->type)};
+  h3_tensor kin[4] = {t_rand(&t, base->type, -1, 1), t_rand(&t, w1->type, -1, 1),
+                      t_rand(&t, w2->type, -1, 1), t_alloc(prev->type)};
   *(int32_t *)kin[3].data = 7;
   h3_op *mk = t_op(&t, H3_OP_MARKOV_DRAFT, 4, (h3_value *[]){base, w1, w2, prev}, 0, NULL);
   h3_tensor ko[2];
@@ -360,7 +392,8 @@ static void test_router_moe_markov(void) {
     float bv = 0;
     for (int v = 0; v < V; v++) {
       float s = 0.0f;
-      for (int i = 0; i < Rk; i++) s += (float)t_get(&kin[2], v * Rk + i) * (float)t_get(&kin[1], p * Rk + i);
+      for (int i = 0; i < Rk; i++)
+        s += (float)t_get(&kin[2], v * Rk + i) * (float)t_get(&kin[1], p * Rk + i);
       float z = (float)t_get(&kin[0], k * V + v) + s;
       CHECK(t_get(&ko[0], k * V + v) == (double)z, "markov z [%d, %d]", k, v);
       if (v == 0 || z > bv) best = v, bv = z;

@@ -11,15 +11,15 @@
 #include <string.h>
 
 static int failures, checks;
-#define CHECK(cond, ...)                                                                       \
-  do {                                                                                         \
-    checks++;                                                                                  \
-    if (!(cond)) {                                                                             \
-      failures++;                                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-      fprintf(stderr, __VA_ARGS__);                                                            \
-      fprintf(stderr, "\n");                                                                   \
-    }                                                                                          \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    checks++;                                                                                      \
+    if (!(cond)) {                                                                                 \
+      failures++;                                                                                  \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
   } while (0)
 
 static const char *program_text(int count) {
@@ -61,8 +61,8 @@ static int progress_calls;
 static void on_progress(void *ctx, const char *label, int64_t done, int64_t total) {
   (void)ctx;
   progress_calls++;
-  CHECK(strcmp(label, "steps") == 0 && done >= 1 && done <= total && total == 5, "progress %s %lld/%lld",
-        label, (long long)done, (long long)total);
+  CHECK(strcmp(label, "steps") == 0 && done >= 1 && done <= total && total == 5,
+        "progress %s %lld/%lld", label, (long long)done, (long long)total);
 }
 
 /* Runs program p on fixed inputs; returns its two outputs (8 floats) in out. */
@@ -124,7 +124,8 @@ static void test_program(void) {
   expected(want);
   progress_calls = 0;
   run_program(m, 1, got);
-  CHECK(memcmp(got, want, sizeof want) == 0, "unplanned run: %g %g vs %g %g", got[0], got[4], want[0], want[4]);
+  CHECK(memcmp(got, want, sizeof want) == 0, "unplanned run: %g %g vs %g %g", got[0], got[4],
+        want[0], want[4]);
   CHECK(progress_calls == 5, "progress calls %d", progress_calls);
   /* the same module with the memory plan: arena offsets, views, loop slots */
   h3_pass_options po = h3_pass_options_default();
@@ -134,7 +135,8 @@ static void test_program(void) {
   const h3_attr *ab = h3_graph_attr(h3_module_graph(m, "p"), "arena_bytes");
   CHECK(ab && ab->i > 0, "no arena planned");
   run_program(m, 0, got2);
-  CHECK(memcmp(got2, want, sizeof want) == 0, "planned run: %g %g vs %g %g", got2[0], got2[4], want[0], want[4]);
+  CHECK(memcmp(got2, want, sizeof want) == 0, "planned run: %g %g vs %g %g", got2[0], got2[4],
+        want[0], want[4]);
   h3_module_free(m);
   h3_diag_free(&d);
 }
@@ -155,15 +157,16 @@ static void test_index_error(void) {
   CHECK(d.head && strstr(d.head->message, "index: row 5 is outside [0, 5)"), "message: %s",
         d.head ? d.head->message : "(none)");
   int noted = 0;
-  for (h3_diag_msg *msg = d.head; msg; msg = msg->next) noted |= strstr(msg->message, "while running graph 'p'") != NULL;
+  for (h3_diag_msg *msg = d.head; msg; msg = msg->next)
+    noted |= strstr(msg->message, "while running graph 'p'") != NULL;
   CHECK(noted, "no note naming the graph");
   /* a missing input is an error naming it */
   h3_diag d2;
   h3_diag_init(&d2);
   in[1].data = NULL;
   CHECK(h3_runtime_run(rt, g, in, res, &d2) == H3_ERR, "missing input must fail");
-  CHECK(d2.head && strstr(d2.head->message, "graph 'p': input 'tab' (f32[5, 2]) is missing"), "message: %s",
-        d2.head ? d2.head->message : "(none)");
+  CHECK(d2.head && strstr(d2.head->message, "graph 'p': input 'tab' (f32[5, 2]) is missing"),
+        "message: %s", d2.head ? d2.head->message : "(none)");
   h3_diag_free(&d2);
   h3_runtime_free(rt);
   h3_weights_free(w);
@@ -206,7 +209,8 @@ static void test_aliasing(void) {
   float cache[16], x[4] = {1.5f, -2.0f, 3.0f, 0.5f};
   int32_t slot[2] = {3, 0};
   for (int i = 0; i < 16; i++) cache[i] = 0.25f * (float)i - 1.0f;
-  h3_host_tensor in[3] = {{"cache", g->inputs[0]->type, cache, 64}, {"x", g->inputs[1]->type, x, 16},
+  h3_host_tensor in[3] = {{"cache", g->inputs[0]->type, cache, 64},
+                          {"x", g->inputs[1]->type, x, 16},
                           {"slot", g->inputs[2]->type, slot, 8}};
   h3_host_tensor out[3];
   CHECK(h3_runtime_run(rt, g, in, out, &d) == H3_OK, "run");
@@ -237,11 +241,12 @@ static void test_backend_names(void) {
   h3_diag d;
   h3_diag_init(&d);
   CHECK(h3_backend_create("cuda", NULL, &d) == NULL, "cuda must fail in this build");
-  CHECK(d.head && strstr(d.head->message, "CUDA backend not available in this build/no GPU found"), "message: %s",
-        d.head ? d.head->message : "(none)");
+  CHECK(d.head && strstr(d.head->message, "CUDA backend not available in this build/no GPU found"),
+        "message: %s", d.head ? d.head->message : "(none)");
   h3_diag_free(&d);
   h3_diag_init(&d);
-  CHECK(h3_backend_create("tpu", NULL, &d) == NULL && d.head && strstr(d.head->message, "unknown backend 'tpu'"),
+  CHECK(h3_backend_create("tpu", NULL, &d) == NULL && d.head &&
+            strstr(d.head->message, "unknown backend 'tpu'"),
         "unknown backend");
   h3_diag_free(&d);
   h3_diag_init(&d);
@@ -253,8 +258,8 @@ static void test_backend_names(void) {
 
 static void test_percentiles(void) {
   double v[10] = {5, 1, 9, 3, 7, 2, 8, 4, 10, 6};
-  CHECK(h3_percentile(v, 10, 50) == 5 && h3_percentile(v, 10, 90) == 9 && h3_percentile(v, 10, 99) == 10 &&
-            h3_percentile(v, 10, 0) == 1,
+  CHECK(h3_percentile(v, 10, 50) == 5 && h3_percentile(v, 10, 90) == 9 &&
+            h3_percentile(v, 10, 99) == 10 && h3_percentile(v, 10, 0) == 1,
         "nearest-rank percentiles");
 }
 

@@ -22,15 +22,15 @@
 static int failures, checks;
 static const char *models_dir = H3_SOURCE_DIR "/models";
 
-#define CHECK(cond, ...)                                                                       \
-  do {                                                                                         \
-    checks++;                                                                                  \
-    if (!(cond)) {                                                                             \
-      failures++;                                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-      fprintf(stderr, __VA_ARGS__);                                                            \
-      fprintf(stderr, "\n");                                                                   \
-    }                                                                                          \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    checks++;                                                                                      \
+    if (!(cond)) {                                                                                 \
+      failures++;                                                                                  \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
   } while (0)
 
 static double now(void) {
@@ -93,7 +93,8 @@ static void runner_free(runner *r) {
 }
 
 /* Runs graph `name` with in (missing entries filled with defaults); out gets the outputs. */
-static void run(runner *r, const h3_module *m, const char *name, h3_host_tensor *in, h3_host_tensor *out) {
+static void run(runner *r, const h3_module *m, const char *name, h3_host_tensor *in,
+                h3_host_tensor *out) {
   h3_diag d;
   h3_diag_init(&d);
   const h3_graph *g = h3_module_graph(m, name);
@@ -127,8 +128,10 @@ static void test_h3_sample(void) {
   run(&r2, m, "sample", in, b);
   run(&r1, m, "sample", in, c);
   for (int i = 0; i < g->n_outputs; i++) {
-    CHECK(memcmp(a[i].data, b[i].data, a[i].bytes) == 0, "output %s differs between two runs", a[i].name);
-    CHECK(memcmp(a[i].data, c[i].data, a[i].bytes) == 0, "output %s differs with 1 thread", a[i].name);
+    CHECK(memcmp(a[i].data, b[i].data, a[i].bytes) == 0, "output %s differs between two runs",
+          a[i].name);
+    CHECK(memcmp(a[i].data, c[i].data, a[i].bytes) == 0, "output %s differs with 1 thread",
+          a[i].name);
     int64_t n = (int64_t)(a[i].bytes / 4), bad = 0;
     double ss = 0;
     for (int64_t k = 0; k < n; k++) {
@@ -136,10 +139,12 @@ static void test_h3_sample(void) {
       bad += !isfinite(v);
       ss += (double)v * v;
     }
-    CHECK(bad == 0 && ss > 0, "output %s: %lld non-finite values, sum of squares %g", a[i].name, (long long)bad, ss);
+    CHECK(bad == 0 && ss > 0, "output %s: %lld non-finite values, sum of squares %g", a[i].name,
+          (long long)bad, ss);
   }
   const h3_op_stat *st = h3_runtime_op_stats(r1.rt);
-  CHECK(st[H3_OP_TIMESTEP_EMBEDDING].count == 49, "timestep_embedding ran %lld times (once per step)",
+  CHECK(st[H3_OP_TIMESTEP_EMBEDDING].count == 49,
+        "timestep_embedding ran %lld times (once per step)",
         (long long)st[H3_OP_TIMESTEP_EMBEDDING].count);
   h3_host_tensors_free(in, g->n_inputs);
   for (int i = 0; i < g->n_outputs; i++) free(a[i].data), free(b[i].data), free(c[i].data);
@@ -159,7 +164,8 @@ static double rel_l2(const h3_host_tensor *x, const h3_host_tensor *y) {
 
 static void test_h3_tiers(void) {
   h3_module *exact = compile("minimax_h3", 0, NULL, H3_TIER_EXACT, NULL);
-  h3_module *unfused = compile("minimax_h3", 0, NULL, H3_TIER_EXACT, "verify,dce,memory-plan,verify");
+  h3_module *unfused =
+      compile("minimax_h3", 0, NULL, H3_TIER_EXACT, "verify,dce,memory-plan,verify");
   h3_module *lossless = compile("minimax_h3", 0, NULL, H3_TIER_LOSSLESS, NULL);
   h3_module *mods[3] = {exact, unfused, lossless};
   h3_host_tensor out[3][2];

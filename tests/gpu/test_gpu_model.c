@@ -19,6 +19,7 @@
 #include "h3/plan.h"
 #include "h3/runtime.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,14 @@
 
 static int passed, failed;
 
-static void check(bool ok, const char *fmt, const char *what, double v) {
+static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(bool ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   printf("%s ", ok ? "ok  " : "FAIL");
-  printf(fmt, what, v);
+  vprintf(fmt, ap);
   printf("\n");
+  va_end(ap);
   if (ok) passed++;
   else failed++;
 }
@@ -114,7 +119,7 @@ static void compare(const h3_graph *g, h3_host_tensor *a, h3_host_tensor *b, dou
     snprintf(msg, sizeof msg, "%s, output %s", what, g->output_names[i]);
     if (limit == 0) check(gpu_cmp_ok(&c, 0) && memcmp(a[i].data, b[i].data, a[i].bytes) == 0,
                           "%s: bitwise equal (nmse %.3g)", msg, c.nmse);
-    else check(gpu_cmp_ok(&c, limit), "%s: nmse %.3g", msg, c.nmse);
+    else check(gpu_cmp_ok(&c, limit), "%s: nmse %.3g (limit %.0e)", msg, c.nmse, limit);
   }
 }
 
@@ -146,7 +151,7 @@ int main(int argc, char **argv) {
   const h3_graph *step = run(&cpu, lossless, "step", c_step, &d);
   const h3_graph *gstep = run(&gpu, lossless, "step", g_step, &d);
   if (step && gstep) compare(step, g_step, c_step, STEP_LIMIT, "step, cuda vs cpu");
-  else check(false, "%s%.0f", "running step on both backends", 0);
+  else check(false, "running step on both backends");
   const h3_graph *smp = run(&cpu, lossless, "sample", c_smp, &d);
   const h3_graph *gsmp = run(&gpu, lossless, "sample", g_smp, &d);
   const h3_graph *gsmp2 = run(&gpu, lossless, "sample", g_smp2, &d);
@@ -155,20 +160,20 @@ int main(int argc, char **argv) {
     compare(smp, g_smp2, g_smp, 0, "sample run twice with CUDA graphs");
     int64_t cap = 0, rep = 0;
     h3_cuda_graph_counts(gpu.b, &cap, &rep);
-    check(cap >= 1 && rep >= 1, "%s: %.0f replays", "CUDA graphs captured and replayed", (double)rep);
+    check(cap >= 1 && rep >= 1, "CUDA graphs: %lld captured, %lld replayed", (long long)cap, (long long)rep);
   } else {
-    check(false, "%s%.0f", "running sample on both backends", 0);
+    check(false, "running sample on both backends");
   }
   if (gsmp && runner_new(&nog, lossless, "cuda", false, &d) && run(&nog, lossless, "sample", n_smp, &d))
     compare(gsmp, n_smp, g_smp, 0, "sample with CUDA graphs off vs on");
-  else check(false, "%s%.0f", "running sample without CUDA graphs", 0);
+  else check(false, "running sample without CUDA graphs");
   if (runner_new(&ex, exact, "cuda", true, &d) && runner_new(&unf, unfused, "cuda", true, &d)) {
     const h3_graph *ge = run(&ex, exact, "step", e_step, &d);
     const h3_graph *gu = run(&unf, unfused, "step", u_step, &d);
     if (ge && gu) compare(ge, e_step, u_step, 0, "exact tier: fused plan vs unfused plan (cuda)");
-    else check(false, "%s%.0f", "running the exact and unfused plans", 0);
+    else check(false, "running the exact and unfused plans");
   } else {
-    check(false, "%s%.0f", "creating the exact-tier runtimes", 0);
+    check(false, "creating the exact-tier runtimes");
   }
   h3_diag_print(&d, stderr);
   int n = step ? step->n_outputs : 0, ns = smp ? smp->n_outputs : 0;
