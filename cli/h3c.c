@@ -113,6 +113,11 @@ static void usage_command(command c, FILE *out) {
   }
 }
 
+static void diag_init(h3_diag *d) {
+  h3_diag_init(d);
+  d->program = "h3c";
+}
+
 static int flag_error(const char *cmd, const char *fmt, const char *arg, const char *hint) {
   fprintf(stderr, "h3c %s: error: ", cmd);
   fprintf(stderr, fmt, arg);
@@ -169,8 +174,11 @@ static int parse_args(int argc, char **argv, options *o) {
       exit(0);
     } else if ((v = flag_value(argc, argv, &i, "-o", &missing)) ||
                (v = flag_value(argc, argv, &i, "--output", &missing))) {
-      if (o->cmd == CMD_CHECK || o->cmd == CMD_PASSES)
-        return flag_error(cmd, "option '%s' is not used by this command", a, "run 'h3c check --help'");
+      if (o->cmd == CMD_CHECK || o->cmd == CMD_PASSES) {
+        char hint[128];
+        snprintf(hint, sizeof hint, "'h3c %s' writes no file; see 'h3c %s --help'", cmd, cmd);
+        return flag_error(cmd, "option '%s' is not used by this command", a, hint);
+      }
       o->output = v;
     } else if (takes_model(o->cmd) && (v = flag_value(argc, argv, &i, "--config", &missing))) {
       o->config = v;
@@ -178,7 +186,7 @@ static int parse_args(int argc, char **argv, options *o) {
       if (missing) return missing_value(cmd, a);
       if (o->n_sets >= (int)(sizeof o->sets / sizeof o->sets[0]))
         return flag_error(cmd, "too many --set options (at most %s)", "64", NULL);
-      h3_diag_init(&d);
+      diag_init(&d);
       if (h3_config_override_parse(v, &o->sets[o->n_sets], &d) != H3_OK) {
         h3_diag_print(&d, stderr);
         h3_diag_free(&d);
@@ -275,7 +283,7 @@ static int cmd_passes(void) {
 
 static int cmd_check(const options *o) {
   h3_diag d;
-  h3_diag_init(&d);
+  diag_init(&d);
   h3_module *m = load_model(o, &d);
   h3_module_free(m);
   return finish(&d, m ? 0 : 1);
@@ -283,7 +291,7 @@ static int cmd_check(const options *o) {
 
 static int cmd_opt(const options *o) {
   h3_diag d;
-  h3_diag_init(&d);
+  diag_init(&d);
   size_t len = 0;
   char *text = h3_read_file(o->input, &len, &d);
   if (!text) return finish(&d, 1);
@@ -309,7 +317,7 @@ static int cmd_opt(const options *o) {
 
 static int cmd_graph(const options *o) {
   h3_diag d;
-  h3_diag_init(&d);
+  diag_init(&d);
   h3_module *m = load_model(o, &d);
   int rc = 1;
   if (m && h3_pass_pipeline_run(m, &o->passes, &d) == H3_OK) {
@@ -324,7 +332,7 @@ static int cmd_graph(const options *o) {
 
 static int cmd_compile(const options *o) {
   h3_diag d;
-  h3_diag_init(&d);
+  diag_init(&d);
   h3_module *m = load_model(o, &d);
   if (!m) return finish(&d, 1);
   const h3_pass *list[64];

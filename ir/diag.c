@@ -195,11 +195,11 @@ void h3_diag_print(const h3_diag *d, FILE *out) {
       const h3_diag_source *s = find_source(d, m->span.file);
       if (s && m->span.line > 0) print_quote(s, m->span, out);
     } else {
-      fprintf(out, "h3: %s: %s\n", lv, m->message);
+      fprintf(out, "%s: %s: %s\n", d->program ? d->program : "h3", lv, m->message);
     }
     if (m->hint) fprintf(out, "hint: %s\n", m->hint);
   }
   if (d->errors > shown_errors)
-    fprintf(out, "h3: note: %d more error%s not shown\n", d->errors - shown_errors,
+    fprintf(out, "%s: note: %d more error%s not shown\n", d->program ? d->program : "h3", d->errors - shown_errors,
             d->errors - shown_errors == 1 ? "" : "s");
 }

@@ -11,8 +11,8 @@
  * index) the plan put over its source, or left outside the arena, points into its
  * source's buffer (an `index` adds its dynamic row); an in-place op the plan put over its
  * first operand writes where that operand is. An output that overlaps any other operand is
- * computed in a staging buffer and copied afterwards, so a plan that starts an in-place
- * result right after its operands' last read stays correct.
+ * computed in a staging buffer and copied afterwards (a safety net against plans that
+ * overlap an op's operands and results).
  * Loops: the carried operands are copied into the region args, the body runs `count`
  * times with the index (arg 0) written before each iteration, the yield's operands are
  * copied back into the args (a parallel assignment: staged when a source lies in another
@@ -289,10 +289,10 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     out_buf[0].data = in[0].data;
     gs->slots[op->results[0]->id].t.data = in[0].data;
   }
-  /* an output placed over an operand other than the in-place one (the memory plan lets an
-     in-place result that has its own buffer start after the operands' last read, but the
-     op copies operand 0 into it while still reading the others) is computed in a staging
-     buffer and copied afterwards */
+  /* an output placed over an operand (other than an in-place op's own operand 0) is
+     computed in a staging buffer and copied afterwards: kernels may write outputs while
+     still reading operands, so a plan that overlaps them (e.g. an in-place result with its
+     own buffer placed over a dying operand) stays correct */
   h3_tensor staged[8];
   int n_staged = 0;
   for (int i = 0; st == H3_OK && i < op->n_results; i++) {

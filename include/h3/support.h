@@ -85,6 +85,7 @@ typedef struct {
   h3_diag_source *sources;
   int errors, warnings;
   int max_errors; /* stop recording after this many errors (0 = 50) */
+  const char *program; /* prefix of messages without a location; NULL = "h3" */
 } h3_diag;
 
 void h3_diag_init(h3_diag *d);
@@ -105,7 +106,7 @@ void h3_diag_note(h3_diag *d, h3_span span, const char *fmt, ...)
  *      12 | source line
  *         |     ^~~~~
  *   hint: ...
- * Messages without a file print as "h3: error: message". */
+ * Messages without a file print as "PROGRAM: error: message" (d->program, default "h3"). */
 void h3_diag_print(const h3_diag *d, FILE *out);
 
 /* Reads a whole file into malloc'd memory (NUL-terminated). On failure records an error

@@ -8,9 +8,10 @@
  * (added in fp32 before the one rounding to D). Other dtype combinations (the fp32 island)
  * use the backend's own GEMM (cuda_util.c).
  * Descriptors and the algorithm are chosen once, when the op is prepared (at plan load), for
- * 256-byte aligned pointers (a shape cuBLASLt has no algorithm for goes to the own GEMM); a
- * run whose pointers are less aligned asks the heuristic again for that alignment (kept
- * from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
+ * 16-byte aligned pointers, so the choice (and the bits of the result) does not depend on
+ * where the memory plan put the tensors; a shape cuBLASLt has no algorithm for goes to the
+ * own GEMM. A run whose pointers are less aligned asks the heuristic again for that
+ * alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
  * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
  */
 #include "cuda_internal.h"
@@ -114,7 +115,7 @@ static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->N, g->K));
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->M, g->K));
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->c, dt, (uint64_t)g->N, (uint64_t)g->M, g->N));
-  return pick_algo(s, g, 256, found, d);
+  return pick_algo(s, g, 16, found, d);
 }
 
 h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *d) {
@@ -148,7 +149,7 @@ h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *
 
 static unsigned ptr_align(const void *p) {
   uintptr_t v = (uintptr_t)p;
-  unsigned a = 256;
+  unsigned a = 16;
   while (a > 2 && v % a) a /= 2;
   return a;
 }

@@ -181,8 +181,8 @@ static void test_index_error(void) {
  * with its own buffer placed over another operand (x*x) must still read that operand. */
 static const char *alias_text =
     "module @t config \"tiny\" {\n"
-    "  graph @g(%cache: f32[2, 2, 2, 2], %x: f32[2, 2], %slot: i32[2]) -> (big: f32[2, 2, 2, 2], r: f32[8], kv2: f32[2, 2, 2])"
-    " attrs {arena_bytes = 1024} {\n"
+    "  graph @g(%cache: f32[2, 2, 2, 2], %x: f32[2, 2], %slot: i32[2])"
+    " -> (big: f32[2, 2, 2, 2], r: f32[8], kv2: f32[2, 2, 2]) attrs {arena_bytes = 1024} {\n"
     "    %i = const() {value = 1.0, dtype = i32} : i32[] at 768\n"
     "    %big = add(%cache, %cache) : f32[2, 2, 2, 2] at 0\n"
     "    %row = index(%big, %i) : f32[2, 2, 2] at 0\n"

@@ -1,0 +1,1 @@
+compiel models/minimax_h3.g

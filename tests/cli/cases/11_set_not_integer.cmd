@@ -1,0 +1,1 @@
+check models/minimax_h3.g --set dim=abc

@@ -1,0 +1,1 @@
+check models/nope.g

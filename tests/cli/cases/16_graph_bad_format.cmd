@@ -1,0 +1,1 @@
+graph models/minimax_h3.g --format svg

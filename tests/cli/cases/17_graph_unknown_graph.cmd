@@ -1,0 +1,1 @@
+graph models/minimax_h3.g --config tiny --format dot --graph stepp

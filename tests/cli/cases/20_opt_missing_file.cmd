@@ -1,0 +1,1 @@
+opt /nonexistent-dir/none.ir --passes dce

@@ -1,0 +1,1 @@
+check models/minimax_m3_1.g --config tiny

@@ -1,0 +1,1 @@
+opt tests/passes/dce_chains.ir --passes bogus-pass
