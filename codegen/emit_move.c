@@ -197,7 +197,7 @@ h3_status emit_move(emit_ctx *ec) {
 
   emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, !inplace);
   if (op->code == H3_OP_CONCAT) {
-    int64_t axis;
+    int64_t axis = 0;
     if (norm_axis(ec, &out_t, &axis) != H3_OK) return H3_ERR;
     int64_t inner = prod(&out_t, (int)axis + 1, out_t.rank) * (int64_t)es;
     p[0] = n_in, p[1] = prod(&out_t, 0, (int)axis);
@@ -206,7 +206,7 @@ h3_status emit_move(emit_ctx *ec) {
     aligned_or_bytes(s, ec, u, n_in, -1, concat_body, p);
     work = h3_type_bytes(&out_t) / u;
   } else if (op->code == H3_OP_SLICE) {
-    int64_t axis;
+    int64_t axis = 0;
     if (norm_axis(ec, &in_t[0], &axis) != H3_OK) return H3_ERR;
     int64_t inner = prod(&in_t[0], (int)axis + 1, in_t[0].rank) * (int64_t)es;
     p[0] = prod(&in_t[0], 0, (int)axis), p[1] = in_t[0].dims[axis] * inner;
@@ -215,7 +215,7 @@ h3_status emit_move(emit_ctx *ec) {
     aligned_or_bytes(s, ec, u, 1, -1, slice_body, p);
     work = h3_type_bytes(&out_t) / u;
   } else if (op->code == H3_OP_PAD) {
-    int64_t axis;
+    int64_t axis = 0;
     if (norm_axis(ec, &in_t[0], &axis) != H3_OK) return H3_ERR;
     int64_t inner_el = prod(&in_t[0], (int)axis + 1, in_t[0].rank);
     int64_t a = in_t[0].dims[axis], after = out_t.dims[axis] - a;

@@ -63,7 +63,8 @@ void h3_runtime_free(h3_runtime *rt);
 h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor *in,
                          h3_host_tensor *out, h3_diag *d);
 
-/* Per-opcode statistics since creation or the last reset, indexed by h3_opcode. */
+/* Per-opcode statistics since creation or the last reset, indexed by h3_opcode. A reset
+ * also drops the trace events recorded so far (h3exec resets after the warm-up runs). */
 const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt);
 void h3_runtime_reset_stats(h3_runtime *rt);
 /* Trace events recorded so far (options.trace). */
