@@ -240,6 +240,11 @@ static h3_param *merge_field(sema *S, h3_param *p, ast_field *f, const h3_type *
                              int64_t *shift) {
   char b1[96], b2[96];
   int lead = p->group_dims;
+  if (lead < 1 || lead - 1 + t->rank > H3_MAX_RANK) {
+    h3_diag_error(S->d, f->span, "give the field another name",
+                  "'%s' is already declared with another group shape", p->name);
+    return NULL;
+  }
   h3_type prev = h3_type_make(p->type.dtype, p->type.rank - 1, p->type.dims + 1);
   h3_type mine = h3_type_make(t->dtype, t->rank + lead - 1, prev.dims);
   for (int i = 0; i < t->rank; i++) mine.dims[lead - 1 + i] = t->dims[i];
@@ -335,6 +340,8 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
           sema_oom(S, f->span);
           p = NULL;
         } else {
+          p->group_dims = lead; /* set before init errors, for later groups sharing the path */
+          p->group_base = first;
           ok = eval_init(S, f->init, &t, p);
         }
       else

@@ -31,6 +31,10 @@
 typedef struct {
   h3_tensor t;
   size_t cap; /* bytes of an owned buffer; 0 when not owned */
+  /* a loop counter's current value, also kept on the host so that `index` views need no
+     download (downloads cannot be captured in a CUDA graph, and cost a sync) */
+  int64_t host_value;
+  bool host_known;
 } slot;
 
 typedef struct {
@@ -199,10 +203,18 @@ static int64_t view_offset(h3_runtime *rt, gstate *gs, const h3_op *op, const h3
   }
   int64_t i64 = 0;
   int32_t i32 = 0;
-  *st = i->type.dtype == H3_I64 ? rt->b->ops->download(rt->b, &i64, i->data, 8, d)
-                                : rt->b->ops->download(rt->b, &i32, i->data, 4, d);
-  if (*st != H3_OK) return -1;
-  int64_t row = (i->type.dtype == H3_I64 ? i64 : i32) + h3_op_attr_int(op, "offset", 0);
+  const slot *is = op->operands[1]->id >= 0 && op->operands[1]->id < rt->n_ids
+                       ? &gs->slots[op->operands[1]->id]
+                       : NULL;
+  if (is && is->host_known) {
+    i64 = is->host_value;
+  } else {
+    *st = i->type.dtype == H3_I64 ? rt->b->ops->download(rt->b, &i64, i->data, 8, d)
+                                  : rt->b->ops->download(rt->b, &i32, i->data, 4, d);
+    if (*st != H3_OK) return -1;
+    if (i->type.dtype != H3_I64) i64 = i32;
+  }
+  int64_t row = i64 + h3_op_attr_int(op, "offset", 0);
   if (row < 0 || row >= t->dims[0]) {
     h3_diag_error(d, op->span, "the index comes from a loop counter or an input value",
                   "index: row %lld is outside [0, %lld)", (long long)row, (long long)t->dims[0]);
@@ -377,11 +389,13 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
   return st;
 }
 
-static h3_status write_index(h3_runtime *rt, const h3_tensor *t, int64_t k, h3_diag *d) {
+static h3_status write_index(h3_runtime *rt, slot *sl, int64_t k, h3_diag *d) {
   int32_t i32 = (int32_t)k;
   int64_t i64 = k;
-  if (t->type.dtype == H3_I64) return rt->b->ops->upload(rt->b, t->data, &i64, 8, d);
-  return rt->b->ops->upload(rt->b, t->data, &i32, 4, d);
+  sl->host_value = k;
+  sl->host_known = true;
+  if (sl->t.type.dtype == H3_I64) return rt->b->ops->upload(rt->b, sl->t.data, &i64, 8, d);
+  return rt->b->ops->upload(rt->b, sl->t.data, &i32, 4, d);
 }
 
 static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, h3_diag *d) {
@@ -399,7 +413,7 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
   for (int i = 0; st == H3_OK && i < r->n_args; i++) st = bind(rt, gs, r->args[i], d);
   if (st == H3_OK) st = assign_carried(rt, gs, r, op->operands, &op->span, d);
   for (int64_t k = 0; st == H3_OK && k < count; k++) {
-    st = write_index(rt, &gs->slots[r->args[0]->id].t, k, d);
+    st = write_index(rt, &gs->slots[r->args[0]->id], k, d);
     if (st == H3_OK) st = run_region(rt, gs, r, 0, d);
     if (st == H3_OK) st = assign_carried(rt, gs, r, r->last->operands, &r->last->span, d);
     if (st == H3_OK && top && rt->opt.progress)

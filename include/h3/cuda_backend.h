@@ -42,6 +42,10 @@ bool h3_backend_is_cuda(const h3_backend *b);
  * them), registers its kernels by name with their launch rules, and prepares every linear
  * (cuBLASLt descriptors and algorithm) and attention op of p's module. */
 h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d);
+/* Forgets the backend's per-op records (GEMM descriptors, kernel bindings). They are keyed
+ * by op address: call this after freeing a module whose ops ran on b, before running ops
+ * of another module (h3_cuda_load_plan does it itself). */
+void h3_cuda_forget_ops(h3_backend *b);
 
 /* Selects the attention implementation by name (see H3_CUDA_ATTENTION_NAMES). */
 h3_status h3_cuda_set_attention(h3_backend *b, const char *name, h3_diag *d);

@@ -131,13 +131,15 @@ static cu_kernel *add_kernel(cu_state *s, cudaLibrary_t lib, const char *name, c
   cu_kernel *ck = calloc(1, sizeof *ck);
   char *nm = malloc(strlen(name) + 1);
   int *args = k && k->n_args ? calloc((size_t)k->n_args, sizeof *args) : NULL;
+  if (ck && nm) {
+    strcpy(nm, name);
+    ck->name = nm; /* the map hashes the name */
+  }
   if (!ck || !nm || (k && k->n_args && !args) || !kmap_put(s, ck)) {
     free(ck), free(nm), free(args);
     h3_diag_error(d, no_span, NULL, "cuda: out of memory registering kernel %s", name);
     return NULL;
   }
-  strcpy(nm, name);
-  ck->name = nm;
   ck->args = args;
   cudaError_t e = cudaLibraryGetKernel(&ck->fn, lib, name);
   if (e != cudaSuccess) {
@@ -288,12 +290,15 @@ static int prepare_walk(h3_op *op, void *ctx) {
   return 0;
 }
 
+static void forget_ops(cu_state *s);
+
 h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d) {
   if (!h3_backend_is_cuda(b)) {
     h3_diag_error(d, no_span, NULL, "h3_cuda_load_plan needs a cuda backend");
     return H3_ERR;
   }
   cu_state *s = b->ctx;
+  forget_ops(s); /* records of an earlier plan's ops */
   for (int t = 0; t < p->n_tus; t++) {
     const h3_plan_tu *tu = &p->tus[t];
     char label[96];
@@ -387,12 +392,12 @@ cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d) {
   }
   if (o) return o;
   o = calloc(1, sizeof *o);
+  if (o) o->op = op; /* the map hashes the op */
   if (!o || !omap_put(s, o)) {
     free(o);
     cu_op_error(d, op, NULL, "out of memory");
     return NULL;
   }
-  o->op = op;
   if (prepare(s, o, d) != H3_OK) {
     o->failed = true;
     return NULL;
@@ -470,13 +475,25 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
                      "not supported by the cuda backend yet (a hand kernel of a later issue)");
 }
 
-void cu_kernels_free(cu_state *s) {
+/* Drops every op record (they are keyed by op address, which a freed module's ops give
+ * up: a later module may reuse it). Kernels and libraries stay loaded. */
+static void forget_ops(cu_state *s) {
   for (size_t i = 0; i < s->omap_cap; i++)
     if (s->omap[i]) {
       cu_gemm_free(s->omap[i]->gemm);
       free(s->omap[i]);
     }
   free(s->omap);
+  s->omap = NULL;
+  s->omap_cap = s->omap_n = 0;
+}
+
+void h3_cuda_forget_ops(h3_backend *b) {
+  if (h3_backend_is_cuda(b)) forget_ops(b->ctx);
+}
+
+void cu_kernels_free(cu_state *s) {
+  forget_ops(s);
   for (size_t i = 0; i < s->kmap_cap; i++)
     if (s->kmap[i]) {
       free(s->kmap[i]->name);

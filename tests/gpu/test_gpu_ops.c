@@ -209,6 +209,7 @@ static void check_model(h3_backend *b, const char *dir, const char *file, h3_tie
   }
   for (int g = 0; g < m->n_graphs; g++) check_region(b, &m->graphs[g]->body, tag);
   h3_module_free(m);
+  h3_cuda_forget_ops(b); /* the next module may reuse these op addresses */
   h3_diag_free(&d);
 }
 
@@ -305,6 +306,7 @@ static void check_hand(h3_backend *b) {
     h3_diag_free(&d);
   }
   h3_module_free(h.m);
+  h3_cuda_forget_ops(b);
 }
 
 /* ---- 3. random weights on the GPU ---------------------------------------------------------- */
