@@ -67,7 +67,7 @@ config tiny {
   gamma = 4           draft_ffn = 128
   capture0 = 0        capture1 = 1        capture2 = 2
   markov_rank = 8     mask_id = 255
-  prompt_len = 20     max_new_tokens = 16
+  prompt_len = 20     max_new_tokens = 32
 }
 
 let n_sparse = n_layers - n_dense

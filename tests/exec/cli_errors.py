@@ -141,8 +141,8 @@ def case_table(a):
          ["--steps 10: the plan was compiled with steps = 49", "--set steps=10"], True),
         ("max_new_tokens_on_h3", [h3, "--max-new-tokens", "8"], 1,
          ["--max-new-tokens: the plan's model (minimax_h3) has no config key 'max_new_tokens'"], True),
-        ("max_new_tokens_mismatch", [m31, "--max-new-tokens", "32"], 1,
-         ["--max-new-tokens 32: the plan was compiled with max_new_tokens = 16", "--set max_new_tokens=32"], True),
+        ("max_new_tokens_mismatch", [m31, "--max-new-tokens", "16"], 1,
+         ["--max-new-tokens 16: the plan was compiled with max_new_tokens = 32", "--set max_new_tokens=16"], True),
         ("prompt_len_mismatch", [m31, "--prompt-len", "7"], 1,
          ["--prompt-len 7: the plan was compiled for a prompt of 20 tokens", "--set prompt_len=N"], True),
         # bad plans
