@@ -76,7 +76,7 @@ const char *h3_codegen_library_kind(const h3_op *op) {
 }
 
 /* ---- types and literals ---------------------------------------------------------------- */
-const char *emit_ctype(h3_dtype t) {
+const char *h3_codegen_ctype(h3_dtype t) {
   switch (t) {
   case H3_BF16: return "h3_bf16";
   case H3_F16: return "h3_f16";
@@ -149,10 +149,10 @@ void emit_signature(emit_ctx *ec, int n_in, const h3_type *in, int n_out, const 
   h3_strbuf_printf(&ec->src, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", block);
   int n = 0;
   for (int i = 0; i < n_in; i++, n++)
-    h3_strbuf_printf(&ec->src, "%sconst %s *%s in%d", n ? ", " : "", emit_ctype(in[i].dtype), r,
+    h3_strbuf_printf(&ec->src, "%sconst %s *%s in%d", n ? ", " : "", h3_codegen_ctype(in[i].dtype), r,
                      i);
   for (int i = 0; i < n_out; i++, n++)
-    h3_strbuf_printf(&ec->src, "%s%s *%s out%d", n ? ", " : "", emit_ctype(out[i].dtype), r, i);
+    h3_strbuf_printf(&ec->src, "%s%s *%s out%d", n ? ", " : "", h3_codegen_ctype(out[i].dtype), r, i);
   if (extra) h3_strbuf_printf(&ec->src, "%s%s", n ? ", " : "", extra);
   h3_strbuf_append(&ec->src, ") {\n");
 }

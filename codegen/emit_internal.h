@@ -29,7 +29,6 @@ typedef struct {
 } emit_ctx;
 
 /* Stored element type: "h3_bf16", "float", "long long", ... */
-const char *emit_ctype(h3_dtype t);
 /* Compute type of a dtype: "float" (bf16/f16/f32), "double" (f64), "long long" (ints). */
 const char *emit_comptype(h3_dtype t);
 bool emit_is_float(h3_dtype t);

@@ -52,7 +52,7 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_type out_t = op->results[0]->type;
   emit_signature(ec, 2, in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
-  row_head(s, rows, n, emit_ctype(in_t[0].dtype), emit_ctype(out_t.dtype), n);
+  row_head(s, rows, n, h3_codegen_ctype(in_t[0].dtype), h3_codegen_ctype(out_t.dtype), n);
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
   chunk_loop(s, vec, n, block, "float", "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fadd_rn(ss, "
@@ -99,7 +99,7 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
                    block / 32);
-  row_head(s, rows, n, emit_ctype(in_t.dtype), emit_ctype(out_t.dtype), 1);
+  row_head(s, rows, n, h3_codegen_ctype(in_t.dtype), h3_codegen_ctype(out_t.dtype), 1);
   h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
   chunk_loop(s, vec, n, block, ct, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
@@ -132,7 +132,7 @@ static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {
   bool dbl = in_t.dtype == H3_F64;
   emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s part[%d];\n", acc, block / 32);
-  row_head(s, rows, n, emit_ctype(in_t.dtype), emit_ctype(out_t.dtype), 1);
+  row_head(s, rows, n, h3_codegen_ctype(in_t.dtype), h3_codegen_ctype(out_t.dtype), 1);
   h3_strbuf_printf(s, "  %s acc = 0;\n", acc);
   chunk_loop(s, vec, n, block, acc, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) acc = %s(acc, v[k]);\n  }\n",

@@ -86,11 +86,11 @@ static bool eval_preset(sema *S, preset *p) {
     sema_oom(S, p->item->span);
     return false;
   }
-  sym_free(&S->consts);
-  sym_init(&S->consts);
+  h3_strmap_free(&S->consts);
+  h3_strmap_init(&S->consts);
   bool ok = true;
   for (ast_arg *a = p->item->entries; a; a = a->next) {
-    if (sym_get(&S->consts, a->name)) {
+    if (h3_strmap_get(&S->consts, a->name)) {
       h3_diag_error(S->d, a->name_span, NULL, "duplicate key '%s' in config '%s'", a->name, p->item->name);
       ok = false;
       continue;
@@ -108,7 +108,7 @@ static bool eval_preset(sema *S, preset *p) {
     gconst *c = &cs[p->n];
     c->i = v.i;
     c->span = a->name_span;
-    if (sym_put(&S->consts, a->name, c)) {
+    if (h3_strmap_put(&S->consts, a->name, c)) {
       sema_oom(S, a->name_span);
       return false;
     }
@@ -207,8 +207,8 @@ static bool resolve_config(sema *S, ast_item **items, int n, const h3_frontend_o
     c->vals[k] = o->value;
   }
   if (!ok) return false;
-  sym_free(&S->consts);
-  sym_init(&S->consts);
+  h3_strmap_free(&S->consts);
+  h3_strmap_init(&S->consts);
   gconst *cs = h3_arena_alloc(S->tmp, sizeof(gconst) * (size_t)(c->n + 1));
   if (!cs) {
     sema_oom(S, (h3_span){0});
@@ -217,7 +217,7 @@ static bool resolve_config(sema *S, ast_item **items, int n, const h3_frontend_o
   for (int k = 0; k < c->n; k++) {
     cs[k].i = c->vals[k];
     cs[k].span = c->spans[k];
-    if (sym_put(&S->consts, c->keys[k], &cs[k])) {
+    if (h3_strmap_put(&S->consts, c->keys[k], &cs[k])) {
       sema_oom(S, c->spans[k]);
       return false;
     }
@@ -230,7 +230,7 @@ static bool resolve_config(sema *S, ast_item **items, int n, const h3_frontend_o
 
 /* ---- items --------------------------------------------------------------------------------- */
 static void sema_let(sema *S, ast_item *it) {
-  gconst *prev = sym_get(&S->consts, it->name);
+  gconst *prev = h3_strmap_get(&S->consts, it->name);
   if (prev) {
     h3_diag_error(S->d, it->span, NULL, "'%s' is already %s (line %d)", it->name,
                   prev->is_let ? "a let" : "a config key", prev->span.line);
@@ -243,7 +243,7 @@ static void sema_let(sema *S, ast_item *it) {
     return;
   }
   gconst *c = h3_arena_alloc(S->tmp, sizeof *c);
-  if (!c || sym_put(&S->consts, it->name, c)) {
+  if (!c || h3_strmap_put(&S->consts, it->name, c)) {
     sema_oom(S, it->span);
     return;
   }
@@ -288,7 +288,7 @@ static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, c
     case ITEM_FN:
     case ITEM_GRAPH:
     case ITEM_PROGRAM: {
-      gcall *prev = sym_get(&S->calls, it->name);
+      gcall *prev = h3_strmap_get(&S->calls, it->name);
       if (prev) {
         h3_diag_error(S->d, it->span, NULL, "'%s' is already defined at line %d", it->name,
                       prev->item->span.line);
@@ -300,7 +300,7 @@ static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, c
         break;
       }
       gcall *g = h3_arena_alloc(S->tmp, sizeof *g);
-      if (!g || sym_put(&S->calls, it->name, g)) {
+      if (!g || h3_strmap_put(&S->calls, it->name, g)) {
         sema_oom(S, it->span);
         return false;
       }
@@ -335,10 +335,10 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
   S->text = text;
   S->len = len;
   S->ops_left = SEMA_MAX_OPS;
-  sym_init(&S->names);
-  sym_init(&S->consts);
-  sym_init(&S->calls);
-  sym_init(&S->weights);
+  h3_strmap_init(&S->names);
+  h3_strmap_init(&S->consts);
+  h3_strmap_init(&S->calls);
+  h3_strmap_init(&S->weights);
   int before = d->errors;
   ast_item **configs = NULL;
   int n_configs = 0;
@@ -363,7 +363,7 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
     case ITEM_PARAMS: sema_params(S, it); break;
     case ITEM_GRAPH:
     case ITEM_PROGRAM: {
-      gcall *g = sym_get(&S->calls, it->name);
+      gcall *g = h3_strmap_get(&S->calls, it->name);
       if (g && g->item == it) sema_graph(S, g); /* a duplicate was reported already */
       break;
     }
@@ -371,16 +371,16 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
     }
   }
   for (ast_item *it = f->items; it; it = it->next) {
-    gcall *g = it->kind == ITEM_FN ? sym_get(&S->calls, it->name) : NULL;
+    gcall *g = it->kind == ITEM_FN ? h3_strmap_get(&S->calls, it->name) : NULL;
     if (g && g->item == it && !g->used)
       h3_diag_warning(d, it->span, NULL, "function '%s' is never called (its body is not checked)", it->name);
   }
   if (m->oom) sema_oom(S, (h3_span){0});
 out:
-  sym_free(&S->names);
-  sym_free(&S->consts);
-  sym_free(&S->calls);
-  sym_free(&S->weights);
+  h3_strmap_free(&S->names);
+  h3_strmap_free(&S->consts);
+  h3_strmap_free(&S->calls);
+  h3_strmap_free(&S->weights);
   free(S->env);
   if (m && d->errors != before) {
     h3_module_free(m);

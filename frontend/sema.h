@@ -19,7 +19,7 @@
 #include "h3/frontend.h"
 #include "h3/ir.h"
 #include "h3/op_registry.h"
-#include "symtab.h"
+#include "h3/strmap.h"
 
 /* Most ops one compile may build (after inlining): a runaway program stops with an error. */
 #define SEMA_MAX_OPS 400000
@@ -122,8 +122,8 @@ typedef struct sema {
   const char *file;
   const char *text;
   size_t len;
-  symtab names, consts, calls;
-  symtab weights; /* weight-name pattern -> h3_param of group fields */
+  h3_strmap names, consts, calls;
+  h3_strmap weights; /* weight-name pattern -> h3_param of group fields */
   /* local bindings: a stack; lookups see [frame, n) */
   binding *env;
   int n_env, cap_env, frame;

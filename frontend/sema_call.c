@@ -457,7 +457,7 @@ sval sema_call(sema *S, ast_expr *e, bool konst) {
       }
     return fold_call(S, e, c.pos, c.npos);
   }
-  gcall *g = sym_get(&S->calls, name);
+  gcall *g = h3_strmap_get(&S->calls, name);
   if (g) {
     if (g->item->kind == ITEM_FN) return sema_inline(S, g, e);
     return sema_graph_call(S, g, e);

@@ -196,7 +196,7 @@ static sval eval_neg(sema *S, ast_expr *e, bool konst) {
 
 /* ---- names ------------------------------------------------------------------------------ */
 static sval global_name(sema *S, const char *name) {
-  gname *g = sym_get(&S->names, name);
+  gname *g = h3_strmap_get(&S->names, name);
   if (!g) return (sval){.kind = SV_VOID};
   if (g->param) return sv_tensor(g->param->value);
   if (g->group) return (sval){.kind = SV_GROUP, .group = g->group};
@@ -218,11 +218,11 @@ static sval eval_name(sema *S, ast_expr *e, bool konst) {
     sval g = global_name(S, name);
     if (g.kind != SV_VOID) return g;
   }
-  gconst *c = sym_get(&S->consts, name);
+  gconst *c = h3_strmap_get(&S->consts, name);
   if (c) return c->is_float ? sv_float(c->f) : sv_int(c->i);
   h3_dtype dt;
   if (h3_dtype_from_name(name, &dt)) return (sval){.kind = SV_DTYPE, .dt = dt};
-  if (konst && (sym_get(&S->names, name))) {
+  if (konst && (h3_strmap_get(&S->names, name))) {
     h3_diag_error(S->d, e->span, NULL, "'%s' is a parameter name; a constant is needed here", name);
     return sv_error();
   }
@@ -262,7 +262,7 @@ static sval eval_member(sema *S, ast_expr *e) {
     suggest_t sg;
     suggest_init(&sg, path);
     for (size_t i = 0; i < S->names.cap; i++)
-      if (sym_key(&S->names, i)) suggest_try(&sg, sym_key(&S->names, i));
+      if (h3_strmap_key(&S->names, i)) suggest_try(&sg, h3_strmap_key(&S->names, i));
     h3_diag_error(S->d, e->span, suggest_hint(S->tmp, &sg), "unknown parameter '%s'", path);
     return sv_error();
   }

@@ -33,7 +33,7 @@ static bool match_type(sema *S, const ast_type *decl, const h3_type *t, const ch
   int k = 0;
   for (ast_arg *a = decl->dims; a; a = a->next, k++) {
     ast_expr *x = a->value;
-    if (x->kind == AST_NAME && !sema_find_local(S, x->str) && !sym_get(&S->consts, x->str)) {
+    if (x->kind == AST_NAME && !sema_find_local(S, x->str) && !h3_strmap_get(&S->consts, x->str)) {
       if (!sema_bind(S, x->str, sv_int(t->dims[k]))) return false;
       continue;
     }
@@ -61,7 +61,7 @@ static bool bind_arg(sema *S, gcall *g, ast_decl *p, sval v, ast_expr *arg) {
     return sema_bind(S, p->name, v);
   }
   if (!p->type.has_dims) {
-    gname *gn = sym_get(&S->names, p->type.name);
+    gname *gn = h3_strmap_get(&S->names, p->type.name);
     if (!gn || !gn->group) {
       h3_diag_error(S->d, p->type.span, "a type is DTYPE[dims], int, or the name of a parameter group",
                     "unknown type '%s'", p->type.name);

@@ -15,7 +15,7 @@
 bool sema_eval_type(sema *S, const ast_type *t, h3_type *out) {
   h3_dtype dt;
   if (!t->has_dims) {
-    gname *g = sym_get(&S->names, t->name);
+    gname *g = h3_strmap_get(&S->names, t->name);
     if (strcmp(t->name, "int") == 0)
       h3_diag_error(S->d, t->span, NULL, "'int' is the type of function arguments only; a tensor type is needed");
     else if (g && g->group)
@@ -154,10 +154,10 @@ static bool eval_init(sema *S, const ast_init *in, const h3_type *t, h3_param *p
 
 /* ---- names ------------------------------------------------------------------------------------ */
 static gname *name_entry(sema *S, const char *key, h3_span sp) {
-  gname *e = sym_get(&S->names, key);
+  gname *e = h3_strmap_get(&S->names, key);
   if (e) return e;
   e = h3_arena_alloc(S->tmp, sizeof *e);
-  if (!e || sym_put(&S->names, key, e)) {
+  if (!e || h3_strmap_put(&S->names, key, e)) {
     sema_oom(S, sp);
     return NULL;
   }
@@ -182,7 +182,7 @@ static bool register_name(sema *S, const char *path, h3_span sp, h3_param *param
     }
     e->prefix = true;
   }
-  gname *e = sym_get(&S->names, path);
+  gname *e = h3_strmap_get(&S->names, path);
   if (e) {
     if (e->param && param)
       h3_diag_error(S->d, sp, NULL, "duplicate parameter '%s' (first declared at line %d)", path, e->span.line);
@@ -333,10 +333,10 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
       int64_t shift = 0;
       if (big)
         h3_diag_error(S->d, f->span, NULL, "tensor too large: its element count overflows 64 bits");
-      else if ((p = sym_get(&S->weights, weight.data)))
+      else if ((p = h3_strmap_get(&S->weights, weight.data)))
         p = merge_field(S, p, f, &t, first, g->count, &shift);
       else if ((p = h3_module_add_param(S->m, weight.data, h3_type_make(t.dtype, t.rank + lead, dims), f->span)))
-        if (sym_put(&S->weights, p->name, p)) {
+        if (h3_strmap_put(&S->weights, p->name, p)) {
           sema_oom(S, f->span);
           p = NULL;
         } else {

@@ -54,7 +54,7 @@ typedef struct {
   const char **names;
   h3_span *spans;
   int n, cap;
-  symtab seen;
+  h3_strmap seen;
   bool oom;
 } name_set;
 
@@ -66,7 +66,7 @@ static void collect(name_set *ns, ast_stmt *list) {
     }
     if (st->kind != STMT_ASSIGN) continue;
     for (ast_name *n = st->names; n; n = n->next) {
-      if (sym_get(&ns->seen, n->name)) continue;
+      if (h3_strmap_get(&ns->seen, n->name)) continue;
       if (ns->n == ns->cap) {
         int nc = ns->cap ? ns->cap * 2 : 8;
         const char **nn = realloc(ns->names, sizeof(char *) * (size_t)nc);
@@ -79,7 +79,7 @@ static void collect(name_set *ns, ast_stmt *list) {
         }
         ns->cap = nc;
       }
-      if (sym_put(&ns->seen, n->name, (void *)n)) {
+      if (h3_strmap_put(&ns->seen, n->name, (void *)n)) {
         ns->oom = true;
         return;
       }
@@ -98,7 +98,7 @@ static void exec_loop(sema *S, ast_stmt *st) {
     count = 0;
   }
   name_set ns = {0};
-  sym_init(&ns.seen);
+  h3_strmap_init(&ns.seen);
   collect(&ns, st->body);
   if (ns.oom) {
     sema_oom(S, st->span);
@@ -190,7 +190,7 @@ static void exec_loop(sema *S, ast_stmt *st) {
 done:
   free(ns.names);
   free(ns.spans);
-  sym_free(&ns.seen);
+  h3_strmap_free(&ns.seen);
 }
 
 static void exec_stmts(sema *S, ast_stmt *list) {

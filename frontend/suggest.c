@@ -56,9 +56,9 @@ const char *suggest_hint(h3_arena *a, const suggest_t *g) {
 static const char *const builtins[] = {"split", "zeros", "full", "rows", "ceildiv", "min", "max",
                                        "sqrt", NULL};
 
-static void try_table(suggest_t *g, const symtab *t) {
+static void try_table(suggest_t *g, const h3_strmap *t) {
   for (size_t i = 0; i < t->cap; i++)
-    if (sym_key(t, i)) suggest_try(g, sym_key(t, i));
+    if (h3_strmap_key(t, i)) suggest_try(g, h3_strmap_key(t, i));
 }
 
 const char *sema_suggest_name(sema *S, const char *name, bool konst) {

@@ -26,16 +26,7 @@ h3_value *ir_value_new(h3_module *m, h3_value_kind kind, h3_type type, const cha
 void ir_attrs_set(h3_module *m, h3_attr **attrs, int *n, h3_attr a);
 const h3_attr *ir_attrs_find(const h3_attr *attrs, int n, const char *name);
 
-/* String-keyed hash map (strmap.c); keys are borrowed, values are non-NULL pointers. */
-typedef struct {
-  const char **keys;
-  void **vals;
-  size_t n, cap;
-} ir_strmap;
-void ir_strmap_init(ir_strmap *m);
-void ir_strmap_free(ir_strmap *m);
-void *ir_strmap_get(const ir_strmap *m, const char *key);
-int ir_strmap_put(ir_strmap *m, const char *key, void *val); /* adds or replaces; -1 on OOM */
+#include "h3/strmap.h" /* the name maps of the text parser */
 
 /* Text-form helpers shared by print.c and parse.c. */
 /* A name printed bare after '@' or '%' (else quoted): [A-Za-z0-9_.]+ */

@@ -21,7 +21,7 @@ typedef struct {
   h3_module *m;
   h3_diag *d;
   h3_arena tmp; /* token texts and scratch arrays */
-  ir_strmap params, values;
+  h3_strmap params, values;
   const char *file; /* in the module's arena */
   bool failed;
   int depth;
@@ -252,7 +252,7 @@ static bool parse_attrs(pctx *p, h3_attr **out, int *n_out) {
 
 /* Registers a value under its printed name. */
 static bool define_value(pctx *p, const char *text, h3_span at, h3_value *v) {
-  if (ir_strmap_get(&p->values, text)) {
+  if (h3_strmap_get(&p->values, text)) {
     fail_at(p, at, "value %%%s is defined twice in this graph", text);
     return false;
   }
@@ -261,7 +261,7 @@ static bool define_value(pctx *p, const char *text, h3_span at, h3_value *v) {
   v->name = key; /* all-digit names print as counters again (print.c) */
   v->span = at;
   v->span.file = p->file;
-  if (ir_strmap_put(&p->values, key, v)) fail_at(p, at, "out of memory");
+  if (h3_strmap_put(&p->values, key, v)) fail_at(p, at, "out of memory");
   return !p->failed;
 }
 
@@ -269,10 +269,10 @@ static h3_value *parse_operand(pctx *p) {
   if (p->failed) return NULL;
   h3_value *v = NULL;
   if (p->tok.kind == TK_VNAME) {
-    v = ir_strmap_get(&p->values, p->tok.text);
+    v = h3_strmap_get(&p->values, p->tok.text);
     if (!v) fail_at(p, p->tok.span, "unknown value %%%s (values must be defined before their use)", p->tok.text);
   } else if (p->tok.kind == TK_GNAME) {
-    h3_param *pa = ir_strmap_get(&p->params, p->tok.text);
+    h3_param *pa = h3_strmap_get(&p->params, p->tok.text);
     if (!pa) fail_at(p, p->tok.span, "unknown parameter @%s", p->tok.text);
     v = pa ? pa->value : NULL;
   } else {
@@ -425,8 +425,8 @@ static bool parse_graph(pctx *p, h3_graph_kind kind) {
     return false;
   }
   next(p);
-  ir_strmap_free(&p->values);
-  ir_strmap_init(&p->values);
+  h3_strmap_free(&p->values);
+  h3_strmap_init(&p->values);
   if (!expect(p, '(')) return false;
   while (!p->failed && !at_punct(p, ')')) {
     if (g->n_inputs && !expect(p, ',')) return false;
@@ -493,7 +493,7 @@ static bool parse_param(pctx *p) {
   ir_tok name = p->tok;
   h3_span span = name.span;
   span.file = p->file;
-  if (ir_strmap_get(&p->params, name.text)) {
+  if (h3_strmap_get(&p->params, name.text)) {
     fail_at(p, span, "parameter @%s is declared twice", name.text);
     return false;
   }
@@ -501,7 +501,7 @@ static bool parse_param(pctx *p) {
   h3_type t;
   if (!expect(p, ':') || !parse_type(p, &t)) return false;
   h3_param *pa = h3_module_add_param(p->m, name.text, t, span);
-  if (!pa || ir_strmap_put(&p->params, pa->name, pa)) {
+  if (!pa || h3_strmap_put(&p->params, pa->name, pa)) {
     fail_at(p, span, "out of memory");
     return false;
   }
@@ -625,12 +625,12 @@ h3_module *h3_module_parse(const char *file, const char *text, size_t len, h3_di
   memset(&p, 0, sizeof p);
   p.d = d;
   h3_arena_init(&p.tmp);
-  ir_strmap_init(&p.params);
-  ir_strmap_init(&p.values);
+  h3_strmap_init(&p.params);
+  h3_strmap_init(&p.values);
   ir_lex_init(&p.lx, file ? file : "<ir>", text, len, &p.tmp);
   parse_module(&p);
-  ir_strmap_free(&p.params);
-  ir_strmap_free(&p.values);
+  h3_strmap_free(&p.params);
+  h3_strmap_free(&p.values);
   h3_arena_free(&p.tmp);
   if (p.failed || !p.m) {
     h3_module_free(p.m);

@@ -73,8 +73,8 @@ typedef struct {
   h3_arena names;     /* the assigned name strings */
   const char **by_id; /* value id -> assigned name */
   int n_ids;
-  ir_strmap used;     /* assigned names */
-  ir_strmap next_sfx; /* base name -> last ".N" tried (as intptr) */
+  h3_strmap used;     /* assigned names */
+  h3_strmap next_sfx; /* base name -> last ".N" tried (as intptr) */
   int counter;        /* next %N for unnamed values */
   int indent;
 } pctx;
@@ -91,23 +91,23 @@ static const char *assign(pctx *c, const h3_value *v) {
   if (v->id >= 0 && v->id < c->n_ids && c->by_id[v->id]) return c->by_id[v->id];
   char buf[64];
   const char *name = NULL;
-  if (v->name && !all_digits(v->name) && !ir_strmap_get(&c->used, v->name)) {
+  if (v->name && !all_digits(v->name) && !h3_strmap_get(&c->used, v->name)) {
     name = h3_arena_strdup(&c->names, v->name);
   } else if (v->name && !all_digits(v->name)) {
-    intptr_t k = (intptr_t)ir_strmap_get(&c->next_sfx, v->name);
+    intptr_t k = (intptr_t)h3_strmap_get(&c->next_sfx, v->name);
     char *cand;
     do {
       cand = h3_arena_printf(&c->names, "%s.%ld", v->name, (long)++k);
-    } while (cand && ir_strmap_get(&c->used, cand));
+    } while (cand && h3_strmap_get(&c->used, cand));
     const char *base = h3_arena_strdup(&c->names, v->name);
-    if (base && ir_strmap_put(&c->next_sfx, base, (void *)k)) return NULL;
+    if (base && h3_strmap_put(&c->next_sfx, base, (void *)k)) return NULL;
     name = cand;
   } else {
     do snprintf(buf, sizeof buf, "%d", c->counter++);
-    while (ir_strmap_get(&c->used, buf));
+    while (h3_strmap_get(&c->used, buf));
     name = h3_arena_strdup(&c->names, buf);
   }
-  if (!name || ir_strmap_put(&c->used, name, (void *)1)) return NULL;
+  if (!name || h3_strmap_put(&c->used, name, (void *)1)) return NULL;
   if (v->id >= 0 && v->id < c->n_ids) c->by_id[v->id] = name;
   return name;
 }
@@ -226,8 +226,8 @@ static void print_op(pctx *c, const h3_op *op) {
 static void print_graph(h3_strbuf *b, const h3_module *m, const h3_graph *g) {
   pctx c = {.out = b, .n_ids = m->next_value_id, .indent = 2};
   h3_arena_init(&c.names);
-  ir_strmap_init(&c.used);
-  ir_strmap_init(&c.next_sfx);
+  h3_strmap_init(&c.used);
+  h3_strmap_init(&c.next_sfx);
   c.by_id = calloc((size_t)(c.n_ids > 0 ? c.n_ids : 1), sizeof(char *));
   if (!c.by_id) b->oom = 1;
   if (c.by_id) {
@@ -260,8 +260,8 @@ static void print_graph(h3_strbuf *b, const h3_module *m, const h3_graph *g) {
     h3_strbuf_append(b, "  }\n");
   }
   free(c.by_id);
-  ir_strmap_free(&c.used);
-  ir_strmap_free(&c.next_sfx);
+  h3_strmap_free(&c.used);
+  h3_strmap_free(&c.next_sfx);
   h3_arena_free(&c.names);
 }
 

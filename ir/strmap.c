@@ -1,7 +1,6 @@
-/* strmap.c: a string-keyed open-addressing hash map (ir_internal.h) for the IR text
- * printer and parser, so name lookups stay O(1) on modules of thousands of values.
- * Keys are not copied: they must outlive the map (arena strings). FNV-1a hashing,
- * linear probing, grows at 1/2 load.
+/* strmap.c: the string-keyed hash map of include/h3/strmap.h (the front end's symbols,
+ * the IR text printer's and parser's names): FNV-1a hashing, linear probing, grows at
+ * half load, so lookups stay O(1) on modules of thousands of values. Keys are borrowed.
  */
 #include "ir_internal.h"
 
@@ -14,30 +13,30 @@ static uint64_t hash_str(const char *s) {
   return h;
 }
 
-void ir_strmap_init(ir_strmap *m) { memset(m, 0, sizeof *m); }
+void h3_strmap_init(h3_strmap *m) { memset(m, 0, sizeof *m); }
 
-void ir_strmap_free(ir_strmap *m) {
+void h3_strmap_free(h3_strmap *m) {
   free(m->keys);
   free(m->vals);
   memset(m, 0, sizeof *m);
 }
 
-static size_t find_slot(const ir_strmap *m, const char *key) {
+static size_t find_slot(const h3_strmap *m, const char *key) {
   size_t mask = m->cap - 1, i = (size_t)hash_str(key) & mask;
   while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & mask;
   return i;
 }
 
-void *ir_strmap_get(const ir_strmap *m, const char *key) {
+void *h3_strmap_get(const h3_strmap *m, const char *key) {
   if (!m->cap) return NULL;
   size_t i = find_slot(m, key);
   return m->keys[i] ? m->vals[i] : NULL;
 }
 
-int ir_strmap_put(ir_strmap *m, const char *key, void *val) {
+int h3_strmap_put(h3_strmap *m, const char *key, void *val) {
   if ((m->n + 1) * 2 > m->cap) {
     size_t nc = m->cap ? m->cap * 2 : 64;
-    ir_strmap big = {calloc(nc, sizeof(char *)), calloc(nc, sizeof(void *)), 0, nc};
+    h3_strmap big = {calloc(nc, sizeof(char *)), calloc(nc, sizeof(void *)), 0, nc};
     if (!big.keys || !big.vals) {
       free(big.keys);
       free(big.vals);
@@ -50,7 +49,7 @@ int ir_strmap_put(ir_strmap *m, const char *key, void *val) {
         big.vals[j] = m->vals[i];
         big.n++;
       }
-    ir_strmap_free(m);
+    h3_strmap_free(m);
     *m = big;
   }
   size_t i = find_slot(m, key);

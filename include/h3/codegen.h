@@ -119,4 +119,8 @@ const char *h3_nvrtc_version(void);
  * $CUDA_PATH/include, /usr/local/cuda/include, or next to libnvrtc; NULL if none found. */
 const char *h3_cuda_include_dir(void);
 
+/* The CUDA C type that holds one element of dtype t in emitted kernels ("h3_bf16",
+ * "float", ...). */
+const char *h3_codegen_ctype(h3_dtype t);
+
 #endif

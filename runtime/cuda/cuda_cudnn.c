@@ -5,7 +5,8 @@
  * engine, on tensors [b = 1, h, s, d] whose strides are those of q/k/v [T, H, D] rows:
  *   S = Q·Kᵀ (K given as its transposed view [1, h, d, s]); S2 = S * scale (a by-value
  *   scalar); M = rowmax S2; E = exp(S2 - M); L = rowsum E; P = E / L; O = P·V
- * with fp32 virtual intermediates and fp32 compute. The engine is picked by heuristic mode
+ * with fp32 virtual intermediates and fp32 compute, except P, which is virtual in the I/O
+ * dtype (bf16 / f16): the pattern matcher takes the second matmul only in that type. The engine is picked by heuristic mode
  * A (then the fallback mode): the first engine config whose execution plan finalizes and
  * whose workspace fits the backend's fixed workspace wins. Plans are built once per shape
  * (segment length, heads, head_dim, dtype, strides) and kept with their descriptors; the
@@ -156,7 +157,9 @@ static cudnnBackendDescriptor_t op_graph(bld *b, cudnnHandle_t h, const sdpa_pla
   cudnnBackendDescriptor_t Z = tensor(b, 104, f, sd, sst, true, false);
   cudnnBackendDescriptor_t E = tensor(b, 105, f, sd, sst, true, false);
   cudnnBackendDescriptor_t Ls = tensor(b, 106, f, rd, rst, true, false);
-  cudnnBackendDescriptor_t P = tensor(b, 107, f, sd, sst, true, false);
+  /* cuDNN's SDPA pattern wants the second matmul's A operand (the probabilities) in the
+     I/O dtype; an fp32 P is not matched (reported as a misconfigured dropout set) */
+  cudnnBackendDescriptor_t P = tensor(b, 107, io, sd, sst, true, false);
   cudnnBackendDescriptor_t ops[8];
   ops[0] = matmul(b, Q, KT, S);
   ops[1] = pointwise(b, CUDNN_POINTWISE_MUL, S, SC, S2);

@@ -124,19 +124,6 @@ h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int 
 }
 
 /* ---- generic linear ------------------------------------------------------------------------ */
-static const char *ctype(h3_dtype t) {
-  switch (t) {
-  case H3_BF16: return "h3_bf16";
-  case H3_F16: return "h3_f16";
-  case H3_F32: return "float";
-  case H3_F64: return "double";
-  case H3_I8: return "signed char";
-  case H3_I32: return "int";
-  case H3_I64: return "long long";
-  default: return "unsigned char";
-  }
-}
-
 static const char linear_template[] =
     "extern \"C\" __global__ void __launch_bounds__(256) %s(const %s *__restrict__ x,\n"
     "    const %s *__restrict__ w, const %s *__restrict__ bias, %s *__restrict__ y,\n"
@@ -183,8 +170,8 @@ static const char linear_template[] =
 
 void cu_linear_source(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w, h3_dtype bias,
                       h3_dtype y) {
-  snprintf(buf, len, linear_template, name, ctype(x), ctype(w),
-           ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), ctype(y));
+  snprintf(buf, len, linear_template, name, h3_codegen_ctype(x), h3_codegen_ctype(w),
+           h3_codegen_ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), h3_codegen_ctype(y));
 }
 
 h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,
