@@ -108,6 +108,7 @@ typedef struct cu_state {
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
+  int gemm_tune; /* cuBLASLt candidates timed at a GEMM's first run (0: heuristic's first) */
 } cu_state;
 
 /* ---- checks (cuda_backend.c) ----------------------------------------------------------- */
