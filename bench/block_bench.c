@@ -2,7 +2,7 @@
  * real executor from compiled plans, and its per-op profile against the bandwidth floor.
  *
  *   block_bench PLAN_A PLAN_B [--iters N] [--warmup N] [--attention NAME] [--profile N]
- *                             [--seed N] [--bandwidth TBPS] [--backend cuda|cpu]
+ *                             [--seed N] [--bandwidth TBPS] [--backend cuda|cpu] [--gemm-tune N]
  * PLAN_A and PLAN_B are the same model compiled with two different `layers` values
  * (h3c compile models/minimax_h3.g --config full --set layers=1 / --set layers=3). Each
  * plan's graph `step` (embed, time embedding, RoPE tables, the `trunk` loop of `layers`
@@ -22,6 +22,8 @@
  * (operands + results from the IR types; a copied slice moves its result twice; views 0),
  * the bandwidth that gives, the floor at --bandwidth TB/s (default 4.1, the copy rate
  * measured on the H200), and TFLOP/s for linear and attention; then the totals per class.
+ * --gemm-tune N: the backend times up to N cuBLASLt candidates per GEMM at its first run
+ * (h3_cuda_options.gemm_tune; the warm-up runs absorb it).
  * --backend cpu runs the same on the cpu backend with wall times (for tiny plans: a check of
  * the driver itself on a machine without a GPU). Exit 77 without a GPU for cuda.
  */
@@ -38,7 +40,7 @@
 #include <string.h>
 
 typedef struct {
-  int iters, warmup, profile;
+  int iters, warmup, profile, gemm_tune;
   const char *attention, *backend;
   uint64_t seed;
   double tbps;
@@ -80,7 +82,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
   h3_backend_options bo = {2, o->seed};
   bool cuda = strcmp(o->backend, "cpu") != 0;
   if (cuda) {
-    h3_cuda_options co = {.attention = o->attention};
+    h3_cuda_options co = {.attention = o->attention, .gemm_tune = o->gemm_tune};
     s->b = h3_backend_cuda_new(&bo, &co, d);
     if (!s->b || h3_plan_compile_kernels(s->plan, d) != H3_OK || h3_cuda_load_plan(s->b, s->plan, d) != H3_OK)
       return H3_ERR;
@@ -288,12 +290,13 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
 static int usage(void) {
   fprintf(stderr, "usage: block_bench PLAN_A PLAN_B [--iters N] [--warmup N] [--attention NAME]\n"
                   "                   [--profile N] [--seed N] [--bandwidth TBPS] [--backend cuda|cpu]\n"
+                  "                   [--gemm-tune N]\n"
                   "  PLAN_A, PLAN_B: models/minimax_h3.g compiled with two `layers` values\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
-  opts o = {5, 2, 0, "cudnn", "cuda", 7, 4.1};
+  opts o = {5, 2, 0, 0, "cudnn", "cuda", 7, 4.1};
   const char *plans[2] = {NULL, NULL};
   int np = 0;
   for (int i = 1; i < argc; i++) {
@@ -302,6 +305,7 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(a, "--iters")) o.iters = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--warmup")) o.warmup = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--profile")) o.profile = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(a, "--gemm-tune")) o.gemm_tune = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--attention")) o.attention = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--backend")) o.backend = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--seed")) o.seed = strtoull(argv[++i], NULL, 10);
@@ -331,7 +335,8 @@ int main(int argc, char **argv) {
   double block = 0;
   if (st == H3_OK) {
     block = (med[1] - med[0]) / (double)(layers[1] - layers[0]);
-    printf("one block (attention %s): %.3f ms = (step[%lld] - step[%lld]) / %lld\n", o.attention, block,
+    printf("one block (attention %s, gemm_tune %d): %.3f ms = (step[%lld] - step[%lld]) / %lld\n",
+           o.attention, o.gemm_tune, block,
            (long long)layers[1], (long long)layers[0], (long long)(layers[1] - layers[0]));
     printf("h3bench step_a %.4f\nh3bench step_b %.4f\nh3bench block %.4f\n", med[0], med[1], block);
   }

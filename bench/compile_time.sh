@@ -19,7 +19,7 @@ now() { date +%s.%N; }
     export H3_KERNEL_CACHE_DIR=$tmp/cache-$(basename "$1" .g)
     t0=$(now); "$h3c" compile "$1" --config "$2" --quality lossless -o "$tmp/p.plan"; t1=$(now)
     "$h3c" compile "$1" --config "$2" --quality lossless -o "$tmp/p.plan"; t2=$(now)
-    nk=$(grep -c '^  - name: h3_' "$tmp/p.plan" || true)
+    nk=$(grep -c '^- name: h3_' "$tmp/p.plan" || true)
     printf '%-34s %-6s %10.3f %10.3f %8s\n' "$1" "$2" "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$nk"
   done
 } | tee "$out"
