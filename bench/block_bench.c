@@ -14,7 +14,8 @@
  * it: the AdaLN projection, both norms and modulations, the four GEMMs, q/k norm, RoPE,
  * attention (live rows [0, used) and pad rows [used, S) as two segments), the slices and
  * the gated residuals. Random weights (made on the GPU), default inputs (h3exec's).
- * Printed: "h3bench NAME MS" lines (step_a, step_b, block; read by bench/block_peers.py).
+ * Printed: "h3bench NAME MS" lines (step_a, step_b, block; with --gemm-tune the names end
+ * in _tuned; read by bench/block_peers.py).
  *
  * --profile N: PLAN_A is run N more times with the executor's per-op trace (it syncs after
  * every op, so each op's time is its own plus one launch and sync, ~10 us) and the ops of
@@ -279,8 +280,9 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
            sum[0], sum[1], sum[2], floor_other);
     printf("        sum of ops %.3f ms; traced trunk loop %.3f ms; untraced block %.3f ms\n", sum_all,
            trunk_ms, block_ms);
-    printf("h3bench profile_gemm %.4f\nh3bench profile_attention %.4f\nh3bench profile_other %.4f\n",
-           sum[0], sum[1], sum[2]);
+    const char *sfx = o->gemm_tune > 0 ? "_tuned" : "";
+    printf("h3bench profile_gemm%s %.4f\nh3bench profile_attention%s %.4f\nh3bench profile_other%s %.4f\n",
+           sfx, sum[0], sfx, sum[1], sfx, sum[2]);
   }
   free(t);
   setup_free(&s);
@@ -338,7 +340,9 @@ int main(int argc, char **argv) {
     printf("one block (attention %s, gemm_tune %d): %.3f ms = (step[%lld] - step[%lld]) / %lld\n",
            o.attention, o.gemm_tune, block,
            (long long)layers[1], (long long)layers[0], (long long)(layers[1] - layers[0]));
-    printf("h3bench step_a %.4f\nh3bench step_b %.4f\nh3bench block %.4f\n", med[0], med[1], block);
+    const char *sfx = o.gemm_tune > 0 ? "_tuned" : "";
+    printf("h3bench step_a%s %.4f\nh3bench step_b%s %.4f\nh3bench block%s %.4f\n", sfx, med[0], sfx,
+           med[1], sfx, block);
   }
   if (st == H3_OK && o.profile > 0) st = profile(plans[0], &o, block, &d);
   h3_diag_print(&d, stderr);

@@ -4,12 +4,13 @@ attention alone, measured in the same device run as h3's bench/block_bench.c and
 bench/attention_bench.c, and the table of ratios against the acceptance goals.
 
     python3 bench/block_peers.py H3_LOG... [--sample-log H3EXEC_LOG] [--iters N] [--rows S]
-                                 [--used U] [--out FILE.json]
+                                 [--used U] [--out FILE.json] [--torch-json FILE.json]
 
 H3_LOG: files holding "h3bench NAME MS ..." lines (block_bench: step_a, step_b, block,
 profile_*; attention_bench: attention_cudnn, attention_flash, gemm_*). --sample-log: the
 output of h3exec on the full 49-step sample plan; its wall time and GPU time are set
-against the eager estimate (torch eager block x layers x steps).
+against the eager estimate (torch eager block x layers x steps). --torch-json reuses the
+PyTorch times of an earlier run's --out file (same device run) instead of measuring again.
 
 The PyTorch block is written here from the model's definition (models/minimax_h3.g, block):
 AdaLN projection of a [2, 2688] -> [6, 6 * 5376] tables, RMSNorm + modulate with rows
@@ -187,30 +188,45 @@ def main():
     ap.add_argument("--layers", type=int, default=50)
     ap.add_argument("--steps", type=int, default=49)
     ap.add_argument("--out")
+    ap.add_argument("--torch-json", help="reuse the PyTorch times of an earlier --out file")
     a = ap.parse_args()
     h3 = read_h3(a.logs)
+    if a.torch_json:
+        with open(a.torch_json) as fi:
+            peer = json.load(fi)["torch"]
+    else:
+        peer = measure_peers(a)
+    table(a, h3, peer)
+
+
+def measure_peers(a):
     try:
         import torch
         if not torch.cuda.is_available():
             raise ImportError("torch sees no GPU")
         print(f"peers: torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
-        peer = peers(a.rows, a.used, a.iters)
+        return peers(a.rows, a.used, a.iters)
     except ImportError as e:
         print(f"peers: PyTorch unavailable ({e}); h3 numbers only")
-        peer = {}
+        return {}
 
+
+def table(a, h3, peer):
     def f(v, w=10, p=3):
         return f"{v:{w}.{p}f}" if v is not None else f"{'-':>{w}}"
 
     print(f"\n== one H3 block, S = {a.rows} (live {a.used}), full dims, bf16; h3 and PyTorch in one run ==")
     print(f"{'work':<30} {'h3 ms':>10} {'peer ms':>10} {'h3/peer':>8}  goal")
     rows = []
-    blk = h3.get("block")
-    for name, key, goal in (("block vs torch.compile", "block_compile", 0.97),
-                            ("block vs torch eager", "block_eager", None)):
-        pm = peer.get(key)
-        r = blk / pm if blk and pm else None
-        rows.append((name, blk, pm, r, goal))
+    for tag in ("", "_tuned"):
+        blk = h3.get("block" + tag)
+        if blk is None and tag:
+            continue
+        for name, key, goal in (("block%s vs torch.compile" % tag, "block_compile", 0.97),
+                                ("block%s vs torch eager" % tag, "block_eager", None)):
+            pm = peer.get(key)
+            r = blk / pm if blk and pm else None
+            rows.append((name, blk, pm, r, goal))
     for name, key in (("attention cudnn vs torch cuDNN", "attention_cudnn"),
                       ("attention flash vs torch flash", "attention_flash")):
         hm, pm = h3.get(key), peer.get(key)
@@ -218,7 +234,8 @@ def main():
     for name, hm, pm, r, goal in rows:
         verdict = "" if goal is None or r is None else f"<= {goal:.2f} {'met' if r <= goal else 'NOT met'}"
         print(f"{name:<30} {f(hm)} {f(pm)} {f(r, 8, 3)}  {verdict}")
-    for k in ("profile_gemm", "profile_attention", "profile_other"):
+    for k in ("gemm_block_total", "gemm_block_total_tuned", "profile_gemm", "profile_attention",
+              "profile_other", "profile_gemm_tuned", "profile_attention_tuned", "profile_other_tuned"):
         if k in h3:
             print(f"{'  h3 ' + k + ' (traced)':<30} {f(h3[k])}")
     result = {"h3": h3, "torch": peer}

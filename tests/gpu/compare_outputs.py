@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """compare_outputs.py: NMSE of every tensor of A.safetensors against B.safetensors (the
-reference); fails when a tensor is not finite or above LIMIT.
+reference); fails when a tensor is not finite or above LIMIT. With --finite: checks that
+every tensor of A is finite (and prints its shape, mean and RMS), no reference.
     python3 tests/gpu/compare_outputs.py A.safetensors B.safetensors LIMIT
+    python3 tests/gpu/compare_outputs.py --finite A.safetensors
 """
 import sys
 
@@ -9,7 +11,26 @@ import numpy as np
 from safetensors.numpy import load_file
 
 
+def finite(path):
+    a = load_file(path)
+    bad = 0
+    for k in sorted(a):
+        x = a[k].astype(np.float64)
+        ok = bool(np.isfinite(x).all()) and x.size > 0
+        bad += not ok
+        rms = float(np.sqrt((x ** 2).mean())) if x.size else 0.0
+        print(f"{k}: {list(a[k].shape)} {a[k].dtype} mean {x.mean():.4g} rms {rms:.4g} "
+              f"{'finite' if ok else 'NOT finite FAIL'}")
+    print(f"{len(a) - bad} finite, {bad} failed")
+    return 1 if bad or not a else 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--finite":
+        return finite(sys.argv[2])
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
     a, b, limit = load_file(sys.argv[1]), load_file(sys.argv[2]), float(sys.argv[3])
     bad = 0
     for k in sorted(b):

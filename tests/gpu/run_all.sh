@@ -14,6 +14,15 @@
 #          four block GEMMs), then the same shapes in PyTorch and the ratio table
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
 #          flash attention, with the timing report
+#   block  bench/block_bench.c: one block at full dims (step with 3 layers minus step with 1,
+#          CUDA events) with the per-op profile of the block, then again with cuBLASLt
+#          candidates timed (--gemm-tune 16); needs the attention_bench log of `bench`
+#          for the attention rows of the table
+#   peers  bench/block_peers.py: PyTorch eager and torch.compile of the same block and SDPA
+#          alone, the ratio table (LOG_DIR/block_table.txt, LOG_DIR/peers.json)
+#   sample h3exec on the full 49-step sample (cudnn attention, GEMM candidates timed:
+#          H3_CUDA_GEMM_TUNE=16), latents checked finite, then the table again with
+#          the sample's wall time against the eager estimate (LOG_DIR/block_table.txt)
 # Two files land in LOG_DIR (the device call returns at most 8): run_all.log, every step's
 # full output under a header, and summary.txt (step, exit code, seconds), also printed
 # last with each step's last lines. Exit code: the number of failed steps.
@@ -26,7 +35,7 @@ fi
 STAGE=$(cd "$1" && pwd)
 LOG=$2
 shift 2
-SECTIONS=${*:-env tests tiny bench full}
+SECTIONS=${*:-env tests tiny bench full block peers sample}
 mkdir -p "$LOG"
 LOG=$(cd "$LOG" && pwd)
 WORK=$(mktemp -d)
@@ -85,8 +94,27 @@ for section in $SECTIONS; do
         --weights random --seed 3 --steps 3 --iterations 1
     done
     ;;
+  block)
+    step block_bench 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" --iters 5 \
+      --warmup 2 --profile 3
+    step block_bench_tuned 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" \
+      --iters 5 --warmup 2 --gemm-tune 16
+    ;;
+  peers)
+    step block_peers 300 python3 bench/block_peers.py "$WORK"/attention_bench.log "$WORK"/block_bench*.log \
+      --out "$LOG/peers.json"
+    sed -n '/^== one H3 block/,$p' "$WORK/block_peers.log" | tee "$LOG/block_table.txt"
+    ;;
+  sample)
+    step full_sample 420 env H3_CUDA_GEMM_TUNE=16 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --iterations 1 --out "$WORK/full_sample.safetensors"
+    step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_sample.safetensors"
+    step sample_table 60 python3 bench/block_peers.py "$WORK"/attention_bench.log "$WORK"/block_bench*.log \
+      --torch-json "$LOG/peers.json" --sample-log "$WORK/full_sample.log"
+    sed -n '/^== one H3 block/,$p' "$WORK/sample_table.log" | tee "$LOG/block_table.txt"
+    ;;
   *)
-    echo "run_all.sh: unknown section '$section' (env tests tiny bench full)" >&2
+    echo "run_all.sh: unknown section '$section' (env tests tiny bench full block peers sample)" >&2
     failures=$((failures + 1))
     ;;
   esac
