@@ -5,9 +5,7 @@
  *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16; the four block GEMMs (qkv, out_proj, fc1, fc2) at M = S through
- * cuBLASLt, first with the heuristic's algorithm, then (rows *_tuned) with the fastest of
- * cuBLASLt's candidates timed at the first run (h3_cuda_options.gemm_tune = 16).
- * Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
+ * cuBLASLt. Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
  * cudnn against the reference kernel (NMSE). Exit 77 without a GPU.
  */
 #include "gpu_common.h"
@@ -152,50 +150,29 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 3; i++) x.b->ops->release(x.b, in[i].data), x.b->ops->release(x.b, out[i].data);
   /* the four block GEMMs: qkv [S, 5376] x [21504, 5376], out_proj [S, 7168] x [5376, 7168],
-     fc1 [S, 5376] x [28672, 5376], fc2 [S, 14336] x [5376, 14336]; then again on a backend
-     that times cuBLASLt's candidates at the first run (h3_cuda_options.gemm_tune) */
+     fc1 [S, 5376] x [28672, 5376], fc2 [S, 14336] x [5376, 14336] */
   const int64_t gemm[4][3] = {{5376, 21504}, {7168, 5376}, {5376, 28672}, {14336, 5376}};
   const char *gname[4] = {"gemm_qkv", "gemm_out_proj", "gemm_fc1", "gemm_fc2"};
-  h3_backend *plain = x.b, *tuned = NULL;
-  for (int pass = 0; pass < 2 && rc == 0; pass++) {
-    if (pass == 1) {
-      h3_cuda_options tco = {.attention = "flash", .gemm_tune = 16};
-      tuned = h3_backend_cuda_new(&bo, &tco, &x.d);
-      if (!tuned) {
-        rc = 1;
-        break;
-      }
-      x.b = tuned;
-    }
-    const char *suffix = pass ? "_tuned" : "";
-    double total_ms = 0, total_flops = 0;
-    for (int i = 0; i < 4 && rc == 0; i++) {
-      int64_t K = gemm[i][0], N = gemm[i][1];
-      h3_value *xv = input(&x, "x", 2, (int64_t[]){S, K}), *wv = input(&x, "w", 2, (int64_t[]){N, K});
-      const h3_op *lop = h3_build_op(&x.bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 0, NULL, 0, &x.d);
-      h3_type xt = xv->type, wt = wv->type, yt = h3_type_make(H3_BF16, 2, (int64_t[]){S, N});
-      h3_tensor gin[2] = {{xt, device_random(&x, &xt, &r)}, {wt, device_random(&x, &wt, &r)}};
-      h3_tensor gout = {yt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yt))};
-      double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters) : -1;
-      if (ms < 0) rc = 1;
-      double f = 2.0 * (double)S * (double)K * (double)N;
-      char name[64];
-      snprintf(name, sizeof name, "%s%s", gname[i], suffix);
-      row(name, ms, f);
-      total_ms += ms;
-      total_flops += f;
-      x.b->ops->release(x.b, gin[0].data), x.b->ops->release(x.b, gin[1].data), x.b->ops->release(x.b, gout.data);
-    }
-    if (rc == 0) {
-      char name[64];
-      snprintf(name, sizeof name, "gemm_block_total%s", suffix);
-      row(name, total_ms, total_flops);
-    }
+  double total_ms = 0, total_flops = 0;
+  for (int i = 0; i < 4 && rc == 0; i++) {
+    int64_t K = gemm[i][0], N = gemm[i][1];
+    h3_value *xv = input(&x, "x", 2, (int64_t[]){S, K}), *wv = input(&x, "w", 2, (int64_t[]){N, K});
+    const h3_op *lop = h3_build_op(&x.bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 0, NULL, 0, &x.d);
+    h3_type xt = xv->type, wt = wv->type, yt = h3_type_make(H3_BF16, 2, (int64_t[]){S, N});
+    h3_tensor gin[2] = {{xt, device_random(&x, &xt, &r)}, {wt, device_random(&x, &wt, &r)}};
+    h3_tensor gout = {yt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yt))};
+    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters) : -1;
+    if (ms < 0) rc = 1;
+    double f = 2.0 * (double)S * (double)K * (double)N;
+    row(gname[i], ms, f);
+    total_ms += ms;
+    total_flops += f;
+    x.b->ops->release(x.b, gin[0].data), x.b->ops->release(x.b, gin[1].data), x.b->ops->release(x.b, gout.data);
   }
+  if (rc == 0) row("gemm_block_total", total_ms, total_flops);
   h3_diag_print(&x.d, stderr);
   h3_diag_free(&x.d);
   h3_module_free(x.m);
-  h3_backend_free(tuned);
-  h3_backend_free(plain);
+  h3_backend_free(x.b);
   return rc;
 }

@@ -2,7 +2,7 @@
  * real executor from compiled plans, and its per-op profile against the bandwidth floor.
  *
  *   block_bench PLAN_A PLAN_B [--iters N] [--warmup N] [--attention NAME] [--profile N]
- *                             [--seed N] [--bandwidth TBPS] [--backend cuda|cpu] [--gemm-tune N]
+ *                             [--seed N] [--bandwidth TBPS] [--backend cuda|cpu]
  * PLAN_A and PLAN_B are the same model compiled with two different `layers` values
  * (h3c compile models/minimax_h3.g --config full --set layers=1 / --set layers=3). Each
  * plan's graph `step` (embed, time embedding, RoPE tables, the `trunk` loop of `layers`
@@ -14,8 +14,7 @@
  * it: the AdaLN projection, both norms and modulations, the four GEMMs, q/k norm, RoPE,
  * attention (live rows [0, used) and pad rows [used, S) as two segments), the slices and
  * the gated residuals. Random weights (made on the GPU), default inputs (h3exec's).
- * Printed: "h3bench NAME MS" lines (step_a, step_b, block; with --gemm-tune the names end
- * in _tuned; read by bench/block_peers.py).
+ * Printed: "h3bench NAME MS" lines (step_a, step_b, block; read by bench/block_peers.py).
  *
  * --profile N: PLAN_A is run N more times with the executor's per-op trace (it syncs after
  * every op, so each op's time is its own plus one launch and sync, ~10 us) and the ops of
@@ -23,8 +22,6 @@
  * (operands + results from the IR types; a copied slice moves its result twice; views 0),
  * the bandwidth that gives, the floor at --bandwidth TB/s (default 4.1, the copy rate
  * measured on the H200), and TFLOP/s for linear and attention; then the totals per class.
- * --gemm-tune N: the backend times up to N cuBLASLt candidates per GEMM at its first run
- * (h3_cuda_options.gemm_tune; the warm-up runs absorb it).
  * --backend cpu runs the same on the cpu backend with wall times (for tiny plans: a check of
  * the driver itself on a machine without a GPU). Exit 77 without a GPU for cuda.
  */
@@ -41,7 +38,7 @@
 #include <string.h>
 
 typedef struct {
-  int iters, warmup, profile, gemm_tune;
+  int iters, warmup, profile;
   const char *attention, *backend;
   uint64_t seed;
   double tbps;
@@ -83,7 +80,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
   h3_backend_options bo = {2, o->seed};
   bool cuda = strcmp(o->backend, "cpu") != 0;
   if (cuda) {
-    h3_cuda_options co = {.attention = o->attention, .gemm_tune = o->gemm_tune};
+    h3_cuda_options co = {.attention = o->attention};
     s->b = h3_backend_cuda_new(&bo, &co, d);
     if (!s->b || h3_plan_compile_kernels(s->plan, d) != H3_OK || h3_cuda_load_plan(s->b, s->plan, d) != H3_OK)
       return H3_ERR;
@@ -280,9 +277,8 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
            sum[0], sum[1], sum[2], floor_other);
     printf("        sum of ops %.3f ms; traced trunk loop %.3f ms; untraced block %.3f ms\n", sum_all,
            trunk_ms, block_ms);
-    const char *sfx = o->gemm_tune > 0 ? "_tuned" : "";
-    printf("h3bench profile_gemm%s %.4f\nh3bench profile_attention%s %.4f\nh3bench profile_other%s %.4f\n",
-           sfx, sum[0], sfx, sum[1], sfx, sum[2]);
+    printf("h3bench profile_gemm %.4f\nh3bench profile_attention %.4f\nh3bench profile_other %.4f\n",
+           sum[0], sum[1], sum[2]);
   }
   free(t);
   setup_free(&s);
@@ -292,13 +288,12 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
 static int usage(void) {
   fprintf(stderr, "usage: block_bench PLAN_A PLAN_B [--iters N] [--warmup N] [--attention NAME]\n"
                   "                   [--profile N] [--seed N] [--bandwidth TBPS] [--backend cuda|cpu]\n"
-                  "                   [--gemm-tune N]\n"
                   "  PLAN_A, PLAN_B: models/minimax_h3.g compiled with two `layers` values\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
-  opts o = {5, 2, 0, 0, "cudnn", "cuda", 7, 4.1};
+  opts o = {5, 2, 0, "cudnn", "cuda", 7, 4.1};
   const char *plans[2] = {NULL, NULL};
   int np = 0;
   for (int i = 1; i < argc; i++) {
@@ -307,7 +302,6 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(a, "--iters")) o.iters = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--warmup")) o.warmup = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--profile")) o.profile = atoi(argv[++i]);
-    else if (i + 1 < argc && !strcmp(a, "--gemm-tune")) o.gemm_tune = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--attention")) o.attention = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--backend")) o.backend = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--seed")) o.seed = strtoull(argv[++i], NULL, 10);
@@ -337,12 +331,10 @@ int main(int argc, char **argv) {
   double block = 0;
   if (st == H3_OK) {
     block = (med[1] - med[0]) / (double)(layers[1] - layers[0]);
-    printf("one block (attention %s, gemm_tune %d): %.3f ms = (step[%lld] - step[%lld]) / %lld\n",
-           o.attention, o.gemm_tune, block,
+    printf("one block (%s, attention %s): %.3f ms = (step[%lld] - step[%lld]) / %lld\n", o.backend,
+           strcmp(o.backend, "cpu") ? o.attention : "reference", block,
            (long long)layers[1], (long long)layers[0], (long long)(layers[1] - layers[0]));
-    const char *sfx = o.gemm_tune > 0 ? "_tuned" : "";
-    printf("h3bench step_a%s %.4f\nh3bench step_b%s %.4f\nh3bench block%s %.4f\n", sfx, med[0], sfx,
-           med[1], sfx, block);
+    printf("h3bench step_a %.4f\nh3bench step_b %.4f\nh3bench block %.4f\n", med[0], med[1], block);
   }
   if (st == H3_OK && o.profile > 0) st = profile(plans[0], &o, block, &d);
   h3_diag_print(&d, stderr);

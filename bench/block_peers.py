@@ -180,7 +180,7 @@ def read_sample(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("logs", nargs="+")
+    ap.add_argument("logs", nargs="*")
     ap.add_argument("--sample-log")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rows", type=int, default=32704)
@@ -218,15 +218,12 @@ def table(a, h3, peer):
     print(f"\n== one H3 block, S = {a.rows} (live {a.used}), full dims, bf16; h3 and PyTorch in one run ==")
     print(f"{'work':<30} {'h3 ms':>10} {'peer ms':>10} {'h3/peer':>8}  goal")
     rows = []
-    for tag in ("", "_tuned"):
-        blk = h3.get("block" + tag)
-        if blk is None and tag:
-            continue
-        for name, key, goal in (("block%s vs torch.compile" % tag, "block_compile", 0.97),
-                                ("block%s vs torch eager" % tag, "block_eager", None)):
-            pm = peer.get(key)
-            r = blk / pm if blk and pm else None
-            rows.append((name, blk, pm, r, goal))
+    blk = h3.get("block")
+    for name, key, goal in (("block vs torch.compile", "block_compile", 0.97),
+                            ("block vs torch eager", "block_eager", None)):
+        pm = peer.get(key)
+        r = blk / pm if blk and pm else None
+        rows.append((name, blk, pm, r, goal))
     for name, key in (("attention cudnn vs torch cuDNN", "attention_cudnn"),
                       ("attention flash vs torch flash", "attention_flash")):
         hm, pm = h3.get(key), peer.get(key)
@@ -234,8 +231,7 @@ def table(a, h3, peer):
     for name, hm, pm, r, goal in rows:
         verdict = "" if goal is None or r is None else f"<= {goal:.2f} {'met' if r <= goal else 'NOT met'}"
         print(f"{name:<30} {f(hm)} {f(pm)} {f(r, 8, 3)}  {verdict}")
-    for k in ("gemm_block_total", "gemm_block_total_tuned", "profile_gemm", "profile_attention",
-              "profile_other", "profile_gemm_tuned", "profile_attention_tuned", "profile_other_tuned"):
+    for k in ("gemm_block_total", "profile_gemm", "profile_attention", "profile_other"):
         if k in h3:
             print(f"{'  h3 ' + k + ' (traced)':<30} {f(h3[k])}")
     result = {"h3": h3, "torch": peer}

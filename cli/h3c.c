@@ -9,6 +9,7 @@
  * Exit status: 0 on success, 1 on any error (bad program, bad flag, failed write).
  */
 #include "h3/frontend.h"
+#include "h3/int8.h"
 #include "h3/passes.h"
 #include "h3/plan.h"
 #include "graph_dot.h"
@@ -32,6 +33,11 @@ typedef struct {
   int n_flags;
   const char *const *flags; /* the arguments after the command, for the plan header */
   char pass_list[4096];   /* --passes/--pass lists joined with ',' */
+  /* step skipping (passes/spectrum.h): the option texts built from --spectrum[=...],
+     --spectrum-*, --cache-dit-*, and the enable list with "spectrum" added */
+  bool spectrum, cache_dit_flags;
+  const char *spectrum_arg; /* the value of --spectrum=VALUE ("" when bare) */
+  char spectrum_extra[256], spectrum_text[512], cache_dit_text[256], enable_text[256];
 } options;
 
 static const char *const command_names[] = {"compile", "check", "opt", "passes", "graph", "help"};
@@ -64,7 +70,24 @@ static void usage_pass_options(FILE *out) {
           "  --disable-pass A,B,...   remove passes from the pipeline\n"
           "  --print-ir-after=NAME|all  print the IR after the named pass(es) to stderr\n"
           "  --time-passes            print each pass's wall time and op counts to stderr\n"
-          "  --report                 print the passes' one-line reports (memory plan, fusions)\n");
+          "  --report                 print the passes' one-line reports (memory plan, fusions)\n"
+          "  --int8[=KEY=VALUE,...]   INT8 linear lowering + row splitting (docs/int8.md), any\n"
+          "                           tier. rotate=0|256: Hadamard rotation along K (default 0);\n"
+          "                           max_rows=R,min_split_n=C: run an int8 GEMM with more than R\n"
+          "                           rows as R-row chunks when its N >= C (R <= 0: never; default:\n"
+          "                           the measured table, else R = C = 8192); h3exec's\n"
+          "                           H3_INT8_MAX_ROWS=R overrides R at load\n"
+          "  --spectrum[=W:WIN:FLEX|KEY=VALUE,...]  Spectrum step skipping (docs/step-skipping.md):\n"
+          "                           run the block stack at the real steps of a static schedule\n"
+          "                           (warm-up W, then one per window WIN growing by FLEX; default\n"
+          "                           5:2.0:0.75; H3 recipe 11:5:1.0), forecast it at the others;\n"
+          "                           keys warmup, window, flex, w, m, lam, taylor, tau_steps\n"
+          "  --spectrum-degree M      Chebyshev degree of the forecast (default 4)\n"
+          "  --spectrum-lambda L      ridge lambda of the fit (default 0.1)\n"
+          "  --spectrum-blend W       weight of the Chebyshev forecast against Taylor (default 1.0)\n"
+          "  --cache-dit-warmup N     --quality high: no cached step before step N (default 4)\n"
+          "  --cache-dit-threshold T  reuse the cached residual when d < T (default 0.04)\n"
+          "  --cache-dit-max-consecutive N  at most N cached steps in a row (default 1)\n");
 }
 
 static void usage_command(command c, FILE *out) {
@@ -157,6 +180,38 @@ static int missing_value(const char *cmd, const char *flag) {
   return flag_error(cmd, "option '%s' needs a value", flag, hint);
 }
 
+/* Appends ",KEY=VALUE" (or VALUE alone when key is "") to an option text; 1 if too long. */
+static int append_option(char *buf, size_t cap, const char *key, const char *value) {
+  size_t len = strlen(buf);
+  int n = snprintf(buf + len, cap - len, "%s%s%s%s", len && *value ? "," : "", key,
+                   *key ? "=" : "", value);
+  return n < 0 || (size_t)n >= cap - len;
+}
+
+/* --spectrum-degree/-lambda/-blend and --cache-dit-warmup/-threshold/-max-consecutive: each
+ * becomes one KEY=VALUE field of its pass's option text (checked by the pass). Returns
+ * false when argv[*i] is none of them. */
+static bool step_skip_flag(int argc, char **argv, int *i, options *o, bool *missing) {
+  static const struct {
+    const char *flag, *key;
+    bool spectrum;
+  } map[] = {{"--spectrum-degree", "m", true},           {"--spectrum-lambda", "lam", true},
+             {"--spectrum-blend", "w", true},            {"--cache-dit-warmup", "warmup", false},
+             {"--cache-dit-threshold", "threshold", false},
+             {"--cache-dit-max-consecutive", "max_consecutive", false}};
+  for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+    const char *v = flag_value(argc, argv, i, map[k].flag, missing);
+    if (!v) continue;
+    if (*missing) return true;
+    char *buf = map[k].spectrum ? o->spectrum_extra : o->cache_dit_text;
+    size_t cap = map[k].spectrum ? sizeof o->spectrum_extra : sizeof o->cache_dit_text;
+    if (!*v || append_option(buf, cap, map[k].key, v)) *missing = true;
+    if (!map[k].spectrum) o->cache_dit_flags = true;
+    return true;
+  }
+  return false;
+}
+
 static bool takes_model(command c) { return c == CMD_COMPILE || c == CMD_CHECK || c == CMD_GRAPH; }
 static bool takes_passes(command c) { return c == CMD_COMPILE || c == CMD_OPT || c == CMD_GRAPH; }
 
@@ -213,6 +268,23 @@ static int parse_args(int argc, char **argv, options *o) {
       o->passes.print_ir_after = v;
     } else if (takes_passes(o->cmd) && !strcmp(a, "--time-passes")) {
       o->passes.time_passes = true;
+    } else if (takes_passes(o->cmd) && (!strcmp(a, "--int8") || !strncmp(a, "--int8=", 7))) {
+      h3_int8_options io; /* checked here, read again by the int8 passes */
+      diag_init(&d);
+      if (h3_int8_options_parse(a[6] ? a + 7 : "", &io, &d) != H3_OK) {
+        h3_diag_print(&d, stderr);
+        h3_diag_free(&d);
+        return 1;
+      }
+      h3_diag_free(&d);
+      o->passes.int8 = a[6] ? a + 7 : "";
+      o->passes.enable = "int8-lowering,row-split";
+    } else if (takes_passes(o->cmd) &&
+               (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {
+      o->spectrum = true;
+      o->spectrum_arg = a[10] ? a + 11 : "";
+    } else if (takes_passes(o->cmd) && step_skip_flag(argc, argv, &i, o, &missing)) {
+      if (missing) return missing_value(cmd, a);
     } else if (takes_passes(o->cmd) && !strcmp(a, "--report")) {
       o->passes.report = true;
     } else if (o->cmd == CMD_COMPILE && !strcmp(a, "--no-kernels")) {
@@ -234,6 +306,26 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (missing) return missing_value(cmd, a);
   }
+  if (o->spectrum && o->passes.tier == H3_TIER_HIGH) { /* spec accelerations §2 rule 7 */
+    fprintf(stderr, "h3c: --spectrum cannot be combined with --quality high (Cache-DiT): both "
+                    "skip the block stack; use one skip-step accelerator.\n");
+    return 1;
+  }
+  if (!o->spectrum && o->spectrum_extra[0])
+    return flag_error(cmd, "%s given without --spectrum", "--spectrum-degree/-lambda/-blend",
+                      "add --spectrum (or --spectrum=WARMUP:WINDOW:FLEX)");
+  if (o->cache_dit_flags && o->passes.tier != H3_TIER_HIGH)
+    return flag_error(cmd, "%s need --quality high (Cache-DiT runs only there)",
+                      "--cache-dit-* options", "add --quality high");
+  if (o->spectrum) { /* the --spectrum value first: a W:WIN:FLEX triple must lead */
+    snprintf(o->spectrum_text, sizeof o->spectrum_text, "%s%s%s", o->spectrum_arg,
+             o->spectrum_arg[0] && o->spectrum_extra[0] ? "," : "", o->spectrum_extra);
+    o->passes.spectrum = o->spectrum_text;
+    snprintf(o->enable_text, sizeof o->enable_text, "%s%sspectrum",
+             o->passes.enable ? o->passes.enable : "", o->passes.enable ? "," : "");
+    o->passes.enable = o->enable_text;
+  }
+  if (o->cache_dit_flags) o->passes.cache_dit = o->cache_dit_text;
   if (o->cmd != CMD_PASSES && !o->input) {
     char hint[128];
     snprintf(hint, sizeof hint, "usage: h3c %s %s", cmd, o->cmd == CMD_OPT ? "IN.ir" : "FILE.g");

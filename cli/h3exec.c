@@ -11,6 +11,7 @@
  * are written atomically at the end).
  */
 #include "h3/cuda_backend.h"
+#include "h3/int8.h"
 #include "h3/plan.h"
 #include "h3/runtime.h"
 #include "h3/safetensors.h"
@@ -315,6 +316,8 @@ static int run(const options *o, h3_diag *d) {
     h3_strbuf_free(&names);
     goto done;
   }
+  bool int8_env = false; /* H3_INT8_MAX_ROWS re-decides the int8 row splits */
+  if (h3_int8_apply_env(plan->module, &int8_env, d) != H3_OK) goto done;
   if (check_compiled(m, "--steps", "steps", o->steps, d) != H3_OK ||
       check_compiled(m, "--max-new-tokens", "max_new_tokens", o->max_new_tokens, d) != H3_OK)
     goto done;

@@ -30,6 +30,7 @@ h3_exec_kind h3_codegen_classify(const h3_op *op) {
   case H3_OP_YIELD:
   case H3_OP_RETURN:
   case H3_OP_CALL:
+  case H3_OP_BRANCH:
     return H3_EXEC_CONTROL;
   case H3_OP_RESHAPE:
   case H3_OP_INDEX:
@@ -37,6 +38,7 @@ h3_exec_kind h3_codegen_classify(const h3_op *op) {
   case H3_OP_SLICE:
     return h3_codegen_slice_is_contiguous(op) ? H3_EXEC_VIEW : H3_EXEC_KERNEL;
   case H3_OP_LINEAR:
+  case H3_OP_LINEAR_INT8: /* cuBLASLt int8 TN with the dequant epilogue (docs/int8.md) */
   case H3_OP_ATTENTION:
   case H3_OP_PAGED_ATTENTION:
     return H3_EXEC_LIBRARY;
@@ -68,7 +70,8 @@ const char *h3_exec_kind_name(h3_exec_kind k) {
 
 const char *h3_codegen_library_kind(const h3_op *op) {
   switch (h3_codegen_classify(op)) {
-  case H3_EXEC_LIBRARY: return op->code == H3_OP_LINEAR ? "cublaslt" : "attention";
+  case H3_EXEC_LIBRARY:
+    return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 ? "cublaslt" : "attention";
   case H3_EXEC_HOST: return "host";
   case H3_EXEC_DEFERRED: return "deferred";
   default: return NULL;
@@ -274,7 +277,8 @@ h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_
   ec.a = a;
   ec.k = k;
   ec.d = d;
-  const char *t = op->code == H3_OP_FUSED ? h3_op_attr_string(op, "tier", tier) : tier;
+  /* an op's own `tier` (fused groups, the norm_modulate ops) wins over the caller's */
+  const char *t = h3_op_attr(op, "tier") ? h3_op_attr_string(op, "tier", tier) : tier;
   ec.exact = !t || strcmp(t, "lossless") != 0;
   h3_strbuf_init(&ec.src);
   h3_strbuf_printf(&ec.src, "// %s: %s", ec.opname, ec.exact ? "exact" : "lossless");
@@ -294,6 +298,10 @@ h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_
     case H3_OP_REDUCE_SUM:
       st = emit_reduce(&ec);
       break;
+    case H3_OP_NORM_MODULATE:
+    case H3_OP_RESIDUAL_NORM_MODULATE:
+      st = emit_normmod(&ec);
+      break;
     case H3_OP_CONCAT:
     case H3_OP_PAD:
     case H3_OP_SLICE:
@@ -308,6 +316,14 @@ h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_
     case H3_OP_ROPE:
     case H3_OP_RANDN:
       st = emit_model(&ec);
+      break;
+    case H3_OP_QUANTIZE_ROWS:
+      st = emit_int8(&ec);
+      break;
+    case H3_OP_SPECTRUM_UPDATE:
+    case H3_OP_SPECTRUM_FORECAST:
+    case H3_OP_CACHE_DIT_DECIDE:
+      st = emit_spectrum(&ec);
       break;
     default:
       st = emit_fused(&ec);

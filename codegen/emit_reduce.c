@@ -7,7 +7,9 @@
  * (__shfl_xor_sync, every lane ends with the same bits) and warp 0's partials are combined
  * by every thread in warp order from shared memory. The reduction order depends only on
  * N and the block size, both compile-time constants, so results are deterministic and
- * identical for every row (batch invariant).
+ * identical for every row (batch invariant). The rms_norm reduction (emit_row_block,
+ * emit_rms_accum, emit_rms_finish) is shared with the fused norm_modulate kernels of
+ * emit_normmod.c, whose exact tier must reproduce rms_norm's r bitwise.
  *   rms_norm: r = 1/sqrt(sum(x^2)/N + eps); y = (x*r)*(w + offset), one rounding to y's dtype.
  *   argmax: first index of the maximum (ties -> lowest index; a row of NaN gives 0).
  *   reduce_sum: fp32 sum (fp64 for f64 inputs), rounded once to the result dtype.
@@ -18,7 +20,7 @@
 
 /* Threads per block for a row of `units` chunks: a multiple of 32 in [32, 256] (1024 for
  * argmax over long rows such as a vocabulary). */
-static int row_block(int64_t units, int cap) {
+int emit_row_block(int64_t units, int cap) {
   int64_t b = (units + 31) / 32 * 32;
   if (b < 32) b = 32;
   if (b > cap) b = cap;
@@ -43,11 +45,32 @@ static void chunk_loop(h3_strbuf *s, int vec, int64_t n, int block, const char *
   else h3_strbuf_printf(s, "    %s %s[1] = {h3_ld(%s, u)};\n", ct, arr, ptr);
 }
 
+void emit_rms_accum(h3_strbuf *s, int vec, const char *arr) {
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fadd_rn(ss, "
+                      "__fmul_rn(%s[k], %s[k]));\n", vec, arr, arr);
+}
+
+void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps) {
+  h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
+                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n"
+                      "  if ((tid & 31) == 0) part[tid >> 5] = ss;\n  __syncthreads();\n"
+                      "  float tot = 0.0f;\n");
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int w = 0; w < %d; w++) tot = __fadd_rn(tot, part[w]);\n",
+                   block / 32);
+  h3_strbuf e;
+  h3_strbuf_init(&e);
+  emit_literal(&e, H3_F32, eps, false);
+  h3_strbuf_printf(s, "  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, "
+                      "%lld.0f), %s)));\n", (long long)n, e.data ? e.data : "0");
+  if (e.oom) s->oom = true;
+  h3_strbuf_free(&e);
+}
+
 static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
   int vec = n % 8 == 0 ? 8 : 1;
-  int block = row_block(n / vec, 256);
+  int block = emit_row_block(n / vec, 256);
   h3_type in_t[2] = {op->operands[0]->type, op->operands[1]->type};
   h3_type out_t = op->results[0]->type;
   emit_signature(ec, 2, in_t, 1, &out_t, NULL, block, true);
@@ -55,21 +78,12 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   row_head(s, rows, n, h3_codegen_ctype(in_t[0].dtype), h3_codegen_ctype(out_t.dtype), n);
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
   chunk_loop(s, vec, n, block, "float", "x", "v");
-  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fadd_rn(ss, "
-                      "__fmul_rn(v[k], v[k]));\n  }\n", vec);
-  h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
-                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n"
-                      "  if ((tid & 31) == 0) part[tid >> 5] = ss;\n  __syncthreads();\n"
-                      "  float tot = 0.0f;\n");
-  h3_strbuf_printf(s, "#pragma unroll\n  for (int w = 0; w < %d; w++) tot = __fadd_rn(tot, part[w]);\n",
-                   block / 32);
-  h3_strbuf eps, off;
-  h3_strbuf_init(&eps);
+  emit_rms_accum(s, vec, "v");
+  h3_strbuf_append(s, "  }\n");
+  emit_rms_finish(s, block, n, h3_op_attr_float(op, "eps", 1e-5));
+  h3_strbuf off;
   h3_strbuf_init(&off);
-  emit_literal(&eps, H3_F32, h3_op_attr_float(op, "eps", 1e-5), false);
   emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
-  h3_strbuf_printf(s, "  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, "
-                      "%lld.0f), %s)));\n", (long long)n, eps.data ? eps.data : "0");
   const char *w = in_t[1].dtype == H3_F64 ? "double" : "float";
   chunk_loop(s, vec, n, block, "float", "x", "v");
   if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in1, u * 8, wv);\n", w);
@@ -79,7 +93,6 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
                    vec, vec, off.data ? off.data : "0");
   if (vec == 8) h3_strbuf_append(s, "    h3_st8(y, u * 8, o);\n  }\n}\n");
   else h3_strbuf_append(s, "    h3_st(y, u, o[0]);\n  }\n}\n");
-  h3_strbuf_free(&eps);
   h3_strbuf_free(&off);
   ec->k->grid[0] = rows > 0 ? rows : 1;
   ec->k->block[0] = block;
@@ -90,7 +103,7 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
   int vec = n % 8 == 0 ? 8 : 1;
-  int block = row_block(n / vec, 1024);
+  int block = emit_row_block(n / vec, 1024);
   h3_type in_t = op->operands[0]->type, out_t = op->results[0]->type;
   const char *ct = emit_comptype(in_t.dtype);
   const char *lowest = in_t.dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
@@ -126,7 +139,7 @@ static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
   int vec = n % 8 == 0 ? 8 : 1;
-  int block = row_block(n / vec, 256);
+  int block = emit_row_block(n / vec, 256);
   h3_type in_t = op->operands[0]->type, out_t = op->results[0]->type;
   const char *acc = in_t.dtype == H3_F64 ? "double" : "float";
   bool dbl = in_t.dtype == H3_F64;

@@ -44,6 +44,9 @@ H3_INFER_DECL(h3_infer_scatter_rows);
 H3_INFER_DECL(h3_infer_rms_norm);
 H3_INFER_DECL(h3_infer_argmax);
 H3_INFER_DECL(h3_infer_reduce_sum);
+/* op_infer_normmod.c: fused RMSNorm + indexed AdaLN */
+H3_INFER_DECL(h3_infer_norm_modulate);
+H3_INFER_DECL(h3_infer_residual_norm_modulate);
 H3_INFER_DECL(h3_infer_linear);
 H3_INFER_DECL(h3_infer_timestep_embedding);
 H3_INFER_DECL(h3_infer_rope_table);
@@ -58,6 +61,13 @@ H3_INFER_DECL(h3_infer_sparse_attention);
 H3_INFER_DECL(h3_infer_router_topk);
 H3_INFER_DECL(h3_infer_moe);
 H3_INFER_DECL(h3_infer_markov_draft);
+/* op_infer_int8.c: the INT8 linear lowering ops */
+H3_INFER_DECL(h3_infer_quantize_rows);
+H3_INFER_DECL(h3_infer_linear_int8);
+/* op_infer_spectrum.c: the step-skipping ops */
+H3_INFER_DECL(h3_infer_spectrum_update);
+H3_INFER_DECL(h3_infer_spectrum_forecast);
+H3_INFER_DECL(h3_infer_cache_dit_decide);
 
 /* Operand count, region count and attributes against the registry (no inference). */
 int h3_op_check(const h3_op *op, char *why, size_t why_len);

@@ -124,6 +124,23 @@ static void verify_control(vctx *c, h3_op *op) {
     const h3_op *ret = g->body.last;
     if (ret && ret->code == H3_OP_RETURN)
       types_match(c, op, "result list", nr, op->results, ret->n_operands, ret->operands, "the callee's return");
+  } else if (op->code == H3_OP_BRANCH) { /* cond, then both callees like a call of args */
+    h3_type cond = h3_type_make(H3_I32, 0, NULL);
+    if (!h3_type_equal(&op->operands[0]->type, &cond))
+      verr(c, op->span, "branch: cond is %s, expected i32[]", TS(&op->operands[0]->type));
+    static const char *const which[2] = {"then_callee", "else_callee"};
+    for (int w = 0; w < 2; w++) {
+      const char *callee = h3_op_attr_string(op, which[w], "");
+      const h3_graph *g = h3_module_graph(c->m, callee);
+      if (!g) {
+        verr(c, op->span, "branch: %s names no graph '%s'", which[w], callee);
+        continue;
+      }
+      types_match(c, op, "argument list", op->n_operands - 1, op->operands + 1, g->n_inputs, g->inputs, "the callee's inputs");
+      const h3_op *ret = g->body.last;
+      if (ret && ret->code == H3_OP_RETURN)
+        types_match(c, op, "result list", nr, op->results, ret->n_operands, ret->operands, "the callee's return");
+    }
   }
 }
 

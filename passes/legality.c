@@ -19,7 +19,8 @@ bool h3_values_same_shape(const h3_value *a, const h3_value *b) {
 }
 
 bool h3_op_is_inplace(h3_opcode code) {
-  return code == H3_OP_KV_WRITE || code == H3_OP_SET_INDEX || code == H3_OP_SCATTER_ROWS;
+  return code == H3_OP_KV_WRITE || code == H3_OP_SET_INDEX || code == H3_OP_SCATTER_ROWS ||
+         code == H3_OP_RESIDUAL_NORM_MODULATE || code == H3_OP_SPECTRUM_UPDATE;
 }
 
 bool h3_op_is_view(h3_opcode code) {

@@ -27,15 +27,20 @@
  *     loop (copy-back), so no other value lives there. The copies of one loop entry or one
  *     yield form a parallel assignment: when a source lies in another slot's B_j (a swap),
  *     the runtime must read every source before it writes any B_k.
- *   - in-place ops (kv_write, set_index, scatter_rows): the result joins operand 0's
- *     buffer when operand 0 dies at the op and no other operand shares that buffer;
- *     otherwise the result has its own buffer, disjoint from every operand, and the
- *     runtime copies operand 0 into it first.
+ *   - in-place ops (kv_write, set_index, scatter_rows, residual_norm_modulate): result 0
+ *     joins operand 0's buffer when operand 0 dies at the op and no other operand shares
+ *     that buffer; otherwise the result has its own buffer, disjoint from every operand,
+ *     and the runtime copies operand 0 into it first (residual_norm_modulate writes every
+ *     element of result 0, so it needs no copy). Other results are written at 2p.
+ *   - load-time ops (h3_op_is_load_time: the int8 weight quantization) get no place: the
+ *     runtime computes them once at load and keeps their results with the weights, so
+ *     views of them (index) live outside the arena too.
  * Placement: buffers in decreasing size, each at the lowest 256-byte aligned offset where
  * it overlaps no placed buffer that is live at the same time (greedy by size).
  * Results: value->offset, graph attrs `arena_bytes` (arena size) and `peak_bytes` (the
  * most bytes of buffers live at one time), and a report line per graph.
  */
+#include "h3/op_registry.h"
 #include "h3/rewrite.h"
 
 #include "pass_internal.h"
@@ -159,6 +164,7 @@ static void walk_defs(planner *p, h3_region *r) {
       push_op(p, &p->loops, &p->n_loops, op);
       continue;
     }
+    if (h3_op_is_load_time(op)) continue; /* the runtime keeps its results with the weights */
     int64_t pos = p->t++;
     p->op_pos[op->id] = p->op_end[op->id] = pos;
     int64_t w = 2 * pos + (h3_op_is_inplace(op->code) ? 1 : 0);
@@ -175,7 +181,10 @@ static void walk_defs(planner *p, h3_region *r) {
       }
       continue;
     }
-    for (int i = 0; i < op->n_results; i++) add_slot(p, op->results[i], w, w);
+    /* only result 0 of an in-place op updates operand 0; its other results (Plan B's
+       normalised output) are written like any op's, never over an operand */
+    for (int i = 0; i < op->n_results; i++)
+      add_slot(p, op->results[i], i == 0 ? w : 2 * pos, i == 0 ? w : 2 * pos);
     if (h3_op_is_inplace(op->code)) push_op(p, &p->inplace, &p->n_inplace, op);
   }
 }

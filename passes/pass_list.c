@@ -50,11 +50,14 @@ const char *h3_pass_nearest_name(const char *s) {
     }
   }
   if (best) return best;
-  /* "fusion" for "elementwise-fusion": a part of a longer name */
+  /* "fusion" for "elementwise-fusion": a part of a longer name (the shortest such name,
+     the first in the table on a tie) */
   if (ls >= 3)
-    for (int i = 0; i < h3_pass_count(); i++)
-      if (strstr(h3_pass_at(i)->name, s)) return h3_pass_at(i)->name;
-  return NULL;
+    for (int i = 0; i < h3_pass_count(); i++) {
+      const char *name = h3_pass_at(i)->name;
+      if (strstr(name, s) && (!best || strlen(name) < strlen(best))) best = name;
+    }
+  return best;
 }
 
 static void unknown_pass(h3_diag *d, const char *name, const char *flag) {
@@ -165,17 +168,23 @@ static h3_status push(const h3_pass **out, int cap, int *n, const h3_pass *p, h3
 h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap, int *n,
                                    h3_diag *d) {
   *n = 0;
-  name_list chosen = {0}, disabled = {0}, printed = {0};
+  name_list chosen = {0}, disabled = {0}, printed = {0}, enabled = {0};
   h3_status st = H3_OK;
   if (name_list_parse(o->passes, "--passes", &chosen, d) != H3_OK ||
       name_list_parse(o->disabled, "--disable-pass", &disabled, d) != H3_OK ||
-      name_list_parse(o->print_ir_after, "--print-ir-after", &printed, d) != H3_OK) {
+      name_list_parse(o->print_ir_after, "--print-ir-after", &printed, d) != H3_OK ||
+      name_list_parse(o->enable, "the enabled passes", &enabled, d) != H3_OK) {
     st = H3_ERR;
     goto done;
   }
   for (int i = 0; i < disabled.n; i++)
     if (!h3_pass_find(disabled.names[i])) {
       unknown_pass(d, disabled.names[i], "--disable-pass");
+      st = H3_ERR;
+    }
+  for (int i = 0; i < enabled.n; i++)
+    if (!h3_pass_find(enabled.names[i])) {
+      unknown_pass(d, enabled.names[i], "the enabled passes");
       st = H3_ERR;
     }
   bool print_all = printed.n == 1 && strcmp(printed.names[0], "all") == 0;
@@ -208,7 +217,8 @@ h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out
   } else { /* the table (verify comes first), then verify again on the result */
     for (int i = 0; i < h3_pass_count() && st == H3_OK; i++) {
       const h3_pass *p = h3_pass_at(i);
-      if (!p->in_default_pipeline || p->min_tier > o->tier) continue;
+      bool on = p->in_default_pipeline || name_list_has(&enabled, p->name);
+      if (!on || p->min_tier > o->tier) continue;
       if (name_list_has(&disabled, p->name)) continue;
       if (push(out, cap, n, p, d) != H3_OK) st = H3_ERR;
     }
@@ -230,6 +240,7 @@ done:
   name_list_free(&chosen);
   name_list_free(&disabled);
   name_list_free(&printed);
+  name_list_free(&enabled);
   if (st != H3_OK) *n = 0;
   return st;
 }

@@ -46,6 +46,8 @@ h3_pass_options h3_pass_options_default(void) {
 /* ---- context ---------------------------------------------------------------------------- */
 h3_tier h3_pass_tier(const h3_pass_context *ctx) { return ctx->options->tier; }
 
+const h3_pass_options *h3_pass_options_of(const h3_pass_context *ctx) { return ctx->options; }
+
 void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...) {
   h3_strbuf_printf(&ctx->reports, "// %s: ", ctx->pass ? ctx->pass->name : "pass");
   va_list ap;

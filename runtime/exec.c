@@ -6,7 +6,9 @@
  * its own on first definition, kept and reused while its size fits (loop bodies redefine
  * the same values every iteration). Graph inputs alias the caller's tensors; parameters
  * point to the weights (uploaded from a host store, or made on the device by
- * ext->init_param when no store is given).
+ * ext->init_param when no store is given). Load-time ops (h3_op_is_load_time: the --int8
+ * weight quantization) run once, right after their parameter is uploaded, and keep their
+ * results with the weights.
  * Aliasing follows actual pointers, not just offsets: a view (reshape, contiguous slice,
  * index) the plan put over its source, or left outside the arena, points into its
  * source's buffer (an `index` adds its dynamic row); an in-place op the plan put over its
@@ -20,7 +22,8 @@
  * equal pointers are skipped, so a plan that shares one buffer per carried value costs
  * nothing. A call runs the callee graph (recursion is an error) and copies its returned
  * tensors into the call's results; a backend with call hooks (h3_backend_ext) may replay
- * a recorded call instead (CUDA graphs).
+ * a recorded call instead (CUDA graphs). A branch (Cache-DiT) downloads its i32 cond and
+ * then runs one of its two callees exactly like a call.
  */
 #include "h3/op_registry.h"
 #include "h3/runtime.h"
@@ -263,7 +266,8 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
 }
 
 static int is_inplace(h3_opcode c) {
-  return c == H3_OP_KV_WRITE || c == H3_OP_SET_INDEX || c == H3_OP_SCATTER_ROWS;
+  return c == H3_OP_KV_WRITE || c == H3_OP_SET_INDEX || c == H3_OP_SCATTER_ROWS ||
+         c == H3_OP_RESIDUAL_NORM_MODULATE || c == H3_OP_SPECTRUM_UPDATE;
 }
 
 static int overlaps(const h3_tensor *a, const h3_tensor *b) {
@@ -428,11 +432,12 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
   return st;
 }
 
-static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
-  const char *name = h3_op_attr_string(op, "callee", "");
+/* Runs graph `name` on operands [first, n) of op (a call: 0; a branch: 1, after cond). */
+static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const char *name,
+                            int first, h3_diag *d) {
   const h3_graph *g = h3_module_graph(rt->m, name);
   gstate *cs = g ? state_of(rt, g) : NULL;
-  if (!cs || g->n_inputs != op->n_operands) {
+  if (!cs || g->n_inputs != op->n_operands - first) {
     h3_diag_error(d, op->span, "the plan's IR is malformed; recompile it with h3c",
                   "call of '%s': %s", name,
                   cs ? "argument count differs from the graph's inputs" : "no such graph");
@@ -444,8 +449,8 @@ static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *
   }
   double t0 = rt->b->ops->now(rt->b);
   h3_status st = state_ready(rt, cs, d);
-  for (int i = 0; st == H3_OK && i < op->n_operands; i++) {
-    const h3_tensor *t = lookup(rt, gs, op->operands[i], d);
+  for (int i = 0; st == H3_OK && i < g->n_inputs; i++) {
+    const h3_tensor *t = lookup(rt, gs, op->operands[first + i], d);
     if (!t)
       st = H3_ERR;
     else
@@ -479,6 +484,26 @@ static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *
   return st;
 }
 
+static h3_status run_call(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
+  return run_callee(rt, gs, op, h3_op_attr_string(op, "callee", ""), 0, d);
+}
+
+/* branch(cond, args...): reads cond on the host (a download: a sync point) and runs one
+ * of the two callees (Cache-DiT's reuse decision). */
+static h3_status run_branch(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
+  const h3_tensor *c = op->n_operands > 0 ? lookup(rt, gs, op->operands[0], d) : NULL;
+  int32_t cond = 0;
+  if (!c || c->type.dtype != H3_I32 ||
+      rt->b->ops->download(rt->b, &cond, c->data, sizeof cond, d) != H3_OK) {
+    if (!d->errors)
+      h3_diag_error(d, op->span, "the plan's IR is malformed; recompile it with h3c",
+                    "branch: cond must be an i32 scalar");
+    return H3_ERR;
+  }
+  const char *name = h3_op_attr_string(op, cond ? "then_callee" : "else_callee", "");
+  return run_callee(rt, gs, op, name, 1, d);
+}
+
 static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int top, h3_diag *d) {
   for (const h3_op *op = r->first; op; op = op->next) {
     h3_status st;
@@ -487,7 +512,10 @@ static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int 
     case H3_OP_RETURN: return H3_OK;
     case H3_OP_LOOP: st = run_loop(rt, gs, op, top, d); break;
     case H3_OP_CALL: st = run_call(rt, gs, op, d); break;
-    default: st = run_compute(rt, gs, op, d); break;
+    case H3_OP_BRANCH: st = run_branch(rt, gs, op, d); break;
+    default: /* load-time ops ran when the weights were loaded */
+      st = h3_op_is_load_time(op) ? H3_OK : run_compute(rt, gs, op, d);
+      break;
     }
     if (st != H3_OK) return st;
   }
@@ -578,6 +606,59 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
 }
 
 /* ---- creation and statistics ------------------------------------------------------------- */
+/* The load-time ops of parameter p (h3_op_is_load_time: the --int8 weight quantization),
+ * run right after p is uploaded. Their results are owned slots of their graph, kept like
+ * weights and never recomputed (run_region skips the ops); a second op of equal attributes
+ * on p (in another graph) shares the first one's buffers. p's own buffer is released when
+ * nothing but load-time ops reads it, so the lowered weights cost their int8 size only. */
+static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
+  const h3_op *first = NULL;
+  const gstate *first_gs = NULL;
+  int n = 0;
+  for (int gi = 0; gi < rt->m->n_graphs; gi++) {
+    gstate *gs = &rt->graphs[gi];
+    for (const h3_op *op = gs->g->body.first; op; op = op->next) {
+      if (!h3_op_is_load_time(op) || op->operands[0] != p->value) continue;
+      n++;
+      if (first && h3_op_attr_int(op, "rotate", 0) == h3_op_attr_int(first, "rotate", 0)) {
+        for (int i = 0; i < op->n_results; i++)
+          gs->slots[op->results[i]->id].t = first_gs->slots[first->results[i]->id].t;
+        continue;
+      }
+      h3_tensor out[2]; /* quantize_rows: codes and scales */
+      h3_status st = H3_OK;
+      for (int i = 0; st == H3_OK && i < 2 && i < op->n_results; i++) {
+        slot *s = &gs->slots[op->results[i]->id];
+        size_t bytes = (size_t)h3_type_bytes(&op->results[i]->type);
+        s->t = (h3_tensor){op->results[i]->type, rt->b->ops->alloc(rt->b, bytes ? bytes : 1)};
+        if (!s->t.data) {
+          h3_diag_error(d, op->span, "use a smaller config or a machine with more memory",
+                        "out of %s memory for the load-time %s of parameter '%s'",
+                        rt->b->ops->name, h3_opcode_name(op->code), p->name);
+          st = H3_ERR;
+          break;
+        }
+        s->cap = bytes ? bytes : 1;
+        rt->weight_bytes += s->cap;
+        out[i] = s->t;
+      }
+      if (st == H3_OK)
+        st = rt->b->ops->run_op(rt->b, op, &rt->params[p->value->id], 1, out, op->n_results, d);
+      if (st != H3_OK) return st;
+      if (!first) first = op, first_gs = gs;
+    }
+  }
+  h3_tensor *pt = &rt->params[p->value->id];
+  if (n > 0 && n == p->value->uses && pt->data) {
+    h3_status st = rt->b->ops->sync(rt->b, d);
+    if (st != H3_OK) return st;
+    rt->b->ops->release(rt->b, pt->data);
+    rt->weight_bytes -= (size_t)h3_type_bytes(&p->type);
+    pt->data = NULL;
+  }
+  return H3_OK;
+}
+
 h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *w,
                            const h3_runtime_options *o, h3_diag *d) {
   h3_runtime *rt = calloc(1, sizeof *rt);
@@ -631,6 +712,10 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     }
     rt->params[p->value->id] = (h3_tensor){p->type, dev};
     rt->weight_bytes += bytes;
+    if (run_load_ops(rt, p, d) != H3_OK) {
+      h3_runtime_free(rt);
+      return NULL;
+    }
   }
   rt->t0 = b->ops->now(b);
   return rt;

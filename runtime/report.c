@@ -1,13 +1,15 @@
 /* report.c: h3exec's closing report, in the style of trtexec.
  *
  * Sections: what ran (plan, model, config, graph, backend, weights, seed); what was on or
- * off (quality tier, fused groups by tier, the memory plan of every graph, device bytes);
+ * off (quality tier, fused groups by tier, norm+modulate sites, the memory plan of every
+ * graph, device bytes);
  * latency over the measured iterations (min / median / mean / p90 / p99, nearest-rank
  * percentiles); the per-op profile (op kind, executions, total ms, share of the op time),
  * sorted by time. Pure formatting: every number comes from the h3_report.
  */
 #include "h3/op_registry.h"
 #include "h3/runtime.h"
+#include "h3/int8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,78 @@ static void bytes_text(char *buf, size_t n, double bytes) {
     snprintf(buf, n, "%.0f B", bytes);
 }
 
+/* The --int8 line: weight bytes before and after (include/h3/int8.h). */
+static void print_int8(FILE *out, const h3_module *m) {
+  h3_int8_summary s;
+  h3_int8_summarize(m, &s);
+  if (!s.n_gemms) {
+    fprintf(out, "  int8             : off (compile with --int8 to lower the linears)\n");
+    return;
+  }
+  char a[32], b[32], c[32];
+  bytes_text(a, sizeof a, (double)s.bf16_bytes);
+  bytes_text(b, sizeof b, (double)s.int8_bytes);
+  bytes_text(c, sizeof c, (double)s.scale_bytes);
+  fprintf(out,
+          "  int8             : weights: %s bf16 \u2192 %s (int8 for %lld layers) + %s fp32 "
+          "scales; %d GEMMs (%d in row chunks), rotate %d\n",
+          a, b, (long long)s.n_layers, c, s.n_gemms, s.n_split, s.rotate);
+}
+
+/* Step skipping (docs/step-skipping.md): Spectrum's real steps (program attributes
+ * `spectrum_real`, `spectrum_steps` set by the pass) and Cache-DiT's settings. */
+static int print_decide(h3_op *op, void *ctx) {
+  if (op->code != H3_OP_CACHE_DIT_DECIDE) return 0;
+  fprintf(ctx, "  cache-dit        : block 0 always runs; blocks 1.. reuse the cached residual "
+               "when d < %g (from step %lld, at most %lld in a row)\n",
+          h3_op_attr_float(op, "threshold", 0), (long long)h3_op_attr_int(op, "warmup", 0),
+          (long long)h3_op_attr_int(op, "max_consecutive", 0));
+  return 1;
+}
+
+static void print_step_skip(FILE *out, const h3_module *m) {
+  bool any = false;
+  for (int i = 0; i < m->n_graphs; i++) {
+    const h3_attr *a = h3_graph_attr(m->graphs[i], "spectrum_real");
+    const h3_attr *n = h3_graph_attr(m->graphs[i], "spectrum_steps");
+    if (!a || a->kind != H3_ATTR_INTS) continue;
+    any = true;
+    fprintf(out, "  spectrum         : %d of %lld steps real:", a->n,
+            n && n->kind == H3_ATTR_INT ? (long long)n->i : -1LL);
+    for (int j = 0; j < a->n;) {
+      int e = j;
+      while (e + 1 < a->n && a->ints[e + 1] == a->ints[e] + 1) e++;
+      fprintf(out, "%s %lld", j ? "," : "", (long long)a->ints[j]);
+      if (e > j) fprintf(out, "%s%lld", e == j + 1 ? ", " : "-", (long long)a->ints[e]);
+      j = e + 1;
+    }
+    fprintf(out, "; the others forecast\n");
+  }
+  if (!h3_module_walk((h3_module *)m, print_decide, out) && !any)
+    fprintf(out, "  step skipping    : off (--spectrum, or Cache-DiT at --quality high)\n");
+}
+
+/* norm-modulate-fusion's ops, [Plan A exact, Plan A lossless, Plan B exact, Plan B lossless]. */
+static int count_normmod(h3_op *op, void *ctx) {
+  int *c = ctx;
+  if (op->code != H3_OP_NORM_MODULATE && op->code != H3_OP_RESIDUAL_NORM_MODULATE) return 0;
+  int lossless = strcmp(h3_op_attr_string(op, "tier", ""), "lossless") == 0;
+  c[(op->code == H3_OP_RESIDUAL_NORM_MODULATE ? 2 : 0) + lossless]++;
+  return 0;
+}
+
+static void print_normmod(FILE *out, const h3_module *m) {
+  int c[4] = {0, 0, 0, 0};
+  h3_module_walk((h3_module *)m, count_normmod, c);
+  if (c[0] + c[1] + c[2] + c[3] == 0) {
+    fprintf(out, "  norm+modulate    : off (no RMSNorm + AdaLN site fused)\n");
+    return;
+  }
+  fprintf(out, "  norm+modulate    : %d Plan A, %d Plan B (%d exact: every bf16 rounding kept; "
+               "%d lossless: one fp32 pass)\n",
+          c[0] + c[1], c[2] + c[3], c[0] + c[2], c[1] + c[3]);
+}
+
 static void print_on_off(FILE *out, const h3_report *r) {
   fused_count fc = {0};
   h3_module_walk((h3_module *)r->module, count_fused, &fc);
@@ -74,6 +148,9 @@ static void print_on_off(FILE *out, const h3_report *r) {
         n, fc.exact, fc.lossless);
   else
     fprintf(out, "  fused groups     : off (no fused ops in the plan)\n");
+  print_normmod(out, r->module);
+  print_int8(out, r->module);
+  print_step_skip(out, r->module);
   for (int i = 0; i < r->module->n_graphs; i++) {
     const h3_graph *g = r->module->graphs[i];
     const h3_attr *a = h3_graph_attr(g, "arena_bytes"), *p = h3_graph_attr(g, "peak_bytes");

@@ -9,9 +9,9 @@
  * Contract of run_op: `in` holds the op's operands in order, `out` its results in order;
  * every tensor's type is the type the backend must read or write (for the CPU backend
  * these are the IR types, except inside a lossless fused region where intermediates are
- * widened to f32). Output buffers may alias the first operand for the in-place ops
- * (kv_write, set_index, scatter_rows) and any operand for the view ops (reshape, slice,
- * index); every other output is disjoint from the inputs. Errors a user can cause (an
+ * widened to f32). Output buffer 0 may alias the first operand for the in-place ops
+ * (kv_write, set_index, scatter_rows, residual_norm_modulate) and any operand for the view
+ * ops (reshape, slice, index); every other output is disjoint from the inputs. Errors a user can cause (an
  * index out of range in a loaded inputs file, ...) are reported through `d` with H3_ERR.
  *
  * The `cpu` backend is the reference: fp32 math with one rounding to each op's result

@@ -27,12 +27,6 @@ typedef struct {
   const char *attention; /* "cudnn" | "flash" | "reference"; NULL: "cudnn" */
   bool no_graphs;        /* run graph calls op by op, no CUDA graphs (also H3_CUDA_GRAPHS=0) */
   int device;            /* CUDA device index */
-  /* > 0: at a GEMM's first run outside a capture, time up to this many of cuBLASLt's
-     heuristic candidates on the real operands and keep the fastest (the environment's
-     H3_CUDA_GEMM_TUNE=N overrides). The choice then depends on timing, so results may
-     differ in the last bits between processes (not between runs of one process). 0: the
-     heuristic's first candidate, deterministic everywhere. */
-  int gemm_tune;
 } h3_cuda_options;
 
 /* True when the CUDA runtime sees a usable device; otherwise writes why into `why`. */

@@ -56,6 +56,12 @@ int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len);
  * types come from their region or callee. Returns the result count or -1 with `why`. */
 int h3_op_infer(const h3_op *op, h3_type *out, char *why, size_t why_len);
 
+/* True for a load-time op (ops.def, ir/op_infer_int8.c): a quantize_rows of a parameter
+ * at the top level of a graph body. It depends on the weights alone: the memory planner
+ * leaves its results out of the arena, and the runtime computes it once when it loads the
+ * weights (releasing the parameter when nothing else reads it) and skips it when running. */
+bool h3_op_is_load_time(const h3_op *op);
+
 /* Promotion rule of elementwise ops (see ops.def). */
 h3_dtype h3_dtype_promote(h3_dtype a, h3_dtype b);
 /* numpy broadcast of two shapes; returns 0 or -1 when incompatible. */

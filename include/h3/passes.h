@@ -59,6 +59,17 @@ typedef struct {
   bool verify_each;           /* run h3_verify_module after every pass (tests, debug builds) */
   FILE *dump;                 /* where --print-ir-after, --time-passes and --report write;
                                  NULL = stderr */
+  /* opt-in passes (in_default_pipeline false) that the default pipeline runs anyway, at
+     their table place: a comma list set by accelerator flags (--int8 adds
+     "int8-lowering,row-split"); NULL = none. Ignored with `passes`. */
+  const char *enable;
+  /* --int8[=KEY=VALUE,...]: the option text the int8 passes read (include/h3/int8.h);
+     "" = the defaults; NULL = the flag was not given (the passes use the defaults). */
+  const char *int8;
+  /* --spectrum[=...] and --spectrum-*: the option text of the `spectrum` pass
+     (passes/spectrum.h); NULL = defaults. --cache-dit-*: the text of `cache-dit`. */
+  const char *spectrum;
+  const char *cache_dit;
 } h3_pass_options;
 
 /* The defaults: lossless, the default pipeline, nothing printed, verify_each in debug
@@ -80,6 +91,8 @@ h3_status h3_pass_run_one(h3_module *m, const h3_pass *p, const h3_pass_options 
 
 /* ---- what a pass sees ------------------------------------------------------------------- */
 h3_tier h3_pass_tier(const h3_pass_context *ctx);
+/* The options of the pipeline that runs the pass (opt-in passes read their flag here). */
+const h3_pass_options *h3_pass_options_of(const h3_pass_context *ctx);
 /* Records a one-line report ("graph step: arena 1.50 MiB, peak 1.25 MiB"); the pass
  * manager prints it under --time-passes / --report, prefixed with the pass name. */
 void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...)

@@ -48,7 +48,8 @@ void h3_rewriter_erase(h3_rewriter *rw, h3_op *op);
 /* ---- legality helpers ------------------------------------------------------------------- */
 bool h3_value_has_one_use(const h3_value *v);
 bool h3_values_same_shape(const h3_value *a, const h3_value *b); /* rank and dims */
-/* kv_write, set_index, scatter_rows: the result updates operand 0's buffer in place. */
+/* kv_write, set_index, scatter_rows, residual_norm_modulate, spectrum_update: result 0
+ * updates operand 0's buffer in place. */
 bool h3_op_is_inplace(h3_opcode code);
 /* reshape, slice, index: the result may be a view of operand 0. */
 bool h3_op_is_view(h3_opcode code);

@@ -49,7 +49,11 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_RMS_NORM: return h3cpu_rms_norm;
   case H3_OP_ARGMAX: return h3cpu_argmax;
   case H3_OP_REDUCE_SUM: return h3cpu_reduce_sum;
+  case H3_OP_NORM_MODULATE: return h3cpu_norm_modulate;
+  case H3_OP_RESIDUAL_NORM_MODULATE: return h3cpu_residual_norm_modulate;
   case H3_OP_LINEAR: return h3cpu_linear;
+  case H3_OP_QUANTIZE_ROWS: return h3cpu_quantize_rows;
+  case H3_OP_LINEAR_INT8: return h3cpu_linear_int8;
   case H3_OP_TIMESTEP_EMBEDDING: return h3cpu_timestep_embedding;
   case H3_OP_ROPE_TABLE: return h3cpu_rope_table;
   case H3_OP_ROPE_POS_TABLE: return h3cpu_rope_pos_table;
@@ -63,6 +67,9 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_ROUTER_TOPK: return h3cpu_router_topk;
   case H3_OP_MOE: return h3cpu_moe;
   case H3_OP_MARKOV_DRAFT: return h3cpu_markov_draft;
+  case H3_OP_SPECTRUM_UPDATE: return h3cpu_spectrum_update;
+  case H3_OP_SPECTRUM_FORECAST: return h3cpu_spectrum_forecast;
+  case H3_OP_CACHE_DIT_DECIDE: return h3cpu_cache_dit_decide;
   default: return NULL; /* control ops: the executor's */
   }
 }

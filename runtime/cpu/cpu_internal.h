@@ -151,8 +151,19 @@ H3_CPU_KERNEL(h3cpu_kv_write);
 H3_CPU_KERNEL(h3cpu_rms_norm);
 H3_CPU_KERNEL(h3cpu_argmax);
 H3_CPU_KERNEL(h3cpu_reduce_sum);
+/* 1/sqrt(sum_k x_k^2 / D + eps) of row `row` of x[.., D]: fp32, k ascending (rms_norm's
+   reduction, shared with the fused norm ops so that they match it bitwise). */
+float h3cpu_rms_inv(const void *x, h3_dtype xd, int64_t row, int64_t D, float eps);
+/* ops_normmod.c: the fused RMSNorm + indexed AdaLN ops (spec accelerations §3) */
+H3_CPU_KERNEL(h3cpu_norm_modulate);
+H3_CPU_KERNEL(h3cpu_residual_norm_modulate);
 /* ops_linear.c */
 H3_CPU_KERNEL(h3cpu_linear);
+/* ops_int8.c: INT8 linear lowering (quantizer with the optional Hadamard rotation, GEMM) */
+H3_CPU_KERNEL(h3cpu_quantize_rows);
+H3_CPU_KERNEL(h3cpu_linear_int8);
+/* Multiplies 256 floats in place by H256 = H4⊗H4⊗H4⊗H4 (ops.def quantize_rows). */
+void h3cpu_hadamard256(float *v);
 /* ops_rope.c */
 H3_CPU_KERNEL(h3cpu_timestep_embedding);
 H3_CPU_KERNEL(h3cpu_rope_table);
@@ -169,6 +180,10 @@ H3_CPU_KERNEL(h3cpu_index_topk);
 H3_CPU_KERNEL(h3cpu_router_topk);
 H3_CPU_KERNEL(h3cpu_moe);
 H3_CPU_KERNEL(h3cpu_markov_draft);
+/* ops_spectrum.c: step skipping (Spectrum running sums and forecast, Cache-DiT decision) */
+H3_CPU_KERNEL(h3cpu_spectrum_update);
+H3_CPU_KERNEL(h3cpu_spectrum_forecast);
+H3_CPU_KERNEL(h3cpu_cache_dit_decide);
 
 /* Runs one op (compute or fused) on host tensors. */
 h3_status h3cpu_run(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,

@@ -10,6 +10,17 @@
 
 #include <stdlib.h>
 
+/* The one rms_norm reduction of the CPU backend (also used by the fused norm_modulate ops,
+ * so that they reproduce rms_norm bitwise): row x[0..D) of dtype xd. */
+float h3cpu_rms_inv(const void *x, h3_dtype xd, int64_t row, int64_t D, float eps) {
+  float s = 0.0f;
+  for (int64_t k = 0; k < D; k++) {
+    float v = h3cpu_ld(x, xd, row * D + k);
+    s += v * v;
+  }
+  return 1.0f / sqrtf(s / (float)D + eps);
+}
+
 H3_CPU_KERNEL(h3cpu_rms_norm) {
   (void)n_in, (void)n_out;
   const h3_type *xt = &in[0].type;
@@ -25,12 +36,7 @@ H3_CPU_KERNEL(h3cpu_rms_norm) {
   for (int64_t k = 0; k < D; k++) w[k] = h3cpu_ld(in[1].data, in[1].type.dtype, k) + off;
   h3_dtype xd = xt->dtype, od = out[0].type.dtype;
   for (int64_t r = 0; r < rows; r++) {
-    float s = 0.0f;
-    for (int64_t k = 0; k < D; k++) {
-      float v = h3cpu_ld(in[0].data, xd, r * D + k);
-      s += v * v;
-    }
-    float inv = 1.0f / sqrtf(s / (float)D + eps);
+    float inv = h3cpu_rms_inv(in[0].data, xd, r, D, eps);
     for (int64_t k = 0; k < D; k++) {
       float v = h3cpu_ld(in[0].data, xd, r * D + k);
       h3cpu_st(out[0].data, od, r * D + k, (v * inv) * w[k]);

@@ -312,9 +312,6 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   s->attention = att;
   const char *env = getenv("H3_CUDA_GRAPHS");
   s->no_graphs = (co && co->no_graphs) || (env && !strcmp(env, "0"));
-  const char *tune = getenv("H3_CUDA_GEMM_TUNE");
-  s->gemm_tune = tune ? atoi(tune) : co ? co->gemm_tune : 0;
-  if (s->gemm_tune < 0) s->gemm_tune = 0;
   h3_arena_init(&s->arena);
   if (device_setup(s, d) != H3_OK || cu_gemm_init(s, d) != H3_OK) {
     cuda_destroy(b);

@@ -4,9 +4,13 @@
  * The operation graph is the SDPA inference pattern cuDNN fuses into one flash-attention
  * engine, on tensors [b = 1, h, s, d] whose strides are those of q/k/v [T, H, D] rows:
  *   S = Q·Kᵀ (K given as its transposed view [1, h, d, s]); S2 = S * scale (a by-value
- *   scalar); M = rowmax S2; E = exp(S2 - M); L = rowsum E; P = E / L; O = P·V
+ *   scalar); M = rowmax S2; E = exp(S2 - M); L = rowsum E; Z = M + log L (the softmax
+ *   statistics, virtual: nothing reads them); P = E / L; O = P·V
  * with fp32 virtual intermediates and fp32 compute, except P, which is virtual in the I/O
- * dtype (bf16 / f16): the pattern matcher takes the second matmul only in that type. The engine is picked by heuristic mode
+ * dtype (bf16 / f16). cuDNN's pattern matcher takes the softmax only with its statistics
+ * branch and the second matmul only with P in the I/O type (otherwise no engine: "Dropout
+ * set of ops not configured correctly"); this is the graph cuDNN's own frontend builds for
+ * inference. The engine is picked by heuristic mode
  * A (then the fallback mode): the first engine config whose execution plan finalizes and
  * whose workspace fits the backend's fixed workspace wins. Plans are built once per shape
  * (segment length, heads, head_dim, dtype, strides) and kept with their descriptors; the
@@ -157,20 +161,22 @@ static cudnnBackendDescriptor_t op_graph(bld *b, cudnnHandle_t h, const sdpa_pla
   cudnnBackendDescriptor_t Z = tensor(b, 104, f, sd, sst, true, false);
   cudnnBackendDescriptor_t E = tensor(b, 105, f, sd, sst, true, false);
   cudnnBackendDescriptor_t Ls = tensor(b, 106, f, rd, rst, true, false);
-  /* cuDNN's SDPA pattern wants the second matmul's A operand (the probabilities) in the
-     I/O dtype; an fp32 P is not matched (reported as a misconfigured dropout set) */
+  cudnnBackendDescriptor_t LogL = tensor(b, 108, f, rd, rst, true, false);
+  cudnnBackendDescriptor_t St = tensor(b, 109, f, rd, rst, true, false);
   cudnnBackendDescriptor_t P = tensor(b, 107, io, sd, sst, true, false);
-  cudnnBackendDescriptor_t ops[8];
+  cudnnBackendDescriptor_t ops[10];
   ops[0] = matmul(b, Q, KT, S);
   ops[1] = pointwise(b, CUDNN_POINTWISE_MUL, S, SC, S2);
   ops[2] = reduction(b, CUDNN_REDUCE_TENSOR_MAX, S2, M);
   ops[3] = pointwise(b, CUDNN_POINTWISE_SUB, S2, M, Z);
   ops[4] = pointwise(b, CUDNN_POINTWISE_EXP, Z, NULL, E);
   ops[5] = reduction(b, CUDNN_REDUCE_TENSOR_ADD, E, Ls);
-  ops[6] = pointwise(b, CUDNN_POINTWISE_DIV, E, Ls, P);
-  ops[7] = matmul(b, P, V, O);
+  ops[6] = pointwise(b, CUDNN_POINTWISE_LOG, Ls, NULL, LogL);
+  ops[7] = pointwise(b, CUDNN_POINTWISE_ADD, M, LogL, St);
+  ops[8] = pointwise(b, CUDNN_POINTWISE_DIV, E, Ls, P);
+  ops[9] = matmul(b, P, V, O);
   cudnnBackendDescriptor_t g = bd_new(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-  bd_set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, ops, "graph ops");
+  bd_set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 10, ops, "graph ops");
   bd_set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
   bd_fin(b, g, "operation graph finalize (the pattern is not supported for this shape)");
   return b->st == CUDNN_STATUS_SUCCESS ? g : NULL;

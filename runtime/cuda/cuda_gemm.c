@@ -13,9 +13,6 @@
  * own GEMM. A run whose pointers are less aligned asks the heuristic again for that
  * alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
  * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
- * Tuning (cu_state.gemm_tune = n > 0): at the first run outside a capture, up to n of the
- * heuristic's candidates run on the real operands (one warm-up and three timed runs each,
- * CUDA events; the last run writes the result) and the fastest by median is kept.
  */
 #include "cuda_internal.h"
 
@@ -30,7 +27,6 @@ struct cu_gemm {
   int64_t M, N, K;
   bool bias;
   unsigned align; /* pointer alignment the algorithm was chosen for */
-  bool tuned;     /* candidates timed (or nothing to time) */
 };
 
 static h3_status lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char *call) {
@@ -158,69 +154,6 @@ static unsigned ptr_align(const void *p) {
   return a;
 }
 
-static cublasStatus_t matmul(cu_state *s, cu_gemm *g, const cublasLtMatmulAlgo_t *algo,
-                             const h3_tensor *in, const h3_tensor *out) {
-  float alpha = 1.0f, beta = 0.0f;
-  return cublasLtMatmul((cublasLtHandle_t)s->lt, g->desc, &alpha, in[1].data, g->a, in[0].data, g->b,
-                        &beta, out[0].data, g->c, out[0].data, g->c, algo, s->workspace,
-                        CU_WORKSPACE_BYTES, s->stream);
-}
-
-#define TUNE_MAX 16
-
-/* Times up to s->gemm_tune heuristic candidates on these operands and keeps the fastest;
- * candidates that fail to launch are skipped. */
-static h3_status tune(cu_state *s, cu_gemm *g, const h3_tensor *in, const h3_tensor *out, h3_diag *d) {
-  g->tuned = true;
-  cublasLtMatmulPreference_t pref;
-  LT_CHECK(d, g->op, cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = CU_WORKSPACE_BYTES;
-  uint32_t al = g->align;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  const cublasLtMatmulPreferenceAttributes_t al_attrs[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < 4; i++)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, al_attrs[i], &al, sizeof al);
-  cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
-  int n = 0, want = s->gemm_tune < TUNE_MAX ? s->gemm_tune : TUNE_MAX;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, g->desc, g->a, g->b, g->c, g->c,
-                                        pref, want, res, &n);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || n < 2) return H3_OK; /* nothing to choose from */
-  cudaEvent_t ev[2] = {NULL, NULL};
-  cudaError_t ce = cudaEventCreate(&ev[0]);
-  if (ce == cudaSuccess) ce = cudaEventCreate(&ev[1]);
-  float best = -1;
-  int best_i = -1;
-  for (int i = 0; i < n && ce == cudaSuccess; i++) {
-    if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > CU_WORKSPACE_BYTES) continue;
-    bool ok = matmul(s, g, &res[i].algo, in, out) == CUBLAS_STATUS_SUCCESS;
-    float ms[3] = {0};
-    for (int r = 0; r < 3 && ok && ce == cudaSuccess; r++) {
-      ce = cudaEventRecord(ev[0], s->stream);
-      ok = ce == cudaSuccess && matmul(s, g, &res[i].algo, in, out) == CUBLAS_STATUS_SUCCESS;
-      if (ok) ce = cudaEventRecord(ev[1], s->stream);
-      if (ok && ce == cudaSuccess) ce = cudaEventSynchronize(ev[1]);
-      if (ok && ce == cudaSuccess) ce = cudaEventElapsedTime(&ms[r], ev[0], ev[1]);
-    }
-    float lo = ms[0] < ms[1] ? ms[0] : ms[1], hi = ms[0] < ms[1] ? ms[1] : ms[0];
-    float med = ms[2] < lo ? lo : ms[2] > hi ? hi : ms[2];
-    if (ok && ce == cudaSuccess && (best_i < 0 || med < best)) {
-      best = med;
-      best_i = i;
-    }
-  }
-  for (int i = 0; i < 2; i++)
-    if (ev[i]) cudaEventDestroy(ev[i]);
-  if (ce != cudaSuccess) return cu_fail(d, ce, "cudaEvent*", "GEMM tuning");
-  if (best_i >= 0) g->algo = res[best_i].algo;
-  /* the last run left the output of a candidate: the caller runs the kept one next */
-  return H3_OK;
-}
-
 h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in, const h3_tensor *out,
                       h3_diag *d) {
   unsigned al = ptr_align(in[0].data);
@@ -239,8 +172,9 @@ h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in, co
     const void *bp = in[2].data;
     LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
   }
-  if (s->gemm_tune > 0 && !g->tuned && !cu_graph_capturing(s) && tune(s, g, in, out, d) != H3_OK)
-    return H3_ERR;
-  LT_CHECK(d, g->op, matmul(s, g, &g->algo, in, out));
+  float alpha = 1.0f, beta = 0.0f;
+  LT_CHECK(d, g->op, cublasLtMatmul((cublasLtHandle_t)s->lt, g->desc, &alpha, in[1].data, g->a,
+                                    in[0].data, g->b, &beta, out[0].data, g->c, out[0].data, g->c,
+                                    &g->algo, s->workspace, CU_WORKSPACE_BYTES, s->stream));
   return H3_OK;
 }

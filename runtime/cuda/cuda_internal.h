@@ -108,7 +108,6 @@ typedef struct cu_state {
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
-  int gemm_tune; /* cuBLASLt candidates timed at a GEMM's first run (0: heuristic's first) */
 } cu_state;
 
 /* ---- checks (cuda_backend.c) ----------------------------------------------------------- */

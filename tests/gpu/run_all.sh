@@ -2,8 +2,9 @@
 # run_all.sh: the GPU session of the cuda backend in one command that builds nothing
 # (tests/gpu/stage.sh staged the binaries, plans and kernel cache beforehand).
 #   tests/gpu/run_all.sh STAGE LOG_DIR [SECTION...]
-# Sections (default: all, in this order; about 8 minutes in all, so two device calls of
-# "env tests tiny" and "bench full" stay under the 10-minute limit of one call):
+# Sections (default: all but `sample`, in this order, about 4 minutes; the 49-step sample
+# takes a call of its own under the 10-minute limit: "bench block peers sample", about 6.5
+# minutes on the H200 with cudnn attention):
 #   env    nvidia-smi, the shared libraries the binaries resolve (a missing one is fatal)
 #   tests  gpu_compile_check, test_gpu_ops (every op and fused group vs the CPU reference,
 #          GPU random weights), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
@@ -13,29 +14,29 @@
 #   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
 #          four block GEMMs), then the same shapes in PyTorch and the ratio table
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
-#          flash attention, with the timing report
+#          flash attention, with the timing report; `full1` is its cudnn half only
 #   block  bench/block_bench.c: one block at full dims (step with 3 layers minus step with 1,
-#          CUDA events) with the per-op profile of the block, then again with cuBLASLt
-#          candidates timed (--gemm-tune 16); needs the attention_bench log of `bench`
-#          for the attention rows of the table
+#          CUDA events) with the per-op profile of the block (the table of `peers` takes
+#          its attention rows from the attention_bench log of `bench`)
 #   peers  bench/block_peers.py: PyTorch eager and torch.compile of the same block and SDPA
 #          alone, the ratio table (LOG_DIR/block_table.txt, LOG_DIR/peers.json)
-#   sample h3exec on the full 49-step sample (cudnn attention, GEMM candidates timed:
-#          H3_CUDA_GEMM_TUNE=16), latents checked finite, then the table again with
-#          the sample's wall time against the eager estimate (LOG_DIR/block_table.txt)
+#   sample h3exec on the full 49-step sample (cudnn attention, about 4.5 minutes), latents
+#          checked finite, then the table again with the sample's wall time against the
+#          eager estimate (LOG_DIR/block_table.txt; PyTorch measured here unless `peers`
+#          ran before in the same call)
 # Two files land in LOG_DIR (the device call returns at most 8): run_all.log, every step's
 # full output under a header, and summary.txt (step, exit code, seconds), also printed
 # last with each step's last lines. Exit code: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full|full1|block|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
 LOG=$2
 shift 2
-SECTIONS=${*:-env tests tiny bench full block peers sample}
+SECTIONS=${*:-env tests tiny bench full block peers}
 mkdir -p "$LOG"
 LOG=$(cd "$LOG" && pwd)
 WORK=$(mktemp -d)
@@ -94,27 +95,32 @@ for section in $SECTIONS; do
         --weights random --seed 3 --steps 3 --iterations 1
     done
     ;;
+  full1)
+    step full_cuda_cudnn 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_s3.safetensors"
+    step full_s3_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_s3.safetensors"
+    ;;
   block)
     step block_bench 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" --iters 5 \
       --warmup 2 --profile 3
-    step block_bench_tuned 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" \
-      --iters 5 --warmup 2 --gemm-tune 16
     ;;
   peers)
-    step block_peers 300 python3 bench/block_peers.py "$WORK"/attention_bench.log "$WORK"/block_bench*.log \
+    step block_peers 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
       --out "$LOG/peers.json"
     sed -n '/^== one H3 block/,$p' "$WORK/block_peers.log" | tee "$LOG/block_table.txt"
     ;;
   sample)
-    step full_sample 420 env H3_CUDA_GEMM_TUNE=16 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention cudnn \
+    step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention cudnn \
       --weights random --seed 3 --iterations 1 --out "$WORK/full_sample.safetensors"
     step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_sample.safetensors"
-    step sample_table 60 python3 bench/block_peers.py "$WORK"/attention_bench.log "$WORK"/block_bench*.log \
-      --torch-json "$LOG/peers.json" --sample-log "$WORK/full_sample.log"
+    peers_src=()
+    [ -f "$LOG/peers.json" ] && peers_src=(--torch-json "$LOG/peers.json")
+    step sample_table 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
+      ${peers_src[@]+"${peers_src[@]}"} --sample-log "$WORK/full_sample.log"
     sed -n '/^== one H3 block/,$p' "$WORK/sample_table.log" | tee "$LOG/block_table.txt"
     ;;
   *)
-    echo "run_all.sh: unknown section '$section' (env tests tiny bench full block peers sample)" >&2
+    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 block peers sample)" >&2
     failures=$((failures + 1))
     ;;
   esac

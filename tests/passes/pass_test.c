@@ -8,6 +8,9 @@
  *   --pipeline              run the default pipeline of the tier instead
  *   --quality TIER          exact | lossless | high (default lossless)
  *   --disable-pass LIST     --print-ir-after LIST     --report
+ *   --int8 KEY=VALUE,...    the --int8 option text the int8 passes read
+ *   --spectrum=TEXT         the spectrum pass's option text (bare --spectrum: defaults)
+ *   --cache-dit=TEXT        the cache-dit pass's option text
  * The driver parses the IR (h3_module_parse), runs the passes with verify_each, and
  * prints: the dump stream (reports, --print-ir-after), then the diagnostics if any, then
  * the module text if everything succeeded. The result must equal FILE.expected (default:
@@ -111,6 +114,12 @@ int main(int argc, char **argv) {
       o.disabled = args[++i];
     } else if (strcmp(a, "--print-ir-after") == 0 && has_value) {
       o.print_ir_after = args[++i];
+    } else if (strcmp(a, "--int8") == 0 && has_value) {
+      o.int8 = args[++i];
+    } else if (strncmp(a, "--spectrum", 10) == 0 && (a[10] == '=' || !a[10])) {
+      o.spectrum = a[10] ? a + 11 : "";
+    } else if (strncmp(a, "--cache-dit=", 12) == 0) {
+      o.cache_dit = a + 12;
     } else if (a[0] != '-' && !o.passes) {
       o.passes = a;
     } else {

@@ -1,0 +1,63 @@
+/* op_infer_normmod.c: result type inference of the fused RMSNorm + indexed AdaLN ops of
+ * ops.def: norm_modulate (Plan A) and residual_norm_modulate (Plan B) of
+ * spec/accelerations.md §3. Both are bf16-only (the kernels' dispatch contract): x and the
+ * residual/update [T, H], gamma [H], the scale/shift/gate tables [G, H] (G rows of AdaLN
+ * modulation, indexed per row by idx i32[T]). The attributes `tier` ("exact" or
+ * "lossless") and `modulate` ("bf16" or "f32") must name a known variant.
+ */
+#include "op_infer.h"
+
+#include <string.h>
+
+/* Operand i is a bf16 tensor of `rank` dims (shape text for the message). */
+static int want_bf16(const h3_op *op, int i, const char *name, int rank, const char *shape,
+                     char *why, size_t why_len) {
+  if (TY(i)->dtype != H3_BF16 || TY(i)->rank != rank)
+    FAIL("%s: %s must be bf16%s, got %s", OPN, name, shape, TS(TY(i)));
+  return 0;
+}
+
+/* A [G, H] table whose H matches x's (operand 0). */
+static int want_table(const h3_op *op, int i, const char *name, char *why, size_t why_len) {
+  if (want_bf16(op, i, name, 2, "[G, H]", why, why_len)) return -1;
+  if (TY(i)->dims[0] < 1) FAIL("%s: %s has no rows (it is %s)", OPN, name, TS(TY(i)));
+  return h3_infer_want_dim(op, 0, "x", 1, i, name, 1, "H", "[G, H]", why, why_len);
+}
+
+/* The operands from gamma on (at `first`): gamma[H], scale[G, H], shift[G, H], idx i32[T];
+ * and the attributes. x [T, H] is operand 0. */
+static int want_norm_part(const h3_op *op, int first, char *why, size_t why_len) {
+  if (want_bf16(op, 0, "x", 2, "[T, H]", why, why_len)) return -1;
+  if (want_bf16(op, first, "gamma", 1, "[H]", why, why_len)) return -1;
+  if (h3_infer_want_dim(op, 0, "x", 1, first, "gamma", 0, "H", "[H]", why, why_len)) return -1;
+  if (want_table(op, first + 1, "scale", why, why_len)) return -1;
+  if (want_table(op, first + 2, "shift", why, why_len)) return -1;
+  if (TY(first + 1)->dims[0] != TY(first + 2)->dims[0])
+    FAIL("%s: scale has G = %lld rows but shift has %lld (one AdaLN table height)", OPN,
+         LL(TY(first + 1)->dims[0]), LL(TY(first + 2)->dims[0]));
+  if (h3_infer_want_i32(op, first + 3, "idx", 1, "[T]", why, why_len)) return -1;
+  if (h3_infer_want_dim(op, 0, "x", 0, first + 3, "idx", 0, "T", "[T]", why, why_len)) return -1;
+  const char *tier = h3_op_attr_string(op, "tier", "");
+  if (strcmp(tier, "exact") != 0 && strcmp(tier, "lossless") != 0)
+    FAIL("%s: tier = \"%s\" must be \"exact\" or \"lossless\"", OPN, tier);
+  const char *mod = h3_op_attr_string(op, "modulate", "bf16");
+  if (strcmp(mod, "bf16") != 0 && strcmp(mod, "f32") != 0)
+    FAIL("%s: modulate = \"%s\" must be \"bf16\" (every step rounded) or \"f32\" (one rounding)",
+         OPN, mod);
+  return 0;
+}
+
+H3_INFER_DECL(h3_infer_norm_modulate) {
+  if (want_norm_part(op, 1, why, why_len)) return -1;
+  out[0] = *TY(0);
+  return 1;
+}
+
+H3_INFER_DECL(h3_infer_residual_norm_modulate) {
+  if (want_norm_part(op, 3, why, why_len)) return -1;
+  if (!h3_type_equal(TY(1), TY(0)))
+    FAIL("%s: update is %s but residual is %s (same type needed)", OPN, TS(TY(1)), TS(TY(0)));
+  if (want_table(op, 2, "gate", why, why_len)) return -1;
+  out[0] = out[1] = *TY(0);
+  return 2;
+}

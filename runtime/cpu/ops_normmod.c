@@ -1,0 +1,158 @@
+/* ops_normmod.c: CPU reference of the fused RMSNorm + indexed AdaLN ops (ops.def
+ * norm_modulate, residual_norm_modulate; spec/accelerations.md §3).
+ *
+ * Per row t of x bf16[T, H], with g = idx[t] clamped to [0, G) (gather's rule):
+ *   r = h3cpu_rms_inv(row) (rms_norm's own reduction, so the exact tier matches it bitwise);
+ *   w = gamma + offset (fp32, as rms_norm forms it).
+ *   exact, modulate "bf16" (U1 + U2): h = bf16((x*r)*w); c = bf16(1 + scale[g]);
+ *                                    p = bf16(h*c); y = bf16(p + shift[g])
+ *   exact, modulate "f32" (the final layer): h as above; y = bf16((h*(1 + scale[g])) + shift[g])
+ *   lossless (Plan A): w_eff[g] = w*(1 + scale[g]) merged in fp32 once per call for all G
+ *                      rows; y = bf16(fmaf(x*r, w_eff[g], shift[g])), one rounding.
+ * residual_norm_modulate first writes residual' = bf16(residual + bf16(gate[g]*update))
+ * (U3) and then runs the same row function on residual' as norm_modulate does, so Plan B
+ * is (U3; Plan A) bit for bit. residual' may share residual's buffer (in place): each
+ * element is read before it is written. Every product and sum is a separate IEEE fp32
+ * operation (the backend is built without FMA contraction, as rms_norm's reduction
+ * assumes); the lossless tier's single fused multiply-add is explicit (fmaf).
+ */
+#include "cpu_internal.h"
+
+#include <stdlib.h>
+
+typedef struct {
+  int64_t T, H, G;
+  int exact, mod_f32;
+  float eps;
+  float *w;    /* [H] gamma + offset */
+  float *weff; /* [G, H] lossless merged weights; NULL at the exact tier */
+  const uint16_t *scale, *shift, *gate; /* bf16 tables; gate only for Plan B */
+  const int32_t *idx;
+  int64_t gate_rows;
+  const uint16_t *residual, *update; /* Plan B operands (residual = x for Plan A) */
+  uint16_t *res_out;                 /* Plan B's residual' (NULL for Plan A) */
+  uint16_t *y;
+} nm_job;
+
+static int64_t clamp_row(int64_t g, int64_t n) { return g < 0 ? 0 : g >= n ? n - 1 : g; }
+
+/* Plan A (either tier) on one bf16 row x, table row g, into y. */
+static void norm_row(const nm_job *j, const uint16_t *x, int64_t g, uint16_t *y) {
+  const int64_t H = j->H;
+  const float r = h3cpu_rms_inv(x, H3_BF16, 0, H, j->eps);
+  const uint16_t *sc = j->scale + g * H, *sh = j->shift + g * H;
+  for (int64_t k = 0; k < H; k++) {
+    const float v = h3_bf16_to_f32(x[k]), s = h3_bf16_to_f32(sc[k]), b = h3_bf16_to_f32(sh[k]);
+    float out;
+    if (!j->exact) {
+      out = fmaf(v * r, j->weff[g * H + k], b);
+    } else {
+      const float h = h3_bf16_round((v * r) * j->w[k]);
+      if (j->mod_f32) {
+        const float c = 1.0f + s, p = h * c;
+        out = p + b;
+      } else {
+        const float c = h3_bf16_round(1.0f + s), p = h3_bf16_round(h * c);
+        out = p + b;
+      }
+    }
+    y[k] = h3_f32_to_bf16(out);
+  }
+}
+
+static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
+  (void)worker;
+  const nm_job *j = arg;
+  const int64_t H = j->H;
+  for (int64_t t = begin; t < end; t++) {
+    const int64_t g = clamp_row(j->idx[t], j->G);
+    const uint16_t *x = j->residual + t * H;
+    if (j->res_out) { /* U3, in place allowed: residual'[k] is written after reading [k] */
+      const int64_t gg = clamp_row(j->idx[t], j->gate_rows);
+      const uint16_t *gr = j->gate + gg * H, *u = j->update + t * H;
+      uint16_t *ro = j->res_out + t * H;
+      for (int64_t k = 0; k < H; k++) {
+        const float a = h3_bf16_round(h3_bf16_to_f32(gr[k]) * h3_bf16_to_f32(u[k]));
+        ro[k] = h3_f32_to_bf16(h3_bf16_to_f32(x[k]) + a);
+      }
+      x = ro;
+    }
+    norm_row(j, x, g, j->y + t * H);
+  }
+}
+
+/* Checks the dtypes the kernels assume (the verifier's inference does too; a hand-edited
+ * plan is caught here) and fills the job's common part. `first` = index of gamma. */
+static h3_status job_init(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int first,
+                          nm_job *j) {
+  memset(j, 0, sizeof *j);
+  const h3_type *x = &in[0].type;
+  for (int i = 0; i < first + 3; i++)
+    if (in[i].type.dtype != H3_BF16 || (i != first && in[i].type.rank != 2)) {
+      h3cpu_error(c, op, "recompile the plan with h3c", "operand %d must be bf16 (x and the tables 2-D, gamma 1-D)", i);
+      return H3_ERR;
+    }
+  if (x->rank != 2 || in[first + 3].type.dtype != H3_I32) {
+    h3cpu_error(c, op, "recompile the plan with h3c", "x must be bf16[T, H] and idx i32[T]");
+    return H3_ERR;
+  }
+  if (in[first + 1].type.dims[0] < 1 || (first == 3 && in[2].type.dims[0] < 1)) {
+    h3cpu_error(c, op, "recompile the plan with h3c", "an AdaLN table has no rows");
+    return H3_ERR;
+  }
+  j->T = x->dims[0];
+  j->H = x->dims[1];
+  j->G = in[first + 1].type.dims[0];
+  j->exact = strcmp(h3_op_attr_string(op, "tier", "exact"), "lossless") != 0;
+  j->mod_f32 = strcmp(h3_op_attr_string(op, "modulate", "bf16"), "f32") == 0;
+  j->eps = (float)h3_op_attr_float(op, "eps", 1e-5);
+  j->scale = in[first + 1].data;
+  j->shift = in[first + 2].data;
+  j->idx = in[first + 3].data;
+  const int64_t H = j->H, G = j->G;
+  j->w = malloc((size_t)(H ? H : 1) * sizeof(float));
+  j->weff = j->exact ? NULL : malloc((size_t)(G * H > 0 ? G * H : 1) * sizeof(float));
+  if (!j->w || (!j->exact && !j->weff)) {
+    free(j->w);
+    free(j->weff);
+    h3cpu_error(c, op, NULL, "out of memory");
+    return H3_ERR;
+  }
+  const float off = (float)h3_op_attr_float(op, "offset", 0.0);
+  const uint16_t *gamma = in[first].data;
+  for (int64_t k = 0; k < H; k++) j->w[k] = h3_bf16_to_f32(gamma[k]) + off;
+  for (int64_t g = 0; j->weff && g < G; g++) /* Plan A's merge: once for every table row */
+    for (int64_t k = 0; k < H; k++)
+      j->weff[g * H + k] = j->w[k] * (1.0f + h3_bf16_to_f32(j->scale[g * H + k]));
+  return H3_OK;
+}
+
+static void job_run(const h3_cpu_ctx *c, nm_job *j) {
+  h3cpu_parallel(c->pool, j->T, rows_range, j);
+  free(j->w);
+  free(j->weff);
+}
+
+H3_CPU_KERNEL(h3cpu_norm_modulate) {
+  (void)n_in, (void)n_out;
+  nm_job j;
+  if (job_init(c, op, in, 1, &j) != H3_OK) return H3_ERR;
+  j.residual = in[0].data;
+  j.y = out[0].data;
+  job_run(c, &j);
+  return H3_OK;
+}
+
+H3_CPU_KERNEL(h3cpu_residual_norm_modulate) {
+  (void)n_in, (void)n_out;
+  nm_job j;
+  if (job_init(c, op, in, 3, &j) != H3_OK) return H3_ERR;
+  j.residual = in[0].data;
+  j.update = in[1].data;
+  j.gate = in[2].data;
+  j.gate_rows = in[2].type.dims[0];
+  j.res_out = out[0].data;
+  j.y = out[1].data;
+  job_run(c, &j);
+  return H3_OK;
+}

@@ -1,0 +1,221 @@
+/* test_emu.c: the emitted CUDA C of norm_modulate / residual_norm_modulate run on the host
+ * under tests/codegen/host_emu.h (real threads per CUDA thread, __syncthreads barriers,
+ * xor shuffles), next to the kernels h3 emits for the unfused chains, on DiT-like inputs
+ * (nm_test.h), for the three graphs of kernels/emu_ops.ir (H = 5376, 2056, 64).
+ *   - exact Plan A == the unfused chain's kernels (rms_norm, gather, const, add, mul, add)
+ *     bitwise, and exact "f32" == the final layer's unfused kernels bitwise: the GPU form of
+ *     spec §2's exact-tier claim (same reduction code, same rsqrt form, no contraction);
+ *   - Plan B's residual' == U3 (independent reference) in both tiers; Plan B's output ==
+ *     the Plan A kernel of the same tier run on U3, bitwise; also with out0 == in0;
+ *   - lossless: passes the admission rule against exact (fp64 reference), and agrees with
+ *     the CPU backend's lossless op within 1 bf16 ulp (the GPU sums x^2 in a tree, the CPU
+ *     in ascending order; near-cancelling outputs within 2^-16 of their row's largest);
+ *     exact kernels agree with the CPU's exact op within 2 ulps (same exception).
+ */
+#include "nm_test.h"
+
+#include "h3/backend.h"
+#include "h3/codegen.h"
+#include "h3/op_registry.h"
+
+int emu_count(void);
+void emu_run(int i, void **args);
+
+typedef struct {
+  h3_op **ops;
+  int n, cap;
+} oplist;
+
+/* The kernel ops in walk order: emu_gen numbers its dispatcher cases the same way. */
+static int collect(h3_op *op, void *ctx) {
+  oplist *l = ctx;
+  if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
+  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    h3_op **p = realloc(l->ops, sizeof *p * (size_t)l->cap);
+    if (!p) return 1;
+    l->ops = p;
+  }
+  l->ops[l->n++] = op;
+  return 0;
+}
+
+static oplist kernels;
+static void **buf; /* by value id */
+
+static int kernel_index(const h3_op *op) {
+  for (int i = 0; i < kernels.n; i++)
+    if (kernels.ops[i] == op) return i;
+  return -1;
+}
+
+static h3_op *op_named(const h3_graph *g, const char *name) {
+  for (h3_op *op = g->body.first; op; op = op->next)
+    if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0) return op;
+  return NULL;
+}
+
+static uint16_t *out_of(const h3_graph *g, const char *name, int result) {
+  h3_op *op = op_named(g, name);
+  return op ? buf[op->results[result]->id] : NULL;
+}
+
+/* Runs op's kernel with explicit operand / result pointers. */
+static void run_with(const h3_op *op, void *const *in, void *const *out) {
+  void *args[16];
+  int n = 0;
+  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
+  for (int i = 0; i < op->n_results; i++) args[n++] = out[i];
+  emu_run(kernel_index(op), args);
+}
+
+/* Distance in units in the last place between two bf16 values (large for specials). */
+static int64_t ulps(uint16_t a, uint16_t b) {
+  if (!isfinite(nm_f(a)) || !isfinite(nm_f(b))) return a == b ? 0 : 1 << 20;
+  int64_t ia = a & 0x8000 ? -(int64_t)(a & 0x7fff) : a, ib = b & 0x8000 ? -(int64_t)(b & 0x7fff) : b;
+  return ia > ib ? ia - ib : ib - ia;
+}
+
+static int64_t max_ulps(const uint16_t *a, const uint16_t *b, int64_t n) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (ulps(a[i], b[i]) > m) m = ulps(a[i], b[i]);
+  return m;
+}
+
+/* Elements of rows [T, H] where a and c differ by more than `tol` ulps of the larger, and
+ * by more than 2^-16 of the row's largest |c|: an fp32 ulp of difference in r moves the
+ * terms x*r*w by ~1e-7 of their size, which a near-cancelling shift can make many ulps of
+ * a tiny output. Specials must match exactly. */
+static int64_t count_far(const uint16_t *a, const uint16_t *c, int64_t T, int64_t H, int tol) {
+  int64_t bad = 0;
+  for (int64_t t = 0; t < T; t++) {
+    double rowmax = 0;
+    for (int64_t k = 0; k < H; k++)
+      if (isfinite(nm_f(c[t * H + k])) && fabs(nm_f(c[t * H + k])) > rowmax)
+        rowmax = fabs(nm_f(c[t * H + k]));
+    for (int64_t k = 0; k < H; k++) {
+      uint16_t x = a[t * H + k], y = c[t * H + k];
+      if (ulps(x, y) <= tol) continue;
+      double d = fabs((double)nm_f(x) - nm_f(y));
+      bad += !isfinite(d) || d > rowmax * 0x1p-16;
+    }
+  }
+  return bad;
+}
+
+/* The CPU backend's result of op on the same operands (result `which`). */
+static uint16_t *cpu_result(const h3_op *op, void *const *in, int which, int64_t n) {
+  h3_tensor ti[8], to[2];
+  uint16_t *o[2] = {malloc((size_t)n * 2), malloc((size_t)n * 2)};
+  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
+  for (int i = 0; i < op->n_results; i++) to[i] = (h3_tensor){op->results[i]->type, o[i]};
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_status st = o[0] && o[1] ? h3_cpu_run_op(op, ti, op->n_operands, to, op->n_results, 1, 1, &d)
+                              : H3_ERR;
+  if (st != H3_OK) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(o[1 - which]);
+  if (st != H3_OK) {
+    free(o[which]);
+    return NULL;
+  }
+  return o[which];
+}
+
+static void test_graph(const h3_graph *g, uint64_t seed) {
+  const h3_type *xt = &g->inputs[0]->type;
+  const int64_t T = xt->dims[0], H = xt->dims[1], G = g->inputs[3]->type.dims[0], n = T * H;
+  fprintf(stderr, "graph @%s: T = %lld, H = %lld, G = %lld\n", g->name, (long long)T,
+          (long long)H, (long long)G);
+  nm_inputs in;
+  CHECK(nm_inputs_make(&in, T, H, G, 0.25, seed), "out of memory");
+  void *data[7] = {in.x, in.update, in.gamma, in.gate, in.scale, in.shift, in.idx};
+  for (int i = 0; i < 7; i++) buf[g->inputs[i]->id] = data[i];
+  for (h3_op *op = g->body.first; op; op = op->next) { /* the graph, kernel by kernel */
+    if (op->code == H3_OP_RETURN) break;
+    for (int r = 0; r < op->n_results; r++)
+      buf[op->results[r]->id] = calloc(1, (size_t)h3_type_bytes(&op->results[r]->type) + 16);
+    void *ins[8], *outs[2];
+    for (int i = 0; i < op->n_operands; i++) ins[i] = buf[op->operands[i]->id];
+    for (int r = 0; r < op->n_results; r++) outs[r] = buf[op->results[r]->id];
+    CHECK(kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
+    if (kernel_index(op) >= 0) run_with(op, ins, outs);
+  }
+  const uint16_t *y = out_of(g, "y", 0), *yf = out_of(g, "yf", 0), *ae = out_of(g, "ae", 0),
+                 *al = out_of(g, "al", 0), *fe = out_of(g, "fe", 0), *be0 = out_of(g, "be0", 0),
+                 *be1 = out_of(g, "be0", 1), *bl0 = out_of(g, "bl0", 0), *bl1 = out_of(g, "bl0", 1);
+  CHECK(memcmp(ae, y, (size_t)n * 2) == 0, "exact Plan A != the unfused kernels (%lld ulps)",
+        (long long)max_ulps(ae, y, n));
+  CHECK(memcmp(fe, yf, (size_t)n * 2) == 0, "exact fp32-modulate != the unfused kernels (%lld ulps)",
+        (long long)max_ulps(fe, yf, n));
+
+  uint16_t *u3 = malloc((size_t)n * 2), *t1 = malloc((size_t)n * 2), *t2 = malloc((size_t)n * 2);
+  nm_u3(&in, in.x, u3);
+  CHECK(memcmp(be0, u3, (size_t)n * 2) == 0 && memcmp(bl0, u3, (size_t)n * 2) == 0,
+        "residual' != U3");
+  const char *plan_a[2] = {"ae", "al"}, *plan_b[2] = {"be0", "bl0"};
+  const uint16_t *b_out[2] = {be1, bl1};
+  for (int tier = 0; tier < 2; tier++) {
+    void *a_in[5] = {u3, in.gamma, in.scale, in.shift, in.idx};
+    run_with(op_named(g, plan_a[tier]), a_in, (void *[]){t1});
+    CHECK(memcmp(t1, b_out[tier], (size_t)n * 2) == 0, "%s Plan B != (U3; Plan A)",
+          tier ? "lossless" : "exact");
+    memcpy(t2, in.x, (size_t)n * 2); /* in place: out0 == in0 */
+    void *b_in[7] = {t2, in.update, in.gate, in.gamma, in.scale, in.shift, in.idx};
+    run_with(op_named(g, plan_b[tier]), b_in, (void *[]){t2, t1});
+    CHECK(memcmp(t2, u3, (size_t)n * 2) == 0 && memcmp(t1, b_out[tier], (size_t)n * 2) == 0,
+          "%s Plan B in place differs", tier ? "lossless" : "exact");
+  }
+
+  double *y64 = malloc((size_t)n * sizeof(double));
+  nm_ref64(&in, in.x, 1e-5, 0.0, y64);
+  nm_err ex = nm_error(ae, al, y64, n), ca = nm_error(al, ae, y64, n);
+  nm_print_err("emitted Plan A exact", ex);
+  nm_print_err("emitted Plan A lossless", ca);
+  nm_verdict v = nm_admit(ex, ca);
+  CHECK(nm_passes(v), "emitted lossless fails admission (rms %d max %d mean %d)", v.rms_ok,
+        v.max_ok, v.mean_ok);
+
+  void *a_in[5] = {in.x, in.gamma, in.scale, in.shift, in.idx};
+  const char *names[3] = {"ae", "al", "fe"};
+  const uint16_t *emu[3] = {ae, al, fe};
+  for (int k = 0; k < 3; k++) {
+    uint16_t *c = cpu_result(op_named(g, names[k]), a_in, 0, n);
+    CHECK(c != NULL, "cpu %s", names[k]);
+    if (!c) continue;
+    int64_t far = count_far(emu[k], c, T, H, k == 1 ? 1 : 2);
+    CHECK(far == 0, "%s: %lld elements of the emitted kernel far from the CPU's (max %lld ulps)",
+          names[k], (long long)far, (long long)max_ulps(emu[k], c, n));
+    free(c);
+  }
+  free(u3), free(t1), free(t2), free(y64);
+  for (h3_op *op = g->body.first; op; op = op->next)
+    for (int r = 0; r < op->n_results; r++) free(buf[op->results[r]->id]);
+  nm_inputs_free(&in);
+}
+
+int main(void) {
+  const char *path = H3_SOURCE_DIR "/tests/normmod/kernels/emu_ops.ir";
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(text);
+  CHECK(m != NULL, "cannot read %s", path);
+  if (!m) return nm_report("normmod_emu");
+  h3_module_walk(m, collect, &kernels);
+  CHECK(kernels.n == emu_count(), "%d kernel ops, %d emitted", kernels.n, emu_count());
+  buf = calloc((size_t)m->next_value_id + 1, sizeof *buf);
+  for (int i = 0; buf && kernels.n == emu_count() && i < m->n_graphs; i++)
+    test_graph(m->graphs[i], 11 + (uint64_t)i);
+  free(buf);
+  free(kernels.ops);
+  h3_module_free(m);
+  return nm_report("normmod_emu");
+}

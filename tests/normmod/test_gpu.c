@@ -1,0 +1,419 @@
+/* test_gpu.c: norm+modulate on a GPU (label gpu; exits 77 without a usable CUDA driver):
+ * correctness at the H3 shape, then a micro-benchmark against device copies.
+ *
+ * Usage: normmod_gpu_test [--rows T] [--iters N] [--strict-perf]   (defaults 32768, 200)
+ * Kernels: nm_build.h's two graphs at [T, 5376] with a 12-row AdaLN table, compiled by
+ * NVRTC as a plan compiles them (exact with -fmad=false), launched with their launch rules.
+ * Inputs: DiT-like rows with outlier channels (nm_test.h), a few NaN / Inf in rows 0-3.
+ * Checks (failures exit 1):
+ *   - exact Plan A == the unfused exact kernels (rms_norm + fused modulate group) bitwise;
+ *     exact fp32 modulate == the final layer's unfused kernels bitwise;
+ *   - exact Plan B == the unfused exact Plan B chain (U3 group, rms_norm, modulate group)
+ *     bitwise, both outputs; residual' == U3 computed on the host in both tiers; Plan B ==
+ *     (U3; Plan A) bitwise in both tiers, also in place (out0 == in0);
+ *   - lossless Plan A and Plan B pass the admission rule against exact (fp64 reference on
+ *     the host), with NaN / Inf at the exact plan's positions.
+ * Benchmark (mean over N launches, CUDA events): device copies of x (T*H*2 bytes) and of
+ * twice that; the unfused chains; Plan A / Plan B in both tiers. Acceptance (issue 5):
+ * lossless Plan A <= 180 us at T = 32768 and within 3% of the copy of x; lossless Plan B
+ * within 3% of the copy of its bytes; lossless no slower than exact. A miss prints
+ * "PERF MISS" and fails only with --strict-perf.
+ */
+#include "nm_build.h"
+#include "nm_test.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+typedef CUresult (*fn_init)(unsigned);
+typedef CUresult (*fn_dev_get)(CUdevice *, int);
+typedef CUresult (*fn_dev_name)(char *, int, CUdevice);
+typedef CUresult (*fn_ctx_retain)(CUcontext *, CUdevice);
+typedef CUresult (*fn_ctx_set)(CUcontext);
+typedef CUresult (*fn_mod_load)(CUmodule *, const void *);
+typedef CUresult (*fn_mod_fn)(CUfunction *, CUmodule, const char *);
+typedef CUresult (*fn_alloc)(CUdeviceptr *, size_t);
+typedef CUresult (*fn_free)(CUdeviceptr);
+typedef CUresult (*fn_htod)(CUdeviceptr, const void *, size_t);
+typedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t);
+typedef CUresult (*fn_dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+typedef CUresult (*fn_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+typedef CUresult (*fn_sync)(void);
+typedef CUresult (*fn_ev_create)(CUevent *, unsigned);
+typedef CUresult (*fn_ev_record)(CUevent, CUstream);
+typedef CUresult (*fn_ev_sync)(CUevent);
+typedef CUresult (*fn_ev_elapsed)(float *, CUevent, CUevent);
+
+static struct {
+  fn_init init;
+  fn_dev_get dev_get;
+  fn_dev_name dev_name;
+  fn_ctx_retain ctx_retain;
+  fn_ctx_set ctx_set;
+  fn_mod_load mod_load;
+  fn_mod_fn mod_fn;
+  fn_alloc alloc;
+  fn_free free_;
+  fn_htod htod;
+  fn_dtoh dtoh;
+  fn_dtod dtod;
+  fn_launch launch;
+  fn_sync sync;
+  fn_ev_create ev_create;
+  fn_ev_record ev_record;
+  fn_ev_sync ev_sync;
+  fn_ev_elapsed ev_elapsed;
+} cu;
+
+static char device_name[256];
+
+static bool load_driver(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!h) return false;
+#define SYM(field, name) \
+  if (!(*(void **)&cu.field = dlsym(h, name))) return false;
+  SYM(init, "cuInit");
+  SYM(dev_get, "cuDeviceGet");
+  SYM(dev_name, "cuDeviceGetName");
+  SYM(ctx_retain, "cuDevicePrimaryCtxRetain");
+  SYM(ctx_set, "cuCtxSetCurrent");
+  SYM(mod_load, "cuModuleLoadData");
+  SYM(mod_fn, "cuModuleGetFunction");
+  SYM(alloc, "cuMemAlloc_v2");
+  SYM(free_, "cuMemFree_v2");
+  SYM(htod, "cuMemcpyHtoD_v2");
+  SYM(dtoh, "cuMemcpyDtoH_v2");
+  SYM(dtod, "cuMemcpyDtoDAsync_v2");
+  SYM(launch, "cuLaunchKernel");
+  SYM(sync, "cuCtxSynchronize");
+  SYM(ev_create, "cuEventCreate");
+  SYM(ev_record, "cuEventRecord");
+  SYM(ev_sync, "cuEventSynchronize");
+  if (!(*(void **)&cu.ev_elapsed = dlsym(h, "cuEventElapsedTime_v2")))
+    SYM(ev_elapsed, "cuEventElapsedTime");
+#undef SYM
+  CUdevice dev;
+  CUcontext ctx;
+  if (cu.init(0) != CUDA_SUCCESS || cu.dev_get(&dev, 0) != CUDA_SUCCESS ||
+      cu.ctx_retain(&ctx, dev) != CUDA_SUCCESS || cu.ctx_set(ctx) != CUDA_SUCCESS)
+    return false;
+  if (cu.dev_name(device_name, sizeof device_name, dev) != CUDA_SUCCESS) device_name[0] = 0;
+  return true;
+}
+
+#define CU_OK(call, what)                                                                          \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                                      \
+      fprintf(stderr, "normmod_gpu: %s failed (CUresult %d)\n", what, (int)r_);                    \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* ---- one graph on the device ----------------------------------------------------------------- */
+typedef struct {
+  nm_kernel_set ks;
+  CUfunction fn[64];
+} dev_graph;
+
+static void load_graph(h3_module *m, int graph, h3_arena *a, dev_graph *g) {
+  if (!nm_emit(m, graph, a, &g->ks)) exit(1);
+  h3_nvrtc_job jobs[2];
+  char *src[2];
+  if (!nm_compile(&g->ks, jobs, src)) exit(1);
+  CUmodule mod[2] = {0, 0};
+  for (int t = 0; t < 2; t++)
+    if (src[t]) CU_OK(cu.mod_load(&mod[t], jobs[t].cubin), "loading a cubin");
+  for (int i = 0; i < g->ks.n; i++) {
+    int t = strcmp(g->ks.k[i].tier, "lossless") == 0;
+    CU_OK(cu.mod_fn(&g->fn[i], mod[t], g->ks.k[i].name), g->ks.k[i].name);
+  }
+  for (int t = 0; t < 2; t++) { /* the modules stay loaded until the process ends */
+    if (src[t]) h3_nvrtc_job_free(&jobs[t]);
+    free(src[t]);
+  }
+}
+
+static void launch(const dev_graph *g, int i, const CUdeviceptr *in, const CUdeviceptr *out) {
+  const h3_kernel *k = &g->ks.k[i];
+  const h3_op *op = g->ks.ops[i];
+  CUdeviceptr ptr[16];
+  void *params[16];
+  int n = 0;
+  for (int j = 0; j < op->n_operands; j++) ptr[n++] = in[j];
+  for (int j = 0; j < op->n_results; j++) ptr[n++] = out[j];
+  for (int j = 0; j < n; j++) params[j] = &ptr[j];
+  CU_OK(cu.launch(g->fn[i], (unsigned)k->grid[0], (unsigned)k->grid[1], (unsigned)k->grid[2],
+                  (unsigned)k->block[0], (unsigned)k->block[1], (unsigned)k->block[2],
+                  (unsigned)k->shared_bytes, NULL, params, NULL),
+        k->name);
+}
+
+static CUdeviceptr *dptr; /* by value id */
+
+static CUdeviceptr dalloc(size_t bytes) {
+  CUdeviceptr p;
+  CU_OK(cu.alloc(&p, bytes ? bytes : 1), "cuMemAlloc");
+  return p;
+}
+
+/* Runs every kernel of g in order; results get fresh device buffers. */
+static void run_graph(const dev_graph *g) {
+  for (int i = 0; i < g->ks.n; i++) {
+    const h3_op *op = g->ks.ops[i];
+    CUdeviceptr in[8], out[2];
+    for (int j = 0; j < op->n_operands; j++) in[j] = dptr[op->operands[j]->id];
+    for (int j = 0; j < op->n_results; j++) {
+      if (!dptr[op->results[j]->id])
+        dptr[op->results[j]->id] = dalloc((size_t)h3_type_bytes(&op->results[j]->type));
+      out[j] = dptr[op->results[j]->id];
+    }
+    launch(g, i, in, out);
+  }
+  CU_OK(cu.sync(), "running the graph");
+}
+
+static uint16_t *download(CUdeviceptr p, int64_t n) {
+  uint16_t *h = malloc((size_t)n * 2);
+  if (!h) exit(1);
+  CU_OK(cu.dtoh(h, p, (size_t)n * 2), "download");
+  return h;
+}
+
+/* Result r of the kernel op of g whose result 0 is named `name`. */
+static CUdeviceptr result_of(const dev_graph *g, const char *name, int r) {
+  int i = nm_find(&g->ks, name);
+  if (i < 0) {
+    fprintf(stderr, "normmod_gpu: no op %%%s\n", name);
+    exit(1);
+  }
+  return dptr[g->ks.ops[i]->results[r]->id];
+}
+
+/* The value graph gr returns as its output i. */
+static CUdeviceptr returned(const h3_graph *gr, int i) {
+  return dptr[gr->body.last->operands[i]->id];
+}
+
+/* ---- timing ----------------------------------------------------------------------------------- */
+typedef void (*bench_fn)(void *ctx);
+
+static double time_us(bench_fn f, void *ctx, int iters) {
+  CUevent e0, e1;
+  CU_OK(cu.ev_create(&e0, 0), "cuEventCreate");
+  CU_OK(cu.ev_create(&e1, 0), "cuEventCreate");
+  for (int i = 0; i < 5; i++) f(ctx);
+  CU_OK(cu.ev_record(e0, NULL), "cuEventRecord");
+  for (int i = 0; i < iters; i++) f(ctx);
+  CU_OK(cu.ev_record(e1, NULL), "cuEventRecord");
+  CU_OK(cu.ev_sync(e1), "cuEventSynchronize");
+  float ms = 0;
+  CU_OK(cu.ev_elapsed(&ms, e0, e1), "cuEventElapsedTime");
+  return 1000.0 * ms / iters;
+}
+
+typedef struct {
+  CUdeviceptr dst, src;
+  size_t bytes;
+} copy_job;
+static void do_copy(void *c) {
+  copy_job *j = c;
+  CU_OK(cu.dtod(j->dst, j->src, j->bytes, NULL), "cuMemcpyDtoDAsync");
+}
+
+typedef struct {
+  const dev_graph *g;
+  int ids[4], n;
+  CUdeviceptr in[4][8], out[4][2];
+} kernel_job;
+static void do_kernels(void *c) {
+  kernel_job *j = c;
+  for (int i = 0; i < j->n; i++) launch(j->g, j->ids[i], j->in[i], j->out[i]);
+}
+
+/* A job of the kernels of g from index `from` to `to` (inclusive) on the graph's buffers;
+ * with `dst`, result 0 of the last one goes there instead. */
+static kernel_job job_of(const dev_graph *g, int from, int to, CUdeviceptr out0) {
+  kernel_job j;
+  memset(&j, 0, sizeof j);
+  j.g = g;
+  for (int i = from; i <= to; i++, j.n++) {
+    const h3_op *op = g->ks.ops[i];
+    j.ids[j.n] = i;
+    for (int k = 0; k < op->n_operands; k++) j.in[j.n][k] = dptr[op->operands[k]->id];
+    for (int k = 0; k < op->n_results; k++) j.out[j.n][k] = dptr[op->results[k]->id];
+  }
+  if (out0) j.out[j.n - 1][0] = out0;
+  return j;
+}
+
+/* ---- main -------------------------------------------------------------------------------------- */
+int main(int argc, char **argv) {
+  int64_t T = 32768;
+  int iters = 200;
+  bool strict = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--rows") && i + 1 < argc) T = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--strict-perf")) strict = true;
+    else {
+      fprintf(stderr, "usage: %s [--rows T] [--iters N] [--strict-perf]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (T < 8 || iters < 1) {
+    fprintf(stderr, "normmod_gpu: --rows must be >= 8 and --iters >= 1\n");
+    return 2;
+  }
+  if (!load_driver()) {
+    fprintf(stderr, "normmod_gpu: no usable CUDA driver/GPU; skipped\n");
+    return 77;
+  }
+  const int64_t H = 5376, G = 12, n = T * H;
+  const size_t bytes = (size_t)n * 2;
+  printf("normmod_gpu on %s: rows %lld, H %lld, AdaLN rows %lld\n", device_name, (long long)T,
+         (long long)H, (long long)G);
+  h3_module *m = nm_module(T, H, G, true);
+  if (!m) return 1;
+  h3_arena a;
+  h3_arena_init(&a);
+  dev_graph *gg = calloc(1, sizeof *gg), *gu = calloc(1, sizeof *gu);
+  dptr = calloc((size_t)m->next_value_id + 1, sizeof *dptr);
+  if (!gg || !gu || !dptr) return 1;
+  load_graph(m, 0, &a, gg);
+  load_graph(m, 1, &a, gu);
+
+  nm_inputs in;
+  if (!nm_inputs_make(&in, T, H, G, 0.25, 5)) return 1;
+  in.x[0 * H + 5] = 0x7fc0; /* NaN */
+  in.x[1 * H + 9] = 0x7f80; /* +Inf */
+  in.x[2 * H + 11] = 0xff80; /* -Inf */
+  in.scale[(int64_t)nm_row(in.idx[3], G) * H + 17] = 0x7fc0;
+  const void *host[7] = {in.x, in.update, in.gamma, in.gate, in.scale, in.shift, in.idx};
+  for (int gi = 0; gi < 2; gi++)
+    for (int i = 0; i < 7; i++) {
+      const h3_value *v = m->graphs[gi]->inputs[i];
+      size_t b = (size_t)h3_type_bytes(&v->type);
+      dptr[v->id] = dalloc(b);
+      CU_OK(cu.htod(dptr[v->id], host[i], b), "upload");
+    }
+  run_graph(gg);
+  run_graph(gu);
+
+  /* ---- correctness ---- */
+  uint16_t *y = download(returned(m->graphs[0], 0), n), *yf = download(returned(m->graphs[0], 1), n);
+  uint16_t *ae = download(result_of(gg, "ae", 0), n), *al = download(result_of(gg, "al", 0), n);
+  uint16_t *fe = download(result_of(gg, "fe", 0), n);
+  uint16_t *be0 = download(result_of(gg, "be", 0), n), *be1 = download(result_of(gg, "be", 1), n);
+  uint16_t *bl0 = download(result_of(gg, "bl", 0), n), *bl1 = download(result_of(gg, "bl", 1), n);
+  uint16_t *ux1 = download(returned(m->graphs[1], 0), n), *uy = download(returned(m->graphs[1], 1), n);
+  CHECK(memcmp(ae, y, bytes) == 0, "exact Plan A != unfused exact kernels");
+  CHECK(memcmp(fe, yf, bytes) == 0, "exact fp32 modulate != unfused exact kernels");
+  CHECK(memcmp(be0, ux1, bytes) == 0 && memcmp(be1, uy, bytes) == 0,
+        "exact Plan B != unfused exact Plan B chain");
+  uint16_t *u3 = malloc(bytes), *t = NULL;
+  if (!u3) return 1;
+  nm_u3(&in, in.x, u3);
+  CHECK(nm_equal_nan(be0, u3, n) && nm_equal_nan(bl0, u3, n), "residual' != host U3");
+  CUdeviceptr tmp = dalloc(bytes), tmp2 = dalloc(bytes);
+  const char *pa[2] = {"ae", "al"}, *pb[2] = {"be", "bl"};
+  uint16_t *bout[2] = {be1, bl1};
+  for (int tier = 0; tier < 2; tier++) {
+    int ia = nm_find(&gg->ks, pa[tier]), ib = nm_find(&gg->ks, pb[tier]);
+    const h3_op *opa = gg->ks.ops[ia];
+    CUdeviceptr ain[5] = {result_of(gg, pb[tier], 0), dptr[opa->operands[1]->id],
+                          dptr[opa->operands[2]->id], dptr[opa->operands[3]->id],
+                          dptr[opa->operands[4]->id]};
+    launch(gg, ia, ain, (CUdeviceptr[]){tmp});
+    CU_OK(cu.sync(), "Plan A on U3");
+    t = download(tmp, n);
+    CHECK(memcmp(t, bout[tier], bytes) == 0, "%s Plan B != (U3; Plan A)", tier ? "lossless" : "exact");
+    free(t);
+    const h3_op *opb = gg->ks.ops[ib];
+    CU_OK(cu.htod(tmp2, in.x, bytes), "upload x");
+    CUdeviceptr bin[7] = {tmp2};
+    for (int k = 1; k < 7; k++) bin[k] = dptr[opb->operands[k]->id];
+    launch(gg, ib, bin, (CUdeviceptr[]){tmp2, tmp});
+    CU_OK(cu.sync(), "Plan B in place");
+    uint16_t *r0 = download(tmp2, n), *r1 = download(tmp, n);
+    CHECK(nm_equal_nan(r0, u3, n) && memcmp(r1, bout[tier], bytes) == 0,
+          "%s Plan B in place differs", tier ? "lossless" : "exact");
+    free(r0), free(r1);
+  }
+  double *y64 = malloc((size_t)n * sizeof(double));
+  if (!y64) return 1;
+  struct {
+    const char *name;
+    const uint16_t *x, *e, *c;
+  } sites[2] = {{"Plan A", in.x, ae, al}, {"Plan B", u3, be1, bl1}};
+  for (int s = 0; s < 2; s++) {
+    nm_ref64(&in, sites[s].x, 1e-5, 0.0, y64);
+    nm_err ex = nm_error(sites[s].e, sites[s].c, y64, n), ca = nm_error(sites[s].c, sites[s].e, y64, n);
+    char label[64];
+    snprintf(label, sizeof label, "%s exact", sites[s].name);
+    nm_print_err(label, ex);
+    snprintf(label, sizeof label, "%s lossless", sites[s].name);
+    nm_print_err(label, ca);
+    nm_verdict v = nm_admit(ex, ca);
+    CHECK(nm_passes(v), "%s lossless fails admission (rms %d max %d mean %d)", sites[s].name,
+          v.rms_ok, v.max_ok, v.mean_ok);
+    CHECK(nm_special_mismatch(sites[s].e, sites[s].c, n) == 0, "%s: NaN/Inf positions differ",
+          sites[s].name);
+  }
+  int correctness_failures = nm_failures;
+
+  /* ---- benchmark ---- */
+  CUdeviceptr big_src = dalloc(2 * bytes), big_dst = dalloc(2 * bytes);
+  copy_job c1 = {tmp, dptr[m->graphs[0]->inputs[0]->id], bytes}, c2 = {big_dst, big_src, 2 * bytes};
+  int i_u3 = -1, i_urms = -1, i_umod = -1;
+  for (int i = 0; i < gu->ks.n; i++) {
+    if (gu->ks.ops[i]->code == H3_OP_RMS_NORM) i_urms = i;
+    else if (gu->ks.ops[i]->code == H3_OP_FUSED && i_urms < 0) i_u3 = i;
+    else if (gu->ks.ops[i]->code == H3_OP_FUSED) i_umod = i;
+  }
+  if (i_u3 < 0 || i_urms < 0 || i_umod < 0) {
+    fprintf(stderr, "normmod_gpu: unexpected kernel list of the unfused chains\n");
+    return 1;
+  }
+  struct {
+    const char *name;
+    double bytes_per_elem, us;
+    kernel_job job;
+    copy_job *copy;
+  } rows[] = {
+      {"copy of x (device to device)", 4, 0, {0}, &c1},
+      {"copy of 2x (Plan B's bytes)", 8, 0, {0}, &c2},
+      {"unfused Plan A: rms_norm + modulate", 8, 0, job_of(gu, i_urms, i_umod, 0), NULL},
+      {"unfused Plan B: U3 + rms_norm + modulate", 14, 0, job_of(gu, i_u3, i_umod, 0), NULL},
+      {"Plan A exact", 4, 0, job_of(gg, nm_find(&gg->ks, "ae"), nm_find(&gg->ks, "ae"), tmp), NULL},
+      {"Plan A lossless", 4, 0, job_of(gg, nm_find(&gg->ks, "al"), nm_find(&gg->ks, "al"), tmp), NULL},
+      {"Plan A exact, fp32 modulate", 4, 0, job_of(gg, nm_find(&gg->ks, "fe"), nm_find(&gg->ks, "fe"), tmp), NULL},
+      {"Plan B exact", 8, 0, job_of(gg, nm_find(&gg->ks, "be"), nm_find(&gg->ks, "be"), 0), NULL},
+      {"Plan B lossless", 8, 0, job_of(gg, nm_find(&gg->ks, "bl"), nm_find(&gg->ks, "bl"), 0), NULL},
+  };
+  const int n_rows = (int)(sizeof rows / sizeof rows[0]);
+  printf("\n%-42s %10s %10s %10s\n", "kernel", "us", "GB/s", "vs copy");
+  for (int r = 0; r < n_rows; r++) {
+    rows[r].us = rows[r].copy ? time_us(do_copy, rows[r].copy, iters)
+                              : time_us(do_kernels, &rows[r].job, iters);
+    double gbs = rows[r].bytes_per_elem * (double)n / (rows[r].us * 1e-6) / 1e9;
+    double base = rows[r].bytes_per_elem >= 8 ? rows[1].us : rows[0].us;
+    printf("%-42s %10.1f %10.0f %9.3fx\n", rows[r].name, rows[r].us, gbs, rows[r].us / base);
+  }
+  int perf_miss = 0;
+  double a_l = rows[5].us, a_e = rows[4].us, b_l = rows[8].us, b_e = rows[7].us;
+  if (T == 32768 && a_l > 180.0) perf_miss++, printf("PERF MISS: lossless Plan A %.1f us > 180 us\n", a_l);
+  if (a_l > 1.03 * rows[0].us) perf_miss++, printf("PERF MISS: lossless Plan A %.3fx the copy of x\n", a_l / rows[0].us);
+  if (b_l > 1.03 * rows[1].us) perf_miss++, printf("PERF MISS: lossless Plan B %.3fx the copy of its bytes\n", b_l / rows[1].us);
+  if (a_l > a_e * 1.01 || b_l > b_e * 1.01) perf_miss++, printf("PERF MISS: lossless slower than exact\n");
+  printf("speedup over the unfused chains: Plan A lossless %.2fx, Plan B lossless %.2fx\n",
+         rows[2].us / a_l, rows[3].us / b_l);
+  printf("%s\n", perf_miss ? "perf: targets missed (see PERF MISS)" : "perf: all targets met");
+  free(y), free(yf), free(ae), free(al), free(fe), free(be0), free(be1), free(bl0), free(bl1);
+  free(ux1), free(uy), free(u3), free(y64);
+  nm_inputs_free(&in);
+  int st = nm_report("normmod_gpu");
+  if (correctness_failures) return 1;
+  return st ? st : (strict && perf_miss ? 1 : 0);
+}

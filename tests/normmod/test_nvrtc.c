@@ -1,0 +1,61 @@
+/* test_nvrtc.c: NVRTC compiles the norm+modulate kernels for sm_90 (no GPU needed), in the
+ * translation units a plan gives them (exact: -fmad=false; lossless: contraction allowed),
+ * next to the kernels of the unfused chains, at the H3 shape [32768, 5376] with a 12-row
+ * AdaLN table and at [3, 2056]. Checks the launch rule (one 256-thread block per row), the
+ * names (h3_<op>_<hash of the source>), that only the lossless kernels use an fma, and
+ * that Plan B's residual pointers (in0, out0: one buffer when updated in place) are the
+ * only ones without __restrict__.
+ */
+#include "nm_build.h"
+#include "nm_test.h"
+
+static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse) {
+  fprintf(stderr, "[%lld, %lld], G = %lld\n", (long long)T, (long long)H, (long long)G);
+  h3_module *m = nm_module(T, H, G, fuse);
+  CHECK(m != NULL, "module");
+  if (!m) return;
+  h3_arena a;
+  h3_arena_init(&a);
+  nm_kernel_set *ks = calloc(1, sizeof *ks);
+  CHECK(ks && nm_emit(m, 0, &a, ks), "emitting");
+  const char *names[5] = {"ae", "al", "fe", "be", "bl"};
+  const char *tiers[5] = {"exact", "lossless", "exact", "exact", "lossless"};
+  for (int i = 0; ks && i < 5; i++) {
+    int j = nm_find(ks, names[i]);
+    CHECK(j >= 0, "no kernel for %%%s", names[i]);
+    if (j < 0) continue;
+    const h3_kernel *k = &ks->k[j];
+    CHECK(strcmp(k->tier, tiers[i]) == 0, "%s: tier %s", names[i], k->tier);
+    CHECK(k->grid[0] == T && k->block[0] == 256 && !k->inplace, "%s: launch %lld x %lld",
+          names[i], (long long)k->grid[0], (long long)k->block[0]);
+    CHECK(h3_codegen_name_matches(k->name, k->op, k->source), "%s: name %s", names[i], k->name);
+    CHECK((strstr(k->source, "__fmaf_rn") != NULL) == (strcmp(tiers[i], "lossless") == 0),
+          "%s: fma use does not match the tier", names[i]);
+    if (names[i][0] == 'b')
+      CHECK(strstr(k->source, "const h3_bf16 * in0, const h3_bf16 * __restrict__ in1") &&
+                strstr(k->source, "h3_bf16 * out0, h3_bf16 * __restrict__ out1"),
+            "%s: restrict qualifiers", names[i]);
+  }
+  h3_nvrtc_job jobs[2];
+  char *src[2] = {NULL, NULL};
+  bool ok = ks && nm_compile(ks, jobs, src);
+  CHECK(ok && src[0] && src[1], "NVRTC failed (see the log above)");
+  for (int t = 0; ok && t < 2; t++) {
+    CHECK(jobs[t].cubin_len > 0, "empty cubin");
+    h3_nvrtc_job_free(&jobs[t]);
+    free(src[t]);
+  }
+  free(ks);
+  h3_arena_free(&a);
+  h3_module_free(m);
+}
+
+int main(void) {
+  if (strcmp(h3_nvrtc_version(), "unavailable") == 0) {
+    fprintf(stderr, "normmod_nvrtc: libnvrtc not found; skipped\n");
+    return 77;
+  }
+  check_shape(32768, 5376, 12, true);
+  check_shape(3, 2056, 2, false);
+  return nm_report("normmod_nvrtc");
+}
