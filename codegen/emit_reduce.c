@@ -50,13 +50,20 @@ void emit_rms_accum(h3_strbuf *s, int vec, const char *arr) {
                       "__fmul_rn(%s[k], %s[k]));\n", vec, arr, arr);
 }
 
+/* A block of one warp (block == 32) needs no shared memory: tot = 0 + the warp's sum, the
+ * same arithmetic as the general combine over one warp, so r is the same bits. That form
+ * also serves kernels that give each warp a row of its own. */
 void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps) {
   h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
-                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n"
-                      "  if ((tid & 31) == 0) part[tid >> 5] = ss;\n  __syncthreads();\n"
-                      "  float tot = 0.0f;\n");
-  h3_strbuf_printf(s, "#pragma unroll\n  for (int w = 0; w < %d; w++) tot = __fadd_rn(tot, part[w]);\n",
-                   block / 32);
+                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n");
+  if (block == 32) {
+    h3_strbuf_append(s, "  const float tot = __fadd_rn(0.0f, ss);\n");
+  } else {
+    h3_strbuf_append(s, "  if ((tid & 31) == 0) part[tid >> 5] = ss;\n  __syncthreads();\n"
+                        "  float tot = 0.0f;\n");
+    h3_strbuf_printf(s, "#pragma unroll\n  for (int w = 0; w < %d; w++) tot = __fadd_rn(tot, part[w]);\n",
+                     block / 32);
+  }
   h3_strbuf e;
   h3_strbuf_init(&e);
   emit_literal(&e, H3_F32, eps, false);
@@ -71,11 +78,27 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_strbuf *s = &ec->src;
   int vec = n % 8 == 0 ? 8 : 1;
   int block = emit_row_block(n / vec, 256);
+  /* short rows (one warp per row, e.g. per-head q/k norms of 128): each warp of a 256-thread
+     block takes a row of its own, with the single-warp reduction (same bits) */
+  const int rows_per_block = block == 32 ? 8 : 1;
   h3_type in_t[2] = {op->operands[0]->type, op->operands[1]->type};
   h3_type out_t = op->results[0]->type;
-  emit_signature(ec, 2, in_t, 1, &out_t, NULL, block, true);
-  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
-  row_head(s, rows, n, h3_codegen_ctype(in_t[0].dtype), h3_codegen_ctype(out_t.dtype), n);
+  emit_signature(ec, 2, in_t, 1, &out_t, NULL, block * rows_per_block, true);
+  if (rows_per_block == 1) {
+    h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
+    row_head(s, rows, n, h3_codegen_ctype(in_t[0].dtype), h3_codegen_ctype(out_t.dtype), n);
+  } else {
+    /* a warp past the last row works on the last row and stores nothing: every thread of
+       the block reaches every shuffle */
+    h3_strbuf_printf(s, "  const long long wrow = blockIdx.x * %dll + (threadIdx.x >> 5);\n"
+                        "  const bool live = wrow < %lldll;\n"
+                        "  const long long row = live ? wrow : %lldll;\n",
+                     rows_per_block, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0));
+    h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n  %s *y = out0 + row * %lldll;\n"
+                        "  const int tid = threadIdx.x & 31;\n",
+                     h3_codegen_ctype(in_t[0].dtype), (long long)n, h3_codegen_ctype(out_t.dtype),
+                     (long long)n);
+  }
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
   chunk_loop(s, vec, n, block, "float", "x", "v");
   emit_rms_accum(s, vec, "v");
@@ -91,11 +114,13 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_strbuf_printf(s, "    float o[%d];\n#pragma unroll\n    for (int k = 0; k < %d; k++) "
                       "o[k] = __fmul_rn(__fmul_rn(v[k], r), __fadd_rn((float)wv[k], %s));\n",
                    vec, vec, off.data ? off.data : "0");
-  if (vec == 8) h3_strbuf_append(s, "    h3_st8(y, u * 8, o);\n  }\n}\n");
-  else h3_strbuf_append(s, "    h3_st(y, u, o[0]);\n  }\n}\n");
+  const char *guard = rows_per_block > 1 ? "if (live) " : "";
+  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(y, u * 8, o);\n  }\n}\n", guard);
+  else h3_strbuf_printf(s, "    %sh3_st(y, u, o[0]);\n  }\n}\n", guard);
   h3_strbuf_free(&off);
-  ec->k->grid[0] = rows > 0 ? rows : 1;
-  ec->k->block[0] = block;
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  ec->k->grid[0] = blocks > 0 ? blocks : 1;
+  ec->k->block[0] = block * rows_per_block;
   return emit_args(ec, 2, 1, false);
 }
 

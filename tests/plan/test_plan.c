@@ -167,13 +167,13 @@ static void test_errors(const char *good) {
   expect_error("source edited", t, buf, src_line);
   free(t);
   /* a key missing in a kernel */
-  t = edit(good, "  grid: [8, 1, 1]\n", "");
+  t = edit(good, "  grid: [1, 1, 1]\n", "");
   snprintf(buf, sizeof buf, "missing key 'grid' in kernel '%s'", kname);
   expect_error("missing grid", t, buf, line_of(good, "\n- name: h3_") + 1);
   free(t);
-  t = edit(good, "  grid: [8, 1, 1]\n", "  grid: [8, 1]\n");
+  t = edit(good, "  grid: [1, 1, 1]\n", "  grid: [1, 1]\n");
   snprintf(buf, sizeof buf, "'grid' in kernel '%s' must be a list of 3 integers, got 2 entries", kname);
-  expect_error("short grid", t, buf, line_of(good, "  grid: [8, 1, 1]"));
+  expect_error("short grid", t, buf, line_of(good, "  grid: [1, 1, 1]"));
   free(t);
   t = edit(good, "  tu: 0\n", "  tu: 7\n");
   snprintf(buf, sizeof buf, "kernel '%s': translation unit 7 does not exist", kname);
