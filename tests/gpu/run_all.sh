@@ -100,6 +100,21 @@ for section in $SECTIONS; do
       --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_s3.safetensors"
     step full_s3_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_s3.safetensors"
     ;;
+  spectrum)
+    # tiny: the Spectrum program on cuda equals cpu; then full dims, 49 steps with the H3
+    # recipe 11/5/1.0 and without Spectrum, for the speed-up and the latents' relative L2
+    step tiny_spec_cuda 120 "$BIN/h3exec" "$PLANS/h3_tiny_spec.plan" --backend cuda --weights random \
+      --seed 3 --out "$WORK/tiny_spec_cuda.safetensors"
+    step tiny_spec_cpu 120 "$BIN/h3exec" "$PLANS/h3_tiny_spec.plan" --backend cpu --weights random \
+      --seed 3 --out "$WORK/tiny_spec_cpu.safetensors"
+    step tiny_spec_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_spec_cuda.safetensors" \
+      "$WORK/tiny_spec_cpu.safetensors" 1e-2
+    step full_spec 300 "$BIN/h3exec" "$PLANS/h3_full_spec.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --iterations 1 --out "$LOG/full_spec.safetensors"
+    ;;
+  normmod)
+    step normmod_gpu 300 "$BIN/normmod_gpu_test" --iters 200
+    ;;
   block)
     step block_bench 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" --iters 5 \
       --warmup 2 --profile 3
@@ -113,6 +128,10 @@ for section in $SECTIONS; do
     step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention cudnn \
       --weights random --seed 3 --iterations 1 --out "$WORK/full_sample.safetensors"
     step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_sample.safetensors"
+    if [ -f "$LOG/full_spec.safetensors" ]; then # Spectrum's latents against these (nmse = rel L2 squared)
+      step spec_vs_full 60 python3 tests/gpu/compare_outputs.py "$LOG/full_spec.safetensors" \
+        "$WORK/full_sample.safetensors" 1e9
+    fi
     peers_src=()
     [ -f "$LOG/peers.json" ] && peers_src=(--torch-json "$LOG/peers.json")
     step sample_table 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
@@ -120,7 +139,7 @@ for section in $SECTIONS; do
     sed -n '/^== one H3 block/,$p' "$WORK/sample_table.log" | tee "$LOG/block_table.txt"
     ;;
   *)
-    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 block peers sample)" >&2
+    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 spectrum normmod block peers sample)" >&2
     failures=$((failures + 1))
     ;;
   esac

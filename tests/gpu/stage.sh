@@ -2,7 +2,7 @@
 # stage.sh: builds, here on the machine without a GPU, everything tests/gpu/run_all.sh needs
 # on the GPU machine, into one folder that travels with the device call (name it in carry):
 #   STAGE/bin/     h3c, h3exec, gpu_compile_check, test_gpu_ops, test_gpu_model, attention_bench,
-#                  block_bench
+#                  block_bench, normmod_gpu_test
 #   STAGE/plans/   h3_tiny.plan (lossless), h3_full_s3.plan (full dims, 3 denoising steps),
 #                  h3_full.plan (full dims, the 49-step sample), h3_full_l1.plan and
 #                  h3_full_l3.plan (full dims with 1 and 3 layers: bench/block_bench.c)
@@ -16,17 +16,20 @@ B=${1:-build-gpu}
 S=$B/stage
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE="${H3_STAGE_BUILD_TYPE:-RelWithDebInfo}" > /dev/null
 cmake --build "$B" -j2 --target h3c h3exec gpu_compile_check test_gpu_ops test_gpu_model attention_bench \
-  block_bench
+  block_bench normmod_gpu_test
 rm -rf "$S"
 mkdir -p "$S/bin" "$S/plans" "$S/kcache"
 cp "$B/h3c" "$B/h3exec" "$S/bin/"
 for t in gpu_compile_check test_gpu_ops test_gpu_model attention_bench block_bench; do cp "$B/tests/gpu/$t" "$S/bin/"; done
+cp "$B/tests/normmod/normmod_gpu_test" "$S/bin/"
 strip --strip-debug "$S"/bin/*
 export H3_KERNEL_CACHE_DIR=$PWD/$S/kcache
 "$S/bin/gpu_compile_check"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny -o "$S/plans/h3_tiny.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 -o "$S/plans/h3_full_s3.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full -o "$S/plans/h3_full.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --spectrum=11:5:1.0 -o "$S/plans/h3_tiny_spec.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config full --spectrum=11:5:1.0 -o "$S/plans/h3_full_spec.plan"
 for l in 1 3; do
   "$S/bin/h3c" compile models/minimax_h3.g --config full --set layers=$l -o "$S/plans/h3_full_l$l.plan"
 done
