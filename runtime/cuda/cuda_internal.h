@@ -12,7 +12,8 @@
  * fill), cuda_gemm.c (cuBLASLt), cuda_attention.c (the attention interface and the
  * reference kernel), cuda_flash.c (flash attention with mma.sync), cuda_cudnn.c (cuDNN
  * fused SDPA through the backend graph API), cuda_graph.c (capture and replay),
- * cuda_weights.c (random weights on the device).
+ * cuda_weights.c (random weights on the device), cuda_int8.c (linear_int8: cuBLASLt int8
+ * GEMM and the fixed dequantization epilogue).
  */
 #ifndef H3_CUDA_INTERNAL_H
 #define H3_CUDA_INTERNAL_H
@@ -27,6 +28,7 @@
 #define CU_ARG_OUT 1000 /* kernel argument codes: j = operand j, CU_ARG_OUT + j = result j */
 #define CU_ARG_SEED (-1)
 #define CU_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt / cuDNN workspace, fixed */
+#define CU_INT8_ACC_MAX_BYTES ((size_t)1 << 30) /* int32 accumulators of one int8 GEMM chunk */
 
 /* A kernel loaded from a CUBIN, with its launch rule. */
 typedef struct {
@@ -43,18 +45,21 @@ typedef enum {
   CU_OP_VIEW,        /* reshape, contiguous slice: copy unless the planner aliased it */
   CU_OP_INDEX,       /* index: row i + offset of x, i on the device */
   CU_OP_LINEAR,      /* cuBLASLt or the backend's own GEMM */
+  CU_OP_LINEAR_INT8, /* linear_int8: int8 GEMM + dequantization (cuda_int8.c) */
   CU_OP_ATTENTION,   /* attention through the selected implementation */
   CU_OP_HOST,        /* sigma_schedule: computed on the host, uploaded */
   CU_OP_UNSUPPORTED, /* not on cuda yet */
 } cu_op_kind;
 
 typedef struct cu_gemm cu_gemm; /* cuda_gemm.c */
+typedef struct cu_int8 cu_int8; /* cuda_int8.c */
 
 typedef struct {
   const h3_op *op;
   cu_op_kind kind;
   cu_kernel *k;  /* KERNEL; the generic linear kernel for LINEAR without cuBLASLt */
   cu_gemm *gemm; /* LINEAR through cuBLASLt */
+  cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
   bool failed;         /* preparing it failed (reported once) */
 } cu_op;
@@ -98,6 +103,8 @@ typedef struct cu_state {
   /* libraries */
   void *lt; /* cublasLtHandle_t */
   void *workspace;
+  void *i8_acc; /* int32 accumulators of linear_int8, sized when the ops are prepared */
+  size_t i8_acc_bytes;
   cu_cudnn *cudnn;
   cu_att_impl attention;
   bool attention_warned;
@@ -170,6 +177,23 @@ h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *
 h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in,
                       const h3_tensor *out, h3_diag *d);
 void cu_gemm_free(cu_gemm *g);
+
+/* ---- linear_int8 (cuda_int8.c) ----------------------------------------------------------- */
+/* The own int8 GEMM `gemm_name` and dequantization kernel `dq_name` for one (bias dtype or
+ * H3_DTYPE_COUNT, y dtype) combination: what cu_int8_prepare compiles. */
+void cu_int8_source(char *buf, size_t len, const char *gemm_name, const char *dq_name,
+                    h3_dtype bias, h3_dtype y);
+/* Descriptors, algorithms, kernels and accumulator space of a linear_int8 op. */
+h3_status cu_int8_prepare(cu_state *s, const h3_op *op, cu_int8 **out, h3_diag *d);
+h3_status cu_int8_run(cu_state *s, cu_int8 *g, const h3_tensor *in, int n_in,
+                      const h3_tensor *out, h3_diag *d);
+/* The op's int32 accumulators alone, chunk by chunk as cu_int8_run computes them, into
+ * acc (device, [M, N] row-major int32): for tests. */
+h3_status cu_int8_accumulators(cu_state *s, cu_int8 *g, const h3_tensor *in, int32_t *acc,
+                               h3_diag *d);
+/* Whether the op's GEMMs go through cuBLASLt (else the backend's own int8 kernel). */
+bool cu_int8_uses_cublaslt(const cu_int8 *g);
+void cu_int8_free(cu_int8 *g);
 
 /* ---- attention (cuda_attention.c, cuda_flash.c, cuda_cudnn.c) -------------------------- */
 /* One segment of self-attention: rows [0, len) of q/k/v/o, row strides in elements. */

@@ -7,7 +7,7 @@
  * Op records: the first time an op runs (or when a plan is loaded) it gets a cu_op that
  * says how it runs: its codegen kernel (the plan's, found by the op attribute `kernel`,
  * else emitted by h3_codegen_emit_op and compiled now through the NVRTC cache), a view, a
- * cuBLASLt GEMM, attention, a host computation, or "unsupported on cuda".
+ * cuBLASLt GEMM, an int8 GEMM (linear_int8), attention, a host computation, or "unsupported on cuda".
  */
 #include "cuda_internal.h"
 
@@ -249,11 +249,11 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  char lin[4][4096];
-  const char *label[7] = {"the utility kernels", "the reference attention kernels",
+  char lin[4][4096], i8[2][4096];
+  const char *label[9] = {"the utility kernels", "the reference attention kernels",
                           "the flash attention kernel"};
-  const char *src[7] = {cu_util_source(), cu_attention_ref_source(), cu_flash_source()};
-  bool exact[7] = {true, true, false};
+  const char *src[9] = {cu_util_source(), cu_attention_ref_source(), cu_flash_source()};
+  bool exact[9] = {true, true, false};
   for (int i = 0; i < 4; i++) {
     cu_linear_source(lin[i], sizeof lin[i], "h3cu_linear_check", combos[i][0], combos[i][1],
                      combos[i][2], combos[i][3]);
@@ -261,8 +261,15 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
     src[3 + i] = lin[i];
     exact[3 + i] = true;
   }
+  cu_int8_source(i8[0], sizeof i8[0], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_BF16, H3_BF16);
+  cu_int8_source(i8[1], sizeof i8[1], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_DTYPE_COUNT, H3_F32);
+  for (int i = 0; i < 2; i++) {
+    label[7 + i] = "the int8 GEMM and dequantization kernels";
+    src[7 + i] = i8[i];
+    exact[7 + i] = true;
+  }
   h3_status st = H3_OK;
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 9; i++) {
     h3_nvrtc_job job;
     if (nvrtc(&cache, label[i], src[i], exact[i], &job, d) != H3_OK) st = H3_ERR;
     h3_nvrtc_job_free(&job);
@@ -372,6 +379,10 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
       o->kind = CU_OP_LINEAR;
       return cu_gemm_prepare(s, op, &o->gemm, d);
     }
+    if (op->code == H3_OP_LINEAR_INT8) {
+      o->kind = CU_OP_LINEAR_INT8;
+      return cu_int8_prepare(s, op, &o->int8, d);
+    }
     o->kind = op->code == H3_OP_ATTENTION ? CU_OP_ATTENTION : CU_OP_UNSUPPORTED;
     return H3_OK;
   case H3_EXEC_KERNEL:
@@ -467,6 +478,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_LINEAR:
     return o->gemm ? cu_gemm_run(s, o->gemm, in, n_in, out, d)
                    : cu_linear_generic(s, o->op, in, n_in, out, d);
+  case CU_OP_LINEAR_INT8: return cu_int8_run(s, o->int8, in, n_in, out, d);
   case CU_OP_ATTENTION: return cu_attention_run(s, o->op, in, out, d);
   case CU_OP_HOST: return run_host(s, o, out, d);
   case CU_OP_UNSUPPORTED: break;
@@ -481,6 +493,7 @@ static void forget_ops(cu_state *s) {
   for (size_t i = 0; i < s->omap_cap; i++)
     if (s->omap[i]) {
       cu_gemm_free(s->omap[i]->gemm);
+      cu_int8_free(s->omap[i]->int8);
       free(s->omap[i]);
     }
   free(s->omap);

@@ -8,9 +8,10 @@
 #   env    nvidia-smi, the shared libraries the binaries resolve (a missing one is fatal)
 #   tests  gpu_compile_check, test_gpu_ops (every op and fused group vs the CPU reference,
 #          GPU random weights), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
-#          exact tier vs unfused, bitwise)
+#          exact tier vs unfused, bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
-#          outputs compared (NMSE)
+#          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
+#          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise)
 #   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
 #          four block GEMMs), then the same shapes in PyTorch and the ratio table
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
@@ -71,6 +72,7 @@ for section in $SECTIONS; do
     step gpu_compile_check 120 "$BIN/gpu_compile_check"
     step test_gpu_ops 420 "$BIN/test_gpu_ops" models
     step test_gpu_model 300 "$BIN/test_gpu_model" models
+    step test_gpu_int8 420 "$BIN/test_gpu_int8"
     ;;
   tiny)
     for att in cudnn flash reference; do
@@ -83,6 +85,16 @@ for section in $SECTIONS; do
       step "tiny_compare_$att" 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_cuda_$att.safetensors" \
         "$WORK/tiny_cpu.safetensors" 1e-2
     done
+    step tiny_int8_cuda 120 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" --backend cuda --weights random \
+      --seed 3 --warmup 1 --iterations 3 --out "$WORK/int8_cuda.safetensors"
+    step tiny_int8_cuda_unsplit 120 env H3_INT8_MAX_ROWS=0 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" \
+      --backend cuda --weights random --seed 3 --out "$WORK/int8_cuda_unsplit.safetensors"
+    step tiny_int8_cpu 300 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" --backend cpu --weights random \
+      --seed 3 --out "$WORK/int8_cpu.safetensors"
+    step tiny_int8_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/int8_cuda.safetensors" \
+      "$WORK/int8_cpu.safetensors" 1e-2
+    step tiny_int8_split_bitwise 60 python3 tests/gpu/compare_outputs.py "$WORK/int8_cuda.safetensors" \
+      "$WORK/int8_cuda_unsplit.safetensors" 0
     ;;
   bench)
     step attention_bench 300 "$BIN/attention_bench" --check --iters 10

@@ -2,8 +2,9 @@
 # stage.sh: builds, here on the machine without a GPU, everything tests/gpu/run_all.sh needs
 # on the GPU machine, into one folder that travels with the device call (name it in carry):
 #   STAGE/bin/     h3c, h3exec, gpu_compile_check, test_gpu_ops, test_gpu_model, attention_bench,
-#                  block_bench, normmod_gpu_test
-#   STAGE/plans/   h3_tiny.plan (lossless), h3_full_s3.plan (full dims, 3 denoising steps),
+#                  block_bench, normmod_gpu_test, test_gpu_int8
+#   STAGE/plans/   h3_tiny.plan (lossless), h3_small_int8.plan (tiny with dims 256 and 2 layers,
+#                  --int8 with rotation and row chunks of 24 rows: every linear is int8), h3_full_s3.plan (full dims, 3 denoising steps),
 #                  h3_full.plan (full dims, the 49-step sample), h3_full_l1.plan and
 #                  h3_full_l3.plan (full dims with 1 and 3 layers: bench/block_bench.c)
 #   STAGE/kcache/  the NVRTC kernel cache, filled by compiling the plans and the backend's
@@ -16,16 +17,19 @@ B=${1:-build-gpu}
 S=$B/stage
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE="${H3_STAGE_BUILD_TYPE:-RelWithDebInfo}" > /dev/null
 cmake --build "$B" -j2 --target h3c h3exec gpu_compile_check test_gpu_ops test_gpu_model attention_bench \
-  block_bench normmod_gpu_test
+  block_bench normmod_gpu_test test_gpu_int8
 rm -rf "$S"
 mkdir -p "$S/bin" "$S/plans" "$S/kcache"
 cp "$B/h3c" "$B/h3exec" "$S/bin/"
-for t in gpu_compile_check test_gpu_ops test_gpu_model attention_bench block_bench; do cp "$B/tests/gpu/$t" "$S/bin/"; done
+for t in gpu_compile_check test_gpu_ops test_gpu_model attention_bench block_bench test_gpu_int8; do cp "$B/tests/gpu/$t" "$S/bin/"; done
 cp "$B/tests/normmod/normmod_gpu_test" "$S/bin/"
 strip --strip-debug "$S"/bin/*
 export H3_KERNEL_CACHE_DIR=$PWD/$S/kcache
 "$S/bin/gpu_compile_check"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny -o "$S/plans/h3_tiny.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=256 --set heads=2 --set head_dim=128 \
+  --set ffn=256 --set text_dim=256 --set layers=2 --int8=rotate=256,max_rows=24,min_split_n=0 \
+  -o "$S/plans/h3_small_int8.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 -o "$S/plans/h3_full_s3.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full -o "$S/plans/h3_full.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --spectrum=11:5:1.0 -o "$S/plans/h3_tiny_spec.plan"

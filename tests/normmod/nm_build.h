@@ -177,6 +177,22 @@ static inline bool nm_compile(const nm_kernel_set *ks, h3_nvrtc_job jobs[2], cha
   return ok && n_jobs > 0;
 }
 
+/* The kernel arguments of op in launch order (operands, then results), by value id:
+ * args[i] = by_id[id of argument i], at most NM_MAX_ARGS of them (a fused elementwise group
+ * may have several results: @g's gather group returns %g1, %g2 and %y). Returns the count,
+ * or -1 when op has more arguments than fit. Every launch of the GPU test binds through
+ * here, so the host test (test_nvrtc.c) checks the same binding on the same kernel sets. */
+#define NM_MAX_ARGS 16
+static inline int nm_bind(const h3_op *op, const unsigned long long *by_id,
+                          unsigned long long args[NM_MAX_ARGS]) {
+  if (op->n_operands < 0 || op->n_results < 0 || op->n_operands + op->n_results > NM_MAX_ARGS)
+    return -1;
+  int n = 0;
+  for (int i = 0; i < op->n_operands; i++) args[n++] = by_id[op->operands[i]->id];
+  for (int i = 0; i < op->n_results; i++) args[n++] = by_id[op->results[i]->id];
+  return n;
+}
+
 /* Index of the op whose result 0 is named `name`, or -1. */
 static inline int nm_find(const nm_kernel_set *ks, const char *name) {
   for (int i = 0; i < ks->n; i++)

@@ -4,16 +4,54 @@
  * AdaLN table and at [3, 2056]. Checks the launch rule (one 256-thread block per row), the
  * names (h3_<op>_<hash of the source>), that only the lossless kernels use an fma, and
  * that Plan B's residual pointers (in0, out0: one buffer when updated in place) are the
- * only ones without __restrict__.
+ * only ones without __restrict__, and that the GPU test's argument binding (nm_bind) gives
+ * every kernel of both graphs its own operands and results (check_binding).
  */
 #include "nm_build.h"
 #include "nm_test.h"
+
+/* The GPU test's argument binding (nm_bind) on every kernel of both graphs: operands then
+ * results, each the pointer of its own value. @g's exact fusion gives a group with three
+ * results (%g1, %g2 and %y, since the fp32 chain also reads both gathers); an earlier
+ * harness bound results into a two-slot array, so the third overwrote operand 0 (the
+ * scale table) and the unfused reference of the exact-tier check read garbage. */
+static void check_binding(h3_module *m, bool fuse) {
+  unsigned long long *by_id = calloc((size_t)m->next_value_id + 1, sizeof *by_id);
+  CHECK(by_id != NULL, "allocation");
+  if (!by_id) return;
+  for (int v = 0; v <= m->next_value_id; v++) by_id[v] = 0x1000ull + (unsigned long long)v * 64;
+  int most = 0;
+  for (int g = 0; g < 2; g++) {
+    h3_arena a;
+    h3_arena_init(&a);
+    nm_kernel_set *ks = calloc(1, sizeof *ks);
+    CHECK(ks && nm_emit(m, g, &a, ks), "emitting graph %d", g);
+    for (int i = 0; ks && i < ks->n; i++) {
+      const h3_op *op = ks->ops[i];
+      unsigned long long args[NM_MAX_ARGS + 1];
+      args[NM_MAX_ARGS] = 0xdeadull;
+      const int n = nm_bind(op, by_id, args);
+      CHECK(n == op->n_operands + op->n_results, "%s: bound %d arguments", ks->k[i].name, n);
+      for (int j = 0; j < n; j++) {
+        const h3_value *v = j < op->n_operands ? op->operands[j] : op->results[j - op->n_operands];
+        CHECK(args[j] == by_id[v->id], "%s: argument %d bound to the wrong value", ks->k[i].name, j);
+      }
+      CHECK(args[NM_MAX_ARGS] == 0xdeadull, "%s: binding wrote past its array", ks->k[i].name);
+      if (op->n_results > most) most = op->n_results;
+    }
+    free(ks);
+    h3_arena_free(&a);
+  }
+  if (fuse) CHECK(most >= 3, "no kernel with three results: the binding case is not covered");
+  free(by_id);
+}
 
 static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse) {
   fprintf(stderr, "[%lld, %lld], G = %lld\n", (long long)T, (long long)H, (long long)G);
   h3_module *m = nm_module(T, H, G, fuse);
   CHECK(m != NULL, "module");
   if (!m) return;
+  check_binding(m, fuse);
   h3_arena a;
   h3_arena_init(&a);
   nm_kernel_set *ks = calloc(1, sizeof *ks);
