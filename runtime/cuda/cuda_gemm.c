@@ -14,7 +14,7 @@
  * alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
  * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
  */
-#include "cuda_internal.h"
+#include "cuda_lt.h"
 
 #include <cublasLt.h>
 #include <stdlib.h>
@@ -29,22 +29,10 @@ struct cu_gemm {
   unsigned align; /* pointer alignment the algorithm was chosen for */
 };
 
-static h3_status lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char *call) {
-  return cu_op_error(d, op, "run with --backend cpu to compare",
-                     "cuBLASLt %s failed: %s (%s)", call, cublasLtGetStatusName(st),
-                     cublasLtGetStatusString(st));
-}
-
-#define LT_CHECK(d, op, call)                                                              \
-  do {                                                                                     \
-    cublasStatus_t lt_s_ = (call);                                                         \
-    if (lt_s_ != CUBLAS_STATUS_SUCCESS) return lt_fail((d), (op), lt_s_, #call);           \
-  } while (0)
-
 h3_status cu_gemm_init(cu_state *s, h3_diag *d) {
   cublasLtHandle_t lt;
   cublasStatus_t st = cublasLtCreate(&lt);
-  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(d, NULL, st, "cublasLtCreate");
+  if (st != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, NULL, st, "cublasLtCreate");
   s->lt = lt;
   s->workspace = cu_alloc(s, CU_WORKSPACE_BYTES);
   if (!s->workspace) {
@@ -69,12 +57,19 @@ void cu_gemm_free(cu_gemm *g) {
   free(g);
 }
 
-/* Asks the heuristic for one algorithm at `align`-byte pointers: H3_OK with *found (0 when
- * cuBLASLt has none: not an error, the caller decides), H3_ERR after a reported failure. */
-static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, h3_diag *d) {
+h3_status cu_lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char *call) {
+  return cu_op_error(d, op, "run with --backend cpu to compare",
+                     "cuBLASLt %s failed: %s (%s)", call, cublasLtGetStatusName(st),
+                     cublasLtGetStatusString(st));
+}
+
+h3_status cu_lt_pick_algo(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc,
+                          cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                          cublasLtMatrixLayout_t c, unsigned align, cublasLtMatmulAlgo_t *algo,
+                          int *found, h3_diag *d) {
   cublasLtMatmulPreference_t pref;
   *found = 0;
-  LT_CHECK(d, g->op, cublasLtMatmulPreferenceCreate(&pref));
+  LT_CHECK(d, op, cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = CU_WORKSPACE_BYTES;
   uint32_t al = align;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
@@ -86,18 +81,23 @@ static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, 
     st = cublasLtMatmulPreferenceSetAttribute(pref, al_attrs[i], &al, sizeof al);
   cublasLtMatmulHeuristicResult_t res;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, g->desc, g->a, g->b, g->c, g->c,
-                                        pref, 1, &res, found);
+    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, desc, a, b, c, c, pref, 1, &res,
+                                        found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
     *found = 0;
     return H3_OK;
   }
-  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(d, g->op, st, "cublasLtMatmulAlgoGetHeuristic");
-  if (*found > 0) {
-    g->algo = res.algo;
-    g->align = align;
-  }
+  if (st != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, op, st, "cublasLtMatmulAlgoGetHeuristic");
+  if (*found > 0) *algo = res.algo;
+  return H3_OK;
+}
+
+/* One algorithm for g at `align`-byte pointers (see cu_lt_pick_algo). */
+static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, h3_diag *d) {
+  if (cu_lt_pick_algo(s, g->op, g->desc, g->a, g->b, g->c, align, &g->algo, found, d) != H3_OK)
+    return H3_ERR;
+  if (*found > 0) g->align = align;
   return H3_OK;
 }
 

@@ -23,7 +23,7 @@
  * 16-byte aligned pointers; a run with less aligned pointers asks the heuristic again for that
  * alignment (kept from then on), as cuda_gemm.c does.
  */
-#include "cuda_internal.h"
+#include "cuda_lt.h"
 
 #include <cublasLt.h>
 #include <stdio.h>
@@ -46,17 +46,6 @@ struct cu_int8 {
   i8_shape shapes[2]; /* [0] full chunk, [1] remainder (rows 0: none) */
   cu_kernel *dequant, *own_gemm;
 };
-
-static h3_status lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char *call) {
-  return cu_op_error(d, op, "run with --backend cpu to compare", "cuBLASLt %s failed: %s (%s)",
-                     call, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
-}
-
-#define LT_CHECK(d, op, call)                                                              \
-  do {                                                                                     \
-    cublasStatus_t lt_s_ = (call);                                                         \
-    if (lt_s_ != CUBLAS_STATUS_SUCCESS) return lt_fail((d), (op), lt_s_, #call);           \
-  } while (0)
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 static const char int8_template[] =
@@ -123,36 +112,12 @@ static void grid_1d(const cu_state *s, int64_t work, int64_t grid[3], int64_t bl
 }
 
 /* ---- cuBLASLt ------------------------------------------------------------------------------ */
-/* Asks the heuristic for one algorithm of shape sh at `align`-byte pointers; *found 0 when
- * cuBLASLt has none (not an error). */
+/* One algorithm of shape sh at `align`-byte pointers (see cu_lt_pick_algo). */
 static h3_status pick_algo(cu_state *s, cu_int8 *g, i8_shape *sh, unsigned align, int *found,
                            h3_diag *d) {
-  cublasLtMatmulPreference_t pref;
-  *found = 0;
-  LT_CHECK(d, g->op, cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = CU_WORKSPACE_BYTES;
-  uint32_t al = align;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  const cublasLtMatmulPreferenceAttributes_t al_attrs[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < 4; i++)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, al_attrs[i], &al, sizeof al);
-  cublasLtMatmulHeuristicResult_t res;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, g->desc, g->a, sh->b, sh->c,
-                                        sh->c, pref, 1, &res, found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-    *found = 0;
-    return H3_OK;
-  }
-  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(d, g->op, st, "cublasLtMatmulAlgoGetHeuristic");
-  if (*found > 0) {
-    sh->algo = res.algo;
-    sh->align = align;
-  }
+  if (cu_lt_pick_algo(s, g->op, g->desc, g->a, sh->b, sh->c, align, &sh->algo, found, d) != H3_OK)
+    return H3_ERR;
+  if (*found > 0) sh->align = align;
   return H3_OK;
 }
 

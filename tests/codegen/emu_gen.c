@@ -6,19 +6,6 @@
  */
 #include "cg_test.h"
 
-static const char *ctype(h3_dtype t) {
-  switch (t) {
-  case H3_BF16: return "h3_bf16";
-  case H3_F16: return "h3_f16";
-  case H3_F32: return "float";
-  case H3_F64: return "double";
-  case H3_I8: return "signed char";
-  case H3_I32: return "int";
-  case H3_I64: return "long long";
-  default: return "unsigned char";
-  }
-}
-
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s IN.ir OUT.cpp\n", argv[0]);
@@ -55,10 +42,10 @@ int main(int argc, char **argv) {
     int j = 0;
     for (int k = 0; k < n_in; k++, j++) {
       const h3_value *v = op->code == H3_OP_FUSED ? op->regions[0].args[k] : op->operands[k];
-      h3_strbuf_printf(&disp, "%s(const %s *)a[%d]", j ? ", " : "", ctype(v->type.dtype), j);
+      h3_strbuf_printf(&disp, "%s(const %s *)a[%d]", j ? ", " : "", h3_codegen_ctype(v->type.dtype), j);
     }
     for (int k = 0; k < op->n_results; k++, j++)
-      h3_strbuf_printf(&disp, "%s(%s *)a[%d]", j ? ", " : "", ctype(op->results[k]->type.dtype), j);
+      h3_strbuf_printf(&disp, "%s(%s *)a[%d]", j ? ", " : "", h3_codegen_ctype(op->results[k]->type.dtype), j);
     if (op->code == H3_OP_RANDN) h3_strbuf_printf(&disp, "%s*(const unsigned long long *)a[%d]", j ? ", " : "", j);
     h3_strbuf_append(&disp, "); }); break;\n");
   }
