@@ -1,5 +1,5 @@
 /* emit_fused.c: kernels for `fused` regions and for every elementwise-style op standing
- * alone (the elementwise ops, cast, const fill, iota, gather).
+ * alone (the elementwise ops, cast, const fill, iota, gather; `slice` inside a region).
  *
  * A kernel iterates over the iteration space (the shape of the largest output); each
  * thread takes chunks of VEC = 8 consecutive elements when the innermost dim is a multiple
@@ -8,7 +8,12 @@
  * For each element the region's values are computed as straight-line code, each value at
  * a flat index of its own shape: an operand of an elementwise op is read at the numpy
  * broadcast of its consumer's index; a gather reads its index tensor at the row prefix
- * and the table at the clamped row. (value, index) pairs are emitted once (memo).
+ * and the table at the clamped row; a slice reads its source at the output coordinate
+ * plus `start` on the slice axis (source strides). A slice of a region argument read at
+ * the chunk position is a 16-byte vector load of 8 consecutive source elements when the
+ * chunk's source offset is a multiple of 8 (axis before the last, or start and the
+ * source's last dim multiples of 8), else scalar loads. (value, index) pairs are emitted
+ * once (memo).
  * Tier "exact" rounds every value to its IR dtype right after the op (bitwise equal to
  * running the ops one by one); "lossless" keeps floats in fp32 (fp64 for f64) through the
  * region and rounds only when storing the outputs. Integer values always wrap to their
@@ -38,6 +43,8 @@ typedef struct {
   int n_memo, cap_memo;
   memo_entry *maps;       /* index maps: v = NULL, ix = key, var = variable */
   int n_map, cap_map;
+  memo_entry *svec;       /* vector slice reads: v = the slice's result, var = array */
+  int n_svec, cap_svec;
 } fctx;
 
 static h3_status memo_put(fctx *f, memo_entry **arr, int *n, int *cap, const h3_value *v,
@@ -125,6 +132,70 @@ static int input_index(const fctx *f, const h3_value *v) {
 }
 
 static const char *value_at(fctx *f, const h3_value *v, const char *ix);
+static bool broadcasts_to(const h3_type *y, const h3_type *it);
+
+/* C expression of the source index that slice `op` reads for its flat output index `ix`:
+ * (ix / (len*inner)) * (n*inner) + ix % (len*inner) + start*inner, with n the source's
+ * size on the axis and inner the product of the dims after it. */
+static void slice_src_expr(h3_strbuf *b, const h3_op *op, const char *ix) {
+  const h3_type *t = &op->operands[0]->type;
+  int axis = (int)h3_op_attr_int(op, "axis", 0);
+  int64_t start = h3_op_attr_int(op, "start", 0), len = h3_op_attr_int(op, "len", 0);
+  int64_t inner = 1, outer = 1;
+  for (int d = axis + 1; d < t->rank; d++) inner *= t->dims[d];
+  for (int d = 0; d < axis; d++) outer *= t->dims[d];
+  if (outer == 1) /* one block: a constant shift */
+    h3_strbuf_printf(b, "((%s) + %lld)", ix, (long long)(start * inner));
+  else
+    h3_strbuf_printf(b, "(((%s) / %lld) * %lld + (%s) %% %lld + %lld)", ix, (long long)(len * inner),
+                     (long long)(t->dims[axis] * inner), ix, (long long)(len * inner),
+                     (long long)(start * inner));
+}
+
+/* True when slice result v, read at the chunk position, is 8 consecutive source elements
+ * starting at a multiple of 8: v spans the iteration space's last dim (so a chunk stays in
+ * one row of v) and the source offset of every chunk is a multiple of 8. */
+static bool slice_vec_ok(const fctx *f, const h3_value *v) {
+  const h3_op *op = v->def;
+  const h3_type *t = &op->operands[0]->type;
+  if (f->vec <= 1 || input_index(f, op->operands[0]) < 0 || v->type.rank == 0 ||
+      !broadcasts_to(&v->type, &f->it) || v->type.dims[v->type.rank - 1] != f->it.dims[f->it.rank - 1])
+    return false;
+  int axis = (int)h3_op_attr_int(op, "axis", 0);
+  if (axis < t->rank - 1) return true; /* offsets are multiples of the last dim */
+  return h3_op_attr_int(op, "start", 0) % 8 == 0 && t->dims[t->rank - 1] % 8 == 0;
+}
+
+/* Slice result v at flat index ix: a lane of the chunk's vector load, or the source read
+ * at the computed index. */
+static const char *slice_value_at(fctx *f, const h3_value *v, const char *ix) {
+  const h3_op *op = v->def;
+  if (slice_vec_ok(f, v)) {
+    const char *cix = map_ix(f, &f->it, &v->type, "i");
+    if (!cix) return NULL;
+    if (strcmp(ix, cix) == 0) {
+      char *arr = h3_arena_printf(f->ec->a, "s%dv", f->n_svec);
+      char *var = arr ? h3_arena_printf(f->ec->a, "%s[l]", arr) : NULL;
+      if (!var || memo_put(f, &f->svec, &f->n_svec, &f->cap_svec, v, ix, arr) != H3_OK ||
+          memo_put(f, &f->memo, &f->n_memo, &f->cap_memo, v, ix, var) != H3_OK)
+        return NULL;
+      return var;
+    }
+  }
+  h3_strbuf e;
+  h3_strbuf_init(&e);
+  slice_src_expr(&e, op, ix);
+  char *sx = h3_arena_printf(f->ec->a, "x%d", f->ec->tmp++);
+  if (e.oom || !sx) {
+    h3_strbuf_free(&e);
+    return NULL;
+  }
+  h3_strbuf_printf(&f->body, "      const ix_t %s = %s;\n", sx, e.data);
+  h3_strbuf_free(&e);
+  const char *var = value_at(f, op->operands[0], sx);
+  if (!var || memo_put(f, &f->memo, &f->n_memo, &f->cap_memo, v, ix, var) != H3_OK) return NULL;
+  return var;
+}
 
 /* Declares `const CT tN = expr;` for value v at ix and memoises it. */
 static const char *bind(fctx *f, const h3_value *v, const char *ix, const char *expr) {
@@ -279,7 +350,7 @@ static const char *op_value_at(fctx *f, const h3_value *v, const char *ix) {
   } else {
     h3_strbuf msg;
     h3_strbuf_init(&msg);
-    h3_strbuf_printf(&msg, "op '%s' inside a fused region is not an elementwise op, gather or const",
+    h3_strbuf_printf(&msg, "op '%s' inside a fused region is not an elementwise op, gather, slice or const",
                      h3_opcode_name(def->code));
     emit_unsupported(f->ec, msg.data ? msg.data : "unsupported op in a fused region");
     h3_strbuf_free(&msg);
@@ -325,6 +396,7 @@ static const char *value_at(fctx *f, const h3_value *v, const char *ix) {
                             "region argument");
     return NULL;
   }
+  if (v->def->code == H3_OP_SLICE) return slice_value_at(f, v, ix);
   return op_value_at(f, v, ix);
 }
 
@@ -444,6 +516,20 @@ h3_status emit_fused(emit_ctx *ec) {
       if (h3_type_numel(&in_t[j]) == numel) h3_strbuf_append(s, "base");
       else map_expr(s, &f.it, &in_t[j], "base");
       h3_strbuf_printf(s, ", in%dv);\n", j);
+    }
+    for (int k = 0; k < f.n_svec; k++) { /* vector slice reads */
+      const h3_value *v = f.svec[k].v;
+      const h3_op *sl = v->def;
+      int j = input_index(&f, sl->operands[0]);
+      h3_strbuf cb;
+      h3_strbuf_init(&cb);
+      if (h3_type_numel(&v->type) == numel) h3_strbuf_append(&cb, "base");
+      else map_expr(&cb, &f.it, &v->type, "base");
+      h3_strbuf_printf(s, "    %s %s[8];\n    h3_ld8(in%d, ", emit_comptype(in_t[j].dtype), f.svec[k].var, j);
+      slice_src_expr(s, sl, cb.data ? cb.data : "base");
+      h3_strbuf_printf(s, ", %s);\n", f.svec[k].var);
+      if (cb.oom) s->oom = 1;
+      h3_strbuf_free(&cb);
     }
     for (int k = 0; k < n_out; k++)
       if (h3_type_numel(&outs[k]->type) == numel)

@@ -1,7 +1,7 @@
 /* elementwise_fusion.c: the `elementwise-fusion` pass (the worked example of
  * docs/writing-a-pass.md).
  *
- * Groups connected elementwise ops of one region, together with the `gather` and
+ * Groups connected elementwise ops of one region, together with the `gather`, `slice` and
  * generator (`const`, `iota`) ops that feed them, into `fused` ops: one kernel each.
  *
  *   %a = mul(%x, %s)                     %y = fused(%x, %s, %b) {name = "mul_add_silu",
@@ -17,6 +17,11 @@
  *     group, and its result has the group's shape;
  *   - generators are copied into the group's region (free to recompute); the original
  *     stays outside while other ops still use it;
+ *   - a `slice` (any axis, contiguous or not) feeding a member is copied into the region
+ *     too, reading its operand (produced outside the group) as a region argument: the
+ *     kernel reads the source at computed indices instead of a sliced copy. A slice is a
+ *     view (no rounding), so this is bitwise neutral in every tier. The original stays
+ *     outside only while other ops still use it (else no copy kernel remains);
  *   - the group stays convex: no path leaves the group and comes back, so the fused op can
  *     be placed without a cycle (ops between the members that depend on them move after
  *     the fused op);
@@ -42,15 +47,15 @@ typedef struct {
   int n_groups;
   h3_region *region;   /* the region of the current group */
   h3_region_index *ix; /* index of `region`; NULL when stale */
-  unsigned char *mark; /* by op id: 1 member, 2 cloned generator */
+  unsigned char *mark; /* by op id: MEMBER, GENERATOR or SLICE (the last two copied) */
   unsigned char *seen; /* by op id: convexity scratch */
   int mark_cap;
-  h3_op **members, **gens, **queue;
-  int n_members, n_gens, list_cap;
+  h3_op **members, **gens, **slices, **queue;
+  int n_members, n_gens, n_slices, list_cap;
   bool oom;
 } fusion_state;
 
-enum { MEMBER = 1, GENERATOR = 2 };
+enum { MEMBER = 1, GENERATOR = 2, SLICE = 3 };
 
 static bool is_generator(const h3_op *op) {
   return op->code == H3_OP_CONST || op->code == H3_OP_IOTA;
@@ -82,7 +87,9 @@ static bool reserve(fusion_state *s) {
     if (b) s->gens = b;
     h3_op **c = realloc(s->queue, (size_t)ops * sizeof *c);
     if (c) s->queue = c;
-    if (!a || !b || !c) return false;
+    h3_op **e = realloc(s->slices, (size_t)ops * sizeof *e);
+    if (e) s->slices = e;
+    if (!a || !b || !c || !e) return false;
     s->list_cap = ops;
   }
   memset(s->mark, 0, (size_t)s->mark_cap);
@@ -134,12 +141,27 @@ static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type 
         if (m->operands[k] == op->results[0]) return false;
     }
   }
+  for (int i = 0; i < s->n_slices; i++) /* a copied slice reads its source at other indices */
+    if (s->slices[i]->operands[0] == op->results[0]) return false;
   s->mark[op->id] = MEMBER;
   s->members[s->n_members++] = op;
   if (group_is_convex(s)) return true;
   s->mark[op->id] = 0;
   s->n_members--;
   return false;
+}
+
+/* A slice feeding a member joins as a copy when its source is not a member's result (the
+ * kernel reads the source at computed indices: it must come from outside the group) and
+ * not a generator's (the copy reads the source as a region argument). */
+static bool try_add_slice(fusion_state *s, h3_op *op) {
+  const h3_value *src = op->operands[0];
+  if (src->kind == H3_VALUE_RESULT && src->def->parent == s->region &&
+      (s->mark[src->def->id] == MEMBER || is_generator(src->def)))
+    return false;
+  s->mark[op->id] = SLICE;
+  s->slices[s->n_slices++] = op;
+  return true;
 }
 
 /* ---- the pattern ------------------------------------------------------------------------ */
@@ -169,7 +191,7 @@ static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
     return false;
   }
   const h3_type *shape = &op->results[0]->type;
-  s->n_members = s->n_gens = 0;
+  s->n_members = s->n_gens = s->n_slices = 0;
   s->mark[op->id] = MEMBER;
   s->members[s->n_members++] = op;
   for (int i = 0; i < s->n_members; i++) {
@@ -182,6 +204,8 @@ static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
       if (is_generator(v->def)) {
         s->mark[v->def->id] = GENERATOR;
         s->gens[s->n_gens++] = v->def;
+      } else if (v->def->code == H3_OP_SLICE) {
+        try_add_slice(s, v->def);
       } else {
         try_add(s, v->def, true, shape);
       }
@@ -190,7 +214,7 @@ static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
     int n = h3_region_index_users(s->ix, member->results[0], &users);
     for (int u = 0; u < n; u++) try_add(s, users[u], false, shape);
   }
-  return s->n_members + s->n_gens >= 2 && group_has_output(s);
+  return s->n_members + s->n_gens + s->n_slices >= 2 && group_has_output(s);
 }
 
 static int by_position(const void *a, const void *b, void *ix) {
@@ -225,6 +249,12 @@ static int value_index(h3_value *const *list, int n, const h3_value *v) {
   return -1;
 }
 
+static int op_index(h3_op *const *list, int n, const h3_op *op) {
+  for (int i = 0; i < n; i++)
+    if (list[i] == op) return i;
+  return -1;
+}
+
 static int visit_uses_marked(h3_op *op, void *marked) {
   for (int k = 0; k < op->n_operands; k++)
     if (((const unsigned char *)marked)[op->operands[k]->id]) return 1;
@@ -247,7 +277,8 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
   h3_region *r = seed->parent;
   sort_by_position(s->members, s->n_members, s->ix);
   sort_by_position(s->gens, s->n_gens, s->ix);
-  int cap = 0;
+  sort_by_position(s->slices, s->n_slices, s->ix);
+  int cap = s->n_slices;
   for (int i = 0; i < s->n_members; i++) cap += s->members[i]->n_operands + 1;
   h3_value **inputs = malloc((size_t)cap * sizeof *inputs);
   h3_value **outputs = malloc((size_t)cap * sizeof *outputs);
@@ -257,7 +288,8 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
   h3_status st = H3_OK;
   if (!inputs || !outputs || !out_types || !moved || !tainted) goto oom;
 
-  /* inputs: operands defined outside the group (generators are copied, not passed) */
+  /* inputs: operands defined outside the group (generators and slices are copied, not
+   * passed) and the sources of the copied slices */
   int n_in = 0, n_out = 0, n_moved = 0;
   for (int i = 0; i < s->n_members; i++)
     for (int k = 0; k < s->members[i]->n_operands; k++) {
@@ -265,6 +297,9 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
       bool inside = v->kind == H3_VALUE_RESULT && v->def->parent == r && s->mark[v->def->id];
       if (!inside && value_index(inputs, n_in, v) < 0) inputs[n_in++] = v;
     }
+  for (int i = 0; i < s->n_slices; i++)
+    if (value_index(inputs, n_in, s->slices[i]->operands[0]) < 0)
+      inputs[n_in++] = s->slices[i]->operands[0];
   /* outputs: member results with a user outside the group */
   for (int i = 0; i < s->n_members; i++) {
     h3_value *v = s->members[i]->results[0];
@@ -307,12 +342,13 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
   /* the region: arguments for the inputs, generator copies, the members, the yield */
   h3_region *body = &fused->regions[0];
   h3_value **args = malloc((size_t)(n_in + 1) * sizeof *args);
-  h3_value **gen_copies = malloc((size_t)(s->n_gens + 1) * sizeof *gen_copies);
+  h3_value **gen_copies = malloc((size_t)(s->n_gens + s->n_slices + 1) * sizeof *gen_copies);
   if (!args || !gen_copies) {
     free(args);
     free(gen_copies);
     goto oom;
   }
+  h3_value **slice_copies = gen_copies + s->n_gens;
   bool ok = true;
   for (int i = 0; i < n_in && ok; i++)
     ok = (args[i] = h3_region_add_arg(m, body, inputs[i]->type, inputs[i]->name,
@@ -326,6 +362,15 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
     ok = copy != NULL;
     if (ok) gen_copies[g] = copy->results[0];
   }
+  for (int i = 0; i < s->n_slices && ok; i++) {
+    h3_op *sl = s->slices[i];
+    h3_value *src = args[value_index(inputs, n_in, sl->operands[0])];
+    bb.span = sl->span;
+    h3_op *copy = h3_build_op_typed(&bb, H3_OP_SLICE, 1, &src, sl->n_attrs, sl->attrs, 1,
+                                    &sl->results[0]->type, 0);
+    ok = copy != NULL;
+    if (ok) slice_copies[i] = copy->results[0];
+  }
   for (int i = 0; i < s->n_members && ok; i++) {
     h3_op *op = s->members[i];
     h3_op_move_before(op, body, NULL);
@@ -337,14 +382,17 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
       else if ((j = value_index(inputs, n_in, v)) >= 0)
         h3_op_set_operand(op, k, args[j]);
       else if (v->kind == H3_VALUE_RESULT && s->mark[v->def->id] == GENERATOR)
-        for (int g = 0; g < s->n_gens; g++)
-          if (s->gens[g] == v->def) h3_op_set_operand(op, k, gen_copies[g]);
+        h3_op_set_operand(op, k, gen_copies[op_index(s->gens, s->n_gens, v->def)]);
+      else if (v->kind == H3_VALUE_RESULT && s->mark[v->def->id] == SLICE)
+        h3_op_set_operand(op, k, slice_copies[op_index(s->slices, s->n_slices, v->def)]);
     }
   }
   bb.span = last->span;
   if (ok) ok = h3_build_op_typed(&bb, H3_OP_YIELD, n_out, outputs, 0, NULL, 0, NULL, 0) != NULL;
   for (int g = 0; g < s->n_gens && ok; g++)
     if (s->gens[g]->results[0]->uses == 0) h3_rewriter_erase(rw, s->gens[g]);
+  for (int g = 0; g < s->n_slices && ok; g++) /* no copy kernel stays for a slice */
+    if (s->slices[g]->results[0]->uses == 0) h3_rewriter_erase(rw, s->slices[g]);
   free(args);
   free(gen_copies);
   if (!ok) goto oom;
@@ -391,14 +439,15 @@ static h3_status fusion_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   free(s.seen);
   free(s.members);
   free(s.gens);
+  free(s.slices);
   free(s.queue);
   return st;
 }
 
 const h3_pass h3_pass_elementwise_fusion = {
     .name = "elementwise-fusion",
-    .description = "group connected elementwise ops (and gather/const producers) into fused "
-                   "kernels; exact keeps every rounding, lossless rounds only the outputs",
+    .description = "group connected elementwise ops (and gather/slice/const producers) into "
+                   "fused kernels; exact keeps every rounding, lossless rounds only the outputs",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = true,
     .requires = {NULL},

@@ -40,7 +40,9 @@ bool h3_backend_is_cuda(const h3_backend *b);
 
 /* Loads every translation unit's CUBIN of p (h3_plan_compile_kernels must have filled
  * them), registers its kernels by name with their launch rules, and prepares every linear
- * (cuBLASLt descriptors and algorithm) and attention op of p's module. */
+ * (cuBLASLt descriptors and algorithm) and attention op of p's module. Graphs whose run
+ * reads device memory on the host (a `branch`, Cache-DiT), directly or through a call, are
+ * marked here so that their calls are never captured as CUDA graphs. */
 h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d);
 /* Forgets the backend's per-op records (GEMM descriptors, kernel bindings). They are keyed
  * by op address: call this after freeing a module whose ops ran on b, before running ops

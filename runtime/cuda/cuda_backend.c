@@ -158,7 +158,9 @@ static h3_status cuda_download(h3_backend *b, void *dst, const void *src, size_t
   cu_state *s = b->ctx;
   if (!bytes) return H3_OK;
   if (cu_graph_capturing(s)) {
-    h3_diag_error(d, no_span, "run with the CUDA graphs off (h3_cuda_options.no_graphs)",
+    h3_diag_error(d, no_span,
+                  "load the module with h3_cuda_load_plan (it keeps graphs that read the device "
+                  "on the host out of capture), or turn the CUDA graphs off (H3_CUDA_GRAPHS=0)",
                   "cuda: a download was asked for while a graph call is being captured");
     return H3_ERR;
   }

@@ -12,6 +12,10 @@
  * the graph is destroyed; nested calls are captured into the same graph. A capture that
  * cannot be ended or instantiated is an error (that call's work did not run); the record
  * runs op by op from then on. H3_CUDA_GRAPHS=0 in the environment turns capture off.
+ * A graph whose run reads device memory on the host (a `branch` reads its cond: Cache-DiT;
+ * an `index` by a row that is not a loop counter is downloaded), itself or through a graph
+ * it calls, can never be captured: h3_cuda_load_plan marks it once (cu_graph_mark_plan)
+ * and its calls always run op by op; the graphs it calls are still captured on their own.
  * The executor must keep the buffers of a recorded call (its arena, its unplanned
  * values) until the runtime is freed; it does.
  */
@@ -25,7 +29,8 @@
 typedef struct {
   const void *key;
   int runs; /* plain runs completed */
-  bool uncapturable;
+  bool uncapturable; /* a capture failed */
+  bool host_reads;   /* the graph reads the device on the host (cu_graph_mark_plan) */
   uint64_t seed;
   int n_in;
   void **in_ptrs;
@@ -152,7 +157,7 @@ h3_status cu_graph_call_begin(h3_backend *b, const void *key, const h3_tensor *i
     rec_reset(s, r); /* other buffers or seed: record again */
     r->runs = 0;
   }
-  if (r->uncapturable || r->runs < 1) return H3_OK;
+  if (r->uncapturable || r->host_reads || r->runs < 1) return H3_OK;
   void **ptrs = realloc(r->in_ptrs, (size_t)(n_in + 1) * sizeof *ptrs);
   if (!ptrs || !stash_chunk(r, STASH_CHUNK)) {
     if (ptrs) r->in_ptrs = ptrs;
@@ -201,6 +206,81 @@ h3_status cu_graph_call_end(h3_backend *b, const void *key, h3_status st, h3_dia
   cu_mark_busy(s);
   CU_CHECK(d, cudaGraphLaunch(r->exec, s->stream), "graph launch");
   return H3_OK;
+}
+
+/* ---- graphs that read the device on the host ---------------------------------------------- */
+/* Whether the executor reads device memory on the host to run op (outside fused groups,
+ * whose ops a kernel runs): a branch downloads its cond; an index view downloads its row
+ * unless the row is a loop counter (region argument 0 of a loop, kept on the host). */
+static bool op_reads_host(const h3_op *op) {
+  if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return false;
+  if (op->code == H3_OP_BRANCH) return true;
+  if (op->code != H3_OP_INDEX || op->n_operands != 2) return false;
+  const h3_value *i = op->operands[1];
+  return !(i->kind == H3_VALUE_REGION_ARG && i->index == 0 && i->region && i->region->parent &&
+           i->region->parent->code == H3_OP_LOOP);
+}
+
+typedef struct {
+  const h3_module *m;
+  const bool *flags; /* by graph index: known to read the host */
+  bool hit;
+} reads_ctx;
+
+static bool callee_reads(const reads_ctx *c, const h3_op *op, const char *attr) {
+  const char *name = h3_op_attr_string(op, attr, NULL);
+  for (int i = 0; name && i < c->m->n_graphs; i++)
+    if (!strcmp(c->m->graphs[i]->name, name)) return c->flags[i];
+  return false;
+}
+
+static int reads_visit(h3_op *op, void *ctx) {
+  reads_ctx *c = ctx;
+  c->hit = op_reads_host(op) || (op->code == H3_OP_CALL && callee_reads(c, op, "callee"));
+  return c->hit; /* stop at the first */
+}
+
+void cu_graph_host_reads(const h3_module *m, bool *flags) {
+  for (int i = 0; i < m->n_graphs; i++) flags[i] = false;
+  /* a graph's own ops first, then callers of flagged graphs until nothing changes (each
+     round flags at least one more graph, or ends) */
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < m->n_graphs; i++) {
+      if (flags[i]) continue;
+      reads_ctx c = {m, flags, false};
+      h3_region_walk(&m->graphs[i]->body, reads_visit, &c);
+      if (c.hit) flags[i] = changed = true;
+    }
+  }
+}
+
+h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d) {
+  if (s->no_graphs || m->n_graphs == 0) return H3_OK;
+  bool *flags = calloc((size_t)m->n_graphs, sizeof *flags);
+  if (!flags || (!s->graphs && !(s->graphs = calloc(1, sizeof *s->graphs)))) {
+    free(flags);
+    h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory marking the plan's graph calls");
+    return H3_ERR;
+  }
+  cu_graph_host_reads(m, flags);
+  h3_status st = H3_OK;
+  for (int i = 0; i < m->n_graphs; i++) {
+    graph_rec *r = rec_get(s->graphs, m->graphs[i]);
+    if (!r) {
+      h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory marking the plan's graph calls");
+      st = H3_ERR;
+      break;
+    }
+    /* a record left by a freed module whose graph had this address starts over */
+    rec_reset(s, r);
+    r->runs = 0;
+    r->n_in = 0;
+    r->uncapturable = false;
+    r->host_reads = flags[i];
+  }
+  free(flags);
+  return st;
 }
 
 void cu_graphs_free(cu_state *s) {

@@ -229,6 +229,13 @@ bool cu_graph_capturing(const cu_state *s);
 void *cu_graph_stash(cu_state *s, const void *src, size_t bytes, h3_diag *d);
 const void *cu_graph_holder(const cu_state *s); /* the graph being captured, or NULL */
 void cu_graph_counts(const cu_state *s, int64_t *captured, int64_t *replayed);
+/* flags[i] (m->n_graphs entries): whether running m->graphs[i] makes the executor read
+ * device memory on the host (a branch's cond, an index by a row that is not a loop
+ * counter), in the graph itself or in a graph it calls, transitively. */
+void cu_graph_host_reads(const h3_module *m, bool *flags);
+/* Starts the graph records of m's graphs afresh and marks those of cu_graph_host_reads:
+ * their calls are never captured (h3_cuda_load_plan). */
+h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d);
 void cu_graphs_free(cu_state *s);
 
 /* ---- weights (cuda_weights.c) ------------------------------------------------------------- */

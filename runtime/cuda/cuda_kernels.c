@@ -283,7 +283,8 @@ static int prepare_walk(h3_op *op, void *ctx) {
   cu_state *s = c[0];
   h3_diag *d = c[1];
   switch (op->code) {
-  case H3_OP_LOOP: case H3_OP_CALL: case H3_OP_YIELD: case H3_OP_RETURN: return 0;
+  case H3_OP_LOOP: case H3_OP_CALL: case H3_OP_BRANCH: case H3_OP_YIELD: case H3_OP_RETURN:
+    return 0; /* the executor's control flow */
   default: break;
   }
   if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
@@ -324,7 +325,8 @@ h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d) {
     }
   }
   void *ctx[2] = {s, d};
-  return h3_module_walk(p->module, prepare_walk, ctx) ? H3_ERR : H3_OK;
+  if (h3_module_walk(p->module, prepare_walk, ctx)) return H3_ERR;
+  return cu_graph_mark_plan(s, p->module, d);
 }
 
 /* ---- op records -------------------------------------------------------------------------- */

@@ -153,6 +153,28 @@ int main(void) {
     CHECK(strstr(k.source, "(i % 5)") != NULL); /* d[5] broadcast over c[3, 5] */
     h3_diag_free(&d);
   }
+  /* slices inside fused regions: aligned ones are vector loads at the source offset,
+   * misaligned (start 3 on the last axis) and slices of slices read scalars */
+  h3_op *swx = find_op(&ops, "swx"), *smix = find_op(&ops, "smix"), *s3d = find_op(&ops, "s3d");
+  CHECK(swx && smix && s3d);
+  if (swx && smix && s3d) {
+    h3_kernel k;
+    h3_diag d;
+    h3_diag_init(&d);
+    CHECK(h3_codegen_emit_op(swx, "exact", &a, &k, &d) == H3_OK);
+    CHECK(strstr(k.source, "h3_ld8(in0, (((base) / 64) * 128 + (base) % 64 + 0), s0v);") != NULL);
+    CHECK(strstr(k.source, "h3_ld8(in0, (((base) / 64) * 128 + (base) % 64 + 64), s1v);") != NULL);
+    CHECK(strstr(k.source, "h3_ld(") == NULL); /* no scalar reads */
+    CHECK(h3_codegen_emit_op(smix, "exact", &a, &k, &d) == H3_OK);
+    CHECK(strstr(k.source, "h3_ld8(in1") == NULL); /* [4, 1000] from column 3 */
+    CHECK(strstr(k.source, "(((i) / 64) * 1000 + (i) % 64 + 3)") != NULL);
+    CHECK(strstr(k.source, "h3_ld8(in0, ((base) + 128), s0v);") != NULL);   /* rows [2, 6) */
+    CHECK(strstr(k.source, "h3_ld8(in0, ((((base % 64))) + 448), s1v);") != NULL); /* row 7 */
+    CHECK(h3_codegen_emit_op(s3d, "exact", &a, &k, &d) == H3_OK);
+    CHECK(strstr(k.source, "h3_ld8(in0, (((base) / 32) * 64 + (base) % 32 + 16), s0v);") != NULL);
+    CHECK(strstr(k.source, "h3_ld(in0, ") != NULL); /* the slice of a slice */
+    h3_diag_free(&d);
+  }
   /* reductions: deterministic butterfly; rms_norm rows of one warp's width go 8 to a block */
   h3_op *rms = find_op(&ops, "rms1"), *am = find_op(&ops, "argmax1");
   CHECK(rms && am);

@@ -11,7 +11,10 @@
 #          exact tier vs unfused, bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
-#          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise)
+#          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
+#          the --quality high plans (Cache-DiT: the step graph holds a branch, run op by op,
+#          its callees captured): threshold 0 on cuda equals the lossless plan on cuda
+#          (bitwise, also with the CUDA graphs off), the defaults on cuda vs cpu (NMSE)
 #   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
 #          four block GEMMs), then the same shapes in PyTorch and the ratio table
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
@@ -85,6 +88,21 @@ for section in $SECTIONS; do
       step "tiny_compare_$att" 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_cuda_$att.safetensors" \
         "$WORK/tiny_cpu.safetensors" 1e-2
     done
+    step tiny_high0_cuda 120 "$BIN/h3exec" "$PLANS/h3_tiny_high0.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --warmup 1 --iterations 3 --out "$WORK/tiny_high0_cuda.safetensors"
+    step tiny_high0_cuda_nograph 120 env H3_CUDA_GRAPHS=0 "$BIN/h3exec" "$PLANS/h3_tiny_high0.plan" \
+      --backend cuda --attention cudnn --weights random --seed 3 \
+      --out "$WORK/tiny_high0_cuda_nograph.safetensors"
+    for v in high0_cuda high0_cuda_nograph; do
+      step "tiny_${v}_bitwise" 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_$v.safetensors" \
+        "$WORK/tiny_cuda_cudnn.safetensors" 0
+    done
+    step tiny_high_cuda 120 "$BIN/h3exec" "$PLANS/h3_tiny_high.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --warmup 1 --iterations 3 --out "$WORK/tiny_high_cuda.safetensors"
+    step tiny_high_cpu 300 "$BIN/h3exec" "$PLANS/h3_tiny_high.plan" --backend cpu --weights random \
+      --seed 3 --out "$WORK/tiny_high_cpu.safetensors"
+    step tiny_high_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_high_cuda.safetensors" \
+      "$WORK/tiny_high_cpu.safetensors" 1e-2
     step tiny_int8_cuda 120 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" --backend cuda --weights random \
       --seed 3 --warmup 1 --iterations 3 --out "$WORK/int8_cuda.safetensors"
     step tiny_int8_cuda_unsplit 120 env H3_INT8_MAX_ROWS=0 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" \
