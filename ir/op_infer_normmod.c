@@ -47,10 +47,24 @@ static int want_norm_part(const h3_op *op, int first, char *why, size_t why_len)
   return 0;
 }
 
+/* quantize = 1 (passes/int8_fuse_quant.c) appends the int8 rows of y and their scales:
+ * q i8[T, H], s f32[T] at out[n], out[n + 1]; returns the new result count. */
+static int quant_results(const h3_op *op, int n, h3_type *out, char *why, size_t why_len) {
+  const int64_t qz = h3_op_attr_int(op, "quantize", 0);
+  if (qz != 0 && qz != 1) FAIL("%s: quantize = %lld must be 0 or 1", OPN, LL(qz));
+  if (!qz) return n;
+  out[n] = *TY(0);
+  out[n].dtype = H3_I8;
+  out[n + 1] = *TY(0);
+  out[n + 1].dtype = H3_F32;
+  out[n + 1].rank = 1;
+  return n + 2;
+}
+
 H3_INFER_DECL(h3_infer_norm_modulate) {
   if (want_norm_part(op, 1, why, why_len)) return -1;
   out[0] = *TY(0);
-  return 1;
+  return quant_results(op, 1, out, why, why_len);
 }
 
 H3_INFER_DECL(h3_infer_residual_norm_modulate) {
@@ -59,5 +73,5 @@ H3_INFER_DECL(h3_infer_residual_norm_modulate) {
     FAIL("%s: update is %s but residual is %s (same type needed)", OPN, TS(TY(1)), TS(TY(0)));
   if (want_table(op, 2, "gate", why, why_len)) return -1;
   out[0] = out[1] = *TY(0);
-  return 2;
+  return quant_results(op, 2, out, why, why_len);
 }

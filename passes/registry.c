@@ -16,6 +16,7 @@ static const h3_pass *const pass_table[] = {
     &h3_pass_int8_lowering, /* --int8; before the fusions, so they see the int8 ops */
     &h3_pass_row_split,
     &h3_pass_norm_modulate_fusion, /* before elementwise-fusion takes the modulate ops */
+    &h3_pass_int8_fuse_quant,      /* needs the norm_modulate ops and the quantizers */
     &h3_pass_elementwise_fusion,
     &h3_pass_memory_plan,
 };

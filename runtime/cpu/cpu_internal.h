@@ -164,6 +164,8 @@ H3_CPU_KERNEL(h3cpu_quantize_rows);
 H3_CPU_KERNEL(h3cpu_linear_int8);
 /* Multiplies 256 floats in place by H256 = H4⊗H4⊗H4⊗H4 (ops.def quantize_rows). */
 void h3cpu_hadamard256(float *v);
+/* The per-row int8 quantizer of quantize_rows (ops_q8fuse.c): codes q[K], returns s. */
+float h3cpu_quantize_row(const float *v, int64_t K, int8_t *q);
 /* ops_rope.c */
 H3_CPU_KERNEL(h3cpu_timestep_embedding);
 H3_CPU_KERNEL(h3cpu_rope_table);

@@ -52,16 +52,7 @@ static void quant_range(void *arg, int worker, int64_t begin, int64_t end) {
     h3cpu_to_f32(v, (const char *)j->x + (size_t)(r * j->K) * h3_dtype_size(j->xd), j->xd, j->K);
     if (j->rotate)
       for (int64_t g = 0; g < j->K; g += j->rotate) h3cpu_hadamard256(v + g);
-    float amax = 0.0f;
-    for (int64_t k = 0; k < j->K; k++) amax = fmaxf(amax, fabsf(v[k]));
-    float s = amax / 127.0f;
-    if (s < 1e-30f) s = 1e-30f;
-    int8_t *q = j->q + r * j->K;
-    for (int64_t k = 0; k < j->K; k++) {
-      float c = rintf(v[k] / s);
-      q[k] = c != c ? 0 : c <= -128.0f ? -128 : c >= 127.0f ? 127 : (int8_t)c;
-    }
-    j->s[r] = s;
+    j->s[r] = h3cpu_quantize_row(v, j->K, j->q + r * j->K); /* ops_q8fuse.c */
   }
 }
 

@@ -15,6 +15,10 @@
  * element is read before it is written. Every product and sum is a separate IEEE fp32
  * operation (the backend is built without FMA contraction, as rms_norm's reduction
  * assumes); the lossless tier's single fused multiply-add is explicit (fmaf).
+ * quantize = 1 (passes/int8_fuse_quant.c) also writes the int8 rows of y: q i8[T, H] and
+ * s f32[T] by h3cpu_quantize_row (quantize_rows' arithmetic, no rotation): exact quantizes
+ * the bf16 y (so the codes equal norm_modulate + quantize_rows), lossless the fp32 value
+ * before its rounding (spec accelerations §4.1 rule 4).
  */
 #include "cpu_internal.h"
 
@@ -32,12 +36,16 @@ typedef struct {
   const uint16_t *residual, *update; /* Plan B operands (residual = x for Plan A) */
   uint16_t *res_out;                 /* Plan B's residual' (NULL for Plan A) */
   uint16_t *y;
+  int8_t *q;       /* quantize = 1: [T, H] codes of y, else NULL */
+  float *qs;       /* [T] their scales */
+  float **scratch; /* quantize = 1: one fp32 row per worker */
 } nm_job;
 
 static int64_t clamp_row(int64_t g, int64_t n) { return g < 0 ? 0 : g >= n ? n - 1 : g; }
 
-/* Plan A (either tier) on one bf16 row x, table row g, into y. */
-static void norm_row(const nm_job *j, const uint16_t *x, int64_t g, uint16_t *y) {
+/* Plan A (either tier) on one bf16 row x, table row g, into y; with quantize, the values
+ * quantized (y, or the fp32 value before rounding at lossless) go to v[H]. */
+static void norm_row(const nm_job *j, const uint16_t *x, int64_t g, uint16_t *y, float *v_q) {
   const int64_t H = j->H;
   const float r = h3cpu_rms_inv(x, H3_BF16, 0, H, j->eps);
   const uint16_t *sc = j->scale + g * H, *sh = j->shift + g * H;
@@ -57,12 +65,13 @@ static void norm_row(const nm_job *j, const uint16_t *x, int64_t g, uint16_t *y)
       }
     }
     y[k] = h3_f32_to_bf16(out);
+    if (v_q) v_q[k] = j->exact ? h3_bf16_to_f32(y[k]) : out;
   }
 }
 
 static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
-  (void)worker;
   const nm_job *j = arg;
+  float *v_q = j->q ? j->scratch[worker] : NULL;
   const int64_t H = j->H;
   for (int64_t t = begin; t < end; t++) {
     const int64_t g = clamp_row(j->idx[t], j->G);
@@ -77,7 +86,8 @@ static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
       }
       x = ro;
     }
-    norm_row(j, x, g, j->y + t * H);
+    norm_row(j, x, g, j->y + t * H, v_q);
+    if (v_q) j->qs[t] = h3cpu_quantize_row(v_q, H, j->q + t * H); /* ops_q8fuse.c */
   }
 }
 
@@ -127,16 +137,40 @@ static h3_status job_init(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor 
   return H3_OK;
 }
 
-static void job_run(const h3_cpu_ctx *c, nm_job *j) {
-  h3cpu_parallel(c->pool, j->T, rows_range, j);
+static void job_free(nm_job *j, int workers) {
   free(j->w);
   free(j->weff);
+  for (int w = 0; j->scratch && w < workers; w++) free(j->scratch[w]);
+  free(j->scratch);
+}
+
+/* quantize = 1: the results q, s at out[first_q], out[first_q + 1] and the row buffers. */
+static h3_status job_quant(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *out, int first_q,
+                           nm_job *j) {
+  if (!h3_op_attr_int(op, "quantize", 0)) return H3_OK;
+  const int workers = h3cpu_pool_size(c->pool);
+  j->q = out[first_q].data;
+  j->qs = out[first_q + 1].data;
+  j->scratch = calloc((size_t)workers, sizeof *j->scratch);
+  h3_status st = j->scratch ? H3_OK : H3_ERR;
+  for (int w = 0; st == H3_OK && w < workers; w++)
+    if (!(j->scratch[w] = malloc((size_t)(j->H + 1) * sizeof(float)))) st = H3_ERR;
+  if (st != H3_OK) {
+    job_free(j, workers);
+    h3cpu_error(c, op, NULL, "out of memory for a row of %lld elements", (long long)j->H);
+  }
+  return st;
+}
+
+static void job_run(const h3_cpu_ctx *c, nm_job *j) {
+  h3cpu_parallel(c->pool, j->T, rows_range, j);
+  job_free(j, h3cpu_pool_size(c->pool));
 }
 
 H3_CPU_KERNEL(h3cpu_norm_modulate) {
   (void)n_in, (void)n_out;
   nm_job j;
-  if (job_init(c, op, in, 1, &j) != H3_OK) return H3_ERR;
+  if (job_init(c, op, in, 1, &j) != H3_OK || job_quant(c, op, out, 1, &j) != H3_OK) return H3_ERR;
   j.residual = in[0].data;
   j.y = out[0].data;
   job_run(c, &j);
@@ -146,7 +180,7 @@ H3_CPU_KERNEL(h3cpu_norm_modulate) {
 H3_CPU_KERNEL(h3cpu_residual_norm_modulate) {
   (void)n_in, (void)n_out;
   nm_job j;
-  if (job_init(c, op, in, 3, &j) != H3_OK) return H3_ERR;
+  if (job_init(c, op, in, 3, &j) != H3_OK || job_quant(c, op, out, 2, &j) != H3_OK) return H3_ERR;
   j.residual = in[0].data;
   j.update = in[1].data;
   j.gate = in[2].data;
