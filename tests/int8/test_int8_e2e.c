@@ -13,121 +13,16 @@
  *   - the `sample` program (4 steps) with --int8=rotate=256 runs to the end; its relative
  *     L2 against bf16 is reported.
  */
-#include "h3/frontend.h"
-#include "h3/int8.h"
-#include "h3/passes.h"
-#include "h3/runtime.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int failures, checks;
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    checks++;                                                                            \
-    if (!(cond)) {                                                                       \
-      failures++;                                                                        \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
-      fprintf(stderr, __VA_ARGS__);                                                      \
-      fprintf(stderr, "\n");                                                             \
-    }                                                                                    \
-  } while (0)
-
-static h3_config_override sets[] = {{"dim", 256},  {"heads", 2},          {"head_dim", 128},
-                                    {"ffn", 256},  {"text_dim", 256},     {"layers", 1},
-                                    {"steps", 4}};
-
-/* The small H3 after the pipeline of `tier`, with --int8=int8 when int8 is not NULL. */
-static h3_module *compile_tier(const char *int8, h3_tier tier) {
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_frontend_options fo = {"tiny", (int)(sizeof sets / sizeof sets[0]), sets};
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
-  h3_pass_options o = h3_pass_options_default();
-  o.tier = tier;
-  o.int8 = int8;
-  o.enable = int8 ? "int8-lowering,row-split" : NULL;
-  if (m && h3_pass_pipeline_run(m, &o, &d) != H3_OK) {
-    h3_module_free(m);
-    m = NULL;
-  }
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return m;
-}
-
-static h3_module *compile(const char *int8) { return compile_tier(int8, H3_TIER_EXACT); }
-
-typedef struct {
-  h3_host_tensor *out;
-  int n;
-  size_t weight_bytes;
-} run_result;
-
-/* Runs graph `name` of m on the CPU with random weights (seed 7) and default inputs. */
-static run_result run(const h3_module *m, const char *name) {
-  run_result r = {0};
-  h3_diag d;
-  h3_diag_init(&d);
-  const h3_graph *g = h3_module_graph(m, name);
-  h3_backend_options bo = {2, 7};
-  h3_backend *b = h3_backend_cpu_new(&bo, &d);
-  h3_weights *w = h3_weights_random(m, 7, &d);
-  h3_host_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
-  h3_input_defaults defs = {7, 0};
-  h3_runtime *rt = NULL;
-  if (b && w && in && h3_inputs_fill_defaults(m, g, in, &defs, &d) == H3_OK)
-    rt = h3_runtime_new(m, b, w, NULL, &d);
-  r.out = calloc((size_t)g->n_outputs + 1, sizeof *r.out);
-  if (rt && r.out && h3_runtime_run(rt, g, in, r.out, &d) == H3_OK) {
-    r.n = g->n_outputs;
-    r.weight_bytes = h3_runtime_weight_bytes(rt);
-  }
-  if (!r.n) h3_diag_print(&d, stderr);
-  CHECK(r.n > 0, "running '%s' failed", name);
-  h3_runtime_free(rt);
-  if (in) h3_host_tensors_free(in, g->n_inputs);
-  h3_weights_free(w);
-  h3_backend_free(b);
-  h3_diag_free(&d);
-  return r;
-}
-
-static void result_free(run_result *r, const h3_module *m, const char *name) {
-  if (r->out) h3_host_tensors_free(r->out, h3_module_graph(m, name)->n_outputs);
-  r->out = NULL;
-}
-
-/* Relative L2 of output i of a against b (f32 outputs). */
-static double rel_l2(const run_result *a, const run_result *b, int i) {
-  const float *x = a->out[i].data, *y = b->out[i].data;
-  int64_t n = h3_type_numel(&a->out[i].type);
-  double num = 0, den = 0;
-  for (int64_t k = 0; k < n; k++) {
-    num += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
-    den += (double)y[k] * y[k];
-  }
-  return den > 0 ? sqrt(num / den) : INFINITY;
-}
-
-static bool same_bits(const run_result *a, const run_result *b) {
-  if (!a->n || a->n != b->n) return false;
-  for (int i = 0; i < a->n; i++)
-    if (a->out[i].bytes != b->out[i].bytes || memcmp(a->out[i].data, b->out[i].data, a->out[i].bytes))
-      return false;
-  return true;
-}
+#include "int8_e2e.h"
 
 static void test_step_accuracy(h3_tier tier) {
-  h3_module *ref_m = compile_tier(NULL, tier);
+  h3_module *ref_m = small_h3(NULL, tier, NULL);
   CHECK(ref_m != NULL, "bf16 compile");
   if (!ref_m) return;
   run_result ref = run(ref_m, "step");
   const char *variants[] = {"rotate=0", "rotate=256"};
   for (int v = 0; v < 2 && ref.n; v++) {
-    h3_module *m = compile_tier(variants[v], tier);
+    h3_module *m = small_h3(variants[v], tier, "int8-lowering,row-split");
     CHECK(m != NULL, "int8 compile (%s)", variants[v]);
     if (!m) continue;
     h3_int8_summary s;
@@ -152,7 +47,9 @@ static void test_step_accuracy(h3_tier tier) {
 }
 
 static void test_split_neutral(void) {
-  h3_module *plain = compile("max_rows=0"), *split = compile("max_rows=16,min_split_n=1");
+  const char *lower = "int8-lowering,row-split";
+  h3_module *plain = small_h3("max_rows=0", H3_TIER_EXACT, lower),
+            *split = small_h3("max_rows=16,min_split_n=1", H3_TIER_EXACT, lower);
   CHECK(plain && split, "compile");
   if (!plain || !split) return;
   h3_int8_summary s0, s1;
@@ -179,7 +76,8 @@ static void test_split_neutral(void) {
 }
 
 static void test_sample(void) {
-  h3_module *ref_m = compile(NULL), *m = compile("rotate=256");
+  h3_module *ref_m = small_h3(NULL, H3_TIER_EXACT, NULL),
+            *m = small_h3("rotate=256", H3_TIER_EXACT, "int8-lowering,row-split");
   CHECK(ref_m && m, "compile");
   if (ref_m && m) {
     run_result ref = run(ref_m, "sample"), r = run(m, "sample");
