@@ -23,17 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    checks++;                                                                            \
-    if (!(cond)) {                                                                       \
-      failures++;                                                                        \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
-      fprintf(stderr, __VA_ARGS__);                                                      \
-      fprintf(stderr, "\n");                                                             \
-    }                                                                                    \
-  } while (0)
+#include "../common/check.h"
 
 /* Checks flags against the graphs named in `marked` (comma-separated, each ",name,"). */
 static void expect_marks(const h3_module *m, const char *marked, const char *what) {

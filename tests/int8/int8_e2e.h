@@ -16,17 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    checks++;                                                                            \
-    if (!(cond)) {                                                                       \
-      failures++;                                                                        \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
-      fprintf(stderr, __VA_ARGS__);                                                      \
-      fprintf(stderr, "\n");                                                             \
-    }                                                                                    \
-  } while (0)
+#include "../common/check.h"
 
 static h3_config_override sets[] = {{"dim", 256},  {"heads", 2},          {"head_dim", 128},
                                     {"ffn", 256},  {"text_dim", 256},     {"layers", 1},
