@@ -95,6 +95,10 @@ static void load(h3_strbuf *s, int vec, const char *arr, const char *ptr, const 
   else h3_strbuf_printf(s, "      %s[0] = h3_ld(%s, %s);\n", arr, ptr, at);
 }
 
+/* rope: one work unit per (row = token·head, chunk): a rotated chunk j < half/vec loads the
+ * pair (x[i], x[i + half]) once and writes both outputs (a = x[i], b = x[i + half]:
+ * lo = a·cos − b·sin, hi = b·cos + a·sin, one rounding each); the dims [R, D) are copied
+ * chunk by chunk. Every x element is read once. */
 static h3_status emit_rope(emit_ctx *ec) {
   const h3_op *op = ec->op;
   h3_type in_t[3] = {op->operands[0]->type, op->operands[1]->type, op->operands[2]->type};
@@ -104,35 +108,40 @@ static h3_status emit_rope(emit_ctx *ec) {
   int64_t h = x->dims[1], dd = x->dims[2], half = cs->dims[1], r = 2 * half;
   if (r > dd) return emit_unsupported(ec, "the rotated dims exceed the head dim");
   int vec = (half % 8 == 0 && dd % 8 == 0) ? 8 : 1;
-  int64_t total = h3_type_numel(x);
-  bool tb = cs->dims[0] == 1; /* one table row for every token */
+  int64_t rows = x->dims[0] * h, rot = half / vec, per_row = rot + (dd - r) / vec;
   h3_strbuf *s = &ec->src;
   emit_signature(ec, 3, in_t, 1, &out_t, NULL, EMIT_BLOCK, true);
-  h3_strbuf_printf(s, "  const long long n = %lldll;\n", (long long)(total / vec));
+  h3_strbuf_printf(s, "  const long long n = %lldll;\n", (long long)(rows * per_row));
   h3_strbuf_append(s, LOOP_E("n"));
-  h3_strbuf_printf(s, "    const long long base = e * %d, d = base %% %lldll;\n", vec, (long long)dd);
-  if (tb) h3_strbuf_append(s, "    const long long t = 0;\n");
-  else h3_strbuf_printf(s, "    const long long t = base / %lldll;\n", (long long)(h * dd));
+  h3_strbuf_printf(s, "    const long long row = e / %lldll, j = e %% %lldll;\n", (long long)per_row,
+                   (long long)per_row);
+  h3_strbuf_printf(s, "    const long long base = row * %lldll;\n", (long long)dd);
   h3_strbuf_printf(s, "    float a[%d], b[%d], c[%d], sn[%d], o[%d];\n", vec, vec, vec, vec, vec);
-  h3_strbuf_printf(s, "    if (d < %lldll) {\n", (long long)r);
-  h3_strbuf_printf(s, "      const bool lo = d < %lldll;\n", (long long)half);
-  h3_strbuf_printf(s, "      const long long i = lo ? d : d - %lldll;\n", (long long)half);
-  h3_strbuf_printf(s, "      const long long pa = lo ? base : base - %lldll, pb = pa + %lldll;\n",
-                   (long long)half, (long long)half);
+  h3_strbuf_printf(s, "    if (j < %lldll) {\n", (long long)rot);
+  h3_strbuf_printf(s, "      const long long pa = base + j * %d, pb = pa + %lldll;\n", vec,
+                   (long long)half);
+  h3_strbuf_printf(s, "      const long long ti = (row / %lldll) * %lldll + j * %d;\n", (long long)h,
+                   (long long)half, vec);
   load(s, vec, "a", "in0", "pa");
   load(s, vec, "b", "in0", "pb");
-  h3_strbuf_printf(s, "      const long long ti = t * %lldll + i;\n", (long long)half);
   load(s, vec, "c", "in1", "ti");
   load(s, vec, "sn", "in2", "ti");
   h3_strbuf_printf(s, "#pragma unroll\n      for (int k = 0; k < %d; k++)\n"
-                      "        o[k] = lo ? __fsub_rn(__fmul_rn(a[k], c[k]), __fmul_rn(b[k], sn[k]))\n"
-                      "                  : __fadd_rn(__fmul_rn(b[k], c[k]), __fmul_rn(a[k], sn[k]));\n"
-                      "    } else {\n", vec);
-  load(s, vec, "o", "in0", "base");
-  h3_strbuf_append(s, "    }\n");
-  if (vec == 8) h3_strbuf_append(s, "    h3_st8(out0, base, o);\n  }\n}\n");
-  else h3_strbuf_append(s, "    h3_st(out0, base, o[0]);\n  }\n}\n");
-  emit_launch_1d(ec, total / vec, EMIT_BLOCK);
+                      "        o[k] = __fsub_rn(__fmul_rn(a[k], c[k]), __fmul_rn(b[k], sn[k]));\n",
+                   vec);
+  if (vec == 8) h3_strbuf_append(s, "      h3_st8(out0, pa, o);\n");
+  else h3_strbuf_append(s, "      h3_st(out0, pa, o[0]);\n");
+  h3_strbuf_printf(s, "#pragma unroll\n      for (int k = 0; k < %d; k++)\n"
+                      "        o[k] = __fadd_rn(__fmul_rn(b[k], c[k]), __fmul_rn(a[k], sn[k]));\n",
+                   vec);
+  if (vec == 8) h3_strbuf_append(s, "      h3_st8(out0, pb, o);\n    } else {\n");
+  else h3_strbuf_append(s, "      h3_st(out0, pb, o[0]);\n    } else {\n");
+  h3_strbuf_printf(s, "      const long long pc = base + %lldll + (j - %lldll) * %d;\n", (long long)r,
+                   (long long)rot, vec);
+  load(s, vec, "o", "in0", "pc");
+  if (vec == 8) h3_strbuf_append(s, "      h3_st8(out0, pc, o);\n    }\n  }\n}\n");
+  else h3_strbuf_append(s, "      h3_st(out0, pc, o[0]);\n    }\n  }\n}\n");
+  emit_launch_1d(ec, rows * per_row, EMIT_BLOCK);
   return emit_args(ec, 3, 1, false);
 }
 
