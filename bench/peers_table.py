@@ -14,21 +14,7 @@ script goes on.
 import argparse
 import sys
 
-
-def median_ms(fn, iters):
-    import torch
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from block_peers import median_ms  # CUDA-event median, shared by the bench drivers
 
 
 def peers(rows, used, heads, iters):
@@ -46,7 +32,7 @@ def peers(rows, used, heads, iters):
                 if rows > used:
                     F.scaled_dot_product_attention(q[:, :, used:], k[:, :, used:], v[:, :, used:])
         try:
-            out[name] = median_ms(run, iters)
+            out[name] = median_ms(run, iters, warm=2)
         except RuntimeError as e:
             print(f"peers: {name}: {e}".splitlines()[0], file=sys.stderr)
     total = 0.0
@@ -54,7 +40,7 @@ def peers(rows, used, heads, iters):
                           ("gemm_fc1", (5376, 28672)), ("gemm_fc2", (14336, 5376))):
         x = torch.randn(rows, kk, device=dev, dtype=torch.bfloat16)
         w = torch.randn(n, kk, device=dev, dtype=torch.bfloat16)
-        out[name] = median_ms(lambda: torch.matmul(x, w.t()), iters)
+        out[name] = median_ms(lambda: torch.matmul(x, w.t()), iters, warm=2)
         total += out[name]
         del x, w
     out["gemm_block_total"] = total

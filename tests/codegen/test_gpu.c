@@ -8,64 +8,10 @@
 #include "h3/backend.h"
 #include "op_check.h"
 
-#include <cuda.h>
-#include <dlfcn.h>
-
-typedef CUresult (*fn_init)(unsigned);
-typedef CUresult (*fn_dev_get)(CUdevice *, int);
-typedef CUresult (*fn_ctx_retain)(CUcontext *, CUdevice);
-typedef CUresult (*fn_ctx_set)(CUcontext);
-typedef CUresult (*fn_mod_load)(CUmodule *, const void *);
-typedef CUresult (*fn_mod_fn)(CUfunction *, CUmodule, const char *);
-typedef CUresult (*fn_alloc)(CUdeviceptr *, size_t);
-typedef CUresult (*fn_free)(CUdeviceptr);
-typedef CUresult (*fn_htod)(CUdeviceptr, const void *, size_t);
-typedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t);
-typedef CUresult (*fn_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              unsigned, CUstream, void **, void **);
-typedef CUresult (*fn_sync)(void);
-
-static struct {
-  fn_init init;
-  fn_dev_get dev_get;
-  fn_ctx_retain ctx_retain;
-  fn_ctx_set ctx_set;
-  fn_mod_load mod_load;
-  fn_mod_fn mod_fn;
-  fn_alloc alloc;
-  fn_free free_;
-  fn_htod htod;
-  fn_dtoh dtoh;
-  fn_launch launch;
-  fn_sync sync;
-} cu;
-
-static bool load_driver(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!h) return false;
-#define SYM(field, name) \
-  if (!(*(void **)&cu.field = dlsym(h, name))) return false;
-  SYM(init, "cuInit");
-  SYM(dev_get, "cuDeviceGet");
-  SYM(ctx_retain, "cuDevicePrimaryCtxRetain");
-  SYM(ctx_set, "cuCtxSetCurrent");
-  SYM(mod_load, "cuModuleLoadData");
-  SYM(mod_fn, "cuModuleGetFunction");
-  SYM(alloc, "cuMemAlloc_v2");
-  SYM(free_, "cuMemFree_v2");
-  SYM(htod, "cuMemcpyHtoD_v2");
-  SYM(dtoh, "cuMemcpyDtoH_v2");
-  SYM(launch, "cuLaunchKernel");
-  SYM(sync, "cuCtxSynchronize");
-#undef SYM
-  CUdevice dev;
-  CUcontext ctx;
-  return cu.init(0) == CUDA_SUCCESS && cu.dev_get(&dev, 0) == CUDA_SUCCESS &&
-         cu.ctx_retain(&ctx, dev) == CUDA_SUCCESS && cu.ctx_set(ctx) == CUDA_SUCCESS;
-}
+#include "../common/cuda_driver.h"
 
 int main(void) {
-  if (!load_driver()) {
+  if (!cuda_driver_open(NULL, 0)) {
     fprintf(stderr, "test_gpu: no usable CUDA driver/GPU; skipped\n");
     return 77;
   }
