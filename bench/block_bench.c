@@ -16,12 +16,17 @@
  * the gated residuals. Random weights (made on the GPU), default inputs (h3exec's).
  * Printed: "h3bench NAME MS" lines (step_a, step_b, block; read by bench/block_peers.py).
  *
- * --profile N: PLAN_A is run N more times with the executor's per-op trace (it syncs after
- * every op, so each op's time is its own plus one launch and sync, ~10 us) and the ops of
+ * --profile N: PLAN_A is run N more times with the executor's per-op trace (device
+ * timestamps, h3_runtime_options.trace_device: the ops run back to back as untraced and each
+ * op's time runs from the end of the work queued before it to its own end; --sync-trace
+ * syncs after every op instead, so each op's time is its own plus one launch and sync,
+ * ~10 us, with the GPU idle in between) and the ops of
  * the trunk loop are printed in order with their median time, the bytes they must move
  * (operands + results from the IR types; a copied slice moves its result twice; views 0),
  * the bandwidth that gives, the floor at --bandwidth TB/s (default 4.1, the copy rate
  * measured on the H200), and TFLOP/s for linear and attention; then the totals per class.
+ * H3_INT8_MAX_ROWS in the environment re-decides the row splits of --int8 plans at load,
+ * as for h3exec (docs/int8.md section 3).
  * --backend cpu runs the same on the cpu backend with wall times (for tiny plans: a check of
  * the driver itself on a machine without a GPU). Exit 77 without a GPU for cuda.
  */
@@ -29,6 +34,7 @@
 
 #include "h3/codegen.h"
 #include "h3/cuda_backend.h"
+#include "h3/int8.h"
 #include "h3/op_registry.h"
 #include "h3/plan.h"
 #include "h3/runtime.h"
@@ -39,6 +45,7 @@
 
 typedef struct {
   int iters, warmup, profile;
+  bool sync_trace; /* --sync-trace: the profile syncs after each op (else device timestamps) */
   const char *attention, *backend;
   uint64_t seed;
   double tbps;
@@ -68,7 +75,8 @@ static void setup_free(setup *s) {
 static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace, h3_diag *d) {
   memset(s, 0, sizeof *s);
   s->plan = h3_plan_read_file(path, d);
-  if (!s->plan) return H3_ERR;
+  bool int8_env = false; /* H3_INT8_MAX_ROWS re-decides the int8 row splits, as in h3exec */
+  if (!s->plan || h3_int8_apply_env(s->plan->module, &int8_env, d) != H3_OK) return H3_ERR;
   const h3_module *m = s->plan->module;
   s->layers = h3_module_config(m, "layers", -1);
   s->g = h3_module_graph(m, "step");
@@ -97,7 +105,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
   }
   h3_input_defaults defs = {o->seed, 0};
   if (h3_inputs_fill_defaults(m, s->g, s->in, &defs, d) != H3_OK) return H3_ERR;
-  h3_runtime_options ro = {trace, NULL, NULL, o->seed};
+  h3_runtime_options ro = {trace, NULL, NULL, o->seed, !o->sync_trace};
   s->rt = h3_runtime_new(m, s->b, s->w, &ro, d);
   return s->rt ? H3_OK : H3_ERR;
 }
@@ -171,7 +179,7 @@ static double op_bytes(const h3_op *op) {
 }
 
 static double op_flops(const h3_op *op) {
-  if (op->code == H3_OP_LINEAR) {
+  if (op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8) {
     const h3_type *x = &op->operands[0]->type, *y = &op->results[0]->type;
     double m = 1;
     for (int i = 0; i < x->rank - 1; i++) m *= (double)x->dims[i];
@@ -250,11 +258,16 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
   }
   if (st == H3_OK) {
     printf("\n== per-op profile of one block (plan %s, %d traced runs, median ms per op;\n"
-           "   floor = bytes / %.2f TB/s; each op's time includes one launch and sync) ==\n",
-           path, o->profile, o->tbps);
+           "   floor = bytes / %.2f TB/s; %s) ==\n",
+           path, o->profile, o->tbps,
+           o->sync_trace || strcmp(o->backend, "cuda") != 0
+               ? "each op's time includes one launch and sync"
+               : "device timestamps, ops back to back as untraced: each op's time runs from the "
+                 "end of the work queued before it to its own end");
     printf("%-3s %-12s %-30s %-22s %9s %9s %8s %7s %8s\n", "#", "op", "kernel", "result", "ms",
            "MB", "GB/s", "floor", "TFLOP/s");
     double sum[3] = {0}, floor_other = 0, sum_all = 0;
+    bool int8 = false;
     int k = 0;
     for (const h3_op *op = loop->regions[0].first; op; op = op->next) {
       if (op->code == H3_OP_YIELD) continue;
@@ -267,14 +280,20 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
              m, by / 1e6, m > 0 ? by / (m * 1e6) : 0, fl_ms);
       if (fl > 0) printf(" %8.1f", fl / (m * 1e9));
       printf("\n");
-      int cls = op->code == H3_OP_LINEAR && fl > 1e12 ? 0 : op->code == H3_OP_ATTENTION ? 1 : 2;
+      /* the big GEMMs: bf16 linears, or int8 ones with their activation quantization */
+      int cls = (op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8) && fl > 1e12 ? 0
+                : op->code == H3_OP_QUANTIZE_ROWS                                      ? 0
+                : op->code == H3_OP_ATTENTION                                          ? 1
+                                                                                       : 2;
       sum[cls] += m;
+      int8 |= op->code == H3_OP_LINEAR_INT8;
       if (cls == 2) floor_other += fl_ms;
       sum_all += m;
       k++;
     }
-    printf("totals: big GEMMs %.3f ms, attention %.3f ms, everything else %.3f ms (floor %.3f ms)\n",
-           sum[0], sum[1], sum[2], floor_other);
+    printf("totals: big GEMMs%s %.3f ms, attention %.3f ms, everything else %.3f ms (floor %.3f ms)\n",
+           int8 ? " (int8: with quantize_rows and the fused dequantization)" : "", sum[0], sum[1],
+           sum[2], floor_other);
     printf("        sum of ops %.3f ms; traced trunk loop %.3f ms; untraced block %.3f ms\n", sum_all,
            trunk_ms, block_ms);
     printf("h3bench profile_gemm %.4f\nh3bench profile_attention %.4f\nh3bench profile_other %.4f\n",
@@ -287,13 +306,14 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
 
 static int usage(void) {
   fprintf(stderr, "usage: block_bench PLAN_A PLAN_B [--iters N] [--warmup N] [--attention NAME]\n"
-                  "                   [--profile N] [--seed N] [--bandwidth TBPS] [--backend cuda|cpu]\n"
+                  "                   [--profile N [--sync-trace]] [--seed N] [--bandwidth TBPS]\n"
+                  "                   [--backend cuda|cpu]\n"
                   "  PLAN_A, PLAN_B: models/minimax_h3.g compiled with two `layers` values\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
-  opts o = {5, 2, 0, "cudnn", "cuda", 7, 4.1};
+  opts o = {5, 2, 0, false, "cudnn", "cuda", 7, 4.1};
   const char *plans[2] = {NULL, NULL};
   int np = 0;
   for (int i = 1; i < argc; i++) {
@@ -302,6 +322,7 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(a, "--iters")) o.iters = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--warmup")) o.warmup = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--profile")) o.profile = atoi(argv[++i]);
+    else if (!strcmp(a, "--sync-trace")) o.sync_trace = true;
     else if (i + 1 < argc && !strcmp(a, "--attention")) o.attention = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--backend")) o.backend = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--seed")) o.seed = strtoull(argv[++i], NULL, 10);

@@ -345,7 +345,7 @@ static int run(const options *o, h3_diag *d) {
   h3_input_defaults defs = {o->seed, o->prompt_len};
   if (h3_inputs_fill_defaults(m, g, in, &defs, d) != H3_OK) goto done;
   progress_state ps = {0, b};
-  h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed};
+  h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed, false};
   rt = h3_runtime_new(m, b, w, &ro, d);
   out = calloc((size_t)g->n_outputs + 1, sizeof *out);
   lat = calloc((size_t)o->iterations + 1, sizeof *lat);

@@ -62,6 +62,12 @@ struct h3_runtime {
   h3_op_stat stats[H3_OPCODE_COUNT];
   h3_trace_event *ev;
   size_t n_ev, cap_ev;
+  /* device trace (opt.trace_device with backend marks): events hold mark indices in ts/dur
+   * until the run's final sync resolves them from ev_first on; ev_code[i] is the opcode
+   * whose statistics event i adds to (-1: none) */
+  bool dev_clock;
+  int *ev_code;
+  size_t ev_first;
 };
 
 static const h3_span no_span = {0};
@@ -80,16 +86,52 @@ static const char *kind_name(h3_opcode c) {
   }
 }
 
-static void record(h3_runtime *rt, const char *name, const char *cat, double t0, double t1) {
+/* A trace time stamp: host seconds, or with the device clock the index of a device mark
+ * (-1: none could be taken; the event is dropped). */
+static double stamp(h3_runtime *rt) {
+  if (rt->dev_clock) return (double)rt->b->ext->mark(rt->b);
+  return rt->b->ops->now(rt->b);
+}
+
+/* Records one trace event from stamps t0, t1; `code` >= 0: an op whose time the opcode
+ * statistics get once the device clock is resolved (host stamps: the caller adds it). */
+static void record(h3_runtime *rt, const char *name, const char *cat, double t0, double t1,
+                   int code) {
   if (!rt->opt.trace) return;
+  if (rt->dev_clock && (t0 < 0 || t1 < 0)) return;
   if (rt->n_ev == rt->cap_ev) {
     size_t cap = rt->cap_ev ? rt->cap_ev * 2 : 4096;
     h3_trace_event *e = realloc(rt->ev, cap * sizeof *e);
-    if (!e) return; /* the trace is best effort: a full trace stops growing */
-    rt->ev = e;
+    int *c = e ? realloc(rt->ev_code, cap * sizeof *c) : NULL;
+    if (e) rt->ev = e;
+    if (!c) return; /* the trace is best effort: a full trace stops growing */
+    rt->ev_code = c;
     rt->cap_ev = cap;
   }
-  rt->ev[rt->n_ev++] = (h3_trace_event){name, cat, t0 - rt->t0, t1 - t0, rt->depth};
+  rt->ev_code[rt->n_ev] = code;
+  rt->ev[rt->n_ev++] = rt->dev_clock
+                           ? (h3_trace_event){name, cat, t0, t1, rt->depth}
+                           : (h3_trace_event){name, cat, t0 - rt->t0, t1 - t0, rt->depth};
+}
+
+/* After the run's final sync: turns the mark indices of events [ev_first, n_ev) into
+ * seconds (ts from the run's first mark, placed at host time `host0`) and adds the ops'
+ * device times to the opcode statistics. */
+static void resolve_device_events(h3_runtime *rt, double host0) {
+  const h3_backend_ext *x = rt->b->ext;
+  int m0 = -1; /* the run's first mark: events are recorded when they end */
+  for (size_t i = rt->ev_first; i < rt->n_ev; i++)
+    if (m0 < 0 || (int)rt->ev[i].ts < m0) m0 = (int)rt->ev[i].ts;
+  for (size_t i = rt->ev_first; i < rt->n_ev; i++) {
+    h3_trace_event *e = &rt->ev[i];
+    int a = (int)e->ts, z = (int)e->dur;
+    double from0 = x->mark_seconds(rt->b, m0, a), dur = x->mark_seconds(rt->b, a, z);
+    e->ts = host0 - rt->t0 + (from0 > 0 ? from0 : 0);
+    e->dur = dur > 0 ? dur : 0;
+    if (rt->ev_code[i] >= 0) rt->stats[rt->ev_code[i]].seconds += e->dur;
+  }
+  rt->ev_first = rt->n_ev;
+  x->marks_reset(rt->b);
 }
 
 static gstate *state_of(h3_runtime *rt, const h3_graph *g) {
@@ -244,7 +286,7 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
     *st = H3_ERR;
     return 1;
   }
-  double t0 = rt->b->ops->now(rt->b);
+  double t0 = stamp(rt);
   int64_t off = view_offset(rt, gs, op, x, d, st);
   if (*st != H3_OK) return 1;
   if (off < 0) return 0;
@@ -252,7 +294,7 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
   if (v->offset >= 0 &&
       (src->offset < 0 || v->offset != src->offset + (code == H3_OP_INDEX ? 0 : off)))
     return 0;
-  record(rt, h3_opcode_name(op->code), kind_name(op->code), t0, rt->b->ops->now(rt->b));
+  record(rt, h3_opcode_name(op->code), kind_name(op->code), t0, stamp(rt), -1);
   slot *s = &gs->slots[v->id];
   if (s->cap) {
     rt->b->ops->release(rt->b, s->t.data);
@@ -327,18 +369,18 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     n_staged = i + 1;
   }
   if (st == H3_OK) {
-    double t0 = rt->b->ops->now(rt->b);
+    double t0 = stamp(rt);
     st = rt->b->ops->run_op(rt->b, op, in, op->n_operands, out_buf, op->n_results, d);
     for (int i = 0; i < n_staged; i++) {
       if (out_buf[i].data == staged[i].data) continue;
       if (st == H3_OK) st = copy_tensor(rt, &staged[i], &out_buf[i], d);
     }
-    if (st == H3_OK && rt->opt.trace) st = rt->b->ops->sync(rt->b, d);
-    double t1 = rt->b->ops->now(rt->b);
+    if (st == H3_OK && rt->opt.trace && !rt->dev_clock) st = rt->b->ops->sync(rt->b, d);
+    double t1 = stamp(rt);
     rt->stats[op->code].count++;
-    rt->stats[op->code].seconds += t1 - t0;
+    if (!rt->dev_clock) rt->stats[op->code].seconds += t1 - t0;
     record(rt, h3_op_attr_string(op, "kernel", h3_opcode_name(op->code)), kind_name(op->code), t0,
-           t1);
+           t1, (int)op->code);
   }
   for (int i = 0; i < n_staged; i++)
     if (out_buf[i].data && out_buf[i].data != staged[i].data)
@@ -412,7 +454,7 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
                   "loop '%s': region arguments, yield and results do not match", label);
     return H3_ERR;
   }
-  double t0 = rt->b->ops->now(rt->b);
+  double t0 = stamp(rt);
   h3_status st = H3_OK;
   for (int i = 0; st == H3_OK && i < r->n_args; i++) st = bind(rt, gs, r->args[i], d);
   if (st == H3_OK) st = assign_carried(rt, gs, r, op->operands, &op->span, d);
@@ -428,7 +470,7 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
     if (st == H3_OK)
       st = copy_tensor(rt, &gs->slots[op->results[i]->id].t, &gs->slots[r->args[i + 1]->id].t, d);
   }
-  record(rt, label, "control", t0, rt->b->ops->now(rt->b));
+  record(rt, label, "control", t0, stamp(rt), -1);
   return st;
 }
 
@@ -447,7 +489,7 @@ static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const c
     h3_diag_error(d, op->span, "graphs may not call themselves", "call of '%s' is recursive", name);
     return H3_ERR;
   }
-  double t0 = rt->b->ops->now(rt->b);
+  double t0 = stamp(rt);
   h3_status st = state_ready(rt, cs, d);
   for (int i = 0; st == H3_OK && i < g->n_inputs; i++) {
     const h3_tensor *t = lookup(rt, gs, op->operands[first + i], d);
@@ -480,7 +522,7 @@ static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const c
     st = src ? bind(rt, gs, op->results[i], d) : H3_ERR;
     if (st == H3_OK) st = copy_tensor(rt, &gs->slots[op->results[i]->id].t, src, d);
   }
-  record(rt, name, "control", t0, rt->b->ops->now(rt->b));
+  record(rt, name, "control", t0, stamp(rt), -1);
   return st;
 }
 
@@ -569,8 +611,16 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
   }
   const h3_graph *prev_top = rt->top;
   rt->top = g;
+  double host0 = rt->b->ops->now(rt->b);
   if (st == H3_OK) st = run_graph(rt, gs, d);
   if (st == H3_OK) st = rt->b->ops->sync(rt->b, d);
+  if (rt->dev_clock && !prev_top) {
+    if (st == H3_OK) resolve_device_events(rt, host0);
+    else { /* marks of a failed run are not resolvable: drop its events */
+      rt->n_ev = rt->ev_first;
+      rt->b->ext->marks_reset(rt->b);
+    }
+  }
   rt->top = prev_top;
   const h3_op *ret = g->body.last;
   memset(out, 0, (size_t)g->n_outputs * sizeof *out);
@@ -669,6 +719,8 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
   rt->m = m;
   rt->b = b;
   if (o) rt->opt = *o;
+  rt->dev_clock = rt->opt.trace && rt->opt.trace_device && b->ext && b->ext->mark &&
+                  b->ext->mark_seconds && b->ext->marks_reset;
   rt->n_ids = m->next_value_id;
   rt->params = calloc((size_t)rt->n_ids + 1, sizeof *rt->params);
   rt->graphs = calloc((size_t)m->n_graphs + 1, sizeof *rt->graphs);
@@ -735,6 +787,7 @@ void h3_runtime_free(h3_runtime *rt) {
   free(rt->params);
   free(rt->graphs);
   free(rt->ev);
+  free(rt->ev_code);
   free(rt);
 }
 
@@ -742,7 +795,7 @@ const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt) { return rt->stats; 
 
 void h3_runtime_reset_stats(h3_runtime *rt) {
   memset(rt->stats, 0, sizeof rt->stats);
-  rt->n_ev = 0;
+  rt->n_ev = rt->ev_first = 0;
 }
 
 size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events) {

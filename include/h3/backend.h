@@ -64,12 +64,20 @@ typedef struct {
  *     call_begin may set *replayed = 1: the backend replayed the work it recorded for key
  *     with these same input buffers, so the executor skips running the callee (whose value
  *     buffers are those of the recorded run). Otherwise the executor runs the callee and
- *     then calls call_end (also after an error, with the status it got). */
+ *     then calls call_end (also after an error, with the status it got).
+ *   mark / mark_seconds / marks_reset: device timestamps for a trace that does not sync
+ *     after each op. mark queues a timestamp after the work queued so far and returns its
+ *     index (0, 1, ... since the last marks_reset), or -1 when it cannot (inside a graph
+ *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
+ *     from mark a to mark b (negative when either is unknown). */
 typedef struct {
   h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
   h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
                           int *replayed, h3_diag *d);
   h3_status (*call_end)(h3_backend *b, const void *key, h3_status st, h3_diag *d);
+  int (*mark)(h3_backend *b);
+  double (*mark_seconds)(h3_backend *b, int a, int z);
+  void (*marks_reset)(h3_backend *b);
 } h3_backend_ext;
 
 struct h3_backend {

@@ -33,6 +33,11 @@ typedef struct {
   h3_progress_fn progress; /* NULL: none */
   void *progress_ctx;
   uint64_t weight_seed; /* random weights made on the device when no store is given */
+  /* with trace: time ops by device timestamps (h3_backend_ext.mark) without a sync after
+   * each op, so ops run back to back as in an untraced run; each op's time is then from
+   * its launch point in the stream to its end. Backends without marks (cpu) sync after
+   * each op as without this flag. Events inside a CUDA graph capture are dropped. */
+  bool trace_device;
 } h3_runtime_options;
 
 /* One executed op (or call / loop, cat "control"); times in seconds since the runtime

@@ -226,6 +226,7 @@ static void cuda_destroy(h3_backend *b) {
   if (s) {
     cudaStreamSynchronize(s->stream);
     cu_graphs_free(s);
+    cu_marks_free(s);
     cu_cudnn_free(s);
     cu_gemm_shutdown(s);
     cu_kernels_free(s);
@@ -245,7 +246,8 @@ static const h3_backend_ops cuda_ops = {
     cuda_copy,  cuda_run_op,  cuda_sync,  cuda_now,
 };
 
-static const h3_backend_ext cuda_ext = {cu_init_param, cu_graph_call_begin, cu_graph_call_end};
+static const h3_backend_ext cuda_ext = {cu_init_param, cu_graph_call_begin, cu_graph_call_end,
+                                        cu_mark,       cu_mark_seconds,     cu_marks_reset};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {

@@ -10,8 +10,9 @@
  * Descriptors and the algorithm are chosen once, when the op is prepared (at plan load), for
  * 16-byte aligned pointers, so the choice (and the bits of the result) does not depend on
  * where the memory plan put the tensors; a shape cuBLASLt has no algorithm for goes to the
- * own GEMM. A run whose pointers are less aligned asks the heuristic again for that
- * alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
+ * own GEMM. Large GEMMs take the fastest of several candidates instead of the heuristic's
+ * first pick, timed once per machine (cuda_gemm_tune.c). A run whose pointers are less
+ * aligned asks the heuristic again for that alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
  * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
  */
 #include "cuda_lt.h"
@@ -63,12 +64,10 @@ h3_status cu_lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char 
                      cublasLtGetStatusString(st));
 }
 
-h3_status cu_lt_pick_algo(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc,
-                          cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
-                          cublasLtMatrixLayout_t c, unsigned align, cublasLtMatmulAlgo_t *algo,
-                          int *found, h3_diag *d) {
+h3_status cu_lt_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p, unsigned align,
+                           cublasLtMatmulHeuristicResult_t *res, int max, int *n, h3_diag *d) {
   cublasLtMatmulPreference_t pref;
-  *found = 0;
+  *n = 0;
   LT_CHECK(d, op, cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = CU_WORKSPACE_BYTES;
   uint32_t al = align;
@@ -79,16 +78,25 @@ h3_status cu_lt_pick_algo(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t des
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < 4; i++)
     st = cublasLtMatmulPreferenceSetAttribute(pref, al_attrs[i], &al, sizeof al);
-  cublasLtMatmulHeuristicResult_t res;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, desc, a, b, c, c, pref, 1, &res,
-                                        found);
+    st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)s->lt, p->desc, p->a, p->b, p->c, p->c,
+                                        pref, max, res, n);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-    *found = 0;
+    *n = 0;
     return H3_OK;
   }
   if (st != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, op, st, "cublasLtMatmulAlgoGetHeuristic");
+  return H3_OK;
+}
+
+h3_status cu_lt_pick_algo(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc,
+                          cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                          cublasLtMatrixLayout_t c, unsigned align, cublasLtMatmulAlgo_t *algo,
+                          int *found, h3_diag *d) {
+  cu_lt_problem p = {.desc = desc, .a = a, .b = b, .c = c};
+  cublasLtMatmulHeuristicResult_t res;
+  if (cu_lt_candidates(s, op, &p, align, &res, 1, found, d) != H3_OK) return H3_ERR;
   if (*found > 0) *algo = res.algo;
   return H3_OK;
 }
@@ -115,7 +123,14 @@ static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->N, g->K));
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->M, g->K));
   LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->c, dt, (uint64_t)g->N, (uint64_t)g->M, g->N));
-  return pick_algo(s, g, 16, found, d);
+  if (pick_algo(s, g, 16, found, d) != H3_OK) return H3_ERR;
+  if (!*found || g->bias) return H3_OK; /* (a bias GEMM would need a scratch bias to time) */
+  size_t ob = dt == CUDA_R_16BF ? 2 : 4;
+  cu_lt_problem p = {g->desc, g->a, g->b, g->c, (size_t)(g->N * g->K) * 2, (size_t)(g->M * g->K) * 2,
+                     (size_t)(g->M * g->N) * ob, ""};
+  snprintf(p.key, sizeof p.key, "bf16 TN M %lld N %lld K %lld out %zu align 16", (long long)g->M,
+           (long long)g->N, (long long)g->K, ob);
+  return cu_lt_tune(s, g->op, &p, 2.0 * (double)g->M * (double)g->N * (double)g->K, &g->algo, d);
 }
 
 h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *d) {

@@ -115,6 +115,9 @@ typedef struct cu_state {
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
+  /* device marks of a device-clock trace (cuda_marks.c) */
+  cudaEvent_t *marks;
+  int n_marks, cap_marks;
 } cu_state;
 
 /* ---- checks (cuda_backend.c) ----------------------------------------------------------- */
@@ -240,5 +243,11 @@ void cu_graphs_free(cu_state *s);
 
 /* ---- weights (cuda_weights.c) ------------------------------------------------------------- */
 h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
+
+/* ---- device marks (cuda_marks.c): h3_backend_ext.mark, mark_seconds, marks_reset ------- */
+int cu_mark(h3_backend *b);
+double cu_mark_seconds(h3_backend *b, int a, int z);
+void cu_marks_reset(h3_backend *b);
+void cu_marks_free(cu_state *s);
 
 #endif

@@ -24,4 +24,23 @@ h3_status cu_lt_pick_algo(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t des
                           cublasLtMatrixLayout_t c, unsigned align, cublasLtMatmulAlgo_t *algo,
                           int *found, h3_diag *d);
 
+/* One GEMM problem as cuBLASLt sees it: D = op(A)·op(B) with C = D (layout c), the bytes of
+ * each operand (for scratch copies) and a text key naming shape and dtypes. */
+typedef struct {
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  size_t a_bytes, b_bytes, c_bytes;
+  char key[160];
+} cu_lt_problem;
+
+/* Up to `max` heuristic results for p at `align`-byte pointers, best guess first; *n = 0
+ * when cuBLASLt has none. */
+h3_status cu_lt_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p, unsigned align,
+                           cublasLtMatmulHeuristicResult_t *res, int max, int *n, h3_diag *d);
+
+/* cuda_gemm_tune.c: for a problem of >= 1e11 FLOPs, replaces *algo (the heuristic's pick)
+ * by the fastest candidate, timed once per machine and kept in the kernel cache folder. */
+h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, double flops,
+                     cublasLtMatmulAlgo_t *algo, h3_diag *d);
+
 #endif

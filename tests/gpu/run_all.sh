@@ -20,8 +20,16 @@
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
 #          flash attention, with the timing report; `full1` is its cudnn half only
 #   block  bench/block_bench.c: one block at full dims (step with 3 layers minus step with 1,
-#          CUDA events) with the per-op profile of the block (the table of `peers` takes
-#          its attention rows from the attention_bench log of `bench`)
+#          CUDA events) with the per-op profile of the block (device timestamps, then synced
+#          after each op), nvidia-smi dmon (power, clocks) alongside (the table of `peers`
+#          takes its attention rows from the attention_bench log of `bench`)
+#   exact  the same block at --quality exact (the lossless block must be faster)
+#   int8   the same block with --int8: the plan's row splitting, then every int8 GEMM in
+#          chunks of 0 (never), 4096, 8192, 16384 rows (the per-op profile gives each
+#          linear_int8's time per setting: docs/int8.md's table)
+#   cachedit  h3exec on the full 49-step sample at --quality high (Cache-DiT's defaults);
+#          latents kept in LOG_DIR for `sample`'s comparison
+#   int8sample  h3exec on the full 49-step sample with --int8 and Spectrum 11:5:1.0
 #   peers  bench/block_peers.py: PyTorch eager and torch.compile of the same block and SDPA
 #          alone, the ratio table (LOG_DIR/block_table.txt, LOG_DIR/peers.json)
 #   sample h3exec on the full 49-step sample (cudnn attention, about 4.5 minutes), latents
@@ -34,7 +42,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full|full1|block|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -146,8 +154,36 @@ for section in $SECTIONS; do
     step normmod_gpu 300 "$BIN/normmod_gpu_test" --iters 200
     ;;
   block)
+    nvidia-smi dmon -s pc -d 1 > "$WORK/dmon.log" 2>&1 &
+    dmon=$!
     step block_bench 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" --iters 5 \
       --warmup 2 --profile 3
+    step block_bench_sync_trace 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" \
+      --iters 3 --warmup 1 --profile 3 --sync-trace
+    kill "$dmon" 2> /dev/null
+    { echo "===== nvidia-smi dmon -s pc during block_bench"; cat "$WORK/dmon.log"; } >> "$LOG/run_all.log"
+    ;;
+  exact)
+    step block_bench_exact 240 "$BIN/block_bench" "$PLANS/h3_full_exact_l1.plan" \
+      "$PLANS/h3_full_exact_l3.plan" --iters 5 --warmup 2 --profile 3
+    ;;
+  int8)
+    # one int8 block (weights quantized on the GPU at load) with its per-op profile, for the
+    # plan's row-split defaults, then with every int8 GEMM in R-row chunks (0: never split)
+    step block_bench_int8 240 "$BIN/block_bench" "$PLANS/h3_full_int8_l1.plan" \
+      "$PLANS/h3_full_int8_l3.plan" --iters 5 --warmup 2 --profile 3
+    for r in 0 4096 8192 16384; do
+      step "block_bench_int8_rows$r" 240 "$BIN/block_bench" "$PLANS/h3_full_int8_r${r}_l1.plan" \
+        "$PLANS/h3_full_int8_r${r}_l3.plan" --iters 3 --warmup 1 --profile 7
+    done
+    ;;
+  cachedit)
+    step full_high 420 "$BIN/h3exec" "$PLANS/h3_full_high.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --iterations 1 --out "$LOG/full_high.safetensors"
+    ;;
+  int8sample)
+    step full_int8_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_spec.plan" --backend cuda --attention cudnn \
+      --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_spec.safetensors"
     ;;
   peers)
     step block_peers 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
@@ -158,10 +194,11 @@ for section in $SECTIONS; do
     step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention cudnn \
       --weights random --seed 3 --iterations 1 --out "$WORK/full_sample.safetensors"
     step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_sample.safetensors"
-    if [ -f "$LOG/full_spec.safetensors" ]; then # Spectrum's latents against these (nmse = rel L2 squared)
-      step spec_vs_full 60 python3 tests/gpu/compare_outputs.py "$LOG/full_spec.safetensors" \
+    for v in spec high int8_spec; do # latents of the same call against these (nmse = rel L2 squared)
+      [ -f "$LOG/full_$v.safetensors" ] || continue
+      step "${v}_vs_full" 60 python3 tests/gpu/compare_outputs.py "$LOG/full_$v.safetensors" \
         "$WORK/full_sample.safetensors" 1e9
-    fi
+    done
     peers_src=()
     [ -f "$LOG/peers.json" ] && peers_src=(--torch-json "$LOG/peers.json")
     step sample_table 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
@@ -169,7 +206,7 @@ for section in $SECTIONS; do
     sed -n '/^== one H3 block/,$p' "$WORK/sample_table.log" | tee "$LOG/block_table.txt"
     ;;
   *)
-    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 spectrum normmod block peers sample)" >&2
+    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 spectrum normmod block exact int8 cachedit int8sample peers sample)" >&2
     failures=$((failures + 1))
     ;;
   esac

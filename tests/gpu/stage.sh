@@ -7,7 +7,12 @@
 #                  --quality high: Cache-DiT with its defaults, and with threshold 0), h3_small_int8.plan (tiny with dims 256 and 2 layers,
 #                  --int8 with rotation and row chunks of 24 rows: every linear is int8), h3_full_s3.plan (full dims, 3 denoising steps),
 #                  h3_full.plan (full dims, the 49-step sample), h3_full_l1.plan and
-#                  h3_full_l3.plan (full dims with 1 and 3 layers: bench/block_bench.c)
+#                  h3_full_l3.plan (full dims with 1 and 3 layers: bench/block_bench.c), the same
+#                  with --int8 (h3_full_int8_l1/l3; and h3_full_int8_rR_l1/l3 with every int8
+#                  GEMM split into R-row chunks, R = 0 (never), 4096, 8192, 16384) and at
+#                  --quality exact (h3_full_exact_l1/l3),
+#                  h3_full_int8.plan and h3_full_int8_spec.plan (49 steps, --int8, without and
+#                  with Spectrum 11:5:1.0), h3_full_high.plan (49 steps, Cache-DiT's defaults)
 #   STAGE/kcache/  the NVRTC kernel cache, filled by compiling the plans and the backend's
 #                  own kernels, so the GPU machine only loads CUBINs
 #   tests/gpu/stage.sh [BUILD_DIR]      (default build-gpu; STAGE = BUILD_DIR/stage)
@@ -40,6 +45,18 @@ export H3_KERNEL_CACHE_DIR=$PWD/$S/kcache
 "$S/bin/h3c" compile models/minimax_h3.g --config full --spectrum=11:5:1.0 -o "$S/plans/h3_full_spec.plan"
 for l in 1 3; do
   "$S/bin/h3c" compile models/minimax_h3.g --config full --set layers=$l -o "$S/plans/h3_full_l$l.plan"
+  "$S/bin/h3c" compile models/minimax_h3.g --config full --set layers=$l --int8 \
+    -o "$S/plans/h3_full_int8_l$l.plan"
+  "$S/bin/h3c" compile models/minimax_h3.g --config full --set layers=$l --quality exact \
+    -o "$S/plans/h3_full_exact_l$l.plan"
+  for r in 0 4096 8192 16384; do # the row-split table (docs/int8.md): every int8 GEMM split at r
+    "$S/bin/h3c" compile models/minimax_h3.g --config full --set layers=$l \
+      --int8=max_rows=$r,min_split_n=0 -o "$S/plans/h3_full_int8_r${r}_l$l.plan"
+  done
 done
+"$S/bin/h3c" compile models/minimax_h3.g --config full --int8 -o "$S/plans/h3_full_int8.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config full --int8 --spectrum=11:5:1.0 \
+  -o "$S/plans/h3_full_int8_spec.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config full --quality high -o "$S/plans/h3_full_high.plan"
 du -sh "$S"
 echo "staged $S: carry it and run tests/gpu/run_all.sh $S \$OUT"

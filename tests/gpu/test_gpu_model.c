@@ -69,13 +69,19 @@ static h3_plan *make_plan(const char *dir, h3_tier tier, bool unfused, h3_diag *
   return p;
 }
 
+static void free_out(h3_host_tensor *o, int n) {
+  for (int i = 0; i < n; i++) free(o[i].data);
+  memset(o, 0, (size_t)n * sizeof *o);
+}
+
 typedef struct {
   h3_backend *b;
   h3_weights *w;
   h3_runtime *rt;
 } runner;
 
-static bool runner_new(runner *r, const h3_plan *p, const char *backend, bool graphs, h3_diag *d) {
+static bool runner_new_traced(runner *r, const h3_plan *p, const char *backend, bool graphs,
+                              bool trace_device, h3_diag *d) {
   memset(r, 0, sizeof *r);
   h3_backend_options bo = {.threads = 2, .seed = SEED};
   if (!strcmp(backend, "cpu")) {
@@ -87,10 +93,15 @@ static bool runner_new(runner *r, const h3_plan *p, const char *backend, bool gr
     r->b = h3_backend_cuda_new(&bo, &co, d);
     if (!r->b || h3_cuda_load_plan(r->b, p, d) != H3_OK) return false;
   }
-  h3_runtime_options ro = {.weight_seed = SEED};
+  h3_runtime_options ro = {.weight_seed = SEED, .trace = trace_device, .trace_device = trace_device};
   r->rt = h3_runtime_new(p->module, r->b, r->w, &ro, d);
   return r->rt != NULL;
 }
+
+static bool runner_new(runner *r, const h3_plan *p, const char *backend, bool graphs, h3_diag *d) {
+  return runner_new_traced(r, p, backend, graphs, false, d);
+}
+
 
 static void runner_free(runner *r) {
   h3_runtime_free(r->rt);
@@ -123,9 +134,37 @@ static void compare(const h3_graph *g, h3_host_tensor *a, h3_host_tensor *b, dou
   }
 }
 
-static void free_out(h3_host_tensor *o, int n) {
-  for (int i = 0; i < n; i++) free(o[i].data);
-  memset(o, 0, (size_t)n * sizeof *o);
+/* The device-clock trace (ops back to back, device timestamps): the same outputs as
+ * untraced, one event per executed op with a duration, and the ops' times add up to at most
+ * the GPU busy time of the run. */
+static void check_device_trace(const h3_plan *p, const h3_graph *g, h3_host_tensor *want,
+                               h3_diag *d) {
+  runner tr;
+  h3_host_tensor out[8] = {0};
+  if (!runner_new_traced(&tr, p, "cuda", false, true, d) || !run(&tr, p, "step", out, d)) {
+    check(false, "running step with the device-clock trace");
+    runner_free(&tr);
+    return;
+  }
+  double busy0 = h3_cuda_gpu_seconds(tr.b);
+  h3_runtime_reset_stats(tr.rt);
+  bool ran = run(&tr, p, "step", out, d) != NULL;
+  double busy = h3_cuda_gpu_seconds(tr.b) - busy0, ops = 0;
+  const h3_trace_event *ev;
+  size_t n = h3_runtime_trace(tr.rt, &ev), kernels = 0, bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!(ev[i].dur >= 0) || !(ev[i].ts >= 0)) bad++;
+    if (!strcmp(ev[i].cat, "control") || !strcmp(ev[i].cat, "view")) continue;
+    ops += ev[i].dur;
+    kernels += ev[i].dur > 0;
+  }
+  check(ran, "step with the device-clock trace ran");
+  if (ran) compare(g, out, want, 0, "step with the device-clock trace vs untraced");
+  check(n > 10 && kernels > 10 && bad == 0 && ops > 0 && ops <= busy * 1.02 + 1e-5,
+        "device-clock trace: %zu events, %zu timed ops, %zu bad; ops %.3f ms within busy %.3f ms",
+        n, kernels, bad, ops * 1e3, busy * 1e3);
+  free_out(out, g->n_outputs);
+  runner_free(&tr);
 }
 
 int main(int argc, char **argv) {
@@ -152,6 +191,7 @@ int main(int argc, char **argv) {
   const h3_graph *gstep = run(&gpu, lossless, "step", g_step, &d);
   if (step && gstep) compare(step, g_step, c_step, STEP_LIMIT, "step, cuda vs cpu");
   else check(false, "running step on both backends");
+  if (gstep) check_device_trace(lossless, gstep, g_step, &d);
   const h3_graph *smp = run(&cpu, lossless, "sample", c_smp, &d);
   const h3_graph *gsmp = run(&gpu, lossless, "sample", g_smp, &d);
   const h3_graph *gsmp2 = run(&gpu, lossless, "sample", g_smp2, &d);

@@ -1,0 +1,161 @@
+/* cuda_gemm_tune.c: the fastest of cuBLASLt's candidate algorithms for a large GEMM, chosen
+ * once per machine.
+ *
+ * cuBLASLt's first heuristic pick is not always its fastest algorithm for a shape (on the
+ * H200 the qkv GEMM of H3, [32704, 5376] x [21504, 5376]ᵀ, ran at 736 TFLOP/s where the
+ * other block GEMMs ran at 790). For a GEMM of at least CU_TUNE_MIN_FLOPS, cu_lt_tune asks
+ * for up to CU_TUNE_CANDIDATES algorithms, runs each on scratch operands of random normal
+ * values (one warm-up, then CU_TUNE_REPS timed runs, CUDA events; the median counts) and
+ * keeps the fastest. Candidates whose split-K reduction is done in place are skipped
+ * (their sums depend on the order blocks finish in).
+ *
+ * The bits of a GEMM depend on its algorithm, so the choice must not change from one
+ * process to the next: it is stored in the kernel cache folder (h3_kernel_cache, the
+ * folder of the NVRTC CUBINs) as a file `lt-<sha256 of the key>.algo`, keyed by device
+ * name, cuBLASLt version, shape, dtypes and pointer alignment, and later processes read it
+ * instead of timing. Without a cache folder (H3_KERNEL_CACHE=0) nothing is timed: the
+ * heuristic's first pick, which is deterministic, stays. H3_GEMM_TUNE=0 turns tuning off.
+ */
+#include "cuda_lt.h"
+#include "h3/rng.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CU_TUNE_MIN_FLOPS 1e11
+#define CU_TUNE_CANDIDATES 8
+#define CU_TUNE_REPS 3
+
+static bool tuning_on(const cu_state *s) {
+  const char *e = getenv("H3_GEMM_TUNE");
+  return s->cache.enabled && !(e && !strcmp(e, "0"));
+}
+
+/* The cache file of one tuning key. */
+static void tune_path(const cu_state *s, const char *key, char *path, size_t n) {
+  char hex[65];
+  h3_sha256_hex(key, strlen(key), hex);
+  snprintf(path, n, "%s/lt-%.32s.algo", s->cache.dir, hex);
+}
+
+/* Median device time of `reps` runs of one algorithm; < 0 when it fails to run. */
+static double time_algo(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulAlgo_t *algo,
+                        const void *a, const void *b, void *c, cudaEvent_t e0, cudaEvent_t e1) {
+  float alpha = 1.0f, beta = 0.0f, ms[CU_TUNE_REPS];
+  for (int r = -1; r < CU_TUNE_REPS; r++) {
+    if (cudaEventRecord(e0, s->stream) != cudaSuccess) return -1;
+    if (cublasLtMatmul((cublasLtHandle_t)s->lt, p->desc, &alpha, a, p->a, b, p->b, &beta, c, p->c,
+                       c, p->c, algo, s->workspace, CU_WORKSPACE_BYTES,
+                       s->stream) != CUBLAS_STATUS_SUCCESS)
+      return -1;
+    if (cudaEventRecord(e1, s->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess)
+      return -1;
+    if (r >= 0 && cudaEventElapsedTime(&ms[r], e0, e1) != cudaSuccess) return -1;
+  }
+  for (int i = 1; i < CU_TUNE_REPS; i++) /* insertion sort of a handful */
+    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+      float t = ms[j];
+      ms[j] = ms[j - 1];
+      ms[j - 1] = t;
+    }
+  return ms[CU_TUNE_REPS / 2];
+}
+
+static bool in_place_split(const cublasLtMatmulAlgo_t *algo) {
+  uint32_t scheme = 0;
+  size_t got = 0;
+  return cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                              sizeof scheme, &got) == CUBLAS_STATUS_SUCCESS &&
+         scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE;
+}
+
+/* Times the candidates on scratch operands; *best keeps the heuristic's pick when no
+ * candidate runs. */
+static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p,
+                                 cublasLtMatmulAlgo_t *best, h3_diag *d) {
+  cublasLtMatmulHeuristicResult_t res[CU_TUNE_CANDIDATES];
+  int n = 0;
+  if (cu_lt_candidates(s, op, p, 16, res, CU_TUNE_CANDIDATES, &n, d) != H3_OK) return H3_ERR;
+  if (n < 2) return H3_OK;
+  void *a = NULL, *b = NULL, *c = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  h3_status st = H3_OK;
+  if (cudaMalloc(&a, p->a_bytes) != cudaSuccess || cudaMalloc(&b, p->b_bytes) != cudaSuccess ||
+      cudaMalloc(&c, p->c_bytes) != cudaSuccess || cudaEventCreate(&e0) != cudaSuccess ||
+      cudaEventCreate(&e1) != cudaSuccess) {
+    cudaGetLastError(); /* no room to time: the heuristic's pick stays */
+    goto done;
+  }
+  st = cu_fill_random(s, a, H3_BF16, (int64_t)(p->a_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
+                      0x4a11u, d);
+  if (st == H3_OK)
+    st = cu_fill_random(s, b, H3_BF16, (int64_t)(p->b_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
+                        0x4b22u, d);
+  double best_ms = -1;
+  for (int i = 0; st == H3_OK && i < n; i++) {
+    if (in_place_split(&res[i].algo)) continue;
+    double ms = time_algo(s, p, &res[i].algo, a, b, c, e0, e1);
+    if (ms < 0) {
+      cudaGetLastError();
+      continue;
+    }
+    if (best_ms < 0 || ms < best_ms) {
+      best_ms = ms;
+      *best = res[i].algo;
+    }
+  }
+done:
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return st;
+}
+
+h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, double flops,
+                     cublasLtMatmulAlgo_t *algo, h3_diag *d) {
+  if (flops < CU_TUNE_MIN_FLOPS || !tuning_on(s)) return H3_OK;
+  char key[512], path[4200];
+  snprintf(key, sizeof key, "%s|cublasLt %zu|%s", s->device_name, cublasLtGetVersion(), p->key);
+  tune_path(s, key, path, sizeof path);
+  /* file: the key (NUL-terminated) then the algorithm's bytes */
+  size_t len = 0;
+  h3_diag quiet;
+  h3_diag_init(&quiet);
+  char *file = access(path, R_OK) == 0 ? h3_read_file(path, &len, &quiet) : NULL;
+  h3_diag_free(&quiet);
+  size_t kl = strlen(key) + 1;
+  if (file && len == kl + sizeof *algo && !memcmp(file, key, kl)) {
+    cublasLtMatmulAlgo_t got;
+    memcpy(&got, file + kl, sizeof got);
+    cublasLtMatmulHeuristicResult_t chk;
+    if (cublasLtMatmulAlgoCheck((cublasLtHandle_t)s->lt, p->desc, p->a, p->b, p->c, p->c, &got,
+                                &chk) == CUBLAS_STATUS_SUCCESS) {
+      *algo = got;
+      free(file);
+      return H3_OK;
+    }
+  }
+  free(file);
+  if (time_candidates(s, op, p, algo, d) != H3_OK) return H3_ERR;
+  char *out = malloc(kl + sizeof *algo);
+  if (!out) return H3_OK; /* the choice is still used; it is just not kept */
+  memcpy(out, key, kl);
+  memcpy(out + kl, algo, sizeof *algo);
+  h3_diag wd;
+  h3_diag_init(&wd);
+  if (h3_write_file_atomic(path, out, kl + sizeof *algo, &wd) != H3_OK) {
+    /* without the file the next process would time again and could pick another
+       algorithm: keep the heuristic's deterministic pick instead */
+    free(out);
+    h3_diag_free(&wd);
+    int found = 0;
+    return cu_lt_pick_algo(s, op, p->desc, p->a, p->b, p->c, 16, algo, &found, d);
+  }
+  h3_diag_free(&wd);
+  free(out);
+  return H3_OK;
+}
