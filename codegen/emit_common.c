@@ -302,6 +302,9 @@ h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_
     case H3_OP_RESIDUAL_NORM_MODULATE:
       st = emit_normmod(&ec);
       break;
+    case H3_OP_RMS_NORM_ROPE:
+      st = emit_norm_rope(&ec);
+      break;
     case H3_OP_CONCAT:
     case H3_OP_PAD:
     case H3_OP_SLICE:

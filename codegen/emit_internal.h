@@ -59,6 +59,7 @@ h3_status emit_reduce(emit_ctx *ec); /* rms_norm, argmax, reduce_sum */
 h3_status emit_move(emit_ctx *ec);   /* concat, pad, slice, set_index, scatter_rows, kv_write */
 h3_status emit_model(emit_ctx *ec);  /* timestep_embedding, rope*, randn */
 h3_status emit_normmod(emit_ctx *ec); /* norm_modulate, residual_norm_modulate (emit_normmod.c) */
+h3_status emit_norm_rope(emit_ctx *ec); /* rms_norm_rope (emit_norm_rope.c) */
 
 /* The rms_norm row reduction, shared by rms_norm and the fused norm ops so that the
  * exact-tier kernels sum x^2 in one order (emit_reduce.c). Threads per block for a row of
@@ -68,7 +69,8 @@ int emit_row_block(int64_t units, int cap);
 void emit_rms_accum(h3_strbuf *s, int vec, const char *arr);
 /* Combines every thread's `ss` (warp xor butterfly, then the warps' partials in order from
  * `__shared__ float part[block / 32]`, declared by the kernel) and declares
- * `const float r = 1/sqrt(tot/n + eps)`, identical in every thread. Uses `tid`. */
+ * `const float r = 1/sqrt(tot/n + eps)`, identical in every thread. Uses `tid`. block 16:
+ * a row on one half of a warp (same bits as block 32 with the other half empty). */
 void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps);
 h3_status emit_int8(emit_ctx *ec);   /* quantize_rows (emit_int8.c) */
 h3_status emit_spectrum(emit_ctx *ec); /* spectrum_update/forecast, cache_dit_decide */

@@ -52,11 +52,15 @@ void emit_rms_accum(h3_strbuf *s, int vec, const char *arr) {
 
 /* A block of one warp (block == 32) needs no shared memory: tot = 0 + the warp's sum, the
  * same arithmetic as the general combine over one warp, so r is the same bits. That form
- * also serves kernels that give each warp a row of its own. */
+ * also serves kernels that give each warp a row of its own. block == 16: a row on half a
+ * warp (the other half holds another row; emit_norm_rope.c): the butterfly starts at 8.
+ * That is the same bits as block == 32 with lanes 16..31 empty, whose first step adds
+ * +0.0 to a sum of squares (never -0.0), which changes nothing. */
 void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps) {
-  h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
-                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n");
-  if (block == 32) {
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int o = %d; o > 0; o >>= 1) "
+                      "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n",
+                   block == 16 ? 8 : 16);
+  if (block <= 32) {
     h3_strbuf_append(s, "  const float tot = __fadd_rn(0.0f, ss);\n");
   } else {
     h3_strbuf_append(s, "  if ((tid & 31) == 0) part[tid >> 5] = ss;\n  __syncthreads();\n"

@@ -47,6 +47,8 @@ H3_INFER_DECL(h3_infer_reduce_sum);
 /* op_infer_normmod.c: fused RMSNorm + indexed AdaLN */
 H3_INFER_DECL(h3_infer_norm_modulate);
 H3_INFER_DECL(h3_infer_residual_norm_modulate);
+/* op_infer_norm_rope.c: per-head RMSNorm + RoPE (qk-norm-rope-fusion) */
+H3_INFER_DECL(h3_infer_rms_norm_rope);
 H3_INFER_DECL(h3_infer_linear);
 H3_INFER_DECL(h3_infer_timestep_embedding);
 H3_INFER_DECL(h3_infer_rope_table);

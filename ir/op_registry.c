@@ -65,6 +65,8 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
           A("tier", STRING), O("modulate", STRING), O("quantize", INT)),
     ENTRY(RESIDUAL_NORM_MODULATE, 7, 7, 0, h3_infer_residual_norm_modulate, A("eps", FLOAT),
           O("offset", FLOAT), A("tier", STRING), O("modulate", STRING), O("quantize", INT)),
+    ENTRY(RMS_NORM_ROPE, 4, 4, 0, h3_infer_rms_norm_rope, A("start", INT), A("heads", INT),
+          A("eps", FLOAT), O("offset", FLOAT)),
     ENTRY(LINEAR, 2, 3, 0, h3_infer_linear, DT),
     ENTRY(TIMESTEP_EMBEDDING, 1, 1, 0, h3_infer_timestep_embedding, A("dim", INT)),
     ENTRY(ROPE_TABLE, 2, 2, 0, h3_infer_rope_table, DT),

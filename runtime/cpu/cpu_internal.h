@@ -154,6 +154,12 @@ H3_CPU_KERNEL(h3cpu_reduce_sum);
 /* 1/sqrt(sum_k x_k^2 / D + eps) of row `row` of x[.., D]: fp32, k ascending (rms_norm's
    reduction, shared with the fused norm ops so that they match it bitwise). */
 float h3cpu_rms_inv(const void *x, h3_dtype xd, int64_t row, int64_t D, float eps);
+/* rms_norm of one row x[0..D) into y[0..D) (dtype yd, one rounding each): the row function
+   of rms_norm, shared with rms_norm_rope. w[D] = weight + offset in fp32. */
+void h3cpu_rms_norm_row(const void *x, h3_dtype xd, int64_t D, const float *w, float eps, void *y,
+                        h3_dtype yd);
+/* w[0..D) + offset in fp32 (malloc'd; NULL when out of memory): rms_norm's weights. */
+float *h3cpu_rms_weights(const h3_tensor *w, int64_t D, float offset);
 /* ops_normmod.c: the fused RMSNorm + indexed AdaLN ops (spec accelerations §3) */
 H3_CPU_KERNEL(h3cpu_norm_modulate);
 H3_CPU_KERNEL(h3cpu_residual_norm_modulate);
@@ -171,6 +177,12 @@ H3_CPU_KERNEL(h3cpu_timestep_embedding);
 H3_CPU_KERNEL(h3cpu_rope_table);
 H3_CPU_KERNEL(h3cpu_rope_pos_table);
 H3_CPU_KERNEL(h3cpu_rope);
+/* rope of one row x[0..D) of token t into y[0..D) (rotate-half on [0, 2*half) with the
+   cos/sin tables ct/st [T, half], the rest copied): the row function of rope, shared with rms_norm_rope. */
+void h3cpu_rope_row(const void *x, h3_dtype xd, void *y, h3_dtype yd, int64_t D, int64_t half,
+                    const h3_tensor *ct, const h3_tensor *st, int64_t t);
+/* ops_norm_rope.c: the per-head RMSNorm + RoPE op (qk-norm-rope-fusion) */
+H3_CPU_KERNEL(h3cpu_rms_norm_rope);
 /* ops_attention.c */
 H3_CPU_KERNEL(h3cpu_attention);
 H3_CPU_KERNEL(h3cpu_paged_attention);

@@ -4,7 +4,8 @@
  * ascending; r = 1 / sqrt(s / D + eps); y_k = (x_k * r) * (w_k + offset), rounded once to
  * the result dtype. argmax: first index of the maximum (NaN never wins; an all-NaN row
  * gives 0). reduce_sum: fp32 sum, ascending. Rows are independent, so results do not
- * depend on the number of rows.
+ * depend on the number of rows. rms_norm's row function (h3cpu_rms_norm_row) and weights
+ * (h3cpu_rms_weights) are shared with rms_norm_rope (ops_norm_rope.c).
  */
 #include "cpu_internal.h"
 
@@ -21,27 +22,37 @@ float h3cpu_rms_inv(const void *x, h3_dtype xd, int64_t row, int64_t D, float ep
   return 1.0f / sqrtf(s / (float)D + eps);
 }
 
+void h3cpu_rms_norm_row(const void *x, h3_dtype xd, int64_t D, const float *w, float eps, void *y,
+                        h3_dtype yd) {
+  float inv = h3cpu_rms_inv(x, xd, 0, D, eps);
+  for (int64_t k = 0; k < D; k++) {
+    float v = h3cpu_ld(x, xd, k);
+    h3cpu_st(y, yd, k, (v * inv) * w[k]);
+  }
+}
+
+float *h3cpu_rms_weights(const h3_tensor *w, int64_t D, float offset) {
+  float *f = malloc((size_t)(D ? D : 1) * sizeof(float));
+  for (int64_t k = 0; f && k < D; k++) f[k] = h3cpu_ld(w->data, w->type.dtype, k) + offset;
+  return f;
+}
+
 H3_CPU_KERNEL(h3cpu_rms_norm) {
   (void)n_in, (void)n_out;
   const h3_type *xt = &in[0].type;
   int64_t D = xt->dims[xt->rank - 1];
   int64_t rows = D ? h3cpu_numel(&in[0]) / D : 0;
   float eps = (float)h3_op_attr_float(op, "eps", 1e-5);
-  float off = (float)h3_op_attr_float(op, "offset", 0.0);
-  float *w = malloc((size_t)(D ? D : 1) * sizeof(float));
+  float *w = h3cpu_rms_weights(&in[1], D, (float)h3_op_attr_float(op, "offset", 0.0));
   if (!w) {
     h3cpu_error(c, op, NULL, "out of memory");
     return H3_ERR;
   }
-  for (int64_t k = 0; k < D; k++) w[k] = h3cpu_ld(in[1].data, in[1].type.dtype, k) + off;
   h3_dtype xd = xt->dtype, od = out[0].type.dtype;
-  for (int64_t r = 0; r < rows; r++) {
-    float inv = h3cpu_rms_inv(in[0].data, xd, r, D, eps);
-    for (int64_t k = 0; k < D; k++) {
-      float v = h3cpu_ld(in[0].data, xd, r * D + k);
-      h3cpu_st(out[0].data, od, r * D + k, (v * inv) * w[k]);
-    }
-  }
+  const size_t xs = h3_dtype_size(xd), os = h3_dtype_size(od);
+  for (int64_t r = 0; r < rows; r++)
+    h3cpu_rms_norm_row((const char *)in[0].data + (size_t)(r * D) * xs, xd, D, w, eps,
+                       (char *)out[0].data + (size_t)(r * D) * os, od);
   free(w);
   return H3_OK;
 }

@@ -10,7 +10,8 @@
  *   cos/sin in fp64, stored as f32.
  * rope(x[T, H, D], cos[T, R/2], sin[T, R/2]): neox rotate-half on dims [0, R):
  *   (a, b) = (x[i], x[i + R/2]) -> (a*c - b*s, b*c + a*s) in fp32, one rounding each;
- *   dims [R, D) are copied (rounded to the result dtype when it differs).
+ *   dims [R, D) are copied (rounded to the result dtype when it differs). Its row function
+ *   (h3cpu_rope_row) is shared with rms_norm_rope (ops_norm_rope.c).
  */
 #include "cpu_internal.h"
 
@@ -69,6 +70,21 @@ H3_CPU_KERNEL(h3cpu_rope_pos_table) {
   return H3_OK;
 }
 
+void h3cpu_rope_row(const void *x, h3_dtype xd, void *y, h3_dtype yd, int64_t D, int64_t half,
+                    const h3_tensor *ct, const h3_tensor *st, int64_t t) {
+  for (int64_t i = 0; i < half; i++) {
+    float cs = h3cpu_ld(ct->data, ct->type.dtype, t * half + i);
+    float sn = h3cpu_ld(st->data, st->type.dtype, t * half + i);
+    float a = h3cpu_ld(x, xd, i);
+    float b = h3cpu_ld(x, xd, i + half);
+    float ya = a * cs - b * sn;
+    float yb = b * cs + a * sn;
+    h3cpu_st(y, yd, i, ya);
+    h3cpu_st(y, yd, i + half, yb);
+  }
+  for (int64_t i = 2 * half; i < D; i++) h3cpu_st(y, yd, i, h3cpu_ld(x, xd, i));
+}
+
 H3_CPU_KERNEL(h3cpu_rope) {
   (void)c, (void)op, (void)n_in, (void)n_out;
   const h3_type *xt = &in[0].type;
@@ -76,21 +92,12 @@ H3_CPU_KERNEL(h3cpu_rope) {
   int64_t H = T && D ? h3cpu_numel(&in[0]) / (T * D) : 0;
   int64_t half = in[1].type.dims[in[1].type.rank - 1];
   h3_dtype xd = xt->dtype, od = out[0].type.dtype;
+  const size_t xs = h3_dtype_size(xd), os = h3_dtype_size(od);
   for (int64_t t = 0; t < T; t++)
     for (int64_t h = 0; h < H; h++) {
       int64_t base = (t * H + h) * D;
-      for (int64_t i = 0; i < half; i++) {
-        float cs = h3cpu_ld(in[1].data, in[1].type.dtype, t * half + i);
-        float sn = h3cpu_ld(in[2].data, in[2].type.dtype, t * half + i);
-        float a = h3cpu_ld(in[0].data, xd, base + i);
-        float b = h3cpu_ld(in[0].data, xd, base + i + half);
-        float ya = a * cs - b * sn;
-        float yb = b * cs + a * sn;
-        h3cpu_st(out[0].data, od, base + i, ya);
-        h3cpu_st(out[0].data, od, base + i + half, yb);
-      }
-      for (int64_t i = 2 * half; i < D; i++)
-        h3cpu_st(out[0].data, od, base + i, h3cpu_ld(in[0].data, xd, base + i));
+      h3cpu_rope_row((const char *)in[0].data + (size_t)base * xs, xd,
+                     (char *)out[0].data + (size_t)base * os, od, D, half, &in[1], &in[2], t);
     }
   return H3_OK;
 }

@@ -114,6 +114,18 @@ template <typename T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   pthread_barrier_wait(&emu_barrier);
   return r;
 }
+/* __shfl_sync(mask, v, src, width): the value of v in lane src (mod width) of the caller's
+ * group of `width` lanes (a power of two <= 32), through the same slots and barriers. */
+template <typename T> inline T __shfl_sync(unsigned, T v, int src_lane, int width = 32) {
+  static_assert(sizeof(T) <= 8, "slot size");
+  unsigned t = threadIdx.x, w = (unsigned)width;
+  std::memcpy(&emu_slots[t], &v, sizeof v);
+  pthread_barrier_wait(&emu_barrier);
+  T r;
+  std::memcpy(&r, &emu_slots[(t & ~(w - 1u)) + ((unsigned)src_lane & (w - 1u))], sizeof r);
+  pthread_barrier_wait(&emu_barrier);
+  return r;
+}
 
 /* Runs body() as the kernel: grid[0] blocks of block[0] threads, one block at a time. */
 inline void emu_launch(long long grid, long long block, const std::function<void()> &body) {

@@ -284,6 +284,16 @@ static void check_hand(h3_backend *b) {
   cases[n++] = (hand_case){"index", op_of(&h, H3_OP_INDEX, 2, (h3_value *[]){xi, ii}, 1, &off), 0};
   h3_attr rn[2] = {h3_attr_ints(h.m, "shape", 2, (int64_t[]){37, 29}), h3_attr_string(h.m, "stream", "noise")};
   cases[n++] = (hand_case){"randn (bitwise)", op_of(&h, H3_OP_RANDN, 0, NULL, 2, rn), 0};
+  /* rms_norm_rope at the H3 head (56 x 128, rope dims 96, the k columns of qkv): the tiny
+     models only reach 16-wide heads */
+  h3_value *xq = in_of(&h, "xq", H3_BF16, 2, (int64_t[]){40, 21504});
+  h3_value *wq = in_of(&h, "wq", H3_BF16, 1, (int64_t[]){128});
+  h3_value *cq = in_of(&h, "cq", H3_BF16, 2, (int64_t[]){40, 48});
+  h3_value *sq = in_of(&h, "sq", H3_BF16, 2, (int64_t[]){40, 48});
+  h3_attr nr[3] = {h3_attr_int(h.m, "start", 7168), h3_attr_int(h.m, "heads", 56),
+                   h3_attr_float(h.m, "eps", 1e-5)};
+  cases[n++] = (hand_case){"rms_norm_rope 56x128 R=96",
+                           op_of(&h, H3_OP_RMS_NORM_ROPE, 4, (h3_value *[]){xq, wq, cq, sq}, 3, nr), -1};
   for (int i = 0; i < n; i++) {
     if (!cases[i].op) {
       printf("FAIL hand-made %s: cannot build the op\n", cases[i].tag);

@@ -9,35 +9,15 @@
  *   - lossless: `step` runs, is finite, differs from exact (the tier is applied) and stays
  *     close to it (relative L2 < 1e-2). (`high` adds Cache-DiT's rewrite of the program,
  *     which its own tests cover; the fusion runs the same there as at lossless.)
- * Usage: normmod_model_test [models-folder].
+ * Usage: normmod_model_test.
  */
+#include "../common/tiny_h3.h"
 #include "nm_test.h"
 
 #include "h3/frontend.h"
 #include "h3/passes.h"
 #include "h3/runtime.h"
 
-static const char *models_dir = H3_SOURCE_DIR "/models";
-
-static h3_module *compile(h3_tier tier, const char *disabled) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/minimax_h3.g", models_dir);
-  h3_frontend_options fo = {"tiny", 0, NULL};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = h3_frontend_load(path, &fo, &d);
-  h3_pass_options po = h3_pass_options_default();
-  po.tier = tier;
-  po.disabled = disabled;
-  po.verify_each = true;
-  if (m && h3_pass_pipeline_run(m, &po, &d) != H3_OK) {
-    h3_module_free(m);
-    m = NULL;
-  }
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return m;
-}
 
 typedef struct {
   int plan_a, plan_b, plan_a_f32, rms_norm;
@@ -81,8 +61,9 @@ static void check_counts(const h3_module *m, const char *tier) {
   h3_graph *gs = h3_module_graph(m, "step"), *gt = h3_module_graph(m, "text");
   if (gs) h3_region_walk(&gs->body, count_op, &step);
   if (gt) h3_region_walk(&gt->body, count_op, &text);
-  CHECK(step.plan_a == 2 && step.plan_b == 1 && step.plan_a_f32 == 1 && step.rms_norm == 2,
-        "%s step: %d Plan A (%d fp32), %d Plan B, %d rms_norm (want 2 (1), 1, 2 q/k norms)", tier,
+  /* the q/k norms are rms_norm_rope ops (qk-norm-rope-fusion): no rms_norm is left in step */
+  CHECK(step.plan_a == 2 && step.plan_b == 1 && step.plan_a_f32 == 1 && step.rms_norm == 0,
+        "%s step: %d Plan A (%d fp32), %d Plan B, %d rms_norm (want 2 (1), 1, 0)", tier,
         step.plan_a, step.plan_a_f32, step.plan_b, step.rms_norm);
   CHECK(text.plan_a == 0 && text.plan_b == 0 && text.rms_norm > 0, "%s text graph changed", tier);
 }
@@ -91,10 +72,9 @@ static void outputs_free(h3_host_tensor *o, int n) {
   for (int i = 0; i < n; i++) free(o[i].data);
 }
 
-int main(int argc, char **argv) {
-  if (argc > 1) models_dir = argv[1];
-  h3_module *unfused = compile(H3_TIER_EXACT, "norm-modulate-fusion");
-  h3_module *tiers[2] = {compile(H3_TIER_EXACT, NULL), compile(H3_TIER_LOSSLESS, NULL)};
+int main(void) {
+  h3_module *unfused = tiny_h3_compile(H3_TIER_EXACT, "norm-modulate-fusion");
+  h3_module *tiers[2] = {tiny_h3_compile(H3_TIER_EXACT, NULL), tiny_h3_compile(H3_TIER_LOSSLESS, NULL)};
   CHECK(unfused && tiers[0] && tiers[1], "compiling the tiny model");
   if (!unfused || !tiers[0] || !tiers[1]) return nm_report("normmod_model");
   static const char *names[2] = {"exact", "lossless"};

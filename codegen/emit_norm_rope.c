@@ -1,0 +1,142 @@
+/* emit_norm_rope.c: the CUDA kernel of rms_norm_rope (ops.def; made by qk-norm-rope-fusion):
+ * per-head RMSNorm + RoPE of attention q/k, reading x bf16[T, C] at columns
+ * [start, start + heads*D) in place and writing y bf16[T, heads, D].
+ *
+ * Layout: one head row (t, h) of D values per group of LANES lanes of a warp (LANES = 16
+ * when the row has at most 16 chunks, else 32), 256 threads per block, so 16 (or 8) rows
+ * per block; consecutive rows are consecutive heads of a token, so a block reads a
+ * contiguous stretch of x. Lane l owns chunk l of the row: 8 elements with 16-byte
+ * accesses when D % 8 == 0, else one element (at most 32 chunks: the pass fuses only such
+ * rows). Row ids are 32-bit and (t, h) = (row / heads, row % heads) divide by a
+ * compile-time constant: no 64-bit division. A group past the last row works on the last
+ * row and stores nothing, so every lane reaches every shuffle.
+ *
+ * Numerics (bitwise the kernels of slice + rms_norm + rope, emit_reduce.c/emit_model.c):
+ *   - the sum of squares is rms_norm's one-warp reduction of the same row (emit_rms_accum
+ *     over the lane's chunk, emit_rms_finish with block LANES: same bits as rms_norm's
+ *     block of 32 whose lanes past the row's chunks hold 0);
+ *   - n = bf16((x*r)*(w + offset)) as rms_norm rounds its result, kept in registers;
+ *   - rope on n: a = n[i], b = n[i + R/2] (i < R/2) -> a*cos - b*sin at i, b*cos + a*sin at
+ *     i + R/2, one rounding each (rope's _rn sequence); dims [R, D) copied. The partner
+ *     value comes from the lane that owns it by __shfl_sync: when R/2 % 8 == 0 (the H3
+ *     head: D = 128, R = 96) chunk j < R/16 pairs with chunk j + R/16 (one shuffle per
+ *     element, cos/sin with 16-byte loads); otherwise each element fetches both candidate
+ *     partners (i + R/2 and i - R/2; the register index is a compile-time constant) and
+ *     uses the one its position needs.
+ */
+#include "emit_internal.h"
+
+#include <string.h>
+
+/* floor(a / b) for b > 0 */
+static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* Rope with R/2 % 8 == 0: lane pairs (l, l + ROT) with ROT = R/16 chunks. */
+static void rope_paired(h3_strbuf *s, int lanes, int64_t half) {
+  const int rot = (int)(half / 8);
+  h3_strbuf_printf(s, "  const int src = lane < %d ? lane + %d : (lane < %d ? lane - %d : lane);\n"
+                      "  float p[8];\n#pragma unroll\n  for (int k = 0; k < 8; k++) "
+                      "p[k] = __shfl_sync(0xffffffffu, h[k], src, %d);\n",
+                   rot, rot, 2 * rot, rot, lanes);
+  h3_strbuf_printf(s, "  if (lane < %d) {\n    const int j = lane < %d ? lane : lane - %d;\n"
+                      "    float c[8], sn[8];\n"
+                      "    h3_ld8(in2, (long long)t * %lldll + j * 8, c);\n"
+                      "    h3_ld8(in3, (long long)t * %lldll + j * 8, sn);\n",
+                   2 * rot, rot, rot, (long long)half, (long long)half);
+  /* lane < ROT: (a, b) = (own, partner) -> a*c - b*s; else (b, a) = (own, partner) ->
+     b*c + a*s: own*c first, partner*s second, as rope's kernel multiplies */
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
+                      "      const float hc = __fmul_rn(h[k], c[k]), ps = __fmul_rn(p[k], sn[k]);\n"
+                      "      o[k] = lane < %d ? __fsub_rn(hc, ps) : __fadd_rn(hc, ps);\n"
+                      "    }\n  } else {\n#pragma unroll\n"
+                      "    for (int k = 0; k < 8; k++) o[k] = h[k];\n  }\n",
+                   rot);
+}
+
+/* Rope for any R/2: element k of the lane (dim i = lane*vec + k) takes its partner from
+ * dim i + R/2 (i < R/2) or i - R/2 (R/2 <= i < R); both are fetched (shuffles must be
+ * uniform), the register index of each is a constant of k. */
+static void rope_general(h3_strbuf *s, int lanes, int vec, int64_t half) {
+  const int hf = (int)half;
+  for (int k = 0; k < vec; k++) {
+    const int qu = floor_div(k + hf, vec), ru = k + hf - qu * vec;
+    const int qd = floor_div(k - hf, vec), rd = k - hf - qd * vec;
+    h3_strbuf_printf(s, "  {\n    const float up = __shfl_sync(0xffffffffu, h[%d], (lane + %d) & %d, %d);\n"
+                        "    const float dn = __shfl_sync(0xffffffffu, h[%d], (lane + %d) & %d, %d);\n"
+                        "    const int i = lane * %d + %d;\n",
+                     ru, qu, lanes - 1, lanes, rd, qd, lanes - 1, lanes, vec, k);
+    h3_strbuf_printf(s, "    if (i < %d) {\n"
+                        "      const float c = h3_ld(in2, (long long)t * %dll + i), "
+                        "sn = h3_ld(in3, (long long)t * %dll + i);\n"
+                        "      o[%d] = __fsub_rn(__fmul_rn(h[%d], c), __fmul_rn(up, sn));\n"
+                        "    } else if (i < %d) {\n"
+                        "      const float c = h3_ld(in2, (long long)t * %dll + (i - %d)), "
+                        "sn = h3_ld(in3, (long long)t * %dll + (i - %d));\n"
+                        "      o[%d] = __fadd_rn(__fmul_rn(h[%d], c), __fmul_rn(dn, sn));\n"
+                        "    } else {\n      o[%d] = h[%d];\n    }\n  }\n",
+                     hf, hf, hf, k, k, 2 * hf, hf, hf, hf, hf, k, k, k, k);
+  }
+}
+
+h3_status emit_norm_rope(emit_ctx *ec) {
+  const h3_op *op = ec->op;
+  h3_strbuf *s = &ec->src;
+  const h3_type *xt = &op->operands[0]->type, *ct = &op->operands[2]->type;
+  const h3_type *yt = &op->results[0]->type;
+  if (op->n_operands != 4 || xt->rank != 2 || ct->rank != 2 || yt->rank != 3)
+    return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2]");
+  const int64_t T = yt->dims[0], H = yt->dims[1], D = yt->dims[2], C = xt->dims[1];
+  const int64_t start = h3_op_attr_int(op, "start", 0), half = ct->dims[1];
+  const int vec = D % 8 == 0 ? 8 : 1;
+  const int64_t units = D / vec;
+  if (D < 1 || units > 32)
+    return emit_unsupported(ec, "head rows of more than 32 chunks (the pass keeps such heads "
+                                "as rms_norm + rope)");
+  if (T * H >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
+  const int lanes = units <= 16 ? 16 : 32, rows_per_block = 256 / lanes;
+  const int64_t rows = T * H;
+  h3_type in_t[4], out_t = *yt;
+  for (int i = 0; i < 4; i++) in_t[i] = op->operands[i]->type;
+  emit_signature(ec, 4, in_t, 1, &out_t, NULL, 256, true);
+  h3_strbuf_printf(s, "  const unsigned wrow = blockIdx.x * %du + (threadIdx.x / %du);\n"
+                      "  const bool live = wrow < %lldu;\n"
+                      "  const unsigned row = live ? wrow : %lldu;\n"
+                      "  const unsigned t = row / %lldu, hd = row - t * %lldu;\n"
+                      "  const int lane = threadIdx.x & %d;\n",
+                   rows_per_block, lanes, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0),
+                   (long long)H, (long long)H, lanes - 1);
+  h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + (long long)t * %lldll + (%lldll + (long long)hd * %lldll);\n"
+                      "  h3_bf16 *y = out0 + (long long)row * %lldll;\n",
+                   (long long)C, (long long)start, (long long)D, (long long)D);
+  /* the sum of squares over the lane's chunk, in rms_norm's order */
+  h3_strbuf_printf(s, "  float v[%d], w[%d], h[%d], o[%d];\n  float ss = 0.0f;\n"
+                      "  if (lane < %lld) {\n",
+                   vec, vec, vec, vec, (long long)units);
+  if (vec == 8) h3_strbuf_append(s, "    h3_ld8(x, lane * 8, v);\n    h3_ld8(in1, lane * 8, w);\n");
+  else h3_strbuf_append(s, "    v[0] = h3_ld(x, lane);\n    w[0] = h3_ld(in1, lane);\n");
+  emit_rms_accum(s, vec, "v");
+  h3_strbuf_printf(s, "  } else {\n#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = w[k] = 0.0f;\n"
+                      "  }\n", vec);
+  emit_rms_finish(s, lanes, D, h3_op_attr_float(op, "eps", 1e-5));
+  /* n = rms_norm's bf16 result, in registers */
+  h3_strbuf off;
+  h3_strbuf_init(&off);
+  emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int k = 0; k < %d; k++) "
+                      "h[k] = h3_rbf16(__fmul_rn(__fmul_rn(v[k], r), __fadd_rn(w[k], %s)));\n",
+                   vec, off.data ? off.data : "0");
+  bool oom = off.oom;
+  h3_strbuf_free(&off);
+  if (oom) return H3_ERR;
+  if (vec == 8 && half % 8 == 0) rope_paired(s, lanes, half);
+  else rope_general(s, lanes, vec, half);
+  if (vec == 8) h3_strbuf_printf(s, "  if (live && lane < %lld) h3_st8(y, lane * 8, o);\n}\n", (long long)units);
+  else h3_strbuf_printf(s, "  if (live && lane < %lld) h3_st(y, lane, o[0]);\n}\n", (long long)units);
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  ec->k->grid[0] = blocks > 0 ? blocks : 1;
+  ec->k->grid[1] = ec->k->grid[2] = 1;
+  ec->k->block[0] = 256;
+  ec->k->block[1] = ec->k->block[2] = 1;
+  ec->k->shared_bytes = 0;
+  return emit_args(ec, 4, 1, false);
+}

@@ -1,0 +1,37 @@
+/* op_infer_norm_rope.c: result type inference of ops.def's rms_norm_rope, the per-head
+ * q/k RMSNorm + RoPE of an attention block in one op (made by qk-norm-rope-fusion,
+ * passes/norm_rope_fusion.c). x bf16[T, C] is read at columns [start, start + heads*D)
+ * (in place of the column slice the pass removed); w [D] gives the head width; cos and sin
+ * [T, R/2] rotate R <= D dims. The result is bf16[T, heads, D].
+ */
+#include "op_infer.h"
+
+/* A float dtype the kernels read as fp32 (no f64). */
+static bool narrow_float(h3_dtype t) { return t == H3_BF16 || t == H3_F16 || t == H3_F32; }
+
+H3_INFER_DECL(h3_infer_rms_norm_rope) {
+  const h3_type *x = TY(0), *w = TY(1), *c = TY(2), *s = TY(3);
+  if (x->dtype != H3_BF16 || x->rank != 2)
+    FAIL("rms_norm_rope: x must be bf16[T, C], got %s", TS(x));
+  if (w->rank != 1 || w->dims[0] < 1 || !narrow_float(w->dtype))
+    FAIL("rms_norm_rope: w must be a bf16, f16 or f32 [D] with D >= 1, got %s", TS(w));
+  if (h3_infer_want_rank(op, 2, "cos", 2, "[T, R/2]", why, why_len)) return -1;
+  if (!h3_type_equal(c, s))
+    FAIL("rms_norm_rope: cos is %s but sin is %s (same type needed)", TS(c), TS(s));
+  if (!narrow_float(c->dtype))
+    FAIL("rms_norm_rope: cos and sin must be bf16, f16 or f32, got %s", TS(c));
+  if (h3_infer_want_dim(op, 0, "x", 0, 2, "cos", 0, "T", "[T, R/2]", why, why_len)) return -1;
+  const int64_t D = w->dims[0], heads = h3_op_attr_int(op, "heads", 0);
+  const int64_t start = h3_op_attr_int(op, "start", -1);
+  if (2 * c->dims[1] > D)
+    FAIL("rms_norm_rope: cos %s rotates R = %lld dims but w has D = %lld (w is [D])", TS(c),
+         LL(2 * c->dims[1]), LL(D));
+  if (heads < 1) FAIL("rms_norm_rope: heads = %lld must be positive", LL(heads));
+  if (start < 0 || heads > (x->dims[1] - start) / D)
+    FAIL("rms_norm_rope: columns [start, start + heads*D) = [%lld, %lld + %lld*%lld) must lie in "
+         "x's C = %lld",
+         LL(start), LL(start), LL(heads), LL(D), LL(x->dims[1]));
+  int64_t d[3] = {x->dims[0], heads, D};
+  out[0] = h3_type_make(H3_BF16, 3, d);
+  return 1;
+}

@@ -1,0 +1,165 @@
+/* test_emu.c: the emitted CUDA C of rms_norm_rope run on the host under
+ * tests/codegen/host_emu.h (a real thread per CUDA thread, barriers for __syncthreads and
+ * the shuffles), next to the kernels h3 emits for the unfused chain (slice, rms_norm, rope;
+ * the reshape is a view), for the graphs of kernels/emu_ops.ir: the H3 head 56 x 128 with
+ * rope dims 96 on 3 tokens, the tiny H3 head 4 x 16 with rope dims 12, the M3.1 form, a
+ * head of 20 single elements, a 256-wide head and a block with a dead row group.
+ *   - the fused kernel == the unfused kernels, bitwise (the GPU form of the pass's claim:
+ *     same reduction order, same roundings, same rope arithmetic);
+ *   - the fused kernel agrees with the CPU backend's rms_norm_rope within 2 bf16 ulps or
+ *     2^-6 of its head row's largest |value| (the GPU sums x^2 in a tree, the CPU in
+ *     ascending order; one ulp of the normed value moves a rotated output by up to that);
+ *   - the unfused chain's kernels agree with the CPU chain the same way (the baseline).
+ * Inputs are random and never zero, with rows of very different norms.
+ */
+#include "qk_test.h"
+
+#include "h3/backend.h"
+#include "h3/codegen.h"
+#include "h3/op_registry.h"
+
+int emu_count(void);
+void emu_run(int i, void **args);
+
+typedef struct {
+  h3_op **ops;
+  int n, cap;
+} oplist;
+
+/* The kernel ops in walk order: emu_gen numbers its dispatcher cases the same way. */
+static int collect(h3_op *op, void *ctx) {
+  oplist *l = ctx;
+  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    h3_op **p = realloc(l->ops, sizeof *p * (size_t)l->cap);
+    if (!p) return 1;
+    l->ops = p;
+  }
+  l->ops[l->n++] = op;
+  return 0;
+}
+
+static oplist kernels;
+
+static int kernel_index(const h3_op *op) {
+  for (int i = 0; i < kernels.n; i++)
+    if (kernels.ops[i] == op) return i;
+  return -1;
+}
+
+/* Distance in bf16 units in the last place (large for specials that differ). */
+static int64_t ulps(uint16_t a, uint16_t b) {
+  if (!isfinite(h3_bf16_to_f32(a)) || !isfinite(h3_bf16_to_f32(b))) return a == b ? 0 : 1 << 20;
+  int64_t ia = a & 0x8000 ? -(int64_t)(a & 0x7fff) : a, ib = b & 0x8000 ? -(int64_t)(b & 0x7fff) : b;
+  return ia > ib ? ia - ib : ib - ia;
+}
+
+/* Elements of y[rows, D] farther from c than 2 ulps and 2^-6 of c's row maximum. */
+static int64_t count_far(const uint16_t *y, const uint16_t *c, int64_t rows, int64_t D,
+                         int64_t *max_ulps) {
+  int64_t bad = 0;
+  *max_ulps = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    double rowmax = 0;
+    for (int64_t k = 0; k < D; k++) rowmax = fmax(rowmax, fabs(h3_bf16_to_f32(c[r * D + k])));
+    for (int64_t k = 0; k < D; k++) {
+      const uint16_t a = y[r * D + k], b = c[r * D + k];
+      if (ulps(a, b) > *max_ulps) *max_ulps = ulps(a, b);
+      if (ulps(a, b) <= 2) continue;
+      bad += fabs((double)h3_bf16_to_f32(a) - h3_bf16_to_f32(b)) > rowmax * 0x1p-6;
+    }
+  }
+  return bad;
+}
+
+/* The CPU backend's result of op on the operands in[] (n bf16 values). */
+static uint16_t *cpu_result(const h3_op *op, void *const *in, int64_t n) {
+  h3_tensor ti[4];
+  uint16_t *o = malloc((size_t)n * 2);
+  h3_tensor to = {op->results[0]->type, o};
+  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_status st = o ? h3_cpu_run_op(op, ti, op->n_operands, &to, 1, 1, 1, &d) : H3_ERR;
+  if (st != H3_OK) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  if (st != H3_OK) {
+    free(o);
+    return NULL;
+  }
+  return o;
+}
+
+/* Runs the kernel of op on explicit operands / result. */
+static void run_kernel(const h3_op *op, void *const *in, void *out) {
+  void *args[8];
+  int n = 0;
+  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
+  args[n++] = out;
+  emu_run(kernel_index(op), args);
+}
+
+static void test_graph(h3_graph *g) {
+  h3_op *slice = qk_op(g, "q"), *norm = qk_op(g, "n"), *rope = qk_op(g, "y"), *fused = qk_op(g, "f");
+  CHECK(slice && norm && rope && fused && kernel_index(slice) >= 0 && kernel_index(norm) >= 0 &&
+            kernel_index(rope) >= 0 && kernel_index(fused) >= 0,
+        "@%s: the graph's ops and kernels", g->name);
+  if (!slice || !norm || !rope || !fused || kernel_index(fused) < 0) return;
+  const h3_type *yt = &fused->results[0]->type, *xt = &g->inputs[0]->type;
+  const int64_t rows = yt->dims[0] * yt->dims[1], D = yt->dims[2], n = rows * D;
+  const h3_dtype wd = g->inputs[1]->type.dtype, cd = g->inputs[2]->type.dtype;
+  const int64_t nc = h3_type_numel(&g->inputs[2]->type);
+  fprintf(stderr, "graph @%s: %lld head rows of %lld\n", g->name, (long long)rows, (long long)D);
+  void *x = qk_random(H3_BF16, h3_type_numel(xt), true), *w = qk_random(wd, D, false);
+  void *cs = qk_random(cd, nc, false), *sn = qk_random(cd, nc, false);
+  uint16_t *q = calloc((size_t)n + 8, 2), *nn = calloc((size_t)n + 8, 2);
+  uint16_t *y = calloc((size_t)n + 8, 2), *f = calloc((size_t)n + 8, 2);
+  run_kernel(slice, (void *[]){x}, q);
+  run_kernel(norm, (void *[]){q, w}, nn); /* the reshape is a view: the same buffer */
+  run_kernel(rope, (void *[]){nn, cs, sn}, y);
+  run_kernel(fused, (void *[]){x, w, cs, sn}, f);
+  int64_t diff = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (y[i] != f[i] && diff++ == 0) first = i;
+  CHECK(diff == 0, "@%s: fused kernel != unfused kernels in %lld of %lld elements (first %lld)",
+        g->name, (long long)diff, (long long)n, (long long)first);
+  uint16_t *cf = cpu_result(fused, (void *[]){x, w, cs, sn}, n);
+  uint16_t *cq = cpu_result(slice, (void *[]){x}, n);
+  uint16_t *cn = cq ? cpu_result(norm, (void *[]){cq, w}, n) : NULL;
+  uint16_t *cy = cn ? cpu_result(rope, (void *[]){cn, cs, sn}, n) : NULL;
+  CHECK(cf && cy, "@%s: the CPU results", g->name);
+  if (cf && cy) {
+    int64_t mu_f, mu_y;
+    const int64_t far_f = count_far(f, cf, rows, D, &mu_f), far_y = count_far(y, cy, rows, D, &mu_y);
+    fprintf(stderr, "  fused vs cpu op: max %lld ulps; unfused kernels vs cpu chain: max %lld ulps\n",
+            (long long)mu_f, (long long)mu_y);
+    CHECK(far_f == 0, "@%s: %lld elements of the fused kernel far from the CPU op", g->name,
+          (long long)far_f);
+    CHECK(far_y == 0, "@%s: %lld elements of the unfused kernels far from the CPU chain", g->name,
+          (long long)far_y);
+  }
+  free(cf), free(cq), free(cn), free(cy);
+  free(x), free(w), free(cs), free(sn), free(q), free(nn), free(y), free(f);
+}
+
+int main(void) {
+  const char *path = H3_SOURCE_DIR "/tests/qkrope/kernels/emu_ops.ir";
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(text);
+  CHECK(m != NULL, "cannot read %s", path);
+  if (!m) return check_summary("qkrope_emu");
+  h3_module_walk(m, collect, &kernels);
+  CHECK(kernels.n == emu_count(), "%d kernel ops, %d emitted", kernels.n, emu_count());
+  for (int i = 0; kernels.n == emu_count() && i < m->n_graphs; i++) test_graph(m->graphs[i]);
+  CHECK(m->n_graphs == 6, "the six graphs of emu_ops.ir (%d)", m->n_graphs);
+  free(kernels.ops);
+  h3_module_free(m);
+  return check_summary("qkrope_emu");
+}
