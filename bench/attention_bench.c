@@ -2,11 +2,12 @@
  * events, printed as one table (and as "h3bench name ms tflops" lines for
  * bench/peers_table.py, which sets them against PyTorch measured in the same run).
  *
- *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check]
+ *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check] [--flash-only]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16; the four block GEMMs (qkv, out_proj, fc1, fc2) at M = S through
  * cuBLASLt. Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
- * cudnn against the reference kernel (NMSE). Exit 77 without a GPU.
+ * cudnn against the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
+ * cudnn, no GEMMs; with --check, also the reference for the comparison). Exit 77 without a GPU.
  */
 #include "gpu_common.h"
 
@@ -89,15 +90,17 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
 
 int main(int argc, char **argv) {
   int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
-  int check = 0;
+  int check = 0, flash_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
+    else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--rows")) S = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoll(argv[++i]);
     else {
-      fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check]\n");
+      fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check] "
+                      "[--flash-only]\n");
       return 2;
     }
   }
@@ -137,6 +140,7 @@ int main(int argc, char **argv) {
   double flops = 4.0 * ((double)U * U + (double)(S - U) * (S - U)) * (double)H * (double)D;
   for (int i = 0; aop && i < (check ? 3 : 2); i++) {
     if (!in[0].data || !in[1].data || !in[2].data || !out[i].data) break;
+    if (flash_only && i == 1) continue;
     h3_cuda_set_attention(x.b, impls[i], &x.d);
     char name[64];
     snprintf(name, sizeof name, "attention_%s", impls[i]);
@@ -144,7 +148,12 @@ int main(int argc, char **argv) {
     if (ms < 0) rc = 1;
     row(name, ms, flops);
   }
-  if (check && out[2].data) {
+  if (check && out[2].data && flash_only) {
+    double e = nmse_dev(&x, out[0].data, out[2].data, &qt), lim = gpu_nmse_limit(H3_BF16);
+    int ok = e >= 0 && e <= lim; /* -1: download failed, inf: NaN / Inf mismatch */
+    printf("nmse flash vs reference %.3g (limit %.0e): %s\n", e, lim, ok ? "ok" : "FAIL");
+    if (!ok) rc = 1;
+  } else if (check && out[2].data) {
     printf("nmse flash vs reference %.3g, cudnn vs reference %.3g\n",
            nmse_dev(&x, out[0].data, out[2].data, &qt), nmse_dev(&x, out[1].data, out[2].data, &qt));
   }
@@ -154,7 +163,7 @@ int main(int argc, char **argv) {
   const int64_t gemm[4][3] = {{5376, 21504}, {7168, 5376}, {5376, 28672}, {14336, 5376}};
   const char *gname[4] = {"gemm_qkv", "gemm_out_proj", "gemm_fc1", "gemm_fc2"};
   double total_ms = 0, total_flops = 0;
-  for (int i = 0; i < 4 && rc == 0; i++) {
+  for (int i = 0; i < 4 && rc == 0 && !flash_only; i++) {
     int64_t K = gemm[i][0], N = gemm[i][1];
     h3_value *xv = input(&x, "x", 2, (int64_t[]){S, K}), *wv = input(&x, "w", 2, (int64_t[]){N, K});
     const h3_op *lop = h3_build_op(&x.bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 0, NULL, 0, &x.d);
@@ -169,7 +178,7 @@ int main(int argc, char **argv) {
     total_flops += f;
     x.b->ops->release(x.b, gin[0].data), x.b->ops->release(x.b, gin[1].data), x.b->ops->release(x.b, gout.data);
   }
-  if (rc == 0) row("gemm_block_total", total_ms, total_flops);
+  if (rc == 0 && !flash_only) row("gemm_block_total", total_ms, total_flops);
   h3_diag_print(&x.d, stderr);
   h3_diag_free(&x.d);
   h3_module_free(x.m);

@@ -1,54 +1,101 @@
 /* cuda_flash.c: h3's own flash-attention forward kernel (bf16, head_dim 128, non-causal),
- * CUDA C compiled with NVRTC for sm_90 on first use.
+ * CUDA C compiled with NVRTC for sm_90a (Hopper warpgroup MMA) on first use.
  *
- * One block of NW warps per (16*NW query rows, head); each warp owns 16 query rows. Two
- * variants: NW = 4 (two blocks per SM; the default) and NW = 8 (one block per SM), chosen
- * by H3_FLASH_WARPS=4|8. The block walks the segment's keys in tiles of 64
- * (FlashAttention-2's online softmax):
- *   S = Q·Kᵀ with mma.sync m16n8k16 (bf16 in, fp32 accumulate); keys past the segment end
- *   are masked to -inf; m' = max(m, rowmax S); O, l scaled by 2^((m - m')·c); P = 2^(S·c -
- *   m'·c) with c = scale·log2(e); l += rowsum P (per thread, quad-reduced at the end);
- *   O += P·V with P rounded to bf16 (the S accumulator fragments are reused as the A
- *   operand); finally O / l rounded once to bf16.
- * Shared memory (dynamic, 80 / 96 KiB): Q [16*NW][128], K and V [2][64][128], each row 256
- * bytes of 16 chunks stored at chunk ^ (row & 7) so that ldmatrix reads are free of bank
- * conflicts. K/V tile j+1 is fetched with cp.async (zero-filled past the end) while tile
- * j is computed. Q fragments stay in registers for the whole loop.
+ * One block of 2 warpgroups (256 threads) per (128 query rows, head); warpgroup w owns
+ * query rows [64w, 64w + 64) of the block. The block walks the segment's keys in tiles of
+ * 128 (FlashAttention's online softmax, c = scale·log2(e)):
+ *   S = Q·Kᵀ: 8 wgmma m64n128k16 (bf16 in, fp32 accumulate), Q and K read from shared
+ *   memory through matrix descriptors; keys past the segment end are masked to -inf;
+ *   m' = max(m, rowmax S); O, l scaled by 2^((m - m')·c); P = 2^(S·c - m'·c); l += rowsum P
+ *   (per thread, quad-reduced at the end); O += P·V: 8 wgmma m64n128k16 with P rounded to
+ *   bf16 in registers (the S accumulator fragments repacked as the A operand) and V read
+ *   from shared memory as an N-major B operand; finally O / l rounded once to bf16.
+ * Schedule (FlashAttention-3's intra-warpgroup overlap): the warpgroup issues S(j) = Q·K(j)ᵀ
+ * and then O += P(j-1)·V(j-1), waits for S(j) only, and computes the softmax of tile j
+ * while the tensor cores still run P(j-1)·V(j-1); the two warpgroups interleave as well.
+ * Shared memory (dynamic, 225 KiB, one block per SM): Q [128][128] and 3 stages of K, V
+ * [128][128], each a 128-byte-swizzled wgmma layout: a [R][128] tile is two [R][64]
+ * halves (columns 0-63, 64-127), row r of a half is 128 bytes whose 16-byte chunk ch sits
+ * at chunk ch ^ (r & 7) (the hardware's 128B swizzle of 8-row, 1024-byte atoms). K/V tile
+ * j+1 is fetched with cp.async (zero-filled past the end) into stage (j+1) % 3 while tile j
+ * is computed: stage (j+1) % 3 last held tile j-2, whose P·V finished in iteration j-1.
  * Row strides are arguments, so q/k/v can be the [T, H, 128] views of a packed qkv.
+ * Environment: none (one variant).
  */
 #include "cuda_internal.h"
 
-#include <stdlib.h>
-#include <string.h>
+/* "%0, ..., %63": the 64 fp32 accumulator operands of one m64n128 wgmma */
+#define FLASH_ACC                                                                              \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                      \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "            \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "            \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
 static const char flash_source[] =
-    "#define BN 64\n"
+    "#define BM 128\n"
+    "#define BN 128\n"
     "#define HD 128\n"
+    "#define STAGES 3\n"
+    "#define TILE_BYTES (BN * HD * 2)\n"
+    "#define H3F_C8(d, i) \"+f\"(d[i]), \"+f\"(d[i + 1]), \"+f\"(d[i + 2]), \"+f\"(d[i + 3]), \\\n"
+    "    \"+f\"(d[i + 4]), \"+f\"(d[i + 5]), \"+f\"(d[i + 6]), \"+f\"(d[i + 7])\n"
+    "#define H3F_C64(d) H3F_C8(d, 0), H3F_C8(d, 8), H3F_C8(d, 16), H3F_C8(d, 24), \\\n"
+    "    H3F_C8(d, 32), H3F_C8(d, 40), H3F_C8(d, 48), H3F_C8(d, 56)\n"
     "__device__ __forceinline__ unsigned h3f_smem(const void *p) {\n"
     "  return (unsigned)__cvta_generic_to_shared(p);\n"
     "}\n"
-    "__device__ __forceinline__ int h3f_swz(int row, int chunk) {\n"
-    "  return row * HD + ((chunk ^ (row & 7)) << 3);\n"
+    "// byte offset of 16-byte chunk ch (0..15) of row r in a swizzled [128][128] bf16 tile\n"
+    "__device__ __forceinline__ unsigned h3f_off(int r, int ch) {\n"
+    "  return ((unsigned)(ch >> 3) << 14) + ((unsigned)r << 7) + ((unsigned)((ch & 7) ^ (r & 7)) << 4);\n"
     "}\n"
     "__device__ __forceinline__ void h3f_cp16(unsigned dst, const void *src, bool ok) {\n"
     "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src),\n"
     "               \"r\"(ok ? 16 : 0));\n"
     "}\n"
-    "__device__ __forceinline__ void h3f_ldsm(unsigned a, unsigned &r0, unsigned &r1, unsigned &r2,\n"
-    "                                         unsigned &r3) {\n"
-    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
-    "               : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"(a));\n"
+    "// rows [row0, row0 + 128) of a [len, *] matrix (row stride rs) into a tile at dst; rows\n"
+    "// at or past len are zero-filled\n"
+    "__device__ __forceinline__ void h3f_load_tile(unsigned dst, const h3_bf16 *src, long long rs,\n"
+    "                                              int row0, int len, int tid) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) {\n"
+    "    const int e = tid + 256 * i, r = e >> 4, ch = e & 15, gr = row0 + r;\n"
+    "    const bool ok = gr < len;\n"
+    "    h3f_cp16(dst + h3f_off(r, ch), src + (long long)(ok ? gr : 0) * rs + ch * 8, ok);\n"
+    "  }\n"
     "}\n"
-    "__device__ __forceinline__ void h3f_ldsm_t(unsigned a, unsigned &r0, unsigned &r1,\n"
-    "                                           unsigned &r2, unsigned &r3) {\n"
-    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
-    "               : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"(a));\n"
+    "// wgmma matrix descriptor: 128-byte swizzle, leading / stride byte offsets lbo / sbo\n"
+    "__device__ __forceinline__ unsigned long long h3f_desc(unsigned addr, unsigned lbo,\n"
+    "                                                       unsigned sbo) {\n"
+    "  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |\n"
+    "         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);\n"
     "}\n"
-    "__device__ __forceinline__ void h3f_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {\n"
-    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, \"\n"
-    "               \"{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
-    "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
-    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+    "// d (+)= A·B, m64n128k16, A and B (K-major) in shared memory; acc = 0 overwrites d\n"
+    "__device__ __forceinline__ void h3f_mma_ss(float *d, unsigned long long a, unsigned long long b,\n"
+    "                                           int acc) {\n"
+    "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %66, 0;\\n\"\n"
+    "               \"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {\"\n"
+    "               \"" FLASH_ACC "\"\n"
+    "               \"}, %64, %65, p, 1, 1, 0, 0;\\n}\\n\"\n"
+    "               : H3F_C64(d) : \"l\"(a), \"l\"(b), \"r\"(acc));\n"
+    "}\n"
+    "// d += A·B, m64n128k16, A in registers (bf16x2), B in shared memory, N-major\n"
+    "__device__ __forceinline__ void h3f_mma_rs(float *d, const unsigned *a, unsigned long long b) {\n"
+    "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {\"\n"
+    "               \"" FLASH_ACC "\"\n"
+    "               \"}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\\n\"\n"
+    "               : H3F_C64(d) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(b));\n"
+    "}\n"
+    "__device__ __forceinline__ void h3f_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void h3f_commit() {\n"
+    "  asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n"
+    "}\n"
+    "template <int N> __device__ __forceinline__ void h3f_wait() {\n"
+    "  asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\");\n"
+    "}\n"
+    "// keeps reads of wgmma results after the wait that precedes it\n"
+    "__device__ __forceinline__ void h3f_hold(float *d) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 64; i++) asm volatile(\"\" : \"+f\"(d[i])::\"memory\");\n"
     "}\n"
     "__device__ __forceinline__ unsigned h3f_pack(float lo, float hi) {\n"
     "  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n"
@@ -60,157 +107,164 @@ static const char flash_source[] =
     "  return y;\n"
     "}\n"
     "\n"
-    "// NW warps, BM = 16 * NW query rows per block\n"
-    "template <int NW>\n"
-    "__device__ __forceinline__ void h3f_fwd(const h3_bf16 *__restrict__ q,\n"
-    "    const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v, h3_bf16 *__restrict__ o,\n"
-    "    int len, int group, long long qs, long long kvs, long long os, float c) {\n"
-    "  constexpr int BM = 16 * NW, NT = 32 * NW;\n"
-    "  extern __shared__ __align__(128) unsigned char h3f_smem_raw[];\n"
-    "  h3_bf16 *sq = reinterpret_cast<h3_bf16 *>(h3f_smem_raw);\n"
-    "  h3_bf16 *sk = sq + BM * HD, *sv = sk + 2 * BN * HD;\n"
-    "  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;\n"
+    "// online softmax of one S tile whose first key is key0: keys at or past len masked;\n"
+    "// s[4n + e]: row 16·warp + lane/4 (+8 for e >= 2), key key0 + 8n + 2·(lane%4) + (e & 1).\n"
+    "// Updates the row maxima m and sums l (this thread's part), leaves P = 2^(S·c - m'·c) in\n"
+    "// s and the factors 2^((m - m')·c) of the old O rows in corr.\n"
+    "__device__ __forceinline__ void h3f_softmax(float *s, float *m, float *l, float *corr, int key0,\n"
+    "                                            int len, int lane, float c) {\n"
+    "  if (key0 + BN > len) {\n"
+    "#pragma unroll\n"
+    "    for (int n = 0; n < 16; n++)\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 4; e++)\n"
+    "        if (key0 + n * 8 + 2 * (lane & 3) + (e & 1) >= len) s[4 * n + e] = -__int_as_float(0x7f800000);\n"
+    "  }\n"
+    "  float mx[2] = {m[0], m[1]};\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < 16; n++) {\n"
+    "    mx[0] = fmaxf(mx[0], fmaxf(s[4 * n], s[4 * n + 1]));\n"
+    "    mx[1] = fmaxf(mx[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));\n"
+    "  }\n"
+    "#pragma unroll\n"
+    "  for (int r = 0; r < 2; r++) {\n"
+    "    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));\n"
+    "    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));\n"
+    "    corr[r] = h3f_exp2((m[r] - mx[r]) * c);\n"
+    "    m[r] = mx[r];\n"
+    "  }\n"
+    "  const float ms0 = mx[0] * c, ms1 = mx[1] * c;\n"
+    "  float l0 = 0.0f, l1 = 0.0f;\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < 16; n++) {\n"
+    "    s[4 * n] = h3f_exp2(fmaf(s[4 * n], c, -ms0));\n"
+    "    s[4 * n + 1] = h3f_exp2(fmaf(s[4 * n + 1], c, -ms0));\n"
+    "    s[4 * n + 2] = h3f_exp2(fmaf(s[4 * n + 2], c, -ms1));\n"
+    "    s[4 * n + 3] = h3f_exp2(fmaf(s[4 * n + 3], c, -ms1));\n"
+    "    l0 += s[4 * n] + s[4 * n + 1];\n"
+    "    l1 += s[4 * n + 2] + s[4 * n + 3];\n"
+    "  }\n"
+    "  l[0] = l[0] * corr[0] + l0;\n"
+    "  l[1] = l[1] * corr[1] + l1;\n"
+    "}\n"
+    "// P as the A operand of P·V: keys 16kk.. of rows lane/4 and lane/4 + 8 in p[4kk .. 4kk + 3]\n"
+    "// (the mma.m16n8k16 A layout of each warp's 16 rows)\n"
+    "__device__ __forceinline__ void h3f_pack_p(unsigned *p, const float *s) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 32; i++) p[i] = h3f_pack(s[2 * i], s[2 * i + 1]);\n"
+    "}\n"
+    "// S = Q·K(stage)ᵀ: 8 k-steps of 16 dims (two 32-byte steps per 64-column half)\n"
+    "__device__ __forceinline__ void h3f_qk(float *s, unsigned long long dq, unsigned long long dk) {\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < 8; kk++) {\n"
+    "    const unsigned long long off = (unsigned long long)((((kk >> 2) << 14) + (kk & 3) * 32) >> 4);\n"
+    "    h3f_mma_ss(s, dq + off, dk + off, kk > 0);\n"
+    "  }\n"
+    "}\n"
+    "// O += P·V(stage): 8 k-steps of 16 keys (2048 bytes each)\n"
+    "__device__ __forceinline__ void h3f_pv(float *acc, const unsigned *p, unsigned long long dv) {\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < 8; kk++) h3f_mma_rs(acc, p + 4 * kk, dv + (unsigned long long)(kk * (2048 >> 4)));\n"
+    "}\n"
+    "// waits for this thread's cp.async groups, makes them visible to the tensor cores (async\n"
+    "// proxy) and to the block\n"
+    "__device__ __forceinline__ void h3f_landed() {\n"
+    "  asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
+    "  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n"
+    "  __syncthreads();\n"
+    "}\n"
+    "\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) h3cu_flash_fwd(\n"
+    "    const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k,\n"
+    "    const h3_bf16 *__restrict__ v, h3_bf16 *__restrict__ o, int len, int group,\n"
+    "    long long qs, long long kvs, long long os, float c) {\n"
+    "  extern __shared__ unsigned char h3f_smem_raw[];\n"
+    "  const unsigned sq = (h3f_smem(h3f_smem_raw) + 1023u) & ~1023u; // atoms 1024-aligned\n"
+    "  const unsigned skv = sq + BM * HD * 2; // stage s: K at skv + 2s·TILE, V one TILE on\n"
+    "  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;\n"
     "  const int head = blockIdx.y, m0 = blockIdx.x * BM;\n"
     "  const h3_bf16 *qb = q + (long long)head * HD;\n"
     "  const h3_bf16 *kb = k + (long long)(head / group) * HD;\n"
     "  const h3_bf16 *vb = v + (long long)(head / group) * HD;\n"
-    "  for (int e = tid; e < BM * 16; e += NT) {\n"
-    "    const int r = e >> 4, ch = e & 15, gr = m0 + r;\n"
-    "    const bool ok = gr < len;\n"
-    "    h3f_cp16(h3f_smem(sq + h3f_swz(r, ch)), qb + (long long)(ok ? gr : 0) * qs + ch * 8, ok);\n"
-    "  }\n"
-    "  auto load_kv = [&](int tile, int buf) {\n"
-    "    h3_bf16 *ks = sk + buf * BN * HD, *vs = sv + buf * BN * HD;\n"
-    "    for (int e = tid; e < BN * 16; e += NT) {\n"
-    "      const int r = e >> 4, ch = e & 15, gr = tile * BN + r;\n"
-    "      const bool ok = gr < len;\n"
-    "      const long long off = (long long)(ok ? gr : 0) * kvs + ch * 8;\n"
-    "      h3f_cp16(h3f_smem(ks + h3f_swz(r, ch)), kb + off, ok);\n"
-    "      h3f_cp16(h3f_smem(vs + h3f_swz(r, ch)), vb + off, ok);\n"
-    "    }\n"
-    "  };\n"
-    "  load_kv(0, 0);\n"
-    "  asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
     "  const int n_tiles = (len + BN - 1) / BN;\n"
-    "  unsigned qf[8][4];\n"
-    "  float acc[16][4];\n"
-    "#pragma unroll\n"
-    "  for (int i = 0; i < 16; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;\n"
+    "  auto load_kv = [&](int tile) {\n"
+    "    const unsigned st = skv + 2u * TILE_BYTES * (tile % STAGES);\n"
+    "    h3f_load_tile(st, kb, kvs, tile * BN, len, tid);\n"
+    "    h3f_load_tile(st + TILE_BYTES, vb, kvs, tile * BN, len, tid);\n"
+    "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "  };\n"
+    "  // descriptors: Q of this warpgroup (K-major; SBO = 8 rows of 128 bytes), K of stage 0\n"
+    "  // (K-major), V of stage 0 (N-major: LBO = the next 64 columns, SBO = the next 8 keys);\n"
+    "  // stage s adds 2s·TILE bytes (in descriptor units of 16 bytes)\n"
+    "  const unsigned long long dq = h3f_desc(sq + wg * 64 * 128, 16, 1024);\n"
+    "  const unsigned long long dk = h3f_desc(skv, 16, 1024);\n"
+    "  const unsigned long long dv = h3f_desc(skv + TILE_BYTES, BN * 128, 1024);\n"
+    "  auto stage = [](int tile) { return (unsigned long long)((2u * TILE_BYTES * (tile % STAGES)) >> 4); };\n"
+    "  float acc[64], s[64], corr[2];\n"
+    "  unsigned p[32];\n"
     "  float mrow[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};\n"
     "  float lrow[2] = {0.0f, 0.0f};\n"
-    "  for (int j = 0; j < n_tiles; j++) {\n"
-    "    asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
-    "    __syncthreads();\n"
-    "    if (j == 0) {\n"
+    "  h3f_load_tile(sq, qb, qs, m0, len, tid);\n"
+    "  load_kv(0);\n"
+    "  h3f_landed();\n"
+    "  if (n_tiles > 1) load_kv(1);\n"
+    "  h3f_fence();\n"
+    "  h3f_qk(s, dq, dk);\n"
+    "  h3f_commit();\n"
+    "  h3f_wait<0>();\n"
+    "  h3f_hold(s);\n"
+    "  h3f_softmax(s, mrow, lrow, corr, 0, len, lane, c);\n"
+    "  h3f_pack_p(p, s);\n"
     "#pragma unroll\n"
-    "      for (int kk = 0; kk < 8; kk++) {\n"
-    "        const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;\n"
-    "        h3f_ldsm(h3f_smem(sq + h3f_swz(row, 2 * kk + (lane >> 4))), qf[kk][0], qf[kk][1],\n"
-    "                 qf[kk][2], qf[kk][3]);\n"
-    "      }\n"
+    "  for (int i = 0; i < 64; i++) acc[i] = 0.0f;\n"
+    "  // iteration j: S(j) and P(j-1)·V(j-1) in flight together; the softmax of tile j\n"
+    "  // overlaps P(j-1)·V(j-1). Tile j+1 lands in stage (j+1) % 3 meanwhile.\n"
+    "  for (int j = 1; j < n_tiles; j++) {\n"
+    "    h3f_landed();\n"
+    "    if (j + 1 < n_tiles) load_kv(j + 1);\n"
+    "    const unsigned long long dkj = dk + stage(j), dvj = dv + stage(j - 1);\n"
+    "    h3f_fence();\n"
+    "    h3f_qk(s, dq, dkj);\n"
+    "    h3f_commit();\n"
+    "    h3f_pv(acc, p, dvj);\n"
+    "    h3f_commit();\n"
+    "    h3f_wait<1>();\n"
+    "    h3f_hold(s);\n"
+    "    h3f_softmax(s, mrow, lrow, corr, j * BN, len, lane, c);\n"
+    "    h3f_wait<0>();\n"
+    "    h3f_hold(acc);\n"
+    "#pragma unroll\n"
+    "    for (int n = 0; n < 16; n++) {\n"
+    "      acc[4 * n] *= corr[0];\n"
+    "      acc[4 * n + 1] *= corr[0];\n"
+    "      acc[4 * n + 2] *= corr[1];\n"
+    "      acc[4 * n + 3] *= corr[1];\n"
     "    }\n"
-    "    if (j + 1 < n_tiles) {\n"
-    "      load_kv(j + 1, (j + 1) & 1);\n"
-    "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
-    "    }\n"
-    "    const h3_bf16 *ks = sk + (j & 1) * BN * HD, *vs = sv + (j & 1) * BN * HD;\n"
-    "    float sc[8][4];\n"
-    "#pragma unroll\n"
-    "    for (int i = 0; i < 8; i++) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;\n"
-    "#pragma unroll\n"
-    "    for (int kk = 0; kk < 8; kk++) {\n"
-    "#pragma unroll\n"
-    "      for (int nt = 0; nt < 8; nt += 2) {\n"
-    "        const int key = nt * 8 + (lane & 7) + ((lane >> 4) << 3);\n"
-    "        unsigned b0, b1, b2, b3;\n"
-    "        h3f_ldsm(h3f_smem(ks + h3f_swz(key, 2 * kk + ((lane >> 3) & 1))), b0, b1, b2, b3);\n"
-    "        h3f_mma(sc[nt], qf[kk], b0, b1);\n"
-    "        h3f_mma(sc[nt + 1], qf[kk], b2, b3);\n"
-    "      }\n"
-    "    }\n"
-    "    if ((j + 1) * BN > len) {\n"
-    "#pragma unroll\n"
-    "      for (int nt = 0; nt < 8; nt++)\n"
-    "#pragma unroll\n"
-    "        for (int e = 0; e < 4; e++)\n"
-    "          if (j * BN + nt * 8 + 2 * (lane & 3) + (e & 1) >= len)\n"
-    "            sc[nt][e] = -__int_as_float(0x7f800000);\n"
-    "    }\n"
-    "    float mx[2] = {mrow[0], mrow[1]};\n"
-    "#pragma unroll\n"
-    "    for (int nt = 0; nt < 8; nt++) {\n"
-    "      mx[0] = fmaxf(mx[0], fmaxf(sc[nt][0], sc[nt][1]));\n"
-    "      mx[1] = fmaxf(mx[1], fmaxf(sc[nt][2], sc[nt][3]));\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < 2; r++) {\n"
-    "      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));\n"
-    "      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));\n"
-    "    }\n"
-    "    const float corr0 = h3f_exp2((mrow[0] - mx[0]) * c), corr1 = h3f_exp2((mrow[1] - mx[1]) * c);\n"
-    "    mrow[0] = mx[0];\n"
-    "    mrow[1] = mx[1];\n"
-    "    lrow[0] *= corr0;\n"
-    "    lrow[1] *= corr1;\n"
-    "#pragma unroll\n"
-    "    for (int dt = 0; dt < 16; dt++) {\n"
-    "      acc[dt][0] *= corr0;\n"
-    "      acc[dt][1] *= corr0;\n"
-    "      acc[dt][2] *= corr1;\n"
-    "      acc[dt][3] *= corr1;\n"
-    "    }\n"
-    "    const float ms0 = mx[0] * c, ms1 = mx[1] * c;\n"
-    "#pragma unroll\n"
-    "    for (int nt = 0; nt < 8; nt++) {\n"
-    "      sc[nt][0] = h3f_exp2(fmaf(sc[nt][0], c, -ms0));\n"
-    "      sc[nt][1] = h3f_exp2(fmaf(sc[nt][1], c, -ms0));\n"
-    "      sc[nt][2] = h3f_exp2(fmaf(sc[nt][2], c, -ms1));\n"
-    "      sc[nt][3] = h3f_exp2(fmaf(sc[nt][3], c, -ms1));\n"
-    "      lrow[0] += sc[nt][0] + sc[nt][1];\n"
-    "      lrow[1] += sc[nt][2] + sc[nt][3];\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "    for (int kk = 0; kk < 4; kk++) {\n"
-    "      unsigned a[4] = {h3f_pack(sc[2 * kk][0], sc[2 * kk][1]), h3f_pack(sc[2 * kk][2], sc[2 * kk][3]),\n"
-    "                       h3f_pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),\n"
-    "                       h3f_pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};\n"
-    "      const int key = 16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8;\n"
-    "#pragma unroll\n"
-    "      for (int dt = 0; dt < 16; dt += 2) {\n"
-    "        unsigned b0, b1, b2, b3;\n"
-    "        h3f_ldsm_t(h3f_smem(vs + h3f_swz(key, dt + (lane >> 4))), b0, b1, b2, b3);\n"
-    "        h3f_mma(acc[dt], a, b0, b1);\n"
-    "        h3f_mma(acc[dt + 1], a, b2, b3);\n"
-    "      }\n"
-    "    }\n"
+    "    h3f_pack_p(p, s);\n"
     "  }\n"
+    "  h3f_fence();\n"
+    "  h3f_pv(acc, p, dv + stage(n_tiles - 1));\n"
+    "  h3f_commit();\n"
+    "  h3f_wait<0>();\n"
+    "  h3f_hold(acc);\n"
     "#pragma unroll\n"
     "  for (int r = 0; r < 2; r++) {\n"
     "    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);\n"
     "    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);\n"
     "  }\n"
     "  const float inv0 = 1.0f / lrow[0], inv1 = 1.0f / lrow[1];\n"
-    "  const int r0 = m0 + warp * 16 + (lane >> 2), r1 = r0 + 8;\n"
+    "  const int r0 = m0 + wg * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;\n"
     "  h3_bf16 *ob = o + (long long)head * HD + 2 * (lane & 3);\n"
     "#pragma unroll\n"
-    "  for (int dt = 0; dt < 16; dt++) {\n"
+    "  for (int n = 0; n < 16; n++) {\n"
     "    if (r0 < len)\n"
-    "      *reinterpret_cast<unsigned *>(ob + (long long)r0 * os + dt * 8) =\n"
-    "          h3f_pack(acc[dt][0] * inv0, acc[dt][1] * inv0);\n"
+    "      *reinterpret_cast<unsigned *>(ob + (long long)r0 * os + n * 8) =\n"
+    "          h3f_pack(acc[4 * n] * inv0, acc[4 * n + 1] * inv0);\n"
     "    if (r1 < len)\n"
-    "      *reinterpret_cast<unsigned *>(ob + (long long)r1 * os + dt * 8) =\n"
-    "          h3f_pack(acc[dt][2] * inv1, acc[dt][3] * inv1);\n"
+    "      *reinterpret_cast<unsigned *>(ob + (long long)r1 * os + n * 8) =\n"
+    "          h3f_pack(acc[4 * n + 2] * inv1, acc[4 * n + 3] * inv1);\n"
     "  }\n"
-    "}\n"
-    "#define H3F_KERNEL(NAME, NW, MINB)                                                        \\\n"
-    "  extern \"C\" __global__ void __launch_bounds__(32 * NW, MINB) NAME(                    \\\n"
-    "      const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k,                        \\\n"
-    "      const h3_bf16 *__restrict__ v, h3_bf16 *__restrict__ o, int len, int group,          \\\n"
-    "      long long qs, long long kvs, long long os, float c) {                                \\\n"
-    "    h3f_fwd<NW>(q, k, v, o, len, group, qs, kvs, os, c);                                   \\\n"
-    "  }\n"
-    "H3F_KERNEL(h3cu_flash_fwd_w4, 4, 2)\n"
-    "H3F_KERNEL(h3cu_flash_fwd_w8, 8, 1)\n";
+    "}\n";
 
 const char *cu_flash_source(void) { return flash_source; }
 
@@ -221,45 +275,34 @@ bool cu_flash_supports(const cu_att_seg *a) {
          (uintptr_t)a->o % 4 == 0;
 }
 
-/* Shared memory of the variant with nw warps: Q [16*nw][128], K and V [2][64][128]. */
-static int flash_smem(int nw) { return 16 * nw * 128 * 2 + 4 * 64 * 128 * 2; }
+/* Shared memory: 1024 bytes of alignment slack, Q [128][128], 3 stages of K and V [128][128]. */
+enum { FLASH_SMEM = 1024 + 128 * 128 * 2 + 3 * 2 * 128 * 128 * 2 };
 
-static const char *const flash_names[2] = {"h3cu_flash_fwd_w4", "h3cu_flash_fwd_w8"};
+static const char *const flash_name = "h3cu_flash_fwd";
 
-/* The variant with nw warps (4 or 8), compiled and configured on first use. */
-static cu_kernel *flash_kernel(cu_state *s, int nw, h3_diag *d) {
-  int which = nw == 8;
-  cu_kernel *k = cu_kernel_find(s, flash_names[which]);
+/* The kernel, compiled and configured on first use. */
+static cu_kernel *flash_kernel(cu_state *s, h3_diag *d) {
+  cu_kernel *k = cu_kernel_find(s, flash_name);
   if (k) {
     if (!k->fn) h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k->name);
     return k->fn ? k : NULL;
   }
-  cu_kernel *ks[2] = {0};
-  if (cu_compile_tu(s, "the flash attention kernels", flash_source, false, 2, flash_names, ks, d) != H3_OK)
+  if (cu_compile_tu(s, "the flash attention kernel", flash_source, false, 1, &flash_name, &k, d) != H3_OK)
     return NULL;
-  for (int i = 0; i < 2; i++) {
-    int smem = flash_smem(i ? 8 : 4);
-    cudaError_t e = (size_t)smem > s->smem_optin
-                        ? cudaErrorInvalidValue
-                        : cudaKernelSetAttributeForDevice(
-                              ks[i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem, s->device);
-    if (e != cudaSuccess) {
-      cu_fail(d, e, "cudaKernelSetAttributeForDevice (dynamic shared memory)", ks[i]->name);
-      ks[0]->fn = ks[1]->fn = NULL;
-      return NULL;
-    }
+  cudaError_t e = (size_t)FLASH_SMEM > s->smem_optin
+                      ? cudaErrorInvalidValue
+                      : cudaKernelSetAttributeForDevice(
+                            k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, FLASH_SMEM, s->device);
+  if (e != cudaSuccess) {
+    cu_fail(d, e, "cudaKernelSetAttributeForDevice (dynamic shared memory)", k->name);
+    k->fn = NULL;
+    return NULL;
   }
-  return ks[which];
-}
-
-int cu_flash_warps(void) {
-  const char *e = getenv("H3_FLASH_WARPS");
-  return e && !strcmp(e, "8") ? 8 : 4;
+  return k;
 }
 
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d) {
-  int nw = cu_flash_warps();
-  cu_kernel *k = flash_kernel(s, nw, d);
+  cu_kernel *k = flash_kernel(s, d);
   if (!k) return H3_ERR;
   const void *q = a->q, *kk = a->k, *v = a->v;
   void *o = a->o;
@@ -267,7 +310,6 @@ h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d) {
   long long qs = a->q_stride, kvs = a->kv_stride, os = a->o_stride;
   float c = a->scale * 1.4426950408889634f;
   void *args[] = {&q, &kk, &v, &o, &len, &group, &qs, &kvs, &os, &c};
-  int64_t bm = 16 * nw;
-  int64_t grid[3] = {(a->len + bm - 1) / bm, a->hq, 1}, block[3] = {32 * nw, 1, 1};
-  return cu_launch(s, k, grid, block, flash_smem(nw), args, d);
+  int64_t grid[3] = {(a->len + 127) / 128, a->hq, 1}, block[3] = {256, 1, 1};
+  return cu_launch(s, k, grid, block, FLASH_SMEM, args, d);
 }

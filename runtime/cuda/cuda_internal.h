@@ -10,7 +10,7 @@
  * (NVRTC libraries, kernel registry, plan loading, codegen kernels and views),
  * cuda_util.c (the backend's own small kernels: row index copy, generic linear, weight
  * fill), cuda_gemm.c (cuBLASLt), cuda_attention.c (the attention interface and the
- * reference kernel), cuda_flash.c (flash attention with mma.sync), cuda_cudnn.c (cuDNN
+ * reference kernel), cuda_flash.c (flash attention with wgmma), cuda_cudnn.c (cuDNN
  * fused SDPA through the backend graph API), cuda_graph.c (capture and replay),
  * cuda_weights.c (random weights on the device), cuda_int8.c (linear_int8: cuBLASLt int8
  * GEMM and the fixed dequantization epilogue).
@@ -215,8 +215,6 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in,
 h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d);
 bool cu_flash_supports(const cu_att_seg *a);
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d);
-/* Warps per block of the flash kernel: H3_FLASH_WARPS (4 or 8), default 4. */
-int cu_flash_warps(void);
 bool cu_cudnn_supports(const cu_att_seg *a);
 /* Builds (once per shape) and runs cuDNN's fused SDPA. When cuDNN cannot build a plan for
  * the shape it warns (once) and sets *fallback: nothing ran, the caller runs another one. */

@@ -17,7 +17,10 @@
 static const h3_span no_span = {0};
 
 static const char *const tu_options_exact[] = {"-default-device", "-std=c++17", "-fmad=false"};
-static const char *const tu_options_lossless[] = {"-default-device", "-std=c++17"};
+/* lossless TUs (the flash kernel's wgmma) target sm_90a; NVRTC prefers it to the sm_90 that
+ * h3_nvrtc_compile appends */
+static const char *const tu_options_lossless[] = {"-default-device", "-std=c++17",
+                                                  "--gpu-architecture=sm_90a"};
 
 /* ---- maps ---------------------------------------------------------------------------------- */
 static uint64_t hash_str(const char *s) {
@@ -198,7 +201,7 @@ static h3_status nvrtc(const h3_kernel_cache *cache, const char *label, const ch
   memcpy(tu + np + 1, source, ns + 1);
   job->label = label;
   job->source = tu;
-  job->n_options = exact ? 3 : 2;
+  job->n_options = 3;
   job->options = exact ? tu_options_exact : tu_options_lossless;
   h3_status st = h3_nvrtc_compile(job, 1, cache, 1, d);
   free(tu);
