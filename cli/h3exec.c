@@ -400,6 +400,7 @@ static int run(const options *o, h3_diag *d) {
                  .device = cuda ? h3_cuda_device_name(b) : NULL,
                  .attention = cuda ? h3_cuda_attention(b) : NULL,
                  .gpu_seconds = cuda ? h3_cuda_gpu_seconds(b) : -1.0};
+  r.n_branches = h3_runtime_branches(rt, &r.branches);
   h3_report_print(stdout, &r);
   h3_strbuf_free(&passes);
   rc = 0;

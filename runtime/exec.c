@@ -68,6 +68,10 @@ struct h3_runtime {
   bool dev_clock;
   int *ev_code;
   size_t ev_first;
+  /* branches of the current / last run, and the top-level loop iteration running now */
+  h3_branch_event *br;
+  size_t n_br, cap_br;
+  int64_t top_iter;
 };
 
 static const h3_span no_span = {0};
@@ -460,6 +464,7 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
   if (st == H3_OK) st = assign_carried(rt, gs, r, op->operands, &op->span, d);
   for (int64_t k = 0; st == H3_OK && k < count; k++) {
     st = write_index(rt, &gs->slots[r->args[0]->id], k, d);
+    if (top) rt->top_iter = k;
     if (st == H3_OK) st = run_region(rt, gs, r, 0, d);
     if (st == H3_OK) st = assign_carried(rt, gs, r, r->last->operands, &r->last->span, d);
     if (st == H3_OK && top && rt->opt.progress)
@@ -542,6 +547,12 @@ static h3_status run_branch(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag
                     "branch: cond must be an i32 scalar");
     return H3_ERR;
   }
+  if (rt->n_br == rt->cap_br) { /* the log is best effort: a full one stops growing */
+    size_t cap = rt->cap_br ? 2 * rt->cap_br : 64;
+    h3_branch_event *e = realloc(rt->br, cap * sizeof *e);
+    if (e) rt->br = e, rt->cap_br = cap;
+  }
+  if (rt->n_br < rt->cap_br) rt->br[rt->n_br++] = (h3_branch_event){op, rt->top_iter, cond != 0};
   const char *name = h3_op_attr_string(op, cond ? "then_callee" : "else_callee", "");
   return run_callee(rt, gs, op, name, 1, d);
 }
@@ -612,6 +623,7 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
   const h3_graph *prev_top = rt->top;
   rt->top = g;
   double host0 = rt->b->ops->now(rt->b);
+  if (!prev_top) rt->n_br = 0, rt->top_iter = -1;
   if (st == H3_OK) st = run_graph(rt, gs, d);
   if (st == H3_OK) st = rt->b->ops->sync(rt->b, d);
   if (rt->dev_clock && !prev_top) {
@@ -788,6 +800,7 @@ void h3_runtime_free(h3_runtime *rt) {
   free(rt->graphs);
   free(rt->ev);
   free(rt->ev_code);
+  free(rt->br);
   free(rt);
 }
 
@@ -801,6 +814,11 @@ void h3_runtime_reset_stats(h3_runtime *rt) {
 size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events) {
   *events = rt->ev;
   return rt->n_ev;
+}
+
+size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events) {
+  *events = rt->br;
+  return rt->n_br;
 }
 
 size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; }

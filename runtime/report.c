@@ -91,6 +91,39 @@ static int print_decide(h3_op *op, void *ctx) {
   return 1;
 }
 
+/* Prints a sorted list of step numbers as ranges: " 0-4, 6, 8". */
+static void print_ranges(FILE *out, const int64_t *v, size_t n) {
+  for (size_t j = 0; j < n;) {
+    size_t e = j;
+    while (e + 1 < n && v[e + 1] == v[e] + 1) e++;
+    fprintf(out, "%s %lld", j ? "," : "", (long long)v[j]);
+    if (e > j) fprintf(out, "%s%lld", e == j + 1 ? ", " : "-", (long long)v[e]);
+    j = e + 1;
+  }
+}
+
+/* Cache-DiT's decisions in the last run: the steps whose branch ran the whole stack (the
+ * else callee) and those that reused the cached residual. */
+static void print_cache_dit_steps(FILE *out, const h3_report *r) {
+  int64_t *real = malloc((r->n_branches + 1) * sizeof *real);
+  int64_t *cached = malloc((r->n_branches + 1) * sizeof *cached);
+  size_t nr = 0, nc = 0;
+  for (size_t i = 0; real && cached && i < r->n_branches; i++) {
+    if (r->branches[i].iteration < 0) continue;
+    if (r->branches[i].then) cached[nc++] = r->branches[i].iteration;
+    else real[nr++] = r->branches[i].iteration;
+  }
+  if (nr + nc > 0) {
+    fprintf(out, "  cache-dit steps  : last run: %zu of %zu steps ran every block:", nr, nr + nc);
+    print_ranges(out, real, nr);
+    fprintf(out, "; cached:");
+    print_ranges(out, cached, nc);
+    fprintf(out, "%s\n", nc ? "" : " none");
+  }
+  free(real);
+  free(cached);
+}
+
 static void print_step_skip(FILE *out, const h3_module *m) {
   bool any = false;
   for (int i = 0; i < m->n_graphs; i++) {
@@ -100,13 +133,7 @@ static void print_step_skip(FILE *out, const h3_module *m) {
     any = true;
     fprintf(out, "  spectrum         : %d of %lld steps real:", a->n,
             n && n->kind == H3_ATTR_INT ? (long long)n->i : -1LL);
-    for (int j = 0; j < a->n;) {
-      int e = j;
-      while (e + 1 < a->n && a->ints[e + 1] == a->ints[e] + 1) e++;
-      fprintf(out, "%s %lld", j ? "," : "", (long long)a->ints[j]);
-      if (e > j) fprintf(out, "%s%lld", e == j + 1 ? ", " : "-", (long long)a->ints[e]);
-      j = e + 1;
-    }
+    print_ranges(out, a->ints, (size_t)a->n);
     fprintf(out, "; the others forecast\n");
   }
   if (!h3_module_walk((h3_module *)m, print_decide, out) && !any)
@@ -151,6 +178,7 @@ static void print_on_off(FILE *out, const h3_report *r) {
   print_normmod(out, r->module);
   print_int8(out, r->module);
   print_step_skip(out, r->module);
+  print_cache_dit_steps(out, r);
   for (int i = 0; i < r->module->n_graphs; i++) {
     const h3_graph *g = r->module->graphs[i];
     const h3_attr *a = h3_graph_attr(g, "arena_bytes"), *p = h3_graph_attr(g, "peak_bytes");

@@ -74,6 +74,15 @@ const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt);
 void h3_runtime_reset_stats(h3_runtime *rt);
 /* Trace events recorded so far (options.trace). */
 size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events);
+/* One executed `branch` (Cache-DiT's reuse decision): the iteration of the top-level loop
+ * of the run it happened in (-1 outside one) and the callee taken (then: cond != 0). */
+typedef struct {
+  const h3_op *op;
+  int64_t iteration;
+  bool then;
+} h3_branch_event;
+/* The branches of the last h3_runtime_run, in execution order. */
+size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events);
 /* Device bytes held: weights, arenas and unplanned values. */
 size_t h3_runtime_weight_bytes(const h3_runtime *rt);
 size_t h3_runtime_activation_bytes(const h3_runtime *rt);
@@ -112,6 +121,9 @@ typedef struct {
   const char *device;    /* the backend's device in words, or NULL */
   const char *attention; /* attention implementation, or NULL */
   double gpu_seconds;    /* device busy time over the measured iterations; < 0: n/a */
+  /* the branches of the last run (Cache-DiT: which steps ran the whole stack), or none */
+  const h3_branch_event *branches;
+  size_t n_branches;
 } h3_report;
 
 /* trtexec-style summary: configuration, what is on/off (tier, fused groups by tier,
