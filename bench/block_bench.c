@@ -294,8 +294,9 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
     printf("totals: big GEMMs%s %.3f ms, attention %.3f ms, everything else %.3f ms (floor %.3f ms)\n",
            int8 ? " (int8: with quantize_rows and the fused dequantization)" : "", sum[0], sum[1],
            sum[2], floor_other);
-    printf("        sum of ops %.3f ms; traced trunk loop %.3f ms; untraced block %.3f ms\n", sum_all,
-           trunk_ms, block_ms);
+    printf("        sum of ops %.3f ms; traced trunk loop %.3f ms (%lld block(s): %.3f ms per block); "
+           "untraced block %.3f ms\n",
+           sum_all, trunk_ms, (long long)s.layers, trunk_ms / (double)s.layers, block_ms);
     printf("h3bench profile_gemm %.4f\nh3bench profile_attention %.4f\nh3bench profile_other %.4f\n",
            sum[0], sum[1], sum[2]);
   }

@@ -160,6 +160,9 @@ for section in $SECTIONS; do
       --warmup 2 --profile 3
     step block_bench_sync_trace 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" \
       --iters 3 --warmup 1 --profile 3 --sync-trace
+    # the 3-layer plan profiled (its trunk loop runs 3 blocks back to back)
+    step block_bench_l3_profile 240 "$BIN/block_bench" "$PLANS/h3_full_l3.plan" "$PLANS/h3_full_l1.plan" \
+      --iters 3 --warmup 1 --profile 3
     kill "$dmon" 2> /dev/null
     { echo "===== nvidia-smi dmon -s pc during block_bench"; cat "$WORK/dmon.log"; } >> "$LOG/run_all.log"
     ;;
