@@ -3,10 +3,10 @@
  *
  * One block per row of x bf16[T, H] (H % 8 == 0: the pass only fuses such rows, other
  * shapes are an emitter limitation), with rms_norm's block size for the row. Thread tid
- * owns chunks u = tid + j*block (j < CH = ceil(H/8 / block)) of 8 elements, loaded once
- * with 16-byte accesses and kept in registers; the sum of squares runs over them in
- * rms_norm's order through the shared reduction of emit_reduce.c (emit_rms_accum /
- * emit_rms_finish), so r is bitwise rms_norm's r. Then, per element, with w = gamma + offset:
+ * owns chunks u = tid + j*block (j < CH = ceil(H/8 / block)) of 8
+ * elements; the sum of squares runs over them in rms_norm's order through the shared
+ * reduction of emit_reduce.c (emit_rms_accum / emit_rms_finish), so r is bitwise
+ * rms_norm's r. Then, per element, with w = gamma + offset:
  *   exact "bf16": h = bf16((x*r)*w); c = bf16(1 + s); p = bf16(h*c); y = bf16(p + b)
  *   exact "f32":  h as above; y = bf16((h*(1 + s)) + b)
  *   lossless:     w_eff = w*(1 + s) (fp32); y = bf16(fma(x*r, w_eff, b))
@@ -16,20 +16,25 @@
  * rounded values to the same code as Plan A, so Plan B = (U3; Plan A) bitwise. Every
  * operation is an explicit _rn intrinsic (the lossless fma too), so the kernels give the
  * same bits with or without -fmad=false.
+ * Memory (docs/perf-memory-kernels.md): when every base pointer is 16-byte aligned (one
+ * test per block; rows are then aligned too), each thread issues all of its 16-byte DRAM
+ * loads before any arithmetic and keeps x as bf16 in registers until the modulate;
+ * otherwise an element-by-element path does the same arithmetic in the same order and
+ * reads x again instead of holding it (few registers: the occupancy is the vector path's).
  */
 #include "emit_internal.h"
 
 #include <string.h>
 
-/* Emits the per-element modulate of chunk j (values v[j][k], r) into o[k]. */
+/* Emits the per-element modulate of chunk j (values v[k], r) into o[k]. */
 static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *off) {
   h3_strbuf_append(s, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n");
   if (!exact) {
     h3_strbuf_printf(s, "        const float we = __fmul_rn(__fadd_rn(w[k], %s), __fadd_rn(1.0f, sc[k]));\n"
-                        "        o[k] = __fmaf_rn(__fmul_rn(v[j][k], r), we, sh[k]);\n",
+                        "        o[k] = __fmaf_rn(__fmul_rn(v[k], r), we, sh[k]);\n",
                      off);
   } else {
-    h3_strbuf_printf(s, "        const float h = h3_rbf16(__fmul_rn(__fmul_rn(v[j][k], r), "
+    h3_strbuf_printf(s, "        const float h = h3_rbf16(__fmul_rn(__fmul_rn(v[k], r), "
                         "__fadd_rn(w[k], %s)));\n", off);
     if (mod_f32)
       h3_strbuf_append(s, "        o[k] = __fadd_rn(__fmul_rn(h, __fadd_rn(1.0f, sc[k])), sh[k]);\n");
@@ -38,6 +43,117 @@ static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *of
                           "        o[k] = __fadd_rn(h3_rbf16(__fmul_rn(h, c)), sh[k]);\n");
   }
   h3_strbuf_append(s, "      }\n");
+}
+
+/* What the row emitters need of the op. */
+typedef struct {
+  bool plan_b, exact, mod_f32;
+  int first, block;
+  int64_t H, gate_rows, units, chunks;
+  double eps;
+  const char *off;
+} nm_shape;
+
+/* for (j < chunks) { u = tid + j*block; if (u < units) { BODY } } opened; the caller
+ * closes it with close_chunks. */
+static void open_chunks(h3_strbuf *s, const nm_shape *n) {
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int j = 0; j < %lld; j++) {\n"
+                      "      const int u = tid + j * %d;\n      if (u < %lld) {\n",
+                   (long long)n->chunks, n->block, (long long)n->units);
+}
+static const char close_chunks[] = "      }\n    }\n";
+
+/* Widens x (element `xe` of k), gamma, scale and shift (wr, sr, hr), modulates and
+ * stores y's chunk u with access path V. */
+static void emit_widen_modulate_store(h3_strbuf *s, const nm_shape *n, const char *xe,
+                                      const char *V) {
+  h3_strbuf_printf(s, "        float v[8], w[8], sc[8], sh[8], o[8];\n#pragma unroll\n"
+                      "        for (int k = 0; k < 8; k++) {\n"
+                      "          v[k] = h3_w(%s);\n          w[k] = h3_w(wr[k]);\n"
+                      "          sc[k] = h3_w(sr[k]);\n          sh[k] = h3_w(hr[k]);\n        }\n",
+                   xe);
+  emit_modulate(s, n->exact, n->mod_f32, n->off);
+  h3_strbuf_printf(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) h3_put(yr[k], o[k]);\n"
+                      "        h3_str8<%s>(y, u * 8, yr);\n", V);
+}
+
+/* The row with 16-byte accesses (every base pointer is aligned, so every row is: H % 8 ==
+ * 0): all of the thread's DRAM loads are issued first and x (Plan B: residual') stays in
+ * registers, as bf16, from its load to the modulate. */
+static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
+  const long long C = (long long)n->chunks;
+  h3_strbuf_printf(s, "  {\n    __align__(16) h3_bf16 xr[%lld][8]", C);
+  if (n->plan_b) h3_strbuf_printf(s, ", ur[%lld][8], gr[%lld][8]", C, C);
+  h3_strbuf_append(s, ";\n");
+  open_chunks(s, n);
+  if (n->plan_b)
+    h3_strbuf_append(s, "        h3_ldr8<true>(res, u * 8, xr[j]);\n"
+                        "        h3_ldr8<true>(upd, u * 8, ur[j]);\n"
+                        "        h3_ldr8<true>(gate, u * 8, gr[j]);\n");
+  else
+    h3_strbuf_append(s, "        h3_ldr8<true>(x, u * 8, xr[j]);\n");
+  h3_strbuf_append(s, close_chunks);
+  if (n->plan_b) {
+    /* U3 in registers, then the stores of residual' (which may overwrite the residual:
+       every load came first) */
+    open_chunks(s, n);
+    h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++)\n"
+                        "          h3_put(xr[j][k], __fadd_rn(h3_w(xr[j][k]), "
+                        "h3_rbf16(__fmul_rn(h3_w(gr[j][k]), h3_w(ur[j][k])))));\n"
+                        "        h3_str8<true>(xo, u * 8, xr[j]);\n");
+    h3_strbuf_append(s, close_chunks);
+  }
+  /* the sum of squares over the chunks in rms_norm's order */
+  h3_strbuf_append(s, "    float ss = 0.0f;\n");
+  open_chunks(s, n);
+  h3_strbuf_append(s, "        float v[8];\n#pragma unroll\n        for (int k = 0; k < 8; k++) "
+                      "v[k] = h3_w(xr[j][k]);\n    ");
+  emit_rms_accum(s, 8, "v");
+  h3_strbuf_append(s, close_chunks);
+  emit_rms_finish(s, n->block, n->H, n->eps);
+  /* modulate from registers; gamma and the table rows come from L2 */
+  open_chunks(s, n);
+  h3_strbuf_printf(s, "        __align__(16) h3_bf16 wr[8], sr[8], hr[8], yr[8];\n"
+                      "        h3_ldr8<true>(in%d, u * 8, wr);\n        h3_ldr8<true>(scr, u * 8, sr);\n"
+                      "        h3_ldr8<true>(shr, u * 8, hr);\n", n->first);
+  emit_widen_modulate_store(s, n, "xr[j][k]", "true");
+  h3_strbuf_append(s, close_chunks);
+  h3_strbuf_append(s, "  }\n");
+}
+
+/* The row element by element (some base pointer is not 16-byte aligned): the same
+ * arithmetic in the same order as the vector path, but x (Plan B: residual', stored first
+ * and read back by the thread that wrote it) is loaded again for the modulate, so few
+ * registers stay live and the kernel keeps the vector path's occupancy. */
+static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
+  h3_strbuf_printf(s, "  {\n    %sh3_bf16 *xs = %s;\n", n->plan_b ? "" : "const ",
+                   n->plan_b ? "xo" : "x");
+  h3_strbuf_append(s, "    float ss = 0.0f;\n");
+  open_chunks(s, n);
+  h3_strbuf_append(s, "        __align__(16) h3_bf16 xr[8];\n        float v[8];\n");
+  if (n->plan_b)
+    h3_strbuf_append(s, "        __align__(16) h3_bf16 ur[8], gr[8];\n"
+                        "        h3_ldr8<false>(res, u * 8, xr);\n"
+                        "        h3_ldr8<false>(upd, u * 8, ur);\n"
+                        "        h3_ldr8<false>(gate, u * 8, gr);\n"
+                        "#pragma unroll\n        for (int k = 0; k < 8; k++)\n"
+                        "          h3_put(xr[k], __fadd_rn(h3_w(xr[k]), "
+                        "h3_rbf16(__fmul_rn(h3_w(gr[k]), h3_w(ur[k])))));\n"
+                        "        h3_str8<false>(xs, u * 8, xr);\n");
+  else
+    h3_strbuf_append(s, "        h3_ldr8<false>(xs, u * 8, xr);\n");
+  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) v[k] = h3_w(xr[k]);\n    ");
+  emit_rms_accum(s, 8, "v");
+  h3_strbuf_append(s, close_chunks);
+  emit_rms_finish(s, n->block, n->H, n->eps);
+  open_chunks(s, n);
+  h3_strbuf_printf(s, "        __align__(16) h3_bf16 xr[8], wr[8], sr[8], hr[8], yr[8];\n"
+                      "        h3_ldr8<false>(xs, u * 8, xr);\n"
+                      "        h3_ldr8<false>(in%d, u * 8, wr);\n        h3_ldr8<false>(scr, u * 8, sr);\n"
+                      "        h3_ldr8<false>(shr, u * 8, hr);\n", n->first);
+  emit_widen_modulate_store(s, n, "xr[k]", "false");
+  h3_strbuf_append(s, close_chunks);
+  h3_strbuf_append(s, "  }\n");
 }
 
 /* Plan B's signature: every pointer __restrict__ but in0 (residual) and out0 (residual'),
@@ -68,21 +184,27 @@ h3_status emit_normmod(emit_ctx *ec) {
                                 "as the unfused chain)");
   if (T >= ((int64_t)1 << 31) || H >= ((int64_t)1 << 31))
     return emit_unsupported(ec, "more than 2^31 rows or columns");
-  const int64_t units = H / 8;
-  const int block = emit_row_block(units, 256);
-  const int64_t chunks = (units + block - 1) / block;
+  nm_shape n;
+  n.plan_b = plan_b;
+  n.exact = ec->exact;
+  n.mod_f32 = strcmp(h3_op_attr_string(op, "modulate", "bf16"), "f32") == 0;
+  n.first = first;
+  n.units = H / 8;
+  n.block = emit_row_block(n.units, 256);
+  n.chunks = (n.units + n.block - 1) / n.block;
+  n.H = H;
+  n.gate_rows = plan_b ? op->operands[2]->type.dims[0] : 0;
+  n.eps = h3_op_attr_float(op, "eps", 1e-5);
   const int64_t G = op->operands[first + 1]->type.dims[0];
-  const int64_t gate_rows = plan_b ? op->operands[2]->type.dims[0] : 0;
-  const bool mod_f32 = strcmp(h3_op_attr_string(op, "modulate", "bf16"), "f32") == 0;
   h3_type in_t[7], out_t[2];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
   if (plan_b)
-    signature_b(ec, in_t, out_t, block);
+    signature_b(ec, in_t, out_t, n.block);
   else
-    emit_signature(ec, n_in, in_t, n_out, out_t, NULL, block, true);
+    emit_signature(ec, n_in, in_t, n_out, out_t, NULL, n.block, true);
 
-  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
+  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", n.block / 32);
   h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n"
                       "  const int tid = threadIdx.x;\n", (long long)T);
   h3_strbuf_printf(s, "  const long long g = h3_clampi(h3_ld(in%d, row), %lldll);\n", first + 3,
@@ -91,57 +213,34 @@ h3_status emit_normmod(emit_ctx *ec) {
                    first + 1, (long long)H, first + 2, (long long)H);
   h3_strbuf_printf(s, "  h3_bf16 *y = out%d + row * %lldll;\n", n_out - 1, (long long)H);
   if (plan_b) {
-    h3_strbuf_printf(s, "  const long long gg = h3_clampi(h3_ld(in%d, row), %lldll);\n",
-                     first + 3, (long long)gate_rows);
+    h3_strbuf_printf(s, "  const long long gq = h3_clampi(h3_ld(in%d, row), %lldll);\n",
+                     first + 3, (long long)n.gate_rows);
     h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll, *upd = in1 + row * %lldll, "
-                        "*gate = in2 + gg * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
+                        "*gate = in2 + gq * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
                      (long long)H, (long long)H, (long long)H, (long long)H);
   } else {
     h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + row * %lldll;\n", (long long)H);
   }
-  /* pass 1: every load first (Plan B: U3 in registers, then the stores of residual', which
-     may overwrite the residual: no load may follow a store), then the sum of squares over
-     the chunks in rms_norm's order */
-  h3_strbuf_printf(s, "  float v[%lld][8];\n  float ss = 0.0f;\n", (long long)chunks);
-  h3_strbuf_printf(s, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n"
-                      "    const int u = tid + j * %d;\n    if (u < %lld) {\n",
-                   (long long)chunks, block, (long long)units);
-  if (plan_b) {
-    h3_strbuf_append(s, "      float a[8], b[8], c[8];\n"
-                        "      h3_ld8(res, u * 8, a);\n      h3_ld8(upd, u * 8, b);\n"
-                        "      h3_ld8(gate, u * 8, c);\n"
-                        "#pragma unroll\n      for (int k = 0; k < 8; k++) "
-                        "v[j][k] = h3_rbf16(__fadd_rn(a[k], h3_rbf16(__fmul_rn(c[k], b[k]))));\n"
-                        "    }\n  }\n");
-    h3_strbuf_printf(s, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n"
-                        "    const int u = tid + j * %d;\n    if (u < %lld) {\n"
-                        "      h3_st8(xo, u * 8, v[j]);\n",
-                     (long long)chunks, block, (long long)units);
-  } else {
-    h3_strbuf_append(s, "      h3_ld8(x, u * 8, v[j]);\n");
-  }
-  h3_strbuf_append(s, "  ");
-  emit_rms_accum(s, 8, "v[j]");
-  h3_strbuf_append(s, "    }\n  }\n");
-  emit_rms_finish(s, block, H, h3_op_attr_float(op, "eps", 1e-5));
-  /* pass 2: modulate from registers */
+  /* one alignment test per block: every row offset (row * H, g * H elements) is a
+     multiple of 16 bytes */
+  h3_strbuf_append(s, "  if (h3_al8(in0) && h3_al8(out0)");
+  for (int i = 1; i < n_in - 1; i++) h3_strbuf_printf(s, " && h3_al8(in%d)", i);
+  if (plan_b) h3_strbuf_append(s, " && h3_al8(out1)");
+  h3_strbuf_append(s, ")\n");
   h3_strbuf off;
   h3_strbuf_init(&off);
   emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
-  h3_strbuf_printf(s, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n"
-                      "    const int u = tid + j * %d;\n    if (u < %lld) {\n"
-                      "      float w[8], sc[8], sh[8], o[8];\n"
-                      "      h3_ld8(in%d, u * 8, w);\n      h3_ld8(scr, u * 8, sc);\n"
-                      "      h3_ld8(shr, u * 8, sh);\n",
-                   (long long)chunks, block, (long long)units, first);
-  emit_modulate(s, ec->exact, mod_f32, off.data ? off.data : "0");
-  h3_strbuf_append(s, "      h3_st8(y, u * 8, o);\n    }\n  }\n}\n");
+  n.off = off.data ? off.data : "0";
+  emit_vector_row(s, &n);
+  h3_strbuf_append(s, "  else\n");
+  emit_scalar_row(s, &n);
+  h3_strbuf_append(s, "}\n");
   bool oom = off.oom;
   h3_strbuf_free(&off);
   if (oom) return H3_ERR;
   ec->k->grid[0] = T > 0 ? T : 1;
   ec->k->grid[1] = ec->k->grid[2] = 1;
-  ec->k->block[0] = block;
+  ec->k->block[0] = n.block;
   ec->k->block[1] = ec->k->block[2] = 1;
   ec->k->shared_bytes = 0;
   return emit_args(ec, n_in, n_out, false);

@@ -26,7 +26,8 @@
 #   exact  the same block at --quality exact (the lossless block must be faster)
 #   int8   the same block with --int8: the plan's row splitting, then every int8 GEMM in
 #          chunks of 0 (never), 4096, 8192, 16384 rows (the per-op profile gives each
-#          linear_int8's time per setting: docs/int8.md's table)
+#          linear_int8's time per setting: docs/int8.md's table), and the relative error
+#          of one block: `step` of the 1-layer plans, int8 vs bf16
 #   cachedit  h3exec on the full 49-step sample at --quality high (Cache-DiT's defaults);
 #          latents kept in LOG_DIR for `sample`'s comparison
 #   int8sample  h3exec on the full 49-step sample with --int8 and Spectrum 11:5:1.0
@@ -179,6 +180,14 @@ for section in $SECTIONS; do
       step "block_bench_int8_rows$r" 240 "$BIN/block_bench" "$PLANS/h3_full_int8_r${r}_l1.plan" \
         "$PLANS/h3_full_int8_r${r}_l3.plan" --iters 3 --warmup 1 --profile 7
     done
+    # one block's error: `step` of the 1-layer plans (embed, one block, final layer), int8 vs
+    # bf16, same weights and inputs (nmse = relative L2 squared)
+    for v in full_l1 full_int8_l1; do
+      step "step_$v" 120 "$BIN/h3exec" "$PLANS/h3_$v.plan" --backend cuda --graph step --weights random \
+        --seed 3 --iterations 1 --out "$WORK/step_$v.safetensors"
+    done
+    step int8_step_vs_bf16 60 python3 tests/gpu/compare_outputs.py "$WORK/step_full_int8_l1.safetensors" \
+      "$WORK/step_full_l1.safetensors" 1e9
     ;;
   cachedit)
     step full_high 420 "$BIN/h3exec" "$PLANS/h3_full_high.plan" --backend cuda --attention cudnn \

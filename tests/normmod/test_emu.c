@@ -7,6 +7,8 @@
  *     spec §2's exact-tier claim (same reduction code, same rsqrt form, no contraction);
  *   - Plan B's residual' == U3 (independent reference) in both tiers; Plan B's output ==
  *     the Plan A kernel of the same tier run on U3, bitwise; also with out0 == in0;
+ *   - the element-by-element path (x / residual 2 bytes off 16-byte alignment) gives the
+ *     vector path's bits, in place too;
  *   - lossless: passes the admission rule against exact (fp64 reference), and agrees with
  *     the CPU backend's lossless op within 1 bf16 ulp (the GPU sums x^2 in a tree, the CPU
  *     in ascending order; near-cancelling outputs within 2^-16 of their row's largest);
@@ -169,6 +171,29 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
     CHECK(memcmp(t2, u3, (size_t)n * 2) == 0 && memcmp(t1, b_out[tier], (size_t)n * 2) == 0,
           "%s Plan B in place differs", tier ? "lossless" : "exact");
   }
+
+  /* the element-by-element path (a base pointer off 16-byte alignment) gives the vector
+     path's bits: x (Plan B: residual, residual' in place, and y) 2 bytes past malloc's
+     16-byte alignment */
+  uint16_t *mx = malloc((size_t)n * 2 + 16), *my = malloc((size_t)n * 2 + 16);
+  CHECK(mx && my, "out of memory");
+  const char *fused_a[3] = {"ae", "al", "fe"};
+  const uint16_t *fused_out[3] = {ae, al, fe};
+  for (int k = 0; mx && my && k < 3; k++) {
+    memcpy(mx + 1, in.x, (size_t)n * 2);
+    void *m_in[5] = {mx + 1, in.gamma, in.scale, in.shift, in.idx};
+    run_with(op_named(g, fused_a[k]), m_in, (void *[]){my + 1});
+    CHECK(memcmp(my + 1, fused_out[k], (size_t)n * 2) == 0, "%s: unaligned x gives other bits",
+          fused_a[k]);
+  }
+  for (int tier = 0; mx && my && tier < 2; tier++) {
+    memcpy(mx + 1, in.x, (size_t)n * 2);
+    void *m_in[7] = {mx + 1, in.update, in.gate, in.gamma, in.scale, in.shift, in.idx};
+    run_with(op_named(g, plan_b[tier]), m_in, (void *[]){mx + 1, my + 1});
+    CHECK(memcmp(mx + 1, u3, (size_t)n * 2) == 0 && memcmp(my + 1, b_out[tier], (size_t)n * 2) == 0,
+          "%s Plan B: unaligned residual gives other bits", tier ? "lossless" : "exact");
+  }
+  free(mx), free(my);
 
   double *y64 = malloc((size_t)n * sizeof(double));
   nm_ref64(&in, in.x, 1e-5, 0.0, y64);
