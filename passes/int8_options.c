@@ -12,15 +12,19 @@
 
 static const h3_span no_span = {0};
 
-/* Split decisions measured for this project (spec accelerations §4.2: one H200, cuBLAS
- * int8 through torch._int_mm, M = 32,704), per GEMM shape family (N, K); max_rows 0 means
- * "never split". Shapes not listed follow the rule with the default max_rows/min_split_n.
- * docs/int8.md has the table and how to extend it. */
+/* Split decisions measured for this project with h3's own linear_int8 (cuBLASLt int8 GEMM +
+ * dequantization, CUDA backend) on one H200, 2026-11-29, M = 32,704 rows, per GEMM shape
+ * family (N, K): the fastest of unsplit and chunks of 4096, 8192, 16384 rows, "never
+ * split" (max_rows 0) unless a split gains at least 2 % (bench/results/
+ * 2026-11-29-h200-s2-tests-bench-block-int8.txt). Shapes not listed follow the rule with
+ * the default max_rows / min_split_n. docs/int8.md has the table and how to extend it. */
 static const struct {
   int64_t n, k, max_rows;
 } measured[] = {
-    {5376, 7168, 8192}, /* out_proj: 3.27 ms unsplit, 2.91 ms in chunks of 8192 */
-    {21504, 5376, 0},   /* qkv_proj: 8.41 ms unsplit, 8.46 ms in chunks of 8192 */
+    {21504, 5376, 4096}, /* qkv_proj: 7.21 ms unsplit, 6.80 in chunks of 4096 (8192: 7.17) */
+    {5376, 7168, 0},     /* out_proj: 2.11 ms unsplit (4096: 2.34, 8192: 2.20, 16384: 2.13) */
+    {28672, 5376, 4096}, /* fc1: 9.80 ms unsplit, 9.03 in chunks of 4096 (8192: 9.59) */
+    {5376, 14336, 0},    /* fc2: 3.67 ms unsplit (4096: 3.99, 8192: 3.79, 16384: 3.68) */
 };
 
 h3_int8_options h3_int8_options_default(void) {

@@ -53,13 +53,15 @@ static void test_split_rule(void) {
   off.max_rows = 0;
   off.rule_given = true;
   const int64_t M = 32704; /* H3's packed rows at 1344x768x107 frames */
-  /* the measured table (spec accelerations §4.2) */
-  CHECK(h3_int8_split_rows(M, 21504, 5376, &d) == 0, "qkv_proj: measured no gain");
-  CHECK(h3_int8_split_rows(M, 5376, 7168, &d) == 8192, "out_proj: measured gain at 8192");
+  /* the measured table (docs/int8.md, H200 2026-11-29) */
+  CHECK(h3_int8_split_rows(M, 21504, 5376, &d) == 4096, "qkv_proj: measured gain at 4096");
+  CHECK(h3_int8_split_rows(M, 5376, 7168, &d) == 0, "out_proj: measured no gain");
+  CHECK(h3_int8_split_rows(M, 28672, 5376, &d) == 4096, "fc1: measured gain at 4096");
+  CHECK(h3_int8_split_rows(M, 5376, 14336, &d) == 0, "fc2: measured no gain");
+  CHECK(h3_int8_split_rows(4096, 28672, 5376, &d) == 0, "rows not > max_rows");
   /* shapes the table lacks: the default rule */
-  CHECK(h3_int8_split_rows(M, 28672, 5376, &d) == 8192, "fc1: N >= 8192");
-  CHECK(h3_int8_split_rows(M, 5376, 14336, &d) == 0, "fc2: N < 8192");
-  CHECK(h3_int8_split_rows(8192, 28672, 5376, &d) == 0, "rows not > max_rows");
+  CHECK(h3_int8_split_rows(M, 16384, 5376, &d) == 8192, "other shape, N >= 8192: split at 8192");
+  CHECK(h3_int8_split_rows(M, 4096, 5376, &d) == 0, "other shape, N < 8192: not split");
   /* the rule when given: the public defaults, no table */
   CHECK(h3_int8_split_rows(M, 21504, 5376, &r) == 8192, "rule: qkv split");
   CHECK(h3_int8_split_rows(M, 5376, 7168, &r) == 0, "rule: out_proj not split");
@@ -149,7 +151,7 @@ static void test_full_h3(void) {
   CHECK(rep && strstr(rep, "kept (layers): K % 256 != 0: 51, other dtypes (fp32 islands): 6"),
         "the 50 + 1 AdaLN projections and the 6 fp32 linears stay");
   h3_module_walk(f.m, find_gemms, &f);
-  CHECK(chunk_of(f.by_n[0]) == 0 && chunk_of(f.by_n[1]) == 8192 && chunk_of(f.by_n[2]) == 8192 &&
+  CHECK(chunk_of(f.by_n[0]) == 4096 && chunk_of(f.by_n[1]) == 0 && chunk_of(f.by_n[2]) == 4096 &&
             chunk_of(f.by_n[3]) == 0,
         "step splits qkv %lld out %lld fc1 %lld fc2 %lld", (long long)chunk_of(f.by_n[0]),
         (long long)chunk_of(f.by_n[1]), (long long)chunk_of(f.by_n[2]), (long long)chunk_of(f.by_n[3]));
