@@ -179,7 +179,7 @@ static double op_bytes(const h3_op *op) {
 }
 
 static double op_flops(const h3_op *op) {
-  if (op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8) {
+  if (op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8) {
     const h3_type *x = &op->operands[0]->type, *y = &op->results[0]->type;
     double m = 1;
     for (int i = 0; i < x->rank - 1; i++) m *= (double)x->dims[i];
@@ -267,7 +267,7 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
     printf("%-3s %-12s %-30s %-22s %9s %9s %8s %7s %8s\n", "#", "op", "kernel", "result", "ms",
            "MB", "GB/s", "floor", "TFLOP/s");
     double sum[3] = {0}, floor_other = 0, sum_all = 0;
-    bool int8 = false;
+    bool int8 = false, split = false; /* split: matmul_i8, the dequantization in the consumers */
     int k = 0;
     for (const h3_op *op = loop->regions[0].first; op; op = op->next) {
       if (op->code == H3_OP_YIELD) continue;
@@ -281,18 +281,23 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
       if (fl > 0) printf(" %8.1f", fl / (m * 1e9));
       printf("\n");
       /* the big GEMMs: bf16 linears, or int8 ones with their activation quantization */
-      int cls = (op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8) && fl > 1e12 ? 0
+      bool gemm = op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8;
+      int cls = gemm && fl > 1e12                                                      ? 0
                 : op->code == H3_OP_QUANTIZE_ROWS                                      ? 0
                 : op->code == H3_OP_ATTENTION                                          ? 1
                                                                                        : 2;
       sum[cls] += m;
       int8 |= op->code == H3_OP_LINEAR_INT8;
+      split |= op->code == H3_OP_MATMUL_I8;
       if (cls == 2) floor_other += fl_ms;
       sum_all += m;
       k++;
     }
     printf("totals: big GEMMs%s %.3f ms, attention %.3f ms, everything else %.3f ms (floor %.3f ms)\n",
-           int8 ? " (int8: with quantize_rows and the fused dequantization)" : "", sum[0], sum[1],
+           split  ? " (int8: matmul_i8 with quantize_rows; dequantization in the consumers)"
+           : int8 ? " (int8: with quantize_rows and the fused dequantization)"
+                  : "",
+           sum[0], sum[1],
            sum[2], floor_other);
     printf("        sum of ops %.3f ms; traced trunk loop %.3f ms (%lld block(s): %.3f ms per block); "
            "untraced block %.3f ms\n",

@@ -39,6 +39,7 @@ h3_exec_kind h3_codegen_classify(const h3_op *op) {
     return h3_codegen_slice_is_contiguous(op) ? H3_EXEC_VIEW : H3_EXEC_KERNEL;
   case H3_OP_LINEAR:
   case H3_OP_LINEAR_INT8: /* cuBLASLt int8 TN with the dequant epilogue (docs/int8.md) */
+  case H3_OP_MATMUL_I8: /* cuBLASLt int8 TN into the int32 result (docs/int8.md) */
   case H3_OP_ATTENTION:
   case H3_OP_PAGED_ATTENTION:
     return H3_EXEC_LIBRARY;
@@ -71,7 +72,9 @@ const char *h3_exec_kind_name(h3_exec_kind k) {
 const char *h3_codegen_library_kind(const h3_op *op) {
   switch (h3_codegen_classify(op)) {
   case H3_EXEC_LIBRARY:
-    return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 ? "cublaslt" : "attention";
+    return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8
+               ? "cublaslt"
+               : "attention";
   case H3_EXEC_HOST: return "host";
   case H3_EXEC_DEFERRED: return "deferred";
   default: return NULL;

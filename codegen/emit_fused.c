@@ -14,9 +14,13 @@
  * chunk's source offset is a multiple of 8 (axis before the last, or start and the
  * source's last dim multiples of 8), else scalar loads. (value, index) pairs are emitted
  * once (memo).
+ * dequant_i8 (int8-dequant-split's epilogue of an int8 GEMM) is a member like the
+ * elementwise ops, reading s_x at the element's row and s_w / bias at its column, so a
+ * SwiGLU or gated-residual group reads the int32 accumulators directly.
  * Tier "exact" rounds every value to its IR dtype right after the op (bitwise equal to
  * running the ops one by one); "lossless" keeps floats in fp32 (fp64 for f64) through the
- * region and rounds only when storing the outputs. Integer values always wrap to their
+ * region and rounds only when storing the outputs, except dequant_i8, which rounds to its
+ * dtype in every tier (ops.def). Integer values always wrap to their
  * width; float -> int casts truncate.
  */
 #include "emit_internal.h"
@@ -269,6 +273,38 @@ static void cast_expr(h3_strbuf *e, h3_dtype from, h3_dtype to, const char *a, b
   else h3_strbuf_printf(e, "(float)(%s)", a);
 }
 
+/* dequant_i8 (ops.def) at flat index ix of its result [.., N] into e: acc at ix, s_x at
+ * the row ix / N, s_w and bias at the column (their numpy broadcast, so a sliced s_w read at
+ * the chunk position is a vector load); h3_mul, h3_mul, h3_add are the IEEE _rn operations
+ * of the CPU reference and of linear_int8's epilogue, in its order. */
+static bool dequant_expr(fctx *f, const h3_op *def, const char *ix, h3_strbuf *e) {
+  const h3_type *yt = &def->results[0]->type;
+  int64_t n = yt->dims[yt->rank - 1];
+  h3_strbuf t;
+  h3_strbuf_init(&t);
+  const char *acc = operand_at(f, def, 0, ix, &t);
+  /* the row index, once per (ix, N) (memo in f->maps under "ix/N") */
+  char *key = acc ? h3_arena_printf(f->ec->a, "%s/%lld", ix, (long long)n) : NULL;
+  const char *row = NULL;
+  for (int i = 0; key && i < f->n_map; i++)
+    if (strcmp(f->maps[i].ix, key) == 0) row = f->maps[i].var;
+  if (key && !row) {
+    char *var = h3_arena_printf(f->ec->a, "x%d", f->ec->tmp++);
+    if (var && memo_put(f, &f->maps, &f->n_map, &f->cap_map, NULL, key, var) == H3_OK) {
+      h3_strbuf_printf(&f->body, "      const ix_t %s = (%s) / %lld;\n", var, ix, (long long)n);
+      row = var;
+    }
+  }
+  const char *sx = row ? value_at(f, def->operands[1], row) : NULL;
+  const char *sw = sx ? operand_at(f, def, 2, ix, &t) : NULL;
+  const char *bias = sw && def->n_operands > 3 ? operand_at(f, def, 3, ix, &t) : NULL;
+  h3_strbuf_free(&t);
+  if (!sw || (def->n_operands > 3 && !bias)) return false;
+  if (bias) h3_strbuf_printf(e, "h3_add(h3_mul(h3_mul(%s, %s), %s), %s)", acc, sx, sw, bias);
+  else h3_strbuf_printf(e, "h3_mul(h3_mul(%s, %s), %s)", acc, sx, sw);
+  return true;
+}
+
 static const char *op_value_at(fctx *f, const h3_value *v, const char *ix) {
   const h3_op *def = v->def;
   h3_dtype rt = v->type.dtype;
@@ -310,6 +346,9 @@ static const char *op_value_at(fctx *f, const h3_value *v, const char *ix) {
     if (!tv) goto done;
     h3_strbuf_append(&e, tv);
     round = false;
+  } else if (def->code == H3_OP_DEQUANT_I8) {
+    if (!dequant_expr(f, def, ix, &e)) goto done;
+    round = true; /* rounded to its dtype in every tier (ops.def) */
   } else if (def->code == H3_OP_CLAMP) {
     const char *a = operand_at(f, def, 0, ix, &t1);
     if (!a) goto done;

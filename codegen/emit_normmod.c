@@ -21,6 +21,15 @@
  * loads before any arithmetic and keeps x as bf16 in registers until the modulate;
  * otherwise an element-by-element path does the same arithmetic in the same order and
  * reads x again instead of holding it (few registers: the occupancy is the vector path's).
+ * quantize = 1 (passes/int8_fuse_quant.c; results q i8[T, H], s f32[T] after y): each
+ * thread also keeps the values it quantizes, v = the rounded y (exact: bf16, so the codes
+ * are quantize_rows(y)'s) or the fp32 value before rounding (lossless), and its running
+ * max of |v|; a second block reduction (fmaxf: exact in any order; warp xor butterfly,
+ * then the warps' partials) gives the row's amax, then quantize_rows' arithmetic
+ * (emit_int8.c, runtime/cpu/ops_q8fuse.c): s = max(amax / 127, 1e-30) (IEEE division),
+ * q = clamp(rint(v / s), -128, 127), NaN -> 0, 8-byte stores of the codes; thread 0
+ * writes s. When y has no uses (the pass leaves it a result, the quantizer was its only
+ * reader) the kernel does not store it.
  */
 #include "emit_internal.h"
 
@@ -48,6 +57,7 @@ static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *of
 /* What the row emitters need of the op. */
 typedef struct {
   bool plan_b, exact, mod_f32;
+  bool quant, store_y; /* quantize = 1; y has users (else its store is skipped) */
   int first, block;
   int64_t H, gate_rows, units, chunks;
   double eps;
@@ -73,8 +83,46 @@ static void emit_widen_modulate_store(h3_strbuf *s, const nm_shape *n, const cha
                       "          sc[k] = h3_w(sr[k]);\n          sh[k] = h3_w(hr[k]);\n        }\n",
                    xe);
   emit_modulate(s, n->exact, n->mod_f32, n->off);
-  h3_strbuf_printf(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) h3_put(yr[k], o[k]);\n"
-                      "        h3_str8<%s>(y, u * 8, yr);\n", V);
+  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) h3_put(yr[k], o[k]);\n");
+  if (n->store_y) h3_strbuf_printf(s, "        h3_str8<%s>(y, u * 8, yr);\n", V);
+  if (n->quant) /* the value to quantize: y (exact) or the fp32 value before rounding */
+    h3_strbuf_printf(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) {\n"
+                        "          qv[j][k] = %s[k];\n          qm = fmaxf(qm, fabsf(h3_w(qv[j][k])));\n"
+                        "        }\n", n->exact ? "yr" : "o");
+}
+
+/* quantize = 1: declares the row's kept values qv[chunks][8] (bf16 y at exact, fp32 at
+ * lossless) and the thread's running max |v|, qm. */
+static void emit_quant_decl(h3_strbuf *s, const nm_shape *n) {
+  if (n->quant)
+    h3_strbuf_printf(s, "    %s qv[%lld][8];\n    float qm = 0.0f;\n", n->exact ? "h3_bf16" : "float",
+                     (long long)n->chunks);
+}
+
+/* quantize = 1, after the modulate: the row's amax over the block (fmaxf, order-free),
+ * s = max(amax / 127, 1e-30), the codes of every kept value (quantize_rows' arithmetic,
+ * emit_int8.c) stored 8 at a time with access path V, and s by thread 0. */
+static void emit_quant_tail(h3_strbuf *s, const nm_shape *n, const char *V) {
+  if (!n->quant) return;
+  h3_strbuf_append(s, "#pragma unroll\n    for (int lo = 16; lo > 0; lo >>= 1) "
+                      "qm = fmaxf(qm, __shfl_xor_sync(0xffffffffu, qm, lo));\n");
+  if (n->block > 32)
+    h3_strbuf_printf(s, "    if ((tid & 31) == 0) qpart[tid >> 5] = qm;\n    __syncthreads();\n"
+                        "    float amax = 0.0f;\n#pragma unroll\n"
+                        "    for (int w = 0; w < %d; w++) amax = fmaxf(amax, qpart[w]);\n",
+                     n->block / 32);
+  else /* one warp: qm >= 0 is the row's max already, = fmaxf(0, qm) */
+    h3_strbuf_append(s, "    const float amax = qm;\n");
+  h3_strbuf_append(s, "    float qsc = __fdiv_rn(amax, 127.0f);\n    if (qsc < 1e-30f) qsc = 1e-30f;\n");
+  open_chunks(s, n);
+  h3_strbuf_printf(s, "        __align__(8) signed char qr[8];\n#pragma unroll\n"
+                      "        for (int k = 0; k < 8; k++) {\n"
+                      "          const float c = rintf(__fdiv_rn(h3_w(qv[j][k]), qsc));\n"
+                      "          qr[k] = c != c ? (signed char)0 : c <= -128.0f ? (signed char)-128\n"
+                      "                : c >= 127.0f ? (signed char)127 : (signed char)c;\n"
+                      "        }\n        h3_str8<%s>(qo, u * 8, qr);\n", V);
+  h3_strbuf_append(s, close_chunks);
+  h3_strbuf_append(s, "    if (tid == 0) so[row] = qsc;\n");
 }
 
 /* The row with 16-byte accesses (every base pointer is aligned, so every row is: H % 8 ==
@@ -85,6 +133,7 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
   h3_strbuf_printf(s, "  {\n    __align__(16) h3_bf16 xr[%lld][8]", C);
   if (n->plan_b) h3_strbuf_printf(s, ", ur[%lld][8], gr[%lld][8]", C, C);
   h3_strbuf_append(s, ";\n");
+  emit_quant_decl(s, n);
   open_chunks(s, n);
   if (n->plan_b)
     h3_strbuf_append(s, "        h3_ldr8<true>(res, u * 8, xr[j]);\n"
@@ -118,6 +167,7 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
                       "        h3_ldr8<true>(shr, u * 8, hr);\n", n->first);
   emit_widen_modulate_store(s, n, "xr[j][k]", "true");
   h3_strbuf_append(s, close_chunks);
+  emit_quant_tail(s, n, "true");
   h3_strbuf_append(s, "  }\n");
 }
 
@@ -129,6 +179,7 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
   h3_strbuf_printf(s, "  {\n    %sh3_bf16 *xs = %s;\n", n->plan_b ? "" : "const ",
                    n->plan_b ? "xo" : "x");
   h3_strbuf_append(s, "    float ss = 0.0f;\n");
+  emit_quant_decl(s, n);
   open_chunks(s, n);
   h3_strbuf_append(s, "        __align__(16) h3_bf16 xr[8];\n        float v[8];\n");
   if (n->plan_b)
@@ -153,18 +204,20 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
                       "        h3_ldr8<false>(shr, u * 8, hr);\n", n->first);
   emit_widen_modulate_store(s, n, "xr[k]", "false");
   h3_strbuf_append(s, close_chunks);
+  emit_quant_tail(s, n, "false");
   h3_strbuf_append(s, "  }\n");
 }
 
 /* Plan B's signature: every pointer __restrict__ but in0 (residual) and out0 (residual'),
  * which may be one buffer; nothing else aliases them. */
-static void signature_b(emit_ctx *ec, const h3_type *in, const h3_type *out, int block) {
+static void signature_b(emit_ctx *ec, const h3_type *in, int n_out, const h3_type *out,
+                        int block) {
   h3_strbuf *s = &ec->src;
   h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", block);
   for (int i = 0; i < 7; i++)
     h3_strbuf_printf(s, "%sconst %s *%s in%d", i ? ", " : "", h3_codegen_ctype(in[i].dtype),
                      i ? " __restrict__" : "", i);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < n_out; i++)
     h3_strbuf_printf(s, ", %s *%s out%d", h3_codegen_ctype(out[i].dtype), i ? " __restrict__" : "", i);
   h3_strbuf_append(s, ") {\n");
 }
@@ -174,10 +227,13 @@ h3_status emit_normmod(emit_ctx *ec) {
   h3_strbuf *s = &ec->src;
   const bool plan_b = op->code == H3_OP_RESIDUAL_NORM_MODULATE;
   const int first = plan_b ? 3 : 1; /* operand index of gamma */
-  const int n_in = plan_b ? 7 : 5, n_out = plan_b ? 2 : 1;
+  const bool quant = h3_op_attr_int(op, "quantize", 0) != 0;
+  const int n_in = plan_b ? 7 : 5, yout = plan_b ? 1 : 0, n_out = yout + 1 + (quant ? 2 : 0);
   const h3_type *xt = &op->operands[0]->type;
   if (xt->rank != 2 || xt->dtype != H3_BF16 || op->n_operands != n_in || op->n_results != n_out)
     return emit_unsupported(ec, "x must be bf16[T, H]");
+  if (quant && (op->results[yout + 1]->type.dtype != H3_I8 || op->results[yout + 2]->type.dtype != H3_F32))
+    return emit_unsupported(ec, "quantize = 1 needs results q i8[T, H] and s f32[T]");
   const int64_t T = xt->dims[0], H = xt->dims[1];
   if (H < 8 || H % 8 != 0)
     return emit_unsupported(ec, "H must be a positive multiple of 8 (the pass keeps other rows "
@@ -188,6 +244,8 @@ h3_status emit_normmod(emit_ctx *ec) {
   n.plan_b = plan_b;
   n.exact = ec->exact;
   n.mod_f32 = strcmp(h3_op_attr_string(op, "modulate", "bf16"), "f32") == 0;
+  n.quant = quant;
+  n.store_y = !quant || op->results[yout]->uses > 0;
   n.first = first;
   n.units = H / 8;
   n.block = emit_row_block(n.units, 256);
@@ -196,22 +254,26 @@ h3_status emit_normmod(emit_ctx *ec) {
   n.gate_rows = plan_b ? op->operands[2]->type.dims[0] : 0;
   n.eps = h3_op_attr_float(op, "eps", 1e-5);
   const int64_t G = op->operands[first + 1]->type.dims[0];
-  h3_type in_t[7], out_t[2];
+  h3_type in_t[7], out_t[4];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
   if (plan_b)
-    signature_b(ec, in_t, out_t, n.block);
+    signature_b(ec, in_t, n_out, out_t, n.block);
   else
     emit_signature(ec, n_in, in_t, n_out, out_t, NULL, n.block, true);
 
   h3_strbuf_printf(s, "  __shared__ float part[%d];\n", n.block / 32);
+  if (quant && n.block > 32) h3_strbuf_printf(s, "  __shared__ float qpart[%d];\n", n.block / 32);
   h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n"
                       "  const int tid = threadIdx.x;\n", (long long)T);
   h3_strbuf_printf(s, "  const long long g = h3_clampi(h3_ld(in%d, row), %lldll);\n", first + 3,
                    (long long)G);
   h3_strbuf_printf(s, "  const h3_bf16 *scr = in%d + g * %lldll, *shr = in%d + g * %lldll;\n",
                    first + 1, (long long)H, first + 2, (long long)H);
-  h3_strbuf_printf(s, "  h3_bf16 *y = out%d + row * %lldll;\n", n_out - 1, (long long)H);
+  h3_strbuf_printf(s, "  h3_bf16 *y = out%d + row * %lldll;\n", yout, (long long)H);
+  if (quant)
+    h3_strbuf_printf(s, "  signed char *qo = out%d + row * %lldll;\n  float *so = out%d;\n",
+                     yout + 1, (long long)H, yout + 2);
   if (plan_b) {
     h3_strbuf_printf(s, "  const long long gq = h3_clampi(h3_ld(in%d, row), %lldll);\n",
                      first + 3, (long long)n.gate_rows);
@@ -226,6 +288,7 @@ h3_status emit_normmod(emit_ctx *ec) {
   h3_strbuf_append(s, "  if (h3_al8(in0) && h3_al8(out0)");
   for (int i = 1; i < n_in - 1; i++) h3_strbuf_printf(s, " && h3_al8(in%d)", i);
   if (plan_b) h3_strbuf_append(s, " && h3_al8(out1)");
+  if (quant) h3_strbuf_printf(s, " && h3_al8(out%d)", yout + 1); /* 8-byte code stores */
   h3_strbuf_append(s, ")\n");
   h3_strbuf off;
   h3_strbuf_init(&off);

@@ -55,6 +55,9 @@ H3_INFER_DECL(h3_infer_rope_table);
 H3_INFER_DECL(h3_infer_rope_pos_table);
 H3_INFER_DECL(h3_infer_rope);
 H3_INFER_DECL(h3_infer_attention);
+/* op_infer_attention_view.c: attention's v_view (v read in place from its parent x[T, C]);
+   0, or -1 after writing why. */
+int h3_infer_attention_v_view(const h3_op *op, char *why, size_t why_len);
 H3_INFER_DECL(h3_infer_kv_write);
 H3_INFER_DECL(h3_infer_paged_attention);
 H3_INFER_DECL(h3_infer_block_attention);
@@ -66,6 +69,9 @@ H3_INFER_DECL(h3_infer_markov_draft);
 /* op_infer_int8.c: the INT8 linear lowering ops */
 H3_INFER_DECL(h3_infer_quantize_rows);
 H3_INFER_DECL(h3_infer_linear_int8);
+/* op_infer_int8_dequant.c: linear_int8 split into its GEMM and its epilogue */
+H3_INFER_DECL(h3_infer_matmul_i8);
+H3_INFER_DECL(h3_infer_dequant_i8);
 /* op_infer_spectrum.c: the step-skipping ops */
 H3_INFER_DECL(h3_infer_spectrum_update);
 H3_INFER_DECL(h3_infer_spectrum_forecast);

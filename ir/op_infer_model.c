@@ -77,7 +77,9 @@ H3_INFER_DECL(h3_infer_rope) {
 H3_INFER_DECL(h3_infer_attention) {
   if (h3_infer_want_rank(op, 0, "q", 3, "[T, Hq, D]", why, why_len)) return -1;
   if (h3_infer_want_rank(op, 1, "k", 3, "[T, Hk, D]", why, why_len)) return -1;
-  if (!h3_type_same_shape(TY(1), TY(2)))
+  if (h3_op_attr(op, "v_view")) {
+    if (h3_infer_attention_v_view(op, why, why_len)) return -1;
+  } else if (!h3_type_same_shape(TY(1), TY(2)))
     FAIL("attention: k is %s but v is %s (same shape needed)", TS(TY(1)), TS(TY(2)));
   if (h3_infer_want_dim(op, 0, "q", 0, 1, "k", 0, "T", "[T, Hk, D]", why, why_len)) return -1;
   if (want_gqa(op, TY(1)->dims[1], TY(1)->dims[2], "k", why, why_len)) return -1;

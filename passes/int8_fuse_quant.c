@@ -9,10 +9,12 @@
  *   %y, %q, %s = norm_modulate(x, gamma, scale, shift, idx) {tier = T, ..., quantize = 1}
  *
  * (residual_norm_modulate: residual', y, q, s). The op's `tier` decides the arithmetic
- * (ops.def, runtime/cpu/ops_normmod.c): exact quantizes the bf16 y with quantize_rows'
- * arithmetic (codes and scales bitwise equal), lossless the fp32 value before rounding.
- * y stays a result (unused after the rewrite). Quantizers with rotate = 256 stay standalone
- * (the fused kernel has no Hadamard stage yet); the report counts them.
+ * (ops.def, runtime/cpu/ops_normmod.c, codegen/emit_normmod.c): exact quantizes the bf16 y
+ * with quantize_rows' arithmetic (codes and scales bitwise equal), lossless the fp32 value
+ * before rounding. y stays a result (unused after the rewrite: the CUDA kernel then skips
+ * its store). Quantizers with rotate = 256 stay standalone (the fused kernel has no
+ * Hadamard stage yet); the report counts them. Opt-in like the other int8 passes: h3c
+ * --int8 enables it (docs/int8.md section 8).
  */
 #include "pass_internal.h"
 

@@ -116,10 +116,17 @@ typedef struct {
   h3_int8_options o;
 } env_ctx;
 
+const h3_value *h3_int8_gemm_weight(const h3_op *op) {
+  if (op->code == H3_OP_LINEAR_INT8 && op->n_operands >= 4) return op->operands[2];
+  if (op->code == H3_OP_MATMUL_I8 && op->n_operands == 2) return op->operands[1];
+  return NULL;
+}
+
 static int set_chunks(h3_op *op, void *arg) {
   env_ctx *c = arg;
-  if (op->code != H3_OP_LINEAR_INT8) return 0;
-  const h3_type *q = &op->operands[0]->type, *w = &op->operands[2]->type;
+  const h3_value *wv = h3_int8_gemm_weight(op);
+  if (!wv) return 0;
+  const h3_type *q = &op->operands[0]->type, *w = &wv->type;
   int64_t k = q->dims[q->rank - 1], rows = k ? h3_type_numel(q) / k : 0;
   int64_t chunk = h3_int8_split_rows(rows, w->dims[0], k, &c->o);
   if (chunk > 0 || h3_op_attr(op, "chunk_rows"))
@@ -158,7 +165,7 @@ h3_status h3_int8_apply_env(h3_module *m, bool *applied, h3_diag *d) {
 /* ---- summary ------------------------------------------------------------------------------ */
 static int count_gemms(h3_op *op, void *arg) {
   h3_int8_summary *s = arg;
-  if (op->code == H3_OP_LINEAR_INT8) {
+  if (h3_int8_gemm_weight(op)) {
     s->n_gemms++;
     if (h3_op_attr_int(op, "chunk_rows", 0) > 0) s->n_split++;
   }

@@ -18,6 +18,8 @@ static const h3_pass *const pass_table[] = {
     &h3_pass_norm_modulate_fusion, /* before elementwise-fusion takes the modulate ops */
     &h3_pass_int8_fuse_quant,      /* needs the norm_modulate ops and the quantizers */
     &h3_pass_norm_rope_fusion,     /* q/k slice + rms_norm + rope; before the slices fuse */
+    &h3_pass_attention_v_view,     /* v's slice read in place by attention */
+    &h3_pass_int8_dequant_split,   /* --int8: after the fusions above match linear_int8 */
     &h3_pass_elementwise_fusion,
     &h3_pass_memory_plan,
 };

@@ -1,9 +1,10 @@
 /* row_split.c: the `row-split` pass (`--int8`, spec accelerations §4.2): splits the rows
  * of large int8 GEMMs into chunks.
  *
- * For every linear_int8 with M rows (the product of q's leading dims), N outputs and K
- * inputs, h3_int8_split_rows (passes/int8_options.c) decides the chunk size: the measured
- * table per (N, K) shape family unless --int8 gives max_rows / min_split_n, else the rule
+ * For every int8 GEMM (linear_int8; a matmul_i8 made from one by int8-dequant-split, which
+ * runs later and carries the attribute over, is handled alike) with M rows (the product of
+ * q's leading dims), N outputs and K inputs, h3_int8_split_rows (passes/int8_options.c)
+ * decides the chunk size: the measured table per (N, K) shape family unless --int8 gives max_rows / min_split_n, else the rule
  * "split iff M > max_rows and N >= min_split_n". A split GEMM gets the attribute
  * `chunk_rows = max_rows`: the backend runs it as ceil(M / max_rows) GEMMs of max_rows
  * rows and one remainder (M = 32,704 at 8192: 3 x 8192 + 8128), each writing its slice of
@@ -26,8 +27,9 @@ typedef struct {
 
 static int split_op(h3_op *op, void *arg) {
   split_state *s = arg;
-  if (op->code != H3_OP_LINEAR_INT8) return 0;
-  const h3_type *q = &op->operands[0]->type, *w = &op->operands[2]->type;
+  const h3_value *wv = h3_int8_gemm_weight(op);
+  if (!wv) return 0;
+  const h3_type *q = &op->operands[0]->type, *w = &wv->type;
   int64_t k = q->dims[q->rank - 1], rows = k ? h3_type_numel(q) / k : 0;
   int64_t chunk = h3_int8_split_rows(rows, w->dims[0], k, s->o);
   s->gemms++;

@@ -33,6 +33,10 @@ h3_int8_options h3_int8_options_default(void);
  * the accepted values. */
 h3_status h3_int8_options_parse(const char *text, h3_int8_options *o, h3_diag *d);
 
+/* The int8 weight wq[N, K] of an int8 GEMM op (linear_int8, or matmul_i8 made from one by
+ * int8-dequant-split), whose chunk_rows the row splitting decides; NULL for other ops. */
+const h3_value *h3_int8_gemm_weight(const h3_op *op);
+
 /* Rows per chunk for an int8 GEMM of M rows, N outputs, K inputs under o; 0 = unsplit. */
 int64_t h3_int8_split_rows(int64_t m, int64_t n, int64_t k, const h3_int8_options *o);
 

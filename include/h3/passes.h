@@ -61,7 +61,8 @@ typedef struct {
                                  NULL = stderr */
   /* opt-in passes (in_default_pipeline false) that the default pipeline runs anyway, at
      their table place: a comma list set by accelerator flags (--int8 adds
-     "int8-lowering,row-split"); NULL = none. Ignored with `passes`. */
+     "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split"); NULL = none. Ignored
+     with `passes`. */
   const char *enable;
   /* --int8[=KEY=VALUE,...]: the option text the int8 passes read (include/h3/int8.h);
      "" = the defaults; NULL = the flag was not given (the passes use the defaults). */

@@ -168,6 +168,8 @@ H3_CPU_KERNEL(h3cpu_linear);
 /* ops_int8.c: INT8 linear lowering (quantizer with the optional Hadamard rotation, GEMM) */
 H3_CPU_KERNEL(h3cpu_quantize_rows);
 H3_CPU_KERNEL(h3cpu_linear_int8);
+H3_CPU_KERNEL(h3cpu_matmul_i8);  /* linear_int8's GEMM: int32 accumulators */
+H3_CPU_KERNEL(h3cpu_dequant_i8); /* linear_int8's epilogue on given accumulators */
 /* Multiplies 256 floats in place by H256 = H4⊗H4⊗H4⊗H4 (ops.def quantize_rows). */
 void h3cpu_hadamard256(float *v);
 /* The per-row int8 quantizer of quantize_rows (ops_q8fuse.c): codes q[K], returns s. */

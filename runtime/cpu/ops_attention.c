@@ -13,6 +13,10 @@
  * page_table[j / page] * page + j % page of the [P, page, Hk, D] cache. Page-table
  * entries, positions and selections are checked before any work starts, so an error is
  * reported (naming the op and the bad value) instead of reading out of bounds.
+ * attention's v_view = [start, row_stride] (ops.def): v is the 2D tensor holding v's
+ * columns and key row r, kv head h reads v at r*row_stride + start + h*D (k at (r*Hk + h)*D
+ * as always), the elements the removed column slice copied, so the result is bitwise that
+ * of attention on the slice.
  * (row, head) pairs are split over the pool's workers; each is computed identically.
  */
 #include "cpu_internal.h"
@@ -21,7 +25,7 @@
 
 typedef struct {
   const void *k, *v;
-  int64_t off; /* element offset of the D-vector in k and v */
+  int64_t off, voff; /* element offsets of the D-vector in k and in v */
 } att_key;
 
 typedef enum { ATT_DENSE, ATT_PAGED, ATT_BLOCK, ATT_SPARSE } att_kind;
@@ -32,6 +36,7 @@ typedef struct {
   const h3_tensor *pos, *page_table, *sel;
   const h3_tensor *out;
   int64_t T, Hq, Hk, D, page, topk, ctx_len;
+  int64_t v_start, v_row; /* dense v's layout: row r, head h at r*v_row + v_start + h*D */
   int causal;
   int n_seg;
   const int64_t *seg;
@@ -50,7 +55,7 @@ static int64_t slot_of(const att_job *j, int64_t p) {
 static void cache_key(const att_job *j, int64_t p, int64_t kvh, att_key *out) {
   out->k = j->k->data;
   out->v = j->v->data;
-  out->off = (slot_of(j, p) * j->Hk + kvh) * j->D;
+  out->off = out->voff = (slot_of(j, p) * j->Hk + kvh) * j->D;
 }
 
 static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys) {
@@ -66,6 +71,7 @@ static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys
     for (int64_t r = lo; r < hi; r++) {
       keys[n].k = j->k->data;
       keys[n].v = j->v->data;
+      keys[n].voff = r * j->v_row + j->v_start + kvh * j->D;
       keys[n++].off = (r * j->Hk + kvh) * j->D;
     }
     break;
@@ -80,7 +86,8 @@ static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys
     for (int64_t r = 0; r < j->T; r++) {
       keys[n].k = j->kb->data;
       keys[n].v = j->vb->data;
-      keys[n++].off = (r * j->Hk + kvh) * j->D;
+      keys[n].voff = keys[n].off = (r * j->Hk + kvh) * j->D;
+      n++;
     }
     break;
   case ATT_SPARSE: {
@@ -125,7 +132,7 @@ static void att_range(void *arg, int worker, int64_t begin, int64_t end) {
     for (int64_t d = 0; d < D; d++) acc[d] = 0.0f;
     for (int64_t s = 0; s < n; s++) {
       h3_dtype dt = keys[s].v == j->v->data ? vd : bvd;
-      for (int64_t d = 0; d < D; d++) acc[d] += sc[s] * h3cpu_ld(keys[s].v, dt, keys[s].off + d);
+      for (int64_t d = 0; d < D; d++) acc[d] += sc[s] * h3cpu_ld(keys[s].v, dt, keys[s].voff + d);
     }
     for (int64_t d = 0; d < D; d++)
       h3cpu_st(j->out->data, j->out->type.dtype, i * D + d, n ? acc[d] / l : 0.0f);
@@ -212,6 +219,12 @@ H3_CPU_KERNEL(h3cpu_attention) {
   if (seg && seg->kind == H3_ATTR_INTS) {
     j.n_seg = seg->n;
     j.seg = seg->ints;
+  }
+  j.v_row = j.Hk * j.D;
+  const h3_attr *view = h3_op_attr(op, "v_view");
+  if (view && view->kind == H3_ATTR_INTS && view->n == 2) {
+    j.v_start = view->ints[0];
+    j.v_row = view->ints[1];
   }
   j.max_keys = j.T;
   return att_run(c, op, &j);

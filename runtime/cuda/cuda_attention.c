@@ -4,8 +4,9 @@
  * attention(q[T, Hq, D], k[T, Hk, D], v[T, Hk, D]) {scale, causal, segments} -> [T, Hq, D]:
  * the op is cut into its segments [b_i, b_{i+1}) (0 and T implied; spec: live rows [0,
  * used) and pad rows [used, T) run separately) and each segment is one self-attention
- * (cu_att_seg: pointers at the segment's first row, row strides Hq*D / Hk*D) given to the
- * selected implementation:
+ * (cu_att_seg: pointers at the segment's first row, row strides Hq*D / Hk*D; with the
+ * op's v_view = [start, row_stride], v is the 2D qkv-like tensor: v's pointer is its base +
+ * start, its row stride row_stride) given to the selected implementation:
  *   cudnn      cuDNN's fused SDPA (cuda_cudnn.c) where it takes the shape, else flash;
  *   flash      h3's flash kernel (cuda_flash.c): bf16, head_dim 128, non-causal, else the
  *              reference;
@@ -23,7 +24,8 @@
 static const char ref_source[] =
     "template <typename T>\n"
     "__device__ void h3cu_attn_ref(const T *q, const T *k, const T *v, T *o, long long len,\n"
-    "    int group, int dim, long long qs, long long kvs, long long os, float scale, int causal) {\n"
+    "    int group, int dim, long long qs, long long ks, long long vs, long long os, float scale,\n"
+    "    int causal) {\n"
     "  const long long t = blockIdx.x;\n"
     "  const int h = blockIdx.y, kvh = h / group;\n"
     "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
@@ -38,8 +40,8 @@ static const char ref_source[] =
     "  float m = -__int_as_float(0x7f800000), l = 0.0f;\n"
     "  const long long hi = causal ? t + 1 : len;\n"
     "  for (long long j = warp; j < hi; j += 4) {\n"
-    "    const T *kr = k + j * kvs + (long long)kvh * dim;\n"
-    "    const T *vr = v + j * kvs + (long long)kvh * dim;\n"
+    "    const T *kr = k + j * ks + (long long)kvh * dim;\n"
+    "    const T *vr = v + j * vs + (long long)kvh * dim;\n"
     "    float dot = 0.0f;\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < 8; i++) {\n"
@@ -78,9 +80,9 @@ static const char ref_source[] =
     "}\n"
     "#define H3CU_REF(NAME, T)                                                              \\\n"
     "  extern \"C\" __global__ void __launch_bounds__(128) NAME(const T *q, const T *k,       \\\n"
-    "      const T *v, T *o, long long len, int group, int dim, long long qs, long long kvs, \\\n"
-    "      long long os, float scale, int causal) {                                        \\\n"
-    "    h3cu_attn_ref<T>(q, k, v, o, len, group, dim, qs, kvs, os, scale, causal);         \\\n"
+    "      const T *v, T *o, long long len, int group, int dim, long long qs, long long ks, \\\n"
+    "      long long vs, long long os, float scale, int causal) {                          \\\n"
+    "    h3cu_attn_ref<T>(q, k, v, o, len, group, dim, qs, ks, vs, os, scale, causal);      \\\n"
     "  }\n"
     "H3CU_REF(h3cu_attn_ref_bf16, h3_bf16)\n"
     "H3CU_REF(h3cu_attn_ref_f16, h3_f16)\n"
@@ -105,12 +107,12 @@ h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d) {
       return H3_ERR;
     k = ks[which];
   }
-  long long len = a->len, qs = a->q_stride, kvs = a->kv_stride, os = a->o_stride;
+  long long len = a->len, qs = a->q_stride, ks = a->k_stride, vs = a->v_stride, os = a->o_stride;
   int group = (int)(a->hq / a->hk), dim = (int)a->dim, causal = a->causal;
   float scale = a->scale;
   const void *q = a->q, *kk = a->k, *v = a->v;
   void *o = a->o;
-  void *args[] = {&q, &kk, &v, &o, &len, &group, &dim, &qs, &kvs, &os, &scale, &causal};
+  void *args[] = {&q, &kk, &v, &o, &len, &group, &dim, &qs, &ks, &vs, &os, &scale, &causal};
   int64_t grid[3] = {len, a->hq, 1}, block[3] = {128, 1, 1};
   return cu_launch(s, k, grid, block, 0, args, d);
 }
@@ -143,9 +145,12 @@ static h3_status run_segment(cu_state *s, const h3_op *op, const cu_att_seg *a, 
 h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                            h3_diag *d) {
   const h3_type *qt = &in[0].type, *kt = &in[1].type, *vt = &in[2].type;
-  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || kt->dims[1] < 1 ||
+  const h3_attr *view = h3_op_attr(op, "v_view");
+  bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != (viewed ? 2 : 3) || kt->dims[1] < 1 ||
       qt->dims[1] % kt->dims[1] != 0 || qt->dims[2] > 256)
-    return cu_op_error(d, op, NULL, "expects q[T, Hq, D], k/v[T, Hk, D] with Hq %% Hk == 0, D <= 256");
+    return cu_op_error(d, op, NULL, "expects q[T, Hq, D], k[T, Hk, D], v[T, Hk, D] (or v[T, C] "
+                       "with v_view) with Hq %% Hk == 0, D <= 256");
   if (qt->dtype != kt->dtype || qt->dtype != vt->dtype || out[0].type.dtype != qt->dtype ||
       (qt->dtype != H3_BF16 && qt->dtype != H3_F16 && qt->dtype != H3_F32))
     return cu_op_error(d, op, NULL, "q, k, v and the output must share one of bf16, f16, f32");
@@ -156,7 +161,12 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, co
   a.hk = kt->dims[1];
   a.dim = qt->dims[2];
   a.q_stride = a.o_stride = a.hq * a.dim;
-  a.kv_stride = a.hk * a.dim;
+  a.k_stride = a.v_stride = a.hk * a.dim;
+  int64_t v_start = 0;
+  if (viewed) {
+    v_start = view->ints[0];
+    a.v_stride = view->ints[1];
+  }
   a.scale = (float)h3_op_attr_float(op, "scale", 1.0);
   a.causal = h3_op_attr_int(op, "causal", 0) != 0;
   a.dtype = qt->dtype;
@@ -170,8 +180,8 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, co
     if (hi <= lo) continue;
     a.len = hi - lo;
     a.q = (const char *)in[0].data + lo * a.q_stride * es;
-    a.k = (const char *)in[1].data + lo * a.kv_stride * es;
-    a.v = (const char *)in[2].data + lo * a.kv_stride * es;
+    a.k = (const char *)in[1].data + lo * a.k_stride * es;
+    a.v = (const char *)in[2].data + (lo * a.v_stride + v_start) * es;
     a.o = (char *)out[0].data + lo * a.o_stride * es;
     if (run_segment(s, op, &a, d) != H3_OK) return H3_ERR;
     lo = hi;

@@ -13,8 +13,10 @@
  * inference. The engine is picked by heuristic mode
  * A (then the fallback mode): the first engine config whose execution plan finalizes and
  * whose workspace fits the backend's fixed workspace wins. Plans are built once per shape
- * (segment length, heads, head_dim, dtype, strides) and kept with their descriptors; the
- * variant pack is made per call (pointers change), so calls can be captured in CUDA graphs.
+ * (segment length, heads, head_dim, dtype, the row strides of q, k, v and o: v's is the
+ * qkv row when attention reads v in place through v_view) and kept with their descriptors;
+ * the variant pack is made per call (pointers change), so calls can be captured in CUDA
+ * graphs.
  * A shape cuDNN cannot build is remembered and reported once as a warning; the caller then
  * falls back to another implementation.
  */
@@ -27,7 +29,7 @@
 #define MAX_DESC 64
 
 typedef struct {
-  int64_t len, hq, hk, dim, qs, kvs, os;
+  int64_t len, hq, hk, dim, qs, ks, vs, os;
   h3_dtype dtype;
   bool failed;
   cudnnBackendDescriptor_t plan;
@@ -144,8 +146,8 @@ static cudnnBackendDescriptor_t op_graph(bld *b, cudnnHandle_t h, const sdpa_pla
   cudnnDataType_t io = p->dtype == H3_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF, f = CUDNN_DATA_FLOAT;
   int64_t L = p->len, H = p->hq, D = p->dim;
   int64_t qd[4] = {1, H, L, D}, qst[4] = {L * p->qs, D, p->qs, 1};
-  int64_t kd[4] = {1, p->hk, D, L}, kst[4] = {L * p->kvs, D, 1, p->kvs};
-  int64_t vd[4] = {1, p->hk, L, D}, vst[4] = {L * p->kvs, D, p->kvs, 1};
+  int64_t kd[4] = {1, p->hk, D, L}, kst[4] = {L * p->ks, D, 1, p->ks};
+  int64_t vd[4] = {1, p->hk, L, D}, vst[4] = {L * p->vs, D, p->vs, 1};
   int64_t ost[4] = {L * p->os, D, p->os, 1};
   int64_t sd[4] = {1, H, L, L}, sst[4] = {H * L * L, L * L, L, 1};
   int64_t rd[4] = {1, H, L, 1}, rst[4] = {H * L, L, 1, 1};
@@ -248,9 +250,9 @@ static void build(cu_cudnn *c, sdpa_plan *p, char *why, size_t why_len) {
 
 bool cu_cudnn_supports(const cu_att_seg *a) {
   return (a->dtype == H3_BF16 || a->dtype == H3_F16) && a->dim <= 128 && a->dim % 8 == 0 &&
-         a->hq == a->hk && !a->causal && a->q_stride % 8 == 0 && a->kv_stride % 8 == 0 &&
-         a->o_stride % 8 == 0 && ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v |
-                                  (uintptr_t)a->o) % 16 == 0;
+         a->hq == a->hk && !a->causal && a->q_stride % 8 == 0 && a->k_stride % 8 == 0 &&
+         a->v_stride % 8 == 0 && a->o_stride % 8 == 0 &&
+         ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16 == 0;
 }
 
 static sdpa_plan *find_plan(cu_state *s, const cu_att_seg *a, char *why, size_t why_len, h3_diag *d) {
@@ -258,7 +260,8 @@ static sdpa_plan *find_plan(cu_state *s, const cu_att_seg *a, char *why, size_t 
   for (int i = 0; i < c->n_plans; i++) {
     sdpa_plan *p = &c->plans[i];
     if (p->len == a->len && p->hq == a->hq && p->hk == a->hk && p->dim == a->dim &&
-        p->qs == a->q_stride && p->kvs == a->kv_stride && p->os == a->o_stride && p->dtype == a->dtype)
+        p->qs == a->q_stride && p->ks == a->k_stride && p->vs == a->v_stride &&
+        p->os == a->o_stride && p->dtype == a->dtype)
       return p;
   }
   if (c->n_plans == c->cap_plans) {
@@ -278,7 +281,8 @@ static sdpa_plan *find_plan(cu_state *s, const cu_att_seg *a, char *why, size_t 
   p->hk = a->hk;
   p->dim = a->dim;
   p->qs = a->q_stride;
-  p->kvs = a->kv_stride;
+  p->ks = a->k_stride;
+  p->vs = a->v_stride;
   p->os = a->o_stride;
   p->dtype = a->dtype;
   build(c, p, why, why_len);

@@ -19,7 +19,8 @@
  * at chunk ch ^ (r & 7) (the hardware's 128B swizzle of 8-row, 1024-byte atoms). K/V tile
  * j+1 is fetched with cp.async (zero-filled past the end) into stage (j+1) % 3 while tile j
  * is computed: stage (j+1) % 3 last held tile j-2, whose P·V finished in iteration j-1.
- * Row strides are arguments, so q/k/v can be the [T, H, 128] views of a packed qkv.
+ * Row strides are arguments (q, k, v and o each its own), so q/k/v can be the [T, H, 128]
+ * views of a packed qkv (attention's v_view reads v inside qkv's rows).
  * Environment: none (one variant).
  */
 #include "cuda_internal.h"
@@ -177,7 +178,7 @@ static const char flash_source[] =
     "extern \"C\" __global__ void __launch_bounds__(256, 1) h3cu_flash_fwd(\n"
     "    const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k,\n"
     "    const h3_bf16 *__restrict__ v, h3_bf16 *__restrict__ o, int len, int group,\n"
-    "    long long qs, long long kvs, long long os, float c) {\n"
+    "    long long qs, long long ks, long long vs, long long os, float c) {\n"
     "  extern __shared__ unsigned char h3f_smem_raw[];\n"
     "  const unsigned sq = (h3f_smem(h3f_smem_raw) + 1023u) & ~1023u; // atoms 1024-aligned\n"
     "  const unsigned skv = sq + BM * HD * 2; // stage s: K at skv + 2s·TILE, V one TILE on\n"
@@ -189,8 +190,8 @@ static const char flash_source[] =
     "  const int n_tiles = (len + BN - 1) / BN;\n"
     "  auto load_kv = [&](int tile) {\n"
     "    const unsigned st = skv + 2u * TILE_BYTES * (tile % STAGES);\n"
-    "    h3f_load_tile(st, kb, kvs, tile * BN, len, tid);\n"
-    "    h3f_load_tile(st + TILE_BYTES, vb, kvs, tile * BN, len, tid);\n"
+    "    h3f_load_tile(st, kb, ks, tile * BN, len, tid);\n"
+    "    h3f_load_tile(st + TILE_BYTES, vb, vs, tile * BN, len, tid);\n"
     "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
     "  };\n"
     "  // descriptors: Q of this warpgroup (K-major; SBO = 8 rows of 128 bytes), K of stage 0\n"
@@ -270,7 +271,8 @@ const char *cu_flash_source(void) { return flash_source; }
 
 bool cu_flash_supports(const cu_att_seg *a) {
   return a->dtype == H3_BF16 && a->dim == 128 && !a->causal && a->len < 2147483647 &&
-         a->q_stride % 8 == 0 && a->kv_stride % 8 == 0 && a->o_stride % 2 == 0 &&
+         a->q_stride % 8 == 0 && a->k_stride % 8 == 0 && a->v_stride % 8 == 0 &&
+         a->o_stride % 2 == 0 &&
          ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v) % 16 == 0 &&
          (uintptr_t)a->o % 4 == 0;
 }
@@ -307,9 +309,9 @@ h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d) {
   const void *q = a->q, *kk = a->k, *v = a->v;
   void *o = a->o;
   int len = (int)a->len, group = (int)(a->hq / a->hk);
-  long long qs = a->q_stride, kvs = a->kv_stride, os = a->o_stride;
+  long long qs = a->q_stride, ks = a->k_stride, vs = a->v_stride, os = a->o_stride;
   float c = a->scale * 1.4426950408889634f;
-  void *args[] = {&q, &kk, &v, &o, &len, &group, &qs, &kvs, &os, &c};
+  void *args[] = {&q, &kk, &v, &o, &len, &group, &qs, &ks, &vs, &os, &c};
   int64_t grid[3] = {(a->len + 127) / 128, a->hq, 1}, block[3] = {256, 1, 1};
   return cu_launch(s, k, grid, block, FLASH_SMEM, args, d);
 }

@@ -1,5 +1,5 @@
-/* cuda_int8.c: linear_int8 on the cuda backend (docs/int8.md sections 5 and 6), bitwise equal
- * to the CPU reference (runtime/cpu/ops_int8.c).
+/* cuda_int8.c: linear_int8 and matmul_i8 on the cuda backend (docs/int8.md sections 5 and 6),
+ * bitwise equal to the CPU reference (runtime/cpu/ops_int8.c).
  *
  * linear_int8(q i8[.., K], s_x f32[M], wq i8[N, K], s_w f32[N], bias?[N]) -> y[.., N], M =
  * rows of q, runs in row chunks of R rows (the op's `chunk_rows`, else M; capped so that one
@@ -18,8 +18,12 @@
  *      (h3cu_i8dq_<bias>_<y>, an NVRTC kernel of this file, per dtype combination).
  * The accumulators live in one int32 scratch buffer of the backend (s->i8_acc), sized when
  * the ops are prepared (at h3_cuda_load_plan for a plan) to the largest chunk, so runs
- * allocate nothing and can be captured in CUDA graphs. Descriptors and algorithm are chosen
- * once per distinct chunk shape (the full chunk and the remainder) at prepare time for
+ * allocate nothing and can be captured in CUDA graphs.
+ * matmul_i8(q, wq) {chunk_rows?} -> i32[.., N] (int8-dequant-split's half of linear_int8; its
+ * dequant_i8 is a codegen kernel, fused into the consumers) is step 1 alone, per chunk of
+ * chunk_rows rows (else all M at once; no cap: there is no scratch), written straight into
+ * the op's result at row m0 (m0 * N * 4 bytes: 16-byte aligned when N % 4 == 0).
+ * Descriptors and algorithm are chosen once per distinct chunk shape (the full chunk and the remainder) at prepare time for
  * 16-byte aligned pointers; a run with less aligned pointers asks the heuristic again for that
  * alignment (kept from then on), as cuda_gemm.c does.
  */
@@ -40,6 +44,7 @@ typedef struct {
 
 struct cu_int8 {
   const h3_op *op;
+  bool acc_only;          /* matmul_i8: the accumulators are the result, no dequant */
   int64_t M, N, K, chunk; /* chunk: rows per GEMM actually run */
   cublasLtMatmulDesc_t desc; /* NULL: cuBLASLt cannot take the shape, own kernel */
   cublasLtMatrixLayout_t a;
@@ -177,33 +182,43 @@ static h3_status reserve_acc(cu_state *s, const h3_op *op, size_t bytes, h3_diag
 
 h3_status cu_int8_prepare(cu_state *s, const h3_op *op, cu_int8 **out, h3_diag *d) {
   *out = NULL;
-  if (op->n_operands < 4 || op->n_results < 1)
-    return cu_op_error(d, op, "recompile the plan with h3c", "malformed linear_int8");
-  const h3_type *q = &op->operands[0]->type, *sx = &op->operands[1]->type;
-  const h3_type *w = &op->operands[2]->type, *sw = &op->operands[3]->type;
+  bool acc_only = op->code == H3_OP_MATMUL_I8;
+  if (op->n_operands < (acc_only ? 2 : 4) || op->n_results < 1)
+    return cu_op_error(d, op, "recompile the plan with h3c", "malformed %s",
+                       h3_opcode_name(op->code));
+  const h3_type *q = &op->operands[0]->type, *w = &op->operands[acc_only ? 1 : 2]->type;
   const h3_type *y = &op->results[0]->type;
-  h3_dtype bias = op->n_operands > 4 ? op->operands[4]->type.dtype : H3_DTYPE_COUNT;
-  if (q->dtype != H3_I8 || w->dtype != H3_I8 || sx->dtype != H3_F32 || sw->dtype != H3_F32 ||
-      q->rank < 1 || w->rank != 2 || w->dims[1] != q->dims[q->rank - 1])
+  h3_dtype bias = !acc_only && op->n_operands > 4 ? op->operands[4]->type.dtype : H3_DTYPE_COUNT;
+  bool scales_ok = acc_only ? y->dtype == H3_I32
+                            : op->operands[1]->type.dtype == H3_F32 &&
+                                  op->operands[3]->type.dtype == H3_F32;
+  if (q->dtype != H3_I8 || w->dtype != H3_I8 || !scales_ok || q->rank < 1 || w->rank != 2 ||
+      w->dims[1] != q->dims[q->rank - 1])
     return cu_op_error(d, op, "recompile the plan with h3c",
-                       "expects q i8[.., K], s_x f32, wq i8[N, K], s_w f32[N]");
+                       acc_only ? "expects q i8[.., K], wq i8[N, K] -> i32[.., N]"
+                                : "expects q i8[.., K], s_x f32, wq i8[N, K], s_w f32[N]");
   cu_int8 *g = calloc(1, sizeof *g);
   if (!g) return cu_op_error(d, op, NULL, "out of memory");
   g->op = op;
+  g->acc_only = acc_only;
   g->K = q->dims[q->rank - 1];
   g->N = w->dims[0];
   g->M = g->K ? h3_type_numel(q) / g->K : 0;
   int64_t chunk = h3_op_attr_int(op, "chunk_rows", 0);
   if (chunk <= 0 || chunk > g->M) chunk = g->M;
   int64_t cap = g->N ? (int64_t)(CU_INT8_ACC_MAX_BYTES / ((size_t)g->N * 4)) : chunk;
-  if (cap < chunk) chunk = cap >= 8 ? cap / 8 * 8 : (cap < 1 ? 1 : cap);
+  if (!acc_only && cap < chunk) chunk = cap >= 8 ? cap / 8 * 8 : (cap < 1 ? 1 : cap);
   g->chunk = chunk;
   if (g->M > 0 && g->N > 0) {
     g->shapes[0].rows = chunk;
     g->shapes[1].rows = g->M % chunk;
   }
-  h3_status st = g->M > 0 && g->N > 0 ? int8_kernels(s, g, bias, y->dtype, d) : H3_OK;
-  if (st == H3_OK && g->M > 0 && g->N > 0) st = reserve_acc(s, op, (size_t)(chunk * g->N) * 4, d);
+  /* matmul_i8 needs only the own GEMM of the template (the same in every combination) */
+  h3_status st = g->M > 0 && g->N > 0
+                     ? int8_kernels(s, g, bias, acc_only ? H3_F32 : y->dtype, d)
+                     : H3_OK;
+  if (st == H3_OK && !acc_only && g->M > 0 && g->N > 0)
+    st = reserve_acc(s, op, (size_t)(chunk * g->N) * 4, d);
   if (st == H3_OK && g->M > 0 && g->N > 0 && g->K > 0) st = build_lt(s, g, d);
   if (st != H3_OK) {
     cu_int8_free(g);
@@ -220,11 +235,12 @@ static unsigned ptr_align(const void *p) {
   return a;
 }
 
-/* acc[rows, N] (s->i8_acc) = q[rows, K] · wqᵀ. */
+/* acc[rows, N] = q[rows, K] · wqᵀ (acc: s->i8_acc, or matmul_i8's result at the chunk). */
 static h3_status chunk_gemm(cu_state *s, cu_int8 *g, i8_shape *sh, const int8_t *q,
-                            const int8_t *wq, h3_diag *d) {
-  unsigned al = ptr_align(q), a2 = ptr_align(wq);
+                            const int8_t *wq, void *acc, h3_diag *d) {
+  unsigned al = ptr_align(q), a2 = ptr_align(wq), a3 = ptr_align(acc);
   if (a2 < al) al = a2;
+  if (a3 < al) al = a3;
   if (g->desc && al >= 4 && al < sh->align) {
     int found = 0;
     if (pick_algo(s, g, sh, al, &found, d) != H3_OK) return H3_ERR;
@@ -233,12 +249,11 @@ static h3_status chunk_gemm(cu_state *s, cu_int8 *g, i8_shape *sh, const int8_t 
   if (g->desc && al >= 4 && sh->align) {
     int32_t alpha = 1, beta = 0;
     LT_CHECK(d, g->op, cublasLtMatmul((cublasLtHandle_t)s->lt, g->desc, &alpha, wq, g->a, q,
-                                      sh->b, &beta, s->i8_acc, sh->c, s->i8_acc, sh->c, &sh->algo,
+                                      sh->b, &beta, acc, sh->c, acc, sh->c, &sh->algo,
                                       s->workspace, CU_WORKSPACE_BYTES, s->stream));
     return H3_OK;
   }
   long long rows = sh->rows, N = g->N, K = g->K;
-  void *acc = s->i8_acc;
   void *args[] = {&q, &wq, &acc, &rows, &N, &K};
   int64_t grid[3], block[3];
   grid_1d(s, rows * N, grid, block);
@@ -249,9 +264,24 @@ static i8_shape *shape_of(cu_int8 *g, int64_t rows) {
   return rows == g->shapes[0].rows ? &g->shapes[0] : &g->shapes[1];
 }
 
+/* matmul_i8: the chunks' GEMMs straight into acc [M, N] int32 (device). */
+static h3_status run_acc_only(cu_state *s, cu_int8 *g, const h3_tensor *in, int32_t *acc,
+                              h3_diag *d) {
+  if (g->K == 0)
+    CU_CHECK(d, cudaMemsetAsync(acc, 0, (size_t)(g->M * g->N) * 4, s->stream), "int8 accumulators");
+  for (int64_t m0 = 0; g->K > 0 && m0 < g->M; m0 += g->chunk) {
+    int64_t r = g->M - m0 < g->chunk ? g->M - m0 : g->chunk;
+    if (chunk_gemm(s, g, shape_of(g, r), (const int8_t *)in[0].data + m0 * g->K, in[1].data,
+                   acc + m0 * g->N, d) != H3_OK)
+      return H3_ERR;
+  }
+  return H3_OK;
+}
+
 h3_status cu_int8_run(cu_state *s, cu_int8 *g, const h3_tensor *in, int n_in, const h3_tensor *out,
                       h3_diag *d) {
   if (g->M == 0 || g->N == 0) return H3_OK;
+  if (g->acc_only) return run_acc_only(s, g, in, out[0].data, d);
   size_t osize = h3_dtype_size(out[0].type.dtype);
   long long N = g->N;
   const void *sw = in[3].data, *bias = n_in > 4 ? in[4].data : NULL;
@@ -261,8 +291,8 @@ h3_status cu_int8_run(cu_state *s, cu_int8 *g, const h3_tensor *in, int n_in, co
   for (int64_t m0 = 0; m0 < g->M; m0 += g->chunk) {
     int64_t r = g->M - m0 < g->chunk ? g->M - m0 : g->chunk;
     if (g->K > 0 &&
-        chunk_gemm(s, g, shape_of(g, r), (const int8_t *)in[0].data + m0 * g->K, in[2].data, d) !=
-            H3_OK)
+        chunk_gemm(s, g, shape_of(g, r), (const int8_t *)in[0].data + m0 * g->K, in[2].data,
+                   s->i8_acc, d) != H3_OK)
       return H3_ERR;
     const void *acc = s->i8_acc, *sx = (const float *)in[1].data + m0;
     void *y = (char *)out[0].data + (size_t)(m0 * g->N) * osize;
@@ -278,12 +308,13 @@ h3_status cu_int8_run(cu_state *s, cu_int8 *g, const h3_tensor *in, int n_in, co
 h3_status cu_int8_accumulators(cu_state *s, cu_int8 *g, const h3_tensor *in, int32_t *acc,
                                h3_diag *d) {
   if (g->M == 0 || g->N == 0) return H3_OK;
+  if (g->acc_only) return run_acc_only(s, g, in, acc, d);
   if (g->K == 0)
     CU_CHECK(d, cudaMemsetAsync(acc, 0, (size_t)(g->M * g->N) * 4, s->stream), "int8 accumulators");
   for (int64_t m0 = 0; g->K > 0 && m0 < g->M; m0 += g->chunk) {
     int64_t r = g->M - m0 < g->chunk ? g->M - m0 : g->chunk;
-    if (chunk_gemm(s, g, shape_of(g, r), (const int8_t *)in[0].data + m0 * g->K, in[2].data, d) !=
-        H3_OK)
+    if (chunk_gemm(s, g, shape_of(g, r), (const int8_t *)in[0].data + m0 * g->K, in[2].data,
+                   s->i8_acc, d) != H3_OK)
       return H3_ERR;
     CU_CHECK(d, cudaMemcpyAsync(acc + m0 * g->N, s->i8_acc, (size_t)(r * g->N) * 4,
                                 cudaMemcpyDeviceToDevice, s->stream), "int8 accumulators");

@@ -45,7 +45,8 @@ typedef enum {
   CU_OP_VIEW,        /* reshape, contiguous slice: copy unless the planner aliased it */
   CU_OP_INDEX,       /* index: row i + offset of x, i on the device */
   CU_OP_LINEAR,      /* cuBLASLt or the backend's own GEMM */
-  CU_OP_LINEAR_INT8, /* linear_int8: int8 GEMM + dequantization (cuda_int8.c) */
+  CU_OP_LINEAR_INT8, /* linear_int8: int8 GEMM + dequantization; matmul_i8: the GEMM
+                        alone (cuda_int8.c) */
   CU_OP_ATTENTION,   /* attention through the selected implementation */
   CU_OP_HOST,        /* sigma_schedule: computed on the host, uploaded */
   CU_OP_UNSUPPORTED, /* not on cuda yet */
@@ -186,12 +187,13 @@ void cu_gemm_free(cu_gemm *g);
  * H3_DTYPE_COUNT, y dtype) combination: what cu_int8_prepare compiles. */
 void cu_int8_source(char *buf, size_t len, const char *gemm_name, const char *dq_name,
                     h3_dtype bias, h3_dtype y);
-/* Descriptors, algorithms, kernels and accumulator space of a linear_int8 op. */
+/* Descriptors, algorithms, kernels and accumulator space of a linear_int8 op, or of a
+ * matmul_i8 op (its int32 result is written chunk by chunk in place: no scratch). */
 h3_status cu_int8_prepare(cu_state *s, const h3_op *op, cu_int8 **out, h3_diag *d);
 h3_status cu_int8_run(cu_state *s, cu_int8 *g, const h3_tensor *in, int n_in,
                       const h3_tensor *out, h3_diag *d);
 /* The op's int32 accumulators alone, chunk by chunk as cu_int8_run computes them, into
- * acc (device, [M, N] row-major int32): for tests. */
+ * acc (device, [M, N] row-major int32): for tests (matmul_i8: what cu_int8_run writes). */
 h3_status cu_int8_accumulators(cu_state *s, cu_int8 *g, const h3_tensor *in, int32_t *acc,
                                h3_diag *d);
 /* Whether the op's GEMMs go through cuBLASLt (else the backend's own int8 kernel). */
@@ -199,12 +201,13 @@ bool cu_int8_uses_cublaslt(const cu_int8 *g);
 void cu_int8_free(cu_int8 *g);
 
 /* ---- attention (cuda_attention.c, cuda_flash.c, cuda_cudnn.c) -------------------------- */
-/* One segment of self-attention: rows [0, len) of q/k/v/o, row strides in elements. */
+/* One segment of self-attention: rows [0, len) of q/k/v/o, row strides in elements (head h
+ * of row t at ptr + t*stride + h*dim; v may be a view into a wider row: v_stride >= hk*dim). */
 typedef struct {
   const void *q, *k, *v;
   void *o;
   int64_t len, hq, hk, dim;
-  int64_t q_stride, kv_stride, o_stride;
+  int64_t q_stride, k_stride, v_stride, o_stride;
   float scale;
   bool causal;
   h3_dtype dtype;

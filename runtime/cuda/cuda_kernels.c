@@ -384,7 +384,7 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
       o->kind = CU_OP_LINEAR;
       return cu_gemm_prepare(s, op, &o->gemm, d);
     }
-    if (op->code == H3_OP_LINEAR_INT8) {
+    if (op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8) {
       o->kind = CU_OP_LINEAR_INT8;
       return cu_int8_prepare(s, op, &o->int8, d);
     }

@@ -122,6 +122,13 @@ for section in $SECTIONS; do
       "$WORK/int8_cpu.safetensors" 1e-2
     step tiny_int8_split_bitwise 60 python3 tests/gpu/compare_outputs.py "$WORK/int8_cuda.safetensors" \
       "$WORK/int8_cuda_unsplit.safetensors" 0
+    # without rotation: the norm+modulate kernels write the int8 rows (int8-fuse-quant)
+    step tiny_int8r0_cuda 120 "$BIN/h3exec" "$PLANS/h3_small_int8_r0.plan" --backend cuda --weights random \
+      --seed 3 --out "$WORK/int8r0_cuda.safetensors"
+    step tiny_int8r0_cpu 300 "$BIN/h3exec" "$PLANS/h3_small_int8_r0.plan" --backend cpu --weights random \
+      --seed 3 --out "$WORK/int8r0_cpu.safetensors"
+    step tiny_int8r0_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/int8r0_cuda.safetensors" \
+      "$WORK/int8r0_cpu.safetensors" 1e-2
     ;;
   bench)
     step attention_bench 300 "$BIN/attention_bench" --check --iters 10

@@ -5,7 +5,8 @@
 #                  block_bench, normmod_gpu_test, test_gpu_int8
 #   STAGE/plans/   h3_tiny.plan (lossless), h3_tiny_high.plan and h3_tiny_high0.plan (tiny at
 #                  --quality high: Cache-DiT with its defaults, and with threshold 0), h3_small_int8.plan (tiny with dims 256 and 2 layers,
-#                  --int8 with rotation and row chunks of 24 rows: every linear is int8), h3_full_s3.plan (full dims, 3 denoising steps),
+#                  --int8 with rotation and row chunks of 24 rows: every linear is int8; and
+#                  h3_small_int8_r0.plan without rotation, so the norm+modulate kernels quantize), h3_full_s3.plan (full dims, 3 denoising steps),
 #                  h3_full.plan (full dims, the 49-step sample), h3_full_l1.plan and
 #                  h3_full_l3.plan (full dims with 1 and 3 layers: bench/block_bench.c), the same
 #                  with --int8 (h3_full_int8_l1/l3; and h3_full_int8_rR_l1/l3 with every int8
@@ -36,6 +37,9 @@ export H3_KERNEL_CACHE_DIR=$PWD/$S/kcache
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=256 --set heads=2 --set head_dim=128 \
   --set ffn=256 --set text_dim=256 --set layers=2 --int8=rotate=256,max_rows=24,min_split_n=0 \
   -o "$S/plans/h3_small_int8.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=256 --set heads=2 --set head_dim=128 \
+  --set ffn=256 --set text_dim=256 --set layers=2 --int8=max_rows=24,min_split_n=0 \
+  -o "$S/plans/h3_small_int8_r0.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --quality high -o "$S/plans/h3_tiny_high.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --quality high --cache-dit-threshold 0 \
   -o "$S/plans/h3_tiny_high0.plan"

@@ -1,15 +1,21 @@
-/* test_gpu_int8.c: linear_int8 on the cuda backend (runtime/cuda/cuda_int8.c) against the CPU
- * reference, bitwise (label gpu; exit 77 when no GPU is usable).
+/* test_gpu_int8.c: linear_int8 and its halves matmul_i8 / dequant_i8 on the cuda backend
+ * (runtime/cuda/cuda_int8.c, codegen's dequant kernels) against the CPU reference, bitwise
+ * (label gpu; exit 77 when no GPU is usable).
  *
  * Each case is a graph x bf16[M, K], W bf16[N, K], bias bf16[N] ->
  *   quantize_rows(x) {rotate}, quantize_rows(W) {rotate} (the load-time weight quantizer),
- *   linear_int8 unsplit, in chunks (chunk_rows), without a bias and with an f32 result.
+ *   linear_int8 unsplit, in chunks (chunk_rows), without a bias and with an f32 result;
+ *   then int8-dequant-split's ops: matmul_i8 unsplit and in chunks (its int32 result
+ *   written chunk by chunk in place), dequant_i8 standalone (bias, bf16 and f32) and a
+ *   lossless fused group reading two column slices of the accumulators (the SwiGLU shape,
+ *   with an exact product instead of silu so that GPU and CPU agree bitwise).
  * The ops run one by one on the GPU (chained through device buffers, poisoned with 0xFF
  * before each run so an unwritten element shows) and through h3_cpu_run_op on the host;
  * every result must be bitwise equal. For every linear_int8 the int32 accumulators of the
  * GPU GEMM (cu_int8_accumulators, chunk by chunk as the op runs them) must equal an int64
  * sum over the CPU's codes computed here, and the GEMM must go through cuBLASLt whenever
- * N % 4 == 0 and K % 4 == 0 (a shape that misses it checks the own int8 kernel).
+ * N % 4 == 0 and K % 4 == 0 (a shape that misses it checks the own int8 kernel); every
+ * matmul_i8 result must equal that sum too.
  * Cases: rotate 0 and 256, M with a remainder chunk, H3's M = 32,704 with K = 5,376 and
  * chunks of 8,192 (3 x 8192 + 8128), chunk_rows 1 and odd values, N = 30 (own kernel).
  */
@@ -44,11 +50,11 @@ typedef struct {
   int64_t chunks[3]; /* chunk_rows of three more linear_int8 ops (0: none) */
 } int8_case;
 
-enum { MAXV = 16 };
+enum { MAXV = 24 };
 
 /* The module text of one case. */
 static char *case_ir(const int8_case *c) {
-  size_t len = 4096;
+  size_t len = 8192;
   char *t = malloc(len);
   if (!t) return NULL;
   long long M = c->m, N = c->n, K = c->k;
@@ -67,6 +73,25 @@ static char *case_ir(const int8_case *c) {
       o += snprintf(t + o, len - (size_t)o,
                     "    %%y%d = linear_int8(%%q, %%s, %%wq, %%ws, %%b) {chunk_rows = %lld} : "
                     "bf16[%lld, %lld]\n", i, (long long)c->chunks[i], M, N);
+  long long H = N / 2;
+  o += snprintf(t + o, len - (size_t)o,
+                "    %%acc = matmul_i8(%%q, %%wq) : i32[%lld, %lld]\n"
+                "    %%acc1 = matmul_i8(%%q, %%wq) {chunk_rows = %lld} : i32[%lld, %lld]\n"
+                "    %%ya = dequant_i8(%%acc, %%s, %%ws, %%b) : bf16[%lld, %lld]\n"
+                "    %%yfa = dequant_i8(%%acc1, %%s, %%ws, %%b) {dtype = f32} : f32[%lld, %lld]\n"
+                "    %%ys = fused(%%s, %%acc, %%ws) {name = \"dq_glu\", tier = \"lossless\"} : "
+                "bf16[%lld, %lld] {\n"
+                "    ^(%%s1: f32[%lld], %%a: i32[%lld, %lld], %%w1: f32[%lld]):\n"
+                "      %%a0 = slice(%%a) {axis = 1, start = 0, len = %lld} : i32[%lld, %lld]\n"
+                "      %%w0 = slice(%%w1) {axis = 0, start = 0, len = %lld} : f32[%lld]\n"
+                "      %%a1 = slice(%%a) {axis = 1, start = %lld, len = %lld} : i32[%lld, %lld]\n"
+                "      %%w2 = slice(%%w1) {axis = 0, start = %lld, len = %lld} : f32[%lld]\n"
+                "      %%g = dequant_i8(%%a0, %%s1, %%w0) : bf16[%lld, %lld]\n"
+                "      %%u = dequant_i8(%%a1, %%s1, %%w2) : bf16[%lld, %lld]\n"
+                "      %%p = mul(%%g, %%u) : bf16[%lld, %lld]\n"
+                "      yield %%p\n    }\n",
+                M, N, (long long)(c->chunks[0] ? c->chunks[0] : M), M, N, M, N, M, N, M, H, M, M,
+                N, N, H, M, H, H, H, H, H, M, H, H, H, H, M, H, M, H, M, H);
   snprintf(t + o, len - (size_t)o, "    return %%y\n  }\n}\n");
   return t;
 }
@@ -166,6 +191,13 @@ static void run_case(h3_backend *b, const int8_case *c) {
     for (int i = 0; st == H3_OK && i < op->n_results; i++)
       CHECK(memcmp(gpu_copy[i], hout[i].data, (size_t)h3_type_bytes(&hout[i].type)) == 0,
             "%s: result %d differs from the cpu reference", opw, i);
+    if (st == H3_OK && op->code == H3_OP_MATMUL_I8) {
+      cu_op *o = cu_op_get(s, op, &d);
+      CHECK(o && cu_int8_uses_cublaslt(o->int8) == (c->n % 4 == 0 && c->k % 4 == 0),
+            "%s: cuBLASLt use", opw);
+      CHECK(ref && memcmp(ref, gpu_copy[0], (size_t)(c->m * c->n) * 4) == 0,
+            "%s: the int32 result differs from the exact sum", opw);
+    }
     if (st == H3_OK && op->code == H3_OP_LINEAR_INT8) {
       cu_op *o = cu_op_get(s, op, &d);
       int64_t M = c->m, N = c->n, K = c->k;

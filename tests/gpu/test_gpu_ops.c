@@ -10,7 +10,9 @@
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
  *    output), the fp32 GEMM (bitwise equal to the CPU), attention at head_dim 128 with
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
- *    (bitwise).
+ *    (bitwise); attention reading v in place through v_view (the v columns of a packed
+ *    qkv with segments, a view inside a wider row, causal GQA in f32) through each
+ *    implementation.
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops MODELS_DIR      (exit 77 without a GPU)
@@ -271,12 +273,23 @@ static void check_hand(h3_backend *b) {
   h3_value *q2 = in_of(&h, "q2", H3_BF16, 3, qd2), *k2 = in_of(&h, "k2", H3_BF16, 3, qd2);
   h3_value *v2 = in_of(&h, "v2", H3_BF16, 3, qd2);
   const h3_op *a333 = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q2, k2, v2}, 1, att);
+  /* the same with v read in place (v_view = [start, row_stride]): the v columns of a packed
+     [q | k | v] row with the segments; v inside a wider row (start 264 of 776) */
+  h3_value *xv = in_of(&h, "xv", H3_BF16, 2, (int64_t[]){200, 1536});
+  h3_attr attv[3] = {att[0], att[1], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){1024, 1536})};
+  const h3_op *a128v = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q, k, xv}, 3, attv);
+  h3_value *xv2 = in_of(&h, "xv2", H3_BF16, 2, (int64_t[]){333, 776});
+  h3_attr attv2[2] = {att[0], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){264, 776})};
+  const h3_op *a333v = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q2, k2, xv2}, 2, attv2);
   /* causal GQA in f32 (the reference kernel) */
   h3_value *q3 = in_of(&h, "q3", H3_F32, 3, (int64_t[]){50, 4, 64});
   h3_value *k3 = in_of(&h, "k3", H3_F32, 3, (int64_t[]){50, 2, 64});
   h3_value *v3 = in_of(&h, "v3", H3_F32, 3, (int64_t[]){50, 2, 64});
   h3_attr catt[2] = {h3_attr_float(h.m, "scale", 0.125), h3_attr_int(h.m, "causal", 1)};
   cases[n++] = (hand_case){"attention f32 causal GQA", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, v3}, 2, catt), -1};
+  h3_value *xv3 = in_of(&h, "xv3", H3_F32, 2, (int64_t[]){50, 384});
+  h3_attr cattv[3] = {catt[0], catt[1], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){256, 384})};
+  cases[n++] = (hand_case){"attention f32 causal GQA v view", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, xv3}, 3, cattv), -1};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
@@ -302,6 +315,10 @@ static void check_hand(h3_backend *b) {
     }
     check_op(b, cases[i].op, cases[i].tag, cases[i].limit);
   }
+  if (!a128v || !a333v) {
+    printf("FAIL hand-made attention with a v view: cannot build the op\n");
+    failed++;
+  }
   const char *impls[3] = {"cudnn", "flash", "reference"};
   for (int i = 0; i < 3; i++) {
     h3_diag d;
@@ -312,6 +329,10 @@ static void check_hand(h3_backend *b) {
     if (a128) check_op(b, a128, tag, -1);
     snprintf(tag, sizeof tag, "attention D=128 T=333 (%s)", impls[i]);
     if (a333) check_op(b, a333, tag, -1);
+    snprintf(tag, sizeof tag, "attention D=128 segments v view (%s)", impls[i]);
+    if (a128v) check_op(b, a128v, tag, -1);
+    snprintf(tag, sizeof tag, "attention D=128 T=333 v view (%s)", impls[i]);
+    if (a333v) check_op(b, a333v, tag, -1);
     report(&d); /* fallback warnings, if any */
     h3_diag_free(&d);
   }

@@ -119,7 +119,8 @@ static int backend_visit(h3_op *op, void *ctx) {
   h3_exec_kind k = h3_codegen_classify(op);
   bool ok = k != H3_EXEC_DEFERRED &&
             (k != H3_EXEC_LIBRARY || op->code == H3_OP_LINEAR ||
-             op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_ATTENTION);
+             op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8 ||
+             op->code == H3_OP_ATTENTION);
   if (!ok) {
     fprintf(stderr, "op %s is not run by the cuda backend\n", h3_opcode_name(op->code));
     (*bad)++;

@@ -6,8 +6,16 @@
  *   - lossless: the fused quantizer codes the fp32 value before rounding; the relative L2
  *     of the outputs against the unfused lossless plan is reported and must be <= 1e-2;
  *   - rotate=256: nothing is fused (the quantizers stay standalone), outputs bitwise equal.
+ * And the full H3 with the passes h3c --int8 enables (int8-lowering, row-split,
+ * int8-fuse-quant, int8-dequant-split) at the exact and lossless tiers: in the step graph's
+ * trunk the qkv input (Plan A) and the fc1 input (Plan B) are quantized by their norm
+ * kernels, only the out_proj and fc2 inputs keep a standalone quantize_rows, and the CUDA
+ * kernels of the fused ops are emitted without the store of their unused y.
  */
 #include "int8_e2e.h"
+
+#include "h3/codegen.h"
+#include "h3/op_registry.h"
 
 typedef struct {
   int fused, standalone;
@@ -63,7 +71,71 @@ static void test_tier(h3_tier tier, const char *int8, bool expect_fused) {
   h3_module_free(b);
 }
 
+typedef struct {
+  int fused_a, fused_b, standalone, emitted, stores_y;
+  const char *tier;
+  h3_arena *a;
+} trunk_count;
+
+/* Counts the fused norm ops and the activation quantizers inside loops (the block trunks)
+ * and emits each fused op's kernel. */
+static int count_trunk(h3_op *op, void *arg) {
+  trunk_count *c = arg;
+  const bool in_loop = op->parent && op->parent->parent && op->parent->parent->code == H3_OP_LOOP;
+  if (!in_loop) return 0;
+  if (op->code == H3_OP_QUANTIZE_ROWS && !h3_op_is_load_time(op)) c->standalone++;
+  if ((op->code == H3_OP_NORM_MODULATE || op->code == H3_OP_RESIDUAL_NORM_MODULATE) &&
+      h3_op_attr_int(op, "quantize", 0)) {
+    if (op->code == H3_OP_NORM_MODULATE) c->fused_a++;
+    else c->fused_b++;
+    h3_kernel k;
+    h3_diag d;
+    h3_diag_init(&d);
+    if (h3_codegen_emit_op(op, c->tier, c->a, &k, &d) == H3_OK) {
+      c->emitted++;
+      c->stores_y += strstr(k.source, "(y, u * 8, yr)") != NULL;
+    } else {
+      h3_diag_print(&d, stderr);
+    }
+    h3_diag_free(&d);
+  }
+  return 0;
+}
+
+static void test_full_h3(h3_tier tier) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_frontend_options fo = {.config = "full"};
+  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
+  h3_pass_options o = h3_pass_options_default();
+  o.tier = tier;
+  o.int8 = "";
+  o.enable = "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split"; /* as h3c --int8 */
+  bool ok = m && h3_pass_pipeline_run(m, &o, &d) == H3_OK;
+  if (!ok) h3_diag_print(&d, stderr);
+  CHECK(ok, "full H3 --int8 at %s", h3_tier_name(tier));
+  if (ok) {
+    h3_arena a;
+    h3_arena_init(&a);
+    h3_graph *g = h3_module_graph(m, "step");
+    trunk_count c = {0, 0, 0, 0, 0, h3_tier_name(tier), &a};
+    if (g) h3_region_walk(&g->body, count_trunk, &c);
+    printf("  full H3 --int8 --quality %s, step trunk: fused into norm kernels %d Plan A + %d "
+           "Plan B; standalone activation quantizers %d; kernels emitted %d (y stored in %d)\n",
+           c.tier, c.fused_a, c.fused_b, c.standalone, c.emitted, c.stores_y);
+    CHECK(c.fused_a == 1 && c.fused_b == 1 && c.standalone == 2,
+          "expected qkv (Plan A) and fc1 (Plan B) fused, out_proj and fc2 standalone");
+    CHECK(c.emitted == 2 && c.stores_y == 0, "fused kernels: %d emitted, %d store y", c.emitted,
+          c.stores_y);
+    h3_arena_free(&a);
+  }
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
 int main(void) {
+  test_full_h3(H3_TIER_EXACT);
+  test_full_h3(H3_TIER_LOSSLESS);
   test_tier(H3_TIER_EXACT, "rotate=0", true);
   test_tier(H3_TIER_LOSSLESS, "rotate=0", true);
   test_tier(H3_TIER_EXACT, "rotate=256", false);

@@ -8,7 +8,9 @@
  *     with outlier channels the rotation lowers the GEMM error;
  *   - linear_int8: bitwise equal to an int64 sum and the fixed epilogue
  *     bf16((float(acc) * s_x) * s_w + bias); row chunks of 1024, 8192 and M-1 rows (with a
- *     remainder) bitwise equal to one chunk; shape errors.
+ *     remainder) bitwise equal to one chunk; shape errors;
+ *   - matmul_i8 equal to the int64 sum (3-D q, chunks with a remainder), dequant_i8 of its
+ *     accumulators bitwise equal to linear_int8 (bias / none, bf16 / f32); their errors.
  * Every op runs with 1 and 2 threads (bitwise equal, harness.h).
  */
 #include "cpu_internal.h"
@@ -202,6 +204,47 @@ static void check_chunks(T *t) {
   t_free_all(ref, 1);
 }
 
+/* matmul_i8 (chunk_rows) against an int64 sum, and dequant_i8(matmul_i8(..)) bitwise equal
+ * to linear_int8 with the same operands, attributes and chunks (int8-dequant-split's claim). */
+static void check_split_ops(T *t, int64_t B, int64_t S, int64_t N, int64_t K, bool bias,
+                            h3_dtype od, int64_t chunk) {
+  h3_value *ops[5] = {t_in(t, "q", TY(H3_I8, B, S, K)), t_in(t, "sx", TY(H3_F32, B, S)),
+                      t_in(t, "wq", TY(H3_I8, N, K)), t_in(t, "sw", TY(H3_F32, N)),
+                      bias ? t_in(t, "b", TY(H3_BF16, N)) : NULL};
+  h3_attr la[2] = {h3_attr_dtype(t->m, "dtype", od), h3_attr_int(t->m, "chunk_rows", chunk)};
+  h3_op *lin = t_op(t, H3_OP_LINEAR_INT8, bias ? 5 : 4, ops, 2, la);
+  h3_value *mm_ops[2] = {ops[0], ops[2]};
+  h3_op *mm = t_op(t, H3_OP_MATMUL_I8, 2, mm_ops, 1, &la[1]);
+  h3_value *dq_ops[4] = {mm->results[0], ops[1], ops[3], ops[4]};
+  h3_op *dq = t_op(t, H3_OP_DEQUANT_I8, bias ? 4 : 3, dq_ops, 1, la);
+  h3_tensor in[5] = {t_rand(t, ops[0]->type, -128, 128), t_rand(t, ops[1]->type, 1e-4, 2e-2),
+                     t_rand(t, ops[2]->type, -128, 128), t_rand(t, ops[3]->type, 1e-4, 2e-2),
+                     t_rand(t, TY(H3_BF16, N), -1, 1)};
+  h3_tensor ref[1], acc[1], y[1];
+  CHECK(t_run(lin, in, ref) == H3_OK && t_run(mm, (h3_tensor[]){in[0], in[2]}, acc) == H3_OK,
+        "linear_int8 / matmul_i8 failed");
+  CHECK(acc[0].type.dtype == H3_I32 && acc[0].type.rank == 3 && acc[0].type.dims[2] == N,
+        "matmul_i8 result type");
+  int64_t M = B * S, bad = 0;
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      int64_t want = 0;
+      for (int64_t k = 0; k < K; k++)
+        want += (int64_t)((int8_t *)in[0].data)[m * K + k] * ((int8_t *)in[2].data)[n * K + k];
+      bad += ((int32_t *)acc[0].data)[m * N + n] != want;
+    }
+  CHECK(bad == 0, "matmul_i8 [%lld, %lld, %lld] chunk %lld: %lld accumulators differ from the "
+        "int64 sum", (long long)M, (long long)N, (long long)K, (long long)chunk, (long long)bad);
+  CHECK(t_run(dq, (h3_tensor[]){acc[0], in[1], in[3], in[4]}, y) == H3_OK, "dequant_i8 failed");
+  CHECK(memcmp(y[0].data, ref[0].data, (size_t)h3_type_bytes(&ref[0].type)) == 0,
+        "dequant_i8(matmul_i8) differs from linear_int8 (bias %d, %s, chunk %lld)", bias,
+        h3_dtype_name(od), (long long)chunk);
+  t_free_all(in, 5);
+  t_free_all(ref, 1);
+  t_free_all(acc, 1);
+  t_free_all(y, 1);
+}
+
 /* quantize x and W, int8 GEMM, against x·Wᵀ in fp64; returns the relative L2 error. */
 static double int8_error(T *t, const h3_tensor *x, const h3_tensor *w, int rotate) {
   h3_value *xv = t_in(t, "x", x->type), *wv = t_in(t, "w", w->type);
@@ -271,6 +314,21 @@ static void test_infer(T *t) {
                       t_in(t, "w", TY(H3_I8, 3, 256)), t_in(t, "sw", TY(H3_F32, 3))};
   e = infer_error(t, H3_OP_LINEAR_INT8, 4, bad, 0, NULL);
   CHECK(strstr(e, "s_x must be f32[2]"), "got: %s", e);
+  h3_value *mbig[2] = {big[0], big[2]};
+  e = infer_error(t, H3_OP_MATMUL_I8, 2, mbig, 0, NULL);
+  CHECK(strstr(e, "matmul_i8: K = 131072 exceeds 131071"), "got: %s", e);
+  h3_value *dbad[3] = {t_in(t, "acc", TY(H3_I32, 2, 3)), t_in(t, "sx", TY(H3_F32, 3)),
+                       t_in(t, "sw", TY(H3_F32, 3))};
+  e = infer_error(t, H3_OP_DEQUANT_I8, 3, dbad, 0, NULL);
+  CHECK(strstr(e, "dequant_i8: s_x must be f32[2]"), "got: %s", e);
+  dbad[0] = t_in(t, "acc", TY(H3_BF16, 2, 3));
+  e = infer_error(t, H3_OP_DEQUANT_I8, 3, dbad, 0, NULL);
+  CHECK(strstr(e, "acc must be i32[.., N]"), "got: %s", e);
+  h3_value *dok[3] = {t_in(t, "acc", TY(H3_I32, 2, 3)), t_in(t, "sx", TY(H3_F32, 2)),
+                      t_in(t, "sw", TY(H3_F32, 3))};
+  h3_attr di = h3_attr_dtype(t->m, "dtype", H3_I32);
+  e = infer_error(t, H3_OP_DEQUANT_I8, 3, dok, 1, &di);
+  CHECK(strstr(e, "dequant_i8: dtype = i32, expected a float"), "got: %s", e);
 }
 
 int main(void) {
@@ -284,6 +342,10 @@ int main(void) {
   check_gemm(&t, 37, 24, 512, true, H3_BF16);
   check_gemm(&t, 5, 7, 2048, false, H3_F32);
   check_chunks(&t);
+  check_split_ops(&t, 3, 13, 24, 512, true, H3_BF16, 0);
+  check_split_ops(&t, 3, 13, 24, 512, true, H3_BF16, 5); /* 39 rows: 7 x 5 + 4 */
+  check_split_ops(&t, 1, 9, 40, 256, false, H3_F32, 4);
+  check_split_ops(&t, 2, 4, 8, 1024, false, H3_BF16, 1);
   test_accuracy(&t);
   test_infer(&t);
   t_free(&t);

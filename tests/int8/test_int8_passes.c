@@ -2,7 +2,8 @@
  *   - the --int8 option text: defaults, every key, and each error;
  *   - the row-split decision (h3_int8_split_rows): measured table, rule, max_rows <= 0;
  *   - the full H3 model (models/minimax_h3.g, config full) through the default pipeline
- *     with int8-lowering and row-split enabled as h3c --int8=rotate=256 does: 209 lowered
+ *     with int8-lowering, row-split and int8-dequant-split enabled as h3c --int8=rotate=256
+ *     does (the split GEMMs are matmul_i8 ops then, carrying chunk_rows): 209 lowered
  *     layers holding 37.38 GiB of bf16 weights (both numbers computed here from the model's
  *     dims, spec accelerations §4.1), 51 kept bf16 (K = 2688), 6 fp32-island layers, the
  *     int8 half, the pipeline order, and an activation arena without the weights in it;
@@ -84,8 +85,9 @@ typedef struct {
 
 static int find_gemms(h3_op *op, void *arg) {
   full_h3 *f = arg;
-  if (op->code != H3_OP_LINEAR_INT8 || op->operands[0]->type.dims[0] != 32704) return 0;
-  int64_t n = op->operands[2]->type.dims[0], k = op->operands[2]->type.dims[1];
+  const h3_value *w = h3_int8_gemm_weight(op); /* matmul_i8 after int8-dequant-split */
+  if (!w || op->operands[0]->type.dims[0] != 32704) return 0;
+  int64_t n = w->type.dims[0], k = w->type.dims[1];
   int i = n == 21504 ? 0 : n == 28672 ? 2 : k == 7168 ? 1 : 3;
   f->by_n[i] = op;
   return 0;
@@ -110,22 +112,24 @@ static void test_full_h3(void) {
   h3_pass_options o = h3_pass_options_default();
   o.tier = H3_TIER_EXACT; /* leaves the pipeline small: norm fusions keep to their tiers */
   o.int8 = "rotate=256";
-  o.enable = "int8-lowering,row-split";
+  o.enable = "int8-lowering,row-split,int8-dequant-split"; /* as h3c --int8 */
   o.report = true;
   o.dump = dump;
   const h3_pass *list[64];
   int n = 0;
   CHECK(h3_pass_pipeline_resolve(&o, list, 64, &n, &d) == H3_OK, "pipeline");
-  int at_dce = -1, at_lower = -1, at_split = -1, at_fusion = -1;
+  int at_dce = -1, at_lower = -1, at_split = -1, at_dq = -1, at_fusion = -1;
   for (int i = 0; i < n; i++) {
     if (!strcmp(list[i]->name, "dce")) at_dce = i;
     if (!strcmp(list[i]->name, "int8-lowering")) at_lower = i;
     if (!strcmp(list[i]->name, "row-split")) at_split = i;
+    if (!strcmp(list[i]->name, "int8-dequant-split")) at_dq = i;
     if (!strcmp(list[i]->name, "elementwise-fusion")) at_fusion = i;
   }
-  CHECK(at_dce >= 0 && at_dce < at_lower && at_lower < at_split && at_split < at_fusion,
-        "pipeline order: dce %d, int8-lowering %d, row-split %d, elementwise-fusion %d", at_dce,
-        at_lower, at_split, at_fusion);
+  CHECK(at_dce >= 0 && at_dce < at_lower && at_lower < at_split && at_split < at_dq &&
+            at_dq < at_fusion,
+        "pipeline order: dce %d, int8-lowering %d, row-split %d, int8-dequant-split %d, "
+        "elementwise-fusion %d", at_dce, at_lower, at_split, at_dq, at_fusion);
   h3_status st = h3_pass_pipeline_run(f.m, &o, &d);
   fclose(dump);
   CHECK(st == H3_OK, "the pipeline failed");

@@ -4,7 +4,11 @@
  * chain (rms_norm, gathers, const 1, add, mul, add -> %y) and the final layer's
  * fp32-modulate chain on the same norm output (-> %yf), returned as the graph's outputs;
  * then Plan A exact (%ae), lossless (%al), exact with modulate "f32" (%fe), and Plan B
- * exact (%be) and lossless (%bl), two results each. @u: the unfused Plan B chain (U3 ->
+ * exact (%be) and lossless (%bl), two results each; then the int8-fuse-quant forms
+ * (quantize = 1, results q i8[T, H] and s f32[T] after y): the standalone quantizers of
+ * %ae and %be's y (%aeq, %beq), Plan A exact / lossless (%qa, %ql) and Plan B exact /
+ * lossless (%qb, %qbl) whose y has no uses (not stored), and Plan A exact with y returned
+ * (%qy, the third output). @u: the unfused Plan B chain (U3 ->
  * %x1, then norm and modulate -> %y). With `fuse`, elementwise-fusion runs at --quality
  * exact, so the unfused chains are what the exact pipeline runs without norm-modulate-
  * fusion: exact elementwise groups around the rms_norm kernel. nm_emit() emits every
@@ -28,7 +32,7 @@ static const char nm_graph_tmpl[] =
     "module @nm config \"test\" {\n"
     "  graph @g(%x: bf16[@T@, @H@], %u: bf16[@T@, @H@], %w: bf16[@H@], %gt: bf16[@G@, @H@],"
     " %sc: bf16[@G@, @H@], %sh: bf16[@G@, @H@], %idx: i32[@T@])"
-    " -> (y: bf16[@T@, @H@], yf: bf16[@T@, @H@]) {\n"
+    " -> (y: bf16[@T@, @H@], yf: bf16[@T@, @H@], qy: bf16[@T@, @H@]) {\n"
     "    %h = rms_norm(%x, %w) {eps = 1e-05} : bf16[@T@, @H@]\n"
     "    %g1 = gather(%sc, %idx) : bf16[@T@, @H@]\n"
     "    %one = const() {value = 1.0, dtype = bf16} : bf16[]\n"
@@ -54,7 +58,21 @@ static const char nm_graph_tmpl[] =
     " tier = \"exact\"} : bf16[@T@, @H@], bf16[@T@, @H@]\n"
     "    %bl, %bl1 = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx) {eps = 1e-05,"
     " tier = \"lossless\"} : bf16[@T@, @H@], bf16[@T@, @H@]\n"
-    "    return %y, %yf\n  }\n"
+    "    %aeq, %aes = quantize_rows(%ae) : i8[@T@, @H@], f32[@T@]\n"
+    "    %beq, %bes = quantize_rows(%be1) : i8[@T@, @H@], f32[@T@]\n"
+    "    %qa, %qa_q, %qa_s = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05,"
+    " tier = \"exact\", quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
+    "    %ql, %ql_q, %ql_s = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05,"
+    " tier = \"lossless\", quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
+    "    %qb, %qb_y, %qb_q, %qb_s = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx)"
+    " {eps = 1e-05, tier = \"exact\", quantize = 1} : bf16[@T@, @H@], bf16[@T@, @H@],"
+    " i8[@T@, @H@], f32[@T@]\n"
+    "    %qbl, %qbl_y, %qbl_q, %qbl_s = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx)"
+    " {eps = 1e-05, tier = \"lossless\", quantize = 1} : bf16[@T@, @H@], bf16[@T@, @H@],"
+    " i8[@T@, @H@], f32[@T@]\n"
+    "    %qy, %qy_q, %qy_s = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05,"
+    " tier = \"exact\", quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
+    "    return %y, %yf, %qy\n  }\n"
     "  graph @u(%x: bf16[@T@, @H@], %u: bf16[@T@, @H@], %w: bf16[@H@], %gt: bf16[@G@, @H@],"
     " %sc: bf16[@G@, @H@], %sh: bf16[@G@, @H@], %idx: i32[@T@])"
     " -> (x1: bf16[@T@, @H@], y: bf16[@T@, @H@]) {\n"

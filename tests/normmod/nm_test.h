@@ -4,11 +4,13 @@
  * - random inputs in the shape of DiT rows (nm_inputs): x bf16[T, H] ~ N(0, 1) with a few
  *   outlier channels 40x larger (the massive activations DiT rows carry), gamma near 1,
  *   scale ~ N(0, 0.3), shift ~ N(shift_mean, 0.3), gate ~ N(0, 0.2), update ~ N(0, 1),
- *   idx over [-1, G] so that the clamping of out-of-range rows is exercised;
+ *   idx over [-1, G] so that the clamping of out-of-range rows is exercised; "grid" rows
+ *   (nm_inputs_grid) whose sums of squares are exact in fp32 in any order;
  * - independent references written here from the spec's formulas: U3 (the gated residual
  *   add, bf16 roundings with bf16.h) and the fp64 evaluation of Plan A's math from the
  *   same bf16 inputs, y64 = x * r64 * (gamma + offset) * (1 + scale[g]) + shift[g];
- * - the lossless admission rule of spec/accelerations.md §2 rule 4 (nm_error, nm_admit):
+ * - the lossless admission rule of spec/accelerations.md §2 rule 4 (nm_error, nm_admit;
+ *   nm_qerror measures dequantized int8 rows the same way):
  *   e = y - y64 over the elements where exact, candidate and y64 are all finite;
  *   pass iff RMS_c <= 1.5 RMS_x, MAX_c <= 1.5 MAX_x and |MEAN_c| <= 0.25 RMS_c; NaN/Inf
  *   positions of the candidate must equal the exact plan's (nm_special_equal).
@@ -111,6 +113,25 @@ static inline int nm_inputs_make(nm_inputs *in, int64_t T, int64_t H, int64_t G,
 
 static inline int64_t nm_row(int32_t i, int64_t G) { return i < 0 ? 0 : i >= G ? G - 1 : i; }
 
+/* "Grid" rows for bitwise checks against the CPU backend, over nm_inputs_make's: x = k/16
+ * (|k| in 1..8) with the same outlier channels at +-m/8 (m in 128..255), update = j/16
+ * (|j| in 1..8), gate = +-0.5 (gamma, the tables and idx stay). x and Plan B's residual'
+ * lie on a 2^-5 grid, so every x^2 is a multiple of 2^-10, and for H <= 5376 every partial
+ * sum stays below 2^14: exact in fp32 in any order, so the kernels' tree reduction and the
+ * CPU's sequential sum give the same r bit for bit. */
+static inline void nm_inputs_grid(nm_inputs *in) {
+  nm_rng r = {0x5eedull * (uint64_t)in->H + 3};
+  const int64_t T = in->T, H = in->H, outliers[4] = {3 % H, 77 % H, (H / 3) | 1, H - 5};
+  for (int64_t i = 0; i < T * H; i++) {
+    const double sx = nm_next(&r) & 1 ? -1.0 : 1.0, su = nm_next(&r) & 1 ? -1.0 : 1.0;
+    in->x[i] = nm_bf16(sx * (double)(1 + nm_next(&r) % 8) / 16.0);
+    in->update[i] = nm_bf16(su * (double)(1 + nm_next(&r) % 8) / 16.0);
+    for (int o = 0; o < 4; o++)
+      if (i % H == outliers[o]) in->x[i] = nm_bf16(sx * (double)(128 + nm_next(&r) % 128) / 8.0);
+  }
+  for (int64_t i = 0; i < in->G * H; i++) in->gate[i] = nm_bf16(nm_next(&r) & 1 ? 0.5 : -0.5);
+}
+
 /* ---- references --------------------------------------------------------------------------- */
 /* U3: res'[t, k] = bf16(res + bf16(gate[g] * update)), the gated residual add. */
 static inline void nm_u3(const nm_inputs *in, const uint16_t *res, uint16_t *out) {
@@ -154,6 +175,28 @@ static inline nm_err nm_error(const uint16_t *y, const uint16_t *also, const dou
   for (int64_t i = 0; i < n; i++) {
     double v = nm_f(y[i]);
     if (!isfinite(v) || !isfinite(y64[i]) || (also && !isfinite((double)nm_f(also[i])))) continue;
+    double d = v - y64[i];
+    s2 += d * d;
+    s1 += d;
+    if (fabs(d) > e.max) e.max = fabs(d);
+    e.n++;
+  }
+  if (e.n) {
+    e.rms = sqrt(s2 / (double)e.n);
+    e.mean = s1 / (double)e.n;
+  }
+  return e;
+}
+
+/* Error of the dequantized int8 rows q[t, k] * s[t] (quantize = 1's codes and scales)
+ * against y64, over the elements where the dequantized value and y64 are finite. */
+static inline nm_err nm_qerror(const int8_t *q, const float *s, int64_t H, const double *y64,
+                               int64_t n) {
+  nm_err e = {0, 0, 0, 0};
+  double s2 = 0, s1 = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = (double)q[i] * s[i / H];
+    if (!isfinite(v) || !isfinite(y64[i])) continue;
     double d = v - y64[i];
     s2 += d * d;
     s1 += d;

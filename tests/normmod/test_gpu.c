@@ -13,14 +13,22 @@
  *     (U3; Plan A) bitwise in both tiers, also in place (out0 == in0);
  *   - lossless Plan A and Plan B pass the admission rule against exact (fp64 reference on
  *     the host), with NaN / Inf at the exact plan's positions.
+ *   - quantize = 1 (int8-fuse-quant): exact codes and scales == the quantize_rows kernel on
+ *     the plain kernel's y bitwise (Plan A with y unused and with y stored, Plan B); the
+ *     dequantized rows of the lossless kernels pass the admission rule against exact, and
+ *     the code flip rate is printed; on grid rows (nm_inputs_grid: sums of squares exact
+ *     in any order) every result of the four fused kernels == the CPU backend bitwise.
  * Benchmark (mean over N launches, CUDA events): device copies of x (T*H*2 bytes) and of
- * twice that; the unfused chains; Plan A / Plan B in both tiers. Acceptance (issue 5):
+ * twice that; the unfused chains; Plan A / Plan B in both tiers; each quantize = 1 kernel
+ * (y not stored) against its plain kernel + the standalone quantize_rows. Acceptance (issue 5):
  * lossless Plan A <= 180 us at T = 32768 and within 3% of the copy of x; lossless Plan B
  * within 3% of the copy of its bytes; lossless no slower than exact. A miss prints
  * "PERF MISS" and fails only with --strict-perf.
  */
 #include "nm_build.h"
 #include "nm_test.h"
+
+#include "h3/backend.h"
 
 #include "../common/cuda_driver.h"
 
@@ -105,6 +113,13 @@ static uint16_t *download(CUdeviceptr p, int64_t n) {
   return h;
 }
 
+static void *download_bytes(CUdeviceptr p, size_t bytes) {
+  void *h = malloc(bytes ? bytes : 1);
+  if (!h) exit(1);
+  CU_OK(cu.dtoh(h, p, bytes), "download");
+  return h;
+}
+
 /* Result r of the kernel op of g whose result 0 is named `name`. */
 static CUdeviceptr result_of(const dev_graph *g, const char *name, int r) {
   int i = nm_find(&g->ks, name);
@@ -175,6 +190,115 @@ static kernel_job job_of(const dev_graph *g, int from, int to, CUdeviceptr out0)
   }
   if (out0) j.args[j.n - 1][g->ks.ops[to]->n_operands] = out0;
   return j;
+}
+
+/* A job of kernel i, then kernel j reading i's last result as its operand 0 (a plain
+ * norm+modulate kernel, then the standalone quantizer of its y). */
+static kernel_job pair_job(const dev_graph *g, int i, int j) {
+  kernel_job k = job_of(g, i, i, 0);
+  const h3_op *a = g->ks.ops[i];
+  k.ids[1] = j;
+  if (nm_bind(g->ks.ops[j], dptr, k.args[1]) < 0) exit(1);
+  k.args[1][0] = dptr[a->results[a->n_results - 1]->id];
+  k.n = 2;
+  return k;
+}
+
+/* quantize = 1 on the DiT rows already run: exact == the standalone quantizer on the
+ * plain y, lossless admission and flip rate (header comment). u3: the host's U3. */
+static void check_quant_dit(const dev_graph *gg, const nm_inputs *in, const uint16_t *u3) {
+  const int64_t T = in->T, H = in->H, n = T * H;
+  struct {
+    const char *exact, *lossless, *plain, *quant;
+    int yi;
+  } fs[2] = {{"qa", "ql", "ae", "aeq", 0}, {"qb", "qbl", "be", "beq", 1}};
+  int8_t *q0 = download_bytes(result_of(gg, "aeq", 0), (size_t)n);
+  float *s0 = download_bytes(result_of(gg, "aeq", 1), (size_t)T * 4);
+  int8_t *qy = download_bytes(result_of(gg, "qy", 1), (size_t)n);
+  float *sy = download_bytes(result_of(gg, "qy", 2), (size_t)T * 4);
+  uint16_t *yy = download(result_of(gg, "qy", 0), n), *ya = download(result_of(gg, "ae", 0), n);
+  CHECK(memcmp(yy, ya, (size_t)n * 2) == 0 && memcmp(qy, q0, (size_t)n) == 0 &&
+            memcmp(sy, s0, (size_t)T * 4) == 0,
+        "Plan A exact, quantize = 1 with y stored != norm_modulate + quantize_rows");
+  free(q0), free(s0), free(qy), free(sy), free(yy), free(ya);
+  double *y64 = malloc((size_t)n * sizeof(double));
+  if (!y64) exit(1);
+  for (int p = 0; p < 2; p++) {
+    const int yi = fs[p].yi;
+    int8_t *qe = download_bytes(result_of(gg, fs[p].exact, yi + 1), (size_t)n),
+           *ql = download_bytes(result_of(gg, fs[p].lossless, yi + 1), (size_t)n),
+           *qs = download_bytes(result_of(gg, fs[p].quant, 0), (size_t)n);
+    float *se = download_bytes(result_of(gg, fs[p].exact, yi + 2), (size_t)T * 4),
+          *sl = download_bytes(result_of(gg, fs[p].lossless, yi + 2), (size_t)T * 4),
+          *ss = download_bytes(result_of(gg, fs[p].quant, 1), (size_t)T * 4);
+    CHECK(memcmp(qe, qs, (size_t)n) == 0 && memcmp(se, ss, (size_t)T * 4) == 0,
+          "%s: codes / scales != the plain kernel + quantize_rows", fs[p].exact);
+    if (yi) {
+      uint16_t *r0 = download(result_of(gg, fs[p].exact, 0), n), *r1 = download(result_of(gg, "be", 0), n);
+      CHECK(memcmp(r0, r1, (size_t)n * 2) == 0, "%s: residual' != Plan B's", fs[p].exact);
+      free(r0), free(r1);
+    }
+    nm_ref64(in, yi ? u3 : in->x, 1e-5, 0.0, y64);
+    nm_err ex = nm_qerror(qe, se, H, y64, n), ca = nm_qerror(ql, sl, H, y64, n);
+    int64_t flips = 0;
+    for (int64_t i = 0; i < n; i++) flips += qe[i] != ql[i];
+    printf("%s int8 rows: lossless codes flipped against exact: %lld of %lld (%.3f %%)\n",
+           yi ? "Plan B" : "Plan A", (long long)flips, (long long)n, 100.0 * (double)flips / (double)n);
+    nm_print_err(yi ? "Plan B int8 rows, exact" : "Plan A int8 rows, exact", ex);
+    nm_print_err(yi ? "Plan B int8 rows, lossless" : "Plan A int8 rows, lossless", ca);
+    nm_verdict v = nm_admit(ex, ca);
+    CHECK(nm_passes(v), "%s: lossless int8 rows fail admission (rms %d max %d mean %d)",
+          fs[p].lossless, v.rms_ok, v.max_ok, v.mean_ok);
+    free(qe), free(ql), free(qs), free(se), free(sl), free(ss);
+  }
+  free(y64);
+}
+
+/* quantize = 1 on grid rows: every result of the four fused kernels (y where stored) ==
+ * the CPU backend's op bitwise. Uploads the grid rows into gg's inputs and runs gg. */
+static void check_quant_cpu(const h3_module *m, const dev_graph *gg, int64_t T, int64_t H, int64_t G) {
+  nm_inputs in;
+  if (!nm_inputs_make(&in, T, H, G, 0.25, 9)) exit(1);
+  nm_inputs_grid(&in);
+  void *host[7] = {in.x, in.update, in.gamma, in.gate, in.scale, in.shift, in.idx};
+  for (int i = 0; i < 7; i++) {
+    const h3_value *v = m->graphs[0]->inputs[i];
+    CU_OK(cu.htod(dptr[v->id], host[i], (size_t)h3_type_bytes(&v->type)), "upload");
+  }
+  run_graph(gg);
+  const char *names[5] = {"qa", "ql", "qb", "qbl", "qy"};
+  for (int f = 0; f < 5; f++) {
+    const h3_op *op = gg->ks.ops[nm_find(&gg->ks, names[f])];
+    const int yi = op->n_results - 3;
+    h3_tensor ti[7], to[4];
+    void *gpu[4];
+    for (int i = 0; i < op->n_operands; i++) { /* the graph input this operand is */
+      ti[i] = (h3_tensor){op->operands[i]->type, NULL};
+      for (int k = 0; k < 7; k++)
+        if (m->graphs[0]->inputs[k] == op->operands[i]) ti[i].data = host[k];
+      if (!ti[i].data) exit(1);
+    }
+    for (int r = 0; r < op->n_results; r++) {
+      size_t b = (size_t)h3_type_bytes(&op->results[r]->type);
+      to[r] = (h3_tensor){op->results[r]->type, malloc(b)};
+      gpu[r] = download_bytes(dptr[op->results[r]->id], b);
+      if (!to[r].data) exit(1);
+    }
+    h3_diag d;
+    h3_diag_init(&d);
+    h3_status st = h3_cpu_run_op(op, ti, op->n_operands, to, op->n_results, 16, 1, &d);
+    if (st != H3_OK) h3_diag_print(&d, stderr);
+    h3_diag_free(&d);
+    CHECK(st == H3_OK, "cpu %s", names[f]);
+    for (int r = 0; st == H3_OK && r < op->n_results; r++) {
+      if (r == yi && op->results[r]->uses == 0) continue; /* not stored */
+      CHECK(memcmp(gpu[r], to[r].data, (size_t)h3_type_bytes(&op->results[r]->type)) == 0,
+            "grid rows: %s result %d: GPU != CPU", names[f], r);
+    }
+    for (int r = 0; r < op->n_results; r++) free(gpu[r]), free(to[r].data);
+  }
+  printf("quantize = 1 on grid rows: GPU == CPU backend bitwise for qa, ql, qb, qbl, qy\n");
+  nm_inputs_free(&in);
 }
 
 /* ---- main -------------------------------------------------------------------------------------- */
@@ -290,6 +414,7 @@ int main(int argc, char **argv) {
     CHECK(nm_special_mismatch(sites[s].e, sites[s].c, n) == 0, "%s: NaN/Inf positions differ",
           sites[s].name);
   }
+  check_quant_dit(gg, &in, u3);
   int correctness_failures = nm_failures;
 
   /* ---- benchmark ---- */
@@ -320,6 +445,15 @@ int main(int argc, char **argv) {
       {"Plan A exact, fp32 modulate", 4, 0, job_of(gg, nm_find(&gg->ks, "fe"), nm_find(&gg->ks, "fe"), tmp), NULL},
       {"Plan B exact", 8, 0, job_of(gg, nm_find(&gg->ks, "be"), nm_find(&gg->ks, "be"), 0), NULL},
       {"Plan B lossless", 8, 0, job_of(gg, nm_find(&gg->ks, "bl"), nm_find(&gg->ks, "bl"), 0), NULL},
+      /* int8-fuse-quant: bytes = x in, q out (Plan B: + update in, residual' out) */
+      {"Plan A exact + quantize_rows", 7, 0, pair_job(gg, nm_find(&gg->ks, "ae"), nm_find(&gg->ks, "aeq")), NULL},
+      {"Plan A exact, quantize = 1", 3, 0, job_of(gg, nm_find(&gg->ks, "qa"), nm_find(&gg->ks, "qa"), 0), NULL},
+      {"Plan A lossless + quantize_rows", 7, 0, pair_job(gg, nm_find(&gg->ks, "al"), nm_find(&gg->ks, "aeq")), NULL},
+      {"Plan A lossless, quantize = 1", 3, 0, job_of(gg, nm_find(&gg->ks, "ql"), nm_find(&gg->ks, "ql"), 0), NULL},
+      {"Plan B exact + quantize_rows", 11, 0, pair_job(gg, nm_find(&gg->ks, "be"), nm_find(&gg->ks, "beq")), NULL},
+      {"Plan B exact, quantize = 1", 7, 0, job_of(gg, nm_find(&gg->ks, "qb"), nm_find(&gg->ks, "qb"), 0), NULL},
+      {"Plan B lossless + quantize_rows", 11, 0, pair_job(gg, nm_find(&gg->ks, "bl"), nm_find(&gg->ks, "beq")), NULL},
+      {"Plan B lossless, quantize = 1", 7, 0, job_of(gg, nm_find(&gg->ks, "qbl"), nm_find(&gg->ks, "qbl"), 0), NULL},
   };
   const int n_rows = (int)(sizeof rows / sizeof rows[0]);
   printf("\n%-42s %10s %10s %10s\n", "kernel", "us", "GB/s", "vs copy");
@@ -338,10 +472,14 @@ int main(int argc, char **argv) {
   if (a_l > a_e * 1.01 || b_l > b_e * 1.01) perf_miss++, printf("PERF MISS: lossless slower than exact\n");
   printf("speedup over the unfused chains: Plan A lossless %.2fx, Plan B lossless %.2fx\n",
          rows[2].us / a_l, rows[3].us / b_l);
+  printf("quantize = 1 against the plain kernel + quantize_rows: Plan A exact %.2fx, lossless "
+         "%.2fx; Plan B exact %.2fx, lossless %.2fx\n", rows[9].us / rows[10].us,
+         rows[11].us / rows[12].us, rows[13].us / rows[14].us, rows[15].us / rows[16].us);
   printf("%s\n", perf_miss ? "perf: targets missed (see PERF MISS)" : "perf: all targets met");
   free(y), free(yf), free(ae), free(al), free(fe), free(be0), free(be1), free(bl0), free(bl1);
   free(ux1), free(uy), free(u3), free(y64);
   nm_inputs_free(&in);
+  check_quant_cpu(m, gg, T, H, G); /* overwrites the inputs: after the benchmark */
   int st = nm_report("normmod_gpu");
   if (correctness_failures) return 1;
   return st ? st : (strict && perf_miss ? 1 : 0);

@@ -34,28 +34,6 @@ static int count_op(h3_op *op, void *ctx) {
   return 0;
 }
 
-/* Runs graph `name` of m (default inputs); out gets its outputs. */
-static bool run(const h3_module *m, const char *name, h3_host_tensor *out) {
-  h3_diag d;
-  h3_diag_init(&d);
-  const h3_graph *g = h3_module_graph(m, name);
-  h3_backend_options bo = {2, 21};
-  h3_backend *b = h3_backend_create("cpu", &bo, &d);
-  h3_weights *w = b ? h3_weights_random(m, 21, &d) : NULL;
-  h3_runtime *rt = w ? h3_runtime_new(m, b, w, NULL, &d) : NULL;
-  h3_host_tensor *in = g ? calloc((size_t)g->n_inputs + 1, sizeof *in) : NULL;
-  h3_input_defaults defs = {5, 0};
-  bool ok = rt && in && h3_inputs_fill_defaults(m, g, in, &defs, &d) == H3_OK &&
-            h3_runtime_run(rt, g, in, out, &d) == H3_OK;
-  if (!ok) h3_diag_print(&d, stderr);
-  if (in) h3_host_tensors_free(in, g->n_inputs);
-  h3_runtime_free(rt);
-  h3_weights_free(w);
-  h3_backend_free(b);
-  h3_diag_free(&d);
-  return ok;
-}
-
 static void check_counts(const h3_module *m, const char *tier) {
   counts step = {0}, text = {0};
   h3_graph *gs = h3_module_graph(m, "step"), *gt = h3_module_graph(m, "text");
@@ -68,9 +46,6 @@ static void check_counts(const h3_module *m, const char *tier) {
   CHECK(text.plan_a == 0 && text.plan_b == 0 && text.rms_norm > 0, "%s text graph changed", tier);
 }
 
-static void outputs_free(h3_host_tensor *o, int n) {
-  for (int i = 0; i < n; i++) free(o[i].data);
-}
 
 int main(void) {
   h3_module *unfused = tiny_h3_compile(H3_TIER_EXACT, "norm-modulate-fusion");
@@ -79,11 +54,11 @@ int main(void) {
   if (!unfused || !tiers[0] || !tiers[1]) return nm_report("normmod_model");
   static const char *names[2] = {"exact", "lossless"};
   h3_host_tensor ref[2], out[2][2];
-  bool ok = run(unfused, "step", ref);
+  bool ok = tiny_h3_run(unfused, "step", 21, ref);
   CHECK(ok, "unfused step");
   for (int k = 0; k < 2 && ok; k++) {
     check_counts(tiers[k], names[k]);
-    ok = run(tiers[k], "step", out[k]);
+    ok = tiny_h3_run(tiers[k], "step", 21, out[k]);
     CHECK(ok, "%s step", names[k]);
   }
   if (!ok) return nm_report("normmod_model");
@@ -106,15 +81,15 @@ int main(void) {
     }
   }
   h3_host_tensor sref[2], sout[2];
-  ok = run(unfused, "sample", sref) && run(tiers[0], "sample", sout);
+  ok = tiny_h3_run(unfused, "sample", 21, sref) && tiny_h3_run(tiers[0], "sample", 21, sout);
   CHECK(ok, "sample");
   if (!ok) return nm_report("normmod_model");
   for (int i = 0; i < 2; i++)
     CHECK(memcmp(sref[i].data, sout[i].data, sref[i].bytes) == 0,
           "exact sample %s is not bitwise equal to the unfused plan", sref[i].name);
-  outputs_free(ref, 2), outputs_free(sref, 2), outputs_free(sout, 2);
+  tiny_h3_outputs_free(ref, 2), tiny_h3_outputs_free(sref, 2), tiny_h3_outputs_free(sout, 2);
   for (int k = 0; k < 2; k++) {
-    outputs_free(out[k], 2);
+    tiny_h3_outputs_free(out[k], 2);
     h3_module_free(tiers[k]);
   }
   h3_module_free(unfused);

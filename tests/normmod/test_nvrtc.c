@@ -4,7 +4,8 @@
  * AdaLN table and at [3, 2056]. Checks the launch rule (one 256-thread block per row), the
  * names (h3_<op>_<hash of the source>), that only the lossless kernels use an fma, and
  * that Plan B's residual pointers (in0, out0: one buffer when updated in place) are the
- * only ones without __restrict__, and that the GPU test's argument binding (nm_bind) gives
+ * only ones without __restrict__; the quantize = 1 kernels (int8-fuse-quant) with their
+ * code / scale results and y's store only where y has uses; and that the GPU test's argument binding (nm_bind) gives
  * every kernel of both graphs its own operands and results (check_binding).
  */
 #include "nm_build.h"
@@ -56,9 +57,10 @@ static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse) {
   h3_arena_init(&a);
   nm_kernel_set *ks = calloc(1, sizeof *ks);
   CHECK(ks && nm_emit(m, 0, &a, ks), "emitting");
-  const char *names[5] = {"ae", "al", "fe", "be", "bl"};
-  const char *tiers[5] = {"exact", "lossless", "exact", "exact", "lossless"};
-  for (int i = 0; ks && i < 5; i++) {
+  const char *names[10] = {"ae", "al", "fe", "be", "bl", "qa", "ql", "qb", "qbl", "qy"};
+  const char *tiers[10] = {"exact", "lossless", "exact", "exact", "lossless",
+                           "exact", "lossless", "exact", "lossless", "exact"};
+  for (int i = 0; ks && i < 10; i++) {
     int j = nm_find(ks, names[i]);
     CHECK(j >= 0, "no kernel for %%%s", names[i]);
     if (j < 0) continue;
@@ -69,10 +71,25 @@ static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse) {
     CHECK(h3_codegen_name_matches(k->name, k->op, k->source), "%s: name %s", names[i], k->name);
     CHECK((strstr(k->source, "__fmaf_rn") != NULL) == (strcmp(tiers[i], "lossless") == 0),
           "%s: fma use does not match the tier", names[i]);
-    if (names[i][0] == 'b')
+    const h3_op *op = ks->ops[j];
+    const bool plan_b = op->code == H3_OP_RESIDUAL_NORM_MODULATE, quant = names[i][0] == 'q';
+    if (plan_b)
       CHECK(strstr(k->source, "const h3_bf16 * in0, const h3_bf16 * __restrict__ in1") &&
                 strstr(k->source, "h3_bf16 * out0, h3_bf16 * __restrict__ out1"),
             "%s: restrict qualifiers", names[i]);
+    /* quantize = 1: two more results (codes, scales), the second block reduction, the
+       8-byte code stores on the vector path; y stored only when it has uses (%qy) */
+    CHECK(k->n_args == op->n_operands + op->n_results &&
+              op->n_results == (plan_b ? 2 : 1) + (quant ? 2 : 0),
+          "%s: %d arguments", names[i], k->n_args);
+    if (quant)
+      CHECK(strstr(k->source, plan_b ? "signed char * __restrict__ out2, float * __restrict__ out3"
+                                     : "signed char * __restrict__ out1, float * __restrict__ out2") &&
+                strstr(k->source, "qpart[tid >> 5] = qm") && strstr(k->source, "h3_str8<true>(qo, u * 8, qr)"),
+            "%s: no quantizer in the kernel", names[i]);
+    const bool stores_y = strstr(k->source, "h3_str8<true>(y, u * 8, yr)") != NULL;
+    CHECK(stores_y == (!quant || !strcmp(names[i], "qy")), "%s: y %s", names[i],
+          stores_y ? "stored although unused" : "not stored");
   }
   h3_nvrtc_job jobs[2];
   char *src[2] = {NULL, NULL};

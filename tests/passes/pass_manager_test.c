@@ -68,16 +68,17 @@ static void test_resolution(void) {
   h3_diag d;
   h3_pass_options o = h3_pass_options_default();
   static const char *const def[] = {"verify", "dce", "norm-modulate-fusion", "qk-norm-rope-fusion",
-                                    "elementwise-fusion", "memory-plan", "verify"};
+                                    "attention-v-view", "elementwise-fusion", "memory-plan",
+                                    "verify"};
   /* `high` adds Cache-DiT (step caching), which rewrites the program before the others */
   static const char *const high[] = {"verify", "cache-dit", "dce", "norm-modulate-fusion",
-                                     "qk-norm-rope-fusion", "elementwise-fusion", "memory-plan",
-                                     "verify"};
+                                     "qk-norm-rope-fusion", "attention-v-view",
+                                     "elementwise-fusion", "memory-plan", "verify"};
   for (int t = H3_TIER_EXACT; t <= H3_TIER_HIGH; t++) {
     h3_diag_init(&d);
     o.tier = (h3_tier)t;
-    if (t == H3_TIER_HIGH) expect_names(list, resolve(o, list, &d), high, 8, "high");
-    else expect_names(list, resolve(o, list, &d), def, 7, h3_tier_name((h3_tier)t));
+    if (t == H3_TIER_HIGH) expect_names(list, resolve(o, list, &d), high, 9, "high");
+    else expect_names(list, resolve(o, list, &d), def, 8, h3_tier_name((h3_tier)t));
     h3_diag_free(&d);
   }
   o = h3_pass_options_default();
@@ -86,7 +87,8 @@ static void test_resolution(void) {
   static const char *const two[] = {"dce", "memory-plan"};
   expect_names(list, resolve(o, list, &d), two, 2, "--passes with blanks");
   o.passes = NULL;
-  o.disabled = "norm-modulate-fusion,qk-norm-rope-fusion,elementwise-fusion,verify";
+  o.disabled = "norm-modulate-fusion,qk-norm-rope-fusion,attention-v-view,elementwise-fusion,"
+               "verify";
   expect_names(list, resolve(o, list, &d), two, 2, "--disable-pass");
   CHECK(d.errors == 0, "no errors expected so far");
   h3_diag_free(&d);
