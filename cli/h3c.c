@@ -279,7 +279,7 @@ static int parse_args(int argc, char **argv, options *o) {
       }
       h3_diag_free(&d);
       o->passes.int8 = a[6] ? a + 7 : "";
-      o->passes.enable = "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split";
+      o->passes.enable = "int8-lowering,row-split,int8-fuse-quant,int8-fuse-group-quant,int8-dequant-split,int8-resid-dequant,int8-qk-norm-rope";
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {
       o->spectrum = true;

@@ -22,6 +22,9 @@
  * region and rounds only when storing the outputs, except dequant_i8, which rounds to its
  * dtype in every tier (ops.def). Integer values always wrap to their
  * width; float -> int casts truncate.
+ * A group ending in quantize_rows(g) {rotate = 0} (int8-fuse-group-quant; it yields q, s)
+ * is a row kernel instead (emit_rows): one block per row of g, the same per-element code,
+ * then quantize_rows' reduction and arithmetic on g rounded to its dtype; g is not stored.
  */
 #include "emit_internal.h"
 
@@ -462,6 +465,124 @@ static bool broadcasts_to(const h3_type *y, const h3_type *it) {
   return true;
 }
 
+/* The chunk's 16-byte loads at `base` (the first element of the chunk in the iteration
+ * space): the inputs read at their chunk position and the vector slice reads. */
+static void emit_chunk_loads(fctx *f, h3_strbuf *s, const char *ind) {
+  int64_t numel = h3_type_numel(&f->it);
+  for (int j = 0; j < f->n_in; j++) {
+    if (!f->use_vec[j]) continue;
+    const h3_type *t = &f->in[j]->type;
+    h3_strbuf_printf(s, "%s%s in%dv[8];\n%sh3_ld8(in%d, ", ind, emit_comptype(t->dtype), j, ind, j);
+    if (h3_type_numel(t) == numel) h3_strbuf_append(s, "base");
+    else map_expr(s, &f->it, t, "base");
+    h3_strbuf_printf(s, ", in%dv);\n", j);
+  }
+  for (int k = 0; k < f->n_svec; k++) { /* vector slice reads */
+    const h3_value *v = f->svec[k].v;
+    const h3_op *sl = v->def;
+    int j = input_index(f, sl->operands[0]);
+    h3_strbuf cb;
+    h3_strbuf_init(&cb);
+    if (h3_type_numel(&v->type) == numel) h3_strbuf_append(&cb, "base");
+    else map_expr(&cb, &f->it, &v->type, "base");
+    h3_strbuf_printf(s, "%s%s %s[8];\n%sh3_ld8(in%d, ", ind, emit_comptype(f->in[j]->type.dtype),
+                     f->svec[k].var, ind, j);
+    slice_src_expr(s, sl, cb.data ? cb.data : "base");
+    h3_strbuf_printf(s, ", %s);\n", f->svec[k].var);
+    if (cb.oom) s->oom = 1;
+    h3_strbuf_free(&cb);
+  }
+}
+
+/* The quantize_rows {rotate = 0} ending region r whose two results are the whole yield
+ * (int8-fuse-group-quant), or NULL. */
+static const h3_op *row_quantizer(const h3_region *r) {
+  const h3_op *y = r ? r->last : NULL;
+  if (!y || y->n_operands != 2) return NULL;
+  const h3_value *q = y->operands[0], *s = y->operands[1];
+  if (q->kind != H3_VALUE_RESULT || !q->def || q->def->code != H3_OP_QUANTIZE_ROWS) return NULL;
+  if (q->def->parent != r || q->index != 0 || s->def != q->def || s->index != 1) return NULL;
+  return q->def;
+}
+
+/* The row kernel of a group ending in quantize_rows(g): one block of ROWQ_BLOCK threads
+ * per row of g [.., K]; thread t computes the chunks c = j*ROWQ_BLOCK + t of the row (8
+ * elements when K % 8 == 0, else 1) with the group's per-element code, keeps g rounded
+ * to its IR dtype (h3_put: the stored g of the unfused plan, in every tier) in registers
+ * and its running max of |g|; a block reduction (warp xor butterfly, then the 8 warp
+ * partials) gives amax, then quantize_rows' arithmetic (emit_int8.c): s = max(amax / 127,
+ * 1e-30), q = clamp(rint(g / s), -128, 127), NaN -> 0; codes as 8-byte stores when
+ * aligned, thread 0 writes s. g itself is not stored. */
+#define ROWQ_BLOCK 256
+static h3_status emit_rows(fctx *f, const h3_op *qop) {
+  emit_ctx *ec = f->ec;
+  const h3_op *op = f->op;
+  const h3_value *g = qop->operands[0];
+  int64_t k = f->it.dims[f->it.rank - 1], rows = h3_type_numel(&f->it) / k;
+  int64_t chunks = k / f->vec, per = (chunks + ROWQ_BLOCK - 1) / ROWQ_BLOCK;
+  if (g->type.dtype != H3_BF16 && g->type.dtype != H3_F16 && g->type.dtype != H3_F32)
+    return emit_unsupported(ec, "the quantized value of a group must be bf16, f16 or f32");
+  if (h3_op_attr_int(qop, "rotate", 0) != 0)
+    return emit_unsupported(ec, "a group's quantize_rows must have rotate = 0");
+  if (rows >= ((int64_t)1 << 31) || per * f->vec > 256)
+    return emit_unsupported(ec, "a group's quantized rows must be at most 65536 elements, "
+                                "fewer than 2^31 rows");
+  const char *var = value_at(f, g, "i");
+  if (!var) return H3_ERR;
+  h3_strbuf_printf(&f->body, "        h3_put(qv[j][l], %s);\n"
+                             "        qm = fmaxf(qm, fabsf(h3_w(qv[j][l])));\n", var);
+  h3_type *in_t = h3_arena_alloc(ec->a, sizeof(h3_type) * (size_t)(f->n_in + 1));
+  if (!in_t) return H3_ERR;
+  for (int j = 0; j < f->n_in; j++) in_t[j] = f->in[j]->type;
+  h3_type out_t[2] = {op->results[0]->type, op->results[1]->type};
+  emit_signature(ec, f->n_in, in_t, 2, out_t, NULL, ROWQ_BLOCK, true);
+  h3_strbuf *s = &ec->src;
+  h3_strbuf_printf(s, "  typedef %s ix_t;\n", emit_needs_wide(op) ? "long long" : "int");
+  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", ROWQ_BLOCK / 32);
+  h3_strbuf_printf(s, "  const ix_t row = (ix_t)blockIdx.x;\n  if (row >= %lld) return;\n"
+                      "  const int t = threadIdx.x;\n", (long long)rows);
+  h3_strbuf_printf(s, "  %s qv[%lld][%d];\n  float qm = 0.0f;\n", h3_codegen_ctype(g->type.dtype),
+                   (long long)per, f->vec);
+  const char *open = h3_arena_printf(
+      ec->a, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n"
+             "    const ix_t c = (ix_t)j * %d + t;\n    if (c < %lld) {\n"
+             "      const ix_t base = row * %lld + c * %d;\n",
+      (long long)per, ROWQ_BLOCK, (long long)chunks, (long long)k, f->vec);
+  if (!open) return H3_ERR;
+  h3_strbuf_append(s, open);
+  if (f->vec > 1) emit_chunk_loads(f, s, "      ");
+  h3_strbuf_printf(s, "#pragma unroll\n      for (int l = 0; l < %d; l++) {\n"
+                      "        const ix_t i = base + l;\n", f->vec);
+  h3_strbuf_append(s, f->body.data ? f->body.data : "");
+  h3_strbuf_append(s, "      }\n    }\n  }\n");
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) "
+                      "qm = fmaxf(qm, __shfl_xor_sync(0xffffffffu, qm, o));\n"
+                      "  if ((t & 31) == 0) part[t >> 5] = qm;\n  __syncthreads();\n"
+                      "  float amax = 0.0f;\n"
+                      "#pragma unroll\n  for (int w = 0; w < %d; w++) amax = fmaxf(amax, part[w]);\n"
+                      "  float sc = __fdiv_rn(amax, 127.0f);\n  if (sc < 1e-30f) sc = 1e-30f;\n",
+                   ROWQ_BLOCK / 32);
+  h3_strbuf_append(s, open);
+  h3_strbuf_printf(s, "      __align__(8) signed char qr[%d];\n#pragma unroll\n"
+                      "      for (int l = 0; l < %d; l++) {\n"
+                      "        const float cq = rintf(__fdiv_rn(h3_w(qv[j][l]), sc));\n"
+                      "        qr[l] = cq != cq ? (signed char)0 : cq <= -128.0f ? (signed char)-128\n"
+                      "              : cq >= 127.0f ? (signed char)127 : (signed char)cq;\n"
+                      "      }\n", f->vec, f->vec);
+  if (f->vec > 1)
+    h3_strbuf_append(s, "      if (h3_al8(out0 + base)) h3_str8<true>(out0, base, qr);\n"
+                        "      else h3_str8<false>(out0, base, qr);\n");
+  else
+    h3_strbuf_append(s, "      out0[base] = qr[0];\n");
+  h3_strbuf_append(s, "    }\n  }\n  if (t == 0) out1[row] = sc;\n}\n");
+  ec->k->grid[0] = rows > 0 ? rows : 1;
+  ec->k->grid[1] = ec->k->grid[2] = 1;
+  ec->k->block[0] = ROWQ_BLOCK;
+  ec->k->block[1] = ec->k->block[2] = 1;
+  ec->k->shared_bytes = 0;
+  return (f->body.oom || s->oom) ? H3_ERR : emit_args(ec, f->n_in, 2, false);
+}
+
 h3_status emit_fused(emit_ctx *ec) {
   const h3_op *op = ec->op;
   fctx f;
@@ -486,12 +607,15 @@ h3_status emit_fused(emit_ctx *ec) {
     n_out = op->n_results;
   }
   if (n_out < 1) return emit_unsupported(ec, "the op has no results");
-  f.it = outs[0]->type;
-  for (int k = 1; k < n_out; k++)
+  const h3_op *qop = row_quantizer(f.region); /* the group's quantize_rows: g is the space */
+  f.it = qop ? qop->operands[0]->type : outs[0]->type;
+  for (int k = 1; k < n_out && !qop; k++)
     if (h3_type_numel(&outs[k]->type) > h3_type_numel(&f.it)) f.it = outs[k]->type;
-  for (int k = 0; k < n_out; k++)
+  for (int k = 0; k < n_out && !qop; k++)
     if (!broadcasts_to(&outs[k]->type, &f.it))
       return emit_unsupported(ec, "the outputs do not broadcast to one iteration shape");
+  if (qop && (f.it.rank < 1 || f.it.dims[f.it.rank - 1] < 1))
+    return emit_unsupported(ec, "a group's quantize_rows needs non-empty rows");
   int64_t numel = h3_type_numel(&f.it);
   int64_t last = f.it.rank ? f.it.dims[f.it.rank - 1] : 1;
   f.vec = (last % 8 == 0 && numel >= 8) ? 8 : 1;
@@ -505,6 +629,10 @@ h3_status emit_fused(emit_ctx *ec) {
     if (f.vec > 1 && broadcasts_to(&f.in[j]->type, &f.it) &&
         !(f.vec_ix[j] = map_ix(&f, &f.it, &f.in[j]->type, "i")))
       goto out;
+  }
+  if (qop) {
+    st = emit_rows(&f, qop);
+    goto out;
   }
 
   /* body: every output at element i */
@@ -549,27 +677,7 @@ h3_status emit_fused(emit_ctx *ec) {
                       " c += (ix_t)gridDim.x * blockDim.x) {\n");
   if (f.vec > 1) {
     h3_strbuf_printf(s, "    const ix_t base = c * %d;\n", f.vec);
-    for (int j = 0; j < f.n_in; j++) {
-      if (!f.use_vec[j]) continue;
-      h3_strbuf_printf(s, "    %s in%dv[8];\n    h3_ld8(in%d, ", emit_comptype(in_t[j].dtype), j, j);
-      if (h3_type_numel(&in_t[j]) == numel) h3_strbuf_append(s, "base");
-      else map_expr(s, &f.it, &in_t[j], "base");
-      h3_strbuf_printf(s, ", in%dv);\n", j);
-    }
-    for (int k = 0; k < f.n_svec; k++) { /* vector slice reads */
-      const h3_value *v = f.svec[k].v;
-      const h3_op *sl = v->def;
-      int j = input_index(&f, sl->operands[0]);
-      h3_strbuf cb;
-      h3_strbuf_init(&cb);
-      if (h3_type_numel(&v->type) == numel) h3_strbuf_append(&cb, "base");
-      else map_expr(&cb, &f.it, &v->type, "base");
-      h3_strbuf_printf(s, "    %s %s[8];\n    h3_ld8(in%d, ", emit_comptype(in_t[j].dtype), f.svec[k].var, j);
-      slice_src_expr(s, sl, cb.data ? cb.data : "base");
-      h3_strbuf_printf(s, ", %s);\n", f.svec[k].var);
-      if (cb.oom) s->oom = 1;
-      h3_strbuf_free(&cb);
-    }
+    emit_chunk_loads(&f, s, "    ");
     for (int k = 0; k < n_out; k++)
       if (h3_type_numel(&outs[k]->type) == numel)
         h3_strbuf_printf(s, "    %s o%dv[8];\n", emit_comptype(outs[k]->type.dtype), k);

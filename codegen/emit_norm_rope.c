@@ -23,6 +23,12 @@
  *     element, cos/sin with 16-byte loads); otherwise each element fetches both candidate
  *     partners (i + R/2 and i - R/2; the register index is a compile-time constant) and
  *     uses the one its position needs.
+ * The int8 form (x = i32[T, C] accumulators, in4 = s_x f32[T], in5 = s_w f32[C], in6 =
+ * bias?[C]; made by int8-qk-norm-rope) loads the lane's accumulators with the same
+ * accesses and turns each into dequant_i8's value first: bf16((float(acc) * s_x[t]) *
+ * s_w[c] (+ bias[c])) with __fmul_rn / __fadd_rn, one rounding, the operations and order
+ * of dequant_i8's kernel (emit_fused.c, linear_int8's epilogue); from there on the row is
+ * the bf16 row dequant_i8 would have stored.
  */
 #include "emit_internal.h"
 
@@ -78,13 +84,33 @@ static void rope_general(h3_strbuf *s, int lanes, int vec, int64_t half) {
   }
 }
 
+/* The int8 form: v[k] holds float(acc) (one RNE conversion, as dequant_i8 converts);
+ * replaced by dequant_i8's value rounded to bf16. */
+static void emit_dequant(h3_strbuf *s, int vec, bool bias) {
+  h3_strbuf_printf(s, "    const float sx = h3_ld(in4, (long long)t);\n    float sw[%d]%s;\n", vec,
+                   bias ? ", bs[8]" : "");
+  if (vec == 8) {
+    h3_strbuf_append(s, "    h3_ld8(in5, col + lane * 8, sw);\n");
+    if (bias) h3_strbuf_append(s, "    h3_ld8(in6, col + lane * 8, bs);\n");
+  } else {
+    h3_strbuf_append(s, "    sw[0] = h3_ld(in5, col + lane);\n");
+    if (bias) h3_strbuf_append(s, "    bs[0] = h3_ld(in6, col + lane);\n");
+  }
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = h3_rbf16(%s__fmul_rn("
+                      "__fmul_rn(v[k], sx), sw[k])%s);\n",
+                   vec, bias ? "__fadd_rn(" : "", bias ? ", bs[k])" : "");
+}
+
 h3_status emit_norm_rope(emit_ctx *ec) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
   const h3_type *xt = &op->operands[0]->type, *ct = &op->operands[2]->type;
   const h3_type *yt = &op->results[0]->type;
-  if (op->n_operands != 4 || xt->rank != 2 || ct->rank != 2 || yt->rank != 3)
-    return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2]");
+  const int n_in = op->n_operands;
+  const bool acc = n_in > 4; /* the int8 form: x is i32, dequantized on load */
+  if ((n_in != 4 && n_in != 6 && n_in != 7) || xt->rank != 2 || ct->rank != 2 || yt->rank != 3)
+    return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2] (and s_x, s_w, "
+                                "bias? with i32 x)");
   const int64_t T = yt->dims[0], H = yt->dims[1], D = yt->dims[2], C = xt->dims[1];
   const int64_t start = h3_op_attr_int(op, "start", 0), half = ct->dims[1];
   const int vec = D % 8 == 0 ? 8 : 1;
@@ -95,9 +121,9 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (T * H >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
   const int lanes = units <= 16 ? 16 : 32, rows_per_block = 256 / lanes;
   const int64_t rows = T * H;
-  h3_type in_t[4], out_t = *yt;
-  for (int i = 0; i < 4; i++) in_t[i] = op->operands[i]->type;
-  emit_signature(ec, 4, in_t, 1, &out_t, NULL, 256, true);
+  h3_type in_t[7], out_t = *yt;
+  for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
+  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, 256, true);
   h3_strbuf_printf(s, "  const unsigned wrow = blockIdx.x * %du + (threadIdx.x / %du);\n"
                       "  const bool live = wrow < %lldu;\n"
                       "  const unsigned row = live ? wrow : %lldu;\n"
@@ -105,15 +131,18 @@ h3_status emit_norm_rope(emit_ctx *ec) {
                       "  const int lane = threadIdx.x & %d;\n",
                    rows_per_block, lanes, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0),
                    (long long)H, (long long)H, lanes - 1);
-  h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + (long long)t * %lldll + (%lldll + (long long)hd * %lldll);\n"
+  h3_strbuf_printf(s, "  const long long col = %lldll + (long long)hd * %lldll;\n"
+                      "  const %s *x = in0 + (long long)t * %lldll + col;\n"
                       "  h3_bf16 *y = out0 + (long long)row * %lldll;\n",
-                   (long long)C, (long long)start, (long long)D, (long long)D);
+                   (long long)start, (long long)D, acc ? "int" : "h3_bf16", (long long)C,
+                   (long long)D);
   /* the sum of squares over the lane's chunk, in rms_norm's order */
   h3_strbuf_printf(s, "  float v[%d], w[%d], h[%d], o[%d];\n  float ss = 0.0f;\n"
                       "  if (lane < %lld) {\n",
                    vec, vec, vec, vec, (long long)units);
   if (vec == 8) h3_strbuf_append(s, "    h3_ld8(x, lane * 8, v);\n    h3_ld8(in1, lane * 8, w);\n");
-  else h3_strbuf_append(s, "    v[0] = h3_ld(x, lane);\n    w[0] = h3_ld(in1, lane);\n");
+  else h3_strbuf_append(s, "    v[0] = (float)h3_ld(x, lane);\n    w[0] = h3_ld(in1, lane);\n");
+  if (acc) emit_dequant(s, vec, n_in > 6);
   emit_rms_accum(s, vec, "v");
   h3_strbuf_printf(s, "  } else {\n#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = w[k] = 0.0f;\n"
                       "  }\n", vec);
@@ -138,5 +167,5 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   ec->k->block[0] = 256;
   ec->k->block[1] = ec->k->block[2] = 1;
   ec->k->shared_bytes = 0;
-  return emit_args(ec, 4, 1, false);
+  return emit_args(ec, n_in, 1, false);
 }

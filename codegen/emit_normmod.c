@@ -30,6 +30,10 @@
  * q = clamp(rint(v / s), -128, 127), NaN -> 0, 8-byte stores of the codes; thread 0
  * writes s. When y has no uses (the pass leaves it a result, the quantizer was its only
  * reader) the kernel does not store it.
+ * An i32 update (int8-resid-dequant: in1 = out_proj's accumulators acc i32[T, H], in7 =
+ * s_x f32[T], in8 = s_w f32[H]) is loaded 8 at a time like the bf16 one and dequantized
+ * in registers with dequant_i8's epilogue, u = bf16((float(acc) * s_x[row]) * s_w[col])
+ * (__fmul_rn, one rounding: the value the unfused dequant_i8 stores), before U3.
  */
 #include "emit_internal.h"
 
@@ -57,6 +61,7 @@ static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *of
 /* What the row emitters need of the op. */
 typedef struct {
   bool plan_b, exact, mod_f32;
+  bool acc; /* Plan B with an i32 update (accumulators, scales in7 and in8) */
   bool quant, store_y; /* quantize = 1; y has users (else its store is skipped) */
   int first, block;
   int64_t H, gate_rows, units, chunks;
@@ -125,13 +130,35 @@ static void emit_quant_tail(h3_strbuf *s, const nm_shape *n, const char *V) {
   h3_strbuf_append(s, "    if (tid == 0) so[row] = qsc;\n");
 }
 
+/* Plan B's U3 on element k of chunk arrays x (bf16, updated in place), u (the update:
+ * bf16, or i32 accumulators dequantized with s_x = sxv and s_w = w8[k]) and g (gate). */
+static void emit_u3(h3_strbuf *s, const nm_shape *n, const char *x, const char *u, const char *g) {
+  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) {\n");
+  if (n->acc)
+    h3_strbuf_printf(s, "          const float uv = h3_rbf16(__fmul_rn(__fmul_rn((float)%s[k], sxv), "
+                        "w8[k]));\n", u);
+  else
+    h3_strbuf_printf(s, "          const float uv = h3_w(%s[k]);\n", u);
+  h3_strbuf_printf(s, "          h3_put(%s[k], __fadd_rn(h3_w(%s[k]), h3_rbf16(__fmul_rn(h3_w(%s[k]), "
+                      "uv))));\n        }\n", x, x, g);
+}
+
+/* The update's chunk u into array `dst` (declared by the caller) with access path V; the
+ * accumulators also bring s_w's 8 columns into w8. */
+static void emit_load_update(h3_strbuf *s, const nm_shape *n, const char *dst, const char *V) {
+  h3_strbuf_printf(s, "        h3_ldr8<%s>(upd, u * 8, %s);\n", V, dst);
+  if (n->acc)
+    h3_strbuf_printf(s, "        __align__(16) float w8[8];\n        h3_ldr8<%s>(in8, u * 8, w8);\n", V);
+}
+
 /* The row with 16-byte accesses (every base pointer is aligned, so every row is: H % 8 ==
  * 0): all of the thread's DRAM loads are issued first and x (Plan B: residual') stays in
  * registers, as bf16, from its load to the modulate. */
 static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
   const long long C = (long long)n->chunks;
   h3_strbuf_printf(s, "  {\n    __align__(16) h3_bf16 xr[%lld][8]", C);
-  if (n->plan_b) h3_strbuf_printf(s, ", ur[%lld][8], gr[%lld][8]", C, C);
+  if (n->plan_b) h3_strbuf_printf(s, ", gr[%lld][8]", C);
+  if (n->plan_b) h3_strbuf_printf(s, ";\n    __align__(16) %s ur[%lld][8]", n->acc ? "int" : "h3_bf16", C);
   h3_strbuf_append(s, ";\n");
   emit_quant_decl(s, n);
   open_chunks(s, n);
@@ -146,10 +173,10 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
     /* U3 in registers, then the stores of residual' (which may overwrite the residual:
        every load came first) */
     open_chunks(s, n);
-    h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++)\n"
-                        "          h3_put(xr[j][k], __fadd_rn(h3_w(xr[j][k]), "
-                        "h3_rbf16(__fmul_rn(h3_w(gr[j][k]), h3_w(ur[j][k])))));\n"
-                        "        h3_str8<true>(xo, u * 8, xr[j]);\n");
+    if (n->acc) /* s_w's columns (L2-resident: one [H] row for every row of the GEMM) */
+      h3_strbuf_append(s, "        __align__(16) float w8[8];\n        h3_ldr8<true>(in8, u * 8, w8);\n");
+    emit_u3(s, n, "xr[j]", "ur[j]", "gr[j]");
+    h3_strbuf_append(s, "        h3_str8<true>(xo, u * 8, xr[j]);\n");
     h3_strbuf_append(s, close_chunks);
   }
   /* the sum of squares over the chunks in rms_norm's order */
@@ -182,16 +209,14 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
   emit_quant_decl(s, n);
   open_chunks(s, n);
   h3_strbuf_append(s, "        __align__(16) h3_bf16 xr[8];\n        float v[8];\n");
-  if (n->plan_b)
-    h3_strbuf_append(s, "        __align__(16) h3_bf16 ur[8], gr[8];\n"
-                        "        h3_ldr8<false>(res, u * 8, xr);\n"
-                        "        h3_ldr8<false>(upd, u * 8, ur);\n"
-                        "        h3_ldr8<false>(gate, u * 8, gr);\n"
-                        "#pragma unroll\n        for (int k = 0; k < 8; k++)\n"
-                        "          h3_put(xr[k], __fadd_rn(h3_w(xr[k]), "
-                        "h3_rbf16(__fmul_rn(h3_w(gr[k]), h3_w(ur[k])))));\n"
-                        "        h3_str8<false>(xs, u * 8, xr);\n");
-  else
+  if (n->plan_b) {
+    h3_strbuf_printf(s, "        __align__(16) h3_bf16 gr[8];\n        __align__(16) %s ur[8];\n"
+                        "        h3_ldr8<false>(res, u * 8, xr);\n", n->acc ? "int" : "h3_bf16");
+    emit_load_update(s, n, "ur", "false");
+    h3_strbuf_append(s, "        h3_ldr8<false>(gate, u * 8, gr);\n");
+    emit_u3(s, n, "xr", "ur", "gr");
+    h3_strbuf_append(s, "        h3_str8<false>(xs, u * 8, xr);\n");
+  } else
     h3_strbuf_append(s, "        h3_ldr8<false>(xs, u * 8, xr);\n");
   h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) v[k] = h3_w(xr[k]);\n    ");
   emit_rms_accum(s, 8, "v");
@@ -210,11 +235,11 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
 
 /* Plan B's signature: every pointer __restrict__ but in0 (residual) and out0 (residual'),
  * which may be one buffer; nothing else aliases them. */
-static void signature_b(emit_ctx *ec, const h3_type *in, int n_out, const h3_type *out,
+static void signature_b(emit_ctx *ec, int n_in, const h3_type *in, int n_out, const h3_type *out,
                         int block) {
   h3_strbuf *s = &ec->src;
   h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", block);
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < n_in; i++)
     h3_strbuf_printf(s, "%sconst %s *%s in%d", i ? ", " : "", h3_codegen_ctype(in[i].dtype),
                      i ? " __restrict__" : "", i);
   for (int i = 0; i < n_out; i++)
@@ -228,10 +253,13 @@ h3_status emit_normmod(emit_ctx *ec) {
   const bool plan_b = op->code == H3_OP_RESIDUAL_NORM_MODULATE;
   const int first = plan_b ? 3 : 1; /* operand index of gamma */
   const bool quant = h3_op_attr_int(op, "quantize", 0) != 0;
-  const int n_in = plan_b ? 7 : 5, yout = plan_b ? 1 : 0, n_out = yout + 1 + (quant ? 2 : 0);
+  const bool acc = plan_b && op->n_operands == 9 && op->operands[1]->type.dtype == H3_I32;
+  const int n_in = plan_b ? (acc ? 9 : 7) : 5, yout = plan_b ? 1 : 0, n_out = yout + 1 + (quant ? 2 : 0);
   const h3_type *xt = &op->operands[0]->type;
   if (xt->rank != 2 || xt->dtype != H3_BF16 || op->n_operands != n_in || op->n_results != n_out)
     return emit_unsupported(ec, "x must be bf16[T, H]");
+  if (acc && (op->operands[7]->type.dtype != H3_F32 || op->operands[8]->type.dtype != H3_F32))
+    return emit_unsupported(ec, "an i32 update needs s_x f32[T] and s_w f32[H]");
   if (quant && (op->results[yout + 1]->type.dtype != H3_I8 || op->results[yout + 2]->type.dtype != H3_F32))
     return emit_unsupported(ec, "quantize = 1 needs results q i8[T, H] and s f32[T]");
   const int64_t T = xt->dims[0], H = xt->dims[1];
@@ -242,6 +270,7 @@ h3_status emit_normmod(emit_ctx *ec) {
     return emit_unsupported(ec, "more than 2^31 rows or columns");
   nm_shape n;
   n.plan_b = plan_b;
+  n.acc = acc;
   n.exact = ec->exact;
   n.mod_f32 = strcmp(h3_op_attr_string(op, "modulate", "bf16"), "f32") == 0;
   n.quant = quant;
@@ -254,11 +283,11 @@ h3_status emit_normmod(emit_ctx *ec) {
   n.gate_rows = plan_b ? op->operands[2]->type.dims[0] : 0;
   n.eps = h3_op_attr_float(op, "eps", 1e-5);
   const int64_t G = op->operands[first + 1]->type.dims[0];
-  h3_type in_t[7], out_t[4];
+  h3_type in_t[9], out_t[4];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
   if (plan_b)
-    signature_b(ec, in_t, n_out, out_t, n.block);
+    signature_b(ec, n_in, in_t, n_out, out_t, n.block);
   else
     emit_signature(ec, n_in, in_t, n_out, out_t, NULL, n.block, true);
 
@@ -277,16 +306,18 @@ h3_status emit_normmod(emit_ctx *ec) {
   if (plan_b) {
     h3_strbuf_printf(s, "  const long long gq = h3_clampi(h3_ld(in%d, row), %lldll);\n",
                      first + 3, (long long)n.gate_rows);
-    h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll, *upd = in1 + row * %lldll, "
-                        "*gate = in2 + gq * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
-                     (long long)H, (long long)H, (long long)H, (long long)H);
+    h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll, *gate = in2 + gq * %lldll;\n"
+                        "  const %s *upd = in1 + row * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
+                     (long long)H, (long long)H, acc ? "int" : "h3_bf16", (long long)H, (long long)H);
+    if (acc) h3_strbuf_append(s, "  const float sxv = h3_ld(in7, row);\n");
   } else {
     h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + row * %lldll;\n", (long long)H);
   }
   /* one alignment test per block: every row offset (row * H, g * H elements) is a
      multiple of 16 bytes */
   h3_strbuf_append(s, "  if (h3_al8(in0) && h3_al8(out0)");
-  for (int i = 1; i < n_in - 1; i++) h3_strbuf_printf(s, " && h3_al8(in%d)", i);
+  for (int i = 1; i <= first + 2; i++) h3_strbuf_printf(s, " && h3_al8(in%d)", i);
+  if (acc) h3_strbuf_append(s, " && h3_al8(in8)");
   if (plan_b) h3_strbuf_append(s, " && h3_al8(out1)");
   if (quant) h3_strbuf_printf(s, " && h3_al8(out%d)", yout + 1); /* 8-byte code stores */
   h3_strbuf_append(s, ")\n");

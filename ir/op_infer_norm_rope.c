@@ -3,16 +3,43 @@
  * passes/norm_rope_fusion.c). x bf16[T, C] is read at columns [start, start + heads*D)
  * (in place of the column slice the pass removed); w [D] gives the head width; cos and sin
  * [T, R/2] rotate R <= D dims. The result is bf16[T, heads, D].
+ * The int8 form (made by int8-qk-norm-rope, passes/int8_qk_rope.c) has x = the i32[T, C]
+ * accumulators of an int8 GEMM and three more operands, s_x f32[T], s_w f32[C] and
+ * bias?[C] (bf16, f16 or f32): x is dequantized as dequant_i8 does, rounded to bf16.
  */
 #include "op_infer.h"
 
 /* A float dtype the kernels read as fp32 (no f64). */
 static bool narrow_float(h3_dtype t) { return t == H3_BF16 || t == H3_F16 || t == H3_F32; }
 
+/* The dequantization operands of the int8 form: s_x f32[T], s_w f32[C], bias?[C]. */
+static int check_dequant(const h3_op *op, const h3_type *x, char *why, size_t why_len) {
+  if (op->n_operands == 5)
+    FAIL("rms_norm_rope: 5 operands; the int8 form takes x i32[T, C], w, cos, sin, s_x f32[T], "
+         "s_w f32[C] and an optional bias[C]");
+  const h3_type *sx = TY(4), *sw = TY(5);
+  if (sx->rank != 1 || sx->dtype != H3_F32 || sx->dims[0] != x->dims[0])
+    FAIL("rms_norm_rope: s_x must be f32[%lld] (one scale per row of x %s), got %s",
+         LL(x->dims[0]), TS(x), TS(sx));
+  if (sw->rank != 1 || sw->dtype != H3_F32 || sw->dims[0] != x->dims[1])
+    FAIL("rms_norm_rope: s_w must be f32[%lld] (one scale per column of x %s), got %s",
+         LL(x->dims[1]), TS(x), TS(sw));
+  if (op->n_operands == 7) {
+    const h3_type *b = TY(6);
+    if (b->rank != 1 || b->dims[0] != x->dims[1] || !narrow_float(b->dtype))
+      FAIL("rms_norm_rope: bias must be a bf16, f16 or f32 [%lld] (one per column of x), got %s",
+           LL(x->dims[1]), TS(b));
+  }
+  return 0;
+}
+
 H3_INFER_DECL(h3_infer_rms_norm_rope) {
   const h3_type *x = TY(0), *w = TY(1), *c = TY(2), *s = TY(3);
-  if (x->dtype != H3_BF16 || x->rank != 2)
-    FAIL("rms_norm_rope: x must be bf16[T, C], got %s", TS(x));
+  const bool acc = op->n_operands > 4;
+  if (x->rank != 2 || x->dtype != (acc ? H3_I32 : H3_BF16))
+    FAIL("rms_norm_rope: x must be %s[T, C]%s, got %s", acc ? "i32" : "bf16",
+         acc ? " (int8 accumulators, with s_x and s_w)" : "", TS(x));
+  if (acc && check_dequant(op, x, why, why_len)) return -1;
   if (w->rank != 1 || w->dims[0] < 1 || !narrow_float(w->dtype))
     FAIL("rms_norm_rope: w must be a bf16, f16 or f32 [D] with D >= 1, got %s", TS(w));
   if (h3_infer_want_rank(op, 2, "cos", 2, "[T, R/2]", why, why_len)) return -1;

@@ -2,7 +2,8 @@
  * ops.def: norm_modulate (Plan A) and residual_norm_modulate (Plan B) of
  * spec/accelerations.md §3. Both are bf16-only (the kernels' dispatch contract): x and the
  * residual/update [T, H], gamma [H], the scale/shift/gate tables [G, H] (G rows of AdaLN
- * modulation, indexed per row by idx i32[T]). The attributes `tier` ("exact" or
+ * modulation, indexed per row by idx i32[T]); residual_norm_modulate's update may instead be
+ * int32 accumulators with their scales (want_acc_update). The attributes `tier` ("exact" or
  * "lossless") and `modulate` ("bf16" or "f32") must name a known variant.
  */
 #include "op_infer.h"
@@ -67,10 +68,35 @@ H3_INFER_DECL(h3_infer_norm_modulate) {
   return quant_results(op, 1, out, why, why_len);
 }
 
+/* The int8 form of residual_norm_modulate (passes/int8_resid_dequant.c): update is
+ * out_proj's accumulators acc i32[T, H], dequantized with s_x f32[T] (operand 7) and
+ * s_w f32[H] (operand 8) as dequant_i8 does. */
+static int want_acc_update(const h3_op *op, char *why, size_t why_len) {
+  const h3_type *x = TY(0), *acc = TY(1);
+  if (op->n_operands != 9)
+    FAIL("%s: an i32 update (out_proj's accumulators) needs the operands s_x f32[T] and "
+         "s_w f32[H] after idx (9 operands, got %d)", OPN, op->n_operands);
+  if (acc->rank != 2 || acc->dims[0] != x->dims[0] || acc->dims[1] != x->dims[1])
+    FAIL("%s: update (accumulators) is %s but residual is %s (same shape needed)", OPN, TS(acc),
+         TS(x));
+  h3_type sx = h3_type_make(H3_F32, 1, x->dims), sw = h3_type_make(H3_F32, 1, x->dims + 1);
+  if (!h3_type_equal(TY(7), &sx))
+    FAIL("%s: s_x must be %s (one scale per row), got %s", OPN, TS(&sx), TS(TY(7)));
+  if (!h3_type_equal(TY(8), &sw))
+    FAIL("%s: s_w must be %s (one scale per column), got %s", OPN, TS(&sw), TS(TY(8)));
+  return 0;
+}
+
 H3_INFER_DECL(h3_infer_residual_norm_modulate) {
   if (want_norm_part(op, 3, why, why_len)) return -1;
-  if (!h3_type_equal(TY(1), TY(0)))
+  if (TY(1)->dtype == H3_I32) {
+    if (want_acc_update(op, why, why_len)) return -1;
+  } else if (op->n_operands != 7) {
+    FAIL("%s: %d operands, but s_x and s_w only come with an i32 update (accumulators)", OPN,
+         op->n_operands);
+  } else if (!h3_type_equal(TY(1), TY(0))) {
     FAIL("%s: update is %s but residual is %s (same type needed)", OPN, TS(TY(1)), TS(TY(0)));
+  }
   if (want_table(op, 2, "gate", why, why_len)) return -1;
   out[0] = out[1] = *TY(0);
   return quant_results(op, 2, out, why, why_len);

@@ -21,9 +21,10 @@
  * fusion copies slices of outside values into the group) and no bf16 y is written at all.
  * Each element is computed by the same operations on the same values either way, and
  * dequant_i8 rounds to its dtype in every tier, so the pass is bitwise neutral at every
- * --quality (tests/int8). A %y with other users (the qkv output read in place by
- * rms_norm_rope and attention) keeps one standalone dequant_i8 kernel: the same traffic as
- * linear_int8's own epilogue. The pass runs after the fusions that match linear_int8's
+ * --quality (tests/int8). A %y with other users keeps one standalone dequant_i8 (the same
+ * traffic as linear_int8's own epilogue) for the later int8 passes to take apart: the qkv
+ * output's (rms_norm_rope and attention's v) by int8-qk-norm-rope, out_proj's (Plan B) by
+ * int8-resid-dequant (docs/int8.md sections 9-10). The pass runs after the fusions that match linear_int8's
  * result (norm+modulate, q/k norm+rope, attention's v view) and before elementwise-fusion.
  * `--int8` enables it with int8-lowering and row-split; `--int8 --disable-pass
  * int8-dequant-split` keeps linear_int8 (the backends run GEMM + epilogue as one op).

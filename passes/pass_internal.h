@@ -24,7 +24,10 @@ extern const h3_pass h3_pass_norm_modulate_fusion;
 extern const h3_pass h3_pass_norm_rope_fusion; /* norm_rope_fusion.c */
 extern const h3_pass h3_pass_attention_v_view; /* attention_v_view.c */
 extern const h3_pass h3_pass_int8_dequant_split; /* int8_dequant_split.c (opt-in: --int8) */
+extern const h3_pass h3_pass_int8_qk_rope; /* int8_qk_rope.c (opt-in: --int8) */
+extern const h3_pass h3_pass_int8_resid_dequant; /* int8_resid_dequant.c (opt-in: --int8) */
 extern const h3_pass h3_pass_elementwise_fusion;
+extern const h3_pass h3_pass_int8_group_quant; /* int8_group_quant.c (opt-in: --int8) */
 extern const h3_pass h3_pass_memory_plan;
 
 #endif

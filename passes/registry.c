@@ -20,7 +20,10 @@ static const h3_pass *const pass_table[] = {
     &h3_pass_norm_rope_fusion,     /* q/k slice + rms_norm + rope; before the slices fuse */
     &h3_pass_attention_v_view,     /* v's slice read in place by attention */
     &h3_pass_int8_dequant_split,   /* --int8: after the fusions above match linear_int8 */
+    &h3_pass_int8_qk_rope,         /* --int8: q/k norm+rope read qkv's int32 accumulators */
+    &h3_pass_int8_resid_dequant,   /* --int8: Plan B takes out_proj's dequant_i8 */
     &h3_pass_elementwise_fusion,
+    &h3_pass_int8_group_quant,     /* --int8: the quantizer joins its producer group */
     &h3_pass_memory_plan,
 };
 

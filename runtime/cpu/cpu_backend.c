@@ -163,7 +163,23 @@ static h3_status run_fused(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor
       outs[i] = (h3_tensor){t, p};
       slots[n++] = (fused_slot){o->results[i], outs[i], 1};
     }
+    /* a quantize_rows member (int8-fuse-group-quant) reads g rounded to its IR dtype, as
+       the standalone op read the stored g: exact arithmetic in every tier (ops.def) */
+    void *rounded = NULL;
+    if (st == H3_OK && o->code == H3_OP_QUANTIZE_ROWS &&
+        ins[0].type.dtype != o->operands[0]->type.dtype) {
+      h3_tensor g = {o->operands[0]->type, malloc((size_t)h3_type_bytes(&o->operands[0]->type) + 1)};
+      if (!g.data) {
+        h3cpu_error(c, op, NULL, "out of memory");
+        st = H3_ERR;
+      } else {
+        convert_into(&g, &ins[0]);
+        ins[0] = g;
+        rounded = g.data;
+      }
+    }
     if (st == H3_OK) st = kernel_of(o->code)(c, o, ins, o->n_operands, outs, o->n_results);
+    free(rounded);
   }
   for (int i = 0; i < n; i++)
     if (slots[i].owned) free(slots[i].t.data);

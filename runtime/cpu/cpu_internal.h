@@ -174,6 +174,9 @@ H3_CPU_KERNEL(h3cpu_dequant_i8); /* linear_int8's epilogue on given accumulators
 void h3cpu_hadamard256(float *v);
 /* The per-row int8 quantizer of quantize_rows (ops_q8fuse.c): codes q[K], returns s. */
 float h3cpu_quantize_row(const float *v, int64_t K, int8_t *q);
+/* dequant_i8's fp32 value of one accumulator, before the rounding to its dtype:
+   (float(acc) * sx) * sw (+ *bias), separate fp32 operations (ops_int8.c). */
+float h3cpu_dequant_value(int32_t acc, float sx, float sw, const float *bias);
 /* ops_rope.c */
 H3_CPU_KERNEL(h3cpu_timestep_embedding);
 H3_CPU_KERNEL(h3cpu_rope_table);

@@ -103,6 +103,10 @@ static float dequant(int32_t acc, float sx, float sw, const float *bias) {
   return y;
 }
 
+float h3cpu_dequant_value(int32_t acc, float sx, float sw, const float *bias) {
+  return dequant(acc, sx, sw, bias);
+}
+
 /* y rounded to the bf16 / f16 grid of the IR dtype rd (dequant_i8 rounds in every tier,
  * also when a lossless fused group gives it an f32 temporary). */
 static float round_to(float y, h3_dtype rd) {

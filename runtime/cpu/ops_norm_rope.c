@@ -7,6 +7,11 @@
  * x[t, start + h*D ..], into a bf16 scratch row, then rope's row function (h3cpu_rope_row)
  * from that row into the result. Rows are independent and run on the worker pool (one
  * scratch row per worker).
+ * The int8 form (x = i32 accumulators acc[T, C], s_x[T], s_w[C], bias?[C] as operands 4-6)
+ * first dequantizes the head row's D accumulators by dequant_i8's own arithmetic
+ * (h3cpu_dequant_value, ops_int8.c) rounded to bf16 into a second scratch row: the bf16
+ * values the unfused dequant_i8 writes, so the rest is the same row functions on the same
+ * values.
  */
 #include "cpu_internal.h"
 
@@ -14,26 +19,35 @@
 
 typedef struct {
   const h3_tensor *x, *cos, *sin;
+  const float *sx, *sw, *bias; /* int8 form: [T], [C], [C] or NULL; sx NULL: bf16 x */
   uint16_t *y;      /* [T, heads, D] bf16 */
   const float *w;   /* [D] w + offset */
-  uint16_t *rows;   /* one scratch row of D bf16 per worker */
+  uint16_t *rows;   /* per worker: a scratch row of D bf16 (and the dequantized x row) */
   int64_t C, start, heads, D, half;
   float eps;
 } nr_job;
 
 static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
   const nr_job *j = arg;
-  uint16_t *n = j->rows + (size_t)worker * (size_t)j->D;
-  const uint16_t *x = j->x->data;
+  uint16_t *n = j->rows + (size_t)worker * 2 * (size_t)j->D, *xd = n + j->D;
   for (int64_t r = begin; r < end; r++) {
-    const int64_t t = r / j->heads, h = r % j->heads;
-    h3cpu_rms_norm_row(x + t * j->C + j->start + h * j->D, H3_BF16, j->D, j->w, j->eps, n, H3_BF16);
+    const int64_t t = r / j->heads, h = r % j->heads, c0 = t * j->C + j->start + h * j->D;
+    const uint16_t *xr = (const uint16_t *)j->x->data + c0;
+    if (j->sx) { /* dequant_i8 of the row, rounded to bf16 as it stores */
+      const int32_t *acc = (const int32_t *)j->x->data + c0;
+      const int64_t col = j->start + h * j->D;
+      for (int64_t k = 0; k < j->D; k++)
+        xd[k] = h3_f32_to_bf16(h3cpu_dequant_value(acc[k], j->sx[t], j->sw[col + k],
+                                                   j->bias ? j->bias + col + k : NULL));
+      xr = xd;
+    }
+    h3cpu_rms_norm_row(xr, H3_BF16, j->D, j->w, j->eps, n, H3_BF16);
     h3cpu_rope_row(n, H3_BF16, j->y + r * j->D, H3_BF16, j->D, j->half, j->cos, j->sin, t);
   }
 }
 
 H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
-  (void)n_in, (void)n_out;
+  (void)n_out;
   nr_job j = {.x = &in[0], .cos = &in[2], .sin = &in[3], .y = out[0].data};
   j.C = in[0].type.dims[1];
   j.start = h3_op_attr_int(op, "start", 0);
@@ -43,17 +57,26 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
   j.eps = (float)h3_op_attr_float(op, "eps", 1e-5);
   float *w = h3cpu_rms_weights(&in[1], j.D, (float)h3_op_attr_float(op, "offset", 0.0));
   const int workers = h3cpu_pool_size(c->pool);
-  uint16_t *rows = malloc((size_t)workers * (size_t)(j.D ? j.D : 1) * sizeof *rows);
-  if (!w || !rows) {
+  uint16_t *rows = malloc((size_t)workers * 2 * (size_t)(j.D ? j.D : 1) * sizeof *rows);
+  float *bias = n_in > 6 ? malloc((size_t)(j.C ? j.C : 1) * sizeof *bias) : NULL;
+  if (!w || !rows || (n_in > 6 && !bias)) {
     free(w);
     free(rows);
+    free(bias);
     h3cpu_error(c, op, NULL, "out of memory");
     return H3_ERR;
   }
+  if (n_in > 4) {
+    j.sx = in[4].data;
+    j.sw = in[5].data;
+  }
+  if (bias) h3cpu_to_f32(bias, in[6].data, in[6].type.dtype, j.C);
+  j.bias = bias;
   j.w = w;
   j.rows = rows;
   h3cpu_parallel(c->pool, out[0].type.dims[0] * j.heads, rows_range, &j);
   free(w);
   free(rows);
+  free(bias);
   return H3_OK;
 }

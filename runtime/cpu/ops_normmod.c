@@ -19,6 +19,10 @@
  * s f32[T] by h3cpu_quantize_row (quantize_rows' arithmetic, no rotation): exact quantizes
  * the bf16 y (so the codes equal norm_modulate + quantize_rows), lossless the fp32 value
  * before its rounding (spec accelerations §4.1 rule 4).
+ * An i32 update (int8-resid-dequant: out_proj's accumulators acc[T, H] with s_x[T], s_w[H]
+ * as operands 7 and 8) is first dequantized per element by dequant_i8's own arithmetic
+ * (h3cpu_dequant_value, ops_int8.c) and rounded to bf16, so U3 sees the very update the
+ * unfused dequant_i8 writes.
  */
 #include "cpu_internal.h"
 
@@ -34,6 +38,8 @@ typedef struct {
   const int32_t *idx;
   int64_t gate_rows;
   const uint16_t *residual, *update; /* Plan B operands (residual = x for Plan A) */
+  const int32_t *acc;                /* Plan B with an i32 update: [T, H], else NULL */
+  const float *sx, *sw;              /* its scales [T], [H] */
   uint16_t *res_out;                 /* Plan B's residual' (NULL for Plan A) */
   uint16_t *y;
   int8_t *q;       /* quantize = 1: [T, H] codes of y, else NULL */
@@ -78,10 +84,13 @@ static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
     const uint16_t *x = j->residual + t * H;
     if (j->res_out) { /* U3, in place allowed: residual'[k] is written after reading [k] */
       const int64_t gg = clamp_row(j->idx[t], j->gate_rows);
-      const uint16_t *gr = j->gate + gg * H, *u = j->update + t * H;
+      const uint16_t *gr = j->gate + gg * H;
       uint16_t *ro = j->res_out + t * H;
       for (int64_t k = 0; k < H; k++) {
-        const float a = h3_bf16_round(h3_bf16_to_f32(gr[k]) * h3_bf16_to_f32(u[k]));
+        const float u = j->acc ? h3_bf16_round(h3cpu_dequant_value(j->acc[t * H + k], j->sx[t],
+                                                                   j->sw[k], NULL))
+                               : h3_bf16_to_f32(j->update[t * H + k]);
+        const float a = h3_bf16_round(h3_bf16_to_f32(gr[k]) * u);
         ro[k] = h3_f32_to_bf16(h3_bf16_to_f32(x[k]) + a);
       }
       x = ro;
@@ -98,7 +107,7 @@ static h3_status job_init(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor 
   memset(j, 0, sizeof *j);
   const h3_type *x = &in[0].type;
   for (int i = 0; i < first + 3; i++)
-    if (in[i].type.dtype != H3_BF16 || (i != first && in[i].type.rank != 2)) {
+    if ((in[i].type.dtype != H3_BF16 && !(first == 3 && i == 1 && in[i].type.dtype == H3_I32)) || (i != first && in[i].type.rank != 2)) {
       h3cpu_error(c, op, "recompile the plan with h3c", "operand %d must be bf16 (x and the tables 2-D, gamma 1-D)", i);
       return H3_ERR;
     }
@@ -177,13 +186,29 @@ H3_CPU_KERNEL(h3cpu_norm_modulate) {
   return H3_OK;
 }
 
+/* A hand-edited plan the kernel cannot run: frees the job and reports. */
+static void nm_job_abort(const h3_cpu_ctx *c, const h3_op *op, nm_job *j, const char *what) {
+  job_free(j, h3cpu_pool_size(c->pool));
+  h3cpu_error(c, op, "recompile the plan with h3c", "%s", what);
+}
+
 H3_CPU_KERNEL(h3cpu_residual_norm_modulate) {
-  (void)n_in, (void)n_out;
+  (void)n_out;
   nm_job j;
   if (job_init(c, op, in, 3, &j) != H3_OK || job_quant(c, op, out, 2, &j) != H3_OK) return H3_ERR;
   j.residual = in[0].data;
-  j.update = in[1].data;
   j.gate = in[2].data;
+  if (in[1].type.dtype == H3_I32) { /* out_proj's accumulators (the verifier checked s_x, s_w) */
+    if (n_in != 9) {
+      nm_job_abort(c, op, &j, "an i32 update needs s_x and s_w (operands 7 and 8)");
+      return H3_ERR;
+    }
+    j.acc = in[1].data;
+    j.sx = in[7].data;
+    j.sw = in[8].data;
+  } else {
+    j.update = in[1].data;
+  }
   j.gate_rows = in[2].type.dims[0];
   j.res_out = out[0].data;
   j.y = out[1].data;

@@ -50,6 +50,31 @@ static inline char *cg_diag_text(const h3_diag *d) {
   return buf;
 }
 
+/* Compiles one translation unit with NVRTC for sm_90 (exact: -fmad=false, as the exact
+ * tier's kernels are built); 1 when it gave a CUBIN. On failure *log_out (when given) gets
+ * the diagnostics as malloc'd text, else they are printed to stderr. */
+static inline int cg_compile_tu(const char *src, bool exact, char **log_out) {
+  h3_nvrtc_job job;
+  memset(&job, 0, sizeof job);
+  const char *opts_exact[] = {"-default-device", "-std=c++17", "-fmad=false"};
+  const char *opts_loss[] = {"-default-device", "-std=c++17"};
+  job.label = "test_tu.cu";
+  job.source = src;
+  job.n_options = exact ? 3 : 2;
+  job.options = exact ? opts_exact : opts_loss;
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_status st = h3_nvrtc_compile(&job, 1, NULL, 1, &d);
+  if (st != H3_OK) {
+    if (log_out) *log_out = cg_diag_text(&d);
+    else h3_diag_print(&d, stderr);
+  }
+  int ok = st == H3_OK && job.cubin && job.cubin_len > 0;
+  h3_nvrtc_job_free(&job);
+  h3_diag_free(&d);
+  return ok;
+}
+
 /* Parses and verifies tests/codegen/<name> (or an absolute path). */
 static inline h3_module *cg_load_ir(const char *name) {
   char path[1024];

@@ -7,25 +7,6 @@
 
 #include <nvrtc.h>
 
-static int compile_tu(const char *src, bool exact, char **log_out) {
-  h3_nvrtc_job job;
-  memset(&job, 0, sizeof job);
-  const char *opts_exact[] = {"-default-device", "-std=c++17", "-fmad=false"};
-  const char *opts_loss[] = {"-default-device", "-std=c++17"};
-  job.label = "test_tu.cu";
-  job.source = src;
-  job.n_options = exact ? 3 : 2;
-  job.options = exact ? opts_exact : opts_loss;
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = h3_nvrtc_compile(&job, 1, NULL, 1, &d);
-  if (st != H3_OK && log_out) *log_out = cg_diag_text(&d);
-  int ok = st == H3_OK && job.cubin && job.cubin_len > 0;
-  h3_nvrtc_job_free(&job);
-  h3_diag_free(&d);
-  return ok;
-}
-
 static h3_op *find_op(cg_oplist *l, const char *result_name) {
   for (int i = 0; i < l->n; i++)
     if (l->ops[i]->n_results && l->ops[i]->results[0]->name &&
@@ -93,7 +74,7 @@ int main(void) {
     h3_strbuf_append(&one, h3_codegen_prelude());
     h3_strbuf_append(&one, k->source);
     char *log = NULL;
-    int ok = compile_tu(one.data, strcmp(k->tier, "exact") == 0, &log);
+    int ok = cg_compile_tu(one.data, strcmp(k->tier, "exact") == 0, &log);
     if (!ok) fprintf(stderr, "kernel %s does not compile:\n%s\n", k->name, log ? log : "");
     CHECK(ok);
     free(log);
@@ -105,7 +86,7 @@ int main(void) {
   }
   /* everything in one translation unit */
   char *log = NULL;
-  CHECK(compile_tu(tu.data, true, &log));
+  CHECK(cg_compile_tu(tu.data, true, &log));
   if (log) fprintf(stderr, "%s\n", log);
   free(log);
 

@@ -111,20 +111,7 @@ static void test_nvrtc_full_h3(void) {
      quantizers per variant */
   CHECK(e0 == 18 && e1 == 18);
   fprintf(stderr, "%d distinct quantize_rows kernels of the full H3 plans\n", n_names);
-  h3_nvrtc_job job;
-  memset(&job, 0, sizeof job);
-  const char *opts[] = {"-default-device", "-std=c++17", "-fmad=false"};
-  job.label = "int8 kernels of the full H3";
-  job.source = src.data;
-  job.n_options = 3;
-  job.options = opts;
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = h3_nvrtc_compile(&job, 1, NULL, 1, &d);
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  CHECK(st == H3_OK && job.cubin && job.cubin_len > 0);
-  h3_nvrtc_job_free(&job);
-  h3_diag_free(&d);
+  CHECK(cg_compile_tu(src.data, true, NULL));
   h3_strbuf_free(&src);
   h3_arena_free(&a);
 }

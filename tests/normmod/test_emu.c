@@ -14,43 +14,14 @@
  *     in ascending order; near-cancelling outputs within 2^-16 of their row's largest);
  *     exact kernels agree with the CPU's exact op within 2 ulps (same exception).
  */
+#include "emu_kernels.h"
 #include "nm_test.h"
 
 #include "h3/backend.h"
 #include "h3/codegen.h"
 #include "h3/op_registry.h"
 
-int emu_count(void);
-void emu_run(int i, void **args);
-
-typedef struct {
-  h3_op **ops;
-  int n, cap;
-} oplist;
-
-/* The kernel ops in walk order: emu_gen numbers its dispatcher cases the same way. */
-static int collect(h3_op *op, void *ctx) {
-  oplist *l = ctx;
-  if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
-  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 64;
-    h3_op **p = realloc(l->ops, sizeof *p * (size_t)l->cap);
-    if (!p) return 1;
-    l->ops = p;
-  }
-  l->ops[l->n++] = op;
-  return 0;
-}
-
-static oplist kernels;
 static void **buf; /* by value id */
-
-static int kernel_index(const h3_op *op) {
-  for (int i = 0; i < kernels.n; i++)
-    if (kernels.ops[i] == op) return i;
-  return -1;
-}
 
 static h3_op *op_named(const h3_graph *g, const char *name) {
   for (h3_op *op = g->body.first; op; op = op->next)
@@ -69,7 +40,7 @@ static void run_with(const h3_op *op, void *const *in, void *const *out) {
   int n = 0;
   for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
   for (int i = 0; i < op->n_results; i++) args[n++] = out[i];
-  emu_run(kernel_index(op), args);
+  emu_run(emu_kernel_index(op), args);
 }
 
 /* Distance in units in the last place between two bf16 values (large for specials). */
@@ -143,8 +114,8 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
     void *ins[8], *outs[2];
     for (int i = 0; i < op->n_operands; i++) ins[i] = buf[op->operands[i]->id];
     for (int r = 0; r < op->n_results; r++) outs[r] = buf[op->results[r]->id];
-    CHECK(kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
-    if (kernel_index(op) >= 0) run_with(op, ins, outs);
+    CHECK(emu_kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
+    if (emu_kernel_index(op) >= 0) run_with(op, ins, outs);
   }
   const uint16_t *y = out_of(g, "y", 0), *yf = out_of(g, "yf", 0), *ae = out_of(g, "ae", 0),
                  *al = out_of(g, "al", 0), *fe = out_of(g, "fe", 0), *be0 = out_of(g, "be0", 0),
@@ -234,13 +205,13 @@ int main(void) {
   free(text);
   CHECK(m != NULL, "cannot read %s", path);
   if (!m) return nm_report("normmod_emu");
-  h3_module_walk(m, collect, &kernels);
-  CHECK(kernels.n == emu_count(), "%d kernel ops, %d emitted", kernels.n, emu_count());
+  h3_module_walk(m, emu_collect, &emu_kernels);
+  CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
   buf = calloc((size_t)m->next_value_id + 1, sizeof *buf);
-  for (int i = 0; buf && kernels.n == emu_count() && i < m->n_graphs; i++)
+  for (int i = 0; buf && emu_kernels.n == emu_count() && i < m->n_graphs; i++)
     test_graph(m->graphs[i], 11 + (uint64_t)i);
   free(buf);
-  free(kernels.ops);
+  free(emu_kernels.ops);
   h3_module_free(m);
   return nm_report("normmod_emu");
 }

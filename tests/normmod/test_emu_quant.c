@@ -22,43 +22,15 @@
  *   - the element-by-element path (x 2 bytes off 16-byte alignment, or q 1 byte off 8)
  *     and Plan B in place (out0 == in0) give the same bits.
  */
+#include "emu_kernels.h"
 #include "nm_test.h"
 
 #include "h3/backend.h"
 #include "h3/codegen.h"
 #include "h3/op_registry.h"
 
-int emu_count(void);
-void emu_run(int i, void **args);
-
-typedef struct {
-  h3_op **ops;
-  int n, cap;
-} oplist;
-
-/* The kernel ops in walk order: emu_gen numbers its dispatcher cases the same way. */
-static int collect(h3_op *op, void *ctx) {
-  oplist *l = ctx;
-  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 64;
-    h3_op **p = realloc(l->ops, sizeof *p * (size_t)l->cap);
-    if (!p) return 1;
-    l->ops = p;
-  }
-  l->ops[l->n++] = op;
-  return 0;
-}
-
-static oplist kernels;
 static void **buf; /* by value id */
 #define SENTINEL 0xa5
-
-static int kernel_index(const h3_op *op) {
-  for (int i = 0; i < kernels.n; i++)
-    if (kernels.ops[i] == op) return i;
-  return -1;
-}
 
 static h3_op *op_named(const h3_graph *g, const char *name) {
   for (h3_op *op = g->body.first; op; op = op->next)
@@ -82,7 +54,7 @@ static void run_with(const h3_op *op, void *const *in, void *const *out) {
   int n = 0;
   for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
   for (int i = 0; i < op->n_results; i++) args[n++] = out[i];
-  emu_run(kernel_index(op), args);
+  emu_run(emu_kernel_index(op), args);
 }
 
 /* The CPU backend's results of op on operands `in`, into out[] (allocated here). */
@@ -240,8 +212,8 @@ static void test_graph(const h3_graph *g, bool grid, uint64_t seed) {
       outs[r] = buf[op->results[r]->id];
     }
     operands(op, ins);
-    CHECK(kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
-    if (kernel_index(op) >= 0) run_with(op, ins, outs);
+    CHECK(emu_kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
+    if (emu_kernel_index(op) >= 0) run_with(op, ins, outs);
   }
   for (size_t i = 0; i < sizeof sites / sizeof sites[0]; i++) check_site(g, &sites[i], grid, T, H);
   /* the lossless codes against the exact ones (spec §4.1 rule 4 asks for the rate) */
@@ -291,14 +263,14 @@ int main(void) {
   free(text);
   CHECK(m != NULL, "cannot read %s", path);
   if (!m) return nm_report("normmod_emu_quant");
-  h3_module_walk(m, collect, &kernels);
-  CHECK(kernels.n == emu_count(), "%d kernel ops, %d emitted", kernels.n, emu_count());
+  h3_module_walk(m, emu_collect, &emu_kernels);
+  CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
   buf = calloc((size_t)m->next_value_id + 1, sizeof *buf);
-  for (int i = 0; buf && kernels.n == emu_count() && i < m->n_graphs; i++)
+  for (int i = 0; buf && emu_kernels.n == emu_count() && i < m->n_graphs; i++)
     for (int grid = 0; grid < 2; grid++)
       test_graph(m->graphs[i], grid, 21 + (uint64_t)i);
   free(buf);
-  free(kernels.ops);
+  free(emu_kernels.ops);
   h3_module_free(m);
   return nm_report("normmod_emu_quant");
 }

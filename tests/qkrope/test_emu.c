@@ -12,41 +12,13 @@
  *   - the unfused chain's kernels agree with the CPU chain the same way (the baseline).
  * Inputs are random and never zero, with rows of very different norms.
  */
+#include "emu_kernels.h"
 #include "qk_test.h"
 
 #include "h3/backend.h"
 #include "h3/codegen.h"
 #include "h3/op_registry.h"
 
-int emu_count(void);
-void emu_run(int i, void **args);
-
-typedef struct {
-  h3_op **ops;
-  int n, cap;
-} oplist;
-
-/* The kernel ops in walk order: emu_gen numbers its dispatcher cases the same way. */
-static int collect(h3_op *op, void *ctx) {
-  oplist *l = ctx;
-  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 64;
-    h3_op **p = realloc(l->ops, sizeof *p * (size_t)l->cap);
-    if (!p) return 1;
-    l->ops = p;
-  }
-  l->ops[l->n++] = op;
-  return 0;
-}
-
-static oplist kernels;
-
-static int kernel_index(const h3_op *op) {
-  for (int i = 0; i < kernels.n; i++)
-    if (kernels.ops[i] == op) return i;
-  return -1;
-}
 
 /* Distance in bf16 units in the last place (large for specials that differ). */
 static int64_t ulps(uint16_t a, uint16_t b) {
@@ -97,15 +69,15 @@ static void run_kernel(const h3_op *op, void *const *in, void *out) {
   int n = 0;
   for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
   args[n++] = out;
-  emu_run(kernel_index(op), args);
+  emu_run(emu_kernel_index(op), args);
 }
 
 static void test_graph(h3_graph *g) {
   h3_op *slice = qk_op(g, "q"), *norm = qk_op(g, "n"), *rope = qk_op(g, "y"), *fused = qk_op(g, "f");
-  CHECK(slice && norm && rope && fused && kernel_index(slice) >= 0 && kernel_index(norm) >= 0 &&
-            kernel_index(rope) >= 0 && kernel_index(fused) >= 0,
+  CHECK(slice && norm && rope && fused && emu_kernel_index(slice) >= 0 && emu_kernel_index(norm) >= 0 &&
+            emu_kernel_index(rope) >= 0 && emu_kernel_index(fused) >= 0,
         "@%s: the graph's ops and kernels", g->name);
-  if (!slice || !norm || !rope || !fused || kernel_index(fused) < 0) return;
+  if (!slice || !norm || !rope || !fused || emu_kernel_index(fused) < 0) return;
   const h3_type *yt = &fused->results[0]->type, *xt = &g->inputs[0]->type;
   const int64_t rows = yt->dims[0] * yt->dims[1], D = yt->dims[2], n = rows * D;
   const h3_dtype wd = g->inputs[1]->type.dtype, cd = g->inputs[2]->type.dtype;
@@ -155,11 +127,11 @@ int main(void) {
   free(text);
   CHECK(m != NULL, "cannot read %s", path);
   if (!m) return check_summary("qkrope_emu");
-  h3_module_walk(m, collect, &kernels);
-  CHECK(kernels.n == emu_count(), "%d kernel ops, %d emitted", kernels.n, emu_count());
-  for (int i = 0; kernels.n == emu_count() && i < m->n_graphs; i++) test_graph(m->graphs[i]);
+  h3_module_walk(m, emu_collect, &emu_kernels);
+  CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
+  for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++) test_graph(m->graphs[i]);
   CHECK(m->n_graphs == 6, "the six graphs of emu_ops.ir (%d)", m->n_graphs);
-  free(kernels.ops);
+  free(emu_kernels.ops);
   h3_module_free(m);
   return check_summary("qkrope_emu");
 }

@@ -1,0 +1,137 @@
+/* test_emu_i8.c: the int8 form of rms_norm_rope (int8-qk-norm-rope: x = int32 accumulators
+ * with s_x, s_w, bias?) against the pair it replaces, dequant_i8 to bf16 then the bf16 form,
+ * for the graphs of kernels/emu_i8.ir (the H3 head on qkv's accumulators; a bias, single
+ * elements per lane; a bias with 8-wide chunks):
+ *   - CPU backend: the int8 form == dequant_i8 + rms_norm_rope, bitwise;
+ *   - the emitted CUDA C run on the host (tests/codegen/host_emu.h): the int8-form kernel ==
+ *     the dequant_i8 kernel + the bf16-form kernel, bitwise.
+ * Accumulators are random int32 of up to 2^26 in magnitude (beyond fp32's exact integers, so
+ * the conversion's rounding is exercised), never zero rows; scales random positive.
+ */
+#include "emu_kernels.h"
+#include "qk_test.h"
+
+#include "h3/backend.h"
+#include "h3/codegen.h"
+#include "h3/op_registry.h"
+
+#include <stdio.h>
+
+
+/* The CPU backend's result of op (bf16, n elements) on the operands in[]. */
+static uint16_t *cpu_result(const h3_op *op, void *const *in, int64_t n) {
+  h3_tensor ti[8];
+  uint16_t *o = malloc((size_t)n * 2 + 16);
+  h3_tensor to = {op->results[0]->type, o};
+  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_status st = o ? h3_cpu_run_op(op, ti, op->n_operands, &to, 1, 1, 1, &d) : H3_ERR;
+  if (st != H3_OK) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  if (st != H3_OK) {
+    free(o);
+    return NULL;
+  }
+  return o;
+}
+
+static void run_kernel(const h3_op *op, void *const *in, void *out) {
+  void *args[10];
+  int n = 0;
+  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
+  args[n++] = out;
+  emu_run(emu_kernel_index(op), args);
+}
+
+static int64_t differ(const uint16_t *a, const uint16_t *b, int64_t n) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++) k += a[i] != b[i];
+  return k;
+}
+
+/* Random operands for the graph's inputs: i32 accumulators, positive f32 scales, others
+ * as qk_random. */
+static void *input(const h3_value *v, bool scale) {
+  const int64_t n = h3_type_numel(&v->type);
+  if (v->type.dtype == H3_I32) {
+    int32_t *p = malloc((size_t)n * 4 + 16);
+    for (int64_t i = 0; p && i < n; i++) {
+      int32_t a = (int32_t)qk_uniform(-67108864.0, 67108864.0);
+      p[i] = a ? a : 1;
+    }
+    return p;
+  }
+  if (scale) {
+    float *p = malloc((size_t)n * 4 + 16);
+    for (int64_t i = 0; p && i < n; i++) p[i] = (float)qk_uniform(1e-6, 1e-4);
+    return p;
+  }
+  return qk_random(v->type.dtype, n, false);
+}
+
+static void test_graph(h3_graph *g) {
+  h3_op *dq = NULL, *norm = NULL, *fused = NULL;
+  for (h3_op *op = g->body.first; op; op = op->next) {
+    if (op->code == H3_OP_DEQUANT_I8) dq = op;
+    if (op->code == H3_OP_RMS_NORM_ROPE) *(op->n_operands > 4 ? &fused : &norm) = op;
+  }
+  CHECK(dq && norm && fused && emu_kernel_index(dq) >= 0 && emu_kernel_index(norm) >= 0 &&
+            emu_kernel_index(fused) >= 0,
+        "@%s: the graph's ops and kernels", g->name);
+  if (!dq || !norm || !fused || emu_kernel_index(fused) < 0) return;
+  void *in[8] = {0};
+  for (int i = 0; i < g->n_inputs && i < 8; i++)
+    in[i] = input(g->inputs[i], g->inputs[i]->type.dtype == H3_F32 && g->inputs[i]->type.rank == 1 &&
+                                    i < 3);
+  const int64_t nd = h3_type_numel(&dq->results[0]->type), n = h3_type_numel(&fused->results[0]->type);
+  void *dq_in[4], *norm_in[4], *f_in[7];
+  for (int i = 0; i < dq->n_operands; i++) dq_in[i] = in[i];
+  const int nw = dq->n_operands; /* w, cos, sin follow the dequant's operands */
+  for (int i = 0; i < fused->n_operands; i++)
+    f_in[i] = i == 0 ? in[0] : i < 4 ? in[nw + i - 1] : in[i - 3];
+  uint16_t *d = calloc((size_t)nd + 8, 2), *y = calloc((size_t)n + 8, 2), *f = calloc((size_t)n + 8, 2);
+  run_kernel(dq, dq_in, d);
+  norm_in[0] = d;
+  for (int i = 1; i < 4; i++) norm_in[i] = f_in[i];
+  run_kernel(norm, norm_in, y);
+  run_kernel(fused, f_in, f);
+  int64_t bad = differ(y, f, n);
+  fprintf(stderr, "graph @%s: %lld outputs; kernels: %lld differ\n", g->name, (long long)n,
+          (long long)bad);
+  CHECK(bad == 0, "@%s: int8-form kernel != dequant_i8 + rms_norm_rope kernels in %lld of %lld",
+        g->name, (long long)bad, (long long)n);
+  uint16_t *cd = cpu_result(dq, dq_in, nd);
+  if (cd) norm_in[0] = cd;
+  uint16_t *cy = cd ? cpu_result(norm, norm_in, n) : NULL, *cf = cpu_result(fused, f_in, n);
+  CHECK(cy && cf, "@%s: the CPU results", g->name);
+  if (cy && cf) {
+    CHECK(differ(cy, cf, n) == 0, "@%s: CPU int8 form != CPU dequant_i8 + rms_norm_rope in %lld",
+          g->name, (long long)differ(cy, cf, n));
+    CHECK(differ(cd, d, nd) == 0, "@%s: dequant_i8 kernel != CPU (%lld)", g->name,
+          (long long)differ(cd, d, nd));
+  }
+  free(cd), free(cy), free(cf), free(d), free(y), free(f);
+  for (int i = 0; i < 8; i++) free(in[i]);
+}
+
+int main(void) {
+  const char *path = H3_SOURCE_DIR "/tests/qkrope/kernels/emu_i8.ir";
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(text);
+  CHECK(m != NULL, "cannot read %s", path);
+  if (!m) return check_summary("qkrope_emu_i8");
+  h3_module_walk(m, emu_collect, &emu_kernels);
+  CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
+  for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++) test_graph(m->graphs[i]);
+  CHECK(m->n_graphs == 3, "the three graphs of emu_i8.ir (%d)", m->n_graphs);
+  free(emu_kernels.ops);
+  h3_module_free(m);
+  return check_summary("qkrope_emu_i8");
+}
