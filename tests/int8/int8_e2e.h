@@ -1,7 +1,8 @@
 /* int8_e2e.h: what the end-to-end int8 tests share (test_int8_e2e.c, test_int8_fuse_e2e.c):
  * a check counter, the small H3 they compile (tiny config with widths 256 so that the
  * 209-layer rule applies, one block, 4 steps), a CPU run of one graph with random weights
- * and default inputs (seed 7), and output comparisons. Test-only, header-only. */
+ * and default inputs (seed 7), output comparisons, and same_graph: one graph of two pass
+ * lists, bitwise equal. Test-only, header-only. */
 #ifndef H3_TESTS_INT8_E2E_H
 #define H3_TESTS_INT8_E2E_H
 
@@ -101,6 +102,24 @@ static bool same_bits(const run_result *a, const run_result *b) {
     if (a->out[i].bytes != b->out[i].bytes || memcmp(a->out[i].data, b->out[i].data, a->out[i].bytes))
       return false;
   return true;
+}
+
+/* graph `name` of the plans compiled with `a` and `b` passes: bitwise equal outputs. */
+static inline void same_graph(const char *int8, h3_tier tier, const char *a, const char *b,
+                       const char *name) {
+  h3_module *ma = small_h3(int8, tier, a), *mb = small_h3(int8, tier, b);
+  CHECK(ma && mb, "compile --int8=%s", int8);
+  if (ma && mb) {
+    run_result ra = run(ma, name), rb = run(mb, name);
+    CHECK(ra.n > 0 && same_bits(&ra, &rb), "%s at %s, --int8=%s: [%s] and [%s] differ", name,
+          h3_tier_name(tier), int8, a, b);
+    printf("  %s, --quality %s, --int8=%s: [%s] == [%s] bitwise\n", name, h3_tier_name(tier), int8,
+           a, b);
+    result_free(&ra, ma, name);
+    result_free(&rb, mb, name);
+  }
+  h3_module_free(ma);
+  h3_module_free(mb);
 }
 
 #endif

@@ -62,24 +62,6 @@ static void test_ir(void) {
   h3_module_free(m);
 }
 
-/* graph `name` of the plans compiled with `a` and `b` passes: bitwise equal outputs. */
-static void same_graph(const char *int8, h3_tier tier, const char *a, const char *b,
-                       const char *name) {
-  h3_module *ma = small_h3(int8, tier, a), *mb = small_h3(int8, tier, b);
-  CHECK(ma && mb, "compile --int8=%s", int8);
-  if (ma && mb) {
-    run_result ra = run(ma, name), rb = run(mb, name);
-    CHECK(same_bits(&ra, &rb), "%s at %s, --int8=%s: [%s] and [%s] differ", name,
-          h3_tier_name(tier), int8, a, b);
-    printf("  %s, --quality %s, --int8=%s: [%s] == [%s] bitwise\n", name, h3_tier_name(tier), int8,
-           a, b);
-    result_free(&ra, ma, name);
-    result_free(&rb, mb, name);
-  }
-  h3_module_free(ma);
-  h3_module_free(mb);
-}
-
 static void test_bitwise(void) {
   const char *variants[] = {"rotate=0", "rotate=256,max_rows=24,min_split_n=0"};
   h3_tier tiers[] = {H3_TIER_EXACT, H3_TIER_LOSSLESS};

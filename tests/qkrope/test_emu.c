@@ -12,7 +12,7 @@
  *   - the unfused chain's kernels agree with the CPU chain the same way (the baseline).
  * Inputs are random and never zero, with rows of very different norms.
  */
-#include "emu_kernels.h"
+#include "qk_emu.h"
 #include "qk_test.h"
 
 #include "h3/backend.h"
@@ -43,33 +43,6 @@ static int64_t count_far(const uint16_t *y, const uint16_t *c, int64_t rows, int
     }
   }
   return bad;
-}
-
-/* The CPU backend's result of op on the operands in[] (n bf16 values). */
-static uint16_t *cpu_result(const h3_op *op, void *const *in, int64_t n) {
-  h3_tensor ti[4];
-  uint16_t *o = malloc((size_t)n * 2);
-  h3_tensor to = {op->results[0]->type, o};
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = o ? h3_cpu_run_op(op, ti, op->n_operands, &to, 1, 1, 1, &d) : H3_ERR;
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  if (st != H3_OK) {
-    free(o);
-    return NULL;
-  }
-  return o;
-}
-
-/* Runs the kernel of op on explicit operands / result. */
-static void run_kernel(const h3_op *op, void *const *in, void *out) {
-  void *args[8];
-  int n = 0;
-  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
-  args[n++] = out;
-  emu_run(emu_kernel_index(op), args);
 }
 
 static void test_graph(h3_graph *g) {
@@ -129,7 +102,8 @@ int main(void) {
   if (!m) return check_summary("qkrope_emu");
   h3_module_walk(m, emu_collect, &emu_kernels);
   CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
-  for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++) test_graph(m->graphs[i]);
+  for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++)
+    test_graph(m->graphs[i]);
   CHECK(m->n_graphs == 6, "the six graphs of emu_ops.ir (%d)", m->n_graphs);
   free(emu_kernels.ops);
   h3_module_free(m);

@@ -8,7 +8,7 @@
  * Accumulators are random int32 of up to 2^26 in magnitude (beyond fp32's exact integers, so
  * the conversion's rounding is exercised), never zero rows; scales random positive.
  */
-#include "emu_kernels.h"
+#include "qk_emu.h"
 #include "qk_test.h"
 
 #include "h3/backend.h"
@@ -17,32 +17,6 @@
 
 #include <stdio.h>
 
-
-/* The CPU backend's result of op (bf16, n elements) on the operands in[]. */
-static uint16_t *cpu_result(const h3_op *op, void *const *in, int64_t n) {
-  h3_tensor ti[8];
-  uint16_t *o = malloc((size_t)n * 2 + 16);
-  h3_tensor to = {op->results[0]->type, o};
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = o ? h3_cpu_run_op(op, ti, op->n_operands, &to, 1, 1, 1, &d) : H3_ERR;
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  if (st != H3_OK) {
-    free(o);
-    return NULL;
-  }
-  return o;
-}
-
-static void run_kernel(const h3_op *op, void *const *in, void *out) {
-  void *args[10];
-  int n = 0;
-  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
-  args[n++] = out;
-  emu_run(emu_kernel_index(op), args);
-}
 
 static int64_t differ(const uint16_t *a, const uint16_t *b, int64_t n) {
   int64_t k = 0;
@@ -129,7 +103,8 @@ int main(void) {
   if (!m) return check_summary("qkrope_emu_i8");
   h3_module_walk(m, emu_collect, &emu_kernels);
   CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
-  for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++) test_graph(m->graphs[i]);
+  for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++)
+    test_graph(m->graphs[i]);
   CHECK(m->n_graphs == 3, "the three graphs of emu_i8.ir (%d)", m->n_graphs);
   free(emu_kernels.ops);
   h3_module_free(m);
