@@ -18,6 +18,8 @@
  * matmul_i8 result must equal that sum too.
  * Cases: rotate 0 and 256, M with a remainder chunk, H3's M = 32,704 with K = 5,376 and
  * chunks of 8,192 (3 x 8192 + 8128), chunk_rows 1 and odd values, N = 30 (own kernel).
+ * Also every quantize_rows of tests/int8/kernels/quantize_ops.ir (bf16 and f32 inputs, K not
+ * a multiple of 256, 3-D, one row; rotate 0 and 256) on its own, codes and scales bitwise.
  */
 #include "cuda_internal.h"
 #include "h3/backend.h"
@@ -49,6 +51,67 @@ typedef struct {
   int rotate;
   int64_t chunks[3]; /* chunk_rows of three more linear_int8 ops (0: none) */
 } int8_case;
+
+/* Runs op (operands random: bf16 / f32 inputs) on the GPU and on the CPU; results bitwise. */
+static void check_op(h3_backend *b, const h3_op *op, const char *what) {
+  h3_tensor hin[8], din[8], cpu[4], gpu[4], dout[4];
+  int ni = op->n_operands, no = op->n_results;
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_status st = ni <= 8 && no <= 4 ? H3_OK : H3_ERR;
+  for (int i = 0; st == H3_OK && i < ni; i++) {
+    const h3_type *t = &op->operands[i]->type;
+    size_t bytes = (size_t)h3_type_bytes(t);
+    int64_t n = h3_type_numel(t), cols = t->dims[t->rank - 1];
+    hin[i] = (h3_tensor){*t, malloc(bytes + 16)};
+    if (t->dtype == H3_BF16) fill_bf16(hin[i].data, n / cols, cols);
+    else
+      for (int64_t e = 0; e < n; e++) ((float *)hin[i].data)[e] = (float)uniform(-3, 3);
+    din[i] = (h3_tensor){*t, b->ops->alloc(b, bytes)};
+    st = b->ops->upload(b, din[i].data, hin[i].data, bytes, &d);
+  }
+  for (int i = 0; i < no; i++) {
+    size_t bytes = (size_t)h3_type_bytes(&op->results[i]->type);
+    cpu[i] = (h3_tensor){op->results[i]->type, calloc(1, bytes + 16)};
+    gpu[i] = (h3_tensor){op->results[i]->type, calloc(1, bytes + 16)};
+    dout[i] = (h3_tensor){op->results[i]->type, b->ops->alloc(b, bytes)};
+  }
+  if (st == H3_OK) st = b->ops->run_op(b, op, din, ni, dout, no, &d);
+  if (st == H3_OK) st = b->ops->sync(b, &d);
+  for (int i = 0; st == H3_OK && i < no; i++)
+    st = b->ops->download(b, gpu[i].data, dout[i].data, (size_t)h3_type_bytes(&gpu[i].type), &d);
+  if (st == H3_OK) st = h3_cpu_run_op(op, hin, ni, cpu, no, 2, 0, &d);
+  if (st != H3_OK) h3_diag_print(&d, stderr);
+  CHECK(st == H3_OK, "%s failed", what);
+  for (int i = 0; st == H3_OK && i < no; i++)
+    CHECK(memcmp(cpu[i].data, gpu[i].data, (size_t)h3_type_bytes(&cpu[i].type)) == 0,
+          "%s: result %d differs from the cpu backend", what, i);
+  for (int i = 0; i < ni; i++) free(hin[i].data), b->ops->release(b, din[i].data);
+  for (int i = 0; i < no; i++)
+    free(cpu[i].data), free(gpu[i].data), b->ops->release(b, dout[i].data);
+  h3_diag_free(&d);
+}
+
+/* Every op of tests/int8/kernels/quantize_ops.ir through check_op. */
+static void check_quantize_ops(h3_backend *b) {
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(H3_SOURCE_DIR "/tests/int8/kernels/quantize_ops.ir", &len, &d);
+  h3_module *m = text ? h3_module_parse("quantize_ops.ir", text, len, &d) : NULL;
+  if (!m) h3_diag_print(&d, stderr);
+  CHECK(m != NULL, "reading tests/int8/kernels/quantize_ops.ir");
+  int k = 0;
+  for (const h3_op *op = m ? m->graphs[0]->body.first : NULL; op && op->code != H3_OP_RETURN;
+       op = op->next, k++) {
+    char what[64];
+    snprintf(what, sizeof what, "quantize_ops.ir #%d", k);
+    check_op(b, op, what);
+  }
+  h3_module_free(m);
+  free(text);
+  h3_diag_free(&d);
+}
 
 enum { MAXV = 24 };
 
@@ -255,6 +318,7 @@ int main(void) {
       {777, 30, 256, 0, {100, 0, 0}},       /* N % 4 != 0: the own int8 kernel */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(b, &cases[i]);
+  check_quantize_ops(b);
   h3_backend_free(b);
   h3_diag_free(&d);
   if (failures) {
