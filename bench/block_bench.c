@@ -7,8 +7,10 @@
  * (h3c compile models/minimax_h3.g --config full --set layers=1 / --set layers=3). Each
  * plan's graph `step` (embed, time embedding, RoPE tables, the `trunk` loop of `layers`
  * blocks, final layer, outputs downloaded) runs `warmup` times, then `iters` times, each
- * run bracketed by the backend's CUDA-event busy time (h3_cuda_gpu_seconds). What is timed:
- *   block = (median step(PLAN_B) - median step(PLAN_A)) / (layers_B - layers_A)
+ * run bracketed by the backend's CUDA-event busy time (h3_cuda_gpu_seconds); the two plans
+ * run in alternation (A, B, A, B, ...) so the GPU's clock drift under load weighs on both.
+ * What is timed:
+ *   block = median over the runs of (step(PLAN_B) - step(PLAN_A)) / (layers_B - layers_A)
  * so everything outside the trunk (embedding, final layer, input upload, output download)
  * cancels and what remains is one iteration of the trunk loop exactly as the executor runs
  * it: the AdaLN projection, both norms and modulations, the four GEMMs, q/k norm, RoPE,
@@ -134,25 +136,42 @@ static double median(double *v, int n) {
   return n ? v[n / 2] : 0;
 }
 
-/* Median GPU milliseconds of `step` of plan `path`; *layers its trunk length. */
-static h3_status time_plan(const char *path, const opts *o, double *med, double *lo, double *hi,
-                           int64_t *layers, h3_diag *d) {
-  setup s;
-  double *ms = calloc((size_t)o->iters + 1, sizeof *ms);
-  h3_status st = ms ? setup_new(&s, path, o, false, d) : H3_ERR;
-  for (int it = 0; st == H3_OK && it < o->warmup + o->iters; it++) {
-    double t;
-    st = run_step(&s, &t, d);
-    if (it >= o->warmup) ms[it - o->warmup] = t;
+/* The two plans' `step` timed in alternation (A, B, A, B, ... after `warmup` runs of each),
+ * so that the GPU's clock and temperature drift weigh on both alike: med/lo/hi[i] are plan
+ * i's median / min / max GPU milliseconds, layers[i] its trunk length, and *block the median
+ * over the iterations of (B - A) / (layers B - layers A). */
+static h3_status time_plans(const char *const paths[2], const opts *o, double med[2], double lo[2],
+                            double hi[2], int64_t layers[2], double *block, h3_diag *d) {
+  setup s[2];
+  memset(s, 0, sizeof s);
+  double *ms = calloc(3 * ((size_t)o->iters + 1), sizeof *ms), *diff = ms ? ms + 2 * (o->iters + 1) : NULL;
+  h3_status st = ms ? H3_OK : H3_ERR;
+  for (int i = 0; st == H3_OK && i < 2; i++) st = setup_new(&s[i], paths[i], o, false, d);
+  for (int i = 0; st == H3_OK && i < 2; i++)
+    for (int it = 0; st == H3_OK && it < o->warmup; it++) {
+      double t;
+      st = run_step(&s[i], &t, d);
+    }
+  if (st == H3_OK && s[1].layers == s[0].layers) {
+    h3_diag_error(d, (h3_span){0}, "compile the two plans with different --set layers=N",
+                  "block_bench: both plans have %lld layers", (long long)s[0].layers);
+    st = H3_ERR;
   }
-  if (st == H3_OK) {
-    *med = median(ms, o->iters);
-    *lo = ms[0];
-    *hi = ms[o->iters - 1];
-    *layers = s.layers;
+  for (int it = 0; st == H3_OK && it < o->iters; it++) {
+    for (int i = 0; st == H3_OK && i < 2; i++) st = run_step(&s[i], &ms[i * (o->iters + 1) + it], d);
+    if (st == H3_OK)
+      diff[it] = (ms[(o->iters + 1) + it] - ms[it]) / (double)(s[1].layers - s[0].layers);
   }
+  for (int i = 0; st == H3_OK && i < 2; i++) {
+    double *v = ms + i * (o->iters + 1);
+    med[i] = median(v, o->iters);
+    lo[i] = v[0];
+    hi[i] = v[o->iters - 1];
+    layers[i] = s[i].layers;
+  }
+  if (st == H3_OK) *block = median(diff, o->iters);
   free(ms);
-  setup_free(&s);
+  for (int i = 0; i < 2; i++) setup_free(&s[i]);
   return st;
 }
 
@@ -341,25 +360,16 @@ int main(int argc, char **argv) {
   if (strcmp(o.backend, "cuda") == 0) gpu_require();
   h3_diag d;
   h3_diag_init(&d);
-  double med[2] = {0}, lo[2], hi[2];
+  double med[2] = {0}, lo[2], hi[2], block = 0;
   int64_t layers[2] = {0};
-  h3_status st = H3_OK;
-  for (int i = 0; i < 2 && st == H3_OK; i++) {
-    st = time_plan(plans[i], &o, &med[i], &lo[i], &hi[i], &layers[i], &d);
-    if (st == H3_OK)
-      printf("step with %lld layer(s): median %.3f ms (min %.3f, max %.3f; %d runs after %d warm-up)\n",
-             (long long)layers[i], med[i], lo[i], hi[i], o.iters, o.warmup);
-  }
-  if (st == H3_OK && layers[1] == layers[0]) {
-    h3_diag_error(&d, (h3_span){0}, "compile the two plans with different --set layers=N",
-                  "block_bench: both plans have %lld layers", (long long)layers[0]);
-    st = H3_ERR;
-  }
-  double block = 0;
+  h3_status st = time_plans(plans, &o, med, lo, hi, layers, &block, &d);
+  for (int i = 0; i < 2 && st == H3_OK; i++)
+    printf("step with %lld layer(s): median %.3f ms (min %.3f, max %.3f; %d runs after %d warm-up, "
+           "alternating with the other plan)\n",
+           (long long)layers[i], med[i], lo[i], hi[i], o.iters, o.warmup);
   if (st == H3_OK) {
-    block = (med[1] - med[0]) / (double)(layers[1] - layers[0]);
-    printf("one block (%s, attention %s): %.3f ms = (step[%lld] - step[%lld]) / %lld\n", o.backend,
-           strcmp(o.backend, "cpu") ? o.attention : "reference", block,
+    printf("one block (%s, attention %s): %.3f ms = median over the runs of (step[%lld] - step[%lld]) / %lld\n",
+           o.backend, strcmp(o.backend, "cpu") ? o.attention : "reference", block,
            (long long)layers[1], (long long)layers[0], (long long)(layers[1] - layers[0]));
     printf("h3bench step_a %.4f\nh3bench step_b %.4f\nh3bench block %.4f\n", med[0], med[1], block);
   }

@@ -164,7 +164,7 @@ for section in $SECTIONS; do
   block)
     nvidia-smi dmon -s pc -d 1 > "$WORK/dmon.log" 2>&1 &
     dmon=$!
-    step block_bench 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" --iters 5 \
+    step block_bench 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" --iters 9 \
       --warmup 2 --profile 3
     step block_bench_sync_trace 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" \
       --iters 3 --warmup 1 --profile 3 --sync-trace
