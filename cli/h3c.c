@@ -71,8 +71,9 @@ static void usage_pass_options(FILE *out) {
           "  --print-ir-after=NAME|all  print the IR after the named pass(es) to stderr\n"
           "  --time-passes            print each pass's wall time and op counts to stderr\n"
           "  --report                 print the passes' one-line reports (memory plan, fusions)\n"
-          "  --int8[=KEY=VALUE,...]   INT8 linear lowering + row splitting + activation quantizers\n"
-          "                           fused into norm+modulate (docs/int8.md), any\n"
+          "  --int8[=KEY=VALUE,...]   INT8 linear lowering + row splitting; activations quantized\n"
+          "                           by the kernels that produce them and dequantized by the\n"
+          "                           consumers (docs/int8.md), any\n"
           "                           tier. rotate=0|256: Hadamard rotation along K (default 0);\n"
           "                           max_rows=R,min_split_n=C: run an int8 GEMM with more than R\n"
           "                           rows as R-row chunks when its N >= C (R <= 0: never; default:\n"
@@ -279,7 +280,7 @@ static int parse_args(int argc, char **argv, options *o) {
       }
       h3_diag_free(&d);
       o->passes.int8 = a[6] ? a + 7 : "";
-      o->passes.enable = "int8-lowering,row-split,int8-fuse-quant,int8-fuse-group-quant,int8-dequant-split,int8-resid-dequant,int8-qk-norm-rope";
+      o->passes.enable = H3_INT8_PASSES;
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {
       o->spectrum = true;

@@ -49,6 +49,13 @@ const h3_pass *h3_pass_at(int i); /* table order; NULL when out of range */
 const h3_pass *h3_pass_find(const char *name);
 
 /* ---- options ---------------------------------------------------------------------------- */
+/* The opt-in passes that `--int8` enables (h3_pass_options.enable): the lowering, row
+ * splitting, quantization inside the producing kernels and dequantization inside the
+ * consumers (docs/int8.md). */
+#define H3_INT8_PASSES                                                                      \
+  "int8-lowering,row-split,int8-fuse-quant,int8-fuse-group-quant,int8-dequant-split,"       \
+  "int8-resid-dequant,int8-qk-norm-rope"
+
 typedef struct {
   h3_tier tier;               /* --quality, default lossless */
   const char *passes;         /* --passes a,b,c: exactly these, in this order (NULL: pipeline) */
@@ -60,9 +67,8 @@ typedef struct {
   FILE *dump;                 /* where --print-ir-after, --time-passes and --report write;
                                  NULL = stderr */
   /* opt-in passes (in_default_pipeline false) that the default pipeline runs anyway, at
-     their table place: a comma list set by accelerator flags (--int8 adds
-     "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split"); NULL = none. Ignored
-     with `passes`. */
+     their table place: a comma list set by accelerator flags (--int8 adds H3_INT8_PASSES);
+     NULL = none. Ignored with `passes`. */
   const char *enable;
   /* --int8[=KEY=VALUE,...]: the option text the int8 passes read (include/h3/int8.h);
      "" = the defaults; NULL = the flag was not given (the passes use the defaults). */

@@ -110,7 +110,7 @@ static void test_full_h3(h3_tier tier) {
   h3_pass_options o = h3_pass_options_default();
   o.tier = tier;
   o.int8 = "";
-  o.enable = "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split"; /* as h3c --int8 */
+  o.enable = "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split"; /* part of H3_INT8_PASSES */
   bool ok = m && h3_pass_pipeline_run(m, &o, &d) == H3_OK;
   if (!ok) h3_diag_print(&d, stderr);
   CHECK(ok, "full H3 --int8 at %s", h3_tier_name(tier));

@@ -1,14 +1,16 @@
 /* test_models.c: both models at their full configs, through the front end, the default
- * pass pipeline (exact and lossless) and the plan builder: every kernel of both plans
- * compiles with NVRTC (cache disabled, so it really compiles), every op that needs a
- * kernel or library call names one, and the plans read back and write the same bytes.
+ * pass pipeline (exact and lossless; H3 also with h3c's --int8 passes, rotate 0 and 256) and
+ * the plan builder: every kernel of every plan compiles with NVRTC (cache disabled, so it
+ * really compiles), every op that needs a kernel or library call names one, and the plans
+ * read back and write the same bytes.
  */
 #include "../codegen/cg_test.h"
 #include "h3/frontend.h"
 #include "h3/passes.h"
 #include "h3/plan.h"
 
-static void one(const char *model, h3_tier tier) {
+/* int8: NULL, or the --int8 option text ("" = the defaults) with H3_INT8_PASSES enabled */
+static void one(const char *model, h3_tier tier, const char *int8) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s", H3_SOURCE_DIR, model);
   h3_diag d;
@@ -19,6 +21,7 @@ static void one(const char *model, h3_tier tier) {
   CHECK(m != NULL);
   h3_pass_options po = h3_pass_options_default();
   po.tier = tier;
+  if (int8) po.int8 = int8, po.enable = H3_INT8_PASSES;
   if (m) CHECK(h3_pass_pipeline_run(m, &po, &d) == H3_OK);
   h3_plan_options o = {0};
   o.quality = h3_tier_name(tier);
@@ -26,8 +29,9 @@ static void one(const char *model, h3_tier tier) {
   if (m && d.errors == 0) CHECK(h3_plan_build(&p, m, &o, &d) == H3_OK);
   else h3_module_free(m);
   if (p) {
-    fprintf(stderr, "%s (%s): %d kernels in %d units, %d library calls, %lld weight tensors\n", model,
-            o.quality, p->n_kernels, p->n_tus, p->n_libcalls, (long long)p->n_weights);
+    fprintf(stderr, "%s (%s%s%s): %d kernels in %d units, %d library calls, %lld weight tensors\n",
+            model, o.quality, int8 ? ", --int8=" : "", int8 ? int8 : "", p->n_kernels, p->n_tus,
+            p->n_libcalls, (long long)p->n_weights);
     CHECK(p->n_kernels > 10 && p->n_libcalls > 0 && p->n_weights > 100);
     CHECK(h3_plan_compile_kernels(p, &d) == H3_OK);
     for (int i = 0; i < p->n_tus; i++) CHECK(p->tus[i].cubin && p->tus[i].cubin_len > 0);
@@ -57,9 +61,12 @@ static void one(const char *model, h3_tier tier) {
 
 int main(void) {
   setenv("H3_KERNEL_CACHE", "0", 1);
-  one("minimax_h3.g", H3_TIER_LOSSLESS);
-  one("minimax_h3.g", H3_TIER_EXACT);
-  one("minimax_m3_1.g", H3_TIER_LOSSLESS);
-  one("minimax_m3_1.g", H3_TIER_EXACT);
+  one("minimax_h3.g", H3_TIER_LOSSLESS, NULL);
+  one("minimax_h3.g", H3_TIER_EXACT, NULL);
+  one("minimax_h3.g", H3_TIER_LOSSLESS, "");
+  one("minimax_h3.g", H3_TIER_EXACT, "");
+  one("minimax_h3.g", H3_TIER_LOSSLESS, "rotate=256");
+  one("minimax_m3_1.g", H3_TIER_LOSSLESS, NULL);
+  one("minimax_m3_1.g", H3_TIER_EXACT, NULL);
   return cg_report("test_models");
 }
