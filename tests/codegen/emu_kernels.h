@@ -1,13 +1,14 @@
 /* emu_kernels.h: the kernel ops of a module in the order in which emu_gen numbers the cases
  * of the host-emulated dispatcher (the generated emu_count / emu_run, tests/codegen), for the
  * tests that run emitted CUDA C on the host. Header-only, test-only:
- *   h3_module_walk(m, emu_collect, &emu_kernels);   then emu_run(emu_kernel_index(op), args)
- * and check emu_kernels.n == emu_count() first. */
+ *   m = emu_load(path) (or h3_module_walk(m, emu_collect, &emu_kernels)), check
+ *   emu_kernels.n == emu_count(), then emu_run(emu_kernel_index(op), args); emu_unload(m). */
 #ifndef H3_TESTS_EMU_KERNELS_H
 #define H3_TESTS_EMU_KERNELS_H
 
 #include "h3/codegen.h"
 #include "h3/ir.h"
+#include "h3/support.h"
 
 #include <stdlib.h>
 
@@ -40,6 +41,28 @@ static inline int emu_kernel_index(const h3_op *op) {
   for (int i = 0; i < emu_kernels.n; i++)
     if (emu_kernels.ops[i] == op) return i;
   return -1;
+}
+
+/* Reads and parses the IR file at path and collects its kernel ops into emu_kernels; NULL
+ * after printing the diagnostics. The caller checks emu_kernels.n == emu_count() (the
+ * dispatcher was generated from the same file) and ends with emu_unload. */
+static inline h3_module *emu_load(const char *path) {
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(text);
+  if (m) h3_module_walk(m, emu_collect, &emu_kernels);
+  return m;
+}
+
+static inline void emu_unload(h3_module *m) {
+  free(emu_kernels.ops);
+  emu_kernels = (emu_oplist){0};
+  h3_module_free(m);
 }
 
 #endif

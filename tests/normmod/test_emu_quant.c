@@ -253,24 +253,15 @@ static void test_graph(const h3_graph *g, bool grid, uint64_t seed) {
 
 int main(void) {
   const char *path = H3_SOURCE_DIR "/tests/normmod/kernels/quant_ops.ir";
-  h3_diag d;
-  h3_diag_init(&d);
-  size_t len = 0;
-  char *text = h3_read_file(path, &len, &d);
-  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  free(text);
+  h3_module *m = emu_load(path);
   CHECK(m != NULL, "cannot read %s", path);
   if (!m) return nm_report("normmod_emu_quant");
-  h3_module_walk(m, emu_collect, &emu_kernels);
   CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
   buf = calloc((size_t)m->next_value_id + 1, sizeof *buf);
   for (int i = 0; buf && emu_kernels.n == emu_count() && i < m->n_graphs; i++)
     for (int grid = 0; grid < 2; grid++)
       test_graph(m->graphs[i], grid, 21 + (uint64_t)i);
   free(buf);
-  free(emu_kernels.ops);
-  h3_module_free(m);
+  emu_unload(m);
   return nm_report("normmod_emu_quant");
 }

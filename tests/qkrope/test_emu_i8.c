@@ -91,22 +91,13 @@ static void test_graph(h3_graph *g) {
 
 int main(void) {
   const char *path = H3_SOURCE_DIR "/tests/qkrope/kernels/emu_i8.ir";
-  h3_diag d;
-  h3_diag_init(&d);
-  size_t len = 0;
-  char *text = h3_read_file(path, &len, &d);
-  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  free(text);
+  h3_module *m = emu_load(path);
   CHECK(m != NULL, "cannot read %s", path);
   if (!m) return check_summary("qkrope_emu_i8");
-  h3_module_walk(m, emu_collect, &emu_kernels);
   CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
   for (int i = 0; emu_kernels.n == emu_count() && i < m->n_graphs; i++)
     test_graph(m->graphs[i]);
   CHECK(m->n_graphs == 3, "the three graphs of emu_i8.ir (%d)", m->n_graphs);
-  free(emu_kernels.ops);
-  h3_module_free(m);
+  emu_unload(m);
   return check_summary("qkrope_emu_i8");
 }
