@@ -22,43 +22,14 @@
 
 #include <stdlib.h>
 
-typedef struct {
-  h3_op **quant; /* quantize_rows ops to absorb */
-  int n, cap;
-  int rotated; /* kept standalone: rotate != 0 */
-  bool oom;
-} fuse_scan;
-
-/* The norm op whose modulated result (its last) is v, or NULL. */
-static h3_op *norm_producer(const h3_value *v) {
+/* The norm op whose modulated result (its last) is v, or NULL (h3_quant_producer_fn). */
+static h3_op *norm_producer(const h3_value *v, const h3_op *q) {
+  (void)q;
   if (v->kind != H3_VALUE_RESULT || !v->def) return NULL;
   h3_op *p = v->def;
   if (p->code != H3_OP_NORM_MODULATE && p->code != H3_OP_RESIDUAL_NORM_MODULATE) return NULL;
   if (h3_op_attr_int(p, "quantize", 0) || v->index != p->n_results - 1) return NULL;
   return p;
-}
-
-static int scan_op(h3_op *op, void *arg) {
-  fuse_scan *s = arg;
-  if (op->code != H3_OP_QUANTIZE_ROWS || op->n_operands != 1) return 0;
-  const h3_value *y = op->operands[0];
-  if (!norm_producer(y) || y->uses != 1) return 0;
-  if (h3_op_attr_int(op, "rotate", 0) != 0) {
-    s->rotated++;
-    return 0;
-  }
-  if (s->n == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 16;
-    h3_op **q = realloc(s->quant, (size_t)cap * sizeof *q);
-    if (!q) {
-      s->oom = true;
-      return 1;
-    }
-    s->quant = q;
-    s->cap = cap;
-  }
-  s->quant[s->n++] = op;
-  return 0;
 }
 
 /* Rewrites one quantizer and its producer; returns H3_ERR (reported) on failure. */
@@ -86,18 +57,14 @@ static h3_status fuse_one(h3_module *m, h3_op *quant, h3_diag *d) {
 
 static h3_status fuse_quant_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   for (int g = 0; g < m->n_graphs; g++) {
-    fuse_scan s = {0};
-    h3_region_walk(&m->graphs[g]->body, scan_op, &s);
-    h3_status st = s.oom ? H3_ERR : H3_OK;
-    if (s.oom)
-      h3_diag_error(d, m->graphs[g]->span, NULL, "int8-fuse-quant: out of memory in graph %s",
-                    m->graphs[g]->name);
+    h3_quant_sites s;
+    h3_status st = h3_quant_sites_find(m->graphs[g], norm_producer, "int8-fuse-quant", &s, d);
     int plan_a = 0;
     for (int i = 0; st == H3_OK && i < s.n; i++) {
-      plan_a += s.quant[i]->operands[0]->def->code == H3_OP_NORM_MODULATE;
-      st = fuse_one(m, s.quant[i], d);
+      plan_a += s.ops[i]->operands[0]->def->code == H3_OP_NORM_MODULATE;
+      st = fuse_one(m, s.ops[i], d);
     }
-    free(s.quant);
+    free(s.ops);
     if (st != H3_OK) return st;
     if (s.n || s.rotated)
       h3_pass_report(ctx, "graph %s: %d activation quantizers fused into norm_modulate (%d Plan A, "

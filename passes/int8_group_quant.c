@@ -30,17 +30,12 @@
 /* Longest row the row kernel takes (emit_fused.c: 256 threads, <= 256 values each). */
 #define H3_GROUP_QUANT_MAX_K 65536
 
-typedef struct {
-  h3_op **quant; /* quantize_rows ops to absorb */
-  int n, cap;
-  int rotated; /* kept standalone: rotate != 0 */
-  bool oom;
-} gq_scan;
-
-/* The fused op whose only result is v, with v defined inside its region, or NULL. */
-static h3_op *group_producer(const h3_value *v) {
+/* The fused op whose only result is v, with v defined inside its region, in quantizer q's
+ * region, or NULL (h3_quant_producer_fn). */
+static h3_op *group_producer(const h3_value *v, const h3_op *q) {
   if (v->kind != H3_VALUE_RESULT || !v->def || v->def->code != H3_OP_FUSED) return NULL;
   h3_op *p = v->def;
+  if (p->parent != q->parent) return NULL;
   if (p->n_results != 1 || p->n_regions != 1) return NULL;
   const h3_op *y = p->regions[0].last;
   if (!y || y->code != H3_OP_YIELD || y->n_operands != 1) return NULL;
@@ -50,29 +45,6 @@ static h3_op *group_producer(const h3_value *v) {
   int64_t k = v->type.dims[v->type.rank - 1];
   if (k < 1 || k > H3_GROUP_QUANT_MAX_K) return NULL;
   return p;
-}
-
-static int scan_op(h3_op *op, void *arg) {
-  gq_scan *s = arg;
-  if (op->code != H3_OP_QUANTIZE_ROWS || op->n_operands != 1) return 0;
-  const h3_value *g = op->operands[0];
-  if (!group_producer(g) || g->uses != 1 || g->def->parent != op->parent) return 0;
-  if (h3_op_attr_int(op, "rotate", 0) != 0) {
-    s->rotated++;
-    return 0;
-  }
-  if (s->n == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 16;
-    h3_op **q = realloc(s->quant, (size_t)cap * sizeof *q);
-    if (!q) {
-      s->oom = true;
-      return 1;
-    }
-    s->quant = q;
-    s->cap = cap;
-  }
-  s->quant[s->n++] = op;
-  return 0;
 }
 
 /* Rewrites one quantizer and its group; returns H3_ERR (reported) on failure. */
@@ -128,14 +100,11 @@ oom:
 
 static h3_status group_quant_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   for (int gi = 0; gi < m->n_graphs; gi++) {
-    gq_scan s = {0};
-    h3_region_walk(&m->graphs[gi]->body, scan_op, &s);
-    h3_status st = s.oom ? H3_ERR : H3_OK;
-    if (s.oom)
-      h3_diag_error(d, m->graphs[gi]->span, NULL,
-                    "int8-fuse-group-quant: out of memory in graph %s", m->graphs[gi]->name);
-    for (int i = 0; st == H3_OK && i < s.n; i++) st = fuse_one(m, s.quant[i], d);
-    free(s.quant);
+    h3_quant_sites s;
+    h3_status st =
+        h3_quant_sites_find(m->graphs[gi], group_producer, "int8-fuse-group-quant", &s, d);
+    for (int i = 0; st == H3_OK && i < s.n; i++) st = fuse_one(m, s.ops[i], d);
+    free(s.ops);
     if (st != H3_OK) return st;
     if (s.n || s.rotated)
       h3_pass_report(ctx, "graph %s: %d activation quantizers fused into their elementwise "

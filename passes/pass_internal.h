@@ -30,4 +30,19 @@ extern const h3_pass h3_pass_elementwise_fusion;
 extern const h3_pass h3_pass_int8_group_quant; /* int8_group_quant.c (opt-in: --int8) */
 extern const h3_pass h3_pass_memory_plan;
 
+/* ---- activation quantizers a producer can absorb (int8_quant_sites.c) ------------------ */
+/* Whether v (the operand of quantizer q) comes from an op that can take q in: that op, or
+ * NULL. */
+typedef h3_op *(*h3_quant_producer_fn)(const h3_value *v, const h3_op *q);
+typedef struct {
+  h3_op **ops; /* the quantize_rows ops to absorb, walk order (free with free()) */
+  int n, cap;
+  int rotated; /* such quantizers with rotate != 0: they stay standalone */
+} h3_quant_sites;
+/* The quantize_rows ops of graph g (nested regions too) whose only operand has no other
+ * user and passes `producer`; rotate != 0 ones are only counted. H3_ERR after reporting
+ * running out of memory (`pass` names the pass). */
+h3_status h3_quant_sites_find(h3_graph *g, h3_quant_producer_fn producer, const char *pass,
+                              h3_quant_sites *s, h3_diag *d);
+
 #endif
