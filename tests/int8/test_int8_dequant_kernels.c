@@ -15,6 +15,7 @@
 #include "h3/frontend.h"
 #include "h3/passes.h"
 #include "op_check.h"
+#include "full_h3_kernels.h"
 
 int emu_count(void);
 void emu_run(int i, void **args);
@@ -76,41 +77,20 @@ static bool holds_dequant(const h3_op *op) {
   return false;
 }
 
-/* Emits the dequant kernels of the full H3 at `tier` into src (deduplicated); returns how
- * many ops had one and counts the fused groups among them. */
-static int emit_full_h3(h3_tier tier, h3_arena *a, h3_strbuf *src, char (*names)[64], int *n_names,
-                        int *groups) {
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_frontend_options fo = {.config = "full"};
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
+static void count_group(const h3_op *op, const h3_kernel *k, void *ctx) {
+  (void)k;
+  *(int *)ctx += op->code == H3_OP_FUSED;
+}
+
+/* The dequant kernels of the full H3 at `tier`; *groups counts the fused groups among them. */
+static int emit_full_h3(h3_tier tier, h3_arena *a, h3_strbuf *src, int *distinct, int *groups) {
   h3_pass_options o = h3_pass_options_default();
   o.tier = tier;
   o.int8 = "rotate=256";
   o.enable = "int8-lowering,row-split,int8-dequant-split";
-  int emitted = 0;
   *groups = 0;
-  if (m && h3_pass_pipeline_run(m, &o, &d) == H3_OK) {
-    cg_oplist ops = cg_kernel_ops(m);
-    for (int i = 0; i < ops.n; i++) {
-      const h3_op *op = ops.ops[i];
-      if (!holds_dequant(op)) continue;
-      h3_kernel k;
-      if (h3_codegen_emit_op(op, h3_tier_name(tier), a, &k, &d) != H3_OK) break;
-      emitted++;
-      *groups += op->code == H3_OP_FUSED;
-      bool dup = false;
-      for (int j = 0; j < *n_names && !dup; j++) dup = strcmp(names[j], k.name) == 0;
-      if (dup || *n_names >= 64) continue;
-      snprintf(names[(*n_names)++], 64, "%s", k.name);
-      h3_strbuf_append(src, k.source);
-    }
-    free(ops.ops);
-  }
-  if (d.errors) h3_diag_print(&d, stderr);
-  h3_module_free(m);
-  h3_diag_free(&d);
-  return emitted;
+  return full_h3_kernels(&o, h3_tier_name(tier), holds_dequant, count_group, groups, a, src,
+                         distinct);
 }
 
 static void test_nvrtc_full_h3(void) {
@@ -119,10 +99,9 @@ static void test_nvrtc_full_h3(void) {
   h3_strbuf src;
   h3_strbuf_init(&src);
   h3_strbuf_append(&src, h3_codegen_prelude());
-  char names[64][64];
   int n_names = 0, g0 = 0, g1 = 0;
-  int e0 = emit_full_h3(H3_TIER_EXACT, &a, &src, names, &n_names, &g0);
-  int e1 = emit_full_h3(H3_TIER_LOSSLESS, &a, &src, names, &n_names, &g1);
+  int e0 = emit_full_h3(H3_TIER_EXACT, &a, &src, &n_names, &g0);
+  int e1 = emit_full_h3(H3_TIER_LOSSLESS, &a, &src, &n_names, &g1);
   /* standalone: condition_proj (loop-carried), the refiner's qkv (q/k slices and
      attention's v view), the block's qkv (rms_norm_rope, v view) and out_proj
      (residual_norm_modulate); groups: the refiner's out_proj and fc2 residual adds and its

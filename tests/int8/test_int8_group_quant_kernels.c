@@ -14,6 +14,7 @@
 #include "h3/frontend.h"
 #include "h3/passes.h"
 #include "op_check.h"
+#include "full_h3_kernels.h"
 
 int emu_count(void);
 void emu_run(int i, void **args);
@@ -101,34 +102,21 @@ static void test_host_numerics(void) {
   h3_module_free(m);
 }
 
-/* Emits the row kernels of the full H3 (h3c --int8's passes) at `tier` into src; returns
- * how many ops had one. */
+/* A row kernel: 256 threads per row, more than one row. */
+static void check_row_kernel(const h3_op *op, const h3_kernel *k, void *ctx) {
+  (void)op, (void)ctx;
+  CHECK(k->block[0] == 256 && k->grid[0] > 1);
+}
+
+/* The group quantize row kernels of the full H3 (h3c --int8's passes) at `tier`. */
 static int emit_full_h3(h3_tier tier, h3_arena *a, h3_strbuf *src) {
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_frontend_options fo = {.config = "full"};
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
   h3_pass_options o = h3_pass_options_default();
   o.tier = tier;
   o.int8 = "";
   o.enable = "int8-lowering,row-split,int8-fuse-quant,int8-fuse-group-quant,int8-dequant-split";
-  int emitted = 0;
-  if (m && h3_pass_pipeline_run(m, &o, &d) == H3_OK) {
-    cg_oplist ops = cg_kernel_ops(m);
-    for (int i = 0; i < ops.n; i++) {
-      if (!has_quant(ops.ops[i])) continue;
-      h3_kernel k;
-      if (h3_codegen_emit_op(ops.ops[i], h3_tier_name(tier), a, &k, &d) != H3_OK) break;
-      emitted++;
-      CHECK(k.block[0] == 256 && k.grid[0] > 1);
-      if (!strstr(src->data ? src->data : "", k.name)) h3_strbuf_append(src, k.source);
-    }
-    free(ops.ops);
-  }
-  if (d.errors) h3_diag_print(&d, stderr);
-  h3_module_free(m);
-  h3_diag_free(&d);
-  return emitted;
+  int distinct = 0;
+  return full_h3_kernels(&o, h3_tier_name(tier), has_quant, check_row_kernel, NULL, a, src,
+                         &distinct);
 }
 
 static void test_nvrtc_full_h3(void) {

@@ -12,6 +12,7 @@
 #include "h3/frontend.h"
 #include "h3/passes.h"
 #include "op_check.h"
+#include "full_h3_kernels.h"
 
 int emu_count(void);
 void emu_run(int i, void **args);
@@ -62,39 +63,22 @@ static void test_host_numerics(void) {
   h3_module_free(m);
 }
 
-/* Emits every quantize_rows of the full H3 under --int8=int8 into src (deduplicated). */
-static int emit_full_h3(const char *int8, h3_arena *a, h3_strbuf *src, char (*names)[64], int *n_names) {
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_frontend_options fo = {.config = "full"};
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
+static bool is_quantizer(const h3_op *op) { return op->code == H3_OP_QUANTIZE_ROWS; }
+
+/* A quantizer's kernel: one 256-thread block per row, (x, q, s). */
+static void check_quantizer(const h3_op *op, const h3_kernel *k, void *ctx) {
+  (void)ctx;
+  const h3_type *x = &op->operands[0]->type;
+  int64_t rows = h3_type_numel(x) / x->dims[x->rank - 1];
+  CHECK(k->grid[0] == rows && k->block[0] == 256 && k->n_args == 3);
+}
+
+/* The quantize_rows kernels of the full H3 under --int8=int8 (int8-lowering alone). */
+static int emit_full_h3(const char *int8, h3_arena *a, h3_strbuf *src, int *distinct) {
   h3_pass_options o = h3_pass_options_default();
   o.passes = "int8-lowering";
   o.int8 = int8;
-  int emitted = 0;
-  if (m && h3_pass_pipeline_run(m, &o, &d) == H3_OK) {
-    cg_oplist ops = cg_kernel_ops(m);
-    for (int i = 0; i < ops.n; i++) {
-      const h3_op *op = ops.ops[i];
-      if (op->code != H3_OP_QUANTIZE_ROWS) continue;
-      h3_kernel k;
-      if (h3_codegen_emit_op(op, "exact", a, &k, &d) != H3_OK) break;
-      const h3_type *x = &op->operands[0]->type;
-      int64_t rows = h3_type_numel(x) / x->dims[x->rank - 1];
-      CHECK(k.grid[0] == rows && k.block[0] == 256 && k.n_args == 3);
-      emitted++;
-      bool dup = false;
-      for (int j = 0; j < *n_names && !dup; j++) dup = strcmp(names[j], k.name) == 0;
-      if (dup || *n_names >= 64) continue;
-      snprintf(names[(*n_names)++], 64, "%s", k.name);
-      h3_strbuf_append(src, k.source);
-    }
-    free(ops.ops);
-  }
-  if (d.errors) h3_diag_print(&d, stderr);
-  h3_module_free(m);
-  h3_diag_free(&d);
-  return emitted;
+  return full_h3_kernels(&o, "exact", is_quantizer, check_quantizer, NULL, a, src, distinct);
 }
 
 static void test_nvrtc_full_h3(void) {
@@ -103,10 +87,9 @@ static void test_nvrtc_full_h3(void) {
   h3_strbuf src;
   h3_strbuf_init(&src);
   h3_strbuf_append(&src, h3_codegen_prelude());
-  char names[64][64];
   int n_names = 0;
-  int e0 = emit_full_h3("rotate=0", &a, &src, names, &n_names);
-  int e1 = emit_full_h3("rotate=256", &a, &src, names, &n_names);
+  int e0 = emit_full_h3("rotate=0", &a, &src, &n_names);
+  int e1 = emit_full_h3("rotate=256", &a, &src, &n_names);
   /* 9 weight quantizers (condition_proj, 4 refiner stacks, 4 block stacks) and 9 activation
      quantizers per variant */
   CHECK(e0 == 18 && e1 == 18);
