@@ -338,7 +338,7 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-  opts o = {5, 2, 0, false, "cudnn", "cuda", 7, 4.1};
+  opts o = {5, 2, 0, false, H3_CUDA_ATTENTION_DEFAULT, "cuda", 7, 4.1};
   const char *plans[2] = {NULL, NULL};
   int np = 0;
   for (int i = 1; i < argc; i++) {

@@ -49,7 +49,7 @@ static void usage(FILE *f) {
           "  --iterations N        measured runs (default 1)\n"
           "  --threads N           cpu worker threads (default 2)\n"
           "  --attention NAME      attention implementation: cuda: " H3_CUDA_ATTENTION_NAMES "\n"
-          "                        (default cudnn); cpu: reference\n"
+          "                        (default " H3_CUDA_ATTENTION_DEFAULT "); cpu: reference\n"
           "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
           "  --help                this text\n");
 }

@@ -20,11 +20,12 @@
 
 #include <stdbool.h>
 
-/* Attention implementations (--attention NAME). */
-#define H3_CUDA_ATTENTION_NAMES "cudnn, flash, reference"
+/* Attention implementations (--attention NAME), the default first. */
+#define H3_CUDA_ATTENTION_NAMES "flash, cudnn, reference"
+#define H3_CUDA_ATTENTION_DEFAULT "flash"
 
 typedef struct {
-  const char *attention; /* "cudnn" | "flash" | "reference"; NULL: "cudnn" */
+  const char *attention; /* "cudnn" | "flash" | "reference"; NULL: H3_CUDA_ATTENTION_DEFAULT */
   bool no_graphs;        /* run graph calls op by op, no CUDA graphs (also H3_CUDA_GRAPHS=0) */
   int device;            /* CUDA device index */
 } h3_cuda_options;

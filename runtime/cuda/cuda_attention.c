@@ -123,22 +123,31 @@ static void warn_once(cu_state *s, const h3_op *op, const char *fmt, const char 
   h3_diag_warning(d, op->span, "pick another one with --attention", fmt, what);
 }
 
+/* Runs segment a with flash (flash = true) or cuDNN; false when that one does not take the
+ * shape (nothing ran), else true with *st its status. */
+static bool try_fast(cu_state *s, bool flash, const cu_att_seg *a, h3_status *st, h3_diag *d) {
+  if (flash) {
+    if (!cu_flash_supports(a)) return false;
+    *st = cu_flash_run(s, a, d);
+    return true;
+  }
+  if (!cu_cudnn_supports(a)) return false;
+  bool fallback = false;
+  *st = cu_cudnn_run(s, a, &fallback, d);
+  return !fallback;
+}
+
+/* The chosen implementation; a shape it does not take goes to the other fast one (flash <->
+ * cudnn), then to the reference kernel, with one warning per backend. */
 static h3_status run_segment(cu_state *s, const h3_op *op, const cu_att_seg *a, h3_diag *d) {
-  if (s->attention == CU_ATT_CUDNN) {
-    if (cu_cudnn_supports(a)) {
-      bool fallback = false;
-      h3_status st = cu_cudnn_run(s, a, &fallback, d);
-      if (!fallback) return st;
-    } else {
-      warn_once(s, op, "cuda: attention: %s takes bf16 / f16 with head_dim <= 128, a multiple "
-                "of 8, and Hq == Hk; other shapes use flash or the reference", "cudnn", d);
-    }
-  }
-  if (s->attention != CU_ATT_REFERENCE) {
-    if (cu_flash_supports(a)) return cu_flash_run(s, a, d);
-    warn_once(s, op, "cuda: attention: %s takes bf16, head_dim 128, non-causal; other shapes "
-              "use the reference kernel", "flash", d);
-  }
+  h3_status st = H3_OK;
+  if (s->attention == CU_ATT_REFERENCE) return cu_attention_reference(s, a, d);
+  bool flash = s->attention == CU_ATT_FLASH;
+  if (try_fast(s, flash, a, &st, d)) return st;
+  warn_once(s, op, "cuda: attention: %s does not take this shape (flash: bf16, head_dim 128, "
+            "non-causal; cudnn: bf16 / f16, head_dim <= 128 and a multiple of 8, Hq == Hk): the "
+            "other one runs it, or the reference kernel", flash ? "flash" : "cudnn", d);
+  if (try_fast(s, !flash, a, &st, d)) return st;
   return cu_attention_reference(s, a, d);
 }
 

@@ -153,6 +153,11 @@ static h3_status cuda_upload(h3_backend *b, void *dst, const void *src, size_t b
   return H3_OK;
 }
 
+static h3_status cuda_sync(h3_backend *b, h3_diag *d);
+
+/* Copies device -> host and waits for it: a sync point, so it also closes the busy interval
+ * (cuda_sync); left open, the next run's busy time would start here and count the host's
+ * time in between (and another backend's work) as GPU time. */
 static h3_status cuda_download(h3_backend *b, void *dst, const void *src, size_t bytes,
                                h3_diag *d) {
   cu_state *s = b->ctx;
@@ -166,8 +171,7 @@ static h3_status cuda_download(h3_backend *b, void *dst, const void *src, size_t
   }
   cu_mark_busy(s);
   CU_CHECK(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->stream), "download");
-  CU_CHECK(d, cudaStreamSynchronize(s->stream), "download");
-  return H3_OK;
+  return cuda_sync(b, d);
 }
 
 static h3_status cuda_copy(h3_backend *b, void *dst, const void *src, size_t bytes, h3_diag *d) {
@@ -251,8 +255,9 @@ static const h3_backend_ext cuda_ext = {cu_init_param, cu_graph_call_begin, cu_g
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {
-  if (!name || !strcmp(name, "cudnn")) *out = CU_ATT_CUDNN;
-  else if (!strcmp(name, "flash")) *out = CU_ATT_FLASH;
+  if (!name) name = H3_CUDA_ATTENTION_DEFAULT;
+  if (!strcmp(name, "flash")) *out = CU_ATT_FLASH;
+  else if (!strcmp(name, "cudnn")) *out = CU_ATT_CUDNN;
   else if (!strcmp(name, "reference")) *out = CU_ATT_REFERENCE;
   else return 0;
   return 1;

@@ -4,7 +4,7 @@
 #   tests/gpu/run_all.sh STAGE LOG_DIR [SECTION...]
 # Sections (default: all but `sample`, in this order, about 4 minutes; the 49-step sample
 # takes a call of its own under the 10-minute limit: "bench block peers sample", about 6.5
-# minutes on the H200 with cudnn attention):
+# minutes on the H200):
 #   env    nvidia-smi, the shared libraries the binaries resolve (a missing one is fatal)
 #   tests  gpu_compile_check, test_gpu_ops (every op and fused group vs the CPU reference,
 #          GPU random weights), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
@@ -18,11 +18,14 @@
 #   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
 #          four block GEMMs), then the same shapes in PyTorch and the ratio table
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
-#          flash attention, with the timing report; `full1` is its cudnn half only
+#          flash attention, with the timing report; `full1` runs only the attention of the
+#          full-dimension runs: $H3_ATTENTION, default flash (h3exec's default; also in
+#          spectrum, cachedit, int8sample and sample)
 #   block  bench/block_bench.c: one block at full dims (step with 3 layers minus step with 1,
 #          CUDA events) with the per-op profile of the block (device timestamps, then synced
 #          after each op), nvidia-smi dmon (power, clocks) alongside (the table of `peers`
-#          takes its attention rows from the attention_bench log of `bench`)
+#          takes its attention rows from the attention_bench log of `bench`); then the
+#          block once more with cuDNN's attention
 #   exact  the same block at --quality exact (the lossless block must be faster)
 #   int8   the same block with --int8: the plan's row splitting, then every int8 GEMM in
 #          chunks of 0 (never), 4096, 8192, 16384 rows (the per-op profile gives each
@@ -31,10 +34,12 @@
 #   cachedit  h3exec on the full 49-step sample at --quality high (Cache-DiT's defaults);
 #          latents kept in LOG_DIR for `sample`'s comparison
 #   int8sample  h3exec on the full 49-step sample with --int8 and Spectrum 11:5:1.0
+#   int8full  h3exec on the full 49-step sample with --int8 alone
 #   peers  bench/block_peers.py: PyTorch eager and torch.compile of the same block and SDPA
 #          alone, the ratio table (LOG_DIR/block_table.txt, LOG_DIR/peers.json)
-#   sample h3exec on the full 49-step sample (cudnn attention, about 4.5 minutes), latents
-#          checked finite, then the table again with the sample's wall time against the
+#   sample h3exec on the full 49-step sample (about 4 minutes), latents (kept in LOG_DIR)
+#          checked finite and compared with those of spectrum, cachedit, int8sample and
+#          int8full run before in the same call, then the table again with the sample's wall time against the
 #          eager estimate (LOG_DIR/block_table.txt; PyTorch measured here unless `peers`
 #          ran before in the same call)
 # Two files land in LOG_DIR (the device call returns at most 8): run_all.log, every step's
@@ -43,7 +48,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -56,6 +61,7 @@ WORK=$(mktemp -d)
 BIN=$STAGE/bin
 PLANS=$STAGE/plans
 export H3_KERNEL_CACHE_DIR=$STAGE/kcache
+ATT=${H3_ATTENTION:-flash} # attention of the full-dimension runs (h3exec's default)
 failures=0
 : > "$LOG/summary.txt"
 : > "$LOG/run_all.log"
@@ -142,7 +148,7 @@ for section in $SECTIONS; do
     done
     ;;
   full1)
-    step full_cuda_cudnn 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention cudnn \
+    step full_cuda_$ATT 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention "$ATT" \
       --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_s3.safetensors"
     step full_s3_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_s3.safetensors"
     ;;
@@ -155,7 +161,7 @@ for section in $SECTIONS; do
       --seed 3 --out "$WORK/tiny_spec_cpu.safetensors"
     step tiny_spec_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_spec_cuda.safetensors" \
       "$WORK/tiny_spec_cpu.safetensors" 1e-2
-    step full_spec 300 "$BIN/h3exec" "$PLANS/h3_full_spec.plan" --backend cuda --attention cudnn \
+    step full_spec 300 "$BIN/h3exec" "$PLANS/h3_full_spec.plan" --backend cuda --attention "$ATT" \
       --weights random --seed 3 --iterations 1 --out "$LOG/full_spec.safetensors"
     ;;
   normmod)
@@ -171,6 +177,9 @@ for section in $SECTIONS; do
     # the 3-layer plan profiled (its trunk loop runs 3 blocks back to back)
     step block_bench_l3_profile 240 "$BIN/block_bench" "$PLANS/h3_full_l3.plan" "$PLANS/h3_full_l1.plan" \
       --iters 3 --warmup 1 --profile 3
+    # the same block with cuDNN's attention, for the comparison of the two
+    step block_bench_cudnn 240 "$BIN/block_bench" "$PLANS/h3_full_l1.plan" "$PLANS/h3_full_l3.plan" \
+      --iters 5 --warmup 1 --attention cudnn
     kill "$dmon" 2> /dev/null
     { echo "===== nvidia-smi dmon -s pc during block_bench"; cat "$WORK/dmon.log"; } >> "$LOG/run_all.log"
     ;;
@@ -197,12 +206,16 @@ for section in $SECTIONS; do
       "$WORK/step_full_l1.safetensors" 1e9
     ;;
   cachedit)
-    step full_high 420 "$BIN/h3exec" "$PLANS/h3_full_high.plan" --backend cuda --attention cudnn \
+    step full_high 420 "$BIN/h3exec" "$PLANS/h3_full_high.plan" --backend cuda --attention "$ATT" \
       --weights random --seed 3 --iterations 1 --out "$LOG/full_high.safetensors"
     ;;
   int8sample)
-    step full_int8_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_spec.plan" --backend cuda --attention cudnn \
+    step full_int8_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_spec.plan" --backend cuda --attention "$ATT" \
       --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_spec.safetensors"
+    ;;
+  int8full)
+    step full_int8 420 "$BIN/h3exec" "$PLANS/h3_full_int8.plan" --backend cuda --attention "$ATT" \
+      --weights random --seed 3 --iterations 1 --out "$LOG/full_int8.safetensors"
     ;;
   peers)
     step block_peers 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
@@ -210,13 +223,13 @@ for section in $SECTIONS; do
     sed -n '/^== one H3 block/,$p' "$WORK/block_peers.log" | tee "$LOG/block_table.txt"
     ;;
   sample)
-    step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention cudnn \
-      --weights random --seed 3 --iterations 1 --out "$WORK/full_sample.safetensors"
-    step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$WORK/full_sample.safetensors"
-    for v in spec high int8_spec; do # latents of the same call against these (nmse = rel L2 squared)
+    step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention "$ATT" \
+      --weights random --seed 3 --iterations 1 --out "$LOG/full_sample.safetensors"
+    step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$LOG/full_sample.safetensors"
+    for v in spec high int8_spec int8; do # latents of the same call against these (nmse = rel L2 squared)
       [ -f "$LOG/full_$v.safetensors" ] || continue
       step "${v}_vs_full" 60 python3 tests/gpu/compare_outputs.py "$LOG/full_$v.safetensors" \
-        "$WORK/full_sample.safetensors" 1e9
+        "$LOG/full_sample.safetensors" 1e9
     done
     peers_src=()
     [ -f "$LOG/peers.json" ] && peers_src=(--torch-json "$LOG/peers.json")
@@ -225,7 +238,7 @@ for section in $SECTIONS; do
     sed -n '/^== one H3 block/,$p' "$WORK/sample_table.log" | tee "$LOG/block_table.txt"
     ;;
   *)
-    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 spectrum normmod block exact int8 cachedit int8sample peers sample)" >&2
+    echo "run_all.sh: unknown section '$section' (env tests tiny bench full full1 spectrum normmod block exact int8 cachedit int8sample int8full peers sample)" >&2
     failures=$((failures + 1))
     ;;
   esac

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SEED 4242u
 #define STEP_LIMIT 1e-3
@@ -167,6 +168,21 @@ static void check_device_trace(const h3_plan *p, const h3_graph *g, h3_host_tens
   runner_free(&tr);
 }
 
+/* The GPU busy time of a run counts that run's work only: a run after 200 ms of host idle
+ * (the outputs of the run before downloaded) reports far less than the idle time. */
+static void check_busy_time(runner *r, const h3_plan *p, h3_diag *d) {
+  h3_host_tensor out[8] = {0};
+  const h3_graph *g = run(r, p, "step", out, d);
+  if (g) free_out(out, g->n_outputs);
+  nanosleep(&(struct timespec){0, 200000000}, NULL);
+  h3_cuda_reset_gpu_seconds(r->b);
+  g = g ? run(r, p, "step", out, d) : NULL;
+  double busy = h3_cuda_gpu_seconds(r->b);
+  check(g && busy > 0 && busy < 0.1, "busy time of a step after 200 ms idle: %.3f ms (< 100)",
+        busy * 1e3);
+  if (g) free_out(out, g->n_outputs);
+}
+
 int main(int argc, char **argv) {
   gpu_require();
   const char *dir = argc > 1 ? argv[1] : H3_SOURCE_DIR "/models";
@@ -192,6 +208,7 @@ int main(int argc, char **argv) {
   if (step && gstep) compare(step, g_step, c_step, STEP_LIMIT, "step, cuda vs cpu");
   else check(false, "running step on both backends");
   if (gstep) check_device_trace(lossless, gstep, g_step, &d);
+  if (gstep) check_busy_time(&gpu, lossless, &d);
   const h3_graph *smp = run(&cpu, lossless, "sample", c_smp, &d);
   const h3_graph *gsmp = run(&gpu, lossless, "sample", g_smp, &d);
   const h3_graph *gsmp2 = run(&gpu, lossless, "sample", g_smp2, &d);
