@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# normmod_variants.sh: builds bench/normmod_variants.cu (here, with nvcc; no GPU needed) into
+# BUILD_DIR/normmod_variants, with the Plan A lossless kernel of the full H3 plan as v0.
+#   bench/normmod_variants.sh [BUILD_DIR]   (default build-nm; needs BUILD_DIR/../build/h3c
+#   or H3C=path) then, on the GPU: BUILD_DIR/normmod_variants
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build-nm}
+H3C=${H3C:-build/h3c}
+mkdir -p "$B"
+"$H3C" compile models/minimax_h3.g --config full --set layers=1 --no-kernels -o "$B/l1.plan"
+# the prelude and the norm_modulate kernel, at T = 32768 rows (the plan has 32704)
+python3 - "$B" <<'PY'
+import sys, yaml
+b = sys.argv[1]
+plan = yaml.safe_load(open(f"{b}/l1.plan"))
+k = next(k for k in plan["kernels"] if k["op"] == "norm_modulate")
+src = plan["prelude"]["source"] + "\n" + k["source"].replace("32704", "32768")
+src = src.replace(k["name"], "nm_plan_kernel")
+open(f"{b}/nm_v0.cuh", "w").write(src)
+PY
+/usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \
+  -o "$B/normmod_variants" bench/normmod_variants.cu
+echo "built $B/normmod_variants"
