@@ -46,6 +46,30 @@ __device__ __forceinline__ void modstore(const h3_bf16 *xr, float r, const h3_bf
   h3_str8<true>(y, u * 8, yr);
 }
 
+// r of the row whose chunks the thread holds in xr (partials in part)
+__device__ __forceinline__ float row_r(const h3_bf16 (*xr)[8], float *part, int tid) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) { float v = h3_w(xr[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
+  return rowsum_r(ss, part, tid);
+}
+
+// the thread's chunks of a row in shared memory into xr
+__device__ __forceinline__ void smem_row(h3_bf16 (*xr)[8], const h3_bf16 *xs, int tid) {
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) *reinterpret_cast<uint4 *>(xr[j]) = *reinterpret_cast<const uint4 *>(xs + u * 8); }
+}
+
+// y's row from xr and r, with the table rows of g = idx[row]
+__device__ __forceinline__ void row_out(const h3_bf16 (*xr)[8], float r, long long row, const h3_bf16 *in1,
+                                        const h3_bf16 *in2, const h3_bf16 *in3, const int *in4, h3_bf16 *out0, int tid) {
+  const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) modstore(xr[j], r, in1, in2 + g * HH, in3 + g * HH, out0 + row * HH, u); }
+}
+
 // V1: R rows per block, the next row's x prefetched into registers
 template <int R>
 __global__ void __launch_bounds__(256) nm_v1(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
@@ -67,16 +91,7 @@ __global__ void __launch_bounds__(256) nm_v1(const h3_bf16 *__restrict__ in0, co
 #pragma unroll
       for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) h3_ldr8<true>(in0 + (row + 1) * HH, u * 8, nxt[j]); }
     }
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-#pragma unroll
-      for (int k = 0; k < 8; k++) { float v = h3_w(cur[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
-    const float r = rowsum_r(ss, part[i & 1], tid);
-    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
-    const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) modstore(cur[j], r, in1, scr, shr, out0 + row * HH, u); }
+    row_out(cur, row_r(cur, part[i & 1], tid), row, in1, in2, in3, in4, out0, tid);
   }
 }
 
@@ -117,17 +132,8 @@ __global__ void __launch_bounds__(256) nm_v2(const h3_bf16 *__restrict__ in0, co
     cpa_wait<S - 1>();
     const h3_bf16 *xs = ring[i % S];
     __align__(16) h3_bf16 xr[CH][8];
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-      *reinterpret_cast<uint4 *>(xr[j]) = *reinterpret_cast<const uint4 *>(xs + u * 8);
-#pragma unroll
-      for (int k = 0; k < 8; k++) { float v = h3_w(xr[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
-    const float r = rowsum_r(ss, part[i & 1], tid);
-    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
-    const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) modstore(xr[j], r, in1, scr, shr, out0 + row * HH, u); }
+    smem_row(xr, xs, tid);
+    row_out(xr, row_r(xr, part[i & 1], tid), row, in1, in2, in3, in4, out0, tid);
   }
 }
 
@@ -176,12 +182,7 @@ __global__ void __launch_bounds__(256) nm_v3(const h3_bf16 *__restrict__ in0, co
         for (int k = 0; k < 8; k++) we[j][k] = __fmul_rn(__fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
       } }
     }
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-#pragma unroll
-      for (int k = 0; k < 8; k++) { float v = h3_w(cur[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
-    const float r = rowsum_r(ss, part[i & 1], tid);
+    const float r = row_r(cur, part[i & 1], tid);
 #pragma unroll
     for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
       __align__(16) h3_bf16 yr[8];
@@ -257,13 +258,8 @@ __global__ void __launch_bounds__(256) nm_v5(const h3_bf16 *__restrict__ in0, co
     }
     bar_wait(sa(&bars[b]), (i >> 1) & 1);
     __align__(16) h3_bf16 xr[CH][8];
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-      *reinterpret_cast<uint4 *>(xr[j]) = *reinterpret_cast<const uint4 *>(&xs[b][u * 8]);
-#pragma unroll
-      for (int k = 0; k < 8; k++) { float v = h3_w(xr[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
-    const float r = rowsum_r(ss, part[b], tid);  // its barrier: every thread is done with xs[b^1] of row i-1
+    smem_row(xr, xs[b], tid);
+    const float r = row_r(xr, part[b], tid);  // its barrier: every thread is done with xs[b^1] of row i-1
     const long long g = h3_clampi(h3_ld(in4, row), 6ll);
     const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
     if (BS) {
