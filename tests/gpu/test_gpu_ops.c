@@ -12,7 +12,7 @@
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
  *    (bitwise); attention reading v in place through v_view (the v columns of a packed
  *    qkv with segments, a view inside a wider row, causal GQA in f32) through each
- *    implementation.
+ *    implementation; bf16 at head_dim 64 through each (flash hands it to cuDNN).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops MODELS_DIR      (exit 77 without a GPU)
@@ -281,6 +281,12 @@ static void check_hand(h3_backend *b) {
   h3_value *xv2 = in_of(&h, "xv2", H3_BF16, 2, (int64_t[]){333, 776});
   h3_attr attv2[2] = {att[0], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){264, 776})};
   const h3_op *a333v = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q2, k2, xv2}, 2, attv2);
+  /* bf16 at head_dim 64: flash does not take it, so --attention flash runs it on cuDNN */
+  int64_t qd4[3] = {150, 2, 64};
+  h3_value *q4 = in_of(&h, "q4", H3_BF16, 3, qd4), *k4 = in_of(&h, "k4", H3_BF16, 3, qd4);
+  h3_value *v4 = in_of(&h, "v4", H3_BF16, 3, qd4);
+  h3_attr att4 = h3_attr_float(h.m, "scale", 0.125);
+  const h3_op *a64 = op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q4, k4, v4}, 1, &att4);
   /* causal GQA in f32 (the reference kernel) */
   h3_value *q3 = in_of(&h, "q3", H3_F32, 3, (int64_t[]){50, 4, 64});
   h3_value *k3 = in_of(&h, "k3", H3_F32, 3, (int64_t[]){50, 2, 64});
@@ -333,6 +339,8 @@ static void check_hand(h3_backend *b) {
     if (a128v) check_op(b, a128v, tag, -1);
     snprintf(tag, sizeof tag, "attention D=128 T=333 v view (%s)", impls[i]);
     if (a333v) check_op(b, a333v, tag, -1);
+    snprintf(tag, sizeof tag, "attention D=64 (%s; flash falls back to cudnn)", impls[i]);
+    if (a64) check_op(b, a64, tag, -1);
     report(&d); /* fallback warnings, if any */
     h3_diag_free(&d);
   }
