@@ -7,9 +7,10 @@
  * (cu_att_seg: pointers at the segment's first row, row strides Hq*D / Hk*D; with the
  * op's v_view = [start, row_stride], v is the 2D qkv-like tensor: v's pointer is its base +
  * start, its row stride row_stride) given to the selected implementation:
- *   cudnn      cuDNN's fused SDPA (cuda_cudnn.c) where it takes the shape, else flash;
- *   flash      h3's flash kernel (cuda_flash.c): bf16, head_dim 128, non-causal, else the
- *              reference;
+ *   flash      (the default) h3's flash kernel (cuda_flash.c): bf16, head_dim 128,
+ *              non-causal; other shapes go to cudnn, then to the reference;
+ *   cudnn      cuDNN's fused SDPA (cuda_cudnn.c) where it takes the shape, else flash,
+ *              then the reference;
  *   reference  this file: one block of 4 warps per (row, head); each warp walks every 4th
  *              key with an online softmax in fp32 (lanes hold dims lane + 32*i, the dot
  *              product reduced by an xor butterfly), the 4 partial (max, sum, output)
