@@ -16,7 +16,9 @@
 #                  with Spectrum 11:5:1.0), h3_full_high.plan (49 steps, Cache-DiT's defaults)
 #   STAGE/kcache/  the NVRTC kernel cache, filled by compiling the plans and the backend's
 #                  own kernels, so the GPU machine only loads CUBINs
-#   tests/gpu/stage.sh [BUILD_DIR]      (default build-gpu; STAGE = BUILD_DIR/stage)
+#   tests/gpu/stage.sh [BUILD_DIR]      (default build-gpu; STAGE = BUILD_DIR/stage; BUILD_DIR
+#   may be absolute: a branch checked out in a worktree can stage into a folder of the main
+#   checkout, e.g. build-gpu/alt, that travels in the same device call)
 # H3_STAGE_BUILD_TYPE picks the CMake build type (default RelWithDebInfo).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +33,7 @@ cp "$B/h3c" "$B/h3exec" "$S/bin/"
 for t in gpu_compile_check test_gpu_ops test_gpu_model attention_bench block_bench test_gpu_int8; do cp "$B/tests/gpu/$t" "$S/bin/"; done
 cp "$B/tests/normmod/normmod_gpu_test" "$S/bin/"
 strip --strip-debug "$S"/bin/*
-export H3_KERNEL_CACHE_DIR=$PWD/$S/kcache
+export H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
 "$S/bin/gpu_compile_check"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny -o "$S/plans/h3_tiny.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=256 --set heads=2 --set head_dim=128 \
