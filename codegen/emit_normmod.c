@@ -151,6 +151,22 @@ static void emit_load_update(h3_strbuf *s, const nm_shape *n, const char *dst, c
     h3_strbuf_printf(s, "        __align__(16) float w8[8];\n        h3_ldr8<%s>(in8, u * 8, w8);\n", V);
 }
 
+/* The row's second pass, closing the row's block: per chunk, gamma and the table rows
+ * (from L2) are loaded with access path V and y = modulate(x·r) is stored (quantize = 1: the
+ * codes after it). vec: x is in registers (xr[j]); else it is read again from xs. */
+static void emit_modulate_pass(h3_strbuf *s, const nm_shape *n, bool vec) {
+  const char *V = vec ? "true" : "false";
+  open_chunks(s, n);
+  h3_strbuf_printf(s, "        __align__(16) h3_bf16 %swr[8], sr[8], hr[8], yr[8];\n", vec ? "" : "xr[8], ");
+  if (!vec) h3_strbuf_append(s, "        h3_ldr8<false>(xs, u * 8, xr);\n");
+  h3_strbuf_printf(s, "        h3_ldr8<%s>(in%d, u * 8, wr);\n        h3_ldr8<%s>(scr, u * 8, sr);\n"
+                      "        h3_ldr8<%s>(shr, u * 8, hr);\n", V, n->first, V, V);
+  emit_widen_modulate_store(s, n, vec ? "xr[j][k]" : "xr[k]", V);
+  h3_strbuf_append(s, close_chunks);
+  emit_quant_tail(s, n, V);
+  h3_strbuf_append(s, "  }\n");
+}
+
 /* The row with 16-byte accesses (every base pointer is aligned, so every row is: H % 8 ==
  * 0): all of the thread's DRAM loads are issued first and x (Plan B: residual') stays in
  * registers, as bf16, from its load to the modulate. */
@@ -187,15 +203,7 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
   emit_rms_accum(s, 8, "v");
   h3_strbuf_append(s, close_chunks);
   emit_rms_finish(s, n->block, n->H, n->eps);
-  /* modulate from registers; gamma and the table rows come from L2 */
-  open_chunks(s, n);
-  h3_strbuf_printf(s, "        __align__(16) h3_bf16 wr[8], sr[8], hr[8], yr[8];\n"
-                      "        h3_ldr8<true>(in%d, u * 8, wr);\n        h3_ldr8<true>(scr, u * 8, sr);\n"
-                      "        h3_ldr8<true>(shr, u * 8, hr);\n", n->first);
-  emit_widen_modulate_store(s, n, "xr[j][k]", "true");
-  h3_strbuf_append(s, close_chunks);
-  emit_quant_tail(s, n, "true");
-  h3_strbuf_append(s, "  }\n");
+  emit_modulate_pass(s, n, true);
 }
 
 /* The row element by element (some base pointer is not 16-byte aligned): the same
@@ -222,15 +230,7 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
   emit_rms_accum(s, 8, "v");
   h3_strbuf_append(s, close_chunks);
   emit_rms_finish(s, n->block, n->H, n->eps);
-  open_chunks(s, n);
-  h3_strbuf_printf(s, "        __align__(16) h3_bf16 xr[8], wr[8], sr[8], hr[8], yr[8];\n"
-                      "        h3_ldr8<false>(xs, u * 8, xr);\n"
-                      "        h3_ldr8<false>(in%d, u * 8, wr);\n        h3_ldr8<false>(scr, u * 8, sr);\n"
-                      "        h3_ldr8<false>(shr, u * 8, hr);\n", n->first);
-  emit_widen_modulate_store(s, n, "xr[k]", "false");
-  h3_strbuf_append(s, close_chunks);
-  emit_quant_tail(s, n, "false");
-  h3_strbuf_append(s, "  }\n");
+  emit_modulate_pass(s, n, false);
 }
 
 /* Plan B's signature: every pointer __restrict__ but in0 (residual) and out0 (residual'),
