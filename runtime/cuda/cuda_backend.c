@@ -153,7 +153,22 @@ static h3_status cuda_upload(h3_backend *b, void *dst, const void *src, size_t b
   return H3_OK;
 }
 
-static h3_status cuda_sync(h3_backend *b, h3_diag *d);
+/* Waits for the stream; an open busy interval (cu_mark_busy) is closed and its length added
+ * to gpu_seconds. */
+static h3_status cuda_sync(h3_backend *b, h3_diag *d) {
+  cu_state *s = b->ctx;
+  if (cu_graph_capturing(s)) return H3_OK; /* nothing runs until the capture ends */
+  if (s->busy) {
+    s->busy = false;
+    CU_CHECK(d, cudaEventRecord(s->ev_stop, s->stream), "sync");
+    CU_CHECK(d, cudaEventSynchronize(s->ev_stop), "sync (a kernel failed)");
+    float ms = 0;
+    CU_CHECK(d, cudaEventElapsedTime(&ms, s->ev_start, s->ev_stop), "sync");
+    s->gpu_seconds += ms * 1e-3;
+  }
+  CU_CHECK(d, cudaStreamSynchronize(s->stream), "sync (a kernel failed)");
+  return H3_OK;
+}
 
 /* Copies device -> host and waits for it: a sync point, so it also closes the busy interval
  * (cuda_sync); left open, the next run's busy time would start here and count the host's
@@ -205,20 +220,6 @@ static h3_status cuda_run_op(h3_backend *b, const h3_op *op, const h3_tensor *in
   return cu_op_run(s, o, in, n_in, out, n_out, d);
 }
 
-static h3_status cuda_sync(h3_backend *b, h3_diag *d) {
-  cu_state *s = b->ctx;
-  if (cu_graph_capturing(s)) return H3_OK; /* nothing runs until the capture ends */
-  if (s->busy) {
-    s->busy = false;
-    CU_CHECK(d, cudaEventRecord(s->ev_stop, s->stream), "sync");
-    CU_CHECK(d, cudaEventSynchronize(s->ev_stop), "sync (a kernel failed)");
-    float ms = 0;
-    CU_CHECK(d, cudaEventElapsedTime(&ms, s->ev_start, s->ev_stop), "sync");
-    s->gpu_seconds += ms * 1e-3;
-  }
-  CU_CHECK(d, cudaStreamSynchronize(s->stream), "sync (a kernel failed)");
-  return H3_OK;
-}
 
 static double cuda_now(h3_backend *b) {
   (void)b;
