@@ -12,23 +12,6 @@
 
 #include "h3/backend.h"
 
-static bool run_op(const h3_op *op, void *const *in, void *out, int threads) {
-  h3_tensor ti[4], to = {op->results[0]->type, out};
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = h3_cpu_run_op(op, ti, op->n_operands, &to, 1, threads, 7, &d);
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return st == H3_OK;
-}
-
-static double ld(const void *p, h3_dtype t, int64_t i) {
-  if (t == H3_BF16) return h3_bf16_to_f32(((const uint16_t *)p)[i]);
-  if (t == H3_F16) return h3_f16_to_f32(((const uint16_t *)p)[i]);
-  return ((const float *)p)[i];
-}
-
 /* Relative L2 distance of f from the fp64 norm + rope of the case's inputs. */
 static double ref_distance(const qk_case *c, const uint16_t *x, const void *w, const void *cs,
                            const void *sn, const uint16_t *f) {
@@ -41,12 +24,12 @@ static double ref_distance(const qk_case *c, const uint16_t *x, const void *w, c
       for (int64_t k = 0; k < c->D; k++) ss += (double)h3_bf16_to_f32(row[k]) * h3_bf16_to_f32(row[k]);
       double r = 1.0 / sqrt(ss / (double)c->D + c->eps);
       for (int64_t k = 0; k < c->D; k++)
-        n[k] = h3_bf16_to_f32(row[k]) * r * (ld(w, c->wd, k) + off);
+        n[k] = h3_bf16_to_f32(row[k]) * r * (case_ld(w, c->wd, k) + off);
       for (int64_t k = 0; k < c->D; k++) {
         double want = n[k];
         if (k < 2 * c->half) {
           int64_t i = k < c->half ? k : k - c->half;
-          double co = ld(cs, c->cd, t * c->half + i), si = ld(sn, c->cd, t * c->half + i);
+          double co = case_ld(cs, c->cd, t * c->half + i), si = case_ld(sn, c->cd, t * c->half + i);
           want = k < c->half ? n[k] * co - n[k + c->half] * si : n[k] * co + n[k - c->half] * si;
         }
         double got = h3_bf16_to_f32(f[(t * c->H + h) * c->D + k]);
@@ -70,17 +53,17 @@ static void check_case(const qk_case *c) {
   if (!m) return;
   h3_graph *g = m->graphs[0];
   const int64_t n = c->T * c->H * c->D;
-  uint16_t *x = qk_random(H3_BF16, c->T * c->C, true);
-  void *w = qk_random(c->wd, c->D, false), *cs = qk_random(c->cd, c->T * c->half, false);
-  void *sn = qk_random(c->cd, c->T * c->half, false);
+  uint16_t *x = case_random(qk_rng(), H3_BF16, c->T * c->C, true);
+  void *w = case_random(qk_rng(), c->wd, c->D, false), *cs = case_random(qk_rng(), c->cd, c->T * c->half, false);
+  void *sn = case_random(qk_rng(), c->cd, c->T * c->half, false);
   uint16_t *q = malloc((size_t)n * 2), *q3 = malloc((size_t)n * 2), *nn = malloc((size_t)n * 2);
   uint16_t *y = malloc((size_t)n * 2), *f1 = malloc((size_t)n * 2), *f3 = malloc((size_t)n * 2);
-  bool ok = run_op(qk_op(g, "q"), (void *[]){x}, q, 1) &&
-            run_op(qk_op(g, "q3"), (void *[]){q}, q3, 1) &&
-            run_op(qk_op(g, "n"), (void *[]){q3, w}, nn, 1) &&
-            run_op(qk_op(g, "y"), (void *[]){nn, cs, sn}, y, 1) &&
-            run_op(qk_op(g, "f"), (void *[]){x, w, cs, sn}, f1, 1) &&
-            run_op(qk_op(g, "f"), (void *[]){x, w, cs, sn}, f3, 3);
+  bool ok = case_run_cpu(case_op(g, "q"), (void *[]){x}, q, 1) &&
+            case_run_cpu(case_op(g, "q3"), (void *[]){q}, q3, 1) &&
+            case_run_cpu(case_op(g, "n"), (void *[]){q3, w}, nn, 1) &&
+            case_run_cpu(case_op(g, "y"), (void *[]){nn, cs, sn}, y, 1) &&
+            case_run_cpu(case_op(g, "f"), (void *[]){x, w, cs, sn}, f1, 1) &&
+            case_run_cpu(case_op(g, "f"), (void *[]){x, w, cs, sn}, f3, 3);
   CHECK(ok, "%s: running the ops", c->name);
   if (ok) {
     int64_t diff = 0, first = -1;

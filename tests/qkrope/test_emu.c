@@ -46,7 +46,7 @@ static int64_t count_far(const uint16_t *y, const uint16_t *c, int64_t rows, int
 }
 
 static void test_graph(h3_graph *g) {
-  h3_op *slice = qk_op(g, "q"), *norm = qk_op(g, "n"), *rope = qk_op(g, "y"), *fused = qk_op(g, "f");
+  h3_op *slice = case_op(g, "q"), *norm = case_op(g, "n"), *rope = case_op(g, "y"), *fused = case_op(g, "f");
   CHECK(slice && norm && rope && fused && emu_kernel_index(slice) >= 0 && emu_kernel_index(norm) >= 0 &&
             emu_kernel_index(rope) >= 0 && emu_kernel_index(fused) >= 0,
         "@%s: the graph's ops and kernels", g->name);
@@ -56,8 +56,8 @@ static void test_graph(h3_graph *g) {
   const h3_dtype wd = g->inputs[1]->type.dtype, cd = g->inputs[2]->type.dtype;
   const int64_t nc = h3_type_numel(&g->inputs[2]->type);
   fprintf(stderr, "graph @%s: %lld head rows of %lld\n", g->name, (long long)rows, (long long)D);
-  void *x = qk_random(H3_BF16, h3_type_numel(xt), true), *w = qk_random(wd, D, false);
-  void *cs = qk_random(cd, nc, false), *sn = qk_random(cd, nc, false);
+  void *x = case_random(qk_rng(), H3_BF16, h3_type_numel(xt), true), *w = case_random(qk_rng(), wd, D, false);
+  void *cs = case_random(qk_rng(), cd, nc, false), *sn = case_random(qk_rng(), cd, nc, false);
   uint16_t *q = calloc((size_t)n + 8, 2), *nn = calloc((size_t)n + 8, 2);
   uint16_t *y = calloc((size_t)n + 8, 2), *f = calloc((size_t)n + 8, 2);
   run_kernel(slice, (void *[]){x}, q);

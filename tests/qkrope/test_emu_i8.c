@@ -25,23 +25,23 @@ static int64_t differ(const uint16_t *a, const uint16_t *b, int64_t n) {
 }
 
 /* Random operands for the graph's inputs: i32 accumulators, positive f32 scales, others
- * as qk_random. */
+ * as case_random (unscaled). */
 static void *input(const h3_value *v, bool scale) {
   const int64_t n = h3_type_numel(&v->type);
   if (v->type.dtype == H3_I32) {
     int32_t *p = malloc((size_t)n * 4 + 16);
     for (int64_t i = 0; p && i < n; i++) {
-      int32_t a = (int32_t)qk_uniform(-67108864.0, 67108864.0);
+      int32_t a = (int32_t)case_uniform(qk_rng(), -67108864.0, 67108864.0);
       p[i] = a ? a : 1;
     }
     return p;
   }
   if (scale) {
     float *p = malloc((size_t)n * 4 + 16);
-    for (int64_t i = 0; p && i < n; i++) p[i] = (float)qk_uniform(1e-6, 1e-4);
+    for (int64_t i = 0; p && i < n; i++) p[i] = (float)case_uniform(qk_rng(), 1e-6, 1e-4);
     return p;
   }
-  return qk_random(v->type.dtype, n, false);
+  return case_random(qk_rng(), v->type.dtype, n, false);
 }
 
 static void test_graph(h3_graph *g) {

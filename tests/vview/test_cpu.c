@@ -10,6 +10,7 @@
  *   - type inference rejects bad views with a message naming the rule.
  * Usage: vview_cpu_test.
  */
+#include "../common/case_data.h"
 #include "../common/check.h"
 
 #include "h3/backend.h"
@@ -30,33 +31,8 @@ typedef struct {
   const char *segments; /* "" or e.g. "[29]" */
 } vv_case;
 
+/* the data generator state (tests/common/case_data.h) */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double uniform(double lo, double hi) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return lo + (hi - lo) * (double)(rng >> 11) * 0x1p-53;
-}
-
-/* n random non-zero values of dtype t, |v| in [0.05, 2], sign random. */
-static void *random_data(h3_dtype t, int64_t n) {
-  void *p = malloc((size_t)(n ? n : 1) * h3_dtype_size(t));
-  for (int64_t i = 0; p && i < n; i++) {
-    double v = uniform(0.05, 2.0) * (uniform(0, 1) < 0.5 ? -1 : 1);
-    if (t == H3_BF16) ((uint16_t *)p)[i] = h3_f32_to_bf16((float)v);
-    else if (t == H3_F16) ((uint16_t *)p)[i] = h3_f32_to_f16((float)v);
-    else ((float *)p)[i] = (float)v;
-  }
-  return p;
-}
-
-static double ld(const void *p, h3_dtype t, int64_t i) {
-  if (t == H3_BF16) return h3_bf16_to_f32(((const uint16_t *)p)[i]);
-  if (t == H3_F16) return h3_f16_to_f32(((const uint16_t *)p)[i]);
-  return ((const float *)p)[i];
-}
-
-static const char *dtn(h3_dtype t) { return t == H3_BF16 ? "bf16" : t == H3_F16 ? "f16" : "f32"; }
 
 /* The case's IR: %v3 = reshape(slice(%x)) -> %a = attention(%q, %k, %v3); %b = the same
  * attention with %x and v_view; both returned. */
@@ -64,7 +40,7 @@ static char *case_ir(const vv_case *c) {
   char att[128];
   snprintf(att, sizeof att, "scale = 0.3%s%s%s", c->causal ? ", causal = 1" : "",
            c->segments[0] ? ", segments = " : "", c->segments);
-  const char *t = dtn(c->dt);
+  const char *t = case_dtype(c->dt);
   long long T = c->T, Hq = c->Hq, Hk = c->Hk, D = c->D, C = c->C, S = c->start;
   size_t cap = 4096;
   char *s = malloc(cap);
@@ -85,24 +61,6 @@ static char *case_ir(const vv_case *c) {
 
 static h3_module *parse(const char *text, h3_diag *d) {
   return h3_module_parse("vview_case.ir", text, strlen(text), d);
-}
-
-static h3_op *op_named(h3_graph *g, const char *name) {
-  for (h3_op *op = g->body.first; op; op = op->next)
-    if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0)
-      return op;
-  return NULL;
-}
-
-static bool run_op(const h3_op *op, void *const *in, void *out, int threads) {
-  h3_tensor ti[3], to = {op->results[0]->type, out};
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = h3_cpu_run_op(op, ti, op->n_operands, &to, 1, threads, 7, &d);
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return st == H3_OK;
 }
 
 /* Row t's key range [lo, hi) under the case's segments and causal mask. */
@@ -137,7 +95,7 @@ static double ref_distance(const vv_case *c, const void *q, const void *k, const
       for (int64_t j = lo; j < hi; j++) {
         double dot = 0;
         for (int64_t d = 0; d < c->D; d++)
-          dot += ld(q, c->dt, (t * c->Hq + h) * c->D + d) * ld(k, c->dt, (j * c->Hk + kvh) * c->D + d);
+          dot += case_ld(q, c->dt, (t * c->Hq + h) * c->D + d) * case_ld(k, c->dt, (j * c->Hk + kvh) * c->D + d);
         p[j] = dot * 0.3;
         if (p[j] > m) m = p[j];
       }
@@ -145,9 +103,9 @@ static double ref_distance(const vv_case *c, const void *q, const void *k, const
       for (int64_t d = 0; d < c->D; d++) {
         double want = 0;
         for (int64_t j = lo; j < hi; j++)
-          want += p[j] * ld(x, c->dt, j * c->C + c->start + kvh * c->D + d);
+          want += p[j] * case_ld(x, c->dt, j * c->C + c->start + kvh * c->D + d);
         want /= l;
-        double got = ld(o, c->dt, (t * c->Hq + h) * c->D + d);
+        double got = case_ld(o, c->dt, (t * c->Hq + h) * c->D + d);
         num += (got - want) * (got - want);
         den += want * want;
       }
@@ -169,15 +127,16 @@ static void check_case(const vv_case *c) {
   h3_graph *g = m->graphs[0];
   const int64_t n = c->T * c->Hq * c->D, nv = c->T * c->Hk * c->D;
   const size_t es = h3_dtype_size(c->dt);
-  void *q = random_data(c->dt, n), *k = random_data(c->dt, nv), *x = random_data(c->dt, c->T * c->C);
+  void *q = case_random(&rng, c->dt, n, false), *k = case_random(&rng, c->dt, nv, false),
+       *x = case_random(&rng, c->dt, c->T * c->C, false);
   void *v = malloc((size_t)nv * es), *v3 = malloc((size_t)nv * es);
   void *a = malloc((size_t)n * es), *b1 = malloc((size_t)n * es), *b3 = malloc((size_t)n * es);
   bool ok = q && k && x && v && v3 && a && b1 && b3 &&
-            run_op(op_named(g, "v"), (void *[]){x}, v, 1) &&
-            run_op(op_named(g, "v3"), (void *[]){v}, v3, 1) &&
-            run_op(op_named(g, "a"), (void *[]){q, k, v3}, a, 1) &&
-            run_op(op_named(g, "b"), (void *[]){q, k, x}, b1, 1) &&
-            run_op(op_named(g, "b"), (void *[]){q, k, x}, b3, 3);
+            case_run_cpu(case_op(g, "v"), (void *[]){x}, v, 1) &&
+            case_run_cpu(case_op(g, "v3"), (void *[]){v}, v3, 1) &&
+            case_run_cpu(case_op(g, "a"), (void *[]){q, k, v3}, a, 1) &&
+            case_run_cpu(case_op(g, "b"), (void *[]){q, k, x}, b1, 1) &&
+            case_run_cpu(case_op(g, "b"), (void *[]){q, k, x}, b3, 3);
   CHECK(ok, "%s: running the ops", c->name);
   if (ok) {
     int64_t diff = 0, first = -1;
@@ -185,10 +144,10 @@ static void check_case(const vv_case *c) {
       if (memcmp((char *)a + i * es, (char *)b1 + i * es, es) != 0 && diff++ == 0) first = i;
     CHECK(diff == 0, "%s: %lld of %lld elements differ from attention on the slice (first %lld: "
           "%g vs %g)", c->name, (long long)diff, (long long)n, (long long)first,
-          first >= 0 ? ld(b1, c->dt, first) : 0.0, first >= 0 ? ld(a, c->dt, first) : 0.0);
+          first >= 0 ? case_ld(b1, c->dt, first) : 0.0, first >= 0 ? case_ld(a, c->dt, first) : 0.0);
     CHECK(memcmp(b1, b3, (size_t)n * es) == 0, "%s: 3 workers differ from 1", c->name);
     bool nonzero = false;
-    for (int64_t i = 0; i < n && !nonzero; i++) nonzero = ld(b1, c->dt, i) != 0.0;
+    for (int64_t i = 0; i < n && !nonzero; i++) nonzero = case_ld(b1, c->dt, i) != 0.0;
     CHECK(nonzero, "%s: the result is all zero", c->name);
     double rel = ref_distance(c, q, k, x, b1);
     printf("%s: bitwise equal to attention on the slice; relative L2 to fp64 %.2e\n", c->name, rel);
