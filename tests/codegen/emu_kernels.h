@@ -2,7 +2,8 @@
  * of the host-emulated dispatcher (the generated emu_count / emu_run, tests/codegen), for the
  * tests that run emitted CUDA C on the host. Header-only, test-only:
  *   m = emu_load(path) (or h3_module_walk(m, emu_collect, &emu_kernels)), check
- *   emu_kernels.n == emu_count(), then emu_run(emu_kernel_index(op), args); emu_unload(m). */
+ *   emu_kernels.n == emu_count(), then emu_run(emu_kernel_index(op), args) or
+ *   emu_run_op(op, operands, results); emu_unload(m). */
 #ifndef H3_TESTS_EMU_KERNELS_H
 #define H3_TESTS_EMU_KERNELS_H
 
@@ -57,6 +58,16 @@ static inline h3_module *emu_load(const char *path) {
   free(text);
   if (m) h3_module_walk(m, emu_collect, &emu_kernels);
   return m;
+}
+
+/* Runs the emitted kernel of op (one of emu_kernels) on explicit pointers: in[i] operand i,
+ * out[r] result r (at most 16 in all). */
+static inline void emu_run_op(const h3_op *op, void *const *in, void *const *out) {
+  void *args[16];
+  int n = 0;
+  for (int i = 0; i < op->n_operands && n < 16; i++) args[n++] = in[i];
+  for (int r = 0; r < op->n_results && n < 16; r++) args[n++] = out[r];
+  emu_run(emu_kernel_index(op), args);
 }
 
 static inline void emu_unload(h3_module *m) {

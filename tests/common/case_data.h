@@ -1,7 +1,7 @@
 /* case_data.h: what the op-case tests share (test-only, header-only): a seeded xorshift
  * generator whose state each test owns, non-zero random data of bf16 / f16 / f32, element
  * reads widened to double, the IR name of a dtype, the op of a graph by its result's name,
- * and one op of one result run on the CPU backend. */
+ * and one op run on the CPU backend (into given buffers, or into buffers it allocates). */
 #ifndef H3_TESTS_CASE_DATA_H
 #define H3_TESTS_CASE_DATA_H
 
@@ -52,25 +52,37 @@ static inline const char *case_dtype(h3_dtype t) {
 }
 
 /* The op of graph g whose first result is named `name`, or NULL. */
-static inline h3_op *case_op(h3_graph *g, const char *name) {
+static inline h3_op *case_op(const h3_graph *g, const char *name) {
   for (h3_op *op = g->body.first; op; op = op->next)
     if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0)
       return op;
   return NULL;
 }
 
-/* Runs op (at most 8 operands, one result) on the CPU backend with `threads` threads:
- * in[i] holds operand i, out the result; false after printing the diagnostics. */
-static inline bool case_run_cpu(const h3_op *op, void *const *in, void *out, int threads) {
-  h3_tensor ti[8], to = {op->results[0]->type, out};
-  if (op->n_operands > 8) return false;
+/* Runs op (at most 10 operands, 4 results) on the CPU backend with `threads` threads:
+ * in[i] holds operand i, out[r] receives result r; false after printing the diagnostics. */
+static inline bool case_run_cpu(const h3_op *op, void *const *in, void *const *out, int threads) {
+  h3_tensor ti[10], to[4];
+  if (op->n_operands > 10 || op->n_results > 4) return false;
   for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
+  for (int r = 0; r < op->n_results; r++) to[r] = (h3_tensor){op->results[r]->type, out[r]};
   h3_diag d;
   h3_diag_init(&d);
-  h3_status st = h3_cpu_run_op(op, ti, op->n_operands, &to, 1, threads, 7, &d);
+  h3_status st = h3_cpu_run_op(op, ti, op->n_operands, to, op->n_results, threads, 7, &d);
   if (st != H3_OK) h3_diag_print(&d, stderr);
   h3_diag_free(&d);
   return st == H3_OK;
+}
+
+/* case_run_cpu with the results allocated here: out[r] (for every result r) gets a zeroed
+ * buffer of the result's bytes + 16, to free also after a failure. */
+static inline bool case_cpu_results(const h3_op *op, void *const *in, void **out, int threads) {
+  bool ok = op->n_results <= 4;
+  for (int r = 0; ok && r < op->n_results; r++) {
+    out[r] = calloc(1, (size_t)h3_type_bytes(&op->results[r]->type) + 16);
+    ok = out[r] != NULL;
+  }
+  return ok && case_run_cpu(op, in, out, threads);
 }
 
 #endif

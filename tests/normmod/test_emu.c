@@ -14,6 +14,7 @@
  *     in ascending order; near-cancelling outputs within 2^-16 of their row's largest);
  *     exact kernels agree with the CPU's exact op within 2 ulps (same exception).
  */
+#include "../common/case_data.h"
 #include "emu_kernels.h"
 #include "nm_test.h"
 
@@ -23,24 +24,9 @@
 
 static void **buf; /* by value id */
 
-static h3_op *op_named(const h3_graph *g, const char *name) {
-  for (h3_op *op = g->body.first; op; op = op->next)
-    if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0) return op;
-  return NULL;
-}
-
 static uint16_t *out_of(const h3_graph *g, const char *name, int result) {
-  h3_op *op = op_named(g, name);
+  h3_op *op = case_op(g, name);
   return op ? buf[op->results[result]->id] : NULL;
-}
-
-/* Runs op's kernel with explicit operand / result pointers. */
-static void run_with(const h3_op *op, void *const *in, void *const *out) {
-  void *args[16];
-  int n = 0;
-  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
-  for (int i = 0; i < op->n_results; i++) args[n++] = out[i];
-  emu_run(emu_kernel_index(op), args);
 }
 
 /* Distance in units in the last place between two bf16 values (large for specials). */
@@ -78,26 +64,6 @@ static int64_t count_far(const uint16_t *a, const uint16_t *c, int64_t T, int64_
   return bad;
 }
 
-/* The CPU backend's result of op on the same operands (result `which`). */
-static uint16_t *cpu_result(const h3_op *op, void *const *in, int which, int64_t n) {
-  h3_tensor ti[8], to[2];
-  uint16_t *o[2] = {malloc((size_t)n * 2), malloc((size_t)n * 2)};
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  for (int i = 0; i < op->n_results; i++) to[i] = (h3_tensor){op->results[i]->type, o[i]};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = o[0] && o[1] ? h3_cpu_run_op(op, ti, op->n_operands, to, op->n_results, 1, 1, &d)
-                              : H3_ERR;
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  free(o[1 - which]);
-  if (st != H3_OK) {
-    free(o[which]);
-    return NULL;
-  }
-  return o[which];
-}
-
 static void test_graph(const h3_graph *g, uint64_t seed) {
   const h3_type *xt = &g->inputs[0]->type;
   const int64_t T = xt->dims[0], H = xt->dims[1], G = g->inputs[3]->type.dims[0], n = T * H;
@@ -115,7 +81,7 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
     for (int i = 0; i < op->n_operands; i++) ins[i] = buf[op->operands[i]->id];
     for (int r = 0; r < op->n_results; r++) outs[r] = buf[op->results[r]->id];
     CHECK(emu_kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
-    if (emu_kernel_index(op) >= 0) run_with(op, ins, outs);
+    if (emu_kernel_index(op) >= 0) emu_run_op(op, ins, outs);
   }
   const uint16_t *y = out_of(g, "y", 0), *yf = out_of(g, "yf", 0), *ae = out_of(g, "ae", 0),
                  *al = out_of(g, "al", 0), *fe = out_of(g, "fe", 0), *be0 = out_of(g, "be0", 0),
@@ -133,12 +99,12 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
   const uint16_t *b_out[2] = {be1, bl1};
   for (int tier = 0; tier < 2; tier++) {
     void *a_in[5] = {u3, in.gamma, in.scale, in.shift, in.idx};
-    run_with(op_named(g, plan_a[tier]), a_in, (void *[]){t1});
+    emu_run_op(case_op(g, plan_a[tier]), a_in, (void *[]){t1});
     CHECK(memcmp(t1, b_out[tier], (size_t)n * 2) == 0, "%s Plan B != (U3; Plan A)",
           tier ? "lossless" : "exact");
     memcpy(t2, in.x, (size_t)n * 2); /* in place: out0 == in0 */
     void *b_in[7] = {t2, in.update, in.gate, in.gamma, in.scale, in.shift, in.idx};
-    run_with(op_named(g, plan_b[tier]), b_in, (void *[]){t2, t1});
+    emu_run_op(case_op(g, plan_b[tier]), b_in, (void *[]){t2, t1});
     CHECK(memcmp(t2, u3, (size_t)n * 2) == 0 && memcmp(t1, b_out[tier], (size_t)n * 2) == 0,
           "%s Plan B in place differs", tier ? "lossless" : "exact");
   }
@@ -153,14 +119,14 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
   for (int k = 0; mx && my && k < 3; k++) {
     memcpy(mx + 1, in.x, (size_t)n * 2);
     void *m_in[5] = {mx + 1, in.gamma, in.scale, in.shift, in.idx};
-    run_with(op_named(g, fused_a[k]), m_in, (void *[]){my + 1});
+    emu_run_op(case_op(g, fused_a[k]), m_in, (void *[]){my + 1});
     CHECK(memcmp(my + 1, fused_out[k], (size_t)n * 2) == 0, "%s: unaligned x gives other bits",
           fused_a[k]);
   }
   for (int tier = 0; mx && my && tier < 2; tier++) {
     memcpy(mx + 1, in.x, (size_t)n * 2);
     void *m_in[7] = {mx + 1, in.update, in.gate, in.gamma, in.scale, in.shift, in.idx};
-    run_with(op_named(g, plan_b[tier]), m_in, (void *[]){mx + 1, my + 1});
+    emu_run_op(case_op(g, plan_b[tier]), m_in, (void *[]){mx + 1, my + 1});
     CHECK(memcmp(mx + 1, u3, (size_t)n * 2) == 0 && memcmp(my + 1, b_out[tier], (size_t)n * 2) == 0,
           "%s Plan B: unaligned residual gives other bits", tier ? "lossless" : "exact");
   }
@@ -179,9 +145,13 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
   const char *names[3] = {"ae", "al", "fe"};
   const uint16_t *emu[3] = {ae, al, fe};
   for (int k = 0; k < 3; k++) {
-    uint16_t *c = cpu_result(op_named(g, names[k]), a_in, 0, n);
+    void *co[4] = {NULL};
+    uint16_t *c = case_cpu_results(case_op(g, names[k]), a_in, co, 1) ? co[0] : NULL;
     CHECK(c != NULL, "cpu %s", names[k]);
-    if (!c) continue;
+    if (!c) {
+      free(co[0]);
+      continue;
+    }
     int64_t far = count_far(emu[k], c, T, H, k == 1 ? 1 : 2);
     CHECK(far == 0, "%s: %lld elements of the emitted kernel far from the CPU's (max %lld ulps)",
           names[k], (long long)far, (long long)max_ulps(emu[k], c, n));

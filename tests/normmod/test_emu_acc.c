@@ -12,6 +12,7 @@
  *   - the element-by-element path (acc 4 bytes off 16-byte alignment) and residual' in
  *     place (out0 == in0) give the same bits.
  */
+#include "../common/case_data.h"
 #include "emu_kernels.h"
 #include "nm_test.h"
 
@@ -21,40 +22,7 @@
 
 static void **buf; /* by value id */
 
-static h3_op *op_named(const h3_graph *g, const char *name) {
-  for (h3_op *op = g->body.first; op; op = op->next)
-    if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0) return op;
-  return NULL;
-}
-
 static size_t nbytes(const h3_value *v) { return (size_t)h3_type_bytes(&v->type); }
-
-/* Runs op's kernel with explicit operand / result pointers. */
-static void run_with(const h3_op *op, void *const *in, void *const *out) {
-  void *args[16];
-  int n = 0;
-  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
-  for (int i = 0; i < op->n_results; i++) args[n++] = out[i];
-  emu_run(emu_kernel_index(op), args);
-}
-
-/* The CPU backend's results of op on operands `in`, into out[] (allocated here). */
-static bool cpu_run(const h3_op *op, void *const *in, void **out) {
-  h3_tensor ti[10], to[4];
-  bool ok = true;
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  for (int i = 0; i < op->n_results; i++) {
-    out[i] = calloc(1, nbytes(op->results[i]) + 16);
-    ok &= out[i] != NULL;
-    to[i] = (h3_tensor){op->results[i]->type, out[i]};
-  }
-  h3_diag d;
-  h3_diag_init(&d);
-  ok = ok && h3_cpu_run_op(op, ti, op->n_operands, to, op->n_results, 2, 1, &d) == H3_OK;
-  if (!ok) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return ok;
-}
 
 static void free_all(void **p, int n) {
   for (int i = 0; i < n; i++) free(p[i]);
@@ -79,7 +47,7 @@ static void check_variant(const h3_graph *g, const char *v) {
   char an[16], bn[16];
   snprintf(an, sizeof an, "a%s0", v);
   snprintf(bn, sizeof bn, "b%s0", v);
-  const h3_op *a = op_named(g, an), *b = op_named(g, bn), *dq = op_named(g, "u");
+  const h3_op *a = case_op(g, an), *b = case_op(g, bn), *dq = case_op(g, "u");
   CHECK(a && b && dq && a->n_results == b->n_results && a->n_operands == 9,
         "@%s: ops %s / %s missing", g->name, an, bn);
   if (!a || !b || !dq || a->n_operands != 9) return;
@@ -91,14 +59,14 @@ static void check_variant(const h3_graph *g, const char *v) {
   /* the CPU backend: fused op == unfused op on the CPU's own update, bitwise */
   void *cu[1] = {NULL}, *ca[4] = {NULL, NULL, NULL, NULL}, *cb[4] = {NULL, NULL, NULL, NULL};
   operands(dq, in);
-  bool ok = cpu_run(dq, in, cu);
+  bool ok = case_cpu_results(dq, in, cu, 2);
   CHECK(ok && memcmp(cu[0], buf[dq->results[0]->id], nbytes(dq->results[0])) == 0,
         "@%s: the CPU's dequant_i8 != the kernel's", g->name);
   operands(a, in);
-  ok = ok && cpu_run(a, in, ca);
+  ok = ok && case_cpu_results(a, in, ca, 2);
   operands(b, in);
   in[1] = cu[0];
-  ok = ok && cpu_run(b, in, cb);
+  ok = ok && case_cpu_results(b, in, cb, 2);
   CHECK(ok && same_results(a, ca, cb), "@%s %s: CPU fused != CPU unfused", g->name, an);
   free_all(cu, 1), free_all(ca, a->n_results), free_all(cb, b->n_results);
 
@@ -122,7 +90,7 @@ static void check_variant(const h3_graph *g, const char *v) {
     in[0] = xb;
     in[1] = acc;
     void *out[4] = {variant == 1 ? (void *)xb : ob[0], ob[1], ob[2], ob[3]};
-    run_with(a, in, out);
+    emu_run_op(a, in, out);
     CHECK(same_results(a, out, ra), "@%s %s: %s gives other bits", g->name, an,
           variant == 0 ? "acc off alignment" : "in place");
     free(ab), free(xb), free_all(ob, 4);
@@ -159,7 +127,7 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
     }
     operands(op, ins);
     CHECK(emu_kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
-    if (emu_kernel_index(op) >= 0) run_with(op, ins, outs);
+    if (emu_kernel_index(op) >= 0) emu_run_op(op, ins, outs);
   }
   const char *variants[5] = {"e", "l", "f", "q", "ql"};
   for (int i = 0; i < 5; i++) check_variant(g, variants[i]);

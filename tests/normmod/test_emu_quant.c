@@ -22,6 +22,7 @@
  *   - the element-by-element path (x 2 bytes off 16-byte alignment, or q 1 byte off 8)
  *     and Plan B in place (out0 == in0) give the same bits.
  */
+#include "../common/case_data.h"
 #include "emu_kernels.h"
 #include "nm_test.h"
 
@@ -32,47 +33,14 @@
 static void **buf; /* by value id */
 #define SENTINEL 0xa5
 
-static h3_op *op_named(const h3_graph *g, const char *name) {
-  for (h3_op *op = g->body.first; op; op = op->next)
-    if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0) return op;
-  return NULL;
-}
-
 /* Result r of the op named `name` (its buffer of the graph run). */
 static void *res(const h3_graph *g, const char *name, int r) {
-  h3_op *op = op_named(g, name);
+  h3_op *op = case_op(g, name);
   return op && r < op->n_results ? buf[op->results[r]->id] : NULL;
 }
 
 static size_t bytes_of(const h3_graph *g, const char *name, int r) {
-  return (size_t)h3_type_bytes(&op_named(g, name)->results[r]->type);
-}
-
-/* Runs op's kernel with explicit operand / result pointers. */
-static void run_with(const h3_op *op, void *const *in, void *const *out) {
-  void *args[16];
-  int n = 0;
-  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
-  for (int i = 0; i < op->n_results; i++) args[n++] = out[i];
-  emu_run(emu_kernel_index(op), args);
-}
-
-/* The CPU backend's results of op on operands `in`, into out[] (allocated here). */
-static bool cpu_run(const h3_op *op, void *const *in, void **out) {
-  h3_tensor ti[8], to[4];
-  bool ok = true;
-  for (int i = 0; i < op->n_operands; i++) ti[i] = (h3_tensor){op->operands[i]->type, in[i]};
-  for (int i = 0; i < op->n_results; i++) {
-    out[i] = calloc(1, (size_t)h3_type_bytes(&op->results[i]->type) + 16);
-    ok &= out[i] != NULL;
-    to[i] = (h3_tensor){op->results[i]->type, out[i]};
-  }
-  h3_diag d;
-  h3_diag_init(&d);
-  ok = ok && h3_cpu_run_op(op, ti, op->n_operands, to, op->n_results, 2, 1, &d) == H3_OK;
-  if (!ok) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return ok;
+  return (size_t)h3_type_bytes(&case_op(g, name)->results[r]->type);
 }
 
 static void free_all(void **p, int n) {
@@ -103,7 +71,7 @@ static void operands(const h3_op *op, void **in) {
 static void check_site(const h3_graph *g, const site *s, bool grid, int64_t T, int64_t H) {
   const int64_t n = T * H;
   const int yi = s->plan_b ? 1 : 0;
-  const h3_op *f = op_named(g, s->fused);
+  const h3_op *f = case_op(g, s->fused);
   const char *set = grid ? "grid" : "dit";
   /* y (and residual') == the plain kernel's */
   for (int r = 0; r <= yi; r++)
@@ -117,7 +85,7 @@ static void check_site(const h3_graph *g, const site *s, bool grid, int64_t T, i
               memcmp(sc, res(g, s->quant, 1), (size_t)T * 4) == 0,
           "@%s %s %s: codes / scales != norm_modulate + quantize_rows kernels", g->name, set, s->fused);
     void *yin[1] = {res(g, s->fused, yi)}, *cq[2] = {NULL, NULL};
-    CHECK(cpu_run(op_named(g, s->quant), yin, cq), "cpu quantize_rows");
+    CHECK(case_cpu_results(case_op(g, s->quant), yin, cq, 2), "cpu quantize_rows");
     CHECK(cq[0] && cq[1] && memcmp(q, cq[0], (size_t)n) == 0 && memcmp(sc, cq[1], (size_t)T * 4) == 0,
           "@%s %s %s: codes / scales != the CPU's quantize_rows of y", g->name, set, s->fused);
     free_all(cq, 2);
@@ -125,7 +93,7 @@ static void check_site(const h3_graph *g, const site *s, bool grid, int64_t T, i
   /* the CPU backend's op: bitwise on grid inputs, codes within 1 on DiT rows (lossless) */
   void *in[8], *cpu[4] = {NULL, NULL, NULL, NULL};
   operands(f, in);
-  CHECK(cpu_run(f, in, cpu), "cpu %s", s->fused);
+  CHECK(case_cpu_results(f, in, cpu, 2), "cpu %s", s->fused);
   if (cpu[f->n_results - 1]) {
     if (grid) {
       for (int r = 0; r < f->n_results; r++)
@@ -153,7 +121,7 @@ static void check_site(const h3_graph *g, const site *s, bool grid, int64_t T, i
     const uint8_t *ty = res(g, t, yi);
     bool untouched = true;
     for (int64_t i = 0; i < n * 2; i++) untouched &= ty[i] == SENTINEL;
-    CHECK(op_named(g, t)->results[yi]->uses == 0 && untouched, "@%s %s: y stored although unused",
+    CHECK(case_op(g, t)->results[yi]->uses == 0 && untouched, "@%s %s: y stored although unused",
           g->name, t);
     CHECK(memcmp(res(g, t, yi + 1), q, (size_t)n) == 0 && memcmp(res(g, t, yi + 2), sc, (size_t)T * 4) == 0,
           "@%s %s: codes / scales differ from %s's", g->name, t, s->fused);
@@ -182,7 +150,7 @@ static void check_site(const h3_graph *g, const site *s, bool grid, int64_t T, i
     in[0] = x;
     if (variant == 1) out[yi + 1] = (uint8_t *)ob[yi + 1] + 1;
     if (variant == 2) out[0] = x; /* residual' in place */
-    run_with(f, in, out);
+    emu_run_op(f, in, out);
     bool same = true;
     for (int r = 0; r < f->n_results; r++)
       same &= memcmp(out[r], res(g, s->fused, r), bytes_of(g, s->fused, r)) == 0;
@@ -213,7 +181,7 @@ static void test_graph(const h3_graph *g, bool grid, uint64_t seed) {
     }
     operands(op, ins);
     CHECK(emu_kernel_index(op) >= 0, "op %s is not a kernel", h3_opcode_name(op->code));
-    if (emu_kernel_index(op) >= 0) run_with(op, ins, outs);
+    if (emu_kernel_index(op) >= 0) emu_run_op(op, ins, outs);
   }
   for (size_t i = 0; i < sizeof sites / sizeof sites[0]; i++) check_site(g, &sites[i], grid, T, H);
   /* the lossless codes against the exact ones (spec §4.1 rule 4 asks for the rate) */

@@ -58,12 +58,12 @@ static void check_case(const qk_case *c) {
   void *sn = case_random(qk_rng(), c->cd, c->T * c->half, false);
   uint16_t *q = malloc((size_t)n * 2), *q3 = malloc((size_t)n * 2), *nn = malloc((size_t)n * 2);
   uint16_t *y = malloc((size_t)n * 2), *f1 = malloc((size_t)n * 2), *f3 = malloc((size_t)n * 2);
-  bool ok = case_run_cpu(case_op(g, "q"), (void *[]){x}, q, 1) &&
-            case_run_cpu(case_op(g, "q3"), (void *[]){q}, q3, 1) &&
-            case_run_cpu(case_op(g, "n"), (void *[]){q3, w}, nn, 1) &&
-            case_run_cpu(case_op(g, "y"), (void *[]){nn, cs, sn}, y, 1) &&
-            case_run_cpu(case_op(g, "f"), (void *[]){x, w, cs, sn}, f1, 1) &&
-            case_run_cpu(case_op(g, "f"), (void *[]){x, w, cs, sn}, f3, 3);
+  bool ok = case_run_cpu(case_op(g, "q"), (void *[]){x}, (void *[]){q}, 1) &&
+            case_run_cpu(case_op(g, "q3"), (void *[]){q}, (void *[]){q3}, 1) &&
+            case_run_cpu(case_op(g, "n"), (void *[]){q3, w}, (void *[]){nn}, 1) &&
+            case_run_cpu(case_op(g, "y"), (void *[]){nn, cs, sn}, (void *[]){y}, 1) &&
+            case_run_cpu(case_op(g, "f"), (void *[]){x, w, cs, sn}, (void *[]){f1}, 1) &&
+            case_run_cpu(case_op(g, "f"), (void *[]){x, w, cs, sn}, (void *[]){f3}, 3);
   CHECK(ok, "%s: running the ops", c->name);
   if (ok) {
     int64_t diff = 0, first = -1;

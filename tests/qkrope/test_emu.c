@@ -60,19 +60,19 @@ static void test_graph(h3_graph *g) {
   void *cs = case_random(qk_rng(), cd, nc, false), *sn = case_random(qk_rng(), cd, nc, false);
   uint16_t *q = calloc((size_t)n + 8, 2), *nn = calloc((size_t)n + 8, 2);
   uint16_t *y = calloc((size_t)n + 8, 2), *f = calloc((size_t)n + 8, 2);
-  run_kernel(slice, (void *[]){x}, q);
-  run_kernel(norm, (void *[]){q, w}, nn); /* the reshape is a view: the same buffer */
-  run_kernel(rope, (void *[]){nn, cs, sn}, y);
-  run_kernel(fused, (void *[]){x, w, cs, sn}, f);
+  emu_run_op(slice, (void *[]){x}, (void *[]){q});
+  emu_run_op(norm, (void *[]){q, w}, (void *[]){nn}); /* the reshape is a view: the same buffer */
+  emu_run_op(rope, (void *[]){nn, cs, sn}, (void *[]){y});
+  emu_run_op(fused, (void *[]){x, w, cs, sn}, (void *[]){f});
   int64_t diff = 0, first = -1;
   for (int64_t i = 0; i < n; i++)
     if (y[i] != f[i] && diff++ == 0) first = i;
   CHECK(diff == 0, "@%s: fused kernel != unfused kernels in %lld of %lld elements (first %lld)",
         g->name, (long long)diff, (long long)n, (long long)first);
-  uint16_t *cf = cpu_result(fused, (void *[]){x, w, cs, sn}, n);
-  uint16_t *cq = cpu_result(slice, (void *[]){x}, n);
-  uint16_t *cn = cq ? cpu_result(norm, (void *[]){cq, w}, n) : NULL;
-  uint16_t *cy = cn ? cpu_result(rope, (void *[]){cn, cs, sn}, n) : NULL;
+  uint16_t *cf = cpu_result(fused, (void *[]){x, w, cs, sn});
+  uint16_t *cq = cpu_result(slice, (void *[]){x});
+  uint16_t *cn = cq ? cpu_result(norm, (void *[]){cq, w}) : NULL;
+  uint16_t *cy = cn ? cpu_result(rope, (void *[]){cn, cs, sn}) : NULL;
   CHECK(cf && cy, "@%s: the CPU results", g->name);
   if (cf && cy) {
     int64_t mu_f, mu_y;

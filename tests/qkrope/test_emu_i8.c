@@ -65,19 +65,19 @@ static void test_graph(h3_graph *g) {
   for (int i = 0; i < fused->n_operands; i++)
     f_in[i] = i == 0 ? in[0] : i < 4 ? in[nw + i - 1] : in[i - 3];
   uint16_t *d = calloc((size_t)nd + 8, 2), *y = calloc((size_t)n + 8, 2), *f = calloc((size_t)n + 8, 2);
-  run_kernel(dq, dq_in, d);
+  emu_run_op(dq, dq_in, (void *[]){d});
   norm_in[0] = d;
   for (int i = 1; i < 4; i++) norm_in[i] = f_in[i];
-  run_kernel(norm, norm_in, y);
-  run_kernel(fused, f_in, f);
+  emu_run_op(norm, norm_in, (void *[]){y});
+  emu_run_op(fused, f_in, (void *[]){f});
   int64_t bad = differ(y, f, n);
   fprintf(stderr, "graph @%s: %lld outputs; kernels: %lld differ\n", g->name, (long long)n,
           (long long)bad);
   CHECK(bad == 0, "@%s: int8-form kernel != dequant_i8 + rms_norm_rope kernels in %lld of %lld",
         g->name, (long long)bad, (long long)n);
-  uint16_t *cd = cpu_result(dq, dq_in, nd);
+  uint16_t *cd = cpu_result(dq, dq_in);
   if (cd) norm_in[0] = cd;
-  uint16_t *cy = cd ? cpu_result(norm, norm_in, n) : NULL, *cf = cpu_result(fused, f_in, n);
+  uint16_t *cy = cd ? cpu_result(norm, norm_in) : NULL, *cf = cpu_result(fused, f_in);
   CHECK(cy && cf, "@%s: the CPU results", g->name);
   if (cy && cf) {
     CHECK(differ(cy, cf, n) == 0, "@%s: CPU int8 form != CPU dequant_i8 + rms_norm_rope in %lld",

@@ -132,11 +132,11 @@ static void check_case(const vv_case *c) {
   void *v = malloc((size_t)nv * es), *v3 = malloc((size_t)nv * es);
   void *a = malloc((size_t)n * es), *b1 = malloc((size_t)n * es), *b3 = malloc((size_t)n * es);
   bool ok = q && k && x && v && v3 && a && b1 && b3 &&
-            case_run_cpu(case_op(g, "v"), (void *[]){x}, v, 1) &&
-            case_run_cpu(case_op(g, "v3"), (void *[]){v}, v3, 1) &&
-            case_run_cpu(case_op(g, "a"), (void *[]){q, k, v3}, a, 1) &&
-            case_run_cpu(case_op(g, "b"), (void *[]){q, k, x}, b1, 1) &&
-            case_run_cpu(case_op(g, "b"), (void *[]){q, k, x}, b3, 3);
+            case_run_cpu(case_op(g, "v"), (void *[]){x}, (void *[]){v}, 1) &&
+            case_run_cpu(case_op(g, "v3"), (void *[]){v}, (void *[]){v3}, 1) &&
+            case_run_cpu(case_op(g, "a"), (void *[]){q, k, v3}, (void *[]){a}, 1) &&
+            case_run_cpu(case_op(g, "b"), (void *[]){q, k, x}, (void *[]){b1}, 1) &&
+            case_run_cpu(case_op(g, "b"), (void *[]){q, k, x}, (void *[]){b3}, 3);
   CHECK(ok, "%s: running the ops", c->name);
   if (ok) {
     int64_t diff = 0, first = -1;
