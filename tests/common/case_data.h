@@ -1,7 +1,8 @@
 /* case_data.h: what the op-case tests share (test-only, header-only): a seeded xorshift
  * generator whose state each test owns, non-zero random data of bf16 / f16 / f32, element
  * reads widened to double, the IR name of a dtype, the op of a graph by its result's name,
- * and one op run on the CPU backend (into given buffers, or into buffers it allocates). */
+ * a walk over one graph's ops and whether an op sits in a fused group, and one op run on the
+ * CPU backend (into given buffers, or into buffers it allocates). */
 #ifndef H3_TESTS_CASE_DATA_H
 #define H3_TESTS_CASE_DATA_H
 
@@ -57,6 +58,19 @@ static inline h3_op *case_op(const h3_graph *g, const char *name) {
     if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0)
       return op;
   return NULL;
+}
+
+/* Walks every op of graph `name` of m (nested regions too) with fn; nothing when m has no
+ * such graph. */
+static inline void case_walk_graph(const h3_module *m, const char *name, h3_op_visitor fn,
+                                   void *ctx) {
+  h3_graph *g = h3_module_graph(m, name);
+  if (g) h3_region_walk(&g->body, fn, ctx);
+}
+
+/* True when op is inside the region of a fused group. */
+static inline bool case_in_group(const h3_op *op) {
+  return op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED;
 }
 
 /* Runs op (at most 10 operands, 4 results) on the CPU backend with `threads` threads:

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/case_data.h"
 #include "../common/check.h"
 
 static h3_config_override sets[] = {{"dim", 256},  {"heads", 2},          {"head_dim", 128},

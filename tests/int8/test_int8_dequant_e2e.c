@@ -22,7 +22,7 @@ typedef struct {
 
 static int count_op(h3_op *op, void *arg) {
   census *c = arg;
-  bool in_group = op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED;
+  bool in_group = case_in_group(op);
   if (op->code == H3_OP_LINEAR_INT8) c->linear_int8++;
   if (op->code == H3_OP_MATMUL_I8) c->matmul++;
   if (op->code == H3_OP_DEQUANT_I8) {
@@ -44,7 +44,7 @@ static int count_op(h3_op *op, void *arg) {
 
 static census count(const h3_module *m, const char *graph) {
   census c = {0};
-  h3_region_walk(&((h3_graph *)h3_module_graph(m, graph))->body, count_op, &c);
+  case_walk_graph(m, graph, count_op, &c);
   return c;
 }
 

@@ -117,9 +117,8 @@ static void test_full_h3(h3_tier tier) {
   if (ok) {
     h3_arena a;
     h3_arena_init(&a);
-    h3_graph *g = h3_module_graph(m, "step");
     trunk_count c = {0, 0, 0, 0, 0, h3_tier_name(tier), &a};
-    if (g) h3_region_walk(&g->body, count_trunk, &c);
+    case_walk_graph(m, "step", count_trunk, &c);
     printf("  full H3 --int8 --quality %s, step trunk: fused into norm kernels %d Plan A + %d "
            "Plan B; standalone activation quantizers %d; kernels emitted %d (y stored in %d)\n",
            c.tier, c.fused_a, c.fused_b, c.standalone, c.emitted, c.stores_y);

@@ -19,7 +19,7 @@ typedef struct {
 static int count_op(h3_op *op, void *arg) {
   census *c = arg;
   if (op->code == H3_OP_QUANTIZE_ROWS) {
-    bool in_group = op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED;
+    bool in_group = case_in_group(op);
     const h3_value *g = op->operands[0];
     if (in_group) c->fused_quant++;
     else if (g->kind == H3_VALUE_RESULT && g->def && g->def->code == H3_OP_FUSED)
@@ -30,7 +30,7 @@ static int count_op(h3_op *op, void *arg) {
 
 static census count(const h3_module *m, const char *graph) {
   census c = {0};
-  h3_region_walk(&((h3_graph *)h3_module_graph(m, graph))->body, count_op, &c);
+  case_walk_graph(m, graph, count_op, &c);
   return c;
 }
 

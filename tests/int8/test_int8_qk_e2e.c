@@ -18,7 +18,7 @@ typedef struct {
 
 static int count_op(h3_op *op, void *arg) {
   census *c = arg;
-  bool in_group = op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED;
+  bool in_group = case_in_group(op);
   if (op->code == H3_OP_RMS_NORM_ROPE) {
     if (op->n_operands == 6 && op->operands[0]->type.dtype == H3_I32) c->norm_rope_i32++;
     else c->norm_rope_bf16++;
@@ -33,7 +33,7 @@ static int count_op(h3_op *op, void *arg) {
 
 static census count(const h3_module *m, const char *graph) {
   census c = {0};
-  h3_region_walk(&((h3_graph *)h3_module_graph(m, graph))->body, count_op, &c);
+  case_walk_graph(m, graph, count_op, &c);
   return c;
 }
 

@@ -36,8 +36,7 @@ static int count_op(h3_op *op, void *arg) {
 
 static resid_count count(h3_module *m, const char *graph) {
   resid_count c = {0, 0, NULL};
-  h3_graph *g = h3_module_graph(m, graph);
-  if (g) h3_region_walk(&g->body, count_op, &c);
+  case_walk_graph(m, graph, count_op, &c);
   return c;
 }
 

@@ -11,6 +11,7 @@
  *     which its own tests cover; the fusion runs the same there as at lossless.)
  * Usage: normmod_model_test.
  */
+#include "../common/case_data.h"
 #include "../common/tiny_h3.h"
 #include "nm_test.h"
 
@@ -36,9 +37,8 @@ static int count_op(h3_op *op, void *ctx) {
 
 static void check_counts(const h3_module *m, const char *tier) {
   counts step = {0}, text = {0};
-  h3_graph *gs = h3_module_graph(m, "step"), *gt = h3_module_graph(m, "text");
-  if (gs) h3_region_walk(&gs->body, count_op, &step);
-  if (gt) h3_region_walk(&gt->body, count_op, &text);
+  case_walk_graph(m, "step", count_op, &step);
+  case_walk_graph(m, "text", count_op, &text);
   /* the q/k norms are rms_norm_rope ops (qk-norm-rope-fusion): no rms_norm is left in step */
   CHECK(step.plan_a == 2 && step.plan_b == 1 && step.plan_a_f32 == 1 && step.rms_norm == 0,
         "%s step: %d Plan A (%d fp32), %d Plan B, %d rms_norm (want 2 (1), 1, 0)", tier,

@@ -29,8 +29,7 @@ static int count_op(h3_op *op, void *ctx) {
 
 static counts count_graph(const h3_module *m, const char *name) {
   counts c = {0};
-  h3_graph *g = h3_module_graph(m, name);
-  if (g) h3_region_walk(&g->body, count_op, &c);
+  case_walk_graph(m, name, count_op, &c);
   return c;
 }
 

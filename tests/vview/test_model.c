@@ -7,6 +7,7 @@
  *     equal to the same pipeline with the pass disabled (outputs not all zero).
  * Usage: vview_model_test.
  */
+#include "../common/case_data.h"
 #include "../common/check.h"
 #include "../common/tiny_h3.h"
 
@@ -31,8 +32,7 @@ static int count_op(h3_op *op, void *ctx) {
 
 static counts count_graph(const h3_module *m, const char *name) {
   counts c = {0};
-  h3_graph *g = h3_module_graph(m, name);
-  if (g) h3_region_walk(&g->body, count_op, &c);
+  case_walk_graph(m, name, count_op, &c);
   return c;
 }
 
