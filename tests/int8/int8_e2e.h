@@ -19,6 +19,7 @@
 
 #include "../common/case_data.h"
 #include "../common/check.h"
+#include "../common/tiny_h3.h"
 
 static h3_config_override sets[] = {{"dim", 256},  {"heads", 2},          {"head_dim", 128},
                                     {"ffn", 256},  {"text_dim", 256},     {"layers", 1},
@@ -27,21 +28,12 @@ static h3_config_override sets[] = {{"dim", 256},  {"heads", 2},          {"head
 /* The small H3 after the pipeline of `tier`, with --int8=int8 and the opt-in passes
  * `enable` (NULL: none). */
 static h3_module *small_h3(const char *int8, h3_tier tier, const char *enable) {
-  h3_diag d;
-  h3_diag_init(&d);
   h3_frontend_options fo = {"tiny", (int)(sizeof sets / sizeof sets[0]), sets};
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
   h3_pass_options o = h3_pass_options_default();
   o.tier = tier;
   o.int8 = int8;
   o.enable = enable;
-  if (m && h3_pass_pipeline_run(m, &o, &d) != H3_OK) {
-    h3_module_free(m);
-    m = NULL;
-  }
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return m;
+  return tiny_h3_load(&fo, &o);
 }
 
 
