@@ -1,6 +1,7 @@
 /* case_data.h: what the op-case tests share (test-only, header-only): a seeded xorshift
  * generator whose state each test owns, non-zero random data of bf16 / f16 / f32, element
- * reads widened to double, the IR name of a dtype, the op of a graph by its result's name,
+ * reads widened to double, the IR name of a dtype, IR text parsed (or expected to fail with
+ * a message), the op of a graph by its result's name,
  * a walk over one graph's ops and whether an op sits in a fused group, and one op run on the
  * CPU backend (into given buffers, or into buffers it allocates). */
 #ifndef H3_TESTS_CASE_DATA_H
@@ -58,6 +59,31 @@ static inline h3_op *case_op(const h3_graph *g, const char *name) {
     if (op->n_results && op->results[0]->name && strcmp(op->results[0]->name, name) == 0)
       return op;
   return NULL;
+}
+
+/* The module of IR text (named `file` in diagnostics); NULL after printing them. */
+static inline h3_module *case_parse(const char *file, const char *text) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_module_parse(file, text, strlen(text), &d);
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  return m;
+}
+
+/* True when IR text fails to parse with a diagnostic containing `want`; otherwise the
+ * diagnostics are printed. */
+static inline bool case_parse_fails_with(const char *file, const char *text, const char *want) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_module_parse(file, text, strlen(text), &d);
+  bool found = false;
+  for (h3_diag_msg *msg = d.head; msg; msg = msg->next)
+    if (msg->message && strstr(msg->message, want)) found = true;
+  if (!found) h3_diag_print(&d, stderr);
+  h3_module_free(m);
+  h3_diag_free(&d);
+  return !m && found;
 }
 
 /* Walks every op of graph `name` of m (nested regions too) with fn; nothing when m has no

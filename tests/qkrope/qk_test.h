@@ -1,9 +1,8 @@
 /* qk_test.h: what the qk-norm-rope-fusion tests share (test-only, header-only): the check
  * counter, the state of the data generator (tests/common/case_data.h; x is drawn with
  * scaled rows of mixed magnitude, so the bf16 roundings of the norm and of the rope are
- * exercised), the IR text
- * of one case (the unfused chain slice -> reshape -> rms_norm -> rope next to the fused
- * rms_norm_rope on the same operands) and the parse of IR text.
+ * exercised) and the IR text of one case (the unfused chain slice -> reshape -> rms_norm ->
+ * rope next to the fused rms_norm_rope on the same operands).
  */
 #ifndef H3_QK_TEST_H
 #define H3_QK_TEST_H
@@ -61,9 +60,6 @@ static inline char *qk_ir(const qk_case *c) {
   return s;
 }
 
-static inline h3_module *qk_parse(const char *text, h3_diag *d) {
-  return h3_module_parse("qk_case.ir", text, strlen(text), d);
-}
 
 
 #endif

@@ -43,18 +43,15 @@ static double ref_distance(const qk_case *c, const uint16_t *x, const void *w, c
 
 static void check_case(const qk_case *c) {
   char *text = qk_ir(c);
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = text ? qk_parse(text, &d) : NULL;
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
+  h3_module *m = text ? case_parse("qk_case.ir", text) : NULL;
   free(text);
   CHECK(m != NULL, "%s: the case's IR", c->name);
   if (!m) return;
   h3_graph *g = m->graphs[0];
   const int64_t n = c->T * c->H * c->D;
   uint16_t *x = case_random(qk_rng(), H3_BF16, c->T * c->C, true);
-  void *w = case_random(qk_rng(), c->wd, c->D, false), *cs = case_random(qk_rng(), c->cd, c->T * c->half, false);
+  void *w = case_random(qk_rng(), c->wd, c->D, false);
+  void *cs = case_random(qk_rng(), c->cd, c->T * c->half, false);
   void *sn = case_random(qk_rng(), c->cd, c->T * c->half, false);
   uint16_t *q = malloc((size_t)n * 2), *q3 = malloc((size_t)n * 2), *nn = malloc((size_t)n * 2);
   uint16_t *y = malloc((size_t)n * 2), *f1 = malloc((size_t)n * 2), *f3 = malloc((size_t)n * 2);
@@ -90,16 +87,8 @@ static void check_error(const char *op_text, const char *want) {
            "%%x32: f32[4, 64], %%sf: f32[4, 6]) -> (y: bf16[4, 2, 16]) {\n"
            "    %%y = %s : bf16[4, 2, 16]\n    return %%y\n  }\n}\n",
            op_text);
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = qk_parse(text, &d);
-  bool found = false;
-  for (h3_diag_msg *msg = d.head; msg; msg = msg->next)
-    if (msg->message && strstr(msg->message, want)) found = true;
-  CHECK(!m && found, "'%s' should fail with '%s'", op_text, want);
-  if (!found) h3_diag_print(&d, stderr);
-  h3_module_free(m);
-  h3_diag_free(&d);
+  CHECK(case_parse_fails_with("qk_case.ir", text, want), "'%s' should fail with '%s'", op_text,
+        want);
 }
 
 int main(void) {

@@ -59,10 +59,6 @@ static char *case_ir(const vv_case *c) {
   return s;
 }
 
-static h3_module *parse(const char *text, h3_diag *d) {
-  return h3_module_parse("vview_case.ir", text, strlen(text), d);
-}
-
 /* Row t's key range [lo, hi) under the case's segments and causal mask. */
 static void key_range(const vv_case *c, int64_t t, int64_t *lo, int64_t *hi) {
   *lo = 0, *hi = c->T;
@@ -116,11 +112,7 @@ static double ref_distance(const vv_case *c, const void *q, const void *k, const
 
 static void check_case(const vv_case *c) {
   char *text = case_ir(c);
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = text ? parse(text, &d) : NULL;
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
+  h3_module *m = text ? case_parse("vview_case.ir", text) : NULL;
   free(text);
   CHECK(m != NULL, "%s: the case's IR", c->name);
   if (!m) return;
@@ -166,16 +158,8 @@ static void check_error(const char *op_text, const char *want) {
            "%%x5: bf16[5, 96], %%v: bf16[4, 2, 16], %%x3: bf16[4, 3, 32]) -> (y: bf16[4, 2, 16]) {\n"
            "    %%y = %s : bf16[4, 2, 16]\n    return %%y\n  }\n}\n",
            op_text);
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = parse(text, &d);
-  bool found = false;
-  for (h3_diag_msg *msg = d.head; msg; msg = msg->next)
-    if (msg->message && strstr(msg->message, want)) found = true;
-  CHECK(!m && found, "'%s' should fail with '%s'", op_text, want);
-  if (!found) h3_diag_print(&d, stderr);
-  h3_module_free(m);
-  h3_diag_free(&d);
+  CHECK(case_parse_fails_with("vview_case.ir", text, want), "'%s' should fail with '%s'",
+        op_text, want);
 }
 
 int main(void) {
