@@ -17,7 +17,8 @@
 
 /* models/minimax_h3.g loaded with *fo (a config and its overrides) and run through the
  * pipeline of *po. NULL after printing the diagnostics. */
-static inline h3_module *tiny_h3_load(const h3_frontend_options *fo, const h3_pass_options *po) {
+static inline h3_module *minimax_h3_load(const h3_frontend_options *fo,
+                                          const h3_pass_options *po) {
   h3_diag d;
   h3_diag_init(&d);
   h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", fo, &d);
@@ -38,7 +39,7 @@ static inline h3_module *tiny_h3_compile(h3_tier tier, const char *disabled) {
   po.tier = tier;
   po.disabled = disabled;
   po.verify_each = true;
-  return tiny_h3_load(&fo, &po);
+  return minimax_h3_load(&fo, &po);
 }
 
 /* Runs graph `name` of m on the CPU backend (2 threads) with random weights of `seed` and

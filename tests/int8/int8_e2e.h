@@ -33,7 +33,7 @@ static h3_module *small_h3(const char *int8, h3_tier tier, const char *enable) {
   o.tier = tier;
   o.int8 = int8;
   o.enable = enable;
-  return tiny_h3_load(&fo, &o);
+  return minimax_h3_load(&fo, &o);
 }
 
 

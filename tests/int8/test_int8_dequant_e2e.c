@@ -106,10 +106,5 @@ int main(void) {
   test_ir();
   test_bitwise();
   test_rechunk();
-  if (failures) {
-    fprintf(stderr, "test_int8_dequant_e2e: %d of %d checks failed\n", failures, checks);
-    return 1;
-  }
-  printf("test_int8_dequant_e2e: %d checks passed\n", checks);
-  return 0;
+  return check_summary("test_int8_dequant_e2e");
 }

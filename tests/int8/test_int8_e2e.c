@@ -99,10 +99,5 @@ int main(void) {
   test_step_accuracy(H3_TIER_LOSSLESS);
   test_split_neutral();
   test_sample();
-  if (failures) {
-    fprintf(stderr, "test_int8_e2e: %d of %d checks failed\n", failures, checks);
-    return 1;
-  }
-  printf("test_int8_e2e: %d checks passed\n", checks);
-  return 0;
+  return check_summary("test_int8_e2e");
 }

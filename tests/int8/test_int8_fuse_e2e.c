@@ -103,16 +103,13 @@ static int count_trunk(h3_op *op, void *arg) {
 }
 
 static void test_full_h3(h3_tier tier) {
-  h3_diag d;
-  h3_diag_init(&d);
   h3_frontend_options fo = {.config = "full"};
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
   h3_pass_options o = h3_pass_options_default();
   o.tier = tier;
   o.int8 = "";
   o.enable = "int8-lowering,row-split,int8-fuse-quant,int8-dequant-split"; /* part of H3_INT8_PASSES */
-  bool ok = m && h3_pass_pipeline_run(m, &o, &d) == H3_OK;
-  if (!ok) h3_diag_print(&d, stderr);
+  h3_module *m = minimax_h3_load(&fo, &o);
+  bool ok = m != NULL;
   CHECK(ok, "full H3 --int8 at %s", h3_tier_name(tier));
   if (ok) {
     h3_arena a;
@@ -129,7 +126,6 @@ static void test_full_h3(h3_tier tier) {
     h3_arena_free(&a);
   }
   h3_module_free(m);
-  h3_diag_free(&d);
 }
 
 int main(void) {
@@ -138,10 +134,5 @@ int main(void) {
   test_tier(H3_TIER_EXACT, "rotate=0", true);
   test_tier(H3_TIER_LOSSLESS, "rotate=0", true);
   test_tier(H3_TIER_EXACT, "rotate=256", false);
-  if (failures) {
-    fprintf(stderr, "test_int8_fuse_e2e: %d of %d checks failed\n", failures, checks);
-    return 1;
-  }
-  printf("test_int8_fuse_e2e: %d checks passed\n", checks);
-  return 0;
+  return check_summary("test_int8_fuse_e2e");
 }

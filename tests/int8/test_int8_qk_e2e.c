@@ -77,10 +77,5 @@ static void test_bitwise(void) {
 int main(void) {
   test_ir();
   test_bitwise();
-  if (failures) {
-    fprintf(stderr, "test_int8_qk_e2e: %d of %d checks failed\n", failures, checks);
-    return 1;
-  }
-  printf("test_int8_qk_e2e: %d checks passed\n", checks);
-  return 0;
+  return check_summary("test_int8_qk_e2e");
 }
