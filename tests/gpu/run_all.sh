@@ -80,6 +80,18 @@ step() { # step NAME SECONDS COMMAND...
   return 0
 }
 
+cuda_vs_cpu() { # cuda_vs_cpu NAME PLAN CPU_SECONDS [CUDA_ARGS...]: h3exec on cuda and on cpu
+  # (random weights, seed 3; outputs $WORK/NAME_cuda|cpu.safetensors), compared (NMSE <= 1e-2)
+  local name=$1 plan=$2 cpu_s=$3
+  shift 3
+  step "${name}_cuda" 120 "$BIN/h3exec" "$PLANS/$plan" --backend cuda "$@" --weights random --seed 3 \
+    --out "$WORK/${name}_cuda.safetensors"
+  step "${name}_cpu" "$cpu_s" "$BIN/h3exec" "$PLANS/$plan" --backend cpu --weights random --seed 3 \
+    --out "$WORK/${name}_cpu.safetensors"
+  step "${name}_compare" 60 python3 tests/gpu/compare_outputs.py "$WORK/${name}_cuda.safetensors" \
+    "$WORK/${name}_cpu.safetensors" 1e-2
+}
+
 for section in $SECTIONS; do
   case $section in
   env)
@@ -112,29 +124,14 @@ for section in $SECTIONS; do
       step "tiny_${v}_bitwise" 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_$v.safetensors" \
         "$WORK/tiny_cuda_cudnn.safetensors" 0
     done
-    step tiny_high_cuda 120 "$BIN/h3exec" "$PLANS/h3_tiny_high.plan" --backend cuda --attention cudnn \
-      --weights random --seed 3 --warmup 1 --iterations 3 --out "$WORK/tiny_high_cuda.safetensors"
-    step tiny_high_cpu 300 "$BIN/h3exec" "$PLANS/h3_tiny_high.plan" --backend cpu --weights random \
-      --seed 3 --out "$WORK/tiny_high_cpu.safetensors"
-    step tiny_high_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_high_cuda.safetensors" \
-      "$WORK/tiny_high_cpu.safetensors" 1e-2
-    step tiny_int8_cuda 120 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" --backend cuda --weights random \
-      --seed 3 --warmup 1 --iterations 3 --out "$WORK/int8_cuda.safetensors"
+    cuda_vs_cpu tiny_high h3_tiny_high.plan 300 --attention cudnn --warmup 1 --iterations 3
+    cuda_vs_cpu tiny_int8 h3_small_int8.plan 300 --warmup 1 --iterations 3
     step tiny_int8_cuda_unsplit 120 env H3_INT8_MAX_ROWS=0 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" \
-      --backend cuda --weights random --seed 3 --out "$WORK/int8_cuda_unsplit.safetensors"
-    step tiny_int8_cpu 300 "$BIN/h3exec" "$PLANS/h3_small_int8.plan" --backend cpu --weights random \
-      --seed 3 --out "$WORK/int8_cpu.safetensors"
-    step tiny_int8_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/int8_cuda.safetensors" \
-      "$WORK/int8_cpu.safetensors" 1e-2
-    step tiny_int8_split_bitwise 60 python3 tests/gpu/compare_outputs.py "$WORK/int8_cuda.safetensors" \
-      "$WORK/int8_cuda_unsplit.safetensors" 0
+      --backend cuda --weights random --seed 3 --out "$WORK/tiny_int8_cuda_unsplit.safetensors"
+    step tiny_int8_split_bitwise 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_int8_cuda.safetensors" \
+      "$WORK/tiny_int8_cuda_unsplit.safetensors" 0
     # without rotation: the norm+modulate kernels write the int8 rows (int8-fuse-quant)
-    step tiny_int8r0_cuda 120 "$BIN/h3exec" "$PLANS/h3_small_int8_r0.plan" --backend cuda --weights random \
-      --seed 3 --out "$WORK/int8r0_cuda.safetensors"
-    step tiny_int8r0_cpu 300 "$BIN/h3exec" "$PLANS/h3_small_int8_r0.plan" --backend cpu --weights random \
-      --seed 3 --out "$WORK/int8r0_cpu.safetensors"
-    step tiny_int8r0_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/int8r0_cuda.safetensors" \
-      "$WORK/int8r0_cpu.safetensors" 1e-2
+    cuda_vs_cpu tiny_int8r0 h3_small_int8_r0.plan 300
     ;;
   bench)
     step attention_bench 300 "$BIN/attention_bench" --check --iters 10
@@ -155,12 +152,7 @@ for section in $SECTIONS; do
   spectrum)
     # tiny: the Spectrum program on cuda equals cpu; then full dims, 49 steps with the H3
     # recipe 11/5/1.0 and without Spectrum, for the speed-up and the latents' relative L2
-    step tiny_spec_cuda 120 "$BIN/h3exec" "$PLANS/h3_tiny_spec.plan" --backend cuda --weights random \
-      --seed 3 --out "$WORK/tiny_spec_cuda.safetensors"
-    step tiny_spec_cpu 120 "$BIN/h3exec" "$PLANS/h3_tiny_spec.plan" --backend cpu --weights random \
-      --seed 3 --out "$WORK/tiny_spec_cpu.safetensors"
-    step tiny_spec_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/tiny_spec_cuda.safetensors" \
-      "$WORK/tiny_spec_cpu.safetensors" 1e-2
+    cuda_vs_cpu tiny_spec h3_tiny_spec.plan 120
     step full_spec 300 "$BIN/h3exec" "$PLANS/h3_full_spec.plan" --backend cuda --attention "$ATT" \
       --weights random --seed 3 --iterations 1 --out "$LOG/full_spec.safetensors"
     ;;
