@@ -9,8 +9,10 @@
 
 #include "h3/codegen.h"
 #include "h3/ir.h"
+#include "h3/op_registry.h"
 #include "h3/support.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 int emu_count(void);
@@ -61,12 +63,17 @@ static inline h3_module *emu_load(const char *path) {
 }
 
 /* Runs the emitted kernel of op (one of emu_kernels) on explicit pointers: in[i] operand i,
- * out[r] result r (at most 16 in all). */
+ * out[r] result r (at most 16 in all; more: a message, nothing runs). */
 static inline void emu_run_op(const h3_op *op, void *const *in, void *const *out) {
   void *args[16];
+  if (op->n_operands + op->n_results > 16) {
+    fprintf(stderr, "emu_run_op: %s has more than 16 operands and results\n",
+            h3_opcode_name(op->code));
+    return;
+  }
   int n = 0;
-  for (int i = 0; i < op->n_operands && n < 16; i++) args[n++] = in[i];
-  for (int r = 0; r < op->n_results && n < 16; r++) args[n++] = out[r];
+  for (int i = 0; i < op->n_operands; i++) args[n++] = in[i];
+  for (int r = 0; r < op->n_results; r++) args[n++] = out[r];
   emu_run(emu_kernel_index(op), args);
 }
 
