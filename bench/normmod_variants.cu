@@ -6,10 +6,19 @@
  *   v2<R, S>  R rows per block, x through an S-stage shared-memory ring filled by cp.async
  *   v3<R, P>  R rows per block, w_eff = (gamma + off)(1 + scale[g]) and shift[g] kept in
  *             registers while g repeats; P: register prefetch of the next row as v1
- *   v5<R, BS> R rows per block, each row brought into shared memory by one cp.async.bulk
- *             (mbarrier, double buffer); BS: y leaves by bulk stores from shared memory
+ *   v5<R, BS, MINB> R rows per block, each row brought into shared memory by one
+ *             cp.async.bulk (mbarrier, double buffer); BS: y leaves by bulk stores from shared
+ *             memory; MINB: blocks per SM asked of the register allocator
+ *   v7<S, NB, TREG, COPY> persistent blocks (NB per SM), x through a ring of S row buffers
+ *             filled by cp.async.bulk, w_eff and shift[g] kept per thread (COPY: y = x)
+ *   v8<TPB, MINB> one row per block of TPB threads, MINB blocks per SM (register cap)
+ *   v9<RP, MINB> RP rows per block, gamma / scale / shift read once per column for RP rows
+ *   v0 launch_bounds(256, N) the plan's kernel with a blocks-per-SM bound
  * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
- * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count. */
+ * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
+ * TPB != 256 sums in another order: its max |y - y0| is printed too). main() runs the
+ * variants of the latest experiment; the others stay defined for the record of
+ * bench/results/2026-11-30-h200-normmod-variants.txt. */
 #include NM_KERNEL_H
 #include <cstdio>
 #include <cstdlib>
@@ -230,8 +239,8 @@ template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile
 
 // V5: R rows per block; rows come in by one bulk copy each (mbarrier, double buffer) and y
 // leaves by one bulk store each (double buffer); LD: y via bulk store (else plain stores)
-template <int R, bool BS>
-__global__ void __launch_bounds__(256) nm_v5(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+template <int R, bool BS, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) nm_v5(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
                                              const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
                                              const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
   __shared__ float part[2][8];
@@ -290,6 +299,183 @@ __global__ void __launch_bounds__(256) nm_v5(const h3_bf16 *__restrict__ in0, co
   if (BS && tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+// V7: persistent blocks (grid = NB per SM), each taking rows blockIdx.x + i * gridDim.x; x comes
+// through a ring of S row buffers filled by cp.async.bulk (one mbarrier per stage, refilled as
+// soon as the reduction's barrier shows every thread has read it); w_eff = (gamma + off)(1 +
+// scale[g]) in fp32 and shift[g] for the row's g kept per thread (TREG: registers, else shared
+// memory, each thread touching only its own columns), recomputed when g changes.
+// COPY: y = x (the same schedule without the arithmetic: what the schedule itself reaches).
+template <int S, int NB, bool TREG, bool COPY>
+__global__ void __launch_bounds__(256, NB) nm_v7(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                 const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                 const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  h3_bf16 (*ring)[UNITS * 8] = reinterpret_cast<h3_bf16 (*)[UNITS * 8]>(dsm);
+  float *wes = reinterpret_cast<float *>(dsm + S * UNITS * 16);
+  h3_bf16 *shs = reinterpret_cast<h3_bf16 *>(wes + HH);
+  __shared__ float part[2][8];
+  __shared__ __align__(8) unsigned long long bars[S];
+  const int tid = threadIdx.x;
+  const long long nblk = gridDim.x, b0 = blockIdx.x;
+  const int n = (int)((T_ROWS - b0 + nblk - 1) / nblk);
+  const unsigned RB = UNITS * 16;
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) bar_init(sa(&bars[s]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int p = 0; p < S && p < n; p++) { bar_expect(sa(&bars[p]), RB); bulk_load(sa(ring[p]), in0 + (b0 + p * nblk) * HH, RB, sa(&bars[p])); }
+  float wr_[TREG ? CH : 1][8];
+  __align__(16) h3_bf16 hr_[TREG ? CH : 1][8];
+  long long gp = -1;
+#pragma unroll 1
+  for (int i = 0; i < n; i++) {
+    const int s = i % S;
+    const long long row = b0 + i * nblk;
+    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+    if (!COPY && g != gp) {
+      gp = g;
+#pragma unroll
+      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+        __align__(16) h3_bf16 gr[8], sr[8], hh[8];
+        h3_ldr8<true>(in1, u * 8, gr);
+        h3_ldr8<true>(in2 + g * HH, u * 8, sr);
+        h3_ldr8<true>(in3 + g * HH, u * 8, hh);
+        float we[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) we[k] = __fmul_rn(__fadd_rn(h3_w(gr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
+        if (TREG) {
+#pragma unroll
+          for (int k = 0; k < 8; k++) { wr_[TREG ? j : 0][k] = we[k]; hr_[TREG ? j : 0][k] = hh[k]; }
+        } else {
+          *reinterpret_cast<float4 *>(wes + u * 8) = make_float4(we[0], we[1], we[2], we[3]);
+          *reinterpret_cast<float4 *>(wes + u * 8 + 4) = make_float4(we[4], we[5], we[6], we[7]);
+          *reinterpret_cast<uint4 *>(shs + u * 8) = *reinterpret_cast<const uint4 *>(hh);
+        }
+      } }
+    }
+    bar_wait(sa(&bars[s]), (unsigned)(i / S) & 1u);
+    __align__(16) h3_bf16 xr[CH][8];
+    smem_row(xr, ring[s], tid);
+    float r = 0.0f;
+    if (!COPY) r = row_r(xr, part[i & 1], tid);
+    else __syncthreads();
+    // every thread has read ring[s]: refill it with the row S ahead
+    if (tid == 0 && i + S < n) { bar_expect(sa(&bars[s]), RB); bulk_load(sa(ring[s]), in0 + (b0 + (i + S) * nblk) * HH, RB, sa(&bars[s])); }
+    h3_bf16 *y = out0 + row * HH;
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      if (COPY) { h3_str8<true>(y, u * 8, xr[j]); continue; }
+      float we[8];
+      __align__(16) h3_bf16 hh[8], yr[8];
+      if (TREG) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) { we[k] = wr_[TREG ? j : 0][k]; hh[k] = hr_[TREG ? j : 0][k]; }
+      } else {
+        *reinterpret_cast<float4 *>(we) = *reinterpret_cast<const float4 *>(wes + u * 8);
+        *reinterpret_cast<float4 *>(we + 4) = *reinterpret_cast<const float4 *>(wes + u * 8 + 4);
+        *reinterpret_cast<uint4 *>(hh) = *reinterpret_cast<const uint4 *>(shs + u * 8);
+      }
+#pragma unroll
+      for (int k = 0; k < 8; k++) h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[j][k]), r), we[k], h3_w(hh[k])));
+      h3_str8<true>(y, u * 8, yr);
+    } }
+  }
+}
+
+// V8: one row per block of TPB threads (chunks u = tid + j * TPB), at least MINB blocks per SM
+// (the register cap that gives them room); the reduction runs over TPB / 32 warps, so for
+// TPB != 256 the sum of squares is added in another order than v0's (mismatches expected,
+// max |y - y0| printed by check_close)
+template <int TPB, int MINB>
+__global__ void __launch_bounds__(TPB, MINB) nm_v8(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                   const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                   const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  constexpr int C = (UNITS + TPB - 1) / TPB, NW = TPB / 32;
+  __shared__ float part[NW];
+  const int tid = threadIdx.x;
+  const long long row = blockIdx.x;
+  __align__(16) h3_bf16 xr[C][8];
+#pragma unroll
+  for (int j = 0; j < C; j++) { const int u = tid + j * TPB; if (u < UNITS) h3_ldr8<true>(in0 + row * HH, u * 8, xr[j]); }
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < C; j++) { const int u = tid + j * TPB; if (u < UNITS) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) { float v = h3_w(xr[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+  if ((tid & 31) == 0) part[tid >> 5] = ss;
+  __syncthreads();
+  float tot = 0.0f;
+#pragma unroll
+  for (int w = 0; w < NW; w++) tot = __fadd_rn(tot, part[w]);
+  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, 5376.0f), 0x1.4f8b58p-17f)));
+  const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+#pragma unroll
+  for (int j = 0; j < C; j++) { const int u = tid + j * TPB; if (u < UNITS) modstore(xr[j], r, in1, in2 + g * HH, in3 + g * HH, out0 + row * HH, u); }
+}
+
+// V9: RP rows per block of 256 threads, thread tid holding chunks u = tid + j * 256 of all RP
+// rows: gamma and the scale/shift rows are read once per chunk for the RP rows (when their g
+// agrees with the first row's; else again), so the tables' L2 traffic is 1 / RP of v0's.
+// Per row the arithmetic and its order are v0's (bitwise).
+template <int RP, int MINB>
+__global__ void __launch_bounds__(256, MINB) nm_v9(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                   const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                   const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[RP][8];
+  const int tid = threadIdx.x;
+  const long long row0 = (long long)blockIdx.x * RP;
+  __align__(16) h3_bf16 xr[RP][CH][8];
+#pragma unroll
+  for (int q = 0; q < RP; q++)
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) h3_ldr8<true>(in0 + (row0 + q) * HH, u * 8, xr[q][j]); }
+  float ss[RP];
+#pragma unroll
+  for (int q = 0; q < RP; q++) {
+    ss[q] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) { float v = h3_w(xr[q][j][k]); ss[q] = __fadd_rn(ss[q], __fmul_rn(v, v)); } } }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss[q] = __fadd_rn(ss[q], __shfl_xor_sync(0xffffffffu, ss[q], o));
+    if ((tid & 31) == 0) part[q][tid >> 5] = ss[q];
+  }
+  __syncthreads();
+  float r[RP];
+  long long g[RP];
+#pragma unroll
+  for (int q = 0; q < RP; q++) {
+    float tot = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; w++) tot = __fadd_rn(tot, part[q][w]);
+    r[q] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, 5376.0f), 0x1.4f8b58p-17f)));
+    g[q] = h3_clampi(h3_ld(in4, row0 + q), 6ll);
+  }
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    __align__(16) h3_bf16 wr[8], sr[8], hr[8];
+    h3_ldr8<true>(in1, u * 8, wr);
+    h3_ldr8<true>(in2 + g[0] * HH, u * 8, sr);
+    h3_ldr8<true>(in3 + g[0] * HH, u * 8, hr);
+#pragma unroll
+    for (int q = 0; q < RP; q++) {
+      if (g[q] != g[0]) { modstore(xr[q][j], r[q], in1, in2 + g[q] * HH, in3 + g[q] * HH, out0 + (row0 + q) * HH, u); continue; }
+      __align__(16) h3_bf16 yr[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const float we = __fmul_rn(__fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
+        h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[q][j][k]), r[q]), we, h3_w(hr[k])));
+      }
+      h3_str8<true>(out0 + (row0 + q) * HH, u * 8, yr);
+    }
+  } }
+}
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef void (*kfn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const int *, h3_bf16 *);
 
@@ -333,16 +519,24 @@ int main() {
     printf("   %s: %zu mismatches\n", name, bad);
     CK(cudaMemset(y, 0, n * 2));
   };
-#define V1(R) timeit("v1 regs prefetch R=" #R, [&] { nm_v1<R><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v1");
-  V1(2) V1(4) V1(8) V1(16)
-#define V2(R, S) timeit("v2 cp.async R=" #R " S=" #S, [&] { nm_v2<R, S><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v2");
-  V2(4, 2) V2(8, 2) V2(8, 3) V2(16, 3)
-#define V3(R, P) timeit("v3 w_eff regs R=" #R " P=" #P, [&] { nm_v3<R, P><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v3");
-  V3(2, false) V3(4, false) V3(8, false) V3(16, false) V3(2, true) V3(4, true) V3(8, true) V3(16, true)
+  auto check_close = [&](const char *name) {
+    CK(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    float md = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+      bad += memcmp(&ref[i], &got[i], 2) != 0;
+      float d = fabsf(__bfloat162float(ref[i]) - __bfloat162float(got[i]));
+      if (!(d <= md)) md = d;  // NaN counts as larger
+    }
+    printf("   %s: %zu mismatches, max |y - y0| %g\n", name, bad, md);
+    CK(cudaMemset(y, 0, n * 2));
+  };
+#define V9(RP, MB) timeit("v9 rows per thread RP=" #RP " MINB=" #MB, [&] { nm_v9<RP, MB><<<T_ROWS / RP, 256>>>(x, gam, sc, sh, idx, y); }); check("v9");
+  V9(1, 1) V9(2, 1) V9(2, 3) V9(2, 4) V9(4, 1) V9(4, 2) V9(8, 1)
+#define V5(R, BS, MB) timeit("v5 bulk R=" #R " BS=" #BS " MINB=" #MB, [&] { nm_v5<R, BS, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
+  V5(2, false, 1)
+  timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
   timeit("copy kernel 1 row/block", [&] { copyk<false><<<T_ROWS, 256>>>(x, y); });
-  timeit("copy kernel, nc/cs hints", [&] { copyk<true><<<T_ROWS, 256>>>(x, y); });
-  CK(cudaMemset(y, 0, n * 2));
-#define V5(R, BS) timeit("v5 bulk R=" #R " BS=" #BS, [&] { nm_v5<R, BS><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
-  V5(2, false) V5(4, false) V5(8, false) V5(2, true) V5(4, true) V5(8, true) V5(16, true)
+  timeit("copy of x (again)", [&] { cudaMemcpyAsync(cp, x, n * 2, cudaMemcpyDeviceToDevice); });
   return 0;
 }

@@ -17,6 +17,11 @@ plan = yaml.safe_load(open(f"{b}/l1.plan"))
 k = next(k for k in plan["kernels"] if k["op"] == "norm_modulate")
 src = plan["prelude"]["source"] + "\n" + k["source"].replace("32704", "32768")
 src = src.replace(k["name"], "nm_plan_kernel")
+body = k["source"].replace("32704", "32768")
+bounds = "__launch_bounds__(%d)" % k["block"][0]
+assert bounds in body
+for n in (6, 7, 8):  # the same kernel with a blocks-per-SM bound (a register cap)
+    src += "\n" + body.replace(k["name"], "nm_plan_kernel_lb%d" % n).replace(bounds, bounds[:-1] + ", %d)" % n)
 open(f"{b}/nm_v0.cuh", "w").write(src)
 PY
 /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \

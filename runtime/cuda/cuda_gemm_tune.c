@@ -4,9 +4,9 @@
  * cuBLASLt's first heuristic pick is not always its fastest algorithm for a shape (on the
  * H200 the qkv GEMM of H3, [32704, 5376] x [21504, 5376]ᵀ, ran at 736 TFLOP/s where the
  * other block GEMMs ran at 790). For a GEMM of at least CU_TUNE_MIN_FLOPS, cu_lt_tune asks
- * for up to CU_TUNE_CANDIDATES algorithms, runs each on scratch operands of random normal
- * values (one warm-up, then CU_TUNE_REPS timed runs, CUDA events; the median counts) and
- * keeps the fastest. Candidates whose split-K reduction is done in place are skipped
+ * for up to CU_TUNE_CANDIDATES algorithms, runs them on scratch operands of random normal
+ * values in rounds (one warm-up round, then CU_TUNE_REPS timed rounds, each running every
+ * candidate once, CUDA events; a candidate's median counts) and keeps the fastest. Candidates whose split-K reduction is done in place are skipped
  * (their sums depend on the order blocks finish in).
  *
  * The bits of a GEMM depend on its algorithm, so the choice must not change from one
@@ -14,7 +14,8 @@
  * folder of the NVRTC CUBINs) as a file `lt-<sha256 of the key>.algo`, keyed by device
  * name, cuBLASLt version, shape, dtypes and pointer alignment, and later processes read it
  * instead of timing. Without a cache folder (H3_KERNEL_CACHE=0) nothing is timed: the
- * heuristic's first pick, which is deterministic, stays. H3_GEMM_TUNE=0 turns tuning off.
+ * heuristic's first pick, which is deterministic, stays. H3_GEMM_TUNE=0 turns tuning off;
+ * H3_GEMM_TUNE_LOG=1 prints each candidate's median time.
  */
 #include "cuda_lt.h"
 #include "h3/rng.h"
@@ -25,12 +26,18 @@
 #include <unistd.h>
 
 #define CU_TUNE_MIN_FLOPS 1e11
-#define CU_TUNE_CANDIDATES 8
-#define CU_TUNE_REPS 3
+#define CU_TUNE_CANDIDATES 16
+#define CU_TUNE_REPS 5
 
 static bool tuning_on(const cu_state *s) {
   const char *e = getenv("H3_GEMM_TUNE");
   return s->cache.enabled && !(e && !strcmp(e, "0"));
+}
+
+/* H3_GEMM_TUNE_LOG=1: each candidate's median goes to stderr as it is timed. */
+static bool log_on(void) {
+  const char *e = getenv("H3_GEMM_TUNE_LOG");
+  return e && strcmp(e, "0") != 0;
 }
 
 /* The cache file of one tuning key. */
@@ -40,27 +47,19 @@ static void tune_path(const cu_state *s, const char *key, char *path, size_t n) 
   snprintf(path, n, "%s/lt-%.32s.algo", s->cache.dir, hex);
 }
 
-/* Median device time of `reps` runs of one algorithm; < 0 when it fails to run. */
-static double time_algo(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulAlgo_t *algo,
+/* Device milliseconds of one run of one algorithm; < 0 when it fails to run. */
+static double time_once(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulAlgo_t *algo,
                         const void *a, const void *b, void *c, cudaEvent_t e0, cudaEvent_t e1) {
-  float alpha = 1.0f, beta = 0.0f, ms[CU_TUNE_REPS];
-  for (int r = -1; r < CU_TUNE_REPS; r++) {
-    if (cudaEventRecord(e0, s->stream) != cudaSuccess) return -1;
-    if (cublasLtMatmul((cublasLtHandle_t)s->lt, p->desc, &alpha, a, p->a, b, p->b, &beta, c, p->c,
-                       c, p->c, algo, s->workspace, CU_WORKSPACE_BYTES,
-                       s->stream) != CUBLAS_STATUS_SUCCESS)
-      return -1;
-    if (cudaEventRecord(e1, s->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess)
-      return -1;
-    if (r >= 0 && cudaEventElapsedTime(&ms[r], e0, e1) != cudaSuccess) return -1;
-  }
-  for (int i = 1; i < CU_TUNE_REPS; i++) /* insertion sort of a handful */
-    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-      float t = ms[j];
-      ms[j] = ms[j - 1];
-      ms[j - 1] = t;
-    }
-  return ms[CU_TUNE_REPS / 2];
+  float alpha = 1.0f, beta = 0.0f, ms = 0.0f;
+  if (cudaEventRecord(e0, s->stream) != cudaSuccess) return -1;
+  if (cublasLtMatmul((cublasLtHandle_t)s->lt, p->desc, &alpha, a, p->a, b, p->b, &beta, c, p->c,
+                     c, p->c, algo, s->workspace, CU_WORKSPACE_BYTES,
+                     s->stream) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  if (cudaEventRecord(e1, s->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+    return -1;
+  return ms;
 }
 
 static bool in_place_split(const cublasLtMatmulAlgo_t *algo) {
@@ -93,16 +92,37 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   if (st == H3_OK)
     st = cu_fill_random(s, b, H3_BF16, (int64_t)(p->b_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
                         0x4b22u, d);
+  /* rounds: one warm-up, then CU_TUNE_REPS timed; each round runs every live candidate once,
+     so a drift of the clock (the card heating up) weighs on all of them alike */
+  double ms[CU_TUNE_CANDIDATES][CU_TUNE_REPS];
+  bool live[CU_TUNE_CANDIDATES];
+  for (int i = 0; i < n; i++) live[i] = !in_place_split(&res[i].algo);
+  for (int r = -1; st == H3_OK && r < CU_TUNE_REPS; r++)
+    for (int i = 0; i < n; i++) {
+      if (!live[i]) continue;
+      double t = time_once(s, p, &res[i].algo, a, b, c, e0, e1);
+      if (t < 0) {
+        cudaGetLastError();
+        live[i] = false;
+      } else if (r >= 0) {
+        ms[i][r] = t;
+      }
+    }
   double best_ms = -1;
   for (int i = 0; st == H3_OK && i < n; i++) {
-    if (in_place_split(&res[i].algo)) continue;
-    double ms = time_algo(s, p, &res[i].algo, a, b, c, e0, e1);
-    if (ms < 0) {
-      cudaGetLastError();
-      continue;
-    }
-    if (best_ms < 0 || ms < best_ms) {
-      best_ms = ms;
+    if (!live[i]) continue;
+    double *v = ms[i];
+    for (int k = 1; k < CU_TUNE_REPS; k++) /* insertion sort of a handful */
+      for (int j = k; j > 0 && v[j] < v[j - 1]; j--) {
+        double t = v[j];
+        v[j] = v[j - 1];
+        v[j - 1] = t;
+      }
+    if (log_on())
+      fprintf(stderr, "h3 gemm tune: %s: candidate %d of %d: median %.4f ms\n", p->key, i, n,
+              v[CU_TUNE_REPS / 2]);
+    if (best_ms < 0 || v[CU_TUNE_REPS / 2] < best_ms) {
+      best_ms = v[CU_TUNE_REPS / 2];
       *best = res[i].algo;
     }
   }

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""gemm_kernels.py: the CUDA kernels PyTorch runs for the four block GEMMs of H3 at S = 32704
+(torch.matmul(x, w.t()), bf16, random normal operands) with their mean device time, from
+torch.profiler: which cuBLAS kernel (tile, cluster, stages) the peer of bench/peers_table.py
+uses for each shape, to set against the algorithm h3's tuner keeps (H3_GEMM_TUNE_LOG=1).
+
+    python3 bench/gemm_kernels.py [--rows S] [--iters N]
+"""
+import argparse
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=32704)
+    ap.add_argument("--iters", type=int, default=5)
+    a = ap.parse_args()
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    for name, (k, n) in (("gemm_qkv", (5376, 21504)), ("gemm_out_proj", (7168, 5376)),
+                         ("gemm_fc1", (5376, 28672)), ("gemm_fc2", (14336, 5376))):
+        x = torch.randn(a.rows, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        for _ in range(3):
+            torch.matmul(x, w.t())
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.iters):
+                torch.matmul(x, w.t())
+            torch.cuda.synchronize()
+        for e in prof.key_averages():
+            if e.count >= a.iters:
+                print(f"{name:14s} {e.device_time_total / e.count / 1e3:8.3f} ms  {e.key}")
+        del x, w
+
+
+if __name__ == "__main__":
+    main()
