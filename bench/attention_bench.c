@@ -2,10 +2,12 @@
  * events, printed as one table (and as "h3bench name ms tflops" lines for
  * bench/peers_table.py, which sets them against PyTorch measured in the same run).
  *
- *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check] [--flash-only]
+ *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--warm-seconds W]
+ *                   [--check] [--flash-only]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
- * 56 heads of 128, bf16; the four block GEMMs (qkv, out_proj, fc1, fc2) at M = S through
- * cuBLASLt. Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
+ * 56 heads of 128, bf16, operands uniform in [-1, 1); the four block GEMMs (qkv, out_proj,
+ * fc1, fc2) at M = S through cuBLASLt. Each time is the median of N = 10 runs after at least
+ * 2 warm-up runs and W = 1 s of the op (the reference attention: 2 warm-up runs, 1 timed). Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
  * cudnn against the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
  * cudnn, no GEMMs; with --check, also the reference for the comparison). Exit 77 without a GPU.
  */
@@ -43,19 +45,35 @@ static void *device_random(bench *x, const h3_type *t, gpu_rng *r) {
   return dev;
 }
 
-/* Median milliseconds of `iters` runs of op (after 2 warm-up runs); -1 on error. */
+/* Device milliseconds of one run of op (synchronised before and after); -1 on error. */
+static double run_once(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out) {
+  if (x->b->ops->sync(x->b, &x->d) != H3_OK) return -1;
+  h3_cuda_reset_gpu_seconds(x->b);
+  if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK ||
+      x->b->ops->sync(x->b, &x->d) != H3_OK)
+    return -1;
+  return h3_cuda_gpu_seconds(x->b) * 1e3;
+}
+
+/* Median milliseconds of `iters` runs of op after a warm-up of at least 2 runs and at least
+ * warm_s seconds of the op itself (at most 100000 runs): the card settles at the clock this
+ * op's load holds it at, whatever ran before (bench/peers_table.py warms PyTorch's ops the
+ * same way). -1 on error. */
 static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                      int iters) {
+                      int iters, double warm_s) {
+  double warm_ms = 0;
+  for (int w = 0; w < 2 || (warm_ms < warm_s * 1e3 && w < 100000); w++) {
+    double t = run_once(x, op, in, n_in, out);
+    if (t < 0) return -1;
+    warm_ms += t;
+  }
   double *ms = calloc((size_t)iters + 1, sizeof *ms);
-  for (int it = -2; ms && it < iters; it++) {
-    if (x->b->ops->sync(x->b, &x->d) != H3_OK) break;
-    h3_cuda_reset_gpu_seconds(x->b);
-    if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK ||
-        x->b->ops->sync(x->b, &x->d) != H3_OK) {
+  for (int it = 0; ms && it < iters; it++) {
+    ms[it] = run_once(x, op, in, n_in, out);
+    if (ms[it] < 0) {
       free(ms);
       return -1;
     }
-    if (it >= 0) ms[it] = h3_cuda_gpu_seconds(x->b) * 1e3;
   }
   if (!ms) return -1;
   for (int i = 1; i < iters; i++) /* insertion sort for the median */
@@ -90,6 +108,7 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
 
 int main(int argc, char **argv) {
   int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
+  double warm_s = 1.0;
   int check = 0, flash_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
@@ -98,14 +117,16 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoll(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
     else {
-      fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--check] "
-                      "[--flash-only]\n");
+      fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] "
+                      "[--warm-seconds W] [--check] [--flash-only]\n");
       return 2;
     }
   }
-  if (U > S || U < 1 || H < 1 || iters < 1) {
-    fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1\n");
+  if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600)) {
+    fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1, "
+                    "0 <= warm-seconds <= 600\n");
     return 2;
   }
   gpu_require();
@@ -144,7 +165,7 @@ int main(int argc, char **argv) {
     h3_cuda_set_attention(x.b, impls[i], &x.d);
     char name[64];
     snprintf(name, sizeof name, "attention_%s", impls[i]);
-    double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters);
+    double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters, i == 2 ? 0 : warm_s);
     if (ms < 0) rc = 1;
     row(name, ms, flops);
   }
@@ -170,7 +191,7 @@ int main(int argc, char **argv) {
     h3_type xt = xv->type, wt = wv->type, yt = h3_type_make(H3_BF16, 2, (int64_t[]){S, N});
     h3_tensor gin[2] = {{xt, device_random(&x, &xt, &r)}, {wt, device_random(&x, &wt, &r)}};
     h3_tensor gout = {yt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yt))};
-    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters) : -1;
+    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters, warm_s) : -1;
     if (ms < 0) rc = 1;
     double f = 2.0 * (double)S * (double)K * (double)N;
     row(gname[i], ms, f);

@@ -30,11 +30,17 @@ import sys
 DIM, HEADS, HD, FF, TE, ROPE = 5376, 56, 128, 14336, 2688, 96
 
 
-def median_ms(fn, iters, warm=3):
+def median_ms(fn, iters, warm=3, warm_s=0.0):
+    """Median CUDA-event milliseconds of `iters` runs of fn, after at least `warm` warm-up
+    runs and at least warm_s seconds of them (wall time, synchronised)."""
+    import time
     import torch
-    for _ in range(warm):
+    t0 = time.perf_counter()
+    w = 0
+    while w < warm or (time.perf_counter() - t0 < warm_s and w < 100000):
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        w += 1
     times = []
     for _ in range(iters):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -45,6 +51,12 @@ def median_ms(fn, iters, warm=3):
         times.append(a.elapsed_time(b))
     times.sort()
     return times[len(times) // 2]
+
+
+def uniform(*shape):
+    """bf16 values uniform in [-1, 1) on the GPU: attention_bench's operand distribution."""
+    import torch
+    return torch.rand(*shape, device="cuda", dtype=torch.float32).mul_(2).sub_(1).to(torch.bfloat16)
 
 
 def make_block(S, U):
@@ -109,11 +121,11 @@ def make_block(S, U):
 
 
 def attention_peers(S, U, iters, out):
-    """SDPA alone on [1, 56, S, 128] contiguous bf16, live + pad segments."""
-    import torch
+    """SDPA alone on [1, 56, S, 128] contiguous bf16 (uniform in [-1, 1) and warmed for 1 s,
+    as attention_bench times h3's), live + pad segments."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    q, k, v = (torch.randn(1, HEADS, S, HD, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (uniform(1, HEADS, S, HD) for _ in range(3))
     for name, be in (("attention_cudnn", SDPBackend.CUDNN_ATTENTION),
                      ("attention_flash", SDPBackend.FLASH_ATTENTION)):
         def run():
@@ -122,7 +134,7 @@ def attention_peers(S, U, iters, out):
                 if S > U:
                     F.scaled_dot_product_attention(q[:, :, U:], k[:, :, U:], v[:, :, U:])
         try:
-            out[name] = median_ms(run, iters)
+            out[name] = median_ms(run, iters, warm_s=1.0)
         except RuntimeError as e:
             print(f"peers: {name}: {str(e).splitlines()[0]}", file=sys.stderr)
 
