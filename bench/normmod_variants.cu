@@ -30,6 +30,8 @@
 #define BLK 256
 #define CH 3
 
+// r of a row from the thread's sum of squares: butterfly, then the NW warps' partials in order
+template <int NW = 8>
 __device__ __forceinline__ float rowsum_r(float ss, float *part, int tid) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
@@ -37,7 +39,7 @@ __device__ __forceinline__ float rowsum_r(float ss, float *part, int tid) {
   __syncthreads();
   float tot = 0.0f;
 #pragma unroll
-  for (int w = 0; w < 8; w++) tot = __fadd_rn(tot, part[w]);
+  for (int w = 0; w < NW; w++) tot = __fadd_rn(tot, part[w]);
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, 5376.0f), 0x1.4f8b58p-17f)));
 }
 
@@ -404,14 +406,7 @@ __global__ void __launch_bounds__(TPB, MINB) nm_v8(const h3_bf16 *__restrict__ i
   for (int j = 0; j < C; j++) { const int u = tid + j * TPB; if (u < UNITS) {
 #pragma unroll
     for (int k = 0; k < 8; k++) { float v = h3_w(xr[j][k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
-  if ((tid & 31) == 0) part[tid >> 5] = ss;
-  __syncthreads();
-  float tot = 0.0f;
-#pragma unroll
-  for (int w = 0; w < NW; w++) tot = __fadd_rn(tot, part[w]);
-  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, 5376.0f), 0x1.4f8b58p-17f)));
+  const float r = rowsum_r<NW>(ss, part, tid);
   const long long g = h3_clampi(h3_ld(in4, row), 6ll);
 #pragma unroll
   for (int j = 0; j < C; j++) { const int u = tid + j * TPB; if (u < UNITS) modstore(xr[j], r, in1, in2 + g * HH, in3 + g * HH, out0 + row * HH, u); }
