@@ -15,7 +15,7 @@
  * name, cuBLASLt version, shape, dtypes and pointer alignment, and later processes read it
  * instead of timing. Without a cache folder (H3_KERNEL_CACHE=0) nothing is timed: the
  * heuristic's first pick, which is deterministic, stays. H3_GEMM_TUNE=0 turns tuning off;
- * H3_GEMM_TUNE_LOG=1 prints each candidate's median time.
+ * H3_GEMM_TUNE_LOG=1 prints each candidate's configuration and median time.
  */
 #include "cuda_lt.h"
 #include "h3/rng.h"
@@ -38,6 +38,27 @@ static bool tuning_on(const cu_state *s) {
 static bool log_on(void) {
   const char *e = getenv("H3_GEMM_TUNE_LOG");
   return e && strcmp(e, "0") != 0;
+}
+
+/* The algorithm's configuration for the log: cuBLASLt's enum values (cublasLt.h) of
+ * CUBLASLT_ALGO_CONFIG_ID, _TILE_ID, _STAGES_ID, _CLUSTER_SHAPE_ID, _SPLITK_NUM,
+ * _CTA_SWIZZLING and _CUSTOM_OPTION. */
+static void algo_text(const cublasLtMatmulAlgo_t *algo, char *buf, size_t n) {
+  int32_t id = -1, splitk = -1;
+  uint32_t tile = 0, stages = 0, swizzle = 0, custom = 0;
+  uint16_t cluster = 0;
+  size_t got = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                       sizeof cluster, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                       sizeof swizzle, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom, &got);
+  snprintf(buf, n, "algo %d tile %u stages %u cluster %u splitk %d swizzle %u custom %u", (int)id,
+           tile, stages, (unsigned)cluster, (int)splitk, swizzle, custom);
 }
 
 /* The cache file of one tuning key. */
@@ -118,9 +139,12 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
         v[j] = v[j - 1];
         v[j - 1] = t;
       }
-    if (log_on())
-      fprintf(stderr, "h3 gemm tune: %s: candidate %d of %d: median %.4f ms\n", p->key, i, n,
-              v[CU_TUNE_REPS / 2]);
+    if (log_on()) {
+      char cfg[160];
+      algo_text(&res[i].algo, cfg, sizeof cfg);
+      fprintf(stderr, "h3 gemm tune: %s: candidate %d of %d (%s): median %.4f ms\n", p->key, i, n,
+              cfg, v[CU_TUNE_REPS / 2]);
+    }
     if (best_ms < 0 || v[CU_TUNE_REPS / 2] < best_ms) {
       best_ms = v[CU_TUNE_REPS / 2];
       *best = res[i].algo;
