@@ -7,8 +7,10 @@
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16, operands uniform in [-1, 1); the four block GEMMs (qkv, out_proj,
  * fc1, fc2) at M = S through cuBLASLt. Each time is the median of N = 10 runs after at least
- * 2 warm-up runs and W = 1 s of the op (the reference attention: 2 warm-up runs, 1 timed). Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and
- * cudnn against the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
+ * 2 warm-up runs and W = 1 s of the op (the reference attention, about 10 s a run at the
+ * full shape: one run, no warm-up; it is timed for the record and checked against).
+ * Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and cudnn against
+ * the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
  * cudnn, no GEMMs; with --check, also the reference for the comparison). Exit 77 without a GPU.
  */
 #include "gpu_common.h"
@@ -55,14 +57,14 @@ static double run_once(bench *x, const h3_op *op, const h3_tensor *in, int n_in,
   return h3_cuda_gpu_seconds(x->b) * 1e3;
 }
 
-/* Median milliseconds of `iters` runs of op after a warm-up of at least 2 runs and at least
- * warm_s seconds of the op itself (at most 100000 runs): the card settles at the clock this
- * op's load holds it at, whatever ran before (bench/peers_table.py warms PyTorch's ops the
- * same way). -1 on error. */
+/* Median milliseconds of `iters` runs of op after a warm-up of at least warm_n runs and at
+ * least warm_s seconds of the op itself (at most 100000 runs): the card settles at the clock
+ * this op's load holds it at, whatever ran before (bench/peers_table.py warms PyTorch's ops
+ * the same way). -1 on error. */
 static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                      int iters, double warm_s) {
+                      int iters, int warm_n, double warm_s) {
   double warm_ms = 0;
-  for (int w = 0; w < 2 || (warm_ms < warm_s * 1e3 && w < 100000); w++) {
+  for (int w = 0; w < warm_n || (warm_ms < warm_s * 1e3 && w < 100000); w++) {
     double t = run_once(x, op, in, n_in, out);
     if (t < 0) return -1;
     warm_ms += t;
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
     h3_cuda_set_attention(x.b, impls[i], &x.d);
     char name[64];
     snprintf(name, sizeof name, "attention_%s", impls[i]);
-    double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters, i == 2 ? 0 : warm_s);
+    double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters, i == 2 ? 0 : 2, i == 2 ? 0 : warm_s);
     if (ms < 0) rc = 1;
     row(name, ms, flops);
   }
@@ -191,7 +193,7 @@ int main(int argc, char **argv) {
     h3_type xt = xv->type, wt = wv->type, yt = h3_type_make(H3_BF16, 2, (int64_t[]){S, N});
     h3_tensor gin[2] = {{xt, device_random(&x, &xt, &r)}, {wt, device_random(&x, &wt, &r)}};
     h3_tensor gout = {yt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yt))};
-    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters, warm_s) : -1;
+    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters, 2, warm_s) : -1;
     if (ms < 0) rc = 1;
     double f = 2.0 * (double)S * (double)K * (double)N;
     row(gname[i], ms, f);
