@@ -14,6 +14,8 @@
  *   v8<TPB, MINB> one row per block of TPB threads, MINB blocks per SM (register cap)
  *   v9<RP, MINB> RP rows per block, gamma / scale / shift read once per column for RP rows
  *   v0 launch_bounds(256, N) the plan's kernel with a blocks-per-SM bound
+ *   v10<M>    the plan kernel's shape with stages left out (copy, + barrier, + reduction,
+ *             + tables, all, all with the tables loaded early): where the time goes
  * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
  * TPB != 256 sums in another order: its max |y - y0| is printed too). main() runs the
@@ -471,6 +473,64 @@ __global__ void __launch_bounds__(256, MINB) nm_v9(const h3_bf16 *__restrict__ i
   } }
 }
 
+// V10: the plan kernel's shape (one row per block, 256 threads, chunks u = tid + 256 j, x held
+// in registers) with stages left out, to find which one costs the time against the copy:
+//   M0 load x, store x                               (copyk in this code shape)
+//   M1 load x, block barrier, store x                (the barrier alone)
+//   M2 load x, reduction, store bf16(x * r)          (the reduction, no tables)
+//   M3 load x, load gamma/scale/shift, store modulate(x) with r = 1 (tables, no reduction)
+//   M4 load x, reduction, tables, modulate           (all of it: v0's work, bitwise v0)
+//   M5 as M4 with the tables' loads issued before the reduction (held as bf16, 36 registers)
+template <int M>
+__global__ void __launch_bounds__(256) nm_v10(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                              const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                              const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[8];
+  const int tid = threadIdx.x;
+  const long long row = blockIdx.x;
+  h3_bf16 *y = out0 + row * HH;
+  __align__(16) h3_bf16 xr[CH][8];
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) h3_ldr8<true>(in0 + row * HH, u * 8, xr[j]); }
+  if (M == 0 || M == 1) {
+    if (M == 1) __syncthreads();
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) h3_str8<true>(y, u * 8, xr[j]); }
+    return;
+  }
+  const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+  const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
+  __align__(16) h3_bf16 tw[M == 5 ? CH : 1][8], ts[M == 5 ? CH : 1][8], th[M == 5 ? CH : 1][8];
+  if (M == 5) {
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      h3_ldr8<true>(in1, u * 8, tw[M == 5 ? j : 0]);
+      h3_ldr8<true>(scr, u * 8, ts[M == 5 ? j : 0]);
+      h3_ldr8<true>(shr, u * 8, th[M == 5 ? j : 0]);
+    } }
+  }
+  float r = 1.0f;
+  if (M != 3) r = row_r(xr, part, tid);
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    __align__(16) h3_bf16 yr[8];
+    if (M == 2) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) h3_put(yr[k], __fmul_rn(h3_w(xr[j][k]), r));
+      h3_str8<true>(y, u * 8, yr);
+    } else if (M == 5) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const float we = __fmul_rn(__fadd_rn(h3_w(tw[M == 5 ? j : 0][k]), 0.0f), __fadd_rn(1.0f, h3_w(ts[M == 5 ? j : 0][k])));
+        h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[j][k]), r), we, h3_w(th[M == 5 ? j : 0][k])));
+      }
+      h3_str8<true>(y, u * 8, yr);
+    } else {
+      modstore(xr[j], r, in1, scr, shr, y, u);
+    }
+  } }
+}
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef void (*kfn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const int *, h3_bf16 *);
 
@@ -526,8 +586,19 @@ int main() {
     printf("   %s: %zu mismatches, max |y - y0| %g\n", name, bad, md);
     CK(cudaMemset(y, 0, n * 2));
   };
-#define V9(RP, MB) timeit("v9 rows per thread RP=" #RP " MINB=" #MB, [&] { nm_v9<RP, MB><<<T_ROWS / RP, 256>>>(x, gam, sc, sh, idx, y); }); check("v9");
-  V9(1, 1) V9(2, 1) V9(2, 3) V9(2, 4) V9(4, 1) V9(4, 2) V9(8, 1)
+  auto check_copy = [&](const char *name) {  // y must be x
+    CK(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(&hx[i], &got[i], 2) != 0;
+    printf("   %s: %zu elements differ from x\n", name, bad);
+    CK(cudaMemset(y, 0, n * 2));
+  };
+  auto timing_only = [&](const char *) { CK(cudaMemset(y, 0, n * 2)); };
+#define V10(M, WHAT, CHECK) timeit("v10 M" #M " " WHAT, [&] { nm_v10<M><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); CHECK("v10 M" #M);
+  V10(0, "load x, store x", check_copy) V10(1, "load x, barrier, store x", check_copy)
+  V10(2, "load x, reduction, store x*r", timing_only) V10(3, "load x, tables, modulate (r = 1)", timing_only)
+  V10(4, "all (v0's work)", check) V10(5, "all, tables loaded before the reduction", check)
+  V10(0, "load x, store x (again)", check_copy) V10(4, "all (again)", check)
 #define V5(R, BS, MB) timeit("v5 bulk R=" #R " BS=" #BS " MINB=" #MB, [&] { nm_v5<R, BS, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
   V5(2, false, 1)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
