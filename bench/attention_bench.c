@@ -171,14 +171,15 @@ int main(int argc, char **argv) {
     if (ms < 0) rc = 1;
     row(name, ms, flops);
   }
-  if (check && out[2].data && flash_only) {
-    double e = nmse_dev(&x, out[0].data, out[2].data, &qt), lim = gpu_nmse_limit(H3_BF16);
+  /* --check: flash (and cudnn) against the reference, each within bf16's NMSE limit; the
+     h3bench lines carry them to bench/block_peers.py's table */
+  for (int i = 0; check && out[2].data && i < 2; i++) {
+    if (flash_only && i == 1) continue;
+    double e = nmse_dev(&x, out[i].data, out[2].data, &qt), lim = gpu_nmse_limit(H3_BF16);
     int ok = e >= 0 && e <= lim; /* -1: download failed, inf: NaN / Inf mismatch */
-    printf("nmse flash vs reference %.3g (limit %.0e): %s\n", e, lim, ok ? "ok" : "FAIL");
+    printf("nmse %s vs reference %.3g (limit %.0e): %s\n", impls[i], e, lim, ok ? "ok" : "FAIL");
+    printf("h3bench nmse_%s %.3g\nh3bench nmse_limit %.0e\n", impls[i], e, lim);
     if (!ok) rc = 1;
-  } else if (check && out[2].data) {
-    printf("nmse flash vs reference %.3g, cudnn vs reference %.3g\n",
-           nmse_dev(&x, out[0].data, out[2].data, &qt), nmse_dev(&x, out[1].data, out[2].data, &qt));
   }
   for (int i = 0; i < 3; i++) x.b->ops->release(x.b, in[i].data), x.b->ops->release(x.b, out[i].data);
   /* the four block GEMMs: qkv [S, 5376] x [21504, 5376], out_proj [S, 7168] x [5376, 7168],

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""block_peers.py: PyTorch peers of one H3 block (eager and torch.compile) and of the
-attention alone, measured in the same device run as h3's bench/block_bench.c and
-bench/attention_bench.c, and the table of ratios against the acceptance goals.
+"""block_peers.py: PyTorch peers of one H3 block (eager and torch.compile), of the attention
+alone and of the four block GEMMs, measured in the same device run as h3's
+bench/block_bench.c and bench/attention_bench.c, and one table of times and ratios against
+the acceptance goals: the block, attention, the four GEMMs, and with --sample-log the whole
+50-block step and the whole 49-step sample.
 
     python3 bench/block_peers.py H3_LOG... [--sample-log H3EXEC_LOG] [--iters N] [--rows S]
                                  [--used U] [--out FILE.json] [--torch-json FILE.json]
@@ -9,8 +11,10 @@ bench/attention_bench.c, and the table of ratios against the acceptance goals.
 H3_LOG: files holding "h3bench NAME MS ..." lines (block_bench: step_a, step_b, block,
 profile_*; attention_bench: attention_cudnn, attention_flash, gemm_*). --sample-log: the
 output of h3exec on the full 49-step sample plan; its wall time and GPU time are set
-against the eager estimate (torch eager block x layers x steps). --torch-json reuses the
-PyTorch times of an earlier run's --out file (same device run) instead of measuring again.
+against the eager estimate (torch eager block x layers x steps), and its GPU time per step
+against torch's blocks x layers (a lower bound of PyTorch's step: its AdaLN projections and
+final layer are not counted). --torch-json reuses the PyTorch times of an earlier run's
+--out file (same device run) instead of measuring again.
 
 The PyTorch block is written here from the model's definition (models/minimax_h3.g, block):
 AdaLN projection of a [2, 2688] -> [6, 6 * 5376] tables, RMSNorm + modulate with rows
@@ -20,7 +24,8 @@ gated residual, RMSNorm + modulate, fc1, SwiGLU in fp32 rounded once, fc2, gated
 residual; bf16 everywhere else, random weights. SDPA runs with the cuDNN backend (the
 fastest PyTorch has on the H200; falls back to PyTorch's default choice where cuDNN
 refuses). Times: medians of CUDA-event timings after warm-up (torch.compile's warm-up
-includes its compilation).
+includes its compilation); SDPA and the GEMMs on operands uniform in [-1, 1) after 1 s of
+warm-up, as attention_bench times h3's.
 """
 import argparse
 import json
@@ -120,6 +125,23 @@ def make_block(S, U):
     return Block
 
 
+# the four block GEMMs: name, (K, N); x [S, K] times w [N, K] transposed
+GEMMS = (("gemm_qkv", (5376, 21504)), ("gemm_out_proj", (7168, 5376)),
+         ("gemm_fc1", (5376, 28672)), ("gemm_fc2", (14336, 5376)))
+
+
+def gemm_peers(S, iters, warm_s, out):
+    """torch.matmul(x, w.t()) for each block GEMM at M = S, and their sum gemm_block_total."""
+    import torch
+    total = 0.0
+    for name, (k, n) in GEMMS:
+        x, w = uniform(S, k), uniform(n, k)
+        out[name] = median_ms(lambda: torch.matmul(x, w.t()), iters, warm=2, warm_s=warm_s)
+        total += out[name]
+        del x, w
+    out["gemm_block_total"] = total
+
+
 def attention_peers(S, U, iters, out):
     """SDPA alone on [1, 56, S, 128] contiguous bf16 (uniform in [-1, 1) and warmed for 1 s,
     as attention_bench times h3's), live + pad segments."""
@@ -146,6 +168,7 @@ def peers(S, U, iters):
     dev, bf = "cuda", torch.bfloat16
     out = {}
     attention_peers(S, U, iters, out)
+    gemm_peers(S, iters, 1.0, out)
     blk = make_block(S, U)()
     x = torch.randn(S, DIM, device=dev, dtype=bf)
     a = torch.nn.functional.silu(torch.randn(2, TE, device=dev)).to(bf)
@@ -173,6 +196,8 @@ def read_h3(paths):
                 p = line.split()
                 if len(p) >= 3 and p[0] == "h3bench":
                     h3[p[1]] = float(p[2])
+                    if len(p) >= 4:  # attention_bench: the rate too
+                        h3[p[1] + "_tflops"] = float(p[3])
     return h3
 
 
@@ -228,7 +253,7 @@ def table(a, h3, peer):
         return f"{v:{w}.{p}f}" if v is not None else f"{'-':>{w}}"
 
     print(f"\n== one H3 block, S = {a.rows} (live {a.used}), full dims, bf16; h3 and PyTorch in one run ==")
-    print(f"{'work':<30} {'h3 ms':>10} {'peer ms':>10} {'h3/peer':>8}  goal")
+    print(f"{'work':<32} {'h3 ms':>10} {'peer ms':>10} {'h3/peer':>8}  goal")
     rows = []
     blk = h3.get("block")
     for name, key, goal in (("block vs torch.compile", "block_compile", 0.97),
@@ -240,15 +265,34 @@ def table(a, h3, peer):
                       ("attention flash vs torch flash", "attention_flash")):
         hm, pm = h3.get(key), peer.get(key)
         rows.append((name, hm, pm, hm / pm if hm and pm else None, 1.05 if key == "attention_cudnn" else None))
-    for name, hm, pm, r, goal in rows:
-        verdict = "" if goal is None or r is None else f"<= {goal:.2f} {'met' if r <= goal else 'NOT met'}"
-        print(f"{name:<30} {f(hm)} {f(pm)} {f(r, 8, 3)}  {verdict}")
-    for k in ("gemm_block_total", "profile_gemm", "profile_attention", "profile_other"):
-        if k in h3:
-            print(f"{'  h3 ' + k + ' (traced)':<30} {f(h3[k])}")
-    result = {"h3": h3, "torch": peer}
+    for key, _ in GEMMS:
+        hm, pm = h3.get(key), peer.get(key)
+        rows.append((key.replace("gemm_", "GEMM ") + " (Lt vs cuBLAS)", hm, pm,
+                     hm / pm if hm and pm else None, 1.03))
+    hm, pm = h3.get("gemm_block_total"), peer.get("gemm_block_total")
+    rows.append(("the four GEMMs together", hm, pm, hm / pm if hm and pm else None, None))
+    wall = gpu = None
     if a.sample_log:
         wall, gpu = read_sample(a.sample_log)
+        step = gpu / a.steps * 1e3 if gpu else None
+        for name, key in (("step vs torch.compile block x50", "block_compile"),
+                          ("step vs torch eager block x50", "block_eager")):
+            pm = peer[key] * a.layers if peer.get(key) else None
+            rows.append((name, step, pm, step / pm if step and pm else None, None))
+    for name, hm, pm, r, goal in rows:
+        verdict = "" if goal is None or r is None else f"<= {goal:.2f} {'met' if r <= goal else 'NOT met'}"
+        if name.startswith("attention flash") and h3.get("attention_flash_tflops"):
+            t = h3["attention_flash_tflops"]
+            verdict = f"h3 {t:.0f} TFLOP/s >= 350 {'met' if t >= 350 else 'NOT met'}"
+            e, lim = h3.get("nmse_flash"), h3.get("nmse_limit")
+            if e is not None and lim:
+                verdict += f"; nmse vs reference {e:.2g} <= {lim:.0e} {'met' if e <= lim else 'NOT met'}"
+        print(f"{name:<32} {f(hm)} {f(pm)} {f(r, 8, 3)}  {verdict}".rstrip())
+    for k in ("profile_gemm", "profile_attention", "profile_other"):
+        if k in h3:
+            print(f"{'  h3 ' + k + ' (traced)':<32} {f(h3[k])}")
+    result = {"h3": h3, "torch": peer}
+    if a.sample_log:
         eager = peer.get("block_eager")
         est = eager * a.layers * a.steps / 1e3 if eager else None
         print(f"\n== full {a.steps}-step sample ({a.layers} layers) ==")

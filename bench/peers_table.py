@@ -18,7 +18,7 @@ script goes on.
 import argparse
 import sys
 
-from block_peers import median_ms, uniform  # shared by the bench drivers
+from block_peers import gemm_peers, median_ms, uniform  # shared by the bench drivers
 
 
 # h3 / PyTorch may be at most this much (the goals of the CUDA-backend issue)
@@ -31,7 +31,6 @@ MIN_TFLOPS = {"attention_flash": 350.0}
 def peers(rows, used, heads, iters, warm_s):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
-    import torch
     q, k, v = (uniform(1, heads, rows, 128) for _ in range(3))
     out = {}
     for name, backend in (("attention_flash", SDPBackend.FLASH_ATTENTION),
@@ -45,14 +44,7 @@ def peers(rows, used, heads, iters, warm_s):
             out[name] = median_ms(run, iters, warm=2, warm_s=warm_s)
         except RuntimeError as e:
             print(f"peers: {name}: {e}".splitlines()[0], file=sys.stderr)
-    total = 0.0
-    for name, (kk, n) in (("gemm_qkv", (5376, 21504)), ("gemm_out_proj", (7168, 5376)),
-                          ("gemm_fc1", (5376, 28672)), ("gemm_fc2", (14336, 5376))):
-        x, w = uniform(rows, kk), uniform(n, kk)
-        out[name] = median_ms(lambda: torch.matmul(x, w.t()), iters, warm=2, warm_s=warm_s)
-        total += out[name]
-        del x, w
-    out["gemm_block_total"] = total
+    gemm_peers(rows, iters, warm_s, out)
     return out
 
 
