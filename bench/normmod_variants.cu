@@ -14,6 +14,8 @@
  *   v8<TPB, MINB> one row per block of TPB threads, MINB blocks per SM (register cap)
  *   v9<RP, MINB> RP rows per block, gamma / scale / shift read once per column for RP rows
  *   v0 launch_bounds(256, N) the plan's kernel with a blocks-per-SM bound
+ *   v11<R, MINB, UNROLL> v5's bulk rows with x read from shared memory in both passes
+ *             (few live registers: MINB blocks per SM without spills)
  *   v10<M>    the plan kernel's shape with stages left out (copy, + barrier, + reduction,
  *             + tables, all, all with the tables loaded early): where the time goes
  * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
@@ -301,6 +303,68 @@ __global__ void __launch_bounds__(256, MINB) nm_v5(const h3_bf16 *__restrict__ i
     }
   }
   if (BS && tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// V11: v5's schedule (R rows per block, each brought into shared memory by one cp.async.bulk,
+// double buffer) with x never held in registers: the sum of squares reads the row from shared
+// memory chunk by chunk, and the modulate reads it again next to the tables, one chunk at a
+// time (UNROLL = false: `#pragma unroll 1`), so few registers stay live and MINB blocks of
+// 256 threads fit on an SM without spilling. Same arithmetic and order as v0 (bitwise).
+template <int R, int MINB, bool UNROLL>
+__global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                    const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                    const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[2][8];
+  __shared__ __align__(128) h3_bf16 xs[2][UNITS * 8];
+  __shared__ __align__(8) unsigned long long bars[2];
+  const int tid = threadIdx.x;
+  const long long row0 = (long long)blockIdx.x * R;
+  const unsigned RB = UNITS * 16;
+  if (tid == 0) {
+    bar_init(sa(&bars[0]), 1); bar_init(sa(&bars[1]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0) { bar_expect(sa(&bars[0]), RB); bulk_load(sa(xs[0]), in0 + row0 * HH, RB, sa(&bars[0])); }
+#pragma unroll 1
+  for (int i = 0; i < R; i++) {
+    const long long row = row0 + i;
+    if (row >= T_ROWS) break;
+    const int b = i & 1;
+    // the other buffer held row i-1: the barrier that ended row i-1 shows every thread is
+    // done reading it (both passes read x from shared memory)
+    if (tid == 0 && i + 1 < R && row + 1 < T_ROWS) {
+      bar_expect(sa(&bars[b ^ 1]), RB); bulk_load(sa(xs[b ^ 1]), in0 + (row + 1) * HH, RB, sa(&bars[b ^ 1]));
+    }
+    bar_wait(sa(&bars[b]), (i >> 1) & 1);
+    const h3_bf16 *x = xs[b];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      __align__(16) h3_bf16 xr[8];
+      *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
+#pragma unroll
+      for (int k = 0; k < 8; k++) { float v = h3_w(xr[k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
+    const float r = rowsum_r(ss, part[b], tid);
+    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+    const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
+    if (UNROLL) {
+#pragma unroll
+      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+        __align__(16) h3_bf16 xr[8];
+        *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
+        modstore(xr, r, in1, scr, shr, out0 + row * HH, u);
+      } }
+    } else {
+#pragma unroll 1
+      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+        __align__(16) h3_bf16 xr[8];
+        *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
+        modstore(xr, r, in1, scr, shr, out0 + row * HH, u);
+      } }
+    }
+    __syncthreads();  // ends row i: xs[b] is free for row i + 2
+  }
 }
 
 // V7: persistent blocks (grid = NB per SM), each taking rows blockIdx.x + i * gridDim.x; x comes
@@ -599,6 +663,8 @@ int main() {
   V10(2, "load x, reduction, store x*r", timing_only) V10(3, "load x, tables, modulate (r = 1)", timing_only)
   V10(4, "all (v0's work)", check) V10(5, "all, tables loaded before the reduction", check)
   V10(0, "load x, store x (again)", check_copy) V10(4, "all (again)", check)
+#define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
+  V11(2, 1, true) V11(2, 8, true) V11(2, 8, false) V11(2, 6, false) V11(4, 8, false) V11(8, 8, false) V11(2, 7, true)
 #define V5(R, BS, MB) timeit("v5 bulk R=" #R " BS=" #BS " MINB=" #MB, [&] { nm_v5<R, BS, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
   V5(2, false, 1)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
