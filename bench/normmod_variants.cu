@@ -20,7 +20,7 @@
  *             + tables, all, all with the tables loaded early): where the time goes
  * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
- * TPB != 256 sums in another order: its max |y - y0| is printed too). main() runs the
+ * TPB != 256 sums in another order: session 3 printed its max |y - y0| too). main() runs the
  * variants of the latest experiment; the others stay defined for the record of
  * bench/results/2026-11-30-h200-normmod-variants.txt. */
 #include NM_KERNEL_H
@@ -243,6 +243,30 @@ __device__ __forceinline__ void bulk_store(void *dst, unsigned src, unsigned byt
 }
 template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
 
+// Double-buffered rows by bulk copy: thread 0 initialises both mbarriers and starts row row0
+// into xs[0] (the block syncs between); stage(i) has thread 0 start row row0 + i + 1 into the
+// other buffer (when there is one: R rows per block), then every thread waits for row
+// row0 + i in xs[i & 1].
+__device__ __forceinline__ void rows_begin(unsigned long long *bars, h3_bf16 (*xs)[UNITS * 8],
+                                           const h3_bf16 *in0, long long row0, int tid) {
+  if (tid == 0) {
+    bar_init(sa(&bars[0]), 1); bar_init(sa(&bars[1]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0) { bar_expect(sa(&bars[0]), UNITS * 16); bulk_load(sa(xs[0]), in0 + row0 * HH, UNITS * 16, sa(&bars[0])); }
+}
+template <int R>
+__device__ __forceinline__ void rows_next(unsigned long long *bars, h3_bf16 (*xs)[UNITS * 8],
+                                          const h3_bf16 *in0, long long row0, int i, int tid) {
+  const long long row = row0 + i;
+  const int b = i & 1;
+  if (tid == 0 && i + 1 < R && row + 1 < T_ROWS) {
+    bar_expect(sa(&bars[b ^ 1]), UNITS * 16); bulk_load(sa(xs[b ^ 1]), in0 + (row + 1) * HH, UNITS * 16, sa(&bars[b ^ 1]));
+  }
+  bar_wait(sa(&bars[b]), (i >> 1) & 1);
+}
+
 // V5: R rows per block; rows come in by one bulk copy each (mbarrier, double buffer) and y
 // leaves by one bulk store each (double buffer); LD: y via bulk store (else plain stores)
 template <int R, bool BS, int MINB = 1>
@@ -256,22 +280,14 @@ __global__ void __launch_bounds__(256, MINB) nm_v5(const h3_bf16 *__restrict__ i
   const int tid = threadIdx.x;
   const long long row0 = (long long)blockIdx.x * R;
   const unsigned RB = UNITS * 16;
-  if (tid == 0) {
-    bar_init(sa(&bars[0]), 1); bar_init(sa(&bars[1]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (tid == 0) { bar_expect(sa(&bars[0]), RB); bulk_load(sa(xs[0]), in0 + row0 * HH, RB, sa(&bars[0])); }
+  rows_begin(bars, xs, in0, row0, tid);
 #pragma unroll 1
   for (int i = 0; i < R; i++) {
     const long long row = row0 + i;
     if (row >= T_ROWS) break;
     const int b = i & 1;
     // the other buffer was read by every thread in row i-1 (before its barrier): refill it
-    if (tid == 0 && i + 1 < R && row + 1 < T_ROWS) {
-      bar_expect(sa(&bars[b ^ 1]), RB); bulk_load(sa(xs[b ^ 1]), in0 + (row + 1) * HH, RB, sa(&bars[b ^ 1]));
-    }
-    bar_wait(sa(&bars[b]), (i >> 1) & 1);
+    rows_next<R>(bars, xs, in0, row0, i, tid);
     __align__(16) h3_bf16 xr[CH][8];
     smem_row(xr, xs[b], tid);
     const float r = row_r(xr, part[b], tid);  // its barrier: every thread is done with xs[b^1] of row i-1
@@ -319,13 +335,7 @@ __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ 
   __shared__ __align__(8) unsigned long long bars[2];
   const int tid = threadIdx.x;
   const long long row0 = (long long)blockIdx.x * R;
-  const unsigned RB = UNITS * 16;
-  if (tid == 0) {
-    bar_init(sa(&bars[0]), 1); bar_init(sa(&bars[1]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (tid == 0) { bar_expect(sa(&bars[0]), RB); bulk_load(sa(xs[0]), in0 + row0 * HH, RB, sa(&bars[0])); }
+  rows_begin(bars, xs, in0, row0, tid);
 #pragma unroll 1
   for (int i = 0; i < R; i++) {
     const long long row = row0 + i;
@@ -333,10 +343,7 @@ __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ 
     const int b = i & 1;
     // the other buffer held row i-1: the barrier that ended row i-1 shows every thread is
     // done reading it (both passes read x from shared memory)
-    if (tid == 0 && i + 1 < R && row + 1 < T_ROWS) {
-      bar_expect(sa(&bars[b ^ 1]), RB); bulk_load(sa(xs[b ^ 1]), in0 + (row + 1) * HH, RB, sa(&bars[b ^ 1]));
-    }
-    bar_wait(sa(&bars[b]), (i >> 1) & 1);
+    rows_next<R>(bars, xs, in0, row0, i, tid);
     const h3_bf16 *x = xs[b];
     float ss = 0.0f;
 #pragma unroll
@@ -636,18 +643,6 @@ int main() {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += memcmp(&ref[i], &got[i], 2) != 0;
     printf("   %s: %zu mismatches\n", name, bad);
-    CK(cudaMemset(y, 0, n * 2));
-  };
-  auto check_close = [&](const char *name) {
-    CK(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost));
-    size_t bad = 0;
-    float md = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-      bad += memcmp(&ref[i], &got[i], 2) != 0;
-      float d = fabsf(__bfloat162float(ref[i]) - __bfloat162float(got[i]));
-      if (!(d <= md)) md = d;  // NaN counts as larger
-    }
-    printf("   %s: %zu mismatches, max |y - y0| %g\n", name, bad, md);
     CK(cudaMemset(y, 0, n * 2));
   };
   auto check_copy = [&](const char *name) {  // y must be x
