@@ -4,10 +4,11 @@
  * cuBLASLt's first heuristic pick is not always its fastest algorithm for a shape (on the
  * H200 the qkv GEMM of H3, [32704, 5376] x [21504, 5376]ᵀ, ran at 736 TFLOP/s where the
  * other block GEMMs ran at 790). For a GEMM of at least CU_TUNE_MIN_FLOPS, cu_lt_tune asks
- * for up to CU_TUNE_CANDIDATES algorithms, runs them on scratch operands of random normal
- * values in rounds (one warm-up round, then CU_TUNE_REPS timed rounds, each running every
- * candidate once, CUDA events; a candidate's median counts) and keeps the fastest. Candidates whose split-K reduction is done in place are skipped
- * (their sums depend on the order blocks finish in).
+ * for up to CU_TUNE_CANDIDATES algorithms, adds their variants with other tiles and cluster
+ * shapes (candidate_pool), runs them on scratch operands of random normal values in rounds
+ * (one warm-up round, then CU_TUNE_REPS timed rounds, each running every candidate once, CUDA
+ * events; a candidate's median counts) and keeps the fastest. Candidates whose split-K
+ * reduction is done in place are skipped (their sums depend on the order blocks finish in).
  *
  * The bits of a GEMM depend on its algorithm, so the choice must not change from one
  * process to the next: it is stored in the kernel cache folder (h3_kernel_cache, the
@@ -15,7 +16,7 @@
  * name, cuBLASLt version, shape, dtypes and pointer alignment, and later processes read it
  * instead of timing. Without a cache folder (H3_KERNEL_CACHE=0) nothing is timed: the
  * heuristic's first pick, which is deterministic, stays. H3_GEMM_TUNE=0 turns tuning off;
- * H3_GEMM_TUNE_LOG=1 prints each candidate's configuration and median time.
+ * H3_GEMM_TUNE_LOG=1 prints each candidate's (and variant's) configuration and median time.
  */
 #include "cuda_lt.h"
 #include "h3/rng.h"
@@ -27,6 +28,7 @@
 
 #define CU_TUNE_MIN_FLOPS 1e11
 #define CU_TUNE_CANDIDATES 16
+#define CU_TUNE_POOL 48 /* the candidates and their tile / cluster variants */
 #define CU_TUNE_REPS 5
 
 static bool tuning_on(const cu_state *s) {
@@ -91,6 +93,38 @@ static bool in_place_split(const cublasLtMatmulAlgo_t *algo) {
          scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE;
 }
 
+/* The heuristic's candidates, then each one's configuration with another tile (192x192,
+ * 256x128, 128x256) and cluster shape (2x1, 1x2) where cublasLtMatmulAlgoCheck accepts it and
+ * its workspace fits, without repeats, at most `max`: cuBLAS's own kernel for a shape can be
+ * a configuration the heuristic does not list (PyTorch runs a 192x192 tile with a 2x1 cluster
+ * for H3's fc1 and fc2). Returns the pool's size. */
+static int candidate_pool(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulHeuristicResult_t *res,
+                          int n, cublasLtMatmulAlgo_t *pool, int max) {
+  static const uint32_t tiles[] = {CUBLASLT_MATMUL_TILE_192x192, CUBLASLT_MATMUL_TILE_256x128,
+                                   CUBLASLT_MATMUL_TILE_128x256};
+  static const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
+  int m = 0;
+  for (int i = 0; i < n && m < max; i++) pool[m++] = res[i].algo;
+  for (int i = 0; i < n; i++)
+    for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++)
+      for (size_t c = 0; c < sizeof clusters / sizeof *clusters && m < max; c++) {
+        cublasLtMatmulAlgo_t v = res[i].algo;
+        cublasLtMatmulHeuristicResult_t chk;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t],
+                                                 sizeof tiles[t]) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &clusters[c],
+                                                 sizeof clusters[c]) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoCheck((cublasLtHandle_t)s->lt, p->desc, p->a, p->b, p->c, p->c, &v,
+                                    &chk) != CUBLAS_STATUS_SUCCESS ||
+            chk.workspaceSize > CU_WORKSPACE_BYTES)
+          continue;
+        bool seen = false;
+        for (int k = 0; k < m && !seen; k++) seen = !memcmp(&pool[k], &v, sizeof v);
+        if (!seen) pool[m++] = v;
+      }
+  return m;
+}
+
 /* Times the candidates on scratch operands; *best keeps the heuristic's pick when no
  * candidate runs. */
 static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p,
@@ -115,13 +149,15 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
                         0x4b22u, d);
   /* rounds: one warm-up, then CU_TUNE_REPS timed; each round runs every live candidate once,
      so a drift of the clock (the card heating up) weighs on all of them alike */
-  double ms[CU_TUNE_CANDIDATES][CU_TUNE_REPS];
-  bool live[CU_TUNE_CANDIDATES];
-  for (int i = 0; i < n; i++) live[i] = !in_place_split(&res[i].algo);
+  cublasLtMatmulAlgo_t pool[CU_TUNE_POOL];
+  const int np = candidate_pool(s, p, res, n, pool, CU_TUNE_POOL);
+  double ms[CU_TUNE_POOL][CU_TUNE_REPS];
+  bool live[CU_TUNE_POOL];
+  for (int i = 0; i < np; i++) live[i] = !in_place_split(&pool[i]);
   for (int r = -1; st == H3_OK && r < CU_TUNE_REPS; r++)
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < np; i++) {
       if (!live[i]) continue;
-      double t = time_once(s, p, &res[i].algo, a, b, c, e0, e1);
+      double t = time_once(s, p, &pool[i], a, b, c, e0, e1);
       if (t < 0) {
         cudaGetLastError();
         live[i] = false;
@@ -130,7 +166,7 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
       }
     }
   double best_ms = -1;
-  for (int i = 0; st == H3_OK && i < n; i++) {
+  for (int i = 0; st == H3_OK && i < np; i++) {
     if (!live[i]) continue;
     double *v = ms[i];
     for (int k = 1; k < CU_TUNE_REPS; k++) /* insertion sort of a handful */
@@ -141,13 +177,13 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
       }
     if (log_on()) {
       char cfg[160];
-      algo_text(&res[i].algo, cfg, sizeof cfg);
-      fprintf(stderr, "h3 gemm tune: %s: candidate %d of %d (%s): median %.4f ms\n", p->key, i, n,
-              cfg, v[CU_TUNE_REPS / 2]);
+      algo_text(&pool[i], cfg, sizeof cfg);
+      fprintf(stderr, "h3 gemm tune: %s: %s %d of %d (%s): median %.4f ms\n", p->key,
+              i < n ? "candidate" : "variant", i, np, cfg, v[CU_TUNE_REPS / 2]);
     }
     if (best_ms < 0 || v[CU_TUNE_REPS / 2] < best_ms) {
       best_ms = v[CU_TUNE_REPS / 2];
-      *best = res[i].algo;
+      *best = pool[i];
     }
   }
 done:
