@@ -5,8 +5,11 @@ torch.profiler: which cuBLAS kernel (tile, cluster, stages) the peer of bench/pe
 uses for each shape, to set against the algorithm h3's tuner keeps (H3_GEMM_TUNE_LOG=1).
 
     python3 bench/gemm_kernels.py [--rows S] [--iters N]
+Also prints which cuBLAS / cuBLASLt libraries the process loaded and cuBLASLt's version
+(h3 links /usr/local/cuda/lib64's; PyTorch may bring its own).
 """
 import argparse
+import ctypes
 
 
 def main():
@@ -33,5 +36,27 @@ def main():
         del x, w
 
 
+def loaded_blas():
+    """(path, cublasLtGetVersion or None) of each libcublas* mapped into this process."""
+    paths = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            p = line.split()[-1]
+            if "libcublas" in p:
+                paths.add(p)
+    out = []
+    for p in sorted(paths):
+        ver = None
+        if "libcublasLt" in p:
+            try:
+                ver = ctypes.CDLL(p).cublasLtGetVersion()
+            except (OSError, AttributeError):
+                pass
+        out.append((p, ver))
+    return out
+
+
 if __name__ == "__main__":
     main()
+    for path, ver in loaded_blas():
+        print(f"loaded {path}" + (f" (cublasLtGetVersion {ver})" if ver else ""))
