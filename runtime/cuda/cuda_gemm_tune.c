@@ -178,8 +178,9 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
     if (log_on()) {
       char cfg[160];
       algo_text(&pool[i], cfg, sizeof cfg);
-      fprintf(stderr, "h3 gemm tune: %s: %s %d of %d (%s): median %.4f ms\n", p->key,
-              i < n ? "candidate" : "variant", i, np, cfg, v[CU_TUNE_REPS / 2]);
+      fprintf(stderr, "h3 gemm tune (cuBLASLt %zu): %s: %s %d of %d (%s): median %.4f ms\n",
+              cublasLtGetVersion(), p->key, i < n ? "candidate" : "variant", i, np, cfg,
+              v[CU_TUNE_REPS / 2]);
     }
     if (best_ms < 0 || v[CU_TUNE_REPS / 2] < best_ms) {
       best_ms = v[CU_TUNE_REPS / 2];
