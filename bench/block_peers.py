@@ -138,7 +138,6 @@ def gemm_peers(S, iters, warm_s, out):
         x, w = uniform(S, k), uniform(n, k)
         out[name] = median_ms(lambda: torch.matmul(x, w.t()), iters, warm=2, warm_s=warm_s)
         total += out[name]
-        del x, w
     out["gemm_block_total"] = total
 
 
