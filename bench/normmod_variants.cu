@@ -14,8 +14,9 @@
  *   v8<TPB, MINB> one row per block of TPB threads, MINB blocks per SM (register cap)
  *   v9<RP, MINB> RP rows per block, gamma / scale / shift read once per column for RP rows
  *   v0 launch_bounds(256, N) the plan's kernel with a blocks-per-SM bound
- *   v11<R, MINB, UNROLL> v5's bulk rows with x read from shared memory in both passes
- *             (few live registers: MINB blocks per SM without spills)
+ *   v11<R, MINB, UNROLL, COPY> v5's bulk rows with x read from shared memory in both passes
+ *             (few live registers: MINB blocks per SM without spills); COPY: y = x through
+ *             the same schedule
  *   v10<M>    the plan kernel's shape with stages left out (copy, + barrier, + reduction,
  *             + tables, all, all with the tables loaded early): where the time goes
  * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
@@ -326,7 +327,7 @@ __global__ void __launch_bounds__(256, MINB) nm_v5(const h3_bf16 *__restrict__ i
 // memory chunk by chunk, and the modulate reads it again next to the tables, one chunk at a
 // time (UNROLL = false: `#pragma unroll 1`), so few registers stay live and MINB blocks of
 // 256 threads fit on an SM without spilling. Same arithmetic and order as v0 (bitwise).
-template <int R, int MINB, bool UNROLL>
+template <int R, int MINB, bool UNROLL, bool COPY = false>
 __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
                                                     const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
                                                     const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
@@ -345,6 +346,13 @@ __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ 
     // done reading it (both passes read x from shared memory)
     rows_next<R>(bars, xs, in0, row0, i, tid);
     const h3_bf16 *x = xs[b];
+    if (COPY) {  // y = x through the same schedule: what it reaches without the arithmetic
+#pragma unroll
+      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS)
+        *reinterpret_cast<uint4 *>(out0 + row * HH + u * 8) = *reinterpret_cast<const uint4 *>(x + u * 8); }
+      __syncthreads();
+      continue;
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
@@ -660,6 +668,8 @@ int main() {
   V10(0, "load x, store x (again)", check_copy) V10(4, "all (again)", check)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true) V11(2, 8, true) V11(2, 8, false) V11(2, 6, false) V11(4, 8, false) V11(8, 8, false) V11(2, 7, true)
+  timeit("v11 schedule, copy only (R=2 MINB=8)", [&] { nm_v11<2, 8, true, true><<<T_ROWS / 2, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
+  timeit("v11 schedule, copy only (R=4 MINB=8)", [&] { nm_v11<4, 8, true, true><<<T_ROWS / 4, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
 #define V5(R, BS, MB) timeit("v5 bulk R=" #R " BS=" #BS " MINB=" #MB, [&] { nm_v5<R, BS, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
   V5(2, false, 1)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
