@@ -17,6 +17,7 @@
  *   v11<R, MINB, UNROLL, COPY> v5's bulk rows with x read from shared memory in both passes
  *             (few live registers: MINB blocks per SM without spills); COPY: y = x through
  *             the same schedule
+ *   v12<R, S, MINB> v11 with an S-stage ring of rows (S - 1 rows ahead)
  *   v10<M>    the plan kernel's shape with stages left out (copy, + barrier, + reduction,
  *             + tables, all, all with the tables loaded early): where the time goes
  * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
@@ -322,6 +323,18 @@ __global__ void __launch_bounds__(256, MINB) nm_v5(const h3_bf16 *__restrict__ i
   if (BS && tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+// the thread's part of the sum of squares of a row in shared memory (v0's order)
+__device__ __forceinline__ float smem_sumsq(const h3_bf16 *x, int tid) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    __align__(16) h3_bf16 xr[8];
+    *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
+#pragma unroll
+    for (int k = 0; k < 8; k++) { float v = h3_w(xr[k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
+  return ss;
+}
+
 // V11: v5's schedule (R rows per block, each brought into shared memory by one cp.async.bulk,
 // double buffer) with x never held in registers: the sum of squares reads the row from shared
 // memory chunk by chunk, and the modulate reads it again next to the tables, one chunk at a
@@ -353,14 +366,7 @@ __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ 
       __syncthreads();
       continue;
     }
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-      __align__(16) h3_bf16 xr[8];
-      *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
-#pragma unroll
-      for (int k = 0; k < 8; k++) { float v = h3_w(xr[k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); } } }
-    const float r = rowsum_r(ss, part[b], tid);
+    const float r = rowsum_r(smem_sumsq(x, tid), part[b], tid);
     const long long g = h3_clampi(h3_ld(in4, row), 6ll);
     const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
     if (UNROLL) {
@@ -379,6 +385,50 @@ __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ 
       } }
     }
     __syncthreads();  // ends row i: xs[b] is free for row i + 2
+  }
+}
+
+// V12: v11 with an S-stage ring instead of a double buffer: R rows per block, rows i + 1 ..
+// i + S - 1 already on their way while the block computes row i (each row ends with a barrier,
+// after which the stage it held is refilled with row i + S). Same arithmetic as v0 (bitwise).
+template <int R, int S, int MINB>
+__global__ void __launch_bounds__(256, MINB) nm_v12(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                    const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                    const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[2][8];
+  __shared__ __align__(128) h3_bf16 xs[S][UNITS * 8];
+  __shared__ __align__(8) unsigned long long bars[S];
+  const int tid = threadIdx.x;
+  const long long row0 = (long long)blockIdx.x * R;
+  if (tid == 0) {
+    for (int k = 0; k < S; k++) bar_init(sa(&bars[k]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int k = 0; k < S && k < R && row0 + k < T_ROWS; k++) {
+      bar_expect(sa(&bars[k]), UNITS * 16); bulk_load(sa(xs[k]), in0 + (row0 + k) * HH, UNITS * 16, sa(&bars[k]));
+    }
+#pragma unroll 1
+  for (int i = 0; i < R; i++) {
+    const long long row = row0 + i;
+    if (row >= T_ROWS) break;
+    const int st = i % S;
+    bar_wait(sa(&bars[st]), (unsigned)(i / S) & 1u);
+    const h3_bf16 *x = xs[st];
+    const float r = rowsum_r(smem_sumsq(x, tid), part[i & 1], tid);
+    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+    const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      __align__(16) h3_bf16 xr[8];
+      *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
+      modstore(xr, r, in1, scr, shr, out0 + row * HH, u);
+    } }
+    __syncthreads();  // ends row i: its stage is free for row i + S
+    if (tid == 0 && i + S < R && row + S < T_ROWS) {
+      bar_expect(sa(&bars[st]), UNITS * 16); bulk_load(sa(xs[st]), in0 + (row + S) * HH, UNITS * 16, sa(&bars[st]));
+    }
   }
 }
 
@@ -668,6 +718,8 @@ int main() {
   V10(0, "load x, store x (again)", check_copy) V10(4, "all (again)", check)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true) V11(2, 8, true) V11(2, 8, false) V11(2, 6, false) V11(4, 8, false) V11(8, 8, false) V11(2, 7, true)
+#define V12(R, S, MB) timeit("v12 bulk ring R=" #R " S=" #S " MINB=" #MB, [&] { nm_v12<R, S, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v12");
+  V12(4, 3, 6) V12(8, 3, 6) V12(8, 4, 4) V12(16, 3, 6)
   timeit("v11 schedule, copy only (R=2 MINB=8)", [&] { nm_v11<2, 8, true, true><<<T_ROWS / 2, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
   timeit("v11 schedule, copy only (R=4 MINB=8)", [&] { nm_v11<4, 8, true, true><<<T_ROWS / 4, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
 #define V5(R, BS, MB) timeit("v5 bulk R=" #R " BS=" #BS " MINB=" #MB, [&] { nm_v5<R, BS, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
