@@ -20,7 +20,8 @@
  *   v12<R, S, MINB> v11 with an S-stage ring of rows (S - 1 rows ahead)
  *   v10<M>    the plan kernel's shape with stages left out (copy, + barrier, + reduction,
  *             + tables, all, all with the tables loaded early): where the time goes
- * and copies of x: cudaMemcpy, and a row-per-block copy kernel (with / without cache hints).
+ * and copies of x: cudaMemcpy, a row-per-block copy kernel (with / without cache hints), and
+ * flat copies with U 16-byte vectors per thread (which shape reaches cudaMemcpy's rate).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
  * TPB != 256 sums in another order: session 3 printed its max |y - y0| too). main() runs the
  * variants of the latest experiment; the others stay defined for the record of
@@ -227,6 +228,18 @@ __global__ void __launch_bounds__(256) copyk(const h3_bf16 *__restrict__ x, h3_b
     uint4 *p = reinterpret_cast<uint4 *>(y + row * HH) + u;
     if (HINT) asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(v[j].x), "r"(v[j].y), "r"(v[j].z), "r"(v[j].w) : "memory");
     else *p = v[j]; } }
+}
+
+// flat copy kernels: each thread moves U 16-byte vectors (coalesced: vector b*TPB*U + k*TPB +
+// tid), all loads issued before the stores; which shape reaches cudaMemcpy's rate
+template <int U, int TPB>
+__global__ void __launch_bounds__(TPB) copy_flat(const uint4 *__restrict__ x, uint4 *__restrict__ y, long long n16) {
+  const long long base = (long long)blockIdx.x * TPB * U + threadIdx.x;
+  uint4 v[U];
+#pragma unroll
+  for (int k = 0; k < U; k++) if (base + k * TPB < n16) v[k] = x[base + k * TPB];
+#pragma unroll
+  for (int k = 0; k < U; k++) if (base + k * TPB < n16) y[base + k * TPB] = v[k];
 }
 
 __device__ __forceinline__ unsigned sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -726,6 +739,10 @@ int main() {
   V5(2, false, 1)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
   timeit("copy kernel 1 row/block", [&] { copyk<false><<<T_ROWS, 256>>>(x, y); });
+  const long long n16 = (long long)n / 8;
+#define CF(U, TPB) timeit("flat copy U=" #U " TPB=" #TPB, [&] { copy_flat<U, TPB><<<(unsigned)((n16 + TPB * U - 1) / (TPB * U)), TPB>>>( \
+    reinterpret_cast<const uint4 *>(x), reinterpret_cast<uint4 *>(y), n16); }); check_copy("flat copy");
+  CF(1, 256) CF(2, 256) CF(4, 256) CF(8, 256) CF(4, 512) CF(4, 1024)
   timeit("copy of x (again)", [&] { cudaMemcpyAsync(cp, x, n * 2, cudaMemcpyDeviceToDevice); });
   return 0;
 }
