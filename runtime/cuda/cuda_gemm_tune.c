@@ -16,6 +16,7 @@
  * name, cuBLASLt version, shape, dtypes and pointer alignment, and later processes read it
  * instead of timing. Without a cache folder (H3_KERNEL_CACHE=0) nothing is timed: the
  * heuristic's first pick, which is deterministic, stays. H3_GEMM_TUNE=0 turns tuning off;
+ * H3_GEMM_TUNE_MIN_FLOPS moves the threshold (the GPU tests tune every GEMM they check);
  * H3_GEMM_TUNE_LOG=1 prints each candidate's (and variant's) configuration and median time.
  */
 #include "cuda_lt.h"
@@ -30,6 +31,15 @@
 #define CU_TUNE_CANDIDATES 16
 #define CU_TUNE_POOL 48 /* the candidates and their tile / cluster variants */
 #define CU_TUNE_REPS 5
+
+/* The smallest GEMM (FLOPs) worth timing: CU_TUNE_MIN_FLOPS, or H3_GEMM_TUNE_MIN_FLOPS (the
+ * GPU tests set it low, so that every GEMM they check runs the algorithm tuning picked). */
+static double tune_min_flops(void) {
+  const char *e = getenv("H3_GEMM_TUNE_MIN_FLOPS");
+  char *end = NULL;
+  double v = e && *e ? strtod(e, &end) : -1;
+  return e && *e && end && !*end && v >= 0 ? v : CU_TUNE_MIN_FLOPS;
+}
 
 static bool tuning_on(const cu_state *s) {
   const char *e = getenv("H3_GEMM_TUNE");
@@ -198,7 +208,7 @@ done:
 
 h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, double flops,
                      cublasLtMatmulAlgo_t *algo, h3_diag *d) {
-  if (flops < CU_TUNE_MIN_FLOPS || !tuning_on(s)) return H3_OK;
+  if (flops < tune_min_flops() || !tuning_on(s)) return H3_OK;
   char key[512], path[4200];
   snprintf(key, sizeof key, "%s|cublasLt %zu|%s", s->device_name, cublasLtGetVersion(), p->key);
   tune_path(s, key, path, sizeof path);

@@ -7,7 +7,7 @@
 # minutes on the H200):
 #   env    nvidia-smi, the shared libraries the binaries resolve (a missing one is fatal)
 #   tests  gpu_compile_check, test_gpu_ops (every op and fused group vs the CPU reference,
-#          GPU random weights), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
+#          GPU random weights; then again with every GEMM tuned, H3_GEMM_TUNE_MIN_FLOPS=0), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
 #          exact tier vs unfused, bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
@@ -101,6 +101,9 @@ for section in $SECTIONS; do
   tests)
     step gpu_compile_check 120 "$BIN/gpu_compile_check"
     step test_gpu_ops 420 "$BIN/test_gpu_ops" models
+    # every bias-free bf16 GEMM of the suite through the tuner: each algorithm it keeps (the
+    # heuristic's candidates and their tile / cluster variants) is checked against the CPU
+    step test_gpu_ops_tuned 420 env H3_GEMM_TUNE_MIN_FLOPS=0 "$BIN/test_gpu_ops" models
     step test_gpu_model 300 "$BIN/test_gpu_model" models
     step test_gpu_int8 420 "$BIN/test_gpu_int8"
     ;;
