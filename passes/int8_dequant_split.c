@@ -49,18 +49,9 @@ typedef struct {
 static int collect_linear(h3_op *op, void *arg) {
   split_state *s = arg;
   if (op->code != H3_OP_LINEAR_INT8) return 0;
-  if (s->n == s->cap) {
-    int c = s->cap ? 2 * s->cap : 32;
-    h3_op **o = realloc(s->ops, (size_t)c * sizeof *o);
-    if (!o) {
-      s->oom = true;
-      return 1;
-    }
-    s->ops = o;
-    s->cap = c;
-  }
-  s->ops[s->n++] = op;
-  return 0;
+  if (h3_ops_push(&s->ops, &s->n, &s->cap, op)) return 0;
+  s->oom = true;
+  return 1;
 }
 
 static h3_op *build(split_state *s, h3_op *before, h3_opcode code, int n, h3_value **operands,

@@ -22,18 +22,9 @@ static int visit(h3_op *op, void *arg) {
     s->rotated++;
     return 0;
   }
-  if (s->n == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 16;
-    h3_op **q = realloc(s->ops, (size_t)cap * sizeof *q);
-    if (!q) {
-      c->oom = true;
-      return 1;
-    }
-    s->ops = q;
-    s->cap = cap;
-  }
-  s->ops[s->n++] = op;
-  return 0;
+  if (h3_ops_push(&s->ops, &s->n, &s->cap, op)) return 0;
+  c->oom = true;
+  return 1;
 }
 
 h3_status h3_quant_sites_find(h3_graph *g, h3_quant_producer_fn producer, const char *pass,

@@ -41,18 +41,9 @@ static h3_op *fusible_dequant(const h3_op *op) {
 static int scan_op(h3_op *op, void *arg) {
   resid_scan *s = arg;
   if (!fusible_dequant(op)) return 0;
-  if (s->n == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 16;
-    h3_op **p = realloc(s->ops, (size_t)cap * sizeof *p);
-    if (!p) {
-      s->oom = true;
-      return 1;
-    }
-    s->ops = p;
-    s->cap = cap;
-  }
-  s->ops[s->n++] = op;
-  return 0;
+  if (h3_ops_push(&s->ops, &s->n, &s->cap, op)) return 0;
+  s->oom = true;
+  return 1;
 }
 
 /* Rewrites one residual_norm_modulate and erases its dequant_i8. */

@@ -30,6 +30,11 @@ extern const h3_pass h3_pass_elementwise_fusion;
 extern const h3_pass h3_pass_int8_group_quant; /* int8_group_quant.c (opt-in: --int8) */
 extern const h3_pass h3_pass_memory_plan;
 
+/* ---- op arrays (op_array.c) ------------------------------------------------------------- */
+/* Appends op to the array *ops of *n ops in *cap slots, growing it (doubling, 16 at first;
+ * free with free()). false when memory runs out: the array is then as it was. */
+bool h3_ops_push(h3_op ***ops, int *n, int *cap, h3_op *op);
+
 /* ---- activation quantizers a producer can absorb (int8_quant_sites.c) ------------------ */
 /* Whether v (the operand of quantizer q) comes from an op that can take q in: that op, or
  * NULL. */

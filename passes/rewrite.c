@@ -7,6 +7,7 @@
  * pattern set that keeps rewriting for 64 rounds is reported as not converging.
  */
 #include "h3/rewrite.h"
+#include "pass_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,18 +30,9 @@ h3_pass_context *h3_rewriter_context(const h3_rewriter *rw) { return rw->ctx; }
 
 static int push_op(h3_op *op, void *ctx) {
   h3_rewriter *rw = ctx;
-  if (rw->n == rw->cap) {
-    int cap = rw->cap ? rw->cap * 2 : 256;
-    h3_op **l = realloc(rw->list, (size_t)cap * sizeof *l);
-    if (!l) {
-      rw->oom = true;
-      return 1;
-    }
-    rw->list = l;
-    rw->cap = cap;
-  }
-  rw->list[rw->n++] = op;
-  return 0;
+  if (h3_ops_push(&rw->list, &rw->n, &rw->cap, op)) return 0;
+  rw->oom = true;
+  return 1;
 }
 
 void h3_rewriter_notify_new(h3_rewriter *rw, h3_op *op) {
