@@ -18,14 +18,8 @@ script goes on.
 import argparse
 import sys
 
-from block_peers import gemm_peers, median_ms, uniform  # shared by the bench drivers
+from block_peers import gemm_peers, goal_text, median_ms, read_h3, uniform  # shared by the bench drivers
 
-
-# h3 / PyTorch may be at most this much (the goals of the CUDA-backend issue)
-GOALS = {"attention_cudnn": 1.05, "gemm_qkv": 1.03, "gemm_out_proj": 1.03, "gemm_fc1": 1.03,
-         "gemm_fc2": 1.03}
-# h3's own rate must be at least this (TFLOP/s)
-MIN_TFLOPS = {"attention_flash": 350.0}
 
 
 def peers(rows, used, heads, iters, warm_s):
@@ -57,13 +51,8 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warm-seconds", type=float, default=1.0)
     a = ap.parse_args()
-    h3, tflops = {}, {}
-    with open(a.log) as f:
-        for line in f:
-            p = line.split()
-            if len(p) == 4 and p[0] == "h3bench":
-                h3[p[1]] = float(p[2])
-                tflops[p[1]] = float(p[3])
+    h3 = read_h3([a.log])
+    timed = {k for k in h3 if k + "_tflops" in h3}  # attention_bench's rows (name ms tflops)
     try:
         import torch
         if not torch.cuda.is_available():
@@ -73,18 +62,13 @@ def main():
         print(f"peers: PyTorch unavailable ({e}); h3 numbers only")
         peer = {}
     print(f"{'work':<22} {'h3 ms':>10} {'torch ms':>10} {'h3/torch':>9}  goal")
-    for name in sorted(set(h3) | set(peer)):
+    for name in sorted(timed | set(peer)):
         hm, pm = h3.get(name), peer.get(name)
         r = hm / pm if hm and pm and pm > 0 else None
         ratio = f"{r:9.3f}" if r is not None else f"{'-':>9}"
         hs = f"{hm:10.3f}" if hm is not None else f"{'-':>10}"
         ps = f"{pm:10.3f}" if pm is not None else f"{'-':>10}"
-        goal = GOALS.get(name)
-        verdict = "" if goal is None or r is None else f"<= {goal:.2f} {'met' if r <= goal else 'NOT met'}"
-        if name in MIN_TFLOPS and name in tflops:
-            t, lo = tflops[name], MIN_TFLOPS[name]
-            verdict = f"h3 {t:.0f} TFLOP/s >= {lo:.0f} {'met' if t >= lo else 'NOT met'}"
-        print(f"{name:<22} {hs} {ps} {ratio}  {verdict}".rstrip())
+        print(f"{name:<22} {hs} {ps} {ratio}  {goal_text(name, r, h3)}".rstrip())
 
 
 if __name__ == "__main__":
