@@ -3,7 +3,7 @@
  * bench/peers_table.py, which sets them against PyTorch measured in the same run).
  *
  *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--warm-seconds W]
- *                   [--check] [--flash-only]
+ *                   [--check] [--flash-only | --gemm-only]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16, operands uniform in [-1, 1); the four block GEMMs (qkv, out_proj,
  * fc1, fc2) at M = S through cuBLASLt. Each time is the median of N = 10 runs after at least
@@ -11,7 +11,9 @@
  * full shape: one run, no warm-up; it is timed for the record and checked against).
  * Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and cudnn against
  * the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
- * cudnn, no GEMMs; with --check, also the reference for the comparison). Exit 77 without a GPU.
+ * cudnn, no GEMMs; with --check, also the reference for the comparison). --gemm-only times
+ * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). Exit 77
+ * without a GPU.
  */
 #include "gpu_common.h"
 
@@ -111,10 +113,11 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
 int main(int argc, char **argv) {
   int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
   double warm_s = 1.0;
-  int check = 0, flash_only = 0;
+  int check = 0, flash_only = 0, gemm_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
     else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
+    else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--rows")) S = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
@@ -122,13 +125,13 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
     else {
       fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] "
-                      "[--warm-seconds W] [--check] [--flash-only]\n");
+                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only]\n");
       return 2;
     }
   }
-  if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600)) {
+  if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600) || (flash_only && gemm_only)) {
     fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1, "
-                    "0 <= warm-seconds <= 600\n");
+                    "0 <= warm-seconds <= 600, not both --flash-only and --gemm-only\n");
     return 2;
   }
   gpu_require();
@@ -161,7 +164,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) out[i] = (h3_tensor){qt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&qt))};
   const char *impls[3] = {"flash", "cudnn", "reference"};
   double flops = 4.0 * ((double)U * U + (double)(S - U) * (S - U)) * (double)H * (double)D;
-  for (int i = 0; aop && i < (check ? 3 : 2); i++) {
+  for (int i = 0; aop && !gemm_only && i < (check ? 3 : 2); i++) {
     if (!in[0].data || !in[1].data || !in[2].data || !out[i].data) break;
     if (flash_only && i == 1) continue;
     h3_cuda_set_attention(x.b, impls[i], &x.d);
@@ -173,7 +176,7 @@ int main(int argc, char **argv) {
   }
   /* --check: flash (and cudnn) against the reference, each within bf16's NMSE limit; the
      h3bench lines carry them to bench/block_peers.py's table */
-  for (int i = 0; check && out[2].data && i < 2; i++) {
+  for (int i = 0; check && !gemm_only && out[2].data && i < 2; i++) {
     if (flash_only && i == 1) continue;
     double e = nmse_dev(&x, out[i].data, out[2].data, &qt), lim = gpu_nmse_limit(H3_BF16);
     int ok = e >= 0 && e <= lim; /* -1: download failed, inf: NaN / Inf mismatch */

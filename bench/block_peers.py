@@ -7,6 +7,7 @@ the acceptance goals: the block, attention, the four GEMMs, and with --sample-lo
 
     python3 bench/block_peers.py H3_LOG... [--sample-log H3EXEC_LOG] [--iters N] [--rows S]
                                  [--used U] [--out FILE.json] [--torch-json FILE.json]
+                                 [--gemm-json FILE.json]
 
 H3_LOG: files holding "h3bench NAME MS ..." lines (block_bench: step_a, step_b, block,
 profile_*; attention_bench: attention_cudnn, attention_flash, gemm_*). --sample-log: the
@@ -14,7 +15,9 @@ output of h3exec on the full 49-step sample plan; its wall time and GPU time are
 against the eager estimate (torch eager block x layers x steps), and its GPU time per step
 against torch's blocks x layers (a lower bound of PyTorch's step: its AdaLN projections and
 final layer are not counted). --torch-json reuses the PyTorch times of an earlier run's
---out file (same device run) instead of measuring again.
+--out file (same device run) instead of measuring again. --gemm-json takes both sides' GEMM
+rows from bench/gemm_rounds.py's --out file (medians of alternating rounds; PyTorch's GEMMs
+are then not measured here).
 
 The PyTorch block is written here from the model's definition (models/minimax_h3.g, block):
 AdaLN projection of a [2, 2688] -> [6, 6 * 5376] tables, RMSNorm + modulate with rows
@@ -29,6 +32,7 @@ warm-up, as attention_bench times h3's.
 """
 import argparse
 import json
+import os
 import re
 import sys
 
@@ -160,14 +164,15 @@ def attention_peers(S, U, iters, out):
             print(f"peers: {name}: {str(e).splitlines()[0]}", file=sys.stderr)
 
 
-def peers(S, U, iters):
+def peers(S, U, iters, gemms=True):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     torch.manual_seed(0)
     dev, bf = "cuda", torch.bfloat16
     out = {}
     attention_peers(S, U, iters, out)
-    gemm_peers(S, iters, 1.0, out)
+    if gemms:
+        gemm_peers(S, iters, 1.0, out)
     blk = make_block(S, U)()
     x = torch.randn(S, DIM, device=dev, dtype=bf)
     a = torch.nn.functional.silu(torch.randn(2, TE, device=dev)).to(bf)
@@ -212,16 +217,23 @@ def goal_text(key, r, h3):
     return "" if goal is None or r is None else f"<= {goal:.2f} {met(r <= goal)}"
 
 
+def read_h3_lines(lines):
+    """{name: ms, name_tflops: rate} from "h3bench NAME MS [TFLOPS]" lines (later lines win)."""
+    h3 = {}
+    for line in lines:
+        p = line.split()
+        if len(p) >= 3 and p[0] == "h3bench":
+            h3[p[1]] = float(p[2])
+            if len(p) >= 4:  # attention_bench: the rate too
+                h3[p[1] + "_tflops"] = float(p[3])
+    return h3
+
+
 def read_h3(paths):
     h3 = {}
     for path in paths:
         with open(path) as f:
-            for line in f:
-                p = line.split()
-                if len(p) >= 3 and p[0] == "h3bench":
-                    h3[p[1]] = float(p[2])
-                    if len(p) >= 4:  # attention_bench: the rate too
-                        h3[p[1] + "_tflops"] = float(p[3])
+            h3.update(read_h3_lines(f))
     return h3
 
 
@@ -250,23 +262,29 @@ def main():
     ap.add_argument("--steps", type=int, default=49)
     ap.add_argument("--out")
     ap.add_argument("--torch-json", help="reuse the PyTorch times of an earlier --out file")
+    ap.add_argument("--gemm-json", help="the GEMM rows from bench/gemm_rounds.py --out (both sides)")
     a = ap.parse_args()
     h3 = read_h3(a.logs)
     if a.torch_json:
         with open(a.torch_json) as fi:
             peer = json.load(fi)["torch"]
     else:
-        peer = measure_peers(a)
+        peer = measure_peers(a, gemms=not a.gemm_json)
+    if a.gemm_json:
+        with open(a.gemm_json) as fi:
+            g = json.load(fi)
+        h3.update(g["h3"])
+        peer.update(g["torch"])
     table(a, h3, peer)
 
 
-def measure_peers(a):
+def measure_peers(a, gemms=True):
     try:
         import torch
         if not torch.cuda.is_available():
             raise ImportError("torch sees no GPU")
         print(f"peers: torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
-        return peers(a.rows, a.used, a.iters)
+        return peers(a.rows, a.used, a.iters, gemms)
     except ImportError as e:
         print(f"peers: PyTorch unavailable ({e}); h3 numbers only")
         return {}
@@ -288,6 +306,10 @@ def table(a, h3, peer):
         rows.append((key.replace("gemm_", "GEMM ") + " (Lt vs cuBLAS)", key, h3.get(key), peer.get(key)))
     rows.append(("the four GEMMs together", "gemm_block_total", h3.get("gemm_block_total"),
                  peer.get("gemm_block_total")))
+    if a.gemm_json:
+        gemm_note = f"  (GEMM rows: medians of bench/gemm_rounds.py's alternating rounds, {os.path.basename(a.gemm_json)})"
+    else:
+        gemm_note = "  (GEMM rows: one run each)"
     wall = gpu = None
     if a.sample_log:
         wall, gpu = read_sample(a.sample_log)
@@ -298,6 +320,7 @@ def table(a, h3, peer):
     for name, key, hm, pm in rows:
         r = hm / pm if hm and pm else None
         print(f"{name:<32} {f(hm)} {f(pm)} {f(r, 8, 3)}  {goal_text(key, r, h3)}".rstrip())
+    print(gemm_note)
     for k in ("profile_gemm", "profile_attention", "profile_other"):
         if k in h3:
             print(f"{'  h3 ' + k + ' (traced)':<32} {f(h3[k])}")

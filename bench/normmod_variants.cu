@@ -20,6 +20,8 @@
  *   v12<R, S, MINB> v11 with an S-stage ring of rows (S - 1 rows ahead)
  *   v10<M>    the plan kernel's shape with stages left out (copy, + barrier, + reduction,
  *             + tables, all, all with the tables loaded early): where the time goes
+ *   v13<M>    v10's full kernel with cache hints (x not allocated in L1, the tables
+ *             prefetched into L1 before the reduction, y stored streaming)
  * and copies of x: cudaMemcpy, a row-per-block copy kernel (with / without cache hints), and
  * flat copies with U 16-byte vectors per thread (which shape reaches cudaMemcpy's rate).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
@@ -50,6 +52,8 @@ __device__ __forceinline__ float rowsum_r(float ss, float *part, int tid) {
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, 5376.0f), 0x1.4f8b58p-17f)));
 }
 
+// y's 8 values at chunk u (CS: stored streaming, st.global.cs)
+template <bool CS = false>
 __device__ __forceinline__ void modstore(const h3_bf16 *xr, float r, const h3_bf16 *in1, const h3_bf16 *scr,
                                          const h3_bf16 *shr, h3_bf16 *y, int u) {
   __align__(16) h3_bf16 wr[8], sr[8], hr[8], yr[8];
@@ -61,7 +65,8 @@ __device__ __forceinline__ void modstore(const h3_bf16 *xr, float r, const h3_bf
     const float we = __fmul_rn(__fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
     h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[k]), r), we, h3_w(hr[k])));
   }
-  h3_str8<true>(y, u * 8, yr);
+  if (CS) __stcs(reinterpret_cast<uint4 *>(y + u * 8), *reinterpret_cast<const uint4 *>(yr));
+  else h3_str8<true>(y, u * 8, yr);
 }
 
 // r of the row whose chunks the thread holds in xr (partials in part)
@@ -673,6 +678,52 @@ __global__ void __launch_bounds__(256) nm_v10(const h3_bf16 *__restrict__ in0, c
   } }
 }
 
+// x's 16 bytes at p without allocating in L1 (the tables keep L1 to themselves)
+__device__ __forceinline__ void ld_noalloc(const h3_bf16 *p, h3_bf16 *t) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  *reinterpret_cast<uint4 *>(t) = v;
+}
+
+// V13: v10 M4 (the plan kernel's work, bitwise v0) with cache hints, to learn whether the
+// tables' loads after the reduction wait on L1 misses (x streaming through L1 evicts them):
+//   M0 x loaded with L1::no_allocate
+//   M1 M0 and the thread's 9 table chunks prefetched into L1 (prefetch.global.L1) before the
+//      reduction (no registers held)
+//   M2 the prefetch alone (x loaded as v0 loads it)
+//   M3 M0 with y stored streaming (st.global.cs)
+template <int M>
+__global__ void __launch_bounds__(256) nm_v13(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                              const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                              const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[8];
+  const int tid = threadIdx.x;
+  const long long row = blockIdx.x;
+  h3_bf16 *y = out0 + row * HH;
+  const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+  const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
+  __align__(16) h3_bf16 xr[CH][8];
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    if (M == 2) h3_ldr8<true>(in0 + row * HH, u * 8, xr[j]);
+    else ld_noalloc(in0 + row * HH + u * 8, xr[j]);
+  } }
+  if (M == 1 || M == 2) {
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      asm volatile("prefetch.global.L1 [%0];" :: "l"(in1 + u * 8));
+      asm volatile("prefetch.global.L1 [%0];" :: "l"(scr + u * 8));
+      asm volatile("prefetch.global.L1 [%0];" :: "l"(shr + u * 8));
+    } }
+  }
+  const float r = row_r(xr, part, tid);
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    modstore<M == 3>(xr[j], r, in1, scr, shr, y, u);
+  } }
+}
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef void (*kfn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const int *, h3_bf16 *);
 
@@ -725,24 +776,19 @@ int main() {
   };
   auto timing_only = [&](const char *) { CK(cudaMemset(y, 0, n * 2)); };
 #define V10(M, WHAT, CHECK) timeit("v10 M" #M " " WHAT, [&] { nm_v10<M><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); CHECK("v10 M" #M);
-  V10(0, "load x, store x", check_copy) V10(1, "load x, barrier, store x", check_copy)
-  V10(2, "load x, reduction, store x*r", timing_only) V10(3, "load x, tables, modulate (r = 1)", timing_only)
-  V10(4, "all (v0's work)", check) V10(5, "all, tables loaded before the reduction", check)
-  V10(0, "load x, store x (again)", check_copy) V10(4, "all (again)", check)
+  V10(2, "load x, reduction, store x*r", timing_only) V10(4, "all (v0's work)", check)
+#define V13(M, WHAT) timeit("v13 M" #M " " WHAT, [&] { nm_v13<M><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); check("v13 M" #M);
+  V13(0, "x no L1 allocate") V13(1, "x no L1 allocate, tables prefetched") V13(2, "tables prefetched")
+  V13(3, "x no L1 allocate, y streaming")
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
-  V11(2, 1, true) V11(2, 8, true) V11(2, 8, false) V11(2, 6, false) V11(4, 8, false) V11(8, 8, false) V11(2, 7, true)
-#define V12(R, S, MB) timeit("v12 bulk ring R=" #R " S=" #S " MINB=" #MB, [&] { nm_v12<R, S, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v12");
-  V12(4, 3, 6) V12(8, 3, 6) V12(8, 4, 4) V12(16, 3, 6)
+  V11(2, 1, true) V11(2, 2, true) V11(2, 3, true) V11(2, 4, true) V11(4, 1, true) V11(8, 1, true) V11(4, 3, true)
   timeit("v11 schedule, copy only (R=2 MINB=8)", [&] { nm_v11<2, 8, true, true><<<T_ROWS / 2, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
-  timeit("v11 schedule, copy only (R=4 MINB=8)", [&] { nm_v11<4, 8, true, true><<<T_ROWS / 4, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
-#define V5(R, BS, MB) timeit("v5 bulk R=" #R " BS=" #BS " MINB=" #MB, [&] { nm_v5<R, BS, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v5");
-  V5(2, false, 1)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
   timeit("copy kernel 1 row/block", [&] { copyk<false><<<T_ROWS, 256>>>(x, y); });
   const long long n16 = (long long)n / 8;
 #define CF(U, TPB) timeit("flat copy U=" #U " TPB=" #TPB, [&] { copy_flat<U, TPB><<<(unsigned)((n16 + TPB * U - 1) / (TPB * U)), TPB>>>( \
     reinterpret_cast<const uint4 *>(x), reinterpret_cast<uint4 *>(y), n16); }); check_copy("flat copy");
-  CF(1, 256) CF(2, 256) CF(4, 256) CF(8, 256) CF(4, 512) CF(4, 1024)
+  CF(1, 256)
   timeit("copy of x (again)", [&] { cudaMemcpyAsync(cp, x, n * 2, cudaMemcpyDeviceToDevice); });
   return 0;
 }

@@ -16,7 +16,9 @@
 #          its callees captured): threshold 0 on cuda equals the lossless plan on cuda
 #          (bitwise, also with the CUDA graphs off), the defaults on cuda vs cpu (NMSE)
 #   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
-#          four block GEMMs), then the same shapes in PyTorch and the ratio table
+#          four block GEMMs), then the same shapes in PyTorch and the ratio table; then
+#          bench/gemm_rounds.py: the four GEMMs, h3 and PyTorch in 4 alternating rounds, medians
+#          (LOG_DIR/gemm_rounds.json: the GEMM rows of the tables of `peers` and `sample`)
 #   full   h3exec on the full-dimension plan (3 steps; weights made on the GPU), cudnn and
 #          flash attention, with the timing report; `full1` runs only the attention of the
 #          full-dimension runs: $H3_ATTENTION, default flash (h3exec's default; also in
@@ -42,9 +44,9 @@
 #          int8full run before in the same call, then the table again with the sample's wall time against the
 #          eager estimate (LOG_DIR/block_table.txt; PyTorch measured here unless `peers`
 #          ran before in the same call)
-# Two files land in LOG_DIR (the device call returns at most 8): run_all.log, every step's
-# full output under a header, and summary.txt (step, exit code, seconds), also printed
-# last with each step's last lines. Exit code: the number of failed steps.
+# Besides the outputs named above, two files land in LOG_DIR (the device call returns at most
+# 8): run_all.log, every step's full output under a header, and summary.txt (step, exit code,
+# seconds), also printed last with each step's last lines. Exit code: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
@@ -140,6 +142,8 @@ for section in $SECTIONS; do
     step attention_bench 300 "$BIN/attention_bench" --check --iters 10
     step peers_table 300 python3 bench/peers_table.py "$WORK/attention_bench.log"
     cat "$WORK/peers_table.log"
+    step gemm_rounds 300 python3 bench/gemm_rounds.py "$BIN/attention_bench" --out "$LOG/gemm_rounds.json"
+    sed -n '/^== four block GEMMs/,$p' "$WORK/gemm_rounds.log"
     ;;
   full)
     for att in cudnn flash; do
@@ -213,8 +217,10 @@ for section in $SECTIONS; do
       --weights random --seed 3 --iterations 1 --out "$LOG/full_int8.safetensors"
     ;;
   peers)
+    gemm_src=()
+    [ -f "$LOG/gemm_rounds.json" ] && gemm_src=(--gemm-json "$LOG/gemm_rounds.json")
     step block_peers 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
-      --out "$LOG/peers.json"
+      ${gemm_src[@]+"${gemm_src[@]}"} --out "$LOG/peers.json"
     sed -n '/^== one H3 block/,$p' "$WORK/block_peers.log" | tee "$LOG/block_table.txt"
     ;;
   sample)
@@ -228,6 +234,7 @@ for section in $SECTIONS; do
     done
     peers_src=()
     [ -f "$LOG/peers.json" ] && peers_src=(--torch-json "$LOG/peers.json")
+    [ -f "$LOG/gemm_rounds.json" ] && peers_src+=(--gemm-json "$LOG/gemm_rounds.json")
     step sample_table 300 python3 bench/block_peers.py $(ls "$WORK"/attention_bench.log "$WORK"/block_bench.log 2>/dev/null) \
       ${peers_src[@]+"${peers_src[@]}"} --sample-log "$WORK/full_sample.log"
     sed -n '/^== one H3 block/,$p' "$WORK/sample_table.log" | tee "$LOG/block_table.txt"
