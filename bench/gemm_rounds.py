@@ -42,6 +42,20 @@ def torch_round(a):
     return out
 
 
+def first_side(r):
+    """The side timed first in round r (0-based): h3 in even rounds, PyTorch in odd ones."""
+    return "torch" if r % 2 else "h3"
+
+
+def medians(rounds, keys):
+    """{side: {key: median over the rounds, gemm_block_total: their sum}} for h3 and torch."""
+    med = {side: {k: statistics.median(rd[side][k] for rd in rounds) for k in keys}
+           for side in ("h3", "torch")}
+    for side in med:
+        med[side]["gemm_block_total"] = sum(med[side][k] for k in keys)
+    return med
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("attention_bench")
@@ -63,17 +77,13 @@ def main():
     keys = [k for k, _ in GEMMS]
     rounds = []
     for r in range(a.rounds):
-        sides = [("h3", lambda: h3_round(a.attention_bench, a)), ("torch", lambda: torch_round(a))]
-        if r % 2:
-            sides.reverse()
-        got = {name: fn() for name, fn in sides}
-        rounds.append({"first": sides[0][0], **got})
-        print(f"round {r + 1} ({sides[0][0]} first): " + "  ".join(
+        first = first_side(r)
+        run = {"h3": lambda: h3_round(a.attention_bench, a), "torch": lambda: torch_round(a)}
+        got = {side: run[side]() for side in (first, "torch" if first == "h3" else "h3")}
+        rounds.append({"first": first, **got})
+        print(f"round {r + 1} ({first} first): " + "  ".join(
             f"{k.replace('gemm_', '')} {got['h3'][k]:.3f}/{got['torch'][k]:.3f}" for k in keys), flush=True)
-    med = {side: {k: statistics.median(rd[side][k] for rd in rounds) for k in keys}
-           for side in ("h3", "torch")}
-    for side in med:
-        med[side]["gemm_block_total"] = sum(med[side][k] for k in keys)
+    med = medians(rounds, keys)
     print(f"\n== four block GEMMs at M = {a.rows}: medians of {a.rounds} alternating rounds ==")
     print(f"{'GEMM':<18} {'h3 ms':>9} {'torch ms':>9} {'h3/torch':>9}  goal")
     for k in keys + ["gemm_block_total"]:
