@@ -4,19 +4,23 @@
 Checks bench/block_peers.py (the "h3bench" lines, the goals' verdicts, the one table with the
 GEMM rows from bench/gemm_rounds.py's JSON and the sample row from an h3exec report, PyTorch's
 times from a --torch-json file) and bench/gemm_rounds.py (who goes first in each round, the
-medians). A regression there would print a wrong ratio or verdict in the issue's table.
+medians, and its main loop with both sides faked). A regression there would print a wrong ratio or verdict in the issue's table.
 Exit 0: all checks pass; 1: a check failed (each failure printed).
 """
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import types
 
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
 sys.path.insert(0, BENCH)
 
 from block_peers import goal_text, read_h3_lines  # noqa: E402  (path set above)
+import gemm_rounds  # noqa: E402
 from gemm_rounds import first_side, medians  # noqa: E402
 
 failures = []
@@ -67,6 +71,46 @@ def test_rounds():
     check(med["h3"]["gemm_block_total"] == 9.0, "gemm_block_total is the sum of the medians")
 
 
+def test_rounds_main():
+    """gemm_rounds.main with both sides faked: the order of the sides, the table, the JSON."""
+    order, count = [], {"h3": 0, "torch": 0}
+    keys = ("gemm_qkv", "gemm_out_proj", "gemm_fc1", "gemm_fc2")
+
+    def side(name, base):
+        def run(*_):
+            order.append(name)
+            count[name] += 1
+            return {k: base * count[name] + i for i, k in enumerate(keys)}
+        return run
+    saved = gemm_rounds.h3_round, gemm_rounds.torch_round, sys.argv, sys.modules.get("torch")
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(is_available=lambda: True)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "rounds.json")
+        try:
+            gemm_rounds.h3_round, gemm_rounds.torch_round = side("h3", 1.0), side("torch", 2.0)
+            sys.modules["torch"] = fake
+            sys.argv = ["gemm_rounds.py", "attention_bench", "--rounds", "3", "--out", out]
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                gemm_rounds.main()
+        finally:
+            gemm_rounds.h3_round, gemm_rounds.torch_round, sys.argv = saved[:3]
+            if saved[3] is None:
+                sys.modules.pop("torch", None)
+            else:
+                sys.modules["torch"] = saved[3]
+        check(order == ["h3", "torch", "torch", "h3", "h3", "torch"], f"the sides alternate ({order})")
+        with open(out) as f:
+            got = json.load(f)
+    # h3's qkv: 1, 2, 3 -> median 2; torch's qkv: 2, 4, 6 -> 4; fc2 (+3): 5 and 7
+    check(got["h3"]["gemm_qkv"] == 2.0 and got["torch"]["gemm_qkv"] == 4.0, "medians over the rounds")
+    check(got["h3"]["gemm_block_total"] == 2 + 3 + 4 + 5, "the total of h3's medians")
+    check([rd["first"] for rd in got["rounds"]] == ["h3", "torch", "h3"], "each round names its first side")
+    check("gemm_fc2" in text.getvalue() and "0.714  <= 1.03 met" in text.getvalue(),
+          "the table prints fc2's ratio 5 / 7 and its verdict")
+
+
 def test_block_table():
     gemms = ("gemm_qkv", "gemm_out_proj", "gemm_fc1", "gemm_fc2")
     with tempfile.TemporaryDirectory() as d:
@@ -115,7 +159,7 @@ def test_block_table():
         check(abs(saved["sample"]["eager_estimate_s"] - 262.15) < 1e-9, "the eager estimate is block x 50 x 49")
 
 
-for test in (test_read_h3_lines, test_goal_text, test_rounds, test_block_table):
+for test in (test_read_h3_lines, test_goal_text, test_rounds, test_rounds_main, test_block_table):
     test()
 print(f"test_bench_tables: {len(failures)} failed")
 sys.exit(1 if failures else 0)
