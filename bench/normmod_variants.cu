@@ -22,6 +22,8 @@
  *             + tables, all, all with the tables loaded early): where the time goes
  *   v13<M>    v10's full kernel with cache hints (x not allocated in L1, the tables
  *             prefetched into L1 before the reduction, y stored streaming)
+ *   v14<R, MINB> R rows per block in turn, x in registers, each thread's table chunks in
+ *             shared memory (cp.async when g changes): few registers, MINB blocks per SM
  * and copies of x: cudaMemcpy, a row-per-block copy kernel (with / without cache hints), and
  * flat copies with U 16-byte vectors per thread (which shape reaches cudaMemcpy's rate).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
@@ -724,6 +726,51 @@ __global__ void __launch_bounds__(256) nm_v13(const h3_bf16 *__restrict__ in0, c
   } }
 }
 
+// 16 bytes from global to shared memory by cp.async (L1-allocating: the tables are hot)
+__device__ __forceinline__ void cp16(h3_bf16 *dst, const h3_bf16 *src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+}
+
+// V14: R rows per block, one after the other, x in registers as v0; the thread's own chunks of
+// gamma, scale[g] and shift[g] sit in shared memory (cp.async, issued before the row's x loads
+// and only when g changes), so the modulate after the reduction reads shared memory instead
+// of L1 / L2 and the block needs few registers: MINB blocks per SM (40 registers at 6). Each
+// thread reads only the table chunks it copied itself: no barrier guards them. Same
+// arithmetic and order as v0 (bitwise).
+template <int R, int MINB>
+__global__ void __launch_bounds__(256, MINB) nm_v14(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                    const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                    const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[2][8];
+  __shared__ __align__(16) h3_bf16 tg[UNITS * 8], ts[UNITS * 8], th[UNITS * 8];
+  const int tid = threadIdx.x;
+  long long gcur = -1;
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) cp16(tg + u * 8, in1 + u * 8); }
+#pragma unroll 1
+  for (int i = 0; i < R; i++) {
+    const long long row = (long long)blockIdx.x * R + i;
+    if (row >= T_ROWS) break;
+    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+    if (g != gcur) {
+#pragma unroll
+      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+        cp16(ts + u * 8, in2 + g * HH + u * 8);
+        cp16(th + u * 8, in3 + g * HH + u * 8);
+      } }
+      gcur = g;
+    }
+    asm volatile("cp.async.commit_group;");
+    __align__(16) h3_bf16 xr[CH][8];
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) h3_ldr8<true>(in0 + row * HH, u * 8, xr[j]); }
+    const float r = row_r(xr, part[i & 1], tid);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) modstore(xr[j], r, tg, ts, th, out0 + row * HH, u); }
+  }
+}
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef void (*kfn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const int *, h3_bf16 *);
 
@@ -777,12 +824,10 @@ int main() {
   auto timing_only = [&](const char *) { CK(cudaMemset(y, 0, n * 2)); };
 #define V10(M, WHAT, CHECK) timeit("v10 M" #M " " WHAT, [&] { nm_v10<M><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); CHECK("v10 M" #M);
   V10(2, "load x, reduction, store x*r", timing_only) V10(4, "all (v0's work)", check)
-#define V13(M, WHAT) timeit("v13 M" #M " " WHAT, [&] { nm_v13<M><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); check("v13 M" #M);
-  V13(0, "x no L1 allocate") V13(1, "x no L1 allocate, tables prefetched") V13(2, "tables prefetched")
-  V13(3, "x no L1 allocate, y streaming")
+#define V14(R, MB) timeit("v14 tables in smem R=" #R " MINB=" #MB, [&] { nm_v14<R, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v14");
+  V14(1, 6) V14(2, 6) V14(4, 6) V14(8, 6) V14(16, 6) V14(32, 6) V14(4, 5) V14(8, 5) V14(8, 1)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
-  V11(2, 1, true) V11(2, 2, true) V11(2, 3, true) V11(2, 4, true) V11(4, 1, true) V11(8, 1, true) V11(4, 3, true)
-  timeit("v11 schedule, copy only (R=2 MINB=8)", [&] { nm_v11<2, 8, true, true><<<T_ROWS / 2, 256>>>(x, gam, sc, sh, idx, y); }); check_copy("v11 copy");
+  V11(2, 1, true)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
   timeit("copy kernel 1 row/block", [&] { copyk<false><<<T_ROWS, 256>>>(x, y); });
   const long long n16 = (long long)n / 8;
