@@ -22,8 +22,10 @@
  *             + tables, all, all with the tables loaded early): where the time goes
  *   v13<M>    v10's full kernel with cache hints (x not allocated in L1, the tables
  *             prefetched into L1 before the reduction, y stored streaming)
- *   v14<R, MINB> R rows per block in turn, x in registers, each thread's table chunks in
- *             shared memory (cp.async when g changes): few registers, MINB blocks per SM
+ *   v14<R, MINB, PERSIST> R rows per block in turn (PERSIST: rows strided by the grid), x in
+ *             registers, each thread's table chunks in shared memory (cp.async when g changes)
+ *   v15<MINB> v14 persistent with w_eff = (gamma + 0)(1 + scale[g]) computed once per g into
+ *             shared memory in fp32 (one multiply and one fma per element per row)
  * and copies of x: cudaMemcpy, a row-per-block copy kernel (with / without cache hints), and
  * flat copies with U 16-byte vectors per thread (which shape reaches cudaMemcpy's rate).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
@@ -735,9 +737,11 @@ __device__ __forceinline__ void cp16(h3_bf16 *dst, const h3_bf16 *src) {
 // gamma, scale[g] and shift[g] sit in shared memory (cp.async, issued before the row's x loads
 // and only when g changes), so the modulate after the reduction reads shared memory instead
 // of L1 / L2 and the block needs few registers: MINB blocks per SM (40 registers at 6). Each
-// thread reads only the table chunks it copied itself: no barrier guards them. Same
+// thread reads only the table chunks it copied itself: no barrier guards them. PERSIST: the
+// block takes rows blockIdx.x + i * gridDim.x until they run out (launched with as many blocks
+// as fit at once: no tail of a last wave, the tables copied about once per block). Same
 // arithmetic and order as v0 (bitwise).
-template <int R, int MINB>
+template <int R, int MINB, bool PERSIST = false>
 __global__ void __launch_bounds__(256, MINB) nm_v14(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
                                                     const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
                                                     const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
@@ -748,8 +752,8 @@ __global__ void __launch_bounds__(256, MINB) nm_v14(const h3_bf16 *__restrict__ 
 #pragma unroll
   for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) cp16(tg + u * 8, in1 + u * 8); }
 #pragma unroll 1
-  for (int i = 0; i < R; i++) {
-    const long long row = (long long)blockIdx.x * R + i;
+  for (int i = 0; PERSIST || i < R; i++) {
+    const long long row = PERSIST ? (long long)blockIdx.x + (long long)i * gridDim.x : (long long)blockIdx.x * R + i;
     if (row >= T_ROWS) break;
     const long long g = h3_clampi(h3_ld(in4, row), 6ll);
     if (g != gcur) {
@@ -768,6 +772,62 @@ __global__ void __launch_bounds__(256, MINB) nm_v14(const h3_bf16 *__restrict__ 
     asm volatile("cp.async.wait_all;" ::: "memory");
 #pragma unroll
     for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) modstore(xr[j], r, tg, ts, th, out0 + row * HH, u); }
+  }
+}
+
+// V15: persistent blocks (rows blockIdx.x + i * gridDim.x) as v14's PERSIST, with less work
+// per element: when g changes each thread computes its chunks' w_eff = (gamma + 0)(1 + scale[g])
+// in fp32 once (the value v0 computes for every row) into shared memory, next to its chunks of
+// shift[g]; per row the modulate is then one multiply and one fma per element. NA: x loaded
+// with L1::no_allocate (the tables' shared memory leaves L1 small). Same values and order as
+// v0 (bitwise).
+template <int MINB, bool NA = false>
+__global__ void __launch_bounds__(256, MINB) nm_v15(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                    const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                    const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  __shared__ float part[2][8];
+  __shared__ __align__(16) float twe[UNITS * 8];
+  __shared__ __align__(16) h3_bf16 tsh[UNITS * 8];
+  const int tid = threadIdx.x;
+  long long gcur = -1;
+#pragma unroll 1
+  for (int i = 0;; i++) {
+    const long long row = (long long)blockIdx.x + (long long)i * gridDim.x;
+    if (row >= T_ROWS) break;
+    const long long g = h3_clampi(h3_ld(in4, row), 6ll);
+    if (g != gcur) {  // this thread's chunks only: no barrier guards them
+#pragma unroll 1
+      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+        __align__(16) h3_bf16 wr[8], sr[8];
+        __align__(16) float we[8];
+        h3_ldr8<true>(in1, u * 8, wr);
+        h3_ldr8<true>(in2 + g * HH, u * 8, sr);
+#pragma unroll
+        for (int k = 0; k < 8; k++) we[k] = __fmul_rn(__fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
+        reinterpret_cast<float4 *>(twe + u * 8)[0] = reinterpret_cast<const float4 *>(we)[0];
+        reinterpret_cast<float4 *>(twe + u * 8)[1] = reinterpret_cast<const float4 *>(we)[1];
+        *reinterpret_cast<uint4 *>(tsh + u * 8) = *reinterpret_cast<const uint4 *>(in3 + g * HH + u * 8);
+      } }
+      gcur = g;
+    }
+    __align__(16) h3_bf16 xr[CH][8];
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      if (NA) ld_noalloc(in0 + row * HH + u * 8, xr[j]);
+      else h3_ldr8<true>(in0 + row * HH, u * 8, xr[j]);
+    } }
+    const float r = row_r(xr, part[i & 1], tid);
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      __align__(16) float we[8];
+      __align__(16) h3_bf16 hr[8], yr[8];
+      reinterpret_cast<float4 *>(we)[0] = reinterpret_cast<const float4 *>(twe + u * 8)[0];
+      reinterpret_cast<float4 *>(we)[1] = reinterpret_cast<const float4 *>(twe + u * 8)[1];
+      *reinterpret_cast<uint4 *>(hr) = *reinterpret_cast<const uint4 *>(tsh + u * 8);
+#pragma unroll
+      for (int k = 0; k < 8; k++) h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[j][k]), r), we[k], h3_w(hr[k])));
+      h3_str8<true>(out0 + row * HH, u * 8, yr);
+    } }
   }
 }
 
@@ -825,7 +885,15 @@ int main() {
 #define V10(M, WHAT, CHECK) timeit("v10 M" #M " " WHAT, [&] { nm_v10<M><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); CHECK("v10 M" #M);
   V10(2, "load x, reduction, store x*r", timing_only) V10(4, "all (v0's work)", check)
 #define V14(R, MB) timeit("v14 tables in smem R=" #R " MINB=" #MB, [&] { nm_v14<R, MB><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v14");
-  V14(1, 6) V14(2, 6) V14(4, 6) V14(8, 6) V14(16, 6) V14(32, 6) V14(4, 5) V14(8, 5) V14(8, 1)
+  V14(4, 6)
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+#define V14P(MB, WAVES) timeit("v14 persistent MINB=" #MB " blocks=SMs*" #MB "*" #WAVES, [&] { \
+    nm_v14<1, MB, true><<<sms * MB * WAVES, 256>>>(x, gam, sc, sh, idx, y); }); check("v14 persistent");
+  V14P(6, 1)
+#define V15(MB, WAVES, NA) timeit("v15 w_eff in smem, persistent MINB=" #MB " blocks=SMs*" #MB "*" #WAVES " NA=" #NA, [&] { \
+    nm_v15<MB, NA><<<sms * MB * WAVES, 256>>>(x, gam, sc, sh, idx, y); }); check("v15");
+  V15(6, 1, false) V15(5, 1, false) V15(6, 1, true) V15(5, 1, true)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
