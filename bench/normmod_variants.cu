@@ -855,12 +855,6 @@ __global__ void __launch_bounds__(UNITS, MINB) nm_v18(const h3_bf16 *__restrict_
   if (PF && row < T_ROWS) h3_ldr8<true>(in0 + (size_t)row * HH, u * 8, xn);
 #pragma unroll 1
   for (int i = 0; row < T_ROWS; i++, row += gridDim.x) {
-    if (PF) {
-      *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(xn);
-      if (row + (int)gridDim.x < T_ROWS) h3_ldr8<true>(in0 + (size_t)(row + gridDim.x) * HH, u * 8, xn);
-    } else {
-      h3_ldr8<true>(in0 + (size_t)row * HH, u * 8, xr);
-    }
     const int g = (int)h3_clampi(h3_ld(in4, row), 6ll);
     if (g != gcur) {
       __align__(16) h3_bf16 wr[8], sr[8];
@@ -870,6 +864,12 @@ __global__ void __launch_bounds__(UNITS, MINB) nm_v18(const h3_bf16 *__restrict_
 #pragma unroll
       for (int k = 0; k < 8; k++) we[k] = __fmul_rn(__fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
       gcur = g;
+    }
+    if (PF) {
+      *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(xn);
+      if (row + (int)gridDim.x < T_ROWS) h3_ldr8<true>(in0 + (size_t)(row + gridDim.x) * HH, u * 8, xn);
+    } else {
+      h3_ldr8<true>(in0 + (size_t)row * HH, u * 8, xr);
     }
     float ss = 0.0f;
 #pragma unroll
