@@ -198,8 +198,9 @@ static void hold_best(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulA
       if (t < 0) {
         cudaGetLastError();
         on[i] = false;
+      } else {
+        held[i] += t / 2;
       }
-      held[i] += t / 2;
     }
   double low = -1;
   for (int i = 0; i < np; i++) {
