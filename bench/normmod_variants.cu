@@ -29,6 +29,7 @@
  *             loaded without L1 allocation
  *   v18<MINB, PF> 672 threads per row (one chunk each), persistent, w_eff and shift in
  *             registers, PF: next row's chunk prefetched (21-warp sum order: not bitwise)
+ *   v19       v18's block shape, one row per block, the tables read for every row
  * and copies of x: cudaMemcpy, a row-per-block copy kernel (with / without cache hints), and
  * flat copies with U 16-byte vectors per thread (which shape reaches cudaMemcpy's rate).
  * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
@@ -882,6 +883,26 @@ __global__ void __launch_bounds__(UNITS, MINB) nm_v18(const h3_bf16 *__restrict_
   }
 }
 
+// V19: v18's shape without persistence: one row per block of 672 threads (one chunk each), the
+// chunk's gamma / scale[g] / shift[g] loaded for every row after the reduction (v0's table
+// traffic; 21-warp sum order as v18, not bitwise). What v18's kept tables and prefetch buy.
+__global__ void __launch_bounds__(UNITS) nm_v19(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
+                                                const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
+                                                const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
+  constexpr int NW = UNITS / 32;
+  __shared__ float part[NW];
+  const int u = threadIdx.x;
+  const size_t row = blockIdx.x;
+  __align__(16) h3_bf16 xr[8];
+  h3_ldr8<true>(in0 + row * HH, u * 8, xr);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; k++) { const float v = h3_w(xr[k]); ss = __fadd_rn(ss, __fmul_rn(v, v)); }
+  const float r = rowsum_r<NW>(ss, part, u);
+  const int g = (int)h3_clampi(h3_ld(in4, (long long)row), 6ll);
+  modstore(xr, r, in1, in2 + g * HH, in3 + g * HH, out0 + row * HH, u);
+}
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef void (*kfn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const int *, h3_bf16 *);
 
@@ -962,6 +983,7 @@ int main() {
 #define V18(MB, PF, WAVES) timeit("v18 1 chunk/thread, tables in regs, MINB=" #MB " PF=" #PF " blocks=SMs*" #MB "*" #WAVES, [&] { \
     nm_v18<MB, PF><<<sms * MB * WAVES, UNITS>>>(x, gam, sc, sh, idx, y); }); check_close("v18");
   V18(3, true, 1) V18(3, false, 1) V18(3, true, 2) V18(2, true, 1)
+  timeit("v19 1 chunk/thread, 1 row/block, tables per row", [&] { nm_v19<<<T_ROWS, UNITS>>>(x, gam, sc, sh, idx, y); }); check_close("v19");
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
