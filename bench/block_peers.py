@@ -62,6 +62,15 @@ def median_ms(fn, iters, warm=3, warm_s=0.0):
     return times[len(times) // 2]
 
 
+def torch_missing():
+    """Why PyTorch cannot measure here (not installed, or no GPU it can see); None when it can."""
+    try:
+        import torch
+    except ImportError as e:
+        return str(e)
+    return None if torch.cuda.is_available() else "torch sees no GPU"
+
+
 def uniform(*shape):
     """bf16 values uniform in [-1, 1) on the GPU: attention_bench's operand distribution."""
     import torch
@@ -145,12 +154,13 @@ def gemm_peers(S, iters, warm_s, out):
     out["gemm_block_total"] = total
 
 
-def attention_peers(S, U, iters, out):
-    """SDPA alone on [1, 56, S, 128] contiguous bf16 (uniform in [-1, 1) and warmed for 1 s,
-    as attention_bench times h3's), live + pad segments."""
+def attention_peers(S, U, iters, out, heads=HEADS, warm_s=1.0):
+    """SDPA alone on [1, heads, S, 128] contiguous bf16 (uniform in [-1, 1) and warmed for
+    warm_s seconds, as attention_bench times h3's), live + pad segments, with the cuDNN and
+    the flash backends (a backend that refuses is reported and left out)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    q, k, v = (uniform(1, HEADS, S, HD) for _ in range(3))
+    q, k, v = (uniform(1, heads, S, HD) for _ in range(3))
     for name, be in (("attention_cudnn", SDPBackend.CUDNN_ATTENTION),
                      ("attention_flash", SDPBackend.FLASH_ATTENTION)):
         def run():
@@ -159,7 +169,7 @@ def attention_peers(S, U, iters, out):
                 if S > U:
                     F.scaled_dot_product_attention(q[:, :, U:], k[:, :, U:], v[:, :, U:])
         try:
-            out[name] = median_ms(run, iters, warm_s=1.0)
+            out[name] = median_ms(run, iters, warm_s=warm_s)
         except RuntimeError as e:
             print(f"peers: {name}: {str(e).splitlines()[0]}", file=sys.stderr)
 
@@ -279,15 +289,13 @@ def main():
 
 
 def measure_peers(a, gemms=True):
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            raise ImportError("torch sees no GPU")
-        print(f"peers: torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
-        return peers(a.rows, a.used, a.iters, gemms)
-    except ImportError as e:
-        print(f"peers: PyTorch unavailable ({e}); h3 numbers only")
+    missing = torch_missing()
+    if missing:
+        print(f"peers: PyTorch unavailable ({missing}); h3 numbers only")
         return {}
+    import torch
+    print(f"peers: torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
+    return peers(a.rows, a.used, a.iters, gemms)
 
 
 def table(a, h3, peer):
@@ -306,10 +314,6 @@ def table(a, h3, peer):
         rows.append((key.replace("gemm_", "GEMM ") + " (Lt vs cuBLAS)", key, h3.get(key), peer.get(key)))
     rows.append(("the four GEMMs together", "gemm_block_total", h3.get("gemm_block_total"),
                  peer.get("gemm_block_total")))
-    if a.gemm_json:
-        gemm_note = f"  (GEMM rows: medians of bench/gemm_rounds.py's alternating rounds, {os.path.basename(a.gemm_json)})"
-    else:
-        gemm_note = "  (GEMM rows: one run each)"
     wall = gpu = None
     if a.sample_log:
         wall, gpu = read_sample(a.sample_log)
@@ -320,7 +324,8 @@ def table(a, h3, peer):
     for name, key, hm, pm in rows:
         r = hm / pm if hm and pm else None
         print(f"{name:<32} {f(hm)} {f(pm)} {f(r, 8, 3)}  {goal_text(key, r, h3)}".rstrip())
-    print(gemm_note)
+    print("  (GEMM rows: " + (f"medians of bench/gemm_rounds.py's alternating rounds, "
+                             f"{os.path.basename(a.gemm_json)})" if a.gemm_json else "one run each)"))
     for k in ("profile_gemm", "profile_attention", "profile_other"):
         if k in h3:
             print(f"{'  h3 ' + k + ' (traced)':<32} {f(h3[k])}")

@@ -11,6 +11,8 @@ Also prints which cuBLAS / cuBLASLt libraries the process loaded and cuBLASLt's 
 import argparse
 import ctypes
 
+from block_peers import GEMMS  # the four block GEMMs, as the other bench drivers time them
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -19,8 +21,7 @@ def main():
     a = ap.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
-    for name, (k, n) in (("gemm_qkv", (5376, 21504)), ("gemm_out_proj", (7168, 5376)),
-                         ("gemm_fc1", (5376, 28672)), ("gemm_fc2", (14336, 5376))):
+    for name, (k, n) in GEMMS:
         x = torch.randn(a.rows, k, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         for _ in range(3):

@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 
-from block_peers import GEMMS, gemm_peers, goal_text, read_h3_lines
+from block_peers import GEMMS, gemm_peers, goal_text, read_h3_lines, torch_missing
 
 
 def h3_round(binary, a):
@@ -67,12 +67,9 @@ def main():
     a = ap.parse_args()
     if a.rounds < 1 or a.iters < 1 or a.rows < 1:
         sys.exit("gemm_rounds: need --rounds, --iters and --rows >= 1")
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            raise ImportError("torch sees no GPU")
-    except ImportError as e:
-        print(f"gemm_rounds: PyTorch unavailable ({e}); nothing to set h3 against")
+    missing = torch_missing()
+    if missing:
+        print(f"gemm_rounds: PyTorch unavailable ({missing}); nothing to set h3 against")
         return
     keys = [k for k, _ in GEMMS]
     rounds = []

@@ -12,32 +12,18 @@ uniform in [-1, 1) as attention_bench's; CUDA-event medians of N = 10 runs after
 2 warm-up runs and W = 1 s of the op, as attention_bench times h3's) and prints one table:
 h3 ms, PyTorch ms, h3 / PyTorch (< 1: h3 is faster) and the issue's goal where there is one
 (cuDNN attention within 5 %, h3's flash kernel at least 350 TFLOP/s; each GEMM within 3 % is
-judged on bench/gemm_rounds.py's medians of alternating rounds, not on this one run). Needs torch with CUDA; prints why and exits 0 when it is missing, so the GPU
-script goes on.
+judged on bench/gemm_rounds.py's medians of alternating rounds, not on this one run). Needs
+torch with CUDA; prints why and exits 0 when it is missing, so the GPU script goes on.
 """
 import argparse
-import sys
 
-from block_peers import gemm_peers, goal_text, median_ms, read_h3, uniform  # shared by the bench drivers
-
+# shared by the bench drivers
+from block_peers import attention_peers, gemm_peers, goal_text, read_h3, torch_missing
 
 
 def peers(rows, used, heads, iters, warm_s):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
-    q, k, v = (uniform(1, heads, rows, 128) for _ in range(3))
     out = {}
-    for name, backend in (("attention_flash", SDPBackend.FLASH_ATTENTION),
-                          ("attention_cudnn", SDPBackend.CUDNN_ATTENTION)):
-        def run():
-            with sdpa_kernel(backend):
-                F.scaled_dot_product_attention(q[:, :, :used], k[:, :, :used], v[:, :, :used])
-                if rows > used:
-                    F.scaled_dot_product_attention(q[:, :, used:], k[:, :, used:], v[:, :, used:])
-        try:
-            out[name] = median_ms(run, iters, warm=2, warm_s=warm_s)
-        except RuntimeError as e:
-            print(f"peers: {name}: {e}".splitlines()[0], file=sys.stderr)
+    attention_peers(rows, used, iters, out, heads=heads, warm_s=warm_s)
     gemm_peers(rows, iters, warm_s, out)
     return out
 
@@ -53,14 +39,10 @@ def main():
     a = ap.parse_args()
     h3 = read_h3([a.log])
     timed = {k for k in h3 if k + "_tflops" in h3}  # attention_bench's rows (name ms tflops)
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            raise ImportError("torch sees no GPU")
-        peer = peers(a.rows, a.used, a.heads, a.iters, a.warm_seconds)
-    except ImportError as e:
-        print(f"peers: PyTorch unavailable ({e}); h3 numbers only")
-        peer = {}
+    missing = torch_missing()
+    if missing:
+        print(f"peers: PyTorch unavailable ({missing}); h3 numbers only")
+    peer = {} if missing else peers(a.rows, a.used, a.heads, a.iters, a.warm_seconds)
     print(f"{'work':<22} {'h3 ms':>10} {'torch ms':>10} {'h3/torch':>9}  goal")
     for name in sorted(timed | set(peer)):
         hm, pm = h3.get(name), peer.get(name)
@@ -68,7 +50,10 @@ def main():
         ratio = f"{r:9.3f}" if r is not None else f"{'-':>9}"
         hs = f"{hm:10.3f}" if hm is not None else f"{'-':>10}"
         ps = f"{pm:10.3f}" if pm is not None else f"{'-':>10}"
-        goal = "one run; judged on bench/gemm_rounds.py's medians" if name.startswith("gemm_") else goal_text(name, r, h3)
+        if name.startswith("gemm_"):
+            goal = "one run; judged on bench/gemm_rounds.py's medians"
+        else:
+            goal = goal_text(name, r, h3)
         print(f"{name:<22} {hs} {ps} {ratio}  {goal}".rstrip())
 
 
