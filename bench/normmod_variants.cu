@@ -395,21 +395,13 @@ __global__ void __launch_bounds__(256, MINB) nm_v11(const h3_bf16 *__restrict__ 
     const float r = rowsum_r(smem_sumsq(x, tid), part[b], tid);
     const long long g = h3_clampi(h3_ld(in4, row), 6ll);
     const h3_bf16 *scr = in2 + g * HH, *shr = in3 + g * HH;
-    if (UNROLL) {
-#pragma unroll
-      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-        __align__(16) h3_bf16 xr[8];
-        *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
-        modstore(xr, r, in1, scr, shr, out0 + row * HH, u);
-      } }
-    } else {
-#pragma unroll 1
-      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-        __align__(16) h3_bf16 xr[8];
-        *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
-        modstore(xr, r, in1, scr, shr, out0 + row * HH, u);
-      } }
-    }
+    constexpr int unroll = UNROLL ? CH : 1;
+#pragma unroll unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+      __align__(16) h3_bf16 xr[8];
+      *reinterpret_cast<uint4 *>(xr) = *reinterpret_cast<const uint4 *>(x + u * 8);
+      modstore(xr, r, in1, scr, shr, out0 + row * HH, u);
+    } }
     __syncthreads();  // ends row i: xs[b] is free for row i + 2
   }
 }
