@@ -7,8 +7,9 @@
 # minutes on the H200):
 #   env    nvidia-smi, the shared libraries the binaries resolve (a missing one is fatal)
 #   tests  gpu_compile_check, test_gpu_ops (every op and fused group vs the CPU reference,
-#          GPU random weights; then again with every GEMM tuned, H3_GEMM_TUNE_MIN_FLOPS=0), test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs,
-#          exact tier vs unfused, bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
+#          GPU random weights; then again with every GEMM tuned, H3_GEMM_TUNE_MIN_FLOPS=0),
+#          test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs, exact tier vs unfused,
+#          bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
