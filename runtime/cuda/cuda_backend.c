@@ -220,7 +220,6 @@ static h3_status cuda_run_op(h3_backend *b, const h3_op *op, const h3_tensor *in
   return cu_op_run(s, o, in, n_in, out, n_out, d);
 }
 
-
 static double cuda_now(h3_backend *b) {
   (void)b;
   return host_now();
