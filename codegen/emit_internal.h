@@ -65,13 +65,17 @@ h3_status emit_norm_rope(emit_ctx *ec); /* rms_norm_rope (emit_norm_rope.c) */
  * exact-tier kernels sum x^2 in one order (emit_reduce.c). Threads per block for a row of
  * `units` chunks: a multiple of 32 in [32, cap]. */
 int emit_row_block(int64_t units, int cap);
-/* Adds the squares of arr[0..vec) to the thread's fp32 `ss`, in order (one chunk). */
-void emit_rms_accum(h3_strbuf *s, int vec, const char *arr);
+/* Adds the squares of arr[0..vec) to the thread's fp32 `ss`, in order (one chunk):
+ * ss = ss + x*x rounded twice (rms_norm's form), or with `lean` one fma, ss = fma(x, x, ss)
+ * (the lossless tier's fused kernels, emit_normmod.c). */
+void emit_rms_accum(h3_strbuf *s, int vec, const char *arr, bool lean);
 /* Combines every thread's `ss` (warp xor butterfly, then the warps' partials in order from
- * `__shared__ float part[block / 32]`, declared by the kernel) and declares
- * `const float r = 1/sqrt(tot/n + eps)`, identical in every thread. Uses `tid`. block 16:
+ * `__shared__ float part[block / 32]`, declared by the kernel) and declares r, identical in
+ * every thread: rms_norm's `1/sqrt(tot/n + eps)` (a division, a square root, a division, each
+ * rounded), or with `lean` the correctly rounded reciprocal square root of
+ * fma(tot, fl(1/n), eps) (one instruction sequence instead of three). Uses `tid`. block 16:
  * a row on one half of a warp (same bits as block 32 with the other half empty). */
-void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps);
+void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps, bool lean);
 h3_status emit_int8(emit_ctx *ec);   /* quantize_rows (emit_int8.c) */
 h3_status emit_spectrum(emit_ctx *ec); /* spectrum_update/forecast, cache_dit_decide */
 

@@ -143,10 +143,10 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (vec == 8) h3_strbuf_append(s, "    h3_ld8(x, lane * 8, v);\n    h3_ld8(in1, lane * 8, w);\n");
   else h3_strbuf_append(s, "    v[0] = (float)h3_ld(x, lane);\n    w[0] = h3_ld(in1, lane);\n");
   if (acc) emit_dequant(s, vec, n_in > 6);
-  emit_rms_accum(s, vec, "v");
+  emit_rms_accum(s, vec, "v", false);
   h3_strbuf_printf(s, "  } else {\n#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = w[k] = 0.0f;\n"
                       "  }\n", vec);
-  emit_rms_finish(s, lanes, D, h3_op_attr_float(op, "eps", 1e-5));
+  emit_rms_finish(s, lanes, D, h3_op_attr_float(op, "eps", 1e-5), false);
   /* n = rms_norm's bf16 result, in registers */
   h3_strbuf off;
   h3_strbuf_init(&off);

@@ -5,11 +5,15 @@
  * shapes are an emitter limitation), with rms_norm's block size for the row. Thread tid
  * owns chunks u = tid + j*block (j < CH = ceil(H/8 / block)) of 8
  * elements; the sum of squares runs over them in rms_norm's order through the shared
- * reduction of emit_reduce.c (emit_rms_accum / emit_rms_finish), so r is bitwise
- * rms_norm's r. Then, per element, with w = gamma + offset:
+ * reduction of emit_reduce.c (emit_rms_accum / emit_rms_finish), so at the exact tier r is
+ * bitwise rms_norm's r. Then, per element, with w = gamma + offset:
  *   exact "bf16": h = bf16((x*r)*w); c = bf16(1 + s); p = bf16(h*c); y = bf16(p + b)
  *   exact "f32":  h as above; y = bf16((h*(1 + s)) + b)
- *   lossless:     w_eff = w*(1 + s) (fp32); y = bf16(fma(x*r, w_eff, b))
+ *   lossless:     w_eff = fma(w, s, w) (fp32, one rounding of w*(1 + s)); y = bf16(fma(x*r,
+ *                 w_eff, b)), with the lean reduction of emit_reduce.c: ss = fma(x, x, ss) in
+ *                 the same order, r = rsqrt(fma(tot, fl(1/H), eps)) correctly rounded (fewer
+ *                 instructions per element and per row: at [32768, 5376] the instruction
+ *                 count, not DRAM, kept the kernel above a copy; docs/perf-memory-kernels.md)
  * with s, b the scale/shift rows of g = clamp(idx[row], 0, G). Plan B first forms
  * residual' = bf16(residual + bf16(gate[g]*update)) per element, stores it (out0, which may
  * be in0: each element is read before it is written, by the same thread) and feeds the
@@ -40,12 +44,15 @@
 #include <string.h>
 
 /* Emits the per-element modulate of chunk j (values v[k], r) into o[k]. */
-static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *off) {
+static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *off, bool off_zero) {
   h3_strbuf_append(s, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n");
   if (!exact) {
-    h3_strbuf_printf(s, "        const float we = __fmul_rn(__fadd_rn(w[k], %s), __fadd_rn(1.0f, sc[k]));\n"
-                        "        o[k] = __fmaf_rn(__fmul_rn(v[k], r), we, sh[k]);\n",
-                     off);
+    if (off_zero) /* w + 0 would only turn -0 into +0 */
+      h3_strbuf_append(s, "        const float we = __fmaf_rn(w[k], sc[k], w[k]);\n");
+    else
+      h3_strbuf_printf(s, "        const float wo = __fadd_rn(w[k], %s);\n"
+                          "        const float we = __fmaf_rn(wo, sc[k], wo);\n", off);
+    h3_strbuf_append(s, "        o[k] = __fmaf_rn(__fmul_rn(v[k], r), we, sh[k]);\n");
   } else {
     h3_strbuf_printf(s, "        const float h = h3_rbf16(__fmul_rn(__fmul_rn(v[k], r), "
                         "__fadd_rn(w[k], %s)));\n", off);
@@ -67,6 +74,7 @@ typedef struct {
   int64_t H, gate_rows, units, chunks;
   double eps;
   const char *off;
+  bool off_zero; /* offset == 0.0 (lossless: w_eff from gamma itself) */
 } nm_shape;
 
 /* for (j < chunks) { u = tid + j*block; if (u < units) { BODY } } opened; the caller
@@ -87,7 +95,7 @@ static void emit_widen_modulate_store(h3_strbuf *s, const nm_shape *n, const cha
                       "          v[k] = h3_w(%s);\n          w[k] = h3_w(wr[k]);\n"
                       "          sc[k] = h3_w(sr[k]);\n          sh[k] = h3_w(hr[k]);\n        }\n",
                    xe);
-  emit_modulate(s, n->exact, n->mod_f32, n->off);
+  emit_modulate(s, n->exact, n->mod_f32, n->off, n->off_zero);
   h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) h3_put(yr[k], o[k]);\n");
   if (n->store_y) h3_strbuf_printf(s, "        h3_str8<%s>(y, u * 8, yr);\n", V);
   if (n->quant) /* the value to quantize: y (exact) or the fp32 value before rounding */
@@ -200,9 +208,9 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
   open_chunks(s, n);
   h3_strbuf_append(s, "        float v[8];\n#pragma unroll\n        for (int k = 0; k < 8; k++) "
                       "v[k] = h3_w(xr[j][k]);\n    ");
-  emit_rms_accum(s, 8, "v");
+  emit_rms_accum(s, 8, "v", !n->exact);
   h3_strbuf_append(s, close_chunks);
-  emit_rms_finish(s, n->block, n->H, n->eps);
+  emit_rms_finish(s, n->block, n->H, n->eps, !n->exact);
   emit_modulate_pass(s, n, true);
 }
 
@@ -227,9 +235,9 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
   } else
     h3_strbuf_append(s, "        h3_ldr8<false>(xs, u * 8, xr);\n");
   h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) v[k] = h3_w(xr[k]);\n    ");
-  emit_rms_accum(s, 8, "v");
+  emit_rms_accum(s, 8, "v", !n->exact);
   h3_strbuf_append(s, close_chunks);
-  emit_rms_finish(s, n->block, n->H, n->eps);
+  emit_rms_finish(s, n->block, n->H, n->eps, !n->exact);
   emit_modulate_pass(s, n, false);
 }
 
@@ -323,8 +331,10 @@ h3_status emit_normmod(emit_ctx *ec) {
   h3_strbuf_append(s, ")\n");
   h3_strbuf off;
   h3_strbuf_init(&off);
-  emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
+  const double offset = h3_op_attr_float(op, "offset", 0.0);
+  emit_literal(&off, H3_F32, offset, false);
   n.off = off.data ? off.data : "0";
+  n.off_zero = (float)offset == 0.0f;
   emit_vector_row(s, &n);
   h3_strbuf_append(s, "  else\n");
   emit_scalar_row(s, &n);

@@ -45,9 +45,13 @@ static void chunk_loop(h3_strbuf *s, int vec, int64_t n, int block, const char *
   else h3_strbuf_printf(s, "    %s %s[1] = {h3_ld(%s, u)};\n", ct, arr, ptr);
 }
 
-void emit_rms_accum(h3_strbuf *s, int vec, const char *arr) {
-  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fadd_rn(ss, "
-                      "__fmul_rn(%s[k], %s[k]));\n", vec, arr, arr);
+void emit_rms_accum(h3_strbuf *s, int vec, const char *arr, bool lean) {
+  if (lean)
+    h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fmaf_rn(%s[k], "
+                        "%s[k], ss);\n", vec, arr, arr);
+  else
+    h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) ss = __fadd_rn(ss, "
+                        "__fmul_rn(%s[k], %s[k]));\n", vec, arr, arr);
 }
 
 /* A block of one warp (block == 32) needs no shared memory: tot = 0 + the warp's sum, the
@@ -56,7 +60,7 @@ void emit_rms_accum(h3_strbuf *s, int vec, const char *arr) {
  * warp (the other half holds another row; emit_norm_rope.c): the butterfly starts at 8.
  * That is the same bits as block == 32 with lanes 16..31 empty, whose first step adds
  * +0.0 to a sum of squares (never -0.0), which changes nothing. */
-void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps) {
+void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps, bool lean) {
   h3_strbuf_printf(s, "#pragma unroll\n  for (int o = %d; o > 0; o >>= 1) "
                       "ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));\n",
                    block == 16 ? 8 : 16);
@@ -71,8 +75,18 @@ void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps) {
   h3_strbuf e;
   h3_strbuf_init(&e);
   emit_literal(&e, H3_F32, eps, false);
-  h3_strbuf_printf(s, "  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, "
-                      "%lld.0f), %s)));\n", (long long)n, e.data ? e.data : "0");
+  if (lean) {
+    h3_strbuf inv;
+    h3_strbuf_init(&inv);
+    emit_literal(&inv, H3_F32, (double)(1.0f / (float)n), false);
+    h3_strbuf_printf(s, "  const float r = __frsqrt_rn(__fmaf_rn(tot, %s, %s));\n",
+                     inv.data ? inv.data : "0", e.data ? e.data : "0");
+    if (inv.oom) s->oom = true;
+    h3_strbuf_free(&inv);
+  } else {
+    h3_strbuf_printf(s, "  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, "
+                        "%lld.0f), %s)));\n", (long long)n, e.data ? e.data : "0");
+  }
   if (e.oom) s->oom = true;
   h3_strbuf_free(&e);
 }
@@ -105,9 +119,9 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   }
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
   chunk_loop(s, vec, n, block, "float", "x", "v");
-  emit_rms_accum(s, vec, "v");
+  emit_rms_accum(s, vec, "v", false);
   h3_strbuf_append(s, "  }\n");
-  emit_rms_finish(s, block, n, h3_op_attr_float(op, "eps", 1e-5));
+  emit_rms_finish(s, block, n, h3_op_attr_float(op, "eps", 1e-5), false);
   h3_strbuf off;
   h3_strbuf_init(&off);
   emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);

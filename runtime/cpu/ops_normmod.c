@@ -7,8 +7,11 @@
  *   exact, modulate "bf16" (U1 + U2): h = bf16((x*r)*w); c = bf16(1 + scale[g]);
  *                                    p = bf16(h*c); y = bf16(p + shift[g])
  *   exact, modulate "f32" (the final layer): h as above; y = bf16((h*(1 + scale[g])) + shift[g])
- *   lossless (Plan A): w_eff[g] = w*(1 + scale[g]) merged in fp32 once per call for all G
- *                      rows; y = bf16(fmaf(x*r, w_eff[g], shift[g])), one rounding.
+ *   lossless (Plan A): w_eff[g] = fmaf(w, scale[g], w) (w = gamma when offset is 0) merged
+ *                      once per call for all G rows; r from the lean sum (ss = fmaf(x, x, ss)
+ *                      in ascending order, r = 1/sqrt(fmaf(ss, fl(1/H), eps)) rounded once,
+ *                      the emitted kernel's formulas, codegen/emit_normmod.c);
+ *                      y = bf16(fmaf(x*r, w_eff[g], shift[g])), one rounding.
  * residual_norm_modulate first writes residual' = bf16(residual + bf16(gate[g]*update))
  * (U3) and then runs the same row function on residual' as norm_modulate does, so Plan B
  * is (U3; Plan A) bit for bit. residual' may share residual's buffer (in place): each
@@ -49,11 +52,24 @@ typedef struct {
 
 static int64_t clamp_row(int64_t g, int64_t n) { return g < 0 ? 0 : g >= n ? n - 1 : g; }
 
+/* The lossless tier's r of a bf16 row: squares summed by fmaf, then the reciprocal square
+ * root of fmaf(ss, fl(1/H), eps) computed in double and rounded once (the kernel's
+ * __frsqrt_rn; equal unless the exact value lies within a few double ulps of a float
+ * rounding boundary). */
+static float lean_rms_inv(const uint16_t *x, int64_t H, float eps) {
+  float ss = 0.0f;
+  for (int64_t k = 0; k < H; k++) {
+    const float v = h3_bf16_to_f32(x[k]);
+    ss = fmaf(v, v, ss);
+  }
+  return (float)(1.0 / sqrt((double)fmaf(ss, 1.0f / (float)H, eps)));
+}
+
 /* Plan A (either tier) on one bf16 row x, table row g, into y; with quantize, the values
  * quantized (y, or the fp32 value before rounding at lossless) go to v[H]. */
 static void norm_row(const nm_job *j, const uint16_t *x, int64_t g, uint16_t *y, float *v_q) {
   const int64_t H = j->H;
-  const float r = h3cpu_rms_inv(x, H3_BF16, 0, H, j->eps);
+  const float r = j->exact ? h3cpu_rms_inv(x, H3_BF16, 0, H, j->eps) : lean_rms_inv(x, H, j->eps);
   const uint16_t *sc = j->scale + g * H, *sh = j->shift + g * H;
   for (int64_t k = 0; k < H; k++) {
     const float v = h3_bf16_to_f32(x[k]), s = h3_bf16_to_f32(sc[k]), b = h3_bf16_to_f32(sh[k]);
@@ -141,8 +157,10 @@ static h3_status job_init(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor 
   const uint16_t *gamma = in[first].data;
   for (int64_t k = 0; k < H; k++) j->w[k] = h3_bf16_to_f32(gamma[k]) + off;
   for (int64_t g = 0; j->weff && g < G; g++) /* Plan A's merge: once for every table row */
-    for (int64_t k = 0; k < H; k++)
-      j->weff[g * H + k] = j->w[k] * (1.0f + h3_bf16_to_f32(j->scale[g * H + k]));
+    for (int64_t k = 0; k < H; k++) {
+      const float w = off == 0.0f ? h3_bf16_to_f32(gamma[k]) : j->w[k]; /* the kernel's w */
+      j->weff[g * H + k] = fmaf(w, h3_bf16_to_f32(j->scale[g * H + k]), w);
+    }
   return H3_OK;
 }
 

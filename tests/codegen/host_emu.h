@@ -74,6 +74,9 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+/* 1/sqrt(a) rounded once to float from double: correctly rounded unless the exact value
+   lies within a few double ulps of a float rounding boundary (about 2^-27 of inputs) */
+inline float __frsqrt_rn(float a) { return (float)(1.0 / std::sqrt((double)a)); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
