@@ -1219,7 +1219,7 @@ __global__ void __launch_bounds__(BLK, MINB) nm_v25(const h3_bf16 *__restrict__ 
 // (one rounding of gamma (1 + scale), as lossless may; gamma and scale[g] as bf16, three 16-byte
 // loads per chunk as v0). TPB threads per row (224: 7 warps, 3 chunks each, 256: v0's layout),
 // XF: x kept in fp32 from the sum of squares to the modulate (more registers, fewer conversions).
-template <int TPB, int MINB, bool XF>
+template <int TPB, int MINB, bool XF, bool CR = false, bool PK = true>
 __global__ void __launch_bounds__(TPB, MINB) nm_v26(const h3_bf16 *__restrict__ in0, const h3_bf16 *__restrict__ in1,
                                                     const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3,
                                                     const int *__restrict__ in4, h3_bf16 *__restrict__ out0) {
@@ -1250,7 +1250,7 @@ __global__ void __launch_bounds__(TPB, MINB) nm_v26(const h3_bf16 *__restrict__ 
   float tot = 0.0f;
 #pragma unroll
   for (int w = 0; w < NW; w++) tot = __fadd_rn(tot, part[w]);
-  const float r = rsqrtf(__fmaf_rn(tot, 1.0f / 5376.0f, 0x1.4f8b58p-17f));
+  const float r = CR ? __frsqrt_rn(__fmaf_rn(tot, 1.0f / 5376.0f, 0x1.4f8b58p-17f)) : rsqrtf(__fmaf_rn(tot, 1.0f / 5376.0f, 0x1.4f8b58p-17f));
   const int g = (int)h3_clampi(h3_ld(in4, (long long)row), 6ll);
   const h3_bf16 *sg = in2 + (size_t)g * HH, *hg = in3 + (size_t)g * HH;
 #pragma unroll
@@ -1263,8 +1263,10 @@ __global__ void __launch_bounds__(TPB, MINB) nm_v26(const h3_bf16 *__restrict__ 
     for (int q = 0; q < 4; q++) {
       const float wl = bf_lo(wv[q]), wh = bf_hi(wv[q]);
       const float xl = XF ? xf[XF ? j : 0][2 * q] : bf_lo(q4[q]), xh = XF ? xf[XF ? j : 0][2 * q + 1] : bf_hi(q4[q]);
-      o[q] = bf_pack(__fmaf_rn(__fmul_rn(xl, r), __fmaf_rn(wl, bf_lo(sv[q]), wl), bf_lo(hv[q])),
-                     __fmaf_rn(__fmul_rn(xh, r), __fmaf_rn(wh, bf_hi(sv[q]), wh), bf_hi(hv[q])));
+      const float yl = __fmaf_rn(__fmul_rn(xl, r), __fmaf_rn(wl, bf_lo(sv[q]), wl), bf_lo(hv[q]));
+      const float yh = __fmaf_rn(__fmul_rn(xh, r), __fmaf_rn(wh, bf_hi(sv[q]), wh), bf_hi(hv[q]));
+      if (PK) o[q] = bf_pack(yl, yh);
+      else o[q] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(yl)) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(yh)) << 16);
     }
     reinterpret_cast<uint4 *>(out0 + row * HH)[u] = make_uint4(o[0], o[1], o[2], o[3]);
   } }
@@ -1335,6 +1337,10 @@ int main(int argc, char **) {
       k24a<<<sms * 3, BLK, 4 * UNITS * 16>>>(x, gam, sc, sh, idx, y);
       k24b<<<sms * 3, BLK, 4 * UNITS * 16>>>(x, gam, sc, sh, idx, y);
       nm_weff<<<(6 * HH + 255) / 256, 256>>>(gam, sc, wtp, 6);
+      nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y);
+      nm_v26<256, 1, false><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y);
+      nm_v26<256, 1, false, true, true><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y);
+      nm_v26<256, 1, false, true, false><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y);
       nm_v25<false, 6><<<T_ROWS, BLK>>>(x, wtp, sh, idx, y);
       nm_v25<true, 6><<<T_ROWS, BLK>>>(x, wtp, sh, idx, y);
     }
@@ -1400,8 +1406,9 @@ int main(int argc, char **) {
   V25(false, 6) V25(true, 1) V25(true, 6)
 #define V26(TPB, MB, XF) timeit("v26 w_eff in kernel by fma, TPB=" #TPB " MINB=" #MB " XF=" #XF, [&] { \
     nm_v26<TPB, MB, XF><<<T_ROWS, TPB>>>(x, gam, sc, sh, idx, y); }); check_close("v26");
-  V26(256, 1, false) V26(256, 5, false) V26(256, 6, false) V26(224, 1, false) V26(224, 6, false) V26(224, 7, false)
-  V26(256, 1, true) V26(256, 5, true) V26(224, 5, true)
+  V26(256, 1, false)
+#define V26B(CR, PK) timeit("v26 TPB=256 CR=" #CR " PK=" #PK, [&] { nm_v26<256, 1, false, CR, PK><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); check_close("v26");
+  V26B(true, true) V26B(false, false) V26B(true, false)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });

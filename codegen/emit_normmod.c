@@ -86,17 +86,15 @@ static void open_chunks(h3_strbuf *s, const nm_shape *n) {
 }
 static const char close_chunks[] = "      }\n    }\n";
 
-/* Widens x (element `xe` of k), gamma, scale and shift (wr, sr, hr), modulates and
- * stores y's chunk u with access path V. */
-static void emit_widen_modulate_store(h3_strbuf *s, const nm_shape *n, const char *xe,
+/* Widens x (the 16-byte aligned bf16 array `xa`), gamma, scale and shift (wr, sr, hr) a pair
+ * per word (h3_wbf8), modulates and stores y's chunk u with access path V. */
+static void emit_widen_modulate_store(h3_strbuf *s, const nm_shape *n, const char *xa,
                                       const char *V) {
-  h3_strbuf_printf(s, "        float v[8], w[8], sc[8], sh[8], o[8];\n#pragma unroll\n"
-                      "        for (int k = 0; k < 8; k++) {\n"
-                      "          v[k] = h3_w(%s);\n          w[k] = h3_w(wr[k]);\n"
-                      "          sc[k] = h3_w(sr[k]);\n          sh[k] = h3_w(hr[k]);\n        }\n",
-                   xe);
+  h3_strbuf_printf(s, "        float v[8], w[8], sc[8], sh[8], o[8];\n"
+                      "        h3_wbf8(%s, v);\n        h3_wbf8(wr, w);\n"
+                      "        h3_wbf8(sr, sc);\n        h3_wbf8(hr, sh);\n", xa);
   emit_modulate(s, n->exact, n->mod_f32, n->off, n->off_zero);
-  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) h3_put(yr[k], o[k]);\n");
+  h3_strbuf_append(s, "        h3_pbf8(o, yr);\n");
   if (n->store_y) h3_strbuf_printf(s, "        h3_str8<%s>(y, u * 8, yr);\n", V);
   if (n->quant) /* the value to quantize: y (exact) or the fp32 value before rounding */
     h3_strbuf_printf(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) {\n"
@@ -169,7 +167,7 @@ static void emit_modulate_pass(h3_strbuf *s, const nm_shape *n, bool vec) {
   if (!vec) h3_strbuf_append(s, "        h3_ldr8<false>(xs, u * 8, xr);\n");
   h3_strbuf_printf(s, "        h3_ldr8<%s>(in%d, u * 8, wr);\n        h3_ldr8<%s>(scr, u * 8, sr);\n"
                       "        h3_ldr8<%s>(shr, u * 8, hr);\n", V, n->first, V, V);
-  emit_widen_modulate_store(s, n, vec ? "xr[j][k]" : "xr[k]", V);
+  emit_widen_modulate_store(s, n, vec ? "xr[j]" : "xr", V);
   h3_strbuf_append(s, close_chunks);
   emit_quant_tail(s, n, V);
   h3_strbuf_append(s, "  }\n");
@@ -206,8 +204,7 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
   /* the sum of squares over the chunks in rms_norm's order */
   h3_strbuf_append(s, "    float ss = 0.0f;\n");
   open_chunks(s, n);
-  h3_strbuf_append(s, "        float v[8];\n#pragma unroll\n        for (int k = 0; k < 8; k++) "
-                      "v[k] = h3_w(xr[j][k]);\n    ");
+  h3_strbuf_append(s, "        float v[8];\n        h3_wbf8(xr[j], v);\n    ");
   emit_rms_accum(s, 8, "v", !n->exact);
   h3_strbuf_append(s, close_chunks);
   emit_rms_finish(s, n->block, n->H, n->eps, !n->exact);
@@ -234,7 +231,7 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
     h3_strbuf_append(s, "        h3_str8<false>(xs, u * 8, xr);\n");
   } else
     h3_strbuf_append(s, "        h3_ldr8<false>(xs, u * 8, xr);\n");
-  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) v[k] = h3_w(xr[k]);\n    ");
+  h3_strbuf_append(s, "        h3_wbf8(xr, v);\n    ");
   emit_rms_accum(s, 8, "v", !n->exact);
   h3_strbuf_append(s, close_chunks);
   emit_rms_finish(s, n->block, n->H, n->eps, !n->exact);
