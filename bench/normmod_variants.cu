@@ -1407,8 +1407,6 @@ int main(int argc, char **) {
 #define V26(TPB, MB, XF) timeit("v26 w_eff in kernel by fma, TPB=" #TPB " MINB=" #MB " XF=" #XF, [&] { \
     nm_v26<TPB, MB, XF><<<T_ROWS, TPB>>>(x, gam, sc, sh, idx, y); }); check_close("v26");
   V26(256, 1, false)
-#define V26B(CR, PK) timeit("v26 TPB=256 CR=" #CR " PK=" #PK, [&] { nm_v26<256, 1, false, CR, PK><<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); check_close("v26");
-  V26B(true, true) V26B(false, false) V26B(true, false)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true)
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });

@@ -252,6 +252,64 @@ static void signature_b(emit_ctx *ec, int n_in, const h3_type *in, int n_out, co
   h3_strbuf_append(s, ") {\n");
 }
 
+/* The kernel's signature, or (elem) the same parameters as `static __device__ __noinline__
+ * void @K@_elem(...)`: the element-by-element row kept out of the kernel's own code, so that
+ * the vector row is scheduled as if it were alone (its 16-byte loads issue first; with both
+ * rows inline they waited behind the alignment branch: 178.6 against 170.5 us at
+ * [32768, 5376] on the H200, docs/perf-memory-kernels.md). */
+static void emit_head(emit_ctx *ec, const nm_shape *n, int n_in, const h3_type *in, int n_out,
+                      const h3_type *out, bool elem) {
+  h3_strbuf *s = &ec->src;
+  const size_t at = s->len;
+  if (n->plan_b)
+    signature_b(ec, n_in, in, n_out, out, n->block);
+  else
+    emit_signature(ec, n_in, in, n_out, out, NULL, n->block, true);
+  if (!elem || s->oom) return;
+  const char *params = strstr(s->data + at, "@K@(");
+  if (!params) {
+    s->oom = true;
+    return;
+  }
+  h3_strbuf rest;
+  h3_strbuf_init(&rest);
+  h3_strbuf_append(&rest, params + 4);
+  s->len = at;
+  s->data[at] = 0;
+  h3_strbuf_append(s, "static __device__ __noinline__ void @K@_elem(");
+  h3_strbuf_append(s, rest.data ? rest.data : "");
+  if (rest.oom) s->oom = true;
+  h3_strbuf_free(&rest);
+}
+
+/* The row's shared arrays, guard and pointers (the kernel and @K@_elem each declare them). */
+static void emit_row_prologue(h3_strbuf *s, const nm_shape *n, int64_t T, int64_t G) {
+  const int first = n->first, yout = n->plan_b ? 1 : 0;
+  const long long H = (long long)n->H;
+  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", n->block / 32);
+  if (n->quant && n->block > 32) h3_strbuf_printf(s, "  __shared__ float qpart[%d];\n", n->block / 32);
+  h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n"
+                      "  const int tid = threadIdx.x;\n", (long long)T);
+  h3_strbuf_printf(s, "  const long long g = h3_clampi(h3_ld(in%d, row), %lldll);\n", first + 3,
+                   (long long)G);
+  h3_strbuf_printf(s, "  const h3_bf16 *scr = in%d + g * %lldll, *shr = in%d + g * %lldll;\n",
+                   first + 1, H, first + 2, H);
+  h3_strbuf_printf(s, "  h3_bf16 *y = out%d + row * %lldll;\n", yout, H);
+  if (n->quant)
+    h3_strbuf_printf(s, "  signed char *qo = out%d + row * %lldll;\n  float *so = out%d;\n",
+                     yout + 1, H, yout + 2);
+  if (n->plan_b) {
+    h3_strbuf_printf(s, "  const long long gq = h3_clampi(h3_ld(in%d, row), %lldll);\n",
+                     first + 3, (long long)n->gate_rows);
+    h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll, *gate = in2 + gq * %lldll;\n"
+                        "  const %s *upd = in1 + row * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
+                     H, H, n->acc ? "int" : "h3_bf16", H, H);
+    if (n->acc) h3_strbuf_append(s, "  const float sxv = h3_ld(in7, row);\n");
+  } else {
+    h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + row * %lldll;\n", H);
+  }
+}
+
 h3_status emit_normmod(emit_ctx *ec) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
@@ -291,50 +349,31 @@ h3_status emit_normmod(emit_ctx *ec) {
   h3_type in_t[9], out_t[4];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
-  if (plan_b)
-    signature_b(ec, n_in, in_t, n_out, out_t, n.block);
-  else
-    emit_signature(ec, n_in, in_t, n_out, out_t, NULL, n.block, true);
-
-  h3_strbuf_printf(s, "  __shared__ float part[%d];\n", n.block / 32);
-  if (quant && n.block > 32) h3_strbuf_printf(s, "  __shared__ float qpart[%d];\n", n.block / 32);
-  h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n"
-                      "  const int tid = threadIdx.x;\n", (long long)T);
-  h3_strbuf_printf(s, "  const long long g = h3_clampi(h3_ld(in%d, row), %lldll);\n", first + 3,
-                   (long long)G);
-  h3_strbuf_printf(s, "  const h3_bf16 *scr = in%d + g * %lldll, *shr = in%d + g * %lldll;\n",
-                   first + 1, (long long)H, first + 2, (long long)H);
-  h3_strbuf_printf(s, "  h3_bf16 *y = out%d + row * %lldll;\n", yout, (long long)H);
-  if (quant)
-    h3_strbuf_printf(s, "  signed char *qo = out%d + row * %lldll;\n  float *so = out%d;\n",
-                     yout + 1, (long long)H, yout + 2);
-  if (plan_b) {
-    h3_strbuf_printf(s, "  const long long gq = h3_clampi(h3_ld(in%d, row), %lldll);\n",
-                     first + 3, (long long)n.gate_rows);
-    h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll, *gate = in2 + gq * %lldll;\n"
-                        "  const %s *upd = in1 + row * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
-                     (long long)H, (long long)H, acc ? "int" : "h3_bf16", (long long)H, (long long)H);
-    if (acc) h3_strbuf_append(s, "  const float sxv = h3_ld(in7, row);\n");
-  } else {
-    h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + row * %lldll;\n", (long long)H);
-  }
-  /* one alignment test per block: every row offset (row * H, g * H elements) is a
-     multiple of 16 bytes */
-  h3_strbuf_append(s, "  if (h3_al8(in0) && h3_al8(out0)");
-  for (int i = 1; i <= first + 2; i++) h3_strbuf_printf(s, " && h3_al8(in%d)", i);
-  if (acc) h3_strbuf_append(s, " && h3_al8(in8)");
-  if (plan_b) h3_strbuf_append(s, " && h3_al8(out1)");
-  if (quant) h3_strbuf_printf(s, " && h3_al8(out%d)", yout + 1); /* 8-byte code stores */
-  h3_strbuf_append(s, ")\n");
   h3_strbuf off;
   h3_strbuf_init(&off);
   const double offset = h3_op_attr_float(op, "offset", 0.0);
   emit_literal(&off, H3_F32, offset, false);
   n.off = off.data ? off.data : "0";
   n.off_zero = (float)offset == 0.0f;
-  emit_vector_row(s, &n);
-  h3_strbuf_append(s, "  else\n");
+  /* the element-by-element row, out of line: @K@_elem */
+  emit_head(ec, &n, n_in, in_t, n_out, out_t, true);
+  emit_row_prologue(s, &n, T, G);
   emit_scalar_row(s, &n);
+  h3_strbuf_append(s, "}\n\n");
+  /* the kernel: one alignment test (every row offset, row * H and g * H elements, is then
+     a multiple of 16 bytes), the call when it fails, else the vector row */
+  emit_head(ec, &n, n_in, in_t, n_out, out_t, false);
+  h3_strbuf_append(s, "  if (!(h3_al8(in0) && h3_al8(out0)");
+  for (int i = 1; i <= first + 2; i++) h3_strbuf_printf(s, " && h3_al8(in%d)", i);
+  if (acc) h3_strbuf_append(s, " && h3_al8(in8)");
+  if (plan_b) h3_strbuf_append(s, " && h3_al8(out1)");
+  if (quant) h3_strbuf_printf(s, " && h3_al8(out%d)", yout + 1); /* 8-byte code stores */
+  h3_strbuf_append(s, ")) {\n    @K@_elem(");
+  for (int i = 0; i < n_in; i++) h3_strbuf_printf(s, "%sin%d", i ? ", " : "", i);
+  for (int i = 0; i < n_out; i++) h3_strbuf_printf(s, ", out%d", i);
+  h3_strbuf_append(s, ");\n    return;\n  }\n");
+  emit_row_prologue(s, &n, T, G);
+  emit_vector_row(s, &n);
   h3_strbuf_append(s, "}\n");
   bool oom = off.oom;
   h3_strbuf_free(&off);

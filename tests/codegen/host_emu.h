@@ -31,6 +31,7 @@ extern "C" {
 #define __host__
 #define __global__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(n)
 #define __align__(n) alignas(n)
 #define __shared__ static
