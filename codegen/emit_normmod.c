@@ -139,14 +139,17 @@ static void emit_quant_tail(h3_strbuf *s, const nm_shape *n, const char *V) {
 /* Plan B's U3 on element k of chunk arrays x (bf16, updated in place), u (the update:
  * bf16, or i32 accumulators dequantized with s_x = sxv and s_w = w8[k]) and g (gate). */
 static void emit_u3(h3_strbuf *s, const nm_shape *n, const char *x, const char *u, const char *g) {
-  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) {\n");
+  /* bf16 operands widened a pair per word (h3_wbf8), the result packed back (h3_pbf8) */
+  h3_strbuf_printf(s, "        float xw[8], gw[8], uw[8];\n        h3_wbf8(%s, xw);\n"
+                      "        h3_wbf8(%s, gw);\n", x, g);
   if (n->acc)
-    h3_strbuf_printf(s, "          const float uv = h3_rbf16(__fmul_rn(__fmul_rn((float)%s[k], sxv), "
-                        "w8[k]));\n", u);
+    h3_strbuf_printf(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) "
+                        "uw[k] = h3_rbf16(__fmul_rn(__fmul_rn((float)%s[k], sxv), w8[k]));\n", u);
   else
-    h3_strbuf_printf(s, "          const float uv = h3_w(%s[k]);\n", u);
-  h3_strbuf_printf(s, "          h3_put(%s[k], __fadd_rn(h3_w(%s[k]), h3_rbf16(__fmul_rn(h3_w(%s[k]), "
-                      "uv))));\n        }\n", x, x, g);
+    h3_strbuf_printf(s, "        h3_wbf8(%s, uw);\n", u);
+  h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) "
+                      "xw[k] = __fadd_rn(xw[k], h3_rbf16(__fmul_rn(gw[k], uw[k])));\n");
+  h3_strbuf_printf(s, "        h3_pbf8(xw, %s);\n", x);
 }
 
 /* The update's chunk u into array `dst` (declared by the caller) with access path V; the
