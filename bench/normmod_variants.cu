@@ -1409,6 +1409,19 @@ int main(int argc, char **) {
   V26(256, 1, false)
 #define V11(R, MB, U) timeit("v11 bulk, x from smem R=" #R " MINB=" #MB " UNROLL=" #U, [&] { nm_v11<R, MB, U><<<(T_ROWS + R - 1) / R, 256>>>(x, gam, sc, sh, idx, y); }); check("v11");
   V11(2, 1, true)
+  {  // Plan B (the plan's residual_norm_modulate, residual' out of place) against a copy of its bytes
+    h3_bf16 *upd, *r2, *big_s, *big_d;
+    CK(cudaMalloc(&upd, n * 2)); CK(cudaMalloc(&r2, n * 2));
+    CK(cudaMalloc(&big_s, n * 4)); CK(cudaMalloc(&big_d, n * 4));
+    CK(cudaMemcpy(upd, x, n * 2, cudaMemcpyDeviceToDevice));
+    timeit("copy of 2x (Plan B's bytes)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
+    timeit("b0 Plan B (plan kernel)", [&] { nm_planb_kernel<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
+    timeit("b0 Plan B, launch_bounds(256, 6)", [&] { nm_planb_kernel_lb6<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
+    timeit("b1 Plan B, gate loaded in the U3 loop", [&] { nm_planb_kernel_b1<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
+    timeit("b1 Plan B, launch_bounds(256, 6)", [&] { nm_planb_kernel_b1_lb6<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
+    timeit("copy of 2x (again)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
+    CK(cudaFree(upd)); CK(cudaFree(r2)); CK(cudaFree(big_s)); CK(cudaFree(big_d));
+  }
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
   timeit("copy kernel 1 row/block", [&] { copyk<false><<<T_ROWS, 256>>>(x, y); });
   const long long n16 = (long long)n / 8;

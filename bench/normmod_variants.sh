@@ -9,7 +9,8 @@ B=${1:-build-nm}
 H3C=${H3C:-build/h3c}
 mkdir -p "$B"
 "$H3C" compile models/minimax_h3.g --config full --set layers=1 --no-kernels -o "$B/l1.plan"
-# the prelude and the norm_modulate kernel, at T = 32768 rows (the plan has 32704)
+# the prelude and the norm_modulate / residual_norm_modulate kernels, at T = 32768 rows (the plan
+# has 32704)
 python3 - "$B" <<'PY'
 import sys, yaml
 b = sys.argv[1]
@@ -22,6 +23,19 @@ bounds = "__launch_bounds__(%d)" % k["block"][0]
 assert bounds in body
 for n in (6, 7, 8):  # the same kernel with a blocks-per-SM bound (a register cap)
     src += "\n" + body.replace(k["name"], "nm_plan_kernel_lb%d" % n).replace(bounds, bounds[:-1] + ", %d)" % n)
+# Plan B (residual_norm_modulate) as b0, and with a blocks-per-SM bound of 6
+kb = next(k for k in plan["kernels"] if k["op"] == "residual_norm_modulate")
+bb = kb["source"].replace("32704", "32768")
+src += "\n" + bb.replace(kb["name"], "nm_planb_kernel")
+src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_lb6").replace(bounds, bounds[:-1] + ", 6)")
+# b1: the gate's chunk loaded in the U3 loop (from L1), not with the DRAM loads of residual and
+# update (12 fewer registers live while those are in flight); b1_lb6: b1 at 6 blocks per SM
+ld_gate = "        h3_ldr8<true>(gate, u * 8, gr[j]);\n"
+u3_head = "        float xw[8], gw[8], uw[8];\n        h3_wbf8(xr[j], xw);\n"
+assert bb.count(ld_gate) == 1 and bb.count(u3_head) == 1
+b1 = bb.replace(ld_gate, "").replace(u3_head, ld_gate + u3_head)
+src += "\n" + b1.replace(kb["name"], "nm_planb_kernel_b1")
+src += "\n" + b1.replace(kb["name"], "nm_planb_kernel_b1_lb6").replace(bounds, bounds[:-1] + ", 6)")
 open(f"{b}/nm_v0.cuh", "w").write(src)
 PY
 /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \
