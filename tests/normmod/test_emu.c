@@ -9,6 +9,8 @@
  *     the Plan A kernel of the same tier run on U3, bitwise; also with out0 == in0;
  *   - the element-by-element path (x / residual 2 bytes off 16-byte alignment) gives the
  *     vector path's bits, in place too;
+ *   - on grid rows (sums of squares exact in any order) Plan A and Plan B of both tiers ==
+ *     the CPU backend bitwise (the CPU follows each tier's formulas);
  *   - lossless: passes the admission rule against exact (fp64 reference), and agrees with
  *     the CPU backend's lossless op within 1 bf16 ulp (the GPU sums x^2 in a tree, the CPU
  *     in ascending order; near-cancelling outputs within 2^-16 of their row's largest);
@@ -163,6 +165,37 @@ static void test_graph(const h3_graph *g, uint64_t seed) {
   nm_inputs_free(&in);
 }
 
+/* On grid rows (nm_inputs_grid: every sum of squares exact in any order) the emitted kernels
+ * equal the CPU backend's ops bitwise in both tiers, Plan A and Plan B (both results): the
+ * CPU follows each tier's formulas, not just their accuracy. (Checked by mutation: the CPU's
+ * lossless r in rms_norm's form fails here; w_eff = w*(1 + s) instead of fma(w, s, w)
+ * changes no y of these inputs, so only the other tests' tolerances bound it.) */
+static void test_grid(const h3_graph *g) {
+  const h3_type *xt = &g->inputs[0]->type;
+  const int64_t T = xt->dims[0], H = xt->dims[1], G = g->inputs[3]->type.dims[0], n = T * H;
+  nm_inputs in;
+  CHECK(nm_inputs_make(&in, T, H, G, 0.25, 5), "out of memory");
+  nm_inputs_grid(&in);
+  const char *names[4] = {"ae", "al", "be0", "bl0"};
+  for (int k = 0; k < 4; k++) {
+    h3_op *op = case_op(g, names[k]);
+    const bool b = k >= 2;
+    void *a_in[5] = {in.x, in.gamma, in.scale, in.shift, in.idx};
+    void *b_in[7] = {in.x, in.update, in.gate, in.gamma, in.scale, in.shift, in.idx};
+    void *emu[2] = {malloc((size_t)n * 2), malloc((size_t)n * 2)}, *cpu[4] = {NULL};
+    CHECK(emu[0] && emu[1] && case_cpu_results(op, b ? b_in : a_in, cpu, 1), "cpu %s", names[k]);
+    if (emu[0] && emu[1] && cpu[0]) {
+      emu_run_op(op, b ? b_in : a_in, emu);
+      for (int r = 0; r < (b ? 2 : 1); r++)
+        CHECK(memcmp(emu[r], cpu[r], (size_t)n * 2) == 0, "grid rows: %s result %d != the CPU's "
+              "(%lld ulps)", names[k], r, (long long)max_ulps(emu[r], cpu[r], n));
+    }
+    for (int r = 0; r < 2; r++) free(emu[r]);
+    for (int r = 0; r < 4; r++) free(cpu[r]);
+  }
+  nm_inputs_free(&in);
+}
+
 int main(void) {
   const char *path = H3_SOURCE_DIR "/tests/normmod/kernels/emu_ops.ir";
   h3_module *m = emu_load(path);
@@ -171,7 +204,7 @@ int main(void) {
   CHECK(emu_kernels.n == emu_count(), "%d kernel ops, %d emitted", emu_kernels.n, emu_count());
   buf = calloc((size_t)m->next_value_id + 1, sizeof *buf);
   for (int i = 0; buf && emu_kernels.n == emu_count() && i < m->n_graphs; i++)
-    test_graph(m->graphs[i], 11 + (uint64_t)i);
+    test_graph(m->graphs[i], 11 + (uint64_t)i), test_grid(m->graphs[i]);
   free(buf);
   emu_unload(m);
   return nm_report("normmod_emu");
