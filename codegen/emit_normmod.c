@@ -22,9 +22,12 @@
  * same bits with or without -fmad=false.
  * Memory (docs/perf-memory-kernels.md): when every base pointer is 16-byte aligned (one
  * test per block; rows are then aligned too), each thread issues all of its 16-byte DRAM
- * loads before any arithmetic and keeps x as bf16 in registers until the modulate;
- * otherwise an element-by-element path does the same arithmetic in the same order and
- * reads x again instead of holding it (few registers: the occupancy is the vector path's).
+ * loads before any arithmetic and keeps x as bf16 in registers until the modulate, widening
+ * and packing bf16 pairs a 32-bit word at a time (h3_wbf8 / h3_pbf8);
+ * otherwise the kernel calls @K@_elem, a __noinline__ device function with the same
+ * parameters, whose element-by-element row does the same arithmetic in the same order and
+ * reads x again instead of holding it (kept out of line so that it costs the vector row
+ * nothing: inline, the vector row's loads waited behind the branch).
  * quantize = 1 (passes/int8_fuse_quant.c; results q i8[T, H], s f32[T] after y): each
  * thread also keeps the values it quantizes, v = the rounded y (exact: bf16, so the codes
  * are quantize_rows(y)'s) or the fp32 value before rounding (lossless), and its running
