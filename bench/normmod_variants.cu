@@ -1417,8 +1417,6 @@ int main(int argc, char **) {
     timeit("copy of 2x (Plan B's bytes)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
     timeit("b0 Plan B (plan kernel)", [&] { nm_planb_kernel<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
     timeit("b0 Plan B, launch_bounds(256, 6)", [&] { nm_planb_kernel_lb6<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
-    timeit("b1 Plan B, gate loaded in the U3 loop", [&] { nm_planb_kernel_b1<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
-    timeit("b1 Plan B, launch_bounds(256, 6)", [&] { nm_planb_kernel_b1_lb6<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
     timeit("copy of 2x (again)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
     CK(cudaFree(upd)); CK(cudaFree(r2)); CK(cudaFree(big_s)); CK(cudaFree(big_d));
   }

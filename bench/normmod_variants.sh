@@ -28,14 +28,6 @@ kb = next(k for k in plan["kernels"] if k["op"] == "residual_norm_modulate")
 bb = kb["source"].replace("32704", "32768")
 src += "\n" + bb.replace(kb["name"], "nm_planb_kernel")
 src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_lb6").replace(bounds, bounds[:-1] + ", 6)")
-# b1: the gate's chunk loaded in the U3 loop (from L1), not with the DRAM loads of residual and
-# update (12 fewer registers live while those are in flight); b1_lb6: b1 at 6 blocks per SM
-ld_gate = "        h3_ldr8<true>(gate, u * 8, gr[j]);\n"
-u3_head = "        float xw[8], gw[8], uw[8];\n        h3_wbf8(xr[j], xw);\n"
-assert bb.count(ld_gate) == 1 and bb.count(u3_head) == 1
-b1 = bb.replace(ld_gate, "").replace(u3_head, ld_gate + u3_head)
-src += "\n" + b1.replace(kb["name"], "nm_planb_kernel_b1")
-src += "\n" + b1.replace(kb["name"], "nm_planb_kernel_b1_lb6").replace(bounds, bounds[:-1] + ", 6)")
 open(f"{b}/nm_v0.cuh", "w").write(src)
 PY
 /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \

@@ -185,25 +185,26 @@ static void emit_modulate_pass(h3_strbuf *s, const nm_shape *n, bool vec) {
 static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
   const long long C = (long long)n->chunks;
   h3_strbuf_printf(s, "  {\n    __align__(16) h3_bf16 xr[%lld][8]", C);
-  if (n->plan_b) h3_strbuf_printf(s, ", gr[%lld][8]", C);
   if (n->plan_b) h3_strbuf_printf(s, ";\n    __align__(16) %s ur[%lld][8]", n->acc ? "int" : "h3_bf16", C);
   h3_strbuf_append(s, ";\n");
   emit_quant_decl(s, n);
   open_chunks(s, n);
   if (n->plan_b)
     h3_strbuf_append(s, "        h3_ldr8<true>(res, u * 8, xr[j]);\n"
-                        "        h3_ldr8<true>(upd, u * 8, ur[j]);\n"
-                        "        h3_ldr8<true>(gate, u * 8, gr[j]);\n");
+                        "        h3_ldr8<true>(upd, u * 8, ur[j]);\n");
   else
     h3_strbuf_append(s, "        h3_ldr8<true>(x, u * 8, xr[j]);\n");
   h3_strbuf_append(s, close_chunks);
   if (n->plan_b) {
     /* U3 in registers, then the stores of residual' (which may overwrite the residual:
-       every load came first) */
+       every load of it came first). The gate's chunk (a table row: L1 / L2) is loaded here,
+       not with the DRAM loads above: its address needs idx[row], and with it there the
+       residual's loads waited for that load's latency (and 12 more registers stayed live) */
     open_chunks(s, n);
+    h3_strbuf_append(s, "        __align__(16) h3_bf16 gr[8];\n        h3_ldr8<true>(gate, u * 8, gr);\n");
     if (n->acc) /* s_w's columns (L2-resident: one [H] row for every row of the GEMM) */
       h3_strbuf_append(s, "        __align__(16) float w8[8];\n        h3_ldr8<true>(in8, u * 8, w8);\n");
-    emit_u3(s, n, "xr[j]", "ur[j]", "gr[j]");
+    emit_u3(s, n, "xr[j]", "ur[j]", "gr");
     h3_strbuf_append(s, "        h3_str8<true>(xo, u * 8, xr[j]);\n");
     h3_strbuf_append(s, close_chunks);
   }
