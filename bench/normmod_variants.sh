@@ -28,6 +28,11 @@ kb = next(k for k in plan["kernels"] if k["op"] == "residual_norm_modulate")
 bb = kb["source"].replace("32704", "32768")
 src += "\n" + bb.replace(kb["name"], "nm_planb_kernel")
 src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_lb6").replace(bounds, bounds[:-1] + ", 6)")
+# a1 / b1: Plan A / Plan B with r by the approximate rsqrtf (no slow-path branch after the
+# barrier, so the table loads may issue before r): what the correctly rounded __frsqrt_rn costs
+assert body.count("__frsqrt_rn(") == 2 and bb.count("__frsqrt_rn(") == 2
+src += "\n" + body.replace(k["name"], "nm_plan_kernel_a1").replace("__frsqrt_rn(", "rsqrtf(")
+src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_b1").replace("__frsqrt_rn(", "rsqrtf(")
 open(f"{b}/nm_v0.cuh", "w").write(src)
 PY
 /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \
