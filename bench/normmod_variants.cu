@@ -1418,10 +1418,12 @@ int main(int argc, char **) {
     timeit("b0 Plan B (plan kernel)", [&] { nm_planb_kernel<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
     timeit("b0 Plan B, launch_bounds(256, 6)", [&] { nm_planb_kernel_lb6<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
     timeit("b1 Plan B, r by rsqrtf", [&] { nm_planb_kernel_b1<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
+    timeit("b2 Plan B, chunk-0 tables before r", [&] { nm_planb_kernel_b2<<<T_ROWS, 256>>>(x, upd, sc, gam, sc, sh, idx, r2, y); });
     timeit("copy of 2x (again)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
     CK(cudaFree(upd)); CK(cudaFree(r2)); CK(cudaFree(big_s)); CK(cudaFree(big_d));
   }
   timeit("a1 Plan A, r by rsqrtf", [&] { nm_plan_kernel_a1<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); check_close("a1");
+  timeit("a2 Plan A, chunk-0 tables before r", [&] { nm_plan_kernel_a2<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); }); check("a2");
   timeit("v0 (current, 1 row/block) again", [&] { nm_plan_kernel<<<T_ROWS, 256>>>(x, gam, sc, sh, idx, y); });
   timeit("copy kernel 1 row/block", [&] { copyk<false><<<T_ROWS, 256>>>(x, y); });
   const long long n16 = (long long)n / 8;

@@ -33,6 +33,25 @@ src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_lb6").replace(bounds, boun
 assert body.count("__frsqrt_rn(") == 2 and bb.count("__frsqrt_rn(") == 2
 src += "\n" + body.replace(k["name"], "nm_plan_kernel_a1").replace("__frsqrt_rn(", "rsqrtf(")
 src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_b1").replace("__frsqrt_rn(", "rsqrtf(")
+# a2 / b2: the chunk-0 table loads (gamma, scale[g], shift[g]) issued right after the
+# reduction's barrier, before r (12 registers held across r's computation), so they are not
+# stuck behind r's instructions
+def early_tables(text, gname, name):
+    at = text.rindex("  __syncthreads();\n") + len("  __syncthreads();\n")
+    pre = ("  __align__(16) h3_bf16 wr0[8], sr0[8], hr0[8];\n"
+           "  if (tid < 672) { h3_ldr8<true>(%s, tid * 8, wr0); h3_ldr8<true>(scr, tid * 8, sr0);"
+           " h3_ldr8<true>(shr, tid * 8, hr0); }\n" % gname)
+    text = text[:at] + pre + text[at:]
+    loads = ("        h3_ldr8<true>(%s, u * 8, wr);\n        h3_ldr8<true>(scr, u * 8, sr);\n"
+             "        h3_ldr8<true>(shr, u * 8, hr);\n" % gname)
+    at2 = text.rindex(loads)
+    repl = ("        if (j == 0) { *reinterpret_cast<uint4 *>(wr) = *reinterpret_cast<const uint4 *>(wr0);"
+            " *reinterpret_cast<uint4 *>(sr) = *reinterpret_cast<const uint4 *>(sr0);"
+            " *reinterpret_cast<uint4 *>(hr) = *reinterpret_cast<const uint4 *>(hr0); } else {\n"
+            + loads + "        }\n")
+    return (text[:at2] + repl + text[at2 + len(loads):]).replace(k["name"] if gname == "in1" else kb["name"], name)
+src += "\n" + early_tables(body, "in1", "nm_plan_kernel_a2")
+src += "\n" + early_tables(bb, "in3", "nm_planb_kernel_b2")
 open(f"{b}/nm_v0.cuh", "w").write(src)
 PY
 /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \
