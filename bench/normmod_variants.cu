@@ -30,12 +30,25 @@
  *   v18<MINB, PF> 672 threads per row (one chunk each), persistent, w_eff and shift in
  *             registers, PF: next row's chunk prefetched (21-warp sum order: not bitwise)
  *   v19       v18's block shape, one row per block, the tables read for every row
+ *   v20<WPR, RPB, MINB> rows handled by groups of WPR warps (1, 3, 7, 21), RPB rows per block
+ *   v22<S, NB, SK> persistent, each thread's chunks through a cp.async ring of S rows, w_eff
+ *             (fp32) and shift[g] in registers; v23: v22 with rows handed out by atomic tickets
+ *   v24<S, NB, FAST> v22 with fewer instructions (x widened once, pairs converted at once;
+ *             FAST: the sum of squares by fma and r by rsqrtf, not bitwise)
+ *   v25<FAST, MINB> v0's shape reading w_eff from an fp32 table made by nm_weff (a launch)
+ *   v26<TPB, MINB, XF, CR, PK> v0's shape, w_eff = fma(gamma, scale, gamma) per element, the
+ *             lean arithmetic (CR: __frsqrt_rn instead of rsqrtf; PK: pairs packed by one cvt)
+ *   a1 / a2   the plan's kernel (v0) with r by rsqrtf / with the chunk-0 table loads issued
+ *             right after the reduction's barrier (text edits by normmod_variants.sh)
+ *   b0, b1, b2 the plan's Plan B kernel (residual_norm_modulate, out of place) and the same
+ *             two edits, against a cudaMemcpy of twice x's bytes
  * and copies of x: cudaMemcpy, a row-per-block copy kernel (with / without cache hints), and
  * flat copies with U 16-byte vectors per thread (which shape reaches cudaMemcpy's rate).
- * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (v8 with
- * TPB != 256 sums in another order: session 3 printed its max |y - y0| too). main() runs the
- * variants of the latest experiment; the others stay defined for the record of
- * bench/results/2026-11-30-h200-normmod-variants.txt. */
+ * Prints the mean of 200 launches (CUDA events) per kernel and the mismatch count (or, for
+ * another summation order, the distance from v0: check_close). main() runs the variants of
+ * the latest experiments; the others stay defined for the record of bench/results/
+ * 2026-11-30-h200-*normmod-variants*.txt. `normmod_variants prof` launches the compared forms
+ * twice each, for Nsight Compute. */
 #include NM_KERNEL_H
 #include <cstdio>
 #include <cstdlib>
