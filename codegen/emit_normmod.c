@@ -245,48 +245,26 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
   emit_modulate_pass(s, n, false);
 }
 
-/* Plan B's signature: every pointer __restrict__ but in0 (residual) and out0 (residual'),
- * which may be one buffer; nothing else aliases them. */
-static void signature_b(emit_ctx *ec, int n_in, const h3_type *in, int n_out, const h3_type *out,
-                        int block) {
-  h3_strbuf *s = &ec->src;
-  h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", block);
-  for (int i = 0; i < n_in; i++)
-    h3_strbuf_printf(s, "%sconst %s *%s in%d", i ? ", " : "", h3_codegen_ctype(in[i].dtype),
-                     i ? " __restrict__" : "", i);
-  for (int i = 0; i < n_out; i++)
-    h3_strbuf_printf(s, ", %s *%s out%d", h3_codegen_ctype(out[i].dtype), i ? " __restrict__" : "", i);
-  h3_strbuf_append(s, ") {\n");
-}
-
-/* The kernel's signature, or (elem) the same parameters as `static __device__ __noinline__
- * void @K@_elem(...)`: the element-by-element row kept out of the kernel's own code, so that
- * the vector row is scheduled as if it were alone (its 16-byte loads issue first; with both
- * rows inline they waited behind the alignment branch: 178.6 against 170.5 us at
- * [32768, 5376] on the H200, docs/perf-memory-kernels.md). */
+/* The kernel's head, or (elem) `static __device__ __noinline__ void @K@_elem(` with the same
+ * parameters: the element-by-element row kept out of the kernel's own code, so that the
+ * vector row is scheduled as if it were alone (its 16-byte loads issue first; with both rows
+ * inline they waited behind the alignment branch: 178.6 against 170.5 us at [32768, 5376] on
+ * the H200, docs/perf-memory-kernels.md). Every pointer is __restrict__ but Plan B's in0
+ * (residual) and out0 (residual'), which may be one buffer; nothing else aliases them. */
 static void emit_head(emit_ctx *ec, const nm_shape *n, int n_in, const h3_type *in, int n_out,
                       const h3_type *out, bool elem) {
   h3_strbuf *s = &ec->src;
-  const size_t at = s->len;
-  if (n->plan_b)
-    signature_b(ec, n_in, in, n_out, out, n->block);
+  if (elem)
+    h3_strbuf_append(s, "static __device__ __noinline__ void @K@_elem(");
   else
-    emit_signature(ec, n_in, in, n_out, out, NULL, n->block, true);
-  if (!elem || s->oom) return;
-  const char *params = strstr(s->data + at, "@K@(");
-  if (!params) {
-    s->oom = true;
-    return;
-  }
-  h3_strbuf rest;
-  h3_strbuf_init(&rest);
-  h3_strbuf_append(&rest, params + 4);
-  s->len = at;
-  s->data[at] = 0;
-  h3_strbuf_append(s, "static __device__ __noinline__ void @K@_elem(");
-  h3_strbuf_append(s, rest.data ? rest.data : "");
-  if (rest.oom) s->oom = true;
-  h3_strbuf_free(&rest);
+    h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", n->block);
+  for (int i = 0; i < n_in; i++)
+    h3_strbuf_printf(s, "%sconst %s *%s in%d", i ? ", " : "", h3_codegen_ctype(in[i].dtype),
+                     n->plan_b && i == 0 ? "" : " __restrict__", i);
+  for (int i = 0; i < n_out; i++)
+    h3_strbuf_printf(s, ", %s *%s out%d", h3_codegen_ctype(out[i].dtype),
+                     n->plan_b && i == 0 ? "" : " __restrict__", i);
+  h3_strbuf_append(s, ") {\n");
 }
 
 /* The row's shared arrays, guard and pointers (the kernel and @K@_elem each declare them). */
