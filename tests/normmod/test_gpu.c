@@ -11,6 +11,8 @@
  *   - exact Plan B == the unfused exact Plan B chain (U3 group, rms_norm, modulate group)
  *     bitwise, both outputs; residual' == U3 computed on the host in both tiers; Plan B ==
  *     (U3; Plan A) bitwise in both tiers, also in place (out0 == in0);
+ *   - the element-by-element row (@K@_elem: x / residual and y two bytes off alignment)
+ *     gives the vector row's bits, both tiers, Plan B in place;
  *   - lossless Plan A and Plan B pass the admission rule against exact (fp64 reference on
  *     the host), with NaN / Inf at the exact plan's positions.
  *   - quantize = 1 (int8-fuse-quant): exact codes and scales == the quantize_rows kernel on
@@ -396,6 +398,26 @@ int main(int argc, char **argv) {
     CHECK(nm_equal_nan(r0, u3, n) && memcmp(r1, bout[tier], bytes) == 0,
           "%s Plan B in place differs", tier ? "lossless" : "exact");
     free(r0), free(r1);
+    /* the element-by-element row (@K@_elem, called when a pointer is off 16-byte alignment):
+       x / residual and y two bytes past an allocation's start give the vector row's bits */
+    CUdeviceptr mx = dalloc(bytes + 16), my = dalloc(bytes + 16);
+    CU_OK(cu.htod(mx + 2, in.x, bytes), "upload x");
+    ain[0] = mx + 2, ain[5] = my + 2;
+    launch(gg, ia, ain);
+    CU_OK(cu.sync(), "Plan A unaligned");
+    t = download(my + 2, n);
+    CHECK(memcmp(t, tier ? al : ae, bytes) == 0, "%s Plan A: unaligned x gives other bits",
+          tier ? "lossless" : "exact");
+    free(t);
+    bin[0] = bin[7] = mx + 2, bin[8] = my + 2; /* residual' in place, unaligned */
+    launch(gg, ib, bin);
+    CU_OK(cu.sync(), "Plan B unaligned");
+    r0 = download(mx + 2, n), r1 = download(my + 2, n);
+    CHECK(nm_equal_nan(r0, u3, n) && memcmp(r1, bout[tier], bytes) == 0,
+          "%s Plan B: unaligned residual gives other bits", tier ? "lossless" : "exact");
+    free(r0), free(r1);
+    CU_OK(cu.free_(mx), "cuMemFree");
+    CU_OK(cu.free_(my), "cuMemFree");
   }
   double *y64 = malloc((size_t)n * sizeof(double));
   if (!y64) return 1;
