@@ -948,6 +948,55 @@ __global__ void __launch_bounds__(32 * WPR * RPB, MINB) nm_v20(const h3_bf16 *__
   for (int j = 0; j < NC; j++) modstore(xr[j], r, in1, in2 + g * HH, in3 + g * HH, out0 + row * HH, t + j * GT);
 }
 
+// The persistent rings of v22 / v23. ring_issue: the thread's chunks of x's row `row` (none
+// when row < 0) into ring slot i % S by cp.async, one commit group per call, so that
+// cpa_wait<S - 1> after issuing slot i + S - 1 means slot i has landed.
+template <int S>
+__device__ __forceinline__ void ring_issue(uint4 *ring, const h3_bf16 *in0, int row, int i, int tid) {
+  if (row >= 0) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(in0 + (size_t)row * HH);
+#pragma unroll
+    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) cpa16(&ring[(i % S) * UNITS + u], src + u); }
+  }
+  cpa_commit();
+}
+
+// v22 / v23: w_eff = (gamma + 0)(1 + scale[g]) in fp32 (SK: without the + 0) and shift[g] as
+// packed bf16 pairs, for the thread's chunks, into registers
+template <bool SK>
+__device__ __forceinline__ void regs_tables(float (*we)[8], unsigned (*sh)[4], const h3_bf16 *in1, const h3_bf16 *in2,
+                                            const h3_bf16 *in3, int g, int tid) {
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    __align__(16) h3_bf16 wr[8], sr[8];
+    h3_ldr8<true>(in1, u * 8, wr);
+    h3_ldr8<true>(in2 + g * HH, u * 8, sr);
+    *reinterpret_cast<uint4 *>(sh[j]) = *reinterpret_cast<const uint4 *>(in3 + g * HH + u * 8);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      we[j][k] = __fmul_rn(SK ? h3_w(wr[k]) : __fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
+  } }
+}
+
+// v22 / v23: the row in ring slot xs (landed) -> r (partials in part) -> y with the tables of
+// regs_tables
+__device__ __forceinline__ void ring_row_out(const uint4 *xs, float *part, const float (*we)[8],
+                                             const unsigned (*sh)[4], h3_bf16 *y, int tid) {
+  __align__(16) h3_bf16 xr[CH][8];
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS)
+    *reinterpret_cast<uint4 *>(xr[j]) = xs[u]; }
+  const float r = row_r(xr, part, tid);
+#pragma unroll
+  for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
+    __align__(16) h3_bf16 yr[8];
+    const h3_bf16 *hb = reinterpret_cast<const h3_bf16 *>(sh[j]);
+#pragma unroll
+    for (int k = 0; k < 8; k++) h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[j][k]), r), we[j][k], h3_w(hb[k])));
+    h3_str8<true>(y, u * 8, yr);
+  } }
+}
+
 // V22: persistent blocks (NB per SM, rows b, b + grid, ...), v0's block shape and sum order
 // (bitwise v0). Each thread streams its own chunks of the rows S - 1 ahead into a shared-memory
 // ring by cp.async (no barrier guards the ring: a thread reads back only what it copied), and
@@ -963,52 +1012,20 @@ __global__ void __launch_bounds__(BLK, NB) nm_v22(const h3_bf16 *__restrict__ in
   const int tid = threadIdx.x;
   const int nblk = gridDim.x, b0 = blockIdx.x;
   const int n = (T_ROWS - b0 + nblk - 1) / nblk;
-  auto issue = [&](int i) {  // row i of this block into slot i % S (one commit group per row)
-    if (i < n) {
-      const uint4 *src = reinterpret_cast<const uint4 *>(in0 + (size_t)(b0 + (size_t)i * nblk) * HH);
+  auto row_of = [&](int i) { return i < n ? b0 + i * nblk : -1; };  // row i of this block, -1 past the end
 #pragma unroll
-      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) cpa16(&ring[(i % S) * UNITS + u], src + u); }
-    }
-    cpa_commit();
-  };
-#pragma unroll
-  for (int i = 0; i < S - 1; i++) issue(i);
+  for (int i = 0; i < S - 1; i++) ring_issue<S>(ring, in0, row_of(i), i, tid);
   float we[CH][8];
   unsigned sh[CH][4];  // shift[g] as packed bf16 pairs
   int gcur = -1;
 #pragma unroll 1
   for (int i = 0; i < n; i++) {
-    issue(i + S - 1);
-    const size_t row = b0 + (size_t)i * nblk;
+    ring_issue<S>(ring, in0, row_of(i + S - 1), i + S - 1, tid);
+    const int row = row_of(i);
     const int g = (int)h3_clampi(h3_ld(in4, (long long)row), 6ll);
-    if (g != gcur) {
-      gcur = g;
-#pragma unroll
-      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-        __align__(16) h3_bf16 wr[8], sr[8];
-        h3_ldr8<true>(in1, u * 8, wr);
-        h3_ldr8<true>(in2 + g * HH, u * 8, sr);
-        *reinterpret_cast<uint4 *>(sh[j]) = *reinterpret_cast<const uint4 *>(in3 + g * HH + u * 8);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-          we[j][k] = __fmul_rn(SK ? h3_w(wr[k]) : __fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
-      } }
-    }
+    if (g != gcur) gcur = g, regs_tables<SK>(we, sh, in1, in2, in3, g, tid);
     cpa_wait<S - 1>();
-    __align__(16) h3_bf16 xr[CH][8];
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS)
-      *reinterpret_cast<uint4 *>(xr[j]) = ring[(i % S) * UNITS + u]; }
-    const float r = row_r(xr, part[i & 1], tid);
-    h3_bf16 *y = out0 + row * HH;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-      __align__(16) h3_bf16 yr[8];
-      const h3_bf16 *hb = reinterpret_cast<const h3_bf16 *>(sh[j]);
-#pragma unroll
-      for (int k = 0; k < 8; k++) h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[j][k]), r), we[j][k], h3_w(hb[k])));
-      h3_str8<true>(y, u * 8, yr);
-    } }
+    ring_row_out(ring + (i % S) * UNITS, part[i & 1], we, sh, out0 + (size_t)row * HH, tid);
   }
 }
 
@@ -1028,15 +1045,8 @@ __global__ void __launch_bounds__(BLK, NB) nm_v23(const h3_bf16 *__restrict__ in
   if (tid == 0)
     for (int k = 0; k < S; k++) ids[k] = (int)atomicAdd(&tickets[0], 1u);
   __syncthreads();
-  auto issue = [&](int i) {  // row ids[i % 2S] into slot i % S (one commit group per row)
-    const int row = ids[i % (2 * S)];
-    if (row < T_ROWS) {
-      const uint4 *src = reinterpret_cast<const uint4 *>(in0 + (size_t)row * HH);
-#pragma unroll
-      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) cpa16(&ring[(i % S) * UNITS + u], src + u); }
-    }
-    cpa_commit();
-  };
+  // row ids[i % 2S] into slot i % S (none past the last row)
+  auto issue = [&](int i) { const int row = ids[i % (2 * S)]; ring_issue<S>(ring, in0, row < T_ROWS ? row : -1, i, tid); };
 #pragma unroll
   for (int i = 0; i < S - 1; i++) issue(i);
   float we[CH][8];
@@ -1049,33 +1059,9 @@ __global__ void __launch_bounds__(BLK, NB) nm_v23(const h3_bf16 *__restrict__ in
     issue(i + S - 1);
     if (tid == 0) ids[(i + S) % (2 * S)] = (int)atomicAdd(&tickets[0], 1u);  // read after row_r's barrier
     const int g = (int)h3_clampi(h3_ld(in4, (long long)row), 6ll);
-    if (g != gcur) {
-      gcur = g;
-#pragma unroll
-      for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-        __align__(16) h3_bf16 wr[8], sr[8];
-        h3_ldr8<true>(in1, u * 8, wr);
-        h3_ldr8<true>(in2 + g * HH, u * 8, sr);
-        *reinterpret_cast<uint4 *>(sh[j]) = *reinterpret_cast<const uint4 *>(in3 + g * HH + u * 8);
-#pragma unroll
-        for (int k = 0; k < 8; k++) we[j][k] = __fmul_rn(__fadd_rn(h3_w(wr[k]), 0.0f), __fadd_rn(1.0f, h3_w(sr[k])));
-      } }
-    }
+    if (g != gcur) gcur = g, regs_tables<false>(we, sh, in1, in2, in3, g, tid);
     cpa_wait<S - 1>();
-    __align__(16) h3_bf16 xr[CH][8];
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS)
-      *reinterpret_cast<uint4 *>(xr[j]) = ring[(i % S) * UNITS + u]; }
-    const float r = row_r(xr, part[i & 1], tid);
-    h3_bf16 *y = out0 + (size_t)row * HH;
-#pragma unroll
-    for (int j = 0; j < CH; j++) { const int u = tid + j * BLK; if (u < UNITS) {
-      __align__(16) h3_bf16 yr[8];
-      const h3_bf16 *hb = reinterpret_cast<const h3_bf16 *>(sh[j]);
-#pragma unroll
-      for (int k = 0; k < 8; k++) h3_put(yr[k], __fmaf_rn(__fmul_rn(h3_w(xr[j][k]), r), we[j][k], h3_w(hb[k])));
-      h3_str8<true>(y, u * 8, yr);
-    } }
+    ring_row_out(ring + (i % S) * UNITS, part[i & 1], we, sh, out0 + (size_t)row * HH, tid);
   }
   cpa_wait<0>();
   if (tid == 0) {
