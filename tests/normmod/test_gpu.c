@@ -176,6 +176,25 @@ static void do_kernels(void *c) {
   for (int i = 0; i < j->n; i++) launch(j->g, j->ids[i], j->args[i]);
 }
 
+/* One line of the benchmark table: a device copy or a job of kernels, and the bytes it moves
+ * per element of x (against which copy it is compared: >= 8, the copy of 2x). */
+typedef struct {
+  const char *name;
+  double bytes_per_elem, us;
+  kernel_job job;
+  copy_job *copy;
+} bench_row;
+
+static double bench_time(bench_row *b, int iters) {
+  return b->copy ? time_us(do_copy, b->copy, iters) : time_us(do_kernels, &b->job, iters);
+}
+
+/* Prints b's time us with its GB/s over n elements and its ratio to the copy of its bytes. */
+static void bench_print(const bench_row *b, double us, double copy_x, double copy_2x, int64_t n) {
+  const double gbs = b->bytes_per_elem * (double)n / (us * 1e-6) / 1e9;
+  printf("%-42s %10.1f %10.0f %9.3fx\n", b->name, us, gbs, us / (b->bytes_per_elem >= 8 ? copy_2x : copy_x));
+}
+
 /* A job of the kernels of g from index `from` to `to` (inclusive) on the graph's buffers;
  * with `dst`, result 0 of the last one goes there instead. */
 static kernel_job job_of(const dev_graph *g, int from, int to, CUdeviceptr out0) {
@@ -455,12 +474,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "normmod_gpu: unexpected kernel list of the unfused chains\n");
     return 1;
   }
-  struct {
-    const char *name;
-    double bytes_per_elem, us;
-    kernel_job job;
-    copy_job *copy;
-  } rows[] = {
+  bench_row rows[] = {
       {"copy of x (device to device)", 4, 0, {0}, &c1},
       {"copy of 2x (Plan B's bytes)", 8, 0, {0}, &c2},
       {"unfused Plan A: rms_norm + modulate", 8, 0, job_of(gu, i_urms, i_umod, 0), NULL},
@@ -482,12 +496,9 @@ int main(int argc, char **argv) {
   };
   const int n_rows = (int)(sizeof rows / sizeof rows[0]);
   printf("\n%-42s %10s %10s %10s\n", "kernel", "us", "GB/s", "vs copy");
-  for (int r = 0; r < n_rows; r++) {
-    rows[r].us = rows[r].copy ? time_us(do_copy, rows[r].copy, iters)
-                              : time_us(do_kernels, &rows[r].job, iters);
-    double gbs = rows[r].bytes_per_elem * (double)n / (rows[r].us * 1e-6) / 1e9;
-    double base = rows[r].bytes_per_elem >= 8 ? rows[1].us : rows[0].us;
-    printf("%-42s %10.1f %10.0f %9.3fx\n", rows[r].name, rows[r].us, gbs, rows[r].us / base);
+  for (int r = 0; r < n_rows; r++) { /* rows 0 and 1, the copies, are timed first */
+    rows[r].us = bench_time(&rows[r], iters);
+    bench_print(&rows[r], rows[r].us, rows[0].us, rows[1].us, n);
   }
   /* The acceptance timings with the model's row layout of idx: the packed sequence is
    * [text | audio | video | padding] (models/minimax_h3.g), idx = max(tag, 0) + 3 * slot, so
@@ -504,10 +515,8 @@ int main(int argc, char **argv) {
   printf("\nH3 row layout of idx (rows 0-87 -> 1, 88-443 -> 5, the rest -> 0):\n");
   for (int q = 0; q < 6; q++) {
     const int r = acc_rows[q];
-    lay[r] = rows[r].copy ? time_us(do_copy, rows[r].copy, iters) : time_us(do_kernels, &rows[r].job, iters);
-    const double base = rows[r].bytes_per_elem >= 8 ? lay[1] : lay[0];
-    printf("%-42s %10.1f %10.0f %9.3fx\n", rows[r].name, lay[r],
-           rows[r].bytes_per_elem * (double)n / (lay[r] * 1e-6) / 1e9, lay[r] / base);
+    lay[r] = bench_time(&rows[r], iters);
+    bench_print(&rows[r], lay[r], lay[0], lay[1], n);
   }
   int perf_miss = 0;
   double a_l = lay[5], a_e = lay[4], b_l = lay[8], b_e = lay[7];
