@@ -23,35 +23,38 @@ bounds = "__launch_bounds__(%d)" % k["block"][0]
 assert bounds in body
 for n in (6, 7, 8):  # the same kernel with a blocks-per-SM bound (a register cap)
     src += "\n" + body.replace(k["name"], "nm_plan_kernel_lb%d" % n).replace(bounds, bounds[:-1] + ", %d)" % n)
-# Plan B (residual_norm_modulate) as b0, and with a blocks-per-SM bound of 6
+# a4: Plan A without the `u < units` test around each chunk's body (every thread has all of its
+# chunks: the staged Plan B's form): ptxas then batches the chunks' table loads
+nb = k["block"][0]
+guarded = "      const int u = tid + j * %d;\n      if (u < 672) {\n" % nb
+assert guarded in body
+src += "\n" + body.replace(guarded, "      const int u = tid + j * %d;\n      {\n" % nb).replace(
+    k["name"], "nm_plan_kernel_a4")
+# Plan B (residual_norm_modulate) as b0
 kb = next(k for k in plan["kernels"] if k["op"] == "residual_norm_modulate")
 bb = kb["source"].replace("32704", "32768")
 src += "\n" + bb.replace(kb["name"], "nm_planb_kernel")
-src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_lb6").replace(bounds, bounds[:-1] + ", 6)")
-# a1 / b1: Plan A / Plan B with r by the approximate rsqrtf (no slow-path branch after the
-# barrier, so the table loads may issue before r): what the correctly rounded __frsqrt_rn costs
-assert body.count("__frsqrt_rn(") == 2 and bb.count("__frsqrt_rn(") == 2
+src += "\n#define NM_V0_BLOCK %d\n#define NM_B0_BLOCK %d\n" % (k["block"][0], kb["block"][0])
+# a1: Plan A with r by the approximate rsqrtf (no slow-path branch after the barrier, so the
+# table loads may issue before r): what the correctly rounded __frsqrt_rn costs
+assert body.count("__frsqrt_rn(") == 2
 src += "\n" + body.replace(k["name"], "nm_plan_kernel_a1").replace("__frsqrt_rn(", "rsqrtf(")
-src += "\n" + bb.replace(kb["name"], "nm_planb_kernel_b1").replace("__frsqrt_rn(", "rsqrtf(")
-# a2 / b2: the chunk-0 table loads (gamma, scale[g], shift[g]) issued right after the
-# reduction's barrier, before r (12 registers held across r's computation), so they are not
-# stuck behind r's instructions
-def early_tables(text, gname, name):
-    at = text.rindex("  __syncthreads();\n") + len("  __syncthreads();\n")
-    pre = ("  __align__(16) h3_bf16 wr0[8], sr0[8], hr0[8];\n"
-           "  if (tid < 672) { h3_ldr8<true>(%s, tid * 8, wr0); h3_ldr8<true>(scr, tid * 8, sr0);"
-           " h3_ldr8<true>(shr, tid * 8, hr0); }\n" % gname)
-    text = text[:at] + pre + text[at:]
-    loads = ("        h3_ldr8<true>(%s, u * 8, wr);\n        h3_ldr8<true>(scr, u * 8, sr);\n"
-             "        h3_ldr8<true>(shr, u * 8, hr);\n" % gname)
-    at2 = text.rindex(loads)
-    repl = ("        if (j == 0) { *reinterpret_cast<uint4 *>(wr) = *reinterpret_cast<const uint4 *>(wr0);"
-            " *reinterpret_cast<uint4 *>(sr) = *reinterpret_cast<const uint4 *>(sr0);"
-            " *reinterpret_cast<uint4 *>(hr) = *reinterpret_cast<const uint4 *>(hr0); } else {\n"
-            + loads + "        }\n")
-    return (text[:at2] + repl + text[at2 + len(loads):]).replace(k["name"] if gname == "in1" else kb["name"], name)
-src += "\n" + early_tables(body, "in1", "nm_plan_kernel_a2")
-src += "\n" + early_tables(bb, "in3", "nm_planb_kernel_b2")
+# a2: the chunk-0 table loads (gamma, scale[g], shift[g]) issued right after the reduction's
+# barrier, before r (12 registers held across r's computation), so they are not stuck behind
+# r's instructions
+at = body.rindex("  __syncthreads();\n") + len("  __syncthreads();\n")
+pre = ("  __align__(16) h3_bf16 wr0[8], sr0[8], hr0[8];\n"
+       "  if (tid < 672) { h3_ldr8<true>(in1, tid * 8, wr0); h3_ldr8<true>(scr, tid * 8, sr0);"
+       " h3_ldr8<true>(shr, tid * 8, hr0); }\n")
+a2 = body[:at] + pre + body[at:]
+loads = ("        h3_ldr8<true>(in1, u * 8, wr);\n        h3_ldr8<true>(scr, u * 8, sr);\n"
+         "        h3_ldr8<true>(shr, u * 8, hr);\n")
+at2 = a2.rindex(loads)
+repl = ("        if (j == 0) { *reinterpret_cast<uint4 *>(wr) = *reinterpret_cast<const uint4 *>(wr0);"
+        " *reinterpret_cast<uint4 *>(sr) = *reinterpret_cast<const uint4 *>(sr0);"
+        " *reinterpret_cast<uint4 *>(hr) = *reinterpret_cast<const uint4 *>(hr0); } else {\n"
+        + loads + "        }\n")
+src += "\n" + (a2[:at2] + repl + a2[at2 + len(loads):]).replace(k["name"], "nm_plan_kernel_a2")
 open(f"{b}/nm_v0.cuh", "w").write(src)
 PY
 /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -std=c++17 -DNM_KERNEL_H="\"$PWD/$B/nm_v0.cuh\"" \

@@ -1,7 +1,8 @@
 /* test_nvrtc.c: NVRTC compiles the norm+modulate kernels for sm_90 (no GPU needed), in the
  * translation units a plan gives them (exact: -fmad=false; lossless: contraction allowed),
  * next to the kernels of the unfused chains, at the H3 shape [32768, 5376] with a 12-row
- * AdaLN table and at [3, 2056]. Checks the launch rule (one 256-thread block per row), the
+ * AdaLN table and at [3, 2056]. Checks the launch rule (one block per row: 256 threads at
+ * exact, rms_norm's; lossless: the fewest chunks per thread, as many for every thread), the
  * names (h3_<op>_<hash of the source>), that only the lossless kernels use an fma, and
  * that Plan B's residual pointers (in0, out0: one buffer when updated in place) are the
  * only ones without __restrict__; the quantize = 1 kernels (int8-fuse-quant) with their
@@ -47,7 +48,10 @@ static void check_binding(h3_module *m, bool fuse) {
   free(by_id);
 }
 
-static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse) {
+/* lossless_block: the lossless kernels' block (the fewest chunks per thread that 256 threads
+ * allow, the same number for every thread where H allows: 672 chunks of 8 -> 3 x 224, 257 ->
+ * 2 x 160 (the last one 97)). */
+static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse, int lossless_block) {
   fprintf(stderr, "[%lld, %lld], G = %lld\n", (long long)T, (long long)H, (long long)G);
   h3_module *m = nm_module(T, H, G, fuse);
   CHECK(m != NULL, "module");
@@ -66,8 +70,10 @@ static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse) {
     if (j < 0) continue;
     const h3_kernel *k = &ks->k[j];
     CHECK(strcmp(k->tier, tiers[i]) == 0, "%s: tier %s", names[i], k->tier);
-    CHECK(k->grid[0] == T && k->block[0] == 256 && !k->inplace, "%s: launch %lld x %lld",
-          names[i], (long long)k->grid[0], (long long)k->block[0]);
+    const bool lossless = strcmp(tiers[i], "lossless") == 0;
+    const int block = lossless ? lossless_block : 256;
+    CHECK(k->grid[0] == T && k->block[0] == block && !k->inplace, "%s: launch %lld x %lld, not %lld x %d",
+          names[i], (long long)k->grid[0], (long long)k->block[0], (long long)T, block);
     CHECK(h3_codegen_name_matches(k->name, k->op, k->source), "%s: name %s", names[i], k->name);
     CHECK((strstr(k->source, "__fmaf_rn") != NULL) == (strcmp(tiers[i], "lossless") == 0),
           "%s: fma use does not match the tier", names[i]);
@@ -110,7 +116,7 @@ int main(void) {
     fprintf(stderr, "normmod_nvrtc: libnvrtc not found; skipped\n");
     return 77;
   }
-  check_shape(32768, 5376, 12, true);
-  check_shape(3, 2056, 2, false);
+  check_shape(32768, 5376, 12, true, 224);
+  check_shape(3, 2056, 2, false, 160);
   return nm_report("normmod_nvrtc");
 }
