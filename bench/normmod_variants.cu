@@ -20,7 +20,9 @@
  * and copies of x: cudaMemcpy, a row-per-block copy kernel, a flat copy. Prints the mean of 200
  * launches (CUDA events) per kernel and the mismatch count (or, for another summation order,
  * the distance from v0: check_close). `normmod_variants prof` launches the compared forms twice
- * each, for Nsight Compute. The earlier forms (v1-v25: multi-row blocks, rings, bulk copies,
+ * each, for Nsight Compute; `normmod_variants dit` times them on normmod_gpu's kind of inputs
+ * (DiT-like rows with outlier channels, N(0, 0.2) tables, H3's row layout of idx), where
+ * normmod_gpu's Plan B times ran 3-6 us above this bench's. The earlier forms (v1-v25: multi-row blocks, rings, bulk copies,
  * persistent blocks, w_eff tables; session 6's text edits b1-b9 of the former Plan B kernel)
  * are in this file's git history (c7a6481 and before), their numbers in bench/results/
  * 2026-11-30-h200-*normmod-variants*.txt. */
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
@@ -238,15 +241,39 @@ __global__ void __launch_bounds__(TPB, MINB) nm_v26(const h3_bf16 *__restrict__ 
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-int main(int argc, char **) {
+// a standard normal sample (Box-Muller over rand())
+static float normal() {
+  const float u1 = (rand() + 1.0f) / (RAND_MAX + 2.0f), u2 = rand() / (float)RAND_MAX;
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+int main(int argc, char **argv) {
+  const bool prof = argc > 1 && !strcmp(argv[1], "prof"), dit = argc > 1 && !strcmp(argv[1], "dit");
+  if (argc > 1 && !prof && !dit) {
+    fprintf(stderr, "usage: normmod_variants [prof | dit]\n");
+    return 2;
+  }
   size_t n = (size_t)T_ROWS * HH;
   std::vector<h3_bf16> hx(n), hu(n), hp(19 * HH);
   std::vector<int> hi(T_ROWS);
   srand(1);
-  for (size_t i = 0; i < n; i++) hx[i] = __float2bfloat16((rand() / (float)RAND_MAX - 0.5f) * 4);
-  for (size_t i = 0; i < n; i++) hu[i] = __float2bfloat16((rand() / (float)RAND_MAX - 0.5f) * 4);
-  for (size_t i = 0; i < hp.size(); i++) hp[i] = __float2bfloat16((rand() / (float)RAND_MAX - 0.5f));
-  for (int i = 0; i < T_ROWS; i++) hi[i] = i < 30000 ? 0 : 1;
+  if (dit) {  // normmod_gpu's inputs: N(0, 1) rows with 4 outlier channels 40 x larger (+-30),
+              // gamma near 1, scale / shift / gate tables N(0, 0.2), idx in H3's row layout
+    const int outliers[4] = {3, 77, (HH / 3) | 1, HH - 5};
+    for (size_t i = 0; i < n; i++) {
+      float v = normal(), w = normal();
+      for (int o = 0; o < 4; o++)
+        if ((int)(i % HH) == outliers[o]) v = 40.0f * v + (o % 2 ? -30.0f : 30.0f);
+      hx[i] = __float2bfloat16(v), hu[i] = __float2bfloat16(w);
+    }
+    for (size_t i = 0; i < hp.size(); i++) hp[i] = __float2bfloat16(i < HH ? 1.0f + 0.1f * normal() : 0.2f * normal());
+    for (int i = 0; i < T_ROWS; i++) hi[i] = i < 88 ? 1 : i < 444 ? 5 : 0;
+  } else {
+    for (size_t i = 0; i < n; i++) hx[i] = __float2bfloat16((rand() / (float)RAND_MAX - 0.5f) * 4);
+    for (size_t i = 0; i < n; i++) hu[i] = __float2bfloat16((rand() / (float)RAND_MAX - 0.5f) * 4);
+    for (size_t i = 0; i < hp.size(); i++) hp[i] = __float2bfloat16((rand() / (float)RAND_MAX - 0.5f));
+    for (int i = 0; i < T_ROWS; i++) hi[i] = i < 30000 ? 0 : 1;
+  }
   h3_bf16 *x, *p, *y, *y0, *cp;
   int *idx;
   CK(cudaMalloc(&x, n * 2)); CK(cudaMalloc(&y, n * 2)); CK(cudaMalloc(&y0, n * 2)); CK(cudaMalloc(&cp, n * 2));
@@ -275,7 +302,7 @@ int main(int argc, char **) {
     nm_planb_kernel<<<T_ROWS, NM_B0_BLOCK>>>(res, upd, gt, gam, sc, sh, idx, res_out, y);
   };
   auto b10 = [&] { nm_b10<false, 5><<<T_ROWS, 224>>>(x, upd, gt, gam, sc, sh, idx, r2, y); };
-  if (argc > 1) {  // profiling: two launches each of the forms compared, no timing
+  if (prof) {  // profiling: two launches each of the forms compared, no timing
     const long long n16p = (long long)n / 8;
     for (int i = 0; i < 2; i++) {
       copy_flat<1, 256><<<(unsigned)((n16p + 255) / 256), 256>>>(reinterpret_cast<const uint4 *>(x), reinterpret_cast<uint4 *>(y), n16p);
