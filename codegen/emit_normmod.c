@@ -2,11 +2,12 @@
  * (norm_modulate = Plan A, residual_norm_modulate = Plan B; spec/accelerations.md §3).
  *
  * One block per row of x bf16[T, H] (H % 8 == 0: the pass only fuses such rows, other
- * shapes are an emitter limitation), with rms_norm's block size for the row. Thread tid
- * owns chunks u = tid + j*block (j < CH = ceil(H/8 / block)) of 8
- * elements; the sum of squares runs over them in rms_norm's order through the shared
- * reduction of emit_reduce.c (emit_rms_accum / emit_rms_finish), so at the exact tier r is
- * bitwise rms_norm's r. Then, per element, with w = gamma + offset:
+ * shapes are an emitter limitation): at the exact tier rms_norm's block size for the row; at
+ * lossless the fewest chunks per thread that 256 threads allow, as many for every thread
+ * where H allows (H = 5376: 224 threads x 3 chunks, no idle warps). Thread tid owns chunks
+ * u = tid + j*block (j < CH = ceil(H/8 / block)) of 8 elements; the sum of squares runs over
+ * them in the block's order through the shared reduction of emit_reduce.c (emit_rms_accum /
+ * emit_rms_finish), so at the exact tier r is bitwise rms_norm's r. Then, per element, with w = gamma + offset:
  *   exact "bf16": h = bf16((x*r)*w); c = bf16(1 + s); p = bf16(h*c); y = bf16(p + b)
  *   exact "f32":  h as above; y = bf16((h*(1 + s)) + b)
  *   lossless:     w_eff = fma(w, s, w) (fp32, one rounding of w*(1 + s)); y = bf16(fma(x*r,
@@ -330,7 +331,8 @@ h3_status emit_normmod(emit_ctx *ec) {
   if (n.exact) { /* rms_norm's block: its sum order */
     n.block = emit_row_block(n.units, 256);
     n.chunks = (n.units + n.block - 1) / n.block;
-  } else { /* as few chunks per thread as 256 threads allow, as many for every thread */
+  } else { /* as few chunks per thread as 256 threads allow, as many for every thread where
+              units divides evenly (else the last threads hold one chunk fewer) */
     n.chunks = (n.units + 255) / 256;
     n.block = emit_row_block((n.units + n.chunks - 1) / n.chunks, 256);
   }
