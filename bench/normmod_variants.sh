@@ -30,6 +30,13 @@ guarded = "      const int u = tid + j * %d;\n      if (u < 672) {\n" % nb
 assert guarded in body
 src += "\n" + body.replace(guarded, "      const int u = tid + j * %d;\n      {\n" % nb).replace(
     k["name"], "nm_plan_kernel_a4")
+# a256: Plan A with 256 threads per row (the lossless block before session 6; the emitted chunks
+# keep their `u < units` test, so only the thread count, the partials and the stride change)
+nw = nb // 32
+a256 = body.replace(bounds, "__launch_bounds__(256)").replace("j * %d;" % nb, "j * 256;")
+a256 = a256.replace("part[%d]" % nw, "part[8]").replace("w < %d;" % nw, "w < 8;")
+assert a256.count("j * 256;") == body.count("j * %d;" % nb) > 0
+src += "\n" + a256.replace(k["name"], "nm_plan_kernel_a256")
 # Plan B (residual_norm_modulate) as b0
 kb = next(k for k in plan["kernels"] if k["op"] == "residual_norm_modulate")
 bb = kb["source"].replace("32704", "32768")
