@@ -8,10 +8,12 @@
  *             bodies without their `u < units` test (the staged Plan B's form); a256: with 256
  *             threads per row (the tier's block before session 6: another sum order, compared
  *             by check_close); all text edits by normmod_variants.sh
- *   b0        the plan's Plan B kernel (residual_norm_modulate), out of place, and in place as
- *             the model runs it, against a cudaMemcpy of twice x's bytes
+ *   b0        the plan's Plan B kernel (residual_norm_modulate: the staged row), out of place,
+ *             and in place as the model runs it, against a cudaMemcpy of twice x's bytes; with
+ *             gamma and the tables in separate allocations too ("sep")
  *   b10       Plan B with the residual and update rows brought into shared memory by cp.async
- *             (no registers held by loads in flight), 224 threads: compared with b0 bitwise
+ *             (no registers held by loads in flight), 224 threads, hand-written, U3 in fp32;
+ *             b11: with the plan's bf16x2 U3 (h3_u3bf8); both compared with b0 bitwise
  *   copy_rows<2, TPB, UPB> Plan B's four streams copied without arithmetic (x -> residual',
  *             update -> y), a row per block or flat: the floor of Plan B's access pattern
  * and copies of x: cudaMemcpy, copy_rows<1, ...> with a row per block and flat. Prints the mean
@@ -21,15 +23,17 @@
  * inputs (DiT-like rows with outlier channels, N(0, 0.2) tables, H3's row layout of idx), where
  * normmod_gpu's Plan B times ran 3-6 us above this bench's. The earlier forms (v1-v26:
  * multi-row blocks, rings, bulk copies, persistent blocks, w_eff tables, copies with cache
- * hints; session 6's text edits b1-b9 of the former Plan B kernel and b10's parameters) are in
- * this file's git history (e37413d and before), their numbers in bench/results/
- * 2026-11-30-h200-*normmod-variants*.txt. */
+ * hints; session 6's text edits b1-b9 of the former Plan B kernel and b10's parameters; session
+ * 7's edits of the register row: bn / bf / bc / bs / b2, its blocks-per-SM bound, fp32 U3, load
+ * cache hints) are in this file's git history, their numbers in bench/results/
+ * 2026-11-30-h200-*normmod-variants*.txt and 2026-12-01-h200-s7-*.txt. */
 #include NM_KERNEL_H
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 #include <cuda_runtime.h>
 #define T_ROWS 32768
@@ -43,7 +47,9 @@
 // back only the chunks it copied (cp.async.wait_all, no barrier). (Measured and dropped, session
 // 6 call 6: residual' kept in shared memory across the reduction, 6-9 blocks per SM, the chunk
 // loops not unrolled.)
-__global__ void __launch_bounds__(224, 5) nm_b10(const h3_bf16 *in0, const h3_bf16 *__restrict__ in1,
+// BF: U3 by h3_u3bf8 (the plan's bf16x2 arithmetic: b11) instead of fp32.
+template <int MINB, bool BF>
+__global__ void __launch_bounds__(224, MINB) nm_b10(const h3_bf16 *in0, const h3_bf16 *__restrict__ in1,
     const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3, const h3_bf16 *__restrict__ in4,
     const h3_bf16 *__restrict__ in5, const int *__restrict__ in6, h3_bf16 *out0, h3_bf16 *__restrict__ out1) {
   __shared__ uint4 rows[2 * UNITS];  // [residual row | update row]
@@ -72,13 +78,17 @@ __global__ void __launch_bounds__(224, 5) nm_b10(const h3_bf16 *in0, const h3_bf
     *reinterpret_cast<uint4 *>(xr[j]) = rows[u];
     *reinterpret_cast<uint4 *>(ur) = rows[UNITS + u];
     h3_ldr8<true>(gate, u * 8, gr);
-    float xw[8], gw[8], uw[8];
-    h3_wbf8(xr[j], xw);
-    h3_wbf8(gr, gw);
-    h3_wbf8(ur, uw);
+    if (BF) {
+      h3_u3bf8(xr[j], gr, ur);
+    } else {
+      float xw[8], gw[8], uw[8];
+      h3_wbf8(xr[j], xw);
+      h3_wbf8(gr, gw);
+      h3_wbf8(ur, uw);
 #pragma unroll
-    for (int k = 0; k < 8; k++) xw[k] = __fadd_rn(xw[k], h3_rbf16(__fmul_rn(gw[k], uw[k])));
-    h3_pbf8(xw, xr[j]);
+      for (int k = 0; k < 8; k++) xw[k] = __fadd_rn(xw[k], h3_rbf16(__fmul_rn(gw[k], uw[k])));
+      h3_pbf8(xw, xr[j]);
+    }
     h3_str8<true>(xo, u * 8, xr[j]);
   }
   // the sum of squares of the rounded residual', chunk by chunk as the emitted kernel
@@ -209,10 +219,12 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&upd, n * 2)); CK(cudaMalloc(&r2, n * 2));
   CK(cudaMalloc(&big_s, n * 4)); CK(cudaMalloc(&big_d, n * 4));
   CK(cudaMemcpy(upd, hu.data(), n * 2, cudaMemcpyHostToDevice));
+  const h3_bf16 *tg = gam, *ts = sc, *th = sh, *tt = gt;  // the tables Plan B reads (see "sep")
   auto plan_b = [&](h3_bf16 *res, h3_bf16 *res_out) {
-    nm_planb_kernel<<<T_ROWS, NM_B0_BLOCK>>>(res, upd, gt, gam, sc, sh, idx, res_out, y);
+    nm_planb_kernel<<<T_ROWS, NM_B0_BLOCK>>>(res, upd, tt, tg, ts, th, idx, res_out, y);
   };
-  auto b10 = [&] { nm_b10<<<T_ROWS, 224>>>(x, upd, gt, gam, sc, sh, idx, r2, y); };
+  auto b10 = [&] { nm_b10<5, false><<<T_ROWS, 224>>>(x, upd, tt, tg, ts, th, idx, r2, y); };
+  auto b11 = [&] { nm_b10<5, true><<<T_ROWS, 224>>>(x, upd, tt, tg, ts, th, idx, r2, y); };
   if (prof) {  // profiling: two launches each of the forms compared, no timing
     for (int i = 0; i < 2; i++) {
       copy_rows<1, 256, 256><<<(unsigned)(n / 8 / 256), 256>>>(x, nullptr, y, nullptr);
@@ -274,12 +286,36 @@ int main(int argc, char **argv) {
       CK(cudaMemset(r2, 0, n * 2)); CK(cudaMemset(y, 0, n * 2));
     };
     plan_b(x, r2); outs(r_b0, y_b0);
-    b10(); outs(r_b10, y_b10);
-    printf("   b10 %s b0 bitwise (residual' and y)\n", r_b0 == r_b10 && y_b0 == y_b10 ? "equals" : "DIFFERS from");
+    const struct { const char *name; std::function<void()> run; } others[] = {
+        {"b10", b10}, {"b11", b11}};
+    for (const auto &o : others) {
+      o.run(); outs(r_b10, y_b10);
+      printf("   %s %s b0 bitwise (residual' and y)\n", o.name, r_b0 == r_b10 && y_b0 == y_b10 ? "equals" : "DIFFERS from");
+    }
     for (int round = 0; round < 3; round++) {
       timeit("copy of 2x (Plan B's bytes)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
       timeit("b0 Plan B (plan kernel)", [&] { plan_b(x, r2); });
       timeit("b10 Plan B, hand-written", b10);
+      timeit("b11 b10 with h3_u3bf8", b11);
+    }
+    {  // sep: gamma and the three tables each in an allocation of its own (4 MiB apart at least),
+       // as normmod_gpu and a plan place them, instead of one array
+      h3_bf16 *q[4];
+      const size_t rows[4] = {1, 6, 6, 6};
+      const h3_bf16 *from[4] = {gam, sc, sh, gt};
+      for (int i = 0; i < 4; i++) {
+        CK(cudaMalloc(&q[i], 4u << 20));
+        CK(cudaMemcpy(q[i], from[i], rows[i] * HH * 2, cudaMemcpyDeviceToDevice));
+      }
+      tg = q[0], ts = q[1], th = q[2], tt = q[3];
+      plan_b(x, r2); outs(r_b10, y_b10);
+      printf("   sep: b0 %s b0 bitwise (residual' and y)\n", r_b0 == r_b10 && y_b0 == y_b10 ? "equals" : "DIFFERS from");
+      timeit("sep: copy of 2x", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
+      timeit("sep: b0 Plan B (plan kernel)", [&] { plan_b(x, r2); });
+      timeit("sep: b10 Plan B, hand-written", b10);
+      timeit("sep: b11", b11);
+      tg = gam, ts = sc, th = sh, tt = gt;
+      for (int i = 0; i < 4; i++) CK(cudaFree(q[i]));
     }
     timeit("b0 Plan B in place (residual' over x)", [&] { plan_b(r2, r2); });
     timeit("c2 copy x->r2, upd->y, 1 row/block, 224", [&] { copy_rows<2, 224, UNITS><<<T_ROWS, 224>>>(x, upd, r2, y); });
@@ -290,6 +326,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < T_ROWS; i++) hr[i] = rand() % 6;
     CK(cudaMemcpy(idx, hr.data(), T_ROWS * 4, cudaMemcpyHostToDevice));
     timeit("random idx: b0 Plan B (plan kernel)", [&] { plan_b(x, r2); });
+    timeit("random idx: b11 Plan B, hand-written, bf16x2 U3", b11);
     timeit("random idx: b10 Plan B, hand-written", b10);
     timeit("random idx: v0 Plan A", [&] { nm_plan_kernel<<<T_ROWS, NM_V0_BLOCK>>>(x, gam, sc, sh, idx, y); });
     timeit("random idx: a4 Plan A, no u < 672 test", [&] { nm_plan_kernel_a4<<<T_ROWS, NM_V0_BLOCK>>>(x, gam, sc, sh, idx, y); });

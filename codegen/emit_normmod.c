@@ -69,12 +69,24 @@ static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *of
   h3_strbuf_append(s, "      }\n");
 }
 
+/* The staged row (lossless Plan B without a quantizer, an i32 update or idle chunks, and rows
+ * of at most NM_STAGED_MAX_H): the residual's and the update's rows come into shared memory by
+ * cp.async (no register held while they are in flight) instead of into registers. At [32768,
+ * 5376] on the H200 it ran 1.025 x a copy of its bytes against 1.032-1.036 x for the register
+ * row (docs/perf-memory-kernels.md). ptxas is asked for NM_STAGED_REG_BUDGET registers per
+ * thread (__launch_bounds__'s blocks per SM = 65536 / (budget * block): 5 of 224 threads; 56
+ * registers, no spills; with 6 blocks it spilled). */
+#define NM_STAGED_MAX_H 8192
+#define NM_STAGED_REG_BUDGET 56
+
 /* What the row emitters need of the op. */
 typedef struct {
   bool plan_b, exact, mod_f32;
   bool acc; /* Plan B with an i32 update (accumulators, scales in7 and in8) */
   bool quant, store_y; /* quantize = 1; y has users (else its store is skipped) */
   int first, block;
+  bool staged;    /* the staged row (NM_STAGED_MAX_H); then every thread has all of its chunks */
+  int min_blocks; /* __launch_bounds__'s blocks per SM, 0: none (NM_STAGED_REG_BUDGET) */
   int64_t H, gate_rows, units, chunks;
   double eps;
   const char *off;
@@ -84,11 +96,15 @@ typedef struct {
 /* for (j < chunks) { u = tid + j*block; if (u < units) { BODY } } opened; the caller
  * closes it with close_chunks. The test stays where every thread has all of its chunks: without
  * it ptxas batched the chunks' table loads and Plan A took 64 registers instead of 40 (183
- * against 171 us at [32768, 5376] on the H200). */
+ * against 171 us at [32768, 5376] on the H200). The staged row has no test (it was measured
+ * so: hand-written, its loops had none). */
 static void open_chunks(h3_strbuf *s, const nm_shape *n) {
   h3_strbuf_printf(s, "#pragma unroll\n    for (int j = 0; j < %lld; j++) {\n"
-                      "      const int u = tid + j * %d;\n      if (u < %lld) {\n",
-                   (long long)n->chunks, n->block, (long long)n->units);
+                      "      const int u = tid + j * %d;\n", (long long)n->chunks, n->block);
+  if (n->staged)
+    h3_strbuf_append(s, "      {\n");
+  else
+    h3_strbuf_printf(s, "      if (u < %lld) {\n", (long long)n->units);
 }
 static const char close_chunks[] = "      }\n    }\n";
 
@@ -142,17 +158,26 @@ static void emit_quant_tail(h3_strbuf *s, const nm_shape *n, const char *V) {
   h3_strbuf_append(s, "    if (tid == 0) so[row] = qsc;\n");
 }
 
-/* Plan B's U3 on element k of chunk arrays x (bf16, updated in place), u (the update:
- * bf16, or i32 accumulators dequantized with s_x = sxv and s_w = w8[k]) and g (gate). */
+/* Plan B's U3 on the chunk arrays x (bf16, updated in place), u (the update: bf16, or i32
+ * accumulators dequantized with s_x = sxv and s_w = w8[k]) and g (gate). Lossless: bf16x2
+ * arithmetic (h3_u3bf8: the same values, a quarter of the instructions: at [32768, 5376] the
+ * kernel's instruction count, not DRAM, kept it above a copy of its bytes); exact: fp32 with
+ * the unfused chain's roundings (its NaN bits too). */
 static void emit_u3(h3_strbuf *s, const nm_shape *n, const char *x, const char *u, const char *g) {
-  /* bf16 operands widened a pair per word (h3_wbf8), the result packed back (h3_pbf8) */
-  h3_strbuf_printf(s, "        float xw[8], gw[8], uw[8];\n        h3_wbf8(%s, xw);\n"
-                      "        h3_wbf8(%s, gw);\n", x, g);
-  if (n->acc)
-    h3_strbuf_printf(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) "
+  if (n->acc) { /* dequant_i8's epilogue: values on the bf16 grid */
+    h3_strbuf_printf(s, "        float uw[8];\n#pragma unroll\n        for (int k = 0; k < 8; k++) "
                         "uw[k] = h3_rbf16(__fmul_rn(__fmul_rn((float)%s[k], sxv), w8[k]));\n", u);
-  else
-    h3_strbuf_printf(s, "        h3_wbf8(%s, uw);\n", u);
+    if (!n->exact) /* packed exactly: every uw[k] is a bf16 value */
+      h3_strbuf_append(s, "        __align__(16) h3_bf16 ub[8];\n        h3_pbf8(uw, ub);\n");
+  }
+  if (!n->exact) {
+    h3_strbuf_printf(s, "        h3_u3bf8(%s, %s, %s);\n", x, g, n->acc ? "ub" : u);
+    return;
+  }
+  /* bf16 operands widened a pair per word (h3_wbf8), the result packed back (h3_pbf8) */
+  h3_strbuf_printf(s, "        float xw[8], gw[8];\n        h3_wbf8(%s, xw);\n"
+                      "        h3_wbf8(%s, gw);\n", x, g);
+  if (!n->acc) h3_strbuf_printf(s, "        float uw[8];\n        h3_wbf8(%s, uw);\n", u);
   h3_strbuf_append(s, "#pragma unroll\n        for (int k = 0; k < 8; k++) "
                       "xw[k] = __fadd_rn(xw[k], h3_rbf16(__fmul_rn(gw[k], uw[k])));\n");
   h3_strbuf_printf(s, "        h3_pbf8(xw, %s);\n", x);
@@ -180,6 +205,18 @@ static void emit_modulate_pass(h3_strbuf *s, const nm_shape *n, bool vec) {
   h3_strbuf_append(s, close_chunks);
   emit_quant_tail(s, n, V);
   h3_strbuf_append(s, "  }\n");
+}
+
+/* The rest of a row whose x (Plan B: residual') is in registers, xr[j]: the sum of squares
+ * over the chunks in rms_norm's order, r, then the modulate pass; closes the row's block. */
+static void emit_norm_modulate_regs(h3_strbuf *s, const nm_shape *n) {
+  h3_strbuf_append(s, "    float ss = 0.0f;\n");
+  open_chunks(s, n);
+  h3_strbuf_append(s, "        float v[8];\n        h3_wbf8(xr[j], v);\n    ");
+  emit_rms_accum(s, 8, "v", !n->exact);
+  h3_strbuf_append(s, close_chunks);
+  emit_rms_finish(s, n->block, n->H, n->eps, !n->exact);
+  emit_modulate_pass(s, n, true);
 }
 
 /* The row with 16-byte accesses (every base pointer is aligned, so every row is: H % 8 ==
@@ -211,14 +248,36 @@ static void emit_vector_row(h3_strbuf *s, const nm_shape *n) {
     h3_strbuf_append(s, "        h3_str8<true>(xo, u * 8, xr[j]);\n");
     h3_strbuf_append(s, close_chunks);
   }
-  /* the sum of squares over the chunks in rms_norm's order */
-  h3_strbuf_append(s, "    float ss = 0.0f;\n");
+  emit_norm_modulate_regs(s, n);
+}
+
+/* The staged row's loads, right after the row's guard and before its pointers (so that they
+ * issue first): every chunk of the residual and the update into st = [residual row | update
+ * row], 16 bytes per cp.async, one batch per thread. */
+static void emit_staged_loads(h3_strbuf *s, const nm_shape *n) {
+  const long long U = (long long)n->units;
+  h3_strbuf_printf(s, "  __shared__ uint4 st[%lld];\n", 2 * U);
   open_chunks(s, n);
-  h3_strbuf_append(s, "        float v[8];\n        h3_wbf8(xr[j], v);\n    ");
-  emit_rms_accum(s, 8, "v", !n->exact);
+  h3_strbuf_printf(s, "        h3_cp16(&st[u], res + u * 8);\n        h3_cp16(&st[%lld + u], upd + u * 8);\n", U);
   h3_strbuf_append(s, close_chunks);
-  emit_rms_finish(s, n->block, n->H, n->eps, !n->exact);
-  emit_modulate_pass(s, n, true);
+  h3_strbuf_append(s, "  h3_cp_commit();\n");
+}
+
+/* The staged row after its pointers: each thread waits for its own copies, reads its chunks
+ * back (no barrier: only what it copied), forms residual' with the gate's chunk (L1 / L2)
+ * and stores it, then the norm and the modulate as the vector row (residual' in registers). */
+static void emit_staged_row(h3_strbuf *s, const nm_shape *n) {
+  h3_strbuf_printf(s, "  {\n    __align__(16) h3_bf16 xr[%lld][8];\n    h3_cp_wait();\n",
+                   (long long)n->chunks);
+  open_chunks(s, n);
+  h3_strbuf_printf(s, "        __align__(16) h3_bf16 gr[8], ur[8];\n"
+                      "        *reinterpret_cast<uint4 *>(xr[j]) = st[u];\n"
+                      "        *reinterpret_cast<uint4 *>(ur) = st[%lld + u];\n"
+                      "        h3_ldr8<true>(gate, u * 8, gr);\n", (long long)n->units);
+  emit_u3(s, n, "xr[j]", "ur", "gr");
+  h3_strbuf_append(s, "        h3_str8<true>(xo, u * 8, xr[j]);\n");
+  h3_strbuf_append(s, close_chunks);
+  emit_norm_modulate_regs(s, n);
 }
 
 /* The row element by element (some base pointer is not 16-byte aligned): the same
@@ -259,6 +318,9 @@ static void emit_head(emit_ctx *ec, const nm_shape *n, int n_in, const h3_type *
   h3_strbuf *s = &ec->src;
   if (elem)
     h3_strbuf_append(s, "static __device__ __noinline__ void @K@_elem(");
+  else if (n->min_blocks)
+    h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d, %d) @K@(", n->block,
+                     n->min_blocks);
   else
     h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", n->block);
   for (int i = 0; i < n_in; i++)
@@ -270,16 +332,24 @@ static void emit_head(emit_ctx *ec, const nm_shape *n, int n_in, const h3_type *
   h3_strbuf_append(s, ") {\n");
 }
 
-/* The row's shared arrays, guard and pointers (the kernel and @K@_elem each declare them). */
-static void emit_row_prologue(h3_strbuf *s, const nm_shape *n, int64_t T, int64_t G) {
-  const int first = n->first, yout = n->plan_b ? 1 : 0;
+/* The row's shared arrays, guard, thread and (Plan B) residual and update rows (the kernel
+ * and @K@_elem each declare them). */
+static void emit_row_start(h3_strbuf *s, const nm_shape *n, int64_t T) {
   const long long H = (long long)n->H;
   h3_strbuf_printf(s, "  __shared__ float part[%d];\n", n->block / 32);
   if (n->quant && n->block > 32) h3_strbuf_printf(s, "  __shared__ float qpart[%d];\n", n->block / 32);
   h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n"
                       "  const int tid = threadIdx.x;\n", (long long)T);
-  h3_strbuf_printf(s, "  const long long g = h3_clampi(h3_ld(in%d, row), %lldll);\n", first + 3,
-                   (long long)G);
+  if (n->plan_b)
+    h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll;\n  const %s *upd = in1 + row * %lldll;\n",
+                     H, n->acc ? "int" : "h3_bf16", H);
+}
+
+/* The row's table rows (g = clamp(idx[row])) and data pointers. */
+static void emit_row_pointers(h3_strbuf *s, const nm_shape *n, int64_t G) {
+  const int first = n->first, yout = n->plan_b ? 1 : 0;
+  const long long H = (long long)n->H;
+  h3_strbuf_printf(s, "  const int g = h3_clampi(in%d[row], %lld);\n", first + 3, (long long)G);
   h3_strbuf_printf(s, "  const h3_bf16 *scr = in%d + g * %lldll, *shr = in%d + g * %lldll;\n",
                    first + 1, H, first + 2, H);
   h3_strbuf_printf(s, "  h3_bf16 *y = out%d + row * %lldll;\n", yout, H);
@@ -287,11 +357,10 @@ static void emit_row_prologue(h3_strbuf *s, const nm_shape *n, int64_t T, int64_
     h3_strbuf_printf(s, "  signed char *qo = out%d + row * %lldll;\n  float *so = out%d;\n",
                      yout + 1, H, yout + 2);
   if (n->plan_b) {
-    h3_strbuf_printf(s, "  const long long gq = h3_clampi(h3_ld(in%d, row), %lldll);\n",
-                     first + 3, (long long)n->gate_rows);
-    h3_strbuf_printf(s, "  const h3_bf16 *res = in0 + row * %lldll, *gate = in2 + gq * %lldll;\n"
-                        "  const %s *upd = in1 + row * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
-                     H, H, n->acc ? "int" : "h3_bf16", H, H);
+    h3_strbuf_printf(s, "  const int gq = h3_clampi(in%d[row], %lld);\n", first + 3,
+                     (long long)n->gate_rows);
+    h3_strbuf_printf(s, "  const h3_bf16 *gate = in2 + gq * %lldll;\n  h3_bf16 *xo = out0 + row * %lldll;\n",
+                     H, H);
     if (n->acc) h3_strbuf_append(s, "  const float sxv = h3_ld(in7, row);\n");
   } else {
     h3_strbuf_printf(s, "  const h3_bf16 *x = in0 + row * %lldll;\n", H);
@@ -317,7 +386,10 @@ h3_status emit_normmod(emit_ctx *ec) {
   if (H < 8 || H % 8 != 0)
     return emit_unsupported(ec, "H must be a positive multiple of 8 (the pass keeps other rows "
                                 "as the unfused chain)");
-  if (T >= ((int64_t)1 << 31) || H >= ((int64_t)1 << 31))
+  const int64_t G = op->operands[first + 1]->type.dims[0];
+  const int64_t gate_rows = plan_b ? op->operands[2]->type.dims[0] : 0;
+  if (T >= ((int64_t)1 << 31) || H >= ((int64_t)1 << 31) || G >= ((int64_t)1 << 31) ||
+      gate_rows >= ((int64_t)1 << 31)) /* the row and table indices are int */
     return emit_unsupported(ec, "more than 2^31 rows or columns");
   nm_shape n;
   n.plan_b = plan_b;
@@ -336,10 +408,17 @@ h3_status emit_normmod(emit_ctx *ec) {
     n.chunks = (n.units + 255) / 256;
     n.block = emit_row_block((n.units + n.chunks - 1) / n.chunks, 256);
   }
+  n.staged = plan_b && !n.exact && !quant && !acc && n.block * n.chunks == n.units &&
+             H <= NM_STAGED_MAX_H;
+  n.min_blocks = 0;
+  if (n.staged) { /* NM_STAGED_REG_BUDGET, at most the SM's threads / blocks */
+    n.min_blocks = 65536 / (NM_STAGED_REG_BUDGET * n.block);
+    if (n.min_blocks > 2048 / n.block) n.min_blocks = 2048 / n.block;
+    if (n.min_blocks > 32) n.min_blocks = 32;
+  }
   n.H = H;
-  n.gate_rows = plan_b ? op->operands[2]->type.dims[0] : 0;
+  n.gate_rows = gate_rows;
   n.eps = h3_op_attr_float(op, "eps", 1e-5);
-  const int64_t G = op->operands[first + 1]->type.dims[0];
   h3_type in_t[9], out_t[4];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
@@ -351,7 +430,8 @@ h3_status emit_normmod(emit_ctx *ec) {
   n.off_zero = (float)offset == 0.0f;
   /* the element-by-element row, out of line: @K@_elem */
   emit_head(ec, &n, n_in, in_t, n_out, out_t, true);
-  emit_row_prologue(s, &n, T, G);
+  emit_row_start(s, &n, T);
+  emit_row_pointers(s, &n, G);
   emit_scalar_row(s, &n);
   h3_strbuf_append(s, "}\n\n");
   /* the kernel: one alignment test (every row offset, row * H and g * H elements, is then
@@ -366,8 +446,13 @@ h3_status emit_normmod(emit_ctx *ec) {
   for (int i = 0; i < n_in; i++) h3_strbuf_printf(s, "%sin%d", i ? ", " : "", i);
   for (int i = 0; i < n_out; i++) h3_strbuf_printf(s, ", out%d", i);
   h3_strbuf_append(s, ");\n    return;\n  }\n");
-  emit_row_prologue(s, &n, T, G);
-  emit_vector_row(s, &n);
+  emit_row_start(s, &n, T);
+  if (n.staged) emit_staged_loads(s, &n);
+  emit_row_pointers(s, &n, G);
+  if (n.staged)
+    emit_staged_row(s, &n);
+  else
+    emit_vector_row(s, &n);
   h3_strbuf_append(s, "}\n");
   bool oom = off.oom;
   h3_strbuf_free(&off);

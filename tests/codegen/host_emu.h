@@ -32,7 +32,7 @@ extern "C" {
 #define __global__
 #define __forceinline__ inline
 #define __noinline__
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 #define __shared__ static
 

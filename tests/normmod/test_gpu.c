@@ -367,6 +367,13 @@ int main(int argc, char **argv) {
   in.x[1 * H + 9] = 0x7f80; /* +Inf */
   in.x[2 * H + 11] = 0xff80; /* -Inf */
   in.scale[(int64_t)nm_row(in.idx[3], G) * H + 17] = 0x7fc0;
+  /* row 4, columns 0-255: subnormal residuals (+-k * 2^-133) and updates near 2^-126, so that
+     gate * update and residual' lie among bf16's subnormals: lossless U3's bf16x2 arithmetic
+     must keep them (the host U3 of the check below does) */
+  for (int k = 0; k < 256 && k < H; k++) {
+    in.x[4 * H + k] = (uint16_t)((k & 1 ? 0x8000 : 0) | (1 + k % 127));
+    in.update[4 * H + k] = (uint16_t)((k & 2 ? 0x8000 : 0) | 0x0080 | (k % 8) << 4);
+  }
   const void *host[7] = {in.x, in.update, in.gamma, in.gate, in.scale, in.shift, in.idx};
   for (int gi = 0; gi < 2; gi++)
     for (int i = 0; i < 7; i++) {

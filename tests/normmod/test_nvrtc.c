@@ -6,11 +6,57 @@
  * names (h3_<op>_<hash of the source>), that only the lossless kernels use an fma, and
  * that Plan B's residual pointers (in0, out0: one buffer when updated in place) are the
  * only ones without __restrict__; the quantize = 1 kernels (int8-fuse-quant) with their
- * code / scale results and y's store only where y has uses; and that the GPU test's argument binding (nm_bind) gives
- * every kernel of both graphs its own operands and results (check_binding).
+ * code / scale results and y's store only where y has uses; the staged row (cp.async into
+ * shared memory, __launch_bounds__(block, 5)) exactly for lossless Plan B without a quantizer
+ * and without idle chunks; at the H3 shape what ptxas reports (through NVRTC's -v log) for the
+ * measured forms: lossless Plan A <= 40 registers, the staged Plan B <= 56, no spills; and
+ * that the GPU test's argument binding (nm_bind) gives every kernel of both graphs its own
+ * operands and results (check_binding).
  */
 #include "nm_build.h"
 #include "nm_test.h"
+
+#include <nvrtc.h>
+
+/* What ptxas reports for kernel `name` compiled alone (the prelude and its source, the
+ * lossless tier's options): registers, spill store bytes, shared memory bytes; false when
+ * NVRTC fails or the log lacks the lines. */
+typedef struct {
+  int regs, spill, smem;
+} ptxas_use;
+static bool ptxas_usage(const h3_kernel *k, ptxas_use *u) {
+  size_t n1 = strlen(h3_codegen_prelude()), n2 = strlen(k->source);
+  char *src = malloc(n1 + n2 + 1), inc[4200];
+  if (!src) return false;
+  memcpy(src, h3_codegen_prelude(), n1);
+  memcpy(src + n1, k->source, n2 + 1);
+  snprintf(inc, sizeof inc, "-I%s", h3_cuda_include_dir() ? h3_cuda_include_dir() : ".");
+  const char *opts[] = {"-default-device", "-std=c++17", "--gpu-architecture=" H3_TARGET_ARCH, inc,
+                        "--ptxas-options=-v"};
+  nvrtcProgram p;
+  bool ok = nvrtcCreateProgram(&p, src, "usage.cu", 0, NULL, NULL) == NVRTC_SUCCESS;
+  free(src);
+  if (!ok) return false;
+  ok = nvrtcCompileProgram(p, 5, opts) == NVRTC_SUCCESS;
+  size_t len = 0;
+  char *log = ok && nvrtcGetProgramLogSize(p, &len) == NVRTC_SUCCESS ? malloc(len + 1) : NULL;
+  ok = log && nvrtcGetProgramLog(p, log) == NVRTC_SUCCESS;
+  nvrtcDestroyProgram(&p);
+  char want[160];
+  snprintf(want, sizeof want, "Function properties for %s\n", k->name);
+  const char *at = ok ? strstr(log, want) : NULL, *used = at ? strstr(at, "Used ") : NULL;
+  ok = at && used && sscanf(strstr(at, "bytes stack frame, ") + 19, "%d", &u->spill) == 1 &&
+       sscanf(used, "Used %d registers", &u->regs) == 1;
+  /* "Used R registers, used 1 barriers[, S bytes cumulative stack size], M bytes smem" */
+  const char *eol = ok ? strchr(used, '\n') : NULL, *sm = ok ? strstr(used, " bytes smem") : NULL;
+  u->smem = 0;
+  if (sm && (!eol || sm < eol)) {
+    while (sm > used && sm[-1] >= '0' && sm[-1] <= '9') sm--;
+    u->smem = atoi(sm);
+  }
+  free(log);
+  return ok;
+}
 
 /* The GPU test's argument binding (nm_bind) on every kernel of both graphs: operands then
  * results, each the pointer of its own value. @g's exact fusion gives a group with three
@@ -96,6 +142,27 @@ static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse, int lossless
     const bool stores_y = strstr(k->source, "h3_str8<true>(y, u * 8, yr)") != NULL;
     CHECK(stores_y == (!quant || !strcmp(names[i], "qy")), "%s: y %s", names[i],
           stores_y ? "stored although unused" : "not stored");
+    /* the staged row (residual and update rows by cp.async into shared memory, 5 blocks per
+       SM asked of ptxas): lossless Plan B without a quantizer where every thread has all of
+       its chunks; every other kernel keeps its rows in registers */
+    const bool staged = strstr(k->source, "h3_cp16(") != NULL;
+    const bool want_staged = plan_b && lossless && !quant && H / 8 % lossless_block == 0 && H <= 8192;
+    CHECK(staged == want_staged, "%s: %s row", names[i], staged ? "staged" : "register");
+    char bound[64], any[64];
+    snprintf(bound, sizeof bound, "__launch_bounds__(%d, %d)", block, 65536 / (56 * block));
+    snprintf(any, sizeof any, "__launch_bounds__(%d, ", block);
+    CHECK(want_staged ? strstr(k->source, bound) != NULL : strstr(k->source, any) == NULL,
+          "%s: blocks-per-SM bound", names[i]);
+    /* ptxas at the H3 shape: the measured forms' registers without spills (Plan A lossless 40
+       registers, 7 rows of 224 per SM; the staged Plan B 56, 5 rows, and its 21 KiB of rows) */
+    if (H == 5376 && (!strcmp(names[i], "al") || !strcmp(names[i], "bl"))) {
+      ptxas_use use;
+      CHECK(ptxas_usage(k, &use), "%s: no ptxas report", names[i]);
+      const bool a = names[i][0] == 'a';
+      CHECK(use.spill == 0 && use.regs <= (a ? 40 : 56) && (a || use.smem >= 2 * 5376 * 2),
+            "%s: ptxas reports %d registers, %d bytes spilled, %d bytes of shared memory", names[i],
+            use.regs, use.spill, use.smem);
+    }
   }
   h3_nvrtc_job jobs[2];
   char *src[2] = {NULL, NULL};
