@@ -26,7 +26,8 @@
  * hints; session 6's text edits b1-b9 of the former Plan B kernel and b10's parameters; session
  * 7's edits of the register row: bn / bf / bc / bs / b2, its blocks-per-SM bound, fp32 U3, load
  * cache hints) are in this file's git history, their numbers in bench/results/
- * 2026-11-30-h200-*normmod-variants*.txt and 2026-12-01-h200-s7-*.txt. */
+ * 2026-11-30-h200-*normmod-variants*.txt and 2026-12-01-h200-s7-*.txt. NM_BALLAST_GB=N allocates
+ * N GiB before the bench's own buffers. */
 #include NM_KERNEL_H
 #include <cstdint>
 #include <cstdio>
@@ -173,6 +174,15 @@ int main(int argc, char **argv) {
   if (argc > 1 && !prof && !dit) {
     fprintf(stderr, "usage: normmod_variants [prof | dit]\n");
     return 2;
+  }
+  // NM_BALLAST_GB=N: N GiB allocated and written first, so that the bench's buffers land where a
+  // process holding as much memory as normmod_gpu puts them
+  std::vector<void *> ballast;
+  for (int i = 0, gb = getenv("NM_BALLAST_GB") ? atoi(getenv("NM_BALLAST_GB")) : 0; i < gb; i++) {
+    void *q;
+    CK(cudaMalloc(&q, 1u << 30));
+    CK(cudaMemset(q, 0, 1u << 30));
+    ballast.push_back(q);
   }
   size_t n = (size_t)T_ROWS * HH;
   std::vector<h3_bf16> hx(n), hu(n), hp(19 * HH);
