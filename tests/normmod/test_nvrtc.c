@@ -18,9 +18,9 @@
 
 #include <nvrtc.h>
 
-/* What ptxas reports for kernel `name` compiled alone (the prelude and its source, the
- * lossless tier's options): registers, spill store bytes, shared memory bytes; false when
- * NVRTC fails or the log lacks the lines. */
+/* What ptxas reports for kernel k compiled alone (the prelude and its source, the lossless
+ * tier's options): registers, spill store bytes, shared memory bytes; false when NVRTC fails
+ * or the log lacks the lines. */
 typedef struct {
   int regs, spill, smem;
 } ptxas_use;
@@ -45,7 +45,8 @@ static bool ptxas_usage(const h3_kernel *k, ptxas_use *u) {
   char want[160];
   snprintf(want, sizeof want, "Function properties for %s\n", k->name);
   const char *at = ok ? strstr(log, want) : NULL, *used = at ? strstr(at, "Used ") : NULL;
-  ok = at && used && sscanf(strstr(at, "bytes stack frame, ") + 19, "%d", &u->spill) == 1 &&
+  const char *frame = at ? strstr(at, "bytes stack frame, ") : NULL;
+  ok = used && frame && sscanf(frame + 19, "%d", &u->spill) == 1 &&
        sscanf(used, "Used %d registers", &u->regs) == 1;
   /* "Used R registers, used 1 barriers[, S bytes cumulative stack size], M bytes smem" */
   const char *eol = ok ? strchr(used, '\n') : NULL, *sm = ok ? strstr(used, " bytes smem") : NULL;
