@@ -49,8 +49,8 @@
 // 6 call 6: residual' kept in shared memory across the reduction, 6-9 blocks per SM, the chunk
 // loops not unrolled.)
 // BF: U3 by h3_u3bf8 (the plan's bf16x2 arithmetic: b11) instead of fp32.
-template <int MINB, bool BF>
-__global__ void __launch_bounds__(224, MINB) nm_b10(const h3_bf16 *in0, const h3_bf16 *__restrict__ in1,
+template <bool BF>
+__global__ void __launch_bounds__(224, 5) nm_b10(const h3_bf16 *in0, const h3_bf16 *__restrict__ in1,
     const h3_bf16 *__restrict__ in2, const h3_bf16 *__restrict__ in3, const h3_bf16 *__restrict__ in4,
     const h3_bf16 *__restrict__ in5, const int *__restrict__ in6, h3_bf16 *out0, h3_bf16 *__restrict__ out1) {
   __shared__ uint4 rows[2 * UNITS];  // [residual row | update row]
@@ -233,8 +233,8 @@ int main(int argc, char **argv) {
   auto plan_b = [&](h3_bf16 *res, h3_bf16 *res_out) {
     nm_planb_kernel<<<T_ROWS, NM_B0_BLOCK>>>(res, upd, tt, tg, ts, th, idx, res_out, y);
   };
-  auto b10 = [&] { nm_b10<5, false><<<T_ROWS, 224>>>(x, upd, tt, tg, ts, th, idx, r2, y); };
-  auto b11 = [&] { nm_b10<5, true><<<T_ROWS, 224>>>(x, upd, tt, tg, ts, th, idx, r2, y); };
+  auto b10 = [&] { nm_b10<false><<<T_ROWS, 224>>>(x, upd, tt, tg, ts, th, idx, r2, y); };
+  auto b11 = [&] { nm_b10<true><<<T_ROWS, 224>>>(x, upd, tt, tg, ts, th, idx, r2, y); };
   if (prof) {  // profiling: two launches each of the forms compared, no timing
     for (int i = 0; i < 2; i++) {
       copy_rows<1, 256, 256><<<(unsigned)(n / 8 / 256), 256>>>(x, nullptr, y, nullptr);
@@ -296,12 +296,12 @@ int main(int argc, char **argv) {
       CK(cudaMemset(r2, 0, n * 2)); CK(cudaMemset(y, 0, n * 2));
     };
     plan_b(x, r2); outs(r_b0, y_b0);
-    const struct { const char *name; std::function<void()> run; } others[] = {
-        {"b10", b10}, {"b11", b11}};
-    for (const auto &o : others) {
-      o.run(); outs(r_b10, y_b10);
-      printf("   %s %s b0 bitwise (residual' and y)\n", o.name, r_b0 == r_b10 && y_b0 == y_b10 ? "equals" : "DIFFERS from");
-    }
+    auto same_as_b0 = [&](const char *name, const std::function<void()> &run) {  // residual' and y
+      run(); outs(r_b10, y_b10);
+      printf("   %s %s b0 bitwise (residual' and y)\n", name, r_b0 == r_b10 && y_b0 == y_b10 ? "equals" : "DIFFERS from");
+    };
+    same_as_b0("b10", b10);
+    same_as_b0("b11", b11);
     for (int round = 0; round < 3; round++) {
       timeit("copy of 2x (Plan B's bytes)", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
       timeit("b0 Plan B (plan kernel)", [&] { plan_b(x, r2); });
@@ -318,8 +318,7 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(q[i], from[i], rows[i] * HH * 2, cudaMemcpyDeviceToDevice));
       }
       tg = q[0], ts = q[1], th = q[2], tt = q[3];
-      plan_b(x, r2); outs(r_b10, y_b10);
-      printf("   sep: b0 %s b0 bitwise (residual' and y)\n", r_b0 == r_b10 && y_b0 == y_b10 ? "equals" : "DIFFERS from");
+      same_as_b0("sep: b0", [&] { plan_b(x, r2); });
       timeit("sep: copy of 2x", [&] { cudaMemcpyAsync(big_d, big_s, n * 4, cudaMemcpyDeviceToDevice); });
       timeit("sep: b0 Plan B (plan kernel)", [&] { plan_b(x, r2); });
       timeit("sep: b10 Plan B, hand-written", b10);
