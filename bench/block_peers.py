@@ -202,7 +202,7 @@ def peers(S, U, iters, gemms=True):
     return out
 
 
-# the acceptance goals of the CUDA-backend issue, by row key: h3 / PyTorch at most
+# the acceptance goals of the CUDA backend, by row key: h3 / PyTorch at most
 # RATIO_GOALS[key]; h3's own rate at least MIN_TFLOPS[key] (and within the NMSE limit
 # attention_bench --check logged, where it did)
 RATIO_GOALS = {"block_compile": 0.97, "attention_cudnn": 1.05, "gemm_qkv": 1.03,

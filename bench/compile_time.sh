@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # compile_time.sh: wall time of `h3c compile` for both full-config models, with a cold
 # kernel cache (a fresh, empty cache folder) and then warm (same folder again).
-# Targets (issue 2, on a 2-core machine like CI's): cold <= 10 s, warm <= 1 s.
-#   bench/compile_time.sh [BUILD_DIR]      prints a table; writes bench/results/DATE-compile-time.txt
+# Targets (on a 2-core machine like CI's): cold <= 10 s, warm <= 1 s.
+#   bench/compile_time.sh [BUILD_DIR]      prints a table; writes dev/results/DATE-compile-time.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 h3c=$build/h3c
 [ -x "$h3c" ] || { echo "compile_time: $h3c not built; run scripts/setup.sh" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-out=bench/results/$(date +%F)-compile-time.txt
+mkdir -p dev/results
+out=dev/results/$(date +%F)-compile-time.txt
 now() { date +%s.%N; }
 {
   echo "# h3c compile wall time, $(date -u +%FT%TZ), $(nproc) cores, $(uname -m), h3 $($h3c --version)"

@@ -6,14 +6,14 @@ ratio table of their medians.
                                  [--warm-seconds W] [--out FILE.json]
 
 One measurement of a GEMM on the H200 moves by several percent with the power and clock
-state the card is in (PyTorch's qkv took 9.4 to 11.6 ms over the calls of 2026-11-30), so a
+state the card is in (PyTorch's qkv took 9.4 to 11.6 ms over the runs of 2026-11-30), so a
 single h3 run set against a single PyTorch run decides a 3 % goal by chance. Here each
 round times the four GEMMs on both sides with the same protocol (bf16 operands uniform in
 [-1, 1), at least 2 warm-up runs and W = 1 s of the op, median of N = 10 CUDA-event runs):
 h3 through `ATTENTION_BENCH --gemm-only` (a fresh process: its plan-load tuning included),
 PyTorch through torch.matmul(x, w.t()) in this process. The side that goes first alternates
 from round to round (R = 4: h3 first in rounds 1 and 3), and each side's time per GEMM is
-the median over the rounds. Prints every round, then the table with the issue's goal (each
+the median over the rounds. Prints every round, then the table with the project's goal (each
 GEMM within 3 %); --out keeps {"h3": {...}, "torch": {...}, "rounds": [...]} (milliseconds
 by GEMM name and gemm_block_total) for bench/block_peers.py --gemm-json.
 Needs torch with CUDA; prints why and exits 0 when it is missing.

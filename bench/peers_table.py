@@ -10,7 +10,7 @@ measures the same shapes with PyTorch (SDPA with the flash and the cuDNN backend
 live segment plus the pad segment; torch.matmul for the four block GEMMs; bf16 operands
 uniform in [-1, 1) as attention_bench's; CUDA-event medians of N = 10 runs after at least
 2 warm-up runs and W = 1 s of the op, as attention_bench times h3's) and prints one table:
-h3 ms, PyTorch ms, h3 / PyTorch (< 1: h3 is faster) and the issue's goal where there is one
+h3 ms, PyTorch ms, h3 / PyTorch (< 1: h3 is faster) and the project's goal where there is one
 (cuDNN attention within 5 %, h3's flash kernel at least 350 TFLOP/s; each GEMM within 3 % is
 judged on bench/gemm_rounds.py's medians of alternating rounds, not on this one run). Needs
 torch with CUDA; prints why and exits 0 when it is missing, so the GPU script goes on.
