@@ -10,8 +10,7 @@
  * error), 2 for bad flags. Nothing is written unless the run succeeds (outputs and traces
  * are written atomically at the end).
  */
-#include "h3/cuda_backend.h"
-#include "h3/int8.h"
+#include "h3/backend.h"
 #include "h3/plan.h"
 #include "h3/runtime.h"
 #include "h3/safetensors.h"
@@ -48,8 +47,8 @@ static void usage(FILE *f) {
           "  --warmup N            untimed runs before the measured ones (default 0)\n"
           "  --iterations N        measured runs (default 1)\n"
           "  --threads N           cpu worker threads (default 2)\n"
-          "  --attention NAME      attention implementation: cuda: " H3_CUDA_ATTENTION_NAMES "\n"
-          "                        (default " H3_CUDA_ATTENTION_DEFAULT "); cpu: reference\n"
+          "  --attention NAME      attention implementation: cuda: " H3_ATTENTION_NAMES "\n"
+          "                        (default: the first); cpu: reference\n"
           "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
           "  --help                this text\n");
 }
@@ -317,27 +316,22 @@ static int run(const options *o, h3_diag *d) {
     goto done;
   }
   bool int8_env = false; /* H3_INT8_MAX_ROWS re-decides the int8 row splits */
-  if (h3_int8_apply_env(plan->module, &int8_env, d) != H3_OK) goto done;
+  if (h3_plan_apply_load_rules(plan, &int8_env, d) != H3_OK) goto done;
   if (check_compiled(m, "--steps", "steps", o->steps, d) != H3_OK ||
       check_compiled(m, "--max-new-tokens", "max_new_tokens", o->max_new_tokens, d) != H3_OK)
     goto done;
   h3_backend_options bo = {o->threads, o->seed};
   b = h3_backend_create(o->backend, &bo, d);
   if (!b) goto done;
-  int cuda = h3_backend_is_cuda(b), random = strcmp(o->weights, "random") == 0;
-  if (cuda) {
-    if (h3_plan_compile_kernels(plan, d) != H3_OK || h3_cuda_load_plan(b, plan, d) != H3_OK ||
-        (o->attention && h3_cuda_set_attention(b, o->attention, d) != H3_OK))
-      goto done;
-  } else if (o->attention && strcmp(o->attention, "reference") != 0) {
-    h3_diag_error(d, none, "use --backend cuda for " H3_CUDA_ATTENTION_NAMES,
-                  "--attention %s: the cpu backend has only the reference attention", o->attention);
+  int random = strcmp(o->weights, "random") == 0;
+  if (h3_backend_load_plan(b, plan, d) != H3_OK ||
+      (o->attention && h3_backend_set_option(b, "attention", o->attention, d) != H3_OK))
     goto done;
-  }
-  /* random weights: made on the GPU by the cuda backend, on the host otherwise */
-  w = random ? (cuda ? NULL : h3_weights_random(m, o->seed, d))
+  /* random weights: made on the device when the backend can (bitwise the host's), else here */
+  bool on_device = random && b->ext && b->ext->init_param;
+  w = random ? (on_device ? NULL : h3_weights_random(m, o->seed, d))
              : h3_weights_load_file(m, o->weights, d);
-  if (!w && !(random && cuda)) goto done;
+  if (!w && !on_device) goto done;
   in = o->inputs ? h3_inputs_load_file(g, o->inputs, H3_INPUTS_ALLOW_MISSING, d)
                  : calloc((size_t)g->n_inputs + 1, sizeof *in);
   if (!in) goto done;
@@ -353,7 +347,7 @@ static int run(const options *o, h3_diag *d) {
   for (int it = 0; it < o->warmup + o->iterations; it++) {
     if (it == o->warmup) {
       h3_runtime_reset_stats(rt);
-      if (cuda) h3_cuda_reset_gpu_seconds(b);
+      h3_backend_reset_busy(b);
     }
     for (int i = 0; i < g->n_outputs; i++) {
       free(out[i].data);
@@ -386,7 +380,7 @@ static int run(const options *o, h3_diag *d) {
                  .graph = ran,
                  .backend = b->ops->name,
                  .weights = o->weights,
-                 .quality = plan->quality,
+                 .quality = h3_tier_name(plan->quality),
                  .passes = passes.data,
                  .seed = o->seed,
                  .warmup = o->warmup,
@@ -397,9 +391,9 @@ static int run(const options *o, h3_diag *d) {
                  .weight_bytes = h3_runtime_weight_bytes(rt),
                  .activation_bytes = h3_runtime_activation_bytes(rt),
                  .threads = o->threads,
-                 .device = cuda ? h3_cuda_device_name(b) : NULL,
-                 .attention = cuda ? h3_cuda_attention(b) : NULL,
-                 .gpu_seconds = cuda ? h3_cuda_gpu_seconds(b) : -1.0};
+                 .device = h3_backend_device_name(b),
+                 .attention = h3_backend_option(b, "attention"),
+                 .gpu_seconds = h3_backend_busy_seconds(b)};
   r.n_branches = h3_runtime_branches(rt, &r.branches);
   h3_report_print(stdout, &r);
   h3_strbuf_free(&passes);

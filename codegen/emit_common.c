@@ -1,6 +1,6 @@
 /* emit_common.c: the entry point of kernel emission and what every emitter shares.
  *
- * h3_codegen_classify() decides how the CUDA backend runs each op; h3_codegen_emit_op()
+ * h3_exec_classify() decides how the CUDA backend runs each op; h3_codegen_emit_op()
  * dispatches to the emitter of the op's family and finishes the kernel: the source is
  * hashed with the placeholder name `@K@` written as "h3_<op>", the kernel is named
  * `h3_<op>_<first 10 hex of that hash>` and the name is substituted, so identical
@@ -13,89 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- classification ------------------------------------------------------------------ */
-bool h3_codegen_slice_is_contiguous(const h3_op *op) {
-  /* the memory planner's rule (passes/memory_plan.c): every dim before the axis is 1 */
-  const h3_type *t = &op->operands[0]->type;
-  int64_t axis = h3_op_attr_int(op, "axis", 0);
-  if (axis < 0 || axis >= t->rank) return false;
-  for (int i = 0; i < axis; i++)
-    if (t->dims[i] != 1) return false;
-  return true;
-}
-
-h3_exec_kind h3_codegen_classify(const h3_op *op) {
-  switch (op->code) {
-  case H3_OP_LOOP:
-  case H3_OP_YIELD:
-  case H3_OP_RETURN:
-  case H3_OP_CALL:
-  case H3_OP_BRANCH:
-    return H3_EXEC_CONTROL;
-  case H3_OP_RESHAPE:
-  case H3_OP_INDEX:
-    return H3_EXEC_VIEW;
-  case H3_OP_SLICE:
-    return h3_codegen_slice_is_contiguous(op) ? H3_EXEC_VIEW : H3_EXEC_KERNEL;
-  case H3_OP_LINEAR:
-  case H3_OP_LINEAR_INT8: /* cuBLASLt int8 TN with the dequant epilogue (docs/int8.md) */
-  case H3_OP_MATMUL_I8: /* cuBLASLt int8 TN into the int32 result (docs/int8.md) */
-  case H3_OP_ATTENTION:
-  case H3_OP_PAGED_ATTENTION:
-    return H3_EXEC_LIBRARY;
-  case H3_OP_SIGMA_SCHEDULE:
-    return H3_EXEC_HOST;
-  case H3_OP_BLOCK_ATTENTION:
-  case H3_OP_INDEX_TOPK:
-  case H3_OP_SPARSE_ATTENTION:
-  case H3_OP_ROUTER_TOPK:
-  case H3_OP_MOE:
-  case H3_OP_MARKOV_DRAFT:
-    return H3_EXEC_DEFERRED;
-  default:
-    return H3_EXEC_KERNEL;
-  }
-}
-
-const char *h3_exec_kind_name(h3_exec_kind k) {
-  switch (k) {
-  case H3_EXEC_CONTROL: return "control";
-  case H3_EXEC_VIEW: return "view";
-  case H3_EXEC_KERNEL: return "kernel";
-  case H3_EXEC_LIBRARY: return "library";
-  case H3_EXEC_HOST: return "host";
-  case H3_EXEC_DEFERRED: return "deferred";
-  }
-  return "?";
-}
-
-const char *h3_codegen_library_kind(const h3_op *op) {
-  switch (h3_codegen_classify(op)) {
-  case H3_EXEC_LIBRARY:
-    return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8
-               ? "cublaslt"
-               : "attention";
-  case H3_EXEC_HOST: return "host";
-  case H3_EXEC_DEFERRED: return "deferred";
-  default: return NULL;
-  }
-}
-
 /* ---- types and literals ---------------------------------------------------------------- */
-const char *h3_codegen_ctype(h3_dtype t) {
-  switch (t) {
-  case H3_BF16: return "h3_bf16";
-  case H3_F16: return "h3_f16";
-  case H3_F32: return "float";
-  case H3_F64: return "double";
-  case H3_I8: return "signed char";
-  case H3_I32: return "int";
-  case H3_I64: return "long long";
-  case H3_U8: return "unsigned char";
-  default: return "void";
-  }
-}
-
 bool emit_is_float(h3_dtype t) {
   return t == H3_BF16 || t == H3_F16 || t == H3_F32 || t == H3_F64;
 }
@@ -155,10 +73,10 @@ void emit_signature(emit_ctx *ec, int n_in, const h3_type *in, int n_out, const 
   h3_strbuf_printf(&ec->src, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", block);
   int n = 0;
   for (int i = 0; i < n_in; i++, n++)
-    h3_strbuf_printf(&ec->src, "%sconst %s *%s in%d", n ? ", " : "", h3_codegen_ctype(in[i].dtype), r,
+    h3_strbuf_printf(&ec->src, "%sconst %s *%s in%d", n ? ", " : "", h3_kernel_ctype(in[i].dtype), r,
                      i);
   for (int i = 0; i < n_out; i++, n++)
-    h3_strbuf_printf(&ec->src, "%s%s *%s out%d", n ? ", " : "", h3_codegen_ctype(out[i].dtype), r, i);
+    h3_strbuf_printf(&ec->src, "%s%s *%s out%d", n ? ", " : "", h3_kernel_ctype(out[i].dtype), r, i);
   if (extra) h3_strbuf_printf(&ec->src, "%s%s", n ? ", " : "", extra);
   h3_strbuf_append(&ec->src, ") {\n");
 }
@@ -206,35 +124,11 @@ h3_status emit_unsupported(emit_ctx *ec, const char *what) {
 }
 
 /* ---- naming ----------------------------------------------------------------------------- */
-/* Copies s replacing every occurrence of `from` with `to` (malloc'd; NULL when OOM). */
-static char *replace_all(const char *s, const char *from, const char *to) {
-  h3_strbuf b;
-  h3_strbuf_init(&b);
-  size_t fl = strlen(from);
-  const char *p = s, *q;
-  while ((q = strstr(p, from))) {
-    h3_strbuf_appendn(&b, p, (size_t)(q - p));
-    h3_strbuf_append(&b, to);
-    p = q + fl;
-  }
-  h3_strbuf_append(&b, p);
-  if (b.oom) {
-    h3_strbuf_free(&b);
-    return NULL;
-  }
-  if (!b.data) {
-    char *e = malloc(1);
-    if (e) e[0] = 0;
-    return e;
-  }
-  return b.data;
-}
-
 h3_status emit_finish(emit_ctx *ec) {
   if (ec->src.oom || !ec->src.data) return H3_ERR;
   char base[96];
   snprintf(base, sizeof base, "h3_%s", ec->opname);
-  char *hashed = replace_all(ec->src.data, "@K@", base);
+  char *hashed = h3_str_replace_all(ec->src.data, "@K@", base);
   if (!hashed) return H3_ERR;
   char hex[65];
   h3_sha256_hex(hashed, strlen(hashed), hex);
@@ -242,35 +136,21 @@ h3_status emit_finish(emit_ctx *ec) {
   hex[10] = 0;
   char *name = h3_arena_printf(ec->a, "h3_%s_%s", ec->opname, hex);
   if (!name) return H3_ERR;
-  char *final = replace_all(ec->src.data, "@K@", name);
+  char *final = h3_str_replace_all(ec->src.data, "@K@", name);
   if (!final) return H3_ERR;
   char *src = h3_arena_strdup(ec->a, final);
   free(final);
   if (!src) return H3_ERR;
   ec->k->name = name;
   ec->k->op = ec->opname;
-  ec->k->tier = ec->exact ? "exact" : "lossless";
+  ec->k->tier = ec->exact ? H3_TIER_EXACT : H3_TIER_LOSSLESS;
   ec->k->source = src;
   h3_sha256_hex(src, strlen(src), ec->k->sha256);
   return H3_OK;
 }
 
-bool h3_codegen_name_matches(const char *name, const char *op, const char *source) {
-  char base[96];
-  int n = snprintf(base, sizeof base, "h3_%s", op);
-  if (n <= 0 || (size_t)n >= sizeof base - 12) return false;
-  size_t bl = (size_t)n;
-  if (strncmp(name, base, bl) != 0 || name[bl] != '_' || strlen(name) != bl + 11) return false;
-  char *hashed = replace_all(source, name, base);
-  if (!hashed) return false;
-  char hex[65];
-  h3_sha256_hex(hashed, strlen(hashed), hex);
-  free(hashed);
-  return strncmp(hex, name + bl + 1, 10) == 0;
-}
-
 /* ---- dispatch ---------------------------------------------------------------------------- */
-h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_kernel *k,
+h3_status h3_codegen_emit_op(const h3_op *op, h3_tier tier, h3_arena *a, h3_kernel *k,
                              h3_diag *d) {
   memset(k, 0, sizeof *k);
   emit_ctx ec;
@@ -281,8 +161,7 @@ h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_
   ec.k = k;
   ec.d = d;
   /* an op's own `tier` (fused groups, the norm_modulate ops) wins over the caller's */
-  const char *t = h3_op_attr(op, "tier") ? h3_op_attr_string(op, "tier", tier) : tier;
-  ec.exact = !t || strcmp(t, "lossless") != 0;
+  ec.exact = h3_op_attr_tier(op, "tier", tier) != H3_TIER_LOSSLESS;
   h3_strbuf_init(&ec.src);
   h3_strbuf_printf(&ec.src, "// %s: %s", ec.opname, ec.exact ? "exact" : "lossless");
   for (int i = 0; i < op->n_results; i++) {
@@ -292,7 +171,7 @@ h3_status h3_codegen_emit_op(const h3_op *op, const char *tier, h3_arena *a, h3_
   h3_strbuf_append(&ec.src, "\n");
   int errors_before = d->errors;
   h3_status st;
-  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) {
+  if (h3_exec_classify(op) != H3_EXEC_KERNEL) {
     st = emit_unsupported(&ec, "the CUDA backend does not run it as a kernel");
   } else {
     switch (op->code) {

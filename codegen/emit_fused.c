@@ -541,7 +541,7 @@ static h3_status emit_rows(fctx *f, const h3_op *qop) {
   h3_strbuf_printf(s, "  __shared__ float part[%d];\n", ROWQ_BLOCK / 32);
   h3_strbuf_printf(s, "  const ix_t row = (ix_t)blockIdx.x;\n  if (row >= %lld) return;\n"
                       "  const int t = threadIdx.x;\n", (long long)rows);
-  h3_strbuf_printf(s, "  %s qv[%lld][%d];\n  float qm = 0.0f;\n", h3_codegen_ctype(g->type.dtype),
+  h3_strbuf_printf(s, "  %s qv[%lld][%d];\n  float qm = 0.0f;\n", h3_kernel_ctype(g->type.dtype),
                    (long long)per, f->vec);
   const char *open = h3_arena_printf(
       ec->a, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n"

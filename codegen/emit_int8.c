@@ -37,7 +37,7 @@ h3_status emit_int8(emit_ctx *ec) {
   h3_strbuf_printf(s, "  __shared__ float part[%d];\n", QBLOCK / 32);
   h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n",
                    (long long)rows);
-  h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n", h3_codegen_ctype(in_t.dtype),
+  h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n", h3_kernel_ctype(in_t.dtype),
                    (long long)k);
   h3_strbuf_printf(s, "  signed char *q = out0 + row * %lldll;\n  const int t = threadIdx.x;\n",
                    (long long)k);

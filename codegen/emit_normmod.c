@@ -323,10 +323,10 @@ static void emit_head(emit_ctx *ec, const nm_shape *n, int n_in, const h3_type *
   else
     h3_strbuf_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) @K@(", n->block);
   for (int i = 0; i < n_in; i++)
-    h3_strbuf_printf(s, "%sconst %s *%s in%d", i ? ", " : "", h3_codegen_ctype(in[i].dtype),
+    h3_strbuf_printf(s, "%sconst %s *%s in%d", i ? ", " : "", h3_kernel_ctype(in[i].dtype),
                      n->plan_b && i == 0 ? "" : " __restrict__", i);
   for (int i = 0; i < n_out; i++)
-    h3_strbuf_printf(s, ", %s *%s out%d", h3_codegen_ctype(out[i].dtype),
+    h3_strbuf_printf(s, ", %s *%s out%d", h3_kernel_ctype(out[i].dtype),
                      n->plan_b && i == 0 ? "" : " __restrict__", i);
   h3_strbuf_append(s, ") {\n");
 }

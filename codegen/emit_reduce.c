@@ -104,7 +104,7 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   emit_signature(ec, 2, in_t, 1, &out_t, NULL, block * rows_per_block, true);
   if (rows_per_block == 1) {
     h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
-    row_head(s, rows, n, h3_codegen_ctype(in_t[0].dtype), h3_codegen_ctype(out_t.dtype), n);
+    row_head(s, rows, n, h3_kernel_ctype(in_t[0].dtype), h3_kernel_ctype(out_t.dtype), n);
   } else {
     /* a warp past the last row works on the last row and stores nothing: every thread of
        the block reaches every shuffle */
@@ -114,7 +114,7 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
                      rows_per_block, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0));
     h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n  %s *y = out0 + row * %lldll;\n"
                         "  const int tid = threadIdx.x & 31;\n",
-                     h3_codegen_ctype(in_t[0].dtype), (long long)n, h3_codegen_ctype(out_t.dtype),
+                     h3_kernel_ctype(in_t[0].dtype), (long long)n, h3_kernel_ctype(out_t.dtype),
                      (long long)n);
   }
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
@@ -155,7 +155,7 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
                    block / 32);
-  row_head(s, rows, n, h3_codegen_ctype(in_t.dtype), h3_codegen_ctype(out_t.dtype), 1);
+  row_head(s, rows, n, h3_kernel_ctype(in_t.dtype), h3_kernel_ctype(out_t.dtype), 1);
   h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
   chunk_loop(s, vec, n, block, ct, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
@@ -188,7 +188,7 @@ static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {
   bool dbl = in_t.dtype == H3_F64;
   emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s part[%d];\n", acc, block / 32);
-  row_head(s, rows, n, h3_codegen_ctype(in_t.dtype), h3_codegen_ctype(out_t.dtype), 1);
+  row_head(s, rows, n, h3_kernel_ctype(in_t.dtype), h3_kernel_ctype(out_t.dtype), 1);
   h3_strbuf_printf(s, "  %s acc = 0;\n", acc);
   chunk_loop(s, vec, n, block, acc, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) acc = %s(acc, v[k]);\n  }\n",

@@ -10,6 +10,8 @@
  * grouped by tier into translation units of at most kernels_per_tu, in plan order.
  */
 #include "plan_internal.h"
+#include "h3/codegen.h"
+#include "h3/kernels.h"
 #include "h3/op_registry.h"
 
 #include <cublas_api.h>
@@ -55,6 +57,7 @@ static void attr_text(h3_strbuf *b, const h3_attr *a) {
   case H3_ATTR_FLOAT: h3_strbuf_double(b, a->f); break;
   case H3_ATTR_STRING: h3_strbuf_append(b, a->s ? a->s : ""); break;
   case H3_ATTR_DTYPE: h3_strbuf_append(b, h3_dtype_name((h3_dtype)a->i)); break;
+  case H3_ATTR_TIER: h3_strbuf_append(b, h3_tier_name((h3_tier)a->i)); break;
   case H3_ATTR_INTS:
   case H3_ATTR_FLOATS:
     h3_strbuf_append(b, "[");
@@ -108,7 +111,7 @@ static h3_status add_libcall(build_ctx *c, h3_op *op, const char *kind) {
 static h3_status add_kernel(build_ctx *c, h3_op *op) {
   h3_plan *p = c->p;
   h3_kernel k;
-  if (h3_codegen_emit_op(op, "exact", &p->arena, &k, c->d) != H3_OK) {
+  if (h3_codegen_emit_op(op, H3_TIER_EXACT, &p->arena, &k, c->d) != H3_OK) {
     c->st = H3_ERR;
     return H3_ERR;
   }
@@ -130,9 +133,9 @@ static h3_status add_kernel(build_ctx *c, h3_op *op) {
 static int visit(h3_op *op, void *ctx) {
   build_ctx *c = ctx;
   if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
-  h3_exec_kind ek = h3_codegen_classify(op);
+  h3_exec_kind ek = h3_exec_classify(op);
   if (ek == H3_EXEC_KERNEL) return add_kernel(c, op) != H3_OK && c->d->errors > 50;
-  const char *lib = h3_codegen_library_kind(op);
+  const char *lib = h3_exec_library_kind(op);
   if (lib) return add_libcall(c, op, lib) != H3_OK;
   return 0;
 }
@@ -188,19 +191,18 @@ static h3_status build_weights(build_ctx *c) {
 static h3_status build_tus(build_ctx *c, int per_tu) {
   h3_plan *p = c->p;
   int cap = 0;
-  for (int tier = 0; tier < 2; tier++) {
-    const char *tname = tier == 0 ? "exact" : "lossless";
+  for (int t = 0; t < 2; t++) {
+    h3_tier tier = t == 0 ? H3_TIER_EXACT : H3_TIER_LOSSLESS;
     h3_plan_tu *cur = NULL;
     for (int i = 0; i < p->n_kernels; i++) {
-      if (strcmp(p->kernels[i].k.tier, tname) != 0) continue;
+      if (p->kernels[i].k.tier != tier) continue;
       if (!cur || cur->n_kernels == per_tu) {
         p->tus = grow(&p->arena, p->tus, p->n_tus, &cap, sizeof(h3_plan_tu));
         if (!p->tus) return oom(c);
         cur = &p->tus[p->n_tus++];
         memset(cur, 0, sizeof *cur);
-        cur->tier = tname;
-        cur->n_options = tier == 0 ? PLAN_N_OPTIONS_EXACT : PLAN_N_OPTIONS_LOSSLESS;
-        cur->options = (const char **)(tier == 0 ? plan_options_exact : plan_options_lossless);
+        cur->tier = tier;
+        cur->options = (const char **)h3_nvrtc_tier_options(tier, &cur->n_options);
         cur->kernels = h3_arena_alloc(&p->arena, sizeof(int) * (size_t)per_tu);
         if (!cur->kernels) return oom(c);
       }
@@ -219,13 +221,13 @@ static h3_status build_header(build_ctx *c, const h3_plan_options *o) {
   p->model = h3_arena_strdup(a, m->model ? m->model : "");
   p->source = h3_arena_strdup(a, o && o->source_file ? o->source_file : (m->source ? m->source : ""));
   p->config = h3_arena_strdup(a, m->config ? m->config : "");
-  p->quality = h3_arena_strdup(a, o && o->quality ? o->quality : "lossless");
+  p->quality = o ? o->quality : H3_TIER_LOSSLESS;
   p->arch = H3_TARGET_ARCH;
   p->cuda_version = h3_arena_printf(a, "%d.%d", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
   p->nvrtc_version = h3_arena_strdup(a, h3_nvrtc_version());
   p->cublaslt_version = h3_arena_printf(a, "%d.%d.%d", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
   p->key_scheme = H3_PLAN_KEY_SCHEME;
-  if (!p->model || !p->source || !p->config || !p->quality || !p->cuda_version || !p->nvrtc_version ||
+  if (!p->model || !p->source || !p->config || !p->cuda_version || !p->nvrtc_version ||
       !p->cublaslt_version)
     return oom(c);
   p->n_config = m->n_config;
@@ -296,7 +298,7 @@ h3_status h3_plan_build(h3_plan **out, h3_module *m, const h3_plan_options *o, h
     h3_region_walk(&m->graphs[i]->body, visit, &c);
   }
   if (c.st != H3_OK || build_tus(&c, per_tu) != H3_OK) goto fail;
-  const char *prelude = h3_codegen_prelude();
+  const char *prelude = h3_kernel_prelude();
   if (!prelude) {
     oom(&c);
     goto fail;
@@ -317,78 +319,4 @@ h3_status h3_plan_build(h3_plan **out, h3_module *m, const h3_plan_options *o, h
 fail:
   h3_plan_free(p);
   return H3_ERR;
-}
-
-int h3_plan_find_kernel(const h3_plan *p, const char *name) {
-  for (int i = 0; i < p->n_kernels; i++)
-    if (strcmp(p->kernels[i].k.name, name) == 0) return i;
-  return -1;
-}
-
-const h3_plan_libcall *h3_plan_find_libcall(const h3_plan *p, const char *name) {
-  for (int i = 0; i < p->n_libcalls; i++)
-    if (strcmp(p->libcalls[i].name, name) == 0) return &p->libcalls[i];
-  return NULL;
-}
-
-h3_status h3_plan_compile_kernels(h3_plan *p, h3_diag *d) {
-  if (p->n_tus == 0) return H3_OK;
-  h3_nvrtc_job *jobs = calloc((size_t)p->n_tus, sizeof *jobs);
-  char **srcs = calloc((size_t)p->n_tus, sizeof *srcs);
-  char **labels = calloc((size_t)p->n_tus, sizeof *labels);
-  h3_status st = H3_OK;
-  if (!jobs || !srcs || !labels) st = H3_ERR;
-  for (int i = 0; st == H3_OK && i < p->n_tus; i++) {
-    const h3_plan_tu *u = &p->tus[i];
-    h3_strbuf b;
-    h3_strbuf_init(&b);
-    h3_strbuf_append(&b, p->prelude);
-    for (int j = 0; j < u->n_kernels; j++) h3_strbuf_append(&b, p->kernels[u->kernels[j]].k.source);
-    srcs[i] = b.oom ? NULL : b.data;
-    if (!srcs[i]) {
-      h3_strbuf_free(&b);
-      st = H3_ERR;
-      break;
-    }
-    labels[i] = malloc(48);
-    if (!labels[i]) {
-      st = H3_ERR;
-      break;
-    }
-    snprintf(labels[i], 48, "h3_tu%d_%s.cu", i, u->tier);
-    jobs[i].label = labels[i];
-    jobs[i].source = srcs[i];
-    jobs[i].n_options = u->n_options;
-    jobs[i].options = u->options;
-  }
-  if (st != H3_OK) {
-    h3_diag_error(d, no_span(), NULL, "out of memory preparing the kernels of %s", p->file);
-  } else {
-    h3_kernel_cache cache;
-    h3_kernel_cache_init(&cache, d);
-    st = h3_nvrtc_compile(jobs, p->n_tus, &cache, 2, d);
-    for (int i = 0; i < p->n_tus; i++) {
-      free(p->tus[i].cubin);
-      p->tus[i].cubin = jobs[i].cubin;
-      p->tus[i].cubin_len = jobs[i].cubin_len;
-      p->tus[i].cache_hit = jobs[i].cache_hit;
-      jobs[i].cubin = NULL;
-    }
-  }
-  for (int i = 0; srcs && labels && i < p->n_tus; i++) {
-    free(srcs[i]);
-    free(labels[i]);
-  }
-  free(srcs);
-  free(labels);
-  free(jobs);
-  return st;
-}
-
-void h3_plan_free(h3_plan *p) {
-  if (!p) return;
-  for (int i = 0; i < p->n_tus; i++) free(p->tus[i].cubin);
-  h3_module_free(p->module);
-  h3_arena_free(&p->arena);
-  free(p);
 }

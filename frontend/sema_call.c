@@ -298,6 +298,7 @@ static const char *kind_words(h3_attr_kind k) {
   case H3_ATTR_INTS: return "a list of integers";
   case H3_ATTR_FLOATS: return "a list of numbers";
   case H3_ATTR_DTYPE: return "a dtype";
+  case H3_ATTR_TIER: return "a tier";
   }
   return "?";
 }
@@ -342,6 +343,14 @@ static bool make_attr(sema *S, const h3_op_info *info, ast_arg *a, h3_attr *out)
       return true;
     }
     break;
+  case H3_ATTR_TIER: {
+    h3_tier t;
+    if (v.kind == SV_STRING && h3_tier_parse(v.s, &t)) {
+      *out = h3_attr_tier(m, s->name, t);
+      return true;
+    }
+    break;
+  }
   case H3_ATTR_INTS:
   case H3_ATTR_FLOATS:
     if (v.kind == SV_LIST) {

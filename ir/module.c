@@ -132,6 +132,16 @@ h3_attr h3_attr_dtype(h3_module *m, const char *name, h3_dtype v) {
   return a;
 }
 
+h3_attr h3_attr_tier(h3_module *m, const char *name, h3_tier v) {
+  h3_attr a = {.name = ir_strdup(m, name), .kind = H3_ATTR_TIER, .i = v};
+  return a;
+}
+
+h3_tier h3_op_attr_tier(const h3_op *op, const char *name, h3_tier fallback) {
+  const h3_attr *a = h3_op_attr(op, name);
+  return a && a->kind == H3_ATTR_TIER ? (h3_tier)a->i : fallback;
+}
+
 const h3_attr *h3_op_attr(const h3_op *op, const char *name) {
   return ir_attrs_find(op->attrs, op->n_attrs, name);
 }

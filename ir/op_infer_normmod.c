@@ -38,9 +38,8 @@ static int want_norm_part(const h3_op *op, int first, char *why, size_t why_len)
          LL(TY(first + 1)->dims[0]), LL(TY(first + 2)->dims[0]));
   if (h3_infer_want_i32(op, first + 3, "idx", 1, "[T]", why, why_len)) return -1;
   if (h3_infer_want_dim(op, 0, "x", 0, first + 3, "idx", 0, "T", "[T]", why, why_len)) return -1;
-  const char *tier = h3_op_attr_string(op, "tier", "");
-  if (strcmp(tier, "exact") != 0 && strcmp(tier, "lossless") != 0)
-    FAIL("%s: tier = \"%s\" must be \"exact\" or \"lossless\"", OPN, tier);
+  if (h3_op_attr_tier(op, "tier", H3_TIER_HIGH) == H3_TIER_HIGH)
+    FAIL("%s: tier must be exact or lossless", OPN);
   const char *mod = h3_op_attr_string(op, "modulate", "bf16");
   if (strcmp(mod, "bf16") != 0 && strcmp(mod, "f32") != 0)
     FAIL("%s: modulate = \"%s\" must be \"bf16\" (every step rounded) or \"f32\" (one rounding)",

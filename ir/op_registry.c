@@ -25,7 +25,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(YIELD, 0, -1, 0, NULL, {0}),
     ENTRY(RETURN, 0, -1, 0, NULL, {0}),
     ENTRY(CALL, 0, -1, 0, NULL, A("callee", STRING)),
-    ENTRY(FUSED, 0, -1, 1, NULL, O("kernel", STRING), A("tier", STRING), O("name", STRING)),
+    ENTRY(FUSED, 0, -1, 1, NULL, O("kernel", STRING), A("tier", TIER), O("name", STRING)),
     ENTRY(CONST, 0, 0, 0, h3_infer_const, A("value", FLOAT), A("dtype", DTYPE), O("shape", INTS)),
     ENTRY(IOTA, 0, 0, 0, h3_infer_iota, A("n", INT), DT),
     ENTRY(RANDN, 0, 0, 0, h3_infer_randn, A("shape", INTS), A("stream", STRING)),
@@ -62,9 +62,9 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(ARGMAX, 1, 1, 0, h3_infer_argmax, {0}),
     ENTRY(REDUCE_SUM, 1, 1, 0, h3_infer_reduce_sum, DT),
     ENTRY(NORM_MODULATE, 5, 5, 0, h3_infer_norm_modulate, A("eps", FLOAT), O("offset", FLOAT),
-          A("tier", STRING), O("modulate", STRING), O("quantize", INT)),
+          A("tier", TIER), O("modulate", STRING), O("quantize", INT)),
     ENTRY(RESIDUAL_NORM_MODULATE, 7, 9, 0, h3_infer_residual_norm_modulate, A("eps", FLOAT),
-          O("offset", FLOAT), A("tier", STRING), O("modulate", STRING), O("quantize", INT)),
+          O("offset", FLOAT), A("tier", TIER), O("modulate", STRING), O("quantize", INT)),
     ENTRY(RMS_NORM_ROPE, 4, 7, 0, h3_infer_rms_norm_rope, A("start", INT), A("heads", INT),
           A("eps", FLOAT), O("offset", FLOAT)),
     ENTRY(LINEAR, 2, 3, 0, h3_infer_linear, DT),
@@ -126,6 +126,7 @@ static const char *attr_kind_name(h3_attr_kind k) {
   case H3_ATTR_INTS: return "a list of ints";
   case H3_ATTR_FLOATS: return "a list of floats";
   case H3_ATTR_DTYPE: return "a dtype";
+  case H3_ATTR_TIER: return "a tier: exact, lossless or high";
   }
   return "?";
 }
@@ -153,6 +154,8 @@ int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len) {
       FAIL("%s: attribute '%s' must be %s, got %s", info->name, a->name, attr_kind_name(s->kind), attr_kind_name(a->kind));
     if (a->kind == H3_ATTR_DTYPE && (a->i < 0 || a->i >= H3_DTYPE_COUNT))
       FAIL("%s: attribute '%s' holds no dtype (%lld)", info->name, a->name, LL(a->i));
+    if (a->kind == H3_ATTR_TIER && (a->i < 0 || a->i > H3_TIER_HIGH))
+      FAIL("%s: attribute '%s' holds no tier (%lld)", info->name, a->name, LL(a->i));
     if (a->kind == H3_ATTR_STRING && !a->s) FAIL("%s: attribute '%s' has no text", info->name, a->name);
     for (int j = 0; j < i; j++)
       if (strcmp(op->attrs[j].name, a->name) == 0) FAIL("%s: attribute '%s' is given twice", info->name, a->name);

@@ -201,6 +201,7 @@ static bool parse_list(pctx *p, h3_attr *a, bool floats) {
 
 static bool parse_attr_value(pctx *p, h3_attr *a) {
   h3_dtype dt;
+  h3_tier tier;
   switch (p->tok.kind) {
   case TK_INT: a->kind = H3_ATTR_INT; a->i = p->tok.i; break;
   case TK_FLOAT: a->kind = H3_ATTR_FLOAT; a->f = p->tok.f; break;
@@ -209,6 +210,11 @@ static bool parse_attr_value(pctx *p, h3_attr *a) {
     if (h3_dtype_from_name(p->tok.text, &dt)) {
       a->kind = H3_ATTR_DTYPE;
       a->i = dt;
+      break;
+    }
+    if (h3_tier_parse(p->tok.text, &tier)) {
+      a->kind = H3_ATTR_TIER;
+      a->i = tier;
       break;
     }
     if (strcmp(p->tok.text, "floats") == 0) {

@@ -135,6 +135,7 @@ static void print_attr_value(h3_strbuf *b, const h3_attr *a) {
   case H3_ATTR_FLOAT: h3_strbuf_double(b, a->f); break;
   case H3_ATTR_STRING: ir_print_quoted(b, a->s ? a->s : ""); break;
   case H3_ATTR_DTYPE: h3_strbuf_append(b, h3_dtype_name((h3_dtype)a->i)); break;
+  case H3_ATTR_TIER: h3_strbuf_append(b, h3_tier_name((h3_tier)a->i)); break;
   case H3_ATTR_INTS:
   case H3_ATTR_FLOATS:
     if (a->kind == H3_ATTR_FLOATS && a->n == 0) h3_strbuf_append(b, "floats");

@@ -179,3 +179,26 @@ void h3_strbuf_double(h3_strbuf *b, double v) {
   h3_strbuf_append(b, tmp);
   if (!strpbrk(tmp, ".e")) h3_strbuf_append(b, ".0");
 }
+
+char *h3_str_replace_all(const char *s, const char *from, const char *to) {
+  h3_strbuf b;
+  h3_strbuf_init(&b);
+  size_t fl = strlen(from);
+  const char *p = s, *q;
+  while ((q = strstr(p, from))) {
+    h3_strbuf_appendn(&b, p, (size_t)(q - p));
+    h3_strbuf_append(&b, to);
+    p = q + fl;
+  }
+  h3_strbuf_append(&b, p);
+  if (b.oom) {
+    h3_strbuf_free(&b);
+    return NULL;
+  }
+  if (!b.data) {
+    char *e = malloc(1);
+    if (e) e[0] = 0;
+    return e;
+  }
+  return b.data;
+}

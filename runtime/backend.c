@@ -1,4 +1,5 @@
-/* backend.c: choosing a backend by name (h3exec --backend cpu|cuda|auto).
+/* backend.c: choosing a backend by name (h3exec --backend cpu|cuda|auto), and the calls
+ * through its table that callers use (include/h3/backend.h).
  *
  * `cuda` needs a usable GPU (h3_cuda_available); without one it is an error that says
  * why and suggests --backend cpu. `auto` takes cuda when a GPU is usable, else cpu.
@@ -29,3 +30,21 @@ h3_backend *h3_backend_create(const char *name, const h3_backend_options *o, h3_
 void h3_backend_free(h3_backend *b) {
   if (b) b->ops->destroy(b);
 }
+
+const char *h3_backend_device_name(h3_backend *b) { return b->ops->device_name(b); }
+
+bool h3_backend_supports_op(h3_backend *b, const h3_op *op) { return b->ops->supports_op(b, op); }
+
+h3_status h3_backend_load_plan(h3_backend *b, h3_plan *p, h3_diag *d) {
+  return b->ops->load_plan(b, p, d);
+}
+
+h3_status h3_backend_set_option(h3_backend *b, const char *key, const char *value, h3_diag *d) {
+  return b->ops->set_option(b, key, value, d);
+}
+
+const char *h3_backend_option(h3_backend *b, const char *key) { return b->ops->option(b, key); }
+
+double h3_backend_busy_seconds(h3_backend *b) { return b->ops->busy_seconds(b); }
+
+void h3_backend_reset_busy(h3_backend *b) { b->ops->reset_busy(b); }

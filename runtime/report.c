@@ -40,13 +40,11 @@ typedef struct {
 static int count_fused(h3_op *op, void *ctx) {
   fused_count *c = ctx;
   if (op->code == H3_OP_FUSED) {
-    const char *t = h3_op_attr_string(op, "tier", "");
-    if (strcmp(t, "exact") == 0)
-      c->exact++;
-    else if (strcmp(t, "lossless") == 0)
-      c->lossless++;
-    else
-      c->other++;
+    switch (h3_op_attr_tier(op, "tier", H3_TIER_HIGH)) {
+    case H3_TIER_EXACT: c->exact++; break;
+    case H3_TIER_LOSSLESS: c->lossless++; break;
+    default: c->other++; break;
+    }
   }
   return 0;
 }
@@ -144,7 +142,7 @@ static void print_step_skip(FILE *out, const h3_module *m) {
 static int count_normmod(h3_op *op, void *ctx) {
   int *c = ctx;
   if (op->code != H3_OP_NORM_MODULATE && op->code != H3_OP_RESIDUAL_NORM_MODULATE) return 0;
-  int lossless = strcmp(h3_op_attr_string(op, "tier", ""), "lossless") == 0;
+  int lossless = h3_op_attr_tier(op, "tier", H3_TIER_EXACT) == H3_TIER_LOSSLESS;
   c[(op->code == H3_OP_RESIDUAL_NORM_MODULATE ? 2 : 0) + lossless]++;
   return 0;
 }

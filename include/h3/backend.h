@@ -22,6 +22,13 @@
 #define H3_BACKEND_H
 
 #include "h3/ir.h"
+#include "h3/plan.h"
+
+#include <stdbool.h>
+
+/* Attention implementations a backend may offer (option "attention"); cuda's default is the
+ * first. */
+#define H3_ATTENTION_NAMES "flash, cudnn, reference"
 
 /* A tensor in backend memory: `data` is a host pointer for cpu, a device pointer for cuda.
  * Row-major and contiguous. */
@@ -49,6 +56,25 @@ typedef struct {
   h3_status (*sync)(h3_backend *b, h3_diag *d);
   /* Monotonic seconds (after sync, differences are elapsed wall time). */
   double (*now)(h3_backend *b);
+  /* What runs the work: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)", "cpu (2 threads)". */
+  const char *(*device_name)(h3_backend *b);
+  /* Whether run_op runs this compute or fused op (its exec kind and dtypes); an op it does
+   * not support fails in run_op with a message that says so. */
+  bool (*supports_op)(h3_backend *b, const h3_op *op);
+  /* Prepares the ops of a plan's module before they run (cuda: compiles the plan's kernels
+   * through the cache when not yet done, loads them, GEMM descriptors, graph marks) and
+   * checks that every op is supported. Ops of a module run without a loaded plan only where
+   * they need no plan kernel (cpu: all). */
+  h3_status (*load_plan)(h3_backend *b, h3_plan *p, h3_diag *d);
+  /* Tuning by name: "attention" (H3_ATTENTION_NAMES). An unknown key or value is an error
+   * that lists the accepted ones. */
+  h3_status (*set_option)(h3_backend *b, const char *key, const char *value, h3_diag *d);
+  /* An option's current value; NULL when the backend has no option by that name. */
+  const char *(*option)(h3_backend *b, const char *key);
+  /* Device busy seconds since creation or the last reset_busy; negative when the backend
+   * does not measure it (cpu). */
+  double (*busy_seconds)(h3_backend *b);
+  void (*reset_busy)(h3_backend *b);
 } h3_backend_ops;
 
 typedef struct {
@@ -92,6 +118,15 @@ struct h3_backend {
 h3_backend *h3_backend_create(const char *name, const h3_backend_options *o, h3_diag *d);
 h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d);
 void h3_backend_free(h3_backend *b);
+
+/* The table's entries, for callers (h3exec, tests, benches): each one calls the backend's. */
+const char *h3_backend_device_name(h3_backend *b);
+bool h3_backend_supports_op(h3_backend *b, const h3_op *op);
+h3_status h3_backend_load_plan(h3_backend *b, h3_plan *p, h3_diag *d);
+h3_status h3_backend_set_option(h3_backend *b, const char *key, const char *value, h3_diag *d);
+const char *h3_backend_option(h3_backend *b, const char *key);
+double h3_backend_busy_seconds(h3_backend *b);
+void h3_backend_reset_busy(h3_backend *b);
 
 /* The CPU reference of one op on host tensors, without a backend object: what the cpu
  * backend's run_op does, with `threads` workers (1 = on the calling thread). `seed` feeds

@@ -7,10 +7,10 @@
  * executor's graph calls captured once as CUDA graphs and replayed. Ops it does not run
  * yet (the M3.1 hand kernels: moe, router_topk, ...) are reported as unsupported on cuda.
  *
- * Kernels come from the plan (h3_cuda_load_plan, after h3_plan_compile_kernels) by the op
- * attribute `kernel`; an op without a plan kernel gets its kernel emitted and compiled on
- * first use (the same emitter and NVRTC cache h3c uses), so single ops can be run without
- * a plan (tests).
+ * Kernels come from the plan (the table's load_plan, h3_backend_load_plan) by the op
+ * attribute `kernel`, and the backend's own from kernels/ (include/h3/kernels.h); it emits
+ * no code. Callers reach it through the backend table (include/h3/backend.h); what is
+ * declared here is for its tests and benches.
  */
 #ifndef H3_CUDA_BACKEND_H
 #define H3_CUDA_BACKEND_H
@@ -20,8 +20,7 @@
 
 #include <stdbool.h>
 
-/* Attention implementations (--attention NAME), the default first. */
-#define H3_CUDA_ATTENTION_NAMES "flash, cudnn, reference"
+/* The default attention implementation (of H3_ATTENTION_NAMES). */
 #define H3_CUDA_ATTENTION_DEFAULT "flash"
 
 typedef struct {
@@ -40,7 +39,7 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
 bool h3_backend_is_cuda(const h3_backend *b);
 
 /* Loads every translation unit's CUBIN of p (h3_plan_compile_kernels must have filled
- * them), registers its kernels by name with their launch rules, and prepares every linear
+ * them; the table's load_plan does that first), registers its kernels by name with their launch rules, and prepares every linear
  * (cuBLASLt descriptors and algorithm) and attention op of p's module. Graphs whose run
  * reads device memory on the host (a `branch`, Cache-DiT), directly or through a call, are
  * marked here so that their calls are never captured as CUDA graphs. */
@@ -50,7 +49,7 @@ h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d);
  * of another module (h3_cuda_load_plan does it itself). */
 void h3_cuda_forget_ops(h3_backend *b);
 
-/* Selects the attention implementation by name (see H3_CUDA_ATTENTION_NAMES). */
+/* Selects the attention implementation by name (see H3_ATTENTION_NAMES). */
 h3_status h3_cuda_set_attention(h3_backend *b, const char *name, h3_diag *d);
 const char *h3_cuda_attention(const h3_backend *b);
 

@@ -22,6 +22,16 @@
 #include "h3/support.h"
 #include <stdbool.h>
 
+/* ---- quality tiers (docs/models/accelerations.md §2): cumulative, exact < lossless < high.
+ * The pipeline is chosen by the tier (passes), fused ops carry the tier their kernel keeps
+ * (the op attribute `tier`, printed and parsed by name in the IR text), kernels and
+ * translation units of a plan record theirs. */
+typedef enum { H3_TIER_EXACT, H3_TIER_LOSSLESS, H3_TIER_HIGH } h3_tier;
+
+const char *h3_tier_name(h3_tier t); /* "exact", "lossless", "high" */
+/* Parses a tier name; returns 1 on success, 0 for an unknown name. */
+int h3_tier_parse(const char *s, h3_tier *out);
+
 /* ---- types -------------------------------------------------------------------------- */
 typedef enum {
   H3_BF16,
@@ -66,12 +76,13 @@ typedef enum {
   H3_ATTR_INTS,
   H3_ATTR_FLOATS,
   H3_ATTR_DTYPE,
+  H3_ATTR_TIER, /* a quality tier, printed and parsed by name: tier=lossless */
 } h3_attr_kind;
 
 typedef struct {
   const char *name;
   h3_attr_kind kind;
-  int64_t i;        /* INT; also the dtype for DTYPE */
+  int64_t i;        /* INT; also the dtype for DTYPE, the h3_tier for TIER */
   double f;         /* FLOAT */
   const char *s;    /* STRING */
   int n;            /* INTS / FLOATS length */
@@ -226,8 +237,11 @@ h3_attr h3_attr_string(h3_module *m, const char *name, const char *v);
 h3_attr h3_attr_ints(h3_module *m, const char *name, int n, const int64_t *v);
 h3_attr h3_attr_floats(h3_module *m, const char *name, int n, const double *v);
 h3_attr h3_attr_dtype(h3_module *m, const char *name, h3_dtype v);
+h3_attr h3_attr_tier(h3_module *m, const char *name, h3_tier v);
 const h3_attr *h3_op_attr(const h3_op *op, const char *name);
 int64_t h3_op_attr_int(const h3_op *op, const char *name, int64_t fallback);
+/* The op's tier attribute `name`, or fallback when it has none. */
+h3_tier h3_op_attr_tier(const h3_op *op, const char *name, h3_tier fallback);
 double h3_op_attr_float(const h3_op *op, const char *name, double fallback);
 const char *h3_op_attr_string(const h3_op *op, const char *name, const char *fallback);
 /* Adds or replaces one attribute. */

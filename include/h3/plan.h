@@ -14,12 +14,18 @@
  *
  * Writing is deterministic: reading a plan and writing it again gives the same bytes.
  * Everything of a plan lives in its arena (the module in its own); h3_plan_free frees all.
+ *
+ * libh3_plan (plan/) is the contract between the compiler and the executor: codegen writes
+ * plans (h3_plan_build, in libh3_codegen), the runtime reads them; both link this library
+ * and ir, and nothing else of each other. It owns this header, kernel.h (kernels, exec
+ * kinds, NVRTC and the kernel cache) and the load-time rules (int8.h: the row-split rule
+ * and H3_INT8_MAX_ROWS, applied with h3_plan_apply_load_rules).
  */
 #ifndef H3_PLAN_H
 #define H3_PLAN_H
 
-#include "h3/codegen.h"
 #include "h3/ir.h"
+#include "h3/kernel.h"
 
 #define H3_PLAN_FORMAT "h3-plan"
 #define H3_PLAN_FORMAT_VERSION 1
@@ -28,7 +34,7 @@
 
 /* What h3c tells the plan builder. */
 typedef struct {
-  const char *quality;       /* "exact" | "lossless" | "high"; NULL = "lossless" */
+  h3_tier quality;           /* the --quality the passes ran at */
   const char *source_file;   /* the .g file; NULL = the module's source */
   int n_flags;
   const char *const *flags;  /* h3c's command-line options as given, for the header */
@@ -60,7 +66,7 @@ typedef struct {
 
 /* One NVRTC program: the prelude followed by its kernels' sources, in plan order. */
 typedef struct {
-  const char *tier;  /* "exact" | "lossless" */
+  h3_tier tier;      /* H3_TIER_EXACT or H3_TIER_LOSSLESS */
   int n_options;
   const char **options;
   int n_kernels;
@@ -91,7 +97,8 @@ typedef struct h3_plan {
   h3_arena arena;
   const char *file; /* where it was read from or "<plan>" */
   /* header */
-  const char *h3_version, *model, *source, *config, *quality, *arch;
+  const char *h3_version, *model, *source, *config, *arch;
+  h3_tier quality;
   const char *cuda_version, *nvrtc_version, *cublaslt_version, *key_scheme;
   int n_config;
   h3_config_entry *config_entries;
@@ -121,10 +128,10 @@ typedef struct h3_plan {
   h3_module *module; /* owned */
 } h3_plan;
 
-/* Runs codegen over the optimised module: classifies every op, emits and deduplicates
- * kernels, sets the op attribute `kernel`, groups kernels into translation units, fills
- * the header, weight manifest, memory summary, library calls and program, and prints the
- * IR text. The plan takes ownership of m (also on failure). */
+/* Runs codegen over the optimised module (libh3_codegen, codegen/plan_build.c): classifies
+ * every op, emits and deduplicates kernels, sets the op attribute `kernel`, groups kernels
+ * into translation units, fills the header, weight manifest, memory summary, library calls
+ * and program, and prints the IR text. The plan takes ownership of m (also on failure). */
 h3_status h3_plan_build(h3_plan **out, h3_module *m, const h3_plan_options *o, h3_diag *d);
 /* Compiles (or loads from the kernel cache) every translation unit's CUBIN. */
 h3_status h3_plan_compile_kernels(h3_plan *p, h3_diag *d);
@@ -142,5 +149,10 @@ h3_status h3_plan_write_file(const h3_plan *p, const char *path, h3_diag *d);
 h3_plan *h3_plan_read_file(const char *path, h3_diag *d);
 h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_diag *d);
 void h3_plan_free(h3_plan *p);
+
+/* What a reader applies after reading a plan, before running it: the environment's
+ * load-time overrides (today H3_INT8_MAX_ROWS, int8.h). *int8_override tells whether that
+ * one was set (the report says so). */
+h3_status h3_plan_apply_load_rules(h3_plan *p, bool *int8_override, h3_diag *d);
 
 #endif

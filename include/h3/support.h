@@ -52,6 +52,9 @@ void h3_strbuf_printf(h3_strbuf *b, const char *fmt, ...)
 void h3_strbuf_vprintf(h3_strbuf *b, const char *fmt, va_list ap);
 /* Shortest decimal text of a double that parses back to the same bits ("%.17g" fallback). */
 void h3_strbuf_double(h3_strbuf *b, double v);
+/* Copies s replacing every occurrence of `from` (non-empty) with `to` (malloc'd; NULL when
+ * out of memory). */
+char *h3_str_replace_all(const char *s, const char *from, const char *to);
 
 /* ---- source spans and diagnostics ------------------------------------------------- */
 /* A half-open range in one source; line and col are 1-based; col counts bytes. */

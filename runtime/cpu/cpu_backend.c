@@ -9,6 +9,7 @@
  */
 #include "cpu_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -108,7 +109,7 @@ static void convert_into(const h3_tensor *dst, const h3_tensor *src) {
 static h3_status run_fused(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,
                            const h3_tensor *out, int n_out) {
   const h3_region *r = &op->regions[0];
-  int lossless = strcmp(h3_op_attr_string(op, "tier", "exact"), "lossless") == 0;
+  int lossless = h3_op_attr_tier(op, "tier", H3_TIER_EXACT) == H3_TIER_LOSSLESS;
   int cap = r->n_args + 8, n = 0;
   for (const h3_op *o = r->first; o; o = o->next) cap += o->n_results;
   fused_slot *slots = calloc((size_t)cap, sizeof *slots);
@@ -209,6 +210,7 @@ h3_status h3_cpu_run_op(const h3_op *op, const h3_tensor *in, int n_in, const h3
 /* ---- the backend table ------------------------------------------------------------------ */
 typedef struct {
   h3_cpu_pool *pool;
+  char name[64];
 } cpu_state;
 
 static void cpu_destroy(h3_backend *b) {
@@ -254,9 +256,61 @@ static double cpu_now(h3_backend *b) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static const char *cpu_device_name(h3_backend *b) { return ((cpu_state *)b->ctx)->name; }
+
+/* the reference runs every compute and fused op */
+static bool cpu_supports_op(h3_backend *b, const h3_op *op) {
+  (void)b;
+  return h3_exec_classify(op) != H3_EXEC_CONTROL;
+}
+
+static h3_status cpu_load_plan(h3_backend *b, h3_plan *p, h3_diag *d) {
+  (void)b, (void)p, (void)d;
+  return H3_OK; /* the reference needs no kernels */
+}
+
+static h3_status cpu_set_option(h3_backend *b, const char *key, const char *value, h3_diag *d) {
+  (void)b;
+  if (key && !strcmp(key, "attention") && value && !strcmp(value, "reference")) return H3_OK;
+  if (key && !strcmp(key, "attention"))
+    h3_diag_error(d, (h3_span){0}, "use --backend cuda for " H3_ATTENTION_NAMES,
+                  "--attention %s: the cpu backend has only the reference attention", value);
+  else
+    h3_diag_error(d, (h3_span){0}, "the cpu backend's options: attention", "cpu: no option '%s'",
+                  key ? key : "");
+  return H3_ERR;
+}
+
+static const char *cpu_option(h3_backend *b, const char *key) {
+  (void)b;
+  return key && !strcmp(key, "attention") ? "reference" : NULL;
+}
+
+static double cpu_busy_seconds(h3_backend *b) {
+  (void)b;
+  return -1.0; /* not measured: the wall time is the report's latency */
+}
+
+static void cpu_reset_busy(h3_backend *b) { (void)b; }
+
 static const h3_backend_ops cpu_ops = {
-    "cpu",    cpu_destroy, cpu_alloc,  cpu_release, cpu_copy,
-    cpu_copy, cpu_copy,    cpu_run_op, cpu_sync,    cpu_now,
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .run_op = cpu_run_op,
+    .sync = cpu_sync,
+    .now = cpu_now,
+    .device_name = cpu_device_name,
+    .supports_op = cpu_supports_op,
+    .load_plan = cpu_load_plan,
+    .set_option = cpu_set_option,
+    .option = cpu_option,
+    .busy_seconds = cpu_busy_seconds,
+    .reset_busy = cpu_reset_busy,
 };
 
 h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d) {
@@ -269,6 +323,7 @@ h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d) {
   }
   int threads = o && o->threads > 0 ? o->threads : 2;
   s->pool = h3cpu_pool_new(threads);
+  snprintf(s->name, sizeof s->name, "cpu (%d thread%s)", threads, threads == 1 ? "" : "s");
   b->ops = &cpu_ops;
   b->ctx = s;
   b->seed = o ? o->seed : 0;

@@ -138,7 +138,7 @@ static h3_status job_init(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor 
   j->T = x->dims[0];
   j->H = x->dims[1];
   j->G = in[first + 1].type.dims[0];
-  j->exact = strcmp(h3_op_attr_string(op, "tier", "exact"), "lossless") != 0;
+  j->exact = h3_op_attr_tier(op, "tier", H3_TIER_EXACT) != H3_TIER_LOSSLESS;
   j->mod_f32 = strcmp(h3_op_attr_string(op, "modulate", "bf16"), "f32") == 0;
   j->eps = (float)h3_op_attr_float(op, "eps", 1e-5);
   j->scale = in[first + 1].data;

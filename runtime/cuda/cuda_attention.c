@@ -7,89 +7,18 @@
  * (cu_att_seg: pointers at the segment's first row, row strides Hq*D / Hk*D; with the
  * op's v_view = [start, row_stride], v is the 2D qkv-like tensor: v's pointer is its base +
  * start, its row stride row_stride) given to the selected implementation:
- *   flash      (the default) h3's flash kernel (cuda_flash.c): bf16, head_dim 128,
+ *   flash      (the default) h3's flash kernel (kernels/flash_attention.cu): bf16, head_dim 128,
  *              non-causal; other shapes go to cudnn, then to the reference;
  *   cudnn      cuDNN's fused SDPA (cuda_cudnn.c) where it takes the shape, else flash,
  *              then the reference;
- *   reference  this file: one block of 4 warps per (row, head); each warp walks every 4th
- *              key with an online softmax in fp32 (lanes hold dims lane + 32*i, the dot
- *              product reduced by an xor butterfly), the 4 partial (max, sum, output)
- *              states are merged in shared memory, one rounding to the output dtype. Any
+ *   reference  kernels/attention_ref.cu, launched here: one block of 4 warps per (row,
+ *              head), fp32 online softmax, one rounding to the output dtype. Any
  *              head_dim <= 256, bf16 / f16 / f32, GQA, causal.
  * A fallback is reported once per backend as a warning.
  */
 #include "cuda_internal.h"
 
 #include <string.h>
-
-static const char ref_source[] =
-    "template <typename T>\n"
-    "__device__ void h3cu_attn_ref(const T *q, const T *k, const T *v, T *o, long long len,\n"
-    "    int group, int dim, long long qs, long long ks, long long vs, long long os, float scale,\n"
-    "    int causal) {\n"
-    "  const long long t = blockIdx.x;\n"
-    "  const int h = blockIdx.y, kvh = h / group;\n"
-    "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-    "  __shared__ float sm[4], sl[4], sacc[4][256];\n"
-    "  float qv[8], acc[8];\n"
-    "#pragma unroll\n"
-    "  for (int i = 0; i < 8; i++) {\n"
-    "    const int d = lane + 32 * i;\n"
-    "    qv[i] = d < dim ? (float)h3_w(q[t * qs + (long long)h * dim + d]) : 0.0f;\n"
-    "    acc[i] = 0.0f;\n"
-    "  }\n"
-    "  float m = -__int_as_float(0x7f800000), l = 0.0f;\n"
-    "  const long long hi = causal ? t + 1 : len;\n"
-    "  for (long long j = warp; j < hi; j += 4) {\n"
-    "    const T *kr = k + j * ks + (long long)kvh * dim;\n"
-    "    const T *vr = v + j * vs + (long long)kvh * dim;\n"
-    "    float dot = 0.0f;\n"
-    "#pragma unroll\n"
-    "    for (int i = 0; i < 8; i++) {\n"
-    "      const int d = lane + 32 * i;\n"
-    "      if (d < dim) dot = fmaf(qv[i], (float)h3_w(kr[d]), dot);\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "    for (int s = 16; s > 0; s >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, s);\n"
-    "    const float sc = dot * scale, mn = fmaxf(m, sc);\n"
-    "    const float corr = expf(m - mn), p = expf(sc - mn);\n"
-    "    l = l * corr + p;\n"
-    "#pragma unroll\n"
-    "    for (int i = 0; i < 8; i++) {\n"
-    "      const int d = lane + 32 * i;\n"
-    "      acc[i] = acc[i] * corr + (d < dim ? p * (float)h3_w(vr[d]) : 0.0f);\n"
-    "    }\n"
-    "    m = mn;\n"
-    "  }\n"
-    "  if (lane == 0) { sm[warp] = m; sl[warp] = l; }\n"
-    "#pragma unroll\n"
-    "  for (int i = 0; i < 8; i++) if (lane + 32 * i < dim) sacc[warp][lane + 32 * i] = acc[i];\n"
-    "  __syncthreads();\n"
-    "  if (warp != 0) return;\n"
-    "  float M = sm[0];\n"
-    "  for (int w = 1; w < 4; w++) M = fmaxf(M, sm[w]);\n"
-    "  float wgt[4], L = 0.0f;\n"
-    "  for (int w = 0; w < 4; w++) { wgt[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; L += sl[w] * wgt[w]; }\n"
-    "#pragma unroll\n"
-    "  for (int i = 0; i < 8; i++) {\n"
-    "    const int d = lane + 32 * i;\n"
-    "    if (d >= dim) continue;\n"
-    "    float r = 0.0f;\n"
-    "    for (int w = 0; w < 4; w++) r += sacc[w][d] * wgt[w];\n"
-    "    h3_st(o, t * os + (long long)h * dim + d, r / L);\n"
-    "  }\n"
-    "}\n"
-    "#define H3CU_REF(NAME, T)                                                              \\\n"
-    "  extern \"C\" __global__ void __launch_bounds__(128) NAME(const T *q, const T *k,       \\\n"
-    "      const T *v, T *o, long long len, int group, int dim, long long qs, long long ks, \\\n"
-    "      long long vs, long long os, float scale, int causal) {                          \\\n"
-    "    h3cu_attn_ref<T>(q, k, v, o, len, group, dim, qs, ks, vs, os, scale, causal);      \\\n"
-    "  }\n"
-    "H3CU_REF(h3cu_attn_ref_bf16, h3_bf16)\n"
-    "H3CU_REF(h3cu_attn_ref_f16, h3_f16)\n"
-    "H3CU_REF(h3cu_attn_ref_f32, float)\n";
-
-const char *cu_attention_ref_source(void) { return ref_source; }
 
 static const char *const ref_names[3] = {"h3cu_attn_ref_bf16", "h3cu_attn_ref_f16",
                                          "h3cu_attn_ref_f32"};
@@ -103,8 +32,7 @@ h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d) {
   }
   if (!k) {
     cu_kernel *ks[3] = {0};
-    if (cu_compile_tu(s, "the reference attention kernels", ref_source, true, 3, ref_names, ks,
-                      d) != H3_OK)
+    if (cu_compile_tu(s, NULL, "attention_ref.cu", true, 3, ref_names, ks, d) != H3_OK)
       return H3_ERR;
     k = ks[which];
   }

@@ -245,9 +245,66 @@ static void cuda_destroy(h3_backend *b) {
   free(b);
 }
 
+static const char *cuda_device_name(h3_backend *b) { return h3_cuda_device_name(b); }
+
+/* The exec kinds this backend runs (cu_op_get's rule): everything but the deferred hand
+ * kernels and the library calls it has no implementation of yet. */
+static bool cuda_supports_op(h3_backend *b, const h3_op *op) {
+  (void)b;
+  switch (h3_exec_classify(op)) {
+  case H3_EXEC_CONTROL:
+  case H3_EXEC_DEFERRED:
+    return false;
+  case H3_EXEC_LIBRARY:
+    return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 ||
+           op->code == H3_OP_MATMUL_I8 || op->code == H3_OP_ATTENTION;
+  default:
+    return true;
+  }
+}
+
+static h3_status cuda_load_plan(h3_backend *b, h3_plan *p, h3_diag *d) {
+  for (int t = 0; t < p->n_tus; t++)
+    if (!p->tus[t].cubin) {
+      if (h3_plan_compile_kernels(p, d) != H3_OK) return H3_ERR;
+      break;
+    }
+  return h3_cuda_load_plan(b, p, d);
+}
+
+static h3_status cuda_set_option(h3_backend *b, const char *key, const char *value, h3_diag *d) {
+  if (key && !strcmp(key, "attention")) return h3_cuda_set_attention(b, value, d);
+  h3_diag_error(d, (h3_span){0}, "the cuda backend's options: attention", "cuda: no option '%s'",
+                key ? key : "");
+  return H3_ERR;
+}
+
+static const char *cuda_option(h3_backend *b, const char *key) {
+  return key && !strcmp(key, "attention") ? h3_cuda_attention(b) : NULL;
+}
+
+static double cuda_busy_seconds(h3_backend *b) { return h3_cuda_gpu_seconds(b); }
+
+static void cuda_reset_busy(h3_backend *b) { h3_cuda_reset_gpu_seconds(b); }
+
 static const h3_backend_ops cuda_ops = {
-    "cuda",     cuda_destroy, cuda_alloc, cuda_release, cuda_upload, cuda_download,
-    cuda_copy,  cuda_run_op,  cuda_sync,  cuda_now,
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .run_op = cuda_run_op,
+    .sync = cuda_sync,
+    .now = cuda_now,
+    .device_name = cuda_device_name,
+    .supports_op = cuda_supports_op,
+    .load_plan = cuda_load_plan,
+    .set_option = cuda_set_option,
+    .option = cuda_option,
+    .busy_seconds = cuda_busy_seconds,
+    .reset_busy = cuda_reset_busy,
 };
 
 static const h3_backend_ext cuda_ext = {cu_init_param, cu_graph_call_begin, cu_graph_call_end,
@@ -301,7 +358,7 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   }
   cu_att_impl att;
   if (!attention_from_name(co ? co->attention : NULL, &att)) {
-    h3_diag_error(d, no_span, "valid names: " H3_CUDA_ATTENTION_NAMES,
+    h3_diag_error(d, no_span, "valid names: " H3_ATTENTION_NAMES,
                   "cuda: unknown attention implementation '%s'", co->attention);
     return NULL;
   }
@@ -336,7 +393,7 @@ bool h3_backend_is_cuda(const h3_backend *b) { return b && b->ops == &cuda_ops; 
 h3_status h3_cuda_set_attention(h3_backend *b, const char *name, h3_diag *d) {
   cu_att_impl att;
   if (!h3_backend_is_cuda(b) || !attention_from_name(name, &att)) {
-    h3_diag_error(d, no_span, "valid names: " H3_CUDA_ATTENTION_NAMES,
+    h3_diag_error(d, no_span, "valid names: " H3_ATTENTION_NAMES,
                   "cuda: unknown attention implementation '%s'", name ? name : "(null)");
     return H3_ERR;
   }

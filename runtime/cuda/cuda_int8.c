@@ -53,37 +53,13 @@ struct cu_int8 {
 };
 
 /* ---- kernels ------------------------------------------------------------------------------- */
-static const char int8_template[] =
-    "// acc[m, n] = sum_k q[m, k] * w[n, k] in int32 (exact), k ascending; [rows, N] row-major\n"
-    "extern \"C\" __global__ void __launch_bounds__(256) %s(const signed char *__restrict__ q,\n"
-    "    const signed char *__restrict__ w, int *__restrict__ acc, long long rows, long long N,\n"
-    "    long long K) {\n"
-    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < rows * N;\n"
-    "       i += (long long)gridDim.x * blockDim.x) {\n"
-    "    const long long m = i / N, n = i - m * N;\n"
-    "    const signed char *qr = q + m * K, *wr = w + n * K;\n"
-    "    int s = 0;\n"
-    "    for (long long k = 0; k < K; k++) s += (int)qr[k] * (int)wr[k];\n"
-    "    acc[i] = s;\n"
-    "  }\n"
-    "}\n"
-    "// y[m, n] = ((float)acc[m, n] * sx[m]) * sw[n] (+ bias[n]), one rounding; [rows, N]\n"
-    "extern \"C\" __global__ void __launch_bounds__(256) %s(const int *__restrict__ acc,\n"
-    "    const float *__restrict__ sx, const float *__restrict__ sw,\n"
-    "    const %s *__restrict__ bias, %s *__restrict__ y, long long rows, long long N) {\n"
-    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < rows * N;\n"
-    "       i += (long long)gridDim.x * blockDim.x) {\n"
-    "    const long long m = i / N, n = i - m * N;\n"
-    "    float v = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), sx[m]), sw[n]);\n"
-    "    if (bias) v = __fadd_rn(v, (float)h3_ld(bias, n));\n"
-    "    h3_st(y, i, v);\n"
-    "  }\n"
-    "}\n";
-
-void cu_int8_source(char *buf, size_t len, const char *gemm_name, const char *dq_name,
-                    h3_dtype bias, h3_dtype y) {
-  snprintf(buf, len, int8_template, gemm_name, dq_name,
-           h3_codegen_ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), h3_codegen_ctype(y));
+void cu_int8_defines(char *buf, size_t len, const char *gemm_name, const char *dq_name,
+                     h3_dtype bias, h3_dtype y) {
+  snprintf(buf, len,
+           "#define H3_I8_GEMM_NAME %s\n#define H3_I8_DQ_NAME %s\n#define H3_B_T %s\n"
+           "#define H3_Y_T %s\n",
+           gemm_name, dq_name, h3_kernel_ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias),
+           h3_kernel_ctype(y));
 }
 
 /* The own GEMM and the dequant kernel for (bias dtype or H3_DTYPE_COUNT, y dtype). */
@@ -98,10 +74,10 @@ static h3_status int8_kernels(cu_state *s, cu_int8 *g, h3_dtype bias, h3_dtype y
     if (!ks[0]->fn || !ks[1]->fn)
       return cu_op_error(d, g->op, NULL, "kernel %s failed to load earlier", dname);
   } else {
-    char src[sizeof int8_template + 256];
-    cu_int8_source(src, sizeof src, gname, dname, bias, y);
+    char defs[512];
+    cu_int8_defines(defs, sizeof defs, gname, dname, bias, y);
     const char *names[2] = {gname, dname};
-    if (cu_compile_tu(s, dname, src, true, 2, names, ks, d) != H3_OK) return H3_ERR;
+    if (cu_compile_tu(s, defs, "int8_gemm.cu", true, 2, names, ks, d) != H3_OK) return H3_ERR;
   }
   g->own_gemm = ks[0];
   g->dequant = ks[1];

@@ -18,7 +18,8 @@
 #ifndef H3_CUDA_INTERNAL_H
 #define H3_CUDA_INTERNAL_H
 
-#include "h3/codegen.h"
+#include "h3/kernel.h"
+#include "h3/kernels.h"
 #include "h3/cuda_backend.h"
 #include "h3/op_registry.h"
 
@@ -139,11 +140,12 @@ void *cu_alloc(cu_state *s, size_t bytes);
 void cu_release(cu_state *s, void *p);
 
 /* ---- kernels (cuda_kernels.c) --------------------------------------------------------- */
-/* Compiles source (the prelude is prepended) with NVRTC through the kernel cache, loads the
- * CUBIN and registers the kernels named in `names` with the given launch rules left zero.
- * exact: compile with -fmad=false. */
-h3_status cu_compile_tu(cu_state *s, const char *label, const char *source, bool exact,
-                        int n, const char *const *names, cu_kernel **out, h3_diag *d);
+/* Compiles kernels/<file> (include/h3/kernels.h) behind the prelude and `defines` (macro
+ * lines the file takes, or NULL) with NVRTC through the kernel cache, loads the CUBIN and
+ * registers the kernels named in `names` with their launch rules left zero. exact: the
+ * exact tier's options (-fmad=false); else the lossless ones for sm_90a (wgmma). */
+h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool exact, int n,
+                        const char *const *names, cu_kernel **out, h3_diag *d);
 cu_kernel *cu_kernel_find(cu_state *s, const char *name);
 /* Launches a kernel with explicit geometry and an argument array. */
 h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3],
@@ -155,14 +157,10 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
 void cu_kernels_free(cu_state *s);
 
 /* ---- the backend's own kernels (cuda_util.c) -------------------------------------------- */
-/* Their CUDA C (the prelude is prepended at compile time), for h3_cuda_compile_check. */
-const char *cu_util_source(void);
-const char *cu_attention_ref_source(void);
-const char *cu_flash_source(void);
-/* Writes the generic linear kernel `name` for one dtype combination (bias: H3_DTYPE_COUNT
- * for none); the result is what cu_linear_generic compiles. */
-void cu_linear_source(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w, h3_dtype bias,
-                      h3_dtype y);
+/* The macro lines that instantiate kernels/linear_generic.cu as kernel `name` for one dtype
+ * combination (bias: H3_DTYPE_COUNT for none): what cu_linear_generic compiles. */
+void cu_linear_defines(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w,
+                       h3_dtype bias, h3_dtype y);
 h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const h3_tensor *i,
                         const h3_tensor *out, h3_diag *d);
 /* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) with fp32 products and sums, k ascending,
@@ -183,10 +181,11 @@ h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in,
 void cu_gemm_free(cu_gemm *g);
 
 /* ---- linear_int8 (cuda_int8.c) ----------------------------------------------------------- */
-/* The own int8 GEMM `gemm_name` and dequantization kernel `dq_name` for one (bias dtype or
- * H3_DTYPE_COUNT, y dtype) combination: what cu_int8_prepare compiles. */
-void cu_int8_source(char *buf, size_t len, const char *gemm_name, const char *dq_name,
-                    h3_dtype bias, h3_dtype y);
+/* The macro lines that instantiate kernels/int8_gemm.cu as the own int8 GEMM `gemm_name` and
+ * dequantization kernel `dq_name` for one (bias dtype or H3_DTYPE_COUNT, y dtype)
+ * combination: what cu_int8_prepare compiles. */
+void cu_int8_defines(char *buf, size_t len, const char *gemm_name, const char *dq_name,
+                     h3_dtype bias, h3_dtype y);
 /* Descriptors, algorithms, kernels and accumulator space of a linear_int8 op, or of a
  * matmul_i8 op (its int32 result is written chunk by chunk in place: no scratch). */
 h3_status cu_int8_prepare(cu_state *s, const h3_op *op, cu_int8 **out, h3_diag *d);

@@ -5,9 +5,10 @@
  * no libcuda link. Kernels are registered by name with their launch rule (grid, block,
  * dynamic shared bytes) and argument list ("in0", "out0", "seed" of codegen.h).
  * Op records: the first time an op runs (or when a plan is loaded) it gets a cu_op that
- * says how it runs: its codegen kernel (the plan's, found by the op attribute `kernel`,
- * else emitted by h3_codegen_emit_op and compiled now through the NVRTC cache), a view, a
- * cuBLASLt GEMM, an int8 GEMM (linear_int8), attention, a host computation, or "unsupported on cuda".
+ * says how it runs (h3_exec_classify, the rule the plan was written by): its kernel from the
+ * loaded plan (found by the op attribute `kernel`), a view, a cuBLASLt GEMM, an int8 GEMM
+ * (linear_int8), attention, a host computation, or "unsupported on cuda". The backend emits
+ * no code: kernels come from the plan or from kernels/ (include/h3/kernels.h).
  */
 #include "cuda_internal.h"
 
@@ -16,11 +17,10 @@
 
 static const h3_span no_span = {0};
 
-static const char *const tu_options_exact[] = {"-default-device", "-std=c++17", "-fmad=false"};
-/* lossless TUs (the flash kernel's wgmma) target sm_90a; NVRTC prefers it to the sm_90 that
- * h3_nvrtc_compile appends */
-static const char *const tu_options_lossless[] = {"-default-device", "-std=c++17",
-                                                  "--gpu-architecture=sm_90a"};
+/* the backend's lossless kernels (the flash kernel's wgmma) target sm_90a; NVRTC prefers it
+ * to the sm_90 that h3_nvrtc_compile appends */
+static const char *const options_sm90a[] = {"-default-device", "-std=c++17",
+                                            "--gpu-architecture=sm_90a"};
 
 /* ---- maps ---------------------------------------------------------------------------------- */
 static uint64_t hash_str(const char *s) {
@@ -185,39 +185,50 @@ static cu_kernel *add_kernel(cu_state *s, cudaLibrary_t lib, const char *name, c
   return ck;
 }
 
-static h3_status nvrtc(const h3_kernel_cache *cache, const char *label, const char *source,
+/* Compiles prelude + defines + kernels/<file> into job (cubin filled; free with
+ * h3_nvrtc_job_free also on error). */
+static h3_status nvrtc(const h3_kernel_cache *cache, const char *defines, const char *file,
                        bool exact, h3_nvrtc_job *job, h3_diag *d) {
   memset(job, 0, sizeof *job);
-  const char *prelude = h3_codegen_prelude();
-  size_t np = prelude ? strlen(prelude) : 0, ns = strlen(source);
-  char *tu = malloc(np + ns + 2);
-  if (!prelude || !tu) {
-    free(tu);
-    h3_diag_error(d, no_span, NULL, "cuda: out of memory compiling %s", label);
+  const char *text = h3_kernel_source(file);
+  if (!text) {
+    h3_diag_error(d, no_span, "rebuild h3: kernels/ is embedded at build time",
+                  "cuda: no kernel source kernels/%s", file);
     return H3_ERR;
   }
-  memcpy(tu, prelude, np);
-  tu[np] = '\n';
-  memcpy(tu + np + 1, source, ns + 1);
+  h3_strbuf b;
+  h3_strbuf_init(&b);
+  h3_strbuf_append(&b, h3_kernel_prelude());
+  h3_strbuf_append(&b, "\n");
+  if (defines) h3_strbuf_append(&b, defines);
+  h3_strbuf_append(&b, text);
+  if (b.oom || !b.data) {
+    h3_strbuf_free(&b);
+    h3_diag_error(d, no_span, NULL, "cuda: out of memory compiling kernels/%s", file);
+    return H3_ERR;
+  }
+  char label[128];
+  snprintf(label, sizeof label, "kernels/%s", file);
   job->label = label;
-  job->source = tu;
-  job->n_options = 3;
-  job->options = exact ? tu_options_exact : tu_options_lossless;
+  job->source = b.data;
+  if (exact) job->options = h3_nvrtc_tier_options(H3_TIER_EXACT, &job->n_options);
+  else job->options = options_sm90a, job->n_options = 3;
   h3_status st = h3_nvrtc_compile(job, 1, cache, 1, d);
-  free(tu);
+  h3_strbuf_free(&b);
   job->source = NULL;
+  job->label = NULL;
   return st;
 }
 
-h3_status cu_compile_tu(cu_state *s, const char *label, const char *source, bool exact, int n,
+h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool exact, int n,
                         const char *const *names, cu_kernel **out, h3_diag *d) {
   h3_nvrtc_job job;
-  if (nvrtc(&s->cache, label, source, exact, &job, d) != H3_OK) {
+  if (nvrtc(&s->cache, defines, file, exact, &job, d) != H3_OK) {
     h3_nvrtc_job_free(&job);
     return H3_ERR;
   }
   cudaLibrary_t lib;
-  h3_status st = load_library(s, job.cubin, job.cubin_len, label, &lib, d);
+  h3_status st = load_library(s, job.cubin, job.cubin_len, file, &lib, d);
   h3_nvrtc_job_free(&job);
   for (int i = 0; st == H3_OK && i < n; i++) {
     out[i] = add_kernel(s, lib, names[i], NULL, d);
@@ -252,30 +263,35 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  char lin[4][4096], i8[2][4096];
-  const char *label[9] = {"the utility kernels", "the reference attention kernels",
-                          "the flash attention kernel"};
-  const char *src[9] = {cu_util_source(), cu_attention_ref_source(), cu_flash_source()};
-  bool exact[9] = {true, true, false};
+  enum { N_JOBS = 9 };
+  char defs[N_JOBS][512];
+  const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
+  const char *def[N_JOBS] = {NULL, NULL, NULL};
+  bool exact[N_JOBS] = {true, true, false};
   for (int i = 0; i < 4; i++) {
-    cu_linear_source(lin[i], sizeof lin[i], "h3cu_linear_check", combos[i][0], combos[i][1],
-                     combos[i][2], combos[i][3]);
-    label[3 + i] = "a generic linear kernel";
-    src[3 + i] = lin[i];
-    exact[3 + i] = true;
+    cu_linear_defines(defs[3 + i], sizeof defs[3 + i], "h3cu_linear_check", combos[i][0],
+                      combos[i][1], combos[i][2], combos[i][3]);
+    file[3 + i] = "linear_generic.cu", def[3 + i] = defs[3 + i], exact[3 + i] = true;
   }
-  cu_int8_source(i8[0], sizeof i8[0], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_BF16, H3_BF16);
-  cu_int8_source(i8[1], sizeof i8[1], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_DTYPE_COUNT, H3_F32);
-  for (int i = 0; i < 2; i++) {
-    label[7 + i] = "the int8 GEMM and dequantization kernels";
-    src[7 + i] = i8[i];
-    exact[7 + i] = true;
-  }
+  cu_int8_defines(defs[7], sizeof defs[7], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_BF16, H3_BF16);
+  cu_int8_defines(defs[8], sizeof defs[8], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_DTYPE_COUNT,
+                  H3_F32);
+  for (int i = 7; i < 9; i++) file[i] = "int8_gemm.cu", def[i] = defs[i], exact[i] = true;
   h3_status st = H3_OK;
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;
-    if (nvrtc(&cache, label[i], src[i], exact[i], &job, d) != H3_OK) st = H3_ERR;
+    if (nvrtc(&cache, def[i], file[i], exact[i], &job, d) != H3_OK) st = H3_ERR;
     h3_nvrtc_job_free(&job);
+  }
+  /* every file of kernels/ is compiled above: a new one must be added here */
+  for (const h3_kernel_text *t = h3_kernel_texts; t->name; t++) {
+    bool seen = !strcmp(t->name, "prelude.cuh");
+    for (int i = 0; i < N_JOBS; i++) seen = seen || !strcmp(t->name, file[i]);
+    if (!seen) {
+      h3_diag_error(d, no_span, "add it to h3_cuda_compile_check (runtime/cuda/cuda_kernels.c)",
+                    "cuda: kernels/%s is not compiled by the check", t->name);
+      st = H3_ERR;
+    }
   }
   return st;
 }
@@ -333,25 +349,6 @@ h3_status h3_cuda_load_plan(h3_backend *b, const h3_plan *p, h3_diag *d) {
 }
 
 /* ---- op records -------------------------------------------------------------------------- */
-static cu_kernel *jit_kernel(cu_state *s, const h3_op *op, h3_diag *d) {
-  h3_kernel k;
-  if (h3_codegen_emit_op(op, "exact", &s->arena, &k, d) != H3_OK) return NULL;
-  cu_kernel *ck = cu_kernel_find(s, k.name);
-  if (ck && !ck->fn) cu_op_error(d, op, NULL, "kernel %s failed to load earlier", k.name);
-  if (ck) return ck->fn ? ck : NULL;
-  h3_nvrtc_job job;
-  char label[160];
-  snprintf(label, sizeof label, "kernel %s", k.name);
-  if (nvrtc(&s->cache, label, k.source, strcmp(k.tier, "lossless") != 0, &job, d) != H3_OK) {
-    h3_nvrtc_job_free(&job);
-    return NULL;
-  }
-  cudaLibrary_t lib;
-  h3_status st = load_library(s, job.cubin, job.cubin_len, label, &lib, d);
-  h3_nvrtc_job_free(&job);
-  return st == H3_OK ? add_kernel(s, lib, k.name, &k, d) : NULL;
-}
-
 static int64_t view_offset(const h3_op *op) {
   if (op->code != H3_OP_SLICE) return 0;
   const h3_type *t = &op->operands[0]->type;
@@ -366,7 +363,7 @@ static int64_t view_offset(const h3_op *op) {
 
 static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   const h3_op *op = o->op;
-  switch (h3_codegen_classify(op)) {
+  switch (h3_exec_classify(op)) {
   case H3_EXEC_CONTROL:
     return cu_op_error(d, op, NULL, "control flow is the executor's, not the backend's");
   case H3_EXEC_VIEW:
@@ -394,10 +391,14 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
     break;
   }
   o->kind = CU_OP_KERNEL;
-  o->k = cu_kernel_find(s, h3_op_attr_string(op, "kernel", NULL));
-  if (o->k && !o->k->fn) o->k = NULL;
-  if (!o->k) o->k = jit_kernel(s, op, d);
-  return o->k ? H3_OK : H3_ERR;
+  const char *name = h3_op_attr_string(op, "kernel", NULL);
+  o->k = cu_kernel_find(s, name);
+  if (o->k && o->k->fn) return H3_OK;
+  if (o->k) return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
+  return cu_op_error(d, op, "compile the module into a plan (h3c compile, or h3_plan_build) and "
+                     "load it into the backend (h3_backend_load_plan) before running its ops",
+                     name ? "kernel %s is not in the loaded plan" : "%sthe op has no kernel: no "
+                     "plan was loaded for its module", name ? name : "");
 }
 
 cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d) {

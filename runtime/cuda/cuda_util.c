@@ -1,66 +1,13 @@
-/* cuda_util.c: the cuda backend's own small kernels (CUDA C compiled with NVRTC on first
- * use, after codegen's prelude, through the kernel cache):
- *   h3cu_index_copy   index(x[N, ..], i) {offset}: copies row i + offset (clamped into
- *                     [0, N): an out-of-range row cannot be reported from inside a
- *                     captured graph, the CPU backend reports it) in 16/8/4/1-byte units;
- *   h3cu_fill_random  element i of a weight tensor: h3_rng_init_value (include/h3/rng.h,
- *                     the CPU's exact arithmetic), rounded to the parameter's dtype like
- *                     h3_weights_store;
- *   h3cu_linear_*     linear for any dtype combination, generated per combination:
- *                     64x64 output tiles, 256 threads with 4x4 outputs each; every output
- *                     is sum_k fp32(x)*fp32(w) with __fmul_rn / __fadd_rn, k ascending from
- *                     0, then + bias, then one rounding: the CPU reference's exact
- *                     sequence, so the result is bitwise equal to it. Used for the fp32
- *                     island of H3 and every linear cuBLASLt does not take.
+/* cuda_util.c: launches of the cuda backend's own small kernels (kernels/util.cu, compiled
+ * on first use behind the prelude, through the kernel cache): h3cu_index_copy (an index op's
+ * row copy) and h3cu_fill_random (random weights made on the device); and the generic
+ * linear (kernels/linear_generic.cu), instantiated per dtype combination, bitwise equal to
+ * the CPU reference: the fp32 island of H3 and every linear cuBLASLt does not take.
  */
 #include "cuda_internal.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static const char util_source[] =
-    "extern \"C\" __global__ void h3cu_index_copy(const unsigned char *x, const void *iptr,\n"
-    "    int i64, long long offset, long long n_rows, long long row_bytes, int unit,\n"
-    "    unsigned char *out) {\n"
-    "  long long r = (i64 ? *(const long long *)iptr : (long long)*(const int *)iptr) + offset;\n"
-    "  r = r < 0 ? 0 : (r >= n_rows ? n_rows - 1 : r);\n"
-    "  const unsigned char *src = x + r * row_bytes;\n"
-    "  long long units = row_bytes / unit;\n"
-    "  for (long long u = blockIdx.x * (long long)blockDim.x + threadIdx.x; u < units;\n"
-    "       u += (long long)gridDim.x * blockDim.x) {\n"
-    "    if (unit == 16) ((uint4 *)out)[u] = ((const uint4 *)src)[u];\n"
-    "    else if (unit == 8) ((uint2 *)out)[u] = ((const uint2 *)src)[u];\n"
-    "    else if (unit == 4) ((unsigned int *)out)[u] = ((const unsigned int *)src)[u];\n"
-    "    else out[u] = src[u];\n"
-    "  }\n"
-    "}\n"
-    "\n"
-    "__device__ long long h3cu_round_sat(double v, double lo, double hi) {\n"
-    "  if (v != v) return 0;\n"
-    "  double r = rint(v);\n"
-    "  return (long long)(r < lo ? lo : (r > hi ? hi : r));\n"
-    "}\n"
-    "// dtype: the h3_dtype number (bf16 0, f16 1, f32 2, f64 3, i8 4, i32 5, i64 6, u8 7)\n"
-    "extern \"C\" __global__ void h3cu_fill_random(void *dst, int dtype, long long n, int kind,\n"
-    "    float scale, unsigned long long seed, unsigned int stream) {\n"
-    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
-    "       i += (long long)gridDim.x * blockDim.x) {\n"
-    "    float v = h3_rng_init_value(kind, scale, seed, stream, (unsigned long long)i);\n"
-    "    switch (dtype) {\n"
-    "    case 0: ((h3_bf16 *)dst)[i] = __float2bfloat16_rn(v); break;\n"
-    "    case 1: ((h3_f16 *)dst)[i] = __float2half_rn(v); break;\n"
-    "    case 2: ((float *)dst)[i] = v; break;\n"
-    "    case 3: ((double *)dst)[i] = (double)v; break;\n"
-    "    case 4: ((signed char *)dst)[i] = (signed char)h3cu_round_sat(v, -128.0, 127.0); break;\n"
-    "    case 5: ((int *)dst)[i] = (int)h3cu_round_sat(v, -2147483648.0, 2147483647.0); break;\n"
-    "    case 6: ((long long *)dst)[i] = h3cu_round_sat(v, -9223372036854775808.0,\n"
-    "                                                   9223372036854774784.0); break;\n"
-    "    default: ((unsigned char *)dst)[i] = (unsigned char)h3cu_round_sat(v, 0.0, 255.0); break;\n"
-    "    }\n"
-    "  }\n"
-    "}\n";
-
-const char *cu_util_source(void) { return util_source; }
 
 enum { UTIL_INDEX, UTIL_FILL, UTIL_N };
 static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_random"};
@@ -72,8 +19,7 @@ static cu_kernel *util_kernel(cu_state *s, int which, h3_diag *d) {
     return k->fn ? k : NULL;
   }
   cu_kernel *ks[UTIL_N] = {0};
-  if (cu_compile_tu(s, "the cuda backend's utility kernels", util_source, true, UTIL_N,
-                    util_names, ks, d) != H3_OK)
+  if (cu_compile_tu(s, NULL, "util.cu", true, UTIL_N, util_names, ks, d) != H3_OK)
     return NULL;
   return ks[which];
 }
@@ -124,54 +70,13 @@ h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int 
 }
 
 /* ---- generic linear ------------------------------------------------------------------------ */
-static const char linear_template[] =
-    "extern \"C\" __global__ void __launch_bounds__(256) %s(const %s *__restrict__ x,\n"
-    "    const %s *__restrict__ w, const %s *__restrict__ bias, %s *__restrict__ y,\n"
-    "    long long M, long long N, long long K) {\n"
-    "  __shared__ float xs[16][65], ws[16][65]; // [k][row of the tile]\n"
-    "  const int tx = threadIdx.x %% 16, ty = threadIdx.x / 16;\n"
-    "  const long long m0 = (long long)blockIdx.y * 64, n0 = (long long)blockIdx.x * 64;\n"
-    "  float acc[4][4];\n"
-    "#pragma unroll\n"
-    "  for (int i = 0; i < 4; i++)\n"
-    "#pragma unroll\n"
-    "    for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;\n"
-    "  for (long long k0 = 0; k0 < K; k0 += 16) {\n"
-    "    for (int e = threadIdx.x; e < 1024; e += 256) {\n"
-    "      const int r = e / 16, c = e %% 16;\n"
-    "      const long long kk = k0 + c, mm = m0 + r, nn = n0 + r;\n"
-    "      xs[c][r] = (mm < M && kk < K) ? (float)h3_ld(x, mm * K + kk) : 0.0f;\n"
-    "      ws[c][r] = (nn < N && kk < K) ? (float)h3_ld(w, nn * K + kk) : 0.0f;\n"
-    "    }\n"
-    "    __syncthreads();\n"
-    "    const int kmax = K - k0 < 16 ? (int)(K - k0) : 16;\n"
-    "    for (int c = 0; c < kmax; c++) {\n"
-    "      float a[4], b[4];\n"
-    "#pragma unroll\n"
-    "      for (int i = 0; i < 4; i++) { a[i] = xs[c][ty + 16 * i]; b[i] = ws[c][tx + 16 * i]; }\n"
-    "#pragma unroll\n"
-    "      for (int i = 0; i < 4; i++)\n"
-    "#pragma unroll\n"
-    "        for (int j = 0; j < 4; j++) acc[i][j] = __fadd_rn(acc[i][j], __fmul_rn(a[i], b[j]));\n"
-    "    }\n"
-    "    __syncthreads();\n"
-    "  }\n"
-    "#pragma unroll\n"
-    "  for (int i = 0; i < 4; i++)\n"
-    "#pragma unroll\n"
-    "    for (int j = 0; j < 4; j++) {\n"
-    "      const long long m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n"
-    "      if (m >= M || n >= N) continue;\n"
-    "      float v = acc[i][j];\n"
-    "      if (bias) v = __fadd_rn(v, (float)h3_ld(bias, n));\n"
-    "      h3_st(y, m * N + n, v);\n"
-    "    }\n"
-    "}\n";
-
-void cu_linear_source(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w, h3_dtype bias,
-                      h3_dtype y) {
-  snprintf(buf, len, linear_template, name, h3_codegen_ctype(x), h3_codegen_ctype(w),
-           h3_codegen_ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), h3_codegen_ctype(y));
+void cu_linear_defines(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w, h3_dtype bias,
+                       h3_dtype y) {
+  snprintf(buf, len,
+           "#define H3_LINEAR_NAME %s\n#define H3_X_T %s\n#define H3_W_T %s\n#define H3_B_T %s\n"
+           "#define H3_Y_T %s\n",
+           name, h3_kernel_ctype(x), h3_kernel_ctype(w),
+           h3_kernel_ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), h3_kernel_ctype(y));
 }
 
 h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,
@@ -184,10 +89,10 @@ h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, i
   cu_kernel *k = cu_kernel_find(s, name);
   if (k && !k->fn) return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
   if (!k) {
-    char src[sizeof linear_template + 256];
-    cu_linear_source(src, sizeof src, name, tx, tw, tb, ty);
+    char defs[512];
+    cu_linear_defines(defs, sizeof defs, name, tx, tw, tb, ty);
     const char *names[1] = {name};
-    if (cu_compile_tu(s, name, src, true, 1, names, &k, d) != H3_OK) return H3_ERR;
+    if (cu_compile_tu(s, defs, "linear_generic.cu", true, 1, names, &k, d) != H3_OK) return H3_ERR;
   }
   const h3_type *xt = &in[0].type;
   long long K = xt->rank ? xt->dims[xt->rank - 1] : 1, N = in[1].type.dims[0];

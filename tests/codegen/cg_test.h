@@ -6,6 +6,7 @@
 #define H3_CG_TEST_H
 
 #include "h3/codegen.h"
+#include "h3/kernels.h"
 #include "h3/op_registry.h"
 
 #include <stdio.h>
@@ -103,7 +104,7 @@ typedef struct {
 static int cg_collect_visit(h3_op *op, void *ctx) {
   cg_oplist *l = ctx;
   if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
-  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
+  if (h3_exec_classify(op) != H3_EXEC_KERNEL) return 0;
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 64;
     l->ops = realloc(l->ops, sizeof(h3_op *) * (size_t)l->cap);

@@ -28,7 +28,7 @@ static emu_oplist emu_kernels;
 /* Walk callback: appends the ops that codegen emits as kernels (walk order). */
 static inline int emu_collect(h3_op *op, void *ctx) {
   emu_oplist *l = ctx;
-  if (h3_codegen_classify(op) != H3_EXEC_KERNEL) return 0;
+  if (h3_exec_classify(op) != H3_EXEC_KERNEL) return 0;
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 64;
     h3_op **p = realloc(l->ops, sizeof *p * (size_t)l->cap);

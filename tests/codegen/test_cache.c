@@ -43,13 +43,13 @@ int main(void) {
   CHECK(mkdtemp(root) != NULL);
   char dir[256], path[512];
   snprintf(dir, sizeof dir, "%s/explicit/nested", root);
-  size_t pl = strlen(h3_codegen_prelude()) + 200;
+  size_t pl = strlen(h3_kernel_prelude()) + 200;
   src_a = malloc(pl);
   src_b = malloc(pl);
   snprintf(src_a, pl, "%s\nextern \"C\" __global__ void k_a(float *p) { p[threadIdx.x] = h3_rbf16(1.5f); }\n",
-           h3_codegen_prelude());
+           h3_kernel_prelude());
   snprintf(src_b, pl, "%s\nextern \"C\" __global__ void k_b(float *p) { p[threadIdx.x] = 2.0f; }\n",
-           h3_codegen_prelude());
+           h3_kernel_prelude());
 
   /* folder resolution */
   h3_diag d;

@@ -27,13 +27,13 @@ int main(void) {
   h3_kernel *ks = calloc((size_t)ops.n, sizeof(h3_kernel));
   h3_strbuf tu;
   h3_strbuf_init(&tu);
-  h3_strbuf_append(&tu, h3_codegen_prelude());
+  h3_strbuf_append(&tu, h3_kernel_prelude());
   for (int i = 0; i < ops.n; i++) {
     h3_diag d;
     h3_diag_init(&d);
     h3_op *op = ops.ops[i];
     const char *opname = h3_opcode_name(op->code);
-    h3_status st = h3_codegen_emit_op(op, "exact", &a, &ks[i], &d);
+    h3_status st = h3_codegen_emit_op(op, H3_TIER_EXACT, &a, &ks[i], &d);
     if (st != H3_OK) {
       fprintf(stderr, "emit failed for %s:\n", opname);
       h3_diag_print(&d, stderr);
@@ -45,7 +45,7 @@ int main(void) {
     /* name = h3_<op>_<10 hex>, re-derivable from the source */
     CHECK(strncmp(k->name, "h3_", 3) == 0);
     CHECK_STR(k->op, opname);
-    CHECK(h3_codegen_name_matches(k->name, k->op, k->source));
+    CHECK(h3_kernel_name_matches(k->name, k->op, k->source));
     CHECK(strstr(k->source, k->name) != NULL);
     CHECK(strstr(k->source, "@K@") == NULL);
     char sha[65];
@@ -54,7 +54,7 @@ int main(void) {
     /* deterministic: emitting again gives the same bytes */
     h3_kernel k2;
     h3_diag_init(&d);
-    CHECK(h3_codegen_emit_op(op, "exact", &a, &k2, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(op, H3_TIER_EXACT, &a, &k2, &d) == H3_OK);
     h3_diag_free(&d);
     CHECK_STR(k2.source, k->source);
     CHECK_STR(k2.name, k->name);
@@ -71,10 +71,10 @@ int main(void) {
     /* each kernel compiles alone with the prelude */
     h3_strbuf one;
     h3_strbuf_init(&one);
-    h3_strbuf_append(&one, h3_codegen_prelude());
+    h3_strbuf_append(&one, h3_kernel_prelude());
     h3_strbuf_append(&one, k->source);
     char *log = NULL;
-    int ok = cg_compile_tu(one.data, strcmp(k->tier, "exact") == 0, &log);
+    int ok = cg_compile_tu(one.data, k->tier == H3_TIER_EXACT, &log);
     if (!ok) fprintf(stderr, "kernel %s does not compile:\n%s\n", k->name, log ? log : "");
     CHECK(ok);
     free(log);
@@ -94,20 +94,20 @@ int main(void) {
   h3_op *fx = NULL, *fl = NULL;
   for (int i = 0; i < ops.n; i++)
     if (ops.ops[i]->code == H3_OP_FUSED) {
-      const char *t = h3_op_attr_string(ops.ops[i], "tier", "");
-      if (strcmp(t, "exact") == 0 && ops.ops[i]->n_results == 2) fx = ops.ops[i];
-      if (strcmp(t, "lossless") == 0) fl = ops.ops[i];
+      h3_tier t = h3_op_attr_tier(ops.ops[i], "tier", H3_TIER_HIGH);
+      if (t == H3_TIER_EXACT && ops.ops[i]->n_results == 2) fx = ops.ops[i];
+      if (t == H3_TIER_LOSSLESS) fl = ops.ops[i];
     }
   CHECK(fx && fl);
   if (fx && fl) {
     h3_kernel kx, kl;
     h3_diag d;
     h3_diag_init(&d);
-    CHECK(h3_codegen_emit_op(fx, "lossless", &a, &kx, &d) == H3_OK); /* attr wins */
-    CHECK(h3_codegen_emit_op(fl, "exact", &a, &kl, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(fx, H3_TIER_LOSSLESS, &a, &kx, &d) == H3_OK); /* attr wins */
+    CHECK(h3_codegen_emit_op(fl, H3_TIER_EXACT, &a, &kl, &d) == H3_OK);
     h3_diag_free(&d);
-    CHECK_STR(kx.tier, "exact");
-    CHECK_STR(kl.tier, "lossless");
+    CHECK_STR(h3_tier_name(kx.tier), "exact");
+    CHECK_STR(h3_tier_name(kl.tier), "lossless");
     CHECK(strcmp(kx.name, kl.name) != 0);
     /* exact rounds the intermediates in registers, lossless keeps them in fp32 */
     CHECK(strstr(kx.source, "h3_rbf16(h3_add(") != NULL);
@@ -127,10 +127,10 @@ int main(void) {
     h3_kernel k;
     h3_diag d;
     h3_diag_init(&d);
-    CHECK(h3_codegen_emit_op(sq, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(sq, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(strstr(k.source, "h3_ld8") == NULL || strstr(k.source, "h3_ld8(in") == NULL);
     CHECK(strstr(k.source, "const ix_t n = 15;") != NULL);
-    CHECK(h3_codegen_emit_op(sub, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(sub, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(strstr(k.source, "(i % 5)") != NULL); /* d[5] broadcast over c[3, 5] */
     h3_diag_free(&d);
   }
@@ -142,16 +142,16 @@ int main(void) {
     h3_kernel k;
     h3_diag d;
     h3_diag_init(&d);
-    CHECK(h3_codegen_emit_op(swx, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(swx, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(strstr(k.source, "h3_ld8(in0, (((base) / 64) * 128 + (base) % 64 + 0), s0v);") != NULL);
     CHECK(strstr(k.source, "h3_ld8(in0, (((base) / 64) * 128 + (base) % 64 + 64), s1v);") != NULL);
     CHECK(strstr(k.source, "h3_ld(") == NULL); /* no scalar reads */
-    CHECK(h3_codegen_emit_op(smix, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(smix, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(strstr(k.source, "h3_ld8(in1") == NULL); /* [4, 1000] from column 3 */
     CHECK(strstr(k.source, "(((i) / 64) * 1000 + (i) % 64 + 3)") != NULL);
     CHECK(strstr(k.source, "h3_ld8(in0, ((base) + 128), s0v);") != NULL);   /* rows [2, 6) */
     CHECK(strstr(k.source, "h3_ld8(in0, ((((base % 64))) + 448), s1v);") != NULL); /* row 7 */
-    CHECK(h3_codegen_emit_op(s3d, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(s3d, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(strstr(k.source, "h3_ld8(in0, (((base) / 32) * 64 + (base) % 32 + 16), s0v);") != NULL);
     CHECK(strstr(k.source, "h3_ld(in0, ") != NULL); /* the slice of a slice */
     h3_diag_free(&d);
@@ -163,11 +163,11 @@ int main(void) {
     h3_kernel k;
     h3_diag d;
     h3_diag_init(&d);
-    CHECK(h3_codegen_emit_op(rms, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(rms, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(k.grid[0] == 1 && k.block[0] == 256); /* 8 rows of 64 = 8 chunks: a warp each */
     CHECK(strstr(k.source, "__shfl_xor_sync") != NULL);
     CHECK(strstr(k.source, "atomic") == NULL);
-    CHECK(h3_codegen_emit_op(am, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(am, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(k.grid[0] == 4 && k.block[0] == 128); /* 1000 = 125 chunks of 8 */
     h3_diag_free(&d);
   }
@@ -178,15 +178,15 @@ int main(void) {
     h3_kernel k;
     h3_diag d;
     h3_diag_init(&d);
-    CHECK(h3_codegen_emit_op(kvw, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(kvw, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(k.inplace && k.grid[0] == 8);
-    CHECK(h3_codegen_emit_op(rn, "exact", &a, &k, &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(rn, H3_TIER_EXACT, &a, &k, &d) == H3_OK);
     CHECK(k.n_args == 2 && strcmp(k.args[0], "out0") == 0 && strcmp(k.args[1], "seed") == 0);
     CHECK(strstr(k.source, "h3_rng_normal(seed, ") != NULL);
     h3_diag_free(&d);
   }
   /* a view is not a kernel; an op the backend runs elsewhere is refused with a message */
-  CHECK(h3_codegen_prelude() != NULL && strstr(h3_codegen_prelude(), "h3_philox4x32_10") != NULL);
+  CHECK(h3_kernel_prelude() != NULL && strstr(h3_kernel_prelude(), "h3_philox4x32_10") != NULL);
 
   h3_strbuf_free(&tu);
   free(ks);

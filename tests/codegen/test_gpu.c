@@ -5,6 +5,7 @@
  * (cache off) and launched with their recorded launch rule; in-place kernels get out0 =
  * in0 first, as the runtime does.
  */
+#include "h3/kernels.h"
 #include "h3/backend.h"
 #include "op_check.h"
 
@@ -24,11 +25,11 @@ int main(void) {
   h3_kernel *ks = calloc((size_t)ops.n + 1, sizeof *ks);
   h3_strbuf tu;
   h3_strbuf_init(&tu);
-  h3_strbuf_append(&tu, h3_codegen_prelude());
+  h3_strbuf_append(&tu, h3_kernel_prelude());
   h3_diag d;
   h3_diag_init(&d);
   for (int i = 0; i < ops.n; i++) {
-    CHECK(h3_codegen_emit_op(ops.ops[i], "exact", &a, &ks[i], &d) == H3_OK);
+    CHECK(h3_codegen_emit_op(ops.ops[i], H3_TIER_EXACT, &a, &ks[i], &d) == H3_OK);
     bool dup = false;
     for (int j = 0; j < i; j++) dup |= strcmp(ks[j].name, ks[i].name) == 0;
     if (!dup) h3_strbuf_append(&tu, ks[i].source);

@@ -343,7 +343,7 @@ static void test_fused(void) {
   h3_tensor in[3] = {t_rand(&t, ty, -4, 4), t_rand(&t, ty, 0.5, 1.5), t_rand(&t, ty, -4, 4)};
   for (int tier = 0; tier < 2; tier++) {
     h3_attr fa[2] = {h3_attr_string(t.m, "kernel", "h3_fused_0"),
-                     h3_attr_string(t.m, "tier", tier ? "lossless" : "exact")};
+                     h3_attr_tier(t.m, "tier", tier ? H3_TIER_LOSSLESS : H3_TIER_EXACT)};
     h3_op *f = h3_build_op_typed(&t.b, H3_OP_FUSED, 3, (h3_value *[]){x, s, b}, 2, fa, 1, &ty, 1);
     h3_region *r = &f->regions[0];
     h3_value *ra = h3_region_add_arg(t.m, r, ty, "x", (h3_span){0});

@@ -147,7 +147,7 @@ static char *case_ir(const int8_case *c) {
                 "    %%acc1 = matmul_i8(%%q, %%wq) {chunk_rows = %lld} : i32[%lld, %lld]\n"
                 "    %%ya = dequant_i8(%%acc, %%s, %%ws, %%b) : bf16[%lld, %lld]\n"
                 "    %%yfa = dequant_i8(%%acc1, %%s, %%ws, %%b) {dtype = f32} : f32[%lld, %lld]\n"
-                "    %%ys = fused(%%s, %%acc, %%ws) {name = \"dq_glu\", tier = \"lossless\"} : "
+                "    %%ys = fused(%%s, %%acc, %%ws) {name = \"dq_glu\", tier = lossless} : "
                 "bf16[%lld, %lld] {\n"
                 "    ^(%%s1: f32[%lld], %%a: i32[%lld, %lld], %%w1: f32[%lld]):\n"
                 "      %%a0 = slice(%%a) {axis = 1, start = 0, len = %lld} : i32[%lld, %lld]\n"

@@ -61,7 +61,7 @@ static h3_plan *make_plan(const char *dir, h3_tier tier, bool unfused, h3_diag *
     h3_module_free(m);
     return NULL;
   }
-  h3_plan_options plo = {.quality = h3_tier_name(tier)};
+  h3_plan_options plo = {.quality = tier};
   h3_plan *p = NULL;
   if (h3_plan_build(&p, m, &plo, d) != H3_OK || h3_plan_compile_kernels(p, d) != H3_OK) {
     h3_plan_free(p);

@@ -66,7 +66,7 @@ static void free_list(void **p, int n) {
 }
 
 static bool expect_unsupported(const h3_op *op) {
-  h3_exec_kind k = h3_codegen_classify(op);
+  h3_exec_kind k = h3_exec_classify(op);
   return k == H3_EXEC_DEFERRED || op->code == H3_OP_PAGED_ATTENTION;
 }
 

@@ -116,7 +116,7 @@ static h3_module *tiny_h3(const char *models, h3_tier tier) {
 /* The op kinds the cuda backend's op preparation runs (cuda_kernels.c, prepare). */
 static int backend_visit(h3_op *op, void *ctx) {
   int *bad = ctx;
-  h3_exec_kind k = h3_codegen_classify(op);
+  h3_exec_kind k = h3_exec_classify(op);
   bool ok = k != H3_EXEC_DEFERRED &&
             (k != H3_EXEC_LIBRARY || op->code == H3_OP_LINEAR ||
              op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8 ||

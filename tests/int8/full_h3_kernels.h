@@ -19,7 +19,7 @@ typedef void (*fk_seen_fn)(const h3_op *op, const h3_kernel *k, void *ctx);
 /* Emits, at `tier`, the kernels of the picked ops of the full H3 after the pipeline of o,
  * appending each distinct kernel source (by name) to src and counting those in *distinct;
  * returns how many picked ops were emitted (0 when the model does not compile, printed). */
-static inline int full_h3_kernels(const h3_pass_options *o, const char *tier, fk_pick_fn pick,
+static inline int full_h3_kernels(const h3_pass_options *o, h3_tier tier, fk_pick_fn pick,
                                   fk_seen_fn seen, void *ctx, h3_arena *a, h3_strbuf *src,
                                   int *distinct) {
   h3_diag d;

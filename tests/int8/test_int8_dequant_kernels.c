@@ -11,6 +11,7 @@
  *     condition_proj epilogues, the SwiGLU and gated-residual groups) compiles for sm_90
  *     in one translation unit.
  */
+#include "h3/kernels.h"
 #include "h3/backend.h"
 #include "h3/frontend.h"
 #include "h3/passes.h"
@@ -89,7 +90,7 @@ static int emit_full_h3(h3_tier tier, h3_arena *a, h3_strbuf *src, int *distinct
   o.int8 = "rotate=256";
   o.enable = "int8-lowering,row-split,int8-dequant-split";
   *groups = 0;
-  return full_h3_kernels(&o, h3_tier_name(tier), holds_dequant, count_group, groups, a, src,
+  return full_h3_kernels(&o, tier, holds_dequant, count_group, groups, a, src,
                          distinct);
 }
 
@@ -98,7 +99,7 @@ static void test_nvrtc_full_h3(void) {
   h3_arena_init(&a);
   h3_strbuf src;
   h3_strbuf_init(&src);
-  h3_strbuf_append(&src, h3_codegen_prelude());
+  h3_strbuf_append(&src, h3_kernel_prelude());
   int n_names = 0, g0 = 0, g1 = 0;
   int e0 = emit_full_h3(H3_TIER_EXACT, &a, &src, &n_names, &g0);
   int e1 = emit_full_h3(H3_TIER_LOSSLESS, &a, &src, &n_names, &g1);

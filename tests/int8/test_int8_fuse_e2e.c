@@ -73,7 +73,7 @@ static void test_tier(h3_tier tier, const char *int8, bool expect_fused) {
 
 typedef struct {
   int fused_a, fused_b, standalone, emitted, stores_y;
-  const char *tier;
+  h3_tier tier;
   h3_arena *a;
 } trunk_count;
 
@@ -114,11 +114,11 @@ static void test_full_h3(h3_tier tier) {
   if (ok) {
     h3_arena a;
     h3_arena_init(&a);
-    trunk_count c = {0, 0, 0, 0, 0, h3_tier_name(tier), &a};
+    trunk_count c = {0, 0, 0, 0, 0, tier, &a};
     case_walk_graph(m, "step", count_trunk, &c);
     printf("  full H3 --int8 --quality %s, step trunk: fused into norm kernels %d Plan A + %d "
            "Plan B; standalone activation quantizers %d; kernels emitted %d (y stored in %d)\n",
-           c.tier, c.fused_a, c.fused_b, c.standalone, c.emitted, c.stores_y);
+           h3_tier_name(c.tier), c.fused_a, c.fused_b, c.standalone, c.emitted, c.stores_y);
     CHECK(c.fused_a == 1 && c.fused_b == 1 && c.standalone == 2,
           "expected qkv (Plan A) and fc1 (Plan B) fused, out_proj and fc2 standalone");
     CHECK(c.emitted == 2 && c.stores_y == 0, "fused kernels: %d emitted, %d store y", c.emitted,

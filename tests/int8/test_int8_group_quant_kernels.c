@@ -10,6 +10,7 @@
  *   - NVRTC: the row kernels of the full H3 plans (`h3c --int8`, exact and lossless: the
  *     block's and the refiner's SwiGLU groups) compile for sm_90 in one translation unit.
  */
+#include "h3/kernels.h"
 #include "h3/backend.h"
 #include "h3/frontend.h"
 #include "h3/passes.h"
@@ -81,7 +82,7 @@ static void check_triple(const cg_oplist *ops, int i) {
   bool cpu = same(&ef[0], &fq[0]) && same(&ef[1], &fq[1]);
   fprintf(stderr, "  %s (%s) [%s]: row kernel == quantize_rows(its g) %s, == the standalone "
           "kernel %s, == cpu %s\n", h3_op_attr_string(f, "name", "?"),
-          h3_op_attr_string(f, "tier", "?"), h3_type_str(&f->results[0]->type, (char[64]){0}, 64),
+          h3_tier_name(h3_op_attr_tier(f, "tier", H3_TIER_HIGH)), h3_type_str(&f->results[0]->type, (char[64]){0}, 64),
           own ? "yes" : "NO", kern ? "yes" : "NO", cpu ? "yes" : "no");
   CHECK(own && kern);
   if (!has_silu(f)) CHECK(cpu);
@@ -115,7 +116,7 @@ static int emit_full_h3(h3_tier tier, h3_arena *a, h3_strbuf *src) {
   o.int8 = "";
   o.enable = "int8-lowering,row-split,int8-fuse-quant,int8-fuse-group-quant,int8-dequant-split";
   int distinct = 0;
-  return full_h3_kernels(&o, h3_tier_name(tier), has_quant, check_row_kernel, NULL, a, src,
+  return full_h3_kernels(&o, tier, has_quant, check_row_kernel, NULL, a, src,
                          &distinct);
 }
 
@@ -124,7 +125,7 @@ static void test_nvrtc_full_h3(void) {
   h3_arena_init(&a);
   h3_strbuf src;
   h3_strbuf_init(&src);
-  h3_strbuf_append(&src, h3_codegen_prelude());
+  h3_strbuf_append(&src, h3_kernel_prelude());
   int e0 = emit_full_h3(H3_TIER_EXACT, &a, &src), e1 = emit_full_h3(H3_TIER_LOSSLESS, &a, &src);
   /* the block's SwiGLU (step) and the refiner's (text), per tier */
   fprintf(stderr, "group quantize kernels of the full H3: exact %d, lossless %d\n", e0, e1);

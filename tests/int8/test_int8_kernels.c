@@ -8,6 +8,7 @@
  *     5120, 5376, 7168, 14336) compiles for sm_90 in one translation unit; launch rule one
  *     256-thread block per row.
  */
+#include "h3/kernels.h"
 #include "h3/backend.h"
 #include "h3/frontend.h"
 #include "h3/passes.h"
@@ -78,7 +79,7 @@ static int emit_full_h3(const char *int8, h3_arena *a, h3_strbuf *src, int *dist
   h3_pass_options o = h3_pass_options_default();
   o.passes = "int8-lowering";
   o.int8 = int8;
-  return full_h3_kernels(&o, "exact", is_quantizer, check_quantizer, NULL, a, src, distinct);
+  return full_h3_kernels(&o, H3_TIER_EXACT, is_quantizer, check_quantizer, NULL, a, src, distinct);
 }
 
 static void test_nvrtc_full_h3(void) {
@@ -86,7 +87,7 @@ static void test_nvrtc_full_h3(void) {
   h3_arena_init(&a);
   h3_strbuf src;
   h3_strbuf_init(&src);
-  h3_strbuf_append(&src, h3_codegen_prelude());
+  h3_strbuf_append(&src, h3_kernel_prelude());
   int n_names = 0;
   int e0 = emit_full_h3("rotate=0", &a, &src, &n_names);
   int e1 = emit_full_h3("rotate=256", &a, &src, &n_names);

@@ -99,7 +99,7 @@ static void test_attrs_and_counts(void) {
   CHECK_STR(RUN(CONCAT, "", AI("axis", 0)), "error: concat: takes at least 1 operands, got 0");
   CHECK_STR(RUN(LOOP, "f32[2]", AI("count", 2)), "error: loop: result types come from its region; build it with h3_build_op_typed");
   CHECK_STR(RUN(CALL, "f32[2]", AS("callee", "g")), "error: call: result types come from its callee; build it with h3_build_op_typed");
-  CHECK_STR(RUN(FUSED, "f32[2]", AS("kernel", "k"), AS("tier", "exact")),
+  CHECK_STR(RUN(FUSED, "f32[2]", AS("kernel", "k"), h3_attr_tier(M, "tier", H3_TIER_EXACT)),
             "error: fused: result types come from its region; build it with h3_build_op_typed");
   CHECK_STR(RUN0(YIELD, "f32[2]; i32[]"), "");
   CHECK_STR(RUN0(RETURN, ""), "");

@@ -82,6 +82,7 @@ static bool same_attrs(int n, const h3_attr *a, int m, const h3_attr *b) {
     switch (a[i].kind) {
     case H3_ATTR_INT:
     case H3_ATTR_DTYPE:
+    case H3_ATTR_TIER:
       if (a[i].i != b[i].i) return false;
       break;
     case H3_ATTR_FLOAT:
@@ -218,7 +219,7 @@ static void random_ops(gen *g, h3_region *r, int depth, int n_ops) {
         na = (int)check_range(1, 2);
       } else {
         a[0] = h3_attr_string(g->m, "kernel", "k");
-        a[1] = h3_attr_string(g->m, "tier", "exact");
+        a[1] = h3_attr_tier(g->m, "tier", H3_TIER_EXACT);
       }
       op = h3_build_op_typed(&b, loop ? H3_OP_LOOP : H3_OP_FUSED, n, ins, na, a, n, ts, 1);
       h3_region *body = &op->regions[0];

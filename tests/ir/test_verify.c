@@ -61,7 +61,7 @@ static void test_texts(void) {
             "    %1 = loop(%0) {count = 2, label = \"trunk\"} : f32[4] {\n"
             "    ^(%i: i32[], %c: f32[4]):\n"
             "      %2 = index(@w, %i) : f32[4]\n"
-            "      %3 = fused(%c, %2) {kernel = \"k0\", tier = \"exact\"} : f32[4] {\n"
+            "      %3 = fused(%c, %2) {kernel = \"k0\", tier = exact} : f32[4] {\n"
             "      ^(%p: f32[4], %q: f32[4]):\n"
             "        %4 = mul(%p, %q) : f32[4]\n"
             "        %5 = add(%4, %x) : f32[4]\n"
@@ -126,13 +126,13 @@ static void test_texts(void) {
              "    }\n"
              "    return %1\n",
              "loop: count is negative");
-  EXPECT_ERR("    %1 = fused(%x) {kernel = \"k\", tier = \"exact\"} : f32[4] {\n"
+  EXPECT_ERR("    %1 = fused(%x) {kernel = \"k\", tier = exact} : f32[4] {\n"
              "    ^(%p: f32[3]):\n"
              "      yield %x\n"
              "    }\n"
              "    return %1\n",
              "fused: region arg list 0 is f32[3] but the operand list 0 is f32[4]");
-  EXPECT_ERR("    %1 = fused(%x) {kernel = \"k\", tier = \"exact\"} : f32[4] {\n"
+  EXPECT_ERR("    %1 = fused(%x) {kernel = \"k\", tier = exact} : f32[4] {\n"
              "    ^(%p: f32[4]):\n"
              "      %2 = index(@w, %n) : f32[4]\n"
              "      %3 = reduce_sum(%2) : f32[]\n"
@@ -145,7 +145,7 @@ static void test_texts(void) {
              "      yield %p\n"
              "    }\n"
              "    return %1\n",
-             "fused: missing attribute 'tier' (a string)");
+             "fused: missing attribute 'tier' (a tier: exact, lossless or high)");
   EXPECT_ERR("    %1 = call(%x) {callee = \"nope\"} : f32[4]\n    return %1\n", "call: no graph named 'nope'");
   EXPECT_ERR("    %1 = call(%n) {callee = \"h\"} : f32[4]\n    return %1\n",
              "call: argument list 0 is i32[] but the callee's inputs 0 is f32[4]");

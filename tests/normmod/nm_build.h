@@ -20,6 +20,7 @@
 #ifndef H3_NM_BUILD_H
 #define H3_NM_BUILD_H
 
+#include "h3/kernels.h"
 #include "h3/codegen.h"
 #include "h3/op_registry.h"
 #include "h3/passes.h"
@@ -48,30 +49,30 @@ static const char nm_graph_tmpl[] =
     "    %f7 = cast(%g2) {dtype = f32} : f32[@T@, @H@]\n"
     "    %f8 = add(%f5, %f7) : f32[@T@, @H@]\n"
     "    %yf = cast(%f8) {dtype = bf16} : bf16[@T@, @H@]\n"
-    "    %ae = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05, tier = \"exact\"}"
+    "    %ae = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05, tier = exact}"
     " : bf16[@T@, @H@]\n"
-    "    %al = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05, tier = \"lossless\"}"
+    "    %al = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05, tier = lossless}"
     " : bf16[@T@, @H@]\n"
-    "    %fe = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05, tier = \"exact\","
+    "    %fe = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05, tier = exact,"
     " modulate = \"f32\"} : bf16[@T@, @H@]\n"
     "    %be, %be1 = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx) {eps = 1e-05,"
-    " tier = \"exact\"} : bf16[@T@, @H@], bf16[@T@, @H@]\n"
+    " tier = exact} : bf16[@T@, @H@], bf16[@T@, @H@]\n"
     "    %bl, %bl1 = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx) {eps = 1e-05,"
-    " tier = \"lossless\"} : bf16[@T@, @H@], bf16[@T@, @H@]\n"
+    " tier = lossless} : bf16[@T@, @H@], bf16[@T@, @H@]\n"
     "    %aeq, %aes = quantize_rows(%ae) : i8[@T@, @H@], f32[@T@]\n"
     "    %beq, %bes = quantize_rows(%be1) : i8[@T@, @H@], f32[@T@]\n"
     "    %qa, %qa_q, %qa_s = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05,"
-    " tier = \"exact\", quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
+    " tier = exact, quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
     "    %ql, %ql_q, %ql_s = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05,"
-    " tier = \"lossless\", quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
+    " tier = lossless, quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
     "    %qb, %qb_y, %qb_q, %qb_s = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx)"
-    " {eps = 1e-05, tier = \"exact\", quantize = 1} : bf16[@T@, @H@], bf16[@T@, @H@],"
+    " {eps = 1e-05, tier = exact, quantize = 1} : bf16[@T@, @H@], bf16[@T@, @H@],"
     " i8[@T@, @H@], f32[@T@]\n"
     "    %qbl, %qbl_y, %qbl_q, %qbl_s = residual_norm_modulate(%x, %u, %gt, %w, %sc, %sh, %idx)"
-    " {eps = 1e-05, tier = \"lossless\", quantize = 1} : bf16[@T@, @H@], bf16[@T@, @H@],"
+    " {eps = 1e-05, tier = lossless, quantize = 1} : bf16[@T@, @H@], bf16[@T@, @H@],"
     " i8[@T@, @H@], f32[@T@]\n"
     "    %qy, %qy_q, %qy_s = norm_modulate(%x, %w, %sc, %sh, %idx) {eps = 1e-05,"
-    " tier = \"exact\", quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
+    " tier = exact, quantize = 1} : bf16[@T@, @H@], i8[@T@, @H@], f32[@T@]\n"
     "    return %y, %yf, %qy\n  }\n"
     "  graph @u(%x: bf16[@T@, @H@], %u: bf16[@T@, @H@], %w: bf16[@H@], %gt: bf16[@G@, @H@],"
     " %sc: bf16[@G@, @H@], %sh: bf16[@G@, @H@], %idx: i32[@T@])"
@@ -140,10 +141,10 @@ static inline bool nm_emit(h3_module *m, int graph, h3_arena *a, nm_kernel_set *
   h3_diag_init(&d);
   bool ok = true;
   for (h3_op *op = m->graphs[graph]->body.first; op && ok; op = op->next) {
-    if (h3_codegen_classify(op) != H3_EXEC_KERNEL) continue;
+    if (h3_exec_classify(op) != H3_EXEC_KERNEL) continue;
     if (ks->n == 64) return false;
     ks->ops[ks->n] = op;
-    ok = h3_codegen_emit_op(op, "exact", a, &ks->k[ks->n], &d) == H3_OK;
+    ok = h3_codegen_emit_op(op, H3_TIER_EXACT, a, &ks->k[ks->n], &d) == H3_OK;
     ks->n++;
   }
   if (!ok) h3_diag_print(&d, stderr);
@@ -161,10 +162,10 @@ static inline bool nm_compile(const nm_kernel_set *ks, h3_nvrtc_job jobs[2], cha
   for (int t = 0; t < 2; t++) {
     h3_strbuf tu;
     h3_strbuf_init(&tu);
-    h3_strbuf_append(&tu, h3_codegen_prelude());
+    h3_strbuf_append(&tu, h3_kernel_prelude());
     int count = 0;
     for (int i = 0; i < ks->n; i++) {
-      if ((strcmp(ks->k[i].tier, "lossless") == 0) != (t == 1)) continue;
+      if ((ks->k[i].tier == H3_TIER_LOSSLESS) != (t == 1)) continue;
       bool dup = false;
       for (int j = 0; j < i; j++) dup |= strcmp(ks->k[j].name, ks->k[i].name) == 0;
       if (!dup) h3_strbuf_append(&tu, ks->k[i].source);

@@ -67,7 +67,7 @@ static void load_graph(h3_module *m, int graph, h3_arena *a, dev_graph *g) {
   for (int t = 0; t < 2; t++)
     if (src[t]) CU_OK(cu.mod_load(&mod[t], jobs[t].cubin), "loading a cubin");
   for (int i = 0; i < g->ks.n; i++) {
-    int t = strcmp(g->ks.k[i].tier, "lossless") == 0;
+    int t = g->ks.k[i].tier == H3_TIER_LOSSLESS;
     CU_OK(cu.mod_fn(&g->fn[i], mod[t], g->ks.k[i].name), g->ks.k[i].name);
   }
   for (int t = 0; t < 2; t++) { /* the modules stay loaded until the process ends */

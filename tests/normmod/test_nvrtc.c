@@ -25,10 +25,10 @@ typedef struct {
   int regs, spill, smem;
 } ptxas_use;
 static bool ptxas_usage(const h3_kernel *k, ptxas_use *u) {
-  size_t n1 = strlen(h3_codegen_prelude()), n2 = strlen(k->source);
+  size_t n1 = strlen(h3_kernel_prelude()), n2 = strlen(k->source);
   char *src = malloc(n1 + n2 + 1), inc[4200];
   if (!src) return false;
-  memcpy(src, h3_codegen_prelude(), n1);
+  memcpy(src, h3_kernel_prelude(), n1);
   memcpy(src + n1, k->source, n2 + 1);
   snprintf(inc, sizeof inc, "-I%s", h3_cuda_include_dir() ? h3_cuda_include_dir() : ".");
   const char *opts[] = {"-default-device", "-std=c++17", "--gpu-architecture=" H3_TARGET_ARCH, inc,
@@ -116,12 +116,12 @@ static void check_shape(int64_t T, int64_t H, int64_t G, bool fuse, int lossless
     CHECK(j >= 0, "no kernel for %%%s", names[i]);
     if (j < 0) continue;
     const h3_kernel *k = &ks->k[j];
-    CHECK(strcmp(k->tier, tiers[i]) == 0, "%s: tier %s", names[i], k->tier);
+    CHECK(strcmp(h3_tier_name(k->tier), tiers[i]) == 0, "%s: tier %s", names[i], h3_tier_name(k->tier));
     const bool lossless = strcmp(tiers[i], "lossless") == 0;
     const int block = lossless ? lossless_block : 256;
     CHECK(k->grid[0] == T && k->block[0] == block && !k->inplace, "%s: launch %lld x %lld, not %lld x %d",
           names[i], (long long)k->grid[0], (long long)k->block[0], (long long)T, block);
-    CHECK(h3_codegen_name_matches(k->name, k->op, k->source), "%s: name %s", names[i], k->name);
+    CHECK(h3_kernel_name_matches(k->name, k->op, k->source), "%s: name %s", names[i], k->name);
     CHECK((strstr(k->source, "__fmaf_rn") != NULL) == (strcmp(tiers[i], "lossless") == 0),
           "%s: fma use does not match the tier", names[i]);
     const h3_op *op = ks->ops[j];

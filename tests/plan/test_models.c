@@ -24,19 +24,19 @@ static void one(const char *model, h3_tier tier, const char *int8) {
   if (int8) po.int8 = int8, po.enable = H3_INT8_PASSES;
   if (m) CHECK(h3_pass_pipeline_run(m, &po, &d) == H3_OK);
   h3_plan_options o = {0};
-  o.quality = h3_tier_name(tier);
+  o.quality = tier;
   h3_plan *p = NULL;
   if (m && d.errors == 0) CHECK(h3_plan_build(&p, m, &o, &d) == H3_OK);
   else h3_module_free(m);
   if (p) {
     fprintf(stderr, "%s (%s%s%s): %d kernels in %d units, %d library calls, %lld weight tensors\n",
-            model, o.quality, int8 ? ", --int8=" : "", int8 ? int8 : "", p->n_kernels, p->n_tus,
+            model, h3_tier_name(o.quality), int8 ? ", --int8=" : "", int8 ? int8 : "", p->n_kernels, p->n_tus,
             p->n_libcalls, (long long)p->n_weights);
     CHECK(p->n_kernels > 10 && p->n_libcalls > 0 && p->n_weights > 100);
     CHECK(h3_plan_compile_kernels(p, &d) == H3_OK);
     for (int i = 0; i < p->n_tus; i++) CHECK(p->tus[i].cubin && p->tus[i].cubin_len > 0);
     int lossless = 0;
-    for (int i = 0; i < p->n_kernels; i++) lossless += strcmp(p->kernels[i].k.tier, "lossless") == 0;
+    for (int i = 0; i < p->n_kernels; i++) lossless += p->kernels[i].k.tier == H3_TIER_LOSSLESS;
     if (tier == H3_TIER_EXACT) CHECK(lossless == 0);
     h3_strbuf y;
     h3_strbuf_init(&y);

@@ -15,7 +15,7 @@ static h3_plan *build_small(void) {
   if (!m) return NULL;
   const char *flags[] = {"--quality", "lossless", "--set", "layers=2"};
   const char *passes[] = {"verify", "dce", "elementwise-fusion", "memory-plan", "verify"};
-  h3_plan_options o = {"lossless", "models/tiny.g", 4, flags, 5, passes, 0};
+  h3_plan_options o = {H3_TIER_LOSSLESS, "models/tiny.g", 4, flags, 5, passes, 0};
   h3_diag d;
   h3_diag_init(&d);
   h3_plan *p = NULL;
@@ -81,7 +81,7 @@ static void expect_error(const char *name, const char *text, const char *msg, in
 static void test_contents(const h3_plan *p) {
   CHECK_STR(p->model, "tiny_model");
   CHECK_STR(p->config, "tiny");
-  CHECK_STR(p->quality, "lossless");
+  CHECK_STR(h3_tier_name(p->quality), "lossless");
   CHECK_STR(p->source, "models/tiny.g");
   CHECK(p->n_flags == 4 && p->n_passes == 5);
   CHECK_STR(p->arch, "sm_90");
@@ -117,7 +117,7 @@ static void test_contents(const h3_plan *p) {
   CHECK(rms >= 0 && fused >= 0);
   if (rms >= 0 && fused >= 0) {
     CHECK(p->kernels[rms].uses == 2);
-    CHECK_STR(p->kernels[fused].k.tier, "lossless");
+    CHECK_STR(h3_tier_name(p->kernels[fused].k.tier), "lossless");
     CHECK(p->kernels[rms].tu != p->kernels[fused].tu);
     CHECK(p->tus[p->kernels[fused].tu].n_options == 2);
     CHECK_STR(p->tus[p->kernels[rms].tu].options[2], "-fmad=false");

@@ -7,6 +7,7 @@
  */
 #include "qk_test.h"
 
+#include "h3/kernels.h"
 #include "h3/codegen.h"
 #include "h3/op_registry.h"
 
@@ -33,13 +34,13 @@ int main(void) {
   h3_arena_init(&a);
   h3_strbuf tu;
   h3_strbuf_init(&tu);
-  h3_strbuf_append(&tu, h3_codegen_prelude());
+  h3_strbuf_append(&tu, h3_kernel_prelude());
   int fused = 0;
   for (int gi = 0; gi < m->n_graphs; gi++)
     for (h3_op *op = m->graphs[gi]->body.first; op; op = op->next) {
-      if (h3_codegen_classify(op) != H3_EXEC_KERNEL) continue;
+      if (h3_exec_classify(op) != H3_EXEC_KERNEL) continue;
       h3_kernel k;
-      bool ok = h3_codegen_emit_op(op, "exact", &a, &k, &d) == H3_OK;
+      bool ok = h3_codegen_emit_op(op, H3_TIER_EXACT, &a, &k, &d) == H3_OK;
       CHECK(ok, "@%s: emitting %s", m->graphs[gi]->name, h3_opcode_name(op->code));
       if (!ok) continue;
       h3_strbuf_append(&tu, k.source);
@@ -51,7 +52,7 @@ int main(void) {
       CHECK(k.block[0] == 256 && k.grid[0] == (rows + per - 1) / per,
             "@%s: launch %lld x %lld for %lld rows", m->graphs[gi]->name, (long long)k.grid[0],
             (long long)k.block[0], (long long)rows);
-      CHECK(h3_codegen_name_matches(k.name, "rms_norm_rope", k.source), "@%s: kernel name %s",
+      CHECK(h3_kernel_name_matches(k.name, "rms_norm_rope", k.source), "@%s: kernel name %s",
             m->graphs[gi]->name, k.name);
       CHECK(!strstr(k.source, "__fmaf_rn") && !strstr(k.source, "fmaf("),
             "@%s: the kernel must not use an fma", m->graphs[gi]->name);

@@ -1,6 +1,6 @@
 /* plan_internal.h: what the plan builder, writer and reader share (not public).
  *
- * The NVRTC option sets of the two kernel tiers, the text form of tensor types used in
+ * The text form of tensor types used in
  * the plan ("bf16[8, 64]") and its parser, and the rule that decides whether a string
  * value must be quoted in YAML so that any YAML reader sees a string.
  */
@@ -9,10 +9,6 @@
 
 #include "h3/plan.h"
 
-#define PLAN_N_OPTIONS_EXACT 3
-#define PLAN_N_OPTIONS_LOSSLESS 2
-extern const char *const plan_options_exact[PLAN_N_OPTIONS_EXACT];
-extern const char *const plan_options_lossless[PLAN_N_OPTIONS_LOSSLESS];
 
 /* "bf16[8, 64]" (arena copy). */
 const char *plan_type_text(h3_arena *a, const h3_type *t);

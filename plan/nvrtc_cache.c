@@ -10,7 +10,7 @@
  * so messages are deterministic whatever the scheduling.
  */
 #define _GNU_SOURCE
-#include "h3/codegen.h"
+#include "h3/kernel.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,6 +25,16 @@ static h3_span no_span(void) {
   h3_span s;
   memset(&s, 0, sizeof s);
   return s;
+}
+
+/* ---- options ------------------------------------------------------------------------- */
+static const char *const options_exact[] = {"-default-device", "-std=c++17", "-fmad=false"};
+static const char *const options_lossless[] = {"-default-device", "-std=c++17"};
+
+const char *const *h3_nvrtc_tier_options(h3_tier tier, int *n) {
+  bool exact = tier == H3_TIER_EXACT;
+  *n = exact ? 3 : 2;
+  return exact ? options_exact : options_lossless;
 }
 
 /* ---- versions and include path ------------------------------------------------------- */

@@ -113,6 +113,19 @@ static const char *need_str(rd *r, yaml_node_t *map, const char *key, const char
   return s;
 }
 
+/* A tier by name; `kernel_tier`: only exact or lossless (kernels and translation units). */
+static bool need_tier(rd *r, yaml_node_t *map, const char *key, const char *what, bool kernel_tier,
+                      h3_tier *out) {
+  const char *s = need_str(r, map, key, what);
+  if (!s) return false;
+  if (!h3_tier_parse(s, out) || (kernel_tier && *out == H3_TIER_HIGH)) {
+    err(r, get(r, map, key, NULL), RECOMPILE, "%s: %s must be %s, got '%s'", what, key,
+        kernel_tier ? "exact or lossless" : "exact, lossless or high", s);
+    return false;
+  }
+  return true;
+}
+
 static bool parse_i64(const char *s, int64_t *out) {
   if (!s || !*s) return false;
   char *end;
@@ -220,7 +233,7 @@ static void read_header(rd *r, yaml_node_t *root) {
   p->h3_version = H3_VERSION;
   p->model = need_str(r, root, "model", "the plan");
   p->source = need_str(r, root, "source", "the plan");
-  p->quality = need_str(r, root, "quality", "the plan");
+  need_tier(r, root, "quality", "the plan", false, &p->quality);
   need_strs(r, root, "flags", "the plan", &p->n_flags, &p->flags);
   need_strs(r, root, "passes", "the plan", &p->n_passes, &p->passes);
   yaml_node_t *cfg = need(r, root, "config", YAML_MAPPING_NODE, "the plan");
@@ -353,7 +366,7 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
   k->name = need_str(r, e, "name", what);
   if (k->name) snprintf(what, sizeof what, "kernel '%.100s'", k->name);
   k->op = need_str(r, e, "op", what);
-  k->tier = need_str(r, e, "tier", what);
+  bool tier_ok = need_tier(r, e, "tier", what, true, &k->tier);
   const char *sha = need_str(r, e, "sha256", what);
   k->source = (char *)need_str(r, e, "source", what);
   int64_t tu = -1, uses = 0;
@@ -361,7 +374,7 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
   const char **opts = NULL;
   const char *inplace = need_str(r, e, "inplace", what);
   /* every field is read (and reported) before giving up on the kernel */
-  int bad = !(k->name && k->op && k->tier && sha && k->source && inplace);
+  int bad = !(k->name && k->op && tier_ok && sha && k->source && inplace);
   bad += !need_int(r, e, "tu", what, &tu);
   bad += !need_int(r, e, "uses", what, &uses);
   bad += !need_ints(r, e, "grid", what, 3, NULL, k->grid, 3);
@@ -375,10 +388,6 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
     return;
   }
   k->inplace = strcmp(inplace, "true") == 0;
-  if (strcmp(k->tier, "exact") != 0 && strcmp(k->tier, "lossless") != 0) {
-    err(r, get(r, e, "tier", NULL), RECOMPILE, "%s: tier must be exact or lossless, got '%s'", what, k->tier);
-    return;
-  }
   if (!h3_op_info_find(k->op)) {
     err(r, get(r, e, "op", NULL), RECOMPILE, "%s: unknown op '%s'", what, k->op);
     return;
@@ -389,7 +398,7 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
         "%s: the source does not match its sha256 (the plan was edited or is corrupt)", what);
     return;
   }
-  if (!h3_codegen_name_matches(k->name, k->op, k->source)) {
+  if (!h3_kernel_name_matches(k->name, k->op, k->source)) {
     err(r, get(r, e, "name", NULL), RECOMPILE, "%s: the name does not match the op and the source hash",
         what);
     return;
@@ -413,7 +422,7 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
     err(r, get(r, e, "options", NULL), RECOMPILE, "%s: options differ from its translation unit's", what);
     return;
   }
-  if (strcmp(u->tier, k->tier) != 0) {
+  if (u->tier != k->tier) {
     err(r, get(r, e, "tier", NULL), RECOMPILE, "%s: tier differs from its translation unit's", what);
     return;
   }
@@ -463,8 +472,7 @@ static void read_kernels(rd *r, yaml_node_t *root) {
       err(r, get(r, e, "id", NULL), RECOMPILE, "%s has id %lld", what, (long long)id);
       return;
     }
-    u->tier = need_str(r, e, "tier", what);
-    if (!u->tier || !need_strs(r, e, "options", what, &u->n_options, &u->options)) return;
+    if (!need_tier(r, e, "tier", what, true, &u->tier) || !need_strs(r, e, "options", what, &u->n_options, &u->options)) return;
     if (!need(r, e, "kernels", YAML_SEQUENCE_NODE, what)) return;
     p->n_tus++;
   }
@@ -614,7 +622,7 @@ static int check_op(h3_op *op, void *ctx) {
   op_check *c = ctx;
   rd *r = c->r;
   if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
-  h3_exec_kind ek = h3_codegen_classify(op);
+  h3_exec_kind ek = h3_exec_classify(op);
   if (ek == H3_EXEC_CONTROL || ek == H3_EXEC_VIEW) return 0;
   const char *opname = h3_opcode_name(op->code);
   const char *kname = h3_op_attr_string(op, "kernel", NULL);

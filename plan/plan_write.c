@@ -14,10 +14,6 @@
 #include <string.h>
 #include <yaml.h>
 
-const char *const plan_options_exact[PLAN_N_OPTIONS_EXACT] = {"-default-device", "-std=c++17",
-                                                               "-fmad=false"};
-const char *const plan_options_lossless[PLAN_N_OPTIONS_LOSSLESS] = {"-default-device",
-                                                                     "-std=c++17"};
 
 /* ---- shared helpers -------------------------------------------------------------------- */
 const char *plan_type_text(h3_arena *a, const h3_type *t) {
@@ -175,7 +171,7 @@ static void write_header(yw *w, const h3_plan *p) {
   for (int i = 0; i < p->n_config; i++) kv_int(w, p->config_entries[i].key, p->config_entries[i].value);
   w_map_end(w);
   w_map_end(w);
-  kv_str(w, "quality", p->quality);
+  kv_str(w, "quality", h3_tier_name(p->quality));
   kv_strs(w, "flags", p->n_flags, p->flags);
   kv_strs(w, "passes", p->n_passes, p->passes);
   w_scalar(w, "target", YAML_PLAIN_SCALAR_STYLE);
@@ -236,7 +232,7 @@ static void write_kernels(yw *w, const h3_plan *p) {
     const h3_plan_tu *u = &p->tus[i];
     w_map(w, false);
     kv_int(w, "id", i);
-    kv_str(w, "tier", u->tier);
+    kv_str(w, "tier", h3_tier_name(u->tier));
     kv_strs(w, "options", u->n_options, u->options);
     w_scalar(w, "kernels", YAML_PLAIN_SCALAR_STYLE);
     w_seq(w, false);
@@ -253,7 +249,7 @@ static void write_kernels(yw *w, const h3_plan *p) {
     w_map(w, false);
     kv_str(w, "name", k->name);
     kv_str(w, "op", k->op);
-    kv_str(w, "tier", k->tier);
+    kv_str(w, "tier", h3_tier_name(k->tier));
     kv_int(w, "tu", pk->tu);
     kv_int(w, "uses", pk->uses);
     kv_ints(w, "grid", 3, k->grid);

@@ -1,0 +1,34 @@
+/* kernels.h: the home of hand-written kernel source (libh3_kernels, folder kernels/).
+ *
+ * Every hand-written CUDA kernel of h3 is a .cu / .cuh file under kernels/, embedded into
+ * this library at build time (kernels/embed.cmake). They are compiled with NVRTC through
+ * the kernel cache like the kernels codegen emits, always behind the prelude:
+ *   prelude.cuh        the shared arithmetic (codegen's kernels and the hand-written ones)
+ *   util.cu            index copy (an index op's row gather), device random weights
+ *   attention_ref.cu   the reference attention (one thread per query row and head)
+ *   flash_attention.cu the flash attention forward (wgmma, sm_90a)
+ *   linear_generic.cu  the generic linear for dtypes cuBLASLt does not take
+ *   int8_gemm.cu       the int8 GEMM + dequantization fallback of linear_int8
+ * A file meant for several dtypes reads its types from macros (H3_X_T, ...) that the user
+ * defines in front of it (h3_kernel_source_with); the macros each file takes are listed in
+ * its header comment.
+ */
+#ifndef H3_KERNELS_H
+#define H3_KERNELS_H
+
+#include <stddef.h>
+
+typedef struct {
+  const char *name; /* file name under kernels/: "flash_attention.cu" */
+  const char *text;
+} h3_kernel_text;
+
+/* Every embedded file, ending with {NULL, NULL}. */
+extern const h3_kernel_text h3_kernel_texts[];
+
+/* The text of kernels/<name>, NULL when there is no such file. */
+const char *h3_kernel_source(const char *name);
+/* kernels/prelude.cuh with include/h3/rng.h in place of its #include. */
+const char *h3_kernel_prelude(void);
+
+#endif

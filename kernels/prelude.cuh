@@ -1,0 +1,227 @@
+// h3 kernel prelude (kernels/prelude.cuh): compiled in front of every translation unit, the
+// plan's and the cuda backend's own. The only definitions of the arithmetic kernels use:
+// widening loads (h3_w/h3_ld), narrowing stores with one RNE rounding (h3_put), rounding to
+// bf16/f16 in registers (h3_rbf16/h3_rf16), 8-wide vector loads and stores, the per-op math
+// (IEEE _rn intrinsics, so FMA contraction cannot change a result) and, embedded at build
+// time in place of its #include, include/h3/rng.h (Philox + Box-Muller, the CPU's text).
+// Under H3_HOST_EMU it compiles as host C++ (tests/codegen/host_emu.h).
+#ifndef H3_HOST_EMU
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+#include "h3/rng.h"
+typedef __nv_bfloat16 h3_bf16;
+typedef __half h3_f16;
+#define H3_DI __device__ __forceinline__
+
+// widening: stored element -> compute type (float, double or long long)
+H3_DI float h3_w(h3_bf16 v) { return __bfloat162float(v); }
+H3_DI float h3_w(h3_f16 v) { return __half2float(v); }
+H3_DI float h3_w(float v) { return v; }
+H3_DI double h3_w(double v) { return v; }
+H3_DI long long h3_w(signed char v) { return v; }
+H3_DI long long h3_w(unsigned char v) { return v; }
+H3_DI long long h3_w(int v) { return v; }
+H3_DI long long h3_w(long long v) { return v; }
+template <typename T> H3_DI auto h3_ld(const T *p, long long i) { return h3_w(p[i]); }
+
+// narrowing: compute value -> stored element, one rounding to nearest even
+H3_DI void h3_put(h3_bf16 &d, float v) { d = __float2bfloat16_rn(v); }
+H3_DI void h3_put(h3_f16 &d, float v) { d = __float2half_rn(v); }
+H3_DI void h3_put(float &d, float v) { d = v; }
+H3_DI void h3_put(double &d, double v) { d = v; }
+H3_DI void h3_put(signed char &d, long long v) { d = (signed char)v; }
+H3_DI void h3_put(unsigned char &d, long long v) { d = (unsigned char)v; }
+H3_DI void h3_put(int &d, long long v) { d = (int)v; }
+H3_DI void h3_put(long long &d, long long v) { d = v; }
+template <typename T, typename C> H3_DI void h3_st(T *p, long long i, C v) { h3_put(p[i], v); }
+
+// 8 bf16 of a 16-byte aligned array <-> fp32, a pair per 32-bit word (one shift or mask per
+// element, one cvt per pair on the GPU; element by element elsewhere: the same values)
+H3_DI void h3_wbf8(const h3_bf16 *t, float *f) {
+#ifdef __CUDA_ARCH__
+  const uint4 q = *reinterpret_cast<const uint4 *>(t);
+  const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    f[2 * k] = __uint_as_float(u[k] << 16);
+    f[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+  }
+#else
+  for (int k = 0; k < 8; k++) f[k] = h3_w(t[k]);
+#endif
+}
+H3_DI void h3_pbf8(const float *f, h3_bf16 *t) {
+#ifdef __CUDA_ARCH__
+  unsigned u[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u[k]) : "f"(f[2 * k + 1]), "f"(f[2 * k]));
+  *reinterpret_cast<uint4 *>(t) = make_uint4(u[0], u[1], u[2], u[3]);
+#else
+  for (int k = 0; k < 8; k++) h3_put(t[k], f[k]);
+#endif
+}
+
+// in-register rounding of an fp32 value to the bf16/f16 grid
+H3_DI float h3_rbf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+H3_DI float h3_rf16(float x) { return __half2float(__float2half_rn(x)); }
+H3_DI float h3_rbf16d(double x) { return __bfloat162float(__double2bfloat16(x)); }
+H3_DI float h3_rf16d(double x) { return __half2float(__double2half(x)); }
+// Plan B's gated residual add on 8 bf16 of 16-byte aligned arrays, x[k] = bf16(x[k] + bf16(g[k] *
+// u[k])): on sm_90 a bf16x2 multiply (mul.rn: the product of two bf16 is exact in fp32, so one
+// rounding of it is the fp32 product's rounding) and add (add.rn: a sum rounded to fp32, then
+// to bf16, is the sum rounded to bf16 once, as 24 >= 2 * 8 + 2 bits) per pair, subnormals
+// kept; elsewhere in fp32 element by element: the same values (a NaN's payload aside)
+H3_DI void h3_u3bf8(h3_bf16 *x, const h3_bf16 *g, const h3_bf16 *u) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint4 *xq = reinterpret_cast<uint4 *>(x);
+  const uint4 gq = *reinterpret_cast<const uint4 *>(g), uq = *reinterpret_cast<const uint4 *>(u);
+  unsigned xs[4] = {xq->x, xq->y, xq->z, xq->w};
+  const unsigned gs[4] = {gq.x, gq.y, gq.z, gq.w}, us[4] = {uq.x, uq.y, uq.z, uq.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    unsigned p;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(p) : "r"(gs[k]), "r"(us[k]));
+    asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(xs[k]) : "r"(xs[k]), "r"(p));
+  }
+  *xq = make_uint4(xs[0], xs[1], xs[2], xs[3]);
+#else
+  for (int k = 0; k < 8; k++)
+    h3_put(x[k], __fadd_rn(h3_w(x[k]), h3_rbf16(__fmul_rn(h3_w(g[k]), h3_w(u[k])))));
+#endif
+}
+
+// 16 bytes from global (16-byte aligned) into shared memory with no register held while in
+// flight (cp.async.cg: through L2 only); h3_cp_commit closes the thread's batch, h3_cp_wait
+// waits for it (the thread may then read what it copied; other threads' data needs a barrier)
+H3_DI void h3_cp16(uint4 *dst, const void *src) {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::
+               "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+#else
+  memcpy(dst, src, 16);
+#endif
+}
+H3_DI void h3_cp_commit() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+H3_DI void h3_cp_wait() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+// 8 consecutive elements as stored, t[8] at p + i: vector accesses when V (the caller
+// checked h3_al8: B = 8 * sizeof(T) bytes, aligned to min(16, B)), else element by element
+template <typename T> H3_DI bool h3_al8(const T *p) {
+  constexpr unsigned long long A = sizeof(T) * 8 >= 16 ? 16 : sizeof(T) * 8;
+  return (reinterpret_cast<unsigned long long>(p) & (A - 1)) == 0;
+}
+template <bool V, typename T> H3_DI void h3_ldr8(const T *p, long long i, T *t) {
+  const T *q = p + i;
+  constexpr int B = (int)sizeof(T) * 8;
+  if constexpr (V && B >= 16) {
+#pragma unroll
+    for (int c = 0; c < B / 16; c++)
+      reinterpret_cast<uint4 *>(t)[c] = reinterpret_cast<const uint4 *>(q)[c];
+  } else if constexpr (V) {
+    *reinterpret_cast<uint2 *>(t) = *reinterpret_cast<const uint2 *>(q);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) t[k] = q[k];
+  }
+}
+template <bool V, typename T> H3_DI void h3_str8(T *p, long long i, const T *t) {
+  T *q = p + i;
+  constexpr int B = (int)sizeof(T) * 8;
+  if constexpr (V && B >= 16) {
+#pragma unroll
+    for (int c = 0; c < B / 16; c++)
+      reinterpret_cast<uint4 *>(q)[c] = reinterpret_cast<const uint4 *>(t)[c];
+  } else if constexpr (V) {
+    *reinterpret_cast<uint2 *>(q) = *reinterpret_cast<const uint2 *>(t);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) q[k] = t[k];
+  }
+}
+// 8 consecutive elements widened / rounded (one RNE rounding), vector accesses when aligned
+template <typename T, typename C> H3_DI void h3_ld8(const T *p, long long i, C *out) {
+  __align__(16) T t[8];
+  if (h3_al8(p + i)) h3_ldr8<true>(p, i, t);
+  else h3_ldr8<false>(p, i, t);
+#pragma unroll
+  for (int k = 0; k < 8; k++) out[k] = h3_w(t[k]);
+}
+template <typename T, typename C> H3_DI void h3_st8(T *p, long long i, const C *v) {
+  __align__(16) T t[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) h3_put(t[k], v[k]);
+  if (h3_al8(p + i)) h3_str8<true>(p, i, t);
+  else h3_str8<false>(p, i, t);
+}
+
+// op math in the compute type; IEEE round-to-nearest intrinsics only
+H3_DI float h3_add(float a, float b) { return __fadd_rn(a, b); }
+H3_DI double h3_add(double a, double b) { return __dadd_rn(a, b); }
+H3_DI long long h3_add(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+H3_DI float h3_sub(float a, float b) { return __fsub_rn(a, b); }
+H3_DI double h3_sub(double a, double b) { return __dsub_rn(a, b); }
+H3_DI long long h3_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+H3_DI float h3_mul(float a, float b) { return __fmul_rn(a, b); }
+H3_DI double h3_mul(double a, double b) { return __dmul_rn(a, b); }
+H3_DI long long h3_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+H3_DI float h3_div(float a, float b) { return __fdiv_rn(a, b); }
+H3_DI double h3_div(double a, double b) { return __ddiv_rn(a, b); }
+// integer division floors (Python); x / 0 gives 0
+H3_DI long long h3_div(long long a, long long b) {
+  if (b == 0) return 0;
+  long long q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+// integer modulo takes the divisor's sign (Python); x % 0 gives 0
+H3_DI long long h3_mod(long long a, long long b) {
+  if (b == 0) return 0;
+  long long r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+H3_DI float h3_max(float a, float b) { return fmaxf(a, b); }
+H3_DI double h3_max(double a, double b) { return fmax(a, b); }
+H3_DI long long h3_max(long long a, long long b) { return a > b ? a : b; }
+H3_DI float h3_min(float a, float b) { return fminf(a, b); }
+H3_DI double h3_min(double a, double b) { return fmin(a, b); }
+H3_DI long long h3_min(long long a, long long b) { return a < b ? a : b; }
+H3_DI float h3_neg(float a) { return -a; }
+H3_DI double h3_neg(double a) { return -a; }
+H3_DI long long h3_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
+H3_DI float h3_abs(float a) { return fabsf(a); }
+H3_DI double h3_abs(double a) { return fabs(a); }
+H3_DI long long h3_abs(long long a) { return a < 0 ? h3_neg(a) : a; }
+H3_DI float h3_exp(float a) { return expf(a); }
+H3_DI double h3_exp(double a) { return exp(a); }
+H3_DI float h3_log(float a) { return logf(a); }
+H3_DI double h3_log(double a) { return log(a); }
+H3_DI float h3_sqrt(float a) { return __fsqrt_rn(a); }
+H3_DI double h3_sqrt(double a) { return __dsqrt_rn(a); }
+H3_DI float h3_rsqrt(float a) { return __fdiv_rn(1.0f, __fsqrt_rn(a)); }
+H3_DI double h3_rsqrt(double a) { return __ddiv_rn(1.0, __dsqrt_rn(a)); }
+// silu(x) = x / (1 + exp(-x)); sigmoid(x) = 1 / (1 + exp(-x))
+H3_DI float h3_silu(float a) { return __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))); }
+H3_DI double h3_silu(double a) { return __ddiv_rn(a, __dadd_rn(1.0, exp(-a))); }
+H3_DI float h3_sigmoid(float a) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-a))); }
+H3_DI double h3_sigmoid(double a) { return __ddiv_rn(1.0, __dadd_rn(1.0, exp(-a))); }
+H3_DI float h3_tanh(float a) { return tanhf(a); }
+H3_DI double h3_tanh(double a) { return tanh(a); }
+H3_DI float h3_cos(float a) { return cosf(a); }
+H3_DI double h3_cos(double a) { return cos(a); }
+H3_DI float h3_sin(float a) { return sinf(a); }
+H3_DI double h3_sin(double a) { return sin(a); }
+// clamp of a gather index into [0, n); the int form for i32 indices into n < 2^31 rows (two
+// 32-bit compares instead of 64-bit ones)
+H3_DI long long h3_clampi(long long v, long long n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
+H3_DI int h3_clampi(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
+
