@@ -190,7 +190,7 @@ static const char *event_name(const h3_op *op) {
 static double op_bytes(const h3_op *op) {
   if (op->code == H3_OP_INDEX || op->code == H3_OP_RESHAPE) return 0;
   if (op->code == H3_OP_SLICE)
-    return h3_codegen_slice_is_contiguous(op) ? 0 : 2.0 * (double)h3_type_bytes(&op->results[0]->type);
+    return h3_exec_slice_is_contiguous(op) ? 0 : 2.0 * (double)h3_type_bytes(&op->results[0]->type);
   double b = 0;
   for (int i = 0; i < op->n_operands; i++) b += (double)h3_type_bytes(&op->operands[i]->type);
   for (int i = 0; i < op->n_results; i++) b += (double)h3_type_bytes(&op->results[i]->type);
