@@ -438,7 +438,7 @@ static int cmd_compile(const options *o) {
   }
   const char *names[64];
   for (int i = 0; i < n; i++) names[i] = list[i]->name;
-  h3_plan_options po = {.quality = h3_tier_name(o->passes.tier),
+  h3_plan_options po = {.quality = o->passes.tier,
                         .source_file = o->input,
                         .n_flags = o->n_flags,
                         .flags = o->flags,

@@ -5,7 +5,7 @@
  * generator (`const`, `iota`) ops that feed them, into `fused` ops: one kernel each.
  *
  *   %a = mul(%x, %s)                     %y = fused(%x, %s, %b) {name = "mul_add_silu",
- *   %c = add(%a, %b)          ==>                                tier = "lossless"} {
+ *   %c = add(%a, %b)          ==>                                tier = lossless} {
  *   %y = silu(%c)                          ^(%x', %s', %b'): mul, add, silu ... yield %y'
  *                                        }
  * Rules of a group (checked by the match, so a rewrite never fails):
@@ -326,7 +326,7 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
   group_name(s, name, sizeof name);
   h3_attr attrs[2] = {
       h3_attr_string(m, "name", name),
-      h3_attr_string(m, "tier", s->tier == H3_TIER_EXACT ? "exact" : "lossless"),
+      h3_attr_tier(m, "tier", s->tier == H3_TIER_EXACT ? H3_TIER_EXACT : H3_TIER_LOSSLESS),
   };
   h3_builder b = {m, r, last->next, last->span};
   h3_op *fused = h3_build_op_typed(&b, H3_OP_FUSED, n_in, inputs, 2, attrs, n_out, out_types, 1);

@@ -265,7 +265,7 @@ static h3_status rewrite(h3_rewriter *rw, h3_op *op, void *state, h3_diag *d) {
   attrs[na++] = h3_attr_float(m, "eps", h3_op_attr_float(norm, "eps", 1e-5));
   if (h3_op_attr(norm, "offset"))
     attrs[na++] = h3_attr_float(m, "offset", h3_op_attr_float(norm, "offset", 0.0));
-  attrs[na++] = h3_attr_string(m, "tier", s->tier == H3_TIER_EXACT ? "exact" : "lossless");
+  attrs[na++] = h3_attr_tier(m, "tier", s->tier == H3_TIER_EXACT ? H3_TIER_EXACT : H3_TIER_LOSSLESS);
   attrs[na++] = h3_attr_string(m, "modulate", s->mod_f32 ? "f32" : "bf16");
   h3_value *a_in[5] = {s->x, s->gamma, s->scale, s->shift, s->idx};
   h3_value *b_in[7] = {s->residual, s->update, s->gate, s->gamma, s->scale, s->shift, s->idx};

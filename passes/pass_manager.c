@@ -17,23 +17,7 @@
 
 static const h3_span no_span = {0};
 
-/* ---- tiers and options ------------------------------------------------------------------ */
-static const char *const tier_names[] = {"exact", "lossless", "high"};
-
-const char *h3_tier_name(h3_tier t) {
-  if ((int)t < 0 || t > H3_TIER_HIGH) return "?";
-  return tier_names[t];
-}
-
-int h3_tier_parse(const char *s, h3_tier *out) {
-  for (int i = 0; i <= (int)H3_TIER_HIGH; i++)
-    if (s && strcmp(s, tier_names[i]) == 0) {
-      *out = (h3_tier)i;
-      return 1;
-    }
-  return 0;
-}
-
+/* ---- options ------------------------------------------------------------------ */
 h3_pass_options h3_pass_options_default(void) {
   h3_pass_options o = {0};
   o.tier = H3_TIER_LOSSLESS;

@@ -21,13 +21,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* ---- quality tiers (spec/accelerations.md §2): cumulative, exact < lossless < high ------ */
-typedef enum { H3_TIER_EXACT, H3_TIER_LOSSLESS, H3_TIER_HIGH } h3_tier;
-
-const char *h3_tier_name(h3_tier t); /* "exact", "lossless", "high" */
-/* Parses a tier name; returns 1 on success, 0 for an unknown name. */
-int h3_tier_parse(const char *s, h3_tier *out);
-
 /* ---- passes ----------------------------------------------------------------------------- */
 typedef struct h3_pass_context h3_pass_context;
 

@@ -135,7 +135,7 @@ static int eval_op(env *e, const h3_op *op, bool round) {
   if (op->code == H3_OP_FUSED) {
     const h3_region *body = &op->regions[0];
     for (int i = 0; i < body->n_args; i++) *get(e, body->args[i]) = *get(e, op->operands[i]);
-    bool lossless = strcmp(h3_op_attr_string(op, "tier", ""), "lossless") == 0;
+    bool lossless = h3_op_attr_tier(op, "tier", H3_TIER_EXACT) == H3_TIER_LOSSLESS;
     if (eval_region(e, body, round && !lossless) != 0) return -1;
     const h3_op *y = body->last;
     for (int i = 0; i < op->n_results; i++) { /* outputs round once, in every tier */
@@ -251,8 +251,8 @@ static void check_shape(h3_module *m, const char *tier) {
   if (!op || op->code != H3_OP_FUSED) return;
   CHECK(op->next && op->next->code == H3_OP_RETURN, "%s: more than one op before return", tier);
   CHECK(op->n_results == 2, "%s: fused op has %d results, expected 2", tier, op->n_results);
-  CHECK(strcmp(h3_op_attr_string(op, "tier", ""), tier) == 0, "%s: tier attr is %s", tier,
-        h3_op_attr_string(op, "tier", ""));
+  CHECK(strcmp(h3_tier_name(h3_op_attr_tier(op, "tier", H3_TIER_HIGH)), tier) == 0,
+        "%s: tier attr is %s", tier, h3_tier_name(h3_op_attr_tier(op, "tier", H3_TIER_HIGH)));
   CHECK(op->n_operands == 4, "%s: fused op has %d inputs, expected 4 (x w tbl idx)", tier,
         op->n_operands);
 }
