@@ -52,11 +52,11 @@ static void *device_random(bench *x, const h3_type *t, gpu_rng *r) {
 /* Device milliseconds of one run of op (synchronised before and after); -1 on error. */
 static double run_once(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out) {
   if (x->b->ops->sync(x->b, &x->d) != H3_OK) return -1;
-  h3_cuda_reset_gpu_seconds(x->b);
+  h3_backend_reset_busy(x->b);
   if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK ||
       x->b->ops->sync(x->b, &x->d) != H3_OK)
     return -1;
-  return h3_cuda_gpu_seconds(x->b) * 1e3;
+  return h3_backend_busy_seconds(x->b) * 1e3;
 }
 
 /* Median milliseconds of `iters` runs of op after a warm-up of at least warm_n runs and at
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
   x.m = h3_module_new("bench", "full");
   x.g = h3_module_add_graph(x.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
-  printf("device: %s; rows %lld (live %lld), %lld heads x %lld, bf16\n", h3_cuda_device_name(x.b),
+  printf("device: %s; rows %lld (live %lld), %lld heads x %lld, bf16\n", h3_backend_device_name(x.b),
          (long long)S, (long long)U, (long long)H, (long long)D);
   gpu_rng r;
   gpu_rng_seed(&r, 99);
@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
   for (int i = 0; aop && !gemm_only && i < (check ? 3 : 2); i++) {
     if (!in[0].data || !in[1].data || !in[2].data || !out[i].data) break;
     if (flash_only && i == 1) continue;
-    h3_cuda_set_attention(x.b, impls[i], &x.d);
+    h3_backend_set_option(x.b, "attention", impls[i], &x.d);
     char name[64];
     snprintf(name, sizeof name, "attention_%s", impls[i]);
     double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters, i == 2 ? 0 : 2, i == 2 ? 0 : warm_s);

@@ -7,7 +7,7 @@
  * (h3c compile models/minimax_h3.g --config full --set layers=1 / --set layers=3). Each
  * plan's graph `step` (embed, time embedding, RoPE tables, the `trunk` loop of `layers`
  * blocks, final layer, outputs downloaded) runs `warmup` times, then `iters` times, each
- * run bracketed by the backend's CUDA-event busy time (h3_cuda_gpu_seconds); the two plans
+ * run bracketed by the backend's CUDA-event busy time (h3_backend_busy_seconds); the two plans
  * run in alternation (A, B, A, B, ...) so the GPU's clock drift under load weighs on both.
  * What is timed:
  *   block = median over the runs of (step(PLAN_B) - step(PLAN_A)) / (layers_B - layers_A)
@@ -92,7 +92,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
   if (cuda) {
     h3_cuda_options co = {.attention = o->attention};
     s->b = h3_backend_cuda_new(&bo, &co, d);
-    if (!s->b || h3_plan_compile_kernels(s->plan, d) != H3_OK || h3_cuda_load_plan(s->b, s->plan, d) != H3_OK)
+    if (!s->b || h3_backend_load_plan(s->b, s->plan, d) != H3_OK)
       return H3_ERR;
   } else {
     s->b = h3_backend_cpu_new(&bo, d);
@@ -119,10 +119,10 @@ static h3_status run_step(setup *s, double *ms, h3_diag *d) {
     s->out[i].data = NULL;
   }
   bool cuda = h3_backend_is_cuda(s->b);
-  if (cuda) h3_cuda_reset_gpu_seconds(s->b);
+  h3_backend_reset_busy(s->b);
   double t0 = s->b->ops->now(s->b);
   if (h3_runtime_run(s->rt, s->g, s->in, s->out, d) != H3_OK) return H3_ERR;
-  *ms = (cuda ? h3_cuda_gpu_seconds(s->b) : s->b->ops->now(s->b) - t0) * 1e3;
+  *ms = (cuda ? h3_backend_busy_seconds(s->b) : s->b->ops->now(s->b) - t0) * 1e3;
   return H3_OK;
 }
 

@@ -137,3 +137,20 @@ double gpu_nmse_limit(h3_dtype dt) {
 bool gpu_cmp_ok(const gpu_cmp *c, double limit) {
   return c->mismatched_special == 0 && c->int_diff == 0 && c->nmse <= limit;
 }
+
+h3_plan *gpu_plan_load(h3_backend *b, h3_module *m, h3_tier tier) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_plan_options po = {.quality = tier};
+  h3_plan *p = NULL;
+  if (h3_plan_build(&p, m, &po, &d) == H3_OK && h3_backend_load_plan(b, p, &d) != H3_OK) {
+    for (h3_diag_msg *msg = d.head; p && msg; msg = msg->next)
+      if (msg->level == H3_DIAG_ERROR && (!msg->message || !strstr(msg->message, "not supported"))) {
+        h3_plan_free(p);
+        p = NULL;
+      }
+  }
+  if (!p) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  return p;
+}

@@ -13,6 +13,7 @@
 #define H3_TEST_GPU_COMMON_H
 
 #include "h3/backend.h"
+#include "h3/plan.h"
 #include "h3/weights.h"
 
 #include <stdbool.h>
@@ -50,6 +51,12 @@ typedef struct {
   int64_t int_diff;           /* integer elements that differ */
   int64_t n;
 } gpu_cmp;
+
+/* Compiles m into a plan at `tier` (the plan owns m, also on failure) and loads it into b,
+ * so that m's ops find their kernels, as in h3exec. A load that fails only because some ops
+ * are not supported by b is accepted (running those ops fails with that message). NULL after
+ * printing the errors. */
+h3_plan *gpu_plan_load(h3_backend *b, h3_module *m, h3_tier tier);
 
 /* Compares got (GPU) with want (CPU reference), both of type t. */
 gpu_cmp gpu_compare(const h3_type *t, const void *got, const void *want);

@@ -22,6 +22,7 @@
  * a multiple of 256, 3-D, one row; rotate 0 and 256) on its own, codes and scales bitwise.
  */
 #include "cuda_internal.h"
+#include "gpu_common.h"
 #include "h3/backend.h"
 #include "h3/bf16.h"
 #include "h3/cuda_backend.h"
@@ -105,15 +106,16 @@ static void check_quantize_ops(h3_backend *b) {
                             &len, &d);
   h3_module *m = text ? h3_module_parse("quantize_ops.ir", text, len, &d) : NULL;
   if (!m) h3_diag_print(&d, stderr);
-  CHECK(m != NULL, "reading tests/int8/kernels/quantize_ops.ir");
+  h3_plan *p = m ? gpu_plan_load(b, m, H3_TIER_EXACT) : NULL; /* the kernels, as in h3exec */
+  CHECK(p != NULL, "reading and loading tests/int8/kernels/quantize_ops.ir");
   int k = 0;
-  for (const h3_op *op = m ? m->graphs[0]->body.first : NULL; op && op->code != H3_OP_RETURN;
-       op = op->next, k++) {
+  for (const h3_op *op = p ? p->module->graphs[0]->body.first : NULL;
+       op && op->code != H3_OP_RETURN; op = op->next, k++) {
     char what[64];
     snprintf(what, sizeof what, "quantize_ops.ir #%d", k);
     check_op(b, op, what);
   }
-  h3_module_free(m);
+  h3_plan_free(p);
   free(text);
   h3_diag_free(&d);
 }
@@ -196,8 +198,10 @@ static void run_case(h3_backend *b, const int8_case *c) {
   h3_module *m = text ? h3_module_parse("int8_case", text, strlen(text), &d) : NULL;
   free(text);
   CHECK(m != NULL, "%s: the test module does not parse", what);
-  if (!m) {
-    h3_diag_print(&d, stderr);
+  if (!m) h3_diag_print(&d, stderr);
+  h3_plan *p = m ? gpu_plan_load(b, m, H3_TIER_EXACT) : NULL; /* owns m */
+  CHECK(!m || p, "%s: the test module's plan does not load", what);
+  if (!p) {
     h3_diag_free(&d);
     return;
   }
@@ -296,8 +300,7 @@ static void run_case(h3_backend *b, const int8_case *c) {
   CHECK(st == H3_OK, "%s: setup failed", what);
   for (int i = 0; i < ns; i++) free(sl[i].host), b->ops->release(b, sl[i].dev);
   free(ref);
-  h3_cuda_forget_ops(b); /* the records are keyed by the ops of m */
-  h3_module_free(m);
+  h3_plan_free(p); /* the next plan's load forgets the records of m's ops */
   h3_diag_free(&d);
   printf("test_gpu_int8: %s done\n", what);
 }

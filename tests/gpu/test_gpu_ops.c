@@ -1,12 +1,18 @@
-/* test_gpu_ops.c: every op of the cuda backend against the CPU reference (h3_cpu_run_op).
+/* test_gpu_ops.c: every op of a backend against the CPU reference (h3_cpu_run_op), in the
+ * manner of ggml's test-backend-ops: table-driven over the op registry (ops.def), each op
+ * asked of the backend (h3_backend_supports_op) and, when supported, compared with the CPU.
  *
  * 1. Every compute op and every fused group of the tiny MiniMax-H3 module after the
- *    lossless and the exact pipelines, and of the tiny M3.1 module: random inputs (never all
- *    zeros; index operands in range), the op run once on the CPU and once on the GPU (its
- *    kernel emitted and compiled on first use), each output in a guarded, poisoned device
- *    buffer: guards intact, NaN / Inf positions equal, NMSE within the dtype's limit,
- *    integers equal. Ops the cuda backend does not run yet must fail with a message that
- *    says so (not crash, not compute garbage).
+ *    lossless and the exact pipelines, of the tiny M3.1 module, and of tests/codegen/
+ *    all_ops.ir (one case of every kernel op): each module compiled into a plan and loaded
+ *    into the backend (its kernels come from the plan, as in h3exec); random inputs (never
+ *    all zeros; index operands in range), the op run once on the CPU and once on the
+ *    backend, each output in a guarded, poisoned device buffer: guards intact, NaN / Inf
+ *    positions equal, NMSE within the dtype's limit, integers equal. An op the backend says
+ *    it does not support must fail with a message that says so (not crash, not compute
+ *    garbage). The coverage table (op x result dtype: compared / unsupported) is printed,
+ *    and an op of ops.def that no case reaches fails the test: a new op is covered by
+ *    adding one IR line to all_ops.ir, not by editing this file.
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
  *    output), the fp32 GEMM (bitwise equal to the CPU), attention at head_dim 128 with
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
@@ -15,12 +21,11 @@
  *    implementation; bf16 at head_dim 64 through each (flash hands it to cuDNN).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
- *   test_gpu_ops MODELS_DIR      (exit 77 without a GPU)
+ *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
+ *   the same table against the reference itself, which checks the cases and the coverage)
  */
 #include "gpu_common.h"
 
-#include "h3/codegen.h"
-#include "h3/cuda_backend.h"
 #include "h3/frontend.h"
 #include "h3/op_registry.h"
 #include "h3/passes.h"
@@ -34,6 +39,9 @@
 
 static int passed, failed, skipped;
 static gpu_rng rng;
+
+/* coverage: per opcode and result-0 dtype, how many cases were compared / found unsupported */
+static int cov_compared[H3_OPCODE_COUNT][H3_DTYPE_COUNT], cov_unsupported[H3_OPCODE_COUNT][H3_DTYPE_COUNT];
 
 static void report(h3_diag *d) {
   h3_diag_print(d, stderr);
@@ -52,6 +60,13 @@ static void **make_inputs(const h3_op *op) {
       hi = t0->dims[0] - h3_op_attr_int(op, "offset", 0);
     if ((op->code == H3_OP_GATHER || op->code == H3_OP_SCATTER_ROWS) && i == 1) hi = t0->dims[0];
     if (op->code == H3_OP_KV_WRITE && i == 2) hi = t0->dims[0] * t0->dims[1];
+    if ((op->code == H3_OP_SPECTRUM_UPDATE && i == 2) || (op->code == H3_OP_SPECTRUM_FORECAST && i == 1)) {
+      /* the coefficient row: < rows of the `coeffs` table (width p, plus q for a forecast) */
+      const h3_attr *co = h3_op_attr(op, "coeffs");
+      int64_t width = t0->dims[0] + (op->n_operands == 3 && op->code == H3_OP_SPECTRUM_FORECAST
+                                         ? op->operands[2]->type.dims[0] : 0);
+      hi = co && width > 0 ? co->n / width : 1;
+    }
     in[i] = gpu_host_random(&rng, t, -2.0, 2.0, hi > 0 ? hi : 1);
     if ((op->code == H3_OP_DIV || op->code == H3_OP_MOD) && !h3_dtype_is_float(t->dtype))
       for (int64_t e = 0; e < h3_type_numel(t); e++)
@@ -63,11 +78,6 @@ static void **make_inputs(const h3_op *op) {
 static void free_list(void **p, int n) {
   for (int i = 0; p && i < n; i++) free(p[i]);
   free(p);
-}
-
-static bool expect_unsupported(const h3_op *op) {
-  h3_exec_kind k = h3_exec_classify(op);
-  return k == H3_EXEC_DEFERRED || op->code == H3_OP_PAGED_ATTENTION;
 }
 
 /* Runs op on both backends and compares; limit < 0: the dtype's default. */
@@ -92,7 +102,10 @@ static void check_op(h3_backend *b, const h3_op *op, const char *tag, double lim
     got[i] = calloc(1, bytes ? bytes : 1);
     hout[i] = (h3_tensor){op->results[i]->type, want[i]};
   }
-  bool unsupported = expect_unsupported(op);
+  bool unsupported = !h3_backend_supports_op(b, op);
+  int dt = op->n_results ? (int)op->results[0]->type.dtype : 0;
+  if (unsupported) cov_unsupported[op->code][dt]++;
+  else cov_compared[op->code][dt]++;
   if (!unsupported &&
       h3_cpu_run_op(op, hin, op->n_operands, hout, op->n_results, 1, SEED, &d) != H3_OK) {
     printf("skip %s %s: the CPU reference rejects the random inputs\n", tag, name);
@@ -128,7 +141,7 @@ static void check_op(h3_backend *b, const h3_op *op, const char *tag, double lim
     if (st != H3_OK && said) {
       passed++;
     } else {
-      printf("FAIL %s %s: expected 'not supported by the cuda backend'\n", tag, name);
+      printf("FAIL %s %s: expected 'not supported by the %s backend'\n", tag, name, b->ops->name);
       failed++;
     }
     h3_diag_free(&d);
@@ -136,7 +149,7 @@ static void check_op(h3_backend *b, const h3_op *op, const char *tag, double lim
     goto done;
   }
   if (st != H3_OK) {
-    printf("FAIL %s %s: the cuda backend failed\n", tag, name);
+    printf("FAIL %s %s: the %s backend failed\n", tag, name, b->ops->name);
     failed++;
     report(&d);
     goto done;
@@ -175,20 +188,30 @@ done:
 static void check_region(h3_backend *b, const h3_region *r, const char *tag) {
   for (const h3_op *op = r->first; op; op = op->next) {
     switch (op->code) {
-    case H3_OP_YIELD: case H3_OP_RETURN: case H3_OP_CALL: break;
+    case H3_OP_YIELD: case H3_OP_RETURN: case H3_OP_CALL: case H3_OP_BRANCH: break;
     case H3_OP_LOOP: check_region(b, &op->regions[0], tag); break;
     default: check_op(b, op, tag, -1); break;
     }
   }
 }
 
-static h3_module *load(const char *dir, const char *file, h3_tier tier, h3_diag *d) {
+/* The tiny module of file after the pipeline of `tier`; accelerated: with the opt-in
+ * passes of --int8 and --spectrum (their quantize / int8 GEMM / forecast ops), at widths
+ * of 256 so that every linear is lowered (K a multiple of the int8 group), with rotation
+ * and row chunks. */
+static h3_module *load(const char *dir, const char *file, h3_tier tier, bool accelerated,
+                       h3_diag *d) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, file);
+  static const h3_config_override wide[] = {{"dim", 256}, {"heads", 2}, {"head_dim", 128},
+                                            {"ffn", 256}, {"text_dim", 256}, {"layers", 2}};
   h3_frontend_options fo = {.config = "tiny"};
+  if (accelerated) fo.n_overrides = 6, fo.overrides = wide;
   h3_module *m = h3_frontend_load(path, &fo, d);
   h3_pass_options po = h3_pass_options_default();
   po.tier = tier;
+  if (accelerated)
+    po.int8 = "rotate=256,max_rows=24,min_split_n=0", po.enable = H3_INT8_PASSES ",spectrum";
   if (m && h3_pass_pipeline_run(m, &po, d) != H3_OK) {
     h3_module_free(m);
     return NULL;
@@ -196,23 +219,84 @@ static h3_module *load(const char *dir, const char *file, h3_tier tier, h3_diag 
   return m;
 }
 
-static void check_model(h3_backend *b, const char *dir, const char *file, h3_tier tier) {
+/* gpu_plan_load (owning m), counted as a failure when it fails. */
+static h3_plan *load_plan(h3_backend *b, h3_module *m, h3_tier tier, const char *tag) {
+  h3_plan *p = gpu_plan_load(b, m, tier);
+  if (!p) {
+    printf("FAIL %s: cannot compile or load the plan\n", tag);
+    failed++;
+  }
+  return p;
+}
+
+static void check_plan_ops(h3_backend *b, h3_module *m, h3_tier tier, const char *tag) {
+  h3_plan *p = load_plan(b, m, tier, tag);
+  if (!p) return;
+  for (int g = 0; g < p->module->n_graphs; g++) check_region(b, &p->module->graphs[g]->body, tag);
+  h3_plan_free(p); /* the next plan's load forgets these ops' records */
+}
+
+static void check_model(h3_backend *b, const char *dir, const char *file, h3_tier tier,
+                        bool accelerated) {
   h3_diag d;
   h3_diag_init(&d);
   char tag[128];
-  snprintf(tag, sizeof tag, "%s/%s", file, h3_tier_name(tier));
-  h3_module *m = load(dir, file, tier, &d);
+  snprintf(tag, sizeof tag, "%s/%s%s", file, h3_tier_name(tier), accelerated ? " --int8 --spectrum" : "");
+  h3_module *m = load(dir, file, tier, accelerated, &d);
   if (!m) {
     printf("FAIL %s: cannot build the module\n", tag);
     failed++;
     report(&d);
-    h3_diag_free(&d);
-    return;
+  } else {
+    check_plan_ops(b, m, tier, tag);
   }
-  for (int g = 0; g < m->n_graphs; g++) check_region(b, &m->graphs[g]->body, tag);
-  h3_module_free(m);
-  h3_cuda_forget_ops(b); /* the next module may reuse these op addresses */
   h3_diag_free(&d);
+}
+
+/* The ops of an IR file (tests/codegen/all_ops.ir: one case of every kernel op). */
+static void check_ir_file(h3_backend *b, const char *path) {
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  free(text);
+  if (!m) {
+    printf("FAIL %s: cannot read the module\n", path);
+    failed++;
+    report(&d);
+  } else {
+    check_plan_ops(b, m, H3_TIER_EXACT, "all_ops.ir");
+  }
+  h3_diag_free(&d);
+}
+
+/* ---- coverage over the registry --------------------------------------------------------- */
+static bool is_control(h3_opcode c) {
+  return c == H3_OP_LOOP || c == H3_OP_CALL || c == H3_OP_BRANCH || c == H3_OP_YIELD ||
+         c == H3_OP_RETURN;
+}
+
+static void check_coverage(const char *backend) {
+  printf("coverage (%s): op, then per result dtype compared/unsupported\n", backend);
+  for (int c = 1; c < H3_OPCODE_COUNT; c++) {
+    if (is_control((h3_opcode)c)) continue;
+    char line[512];
+    int n = 0, cases = 0;
+    for (int t = 0; t < H3_DTYPE_COUNT; t++) {
+      int a = cov_compared[c][t], u = cov_unsupported[c][t];
+      cases += a + u;
+      if (a + u && n < (int)sizeof line - 32)
+        n += snprintf(line + n, sizeof line - (size_t)n, " %s %d/%d", h3_dtype_name((h3_dtype)t), a, u);
+    }
+    if (!cases) {
+      printf("FAIL coverage: op %s has no case (add one to tests/codegen/all_ops.ir)\n",
+             h3_opcode_name((h3_opcode)c));
+      failed++;
+      continue;
+    }
+    printf("  %-26s%s\n", h3_opcode_name((h3_opcode)c), line);
+  }
 }
 
 /* ---- 2. hand-made ops ---------------------------------------------------------------------- */
@@ -241,7 +325,7 @@ static const h3_op *op_of(hand *h, h3_opcode c, int n, h3_value **ops, int na, c
   return op;
 }
 
-static void check_hand(h3_backend *b) {
+static void check_hand(h3_backend *b, bool all_attention) {
   hand h;
   h.m = h3_module_new("gpu_ops", "test");
   h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
@@ -313,6 +397,8 @@ static void check_hand(h3_backend *b) {
                    h3_attr_float(h.m, "eps", 1e-5)};
   cases[n++] = (hand_case){"rms_norm_rope 56x128 R=96",
                            op_of(&h, H3_OP_RMS_NORM_ROPE, 4, (h3_value *[]){xq, wq, cq, sq}, 3, nr), -1};
+  h3_plan *plan = load_plan(b, h.m, H3_TIER_EXACT, "hand-made ops"); /* owns h.m */
+  if (!plan) return;
   for (int i = 0; i < n; i++) {
     if (!cases[i].op) {
       printf("FAIL hand-made %s: cannot build the op\n", cases[i].tag);
@@ -325,11 +411,14 @@ static void check_hand(h3_backend *b) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");
     failed++;
   }
-  const char *impls[3] = {"cudnn", "flash", "reference"};
-  for (int i = 0; i < 3; i++) {
+  const char *impls[3] = {"reference", "cudnn", "flash"};
+  for (int i = 0; i < (all_attention ? 3 : 1); i++) {
     h3_diag d;
     h3_diag_init(&d);
-    h3_cuda_set_attention(b, impls[i], &d);
+    if (h3_backend_set_option(b, "attention", impls[i], &d) != H3_OK) {
+      printf("FAIL attention %s: cannot select it\n", impls[i]);
+      failed++;
+    }
     char tag[64];
     snprintf(tag, sizeof tag, "attention D=128 segments (%s)", impls[i]);
     if (a128) check_op(b, a128, tag, -1);
@@ -344,15 +433,14 @@ static void check_hand(h3_backend *b) {
     report(&d); /* fallback warnings, if any */
     h3_diag_free(&d);
   }
-  h3_module_free(h.m);
-  h3_cuda_forget_ops(b);
+  h3_plan_free(plan);
 }
 
 /* ---- 3. random weights on the GPU ---------------------------------------------------------- */
 static void check_weights(h3_backend *b, const char *dir, const char *file) {
   h3_diag d;
   h3_diag_init(&d);
-  h3_module *m = load(dir, file, H3_TIER_LOSSLESS, &d);
+  h3_module *m = load(dir, file, H3_TIER_LOSSLESS, false, &d);
   h3_weights *w = m ? h3_weights_random(m, SEED, &d) : NULL;
   if (!w) {
     printf("FAIL weights %s: cannot build the module or its host weights\n", file);
@@ -385,26 +473,37 @@ static void check_weights(h3_backend *b, const char *dir, const char *file) {
 }
 
 int main(int argc, char **argv) {
-  gpu_require();
-  const char *dir = argc > 1 ? argv[1] : H3_SOURCE_DIR "/models";
+  const char *dir = H3_SOURCE_DIR "/models", *backend = "cuda";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+    else dir = argv[i];
+  }
+  bool cuda = !strcmp(backend, "cuda");
+  if (cuda) gpu_require();
   gpu_rng_seed(&rng, 7);
   h3_diag d;
   h3_diag_init(&d);
-  h3_cuda_options co = {.attention = "cudnn"};
   h3_backend_options bo = {.threads = 1, .seed = SEED};
-  h3_backend *b = h3_backend_cuda_new(&bo, &co, &d);
-  if (!b) {
+  h3_backend *b = h3_backend_create(backend, &bo, &d);
+  if (b && cuda) h3_backend_set_option(b, "attention", "cudnn", &d);
+  if (!b || d.errors) {
     h3_diag_print(&d, stderr);
     printf("0 passed, 1 failed\n");
     return 1;
   }
-  printf("device: %s\n", h3_cuda_device_name(b));
-  check_model(b, dir, "minimax_h3.g", H3_TIER_LOSSLESS);
-  check_model(b, dir, "minimax_h3.g", H3_TIER_EXACT);
-  check_model(b, dir, "minimax_m3_1.g", H3_TIER_LOSSLESS);
-  check_hand(b);
-  check_weights(b, dir, "minimax_h3.g");
-  check_weights(b, dir, "minimax_m3_1.g");
+  printf("device: %s\n", h3_backend_device_name(b));
+  check_model(b, dir, "minimax_h3.g", H3_TIER_LOSSLESS, false);
+  check_model(b, dir, "minimax_h3.g", H3_TIER_EXACT, false);
+  check_model(b, dir, "minimax_h3.g", H3_TIER_LOSSLESS, true);
+  check_model(b, dir, "minimax_h3.g", H3_TIER_HIGH, false); /* Cache-DiT */
+  check_model(b, dir, "minimax_m3_1.g", H3_TIER_LOSSLESS, false);
+  check_ir_file(b, H3_SOURCE_DIR "/tests/codegen/all_ops.ir");
+  check_hand(b, cuda);
+  if (b->ext && b->ext->init_param) { /* weights made on the device */
+    check_weights(b, dir, "minimax_h3.g");
+    check_weights(b, dir, "minimax_m3_1.g");
+  }
+  check_coverage(b->ops->name);
   h3_backend_free(b);
   h3_diag_free(&d);
   printf("gpu_ops: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
