@@ -14,14 +14,14 @@
  *                 w_eff, b)), with the lean reduction of emit_reduce.c: ss = fma(x, x, ss) in
  *                 the same order, r = rsqrt(fma(tot, fl(1/H), eps)) correctly rounded (fewer
  *                 instructions per element and per row: at [32768, 5376] the instruction
- *                 count, not DRAM, kept the kernel above a copy; docs/perf-memory-kernels.md)
+ *                 count, not DRAM, kept the kernel above a copy; dev/perf-memory-kernels.md)
  * with s, b the scale/shift rows of g = clamp(idx[row], 0, G). Plan B first forms
  * residual' = bf16(residual + bf16(gate[g]*update)) per element, stores it (out0, which may
  * be in0: each element is read before it is written, by the same thread) and feeds the
  * rounded values to the same code as Plan A, so Plan B = (U3; Plan A) bitwise. Every
  * operation is an explicit _rn intrinsic (the lossless fma too), so the kernels give the
  * same bits with or without -fmad=false.
- * Memory (docs/perf-memory-kernels.md): when every base pointer is 16-byte aligned (one
+ * Memory (dev/perf-memory-kernels.md): when every base pointer is 16-byte aligned (one
  * test per block; rows are then aligned too), each thread issues all of its 16-byte DRAM
  * loads before any arithmetic and keeps x as bf16 in registers until the modulate, widening
  * and packing bf16 pairs a 32-bit word at a time (h3_wbf8 / h3_pbf8);
@@ -73,7 +73,7 @@ static void emit_modulate(h3_strbuf *s, bool exact, bool mod_f32, const char *of
  * of at most NM_STAGED_MAX_H): the residual's and the update's rows come into shared memory by
  * cp.async (no register held while they are in flight) instead of into registers. At [32768,
  * 5376] on the H200 it ran 1.025 x a copy of its bytes against 1.032-1.036 x for the register
- * row (docs/perf-memory-kernels.md). ptxas is asked for NM_STAGED_REG_BUDGET registers per
+ * row (dev/perf-memory-kernels.md). ptxas is asked for NM_STAGED_REG_BUDGET registers per
  * thread (__launch_bounds__'s blocks per SM = 65536 / (budget * block): 5 of 224 threads; 56
  * registers, no spills; with 6 blocks it spilled). */
 #define NM_STAGED_MAX_H 8192
@@ -310,7 +310,7 @@ static void emit_scalar_row(h3_strbuf *s, const nm_shape *n) {
  * parameters: the element-by-element row kept out of the kernel's own code, so that the
  * vector row is scheduled as if it were alone (its 16-byte loads issue first; with both rows
  * inline they waited behind the alignment branch: 178.6 against 170.5 us at [32768, 5376] on
- * the H200, docs/perf-memory-kernels.md). Every pointer is __restrict__ but Plan B's in0
+ * the H200, dev/perf-memory-kernels.md). Every pointer is __restrict__ but Plan B's in0
  * (residual) and out0 (residual'), which may be one buffer; nothing else aliases them. */
 static void emit_head(emit_ctx *ec, const nm_shape *n, int n_in, const h3_type *in, int n_out,
                       const h3_type *out, bool elem) {

@@ -1,4 +1,4 @@
-/* int8_options.c: the policy side of INT8 linear lowering (include/h3/int8.h): the
+/* int8_rules.c: the policy side of INT8 linear lowering (include/h3/int8.h): the
  * `--int8=...` option text, the row-split decision with its measured table, the load-time
  * override H3_INT8_MAX_ROWS, and the summary of a lowered module (layers, bytes) that the
  * pass report, h3exec's report and the tests print.
@@ -15,7 +15,7 @@ static const h3_span no_span = {0};
 /* Split decisions measured for this project with h3's own linear_int8 (cuBLASLt int8 GEMM +
  * dequantization, CUDA backend) on one H200, 2026-11-29, M = 32,704 rows, per GEMM shape
  * family (N, K): the fastest of unsplit and chunks of 4096, 8192, 16384 rows, "never
- * split" (max_rows 0) unless a split gains at least 2 % (bench/results/
+ * split" (max_rows 0) unless a split gains at least 2 % (dev/results/
  * 2026-11-29-h200-s2-tests-bench-block-int8.txt). Shapes not listed follow the rule with
  * the default max_rows / min_split_n. docs/int8.md has the table and how to extend it. */
 static const struct {

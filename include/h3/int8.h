@@ -1,6 +1,6 @@
 /* int8.h: INT8 linear lowering (`--int8`): the option text, the row-split rule, the
  * load-time override H3_INT8_MAX_ROWS and the summary the reports print
- * (passes/int8_options.c; the passes are passes/int8_lowering.c and passes/row_split.c,
+ * (plan/int8_rules.c; the passes are passes/int8_lowering.c and passes/row_split.c,
  * the scheme is docs/int8.md and spec accelerations §4).
  *
  * `--int8[=rotate=0|256,max_rows=N,min_split_n=N]`:
