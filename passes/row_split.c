@@ -3,7 +3,7 @@
  *
  * For every int8 GEMM (linear_int8; a matmul_i8 made from one by int8-dequant-split, which
  * runs later and carries the attribute over, is handled alike) with M rows (the product of
- * q's leading dims), N outputs and K inputs, h3_int8_split_rows (passes/int8_options.c)
+ * q's leading dims), N outputs and K inputs, h3_int8_split_rows (plan/int8_rules.c)
  * decides the chunk size: the measured table per (N, K) shape family unless --int8 gives max_rows / min_split_n, else the rule
  * "split iff M > max_rows and N >= min_split_n". A split GEMM gets the attribute
  * `chunk_rows = max_rows`: the backend runs it as ceil(M / max_rows) GEMMs of max_rows
