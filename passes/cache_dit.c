@@ -342,7 +342,8 @@ static h3_status cache_dit_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
 const h3_pass h3_pass_cache_dit = {
     .name = "cache-dit",
     .description = "Cache-DiT (--quality high): block 0 always runs; blocks 1.. reuse the cached "
-                   "residual when block 0's residual changed by less than the threshold",
+                   "residual when block 0's residual changed by less than the threshold "
+                   "(docs/step-skipping.md)",
     .min_tier = H3_TIER_HIGH,
     .in_default_pipeline = true,
     .requires = {NULL},

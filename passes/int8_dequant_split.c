@@ -189,7 +189,8 @@ static h3_status split_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
 const h3_pass h3_pass_int8_dequant_split = {
     .name = "int8-dequant-split",
     .description = "--int8: linear_int8 -> matmul_i8 (int32) + dequant_i8 (elementwise, fused "
-                   "into the consumers; slices read the accumulators); bitwise neutral",
+                   "into the consumers; slices read the accumulators); bitwise neutral "
+                   "(docs/int8.md §5)",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {"int8-lowering", NULL},

@@ -77,7 +77,7 @@ static h3_status fuse_quant_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) 
 const h3_pass h3_pass_int8_fuse_quant = {
     .name = "int8-fuse-quant",
     .description = "--int8: fuse an activation quantize_rows (rotate 0) into the norm_modulate "
-                   "that produces its input (exact: bitwise the same codes)",
+                   "that produces its input (exact: bitwise the same codes; docs/int8.md §8)",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {"int8-lowering", NULL},

@@ -92,7 +92,8 @@ static h3_status resid_dequant_run(h3_module *m, h3_pass_context *ctx, h3_diag *
 const h3_pass h3_pass_int8_resid_dequant = {
     .name = "int8-resid-dequant",
     .description = "--int8: residual_norm_modulate reads out_proj's int32 accumulators and "
-                   "dequantizes them itself (bitwise the unfused dequant_i8 at every tier)",
+                   "dequantizes them itself (bitwise the unfused dequant_i8 at every tier; "
+                   "docs/int8.md §10)",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {"int8-dequant-split", NULL},

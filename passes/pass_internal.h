@@ -1,5 +1,5 @@
 /* pass_internal.h: what the files of passes/ share and the public headers do not show:
- * the layout of h3_pass_context and the pass records of the registry table.
+ * the layout of h3_pass_context, the record of `verify` and the helpers of several passes.
  */
 #ifndef H3_PASS_INTERNAL_H
 #define H3_PASS_INTERNAL_H
@@ -12,23 +12,9 @@ struct h3_pass_context {
   h3_strbuf reports;   /* "name: line\n" per h3_pass_report call */
 };
 
-/* One record per pass file; registry.c lists them in pipeline order. */
+/* The record of `verify`, which the pipeline also runs last (registry.c declares the
+ * records of the table). */
 extern const h3_pass h3_pass_verify;
-extern const h3_pass h3_pass_spectrum;  /* spectrum.c (opt-in: --spectrum) */
-extern const h3_pass h3_pass_cache_dit; /* cache_dit.c (--quality high) */
-extern const h3_pass h3_pass_dce;
-extern const h3_pass h3_pass_int8_lowering; /* int8_lowering.c (opt-in: --int8) */
-extern const h3_pass h3_pass_row_split;     /* row_split.c (opt-in: --int8) */
-extern const h3_pass h3_pass_int8_fuse_quant; /* int8_fuse_quant.c (opt-in: --int8) */
-extern const h3_pass h3_pass_norm_modulate_fusion;
-extern const h3_pass h3_pass_norm_rope_fusion; /* norm_rope_fusion.c */
-extern const h3_pass h3_pass_attention_v_view; /* attention_v_view.c */
-extern const h3_pass h3_pass_int8_dequant_split; /* int8_dequant_split.c (opt-in: --int8) */
-extern const h3_pass h3_pass_int8_qk_rope; /* int8_qk_rope.c (opt-in: --int8) */
-extern const h3_pass h3_pass_int8_resid_dequant; /* int8_resid_dequant.c (opt-in: --int8) */
-extern const h3_pass h3_pass_elementwise_fusion;
-extern const h3_pass h3_pass_int8_group_quant; /* int8_group_quant.c (opt-in: --int8) */
-extern const h3_pass h3_pass_memory_plan;
 
 /* ---- op arrays (op_array.c) ------------------------------------------------------------- */
 /* Appends op to the array *ops of *n ops in *cap slots, growing it (doubling, 16 at first;

@@ -1,31 +1,39 @@
 /* registry.c: the one table of h3's passes. The default pipeline of a tier is this table
  * filtered by in_default_pipeline and min_tier, in this order (`verify` first), followed
- * by a second run of `verify` on the result (see passes.h). Adding a pass = one file
- * with its h3_pass record, one `extern` line in pass_internal.h and one line here, at
- * the place in the pipeline where it must run.
+ * by a second run of `verify` on the result (see passes.h).
+ *
+ * One line per pass: X(foo_bar) is the record `h3_pass_foo_bar` of pass `foo-bar`, defined
+ * in passes/foo_bar.c (the test passes_registry_files checks the three names agree).
+ * Adding a pass = its file and one line here, at the place in the pipeline where it must
+ * run; `h3c passes` and the generated tables of docs/passes.md follow this table.
  */
 #include "pass_internal.h"
 
 #include <string.h>
 
-static const h3_pass *const pass_table[] = {
-    &h3_pass_verify,
-    &h3_pass_spectrum,  /* step skipping rewrites the program first */
-    &h3_pass_cache_dit,
-    &h3_pass_dce,
-    &h3_pass_int8_lowering, /* --int8; before the fusions, so they see the int8 ops */
-    &h3_pass_row_split,
-    &h3_pass_norm_modulate_fusion, /* before elementwise-fusion takes the modulate ops */
-    &h3_pass_int8_fuse_quant,      /* needs the norm_modulate ops and the quantizers */
-    &h3_pass_norm_rope_fusion,     /* q/k slice + rms_norm + rope; before the slices fuse */
-    &h3_pass_attention_v_view,     /* v's slice read in place by attention */
-    &h3_pass_int8_dequant_split,   /* --int8: after the fusions above match linear_int8 */
-    &h3_pass_int8_qk_rope,         /* --int8: q/k norm+rope read qkv's int32 accumulators */
-    &h3_pass_int8_resid_dequant,   /* --int8: Plan B takes out_proj's dequant_i8 */
-    &h3_pass_elementwise_fusion,
-    &h3_pass_int8_group_quant,     /* --int8: the quantizer joins its producer group */
-    &h3_pass_memory_plan,
-};
+#define H3_PASS_TABLE(X)                                                                   \
+  X(verify)                                                                                \
+  X(spectrum) /* step skipping rewrites the program first */                               \
+  X(cache_dit)                                                                             \
+  X(dce)                                                                                   \
+  X(int8_lowering) /* --int8; before the fusions, so they see the int8 ops */              \
+  X(row_split)                                                                             \
+  X(norm_modulate_fusion)  /* before elementwise-fusion takes the modulate ops */          \
+  X(int8_fuse_quant)       /* needs the norm_modulate ops and the quantizers */            \
+  X(qk_norm_rope_fusion)   /* q/k slice + rms_norm + rope; before the slices fuse */       \
+  X(attention_v_view)      /* v's slice read in place by attention */                      \
+  X(int8_dequant_split)    /* --int8: after the fusions above match linear_int8 */         \
+  X(int8_qk_norm_rope)     /* --int8: q/k norm+rope read qkv's int32 accumulators */       \
+  X(int8_resid_dequant)    /* --int8: Plan B takes out_proj's dequant_i8 */                \
+  X(elementwise_fusion)                                                                    \
+  X(int8_fuse_group_quant) /* --int8: the quantizer joins its producer group */            \
+  X(memory_plan)
+
+#define DECLARE_PASS(id) extern const h3_pass h3_pass_##id;
+H3_PASS_TABLE(DECLARE_PASS)
+
+#define PASS_ENTRY(id) &h3_pass_##id,
+static const h3_pass *const pass_table[] = {H3_PASS_TABLE(PASS_ENTRY)};
 
 int h3_pass_count(void) { return (int)(sizeof pass_table / sizeof pass_table[0]); }
 

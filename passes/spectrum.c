@@ -408,7 +408,8 @@ static h3_status spectrum_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
 const h3_pass h3_pass_spectrum = {
     .name = "spectrum",
     .description = "Spectrum step skipping (--spectrum): run the block stack at the real steps "
-                   "of a static schedule, forecast its output (Chebyshev ridge fit) at the others",
+                   "of a static schedule, forecast its output (Chebyshev ridge fit) at the others "
+                   "(docs/step-skipping.md)",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {NULL},

@@ -1,4 +1,4 @@
-/* norm_rope_fusion.c: the `qk-norm-rope-fusion` pass: the per-head q/k RMSNorm + RoPE of an
+/* qk_norm_rope_fusion.c: the `qk-norm-rope-fusion` pass: the per-head q/k RMSNorm + RoPE of an
  * attention block as one op that reads the q/k columns of the qkv projection in place.
  *
  * Pattern "norm-rope" (root rope):
@@ -124,7 +124,7 @@ static h3_status nr_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   return st;
 }
 
-const h3_pass h3_pass_norm_rope_fusion = {
+const h3_pass h3_pass_qk_norm_rope_fusion = {
     .name = "qk-norm-rope-fusion",
     .description = "fuse column slice + per-head rms_norm + rope (attention q/k) into one "
                    "rms_norm_rope op reading the qkv columns in place; bitwise neutral",

@@ -1,4 +1,4 @@
-/* int8_qk_rope.c: the `int8-qk-norm-rope` pass (--int8): the q/k norm+rope kernels read the
+/* int8_qk_norm_rope.c: the `int8-qk-norm-rope` pass (--int8): the q/k norm+rope kernels read the
  * int32 accumulators of an int8 qkv GEMM themselves, and the qkv dequantization writes v's
  * columns only (docs/int8.md section 9).
  *
@@ -203,10 +203,11 @@ static h3_status qk_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   return st;
 }
 
-const h3_pass h3_pass_int8_qk_rope = {
+const h3_pass h3_pass_int8_qk_norm_rope = {
     .name = "int8-qk-norm-rope",
     .description = "--int8: q/k rms_norm_rope read the qkv int32 accumulators (dequantized "
-                   "in the kernel); the qkv dequant writes v's columns only; bitwise neutral",
+                   "in the kernel); the qkv dequant writes v's columns only; bitwise neutral "
+                   "(docs/int8.md §9)",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {"int8-dequant-split", NULL},

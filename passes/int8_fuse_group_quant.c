@@ -1,4 +1,4 @@
-/* int8_group_quant.c: the `int8-fuse-group-quant` pass (`--int8`, spec accelerations §4.1
+/* int8_fuse_group_quant.c: the `int8-fuse-group-quant` pass (`--int8`, spec accelerations §4.1
  * rule 3): absorbs an activation quantizer into the fused elementwise group that produces
  * its input (the MLP's SwiGLU group, whose g = bf16(silu(f32(gate)) * f32(up)) is fc2's
  * input). A `quantize_rows(g) {rotate = 0}` whose operand g is the only result of a
@@ -114,10 +114,11 @@ static h3_status group_quant_run(h3_module *m, h3_pass_context *ctx, h3_diag *d)
   return H3_OK;
 }
 
-const h3_pass h3_pass_int8_group_quant = {
+const h3_pass h3_pass_int8_fuse_group_quant = {
     .name = "int8-fuse-group-quant",
     .description = "--int8: fuse an activation quantize_rows (rotate 0) into the fused "
-                   "elementwise group that produces its input (bitwise the same codes)",
+                   "elementwise group that produces its input (bitwise the same codes; "
+                   "docs/int8.md §11)",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {"int8-lowering", NULL},
