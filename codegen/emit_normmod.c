@@ -1,5 +1,5 @@
 /* emit_normmod.c: the CUDA kernels of the fused RMSNorm + indexed AdaLN ops
- * (norm_modulate = Plan A, residual_norm_modulate = Plan B; spec/accelerations.md §3).
+ * (norm_modulate = Plan A, residual_norm_modulate = Plan B; docs/models/accelerations.md §3).
  *
  * One block per row of x bf16[T, H] (H % 8 == 0: the pass only fuses such rows, other
  * shapes are an emitter limitation): at the exact tier rms_norm's block size for the row; at

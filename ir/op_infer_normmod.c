@@ -1,6 +1,6 @@
 /* op_infer_normmod.c: result type inference of the fused RMSNorm + indexed AdaLN ops of
  * ops.def: norm_modulate (Plan A) and residual_norm_modulate (Plan B) of
- * spec/accelerations.md §3. Both are bf16-only (the kernels' dispatch contract): x and the
+ * docs/models/accelerations.md §3. Both are bf16-only (the kernels' dispatch contract): x and the
  * residual/update [T, H], gamma [H], the scale/shift/gate tables [G, H] (G rows of AdaLN
  * modulation, indexed per row by idx i32[T]); residual_norm_modulate's update may instead be
  * int32 accumulators with their scales (want_acc_update). The attributes `tier` ("exact" or

@@ -1,5 +1,5 @@
 # minimax_h3.g: MiniMax-H3, the 33B audio+video diffusion transformer (DiT), in the h3 graph
-# language. Facts and conventions: shared/spec/minimax_h3.md (section numbers below refer to it).
+# language. Facts and conventions: docs/models/minimax_h3.md (section numbers below refer to it).
 #
 # One request is one packed sequence of S rows: [ text L | audio Na | video Nv | padding ],
 # S = ceil(used / 64) * 64. Graphs:

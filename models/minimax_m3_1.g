@@ -1,6 +1,6 @@
 # minimax_m3_1.g: MiniMax-M3.1, the 426B MoE language model with sparse "MSA" attention, and
 # its DSpark speculative draft, in the h3 graph language. Facts and conventions:
-# shared/spec/minimax_m3_1.md (section numbers below refer to it).
+# docs/models/minimax_m3_1.md (section numbers below refer to it).
 #
 # Graphs (one sequence; T rows at positions pos0 .. pos0+T-1):
 #   prefill       T = prompt_len new tokens: writes K/V/IK caches, last-row fp32 logits,

@@ -2,8 +2,8 @@
  * --inputs, or an inputs file that leaves some out).
  *
  * Rules, by input name and the module's config:
- *   - `tag`, `slot` i32[S] and `pos` f32[S, 3]: the H3 packed sequence of spec
- *     minimax_h3.md §2 from config keys text_rows (L), audio_rows (Na), video_rows (Nv):
+ *   - `tag`, `slot` i32[S] and `pos` f32[S, 3]: the H3 packed sequence of
+ *     docs/models/minimax_h3.md §2 from config keys text_rows (L), audio_rows (Na), video_rows (Nv):
  *     rows [text | audio | video | padding]; tag 1 / 2 / 0 / -1; slot 1 on audio rows, else
  *     0; pos: text i -> (i, 0, 0), audio j -> (L + j/2, 0, j%2), video row r of the grid
  *     F x H x W -> (L + f, y, x) with r = (f*H + y)*W + x, padding (0, 0, 0). The grid is

@@ -1,7 +1,7 @@
 /* int8.h: INT8 linear lowering (`--int8`): the option text, the row-split rule, the
  * load-time override H3_INT8_MAX_ROWS and the summary the reports print
  * (plan/int8_rules.c; the passes are passes/int8_lowering.c and passes/row_split.c,
- * the scheme is docs/int8.md and spec accelerations §4).
+ * the scheme is docs/int8.md and docs/models/accelerations.md §4).
  *
  * `--int8[=rotate=0|256,max_rows=N,min_split_n=N]`:
  *   rotate       0 (default): plain per-row quantization; 256: ConvRot, a block-diagonal

@@ -98,7 +98,7 @@ typedef struct {
 } h3_input_defaults;
 
 /* Fills every input of g whose data is NULL: H3 packed-row metadata `tag`, `slot`, `pos`
- * from the config's row counts (spec minimax_h3.md §2 with this project's position rule),
+ * from the config's row counts (docs/models/minimax_h3.md §2 with this project's position rule),
  * token ids (i32 inputs named `prompt`, `tokens` or `ids`) uniform in [0, vocab) from
  * Philox stream "input.<name>", KV caches (`*_cache`) zero, other float inputs standard
  * normal from the same kind of stream (rounded to the input dtype), other integer inputs

@@ -160,7 +160,7 @@ void h3cpu_rms_norm_row(const void *x, h3_dtype xd, int64_t D, const float *w, f
                         h3_dtype yd);
 /* w[0..D) + offset in fp32 (malloc'd; NULL when out of memory): rms_norm's weights. */
 float *h3cpu_rms_weights(const h3_tensor *w, int64_t D, float offset);
-/* ops_normmod.c: the fused RMSNorm + indexed AdaLN ops (spec accelerations §3) */
+/* ops_normmod.c: the fused RMSNorm + indexed AdaLN ops (docs/models/accelerations.md §3) */
 H3_CPU_KERNEL(h3cpu_norm_modulate);
 H3_CPU_KERNEL(h3cpu_residual_norm_modulate);
 /* ops_linear.c */

@@ -1,5 +1,5 @@
 /* ops_normmod.c: CPU reference of the fused RMSNorm + indexed AdaLN ops (ops.def
- * norm_modulate, residual_norm_modulate; spec/accelerations.md §3).
+ * norm_modulate, residual_norm_modulate; docs/models/accelerations.md §3).
  *
  * Per row t of x bf16[T, H], with g = idx[t] clamped to [0, G) (gather's rule):
  *   r = h3cpu_rms_inv(row) (rms_norm's own reduction, so the exact tier matches it bitwise);
@@ -21,7 +21,7 @@
  * quantize = 1 (passes/int8_fuse_quant.c) also writes the int8 rows of y: q i8[T, H] and
  * s f32[T] by h3cpu_quantize_row (quantize_rows' arithmetic, no rotation): exact quantizes
  * the bf16 y (so the codes equal norm_modulate + quantize_rows), lossless the fp32 value
- * before its rounding (spec accelerations §4.1 rule 4).
+ * before its rounding (docs/models/accelerations.md §4.1 rule 4).
  * An i32 update (int8-resid-dequant: out_proj's accumulators acc[T, H] with s_x[T], s_w[H]
  * as operands 7 and 8) is first dequantized per element by dequant_i8's own arithmetic
  * (h3cpu_dequant_value, ops_int8.c) and rounded to bf16, so U3 sees the very update the

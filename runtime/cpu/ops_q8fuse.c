@@ -1,7 +1,7 @@
 /* ops_q8fuse.c: the per-row int8 quantizer shared by quantize_rows (ops_int8.c) and the
  * producers that absorb it (norm_modulate / residual_norm_modulate with quantize = 1,
  * ops_normmod.c; passes/int8_fuse_quant.c). One function, so a fused producer at the exact
- * tier gives the standalone op's codes and scale bit for bit (spec accelerations §4.1
+ * tier gives the standalone op's codes and scale bit for bit (docs/models/accelerations.md §4.1
  * rule 4).
  *
  * h3cpu_quantize_row(v[K] fp32, K, q[K]) -> s: amax = max_k |v_k| (fmaxf: NaN ignored);

@@ -146,7 +146,7 @@ static void test_const_iota_sigma_randn(void) {
   CHECK(t_run(c, NULL, oc) == H3_OK && t_run(io, NULL, oi) == H3_OK, "run");
   for (int i = 0; i < 15; i++) CHECK(t_get(&oc[0], i) == (double)rb(0.1f), "const");
   for (int i = 0; i < 7; i++) CHECK(((int32_t *)oi[0].data)[i] == i, "iota");
-  /* sigma grid check values of accelerations.md §1 */
+  /* sigma grid check values of docs/models/accelerations.md §1 */
   h3_attr sv[2] = {h3_attr_int(t.m, "n", 50), h3_attr_float(t.m, "shift", 12.0)};
   h3_attr sa[2] = {h3_attr_int(t.m, "n", 50), h3_attr_float(t.m, "shift", 3.0)};
   h3_op *sgv = t_op(&t, H3_OP_SIGMA_SCHEDULE, 0, NULL, 2, sv);

@@ -1,5 +1,5 @@
 /* test_int8_ops.c: the CPU reference of the INT8 ops (runtime/cpu/ops_int8.c) against
- * independent computations of the ops.def contracts (spec accelerations §9 item 4-5):
+ * independent computations of the ops.def contracts (docs/models/accelerations.md §9 item 4-5):
  *   - H256: built here as the Kronecker product of H4 in double: symmetric, H256·H256 = I
  *     exactly; the backend's butterfly equals it (exactly on small integers), applying it
  *     twice gives the input back, and rotating x and W leaves x·Wᵀ unchanged to rounding;

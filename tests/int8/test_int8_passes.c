@@ -5,7 +5,7 @@
  *     with int8-lowering, row-split and int8-dequant-split enabled as h3c --int8=rotate=256
  *     does (the split GEMMs are matmul_i8 ops then, carrying chunk_rows): 209 lowered
  *     layers holding 37.38 GiB of bf16 weights (both numbers computed here from the model's
- *     dims, spec accelerations §4.1), 51 kept bf16 (K = 2688), 6 fp32-island layers, the
+ *     dims, docs/models/accelerations.md §4.1), 51 kept bf16 (K = 2688), 6 fp32-island layers, the
  *     int8 half, the pipeline order, and an activation arena without the weights in it;
  *   - H3_INT8_MAX_ROWS: <= 0 removes every split, a value re-splits, junk is an error.
  */
@@ -69,7 +69,7 @@ static void test_split_rule(void) {
   CHECK(h3_int8_split_rows(M, 21504, 5376, &off) == 0, "max_rows 0 disables");
 }
 
-/* Bytes of H3's lowered weights from its dims (spec minimax_h3.md): per block qkv
+/* Bytes of H3's lowered weights from its dims (docs/models/minimax_h3.md): per block qkv
  * [3*7168, 5376], out_proj [5376, 7168], fc1 [2*14336, 5376], fc2 [5376, 14336]; 50 DiT
  * + 2 refiner blocks; condition_proj [5376, 5120]; 2 bytes each. */
 static int64_t h3_lowered_bytes(void) {

@@ -1,5 +1,5 @@
 /* spec_weights.c: the spec tables of MiniMax-H3 and MiniMax-M3.1 (config values and weight
- * names/dtypes/shapes) transcribed from the shared/spec files, independently of the .g models and
+ * names/dtypes/shapes) transcribed from the docs/models files, independently of the .g models and
  * of the compiler. See spec_weights.h.
  */
 #include "spec_weights.h"
@@ -56,7 +56,7 @@ void spec_weights_sort(spec_weights *w) {
   if (w->n > 1) qsort(w->v, (size_t)w->n, sizeof *w->v, by_name);
 }
 
-/* ---- MiniMax-H3 (minimax_h3.md §1 table) ------------------------------------------------------ */
+/* ---- MiniMax-H3 (docs/models/minimax_h3.md §1 table) ------------------------------------------------------ */
 static const spec_h3 h3_full = {
     .layers = 50, .refiner_layers = 2, .dim = 5376, .heads = 56, .head_dim = 128,
     .rope_dims = 96, .ffn = 14336, .time_freq = 256, .time_hidden = 5376, .time_embed = 2688,
@@ -133,7 +133,7 @@ void spec_h3_weights(const spec_h3 *c, spec_weights *w) {
   spec_weights_add(w, H3_F32, c->audio_width, -1, "final_layer.audio_out.bias");
 }
 
-/* ---- MiniMax-M3.1 (minimax_m3_1.md §2 table) -------------------------------------------------- */
+/* ---- MiniMax-M3.1 (docs/models/minimax_m3_1.md §2 table) -------------------------------------------------- */
 static const spec_m31 m31_full = {
     .n_layers = 60, .n_dense = 3, .dim = 6144, .heads = 64, .kv_heads = 4, .head_dim = 128,
     .rope_dims = 64, .mlp_ffn = 12288, .experts = 128, .top_k = 4, .expert_ffn = 3072,

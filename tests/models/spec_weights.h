@@ -1,5 +1,5 @@
 /* spec_weights.h: the weight tables of the two model specs, written out independently of the
- * compiler (shared/spec/minimax_h3.md §1/§5, shared/spec/minimax_m3_1.md §2/§3/§5.4).
+ * compiler (docs/models/minimax_h3.md §1/§5, docs/models/minimax_m3_1.md §2/§3/§5.4).
  *
  * For each config preset of a spec this gives the config values as the spec tables state
  * them and the full list of weight-file names with dtype and shape, built from the spec's

@@ -9,7 +9,7 @@
  * - independent references written here from the spec's formulas: U3 (the gated residual
  *   add, bf16 roundings with bf16.h) and the fp64 evaluation of Plan A's math from the
  *   same bf16 inputs, y64 = x * r64 * (gamma + offset) * (1 + scale[g]) + shift[g];
- * - the lossless admission rule of spec/accelerations.md §2 rule 4 (nm_error, nm_admit;
+ * - the lossless admission rule of docs/models/accelerations.md §2 rule 4 (nm_error, nm_admit;
  *   nm_qerror measures dequantized int8 rows the same way):
  *   e = y - y64 over the elements where exact, candidate and y64 are all finite;
  *   pass iff RMS_c <= 1.5 RMS_x, MAX_c <= 1.5 MAX_x and |MEAN_c| <= 0.25 RMS_c; NaN/Inf

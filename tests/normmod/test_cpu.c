@@ -1,5 +1,5 @@
 /* test_cpu.c: the numeric contract of norm_modulate / residual_norm_modulate on the CPU
- * backend (spec/accelerations.md §2 rule 4, §3, §9 items 1-3).
+ * backend (docs/models/accelerations.md §2 rule 4, §3, §9 items 1-3).
  *
  * 1. Graph level (pass + executor + CPU kernels): a graph with the block's two norm sites
  *    (Plan A on an input, Plan B after a gated residual add whose residual dies there) and

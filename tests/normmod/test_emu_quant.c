@@ -11,7 +11,7 @@
  *   - exact (both input sets): the fused kernel's y == the plain norm_modulate kernel's
  *     bitwise (Plan B: residual' and y), and its codes and scales == the standalone
  *     quantize_rows kernel run on that y and == the CPU's quantize_rows op on it, bitwise
- *     (spec accelerations §4.1 rule 4); the same for the fp32 modulate;
+ *     (docs/models/accelerations.md §4.1 rule 4); the same for the fp32 modulate;
  *   - lossless: y == the plain lossless kernel's; on "grid" every result of every fused
  *     kernel == the CPU backend's op (h3_cpu_run_op: the fp32 values before rounding are
  *     quantized) bitwise; on "dit" the codes are within 1 of the CPU's (the CPU sums x^2

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent numpy reference of MiniMax-H3 (spec: /work/shared/spec/minimax_h3.md, §1-§6).
+"""Independent numpy reference of MiniMax-H3 (spec: docs/models/minimax_h3.md, §1-§6).
 
 Written from the spec alone (no h3 code), numpy only. It computes the `text`, `step` and
 `sample` graphs with the spec's exact rounding chain: bf16 round-to-nearest-even at every

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent numpy reference of MiniMax-M3.1 tiny (spec: /work/shared/spec/minimax_m3_1.md).
+"""Independent numpy reference of MiniMax-M3.1 tiny (spec: docs/models/minimax_m3_1.md).
 
 Written from the spec alone (no h3 code), numpy only: prefill + greedy decode WITHOUT a KV
 cache (the whole sequence is recomputed for every new token; causal attention makes row t

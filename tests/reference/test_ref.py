@@ -4,7 +4,7 @@
 Run: `python3 tests/reference/test_ref.py` (exit 0 pass, 1 fail, 77 skip when numpy is missing;
 the safetensors package is optional and only used for an interop check). Registered as ctest
 `reference_selftest`. Checks: bf16 RNE hand cases and a brute-force nearest-value check, the σ
-check values of accelerations.md §1, RoPE properties (identity at position 0, pass-through dims,
+check values of docs/models/accelerations.md §1, RoPE properties (identity at position 0, pass-through dims,
 norm kept, relative-position invariance), attention segment isolation, MoE routing (Σw = 2.0,
 forced expert, raw-sigmoid weights), MSA == dense for short rows, swigluoai clamps, parameter
 counts against the spec formulas, safetensors round trips, CLI runs and errors, compare.py.
@@ -255,7 +255,7 @@ class H3Test(unittest.TestCase):
 
 
 def naive_step(W, c, text, video, audio, t, tag, slot, pos):
-    """A second, loop-style fp64 reading of spec §3/§4 (no bf16 rounding), to catch indexing
+    """A second, loop-style fp64 reading of docs/models/minimax_h3.md §3/§4 (no bf16 rounding), to catch indexing
     slips (AdaLN table rows, head layout, RoPE axes, segments) in the vectorised h3_ref code."""
     W = {n: np.asarray(a, np.float64) for n, a in W.items()}
     d, nh, hd, rd, eps = c["dim"], c["heads"], c["head_dim"], c["rope_dims"], c["eps"]

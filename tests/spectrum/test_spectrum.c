@@ -1,5 +1,5 @@
 /* test_spectrum.c: Spectrum's math and the CPU reference of the step-skipping ops
- * (passes/spectrum_math.c, runtime/cpu/ops_spectrum.c; spec accelerations §6, §9 items
+ * (passes/spectrum_math.c, runtime/cpu/ops_spectrum.c; docs/models/accelerations.md §6, §9 items
  * 7-9):
  *   - the schedule reproduces the spec's worked lists (§6.4) for 49 and 50 steps;
  *   - the running-sum forecast a(i*)^T R equals the batch ridge fit x*^T (X^T X + lam I)^-1

@@ -1,5 +1,5 @@
 /* test_step_skip.c: the step-skipping passes end to end on the CPU backend
- * (docs/step-skipping.md; spec accelerations §9 items 7-10).
+ * (docs/step-skipping.md; docs/models/accelerations.md §9 items 7-10).
  *
  * A small hand-written program (the module of spectrum_small.ir with N steps: a `trunk`
  * of two blocks h + sin(h) over 4 rows [text | audio | video video]; every step writes
