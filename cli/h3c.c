@@ -3,7 +3,7 @@
  *   h3c compile FILE.g [options] -o PLAN   .g → IR → passes → kernels (NVRTC) → YAML plan
  *   h3c check FILE.g [options]             diagnostics only
  *   h3c opt IN.ir --passes a,b [-o OUT]    IR text in, IR text out (pass tests)
- *   h3c passes                             the registered passes and their tiers
+ *   h3c passes [--markdown] [--pipelines]  the registered passes and the default pipelines
  *   h3c graph FILE.g --format dot          a picture of the IR (Graphviz)
  *
  * Exit status: 0 on success, 1 on any error (bad program, bad flag, failed write).
@@ -33,11 +33,15 @@ typedef struct {
   int n_flags;
   const char *const *flags; /* the arguments after the command, for the plan header */
   char pass_list[4096];   /* --passes/--pass lists joined with ',' */
+  /* the --enable-pass lists joined with ',', then the passes of --int8 and --spectrum */
+  char enable_text[1024];
+  bool enable_flag;              /* --enable-pass was given */
+  bool markdown, pipelines_only; /* h3c passes --markdown, --pipelines */
   /* step skipping (passes/spectrum.h): the option texts built from --spectrum[=...],
      --spectrum-*, --cache-dit-*, and the enable list with "spectrum" added */
   bool spectrum, cache_dit_flags;
   const char *spectrum_arg; /* the value of --spectrum=VALUE ("" when bare) */
-  char spectrum_extra[256], spectrum_text[512], cache_dit_text[256], enable_text[256];
+  char spectrum_extra[256], spectrum_text[512], cache_dit_text[256];
 } options;
 
 static const char *const command_names[] = {"compile", "check", "opt", "passes", "graph", "help"};
@@ -50,7 +54,7 @@ static void usage_main(FILE *out) {
           "  compile FILE.g -o PLAN   compile a model into an execution plan\n"
           "  check FILE.g             parse and check a model; print diagnostics only\n"
           "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests)\n"
-          "  passes                   list the registered passes with their tiers\n"
+          "  passes                   list the registered passes and the default pipelines\n"
           "  graph FILE.g --format dot  print the IR as a Graphviz graph\n"
           "\n"
           "Run 'h3c COMMAND --help' for the options of one command.\n");
@@ -67,10 +71,13 @@ static void usage_pass_options(FILE *out) {
           "  --quality TIER           exact | lossless (default) | high: which numerics-changing\n"
           "                           rewrites may run (docs: spec accelerations §2)\n"
           "  --passes A,B,...         run exactly these passes, in this order\n"
+          "  --enable-pass A,B,...    add opt-in passes (default 'no' in 'h3c passes') to the\n"
+          "                           default pipeline, each at its place in the table\n"
           "  --disable-pass A,B,...   remove passes from the pipeline\n"
           "  --print-ir-after=NAME|all  print the IR after the named pass(es) to stderr\n"
           "  --time-passes            print each pass's wall time and op counts to stderr\n"
-          "  --report                 print the passes' one-line reports (memory plan, fusions)\n"
+          "  --report[=A,B,...]       print the passes' one-line reports (memory plan, fusions);\n"
+          "                           with names, only those passes' reports\n"
           "  --int8[=KEY=VALUE,...]   INT8 linear lowering + row splitting; activations quantized\n"
           "                           by the kernels that produce them and dequantized by the\n"
           "                           consumers (docs/int8.md), any\n"
@@ -120,8 +127,14 @@ static void usage_command(command c, FILE *out) {
     usage_pass_options(out);
     break;
   case CMD_PASSES:
-    fprintf(out, "usage: h3c passes\n\nLists every registered pass: name, minimum tier, whether\n"
-                 "the default pipeline runs it, what it requires, and what it does.\n");
+    fprintf(out, "usage: h3c passes [--markdown] [--pipelines]\n\n"
+                 "Lists every registered pass in pipeline order: name, minimum tier, whether the\n"
+                 "default pipeline runs it (opt-in passes: --enable-pass NAME or their flag), what\n"
+                 "it requires and what it does; then the default pipeline of each --quality.\n\n"
+                 "options:\n"
+                 "  --markdown               print Markdown tables (the generated tables of\n"
+                 "                           docs/passes.md and docs/writing-a-pass.md)\n"
+                 "  --pipelines              print only the default pipelines\n");
     break;
   case CMD_GRAPH:
     fprintf(out, "usage: h3c graph FILE.g --format dot [options] [-o OUT.dot]\n\n"
@@ -166,6 +179,14 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name, b
   return argv[++*i];
 }
 
+/* Appends ",KEY=VALUE" (or VALUE alone when key is "") to an option text; 1 if too long. */
+static int append_option(char *buf, size_t cap, const char *key, const char *value) {
+  size_t len = strlen(buf);
+  int n = snprintf(buf + len, cap - len, "%s%s%s%s", len && *value ? "," : "", key,
+                   *key ? "=" : "", value);
+  return n < 0 || (size_t)n >= cap - len;
+}
+
 /* Appends a comma-separated pass list given by --passes/--pass to o->pass_list. */
 static int append_passes(options *o, const char *cmd, const char *list) {
   size_t len = strlen(o->pass_list);
@@ -182,12 +203,13 @@ static int missing_value(const char *cmd, const char *flag) {
   return flag_error(cmd, "option '%s' needs a value", flag, hint);
 }
 
-/* Appends ",KEY=VALUE" (or VALUE alone when key is "") to an option text; 1 if too long. */
-static int append_option(char *buf, size_t cap, const char *key, const char *value) {
-  size_t len = strlen(buf);
-  int n = snprintf(buf + len, cap - len, "%s%s%s%s", len && *value ? "," : "", key,
-                   *key ? "=" : "", value);
-  return n < 0 || (size_t)n >= cap - len;
+/* Adds a comma list of pass names to the enabled passes (--enable-pass, --int8, --spectrum). */
+static int enable_passes(options *o, const char *cmd, const char *list) {
+  if (append_option(o->enable_text, sizeof o->enable_text, "", list))
+    return flag_error(cmd, "too many enabled passes (%s)", list,
+                      "name at most 1000 characters of passes with --enable-pass");
+  o->passes.enable = o->enable_text;
+  return 0;
 }
 
 /* --spectrum-degree/-lambda/-blend and --cache-dit-warmup/-threshold/-max-consecutive: each
@@ -263,6 +285,11 @@ static int parse_args(int argc, char **argv, options *o) {
       if (missing) return missing_value(cmd, a);
       if (append_passes(o, cmd, v)) return 1;
     } else if (takes_passes(o->cmd) &&
+               (v = flag_value(argc, argv, &i, "--enable-pass", &missing))) {
+      if (missing || !*v) return missing_value(cmd, a);
+      if (enable_passes(o, cmd, v)) return 1;
+      o->enable_flag = true;
+    } else if (takes_passes(o->cmd) &&
                (v = flag_value(argc, argv, &i, "--disable-pass", &missing))) {
       o->passes.disabled = v;
     } else if (takes_passes(o->cmd) &&
@@ -280,15 +307,19 @@ static int parse_args(int argc, char **argv, options *o) {
       }
       h3_diag_free(&d);
       o->passes.int8 = a[6] ? a + 7 : "";
-      o->passes.enable = H3_INT8_PASSES;
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {
       o->spectrum = true;
       o->spectrum_arg = a[10] ? a + 11 : "";
     } else if (takes_passes(o->cmd) && step_skip_flag(argc, argv, &i, o, &missing)) {
       if (missing) return missing_value(cmd, a);
-    } else if (takes_passes(o->cmd) && !strcmp(a, "--report")) {
+    } else if (takes_passes(o->cmd) && (!strcmp(a, "--report") || !strncmp(a, "--report=", 9))) {
       o->passes.report = true;
+      if (a[8]) o->passes.report_passes = a + 9;
+    } else if (o->cmd == CMD_PASSES && !strcmp(a, "--markdown")) {
+      o->markdown = true;
+    } else if (o->cmd == CMD_PASSES && !strcmp(a, "--pipelines")) {
+      o->pipelines_only = true;
     } else if (o->cmd == CMD_COMPILE && !strcmp(a, "--no-kernels")) {
       o->no_kernels = true;
     } else if (o->cmd == CMD_GRAPH && (v = flag_value(argc, argv, &i, "--format", &missing))) {
@@ -319,14 +350,19 @@ static int parse_args(int argc, char **argv, options *o) {
   if (o->cache_dit_flags && o->passes.tier != H3_TIER_HIGH)
     return flag_error(cmd, "%s need --quality high (Cache-DiT runs only there)",
                       "--cache-dit-* options", "add --quality high");
+  if (o->enable_flag && (o->passes.passes || o->cmd == CMD_OPT))
+    return flag_error(cmd,
+                      o->cmd == CMD_OPT
+                          ? "option '%s' does not apply: 'h3c opt' runs the passes of --passes only"
+                          : "option '%s' adds to the default pipeline, which --passes replaces",
+                      "--enable-pass", "name the pass in --passes instead");
   if (o->spectrum) { /* the --spectrum value first: a W:WIN:FLEX triple must lead */
     snprintf(o->spectrum_text, sizeof o->spectrum_text, "%s%s%s", o->spectrum_arg,
              o->spectrum_arg[0] && o->spectrum_extra[0] ? "," : "", o->spectrum_extra);
     o->passes.spectrum = o->spectrum_text;
-    snprintf(o->enable_text, sizeof o->enable_text, "%s%sspectrum",
-             o->passes.enable ? o->passes.enable : "", o->passes.enable ? "," : "");
-    o->passes.enable = o->enable_text;
   }
+  if (o->passes.int8 && enable_passes(o, cmd, H3_INT8_PASSES)) return 1;
+  if (o->spectrum && enable_passes(o, cmd, "spectrum")) return 1;
   if (o->cache_dit_flags) o->passes.cache_dit = o->cache_dit_text;
   if (o->cmd != CMD_PASSES && !o->input) {
     char hint[128];
@@ -361,18 +397,82 @@ static int write_text(const char *path, const h3_strbuf *b, h3_diag *d) {
   return h3_write_file_atomic(path, b->data, b->len, d) == H3_OK ? 0 : 1;
 }
 
-static int cmd_passes(void) {
-  printf("%-24s %-9s %-8s %-28s %s\n", "pass", "min tier", "default", "requires", "description");
+/* ---- h3c passes ------------------------------------------------------------------------ */
+/* Prints s for a Markdown table cell ('|' escaped) or as it is. */
+static void put_cell(const char *s, bool markdown) {
+  for (; *s; s++) {
+    if (markdown && *s == '|') putchar('\\');
+    putchar(*s);
+  }
+}
+
+static void print_pass_table(bool markdown) {
+  if (markdown)
+    printf("| pass | tier | default | requires | what it does |\n|---|---|---|---|---|\n");
+  else
+    printf("%-24s %-9s %-8s %-28s %s\n", "pass", "min tier", "default", "requires", "description");
   for (int i = 0; i < h3_pass_count(); i++) {
     const h3_pass *p = h3_pass_at(i);
-    char req[128] = "-";
+    char req[128] = "";
     size_t len = 0;
-    for (int r = 0; r < H3_PASS_MAX_REQUIRES && p->requires[r]; r++)
-      len += (size_t)snprintf(req + len, sizeof req - len, "%s%s", r ? "," : "", p->requires[r]);
-    printf("%-24s %-9s %-8s %-28s %s\n", p->name, h3_tier_name(p->min_tier),
-           p->in_default_pipeline ? "yes" : "no", req, p->description);
+    for (int r = 0; r < H3_PASS_MAX_REQUIRES && p->requires[r] && len < sizeof req; r++)
+      len += (size_t)snprintf(req + len, sizeof req - len, markdown ? "%s`%s`" : "%s%s",
+                              r ? (markdown ? ", " : ",") : "", p->requires[r]);
+    const char *def = p->in_default_pipeline ? "yes" : "no";
+    if (markdown)
+      printf("| `%s` | %s | %s | %s | ", p->name, h3_tier_name(p->min_tier), def, req);
+    else
+      printf("%-24s %-9s %-8s %-28s ", p->name, h3_tier_name(p->min_tier), def, len ? req : "-");
+    put_cell(p->description, markdown);
+    printf(markdown ? " |\n" : "\n");
+  }
+}
+
+/* The default pipeline of tier t as "verify, dce, ..." in buf (cap bytes). */
+static int pipeline_text(h3_tier t, char *buf, size_t cap) {
+  h3_pass_options po = h3_pass_options_default();
+  po.tier = t;
+  const h3_pass *list[64];
+  int n = 0;
+  h3_diag d;
+  diag_init(&d);
+  h3_status st = h3_pass_pipeline_resolve(&po, list, 64, &n, &d);
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && len < cap; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", list[i]->name);
+  return finish(&d, st == H3_OK ? 0 : 1);
+}
+
+/* One row per run of tiers with the same default pipeline. */
+static int print_pipelines(bool markdown) {
+  char text[H3_TIER_HIGH + 1][2048];
+  for (int t = 0; t <= H3_TIER_HIGH; t++)
+    if (pipeline_text((h3_tier)t, text[t], sizeof text[t])) return 1;
+  if (markdown)
+    printf("| --quality | default pipeline |\n|---|---|\n");
+  else
+    printf("default pipeline of each --quality (--enable-pass adds opt-in passes):\n");
+  for (int t = 0, next; t <= H3_TIER_HIGH; t = next) {
+    char tiers[64] = "";
+    size_t len = 0;
+    for (next = t; next <= H3_TIER_HIGH && !strcmp(text[next], text[t]); next++)
+      len += (size_t)snprintf(tiers + len, sizeof tiers - len, "%s%s", next > t ? ", " : "",
+                              h3_tier_name((h3_tier)next));
+    if (markdown)
+      printf("| %s | %s |\n", tiers, text[t]);
+    else
+      printf("  %-18s %s\n", tiers, text[t]);
   }
   return 0;
+}
+
+static int cmd_passes(const options *o) {
+  if (!o->pipelines_only) {
+    print_pass_table(o->markdown);
+    putchar('\n');
+  }
+  return print_pipelines(o->markdown);
 }
 
 static int cmd_check(const options *o) {
@@ -429,13 +529,16 @@ static int cmd_compile(const options *o) {
   diag_init(&d);
   h3_module *m = load_model(o, &d);
   if (!m) return finish(&d, 1);
-  const h3_pass *list[64];
-  int n = 0;
-  if (h3_pass_pipeline_resolve(&o->passes, list, 64, &n, &d) != H3_OK ||
-      h3_pass_pipeline_run(m, &o->passes, &d) != H3_OK) {
+  if (h3_pass_pipeline_run(m, &o->passes, &d) != H3_OK) {
     h3_module_free(m);
     return finish(&d, 1);
   }
+  const h3_pass *list[64]; /* the passes that ran, for the plan header */
+  int n = 0;
+  h3_diag again; /* the run reported the warnings already */
+  diag_init(&again);
+  h3_pass_pipeline_resolve(&o->passes, list, 64, &n, &again);
+  h3_diag_free(&again);
   const char *names[64];
   for (int i = 0; i < n; i++) names[i] = list[i]->name;
   h3_plan_options po = {.quality = o->passes.tier,
@@ -487,7 +590,7 @@ int main(int argc, char **argv) {
   case CMD_COMPILE: return cmd_compile(&o);
   case CMD_CHECK: return cmd_check(&o);
   case CMD_OPT: return cmd_opt(&o);
-  case CMD_PASSES: return cmd_passes();
+  case CMD_PASSES: return cmd_passes(&o);
   case CMD_GRAPH: return cmd_graph(&o);
   case CMD_HELP: break;
   }

@@ -1,10 +1,10 @@
 /* pass_list.c: turns pipeline options into the ordered list of passes to run.
  *
- * Owns the comma-list syntax of --passes / --disable-pass / --print-ir-after (names
- * separated by commas, blanks around a name ignored, empty names rejected), the
- * nearest-name hint for unknown names, the tier gate of explicitly listed passes and the
- * `requires` check. Every problem is an error in the diag naming the flag; all of them
- * are reported before anything runs.
+ * Owns the comma-list syntax of --passes / --disable-pass / --enable-pass /
+ * --print-ir-after / --report (names separated by commas, blanks around a name ignored,
+ * empty names rejected), the nearest-name hint for unknown names, the tier gate of
+ * explicitly listed passes and the `requires` check. Every problem is an error in the
+ * diag naming the flag; all of them are reported before anything runs.
  */
 #include "pass_internal.h"
 
@@ -130,8 +130,21 @@ static bool name_list_has(const name_list *l, const char *name) {
   return false;
 }
 
+/* The tier gate of a pass that flag names explicitly: an error unless o's tier admits it. */
+static bool tier_admits(const h3_pass *p, const h3_pass_options *o, const char *flag, h3_diag *d) {
+  if (p->min_tier <= o->tier) return true;
+  char hint[160];
+  snprintf(hint, sizeof hint, "add --quality %s, or drop '%s' from %s", h3_tier_name(p->min_tier),
+           p->name, flag);
+  h3_diag_error(d, no_span, hint, "pass '%s' needs --quality %s or higher (now %s)", p->name,
+                h3_tier_name(p->min_tier), h3_tier_name(o->tier));
+  return false;
+}
+
 /* ---- the list --------------------------------------------------------------------------- */
-h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d) {
+/* The `requires` check; `listed`: the list came from --passes (else from the table, where
+ * a missing pass was disabled or not enabled). */
+static h3_status check_requires(const h3_pass *const *list, int n, bool listed, h3_diag *d) {
   h3_status st = H3_OK;
   for (int i = 0; i < n; i++) {
     for (int r = 0; r < H3_PASS_MAX_REQUIRES && list[i]->requires[r]; r++) {
@@ -144,15 +157,21 @@ h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d) {
       char hint[200];
       if (later)
         snprintf(hint, sizeof hint, "move '%s' before '%s' in --passes", need, list[i]->name);
-      else
+      else if (listed)
         snprintf(hint, sizeof hint, "add '%s' before '%s' in --passes (or stop disabling it)", need,
                  list[i]->name);
+      else
+        snprintf(hint, sizeof hint, "add --enable-pass %s (or stop disabling it)", need);
       h3_diag_error(d, no_span, hint, "pass '%s' requires pass '%s' to run before it",
                     list[i]->name, need);
       st = H3_ERR;
     }
   }
   return st;
+}
+
+h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d) {
+  return check_requires(list, n, true, d);
 }
 
 static h3_status push(const h3_pass **out, int cap, int *n, const h3_pass *p, h3_diag *d) {
@@ -168,12 +187,13 @@ static h3_status push(const h3_pass **out, int cap, int *n, const h3_pass *p, h3
 h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap, int *n,
                                    h3_diag *d) {
   *n = 0;
-  name_list chosen = {0}, disabled = {0}, printed = {0}, enabled = {0};
+  name_list chosen = {0}, disabled = {0}, printed = {0}, enabled = {0}, reported = {0};
   h3_status st = H3_OK;
   if (name_list_parse(o->passes, "--passes", &chosen, d) != H3_OK ||
       name_list_parse(o->disabled, "--disable-pass", &disabled, d) != H3_OK ||
       name_list_parse(o->print_ir_after, "--print-ir-after", &printed, d) != H3_OK ||
-      name_list_parse(o->enable, "the enabled passes", &enabled, d) != H3_OK) {
+      name_list_parse(o->enable, "--enable-pass", &enabled, d) != H3_OK ||
+      name_list_parse(o->report_passes, "--report", &reported, d) != H3_OK) {
     st = H3_ERR;
     goto done;
   }
@@ -182,11 +202,23 @@ h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out
       unknown_pass(d, disabled.names[i], "--disable-pass");
       st = H3_ERR;
     }
-  for (int i = 0; i < enabled.n; i++)
-    if (!h3_pass_find(enabled.names[i])) {
-      unknown_pass(d, enabled.names[i], "the enabled passes");
+  for (int i = 0; i < reported.n; i++)
+    if (!h3_pass_find(reported.names[i])) {
+      unknown_pass(d, reported.names[i], "--report");
       st = H3_ERR;
     }
+  for (int i = 0; i < enabled.n && !o->passes; i++) {
+    const h3_pass *p = h3_pass_find(enabled.names[i]);
+    if (!p) {
+      unknown_pass(d, enabled.names[i], "--enable-pass");
+      st = H3_ERR;
+    } else if (!tier_admits(p, o, "--enable-pass", d)) {
+      st = H3_ERR;
+    } else if (p->in_default_pipeline) {
+      h3_diag_warning(d, no_span, "`h3c passes` shows the default pipeline of each --quality",
+                      "--enable-pass names '%s', which the default pipeline runs already", p->name);
+    }
+  }
   bool print_all = printed.n == 1 && strcmp(printed.names[0], "all") == 0;
   for (int i = 0; i < printed.n && !print_all; i++)
     if (!h3_pass_find(printed.names[i])) {
@@ -202,12 +234,7 @@ h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out
         st = H3_ERR;
         continue;
       }
-      if (p->min_tier > o->tier) {
-        char hint[160];
-        snprintf(hint, sizeof hint, "add --quality %s, or drop '%s' from --passes",
-                 h3_tier_name(p->min_tier), p->name);
-        h3_diag_error(d, no_span, hint, "pass '%s' needs --quality %s or higher (now %s)", p->name,
-                      h3_tier_name(p->min_tier), h3_tier_name(o->tier));
+      if (!tier_admits(p, o, "--passes", d)) {
         st = H3_ERR;
         continue;
       }
@@ -235,12 +262,13 @@ h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out
                       "--print-ir-after names '%s', which does not run in this pipeline",
                       printed.names[i]);
   }
-  st = h3_pass_list_check(out, *n, d);
+  st = check_requires(out, *n, o->passes != NULL, d);
 done:
   name_list_free(&chosen);
   name_list_free(&disabled);
   name_list_free(&printed);
   name_list_free(&enabled);
+  name_list_free(&reported);
   if (st != H3_OK) *n = 0;
   return st;
 }

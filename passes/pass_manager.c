@@ -1,10 +1,10 @@
 /* pass_manager.c: runs a resolved list of passes on a module.
  *
- * Owns the tier names, the default options, the pass context (tier, report lines) and
- * the per-pass services of the pipeline: wall-clock timing and op counts for
- * --time-passes, the module dump of --print-ir-after (`// ---- IR after NAME ----` then
- * the module text), the verifier after every pass with verify_each, and the reports
- * (`--report`) that passes leave with h3_pass_report.
+ * Owns the default options, the pass context (tier, report lines) and the per-pass
+ * services of the pipeline: wall-clock timing and op counts for --time-passes, the module
+ * dump of --print-ir-after (`// ---- IR after NAME ----` then the module text), the
+ * verifier after every pass with verify_each, and the reports (`--report`, or
+ * `--report=a,b` for those passes') that passes leave with h3_pass_report.
  */
 #include "pass_internal.h"
 
@@ -17,7 +17,7 @@
 
 static const h3_span no_span = {0};
 
-/* ---- options ------------------------------------------------------------------ */
+/* ---- options ---------------------------------------------------------------------------- */
 h3_pass_options h3_pass_options_default(void) {
   h3_pass_options o = {0};
   o.tier = H3_TIER_LOSSLESS;
@@ -27,13 +27,33 @@ h3_pass_options h3_pass_options_default(void) {
   return o;
 }
 
+/* Whether name is in the comma list (blanks around names ignored; "all" matches all). */
+static bool name_in_list(const char *list, const char *name) {
+  if (!list) return false;
+  size_t n = strlen(name);
+  const char *p = list;
+  for (;;) {
+    while (*p == ' ' || *p == '\t') p++;
+    const char *end = strchr(p, ',');
+    if (!end) end = p + strlen(p);
+    const char *b = end;
+    while (b > p && (b[-1] == ' ' || b[-1] == '\t')) b--;
+    if ((size_t)(b - p) == n && strncmp(p, name, n) == 0) return true;
+    if ((size_t)(b - p) == 3 && strncmp(p, "all", 3) == 0) return true;
+    if (!*end) return false;
+    p = end + 1;
+  }
+}
+
 /* ---- context ---------------------------------------------------------------------------- */
 h3_tier h3_pass_tier(const h3_pass_context *ctx) { return ctx->options->tier; }
 
 const h3_pass_options *h3_pass_options_of(const h3_pass_context *ctx) { return ctx->options; }
 
 void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...) {
-  h3_strbuf_printf(&ctx->reports, "// %s: ", ctx->pass ? ctx->pass->name : "pass");
+  const char *name = ctx->pass ? ctx->pass->name : "pass";
+  if (ctx->options->report_passes && !name_in_list(ctx->options->report_passes, name)) return;
+  h3_strbuf_printf(&ctx->reports, "// %s: ", name);
   va_list ap;
   va_start(ap, fmt);
   h3_strbuf_vprintf(&ctx->reports, fmt, ap);
@@ -59,23 +79,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static bool name_in_list(const char *list, const char *name) {
-  if (!list) return false;
-  size_t n = strlen(name);
-  const char *p = list;
-  for (;;) {
-    while (*p == ' ' || *p == '\t') p++;
-    const char *end = strchr(p, ',');
-    if (!end) end = p + strlen(p);
-    const char *b = end;
-    while (b > p && (b[-1] == ' ' || b[-1] == '\t')) b--;
-    if ((size_t)(b - p) == n && strncmp(p, name, n) == 0) return true;
-    if ((size_t)(b - p) == 3 && strncmp(p, "all", 3) == 0) return true;
-    if (!*end) return false;
-    p = end + 1;
-  }
 }
 
 static void print_module(FILE *out, const h3_module *m, const char *pass_name) {

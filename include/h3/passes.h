@@ -1,14 +1,15 @@
-/* passes.h: the pass manager of h3: quality tiers, the pass registry, pipeline options
- * and the pipeline runner.
+/* passes.h: the pass manager of h3: the pass registry, pipeline options and the pipeline
+ * runner (the quality tiers are the IR's, include/h3/ir.h).
  *
  * A pass is a record (name, description, minimum tier, default-pipeline flag, required
  * passes, run function) in the one table of passes/registry.c. The pipeline that
  * `--quality T` picks is every registered pass with in_default_pipeline and
  * min_tier <= T in table order (`verify` is the first), then `verify` again on the
- * result. `--passes a,b,c` runs exactly those passes in that order instead (no implicit
- * verify). `--disable-pass` removes
- * passes from either list. A pass whose `requires` entries did not run before it is an
- * error (never auto-added): the message names the missing pass and where to put it.
+ * result; `--enable-pass a,b` adds opt-in passes (in_default_pipeline false) to it, at
+ * their table places. `--passes a,b,c` runs exactly those passes in that order instead (no
+ * implicit verify). `--disable-pass` removes passes from either list. A pass whose
+ * `requires` entries did not run before it is an error (never auto-added): the message
+ * names the missing pass and where to put it.
  *
  * Passes see the options through an opaque h3_pass_context: the tier, a dump stream and
  * a report sink for one-line summaries (memory plan sizes, fusion counts) that
@@ -56,12 +57,13 @@ typedef struct {
   const char *print_ir_after; /* --print-ir-after=NAME[,NAME]|all (NULL: none) */
   bool time_passes;           /* --time-passes: timing table, then the pass reports */
   bool report;                /* --report: the pass reports only */
+  const char *report_passes;  /* --report=A,B: only these passes' reports (NULL: all) */
   bool verify_each;           /* run h3_verify_module after every pass (tests, debug builds) */
   FILE *dump;                 /* where --print-ir-after, --time-passes and --report write;
                                  NULL = stderr */
-  /* opt-in passes (in_default_pipeline false) that the default pipeline runs anyway, at
-     their table place: a comma list set by accelerator flags (--int8 adds H3_INT8_PASSES);
-     NULL = none. Ignored with `passes`. */
+  /* --enable-pass a,b: opt-in passes (in_default_pipeline false) that the default
+     pipeline runs anyway, at their table place; accelerator flags add theirs (--int8 adds
+     H3_INT8_PASSES, --spectrum `spectrum`). NULL = none. Ignored with `passes`. */
   const char *enable;
   /* --int8[=KEY=VALUE,...]: the option text the int8 passes read (include/h3/int8.h);
      "" = the defaults; NULL = the flag was not given (the passes use the defaults). */

@@ -1,11 +1,14 @@
 /* pass_manager_test.c: unit tests of the pass framework: tiers, the registry, pipeline
  * resolution and its errors (unknown names with hints, empty names, tier gates,
- * `requires`), --print-ir-after / --time-passes output, the greedy rewrite driver (a
- * toy pattern set and a non-converging one) and the legality helpers.
+ * `requires`), --enable-pass, --print-ir-after / --time-passes / --report output, the greedy
+ * rewrite driver (a toy pattern set and a non-converging one) and the legality helpers.
+ * Expected pipelines come from the registry by the rule of passes.h, never from a list
+ * written here: adding a pass to the table changes nothing in this test.
  */
 #include "h3/op_registry.h"
 #include "h3/rewrite.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,26 +62,63 @@ static void test_tiers_and_registry(void) {
     const h3_pass *p = h3_pass_at(i);
     CHECK(h3_pass_find(p->name) == p, "find(%s)", p->name);
     CHECK(p->description && p->run, "%s lacks a description or run", p->name);
+    /* lowercase words joined by '-' (the file is passes/<name with '_'>.c) */
+    bool ok = islower((unsigned char)p->name[0]);
+    for (const char *c = p->name; *c && ok; c++)
+      ok = islower((unsigned char)*c) || isdigit((unsigned char)*c) ||
+           (*c == '-' && c[1] && c[1] != '-');
+    CHECK(ok, "pass name '%s' is not lowercase words joined by '-'", p->name);
+    for (int r = 0; r < H3_PASS_MAX_REQUIRES && p->requires[r]; r++)
+      CHECK(h3_pass_find(p->requires[r]), "%s requires unknown pass %s", p->name, p->requires[r]);
   }
+  CHECK(h3_pass_at(0) == h3_pass_find("verify"), "verify is the first pass of the table");
   CHECK(h3_pass_at(h3_pass_count()) == NULL && h3_pass_find("nope") == NULL, "out of range");
 }
 
+/* The default pipeline of tier t by the rule of passes.h: every pass of the table with
+ * in_default_pipeline (or named in `enabled`) and min_tier <= t, in table order, then
+ * verify again. Returns the count. */
+static int rule_pipeline(h3_tier t, const char *enabled, const h3_pass **out) {
+  int n = 0;
+  for (int i = 0; i < h3_pass_count() && n < 31; i++) {
+    const h3_pass *p = h3_pass_at(i);
+    bool on = p->in_default_pipeline || (enabled && strcmp(enabled, p->name) == 0);
+    if (on && p->min_tier <= t) out[n++] = p;
+  }
+  out[n++] = h3_pass_find("verify");
+  return n;
+}
+
+static void expect_list(const h3_pass **list, int n, const h3_pass **want, int n_want,
+                        const char *what) {
+  const char *names[32];
+  for (int i = 0; i < n_want; i++) names[i] = want[i]->name;
+  expect_names(list, n, names, n_want, what);
+}
+
+static int position(const h3_pass **list, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(list[i]->name, name) == 0) return i;
+  return -1;
+}
+
 static void test_resolution(void) {
-  const h3_pass *list[32];
+  const h3_pass *list[32], *want[32];
   h3_diag d;
   h3_pass_options o = h3_pass_options_default();
-  static const char *const def[] = {"verify", "dce", "norm-modulate-fusion", "qk-norm-rope-fusion",
-                                    "attention-v-view", "elementwise-fusion", "memory-plan",
-                                    "verify"};
-  /* `high` adds Cache-DiT (step caching), which rewrites the program before the others */
-  static const char *const high[] = {"verify", "cache-dit", "dce", "norm-modulate-fusion",
-                                     "qk-norm-rope-fusion", "attention-v-view",
-                                     "elementwise-fusion", "memory-plan", "verify"};
   for (int t = H3_TIER_EXACT; t <= H3_TIER_HIGH; t++) {
     h3_diag_init(&d);
     o.tier = (h3_tier)t;
-    if (t == H3_TIER_HIGH) expect_names(list, resolve(o, list, &d), high, 9, "high");
-    else expect_names(list, resolve(o, list, &d), def, 8, h3_tier_name((h3_tier)t));
+    int n = resolve(o, list, &d);
+    expect_list(list, n, want, rule_pipeline(o.tier, NULL, want), h3_tier_name(o.tier));
+    CHECK(n > 2 && strcmp(list[0]->name, "verify") == 0 && strcmp(list[n - 1]->name, "verify") == 0,
+          "%s: the pipeline starts and ends with verify", h3_tier_name(o.tier));
+    /* the fusions run before the memory plan; Cache-DiT (step caching) only at high */
+    CHECK(position(list, n, "dce") < position(list, n, "elementwise-fusion") &&
+              position(list, n, "elementwise-fusion") < position(list, n, "memory-plan"),
+          "%s: dce, elementwise-fusion, memory-plan in this order", h3_tier_name(o.tier));
+    CHECK((position(list, n, "cache-dit") >= 0) == (t == H3_TIER_HIGH), "cache-dit at %s",
+          h3_tier_name(o.tier));
     h3_diag_free(&d);
   }
   o = h3_pass_options_default();
@@ -87,8 +127,13 @@ static void test_resolution(void) {
   static const char *const two[] = {"dce", "memory-plan"};
   expect_names(list, resolve(o, list, &d), two, 2, "--passes with blanks");
   o.passes = NULL;
-  o.disabled = "norm-modulate-fusion,qk-norm-rope-fusion,attention-v-view,elementwise-fusion,"
-               "verify";
+  char disabled[1024] = ""; /* every pass of the default pipeline but dce and memory-plan */
+  for (int i = 0, len = 0; i < h3_pass_count(); i++) {
+    const char *name = h3_pass_at(i)->name;
+    if (h3_pass_at(i)->in_default_pipeline && strcmp(name, "dce") && strcmp(name, "memory-plan"))
+      len += snprintf(disabled + len, sizeof disabled - (size_t)len, "%s%s", len ? "," : "", name);
+  }
+  o.disabled = disabled;
   expect_names(list, resolve(o, list, &d), two, 2, "--disable-pass");
   CHECK(d.errors == 0, "no errors expected so far");
   h3_diag_free(&d);
@@ -128,6 +173,65 @@ static void test_resolution(void) {
   CHECK(resolve(o, list, &d) == 1, "print of a pass not run is only a warning");
   CHECK(has_diag(&d, H3_DIAG_WARNING, "'memory-plan', which does not run", NULL), "warning");
   h3_diag_free(&d);
+}
+
+/* --enable-pass: an opt-in pass joins the default pipeline at its table place; unknown
+ * names, tier gates and missing requirements are errors naming the flag. */
+static void test_enable(void) {
+  const h3_pass *list[32], *want[32], *opt_in = NULL, *needy = NULL, *gated = NULL;
+  for (int i = 0; i < h3_pass_count(); i++) {
+    const h3_pass *p = h3_pass_at(i);
+    if (p->in_default_pipeline) {
+      if (!gated && p->min_tier > H3_TIER_EXACT) gated = p;
+    } else if (p->min_tier == H3_TIER_EXACT) {
+      if (!opt_in && !p->requires[0]) opt_in = p;
+      if (!needy && p->requires[0] && !h3_pass_find(p->requires[0])->in_default_pipeline) needy = p;
+    }
+  }
+  CHECK(opt_in && needy && gated, "the registry lacks an opt-in, a requiring or a gated pass");
+  h3_diag d;
+  h3_pass_options o = h3_pass_options_default();
+  if (opt_in) {
+    h3_diag_init(&d);
+    o.enable = opt_in->name;
+    expect_list(list, resolve(o, list, &d), want, rule_pipeline(o.tier, opt_in->name, want),
+                "--enable-pass");
+    CHECK(d.errors == 0 && d.warnings == 0, "--enable-pass %s: no message expected", opt_in->name);
+    o.passes = "dce"; /* --passes runs exactly its list */
+    CHECK(resolve(o, list, &d) == 1 && list[0] == h3_pass_find("dce"), "enable with --passes");
+    o.passes = NULL;
+    h3_diag_free(&d);
+  }
+  h3_diag_init(&d);
+  o.enable = "dcee";
+  CHECK(resolve(o, list, &d) < 0, "unknown enabled pass accepted");
+  CHECK(has_diag(&d, H3_DIAG_ERROR, "unknown pass 'dcee' in --enable-pass", "did you mean 'dce'?"),
+        "dcee hint");
+  h3_diag_free(&d);
+  h3_diag_init(&d);
+  o.enable = "dce";
+  CHECK(resolve(o, list, &d) > 0, "enabling a default pass is only a warning");
+  CHECK(has_diag(&d, H3_DIAG_WARNING, "'dce', which the default pipeline runs already", NULL),
+        "warning for a default pass");
+  h3_diag_free(&d);
+  if (gated) {
+    h3_diag_init(&d);
+    o.enable = gated->name;
+    o.tier = H3_TIER_EXACT;
+    CHECK(resolve(o, list, &d) < 0, "%s enabled below its tier", gated->name);
+    CHECK(has_diag(&d, H3_DIAG_ERROR, "needs --quality", "from --enable-pass"), "tier gate");
+    o.tier = h3_pass_options_default().tier;
+    h3_diag_free(&d);
+  }
+  if (needy) {
+    char hint[128];
+    snprintf(hint, sizeof hint, "add --enable-pass %s", needy->requires[0]);
+    h3_diag_init(&d);
+    o.enable = needy->name;
+    CHECK(resolve(o, list, &d) < 0, "%s enabled without %s", needy->name, needy->requires[0]);
+    CHECK(has_diag(&d, H3_DIAG_ERROR, "requires pass", hint), "requirement hint: %s", hint);
+    h3_diag_free(&d);
+  }
 }
 
 static h3_status no_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
@@ -310,11 +414,31 @@ static void test_dumps(void) {
   free(text);
   h3_diag_free(&d);
   h3_module_free(t.m);
+
+  /* --report=memory-plan: that pass's report lines only */
+  t = build_toy();
+  f = open_memstream(&text, &len);
+  o = h3_pass_options_default();
+  o.dump = f;
+  o.report = true;
+  o.report_passes = "memory-plan";
+  h3_diag_init(&d);
+  CHECK(h3_pass_pipeline_run(t.m, &o, &d) == H3_OK, "pipeline failed");
+  fclose(f);
+  CHECK(text && strstr(text, "// memory-plan: graph main: arena") && !strstr(text, "// dce:"),
+        "--report=memory-plan prints memory-plan's report only");
+  free(text);
+  o.report_passes = "memry-plan";
+  CHECK(h3_pass_pipeline_run(t.m, &o, &d) == H3_ERR, "unknown --report name accepted");
+  CHECK(has_diag(&d, H3_DIAG_ERROR, "'memry-plan' in --report", "'memory-plan'"), "--report hint");
+  h3_diag_free(&d);
+  h3_module_free(t.m);
 }
 
 int main(void) {
   test_tiers_and_registry();
   test_resolution();
+  test_enable();
   test_requires();
   test_legality();
   test_driver();

@@ -7,7 +7,10 @@
  *   PASSES                  a comma list: run exactly these (--passes)
  *   --pipeline              run the default pipeline of the tier instead
  *   --quality TIER          exact | lossless | high (default lossless)
- *   --disable-pass LIST     --print-ir-after LIST     --report
+ *   --enable-pass LIST      --disable-pass LIST       --print-ir-after LIST
+ *   --report                every pass's report lines
+ *   --report=LIST           only these passes' report lines (pipeline tests name the passes
+ *                           they are about, so a new pass in the pipeline changes nothing)
  *   --int8 KEY=VALUE,...    the --int8 option text the int8 passes read
  *   --spectrum=TEXT         the spectrum pass's option text (bare --spectrum: defaults)
  *   --cache-dit=TEXT        the cache-dit pass's option text
@@ -103,13 +106,16 @@ int main(int argc, char **argv) {
     bool has_value = i + 1 < n_args;
     if (strcmp(a, "--pipeline") == 0) {
       pipeline = true;
-    } else if (strcmp(a, "--report") == 0) {
+    } else if (strcmp(a, "--report") == 0 || strncmp(a, "--report=", 9) == 0) {
       o.report = true;
+      if (a[8]) o.report_passes = a + 9;
     } else if (strcmp(a, "--quality") == 0 && has_value) {
       if (!h3_tier_parse(args[++i], &o.tier)) {
         fprintf(stderr, "h3_pass_test: %s: unknown tier '%s'\n", path, args[i]);
         return 2;
       }
+    } else if (strcmp(a, "--enable-pass") == 0 && has_value) {
+      o.enable = args[++i];
     } else if (strcmp(a, "--disable-pass") == 0 && has_value) {
       o.disabled = args[++i];
     } else if (strcmp(a, "--print-ir-after") == 0 && has_value) {

@@ -1,0 +1,1 @@
+opt tests/passes/dce_chains.ir --enable-pass int8-lowering
