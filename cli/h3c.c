@@ -69,7 +69,7 @@ static void usage_model_options(FILE *out) {
 static void usage_pass_options(FILE *out) {
   fprintf(out,
           "  --quality TIER           exact | lossless (default) | high: which numerics-changing\n"
-          "                           rewrites may run (docs: spec accelerations §2)\n"
+          "                           rewrites may run (docs/models/accelerations.md §2)\n"
           "  --passes A,B,...         run exactly these passes, in this order\n"
           "  --enable-pass A,B,...    add opt-in passes (default 'no' in 'h3c passes') to the\n"
           "                           default pipeline, each at its place in the table (not\n"
@@ -340,7 +340,7 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (missing) return missing_value(cmd, a);
   }
-  if (o->spectrum && o->passes.tier == H3_TIER_HIGH) { /* spec accelerations §2 rule 7 */
+  if (o->spectrum && o->passes.tier == H3_TIER_HIGH) { /* docs/models/accelerations.md §2 rule 7 */
     fprintf(stderr, "h3c: --spectrum cannot be combined with --quality high (Cache-DiT): both "
                     "skip the block stack; use one skip-step accelerator.\n");
     return 1;

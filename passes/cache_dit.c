@@ -1,5 +1,5 @@
 /* cache_dit.c: the `cache-dit` pass (default pipeline at --quality high): Cache-DiT with
- * DBCache Fn = 1, Bn = 0 (spec accelerations §7, docs/step-skipping.md).
+ * DBCache Fn = 1, Bn = 0 (docs/models/accelerations.md §7, docs/step-skipping.md).
  *
  * The step graph G (the graph with the `trunk` loop that the sampling loop calls) is
  * cloned into G_cache, where the trunk becomes

@@ -1,4 +1,4 @@
-/* int8_fuse_group_quant.c: the `int8-fuse-group-quant` pass (`--int8`, spec accelerations §4.1
+/* int8_fuse_group_quant.c: the `int8-fuse-group-quant` pass (`--int8`, docs/models/accelerations.md §4.1
  * rule 3): absorbs an activation quantizer into the fused elementwise group that produces
  * its input (the MLP's SwiGLU group, whose g = bf16(silu(f32(gate)) * f32(up)) is fc2's
  * input). A `quantize_rows(g) {rotate = 0}` whose operand g is the only result of a

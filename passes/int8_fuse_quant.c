@@ -1,4 +1,4 @@
-/* int8_fuse_quant.c: the `int8-fuse-quant` pass (`--int8`, spec accelerations §4.1 rules
+/* int8_fuse_quant.c: the `int8-fuse-quant` pass (`--int8`, docs/models/accelerations.md §4.1 rules
  * 3-4): absorbs an activation quantizer into the norm + modulate op that produces its
  * input. A `quantize_rows(y) {rotate = 0}` whose operand y is the modulated result of a
  * norm_modulate / residual_norm_modulate (no other user of y) becomes results of that op:

@@ -1,4 +1,4 @@
-/* int8_lowering.c: the `int8-lowering` pass (`--int8`, spec accelerations §4.1): lowers
+/* int8_lowering.c: the `int8-lowering` pass (`--int8`, docs/models/accelerations.md §4.1): lowers
  * bf16 linears to int8 x int8 -> int32 GEMMs with per-row activation scales and
  * per-output-channel weight scales.
  *

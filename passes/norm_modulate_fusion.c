@@ -1,5 +1,5 @@
 /* norm_modulate_fusion.c: the `norm-modulate-fusion` pass: RMSNorm + indexed AdaLN
- * modulate (spec/accelerations.md §3, Plan A / Plan B) as one op each.
+ * modulate (docs/models/accelerations.md §3, Plan A / Plan B) as one op each.
  *
  * Plan A (pattern "norm-modulate", root rms_norm): the chain
  *   %h = rms_norm(%x, %gamma)                      bf16[T, H]

@@ -1,4 +1,4 @@
-/* row_split.c: the `row-split` pass (`--int8`, spec accelerations §4.2): splits the rows
+/* row_split.c: the `row-split` pass (`--int8`, docs/models/accelerations.md §4.2): splits the rows
  * of large int8 GEMMs into chunks.
  *
  * For every int8 GEMM (linear_int8; a matmul_i8 made from one by int8-dequant-split, which

@@ -1,5 +1,5 @@
 /* spectrum.c: the `spectrum` pass (opt-in, `h3c --spectrum`): Spectrum step skipping
- * (spec accelerations §6, docs/step-skipping.md).
+ * (docs/models/accelerations.md §6, docs/step-skipping.md).
  *
  * The sampling loop `loop(carried) {count = n}` whose body calls graph G (the graph with
  * the `trunk` loop) is unrolled by the static schedule into segments: maximal runs of real

@@ -2,7 +2,7 @@
  * private to passes/ and tests/spectrum/ (docs/step-skipping.md).
  *
  * - Options: the `--spectrum` and Cache-DiT option texts, parsed with defaults
- *   (spec accelerations §6.4, §7).
+ *   (docs/models/accelerations.md §6.4, §7).
  * - Spectrum math (spectrum_math.c): the static schedule of real and forecast steps, the
  *   Chebyshev basis over tau(i) = 2i/tau_steps - 1, the fp64 Cholesky solve of
  *   (G + lam I) a = x, and the per-step coefficient rows the two Spectrum ops read.

@@ -1,4 +1,4 @@
-/* spectrum_math.c: the host-side math of Spectrum (spec accelerations §6.2-§6.4), all
+/* spectrum_math.c: the host-side math of Spectrum (docs/models/accelerations.md §6.2-§6.4), all
  * computed by h3c at compile time because the schedule and every tau are static:
  *   - the schedule rule (real steps: the warm-up, then one per window that grows by flex);
  *   - tau(i) = 2i / tau_steps - 1 and the Chebyshev basis x(tau) = [T_0 .. T_m];

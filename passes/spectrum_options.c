@@ -1,5 +1,5 @@
 /* spectrum_options.c: the option texts of the step-skipping passes, with their defaults
- * and ranges (spec accelerations §6.4 and §7):
+ * and ranges (docs/models/accelerations.md §6.4 and §7):
  *   Spectrum: "WARMUP:WINDOW:FLEX" (the first field only) and "key=value" fields, comma
  *   separated: warmup, window, flex, w, m, lam, taylor, tau_steps;
  *   Cache-DiT: "key=value" fields: warmup, threshold, max_consecutive.

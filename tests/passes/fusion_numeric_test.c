@@ -11,7 +11,7 @@
  *     max(|exact|, 1); the exact chain itself is off by up to ~3 ulps where f = s - x
  *     cancels) of the exact ones, and their error
  *     against an unrounded fp32 evaluation is no worse than 1.5x the exact error (RMS
- *     and max, the spirit of the admission rule of spec/accelerations.md §2).
+ *     and max, the spirit of the admission rule of docs/models/accelerations.md §2).
  */
 #include "h3/bf16.h"
 #include "h3/op_registry.h"
