@@ -340,7 +340,8 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (missing) return missing_value(cmd, a);
   }
-  if (o->spectrum && o->passes.tier == H3_TIER_HIGH) { /* docs/models/accelerations.md §2 rule 7 */
+  /* docs/models/accelerations.md §2 rule 7 */
+  if (o->spectrum && o->passes.tier == H3_TIER_HIGH) {
     fprintf(stderr, "h3c: --spectrum cannot be combined with --quality high (Cache-DiT): both "
                     "skip the block stack; use one skip-step accelerator.\n");
     return 1;

@@ -390,7 +390,6 @@ static int run(const options *o, h3_diag *d) {
                  .module = m,
                  .weight_bytes = h3_runtime_weight_bytes(rt),
                  .activation_bytes = h3_runtime_activation_bytes(rt),
-                 .threads = o->threads,
                  .device = h3_backend_device_name(b),
                  .attention = h3_backend_option(b, "attention"),
                  .gpu_seconds = h3_backend_busy_seconds(b)};

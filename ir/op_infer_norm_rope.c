@@ -1,9 +1,9 @@
 /* op_infer_norm_rope.c: result type inference of ops.def's rms_norm_rope, the per-head
  * q/k RMSNorm + RoPE of an attention block in one op (made by qk-norm-rope-fusion,
- * passes/norm_rope_fusion.c). x bf16[T, C] is read at columns [start, start + heads*D)
+ * passes/qk_norm_rope_fusion.c). x bf16[T, C] is read at columns [start, start + heads*D)
  * (in place of the column slice the pass removed); w [D] gives the head width; cos and sin
  * [T, R/2] rotate R <= D dims. The result is bf16[T, heads, D].
- * The int8 form (made by int8-qk-norm-rope, passes/int8_qk_rope.c) has x = the i32[T, C]
+ * The int8 form (made by int8-qk-norm-rope, passes/int8_qk_norm_rope.c) has x = the i32[T, C]
  * accumulators of an int8 GEMM and three more operands, s_x f32[T], s_w f32[C] and
  * bias?[C] (bf16, f16 or f32): x is dequantized as dequant_i8 does, rounded to bf16.
  */

@@ -193,7 +193,7 @@ static void print_on_off(FILE *out, const h3_report *r) {
   bytes_text(wb, sizeof wb, (double)r->weight_bytes);
   bytes_text(xb, sizeof xb, (double)r->activation_bytes);
   fprintf(out, "  device memory    : weights %s, activations %s\n", wb, xb);
-  fprintf(out, "  attention        : %s\n", r->attention ? r->attention : "reference (cpu)");
+  fprintf(out, "  attention        : %s\n", r->attention ? r->attention : "?");
 }
 
 typedef struct {
@@ -231,10 +231,8 @@ void h3_report_print(FILE *out, const h3_report *r) {
   fprintf(out, "=== h3exec ===\n");
   fprintf(out, "  plan             : %s (model %s, config %s)\n", r->plan_file ? r->plan_file : "?",
           r->module->model ? r->module->model : "?", r->module->config ? r->module->config : "?");
-  if (r->device)
-    fprintf(out, "  ran              : %s on %s, %s\n", r->graph, r->backend, r->device);
-  else
-    fprintf(out, "  ran              : %s on %s (%d threads)\n", r->graph, r->backend, r->threads);
+  fprintf(out, "  ran              : %s on %s, %s\n", r->graph, r->backend,
+          r->device ? r->device : "?");
   fprintf(out, "  weights          : %s, seed %llu\n", r->weights, (unsigned long long)r->seed);
   fprintf(out, "  iterations       : %d warm-up, %d measured\n", r->warmup, r->iterations);
   print_on_off(out, r);

@@ -56,7 +56,7 @@ typedef struct {
   h3_status (*sync)(h3_backend *b, h3_diag *d);
   /* Monotonic seconds (after sync, differences are elapsed wall time). */
   double (*now)(h3_backend *b);
-  /* What runs the work: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)", "cpu (2 threads)". */
+  /* What runs the work: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)"; cpu: "2 threads". */
   const char *(*device_name)(h3_backend *b);
   /* Whether run_op runs this compute or fused op (its exec kind and dtypes); an op it does
    * not support fails in run_op with a message that says so. */

@@ -117,7 +117,6 @@ typedef struct {
   const h3_op_stat *stats;
   const h3_module *module;
   size_t weight_bytes, activation_bytes;
-  int threads;
   const char *device;    /* the backend's device in words, or NULL */
   const char *attention; /* attention implementation, or NULL */
   double gpu_seconds;    /* device busy time over the measured iterations; < 0: n/a */

@@ -323,7 +323,7 @@ h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d) {
   }
   int threads = o && o->threads > 0 ? o->threads : 2;
   s->pool = h3cpu_pool_new(threads);
-  snprintf(s->name, sizeof s->name, "cpu (%d thread%s)", threads, threads == 1 ? "" : "s");
+  snprintf(s->name, sizeof s->name, "%d thread%s", threads, threads == 1 ? "" : "s");
   b->ops = &cpu_ops;
   b->ctx = s;
   b->seed = o ? o->seed : 0;
