@@ -49,11 +49,20 @@ static void report(h3_diag *d) {
   h3_diag_init(d);
 }
 
-/* Random host inputs for op, with index operands inside their ranges. */
+/* Random host inputs for op, with index operands inside their ranges; an operand that is
+ * the same value as an earlier one (mul(%a, %a)) gets a copy of its data. */
 static void **make_inputs(const h3_op *op) {
   void **in = calloc((size_t)op->n_operands + 1, sizeof *in);
   for (int i = 0; in && i < op->n_operands; i++) {
     const h3_type *t = &op->operands[i]->type;
+    int same = -1;
+    for (int j = 0; j < i && same < 0; j++)
+      if (op->operands[j] == op->operands[i]) same = j;
+    if (same >= 0) {
+      size_t bytes = (size_t)h3_type_bytes(t);
+      if ((in[i] = malloc(bytes ? bytes : 1))) memcpy(in[i], in[same], bytes);
+      continue;
+    }
     int64_t hi = 4;
     const h3_type *t0 = &op->operands[0]->type;
     if ((op->code == H3_OP_INDEX || op->code == H3_OP_SET_INDEX) && i == 1)
