@@ -3,13 +3,15 @@
 // widening loads (h3_w/h3_ld), narrowing stores with one RNE rounding (h3_put), rounding to
 // bf16/f16 in registers (h3_rbf16/h3_rf16), 8-wide vector loads and stores, the per-op math
 // (IEEE _rn intrinsics, so FMA contraction cannot change a result) and, embedded at build
-// time in place of its #include, include/h3/rng.h (Philox + Box-Muller, the CPU's text).
+// time in place of their #include, include/h3/rng.h (Philox + Box-Muller) and
+// include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text.
 // Under H3_HOST_EMU it compiles as host C++ (tests/codegen/host_emu.h).
 #ifndef H3_HOST_EMU
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #endif
 #include "h3/rng.h"
+#include "h3/scalar.h"
 typedef __nv_bfloat16 h3_bf16;
 typedef __half h3_f16;
 #define H3_DI __device__ __forceinline__
@@ -175,20 +177,9 @@ H3_DI double h3_mul(double a, double b) { return __dmul_rn(a, b); }
 H3_DI long long h3_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
 H3_DI float h3_div(float a, float b) { return __fdiv_rn(a, b); }
 H3_DI double h3_div(double a, double b) { return __ddiv_rn(a, b); }
-// integer division floors (Python); x / 0 gives 0
-H3_DI long long h3_div(long long a, long long b) {
-  if (b == 0) return 0;
-  long long q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-  return q;
-}
-// integer modulo takes the divisor's sign (Python); x % 0 gives 0
-H3_DI long long h3_mod(long long a, long long b) {
-  if (b == 0) return 0;
-  long long r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
+// integer division floors and modulo takes the divisor's sign (Python), include/h3/scalar.h
+H3_DI long long h3_div(long long a, long long b) { return h3_sc_floordiv(a, b); }
+H3_DI long long h3_mod(long long a, long long b) { return h3_sc_floormod(a, b); }
 H3_DI float h3_max(float a, float b) { return fmaxf(a, b); }
 H3_DI double h3_max(double a, double b) { return fmax(a, b); }
 H3_DI long long h3_max(long long a, long long b) { return a > b ? a : b; }
@@ -222,6 +213,6 @@ H3_DI float h3_sin(float a) { return sinf(a); }
 H3_DI double h3_sin(double a) { return sin(a); }
 // clamp of a gather index into [0, n); the int form for i32 indices into n < 2^31 rows (two
 // 32-bit compares instead of 64-bit ones)
-H3_DI long long h3_clampi(long long v, long long n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
+H3_DI long long h3_clampi(long long v, long long n) { return h3_sc_clamp_row(v, n); }
 H3_DI int h3_clampi(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
 

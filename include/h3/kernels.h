@@ -3,7 +3,9 @@
  * Every hand-written CUDA kernel of h3 is a .cu / .cuh file under kernels/, embedded into
  * this library at build time (kernels/embed.cmake). They are compiled with NVRTC through
  * the kernel cache like the kernels codegen emits, always behind the prelude:
- *   prelude.cuh        the shared arithmetic (codegen's kernels and the hand-written ones)
+ *   prelude.cuh        the shared arithmetic (codegen's kernels and the hand-written ones),
+ *                      with include/h3/rng.h and include/h3/scalar.h in place of their
+ *                      #include: the scalar math the CPU backend compiles too, written once
  *   util.cu            index copy (an index op's row gather), device random weights
  *   attention_ref.cu   the reference attention (one thread per query row and head)
  *   flash_attention.cu the flash attention forward (wgmma, sm_90a)
@@ -28,7 +30,7 @@ extern const h3_kernel_text h3_kernel_texts[];
 
 /* The text of kernels/<name>, NULL when there is no such file. */
 const char *h3_kernel_source(const char *name);
-/* kernels/prelude.cuh with include/h3/rng.h in place of its #include. */
+/* kernels/prelude.cuh with include/h3/rng.h and scalar.h in place of their #include. */
 const char *h3_kernel_prelude(void);
 
 #endif

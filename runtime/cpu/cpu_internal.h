@@ -15,6 +15,7 @@
 #include "h3/op_registry.h"
 
 #include "h3/bf16.h"
+#include "h3/scalar.h"
 
 #include <math.h>
 #include <string.h>

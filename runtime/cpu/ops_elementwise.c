@@ -111,26 +111,10 @@ static int64_t ew_i64(h3_opcode c, int64_t a, int64_t b, const ew_attrs *at, int
   case H3_OP_ADD: return (int64_t)(ua + ub);
   case H3_OP_SUB: return (int64_t)(ua - ub);
   case H3_OP_MUL: return (int64_t)(ua * ub);
-  case H3_OP_DIV: {
-    if (b == 0) {
-      *div0 = 1;
-      return 0;
-    }
-    if (b == -1) return (int64_t)(0 - ua);
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-    return q;
-  }
-  case H3_OP_MOD: {
-    if (b == 0) {
-      *div0 = 1;
-      return 0;
-    }
-    if (b == -1) return 0;
-    int64_t r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-  }
+  case H3_OP_DIV:
+  case H3_OP_MOD:
+    if (b == 0) *div0 = 1;
+    return c == H3_OP_DIV ? h3_sc_floordiv(a, b) : h3_sc_floormod(a, b);
   case H3_OP_MAX: return a > b ? a : b;
   case H3_OP_MIN: return a < b ? a : b;
   case H3_OP_NEG: return (int64_t)(0 - ua);

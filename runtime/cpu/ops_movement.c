@@ -96,7 +96,7 @@ H3_CPU_KERNEL(h3cpu_gather) {
   int64_t n = h3cpu_numel(&in[1]);
   for (int64_t i = 0; i < n; i++) {
     int64_t r = h3cpu_ldi(in[1].data, in[1].type.dtype, i);
-    r = r < 0 ? 0 : r >= rows ? rows - 1 : r;
+    r = h3_sc_clamp_row(r, rows);
     copy_elems(out[0].data, out[0].type.dtype, i * row, in[0].data, tt->dtype, r * row, row);
   }
   return H3_OK;

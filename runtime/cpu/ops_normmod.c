@@ -50,7 +50,6 @@ typedef struct {
   float **scratch; /* quantize = 1: one fp32 row per worker */
 } nm_job;
 
-static int64_t clamp_row(int64_t g, int64_t n) { return g < 0 ? 0 : g >= n ? n - 1 : g; }
 
 /* The lossless tier's r of a bf16 row: squares summed by fmaf, then the reciprocal square
  * root of fmaf(ss, fl(1/H), eps) computed in double and rounded once (the kernel's
@@ -96,10 +95,10 @@ static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
   float *v_q = j->q ? j->scratch[worker] : NULL;
   const int64_t H = j->H;
   for (int64_t t = begin; t < end; t++) {
-    const int64_t g = clamp_row(j->idx[t], j->G);
+    const int64_t g = h3_sc_clamp_row(j->idx[t], j->G);
     const uint16_t *x = j->residual + t * H;
     if (j->res_out) { /* U3, in place allowed: residual'[k] is written after reading [k] */
-      const int64_t gg = clamp_row(j->idx[t], j->gate_rows);
+      const int64_t gg = h3_sc_clamp_row(j->idx[t], j->gate_rows);
       const uint16_t *gr = j->gate + gg * H;
       uint16_t *ro = j->res_out + t * H;
       for (int64_t k = 0; k < H; k++) {
