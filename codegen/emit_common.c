@@ -163,7 +163,8 @@ h3_status h3_codegen_emit_op(const h3_op *op, h3_tier tier, h3_arena *a, h3_kern
   /* an op's own `tier` (fused groups, the norm_modulate ops) wins over the caller's */
   ec.exact = h3_op_attr_tier(op, "tier", tier) != H3_TIER_LOSSLESS;
   h3_strbuf_init(&ec.src);
-  h3_strbuf_printf(&ec.src, "// %s: %s", ec.opname, ec.exact ? "exact" : "lossless");
+  h3_strbuf_printf(&ec.src, "// %s: %s", ec.opname,
+                   h3_tier_name(ec.exact ? H3_TIER_EXACT : H3_TIER_LOSSLESS));
   for (int i = 0; i < op->n_results; i++) {
     h3_strbuf_append(&ec.src, i ? ", " : " -> ");
     h3_type_print(&ec.src, &op->results[i]->type);

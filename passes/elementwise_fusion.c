@@ -433,7 +433,7 @@ static h3_status fusion_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   }
   if (st == H3_OK)
     h3_pass_report(ctx, "fused groups: %d (tier %s)", s.n_groups,
-                   s.tier == H3_TIER_EXACT ? "exact" : "lossless");
+                   h3_tier_name(s.tier == H3_TIER_EXACT ? H3_TIER_EXACT : H3_TIER_LOSSLESS));
   h3_region_index_free(s.ix);
   free(s.mark);
   free(s.seen);

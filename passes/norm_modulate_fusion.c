@@ -315,7 +315,7 @@ static h3_status nm_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   }
   if (st == H3_OK)
     h3_pass_report(ctx, "fused sites: %d Plan A, %d Plan B (tier %s)", s.n_plan_a, s.n_plan_b,
-                   s.tier == H3_TIER_EXACT ? "exact" : "lossless");
+                   h3_tier_name(s.tier == H3_TIER_EXACT ? H3_TIER_EXACT : H3_TIER_LOSSLESS));
   return st;
 }
 
