@@ -26,7 +26,7 @@
  * hints; session 6's text edits b1-b9 of the former Plan B kernel and b10's parameters; session
  * 7's edits of the register row: bn / bf / bc / bs / b2, its blocks-per-SM bound, fp32 U3, load
  * cache hints) are in this file's git history, their numbers in dev/results/
- * 2026-11-30-h200-*normmod-variants*.txt and 2026-12-01-h200-s7-*.txt. NM_BALLAST_GB=N allocates
+ * 2026-11-30-h200-*normmod-variants*.txt and 2026-12-01-h200-normmod-*.txt. NM_BALLAST_GB=N allocates
  * N GiB before the bench's own buffers. */
 #include NM_KERNEL_H
 #include <cstdint>

@@ -16,7 +16,7 @@ static const h3_span no_span = {0};
  * dequantization, CUDA backend) on one H200, 2026-11-29, M = 32,704 rows, per GEMM shape
  * family (N, K): the fastest of unsplit and chunks of 4096, 8192, 16384 rows, "never
  * split" (max_rows 0) unless a split gains at least 2 % (dev/results/
- * 2026-11-29-h200-s2-tests-bench-block-int8.txt). Shapes not listed follow the rule with
+ * 2026-11-29-h200-tests-bench-block-int8.txt). Shapes not listed follow the rule with
  * the default max_rows / min_split_n. docs/int8.md has the table and how to extend it. */
 static const struct {
   int64_t n, k, max_rows;
