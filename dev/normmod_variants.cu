@@ -6,8 +6,8 @@
  *   v0        the plan's Plan A kernel (norm_modulate); a1 / a2: with r by rsqrtf / with the
  *             chunk-0 table loads issued right after the reduction's barrier; a4: the chunks'
  *             bodies without their `u < units` test (the staged Plan B's form); a256: with 256
- *             threads per row (the tier's block before session 6: another sum order, compared
- *             by check_close); all text edits by normmod_variants.sh
+ *             threads per row (the tier's block before the 224-thread rows of 2026-11-30: another
+ *             sum order, compared by check_close); all text edits by normmod_variants.sh
  *   b0        the plan's Plan B kernel (residual_norm_modulate: the staged row), out of place,
  *             and in place as the model runs it, against a cudaMemcpy of twice x's bytes; with
  *             gamma and the tables in separate allocations too ("sep")
@@ -23,9 +23,9 @@
  * inputs (DiT-like rows with outlier channels, N(0, 0.2) tables, H3's row layout of idx), where
  * normmod_gpu's Plan B times ran 3-6 us above this bench's. The earlier forms (v1-v26:
  * multi-row blocks, rings, bulk copies, persistent blocks, w_eff tables, copies with cache
- * hints; session 6's text edits b1-b9 of the former Plan B kernel and b10's parameters; session
- * 7's edits of the register row: bn / bf / bc / bs / b2, its blocks-per-SM bound, fp32 U3, load
- * cache hints) are in this file's git history, their numbers in dev/results/
+ * hints; the text edits b1-b9 of the former Plan B kernel and b10's parameters, 2026-11-30; the
+ * edits of the register row, 2026-12-01: bn / bf / bc / bs / b2, its blocks-per-SM bound, fp32
+ * U3, load cache hints) are in this file's git history, their numbers in dev/results/
  * 2026-11-30-h200-*normmod-variants*.txt and 2026-12-01-h200-normmod-*.txt. NM_BALLAST_GB=N allocates
  * N GiB before the bench's own buffers. */
 #include NM_KERNEL_H
@@ -45,9 +45,9 @@
 // with the row's residual and update brought into shared memory by cp.async (16 bytes per thread
 // and chunk, L2 only) instead of registers: no registers held while the loads are in flight, so
 // more rows per SM (5 blocks asked of the register allocator: 56 registers). Each thread reads
-// back only the chunks it copied (cp.async.wait_all, no barrier). (Measured and dropped, session
-// 6 call 6: residual' kept in shared memory across the reduction, 6-9 blocks per SM, the chunk
-// loops not unrolled.)
+// back only the chunks it copied (cp.async.wait_all, no barrier). (Measured and dropped on
+// 2026-11-30, dev/results/2026-11-30-h200-normmod-variants-e.txt: residual' kept in shared
+// memory across the reduction, 6-9 blocks per SM, the chunk loops not unrolled.)
 // BF: U3 by h3_u3bf8 (the plan's bf16x2 arithmetic: b11) instead of fp32.
 template <bool BF>
 __global__ void __launch_bounds__(224, 5) nm_b10(const h3_bf16 *in0, const h3_bf16 *__restrict__ in1,
