@@ -253,11 +253,12 @@ static bool cuda_supports_op(h3_backend *b, const h3_op *op) {
   (void)b;
   switch (h3_exec_classify(op)) {
   case H3_EXEC_CONTROL:
-  case H3_EXEC_DEFERRED:
     return false;
+  case H3_EXEC_DEFERRED:
+    return cu_m31_runs(op);
   case H3_EXEC_LIBRARY:
     return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 ||
-           op->code == H3_OP_MATMUL_I8 || op->code == H3_OP_ATTENTION;
+           op->code == H3_OP_MATMUL_I8 || op->code == H3_OP_ATTENTION || cu_m31_runs(op);
   default:
     return true;
   }

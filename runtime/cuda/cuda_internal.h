@@ -50,6 +50,8 @@ typedef enum {
                         alone (cuda_int8.c) */
   CU_OP_ATTENTION,   /* attention through the selected implementation */
   CU_OP_HOST,        /* sigma_schedule: computed on the host, uploaded */
+  CU_OP_M31,         /* an M3.1 hand kernel (cuda_m31.c: routing, MoE, paged / sparse
+                        attention, block selection, the Markov head) */
   CU_OP_UNSUPPORTED, /* not on cuda yet */
 } cu_op_kind;
 
@@ -170,6 +172,17 @@ h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, i
 /* dst[i] = h3_rng_init_value(kind, scale, seed, stream, i) rounded to dtype, i < n. */
 h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int kind,
                          float scale, uint64_t seed, uint32_t stream, h3_diag *d);
+
+/* ---- M3.1's hand kernels (cuda_m31.c) ---------------------------------------------------- */
+/* Whether op is one of them: router_topk, moe, markov_draft, index_topk, paged_attention,
+ * block_attention, sparse_attention. */
+bool cu_m31_runs(const h3_op *op);
+h3_status cu_m31_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                     h3_diag *d);
+/* Macro lines that instantiate kernels/<file> (m31_moe.cu or m31_msa.cu) with the model's
+ * dtypes (bf16 activations and weights, f32 router and outputs, i32 ids): the compile
+ * check's. NULL for another file. */
+const char *cu_m31_check_defines(const char *file);
 
 /* ---- cuBLASLt (cuda_gemm.c) ------------------------------------------------------------- */
 h3_status cu_gemm_init(cu_state *s, h3_diag *d);

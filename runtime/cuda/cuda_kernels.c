@@ -263,7 +263,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 9 };
+  enum { N_JOBS = 11 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -277,6 +277,8 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   cu_int8_defines(defs[8], sizeof defs[8], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_DTYPE_COUNT,
                   H3_F32);
   for (int i = 7; i < 9; i++) file[i] = "int8_gemm.cu", def[i] = defs[i], exact[i] = true;
+  file[9] = "m31_moe.cu", file[10] = "m31_msa.cu";
+  for (int i = 9; i < 11; i++) def[i] = cu_m31_check_defines(file[i]), exact[i] = true;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;
@@ -374,7 +376,7 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
     o->kind = CU_OP_HOST;
     return H3_OK;
   case H3_EXEC_DEFERRED:
-    o->kind = CU_OP_UNSUPPORTED;
+    o->kind = cu_m31_runs(op) ? CU_OP_M31 : CU_OP_UNSUPPORTED;
     return H3_OK;
   case H3_EXEC_LIBRARY:
     if (op->code == H3_OP_LINEAR) {
@@ -385,7 +387,9 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
       o->kind = CU_OP_LINEAR_INT8;
       return cu_int8_prepare(s, op, &o->int8, d);
     }
-    o->kind = op->code == H3_OP_ATTENTION ? CU_OP_ATTENTION : CU_OP_UNSUPPORTED;
+    o->kind = op->code == H3_OP_ATTENTION ? CU_OP_ATTENTION
+              : cu_m31_runs(op)            ? CU_OP_M31
+                                           : CU_OP_UNSUPPORTED;
     return H3_OK;
   case H3_EXEC_KERNEL:
     break;
@@ -487,6 +491,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_LINEAR_INT8: return cu_int8_run(s, o->int8, in, n_in, out, d);
   case CU_OP_ATTENTION: return cu_attention_run(s, o->op, in, out, d);
   case CU_OP_HOST: return run_host(s, o, out, d);
+  case CU_OP_M31: return cu_m31_run(s, o->op, in, out, d);
   case CU_OP_UNSUPPORTED: break;
   }
   return cu_op_error(d, o->op, "run this model with --backend cpu for now",

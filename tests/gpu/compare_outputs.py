@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """compare_outputs.py: NMSE of every tensor of A.safetensors against B.safetensors (the
 reference); fails when a tensor is not finite or above LIMIT. With --finite: checks that
-every tensor of A is finite (and prints its shape, mean and RMS), no reference.
+every tensor of A is finite (and prints its shape, mean and RMS), no reference. With
+--tokens: the generated token ids of A against B, position by position; prints how many
+leading tokens agree (greedy decoding may part where two logits nearly tie) and fails only
+when the shapes differ or A holds ids outside [0, VOCAB).
     python3 tests/gpu/compare_outputs.py A.safetensors B.safetensors LIMIT
     python3 tests/gpu/compare_outputs.py --finite A.safetensors
+    python3 tests/gpu/compare_outputs.py --tokens A.safetensors B.safetensors VOCAB
 """
 import sys
 
@@ -25,9 +29,30 @@ def finite(path):
     return 1 if bad or not a else 0
 
 
+def tokens(path_a, path_b, vocab):
+    a, b = load_file(path_a), load_file(path_b)
+    bad = 0
+    for k in sorted(b):
+        x, y = a.get(k), b[k]
+        if x is None or x.shape != y.shape:
+            print(f"{k}: shape {None if x is None else list(x.shape)} vs {list(y.shape)} FAIL")
+            bad += 1
+            continue
+        if ((x < 0) | (x >= vocab)).any():
+            print(f"{k}: ids outside [0, {vocab}) FAIL")
+            bad += 1
+            continue
+        diff = np.flatnonzero(x.ravel() != y.ravel())
+        lead = int(diff[0]) if diff.size else x.size
+        print(f"{k}: {lead} of {x.size} leading tokens equal; {x.size - diff.size} equal in all")
+    return 1 if bad else 0
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--finite":
         return finite(sys.argv[2])
+    if len(sys.argv) == 5 and sys.argv[1] == "--tokens":
+        return tokens(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@
 #          GPU random weights; then again with every GEMM tuned, H3_GEMM_TUNE_MIN_FLOPS=0),
 #          test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs, exact tier vs unfused,
 #          bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
+#   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
@@ -51,7 +52,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -109,6 +110,15 @@ for section in $SECTIONS; do
     step test_gpu_ops_tuned 420 env H3_GEMM_TUNE_MIN_FLOPS=0 "$BIN/test_gpu_ops" models
     step test_gpu_model 300 "$BIN/test_gpu_model" models
     step test_gpu_int8 420 "$BIN/test_gpu_int8"
+    ;;
+  m31)
+    # M3.1 tiny on cuda (the hand kernels of runtime/cuda/cuda_m31.c) and on cpu: the tokens
+    step m31_tiny_cuda 120 "$BIN/h3exec" "$PLANS/m31_tiny.plan" --backend cuda --weights random \
+      --seed 3 --out "$WORK/m31_tiny_cuda.safetensors"
+    step m31_tiny_cpu 120 "$BIN/h3exec" "$PLANS/m31_tiny.plan" --backend cpu --weights random \
+      --seed 3 --out "$WORK/m31_tiny_cpu.safetensors"
+    step m31_tiny_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
+      "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_cpu.safetensors" 256
     ;;
   tiny)
     for att in cudnn flash reference; do

@@ -1,0 +1,226 @@
+/* cuda_m31.c: launches of MiniMax-M3.1's hand kernels on the cuda backend: router_topk,
+ * moe and markov_draft (kernels/m31_moe.cu), paged / block / sparse attention and
+ * index_topk (kernels/m31_msa.cu). Each file is instantiated per dtype combination of the
+ * op (macro lines in front of it), compiled through the kernel cache on first use and
+ * registered by name. The kernels read positions, page tables, selections and expert ids on
+ * the device and clamp nothing the CPU reference would report: an out-of-range id there is
+ * an error on the CPU backend and undefined here (the plan's own ops produce valid ones).
+ * Nothing is allocated per run, so the ops can be captured in CUDA graphs.
+ */
+#include "cuda_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { M31_THREADS = 256, M31_ATT_THREADS = 128 };
+
+/* The kernel `name` of `file`, compiled with `defines` on first use. */
+static cu_kernel *m31_kernel(cu_state *s, const h3_op *op, const char *file, const char *defines,
+                             const char *name, h3_diag *d) {
+  cu_kernel *k = cu_kernel_find(s, name);
+  if (k && !k->fn) {
+    cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
+    return NULL;
+  }
+  if (k) return k;
+  const char *names[1] = {name};
+  if (cu_compile_tu(s, defines, file, true, 1, names, &k, d) != H3_OK) return NULL;
+  return k;
+}
+
+/* Sets a kernel's dynamic shared memory limit when it needs more than the default 48 KiB. */
+static h3_status m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, h3_diag *d) {
+  if (bytes <= 48 * 1024) return H3_OK;
+  if (bytes > s->smem_optin)
+    return cu_op_error(d, op, NULL, "needs %zu bytes of shared memory; the device has %zu", bytes,
+                       s->smem_optin);
+  CU_CHECK(d, cudaKernelSetAttributeForDevice(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              (int)bytes, s->device), k->name);
+  return H3_OK;
+}
+
+#define T_(x) h3_kernel_ctype(x)
+#define DN(x) h3_dtype_name(x)
+
+static h3_status run_router(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                            h3_diag *d) {
+  long long T = in[0].type.dims[0], H = in[0].type.dims[1];
+  int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
+  if (k > E || E > 256) return cu_op_error(d, op, NULL, "k = %d of %d experts (at most 256)", k, E);
+  char name[128], defs[512];
+  snprintf(name, sizeof name, "h3cu_router_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
+           DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
+  snprintf(defs, sizeof defs,
+           "#define H3_ROUTER_NAME %s\n#define H3_MOE_NAME h3cu_moe_unused_r\n"
+           "#define H3_MARKOV_NAME h3cu_markov_unused_r\n#define H_T %s\n#define W_T %s\n"
+           "#define B_T %s\n#define I_T %s\n#define O_T %s\n",
+           name, T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[2].type.dtype),
+           T_(out[0].type.dtype), T_(out[1].type.dtype));
+  cu_kernel *kn = m31_kernel(s, op, "m31_moe.cu", defs, name, d);
+  if (!kn || T == 0) return kn ? H3_OK : H3_ERR;
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  const void *h = in[0].data, *w = in[1].data, *b = in[2].data;
+  void *ids = out[0].data, *wts = out[1].data;
+  void *args[] = {&h, &w, &b, &ids, &wts, &H, &E, &k, &scale};
+  int64_t grid[3] = {T, 1, 1}, block[3] = {M31_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)E * 4, args, d);
+}
+
+static h3_status run_moe(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                         h3_diag *d) {
+  long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
+  int k = (int)in[3].type.dims[1];
+  char name[128], defs[512];
+  snprintf(name, sizeof name, "h3cu_moe_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
+           DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
+  snprintf(defs, sizeof defs,
+           "#define H3_ROUTER_NAME h3cu_router_unused_m\n#define H3_MOE_NAME %s\n"
+           "#define H3_MARKOV_NAME h3cu_markov_unused_m\n#define H_T %s\n#define W_T %s\n"
+           "#define B_T %s\n#define I_T %s\n#define O_T %s\n",
+           name, T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[4].type.dtype),
+           T_(in[3].type.dtype), T_(out[0].type.dtype));
+  cu_kernel *kn = m31_kernel(s, op, "m31_moe.cu", defs, name, d);
+  size_t smem = (size_t)F * 4 + (size_t)k * 4;
+  if (!kn || m31_smem(s, op, kn, smem, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
+  float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
+  const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
+  void *o = out[0].data;
+  void *args[] = {&h, &gu, &dn, &ids, &w, &o, &H, &F, &k, &alpha, &limit};
+  int64_t grid[3] = {T, 1, 1}, block[3] = {M31_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)smem, args, d);
+}
+
+static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                            h3_diag *d) {
+  int G = (int)in[0].type.dims[0], r = (int)in[1].type.dims[1];
+  long long V = in[0].type.dims[1];
+  char name[128], defs[512];
+  snprintf(name, sizeof name, "h3cu_markov_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
+           DN(in[3].type.dtype), DN(out[0].type.dtype));
+  snprintf(defs, sizeof defs,
+           "#define H3_ROUTER_NAME h3cu_router_unused_k\n#define H3_MOE_NAME h3cu_moe_unused_k\n"
+           "#define H3_MARKOV_NAME %s\n#define H_T float\n#define W_T %s\n#define B_T %s\n"
+           "#define I_T %s\n#define O_T %s\n",
+           name, T_(in[1].type.dtype), T_(in[0].type.dtype), T_(in[3].type.dtype),
+           T_(out[0].type.dtype));
+  cu_kernel *kn = m31_kernel(s, op, "m31_moe.cu", defs, name, d);
+  if (!kn || m31_smem(s, op, kn, (size_t)r * 4, d) != H3_OK) return H3_ERR;
+  const void *b = in[0].data, *w1 = in[1].data, *w2 = in[2].data, *prev = in[3].data;
+  void *z = out[0].data, *dr = out[1].data;
+  void *args[] = {&b, &w1, &w2, &prev, &z, &dr, &G, &V, &r};
+  int64_t grid[3] = {1, 1, 1}, block[3] = {M31_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)r * 4, args, d);
+}
+
+/* The defines of m31_msa.cu for q / key / index / output dtypes; name gets the kernel name. */
+static void msa_defines(char *defs, size_t n, const char *name_att, const char *name_topk,
+                        h3_dtype q, h3_dtype k, h3_dtype ix, h3_dtype o) {
+  snprintf(defs, n,
+           "#define H3_KV_ATT_NAME %s\n#define H3_TOPK_NAME %s\n#define Q_T %s\n#define K_T %s\n"
+           "#define IX_T %s\n#define O_T %s\n",
+           name_att, name_topk, T_(q), T_(k), T_(ix), T_(o));
+}
+
+static h3_status run_kv_attention(cu_state *s, const h3_op *op, const h3_tensor *in,
+                                  const h3_tensor *out, h3_diag *d) {
+  int kind = op->code == H3_OP_PAGED_ATTENTION ? 0 : op->code == H3_OP_BLOCK_ATTENTION ? 1 : 2;
+  const h3_type *qt = &in[0].type, *ct = &in[1].type;
+  long long T = qt->dims[0];
+  int Hq = (int)qt->dims[1], D = (int)qt->dims[2], Hk = (int)ct->dims[ct->rank - 2];
+  int page = (int)h3_op_attr_int(op, "page", ct->dims[1]);
+  if (D > 256 || Hk <= 0 || Hq % Hk != 0 || page <= 0)
+    return cu_op_error(d, op, NULL, "head_dim %d (at most 256), %d q heads over %d kv heads, page %d",
+                       D, Hq, Hk, page);
+  const h3_tensor *ix = kind == 2 ? &in[4] : &in[3]; /* pos, or ctx_len */
+  const h3_tensor *ptt = kind == 2 ? &in[5] : &in[4]; /* the page table */
+  if ((kind == 1 && (in[5].type.dtype != ct->dtype || in[6].type.dtype != ct->dtype)) ||
+      in[2].type.dtype != ct->dtype)
+    return cu_op_error(d, op, NULL, "k and v caches (and block rows) of one dtype");
+  if (ptt->type.dtype != ix->type.dtype || (kind == 2 && in[3].type.dtype != ix->type.dtype))
+    return cu_op_error(d, op, NULL, "positions, page table and selections of one integer dtype");
+  char name[128], defs[512];
+  snprintf(name, sizeof name, "h3cu_kvatt_%s_%s_%s_%s", DN(qt->dtype), DN(ct->dtype),
+           DN(ix->type.dtype), DN(out[0].type.dtype));
+  msa_defines(defs, sizeof defs, name, "h3cu_topk_unused_a", qt->dtype, ct->dtype, ix->type.dtype,
+              out[0].type.dtype);
+  cu_kernel *kn = m31_kernel(s, op, "m31_msa.cu", defs, name, d);
+  if (!kn || T == 0) return kn ? H3_OK : H3_ERR;
+  const void *q = in[0].data, *kc = in[1].data, *vc = in[2].data, *kb = NULL, *vb = NULL;
+  const void *pos = NULL, *pt = NULL, *sel = NULL, *ctx = NULL;
+  int topk = 0;
+  if (kind == 0) pos = in[3].data, pt = in[4].data;
+  if (kind == 1) ctx = in[3].data, pt = in[4].data, kb = in[5].data, vb = in[6].data;
+  if (kind == 2) {
+    sel = in[3].data, pos = in[4].data, pt = in[5].data;
+    topk = (int)in[3].type.dims[in[3].type.rank - 1];
+  }
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  void *o = out[0].data;
+  void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &o,
+                  &kind, &T, &Hq, &Hk, &D, &page, &topk, &scale};
+  int64_t grid[3] = {T, Hq, 1}, block[3] = {M31_ATT_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, 0, args, d);
+}
+
+static h3_status run_index_topk(cu_state *s, const h3_op *op, const h3_tensor *in,
+                                const h3_tensor *out, h3_diag *d) {
+  const h3_type *qt = &in[0].type, *kt = &in[1].type;
+  long long T = qt->dims[0];
+  int Hi = (int)qt->dims[1], D = (int)qt->dims[2], page = (int)kt->dims[1];
+  int block = (int)h3_op_attr_int(op, "block", page);
+  int topk = (int)out[0].type.dims[out[0].type.rank - 1];
+  long long NP = h3_type_numel(&in[3].type);
+  if (block <= 0) return cu_op_error(d, op, NULL, "block %d must be positive", block);
+  if (in[2].type.dtype != out[0].type.dtype || in[3].type.dtype != out[0].type.dtype)
+    return cu_op_error(d, op, NULL, "positions, page table and the selection of one integer dtype");
+  size_t smem = (size_t)((NP * page) / block + 1) * 4; /* nb of the largest position */
+  char name[128], defs[512];
+  snprintf(name, sizeof name, "h3cu_topk_%s_%s_%s", DN(qt->dtype), DN(kt->dtype),
+           DN(out[0].type.dtype));
+  msa_defines(defs, sizeof defs, "h3cu_kvatt_unused_t", name, qt->dtype, kt->dtype,
+              out[0].type.dtype, qt->dtype);
+  cu_kernel *kn = m31_kernel(s, op, "m31_msa.cu", defs, name, d);
+  if (!kn || m31_smem(s, op, kn, smem, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
+  const void *iq = in[0].data, *ik = in[1].data, *pos = in[2].data, *pt = in[3].data;
+  void *o = out[0].data;
+  void *args[] = {&iq, &ik, &pos, &pt, &o, &Hi, &D, &page, &block, &topk};
+  int64_t grid[3] = {T, Hi, 1}, blk[3] = {M31_ATT_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, blk, (int64_t)smem, args, d);
+}
+
+const char *cu_m31_check_defines(const char *file) {
+  if (!strcmp(file, "m31_moe.cu"))
+    return "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
+           "#define H3_MARKOV_NAME h3cu_markov_check\n#define H_T h3_bf16\n#define W_T h3_bf16\n"
+           "#define B_T float\n#define I_T int\n#define O_T float\n";
+  if (!strcmp(file, "m31_msa.cu"))
+    return "#define H3_KV_ATT_NAME h3cu_kvatt_check\n#define H3_TOPK_NAME h3cu_topk_check\n"
+           "#define Q_T h3_bf16\n#define K_T h3_bf16\n#define IX_T int\n#define O_T h3_bf16\n";
+  return NULL;
+}
+
+bool cu_m31_runs(const h3_op *op) {
+  switch (op->code) {
+  case H3_OP_ROUTER_TOPK: case H3_OP_MOE: case H3_OP_MARKOV_DRAFT: case H3_OP_INDEX_TOPK:
+  case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
+    return true;
+  default:
+    return false;
+  }
+}
+
+h3_status cu_m31_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                     h3_diag *d) {
+  switch (op->code) {
+  case H3_OP_ROUTER_TOPK: return run_router(s, op, in, out, d);
+  case H3_OP_MOE: return run_moe(s, op, in, out, d);
+  case H3_OP_MARKOV_DRAFT: return run_markov(s, op, in, out, d);
+  case H3_OP_INDEX_TOPK: return run_index_topk(s, op, in, out, d);
+  case H3_OP_PAGED_ATTENTION:
+  case H3_OP_BLOCK_ATTENTION:
+  case H3_OP_SPARSE_ATTENTION: return run_kv_attention(s, op, in, out, d);
+  default: return cu_op_error(d, op, NULL, "not an M3.1 hand-kernel op");
+  }
+}
