@@ -43,7 +43,8 @@ typedef enum {
   H3_EXEC_KERNEL,   /* a kernel of the plan (emitted by codegen) */
   H3_EXEC_LIBRARY,  /* a library call: linear -> cuBLASLt, attention ops -> attention */
   H3_EXEC_HOST,     /* computed on the host and uploaded (sigma_schedule) */
-  H3_EXEC_DEFERRED, /* a hand kernel of a later issue (moe, router_topk, ...) */
+  H3_EXEC_DEFERRED, /* a hand-written kernel of the backend, not emitted by codegen (moe,
+                       router_topk, the sparse-attention ops: kernels/m31_*.cu) */
 } h3_exec_kind;
 
 h3_exec_kind h3_exec_classify(const h3_op *op);
