@@ -2,7 +2,7 @@
  * and how the CUDA backend runs each op. Part of libh3_plan (plan/).
  *
  * Execution kinds: h3_exec_classify() says how the CUDA backend executes an op (a kernel
- * of the plan, a library call, a view, host code, deferred to a later backend issue, or
+ * of the plan, a library call, a view, host code, a hand-written kernel of the backend, or
  * control flow). Codegen emits a kernel exactly for the ops classified H3_EXEC_KERNEL and
  * a library-call record for the library / host / deferred ones; the runtime prepares each
  * op by the same rule, so the two sides cannot disagree.

@@ -313,7 +313,7 @@ static int prepare_walk(h3_op *op, void *ctx) {
   if (!o) return 1;
   if (o->kind == CU_OP_UNSUPPORTED) {
     cu_op_error(d, op, "run this model with --backend cpu for now",
-                "not supported by the cuda backend yet (a hand kernel of a later issue)");
+                "not supported by the cuda backend");
     return 1;
   }
   return 0;
@@ -495,7 +495,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_UNSUPPORTED: break;
   }
   return cu_op_error(d, o->op, "run this model with --backend cpu for now",
-                     "not supported by the cuda backend yet (a hand kernel of a later issue)");
+                     "not supported by the cuda backend");
 }
 
 /* Drops every op record (they are keyed by op address, which a freed module's ops give
