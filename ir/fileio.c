@@ -1,22 +1,78 @@
-/* fileio.c: whole-file reading and atomic writing (support.h).
+/* fileio.c: whole-file reading and the registry of the files this process reads
+ * (support.h).
  *
  * h3_read_file reads any readable file (also pipes) into one NUL-terminated malloc'd
- * buffer. h3_write_file_atomic writes to a temporary file next to the target, fsyncs it,
- * renames it over the target and fsyncs the folder, so a reader sees either the old or
- * the new content, never a torn file. Failures are diagnostics naming the file.
+ * buffer. Every regular file a reader of the project opens (h3_read_file, the safetensors
+ * reader) is registered through h3_input_register: remembered by (st_dev, st_ino) with the
+ * path as given and a role ("input", "weights file", ...) for the life of the process.
+ * h3_output_check turns an output that is one of them (by any name: a symlink, a hard
+ * link) into an error naming both, so that the writer (ir/output.c) never replaces a file
+ * the run was made from.
  */
 #include "h3/support.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static h3_span no_span(void) {
   h3_span s = {0};
   return s;
+}
+
+typedef struct {
+  dev_t dev;
+  ino_t ino;
+  char *path;       /* as the reader gave it */
+  const char *role; /* static text */
+} input_file;
+
+/* The registry: grows, never shrinks; guarded by `inputs_lock` (readers may be threads). */
+static pthread_mutex_t inputs_lock = PTHREAD_MUTEX_INITIALIZER;
+static input_file *inputs;
+static size_t n_inputs, cap_inputs;
+
+static input_file *find_input(const struct stat *st) {
+  for (size_t i = 0; i < n_inputs; i++)
+    if (inputs[i].dev == st->st_dev && inputs[i].ino == st->st_ino) return &inputs[i];
+  return NULL;
+}
+
+void h3_input_register(int fd, const char *path, const char *role) {
+  struct stat st;
+  if ((fd >= 0 ? fstat(fd, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode)) return;
+  pthread_mutex_lock(&inputs_lock);
+  input_file *f = find_input(&st);
+  if (f) {
+    f->role = role;
+  } else {
+    if (n_inputs == cap_inputs) {
+      size_t nc = cap_inputs ? 2 * cap_inputs : 16;
+      input_file *ni = realloc(inputs, nc * sizeof *ni);
+      if (ni) {
+        inputs = ni;
+        cap_inputs = nc;
+      }
+    }
+    char *copy = n_inputs < cap_inputs ? strdup(path) : NULL;
+    if (copy) inputs[n_inputs++] = (input_file){st.st_dev, st.st_ino, copy, role};
+    /* out of memory: the file stays unprotected, like before the registry existed */
+  }
+  pthread_mutex_unlock(&inputs_lock);
+}
+
+h3_status h3_output_check(const char *path, h3_diag *d) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return H3_OK;
+  pthread_mutex_lock(&inputs_lock);
+  const input_file *f = find_input(&st);
+  if (f)
+    h3_diag_error(d, no_span(), "choose another output file", "output %s is the %s %s", path,
+                  f->role, f->path);
+  pthread_mutex_unlock(&inputs_lock);
+  return f ? H3_ERR : H3_OK;
 }
 
 char *h3_read_file(const char *path, size_t *len, h3_diag *d) {
@@ -26,6 +82,7 @@ char *h3_read_file(const char *path, size_t *len, h3_diag *d) {
                   path, strerror(errno));
     return NULL;
   }
+  h3_input_register(fileno(f), path, "input");
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   while (buf) {
@@ -65,74 +122,4 @@ char *h3_read_file(const char *path, size_t *len, h3_diag *d) {
   buf[n] = '\0';
   if (len) *len = n;
   return buf;
-}
-
-/* The folder part of `path` ("." when it has none), malloc'd. */
-static char *dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) return strdup(".");
-  if (slash == path) return strdup("/");
-  return strndup(path, (size_t)(slash - path));
-}
-
-h3_status h3_write_file_atomic(const char *path, const void *data, size_t len, h3_diag *d) {
-  static unsigned counter;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 64);
-  if (!tmp) {
-    h3_diag_error(d, no_span(), NULL, "cannot write %s: out of memory", path);
-    return H3_ERR;
-  }
-  snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(),
-           __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED)); /* unique per process and call */
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  const char *what = "create";
-  int err = 0;
-  if (fd < 0) {
-    err = errno;
-  } else {
-    const char *p = data;
-    size_t left = len;
-    while (left > 0 && !err) {
-      ssize_t w = write(fd, p, left);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        err = errno;
-        what = "write";
-      } else {
-        p += w;
-        left -= (size_t)w;
-      }
-    }
-    if (!err && fsync(fd) != 0) {
-      err = errno;
-      what = "sync";
-    }
-    if (close(fd) != 0 && !err) {
-      err = errno;
-      what = "close";
-    }
-    if (!err && rename(tmp, path) != 0) {
-      err = errno;
-      what = "rename";
-    }
-    if (err) unlink(tmp);
-  }
-  free(tmp);
-  if (err) {
-    h3_diag_error(d, no_span(), "check that the folder exists and is writable",
-                  "cannot write %s (%s): %s", path, what, strerror(err));
-    return H3_ERR;
-  }
-  /* make the rename durable; a folder that cannot be opened or synced is not an error */
-  char *dir = dir_of(path);
-  if (dir) {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
-  }
-  return H3_OK;
 }

@@ -1,12 +1,13 @@
 /* safetensors_read.c: the safetensors reader (include/h3/safetensors.h).
  *
  * Opening maps the file read-only and validates the whole header before anything is
- * returned: a file that opens is safe to read at every tensor's offsets. Validation
- * follows the format's rules as the Python library applies them (header length within
- * the file and below 100 MB, JSON object, duplicate keys rejected, known dtypes, shapes of
- * non-negative ints, offsets of exactly numel * dtype size, tensors packed from offset 0
- * without gaps or overlaps up to the end of the file). Messages: "PATH: tensor 'NAME':
- * what is wrong" with a hint.
+ * returned: a file that opens is safe to read at every tensor's offsets. It is registered
+ * as an input (support.h h3_input_register): no output of the process replaces it.
+ * Validation follows the format's rules as the Python library applies them (header
+ * length within the file and below 100 MB, JSON object, duplicate keys rejected, known
+ * dtypes, shapes of non-negative ints, offsets of exactly numel * dtype size, tensors
+ * packed from offset 0 without gaps or overlaps up to the end of the file). Messages:
+ * "PATH: tensor 'NAME': what is wrong" with a hint.
  */
 #include "h3/safetensors.h"
 
@@ -396,6 +397,7 @@ h3_safetensors *h3_safetensors_open(const char *path, h3_diag *d) {
     close(fd);
     return NULL;
   }
+  h3_input_register(fd, path, "input"); /* no output may replace it (support.h) */
   h3_safetensors *st = st_new(path, d);
   if (!st) {
     close(fd);

@@ -3,21 +3,17 @@
  * The writer collects tensor descriptions (data borrowed) and metadata, and on commit
  * lays the file out: header keys in name order ("__metadata__" first), data ordered by
  * element size (largest first) then name so every tensor is aligned to its element size,
- * the header padded with spaces to a multiple of 8. The bytes go to a temporary file next
- * to the destination (".NAME.tmp.PID.N"), which is fsync'd and renamed over the
- * destination; on any failure the temporary file is removed, so no partial file is left.
+ * the header padded with spaces to a multiple of 8. The bytes go through the output writer
+ * (support.h h3_output_*): atomically through a temporary file, never over an input, a
+ * link or a device, and no partial file is left on a failure or an interrupt.
  * Names are kept in a small open-addressing hash set so that duplicate checks stay linear
  * for the tens of thousands of tensors of a large MoE model.
  */
 #include "h3/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct {
   char *name;
@@ -219,48 +215,11 @@ static char *build_header(h3_safetensors_writer *w, wtensor **by_name, wtensor *
   return text;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-    ssize_t k = write(fd, p, chunk);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      if (k == 0) errno = EIO;
-      return 0;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-  return 1;
-}
-
-/* Creates "dir/.base.tmp.PID.N" exclusively (mode 0666 minus the umask); returns the fd
- * and the name in *tmp_out (malloc'd), or -1 with errno set. */
-static int create_temp(const char *path, char **tmp_out) {
-  const char *slash = strrchr(path, '/');
-  size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
-  size_t len = strlen(path) + 48;
-  char *t = malloc(len);
-  *tmp_out = t;
-  if (!t) {
-    errno = ENOMEM;
-    return -1;
-  }
-  for (unsigned n = 0; n < 1000; n++) {
-    snprintf(t, len, "%.*s.%s.tmp.%ld.%u", (int)dlen, path, path + dlen, (long)getpid(), n);
-    int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  return -1;
-}
-
 h3_status h3_safetensors_writer_commit(h3_safetensors_writer *w, const char *path, h3_diag *d) {
   h3_span none = {0};
   wtensor **by_name = malloc(((size_t)w->n + 1) * sizeof *by_name);
   wtensor **by_data = malloc(((size_t)w->n + 1) * sizeof *by_data);
   char *header = by_name && by_data ? build_header(w, by_name, by_data) : NULL;
-  char *tmp = NULL;
   h3_status rc = H3_ERR;
   if (!header) {
     h3_diag_error(d, none, NULL, "%s: out of memory building the safetensors header", path);
@@ -269,38 +228,20 @@ h3_status h3_safetensors_writer_commit(h3_safetensors_writer *w, const char *pat
   size_t hlen = strlen(header), padded = (hlen + 7) & ~(size_t)7;
   unsigned char lenbytes[8];
   for (int i = 0; i < 8; i++) lenbytes[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-  int fd = create_temp(path, &tmp);
-  if (fd < 0) {
-    h3_diag_error(d, none, "check that the folder exists and is writable",
-                  "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
-    goto done;
-  }
+  h3_output *out;
+  if (h3_output_open(path, &out, d) != H3_OK) goto done;
   static const char spaces[8] = "        ";
-  int ok = write_all(fd, lenbytes, 8) &&
-           write_all(fd, header, hlen) && write_all(fd, spaces, padded - hlen);
-  for (int i = 0; ok && i < w->n; i++) {
-    const wtensor *t = by_data[i];
-    ok = write_all(fd, t->data, t->nbytes);
-  }
-  ok = ok && fsync(fd) == 0;
-  int err = errno;
-  if (close(fd) != 0 && ok) {
-    ok = 0;
-    err = errno;
-  }
-  if (ok && rename(tmp, path) != 0) {
-    ok = 0;
-    err = errno;
-  }
+  int ok = h3_output_write(out, lenbytes, 8, d) == H3_OK &&
+           h3_output_write(out, header, hlen, d) == H3_OK &&
+           h3_output_write(out, spaces, padded - hlen, d) == H3_OK;
+  for (int i = 0; ok && i < w->n; i++)
+    ok = h3_output_write(out, by_data[i]->data, by_data[i]->nbytes, d) == H3_OK;
   if (!ok) {
-    unlink(tmp);
-    h3_diag_error(d, none, "check the free disk space and the folder's permissions",
-                  "%s: cannot write: %s", path, strerror(err));
+    h3_output_abort(out);
     goto done;
   }
-  rc = H3_OK;
+  rc = h3_output_commit(out, d);
 done:
-  free(tmp);
   free(header);
   free(by_name);
   free(by_data);

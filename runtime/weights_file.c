@@ -72,6 +72,7 @@ static void copy_out(void *dst, const h3_st_tensor *t) {
 h3_weights *h3_weights_load_file(const h3_module *m, const char *path, h3_diag *d) {
   h3_safetensors *st = h3_safetensors_open(path, d);
   if (!st) return NULL;
+  h3_input_register(-1, path, "weights file"); /* the role errors name */
   h3_weights *w = h3_weights_alloc(m, d);
   char *used = calloc((size_t)h3_safetensors_count(st) + 1, 1);
   name_list missing = {0}, unexpected = {0};
@@ -205,6 +206,7 @@ h3_host_tensor *h3_inputs_load_file(const h3_graph *g, const char *path, unsigne
                                     h3_diag *d) {
   h3_safetensors *st = h3_safetensors_open(path, d);
   if (!st) return NULL;
+  h3_input_register(-1, path, "inputs file"); /* the role errors name */
   h3_span none = {0};
   h3_host_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
   char *used = calloc((size_t)h3_safetensors_count(st) + 1, 1);

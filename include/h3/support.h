@@ -7,6 +7,8 @@
  * - h3_span / h3_diag: source locations and the diagnostic sink. Every error a user can
  *   cause goes through h3_diag_error() with a span (file:line:col) and an optional hint.
  * - h3_status: what every fallible public function returns.
+ * - files: whole-file reading, the registry of the files a process reads, and the one
+ *   writer of outputs, which never replaces an input, a link or a device.
  */
 #ifndef H3_SUPPORT_H
 #define H3_SUPPORT_H
@@ -112,10 +114,39 @@ void h3_diag_note(h3_diag *d, h3_span span, const char *fmt, ...)
  * Messages without a file print as "PROGRAM: error: message" (d->program, default "h3"). */
 void h3_diag_print(const h3_diag *d, FILE *out);
 
-/* Reads a whole file into malloc'd memory (NUL-terminated). On failure records an error
- * naming the file and returns NULL. */
+/* ---- files: inputs and outputs ------------------------------------------------------ */
+/* Reads a whole file into malloc'd memory (NUL-terminated) and registers it as an input
+ * (role "input"). On failure records an error naming the file and returns NULL. */
 char *h3_read_file(const char *path, size_t *len, h3_diag *d);
-/* Writes atomically: temp file in the same folder + fsync + rename. */
+/* Remembers for the life of the process that it reads the regular file `path` (open as
+ * `fd`, or -1 to look the path up) as `role` (static text: "input", "weights file", ...);
+ * a later call for the same file replaces the role. No output may then replace the file.
+ * Every reader of the project calls it (h3_read_file, h3_safetensors_open). Thread-safe. */
+void h3_input_register(int fd, const char *path, const char *role);
+/* An error ("output OUT is the ROLE IN", hint) when `path` names, through any link, a
+ * registered input; h3_output_open checks it, a program may call it early. */
+h3_status h3_output_check(const char *path, h3_diag *d);
+
+/* The writer of every output (ir/output.c). h3_output_open refuses a registered input,
+ * follows symbolic links (the link stays a link; a dangling one creates its target when
+ * the target's folder exists) and then
+ *   - for a regular or a new file: writes a temporary file next to it, which commit
+ *     fsyncs and renames over it (atomic: readers see the old or the new content);
+ *   - for a FIFO or a character device (/dev/null, a pipe, a terminal): writes in place
+ *     (opening a FIFO waits for a reader);
+ *   - refuses directories, sockets and block devices.
+ * While a temporary file exists, SIGINT and SIGTERM whose disposition is the default are
+ * caught: the handler removes the temporary file(s), prints "PROGRAM: interrupted; PATH is
+ * left as it was" and calls _exit(130 / 143). The default disposition comes back when the
+ * last open output is committed or aborted; ignored or handled signals are left alone.
+ * After a failed h3_output_write call h3_output_abort. Commit and abort free the output;
+ * abort removes the temporary file and leaves the target as it was. */
+typedef struct h3_output h3_output;
+h3_status h3_output_open(const char *path, h3_output **out, h3_diag *d);
+h3_status h3_output_write(h3_output *o, const void *data, size_t len, h3_diag *d);
+h3_status h3_output_commit(h3_output *o, h3_diag *d);
+void h3_output_abort(h3_output *o); /* NULL is a no-op */
+/* open + write + commit of one buffer (atomic for regular files, see above). */
 h3_status h3_write_file_atomic(const char *path, const void *data, size_t len, h3_diag *d);
 
 /* SHA-256 of a byte string as 64 lowercase hex chars + NUL. */

@@ -148,19 +148,18 @@ static void test_writer_errors(void) {
   int before = io_scratch_count();
   CHECK(h3_safetensors_writer_commit(w, io_path("no/such/dir/x.safetensors"), &d) == H3_ERR);
   char want[700];
-  snprintf(want, sizeof want,
-           "%s: cannot create a temporary file next to it: No such file or directory",
+  snprintf(want, sizeof want, "cannot write %s (create): No such file or directory",
            io_path("no/such/dir/x.safetensors"));
   EXPECT_ERROR(&d, want);
   CHECK(mkdir(io_path("adir"), 0755) == 0);
   CHECK(h3_safetensors_writer_commit(w, io_path("adir"), &d) == H3_ERR);
-  snprintf(want, sizeof want, "%s: cannot write: Is a directory", io_path("adir"));
+  snprintf(want, sizeof want, "cannot write %s: it is a directory", io_path("adir"));
   EXPECT_ERROR(&d, want);
   CHECK(io_scratch_count() == before + 1); /* only adir itself, no temporary files */
-  size_t len;
-  char *old = h3_read_file(keep, &len, &d);
-  CHECK(old && len == 3 && memcmp(old, "old", 3) == 0);
-  free(old);
+  char old[8] = {0};
+  FILE *f = fopen(keep, "rb"); /* not h3_read_file: no output may replace what it read */
+  CHECK(f && fread(old, 1, sizeof old, f) == 3 && memcmp(old, "old", 3) == 0);
+  if (f) fclose(f);
   /* a commit over an existing file replaces it */
   CHECK(h3_safetensors_writer_commit(w, keep, &d) == H3_OK);
   h3_safetensors *st = h3_safetensors_open(keep, &d);
