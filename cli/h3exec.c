@@ -338,6 +338,11 @@ static int run(const options *o, h3_diag *d) {
   if (o->prompt && load_prompt(o, m, g, in, d) != H3_OK) goto done;
   h3_input_defaults defs = {o->seed, o->prompt_len};
   if (h3_inputs_fill_defaults(m, g, in, &defs, d) != H3_OK) goto done;
+  /* an output that would replace an input is refused before the run (every input is read
+     by now), not after it */
+  if ((o->out && h3_output_check(o->out, d) != H3_OK) ||
+      (o->profile && h3_output_check(o->profile, d) != H3_OK))
+    goto done;
   progress_state ps = {0, b};
   h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed, false};
   rt = h3_runtime_new(m, b, w, &ro, d);
@@ -418,6 +423,7 @@ int main(int argc, char **argv) {
   if (pr) return 2;
   h3_diag d;
   h3_diag_init(&d);
+  d.program = "h3exec";
   int rc = run(&o, &d);
   h3_diag_print(&d, stderr);
   h3_diag_free(&d);

@@ -287,14 +287,16 @@ h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, doubl
   char key[512], path[4200];
   snprintf(key, sizeof key, "%s|cublasLt %zu|%s", s->device_name, cublasLtGetVersion(), p->key);
   tune_path(s, key, path, sizeof path);
-  /* file: the key (NUL-terminated) then the algorithm's bytes */
-  size_t len = 0;
-  h3_diag quiet;
-  h3_diag_init(&quiet);
-  char *file = access(path, R_OK) == 0 ? h3_read_file(path, &len, &quiet) : NULL;
-  h3_diag_free(&quiet);
-  size_t kl = strlen(key) + 1;
-  if (file && len == kl + sizeof *algo && !memcmp(file, key, kl)) {
+  /* file: the key (NUL-terminated) then the algorithm's bytes. Read with stdio, not
+     h3_read_file: a cache entry is no input of the run, and a stale one is rewritten below */
+  size_t kl = strlen(key) + 1, len = 0;
+  char *file = malloc(kl + sizeof *algo + 1);
+  FILE *f = file ? fopen(path, "rb") : NULL;
+  if (f) {
+    len = fread(file, 1, kl + sizeof *algo + 1, f);
+    fclose(f);
+  }
+  if (f && len == kl + sizeof *algo && !memcmp(file, key, kl)) {
     cublasLtMatmulAlgo_t got;
     memcpy(&got, file + kl, sizeof got);
     cublasLtMatmulHeuristicResult_t chk;
