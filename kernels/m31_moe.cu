@@ -5,12 +5,14 @@
 // the grouped expert GEMMs are the next step.
 //   H3_ROUTER_NAME (h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
 //     {k, scale}: one block per row, a thread per expert; dynamic shared: E floats.
-//   H3_MOE_NAME (h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T, ids[T, k] I_T,
-//     wts[T, k] B_T) -> out[T, H] O_T {alpha, limit}: one block per row; dynamic shared:
-//     F floats (a) + k ints (the experts in ascending id order, duplicates once).
+//   H3_MOE_NAME, H3_MOE_DOWN_NAME: moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T,
+//     ids[T, k] I_T, wts[T, k] B_T) -> out[T, H] O_T {alpha, limit} in two launches through
+//     an f32 scratch of the activations [T, k, F]: a thread per (row, slot, output) of the
+//     gate_up GEMV, then a thread per (row, output) of the down GEMV walking the experts in
+//     ascending id order (each id once); sequential sums, so the reference's bits.
 //   H3_MARKOV_NAME (base[G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev I_T) -> z[G, V] O_T,
 //     draft[G] I_T: one block; dynamic shared: r floats.
-// Macros the user defines in front: the three names and H_T, W_T, B_T, I_T, O_T.
+// Macros the user defines in front: the four names and H_T, W_T, B_T, I_T, O_T.
 
 __device__ __forceinline__ float h3m_sigmoid(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
@@ -55,55 +57,67 @@ extern "C" __global__ void __launch_bounds__(256) H3_ROUTER_NAME(
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
-    const H_T *__restrict__ h, const W_T *__restrict__ gu, const W_T *__restrict__ down,
-    const I_T *__restrict__ ids, const B_T *__restrict__ wts, O_T *__restrict__ out,
-    long long H, long long F, int k, float alpha, float limit) {
-  extern __shared__ float a[]; // [F] activations, then k ints: slots in ascending id order
-  int *order = reinterpret_cast<int *>(a + F);
-  const long long t = blockIdx.x;
-  if (threadIdx.x == 0) { // the reference's selection sort: unique ids ascending
-    long long last = -1;
-    for (int r = 0; r < k; r++) {
-      int bi = -1;
-      long long be = 0;
-      for (int s = 0; s < k; s++) {
-        long long e = (long long)ids[t * k + s];
-        if (e > last && (bi < 0 || e < be)) bi = s, be = e;
-      }
-      order[r] = bi;
-      if (bi < 0) break;
-      last = be;
+// The chosen experts of row t in ascending id order, each id once (the reference's selection
+// sort): order[r] is the slot of the r-th, -1 after the last. k <= 16.
+__device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, int k, int *order) {
+  long long last = -1;
+  for (int r = 0; r < k; r++) {
+    int bi = -1;
+    long long be = 0;
+    for (int s = 0; s < k; s++) {
+      const long long e = (long long)ids[t * k + s];
+      if (e > last && (bi < 0 || e < be)) bi = s, be = e;
     }
+    order[r] = bi;
+    if (bi < 0) return;
+    last = be;
   }
-  for (long long o = threadIdx.x; o < H; o += blockDim.x) out[t * H + o] = (O_T)0.0f;
-  __syncthreads();
+}
+
+// Phase 1, grid (T, k, ceil(F / 64)), 64 threads: thread o of slot s of row t computes
+// u_g = bf16(h . gate_up[e, o]), u_v = bf16(h . gate_up[e, F + o]) and the activation
+// a[t, s, o] = bf16((g * sigmoid(alpha * g)) * (v + 1)) into the scratch (f32 [T, k, F]).
+extern "C" __global__ void __launch_bounds__(64) H3_MOE_NAME(
+    const H_T *__restrict__ h, const W_T *__restrict__ gu, const I_T *__restrict__ ids,
+    float *__restrict__ act, long long H, long long F, int k, float alpha, float limit) {
+  const long long t = blockIdx.x, o = (long long)blockIdx.z * blockDim.x + threadIdx.x;
+  const int slot = blockIdx.y;
+  if (o >= F) return;
+  const long long e = (long long)ids[t * k + slot];
+  const W_T *g0 = gu + e * 2 * F * H;
+  float sg = 0.0f, sv = 0.0f;
+  for (long long i = 0; i < H; i++) {
+    const float x = (float)h3_ld(h, t * H + i);
+    sg = __fadd_rn(sg, __fmul_rn(x, (float)h3_ld(g0, o * H + i)));
+    sv = __fadd_rn(sv, __fmul_rn(x, (float)h3_ld(g0, (F + o) * H + i)));
+  }
+  float g = h3_rbf16(sg), v = h3_rbf16(sv);
+  g = g < limit ? g : limit;
+  v = v < -limit ? -limit : (v > limit ? limit : v);
+  act[(t * k + slot) * F + o] =
+      h3_rbf16(__fmul_rn(__fmul_rn(g, h3m_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(v, 1.0f)));
+}
+
+// Phase 2, grid (T, ceil(H / 64)), 64 threads: thread o of row t walks the chosen experts in
+// ascending id order: y = bf16(a[t, s] . down[e, o]); acc += w_s * y; out[t, o] = acc.
+extern "C" __global__ void __launch_bounds__(64) H3_MOE_DOWN_NAME(
+    const W_T *__restrict__ down, const I_T *__restrict__ ids, const B_T *__restrict__ wts,
+    const float *__restrict__ act, O_T *__restrict__ out, long long H, long long F, int k) {
+  const long long t = blockIdx.x, o = (long long)blockIdx.y * blockDim.x + threadIdx.x;
+  if (o >= H) return;
+  int order[16];
+  h3m_expert_order(ids, t, k, order);
+  float acc = 0.0f;
   for (int r = 0; r < k && order[r] >= 0; r++) {
     const int slot = order[r];
     const long long e = (long long)ids[t * k + slot];
-    const float we = (float)h3_ld(wts, t * k + slot);
-    const W_T *g0 = gu + e * 2 * F * H, *d0 = down + e * H * F;
-    for (long long o = threadIdx.x; o < F; o += blockDim.x) {
-      float sg = 0.0f, sv = 0.0f;
-      for (long long i = 0; i < H; i++) {
-        const float x = (float)h3_ld(h, t * H + i);
-        sg = __fadd_rn(sg, __fmul_rn(x, (float)h3_ld(g0, o * H + i)));
-        sv = __fadd_rn(sv, __fmul_rn(x, (float)h3_ld(g0, (F + o) * H + i)));
-      }
-      float g = h3_rbf16(sg), v = h3_rbf16(sv);
-      g = g < limit ? g : limit;
-      v = v < -limit ? -limit : (v > limit ? limit : v);
-      a[o] = h3_rbf16(__fmul_rn(__fmul_rn(g, h3m_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(v, 1.0f)));
-    }
-    __syncthreads();
-    for (long long o = threadIdx.x; o < H; o += blockDim.x) {
-      float y = 0.0f;
-      for (long long i = 0; i < F; i++) y = __fadd_rn(y, __fmul_rn(a[i], (float)h3_ld(d0, o * F + i)));
-      y = h3_rbf16(y);
-      h3_st(out, t * H + o, __fadd_rn((float)h3_ld(out, t * H + o), __fmul_rn(we, y)));
-    }
-    __syncthreads();
+    const W_T *d0 = down + e * H * F + o * F;
+    const float *a = act + (t * k + slot) * F;
+    float y = 0.0f;
+    for (long long i = 0; i < F; i++) y = __fadd_rn(y, __fmul_rn(a[i], (float)h3_ld(d0, i)));
+    acc = __fadd_rn(acc, __fmul_rn((float)h3_ld(wts, t * k + slot), h3_rbf16(y)));
   }
+  h3_st(out, t * H + o, acc);
 }
 
 extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(

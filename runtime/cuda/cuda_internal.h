@@ -65,6 +65,7 @@ typedef struct {
   cu_gemm *gemm; /* LINEAR through cuBLASLt */
   cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
+  void *scratch;       /* M31: device scratch of cu_m31_scratch_bytes (owned) */
   bool failed;         /* preparing it failed (reported once) */
 } cu_op;
 
@@ -177,8 +178,10 @@ h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int 
 /* Whether op is one of them: router_topk, moe, markov_draft, index_topk, paged_attention,
  * block_attention, sparse_attention. */
 bool cu_m31_runs(const h3_op *op);
-h3_status cu_m31_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                     h3_diag *d);
+/* Device scratch the op needs while it runs (bytes; 0: none), allocated when it is prepared. */
+size_t cu_m31_scratch_bytes(const h3_op *op);
+h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                     const h3_tensor *out, h3_diag *d);
 /* Macro lines that instantiate kernels/<file> (m31_moe.cu or m31_msa.cu) with the model's
  * dtypes (bf16 activations and weights, f32 router and outputs, i32 ids): the compile
  * check's. NULL for another file. */

@@ -363,6 +363,16 @@ static int64_t view_offset(const h3_op *op) {
   return h3_op_attr_int(op, "start", 0) * inner * (int64_t)h3_dtype_size(t->dtype);
 }
 
+/* The device scratch an M3.1 hand kernel needs while it runs, allocated now (outside any
+ * graph capture) and owned by the record. */
+static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
+  size_t bytes = cu_m31_scratch_bytes(o->op);
+  if (!bytes) return H3_OK;
+  o->scratch = cu_alloc(s, bytes);
+  return o->scratch ? H3_OK : cu_op_error(d, o->op, "use a smaller batch or config",
+                                          "out of device memory for %zu bytes of scratch", bytes);
+}
+
 static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   const h3_op *op = o->op;
   switch (h3_exec_classify(op)) {
@@ -377,7 +387,7 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
     return H3_OK;
   case H3_EXEC_DEFERRED:
     o->kind = cu_m31_runs(op) ? CU_OP_M31 : CU_OP_UNSUPPORTED;
-    return H3_OK;
+    return o->kind == CU_OP_M31 ? prepare_scratch(s, o, d) : H3_OK;
   case H3_EXEC_LIBRARY:
     if (op->code == H3_OP_LINEAR) {
       o->kind = CU_OP_LINEAR;
@@ -491,7 +501,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_LINEAR_INT8: return cu_int8_run(s, o->int8, in, n_in, out, d);
   case CU_OP_ATTENTION: return cu_attention_run(s, o->op, in, out, d);
   case CU_OP_HOST: return run_host(s, o, out, d);
-  case CU_OP_M31: return cu_m31_run(s, o->op, in, out, d);
+  case CU_OP_M31: return cu_m31_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_UNSUPPORTED: break;
   }
   return cu_op_error(d, o->op, "run this model with --backend cpu for now",
@@ -505,6 +515,7 @@ static void forget_ops(cu_state *s) {
     if (s->omap[i]) {
       cu_gemm_free(s->omap[i]->gemm);
       cu_int8_free(s->omap[i]->int8);
+      if (s->omap[i]->scratch) cu_release(s, s->omap[i]->scratch);
       free(s->omap[i]);
     }
   free(s->omap);

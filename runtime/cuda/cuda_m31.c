@@ -2,7 +2,8 @@
  * moe and markov_draft (kernels/m31_moe.cu), paged / block / sparse attention and
  * index_topk (kernels/m31_msa.cu). Each file is instantiated per dtype combination of the
  * op (macro lines in front of it), compiled through the kernel cache on first use and
- * registered by name. The kernels read positions, page tables, selections and expert ids on
+ * registered by name. moe runs in two launches through an activation scratch that the
+ * op's record owns (allocated when the op is prepared, at plan load). The kernels read positions, page tables, selections and expert ids on
  * the device and clamp nothing the CPU reference would report: an out-of-range id there is
  * an error on the CPU backend and undefined here (the plan's own ops produce valid ones).
  * Nothing is allocated per run, so the ops can be captured in CUDA graphs.
@@ -51,7 +52,7 @@ static h3_status run_router(cu_state *s, const h3_op *op, const h3_tensor *in, c
   snprintf(name, sizeof name, "h3cu_router_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
            DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
   snprintf(defs, sizeof defs,
-           "#define H3_ROUTER_NAME %s\n#define H3_MOE_NAME h3cu_moe_unused_r\n"
+           "#define H3_ROUTER_NAME %s\n#define H3_MOE_NAME h3cu_moe_unused_r\n#define H3_MOE_DOWN_NAME h3cu_moed_unused_r\n"
            "#define H3_MARKOV_NAME h3cu_markov_unused_r\n#define H_T %s\n#define W_T %s\n"
            "#define B_T %s\n#define I_T %s\n#define O_T %s\n",
            name, T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[2].type.dtype),
@@ -66,29 +67,39 @@ static h3_status run_router(cu_state *s, const h3_op *op, const h3_tensor *in, c
   return cu_launch(s, kn, grid, block, (int64_t)E * 4, args, d);
 }
 
-static h3_status run_moe(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                         h3_diag *d) {
+static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                         const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
   int k = (int)in[3].type.dims[1];
-  char name[128], defs[512];
-  snprintf(name, sizeof name, "h3cu_moe_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
-           DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
+  if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
+  char name[2][128], defs[640];
+  snprintf(name[0], sizeof name[0], "h3cu_moe_%s_%s_%s_%s_%s", DN(in[0].type.dtype),
+           DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
+  snprintf(name[1], sizeof name[1], "h3cu_moed_%s_%s_%s_%s_%s", DN(in[0].type.dtype),
+           DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
   snprintf(defs, sizeof defs,
            "#define H3_ROUTER_NAME h3cu_router_unused_m\n#define H3_MOE_NAME %s\n"
-           "#define H3_MARKOV_NAME h3cu_markov_unused_m\n#define H_T %s\n#define W_T %s\n"
-           "#define B_T %s\n#define I_T %s\n#define O_T %s\n",
-           name, T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[4].type.dtype),
+           "#define H3_MOE_DOWN_NAME %s\n#define H3_MARKOV_NAME h3cu_markov_unused_m\n"
+           "#define H_T %s\n#define W_T %s\n#define B_T %s\n#define I_T %s\n#define O_T %s\n",
+           name[0], name[1], T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[4].type.dtype),
            T_(in[3].type.dtype), T_(out[0].type.dtype));
-  cu_kernel *kn = m31_kernel(s, op, "m31_moe.cu", defs, name, d);
-  size_t smem = (size_t)F * 4 + (size_t)k * 4;
-  if (!kn || m31_smem(s, op, kn, smem, d) != H3_OK) return H3_ERR;
+  cu_kernel *kn[2] = {cu_kernel_find(s, name[0]), cu_kernel_find(s, name[1])};
+  if ((kn[0] && !kn[0]->fn) || (kn[1] && !kn[1]->fn))
+    return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name[0]);
+  const char *names[2] = {name[0], name[1]};
+  if ((!kn[0] || !kn[1]) && cu_compile_tu(s, defs, "m31_moe.cu", true, 2, names, kn, d) != H3_OK)
+    return H3_ERR;
   if (T == 0) return H3_OK;
+  if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
   const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
-  void *o = out[0].data;
-  void *args[] = {&h, &gu, &dn, &ids, &w, &o, &H, &F, &k, &alpha, &limit};
-  int64_t grid[3] = {T, 1, 1}, block[3] = {M31_THREADS, 1, 1};
-  return cu_launch(s, kn, grid, block, (int64_t)smem, args, d);
+  void *o = out[0].data, *act = scratch;
+  void *args1[] = {&h, &gu, &ids, &act, &H, &F, &k, &alpha, &limit};
+  int64_t grid1[3] = {T, k, (F + 63) / 64}, block[3] = {64, 1, 1};
+  if (cu_launch(s, kn[0], grid1, block, 0, args1, d) != H3_OK) return H3_ERR;
+  void *args2[] = {&dn, &ids, &w, &act, &o, &H, &F, &k};
+  int64_t grid2[3] = {T, (H + 63) / 64, 1};
+  return cu_launch(s, kn[1], grid2, block, 0, args2, d);
 }
 
 static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
@@ -99,7 +110,7 @@ static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, c
   snprintf(name, sizeof name, "h3cu_markov_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
            DN(in[3].type.dtype), DN(out[0].type.dtype));
   snprintf(defs, sizeof defs,
-           "#define H3_ROUTER_NAME h3cu_router_unused_k\n#define H3_MOE_NAME h3cu_moe_unused_k\n"
+           "#define H3_ROUTER_NAME h3cu_router_unused_k\n#define H3_MOE_NAME h3cu_moe_unused_k\n#define H3_MOE_DOWN_NAME h3cu_moed_unused_k\n"
            "#define H3_MARKOV_NAME %s\n#define H_T float\n#define W_T %s\n#define B_T %s\n"
            "#define I_T %s\n#define O_T %s\n",
            name, T_(in[1].type.dtype), T_(in[0].type.dtype), T_(in[3].type.dtype),
@@ -193,6 +204,7 @@ static h3_status run_index_topk(cu_state *s, const h3_op *op, const h3_tensor *i
 const char *cu_m31_check_defines(const char *file) {
   if (!strcmp(file, "m31_moe.cu"))
     return "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
+           "#define H3_MOE_DOWN_NAME h3cu_moed_check\n"
            "#define H3_MARKOV_NAME h3cu_markov_check\n#define H_T h3_bf16\n#define W_T h3_bf16\n"
            "#define B_T float\n#define I_T int\n#define O_T float\n";
   if (!strcmp(file, "m31_msa.cu"))
@@ -211,11 +223,18 @@ bool cu_m31_runs(const h3_op *op) {
   }
 }
 
-h3_status cu_m31_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                     h3_diag *d) {
+size_t cu_m31_scratch_bytes(const h3_op *op) {
+  if (op->code != H3_OP_MOE) return 0;
+  /* the activations [T, k, F] in f32 */
+  return (size_t)op->operands[0]->type.dims[0] * (size_t)op->operands[3]->type.dims[1] *
+         (size_t)(op->operands[1]->type.dims[1] / 2) * 4;
+}
+
+h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                     const h3_tensor *out, h3_diag *d) {
   switch (op->code) {
   case H3_OP_ROUTER_TOPK: return run_router(s, op, in, out, d);
-  case H3_OP_MOE: return run_moe(s, op, in, out, d);
+  case H3_OP_MOE: return run_moe(s, op, scratch, in, out, d);
   case H3_OP_MARKOV_DRAFT: return run_markov(s, op, in, out, d);
   case H3_OP_INDEX_TOPK: return run_index_topk(s, op, in, out, d);
   case H3_OP_PAGED_ATTENTION:
