@@ -11,6 +11,8 @@
 #          test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs, exact tier vs unfused,
 #          bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
 #   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared
+#   m31small  h3exec on the small M3.1 plan (prompt 128, 32 new tokens) on cuda, and its
+#          decode graph timed alone (the report's latency is the time per decode step)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
@@ -52,7 +54,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -119,6 +121,14 @@ for section in $SECTIONS; do
       --seed 3 --out "$WORK/m31_tiny_cpu.safetensors"
     step m31_tiny_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
       "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_cpu.safetensors" 256
+    ;;
+  m31small)
+    # M3.1 at the small config (every real width, 4 layers, 32 experts; weights made on the
+    # GPU): generate 32 tokens after a 128-token prompt, then the decode graph timed alone
+    step m31_small_generate 300 "$BIN/h3exec" "$PLANS/m31_small_p128.plan" --backend cuda \
+      --weights random --seed 3 --out "$WORK/m31_small.safetensors"
+    step m31_small_decode 300 "$BIN/h3exec" "$PLANS/m31_small_p128.plan" --backend cuda \
+      --weights random --seed 3 --graph decode --warmup 2 --iterations 10
     ;;
   tiny)
     for att in cudnn flash reference; do
