@@ -1,8 +1,8 @@
 // m31_moe.cu: MiniMax-M3.1's routing, mixture-of-experts and DSpark Markov head, the
 // contracts of ops.def and the CPU reference (runtime/cpu/ops_moe.c) step by step: every
 // dot product is a sequential fp32 sum (__fmul_rn / __fadd_rn, index ascending), every
-// bf16 rounding where the reference rounds. First forms (a thread per output; the moe's
-// weight rows staged through shared memory); the grouped expert GEMMs are the next step.
+// bf16 rounding where the reference rounds. Correctness-first forms (one block per row);
+// the grouped expert GEMMs are the next step.
 //   H3_ROUTER_NAME (h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
 //     {k, scale}: one block per row, a thread per expert; dynamic shared: E floats.
 //   H3_MOE_NAME, H3_MOE_DOWN_NAME: moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T,
@@ -74,41 +74,23 @@ __device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, in
   }
 }
 
-// Phase 1, grid (T, k, ceil(F / 64)), 64 threads: thread r of block z of slot s of row t owns
-// output o = 64 z + r: u_g = bf16(h . gate_up[e, o]), u_v = bf16(h . gate_up[e, F + o]) and
+// Phase 1, grid (T, k, ceil(F / 64)), 64 threads: thread o of slot s of row t computes
+// u_g = bf16(h . gate_up[e, o]), u_v = bf16(h . gate_up[e, F + o]) and the activation
 // a[t, s, o] = bf16((g * sigmoid(alpha * g)) * (v + 1)) into the scratch (f32 [T, k, F]).
-// The weight rows come through shared memory in tiles of 64 x 64 read along the row (so a
-// warp's loads are contiguous); each thread still sums its row with i ascending.
 extern "C" __global__ void __launch_bounds__(64) H3_MOE_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ gu, const I_T *__restrict__ ids,
     float *__restrict__ act, long long H, long long F, int k, float alpha, float limit) {
-  __shared__ float xs[64], gs[64][65], vs[64][65];
-  const long long t = blockIdx.x, o0 = (long long)blockIdx.z * 64;
-  const int slot = blockIdx.y, r = threadIdx.x;
+  const long long t = blockIdx.x, o = (long long)blockIdx.z * blockDim.x + threadIdx.x;
+  const int slot = blockIdx.y;
+  if (o >= F) return;
   const long long e = (long long)ids[t * k + slot];
   const W_T *g0 = gu + e * 2 * F * H;
   float sg = 0.0f, sv = 0.0f;
-  for (long long i0 = 0; i0 < H; i0 += 64) {
-    const int n = H - i0 < 64 ? (int)(H - i0) : 64;
-    if (r < n) xs[r] = (float)h3_ld(h, t * H + i0 + r);
-    for (int idx = r; idx < 64 * 64; idx += 64) {
-      const int rr = idx >> 6, c = idx & 63;
-      const long long o = o0 + rr;
-      if (o < F && c < n) {
-        gs[rr][c] = (float)h3_ld(g0, o * H + i0 + c);
-        vs[rr][c] = (float)h3_ld(g0, (F + o) * H + i0 + c);
-      }
-    }
-    __syncthreads();
-    if (o0 + r < F)
-      for (int c = 0; c < n; c++) {
-        sg = __fadd_rn(sg, __fmul_rn(xs[c], gs[r][c]));
-        sv = __fadd_rn(sv, __fmul_rn(xs[c], vs[r][c]));
-      }
-    __syncthreads();
+  for (long long i = 0; i < H; i++) {
+    const float x = (float)h3_ld(h, t * H + i);
+    sg = __fadd_rn(sg, __fmul_rn(x, (float)h3_ld(g0, o * H + i)));
+    sv = __fadd_rn(sv, __fmul_rn(x, (float)h3_ld(g0, (F + o) * H + i)));
   }
-  const long long o = o0 + r;
-  if (o >= F) return;
   float g = h3_rbf16(sg), v = h3_rbf16(sv);
   g = g < limit ? g : limit;
   v = v < -limit ? -limit : (v > limit ? limit : v);
@@ -116,39 +98,26 @@ extern "C" __global__ void __launch_bounds__(64) H3_MOE_NAME(
       h3_rbf16(__fmul_rn(__fmul_rn(g, h3m_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(v, 1.0f)));
 }
 
-// Phase 2, grid (T, ceil(H / 64)), 64 threads: thread r owns output o = 64 y + r of row t and
-// walks the chosen experts in ascending id order: y = bf16(a[t, s] . down[e, o]);
-// acc += w_s * y; out[t, o] = acc. Rows of down through shared memory as in phase 1.
+// Phase 2, grid (T, ceil(H / 64)), 64 threads: thread o of row t walks the chosen experts in
+// ascending id order: y = bf16(a[t, s] . down[e, o]); acc += w_s * y; out[t, o] = acc.
 extern "C" __global__ void __launch_bounds__(64) H3_MOE_DOWN_NAME(
     const W_T *__restrict__ down, const I_T *__restrict__ ids, const B_T *__restrict__ wts,
     const float *__restrict__ act, O_T *__restrict__ out, long long H, long long F, int k) {
-  __shared__ float as[64], ds[64][65];
-  const long long t = blockIdx.x, o0 = (long long)blockIdx.y * 64;
-  const int r = threadIdx.x;
+  const long long t = blockIdx.x, o = (long long)blockIdx.y * blockDim.x + threadIdx.x;
+  if (o >= H) return;
   int order[16];
   h3m_expert_order(ids, t, k, order);
   float acc = 0.0f;
-  for (int q = 0; q < k && order[q] >= 0; q++) {
-    const int slot = order[q];
+  for (int r = 0; r < k && order[r] >= 0; r++) {
+    const int slot = order[r];
     const long long e = (long long)ids[t * k + slot];
-    const W_T *d0 = down + e * H * F;
+    const W_T *d0 = down + e * H * F + o * F;
     const float *a = act + (t * k + slot) * F;
     float y = 0.0f;
-    for (long long i0 = 0; i0 < F; i0 += 64) {
-      const int n = F - i0 < 64 ? (int)(F - i0) : 64;
-      if (r < n) as[r] = a[i0 + r];
-      for (int idx = r; idx < 64 * 64; idx += 64) {
-        const int rr = idx >> 6, c = idx & 63;
-        if (o0 + rr < H && c < n) ds[rr][c] = (float)h3_ld(d0, (o0 + rr) * F + i0 + c);
-      }
-      __syncthreads();
-      if (o0 + r < H)
-        for (int c = 0; c < n; c++) y = __fadd_rn(y, __fmul_rn(as[c], ds[r][c]));
-      __syncthreads();
-    }
+    for (long long i = 0; i < F; i++) y = __fadd_rn(y, __fmul_rn(a[i], (float)h3_ld(d0, i)));
     acc = __fadd_rn(acc, __fmul_rn((float)h3_ld(wts, t * k + slot), h3_rbf16(y)));
   }
-  if (o0 + r < H) h3_st(out, t * H + o0 + r, acc);
+  h3_st(out, t * H + o, acc);
 }
 
 extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
