@@ -1,8 +1,8 @@
 // m31_moe.cu: MiniMax-M3.1's routing, mixture-of-experts and DSpark Markov head, the
 // contracts of ops.def and the CPU reference (runtime/cpu/ops_moe.c) step by step: every
 // dot product is a sequential fp32 sum (__fmul_rn / __fadd_rn, index ascending), every
-// bf16 rounding where the reference rounds. Correctness-first forms (one block per row);
-// the grouped expert GEMMs are the next step.
+// bf16 rounding where the reference rounds. First forms (a thread per output); the grouped
+// expert GEMMs are the next step.
 //   H3_ROUTER_NAME (h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
 //     {k, scale}: one block per row, a thread per expert; dynamic shared: E floats.
 //   H3_MOE_NAME, H3_MOE_DOWN_NAME: moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T,
@@ -12,12 +12,14 @@
 //     ascending id order (each id once); sequential sums, so the reference's bits.
 //   H3_MARKOV_NAME (base[G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev I_T) -> z[G, V] O_T,
 //     draft[G] I_T: one block; dynamic shared: r floats.
-// Macros the user defines in front: the four names and H_T, W_T, B_T, I_T, O_T.
+// Macros the user defines in front: H_T, W_T, B_T, I_T, O_T and the name of each kernel it
+// wants (H3_MOE_NAME with H3_MOE_DOWN_NAME); a kernel whose name is not defined is not compiled.
 
 __device__ __forceinline__ float h3m_sigmoid(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
 }
 
+#ifdef H3_ROUTER_NAME
 extern "C" __global__ void __launch_bounds__(256) H3_ROUTER_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     I_T *__restrict__ ids, O_T *__restrict__ wts, long long H, int E, int k, float scale) {
@@ -56,7 +58,9 @@ extern "C" __global__ void __launch_bounds__(256) H3_ROUTER_NAME(
     n++;
   }
 }
+#endif
 
+#ifdef H3_MOE_NAME
 // The chosen experts of row t in ascending id order, each id once (the reference's selection
 // sort): order[r] is the slot of the r-th, -1 after the last. k <= 16.
 __device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, int k, int *order) {
@@ -119,7 +123,9 @@ extern "C" __global__ void __launch_bounds__(64) H3_MOE_DOWN_NAME(
   }
   h3_st(out, t * H + o, acc);
 }
+#endif
 
+#ifdef H3_MARKOV_NAME
 extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
     const B_T *__restrict__ base, const W_T *__restrict__ w1, const W_T *__restrict__ w2,
     const I_T *__restrict__ prev0, O_T *__restrict__ z, I_T *__restrict__ draft, int G,
@@ -162,3 +168,4 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
     __syncthreads();
   }
 }
+#endif

@@ -15,7 +15,8 @@
 //     -> sel[T, Hi, topk] IX_T {block, topk}: score[b] = max over j in block b, j <= pos[t]
 //     of iq · ik_j (fp32, d ascending); the current block +inf; the min(topk, nb) best
 //     (ties: lower block) written ascending, then -1. Dynamic shared: nb_max floats.
-// Macros the user defines in front: the two names and Q_T, K_T, IX_T, O_T.
+// Macros the user defines in front: Q_T, K_T, IX_T, O_T and the name of each kernel it wants
+// (a kernel whose name is not defined is not compiled).
 
 #define H3M_INF __int_as_float(0x7f800000) /* NVRTC has no INFINITY */
 
@@ -23,6 +24,7 @@ __device__ __forceinline__ long long h3m_slot(const IX_T *pt, long long j, int p
   return (long long)pt[j / page] * page + j % page;
 }
 
+#ifdef H3_KV_ATT_NAME
 extern "C" __global__ void __launch_bounds__(128) H3_KV_ATT_NAME(
     const Q_T *__restrict__ q, const K_T *__restrict__ kc, const K_T *__restrict__ vc,
     const K_T *__restrict__ kb, const K_T *__restrict__ vb, const IX_T *__restrict__ pos,
@@ -100,7 +102,9 @@ extern "C" __global__ void __launch_bounds__(128) H3_KV_ATT_NAME(
     if (d < D) h3_st(o, (t * Hq + hq) * D + d, l > 0.0f ? __fdiv_rn(acc[c], l) : 0.0f);
   }
 }
+#endif
 
+#ifdef H3_TOPK_NAME
 extern "C" __global__ void __launch_bounds__(128) H3_TOPK_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, IX_T *__restrict__ out, int Hi, int D, int page, int block,
@@ -142,3 +146,4 @@ extern "C" __global__ void __launch_bounds__(128) H3_TOPK_NAME(
     if (score[b] != score[b]) out[o0 + n++] = (IX_T)b;
   for (; n < topk; n++) out[o0 + n] = (IX_T)-1;
 }
+#endif

@@ -247,21 +247,10 @@ static void cuda_destroy(h3_backend *b) {
 
 static const char *cuda_device_name(h3_backend *b) { return h3_cuda_device_name(b); }
 
-/* The exec kinds this backend runs (cu_op_get's rule): everything but the deferred hand
- * kernels and the library calls it has no implementation of yet. */
+/* The ops this backend runs: the rule cu_op_get prepares them by. */
 static bool cuda_supports_op(h3_backend *b, const h3_op *op) {
   (void)b;
-  switch (h3_exec_classify(op)) {
-  case H3_EXEC_CONTROL:
-    return false;
-  case H3_EXEC_DEFERRED:
-    return cu_m31_runs(op);
-  case H3_EXEC_LIBRARY:
-    return op->code == H3_OP_LINEAR || op->code == H3_OP_LINEAR_INT8 ||
-           op->code == H3_OP_MATMUL_I8 || op->code == H3_OP_ATTENTION || cu_m31_runs(op);
-  default:
-    return true;
-  }
+  return cu_op_kind_of(op) != CU_OP_UNSUPPORTED;
 }
 
 static h3_status cuda_load_plan(h3_backend *b, h3_plan *p, h3_diag *d) {

@@ -373,38 +373,37 @@ static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
                                           "out of device memory for %zu bytes of scratch", bytes);
 }
 
+cu_op_kind cu_op_kind_of(const h3_op *op) {
+  switch (h3_exec_classify(op)) {
+  case H3_EXEC_CONTROL: return CU_OP_UNSUPPORTED;
+  case H3_EXEC_VIEW: return op->code == H3_OP_INDEX ? CU_OP_INDEX : CU_OP_VIEW;
+  case H3_EXEC_HOST: return CU_OP_HOST;
+  case H3_EXEC_KERNEL: return CU_OP_KERNEL;
+  case H3_EXEC_LIBRARY:
+  case H3_EXEC_DEFERRED: break;
+  }
+  if (op->code == H3_OP_LINEAR) return CU_OP_LINEAR;
+  if (op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8) return CU_OP_LINEAR_INT8;
+  if (op->code == H3_OP_ATTENTION) return CU_OP_ATTENTION;
+  return cu_m31_runs(op) ? CU_OP_M31 : CU_OP_UNSUPPORTED;
+}
+
 static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   const h3_op *op = o->op;
-  switch (h3_exec_classify(op)) {
-  case H3_EXEC_CONTROL:
+  if (h3_exec_classify(op) == H3_EXEC_CONTROL)
     return cu_op_error(d, op, NULL, "control flow is the executor's, not the backend's");
-  case H3_EXEC_VIEW:
-    o->kind = op->code == H3_OP_INDEX ? CU_OP_INDEX : CU_OP_VIEW;
-    o->view_offset = view_offset(op);
-    return H3_OK;
-  case H3_EXEC_HOST:
-    o->kind = CU_OP_HOST;
-    return H3_OK;
-  case H3_EXEC_DEFERRED:
-    o->kind = cu_m31_runs(op) ? CU_OP_M31 : CU_OP_UNSUPPORTED;
-    return o->kind == CU_OP_M31 ? prepare_scratch(s, o, d) : H3_OK;
-  case H3_EXEC_LIBRARY:
-    if (op->code == H3_OP_LINEAR) {
-      o->kind = CU_OP_LINEAR;
-      return cu_gemm_prepare(s, op, &o->gemm, d);
-    }
-    if (op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8) {
-      o->kind = CU_OP_LINEAR_INT8;
-      return cu_int8_prepare(s, op, &o->int8, d);
-    }
-    o->kind = op->code == H3_OP_ATTENTION ? CU_OP_ATTENTION
-              : cu_m31_runs(op)            ? CU_OP_M31
-                                           : CU_OP_UNSUPPORTED;
-    return H3_OK;
-  case H3_EXEC_KERNEL:
-    break;
+  o->kind = cu_op_kind_of(op);
+  switch (o->kind) {
+  case CU_OP_VIEW:
+  case CU_OP_INDEX: o->view_offset = view_offset(op); return H3_OK;
+  case CU_OP_LINEAR: return cu_gemm_prepare(s, op, &o->gemm, d);
+  case CU_OP_LINEAR_INT8: return cu_int8_prepare(s, op, &o->int8, d);
+  case CU_OP_M31: return prepare_scratch(s, o, d);
+  case CU_OP_KERNEL: break;
+  case CU_OP_ATTENTION:
+  case CU_OP_HOST:
+  case CU_OP_UNSUPPORTED: return H3_OK;
   }
-  o->kind = CU_OP_KERNEL;
   const char *name = h3_op_attr_string(op, "kernel", NULL);
   o->k = cu_kernel_find(s, name);
   if (o->k && o->k->fn) return H3_OK;

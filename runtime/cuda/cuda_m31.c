@@ -15,18 +15,25 @@
 
 enum { M31_THREADS = 256, M31_ATT_THREADS = 128 };
 
-/* The kernel `name` of `file`, compiled with `defines` on first use. */
-static cu_kernel *m31_kernel(cu_state *s, const h3_op *op, const char *file, const char *defines,
-                             const char *name, h3_diag *d) {
-  cu_kernel *k = cu_kernel_find(s, name);
-  if (k && !k->fn) {
-    cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
-    return NULL;
+/* The n kernels `names` of `file` (instantiated by `defines`), compiled together on first use. */
+static h3_status m31_kernels(cu_state *s, const h3_op *op, const char *file, const char *defines,
+                             int n, const char *const *names, cu_kernel **out, h3_diag *d) {
+  bool all = true;
+  for (int i = 0; i < n; i++) {
+    out[i] = cu_kernel_find(s, names[i]);
+    if (out[i] && !out[i]->fn)
+      return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", names[i]);
+    all = all && out[i];
   }
-  if (k) return k;
-  const char *names[1] = {name};
-  if (cu_compile_tu(s, defines, file, true, 1, names, &k, d) != H3_OK) return NULL;
-  return k;
+  return all ? H3_OK : cu_compile_tu(s, defines, file, true, n, names, out, d);
+}
+
+/* The macro lines of m31_moe.cu: `names` (its "#define H3_*_NAME name" lines) and the types. */
+static void moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_dtype w,
+                        h3_dtype b, h3_dtype i, h3_dtype o) {
+  snprintf(defs, n, "%s#define H_T %s\n#define W_T %s\n#define B_T %s\n#define I_T %s\n#define O_T %s\n",
+           names, h3_kernel_ctype(h), h3_kernel_ctype(w), h3_kernel_ctype(b), h3_kernel_ctype(i),
+           h3_kernel_ctype(o));
 }
 
 /* Sets a kernel's dynamic shared memory limit when it needs more than the default 48 KiB. */
@@ -40,7 +47,6 @@ static h3_status m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t byt
   return H3_OK;
 }
 
-#define T_(x) h3_kernel_ctype(x)
 #define DN(x) h3_dtype_name(x)
 
 static h3_status run_router(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
@@ -48,17 +54,16 @@ static h3_status run_router(cu_state *s, const h3_op *op, const h3_tensor *in, c
   long long T = in[0].type.dims[0], H = in[0].type.dims[1];
   int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
   if (k > E || E > 256) return cu_op_error(d, op, NULL, "k = %d of %d experts (at most 256)", k, E);
-  char name[128], defs[512];
+  char name[128], lines[192], defs[512];
   snprintf(name, sizeof name, "h3cu_router_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
            DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
-  snprintf(defs, sizeof defs,
-           "#define H3_ROUTER_NAME %s\n#define H3_MOE_NAME h3cu_moe_unused_r\n#define H3_MOE_DOWN_NAME h3cu_moed_unused_r\n"
-           "#define H3_MARKOV_NAME h3cu_markov_unused_r\n#define H_T %s\n#define W_T %s\n"
-           "#define B_T %s\n#define I_T %s\n#define O_T %s\n",
-           name, T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[2].type.dtype),
-           T_(out[0].type.dtype), T_(out[1].type.dtype));
-  cu_kernel *kn = m31_kernel(s, op, "m31_moe.cu", defs, name, d);
-  if (!kn || T == 0) return kn ? H3_OK : H3_ERR;
+  snprintf(lines, sizeof lines, "#define H3_ROUTER_NAME %s\n", name);
+  moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[2].type.dtype,
+              out[0].type.dtype, out[1].type.dtype);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   const void *h = in[0].data, *w = in[1].data, *b = in[2].data;
   void *ids = out[0].data, *wts = out[1].data;
@@ -72,23 +77,18 @@ static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
   int k = (int)in[3].type.dims[1];
   if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
-  char name[2][128], defs[640];
-  snprintf(name[0], sizeof name[0], "h3cu_moe_%s_%s_%s_%s_%s", DN(in[0].type.dtype),
-           DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
-  snprintf(name[1], sizeof name[1], "h3cu_moed_%s_%s_%s_%s_%s", DN(in[0].type.dtype),
-           DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
-  snprintf(defs, sizeof defs,
-           "#define H3_ROUTER_NAME h3cu_router_unused_m\n#define H3_MOE_NAME %s\n"
-           "#define H3_MOE_DOWN_NAME %s\n#define H3_MARKOV_NAME h3cu_markov_unused_m\n"
-           "#define H_T %s\n#define W_T %s\n#define B_T %s\n#define I_T %s\n#define O_T %s\n",
-           name[0], name[1], T_(in[0].type.dtype), T_(in[1].type.dtype), T_(in[4].type.dtype),
-           T_(in[3].type.dtype), T_(out[0].type.dtype));
-  cu_kernel *kn[2] = {cu_kernel_find(s, name[0]), cu_kernel_find(s, name[1])};
-  if ((kn[0] && !kn[0]->fn) || (kn[1] && !kn[1]->fn))
-    return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name[0]);
+  char name[2][128], lines[320], defs[640];
+  for (int i = 0; i < 2; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", i ? "d" : "",
+             DN(in[0].type.dtype), DN(in[1].type.dtype), DN(in[3].type.dtype),
+             DN(in[4].type.dtype), DN(out[0].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_MOE_NAME %s\n#define H3_MOE_DOWN_NAME %s\n", name[0],
+           name[1]);
+  moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
+              in[3].type.dtype, out[0].type.dtype);
   const char *names[2] = {name[0], name[1]};
-  if ((!kn[0] || !kn[1]) && cu_compile_tu(s, defs, "m31_moe.cu", true, 2, names, kn, d) != H3_OK)
-    return H3_ERR;
+  cu_kernel *kn[2];
+  if (m31_kernels(s, op, "m31_moe.cu", defs, 2, names, kn, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
@@ -106,17 +106,17 @@ static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, c
                             h3_diag *d) {
   int G = (int)in[0].type.dims[0], r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
-  char name[128], defs[512];
+  char name[128], lines[192], defs[512];
   snprintf(name, sizeof name, "h3cu_markov_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
            DN(in[3].type.dtype), DN(out[0].type.dtype));
-  snprintf(defs, sizeof defs,
-           "#define H3_ROUTER_NAME h3cu_router_unused_k\n#define H3_MOE_NAME h3cu_moe_unused_k\n#define H3_MOE_DOWN_NAME h3cu_moed_unused_k\n"
-           "#define H3_MARKOV_NAME %s\n#define H_T float\n#define W_T %s\n#define B_T %s\n"
-           "#define I_T %s\n#define O_T %s\n",
-           name, T_(in[1].type.dtype), T_(in[0].type.dtype), T_(in[3].type.dtype),
-           T_(out[0].type.dtype));
-  cu_kernel *kn = m31_kernel(s, op, "m31_moe.cu", defs, name, d);
-  if (!kn || m31_smem(s, op, kn, (size_t)r * 4, d) != H3_OK) return H3_ERR;
+  snprintf(lines, sizeof lines, "#define H3_MARKOV_NAME %s\n", name);
+  moe_defines(defs, sizeof defs, lines, H3_F32, in[1].type.dtype, in[0].type.dtype,
+              in[3].type.dtype, out[0].type.dtype);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK ||
+      m31_smem(s, op, kn, (size_t)r * 4, d) != H3_OK)
+    return H3_ERR;
   const void *b = in[0].data, *w1 = in[1].data, *w2 = in[2].data, *prev = in[3].data;
   void *z = out[0].data, *dr = out[1].data;
   void *args[] = {&b, &w1, &w2, &prev, &z, &dr, &G, &V, &r};
@@ -124,13 +124,12 @@ static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, c
   return cu_launch(s, kn, grid, block, (int64_t)r * 4, args, d);
 }
 
-/* The defines of m31_msa.cu for q / key / index / output dtypes; name gets the kernel name. */
-static void msa_defines(char *defs, size_t n, const char *name_att, const char *name_topk,
-                        h3_dtype q, h3_dtype k, h3_dtype ix, h3_dtype o) {
-  snprintf(defs, n,
-           "#define H3_KV_ATT_NAME %s\n#define H3_TOPK_NAME %s\n#define Q_T %s\n#define K_T %s\n"
-           "#define IX_T %s\n#define O_T %s\n",
-           name_att, name_topk, T_(q), T_(k), T_(ix), T_(o));
+/* The macro lines of m31_msa.cu: `names` (its "#define H3_*_NAME name" lines) and the q /
+ * key / index / output types. */
+static void msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_dtype k,
+                        h3_dtype ix, h3_dtype o) {
+  snprintf(defs, n, "%s#define Q_T %s\n#define K_T %s\n#define IX_T %s\n#define O_T %s\n", names,
+           h3_kernel_ctype(q), h3_kernel_ctype(k), h3_kernel_ctype(ix), h3_kernel_ctype(o));
 }
 
 static h3_status run_kv_attention(cu_state *s, const h3_op *op, const h3_tensor *in,
@@ -150,13 +149,15 @@ static h3_status run_kv_attention(cu_state *s, const h3_op *op, const h3_tensor 
     return cu_op_error(d, op, NULL, "k and v caches (and block rows) of one dtype");
   if (ptt->type.dtype != ix->type.dtype || (kind == 2 && in[3].type.dtype != ix->type.dtype))
     return cu_op_error(d, op, NULL, "positions, page table and selections of one integer dtype");
-  char name[128], defs[512];
+  char name[128], lines[192], defs[512];
   snprintf(name, sizeof name, "h3cu_kvatt_%s_%s_%s_%s", DN(qt->dtype), DN(ct->dtype),
            DN(ix->type.dtype), DN(out[0].type.dtype));
-  msa_defines(defs, sizeof defs, name, "h3cu_topk_unused_a", qt->dtype, ct->dtype, ix->type.dtype,
-              out[0].type.dtype);
-  cu_kernel *kn = m31_kernel(s, op, "m31_msa.cu", defs, name, d);
-  if (!kn || T == 0) return kn ? H3_OK : H3_ERR;
+  snprintf(lines, sizeof lines, "#define H3_KV_ATT_NAME %s\n", name);
+  msa_defines(defs, sizeof defs, lines, qt->dtype, ct->dtype, ix->type.dtype, out[0].type.dtype);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (m31_kernels(s, op, "m31_msa.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
   const void *q = in[0].data, *kc = in[1].data, *vc = in[2].data, *kb = NULL, *vb = NULL;
   const void *pos = NULL, *pt = NULL, *sel = NULL, *ctx = NULL;
   int topk = 0;
@@ -186,13 +187,16 @@ static h3_status run_index_topk(cu_state *s, const h3_op *op, const h3_tensor *i
   if (in[2].type.dtype != out[0].type.dtype || in[3].type.dtype != out[0].type.dtype)
     return cu_op_error(d, op, NULL, "positions, page table and the selection of one integer dtype");
   size_t smem = (size_t)((NP * page) / block + 1) * 4; /* nb of the largest position */
-  char name[128], defs[512];
+  char name[128], lines[192], defs[512];
   snprintf(name, sizeof name, "h3cu_topk_%s_%s_%s", DN(qt->dtype), DN(kt->dtype),
            DN(out[0].type.dtype));
-  msa_defines(defs, sizeof defs, "h3cu_kvatt_unused_t", name, qt->dtype, kt->dtype,
-              out[0].type.dtype, qt->dtype);
-  cu_kernel *kn = m31_kernel(s, op, "m31_msa.cu", defs, name, d);
-  if (!kn || m31_smem(s, op, kn, smem, d) != H3_OK) return H3_ERR;
+  snprintf(lines, sizeof lines, "#define H3_TOPK_NAME %s\n", name);
+  msa_defines(defs, sizeof defs, lines, qt->dtype, kt->dtype, out[0].type.dtype, qt->dtype);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (m31_kernels(s, op, "m31_msa.cu", defs, 1, names, &kn, d) != H3_OK ||
+      m31_smem(s, op, kn, smem, d) != H3_OK)
+    return H3_ERR;
   if (T == 0) return H3_OK;
   const void *iq = in[0].data, *ik = in[1].data, *pos = in[2].data, *pt = in[3].data;
   void *o = out[0].data;
@@ -202,14 +206,20 @@ static h3_status run_index_topk(cu_state *s, const h3_op *op, const h3_tensor *i
 }
 
 const char *cu_m31_check_defines(const char *file) {
-  if (!strcmp(file, "m31_moe.cu"))
-    return "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
-           "#define H3_MOE_DOWN_NAME h3cu_moed_check\n"
-           "#define H3_MARKOV_NAME h3cu_markov_check\n#define H_T h3_bf16\n#define W_T h3_bf16\n"
-           "#define B_T float\n#define I_T int\n#define O_T float\n";
-  if (!strcmp(file, "m31_msa.cu"))
-    return "#define H3_KV_ATT_NAME h3cu_kvatt_check\n#define H3_TOPK_NAME h3cu_topk_check\n"
-           "#define Q_T h3_bf16\n#define K_T h3_bf16\n#define IX_T int\n#define O_T h3_bf16\n";
+  static char moe[512], msa[512]; /* every kernel of the file, the models' dtypes */
+  if (!strcmp(file, "m31_moe.cu")) {
+    moe_defines(moe, sizeof moe,
+                "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
+                "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MARKOV_NAME h3cu_markov_check\n",
+                H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
+    return moe;
+  }
+  if (!strcmp(file, "m31_msa.cu")) {
+    msa_defines(msa, sizeof msa,
+                "#define H3_KV_ATT_NAME h3cu_kvatt_check\n#define H3_TOPK_NAME h3cu_topk_check\n",
+                H3_BF16, H3_BF16, H3_I32, H3_BF16);
+    return msa;
+  }
   return NULL;
 }
 
