@@ -6,21 +6,11 @@
  * kernel), so one definition serves both sides. */
 #include "h3/scalar.h"
 
+#include "../common/check.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-
-static int failures, checks;
-#define CHECK(cond, ...)                                                                   \
-  do {                                                                                     \
-    checks++;                                                                              \
-    if (!(cond)) {                                                                         \
-      failures++;                                                                          \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                      \
-      fprintf(stderr, __VA_ARGS__);                                                        \
-      fputc('\n', stderr);                                                                 \
-    }                                                                                      \
-  } while (0)
 
 int main(void) {
   for (long long a = -50; a <= 50; a++)
@@ -40,10 +30,5 @@ int main(void) {
   CHECK(h3_sc_floordiv(INT64_MAX, 1) == INT64_MAX && h3_sc_floordiv(-7, 2) == -4, "large and odd");
   CHECK(h3_sc_clamp_row(-3, 10) == 0 && h3_sc_clamp_row(10, 10) == 9 && h3_sc_clamp_row(4, 10) == 4,
         "row clamps");
-  if (failures) {
-    fprintf(stderr, "test_scalar: %d of %d checks failed\n", failures, checks);
-    return 1;
-  }
-  printf("test_scalar: %d checks passed\n", checks);
-  return 0;
+  return check_summary("test_scalar");
 }
