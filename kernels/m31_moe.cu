@@ -1,35 +1,65 @@
 // m31_moe.cu: MiniMax-M3.1's routing, mixture-of-experts and DSpark Markov head, the
-// contracts of ops.def and the CPU reference (runtime/cpu/ops_moe.c) step by step: every
-// dot product is a sequential fp32 sum (__fmul_rn / __fadd_rn, index ascending), every
-// bf16 rounding where the reference rounds. First forms (a thread per output); the grouped
-// expert GEMMs are the next step.
+// contracts of ops.def and of the CPU reference (runtime/cpu/ops_moe.c) with the same
+// roundings (bf16 where the reference rounds, fp32 sums). The dot products are memory-bound
+// GEMVs: a warp per output row, lanes summing strided slices, a shuffle tree at the end
+// (a different sum order from the reference's ascending one, covered by the tests'
+// tolerance).
 //   H3_ROUTER_NAME (h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
-//     {k, scale}: one block per row, a thread per expert; dynamic shared: E floats.
-//   H3_MOE_NAME, H3_MOE_DOWN_NAME: moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T,
-//     ids[T, k] I_T, wts[T, k] B_T) -> out[T, H] O_T {alpha, limit} in two launches through
-//     an f32 scratch of the activations [T, k, F]: a thread per (row, slot, output) of the
-//     gate_up GEMV, then a thread per (row, output) of the down GEMV walking the experts in
-//     ascending id order (each id once); sequential sums, so the reference's bits.
+//     {k, scale}: one block of H3M_ROUTER_THREADS per row, a warp per expert; dynamic
+//     shared: (H + E) floats.
+//   moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T, ids[T, k] I_T, wts[T, k] B_T)
+//     -> out[T, H] O_T {alpha, limit} in three launches, expert-major so that each expert's
+//     weights are read once per H3M_ROWS of its rows and an expert no row chose is not read:
+//     H3_MOE_NAME        grid (E, ceil(F / 16)): act[t, s] = bf16(swigluoai(bf16(h_t · gate),
+//                        bf16(h_t · up))) for the rows t whose slot s chose e (first such slot)
+//     H3_MOE_DOWN_NAME   grid (E, ceil(H / 16)): y[t, s] = bf16(act[t, s] · down_e)
+//     H3_MOE_COMBINE_NAME grid (T, ceil(H / 256)): out[t] = sum over the chosen experts in
+//                        ascending id order (each id once) of w * y (fp32, from 0)
+//     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
+//     contract); the first two kernels take dynamic shared T ints (the expert's rows).
 //   H3_MARKOV_NAME (base[G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev I_T) -> z[G, V] O_T,
 //     draft[G] I_T: one block; dynamic shared: r floats.
+// Every loop that holds a shuffle or a barrier runs the same number of times in every thread
+// of a block (tests run these kernels on the host under tests/codegen/host_emu.h, where a
+// shuffle is a block-wide barrier). `vec` (from the host): rows are 8-element aligned
+// (16-byte vector loads); else element loads.
 // Macros the user defines in front: H_T, W_T, B_T, I_T, O_T and the name of each kernel it
-// wants (H3_MOE_NAME with H3_MOE_DOWN_NAME); a kernel whose name is not defined is not compiled.
+// wants (the three moe names together); a kernel whose name is not defined is not compiled.
+
+#define H3M_ROWS 8            // rows of one expert per pass over its weight rows
+#define H3M_OUT_PER_BLOCK 16  // output rows per block of the expert GEMVs (2 per warp)
+#define H3M_ROUTER_THREADS 512
 
 __device__ __forceinline__ float h3m_sigmoid(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
 }
 
+__device__ __forceinline__ float h3m_warp_sum(float v) {
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, s));
+  return v;
+}
+
 #ifdef H3_ROUTER_NAME
-extern "C" __global__ void __launch_bounds__(256) H3_ROUTER_NAME(
+extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     I_T *__restrict__ ids, O_T *__restrict__ wts, long long H, int E, int k, float scale) {
-  extern __shared__ float s[]; // [E] sigmoid scores
+  H3_DYN_SMEM(float, hs); // [H] the row, then [E] sigmoid scores
+  float *s = hs + H;
   const long long t = blockIdx.x;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (long long i = threadIdx.x; i < H; i += blockDim.x) hs[i] = (float)h3_ld(h, t * H + i);
+  __syncthreads();
+  for (int e0 = 0; e0 < E; e0 += nw) {
+    const int e = e0 + warp;
     float acc = 0.0f;
-    for (long long i = 0; i < H; i++)
-      acc = __fadd_rn(acc, __fmul_rn((float)h3_ld(h, t * H + i), (float)h3_ld(w, e * H + i)));
-    s[e] = h3m_sigmoid(acc);
+    if (e < E) {
+      const W_T *we = w + (long long)e * H;
+#pragma unroll 8
+      for (long long i = lane; i < H; i += 32) acc = __fadd_rn(acc, __fmul_rn(hs[i], (float)h3_ld(we, i)));
+    }
+    acc = h3m_warp_sum(acc);
+    if (e < E && lane == 0) s[e] = h3m_sigmoid(acc);
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
@@ -61,6 +91,155 @@ extern "C" __global__ void __launch_bounds__(256) H3_ROUTER_NAME(
 #endif
 
 #ifdef H3_MOE_NAME
+// The rows that chose expert e, ascending, into rows[] as t * 16 + slot (the first slot of
+// row t holding e); returns their count. Two passes: each thread counts a contiguous range
+// of rows, thread 0 turns the counts into offsets, each thread writes its range. k <= 16.
+__device__ int h3m_expert_rows(const I_T *ids, long long T, int k, long long e, int *rows) {
+  __shared__ int counts[256];
+  __shared__ int total;
+  const int nt = blockDim.x < 256 ? blockDim.x : 256, me = threadIdx.x;
+  const long long per = (T + nt - 1) / nt, t0 = me < nt ? me * per : T;
+  const long long t1 = t0 + per < T ? t0 + per : T;
+  int c = 0;
+  for (long long t = t0; t < t1; t++)
+    for (int s = 0; s < k; s++)
+      if ((long long)ids[t * k + s] == e) {
+        c++;
+        break;
+      }
+  if (me < nt) counts[me] = c;
+  __syncthreads();
+  if (me == 0) {
+    int run = 0;
+    for (int i = 0; i < nt; i++) {
+      const int n = counts[i];
+      counts[i] = run;
+      run += n;
+    }
+    total = run;
+  }
+  __syncthreads();
+  int at = me < nt ? counts[me] : 0;
+  for (long long t = t0; t < t1; t++)
+    for (int s = 0; s < k; s++)
+      if ((long long)ids[t * k + s] == e) {
+        rows[at++] = (int)(t * 16 + s);
+        break;
+      }
+  const int n = total;
+  __syncthreads();
+  return n;
+}
+
+// acc[r][j] = sum over i < K of x_r[i] * wj[i] for the NR (<= H3M_ROWS) rows x_r = x +
+// xrow[r] * K and the NW weight rows wj = w + j * wstride, summed over the whole warp (every
+// lane returns the totals). live: this lane's warp has a real output row (else its loads
+// are skipped and it returns zeros, still taking part in the shuffles).
+template <int NW, typename XT>
+__device__ __forceinline__ void h3m_rows_dot(const XT *x, const long long *xrow, int nr,
+                                             const W_T *w, long long wstride, long long K,
+                                             bool live, bool vec, float acc[H3M_ROWS][NW]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < H3M_ROWS; r++)
+#pragma unroll
+    for (int j = 0; j < NW; j++) acc[r][j] = 0.0f;
+  if (live && vec) {
+#pragma unroll 2
+    for (long long i = (long long)lane * 8; i < K; i += 256) {
+      float wv[NW][8];
+#pragma unroll
+      for (int j = 0; j < NW; j++) h3_ld8(w + j * wstride, i, wv[j]);
+#pragma unroll
+      for (int r = 0; r < H3M_ROWS; r++) {
+        if (r >= nr) break;
+        float xv[8];
+        h3_ld8(x, xrow[r] * K + i, xv);
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+          for (int q = 0; q < 8; q++) acc[r][j] = __fadd_rn(acc[r][j], __fmul_rn(xv[q], wv[j][q]));
+      }
+    }
+  } else if (live) {
+    for (long long i = lane; i < K; i += 32)
+      for (int r = 0; r < nr; r++) {
+        const float xv = (float)h3_ld(x, xrow[r] * K + i);
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+          acc[r][j] = __fadd_rn(acc[r][j], __fmul_rn(xv, (float)h3_ld(w + j * wstride, i)));
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < H3M_ROWS; r++)
+#pragma unroll
+    for (int j = 0; j < NW; j++) acc[r][j] = h3m_warp_sum(acc[r][j]);
+}
+
+// Grid (E, ceil(F / 16)), 256 threads: warp w computes outputs o = 16 * blockIdx.y + 2w + {0, 1}
+// of expert e = blockIdx.x for its rows, H3M_ROWS at a time: act[t * k + s, o].
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
+    const H_T *__restrict__ h, const W_T *__restrict__ gu, const I_T *__restrict__ ids,
+    h3_bf16 *__restrict__ act, long long T, long long H, long long F, int k, float alpha,
+    float limit, int vec) {
+  H3_DYN_SMEM(int, rows); // [T]
+  const long long e = blockIdx.x;
+  const int n = h3m_expert_rows(ids, T, k, e, rows);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const W_T *g0 = gu + e * 2 * F * H;
+  for (int r0 = 0; r0 < n; r0 += H3M_ROWS) {
+    const int nr = n - r0 < H3M_ROWS ? n - r0 : H3M_ROWS;
+    long long xrow[H3M_ROWS];
+#pragma unroll
+    for (int r = 0; r < H3M_ROWS; r++) xrow[r] = r < nr ? rows[r0 + r] / 16 : 0;
+    for (int j = 0; j < 2; j++) {
+      const long long o = (long long)blockIdx.y * H3M_OUT_PER_BLOCK + warp * 2 + j;
+      float acc[H3M_ROWS][2];
+      h3m_rows_dot<2>(h, xrow, nr, g0 + (o < F ? o : 0) * H, F * H, H, o < F, vec != 0, acc);
+      if (o >= F || lane >= nr) continue;
+#pragma unroll
+      for (int r = 0; r < H3M_ROWS; r++) {
+        if (r != lane) continue;
+        float g = h3_rbf16(acc[r][0]), v = h3_rbf16(acc[r][1]);
+        g = g < limit ? g : limit;
+        v = v < -limit ? -limit : (v > limit ? limit : v);
+        const int ts = rows[r0 + r];
+        h3_st(act, (long long)(ts / 16 * k + ts % 16) * F + o,
+              __fmul_rn(__fmul_rn(g, h3m_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(v, 1.0f)));
+      }
+    }
+  }
+}
+
+// Grid (E, ceil(H / 16)), 256 threads: y[t * k + s, o] = bf16(act[t * k + s] · down[e, o]).
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
+    const W_T *__restrict__ down, const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act,
+    h3_bf16 *__restrict__ y, long long T, long long H, long long F, int k, int vec) {
+  H3_DYN_SMEM(int, rows); // [T]
+  const long long e = blockIdx.x;
+  const int n = h3m_expert_rows(ids, T, k, e, rows);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int r0 = 0; r0 < n; r0 += H3M_ROWS) {
+    const int nr = n - r0 < H3M_ROWS ? n - r0 : H3M_ROWS;
+    long long xrow[H3M_ROWS];
+#pragma unroll
+    for (int r = 0; r < H3M_ROWS; r++) {
+      const int ts = r < nr ? rows[r0 + r] : 0;
+      xrow[r] = (long long)ts / 16 * k + ts % 16; // the row of act
+    }
+    for (int j = 0; j < 2; j++) {
+      const long long o = (long long)blockIdx.y * H3M_OUT_PER_BLOCK + warp * 2 + j;
+      float acc[H3M_ROWS][1];
+      h3m_rows_dot<1>(act, xrow, nr, down + (e * H + (o < H ? o : 0)) * F, 0, F, o < H,
+                      vec != 0, acc);
+      if (o >= H || lane >= nr) continue;
+#pragma unroll
+      for (int r = 0; r < H3M_ROWS; r++)
+        if (r == lane) h3_st(y, xrow[r] * H + o, acc[r][0]);
+    }
+  }
+}
+
 // The chosen experts of row t in ascending id order, each id once (the reference's selection
 // sort): order[r] is the slot of the r-th, -1 after the last. k <= 16.
 __device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, int k, int *order) {
@@ -78,35 +257,11 @@ __device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, in
   }
 }
 
-// Phase 1, grid (T, k, ceil(F / 64)), 64 threads: thread o of slot s of row t computes
-// u_g = bf16(h . gate_up[e, o]), u_v = bf16(h . gate_up[e, F + o]) and the activation
-// a[t, s, o] = bf16((g * sigmoid(alpha * g)) * (v + 1)) into the scratch (f32 [T, k, F]).
-extern "C" __global__ void __launch_bounds__(64) H3_MOE_NAME(
-    const H_T *__restrict__ h, const W_T *__restrict__ gu, const I_T *__restrict__ ids,
-    float *__restrict__ act, long long H, long long F, int k, float alpha, float limit) {
-  const long long t = blockIdx.x, o = (long long)blockIdx.z * blockDim.x + threadIdx.x;
-  const int slot = blockIdx.y;
-  if (o >= F) return;
-  const long long e = (long long)ids[t * k + slot];
-  const W_T *g0 = gu + e * 2 * F * H;
-  float sg = 0.0f, sv = 0.0f;
-  for (long long i = 0; i < H; i++) {
-    const float x = (float)h3_ld(h, t * H + i);
-    sg = __fadd_rn(sg, __fmul_rn(x, (float)h3_ld(g0, o * H + i)));
-    sv = __fadd_rn(sv, __fmul_rn(x, (float)h3_ld(g0, (F + o) * H + i)));
-  }
-  float g = h3_rbf16(sg), v = h3_rbf16(sv);
-  g = g < limit ? g : limit;
-  v = v < -limit ? -limit : (v > limit ? limit : v);
-  act[(t * k + slot) * F + o] =
-      h3_rbf16(__fmul_rn(__fmul_rn(g, h3m_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(v, 1.0f)));
-}
-
-// Phase 2, grid (T, ceil(H / 64)), 64 threads: thread o of row t walks the chosen experts in
-// ascending id order: y = bf16(a[t, s] . down[e, o]); acc += w_s * y; out[t, o] = acc.
-extern "C" __global__ void __launch_bounds__(64) H3_MOE_DOWN_NAME(
-    const W_T *__restrict__ down, const I_T *__restrict__ ids, const B_T *__restrict__ wts,
-    const float *__restrict__ act, O_T *__restrict__ out, long long H, long long F, int k) {
+// Grid (T, ceil(H / 256)), 256 threads: out[t, o] = sum of w[t, s] * y[t * k + s, o] over the
+// slots in ascending expert order.
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
+    const I_T *__restrict__ ids, const B_T *__restrict__ wts, const h3_bf16 *__restrict__ y,
+    O_T *__restrict__ out, long long H, int k) {
   const long long t = blockIdx.x, o = (long long)blockIdx.y * blockDim.x + threadIdx.x;
   if (o >= H) return;
   int order[16];
@@ -114,12 +269,7 @@ extern "C" __global__ void __launch_bounds__(64) H3_MOE_DOWN_NAME(
   float acc = 0.0f;
   for (int r = 0; r < k && order[r] >= 0; r++) {
     const int slot = order[r];
-    const long long e = (long long)ids[t * k + slot];
-    const W_T *d0 = down + e * H * F + o * F;
-    const float *a = act + (t * k + slot) * F;
-    float y = 0.0f;
-    for (long long i = 0; i < F; i++) y = __fadd_rn(y, __fmul_rn(a[i], (float)h3_ld(d0, i)));
-    acc = __fadd_rn(acc, __fmul_rn((float)h3_ld(wts, t * k + slot), h3_rbf16(y)));
+    acc = __fadd_rn(acc, __fmul_rn((float)h3_ld(wts, t * k + slot), h3_ld(y, (t * k + slot) * H + o)));
   }
   h3_st(out, t * H + o, acc);
 }
@@ -130,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
     const B_T *__restrict__ base, const W_T *__restrict__ w1, const W_T *__restrict__ w2,
     const I_T *__restrict__ prev0, O_T *__restrict__ z, I_T *__restrict__ draft, int G,
     long long V, int r) {
-  extern __shared__ float e[]; // [r] the previous token's w1 row
+  H3_DYN_SMEM(float, e); // [r] the previous token's w1 row
   __shared__ float best_v[256];
   __shared__ long long best_i[256];
   __shared__ long long prev;

@@ -1,149 +1,243 @@
 // m31_msa.cu: MiniMax-M3.1's attention over the paged KV cache and its sparse (MSA) block
-// selection, the contracts of ops.def and the CPU reference (runtime/cpu/ops_attention.c,
+// selection, the contracts of ops.def and of the CPU reference (runtime/cpu/ops_attention.c,
 // ops_sparse.c). Cached position j of a sequence lives at flat row
-// pt[j / page] * page + j % page of the [P, page, Hk, D] caches. Correctness-first forms
-// (one block per row and head); the split-over-keys decode kernel is the next step.
+// pt[j / page] * page + j % page of the [P, page, Hk, D] caches.
 //   H3_KV_ATT_NAME (q[T, Hq, D] Q_T, kc, vc [P, page, Hk, D] K_T, kb, vb [T, Hk, D] K_T,
-//     pos[T], pt[NP], sel[T, Hk, topk], ctx[] (all IX_T)) -> o[T, Hq, D] O_T, kind:
-//       0 paged:  keys = positions 0..pos[t];
-//       1 block:  keys = positions 0..ctx-1, then the T rows of kb / vb (non-causal);
-//       2 sparse: keys = the positions j <= pos[t] of the selected blocks (ascending, -1
-//                 skipped);
-//     s_j = (q · k_j) * scale (fp32, d ascending), softmax over the keys, o = sum p_j v_j / l,
-//     one rounding; online softmax over tiles of 32 keys. 128 threads, D <= 256.
-//   H3_TOPK_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt[NP] IX_T)
-//     -> sel[T, Hi, topk] IX_T {block, topk}: score[b] = max over j in block b, j <= pos[t]
-//     of iq · ik_j (fp32, d ascending); the current block +inf; the min(topk, nb) best
-//     (ties: lower block) written ascending, then -1. Dynamic shared: nb_max floats.
-// Macros the user defines in front: Q_T, K_T, IX_T, O_T and the name of each kernel it wants
-// (a kernel whose name is not defined is not compiled).
+//     pos[T], pt[NP], sel[T, Hk, topk], ctx[] (all IX_T)) -> part f32 [T, Hq, S, D + 2],
+//     grid (T, Hk, S), H3M_ATT_THREADS threads. The keys of row t, by kind:
+//       0 paged:  positions 0..pos[t];
+//       1 block:  positions 0..ctx-1, then the T rows of kb / vb (non-causal);
+//       2 sparse: the positions j <= pos[t] of the selected blocks (ascending, -1 skipped);
+//     block (t, kv head, s) takes the s-th of S equal parts of them (flash decoding) and
+//     every q head of the kv head's group (GQA: a K / V row is read once for the group):
+//     warp w owns heads w * H3M_HPW .. + H3M_HPW - 1 of the group, lane l dims l + 32c
+//     (c < H3M_DC), H3M_KEYS keys per step. s_j = (q · k_j) * scale (fp32), online softmax:
+//     part = (running max m, sum l, unnormalised sum of p_j v_j [D]).
+//   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
+//     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
+//   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt[NP] IX_T)
+//     -> score f32 [T, Hi, NB] {block}, grid (T, NB), a thread per key of block b:
+//     score[b] = max over j in block b, j <= pos[t] of iq · ik_j (fp32), +inf for the current
+//     block; blocks past the row's last are not written. Dynamic shared: Hi * D floats.
+//   H3_TOPK_NAME (score) -> sel[T, Hi, topk] IX_T, grid (T, Hi): the min(topk, nb) best
+//     blocks (descending score, ties: lower block) written ascending, then -1. Dynamic
+//     shared: nb_max floats + nb_max ints.
+// The sums differ in order from the reference (lanes, then a shuffle tree; tiles of keys),
+// within the tests' tolerance. Every loop that holds a shuffle or a barrier runs the same
+// number of times in every thread of a block (host emulation: tests/codegen/host_emu.h).
+// Macros the user defines in front: Q_T, K_T, IX_T, O_T, H3M_DC (ceil(D / 32)) and H3M_HPW
+// (ceil(group / 4)) for the attention, and the name of each kernel it wants (a kernel whose
+// name is not defined is not compiled).
 
 #define H3M_INF __int_as_float(0x7f800000) /* NVRTC has no INFINITY */
+#define H3M_ATT_THREADS 128
+#define H3M_KEYS 4
 
 __device__ __forceinline__ long long h3m_slot(const IX_T *pt, long long j, int page) {
   return (long long)pt[j / page] * page + j % page;
 }
 
 #ifdef H3_KV_ATT_NAME
-extern "C" __global__ void __launch_bounds__(128) H3_KV_ATT_NAME(
+__device__ __forceinline__ float h3m_att_sum(float v) {
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, s));
+  return v;
+}
+
+extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     const Q_T *__restrict__ q, const K_T *__restrict__ kc, const K_T *__restrict__ vc,
     const K_T *__restrict__ kb, const K_T *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
-    O_T *__restrict__ o, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
+    float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
     float scale) {
-  __shared__ float qs[256];
-  __shared__ float ss[32];
-  __shared__ long long koff[32]; // element offset of key i's D-vector; -1: no key
-  __shared__ int kfrom_block[32];
   const long long t = blockIdx.x;
-  const int hq = blockIdx.y, kvh = hq / (Hq / Hk);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = (float)h3_ld(q, (t * Hq + hq) * D + d);
-  long long nv; // virtual keys: paged p + 1; block ctx + T; sparse topk * page
+  const int kvh = blockIdx.y, s = blockIdx.z, S = gridDim.z, G = Hq / Hk;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long p = kind == 1 ? 0 : (long long)pos[t];
   const long long ctx = kind == 1 ? (long long)*ctxp : 0;
-  if (kind == 0) nv = p + 1;
-  else if (kind == 1) nv = ctx + T;
-  else nv = (long long)topk * page;
-  float m = -H3M_INF, l = 0.0f, acc[2] = {0.0f, 0.0f};
-  __syncthreads();
-  for (long long v0 = 0; v0 < nv; v0 += 32) {
-    if (threadIdx.x < 32) {
-      const long long v = v0 + threadIdx.x;
+  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)topk * page;
+  const long long chunk = (nv + S - 1) / S, v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
+  float qr[H3M_HPW][H3M_DC], acc[H3M_HPW][H3M_DC], m[H3M_HPW], l[H3M_HPW];
+#pragma unroll
+  for (int hh = 0; hh < H3M_HPW; hh++) {
+    const int g = warp * H3M_HPW + hh;
+    m[hh] = -H3M_INF, l[hh] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < H3M_DC; c++) {
+      const int d = lane + 32 * c;
+      acc[hh][c] = 0.0f;
+      qr[hh][c] = g < G && d < D ? (float)h3_ld(q, (t * Hq + kvh * G + g) * D + d) : 0.0f;
+    }
+  }
+  for (long long vs = v0; vs < v1; vs += H3M_KEYS) {
+    float kr[H3M_KEYS][H3M_DC], vr[H3M_KEYS][H3M_DC];
+    bool live[H3M_KEYS];
+#pragma unroll
+    for (int u = 0; u < H3M_KEYS; u++) {
+      const long long v = vs + u;
+      const K_T *kp = kc, *vp = vc;
       long long off = -1;
-      int from_block = 0;
-      if (v < nv) {
+      if (v < v1) {
         if (kind == 0) {
           off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
         } else if (kind == 1) {
           if (v < ctx) off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
-          else off = ((v - ctx) * Hk + kvh) * D, from_block = 1;
+          else off = ((v - ctx) * Hk + kvh) * D, kp = kb, vp = vb;
         } else {
           const long long b = (long long)sel[(t * Hk + kvh) * topk + v / page];
           const long long j = b * page + v % page;
           if (b >= 0 && j <= p) off = (h3m_slot(pt, j, page) * Hk + kvh) * D;
         }
       }
-      float s = -H3M_INF;
-      if (off >= 0) {
-        const K_T *kr = (from_block ? kb : kc) + off;
+      live[u] = off >= 0;
+#pragma unroll
+      for (int c = 0; c < H3M_DC; c++) {
+        const int d = lane + 32 * c;
+        const bool in = live[u] && d < D;
+        kr[u][c] = in ? (float)h3_ld(kp, off + d) : 0.0f;
+        vr[u][c] = in ? (float)h3_ld(vp, off + d) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < H3M_HPW; hh++) {
+      float sc[H3M_KEYS], tm = -H3M_INF;
+#pragma unroll
+      for (int u = 0; u < H3M_KEYS; u++) {
         float dot = 0.0f;
-        for (int d = 0; d < D; d++) dot = __fadd_rn(dot, __fmul_rn(qs[d], (float)h3_ld(kr, d)));
-        s = __fmul_rn(dot, scale);
+#pragma unroll
+        for (int c = 0; c < H3M_DC; c++) dot = __fadd_rn(dot, __fmul_rn(qr[hh][c], kr[u][c]));
+        dot = h3m_att_sum(dot);
+        sc[u] = live[u] ? __fmul_rn(dot, scale) : -H3M_INF;
+        tm = fmaxf(tm, sc[u]);
       }
-      ss[threadIdx.x] = s;
-      koff[threadIdx.x] = off;
-      kfrom_block[threadIdx.x] = from_block;
-    }
-    __syncthreads();
-    float tm = -H3M_INF;
-    for (int i = 0; i < 32; i++) tm = fmaxf(tm, ss[i]);
-    if (tm > -H3M_INF) {
-      const float mn = fmaxf(m, tm);
-      const float corr = m == -H3M_INF ? 0.0f : expf(__fsub_rn(m, mn));
-      l = __fmul_rn(l, corr);
-      acc[0] = __fmul_rn(acc[0], corr);
-      acc[1] = __fmul_rn(acc[1], corr);
-      for (int i = 0; i < 32; i++) {
-        if (koff[i] < 0) continue;
-        const float pj = expf(__fsub_rn(ss[i], mn));
-        l = __fadd_rn(l, pj);
-        const K_T *vr = (kfrom_block[i] ? vb : vc) + koff[i];
-        for (int c = 0; c < 2; c++) {
-          const int d = threadIdx.x + c * 128;
-          if (d < D) acc[c] = __fadd_rn(acc[c], __fmul_rn(pj, (float)h3_ld(vr, d)));
-        }
+      if (tm == -H3M_INF) continue;
+      const float mn = fmaxf(m[hh], tm);
+      const float corr = m[hh] == -H3M_INF ? 0.0f : expf(__fsub_rn(m[hh], mn));
+      l[hh] = __fmul_rn(l[hh], corr);
+#pragma unroll
+      for (int c = 0; c < H3M_DC; c++) acc[hh][c] = __fmul_rn(acc[hh][c], corr);
+#pragma unroll
+      for (int u = 0; u < H3M_KEYS; u++) {
+        if (!live[u]) continue;
+        const float pj = expf(__fsub_rn(sc[u], mn));
+        l[hh] = __fadd_rn(l[hh], pj);
+#pragma unroll
+        for (int c = 0; c < H3M_DC; c++) acc[hh][c] = __fadd_rn(acc[hh][c], __fmul_rn(pj, vr[u][c]));
       }
-      m = mn;
+      m[hh] = mn;
     }
-    __syncthreads();
   }
-  for (int c = 0; c < 2; c++) {
-    const int d = threadIdx.x + c * 128;
-    if (d < D) h3_st(o, (t * Hq + hq) * D + d, l > 0.0f ? __fdiv_rn(acc[c], l) : 0.0f);
+#pragma unroll
+  for (int hh = 0; hh < H3M_HPW; hh++) {
+    const int g = warp * H3M_HPW + hh;
+    if (g >= G) continue;
+    float *pr = part + ((t * Hq + kvh * G + g) * S + s) * (D + 2);
+    if (lane == 0) pr[0] = m[hh], pr[1] = l[hh];
+#pragma unroll
+    for (int c = 0; c < H3M_DC; c++)
+      if (lane + 32 * c < D) pr[2 + lane + 32 * c] = acc[hh][c];
   }
+}
+#endif
+
+#ifdef H3_KV_COMBINE_NAME
+extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME(
+    const float *__restrict__ part, O_T *__restrict__ o, int Hq, int D, int S) {
+  const long long row = (long long)blockIdx.x * Hq + blockIdx.y; // (t, hq)
+  const float *pr = part + row * S * (D + 2);
+  float M = -H3M_INF;
+  for (int s = 0; s < S; s++) M = fmaxf(M, pr[s * (D + 2)]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float L = 0.0f, acc = 0.0f;
+    if (M > -H3M_INF)
+      for (int s = 0; s < S; s++) {
+        const float ms = pr[s * (D + 2)];
+        if (ms == -H3M_INF) continue;
+        const float f = expf(__fsub_rn(ms, M));
+        L = __fadd_rn(L, __fmul_rn(pr[s * (D + 2) + 1], f));
+        acc = __fadd_rn(acc, __fmul_rn(pr[s * (D + 2) + 2 + d], f));
+      }
+    h3_st(o, row * D + d, L > 0.0f ? __fdiv_rn(acc, L) : 0.0f);
+  }
+}
+#endif
+
+#ifdef H3_TOPK_SCORE_NAME
+#define H3M_MAX_INDEX_HEADS 8
+extern "C" __global__ void __launch_bounds__(128) H3_TOPK_SCORE_NAME(
+    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
+    const IX_T *__restrict__ pt, float *__restrict__ score, int Hi, int D, int page, int block,
+    int NB) {
+  H3_DYN_SMEM(float, qs); // [Hi, D]
+  __shared__ float red[H3M_MAX_INDEX_HEADS][128];
+  const long long t = blockIdx.x, b = blockIdx.y;
+  const long long p = (long long)pos[t], nb = p / block + 1;
+  if (b >= nb) return; // the whole block
+  for (int i = threadIdx.x; i < Hi * D; i += blockDim.x) qs[i] = (float)h3_ld(iq, t * Hi * D + i);
+  __syncthreads();
+  float best[H3M_MAX_INDEX_HEADS];
+#pragma unroll
+  for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) best[h] = -H3M_INF;
+  for (long long jj = threadIdx.x; jj < block; jj += blockDim.x) {
+    const long long j = b * block + jj;
+    if (j > p) break;
+    const K_T *kr = ik + h3m_slot(pt, j, page) * D;
+    float dot[H3M_MAX_INDEX_HEADS];
+#pragma unroll
+    for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) dot[h] = 0.0f;
+    for (int d0 = 0; d0 < D; d0 += 8) {
+      float kv[8];
+      if (d0 + 8 <= D) {
+        h3_ld8(kr, d0, kv);
+      } else {
+        for (int q = 0; q < 8; q++) kv[q] = d0 + q < D ? (float)h3_ld(kr, d0 + q) : 0.0f;
+      }
+#pragma unroll
+      for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) {
+        if (h >= Hi) break;
+        for (int q = 0; q < 8 && d0 + q < D; q++)
+          dot[h] = __fadd_rn(dot[h], __fmul_rn(qs[h * D + d0 + q], kv[q]));
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) best[h] = dot[h] > best[h] ? dot[h] : best[h];
+  }
+#pragma unroll
+  for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) red[h][threadIdx.x] = best[h];
+  __syncthreads();
+  const int h = (int)threadIdx.x;
+  if (h >= Hi) return;
+  float mx = -H3M_INF;
+  for (int i = 0; i < (int)blockDim.x; i++) mx = red[h][i] > mx ? red[h][i] : mx;
+  score[(t * Hi + h) * NB + b] = b == nb - 1 ? H3M_INF : mx;
 }
 #endif
 
 #ifdef H3_TOPK_NAME
 extern "C" __global__ void __launch_bounds__(128) H3_TOPK_NAME(
-    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
-    const IX_T *__restrict__ pt, IX_T *__restrict__ out, int Hi, int D, int page, int block,
-    int topk) {
-  extern __shared__ float score[]; // [nb]
+    const float *__restrict__ score, const IX_T *__restrict__ pos, IX_T *__restrict__ out,
+    int Hi, int block, int NB, int topk) {
+  H3_DYN_SMEM(float, sc); // [NB] scores, then [NB] chosen flags
+  int *chosen = reinterpret_cast<int *>(sc + NB);
   const long long t = blockIdx.x;
   const int h = blockIdx.y;
   const long long p = (long long)pos[t], nb = p / block + 1;
-  const Q_T *qr = iq + (t * Hi + h) * D;
-  for (long long b = threadIdx.x; b < nb; b += blockDim.x) {
-    float best = -H3M_INF;
-    for (long long j = b * block; j < (b + 1) * block && j <= p; j++) {
-      const K_T *kr = ik + h3m_slot(pt, j, page) * D;
-      float dot = 0.0f;
-      for (int d = 0; d < D; d++)
-        dot = __fadd_rn(dot, __fmul_rn((float)h3_ld(qr, d), (float)h3_ld(kr, d)));
-      best = dot > best ? dot : best;
-    }
-    score[b] = b == nb - 1 ? H3M_INF : best;
+  const long long k = nb < topk ? nb : topk;
+  const float *sr = score + (t * Hi + h) * NB;
+  for (long long b = threadIdx.x; b < nb; b += blockDim.x) sc[b] = sr[b];
+  __syncthreads();
+  for (long long b = threadIdx.x; b < nb; b += blockDim.x) { // rank: blocks ahead of b
+    long long rank = 0;
+    const float v = sc[b];
+    for (long long c = 0; c < nb && rank < k; c++) rank += sc[c] > v || (sc[c] == v && c < b);
+    chosen[b] = rank < k;
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  // the reference's selection: min(topk, nb) rounds of the best untaken block (ties: lower),
-  // marked by setting its score to NaN; then the marked blocks ascending, then -1
-  const long long k = nb < topk ? nb : topk;
   const long long o0 = (t * Hi + h) * topk;
-  for (long long s = 0; s < k; s++) {
-    long long bi = -1;
-    for (long long b = 0; b < nb; b++) {
-      const float sc = score[b];
-      if (sc != sc) continue;
-      if (bi < 0 || sc > score[bi]) bi = b;
-    }
-    if (bi < 0) break;
-    score[bi] = __int_as_float(0x7fc00000);
-  }
   long long n = 0;
   for (long long b = 0; b < nb; b++)
-    if (score[b] != score[b]) out[o0 + n++] = (IX_T)b;
+    if (chosen[b]) out[o0 + n++] = (IX_T)b;
   for (; n < topk; n++) out[o0 + n] = (IX_T)-1;
 }
 #endif

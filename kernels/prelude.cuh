@@ -15,6 +15,12 @@
 typedef __nv_bfloat16 h3_bf16;
 typedef __half h3_f16;
 #define H3_DI __device__ __forceinline__
+// a kernel's dynamic shared memory as an array `name` of T (host emulation: one buffer)
+#ifdef H3_HOST_EMU
+#define H3_DYN_SMEM(T, name) T *name = reinterpret_cast<T *>(emu_dyn_smem)
+#else
+#define H3_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
+#endif
 
 // widening: stored element -> compute type (float, double or long long)
 H3_DI float h3_w(h3_bf16 v) { return __bfloat162float(v); }

@@ -107,6 +107,8 @@ using std::tanh;
 /* block-wide synchronisation of the running block */
 extern pthread_barrier_t emu_barrier;
 extern unsigned long long emu_slots[1024];
+/* dynamic shared memory (H3_DYN_SMEM): one buffer, as blocks run one at a time */
+extern unsigned char emu_dyn_smem[];
 inline void __syncthreads() { pthread_barrier_wait(&emu_barrier); }
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   static_assert(sizeof(T) <= 8, "slot size");
@@ -131,22 +133,31 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src_lane, int widt
   return r;
 }
 
+/* Runs body() as the kernel: a grid of gx x gy x gz blocks of `block` threads, one block at
+ * a time (x fastest). */
+inline void emu_launch3(long long gx, long long gy, long long gz, long long block,
+                        const std::function<void()> &body) {
+  gridDim = {(unsigned)gx, (unsigned)gy, (unsigned)gz};
+  blockDim = {(unsigned)block, 1, 1};
+  for (long long z = 0; z < gz; z++)
+    for (long long y = 0; y < gy; y++)
+      for (long long x = 0; x < gx; x++) {
+        blockIdx = {(unsigned)x, (unsigned)y, (unsigned)z};
+        pthread_barrier_init(&emu_barrier, nullptr, (unsigned)block);
+        std::vector<std::thread> ts;
+        for (long long t = 0; t < block; t++)
+          ts.emplace_back([t, &body] {
+            threadIdx = {(unsigned)t, 0, 0};
+            body();
+          });
+        for (auto &t : ts) t.join();
+        pthread_barrier_destroy(&emu_barrier);
+      }
+}
+
 /* Runs body() as the kernel: grid[0] blocks of block[0] threads, one block at a time. */
 inline void emu_launch(long long grid, long long block, const std::function<void()> &body) {
-  gridDim = {(unsigned)grid, 1, 1};
-  blockDim = {(unsigned)block, 1, 1};
-  for (long long b = 0; b < grid; b++) {
-    blockIdx = {(unsigned)b, 0, 0};
-    pthread_barrier_init(&emu_barrier, nullptr, (unsigned)block);
-    std::vector<std::thread> ts;
-    for (long long t = 0; t < block; t++)
-      ts.emplace_back([t, &body] {
-        threadIdx = {(unsigned)t, 0, 0};
-        body();
-      });
-    for (auto &t : ts) t.join();
-    pthread_barrier_destroy(&emu_barrier);
-  }
+  emu_launch3(grid, 1, 1, block, body);
 }
 
 #endif

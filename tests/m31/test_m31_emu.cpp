@@ -1,0 +1,394 @@
+/* test_m31_emu.cpp: MiniMax-M3.1's hand kernels (kernels/m31_moe.cu, kernels/m31_msa.cu) run
+ * on the host under tests/codegen/host_emu.h (a thread per CUDA thread, barriers for
+ * __syncthreads and the shuffles), launched as runtime/cuda/cuda_m31.c launches them, and
+ * compared with the CPU backend's ops (h3_cpu_run_op) on random inputs:
+ *   router_topk   ids equal, weights within 1e-6 NMSE;
+ *   moe           expert ids with repeats in a row (counted once), more rows per expert
+ *                 than one pass takes (H3M_ROWS), rows of 8-element vectors and odd widths;
+ *   paged / sparse / block attention: scrambled page tables, GQA groups of 2 and 16, head
+ *                 dims 16 and 128, several key splits (the combine);
+ *   index_topk    selections equal.
+ * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-6): the kernels sum in another
+ * order than the reference.
+ */
+#include "host_emu.h"
+
+extern "C" {
+#include "h3/backend.h"
+#include "h3/ir.h"
+#include "h3/op_registry.h"
+#include "h3/weights.h"
+#include "check.h"
+}
+
+#include <string>
+
+thread_local emu_dim3 threadIdx;
+emu_dim3 blockIdx, blockDim, gridDim;
+pthread_barrier_t emu_barrier;
+unsigned long long emu_slots[1024];
+alignas(16) unsigned char emu_dyn_smem[1 << 20];
+
+#include "prelude.cuh"
+
+namespace router_k {
+#define H_T h3_bf16
+#define W_T float
+#define B_T float
+#define I_T int
+#define O_T float
+#define H3_ROUTER_NAME emu_router
+#include "m31_moe.cu"
+#undef H3_ROUTER_NAME
+#undef H_T
+#undef W_T
+#undef B_T
+#undef I_T
+#undef O_T
+} // namespace router_k
+
+namespace moe_k {
+#define H_T h3_bf16
+#define W_T h3_bf16
+#define B_T float
+#define I_T int
+#define O_T float
+#define H3_MOE_NAME emu_moe
+#define H3_MOE_DOWN_NAME emu_moe_down
+#define H3_MOE_COMBINE_NAME emu_moe_combine
+#include "m31_moe.cu"
+#undef O_T
+} // namespace moe_k
+
+#define Q_T h3_bf16
+#define K_T h3_bf16
+#define IX_T int
+namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
+#define O_T h3_bf16
+#define H3M_DC 1
+#define H3M_HPW 1
+#define H3_KV_ATT_NAME att11_att
+#define H3_KV_COMBINE_NAME att11_combine
+#define H3_TOPK_SCORE_NAME att11_score
+#define H3_TOPK_NAME att11_select
+#include "m31_msa.cu"
+#undef H3M_DC
+#undef H3M_HPW
+#undef H3_KV_ATT_NAME
+#undef H3_KV_COMBINE_NAME
+#undef H3_TOPK_SCORE_NAME
+#undef H3_TOPK_NAME
+} // namespace att11
+namespace att44 { /* head dims <= 128, groups <= 16 */
+#define H3M_DC 4
+#define H3M_HPW 4
+#define H3_KV_ATT_NAME att44_att
+#define H3_KV_COMBINE_NAME att44_combine
+#include "m31_msa.cu"
+} // namespace att44
+
+typedef void (*att_fn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *,
+                       const h3_bf16 *, const int *, const int *, const int *, const int *, float *,
+                       int, long long, int, int, int, int, int, float);
+typedef void (*combine_fn)(const float *, h3_bf16 *, int, int, int);
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void) { /* [0, 1) */
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) * 0x1p-53;
+}
+
+/* A host tensor of the op's operand or result i, filled by fill(index) -> value. */
+struct buf {
+  h3_type type;
+  std::vector<unsigned char> bytes;
+  void *p() { return bytes.data(); }
+};
+
+static buf make(const h3_type &t) {
+  buf b{t, std::vector<unsigned char>((size_t)h3_type_bytes(&t) + 16)};
+  return b;
+}
+
+static void fill_random(buf &b, double lo, double hi) {
+  for (int64_t i = 0; i < h3_type_numel(&b.type); i++)
+    h3_weights_store(b.p(), b.type.dtype, (size_t)i, lo + (hi - lo) * urand());
+}
+
+static double ld(const buf &b, int64_t i) {
+  const void *p = b.bytes.data();
+  switch (b.type.dtype) {
+  case H3_BF16: return h3_bf16_to_f32(((const uint16_t *)p)[i]);
+  case H3_F32: return ((const float *)p)[i];
+  case H3_I32: return ((const int32_t *)p)[i];
+  default: return 0;
+  }
+}
+
+/* The single op of graph @g of IR text `body` (inputs and result types in the text). */
+static h3_module *parse(const std::string &text) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_module_parse("m31_emu.ir", text.c_str(), text.size(), &d);
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  return m;
+}
+
+static const h3_op *first_op(h3_module *m) { return h3_module_graph(m, "g")->body.first; }
+
+/* Runs op on the CPU over `in` into fresh results. */
+static std::vector<buf> cpu_run(const h3_op *op, std::vector<buf> &in) {
+  std::vector<h3_tensor> ti, to;
+  std::vector<buf> out;
+  for (auto &b : in) ti.push_back(h3_tensor{b.type, b.p()});
+  for (int i = 0; i < op->n_results; i++) out.push_back(make(op->results[i]->type));
+  for (auto &b : out) to.push_back(h3_tensor{b.type, b.p()});
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_status st = h3_cpu_run_op(op, ti.data(), (int)ti.size(), to.data(), (int)to.size(), 1, 1, &d);
+  if (st != H3_OK) h3_diag_print(&d, stderr);
+  CHECK(st == H3_OK, "%s on the CPU", h3_opcode_name(op->code));
+  h3_diag_free(&d);
+  return out;
+}
+
+static void compare(const char *what, const buf &got, const buf &want, double limit) {
+  double num = 0, den = 0;
+  int64_t bad_int = 0, bad_special = 0, n = h3_type_numel(&want.type);
+  for (int64_t i = 0; i < n; i++) {
+    double a = ld(got, i), b = ld(want, i);
+    if (want.type.dtype == H3_I32) {
+      bad_int += a != b;
+      continue;
+    }
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      bad_special += !(a == b || (std::isnan(a) && std::isnan(b)));
+      continue;
+    }
+    num += (a - b) * (a - b), den += b * b;
+  }
+  double nmse = den > 0 ? num / den : num;
+  int64_t differ = 0, zero = 0;
+  for (int64_t i = 0; i < n; i++) differ += ld(got, i) != ld(want, i), zero += ld(want, i) == 0;
+  fprintf(stderr, "  %-40s nmse %.3g, %lld of %lld differ, %lld integer / %lld special mismatches\n",
+          what, nmse, (long long)differ, (long long)n, (long long)bad_int, (long long)bad_special);
+  CHECK(zero < n || want.type.dtype == H3_I32, "%s: the reference is all zeros", what);
+  CHECK(bad_int == 0 && bad_special == 0 && nmse <= limit, "%s: nmse %.3g (limit %.3g)", what, nmse, limit);
+}
+
+static std::string ty(const char *dt, std::initializer_list<int64_t> dims) {
+  std::string s = std::string(dt) + "[";
+  bool first = true;
+  for (int64_t v : dims) s += (first ? "" : ", ") + std::to_string(v), first = false;
+  return s + "]";
+}
+
+/* ---- router_topk ---------------------------------------------------------------------- */
+static void test_router(int64_t T, int64_t H, int E, int k) {
+  std::string text = "module @m config \"test\" {\n  graph @g(%h: " + ty("bf16", {T, H}) + ", %w: " +
+                     ty("f32", {E, H}) + ", %b: " + ty("f32", {E}) + ") -> (ids: " + ty("i32", {T, k}) +
+                     ") {\n    %ids, %wts = router_topk(%h, %w, %b) {k = " + std::to_string(k) +
+                     ", scale = 2.0} : " + ty("i32", {T, k}) + ", " + ty("f32", {T, k}) +
+                     "\n    return %ids\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "router IR");
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 3; i++) in.push_back(make(op->operands[i]->type)), fill_random(in.back(), -1, 1);
+  std::vector<buf> want = cpu_run(op, in);
+  buf ids = make(op->results[0]->type), wts = make(op->results[1]->type);
+  long long HH = H;
+  emu_launch3(T, 1, 1, H3M_ROUTER_THREADS, [&] {
+    router_k::emu_router((const h3_bf16 *)in[0].p(), (const float *)in[1].p(), (const float *)in[2].p(),
+                         (int *)ids.p(), (float *)wts.p(), HH, E, k, 2.0f);
+  });
+  char what[96];
+  snprintf(what, sizeof what, "router T %lld H %lld E %d k %d ids", (long long)T, (long long)H, E, k);
+  compare(what, ids, want[0], 0);
+  snprintf(what, sizeof what, "router T %lld H %lld E %d k %d weights", (long long)T, (long long)H, E, k);
+  compare(what, wts, want[1], 1e-6);
+  h3_module_free(m);
+}
+
+/* ---- moe --------------------------------------------------------------------------------- */
+static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats) {
+  std::string text = "module @m config \"test\" {\n  graph @g(%h: " + ty("bf16", {T, H}) + ", %gu: " +
+                     ty("bf16", {E, 2 * F, H}) + ", %dn: " + ty("bf16", {E, H, F}) + ", %ids: " +
+                     ty("i32", {T, k}) + ", %w: " + ty("f32", {T, k}) + ") -> (y: " + ty("f32", {T, H}) +
+                     ") {\n    %y = moe(%h, %gu, %dn, %ids, %w) {alpha = 1.702, limit = 7.0} : " +
+                     ty("f32", {T, H}) + "\n    return %y\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "moe IR");
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 5; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -2, 2);
+  fill_random(in[1], -0.3, 0.3);
+  fill_random(in[2], -0.3, 0.3);
+  fill_random(in[4], 0, 1);
+  int32_t *ids = (int32_t *)in[3].p();
+  for (int64_t t = 0; t < T; t++) /* distinct experts, unsorted; a repeat in every third row */
+    for (int s = 0; s < k; s++) {
+      int32_t e;
+      bool again;
+      do {
+        e = (int32_t)(urand() * (double)E);
+        again = false;
+        for (int r = 0; r < s; r++) again |= ids[t * k + r] == e;
+      } while (again && !(repeats && t % 3 == 0));
+      ids[t * k + s] = e;
+    }
+  std::vector<buf> want = cpu_run(op, in);
+  buf out = make(op->results[0]->type);
+  std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
+  long long TT = T, HH = H, FF = F;
+  int vh = H % 8 == 0, vf = F % 8 == 0;
+  emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
+    moe_k::emu_moe((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const int *)in[3].p(),
+                   act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
+  });
+  emu_launch3(E, (H + 15) / 16, 1, 256, [&] {
+    moe_k::emu_moe_down((const h3_bf16 *)in[2].p(), (const int *)in[3].p(), act.data(), y.data(), TT,
+                        HH, FF, k, vf);
+  });
+  emu_launch3(T, (H + 255) / 256, 1, 256, [&] {
+    moe_k::emu_moe_combine((const int *)in[3].p(), (const float *)in[4].p(), y.data(),
+                           (float *)out.p(), HH, k);
+  });
+  char what[96];
+  snprintf(what, sizeof what, "moe T %lld H %lld F %lld E %lld k %d%s", (long long)T, (long long)H,
+           (long long)F, (long long)E, k, repeats ? " (repeats)" : "");
+  compare(what, out, want[0], 1e-6);
+  h3_module_free(m);
+}
+
+/* ---- attention over the paged cache ------------------------------------------------------ */
+struct att_case {
+  const char *name;
+  int kind; /* 0 paged, 1 block, 2 sparse */
+  int64_t T, Hq, Hk, D, page, NP, S;
+  std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx} */
+};
+
+static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
+  const int64_t T = c.T, Hq = c.Hq, Hk = c.Hk, D = c.D, page = c.page, NP = c.NP, P = NP + 2;
+  const int64_t topk = 3;
+  std::string qt = ty("bf16", {T, Hq, D}), ct = ty("bf16", {P, page, Hk, D});
+  std::string args = "%q: " + qt + ", %kc: " + ct + ", %vc: " + ct, call;
+  std::string scale = "{scale = 0.3, page = " + std::to_string(page) + "}";
+  if (c.kind == 0) {
+    args += ", %pos: " + ty("i32", {T}) + ", %pt: " + ty("i32", {NP});
+    call = "paged_attention(%q, %kc, %vc, %pos, %pt) " + scale;
+  } else if (c.kind == 1) {
+    args += ", %ctx: i32[], %pt: " + ty("i32", {NP}) + ", %kb: " + ty("bf16", {T, Hk, D}) +
+            ", %vb: " + ty("bf16", {T, Hk, D});
+    call = "block_attention(%q, %kc, %vc, %ctx, %pt, %kb, %vb) " + scale;
+  } else {
+    args += ", %sel: " + ty("i32", {T, Hk, topk}) + ", %pos: " + ty("i32", {T}) + ", %pt: " + ty("i32", {NP});
+    call = "sparse_attention(%q, %kc, %vc, %sel, %pos, %pt) " + scale;
+  }
+  std::string text = "module @m config \"test\" {\n  graph @g(" + args + ") -> (o: " + qt + ") {\n    %o = " +
+                     call + " : " + qt + "\n    return %o\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "%s IR", c.name);
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < op->n_operands; i++) in.push_back(make(op->operands[i]->type));
+  for (int i = 0; i < 3; i++) fill_random(in[i], -2, 2);
+  const int ipos = c.kind == 2 ? 4 : 3, ipt = c.kind == 2 ? 5 : 4;
+  for (size_t i = 0; i < c.pos.size(); i++) ((int32_t *)in[ipos].p())[i] = c.pos[i];
+  for (int64_t i = 0; i < NP; i++) /* a scrambled page table over pages 1..P-1 */
+    ((int32_t *)in[ipt].p())[i] = (int32_t)(1 + (i * 5 + 2) % (P - 1));
+  if (c.kind == 1) fill_random(in[5], -2, 2), fill_random(in[6], -2, 2);
+  if (c.kind == 2) { /* per row and kv head: up to topk blocks of the row's, ascending, -1 padded */
+    int32_t *sel = (int32_t *)in[3].p();
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t h = 0; h < Hk; h++) {
+        int64_t nb = c.pos[t] / page + 1, n = 0;
+        for (int64_t b = 0; b < nb && n < topk; b++)
+          if (b == nb - 1 || urand() < 0.5) sel[(t * Hk + h) * topk + n++] = (int32_t)b;
+        for (; n < topk; n++) sel[(t * Hk + h) * topk + n] = -1;
+      }
+  }
+  std::vector<buf> want = cpu_run(op, in);
+  buf out = make(op->results[0]->type);
+  std::vector<float> part((size_t)(T * Hq * c.S * (D + 2)));
+  const void *kb = c.kind == 1 ? in[5].p() : nullptr, *vb = c.kind == 1 ? in[6].p() : nullptr;
+  const void *pos = c.kind == 1 ? nullptr : in[ipos].p(), *ctx = c.kind == 1 ? in[3].p() : nullptr;
+  const void *sel = c.kind == 2 ? in[3].p() : nullptr;
+  int kind = c.kind, iHq = (int)Hq, iHk = (int)Hk, iD = (int)D, ipage = (int)page, itopk = (int)topk;
+  long long TT = T;
+  emu_launch3(T, Hk, c.S, 128, [&] {
+    att((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const h3_bf16 *)in[2].p(),
+                        (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos,
+                        (const int *)in[ipt].p(), (const int *)sel, (const int *)ctx, part.data(), kind,
+                        TT, iHq, iHk, iD, ipage, itopk, 0.3f);
+  });
+  int S = (int)c.S;
+  emu_launch3(T, Hq, 1, 128, [&] {
+    combine(part.data(), (h3_bf16 *)out.p(), iHq, iD, S);
+  });
+  compare(c.name, out, want[0], 1e-4);
+  h3_module_free(m);
+}
+
+/* ---- index_topk ---------------------------------------------------------------------------- */
+static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int64_t NP, int64_t topk,
+                            std::vector<int32_t> pos) {
+  const int64_t P = NP + 1, block = page;
+  std::string st = ty("i32", {T, Hi, topk});
+  std::string text = "module @m config \"test\" {\n  graph @g(%iq: " + ty("bf16", {T, Hi, D}) + ", %ik: " +
+                     ty("bf16", {P, page, D}) + ", %pos: " + ty("i32", {T}) + ", %pt: " + ty("i32", {NP}) +
+                     ") -> (s: " + st + ") {\n    %s = index_topk(%iq, %ik, %pos, %pt) {block = " +
+                     std::to_string(block) + ", topk = " + std::to_string(topk) + "} : " + st +
+                     "\n    return %s\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "index_topk IR");
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -2, 2);
+  fill_random(in[1], -2, 2);
+  for (int64_t t = 0; t < T; t++) ((int32_t *)in[2].p())[t] = pos[(size_t)t];
+  for (int64_t i = 0; i < NP; i++) ((int32_t *)in[3].p())[i] = (int32_t)(1 + (i * 3 + 1) % NP);
+  std::vector<buf> want = cpu_run(op, in);
+  buf out = make(op->results[0]->type);
+  const int NB = (int)((NP * page + block - 1) / block);
+  std::vector<float> score((size_t)(T * Hi * NB));
+  int iHi = (int)Hi, iD = (int)D, ipage = (int)page, iblock = (int)block, itopk = (int)topk;
+  emu_launch3(T, NB, 1, 128, [&] {
+    att11::att11_score((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const int *)in[2].p(),
+                       (const int *)in[3].p(), score.data(), iHi, iD, ipage, iblock, NB);
+  });
+  emu_launch3(T, Hi, 1, 128, [&] {
+    att11::att11_select(score.data(), (const int *)in[2].p(), (int *)out.p(), iHi, iblock, NB, itopk);
+  });
+  char what[96];
+  snprintf(what, sizeof what, "index_topk T %lld Hi %lld D %lld page %lld topk %lld", (long long)T,
+           (long long)Hi, (long long)D, (long long)page, (long long)topk);
+  compare(what, out, want[0], 0);
+  h3_module_free(m);
+}
+
+int main(void) {
+  test_router(5, 64, 8, 2);
+  test_router(3, 256, 32, 4);
+  test_moe(6, 64, 32, 8, 2, false);
+  test_moe(7, 64, 32, 8, 2, true);
+  test_moe(20, 64, 32, 4, 3, false); /* > H3M_ROWS rows per expert */
+  test_moe(5, 60, 20, 6, 2, false);  /* element loads: H, F not multiples of 8 */
+  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}});
+  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}});
+  test_attention(att44::att44_att, att44::att44_combine, {"paged D128 G16 S2", 0, 2, 32, 2, 128, 8, 4, 2, {9, 30}});
+  test_attention(att11::att11_att, att11::att11_combine, {"sparse D16 G2 S2", 2, 3, 4, 2, 16, 8, 5, 2, {5, 17, 38}});
+  test_attention(att44::att44_att, att44::att44_combine, {"sparse D128 G16 S3", 2, 2, 32, 2, 128, 8, 4, 3, {20, 31}});
+  test_attention(att11::att11_att, att11::att11_combine, {"block D16 G2 S2", 1, 4, 4, 2, 16, 8, 5, 2, {13}});
+  test_index_topk(3, 2, 16, 8, 5, 2, {5, 17, 38});
+  test_index_topk(2, 4, 128, 8, 6, 3, {40, 47});
+  return check_summary("m31_emu");
+}
