@@ -27,11 +27,23 @@ static int want_cache(const h3_op *op, int ik, int iv, char *why, size_t why_len
   return want_gqa(op, TY(ik)->dims[2], TY(ik)->dims[3], "kc", why, why_len);
 }
 
-/* pos i32[T] (operand ip) matching q's T, and page_table i32[NP] (operand it). */
+/* page_table (operand it): i32[NP] for every row, or i32[R, NP] with R = 1 or R = T (the
+ * rows of operand 0): one table per row, a batch of sequences. */
+static int want_table(const h3_op *op, int it, char *why, size_t why_len) {
+  const h3_type *pt = TY(it);
+  if (pt->dtype != H3_I32 || (pt->rank != 1 && pt->rank != 2))
+    FAIL("%s: page_table must be i32[NP] or i32[T, NP], got %s", OPN, TS(pt));
+  if (pt->rank == 2 && pt->dims[0] != 1 && pt->dims[0] != TY(0)->dims[0])
+    FAIL("%s: page_table %s has %lld tables for T = %lld rows (1 or T)", OPN, TS(pt),
+         LL(pt->dims[0]), LL(TY(0)->dims[0]));
+  return 0;
+}
+
+/* pos i32[T] (operand ip) matching q's T, and the page table (operand it). */
 static int want_pos_table(const h3_op *op, int ip, int it, char *why, size_t why_len) {
   if (h3_infer_want_i32(op, ip, "pos", 1, "[T]", why, why_len)) return -1;
   if (h3_infer_want_dim(op, 0, "q", 0, ip, "pos", 0, "T", "[T]", why, why_len)) return -1;
-  return h3_infer_want_i32(op, it, "page_table", 1, "[NP]", why, why_len);
+  return want_table(op, it, why, why_len);
 }
 
 H3_INFER_DECL(h3_infer_timestep_embedding) {
@@ -137,7 +149,7 @@ H3_INFER_DECL(h3_infer_index_topk) {
   if (h3_infer_want_dim(op, 0, "iq", 2, 1, "ikc", 2, "D", "[P, page, D]", why, why_len)) return -1;
   if (h3_infer_want_i32(op, 2, "pos", 1, "[T]", why, why_len)) return -1;
   if (h3_infer_want_dim(op, 0, "iq", 0, 2, "pos", 0, "T", "[T]", why, why_len)) return -1;
-  if (h3_infer_want_i32(op, 3, "page_table", 1, "[NP]", why, why_len)) return -1;
+  if (want_table(op, 3, why, why_len)) return -1;
   int64_t block = h3_op_attr_int(op, "block", 0), topk = h3_op_attr_int(op, "topk", 0);
   if (block < 1) FAIL("index_topk: block = %lld must be positive", LL(block));
   if (topk < 1) FAIL("index_topk: topk = %lld must be positive", LL(topk));

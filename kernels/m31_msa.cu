@@ -1,9 +1,10 @@
 // m31_msa.cu: MiniMax-M3.1's attention over the paged KV cache and its sparse (MSA) block
 // selection, the contracts of ops.def and of the CPU reference (runtime/cpu/ops_attention.c,
-// ops_sparse.c). Cached position j of a sequence lives at flat row
-// pt[j / page] * page + j % page of the [P, page, Hk, D] caches.
+// ops_sparse.c). Cached position j of row t lives at flat row pt[j / page] * page + j % page
+// of the [P, page, Hk, D] caches, pt = the page table [NP] or its row t ([T, NP]: pt_rows
+// = T, a batch of sequences).
 //   H3_KV_ATT_NAME (q[T, Hq, D] Q_T, kc, vc [P, page, Hk, D] K_T, kb, vb [T, Hk, D] K_T,
-//     pos[T], pt[NP], sel[T, Hk, topk], ctx[] (all IX_T)) -> part f32 [T, Hq, S, D + 2],
+//     pos[T], pt[NP] or [T, NP], sel[T, Hk, topk], ctx[] (all IX_T)) -> part f32 [T, Hq, S, D + 2],
 //     grid (T, Hk, S), H3M_ATT_THREADS threads. The keys of row t, by kind:
 //       0 paged:  positions 0..pos[t];
 //       1 block:  positions 0..ctx-1, then the T rows of kb / vb (non-causal);
@@ -15,7 +16,7 @@
 //     part = (running max m, sum l, unnormalised sum of p_j v_j [D]).
 //   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
 //     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
-//   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt[NP] IX_T)
+//   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T)
 //     -> score f32 [T, Hi, NB] {block}, grid (T, NB), a thread per key of block b:
 //     score[b] = max over j in block b, j <= pos[t] of iq · ik_j (fp32), +inf for the current
 //     block; blocks past the row's last are not written. Dynamic shared: Hi * D floats.
@@ -49,8 +50,9 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     const K_T *__restrict__ kb, const K_T *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
-    float scale) {
+    float scale, int pt_rows, long long NP) {
   const long long t = blockIdx.x;
+  pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
   const int kvh = blockIdx.y, s = blockIdx.z, S = gridDim.z, G = Hq / Hk;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long p = kind == 1 ? 0 : (long long)pos[t];
@@ -167,11 +169,12 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME
 extern "C" __global__ void __launch_bounds__(128) H3_TOPK_SCORE_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, float *__restrict__ score, int Hi, int D, int page, int block,
-    int NB) {
+    int NB, int pt_rows, long long NP) {
   H3_DYN_SMEM(float, qs); // [Hi, D]
   __shared__ float red[H3M_MAX_INDEX_HEADS][128];
   const long long t = blockIdx.x, b = blockIdx.y;
   const long long p = (long long)pos[t], nb = p / block + 1;
+  pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
   if (b >= nb) return; // the whole block
   for (int i = threadIdx.x; i < Hi * D; i += blockDim.x) qs[i] = (float)h3_ld(iq, t * Hi * D + i);
   __syncthreads();

@@ -213,6 +213,22 @@ h3_status h3cpu_run(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, i
 void h3cpu_error(const h3_cpu_ctx *c, const h3_op *op, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The page table of a paged op (cpu_pages.c): i32[NP] shared by every row, or [R, NP] with
+ * R == 1 (shared) or R == T (row t reads row t: a batch of sequences). */
+typedef struct {
+  const h3_tensor *t;
+  int64_t np, rows; /* entries per table, tables */
+} h3cpu_pages;
+h3cpu_pages h3cpu_pages_of(const h3_tensor *page_table);
+/* Flat cache row of position j of query row t: table[j / page] * page + j % page. */
+int64_t h3cpu_page_slot(const h3cpu_pages *pg, int64_t t, int64_t j, int64_t page);
+/* Checks, for each of T rows, that its last position (pos[t]; `last` when pos is NULL) fits
+ * the table and that the entries positions 0..last use name pages of a P-page cache.
+ * Reports the first bad value and returns false. *maxp: the largest last position. */
+bool h3cpu_check_pages(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *pg,
+                       const h3_tensor *pos, int64_t last, int64_t T, int64_t P, int64_t page,
+                       int64_t *maxp);
+
 /* Row-major helpers. */
 static inline int64_t h3cpu_numel(const h3_tensor *t) { return h3_type_numel(&t->type); }
 /* Product of dims [from, rank). */

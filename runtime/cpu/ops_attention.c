@@ -9,8 +9,9 @@
  * The key lists: attention = the rows of t's segment (and j <= t when causal);
  * paged = cached positions 0..pos[t]; block = cached positions [0, ctx_len) then the T
  * block rows; sparse = positions of the selected blocks (ascending block ids, -1 skipped)
- * with j <= pos[t]. Cached position j lives at flat row
- * page_table[j / page] * page + j % page of the [P, page, Hk, D] cache. Page-table
+ * with j <= pos[t]. Cached position j of row t lives at flat row
+ * table[j / page] * page + j % page of the [P, page, Hk, D] cache, table = the page table
+ * ([NP]) or its row t ([T, NP]; cpu_pages.c). Page-table
  * entries, positions and selections are checked before any work starts, so an error is
  * reported (naming the op and the bad value) instead of reading out of bounds.
  * attention's v_view = [start, row_stride] (ops.def): v is the 2D tensor holding v's
@@ -33,7 +34,8 @@ typedef enum { ATT_DENSE, ATT_PAGED, ATT_BLOCK, ATT_SPARSE } att_kind;
 typedef struct {
   att_kind kind;
   const h3_tensor *q, *k, *v, *kb, *vb; /* k, v: dense keys or the caches */
-  const h3_tensor *pos, *page_table, *sel;
+  const h3_tensor *pos, *sel;
+  h3cpu_pages pages;
   const h3_tensor *out;
   int64_t T, Hq, Hk, D, page, topk, ctx_len;
   int64_t v_start, v_row; /* dense v's layout: row r, head h at r*v_row + v_start + h*D */
@@ -47,15 +49,10 @@ typedef struct {
   att_key *keys;
 } att_job;
 
-static int64_t slot_of(const att_job *j, int64_t p) {
-  int64_t pg = h3cpu_ldi(j->page_table->data, j->page_table->type.dtype, p / j->page);
-  return pg * j->page + p % j->page;
-}
-
-static void cache_key(const att_job *j, int64_t p, int64_t kvh, att_key *out) {
+static void cache_key(const att_job *j, int64_t t, int64_t p, int64_t kvh, att_key *out) {
   out->k = j->k->data;
   out->v = j->v->data;
-  out->off = out->voff = (slot_of(j, p) * j->Hk + kvh) * j->D;
+  out->off = out->voff = (h3cpu_page_slot(&j->pages, t, p, j->page) * j->Hk + kvh) * j->D;
 }
 
 static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys) {
@@ -78,11 +75,11 @@ static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys
   }
   case ATT_PAGED: {
     int64_t p = h3cpu_ldi(j->pos->data, j->pos->type.dtype, t);
-    for (int64_t q = 0; q <= p; q++) cache_key(j, q, kvh, &keys[n++]);
+    for (int64_t q = 0; q <= p; q++) cache_key(j, t, q, kvh, &keys[n++]);
     break;
   }
   case ATT_BLOCK:
-    for (int64_t q = 0; q < j->ctx_len; q++) cache_key(j, q, kvh, &keys[n++]);
+    for (int64_t q = 0; q < j->ctx_len; q++) cache_key(j, t, q, kvh, &keys[n++]);
     for (int64_t r = 0; r < j->T; r++) {
       keys[n].k = j->kb->data;
       keys[n].v = j->vb->data;
@@ -96,7 +93,7 @@ static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys
       int64_t b = h3cpu_ldi(j->sel->data, j->sel->type.dtype, (t * j->Hk + kvh) * j->topk + s);
       if (b < 0) continue;
       for (int64_t q = b * j->page; q < (b + 1) * j->page && q <= p; q++)
-        cache_key(j, q, kvh, &keys[n++]);
+        cache_key(j, t, q, kvh, &keys[n++]);
     }
     break;
   }
@@ -178,34 +175,19 @@ static void att_init(att_job *j, att_kind kind, const h3_op *op, const h3_tensor
   j->page = h3_op_attr_int(op, "page", cache->rank == 4 ? cache->dims[1] : 1);
 }
 
-/* Checks pos[t] and the page-table entries that positions 0..max(pos) use. */
-static int check_paged(const h3_cpu_ctx *c, const h3_op *op, att_job *j, int64_t last) {
-  int64_t P = j->k->type.dims[0], NP = h3cpu_numel(j->page_table);
+/* Checks the page, pos[t] and the page-table entries that each row's positions use
+ * (positions 0..last without pos). */
+static int check_paged(const h3_cpu_ctx *c, const h3_op *op, att_job *j, const h3_tensor *pt,
+                       int64_t last) {
   if (j->page <= 0 || j->page != j->k->type.dims[1]) {
     h3cpu_error(c, op, NULL, "page %lld does not match the cache's page dim %lld",
                 (long long)j->page, (long long)j->k->type.dims[1]);
     return 0;
   }
-  int64_t maxp = last;
-  for (int64_t t = 0; j->pos && t < j->T; t++) {
-    int64_t p = h3cpu_ldi(j->pos->data, j->pos->type.dtype, t);
-    if (p < 0 || p >= NP * j->page) {
-      h3cpu_error(c, op, "positions must fit the page table",
-                  "pos[%lld] = %lld is outside [0, %lld)", (long long)t, (long long)p,
-                  (long long)(NP * j->page));
-      return 0;
-    }
-    if (p > maxp) maxp = p;
-  }
-  for (int64_t b = 0; b <= maxp / j->page && maxp >= 0; b++) {
-    int64_t pg = h3cpu_ldi(j->page_table->data, j->page_table->type.dtype, b);
-    if (pg < 0 || pg >= P) {
-      h3cpu_error(c, op, "page-table entries must name pages of the cache",
-                  "page_table[%lld] = %lld is outside [0, %lld)", (long long)b, (long long)pg,
-                  (long long)P);
-      return 0;
-    }
-  }
+  j->pages = h3cpu_pages_of(pt);
+  int64_t maxp;
+  if (!h3cpu_check_pages(c, op, &j->pages, j->pos, last, j->T, j->k->type.dims[0], j->page, &maxp))
+    return 0;
   j->max_keys = maxp + 1;
   return 1;
 }
@@ -235,8 +217,7 @@ H3_CPU_KERNEL(h3cpu_paged_attention) {
   att_job j;
   att_init(&j, ATT_PAGED, op, in, out, &in[1].type);
   j.pos = &in[3];
-  j.page_table = &in[4];
-  if (!check_paged(c, op, &j, -1)) return H3_ERR;
+  if (!check_paged(c, op, &j, &in[4], -1)) return H3_ERR;
   return att_run(c, op, &j);
 }
 
@@ -245,14 +226,13 @@ H3_CPU_KERNEL(h3cpu_block_attention) {
   att_job j;
   att_init(&j, ATT_BLOCK, op, in, out, &in[1].type);
   j.ctx_len = h3cpu_ldi(in[3].data, in[3].type.dtype, 0);
-  j.page_table = &in[4];
   j.kb = &in[5];
   j.vb = &in[6];
   if (j.ctx_len < 0) {
     h3cpu_error(c, op, NULL, "ctx_len %lld is negative", (long long)j.ctx_len);
     return H3_ERR;
   }
-  if (!check_paged(c, op, &j, j.ctx_len - 1)) return H3_ERR;
+  if (!check_paged(c, op, &j, &in[4], j.ctx_len - 1)) return H3_ERR;
   j.max_keys = j.ctx_len + j.T;
   return att_run(c, op, &j);
 }
@@ -263,10 +243,9 @@ H3_CPU_KERNEL(h3cpu_sparse_attention) {
   att_init(&j, ATT_SPARSE, op, in, out, &in[1].type);
   j.sel = &in[3];
   j.pos = &in[4];
-  j.page_table = &in[5];
   j.topk = in[3].type.dims[in[3].type.rank - 1];
-  if (!check_paged(c, op, &j, -1)) return H3_ERR;
-  int64_t NP = h3cpu_numel(j.page_table), n = h3cpu_numel(j.sel);
+  if (!check_paged(c, op, &j, &in[5], -1)) return H3_ERR;
+  int64_t NP = j.pages.np, n = h3cpu_numel(j.sel);
   for (int64_t i = 0; i < n; i++) {
     int64_t b = h3cpu_ldi(j.sel->data, j.sel->type.dtype, i);
     if (b < -1 || b >= NP) {

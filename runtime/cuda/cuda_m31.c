@@ -215,10 +215,11 @@ static h3_status run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
     topk = (int)in[3].type.dims[in[3].type.rank - 1];
   }
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
-  int S = att_splits(T, Hk);
+  int S = att_splits(T, Hk), pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
+  long long NP = ptt->type.dims[ptt->type.rank - 1];
   void *o = out[0].data, *part = scratch;
-  void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part,
-                  &kind, &T, &Hq, &Hk, &D, &page, &topk, &scale};
+  void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
+                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP};
   int64_t grid[3] = {T, Hk, S}, block[3] = {M31_ATT_THREADS, 1, 1};
   if (cu_launch(s, kn[0], grid, block, 0, args, d) != H3_OK) return H3_ERR;
   void *args2[] = {&part, &o, &Hq, &D, &S};
@@ -228,7 +229,8 @@ static h3_status run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
 
 /* index_topk's block count per row: blocks of `block` keys over the page table's positions. */
 static long long topk_blocks(const h3_op *op) {
-  long long page = op->operands[1]->type.dims[1], NP = h3_type_numel(&op->operands[3]->type);
+  const h3_type *pt = &op->operands[3]->type;
+  long long page = op->operands[1]->type.dims[1], NP = pt->dims[pt->rank - 1];
   long long block = h3_op_attr_int(op, "block", page);
   return block > 0 ? (NP * page + block - 1) / block : 0;
 }
@@ -261,7 +263,10 @@ static h3_status run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
   const void *iq = in[0].data, *ik = in[1].data, *pos = in[2].data, *pt = in[3].data;
   void *o = out[0].data, *score = scratch;
-  void *args1[] = {&iq, &ik, &pos, &pt, &score, &Hi, &D, &page, &block, &NB};
+  const h3_type *ptt = &in[3].type;
+  int pt_rows = ptt->rank == 2 ? (int)ptt->dims[0] : 1;
+  long long NP = ptt->dims[ptt->rank - 1];
+  void *args1[] = {&iq, &ik, &pos, &pt, &score, &Hi, &D, &page, &block, &NB, &pt_rows, &NP};
   int64_t grid1[3] = {T, NB, 1}, blk[3] = {128, 1, 1};
   if (cu_launch(s, kn[0], grid1, blk, (int64_t)q_smem, args1, d) != H3_OK) return H3_ERR;
   void *args2[] = {&score, &pos, &o, &Hi, &block, &NB, &topk};

@@ -7,7 +7,8 @@
  *                 than one pass takes (H3M_ROWS), rows of 8-element vectors and odd widths;
  *   paged / sparse / block attention: scrambled page tables, GQA groups of 2 and 16, head
  *                 dims 16 and 128, several key splits (the combine);
- *   index_topk    selections equal.
+ *   index_topk    selections equal;
+ * the paged ops also with a page table per row (a batch of sequences).
  * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-6): the kernels sum in another
  * order than the reference.
  */
@@ -89,7 +90,7 @@ namespace att44 { /* head dims <= 128, groups <= 16 */
 
 typedef void (*att_fn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *,
                        const h3_bf16 *, const int *, const int *, const int *, const int *, float *,
-                       int, long long, int, int, int, int, int, float);
+                       int, long long, int, int, int, int, int, float, int, long long);
 typedef void (*combine_fn)(const float *, h3_bf16 *, int, int, int);
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -271,23 +272,31 @@ struct att_case {
   int kind; /* 0 paged, 1 block, 2 sparse */
   int64_t T, Hq, Hk, D, page, NP, S;
   std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx} */
+  bool batch;               /* a page table per row, [T, NP] */
 };
 
+/* A scrambled page table of `rows` tables of NP entries over pages 1..P-1. */
+static void fill_table(buf &b, int64_t rows, int64_t NP, int64_t P) {
+  for (int64_t i = 0; i < rows * NP; i++) ((int32_t *)b.p())[i] = (int32_t)(1 + (i * 5 + 2) % (P - 1));
+}
+
 static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
-  const int64_t T = c.T, Hq = c.Hq, Hk = c.Hk, D = c.D, page = c.page, NP = c.NP, P = NP + 2;
+  const int64_t T = c.T, Hq = c.Hq, Hk = c.Hk, D = c.D, page = c.page, NP = c.NP;
+  const int64_t rows = c.batch ? T : 1, P = NP * rows + 2;
+  std::string ptt = c.batch ? ty("i32", {T, NP}) : ty("i32", {NP});
   const int64_t topk = 3;
   std::string qt = ty("bf16", {T, Hq, D}), ct = ty("bf16", {P, page, Hk, D});
   std::string args = "%q: " + qt + ", %kc: " + ct + ", %vc: " + ct, call;
   std::string scale = "{scale = 0.3, page = " + std::to_string(page) + "}";
   if (c.kind == 0) {
-    args += ", %pos: " + ty("i32", {T}) + ", %pt: " + ty("i32", {NP});
+    args += ", %pos: " + ty("i32", {T}) + ", %pt: " + ptt;
     call = "paged_attention(%q, %kc, %vc, %pos, %pt) " + scale;
   } else if (c.kind == 1) {
     args += ", %ctx: i32[], %pt: " + ty("i32", {NP}) + ", %kb: " + ty("bf16", {T, Hk, D}) +
             ", %vb: " + ty("bf16", {T, Hk, D});
     call = "block_attention(%q, %kc, %vc, %ctx, %pt, %kb, %vb) " + scale;
   } else {
-    args += ", %sel: " + ty("i32", {T, Hk, topk}) + ", %pos: " + ty("i32", {T}) + ", %pt: " + ty("i32", {NP});
+    args += ", %sel: " + ty("i32", {T, Hk, topk}) + ", %pos: " + ty("i32", {T}) + ", %pt: " + ptt;
     call = "sparse_attention(%q, %kc, %vc, %sel, %pos, %pt) " + scale;
   }
   std::string text = "module @m config \"test\" {\n  graph @g(" + args + ") -> (o: " + qt + ") {\n    %o = " +
@@ -301,8 +310,7 @@ static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
   for (int i = 0; i < 3; i++) fill_random(in[i], -2, 2);
   const int ipos = c.kind == 2 ? 4 : 3, ipt = c.kind == 2 ? 5 : 4;
   for (size_t i = 0; i < c.pos.size(); i++) ((int32_t *)in[ipos].p())[i] = c.pos[i];
-  for (int64_t i = 0; i < NP; i++) /* a scrambled page table over pages 1..P-1 */
-    ((int32_t *)in[ipt].p())[i] = (int32_t)(1 + (i * 5 + 2) % (P - 1));
+  fill_table(in[ipt], rows, NP, P);
   if (c.kind == 1) fill_random(in[5], -2, 2), fill_random(in[6], -2, 2);
   if (c.kind == 2) { /* per row and kv head: up to topk blocks of the row's, ascending, -1 padded */
     int32_t *sel = (int32_t *)in[3].p();
@@ -320,13 +328,15 @@ static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
   const void *kb = c.kind == 1 ? in[5].p() : nullptr, *vb = c.kind == 1 ? in[6].p() : nullptr;
   const void *pos = c.kind == 1 ? nullptr : in[ipos].p(), *ctx = c.kind == 1 ? in[3].p() : nullptr;
   const void *sel = c.kind == 2 ? in[3].p() : nullptr;
+  int pt_rows = (int)rows;
+  long long NPP = NP;
   int kind = c.kind, iHq = (int)Hq, iHk = (int)Hk, iD = (int)D, ipage = (int)page, itopk = (int)topk;
   long long TT = T;
   emu_launch3(T, Hk, c.S, 128, [&] {
     att((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const h3_bf16 *)in[2].p(),
                         (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos,
                         (const int *)in[ipt].p(), (const int *)sel, (const int *)ctx, part.data(), kind,
-                        TT, iHq, iHk, iD, ipage, itopk, 0.3f);
+                        TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP);
   });
   int S = (int)c.S;
   emu_launch3(T, Hq, 1, 128, [&] {
@@ -338,12 +348,12 @@ static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
 
 /* ---- index_topk ---------------------------------------------------------------------------- */
 static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int64_t NP, int64_t topk,
-                            std::vector<int32_t> pos) {
-  const int64_t P = NP + 1, block = page;
+                            std::vector<int32_t> pos, bool batch) {
+  const int64_t rows = batch ? T : 1, P = NP * rows + 1, block = page;
   std::string st = ty("i32", {T, Hi, topk});
   std::string text = "module @m config \"test\" {\n  graph @g(%iq: " + ty("bf16", {T, Hi, D}) + ", %ik: " +
-                     ty("bf16", {P, page, D}) + ", %pos: " + ty("i32", {T}) + ", %pt: " + ty("i32", {NP}) +
-                     ") -> (s: " + st + ") {\n    %s = index_topk(%iq, %ik, %pos, %pt) {block = " +
+                     ty("bf16", {P, page, D}) + ", %pos: " + ty("i32", {T}) + ", %pt: " +
+                     (batch ? ty("i32", {T, NP}) : ty("i32", {NP})) + ") -> (s: " + st + ") {\n    %s = index_topk(%iq, %ik, %pos, %pt) {block = " +
                      std::to_string(block) + ", topk = " + std::to_string(topk) + "} : " + st +
                      "\n    return %s\n  }\n}\n";
   h3_module *m = parse(text);
@@ -355,22 +365,24 @@ static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int6
   fill_random(in[0], -2, 2);
   fill_random(in[1], -2, 2);
   for (int64_t t = 0; t < T; t++) ((int32_t *)in[2].p())[t] = pos[(size_t)t];
-  for (int64_t i = 0; i < NP; i++) ((int32_t *)in[3].p())[i] = (int32_t)(1 + (i * 3 + 1) % NP);
+  fill_table(in[3], rows, NP, P);
   std::vector<buf> want = cpu_run(op, in);
   buf out = make(op->results[0]->type);
   const int NB = (int)((NP * page + block - 1) / block);
   std::vector<float> score((size_t)(T * Hi * NB));
+  int pt_rows = (int)rows;
+  long long NPP = NP;
   int iHi = (int)Hi, iD = (int)D, ipage = (int)page, iblock = (int)block, itopk = (int)topk;
   emu_launch3(T, NB, 1, 128, [&] {
     att11::att11_score((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const int *)in[2].p(),
-                       (const int *)in[3].p(), score.data(), iHi, iD, ipage, iblock, NB);
+                       (const int *)in[3].p(), score.data(), iHi, iD, ipage, iblock, NB, pt_rows, NPP);
   });
   emu_launch3(T, Hi, 1, 128, [&] {
     att11::att11_select(score.data(), (const int *)in[2].p(), (int *)out.p(), iHi, iblock, NB, itopk);
   });
   char what[96];
-  snprintf(what, sizeof what, "index_topk T %lld Hi %lld D %lld page %lld topk %lld", (long long)T,
-           (long long)Hi, (long long)D, (long long)page, (long long)topk);
+  snprintf(what, sizeof what, "index_topk T %lld Hi %lld D %lld page %lld topk %lld%s", (long long)T,
+           (long long)Hi, (long long)D, (long long)page, (long long)topk, batch ? " batch" : "");
   compare(what, out, want[0], 0);
   h3_module_free(m);
 }
@@ -382,13 +394,16 @@ int main(void) {
   test_moe(7, 64, 32, 8, 2, true);
   test_moe(20, 64, 32, 4, 3, false); /* > H3M_ROWS rows per expert */
   test_moe(5, 60, 20, 6, 2, false);  /* element loads: H, F not multiples of 8 */
-  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}});
-  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}});
-  test_attention(att44::att44_att, att44::att44_combine, {"paged D128 G16 S2", 0, 2, 32, 2, 128, 8, 4, 2, {9, 30}});
-  test_attention(att11::att11_att, att11::att11_combine, {"sparse D16 G2 S2", 2, 3, 4, 2, 16, 8, 5, 2, {5, 17, 38}});
-  test_attention(att44::att44_att, att44::att44_combine, {"sparse D128 G16 S3", 2, 2, 32, 2, 128, 8, 4, 3, {20, 31}});
-  test_attention(att11::att11_att, att11::att11_combine, {"block D16 G2 S2", 1, 4, 4, 2, 16, 8, 5, 2, {13}});
-  test_index_topk(3, 2, 16, 8, 5, 2, {5, 17, 38});
-  test_index_topk(2, 4, 128, 8, 6, 3, {40, 47});
+  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
+  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
+  test_attention(att44::att44_att, att44::att44_combine, {"paged D128 G16 S2", 0, 2, 32, 2, 128, 8, 4, 2, {9, 30}, false});
+  test_attention(att11::att11_att, att11::att11_combine, {"sparse D16 G2 S2", 2, 3, 4, 2, 16, 8, 5, 2, {5, 17, 38}, false});
+  test_attention(att44::att44_att, att44::att44_combine, {"sparse D128 G16 S3", 2, 2, 32, 2, 128, 8, 4, 3, {20, 31}, false});
+  test_attention(att11::att11_att, att11::att11_combine, {"block D16 G2 S2", 1, 4, 4, 2, 16, 8, 5, 2, {13}, false});
+  test_attention(att11::att11_att, att11::att11_combine, {"paged batch D16 G2 S2", 0, 4, 4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true});
+  test_attention(att44::att44_att, att44::att44_combine, {"sparse batch D128 G16 S2", 2, 3, 32, 2, 128, 8, 4, 2, {31, 6, 19}, true});
+  test_index_topk(3, 2, 16, 8, 5, 2, {5, 17, 38}, false);
+  test_index_topk(2, 4, 128, 8, 6, 3, {40, 47}, false);
+  test_index_topk(4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true);
   return check_summary("m31_emu");
 }
