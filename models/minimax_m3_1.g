@@ -21,7 +21,8 @@ model minimax_m3_1
 
 # §2. `page` is the KV page size, equal to the sparse block (`sparse_block`); capture0..2
 # are the target layers whose outputs feed the draft; prompt_len and max_new_tokens size the
-# prefill graph and the generate program.
+# prefill graph and the generate programs; `seqs` is the number of sequences the caches hold
+# and the rows of the batched graphs (decode_batch, generate_batch).
 config full {
   n_layers = 60       n_dense = 3
   dim = 6144          heads = 64          kv_heads = 4        head_dim = 128
@@ -36,6 +37,7 @@ config full {
   capture0 = 1        capture1 = 30       capture2 = 58
   markov_rank = 256   mask_id = 200063
   prompt_len = 2048   max_new_tokens = 256
+  seqs = 1
 }
 
 config small {
@@ -52,6 +54,7 @@ config small {
   capture0 = 0        capture1 = 1        capture2 = 2
   markov_rank = 256   mask_id = 200063
   prompt_len = 2048   max_new_tokens = 256
+  seqs = 1
 }
 
 config tiny {
@@ -68,6 +71,7 @@ config tiny {
   capture0 = 0        capture1 = 1        capture2 = 2
   markov_rank = 8     mask_id = 255
   prompt_len = 20     max_new_tokens = 32
+  seqs = 2
 }
 
 let n_sparse = n_layers - n_dense
@@ -76,7 +80,7 @@ let kv_width = kv_heads * head_dim
 let qkv_width = q_width + 2 * kv_width
 let rope_half = rope_dims / 2
 let pt_len = ceildiv(max_ctx + 16, page)   # page-table entries of one sequence
-let pages = pt_len + 1                     # physical pages per cache (page 0 reserved)
+let pages = seqs * pt_len + 1              # physical pages per cache (page 0 reserved)
 let verify_rows = gamma + 1
 
 # ---- §3 target weights --------------------------------------------------------------------------
@@ -136,10 +140,19 @@ param dspark.markov.w1.weight : bf16[vocab, markov_rank] init uniform(fan_in = m
 param dspark.markov.w2.weight : bf16[vocab, markov_rank] init uniform(fan_in = markov_rank)
 
 # ---- building blocks ----------------------------------------------------------------------------
-# Physical KV slot of each position: page_table[pos / page] * page + pos % page, with the
-# sequence's page table pt[p] = p + 1.
-fn kv_slots(T: int, pos: i32[T], pt: i32[pt_len]) -> i32[T] {
-  return gather(pt, pos / page) * page + pos % page
+# Physical KV slot of each row's position: table[pos / page] * page + pos % page, table = the
+# row's page table: pt has R = 1 table (every row) or R = T (row t: table t).
+fn kv_slots(T: int, R: int, pos: i32[T], pt: i32[R, pt_len]) -> i32[T] {
+  return gather(reshape(pt, shape = [R * pt_len]), iota(n = T) * (R / T * pt_len) + pos / page) * page + pos % page
+}
+
+# The page table of sequence s: its logical page p is physical page s * pt_len + p + 1 (the
+# single-sequence graphs use sequence 0).
+fn seq_table(s: i32[]) -> i32[1, pt_len] {
+  return reshape(iota(n = pt_len) + (s * pt_len + 1), shape = [1, pt_len])
+}
+fn seq0_table() -> i32[1, pt_len] {
+  return reshape(iota(n = pt_len) + 1, shape = [1, pt_len])
 }
 
 # NORM_HEAD then ROPE (§4.1) of n heads of width D: x [T, n*D] -> [T, n, D] bf16.
@@ -172,9 +185,9 @@ fn qkv_heads(T: int, h: bf16[T, dim], w: bf16[qkv_width, dim], q_norm: bf16[head
 }
 
 # Dense layer (§4.2 "Dense layer"): causal paged attention over the cache, dense MLP.
-fn dense_layer(T: int, x: bf16[T, dim], p: dense,
+fn dense_layer(T: int, R: int, x: bf16[T, dim], p: dense,
                kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
-               pos: i32[T], slot: i32[T], pt: i32[pt_len],
+               pos: i32[T], slot: i32[T], pt: i32[R, pt_len],
                cos: f32[T, rope_half], sin: f32[T, rope_half])
     -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
   h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)
@@ -191,10 +204,10 @@ fn dense_layer(T: int, x: bf16[T, dim], p: dense,
 
 # Sparse layer (§4.2 steps 1-13): indexer top-k blocks, sparse attention, routed MoE plus the
 # shared expert; moe = bf16(sum_e w_e * fp32(y_e) + fp32(y_shared)).
-fn sparse_layer(T: int, x: bf16[T, dim], p: sparse,
+fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
                 kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
                 ikc: bf16[pages, page, index_dim],
-                pos: i32[T], slot: i32[T], pt: i32[pt_len],
+                pos: i32[T], slot: i32[T], pt: i32[R, pt_len],
                 cos: f32[T, rope_half], sin: f32[T, rope_half])
     -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
         bf16[pages, page, index_dim]) {
@@ -222,19 +235,19 @@ fn sparse_layer(T: int, x: bf16[T, dim], p: sparse,
   return x, kc, vc, ikc
 }
 
-# The target model over T rows of one sequence at positions pos0 .. pos0+T-1: returns the final
-# residual x [T, dim], the captured states concat(x_c0, x_c1, x_c2) [T, 3*dim] (outputs of layers
-# capture0..2) and the updated caches. Every layer writes its output x into row cap_slot[layer]
-# of a [4, T, dim] buffer: rows 0..2 for the captured layers, row 3 (scratch) for the others.
-fn forward(T: int, tokens: i32[T], pos0: i32[],
+# The target model over T rows at positions pos, row t of the sequence whose page table is
+# pt[R == 1 ? 0 : t] (one sequence: R = 1; a batch of sequences, one row each: R = T): returns
+# the final residual x [T, dim], the captured states concat(x_c0, x_c1, x_c2) [T, 3*dim]
+# (outputs of layers capture0..2) and the updated caches. Every layer writes its output x into
+# row cap_slot[layer] of a [4, T, dim] buffer: rows 0..2 for the captured layers, row 3
+# (scratch) for the others.
+fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
            k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
            v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
            ik_cache: bf16[n_sparse, pages, page, index_dim])
     -> (bf16[T, dim], bf16[T, 3 * dim], bf16[n_layers, pages, page, kv_heads, head_dim],
         bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
-  pos = iota(n = T) + pos0                                             # [T] i32
-  pt = iota(n = pt_len) + 1                                            # logical page p -> p + 1
-  slot = kv_slots(T, pos, pt)
+  slot = kv_slots(T, R, pos, pt)
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
   x = gather(embed_tokens.weight, tokens)                              # [T, dim] bf16
   layer = iota(n = n_layers)
@@ -244,13 +257,13 @@ fn forward(T: int, tokens: i32[T], pos0: i32[],
   cap_slot = is1 + 2 * is2 + 3 * (1 - is0 - is1 - is2)                # [n_layers] i32
   caps = zeros(bf16, [4, T, dim])
   dense_stack: repeat i in n_dense {
-    x, kl, vl = dense_layer(T, x, dense[i], k_cache[i], v_cache[i], pos, slot, pt, cos, sin)
+    x, kl, vl = dense_layer(T, R, x, dense[i], k_cache[i], v_cache[i], pos, slot, pt, cos, sin)
     k_cache = set_index(k_cache, i, kl)
     v_cache = set_index(v_cache, i, vl)
     caps = set_index(caps, cap_slot[i], x)
   }
   sparse_stack: repeat j in n_sparse {
-    x, kl, vl, il = sparse_layer(T, x, sparse[j], k_cache[j + n_dense], v_cache[j + n_dense],
+    x, kl, vl, il = sparse_layer(T, R, x, sparse[j], k_cache[j + n_dense], v_cache[j + n_dense],
                                  ik_cache[j], pos, slot, pt, cos, sin)
     k_cache = set_index(k_cache, j, kl, offset = n_dense)
     v_cache = set_index(v_cache, j, vl, offset = n_dense)
@@ -273,7 +286,7 @@ fn draft_kv(T: int, captured: bf16[T, 3 * dim], pos0: i32[],
             kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
     -> (bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
   pos = iota(n = T) + pos0
-  slot = kv_slots(T, pos, iota(n = pt_len) + 1)
+  slot = kv_slots(T, 1, pos, seq0_table())
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
   c = rms_norm(linear(captured, dspark.fc.weight), dspark.hidden_norm.weight, eps = 1e-6,
                offset = 1.0)                                           # [T, dim] bf16
@@ -311,7 +324,8 @@ graph prefill(tokens: i32[prompt_len], pos0: i32[],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, tokens, pos0, k_cache, v_cache,
+  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, 1, tokens, iota(n = prompt_len) + pos0,
+                                                    seq0_table(), k_cache, v_cache,
                                                     ik_cache)
   return lm_logits(1, rows(x, prompt_len - 1, 1)), captured, k_cache, v_cache, ik_cache
 }
@@ -324,8 +338,39 @@ graph decode(tokens: i32[1], pos0: i32[],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  x, captured, k_cache, v_cache, ik_cache = forward(1, tokens, pos0, k_cache, v_cache, ik_cache)
+  x, captured, k_cache, v_cache, ik_cache = forward(1, 1, tokens, iota(n = 1) + pos0, seq0_table(),
+                                                    k_cache, v_cache, ik_cache)
   return lm_logits(1, x), k_cache, v_cache, ik_cache
+}
+
+# DECODE for a batch (§4.3): row b is one token of its own sequence, at position pos[b], whose
+# page table is page_table[b]; the greedy next tokens (argmax on the device) and the logits.
+graph decode_batch(tokens: i32[seqs], pos: i32[seqs], page_table: i32[seqs, pt_len],
+                   k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (next: i32[seqs], logits: f32[seqs, vocab],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(seqs, seqs, tokens, pos, page_table, k_cache,
+                                                    v_cache, ik_cache)
+  logits = lm_logits(seqs, x)
+  return argmax(logits), logits, k_cache, v_cache, ik_cache
+}
+
+# PREFILL of sequence `seq` (its pages: seq_table), positions 0..prompt_len-1; last-row logits.
+graph prefill_seq(tokens: i32[prompt_len], seq: i32[],
+                  k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                  v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                  ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (logits: f32[1, vocab],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, 1, tokens, iota(n = prompt_len),
+                                                    seq_table(seq), k_cache, v_cache, ik_cache)
+  return lm_logits(1, rows(x, prompt_len - 1, 1)), k_cache, v_cache, ik_cache
 }
 
 # VERIFY = EXTEND of the gamma+1 rows [bonus, d1..dgamma] at L..L+gamma; logits of every row.
@@ -337,7 +382,8 @@ graph verify(tokens: i32[verify_rows], pos0: i32[],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  x, captured, k_cache, v_cache, ik_cache = forward(verify_rows, tokens, pos0, k_cache, v_cache,
+  x, captured, k_cache, v_cache, ik_cache = forward(verify_rows, 1, tokens, iota(n = verify_rows) + pos0,
+                                                    seq0_table(), k_cache, v_cache,
                                                     ik_cache)
   return lm_logits(verify_rows, x), captured, k_cache, v_cache, ik_cache
 }
@@ -398,6 +444,34 @@ program generate(prompt: i32[prompt_len]) -> (tokens: i32[max_new_tokens]) {
                                                 v_cache, ik_cache)
     token = argmax(logits)
     out = set_index(out, k, token[0], offset = 1)
+  }
+  return out
+}
+
+# Greedy generation for `seqs` sequences at once: each prompt prefilled into its own pages
+# (sequence b: pages b * pt_len + 1 ..), then max_new_tokens - 1 batched decode steps;
+# tokens[k, b] is sequence b's k-th new token.
+program generate_batch(prompt: i32[seqs, prompt_len]) -> (tokens: i32[max_new_tokens, seqs]) {
+  k_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
+  v_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
+  ik_cache = zeros(bf16, [n_sparse, pages, page, index_dim])
+  seq_ids = iota(n = seqs)
+  first = zeros(i32, [seqs])
+  prefill_loop: for b in seqs {
+    logits, k_cache, v_cache, ik_cache = prefill_seq(prompt[b], seq_ids[b], k_cache, v_cache,
+                                                     ik_cache)
+    token = argmax(logits)                                               # [1] i32
+    first = set_index(first, b, token[0])
+  }
+  tables = reshape(iota(n = seqs * pt_len) + 1, shape = [seqs, pt_len])
+  positions = iota(n = prompt_len + max_new_tokens)
+  out = set_index(zeros(i32, [max_new_tokens, seqs]), 0, first)
+  tokens = first
+  decode_loop: for k in max_new_tokens - 1 {
+    pos = zeros(i32, [seqs]) + positions[k + prompt_len]
+    tokens, logits, k_cache, v_cache, ik_cache = decode_batch(tokens, pos, tables, k_cache, v_cache,
+                                                              ik_cache)
+    out = set_index(out, k, tokens, offset = 1)
   }
   return out
 }
