@@ -344,7 +344,11 @@ static int run(const options *o, h3_diag *d) {
       (o->profile && h3_output_check(o->profile, d) != H3_OK))
     goto done;
   progress_state ps = {0, b};
-  h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed, false};
+  /* --profile: ops timed by device timestamps where the backend has them (they run back to
+     back, as without the profile), else synced after each op */
+  bool marks = b->ext && b->ext->mark;
+  h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed,
+                           o->profile != NULL};
   rt = h3_runtime_new(m, b, w, &ro, d);
   out = calloc((size_t)g->n_outputs + 1, sizeof *out);
   lat = calloc((size_t)o->iterations + 1, sizeof *lat);
@@ -398,6 +402,12 @@ static int run(const options *o, h3_diag *d) {
                  .device = h3_backend_device_name(b),
                  .attention = h3_backend_option(b, "attention"),
                  .gpu_seconds = h3_backend_busy_seconds(b)};
+  r.op_clock = !b->ext     ? "host time"
+               : !o->profile ? "host time to launch; --profile times the device"
+               : marks       ? "device timestamps; calls replayed as CUDA graphs have no per-op times"
+                             : "host time, synced after each op";
+  if (!h3_backend_graph_counts(b, &r.graphs_captured, &r.graphs_replayed))
+    r.graphs_captured = r.graphs_replayed = -1;
   r.n_branches = h3_runtime_branches(rt, &r.branches);
   h3_report_print(stdout, &r);
   h3_strbuf_free(&passes);

@@ -71,7 +71,7 @@ config tiny {
   capture0 = 0        capture1 = 1        capture2 = 2
   markov_rank = 8     mask_id = 255
   prompt_len = 20     max_new_tokens = 32
-  seqs = 2
+  seqs = 1
 }
 
 let n_sparse = n_layers - n_dense

@@ -48,3 +48,10 @@ const char *h3_backend_option(h3_backend *b, const char *key) { return b->ops->o
 double h3_backend_busy_seconds(h3_backend *b) { return b->ops->busy_seconds(b); }
 
 void h3_backend_reset_busy(h3_backend *b) { b->ops->reset_busy(b); }
+
+bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed) {
+  *captured = *replayed = 0;
+  if (!b->ext || !b->ext->graph_counts) return false;
+  b->ext->graph_counts(b, captured, replayed);
+  return true;
+}

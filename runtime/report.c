@@ -218,7 +218,7 @@ static void print_ops(FILE *out, const h3_report *r) {
     total += r->stats[c].seconds;
   }
   qsort(rows, (size_t)n, sizeof rows[0], cmp_row);
-  fprintf(out, "=== per-op profile (measured iterations) ===\n");
+  fprintf(out, "=== per-op profile (measured iterations; %s) ===\n", r->op_clock ? r->op_clock : "host time");
   fprintf(out, "  %-20s %10s %12s %8s\n", "op", "count", "total ms", "%");
   for (int i = 0; i < n; i++)
     fprintf(out, "  %-20s %10lld %12.3f %7.1f%%\n", h3_opcode_name((h3_opcode)rows[i].code),
@@ -250,5 +250,8 @@ void h3_report_print(FILE *out, const h3_report *r) {
   if (n > 0 && r->gpu_seconds >= 0)
     fprintf(out, "  GPU compute time: mean %.3f ms per iteration (CUDA events)\n",
             r->gpu_seconds / n * 1e3);
+  if (r->graphs_captured >= 0)
+    fprintf(out, "  CUDA graphs: %lld graph calls captured, %lld replayed (since start; warm-up included)\n",
+            (long long)r->graphs_captured, (long long)r->graphs_replayed);
   print_ops(out, r);
 }

@@ -95,7 +95,8 @@ typedef struct {
  *     after each op. mark queues a timestamp after the work queued so far and returns its
  *     index (0, 1, ... since the last marks_reset), or -1 when it cannot (inside a graph
  *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
- *     from mark a to mark b (negative when either is unknown). */
+ *     from mark a to mark b (negative when either is unknown).
+ *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts). */
 typedef struct {
   h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
   h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
@@ -104,6 +105,8 @@ typedef struct {
   int (*mark)(h3_backend *b);
   double (*mark_seconds)(h3_backend *b, int a, int z);
   void (*marks_reset)(h3_backend *b);
+  /* graph_counts: calls recorded (CUDA graphs captured) and replayed since creation. */
+  void (*graph_counts)(h3_backend *b, int64_t *captured, int64_t *replayed);
 } h3_backend_ext;
 
 struct h3_backend {
@@ -127,6 +130,9 @@ h3_status h3_backend_set_option(h3_backend *b, const char *key, const char *valu
 const char *h3_backend_option(h3_backend *b, const char *key);
 double h3_backend_busy_seconds(h3_backend *b);
 void h3_backend_reset_busy(h3_backend *b);
+/* Graph calls recorded and replayed since the backend was created; false (both 0) when the
+ * backend does not record calls. */
+bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed);
 
 /* The CPU reference of one op on host tensors, without a backend object: what the cpu
  * backend's run_op does, with `threads` workers (1 = on the calling thread). `seed` feeds

@@ -120,6 +120,10 @@ typedef struct {
   const char *device;    /* the backend's device in words, or NULL */
   const char *attention; /* attention implementation, or NULL */
   double gpu_seconds;    /* device busy time over the measured iterations; < 0: n/a */
+  /* what the per-op times measure: "device timestamps", "host time" (ops synchronous) or
+     "host time to launch (the device runs behind; --profile times the device)" */
+  const char *op_clock;
+  int64_t graphs_captured, graphs_replayed; /* graph calls recorded / replayed; < 0: n/a */
   /* the branches of the last run (Cache-DiT: which steps ran the whole stack), or none */
   const h3_branch_event *branches;
   size_t n_branches;

@@ -21,10 +21,16 @@ static bool check_row(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *p
                       int64_t p, int64_t P, int64_t page) {
   for (int64_t b = 0; p >= 0 && b <= p / page; b++) {
     int64_t e = h3cpu_ldi(pg->t->data, pg->t->type.dtype, r * pg->np + b);
-    if (e < 0 || e >= P) {
+    if ((e < 0 || e >= P) && pg->rows > 1) {
       h3cpu_error(c, op, "page-table entries must name pages of the cache",
                   "page_table[%lld][%lld] = %lld is outside [0, %lld)", (long long)r, (long long)b,
                   (long long)e, (long long)P);
+      return false;
+    }
+    if (e < 0 || e >= P) {
+      h3cpu_error(c, op, "page-table entries must name pages of the cache",
+                  "page_table[%lld] = %lld is outside [0, %lld)", (long long)b, (long long)e,
+                  (long long)P);
       return false;
     }
   }

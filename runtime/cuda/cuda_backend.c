@@ -297,8 +297,13 @@ static const h3_backend_ops cuda_ops = {
     .reset_busy = cuda_reset_busy,
 };
 
+static void cu_graph_counts_ext(h3_backend *b, int64_t *captured, int64_t *replayed) {
+  cu_graph_counts(b->ctx, captured, replayed);
+}
+
 static const h3_backend_ext cuda_ext = {cu_init_param, cu_graph_call_begin, cu_graph_call_end,
-                                        cu_mark,       cu_mark_seconds,     cu_marks_reset};
+                                        cu_mark,       cu_mark_seconds,     cu_marks_reset,
+                                        cu_graph_counts_ext};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {

@@ -13,6 +13,8 @@
 #   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared
 #   m31small  h3exec on the small M3.1 plan (prompt 128, 32 new tokens) on cuda, and its
 #          decode graph timed alone (the report's latency is the time per decode step)
+#   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
+#   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
@@ -54,7 +56,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -129,6 +131,18 @@ for section in $SECTIONS; do
       --weights random --seed 3 --out "$WORK/m31_small.safetensors"
     step m31_small_decode 300 "$BIN/h3exec" "$PLANS/m31_small_p128.plan" --backend cuda \
       --weights random --seed 3 --graph decode --warmup 2 --iterations 10
+    ;;
+  m31smallcpu)
+    # the small plan's 32 tokens on the CPU backend (16 threads), compared with m31small's
+    step m31_small_cpu 600 "$BIN/h3exec" "$PLANS/m31_small_p128.plan" --backend cpu --threads 16 \
+      --weights random --seed 3 --out "$WORK/m31_small_cpu.safetensors"
+    step m31_small_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
+      "$WORK/m31_small.safetensors" "$WORK/m31_small_cpu.safetensors" 200064
+    ;;
+  m31decode)
+    # the decode step at a 2048-token context: generate 16 and 80 tokens after the prompt
+    step m31_decode_p2048 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_p2048_n16.plan" 16 \
+      "$PLANS/m31_small_p2048_n80.plan" 80 3
     ;;
   tiny)
     for att in cudnn flash reference; do
