@@ -223,6 +223,13 @@ h3_graph *h3_module_graph(const h3_module *m, const char *name) {
   return NULL;
 }
 
+int h3_graph_donated_output(const h3_graph *g, int input) {
+  const char *name = input >= 0 && input < g->n_inputs ? g->inputs[input]->name : NULL;
+  for (int i = 0; name && i < g->n_outputs; i++)
+    if (g->output_names[i] && strcmp(g->output_names[i], name) == 0) return i;
+  return -1;
+}
+
 h3_param *h3_module_param(const h3_module *m, const char *name) {
   for (int i = 0; i < m->n_params; i++)
     if (strcmp(m->params[i]->name, name) == 0) return m->params[i];

@@ -149,15 +149,19 @@ static bool parse_type(pctx *p, h3_type *t) {
   return true;
 }
 
-/* Optional " at OFFSET" after a type. */
+/* Optional " at OFFSET" (in the arena) or " at input J" (in donated input J's buffer)
+ * after a type. */
 static bool parse_at(pctx *p, h3_value *v) {
   if (!at_word(p, "at")) return !p->failed;
   next(p);
+  bool input = at_word(p, "input");
+  if (input) next(p);
   h3_span s = p->tok.span;
   int64_t off;
-  if (!parse_int(p, &off, "a byte offset")) return false;
-  if (off < 0) fail_at(p, s, "offset %lld is negative", (long long)off);
-  if (v) v->offset = off;
+  if (!parse_int(p, &off, input ? "an input index" : "a byte offset")) return false;
+  if (off < 0) fail_at(p, s, "%s %lld is negative", input ? "input index" : "offset", (long long)off);
+  if (off > (1ll << 30) && input) fail_at(p, s, "input index %lld is too large", (long long)off);
+  if (v) v->offset = input ? h3_offset_of_input((int)off) : off;
   return !p->failed;
 }
 

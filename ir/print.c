@@ -127,6 +127,7 @@ static void print_value_ref(pctx *c, const h3_value *v) {
 static void print_typed(pctx *c, const h3_value *v) {
   h3_type_print(c->out, &v->type);
   if (v->offset >= 0) h3_strbuf_printf(c->out, " at %lld", (long long)v->offset);
+  if (h3_offset_input(v->offset) >= 0) h3_strbuf_printf(c->out, " at input %d", h3_offset_input(v->offset));
 }
 
 static void print_attr_value(h3_strbuf *b, const h3_attr *a) {

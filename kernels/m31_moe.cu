@@ -28,7 +28,7 @@
 
 #define H3M_ROWS 8            // rows of one expert per pass over its weight rows
 #define H3M_OUT_PER_BLOCK 16  // output rows per block of the expert GEMVs (2 per warp)
-#define H3M_ROUTER_THREADS 512
+#define H3M_ROUTER_THREADS 1024
 
 __device__ __forceinline__ float h3m_sigmoid(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
@@ -55,8 +55,18 @@ extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_NAME(
     float acc = 0.0f;
     if (e < E) {
       const W_T *we = w + (long long)e * H;
+      if (H % 8 == 0) { // 8 consecutive weights per lane and step (vector loads when aligned)
+#pragma unroll 4
+        for (long long i = (long long)lane * 8; i < H; i += 256) {
+          float wv[8];
+          h3_ld8(we, i, wv);
+#pragma unroll
+          for (int q = 0; q < 8; q++) acc = __fadd_rn(acc, __fmul_rn(hs[i + q], wv[q]));
+        }
+      } else {
 #pragma unroll 8
-      for (long long i = lane; i < H; i += 32) acc = __fadd_rn(acc, __fmul_rn(hs[i], (float)h3_ld(we, i)));
+        for (long long i = lane; i < H; i += 32) acc = __fadd_rn(acc, __fmul_rn(hs[i], (float)h3_ld(we, i)));
+      }
     }
     acc = h3m_warp_sum(acc);
     if (e < E && lane == 0) s[e] = h3m_sigmoid(acc);
@@ -131,14 +141,15 @@ __device__ int h3m_expert_rows(const I_T *ids, long long T, int k, long long e, 
   return n;
 }
 
-// acc[r][j] = sum over i < K of x_r[i] * wj[i] for the NR (<= H3M_ROWS) rows x_r = x +
-// xrow[r] * K and the NW weight rows wj = w + j * wstride, summed over the whole warp (every
-// lane returns the totals). live: this lane's warp has a real output row (else its loads
-// are skipped and it returns zeros, still taking part in the shuffles).
+// acc[r][j] = sum over i < K of x_r[i] * w[j][i] for the nr (<= H3M_ROWS, the same in every
+// thread of the block) rows x_r = x + xrow[r] * K and the NW weight rows w[j], summed over
+// the whole warp for r < nr (every lane returns the totals). live: this lane's warp has real
+// output rows (else its loads are skipped and it returns zeros, still taking part in the
+// shuffles).
 template <int NW, typename XT>
 __device__ __forceinline__ void h3m_rows_dot(const XT *x, const long long *xrow, int nr,
-                                             const W_T *w, long long wstride, long long K,
-                                             bool live, bool vec, float acc[H3M_ROWS][NW]) {
+                                             const W_T *const *w, long long K, bool live,
+                                             bool vec, float acc[H3M_ROWS][NW]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int r = 0; r < H3M_ROWS; r++)
@@ -149,7 +160,7 @@ __device__ __forceinline__ void h3m_rows_dot(const XT *x, const long long *xrow,
     for (long long i = (long long)lane * 8; i < K; i += 256) {
       float wv[NW][8];
 #pragma unroll
-      for (int j = 0; j < NW; j++) h3_ld8(w + j * wstride, i, wv[j]);
+      for (int j = 0; j < NW; j++) h3_ld8(w[j], i, wv[j]);
 #pragma unroll
       for (int r = 0; r < H3M_ROWS; r++) {
         if (r >= nr) break;
@@ -167,17 +178,20 @@ __device__ __forceinline__ void h3m_rows_dot(const XT *x, const long long *xrow,
         const float xv = (float)h3_ld(x, xrow[r] * K + i);
 #pragma unroll
         for (int j = 0; j < NW; j++)
-          acc[r][j] = __fadd_rn(acc[r][j], __fmul_rn(xv, (float)h3_ld(w + j * wstride, i)));
+          acc[r][j] = __fadd_rn(acc[r][j], __fmul_rn(xv, (float)h3_ld(w[j], i)));
       }
   }
 #pragma unroll
-  for (int r = 0; r < H3M_ROWS; r++)
+  for (int r = 0; r < H3M_ROWS; r++) {
+    if (r >= nr) break;
 #pragma unroll
     for (int j = 0; j < NW; j++) acc[r][j] = h3m_warp_sum(acc[r][j]);
+  }
 }
 
 // Grid (E, ceil(F / 16)), 256 threads: warp w computes outputs o = 16 * blockIdx.y + 2w + {0, 1}
-// of expert e = blockIdx.x for its rows, H3M_ROWS at a time: act[t * k + s, o].
+// of expert e = blockIdx.x for its rows, H3M_ROWS at a time (the gate and up rows of both
+// outputs in one pass): act[t * k + s, o].
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ gu, const I_T *__restrict__ ids,
     h3_bf16 *__restrict__ act, long long T, long long H, long long F, int k, float alpha,
@@ -192,15 +206,18 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
     long long xrow[H3M_ROWS];
 #pragma unroll
     for (int r = 0; r < H3M_ROWS; r++) xrow[r] = r < nr ? rows[r0 + r] / 16 : 0;
+    const long long o0 = (long long)blockIdx.y * H3M_OUT_PER_BLOCK + warp * 2;
+    const long long oa = o0 < F ? o0 : 0, ob = o0 + 1 < F ? o0 + 1 : oa;
+    const W_T *wr[4] = {g0 + oa * H, g0 + (F + oa) * H, g0 + ob * H, g0 + (F + ob) * H};
+    float acc[H3M_ROWS][4];
+    h3m_rows_dot<4>(h, xrow, nr, wr, H, o0 < F, vec != 0, acc);
     for (int j = 0; j < 2; j++) {
-      const long long o = (long long)blockIdx.y * H3M_OUT_PER_BLOCK + warp * 2 + j;
-      float acc[H3M_ROWS][2];
-      h3m_rows_dot<2>(h, xrow, nr, g0 + (o < F ? o : 0) * H, F * H, H, o < F, vec != 0, acc);
+      const long long o = o0 + j;
       if (o >= F || lane >= nr) continue;
 #pragma unroll
       for (int r = 0; r < H3M_ROWS; r++) {
         if (r != lane) continue;
-        float g = h3_rbf16(acc[r][0]), v = h3_rbf16(acc[r][1]);
+        float g = h3_rbf16(acc[r][2 * j]), v = h3_rbf16(acc[r][2 * j + 1]);
         g = g < limit ? g : limit;
         v = v < -limit ? -limit : (v > limit ? limit : v);
         const int ts = rows[r0 + r];
@@ -211,7 +228,8 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
   }
 }
 
-// Grid (E, ceil(H / 16)), 256 threads: y[t * k + s, o] = bf16(act[t * k + s] · down[e, o]).
+// Grid (E, ceil(H / 16)), 256 threads: y[t * k + s, o] = bf16(act[t * k + s] · down[e, o]),
+// warp w for outputs o = 16 * blockIdx.y + 2w + {0, 1} in one pass.
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
     const W_T *__restrict__ down, const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act,
     h3_bf16 *__restrict__ y, long long T, long long H, long long F, int k, int vec) {
@@ -227,15 +245,17 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
       const int ts = r < nr ? rows[r0 + r] : 0;
       xrow[r] = (long long)ts / 16 * k + ts % 16; // the row of act
     }
+    const long long o0 = (long long)blockIdx.y * H3M_OUT_PER_BLOCK + warp * 2;
+    const long long oa = o0 < H ? o0 : 0, ob = o0 + 1 < H ? o0 + 1 : oa;
+    const W_T *wr[2] = {down + (e * H + oa) * F, down + (e * H + ob) * F};
+    float acc[H3M_ROWS][2];
+    h3m_rows_dot<2>(act, xrow, nr, wr, F, o0 < H, vec != 0, acc);
     for (int j = 0; j < 2; j++) {
-      const long long o = (long long)blockIdx.y * H3M_OUT_PER_BLOCK + warp * 2 + j;
-      float acc[H3M_ROWS][1];
-      h3m_rows_dot<1>(act, xrow, nr, down + (e * H + (o < H ? o : 0)) * F, 0, F, o < H,
-                      vec != 0, acc);
+      const long long o = o0 + j;
       if (o >= H || lane >= nr) continue;
 #pragma unroll
       for (int r = 0; r < H3M_ROWS; r++)
-        if (r == lane) h3_st(y, xrow[r] * H + o, acc[r][0]);
+        if (r == lane) h3_st(y, xrow[r] * H + o, acc[r][j]);
     }
   }
 }

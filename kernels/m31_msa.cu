@@ -71,26 +71,41 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
       qr[hh][c] = g < G && d < D ? (float)h3_ld(q, (t * Hq + kvh * G + g) * D + d) : 0.0f;
     }
   }
-  for (long long vs = v0; vs < v1; vs += H3M_KEYS) {
-    float kr[H3M_KEYS][H3M_DC], vr[H3M_KEYS][H3M_DC];
-    bool live[H3M_KEYS];
-#pragma unroll
-    for (int u = 0; u < H3M_KEYS; u++) {
-      const long long v = vs + u;
-      const K_T *kp = kc, *vp = vc;
+  // key offsets of a tile of H3M_ATT_THREADS keys, found by all threads at once: element
+  // offset of the key's D-vector (-1: no key), and whether it is a block row (kb / vb)
+  __shared__ long long koff[H3M_ATT_THREADS];
+  __shared__ int kblk[H3M_ATT_THREADS];
+  for (long long ts = v0; ts < v1; ts += H3M_ATT_THREADS) {
+    __syncthreads(); // the previous tile is done
+    {
+      const long long v = ts + threadIdx.x;
       long long off = -1;
+      int blk = 0;
       if (v < v1) {
         if (kind == 0) {
           off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
         } else if (kind == 1) {
           if (v < ctx) off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
-          else off = ((v - ctx) * Hk + kvh) * D, kp = kb, vp = vb;
+          else off = ((v - ctx) * Hk + kvh) * D, blk = 1;
         } else {
           const long long b = (long long)sel[(t * Hk + kvh) * topk + v / page];
           const long long j = b * page + v % page;
           if (b >= 0 && j <= p) off = (h3m_slot(pt, j, page) * Hk + kvh) * D;
         }
       }
+      koff[threadIdx.x] = off;
+      kblk[threadIdx.x] = blk;
+    }
+    __syncthreads();
+    const long long te = ts + H3M_ATT_THREADS < v1 ? ts + H3M_ATT_THREADS : v1;
+  for (long long vs = ts; vs < te; vs += H3M_KEYS) {
+    float kr[H3M_KEYS][H3M_DC], vr[H3M_KEYS][H3M_DC];
+    bool live[H3M_KEYS];
+#pragma unroll
+    for (int u = 0; u < H3M_KEYS; u++) {
+      const long long v = vs + u;
+      const long long off = v < te ? koff[v - ts] : -1;
+      const K_T *kp = v < te && kblk[v - ts] ? kb : kc, *vp = v < te && kblk[v - ts] ? vb : vc;
       live[u] = off >= 0;
 #pragma unroll
       for (int c = 0; c < H3M_DC; c++) {
@@ -128,6 +143,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
       }
       m[hh] = mn;
     }
+  }
   }
 #pragma unroll
   for (int hh = 0; hh < H3M_HPW; hh++) {

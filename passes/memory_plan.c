@@ -32,6 +32,17 @@
  *     that buffer; otherwise the result has its own buffer, disjoint from every operand,
  *     and the runtime copies operand 0 into it first (residual_norm_modulate writes every
  *     element of result 0, so it needs no copy). Other results are written at 2p.
+ *   - donated inputs (an output named like the input: h3_graph_donated_output, the KV
+ *     caches) take part like values written before the first op; their class lives in
+ *     the input's own buffer, not in the arena: every member gets offset
+ *     h3_offset_of_input(j) ("at input J"), and an in-place op over a view of the input
+ *     writes the input itself. A row update (y = kv_write(index(X, i), ..) whose only
+ *     reader of X after it is set_index(X, i, y)) puts y in X's row although X is live;
+ *     set_index may join even when the row it writes already lives in operand 0 (the
+ *     runtime skips the copy of a row onto itself).
+ *   - calls: a result of a donated callee output is written like an in-place op's result
+ *     0 over the argument of that input (joined when the argument dies at the call; else
+ *     the runtime copies the argument into the result first and passes that).
  *   - load-time ops (h3_op_is_load_time: the int8 weight quantization) get no place: the
  *     runtime computes them once at load and keeps their results with the weights, so
  *     views of them (index) live outside the arena too.
@@ -57,6 +68,7 @@ typedef struct {
   int64_t delta; /* byte offset of the value in its buffer */
   int64_t start, end;
   bool view; /* placed inside its source: needs no memory of its own */
+  int donor; /* the graph input index of a donated input's slot, else -1 */
 } slot;
 
 typedef struct {
@@ -65,8 +77,8 @@ typedef struct {
   int *slot_of;             /* by value id, -1 = not planned */
   slot *slots;
   int n_slots, cap_slots;
-  h3_op **loops, **inplace; /* in walk order */
-  int n_loops, n_inplace;
+  h3_op **loops, **inplace, **calls; /* in walk order */
+  int n_loops, n_inplace, n_calls;
   int64_t t;
   bool oom;
 } planner;
@@ -84,7 +96,7 @@ static int add_slot(planner *p, h3_value *v, int64_t start, int64_t end) {
     p->cap_slots = cap;
   }
   int i = p->n_slots++;
-  p->slots[i] = (slot){v, i, -1, 0, start, end, false};
+  p->slots[i] = (slot){v, i, -1, 0, start, end, false, -1};
   p->slot_of[v->id] = i;
   return i;
 }
@@ -137,6 +149,22 @@ static int64_t view_delta(const h3_op *op) {
   return start * inner;
 }
 
+/* The graph a call op runs, when it has donated inputs (else NULL). */
+static const h3_graph *called(const planner *p, const h3_op *op) {
+  if (op->code != H3_OP_CALL) return NULL;
+  const h3_graph *g = h3_module_graph(p->m, h3_op_attr_string(op, "callee", ""));
+  for (int i = 0; g && i < g->n_inputs; i++)
+    if (h3_graph_donated_output(g, i) >= 0) return g;
+  return NULL;
+}
+
+/* The input of g whose updated value is output r, or -1. */
+static int donated_input(const h3_graph *g, int r) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (h3_graph_donated_output(g, i) == r) return i;
+  return -1;
+}
+
 static bool push_op(planner *p, h3_op ***list, int *n, h3_op *op) {
   h3_op **l = realloc(*list, (size_t)(*n + 1) * sizeof *l);
   if (!l) {
@@ -167,12 +195,11 @@ static void walk_defs(planner *p, h3_region *r) {
     if (h3_op_is_load_time(op)) continue; /* the runtime keeps its results with the weights */
     int64_t pos = p->t++;
     p->op_pos[op->id] = p->op_end[op->id] = pos;
-    int64_t w = 2 * pos + (h3_op_is_inplace(op->code) ? 1 : 0);
+    int64_t w = 2 * pos + (h3_op_is_inplace(op->code) || called(p, op) ? 1 : 0);
     if (h3_op_is_view(op->code) && op->n_operands > 0 && op->n_results == 1) {
       int src = slot_of(p, op->operands[0]);
       int64_t delta = view_delta(op);
-      bool outside = op->operands[0]->kind == H3_VALUE_PARAM ||
-                     op->operands[0]->kind == H3_VALUE_INPUT || src < 0;
+      bool outside = op->operands[0]->kind == H3_VALUE_PARAM || src < 0; /* (not a donated input) */
       if (delta >= 0 && outside) continue; /* a view of memory outside the arena */
       int res = add_slot(p, op->results[0], w, w);
       if (delta >= 0 && res >= 0) {
@@ -182,10 +209,15 @@ static void walk_defs(planner *p, h3_region *r) {
       continue;
     }
     /* only result 0 of an in-place op updates operand 0; its other results (Plan B's
-       normalised output) are written like any op's, never over an operand */
-    for (int i = 0; i < op->n_results; i++)
-      add_slot(p, op->results[i], i == 0 ? w : 2 * pos, i == 0 ? w : 2 * pos);
+       normalised output) are written like any op's, never over an operand; a call's
+       results of donated outputs are written like result 0 of an in-place op */
+    const h3_graph *callee = called(p, op);
+    for (int i = 0; i < op->n_results; i++) {
+      bool over = callee ? donated_input(callee, i) >= 0 : i == 0;
+      add_slot(p, op->results[i], over ? w : 2 * pos, over ? w : 2 * pos);
+    }
     if (h3_op_is_inplace(op->code)) push_op(p, &p->inplace, &p->n_inplace, op);
+    if (callee) push_op(p, &p->calls, &p->n_calls, op);
   }
 }
 
@@ -225,6 +257,28 @@ static void share_loop(planner *p, h3_op *loop) {
   }
 }
 
+/* Whether op (in place, result y over operand 0 = index(X, I) {offset o}) is a row update:
+ * X's only uses in op's region are that index and set_index(X, I, y) {offset o}, which
+ * puts the updated row back. y may then live in X's row although X is still live: the only
+ * later reader of X writes that row with y itself. */
+static bool row_update(const h3_op *op) {
+  const h3_op *ix = op->operands[0]->def;
+  if (!ix || ix->code != H3_OP_INDEX || ix->n_operands != 2 || ix->parent != op->parent) return false;
+  const h3_value *x = ix->operands[0], *i = ix->operands[1], *y = op->results[0];
+  int64_t o = h3_op_attr_int(ix, "offset", 0);
+  bool put_back = false;
+  for (const h3_op *u = op->parent->first; u; u = u->next)
+    for (int k = 0; k < u->n_operands; k++) {
+      if (u->operands[k] != x || u == ix) continue;
+      if (u->code == H3_OP_SET_INDEX && k == 0 && u->n_operands == 3 && u->operands[1] == i &&
+          u->operands[2] == y && h3_op_attr_int(u, "offset", 0) == o)
+        put_back = true;
+      else
+        return false;
+    }
+  return put_back;
+}
+
 /* The result is written at 2p+1 so that it can join operand 0's buffer when operand 0
  * dies at the op. When it does not join, the runtime copies operand 0 into the result
  * before it reads the other operands: the result must then be live from 2p, so that no
@@ -238,11 +292,32 @@ static void share_inplace(planner *p, h3_op *op) {
     bool shared = false;
     for (int i = 1; i < op->n_operands; i++) {
       int o = slot_of(p, op->operands[i]);
-      if (o >= 0 && p->slots[o].cls == p->slots[x].cls) shared = true;
+      /* set_index's row may already live in operand 0: whole rows, equal or disjoint */
+      if (o >= 0 && p->slots[o].cls == p->slots[x].cls && !(op->code == H3_OP_SET_INDEX && i == 2))
+        shared = true;
     }
     joined = !shared && merge(p, x, y, 0, false);
+    if (!joined && !shared && row_update(op)) joined = merge(p, x, y, 0, true);
   }
   if (!joined) p->slots[y].start = 2 * p->op_pos[op->id];
+}
+
+/* A call's result r of a donated callee output joins the argument of that input when the
+ * argument dies at the call and no other argument shares its buffer; otherwise the result
+ * is live from the call's start (the runtime copies the argument into it first). */
+static void share_call(planner *p, h3_op *op) {
+  const h3_graph *g = called(p, op);
+  for (int r = 0; g && r < op->n_results; r++) {
+    int j = donated_input(g, r), y = slot_of(p, op->results[r]);
+    if (j < 0 || j >= op->n_operands || y < 0) continue;
+    int x = slot_of(p, op->operands[j]);
+    bool shared = false;
+    for (int i = 0; x >= 0 && i < op->n_operands; i++) {
+      int o = slot_of(p, op->operands[i]);
+      if (i != j && o >= 0 && p->slots[o].cls == p->slots[x].cls) shared = true;
+    }
+    if (x < 0 || shared || !merge(p, x, y, 0, false)) p->slots[y].start = 2 * p->op_pos[op->id];
+  }
 }
 
 /* ---- placement -------------------------------------------------------------------------- */
@@ -331,6 +406,19 @@ static int64_t peak_bytes(const planner *p, const buffer *b, int n) {
   return peak;
 }
 
+/* The donated input whose buffer class c lives in, or -1. Members of such a class sit at
+ * the input's own delta (views of its rows, in-place results over them, loop slots): a
+ * class where a non-view member would sit elsewhere is not given the input (-1). */
+static int class_donor(const planner *p, int c) {
+  int donor = -1;
+  int64_t at = 0;
+  for (int s = c; s >= 0; s = p->slots[s].next)
+    if (p->slots[s].donor >= 0) donor = p->slots[s].donor, at = p->slots[s].delta;
+  for (int s = c; donor >= 0 && s >= 0; s = p->slots[s].next)
+    if (!p->slots[s].view && p->slots[s].delta != at) return -1;
+  return donor;
+}
+
 /* ---- one graph -------------------------------------------------------------------------- */
 static int reset_offsets(h3_op *op, void *ctx) {
   (void)ctx;
@@ -351,12 +439,18 @@ static h3_status plan_graph(h3_module *m, h3_graph *g, h3_pass_context *ctx, h3_
   if (!p.op_pos || !p.op_end || !p.slot_of) goto oom;
   for (int i = 0; i <= m->next_value_id; i++) p.slot_of[i] = -1;
   h3_region_walk(&g->body, reset_offsets, NULL);
+  for (int i = 0; i < g->n_inputs; i++) { /* donated inputs: written before the first op */
+    g->inputs[i]->offset = -1;
+    int s = h3_graph_donated_output(g, i) >= 0 ? add_slot(&p, g->inputs[i], -1, -1) : -1;
+    if (s >= 0) p.slots[s].donor = i;
+  }
 
   walk_defs(&p, &g->body);
   if (p.oom) goto oom;
   walk_uses(&p, &g->body);
   for (int i = 0; i < p.n_loops; i++) share_loop(&p, p.loops[i]);
   for (int i = 0; i < p.n_inplace; i++) share_inplace(&p, p.inplace[i]);
+  for (int i = 0; i < p.n_calls; i++) share_call(&p, p.calls[i]);
 
   int n = 0;
   int64_t sum = 0;
@@ -365,6 +459,12 @@ static h3_status plan_graph(h3_module *m, h3_graph *g, h3_pass_context *ctx, h3_
   for (int i = 0; i < p.n_slots; i++) {
     if (!p.slots[i].view) sum += h3_type_bytes(&p.slots[i].v->type);
     if (p.slots[i].cls != i) continue;
+    int donor = class_donor(&p, i);
+    if (donor >= 0) { /* lives in the donated input's own buffer */
+      for (int s = i; s >= 0; s = p.slots[s].next)
+        if (s != slot_of(&p, g->inputs[donor])) p.slots[s].v->offset = h3_offset_of_input(donor);
+      continue;
+    }
     buffer b = {i, 0, p.slots[i].start, 0};
     for (int s = i; s >= 0; s = p.slots[s].next) {
       int64_t top = p.slots[s].delta + h3_type_bytes(&p.slots[s].v->type);
@@ -404,6 +504,7 @@ done:
   free(p.slots);
   free(p.loops);
   free(p.inplace);
+  free(p.calls);
   free(bufs);
   free(taken);
   return st;

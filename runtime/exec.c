@@ -22,7 +22,9 @@
  * equal pointers are skipped, so a plan that shares one buffer per carried value costs
  * nothing. A call runs the callee graph (recursion is an error) and copies its returned
  * tensors into the call's results; a backend with call hooks (h3_backend_ext) may replay
- * a recorded call instead (CUDA graphs). A branch (Cache-DiT) downloads its i32 cond and
+ * a recorded call instead (CUDA graphs); such a backend gets small arguments (token ids,
+ * positions) through buffers the callee owns, so that a view moving with a loop counter
+ * keeps its address from call to call. A branch (Cache-DiT) downloads its i32 cond and
  * then runs one of its two callees exactly like a call.
  */
 #include "h3/op_registry.h"
@@ -46,6 +48,7 @@ typedef struct {
   void *arena;
   int64_t arena_bytes;
   slot *slots; /* by value id */
+  void **staged; /* by input index: the callee-owned copy of a small argument (run_callee) */
 } gstate;
 
 struct h3_runtime {
@@ -198,6 +201,26 @@ static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d)
     s->t.data = (char *)gs->arena + v->offset;
     return H3_OK;
   }
+  int j = h3_offset_input(v->offset);
+  if (j >= 0) { /* in donated input j's buffer (memory-plan) */
+    const h3_tensor *in = j < gs->g->n_inputs && h3_graph_donated_output(gs->g, j) >= 0
+                              ? &gs->slots[gs->g->inputs[j]->id].t
+                              : NULL;
+    if (!in || !in->data || h3_type_bytes(&in->type) < bytes) {
+      h3_diag_error(d, v->span, "the plan's memory plan is inconsistent; recompile it with h3c",
+                    "graph '%s': value %%%s lies in input %d, which is not a donated input of "
+                    "at least %lld bytes", gs->g->name, v->name ? v->name : "?", j, (long long)bytes);
+      return H3_ERR;
+    }
+    if (s->cap) {
+      rt->b->ops->release(rt->b, s->t.data);
+      rt->act_bytes -= s->cap;
+      s->cap = 0;
+    }
+    s->t.type = v->type;
+    s->t.data = in->data;
+    return H3_OK;
+  }
   if (s->cap && s->cap >= (size_t)bytes) {
     s->t.type = v->type;
     return H3_OK;
@@ -322,6 +345,19 @@ static int overlaps(const h3_tensor *a, const h3_tensor *b) {
   return pa && pb && na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
+/* An in-place set_index(x, i, row) whose row already is row i of x (a row updated in place,
+ * then put back: memory-plan joins them): nothing to do. Needs i known on the host. */
+static bool set_index_onto_itself(gstate *gs, const h3_op *op, const h3_tensor *in) {
+  if (op->code != H3_OP_SET_INDEX || op->n_operands != 3 || in[0].type.rank < 1) return false;
+  const h3_value *iv = op->operands[1];
+  const slot *is = iv->id >= 0 ? &gs->slots[iv->id] : NULL;
+  if (!is || !is->host_known) return false;
+  int64_t row_bytes = h3_type_bytes(&in[0].type) / (in[0].type.dims[0] ? in[0].type.dims[0] : 1);
+  int64_t row = is->host_value + h3_op_attr_int(op, "offset", 0);
+  return row >= 0 && row < in[0].type.dims[0] && (char *)in[0].data + row * row_bytes == in[2].data &&
+         h3_type_bytes(&in[2].type) == row_bytes;
+}
+
 static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
   h3_status vst;
   if (try_view(rt, gs, op, &vst, d)) return vst;
@@ -346,10 +382,14 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
   }
   /* an in-place op the plan put over its first operand writes where that operand actually
      is (which differs from arena + offset when the operand is a view of a dynamic index) */
-  if (st == H3_OK && is_inplace(op->code) && op->results[0]->offset >= 0 &&
+  if (st == H3_OK && is_inplace(op->code) && op->results[0]->offset != -1 &&
       op->results[0]->offset == op->operands[0]->offset) {
     out_buf[0].data = in[0].data;
     gs->slots[op->results[0]->id].t.data = in[0].data;
+    if (set_index_onto_itself(gs, op, in)) {
+      rt->stats[op->code].count++;
+      goto done;
+    }
   }
   /* an output placed over an operand (other than an in-place op's own operand 0) is
      computed in a staging buffer and copied afterwards: kernels may write outputs while
@@ -389,6 +429,7 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
   for (int i = 0; i < n_staged; i++)
     if (out_buf[i].data && out_buf[i].data != staged[i].data)
       rt->b->ops->release(rt->b, out_buf[i].data);
+done:
   if (in != in_buf) free(in);
   return st;
 }
@@ -479,6 +520,45 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
   return st;
 }
 
+/* Arguments of at most this many bytes (token ids, positions) reach a callee through a
+ * buffer the callee owns, one per input, when the backend records calls: an argument that
+ * is a view moving with a loop counter (positions[k]) then has the same address at every
+ * call, so the recorded call can be replayed. */
+enum { STAGE_BYTES = 256 };
+
+static h3_status stage_input(h3_runtime *rt, gstate *cs, int i, h3_tensor *t, h3_diag *d) {
+  int64_t bytes = h3_type_bytes(&t->type);
+  if (!rt->b->ext || !rt->b->ext->call_begin || bytes <= 0 || bytes > STAGE_BYTES ||
+      h3_graph_donated_output(cs->g, i) >= 0)
+    return H3_OK;
+  if (!cs->staged) cs->staged = calloc((size_t)cs->g->n_inputs + 1, sizeof *cs->staged);
+  if (cs->staged && !cs->staged[i]) cs->staged[i] = rt->b->ops->alloc(rt->b, STAGE_BYTES);
+  if (!cs->staged || !cs->staged[i]) {
+    h3_diag_error(d, cs->g->span, NULL, "graph '%s': out of memory for a call argument", cs->g->name);
+    return H3_ERR;
+  }
+  h3_tensor staged = {t->type, cs->staged[i]};
+  h3_status st = copy_tensor(rt, &staged, t, d);
+  if (st == H3_OK) *t = staged;
+  return st;
+}
+
+/* A donated input i (the callee returns it updated as output r, and may write it in place)
+ * gets the call's result r buffer: the argument itself when the plan put result r over it,
+ * else a copy of the argument in result r's buffer, so the caller's argument is never
+ * changed behind its back. */
+static h3_status donate_input(h3_runtime *rt, gstate *gs, gstate *cs, const h3_op *op, int i,
+                              h3_tensor *arg, h3_diag *d) {
+  int r = h3_graph_donated_output(cs->g, i);
+  if (r < 0 || r >= op->n_results) return H3_OK;
+  h3_status st = bind(rt, gs, op->results[r], d);
+  if (st != H3_OK) return st;
+  h3_tensor *res = &gs->slots[op->results[r]->id].t;
+  if (res->data != arg->data) st = copy_tensor(rt, res, arg, d);
+  if (st == H3_OK) arg->data = res->data;
+  return st;
+}
+
 /* Runs graph `name` on operands [first, n) of op (a call: 0; a branch: 1, after cond). */
 static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const char *name,
                             int first, h3_diag *d) {
@@ -498,10 +578,10 @@ static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const c
   h3_status st = state_ready(rt, cs, d);
   for (int i = 0; st == H3_OK && i < g->n_inputs; i++) {
     const h3_tensor *t = lookup(rt, gs, op->operands[first + i], d);
-    if (!t)
-      st = H3_ERR;
-    else
-      cs->slots[g->inputs[i]->id].t = *t; /* alias; inputs never own buffers */
+    h3_tensor arg = t ? *t : (h3_tensor){0};
+    st = t ? stage_input(rt, cs, i, &arg, d) : H3_ERR;
+    if (st == H3_OK) st = donate_input(rt, gs, cs, op, i, &arg, d);
+    if (st == H3_OK) cs->slots[g->inputs[i]->id].t = arg; /* alias; inputs never own buffers */
   }
   const h3_backend_ext *ext = rt->b->ext;
   int replayed = 0;
@@ -792,6 +872,9 @@ void h3_runtime_free(h3_runtime *rt) {
     for (int v = 0; gs->slots && v < rt->n_ids; v++)
       if (gs->slots[v].cap) rt->b->ops->release(rt->b, gs->slots[v].t.data);
     free(gs->slots);
+    for (int i = 0; gs->staged && i < gs->g->n_inputs; i++)
+      if (gs->staged[i]) rt->b->ops->release(rt->b, gs->staged[i]);
+    free(gs->staged);
     if (gs->arena) rt->b->ops->release(rt->b, gs->arena);
   }
   for (int v = 0; rt->params && v < rt->n_ids; v++)

@@ -114,8 +114,10 @@ typedef struct h3_value {
   struct h3_region *region;
   struct h3_graph *graph;
   struct h3_param *param;
-  int64_t offset; /* byte offset in the graph's activation arena set by memory planning;
-                     -1 = not planned (params, inputs, values the planner leaves out) */
+  int64_t offset; /* set by memory planning: >= 0 a byte offset in the graph's activation
+                     arena; -1 = not planned (params, inputs, values the planner leaves
+                     out); <= -2 = in the buffer of the graph's donated input
+                     h3_offset_input(offset) (printed "at input J") */
   h3_span span;
 } h3_value;
 
@@ -217,6 +219,13 @@ h3_module *h3_module_new(const char *model, const char *config);
 void h3_module_free(h3_module *m);
 int64_t h3_module_config(const h3_module *m, const char *key, int64_t fallback);
 h3_graph *h3_module_graph(const h3_module *m, const char *name);
+/* Donated inputs: an output named like an input is that input updated (the KV caches); the
+ * caller gives the input up, so the graph may update it in place. The output index of
+ * input i, or -1 when input i is not donated. */
+int h3_graph_donated_output(const h3_graph *g, int input);
+/* The value offset meaning "in the buffer of donated input j", and back (-1: not one). */
+static inline int64_t h3_offset_of_input(int j) { return -2 - (int64_t)j; }
+static inline int h3_offset_input(int64_t offset) { return offset <= -2 ? (int)(-2 - offset) : -1; }
 h3_param *h3_module_param(const h3_module *m, const char *name);
 h3_param *h3_module_add_param(h3_module *m, const char *name, h3_type type, h3_span span);
 h3_graph *h3_module_add_graph(h3_module *m, const char *name, h3_graph_kind kind, h3_span span);

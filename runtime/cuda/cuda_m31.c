@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { M31_THREADS = 256, M31_ROUTER_THREADS = 512, M31_ATT_THREADS = 128 };
+enum { M31_THREADS = 256, M31_ROUTER_THREADS = 1024, M31_ATT_THREADS = 128 };
 
 /* The n kernels `names` of `file` (instantiated by `defines`), compiled together on first use. */
 static h3_status m31_kernels(cu_state *s, const h3_op *op, const char *file, const char *defines,
@@ -162,7 +162,7 @@ static void msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_
  * many. */
 static int att_splits(long long T, long long Hk) {
   long long s = 1024 / (T * Hk > 0 ? T * Hk : 1);
-  return (int)(s < 1 ? 1 : s > 32 ? 32 : s);
+  return (int)(s < 1 ? 1 : s > 64 ? 64 : s);
 }
 
 static const h3_type *att_q(const h3_op *op) { return &op->operands[0]->type; }

@@ -390,12 +390,14 @@ static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int6
 int main(void) {
   test_router(5, 64, 8, 2);
   test_router(3, 256, 32, 4);
+  test_router(2, 60, 8, 3); /* element loads: H not a multiple of 8 */
   test_moe(6, 64, 32, 8, 2, false);
   test_moe(7, 64, 32, 8, 2, true);
   test_moe(20, 64, 32, 4, 3, false); /* > H3M_ROWS rows per expert */
   test_moe(5, 60, 20, 6, 2, false);  /* element loads: H, F not multiples of 8 */
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
+  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S2 (key tiles)", 0, 2, 4, 2, 16, 8, 40, 2, {300, 129}, false});
   test_attention(att44::att44_att, att44::att44_combine, {"paged D128 G16 S2", 0, 2, 32, 2, 128, 8, 4, 2, {9, 30}, false});
   test_attention(att11::att11_att, att11::att11_combine, {"sparse D16 G2 S2", 2, 3, 4, 2, 16, 8, 5, 2, {5, 17, 38}, false});
   test_attention(att44::att44_att, att44::att44_combine, {"sparse D128 G16 S3", 2, 2, 32, 2, 128, 8, 4, 3, {20, 31}, false});
