@@ -1,30 +1,33 @@
 // m31_moe.cu: MiniMax-M3.1's routing, mixture-of-experts and DSpark Markov head, the
 // contracts of ops.def and of the CPU reference (runtime/cpu/ops_moe.c) with the same
-// roundings (bf16 where the reference rounds, fp32 sums). The dot products are memory-bound
-// GEMVs: a warp per output row, lanes summing strided slices, a shuffle tree at the end
-// (a different sum order from the reference's ascending one, covered by the tests'
-// tolerance).
+// roundings (bf16 where the reference rounds, fp32 sums in another order than the
+// reference's ascending one, covered by the tests' tolerance).
 //   H3_ROUTER_NAME (h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
 //     {k, scale}: one block of H3M_ROUTER_THREADS per row, a warp per expert; dynamic
 //     shared: (H + E) floats.
 //   moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T, ids[T, k] I_T, wts[T, k] B_T)
 //     -> out[T, H] O_T {alpha, limit} in three launches, expert-major so that each expert's
-//     weights are read once per H3M_ROWS of its rows and an expert no row chose is not read:
-//     H3_MOE_NAME        grid (E, ceil(F / 16)): act[t, s] = bf16(swigluoai(bf16(h_t · gate),
-//                        bf16(h_t · up))) for the rows t whose slot s chose e (first such slot)
-//     H3_MOE_DOWN_NAME   grid (E, ceil(H / 16)): y[t, s] = bf16(act[t, s] · down_e)
-//     H3_MOE_COMBINE_NAME grid (T, ceil(H / 256)): out[t] = sum over the chosen experts in
-//                        ascending id order (each id once) of w * y (fp32, from 0)
+//     weights are read once per pass over its rows and an expert no row chose is not read:
+//     1. act[t * k + s] = bf16(swigluoai(bf16(h_t · gate_e), bf16(h_t · up_e))) for the rows
+//        t whose slot s chose e (its first such slot);
+//     2. y[t * k + s] = bf16(act[t * k + s] · down_e);
+//     3. H3_MOE_COMBINE_NAME, grid (T, ceil(H / 256)): out[t] = sum over the chosen experts
+//        in ascending id order (each id once) of w * y (fp32, from 0).
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
-//     contract); the first two kernels take dynamic shared T ints (the expert's rows).
+//     contract); steps 1 and 2 take dynamic shared T ints (the expert's rows), as
+//       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
+//         multiples of 32), one warp per 16 (32) outputs and 16 rows per pass; or
+//       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
+//         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
+//         multiples, vector loads).
 //   H3_MARKOV_NAME (base[G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev I_T) -> z[G, V] O_T,
 //     draft[G] I_T: one block; dynamic shared: r floats.
-// Every loop that holds a shuffle or a barrier runs the same number of times in every thread
-// of a block (tests run these kernels on the host under tests/codegen/host_emu.h, where a
-// shuffle is a block-wide barrier). `vec` (from the host): rows are 8-element aligned
-// (16-byte vector loads); else element loads.
+// Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
+// thread of a block (tests run these kernels on the host under tests/codegen/host_emu.h,
+// where those are block-wide barriers).
 // Macros the user defines in front: H_T, W_T, B_T, I_T, O_T and the name of each kernel it
-// wants (the three moe names together); a kernel whose name is not defined is not compiled.
+// wants (one pair of steps 1 and 2 with the combine); a kernel whose name is not defined is
+// not compiled.
 
 #define H3M_ROWS 8            // rows of one expert per pass over its weight rows
 #define H3M_OUT_PER_BLOCK 16  // output rows per block of the expert GEMVs (2 per warp)
@@ -100,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_NAME(
 }
 #endif
 
-#ifdef H3_MOE_NAME
+#if defined(H3_MOE_NAME) || defined(H3_MOE_MMA_NAME)
 // The rows that chose expert e, ascending, into rows[] as t * 16 + slot (the first slot of
 // row t holding e); returns their count. Two passes: each thread counts a contiguous range
 // of rows, thread 0 turns the counts into offsets, each thread writes its range. k <= 16.
@@ -141,6 +144,9 @@ __device__ int h3m_expert_rows(const I_T *ids, long long T, int k, long long e, 
   return n;
 }
 
+#endif
+
+#ifdef H3_MOE_NAME
 // acc[r][j] = sum over i < K of x_r[i] * w[j][i] for the nr (<= H3M_ROWS, the same in every
 // thread of the block) rows x_r = x + xrow[r] * K and the NW weight rows w[j], summed over
 // the whole warp for r < nr (every lane returns the totals). live: this lane's warp has real
@@ -260,6 +266,121 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
   }
 }
 
+#endif
+
+#ifdef H3_MOE_MMA_NAME
+// Tensor-core forms (bf16 h and weights, H and F multiples of 32): one warp per block, 16 rows
+// of an expert per pass (M of m16n8k16; rows past the expert's count are zeros), 8 outputs
+// per n-tile. The K order inside each 32-wide chunk is permuted the same way for A and B
+// (lane t of a quad reads 8 consecutive k at 8t: one 16-byte load of a weight row and of a
+// row of x), which leaves the sums unchanged and makes every weight load 64 contiguous
+// bytes per row. acc[j] (4 floats each) += x[rows] · w[j] over K, for NT n-tiles whose row
+// g (lane / 4) starts at w[j] (weights of the tile's 8 outputs are consecutive rows).
+template <int NT>
+__device__ __forceinline__ void h3m_mma_rows(const h3_bf16 *x, const long long *xrow16, bool *xlive,
+                                             const h3_bf16 *const *w, long long K, float acc[NT][4]) {
+  const int lane = threadIdx.x & 31, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int q = 0; q < 4; q++) acc[j][q] = 0.0f;
+  const h3_bf16 *xa = x + xrow16[0] * K + 8 * t, *xb = x + xrow16[1] * K + 8 * t;
+#pragma unroll 4
+  for (long long k0 = 0; k0 < K; k0 += 32) {
+    uint4 wv[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) wv[j] = *reinterpret_cast<const uint4 *>(w[j] + k0 + 8 * t);
+    const uint4 z = {0u, 0u, 0u, 0u};
+    const uint4 a = xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0) : z;
+    const uint4 b = xlive[1] ? *reinterpret_cast<const uint4 *>(xb + k0) : z;
+    const unsigned a1[4] = {a.x, b.x, a.y, b.y}, a2[4] = {a.z, b.z, a.w, b.w};
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      const unsigned b1[2] = {wv[j].x, wv[j].y}, b2[2] = {wv[j].z, wv[j].w};
+      h3_mma_bf16(acc[j], a1, b1);
+      h3_mma_bf16(acc[j], a2, b2);
+    }
+  }
+}
+
+// The rows of x this lane feeds to the mma (g and g + 8 of the pass's 16, g = lane / 4):
+// their row of x (via xrow_of) and whether they exist.
+#define H3M_MMA_ROWS(rows, r0, n, xrow_of)                                             \
+  long long xrow16[2];                                                                 \
+  bool xlive[2];                                                                       \
+  for (int q = 0; q < 2; q++) {                                                        \
+    const int r = r0 + (threadIdx.x & 31) / 4 + 8 * q;                                 \
+    xlive[q] = r < n;                                                                  \
+    xrow16[q] = xlive[q] ? xrow_of(rows[r]) : 0;                                       \
+  }
+
+#define H3M_H_ROW(ts) ((long long)(ts) / 16)
+#define H3M_ACT_ROW(ts) ((long long)(ts) / 16 * k + (ts) % 16)
+
+// Grid (E, F / 16), 32 threads: outputs o0 = 16 * blockIdx.y .. + 15 of expert e: n-tiles
+// gate o0.., gate o0+8.., up o0.., up o0+8..; act[t * k + s, o] as H3_MOE_NAME.
+extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_NAME(
+    const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const I_T *__restrict__ ids,
+    h3_bf16 *__restrict__ act, long long T, long long H, long long F, int k, float alpha,
+    float limit) {
+  H3_DYN_SMEM(int, rows); // [T]
+  const long long e = blockIdx.x, o0 = (long long)blockIdx.y * 16;
+  const int n = h3m_expert_rows(ids, T, k, e, rows);
+  const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
+  const h3_bf16 *g0 = gu + e * 2 * F * H;
+  const h3_bf16 *wr[4] = {g0 + (o0 + g) * H, g0 + (o0 + 8 + g) * H, g0 + (F + o0 + g) * H,
+                          g0 + (F + o0 + 8 + g) * H};
+  for (int r0 = 0; r0 < n; r0 += 16) {
+    H3M_MMA_ROWS(rows, r0, n, H3M_H_ROW)
+    float acc[4][4];
+    h3m_mma_rows<4>(h, xrow16, xlive, wr, H, acc);
+#pragma unroll
+    for (int q = 0; q < 4; q++) { // (row g + 8 (q / 2), output 2t + q % 2) of n-tiles 0, 1
+      const int r = r0 + g + 8 * (q / 2);
+      if (r >= n) continue;
+      const int ts = rows[r];
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const long long o = o0 + 8 * half + 2 * t + q % 2;
+        float gv = h3_rbf16(acc[half][q]), v = h3_rbf16(acc[2 + half][q]);
+        gv = gv < limit ? gv : limit;
+        v = v < -limit ? -limit : (v > limit ? limit : v);
+        h3_st(act, H3M_ACT_ROW(ts) * F + o,
+              __fmul_rn(__fmul_rn(gv, h3m_sigmoid(__fmul_rn(alpha, gv))), __fadd_rn(v, 1.0f)));
+      }
+    }
+  }
+}
+
+// Grid (E, H / 32), 32 threads: y[t * k + s, o] = bf16(act[t * k + s] · down[e, o]) for
+// o = 32 * blockIdx.y .. + 31 (4 n-tiles).
+extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_DOWN_NAME(
+    const h3_bf16 *__restrict__ down, const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act,
+    h3_bf16 *__restrict__ y, long long T, long long H, long long F, int k) {
+  H3_DYN_SMEM(int, rows); // [T]
+  const long long e = blockIdx.x, o0 = (long long)blockIdx.y * 32;
+  const int n = h3m_expert_rows(ids, T, k, e, rows);
+  const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
+  const h3_bf16 *wr[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) wr[j] = down + (e * H + o0 + 8 * j + g) * F;
+  for (int r0 = 0; r0 < n; r0 += 16) {
+    H3M_MMA_ROWS(rows, r0, n, H3M_ACT_ROW)
+    float acc[4][4];
+    h3m_mma_rows<4>(act, xrow16, xlive, wr, F, acc);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const int r = r0 + g + 8 * (q / 2);
+      if (r >= n) continue;
+      const long long yrow = H3M_ACT_ROW(rows[r]);
+#pragma unroll
+      for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
+    }
+  }
+}
+#endif
+
+#if defined(H3_MOE_NAME) || defined(H3_MOE_MMA_NAME)
 // The chosen experts of row t in ascending id order, each id once (the reference's selection
 // sort): order[r] is the slot of the r-th, -1 after the last. k <= 16.
 __device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, int k, int *order) {

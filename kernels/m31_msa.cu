@@ -8,7 +8,8 @@
 //     grid (T, Hk, S), H3M_ATT_THREADS threads. The keys of row t, by kind:
 //       0 paged:  positions 0..pos[t];
 //       1 block:  positions 0..ctx-1, then the T rows of kb / vb (non-causal);
-//       2 sparse: the positions j <= pos[t] of the selected blocks (ascending, -1 skipped);
+//       2 sparse: the positions j <= pos[t] of the selected blocks (ascending, -1 skipped;
+//                 topk <= H3M_MAX_TOPK);
 //     block (t, kv head, s) takes the s-th of S equal parts of them (flash decoding) and
 //     every q head of the kv head's group (GQA: a K / V row is read once for the group):
 //     warp w owns heads w * H3M_HPW .. + H3M_HPW - 1 of the group, lane l dims l + 32c
@@ -33,6 +34,7 @@
 #define H3M_INF __int_as_float(0x7f800000) /* NVRTC has no INFINITY */
 #define H3M_ATT_THREADS 128
 #define H3M_KEYS 4
+#define H3M_MAX_TOPK 64 // selected blocks per row and kv head (sparse attention)
 
 __device__ __forceinline__ long long h3m_slot(const IX_T *pt, long long j, int page) {
   return (long long)pt[j / page] * page + j % page;
@@ -57,7 +59,19 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long p = kind == 1 ? 0 : (long long)pos[t];
   const long long ctx = kind == 1 ? (long long)*ctxp : 0;
-  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)topk * page;
+  // sparse: the selected blocks (-1 entries dropped), so that only their keys are visited
+  __shared__ long long vblk[H3M_MAX_TOPK];
+  __shared__ int nsel;
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int i = 0; kind == 2 && i < topk; i++) {
+      const long long b = (long long)sel[(t * Hk + kvh) * topk + i];
+      if (b >= 0) vblk[n++] = b;
+    }
+    nsel = n;
+  }
+  __syncthreads();
+  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)nsel * page;
   const long long chunk = (nv + S - 1) / S, v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
   float qr[H3M_HPW][H3M_DC], acc[H3M_HPW][H3M_DC], m[H3M_HPW], l[H3M_HPW];
 #pragma unroll
@@ -88,9 +102,8 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
           if (v < ctx) off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
           else off = ((v - ctx) * Hk + kvh) * D, blk = 1;
         } else {
-          const long long b = (long long)sel[(t * Hk + kvh) * topk + v / page];
-          const long long j = b * page + v % page;
-          if (b >= 0 && j <= p) off = (h3m_slot(pt, j, page) * Hk + kvh) * D;
+          const long long j = vblk[v / page] * page + v % page;
+          if (j <= p) off = (h3m_slot(pt, j, page) * Hk + kvh) * D;
         }
       }
       koff[threadIdx.x] = off;

@@ -100,6 +100,22 @@ H3_DI void h3_u3bf8(h3_bf16 *x, const h3_bf16 *g, const h3_bf16 *u) {
 #endif
 }
 
+// One warp-wide tensor-core product d += a * b, m16n8k16, bf16 in, fp32 accumulate (mma.sync;
+// the PTX ISA's fragment layout: lane l = 4g + t holds a = {A[g][2t..], A[g+8][2t..],
+// A[g][2t+8..], A[g+8][2t+8..]}, b = {B[2t..][g], B[2t+8..][g]} as bf16 pairs (low half the
+// lower k) and d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}). Every lane of the warp
+// takes part. Host emulation: emu_mma_bf16 (tests/codegen/host_emu.h).
+H3_DI void h3_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
+#ifdef H3_HOST_EMU
+  emu_mma_bf16(d, a, b);
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
 // 16 bytes from global (16-byte aligned) into shared memory with no register held while in
 // flight (cp.async.cg: through L2 only); h3_cp_commit closes the thread's batch, h3_cp_wait
 // waits for it (the thread may then read what it copied; other threads' data needs a barrier)

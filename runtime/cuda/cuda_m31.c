@@ -85,6 +85,13 @@ static size_t moe_act_bytes(long long T, long long k, long long F) {
   return ((size_t)(T * k * F) * 2 + 255) & ~(size_t)255;
 }
 
+/* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 32. */
+static bool moe_mma(const h3_tensor *in) {
+  long long H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
+  return in[0].type.dtype == H3_BF16 && in[1].type.dtype == H3_BF16 && in[2].type.dtype == H3_BF16 &&
+         H % 32 == 0 && F % 32 == 0;
+}
+
 static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
@@ -92,13 +99,16 @@ static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   int k = (int)in[3].type.dims[1];
   if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
   if (T > (1ll << 26)) return cu_op_error(d, op, NULL, "%lld rows (at most 2^26)", T);
-  static const char *const part[3] = {"", "d", "c"}, *const macro[3] = {"MOE", "MOE_DOWN", "MOE_COMBINE"};
+  bool mma = moe_mma(in);
+  static const char *const part[2][3] = {{"", "d", "c"}, {"m", "md", "c"}};
+  static const char *const macro[2][3] = {{"MOE", "MOE_DOWN", "MOE_COMBINE"},
+                                          {"MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
   char name[3][128], lines[400], defs[720];
   int n = 0;
   for (int i = 0; i < 3; i++) {
-    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[i], DN(in[0].type.dtype),
+    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[mma][i], DN(in[0].type.dtype),
              DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
-    n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[i], name[i]);
+    n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[mma][i], name[i]);
   }
   moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
               in[3].type.dtype, out[0].type.dtype);
@@ -114,16 +124,16 @@ static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
   void *o = out[0].data, *act = scratch, *y = (char *)scratch + moe_act_bytes(T, k, F);
   int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
-  int64_t block[3] = {256, 1, 1};
+  int64_t block[3] = {mma ? 32 : 256, 1, 1};
   void *args1[] = {&h, &gu, &ids, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};
-  int64_t grid1[3] = {E, (F + 15) / 16, 1};
+  int64_t grid1[3] = {E, mma ? F / 16 : (F + 15) / 16, 1};
   if (cu_launch(s, kn[0], grid1, block, (int64_t)rows_smem, args1, d) != H3_OK) return H3_ERR;
   void *args2[] = {&dn, &ids, &act, &y, &T, &H, &F, &k, &vec_f};
-  int64_t grid2[3] = {E, (H + 15) / 16, 1};
+  int64_t grid2[3] = {E, mma ? H / 32 : (H + 15) / 16, 1};
   if (cu_launch(s, kn[1], grid2, block, (int64_t)rows_smem, args2, d) != H3_OK) return H3_ERR;
   void *args3[] = {&ids, &w, &y, &o, &H, &k};
-  int64_t grid3[3] = {T, (H + 255) / 256, 1};
-  return cu_launch(s, kn[2], grid3, block, 0, args3, d);
+  int64_t grid3[3] = {T, (H + 255) / 256, 1}, block3[3] = {256, 1, 1};
+  return cu_launch(s, kn[2], grid3, block3, 0, args3, d);
 }
 
 static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
@@ -213,6 +223,7 @@ static h3_status run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   if (kind == 2) {
     sel = in[3].data, pos = in[4].data, pt = in[5].data;
     topk = (int)in[3].type.dims[in[3].type.rank - 1];
+    if (topk > 64) return cu_op_error(d, op, NULL, "%d selected blocks per row (at most 64)", topk);
   }
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   int S = att_splits(T, Hk), pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
@@ -280,6 +291,7 @@ const char *cu_m31_check_defines(const char *file) {
     moe_defines(moe, sizeof moe,
                 "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
                 "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
+                "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
                 "#define H3_MARKOV_NAME h3cu_markov_check\n",
                 H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
     return moe;

@@ -133,6 +133,38 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src_lane, int widt
   return r;
 }
 
+/* mma.m16n8k16 (bf16 in, fp32 accumulate) of the calling thread's warp (threads 32w ..
+ * 32w + 31 of the block): each lane posts its fragments, all lanes read the warp's, each
+ * computes its d in fp32 over k ascending (the tensor cores' sum order differs; results
+ * agree within fp32 rounding). Every thread of the block takes part (two barriers). */
+extern unsigned emu_mma_words[1024][6];
+inline void emu_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
+  unsigned me = threadIdx.x, w0 = me & ~31u;
+  for (int i = 0; i < 4; i++) emu_mma_words[me][i] = a[i];
+  emu_mma_words[me][4] = b[0];
+  emu_mma_words[me][5] = b[1];
+  pthread_barrier_wait(&emu_barrier);
+  auto half = [](unsigned w, int hi) { return h3_bf16_to_f32((uint16_t)(hi ? w >> 16 : w & 0xffffu)); };
+  auto A = [&](int m, int k) { /* owner lane 4 * (m % 8) + (k % 8) / 2 */
+    const unsigned *f = emu_mma_words[w0 + 4 * (m % 8) + (k % 8) / 2];
+    return half(f[(m >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1);
+  };
+  auto B = [&](int k, int n) {
+    const unsigned *f = emu_mma_words[w0 + 4 * n + (k % 8) / 2];
+    return half(f[4 + (k >= 8 ? 1 : 0)], k & 1);
+  };
+  int g = (int)(me & 31u) / 4, t = (int)(me & 3u);
+  float out[4];
+  for (int i = 0; i < 4; i++) {
+    int m = g + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 16; k++) s += A(m, k) * B(k, n);
+    out[i] = s;
+  }
+  pthread_barrier_wait(&emu_barrier);
+  for (int i = 0; i < 4; i++) d[i] = out[i];
+}
+
 /* Runs body() as the kernel: a grid of gx x gy x gz blocks of `block` threads, one block at
  * a time (x fastest). */
 inline void emu_launch3(long long gx, long long gy, long long gz, long long block,

@@ -15,6 +15,7 @@
 #          decode graph timed alone (the report's latency is the time per decode step)
 #   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
 #   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
+#   m31batch  the same for 64 sequences at once (generate_batch, 256-token prompts)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
@@ -56,7 +57,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -143,6 +144,11 @@ for section in $SECTIONS; do
     # the decode step at a 2048-token context: generate 16 and 80 tokens after the prompt
     step m31_decode_p2048 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_p2048_n16.plan" 16 \
       "$PLANS/m31_small_p2048_n80.plan" 80 3
+    ;;
+  m31batch)
+    # batched decode: 64 sequences of a 256-token prompt, 8 and 24 new tokens (generate_batch)
+    step m31_decode_b64 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p256_n8.plan" 8 \
+      "$PLANS/m31_small_b64_p256_n24.plan" 24 1 generate_batch
     ;;
   tiny)
     for att in cudnn flash reference; do

@@ -28,6 +28,7 @@ thread_local emu_dim3 threadIdx;
 emu_dim3 blockIdx, blockDim, gridDim;
 pthread_barrier_t emu_barrier;
 unsigned long long emu_slots[1024];
+unsigned emu_mma_words[1024][6];
 alignas(16) unsigned char emu_dyn_smem[1 << 20];
 
 #include "prelude.cuh"
@@ -57,6 +58,8 @@ namespace moe_k {
 #define H3_MOE_NAME emu_moe
 #define H3_MOE_DOWN_NAME emu_moe_down
 #define H3_MOE_COMBINE_NAME emu_moe_combine
+#define H3_MOE_MMA_NAME emu_moe_mma
+#define H3_MOE_MMA_DOWN_NAME emu_moe_mma_down
 #include "m31_moe.cu"
 #undef O_T
 } // namespace moe_k
@@ -230,7 +233,7 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
   fill_random(in[1], -0.3, 0.3);
   fill_random(in[2], -0.3, 0.3);
   fill_random(in[4], 0, 1);
-  int32_t *ids = (int32_t *)in[3].p();
+  int32_t *idv = (int32_t *)in[3].p();
   for (int64_t t = 0; t < T; t++) /* distinct experts, unsorted; a repeat in every third row */
     for (int s = 0; s < k; s++) {
       int32_t e;
@@ -238,31 +241,39 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
       do {
         e = (int32_t)(urand() * (double)E);
         again = false;
-        for (int r = 0; r < s; r++) again |= ids[t * k + r] == e;
+        for (int r = 0; r < s; r++) again |= idv[t * k + r] == e;
       } while (again && !(repeats && t % 3 == 0));
-      ids[t * k + s] = e;
+      idv[t * k + s] = e;
     }
   std::vector<buf> want = cpu_run(op, in);
-  buf out = make(op->results[0]->type);
-  std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
   long long TT = T, HH = H, FF = F;
   int vh = H % 8 == 0, vf = F % 8 == 0;
-  emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
-    moe_k::emu_moe((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const int *)in[3].p(),
-                   act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
-  });
-  emu_launch3(E, (H + 15) / 16, 1, 256, [&] {
-    moe_k::emu_moe_down((const h3_bf16 *)in[2].p(), (const int *)in[3].p(), act.data(), y.data(), TT,
-                        HH, FF, k, vf);
-  });
-  emu_launch3(T, (H + 255) / 256, 1, 256, [&] {
-    moe_k::emu_moe_combine((const int *)in[3].p(), (const float *)in[4].p(), y.data(),
-                           (float *)out.p(), HH, k);
-  });
-  char what[96];
-  snprintf(what, sizeof what, "moe T %lld H %lld F %lld E %lld k %d%s", (long long)T, (long long)H,
-           (long long)F, (long long)E, k, repeats ? " (repeats)" : "");
-  compare(what, out, want[0], 1e-6);
+  const h3_bf16 *h = (const h3_bf16 *)in[0].p(), *gu = (const h3_bf16 *)in[1].p();
+  const h3_bf16 *dn = (const h3_bf16 *)in[2].p();
+  const int *ids = (const int *)in[3].p();
+  for (int mma = 0; mma < 2; mma++) { /* CUDA cores; tensor cores where the widths allow */
+    if (mma && (H % 32 || F % 32)) continue;
+    buf out = make(op->results[0]->type);
+    std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
+    if (mma) {
+      emu_launch3(E, F / 16, 1, 32, [&] {
+        moe_k::emu_moe_mma(h, gu, ids, act.data(), TT, HH, FF, k, 1.702f, 7.0f);
+      });
+      emu_launch3(E, H / 32, 1, 32, [&] { moe_k::emu_moe_mma_down(dn, ids, act.data(), y.data(), TT, HH, FF, k); });
+    } else {
+      emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
+        moe_k::emu_moe(h, gu, ids, act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
+      });
+      emu_launch3(E, (H + 15) / 16, 1, 256, [&] { moe_k::emu_moe_down(dn, ids, act.data(), y.data(), TT, HH, FF, k, vf); });
+    }
+    emu_launch3(T, (H + 255) / 256, 1, 256, [&] {
+      moe_k::emu_moe_combine(ids, (const float *)in[4].p(), y.data(), (float *)out.p(), HH, k);
+    });
+    char what[96];
+    snprintf(what, sizeof what, "moe%s T %lld H %lld F %lld E %lld k %d%s", mma ? " mma" : "",
+             (long long)T, (long long)H, (long long)F, (long long)E, k, repeats ? " (repeats)" : "");
+    compare(what, out, want[0], 1e-6);
+  }
   h3_module_free(m);
 }
 
@@ -394,6 +405,7 @@ int main(void) {
   test_moe(6, 64, 32, 8, 2, false);
   test_moe(7, 64, 32, 8, 2, true);
   test_moe(20, 64, 32, 4, 3, false); /* > H3M_ROWS rows per expert */
+  test_moe(40, 64, 64, 2, 2, false); /* > 16 rows per expert: two tensor-core passes */
   test_moe(5, 60, 20, 6, 2, false);  /* element loads: H, F not multiples of 8 */
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
