@@ -16,7 +16,7 @@
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
 //     contract); steps 1 and 2 take dynamic shared T ints (the expert's rows), as
 //       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
-//         multiples of 32), one warp per 16 (32) outputs and 16 rows per pass; or
+//         multiples of 128), one warp per 16 (32) outputs and 16 rows per pass; or
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
 //         multiples, vector loads).
@@ -269,13 +269,14 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 #endif
 
 #ifdef H3_MOE_MMA_NAME
-// Tensor-core forms (bf16 h and weights, H and F multiples of 32): one warp per block, 16 rows
-// of an expert per pass (M of m16n8k16; rows past the expert's count are zeros), 8 outputs
-// per n-tile. The K order inside each 32-wide chunk is permuted the same way for A and B
-// (lane t of a quad reads 8 consecutive k at 8t: one 16-byte load of a weight row and of a
-// row of x), which leaves the sums unchanged and makes every weight load 64 contiguous
-// bytes per row. acc[j] (4 floats each) += x[rows] · w[j] over K, for NT n-tiles whose row
-// g (lane / 4) starts at w[j] (weights of the tile's 8 outputs are consecutive rows).
+// Tensor-core forms (bf16 h and weights, H and F multiples of 128): one warp per block, 16
+// rows of an expert per pass (M of m16n8k16; rows past the expert's count are zeros), 8
+// outputs per n-tile. The K order inside each 128-wide chunk is permuted the same way for A
+// and B: lane t of a quad reads the 32 consecutive k at 32t (four 16-byte loads of a weight
+// row and of a row of x) and feeds them to the chunk's 8 mma k-steps, two per 16 bytes; the
+// sums are unchanged and each weight row is read 256 contiguous bytes at a time.
+// acc[j] (4 floats each) += x[rows] · w[j] over K, for NT n-tiles whose row g (lane / 4)
+// starts at w[j] (the weights of a tile's 8 outputs are consecutive rows).
 template <int NT>
 __device__ __forceinline__ void h3m_mma_rows(const h3_bf16 *x, const long long *xrow16, bool *xlive,
                                              const h3_bf16 *const *w, long long K, float acc[NT][4]) {
@@ -284,21 +285,29 @@ __device__ __forceinline__ void h3m_mma_rows(const h3_bf16 *x, const long long *
   for (int j = 0; j < NT; j++)
 #pragma unroll
     for (int q = 0; q < 4; q++) acc[j][q] = 0.0f;
-  const h3_bf16 *xa = x + xrow16[0] * K + 8 * t, *xb = x + xrow16[1] * K + 8 * t;
-#pragma unroll 4
-  for (long long k0 = 0; k0 < K; k0 += 32) {
-    uint4 wv[NT];
+  const h3_bf16 *xa = x + xrow16[0] * K + 32 * t, *xb = x + xrow16[1] * K + 32 * t;
+  const uint4 z = {0u, 0u, 0u, 0u};
+#pragma unroll 2
+  for (long long k0 = 0; k0 < K; k0 += 128) {
+    uint4 wv[NT][4], a[4], b[4];
 #pragma unroll
-    for (int j = 0; j < NT; j++) wv[j] = *reinterpret_cast<const uint4 *>(w[j] + k0 + 8 * t);
-    const uint4 z = {0u, 0u, 0u, 0u};
-    const uint4 a = xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0) : z;
-    const uint4 b = xlive[1] ? *reinterpret_cast<const uint4 *>(xb + k0) : z;
-    const unsigned a1[4] = {a.x, b.x, a.y, b.y}, a2[4] = {a.z, b.z, a.w, b.w};
+    for (int j = 0; j < NT; j++)
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-      const unsigned b1[2] = {wv[j].x, wv[j].y}, b2[2] = {wv[j].z, wv[j].w};
-      h3_mma_bf16(acc[j], a1, b1);
-      h3_mma_bf16(acc[j], a2, b2);
+      for (int q = 0; q < 4; q++) wv[j][q] = *reinterpret_cast<const uint4 *>(w[j] + k0 + 32 * t + 8 * q);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      a[q] = xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0 + 8 * q) : z;
+      b[q] = xlive[1] ? *reinterpret_cast<const uint4 *>(xb + k0 + 8 * q) : z;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const unsigned a1[4] = {a[q].x, b[q].x, a[q].y, b[q].y}, a2[4] = {a[q].z, b[q].z, a[q].w, b[q].w};
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        const unsigned b1[2] = {wv[j][q].x, wv[j][q].y}, b2[2] = {wv[j][q].z, wv[j][q].w};
+        h3_mma_bf16(acc[j], a1, b1);
+        h3_mma_bf16(acc[j], a2, b2);
+      }
     }
   }
 }

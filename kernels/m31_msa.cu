@@ -62,12 +62,12 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
   // sparse: the selected blocks (-1 entries dropped), so that only their keys are visited
   __shared__ long long vblk[H3M_MAX_TOPK];
   __shared__ int nsel;
-  if (threadIdx.x == 0) {
+  if (kind == 2 && (int)threadIdx.x < topk) vblk[threadIdx.x] = (long long)sel[(t * Hk + kvh) * topk + threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) { // compact in place, ascending order kept
     int n = 0;
-    for (int i = 0; kind == 2 && i < topk; i++) {
-      const long long b = (long long)sel[(t * Hk + kvh) * topk + i];
-      if (b >= 0) vblk[n++] = b;
-    }
+    for (int i = 0; kind == 2 && i < topk; i++)
+      if (vblk[i] >= 0) vblk[n++] = vblk[i];
     nsel = n;
   }
   __syncthreads();
@@ -172,22 +172,26 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 #endif
 
 #ifdef H3_KV_COMBINE_NAME
+// S <= H3M_MAX_SPLITS. The splits' maxima and sums are read once into shared memory (one
+// thread each); every thread then weighs the splits of its dims.
+#define H3M_MAX_SPLITS 128
 extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME(
     const float *__restrict__ part, O_T *__restrict__ o, int Hq, int D, int S) {
+  __shared__ float ms[H3M_MAX_SPLITS], ls[H3M_MAX_SPLITS];
   const long long row = (long long)blockIdx.x * Hq + blockIdx.y; // (t, hq)
   const float *pr = part + row * S * (D + 2);
+  for (int s = threadIdx.x; s < S; s += blockDim.x) ms[s] = pr[s * (D + 2)], ls[s] = pr[s * (D + 2) + 1];
+  __syncthreads();
   float M = -H3M_INF;
-  for (int s = 0; s < S; s++) M = fmaxf(M, pr[s * (D + 2)]);
+  for (int s = 0; s < S; s++) M = fmaxf(M, ms[s]);
+  float L = 0.0f;
+  for (int s = 0; s < S; s++)
+    if (ms[s] > -H3M_INF) L = __fadd_rn(L, __fmul_rn(ls[s], expf(__fsub_rn(ms[s], M))));
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float L = 0.0f, acc = 0.0f;
-    if (M > -H3M_INF)
-      for (int s = 0; s < S; s++) {
-        const float ms = pr[s * (D + 2)];
-        if (ms == -H3M_INF) continue;
-        const float f = expf(__fsub_rn(ms, M));
-        L = __fadd_rn(L, __fmul_rn(pr[s * (D + 2) + 1], f));
-        acc = __fadd_rn(acc, __fmul_rn(pr[s * (D + 2) + 2 + d], f));
-      }
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < S; s++)
+      if (ms[s] > -H3M_INF) acc = __fadd_rn(acc, __fmul_rn(pr[s * (D + 2) + 2 + d], expf(__fsub_rn(ms[s], M))));
     h3_st(o, row * D + d, L > 0.0f ? __fdiv_rn(acc, L) : 0.0f);
   }
 }

@@ -85,11 +85,11 @@ static size_t moe_act_bytes(long long T, long long k, long long F) {
   return ((size_t)(T * k * F) * 2 + 255) & ~(size_t)255;
 }
 
-/* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 32. */
+/* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 128. */
 static bool moe_mma(const h3_tensor *in) {
   long long H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
   return in[0].type.dtype == H3_BF16 && in[1].type.dtype == H3_BF16 && in[2].type.dtype == H3_BF16 &&
-         H % 32 == 0 && F % 32 == 0;
+         H % 128 == 0 && F % 128 == 0;
 }
 
 static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -172,7 +172,7 @@ static void msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_
  * many. */
 static int att_splits(long long T, long long Hk) {
   long long s = 1024 / (T * Hk > 0 ? T * Hk : 1);
-  return (int)(s < 1 ? 1 : s > 64 ? 64 : s);
+  return (int)(s < 1 ? 1 : s > 64 ? 64 : s); /* <= H3M_MAX_SPLITS of m31_msa.cu */
 }
 
 static const h3_type *att_q(const h3_op *op) { return &op->operands[0]->type; }

@@ -407,6 +407,17 @@ static void check_hand(h3_backend *b, bool all_attention) {
                    h3_attr_float(h.m, "eps", 1e-5)};
   cases[n++] = (hand_case){"rms_norm_rope 56x128 R=96",
                            op_of(&h, H3_OP_RMS_NORM_ROPE, 4, (h3_value *[]){xq, wq, cq, sq}, 3, nr), -1};
+  /* moe at widths the tensor-core path takes (multiples of 128; the tiny model's are not),
+     40 rows over 8 experts: more than one 16-row pass for some; f32 of bf16 roundings taken
+     in another sum order (a flipped rounding moves a row by a bf16 ulp) */
+  h3_value *mh = in_of(&h, "mh", H3_BF16, 2, (int64_t[]){40, 256});
+  h3_value *mgu = in_of(&h, "mgu", H3_BF16, 3, (int64_t[]){8, 256, 256});
+  h3_value *mdn = in_of(&h, "mdn", H3_BF16, 3, (int64_t[]){8, 256, 128});
+  h3_value *mid = in_of(&h, "mid", H3_I32, 2, (int64_t[]){40, 4});
+  h3_value *mw = in_of(&h, "mw", H3_F32, 2, (int64_t[]){40, 4});
+  h3_attr ma[2] = {h3_attr_float(h.m, "alpha", 1.702), h3_attr_float(h.m, "limit", 7.0)};
+  cases[n++] = (hand_case){"moe tensor cores H 256 F 128",
+                           op_of(&h, H3_OP_MOE, 5, (h3_value *[]){mh, mgu, mdn, mid, mw}, 2, ma), 1e-5};
   h3_plan *plan = load_plan(b, h.m, H3_TIER_EXACT, "hand-made ops"); /* owns h.m */
   if (!plan) return;
   for (int i = 0; i < n; i++) {

@@ -9,7 +9,7 @@
  *                 dims 16 and 128, several key splits (the combine);
  *   index_topk    selections equal;
  * the paged ops also with a page table per row (a batch of sequences).
- * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-6): the kernels sum in another
+ * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-5): the kernels sum in another
  * order than the reference.
  */
 #include "host_emu.h"
@@ -252,7 +252,7 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
   const h3_bf16 *dn = (const h3_bf16 *)in[2].p();
   const int *ids = (const int *)in[3].p();
   for (int mma = 0; mma < 2; mma++) { /* CUDA cores; tensor cores where the widths allow */
-    if (mma && (H % 32 || F % 32)) continue;
+    if (mma && (H % 128 || F % 128)) continue;
     buf out = make(op->results[0]->type);
     std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
     if (mma) {
@@ -272,7 +272,8 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     char what[96];
     snprintf(what, sizeof what, "moe%s T %lld H %lld F %lld E %lld k %d%s", mma ? " mma" : "",
              (long long)T, (long long)H, (long long)F, (long long)E, k, repeats ? " (repeats)" : "");
-    compare(what, out, want[0], 1e-6);
+    compare(what, out, want[0], 1e-5); /* a bf16 rounding of u or y flipped by the sum order
+                                          moves its row by one bf16 ulp (the widths are small) */
   }
   h3_module_free(m);
 }
@@ -405,7 +406,8 @@ int main(void) {
   test_moe(6, 64, 32, 8, 2, false);
   test_moe(7, 64, 32, 8, 2, true);
   test_moe(20, 64, 32, 4, 3, false); /* > H3M_ROWS rows per expert */
-  test_moe(40, 64, 64, 2, 2, false); /* > 16 rows per expert: two tensor-core passes */
+  test_moe(6, 128, 128, 8, 2, true);   /* tensor cores (widths multiples of 128) */
+  test_moe(40, 256, 128, 2, 2, false); /* > 16 rows per expert: two tensor-core passes */
   test_moe(5, 60, 20, 6, 2, false);  /* element loads: H, F not multiples of 8 */
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
