@@ -16,6 +16,7 @@
 #   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
 #   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
 #   m31batch  the same for 64 sequences at once (generate_batch, 256-token prompts)
+#   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
@@ -57,7 +58,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -149,6 +150,11 @@ for section in $SECTIONS; do
     # batched decode: 64 sequences of a 256-token prompt, 8 and 24 new tokens (generate_batch)
     step m31_decode_b64 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p256_n8.plan" 8 \
       "$PLANS/m31_small_b64_p256_n24.plan" 24 1 generate_batch
+    ;;
+  m31peer)
+    # the PyTorch peer of the small model (bench/m31_peer.py): copy bandwidth, prefill 2048,
+    # decode at batch 1 / 64 and contexts 2048 / 16384, with the bandwidth floors
+    step m31_peer 420 env PYTHONUNBUFFERED=1 python3 -W ignore bench/m31_peer.py bench --iters 10
     ;;
   tiny)
     for att in cudnn flash reference; do
