@@ -12,9 +12,11 @@
 //                 topk <= H3M_MAX_TOPK);
 //     block (t, kv head, s) takes the s-th of S equal parts of them (flash decoding) and
 //     every q head of the kv head's group (GQA: a K / V row is read once for the group):
-//     warp w owns heads w * H3M_HPW .. + H3M_HPW - 1 of the group, lane l dims l + 32c
-//     (c < H3M_DC), H3M_KEYS keys per step. s_j = (q · k_j) * scale (fp32), online softmax:
-//     part = (running max m, sum l, unnormalised sum of p_j v_j [D]).
+//     warp w owns heads w * H3M_HPW .. + H3M_HPW - 1 of the group (H3M_HPW <= 4), lane l
+//     dims l * H3M_DC .. + H3M_DC - 1, H3M_KEYS (4) keys per step, the step's 16 dot
+//     products summed over the warp together. s_j = (q · k_j) * scale (fp32), online
+//     softmax with the fast exponential (__expf): part = (running max m, sum l,
+//     unnormalised sum of p_j v_j [D]).
 //   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
 //     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
 //   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T)
@@ -41,10 +43,43 @@ __device__ __forceinline__ long long h3m_slot(const IX_T *pt, long long j, int p
 }
 
 #ifdef H3_KV_ATT_NAME
-__device__ __forceinline__ float h3m_att_sum(float v) {
+// The warp sums of 16 values at once: a halving exchange (8 + 4 + 2 + 1 + 1 shuffles) leaves
+// the total of value (lane >> 1) & 15 in each lane, then 16 shuffles hand every total to
+// every lane (80 shuffles one by one).
+__device__ __forceinline__ void h3m_att_sum16(float *v) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
-  for (int s = 16; s > 0; s >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, s));
-  return v;
+  for (int o = 16, c = 16; o >= 2; o >>= 1, c >>= 1) {
+    const bool up = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < c / 2; i++) {
+      const float send = up ? v[i] : v[i + c / 2], keep = up ? v[i + c / 2] : v[i];
+      v[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, o));
+    }
+  }
+  v[0] = __fadd_rn(v[0], __shfl_xor_sync(0xffffffffu, v[0], 1));
+  const float mine = v[0];
+#pragma unroll
+  for (int i = 0; i < 16; i++) v[i] = __shfl_sync(0xffffffffu, mine, 2 * i);
+}
+
+// H3M_DC consecutive elements of a key or value row (8-byte loads for bf16 in fours)
+__device__ __forceinline__ void h3m_ld_dc(const K_T *p, float *f) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(K_T) == 2 && H3M_DC % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < H3M_DC; c += 4) {
+      const uint2 w = *reinterpret_cast<const uint2 *>(p + c);
+      __align__(8) K_T e[4];
+      *reinterpret_cast<uint2 *>(e) = w;
+#pragma unroll
+      for (int q = 0; q < 4; q++) f[c + q] = (float)h3_w(e[q]);
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int c = 0; c < H3M_DC; c++) f[c] = (float)h3_w(p[c]);
 }
 
 extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
@@ -80,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     m[hh] = -H3M_INF, l[hh] = 0.0f;
 #pragma unroll
     for (int c = 0; c < H3M_DC; c++) {
-      const int d = lane + 32 * c;
+      const int d = lane * H3M_DC + c;
       acc[hh][c] = 0.0f;
       qr[hh][c] = g < G && d < D ? (float)h3_ld(q, (t * Hq + kvh * G + g) * D + d) : 0.0f;
     }
@@ -120,36 +155,44 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
       const long long off = v < te ? koff[v - ts] : -1;
       const K_T *kp = v < te && kblk[v - ts] ? kb : kc, *vp = v < te && kblk[v - ts] ? vb : vc;
       live[u] = off >= 0;
+      const int d0 = lane * H3M_DC;
+      if (live[u] && d0 < D) {
+        h3m_ld_dc(kp + off + d0, kr[u]);
+        h3m_ld_dc(vp + off + d0, vr[u]);
+      } else {
 #pragma unroll
-      for (int c = 0; c < H3M_DC; c++) {
-        const int d = lane + 32 * c;
-        const bool in = live[u] && d < D;
-        kr[u][c] = in ? (float)h3_ld(kp, off + d) : 0.0f;
-        vr[u][c] = in ? (float)h3_ld(vp, off + d) : 0.0f;
+        for (int c = 0; c < H3M_DC; c++) kr[u][c] = vr[u][c] = 0.0f;
       }
     }
+    float dots[16]; // (head hh, key u) at 4hh + u; the rest 0
+#pragma unroll
+    for (int i = 0; i < 16; i++) dots[i] = 0.0f;
+#pragma unroll
+    for (int hh = 0; hh < H3M_HPW; hh++)
+#pragma unroll
+      for (int u = 0; u < H3M_KEYS; u++)
+#pragma unroll
+        for (int c = 0; c < H3M_DC; c++)
+          dots[4 * hh + u] = __fadd_rn(dots[4 * hh + u], __fmul_rn(qr[hh][c], kr[u][c]));
+    h3m_att_sum16(dots);
 #pragma unroll
     for (int hh = 0; hh < H3M_HPW; hh++) {
       float sc[H3M_KEYS], tm = -H3M_INF;
 #pragma unroll
       for (int u = 0; u < H3M_KEYS; u++) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int c = 0; c < H3M_DC; c++) dot = __fadd_rn(dot, __fmul_rn(qr[hh][c], kr[u][c]));
-        dot = h3m_att_sum(dot);
-        sc[u] = live[u] ? __fmul_rn(dot, scale) : -H3M_INF;
+        sc[u] = live[u] ? __fmul_rn(dots[4 * hh + u], scale) : -H3M_INF;
         tm = fmaxf(tm, sc[u]);
       }
       if (tm == -H3M_INF) continue;
       const float mn = fmaxf(m[hh], tm);
-      const float corr = m[hh] == -H3M_INF ? 0.0f : expf(__fsub_rn(m[hh], mn));
+      const float corr = m[hh] == -H3M_INF ? 0.0f : __expf(__fsub_rn(m[hh], mn));
       l[hh] = __fmul_rn(l[hh], corr);
 #pragma unroll
       for (int c = 0; c < H3M_DC; c++) acc[hh][c] = __fmul_rn(acc[hh][c], corr);
 #pragma unroll
       for (int u = 0; u < H3M_KEYS; u++) {
         if (!live[u]) continue;
-        const float pj = expf(__fsub_rn(sc[u], mn));
+        const float pj = __expf(__fsub_rn(sc[u], mn));
         l[hh] = __fadd_rn(l[hh], pj);
 #pragma unroll
         for (int c = 0; c < H3M_DC; c++) acc[hh][c] = __fadd_rn(acc[hh][c], __fmul_rn(pj, vr[u][c]));
@@ -166,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     if (lane == 0) pr[0] = m[hh], pr[1] = l[hh];
 #pragma unroll
     for (int c = 0; c < H3M_DC; c++)
-      if (lane + 32 * c < D) pr[2 + lane + 32 * c] = acc[hh][c];
+      if (lane * H3M_DC + c < D) pr[2 + lane * H3M_DC + c] = acc[hh][c];
   }
 }
 #endif
@@ -186,12 +229,12 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME
   for (int s = 0; s < S; s++) M = fmaxf(M, ms[s]);
   float L = 0.0f;
   for (int s = 0; s < S; s++)
-    if (ms[s] > -H3M_INF) L = __fadd_rn(L, __fmul_rn(ls[s], expf(__fsub_rn(ms[s], M))));
+    if (ms[s] > -H3M_INF) L = __fadd_rn(L, __fmul_rn(ls[s], __expf(__fsub_rn(ms[s], M))));
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.0f;
 #pragma unroll 8
     for (int s = 0; s < S; s++)
-      if (ms[s] > -H3M_INF) acc = __fadd_rn(acc, __fmul_rn(pr[s * (D + 2) + 2 + d], expf(__fsub_rn(ms[s], M))));
+      if (ms[s] > -H3M_INF) acc = __fadd_rn(acc, __fmul_rn(pr[s * (D + 2) + 2 + d], __expf(__fsub_rn(ms[s], M))));
     h3_st(o, row * D + d, L > 0.0f ? __fdiv_rn(acc, L) : 0.0f);
   }
 }
