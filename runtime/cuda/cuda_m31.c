@@ -79,17 +79,30 @@ static h3_status run_router(cu_state *s, const h3_op *op, const h3_tensor *in, c
   return cu_launch(s, kn, grid, block, (int64_t)smem, args, d);
 }
 
-/* moe's scratch: the activations act [T * k, F] and the expert outputs y [T * k, H], bf16,
- * y at a 256-byte aligned offset. */
-static size_t moe_act_bytes(long long T, long long k, long long F) {
-  return ((size_t)(T * k * F) * 2 + 255) & ~(size_t)255;
+/* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 128. */
+static bool moe_mma(const h3_type *h, const h3_type *gu, const h3_type *dn) {
+  long long H = h->dims[1], F = gu->dims[1] / 2;
+  return h->dtype == H3_BF16 && gu->dtype == H3_BF16 && dn->dtype == H3_BF16 && H % 128 == 0 &&
+         F % 128 == 0;
 }
 
-/* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 128. */
-static bool moe_mma(const h3_tensor *in) {
-  long long H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
-  return in[0].type.dtype == H3_BF16 && in[1].type.dtype == H3_BF16 && in[2].type.dtype == H3_BF16 &&
-         H % 128 == 0 && F % 128 == 0;
+/* moe's scratch, 256-byte aligned parts: the activations act [T * k, F] and the expert
+ * outputs y [T * k, H] (bf16); on tensor cores also the experts' row counts [E] and row
+ * lists [E, T] (int). */
+typedef struct {
+  size_t act, y, counts, lists, total;
+} moe_scratch;
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E,
+                              bool mma) {
+  moe_scratch m = {0};
+  m.y = align256((size_t)(T * k * F) * 2);
+  m.counts = m.y + align256((size_t)(T * k * H) * 2);
+  m.lists = m.counts + (mma ? align256((size_t)E * 4) : 0);
+  m.total = m.lists + (mma ? (size_t)(E * T) * 4 : 0);
+  return m;
 }
 
 static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -99,41 +112,59 @@ static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   int k = (int)in[3].type.dims[1];
   if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
   if (T > (1ll << 26)) return cu_op_error(d, op, NULL, "%lld rows (at most 2^26)", T);
-  bool mma = moe_mma(in);
-  static const char *const part[2][3] = {{"", "d", "c"}, {"m", "md", "c"}};
-  static const char *const macro[2][3] = {{"MOE", "MOE_DOWN", "MOE_COMBINE"},
-                                          {"MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
-  char name[3][128], lines[400], defs[720];
+  bool mma = moe_mma(&in[0].type, &in[1].type, &in[2].type);
+  /* the kernels of each form: steps 1 and 2 (tensor cores: route first), then the combine */
+  static const char *const part[2][4] = {{"", "d", "c", NULL}, {"r", "m", "md", "c"}};
+  static const char *const macro[2][4] = {{"MOE", "MOE_DOWN", "MOE_COMBINE", NULL},
+                                          {"MOE_ROUTE", "MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
+  int nk = mma ? 4 : 3;
+  char name[4][128], lines[520], defs[840];
   int n = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < nk; i++) {
     snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[mma][i], DN(in[0].type.dtype),
              DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
     n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[mma][i], name[i]);
   }
   moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
               in[3].type.dtype, out[0].type.dtype);
-  const char *names[3] = {name[0], name[1], name[2]};
-  cu_kernel *kn[3];
-  size_t rows_smem = (size_t)T * 4; /* the rows of one expert */
-  if (m31_kernels(s, op, "m31_moe.cu", defs, 3, names, kn, d) != H3_OK ||
-      m31_smem(s, op, kn[0], rows_smem, d) != H3_OK || m31_smem(s, op, kn[1], rows_smem, d) != H3_OK)
+  const char *names[4] = {name[0], name[1], name[2], name[3]};
+  cu_kernel *kn[4];
+  size_t rows_smem = (size_t)T * 4; /* the CUDA-core steps: the rows of one expert */
+  if (m31_kernels(s, op, "m31_moe.cu", defs, nk, names, kn, d) != H3_OK ||
+      (!mma && (m31_smem(s, op, kn[0], rows_smem, d) != H3_OK ||
+                m31_smem(s, op, kn[1], rows_smem, d) != H3_OK)))
     return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
   const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
-  void *o = out[0].data, *act = scratch, *y = (char *)scratch + moe_act_bytes(T, k, F);
-  int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
-  int64_t block[3] = {mma ? 32 : 256, 1, 1};
-  void *args1[] = {&h, &gu, &ids, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};
-  int64_t grid1[3] = {E, mma ? F / 16 : (F + 15) / 16, 1};
-  if (cu_launch(s, kn[0], grid1, block, (int64_t)rows_smem, args1, d) != H3_OK) return H3_ERR;
-  void *args2[] = {&dn, &ids, &act, &y, &T, &H, &F, &k, &vec_f};
-  int64_t grid2[3] = {E, mma ? H / 32 : (H + 15) / 16, 1};
-  if (cu_launch(s, kn[1], grid2, block, (int64_t)rows_smem, args2, d) != H3_OK) return H3_ERR;
-  void *args3[] = {&ids, &w, &y, &o, &H, &k};
-  int64_t grid3[3] = {T, (H + 255) / 256, 1}, block3[3] = {256, 1, 1};
-  return cu_launch(s, kn[2], grid3, block3, 0, args3, d);
+  moe_scratch ms = moe_layout(T, k, H, F, E, mma);
+  void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
+  void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
+  int64_t b256[3] = {256, 1, 1}, warp[3] = {32, 1, 1};
+  if (mma) {
+    void *ar[] = {&ids, &lists, &counts, &T, &k};
+    int64_t gr[3] = {E, 1, 1};
+    void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit};
+    int64_t g1[3] = {E, F / 16, 1};
+    void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};
+    int64_t g2[3] = {E, H / 32, 1};
+    if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK || cu_launch(s, kn[1], g1, warp, 0, a1, d) != H3_OK ||
+        cu_launch(s, kn[2], g2, warp, 0, a2, d) != H3_OK)
+      return H3_ERR;
+  } else {
+    int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
+    void *a1[] = {&h, &gu, &ids, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};
+    int64_t g1[3] = {E, (F + 15) / 16, 1};
+    void *a2[] = {&dn, &ids, &act, &y, &T, &H, &F, &k, &vec_f};
+    int64_t g2[3] = {E, (H + 15) / 16, 1};
+    if (cu_launch(s, kn[0], g1, b256, (int64_t)rows_smem, a1, d) != H3_OK ||
+        cu_launch(s, kn[1], g2, b256, (int64_t)rows_smem, a2, d) != H3_OK)
+      return H3_ERR;
+  }
+  void *a3[] = {&ids, &w, &y, &o, &H, &k};
+  int64_t g3[3] = {T, (H + 255) / 256, 1};
+  return cu_launch(s, kn[nk - 1], g3, b256, 0, a3, d);
 }
 
 static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
@@ -292,6 +323,7 @@ const char *cu_m31_check_defines(const char *file) {
                 "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
                 "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                 "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
+                "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n"
                 "#define H3_MARKOV_NAME h3cu_markov_check\n",
                 H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
     return moe;
@@ -319,9 +351,10 @@ bool cu_m31_runs(const h3_op *op) {
 size_t cu_m31_scratch_bytes(const h3_op *op) {
   const h3_type *t0 = &op->operands[0]->type;
   switch (op->code) {
-  case H3_OP_MOE: { /* act [T * k, F] and y [T * k, H], bf16 */
-    long long T = t0->dims[0], H = t0->dims[1], k = op->operands[3]->type.dims[1];
-    return moe_act_bytes(T, k, op->operands[1]->type.dims[1] / 2) + (size_t)(T * k * H) * 2;
+  case H3_OP_MOE: {
+    const h3_type *gu = &op->operands[1]->type;
+    return moe_layout(t0->dims[0], op->operands[3]->type.dims[1], t0->dims[1], gu->dims[1] / 2,
+                      gu->dims[0], moe_mma(t0, gu, &op->operands[2]->type)).total;
   }
   case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
     return att_part_bytes(op);

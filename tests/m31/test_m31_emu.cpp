@@ -58,6 +58,7 @@ namespace moe_k {
 #define H3_MOE_NAME emu_moe
 #define H3_MOE_DOWN_NAME emu_moe_down
 #define H3_MOE_COMBINE_NAME emu_moe_combine
+#define H3_MOE_ROUTE_NAME emu_moe_route
 #define H3_MOE_MMA_NAME emu_moe_mma
 #define H3_MOE_MMA_DOWN_NAME emu_moe_mma_down
 #include "m31_moe.cu"
@@ -256,10 +257,14 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     buf out = make(op->results[0]->type);
     std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
     if (mma) {
+      std::vector<int> lists((size_t)(E * T)), counts((size_t)E);
+      emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids, lists.data(), counts.data(), TT, k); });
       emu_launch3(E, F / 16, 1, 32, [&] {
-        moe_k::emu_moe_mma(h, gu, ids, act.data(), TT, HH, FF, k, 1.702f, 7.0f);
+        moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f);
       });
-      emu_launch3(E, H / 32, 1, 32, [&] { moe_k::emu_moe_mma_down(dn, ids, act.data(), y.data(), TT, HH, FF, k); });
+      emu_launch3(E, H / 32, 1, 32, [&] {
+        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), act.data(), y.data(), TT, HH, FF, k);
+      });
     } else {
       emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
         moe_k::emu_moe(h, gu, ids, act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
