@@ -50,6 +50,7 @@ static void usage(FILE *f) {
           "  --attention NAME      attention implementation: cuda: " H3_ATTENTION_NAMES "\n"
           "                        (default: the first); cpu: reference\n"
           "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
+          "  --version             h3's version\n"
           "  --help                this text\n");
 }
 
@@ -73,7 +74,25 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
   return 1;
 }
 
-/* Returns 0 to run, 1 after --help, 2 on a bad flag. */
+/* Prints an output named `tokens` (i32, M3.1's generated ids): [N] on one line; [N, B] (a
+ * batch: token k of sequence b at [k, b]) one line per sequence. */
+static void print_tokens(FILE *f, const h3_host_tensor *out, int n_out) {
+  for (int i = 0; i < n_out; i++) {
+    const h3_host_tensor *t = &out[i];
+    if (!t->name || strcmp(t->name, "tokens") || t->type.dtype != H3_I32 || !t->data ||
+        t->type.rank < 1 || t->type.rank > 2)
+      continue;
+    int64_t n = t->type.dims[0], b = t->type.rank == 2 ? t->type.dims[1] : 1;
+    fprintf(f, "=== generated tokens ===\n");
+    for (int64_t s = 0; s < b; s++) {
+      fprintf(f, b > 1 ? "  sequence %lld:" : " ", (long long)s);
+      for (int64_t k = 0; k < n; k++) fprintf(f, " %d", ((const int32_t *)t->data)[k * b + s]);
+      fprintf(f, "\n");
+    }
+  }
+}
+
+/* Returns 0 to run, 1 after --help, 2 on a bad flag, 3 after --version. */
 static int parse_flags(int argc, char **argv, options *o) {
   *o = (options){.backend = "auto",
                  .weights = "random",
@@ -85,6 +104,7 @@ static int parse_flags(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
+    if (strcmp(a, "--version") == 0) return 3;
     if (a[0] != '-') {
       if (o->plan) return flag_error("more than one plan given ('%s')", a);
       o->plan = a;
@@ -410,6 +430,7 @@ static int run(const options *o, h3_diag *d) {
     r.graphs_captured = r.graphs_replayed = -1;
   r.n_branches = h3_runtime_branches(rt, &r.branches);
   h3_report_print(stdout, &r);
+  print_tokens(stdout, out, g->n_outputs);
   h3_strbuf_free(&passes);
   rc = 0;
 done:
@@ -428,6 +449,10 @@ int main(int argc, char **argv) {
   int pr = parse_flags(argc, argv, &o);
   if (pr == 1) {
     usage(stdout);
+    return 0;
+  }
+  if (pr == 3) {
+    printf("h3exec %s\n", H3_VERSION);
     return 0;
   }
   if (pr) return 2;
