@@ -168,25 +168,27 @@ inline void emu_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
 }
 
 /* Runs body() as the kernel: a grid of gx x gy x gz blocks of `block` threads, one block at
- * a time (x fastest). */
+ * a time (x fastest). The block's threads are made once per launch and run every block in
+ * turn: thread 0 sets blockIdx between two barriers. */
 inline void emu_launch3(long long gx, long long gy, long long gz, long long block,
                         const std::function<void()> &body) {
   gridDim = {(unsigned)gx, (unsigned)gy, (unsigned)gz};
   blockDim = {(unsigned)block, 1, 1};
-  for (long long z = 0; z < gz; z++)
-    for (long long y = 0; y < gy; y++)
-      for (long long x = 0; x < gx; x++) {
-        blockIdx = {(unsigned)x, (unsigned)y, (unsigned)z};
-        pthread_barrier_init(&emu_barrier, nullptr, (unsigned)block);
-        std::vector<std::thread> ts;
-        for (long long t = 0; t < block; t++)
-          ts.emplace_back([t, &body] {
-            threadIdx = {(unsigned)t, 0, 0};
-            body();
-          });
-        for (auto &t : ts) t.join();
-        pthread_barrier_destroy(&emu_barrier);
+  const long long blocks = gx * gy * gz;
+  pthread_barrier_init(&emu_barrier, nullptr, (unsigned)block);
+  std::vector<std::thread> ts;
+  for (long long t = 0; t < block; t++)
+    ts.emplace_back([t, gx, gy, blocks, &body] {
+      threadIdx = {(unsigned)t, 0, 0};
+      for (long long b = 0; b < blocks; b++) {
+        if (t == 0) blockIdx = {(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / (gx * gy))};
+        pthread_barrier_wait(&emu_barrier); /* every thread sees the block's index */
+        body();
+        pthread_barrier_wait(&emu_barrier); /* the block is done before the next begins */
       }
+    });
+  for (auto &t : ts) t.join();
+  pthread_barrier_destroy(&emu_barrier);
 }
 
 /* Runs body() as the kernel: grid[0] blocks of block[0] threads, one block at a time. */

@@ -22,6 +22,7 @@ extern "C" {
 #include "check.h"
 }
 
+#include <chrono>
 #include <string>
 
 thread_local emu_dim3 threadIdx;
@@ -158,6 +159,11 @@ static std::vector<buf> cpu_run(const h3_op *op, std::vector<buf> &in) {
   return out;
 }
 
+static double elapsed(void) { /* seconds since the first call */
+  static const auto t0 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 static void compare(const char *what, const buf &got, const buf &want, double limit) {
   double num = 0, den = 0;
   int64_t bad_int = 0, bad_special = 0, n = h3_type_numel(&want.type);
@@ -176,8 +182,8 @@ static void compare(const char *what, const buf &got, const buf &want, double li
   double nmse = den > 0 ? num / den : num;
   int64_t differ = 0, zero = 0;
   for (int64_t i = 0; i < n; i++) differ += ld(got, i) != ld(want, i), zero += ld(want, i) == 0;
-  fprintf(stderr, "  %-40s nmse %.3g, %lld of %lld differ, %lld integer / %lld special mismatches\n",
-          what, nmse, (long long)differ, (long long)n, (long long)bad_int, (long long)bad_special);
+  fprintf(stderr, "  %-40s nmse %.3g, %lld of %lld differ, %lld integer / %lld special mismatches (%.1f s)\n",
+          what, nmse, (long long)differ, (long long)n, (long long)bad_int, (long long)bad_special, elapsed());
   CHECK(zero < n || want.type.dtype == H3_I32, "%s: the reference is all zeros", what);
   CHECK(bad_int == 0 && bad_special == 0 && nmse <= limit, "%s: nmse %.3g (limit %.3g)", what, nmse, limit);
 }
@@ -218,7 +224,8 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
 }
 
 /* ---- moe --------------------------------------------------------------------------------- */
-static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats) {
+/* cores: 1 the CUDA-core kernels, 2 the tensor-core ones (widths multiples of 128), 3 both. */
+static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats, int cores) {
   std::string text = "module @m config \"test\" {\n  graph @g(%h: " + ty("bf16", {T, H}) + ", %gu: " +
                      ty("bf16", {E, 2 * F, H}) + ", %dn: " + ty("bf16", {E, H, F}) + ", %ids: " +
                      ty("i32", {T, k}) + ", %w: " + ty("f32", {T, k}) + ") -> (y: " + ty("f32", {T, H}) +
@@ -253,7 +260,7 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
   const h3_bf16 *dn = (const h3_bf16 *)in[2].p();
   const int *ids = (const int *)in[3].p();
   for (int mma = 0; mma < 2; mma++) { /* CUDA cores; tensor cores where the widths allow */
-    if (mma && (H % 128 || F % 128)) continue;
+    if ((mma && (H % 128 || F % 128)) || !(cores & (1 << mma))) continue;
     buf out = make(op->results[0]->type);
     std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
     if (mma) {
@@ -405,15 +412,16 @@ static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int6
 }
 
 int main(void) {
+  elapsed();
   test_router(5, 64, 8, 2);
   test_router(3, 256, 32, 4);
   test_router(2, 60, 8, 3); /* element loads: H not a multiple of 8 */
-  test_moe(6, 64, 32, 8, 2, false);
-  test_moe(7, 64, 32, 8, 2, true);
-  test_moe(20, 64, 32, 4, 3, false); /* > H3M_ROWS rows per expert */
-  test_moe(6, 128, 128, 8, 2, true);   /* tensor cores (widths multiples of 128) */
-  test_moe(40, 256, 128, 2, 2, false); /* > 16 rows per expert: two tensor-core passes */
-  test_moe(5, 60, 20, 6, 2, false);  /* element loads: H, F not multiples of 8 */
+  test_moe(6, 64, 32, 8, 2, false, 3);
+  test_moe(7, 64, 32, 8, 2, true, 3);
+  test_moe(20, 64, 32, 4, 3, false, 3); /* > H3M_ROWS rows per expert */
+  test_moe(6, 128, 128, 8, 2, true, 3);   /* tensor cores (widths multiples of 128) */
+  test_moe(40, 256, 128, 2, 2, false, 2); /* > 16 rows per expert: tensor-core passes */
+  test_moe(5, 60, 20, 6, 2, false, 3);  /* element loads: H, F not multiples of 8 */
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
   test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S2 (key tiles)", 0, 2, 4, 2, 16, 8, 40, 2, {300, 129}, false});
