@@ -4,7 +4,8 @@
  * op (macro lines in front of it), compiled through the kernel cache on first use and
  * registered by name. Three ops run in several launches through a device scratch that the
  * op's record owns (allocated when the op is prepared, at plan load; cu_m31_scratch_bytes):
- * moe (expert-major GEMVs into bf16 activations and expert outputs, then the combine), the
+ * moe (expert-major products, on tensor cores after a kernel that lists each expert's rows
+ * or on CUDA cores, into bf16 activations and expert outputs; then the combine), the
  * attentions (partial results of the key splits, then their combine) and index_topk (block
  * scores, then the selection). The kernels read positions, page tables, selections and
  * expert ids on the device and clamp nothing the CPU reference would report: an
