@@ -526,6 +526,29 @@ static int cmd_graph(const options *o) {
   return finish(&d, rc);
 }
 
+/* bytes as "12.3 MiB" or "1.23 GiB" */
+static const char *size_str(int64_t bytes, char *buf, size_t n) {
+  double mib = (double)bytes / (1024.0 * 1024.0);
+  if (mib >= 1024.0) snprintf(buf, n, "%.2f GiB", mib / 1024.0);
+  else snprintf(buf, n, "%.1f MiB", mib);
+  return buf;
+}
+
+/* The one-line summary of a written plan (stderr). */
+static void plan_summary(const h3_plan *p, const char *file) {
+  const h3_plan_memory *big = NULL;
+  for (int i = 0; i < p->n_memory; i++)
+    if (!big || p->memory[i].arena_bytes > big->arena_bytes) big = &p->memory[i];
+  char w[32], a[32];
+  fprintf(stderr, "h3c: wrote %s: %s, config %s, %s; %d kernels in %d units, %d library calls; "
+          "weights %s", file, p->model ? p->model : "?", p->config ? p->config : "?",
+          h3_tier_name(p->quality), p->n_kernels, p->n_tus, p->n_libcalls,
+          size_str(p->weight_bytes, w, sizeof w));
+  if (big && big->arena_bytes >= 0)
+    fprintf(stderr, "; largest arena %s (%s)", size_str(big->arena_bytes, a, sizeof a), big->graph);
+  fprintf(stderr, "\n");
+}
+
 static int cmd_compile(const options *o) {
   h3_diag d;
   diag_init(&d);
@@ -555,8 +578,10 @@ static int cmd_compile(const options *o) {
       (o->no_kernels || h3_plan_compile_kernels(plan, &d) == H3_OK) &&
       h3_plan_write_file(plan, o->output, &d) == H3_OK)
     rc = 0;
+  rc = finish(&d, rc); /* the diagnostics first, then the summary */
+  if (rc == 0) plan_summary(plan, o->output);
   h3_plan_free(plan);
-  return finish(&d, rc);
+  return rc;
 }
 
 int main(int argc, char **argv) {
