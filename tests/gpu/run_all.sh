@@ -16,6 +16,8 @@
 #   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
 #   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
 #   m31batch  the same for 64 sequences at once (generate_batch, 256-token prompts)
+#   m31tokens tests/gpu/m31_token_margins.py: the small plan's greedy tokens, cuda vs cpu, with
+#          the top-2 margin where they part (3 prompts; several minutes of CPU time)
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
@@ -58,7 +60,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31tokens|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -150,6 +152,12 @@ for section in $SECTIONS; do
     # batched decode: 64 sequences of a 256-token prompt, 8 and 24 new tokens (generate_batch)
     step m31_decode_b64 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p256_n8.plan" 8 \
       "$PLANS/m31_small_b64_p256_n24.plan" 24 1 generate_batch
+    ;;
+  m31tokens)
+    # greedy tokens on cuda against the CPU backend (3 prompts of 128, 32 new tokens): equal
+    # up to the first position whose CPU top-2 logit margin is below 0.05
+    step m31_token_margins 590 python3 tests/gpu/m31_token_margins.py "$BIN/h3c" "$BIN/h3exec" \
+      models/minimax_m3_1.g "$PLANS/m31_small_p128.plan" "$WORK/m31_tokens" --set max_new_tokens=32
     ;;
   m31peer)
     # the PyTorch peer of the small model (bench/m31_peer.py): copy bandwidth, prefill 2048,
