@@ -4,12 +4,14 @@
  *   h3c check FILE.g [options]             diagnostics only
  *   h3c opt IN.ir --passes a,b [-o OUT]    IR text in, IR text out (pass tests)
  *   h3c passes [--markdown] [--pipelines]  the registered passes and the default pipelines
+ *   h3c ops [--markdown]                     the ops of the IR (registry)
  *   h3c graph FILE.g --format dot          a picture of the IR (Graphviz)
  *
  * Exit status: 0 on success, 1 on any error (bad program, bad flag, failed write).
  */
 #include "h3/frontend.h"
 #include "h3/int8.h"
+#include "h3/op_registry.h"
 #include "h3/passes.h"
 #include "h3/plan.h"
 #include "graph_dot.h"
@@ -17,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { CMD_COMPILE, CMD_CHECK, CMD_OPT, CMD_PASSES, CMD_GRAPH, CMD_HELP } command;
+typedef enum { CMD_COMPILE, CMD_CHECK, CMD_OPT, CMD_PASSES, CMD_OPS, CMD_GRAPH, CMD_HELP } command;
 
 typedef struct {
   command cmd;
@@ -44,7 +46,10 @@ typedef struct {
   char spectrum_extra[256], spectrum_text[512], cache_dit_text[256];
 } options;
 
-static const char *const command_names[] = {"compile", "check", "opt", "passes", "graph", "help"};
+static const char *const command_names[] = {"compile", "check", "opt", "passes", "ops", "graph", "help"};
+
+/* The listing commands (passes, ops) read no file. */
+static bool takes_input(command c) { return c != CMD_PASSES && c != CMD_OPS; }
 
 static void usage_main(FILE *out) {
   fprintf(out,
@@ -55,6 +60,7 @@ static void usage_main(FILE *out) {
           "  check FILE.g             parse and check a model; print diagnostics only\n"
           "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests)\n"
           "  passes                   list the registered passes and the default pipelines\n"
+          "  ops                      list the ops of the IR: operands, attributes, kind\n"
           "  graph FILE.g --format dot  print the IR as a Graphviz graph\n"
           "\n"
           "Run 'h3c COMMAND --help' for the options of one command.\n");
@@ -136,6 +142,12 @@ static void usage_command(command c, FILE *out) {
                  "  --markdown               print Markdown tables (the generated tables of\n"
                  "                           docs/passes.md and docs/writing-a-pass.md)\n"
                  "  --pipelines              print only the default pipelines\n");
+    break;
+  case CMD_OPS:
+    fprintf(out, "usage: h3c ops [--markdown]\n\n"
+                 "Lists every op of the IR (include/h3/ops.def, the registry): its operand count,\n"
+                 "its attributes (name:kind; ? marks an optional one) and its pattern kind.\n\n"
+                 "  --markdown               print a Markdown table\n");
     break;
   case CMD_GRAPH:
     fprintf(out, "usage: h3c graph FILE.g --format dot [options] [-o OUT.dot]\n\n"
@@ -254,7 +266,7 @@ static int parse_args(int argc, char **argv, options *o) {
       exit(0);
     } else if ((v = flag_value(argc, argv, &i, "-o", &missing)) ||
                (v = flag_value(argc, argv, &i, "--output", &missing))) {
-      if (o->cmd == CMD_CHECK || o->cmd == CMD_PASSES) {
+      if (o->cmd == CMD_CHECK || !takes_input(o->cmd)) {
         char hint[128];
         snprintf(hint, sizeof hint, "'h3c %s' writes no file; see 'h3c %s --help'", cmd, cmd);
         return flag_error(cmd, "option '%s' is not used by this command", a, hint);
@@ -317,7 +329,7 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (takes_passes(o->cmd) && (!strcmp(a, "--report") || !strncmp(a, "--report=", 9))) {
       o->passes.report = true;
       if (a[8]) o->passes.report_passes = a + 9;
-    } else if (o->cmd == CMD_PASSES && !strcmp(a, "--markdown")) {
+    } else if ((o->cmd == CMD_PASSES || o->cmd == CMD_OPS) && !strcmp(a, "--markdown")) {
       o->markdown = true;
     } else if (o->cmd == CMD_PASSES && !strcmp(a, "--pipelines")) {
       o->pipelines_only = true;
@@ -331,12 +343,13 @@ static int parse_args(int argc, char **argv, options *o) {
       char hint[128];
       snprintf(hint, sizeof hint, "run 'h3c %s --help' for the options it takes", cmd);
       return flag_error(cmd, "unknown option '%s'", a, hint);
-    } else if (!o->input && o->cmd != CMD_PASSES) {
+    } else if (!o->input && takes_input(o->cmd)) {
       o->input = a;
     } else {
+      char none[64];
+      snprintf(none, sizeof none, "'h3c %s' takes no arguments", cmd);
       return flag_error(cmd, "unexpected argument '%s'", a,
-                        o->cmd == CMD_PASSES ? "'h3c passes' takes no arguments"
-                                             : "give one input file");
+                        takes_input(o->cmd) ? "give one input file" : none);
     }
     if (missing) return missing_value(cmd, a);
   }
@@ -366,7 +379,7 @@ static int parse_args(int argc, char **argv, options *o) {
   if (o->passes.int8 && enable_passes(o, cmd, H3_INT8_PASSES)) return 1;
   if (o->spectrum && enable_passes(o, cmd, "spectrum")) return 1;
   if (o->cache_dit_flags) o->passes.cache_dit = o->cache_dit_text;
-  if (o->cmd != CMD_PASSES && !o->input) {
+  if (takes_input(o->cmd) && !o->input) {
     char hint[128];
     snprintf(hint, sizeof hint, "usage: h3c %s %s", cmd, o->cmd == CMD_OPT ? "IN.ir" : "FILE.g");
     return flag_error(cmd, "no input file%s", "", hint);
@@ -475,6 +488,49 @@ static int cmd_passes(const options *o) {
     putchar('\n');
   }
   return print_pipelines(o->markdown);
+}
+
+static const char *attr_kind_word(h3_attr_kind k) {
+  switch (k) {
+  case H3_ATTR_INT: return "int";
+  case H3_ATTR_FLOAT: return "float";
+  case H3_ATTR_STRING: return "string";
+  case H3_ATTR_INTS: return "ints";
+  case H3_ATTR_FLOATS: return "floats";
+  case H3_ATTR_DTYPE: return "dtype";
+  case H3_ATTR_TIER: return "tier";
+  }
+  return "?";
+}
+
+static const char *pattern_word(h3_pattern_kind k) {
+  static const char *const w[] = {"elementwise", "broadcast", "reduction", "matmul",
+                                  "view",        "opaque",    "control"};
+  return (unsigned)k < sizeof w / sizeof w[0] ? w[k] : "?";
+}
+
+/* h3c ops: one line (or Markdown row) per op of the registry. */
+static int cmd_ops(const options *o) {
+  if (o->markdown) printf("| op | operands | attributes | kind |\n|---|---|---|---|\n");
+  for (int c = 1; c < H3_OPCODE_COUNT; c++) {
+    const h3_op_info *i = h3_op_info_get((h3_opcode)c);
+    if (!i) continue;
+    char n[32], at[256] = "";
+    if (i->max_operands < 0) snprintf(n, sizeof n, "%d+", i->min_operands);
+    else if (i->max_operands == i->min_operands) snprintf(n, sizeof n, "%d", i->min_operands);
+    else snprintf(n, sizeof n, "%d-%d", i->min_operands, i->max_operands);
+    size_t len = 0;
+    for (int a = 0; a < H3_MAX_ATTR_SCHEMA && i->attrs[a].name && len < sizeof at; a++)
+      len += (size_t)snprintf(at + len, sizeof at - len, "%s%s%s:%s", a ? ", " : "", i->attrs[a].name,
+                              i->attrs[a].required ? "" : "?", attr_kind_word(i->attrs[a].kind));
+    if (o->markdown)
+      printf("| `%s` | %s | %s | %s |\n", i->name, n, at, pattern_word(i->kind));
+    else if (*at)
+      printf("%-24s %-6s %-11s %s\n", i->name, n, pattern_word(i->kind), at);
+    else
+      printf("%-24s %-6s %s\n", i->name, n, pattern_word(i->kind));
+  }
+  return 0;
 }
 
 static int cmd_check(const options *o) {
@@ -609,7 +665,7 @@ int main(int argc, char **argv) {
     }
   if (!found) {
     fprintf(stderr, "h3c: error: unknown command '%s'\n", c);
-    fprintf(stderr, "hint: the commands are compile, check, opt, passes, graph; see 'h3c --help'\n");
+    fprintf(stderr, "hint: the commands are compile, check, opt, passes, ops, graph; see 'h3c --help'\n");
     return 1;
   }
   if (parse_args(argc, argv, &o)) return 1;
@@ -618,6 +674,7 @@ int main(int argc, char **argv) {
   case CMD_CHECK: return cmd_check(&o);
   case CMD_OPT: return cmd_opt(&o);
   case CMD_PASSES: return cmd_passes(&o);
+  case CMD_OPS: return cmd_ops(&o);
   case CMD_GRAPH: return cmd_graph(&o);
   case CMD_HELP: break;
   }
