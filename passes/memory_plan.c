@@ -195,7 +195,8 @@ static void walk_defs(planner *p, h3_region *r) {
     if (h3_op_is_load_time(op)) continue; /* the runtime keeps its results with the weights */
     int64_t pos = p->t++;
     p->op_pos[op->id] = p->op_end[op->id] = pos;
-    int64_t w = 2 * pos + (h3_op_is_inplace(op->code) || called(p, op) ? 1 : 0);
+    const h3_graph *callee = called(p, op);
+    int64_t w = 2 * pos + (h3_op_is_inplace(op->code) || callee ? 1 : 0);
     if (h3_op_is_view(op->code) && op->n_operands > 0 && op->n_results == 1) {
       int src = slot_of(p, op->operands[0]);
       int64_t delta = view_delta(op);
@@ -211,7 +212,6 @@ static void walk_defs(planner *p, h3_region *r) {
     /* only result 0 of an in-place op updates operand 0; its other results (Plan B's
        normalised output) are written like any op's, never over an operand; a call's
        results of donated outputs are written like result 0 of an in-place op */
-    const h3_graph *callee = called(p, op);
     for (int i = 0; i < op->n_results; i++) {
       bool over = callee ? donated_input(callee, i) >= 0 : i == 0;
       add_slot(p, op->results[i], over ? w : 2 * pos, over ? w : 2 * pos);
@@ -279,6 +279,19 @@ static bool row_update(const h3_op *op) {
   return put_back;
 }
 
+/* Whether an operand of op other than operand j sits in slot x's buffer. set_index's row
+ * (operand 2) does not count: it is a whole row of operand 0, equal to or disjoint from the
+ * one it writes. */
+static bool shares_buffer(const planner *p, const h3_op *op, int j, int x) {
+  for (int i = 0; i < op->n_operands; i++) {
+    int o = slot_of(p, op->operands[i]);
+    if (i != j && o >= 0 && p->slots[o].cls == p->slots[x].cls &&
+        !(op->code == H3_OP_SET_INDEX && i == 2))
+      return true;
+  }
+  return false;
+}
+
 /* The result is written at 2p+1 so that it can join operand 0's buffer when operand 0
  * dies at the op. When it does not join, the runtime copies operand 0 into the result
  * before it reads the other operands: the result must then be live from 2p, so that no
@@ -289,13 +302,7 @@ static void share_inplace(planner *p, h3_op *op) {
   if (y < 0) return;
   bool joined = false;
   if (x >= 0) {
-    bool shared = false;
-    for (int i = 1; i < op->n_operands; i++) {
-      int o = slot_of(p, op->operands[i]);
-      /* set_index's row may already live in operand 0: whole rows, equal or disjoint */
-      if (o >= 0 && p->slots[o].cls == p->slots[x].cls && !(op->code == H3_OP_SET_INDEX && i == 2))
-        shared = true;
-    }
+    bool shared = shares_buffer(p, op, 0, x);
     joined = !shared && merge(p, x, y, 0, false);
     if (!joined && !shared && row_update(op)) joined = merge(p, x, y, 0, true);
   }
@@ -311,12 +318,8 @@ static void share_call(planner *p, h3_op *op) {
     int j = donated_input(g, r), y = slot_of(p, op->results[r]);
     if (j < 0 || j >= op->n_operands || y < 0) continue;
     int x = slot_of(p, op->operands[j]);
-    bool shared = false;
-    for (int i = 0; x >= 0 && i < op->n_operands; i++) {
-      int o = slot_of(p, op->operands[i]);
-      if (i != j && o >= 0 && p->slots[o].cls == p->slots[x].cls) shared = true;
-    }
-    if (x < 0 || shared || !merge(p, x, y, 0, false)) p->slots[y].start = 2 * p->op_pos[op->id];
+    if (x < 0 || shares_buffer(p, op, j, x) || !merge(p, x, y, 0, false))
+      p->slots[y].start = 2 * p->op_pos[op->id];
   }
 }
 
@@ -407,15 +410,16 @@ static int64_t peak_bytes(const planner *p, const buffer *b, int n) {
 }
 
 /* The donated input whose buffer class c lives in, or -1. Members of such a class sit at
- * the input's own delta (views of its rows, in-place results over them, loop slots): a
- * class where a non-view member would sit elsewhere is not given the input (-1). */
+ * the input's own delta (views of its rows, in-place results over them, loop slots); a
+ * class where a non-view member would sit elsewhere cannot be placed (-2: offsets "at input
+ * J" carry no delta). */
 static int class_donor(const planner *p, int c) {
   int donor = -1;
   int64_t at = 0;
   for (int s = c; s >= 0; s = p->slots[s].next)
     if (p->slots[s].donor >= 0) donor = p->slots[s].donor, at = p->slots[s].delta;
   for (int s = c; donor >= 0 && s >= 0; s = p->slots[s].next)
-    if (!p->slots[s].view && p->slots[s].delta != at) return -1;
+    if (!p->slots[s].view && p->slots[s].delta != at) return -2;
   return donor;
 }
 
@@ -460,6 +464,13 @@ static h3_status plan_graph(h3_module *m, h3_graph *g, h3_pass_context *ctx, h3_
     if (!p.slots[i].view) sum += h3_type_bytes(&p.slots[i].v->type);
     if (p.slots[i].cls != i) continue;
     int donor = class_donor(&p, i);
+    if (donor == -2) {
+      h3_diag_error(d, g->span, "update the input through index() rows or whole, not slices",
+                    "memory-plan: graph '%s': a value updated in place sits at another offset "
+                    "of a donated input than the input itself", g->name);
+      st = H3_ERR;
+      goto done;
+    }
     if (donor >= 0) { /* lives in the donated input's own buffer */
       for (int s = i; s >= 0; s = p.slots[s].next)
         if (s != slot_of(&p, g->inputs[donor])) p.slots[s].v->offset = h3_offset_of_input(donor);
