@@ -14,15 +14,13 @@
 //     3. H3_MOE_COMBINE_NAME, grid (T, ceil(H / 256)): out[t] = sum over the chosen experts
 //        in ascending id order (each id once) of w * y (fp32, from 0).
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
-//     contract); steps 1 and 2 as
-//       H3_MOE_ROUTE_NAME, then H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h
-//         and weights, H and F multiples of 128), the experts' row lists found once (int
-//         scratch counts [E], lists [E, T]), one warp per 16 (32) outputs and 16 rows per
-//         pass; or
+//     contract). H3_MOE_ROUTE_NAME first lists each expert's rows once (int scratch counts
+//     [E], lists [E, T]); steps 1 and 2 then read those lists, as
+//       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
+//         multiples of 128), one warp per 16 (32) outputs and 16 rows per pass; or
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
-//         multiples, vector loads); each block finds its expert's rows (dynamic shared T
-//         ints).
+//         multiples, vector loads).
 //   H3_MARKOV_NAME (base[G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev I_T) -> z[G, V] O_T,
 //     draft[G] I_T: one block; dynamic shared: r floats.
 // Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
@@ -147,6 +145,16 @@ __device__ int h3m_expert_rows(const I_T *ids, long long T, int k, long long e, 
   return n;
 }
 
+// Grid (E), 256 threads: the rows that chose expert e (ascending, as t * 16 + slot) into
+// lists[e * T ..] and their count into counts[e], once for both product steps.
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_ROUTE_NAME(
+    const I_T *__restrict__ ids, int *__restrict__ lists, int *__restrict__ counts, long long T,
+    int k) {
+  const long long e = blockIdx.x;
+  const int n = h3m_expert_rows(ids, T, k, e, lists + e * T);
+  if (threadIdx.x == 0) counts[e] = n;
+}
+
 #endif
 
 #ifdef H3_MOE_NAME
@@ -202,12 +210,11 @@ __device__ __forceinline__ void h3m_rows_dot(const XT *x, const long long *xrow,
 // of expert e = blockIdx.x for its rows, H3M_ROWS at a time (the gate and up rows of both
 // outputs in one pass): act[t * k + s, o].
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
-    const H_T *__restrict__ h, const W_T *__restrict__ gu, const I_T *__restrict__ ids,
-    h3_bf16 *__restrict__ act, long long T, long long H, long long F, int k, float alpha,
-    float limit, int vec) {
-  H3_DYN_SMEM(int, rows); // [T]
+    const H_T *__restrict__ h, const W_T *__restrict__ gu, const int *__restrict__ lists,
+    const int *__restrict__ counts, h3_bf16 *__restrict__ act, long long T, long long H,
+    long long F, int k, float alpha, float limit, int vec) {
   const long long e = blockIdx.x;
-  const int n = h3m_expert_rows(ids, T, k, e, rows);
+  const int *rows = lists + e * T, n = counts[e];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const W_T *g0 = gu + e * 2 * F * H;
   for (int r0 = 0; r0 < n; r0 += H3M_ROWS) {
@@ -240,11 +247,11 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
 // Grid (E, ceil(H / 16)), 256 threads: y[t * k + s, o] = bf16(act[t * k + s] · down[e, o]),
 // warp w for outputs o = 16 * blockIdx.y + 2w + {0, 1} in one pass.
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
-    const W_T *__restrict__ down, const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act,
-    h3_bf16 *__restrict__ y, long long T, long long H, long long F, int k, int vec) {
-  H3_DYN_SMEM(int, rows); // [T]
+    const W_T *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
+    const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T, long long H,
+    long long F, int k, int vec) {
   const long long e = blockIdx.x;
-  const int n = h3m_expert_rows(ids, T, k, e, rows);
+  const int *rows = lists + e * T, n = counts[e];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int r0 = 0; r0 < n; r0 += H3M_ROWS) {
     const int nr = n - r0 < H3M_ROWS ? n - r0 : H3M_ROWS;
@@ -272,16 +279,6 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 #endif
 
 #ifdef H3_MOE_MMA_NAME
-// Grid (E), 256 threads: the rows that chose expert e (ascending, as t * 16 + slot) into
-// lists[e * T ..] and their count into counts[e], once for both tensor-core steps.
-extern "C" __global__ void __launch_bounds__(256) H3_MOE_ROUTE_NAME(
-    const I_T *__restrict__ ids, int *__restrict__ lists, int *__restrict__ counts, long long T,
-    int k) {
-  const long long e = blockIdx.x;
-  const int n = h3m_expert_rows(ids, T, k, e, lists + e * T);
-  if (threadIdx.x == 0) counts[e] = n;
-}
-
 // Tensor-core forms (bf16 h and weights, H and F multiples of 128): one warp per block, 16
 // rows of an expert per pass (M of m16n8k16; rows past the expert's count are zeros), 8
 // outputs per n-tile. The K order inside each 128-wide chunk is permuted the same way for A

@@ -4,8 +4,8 @@
  * op (macro lines in front of it), compiled through the kernel cache on first use and
  * registered by name. Three ops run in several launches through a device scratch that the
  * op's record owns (allocated when the op is prepared, at plan load; cu_m31_scratch_bytes):
- * moe (expert-major products, on tensor cores after a kernel that lists each expert's rows
- * or on CUDA cores, into bf16 activations and expert outputs; then the combine), the
+ * moe (a kernel that lists each expert's rows, expert-major products on tensor cores or
+ * CUDA cores into bf16 activations and expert outputs, then the combine), the
  * attentions (partial results of the key splits, then their combine) and index_topk (block
  * scores, then the selection). The kernels read positions, page tables, selections and
  * expert ids on the device and clamp nothing the CPU reference would report: an
@@ -88,21 +88,19 @@ static bool moe_mma(const h3_type *h, const h3_type *gu, const h3_type *dn) {
 }
 
 /* moe's scratch, 256-byte aligned parts: the activations act [T * k, F] and the expert
- * outputs y [T * k, H] (bf16); on tensor cores also the experts' row counts [E] and row
- * lists [E, T] (int). */
+ * outputs y [T * k, H] (bf16), the experts' row counts [E] and row lists [E, T] (int). */
 typedef struct {
   size_t act, y, counts, lists, total;
 } moe_scratch;
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E,
-                              bool mma) {
+static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E) {
   moe_scratch m = {0};
   m.y = align256((size_t)(T * k * F) * 2);
   m.counts = m.y + align256((size_t)(T * k * H) * 2);
-  m.lists = m.counts + (mma ? align256((size_t)E * 4) : 0);
-  m.total = m.lists + (mma ? (size_t)(E * T) * 4 : 0);
+  m.lists = m.counts + align256((size_t)E * 4);
+  m.total = m.lists + (size_t)(E * T) * 4;
   return m;
 }
 
@@ -114,14 +112,13 @@ static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
   if (T > (1ll << 26)) return cu_op_error(d, op, NULL, "%lld rows (at most 2^26)", T);
   bool mma = moe_mma(&in[0].type, &in[1].type, &in[2].type);
-  /* the kernels of each form: steps 1 and 2 (tensor cores: route first), then the combine */
-  static const char *const part[2][4] = {{"", "d", "c", NULL}, {"r", "m", "md", "c"}};
-  static const char *const macro[2][4] = {{"MOE", "MOE_DOWN", "MOE_COMBINE", NULL},
+  /* the kernels of each form: the row lists, steps 1 and 2, the combine */
+  static const char *const part[2][4] = {{"r", "", "d", "c"}, {"r", "m", "md", "c"}};
+  static const char *const macro[2][4] = {{"MOE_ROUTE", "MOE", "MOE_DOWN", "MOE_COMBINE"},
                                           {"MOE_ROUTE", "MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
-  int nk = mma ? 4 : 3;
   char name[4][128], lines[520], defs[840];
   int n = 0;
-  for (int i = 0; i < nk; i++) {
+  for (int i = 0; i < 4; i++) {
     snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[mma][i], DN(in[0].type.dtype),
              DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
     n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[mma][i], name[i]);
@@ -130,42 +127,37 @@ static h3_status run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
               in[3].type.dtype, out[0].type.dtype);
   const char *names[4] = {name[0], name[1], name[2], name[3]};
   cu_kernel *kn[4];
-  size_t rows_smem = (size_t)T * 4; /* the CUDA-core steps: the rows of one expert */
-  if (m31_kernels(s, op, "m31_moe.cu", defs, nk, names, kn, d) != H3_OK ||
-      (!mma && (m31_smem(s, op, kn[0], rows_smem, d) != H3_OK ||
-                m31_smem(s, op, kn[1], rows_smem, d) != H3_OK)))
-    return H3_ERR;
+  if (m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
   const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
-  moe_scratch ms = moe_layout(T, k, H, F, E, mma);
+  moe_scratch ms = moe_layout(T, k, H, F, E);
   void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
   void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
   int64_t b256[3] = {256, 1, 1}, warp[3] = {32, 1, 1};
+  void *ar[] = {&ids, &lists, &counts, &T, &k};
+  int64_t gr[3] = {E, 1, 1};
+  if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
   if (mma) {
-    void *ar[] = {&ids, &lists, &counts, &T, &k};
-    int64_t gr[3] = {E, 1, 1};
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit};
     int64_t g1[3] = {E, F / 16, 1};
     void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};
     int64_t g2[3] = {E, H / 32, 1};
-    if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK || cu_launch(s, kn[1], g1, warp, 0, a1, d) != H3_OK ||
-        cu_launch(s, kn[2], g2, warp, 0, a2, d) != H3_OK)
+    if (cu_launch(s, kn[1], g1, warp, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, warp, 0, a2, d) != H3_OK)
       return H3_ERR;
   } else {
     int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
-    void *a1[] = {&h, &gu, &ids, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};
+    void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};
     int64_t g1[3] = {E, (F + 15) / 16, 1};
-    void *a2[] = {&dn, &ids, &act, &y, &T, &H, &F, &k, &vec_f};
+    void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k, &vec_f};
     int64_t g2[3] = {E, (H + 15) / 16, 1};
-    if (cu_launch(s, kn[0], g1, b256, (int64_t)rows_smem, a1, d) != H3_OK ||
-        cu_launch(s, kn[1], g2, b256, (int64_t)rows_smem, a2, d) != H3_OK)
+    if (cu_launch(s, kn[1], g1, b256, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, b256, 0, a2, d) != H3_OK)
       return H3_ERR;
   }
   void *a3[] = {&ids, &w, &y, &o, &H, &k};
   int64_t g3[3] = {T, (H + 255) / 256, 1};
-  return cu_launch(s, kn[nk - 1], g3, b256, 0, a3, d);
+  return cu_launch(s, kn[3], g3, b256, 0, a3, d);
 }
 
 static h3_status run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
@@ -355,7 +347,7 @@ size_t cu_m31_scratch_bytes(const h3_op *op) {
   case H3_OP_MOE: {
     const h3_type *gu = &op->operands[1]->type;
     return moe_layout(t0->dims[0], op->operands[3]->type.dims[1], t0->dims[1], gu->dims[1] / 2,
-                      gu->dims[0], moe_mma(t0, gu, &op->operands[2]->type)).total;
+                      gu->dims[0]).total;
   }
   case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
     return att_part_bytes(op);

@@ -263,9 +263,9 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     if ((mma && (H % 128 || F % 128)) || !(cores & (1 << mma))) continue;
     buf out = make(op->results[0]->type);
     std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
+    std::vector<int> lists((size_t)(E * T)), counts((size_t)E);
+    emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids, lists.data(), counts.data(), TT, k); });
     if (mma) {
-      std::vector<int> lists((size_t)(E * T)), counts((size_t)E);
-      emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids, lists.data(), counts.data(), TT, k); });
       emu_launch3(E, F / 16, 1, 32, [&] {
         moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f);
       });
@@ -274,9 +274,11 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
       });
     } else {
       emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
-        moe_k::emu_moe(h, gu, ids, act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
+        moe_k::emu_moe(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
       });
-      emu_launch3(E, (H + 15) / 16, 1, 256, [&] { moe_k::emu_moe_down(dn, ids, act.data(), y.data(), TT, HH, FF, k, vf); });
+      emu_launch3(E, (H + 15) / 16, 1, 256, [&] {
+        moe_k::emu_moe_down(dn, lists.data(), counts.data(), act.data(), y.data(), TT, HH, FF, k, vf);
+      });
     }
     emu_launch3(T, (H + 255) / 256, 1, 256, [&] {
       moe_k::emu_moe_combine(ids, (const float *)in[4].p(), y.data(), (float *)out.p(), HH, k);
