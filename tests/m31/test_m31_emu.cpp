@@ -12,27 +12,7 @@
  * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-5): the kernels sum in another
  * order than the reference.
  */
-#include "host_emu.h"
-
-extern "C" {
-#include "h3/backend.h"
-#include "h3/ir.h"
-#include "h3/op_registry.h"
-#include "h3/weights.h"
-#include "check.h"
-}
-
-#include <chrono>
-#include <string>
-
-thread_local emu_dim3 threadIdx;
-emu_dim3 blockIdx, blockDim, gridDim;
-pthread_barrier_t emu_barrier;
-unsigned long long emu_slots[1024];
-unsigned emu_mma_words[1024][6];
-alignas(16) unsigned char emu_dyn_smem[1 << 20];
-
-#include "prelude.cuh"
+#include "emu_harness.h"
 
 namespace router_k {
 #define H_T h3_bf16
@@ -97,103 +77,6 @@ typedef void (*att_fn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const 
                        const h3_bf16 *, const int *, const int *, const int *, const int *, float *,
                        int, long long, int, int, int, int, int, float, int, long long);
 typedef void (*combine_fn)(const float *, h3_bf16 *, int, int, int);
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static double urand(void) { /* [0, 1) */
-  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * 0x1p-53;
-}
-
-/* A host tensor of the op's operand or result i, filled by fill(index) -> value. */
-struct buf {
-  h3_type type;
-  std::vector<unsigned char> bytes;
-  void *p() { return bytes.data(); }
-};
-
-static buf make(const h3_type &t) {
-  buf b{t, std::vector<unsigned char>((size_t)h3_type_bytes(&t) + 16)};
-  return b;
-}
-
-static void fill_random(buf &b, double lo, double hi) {
-  for (int64_t i = 0; i < h3_type_numel(&b.type); i++)
-    h3_weights_store(b.p(), b.type.dtype, (size_t)i, lo + (hi - lo) * urand());
-}
-
-static double ld(const buf &b, int64_t i) {
-  const void *p = b.bytes.data();
-  switch (b.type.dtype) {
-  case H3_BF16: return h3_bf16_to_f32(((const uint16_t *)p)[i]);
-  case H3_F32: return ((const float *)p)[i];
-  case H3_I32: return ((const int32_t *)p)[i];
-  default: return 0;
-  }
-}
-
-/* The single op of graph @g of IR text `body` (inputs and result types in the text). */
-static h3_module *parse(const std::string &text) {
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = h3_module_parse("m31_emu.ir", text.c_str(), text.size(), &d);
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return m;
-}
-
-static const h3_op *first_op(h3_module *m) { return h3_module_graph(m, "g")->body.first; }
-
-/* Runs op on the CPU over `in` into fresh results. */
-static std::vector<buf> cpu_run(const h3_op *op, std::vector<buf> &in) {
-  std::vector<h3_tensor> ti, to;
-  std::vector<buf> out;
-  for (auto &b : in) ti.push_back(h3_tensor{b.type, b.p()});
-  for (int i = 0; i < op->n_results; i++) out.push_back(make(op->results[i]->type));
-  for (auto &b : out) to.push_back(h3_tensor{b.type, b.p()});
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_status st = h3_cpu_run_op(op, ti.data(), (int)ti.size(), to.data(), (int)to.size(), 1, 1, &d);
-  if (st != H3_OK) h3_diag_print(&d, stderr);
-  CHECK(st == H3_OK, "%s on the CPU", h3_opcode_name(op->code));
-  h3_diag_free(&d);
-  return out;
-}
-
-static double elapsed(void) { /* seconds since the first call */
-  static const auto t0 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-static void compare(const char *what, const buf &got, const buf &want, double limit) {
-  double num = 0, den = 0;
-  int64_t bad_int = 0, bad_special = 0, n = h3_type_numel(&want.type);
-  for (int64_t i = 0; i < n; i++) {
-    double a = ld(got, i), b = ld(want, i);
-    if (want.type.dtype == H3_I32) {
-      bad_int += a != b;
-      continue;
-    }
-    if (!std::isfinite(a) || !std::isfinite(b)) {
-      bad_special += !(a == b || (std::isnan(a) && std::isnan(b)));
-      continue;
-    }
-    num += (a - b) * (a - b), den += b * b;
-  }
-  double nmse = den > 0 ? num / den : num;
-  int64_t differ = 0, zero = 0;
-  for (int64_t i = 0; i < n; i++) differ += ld(got, i) != ld(want, i), zero += ld(want, i) == 0;
-  fprintf(stderr, "  %-40s nmse %.3g, %lld of %lld differ, %lld integer / %lld special mismatches (%.1f s)\n",
-          what, nmse, (long long)differ, (long long)n, (long long)bad_int, (long long)bad_special, elapsed());
-  CHECK(zero < n || want.type.dtype == H3_I32, "%s: the reference is all zeros", what);
-  CHECK(bad_int == 0 && bad_special == 0 && nmse <= limit, "%s: nmse %.3g (limit %.3g)", what, nmse, limit);
-}
-
-static std::string ty(const char *dt, std::initializer_list<int64_t> dims) {
-  std::string s = std::string(dt) + "[";
-  bool first = true;
-  for (int64_t v : dims) s += (first ? "" : ", ") + std::to_string(v), first = false;
-  return s + "]";
-}
 
 /* ---- router_topk ---------------------------------------------------------------------- */
 static void test_router(int64_t T, int64_t H, int E, int k) {

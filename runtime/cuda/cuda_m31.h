@@ -1,0 +1,45 @@
+/* cuda_m31.h: what the launch files of MiniMax-M3.1's hand kernels share (cuda_m31.c,
+ * cuda_m31_moe.c, cuda_m31_msa.c); internal to the cuda backend. */
+#ifndef H3_CUDA_M31_H
+#define H3_CUDA_M31_H
+
+#include "cuda_internal.h"
+
+enum { M31_THREADS = 256, M31_ROUTER_THREADS = 1024, M31_ATT_THREADS = 128 };
+
+#define DN(x) h3_dtype_name(x)
+
+/* The n kernels `names` of kernels/`file` (instantiated by `defines`), compiled together on
+ * first use. */
+h3_status cu_m31_kernels(cu_state *s, const h3_op *op, const char *file, const char *defines, int n,
+                         const char *const *names, cu_kernel **out, h3_diag *d);
+/* Sets kernel k's dynamic shared memory limit when it needs more than the default 48 KiB. */
+h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, h3_diag *d);
+
+/* The macro lines in front of m31_moe.cu: `names` (its "#define H3_*_NAME name" lines) and
+ * the types H_T, W_T, B_T, I_T, O_T. */
+void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_dtype w,
+                        h3_dtype b, h3_dtype i, h3_dtype o);
+/* The macro lines in front of m31_msa.cu: `names`, the q / key / index / output types and
+ * the attention's register shape (dims per lane, heads per warp). */
+void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_dtype k,
+                        h3_dtype ix, h3_dtype o, int dc, int hpw);
+
+/* The launches of each op (in, out: the op's operands and results on the device). */
+h3_status cu_m31_run_router(cu_state *s, const h3_op *op, const h3_tensor *in,
+                            const h3_tensor *out, h3_diag *d);
+h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                         const h3_tensor *out, h3_diag *d);
+h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in,
+                            const h3_tensor *out, h3_diag *d);
+h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                                  const h3_tensor *out, h3_diag *d);
+h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                                const h3_tensor *out, h3_diag *d);
+
+/* The device scratch each multi-launch op needs (bytes). */
+size_t cu_m31_moe_scratch_bytes(const h3_op *op);
+size_t cu_m31_att_scratch_bytes(const h3_op *op);
+size_t cu_m31_topk_scratch_bytes(const h3_op *op);
+
+#endif

@@ -1,0 +1,151 @@
+/* cuda_m31_moe.c: launches of router_topk, moe and markov_draft (kernels/m31_moe.cu) on the
+ * cuda backend. moe runs in several launches through the device scratch its record owns
+ * (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows, expert-major products
+ * on tensor cores or CUDA cores into bf16 activations and expert outputs, then the combine.
+ */
+#include "cuda_m31.h"
+
+#include <stdio.h>
+
+/* The macro lines of m31_moe.cu: `names` (its "#define H3_*_NAME name" lines) and the types. */
+void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_dtype w,
+                        h3_dtype b, h3_dtype i, h3_dtype o) {
+  snprintf(defs, n, "%s#define H_T %s\n#define W_T %s\n#define B_T %s\n#define I_T %s\n#define O_T %s\n",
+           names, h3_kernel_ctype(h), h3_kernel_ctype(w), h3_kernel_ctype(b), h3_kernel_ctype(i),
+           h3_kernel_ctype(o));
+}
+
+h3_status cu_m31_run_router(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                            h3_diag *d) {
+  long long T = in[0].type.dims[0], H = in[0].type.dims[1];
+  int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
+  if (k > E || E > 256) return cu_op_error(d, op, NULL, "k = %d of %d experts (at most 256)", k, E);
+  char name[128], lines[192], defs[512];
+  snprintf(name, sizeof name, "h3cu_router_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
+           DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_ROUTER_NAME %s\n", name);
+  cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[2].type.dtype,
+              out[0].type.dtype, out[1].type.dtype);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  size_t smem = (size_t)(H + E) * 4; /* the row and the scores */
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK ||
+      cu_m31_smem(s, op, kn, smem, d) != H3_OK)
+    return H3_ERR;
+  if (T == 0) return H3_OK;
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  const void *h = in[0].data, *w = in[1].data, *b = in[2].data;
+  void *ids = out[0].data, *wts = out[1].data;
+  void *args[] = {&h, &w, &b, &ids, &wts, &H, &E, &k, &scale};
+  int64_t grid[3] = {T, 1, 1}, block[3] = {M31_ROUTER_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)smem, args, d);
+}
+
+/* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 128. */
+static bool moe_mma(const h3_type *h, const h3_type *gu, const h3_type *dn) {
+  long long H = h->dims[1], F = gu->dims[1] / 2;
+  return h->dtype == H3_BF16 && gu->dtype == H3_BF16 && dn->dtype == H3_BF16 && H % 128 == 0 &&
+         F % 128 == 0;
+}
+
+/* moe's scratch, 256-byte aligned parts: the activations act [T * k, F] and the expert
+ * outputs y [T * k, H] (bf16), the experts' row counts [E] and row lists [E, T] (int). */
+typedef struct {
+  size_t act, y, counts, lists, total;
+} moe_scratch;
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E) {
+  moe_scratch m = {0};
+  m.y = align256((size_t)(T * k * F) * 2);
+  m.counts = m.y + align256((size_t)(T * k * H) * 2);
+  m.lists = m.counts + align256((size_t)E * 4);
+  m.total = m.lists + (size_t)(E * T) * 4;
+  return m;
+}
+
+h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                         const h3_tensor *out, h3_diag *d) {
+  long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
+  long long E = in[1].type.dims[0];
+  int k = (int)in[3].type.dims[1];
+  if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
+  if (T > (1ll << 26)) return cu_op_error(d, op, NULL, "%lld rows (at most 2^26)", T);
+  bool mma = moe_mma(&in[0].type, &in[1].type, &in[2].type);
+  /* the kernels of each form: the row lists, steps 1 and 2, the combine */
+  static const char *const part[2][4] = {{"r", "", "d", "c"}, {"r", "m", "md", "c"}};
+  static const char *const macro[2][4] = {{"MOE_ROUTE", "MOE", "MOE_DOWN", "MOE_COMBINE"},
+                                          {"MOE_ROUTE", "MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
+  char name[4][128], lines[520], defs[840];
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[mma][i], DN(in[0].type.dtype),
+             DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
+    n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[mma][i], name[i]);
+  }
+  cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
+              in[3].type.dtype, out[0].type.dtype);
+  const char *names[4] = {name[0], name[1], name[2], name[3]};
+  cu_kernel *kn[4];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
+  if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
+  float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
+  const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
+  moe_scratch ms = moe_layout(T, k, H, F, E);
+  void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
+  void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
+  int64_t b256[3] = {256, 1, 1}, warp[3] = {32, 1, 1};
+  void *ar[] = {&ids, &lists, &counts, &T, &k};
+  int64_t gr[3] = {E, 1, 1};
+  if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
+  if (mma) {
+    void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit};
+    int64_t g1[3] = {E, F / 16, 1};
+    void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};
+    int64_t g2[3] = {E, H / 32, 1};
+    if (cu_launch(s, kn[1], g1, warp, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, warp, 0, a2, d) != H3_OK)
+      return H3_ERR;
+  } else {
+    int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
+    void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};
+    int64_t g1[3] = {E, (F + 15) / 16, 1};
+    void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k, &vec_f};
+    int64_t g2[3] = {E, (H + 15) / 16, 1};
+    if (cu_launch(s, kn[1], g1, b256, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, b256, 0, a2, d) != H3_OK)
+      return H3_ERR;
+  }
+  void *a3[] = {&ids, &w, &y, &o, &H, &k};
+  int64_t g3[3] = {T, (H + 255) / 256, 1};
+  return cu_launch(s, kn[3], g3, b256, 0, a3, d);
+}
+
+h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                            h3_diag *d) {
+  int G = (int)in[0].type.dims[0], r = (int)in[1].type.dims[1];
+  long long V = in[0].type.dims[1];
+  char name[128], lines[192], defs[512];
+  snprintf(name, sizeof name, "h3cu_markov_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
+           DN(in[3].type.dtype), DN(out[0].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_MARKOV_NAME %s\n", name);
+  cu_m31_moe_defines(defs, sizeof defs, lines, H3_F32, in[1].type.dtype, in[0].type.dtype,
+              in[3].type.dtype, out[0].type.dtype);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK ||
+      cu_m31_smem(s, op, kn, (size_t)r * 4, d) != H3_OK)
+    return H3_ERR;
+  const void *b = in[0].data, *w1 = in[1].data, *w2 = in[2].data, *prev = in[3].data;
+  void *z = out[0].data, *dr = out[1].data;
+  void *args[] = {&b, &w1, &w2, &prev, &z, &dr, &G, &V, &r};
+  int64_t grid[3] = {1, 1, 1}, block[3] = {M31_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)r * 4, args, d);
+}
+
+
+size_t cu_m31_moe_scratch_bytes(const h3_op *op) {
+  const h3_type *h = &op->operands[0]->type, *gu = &op->operands[1]->type;
+  return moe_layout(h->dims[0], op->operands[3]->type.dims[1], h->dims[1], gu->dims[1] / 2,
+                    gu->dims[0]).total;
+}

@@ -1,0 +1,144 @@
+/* cuda_m31_msa.c: launches of paged / block / sparse attention and index_topk
+ * (kernels/m31_msa.cu) on the cuda backend. The attentions write the partial results of
+ * their key splits into the op's scratch (cu_m31_att_scratch_bytes) and combine them in a
+ * second launch; index_topk scores blocks into its scratch, then selects.
+ */
+#include "cuda_m31.h"
+
+#include <stdio.h>
+
+/* The macro lines of m31_msa.cu: `names` (its "#define H3_*_NAME name" lines), the q / key /
+ * index / output types and the attention's register shape (dims per lane, heads per warp). */
+void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_dtype k,
+                        h3_dtype ix, h3_dtype o, int dc, int hpw) {
+  snprintf(defs, n, "%s#define Q_T %s\n#define K_T %s\n#define IX_T %s\n#define O_T %s\n"
+           "#define H3M_DC %d\n#define H3M_HPW %d\n", names, h3_kernel_ctype(q), h3_kernel_ctype(k),
+           h3_kernel_ctype(ix), h3_kernel_ctype(o), dc, hpw);
+}
+
+/* Key splits of the paged / block / sparse attention (flash decoding): enough blocks of
+ * (row, kv head, split) to fill the GPU when there are few rows, one split when there are
+ * many. */
+static int att_splits(long long T, long long Hk) {
+  long long s = 1024 / (T * Hk > 0 ? T * Hk : 1);
+  return (int)(s < 1 ? 1 : s > 64 ? 64 : s); /* <= H3M_MAX_SPLITS of m31_msa.cu */
+}
+
+static const h3_type *att_q(const h3_op *op) { return &op->operands[0]->type; }
+
+/* The partial results [T, Hq, S, D + 2] f32 of an attention op. */
+static size_t att_part_bytes(const h3_op *op) {
+  const h3_type *qt = att_q(op), *ct = &op->operands[1]->type;
+  long long T = qt->dims[0], Hq = qt->dims[1], D = qt->dims[2], Hk = ct->dims[ct->rank - 2];
+  return (size_t)(T * Hq * att_splits(T, Hk) * (D + 2)) * 4;
+}
+
+h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                                  const h3_tensor *out, h3_diag *d) {
+  int kind = op->code == H3_OP_PAGED_ATTENTION ? 0 : op->code == H3_OP_BLOCK_ATTENTION ? 1 : 2;
+  const h3_type *qt = &in[0].type, *ct = &in[1].type;
+  long long T = qt->dims[0];
+  int Hq = (int)qt->dims[1], D = (int)qt->dims[2], Hk = (int)ct->dims[ct->rank - 2];
+  int page = (int)h3_op_attr_int(op, "page", ct->dims[1]);
+  if (D > 256 || Hk <= 0 || Hq % Hk != 0 || Hq / Hk > 16 || page <= 0)
+    return cu_op_error(d, op, NULL, "head_dim %d (at most 256), %d q heads over %d kv heads (at "
+                       "most 16 per kv head), page %d", D, Hq, Hk, page);
+  const h3_tensor *ix = kind == 2 ? &in[4] : &in[3]; /* pos, or ctx_len */
+  const h3_tensor *ptt = kind == 2 ? &in[5] : &in[4]; /* the page table */
+  if ((kind == 1 && (in[5].type.dtype != ct->dtype || in[6].type.dtype != ct->dtype)) ||
+      in[2].type.dtype != ct->dtype)
+    return cu_op_error(d, op, NULL, "k and v caches (and block rows) of one dtype");
+  if (ptt->type.dtype != ix->type.dtype || (kind == 2 && in[3].type.dtype != ix->type.dtype))
+    return cu_op_error(d, op, NULL, "positions, page table and selections of one integer dtype");
+  int dc = (D + 31) / 32, hpw = (Hq / Hk + 3) / 4;
+  char name[2][128], lines[320], defs[640];
+  for (int i = 0; i < 2; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_kvatt%s_%s_%s_%s_%s_d%d_h%d", i ? "c" : "",
+             DN(qt->dtype), DN(ct->dtype), DN(ix->type.dtype), DN(out[0].type.dtype), dc, hpw);
+  snprintf(lines, sizeof lines, "#define H3_KV_ATT_NAME %s\n#define H3_KV_COMBINE_NAME %s\n",
+           name[0], name[1]);
+  cu_m31_msa_defines(defs, sizeof defs, lines, qt->dtype, ct->dtype, ix->type.dtype, out[0].type.dtype,
+              dc, hpw);
+  const char *names[2] = {name[0], name[1]};
+  cu_kernel *kn[2];
+  if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 2, names, kn, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
+  if (!scratch) return cu_op_error(d, op, NULL, "no partial-result scratch (the op was not prepared)");
+  const void *q = in[0].data, *kc = in[1].data, *vc = in[2].data, *kb = NULL, *vb = NULL;
+  const void *pos = NULL, *pt = NULL, *sel = NULL, *ctx = NULL;
+  int topk = 0;
+  if (kind == 0) pos = in[3].data, pt = in[4].data;
+  if (kind == 1) ctx = in[3].data, pt = in[4].data, kb = in[5].data, vb = in[6].data;
+  if (kind == 2) {
+    sel = in[3].data, pos = in[4].data, pt = in[5].data;
+    topk = (int)in[3].type.dims[in[3].type.rank - 1];
+    if (topk > 64) return cu_op_error(d, op, NULL, "%d selected blocks per row (at most 64)", topk);
+  }
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  int S = att_splits(T, Hk), pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
+  long long NP = ptt->type.dims[ptt->type.rank - 1];
+  void *o = out[0].data, *part = scratch;
+  void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
+                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP};
+  int64_t grid[3] = {T, Hk, S}, block[3] = {M31_ATT_THREADS, 1, 1};
+  if (cu_launch(s, kn[0], grid, block, 0, args, d) != H3_OK) return H3_ERR;
+  void *args2[] = {&part, &o, &Hq, &D, &S};
+  int64_t grid2[3] = {T, Hq, 1};
+  return cu_launch(s, kn[1], grid2, block, 0, args2, d);
+}
+
+/* index_topk's block count per row: blocks of `block` keys over the page table's positions. */
+static long long topk_blocks(const h3_op *op) {
+  const h3_type *pt = &op->operands[3]->type;
+  long long page = op->operands[1]->type.dims[1], NP = pt->dims[pt->rank - 1];
+  long long block = h3_op_attr_int(op, "block", page);
+  return block > 0 ? (NP * page + block - 1) / block : 0;
+}
+
+h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                                const h3_tensor *out, h3_diag *d) {
+  const h3_type *qt = &in[0].type, *kt = &in[1].type;
+  long long T = qt->dims[0];
+  int Hi = (int)qt->dims[1], D = (int)qt->dims[2], page = (int)kt->dims[1];
+  int block = (int)h3_op_attr_int(op, "block", page);
+  int topk = (int)out[0].type.dims[out[0].type.rank - 1];
+  if (block <= 0 || Hi > 8) return cu_op_error(d, op, NULL, "block %d (positive), %d index heads (at most 8)", block, Hi);
+  if (in[2].type.dtype != out[0].type.dtype || in[3].type.dtype != out[0].type.dtype)
+    return cu_op_error(d, op, NULL, "positions, page table and the selection of one integer dtype");
+  int NB = (int)topk_blocks(op);
+  size_t q_smem = (size_t)Hi * D * 4, sel_smem = (size_t)NB * 8;
+  char name[2][128], lines[320], defs[640];
+  for (int i = 0; i < 2; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_topk%s_%s_%s_%s", i ? "" : "s", DN(qt->dtype),
+             DN(kt->dtype), DN(out[0].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_TOPK_SCORE_NAME %s\n#define H3_TOPK_NAME %s\n", name[0],
+           name[1]);
+  cu_m31_msa_defines(defs, sizeof defs, lines, qt->dtype, kt->dtype, out[0].type.dtype, qt->dtype, 1, 1);
+  const char *names[2] = {name[0], name[1]};
+  cu_kernel *kn[2];
+  if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 2, names, kn, d) != H3_OK ||
+      cu_m31_smem(s, op, kn[0], q_smem, d) != H3_OK || cu_m31_smem(s, op, kn[1], sel_smem, d) != H3_OK)
+    return H3_ERR;
+  if (T == 0) return H3_OK;
+  if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
+  const void *iq = in[0].data, *ik = in[1].data, *pos = in[2].data, *pt = in[3].data;
+  void *o = out[0].data, *score = scratch;
+  const h3_type *ptt = &in[3].type;
+  int pt_rows = ptt->rank == 2 ? (int)ptt->dims[0] : 1;
+  long long NP = ptt->dims[ptt->rank - 1];
+  void *args1[] = {&iq, &ik, &pos, &pt, &score, &Hi, &D, &page, &block, &NB, &pt_rows, &NP};
+  int64_t grid1[3] = {T, NB, 1}, blk[3] = {128, 1, 1};
+  if (cu_launch(s, kn[0], grid1, blk, (int64_t)q_smem, args1, d) != H3_OK) return H3_ERR;
+  void *args2[] = {&score, &pos, &o, &Hi, &block, &NB, &topk};
+  int64_t grid2[3] = {T, Hi, 1};
+  return cu_launch(s, kn[1], grid2, blk, (int64_t)sel_smem, args2, d);
+}
+
+
+size_t cu_m31_att_scratch_bytes(const h3_op *op) { return att_part_bytes(op); }
+
+/* index_topk's scores [T, Hi, NB] f32. */
+size_t cu_m31_topk_scratch_bytes(const h3_op *op) {
+  const h3_type *q = &op->operands[0]->type;
+  return (size_t)(q->dims[0] * q->dims[1] * topk_blocks(op)) * 4;
+}
