@@ -116,6 +116,23 @@ H3_DI void h3_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
 #endif
 }
 
+// Four 8x8 matrices of 16-bit elements from shared memory, warp-wide (ldmatrix.x4): lane 8i + r
+// gives the address of row r of matrix i (16 bytes, 16-byte aligned); r[i] of lane 4g + t is
+// row g, elements 2t and 2t + 1 of matrix i (low half the lower). With matrices (rows 0-7,
+// cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) of a row-major 16x16 tile that is
+// h3_mma_bf16's a; with (n 0-7, k 0-7), (n 0-7, k 8-15) of an [n][k] tile its b. Every lane
+// of the warp takes part. Host emulation: emu_ldsm4 (tests/codegen/host_emu.h).
+H3_DI void h3_ldsm4(unsigned *r, const void *p) {
+#ifdef H3_HOST_EMU
+  emu_ldsm4(r, p);
+#else
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"((unsigned)__cvta_generic_to_shared(p))
+               : "memory");
+#endif
+}
+
 // 16 bytes from global (16-byte aligned) into shared memory with no register held while in
 // flight (cp.async.cg: through L2 only); h3_cp_commit closes the thread's batch, h3_cp_wait
 // waits for it (the thread may then read what it copied; other threads' data needs a barrier)

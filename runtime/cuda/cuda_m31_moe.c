@@ -1,7 +1,8 @@
 /* cuda_m31_moe.c: launches of router_topk, moe and markov_draft (kernels/m31_moe.cu) on the
  * cuda backend. moe runs in several launches through the device scratch its record owns
  * (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows, expert-major products
- * on tensor cores or CUDA cores into bf16 activations and expert outputs, then the combine.
+ * on tensor cores (tiled grouped GEMMs of m31_moe_gemm.cu for many rows per expert) or CUDA
+ * cores into bf16 activations and expert outputs, then the combine.
  */
 #include "cuda_m31.h"
 
@@ -48,6 +49,28 @@ static bool moe_mma(const h3_type *h, const h3_type *gu, const h3_type *dn) {
          F % 128 == 0;
 }
 
+/* Whether the tensor-core form runs as the tiled grouped GEMMs of m31_moe_gemm.cu: from
+ * MOE_GEMM_ROWS rows per expert on average (prefill). The GEMMs read each weight tile once
+ * per 128 rows of an expert, through shared memory; H3_MOE_MMA_* read an expert's weights
+ * again for every 16 of its rows. A GEMM tile costs the tensor work of 128 rows whatever its
+ * count: at the model's widths about the time of one pass of the 16-row form over the
+ * weights, so from 32 rows (two such passes) on the GEMMs are ahead; below (decode) the
+ * 16-row form reads the weights once too and wastes less tensor work. The grid's y (F / 64,
+ * H / 128) stays within CUDA's 65535. MOE_GEMM_BM and MOE_GEMM_SMEM: the kernels' H3G_BM
+ * and H3G_SMEM (3 stages of 128 + 128 rows of 64 bf16). */
+enum { MOE_GEMM_ROWS = 32, MOE_GEMM_BM = 128, MOE_GEMM_SMEM = 3 * 256 * 64 * 2 };
+
+static bool moe_gemm(long long T, long long k, long long H, long long F, long long E) {
+  return T * k >= MOE_GEMM_ROWS * E && F / 64 <= 65535 && H / 128 <= 65535;
+}
+
+/* The GEMMs' m-tile slots: at least the experts' ceil(count / 128) summed (counts <= T, their
+ * sum <= T * k). */
+static long long moe_gemm_slots(long long T, long long k, long long E) {
+  long long a = (T * k + MOE_GEMM_BM - 1) / MOE_GEMM_BM + E, b = E * ((T + MOE_GEMM_BM - 1) / MOE_GEMM_BM);
+  return a < b ? a : b;
+}
+
 /* moe's scratch, 256-byte aligned parts: the activations act [T * k, F] and the expert
  * outputs y [T * k, H] (bf16), the experts' row counts [E] and row lists [E, T] (int). */
 typedef struct {
@@ -89,6 +112,20 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   const char *names[4] = {name[0], name[1], name[2], name[3]};
   cu_kernel *kn[4];
   if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
+  /* many rows per expert: the tensor-core steps 1 and 2 as GEMMs (the route and combine
+     kernels above) */
+  bool gemm = mma && moe_gemm(T, k, H, F, E);
+  cu_kernel *kg[2];
+  if (gemm) {
+    static const char *const gnames[2] = {"h3cu_moe_gemm", "h3cu_moe_gemm_down"};
+    if (cu_m31_kernels(s, op, "m31_moe_gemm.cu",
+                       "#define H3_MOE_GEMM_NAME h3cu_moe_gemm\n"
+                       "#define H3_MOE_GEMM_DOWN_NAME h3cu_moe_gemm_down\n",
+                       2, gnames, kg, d) != H3_OK)
+      return H3_ERR;
+    for (int i = 0; i < 2; i++)
+      if (cu_m31_smem(s, op, kg[i], MOE_GEMM_SMEM, d) != H3_OK) return H3_ERR;
+  }
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
@@ -100,7 +137,17 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   void *ar[] = {&ids, &lists, &counts, &T, &k};
   int64_t gr[3] = {E, 1, 1};
   if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
-  if (mma) {
+  if (gemm) {
+    int Ei = (int)E;
+    long long slots = moe_gemm_slots(T, k, E);
+    void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &Ei, &alpha, &limit};
+    int64_t g1[3] = {slots, F / 64, 1};
+    void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k, &Ei};
+    int64_t g2[3] = {slots, H / 128, 1};
+    if (cu_launch(s, kg[0], g1, b256, MOE_GEMM_SMEM, a1, d) != H3_OK ||
+        cu_launch(s, kg[1], g2, b256, MOE_GEMM_SMEM, a2, d) != H3_OK)
+      return H3_ERR;
+  } else if (mma) {
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit};
     int64_t g1[3] = {E, F / 16, 1};
     void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};

@@ -167,6 +167,18 @@ inline void emu_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
   for (int i = 0; i < 4; i++) d[i] = out[i];
 }
 
+/* ldmatrix.x4 of the calling thread's warp: each lane posts its row address, then reads
+ * the 4 bytes at 4 * (lane % 4) of the rows that lanes 8i + lane / 4 gave (i = 0..3). Every
+ * thread of the block takes part (two barriers). */
+inline void emu_ldsm4(unsigned *r, const void *p) {
+  unsigned me = threadIdx.x, w0 = me & ~31u, g = (me & 31u) / 4, t = me & 3u;
+  emu_slots[me] = (unsigned long long)(uintptr_t)p;
+  pthread_barrier_wait(&emu_barrier);
+  for (unsigned i = 0; i < 4; i++)
+    std::memcpy(&r[i], (const unsigned char *)(uintptr_t)emu_slots[w0 + 8 * i + g] + 4 * t, 4);
+  pthread_barrier_wait(&emu_barrier);
+}
+
 /* Runs body() as the kernel: a grid of gx x gy x gz blocks of `block` threads, one block at
  * a time (x fastest). The block's threads are made once per launch and run every block in
  * turn: thread 0 sets blockIdx between two barriers. */
