@@ -17,7 +17,8 @@
 // Rows past the expert's count are zeros and are not written.
 // Block: 256 threads, 8 warps as 2 (rows: 64 each) × 4 (B rows: n-tiles j = 0..3 of warp wn
 // at B rows (j / 2) * 64 + 16 wn + 8 (j % 2), so a thread holds gate j and up j + 2 of the
-// same outputs). mma.sync m16n8k16, fp32 accumulators (64 per thread).
+// same outputs). mma.sync m16n8k16, fp32 accumulators (64 per thread). Two blocks per SM
+// (__launch_bounds__: at most 128 registers; 2 × 96 KiB of shared memory).
 // Dynamic shared memory H3G_SMEM bytes: H3G_STAGES stages of A [128][64] then B [128][64] bf16
 // (K step 64, a 128-byte row per tile row; its 16-byte chunk c stored at chunk c ^ (row & 7),
 // so the 8 rows of an ldmatrix phase and the 8 threads of a cp.async row hit distinct banks),
