@@ -42,6 +42,24 @@ __device__ __forceinline__ long long h3m_slot(const IX_T *pt, long long j, int p
   return (long long)pt[j / page] * page + j % page;
 }
 
+#if defined(H3_KV_ATT_NAME) || defined(H3_KV_ATT_MMA_NAME)
+// Key v (of 0..v1-1) of row t's list for kv head kvh, by kind (0 paged, 1 block, 2 sparse:
+// vblk = the row's selected blocks): the element offset of its D-vector in the caches (>= 0),
+// -2 - offset in kb / vb (a block row) or -1 (no key: v >= v1 or a sparse position past p).
+__device__ __forceinline__ long long h3m_key_off(int kind, long long v, long long v1, long long p,
+                                                 long long ctx, const IX_T *pt, const long long *vblk,
+                                                 int page, int Hk, int kvh, int D) {
+  if (v >= v1) return -1;
+  if (kind == 1 && v >= ctx) return -2 - ((v - ctx) * Hk + kvh) * D;
+  const long long j = kind == 2 ? vblk[v / page] * page + v % page : v;
+  return kind == 2 && j > p ? -1 : (h3m_slot(pt, j, page) * Hk + kvh) * D;
+}
+// The row of cache c or block rows b that a key offset names (nullptr: no key).
+__device__ __forceinline__ const K_T *h3m_key_row(const K_T *c, const K_T *b, long long off) {
+  return off >= 0 ? c + off : off <= -2 ? b + (-2 - off) : nullptr;
+}
+#endif
+
 #ifdef H3_KV_ATT_NAME
 // The warp sums of 16 values at once: a halving exchange (8 + 4 + 2 + 1 + 1 shuffles) leaves
 // the total of value (lane >> 1) & 15 in each lane, then 16 shuffles hand every total to
@@ -120,30 +138,11 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
       qr[hh][c] = g < G && d < D ? (float)h3_ld(q, (t * Hq + kvh * G + g) * D + d) : 0.0f;
     }
   }
-  // key offsets of a tile of H3M_ATT_THREADS keys, found by all threads at once: element
-  // offset of the key's D-vector (-1: no key), and whether it is a block row (kb / vb)
+  // the offsets (h3m_key_off) of a tile of H3M_ATT_THREADS keys, found by all threads at once
   __shared__ long long koff[H3M_ATT_THREADS];
-  __shared__ int kblk[H3M_ATT_THREADS];
   for (long long ts = v0; ts < v1; ts += H3M_ATT_THREADS) {
     __syncthreads(); // the previous tile is done
-    {
-      const long long v = ts + threadIdx.x;
-      long long off = -1;
-      int blk = 0;
-      if (v < v1) {
-        if (kind == 0) {
-          off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
-        } else if (kind == 1) {
-          if (v < ctx) off = (h3m_slot(pt, v, page) * Hk + kvh) * D;
-          else off = ((v - ctx) * Hk + kvh) * D, blk = 1;
-        } else {
-          const long long j = vblk[v / page] * page + v % page;
-          if (j <= p) off = (h3m_slot(pt, j, page) * Hk + kvh) * D;
-        }
-      }
-      koff[threadIdx.x] = off;
-      kblk[threadIdx.x] = blk;
-    }
+    koff[threadIdx.x] = h3m_key_off(kind, ts + threadIdx.x, v1, p, ctx, pt, vblk, page, Hk, kvh, D);
     __syncthreads();
     const long long te = ts + H3M_ATT_THREADS < v1 ? ts + H3M_ATT_THREADS : v1;
   for (long long vs = ts; vs < te; vs += H3M_KEYS) {
@@ -153,12 +152,12 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     for (int u = 0; u < H3M_KEYS; u++) {
       const long long v = vs + u;
       const long long off = v < te ? koff[v - ts] : -1;
-      const K_T *kp = v < te && kblk[v - ts] ? kb : kc, *vp = v < te && kblk[v - ts] ? vb : vc;
-      live[u] = off >= 0;
+      const K_T *kp = h3m_key_row(kc, kb, off), *vp = h3m_key_row(vc, vb, off);
+      live[u] = kp != nullptr;
       const int d0 = lane * H3M_DC;
       if (live[u] && d0 < D) {
-        h3m_ld_dc(kp + off + d0, kr[u]);
-        h3m_ld_dc(vp + off + d0, vr[u]);
+        h3m_ld_dc(kp + d0, kr[u]);
+        h3m_ld_dc(vp + d0, vr[u]);
       } else {
 #pragma unroll
         for (int c = 0; c < H3M_DC; c++) kr[u][c] = vr[u][c] = 0.0f;
@@ -210,6 +209,187 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 #pragma unroll
     for (int c = 0; c < H3M_DC; c++)
       if (lane * H3M_DC + c < D) pr[2 + lane * H3M_DC + c] = acc[hh][c];
+  }
+}
+#endif
+
+#ifdef H3_KV_ATT_MMA_NAME
+// Tensor-core form of H3_KV_ATT_NAME for bf16 q / k / v, D = 128 and groups of 16 q heads:
+// the same keys, splits of the same partial format (combined by H3_KV_COMBINE_NAME), but
+// split s of a row takes keys s * c .. + c - 1, c = ceil(nv / S) rounded up to a multiple of
+// H3M_MMA_KEYS (a split may get none: m = -inf, l = 0).
+// Grid (ceil(T * S / 4), Hk), 4 warps: warp w of block x takes item i = 4 (gridDim.x - 1 - x)
+// + w (rows of many keys are started first), row t = i / S, split s = i % S (none if
+// i >= T * S), and all 16 q heads of kv head blockIdx.y: they are the M = 16 of mma.m16n8k16
+// (lane l = 4 g + c holds heads g and g + 8). Per tile of H3M_MMA_KEYS (16) keys:
+//   S = Q K^T: K is the B operand (k = head dim, n = key); the head-dim order is permuted
+//     alike in Q and K (m31_moe.cu's mma): lane (g, c) reads dims 32 c .. 32 c + 31 of key
+//     8 j + g (n-tile j) in four 16-byte loads, chunk q's words x, y feeding k-step 2 q and
+//     z, w k-step 2 q + 1; Q sits in registers as the 8 k-steps' A fragments.
+//   online softmax in fp32 on the accumulators (lane (g, c): heads g, g + 8 by keys 2 c,
+//     2 c + 1, 2 c + 8, 2 c + 9): row maxima over the quad's lanes, p = __expf(s - m) (0 for
+//     a key that is not there), the lane's share of l summed over the quad at the end.
+//   O += P V: the accumulators repacked as the A fragment of one k16 step (P rounded to
+//     bf16; l sums the unrounded p); V is the B operand (k = key, n = head dim), column g of
+//     n-tile j (0..15) being dim 16 g + j, so lane (g, c) reads dims 16 g .. + 15 of its keys
+//     2 c, 2 c + 1, 2 c + 8, 2 c + 9 (two 16-byte loads each) and pairs the keys' halves.
+//   O's lane (g, c) holds dims 32 c + j (column 2 c) and 32 c + 16 + j (column 2 c + 1).
+// Key offsets of a tile: lane k < 16 finds key k's (h3m_key_off), shuffles hand them out.
+// The next tile's offsets and K are loaded before this tile's S, V before its softmax.
+// The tile loop runs the block's largest count in every warp (keys past a warp's end are
+// not there: no loads, p = 0).
+#define H3M_MMA_KEYS 16
+
+// bf16 pair (lo, hi) in one word, low half the lower k (the mma's operand order)
+__device__ __forceinline__ unsigned h3m_bf16x2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+  unsigned u;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+  return u;
+#else
+  return (unsigned)h3_f32_to_bf16(lo) | (unsigned)h3_f32_to_bf16(hi) << 16;
+#endif
+}
+
+// Element j of the 16 held of key rows a and b (two 16-byte chunks each) as one bf16 pair
+__device__ __forceinline__ unsigned h3m_pair(const uint4 *a, const uint4 *b, int j) {
+  const unsigned *wa = reinterpret_cast<const unsigned *>(a), *wb = reinterpret_cast<const unsigned *>(b);
+  const unsigned x = wa[j / 2], y = wb[j / 2];
+  return j % 2 ? (x >> 16) | (y & 0xffff0000u) : (x & 0xffffu) | (y << 16);
+}
+
+// n 16-byte chunks of row r from element e (zeros without a row)
+template <int n> __device__ __forceinline__ void h3m_ld16(const h3_bf16 *r, int e, uint4 *out) {
+#pragma unroll
+  for (int i = 0; i < n; i++)
+    out[i] = r ? *reinterpret_cast<const uint4 *>(r + e + 8 * i) : uint4{0u, 0u, 0u, 0u};
+}
+
+extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME(
+    const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ kc, const h3_bf16 *__restrict__ vc,
+    const h3_bf16 *__restrict__ kb, const h3_bf16 *__restrict__ vb, const IX_T *__restrict__ pos,
+    const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
+    float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
+    float scale, int pt_rows, long long NP, int S) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int kvh = blockIdx.y;
+  const long long item = ((long long)gridDim.x - 1 - blockIdx.x) * 4 + warp;
+  const bool live = item < T * S;
+  const long long t = live ? item / S : 0;
+  const int s = (int)(item % S);
+  pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
+  const long long p = kind == 1 || !live ? 0 : (long long)pos[t];
+  const long long ctx = kind == 1 ? (long long)*ctxp : 0;
+  // sparse: the row's selected blocks (-1 dropped, ascending), by the warp's lane 0; the
+  // warps' tile counts
+  __shared__ long long vblk[4][H3M_MAX_TOPK];
+  __shared__ int nsel[4], ntile[4];
+  if (lane == 0) {
+    int n = 0;
+    for (int i = 0; kind == 2 && live && i < topk; i++) {
+      const long long b = (long long)sel[(t * Hk + kvh) * topk + i];
+      if (b >= 0) vblk[warp][n++] = b;
+    }
+    nsel[warp] = n;
+  }
+  __syncthreads();
+  const long long nv = !live ? 0 : kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)nsel[warp] * page;
+  const long long chunk = ((nv + S - 1) / S + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS * H3M_MMA_KEYS;
+  const long long v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
+  if (lane == 0) ntile[warp] = v1 > v0 ? (int)((v1 - v0 + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS) : 0;
+  __syncthreads();
+  int nt = 0;
+  for (int w = 0; w < 4; w++) nt = ntile[w] > nt ? ntile[w] : nt;
+  const long long *blks = vblk[warp];
+  unsigned qa[8][4]; // the A fragments of the 8 k-steps
+  {
+    uint4 r0[4], r1[4];
+    const h3_bf16 *q0 = q + (t * Hq + kvh * 16 + g) * D;
+    h3m_ld16<4>(live ? q0 : nullptr, 32 * c, r0);
+    h3m_ld16<4>(live ? q0 + 8 * D : nullptr, 32 * c, r1);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      qa[2 * i][0] = r0[i].x, qa[2 * i][1] = r1[i].x, qa[2 * i][2] = r0[i].y, qa[2 * i][3] = r1[i].y;
+      qa[2 * i + 1][0] = r0[i].z, qa[2 * i + 1][1] = r1[i].z, qa[2 * i + 1][2] = r0[i].w,
+                    qa[2 * i + 1][3] = r1[i].w;
+    }
+  }
+  float o[16][4], m[2] = {-H3M_INF, -H3M_INF}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[j][i] = 0.0f;
+  // lane k < 16: the offset of key k of the tile; kr: the tile's K (keys g, 8 + g)
+  long long off = lane < 16 ? h3m_key_off(kind, v0 + lane, v1, p, ctx, pt, blks, page, Hk, kvh, D) : -1;
+  uint4 kr[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kr[j]);
+  for (int it = 0; it < nt; it++) {
+    const long long ts = v0 + (long long)it * H3M_MMA_KEYS;
+    long long vo[4]; // keys 2c, 2c + 1, 2c + 8, 2c + 9: V rows and the score columns
+    uint4 vr[4][2];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      vo[k] = __shfl_sync(0xffffffffu, off, 2 * c + (k & 1) + 8 * (k >> 1));
+      h3m_ld16<2>(h3m_key_row(vc, vb, vo[k]), 16 * g, vr[k]);
+    }
+    off = lane < 16 ? h3m_key_off(kind, ts + H3M_MMA_KEYS + lane, v1, p, ctx, pt, blks, page, Hk, kvh, D) : -1;
+    uint4 kn[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kn[j]);
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const unsigned b0[2] = {kr[j][i].x, kr[j][i].y}, b1[2] = {kr[j][i].z, kr[j][i].w};
+        h3_mma_bf16(sc[j], qa[2 * i], b0);
+        h3_mma_bf16(sc[j], qa[2 * i + 1], b1);
+      }
+    float pr[2][4]; // (head g + 8 r, key 2c, 2c + 1, 2c + 8, 2c + 9)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float x[4], tm = -H3M_INF;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        x[k] = vo[k] != -1 ? __fmul_rn(sc[k >> 1][2 * r + (k & 1)], scale) : -H3M_INF;
+        tm = fmaxf(tm, x[k]);
+      }
+      tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+      tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+      const float mn = fmaxf(m[r], tm);
+      const float corr = m[r] == -H3M_INF ? 0.0f : __expf(__fsub_rn(m[r], mn));
+      l[r] = __fmul_rn(l[r], corr);
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        pr[r][k] = vo[k] != -1 ? __expf(__fsub_rn(x[k], mn)) : 0.0f;
+        l[r] = __fadd_rn(l[r], pr[r][k]);
+      }
+#pragma unroll
+      for (int j = 0; j < 16; j++) o[j][2 * r] = __fmul_rn(o[j][2 * r], corr), o[j][2 * r + 1] = __fmul_rn(o[j][2 * r + 1], corr);
+      m[r] = mn;
+    }
+    const unsigned pa[4] = {h3m_bf16x2(pr[0][0], pr[0][1]), h3m_bf16x2(pr[1][0], pr[1][1]),
+                            h3m_bf16x2(pr[0][2], pr[0][3]), h3m_bf16x2(pr[1][2], pr[1][3])};
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      const unsigned b[2] = {h3m_pair(vr[0], vr[1], j), h3m_pair(vr[2], vr[3], j)};
+      h3_mma_bf16(o[j], pa, b);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) kr[j][i] = kn[j][i];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    if (!live) continue;
+    float *pw = part + ((t * Hq + kvh * 16 + g + 8 * r) * S + s) * (D + 2);
+    if (c == 0) pw[0] = m[r], pw[1] = l[r];
+#pragma unroll
+    for (int j = 0; j < 16; j++) pw[2 + 32 * c + j] = o[j][2 * r], pw[2 + 32 * c + 16 + j] = o[j][2 * r + 1];
   }
 }
 #endif

@@ -50,13 +50,15 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
     return cu_op_error(d, op, NULL, "k and v caches (and block rows) of one dtype");
   if (ptt->type.dtype != ix->type.dtype || (kind == 2 && in[3].type.dtype != ix->type.dtype))
     return cu_op_error(d, op, NULL, "positions, page table and selections of one integer dtype");
+  /* tensor cores for bf16 q / k / v, head_dim 128 and groups of 16 q heads */
+  bool mma = qt->dtype == H3_BF16 && ct->dtype == H3_BF16 && D == 128 && Hq / Hk == 16;
   int dc = (D + 31) / 32, hpw = (Hq / Hk + 3) / 4;
   char name[2][128], lines[320], defs[640];
   for (int i = 0; i < 2; i++)
-    snprintf(name[i], sizeof name[i], "h3cu_kvatt%s_%s_%s_%s_%s_d%d_h%d", i ? "c" : "",
+    snprintf(name[i], sizeof name[i], "h3cu_kvatt%s_%s_%s_%s_%s_d%d_h%d", i ? "c" : mma ? "m" : "",
              DN(qt->dtype), DN(ct->dtype), DN(ix->type.dtype), DN(out[0].type.dtype), dc, hpw);
-  snprintf(lines, sizeof lines, "#define H3_KV_ATT_NAME %s\n#define H3_KV_COMBINE_NAME %s\n",
-           name[0], name[1]);
+  snprintf(lines, sizeof lines, "#define %s %s\n#define H3_KV_COMBINE_NAME %s\n",
+           mma ? "H3_KV_ATT_MMA_NAME" : "H3_KV_ATT_NAME", name[0], name[1]);
   cu_m31_msa_defines(defs, sizeof defs, lines, qt->dtype, ct->dtype, ix->type.dtype, out[0].type.dtype,
               dc, hpw);
   const char *names[2] = {name[0], name[1]};
@@ -78,9 +80,11 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   int S = att_splits(T, Hk), pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
   long long NP = ptt->type.dims[ptt->type.rank - 1];
   void *o = out[0].data, *part = scratch;
+  /* S: the tensor-core kernel's last parameter (the CUDA-core one has the split count as
+   * gridDim.z, its block a (row, kv head, split)); the former runs 4 (row, split) per block */
   void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
-                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP};
-  int64_t grid[3] = {T, Hk, S}, block[3] = {M31_ATT_THREADS, 1, 1};
+                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S};
+  int64_t grid[3] = {mma ? (T * S + 3) / 4 : T, Hk, mma ? 1 : S}, block[3] = {M31_ATT_THREADS, 1, 1};
   if (cu_launch(s, kn[0], grid, block, 0, args, d) != H3_OK) return H3_ERR;
   void *args2[] = {&part, &o, &Hq, &D, &S};
   int64_t grid2[3] = {T, Hq, 1};

@@ -65,18 +65,14 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #undef H3_TOPK_SCORE_NAME
 #undef H3_TOPK_NAME
 } // namespace att11
-namespace att44 { /* head dims <= 128, groups <= 16 */
+namespace att44 { /* head dims <= 128, groups <= 16; the tensor-core form */
 #define H3M_DC 4
 #define H3M_HPW 4
 #define H3_KV_ATT_NAME att44_att
+#define H3_KV_ATT_MMA_NAME att44_mma
 #define H3_KV_COMBINE_NAME att44_combine
 #include "m31_msa.cu"
 } // namespace att44
-
-typedef void (*att_fn)(const h3_bf16 *, const h3_bf16 *, const h3_bf16 *, const h3_bf16 *,
-                       const h3_bf16 *, const int *, const int *, const int *, const int *, float *,
-                       int, long long, int, int, int, int, int, float, int, long long);
-typedef void (*combine_fn)(const float *, h3_bf16 *, int, int, int);
 
 /* ---- router_topk ---------------------------------------------------------------------- */
 static void test_router(int64_t T, int64_t H, int E, int k) {
@@ -176,8 +172,13 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
 }
 
 /* ---- attention over the paged cache ------------------------------------------------------ */
+/* The attention kernels: CUDA cores with one dim and one head per lane and warp (D <= 32,
+ * groups <= 4), with 4 of each (D <= 128, groups <= 16), or tensor cores (D 128, group 16). */
+enum att_form { ATT11, ATT44, ATT_MMA };
+
 struct att_case {
   const char *name;
+  att_form form;
   int kind; /* 0 paged, 1 block, 2 sparse */
   int64_t T, Hq, Hk, D, page, NP, S;
   std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx} */
@@ -189,7 +190,7 @@ static void fill_table(buf &b, int64_t rows, int64_t NP, int64_t P) {
   for (int64_t i = 0; i < rows * NP; i++) ((int32_t *)b.p())[i] = (int32_t)(1 + (i * 5 + 2) % (P - 1));
 }
 
-static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
+static void test_attention(const att_case &c) {
   const int64_t T = c.T, Hq = c.Hq, Hk = c.Hk, D = c.D, page = c.page, NP = c.NP;
   const int64_t rows = c.batch ? T : 1, P = NP * rows + 2;
   std::string ptt = c.batch ? ty("i32", {T, NP}) : ty("i32", {NP});
@@ -241,15 +242,25 @@ static void test_attention(att_fn att, combine_fn combine, const att_case &c) {
   long long NPP = NP;
   int kind = c.kind, iHq = (int)Hq, iHk = (int)Hk, iD = (int)D, ipage = (int)page, itopk = (int)topk;
   long long TT = T;
-  emu_launch3(T, Hk, c.S, 128, [&] {
-    att((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const h3_bf16 *)in[2].p(),
-                        (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos,
-                        (const int *)in[ipt].p(), (const int *)sel, (const int *)ctx, part.data(), kind,
-                        TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP);
-  });
   int S = (int)c.S;
+  const h3_bf16 *q = (const h3_bf16 *)in[0].p(), *kc = (const h3_bf16 *)in[1].p();
+  const h3_bf16 *vc = (const h3_bf16 *)in[2].p();
+  const int *pt = (const int *)in[ipt].p();
+  if (c.form == ATT_MMA) /* as cu_m31_run_kv_attention: 4 (row, split) items per block */
+    emu_launch3((T * S + 3) / 4, Hk, 1, 128, [&] {
+      att44::att44_mma(q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt,
+                       (const int *)sel, (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD,
+                       ipage, itopk, 0.3f, pt_rows, NPP, S);
+    });
+  else
+    emu_launch3(T, Hk, S, 128, [&] {
+      (c.form == ATT11 ? att11::att11_att : att44::att44_att)(
+          q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt, (const int *)sel,
+          (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP);
+    });
   emu_launch3(T, Hq, 1, 128, [&] {
-    combine(part.data(), (h3_bf16 *)out.p(), iHq, iD, S);
+    (c.form == ATT11 ? att11::att11_combine : att44::att44_combine)(part.data(), (h3_bf16 *)out.p(),
+                                                                   iHq, iD, S);
   });
   compare(c.name, out, want[0], 1e-4);
   h3_module_free(m);
@@ -307,15 +318,24 @@ int main(void) {
   test_moe(6, 128, 128, 8, 2, true, 3);   /* tensor cores (widths multiples of 128) */
   test_moe(40, 256, 128, 2, 2, false, 2); /* > 16 rows per expert: tensor-core passes */
   test_moe(5, 60, 20, 6, 2, false, 3);  /* element loads: H, F not multiples of 8 */
-  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S3", 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
-  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S1", 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
-  test_attention(att11::att11_att, att11::att11_combine, {"paged D16 G2 S2 (key tiles)", 0, 2, 4, 2, 16, 8, 40, 2, {300, 129}, false});
-  test_attention(att44::att44_att, att44::att44_combine, {"paged D128 G16 S2", 0, 2, 32, 2, 128, 8, 4, 2, {9, 30}, false});
-  test_attention(att11::att11_att, att11::att11_combine, {"sparse D16 G2 S2", 2, 3, 4, 2, 16, 8, 5, 2, {5, 17, 38}, false});
-  test_attention(att44::att44_att, att44::att44_combine, {"sparse D128 G16 S3", 2, 2, 32, 2, 128, 8, 4, 3, {20, 31}, false});
-  test_attention(att11::att11_att, att11::att11_combine, {"block D16 G2 S2", 1, 4, 4, 2, 16, 8, 5, 2, {13}, false});
-  test_attention(att11::att11_att, att11::att11_combine, {"paged batch D16 G2 S2", 0, 4, 4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true});
-  test_attention(att44::att44_att, att44::att44_combine, {"sparse batch D128 G16 S2", 2, 3, 32, 2, 128, 8, 4, 2, {31, 6, 19}, true});
+  test_attention({"paged D16 G2 S3", ATT11, 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
+  test_attention({"paged D16 G2 S1", ATT11, 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
+  test_attention({"paged D16 G2 S2 (key tiles)", ATT11, 0, 2, 4, 2, 16, 8, 40, 2, {300, 129}, false});
+  test_attention({"paged D128 G16 S2", ATT44, 0, 2, 32, 2, 128, 8, 4, 2, {9, 30}, false});
+  test_attention({"sparse D16 G2 S2", ATT11, 2, 3, 4, 2, 16, 8, 5, 2, {5, 17, 38}, false});
+  test_attention({"sparse D128 G16 S3", ATT44, 2, 2, 32, 2, 128, 8, 4, 3, {20, 31}, false});
+  test_attention({"block D16 G2 S2", ATT11, 1, 4, 4, 2, 16, 8, 5, 2, {13}, false});
+  test_attention({"paged batch D16 G2 S2", ATT11, 0, 4, 4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true});
+  test_attention({"sparse batch D128 G16 S2", ATT44, 2, 3, 32, 2, 128, 8, 4, 2, {31, 6, 19}, true});
+  /* tensor cores: a row of 1 key, partial key tiles, a block with a warp past the last row */
+  test_attention({"paged mma S3", ATT_MMA, 0, 5, 32, 2, 128, 16, 8, 3, {0, 37, 100, 127, 64}, false});
+  /* prefill rows: consecutive positions, pages of 128, S 1; tile counts differ in a block */
+  test_attention({"paged mma S1 (prefill)", ATT_MMA, 0, 6, 32, 2, 128, 128, 3, 1, {251, 252, 253, 254, 255, 256}, false});
+  test_attention({"sparse mma S2", ATT_MMA, 2, 3, 32, 2, 128, 16, 8, 2, {20, 77, 127}, false});
+  test_attention({"block mma S2", ATT_MMA, 1, 4, 32, 2, 128, 16, 4, 2, {21}, false});
+  /* pages of 8 keys: a tile spans pages */
+  test_attention({"paged batch mma S2 (page 8)", ATT_MMA, 0, 4, 32, 2, 128, 8, 5, 2, {3, 38, 20, 9}, true});
+  test_attention({"sparse batch mma S1", ATT_MMA, 2, 3, 32, 2, 128, 32, 3, 1, {95, 6, 61}, true});
   test_index_topk(3, 2, 16, 8, 5, 2, {5, 17, 38}, false);
   test_index_topk(2, 4, 128, 8, 6, 3, {40, 47}, false);
   test_index_topk(4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true);
