@@ -17,6 +17,8 @@
 //     products summed over the warp together. s_j = (q · k_j) * scale (fp32), online
 //     softmax with the fast exponential (__expf): part = (running max m, sum l,
 //     unnormalised sum of p_j v_j [D]).
+//   H3_KV_ATT_MMA_NAME: the same on tensor cores for bf16 q / k / v, D = 128 and groups of
+//     16 (its grid and splits below); with S = 1 it writes o as the combine would.
 //   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
 //     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
 //   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T)
@@ -217,7 +219,8 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 // Tensor-core form of H3_KV_ATT_NAME for bf16 q / k / v, D = 128 and groups of 16 q heads:
 // the same keys, splits of the same partial format (combined by H3_KV_COMBINE_NAME), but
 // split s of a row takes keys s * c .. + c - 1, c = ceil(nv / S) rounded up to a multiple of
-// H3M_MMA_KEYS (a split may get none: m = -inf, l = 0).
+// H3M_MMA_KEYS (a split may get none: m = -inf, l = 0). With S = 1 it writes o[T, Hq, D]
+// O_T itself, acc / l rounded once (the combine's value; no combine launch).
 // Grid (ceil(T * S / 4), Hk), 4 warps: warp w of block x takes item i = 4 (gridDim.x - 1 - x)
 // + w (rows of many keys are started first), row t = i / S, split s = i % S (none if
 // i >= T * S), and all 16 q heads of kv head blockIdx.y: they are the M = 16 of mma.m16n8k16
@@ -270,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
     const h3_bf16 *__restrict__ kb, const h3_bf16 *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
-    float scale, int pt_rows, long long NP, int S) {
+    float scale, int pt_rows, long long NP, int S, O_T *__restrict__ o) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int kvh = blockIdx.y;
   const long long item = ((long long)gridDim.x - 1 - blockIdx.x) * 4 + warp;
@@ -314,11 +317,11 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
                     qa[2 * i + 1][3] = r1[i].w;
     }
   }
-  float o[16][4], m[2] = {-H3M_INF, -H3M_INF}, l[2] = {0.0f, 0.0f};
+  float acc[16][4], m[2] = {-H3M_INF, -H3M_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
-    for (int i = 0; i < 4; i++) o[j][i] = 0.0f;
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
   // lane k < 16: the offset of key k of the tile; kr: the tile's K (keys g, 8 + g)
   long long off = lane < 16 ? h3m_key_off(kind, v0 + lane, v1, p, ctx, pt, blks, page, Hk, kvh, D) : -1;
   uint4 kr[2][4];
@@ -366,7 +369,8 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
         l[r] = __fadd_rn(l[r], pr[r][k]);
       }
 #pragma unroll
-      for (int j = 0; j < 16; j++) o[j][2 * r] = __fmul_rn(o[j][2 * r], corr), o[j][2 * r + 1] = __fmul_rn(o[j][2 * r + 1], corr);
+      for (int j = 0; j < 16; j++)
+        acc[j][2 * r] = __fmul_rn(acc[j][2 * r], corr), acc[j][2 * r + 1] = __fmul_rn(acc[j][2 * r + 1], corr);
       m[r] = mn;
     }
     const unsigned pa[4] = {h3m_bf16x2(pr[0][0], pr[0][1]), h3m_bf16x2(pr[1][0], pr[1][1]),
@@ -374,7 +378,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
 #pragma unroll
     for (int j = 0; j < 16; j++) {
       const unsigned b[2] = {h3m_pair(vr[0], vr[1], j), h3m_pair(vr[2], vr[3], j)};
-      h3_mma_bf16(o[j], pa, b);
+      h3_mma_bf16(acc[j], pa, b);
     }
 #pragma unroll
     for (int j = 0; j < 2; j++)
@@ -386,10 +390,22 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
     l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
     l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
     if (!live) continue;
-    float *pw = part + ((t * Hq + kvh * 16 + g + 8 * r) * S + s) * (D + 2);
+    const long long row = t * Hq + kvh * 16 + g + 8 * r; // (t, q head)
+    if (S == 1) {
+      float v[32];
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        v[j] = l[r] > 0.0f ? __fdiv_rn(acc[j][2 * r], l[r]) : 0.0f;
+        v[16 + j] = l[r] > 0.0f ? __fdiv_rn(acc[j][2 * r + 1], l[r]) : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < 4; k++) h3_st8(o, row * D + 32 * c + 8 * k, v + 8 * k);
+      continue;
+    }
+    float *pw = part + (row * S + s) * (D + 2);
     if (c == 0) pw[0] = m[r], pw[1] = l[r];
 #pragma unroll
-    for (int j = 0; j < 16; j++) pw[2 + 32 * c + j] = o[j][2 * r], pw[2 + 32 * c + 16 + j] = o[j][2 * r + 1];
+    for (int j = 0; j < 16; j++) pw[2 + 32 * c + j] = acc[j][2 * r], pw[2 + 32 * c + 16 + j] = acc[j][2 * r + 1];
   }
 }
 #endif

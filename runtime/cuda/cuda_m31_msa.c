@@ -80,12 +80,14 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   int S = att_splits(T, Hk), pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
   long long NP = ptt->type.dims[ptt->type.rank - 1];
   void *o = out[0].data, *part = scratch;
-  /* S: the tensor-core kernel's last parameter (the CUDA-core one has the split count as
-   * gridDim.z, its block a (row, kv head, split)); the former runs 4 (row, split) per block */
+  /* S and o: the tensor-core kernel's last parameters (the CUDA-core one has the split count
+   * as gridDim.z, its block a (row, kv head, split)); the former runs 4 (row, split) per
+   * block and with one split writes o itself (no combine) */
   void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
-                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S};
+                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S, &o};
   int64_t grid[3] = {mma ? (T * S + 3) / 4 : T, Hk, mma ? 1 : S}, block[3] = {M31_ATT_THREADS, 1, 1};
   if (cu_launch(s, kn[0], grid, block, 0, args, d) != H3_OK) return H3_ERR;
+  if (mma && S == 1) return H3_OK;
   void *args2[] = {&part, &o, &Hq, &D, &S};
   int64_t grid2[3] = {T, Hq, 1};
   return cu_launch(s, kn[1], grid2, block, 0, args2, d);
