@@ -14,6 +14,8 @@
  */
 #include "emu_harness.h"
 
+#include <algorithm>
+
 namespace router_k {
 #define H_T h3_bf16
 #define W_T float
@@ -222,14 +224,16 @@ static void test_attention(const att_case &c) {
   for (size_t i = 0; i < c.pos.size(); i++) ((int32_t *)in[ipos].p())[i] = c.pos[i];
   fill_table(in[ipt], rows, NP, P);
   if (c.kind == 1) fill_random(in[5], -2, 2), fill_random(in[6], -2, 2);
-  if (c.kind == 2) { /* per row and kv head: up to topk blocks of the row's, ascending, -1 padded */
-    int32_t *sel = (int32_t *)in[3].p();
+  if (c.kind == 2) { /* per row and kv head: up to topk blocks of the row's, ascending, -1 padded
+                       (after them, or in every other list before them) */
     for (int64_t t = 0; t < T; t++)
       for (int64_t h = 0; h < Hk; h++) {
+        int32_t *sel = (int32_t *)in[3].p() + (t * Hk + h) * topk;
         int64_t nb = c.pos[t] / page + 1, n = 0;
         for (int64_t b = 0; b < nb && n < topk; b++)
-          if (b == nb - 1 || urand() < 0.5) sel[(t * Hk + h) * topk + n++] = (int32_t)b;
-        for (; n < topk; n++) sel[(t * Hk + h) * topk + n] = -1;
+          if (b == nb - 1 || urand() < 0.5) sel[n++] = (int32_t)b;
+        std::fill(sel + n, sel + topk, -1);
+        if ((t + h) % 2) std::rotate(sel, sel + n, sel + topk);
       }
   }
   std::vector<buf> want = cpu_run(op, in);
