@@ -233,7 +233,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 // + w (rows of many keys are started first), row t = i / S, split s = i % S (none if
 // i >= T * S), and all 16 q heads of kv head blockIdx.y: they are the M = 16 of mma.m16n8k16
 // (lane l = 4 g + c holds heads g and g + 8). Per tile of H3M_MMA_KEYS (16) keys:
-//   S = Q K^T: K is the B operand (k = head dim, n = key); the head-dim order is permuted
+//   scores Q K^T: K is the B operand (k = head dim, n = key); the head-dim order is permuted
 //     alike in Q and K (m31_moe.cu's mma): lane (g, c) reads dims 32 c .. 32 c + 31 of key
 //     8 j + g (n-tile j) in four 16-byte loads, chunk q's words x, y feeding k-step 2 q and
 //     z, w k-step 2 q + 1; Q sits in registers as the 8 k-steps' A fragments.

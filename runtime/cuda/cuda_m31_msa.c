@@ -5,6 +5,7 @@
  */
 #include "cuda_m31.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* The macro lines of m31_msa.cu: `names` (its "#define H3_*_NAME name" lines), the q / key /
@@ -50,12 +51,16 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
     return cu_op_error(d, op, NULL, "k and v caches (and block rows) of one dtype");
   if (ptt->type.dtype != ix->type.dtype || (kind == 2 && in[3].type.dtype != ix->type.dtype))
     return cu_op_error(d, op, NULL, "positions, page table and selections of one integer dtype");
-  /* tensor cores for bf16 q / k / v, head_dim 128 and groups of 16 q heads */
-  bool mma = qt->dtype == H3_BF16 && ct->dtype == H3_BF16 && D == 128 && Hq / Hk == 16;
+  /* tensor cores for bf16 q / k / v, head_dim 128, groups of 16 q heads and 16-byte aligned
+   * q, caches and block rows (it reads them 16 bytes at a time) */
+  uintptr_t base = (uintptr_t)in[0].data | (uintptr_t)in[1].data | (uintptr_t)in[2].data;
+  if (kind == 1) base |= (uintptr_t)in[5].data | (uintptr_t)in[6].data;
+  bool mma = qt->dtype == H3_BF16 && ct->dtype == H3_BF16 && D == 128 && Hq / Hk == 16 &&
+             base % 16 == 0;
   int dc = (D + 31) / 32, hpw = (Hq / Hk + 3) / 4;
   char name[2][128], lines[320], defs[640];
-  for (int i = 0; i < 2; i++)
-    snprintf(name[i], sizeof name[i], "h3cu_kvatt%s_%s_%s_%s_%s_d%d_h%d", i ? "c" : mma ? "m" : "",
+  for (int i = 0; i < 2; i++) /* each form's module has its own combine */
+    snprintf(name[i], sizeof name[i], "h3cu_kvatt%s%s_%s_%s_%s_%s_d%d_h%d", mma ? "m" : "", i ? "c" : "",
              DN(qt->dtype), DN(ct->dtype), DN(ix->type.dtype), DN(out[0].type.dtype), dc, hpw);
   snprintf(lines, sizeof lines, "#define %s %s\n#define H3_KV_COMBINE_NAME %s\n",
            mma ? "H3_KV_ATT_MMA_NAME" : "H3_KV_ATT_NAME", name[0], name[1]);
