@@ -185,6 +185,7 @@ struct att_case {
   int64_t T, Hq, Hk, D, page, NP, S;
   std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx} */
   bool batch;               /* a page table per row, [T, NP] */
+  int64_t topk = 3;         /* sparse: selected blocks per row and kv head */
 };
 
 /* A scrambled page table of `rows` tables of NP entries over pages 1..P-1. */
@@ -196,7 +197,7 @@ static void test_attention(const att_case &c) {
   const int64_t T = c.T, Hq = c.Hq, Hk = c.Hk, D = c.D, page = c.page, NP = c.NP;
   const int64_t rows = c.batch ? T : 1, P = NP * rows + 2;
   std::string ptt = c.batch ? ty("i32", {T, NP}) : ty("i32", {NP});
-  const int64_t topk = 3;
+  const int64_t topk = c.topk;
   std::string qt = ty("bf16", {T, Hq, D}), ct = ty("bf16", {P, page, Hk, D});
   std::string args = "%q: " + qt + ", %kc: " + ct + ", %vc: " + ct, call;
   std::string scale = "{scale = 0.3, page = " + std::to_string(page) + "}";
@@ -341,6 +342,10 @@ int main(void) {
   /* pages of 8 keys: a tile spans pages */
   test_attention({"paged batch mma S2 (page 8)", ATT_MMA, 0, 4, 32, 2, 128, 8, 5, 2, {3, 38, 20, 9}, true});
   test_attention({"sparse batch mma S1", ATT_MMA, 2, 3, 32, 2, 128, 32, 3, 1, {95, 6, 61}, true});
+  /* more than 32 selection entries (a lane places two) */
+  test_attention({"sparse mma S2 topk 40", ATT_MMA, 2, 2, 16, 1, 128, 8, 48, 2, {380, 203}, false, 40});
+  /* decode: one row of 2048 keys in 64 splits of 32 */
+  test_attention({"paged mma decode S64", ATT_MMA, 0, 1, 16, 1, 128, 128, 16, 64, {2047}, false});
   test_index_topk(3, 2, 16, 8, 5, 2, {5, 17, 38}, false);
   test_index_topk(2, 4, 128, 8, 6, 3, {40, 47}, false);
   test_index_topk(4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true);
