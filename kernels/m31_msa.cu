@@ -17,8 +17,9 @@
 //     products summed over the warp together. s_j = (q · k_j) * scale (fp32), online
 //     softmax with the fast exponential (__expf): part = (running max m, sum l,
 //     unnormalised sum of p_j v_j [D]).
-//   H3_KV_ATT_MMA_NAME: the same on tensor cores for bf16 q / k / v, D = 128 and groups of
-//     16 (its grid and splits below); with S = 1 it writes o as the combine would.
+//   H3_KV_ATT_MMA_NAME (the same, then S, o): the same on tensor cores for bf16 q / k / v,
+//     D = 128 and groups of 16 (its grid and splits below), P rounded to bf16 for the P V
+//     product; with S = 1 it writes o as the combine would.
 //   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
 //     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
 //   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T)
@@ -29,8 +30,8 @@
 //     blocks (descending score, ties: lower block) written ascending, then -1. Dynamic
 //     shared: nb_max floats + nb_max ints.
 // The sums differ in order from the reference (lanes, then a shuffle tree; tiles of keys),
-// within the tests' tolerance. Every loop that holds a shuffle or a barrier runs the same
-// number of times in every thread of a block (host emulation: tests/codegen/host_emu.h).
+// within the tests' tolerance. Every loop that holds a shuffle, an mma or a barrier runs the
+// same number of times in every thread of a block (host emulation: tests/codegen/host_emu.h).
 // Macros the user defines in front: Q_T, K_T, IX_T, O_T, H3M_DC (ceil(D / 32)) and H3M_HPW
 // (ceil(group / 4)) for the attention, and the name of each kernel it wants (a kernel whose
 // name is not defined is not compiled).
@@ -375,9 +376,10 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
         pr[r][k] = vo[k] != -1 ? __expf(__fsub_rn(x[k], mn)) : 0.0f;
         l[r] = __fadd_rn(l[r], pr[r][k]);
       }
+      if (corr != 1.0f) // the maxima settle after a few tiles: most tiles skip this
 #pragma unroll
-      for (int j = 0; j < 16; j++)
-        acc[j][2 * r] = __fmul_rn(acc[j][2 * r], corr), acc[j][2 * r + 1] = __fmul_rn(acc[j][2 * r + 1], corr);
+        for (int j = 0; j < 16; j++)
+          acc[j][2 * r] = __fmul_rn(acc[j][2 * r], corr), acc[j][2 * r + 1] = __fmul_rn(acc[j][2 * r + 1], corr);
       m[r] = mn;
     }
     const unsigned pa[4] = {h3m_bf16x2(pr[0][0], pr[0][1]), h3m_bf16x2(pr[1][0], pr[1][1]),
