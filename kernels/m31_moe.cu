@@ -2,9 +2,12 @@
 // contracts of ops.def and of the CPU reference (runtime/cpu/ops_moe.c) with the same
 // roundings (bf16 where the reference rounds, fp32 sums in another order than the
 // reference's ascending one, covered by the tests' tolerance).
-//   H3_ROUTER_NAME (h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
-//     {k, scale}: one block of H3M_ROUTER_THREADS per row, a warp per expert; dynamic
-//     shared: (H + E) floats.
+//   router_topk(h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
+//     {k, scale} in two launches through an f32 scratch of scores s[T, E] (E <= 256):
+//     1. H3_ROUTER_SCORE_NAME, grid (ceil(T / H3M_ROUTER_ROWS), E), H3M_ROUTER_THREADS
+//        threads: s[t, e] = sigmoid(h_t · w_e) for the block's H3M_ROUTER_ROWS rows (w_e read
+//        once per block; a decode step's few rows spread over E blocks);
+//     2. H3_ROUTER_NAME, grid (T), 32 threads: the selection from s and the bias.
 //   moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T, ids[T, k] I_T, wts[T, k] B_T)
 //     -> out[T, H] O_T {alpha, limit} in three launches, expert-major so that each expert's
 //     weights are read once per pass over its rows and an expert no row chose is not read:
@@ -17,7 +20,8 @@
 //     contract). H3_MOE_ROUTE_NAME first lists each expert's rows once (int scratch counts
 //     [E], lists [E, T]); steps 1 and 2 then read those lists, as
 //       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
-//         multiples of 128), one warp per 16 (32) outputs and 16 rows per pass; or
+//         multiples of 128), a block of H3M_MMA_THREADS per 16 (32) outputs whose warps
+//         split K, 16 rows per pass; or
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
 //         multiples, vector loads).
@@ -32,7 +36,10 @@
 
 #define H3M_ROWS 8            // rows of one expert per pass over its weight rows
 #define H3M_OUT_PER_BLOCK 16  // output rows per block of the expert GEMVs (2 per warp)
-#define H3M_ROUTER_THREADS 1024
+#define H3M_ROUTER_THREADS 128
+#define H3M_ROUTER_ROWS 8     // rows of h per router score block
+#define H3M_MMA_WARPS 4       // warps of a tensor-core moe block, each a quarter of K
+#define H3M_MMA_THREADS (32 * H3M_MMA_WARPS)
 
 __device__ __forceinline__ float h3m_sigmoid(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
@@ -44,37 +51,58 @@ __device__ __forceinline__ float h3m_warp_sum(float v) {
   return v;
 }
 
-#ifdef H3_ROUTER_NAME
-extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_NAME(
-    const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
-    I_T *__restrict__ ids, O_T *__restrict__ wts, long long H, int E, int k, float scale) {
-  H3_DYN_SMEM(float, hs); // [H] the row, then [E] sigmoid scores
-  float *s = hs + H;
-  const long long t = blockIdx.x;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  for (long long i = threadIdx.x; i < H; i += blockDim.x) hs[i] = (float)h3_ld(h, t * H + i);
-  __syncthreads();
-  for (int e0 = 0; e0 < E; e0 += nw) {
-    const int e = e0 + warp;
-    float acc = 0.0f;
-    if (e < E) {
-      const W_T *we = w + (long long)e * H;
-      if (H % 8 == 0) { // 8 consecutive weights per lane and step (vector loads when aligned)
-#pragma unroll 4
-        for (long long i = (long long)lane * 8; i < H; i += 256) {
-          float wv[8];
-          h3_ld8(we, i, wv);
+#ifdef H3_ROUTER_SCORE_NAME
+extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_SCORE_NAME(
+    const H_T *__restrict__ h, const W_T *__restrict__ w, float *__restrict__ s, long long T,
+    long long H, int E) {
+  __shared__ float part[H3M_ROUTER_THREADS / 32][H3M_ROUTER_ROWS];
+  const long long t0 = (long long)blockIdx.x * H3M_ROUTER_ROWS, e = blockIdx.y;
+  const int nr = T - t0 < H3M_ROUTER_ROWS ? (int)(T - t0) : H3M_ROUTER_ROWS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const W_T *we = w + e * H;
+  float acc[H3M_ROUTER_ROWS];
 #pragma unroll
-          for (int q = 0; q < 8; q++) acc = __fadd_rn(acc, __fmul_rn(hs[i + q], wv[q]));
-        }
-      } else {
-#pragma unroll 8
-        for (long long i = lane; i < H; i += 32) acc = __fadd_rn(acc, __fmul_rn(hs[i], (float)h3_ld(we, i)));
+  for (int r = 0; r < H3M_ROUTER_ROWS; r++) acc[r] = 0.0f;
+  if (H % 8 == 0) { // 8 consecutive elements per thread and step (vector loads when aligned)
+    for (long long i = 8ll * threadIdx.x; i < H; i += 8ll * H3M_ROUTER_THREADS) {
+      float wv[8];
+      h3_ld8(we, i, wv);
+#pragma unroll
+      for (int r = 0; r < H3M_ROUTER_ROWS; r++) {
+        if (r >= nr) break;
+        float hv[8];
+        h3_ld8(h, (t0 + r) * H + i, hv);
+#pragma unroll
+        for (int q = 0; q < 8; q++) acc[r] = __fadd_rn(acc[r], __fmul_rn(hv[q], wv[q]));
       }
     }
-    acc = h3m_warp_sum(acc);
-    if (e < E && lane == 0) s[e] = h3m_sigmoid(acc);
+  } else {
+    for (long long i = threadIdx.x; i < H; i += H3M_ROUTER_THREADS) {
+      const float wv = (float)h3_ld(we, i);
+      for (int r = 0; r < nr; r++) acc[r] = __fadd_rn(acc[r], __fmul_rn((float)h3_ld(h, (t0 + r) * H + i), wv));
+    }
   }
+#pragma unroll
+  for (int r = 0; r < H3M_ROUTER_ROWS; r++) {
+    const float v = h3m_warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  if ((int)threadIdx.x < nr) {
+    float v = 0.0f;
+    for (int q = 0; q < H3M_ROUTER_THREADS / 32; q++) v = __fadd_rn(v, part[q][threadIdx.x]);
+    s[(t0 + threadIdx.x) * E + e] = h3m_sigmoid(v);
+  }
+}
+#endif
+
+#ifdef H3_ROUTER_NAME
+extern "C" __global__ void __launch_bounds__(32) H3_ROUTER_NAME(
+    const float *__restrict__ scores, const B_T *__restrict__ bias, I_T *__restrict__ ids,
+    O_T *__restrict__ wts, int E, int k, float scale) {
+  __shared__ float s[256], sb[256];
+  const long long t = blockIdx.x;
+  for (int e = threadIdx.x; e < E; e += 32) s[e] = scores[t * E + e], sb[e] = (float)h3_ld(bias, e);
   __syncthreads();
   if (threadIdx.x != 0) return;
   // selection as the reference: k rounds of the largest s + bias (ties: lower id), then the
@@ -85,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_NAME(
     float bv = 0.0f;
     for (int e = 0; e < E; e++) {
       if (taken[e >> 6] >> (e & 63) & 1ull) continue;
-      float v = __fadd_rn(s[e], (float)h3_ld(bias, e));
+      float v = __fadd_rn(s[e], sb[e]);
       if (bi < 0 || v > bv) bi = e, bv = v;
     }
     if (bi < 0) break;
@@ -279,48 +307,15 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 #endif
 
 #ifdef H3_MOE_MMA_NAME
-// Tensor-core forms (bf16 h and weights, H and F multiples of 128): one warp per block, 16
-// rows of an expert per pass (M of m16n8k16; rows past the expert's count are zeros), 8
-// outputs per n-tile. The K order inside each 128-wide chunk is permuted the same way for A
-// and B: lane t of a quad reads the 32 consecutive k at 32t (four 16-byte loads of a weight
-// row and of a row of x) and feeds them to the chunk's 8 mma k-steps, two per 16 bytes; the
-// sums are unchanged and each weight row is read 256 contiguous bytes at a time.
-// acc[j] (4 floats each) += x[rows] · w[j] over K, for NT n-tiles whose row g (lane / 4)
-// starts at w[j] (the weights of a tile's 8 outputs are consecutive rows).
-template <int NT>
-__device__ __forceinline__ void h3m_mma_rows(const h3_bf16 *x, const long long *xrow16, bool *xlive,
-                                             const h3_bf16 *const *w, long long K, float acc[NT][4]) {
-  const int lane = threadIdx.x & 31, t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < NT; j++)
-#pragma unroll
-    for (int q = 0; q < 4; q++) acc[j][q] = 0.0f;
-  const h3_bf16 *xa = x + xrow16[0] * K + 32 * t, *xb = x + xrow16[1] * K + 32 * t;
-  const uint4 z = {0u, 0u, 0u, 0u};
-#pragma unroll 2
-  for (long long k0 = 0; k0 < K; k0 += 128) {
-    uint4 wv[NT][4], a[4], b[4];
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int q = 0; q < 4; q++) wv[j][q] = *reinterpret_cast<const uint4 *>(w[j] + k0 + 32 * t + 8 * q);
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-      a[q] = xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0 + 8 * q) : z;
-      b[q] = xlive[1] ? *reinterpret_cast<const uint4 *>(xb + k0 + 8 * q) : z;
-    }
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-      const unsigned a1[4] = {a[q].x, b[q].x, a[q].y, b[q].y}, a2[4] = {a[q].z, b[q].z, a[q].w, b[q].w};
-#pragma unroll
-      for (int j = 0; j < NT; j++) {
-        const unsigned b1[2] = {wv[j][q].x, wv[j][q].y}, b2[2] = {wv[j][q].z, wv[j][q].w};
-        h3_mma_bf16(acc[j], a1, b1);
-        h3_mma_bf16(acc[j], a2, b2);
-      }
-    }
-  }
-}
+// Tensor-core forms (bf16 h and weights, H and F multiples of 128): a block of
+// H3M_MMA_WARPS warps per group of outputs, 16 rows of an expert per pass (M of m16n8k16;
+// rows past the expert's count are zeros), 8 outputs per n-tile, h3_mma_rows of the prelude.
+// Warp w takes the 128-wide K chunks w, w + H3M_MMA_WARPS, ... (more loads in flight than
+// one warp per block could hold: a decode step has few experts and few outputs per expert);
+// warp 0 adds the others' partial sums (h3_mma_reduce, in warp order) and writes.
+#define H3M_MMA_CHUNKS(acc, rows_of, K) \
+  h3_mma_rows<4>(rows_of, xrow16, xlive, wr, K, 128 * (threadIdx.x >> 5), 128 * H3M_MMA_WARPS, acc); \
+  h3_mma_reduce<4, H3M_MMA_WARPS>(acc)
 
 // The rows of x this lane feeds to the mma (g and g + 8 of the pass's 16, g = lane / 4):
 // their row of x (via xrow_of) and whether they exist.
@@ -336,9 +331,9 @@ __device__ __forceinline__ void h3m_mma_rows(const h3_bf16 *x, const long long *
 #define H3M_H_ROW(ts) ((long long)(ts) / 16)
 #define H3M_ACT_ROW(ts) ((long long)(ts) / 16 * k + (ts) % 16)
 
-// Grid (E, F / 16), 32 threads: outputs o0 = 16 * blockIdx.y .. + 15 of expert e: n-tiles
-// gate o0.., gate o0+8.., up o0.., up o0+8..; act[t * k + s, o] as H3_MOE_NAME.
-extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_NAME(
+// Grid (E, F / 16), H3M_MMA_THREADS threads: outputs o0 = 16 * blockIdx.y .. + 15 of expert
+// e: n-tiles gate o0.., gate o0+8.., up o0.., up o0+8..; act[t * k + s, o] as H3_MOE_NAME.
+extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
     const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists,
     const int *__restrict__ counts, h3_bf16 *__restrict__ act, long long T, long long H,
     long long F, int k, float alpha, float limit) {
@@ -351,11 +346,11 @@ extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_NAME(
   for (int r0 = 0; r0 < n; r0 += 16) {
     H3M_MMA_ROWS(rows, r0, n, H3M_H_ROW)
     float acc[4][4];
-    h3m_mma_rows<4>(h, xrow16, xlive, wr, H, acc);
+    H3M_MMA_CHUNKS(acc, h, H);
 #pragma unroll
     for (int q = 0; q < 4; q++) { // (row g + 8 (q / 2), output 2t + q % 2) of n-tiles 0, 1
       const int r = r0 + g + 8 * (q / 2);
-      if (r >= n) continue;
+      if (threadIdx.x >= 32 || r >= n) continue;
       const int ts = rows[r];
 #pragma unroll
       for (int half = 0; half < 2; half++) {
@@ -370,9 +365,9 @@ extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_NAME(
   }
 }
 
-// Grid (E, H / 32), 32 threads: y[t * k + s, o] = bf16(act[t * k + s] · down[e, o]) for
-// o = 32 * blockIdx.y .. + 31 (4 n-tiles).
-extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_DOWN_NAME(
+// Grid (E, H / 32), H3M_MMA_THREADS threads: y[t * k + s, o] = bf16(act[t * k + s] ·
+// down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
+extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
     const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T, long long H, long long F,
     int k) {
@@ -385,11 +380,11 @@ extern "C" __global__ void __launch_bounds__(32) H3_MOE_MMA_DOWN_NAME(
   for (int r0 = 0; r0 < n; r0 += 16) {
     H3M_MMA_ROWS(rows, r0, n, H3M_ACT_ROW)
     float acc[4][4];
-    h3m_mma_rows<4>(act, xrow16, xlive, wr, F, acc);
+    H3M_MMA_CHUNKS(acc, act, F);
 #pragma unroll
     for (int q = 0; q < 4; q++) {
       const int r = r0 + g + 8 * (q / 2);
-      if (r >= n) continue;
+      if (threadIdx.x >= 32 || r >= n) continue;
       const long long yrow = H3M_ACT_ROW(rows[r]);
 #pragma unroll
       for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);

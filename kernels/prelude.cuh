@@ -133,6 +133,71 @@ H3_DI void h3_ldsm4(unsigned *r, const void *p) {
 #endif
 }
 
+// Few-row products on tensor cores, reading weights straight from global memory (decode:
+// bandwidth-bound, no shared-memory staging). acc[j] (4 floats each, h3_mma_bf16's d) =
+// x[rows] · w[j] over the 128-wide K chunks at k_first, k_first + k_step, ... < K (K a
+// multiple of 128, 0 <= k_first < k_step; the loop runs ceil(K / k_step) times in every warp), for NT n-tiles whose row g (lane / 4) starts at w[j] (a tile's 8 outputs
+// are 8 weight rows). The mma's 16 rows: this lane feeds rows g and g + 8, which start at
+// x + xrow[0] * K and x + xrow[1] * K and are zeros where !xlive. The K order inside each
+// chunk is permuted the same way for A and B: lane t (= lane % 4) of a quad reads the 32
+// consecutive k at 32t (four 16-byte loads of each weight row and row of x) and feeds them to
+// the chunk's 8 k-steps, two per 16 bytes; the sums are unchanged and each weight row is
+// read 256 contiguous bytes at a time. Every lane of the warp takes part.
+template <int NT>
+H3_DI void h3_mma_rows(const h3_bf16 *x, const long long *xrow, const bool *xlive,
+                       const h3_bf16 *const *w, long long K, long long k_first, long long k_step,
+                       float acc[NT][4]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int q = 0; q < 4; q++) acc[j][q] = 0.0f;
+  const h3_bf16 *xa = x + xrow[0] * K + 32 * t, *xb = x + xrow[1] * K + 32 * t;
+  const uint4 z = {0u, 0u, 0u, 0u};
+#pragma unroll 2
+  for (long long base = 0; base < K; base += k_step) { // as often in every warp of the block
+    const long long k0 = base + k_first;
+    const bool in = k0 < K; // else this warp adds zeros
+    uint4 wv[NT][4], a[4], b[4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) wv[j][q] = in ? *reinterpret_cast<const uint4 *>(w[j] + k0 + 32 * t + 8 * q) : z;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      a[q] = in && xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0 + 8 * q) : z;
+      b[q] = in && xlive[1] ? *reinterpret_cast<const uint4 *>(xb + k0 + 8 * q) : z;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const unsigned a1[4] = {a[q].x, b[q].x, a[q].y, b[q].y}, a2[4] = {a[q].z, b[q].z, a[q].w, b[q].w};
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        const unsigned b1[2] = {wv[j][q].x, wv[j][q].y}, b2[2] = {wv[j][q].z, wv[j][q].w};
+        h3_mma_bf16(acc[j], a1, b1);
+        h3_mma_bf16(acc[j], a2, b2);
+      }
+    }
+  }
+}
+
+// The sum over the block's W warps of each warp's acc (h3_mma_rows' partial sums of
+// different K chunks), added in warp order into warp 0's acc; the other warps' acc are left
+// as they were. Every thread of the block calls it (two barriers).
+template <int NT, int W> H3_DI void h3_mma_reduce(float acc[NT][4]) {
+  __shared__ float part[W > 1 ? W - 1 : 1][NT * 4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp > 0)
+#pragma unroll
+    for (int i = 0; i < NT * 4; i++) part[warp - 1][i][lane] = acc[i / 4][i % 4];
+  __syncthreads();
+  if (warp == 0)
+    for (int v = 0; v < W - 1; v++)
+#pragma unroll
+      for (int i = 0; i < NT * 4; i++) acc[i / 4][i % 4] = __fadd_rn(acc[i / 4][i % 4], part[v][i][lane]);
+  __syncthreads();
+}
+
 // 16 bytes from global (16-byte aligned) into shared memory with no register held while in
 // flight (cp.async.cg: through L2 only); h3_cp_commit closes the thread's batch, h3_cp_wait
 // waits for it (the thread may then read what it copied; other threads' data needs a barrier)

@@ -44,7 +44,8 @@ const char *cu_m31_check_defines(const char *file) {
   static char moe[640], msa[640]; /* every kernel of the file, the models' dtypes */
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
-                       "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_MOE_NAME h3cu_moe_check\n"
+                       "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
+                       "#define H3_MOE_NAME h3cu_moe_check\n"
                        "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
                        "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n"
@@ -75,6 +76,7 @@ bool cu_m31_runs(const h3_op *op) {
 
 size_t cu_m31_scratch_bytes(const h3_op *op) {
   switch (op->code) {
+  case H3_OP_ROUTER_TOPK: return cu_m31_router_scratch_bytes(op);
   case H3_OP_MOE: return cu_m31_moe_scratch_bytes(op);
   case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
     return cu_m31_att_scratch_bytes(op);
@@ -86,7 +88,7 @@ size_t cu_m31_scratch_bytes(const h3_op *op) {
 h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                      const h3_tensor *out, h3_diag *d) {
   switch (op->code) {
-  case H3_OP_ROUTER_TOPK: return cu_m31_run_router(s, op, in, out, d);
+  case H3_OP_ROUTER_TOPK: return cu_m31_run_router(s, op, scratch, in, out, d);
   case H3_OP_MOE: return cu_m31_run_moe(s, op, scratch, in, out, d);
   case H3_OP_MARKOV_DRAFT: return cu_m31_run_markov(s, op, in, out, d);
   case H3_OP_INDEX_TOPK: return cu_m31_run_index_topk(s, op, scratch, in, out, d);

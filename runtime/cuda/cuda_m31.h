@@ -5,7 +5,12 @@
 
 #include "cuda_internal.h"
 
-enum { M31_THREADS = 256, M31_ROUTER_THREADS = 1024, M31_ATT_THREADS = 128 };
+/* block shapes; each equals its kernel file's constant (M31_ROUTER_*: H3M_ROUTER_*,
+ * M31_MOE_MMA_THREADS: H3M_MMA_THREADS) */
+enum {
+  M31_THREADS = 256, M31_ATT_THREADS = 128, M31_ROUTER_THREADS = 128, M31_ROUTER_ROWS = 8,
+  M31_MOE_MMA_THREADS = 128
+};
 
 #define DN(x) h3_dtype_name(x)
 
@@ -26,7 +31,7 @@ void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_
                         h3_dtype ix, h3_dtype o, int dc, int hpw);
 
 /* The launches of each op (in, out: the op's operands and results on the device). */
-h3_status cu_m31_run_router(cu_state *s, const h3_op *op, const h3_tensor *in,
+h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d);
@@ -38,6 +43,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
                                 const h3_tensor *out, h3_diag *d);
 
 /* The device scratch each multi-launch op needs (bytes). */
+size_t cu_m31_router_scratch_bytes(const h3_op *op);
 size_t cu_m31_moe_scratch_bytes(const h3_op *op);
 size_t cu_m31_att_scratch_bytes(const h3_op *op);
 size_t cu_m31_topk_scratch_bytes(const h3_op *op);

@@ -16,30 +16,38 @@ void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_
            h3_kernel_ctype(o));
 }
 
-h3_status cu_m31_run_router(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                            h3_diag *d) {
+h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                            const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1];
   int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
   if (k > E || E > 256) return cu_op_error(d, op, NULL, "k = %d of %d experts (at most 256)", k, E);
-  char name[128], lines[192], defs[512];
-  snprintf(name, sizeof name, "h3cu_router_%s_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
-           DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
-  snprintf(lines, sizeof lines, "#define H3_ROUTER_NAME %s\n", name);
+  char name[2][128], lines[320], defs[640];
+  for (int i = 0; i < 2; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_router%s_%s_%s_%s_%s_%s", i ? "" : "s", DN(in[0].type.dtype),
+             DN(in[1].type.dtype), DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_ROUTER_SCORE_NAME %s\n#define H3_ROUTER_NAME %s\n", name[0],
+           name[1]);
   cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[2].type.dtype,
-              out[0].type.dtype, out[1].type.dtype);
-  const char *names[1] = {name};
-  cu_kernel *kn;
-  size_t smem = (size_t)(H + E) * 4; /* the row and the scores */
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK ||
-      cu_m31_smem(s, op, kn, smem, d) != H3_OK)
-    return H3_ERR;
+                     out[0].type.dtype, out[1].type.dtype);
+  const char *names[2] = {name[0], name[1]};
+  cu_kernel *kn[2];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 2, names, kn, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
+  if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   const void *h = in[0].data, *w = in[1].data, *b = in[2].data;
-  void *ids = out[0].data, *wts = out[1].data;
-  void *args[] = {&h, &w, &b, &ids, &wts, &H, &E, &k, &scale};
-  int64_t grid[3] = {T, 1, 1}, block[3] = {M31_ROUTER_THREADS, 1, 1};
-  return cu_launch(s, kn, grid, block, (int64_t)smem, args, d);
+  void *ids = out[0].data, *wts = out[1].data, *sc = scratch;
+  void *a1[] = {&h, &w, &sc, &T, &H, &E};
+  int64_t g1[3] = {(T + M31_ROUTER_ROWS - 1) / M31_ROUTER_ROWS, E, 1}, b1[3] = {M31_ROUTER_THREADS, 1, 1};
+  void *a2[] = {&sc, &b, &ids, &wts, &E, &k, &scale};
+  int64_t g2[3] = {T, 1, 1}, b2[3] = {32, 1, 1};
+  if (cu_launch(s, kn[0], g1, b1, 0, a1, d) != H3_OK) return H3_ERR;
+  return cu_launch(s, kn[1], g2, b2, 0, a2, d);
+}
+
+/* router_topk's scores [T, E] f32. */
+size_t cu_m31_router_scratch_bytes(const h3_op *op) {
+  return (size_t)(op->operands[0]->type.dims[0] * op->operands[1]->type.dims[0]) * 4;
 }
 
 /* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 128. */
@@ -133,7 +141,7 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   moe_scratch ms = moe_layout(T, k, H, F, E);
   void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
   void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
-  int64_t b256[3] = {256, 1, 1}, warp[3] = {32, 1, 1};
+  int64_t b256[3] = {256, 1, 1}, mma_block[3] = {M31_MOE_MMA_THREADS, 1, 1};
   void *ar[] = {&ids, &lists, &counts, &T, &k};
   int64_t gr[3] = {E, 1, 1};
   if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
@@ -152,7 +160,7 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
     int64_t g1[3] = {E, F / 16, 1};
     void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};
     int64_t g2[3] = {E, H / 32, 1};
-    if (cu_launch(s, kn[1], g1, warp, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, warp, 0, a2, d) != H3_OK)
+    if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
       return H3_ERR;
   } else {
     int vec_h = H % 8 == 0, vec_f = F % 8 == 0;

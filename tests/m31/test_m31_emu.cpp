@@ -23,8 +23,10 @@ namespace router_k {
 #define I_T int
 #define O_T float
 #define H3_ROUTER_NAME emu_router
+#define H3_ROUTER_SCORE_NAME emu_router_score
 #include "m31_moe.cu"
 #undef H3_ROUTER_NAME
+#undef H3_ROUTER_SCORE_NAME
 #undef H_T
 #undef W_T
 #undef B_T
@@ -91,10 +93,15 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
   for (int i = 0; i < 3; i++) in.push_back(make(op->operands[i]->type)), fill_random(in.back(), -1, 1);
   std::vector<buf> want = cpu_run(op, in);
   buf ids = make(op->results[0]->type), wts = make(op->results[1]->type);
-  long long HH = H;
-  emu_launch3(T, 1, 1, H3M_ROUTER_THREADS, [&] {
-    router_k::emu_router((const h3_bf16 *)in[0].p(), (const float *)in[1].p(), (const float *)in[2].p(),
-                         (int *)ids.p(), (float *)wts.p(), HH, E, k, 2.0f);
+  long long TT = T, HH = H;
+  std::vector<float> scores((size_t)(T * E));
+  emu_launch3((T + H3M_ROUTER_ROWS - 1) / H3M_ROUTER_ROWS, E, 1, H3M_ROUTER_THREADS, [&] {
+    router_k::emu_router_score((const h3_bf16 *)in[0].p(), (const float *)in[1].p(), scores.data(), TT,
+                               HH, E);
+  });
+  emu_launch3(T, 1, 1, 32, [&] {
+    router_k::emu_router(scores.data(), (const float *)in[2].p(), (int *)ids.p(), (float *)wts.p(), E, k,
+                         2.0f);
   });
   char what[96];
   snprintf(what, sizeof what, "router T %lld H %lld E %d k %d ids", (long long)T, (long long)H, E, k);
@@ -147,10 +154,10 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     std::vector<int> lists((size_t)(E * T)), counts((size_t)E);
     emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids, lists.data(), counts.data(), TT, k); });
     if (mma) {
-      emu_launch3(E, F / 16, 1, 32, [&] {
+      emu_launch3(E, F / 16, 1, H3M_MMA_THREADS, [&] {
         moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f);
       });
-      emu_launch3(E, H / 32, 1, 32, [&] {
+      emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
         moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), act.data(), y.data(), TT, HH, FF, k);
       });
     } else {
@@ -317,12 +324,14 @@ int main(void) {
   elapsed();
   test_router(5, 64, 8, 2);
   test_router(3, 256, 32, 4);
+  test_router(19, 2048, 16, 4); /* several row groups, a partial last one; 2 steps per thread */
   test_router(2, 60, 8, 3); /* element loads: H not a multiple of 8 */
   test_moe(6, 64, 32, 8, 2, false, 3);
   test_moe(7, 64, 32, 8, 2, true, 3);
   test_moe(20, 64, 32, 4, 3, false, 3); /* > H3M_ROWS rows per expert */
   test_moe(6, 128, 128, 8, 2, true, 3);   /* tensor cores (widths multiples of 128) */
   test_moe(40, 256, 128, 2, 2, false, 2); /* > 16 rows per expert: tensor-core passes */
+  test_moe(20, 640, 384, 4, 2, true, 2);  /* K chunks over the block's 4 warps: 5 and 3 */
   test_moe(5, 60, 20, 6, 2, false, 3);  /* element loads: H, F not multiples of 8 */
   test_attention({"paged D16 G2 S3", ATT11, 0, 3, 4, 2, 16, 8, 5, 3, {5, 17, 38}, false});
   test_attention({"paged D16 G2 S1", ATT11, 0, 2, 4, 2, 16, 8, 5, 1, {0, 39}, false});
