@@ -437,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME
     if (ms[s] > -H3M_INF) L = __fadd_rn(L, __fmul_rn(ls[s], __expf(__fsub_rn(ms[s], M))));
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.0f;
-#pragma unroll 8
+#pragma unroll 16 // loads of 16 splits in flight
     for (int s = 0; s < S; s++)
       if (ms[s] > -H3M_INF) acc = __fadd_rn(acc, __fmul_rn(pr[s * (D + 2) + 2 + d], __expf(__fsub_rn(ms[s], M))));
     h3_st(o, row * D + d, L > 0.0f ? __fdiv_rn(acc, L) : 0.0f);
@@ -469,6 +469,7 @@ extern "C" __global__ void __launch_bounds__(128) H3_TOPK_SCORE_NAME(
     float dot[H3M_MAX_INDEX_HEADS];
 #pragma unroll
     for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) dot[h] = 0.0f;
+#pragma unroll 4 // four 16-byte loads of the key in flight (decode: the latency is the cost)
     for (int d0 = 0; d0 < D; d0 += 8) {
       float kv[8];
       if (d0 + 8 <= D) {

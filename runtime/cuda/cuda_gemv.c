@@ -1,8 +1,9 @@
 /* cuda_gemv.c: linear for few rows on the cuda backend (kernels/gemv.cu): the decode steps'
  * projections and lm_head, where cuBLASLt's kernels read the weights at about 85 % of the
  * rate the card copies at. Taken for bf16 x and w, bf16 or f32 y (bias of y's type or none),
- * at most CU_GEMV_MAX_ROWS rows and K a multiple of 128, unless H3_CUDA_GEMV=0; pointers not
- * 16-byte aligned fall back to the generic kernel.
+ * at most CU_GEMV_MAX_ROWS rows, K a multiple of 128 and at least CU_GEMV_MIN_N outputs (a
+ * block per 32 outputs: fewer leave SMs idle, where cuBLASLt splits K), unless
+ * H3_CUDA_GEMV=0; pointers not 16-byte aligned fall back to the generic kernel.
  */
 #include "cuda_internal.h"
 
@@ -24,7 +25,8 @@ bool cu_gemv_takes(const h3_op *op) {
       (op->n_operands > 2 && op->operands[2]->type.dtype != y->dtype) || x->rank < 1 || w->rank != 2)
     return false;
   int64_t K = x->dims[x->rank - 1], N = w->dims[0], M = K ? h3_type_numel(x) / K : 0;
-  return K >= 128 && K % 128 == 0 && w->dims[1] == K && N >= 1 && M >= 1 && M <= CU_GEMV_MAX_ROWS;
+  return K >= 128 && K % 128 == 0 && w->dims[1] == K && N >= CU_GEMV_MIN_N && M >= 1 &&
+         M <= CU_GEMV_MAX_ROWS;
 }
 
 void cu_gemv_defines(char *buf, size_t len, const char *name, h3_dtype y) {

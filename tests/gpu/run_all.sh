@@ -16,6 +16,7 @@
 #   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
 #   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
 #   m31batch  the same for 64 sequences at once (generate_batch, 256-token prompts)
+#   m31long   64 sequences at a 2048-token context, and one sequence at 16384
 #   m31tokens tests/gpu/m31_token_margins.py: the small plan's greedy tokens, cuda vs cpu, with
 #          the top-2 margin where they part (3 prompts; several minutes of CPU time)
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
@@ -60,7 +61,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31tokens|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31tokens|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -152,6 +153,13 @@ for section in $SECTIONS; do
     # batched decode: 64 sequences of a 256-token prompt, 8 and 24 new tokens (generate_batch)
     step m31_decode_b64 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p256_n8.plan" 8 \
       "$PLANS/m31_small_b64_p256_n24.plan" 24 1 generate_batch
+    ;;
+  m31long)
+    # the issue's contexts: 64 sequences at a 2048-token context; one at 16384
+    step m31_decode_b64_p2048 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p2048_n8.plan" 8 \
+      "$PLANS/m31_small_b64_p2048_n24.plan" 24 1 generate_batch
+    step m31_decode_p16384 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_p16384_n16.plan" 16 \
+      "$PLANS/m31_small_p16384_n80.plan" 80 2
     ;;
   m31tokens)
     # greedy tokens on cuda against the CPU backend (3 prompts of 128, 32 new tokens): equal
