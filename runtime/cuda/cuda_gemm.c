@@ -140,9 +140,8 @@ h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *
   const h3_type *y = &op->results[0]->type;
   bool bias = op->n_operands > 2;
   if (x->dtype != H3_BF16 || w->dtype != H3_BF16 || (y->dtype != H3_BF16 && y->dtype != H3_F32) ||
-      (bias && op->operands[2]->type.dtype != y->dtype) || x->rank < 1 || w->rank != 2 ||
-      cu_gemv_takes(op))
-    return H3_OK; /* the backend's own kernels take it */
+      (bias && op->operands[2]->type.dtype != y->dtype) || x->rank < 1 || w->rank != 2)
+    return H3_OK; /* the backend's own GEMM takes it */
   int64_t K = x->dims[x->rank - 1], N = w->dims[0];
   int64_t M = K ? h3_type_numel(x) / K : 0;
   if (M < 1 || N < 1 || K < 1) return H3_OK;

@@ -173,15 +173,6 @@ h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const 
  * one rounding: bitwise the CPU reference for every dtype combination. */
 h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,
                             const h3_tensor *out, h3_diag *d);
-
-/* Linear for few rows (kernels/gemv.cu, cuda_gemv.c): whether it takes op (bf16 x and w, at
- * most CU_GEMV_MAX_ROWS rows, at least CU_GEMV_MIN_N outputs, K a multiple of 128; not with
- * H3_CUDA_GEMV=0), its macro lines, and the launch. */
-enum { CU_GEMV_MAX_ROWS = 16, CU_GEMV_MIN_N = 4096 };
-bool cu_gemv_takes(const h3_op *op);
-void cu_gemv_defines(char *buf, size_t len, const char *name, h3_dtype y);
-h3_status cu_gemv_run(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                      h3_diag *d);
 /* dst[i] = h3_rng_init_value(kind, scale, seed, stream, i) rounded to dtype, i < n. */
 h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int kind,
                          float scale, uint64_t seed, uint32_t stream, h3_diag *d);

@@ -263,7 +263,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 13 };
+  enum { N_JOBS = 12 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -281,8 +281,6 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   for (int i = 9; i < 11; i++) def[i] = cu_m31_check_defines(file[i]), exact[i] = true;
   file[11] = "m31_moe_gemm.cu", exact[11] = true;
   def[11] = "#define H3_MOE_GEMM_NAME h3cu_moeg_check\n#define H3_MOE_GEMM_DOWN_NAME h3cu_moegd_check\n";
-  cu_gemv_defines(defs[12], sizeof defs[12], "h3cu_gemv_check", H3_BF16);
-  file[12] = "gemv.cu", def[12] = defs[12], exact[12] = true;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;
@@ -499,9 +497,8 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   }
   case CU_OP_INDEX: return cu_index_copy(s, o->op, &in[0], &in[1], &out[0], d);
   case CU_OP_LINEAR:
-    return o->gemm               ? cu_gemm_run(s, o->gemm, in, n_in, out, d)
-           : cu_gemv_takes(o->op) ? cu_gemv_run(s, o->op, in, n_in, out, d)
-                                  : cu_linear_generic(s, o->op, in, n_in, out, d);
+    return o->gemm ? cu_gemm_run(s, o->gemm, in, n_in, out, d)
+                   : cu_linear_generic(s, o->op, in, n_in, out, d);
   case CU_OP_LINEAR_INT8: return cu_int8_run(s, o->int8, in, n_in, out, d);
   case CU_OP_ATTENTION: return cu_attention_run(s, o->op, in, out, d);
   case CU_OP_HOST: return run_host(s, o, out, d);
