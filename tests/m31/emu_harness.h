@@ -126,4 +126,46 @@ static std::string ty(const char *dt, std::initializer_list<int64_t> dims) {
   return s + "]";
 }
 
+/* One moe op (graph @g) over random inputs: h [T, H], gate_up [E, 2F, H], down [E, H, F]
+ * bf16, ids [T, k] of distinct experts (unsorted; any, repeats allowed, in every third row
+ * when `repeats`; expert `none` never chosen when >= 0), weights [T, k] f32; f32 result.
+ * m owns op: free it with h3_module_free. Returns false (a failed check) when the IR does
+ * not parse. */
+struct moe_case {
+  h3_module *m;
+  const h3_op *op;
+  std::vector<buf> in;
+};
+static bool make_moe_case(moe_case &c, int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats,
+                          int none) {
+  std::string text = "module @m config \"test\" {\n  graph @g(%h: " + ty("bf16", {T, H}) + ", %gu: " +
+                     ty("bf16", {E, 2 * F, H}) + ", %dn: " + ty("bf16", {E, H, F}) + ", %ids: " +
+                     ty("i32", {T, k}) + ", %w: " + ty("f32", {T, k}) + ") -> (y: " + ty("f32", {T, H}) +
+                     ") {\n    %y = moe(%h, %gu, %dn, %ids, %w) {alpha = 1.702, limit = 7.0} : " +
+                     ty("f32", {T, H}) + "\n    return %y\n  }\n}\n";
+  c.m = parse(text);
+  CHECK(c.m, "moe IR");
+  if (!c.m) return false;
+  c.op = first_op(c.m);
+  c.in.clear();
+  for (int i = 0; i < 5; i++) c.in.push_back(make(c.op->operands[i]->type));
+  fill_random(c.in[0], -2, 2);
+  fill_random(c.in[1], -0.3, 0.3);
+  fill_random(c.in[2], -0.3, 0.3);
+  fill_random(c.in[4], 0, 1);
+  int32_t *idv = (int32_t *)c.in[3].p();
+  for (int64_t t = 0; t < T; t++)
+    for (int s = 0; s < k; s++) {
+      int32_t e;
+      bool again;
+      do {
+        e = (int32_t)(urand() * (double)E);
+        again = e == none;
+        for (int r = 0; r < s; r++) again |= idv[t * k + r] == e && !(repeats && t % 3 == 0);
+      } while (again);
+      idv[t * k + s] = e;
+    }
+  return true;
+}
+
 #endif

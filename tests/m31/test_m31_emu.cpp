@@ -114,33 +114,11 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
 /* ---- moe --------------------------------------------------------------------------------- */
 /* cores: 1 the CUDA-core kernels, 2 the tensor-core ones (widths multiples of 128), 3 both. */
 static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats, int cores) {
-  std::string text = "module @m config \"test\" {\n  graph @g(%h: " + ty("bf16", {T, H}) + ", %gu: " +
-                     ty("bf16", {E, 2 * F, H}) + ", %dn: " + ty("bf16", {E, H, F}) + ", %ids: " +
-                     ty("i32", {T, k}) + ", %w: " + ty("f32", {T, k}) + ") -> (y: " + ty("f32", {T, H}) +
-                     ") {\n    %y = moe(%h, %gu, %dn, %ids, %w) {alpha = 1.702, limit = 7.0} : " +
-                     ty("f32", {T, H}) + "\n    return %y\n  }\n}\n";
-  h3_module *m = parse(text);
-  CHECK(m, "moe IR");
-  if (!m) return;
-  const h3_op *op = first_op(m);
-  std::vector<buf> in;
-  for (int i = 0; i < 5; i++) in.push_back(make(op->operands[i]->type));
-  fill_random(in[0], -2, 2);
-  fill_random(in[1], -0.3, 0.3);
-  fill_random(in[2], -0.3, 0.3);
-  fill_random(in[4], 0, 1);
-  int32_t *idv = (int32_t *)in[3].p();
-  for (int64_t t = 0; t < T; t++) /* distinct experts, unsorted; a repeat in every third row */
-    for (int s = 0; s < k; s++) {
-      int32_t e;
-      bool again;
-      do {
-        e = (int32_t)(urand() * (double)E);
-        again = false;
-        for (int r = 0; r < s; r++) again |= idv[t * k + r] == e;
-      } while (again && !(repeats && t % 3 == 0));
-      idv[t * k + s] = e;
-    }
+  moe_case c;
+  if (!make_moe_case(c, T, H, F, E, k, repeats, -1)) return;
+  h3_module *m = c.m;
+  const h3_op *op = c.op;
+  std::vector<buf> &in = c.in;
   std::vector<buf> want = cpu_run(op, in);
   long long TT = T, HH = H, FF = F;
   int vh = H % 8 == 0, vf = F % 8 == 0;

@@ -29,36 +29,13 @@ namespace gemm_k {
 #include "m31_moe_gemm.cu"
 } // namespace gemm_k
 
-/* T rows choosing k experts of E (distinct, unsorted; a repeat in every third row when
- * `repeats`; expert `none` never chosen when >= 0). */
+/* A moe case of make_moe_case (emu_harness.h) through the grouped GEMMs. */
 static void test_moe_gemm(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats, int none) {
-  std::string text = "module @m config \"test\" {\n  graph @g(%h: " + ty("bf16", {T, H}) + ", %gu: " +
-                     ty("bf16", {E, 2 * F, H}) + ", %dn: " + ty("bf16", {E, H, F}) + ", %ids: " +
-                     ty("i32", {T, k}) + ", %w: " + ty("f32", {T, k}) + ") -> (y: " + ty("f32", {T, H}) +
-                     ") {\n    %y = moe(%h, %gu, %dn, %ids, %w) {alpha = 1.702, limit = 7.0} : " +
-                     ty("f32", {T, H}) + "\n    return %y\n  }\n}\n";
-  h3_module *m = parse(text);
-  CHECK(m, "moe IR");
-  if (!m) return;
-  const h3_op *op = first_op(m);
-  std::vector<buf> in;
-  for (int i = 0; i < 5; i++) in.push_back(make(op->operands[i]->type));
-  fill_random(in[0], -2, 2);
-  fill_random(in[1], -0.3, 0.3);
-  fill_random(in[2], -0.3, 0.3);
-  fill_random(in[4], 0, 1);
-  int32_t *idv = (int32_t *)in[3].p();
-  for (int64_t t = 0; t < T; t++)
-    for (int s = 0; s < k; s++) {
-      int32_t e;
-      bool again;
-      do {
-        e = (int32_t)(urand() * (double)E);
-        again = e == none;
-        for (int r = 0; r < s; r++) again |= idv[t * k + r] == e && !(repeats && t % 3 == 0);
-      } while (again);
-      idv[t * k + s] = e;
-    }
+  moe_case c;
+  if (!make_moe_case(c, T, H, F, E, k, repeats, none)) return;
+  h3_module *m = c.m;
+  const h3_op *op = c.op;
+  std::vector<buf> &in = c.in;
   std::vector<buf> want = cpu_run(op, in);
   long long TT = T, HH = H, FF = F;
   int EE = (int)E;
