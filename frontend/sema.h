@@ -174,6 +174,8 @@ void sema_param(sema *S, ast_item *it);
 void sema_params(sema *S, ast_item *it);
 /* Evaluates a tensor type (dims in CONST mode). false after an error. */
 bool sema_eval_type(sema *S, const ast_type *t, h3_type *out);
+/* Whether t passes h3_type_fits; else reports the tensor as too large at span. */
+bool sema_type_fits(sema *S, const h3_type *t, h3_span span);
 /* Finds a field of a group by path; NULL when none. */
 sfield *sema_group_field(sgroup *g, const char *path);
 /* True when some field path of g starts with `path.` or has its inner array at path. */

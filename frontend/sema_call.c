@@ -138,17 +138,12 @@ static bool want_ints(sema *S, const sval *v, ast_arg *a, const char *what, int6
                   H3_MAX_RANK);
     return false;
   }
-  int64_t numel = 1;
   for (int i = 0; i < v->n; i++) {
     if (v->elems[i].kind != SV_INT || v->elems[i].i < 0) {
       h3_diag_error(S->d, a->value->span, NULL, "%s must hold non-negative integers", what);
       return false;
     }
     out[i] = v->elems[i].i;
-    if (__builtin_mul_overflow(numel, out[i], &numel)) {
-      h3_diag_error(S->d, a->value->span, NULL, "%s is too large: its element count overflows 64 bits", what);
-      return false;
-    }
   }
   *n = v->n;
   return true;
@@ -221,6 +216,8 @@ static sval builtin_fill(sema *S, ast_expr *e, bool full) {
   int64_t dims[H3_MAX_RANK];
   int rank;
   if (!want_ints(S, &c.pos[1], c.pos_ast[1], "the shape", dims, &rank)) return sv_error();
+  const h3_type made = h3_type_make(c.pos[0].dt, rank, dims);
+  if (!sema_type_fits(S, &made, c.pos_ast[1]->value->span)) return sv_error();
   double value = 0;
   bool have_value = false;
   for (int i = 0; i < c.nkw; i++) {

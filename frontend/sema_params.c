@@ -39,7 +39,6 @@ bool sema_eval_type(sema *S, const ast_type *t, h3_type *out) {
     return false;
   }
   int64_t dims[H3_MAX_RANK];
-  int64_t numel = 1;
   int k = 0;
   bool ok = true;
   for (ast_arg *a = t->dims; a; a = a->next, k++) {
@@ -50,14 +49,20 @@ bool sema_eval_type(sema *S, const ast_type *t, h3_type *out) {
     if (dims[k] < 0) {
       h3_diag_error(S->d, a->value->span, NULL, "dimension %d is negative (%lld)", k, (long long)dims[k]);
       ok = false;
-    } else if (__builtin_mul_overflow(numel, dims[k], &numel)) {
-      h3_diag_error(S->d, t->span, NULL, "tensor too large: its element count overflows 64 bits");
-      ok = false;
-      numel = 1;
     }
   }
-  if (ok) *out = h3_type_make(dt, t->n_dims, dims);
-  return ok;
+  if (!ok) return false;
+  *out = h3_type_make(dt, t->n_dims, dims);
+  return sema_type_fits(S, out, t->span);
+}
+
+bool sema_type_fits(sema *S, const h3_type *t, h3_span span) {
+  if (h3_type_fits(t)) return true;
+  char ts[160];
+  h3_diag_error(S->d, span, "check the config's sizes (and --set values)",
+                "tensor too large: %s holds more than 2^48 bytes (256 TiB), the most h3 keeps in one "
+                "tensor", h3_type_str(t, ts, sizeof ts));
+  return false;
 }
 
 /* ---- init ------------------------------------------------------------------------------------ */
@@ -323,19 +328,15 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
                     t.rank + lead, H3_MAX_RANK);
     } else {
       int64_t dims[H3_MAX_RANK] = {g->count, inner};
-      int64_t numel = g->count * (inner_at ? inner : 1);
-      bool big = false;
-      for (int i = 0; i < t.rank; i++) {
-        dims[lead + i] = t.dims[i];
-        if (__builtin_mul_overflow(numel, t.dims[i], &numel)) big = true;
-      }
+      for (int i = 0; i < t.rank; i++) dims[lead + i] = t.dims[i];
+      const h3_type stacked = h3_type_make(t.dtype, t.rank + lead, dims);
       h3_param *p = NULL;
       int64_t shift = 0;
-      if (big)
-        h3_diag_error(S->d, f->span, NULL, "tensor too large: its element count overflows 64 bits");
+      if (!sema_type_fits(S, &stacked, f->span))
+        ; /* reported */
       else if ((p = h3_strmap_get(&S->weights, weight.data)))
         p = merge_field(S, p, f, &t, first, g->count, &shift);
-      else if ((p = h3_module_add_param(S->m, weight.data, h3_type_make(t.dtype, t.rank + lead, dims), f->span)))
+      else if ((p = h3_module_add_param(S->m, weight.data, stacked, f->span)))
         if (h3_strmap_put(&S->weights, p->name, p)) {
           sema_oom(S, f->span);
           p = NULL;

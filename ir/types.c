@@ -9,6 +9,7 @@
 #include "h3/ir.h"
 #include "h3/op_registry.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static const struct {
@@ -39,11 +40,21 @@ bool h3_dtype_is_float(h3_dtype t) { return t == H3_BF16 || t == H3_F16 || t == 
 
 int64_t h3_type_numel(const h3_type *t) {
   int64_t n = 1;
-  for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+  for (int i = 0; i < t->rank; i++)
+    if (__builtin_mul_overflow(n, t->dims[i], &n)) return INT64_MAX;
   return n;
 }
 
-int64_t h3_type_bytes(const h3_type *t) { return h3_type_numel(t) * (int64_t)h3_dtype_size(t->dtype); }
+int64_t h3_type_bytes(const h3_type *t) {
+  int64_t b;
+  return __builtin_mul_overflow(h3_type_numel(t), (int64_t)h3_dtype_size(t->dtype), &b) ? INT64_MAX : b;
+}
+
+bool h3_type_fits(const h3_type *t) {
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i] < 0) return false;
+  return h3_type_bytes(t) <= H3_MAX_TENSOR_BYTES;
+}
 
 bool h3_type_equal(const h3_type *a, const h3_type *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return false;

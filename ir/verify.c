@@ -65,6 +65,11 @@ static void define(vctx *c, h3_value *v, h3_span span) {
   }
   c->state[v->id] = IN_SCOPE | DEFINED;
   c->values[v->id] = v;
+  if (!h3_type_fits(&v->type)) {
+    char ts[160];
+    verr(c, span, "value %s: %s has a negative dim or more than 2^48 bytes (256 TiB), the most h3 "
+         "keeps in one tensor", VN(v), h3_type_str(&v->type, ts, sizeof ts));
+  }
 }
 
 static void leave(vctx *c, h3_value *v) {

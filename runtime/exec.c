@@ -189,7 +189,7 @@ static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d)
   slot *s = &gs->slots[v->id];
   int64_t bytes = h3_type_bytes(&v->type);
   if (v->offset >= 0) {
-    if (v->offset + bytes > gs->arena_bytes) {
+    if (v->offset > gs->arena_bytes || bytes > gs->arena_bytes - v->offset) { /* no wrap */
       h3_diag_error(
           d, v->span, "the plan's memory plan is inconsistent; recompile it with h3c",
           "graph '%s': value %%%s at offset %lld (%lld bytes) lies outside the %lld-byte arena",

@@ -57,8 +57,16 @@ typedef struct {
 const char *h3_dtype_name(h3_dtype t);             /* "bf16", "f32", ... */
 int h3_dtype_from_name(const char *s, h3_dtype *out); /* 1 on success */
 size_t h3_dtype_size(h3_dtype t);                  /* bytes per element */
+/* Element count and bytes of t; INT64_MAX where the product overflows (a type that passed
+ * h3_type_fits never does). */
 int64_t h3_type_numel(const h3_type *t);
 int64_t h3_type_bytes(const h3_type *t);
+/* The largest tensor h3 holds: 2^48 bytes (256 TiB). Sizes, offsets and their sums stay far
+ * from int64's range, so arithmetic on them cannot overflow. */
+#define H3_MAX_TENSOR_BYTES ((int64_t)1 << 48)
+/* Whether t's dims are non-negative and its bytes at most H3_MAX_TENSOR_BYTES: the one check
+ * every user-given shape passes (front end, IR verifier, hence plans at load). */
+bool h3_type_fits(const h3_type *t);
 bool h3_type_equal(const h3_type *a, const h3_type *b);
 h3_type h3_type_make(h3_dtype dt, int rank, const int64_t *dims);
 /* "bf16[64, 64]", "f32[]" */

@@ -253,10 +253,40 @@ static void test_percentiles(void) {
         "nearest-rank percentiles");
 }
 
+/* A plan whose value sits at an offset near 2^63: offset + bytes wraps below the arena's
+ * size, and must be refused with a message, not bound (then written) out of bounds. */
+static void test_offset_wrap(void) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = parse("module @t config \"tiny\" {\n"
+                       "  graph @g(%x: f32[4]) -> (y: f32[4]) attrs {arena_bytes = 256} {\n"
+                       "    %y = add(%x, %x) : f32[4] at 9223372036854775800\n"
+                       "    return %y\n"
+                       "  }\n"
+                       "}\n", &d);
+  CHECK(m, "parse");
+  if (!m) return;
+  h3_backend *b = h3_backend_cpu_new(NULL, &d);
+  h3_weights *w = h3_weights_random(m, 0, &d);
+  h3_runtime *rt = h3_runtime_new(m, b, w, NULL, &d);
+  const h3_graph *g = h3_module_graph(m, "g");
+  float x[4] = {1, 2, 3, 4};
+  h3_host_tensor in[1] = {{"x", g->inputs[0]->type, x, 16}}, out[1] = {{0}};
+  CHECK(h3_runtime_run(rt, g, in, out, &d) == H3_ERR, "an offset past the arena must fail");
+  CHECK(d.head && strstr(d.head->message, "lies outside the 256-byte arena"), "message: %s",
+        d.head ? d.head->message : "(none)");
+  h3_runtime_free(rt);
+  h3_weights_free(w);
+  h3_backend_free(b);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
 int main(void) {
   test_program();
   test_index_error();
   test_aliasing();
+  test_offset_wrap();
   test_backend_names();
   test_percentiles();
   if (failures) {

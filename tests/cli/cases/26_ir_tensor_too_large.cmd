@@ -1,0 +1,1 @@
+opt tests/ir/corpus/tensor_too_large.ir
