@@ -211,6 +211,11 @@ void sema_param(sema *S, ast_item *it) {
       return;
     }
   const char *path = ast_path_text(S->tmp, f->path);
+  if (path && !strcmp(path, "__metadata__")) {
+    h3_diag_error(S->d, f->span, "rename the parameter",
+                  "'__metadata__' is reserved: it is the metadata entry of a safetensors file");
+    return;
+  }
   h3_type t;
   if (!path || !sema_eval_type(S, &f->type, &t)) return;
   h3_param *p = h3_module_add_param(S->m, path, t, f->span);
