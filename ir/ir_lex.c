@@ -139,6 +139,7 @@ static ir_tok lex_number(ir_lexer *lx, const char *start) {
   errno = 0;
   if (is_float) {
     t.f = strtod(text, NULL);
+    if (isinf(t.f)) return make(lx, TK_ERROR, start, "float does not fit in a double (write inf for infinity)");
   } else {
     t.i = strtoll(text, NULL, 10);
     if (errno == ERANGE) return make(lx, TK_ERROR, start, "integer does not fit in 64 bits");

@@ -1,0 +1,1 @@
+opt tests/ir/corpus/float_too_large.ir
