@@ -11,12 +11,14 @@
  * are written atomically at the end).
  */
 #include "h3/backend.h"
+#include "h3/bf16.h"
 #include "h3/plan.h"
 #include "h3/runtime.h"
 #include "h3/safetensors.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@ typedef struct {
   uint64_t seed;
   int64_t steps, prompt_len, max_new_tokens;
   int warmup, iterations, threads;
+  bool check_finite;
 } options;
 
 static void usage(FILE *f) {
@@ -50,6 +53,7 @@ static void usage(FILE *f) {
           "  --attention NAME      attention implementation: cuda: " H3_ATTENTION_NAMES "\n"
           "                        (default: the first); cpu: reference\n"
           "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
+          "  --check-finite        fail (exit 1, no --out written) when an output holds NaN or Inf\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
 }
@@ -92,6 +96,40 @@ static void print_tokens(FILE *f, const h3_host_tensor *out, int n_out) {
   }
 }
 
+/* NaN and Inf counts of each float output into nan[i], inf[i] (0 for integer outputs);
+ * returns how many outputs hold any. */
+static int count_non_finite(const h3_host_tensor *out, int n_out, int64_t *nan, int64_t *inf) {
+  int bad = 0;
+  for (int i = 0; i < n_out; i++) {
+    const h3_host_tensor *t = &out[i];
+    nan[i] = inf[i] = 0;
+    int64_t n = t->data ? h3_type_numel(&t->type) : 0;
+    for (int64_t k = 0; k < n; k++) {
+      double v;
+      switch (t->type.dtype) {
+      case H3_F32: v = ((const float *)t->data)[k]; break;
+      case H3_F64: v = ((const double *)t->data)[k]; break;
+      case H3_BF16: v = h3_bf16_to_f32(((const uint16_t *)t->data)[k]); break;
+      case H3_F16: v = h3_f16_to_f32(((const uint16_t *)t->data)[k]); break;
+      default: k = n; continue; /* integers are always finite */
+      }
+      nan[i] += isnan(v), inf[i] += isinf(v);
+    }
+    bad += nan[i] + inf[i] > 0;
+  }
+  return bad;
+}
+
+/* The outputs that hold NaN or Inf, one line each with the counts. */
+static void print_non_finite(FILE *f, const h3_host_tensor *out, int n_out, const int64_t *nan,
+                             const int64_t *inf) {
+  fprintf(f, "=== outputs with NaN or Inf ===\n");
+  for (int i = 0; i < n_out; i++)
+    if (nan[i] + inf[i] > 0)
+      fprintf(f, "  %-16s: %lld NaN, %lld Inf of %lld values\n", out[i].name ? out[i].name : "?",
+              (long long)nan[i], (long long)inf[i], (long long)h3_type_numel(&out[i].type));
+}
+
 /* Returns 0 to run, 1 after --help, 2 on a bad flag, 3 after --version. */
 static int parse_flags(int argc, char **argv, options *o) {
   *o = (options){.backend = "auto",
@@ -105,6 +143,10 @@ static int parse_flags(int argc, char **argv, options *o) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
     if (strcmp(a, "--version") == 0) return 3;
+    if (strcmp(a, "--check-finite") == 0) {
+      o->check_finite = true;
+      continue;
+    }
     if (a[0] != '-') {
       if (o->plan) return flag_error("more than one plan given ('%s')", a);
       o->plan = a;
@@ -314,6 +356,7 @@ static int run(const options *o, h3_diag *d) {
   h3_runtime *rt = NULL;
   h3_host_tensor *in = NULL, *out = NULL;
   double *lat = NULL;
+  int64_t *nan = NULL, *inf = NULL; /* per output: NaN and Inf counts */
   h3_plan *plan = h3_plan_read_file(o->plan, d);
   if (!plan) return 1;
   const h3_module *m = plan->module;
@@ -386,6 +429,18 @@ static int run(const options *o, h3_diag *d) {
     if (h3_runtime_run(rt, g, in, out, d) != H3_OK) goto done;
     if (it >= o->warmup) lat[it - o->warmup] = b->ops->now(b) - ps.t0;
   }
+  nan = calloc((size_t)g->n_outputs + 1, sizeof *nan);
+  inf = calloc((size_t)g->n_outputs + 1, sizeof *inf);
+  if (!nan || !inf) goto done;
+  int non_finite = count_non_finite(out, g->n_outputs, nan, inf);
+  if (non_finite && o->check_finite) {
+    print_non_finite(stderr, out, g->n_outputs, nan, inf);
+    h3_diag_error(d, none, "run without --check-finite to write them anyway",
+                  "--check-finite: %d output%s of %s '%s' hold%s NaN or Inf values (counts above)",
+                  non_finite, non_finite > 1 ? "s" : "", g->kind == H3_GRAPH_PROGRAM ? "program" : "graph",
+                  g->name, non_finite > 1 ? "" : "s");
+    goto done;
+  }
   if (o->out) {
     const void **data = calloc((size_t)g->n_outputs + 1, sizeof *data);
     if (!data) goto done;
@@ -430,6 +485,7 @@ static int run(const options *o, h3_diag *d) {
     r.graphs_captured = r.graphs_replayed = -1;
   r.n_branches = h3_runtime_branches(rt, &r.branches);
   h3_report_print(stdout, &r);
+  if (non_finite) print_non_finite(stdout, out, g->n_outputs, nan, inf);
   print_tokens(stdout, out, g->n_outputs);
   h3_strbuf_free(&passes);
   rc = 0;
@@ -437,6 +493,8 @@ done:
   if (out) h3_host_tensors_free(out, g ? g->n_outputs : 0);
   if (in) h3_host_tensors_free(in, g ? g->n_inputs : 0);
   free(lat);
+  free(nan);
+  free(inf);
   h3_runtime_free(rt);
   h3_weights_free(w);
   h3_backend_free(b);

@@ -98,6 +98,7 @@ def prepare(a):
     step_inputs(W("in_dtype.safetensors"), t=("F64", [2], struct.pack("<2d", 0.3, 0.7)))
     step_inputs(W("in_shape.safetensors"), video=("F32", [39, 12], stfile.f32([0.5] * (39 * 12))))
     step_inputs(W("in_extra.safetensors"), bogus=("F32", [1], stfile.f32([1.0])))
+    step_inputs(W("in_nan.safetensors"), video=("F32", [40, 12], stfile.f32([float("nan")] + [0.5] * (40 * 12 - 1))))
     blob = open(W("step_in.safetensors"), "rb").read()
     raw = {"in_trunc": blob[:len(blob) - 100], "in_header": struct.pack("<Q", 1 << 40) + b"{}",
            "in_json": struct.pack("<Q", 8) + b"{not js}"}
@@ -161,6 +162,8 @@ def case_table(a):
          [W("in_shape.safetensors"), "'video'", "[39, 12]", "[40, 12]"], True),
         ("inputs_unexpected", step + [W("in_extra.safetensors")], 1,
          [W("in_extra.safetensors"), "unexpected tensor", "'bogus'", "graph 'step' takes"], True),
+        ("check_finite", step + [W("in_nan.safetensors"), "--check-finite"], 1,
+         ["--check-finite: ", "graph 'step' hold", "NaN", "video"], True),
         ("inputs_truncated", step + [W("in_trunc.safetensors")], 1, [W("in_trunc.safetensors")], True),
         ("inputs_header_length", step + [W("in_header.safetensors")], 1, [W("in_header.safetensors")], True),
         ("inputs_missing_file", step + [W("none.safetensors")], 1, [W("none.safetensors")], True),
@@ -182,9 +185,17 @@ def case_table(a):
 
 
 def good_runs(a):
-    """A good run writes its outputs; the same seed gives the same bytes; trace and report."""
+    """A good run writes its outputs; the same seed gives the same bytes; trace and report;
+    NaN outputs are counted in the report (and written) without --check-finite."""
     W = lambda n: os.path.join(a.work, n)  # noqa: E731
     h3 = W("h3.plan")
+    on = W("nan_out.safetensors")
+    rcn, repn, errn = run([a.h3exec, h3, "--graph", "step", "--inputs", W("in_nan.safetensors"), "--out", on])
+    ok = rcn == 0 and "outputs with NaN or Inf" in repn and "NaN" in repn and os.path.exists(on)
+    print(("ok   " if ok else "FAIL ") + "good run: NaN outputs reported and written without --check-finite")
+    if not ok:
+        failures.append("nan report")
+        print(f"exit {rcn}\n{repn}\n{errn}", file=sys.stderr)
     o1, o2, tr = W("s1.safetensors"), W("s2.safetensors"), W("trace.json")
     rc1, rep, err1 = run([a.h3exec, h3, "--seed", "5", "--out", o1, "--profile", tr])
     rc2, _, _ = run([a.h3exec, h3, "--seed", "5", "--out", o2])
