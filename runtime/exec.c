@@ -75,9 +75,40 @@ struct h3_runtime {
   h3_branch_event *br;
   size_t n_br, cap_br;
   int64_t top_iter;
+  /* allocations so far, and the one to fail (H3_FAULT_ALLOC, tests only; 0: none) */
+  int64_t n_allocs, fault_alloc;
+  /* the plan's memory figure: all parameters' bytes, all graphs' arena bytes */
+  int64_t plan_weight_bytes, plan_arena_bytes;
 };
 
 static const h3_span no_span = {0};
+
+/* Every buffer a run holds comes from here: the backend's allocation, or NULL as the Nth
+ * call when H3_FAULT_ALLOC=N (fault injection for the tests). */
+static void *rt_alloc(h3_runtime *rt, size_t bytes) {
+  if (++rt->n_allocs == rt->fault_alloc) return NULL;
+  return rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
+}
+
+static const char *human_bytes(int64_t v, char *buf, size_t n) {
+  if (v >= (int64_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)v / (double)(1 << 30));
+  else if (v >= (int64_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)v / (double)(1 << 20));
+  else snprintf(buf, n, "%lld bytes", (long long)v);
+  return buf;
+}
+
+/* The error of a failed rt_alloc: what got no memory, its size, and the plan's memory figure
+ * with what to change. */
+static void oom_error(h3_runtime *rt, h3_diag *d, h3_span span, const char *what, int64_t bytes) {
+  char b1[32], b2[32], b3[32];
+  h3_diag_error(d, span,
+                "compile a smaller plan (another --config, smaller --set sizes, fewer --set seqs) or "
+                "run on a device with more memory",
+                "out of %s memory for %s (%s); the plan needs %s of weights and %s of activation "
+                "arenas", rt->b->ops->name, what, human_bytes(bytes, b1, sizeof b1),
+                human_bytes(rt->plan_weight_bytes, b2, sizeof b2),
+                human_bytes(rt->plan_arena_bytes, b3, sizeof b3));
+}
 
 static const char *kind_name(h3_opcode c) {
   const h3_op_info *in = h3_op_info_get(c);
@@ -158,11 +189,11 @@ static h3_status state_ready(h3_runtime *rt, gstate *gs, h3_diag *d) {
     return H3_ERR;
   }
   if (gs->arena_bytes > 0) {
-    gs->arena = rt->b->ops->alloc(rt->b, (size_t)gs->arena_bytes);
+    gs->arena = rt_alloc(rt, (size_t)gs->arena_bytes);
     if (!gs->arena) {
-      h3_diag_error(d, gs->g->span, "use a smaller config or a machine with more memory",
-                    "graph '%s': cannot allocate its %lld-byte activation arena on %s", gs->g->name,
-                    (long long)gs->arena_bytes, rt->b->ops->name);
+      char what[160];
+      snprintf(what, sizeof what, "graph '%s''s activation arena", gs->g->name);
+      oom_error(rt, d, gs->g->span, what, gs->arena_bytes);
       return H3_ERR;
     }
     rt->act_bytes += (size_t)gs->arena_bytes;
@@ -225,10 +256,11 @@ static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d)
     s->t.type = v->type;
     return H3_OK;
   }
-  void *p = rt->b->ops->alloc(rt->b, (size_t)(bytes ? bytes : 1));
+  void *p = rt_alloc(rt, (size_t)bytes);
   if (!p) {
-    h3_diag_error(d, v->span, NULL, "graph '%s': out of memory for a %lld-byte value", gs->g->name,
-                  (long long)bytes);
+    char what[160];
+    snprintf(what, sizeof what, "value %%%s of graph '%s'", v->name ? v->name : "?", gs->g->name);
+    oom_error(rt, d, v->span, what, bytes);
     return H3_ERR;
   }
   if (s->cap) {
@@ -405,9 +437,9 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     staged[i] = out_buf[i];
     if (!clash) continue;
     size_t bytes = (size_t)h3_type_bytes(&out_buf[i].type);
-    out_buf[i].data = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
+    out_buf[i].data = rt_alloc(rt, bytes);
     if (!out_buf[i].data) {
-      h3_diag_error(d, op->span, NULL, "out of memory for a staging buffer");
+      oom_error(rt, d, op->span, "a result's staging buffer", (int64_t)bytes);
       st = H3_ERR;
     }
     n_staged = i + 1;
@@ -458,10 +490,12 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
     st = tmp ? H3_OK : H3_ERR;
     for (int i = 0; st == H3_OK && i < n; i++) {
       size_t bytes = (size_t)h3_type_bytes(&src[i]->type);
-      tmp[i] = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
-      if (!tmp[i])
+      tmp[i] = rt_alloc(rt, bytes);
+      if (!tmp[i]) {
+        oom_error(rt, d, r->parent ? r->parent->span : no_span, "a loop's carried-value copy",
+                  (int64_t)bytes);
         st = H3_ERR;
-      else
+      } else
         st = rt->b->ops->copy(rt->b, tmp[i], src[i]->data, bytes, d);
     }
     for (int i = 0; st == H3_OK && i < n; i++) {
@@ -532,9 +566,11 @@ static h3_status stage_input(h3_runtime *rt, gstate *cs, int i, h3_tensor *t, h3
       h3_graph_donated_output(cs->g, i) >= 0)
     return H3_OK;
   if (!cs->staged) cs->staged = calloc((size_t)cs->g->n_inputs + 1, sizeof *cs->staged);
-  if (cs->staged && !cs->staged[i]) cs->staged[i] = rt->b->ops->alloc(rt->b, STAGE_BYTES);
+  if (cs->staged && !cs->staged[i]) cs->staged[i] = rt_alloc(rt, STAGE_BYTES);
   if (!cs->staged || !cs->staged[i]) {
-    h3_diag_error(d, cs->g->span, NULL, "graph '%s': out of memory for a call argument", cs->g->name);
+    char what[160];
+    snprintf(what, sizeof what, "a call argument of graph '%s'", cs->g->name);
+    oom_error(rt, d, cs->g->span, what, STAGE_BYTES);
     return H3_ERR;
   }
   h3_tensor staged = {t->type, cs->staged[i]};
@@ -691,9 +727,11 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
       st = H3_ERR;
       break;
     }
-    bufs[i] = rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
+    bufs[i] = rt_alloc(rt, bytes);
     if (!bufs[i]) {
-      h3_diag_error(d, v->span, NULL, "out of memory for input '%s'", v->name ? v->name : "?");
+      char what[160];
+      snprintf(what, sizeof what, "input '%s'", v->name ? v->name : "?");
+      oom_error(rt, d, v->span, what, (int64_t)bytes);
       st = H3_ERR;
       break;
     }
@@ -772,11 +810,11 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
       for (int i = 0; st == H3_OK && i < 2 && i < op->n_results; i++) {
         slot *s = &gs->slots[op->results[i]->id];
         size_t bytes = (size_t)h3_type_bytes(&op->results[i]->type);
-        s->t = (h3_tensor){op->results[i]->type, rt->b->ops->alloc(rt->b, bytes ? bytes : 1)};
+        s->t = (h3_tensor){op->results[i]->type, rt_alloc(rt, bytes)};
         if (!s->t.data) {
-          h3_diag_error(d, op->span, "use a smaller config or a machine with more memory",
-                        "out of %s memory for the load-time %s of parameter '%s'",
-                        rt->b->ops->name, h3_opcode_name(op->code), p->name);
+          char what[200];
+          snprintf(what, sizeof what, "the load-time %s of parameter '%s'", h3_opcode_name(op->code), p->name);
+          oom_error(rt, d, op->span, what, (int64_t)bytes);
           st = H3_ERR;
           break;
         }
@@ -827,6 +865,13 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     h3_runtime_free(rt);
     return NULL;
   }
+  const char *fault = getenv("H3_FAULT_ALLOC");
+  rt->fault_alloc = fault ? atoll(fault) : 0;
+  for (int i = 0; i < m->n_params; i++) rt->plan_weight_bytes += h3_type_bytes(&m->params[i]->type);
+  for (int i = 0; i < m->n_graphs; i++) {
+    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
+    if (a && a->kind == H3_ATTR_INT && a->i > 0) rt->plan_arena_bytes += a->i;
+  }
   if (!w && !(b->ext && b->ext->init_param)) {
     h3_diag_error(d, no_span, "pass a weight store",
                   "the %s backend cannot make random weights itself", b->ops->name);
@@ -842,15 +887,17 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
       h3_runtime_free(rt);
       return NULL;
     }
-    void *dev = b->ops->alloc(b, bytes ? bytes : 1);
+    void *dev = rt_alloc(rt, bytes);
     h3_status st = !dev ? H3_ERR
                    : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
                         : b->ext->init_param(b, dev, p, rt->opt.weight_seed, d);
     if (st != H3_OK) {
       if (dev) b->ops->release(b, dev);
-      if (!d->errors)
-        h3_diag_error(d, p->span, NULL, "out of %s memory for parameter '%s' (%zu bytes)",
-                      b->ops->name, p->name, bytes);
+      if (!dev) {
+        char what[200];
+        snprintf(what, sizeof what, "parameter '%s'", p->name);
+        oom_error(rt, d, p->span, what, (int64_t)bytes);
+      }
       h3_runtime_free(rt);
       return NULL;
     }

@@ -21,8 +21,9 @@ import stfile  # noqa: E402
 failures = []
 
 
-def run(cmd, timeout=300):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+def run(cmd, timeout=300, env=None):
+    full_env = dict(os.environ, **env) if env else None
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, env=full_env)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
@@ -36,12 +37,13 @@ def compile_plan(a, model, out, sets=()):
         sys.exit(f"cannot compile {model}")
 
 
-def case(a, name, args, rc_want, pieces, with_out=True):
-    """with_out: append --out FILE (the file must not appear); False when args must end the line."""
+def case(a, name, args, rc_want, pieces, with_out=True, env=None):
+    """with_out: append --out FILE (the file must not appear); False when args must end the line.
+    env: variables added to the environment (fault injection)."""
     out = os.path.join(a.work, "out_" + name + ".safetensors")
     if os.path.exists(out):
         os.remove(out)
-    rc, _, err = run([a.h3exec] + args + (["--out", out] if with_out else []))
+    rc, _, err = run([a.h3exec] + args + (["--out", out] if with_out else []), env=env)
     problems = []
     if rc < 0:
         problems.append(f"killed by signal {-rc}")
@@ -115,7 +117,7 @@ def prepare(a):
 
 
 def case_table(a):
-    """(name, h3exec args, exit status, stderr pieces, append --out) for every error case."""
+    """(name, h3exec args, exit status, stderr pieces, append --out[, env]) for every error case."""
     W = lambda n: os.path.join(a.work, n)  # noqa: E731
     h3, m31 = W("h3.plan"), W("m31.plan")
     step = [h3, "--graph", "step", "--inputs"]
@@ -181,6 +183,13 @@ def case_table(a):
          ["--prompt: graph 'sample' has no integer input"], True),
         ("weights_wrong_model", [h3, "--weights", W("w_wrong.safetensors")], 1,
          [W("w_wrong.safetensors"), "missing", "foo.weight"], True),
+        # injected allocation failures (H3_FAULT_ALLOC=N fails the Nth): the buffer, its size
+        # and the plan's memory figure, never a crash
+        ("fault_alloc_weights", [h3], 1,
+         ["out of cpu memory for parameter", "the plan needs", "of weights", "of activation arenas",
+          "compile a smaller plan"], True, {"H3_FAULT_ALLOC": "1"}),
+        ("fault_alloc_run", step + [W("step_in.safetensors")], 1,
+         ["out of cpu memory for", "the plan needs"], True, {"H3_FAULT_ALLOC": "40"}),
     ]
 
 
@@ -241,8 +250,8 @@ def main():
         if name == "good_runs":
             good_runs(a)
         elif name in table:
-            _, args, rc, pieces, with_out = table[name]
-            case(a, name, args, rc, pieces, with_out)
+            _, args, rc, pieces, with_out, *env = table[name]
+            case(a, name, args, rc, pieces, with_out, env[0] if env else None)
         else:
             sys.exit(f"unknown case {name}")
     if failures:
