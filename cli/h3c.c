@@ -590,19 +590,20 @@ static const char *size_str(int64_t bytes, char *buf, size_t n) {
   return buf;
 }
 
-/* The one-line summary of a written plan (stderr). */
+/* The one-line summary of a written plan, on stdout (stderr keeps diagnostics and the
+ * --print-ir-after dumps, so that a dump redirected alone is valid IR text). */
 static void plan_summary(const h3_plan *p, const char *file) {
   const h3_plan_memory *big = NULL;
   for (int i = 0; i < p->n_memory; i++)
     if (!big || p->memory[i].arena_bytes > big->arena_bytes) big = &p->memory[i];
   char w[32], a[32];
-  fprintf(stderr, "h3c: wrote %s: %s, config %s, %s; %d kernels in %d units, %d library calls; "
+  fprintf(stdout, "h3c: wrote %s: %s, config %s, %s; %d kernels in %d units, %d library calls; "
           "weights %s", file, p->model ? p->model : "?", p->config ? p->config : "?",
           h3_tier_name(p->quality), p->n_kernels, p->n_tus, p->n_libcalls,
           size_str(p->weight_bytes, w, sizeof w));
   if (big && big->arena_bytes >= 0)
-    fprintf(stderr, "; largest arena %s (%s)", size_str(big->arena_bytes, a, sizeof a), big->graph);
-  fprintf(stderr, "\n");
+    fprintf(stdout, "; largest arena %s (%s)", size_str(big->arena_bytes, a, sizeof a), big->graph);
+  fprintf(stdout, "\n");
 }
 
 static int cmd_compile(const options *o) {

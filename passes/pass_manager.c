@@ -2,7 +2,7 @@
  *
  * Owns the default options, the pass context (tier, report lines) and the per-pass
  * services of the pipeline: wall-clock timing and op counts for --time-passes, the module
- * dump of --print-ir-after (`// ---- IR after NAME ----` then the module text), the
+ * dump of --print-ir-after (`# ---- IR after NAME ----` then the module text), the
  * verifier after every pass with verify_each, and the reports (`--report`, or
  * `--report=a,b` for those passes') that passes leave with h3_pass_report.
  */
@@ -53,7 +53,7 @@ const h3_pass_options *h3_pass_options_of(const h3_pass_context *ctx) { return c
 void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...) {
   const char *name = ctx->pass ? ctx->pass->name : "pass";
   if (ctx->options->report_passes && !name_in_list(ctx->options->report_passes, name)) return;
-  h3_strbuf_printf(&ctx->reports, "// %s: ", name);
+  h3_strbuf_printf(&ctx->reports, "# %s: ", name);
   va_list ap;
   va_start(ap, fmt);
   h3_strbuf_vprintf(&ctx->reports, fmt, ap);
@@ -85,7 +85,7 @@ static void print_module(FILE *out, const h3_module *m, const char *pass_name) {
   h3_strbuf b;
   h3_strbuf_init(&b);
   h3_module_print(&b, m);
-  fprintf(out, "// ---- IR after %s ----\n%s", pass_name, b.data ? b.data : "");
+  fprintf(out, "# ---- IR after %s ----\n%s", pass_name, b.data ? b.data : "");
   if (b.len > 0 && b.data[b.len - 1] != '\n') fputc('\n', out);
   h3_strbuf_free(&b);
 }
@@ -146,13 +146,13 @@ h3_status h3_pass_pipeline_run(h3_module *m, const h3_pass_options *o, h3_diag *
     st = run_pass(m, list[ran], &ctx, &ms[ran], &before[ran], &after[ran], d);
   if (o->time_passes) {
     double total = 0;
-    fprintf(out, "// ---- pass timing (quality %s) ----\n", h3_tier_name(o->tier));
-    fprintf(out, "// %-24s %10s %11s %10s\n", "pass", "wall ms", "ops before", "ops after");
+    fprintf(out, "# ---- pass timing (quality %s) ----\n", h3_tier_name(o->tier));
+    fprintf(out, "# %-24s %10s %11s %10s\n", "pass", "wall ms", "ops before", "ops after");
     for (int i = 0; i < ran; i++) {
-      fprintf(out, "// %-24s %10.3f %11d %10d\n", list[i]->name, ms[i], before[i], after[i]);
+      fprintf(out, "# %-24s %10.3f %11d %10d\n", list[i]->name, ms[i], before[i], after[i]);
       total += ms[i];
     }
-    fprintf(out, "// %-24s %10.3f\n", "total", total);
+    fprintf(out, "# %-24s %10.3f\n", "total", total);
   }
   if (o->time_passes || o->report) print_reports(out, &ctx);
   h3_strbuf_free(&ctx.reports);

@@ -406,11 +406,11 @@ static void test_dumps(void) {
   CHECK(h3_pass_pipeline_run(t.m, &o, &d) == H3_OK, "pipeline failed");
   h3_diag_print(&d, stderr);
   fclose(f);
-  CHECK(text && strstr(text, "// ---- IR after dce ----\n"), "IR dump marker");
-  CHECK(text && strstr(text, "// ---- pass timing (quality lossless) ----"), "timing header");
-  CHECK(text && strstr(text, "// elementwise-fusion "), "timing row");
-  CHECK(text && strstr(text, "// memory-plan: graph main: arena"), "memory report");
-  CHECK(text && strstr(text, "// total "), "total row");
+  CHECK(text && strstr(text, "# ---- IR after dce ----\n"), "IR dump marker");
+  CHECK(text && strstr(text, "# ---- pass timing (quality lossless) ----"), "timing header");
+  CHECK(text && strstr(text, "# elementwise-fusion "), "timing row");
+  CHECK(text && strstr(text, "# memory-plan: graph main: arena"), "memory report");
+  CHECK(text && strstr(text, "# total "), "total row");
   free(text);
   h3_diag_free(&d);
   h3_module_free(t.m);
@@ -425,7 +425,7 @@ static void test_dumps(void) {
   h3_diag_init(&d);
   CHECK(h3_pass_pipeline_run(t.m, &o, &d) == H3_OK, "pipeline failed");
   fclose(f);
-  CHECK(text && strstr(text, "// memory-plan: graph main: arena") && !strstr(text, "// dce:"),
+  CHECK(text && strstr(text, "# memory-plan: graph main: arena") && !strstr(text, "# dce:"),
         "--report=memory-plan prints memory-plan's report only");
   free(text);
   o.report_passes = "memry-plan";
