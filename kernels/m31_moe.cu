@@ -41,10 +41,6 @@
 #define H3M_MMA_WARPS 4       // warps of a tensor-core moe block, each a quarter of K
 #define H3M_MMA_THREADS (32 * H3M_MMA_WARPS)
 
-__device__ __forceinline__ float h3m_sigmoid(float x) {
-  return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
-}
-
 __device__ __forceinline__ float h3m_warp_sum(float v) {
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, s));
@@ -91,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_SCORE
   if ((int)threadIdx.x < nr) {
     float v = 0.0f;
     for (int q = 0; q < H3M_ROUTER_THREADS / 32; q++) v = __fadd_rn(v, part[q][threadIdx.x]);
-    s[(t0 + threadIdx.x) * E + e] = h3m_sigmoid(v);
+    s[(t0 + threadIdx.x) * E + e] = h3_sigmoid(v);
   }
 }
 #endif
@@ -261,12 +257,9 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_NAME(
 #pragma unroll
       for (int r = 0; r < H3M_ROWS; r++) {
         if (r != lane) continue;
-        float g = h3_rbf16(acc[r][2 * j]), v = h3_rbf16(acc[r][2 * j + 1]);
-        g = g < limit ? g : limit;
-        v = v < -limit ? -limit : (v > limit ? limit : v);
         const int ts = rows[r0 + r];
         h3_st(act, (long long)(ts / 16 * k + ts % 16) * F + o,
-              __fmul_rn(__fmul_rn(g, h3m_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(v, 1.0f)));
+              h3_swigluoai(h3_rbf16(acc[r][2 * j]), h3_rbf16(acc[r][2 * j + 1]), alpha, limit));
       }
     }
   }
@@ -355,11 +348,8 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
 #pragma unroll
       for (int half = 0; half < 2; half++) {
         const long long o = o0 + 8 * half + 2 * t + q % 2;
-        float gv = h3_rbf16(acc[half][q]), v = h3_rbf16(acc[2 + half][q]);
-        gv = gv < limit ? gv : limit;
-        v = v < -limit ? -limit : (v > limit ? limit : v);
         h3_st(act, H3M_ACT_ROW(ts) * F + o,
-              __fmul_rn(__fmul_rn(gv, h3m_sigmoid(__fmul_rn(alpha, gv))), __fadd_rn(v, 1.0f)));
+              h3_swigluoai(h3_rbf16(acc[half][q]), h3_rbf16(acc[2 + half][q]), alpha, limit));
       }
     }
   }

@@ -179,10 +179,8 @@ extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2) H3_MOE_GEMM_NAME(
         float v[2];
 #pragma unroll
         for (int q = 0; q < 2; q++) {
-          float gv = h3_rbf16(acc[mi][j][2 * half + q]), uv = h3_rbf16(acc[mi][j + 2][2 * half + q]);
-          gv = gv < limit ? gv : limit;
-          uv = uv < -limit ? -limit : (uv > limit ? limit : uv);
-          v[q] = __fmul_rn(__fmul_rn(gv, h3_sigmoid(__fmul_rn(alpha, gv))), __fadd_rn(uv, 1.0f));
+          const float gate = h3_rbf16(acc[mi][j][2 * half + q]), up = h3_rbf16(acc[mi][j + 2][2 * half + q]);
+          v[q] = h3_swigluoai(gate, up, alpha, limit);
         }
         h3g_st2(ar + 8 * j, v[0], v[1]);
       }

@@ -309,6 +309,14 @@ H3_DI float h3_silu(float a) { return __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))); }
 H3_DI double h3_silu(double a) { return __ddiv_rn(a, __dadd_rn(1.0, exp(-a))); }
 H3_DI float h3_sigmoid(float a) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-a))); }
 H3_DI double h3_sigmoid(double a) { return __ddiv_rn(1.0, __dadd_rn(1.0, exp(-a))); }
+// swigluoai (MiniMax-M3.1's experts) of one output from its gate and up sums as rounded:
+// gate clamped above at limit, up clamped to [-limit, limit], then
+// gate * sigmoid(alpha * gate) * (up + 1), the CPU reference's operations in its order
+H3_DI float h3_swigluoai(float g, float u, float alpha, float limit) {
+  g = g < limit ? g : limit;
+  u = u < -limit ? -limit : (u > limit ? limit : u);
+  return __fmul_rn(__fmul_rn(g, h3_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(u, 1.0f));
+}
 H3_DI float h3_tanh(float a) { return tanhf(a); }
 H3_DI double h3_tanh(double a) { return tanh(a); }
 H3_DI float h3_cos(float a) { return cosf(a); }
