@@ -277,10 +277,8 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   cu_int8_defines(defs[8], sizeof defs[8], "h3cu_i8gemm_check", "h3cu_i8dq_check", H3_DTYPE_COUNT,
                   H3_F32);
   for (int i = 7; i < 9; i++) file[i] = "int8_gemm.cu", def[i] = defs[i], exact[i] = true;
-  file[9] = "m31_moe.cu", file[10] = "m31_msa.cu";
-  for (int i = 9; i < 11; i++) def[i] = cu_m31_check_defines(file[i]), exact[i] = true;
-  file[11] = "m31_moe_gemm.cu", exact[11] = true;
-  def[11] = "#define H3_MOE_GEMM_NAME h3cu_moeg_check\n#define H3_MOE_GEMM_DOWN_NAME h3cu_moegd_check\n";
+  file[9] = "m31_moe.cu", file[10] = "m31_msa.cu", file[11] = "m31_moe_gemm.cu";
+  for (int i = 9; i < 12; i++) def[i] = cu_m31_check_defines(file[i]), exact[i] = true;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;

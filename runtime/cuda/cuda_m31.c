@@ -61,6 +61,7 @@ const char *cu_m31_check_defines(const char *file) {
                        H3_BF16, H3_BF16, H3_I32, H3_BF16, 4, 4);
     return msa;
   }
+  if (!strcmp(file, "m31_moe_gemm.cu")) return M31_MOE_GEMM_DEFINES;
   return NULL;
 }
 

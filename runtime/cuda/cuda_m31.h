@@ -30,6 +30,10 @@ void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_
 void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_dtype k,
                         h3_dtype ix, h3_dtype o, int dc, int hpw);
 
+/* The macro lines of m31_moe_gemm.cu (its two kernels, bf16 only: no type macros). */
+#define M31_MOE_GEMM_DEFINES \
+  "#define H3_MOE_GEMM_NAME h3cu_moe_gemm\n#define H3_MOE_GEMM_DOWN_NAME h3cu_moe_gemm_down\n"
+
 /* The launches of each op (in, out: the op's operands and results on the device). */
 h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d);

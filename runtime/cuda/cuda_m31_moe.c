@@ -126,10 +126,7 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   cu_kernel *kg[2];
   if (gemm) {
     static const char *const gnames[2] = {"h3cu_moe_gemm", "h3cu_moe_gemm_down"};
-    if (cu_m31_kernels(s, op, "m31_moe_gemm.cu",
-                       "#define H3_MOE_GEMM_NAME h3cu_moe_gemm\n"
-                       "#define H3_MOE_GEMM_DOWN_NAME h3cu_moe_gemm_down\n",
-                       2, gnames, kg, d) != H3_OK)
+    if (cu_m31_kernels(s, op, "m31_moe_gemm.cu", M31_MOE_GEMM_DEFINES, 2, gnames, kg, d) != H3_OK)
       return H3_ERR;
     for (int i = 0; i < 2; i++)
       if (cu_m31_smem(s, op, kg[i], MOE_GEMM_SMEM, d) != H3_OK) return H3_ERR;
@@ -160,7 +157,8 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
     int64_t g1[3] = {E, F / 16, 1};
     void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};
     int64_t g2[3] = {E, H / 32, 1};
-    if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK || cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
+    if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||
+        cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
       return H3_ERR;
   } else {
     int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
