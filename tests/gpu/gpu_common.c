@@ -5,6 +5,7 @@
 #include "h3/cuda_backend.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,4 +154,17 @@ h3_plan *gpu_plan_load(h3_backend *b, h3_module *m, h3_tier tier) {
   if (!p) h3_diag_print(&d, stderr);
   h3_diag_free(&d);
   return p;
+}
+
+int gpu_passed, gpu_failed;
+
+void gpu_check(bool ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  if (ok) gpu_passed++;
+  else gpu_failed++;
 }

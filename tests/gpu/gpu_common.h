@@ -65,4 +65,8 @@ double gpu_nmse_limit(h3_dtype dt);
 /* True when cmp is within the limit (and no special or integer mismatch). */
 bool gpu_cmp_ok(const gpu_cmp *c, double limit);
 
+/* Prints "ok  " or "FAIL" and the message, and counts it in gpu_passed / gpu_failed. */
+void gpu_check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern int gpu_passed, gpu_failed;
+
 #endif

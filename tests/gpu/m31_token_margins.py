@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""m31_token_margins.py: greedy tokens of MiniMax-M3.1 on two backends, and where they part,
-whether they may: issue 17's rule "the tokens on cuda equal the CPU backend's up to the first
-position whose top-2 logit margin is below 0.05".
+"""m31_token_margins.py: greedy tokens of MiniMax-M3.1 on backend A (cuda) against backend B
+(the CPU reference), by issue 17's rule: "the tokens on cuda equal the CPU backend's up to the
+first position whose top-2 logit margin is below 0.05".
 
-For each of --prompts random prompts (of the plan's prompt_len, from --seed), runs the plan's
-`generate` program with backend A and backend B (same random weights). Where the tokens first
-differ, at new-token index n, the reference (B) prefix is replayed: the `prefill` graph of a
-plan compiled with prompt_len = P + n on backend B over prompt + tokens[:n] gives the fp32
-logits that chose token n; their top-2 margin must be below --margin, else the prompt fails.
+For each of --prompts random prompts (of the plan's prompt_len P, from --seed), backend A runs
+the plan's `generate` program (N = max_new_tokens greedy tokens a[0..N-1]). Backend B then
+scores A's whole sequence at once, by teacher forcing: the `verify` graph of a plan compiled
+with gamma = P + N - 2 (so verify_rows = P + N - 1) run at pos0 = 0 over prompt + a[0..N-2] is
+an extend from empty caches, i.e. a prefill that returns every row's fp32 logits; row P - 1 + n
+holds B's logits for new token n given A's tokens before it. B's greedy run would give the same
+tokens as A up to the first n where a[n] != argmax_B(row P - 1 + n); the rule holds when B's
+top-2 margin is below --margin at that n or at an earlier position. One batched pass of B
+replaces N sequential decode steps.
     python3 tests/gpu/m31_token_margins.py H3C H3EXEC MODEL.g PLAN WORKDIR [--config small]
         [--a cuda] [--b cpu] [--prompts 3] [--seed 1] [--margin 0.05] [--threads 16]
-        [--set KEY=VALUE ...]   (the --set overrides PLAN was compiled with, for the replay)
-Prints one line per prompt and exits 1 when a prompt fails or a run does not finish.
+        [--set KEY=VALUE ...]   (the --set overrides PLAN was compiled with, for B's plan)
+Prints one line per prompt and exits 1 when a prompt breaks the rule or a run does not finish.
 """
 import argparse
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 from safetensors import safe_open
@@ -24,11 +29,12 @@ from safetensors.numpy import load_file, save_file
 
 
 def run(cmd):
+    t = time.time()
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stdout[-2000:] + r.stderr[-4000:])
         raise SystemExit(f"m31_token_margins: failed: {' '.join(cmd)}")
-    return r.stdout
+    return time.time() - t
 
 
 def config_value(plan, key):
@@ -43,13 +49,21 @@ def config_value(plan, key):
     raise SystemExit(f"m31_token_margins: {plan} has no config key {key}")
 
 
-def generate(h3exec, plan, backend, prompt_file, out, threads):
-    cmd = [h3exec, plan, "--backend", backend, "--weights", "random", "--seed", "3",
-           "--prompt", prompt_file, "--out", out]
-    if backend == "cpu":
-        cmd += ["--threads", str(threads)]
-    run(cmd)
-    return load_file(out)["tokens"].astype(np.int64)
+def backend_flags(backend, threads):
+    return ["--backend", backend] + (["--threads", str(threads)] if backend == "cpu" else [])
+
+
+def first_break(tokens, logits, margin):
+    """(n, margin at n, first low-margin position or None) for the first n where tokens[n]
+    differs from the argmax of logits[n]; n is None when all agree. The rule holds when the
+    low-margin position exists and is <= n."""
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    margins = top2[:, 1] - top2[:, 0]
+    low = np.flatnonzero(margins < margin)
+    low0 = int(low[0]) if low.size else None
+    diff = np.flatnonzero(np.argmax(logits, axis=1) != tokens)
+    n = int(diff[0]) if diff.size else None
+    return n, (float(margins[n]) if n is not None else None), low0
 
 
 def main():
@@ -66,7 +80,12 @@ def main():
     p.add_argument("--set", action="append", default=[])
     a = p.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
-    P, vocab = config_value(a.plan, "prompt_len"), config_value(a.plan, "vocab")
+    P, N = config_value(a.plan, "prompt_len"), config_value(a.plan, "max_new_tokens")
+    vocab = config_value(a.plan, "vocab")
+    scorer = os.path.join(a.workdir, "teacher_forced.plan")
+    sets = sum((["--set", s] for s in a.set if not s.startswith("gamma=")), [])
+    run([a.h3c, "compile", a.model, "--config", a.config, *sets, "--set", f"gamma={P + N - 2}",
+         "-o", scorer])
     rng = np.random.default_rng(a.seed)
     failed = 0
     for i in range(a.prompts):
@@ -74,34 +93,29 @@ def main():
         pf = os.path.join(a.workdir, f"prompt{i}.txt")
         with open(pf, "w") as f:
             f.write(" ".join(str(t) for t in prompt) + "\n")
-        ta = generate(a.h3exec, a.plan, a.a, pf, os.path.join(a.workdir, f"a{i}.safetensors"), a.threads)
-        tb = generate(a.h3exec, a.plan, a.b, pf, os.path.join(a.workdir, f"b{i}.safetensors"), a.threads)
-        diff = np.flatnonzero(ta != tb)
-        if diff.size == 0:
-            print(f"prompt {i}: all {tb.size} tokens equal")
-            continue
-        n = int(diff[0])
-        replay = os.path.join(a.workdir, f"replay{i}.plan")
-        sets = sum((["--set", s] for s in a.set if not s.startswith("prompt_len=")), [])
-        run([a.h3c, "compile", a.model, "--config", a.config, *sets, "--set", f"prompt_len={P + n}",
-             "-o", replay])
-        inputs = os.path.join(a.workdir, f"replay{i}.safetensors")
-        save_file({"tokens": np.concatenate([prompt, tb[:n]]).astype(np.int32)}, inputs)
-        out = os.path.join(a.workdir, f"replay{i}_out.safetensors")
-        cmd = [a.h3exec, replay, "--backend", a.b, "--weights", "random", "--seed", "3",
-               "--graph", "prefill", "--inputs", inputs, "--out", out]
-        if a.b == "cpu":
-            cmd += ["--threads", str(a.threads)]
-        run(cmd)
-        with safe_open(out, framework="numpy") as f:  # (its caches are bf16: not read)
-            logits = f.get_tensor("logits").astype(np.float64).ravel()
-        top = np.sort(logits)[-2:]
-        margin = float(top[1] - top[0])
-        ok = margin < a.margin and int(np.argmax(logits)) == int(tb[n])
+        out_a = os.path.join(a.workdir, f"a{i}.safetensors")
+        ta = run([a.h3exec, a.plan, *backend_flags(a.a, a.threads), "--weights", "random", "--seed", "3",
+                  "--prompt", pf, "--out", out_a])
+        tokens = load_file(out_a)["tokens"].astype(np.int64)
+        inputs = os.path.join(a.workdir, f"teacher{i}.safetensors")
+        seq = np.concatenate([prompt, tokens[:-1]]).astype(np.int32)
+        save_file({"tokens": seq, "pos0": np.zeros((), np.int32)}, inputs)
+        out_b = os.path.join(a.workdir, f"b{i}.safetensors")
+        tb = run([a.h3exec, scorer, *backend_flags(a.b, a.threads), "--weights", "random", "--seed", "3",
+                  "--graph", "verify", "--inputs", inputs, "--out", out_b])
+        with safe_open(out_b, framework="numpy") as f:
+            logits = f.get_tensor("logits")[P - 1:]  # [N, vocab] f32: row n chose new token n
+        n, m, low0 = first_break(tokens, logits, a.margin)
+        low = f"first top-2 margin below {a.margin} at token {low0}" if low0 is not None else \
+            f"no top-2 margin below {a.margin}"
+        if n is None:
+            ok, what = True, f"all {N} tokens are {a.b}'s argmax"
+        else:
+            ok = low0 is not None and low0 <= n
+            what = f"{n} of {N} leading tokens are {a.b}'s argmax; at token {n} its margin is {m:.4g}"
         failed += not ok
-        print(f"prompt {i}: {n} of {tb.size} leading tokens equal; at token {n} the {a.b} top-2 "
-              f"margin is {margin:.4g} ({'below' if margin < a.margin else 'NOT below'} {a.margin})"
-              f"{'' if ok else ' FAIL'}")
+        print(f"prompt {i}: {what}; {low} ({a.a} {ta:.1f} s, {a.b} teacher-forced {tb:.1f} s)"
+              f"{'' if ok else ' FAIL'}", flush=True)
     print(f"{a.prompts - failed} of {a.prompts} prompts agree by the rule")
     return 1 if failed else 0
 

@@ -10,15 +10,18 @@
 #          GPU random weights; then again with every GEMM tuned, H3_GEMM_TUNE_MIN_FLOPS=0),
 #          test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs, exact tier vs unfused,
 #          bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
-#   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared
+#   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared; then
+#          test_gpu_m31 (the small config on cuda: verify rows vs DECODE, chunked prefill,
+#          scrambled pages, MSA == dense below 2048)
 #   m31small  h3exec on the small M3.1 plan (prompt 128, 32 new tokens) on cuda, and its
 #          decode graph timed alone (the report's latency is the time per decode step)
 #   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
 #   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
 #   m31batch  the same for 64 sequences at once (generate_batch, 256-token prompts)
 #   m31long   64 sequences at a 2048-token context, and one sequence at 16384
-#   m31tokens tests/gpu/m31_token_margins.py: the small plan's greedy tokens, cuda vs cpu, with
-#          the top-2 margin where they part (3 prompts; several minutes of CPU time)
+#   m31tokens tests/gpu/m31_token_margins.py: the small plan's 256 greedy tokens on cuda scored by
+#          the CPU backend (one teacher-forced extend per prompt), the top-2 margin where
+#          they part (3 prompts; minutes of CPU time)
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
@@ -128,6 +131,7 @@ for section in $SECTIONS; do
       --seed 3 --out "$WORK/m31_tiny_cpu.safetensors"
     step m31_tiny_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
       "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_cpu.safetensors" 256
+    step test_gpu_m31 300 "$BIN/test_gpu_m31" models
     ;;
   m31small)
     # M3.1 at the small config (every real width, 4 layers, 32 experts; weights made on the
@@ -162,10 +166,12 @@ for section in $SECTIONS; do
       "$PLANS/m31_small_p16384_n80.plan" 80 2
     ;;
   m31tokens)
-    # greedy tokens on cuda against the CPU backend (3 prompts of 128, 32 new tokens): equal
-    # up to the first position whose CPU top-2 logit margin is below 0.05
+    # greedy tokens on cuda against the CPU backend (3 prompts of 128, 256 new tokens; the CPU
+    # scores each cuda sequence in one teacher-forced extend): equal up to the first position
+    # whose CPU top-2 logit margin is below 0.05
     step m31_token_margins 590 python3 tests/gpu/m31_token_margins.py "$BIN/h3c" "$BIN/h3exec" \
-      models/minimax_m3_1.g "$PLANS/m31_small_p128.plan" "$WORK/m31_tokens" --set max_new_tokens=32
+      models/minimax_m3_1.g "$PLANS/m31_small_p128_n256.plan" "$WORK/m31_tokens" \
+      --set prompt_len=128 --set max_new_tokens=256
     ;;
   m31peer)
     # the PyTorch peer of the small model (bench/m31_peer.py): copy bandwidth, prefill 2048,

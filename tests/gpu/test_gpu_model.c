@@ -19,7 +19,6 @@
 #include "h3/plan.h"
 #include "h3/runtime.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,19 +28,6 @@
 #define STEP_LIMIT 1e-3
 #define SAMPLE_LIMIT 1e-2
 
-static int passed, failed;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
 /* Builds the tiny H3 plan at `tier`; unfused: without the fusion passes. */
 static h3_plan *make_plan(const char *dir, h3_tier tier, bool unfused, h3_diag *d) {
@@ -129,9 +115,9 @@ static void compare(const h3_graph *g, h3_host_tensor *a, h3_host_tensor *b, dou
     gpu_cmp c = gpu_compare(&a[i].type, a[i].data, b[i].data);
     char msg[160];
     snprintf(msg, sizeof msg, "%s, output %s", what, g->output_names[i]);
-    if (limit == 0) check(gpu_cmp_ok(&c, 0) && memcmp(a[i].data, b[i].data, a[i].bytes) == 0,
+    if (limit == 0) gpu_check(gpu_cmp_ok(&c, 0) && memcmp(a[i].data, b[i].data, a[i].bytes) == 0,
                           "%s: bitwise equal (nmse %.3g)", msg, c.nmse);
-    else check(gpu_cmp_ok(&c, limit), "%s: nmse %.3g (limit %.0e)", msg, c.nmse, limit);
+    else gpu_check(gpu_cmp_ok(&c, limit), "%s: nmse %.3g (limit %.0e)", msg, c.nmse, limit);
   }
 }
 
@@ -143,7 +129,7 @@ static void check_device_trace(const h3_plan *p, const h3_graph *g, h3_host_tens
   runner tr;
   h3_host_tensor out[8] = {0};
   if (!runner_new_traced(&tr, p, "cuda", false, true, d) || !run(&tr, p, "step", out, d)) {
-    check(false, "running step with the device-clock trace");
+    gpu_check(false, "running step with the device-clock trace");
     runner_free(&tr);
     return;
   }
@@ -159,9 +145,9 @@ static void check_device_trace(const h3_plan *p, const h3_graph *g, h3_host_tens
     ops += ev[i].dur;
     kernels += ev[i].dur > 0;
   }
-  check(ran, "step with the device-clock trace ran");
+  gpu_check(ran, "step with the device-clock trace ran");
   if (ran) compare(g, out, want, 0, "step with the device-clock trace vs untraced");
-  check(n > 10 && kernels > 10 && bad == 0 && ops > 0 && ops <= busy * 1.02 + 1e-5,
+  gpu_check(n > 10 && kernels > 10 && bad == 0 && ops > 0 && ops <= busy * 1.02 + 1e-5,
         "device-clock trace: %zu events, %zu timed ops, %zu bad; ops %.3f ms within busy %.3f ms",
         n, kernels, bad, ops * 1e3, busy * 1e3);
   free_out(out, g->n_outputs);
@@ -178,7 +164,7 @@ static void check_busy_time(runner *r, const h3_plan *p, h3_diag *d) {
   h3_cuda_reset_gpu_seconds(r->b);
   g = g ? run(r, p, "step", out, d) : NULL;
   double busy = h3_cuda_gpu_seconds(r->b);
-  check(g && busy > 0 && busy < 0.1, "busy time of a step after 200 ms idle: %.3f ms (< 100)",
+  gpu_check(g && busy > 0 && busy < 0.1, "busy time of a step after 200 ms idle: %.3f ms (< 100)",
         busy * 1e3);
   if (g) free_out(out, g->n_outputs);
 }
@@ -206,7 +192,7 @@ int main(int argc, char **argv) {
   const h3_graph *step = run(&cpu, lossless, "step", c_step, &d);
   const h3_graph *gstep = run(&gpu, lossless, "step", g_step, &d);
   if (step && gstep) compare(step, g_step, c_step, STEP_LIMIT, "step, cuda vs cpu");
-  else check(false, "running step on both backends");
+  else gpu_check(false, "running step on both backends");
   if (gstep) check_device_trace(lossless, gstep, g_step, &d);
   if (gstep) check_busy_time(&gpu, lossless, &d);
   const h3_graph *smp = run(&cpu, lossless, "sample", c_smp, &d);
@@ -217,20 +203,20 @@ int main(int argc, char **argv) {
     compare(smp, g_smp2, g_smp, 0, "sample run twice with CUDA graphs");
     int64_t cap = 0, rep = 0;
     h3_cuda_graph_counts(gpu.b, &cap, &rep);
-    check(cap >= 1 && rep >= 1, "CUDA graphs: %lld captured, %lld replayed", (long long)cap, (long long)rep);
+    gpu_check(cap >= 1 && rep >= 1, "CUDA graphs: %lld captured, %lld replayed", (long long)cap, (long long)rep);
   } else {
-    check(false, "running sample on both backends");
+    gpu_check(false, "running sample on both backends");
   }
   if (gsmp && runner_new(&nog, lossless, "cuda", false, &d) && run(&nog, lossless, "sample", n_smp, &d))
     compare(gsmp, n_smp, g_smp, 0, "sample with CUDA graphs off vs on");
-  else check(false, "running sample without CUDA graphs");
+  else gpu_check(false, "running sample without CUDA graphs");
   if (runner_new(&ex, exact, "cuda", true, &d) && runner_new(&unf, unfused, "cuda", true, &d)) {
     const h3_graph *ge = run(&ex, exact, "step", e_step, &d);
     const h3_graph *gu = run(&unf, unfused, "step", u_step, &d);
     if (ge && gu) compare(ge, e_step, u_step, 0, "exact tier: fused plan vs unfused plan (cuda)");
-    else check(false, "running the exact and unfused plans");
+    else gpu_check(false, "running the exact and unfused plans");
   } else {
-    check(false, "creating the exact-tier runtimes");
+    gpu_check(false, "creating the exact-tier runtimes");
   }
   h3_diag_print(&d, stderr);
   int n = step ? step->n_outputs : 0, ns = smp ? smp->n_outputs : 0;
@@ -239,6 +225,6 @@ int main(int argc, char **argv) {
   runner_free(&unf), runner_free(&ex), runner_free(&nog), runner_free(&gpu), runner_free(&cpu);
   h3_plan_free(unfused), h3_plan_free(exact), h3_plan_free(lossless);
   h3_diag_free(&d);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  printf("%d passed, %d failed\n", gpu_passed, gpu_failed);
+  return gpu_failed ? 1 : 0;
 }
