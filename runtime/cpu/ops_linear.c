@@ -1,32 +1,29 @@
 /* ops_linear.c: CPU reference of linear(x[.., K], w[N, K], bias?[N]) -> [.., N].
  *
  * y[m, n] = (sum_k x[m, k] * w[n, k]) + bias[n]: operands widened to fp32, the sum
- * accumulated in fp32 with k ascending from 0, the bias added last, then one rounding to
- * the result dtype. Every output element is computed by the same sequence of operations
- * whatever M is (batch invariance) and whichever worker computes it; the M*N outputs are
- * split into contiguous ranges over the pool's workers.
+ * accumulated in fp32 with k ascending from 0 (each product and sum rounded, never fused),
+ * the bias added last, then one rounding to the result dtype. Every output element is
+ * computed by the same sequence of operations whatever M is (batch invariance) and whichever
+ * worker computes it. The sums come from cpu_gemm.c (register tiles over panels of w, split
+ * over the pool's workers); x and the bias are widened to fp32 once, w per panel.
  */
-#include "cpu_internal.h"
+#include "cpu_gemm.h"
 
 #include <stdlib.h>
 
 typedef struct {
-  const float *x, *w, *bias;
-  int64_t N, K;
-  void *out;
+  const float *bias; /* [N] fp32 or NULL */
+  void *out;         /* [M, N] */
   h3_dtype od;
-} linear_job;
+  int64_t N;
+} linear_out;
 
-static void linear_range(void *arg, int worker, int64_t begin, int64_t end) {
-  (void)worker;
-  const linear_job *j = arg;
-  for (int64_t i = begin; i < end; i++) {
-    int64_t m = i / j->N, n = i % j->N;
-    const float *xr = j->x + m * j->K, *wr = j->w + n * j->K;
-    float s = 0.0f;
-    for (int64_t k = 0; k < j->K; k++) s += xr[k] * wr[k];
-    if (j->bias) s += j->bias[n];
-    h3cpu_st(j->out, j->od, i, s);
+static void linear_store(void *arg, int64_t m, int64_t n0, int64_t nn, const float *s) {
+  const linear_out *o = arg;
+  for (int64_t j = 0; j < nn; j++) {
+    float v = s[j];
+    if (o->bias) v += o->bias[n0 + j];
+    h3cpu_st(o->out, o->od, m * o->N + n0 + j, v);
   }
 }
 
@@ -35,20 +32,14 @@ H3_CPU_KERNEL(h3cpu_linear) {
   const h3_type *xt = &in[0].type, *wt = &in[1].type;
   int64_t K = xt->dims[xt->rank - 1], N = wt->dims[0];
   int64_t M = K ? h3cpu_numel(&in[0]) / K : h3cpu_numel(&out[0]) / (N ? N : 1);
-  float *x = malloc((size_t)(M * K + 1) * sizeof(float));
-  float *w = malloc((size_t)(N * K + 1) * sizeof(float));
-  float *b = n_in > 2 ? malloc((size_t)(N + 1) * sizeof(float)) : NULL;
-  if (!x || !w || (n_in > 2 && !b)) {
-    free(x), free(w), free(b);
+  float *x = h3cpu_f32_copy(in[0].data, xt->dtype, M * K);
+  float *b = n_in > 2 ? h3cpu_f32_copy(in[2].data, in[2].type.dtype, N) : NULL;
+  linear_out o = {b, out[0].data, out[0].type.dtype, N};
+  h3cpu_gemm_args g = {x, K, in[1].data, wt->dtype, M, N, K};
+  h3_status st = x && (n_in <= 2 || b) ? h3cpu_gemm(c->pool, &g, linear_store, &o) : H3_ERR;
+  free(x), free(b);
+  if (st != H3_OK)
     h3cpu_error(c, op, NULL, "out of memory for [%lld, %lld] x [%lld, %lld]", (long long)M,
                 (long long)K, (long long)N, (long long)K);
-    return H3_ERR;
-  }
-  h3cpu_to_f32(x, in[0].data, xt->dtype, M * K);
-  h3cpu_to_f32(w, in[1].data, wt->dtype, N * K);
-  if (b) h3cpu_to_f32(b, in[2].data, in[2].type.dtype, N);
-  linear_job j = {x, w, b, N, K, out[0].data, out[0].type.dtype};
-  h3cpu_parallel(c->pool, M * N, linear_range, &j);
-  free(x), free(w), free(b);
-  return H3_OK;
+  return st;
 }
