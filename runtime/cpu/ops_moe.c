@@ -4,56 +4,58 @@
  * router_topk(h[T, H], w f32[E, H], bias f32[E]) {k, scale}: logit_e = sum_i fp32(h_i) *
  *   w_ei (i ascending); s_e = 1 / (1 + expf(-logit_e)); the k experts with the largest
  *   s_e + bias_e (ties: lower id) are written in ascending id order with weights
- *   (s_e / sum_sel s) * scale, the sum taken in ascending id order.
+ *   (s_e / sum_sel s) * scale, the sum taken in ascending id order. Rows are split over the
+ *   pool's workers.
  * moe(h[T, H], gate_up[E, 2F, H], down[E, H, F], ids i32[T, k], weights f32[T, k])
  *   {alpha, limit} -> f32[T, H]: per row, for each chosen expert in ascending id order:
  *   u = bf16(h . gate_up_e^T) (fp32 sums, i ascending); with g = min(u[:F], limit) and
  *   v = clamp(u[F:], -limit, limit): a = bf16((g * (1 / (1 + expf(-(alpha * g))))) * (v + 1));
- *   y = bf16(a . down_e^T); out += w_e * y (fp32, starting from 0). Rows are split over the
- *   pool's workers; each row is computed identically whatever the batch.
+ *   y = bf16(a . down_e^T); out += w_e * y (fp32, starting from 0; a repeated id counts once,
+ *   with its first slot's weight). Each row is computed identically whatever the batch.
+ * The dot products of both ops are one fp32 chain each on cpu_gemm.c's tiles (each product
+ * and sum rounded, never fused). moe groups the rows by expert and runs the experts in
+ * ascending id order, each as two GEMMs over its rows split over the pool's workers, so one
+ * expert's weights are widened once per panel for all of its rows while every row still
+ * receives its experts' terms in ascending id order.
  * markov_draft(base f32[G, V], w1[V, r], w2[V, r], prev i32[]) -> (z f32[G, V], draft i32[G]):
  *   for k = 0..G-1: e = fp32(w1[prev]); z_k[v] = base[k, v] + (sum_i w2[v, i] * e_i);
  *   d_k = first argmax of z_k; prev = d_k.
  */
-#include "cpu_internal.h"
+#include "cpu_gemm.h"
 
 #include <stdlib.h>
 
 static float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-H3_CPU_KERNEL(h3cpu_router_topk) {
-  (void)n_in, (void)n_out;
-  const h3_tensor *h = &in[0], *w = &in[1], *bias = &in[2];
-  int64_t T = h->type.dims[0], H = h->type.dims[1], E = w->type.dims[0];
-  int64_t k = out[0].type.dims[1];
-  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
-  if (k > E) {
-    h3cpu_error(c, op, NULL, "k = %lld is larger than the %lld experts", (long long)k,
-                (long long)E);
-    return H3_ERR;
-  }
-  float *s = malloc((size_t)(E + 1) * sizeof(float));
-  char *taken = malloc((size_t)(E + 1));
-  if (!s || !taken) {
-    free(s), free(taken);
-    h3cpu_error(c, op, NULL, "out of memory");
-    return H3_ERR;
-  }
-  for (int64_t t = 0; t < T; t++) {
-    for (int64_t e = 0; e < E; e++) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < H; i++)
-        acc += h3cpu_ld(h->data, h->type.dtype, t * H + i) *
-               h3cpu_ld(w->data, w->type.dtype, e * H + i);
-      s[e] = sigmoid_f(acc);
-      taken[e] = 0;
-    }
+/* ---- router_topk ----------------------------------------------------------------------- */
+typedef struct {
+  const h3_tensor *bias, *ids, *wts;
+  float *s;    /* [T, E] sigmoids of the logits */
+  char *taken;    /* per worker: [E] */
+  int64_t E, k;
+  float scale;
+} router_job;
+
+static void router_sigmoid(void *arg, int64_t m, int64_t n0, int64_t nn, const float *sum) {
+  const router_job *j = arg;
+  float *s = j->s + m * j->E + n0;
+  for (int64_t i = 0; i < nn; i++) s[i] = sigmoid_f(sum[i]);
+}
+
+/* Rows [begin, end): the k largest s_e + bias_e, written in ascending id order. */
+static void router_select(void *arg, int worker, int64_t begin, int64_t end) {
+  const router_job *j = arg;
+  int64_t E = j->E, k = j->k;
+  char *taken = j->taken + worker * E;
+  for (int64_t t = begin; t < end; t++) {
+    const float *s = j->s + t * E;
+    memset(taken, 0, (size_t)E);
     for (int64_t r = 0; r < k; r++) {
       int64_t bi = -1;
       float bv = 0.0f;
       for (int64_t e = 0; e < E; e++) {
         if (taken[e]) continue;
-        float v = s[e] + h3cpu_ld(bias->data, bias->type.dtype, e);
+        float v = s[e] + h3cpu_ld(j->bias->data, j->bias->type.dtype, e);
         if (bi < 0 || v > bv) {
           bi = e;
           bv = v;
@@ -68,80 +70,154 @@ H3_CPU_KERNEL(h3cpu_router_topk) {
     int64_t n = 0;
     for (int64_t e = 0; e < E; e++) {
       if (!taken[e]) continue;
-      h3cpu_sti(out[0].data, out[0].type.dtype, t * k + n, e);
-      h3cpu_st(out[1].data, out[1].type.dtype, t * k + n, (s[e] / sum) * scale);
+      h3cpu_sti(j->ids->data, j->ids->type.dtype, t * k + n, e);
+      h3cpu_st(j->wts->data, j->wts->type.dtype, t * k + n, (s[e] / sum) * j->scale);
       n++;
     }
   }
-  free(s), free(taken);
-  return H3_OK;
+}
+
+H3_CPU_KERNEL(h3cpu_router_topk) {
+  (void)n_in, (void)n_out;
+  const h3_tensor *h = &in[0], *w = &in[1];
+  int64_t T = h->type.dims[0], H = h->type.dims[1], E = w->type.dims[0];
+  int64_t k = out[0].type.dims[1];
+  if (k > E) {
+    h3cpu_error(c, op, NULL, "k = %lld is larger than the %lld experts", (long long)k,
+                (long long)E);
+    return H3_ERR;
+  }
+  router_job j = {&in[2], &out[0], &out[1], NULL, NULL, E, k,
+                  (float)h3_op_attr_float(op, "scale", 1.0)};
+  float *x = h3cpu_f32_copy(h->data, h->type.dtype, T * H);
+  float *s = malloc((size_t)(T * E + 1) * sizeof(float));
+  j.s = s;
+  j.taken = malloc((size_t)(h3cpu_pool_size(c->pool) * E + 1));
+  h3cpu_gemm_args g = {x, H, w->data, w->type.dtype, T, E, H};
+  h3_status st = x && s && j.taken ? h3cpu_gemm(c->pool, &g, router_sigmoid, &j) : H3_ERR;
+  if (st == H3_OK) h3cpu_parallel(c->pool, T, router_select, &j);
+  free(x), free(s), free(j.taken);
+  if (st != H3_OK) h3cpu_error(c, op, NULL, "out of memory");
+  return st;
+}
+
+/* ---- moe --------------------------------------------------------------------------------- */
+/* The rows of each expert: expert e's are row[start[e] .. start[e + 1]), ascending, with the
+   weights of their first slot naming e. */
+typedef struct {
+  int64_t *start; /* [E + 1] */
+  int64_t *row;   /* [T * k] */
+  float *weight;  /* [T * k] */
+} moe_routes;
+
+/* Whether slot s of row t repeats the id of an earlier slot of the row. */
+static bool moe_repeat(const h3_tensor *ids, int64_t t, int64_t k, int64_t s) {
+  int64_t e = h3cpu_ldi(ids->data, ids->type.dtype, t * k + s);
+  for (int64_t q = 0; q < s; q++)
+    if (h3cpu_ldi(ids->data, ids->type.dtype, t * k + q) == e) return true;
+  return false;
+}
+
+/* Groups the rows by expert (ids checked to lie in [0, E)); start must hold E + 2 zeros. */
+static void moe_group(moe_routes *r, const h3_tensor *ids, const h3_tensor *wts, int64_t T,
+                      int64_t k, int64_t E) {
+  for (int64_t i = 0; i < T * k; i++)
+    if (!moe_repeat(ids, i / k, k, i % k))
+      r->start[h3cpu_ldi(ids->data, ids->type.dtype, i) + 2]++;
+  for (int64_t e = 0; e < E; e++) r->start[e + 2] += r->start[e + 1];
+  for (int64_t i = 0; i < T * k; i++) { /* start[e + 1] counts expert e's rows placed so far */
+    if (moe_repeat(ids, i / k, k, i % k)) continue;
+    int64_t at = r->start[h3cpu_ldi(ids->data, ids->type.dtype, i) + 1]++;
+    r->row[at] = i / k;
+    r->weight[at] = h3cpu_ld(wts->data, wts->type.dtype, i);
+  }
 }
 
 typedef struct {
-  const h3_tensor *h, *gu, *down, *ids, *w, *out;
-  int64_t H, F, k;
+  int64_t H, F;
   float alpha, limit;
-  float *scratch; /* per worker: x[H], u[2F], a[F], y[H], acc[H] */
+  const int64_t *row; /* the expert's rows and weights (moe_routes, from its start) */
+  const float *weight;
+  float *u;   /* [n, 2F]: bf16(h . gate_up_e^T) */
+  float *a;   /* [n, F]: the activation */
+  float *acc; /* [T, H]: the sum over the row's experts so far */
 } moe_job;
 
-static void moe_range(void *arg, int worker, int64_t begin, int64_t end) {
+static void moe_gate_up(void *arg, int64_t m, int64_t n0, int64_t nn, const float *s) {
   const moe_job *j = arg;
-  int64_t H = j->H, F = j->F;
-  float *x = j->scratch + worker * (4 * H + 3 * F);
-  float *u = x + H, *a = u + 2 * F, *y = a + F, *acc = y + H;
-  h3_dtype gd = j->gu->type.dtype, dd = j->down->type.dtype;
-  for (int64_t t = begin; t < end; t++) {
-    for (int64_t i = 0; i < H; i++) {
-      x[i] = h3cpu_ld(j->h->data, j->h->type.dtype, t * H + i);
-      acc[i] = 0.0f;
+  float *u = j->u + m * 2 * j->F + n0;
+  for (int64_t i = 0; i < nn; i++) u[i] = h3_bf16_round(s[i]);
+}
+
+static void moe_act(void *arg, int worker, int64_t begin, int64_t end) {
+  (void)worker;
+  const moe_job *j = arg;
+  int64_t F = j->F;
+  for (int64_t m = begin; m < end; m++) {
+    const float *u = j->u + m * 2 * F;
+    for (int64_t o = 0; o < F; o++) {
+      float g = u[o] < j->limit ? u[o] : j->limit;
+      float v = u[F + o];
+      v = v < -j->limit ? -j->limit : v > j->limit ? j->limit : v;
+      j->a[m * F + o] = h3_bf16_round((g * sigmoid_f(j->alpha * g)) * (v + 1.0f));
     }
-    /* chosen experts in ascending id order (selection sort over the k entries) */
-    int64_t last = -1;
-    for (int64_t r = 0; r < j->k; r++) {
-      int64_t bi = -1, be = 0;
-      for (int64_t s = 0; s < j->k; s++) {
-        int64_t e = h3cpu_ldi(j->ids->data, j->ids->type.dtype, t * j->k + s);
-        if (e > last && (bi < 0 || e < be)) {
-          bi = s;
-          be = e;
-        }
-      }
-      if (bi < 0) break;
-      last = be;
-      float we = h3cpu_ld(j->w->data, j->w->type.dtype, t * j->k + bi);
-      int64_t gbase = be * 2 * F * H, dbase = be * H * F;
-      for (int64_t o = 0; o < 2 * F; o++) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < H; i++) s += x[i] * h3cpu_ld(j->gu->data, gd, gbase + o * H + i);
-        u[o] = h3_bf16_round(s);
-      }
-      for (int64_t o = 0; o < F; o++) {
-        float g = u[o] < j->limit ? u[o] : j->limit;
-        float v = u[F + o];
-        v = v < -j->limit ? -j->limit : v > j->limit ? j->limit : v;
-        a[o] = h3_bf16_round((g * sigmoid_f(j->alpha * g)) * (v + 1.0f));
-      }
-      for (int64_t o = 0; o < H; o++) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < F; i++) s += a[i] * h3cpu_ld(j->down->data, dd, dbase + o * F + i);
-        y[o] = h3_bf16_round(s);
-      }
-      for (int64_t o = 0; o < H; o++) acc[o] += we * y[o];
-    }
-    for (int64_t o = 0; o < H; o++) h3cpu_st(j->out->data, j->out->type.dtype, t * H + o, acc[o]);
   }
+}
+
+static void moe_down(void *arg, int64_t m, int64_t n0, int64_t nn, const float *s) {
+  const moe_job *j = arg;
+  float *acc = j->acc + j->row[m] * j->H + n0;
+  for (int64_t i = 0; i < nn; i++)
+    acc[i] += h3cpu_mul_nofuse(j->weight[m], h3_bf16_round(s[i]));
+}
+
+/* Expert e's part of every row routed to it: xe [n, H] gathered rows of x. */
+static h3_status moe_expert(h3_cpu_pool *pool, moe_job *j, const float *x, float *xe,
+                            const h3_tensor *gu, const h3_tensor *down, int64_t e, int64_t n) {
+  int64_t H = j->H, F = j->F;
+  for (int64_t m = 0; m < n; m++) memcpy(xe + m * H, x + j->row[m] * H, (size_t)H * sizeof(float));
+  const char *gw = (const char *)gu->data + e * 2 * F * H * (int64_t)h3_dtype_size(gu->type.dtype);
+  const char *dw = (const char *)down->data + e * H * F * (int64_t)h3_dtype_size(down->type.dtype);
+  h3cpu_gemm_args g1 = {xe, H, gw, gu->type.dtype, n, 2 * F, H};
+  if (h3cpu_gemm(pool, &g1, moe_gate_up, j) != H3_OK) return H3_ERR;
+  h3cpu_parallel(pool, n, moe_act, j);
+  h3cpu_gemm_args g2 = {j->a, F, dw, down->type.dtype, n, H, F};
+  return h3cpu_gemm(pool, &g2, moe_down, j);
+}
+
+/* Every expert in ascending id order, then out = acc. */
+static h3_status moe_run(const h3_cpu_ctx *c, const h3_tensor *in, const h3_tensor *out,
+                         moe_job *j, const moe_routes *r, int64_t T, int64_t E) {
+  int64_t H = j->H, F = j->F, most = 0;
+  for (int64_t e = 0; e < E; e++)
+    if (r->start[e + 1] - r->start[e] > most) most = r->start[e + 1] - r->start[e];
+  float *x = h3cpu_f32_copy(in[0].data, in[0].type.dtype, T * H);
+  float *buf = malloc((size_t)(most * (H + 3 * F) + 1) * sizeof(float));
+  j->acc = calloc((size_t)(T * H + 1), sizeof(float));
+  h3_status st = x && buf && j->acc ? H3_OK : H3_ERR;
+  if (st == H3_OK) { /* buf: xe [most, H], then u [most, 2F], a [most, F] */
+    j->u = buf + most * H;
+    j->a = j->u + most * 2 * F;
+  }
+  for (int64_t e = 0; e < E && st == H3_OK; e++) {
+    j->row = r->row + r->start[e];
+    j->weight = r->weight + r->start[e];
+    int64_t n = r->start[e + 1] - r->start[e];
+    if (n > 0) st = moe_expert(c->pool, j, x, buf, &in[1], &in[2], e, n);
+  }
+  for (int64_t i = 0; st == H3_OK && i < T * H; i++)
+    h3cpu_st(out->data, out->type.dtype, i, j->acc[i]);
+  free(x), free(buf), free(j->acc);
+  return st;
 }
 
 H3_CPU_KERNEL(h3cpu_moe) {
   (void)n_in, (void)n_out;
-  moe_job j = {&in[0], &in[1], &in[2], &in[3], &in[4], &out[0], 0, 0, 0, 0, 0, NULL};
-  int64_t T = in[0].type.dims[0], E = in[1].type.dims[0];
-  j.H = in[0].type.dims[1];
-  j.F = in[1].type.dims[1] / 2;
-  j.k = in[3].type.dims[1];
-  j.alpha = (float)h3_op_attr_float(op, "alpha", 1.702);
-  j.limit = (float)h3_op_attr_float(op, "limit", 7.0);
-  for (int64_t i = 0; i < T * j.k; i++) {
+  int64_t T = in[0].type.dims[0], E = in[1].type.dims[0], k = in[3].type.dims[1];
+  moe_job j = {in[0].type.dims[1], in[1].type.dims[1] / 2,
+               (float)h3_op_attr_float(op, "alpha", 1.702),
+               (float)h3_op_attr_float(op, "limit", 7.0), NULL, NULL, NULL, NULL, NULL};
+  for (int64_t i = 0; i < T * k; i++) {
     int64_t e = h3cpu_ldi(in[3].data, in[3].type.dtype, i);
     if (e < 0 || e >= E) {
       h3cpu_error(c, op, "expert ids come from router_topk",
@@ -150,15 +226,17 @@ H3_CPU_KERNEL(h3cpu_moe) {
       return H3_ERR;
     }
   }
-  int W = h3cpu_pool_size(c->pool);
-  j.scratch = malloc((size_t)(W * (4 * j.H + 3 * j.F) + 1) * sizeof(float));
-  if (!j.scratch) {
-    h3cpu_error(c, op, NULL, "out of memory");
-    return H3_ERR;
+  moe_routes r = {calloc((size_t)(E + 2), sizeof(int64_t)),
+                  malloc((size_t)(T * k + 1) * sizeof(int64_t)),
+                  malloc((size_t)(T * k + 1) * sizeof(float))};
+  h3_status st = r.start && r.row && r.weight ? H3_OK : H3_ERR;
+  if (st == H3_OK) {
+    moe_group(&r, &in[3], &in[4], T, k, E);
+    st = moe_run(c, in, &out[0], &j, &r, T, E);
   }
-  h3cpu_parallel(c->pool, T, moe_range, &j);
-  free(j.scratch);
-  return H3_OK;
+  free(r.start), free(r.row), free(r.weight);
+  if (st != H3_OK) h3cpu_error(c, op, NULL, "out of memory");
+  return st;
 }
 
 H3_CPU_KERNEL(h3cpu_markov_draft) {
