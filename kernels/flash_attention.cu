@@ -38,20 +38,8 @@
 #define STAGES 3
 #define TILE_BYTES (BN * HD * 2)
 #define HALF_BYTES (TILE_BYTES / 2)
-#define H3F_ACC \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define H3F_C8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
-    "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define H3F_C64(d) H3F_C8(d, 0), H3F_C8(d, 8), H3F_C8(d, 16), H3F_C8(d, 24), \
-    H3F_C8(d, 32), H3F_C8(d, 40), H3F_C8(d, 48), H3F_C8(d, 56)
 // a CUtensorMap (128 opaque bytes, 64-byte aligned), passed by value
 struct __align__(64) h3f_tmap { unsigned long long opaque[16]; };
-__device__ __forceinline__ unsigned h3f_smem(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
 // ---- mbarriers (shared::cta addresses) ----
 __device__ __forceinline__ void h3f_bar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count)
@@ -94,39 +82,21 @@ __device__ __forceinline__ void h3f_turn_pass(int id) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
 // ---- wgmma ----
-// wgmma matrix descriptor: 128-byte swizzle, leading / stride byte offsets lbo / sbo
-__device__ __forceinline__ unsigned long long h3f_desc(unsigned addr, unsigned lbo,
-                                                       unsigned sbo) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
-}
 // d (+)= A·B, m64n128k16, A and B (K-major) in shared memory; acc = 0 overwrites d
 __device__ __forceinline__ void h3f_mma_ss(float *d, unsigned long long a, unsigned long long b,
                                            int acc) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               H3F_ACC
+               H3_WG_OPS64
                "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-               : H3F_C64(d) : "l"(a), "l"(b), "r"(acc));
+               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
 }
 // d += A·B, m64n128k16, A in registers (bf16x2), B in shared memory, N-major
 __device__ __forceinline__ void h3f_mma_rs(float *d, const unsigned *a, unsigned long long b) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               H3F_ACC
+               H3_WG_OPS64
                "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-               : H3F_C64(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-__device__ __forceinline__ void h3f_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void h3f_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void h3f_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// keeps reads of wgmma results after the wait that precedes it
-__device__ __forceinline__ void h3f_hold(float *d) {
-#pragma unroll
-  for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+               : H3_WG_C64(d, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 __device__ __forceinline__ unsigned h3f_pack(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -206,9 +176,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
   // mbarriers: Q; K and V of each stage full (TMA bytes landed); each stage empty (the 8
   // consumer warps finished P·V of the tile it held)
   __shared__ unsigned long long h3f_bars[1 + 3 * STAGES];
-  const unsigned sq = (h3f_smem(h3f_smem_raw) + 1023u) & ~1023u; // atoms 1024-aligned
+  const unsigned sq = (h3_smem_addr(h3f_smem_raw) + 1023u) & ~1023u; // atoms 1024-aligned
   const unsigned skv = sq + BM * HD * 2; // stage s: K at skv + 2s·TILE, V one TILE on
-  const unsigned bq = h3f_smem(h3f_bars), bk = bq + 8, bv = bk + 8 * STAGES, be = bv + 8 * STAGES;
+  const unsigned bq = h3_smem_addr(h3f_bars), bk = bq + 8, bv = bk + 8 * STAGES, be = bv + 8 * STAGES;
   const int tid = threadIdx.x, wg = tid >> 7;
   const int head = blockIdx.y, m0 = blockIdx.x * BM, kvcol = head / group * HD;
   const int n_tiles = (len + BN - 1) / BN;
@@ -256,9 +226,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     // descriptors: Q of this warpgroup (K-major; SBO = 8 rows of 128 bytes), K of stage 0
     // (K-major), V of stage 0 (N-major: LBO = the next 64 columns, SBO = the next 8 keys);
     // stage s adds 2s·TILE bytes (in descriptor units of 16 bytes)
-    const unsigned long long dq = h3f_desc(sq + cw * 64 * 128, 16, 1024);
-    const unsigned long long dk = h3f_desc(skv, 16, 1024);
-    const unsigned long long dv = h3f_desc(skv + TILE_BYTES, BN * 128, 1024);
+    const unsigned long long dq = h3_wg_desc(sq + cw * 64 * 128, 16, 1024);
+    const unsigned long long dk = h3_wg_desc(skv, 16, 1024);
+    const unsigned long long dv = h3_wg_desc(skv + TILE_BYTES, BN * 128, 1024);
     auto stage = [](int tile) { return (unsigned long long)((2u * TILE_BYTES * (tile % STAGES)) >> 4); };
     auto parity = [](int tile) { return (unsigned)((tile / STAGES) & 1); };
     float acc[64], s[64], corr[2];
@@ -271,12 +241,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     h3f_bar_wait(bq, 0);
     h3f_bar_wait(bk, 0);
     h3f_turn_wait(mine);
-    h3f_fence();
+    h3_wg_fence();
     h3f_qk(s, dq, dk);
-    h3f_commit();
+    h3_wg_commit();
     h3f_turn_pass(other);
-    h3f_wait<0>();
-    h3f_hold(s);
+    h3_wg_wait<0>();
+    h3_wg_hold<64>(s);
     h3f_softmax(s, mrow, lrow, corr, 0, len, lane, c);
     h3f_pack_p(p, s);
 #pragma unroll
@@ -287,17 +257,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
       h3f_bar_wait(bk + 8 * (j % STAGES), parity(j));
       h3f_bar_wait(bv + 8 * ((j - 1) % STAGES), parity(j - 1));
       h3f_turn_wait(mine);
-      h3f_fence();
+      h3_wg_fence();
       h3f_qk(s, dq, dk + stage(j));
-      h3f_commit();
+      h3_wg_commit();
       h3f_pv(acc, p, dv + stage(j - 1));
-      h3f_commit();
+      h3_wg_commit();
       h3f_turn_pass(other);
-      h3f_wait<1>();
-      h3f_hold(s);
+      h3_wg_wait<1>();
+      h3_wg_hold<64>(s);
       h3f_softmax(s, mrow, lrow, corr, j * BN, len, lane, c);
-      h3f_wait<0>();
-      h3f_hold(acc);
+      h3_wg_wait<0>();
+      h3_wg_hold<64>(acc);
       if (lane == 0) h3f_bar_arrive(be + 8 * ((j - 1) % STAGES)); // this warp is done with tile j-1
 #pragma unroll
       for (int n = 0; n < 16; n++) {
@@ -310,12 +280,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     }
     h3f_bar_wait(bv + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
     h3f_turn_wait(mine);
-    h3f_fence();
+    h3_wg_fence();
     h3f_pv(acc, p, dv + stage(n_tiles - 1));
-    h3f_commit();
+    h3_wg_commit();
     if (cw == 0) h3f_turn_pass(other);
-    h3f_wait<0>();
-    h3f_hold(acc);
+    h3_wg_wait<0>();
+    h3_wg_hold<64>(acc);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);

@@ -11,9 +11,10 @@
 //     y[t * k + s, o] = bf16(act[t * k + s] · down_e[o]). Grid (slots, H / 128): 128 rows ×
 //     outputs o0 = 128 * blockIdx.y .. + 127 (B row r is output o0 + r).
 // Scheduling: blockIdx.x is a slot of the experts' m-tiles, expert-major (expert e has
-// ceil(counts[e] / 128) of them); a block past the last exits. slots >= sum of those (the
-// launcher's bound: min(ceil(T * k / 128) + E, E * ceil(T / 128))). Blocks run x fastest, so
-// the m-tiles of one expert that share a weight tile run together (one read from memory).
+// ceil(counts[e] / 128) of them: h3_moe_tile); a block past the last exits. slots >= sum of
+// those (the launcher's bound: min(ceil(T * k / 128) + E, E * ceil(T / 128))). Blocks run x
+// fastest, so the m-tiles of one expert that share a weight tile run together (one read from
+// memory).
 // Rows past the expert's count are zeros and are not written.
 // Block: 256 threads, 8 warps as 2 (rows: 64 each) × 4 (B rows: n-tiles j = 0..3 of warp wn
 // at B rows (j / 2) * 64 + 16 wn + 8 (j % 2), so a thread holds gate j and up j + 2 of the
@@ -34,26 +35,6 @@
 #define H3G_THREADS 256
 #define H3G_STAGE_ELEMS ((H3G_BM + H3G_BN) * H3G_BK)
 #define H3G_SMEM (H3G_STAGES * H3G_STAGE_ELEMS * 2)
-
-// Waits until at most N of this thread's cp.async batches are in flight.
-template <int N> H3_DI void h3g_cp_wait_pending() {
-#ifdef __CUDA_ARCH__
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-// The expert e and first row m0 (of its list) of m-tile slot s; false past the last.
-H3_DI bool h3g_tile(const int *counts, int E, int s, int *e, int *m0) {
-  for (int i = 0; i < E; i++) {
-    const int n = (counts[i] + H3G_BM - 1) / H3G_BM;
-    if (s < n) {
-      *e = i, *m0 = s * H3G_BM;
-      return true;
-    }
-    s -= n;
-  }
-  return false;
-}
 
 // One stage: this thread's 16-byte chunk (tid % 8) of tile rows tid / 8 + 32 i of A (xa[i],
 // skipped where null: those rows were zeroed) and of B (wb[i]), at k0.
@@ -94,7 +75,7 @@ H3_DI void h3g_mainloop(const h3_bf16 *const *xa, const h3_bf16 *const *wb, long
   const int ar = 64 * wm + (lane & 15), ac = lane >> 4;
   const int br = 16 * wn + (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
   for (int kt = 0; kt < nk; kt++) {
-    h3g_cp_wait_pending<H3G_STAGES - 2>();
+    h3_cp_wait_pending<H3G_STAGES - 2>();
     __syncthreads(); // stage kt is in; every warp is done with the stage loaded next
     const int nx = kt + H3G_STAGES - 1;
     if (nx < nk) h3g_load(smem + (nx % H3G_STAGES) * H3G_STAGE_ELEMS, xa, wb, (long long)nx * H3G_BK, at);
@@ -122,21 +103,13 @@ H3_DI void h3g_mainloop(const h3_bf16 *const *xa, const h3_bf16 *const *wb, long
   }
 }
 
-// Two bf16 (v0, v1 rounded once) at p, p + 1 (4-byte aligned) in one store.
-H3_DI void h3g_st2(h3_bf16 *p, float v0, float v1) {
-  __align__(4) h3_bf16 t[2];
-  h3_put(t[0], v0);
-  h3_put(t[1], v1);
-  *reinterpret_cast<unsigned *>(p) = *reinterpret_cast<const unsigned *>(t);
-}
-
 // This block's tile (returns when its slot has none): rows of its expert e from m0 of the
 // list (n in all) and acc of this thread, the products of A rows xs + xrow_of(list entry) * K
 // and B rows ws + wrow_of(r) * K (r: the tile's B row).
 #define H3G_TILE(xs, K, xrow_of, ws, wrow_of)                                              \
   H3_DYN_SMEM(h3_bf16, smem);                                                               \
   int e, m0;                                                                                \
-  if (!h3g_tile(counts, E, blockIdx.x, &e, &m0)) return;                                    \
+  if (!h3_moe_tile(counts, E, blockIdx.x, H3G_BM, &e, &m0)) return;                        \
   const int *rows = lists + (long long)e * T, n = counts[e];                                \
   const h3_bf16 *xa[4], *wb[4]; /* this thread's loads: tile rows tid / 8 + 32 i */         \
   for (int i = 0; i < 4; i++) {                                                             \
@@ -148,7 +121,7 @@ H3_DI void h3g_st2(h3_bf16 *p, float v0, float v1) {
   h3g_mainloop(xa, wb, K, smem, acc);
 
 #define H3G_H_ROW(ts) ((long long)(ts) / 16)
-#define H3G_ACT_ROW(ts) ((long long)(ts) / 16 * k + (ts) % 16)
+#define H3G_ACT_ROW(ts) h3_moe_row(ts, k)
 
 // Where this thread's accumulator row g + 8 half of m16 tile mi goes: row t * k + s (list
 // entry t * 16 + s) of out [T * k, ld], at column o0 + 16 wn + 2t (its first n-tile's); null
@@ -162,10 +135,8 @@ H3_DI h3_bf16 *h3g_out(h3_bf16 *out, long long ld, const int *rows, int m0, int 
 
 #ifdef H3_MOE_GEMM_NAME
 #define H3G_GU_ROW(r) ((long long)e * 2 * F + ((r) < 64 ? o0 + (r) : F + o0 + (r) - 64))
-extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2) H3_MOE_GEMM_NAME(
-    const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists,
-    const int *__restrict__ counts, h3_bf16 *__restrict__ act, long long T, long long H, long long F,
-    int k, int E, float alpha, float limit) {
+extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2)
+    H3_MOE_GEMM_NAME(H3_MOE_GEMM_PARAMS) {
   const long long o0 = (long long)blockIdx.y * 64;
   H3G_TILE(h, H, H3G_H_ROW, gu, H3G_GU_ROW)
 #pragma unroll
@@ -176,13 +147,8 @@ extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2) H3_MOE_GEMM_NAME(
       if (!ar) continue;
 #pragma unroll
       for (int j = 0; j < 2; j++) { // gate n-tile j, up n-tile j + 2: outputs 8 j + 2t, + 1
-        float v[2];
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-          const float gate = h3_rbf16(acc[mi][j][2 * half + q]), up = h3_rbf16(acc[mi][j + 2][2 * half + q]);
-          v[q] = h3_swigluoai(gate, up, alpha, limit);
-        }
-        h3g_st2(ar + 8 * j, v[0], v[1]);
+        const float *g = acc[mi][j] + 2 * half, *u = acc[mi][j + 2] + 2 * half;
+        h3_moe_act2(ar + 8 * j, g[0], g[1], u[0], u[1], alpha, limit);
       }
     }
 }
@@ -191,10 +157,8 @@ extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2) H3_MOE_GEMM_NAME(
 
 #ifdef H3_MOE_GEMM_DOWN_NAME
 #define H3G_DOWN_ROW(r) ((long long)e * H + o0 + (r))
-extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2) H3_MOE_GEMM_DOWN_NAME(
-    const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
-    const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T, long long H, long long F,
-    int k, int E) {
+extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2)
+    H3_MOE_GEMM_DOWN_NAME(H3_MOE_GEMM_DOWN_PARAMS) {
   const long long o0 = (long long)blockIdx.y * H3G_BN;
   H3G_TILE(act, F, H3G_ACT_ROW, down, H3G_DOWN_ROW)
 #pragma unroll
@@ -205,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(H3G_THREADS, 2) H3_MOE_GEMM_DOWN_NA
       if (!yr) continue;
 #pragma unroll
       for (int j = 0; j < 4; j++)
-        h3g_st2(yr + 64 * (j / 2) + 8 * (j % 2), acc[mi][j][2 * half], acc[mi][j][2 * half + 1]);
+        h3_st2(yr + 64 * (j / 2) + 8 * (j % 2), acc[mi][j][2 * half], acc[mi][j][2 * half + 1]);
     }
 }
 #undef H3G_DOWN_ROW

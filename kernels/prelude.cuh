@@ -4,8 +4,10 @@
 // bf16/f16 in registers (h3_rbf16/h3_rf16), 8-wide vector loads and stores, the per-op math
 // (IEEE _rn intrinsics, so FMA contraction cannot change a result) and, embedded at build
 // time in place of their #include, include/h3/rng.h (Philox + Box-Muller) and
-// include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text.
-// Under H3_HOST_EMU it compiles as host C++ (tests/codegen/host_emu.h).
+// include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text; what
+// two kernel files share (mma.sync and cp.async helpers, moe's grouped-GEMM contract, the
+// warpgroup MMA helpers of the sm_90a units). Under H3_HOST_EMU it compiles as host C++
+// (tests/codegen/host_emu.h; the warpgroup MMA part is left out).
 #ifndef H3_HOST_EMU
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -219,6 +221,19 @@ H3_DI void h3_cp_wait() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
+// waits until at most N of this thread's cp.async batches are in flight
+template <int N> H3_DI void h3_cp_wait_pending() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+// two bf16 (v0, v1 rounded once) at p, p + 1 (4-byte aligned) in one store
+H3_DI void h3_st2(h3_bf16 *p, float v0, float v1) {
+  __align__(4) h3_bf16 t[2];
+  h3_put(t[0], v0);
+  h3_put(t[1], v1);
+  *reinterpret_cast<unsigned *>(p) = *reinterpret_cast<const unsigned *>(t);
+}
 // 8 consecutive elements as stored, t[8] at p + i: vector accesses when V (the caller
 // checked h3_al8: B = 8 * sizeof(T) bytes, aligned to min(16, B)), else element by element
 template <typename T> H3_DI bool h3_al8(const T *p) {
@@ -317,6 +332,39 @@ H3_DI float h3_swigluoai(float g, float u, float alpha, float limit) {
   u = u < -limit ? -limit : (u > limit ? limit : u);
   return __fmul_rn(__fmul_rn(g, h3_sigmoid(__fmul_rn(alpha, g))), __fadd_rn(u, 1.0f));
 }
+// moe's grouped GEMMs (kernels/m31_moe_gemm.cu, m31_moe_wgmma.cu): the expert e and first
+// row m0 (of its list) of m-tile slot s, the experts' ceil(counts[e] / bm) m-tiles numbered
+// expert-major; false past the last
+H3_DI bool h3_moe_tile(const int *counts, int E, int s, int bm, int *e, int *m0) {
+  for (int i = 0; i < E; i++) {
+    const int n = (counts[i] + bm - 1) / bm;
+    if (s < n) {
+      *e = i, *m0 = s * bm;
+      return true;
+    }
+    s -= n;
+  }
+  return false;
+}
+// their parameters, one launch contract (runtime/cuda/cuda_m31_moe.c): gate_up (h[T, H],
+// gate_up[E, 2F, H] -> act[T * k, F]) and down (down[E, H, F], act -> y[T * k, H]), both
+// reading the row lists [E, T] and counts [E] of moe's route kernel
+#define H3_MOE_GEMM_PARAMS                                                                      \
+  const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists, \
+      const int *__restrict__ counts, h3_bf16 *__restrict__ act, long long T, long long H,      \
+      long long F, int k, int E, float alpha, float limit
+#define H3_MOE_GEMM_DOWN_PARAMS                                                                 \
+  const h3_bf16 *__restrict__ down, const int *__restrict__ lists,                              \
+      const int *__restrict__ counts, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, \
+      long long T, long long H, long long F, int k, int E
+// the row t * k + s of act / y of the list entry ts = t * 16 + s
+H3_DI long long h3_moe_row(int ts, int k) { return (long long)(ts / 16) * k + ts % 16; }
+// two consecutive outputs of act from their gate sums g0, g1 and up sums u0, u1: each sum
+// rounded to bf16, swigluoai, stored as two bf16 (h3_st2)
+H3_DI void h3_moe_act2(h3_bf16 *p, float g0, float g1, float u0, float u1, float alpha, float limit) {
+  h3_st2(p, h3_swigluoai(h3_rbf16(g0), h3_rbf16(u0), alpha, limit),
+         h3_swigluoai(h3_rbf16(g1), h3_rbf16(u1), alpha, limit));
+}
 H3_DI float h3_tanh(float a) { return tanhf(a); }
 H3_DI double h3_tanh(double a) { return tanh(a); }
 H3_DI float h3_cos(float a) { return cosf(a); }
@@ -328,3 +376,46 @@ H3_DI double h3_sin(double a) { return sin(a); }
 H3_DI long long h3_clampi(long long v, long long n) { return h3_sc_clamp_row(v, n); }
 H3_DI int h3_clampi(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
 
+
+#ifndef H3_HOST_EMU
+// ---- warpgroup MMA (wgmma; only units compiled for sm_90a may call these) ----
+// a generic pointer into shared memory as a shared::cta address
+H3_DI unsigned h3_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+// wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format") of a tile whose rows are 128
+// bytes stored in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r & 7), atoms of
+// 8 rows = 1024 bytes, 1024-byte aligned): bits 0-13 the start address >> 4, 16-29 the leading
+// byte offset lbo >> 4, 32-45 the stride byte offset sbo >> 4, 49-51 base offset 0, 62-63 the
+// swizzle mode (1: 128 bytes). Adding n to it moves the start by 16 n bytes.
+H3_DI unsigned long long h3_wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+// orders this warpgroup's register (and shared memory) accesses before the wgmmas after it
+H3_DI void h3_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+// closes the group of this warpgroup's wgmmas issued since the last commit
+H3_DI void h3_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// waits until at most N of this warpgroup's committed wgmma groups are pending
+template <int N> H3_DI void h3_wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// keeps reads of the N wgmma results d after the wait that precedes it
+template <int N> H3_DI void h3_wg_hold(float *d) {
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+// generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy
+// (wgmma's operand reads, TMA) of the threads that synchronise with this one after it
+H3_DI void h3_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// wgmma accumulator operands: 8 and 64 consecutive floats d[i ..] as "+f" asm operands, and
+// the operand numbers %0 .. %63 of the first 64
+#define H3_WG_C8(d, i) "+f"((d)[i]), "+f"((d)[(i) + 1]), "+f"((d)[(i) + 2]), "+f"((d)[(i) + 3]), \
+    "+f"((d)[(i) + 4]), "+f"((d)[(i) + 5]), "+f"((d)[(i) + 6]), "+f"((d)[(i) + 7])
+#define H3_WG_C64(d, i) H3_WG_C8(d, i), H3_WG_C8(d, (i) + 8), H3_WG_C8(d, (i) + 16), \
+    H3_WG_C8(d, (i) + 24), H3_WG_C8(d, (i) + 32), H3_WG_C8(d, (i) + 40), H3_WG_C8(d, (i) + 48), \
+    H3_WG_C8(d, (i) + 56)
+#define H3_WG_OPS64 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#endif

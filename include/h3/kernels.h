@@ -12,6 +12,8 @@
  *   linear_generic.cu  the generic linear for dtypes cuBLASLt does not take
  *   int8_gemm.cu       the int8 GEMM + dequantization fallback of linear_int8
  *   m31_moe.cu         M3.1's router top-k, mixture of experts and DSpark Markov head
+ *   m31_moe_gemm.cu    M3.1's moe as tiled grouped GEMMs (prefill; mma.sync)
+ *   m31_moe_wgmma.cu   the same grouped GEMMs on warpgroup MMA (wgmma, sm_90a)
  *   m31_msa.cu         M3.1's paged / block / sparse attention and the block selection
  * A file meant for several dtypes reads its types from macros (H3_X_T, ...) that the user
  * defines in front of it (h3_kernel_source_with); the macros each file takes are listed in

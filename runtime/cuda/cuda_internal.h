@@ -185,9 +185,9 @@ bool cu_m31_runs(const h3_op *op);
 size_t cu_m31_scratch_bytes(const h3_op *op);
 h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                      const h3_tensor *out, h3_diag *d);
-/* Macro lines that instantiate kernels/<file> (m31_moe.cu, m31_msa.cu or m31_moe_gemm.cu)
- * with the model's dtypes (bf16 activations and weights, f32 router and outputs, i32 ids):
- * the compile check's. NULL for another file. */
+/* Macro lines that instantiate kernels/<file> (m31_moe.cu, m31_msa.cu, m31_moe_gemm.cu or
+ * m31_moe_wgmma.cu) with the model's dtypes (bf16 activations and weights, f32 router and
+ * outputs, i32 ids): the compile check's. NULL for another file. */
 const char *cu_m31_check_defines(const char *file);
 
 /* ---- cuBLASLt (cuda_gemm.c) ------------------------------------------------------------- */

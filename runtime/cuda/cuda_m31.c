@@ -16,9 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The n kernels `names` of `file` (instantiated by `defines`), compiled together on first use. */
-h3_status cu_m31_kernels(cu_state *s, const h3_op *op, const char *file, const char *defines, int n,
-                        const char *const *names, cu_kernel **out, h3_diag *d) {
+/* The n kernels `names` of `file` (instantiated by `defines`), compiled together on first use
+ * (exact: the exact tier's options, else the lossless ones for sm_90a). */
+static h3_status kernels(cu_state *s, const h3_op *op, const char *file, const char *defines, bool exact,
+                         int n, const char *const *names, cu_kernel **out, h3_diag *d) {
   bool all = true;
   for (int i = 0; i < n; i++) {
     out[i] = cu_kernel_find(s, names[i]);
@@ -26,7 +27,17 @@ h3_status cu_m31_kernels(cu_state *s, const h3_op *op, const char *file, const c
       return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", names[i]);
     all = all && out[i];
   }
-  return all ? H3_OK : cu_compile_tu(s, defines, file, true, n, names, out, d);
+  return all ? H3_OK : cu_compile_tu(s, defines, file, exact, n, names, out, d);
+}
+
+h3_status cu_m31_kernels(cu_state *s, const h3_op *op, const char *file, const char *defines, int n,
+                        const char *const *names, cu_kernel **out, h3_diag *d) {
+  return kernels(s, op, file, defines, true, n, names, out, d);
+}
+
+h3_status cu_m31_kernels_sm90a(cu_state *s, const h3_op *op, const char *file, const char *defines,
+                               int n, const char *const *names, cu_kernel **out, h3_diag *d) {
+  return kernels(s, op, file, defines, false, n, names, out, d);
 }
 
 /* Sets a kernel's dynamic shared memory limit when it needs more than the default 48 KiB. */
@@ -62,6 +73,7 @@ const char *cu_m31_check_defines(const char *file) {
     return msa;
   }
   if (!strcmp(file, "m31_moe_gemm.cu")) return M31_MOE_GEMM_DEFINES;
+  if (!strcmp(file, "m31_moe_wgmma.cu")) return M31_MOE_WGMMA_DEFINES;
   return NULL;
 }
 

@@ -15,9 +15,11 @@ enum {
 #define DN(x) h3_dtype_name(x)
 
 /* The n kernels `names` of kernels/`file` (instantiated by `defines`), compiled together on
- * first use. */
+ * first use: with the exact tier's options; _sm90a: with the lossless ones for sm_90a (wgmma). */
 h3_status cu_m31_kernels(cu_state *s, const h3_op *op, const char *file, const char *defines, int n,
                          const char *const *names, cu_kernel **out, h3_diag *d);
+h3_status cu_m31_kernels_sm90a(cu_state *s, const h3_op *op, const char *file, const char *defines,
+                               int n, const char *const *names, cu_kernel **out, h3_diag *d);
 /* Sets kernel k's dynamic shared memory limit when it needs more than the default 48 KiB. */
 h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, h3_diag *d);
 
@@ -33,6 +35,9 @@ void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_
 /* The macro lines of m31_moe_gemm.cu (its two kernels, bf16 only: no type macros). */
 #define M31_MOE_GEMM_DEFINES \
   "#define H3_MOE_GEMM_NAME h3cu_moe_gemm\n#define H3_MOE_GEMM_DOWN_NAME h3cu_moe_gemm_down\n"
+/* The macro lines of m31_moe_wgmma.cu (the same two steps on wgmma, bf16 only). */
+#define M31_MOE_WGMMA_DEFINES \
+  "#define H3_MOE_WGMMA_NAME h3cu_moe_wgmma\n#define H3_MOE_WGMMA_DOWN_NAME h3cu_moe_wgmma_down\n"
 
 /* The launches of each op (in, out: the op's operands and results on the device). */
 h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,

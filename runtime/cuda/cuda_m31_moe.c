@@ -1,12 +1,15 @@
 /* cuda_m31_moe.c: launches of router_topk, moe and markov_draft (kernels/m31_moe.cu) on the
  * cuda backend. moe runs in several launches through the device scratch its record owns
  * (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows, expert-major products
- * on tensor cores (tiled grouped GEMMs of m31_moe_gemm.cu for many rows per expert) or CUDA
+ * on tensor cores (for many rows per expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma,
+ * or m31_moe_gemm.cu on mma.sync when H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA
  * cores into bf16 activations and expert outputs, then the combine.
  */
 #include "cuda_m31.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The macro lines of m31_moe.cu: `names` (its "#define H3_*_NAME name" lines) and the types. */
 void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_dtype w,
@@ -65,11 +68,23 @@ static bool moe_mma(const h3_type *h, const h3_type *gu, const h3_type *dn) {
  * weights, so from 32 rows (two such passes) on the GEMMs are ahead; below (decode) the
  * 16-row form reads the weights once too and wastes less tensor work. The grid's y (F / 64,
  * H / 128) stays within CUDA's 65535. MOE_GEMM_BM and MOE_GEMM_SMEM: the kernels' H3G_BM
- * and H3G_SMEM (3 stages of 128 + 128 rows of 64 bf16). */
-enum { MOE_GEMM_ROWS = 32, MOE_GEMM_BM = 128, MOE_GEMM_SMEM = 3 * 256 * 64 * 2 };
+ * and H3G_SMEM (3 stages of 128 + 128 rows of 64 bf16); MOE_WGMMA_SMEM: m31_moe_wgmma.cu's
+ * H3W_SMEM (1 KiB of alignment slack, 4 stages of 128 + 256 rows of 64 bf16; its m-tiles are
+ * MOE_GEMM_BM rows too). */
+enum {
+  MOE_GEMM_ROWS = 32, MOE_GEMM_BM = 128, MOE_GEMM_SMEM = 3 * 256 * 64 * 2,
+  MOE_WGMMA_SMEM = 1024 + 4 * 384 * 64 * 2
+};
 
 static bool moe_gemm(long long T, long long k, long long H, long long F, long long E) {
   return T * k >= MOE_GEMM_ROWS * E && F / 64 <= 65535 && H / 128 <= 65535;
+}
+
+/* Whether the GEMMs run on wgmma (m31_moe_wgmma.cu: its down GEMM's tiles are 256 outputs
+ * wide) rather than mma.sync (m31_moe_gemm.cu; H3_MOE_GEMM=mma picks it, to compare). */
+static bool moe_wgmma(long long H) {
+  const char *env = getenv("H3_MOE_GEMM");
+  return H % 256 == 0 && !(env && !strcmp(env, "mma"));
 }
 
 /* The GEMMs' m-tile slots: at least the experts' ceil(count / 128) summed (counts <= T, their
@@ -122,15 +137,20 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
   /* many rows per expert: the tensor-core steps 1 and 2 as GEMMs (the route and combine
      kernels above) */
-  bool gemm = mma && moe_gemm(T, k, H, F, E);
+  bool gemm = mma && moe_gemm(T, k, H, F, E), wg = gemm && moe_wgmma(H);
   cu_kernel *kg[2];
-  if (gemm) {
+  if (wg) {
+    static const char *const wnames[2] = {"h3cu_moe_wgmma", "h3cu_moe_wgmma_down"};
+    if (cu_m31_kernels_sm90a(s, op, "m31_moe_wgmma.cu", M31_MOE_WGMMA_DEFINES, 2, wnames, kg, d) != H3_OK)
+      return H3_ERR;
+  } else if (gemm) {
     static const char *const gnames[2] = {"h3cu_moe_gemm", "h3cu_moe_gemm_down"};
     if (cu_m31_kernels(s, op, "m31_moe_gemm.cu", M31_MOE_GEMM_DEFINES, 2, gnames, kg, d) != H3_OK)
       return H3_ERR;
-    for (int i = 0; i < 2; i++)
-      if (cu_m31_smem(s, op, kg[i], MOE_GEMM_SMEM, d) != H3_OK) return H3_ERR;
   }
+  const int64_t gsmem = wg ? MOE_WGMMA_SMEM : MOE_GEMM_SMEM;
+  for (int i = 0; gemm && i < 2; i++)
+    if (cu_m31_smem(s, op, kg[i], (size_t)gsmem, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
@@ -146,11 +166,11 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
     int Ei = (int)E;
     long long slots = moe_gemm_slots(T, k, E);
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &Ei, &alpha, &limit};
-    int64_t g1[3] = {slots, F / 64, 1};
+    int64_t g1[3] = {slots, wg ? F / 128 : F / 64, 1}; /* 128 or 64 gate outputs (and their up) */
     void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k, &Ei};
-    int64_t g2[3] = {slots, H / 128, 1};
-    if (cu_launch(s, kg[0], g1, b256, MOE_GEMM_SMEM, a1, d) != H3_OK ||
-        cu_launch(s, kg[1], g2, b256, MOE_GEMM_SMEM, a2, d) != H3_OK)
+    int64_t g2[3] = {slots, wg ? H / 256 : H / 128, 1};
+    if (cu_launch(s, kg[0], g1, b256, gsmem, a1, d) != H3_OK ||
+        cu_launch(s, kg[1], g2, b256, gsmem, a2, d) != H3_OK)
       return H3_ERR;
   } else if (mma) {
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit};

@@ -18,7 +18,9 @@
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
  *    (bitwise); attention reading v in place through v_view (the v columns of a packed
  *    qkv with segments, a view inside a wider row, causal GQA in f32) through each
- *    implementation; bf16 at head_dim 64 through each (flash hands it to cuDNN).
+ *    implementation; bf16 at head_dim 64 through each (flash hands it to cuDNN); moe on
+ *    tensor cores, and through the grouped GEMMs (weights at U(+-1/sqrt(in)), partial m-tiles,
+ *    uneven experts and one with no row) once with each form (H3_MOE_GEMM=wgmma, then mma).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -90,12 +92,17 @@ static void free_list(void **p, int n) {
   free(p);
 }
 
-/* Runs op on both backends and compares; limit < 0: the dtype's default. */
-static void check_op(h3_backend *b, const h3_op *op, const char *tag, double limit) {
+/* What a case changes in the random inputs make_inputs made (scales, index patterns). */
+typedef void (*input_prep)(const h3_op *op, void **in);
+
+/* Runs op on both backends and compares; limit < 0: the dtype's default; prep: NULL, or what
+ * the case changes in the inputs. */
+static void check_op(h3_backend *b, const h3_op *op, const char *tag, double limit, input_prep prep) {
   const char *name = h3_opcode_name(op->code);
   h3_diag d;
   h3_diag_init(&d);
   void **in = make_inputs(op);
+  if (in && prep) prep(op, in);
   void **want = calloc((size_t)op->n_results + 1, sizeof *want);
   void **got = calloc((size_t)op->n_results + 1, sizeof *got);
   h3_tensor hin[16], hout[8], din[16], dout[8];
@@ -200,7 +207,7 @@ static void check_region(h3_backend *b, const h3_region *r, const char *tag) {
     switch (op->code) {
     case H3_OP_YIELD: case H3_OP_RETURN: case H3_OP_CALL: case H3_OP_BRANCH: break;
     case H3_OP_LOOP: check_region(b, &op->regions[0], tag); break;
-    default: check_op(b, op, tag, -1); break;
+    default: check_op(b, op, tag, -1, NULL); break;
     }
   }
 }
@@ -320,6 +327,7 @@ typedef struct {
   const char *tag;
   const h3_op *op;
   double limit; /* NMSE limit; < 0: the dtype's default */
+  input_prep prep; /* NULL: make_inputs' inputs as they are */
 } hand_case;
 
 static h3_value *in_of(hand *h, const char *name, h3_dtype dt, int rank, const int64_t *dims) {
@@ -335,6 +343,68 @@ static const h3_op *op_of(hand *h, h3_opcode c, int n, h3_value **ops, int na, c
   return op;
 }
 
+/* moe(h[T, H] bf16, gate_up[E, 2F, H] bf16, down[E, H, F] bf16, ids[T, k] i32, wts[T, k] f32)
+ * {alpha 1.702, limit 7} on new inputs named p + "h", "gu", "dn", "id", "w". */
+static const h3_op *moe_op(hand *h, const char *p, int64_t T, int64_t H, int64_t F, int64_t E, int64_t k) {
+  static const char *const names[5] = {"h", "gu", "dn", "id", "w"};
+  static const h3_dtype dt[5] = {H3_BF16, H3_BF16, H3_BF16, H3_I32, H3_F32};
+  const int64_t dims[5][3] = {{T, H}, {E, 2 * F, H}, {E, H, F}, {T, k}, {T, k}};
+  h3_value *v[5];
+  for (int i = 0; i < 5; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", p, names[i]);
+    v[i] = in_of(h, name, dt[i], i == 1 || i == 2 ? 3 : 2, dims[i]);
+  }
+  h3_attr ma[2] = {h3_attr_float(h->m, "alpha", 1.702), h3_attr_float(h->m, "limit", 7.0)};
+  return op_of(h, H3_OP_MOE, 5, v, 2, ma);
+}
+
+/* moe's expert weights at a trained model's scale, U(-1/sqrt(in), 1/sqrt(in)) (gate_up: in = H,
+ * down: in = F), so that the activations are not all clamped; the rest as make_inputs made them
+ * (ids uniform in [0, 4), a repeat in a row counted once). */
+static void moe_weights(const h3_op *op, void **in) {
+  for (int i = 1; i <= 2; i++) {
+    const h3_type *t = &op->operands[i]->type;
+    double a = 1.0 / sqrt((double)t->dims[2]);
+    for (int64_t e = 0; e < h3_type_numel(t); e++)
+      h3_weights_store(in[i], t->dtype, (size_t)e, gpu_uniform(&rng, -a, a));
+  }
+}
+
+/* moe_weights with uneven experts (E = 4, k = 2): slot 0 of every row chooses expert 0, slot 1
+ * expert 1 in every 7th row and expert 3 in the others; expert 2 gets no row. */
+static void moe_skewed(const h3_op *op, void **in) {
+  moe_weights(op, in);
+  const h3_type *t = &op->operands[3]->type;
+  for (int64_t r = 0; r < t->dims[0]; r++) {
+    h3_weights_store(in[3], t->dtype, (size_t)(2 * r), 0);
+    h3_weights_store(in[3], t->dtype, (size_t)(2 * r + 1), r % 7 ? 3 : 1);
+  }
+}
+
+/* The moe cases of the grouped GEMMs, once through each form (H3_MOE_GEMM, which the cuda
+ * backend reads at every run: wgmma, then mma), the variable restored afterwards. */
+static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
+  const char *was = getenv("H3_MOE_GEMM");
+  char *saved = was ? strdup(was) : NULL;
+  static const char *const forms[2] = {"wgmma", "mma"};
+  for (int f = 0; f < 2; f++) {
+    setenv("H3_MOE_GEMM", forms[f], 1);
+    for (int i = 0; i < n; i++) {
+      char tag[128];
+      snprintf(tag, sizeof tag, "%s (H3_MOE_GEMM=%s)", cases[i].tag, forms[f]);
+      if (cases[i].op) check_op(b, cases[i].op, tag, cases[i].limit, cases[i].prep);
+      else {
+        printf("FAIL hand-made %s: cannot build the op\n", tag);
+        failed++;
+      }
+    }
+  }
+  if (saved) setenv("H3_MOE_GEMM", saved, 1);
+  else unsetenv("H3_MOE_GEMM");
+  free(saved);
+}
+
 static void check_hand(h3_backend *b, bool all_attention) {
   hand h;
   h.m = h3_module_new("gpu_ops", "test");
@@ -346,16 +416,16 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *x1 = in_of(&h, "x1", H3_BF16, 2, (int64_t[]){100, 256});
   h3_value *w1 = in_of(&h, "w1", H3_BF16, 2, (int64_t[]){192, 256});
   h3_value *b1 = in_of(&h, "b1", H3_BF16, 1, (int64_t[]){192});
-  cases[n++] = (hand_case){"linear bf16+bias", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x1, w1, b1}, 0, NULL), -1};
+  cases[n++] = (hand_case){"linear bf16+bias", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x1, w1, b1}, 0, NULL), -1, NULL};
   h3_value *x2 = in_of(&h, "x2", H3_BF16, 3, (int64_t[]){3, 7, 64});
   h3_value *w2 = in_of(&h, "w2", H3_BF16, 2, (int64_t[]){48, 64});
   h3_attr f32 = h3_attr_dtype(h.m, "dtype", H3_F32), bf = h3_attr_dtype(h.m, "dtype", H3_BF16);
-  cases[n++] = (hand_case){"linear bf16->f32", op_of(&h, H3_OP_LINEAR, 2, (h3_value *[]){x2, w2}, 1, &f32), -1};
+  cases[n++] = (hand_case){"linear bf16->f32", op_of(&h, H3_OP_LINEAR, 2, (h3_value *[]){x2, w2}, 1, &f32), -1, NULL};
   h3_value *x3 = in_of(&h, "x3", H3_F32, 2, (int64_t[]){70, 96});
   h3_value *w3 = in_of(&h, "w3", H3_F32, 2, (int64_t[]){130, 96});
   h3_value *b3 = in_of(&h, "b3", H3_F32, 1, (int64_t[]){130});
-  cases[n++] = (hand_case){"linear f32->bf16 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 1, &bf), 0};
-  cases[n++] = (hand_case){"linear f32 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 0, NULL), 0};
+  cases[n++] = (hand_case){"linear f32->bf16 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 1, &bf), 0, NULL};
+  cases[n++] = (hand_case){"linear f32 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 0, NULL), 0, NULL};
   /* attention at head_dim 128 with segments (live rows / pad rows), partial tiles */
   int64_t qd[3] = {200, 4, 128};
   h3_value *q = in_of(&h, "q", H3_BF16, 3, qd), *k = in_of(&h, "k", H3_BF16, 3, qd);
@@ -386,17 +456,17 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *k3 = in_of(&h, "k3", H3_F32, 3, (int64_t[]){50, 2, 64});
   h3_value *v3 = in_of(&h, "v3", H3_F32, 3, (int64_t[]){50, 2, 64});
   h3_attr catt[2] = {h3_attr_float(h.m, "scale", 0.125), h3_attr_int(h.m, "causal", 1)};
-  cases[n++] = (hand_case){"attention f32 causal GQA", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, v3}, 2, catt), -1};
+  cases[n++] = (hand_case){"attention f32 causal GQA", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, v3}, 2, catt), -1, NULL};
   h3_value *xv3 = in_of(&h, "xv3", H3_F32, 2, (int64_t[]){50, 384});
   h3_attr cattv[3] = {catt[0], catt[1], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){256, 384})};
-  cases[n++] = (hand_case){"attention f32 causal GQA v view", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, xv3}, 3, cattv), -1};
+  cases[n++] = (hand_case){"attention f32 causal GQA v view", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, xv3}, 3, cattv), -1, NULL};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
   h3_attr off = h3_attr_int(h.m, "offset", 1);
-  cases[n++] = (hand_case){"index", op_of(&h, H3_OP_INDEX, 2, (h3_value *[]){xi, ii}, 1, &off), 0};
+  cases[n++] = (hand_case){"index", op_of(&h, H3_OP_INDEX, 2, (h3_value *[]){xi, ii}, 1, &off), 0, NULL};
   h3_attr rn[2] = {h3_attr_ints(h.m, "shape", 2, (int64_t[]){37, 29}), h3_attr_string(h.m, "stream", "noise")};
-  cases[n++] = (hand_case){"randn (bitwise)", op_of(&h, H3_OP_RANDN, 0, NULL, 2, rn), 0};
+  cases[n++] = (hand_case){"randn (bitwise)", op_of(&h, H3_OP_RANDN, 0, NULL, 2, rn), 0, NULL};
   /* rms_norm_rope at the H3 head (56 x 128, rope dims 96, the k columns of qkv): the tiny
      models only reach 16-wide heads */
   h3_value *xq = in_of(&h, "xq", H3_BF16, 2, (int64_t[]){40, 21504});
@@ -406,18 +476,18 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_attr nr[3] = {h3_attr_int(h.m, "start", 7168), h3_attr_int(h.m, "heads", 56),
                    h3_attr_float(h.m, "eps", 1e-5)};
   cases[n++] = (hand_case){"rms_norm_rope 56x128 R=96",
-                           op_of(&h, H3_OP_RMS_NORM_ROPE, 4, (h3_value *[]){xq, wq, cq, sq}, 3, nr), -1};
+                           op_of(&h, H3_OP_RMS_NORM_ROPE, 4, (h3_value *[]){xq, wq, cq, sq}, 3, nr), -1, NULL};
   /* moe at widths the tensor-core path takes (multiples of 128; the tiny model's are not),
      40 rows over 8 experts: more than one 16-row pass for some; f32 of bf16 roundings taken
      in another sum order (a flipped rounding moves a row by a bf16 ulp) */
-  h3_value *mh = in_of(&h, "mh", H3_BF16, 2, (int64_t[]){40, 256});
-  h3_value *mgu = in_of(&h, "mgu", H3_BF16, 3, (int64_t[]){8, 256, 256});
-  h3_value *mdn = in_of(&h, "mdn", H3_BF16, 3, (int64_t[]){8, 256, 128});
-  h3_value *mid = in_of(&h, "mid", H3_I32, 2, (int64_t[]){40, 4});
-  h3_value *mw = in_of(&h, "mw", H3_F32, 2, (int64_t[]){40, 4});
-  h3_attr ma[2] = {h3_attr_float(h.m, "alpha", 1.702), h3_attr_float(h.m, "limit", 7.0)};
-  cases[n++] = (hand_case){"moe tensor cores H 256 F 128",
-                           op_of(&h, H3_OP_MOE, 5, (h3_value *[]){mh, mgu, mdn, mid, mw}, 2, ma), 1e-5};
+  cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
+  /* moe through the grouped GEMMs (T k >= 32 E rows): 384 rows, ~260 per expert (3 m-tiles,
+     the last partial); 333 rows with uneven experts (333, 48, none, 285), 2 and 3 n-tiles and
+     more k-steps than the wgmma pipeline's 4 stages */
+  hand_case gemm[2] = {
+      {"moe GEMMs T 384 H 256 F 256 E 4 k 4", moe_op(&h, "g", 384, 256, 256, 4, 4), 1e-5, moe_weights},
+      {"moe GEMMs uneven experts T 333 H 512 F 384 E 4 k 2", moe_op(&h, "s", 333, 512, 384, 4, 2), 1e-5,
+       moe_skewed}};
   h3_plan *plan = load_plan(b, h.m, H3_TIER_EXACT, "hand-made ops"); /* owns h.m */
   if (!plan) return;
   for (int i = 0; i < n; i++) {
@@ -426,8 +496,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
       failed++;
       continue;
     }
-    check_op(b, cases[i].op, cases[i].tag, cases[i].limit);
+    check_op(b, cases[i].op, cases[i].tag, cases[i].limit, cases[i].prep);
   }
+  check_moe_gemm_forms(b, gemm, 2);
   if (!a128v || !a333v) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");
     failed++;
@@ -442,15 +513,15 @@ static void check_hand(h3_backend *b, bool all_attention) {
     }
     char tag[64];
     snprintf(tag, sizeof tag, "attention D=128 segments (%s)", impls[i]);
-    if (a128) check_op(b, a128, tag, -1);
+    if (a128) check_op(b, a128, tag, -1, NULL);
     snprintf(tag, sizeof tag, "attention D=128 T=333 (%s)", impls[i]);
-    if (a333) check_op(b, a333, tag, -1);
+    if (a333) check_op(b, a333, tag, -1, NULL);
     snprintf(tag, sizeof tag, "attention D=128 segments v view (%s)", impls[i]);
-    if (a128v) check_op(b, a128v, tag, -1);
+    if (a128v) check_op(b, a128v, tag, -1, NULL);
     snprintf(tag, sizeof tag, "attention D=128 T=333 v view (%s)", impls[i]);
-    if (a333v) check_op(b, a333v, tag, -1);
+    if (a333v) check_op(b, a333v, tag, -1, NULL);
     snprintf(tag, sizeof tag, "attention D=64 (%s; flash falls back to cudnn)", impls[i]);
-    if (a64) check_op(b, a64, tag, -1);
+    if (a64) check_op(b, a64, tag, -1, NULL);
     report(&d); /* fallback warnings, if any */
     h3_diag_free(&d);
   }
