@@ -19,7 +19,11 @@
  * CU_TUNE_HOLD_MS (the first half untimed, the second half timed as one stretch), in two
  * passes of opposite order; the mean of its two passes decides. The fastest is kept.
  * Candidates whose split-K reduction is done in place are skipped (their sums depend on the
- * order blocks finish in).
+ * order blocks finish in), and so is every candidate whose output on the scratch operands
+ * does not agree with the heuristic's first pick (outputs_agree): a tile or cluster variant
+ * that cublasLtMatmulAlgoCheck accepts can still compute a partial tile wrongly (seen on the
+ * H200: a 9-row GEMM whose last row came out wrong with one variant, and only in the
+ * processes that timed it fastest).
  *
  * The bits of a GEMM depend on its algorithm, so the choice must not change from one
  * process to the next: it is stored in the kernel cache folder (h3_kernel_cache, the
@@ -31,8 +35,10 @@
  * H3_GEMM_TUNE_LOG=1 prints each candidate's (and variant's) configuration and median time.
  */
 #include "cuda_lt.h"
+#include "h3/bf16.h"
 #include "h3/rng.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +52,8 @@
 #define CU_TUNE_HOLD_MIN_MS 1.0 /* GEMMs at least this long (best median) are held */
 #define CU_TUNE_HOLD_MS 120.0   /* each held candidate runs back to back this long per pass */
 #define CU_TUNE_HOLD_SLACK 1.10 /* the candidates held: median within this factor of the best */
+#define CU_TUNE_CHECK_BYTES ((size_t)8 << 20) /* output bytes compared from each end */
+#define CU_TUNE_CHECK_TOL 0.02f /* |got - want| <= tol * (|want| + rms(want)) */
 
 /* The smallest GEMM (FLOPs) worth timing: CU_TUNE_MIN_FLOPS, or H3_GEMM_TUNE_MIN_FLOPS (the
  * GPU tests set it low, so that every GEMM they check runs the algorithm tuning picked). */
@@ -182,6 +190,73 @@ static void log_candidate(const cu_lt_problem *p, const cublasLtMatmulAlgo_t *al
           cublasLtGetVersion(), p->key, kind, i, np, cfg, what, ms);
 }
 
+/* The compared part of a GEMM's output c (as floats into out, *n of them): its first and its
+ * last CU_TUNE_CHECK_BYTES (all of it when smaller), where the partial tiles of both
+ * dimensions lie. False when it cannot be read. */
+static bool read_check_part(cu_state *s, const cu_lt_problem *p, const void *c, unsigned char *raw,
+                            float *out, size_t *n) {
+  int32_t type = 0;
+  size_t got = 0;
+  if (cublasLtMatrixLayoutGetAttribute(p->c, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type, &got) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (type != CUDA_R_32F && type != CUDA_R_16BF) || cudaStreamSynchronize(s->stream) != cudaSuccess)
+    return false;
+  const size_t head = p->c_bytes < CU_TUNE_CHECK_BYTES ? p->c_bytes : CU_TUNE_CHECK_BYTES;
+  const size_t rest = p->c_bytes - head, tail = rest < CU_TUNE_CHECK_BYTES ? rest : CU_TUNE_CHECK_BYTES;
+  if (cudaMemcpy(raw, c, head, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      (tail && cudaMemcpy(raw + head, (const char *)c + p->c_bytes - tail, tail,
+                          cudaMemcpyDeviceToHost) != cudaSuccess))
+    return false;
+  const size_t elt = type == CUDA_R_32F ? 4 : 2;
+  *n = (head + tail) / elt;
+  for (size_t i = 0; i < *n; i++) {
+    if (elt == 4) {
+      memcpy(&out[i], raw + 4 * i, 4);
+    } else {
+      uint16_t h;
+      memcpy(&h, raw + 2 * i, 2);
+      out[i] = h3_bf16_to_f32(h);
+    }
+  }
+  return true;
+}
+
+/* Whether got agrees with want element by element: within CU_TUNE_CHECK_TOL of |want| plus
+ * the rms of want (other algorithms sum in other orders and may round the last bit the other
+ * way; a wrongly computed tile is off by about the rms). NaN never agrees. */
+static bool outputs_agree(const float *want, const float *got, size_t n) {
+  double ss = 0;
+  for (size_t i = 0; i < n; i++) ss += (double)want[i] * want[i];
+  const float rms = n ? (float)sqrt(ss / (double)n) : 0.0f;
+  for (size_t i = 0; i < n; i++)
+    if (!(fabsf(got[i] - want[i]) <= CU_TUNE_CHECK_TOL * (fabsf(want[i]) + rms))) return false;
+  return true;
+}
+
+/* Drops (live[i] = false) every candidate whose output on the scratch operands a, b does not
+ * agree with pool[0]'s, the heuristic's first pick; false (all but pool[0] dropped) when the
+ * outputs cannot be compared. */
+static bool drop_disagreeing(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulAlgo_t *pool,
+                             int np, bool *live, const void *a, const void *b, void *c) {
+  const size_t bytes = 2 * CU_TUNE_CHECK_BYTES;
+  unsigned char *raw = malloc(bytes);
+  float *want = malloc(bytes / 2 * sizeof *want), *got = malloc(bytes / 2 * sizeof *got);
+  size_t n = 0, m = 0;
+  bool ok = raw && want && got && run_algo(s, p, &pool[0], a, b, c) &&
+            read_check_part(s, p, c, raw, want, &n);
+  for (int i = 1; i < np; i++) {
+    if (!live[i]) continue;
+    live[i] = ok && run_algo(s, p, &pool[i], a, b, c) && read_check_part(s, p, c, raw, got, &m) &&
+              m == n && outputs_agree(want, got, n);
+    if (!live[i]) {
+      cudaGetLastError();
+      log_candidate(p, &pool[i], "dropped (its output differs from the heuristic pick's)", i, np, "-", 0);
+    }
+  }
+  free(raw), free(want), free(got);
+  return ok;
+}
+
 /* The held timing (see the top of the file) of the live candidates whose median is within
  * CU_TUNE_HOLD_SLACK of best_ms: two passes, forward then backward, each candidate run back
  * to back for about CU_TUNE_HOLD_MS; *best becomes the one of the lowest mean. A candidate
@@ -246,6 +321,7 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   double ms[CU_TUNE_POOL][CU_TUNE_REPS];
   bool live[CU_TUNE_POOL];
   for (int i = 0; i < np; i++) live[i] = !in_place_split(&pool[i]);
+  if (st == H3_OK && !drop_disagreeing(s, p, pool, np, live, a, b, c)) cudaGetLastError();
   for (int r = -1; st == H3_OK && r < CU_TUNE_REPS; r++)
     for (int i = 0; i < np; i++) {
       if (!live[i]) continue;
