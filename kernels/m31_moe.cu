@@ -59,7 +59,9 @@ extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_SCORE
   float acc[H3M_ROUTER_ROWS];
 #pragma unroll
   for (int r = 0; r < H3M_ROUTER_ROWS; r++) acc[r] = 0.0f;
-  if (H % 8 == 0) { // 8 consecutive elements per thread and step (vector loads when aligned)
+  if (H % 8 == 0) { // 8 consecutive elements per thread and step (vector loads when aligned);
+    // unrolled so that the steps' loads are in flight together (H = 6144: 6 steps)
+#pragma unroll 6
     for (long long i = 8ll * threadIdx.x; i < H; i += 8ll * H3M_ROUTER_THREADS) {
       float wv[8];
       h3_ld8(we, i, wv);

@@ -19,6 +19,7 @@
 #   m31decode  bench/m31_decode.sh: the decode step at a 2048-token context (small config)
 #   m31batch  the same for 64 sequences at once (generate_batch, 256-token prompts)
 #   m31long   64 sequences at a 2048-token context, and one sequence at 16384
+#   m31long16k  64 sequences at a 16384-token context (64 prefills of 16384 tokens per run)
 #   m31tokens tests/gpu/m31_token_margins.py: the small plan's 256 greedy tokens on cuda scored by
 #          the CPU backend (one teacher-forced extend per prompt), the top-2 margin where
 #          they part (3 prompts; minutes of CPU time)
@@ -64,7 +65,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31tokens|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -164,6 +165,11 @@ for section in $SECTIONS; do
       "$PLANS/m31_small_b64_p2048_n24.plan" 24 1 generate_batch
     step m31_decode_p16384 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_p16384_n16.plan" 16 \
       "$PLANS/m31_small_p16384_n80.plan" 80 2
+    ;;
+  m31long16k)
+    # 64 sequences at a 16384-token context (64 prefills of 16384 tokens per run)
+    step m31_decode_b64_p16384 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p16384_n8.plan" 8 \
+      "$PLANS/m31_small_b64_p16384_n24.plan" 24 1 generate_batch
     ;;
   m31tokens)
     # greedy tokens on cuda against the CPU backend (3 prompts of 128, 256 new tokens; the CPU
