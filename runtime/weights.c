@@ -1,5 +1,6 @@
 /* weights.c: the weight store (include/h3/weights.h): expanded tensor names, buffers,
- * random initialisation from h3's Philox generator, and the dtype rounding of stored
+ * random initialisation from h3's Philox generator (the random parameters filled by a few
+ * threads, one per online CPU, with the same bits as one), and the dtype rounding of stored
  * values. Loading and saving files are in weights_file.c.
  */
 #include "h3/weights.h"
@@ -8,8 +9,12 @@
 #include "h3/rng.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int64_t h3_weights_tensor_count(const h3_param *p) {
   int64_t n = 1;
@@ -108,7 +113,9 @@ void h3_weights_free(h3_weights *w) {
   free(w);
 }
 
-h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d) {
+/* Allocates every parameter's buffer, zero-filled when `zero` (else the caller writes every
+   byte). */
+static h3_weights *alloc_store(const h3_module *m, bool zero, h3_diag *d) {
   h3_span none = {0};
   h3_weights *w = calloc(1, sizeof *w);
   if (w) w->w = calloc((size_t)m->n_params + 1, sizeof *w->w);
@@ -134,10 +141,12 @@ h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d) {
       h3_weights_free(w);
       return NULL;
     }
-    memset(w->w[i].data, 0, bytes);
+    if (zero) memset(w->w[i].data, 0, bytes);
   }
   return w;
 }
+
+h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d) { return alloc_store(m, true, d); }
 
 const h3_weight *h3_weights_get(const h3_weights *w, const h3_param *p) {
   for (int i = 0; i < w->n; i++)
@@ -145,39 +154,102 @@ const h3_weight *h3_weights_get(const h3_weights *w, const h3_param *p) {
   return NULL;
 }
 
-#define FILL_CHUNK 4096
+#define FILL_CHUNK 4096     /* elements per h3_rng_fill_init call (a thread's tmp buffer) */
+#define FILL_ITEM (1 << 16) /* elements per work item of the parallel fill */
+#define FILL_THREADS_MAX 64
 
-/* Fills expanded tensor `name` (numel elements at `dst` + first * elem size). */
-static void fill_tensor(const h3_param *p, uint64_t seed, const char *name, void *dst,
-                        size_t first, size_t numel, float *tmp) {
+/* Fills element `at` .. at + n - 1 of a tensor of random parameter p (stream `stream`),
+   element `at` going to index `first` of dst. */
+static void fill_random(const h3_param *p, uint64_t seed, uint32_t stream, void *dst,
+                        size_t first, size_t at, size_t n, float *tmp) {
   h3_dtype dt = p->type.dtype;
-  switch (p->init) {
-  case H3_INIT_CONST:
-    for (size_t i = 0; i < numel; i++) h3_weights_store(dst, dt, first + i, p->init_value);
-    return;
-  case H3_INIT_ROPE_INV_FREQ:
-    for (size_t i = 0; i < numel; i++)
-      h3_weights_store(dst, dt, first + i, pow(p->init_value, -2.0 * (double)i / p->init_scale));
-    return;
-  default: break;
-  }
   int kind = p->init == H3_INIT_UNIFORM            ? H3_RNG_INIT_UNIFORM
              : p->init == H3_INIT_ONES_PLUS_NORMAL ? H3_RNG_INIT_ONES_PLUS_NORMAL
                                                    : H3_RNG_INIT_NORMAL;
   float scale = (float)p->init_scale;
-  uint32_t stream = h3_rng_stream_id(name);
-  for (size_t at = 0; at < numel; at += FILL_CHUNK) {
-    size_t n = numel - at < FILL_CHUNK ? numel - at : FILL_CHUNK;
-    h3_rng_fill_init(kind, scale, seed, stream, at, n, tmp);
+  for (size_t i = 0; i < n; i += FILL_CHUNK) {
+    size_t c = n - i < FILL_CHUNK ? n - i : FILL_CHUNK;
+    h3_rng_fill_init(kind, scale, seed, stream, at + i, c, tmp);
     if (dt == H3_F32) {
-      memcpy((float *)dst + first + at, tmp, n * sizeof(float));
+      memcpy((float *)dst + first + i, tmp, c * sizeof(float));
     } else if (dt == H3_BF16) {
-      uint16_t *o = (uint16_t *)dst + first + at;
-      for (size_t i = 0; i < n; i++) o[i] = h3_f32_to_bf16(tmp[i]);
+      uint16_t *o = (uint16_t *)dst + first + i;
+      for (size_t e = 0; e < c; e++) o[e] = h3_f32_to_bf16(tmp[e]);
     } else {
-      for (size_t i = 0; i < n; i++) h3_weights_store(dst, dt, first + at + i, tmp[i]);
+      for (size_t e = 0; e < c; e++) h3_weights_store(dst, dt, first + i + e, tmp[e]);
     }
   }
+}
+
+/* Fills the numel elements of a CONST or ROPE_INV_FREQ tensor starting at index `first`. */
+static void fill_fixed(const h3_param *p, void *dst, size_t first, size_t numel) {
+  h3_dtype dt = p->type.dtype;
+  if (p->init == H3_INIT_CONST) {
+    for (size_t i = 0; i < numel; i++) h3_weights_store(dst, dt, first + i, p->init_value);
+    return;
+  }
+  for (size_t i = 0; i < numel; i++)
+    h3_weights_store(dst, dt, first + i, pow(p->init_value, -2.0 * (double)i / p->init_scale));
+}
+
+static bool is_random(const h3_param *p) {
+  return p->init != H3_INIT_CONST && p->init != H3_INIT_ROPE_INV_FREQ;
+}
+
+/* ---- the parallel fill of the random parameters ---------------------------------------------
+ * Each random parameter's elements (all of its tensors, in storage order) are cut into items
+ * of FILL_ITEM elements (an item may span tensors); threads take items in turn. Philox is
+ * counter-based: an element's value depends only on (seed, its tensor's stream, its index in
+ * the tensor), so the bits do not depend on the thread count or on who fills what. */
+typedef struct {
+  const h3_param *p;
+  void *data;
+  size_t numel, total;    /* elements per tensor, in all */
+  const uint32_t *stream; /* [tensors]: each tensor's stream id */
+  size_t first_item;      /* number of the parameter's first item */
+} fill_param;
+
+typedef struct {
+  const fill_param *params;
+  int n;
+  uint64_t seed;
+  size_t items;
+  atomic_size_t next;
+} fill_work;
+
+static void fill_item(const fill_param *f, uint64_t seed, size_t item, float *tmp) {
+  size_t pos = item * FILL_ITEM, end = pos + FILL_ITEM < f->total ? pos + FILL_ITEM : f->total;
+  while (pos < end) {
+    size_t t = pos / f->numel, at = pos % f->numel;
+    size_t n = end - pos < f->numel - at ? end - pos : f->numel - at;
+    fill_random(f->p, seed, f->stream[t], f->data, pos, at, n, tmp);
+    pos += n;
+  }
+}
+
+static void *fill_main(void *arg) {
+  fill_work *w = arg;
+  float tmp[FILL_CHUNK];
+  int at = 0;
+  for (size_t item; (item = atomic_fetch_add(&w->next, 1)) < w->items;) {
+    while (at + 1 < w->n && w->params[at + 1].first_item <= item) at++; /* items ascend */
+    fill_item(&w->params[at], w->seed, item - w->params[at].first_item, tmp);
+  }
+  return NULL;
+}
+
+/* Runs fill_main on up to one thread per online CPU (FILL_THREADS_MAX at most), the caller's
+   included; threads that cannot be started leave their share to the others. */
+static void fill_parallel(fill_work *w) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t want = cpus < 1 ? 1 : cpus > FILL_THREADS_MAX ? FILL_THREADS_MAX : (size_t)cpus;
+  if (want > w->items) want = w->items;
+  pthread_t threads[FILL_THREADS_MAX];
+  size_t started = 0;
+  while (started + 1 < want && pthread_create(&threads[started], NULL, fill_main, w) == 0)
+    started++;
+  fill_main(w);
+  for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
 }
 
 _Static_assert(H3_INIT_NORMAL == H3_RNG_INIT_NORMAL && H3_INIT_UNIFORM == H3_RNG_INIT_UNIFORM &&
@@ -202,32 +274,52 @@ static h3_status check_init(const h3_param *p, h3_diag *d) {
   return H3_ERR;
 }
 
-h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
-  h3_weights *w = h3_weights_alloc(m, d);
-  float *tmp = malloc(FILL_CHUNK * sizeof(float));
+/* Checks each parameter's init, fills the CONST / ROPE_INV_FREQ ones and lists the random
+   ones in fp (their tensors' stream ids in streams, w->n_tensors at most); returns the number
+   of random parameters, -1 after reporting a bad init or name. */
+static int fill_plan(const h3_weights *w, fill_param *fp, uint32_t *streams, size_t *items,
+                     h3_diag *d) {
   h3_strbuf name;
   h3_strbuf_init(&name);
-  if (!w || !tmp) {
-    if (w && !tmp) h3_diag_error(d, (h3_span){0}, NULL, "out of memory generating weights");
-    goto fail;
-  }
-  for (int i = 0; i < w->n; i++) {
+  int n = 0;
+  for (int i = 0; i < w->n && n >= 0; i++) {
     const h3_param *p = w->w[i].param;
-    if (check_init(p, d) != H3_OK) goto fail;
     h3_type tt = h3_weights_tensor_type(p);
     size_t numel = (size_t)h3_type_numel(&tt);
     int64_t count = h3_weights_tensor_count(p);
-    for (int64_t k = 0; k < count; k++) {
-      if (h3_weights_tensor_name(p, k, &name, d) != H3_OK) goto fail;
-      fill_tensor(p, seed, name.data, w->w[i].data, (size_t)k * numel, numel, tmp);
+    if (check_init(p, d) != H3_OK) n = -1;
+    for (int64_t k = 0; k < count && n >= 0; k++) {
+      if (h3_weights_tensor_name(p, k, &name, d) != H3_OK)
+        n = -1;
+      else if (is_random(p))
+        streams[k] = h3_rng_stream_id(name.data);
+      else
+        fill_fixed(p, w->w[i].data, (size_t)k * numel, numel);
     }
+    if (n < 0 || !is_random(p) || numel * (size_t)count == 0) continue;
+    fp[n] = (fill_param){p, w->w[i].data, numel, numel * (size_t)count, streams, *items};
+    *items += (fp[n].total + FILL_ITEM - 1) / FILL_ITEM;
+    streams += count;
+    n++;
   }
-  free(tmp);
   h3_strbuf_free(&name);
-  return w;
-fail:
-  free(tmp);
-  h3_strbuf_free(&name);
+  return n;
+}
+
+h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
+  h3_weights *w = alloc_store(m, false, d); /* every element is generated (fill_plan) */
+  if (!w) return NULL;
+  fill_param *fp = malloc((size_t)(w->n + 1) * sizeof *fp);
+  uint32_t *streams = malloc((size_t)(w->n_tensors + 1) * sizeof *streams);
+  fill_work work = {.params = fp, .n = -1, .seed = seed};
+  atomic_init(&work.next, 0);
+  if (!fp || !streams)
+    h3_diag_error(d, (h3_span){0}, NULL, "out of memory generating weights");
+  else
+    work.n = fill_plan(w, fp, streams, &work.items, d);
+  if (work.n > 0) fill_parallel(&work);
+  free(fp), free(streams);
+  if (work.n >= 0) return w;
   h3_weights_free(w);
   return NULL;
 }
