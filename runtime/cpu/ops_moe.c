@@ -18,8 +18,9 @@
  * expert's weights are widened once per panel for all of its rows while every row still
  * receives its experts' terms in ascending id order.
  * markov_draft(base f32[G, V], w1[V, r], w2[V, r], prev i32[]) -> (z f32[G, V], draft i32[G]):
- *   for k = 0..G-1: e = fp32(w1[prev]); z_k[v] = base[k, v] + (sum_i w2[v, i] * e_i);
- *   d_k = first argmax of z_k; prev = d_k.
+ *   for k = 0..G-1: e = fp32(w1[prev]); z_k[v] = base[k, v] + (sum_i w2[v, i] * e_i) (fp32,
+ *   i ascending, on cpu_gemm.c with v split over the workers); d_k = first argmax of z_k (a
+ *   NaN never wins over an earlier value); prev = d_k.
  */
 #include "cpu_gemm.h"
 
@@ -105,7 +106,7 @@ H3_CPU_KERNEL(h3cpu_router_topk) {
 /* The rows of each expert: expert e's are row[start[e] .. start[e + 1]), ascending, with the
    weights of their first slot naming e. */
 typedef struct {
-  int64_t *start; /* [E + 1] */
+  int64_t *start; /* [E + 2] (one spare entry for moe_group's counting) */
   int64_t *row;   /* [T * k] */
   float *weight;  /* [T * k] */
 } moe_routes;
@@ -239,10 +240,27 @@ H3_CPU_KERNEL(h3cpu_moe) {
   return st;
 }
 
+typedef struct {
+  const h3_tensor *base, *z;
+  float *zf; /* [V]: step k's z in fp32, for the argmax */
+  int64_t k, V;
+} markov_job;
+
+static void markov_store(void *arg, int64_t m, int64_t n0, int64_t nn, const float *s) {
+  (void)m;
+  const markov_job *j = arg;
+  for (int64_t i = 0; i < nn; i++) {
+    int64_t at = j->k * j->V + n0 + i;
+    float z = h3cpu_ld(j->base->data, j->base->type.dtype, at) + s[i];
+    j->zf[n0 + i] = z;
+    h3cpu_st(j->z->data, j->z->type.dtype, at, z);
+  }
+}
+
 H3_CPU_KERNEL(h3cpu_markov_draft) {
   (void)n_in, (void)n_out;
-  const h3_tensor *base = &in[0], *w1 = &in[1], *w2 = &in[2];
-  int64_t G = base->type.dims[0], V = base->type.dims[1], r = w1->type.dims[1];
+  const h3_tensor *w1 = &in[1], *w2 = &in[2];
+  int64_t G = in[0].type.dims[0], V = in[0].type.dims[1], r = w1->type.dims[1];
   int64_t prev = h3cpu_ldi(in[3].data, in[3].type.dtype, 0);
   if (prev < 0 || prev >= V) {
     h3cpu_error(c, op, "prev is the bonus token id",
@@ -250,27 +268,20 @@ H3_CPU_KERNEL(h3cpu_markov_draft) {
     return H3_ERR;
   }
   float *e = malloc((size_t)(r + 1) * sizeof(float));
-  if (!e) {
-    h3cpu_error(c, op, NULL, "out of memory");
-    return H3_ERR;
-  }
-  for (int64_t k = 0; k < G; k++) {
+  markov_job j = {&in[0], &out[0], malloc((size_t)(V + 1) * sizeof(float)), 0, V};
+  h3_status st = e && j.zf ? H3_OK : H3_ERR;
+  for (int64_t k = 0; k < G && st == H3_OK; k++) {
     for (int64_t i = 0; i < r; i++) e[i] = h3cpu_ld(w1->data, w1->type.dtype, prev * r + i);
+    j.k = k;
+    h3cpu_gemm_args g = {e, r, w2->data, w2->type.dtype, 1, V, r};
+    st = h3cpu_gemm(c->pool, &g, markov_store, &j);
     int64_t best = 0;
-    float bv = 0.0f;
-    for (int64_t v = 0; v < V; v++) {
-      float s = 0.0f;
-      for (int64_t i = 0; i < r; i++) s += h3cpu_ld(w2->data, w2->type.dtype, v * r + i) * e[i];
-      float z = h3cpu_ld(base->data, base->type.dtype, k * V + v) + s;
-      h3cpu_st(out[0].data, out[0].type.dtype, k * V + v, z);
-      if (v == 0 || z > bv) {
-        best = v;
-        bv = z;
-      }
-    }
+    for (int64_t v = 1; v < V; v++)
+      if (j.zf[v] > j.zf[best]) best = v;
     h3cpu_sti(out[1].data, out[1].type.dtype, k, best);
     prev = best;
   }
-  free(e);
-  return H3_OK;
+  free(e), free(j.zf);
+  if (st != H3_OK) h3cpu_error(c, op, NULL, "out of memory");
+  return st;
 }

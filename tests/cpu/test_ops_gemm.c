@@ -1,8 +1,8 @@
-/* test_ops_gemm.c: linear, moe and router_topk, whose dot products run on the register tiles
- * of runtime/cpu/cpu_gemm.c, against the straight loops they replaced (written out below:
- * one fp32 chain per output, k ascending), BITWISE, on shapes that leave partial tiles,
- * panels and k ranges (M = 1, 3, 17, 300; N not a multiple of 16; K odd and past 256 and
- * 512), bf16 / f16 / f32 weights, with and without bias, f32 and bf16 results. Inputs are
+/* test_ops_gemm.c: linear, moe, router_topk and markov_draft, whose dot products run on the
+ * register tiles of runtime/cpu/cpu_gemm.c, against the straight loops they replaced (written
+ * out below: one fp32 chain per output, k ascending), BITWISE, on shapes that leave partial
+ * tiles, panels and k ranges (M = 1, 3, 17, 300; N not a multiple of 16; K odd and past 256
+ * and 512), bf16 / f16 / f32 weights, with and without bias, f32 and bf16 results. Inputs are
  * random, never zero, over a wide range of magnitudes so that any change of the order of
  * the operations shows in the bits. Every op runs with 1, 2 and 3 threads, on the engine's
  * SIMD path and on its generic path. This file is compiled with -ffp-contract=off so that
@@ -233,9 +233,55 @@ static void test_router(void) {
   t_free(&t);
 }
 
+/* ---- markov_draft ------------------------------------------------------------------------ */
+/* The old markov_draft: per step the straight GEMV of w2 by e = w1[prev] (old_linear's
+   loop), z = base + s, first argmax. */
+static void old_markov(const h3_tensor *in, int64_t G, int64_t V, int64_t r, const h3_tensor *z,
+                       const h3_tensor *draft) {
+  h3_tensor e = t_alloc(TY(H3_F32, 1, r)), s = t_alloc(TY(H3_F32, 1, V));
+  int64_t prev = (int64_t)t_get(&in[3], 0);
+  for (int64_t k = 0; k < G; k++) {
+    for (int64_t i = 0; i < r; i++) t_set(&e, i, t_get(&in[1], prev * r + i));
+    old_linear(&e, &in[2], NULL, 1, V, r, &s);
+    int64_t best = 0;
+    for (int64_t v = 0; v < V; v++) {
+      t_set(z, k * V + v, (float)t_get(&in[0], k * V + v) + (float)t_get(&s, v));
+      if (t_get(z, k * V + v) > t_get(z, k * V + best)) best = v;
+    }
+    t_set(draft, k, (double)best);
+    prev = best;
+  }
+  t_free_all(&e, 1), t_free_all(&s, 1);
+}
+
+static void check_markov(T *t, int64_t G, int64_t V, int64_t r, h3_dtype wd) {
+  h3_value *base = t_in(t, "base", TY(H3_F32, G, V)), *w1 = t_in(t, "w1", TY(wd, V, r));
+  h3_value *w2 = t_in(t, "w2", TY(wd, V, r)), *prev = t_in(t, "prev", SCALAR(H3_I32));
+  h3_tensor in[4] = {t_values(t, base->type), t_values(t, w1->type), t_values(t, w2->type),
+                     t_alloc(prev->type)};
+  *(int32_t *)in[3].data = (int32_t)(V / 2);
+  h3_op *op = t_op(t, H3_OP_MARKOV_DRAFT, 4, (h3_value *[]){base, w1, w2, prev}, 0, NULL);
+  h3_tensor want[2] = {t_alloc(op->results[0]->type), t_alloc(op->results[1]->type)};
+  old_markov(in, G, V, r, &want[0], &want[1]);
+  char what[64];
+  snprintf(what, sizeof what, "markov_draft G %lld V %lld r %lld %s", (long long)G,
+           (long long)V, (long long)r, h3_dtype_name(wd));
+  run_all(op, in, want, what);
+  t_free_all(in, 4), t_free_all(want, 2);
+}
+
+static void test_markov(void) {
+  T t;
+  t_init(&t, 24);
+  check_markov(&t, 3, 37, 301, H3_BF16);
+  check_markov(&t, 4, 100, 7, H3_F32);
+  t_free(&t);
+}
+
 int main(void) {
   test_linear();
   test_moe();
   test_router();
+  test_markov();
   return t_report("test_ops_gemm");
 }
