@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# m31_prefill_moe_forms.sh: the prefill moe GEMM kernels of both forms under Nsight Compute
+# m31_prefill_moe_forms.sh: the prefill moe GEMM kernels of each form under Nsight Compute
 # (lab; not CI): the 6 grouped-GEMM launches of a 2048-token prefill (3 MoE layers x gate_up,
-# down) with H3_MOE_GEMM=wgmma and =mma, kernel durations, and TFLOP/s of the layer's work.
+# down) with H3_MOE_GEMM=wgmma, =wgmma1 and =mma, kernel durations, and TFLOP/s of the
+# layer's work.
 #   dev/m31_prefill_moe_forms.sh STAGE OUT
 set -uo pipefail
 S=$1 OUT=$2
-for m in wgmma mma; do
+for m in wgmma wgmma1 mma; do
   H3_MOE_GEMM=$m timeout 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
     -k regex:'h3cu_moe_(wgmma|gemm)' --launch-count 6 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n16.plan" \
     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/moe_$m.csv" 2> "$OUT/moe_$m.err"

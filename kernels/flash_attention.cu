@@ -38,42 +38,6 @@
 #define STAGES 3
 #define TILE_BYTES (BN * HD * 2)
 #define HALF_BYTES (TILE_BYTES / 2)
-// a CUtensorMap (128 opaque bytes, 64-byte aligned), passed by value
-struct __align__(64) h3f_tmap { unsigned long long opaque[16]; };
-// ---- mbarriers (shared::cta addresses) ----
-__device__ __forceinline__ void h3f_bar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count)
-               : "memory");
-}
-// the producer's arrival, announcing `bytes` of TMA writes that complete the phase
-__device__ __forceinline__ void h3f_bar_expect(unsigned bar, unsigned bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
-               ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void h3f_bar_arrive(unsigned bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar)
-               : "memory");
-}
-// waits until the phase of parity `parity` has completed
-__device__ __forceinline__ void h3f_bar_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
-// ---- TMA: box {64 columns, 128 rows} at (column c0, row c1) into a swizzled [128][64] half ----
-__device__ __forceinline__ void h3f_tma(unsigned dst, const h3f_tmap *map, int c0, int c1,
-                                        unsigned bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];\n"
-               ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void h3f_prefetch_map(const h3f_tmap *map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)map) : "memory");
-}
 // ---- named barriers of the two consumer warpgroups (ids 1, 2; 256 threads) ----
 __device__ __forceinline__ void h3f_turn_wait(int id) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
@@ -169,8 +133,8 @@ __device__ __forceinline__ void h3f_pv(float *acc, const unsigned *p, unsigned l
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
-    const __grid_constant__ h3f_tmap tq, const __grid_constant__ h3f_tmap tk,
-    const __grid_constant__ h3f_tmap tv, h3_bf16 *__restrict__ o, int len, int group,
+    const __grid_constant__ h3_tmap tq, const __grid_constant__ h3_tmap tk,
+    const __grid_constant__ h3_tmap tv, h3_bf16 *__restrict__ o, int len, int group,
     long long os, float c) {
   extern __shared__ unsigned char h3f_smem_raw[];
   // mbarriers: Q; K and V of each stage full (TMA bytes landed); each stage empty (the 8
@@ -183,11 +147,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
   const int head = blockIdx.y, m0 = blockIdx.x * BM, kvcol = head / group * HD;
   const int n_tiles = (len + BN - 1) / BN;
   if (tid == 0) {
-    h3f_bar_init(bq, 1);
+    h3_bar_init(bq, 1);
     for (int i = 0; i < STAGES; i++) {
-      h3f_bar_init(bk + 8 * i, 1);
-      h3f_bar_init(bv + 8 * i, 1);
-      h3f_bar_init(be + 8 * i, 8);
+      h3_bar_init(bk + 8 * i, 1);
+      h3_bar_init(bv + 8 * i, 1);
+      h3_bar_init(be + 8 * i, 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -198,22 +162,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     // consumers released tile j - 3 (its ((j / 3) - 1)-th release of that stage)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
-      h3f_prefetch_map(&tq);
-      h3f_prefetch_map(&tk);
-      h3f_prefetch_map(&tv);
-      h3f_bar_expect(bq, BM * HD * 2);
-      h3f_tma(sq, &tq, head * HD, m0, bq);
-      h3f_tma(sq + HALF_BYTES, &tq, head * HD + 64, m0, bq);
+      h3_prefetch_map(&tq);
+      h3_prefetch_map(&tk);
+      h3_prefetch_map(&tv);
+      h3_bar_expect(bq, BM * HD * 2);
+      h3_tma(sq, &tq, head * HD, m0, bq);
+      h3_tma(sq + HALF_BYTES, &tq, head * HD + 64, m0, bq);
       for (int j = 0; j < n_tiles; j++) {
         const int st = j % STAGES;
-        if (j >= STAGES) h3f_bar_wait(be + 8 * st, ((j / STAGES) - 1) & 1);
+        if (j >= STAGES) h3_bar_wait(be + 8 * st, ((j / STAGES) - 1) & 1);
         const unsigned dk = skv + 2u * TILE_BYTES * st, dv = dk + TILE_BYTES;
-        h3f_bar_expect(bk + 8 * st, TILE_BYTES);
-        h3f_tma(dk, &tk, kvcol, j * BN, bk + 8 * st);
-        h3f_tma(dk + HALF_BYTES, &tk, kvcol + 64, j * BN, bk + 8 * st);
-        h3f_bar_expect(bv + 8 * st, TILE_BYTES);
-        h3f_tma(dv, &tv, kvcol, j * BN, bv + 8 * st);
-        h3f_tma(dv + HALF_BYTES, &tv, kvcol + 64, j * BN, bv + 8 * st);
+        h3_bar_expect(bk + 8 * st, TILE_BYTES);
+        h3_tma(dk, &tk, kvcol, j * BN, bk + 8 * st);
+        h3_tma(dk + HALF_BYTES, &tk, kvcol + 64, j * BN, bk + 8 * st);
+        h3_bar_expect(bv + 8 * st, TILE_BYTES);
+        h3_tma(dv, &tv, kvcol, j * BN, bv + 8 * st);
+        h3_tma(dv + HALF_BYTES, &tv, kvcol + 64, j * BN, bv + 8 * st);
       }
     }
   } else {
@@ -238,8 +202,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     // n_tiles + 1 turns per warpgroup (S(0); S(j) with P(j-1)·V(j-1); P(n-1)·V(n-1));
     // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
     if (cw == 1) h3f_turn_pass(1);
-    h3f_bar_wait(bq, 0);
-    h3f_bar_wait(bk, 0);
+    h3_bar_wait(bq, 0);
+    h3_bar_wait(bk, 0);
     h3f_turn_wait(mine);
     h3_wg_fence();
     h3f_qk(s, dq, dk);
@@ -254,8 +218,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     // turn j: S(j) and P(j-1)·V(j-1) in flight together; the softmax of tile j overlaps
     // P(j-1)·V(j-1) and the other warpgroup's turn
     for (int j = 1; j < n_tiles; j++) {
-      h3f_bar_wait(bk + 8 * (j % STAGES), parity(j));
-      h3f_bar_wait(bv + 8 * ((j - 1) % STAGES), parity(j - 1));
+      h3_bar_wait(bk + 8 * (j % STAGES), parity(j));
+      h3_bar_wait(bv + 8 * ((j - 1) % STAGES), parity(j - 1));
       h3f_turn_wait(mine);
       h3_wg_fence();
       h3f_qk(s, dq, dk + stage(j));
@@ -268,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
       h3f_softmax(s, mrow, lrow, corr, j * BN, len, lane, c);
       h3_wg_wait<0>();
       h3_wg_hold<64>(acc);
-      if (lane == 0) h3f_bar_arrive(be + 8 * ((j - 1) % STAGES)); // this warp is done with tile j-1
+      if (lane == 0) h3_bar_arrive(be + 8 * ((j - 1) % STAGES)); // this warp is done with tile j-1
 #pragma unroll
       for (int n = 0; n < 16; n++) {
         acc[4 * n] *= corr[0];
@@ -278,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
       }
       h3f_pack_p(p, s);
     }
-    h3f_bar_wait(bv + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
+    h3_bar_wait(bv + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
     h3f_turn_wait(mine);
     h3_wg_fence();
     h3f_pv(acc, p, dv + stage(n_tiles - 1));

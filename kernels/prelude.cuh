@@ -6,7 +6,7 @@
 // time in place of their #include, include/h3/rng.h (Philox + Box-Muller) and
 // include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text; what
 // two kernel files share (mma.sync and cp.async helpers, moe's grouped-GEMM contract, the
-// warpgroup MMA helpers of the sm_90a units). Under H3_HOST_EMU it compiles as host C++
+// warpgroup MMA, mbarrier and TMA helpers of the sm_90a units). Under H3_HOST_EMU it compiles as host C++
 // (tests/codegen/host_emu.h; the warpgroup MMA part is left out).
 #ifndef H3_HOST_EMU
 #include <cuda_bf16.h>
@@ -406,6 +406,42 @@ template <int N> H3_DI void h3_wg_hold(float *d) {
 // generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy
 // (wgmma's operand reads, TMA) of the threads that synchronise with this one after it
 H3_DI void h3_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// ---- mbarriers (shared::cta addresses) and TMA (flash_attention.cu, m31_moe_wgmma.cu) ----
+// a CUtensorMap (128 opaque bytes, 64-byte aligned), passed by value (__grid_constant__)
+struct __align__(64) h3_tmap { unsigned long long opaque[16]; };
+H3_DI void h3_bar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count)
+               : "memory");
+}
+// the producer's arrival, announcing `bytes` of TMA writes that complete the phase
+H3_DI void h3_bar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
+               ::"r"(bar), "r"(bytes) : "memory");
+}
+H3_DI void h3_bar_arrive(unsigned bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+// waits until the phase of parity `parity` has completed
+H3_DI void h3_bar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+// TMA: the box of the map (flash attention, moe: {64 columns, 128 rows}, 128-byte swizzled)
+// at (column c0, row c1) into shared memory at dst (1024-aligned), completing its bytes on bar
+H3_DI void h3_tma(unsigned dst, const h3_tmap *map, int c0, int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+H3_DI void h3_prefetch_map(const h3_tmap *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)map) : "memory");
+}
 // wgmma accumulator operands: 8 and 64 consecutive floats d[i ..] as "+f" asm operands, and
 // the operand numbers %0 .. %63 of the first 64
 #define H3_WG_C8(d, i) "+f"((d)[i]), "+f"((d)[(i) + 1]), "+f"((d)[(i) + 2]), "+f"((d)[(i) + 3]), \

@@ -1,9 +1,10 @@
 /* cuda_flash.c: the host side of h3's flash-attention forward kernel (kernels/flash_attention.cu,
  * bf16, head_dim 128, non-causal, sm_90a): which segments it takes, the kernel compiled and
  * configured on first use (225 KiB of dynamic shared memory, one block per SM), the TMA
- * tensor maps of q, k, v (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion:
- * no libcuda link; 2D [len, H·128] with their own row strides, so q/k/v can be the views of
- * a packed qkv), and the launch: one block of 384 threads per (128 query rows, head).
+ * tensor maps of q, k, v (cu_tile_map, also moe's: cuTensorMapEncodeTiled through
+ * cudaGetDriverEntryPointByVersion, no libcuda link; 2D [len, H·128] with their own row
+ * strides, so q/k/v can be the views of a packed qkv), and the launch: one block of 384
+ * threads per (128 query rows, head).
  */
 #include "cuda_internal.h"
 
@@ -65,19 +66,24 @@ static void encoder_lookup(void) {
     encoder = (encode_tiled_fn)fn;
 }
 
-/* A map of rows [0, len) x columns [0, cols) of a bf16 matrix at base with row stride
- * `stride` elements, read in boxes of 64 columns x 128 rows, 128-byte swizzled. */
-static h3_status tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t stride,
-                          int64_t len, const char *what, h3_diag *d) {
-  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)len}, strides[1] = {(cuuint64_t)stride * 2};
+h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
+                      const char *who, const char *what, const char *fix, h3_diag *d) {
+  pthread_once(&encoder_once, encoder_lookup);
+  if (!encoder) {
+    h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the driver has no cuTensorMapEncodeTiled (%s, query "
+                  "result %d); update the NVIDIA driver", who, cudaGetErrorName(encoder_error),
+                  (int)encoder_query);
+    return H3_ERR;
+  }
+  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)stride * 2};
   cuuint32_t box[2] = {64, 128}, steps[2] = {1, 1};
   CUresult r = encoder(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
                        steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r == CUDA_SUCCESS) return H3_OK;
-  h3_diag_error(d, (h3_span){0}, "run this attention with --attention cudnn or reference",
-                "cuda: flash attention: cuTensorMapEncodeTiled failed (error %d) for %s: %lld rows "
-                "of %lld columns, row stride %lld", (int)r, what, (long long)len, (long long)cols,
+  h3_diag_error(d, (h3_span){0}, fix,
+                "cuda: %s: cuTensorMapEncodeTiled failed (error %d) for %s: %lld rows of %lld "
+                "columns, row stride %lld", who, (int)r, what, (long long)rows, (long long)cols,
                 (long long)stride);
   return H3_ERR;
 }
@@ -85,17 +91,11 @@ static h3_status tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d) {
   cu_kernel *k = flash_kernel(s, d);
   if (!k) return H3_ERR;
-  pthread_once(&encoder_once, encoder_lookup);
-  if (!encoder) {
-    h3_diag_error(d, (h3_span){0}, "update the NVIDIA driver, or use --attention cudnn or reference",
-                  "cuda: flash attention: the driver has no cuTensorMapEncodeTiled (%s, query "
-                  "result %d)", cudaGetErrorName(encoder_error), (int)encoder_query);
-    return H3_ERR;
-  }
   CUtensorMap tq, tk, tv;
-  if (tile_map(&tq, a->q, a->hq * 128, a->q_stride, a->len, "q", d) != H3_OK ||
-      tile_map(&tk, a->k, a->hk * 128, a->k_stride, a->len, "k", d) != H3_OK ||
-      tile_map(&tv, a->v, a->hk * 128, a->v_stride, a->len, "v", d) != H3_OK)
+  static const char *const who = "flash attention", *const fix = "run this attention with --attention cudnn or reference";
+  if (cu_tile_map(&tq, a->q, a->hq * 128, a->q_stride, a->len, who, "q", fix, d) != H3_OK ||
+      cu_tile_map(&tk, a->k, a->hk * 128, a->k_stride, a->len, who, "k", fix, d) != H3_OK ||
+      cu_tile_map(&tv, a->v, a->hk * 128, a->v_stride, a->len, who, "v", fix, d) != H3_OK)
     return H3_ERR;
   void *o = a->o;
   int len = (int)a->len, group = (int)(a->hq / a->hk);

@@ -10,10 +10,10 @@
  * (NVRTC libraries, kernel registry, plan loading, codegen kernels and views),
  * cuda_util.c (the backend's own small kernels: row index copy, generic linear, weight
  * fill), cuda_gemm.c (cuBLASLt), cuda_attention.c (the attention interface and the
- * reference kernel), cuda_flash.c (flash attention with wgmma), cuda_cudnn.c (cuDNN
- * fused SDPA through the backend graph API), cuda_graph.c (capture and replay),
- * cuda_weights.c (random weights on the device), cuda_int8.c (linear_int8: cuBLASLt int8
- * GEMM and the fixed dequantization epilogue).
+ * reference kernel), cuda_flash.c (flash attention with wgmma; TMA tensor maps),
+ * cuda_cudnn.c (cuDNN fused SDPA through the backend graph API), cuda_graph.c (capture and
+ * replay), cuda_weights.c (random weights on the device), cuda_int8.c (linear_int8:
+ * cuBLASLt int8 GEMM and the fixed dequantization epilogue).
  */
 #ifndef H3_CUDA_INTERNAL_H
 #define H3_CUDA_INTERNAL_H
@@ -185,9 +185,9 @@ bool cu_m31_runs(const h3_op *op);
 size_t cu_m31_scratch_bytes(const h3_op *op);
 h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                      const h3_tensor *out, h3_diag *d);
-/* Macro lines that instantiate kernels/<file> (m31_moe.cu, m31_msa.cu, m31_moe_gemm.cu or
- * m31_moe_wgmma.cu) with the model's dtypes (bf16 activations and weights, f32 router and
- * outputs, i32 ids): the compile check's. NULL for another file. */
+/* Macro lines that instantiate kernels/<file> (m31_moe.cu, m31_msa.cu, m31_msa_tile.cu,
+ * m31_moe_gemm.cu or m31_moe_wgmma.cu) with the model's dtypes (bf16 activations and
+ * weights, f32 router and outputs, i32 ids): the compile check's. NULL for another file. */
 const char *cu_m31_check_defines(const char *file);
 
 /* ---- cuBLASLt (cuda_gemm.c) ------------------------------------------------------------- */
@@ -236,6 +236,14 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in,
 h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d);
 bool cu_flash_supports(const cu_att_seg *a);
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d);
+/* A TMA tensor map (cuda.h's CUtensorMap) of rows [0, rows) x columns [0, cols) of a bf16
+ * matrix at base with row stride `stride` elements, read in boxes of 64 columns x 128 rows,
+ * 128-byte swizzled (the shared-memory tiles of flash_attention.cu and m31_moe_wgmma.cu),
+ * through the driver's cuTensorMapEncodeTiled (looked up once per process; cuda_flash.c).
+ * Errors name `who` and the matrix `what`, with `fix` as the hint. */
+typedef struct CUtensorMap_st CUtensorMap;
+h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
+                      const char *who, const char *what, const char *fix, h3_diag *d);
 bool cu_cudnn_supports(const cu_att_seg *a);
 /* Builds (once per shape) and runs cuDNN's fused SDPA. When cuDNN cannot build a plan for
  * the shape it warns (once) and sets *fallback: nothing ran, the caller runs another one. */

@@ -35,9 +35,10 @@ void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_
 /* The macro lines of m31_moe_gemm.cu (its two kernels, bf16 only: no type macros). */
 #define M31_MOE_GEMM_DEFINES \
   "#define H3_MOE_GEMM_NAME h3cu_moe_gemm\n#define H3_MOE_GEMM_DOWN_NAME h3cu_moe_gemm_down\n"
-/* The macro lines of m31_moe_wgmma.cu (the same two steps on wgmma, bf16 only). */
+/* The macro lines of m31_moe_wgmma.cu (the same two steps on wgmma, bf16 only; both forms). */
 #define M31_MOE_WGMMA_DEFINES \
-  "#define H3_MOE_WGMMA_NAME h3cu_moe_wgmma\n#define H3_MOE_WGMMA_DOWN_NAME h3cu_moe_wgmma_down\n"
+  "#define H3_MOE_WGMMA_NAME h3cu_moe_wgmma\n#define H3_MOE_WGMMA_DOWN_NAME h3cu_moe_wgmma_down\n" \
+  "#define H3_MOE_WGMMA1_NAME h3cu_moe_wgmma1\n#define H3_MOE_WGMMA1_DOWN_NAME h3cu_moe_wgmma1_down\n"
 
 /* The launches of each op (in, out: the op's operands and results on the device). */
 h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,

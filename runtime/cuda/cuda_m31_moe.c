@@ -7,6 +7,8 @@
  */
 #include "cuda_m31.h"
 
+#include <cuda.h> /* CUtensorMap (the wgmma GEMMs' weights, cu_tile_map) */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,21 +72,39 @@ static bool moe_mma(const h3_type *h, const h3_type *gu, const h3_type *dn) {
  * H / 128) stays within CUDA's 65535. MOE_GEMM_BM and MOE_GEMM_SMEM: the kernels' H3G_BM
  * and H3G_SMEM (3 stages of 128 + 128 rows of 64 bf16); MOE_WGMMA_SMEM: m31_moe_wgmma.cu's
  * H3W_SMEM (1 KiB of alignment slack, 4 stages of 128 + 256 rows of 64 bf16; its m-tiles are
- * MOE_GEMM_BM rows too). */
+ * MOE_GEMM_BM rows too), MOE_WGMMA_THREADS its H3WS_THREADS (its first form's blocks are 256
+ * threads, as m31_moe_gemm.cu's). */
 enum {
   MOE_GEMM_ROWS = 32, MOE_GEMM_BM = 128, MOE_GEMM_SMEM = 3 * 256 * 64 * 2,
-  MOE_WGMMA_SMEM = 1024 + 4 * 384 * 64 * 2
+  MOE_WGMMA_SMEM = 1024 + 4 * 384 * 64 * 2, MOE_WGMMA_THREADS = 384
 };
 
 static bool moe_gemm(long long T, long long k, long long H, long long F, long long E) {
   return T * k >= MOE_GEMM_ROWS * E && F / 64 <= 65535 && H / 128 <= 65535;
 }
 
-/* Whether the GEMMs run on wgmma (m31_moe_wgmma.cu: its down GEMM's tiles are 256 outputs
- * wide) rather than mma.sync (m31_moe_gemm.cu; H3_MOE_GEMM=mma picks it, to compare). */
-static bool moe_wgmma(long long H) {
+/* The kernels of the GEMMs: m31_moe_wgmma.cu's persistent clusters (its down GEMM's tiles are
+ * 256 outputs wide; the weights' rows seen by TMA, int coordinates, stay below 2^31), its first
+ * form (H3_MOE_GEMM=wgmma1, to compare; also where the rows do not fit), or mma.sync
+ * (m31_moe_gemm.cu; H3_MOE_GEMM=mma, to compare). */
+typedef enum { MOE_MMA_SYNC, MOE_WGMMA1, MOE_WGMMA } moe_form;
+
+static moe_form moe_gemm_form(long long E, long long H, long long F) {
   const char *env = getenv("H3_MOE_GEMM");
-  return H % 256 == 0 && !(env && !strcmp(env, "mma"));
+  if (H % 256 || (env && !strcmp(env, "mma"))) return MOE_MMA_SYNC;
+  bool fits = E * 2 * F < (1ll << 31) && E * H < (1ll << 31);
+  return !fits || (env && !strcmp(env, "wgmma1")) ? MOE_WGMMA1 : MOE_WGMMA;
+}
+
+/* The persistent GEMMs' clusters of 2 blocks: one per 2 SMs (Hopper enables SMs by pairs, so
+ * they all fit at once at one block per SM), at most H3_MOE_WGMMA_CLUSTERS when set (tests:
+ * several tiles per block) and at most `units`, a bound on the work units. */
+static long long moe_wgmma_clusters(const cu_state *s, long long units) {
+  const char *env = getenv("H3_MOE_WGMMA_CLUSTERS");
+  long long n = s->sm_count / 2, cap = env ? atoll(env) : 0;
+  if (cap > 0 && cap < n) n = cap;
+  if (units < n) n = units;
+  return n > 0 ? n : 1;
 }
 
 /* The GEMMs' m-tile slots: at least the experts' ceil(count / 128) summed (counts <= T, their
@@ -137,11 +157,15 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
   /* many rows per expert: the tensor-core steps 1 and 2 as GEMMs (the route and combine
      kernels above) */
-  bool gemm = mma && moe_gemm(T, k, H, F, E), wg = gemm && moe_wgmma(H);
+  bool gemm = mma && moe_gemm(T, k, H, F, E);
+  moe_form form = gemm ? moe_gemm_form(E, H, F) : MOE_MMA_SYNC;
+  bool wg = gemm && form != MOE_MMA_SYNC;
   cu_kernel *kg[2];
   if (wg) {
-    static const char *const wnames[2] = {"h3cu_moe_wgmma", "h3cu_moe_wgmma_down"};
-    if (cu_m31_kernels_sm90a(s, op, "m31_moe_wgmma.cu", M31_MOE_WGMMA_DEFINES, 2, wnames, kg, d) != H3_OK)
+    static const char *const wnames[2][2] = {{"h3cu_moe_wgmma1", "h3cu_moe_wgmma1_down"},
+                                             {"h3cu_moe_wgmma", "h3cu_moe_wgmma_down"}};
+    if (cu_m31_kernels_sm90a(s, op, "m31_moe_wgmma.cu", M31_MOE_WGMMA_DEFINES, 2,
+                             wnames[form == MOE_WGMMA], kg, d) != H3_OK)
       return H3_ERR;
   } else if (gemm) {
     static const char *const gnames[2] = {"h3cu_moe_gemm", "h3cu_moe_gemm_down"};
@@ -162,7 +186,23 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   void *ar[] = {&ids, &lists, &counts, &T, &k};
   int64_t gr[3] = {E, 1, 1};
   if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
-  if (gemm) {
+  if (gemm && form == MOE_WGMMA) {
+    /* the weights as 2D [E * 2F, H] and [E * H, F] for TMA; per launch: the weights differ by
+       layer. Grid: the clusters (2 blocks each) that take the work units in turn */
+    static const char *const who = "moe", *const fix = "set H3_MOE_GEMM=wgmma1 or mma";
+    CUtensorMap mg, md;
+    if (cu_tile_map(&mg, gu, H, H, E * 2 * F, who, "gate_up", fix, d) != H3_OK ||
+        cu_tile_map(&md, dn, F, F, E * H, who, "down", fix, d) != H3_OK)
+      return H3_ERR;
+    int Ei = (int)E;
+    long long units = moe_gemm_slots(T, k, E); /* units <= m-tile slots */
+    long long c1 = moe_wgmma_clusters(s, units * (F / 128)), c2 = moe_wgmma_clusters(s, units * (H / 256));
+    void *a1[] = {&mg, &h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &Ei, &alpha, &limit};
+    void *a2[] = {&md, &dn, &lists, &counts, &act, &y, &T, &H, &F, &k, &Ei};
+    int64_t g1[3] = {2 * c1, 1, 1}, g2[3] = {2 * c2, 1, 1}, bw[3] = {MOE_WGMMA_THREADS, 1, 1};
+    if (cu_launch(s, kg[0], g1, bw, gsmem, a1, d) != H3_OK || cu_launch(s, kg[1], g2, bw, gsmem, a2, d) != H3_OK)
+      return H3_ERR;
+  } else if (gemm) {
     int Ei = (int)E;
     long long slots = moe_gemm_slots(T, k, E);
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &Ei, &alpha, &limit};

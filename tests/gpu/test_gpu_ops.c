@@ -20,7 +20,8 @@
  *    qkv with segments, a view inside a wider row, causal GQA in f32) through each
  *    implementation; bf16 at head_dim 64 through each (flash hands it to cuDNN); moe on
  *    tensor cores, and through the grouped GEMMs (weights at U(+-1/sqrt(in)), partial m-tiles,
- *    uneven experts and one with no row) once with each form (H3_MOE_GEMM=wgmma, then mma).
+ *    uneven experts and one with no row) once with each form (H3_MOE_GEMM=wgmma, also with
+ *    one cluster that takes every work unit, then wgmma1, then mma).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -383,16 +384,25 @@ static void moe_skewed(const h3_op *op, void **in) {
 }
 
 /* The moe cases of the grouped GEMMs, once through each form (H3_MOE_GEMM, which the cuda
- * backend reads at every run: wgmma, then mma), the variable restored afterwards. */
+ * backend reads at every run: wgmma, wgmma with one cluster of 2 blocks for every work unit
+ * (H3_MOE_WGMMA_CLUSTERS=1: many units and stage phases per block), wgmma1, then mma), the
+ * variables restored afterwards. */
 static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
-  const char *was = getenv("H3_MOE_GEMM");
-  char *saved = was ? strdup(was) : NULL;
-  static const char *const forms[2] = {"wgmma", "mma"};
-  for (int f = 0; f < 2; f++) {
-    setenv("H3_MOE_GEMM", forms[f], 1);
+  static const char *const vars[2] = {"H3_MOE_GEMM", "H3_MOE_WGMMA_CLUSTERS"};
+  char *saved[2];
+  for (int v = 0; v < 2; v++) {
+    const char *was = getenv(vars[v]);
+    saved[v] = was ? strdup(was) : NULL;
+  }
+  static const char *const forms[4][2] = {{"wgmma", NULL}, {"wgmma", "1"}, {"wgmma1", NULL}, {"mma", NULL}};
+  for (int f = 0; f < 4; f++) {
+    setenv(vars[0], forms[f][0], 1);
+    if (forms[f][1]) setenv(vars[1], forms[f][1], 1);
+    else unsetenv(vars[1]);
     for (int i = 0; i < n; i++) {
-      char tag[128];
-      snprintf(tag, sizeof tag, "%s (H3_MOE_GEMM=%s)", cases[i].tag, forms[f]);
+      char tag[160];
+      snprintf(tag, sizeof tag, "%s (H3_MOE_GEMM=%s%s%s)", cases[i].tag, forms[f][0],
+               forms[f][1] ? " H3_MOE_WGMMA_CLUSTERS=" : "", forms[f][1] ? forms[f][1] : "");
       if (cases[i].op) check_op(b, cases[i].op, tag, cases[i].limit, cases[i].prep);
       else {
         printf("FAIL hand-made %s: cannot build the op\n", tag);
@@ -400,9 +410,11 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
       }
     }
   }
-  if (saved) setenv("H3_MOE_GEMM", saved, 1);
-  else unsetenv("H3_MOE_GEMM");
-  free(saved);
+  for (int v = 0; v < 2; v++) {
+    if (saved[v]) setenv(vars[v], saved[v], 1);
+    else unsetenv(vars[v]);
+    free(saved[v]);
+  }
 }
 
 static void check_hand(h3_backend *b, bool all_attention) {
@@ -483,7 +495,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
   /* moe through the grouped GEMMs (T k >= 32 E rows): 384 rows, ~260 per expert (3 m-tiles,
      the last partial); 333 rows with uneven experts (333, 48, none, 285), 2 and 3 n-tiles and
-     more k-steps than the wgmma pipeline's 4 stages */
+     more k-steps than the wgmma pipeline's 4 stages (down: 6, not a multiple of 4); in the
+     persistent wgmma form m-tile pairs of one expert, odd m-tiles of two experts, one beside
+     no m-tile, and m-tiles of at most 64 rows (one warpgroup idle) */
   hand_case gemm[2] = {
       {"moe GEMMs T 384 H 256 F 256 E 4 k 4", moe_op(&h, "g", 384, 256, 256, 4, 4), 1e-5, moe_weights},
       {"moe GEMMs uneven experts T 333 H 512 F 384 E 4 k 2", moe_op(&h, "s", 333, 512, 384, 4, 2), 1e-5,
