@@ -1,7 +1,9 @@
 /* cuda_m31.c: MiniMax-M3.1's hand kernels on the cuda backend, the shared part: which ops
  * they run, each op's device scratch, the dispatch, kernel lookup and compilation. The
  * launches are in cuda_m31_moe.c (router_topk, moe, markov_draft: kernels/m31_moe.cu) and
- * cuda_m31_msa.c (paged / block / sparse attention, index_topk: kernels/m31_msa.cu).
+ * cuda_m31_msa.c (paged / block / sparse attention, index_topk: kernels/m31_msa.cu) and
+ * cuda_m31_msa_tile.c (paged / sparse attention of many rows of one sequence:
+ * kernels/m31_msa_tile.cu).
  * Each kernel file is instantiated per dtype combination of the op (macro lines in front
  * of it), compiled through the kernel cache on first use and registered by name. Three
  * ops run in several launches through a device scratch that the op's record owns
@@ -52,7 +54,7 @@ h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, 
 }
 
 const char *cu_m31_check_defines(const char *file) {
-  static char moe[640], msa[640]; /* every kernel of the file, the models' dtypes */
+  static char moe[640], msa[640], tile[256]; /* every kernel of the file, the models' dtypes */
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
                        "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
@@ -71,6 +73,10 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_TOPK_SCORE_NAME h3cu_topks_check\n#define H3_TOPK_NAME h3cu_topk_check\n",
                        H3_BF16, H3_BF16, H3_I32, H3_BF16, 4, 4);
     return msa;
+  }
+  if (!strcmp(file, "m31_msa_tile.cu")) {
+    cu_m31_att_tile_defines(tile, sizeof tile, "h3cu_kvattt_check", H3_I32, H3_BF16);
+    return tile;
   }
   if (!strcmp(file, "m31_moe_gemm.cu")) return M31_MOE_GEMM_DEFINES;
   if (!strcmp(file, "m31_moe_wgmma.cu")) return M31_MOE_WGMMA_DEFINES;

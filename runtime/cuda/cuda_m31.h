@@ -1,15 +1,17 @@
 /* cuda_m31.h: what the launch files of MiniMax-M3.1's hand kernels share (cuda_m31.c,
- * cuda_m31_moe.c, cuda_m31_msa.c); internal to the cuda backend. */
+ * cuda_m31_moe.c, cuda_m31_msa.c, cuda_m31_msa_tile.c); internal to the cuda backend. */
 #ifndef H3_CUDA_M31_H
 #define H3_CUDA_M31_H
 
 #include "cuda_internal.h"
 
 /* block shapes; each equals its kernel file's constant (M31_ROUTER_*: H3M_ROUTER_*,
- * M31_MOE_MMA_THREADS: H3M_MMA_THREADS) */
+ * M31_MOE_MMA_THREADS: H3M_MMA_THREADS, M31_ATT_TILE_*: m31_msa_tile.cu's H3T_ROWS,
+ * H3T_THREADS, H3T_SMEM); M31_ATT_TILE_MIN_ROWS: the fewest rows the row-tiled attention takes */
 enum {
   M31_THREADS = 256, M31_ATT_THREADS = 128, M31_ROUTER_THREADS = 128, M31_ROUTER_ROWS = 8,
-  M31_MOE_MMA_THREADS = 128
+  M31_MOE_MMA_THREADS = 128, M31_ATT_TILE_ROWS = 8, M31_ATT_TILE_THREADS = 256,
+  M31_ATT_TILE_SMEM = 98304, M31_ATT_TILE_MIN_ROWS = 64
 };
 
 #define DN(x) h3_dtype_name(x)
@@ -31,6 +33,8 @@ void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_
  * the attention's register shape (dims per lane, heads per warp). */
 void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_dtype k,
                         h3_dtype ix, h3_dtype o, int dc, int hpw);
+/* The macro lines in front of m31_msa_tile.cu: its kernel's name, the index and output types. */
+void cu_m31_att_tile_defines(char *defs, size_t n, const char *name, h3_dtype ix, h3_dtype o);
 
 /* The macro lines of m31_moe_gemm.cu (its two kernels, bf16 only: no type macros). */
 #define M31_MOE_GEMM_DEFINES \
@@ -51,6 +55,12 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
                                   const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                 const h3_tensor *out, h3_diag *d);
+/* Whether the row-tiled attention takes a paged / sparse attention op that the tensor-core form
+ * of cu_m31_run_kv_attention could run: one page table, at least M31_ATT_TILE_MIN_ROWS rows,
+ * topk <= 64; then cu_m31_run_att_tile runs it (cuda_m31_msa_tile.c). */
+bool cu_m31_att_tiled(const h3_op *op, const h3_tensor *in);
+h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                              h3_diag *d);
 
 /* The device scratch each multi-launch op needs (bytes). */
 size_t cu_m31_router_scratch_bytes(const h3_op *op);

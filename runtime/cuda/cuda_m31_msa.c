@@ -57,6 +57,7 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   if (kind == 1) base |= (uintptr_t)in[5].data | (uintptr_t)in[6].data;
   bool mma = qt->dtype == H3_BF16 && ct->dtype == H3_BF16 && D == 128 && Hq / Hk == 16 &&
              base % 16 == 0;
+  if (mma && cu_m31_att_tiled(op, in)) return cu_m31_run_att_tile(s, op, in, out, d); /* prefill */
   int dc = (D + 31) / 32, hpw = (Hq / Hk + 3) / 4;
   char name[2][128], lines[320], defs[640];
   for (int i = 0; i < 2; i++) /* each form's module has its own combine */

@@ -1,0 +1,53 @@
+/* cuda_m31_msa_tile.c: the launch of the row-tiled paged / sparse attention
+ * (kernels/m31_msa_tile.cu) on the cuda backend. cu_m31_run_kv_attention hands it the ops its
+ * tensor-core form would run (bf16 q / k / v, head_dim 128, 16 q heads per kv head, 16-byte
+ * aligned operands) when the rows are many rows of one sequence: one page table, at least
+ * M31_ATT_TILE_MIN_ROWS rows (prefill / extend; decode and batches keep kernels/m31_msa.cu).
+ * One launch writes o directly (no splits, no scratch).
+ */
+#include "cuda_m31.h"
+
+#include <stdio.h>
+
+void cu_m31_att_tile_defines(char *defs, size_t n, const char *name, h3_dtype ix, h3_dtype o) {
+  snprintf(defs, n, "#define H3_KV_ATT_TILE_NAME %s\n#define IX_T %s\n#define O_T %s\n", name,
+           h3_kernel_ctype(ix), h3_kernel_ctype(o));
+}
+
+/* operand indices of the selection, positions and page table by op */
+static int sel_at(const h3_op *op) { return op->code == H3_OP_SPARSE_ATTENTION ? 3 : -1; }
+static int pos_at(const h3_op *op) { return op->code == H3_OP_SPARSE_ATTENTION ? 4 : 3; }
+
+bool cu_m31_att_tiled(const h3_op *op, const h3_tensor *in) {
+  if (op->code != H3_OP_PAGED_ATTENTION && op->code != H3_OP_SPARSE_ATTENTION) return false;
+  const h3_type *pt = &in[pos_at(op) + 1].type;
+  int is = sel_at(op);
+  return (pt->rank == 1 || pt->dims[0] == 1) && in[0].type.dims[0] >= M31_ATT_TILE_MIN_ROWS &&
+         (is < 0 || in[is].type.dims[in[is].type.rank - 1] <= 64); /* H3T_MAX_TOPK */
+}
+
+h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                              h3_diag *d) {
+  const h3_type *ct = &in[1].type;
+  const h3_tensor *pos = &in[pos_at(op)], *sel = sel_at(op) < 0 ? NULL : &in[sel_at(op)];
+  int kind = sel ? 2 : 0, Hk = (int)ct->dims[ct->rank - 2];
+  int page = (int)h3_op_attr_int(op, "page", ct->dims[1]);
+  int topk = sel ? (int)sel->type.dims[sel->type.rank - 1] : 0;
+  long long T = in[0].type.dims[0];
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  char name[96], defs[256];
+  snprintf(name, sizeof name, "h3cu_kvattt_%s_%s", DN(pos->type.dtype), DN(out[0].type.dtype));
+  cu_m31_att_tile_defines(defs, sizeof defs, name, pos->type.dtype, out[0].type.dtype);
+  const char *names[1] = {name};
+  cu_kernel *k;
+  if (cu_m31_kernels(s, op, "m31_msa_tile.cu", defs, 1, names, &k, d) != H3_OK ||
+      cu_m31_smem(s, op, k, M31_ATT_TILE_SMEM, d) != H3_OK)
+    return H3_ERR;
+  const void *q = in[0].data, *kc = in[1].data, *vc = in[2].data, *pp = pos->data;
+  const void *pt = in[pos_at(op) + 1].data, *sp = sel ? sel->data : NULL;
+  void *o = out[0].data;
+  void *args[] = {&q, &kc, &vc, &pp, &pt, &sp, &o, &kind, &T, &Hk, &page, &topk, &scale};
+  int64_t grid[3] = {(T + M31_ATT_TILE_ROWS - 1) / M31_ATT_TILE_ROWS * Hk, 1, 1};
+  int64_t block[3] = {M31_ATT_TILE_THREADS, 1, 1};
+  return cu_launch(s, k, grid, block, M31_ATT_TILE_SMEM, args, d);
+}
