@@ -22,16 +22,29 @@
 //     product; with S = 1 it writes o as the combine would.
 //   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
 //     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
-//   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T)
-//     -> score f32 [T, Hi, NB] {block}, grid (T, NB), a thread per key of block b:
-//     score[b] = max over j in block b, j <= pos[t] of iq · ik_j (fp32), +inf for the current
-//     block; blocks past the row's last are not written. Dynamic shared: Hi * D floats.
-//   H3_TOPK_NAME (score) -> sel[T, Hi, topk] IX_T, grid (T, Hi): the min(topk, nb) best
-//     blocks (descending score, ties: lower block) written ascending, then -1. Dynamic
-//     shared: nb_max floats + nb_max ints.
-// The sums differ in order from the reference (lanes, then a shuffle tree; tiles of keys),
-// within the tests' tolerance. Every loop that holds a shuffle, an mma or a barrier runs the
-// same number of times in every thread of a block (host emulation: tests/codegen/host_emu.h).
+//   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T) -> score f32
+//     [T, Hi, NB] {block}, Hi <= 8: score[t, h, b] = max over the keys j of block b of
+//     iq[t, h] . ik_j for every b below the row's current block pos[t] / block (its keys are
+//     all <= pos[t]; the current block and those after it are not written). Each dot product
+//     is the reference's: fp32, d ascending from +0, product then sum (for 16-bit q and k one
+//     FMA: their product is exact), so the scores and the selections are the CPU's bitwise.
+//     Grid (T, S), H3M_TOPK_THREADS threads, a block per row (any table): the key blocks b =
+//     s, s + S, ... (s = blockIdx.y), each a tile of H3M_TOPK_KEYS keys at a time and the
+//     row's vectors in shared memory, transposed to f32 (dynamic: (128 + 8) D floats); a
+//     thread takes 4 vectors (heads) x 1 key, a tile's keys split over 4 warps; maxima over
+//     keys by shuffles.
+//   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T) -> the same for rows of one table, grid
+//     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
+//     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
+//     read once per RT rows; a thread takes 8 vectors x 8 keys.
+//   H3_TOPK_NAME (score, pos, T) -> sel[T, Hi, topk] IX_T, grid ceil(T Hi / 8),
+//     H3M_TOPK_THREADS threads, a warp per (row, head): the current block's score taken as
+//     +inf, the min(topk, nb) best blocks (descending score, ties: lower block; a lane per
+//     block ranks it against all nb) written ascending, then -1.
+// The attention's sums differ in order from the reference (lanes, then a shuffle tree; tiles
+// of keys), within the tests' tolerance. Every loop that holds a shuffle, an mma or a barrier
+// runs the same number of times in every thread of a block (host emulation:
+// tests/codegen/host_emu.h).
 // Macros the user defines in front: Q_T, K_T, IX_T, O_T, H3M_DC (ceil(D / 32)) and H3M_HPW
 // (ceil(group / 4)) for the attention, and the name of each kernel it wants (a kernel whose
 // name is not defined is not compiled).
@@ -445,84 +458,244 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME
 }
 #endif
 
+#if defined(H3_TOPK_SCORE_NAME) || defined(H3_TOPK_ROWS_NAME) || defined(H3_TOPK_NAME)
+#define H3M_TOPK_THREADS 256      // H3_TOPK_SCORE_NAME, H3_TOPK_NAME
+#define H3M_TOPK_ROWS_THREADS 128 // H3_TOPK_ROWS_NAME
+#define H3M_TOPK_KEYS 128         // keys per shared tile
+#define H3M_TOPK_QV 64            // q vectors of a H3_TOPK_ROWS_NAME block: 64 / Hi rows
+#endif
+
+#if defined(H3_TOPK_SCORE_NAME) || defined(H3_TOPK_ROWS_NAME)
+struct __align__(16) h3m_f4 {
+  float x, y, z, w;
+};
+
+// f[0..3] = p[0..3], one 16-byte load (p 16-byte aligned)
+__device__ __forceinline__ void h3m_ld4(float *f, const float *p) {
+  const h3m_f4 v = *reinterpret_cast<const h3m_f4 *>(p);
+  f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+}
+
+// acc + q k as the reference rounds it (product, then sum): one FMA when the product of a Q_T
+// and a K_T is exact in fp32 (16-bit types: at most 11 + 11 significand bits, so whenever
+// |q k| >= 2^-126), else the product rounded, then the sum
+__device__ __forceinline__ float h3m_madd(float acc, float q, float k) {
+  if constexpr (sizeof(Q_T) == 2 && sizeof(K_T) == 2) return __fmaf_rn(q, k, acc);
+  else return __fadd_rn(acc, __fmul_rn(q, k));
+}
+
+// dst[d stride + i] = row(i)[d] widened to f32 for i < n, d < D (a transposed copy: lanes
+// take consecutive i), by the NT threads of the block; NL 8-element loads per thread in flight
+// when D % 8 == 0.
+template <int NT, int NL, typename Row>
+__device__ __forceinline__ void h3m_topk_fill(float *dst, int stride, int n, int D, Row row) {
+  const int tid = threadIdx.x;
+  if (D % 8 == 0) {
+    const int units = n * (D / 8);
+    for (int u0 = 0; u0 < units; u0 += NL * NT) {
+      float f[NL][8];
+#pragma unroll
+      for (int c = 0; c < NL; c++) {
+        const int u = u0 + c * NT + tid;
+        if (u < units) h3_ld8(row(u % n), u / n * 8, f[c]);
+      }
+#pragma unroll
+      for (int c = 0; c < NL; c++) {
+        const int u = u0 + c * NT + tid;
+        if (u >= units) continue;
+        float *o = dst + u / n * 8 * stride + u % n;
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e * stride] = f[c][e];
+      }
+    }
+    return;
+  }
+  for (int u = tid; u < n * D; u += NT)
+    dst[u / n * stride + u % n] = (float)h3_ld(row(u % n), u / n);
+}
+
+// acc[a][i] = q_a . k_i, each its own chain from +0 over d ascending, as the reference sums;
+// q: the A vectors' column (vectors contiguous, row stride QS), k: the B keys' (in fours at
+// k + 4 L h, h < B / 4; or one), row stride KS. Per d, A / 4 + B / 4 16-byte loads (one, B = 1)
+// for A B multiply-adds; U d's unrolled (their loads ahead of the chains).
+template <int A, int B, int L, int U>
+__device__ __forceinline__ void h3m_topk_dots(float (&acc)[A][B], const float *q, int QS,
+                                              const float *k, int KS, int D) {
+  static_assert(A % 4 == 0 && (B == 1 || B % 4 == 0), "vectors and keys in fours");
+#pragma unroll
+  for (int a = 0; a < A; a++)
+#pragma unroll
+    for (int i = 0; i < B; i++) acc[a][i] = 0.0f;
+#pragma unroll(U)
+  for (int d = 0; d < D; d++) {
+    float qv[A], kv[B];
+#pragma unroll
+    for (int a = 0; a < A; a += 4) h3m_ld4(qv + a, q + d * QS + a);
+    if constexpr (B == 1) {
+      kv[0] = k[d * KS];
+    } else {
+#pragma unroll
+      for (int i = 0; i < B; i += 4) h3m_ld4(kv + i, k + d * KS + L * i);
+    }
+#pragma unroll
+    for (int a = 0; a < A; a++)
+#pragma unroll
+      for (int i = 0; i < B; i++) acc[a][i] = h3m_madd(acc[a][i], qv[a], kv[i]);
+  }
+}
+
+// The maxima of v[0..A) over each group of L lanes, lanes g, g + 32 / L, ... of the warp (A <=
+// L, powers of two): halving exchanges (A / 2 + A / 4 + ... shuffles), then log2(L / A) more;
+// lane l ends with its group's maximum of value l / (32 / A).
+template <int A, int L> __device__ __forceinline__ float h3m_group_max(float *v) {
+  static_assert(A <= L, "a value per lane at least");
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 16, c = A; c > 1; o >>= 1, c >>= 1) {
+    const bool up = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < c / 2; i++) {
+      const float send = up ? v[i] : v[i + c / 2], keep = up ? v[i + c / 2] : v[i];
+      const float got = __shfl_xor_sync(0xffffffffu, send, o);
+      v[i] = got > keep ? got : keep;
+    }
+  }
+  float m = v[0];
+#pragma unroll
+  for (int o = 16 / A; o >= 32 / L; o >>= 1) {
+    const float got = __shfl_xor_sync(0xffffffffu, m, o);
+    m = got > m ? got : m;
+  }
+  return m;
+}
+
+// One block's scores: the q vectors of rows t0 .. t0 + R - 1 (iq's vectors t0 Hi .. (t0 + R)
+// Hi - 1, all through table pt) against key blocks b = s, s + S, ... below the rows' highest
+// current block, a tile of H3M_TOPK_KEYS keys at a time in shared memory, transposed to f32
+// (ks [D][128], then the vectors qs [D][V]; NL loads per thread in flight; U d's unrolled).
+// WQ x WK warps; lane l = G lk + g of warp (wq, wk) (G = 32 / L groups of L lanes, interleaved
+// so that the lanes of a pair or a quad read one address) takes vectors v0 = (wq G + g) A ..
+// + A - 1 and keys kb + 4 L h + e (e < 4, h < B / 4; B = 1: kb), kb = wk L B + min(B, 4) lk.
+// score[vector, b] is written where b is below the vector's row's current block (its keys are
+// all <= pos).
+template <int A, int B, int L, int WQ, int WK, int NL, int U>
+__device__ __forceinline__ void h3m_topk_tile(const Q_T *iq, const K_T *ik, const IX_T *pos,
+                                              const IX_T *pt, float *score, float *ks, long long t0,
+                                              int R, int Hi, int D, int page, int block, int NB) {
+  constexpr int G = 32 / L, NT = 32 * WQ * WK, V = A * G * WQ, LV = L / A; // LV lanes per maximum
+  constexpr int KW = B < 4 ? B : 4;                                        // keys per load
+  static_assert(L * B * WK == H3M_TOPK_KEYS, "a key tile");
+  __shared__ float red[WK][V];
+  float *qs = ks + H3M_TOPK_KEYS * D;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wq = warp % WQ, wk = warp / WQ;
+  const int lk = lane / G, v0 = (wq * G + lane % G) * A, kb = wk * L * B + KW * lk;
+  const int QV = R * Hi, s = blockIdx.y, S = gridDim.y;
+  long long bend = 0; // the rows' highest current block: the key blocks below it are scored
+  for (int r = 0; r < R; r++) {
+    const long long c = h3m_page_of((long long)pos[t0 + r], block);
+    bend = c > bend ? c : bend;
+  }
+  if (s >= bend) return; // the whole block: nothing to score
+  h3m_topk_fill<NT, NL>(qs, V, QV, D, [&](int i) { return iq + (t0 * Hi + i) * D; });
+  // the vector whose maximum this thread writes (WK > 1: after the warps' combine)
+  const int vo = WK == 1 ? v0 + lk / LV : (int)threadIdx.x;
+  const bool writer = vo < QV && (WK > 1 || lk % LV == 0);
+  const long long cur = writer ? h3m_page_of((long long)pos[t0 + vo / Hi], block) : 0;
+  for (long long b = s; b < bend; b += S) {
+    float best[A];
+#pragma unroll
+    for (int a = 0; a < A; a++) best[a] = -H3M_INF;
+    for (int c = 0; c < block; c += H3M_TOPK_KEYS) {
+      const long long j0 = b * block + c;
+      const int nk = block - c < H3M_TOPK_KEYS ? block - c : H3M_TOPK_KEYS;
+      __syncthreads(); // the previous tile is used
+      h3m_topk_fill<NT, NL>(ks, H3M_TOPK_KEYS, nk, D,
+                            [&](int i) { return ik + h3m_slot(pt, j0 + i, page) * D; });
+      __syncthreads();
+      if (v0 >= QV) continue; // no vectors (the same in every lane of the group)
+      float acc[A][B];
+      h3m_topk_dots<A, B, L, U>(acc, qs + v0, V, ks + kb, H3M_TOPK_KEYS, D);
+#pragma unroll
+      for (int a = 0; a < A; a++)
+#pragma unroll
+        for (int i = 0; i < B; i++)
+          if (kb + 4 * L * (i / 4) + i % 4 < nk && acc[a][i] > best[a]) best[a] = acc[a][i];
+    }
+    float m = h3m_group_max<A, L>(best);
+    if constexpr (WK > 1) {
+      if (lk % LV == 0) red[wk][v0 + lk / LV] = m;
+      __syncthreads();
+      m = writer ? red[0][vo] : m;
+#pragma unroll
+      for (int w = 1; w < WK; w++)
+        if (writer && red[w][vo] > m) m = red[w][vo];
+    }
+    if (writer && b < cur) score[(t0 * Hi + vo) * NB + b] = m;
+  }
+}
+#endif
+
 #ifdef H3_TOPK_SCORE_NAME
-#define H3M_MAX_INDEX_HEADS 8
-extern "C" __global__ void __launch_bounds__(128) H3_TOPK_SCORE_NAME(
+extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_SCORE_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, float *__restrict__ score, int Hi, int D, int page, int block,
     int NB, int pt_rows, long long NP) {
-  H3_DYN_SMEM(float, qs); // [Hi, D]
-  __shared__ float red[H3M_MAX_INDEX_HEADS][128];
-  const long long t = blockIdx.x, b = blockIdx.y;
-  const long long p = (long long)pos[t], nb = p / block + 1;
-  pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
-  if (b >= nb) return; // the whole block
-  for (int i = threadIdx.x; i < Hi * D; i += blockDim.x) qs[i] = (float)h3_ld(iq, t * Hi * D + i);
-  __syncthreads();
-  float best[H3M_MAX_INDEX_HEADS];
-#pragma unroll
-  for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) best[h] = -H3M_INF;
-  for (long long jj = threadIdx.x; jj < block; jj += blockDim.x) {
-    const long long j = b * block + jj;
-    if (j > p) break;
-    const K_T *kr = ik + h3m_slot(pt, j, page) * D;
-    float dot[H3M_MAX_INDEX_HEADS];
-#pragma unroll
-    for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) dot[h] = 0.0f;
-#pragma unroll 4 // four 16-byte loads of the key in flight (decode: the latency is the cost)
-    for (int d0 = 0; d0 < D; d0 += 8) {
-      float kv[8];
-      if (d0 + 8 <= D) {
-        h3_ld8(kr, d0, kv);
-      } else {
-        for (int q = 0; q < 8; q++) kv[q] = d0 + q < D ? (float)h3_ld(kr, d0 + q) : 0.0f;
-      }
-#pragma unroll
-      for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) {
-        if (h >= Hi) break;
-        for (int q = 0; q < 8 && d0 + q < D; q++)
-          dot[h] = __fadd_rn(dot[h], __fmul_rn(qs[h * D + d0 + q], kv[q]));
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) best[h] = dot[h] > best[h] ? dot[h] : best[h];
-  }
-#pragma unroll
-  for (int h = 0; h < H3M_MAX_INDEX_HEADS; h++) red[h][threadIdx.x] = best[h];
-  __syncthreads();
-  const int h = (int)threadIdx.x;
-  if (h >= Hi) return;
-  float mx = -H3M_INF;
-  for (int i = 0; i < (int)blockDim.x; i++) mx = red[h][i] > mx ? red[h][i] : mx;
-  score[(t * Hi + h) * NB + b] = b == nb - 1 ? H3M_INF : mx;
+  H3_DYN_SMEM(float, ks);
+  const long long t = blockIdx.x;
+  h3m_topk_tile<4, 1, 32, 2, 4, 8, 8>(iq, ik, pos, pt + (pt_rows > 1 ? t : 0) * NP, score, ks, t, 1,
+                                      Hi, D, page, block, NB);
+}
+#endif
+
+#ifdef H3_TOPK_ROWS_NAME
+extern "C" __global__ void __launch_bounds__(H3M_TOPK_ROWS_THREADS) H3_TOPK_ROWS_NAME(
+    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
+    const IX_T *__restrict__ pt, float *__restrict__ score, long long T, int Hi, int D, int page,
+    int block, int NB) {
+  H3_DYN_SMEM(float, ks);
+  const int RT = H3M_TOPK_QV / Hi; // rows per tile; the last tile (most key blocks) first
+  const long long t0 = (long long)(gridDim.x - 1 - blockIdx.x) * RT;
+  const int R = T - t0 < RT ? (int)(T - t0) : RT;
+  h3m_topk_tile<8, 8, 16, 4, 1, 4, 2>(iq, ik, pos, pt, score, ks, t0, R, Hi, D, page, block, NB);
 }
 #endif
 
 #ifdef H3_TOPK_NAME
-extern "C" __global__ void __launch_bounds__(128) H3_TOPK_NAME(
+extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_NAME(
     const float *__restrict__ score, const IX_T *__restrict__ pos, IX_T *__restrict__ out,
-    int Hi, int block, int NB, int topk) {
-  H3_DYN_SMEM(float, sc); // [NB] scores, then [NB] chosen flags
-  int *chosen = reinterpret_cast<int *>(sc + NB);
-  const long long t = blockIdx.x;
-  const int h = blockIdx.y;
-  const long long p = (long long)pos[t], nb = p / block + 1;
+    long long T, int Hi, int block, int NB, int topk) {
+  constexpr int W = H3M_TOPK_THREADS / 32;
+  __shared__ long long nbs[W];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long g = (long long)blockIdx.x * W + warp; // the warp's (row, head): t Hi + h
+  const long long nb = g < T * Hi ? h3m_page_of((long long)pos[g / Hi], block) + 1 : 0;
+  if (lane == 0) nbs[warp] = nb;
+  __syncthreads();
+  long long most = 0; // the block's most blocks: every warp's chunk count
+  for (int w = 0; w < W; w++) most = nbs[w] > most ? nbs[w] : most;
   const long long k = nb < topk ? nb : topk;
-  const float *sr = score + (t * Hi + h) * NB;
-  for (long long b = threadIdx.x; b < nb; b += blockDim.x) sc[b] = sr[b];
-  __syncthreads();
-  for (long long b = threadIdx.x; b < nb; b += blockDim.x) { // rank: blocks ahead of b
-    long long rank = 0;
-    const float v = sc[b];
-    for (long long c = 0; c < nb && rank < k; c++) rank += sc[c] > v || (sc[c] == v && c < b);
-    chosen[b] = rank < k;
+  const float *sr = score + g * NB;
+  IX_T *o = out + g * topk;
+  long long n = 0; // blocks written so far
+  for (long long b0 = 0; b0 < most; b0 += 32) {
+    const long long b = b0 + lane;
+    const float v = b == nb - 1 ? H3M_INF : b < nb ? sr[b] : 0.0f;
+    long long rank = 0; // blocks ahead of b: higher scores, equal ones at lower blocks
+#pragma unroll 8
+    for (long long c = 0; c < (b < nb ? nb : 0); c++) {
+      const float x = c == nb - 1 ? H3M_INF : sr[c];
+      rank += x > v || (x == v && c < b);
+    }
+    const int chosen = b < nb && rank < k;
+    int upto = chosen; // chosen lanes up to this one
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int got = __shfl_sync(0xffffffffu, upto, lane >= d ? lane - d : lane);
+      upto += lane >= d ? got : 0;
+    }
+    if (chosen) o[n + upto - 1] = (IX_T)b;
+    n += __shfl_sync(0xffffffffu, upto, 31);
   }
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  const long long o0 = (t * Hi + h) * topk;
-  long long n = 0;
-  for (long long b = 0; b < nb; b++)
-    if (chosen[b]) out[o0 + n++] = (IX_T)b;
-  for (; n < topk; n++) out[o0 + n] = (IX_T)-1;
+  for (long long i = k + lane; nb > 0 && i < topk; i += 32) o[i] = (IX_T)-1;
 }
 #endif

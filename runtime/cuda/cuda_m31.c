@@ -70,7 +70,8 @@ const char *cu_m31_check_defines(const char *file) {
     cu_m31_msa_defines(msa, sizeof msa,
                        "#define H3_KV_ATT_NAME h3cu_kvatt_check\n#define H3_KV_COMBINE_NAME h3cu_kvattc_check\n"
                        "#define H3_KV_ATT_MMA_NAME h3cu_kvattm_check\n"
-                       "#define H3_TOPK_SCORE_NAME h3cu_topks_check\n#define H3_TOPK_NAME h3cu_topk_check\n",
+                       "#define H3_TOPK_SCORE_NAME h3cu_topks_check\n#define H3_TOPK_ROWS_NAME h3cu_topkr_check\n"
+                       "#define H3_TOPK_NAME h3cu_topk_check\n",
                        H3_BF16, H3_BF16, H3_I32, H3_BF16, 4, 4);
     return msa;
   }

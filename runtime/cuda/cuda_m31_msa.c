@@ -107,6 +107,21 @@ static long long topk_blocks(const h3_op *op) {
   return block > 0 ? (NP * page + block - 1) / block : 0;
 }
 
+/* index_topk's launch shapes (m31_msa.cu: H3M_TOPK_THREADS, H3M_TOPK_ROWS_THREADS,
+ * H3M_TOPK_KEYS, H3M_TOPK_QV; a H3_TOPK_SCORE_NAME block holds 8 vectors) */
+enum { TOPK_THREADS = 256, TOPK_ROWS_THREADS = 128, TOPK_KEYS = 128, TOPK_QV = 64, TOPK_ROW_QV = 8 };
+
+/* A score kernel's dynamic shared memory: a tile of TOPK_KEYS keys and qv vectors, f32. */
+static size_t topk_smem(int D, int qv) { return (size_t)(TOPK_KEYS + qv) * (size_t)D * 4; }
+
+/* Key-block splits of a score kernel: about 1024 blocks over `units` (row tiles or rows), at
+ * most `cap` (an empty block still takes a block slot) and NB. */
+static int topk_splits(long long units, int NB, int cap) {
+  long long s = 1024 / (units > 0 ? units : 1);
+  if (s > NB) s = NB;
+  return (int)(s < 1 ? 1 : s > cap ? cap : s);
+}
+
 h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                 const h3_tensor *out, h3_diag *d) {
   const h3_type *qt = &in[0].type, *kt = &in[1].type;
@@ -114,22 +129,24 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   int Hi = (int)qt->dims[1], D = (int)qt->dims[2], page = (int)kt->dims[1];
   int block = (int)h3_op_attr_int(op, "block", page);
   int topk = (int)out[0].type.dims[out[0].type.rank - 1];
-  if (block <= 0 || Hi > 8) return cu_op_error(d, op, NULL, "block %d (positive), %d index heads (at most 8)", block, Hi);
+  if (block <= 0 || Hi < 1 || Hi > 8 || D > 256)
+    return cu_op_error(d, op, NULL, "block %d (positive), %d index heads (1 to 8), index dim %d "
+                       "(at most 256)", block, Hi, D);
   if (in[2].type.dtype != out[0].type.dtype || in[3].type.dtype != out[0].type.dtype)
     return cu_op_error(d, op, NULL, "positions, page table and the selection of one integer dtype");
   int NB = (int)topk_blocks(op);
-  size_t q_smem = (size_t)Hi * D * 4, sel_smem = (size_t)NB * 8;
-  char name[2][128], lines[320], defs[640];
-  for (int i = 0; i < 2; i++)
-    snprintf(name[i], sizeof name[i], "h3cu_topk%s_%s_%s_%s", i ? "" : "s", DN(qt->dtype),
-             DN(kt->dtype), DN(out[0].type.dtype));
-  snprintf(lines, sizeof lines, "#define H3_TOPK_SCORE_NAME %s\n#define H3_TOPK_NAME %s\n", name[0],
-           name[1]);
+  char name[3][128], lines[480], defs[800];
+  for (int i = 0; i < 3; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_topk%s_%s_%s_%s", i == 0 ? "s" : i == 1 ? "r" : "",
+             DN(qt->dtype), DN(kt->dtype), DN(out[0].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_TOPK_SCORE_NAME %s\n#define H3_TOPK_ROWS_NAME %s\n"
+           "#define H3_TOPK_NAME %s\n", name[0], name[1], name[2]);
   cu_m31_msa_defines(defs, sizeof defs, lines, qt->dtype, kt->dtype, out[0].type.dtype, qt->dtype, 1, 1);
-  const char *names[2] = {name[0], name[1]};
-  cu_kernel *kn[2];
-  if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 2, names, kn, d) != H3_OK ||
-      cu_m31_smem(s, op, kn[0], q_smem, d) != H3_OK || cu_m31_smem(s, op, kn[1], sel_smem, d) != H3_OK)
+  const char *names[3] = {name[0], name[1], name[2]};
+  cu_kernel *kn[3];
+  if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 3, names, kn, d) != H3_OK ||
+      cu_m31_smem(s, op, kn[0], topk_smem(D, TOPK_ROW_QV), d) != H3_OK ||
+      cu_m31_smem(s, op, kn[1], topk_smem(D, TOPK_QV), d) != H3_OK)
     return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
@@ -138,14 +155,25 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   const h3_type *ptt = &in[3].type;
   int pt_rows = ptt->rank == 2 ? (int)ptt->dims[0] : 1;
   long long NP = ptt->dims[ptt->rank - 1];
-  void *args1[] = {&iq, &ik, &pos, &pt, &score, &Hi, &D, &page, &block, &NB, &pt_rows, &NP};
-  int64_t grid1[3] = {T, NB, 1}, blk[3] = {128, 1, 1};
-  if (cu_launch(s, kn[0], grid1, blk, (int64_t)q_smem, args1, d) != H3_OK) return H3_ERR;
-  void *args2[] = {&score, &pos, &o, &Hi, &block, &NB, &topk};
-  int64_t grid2[3] = {T, Hi, 1};
-  return cu_launch(s, kn[1], grid2, blk, (int64_t)sel_smem, args2, d);
+  /* rows of one table in tiles when there are at least four tiles of them (fewer leave most
+   * SMs idle: a row per block reads its keys from L2 in parallel instead) */
+  long long tile = TOPK_QV / Hi, tiles = (T + tile - 1) / tile;
+  h3_status st;
+  if (pt_rows == 1 && tiles >= 4) {
+    void *args[] = {&iq, &ik, &pos, &pt, &score, &T, &Hi, &D, &page, &block, &NB};
+    int64_t grid[3] = {tiles, topk_splits(tiles, NB, 32), 1}, blk[3] = {TOPK_ROWS_THREADS, 1, 1};
+    st = cu_launch(s, kn[1], grid, blk, (int64_t)topk_smem(D, TOPK_QV), args, d);
+  } else {
+    void *args[] = {&iq, &ik, &pos, &pt, &score, &Hi, &D, &page, &block, &NB, &pt_rows, &NP};
+    int64_t grid[3] = {T, topk_splits(T, NB, 128), 1}, blk[3] = {TOPK_THREADS, 1, 1};
+    st = cu_launch(s, kn[0], grid, blk, (int64_t)topk_smem(D, TOPK_ROW_QV), args, d);
+  }
+  if (st != H3_OK) return H3_ERR;
+  void *args2[] = {&score, &pos, &o, &T, &Hi, &block, &NB, &topk};
+  int64_t grid2[3] = {(T * Hi + TOPK_THREADS / 32 - 1) / (TOPK_THREADS / 32), 1, 1};
+  int64_t blk2[3] = {TOPK_THREADS, 1, 1};
+  return cu_launch(s, kn[2], grid2, blk2, 0, args2, d);
 }
-
 
 size_t cu_m31_att_scratch_bytes(const h3_op *op) { return att_part_bytes(op); }
 

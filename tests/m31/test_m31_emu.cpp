@@ -7,7 +7,9 @@
  *                 than one pass takes (H3M_ROWS), rows of 8-element vectors and odd widths;
  *   paged / sparse / block attention: scrambled page tables, GQA groups of 2 and 16, head
  *                 dims 16 and 128, several key splits (the combine);
- *   index_topk    selections equal;
+ *   index_topk    both score kernels (rows of one table; a row per block): the scores bitwise
+ *                 (the reference's order), the selections equal (ties, partial head groups,
+ *                 odd head dims, blocks of several pages and key tiles);
  * the paged ops also with a page table per row (a batch of sequences).
  * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-5): the kernels sum in another
  * order than the reference.
@@ -60,6 +62,7 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #define H3_KV_ATT_NAME att11_att
 #define H3_KV_COMBINE_NAME att11_combine
 #define H3_TOPK_SCORE_NAME att11_score
+#define H3_TOPK_ROWS_NAME att11_rows
 #define H3_TOPK_NAME att11_select
 #include "m31_msa.cu"
 #undef H3M_DC
@@ -67,6 +70,7 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #undef H3_KV_ATT_NAME
 #undef H3_KV_COMBINE_NAME
 #undef H3_TOPK_SCORE_NAME
+#undef H3_TOPK_ROWS_NAME
 #undef H3_TOPK_NAME
 } // namespace att11
 namespace att44 { /* head dims <= 128, groups <= 16; the tensor-core form */
@@ -258,15 +262,52 @@ static void test_attention(const att_case &c) {
 }
 
 /* ---- index_topk ---------------------------------------------------------------------------- */
-static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int64_t NP, int64_t topk,
-                            std::vector<int32_t> pos, bool batch) {
-  const int64_t rows = batch ? T : 1, P = NP * rows + 1, block = page;
+/* One index_topk case: iq [T, Hi, D], keys over `page`-key pages in `block`-key blocks, a
+ * scrambled table ([NP], or [T, NP] when batch); ties: every physical page from the fourth
+ * on a copy of one of the first three, so that blocks score alike (the lower block wins). */
+struct topk_case {
+  int64_t T, Hi, D, page, block, NP, topk;
+  std::vector<int32_t> pos;
+  bool batch, rows; /* a table per row; H3_TOPK_ROWS_NAME (else H3_TOPK_SCORE_NAME) */
+  int S;            /* key-block splits (gridDim.y) */
+  bool ties;
+};
+
+/* The scores the kernel must write, bitwise: for b below row t's current block, the max over
+ * the block's keys of the d-ascending fp32 dot product (product, then sum); the rest untouched
+ * (NaN as poisoned). Returns the entries that differ. */
+static int64_t topk_score_diff(const topk_case &c, const buf &iq, const buf &ik, const buf &pt,
+                               const std::vector<float> &score, int64_t NB) {
+  int64_t bad = 0;
+  const int32_t *tab = (const int32_t *)pt.bytes.data();
+  for (int64_t t = 0; t < c.T; t++)
+    for (int64_t h = 0; h < c.Hi; h++)
+      for (int64_t b = 0; b < NB; b++) {
+        float want = NAN, got = score[(size_t)((t * c.Hi + h) * NB + b)];
+        if (b < c.pos[(size_t)t] / c.block) {
+          want = -INFINITY;
+          for (int64_t j = b * c.block; j < (b + 1) * c.block; j++) {
+            int64_t slot = tab[(c.batch ? t * c.NP : 0) + j / c.page] * c.page + j % c.page;
+            float dot = 0.0f;
+            for (int64_t d = 0; d < c.D; d++)
+              dot += (float)ld(iq, (t * c.Hi + h) * c.D + d) * (float)ld(ik, slot * c.D + d);
+            want = dot > want ? dot : want;
+          }
+        }
+        bad += memcmp(&want, &got, sizeof want) != 0 && !(std::isnan(want) && std::isnan(got));
+      }
+  return bad;
+}
+
+static void test_index_topk(const topk_case &c) {
+  const int64_t T = c.T, Hi = c.Hi, D = c.D, page = c.page, NP = c.NP, topk = c.topk;
+  const int64_t rows = c.batch ? T : 1, P = NP * rows + 1;
   std::string st = ty("i32", {T, Hi, topk});
   std::string text = "module @m config \"test\" {\n  graph @g(%iq: " + ty("bf16", {T, Hi, D}) + ", %ik: " +
                      ty("bf16", {P, page, D}) + ", %pos: " + ty("i32", {T}) + ", %pt: " +
-                     (batch ? ty("i32", {T, NP}) : ty("i32", {NP})) + ") -> (s: " + st + ") {\n    %s = index_topk(%iq, %ik, %pos, %pt) {block = " +
-                     std::to_string(block) + ", topk = " + std::to_string(topk) + "} : " + st +
-                     "\n    return %s\n  }\n}\n";
+                     (c.batch ? ty("i32", {T, NP}) : ty("i32", {NP})) + ") -> (s: " + st +
+                     ") {\n    %s = index_topk(%iq, %ik, %pos, %pt) {block = " + std::to_string(c.block) +
+                     ", topk = " + std::to_string(topk) + "} : " + st + "\n    return %s\n  }\n}\n";
   h3_module *m = parse(text);
   CHECK(m, "index_topk IR");
   if (!m) return;
@@ -275,27 +316,48 @@ static void test_index_topk(int64_t T, int64_t Hi, int64_t D, int64_t page, int6
   for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
   fill_random(in[0], -2, 2);
   fill_random(in[1], -2, 2);
-  for (int64_t t = 0; t < T; t++) ((int32_t *)in[2].p())[t] = pos[(size_t)t];
+  const size_t page_bytes = (size_t)(page * D) * 2;
+  for (int64_t p = 4; c.ties && p < P; p++)
+    memcpy(in[1].bytes.data() + p * page_bytes, in[1].bytes.data() + (1 + p % 3) * page_bytes, page_bytes);
+  for (int64_t t = 0; t < T; t++) ((int32_t *)in[2].p())[t] = c.pos[(size_t)t];
   fill_table(in[3], rows, NP, P);
   std::vector<buf> want = cpu_run(op, in);
   buf out = make(op->results[0]->type);
-  const int NB = (int)((NP * page + block - 1) / block);
-  std::vector<float> score((size_t)(T * Hi * NB));
-  int pt_rows = (int)rows;
-  long long NPP = NP;
-  int iHi = (int)Hi, iD = (int)D, ipage = (int)page, iblock = (int)block, itopk = (int)topk;
-  emu_launch3(T, NB, 1, 128, [&] {
-    att11::att11_score((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(), (const int *)in[2].p(),
-                       (const int *)in[3].p(), score.data(), iHi, iD, ipage, iblock, NB, pt_rows, NPP);
+  /* as cu_m31_run_index_topk launches them: row tiles or rows x S splits, then a warp per
+     (row, head) */
+  const int NB = (int)((NP * page + c.block - 1) / c.block), iHi = (int)Hi, iD = (int)D;
+  const int ipage = (int)page, iblock = (int)c.block, itopk = (int)topk, pt_rows = (int)rows;
+  const int tile = H3M_TOPK_QV / iHi;
+  std::vector<float> score((size_t)(T * Hi * NB), NAN);
+  long long TT = T, NPP = NP;
+  const h3_bf16 *iq = (const h3_bf16 *)in[0].p(), *ik = (const h3_bf16 *)in[1].p();
+  const int *pos = (const int *)in[2].p(), *pt = (const int *)in[3].p();
+  if (c.rows)
+    emu_launch3((T + tile - 1) / tile, c.S, 1, H3M_TOPK_ROWS_THREADS, [&] {
+      att11::att11_rows(iq, ik, pos, pt, score.data(), TT, iHi, iD, ipage, iblock, NB);
+    });
+  else
+    emu_launch3(T, c.S, 1, H3M_TOPK_THREADS, [&] {
+      att11::att11_score(iq, ik, pos, pt, score.data(), iHi, iD, ipage, iblock, NB, pt_rows, NPP);
+    });
+  emu_launch3((T * Hi + 7) / 8, 1, 1, H3M_TOPK_THREADS, [&] {
+    att11::att11_select(score.data(), pos, (int *)out.p(), TT, iHi, iblock, NB, itopk);
   });
-  emu_launch3(T, Hi, 1, 128, [&] {
-    att11::att11_select(score.data(), (const int *)in[2].p(), (int *)out.p(), iHi, iblock, NB, itopk);
-  });
-  char what[96];
-  snprintf(what, sizeof what, "index_topk T %lld Hi %lld D %lld page %lld topk %lld%s", (long long)T,
-           (long long)Hi, (long long)D, (long long)page, (long long)topk, batch ? " batch" : "");
+  char what[128];
+  snprintf(what, sizeof what, "index_topk %s T %lld Hi %lld D %lld page %lld block %lld topk %lld S %d%s%s",
+           c.rows ? "rows" : "row", (long long)T, (long long)Hi, (long long)D, (long long)page,
+           (long long)c.block, (long long)topk, c.S, c.batch ? " batch" : "", c.ties ? " ties" : "");
+  int64_t bad = topk_score_diff(c, in[0], in[1], in[3], score, NB);
+  CHECK(bad == 0, "%s: %lld scores not the reference's bits", what, (long long)bad);
   compare(what, out, want[0], 0);
   h3_module_free(m);
+}
+
+/* Positions n0, n0 + 1, ... (a prefill chunk) of n rows. */
+static std::vector<int32_t> run_of(int32_t n0, int64_t n) {
+  std::vector<int32_t> v((size_t)n);
+  for (int64_t i = 0; i < n; i++) v[(size_t)i] = n0 + (int32_t)i;
+  return v;
 }
 
 int main(void) {
@@ -333,8 +395,17 @@ int main(void) {
   test_attention({"sparse mma S2 topk 40", ATT_MMA, 2, 2, 16, 1, 128, 8, 48, 2, {380, 203}, false, 40});
   /* decode: one row of 2048 keys in 64 splits of 32 */
   test_attention({"paged mma decode S64", ATT_MMA, 0, 1, 16, 1, 128, 128, 16, 64, {2047}, false});
-  test_index_topk(3, 2, 16, 8, 5, 2, {5, 17, 38}, false);
-  test_index_topk(2, 4, 128, 8, 6, 3, {40, 47}, false);
-  test_index_topk(4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true);
+  /* rows form: prefill chunks at pos0 > 0, topk below the blocks (real selection), several
+     splits, ties; head dim 10 (element loads, zero pad) with up to 47 blocks (two select
+     chunks); blocks of 5 pages and 160 keys (two key tiles); the model's 4 x 128 */
+  test_index_topk({100, 2, 16, 8, 8, 48, 5, run_of(37, 100), false, true, 3, true});
+  test_index_topk({40, 2, 10, 8, 8, 48, 4, run_of(330, 40), false, true, 2, false});
+  test_index_topk({40, 1, 16, 32, 160, 12, 2, run_of(300, 40), false, true, 1, true});
+  test_index_topk({40, 4, 128, 16, 16, 8, 3, run_of(70, 40), false, true, 2, false});
+  /* a row per block: one table (Hi 3: a partial head group) and a table per row, some rows
+     with fewer blocks than topk */
+  test_index_topk({5, 3, 16, 8, 8, 6, 3, {3, 17, 40, 47, 29}, false, false, 2, true});
+  test_index_topk({6, 4, 128, 16, 16, 6, 3, {95, 6, 61, 40, 33, 80}, true, false, 1, false});
+  test_index_topk({4, 2, 16, 8, 8, 5, 2, {3, 38, 20, 9}, true, false, 4, true});
   return check_summary("m31_emu");
 }
