@@ -39,8 +39,9 @@
 //     read once per RT rows; a thread takes 8 vectors x 8 keys.
 //   H3_TOPK_NAME (score, pos, T) -> sel[T, Hi, topk] IX_T, grid ceil(T Hi / 8),
 //     H3M_TOPK_THREADS threads, a warp per (row, head): the current block's score taken as
-//     +inf, the min(topk, nb) best blocks (descending score, ties: lower block; a lane per
-//     block ranks it against all nb) written ascending, then -1.
+//     +inf, the k = min(topk, nb) best blocks (descending score, ties: lower block) in k rounds,
+//     each the warp's first block after the previous round's in that order (a lane's first of
+//     its blocks, then shuffles), written ascending, then -1. topk <= H3M_MAX_TOPK.
 // The attention's sums differ in order from the reference (lanes, then a shuffle tree; tiles
 // of keys), within the tests' tolerance. Every loop that holds a shuffle, an mma or a barrier
 // runs the same number of times in every thread of a block (host emulation:
@@ -661,41 +662,63 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_ROWS_THREADS) H3_TOPK_ROWS
 #endif
 
 #ifdef H3_TOPK_NAME
+// Whether block (x, c) comes before (v, b) in the selection order: higher score first, the
+// lower block first among equal scores.
+__device__ __forceinline__ bool h3m_topk_before(float x, long long c, float v, long long b) {
+  return x > v || (x == v && c < b);
+}
+
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_NAME(
     const float *__restrict__ score, const IX_T *__restrict__ pos, IX_T *__restrict__ out,
     long long T, int Hi, int block, int NB, int topk) {
   constexpr int W = H3M_TOPK_THREADS / 32;
-  __shared__ long long nbs[W];
+  __shared__ long long nbs[W], pick[W][H3M_MAX_TOPK];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long g = (long long)blockIdx.x * W + warp; // the warp's (row, head): t Hi + h
   const long long nb = g < T * Hi ? h3m_page_of((long long)pos[g / Hi], block) + 1 : 0;
   if (lane == 0) nbs[warp] = nb;
   __syncthreads();
-  long long most = 0; // the block's most blocks: every warp's chunk count
-  for (int w = 0; w < W; w++) most = nbs[w] > most ? nbs[w] : most;
-  const long long k = nb < topk ? nb : topk;
-  const float *sr = score + g * NB;
-  IX_T *o = out + g * topk;
-  long long n = 0; // blocks written so far
-  for (long long b0 = 0; b0 < most; b0 += 32) {
-    const long long b = b0 + lane;
-    const float v = b == nb - 1 ? H3M_INF : b < nb ? sr[b] : 0.0f;
-    long long rank = 0; // blocks ahead of b: higher scores, equal ones at lower blocks
-#pragma unroll 8
-    for (long long c = 0; c < (b < nb ? nb : 0); c++) {
-      const float x = c == nb - 1 ? H3M_INF : sr[c];
-      rank += x > v || (x == v && c < b);
-    }
-    const int chosen = b < nb && rank < k;
-    int upto = chosen; // chosen lanes up to this one
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int got = __shfl_sync(0xffffffffu, upto, lane >= d ? lane - d : lane);
-      upto += lane >= d ? got : 0;
-    }
-    if (chosen) o[n + upto - 1] = (IX_T)b;
-    n += __shfl_sync(0xffffffffu, upto, 31);
+  int most = 0; // the block's largest k = min(nb, topk): every warp's round count
+  for (int w = 0; w < W; w++) {
+    const int kw = nbs[w] < topk ? (int)nbs[w] : topk;
+    most = kw > most ? kw : most;
   }
-  for (long long i = k + lane; nb > 0 && i < topk; i += 32) o[i] = (IX_T)-1;
+  const int k = nb < topk ? (int)nb : topk;
+  const float *sr = score + g * NB;
+  // round r: the first block in the selection order after round r - 1's (pv, pb): each lane's
+  // first among its blocks b = lane + 32 j, then the warp's by shuffles (exact comparisons:
+  // the chosen set is the one ranking by scores gives)
+  float pv = H3M_INF;
+  long long pb = -1;
+  for (int r = 0; r < most; r++) {
+    float bv = -H3M_INF;
+    long long bb = -1;
+    for (long long b = lane; r < k && b < nb; b += 32) {
+      const float x = b == nb - 1 ? H3M_INF : sr[b];
+      if (h3m_topk_before(pv, pb, x, b) && (bb < 0 || h3m_topk_before(x, b, bv, bb))) bv = x, bb = b;
+    }
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, d);
+      const long long ob = __shfl_xor_sync(0xffffffffu, bb, d);
+      if (ob >= 0 && (bb < 0 || h3m_topk_before(ov, ob, bv, bb))) bv = ov, bb = ob;
+    }
+    if (lane == 0 && r < k) pick[warp][r] = bb;
+    pv = bv, pb = bb;
+  }
+  __syncthreads(); // the picks of lane 0 seen by the whole warp
+  if (g >= T * Hi) return;
+  IX_T *o = out + g * topk;
+  // the picks ascending: each lane places picks i = lane, lane + 32 by their rank among them
+  for (int i = lane; i < topk; i += 32) {
+    if (i >= k) {
+      o[i] = (IX_T)-1;
+      continue;
+    }
+    const long long b = pick[warp][i];
+    int at = 0;
+    for (int c = 0; c < k; c++) at += pick[warp][c] < b;
+    o[at] = (IX_T)b;
+  }
 }
 #endif

@@ -129,9 +129,9 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   int Hi = (int)qt->dims[1], D = (int)qt->dims[2], page = (int)kt->dims[1];
   int block = (int)h3_op_attr_int(op, "block", page);
   int topk = (int)out[0].type.dims[out[0].type.rank - 1];
-  if (block <= 0 || Hi < 1 || Hi > 8 || D > 256)
+  if (block <= 0 || Hi < 1 || Hi > 8 || D > 256 || topk > 64)
     return cu_op_error(d, op, NULL, "block %d (positive), %d index heads (1 to 8), index dim %d "
-                       "(at most 256)", block, Hi, D);
+                       "(at most 256), %d blocks to select (at most 64)", block, Hi, D, topk);
   if (in[2].type.dtype != out[0].type.dtype || in[3].type.dtype != out[0].type.dtype)
     return cu_op_error(d, op, NULL, "positions, page table and the selection of one integer dtype");
   int NB = (int)topk_blocks(op);
