@@ -160,9 +160,10 @@ for section in $SECTIONS; do
       "$PLANS/m31_small_b64_p256_n24.plan" 24 1 generate_batch
     ;;
   m31long)
-    # the contexts: 64 sequences at a 2048-token context; one at 16384
+    # the contexts: 64 sequences at a 2048-token context (medians of 3: each run holds
+    # 64 prefills of 2048 tokens, whose noise is spread over only 16 steps); one at 16384
     step m31_decode_b64_p2048 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_b64_p2048_n8.plan" 8 \
-      "$PLANS/m31_small_b64_p2048_n24.plan" 24 1 generate_batch
+      "$PLANS/m31_small_b64_p2048_n24.plan" 24 3 generate_batch
     step m31_decode_p16384 580 bench/m31_decode.sh "$BIN/h3exec" "$PLANS/m31_small_p16384_n16.plan" 16 \
       "$PLANS/m31_small_p16384_n80.plan" 80 2
     ;;
