@@ -125,6 +125,7 @@ def main():
             ia, ib = np.argsort(la[at])[-2:], np.argsort(logits[at])[-2:]
             print(f"prompt {i}: {a.a} vs {a.b} teacher-forced logits: nmse per row median {np.median(err):.3g}, "
                   f"max {err.max():.3g} (row {int(err.argmax())}), rms of {a.b}'s {np.sqrt((logits ** 2).mean()):.3g}; "
+                  f"rows above 1e-2: {np.flatnonzero(err > 1e-2).tolist()}, above 1e-3: {int((err > 1e-3).sum())}; "
                   f"at token {at}: {a.a} top-2 {ia[::-1].tolist()} {la[at][ia[::-1]].tolist()}, "
                   f"{a.b} top-2 {ib[::-1].tolist()} {logits[at][ib[::-1]].tolist()}", flush=True)
         low = f"first top-2 margin below {a.margin} at token {low0}" if low0 is not None else \
