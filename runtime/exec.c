@@ -57,6 +57,7 @@ struct h3_runtime {
   h3_runtime_options opt;
   int n_ids;
   h3_tensor *params; /* by value id (only param values set) */
+  bool *borrowed;    /* by value id: params[id].data is the weight store's (host memory) */
   gstate *graphs;    /* by graph index */
   const h3_graph *top;
   int depth;
@@ -832,7 +833,7 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
   if (n > 0 && n == p->value->uses && pt->data) {
     h3_status st = rt->b->ops->sync(rt->b, d);
     if (st != H3_OK) return st;
-    rt->b->ops->release(rt->b, pt->data);
+    if (!rt->borrowed[p->value->id]) rt->b->ops->release(rt->b, pt->data);
     rt->weight_bytes -= (size_t)h3_type_bytes(&p->type);
     pt->data = NULL;
   }
@@ -853,8 +854,9 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
                   b->ext->mark_seconds && b->ext->marks_reset;
   rt->n_ids = m->next_value_id;
   rt->params = calloc((size_t)rt->n_ids + 1, sizeof *rt->params);
+  rt->borrowed = calloc((size_t)rt->n_ids + 1, sizeof *rt->borrowed);
   rt->graphs = calloc((size_t)m->n_graphs + 1, sizeof *rt->graphs);
-  int ok = rt->params && rt->graphs;
+  int ok = rt->params && rt->borrowed && rt->graphs;
   for (int i = 0; ok && i < m->n_graphs; i++) {
     rt->graphs[i].g = m->graphs[i];
     rt->graphs[i].slots = calloc((size_t)rt->n_ids + 1, sizeof(slot));
@@ -886,6 +888,16 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
       h3_diag_error(d, p->span, NULL, "parameter '%s' has no weights", p->name);
       h3_runtime_free(rt);
       return NULL;
+    }
+    if (wt && b->ops->host_memory) { /* the store's buffer is the backend's memory: no copy */
+      rt->params[p->value->id] = (h3_tensor){p->type, wt->data};
+      rt->borrowed[p->value->id] = true;
+      rt->weight_bytes += bytes;
+      if (run_load_ops(rt, p, d) != H3_OK) {
+        h3_runtime_free(rt);
+        return NULL;
+      }
+      continue;
     }
     void *dev = rt_alloc(rt, bytes);
     h3_status st = !dev ? H3_ERR
@@ -925,8 +937,10 @@ void h3_runtime_free(h3_runtime *rt) {
     if (gs->arena) rt->b->ops->release(rt->b, gs->arena);
   }
   for (int v = 0; rt->params && v < rt->n_ids; v++)
-    if (rt->params[v].data) rt->b->ops->release(rt->b, rt->params[v].data);
+    if (rt->params[v].data && !(rt->borrowed && rt->borrowed[v]))
+      rt->b->ops->release(rt->b, rt->params[v].data);
   free(rt->params);
+  free(rt->borrowed);
   free(rt->graphs);
   free(rt->ev);
   free(rt->ev_code);

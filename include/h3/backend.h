@@ -41,6 +41,10 @@ typedef struct h3_backend h3_backend;
 
 typedef struct {
   const char *name; /* "cpu", "cuda" */
+  /* The backend's memory is the host's (cpu): the executor hands a weight store's buffers
+   * to run_op as they are instead of copying them into memory of its own (the store outlives
+   * the runtime, h3_runtime_new). */
+  bool host_memory;
   void (*destroy)(h3_backend *b);
   /* Device memory, 64-byte aligned, uninitialised; NULL when out of memory. */
   void *(*alloc)(h3_backend *b, size_t bytes);

@@ -54,7 +54,9 @@ typedef struct {
   double seconds;
 } h3_op_stat;
 
-/* Uploads the weights (which must belong to m) and prepares per-graph state. With w NULL
+/* Uploads the weights (which must belong to m; a backend whose memory is the host's uses
+ * the store's buffers as they are, h3_backend_ops.host_memory) and prepares per-graph
+ * state. With w NULL
  * the backend makes random weights itself (h3_backend_ext.init_param, from
  * o->weight_seed; bitwise equal to h3_weights_random). The module, backend and weights
  * must outlive the runtime. NULL after reporting. */

@@ -295,6 +295,7 @@ static void cpu_reset_busy(h3_backend *b) { (void)b; }
 
 static const h3_backend_ops cpu_ops = {
     .name = "cpu",
+    .host_memory = true,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .release = cpu_release,

@@ -184,12 +184,14 @@ def case_table(a):
         ("weights_wrong_model", [h3, "--weights", W("w_wrong.safetensors")], 1,
          [W("w_wrong.safetensors"), "missing", "foo.weight"], True),
         # injected allocation failures (H3_FAULT_ALLOC=N fails the Nth): the buffer, its size
-        # and the plan's memory figure, never a crash
-        ("fault_alloc_weights", [h3], 1,
-         ["out of cpu memory for parameter", "the plan needs", "of weights", "of activation arenas",
-          "compile a smaller plan"], True, {"H3_FAULT_ALLOC": "1"}),
+        # and the plan's memory figure, never a crash. The cpu backend runs on the weight
+        # store's buffers (no allocation of its own for them): its first is an arena
+        ("fault_alloc_arena", [h3], 1,
+         ["out of cpu memory for graph 'sample''s activation arena", "the plan needs",
+          "of weights", "of activation arenas", "compile a smaller plan"], True,
+         {"H3_FAULT_ALLOC": "1"}),
         ("fault_alloc_run", step + [W("step_in.safetensors")], 1,
-         ["out of cpu memory for", "the plan needs"], True, {"H3_FAULT_ALLOC": "40"}),
+         ["out of cpu memory for input 'video'", "the plan needs"], True, {"H3_FAULT_ALLOC": "3"}),
     ]
 
 
