@@ -266,17 +266,6 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 // not there: no loads, p = 0).
 #define H3M_MMA_KEYS 16
 
-// bf16 pair (lo, hi) in one word, low half the lower k (the mma's operand order)
-__device__ __forceinline__ unsigned h3m_bf16x2(float lo, float hi) {
-#ifdef __CUDA_ARCH__
-  unsigned u;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
-  return u;
-#else
-  return (unsigned)h3_f32_to_bf16(lo) | (unsigned)h3_f32_to_bf16(hi) << 16;
-#endif
-}
-
 // Element j of the 16 held of key rows a and b (two 16-byte chunks each) as one bf16 pair
 __device__ __forceinline__ unsigned h3m_pair(const uint4 *a, const uint4 *b, int j) {
   const unsigned *wa = reinterpret_cast<const unsigned *>(a), *wb = reinterpret_cast<const unsigned *>(b);
@@ -396,8 +385,8 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
           acc[j][2 * r] = __fmul_rn(acc[j][2 * r], corr), acc[j][2 * r + 1] = __fmul_rn(acc[j][2 * r + 1], corr);
       m[r] = mn;
     }
-    const unsigned pa[4] = {h3m_bf16x2(pr[0][0], pr[0][1]), h3m_bf16x2(pr[1][0], pr[1][1]),
-                            h3m_bf16x2(pr[0][2], pr[0][3]), h3m_bf16x2(pr[1][2], pr[1][3])};
+    const unsigned pa[4] = {h3_bf16x2(pr[0][0], pr[0][1]), h3_bf16x2(pr[1][0], pr[1][1]),
+                            h3_bf16x2(pr[0][2], pr[0][3]), h3_bf16x2(pr[1][2], pr[1][3])};
 #pragma unroll
     for (int j = 0; j < 16; j++) {
       const unsigned b[2] = {h3m_pair(vr[0], vr[1], j), h3m_pair(vr[2], vr[3], j)};

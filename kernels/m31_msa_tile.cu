@@ -58,38 +58,6 @@
 #define H3T_TILE (H3T_KEYS * 128)                 // elements of a K or a V tile
 #define H3T_SMEM (H3T_STAGES * 2 * H3T_TILE * 2) // bytes: the stages' K and V tiles
 
-// ldmatrix.x4.trans: h3_ldsm4's addressing (lane 8 i + r: row r of matrix i), each matrix
-// transposed: r[i] of lane 4 g + t is rows 2 t and 2 t + 1 of column g (low half the former);
-// with (k 0-7, n 0-7), (k 8-15, n 0-7) of a [k][n] tile, h3_mma_bf16's b. Every lane of the
-// warp takes part (host emulation: two barriers, as emu_ldsm4).
-H3_DI void h3t_ldsm4t(unsigned *r, const void *p) {
-#ifdef H3_HOST_EMU
-  const unsigned me = threadIdx.x, w0 = me & ~31u, g = (me & 31u) / 4, t = me & 3u;
-  emu_slots[me] = (unsigned long long)(uintptr_t)p;
-  pthread_barrier_wait(&emu_barrier);
-  for (unsigned i = 0; i < 4; i++) {
-    uint16_t e[2];
-    for (unsigned k = 0; k < 2; k++)
-      std::memcpy(&e[k], (const unsigned char *)(uintptr_t)emu_slots[w0 + 8 * i + 2 * t + k] + 2 * g, 2);
-    r[i] = e[0] | (unsigned)e[1] << 16;
-  }
-  pthread_barrier_wait(&emu_barrier);
-#else
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"((unsigned)__cvta_generic_to_shared(p))
-               : "memory");
-#endif
-}
-
-// bf16 pair (lo, hi) in one word, low half the lower k (the mma's operand order)
-H3_DI unsigned h3t_pair(float lo, float hi) {
-  __align__(4) h3_bf16 w[2];
-  h3_put(w[0], lo);
-  h3_put(w[1], hi);
-  return *reinterpret_cast<const unsigned *>(w);
-}
-
 // v / d for 0 <= v: in 32 bits where v fits (several times cheaper than 64)
 H3_DI long long h3t_div(long long v, int d) {
   return v <= 0x7fffffff ? (long long)((unsigned)v / (unsigned)d) : v / d;
@@ -284,14 +252,14 @@ H3_DI void h3t_pv(const h3_bf16 *vs, const float sc[8][4], float acc[16][4]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int ks = 0; ks < 4; ks++) { // keys 16 ks .. + 15
-    const unsigned pa[4] = {h3t_pair(sc[2 * ks][0], sc[2 * ks][1]), h3t_pair(sc[2 * ks][2], sc[2 * ks][3]),
-                            h3t_pair(sc[2 * ks + 1][0], sc[2 * ks + 1][1]),
-                            h3t_pair(sc[2 * ks + 1][2], sc[2 * ks + 1][3])};
+    const unsigned pa[4] = {h3_bf16x2(sc[2 * ks][0], sc[2 * ks][1]), h3_bf16x2(sc[2 * ks][2], sc[2 * ks][3]),
+                            h3_bf16x2(sc[2 * ks + 1][0], sc[2 * ks + 1][1]),
+                            h3_bf16x2(sc[2 * ks + 1][2], sc[2 * ks + 1][3])};
     const int row = 16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
     for (int dp = 0; dp < 8; dp++) { // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
       unsigned f[4];
-      h3t_ldsm4t(f, vs + row * 128 + (((2 * dp + (lane >> 4)) ^ (lane & 7)) * 8));
+      h3_ldsm4_trans(f, vs + row * 128 + (((2 * dp + (lane >> 4)) ^ (lane & 7)) * 8));
       const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
       h3_mma_bf16(acc[2 * dp], pa, b0);
       h3_mma_bf16(acc[2 * dp + 1], pa, b1);

@@ -135,6 +135,33 @@ H3_DI void h3_ldsm4(unsigned *r, const void *p) {
 #endif
 }
 
+// ldmatrix.x4.trans: h3_ldsm4's addressing (lane 8 i + r: row r of matrix i), each matrix
+// transposed: r[i] of lane 4 g + t is rows 2 t and 2 t + 1 of column g (low half the former);
+// with (k 0-7, n 0-7), (k 8-15, n 0-7) of a [k][n] tile, h3_mma_bf16's b. Every lane of the
+// warp takes part. Host emulation: emu_ldsm4_trans.
+H3_DI void h3_ldsm4_trans(unsigned *r, const void *p) {
+#ifdef H3_HOST_EMU
+  emu_ldsm4_trans(r, p);
+#else
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"((unsigned)__cvta_generic_to_shared(p))
+               : "memory");
+#endif
+}
+
+// bf16 pair (lo, hi) in one word, low half the lower k (the mma's operand order), each
+// rounded to nearest
+H3_DI unsigned h3_bf16x2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+  unsigned u;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+  return u;
+#else
+  return (unsigned)h3_f32_to_bf16(lo) | (unsigned)h3_f32_to_bf16(hi) << 16;
+#endif
+}
+
 // Few-row products on tensor cores, reading weights straight from global memory (decode:
 // bandwidth-bound, no shared-memory staging). acc[j] (4 floats each, h3_mma_bf16's d) =
 // x[rows] · w[j] over the 128-wide K chunks at k_first, k_first + k_step, ... < K (K a

@@ -179,6 +179,21 @@ inline void emu_ldsm4(unsigned *r, const void *p) {
   pthread_barrier_wait(&emu_barrier);
 }
 
+/* ldmatrix.x4.trans the same way: r[i] of lane 4 g + t holds element g of the rows of lanes
+ * 8 i + 2 t and 8 i + 2 t + 1 (low half the former). */
+inline void emu_ldsm4_trans(unsigned *r, const void *p) {
+  unsigned me = threadIdx.x, w0 = me & ~31u, g = (me & 31u) / 4, t = me & 3u;
+  emu_slots[me] = (unsigned long long)(uintptr_t)p;
+  pthread_barrier_wait(&emu_barrier);
+  for (unsigned i = 0; i < 4; i++) {
+    uint16_t e[2];
+    for (unsigned k = 0; k < 2; k++)
+      std::memcpy(&e[k], (const unsigned char *)(uintptr_t)emu_slots[w0 + 8 * i + 2 * t + k] + 2 * g, 2);
+    r[i] = e[0] | (unsigned)e[1] << 16;
+  }
+  pthread_barrier_wait(&emu_barrier);
+}
+
 /* Runs body() as the kernel: a grid of gx x gy x gz blocks of `block` threads, one block at
  * a time (x fastest). The block's threads are made once per launch and run every block in
  * turn: thread 0 sets blockIdx between two barriers. */
