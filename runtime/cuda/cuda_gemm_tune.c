@@ -21,9 +21,9 @@
  * Candidates whose split-K reduction is done in place are skipped (their sums depend on the
  * order blocks finish in), and so is every candidate whose output on the scratch operands
  * does not agree with the heuristic's first pick (outputs_agree): a tile or cluster variant
- * that cublasLtMatmulAlgoCheck accepts can still compute a partial tile wrongly (seen on the
- * H200: a 9-row GEMM whose last row came out wrong with one variant, and only in the
- * processes that timed it fastest).
+ * that cublasLtMatmulAlgoCheck accepts might compute a partial tile wrongly (the suspect, not
+ * established, of one H200 run in which the last row of a 9-row extend came out wrong while
+ * other runs of the same plan were right).
  *
  * The bits of a GEMM depend on its algorithm, so the choice must not change from one
  * process to the next: it is stored in the kernel cache folder (h3_kernel_cache, the
