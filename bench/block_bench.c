@@ -107,7 +107,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
   }
   h3_input_defaults defs = {o->seed, 0};
   if (h3_inputs_fill_defaults(m, s->g, s->in, &defs, d) != H3_OK) return H3_ERR;
-  h3_runtime_options ro = {trace, NULL, NULL, o->seed, !o->sync_trace};
+  h3_runtime_options ro = {.trace = trace, .weight_seed = o->seed, .trace_device = !o->sync_trace};
   s->rt = h3_runtime_new(m, s->b, s->w, &ro, d);
   return s->rt ? H3_OK : H3_ERR;
 }

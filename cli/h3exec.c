@@ -4,12 +4,13 @@
  *   h3exec PLAN [--graph NAME] [--backend cpu|cuda|auto] [--weights FILE|random] [--seed N]
  *          [--inputs FILE] [--out FILE] [--steps N] [--prompt FILE | --prompt-len N]
  *          [--max-new-tokens N] [--warmup N] [--iterations N] [--threads N]
- *          [--attention NAME] [--profile FILE.json] [--help]
+ *          [--attention NAME] [--profile FILE.json] [--dump-ops KINDS --dump FILE] [--help]
  *
  * Exit status: 0 on success, 1 when the run fails (bad plan, weights, inputs, runtime
  * error), 2 for bad flags. Nothing is written unless the run succeeds (outputs and traces
  * are written atomically at the end).
  */
+#include "dump_ops.h"
 #include "h3/backend.h"
 #include "h3/bf16.h"
 #include "h3/plan.h"
@@ -25,6 +26,7 @@
 
 typedef struct {
   const char *plan, *graph, *backend, *weights, *inputs, *out, *prompt, *profile, *attention;
+  const char *dump_ops, *dump;
   uint64_t seed;
   int64_t steps, prompt_len, max_new_tokens;
   int warmup, iterations, threads;
@@ -53,6 +55,10 @@ static void usage(FILE *f) {
           "  --attention NAME      attention implementation: cuda: " H3_ATTENTION_NAMES "\n"
           "                        (default: the first); cpu: reference\n"
           "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
+          "  --dump-ops KINDS      with --dump FILE: the results of every execution of these op\n"
+          "                        kinds (comma-separated, e.g. router_topk,moe, or all) as\n"
+          "                        safetensors, to find where two backends part; runs callees\n"
+          "                        op by op (no CUDA graphs); names: docs/running.md\n"
           "  --check-finite        fail (exit 1, no --out written) when an output holds NaN or Inf\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
@@ -156,7 +162,7 @@ static int parse_flags(int argc, char **argv, options *o) {
         "--graph",  "--backend",    "--weights", "--seed",       "--inputs",
         "--out",    "--steps",      "--prompt",  "--prompt-len", "--max-new-tokens",
         "--warmup", "--iterations", "--threads", "--profile",    "--attention",
-        NULL};
+        "--dump-ops", "--dump", NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
@@ -181,6 +187,10 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->profile = v;
     else if (strcmp(a, "--attention") == 0)
       o->attention = v;
+    else if (strcmp(a, "--dump-ops") == 0)
+      o->dump_ops = v;
+    else if (strcmp(a, "--dump") == 0)
+      o->dump = v;
     else if (strcmp(a, "--seed") == 0) {
       if (!parse_int(a, v, 0, INT64_MAX, &n)) return 2;
       o->seed = (uint64_t)n;
@@ -204,6 +214,8 @@ static int parse_flags(int argc, char **argv, options *o) {
   if (!o->plan) return flag_error("no plan given%s", "");
   if (o->prompt && o->prompt_len > 0)
     return flag_error("--prompt and --prompt-len exclude each other%s", "");
+  if (!o->dump_ops != !o->dump)
+    return flag_error("--dump-ops KINDS and --dump FILE go together%s", "");
   return 0;
 }
 
@@ -354,6 +366,7 @@ static int run(const options *o, h3_diag *d) {
   h3_backend *b = NULL;
   h3_weights *w = NULL;
   h3_runtime *rt = NULL;
+  dump_ops *dump = NULL;
   h3_host_tensor *in = NULL, *out = NULL;
   double *lat = NULL;
   int64_t *nan = NULL, *inf = NULL; /* per output: NaN and Inf counts */
@@ -404,14 +417,22 @@ static int run(const options *o, h3_diag *d) {
   /* an output that would replace an input is refused before the run (every input is read
      by now), not after it */
   if ((o->out && h3_output_check(o->out, d) != H3_OK) ||
-      (o->profile && h3_output_check(o->profile, d) != H3_OK))
+      (o->profile && h3_output_check(o->profile, d) != H3_OK) ||
+      (o->dump && h3_output_check(o->dump, d) != H3_OK))
     goto done;
+  /* --dump-ops: results kept in host memory up to 16 GiB */
+  if (o->dump_ops && !(dump = dump_ops_new(o->dump_ops, b, (size_t)16 << 30, d))) goto done;
   progress_state ps = {0, b};
   /* --profile: ops timed by device timestamps where the backend has them (they run back to
      back, as without the profile), else synced after each op */
   bool marks = b->ext && b->ext->mark;
-  h3_runtime_options ro = {o->profile != NULL, isatty(2) ? progress : NULL, &ps, o->seed,
-                           o->profile != NULL};
+  h3_runtime_options ro = {.trace = o->profile != NULL,
+                           .progress = isatty(2) ? progress : NULL,
+                           .progress_ctx = &ps,
+                           .weight_seed = o->seed,
+                           .trace_device = o->profile != NULL,
+                           .observe = dump ? dump_ops_observe : NULL,
+                           .observe_ctx = dump};
   rt = h3_runtime_new(m, b, w, &ro, d);
   out = calloc((size_t)g->n_outputs + 1, sizeof *out);
   lat = calloc((size_t)o->iterations + 1, sizeof *lat);
@@ -426,6 +447,7 @@ static int run(const options *o, h3_diag *d) {
       out[i].data = NULL;
     }
     ps.t0 = b->ops->now(b);
+    if (dump) dump_ops_reset(dump);
     if (h3_runtime_run(rt, g, in, out, d) != H3_OK) goto done;
     if (it >= o->warmup) lat[it - o->warmup] = b->ops->now(b) - ps.t0;
   }
@@ -449,6 +471,7 @@ static int run(const options *o, h3_diag *d) {
     free(data);
     if (st != H3_OK) goto done;
   }
+  if (dump && dump_ops_write(dump, o->dump, d) != H3_OK) goto done;
   if (o->profile) {
     const h3_trace_event *ev;
     size_t n = h3_runtime_trace(rt, &ev);
@@ -496,6 +519,7 @@ done:
   free(nan);
   free(inf);
   h3_runtime_free(rt);
+  dump_ops_free(dump);
   h3_weights_free(w);
   h3_backend_free(b);
   h3_plan_free(plan);

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """m31_ncu_summary.py: per-kernel table of the last decode steps of an ncu CSV (lab; not CI).
    dev/m31_ncu_summary.py b1_times.csv STEPS
+   dev/m31_ncu_summary.py b1_times.csv prefill
 A decode step ends with the argmax kernel; the launches of the last STEPS steps (between
 the argmax launches) are grouped by kernel name: count per step, microseconds per step,
-DRAM GB/s."""
+DRAM GB/s. With `prefill`: the launches up to the first argmax (the prompt's prefill), as
+one "step"."""
 import csv, sys, collections
 rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-steps = int(sys.argv[2])
+prefill = sys.argv[2] == "prefill"
+steps = 1 if prefill else int(sys.argv[2])
 kern = collections.OrderedDict()
 for r in rows:
     kid = r["ID"]
@@ -15,7 +18,7 @@ for r in rows:
     k["m"][r["Metric Name"]] = (float(v), r["Metric Unit"])
 ks = list(kern.values())
 ends = [i for i, k in enumerate(ks) if "argmax" in k["name"]]
-lo, hi = ends[-steps - 1] + 1, ends[-1] + 1
+lo, hi = (0, ends[0] + 1) if prefill else (ends[-steps - 1] + 1, ends[-1] + 1)
 agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
 def us(m):
     v, u = m

@@ -454,6 +454,8 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     }
     if (st == H3_OK && rt->opt.trace && !rt->dev_clock) st = rt->b->ops->sync(rt->b, d);
     double t1 = stamp(rt);
+    if (st == H3_OK && rt->opt.observe)
+      st = rt->opt.observe(rt->opt.observe_ctx, op, in, op->n_operands, staged, op->n_results, d);
     rt->stats[op->code].count++;
     if (!rt->dev_clock) rt->stats[op->code].seconds += t1 - t0;
     record(rt, h3_op_attr_string(op, "kernel", h3_opcode_name(op->code)), kind_name(op->code), t0,
@@ -620,7 +622,8 @@ static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const c
     if (st == H3_OK) st = donate_input(rt, gs, cs, op, i, &arg, d);
     if (st == H3_OK) cs->slots[g->inputs[i]->id].t = arg; /* alias; inputs never own buffers */
   }
-  const h3_backend_ext *ext = rt->b->ext;
+  /* the observer sees every op: no recorded work replaces the callee's ops */
+  const h3_backend_ext *ext = rt->opt.observe ? NULL : rt->b->ext;
   int replayed = 0;
   if (st == H3_OK && ext && ext->call_begin) {
     h3_tensor *args = malloc((size_t)(g->n_inputs + 1) * sizeof *args);

@@ -131,6 +131,9 @@ def case_table(a):
         ("flag_missing_value", [h3, "--out", W("x.safetensors"), "--weights"], 2, ["--weights needs a value"],
          False),
         ("flag_two_plans", [h3, h3], 2, ["more than one plan given"], True),
+        ("flag_dump_alone", [m31, "--dump-ops", "moe"], 2, ["--dump-ops KINDS and --dump FILE go together"], True),
+        ("dump_unknown_kind", [m31, "--dump-ops", "moe,bogus+operands", "--dump", W("d_bad.safetensors")], 1,
+         ["--dump-ops: unknown op kind 'bogus' (before +operands)", "h3c ops lists them"], True),
         ("flag_prompt_both", [m31, "--prompt", W("p_short.txt"), "--prompt-len", "20"], 2,
          ["--prompt and --prompt-len exclude each other"], True),
         # flags that contradict the plan or the machine (exit 1)
@@ -227,6 +230,36 @@ def good_runs(a):
     ]
     for ok, what in checks:
         print(("ok   " if ok else "FAIL ") + "good run: " + what)
+        if not ok:
+            failures.append(what)
+    dump_run(a)
+
+
+def dump_run(a):
+    """--dump-ops: the tiny M3.1 generate's routers (with operands) and moe results, one tensor per
+    execution, named op<ID>.<KIND>.L<LINE>.<a|r><I>.n<RUN>; the outputs equal those of a run
+    without it."""
+    W = lambda n: os.path.join(a.work, n)  # noqa: E731
+    m31, dp, o1, o2 = W("m31.plan"), W("dump.safetensors"), W("m31_d1.safetensors"), W("m31_d2.safetensors")
+    rc1, _, err = run([a.h3exec, m31, "--dump-ops", "router_topk+operands,moe", "--dump", dp, "--out", o1])
+    rc2, _, _ = run([a.h3exec, m31, "--out", o2])
+    if rc1 != 0 or rc2 != 0:
+        failures.append("dump_run")
+        print(f"FAIL dump run: exit {rc1} / {rc2}\n{err}", file=sys.stderr)
+        return
+    got = stfile.read(dp)
+    kinds = {k.split(".")[1] for k in got}
+    router = sorted(k for k in got if ".router_topk." in k and ".r0." in k)
+    operands = [k for k in got if ".router_topk." in k and ".a1." in k]
+    checks = [
+        (kinds == {"router_topk", "moe"}, f"only the kinds asked for ({sorted(kinds)})"),
+        (len(router) > 10 and all(got[k][0] == "I32" for k in router), f"{len(router)} router id results"),
+        (len(operands) == len(router) and all(got[k][0] == "F32" for k in operands), "router operands kept"),
+        (len({k.rsplit(".", 1)[1] for k in router}) > 1, "executions numbered"),
+        (open(o1, "rb").read() == open(o2, "rb").read(), "outputs equal a run without --dump-ops"),
+    ]
+    for ok, what in checks:
+        print(("ok   " if ok else "FAIL ") + "dump run: " + what)
         if not ok:
             failures.append(what)
 

@@ -62,7 +62,7 @@ static void run_program(h3_module *m, int trace, float *out) {
   h3_backend_options bo = {2, 0};
   h3_backend *b = h3_backend_create("cpu", &bo, &d);
   h3_weights *w = h3_weights_random(m, 0, &d);
-  h3_runtime_options ro = {trace != 0, on_progress, NULL, 0, false};
+  h3_runtime_options ro = {.trace = trace != 0, .progress = on_progress};
   h3_runtime *rt = b && w ? h3_runtime_new(m, b, w, &ro, &d) : NULL;
   const h3_graph *g = h3_module_graph(m, "p");
   float x0[4] = {0.5f, -1.25f, 3.0f, 0.125f}, tab[10];

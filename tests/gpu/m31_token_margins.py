@@ -17,6 +17,10 @@ replaces N sequential decode steps.
         [--set KEY=VALUE ...]   (the --set overrides PLAN was compiled with, for B's plan)
         [--compare-logits]      (A scores the sequence too: per-row NMSE of its logits to B's)
         [--only I]              (only prompt I of the same draws)
+        [--dump-ops KINDS]      (with --compare-logits: both scorings dump these op kinds,
+                                 then tests/gpu/dump_diff.py says where they part; with
+                                 router_topk+operands a failing prompt names the first row
+                                 whose experts differ and the reference's margin there)
 Prints one line per prompt and exits 1 when a prompt breaks the rule or a run does not finish.
 """
 import argparse
@@ -28,6 +32,10 @@ import time
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dump_diff  # noqa: E402
 
 
 def run(cmd):
@@ -83,6 +91,8 @@ def main():
     p.add_argument("--compare-logits", action="store_true",
                    help="also score the sequence on backend A and print the logits' distance to B's")
     p.add_argument("--only", type=int, default=-1, help="run only prompt ONLY (of the same draws)")
+    p.add_argument("--dump-ops", default=None,
+                   help="with --compare-logits: h3exec --dump-ops KINDS on both scorings, then dump_diff.py")
     a = p.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     P, N = config_value(a.plan, "prompt_len"), config_value(a.plan, "max_new_tokens")
@@ -109,15 +119,17 @@ def main():
         seq = np.concatenate([prompt, tokens[:-1]]).astype(np.int32)
         save_file({"tokens": seq, "pos0": np.zeros((), np.int32)}, inputs)
         out_b = os.path.join(a.workdir, f"b{i}.safetensors")
+        dump = lambda who: ["--dump-ops", a.dump_ops, "--dump", os.path.join(a.workdir, f"{who}{i}_dump.safetensors")] \
+            if a.dump_ops and a.compare_logits else []
         tb = run([a.h3exec, scorer, *backend_flags(a.b, a.threads), "--weights", "random", "--seed", "3",
-                  "--graph", "verify", "--inputs", inputs, "--out", out_b])
+                  "--graph", "verify", "--inputs", inputs, "--out", out_b, *dump("b")])
         with safe_open(out_b, framework="numpy") as f:
             logits = f.get_tensor("logits")[P - 1:]  # [N, vocab] f32: row n chose new token n
         n, m, low0 = first_break(tokens, logits, a.margin)
         if a.compare_logits:  # A's own teacher-forced logits of the same sequence against B's
             out_c = os.path.join(a.workdir, f"a{i}_scored.safetensors")
             run([a.h3exec, scorer, *backend_flags(a.a, a.threads), "--weights", "random", "--seed", "3",
-                 "--graph", "verify", "--inputs", inputs, "--out", out_c])
+                 "--graph", "verify", "--inputs", inputs, "--out", out_c, *dump("a")])
             with safe_open(out_c, framework="numpy") as f:
                 la = f.get_tensor("logits")[P - 1:]
             err = ((la.astype(np.float64) - logits) ** 2).sum(axis=1) / (logits.astype(np.float64) ** 2).sum(axis=1)
@@ -128,6 +140,19 @@ def main():
                   f"rows above 1e-2: {np.flatnonzero(err > 1e-2).tolist()}, above 1e-3: {int((err > 1e-3).sum())}; "
                   f"at token {at}: {a.a} top-2 {ia[::-1].tolist()} {la[at][ia[::-1]].tolist()}, "
                   f"{a.b} top-2 {ib[::-1].tolist()} {logits[at][ib[::-1]].tolist()}", flush=True)
+        cause = ""
+        if dump("a"):
+            sys.stdout.flush()
+            subprocess.run([sys.executable, os.path.join(HERE, "dump_diff.py"), dump("a")[-1], dump("b")[-1],
+                             "--top", "60"])
+            flips = dump_diff.router_flips(dump_diff.load(dump("a")[-1]), dump_diff.load(dump("b")[-1]))
+            if n is not None:  # the first router that chose other experts for a row the break depends on
+                early = [f for f in flips if f[2] <= P - 1 + n]
+                if early:
+                    f = early[0]
+                    cause = (f"; the runs part first at {f[1]} (execution {f[0]}): row {f[2]} takes experts {f[3]} "
+                             f"on {a.a}, {f[4]} on {a.b}, whose margin between its k-th and (k+1)-th score "
+                             f"is {f[6]:.3g} (|s_{a.a} - s_{a.b}| up to {f[7]:.3g} in that row)")
         low = f"first top-2 margin below {a.margin} at token {low0}" if low0 is not None else \
             f"no top-2 margin below {a.margin}"
         if n is None:
@@ -137,7 +162,7 @@ def main():
             what = f"{n} of {N} leading tokens are {a.b}'s argmax; at token {n} its margin is {m:.4g}"
         failed += not ok
         print(f"prompt {i}: {what}; {low} ({a.a} {ta:.1f} s, {a.b} teacher-forced {tb:.1f} s)"
-              f"{'' if ok else ' FAIL'}", flush=True)
+              f"{'' if ok else ' FAIL'}{cause if not ok else ''}", flush=True)
     print(f"{ran - failed} of {ran} prompts agree by the rule")
     return 1 if failed else 0
 

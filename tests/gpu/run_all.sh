@@ -175,10 +175,11 @@ for section in $SECTIONS; do
   m31tokens)
     # greedy tokens on cuda against the CPU backend (3 prompts of 128, 256 new tokens; the CPU
     # scores each cuda sequence in one teacher-forced extend): equal up to the first position
-    # whose CPU top-2 logit margin is below 0.05
+    # whose CPU top-2 logit margin is below 0.05; cuda scores the sequences too, both dumping
+    # the routers (h3exec --dump-ops), so that a failing prompt names where the runs part
     step m31_token_margins 590 python3 tests/gpu/m31_token_margins.py "$BIN/h3c" "$BIN/h3exec" \
       models/minimax_m3_1.g "$PLANS/m31_small_p128_n256.plan" "$WORK/m31_tokens" \
-      --set prompt_len=128 --set max_new_tokens=256
+      --set prompt_len=128 --set max_new_tokens=256 --compare-logits --dump-ops router_topk+operands
     ;;
   m31peer)
     # the PyTorch peer of the small model (bench/m31_peer.py): copy bandwidth, prefill 2048,
