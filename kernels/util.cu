@@ -4,7 +4,8 @@
 //                     CPU backend reports it) in 16/8/4/1-byte units;
 //   h3cu_fill_random  element i of a weight tensor: h3_rng_init_value (include/h3/rng.h, the
 //                     CPU's exact arithmetic), rounded to the parameter's dtype like
-//                     h3_weights_store.
+//                     h3_weights_store;
+//   h3cu_trap         a kernel fault on purpose (the H3_FAULT_KERNEL test switch).
 extern "C" __global__ void h3cu_index_copy(const unsigned char *x, const void *iptr,
     int i64, long long offset, long long n_rows, long long row_bytes, int unit,
     unsigned char *out) {
@@ -20,6 +21,8 @@ extern "C" __global__ void h3cu_index_copy(const unsigned char *x, const void *i
     else out[u] = src[u];
   }
 }
+
+extern "C" __global__ void h3cu_trap() { asm volatile("trap;"); }
 
 __device__ long long h3cu_round_sat(double v, double lo, double hi) {
   if (v != v) return 0;

@@ -21,7 +21,39 @@
 
 static const h3_span no_span = {0};
 
+/* The op run last and the own kernel launched last (cu_note_queued). */
+static const h3_op *queued_op;
+static const char *queued_kernel;
+
+void cu_note_queued(const h3_op *op, const char *kernel) {
+  if (op) queued_op = op, queued_kernel = NULL;
+  else queued_kernel = kernel;
+}
+
+/* Errors of a kernel that faulted while it ran, reported by whichever call comes next. */
+static bool kernel_fault(cudaError_t e) {
+  return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure ||
+         e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction ||
+         e == cudaErrorHardwareStackError || e == cudaErrorInvalidPc || e == cudaErrorAssert ||
+         e == cudaErrorInvalidAddressSpace || e == cudaErrorLaunchTimeout;
+}
+
 h3_status cu_fail(h3_diag *d, cudaError_t e, const char *call, const char *what) {
+  if (kernel_fault(e)) {
+    const h3_op *op = queued_op;
+    h3_diag_error(d, op ? op->span : no_span,
+                  getenv("H3_CUDA_SYNC") ? "the op named is the one that faulted (H3_CUDA_SYNC=1 "
+                                           "waited after every op); run with --backend cpu to compare"
+                                         : "kernels run asynchronously, so an earlier op may have "
+                                           "faulted: H3_CUDA_SYNC=1 waits after every op and names the "
+                                           "one; run with --backend cpu to compare",
+                  "cuda: a kernel faulted (%s: %s), seen at %s; the last op queued: %s (%s%s)",
+                  cudaGetErrorName(e), cudaGetErrorString(e), what,
+                  op ? h3_opcode_name(op->code) : "none",
+                  queued_kernel ? "kernel " : "a library kernel (cuBLASLt / cuDNN) or a copy",
+                  queued_kernel ? queued_kernel : "");
+    return H3_ERR;
+  }
   h3_diag_error(d, no_span,
                 e == cudaErrorMemoryAllocation ? "use a smaller config or free GPU memory"
                                                : "run with --backend cpu to compare",
@@ -217,7 +249,11 @@ static h3_status cuda_run_op(h3_backend *b, const h3_op *op, const h3_tensor *in
   cu_op *o = cu_op_get(s, op, d);
   if (!o) return H3_ERR;
   cu_mark_busy(s);
-  return cu_op_run(s, o, in, n_in, out, n_out, d);
+  cu_note_queued(op, NULL);
+  h3_status st = cu_op_run(s, o, in, n_in, out, n_out, d);
+  if (st == H3_OK && s->sync_each_op && !cu_graph_capturing(s))
+    CU_CHECK(d, cudaStreamSynchronize(s->stream), "the op's end (H3_CUDA_SYNC=1)");
+  return st;
 }
 
 static double cuda_now(h3_backend *b) {
@@ -373,6 +409,12 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   s->attention = att;
   const char *env = getenv("H3_CUDA_GRAPHS");
   s->no_graphs = (co && co->no_graphs) || (env && !strcmp(env, "0"));
+  env = getenv("H3_CUDA_SYNC");
+  s->sync_each_op = env && strcmp(env, "0");
+  env = getenv("H3_FAULT_LAUNCH");
+  s->fault_launch = env ? atoll(env) : 0;
+  env = getenv("H3_FAULT_KERNEL");
+  s->fault_kernel = env ? atoll(env) : 0;
   h3_arena_init(&s->arena);
   if (device_setup(s, d) != H3_OK || cu_gemm_init(s, d) != H3_OK) {
     cuda_destroy(b);

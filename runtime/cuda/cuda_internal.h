@@ -123,11 +123,22 @@ typedef struct cu_state {
   /* device marks of a device-clock trace (cuda_marks.c) */
   cudaEvent_t *marks;
   int n_marks, cap_marks;
+  /* faults: H3_CUDA_SYNC=1 waits after every op (a kernel fault then names its op); the
+     test switches H3_FAULT_LAUNCH=N / H3_FAULT_KERNEL=N fail the Nth launch of an own kernel
+     (cu_launch) or run a trapping kernel in its place (0: off); launches counts them */
+  bool sync_each_op;
+  long long fault_launch, fault_kernel, launches;
 } cu_state;
 
 /* ---- checks (cuda_backend.c) ----------------------------------------------------------- */
-/* Reports a failed CUDA call: "cuda: <what>: <call> failed: <error name>: <message>". */
+/* Reports a failed CUDA call: "cuda: <what>: <call> failed: <error name>: <message>". A
+ * kernel fault (illegal address, launch failure, trap, ...) surfaces at a later call of the
+ * stream: the report then names the op and the own kernel queued last (cu_note_queued) and
+ * how to find the one that faulted. */
 h3_status cu_fail(h3_diag *d, cudaError_t e, const char *call, const char *what);
+/* Notes the op being run (kernel NULL) or the own kernel being launched, for cu_fail's report
+ * of a kernel fault (the process's one device stream). */
+void cu_note_queued(const h3_op *op, const char *kernel);
 #define CU_CHECK(d, call, what)                                                          \
   do {                                                                                   \
     cudaError_t cu_e_ = (call);                                                          \
@@ -167,6 +178,8 @@ void cu_kernels_free(cu_state *s);
  * combination (bias: H3_DTYPE_COUNT for none): what cu_linear_generic compiles. */
 void cu_linear_defines(char *buf, size_t len, const char *name, h3_dtype x, h3_dtype w,
                        h3_dtype bias, h3_dtype y);
+/* Queues h3cu_trap (one warp that executes `trap`: a kernel fault; H3_FAULT_KERNEL). */
+h3_status cu_launch_trap(cu_state *s, h3_diag *d);
 h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const h3_tensor *i,
                         const h3_tensor *out, h3_diag *d);
 /* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) with fp32 products and sums, k ascending,

@@ -249,6 +249,15 @@ h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], cons
                     "cuda: kernel %s has an invalid launch shape", k->name);
       return H3_ERR;
     }
+  cu_note_queued(NULL, k->name);
+  s->launches++;
+  if (s->launches == s->fault_launch) {
+    h3_diag_error(d, no_span, "unset H3_FAULT_LAUNCH (a test switch)",
+                  "cuda: kernel %s: launch failed: injected by H3_FAULT_LAUNCH=%lld", k->name,
+                  s->fault_launch);
+    return H3_ERR;
+  }
+  if (s->launches == s->fault_kernel) return cu_launch_trap(s, d);
   dim3 g = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
   dim3 bl = {(unsigned)block[0], (unsigned)block[1], (unsigned)block[2]};
   CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, g, bl, args, (size_t)shared, s->stream), k->name);

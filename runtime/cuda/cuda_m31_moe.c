@@ -79,8 +79,12 @@ enum {
   MOE_WGMMA_SMEM = 1024 + 4 * 384 * 64 * 2, MOE_WGMMA_THREADS = 384
 };
 
+/* The grouped GEMMs run from MOE_GEMM_ROWS rows per expert on average (H3_MOE_GEMM_ROWS=N
+ * sets N instead, to compare the forms at a batch), the GEMVs below that. */
 static bool moe_gemm(long long T, long long k, long long H, long long F, long long E) {
-  return T * k >= MOE_GEMM_ROWS * E && F / 64 <= 65535 && H / 128 <= 65535;
+  const char *env = getenv("H3_MOE_GEMM_ROWS");
+  long long rows = env && atoll(env) > 0 ? atoll(env) : MOE_GEMM_ROWS;
+  return T * k >= rows * E && F / 64 <= 65535 && H / 128 <= 65535;
 }
 
 /* The kernels of the GEMMs: m31_moe_wgmma.cu's persistent clusters (its down GEMM's tiles are

@@ -1,6 +1,7 @@
 /* cuda_util.c: launches of the cuda backend's own small kernels (kernels/util.cu, compiled
  * on first use behind the prelude, through the kernel cache): h3cu_index_copy (an index op's
- * row copy) and h3cu_fill_random (random weights made on the device); and the generic
+ * row copy), h3cu_fill_random (random weights made on the device) and h3cu_trap (the kernel
+ * fault of the H3_FAULT_KERNEL test switch); and the generic
  * linear (kernels/linear_generic.cu), instantiated per dtype combination, bitwise equal to
  * the CPU reference: the fp32 island of H3 and every linear cuBLASLt does not take.
  */
@@ -9,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { UTIL_INDEX, UTIL_FILL, UTIL_N };
-static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_random"};
+enum { UTIL_INDEX, UTIL_FILL, UTIL_TRAP, UTIL_N };
+static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_random", "h3cu_trap"};
 
 static cu_kernel *util_kernel(cu_state *s, int which, h3_diag *d) {
   cu_kernel *k = cu_kernel_find(s, util_names[which]);
@@ -22,6 +23,15 @@ static cu_kernel *util_kernel(cu_state *s, int which, h3_diag *d) {
   if (cu_compile_tu(s, NULL, "util.cu", true, UTIL_N, util_names, ks, d) != H3_OK)
     return NULL;
   return ks[which];
+}
+
+h3_status cu_launch_trap(cu_state *s, h3_diag *d) {
+  cu_kernel *k = util_kernel(s, UTIL_TRAP, d);
+  if (!k) return H3_ERR;
+  cu_note_queued(NULL, k->name);
+  CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, s->stream),
+           k->name);
+  return H3_OK;
 }
 
 static void grid_1d(int64_t work, int64_t grid[3], int64_t block[3]) {

@@ -24,6 +24,8 @@
 #          the CPU backend (one teacher-forced extend per prompt), the top-2 margin where
 #          they part (3 prompts; minutes of CPU time)
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
+#   faults tests/gpu/cuda_faults.py: injected launch failures, kernel faults and allocation
+#          failures on cuda are reported with the op / kernel named, exit 1, no output
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
 #          outputs compared (NMSE); the small --int8 plan (weights quantized on the GPU at
 #          load) on cuda vs cpu (NMSE), and its row chunks vs H3_INT8_MAX_ROWS=0 on cuda (bitwise);
@@ -65,7 +67,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -185,6 +187,11 @@ for section in $SECTIONS; do
     # the PyTorch peer of the small model (bench/m31_peer.py): copy bandwidth, prefill 2048,
     # decode at batch 1 / 64 and contexts 2048 / 16384, with the bandwidth floors
     step m31_peer 420 env PYTHONUNBUFFERED=1 python3 -W ignore bench/m31_peer.py bench --iters 10
+    ;;
+  faults)
+    # test switches that fail a launch, fault a kernel (trap) or fail an allocation on cuda:
+    # exit 1 with the op / kernel named, no output written (tests/gpu/cuda_faults.py)
+    step cuda_faults 300 python3 tests/gpu/cuda_faults.py "$BIN/h3exec" "$PLANS/h3_tiny.plan" "$PLANS/m31_tiny.plan"
     ;;
   tiny)
     for att in cudnn flash reference; do
