@@ -7,7 +7,11 @@
 #   1. with CUDA graphs (each decode call captured once, then replayed): the time per token;
 #   2. with CUDA graphs off and --profile (ops timed by device timestamps, back to back): the
 #      same difference per op kind, i.e. what one decode step spends in each op, and the
-#      step's time without graphs.
+#      step's time without graphs;
+#   3. the long plan again with CUDA graphs and --profile: the device time of each call of the
+#      step graph (decode / decode_batch) and of the prefill graph (prefill / prefill_seq),
+#      medians over the measured iterations: the step and the prefill alone, free of the
+#      other's noise (1's difference carries the prefills' run-to-run spread).
 #   bench/m31_decode.sh H3EXEC PLAN_SHORT N_SHORT PLAN_LONG N_LONG [ITERATIONS [PROGRAM]]
 # PLAN_*: `h3c compile models/minimax_m3_1.g --config small --set prompt_len=P
 # --set max_new_tokens=N` (and --set seqs=B for PROGRAM generate_batch: B sequences per
@@ -36,6 +40,17 @@ run "$short" short
 run "$long" long
 run "$short" shortprof H3_CUDA_GRAPHS=0
 run "$long" longprof H3_CUDA_GRAPHS=0
+run "$long" longcallsprof
+# median device ms of the calls of graph $2 in trace $1 (events of category "control")
+calls() {
+  python3 -c 'import json, statistics, sys
+ev = [e["dur"] / 1000 for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "control" and e["name"] == sys.argv[2]]
+print(f"{statistics.median(ev):.4f} {len(ev)}" if ev else "null 0")' "$1" "$2"
+}
+step_graph=decode prefill_graph=prefill
+[ "${prog:-generate}" = generate_batch ] && step_graph=decode_batch prefill_graph=prefill_seq
+read -r cs ncs <<< "$(calls "$tmp/longcallsprof.json" $step_graph)"
+read -r cp ncp <<< "$(calls "$tmp/longcallsprof.json" $prefill_graph)"
 ts=$(median "$tmp/short.txt") tl=$(median "$tmp/long.txt")
 ps=$(median "$tmp/shortprof.txt") pl=$(median "$tmp/longprof.txt")
 [ -n "$ts" ] && [ -n "$tl" ] && [ -n "$ps" ] && [ -n "$pl" ] ||
@@ -43,6 +58,7 @@ ps=$(median "$tmp/shortprof.txt") pl=$(median "$tmp/longprof.txt")
 n=$((nl - ns))
 echo "generate ${ns} tokens: ${ts} ms; ${nl} tokens: ${tl} ms (medians of $it, CUDA graphs)"
 echo "without CUDA graphs, ops timed on the device: ${ps} ms; ${pl} ms"
+echo "with CUDA graphs, device time of one call (medians): ${step_graph} ${cs} ms (${ncs} calls), ${prefill_graph} ${cp} ms (${ncp} calls)"
 echo "decode step, device time per op kind (long - short run, per step, per iteration):"
 # the per-op tables: "  op count total_ms pct"; totals are over all measured iterations
 awk -v n="$n" -v it="$it" '
@@ -51,5 +67,6 @@ awk -v n="$n" -v it="$it" '
   on && NF == 4 && $2 ~ /^[0-9]+$/ { t[FILENAME == ARGV[1] ? "s" : "l", $1] = $3; ops[$1] = 1 }
   END { for (o in ops) { d = (t["l", o] - t["s", o]) / it / n; if (d > 0.0005) printf "  %-22s %8.4f ms\n", o, d } }
   ' "$tmp/shortprof.txt" "$tmp/longprof.txt" | sort -k2 -n -r | awk '{ print; sum += $2 } END { printf "  %-22s %8.4f ms\n", "(sum)", sum }'
-awk -v a="$ts" -v b="$tl" -v c="$ps" -v d="$pl" -v ns="$ns" -v nl="$nl" -v prog="${prog:-generate}" 'BEGIN {
-  printf "{\"bench\": \"m31_decode\", \"program\": \"%s\", \"n_short\": %d, \"n_long\": %d, \"ms_short\": %.3f, \"ms_long\": %.3f, \"ms_per_step\": %.4f, \"ms_per_step_no_graphs\": %.4f}\n", prog, ns, nl, a, b, (b - a) / (nl - ns), (d - c) / (nl - ns) }'
+awk -v a="$ts" -v b="$tl" -v c="$ps" -v d="$pl" -v ns="$ns" -v nl="$nl" -v prog="${prog:-generate}" \
+  -v cs="$cs" -v cp="$cp" 'BEGIN {
+  printf "{\"bench\": \"m31_decode\", \"program\": \"%s\", \"n_short\": %d, \"n_long\": %d, \"ms_short\": %.3f, \"ms_long\": %.3f, \"ms_per_step\": %.4f, \"ms_per_step_no_graphs\": %.4f, \"ms_step_call\": %s, \"ms_prefill_call\": %s}\n", prog, ns, nl, a, b, (b - a) / (nl - ns), (d - c) / (nl - ns), cs, cp }'
