@@ -42,14 +42,11 @@ h3_status cu_fail(h3_diag *d, cudaError_t e, const char *call, const char *what)
   if (kernel_fault(e)) {
     const h3_op *op = queued_op;
     h3_diag_error(d, op ? op->span : no_span,
-                  getenv("H3_CUDA_SYNC") ? "the op named is the one that faulted (H3_CUDA_SYNC=1 "
-                                           "waited after every op); run with --backend cpu to compare"
-                                         : "kernels run asynchronously, so an earlier op may have "
-                                           "faulted: H3_CUDA_SYNC=1 waits after every op and names the "
-                                           "one; run with --backend cpu to compare",
+                  "kernels run asynchronously, so an earlier op may have faulted: H3_CUDA_SYNC=1 "
+                  "waits after every op and names the one; run with --backend cpu to compare",
                   "cuda: a kernel faulted (%s: %s), seen at %s; the last op queued: %s (%s%s)",
                   cudaGetErrorName(e), cudaGetErrorString(e), what,
-                  op ? h3_opcode_name(op->code) : "none",
+                  op ? h3_opcode_name(op->code) : "none yet",
                   queued_kernel ? "kernel " : "a library kernel (cuBLASLt / cuDNN) or a copy",
                   queued_kernel ? queued_kernel : "");
     return H3_ERR;
@@ -251,8 +248,16 @@ static h3_status cuda_run_op(h3_backend *b, const h3_op *op, const h3_tensor *in
   cu_mark_busy(s);
   cu_note_queued(op, NULL);
   h3_status st = cu_op_run(s, o, in, n_in, out, n_out, d);
-  if (st == H3_OK && s->sync_each_op && !cu_graph_capturing(s))
-    CU_CHECK(d, cudaStreamSynchronize(s->stream), "the op's end (H3_CUDA_SYNC=1)");
+  cudaError_t e = st == H3_OK && s->sync_each_op ? cudaStreamSynchronize(s->stream) : cudaSuccess;
+  if (kernel_fault(e)) {
+    h3_diag_error(d, op->span, "run with --backend cpu to compare",
+                  "cuda: %s faulted (%s: %s; found by H3_CUDA_SYNC=1, which waits after every op)%s%s",
+                  h3_opcode_name(op->code), cudaGetErrorName(e), cudaGetErrorString(e),
+                  queued_kernel ? " in kernel " : " in a library kernel (cuBLASLt / cuDNN) or a copy",
+                  queued_kernel ? queued_kernel : "");
+    return H3_ERR;
+  }
+  if (e != cudaSuccess) return cu_fail(d, e, "cudaStreamSynchronize", "the op's end (H3_CUDA_SYNC=1)");
   return st;
 }
 
@@ -411,6 +416,7 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   s->no_graphs = (co && co->no_graphs) || (env && !strcmp(env, "0"));
   env = getenv("H3_CUDA_SYNC");
   s->sync_each_op = env && strcmp(env, "0");
+  s->no_graphs |= s->sync_each_op; /* a wait inside a capture would end it */
   env = getenv("H3_FAULT_LAUNCH");
   s->fault_launch = env ? atoll(env) : 0;
   env = getenv("H3_FAULT_KERNEL");

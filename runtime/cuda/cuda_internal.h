@@ -123,7 +123,8 @@ typedef struct cu_state {
   /* device marks of a device-clock trace (cuda_marks.c) */
   cudaEvent_t *marks;
   int n_marks, cap_marks;
-  /* faults: H3_CUDA_SYNC=1 waits after every op (a kernel fault then names its op); the
+  /* faults: H3_CUDA_SYNC=1 waits after every op, CUDA graphs off (a kernel fault then names
+     its op); the
      test switches H3_FAULT_LAUNCH=N / H3_FAULT_KERNEL=N fail the Nth launch of an own kernel
      (cu_launch) or run a trapping kernel in its place (0: off); launches counts them */
   bool sync_each_op;

@@ -31,8 +31,8 @@ def main():
          ["a kernel faulted", "the last op queued", "H3_CUDA_SYNC=1 waits after every op"]),
         ("kernel fault, M3.1 tiny", m31_plan, {"H3_FAULT_KERNEL": "40"},
          ["a kernel faulted", "the last op queued"]),
-        ("kernel fault named with H3_CUDA_SYNC=1", h3_plan, {"H3_FAULT_KERNEL": "5", "H3_CUDA_SYNC": "1"},
-         ["a kernel faulted", "kernel h3cu_trap", "the op named is the one that faulted"]),
+        ("kernel fault named with H3_CUDA_SYNC=1", m31_plan, {"H3_FAULT_KERNEL": "40", "H3_CUDA_SYNC": "1"},
+         ["faulted (cudaError", "found by H3_CUDA_SYNC=1", "in kernel h3cu_trap", "m31_tiny.plan:"]),
         ("allocation failure", h3_plan, {"H3_FAULT_ALLOC": "2"}, ["out of cuda memory", "the plan needs"]),
     ]
     failed = 0
