@@ -3,10 +3,28 @@
 // roundings (bf16 where the reference rounds, fp32 sums in another order than the
 // reference's ascending one, covered by the tests' tolerance).
 //   router_topk(h[T, H] H_T, w[E, H] W_T, bias[E] B_T) -> ids[T, k] I_T, wts[T, k] O_T
-//     {k, scale} in two launches through an f32 scratch of scores s[T, E] (E <= 256):
+//     {k, scale}, E <= 256. The selection is the reference's: k rounds of the largest s + bias
+//     (ties and NaNs as its scan: lower id first), the chosen ids ascending with weights
+//     s / sum(s) * scale (sum in ascending id order).
+//     k <= H3M_RF_KMAX: H3_ROUTER_FUSED_NAME, one launch, grid (ceil(T / rows), S, ceil(E /
+//       (8 epw))), H3M_RF_THREADS threads, rows * H3M_RF_SEG floats of dynamic shared memory
+//       (rows <= H3M_RF_ROWS, epw <= H3M_RF_EPW: the launcher's choice). Block (x, g, z) takes
+//       rows x rows .. of K segment g (H3M_RF_SEG elements; S = ceil(H / H3M_RF_SEG)); warp w
+//       its experts (8 z + w) epw ..; it writes the segment's partial logits into part[S, T, E]
+//       f32. The last block of each row group (counter cnt[x]) adds them in segment order,
+//       takes sigmoid and selects its rows (a warp per row). When `lists` is given (T <=
+//       H3M_RF_ROUTE_ROWS) the last of those (counter cnt[gridDim.x]; with one row group that
+//       block) also lists each expert's rows for moe as H3_MOE_ROUTE_NAME does (int counts [E],
+//       lists [E, T]).
+//       cnt: u32 [gridDim.x + 1], 0 before the launch and again after it. The logit of (t, e)
+//       has one sum order whatever the launch shape (a row's bits do not depend on the batch):
+//       sigma_0 + sigma_1 + ... over the segments, sigma_g the butterfly of h3m_warp_sum (lanes
+//       xor 16, 8, 4, 2, 1) over 32 lane sums, lane j's over the elements g H3M_RF_SEG +
+//       256 c + 8 j + q (c < 4, q < 8, below H) ascending, each product rounded, then added.
+//     k > H3M_RF_KMAX (no moe takes so many): two launches through an f32 scratch of scores
+//     s[T, E]:
 //     1. H3_ROUTER_SCORE_NAME, grid (ceil(T / H3M_ROUTER_ROWS), E), H3M_ROUTER_THREADS
-//        threads: s[t, e] = sigmoid(h_t · w_e) for the block's H3M_ROUTER_ROWS rows (w_e read
-//        once per block; a decode step's few rows spread over E blocks);
+//        threads: s[t, e] = sigmoid(h_t · w_e) for the block's H3M_ROUTER_ROWS rows;
 //     2. H3_ROUTER_NAME, grid (T), 32 threads: the selection from s and the bias.
 //   moe(h[T, H] H_T, gate_up[E, 2F, H] W_T, down[E, H, F] W_T, ids[T, k] I_T, wts[T, k] B_T)
 //     -> out[T, H] O_T {alpha, limit} in three launches, expert-major so that each expert's
@@ -14,11 +32,13 @@
 //     1. act[t * k + s] = bf16(swigluoai(bf16(h_t · gate_e), bf16(h_t · up_e))) for the rows
 //        t whose slot s chose e (its first such slot);
 //     2. y[t * k + s] = bf16(act[t * k + s] · down_e);
-//     3. H3_MOE_COMBINE_NAME, grid (T, ceil(H / 256)): out[t] = sum over the chosen experts
-//        in ascending id order (each id once) of w * y (fp32, from 0).
+//     3. H3_MOE_COMBINE_NAME, grid (T, any; the launcher: ceil(H / 2048)), 256 threads, 8
+//        outputs per thread: out[t] = sum over the chosen experts in ascending id order (each id
+//        once) of w * y (fp32, from 0).
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
-//     contract). H3_MOE_ROUTE_NAME first lists each expert's rows once (int scratch counts
-//     [E], lists [E, T]); steps 1 and 2 then read those lists, as
+//     contract). H3_MOE_ROUTE_NAME, grid (E), 256 threads, first lists each expert's rows once
+//     (int scratch counts [E], lists [E, T]; or the router's launch did); steps 1 and 2 then
+//     read those lists, as
 //       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
 //         multiples of 128), a block of H3M_MMA_THREADS per 16 (32) outputs whose warps
 //         split K, 16 rows per pass; or
@@ -29,7 +49,7 @@
 //     draft[G] I_T: one block; dynamic shared: r floats.
 // Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
 // thread of a block (tests run these kernels on the host under tests/codegen/host_emu.h,
-// where those are block-wide barriers).
+// where those are block-wide barriers and the blocks of a launch run one at a time).
 // Macros the user defines in front: H_T, W_T, B_T, I_T, O_T and the name of each kernel it
 // wants (one pair of steps 1 and 2 with the combine); a kernel whose name is not defined is
 // not compiled.
@@ -46,6 +66,287 @@ __device__ __forceinline__ float h3m_warp_sum(float v) {
   for (int s = 16; s > 0; s >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, s));
   return v;
 }
+
+// row[i .. i + 7] widened, zeros from index n on
+template <typename T>
+__device__ __forceinline__ void h3m_ld8z(const T *row, long long i, long long n, float *f) {
+  if (i + 8 <= n) {
+    h3_ld8(row, i, f);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; q++) f[q] = i + q < n ? (float)h3_ld(row, i + q) : 0.0f;
+}
+
+#ifdef H3_ROUTER_FUSED_NAME
+#define H3M_RF_THREADS 256      // 8 warps
+#define H3M_RF_ROWS 16          // most rows per block (a lane's tile: rows x experts)
+#define H3M_RF_EPW 4            // most experts per warp
+#define H3M_RF_SEG 1024         // elements of a K segment: 4 chunks of 32 lanes x 8
+#define H3M_RF_KMAX 16          // most experts per row
+#define H3M_RF_ROUTE_ROWS 64    // most rows whose route the launch lists
+
+
+__device__ __forceinline__ int h3m_popc(unsigned v) {
+#ifdef __CUDA_ARCH__
+  return __popc(v);
+#else
+  return __builtin_popcount(v);
+#endif
+}
+
+// 4 floats of shared memory at p (16-byte aligned) in one access
+__device__ __forceinline__ void h3m_lds4(const float *p, float *f) {
+#ifdef __CUDA_ARCH__
+  const float4 v = *reinterpret_cast<const float4 *>(p);
+  f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+#else
+  for (int q = 0; q < 4; q++) f[q] = p[q];
+#endif
+}
+__device__ __forceinline__ void h3m_sts4(float *p, const float *f) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+#else
+  for (int q = 0; q < 4; q++) p[q] = f[q];
+#endif
+}
+
+// The sums over the warp's lanes of its 64 values v (lane tile entries), as h3m_warp_sum adds
+// each (the same pairs: lanes xor 16, 8, 4, 2, 1), by halving: at each step a lane keeps half
+// of its values and adds its partner's of that half. Afterwards v[0], v[1] of lane l are the
+// sums of entries 2 l and 2 l + 1.
+template <int N> __device__ __forceinline__ void h3m_rf_halve_step(float *v) {
+  const int off = N / 4; // 64 values: lanes xor 16; 32: 8; ... 4: 1
+  const bool up = (threadIdx.x & off) != 0;
+#pragma unroll
+  for (int i = 0; i < N / 2; i++) {
+    const float send = up ? v[i] : v[i + N / 2], keep = up ? v[i + N / 2] : v[i];
+    v[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, off));
+  }
+}
+__device__ __forceinline__ void h3m_rf_halve(float *v) {
+  h3m_rf_halve_step<64>(v);
+  h3m_rf_halve_step<32>(v);
+  h3m_rf_halve_step<16>(v);
+  h3m_rf_halve_step<8>(v);
+  h3m_rf_halve_step<4>(v);
+}
+
+// One row's experts as the reference selects them, by a warp (every lane calls it; the
+// selection is written where live): s[E] the scores, v[E] = s + bias in shared memory, lane l
+// holding experts l + 32 i. Round r takes the reference's scan result: the lowest untaken id
+// fu when v[fu] is NaN (no value is larger than a NaN there), else the largest non-NaN v of the
+// untaken, the lowest id among equals (a butterfly over the lanes' bests). Writes ids[0..k-1]
+// ascending and wts[0..k-1] = s / sum * scale, the sum in ascending id order (k <=
+// H3M_RF_KMAX); and, given mask, the row's experts as 8 words of a bit per id.
+__device__ void h3m_rf_select(const float *s, const float *v, int E, int k, float scale, bool live,
+                              I_T *ids, O_T *wts, unsigned *mask) {
+  const int lane = threadIdx.x & 31;
+  float vv[8]; // E <= 256
+#pragma unroll
+  for (int i = 0; i < 8; i++) vv[i] = live && lane + 32 * i < E ? v[lane + 32 * i] : 0.0f;
+  int win[H3M_RF_KMAX], fu = 0; // the winners; the lowest untaken id
+#pragma unroll
+  for (int r = 0; r < H3M_RF_KMAX; r++) {
+    if (r >= k) break;
+    float bv = 0.0f;
+    int bi = -1;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int e = lane + 32 * i;
+      bool taken = e >= E || vv[i] != vv[i];
+#pragma unroll
+      for (int q = 0; q < r; q++) taken = taken || win[q] == e;
+      if (!taken && (bi < 0 || vv[i] > bv)) bi = e, bv = vv[i];
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+    }
+    int fnan = 0; // v[fu] is NaN (its lane's word)
+#pragma unroll
+    for (int i = 0; i < 8; i++) fnan |= fu >> 5 == i && vv[i] != vv[i];
+    fnan = __shfl_sync(0xffffffffu, fnan, fu & 31);
+    win[r] = fnan || bi < 0 ? fu : bi;
+    for (bool again = true; again;) { // past the taken ids
+      again = false;
+#pragma unroll
+      for (int q = 0; q <= r; q++) again = again || win[q] == fu;
+      fu += again;
+    }
+  }
+  float sum = 0.0f, mine = 0.0f; // lane r: the r-th id ascending and its score
+  int last = -1, myid = 0;
+  unsigned m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+  for (int r = 0; r < H3M_RF_KMAX; r++) {
+    if (r >= k) break;
+    int e = -1;
+#pragma unroll
+    for (int q = 0; q < H3M_RF_KMAX; q++)
+      if (q < k && win[q] > last && (e < 0 || win[q] < e)) e = win[q];
+    last = e;
+    const float se = live ? s[e] : 0.0f;
+    sum = __fadd_rn(sum, se);
+    if (lane == r) mine = se, myid = e;
+#pragma unroll
+    for (int i = 0; i < 8; i++) m[i] |= (e >> 5 == i ? 1u : 0u) << (e & 31);
+  }
+  if (live && lane < k) {
+    ids[lane] = (I_T)myid;
+    h3_st(wts, lane, __fmul_rn(__fdiv_rn(mine, sum), scale));
+  }
+  if (live && lane == 0 && mask)
+#pragma unroll
+    for (int i = 0; i < 8; i++) mask[i] = m[i];
+}
+
+// Weights w[e, i .. i + 7] widened (zeros from H on), or zeros when !live
+__device__ __forceinline__ void h3m_rf_ldw(const W_T *w, int e, bool live, long long i, long long H,
+                                           float *f) {
+  if (live) {
+    h3m_ld8z(w + e * H, i, H, f);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; q++) f[q] = 0.0f;
+}
+
+// The warp's tile of the block's rows r < nr and experts e0 + e, e < ne <= EPW, over K segment
+// k0 (nc chunks of 256): acc[r * H3M_RF_EPW + e] (the caller zeroed acc; entries of dead
+// experts stay zeros, of dead rows untouched).
+// Stages the rows into hs first (a barrier: every thread of the block calls it with the same
+// EPW). The weights of the first CH chunks are loaded before the staging, so that both are in
+// flight at once: EPW = 1 (few rows, latency-bound) all 4 chunks, EPW = H3M_RF_EPW (many rows:
+// other blocks hide the latency) one chunk at a time.
+template <int EPW>
+__device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *hs, long long t0, int nr,
+                                            long long k0, int nc, long long H, int e0, int ne, float *acc) {
+  constexpr int CH = EPW == 1 ? 4 : 1;
+  const int lane = threadIdx.x & 31;
+  float wv[CH][EPW][8];
+#pragma unroll
+  for (int cc = 0; cc < CH; cc++)
+#pragma unroll
+    for (int e = 0; e < EPW; e++)
+      h3m_rf_ldw(w, e0 + e, e < ne && cc < nc, k0 + 256 * cc + 8 * lane, H, wv[cc][e]);
+  for (int it = threadIdx.x; it < nr * 128; it += H3M_RF_THREADS) { // 8 elements each
+    const int r = it >> 7, m = it & 127;
+    float x[8];
+    h3m_ld8z(h + (t0 + r) * H, k0 + 8 * m, H, x);
+    float *d = hs + r * H3M_RF_SEG + (m >> 5) * 256 + (m & 31) * 4;
+    h3m_sts4(d, x);
+    h3m_sts4(d + 128, x + 4);
+  }
+  __syncthreads();
+  for (int c0 = 0; c0 < nc; c0 += CH) {
+    if (c0 > 0)
+#pragma unroll
+      for (int cc = 0; cc < CH; cc++)
+#pragma unroll
+        for (int e = 0; e < EPW; e++)
+          h3m_rf_ldw(w, e0 + e, e < ne && c0 + cc < nc, k0 + 256 * (c0 + cc) + 8 * lane, H, wv[cc][e]);
+#pragma unroll
+    for (int cc = 0; cc < CH; cc++) {
+      if (c0 + cc >= nc) break;
+      const float *hc = hs + (c0 + cc) * 256 + lane * 4;
+#pragma unroll
+      for (int r = 0; r < H3M_RF_ROWS; r++) {
+        if (r >= nr) break;
+        float x[8];
+        h3m_lds4(hc + r * H3M_RF_SEG, x);
+        h3m_lds4(hc + r * H3M_RF_SEG + 128, x + 4);
+#pragma unroll
+        for (int e = 0; e < EPW; e++) // e >= ne: zeros, never stored
+#pragma unroll
+          for (int q = 0; q < 8; q++)
+            acc[r * H3M_RF_EPW + e] = __fadd_rn(acc[r * H3M_RF_EPW + e], __fmul_rn(x[q], wv[cc][e][q]));
+      }
+    }
+  }
+}
+
+// The header's H3_ROUTER_FUSED_NAME. A lane's tile: acc[r][e] for the block's rows r < nr and
+// the warp's experts e < ne; the block's rows of the segment sit in shared memory as fp32, each
+// 256-element chunk permuted so that lane j reads its 8 elements as two 16-byte words at 16 j
+// and 512 + 16 j (no bank conflicts); the last block reuses that memory for the scores.
+extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_NAME(
+    const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
+    float *__restrict__ part, unsigned *__restrict__ cnt, I_T *__restrict__ ids, O_T *__restrict__ wts,
+    int *__restrict__ lists, int *__restrict__ counts, long long T, long long H, int E, int k,
+    float scale, int rows, int epw) {
+  H3_DYN_SMEM(float, hs); // [rows][H3M_RF_SEG]; the last block: scores [nr][E], s + bias [nr][E]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long t0 = (long long)blockIdx.x * rows, k0 = (long long)blockIdx.y * H3M_RF_SEG;
+  const int nr = T - t0 < rows ? (int)(T - t0) : rows;
+  const int e0 = ((int)blockIdx.z * 8 + warp) * epw;
+  const int ne = E - e0 < 0 ? 0 : (E - e0 < epw ? E - e0 : epw);
+  float acc[H3M_RF_ROWS * H3M_RF_EPW]; // [r][e]
+#pragma unroll
+  for (int i = 0; i < H3M_RF_ROWS * H3M_RF_EPW; i++) acc[i] = 0.0f;
+  const long long left = (H - k0 + 255) / 256;
+  const int nc = left < 4 ? (int)left : 4; // the segment's chunks
+  if (epw == 1) h3m_rf_tile<1>(h, w, hs, t0, nr, k0, nc, H, e0, ne, acc);
+  else h3m_rf_tile<H3M_RF_EPW>(h, w, hs, t0, nr, k0, nc, H, e0, ne, acc);
+  h3m_rf_halve(acc);
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const int r = (2 * lane + i) / H3M_RF_EPW, e = (2 * lane + i) % H3M_RF_EPW;
+    if (r < nr && e < ne) part[((long long)blockIdx.y * T + t0 + r) * E + e0 + e] = acc[i];
+  }
+  if (!h3_last_block(cnt + blockIdx.x, gridDim.y * gridDim.z)) return;
+  // the row group's logits (segments in order), scores and selection
+  const long long S = gridDim.y;
+  float *sc = hs, *sv = hs + nr * E;
+  for (int cell = threadIdx.x; cell < nr * E; cell += H3M_RF_THREADS) {
+    const float *p = part + t0 * E + cell;
+    float x = h3_ldcg(p);
+    for (long long g = 1; g < S; g++) x = __fadd_rn(x, h3_ldcg(p + g * T * E));
+    sc[cell] = h3_sigmoid(x);
+    sv[cell] = __fadd_rn(sc[cell], (float)h3_ld(bias, cell % E));
+  }
+  __syncthreads();
+  // the route (below) of a launch of one row group: each row's experts as 8 mask words
+  __shared__ unsigned mask[H3M_RF_ROUTE_ROWS][8]; // E <= 256
+  const bool own = lists && gridDim.x == 1;
+  for (int p = 0; p < (nr + 7) / 8; p++) { // warp w: rows w, w + 8, ... (past nr: row 0, unwritten)
+    const int r = 8 * p + warp < nr ? 8 * p + warp : 0;
+    h3m_rf_select(sc + r * E, sv + r * E, E, k, scale, 8 * p + warp < nr, ids + (t0 + r) * k,
+                  wts + (t0 + r) * k, own ? mask[r] : nullptr);
+  }
+  if (!lists) return;
+  // the route, once every row group has selected: per expert its rows ascending as t * 16 +
+  // slot (slot: the rank of e among the row's ids)
+  const int me = threadIdx.x;
+  if (!own) {
+    if (!h3_last_block(cnt + gridDim.x, gridDim.x)) return;
+    if (me < T) {
+      for (int q = 0; q < 8; q++) mask[me][q] = 0u;
+      for (int s = 0; s < k; s++) {
+        const int e = (int)h3_ldcg(ids + me * k + s);
+        mask[me][e >> 5] |= 1u << (e & 31);
+      }
+    }
+  }
+  __syncthreads();
+  if (me < E) {
+    const int wd = me >> 5;
+    const unsigned bit = 1u << (me & 31);
+    int n = 0;
+    for (int t = 0; t < (int)T; t++) {
+      const unsigned m = mask[t][wd];
+      if (!(m & bit)) continue;
+      int slot = h3m_popc(m & (bit - 1u));
+      for (int q = 0; q < wd; q++) slot += h3m_popc(mask[t][q]);
+      lists[(long long)me * T + n++] = t * 16 + slot;
+    }
+    counts[me] = n;
+  }
+}
+#endif
 
 #ifdef H3_ROUTER_SCORE_NAME
 extern "C" __global__ void __launch_bounds__(H3M_ROUTER_THREADS) H3_ROUTER_SCORE_NAME(
@@ -133,12 +434,12 @@ extern "C" __global__ void __launch_bounds__(32) H3_ROUTER_NAME(
 #if defined(H3_MOE_NAME) || defined(H3_MOE_MMA_NAME)
 // The rows that chose expert e, ascending, into rows[] as t * 16 + slot (the first slot of
 // row t holding e); returns their count. Two passes: each thread counts a contiguous range
-// of rows, thread 0 turns the counts into offsets, each thread writes its range. k <= 16.
+// of rows, an exclusive scan of the counts (shuffles in each warp, then over the warps' sums)
+// gives its first entry, each thread writes its range. k <= 16, blockDim.x a multiple of 32.
 __device__ int h3m_expert_rows(const I_T *ids, long long T, int k, long long e, int *rows) {
-  __shared__ int counts[256];
-  __shared__ int total;
-  const int nt = blockDim.x < 256 ? blockDim.x : 256, me = threadIdx.x;
-  const long long per = (T + nt - 1) / nt, t0 = me < nt ? me * per : T;
+  __shared__ int wsum[32];
+  const int nt = blockDim.x, me = threadIdx.x, lane = me & 31, warp = me >> 5, nw = nt >> 5;
+  const long long per = (T + nt - 1) / nt, t0 = me * per < T ? me * per : T;
   const long long t1 = t0 + per < T ? t0 + per : T;
   int c = 0;
   for (long long t = t0; t < t1; t++)
@@ -147,26 +448,31 @@ __device__ int h3m_expert_rows(const I_T *ids, long long T, int k, long long e, 
         c++;
         break;
       }
-  if (me < nt) counts[me] = c;
-  __syncthreads();
-  if (me == 0) {
-    int run = 0;
-    for (int i = 0; i < nt; i++) {
-      const int n = counts[i];
-      counts[i] = run;
-      run += n;
-    }
-    total = run;
+  int incl = c; // inclusive scan over the warp
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_sync(0xffffffffu, incl, lane >= d ? lane - d : lane);
+    if (lane >= d) incl += v;
   }
+  if (lane == 31) wsum[warp] = incl;
   __syncthreads();
-  int at = me < nt ? counts[me] : 0;
+  // every warp scans the warps' sums alike (shuffles in every thread): lane l's x sums warps
+  // 0..l, so that this warp's first entry is lane warp - 1's, the total lane 31's (nw <= 32)
+  int x = lane < nw ? wsum[lane] : 0;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int u = __shfl_sync(0xffffffffu, x, lane >= d ? lane - d : lane);
+    if (lane >= d) x += u;
+  }
+  const int before = __shfl_sync(0xffffffffu, x, warp > 0 ? warp - 1 : 0);
+  const int n = __shfl_sync(0xffffffffu, x, 31);
+  int at = (warp > 0 ? before : 0) + incl - c;
   for (long long t = t0; t < t1; t++)
     for (int s = 0; s < k; s++)
       if ((long long)ids[t * k + s] == e) {
         rows[at++] = (int)(t * 16 + s);
         break;
       }
-  const int n = total;
   __syncthreads();
   return n;
 }
@@ -386,38 +692,78 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
 #endif
 
 #if defined(H3_MOE_NAME) || defined(H3_MOE_MMA_NAME)
-// The chosen experts of row t in ascending id order, each id once (the reference's selection
-// sort): order[r] is the slot of the r-th, -1 after the last. k <= 16.
-__device__ __forceinline__ void h3m_expert_order(const I_T *ids, long long t, int k, int *order) {
-  long long last = -1;
-  for (int r = 0; r < k; r++) {
-    int bi = -1;
-    long long be = 0;
-    for (int s = 0; s < k; s++) {
-      const long long e = (long long)ids[t * k + s];
-      if (e > last && (bi < 0 || e < be)) bi = s, be = e;
+// out[t, o .. o + 7] (the outputs below H): the chosen experts of row t in ascending id order,
+// each id once with its first slot's weight (the reference's selection sort), w * y summed
+// from 0. PRE (k <= 4): the slots' ids, weights and y are loaded first, in one round; else
+// (k <= 16) each round of the sort reads the ids again and then its term.
+template <bool PRE>
+__device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y, O_T *out,
+                                             long long t, long long H, int k, long long o) {
+  constexpr int KM = PRE ? 4 : 1;
+  int ev[KM]; // the slots' experts (< E <= 2^31), -1 past k (ids are >= 0)
+  float wv[KM], yv[KM][8];
+  if (PRE)
+#pragma unroll
+    for (int s = 0; s < KM; s++) {
+      ev[s] = s < k ? (int)ids[t * k + s] : -1;
+      wv[s] = s < k ? (float)h3_ld(wts, t * k + s) : 0.0f;
+      if (s < k) h3m_ld8z(y + (t * k + s) * H, o, H, yv[s]);
     }
-    order[r] = bi;
-    if (bi < 0) return;
+  float acc[8];
+#pragma unroll
+  for (int q = 0; q < 8; q++) acc[q] = 0.0f;
+  int last = -1;
+  for (int r = 0; r < k; r++) {
+    int bi = -1, be = 0;
+    if (PRE) {
+#pragma unroll
+      for (int s = 0; s < KM; s++)
+        if (ev[s] > last && (bi < 0 || ev[s] < be)) bi = s, be = ev[s];
+    } else {
+      for (int s = 0; s < k; s++) {
+        const int e = (int)ids[t * k + s];
+        if (e > last && (bi < 0 || e < be)) bi = s, be = e;
+      }
+    }
+    if (bi < 0) break;
     last = be;
+    float wb = 0.0f, yb[8];
+    if (PRE) {
+#pragma unroll
+      for (int s = 0; s < KM; s++)
+        if (s == bi) {
+          wb = wv[s];
+#pragma unroll
+          for (int q = 0; q < 8; q++) yb[q] = yv[s][q];
+        }
+    } else {
+      wb = (float)h3_ld(wts, t * k + bi);
+      h3m_ld8z(y + (t * k + bi) * H, o, H, yb);
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++) acc[q] = __fadd_rn(acc[q], __fmul_rn(wb, yb[q]));
   }
+  if (o + 8 <= H) {
+    h3_st8(out, t * H + o, acc);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; q++)
+    if (o + q < H) h3_st(out, t * H + o + q, acc[q]);
 }
 
-// Grid (T, ceil(H / 256)), 256 threads: out[t, o] = sum of w[t, s] * y[t * k + s, o] over the
-// slots in ascending expert order.
+// Grid (T, any), 256 threads: out[t, o] = sum of w[t, s] * y[t * k + s, o] over the slots in
+// ascending expert order; a thread takes 8 outputs at 8 (blockIdx.y * blockDim.x +
+// threadIdx.x) and every 8 gridDim.y * blockDim.x after. k <= 16.
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
     const I_T *__restrict__ ids, const B_T *__restrict__ wts, const h3_bf16 *__restrict__ y,
     O_T *__restrict__ out, long long H, int k) {
-  const long long t = blockIdx.x, o = (long long)blockIdx.y * blockDim.x + threadIdx.x;
-  if (o >= H) return;
-  int order[16];
-  h3m_expert_order(ids, t, k, order);
-  float acc = 0.0f;
-  for (int r = 0; r < k && order[r] >= 0; r++) {
-    const int slot = order[r];
-    acc = __fadd_rn(acc, __fmul_rn((float)h3_ld(wts, t * k + slot), h3_ld(y, (t * k + slot) * H + o)));
-  }
-  h3_st(out, t * H + o, acc);
+  const long long t = blockIdx.x, step = 8ll * gridDim.y * blockDim.x;
+  const long long o0 = 8 * ((long long)blockIdx.y * blockDim.x + threadIdx.x);
+  if (k <= 4)
+    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, out, t, H, k, o);
+  else
+    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, out, t, H, k, o);
 }
 #endif
 

@@ -17,26 +17,32 @@
 //     products summed over the warp together. s_j = (q · k_j) * scale (fp32), online
 //     softmax with the fast exponential (__expf): part = (running max m, sum l,
 //     unnormalised sum of p_j v_j [D]).
-//   H3_KV_ATT_MMA_NAME (the same, then S, o): the same on tensor cores for bf16 q / k / v,
-//     D = 128 and groups of 16 (its grid and splits below), P rounded to bf16 for the P V
-//     product; with S = 1 it writes o as the combine would.
-//   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): o = sum_s acc_s e^(m_s - M)
-//     / sum_s l_s e^(m_s - M) with M = max m_s, one rounding; 0 for a row with no key.
+//   H3_KV_ATT_MMA_NAME (the same, then S, o, cnt u32 [T, Hk]) -> o[T, Hq, D] O_T: the same
+//     keys on tensor cores for bf16 q / k / v, D = 128 and groups of 16, P rounded to bf16 for
+//     the P V product, and the split combine in the same launch (grid (T S, Hk), 4-8 warps per
+//     (row, kv head, split), the warps' results merged in shared memory, the last split's
+//     block to finish combines; details below). part: blobs [T, Hk, S] of H3M_BLOB floats; cnt
+//     is 0 before the launch and after it.
+//   H3_KV_COMBINE_NAME (part) -> o[T, Hq, D] O_T, grid (T, Hq): H3_KV_ATT_NAME's splits
+//     combined, o = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M) with M = max m_s, one
+//     rounding; 0 for a row with no key.
 //   H3_TOPK_SCORE_NAME (iq[T, Hi, D] Q_T, ikc[P, page, D] K_T, pos[T], pt IX_T) -> score f32
-//     [T, Hi, NB] {block}, Hi <= 8: score[t, h, b] = max over the keys j of block b of
-//     iq[t, h] . ik_j for every b below the row's current block pos[t] / block (its keys are
-//     all <= pos[t]; the current block and those after it are not written). Each dot product
-//     is the reference's: fp32, d ascending from +0, product then sum (for 16-bit q and k one
-//     FMA: their product is exact), so the scores and the selections are the CPU's bitwise.
-//     Grid (T, S), H3M_TOPK_THREADS threads, a block per row (any table): the key blocks b =
-//     s, s + S, ... (s = blockIdx.y), each a tile of H3M_TOPK_KEYS keys at a time and the
-//     row's vectors in shared memory, transposed to f32 (dynamic: (128 + 8) D floats); a
-//     thread takes 4 vectors (heads) x 1 key, a tile's keys split over 4 warps; maxima over
-//     keys by shuffles.
-//   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T) -> the same for rows of one table, grid
+//     [T, Hi, NB] {block}, cnt u32 [T], sel[T, Hi, topk] IX_T, Hi <= 8, topk <= H3M_MAX_TOPK:
+//     score[t, h, b] = max over the keys j of block b of iq[t, h] . ik_j for every b below the
+//     row's current block pos[t] / block (its keys are all <= pos[t]; the current block and
+//     those after it are not written). Each dot product is the reference's: fp32, d ascending
+//     from +0, product then sum (for 16-bit q and k one FMA: their product is exact), so the
+//     scores and the selections are the CPU's bitwise. Grid (T, S), H3M_TOPK_DEC_THREADS
+//     threads (any table; decode): block (t, s) scores the key blocks b = s, s + S, ..., a
+//     thread per key with the row's Hi vectors (f32, shared memory), maxima by shuffles; then
+//     it takes a ticket of cnt[t] (0 before the launch and after it) and the row's last block
+//     selects as H3_TOPK_NAME does, by ranks counted in shared memory. Dynamic shared memory:
+//     max(8 D, Hi NB) floats.
+//   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
-//     read once per RT rows; a thread takes 8 vectors x 8 keys.
+//     read once per RT rows in tiles of H3M_TOPK_KEYS keys, transposed to f32 in shared
+//     memory; a thread takes 8 vectors x 8 keys.
 //   H3_TOPK_NAME (score, pos, T) -> sel[T, Hi, topk] IX_T, grid ceil(T Hi / 8),
 //     H3M_TOPK_THREADS threads, a warp per (row, head): the current block's score taken as
 //     +inf, the k = min(topk, nb) best blocks (descending score, ties: lower block) in k rounds,
@@ -238,16 +244,19 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 }
 #endif
 
+#if defined(H3_KV_ATT_MMA_NAME) || defined(H3_TOPK_SCORE_NAME)
+#endif
+
 #ifdef H3_KV_ATT_MMA_NAME
-// Tensor-core form of H3_KV_ATT_NAME for bf16 q / k / v, D = 128 and groups of 16 q heads:
-// the same keys, splits of the same partial format (combined by H3_KV_COMBINE_NAME), but
-// split s of a row takes keys s * c .. + c - 1, c = ceil(nv / S) rounded up to a multiple of
-// H3M_MMA_KEYS (a split may get none: m = -inf, l = 0). With S = 1 it writes o[T, Hq, D]
-// O_T itself, acc / l rounded once (the combine's value; no combine launch).
-// Grid (ceil(T * S / 4), Hk), 4 warps: warp w of block x takes item i = 4 (gridDim.x - 1 - x)
-// + w (rows of many keys are started first), row t = i / S, split s = i % S (none if
-// i >= T * S), and all 16 q heads of kv head blockIdx.y: they are the M = 16 of mma.m16n8k16
-// (lane l = 4 g + c holds heads g and g + 8). Per tile of H3M_MMA_KEYS (16) keys:
+// Tensor-core form of H3_KV_ATT_NAME for bf16 q / k / v, D = 128 and groups of 16 q heads,
+// its split combine in the same launch. Grid (T S, Hk), W = blockDim.x / 32 warps (W <=
+// H3M_ATT_WARPS; S <= 64 W, the splits' (M, l) staged in shared memory): block x takes
+// item i = gridDim.x - 1 - x (rows of many keys are started first), row t = i / S, split s =
+// i % S, for kv head blockIdx.y and all 16 q heads of its group: they are the M = 16 of
+// mma.m16n8k16 (lane l = 4 g + c holds heads g and g + 8). Split s holds keys
+// s C .. s C + C - 1 of the row's list, C = ceil(nv / S) rounded up to a multiple of
+// H3M_MMA_KEYS (a split may get none); warp w takes its tiles w, w + W, w + 2 W, ... of
+// H3M_MMA_KEYS (16) keys. Per tile:
 //   scores Q K^T: K is the B operand (k = head dim, n = key); the head-dim order is permuted
 //     alike in Q and K (m31_moe.cu's mma): lane (g, c) reads dims 32 c .. 32 c + 31 of key
 //     8 j + g (n-tile j) in four 16-byte loads, chunk q's words x, y feeding k-step 2 q and
@@ -262,9 +271,20 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 //   O's lane (g, c) holds dims 32 c + j (column 2 c) and 32 c + 16 + j (column 2 c + 1).
 // Key offsets of a tile: lane k < 16 finds key k's (h3m_key_off), shuffles hand them out.
 // The next tile's offsets and K are loaded before this tile's S, V before its softmax.
-// The tile loop runs the block's largest count in every warp (keys past a warp's end are
-// not there: no loads, p = 0).
+// The tile loop runs as often in every warp (keys past the split's end are not there: no
+// loads, p = 0).
+// The warps' (m, l, acc) are merged in shared memory: per head the block's maximum M, each
+// warp's l and acc weighed by e^(m_w - M) (0 for a warp without keys) and summed in warp
+// order. With S = 1 the block writes o = acc / l (one rounding; 0 for a head without keys).
+// Else it writes its split's partial into part, blobs [T, Hk, S] of H3M_BLOB floats (acc
+// [16][128], then M [16], l [16]), and takes a ticket of cnt[t Hk + kvh] (u32 [T, Hk], 0
+// before the launch): the block that draws the last resets it to 0 and combines the S
+// partials in split order as H3_KV_COMBINE_NAME does, so o does not depend on which block
+// finishes last. Dynamic shared memory: W * H3M_ATT_RED bytes.
 #define H3M_MMA_KEYS 16
+#define H3M_ATT_WARPS 8             // the most warps of a block
+#define H3M_ATT_RED (16 * 128 * 4)  // a warp's acc in shared memory (bytes)
+#define H3M_BLOB (16 * 128 + 32)    // a split's partial: acc [16][128], M [16], l [16] f32
 
 // Element j of the 16 held of key rows a and b (two 16-byte chunks each) as one bf16 pair
 __device__ __forceinline__ unsigned h3m_pair(const uint4 *a, const uint4 *b, int j) {
@@ -280,47 +300,50 @@ template <int n> __device__ __forceinline__ void h3m_ld16(const h3_bf16 *r, int 
     out[i] = r ? *reinterpret_cast<const uint4 *>(r + e + 8 * i) : uint4{0u, 0u, 0u, 0u};
 }
 
-extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME(
+// p[0..7] as h3_ldcg reads them (p 16-byte aligned)
+__device__ __forceinline__ void h3_ldcg8(const float *p, float *f) {
+#ifdef __CUDA_ARCH__
+  const float4 a = __ldcg(reinterpret_cast<const float4 *>(p)), b = __ldcg(reinterpret_cast<const float4 *>(p) + 1);
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+#else
+  for (int i = 0; i < 8; i++) f[i] = p[i];
+#endif
+}
+
+// The weight of a part with maximum m in a sum whose maximum is M: e^(m - M), 0 without keys
+__device__ __forceinline__ float h3m_weight(float m, float M) {
+  return m == -H3M_INF ? 0.0f : __expf(__fsub_rn(m, M));
+}
+
+// The maximum M of parts m[0], m[st], ..., m[(n - 1) st] and their sum of l[i st] weighed
+// (in that order)
+__device__ __forceinline__ float h3m_merge(const float *m, const float *l, int st, int n, float *L) {
+  float M = -H3M_INF, sum = 0.0f;
+  for (int i = 0; i < n; i++) M = fmaxf(M, m[i * st]);
+  for (int i = 0; i < n; i++)
+    if (m[i * st] > -H3M_INF) sum = __fadd_rn(sum, __fmul_rn(l[i * st], h3m_weight(m[i * st], M)));
+  *L = sum;
+  return M;
+}
+
+extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_NAME(
     const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ kc, const h3_bf16 *__restrict__ vc,
     const h3_bf16 *__restrict__ kb, const h3_bf16 *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
-    float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
-    float scale, int pt_rows, long long NP, int S, O_T *__restrict__ o) {
+    float *part, int kind, long long T, int Hq, int Hk, int D, int page, int topk, float scale,
+    int pt_rows, long long NP, int S, O_T *__restrict__ o, unsigned *cnt) {
+  H3_DYN_SMEM(float, red); // [W][16 j][4 e][32 lanes]: the warps' weighed acc, fragment order
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  const int kvh = blockIdx.y;
-  const long long item = ((long long)gridDim.x - 1 - blockIdx.x) * 4 + warp;
-  const bool live = item < T * S;
-  const long long t = live ? item / S : 0;
+  const int W = (int)(blockDim.x >> 5), kvh = blockIdx.y;
+  const long long item = (long long)gridDim.x - 1 - blockIdx.x, t = item / S;
   const int s = (int)(item % S);
   pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
-  const long long p = kind == 1 || !live ? 0 : (long long)pos[t];
-  const long long ctx = kind == 1 ? (long long)*ctxp : 0;
-  // sparse: the row's selected blocks (-1 dropped, ascending order kept), each placed by its
-  // lane at its rank among them; then the warps' tile counts
-  __shared__ long long raw[4][H3M_MAX_TOPK], vblk[4][H3M_MAX_TOPK];
-  __shared__ int ntile[4];
-  for (int i = lane; i < H3M_MAX_TOPK; i += 32)
-    raw[warp][i] = kind == 2 && live && i < topk ? (long long)sel[(t * Hk + kvh) * topk + i] : -1;
-  __syncthreads();
-  int nsel = 0;
-  for (int i = 0; i < topk; i++) {
-    if ((i & 31) == lane && raw[warp][i] >= 0) vblk[warp][nsel] = raw[warp][i];
-    nsel += raw[warp][i] >= 0;
-  }
-  const long long nv = !live ? 0 : kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)nsel * page;
-  const long long chunk = ((nv + S - 1) / S + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS * H3M_MMA_KEYS;
-  const long long v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
-  if (lane == 0) ntile[warp] = v1 > v0 ? (int)((v1 - v0 + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS) : 0;
-  __syncthreads();
-  int nt = 0;
-  for (int w = 0; w < 4; w++) nt = ntile[w] > nt ? ntile[w] : nt;
-  const long long *blks = vblk[warp];
   unsigned qa[8][4]; // the A fragments of the 8 k-steps
   {
     uint4 r0[4], r1[4];
     const h3_bf16 *q0 = q + (t * Hq + kvh * 16 + g) * D;
-    h3m_ld16<4>(live ? q0 : nullptr, 32 * c, r0);
-    h3m_ld16<4>(live ? q0 + 8 * D : nullptr, 32 * c, r1);
+    h3m_ld16<4>(q0, 32 * c, r0);
+    h3m_ld16<4>(q0 + 8 * D, 32 * c, r1);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       qa[2 * i][0] = r0[i].x, qa[2 * i][1] = r1[i].x, qa[2 * i][2] = r0[i].y, qa[2 * i][3] = r1[i].y;
@@ -328,18 +351,37 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
                     qa[2 * i + 1][3] = r1[i].w;
     }
   }
+  const long long p = kind == 1 ? 0 : (long long)pos[t];
+  const long long ctx = kind == 1 ? (long long)*ctxp : 0;
+  // sparse: the row's selected blocks (-1 dropped, ascending order kept), thread i placing
+  // entry i at its rank among them
+  __shared__ long long raw[H3M_MAX_TOPK], vblk[H3M_MAX_TOPK];
+  const int me = (int)threadIdx.x;
+  if (me < H3M_MAX_TOPK) raw[me] = kind == 2 && me < topk ? (long long)sel[(t * Hk + kvh) * topk + me] : -1;
+  __syncthreads();
+  int nsel = 0;
+  for (int i = 0; kind == 2 && i < topk; i++) {
+    if (i == me && raw[i] >= 0) vblk[nsel] = raw[i];
+    nsel += raw[i] >= 0;
+  }
+  __syncthreads();
+  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)nsel * page;
+  const long long chunk = ((nv + S - 1) / S + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS * H3M_MMA_KEYS;
+  const long long v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
+  const long long ntile = v1 > v0 ? (v1 - v0 + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS : 0;
+  const long long nt = (ntile + W - 1) / W, step = (long long)W * H3M_MMA_KEYS; // tiles per warp
   float acc[16][4], m[2] = {-H3M_INF, -H3M_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
   // lane k < 16: the offset of key k of the tile; kr: the tile's K (keys g, 8 + g)
-  long long off = lane < 16 ? h3m_key_off(kind, v0 + lane, v1, p, ctx, pt, blks, page, Hk, kvh, D) : -1;
+  long long ts = v0 + (long long)warp * H3M_MMA_KEYS;
+  long long off = lane < 16 ? h3m_key_off(kind, ts + lane, v1, p, ctx, pt, vblk, page, Hk, kvh, D) : -1;
   uint4 kr[2][4];
 #pragma unroll
   for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kr[j]);
-  for (int it = 0; it < nt; it++) {
-    const long long ts = v0 + (long long)it * H3M_MMA_KEYS;
+  for (long long it = 0; it < nt; it++, ts += step) {
     long long vo[4]; // keys 2c, 2c + 1, 2c + 8, 2c + 9: V rows and the score columns
     uint4 vr[4][2];
 #pragma unroll
@@ -347,7 +389,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
       vo[k] = __shfl_sync(0xffffffffu, off, 2 * c + (k & 1) + 8 * (k >> 1));
       h3m_ld16<2>(h3m_key_row(vc, vb, vo[k]), 16 * g, vr[k]);
     }
-    off = lane < 16 ? h3m_key_off(kind, ts + H3M_MMA_KEYS + lane, v1, p, ctx, pt, blks, page, Hk, kvh, D) : -1;
+    off = lane < 16 ? h3m_key_off(kind, ts + step + lane, v1, p, ctx, pt, vblk, page, Hk, kvh, D) : -1;
     uint4 kn[2][4];
 #pragma unroll
     for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kn[j]);
@@ -397,27 +439,73 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_MMA_NAME
 #pragma unroll
       for (int i = 0; i < 4; i++) kr[j][i] = kn[j][i];
   }
+  // the warps merged: (m, l) per head, then each warp's acc weighed into shared memory
+  __shared__ float ms[H3M_ATT_WARPS][16], ls[H3M_ATT_WARPS][16];
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
     l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
-    if (!live) continue;
-    const long long row = t * Hq + kvh * 16 + g + 8 * r; // (t, q head)
-    if (S == 1) {
-      float v[32];
+    if (c == 0) ms[warp][g + 8 * r] = m[r], ls[warp][g + 8 * r] = l[r];
+  }
+  __syncthreads();
 #pragma unroll
-      for (int j = 0; j < 16; j++) {
-        v[j] = l[r] > 0.0f ? __fdiv_rn(acc[j][2 * r], l[r]) : 0.0f;
-        v[16 + j] = l[r] > 0.0f ? __fdiv_rn(acc[j][2 * r + 1], l[r]) : 0.0f;
-      }
+  for (int r = 0; r < 2; r++) {
+    float L;
+    const float f = h3m_weight(m[r], h3m_merge(&ms[0][g + 8 * r], &ls[0][g + 8 * r], 16, W, &L));
 #pragma unroll
-      for (int k = 0; k < 4; k++) h3_st8(o, row * D + 32 * c + 8 * k, v + 8 * k);
-      continue;
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; e++) red[((warp * 16 + j) * 4 + e) * 32 + lane] = __fmul_rn(acc[j][e], f);
+  }
+  __syncthreads();
+  // thread (w, lane) sums part n = w, w + W, ... < 8 of lane's fragments over the warps: e =
+  // n / 2 (head g + 8 (e / 2), dims 32 c + 16 (e % 2) + j), j = 8 (n % 2) .. + 7
+  float *blob = part + ((t * Hk + kvh) * S + s) * H3M_BLOB;
+  for (int n = warp; n < 8; n += W) {
+    const int e = n >> 1, j0 = 8 * (n & 1), h = g + 8 * (e >> 1), d0 = 32 * c + 16 * (e & 1) + j0;
+    float v[8], L;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      v[i] = 0.0f;
+      for (int w = 0; w < W; w++) v[i] = __fadd_rn(v[i], red[((w * 16 + j0 + i) * 4 + e) * 32 + lane]);
     }
-    float *pw = part + (row * S + s) * (D + 2);
-    if (c == 0) pw[0] = m[r], pw[1] = l[r];
+    h3m_merge(&ms[0][h], &ls[0][h], 16, W, &L);
+    if (S == 1) {
 #pragma unroll
-    for (int j = 0; j < 16; j++) pw[2 + 32 * c + j] = acc[j][2 * r], pw[2 + 32 * c + 16 + j] = acc[j][2 * r + 1];
+      for (int i = 0; i < 8; i++) v[i] = L > 0.0f ? __fdiv_rn(v[i], L) : 0.0f;
+      h3_st8(o, (t * Hq + kvh * 16 + h) * D + d0, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; i++) blob[h * 128 + d0 + i] = v[i];
+    }
+  }
+  if (S == 1) return;
+  if (me < 16) blob[2048 + me] = h3m_merge(&ms[0][me], &ls[0][me], 16, W, &blob[2064 + me]);
+  if (!h3_last_block(cnt + t * Hk + kvh, (unsigned)S)) return;
+  // the last block: the splits' (M, l) into shared memory, then o as the combine makes it
+  const float *pb = part + (t * Hk + kvh) * S * H3M_BLOB;
+  for (int i = me; i < S * 32; i += (int)blockDim.x) red[i] = h3_ldcg(pb + (i >> 5) * H3M_BLOB + 2048 + (i & 31));
+  __syncthreads();
+  for (int n = warp; n < 8; n += W) {
+    const int e = n >> 1, h = g + 8 * (e >> 1), d0 = 32 * c + 16 * (e & 1) + 8 * (n & 1);
+    float v[8], L;
+    const float M = h3m_merge(red + h, red + 16 + h, 32, S, &L);
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = 0.0f;
+#pragma unroll 8 // the loads of 8 splits in flight
+    for (int sp = 0; sp < S; sp++) {
+      const float mp = red[sp * 32 + h];
+      float x[8];
+      h3_ldcg8(pb + sp * H3M_BLOB + h * 128 + d0, x);
+      if (mp > -H3M_INF) {
+        const float f = h3m_weight(mp, M);
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = __fadd_rn(v[i], __fmul_rn(x[i], f));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = L > 0.0f ? __fdiv_rn(v[i], L) : 0.0f;
+    h3_st8(o, (t * Hq + kvh * 16 + h) * D + d0, v);
   }
 }
 #endif
@@ -449,10 +537,17 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_COMBINE_NAME
 #endif
 
 #if defined(H3_TOPK_SCORE_NAME) || defined(H3_TOPK_ROWS_NAME) || defined(H3_TOPK_NAME)
-#define H3M_TOPK_THREADS 256      // H3_TOPK_SCORE_NAME, H3_TOPK_NAME
+#define H3M_TOPK_THREADS 256      // H3_TOPK_NAME
+#define H3M_TOPK_DEC_THREADS 128  // H3_TOPK_SCORE_NAME
 #define H3M_TOPK_ROWS_THREADS 128 // H3_TOPK_ROWS_NAME
 #define H3M_TOPK_KEYS 128         // keys per shared tile
 #define H3M_TOPK_QV 64            // q vectors of a H3_TOPK_ROWS_NAME block: 64 / Hi rows
+
+// Whether block (x, c) comes before (v, b) in the selection order: higher score first, the
+// lower block first among equal scores.
+__device__ __forceinline__ bool h3m_topk_before(float x, long long c, float v, long long b) {
+  return x > v || (x == v && c < b);
+}
 #endif
 
 #if defined(H3_TOPK_SCORE_NAME) || defined(H3_TOPK_ROWS_NAME)
@@ -474,6 +569,33 @@ __device__ __forceinline__ float h3m_madd(float acc, float q, float k) {
   else return __fadd_rn(acc, __fmul_rn(q, k));
 }
 
+// The maxima of v[0..A) over each group of L lanes, lanes g, g + 32 / L, ... of the warp (A <=
+// L, powers of two): halving exchanges (A / 2 + A / 4 + ... shuffles), then log2(L / A) more;
+// lane l ends with its group's maximum of value l / (32 / A).
+template <int A, int L> __device__ __forceinline__ float h3m_group_max(float *v) {
+  static_assert(A <= L, "a value per lane at least");
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 16, c = A; c > 1; o >>= 1, c >>= 1) {
+    const bool up = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < c / 2; i++) {
+      const float send = up ? v[i] : v[i + c / 2], keep = up ? v[i + c / 2] : v[i];
+      const float got = __shfl_xor_sync(0xffffffffu, send, o);
+      v[i] = got > keep ? got : keep;
+    }
+  }
+  float m = v[0];
+#pragma unroll
+  for (int o = 16 / A; o >= 32 / L; o >>= 1) {
+    const float got = __shfl_xor_sync(0xffffffffu, m, o);
+    m = got > m ? got : m;
+  }
+  return m;
+}
+#endif
+
+#ifdef H3_TOPK_ROWS_NAME
 // dst[d stride + i] = row(i)[d] widened to f32 for i < n, d < D (a transposed copy: lanes
 // take consecutive i), by the NT threads of the block; NL 8-element loads per thread in flight
 // when D % 8 == 0.
@@ -506,12 +628,12 @@ __device__ __forceinline__ void h3m_topk_fill(float *dst, int stride, int n, int
 
 // acc[a][i] = q_a . k_i, each its own chain from +0 over d ascending, as the reference sums;
 // q: the A vectors' column (vectors contiguous, row stride QS), k: the B keys' (in fours at
-// k + 4 L h, h < B / 4; or one), row stride KS. Per d, A / 4 + B / 4 16-byte loads (one, B = 1)
-// for A B multiply-adds; U d's unrolled (their loads ahead of the chains).
+// k + 4 L h, h < B / 4), row stride KS. Per d, A / 4 + B / 4 16-byte loads for A B
+// multiply-adds; U d's unrolled (their loads ahead of the chains).
 template <int A, int B, int L, int U>
 __device__ __forceinline__ void h3m_topk_dots(float (&acc)[A][B], const float *q, int QS,
                                               const float *k, int KS, int D) {
-  static_assert(A % 4 == 0 && (B == 1 || B % 4 == 0), "vectors and keys in fours");
+  static_assert(A % 4 == 0 && B % 4 == 0, "vectors and keys in fours");
 #pragma unroll
   for (int a = 0; a < A; a++)
 #pragma unroll
@@ -521,12 +643,8 @@ __device__ __forceinline__ void h3m_topk_dots(float (&acc)[A][B], const float *q
     float qv[A], kv[B];
 #pragma unroll
     for (int a = 0; a < A; a += 4) h3m_ld4(qv + a, q + d * QS + a);
-    if constexpr (B == 1) {
-      kv[0] = k[d * KS];
-    } else {
 #pragma unroll
-      for (int i = 0; i < B; i += 4) h3m_ld4(kv + i, k + d * KS + L * i);
-    }
+    for (int i = 0; i < B; i += 4) h3m_ld4(kv + i, k + d * KS + L * i);
 #pragma unroll
     for (int a = 0; a < A; a++)
 #pragma unroll
@@ -534,51 +652,23 @@ __device__ __forceinline__ void h3m_topk_dots(float (&acc)[A][B], const float *q
   }
 }
 
-// The maxima of v[0..A) over each group of L lanes, lanes g, g + 32 / L, ... of the warp (A <=
-// L, powers of two): halving exchanges (A / 2 + A / 4 + ... shuffles), then log2(L / A) more;
-// lane l ends with its group's maximum of value l / (32 / A).
-template <int A, int L> __device__ __forceinline__ float h3m_group_max(float *v) {
-  static_assert(A <= L, "a value per lane at least");
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int o = 16, c = A; c > 1; o >>= 1, c >>= 1) {
-    const bool up = (lane & o) != 0;
-#pragma unroll
-    for (int i = 0; i < c / 2; i++) {
-      const float send = up ? v[i] : v[i + c / 2], keep = up ? v[i + c / 2] : v[i];
-      const float got = __shfl_xor_sync(0xffffffffu, send, o);
-      v[i] = got > keep ? got : keep;
-    }
-  }
-  float m = v[0];
-#pragma unroll
-  for (int o = 16 / A; o >= 32 / L; o >>= 1) {
-    const float got = __shfl_xor_sync(0xffffffffu, m, o);
-    m = got > m ? got : m;
-  }
-  return m;
-}
-
 // One block's scores: the q vectors of rows t0 .. t0 + R - 1 (iq's vectors t0 Hi .. (t0 + R)
 // Hi - 1, all through table pt) against key blocks b = s, s + S, ... below the rows' highest
 // current block, a tile of H3M_TOPK_KEYS keys at a time in shared memory, transposed to f32
 // (ks [D][128], then the vectors qs [D][V]; NL loads per thread in flight; U d's unrolled).
-// WQ x WK warps; lane l = G lk + g of warp (wq, wk) (G = 32 / L groups of L lanes, interleaved
-// so that the lanes of a pair or a quad read one address) takes vectors v0 = (wq G + g) A ..
-// + A - 1 and keys kb + 4 L h + e (e < 4, h < B / 4; B = 1: kb), kb = wk L B + min(B, 4) lk.
-// score[vector, b] is written where b is below the vector's row's current block (its keys are
-// all <= pos).
-template <int A, int B, int L, int WQ, int WK, int NL, int U>
+// WQ warps; lane l = G lk + g of warp wq (G = 32 / L groups of L lanes, interleaved so that
+// the lanes of a pair or a quad read one address) takes vectors v0 = (wq G + g) A .. + A - 1
+// and keys 4 lk + 4 L h + e (e < 4, h < B / 4). score[vector, b] is written where b is below
+// the vector's row's current block (its keys are all <= pos).
+template <int A, int B, int L, int WQ, int NL, int U>
 __device__ __forceinline__ void h3m_topk_tile(const Q_T *iq, const K_T *ik, const IX_T *pos,
                                               const IX_T *pt, float *score, float *ks, long long t0,
                                               int R, int Hi, int D, int page, int block, int NB) {
-  constexpr int G = 32 / L, NT = 32 * WQ * WK, V = A * G * WQ, LV = L / A; // LV lanes per maximum
-  constexpr int KW = B < 4 ? B : 4;                                        // keys per load
-  static_assert(L * B * WK == H3M_TOPK_KEYS, "a key tile");
-  __shared__ float red[WK][V];
+  constexpr int G = 32 / L, NT = 32 * WQ, V = A * G * WQ, LV = L / A; // LV lanes per maximum
+  static_assert(L * B == H3M_TOPK_KEYS, "a key tile");
   float *qs = ks + H3M_TOPK_KEYS * D;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wq = warp % WQ, wk = warp / WQ;
-  const int lk = lane / G, v0 = (wq * G + lane % G) * A, kb = wk * L * B + KW * lk;
+  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  const int lk = lane / G, v0 = (wq * G + lane % G) * A, kb = 4 * lk;
   const int QV = R * Hi, s = blockIdx.y, S = gridDim.y;
   long long bend = 0; // the rows' highest current block: the key blocks below it are scored
   for (int r = 0; r < R; r++) {
@@ -587,9 +677,8 @@ __device__ __forceinline__ void h3m_topk_tile(const Q_T *iq, const K_T *ik, cons
   }
   if (s >= bend) return; // the whole block: nothing to score
   h3m_topk_fill<NT, NL>(qs, V, QV, D, [&](int i) { return iq + (t0 * Hi + i) * D; });
-  // the vector whose maximum this thread writes (WK > 1: after the warps' combine)
-  const int vo = WK == 1 ? v0 + lk / LV : (int)threadIdx.x;
-  const bool writer = vo < QV && (WK > 1 || lk % LV == 0);
+  const int vo = v0 + lk / LV; // the vector whose maximum this thread writes
+  const bool writer = vo < QV && lk % LV == 0;
   const long long cur = writer ? h3m_page_of((long long)pos[t0 + vo / Hi], block) : 0;
   for (long long b = s; b < bend; b += S) {
     float best[A];
@@ -611,33 +700,11 @@ __device__ __forceinline__ void h3m_topk_tile(const Q_T *iq, const K_T *ik, cons
         for (int i = 0; i < B; i++)
           if (kb + 4 * L * (i / 4) + i % 4 < nk && acc[a][i] > best[a]) best[a] = acc[a][i];
     }
-    float m = h3m_group_max<A, L>(best);
-    if constexpr (WK > 1) {
-      if (lk % LV == 0) red[wk][v0 + lk / LV] = m;
-      __syncthreads();
-      m = writer ? red[0][vo] : m;
-#pragma unroll
-      for (int w = 1; w < WK; w++)
-        if (writer && red[w][vo] > m) m = red[w][vo];
-    }
+    const float m = h3m_group_max<A, L>(best);
     if (writer && b < cur) score[(t0 * Hi + vo) * NB + b] = m;
   }
 }
-#endif
 
-#ifdef H3_TOPK_SCORE_NAME
-extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_SCORE_NAME(
-    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
-    const IX_T *__restrict__ pt, float *__restrict__ score, int Hi, int D, int page, int block,
-    int NB, int pt_rows, long long NP) {
-  H3_DYN_SMEM(float, ks);
-  const long long t = blockIdx.x;
-  h3m_topk_tile<4, 1, 32, 2, 4, 8, 8>(iq, ik, pos, pt + (pt_rows > 1 ? t : 0) * NP, score, ks, t, 1,
-                                      Hi, D, page, block, NB);
-}
-#endif
-
-#ifdef H3_TOPK_ROWS_NAME
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_ROWS_THREADS) H3_TOPK_ROWS_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, float *__restrict__ score, long long T, int Hi, int D, int page,
@@ -646,17 +713,122 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_ROWS_THREADS) H3_TOPK_ROWS
   const int RT = H3M_TOPK_QV / Hi; // rows per tile; the last tile (most key blocks) first
   const long long t0 = (long long)(gridDim.x - 1 - blockIdx.x) * RT;
   const int R = T - t0 < RT ? (int)(T - t0) : RT;
-  h3m_topk_tile<8, 8, 16, 4, 1, 4, 2>(iq, ik, pos, pt, score, ks, t0, R, Hi, D, page, block, NB);
+  h3m_topk_tile<8, 8, 16, 4, 4, 2>(iq, ik, pos, pt, score, ks, t0, R, Hi, D, page, block, NB);
+}
+#endif
+
+#ifdef H3_TOPK_SCORE_NAME
+// dot[h] = q_h . k for the HP vectors of qs ([D][HP] f32, one 16-byte load per 4) and key row
+// kr, each the reference's chain (d ascending from +0); 8-element chunks of the key, 16 in
+// flight (16-byte loads when vec: D % 8 == 0 and every row 16-byte aligned).
+template <int HP>
+__device__ __forceinline__ void h3m_topk_key(float (&dot)[HP], const float *qs, const K_T *kr, int D, bool vec) {
+  constexpr int NC = 16;
+#pragma unroll
+  for (int h = 0; h < HP; h++) dot[h] = 0.0f;
+  for (int d0 = 0; d0 < D; d0 += 8 * NC) {
+    __align__(16) K_T k[NC][8];
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      const int d = d0 + 8 * c;
+      if (vec && d < D) h3_ldr8<true>(kr, d, k[c]);
+      else if (!vec)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          if (d + e < D) k[c][e] = kr[d + e];
+    }
+#pragma unroll
+    for (int i = 0; i < 8 * NC; i++) {
+      if (d0 + i >= D) break;
+      float qv[HP];
+#pragma unroll
+      for (int h = 0; h < HP; h += 4) h3m_ld4(qv + h, qs + (d0 + i) * HP + h);
+      const float kv = h3_w(k[i / 8][i % 8]);
+#pragma unroll
+      for (int h = 0; h < HP; h++) dot[h] = h3m_madd(dot[h], qv[h], kv);
+    }
+  }
+}
+
+// Row t's scores and selection (H3_TOPK_SCORE_NAME) for HP >= Hi vectors per key (4 or 8).
+template <int HP>
+__device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, const IX_T *pos,
+                                                const IX_T *pt, float *score, unsigned *cnt, IX_T *out,
+                                                float *sm, int Hi, int D, int page, int block,
+                                                int NB, int topk) {
+  constexpr int W = H3M_TOPK_DEC_THREADS / 32;
+  __shared__ float red[W][HP];
+  __shared__ int pick[8][H3M_MAX_TOPK];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.y, S = gridDim.y;
+  const long long t = blockIdx.x;
+  for (int i = tid; i < D * HP; i += H3M_TOPK_DEC_THREADS)
+    sm[i] = i % HP < Hi ? (float)h3_ld(iq, (t * Hi + i % HP) * D + i / HP) : 0.0f;
+  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
+  const bool vec = D % 8 == 0 && h3_al8(ik);
+  __syncthreads();
+  for (long long b = s; b < cur; b += S) { // the same count in every thread
+    float best[HP];
+#pragma unroll
+    for (int h = 0; h < HP; h++) best[h] = -H3M_INF;
+    for (int jj = tid; jj < block; jj += H3M_TOPK_DEC_THREADS) {
+      float dot[HP];
+      h3m_topk_key<HP>(dot, sm, ik + h3m_slot(pt, b * block + jj, page) * D, D, vec);
+#pragma unroll
+      for (int h = 0; h < HP; h++) best[h] = dot[h] > best[h] ? dot[h] : best[h];
+    }
+    const float m = h3m_group_max<HP, 32>(best);
+    if (lane % (32 / HP) == 0) red[warp][lane / (32 / HP)] = m;
+    __syncthreads();
+    if (tid < Hi) {
+      float x = red[0][tid];
+#pragma unroll
+      for (int w = 1; w < W; w++) x = red[w][tid] > x ? red[w][tid] : x;
+      score[(t * Hi + tid) * NB + b] = x;
+    }
+    __syncthreads(); // red is read
+  }
+  if (!h3_last_block(cnt + t, (unsigned)S)) return;
+  // the last block of the row: its scores (the current block's +inf) into sm [Hi][nb], each
+  // (head, block)'s rank in the selection order counted there (stopping at k); the k first
+  // placed at their ranks, then written ascending, then -1
+  const int nb = (int)cur + 1, k = nb < topk ? nb : topk;
+  for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS)
+    sm[i] = i % nb == nb - 1 ? H3M_INF : h3_ldcg(score + (t * Hi + i / nb) * NB + i % nb);
+  __syncthreads();
+  for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
+    const float *sr = sm + i / nb * nb;
+    const float x = sm[i];
+    const int b = i % nb;
+    int rank = 0;
+    for (int c = 0; c < nb && rank < k; c++) rank += h3m_topk_before(sr[c], c, x, b);
+    if (rank < k) pick[i / nb][rank] = b;
+  }
+  __syncthreads();
+  for (int i = tid; i < Hi * topk; i += H3M_TOPK_DEC_THREADS) {
+    IX_T *o = out + (t * Hi + i / topk) * topk;
+    const int r = i % topk, *pk = pick[i / topk];
+    if (r >= k) {
+      o[r] = (IX_T)-1;
+      continue;
+    }
+    int at = 0;
+    for (int c = 0; c < k; c++) at += pk[c] < pk[r];
+    o[at] = (IX_T)pk[r];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE_NAME(
+    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
+    const IX_T *__restrict__ pt, float *score, unsigned *cnt, IX_T *__restrict__ out, int Hi, int D,
+    int page, int block, int NB, int topk, int pt_rows, long long NP) {
+  H3_DYN_SMEM(float, sm);
+  pt += (pt_rows > 1 ? (long long)blockIdx.x : 0) * NP; // this row's page table
+  if (Hi <= 4) h3m_topk_decode<4>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
+  else h3m_topk_decode<8>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
 }
 #endif
 
 #ifdef H3_TOPK_NAME
-// Whether block (x, c) comes before (v, b) in the selection order: higher score first, the
-// lower block first among equal scores.
-__device__ __forceinline__ bool h3m_topk_before(float x, long long c, float v, long long b) {
-  return x > v || (x == v && c < b);
-}
-
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_NAME(
     const float *__restrict__ score, const IX_T *__restrict__ pos, IX_T *__restrict__ out,
     long long T, int Hi, int block, int NB, int topk) {

@@ -5,7 +5,7 @@
 // (IEEE _rn intrinsics, so FMA contraction cannot change a result) and, embedded at build
 // time in place of their #include, include/h3/rng.h (Philox + Box-Muller) and
 // include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text; what
-// two kernel files share (mma.sync and cp.async helpers, moe's grouped-GEMM contract, the
+// two kernel files share (mma.sync and cp.async helpers, a launch's last block, moe's grouped-GEMM contract, the
 // warpgroup MMA, mbarrier and TMA helpers of the sm_90a units). Under H3_HOST_EMU it compiles as host C++
 // (tests/codegen/host_emu.h; the warpgroup MMA part is left out).
 #ifndef H3_HOST_EMU
@@ -403,6 +403,45 @@ H3_DI double h3_sin(double a) { return sin(a); }
 H3_DI long long h3_clampi(long long v, long long n) { return h3_sc_clamp_row(v, n); }
 H3_DI int h3_clampi(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
 
+
+// ---- a launch's last block (the split combines of m31_msa.cu, the router of m31_moe.cu) ----
+// A value another block of the launch wrote, read through L2 (never a stale L1 line)
+template <typename T> __device__ __forceinline__ T h3_ldcg(const T *p) {
+#ifdef __CUDA_ARCH__
+  return __ldcg(p);
+#else
+  return *p;
+#endif
+}
+
+// A fence at GPU scope that orders this thread's memory accesses before and after it
+// (release for its earlier writes, acquire for its later reads)
+__device__ __forceinline__ void h3_fence_gpu() {
+#ifdef __CUDA_ARCH__
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
+
+// Whether the calling block is the last of the n blocks that pass counter c (u32, 0 before
+// the first of them): every thread of the block calls it after the writes that the last block
+// reads. The last resets c to 0 and then sees every block's writes (through h3_ldcg). Host
+// emulation runs the blocks one at a time.
+__device__ __forceinline__ bool h3_last_block(unsigned *c, unsigned n) {
+  __shared__ int last;
+  h3_fence_gpu(); // this thread's writes before the block's ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#ifdef __CUDA_ARCH__
+    last = atomicAdd(c, 1u) == n - 1;
+#else
+    last = (*c)++ == n - 1;
+#endif
+    if (last) *c = 0;
+  }
+  __syncthreads();
+  if (last) h3_fence_gpu(); // the other blocks' writes before this block's reads
+  return last;
+}
 
 #ifndef H3_HOST_EMU
 // ---- warpgroup MMA (wgmma; only units compiled for sm_90a may call these) ----

@@ -17,6 +17,7 @@
  *   m31_msa.cu         M3.1's paged / block / sparse attention and the block selection
  *   m31_msa_tile.cu    M3.1's paged / sparse attention for many rows of one sequence (prefill;
  *                      the keys a block of rows shares read once into shared memory)
+ *   m31_flash.cu       the same on warpgroup MMA (wgmma, TMA, sm_90a) for M3.1's own shapes
  * A file meant for several dtypes reads its types from macros (H3_X_T, ...) that the user
  * defines in front of it (h3_kernel_source_with); the macros each file takes are listed in
  * its header comment.

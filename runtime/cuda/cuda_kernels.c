@@ -272,7 +272,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 14 };
+  enum { N_JOBS = 15 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -289,6 +289,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   file[9] = "m31_moe.cu", file[10] = "m31_msa.cu", file[11] = "m31_moe_gemm.cu";
   file[12] = "m31_moe_wgmma.cu", file[13] = "m31_msa_tile.cu"; /* 12 wgmma: sm_90a */
   for (int i = 9; i < 14; i++) def[i] = cu_m31_check_defines(file[i]), exact[i] = i != 12;
+  file[14] = "m31_flash.cu", def[14] = NULL, exact[14] = false; /* wgmma: sm_90a, no macros */
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;

@@ -44,7 +44,9 @@ h3_status cu_m31_kernels_sm90a(cu_state *s, const h3_op *op, const char *file, c
 
 /* Sets a kernel's dynamic shared memory limit when it needs more than the default 48 KiB. */
 h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, h3_diag *d) {
-  if (bytes <= 48 * 1024) return H3_OK;
+  /* without the attribute a launch may use 48 KiB of shared memory, its static part included:
+     set it for any dynamic amount that could cross that with the kernel's own */
+  if (bytes <= 16 * 1024) return H3_OK;
   if (bytes > s->smem_optin)
     return cu_op_error(d, op, NULL, "needs %zu bytes of shared memory; the device has %zu", bytes,
                        s->smem_optin);
@@ -58,6 +60,7 @@ const char *cu_m31_check_defines(const char *file) {
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
                        "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
+                       "#define H3_ROUTER_FUSED_NAME h3cu_routerf_check\n"
                        "#define H3_MOE_NAME h3cu_moe_check\n"
                        "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"

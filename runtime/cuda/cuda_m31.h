@@ -1,5 +1,6 @@
 /* cuda_m31.h: what the launch files of MiniMax-M3.1's hand kernels share (cuda_m31.c,
- * cuda_m31_moe.c, cuda_m31_msa.c, cuda_m31_msa_tile.c); internal to the cuda backend. */
+ * cuda_m31_moe.c, cuda_m31_msa.c, cuda_m31_msa_tile.c, cuda_m31_flash.c); internal to the cuda
+ * backend. */
 #ifndef H3_CUDA_M31_H
 #define H3_CUDA_M31_H
 
@@ -61,6 +62,13 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
 bool cu_m31_att_tiled(const h3_op *op, const h3_tensor *in);
 h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                               h3_diag *d);
+/* Whether the op that cu_m31_run_att_tile was handed fits the wgmma flash kernel
+ * (kernels/m31_flash.cu: bf16, 16 q heads per kv head of 128 dims, page == sparse block == 128,
+ * i32 indices, topk <= 16, scale > 0, enough opt-in shared memory; never under
+ * H3_M31_ATTENTION=tile); then cu_m31_run_flash runs it (cuda_m31_flash.c). */
+bool cu_m31_flash_fits(const cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out);
+h3_status cu_m31_run_flash(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                           h3_diag *d);
 
 /* The device scratch each multi-launch op needs (bytes). */
 size_t cu_m31_router_scratch_bytes(const h3_op *op);

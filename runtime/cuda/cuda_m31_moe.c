@@ -1,9 +1,11 @@
 /* cuda_m31_moe.c: launches of router_topk, moe and markov_draft (kernels/m31_moe.cu) on the
- * cuda backend. moe runs in several launches through the device scratch its record owns
- * (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows, expert-major products
- * on tensor cores (for many rows per expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma,
- * or m31_moe_gemm.cu on mma.sync when H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA
- * cores into bf16 activations and expert outputs, then the combine.
+ * cuda backend. router_topk runs in one launch for k <= 16 (scores and selection) through the
+ * device scratch its record owns (cu_m31_router_scratch_bytes). moe runs in several launches
+ * through its own (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows,
+ * expert-major products on tensor cores (for many rows per
+ * expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
+ * H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA cores into bf16 activations and
+ * expert outputs, then the combine.
  */
 #include "cuda_m31.h"
 
@@ -21,38 +23,104 @@ void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_
            h3_kernel_ctype(o));
 }
 
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* router_topk's one-launch form (H3_ROUTER_FUSED_NAME, k <= ROUTER_KMAX; m31_moe.cu's
+ * H3M_RF_*): blocks of ROUTER_THREADS threads over `rows` rows, one K segment of ROUTER_SEG
+ * elements and 8 epw experts; up to ROUTER_ROUTE_ROWS rows the decode shape below. */
+enum {
+  ROUTER_THREADS = 256, ROUTER_ROWS = 16, ROUTER_EPW = 4, ROUTER_SEG = 1024, ROUTER_KMAX = 16,
+  ROUTER_ROUTE_ROWS = 64
+};
+
+/* The block shape for T rows. Up to ROUTER_ROUTE_ROWS rows (decode, latency-bound): one
+ * expert per warp, whose 4 chunks of weights a lane loads at once, and at most 4 rows per
+ * block, so that many blocks read the router's weights together (T = 1: 24 blocks of 32 KiB at
+ * E = 32, H = 6144; T = 64: 384 blocks). More rows (compute-bound): 4 experts per warp and
+ * T / 16 rows per block, from 4 to ROUTER_ROWS (a lane's tile of rows x experts loads 2 (rows +
+ * experts) 16-byte words per 8 rows x experts products; T = 2048: 768 blocks of 16 rows). */
+static void router_shape(long long T, int *rows, int *epw) {
+  long long r = T / 16;
+  *rows = T <= 4 ? (int)T : (T <= ROUTER_ROUTE_ROWS || r < 4 ? 4 : (r > ROUTER_ROWS ? ROUTER_ROWS : (int)r));
+  *epw = T <= ROUTER_ROUTE_ROWS ? 1 : ROUTER_EPW;
+}
+
+/* router_topk's scratch, 256-byte aligned parts. One-launch form: the partial logits
+ * part [S, T, E] f32 (S = ceil(H / ROUTER_SEG) segments), the counters cnt [T + 1] u32 and,
+ * for T <= ROUTER_ROUTE_ROWS, moe's route: counts [E] and lists [E, T] (int). k > ROUTER_KMAX:
+ * the scores [T, E] f32. */
+typedef struct {
+  size_t cnt, counts, lists, total;
+} router_scratch;
+
+static router_scratch router_layout(long long T, long long H, long long E, long long k) {
+  router_scratch r = {0};
+  if (k > ROUTER_KMAX) {
+    r.total = (size_t)(T * E) * 4;
+    return r;
+  }
+  long long S = (H + ROUTER_SEG - 1) / ROUTER_SEG;
+  r.cnt = align256((size_t)(S * T * E) * 4);
+  r.counts = r.cnt + align256((size_t)(T + 1) * 4);
+  r.lists = r.counts + align256((size_t)E * 4);
+  r.total = T <= ROUTER_ROUTE_ROWS ? r.lists + (size_t)(E * T) * 4 : r.counts;
+  return r;
+}
+
 h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1];
   int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
   if (k > E || E > 256) return cu_op_error(d, op, NULL, "k = %d of %d experts (at most 256)", k, E);
-  char name[2][128], lines[320], defs[640];
-  for (int i = 0; i < 2; i++)
-    snprintf(name[i], sizeof name[i], "h3cu_router%s_%s_%s_%s_%s_%s", i ? "" : "s", DN(in[0].type.dtype),
+  char name[3][128], lines[512], defs[800];
+  static const char *const part[3] = {"f", "s", ""}; /* the one-launch form; scores, selection */
+  for (int i = 0; i < 3; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_router%s_%s_%s_%s_%s_%s", part[i], DN(in[0].type.dtype),
              DN(in[1].type.dtype), DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
-  snprintf(lines, sizeof lines, "#define H3_ROUTER_SCORE_NAME %s\n#define H3_ROUTER_NAME %s\n", name[0],
-           name[1]);
+  snprintf(lines, sizeof lines, "#define H3_ROUTER_FUSED_NAME %s\n#define H3_ROUTER_SCORE_NAME %s\n"
+           "#define H3_ROUTER_NAME %s\n", name[0], name[1], name[2]);
   cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[2].type.dtype,
                      out[0].type.dtype, out[1].type.dtype);
-  const char *names[2] = {name[0], name[1]};
-  cu_kernel *kn[2];
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 2, names, kn, d) != H3_OK) return H3_ERR;
+  const char *names[3] = {name[0], name[1], name[2]};
+  cu_kernel *kn[3];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 3, names, kn, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   const void *h = in[0].data, *w = in[1].data, *b = in[2].data;
   void *ids = out[0].data, *wts = out[1].data, *sc = scratch;
-  void *a1[] = {&h, &w, &sc, &T, &H, &E};
-  int64_t g1[3] = {(T + M31_ROUTER_ROWS - 1) / M31_ROUTER_ROWS, E, 1}, b1[3] = {M31_ROUTER_THREADS, 1, 1};
-  void *a2[] = {&sc, &b, &ids, &wts, &E, &k, &scale};
-  int64_t g2[3] = {T, 1, 1}, b2[3] = {32, 1, 1};
-  if (cu_launch(s, kn[0], g1, b1, 0, a1, d) != H3_OK) return H3_ERR;
-  return cu_launch(s, kn[1], g2, b2, 0, a2, d);
+  if (k > ROUTER_KMAX) { /* the scores, then a warp per row selects */
+    void *a1[] = {&h, &w, &sc, &T, &H, &E};
+    int64_t g1[3] = {(T + M31_ROUTER_ROWS - 1) / M31_ROUTER_ROWS, E, 1}, b1[3] = {M31_ROUTER_THREADS, 1, 1};
+    void *a2[] = {&sc, &b, &ids, &wts, &E, &k, &scale};
+    int64_t g2[3] = {T, 1, 1}, b2[3] = {32, 1, 1};
+    if (cu_launch(s, kn[1], g1, b1, 0, a1, d) != H3_OK) return H3_ERR;
+    return cu_launch(s, kn[2], g2, b2, 0, a2, d);
+  }
+  int rows, epw;
+  router_shape(T, &rows, &epw);
+  router_scratch rs = router_layout(T, H, E, k);
+  void *cnt = (char *)scratch + rs.cnt;
+  /* the kernel can list moe's route in the same launch; not asked for: moe cannot know that
+     the router op feeding it ran before it on this backend (an op run alone would read a stale
+     route), so moe lists its own */
+  void *counts = NULL, *lists = NULL;
+  /* the counters are 0 after every launch; made so here before the first (a graph capture
+   * never holds an op's first run: cuda_graph.c) */
+  if (!cu_graph_capturing(s))
+    CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)(T + 1) * 4, s->stream), "router_topk counters");
+  int64_t smem = (int64_t)rows * ROUTER_SEG * 4;
+  if (cu_m31_smem(s, op, kn[0], (size_t)smem, d) != H3_OK) return H3_ERR;
+  void *args[] = {&h, &w, &b, &sc, &cnt, &ids, &wts, &lists, &counts, &T, &H, &E, &k, &scale, &rows, &epw};
+  int64_t grid[3] = {(T + rows - 1) / rows, (H + ROUTER_SEG - 1) / ROUTER_SEG, (E + 8 * epw - 1) / (8 * epw)};
+  int64_t block[3] = {ROUTER_THREADS, 1, 1};
+  return cu_launch(s, kn[0], grid, block, smem, args, d);
 }
 
-/* router_topk's scores [T, E] f32. */
 size_t cu_m31_router_scratch_bytes(const h3_op *op) {
-  return (size_t)(op->operands[0]->type.dims[0] * op->operands[1]->type.dims[0]) * 4;
+  const h3_type *h = &op->operands[0]->type;
+  return router_layout(h->dims[0], h->dims[1], op->operands[1]->type.dims[0], op->results[0]->type.dims[1])
+      .total;
 }
 
 /* Whether moe runs on tensor cores: bf16 rows and weights, widths multiples of 128. */
@@ -122,8 +190,6 @@ static long long moe_gemm_slots(long long T, long long k, long long E) {
 typedef struct {
   size_t act, y, counts, lists, total;
 } moe_scratch;
-
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E) {
   moe_scratch m = {0};
@@ -233,7 +299,7 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
       return H3_ERR;
   }
   void *a3[] = {&ids, &w, &y, &o, &H, &k};
-  int64_t g3[3] = {T, (H + 255) / 256, 1};
+  int64_t g3[3] = {T, (H + 2047) / 2048, 1}; /* 8 outputs per thread */
   return cu_launch(s, kn[3], g3, b256, 0, a3, d);
 }
 

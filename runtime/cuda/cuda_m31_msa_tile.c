@@ -3,7 +3,10 @@
  * tensor-core form would run (bf16 q / k / v, head_dim 128, 16 q heads per kv head, 16-byte
  * aligned operands) when the rows are many rows of one sequence: one page table, at least
  * M31_ATT_TILE_MIN_ROWS rows (prefill / extend; decode and batches keep kernels/m31_msa.cu).
- * One launch writes o directly (no splits, no scratch).
+ * One launch writes o directly (no splits, no scratch). The shapes the wgmma flash kernel takes
+ * (cu_m31_flash_fits: MiniMax-M3.1's own) go to it instead (cuda_m31_flash.c,
+ * kernels/m31_flash.cu); this kernel runs the others, and all of them under
+ * H3_M31_ATTENTION=tile.
  */
 #include "cuda_m31.h"
 
@@ -28,6 +31,7 @@ bool cu_m31_att_tiled(const h3_op *op, const h3_tensor *in) {
 
 h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                               h3_diag *d) {
+  if (cu_m31_flash_fits(s, op, in, out)) return cu_m31_run_flash(s, op, in, out, d);
   const h3_type *ct = &in[1].type;
   const h3_tensor *pos = &in[pos_at(op)], *sel = sel_at(op) < 0 ? NULL : &in[sel_at(op)];
   int kind = sel ? 2 : 0, Hk = (int)ct->dims[ct->rank - 2];

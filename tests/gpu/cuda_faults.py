@@ -9,7 +9,8 @@ pieces:
   H3_FAULT_LAUNCH=N   the Nth launch of an own kernel fails: the kernel is named;
   H3_FAULT_KERNEL=N   a trapping kernel runs in its place (a real device fault, reported by a
                       later call): "a kernel faulted", the last op queued, the H3_CUDA_SYNC hint;
-                      with H3_CUDA_SYNC=1 the op that faulted is named as such;
+                      with H3_CUDA_SYNC=1 (and N past the launches that make the weights) the
+                      op that faulted is named as such;
   H3_FAULT_ALLOC=N    the Nth device allocation of the runtime fails: what it was for and the
                       plan's memory figures.
 Prints one line per case; exits 1 when one fails."""
@@ -31,7 +32,7 @@ def main():
          ["a kernel faulted", "the last op queued", "H3_CUDA_SYNC=1 waits after every op"]),
         ("kernel fault, M3.1 tiny", m31_plan, {"H3_FAULT_KERNEL": "40"},
          ["a kernel faulted", "the last op queued"]),
-        ("kernel fault named with H3_CUDA_SYNC=1", m31_plan, {"H3_FAULT_KERNEL": "40", "H3_CUDA_SYNC": "1"},
+        ("kernel fault named with H3_CUDA_SYNC=1", m31_plan, {"H3_FAULT_KERNEL": "600", "H3_CUDA_SYNC": "1"},
          ["faulted (cudaError", "found by H3_CUDA_SYNC=1", "in kernel h3cu_trap", "m31_tiny.plan:"]),
         ("allocation failure", h3_plan, {"H3_FAULT_ALLOC": "2"}, ["out of cuda memory", "the plan needs"]),
     ]

@@ -21,7 +21,11 @@
  *    implementation; bf16 at head_dim 64 through each (flash hands it to cuDNN); moe on
  *    tensor cores, and through the grouped GEMMs (weights at U(+-1/sqrt(in)), partial m-tiles,
  *    uneven experts and one with no row) once with each form (H3_MOE_GEMM=wgmma, also with
- *    one cluster that takes every work unit, then wgmma1, then mma).
+ *    one cluster that takes every work unit, then wgmma1, then mma); M3.1's paged / sparse
+ *    attention of many rows of one sequence (prefill 2048 from 0, extends at 3000, a 16k
+ *    prompt's last rows; scrambled pages, NaN in every cache slot past the keys, selections
+ *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
+ *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -43,6 +47,8 @@
 
 static int passed, failed, skipped;
 static gpu_rng rng;
+static int ref_threads = 1; /* the CPU reference's threads (more for the big M3.1 attention cases) */
+static bool print_ok;       /* check_op prints a compared result's NMSE when it passes too */
 
 /* coverage: per opcode and result-0 dtype, how many cases were compared / found unsupported */
 static int cov_compared[H3_OPCODE_COUNT][H3_DTYPE_COUNT], cov_unsupported[H3_OPCODE_COUNT][H3_DTYPE_COUNT];
@@ -125,7 +131,7 @@ static void check_op(h3_backend *b, const h3_op *op, const char *tag, double lim
   if (unsupported) cov_unsupported[op->code][dt]++;
   else cov_compared[op->code][dt]++;
   if (!unsupported &&
-      h3_cpu_run_op(op, hin, op->n_operands, hout, op->n_results, 1, SEED, &d) != H3_OK) {
+      h3_cpu_run_op(op, hin, op->n_operands, hout, op->n_results, ref_threads, SEED, &d) != H3_OK) {
     printf("skip %s %s: the CPU reference rejects the random inputs\n", tag, name);
     skipped++;
     h3_diag_free(&d);
@@ -186,6 +192,7 @@ static void check_op(h3_backend *b, const h3_op *op, const char *tag, double lim
     h3_type_str(&hout[i].type, ty, sizeof ty);
     if (guards && gpu_cmp_ok(&c, lim)) {
       passed++;
+      if (print_ok) printf("ok   %s %s: nmse %.3g (limit %.3g)\n", tag, name, c.nmse, lim);
     } else {
       printf("FAIL %s %s result %d %s: nmse %.3g (limit %.3g), %lld NaN/Inf mismatches, %lld "
              "integer mismatches, guards %s\n", tag, name, i, ty, c.nmse, lim,
@@ -417,6 +424,126 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
   }
 }
 
+/* M3.1's paged / sparse attention of many rows of one sequence (prefill / extend: the cuda
+ * backend's kernels/m31_flash.cu, and kernels/m31_msa_tile.cu under H3_M31_ATTENTION=tile):
+ * T rows at positions pos0 .. pos0 + T - 1, 16 Hk q heads of 128 dims, page 128, topk 16; the NP
+ * page-table entries scrambled over P physical pages (entry i: page (7 i + 3) % P, P not a
+ * multiple of 7); every cache slot that holds no position <= pos0 + T - 1 (the rest of the last
+ * page, the entries not used yet, the pages of no entry) NaN, so a kernel that reads past its
+ * keys or through a wrong page shows NaN. sel: 0 paged_attention; 1 sparse_attention over every
+ * causal block (== paged); 2 sparse_attention over varied selections (m31_att_select). */
+typedef struct {
+  const char *tag;
+  int T, Hk, pos0, sel, NP, P;
+  bool cpu; /* also on the cpu backend (backend_ops_cpu, the fast suite) */
+  const h3_op *op;
+} m31_att_case;
+
+static const m31_att_case *m31_cur; /* the case m31_att_prep fills the inputs of */
+
+/* Row t's selection for one kv head (nb causal blocks, NP table entries, topk slots), ascending,
+ * -1 padded: the current block nb - 1 and distinct random earlier ones, min(topk, nb) in all;
+ * half of them in every 7th row; none in every 29th row and in rows 40-47 (rows without keys,
+ * o = 0; an 8-row block of them visits no key tile); in every 13th a block past the row's
+ * position in place of one (it adds no key). */
+static void m31_att_select(int32_t *sel, int t, int nb, int NP, int topk) {
+  int k = nb < topk ? nb : topk, n = 0;
+  if (t % 7 == 2 && k > 1) k /= 2;
+  if (t % 29 == 3 || t / 8 == 5) k = 0;
+  if (k > 0) sel[n++] = nb - 1;
+  if (k > 1 && t % 13 == 7 && nb < NP) sel[n++] = nb;
+  while (n < k) {
+    int b = (int)gpu_uniform(&rng, 0, nb - 1);
+    bool seen = b >= nb - 1;
+    for (int i = 0; i < n; i++) seen = seen || sel[i] == b;
+    if (!seen) sel[n++] = b;
+  }
+  for (int i = 1; i < n; i++) /* ascending */
+    for (int j = i; j > 0 && sel[j - 1] > sel[j]; j--) {
+      int x = sel[j];
+      sel[j] = sel[j - 1], sel[j - 1] = x;
+    }
+  for (; n < topk; n++) sel[n] = -1;
+}
+
+/* The inputs of case m31_cur (make_inputs' q and caches, then its positions, table, selections
+ * and NaN slots). */
+static void m31_att_prep(const h3_op *op, void **in) {
+  const m31_att_case *c = m31_cur;
+  bool sparse = op->code == H3_OP_SPARSE_ATTENTION;
+  int32_t *pos = in[sparse ? 4 : 3], *pt = in[sparse ? 5 : 4];
+  int last = c->pos0 + c->T - 1;
+  for (int t = 0; t < c->T; t++) pos[t] = c->pos0 + t;
+  for (int i = 0; i < c->NP; i++) pt[i] = (7 * i + 3) % c->P;
+  for (int i = 1; i <= 2; i++) { /* NaN (bf16 0x7fc0) in every slot that holds no position <= last */
+    uint16_t *cache = in[i];
+    for (int64_t slot = 0; slot < (int64_t)c->P * 128; slot++) {
+      bool live = false;
+      for (int e = 0; e <= last / 128 && !live; e++)
+        live = slot / 128 == pt[e] && (e < last / 128 || slot % 128 <= last % 128);
+      for (int64_t x = 0; !live && x < (int64_t)c->Hk * 128; x++) cache[slot * c->Hk * 128 + x] = 0x7fc0;
+    }
+  }
+  if (!sparse) return;
+  int32_t *sel = in[3];
+  int topk = (int)op->operands[3]->type.dims[2];
+  for (int t = 0; t < c->T; t++)
+    for (int h = 0; h < c->Hk; h++) {
+      int32_t *s = sel + ((int64_t)t * c->Hk + h) * topk;
+      int nb = pos[t] / 128 + 1;
+      if (c->sel == 1)
+        for (int i = 0; i < topk; i++) s[i] = i < nb ? i : -1;
+      else
+        m31_att_select(s, t, nb, c->NP, topk);
+    }
+}
+
+/* The op of case c on new inputs named after its index i. */
+static const h3_op *m31_att_op(hand *h, const m31_att_case *c, int i) {
+  char name[6][16];
+  static const char *const what[6] = {"q", "kc", "vc", "sel", "pos", "pt"};
+  for (int j = 0; j < 6; j++) snprintf(name[j], sizeof name[j], "m%d%s", i, what[j]);
+  h3_value *q = in_of(h, name[0], H3_BF16, 3, (int64_t[]){c->T, 16 * c->Hk, 128});
+  h3_value *kc = in_of(h, name[1], H3_BF16, 4, (int64_t[]){c->P, 128, c->Hk, 128});
+  h3_value *vc = in_of(h, name[2], H3_BF16, 4, (int64_t[]){c->P, 128, c->Hk, 128});
+  h3_value *pos = in_of(h, name[4], H3_I32, 1, (int64_t[]){c->T});
+  h3_value *pt = in_of(h, name[5], H3_I32, 1, (int64_t[]){c->NP});
+  h3_attr at[2] = {h3_attr_float(h->m, "scale", 1.0 / sqrt(128.0)), h3_attr_int(h->m, "page", 128)};
+  if (c->sel == 0) return op_of(h, H3_OP_PAGED_ATTENTION, 5, (h3_value *[]){q, kc, vc, pos, pt}, 2, at);
+  h3_value *sel = in_of(h, name[3], H3_I32, 3, (int64_t[]){c->T, c->Hk, 16});
+  return op_of(h, H3_OP_SPARSE_ATTENTION, 6, (h3_value *[]){q, kc, vc, sel, pos, pt}, 2, at);
+}
+
+/* The cases (cuda: each through m31_flash.cu, then m31_msa_tile.cu; cpu: the cheap ones), the
+ * CPU reference on 8 threads, each result's NMSE printed; H3_M31_ATTENTION restored afterwards. */
+static void check_m31_attention(h3_backend *b, m31_att_case *cases, int n, bool cuda) {
+  const char *was = getenv("H3_M31_ATTENTION");
+  char *saved = was ? strdup(was) : NULL;
+  static const char *const forms[2] = {"flash", "tile"};
+  ref_threads = 8;
+  print_ok = true;
+  for (int i = 0; i < n; i++) {
+    if (!cuda && !cases[i].cpu) continue;
+    for (int f = 0; f < (cuda ? 2 : 1); f++) {
+      char tag[160];
+      snprintf(tag, sizeof tag, "m31 attention %s%s%s%s", cases[i].tag, cuda ? " (H3_M31_ATTENTION=" : "",
+               cuda ? forms[f] : "", cuda ? ")" : "");
+      if (cuda) setenv("H3_M31_ATTENTION", forms[f], 1);
+      m31_cur = &cases[i];
+      if (cases[i].op) check_op(b, cases[i].op, tag, -1, m31_att_prep);
+      else {
+        printf("FAIL hand-made %s: cannot build the op\n", tag);
+        failed++;
+      }
+    }
+  }
+  ref_threads = 1;
+  print_ok = false;
+  if (saved) setenv("H3_M31_ATTENTION", saved, 1);
+  else unsetenv("H3_M31_ATTENTION");
+  free(saved);
+}
+
 static void check_hand(h3_backend *b, bool all_attention) {
   hand h;
   h.m = h3_module_new("gpu_ops", "test");
@@ -502,6 +629,20 @@ static void check_hand(h3_backend *b, bool all_attention) {
       {"moe GEMMs T 384 H 256 F 256 E 4 k 4", moe_op(&h, "g", 384, 256, 256, 4, 4), 1e-5, moe_weights},
       {"moe GEMMs uneven experts T 333 H 512 F 384 E 4 k 2", moe_op(&h, "s", 333, 512, 384, 4, 2), 1e-5,
        moe_skewed}};
+  /* M3.1 attention of many rows of one sequence (m31_att_case): the measured prefill (2048
+     rows from 0; 4 kv heads there, 2 here to keep the CPU reference short), extends of 130 rows
+     (the last 8-row block with 2 rows; at 3003 the 8-row blocks straddle page boundaries), a
+     16k prompt's last rows (each row 16 of 126-128 blocks: 8 rows choose up to ~120), and two
+     small ones the cpu backend runs too (rows straddling pages from 61; varied selections) */
+  m31_att_case m31[7] = {
+      {"paged T=2048 from 0 Hk=2", 2048, 2, 0, 0, 17, 20, false, NULL},
+      {"sparse T=2048 from 0 Hk=2, every causal block", 2048, 2, 0, 1, 17, 20, false, NULL},
+      {"paged T=130 at 3000 Hk=4", 130, 4, 3000, 0, 26, 30, false, NULL},
+      {"sparse T=130 at 3003 Hk=2, varied selections", 130, 2, 3003, 2, 26, 30, false, NULL},
+      {"sparse T=384 at 16000 Hk=1, varied selections", 384, 1, 16000, 2, 129, 131, false, NULL},
+      {"paged T=203 at 61 Hk=1", 203, 1, 61, 0, 4, 6, true, NULL},
+      {"sparse T=96 at 700 Hk=1, varied selections", 96, 1, 700, 2, 8, 9, true, NULL}};
+  for (int i = 0; i < 7; i++) m31[i].op = m31_att_op(&h, &m31[i], i);
   h3_plan *plan = load_plan(b, h.m, H3_TIER_EXACT, "hand-made ops"); /* owns h.m */
   if (!plan) return;
   for (int i = 0; i < n; i++) {
@@ -513,6 +654,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
     check_op(b, cases[i].op, cases[i].tag, cases[i].limit, cases[i].prep);
   }
   check_moe_gemm_forms(b, gemm, 2);
+  check_m31_attention(b, m31, 7, all_attention);
   if (!a128v || !a333v) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");
     failed++;

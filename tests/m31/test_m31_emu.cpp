@@ -6,10 +6,14 @@
  *   moe           expert ids with repeats in a row (counted once), more rows per expert
  *                 than one pass takes (H3M_ROWS), rows of 8-element vectors and odd widths;
  *   paged / sparse / block attention: scrambled page tables, GQA groups of 2 and 16, head
- *                 dims 16 and 128, several key splits (the combine);
- *   index_topk    both score kernels (rows of one table; a row per block): the scores bitwise
- *                 (the reference's order), the selections equal (ties, partial head groups,
- *                 odd head dims, blocks of several pages and key tiles);
+ *                 dims 16 and 128, several key splits (the combine); the tensor-core form with
+ *                 4 and 8 warps per block, 1 to 32 splits combined in the launch (partials
+ *                 poisoned; the counters back at 0 and a second launch bitwise the same), a
+ *                 sparse row that selects no block;
+ *   index_topk    both score kernels (rows of one table, then the select kernel; rows of any
+ *                 table selecting in the same launch, run twice): the scores bitwise (the
+ *                 reference's order), the selections equal (ties, partial head groups, odd
+ *                 head dims, blocks of several pages and key tiles, more blocks than topk);
  * the paged ops also with a page table per row (a batch of sequences).
  * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-5): the kernels sum in another
  * order than the reference.
@@ -175,6 +179,8 @@ struct att_case {
   std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx} */
   bool batch;               /* a page table per row, [T, NP] */
   int64_t topk = 3;         /* sparse: selected blocks per row and kv head */
+  int W = 4;                /* tensor cores: warps per block */
+  int64_t empty = -1;       /* sparse: a row that selects no block */
 };
 
 /* A scrambled page table of `rows` tables of NP entries over pages 1..P-1. */
@@ -222,13 +228,13 @@ static void test_attention(const att_case &c) {
         int64_t nb = c.pos[t] / page + 1, n = 0;
         for (int64_t b = 0; b < nb && n < topk; b++)
           if (b == nb - 1 || urand() < 0.5) sel[n++] = (int32_t)b;
+        if (t == c.empty) n = 0;
         std::fill(sel + n, sel + topk, -1);
         if ((t + h) % 2) std::rotate(sel, sel + n, sel + topk);
       }
   }
   std::vector<buf> want = cpu_run(op, in);
   buf out = make(op->results[0]->type);
-  std::vector<float> part((size_t)(T * Hq * c.S * (D + 2)));
   const void *kb = c.kind == 1 ? in[5].p() : nullptr, *vb = c.kind == 1 ? in[6].p() : nullptr;
   const void *pos = c.kind == 1 ? nullptr : in[ipos].p(), *ctx = c.kind == 1 ? in[3].p() : nullptr;
   const void *sel = c.kind == 2 ? in[3].p() : nullptr;
@@ -240,23 +246,36 @@ static void test_attention(const att_case &c) {
   const h3_bf16 *q = (const h3_bf16 *)in[0].p(), *kc = (const h3_bf16 *)in[1].p();
   const h3_bf16 *vc = (const h3_bf16 *)in[2].p();
   const int *pt = (const int *)in[ipt].p();
-  if (c.form == ATT_MMA) /* as cu_m31_run_kv_attention: 4 (row, split) items per block; */
-    emu_launch3((T * S + 3) / 4, Hk, 1, 128, [&] { /* o itself with one split */
-      att44::att44_mma(q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt,
-                       (const int *)sel, (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD,
-                       ipage, itopk, 0.3f, pt_rows, NPP, S, (h3_bf16 *)out.p());
-    });
-  else
+  if (c.form == ATT_MMA) {
+    /* as cu_m31_run_kv_attention: a block per (row, split) and kv head, the combine in the
+       launch; the partials poisoned, the counters 0 after it: a second launch gives the same
+       bits */
+    std::vector<float> blobs((size_t)(T * Hk * S * H3M_BLOB), NAN);
+    std::vector<unsigned> cnt((size_t)(T * Hk), 0u);
+    for (int run = 0; run < (S > 1 ? 2 : 1); run++) {
+      buf o = make(op->results[0]->type);
+      emu_launch3(T * S, Hk, 1, 32 * c.W, [&] {
+        att44::att44_mma(q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt,
+                         (const int *)sel, (const int *)ctx, blobs.data(), kind, TT, iHq, iHk, iD, ipage,
+                         itopk, 0.3f, pt_rows, NPP, S, (h3_bf16 *)o.p(), cnt.data());
+      });
+      CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }),
+            "%s: counters not reset", c.name);
+      CHECK(run == 0 || o.bytes == out.bytes, "%s: a second launch differs", c.name);
+      if (run == 0) out = o;
+    }
+  } else {
+    std::vector<float> part((size_t)(T * Hq * c.S * (D + 2)));
     emu_launch3(T, Hk, S, 128, [&] {
       (c.form == ATT11 ? att11::att11_att : att44::att44_att)(
           q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt, (const int *)sel,
           (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP);
     });
-  if (c.form != ATT_MMA || S > 1)
     emu_launch3(T, Hq, 1, 128, [&] {
       (c.form == ATT11 ? att11::att11_combine : att44::att44_combine)(part.data(), (h3_bf16 *)out.p(),
                                                                      iHq, iD, S);
     });
+  }
   compare(c.name, out, want[0], 1e-4);
   h3_module_free(m);
 }
@@ -323,26 +342,36 @@ static void test_index_topk(const topk_case &c) {
   fill_table(in[3], rows, NP, P);
   std::vector<buf> want = cpu_run(op, in);
   buf out = make(op->results[0]->type);
-  /* as cu_m31_run_index_topk launches them: row tiles or rows x S splits, then a warp per
-     (row, head) */
+  /* as cu_m31_run_index_topk launches them: row tiles x S splits, then a warp per (row,
+     head); or rows x S splits that select in the same launch (run twice: the counters are 0
+     after a launch) */
   const int NB = (int)((NP * page + c.block - 1) / c.block), iHi = (int)Hi, iD = (int)D;
   const int ipage = (int)page, iblock = (int)c.block, itopk = (int)topk, pt_rows = (int)rows;
   const int tile = H3M_TOPK_QV / iHi;
   std::vector<float> score((size_t)(T * Hi * NB), NAN);
+  std::vector<unsigned> cnt((size_t)T, 0u);
   long long TT = T, NPP = NP;
   const h3_bf16 *iq = (const h3_bf16 *)in[0].p(), *ik = (const h3_bf16 *)in[1].p();
   const int *pos = (const int *)in[2].p(), *pt = (const int *)in[3].p();
-  if (c.rows)
+  if (c.rows) {
     emu_launch3((T + tile - 1) / tile, c.S, 1, H3M_TOPK_ROWS_THREADS, [&] {
       att11::att11_rows(iq, ik, pos, pt, score.data(), TT, iHi, iD, ipage, iblock, NB);
     });
-  else
-    emu_launch3(T, c.S, 1, H3M_TOPK_THREADS, [&] {
-      att11::att11_score(iq, ik, pos, pt, score.data(), iHi, iD, ipage, iblock, NB, pt_rows, NPP);
+    emu_launch3((T * Hi + 7) / 8, 1, 1, H3M_TOPK_THREADS, [&] {
+      att11::att11_select(score.data(), pos, (int *)out.p(), TT, iHi, iblock, NB, itopk);
     });
-  emu_launch3((T * Hi + 7) / 8, 1, 1, H3M_TOPK_THREADS, [&] {
-    att11::att11_select(score.data(), pos, (int *)out.p(), TT, iHi, iblock, NB, itopk);
-  });
+  } else {
+    for (int run = 0; run < 2; run++) {
+      buf o = make(op->results[0]->type);
+      emu_launch3(T, c.S, 1, H3M_TOPK_DEC_THREADS, [&] {
+        att11::att11_score(iq, ik, pos, pt, score.data(), cnt.data(), (int *)o.p(), iHi, iD, ipage, iblock,
+                           NB, itopk, pt_rows, NPP);
+      });
+      CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }), "index_topk: counters not reset");
+      CHECK(run == 0 || o.bytes == out.bytes, "index_topk: a second launch differs");
+      if (run == 0) out = o;
+    }
+  }
   char what[128];
   snprintf(what, sizeof what, "index_topk %s T %lld Hi %lld D %lld page %lld block %lld topk %lld S %d%s%s",
            c.rows ? "rows" : "row", (long long)T, (long long)Hi, (long long)D, (long long)page,
@@ -382,9 +411,9 @@ int main(void) {
   test_attention({"block D16 G2 S2", ATT11, 1, 4, 4, 2, 16, 8, 5, 2, {13}, false});
   test_attention({"paged batch D16 G2 S2", ATT11, 0, 4, 4, 2, 16, 8, 5, 2, {3, 38, 20, 9}, true});
   test_attention({"sparse batch D128 G16 S2", ATT44, 2, 3, 32, 2, 128, 8, 4, 2, {31, 6, 19}, true});
-  /* tensor cores: a row of 1 key, partial key tiles, a block with a warp past the last row */
+  /* tensor cores: a row of 1 key, partial key tiles, splits without keys */
   test_attention({"paged mma S3", ATT_MMA, 0, 5, 32, 2, 128, 16, 8, 3, {0, 37, 100, 127, 64}, false});
-  /* prefill rows: consecutive positions, pages of 128, S 1; tile counts differ in a block */
+  /* prefill rows: consecutive positions, pages of 128, S 1; tile counts differ between warps */
   test_attention({"paged mma S1 (prefill)", ATT_MMA, 0, 6, 32, 2, 128, 128, 3, 1, {251, 252, 253, 254, 255, 256}, false});
   test_attention({"sparse mma S2", ATT_MMA, 2, 3, 32, 2, 128, 16, 8, 2, {20, 77, 127}, false});
   test_attention({"block mma S2", ATT_MMA, 1, 4, 32, 2, 128, 16, 4, 2, {21}, false});
@@ -393,8 +422,18 @@ int main(void) {
   test_attention({"sparse batch mma S1", ATT_MMA, 2, 3, 32, 2, 128, 32, 3, 1, {95, 6, 61}, true});
   /* more than 32 selection entries (a lane places two) */
   test_attention({"sparse mma S2 topk 40", ATT_MMA, 2, 2, 16, 1, 128, 8, 48, 2, {380, 203}, false, 40});
-  /* decode: one row of 2048 keys in 64 splits of 32 */
-  test_attention({"paged mma decode S64", ATT_MMA, 0, 1, 16, 1, 128, 128, 16, 64, {2047}, false});
+  /* decode, one row (cuda_m31_msa.c's shapes): 2048 keys in 16 splits of 8 warps (a tile each)
+     and in 32 (half a tile each); 2501 keys in 4 splits (5 tiles a warp); the selected blocks
+     of a 2048-key row in 16 splits */
+  test_attention({"paged mma decode S16 W8", ATT_MMA, 0, 1, 16, 1, 128, 128, 16, 16, {2047}, false, 3, 8});
+  test_attention({"paged mma decode S32 W8", ATT_MMA, 0, 1, 16, 1, 128, 128, 16, 32, {2047}, false, 3, 8});
+  test_attention({"paged mma decode S4 W8 (5 tiles a warp)", ATT_MMA, 0, 1, 16, 1, 128, 128, 20, 4, {2500}, false, 3, 8});
+  test_attention({"sparse mma decode S16 W8", ATT_MMA, 2, 1, 16, 1, 128, 128, 16, 16, {2047}, false, 16, 8});
+  /* batches: one split of 4 warps (no combine), splits of 8 warps; a sparse row with no block */
+  test_attention({"paged batch mma S1 W4", ATT_MMA, 0, 5, 32, 2, 128, 16, 8, 1, {3, 100, 127, 64, 0}, true});
+  test_attention({"sparse batch mma S1 W4 (empty row)", ATT_MMA, 2, 4, 32, 2, 128, 16, 8, 1, {60, 127, 30, 90}, true, 5, 4, 1});
+  test_attention({"sparse batch mma S3 W8 (empty row)", ATT_MMA, 2, 4, 32, 2, 128, 16, 8, 3, {60, 127, 30, 90}, true, 5, 8, 2});
+  test_attention({"block mma S3 W8", ATT_MMA, 1, 3, 32, 2, 128, 16, 4, 3, {40}, false, 3, 8});
   /* rows form: prefill chunks at pos0 > 0, topk below the blocks (real selection), several
      splits, ties; head dim 10 (element loads, zero pad) with up to 47 blocks (two select
      chunks); blocks of 5 pages and 160 keys (two key tiles); the model's 4 x 128 */
@@ -407,5 +446,13 @@ int main(void) {
   test_index_topk({5, 3, 16, 8, 8, 6, 3, {3, 17, 40, 47, 29}, false, false, 2, true});
   test_index_topk({6, 4, 128, 16, 16, 6, 3, {95, 6, 61, 40, 33, 80}, true, false, 1, false});
   test_index_topk({4, 2, 16, 8, 8, 5, 2, {3, 38, 20, 9}, true, false, 4, true});
+  /* decode at the model's shapes: 2048 keys (every block selected), 5001 (40 blocks, topk 16,
+     ties; a block per split and 7 splits); 6 heads (8 vectors a key), index dim 200 (two
+     chunks of 128), a row in its first block; index dim 10 (element loads) */
+  test_index_topk({1, 4, 128, 128, 128, 17, 16, {2047}, false, false, 17, false});
+  test_index_topk({1, 4, 128, 128, 128, 40, 16, {5000}, false, false, 40, true});
+  test_index_topk({1, 4, 128, 128, 128, 40, 16, {5000}, false, false, 7, true});
+  test_index_topk({3, 6, 200, 16, 32, 6, 4, {95, 20, 61}, true, false, 2, false});
+  test_index_topk({3, 2, 10, 8, 8, 6, 3, {47, 7, 30}, true, false, 3, false});
   return check_summary("m31_emu");
 }
