@@ -38,39 +38,8 @@
 #define STAGES 3
 #define TILE_BYTES (BN * HD * 2)
 #define HALF_BYTES (TILE_BYTES / 2)
-// ---- named barriers of the two consumer warpgroups (ids 1, 2; 256 threads) ----
-__device__ __forceinline__ void h3f_turn_wait(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void h3f_turn_pass(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
-}
-// ---- wgmma ----
-// d (+)= A·B, m64n128k16, A and B (K-major) in shared memory; acc = 0 overwrites d
-__device__ __forceinline__ void h3f_mma_ss(float *d, unsigned long long a, unsigned long long b,
-                                           int acc) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               H3_WG_OPS64
-               "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
-}
-// d += A·B, m64n128k16, A in registers (bf16x2), B in shared memory, N-major
-__device__ __forceinline__ void h3f_mma_rs(float *d, const unsigned *a, unsigned long long b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               H3_WG_OPS64
-               "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-               : H3_WG_C64(d, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-__device__ __forceinline__ unsigned h3f_pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<unsigned *>(&v);
-}
-__device__ __forceinline__ float h3f_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+// the consumers' turns (h3_turn_wait / h3_turn_pass, named barriers 1, 2), the products
+// (h3_wgmma128_ss / _rs) and 2^x (h3_exp2_approx): the prelude's
 
 // online softmax of one S tile whose first key is key0: keys at or past len masked;
 // s[4n + e]: row 16·warp + lane/4 (+8 for e >= 2), key key0 + 8n + 2·(lane%4) + (e & 1).
@@ -95,17 +64,17 @@ __device__ __forceinline__ void h3f_softmax(float *s, float *m, float *l, float 
   for (int r = 0; r < 2; r++) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    corr[r] = h3f_exp2((m[r] - mx[r]) * c);
+    corr[r] = h3_exp2_approx((m[r] - mx[r]) * c);
     m[r] = mx[r];
   }
   const float ms0 = mx[0] * c, ms1 = mx[1] * c;
   float l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
   for (int n = 0; n < 16; n++) {
-    s[4 * n] = h3f_exp2(fmaf(s[4 * n], c, -ms0));
-    s[4 * n + 1] = h3f_exp2(fmaf(s[4 * n + 1], c, -ms0));
-    s[4 * n + 2] = h3f_exp2(fmaf(s[4 * n + 2], c, -ms1));
-    s[4 * n + 3] = h3f_exp2(fmaf(s[4 * n + 3], c, -ms1));
+    s[4 * n] = h3_exp2_approx(fmaf(s[4 * n], c, -ms0));
+    s[4 * n + 1] = h3_exp2_approx(fmaf(s[4 * n + 1], c, -ms0));
+    s[4 * n + 2] = h3_exp2_approx(fmaf(s[4 * n + 2], c, -ms1));
+    s[4 * n + 3] = h3_exp2_approx(fmaf(s[4 * n + 3], c, -ms1));
     l0 += s[4 * n] + s[4 * n + 1];
     l1 += s[4 * n + 2] + s[4 * n + 3];
   }
@@ -116,20 +85,20 @@ __device__ __forceinline__ void h3f_softmax(float *s, float *m, float *l, float 
 // (the mma.m16n8k16 A layout of each warp's 16 rows)
 __device__ __forceinline__ void h3f_pack_p(unsigned *p, const float *s) {
 #pragma unroll
-  for (int i = 0; i < 32; i++) p[i] = h3f_pack(s[2 * i], s[2 * i + 1]);
+  for (int i = 0; i < 32; i++) p[i] = h3_bf16x2(s[2 * i], s[2 * i + 1]);
 }
 // S = Q·K(stage)ᵀ: 8 k-steps of 16 dims (two 32-byte steps per 64-column half)
 __device__ __forceinline__ void h3f_qk(float *s, unsigned long long dq, unsigned long long dk) {
 #pragma unroll
   for (int kk = 0; kk < 8; kk++) {
     const unsigned long long off = (unsigned long long)((((kk >> 2) << 14) + (kk & 3) * 32) >> 4);
-    h3f_mma_ss(s, dq + off, dk + off, kk > 0);
+    h3_wgmma128_ss(s, dq + off, dk + off, kk > 0);
   }
 }
 // O += P·V(stage): 8 k-steps of 16 keys (2048 bytes each)
 __device__ __forceinline__ void h3f_pv(float *acc, const unsigned *p, unsigned long long dv) {
 #pragma unroll
-  for (int kk = 0; kk < 8; kk++) h3f_mma_rs(acc, p + 4 * kk, dv + (unsigned long long)(kk * (2048 >> 4)));
+  for (int kk = 0; kk < 8; kk++) h3_wgmma128_rs(acc, p + 4 * kk, dv + (unsigned long long)(kk * (2048 >> 4)));
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
@@ -201,14 +170,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     float lrow[2] = {0.0f, 0.0f};
     // n_tiles + 1 turns per warpgroup (S(0); S(j) with P(j-1)·V(j-1); P(n-1)·V(n-1));
     // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
-    if (cw == 1) h3f_turn_pass(1);
+    if (cw == 1) h3_turn_pass(1);
     h3_bar_wait(bq, 0);
     h3_bar_wait(bk, 0);
-    h3f_turn_wait(mine);
+    h3_turn_wait(mine);
     h3_wg_fence();
     h3f_qk(s, dq, dk);
     h3_wg_commit();
-    h3f_turn_pass(other);
+    h3_turn_pass(other);
     h3_wg_wait<0>();
     h3_wg_hold<64>(s);
     h3f_softmax(s, mrow, lrow, corr, 0, len, lane, c);
@@ -220,13 +189,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     for (int j = 1; j < n_tiles; j++) {
       h3_bar_wait(bk + 8 * (j % STAGES), parity(j));
       h3_bar_wait(bv + 8 * ((j - 1) % STAGES), parity(j - 1));
-      h3f_turn_wait(mine);
+      h3_turn_wait(mine);
       h3_wg_fence();
       h3f_qk(s, dq, dk + stage(j));
       h3_wg_commit();
       h3f_pv(acc, p, dv + stage(j - 1));
       h3_wg_commit();
-      h3f_turn_pass(other);
+      h3_turn_pass(other);
       h3_wg_wait<1>();
       h3_wg_hold<64>(s);
       h3f_softmax(s, mrow, lrow, corr, j * BN, len, lane, c);
@@ -243,11 +212,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
       h3f_pack_p(p, s);
     }
     h3_bar_wait(bv + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
-    h3f_turn_wait(mine);
+    h3_turn_wait(mine);
     h3_wg_fence();
     h3f_pv(acc, p, dv + stage(n_tiles - 1));
     h3_wg_commit();
-    if (cw == 0) h3f_turn_pass(other);
+    if (cw == 0) h3_turn_pass(other);
     h3_wg_wait<0>();
     h3_wg_hold<64>(acc);
 #pragma unroll
@@ -262,10 +231,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_flash_fwd(
     for (int n = 0; n < 16; n++) {
       if (r0 < len)
         *reinterpret_cast<unsigned *>(ob + (long long)r0 * os + n * 8) =
-            h3f_pack(acc[4 * n] * inv0, acc[4 * n + 1] * inv0);
+            h3_bf16x2(acc[4 * n] * inv0, acc[4 * n + 1] * inv0);
       if (r1 < len)
         *reinterpret_cast<unsigned *>(ob + (long long)r1 * os + n * 8) =
-            h3f_pack(acc[4 * n + 2] * inv1, acc[4 * n + 3] * inv1);
+            h3_bf16x2(acc[4 * n + 2] * inv1, acc[4 * n + 3] * inv1);
     }
   }
 }

@@ -90,41 +90,11 @@ struct h3mf_tiles {
   unsigned char rows[H3MF_SEL];
 };
 
-// ---- named barriers: ids 1, 2 the consumers' turns (256 threads), 3 + w warpgroup w's own ----
-__device__ __forceinline__ void h3mf_turn_wait(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void h3mf_turn_pass(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
-}
+// ---- named barriers: ids 1, 2 the consumers' turns (the prelude's h3_turn_wait / _pass, 256
+// threads), 3 + w warpgroup w's own; the products and 2^x: the prelude's h3_wgmma128_* and
+// h3_exp2_approx ----
 __device__ __forceinline__ void h3mf_wg_sync(int id) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
-}
-// ---- wgmma ----
-// d (+)= A·B, m64n128k16, A and B (K-major) in shared memory; acc = 0 overwrites d
-__device__ __forceinline__ void h3mf_mma_ss(float *d, unsigned long long a, unsigned long long b,
-                                            int acc) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               H3_WG_OPS64
-               "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
-}
-// d += A·B, m64n128k16, A in registers (bf16x2), B in shared memory, N-major
-__device__ __forceinline__ void h3mf_mma_rs(float *d, const unsigned *a, unsigned long long b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               H3_WG_OPS64
-               "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-               : H3_WG_C64(d, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-__device__ __forceinline__ unsigned h3mf_pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<unsigned *>(&v);
-}
-__device__ __forceinline__ float h3mf_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 // 16 bytes from src into shared memory at dst by cp.async; zeros where !live (nothing read)
 __device__ __forceinline__ void h3mf_cp16(unsigned dst, const void *src, bool live) {
@@ -213,17 +183,17 @@ __device__ __forceinline__ void h3mf_softmax(float *s, float *m, float *l, float
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
     const float mu = mx[r] == -H3MF_INF ? 0.0f : mx[r];
-    corr[r] = h3mf_exp2((m[r] - mu) * c);
+    corr[r] = h3_exp2_approx((m[r] - mu) * c);
     m[r] = mx[r];
     ms[r] = mu * c;
   }
   float l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
   for (int n = 0; n < 16; n++) {
-    s[4 * n] = h3mf_exp2(fmaf(s[4 * n], c, -ms[0]));
-    s[4 * n + 1] = h3mf_exp2(fmaf(s[4 * n + 1], c, -ms[0]));
-    s[4 * n + 2] = h3mf_exp2(fmaf(s[4 * n + 2], c, -ms[1]));
-    s[4 * n + 3] = h3mf_exp2(fmaf(s[4 * n + 3], c, -ms[1]));
+    s[4 * n] = h3_exp2_approx(fmaf(s[4 * n], c, -ms[0]));
+    s[4 * n + 1] = h3_exp2_approx(fmaf(s[4 * n + 1], c, -ms[0]));
+    s[4 * n + 2] = h3_exp2_approx(fmaf(s[4 * n + 2], c, -ms[1]));
+    s[4 * n + 3] = h3_exp2_approx(fmaf(s[4 * n + 3], c, -ms[1]));
     l0 += s[4 * n] + s[4 * n + 1];
     l1 += s[4 * n + 2] + s[4 * n + 3];
   }
@@ -233,21 +203,21 @@ __device__ __forceinline__ void h3mf_softmax(float *s, float *m, float *l, float
 // P as the A operand of P·V: keys 16kk.. of rows lane/4 and lane/4 + 8 in p[4kk .. 4kk + 3]
 __device__ __forceinline__ void h3mf_pack_p(unsigned *p, const float *s) {
 #pragma unroll
-  for (int i = 0; i < 32; i++) p[i] = h3mf_pack(s[2 * i], s[2 * i + 1]);
+  for (int i = 0; i < 32; i++) p[i] = h3_bf16x2(s[2 * i], s[2 * i + 1]);
 }
 // S = Q·K(stage)ᵀ: 8 k-steps of 16 dims (two 32-byte steps per 64-column half)
 __device__ __forceinline__ void h3mf_qk(float *s, unsigned long long dq, unsigned long long dk) {
 #pragma unroll
   for (int kk = 0; kk < 8; kk++) {
     const unsigned long long off = (unsigned long long)((((kk >> 2) << 14) + (kk & 3) * 32) >> 4);
-    h3mf_mma_ss(s, dq + off, dk + off, kk > 0);
+    h3_wgmma128_ss(s, dq + off, dk + off, kk > 0);
   }
 }
 // O += P·V(stage): 8 k-steps of 16 keys (2048 bytes each)
 __device__ __forceinline__ void h3mf_pv(float *acc, const unsigned *p, unsigned long long dv) {
 #pragma unroll
   for (int kk = 0; kk < 8; kk++)
-    h3mf_mma_rs(acc, p + 4 * kk, dv + (unsigned long long)(kk * (2048 >> 4)));
+    h3_wgmma128_rs(acc, p + 4 * kk, dv + (unsigned long long)(kk * (2048 >> 4)));
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) h3cu_m31_flash(
@@ -343,15 +313,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_m31_flash(
     if (n_tiles > 0) {
       // n_tiles + 1 turns per warpgroup (S(0); S(j) with P(j-1)·V(j-1); P(n-1)·V(n-1));
       // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
-      if (cw == 1) h3mf_turn_pass(1);
+      if (cw == 1) h3_turn_pass(1);
       h3_bar_wait(bq, 0);
       h3_fence_async_smem(); // Q came by cp.async (generic proxy); wgmma reads it (async)
       h3_bar_wait(bk, 0);
-      h3mf_turn_wait(mine);
+      h3_turn_wait(mine);
       h3_wg_fence();
       h3mf_qk(s, dq, dk);
       h3_wg_commit();
-      h3mf_turn_pass(other);
+      h3_turn_pass(other);
       h3_wg_wait<0>();
       h3_wg_hold<64>(s);
       h3mf_softmax(s, mrow, lrow, corr, lim(0), lane, c);
@@ -362,13 +332,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_m31_flash(
         const int lj = lim(j);
         h3_bar_wait(bk + 8 * (j % H3MF_STAGES), parity(j));
         h3_bar_wait(bv + 8 * ((j - 1) % H3MF_STAGES), parity(j - 1));
-        h3mf_turn_wait(mine);
+        h3_turn_wait(mine);
         h3_wg_fence();
         h3mf_qk(s, dq, dk + stage(j));
         h3_wg_commit();
         h3mf_pv(acc, pk, dv + stage(j - 1));
         h3_wg_commit();
-        h3mf_turn_pass(other);
+        h3_turn_pass(other);
         h3_wg_wait<1>();
         h3_wg_hold<64>(s);
         h3mf_softmax(s, mrow, lrow, corr, lj, lane, c);
@@ -397,11 +367,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_m31_flash(
         h3_fence_async_smem();
         h3mf_wg_sync(3 + cw);
       }
-      h3mf_turn_wait(mine);
+      h3_turn_wait(mine);
       h3_wg_fence();
       h3mf_pv(acc, pk, dv + stage(last));
       h3_wg_commit();
-      if (cw == 0) h3mf_turn_pass(other);
+      if (cw == 0) h3_turn_pass(other);
       h3_wg_wait<0>();
       h3_wg_hold<64>(acc);
     }
@@ -419,9 +389,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) h3cu_m31_flash(
 #pragma unroll
       for (int n = 0; n < 16; n++) {
         *reinterpret_cast<unsigned *>(og + n * 8) =
-            h3mf_pack(acc[4 * n] * inv0, acc[4 * n + 1] * inv0);
+            h3_bf16x2(acc[4 * n] * inv0, acc[4 * n + 1] * inv0);
         *reinterpret_cast<unsigned *>(og + 8 * H3MF_HD + n * 8) =
-            h3mf_pack(acc[4 * n + 2] * inv1, acc[4 * n + 3] * inv1);
+            h3_bf16x2(acc[4 * n + 2] * inv1, acc[4 * n + 3] * inv1);
       }
     }
   }

@@ -520,4 +520,29 @@ H3_DI void h3_prefetch_map(const h3_tmap *map) {
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+// the attention kernels' m64n128k16 bf16 products (flash_attention.cu, m31_flash.cu), fp32
+// accumulators d[64]: d (+)= A B with A and B (K-major) in shared memory (acc = 0 overwrites d);
+// d += A B with A in registers (bf16x2) and B N-major in shared memory
+H3_DI void h3_wgmma128_ss(float *d, unsigned long long a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               H3_WG_OPS64
+               "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
+}
+H3_DI void h3_wgmma128_rs(float *d, const unsigned *a, unsigned long long b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               H3_WG_OPS64
+               "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+               : H3_WG_C64(d, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+// the two consumer warpgroups' turns (named barrier id of 256 threads): wait for it, or pass it
+H3_DI void h3_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+H3_DI void h3_turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+// 2^x, the hardware approximation (flush to zero)
+H3_DI float h3_exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 #endif
