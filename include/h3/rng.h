@@ -1,10 +1,11 @@
 /* rng.h: h3's counter-based random generator, shared bit for bit by the CPU and the GPU.
  *
  * This header is the single definition of every random number h3 produces: random
- * weights (`--weights random`), `randn` noise, uniforms. It compiles as C11 (host), as
- * CUDA C under nvcc, and as NVRTC source (codegen pastes or #includes this text into
- * kernels), so the GPU runs the same arithmetic as the CPU. Under NVRTC it includes no
- * header. The CPU results are the truth; a GPU kernel must equal them bitwise.
+ * weights (`--weights random`), `randn` noise, uniforms, the Gumbel noise of
+ * `sample_tokens`. It compiles as C11 (host), as CUDA C under nvcc, and as NVRTC source
+ * (codegen pastes or #includes this text into kernels), so the GPU runs the same arithmetic
+ * as the CPU. Under NVRTC it includes no header. The CPU results are the truth; a GPU kernel
+ * must equal them bitwise.
  *
  * Generator: Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
  * 3", SC'11), multipliers 0xD2511F53 / 0xCD9E8D57, key increments 0x9E3779B9 /
@@ -13,6 +14,8 @@
  *   key     = (seed low 32, seed high 32)
  *   stream  = FNV-1a 32-bit hash of the stream's name (a weight tensor's expanded name
  *             such as "blocks.3.attn.qkv_proj.weight", or a `randn` op's stream attr).
+ *             `sample_tokens`: the stream "sample", index = position * 2^32 + token, the
+ *             request's 32-bit seed (h3_rng_sample_score).
  * Element `index` of a stream uses the output words of its own counter; words 2 and 3
  * are not used.
  *
@@ -239,6 +242,25 @@ H3_HD H3_RNG_INLINE float h3_rng_normal(unsigned long long seed, unsigned int st
 H3_HD H3_RNG_INLINE float h3_rng_uniform(unsigned long long seed, unsigned int stream,
                                          unsigned long long index) {
   return h3_rng_u01(h3_rng_block(seed, stream, index).w[0]);
+}
+
+/* Sampling (the `sample_tokens` op of ops.def): the Gumbel-max score of token v of a row of
+ * logits.
+ *   u = h3_rng_uniform(seed, H3_RNG_SAMPLE_STREAM, pos * 2^32 + v): the u01 of word 0 of
+ *       counter (v, pos, H3_RNG_SAMPLE_STREAM, 0) under key (seed, 0);
+ *   g = -log(-log(u))  (h3_rng_log twice: -log(u) lies in [5.9e-8, 16.7], positive normal);
+ *   score = logit / t + g  (one division and one addition, each rounded; no product feeds
+ *   the addition, so no contraction can change it).
+ * The first index of the largest score of a row is a sample of softmax(logits / t) (the
+ * Gumbel-max trick, up to u's 2^23-value grid and h3_rng_log's ulp); it depends only on
+ * (seed, pos, v, logit, t). */
+#define H3_RNG_SAMPLE_STREAM 0x96e382a7u /* FNV-1a 32 of "sample" */
+
+H3_HD H3_RNG_INLINE float h3_rng_sample_score(float logit, float t, unsigned int seed,
+                                              unsigned int pos, unsigned int v) {
+  float u = h3_rng_uniform(seed, H3_RNG_SAMPLE_STREAM, ((unsigned long long)pos << 32) | v);
+  float g = -h3_rng_log(-h3_rng_log(u));
+  return H3_RNG_ADD(H3_RNG_DIV(logit, t), g);
 }
 
 /* Random weight initialisers (the random kinds of h3_init_kind in ir.h; their numbers are

@@ -4,9 +4,9 @@
  *                              needed), with and without -use_fast_math;
  *   io_test_rng_nvrtc --run    also runs it on the GPU (built with and without
  *                              -use_fast_math) and compares every value of the normal,
- *                              uniform and the three initialisers with the CPU (bit for
- *                              bit) over 2^20 elements of two streams; exits 77 when no
- *                              GPU / driver is present.
+ *                              uniform, the three initialisers and sample_tokens' Gumbel-max
+ *                              score with the CPU (bit for bit) over 2^20 elements of two
+ *                              streams; exits 77 when no GPU / driver is present.
  * The driver API is opened with dlopen so the binary runs on machines without a driver.
  */
 #include "h3/rng.h"
@@ -20,8 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* sample_tokens' logit of element i, on the host and (as text) on the device: a quarter-step
+ * ramp in [-12, 12], exact in fp32 (also when the device contracts it into an fma) */
+#define LOGIT_BODY (float)(int)(i % 97) * 0.25f - 12.0f
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static float logit(unsigned int i) { return LOGIT_BODY; }
+
 static const char *kernel_src =
     "#include \"h3/rng.h\"\n"
+    "__device__ float logit(unsigned int i) { return " STR(LOGIT_BODY) "; }\n"
     "extern \"C\" __global__ void rng_test(float *out, unsigned long long seed,\n"
     "                                      unsigned int stream, int n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -31,6 +39,7 @@ static const char *kernel_src =
     "  out[2 * n + i] = h3_rng_init_value(H3_RNG_INIT_NORMAL, 0.02f, seed, stream, i);\n"
     "  out[3 * n + i] = h3_rng_init_value(H3_RNG_INIT_UNIFORM, 0.125f, seed, stream, i);\n"
     "  out[4 * n + i] = h3_rng_init_value(H3_RNG_INIT_ONES_PLUS_NORMAL, 0.3f, seed, stream, i);\n"
+    "  out[5 * n + i] = h3_rng_sample_score(logit(i), 0.7f, (unsigned int)seed, stream, i);\n"
     "}\n";
 
 /* Compiles the kernel; returns a malloc'd CUBIN (cubin=1) or PTX image, NULL on failure. */
@@ -97,7 +106,7 @@ static int load_driver(void) {
 /* Runs the kernel for one (seed, stream) and compares with the CPU; returns mismatches. */
 static long run_compare(CUfunction fn, unsigned long long seed, unsigned int stream, int n) {
   CUdeviceptr dout;
-  size_t bytes = 5 * (size_t)n * sizeof(float);
+  size_t bytes = 6 * (size_t)n * sizeof(float);
   float *gpu = malloc(bytes), *cpu = malloc(bytes);
   if (!gpu || !cpu || p_cuMemAlloc(&dout, bytes) != CUDA_SUCCESS) {
     fprintf(stderr, "out of host or device memory\n");
@@ -121,8 +130,10 @@ static long run_compare(CUfunction fn, unsigned long long seed, unsigned int str
   h3_rng_fill_init(H3_RNG_INIT_NORMAL, 0.02f, seed, stream, 0, (size_t)n, cpu + 2 * n);
   h3_rng_fill_init(H3_RNG_INIT_UNIFORM, 0.125f, seed, stream, 0, (size_t)n, cpu + 3 * n);
   h3_rng_fill_init(H3_RNG_INIT_ONES_PLUS_NORMAL, 0.3f, seed, stream, 0, (size_t)n, cpu + 4 * n);
+  for (int i = 0; i < n; i++)
+    cpu[5 * n + i] = h3_rng_sample_score(logit((unsigned)i), 0.7f, (unsigned)seed, stream, (unsigned)i);
   long bad = 0;
-  for (size_t i = 0; i < 5 * (size_t)n; i++)
+  for (size_t i = 0; i < 6 * (size_t)n; i++)
     if (memcmp(&gpu[i], &cpu[i], sizeof(float)) != 0 && bad++ < 5)
       fprintf(stderr, "output %zu element %zu: gpu %.9g cpu %.9g\n", i / (size_t)n,
               i % (size_t)n, gpu[i], cpu[i]);
@@ -166,7 +177,7 @@ static int run_gpu(char *images[2][2]) {
       fprintf(stderr, "GPU (%s) and CPU differ: %ld + %ld values\n", what, bad, bad2);
       return 1;
     }
-    printf("GPU (%s) equals CPU bit for bit on %d values\n", what, 2 * 5 * n);
+    printf("GPU (%s) equals CPU bit for bit on %d values\n", what, 2 * 6 * n);
   }
   return 0;
 }
