@@ -249,6 +249,22 @@ H3_INFER_DECL(h3_infer_argmax) {
   return 1;
 }
 
+/* sample_tokens(logits f32[R, V], temperature f32[R], seed i32[R], pos i32[R]) -> i32[R] */
+H3_INFER_DECL(h3_infer_sample_tokens) {
+  const h3_type *x = TY(0), *t = TY(1);
+  if (x->dtype != H3_F32 || x->rank != 2 || x->dims[1] < 1)
+    FAIL("sample_tokens: logits must be f32[R, V] with V >= 1, got %s", TS(x));
+  if (t->dtype != H3_F32 || t->rank != 1) FAIL("sample_tokens: temperature must be f32[R], got %s", TS(t));
+  if (h3_infer_want_dim(op, 0, "logits", 0, 1, "temperature", 0, "R", "[R]", why, why_len)) return -1;
+  static const char *const ints[2] = {"seed", "pos"};
+  for (int i = 2; i < 4; i++) {
+    if (h3_infer_want_i32(op, i, ints[i - 2], 1, "[R]", why, why_len)) return -1;
+    if (h3_infer_want_dim(op, 0, "logits", 0, i, ints[i - 2], 0, "R", "[R]", why, why_len)) return -1;
+  }
+  out[0] = h3_type_make(H3_I32, 1, &x->dims[0]);
+  return 1;
+}
+
 H3_INFER_DECL(h3_infer_reduce_sum) {
   const h3_type *x = TY(0);
   if (x->rank < 1) FAIL("reduce_sum: x must be [.., N], got %s", TS(x));

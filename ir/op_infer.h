@@ -43,6 +43,7 @@ H3_INFER_DECL(h3_infer_set_index);
 H3_INFER_DECL(h3_infer_scatter_rows);
 H3_INFER_DECL(h3_infer_rms_norm);
 H3_INFER_DECL(h3_infer_argmax);
+H3_INFER_DECL(h3_infer_sample_tokens);
 H3_INFER_DECL(h3_infer_reduce_sum);
 /* op_infer_normmod.c: fused RMSNorm + indexed AdaLN */
 H3_INFER_DECL(h3_infer_norm_modulate);

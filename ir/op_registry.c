@@ -60,6 +60,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(SCATTER_ROWS, 3, 3, 0, h3_infer_scatter_rows, {0}),
     ENTRY(RMS_NORM, 2, 2, 0, h3_infer_rms_norm, A("eps", FLOAT), O("offset", FLOAT), DT),
     ENTRY(ARGMAX, 1, 1, 0, h3_infer_argmax, {0}),
+    ENTRY(SAMPLE_TOKENS, 4, 4, 0, h3_infer_sample_tokens, {0}),
     ENTRY(REDUCE_SUM, 1, 1, 0, h3_infer_reduce_sum, DT),
     ENTRY(NORM_MODULATE, 5, 5, 0, h3_infer_norm_modulate, A("eps", FLOAT), O("offset", FLOAT),
           A("tier", TIER), O("modulate", STRING), O("quantize", INT)),

@@ -200,6 +200,27 @@ static void test_movement(void) {
             "error: scatter_rows: v is f32[2, 4, 2] but x f32[10, 4, 2] with idx i32[3] needs f32[3, 4, 2]");
 }
 
+/* sample_tokens(logits f32[R, V], temperature f32[R], seed i32[R], pos i32[R]): operand types,
+ * then the result or the message */
+static void test_sample_tokens(void) {
+  static const char *const cases[][2] = {
+      {"f32[4, 100]; f32[4]; i32[4]; i32[4]", "i32[4]"},
+      {"bf16[4, 100]; f32[4]; i32[4]; i32[4]", "logits must be f32[R, V] with V >= 1, got bf16[4, 100]"},
+      {"f32[100]; f32[1]; i32[1]; i32[1]", "logits must be f32[R, V] with V >= 1, got f32[100]"},
+      {"f32[4, 0]; f32[4]; i32[4]; i32[4]", "logits must be f32[R, V] with V >= 1, got f32[4, 0]"},
+      {"f32[4, 100]; bf16[4]; i32[4]; i32[4]", "temperature must be f32[R], got bf16[4]"},
+      {"f32[4, 100]; f32[3]; i32[4]; i32[4]", "logits has R = 4 but temperature has R = 3 (temperature is [R])"},
+      {"f32[4, 100]; f32[4]; i64[4]; i32[4]", "seed must be i32[R], got i64[4]"},
+      {"f32[4, 100]; f32[4]; i32[4]; i32[4, 1]", "pos must be i32[R], got i32[4, 1]"},
+      {"f32[4, 100]; f32[4]; i32[4]; i32[5]", "logits has R = 4 but pos has R = 5 (pos is [R])"},
+      {"f32[4, 100]; f32[4]; i32[4]", "takes 4 operands, got 3"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char want[160];
+    snprintf(want, sizeof want, "%s%s", i ? "error: sample_tokens: " : "", cases[i][1]);
+    CHECK_STR(RUN0(SAMPLE_TOKENS, cases[i][0]), want);
+  }
+}
+
 static void test_reductions(void) {
   CHECK_STR(RUN(RMS_NORM, "bf16[8, 64]; bf16[64]", AF("eps", 1e-6)), "bf16[8, 64]");
   CHECK_STR(RUN(RMS_NORM, "bf16[8, 64]; bf16[64]", AF("eps", 1e-6), AF("offset", 1), AD("dtype", H3_F32)), "f32[8, 64]");
@@ -283,6 +304,7 @@ int main(void) {
   test_elementwise();
   test_movement();
   test_reductions();
+  test_sample_tokens();
   test_model_ops();
   h3_module_free(M);
   return check_report("test_infer");

@@ -1,0 +1,209 @@
+/* test_ops_sample.c: the CPU reference of `sample_tokens` (ops.def) against its contract:
+ *   - temperature <= 0, -0 or NaN is argmax (the argmax op's result: ties to the lowest
+ *     index, NaN never wins, an all-NaN row gives 0);
+ *   - temperature > 0 is the first maximum of logit / T + g, g = -log(-log(u)), u from
+ *     h3_rng_uniform on the stream "sample" at index pos * 2^32 + v under the row's seed,
+ *     recomputed here from the rng.h primitives; it changes with the seed and the position;
+ *   - a row's token does not depend on the other rows (alone vs row 3 of a batch of 5);
+ *   - frequencies over 20000 seeds and over 20000 positions are within 0.02 of
+ *     softmax(logits / T) for a 4-token row (T = 1, 0.5, and T = 100: near uniform);
+ *   - NaN and -inf logits are never drawn.
+ * Every run also checks 1 thread against 2 (harness.h).
+ */
+#include "harness.h"
+#include "h3/rng.h"
+
+/* One sample_tokens op over R rows of V logits (new graph inputs each call); returns the tokens
+ * (malloc'd). */
+static int32_t *run_sample(T *t, int64_t R, int64_t V, const float *x, const float *temp,
+                           const int32_t *seed, const int32_t *pos) {
+  static int calls;
+  char name[4][32];
+  static const char *const what[4] = {"logits", "temperature", "seed", "pos"};
+  for (int i = 0; i < 4; i++) snprintf(name[i], sizeof name[i], "%s%d", what[i], calls);
+  calls++;
+  h3_value *v[4] = {t_in(t, name[0], TY(H3_F32, R, V)), t_in(t, name[1], TY(H3_F32, R)),
+                    t_in(t, name[2], TY(H3_I32, R)), t_in(t, name[3], TY(H3_I32, R))};
+  h3_op *op = t_op(t, H3_OP_SAMPLE_TOKENS, 4, v, 0, NULL);
+  const void *src[4] = {x, temp, seed, pos};
+  const size_t bytes[4] = {(size_t)(R * V) * 4, (size_t)R * 4, (size_t)R * 4, (size_t)R * 4};
+  h3_tensor in[4], out[1];
+  for (int i = 0; i < 4; i++) {
+    in[i] = t_alloc(v[i]->type);
+    memcpy(in[i].data, src[i], bytes[i]);
+  }
+  CHECK(t_run(op, in, out) == H3_OK, "sample_tokens R %lld V %lld", (long long)R, (long long)V);
+  t_free_all(in, 4);
+  return out[0].data;
+}
+
+/* The contract's token for one row at T > 0, from rng.h's primitives. */
+static int32_t want_token(const float *x, int64_t V, float temp, int32_t seed, int32_t pos) {
+  uint32_t stream = h3_rng_stream_id("sample");
+  int32_t best = 0;
+  float bv = -INFINITY;
+  for (int64_t v = 0; v < V; v++) {
+    uint64_t index = ((uint64_t)(uint32_t)pos << 32) | (uint64_t)v;
+    float u = h3_rng_uniform((uint32_t)seed, stream, index);
+    float g = -h3_rng_log(-h3_rng_log(u));
+    float s = x[v] / temp + g;
+    if (s > bv) bv = s, best = (int32_t)v;
+  }
+  return best;
+}
+
+static void test_greedy(void) {
+  T t;
+  t_init(&t, 11);
+  enum { R = 6, V = 50 };
+  float x[R * V], temp[R] = {0.0f, -1.0f, NAN, -0.0f, 0.0f, -INFINITY};
+  int32_t seed[R] = {1, 2, 3, 4, 5, 6}, pos[R] = {0, 1, 2, 3, 4, 5};
+  for (int i = 0; i < R * V; i++) x[i] = (float)t_uniform(&t, -3, 3);
+  for (int v = 0; v < V; v++) {
+    x[1 * V + v] = v == 7 || v == 20 ? 5.0f : -1.0f; /* tie: 7 */
+    x[2 * V + v] = v < 3 ? NAN : v == 30 ? 4.0f : 0.0f; /* NaN first: 30 */
+    x[3 * V + v] = NAN;                                 /* all NaN: 0 */
+    x[4 * V + v] = v == 11 ? 2.0f : -INFINITY;          /* 11 */
+  }
+  int32_t *got = run_sample(&t, R, V, x, temp, seed, pos);
+  h3_value *xv = t_in(&t, "x_argmax", TY(H3_F32, R, V));
+  h3_op *am = t_op(&t, H3_OP_ARGMAX, 1, &xv, 0, NULL);
+  h3_tensor in = t_alloc(xv->type), oa[1];
+  memcpy(in.data, x, sizeof x);
+  CHECK(t_run(am, &in, oa) == H3_OK, "argmax");
+  for (int r = 0; r < R; r++)
+    CHECK(got[r] == ((int32_t *)oa[0].data)[r], "greedy row %d: %d, argmax %d", r, got[r],
+          ((int32_t *)oa[0].data)[r]);
+  static const int32_t want[R - 1] = {-1, 7, 30, 0, 11};
+  for (int r = 1; r < R - 1; r++) CHECK(got[r] == want[r], "greedy row %d: %d, want %d", r, got[r], want[r]);
+  free(got);
+  free(in.data);
+  t_free_all(oa, 1);
+  t_free(&t);
+}
+
+static void test_gumbel(void) {
+  T t;
+  t_init(&t, 12);
+  CHECK(h3_rng_stream_id("sample") == H3_RNG_SAMPLE_STREAM, "the stream constant");
+  /* the contract's token, rows of V = 1000 at several temperatures, seeds and positions
+     (negative ones included: their 32-bit patterns) */
+  enum { R = 8, V = 1000 };
+  float *x = malloc(sizeof(float) * R * V);
+  float temp[R] = {1.0f, 0.5f, 2.0f, 0.01f, 1e-30f, 3.0f, 0.7f, 1.0f};
+  int32_t seed[R] = {0, 1, -1, 7, 123456789, -5, 42, 42}, pos[R] = {0, 5, 17, -3, 100000, 2, 0, 1};
+  for (int i = 0; i < R * V; i++) x[i] = (float)t_uniform(&t, -4, 4);
+  int32_t *got = run_sample(&t, R, V, x, temp, seed, pos);
+  for (int r = 0; r < R; r++) {
+    int32_t w = want_token(x + r * V, V, temp[r], seed[r], pos[r]);
+    CHECK(got[r] == w, "row %d: token %d, want %d", r, got[r], w);
+  }
+  int32_t *again = run_sample(&t, R, V, x, temp, seed, pos);
+  CHECK(memcmp(got, again, sizeof(int32_t) * R) == 0, "the same inputs give the same tokens");
+  free(again);
+  /* flat logits: the token moves with the seed and with the position */
+  enum { N = 16 };
+  float *flat = calloc(N * V, sizeof(float)), ones[N];
+  int32_t ids[N], zero[N] = {0};
+  for (int i = 0; i < N; i++) ones[i] = 1.0f, ids[i] = i;
+  int32_t *by_seed = run_sample(&t, N, V, flat, ones, ids, zero);
+  int32_t *by_pos = run_sample(&t, N, V, flat, ones, zero, ids);
+  int distinct_seed = 0, distinct_pos = 0;
+  for (int i = 0; i < N; i++) {
+    bool s_new = true, p_new = true;
+    for (int j = 0; j < i; j++) s_new = s_new && by_seed[j] != by_seed[i], p_new = p_new && by_pos[j] != by_pos[i];
+    distinct_seed += s_new, distinct_pos += p_new;
+  }
+  CHECK(distinct_seed >= 12 && distinct_pos >= 12, "16 seeds give %d tokens, 16 positions %d",
+        distinct_seed, distinct_pos);
+  free(by_seed), free(by_pos), free(flat), free(got), free(x);
+  t_free(&t);
+}
+
+/* Row r of a batch of 5 with other contents equals the same row alone. */
+static void test_batch_invariance(void) {
+  T t;
+  t_init(&t, 13);
+  enum { B = 5, V = 333 };
+  float x[B * V], temp[B] = {0.8f, 0.0f, 1.5f, 1.0f, 0.3f};
+  int32_t seed[B] = {9, 8, 7, 1234, 5}, pos[B] = {1, 2, 3, 77, 5};
+  for (int i = 0; i < B * V; i++) x[i] = (float)t_uniform(&t, -5, 5);
+  int32_t *batch = run_sample(&t, B, V, x, temp, seed, pos);
+  for (int r = 0; r < B; r++) {
+    int32_t *alone = run_sample(&t, 1, V, x + r * V, temp + r, seed + r, pos + r);
+    CHECK(alone[0] == batch[r], "row %d: alone %d, in the batch %d", r, alone[0], batch[r]);
+    free(alone);
+  }
+  free(batch);
+  t_free(&t);
+}
+
+/* 20000 draws of a 4-token row with logits log(p) at temperature T, over seeds (by_pos false)
+ * or positions; each frequency within tol of softmax(log(p) / T). */
+static void check_frequencies(T *t, float T_, bool by_pos, double tol) {
+  enum { N = 20000, V = 4 };
+  static const double p[V] = {0.1, 0.2, 0.3, 0.4};
+  float *x = malloc(sizeof(float) * N * V), *temp = malloc(sizeof(float) * N);
+  int32_t *seed = malloc(sizeof(int32_t) * N), *pos = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) {
+    for (int v = 0; v < V; v++) x[i * V + v] = (float)log(p[v]);
+    temp[i] = T_;
+    seed[i] = by_pos ? 31337 : i;
+    pos[i] = by_pos ? i : 4096;
+  }
+  int32_t *tok = run_sample(t, N, V, x, temp, seed, pos);
+  double want[V], z = 0, count[V] = {0};
+  for (int v = 0; v < V; v++) z += want[v] = pow(p[v], 1.0 / T_);
+  for (int i = 0; i < N; i++)
+    if (tok[i] >= 0 && tok[i] < V) count[tok[i]] += 1.0 / N;
+  for (int v = 0; v < V; v++)
+    CHECK(fabs(count[v] - want[v] / z) <= tol, "T %g over %s: token %d drawn %.4f, p %.4f", T_,
+          by_pos ? "positions" : "seeds", v, count[v], want[v] / z);
+  free(tok), free(x), free(temp), free(seed), free(pos);
+}
+
+static void test_statistics(void) {
+  T t;
+  t_init(&t, 14);
+  check_frequencies(&t, 1.0f, false, 0.02);
+  check_frequencies(&t, 1.0f, true, 0.02);
+  check_frequencies(&t, 0.5f, false, 0.02);
+  check_frequencies(&t, 100.0f, true, 0.02); /* near uniform: p^(1/100) in [0.977, 0.991] */
+  t_free(&t);
+}
+
+/* NaN and -inf logits are never drawn, whatever the seed; a row of NaN gives 0. */
+static void test_nan(void) {
+  T t;
+  t_init(&t, 15);
+  enum { N = 2000, V = 16 };
+  float *x = malloc(sizeof(float) * N * V), *temp = malloc(sizeof(float) * N);
+  int32_t *seed = malloc(sizeof(int32_t) * N), *pos = calloc(N, sizeof(int32_t));
+  for (int i = 0; i < N; i++) {
+    for (int v = 0; v < V; v++)
+      x[i * V + v] = v % 3 == 0 ? NAN : v % 5 == 1 ? -INFINITY : (float)t_uniform(&t, -1, 1);
+    x[i * V + 3] = NAN; /* would be a likely token */
+    temp[i] = 2.0f;
+    seed[i] = i;
+  }
+  for (int v = 0; v < V; v++) x[7 * V + v] = NAN; /* row 7: all NaN */
+  int32_t *tok = run_sample(&t, N, V, x, temp, seed, pos);
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    float chosen = x[i * V + (tok[i] >= 0 && tok[i] < V ? tok[i] : 0)];
+    if (i != 7 && !(chosen > -INFINITY)) bad++;
+  }
+  CHECK(bad == 0, "%d rows drew a NaN or -inf logit", bad);
+  CHECK(tok[7] == 0, "an all-NaN row gives %d", tok[7]);
+  free(tok), free(x), free(temp), free(seed), free(pos);
+  t_free(&t);
+}
+
+int main(void) {
+  test_greedy();
+  test_gumbel();
+  test_batch_invariance();
+  test_statistics();
+  test_nan();
+  return t_report("test_ops_sample");
+}
