@@ -178,6 +178,7 @@ h3_status h3_codegen_emit_op(const h3_op *op, h3_tier tier, h3_arena *a, h3_kern
     switch (op->code) {
     case H3_OP_RMS_NORM:
     case H3_OP_ARGMAX:
+    case H3_OP_SAMPLE_TOKENS:
     case H3_OP_REDUCE_SUM:
       st = emit_reduce(&ec);
       break;

@@ -55,7 +55,7 @@ h3_status emit_unsupported(emit_ctx *ec, const char *what);
 
 /* The emitters, one per family (emit_fused.c, emit_reduce.c, emit_move.c, emit_model.c). */
 h3_status emit_fused(emit_ctx *ec); /* fused regions and every elementwise-style op */
-h3_status emit_reduce(emit_ctx *ec); /* rms_norm, argmax, reduce_sum */
+h3_status emit_reduce(emit_ctx *ec); /* rms_norm, argmax, sample_tokens, reduce_sum */
 h3_status emit_move(emit_ctx *ec);   /* concat, pad, slice, set_index, scatter_rows, kv_write */
 h3_status emit_model(emit_ctx *ec);  /* timestep_embedding, rope*, randn */
 h3_status emit_normmod(emit_ctx *ec); /* norm_modulate, residual_norm_modulate (emit_normmod.c) */

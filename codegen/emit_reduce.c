@@ -1,5 +1,5 @@
-/* emit_reduce.c: kernels for the ops that reduce the last axis: rms_norm, argmax and
- * reduce_sum.
+/* emit_reduce.c: kernels for the ops that reduce the last axis: rms_norm, argmax,
+ * sample_tokens and reduce_sum.
  *
  * One block per row ([rows, N] with rows = product of the leading dims). Each thread walks
  * the row in chunks of 8 (16-byte loads when N % 8 == 0, else single elements) at stride
@@ -12,6 +12,8 @@
  * emit_normmod.c, whose exact tier must reproduce rms_norm's r bitwise.
  *   rms_norm: r = 1/sqrt(sum(x^2)/N + eps); y = (x*r)*(w + offset), one rounding to y's dtype.
  *   argmax: first index of the maximum (ties -> lowest index; a row of NaN gives 0).
+ *   sample_tokens: argmax of the row's scores: the logits (temperature <= 0 or NaN) or logit / T
+ *     plus Gumbel noise (h3_rng_sample_score); one block per row, so batch invariant.
  *   reduce_sum: fp32 sum (fp64 for f64 inputs), rounded once to the result dtype.
  */
 #include "emit_internal.h"
@@ -142,26 +144,40 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   return emit_args(ec, 2, 1, false);
 }
 
+/* argmax, and sample_tokens (ops.def): argmax over per-token scores. A row's temperature,
+ * seed and position are read once; score = x when !(t > 0) (greedy), else
+ * h3_rng_sample_score (include/h3/rng.h, the CPU reference's own source: the same bits). */
 static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
+  const bool sample = op->code == H3_OP_SAMPLE_TOKENS;
+  const int n_in = sample ? 4 : 1;
   int vec = n % 8 == 0 ? 8 : 1;
   int block = emit_row_block(n / vec, 1024);
-  h3_type in_t = op->operands[0]->type, out_t = op->results[0]->type;
-  const char *ct = emit_comptype(in_t.dtype);
-  const char *lowest = in_t.dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
-                       : emit_is_float(in_t.dtype) ? "-__int_as_float(0x7f800000)"
-                                                   : "(-9223372036854775807ll - 1)";
-  emit_signature(ec, 1, &in_t, 1, &out_t, NULL, block, true);
+  h3_type in_t[4], out_t = op->results[0]->type;
+  for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
+  const char *ct = emit_comptype(in_t[0].dtype);
+  const char *lowest = in_t[0].dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
+                       : emit_is_float(in_t[0].dtype) ? "-__int_as_float(0x7f800000)"
+                                                      : "(-9223372036854775807ll - 1)";
+  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
                    block / 32);
-  row_head(s, rows, n, h3_kernel_ctype(in_t.dtype), h3_kernel_ctype(out_t.dtype), 1);
+  row_head(s, rows, n, h3_kernel_ctype(in_t[0].dtype), h3_kernel_ctype(out_t.dtype), 1);
+  if (sample)
+    h3_strbuf_append(s, "  const float t = in1[row];\n  const bool greedy = !(t > 0.0f);\n"
+                        "  const unsigned int seed = (unsigned int)in2[row];\n"
+                        "  const unsigned int pos = (unsigned int)in3[row];\n");
   h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
   chunk_loop(s, vec, n, block, ct, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
-                      "      const int j = u * %d + k;\n"
-                      "      if (v[k] > best || (v[k] == best && j < bi)) { best = v[k]; bi = j; }\n"
-                      "    }\n  }\n", vec, vec);
+                      "      const int j = u * %d + k;\n", vec, vec);
+  const char *sc = sample ? "sc" : "v[k]";
+  if (sample)
+    h3_strbuf_append(s, "      const float sc = greedy ? v[k] : "
+                        "h3_rng_sample_score(v[k], t, seed, pos, (unsigned int)j);\n");
+  h3_strbuf_printf(s, "      if (%s > best || (%s == best && j < bi)) { best = %s; bi = j; }\n"
+                      "    }\n  }\n", sc, sc, sc);
   h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) {\n"
                       "    const auto ob = __shfl_xor_sync(0xffffffffu, best, o);\n"
                       "    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);\n"
@@ -175,7 +191,7 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_strbuf_append(s, "    h3_st(y, 0, (long long)(bi == 0x7fffffff ? 0 : bi));\n  }\n}\n");
   ec->k->grid[0] = rows > 0 ? rows : 1;
   ec->k->block[0] = block;
-  return emit_args(ec, 1, 1, false);
+  return emit_args(ec, n_in, 1, false);
 }
 
 static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {
@@ -218,7 +234,8 @@ h3_status emit_reduce(emit_ctx *ec) {
   ec->k->shared_bytes = 0;
   switch (ec->op->code) {
   case H3_OP_RMS_NORM: return emit_rms_norm(ec, rows, n);
-  case H3_OP_ARGMAX: return emit_argmax(ec, rows, n);
+  case H3_OP_ARGMAX:
+  case H3_OP_SAMPLE_TOKENS: return emit_argmax(ec, rows, n);
   default: return emit_reduce_sum(ec, rows, n);
   }
 }
