@@ -10,7 +10,10 @@
  * over; directories, sockets and block devices are refused. While a temporary file exists,
  * SIGINT and SIGTERM (those whose disposition is the default) remove it, print one line
  * and _exit(130 / 143); the disposition is restored when the last open output is committed
- * or aborted. The handler reads only the static `slots` (async-signal-safe).
+ * or aborted. An output that marked a complete prefix (h3_output_keep: a stream of lines)
+ * is instead cut back to that prefix and renamed over the target by the handler. The
+ * handler reads only the static `slots` and calls only async-signal-safe functions
+ * (ftruncate, rename, unlink, write, _exit).
  */
 #include "h3/support.h"
 
@@ -31,6 +34,7 @@ struct h3_output {
   char *shown;  /* the path as given, for messages */
   char *target; /* where the bytes end up: the path with its links followed */
   char *tmp;    /* the temporary file; NULL when the target is written in place */
+  long long written; /* bytes written so far */
 };
 
 static h3_span no_span(void) {
@@ -41,12 +45,17 @@ static h3_span no_span(void) {
 /* ---- interrupts ------------------------------------------------------------------ */
 enum { SLOT_FREE, SLOT_TAKEN, SLOT_ARMED, N_SLOTS = 8 };
 
-/* One temporary file per armed slot; a handler removes those and prints their notes. */
+/* One temporary file per armed slot; a handler removes those (or keeps their complete
+ * prefix, see h3_output_keep) and prints their notes. */
 static struct {
   atomic_int state;
+  atomic_int fd;        /* the temporary file's descriptor; -1 until it is open */
+  atomic_llong keep;    /* bytes an interrupt keeps; -1: remove the file */
   char tmp[PATH_MAX];
+  char target[PATH_MAX];
   char note[PATH_MAX + 128]; /* "PROGRAM: interrupted; PATH is left as it was\n" */
-  size_t note_len;
+  char kept[PATH_MAX + 128]; /* "PROGRAM: interrupted; PATH holds the output written so far\n" */
+  size_t note_len, kept_len;
 } slots[N_SLOTS];
 
 static const int interrupt_signals[2] = {SIGINT, SIGTERM};
@@ -58,8 +67,16 @@ static int interrupt_ours[2]; /* our handler replaced the default of that signal
 static void on_interrupt(int sig) {
   for (int i = 0; i < N_SLOTS; i++)
     if (atomic_load(&slots[i].state) == SLOT_ARMED) {
-      unlink(slots[i].tmp);
-      ssize_t r = write(STDERR_FILENO, slots[i].note, slots[i].note_len);
+      long long keep = atomic_load(&slots[i].keep);
+      int fd = atomic_load(&slots[i].fd); /* -1: closed by commit, the file is whole */
+      ssize_t r;
+      if (keep >= 0 && (fd < 0 || ftruncate(fd, (off_t)keep) == 0) &&
+          rename(slots[i].tmp, slots[i].target) == 0) {
+        r = write(STDERR_FILENO, slots[i].kept, slots[i].kept_len);
+      } else {
+        unlink(slots[i].tmp);
+        r = write(STDERR_FILENO, slots[i].note, slots[i].note_len);
+      }
       (void)r;
     }
   _exit(sig == SIGINT ? 130 : 143);
@@ -91,22 +108,41 @@ static void interrupts_release(void) {
   pthread_mutex_unlock(&interrupt_lock);
 }
 
-/* Arms a slot so that an interrupt removes `tmp`; -1 when all are taken or the name does
- * not fit (the file is then only removed by the usual failure paths). */
-static int slot_take(const char *tmp, const char *shown, const char *program) {
-  if (strlen(tmp) >= PATH_MAX) return -1;
+/* Arms a slot so that an interrupt removes `tmp` (the temporary file of `target`); -1 when
+ * all are taken or a name does not fit (the file is then only removed by the usual failure
+ * paths). */
+static int slot_take(const char *tmp, const char *target, const char *shown,
+                     const char *program) {
+  if (strlen(tmp) >= PATH_MAX || strlen(target) >= PATH_MAX) return -1;
   for (int i = 0; i < N_SLOTS; i++) {
     int expect = SLOT_FREE;
     if (!atomic_compare_exchange_strong(&slots[i].state, &expect, SLOT_TAKEN)) continue;
     strcpy(slots[i].tmp, tmp);
+    strcpy(slots[i].target, target);
+    atomic_store(&slots[i].fd, -1);
+    atomic_store(&slots[i].keep, -1LL);
     snprintf(slots[i].note, sizeof slots[i].note, "%s: interrupted; %s is left as it was\n",
              program, shown);
     slots[i].note_len = strlen(slots[i].note);
+    snprintf(slots[i].kept, sizeof slots[i].kept,
+             "%s: interrupted; %s holds the output written so far\n", program, shown);
+    slots[i].kept_len = strlen(slots[i].kept);
     interrupts_hold();
     atomic_store(&slots[i].state, SLOT_ARMED);
     return i;
   }
   return -1;
+}
+
+/* Before the temporary file's descriptor is closed: an interrupt from now on keeps the whole
+ * file (commit: it is complete) or, when `whole` is 0 or nothing was marked, removes it. */
+static void slot_close_fd(const h3_output *o, int whole) {
+  if (o->slot < 0) return;
+  if (!whole || atomic_load(&slots[o->slot].keep) < 0)
+    atomic_store(&slots[o->slot].keep, -1LL);
+  else
+    atomic_store(&slots[o->slot].keep, o->written);
+  atomic_store(&slots[o->slot].fd, -1);
 }
 
 static void slot_free(int i) {
@@ -187,9 +223,10 @@ static int create_temp(h3_output *o, const char *program) {
   for (int tries = 0; tries < 100; tries++) {
     snprintf(t, len, "%.*s.%s.tmp.%ld.%u", (int)dlen, o->target, o->target + dlen,
              (long)getpid(), atomic_fetch_add(&counter, 1u));
-    o->slot = slot_take(t, o->shown, program);
+    o->slot = slot_take(t, o->target, o->shown, program);
     o->fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (o->fd >= 0) {
+      if (o->slot >= 0) atomic_store(&slots[o->slot].fd, o->fd);
       o->tmp = t;
       return o->fd;
     }
@@ -266,12 +303,18 @@ h3_status h3_output_write(h3_output *o, const void *data, size_t len, h3_diag *d
     }
     p += w;
     len -= (size_t)w;
+    o->written += w;
   }
   return H3_OK;
 }
 
+void h3_output_keep(h3_output *o) {
+  if (o->slot >= 0) atomic_store(&slots[o->slot].keep, o->written);
+}
+
 void h3_output_abort(h3_output *o) {
   if (!o) return;
+  slot_close_fd(o, 0);
   if (o->fd >= 0) close(o->fd);
   if (o->tmp) unlink(o->tmp);
   release(o);
@@ -284,6 +327,7 @@ h3_status h3_output_commit(h3_output *o, h3_diag *d) {
     what = "sync";
     err = errno;
   }
+  slot_close_fd(o, !what);
   if (close(o->fd) != 0 && !what) {
     what = "close";
     err = errno;

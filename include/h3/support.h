@@ -140,12 +140,18 @@ h3_status h3_output_check(const char *path, h3_diag *d);
  * left as it was" and calls _exit(130 / 143). The default disposition comes back when the
  * last open output is committed or aborted; ignored or handled signals are left alone.
  * After a failed h3_output_write call h3_output_abort. Commit and abort free the output;
- * abort removes the temporary file and leaves the target as it was. */
+ * abort removes the temporary file and leaves the target as it was.
+ * h3_output_keep (for outputs written as a stream of records, such as result lines) marks
+ * the bytes written so far as a complete prefix: an interrupt then cuts the temporary file
+ * back to the last marked prefix and renames it over the target (printing "PROGRAM:
+ * interrupted; PATH holds the output written so far") instead of removing it. A no-op for
+ * outputs written in place. One thread writes an output at a time. */
 typedef struct h3_output h3_output;
 h3_status h3_output_open(const char *path, h3_output **out, h3_diag *d);
 h3_status h3_output_write(h3_output *o, const void *data, size_t len, h3_diag *d);
 h3_status h3_output_commit(h3_output *o, h3_diag *d);
 void h3_output_abort(h3_output *o); /* NULL is a no-op */
+void h3_output_keep(h3_output *o);
 /* open + write + commit of one buffer (atomic for regular files, see above). */
 h3_status h3_write_file_atomic(const char *path, const void *data, size_t len, h3_diag *d);
 

@@ -8,8 +8,8 @@
  * character device stays one (a node made in the scratch folder as root, and /dev/null);
  * directories and sockets are refused. SIGINT / SIGTERM sent to a child that holds an open
  * output exit 130 / 143 with one line, remove the temporary file and leave the target as it
- * was; the default disposition comes back after the write and an ignored signal stays
- * ignored. No temporary file is ever left. The scratch folder is under $TMPDIR (or /tmp).
+ * was, or, after h3_output_keep, put the marked prefix in the target's place; the default
+ * disposition comes back after the write and an ignored signal stays ignored. No temporary file is ever left. The scratch folder is under $TMPDIR (or /tmp).
  */
 #include "h3/safetensors.h"
 #include "h3/weights.h"
@@ -241,8 +241,10 @@ static void test_special(void) {
 }
 
 /* A child opens an output over `victim`, writes 8 MiB, says so and waits; the parent sends
- * `sig`. Wants exit `code`, the one line, the victim as it was and no temporary file. */
-static void test_interrupt(int sig, int code) {
+ * `sig`. Wants exit `code`, the one line, the victim as it was and no temporary file. With
+ * `keep`, the child first writes "kept\n" and marks it (h3_output_keep): the victim then
+ * holds just that line. */
+static void test_interrupt(int sig, int code, int keep) {
   const char *victim = io_path("victim");
   put(victim, "as it was");
   int before = io_scratch_count();
@@ -259,8 +261,10 @@ static void test_interrupt(int sig, int code) {
     size_t n = (size_t)8 << 20;
     char *big = calloc(n, 1);
     h3_output *o;
-    if (!big || h3_output_open(victim, &o, &d) != H3_OK || h3_output_write(o, big, n, &d) != H3_OK)
-      _exit(3);
+    if (!big || h3_output_open(victim, &o, &d) != H3_OK) _exit(3);
+    if (keep && h3_output_write(o, "kept\n", 5, &d) != H3_OK) _exit(3);
+    if (keep) h3_output_keep(o);
+    if (h3_output_write(o, big, n, &d) != H3_OK) _exit(3);
     if (write(ready[1], "x", 1) != 1) _exit(4);
     for (;;) pause();
   }
@@ -275,11 +279,12 @@ static void test_interrupt(int sig, int code) {
   size_t n = 0;
   for (ssize_t k; n < sizeof msg - 1 && (k = read(err[0], msg + n, sizeof msg - 1 - n)) > 0;)
     n += (size_t)k;
-  snprintf(want, sizeof want, "test_output: interrupted; %s is left as it was\n", victim);
+  snprintf(want, sizeof want, "test_output: interrupted; %s %s\n", victim,
+           keep ? "holds the output written so far" : "is left as it was");
   CHECK(strcmp(msg, want) == 0);
   close(ready[0]);
   close(err[0]);
-  CHECK(has_text(victim, "as it was"));
+  CHECK(has_text(victim, keep ? "kept\n" : "as it was"));
   CHECK(io_scratch_count() == before); /* no temporary file */
 }
 
@@ -325,8 +330,9 @@ int main(void) {
   test_inputs();
   test_links();
   test_special();
-  test_interrupt(SIGINT, 130);
-  test_interrupt(SIGTERM, 143);
+  test_interrupt(SIGINT, 130, 0);
+  test_interrupt(SIGTERM, 143, 0);
+  test_interrupt(SIGINT, 130, 1);
   test_disposition();
   rmdir(io_path("sub"));
   io_scratch_done();
