@@ -5,12 +5,16 @@
  *          [--inputs FILE] [--out FILE] [--steps N] [--prompt FILE | --prompt-len N]
  *          [--max-new-tokens N] [--warmup N] [--iterations N] [--threads N]
  *          [--attention NAME] [--profile FILE.json] [--dump-ops KINDS --dump FILE] [--help]
+ *   h3exec PLAN (--requests FILE | --random-prompts N --prompt-len L --output-len M)
+ *          [--out RESULTS.jsonl] [--concurrency C] [--request-rate R] [--temperature T]
+ *          [--kv-pages N] [--summary FILE.json]      (M3.1 serving: cli/serve_run.c)
  *
  * Exit status: 0 on success, 1 when the run fails (bad plan, weights, inputs, runtime
  * error), 2 for bad flags. Nothing is written unless the run succeeds (outputs and traces
  * are written atomically at the end).
  */
 #include "dump_ops.h"
+#include "serve_run.h"
 #include "h3/backend.h"
 #include "h3/bf16.h"
 #include "h3/plan.h"
@@ -31,6 +35,7 @@ typedef struct {
   int64_t steps, prompt_len, max_new_tokens;
   int warmup, iterations, threads;
   bool check_finite;
+  serve_flags serve; /* prompt_len is the one above */
 } options;
 
 static void usage(FILE *f) {
@@ -60,6 +65,18 @@ static void usage(FILE *f) {
           "                        safetensors, to find where two backends part; runs callees\n"
           "                        op by op (no CUDA graphs); names: docs/running.md\n"
           "  --check-finite        fail (exit 1, no --out written) when an output holds NaN or Inf\n"
+          "\n"
+          "Serving (M3.1; docs/running.md \"Serving\"):\n"
+          "  --requests FILE       serve the requests of a JSON Lines file (- : standard input)\n"
+          "  --random-prompts N    serve N random requests of --prompt-len L prompt tokens and\n"
+          "  --output-len M        M new tokens each\n"
+          "  --temperature T       of the random requests (default 0: greedy)\n"
+          "  --out FILE            the results, one JSON line per request as it finishes\n"
+          "  --concurrency C       rows decoded at once (default: the plan's seqs)\n"
+          "  --request-rate R      Poisson arrivals at R requests/s (default: the file's\n"
+          "                        arrival times, else all at once)\n"
+          "  --kv-pages N          use only N pages of the plan's KV caches (page 0 included)\n"
+          "  --summary FILE.json   the report as one JSON object\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
 }
@@ -78,6 +95,19 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
   if (!s || !*s || *end || errno || v < lo || v > hi) {
     fprintf(stderr, "h3exec: error: %s expects an integer in [%lld, %lld], got '%s'\n", flag,
             (long long)lo, (long long)hi, s ? s : "");
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int parse_real(const char *flag, const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = s ? strtod(s, &end) : 0;
+  if (!s || !*s || *end || errno || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "h3exec: error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
+            s ? s : "");
     return 0;
   }
   *out = v;
@@ -136,6 +166,34 @@ static void print_non_finite(FILE *f, const h3_host_tensor *out, int n_out, cons
               (long long)nan[i], (long long)inf[i], (long long)h3_type_numel(&out[i].type));
 }
 
+/* The serving flags go together with serving, and serving with none of the single-run
+ * flags. */
+static int check_serve_flags(options *o) {
+  serve_flags *f = &o->serve;
+  f->out = o->out;
+  f->seed = o->seed;
+  if (f->requests && f->random_prompts)
+    return flag_error("--requests and --random-prompts exclude each other%s", "");
+  if (f->random_prompts && (o->prompt_len < 1 || f->output_len < 1))
+    return flag_error("--random-prompts N needs --prompt-len L and --output-len M%s", "");
+  f->prompt_len = o->prompt_len;
+  if (!serve_wanted(f)) {
+    if (f->output_len || f->concurrency || f->kv_pages || f->summary || f->request_rate ||
+        f->temperature)
+      return flag_error("%s", "--output-len, --concurrency, --kv-pages, --request-rate, "
+                              "--temperature and --summary are for serving (--requests or "
+                              "--random-prompts)");
+    return 0;
+  }
+  if (o->graph || o->inputs || o->prompt || o->profile || o->dump_ops || o->warmup ||
+      o->iterations != 1 || o->check_finite || o->max_new_tokens > 0 || o->steps > 0 ||
+      (f->requests && o->prompt_len > 0))
+    return flag_error("%s", "serving takes none of --graph, --inputs, --prompt, --profile, "
+                            "--dump-ops, --warmup, --iterations, --check-finite, --steps, "
+                            "--max-new-tokens (and --prompt-len only with --random-prompts)");
+  return 0;
+}
+
 /* Returns 0 to run, 1 after --help, 2 on a bad flag, 3 after --version. */
 static int parse_flags(int argc, char **argv, options *o) {
   *o = (options){.backend = "auto",
@@ -162,7 +220,8 @@ static int parse_flags(int argc, char **argv, options *o) {
         "--graph",  "--backend",    "--weights", "--seed",       "--inputs",
         "--out",    "--steps",      "--prompt",  "--prompt-len", "--max-new-tokens",
         "--warmup", "--iterations", "--threads", "--profile",    "--attention",
-        "--dump-ops", "--dump", NULL};
+        "--dump-ops", "--dump", "--requests", "--random-prompts", "--output-len",
+        "--temperature", "--concurrency", "--request-rate", "--kv-pages", "--summary", NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
@@ -191,6 +250,23 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->dump_ops = v;
     else if (strcmp(a, "--dump") == 0)
       o->dump = v;
+    else if (strcmp(a, "--requests") == 0)
+      o->serve.requests = v;
+    else if (strcmp(a, "--summary") == 0)
+      o->serve.summary = v;
+    else if (strcmp(a, "--random-prompts") == 0) {
+      if (!parse_int(a, v, 1, INT32_MAX, &o->serve.random_prompts)) return 2;
+    } else if (strcmp(a, "--output-len") == 0) {
+      if (!parse_int(a, v, 1, INT32_MAX, &o->serve.output_len)) return 2;
+    } else if (strcmp(a, "--concurrency") == 0) {
+      if (!parse_int(a, v, 1, INT32_MAX, &o->serve.concurrency)) return 2;
+    } else if (strcmp(a, "--kv-pages") == 0) {
+      if (!parse_int(a, v, 2, INT32_MAX, &o->serve.kv_pages)) return 2;
+    } else if (strcmp(a, "--temperature") == 0) {
+      if (!parse_real(a, v, 0, 1e6, &o->serve.temperature)) return 2;
+    } else if (strcmp(a, "--request-rate") == 0) {
+      if (!parse_real(a, v, 1e-9, 1e9, &o->serve.request_rate)) return 2;
+    }
     else if (strcmp(a, "--seed") == 0) {
       if (!parse_int(a, v, 0, INT64_MAX, &n)) return 2;
       o->seed = (uint64_t)n;
@@ -216,7 +292,7 @@ static int parse_flags(int argc, char **argv, options *o) {
     return flag_error("--prompt and --prompt-len exclude each other%s", "");
   if (!o->dump_ops != !o->dump)
     return flag_error("--dump-ops KINDS and --dump FILE go together%s", "");
-  return 0;
+  return check_serve_flags(o);
 }
 
 /* --steps / --max-new-tokens against the compiled config key. */
@@ -408,6 +484,12 @@ static int run(const options *o, h3_diag *d) {
   w = random ? (on_device ? NULL : h3_weights_random(m, o->seed, d))
              : h3_weights_load_file(m, o->weights, d);
   if (!w && !on_device) goto done;
+  if (serve_wanted(&o->serve)) {
+    h3_runtime_options sro = {.weight_seed = o->seed};
+    rt = h3_runtime_new(m, b, w, &sro, d);
+    rc = rt ? serve_run(&o->serve, rt, m, b, d) : 1;
+    goto done;
+  }
   in = o->inputs ? h3_inputs_load_file(g, o->inputs, H3_INPUTS_ALLOW_MISSING, d)
                  : calloc((size_t)g->n_inputs + 1, sizeof *in);
   if (!in) goto done;

@@ -10,7 +10,8 @@
 #   draft         DSpark draft (§5.3 steps 1-4): block attention + Markov head, greedy;
 #   draft_commit  §5.3 step 7: draft K/V of the verify rows from the captured states;
 #   draft_prefill the same for the prompt rows after prefill;
-#   generate      the program: prefill, then greedy decode of max_new_tokens tokens.
+#   generate      the program: prefill, then greedy decode of max_new_tokens tokens;
+#   serve_prefill, serve_decode  the serving engine's chunk of a prompt and batched step.
 # Caches are graph inputs and outputs (kv_write returns the new cache). The page table of the
 # sequence maps logical page p to physical page p + 1 (page 0 is reserved); it is computed in
 # the graph. Numerics (§4.1): bf16 activations, one rounding per op, Gemma RMSNorm
@@ -426,6 +427,47 @@ graph draft_prefill(captured: bf16[prompt_len, 3 * dim], pos0: i32[],
         vd_cache: bf16[pages, page, kv_heads, head_dim]) {
   kd_cache, vd_cache = draft_kv(prompt_len, captured, pos0, kd_cache, vd_cache)
   return kd_cache, vd_cache
+}
+
+# SERVING (docs/running.md "Serving"; include/h3/serve.h). serve_prefill: one chunk of a
+# prompt, rows pos0 .. pos0 + prompt_len - 1 of the sequence whose pages are page_table
+# (0 where no page is allocated); rows at and after n_valid are padding (their K/V land past
+# the prompt, overwritten by decode before any row reads them, or in page 0). The next token
+# after row n_valid - 1, sampled (§4.5) at temperature[0] with key seed[0] for its position.
+graph serve_prefill(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_table: i32[pt_len],
+                    temperature: f32[1], seed: i32[1],
+                    k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                    v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                    ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (next: i32[1],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, 1, tokens, iota(n = prompt_len) + pos0,
+                                                    reshape(page_table, shape = [1, pt_len]),
+                                                    k_cache, v_cache, ik_cache)
+  logits = lm_logits(1, gather(x, reshape(n_valid - 1, shape = [1])))
+  next = sample_tokens(logits, temperature, seed, reshape(pos0 + n_valid, shape = [1]))
+  return next, k_cache, v_cache, ik_cache
+}
+
+# serve_decode: one token of each of `seqs` sequences (row b at position pos[b], pages
+# page_table[b]; padding rows: token 0 at position 0 with an all-zero table), each next token
+# sampled (§4.5) at temperature[b] with key seed[b] for position pos[b] + 1. Logits stay on
+# the device.
+graph serve_decode(tokens: i32[seqs], pos: i32[seqs], page_table: i32[seqs, pt_len],
+                   temperature: f32[seqs], seed: i32[seqs],
+                   k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (next: i32[seqs],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(seqs, seqs, tokens, pos, page_table, k_cache,
+                                                    v_cache, ik_cache)
+  next = sample_tokens(lm_logits(seqs, x), temperature, seed, pos + 1)
+  return next, k_cache, v_cache, ik_cache
 }
 
 # Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),

@@ -598,6 +598,33 @@ static h3_status donate_input(h3_runtime *rt, gstate *gs, gstate *cs, const h3_o
   return st;
 }
 
+/* Runs graph cs->g whose inputs are bound: replays the work the backend recorded for it
+ * (CUDA graphs) or runs it op by op, recording it when the backend wants to. */
+static h3_status run_bound(h3_runtime *rt, gstate *cs, h3_diag *d) {
+  const h3_graph *g = cs->g;
+  /* the observer sees every op: no recorded work replaces the callee's ops */
+  const h3_backend_ext *ext = rt->opt.observe ? NULL : rt->b->ext;
+  int replayed = 0;
+  h3_status st = H3_OK;
+  if (ext && ext->call_begin) {
+    h3_tensor *args = malloc((size_t)(g->n_inputs + 1) * sizeof *args);
+    if (!args) st = H3_ERR;
+    for (int i = 0; st == H3_OK && i < g->n_inputs; i++) args[i] = cs->slots[g->inputs[i]->id].t;
+    if (st == H3_OK) st = ext->call_begin(rt->b, g, args, g->n_inputs, &replayed, d);
+    free(args);
+  }
+  if (st == H3_OK && !replayed) {
+    rt->depth++;
+    st = run_graph(rt, cs, d);
+    rt->depth--;
+    if (ext && ext->call_begin && ext->call_end) {
+      h3_status end = ext->call_end(rt->b, g, st, d);
+      if (st == H3_OK) st = end;
+    }
+  }
+  return st;
+}
+
 /* Runs graph `name` on operands [first, n) of op (a call: 0; a branch: 1, after cond). */
 static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const char *name,
                             int first, h3_diag *d) {
@@ -622,25 +649,7 @@ static h3_status run_callee(h3_runtime *rt, gstate *gs, const h3_op *op, const c
     if (st == H3_OK) st = donate_input(rt, gs, cs, op, i, &arg, d);
     if (st == H3_OK) cs->slots[g->inputs[i]->id].t = arg; /* alias; inputs never own buffers */
   }
-  /* the observer sees every op: no recorded work replaces the callee's ops */
-  const h3_backend_ext *ext = rt->opt.observe ? NULL : rt->b->ext;
-  int replayed = 0;
-  if (st == H3_OK && ext && ext->call_begin) {
-    h3_tensor *args = malloc((size_t)(g->n_inputs + 1) * sizeof *args);
-    if (!args) st = H3_ERR;
-    for (int i = 0; st == H3_OK && i < g->n_inputs; i++) args[i] = cs->slots[g->inputs[i]->id].t;
-    if (st == H3_OK) st = ext->call_begin(rt->b, g, args, g->n_inputs, &replayed, d);
-    free(args);
-  }
-  if (st == H3_OK && !replayed) {
-    rt->depth++;
-    st = run_graph(rt, cs, d);
-    rt->depth--;
-    if (ext && ext->call_begin && ext->call_end) {
-      h3_status end = ext->call_end(rt->b, g, st, d);
-      if (st == H3_OK) st = end;
-    }
-  }
+  if (st == H3_OK) st = run_bound(rt, cs, d);
   const h3_op *ret = g->body.last;
   for (int i = 0; st == H3_OK && i < op->n_results; i++) {
     const h3_tensor *src = lookup(rt, cs, ret->operands[i], d);
@@ -786,6 +795,90 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
     gs->slots[g->inputs[i]->id].t.data = NULL;
   }
   free(bufs);
+  return st;
+}
+
+/* ---- device-resident calls (the serving engine) -------------------------------------------- */
+h3_status h3_runtime_buffer(h3_runtime *rt, const h3_type *t, h3_tensor *out, h3_diag *d) {
+  int64_t bytes = h3_type_bytes(t);
+  *out = (h3_tensor){*t, NULL};
+  if (bytes < 0) {
+    h3_diag_error(d, no_span, NULL, "a buffer of %s has no valid size", h3_dtype_name(t->dtype));
+    return H3_ERR;
+  }
+  out->data = rt_alloc(rt, (size_t)(bytes ? bytes : 1));
+  if (!out->data) {
+    oom_error(rt, d, no_span, "a buffer the caller keeps across runs", bytes);
+    return H3_ERR;
+  }
+  rt->act_bytes += (size_t)bytes;
+  /* zeroed by uploads of one zero chunk (no backend fill hook; a one-time cost) */
+  size_t chunk = (size_t)bytes < ((size_t)64 << 20) ? (size_t)bytes : ((size_t)64 << 20);
+  void *zero = calloc(1, chunk ? chunk : 1);
+  if (!zero) return H3_ERR;
+  h3_status st = H3_OK;
+  for (size_t at = 0; st == H3_OK && at < (size_t)bytes; at += chunk) {
+    size_t n = (size_t)bytes - at < chunk ? (size_t)bytes - at : chunk;
+    st = rt->b->ops->upload(rt->b, (char *)out->data + at, zero, n, d);
+  }
+  free(zero);
+  return st;
+}
+
+void h3_runtime_buffer_free(h3_runtime *rt, h3_tensor *t) {
+  if (!t->data) return;
+  rt->act_bytes -= (size_t)h3_type_bytes(&t->type);
+  rt->b->ops->release(rt->b, t->data);
+  t->data = NULL;
+}
+
+h3_status h3_runtime_upload(h3_runtime *rt, const h3_tensor *dst, const void *src, h3_diag *d) {
+  return rt->b->ops->upload(rt->b, dst->data, src, (size_t)h3_type_bytes(&dst->type), d);
+}
+
+h3_status h3_runtime_download(h3_runtime *rt, void *dst, const h3_tensor *src, h3_diag *d) {
+  return rt->b->ops->download(rt->b, dst, src->data, (size_t)h3_type_bytes(&src->type), d);
+}
+
+h3_status h3_runtime_call(h3_runtime *rt, const h3_graph *g, const h3_tensor *args,
+                          h3_tensor *results, h3_diag *d) {
+  gstate *cs = state_of(rt, g);
+  if (!cs || cs->active) {
+    h3_diag_error(d, no_span, NULL, "graph '%s' %s", g->name,
+                  cs ? "is running already" : "is not part of the runtime's module");
+    return H3_ERR;
+  }
+  h3_status st = state_ready(rt, cs, d);
+  for (int i = 0; st == H3_OK && i < g->n_inputs; i++) {
+    const h3_value *v = g->inputs[i];
+    if (!args[i].data || !h3_type_equal(&args[i].type, &v->type)) {
+      char want[96], got[96];
+      h3_diag_error(d, v->span, NULL, "graph '%s': input '%s' must be %s, got %s", g->name,
+                    v->name ? v->name : "?", h3_type_str(&v->type, want, sizeof want),
+                    args[i].data ? h3_type_str(&args[i].type, got, sizeof got) : "no buffer");
+      st = H3_ERR;
+      break;
+    }
+    h3_tensor arg = args[i]; /* a donated input is the caller's buffer, updated in place */
+    st = stage_input(rt, cs, i, &arg, d);
+    cs->slots[v->id].t = arg;
+  }
+  const h3_graph *prev_top = rt->top;
+  if (!prev_top) rt->top = g, rt->n_br = 0, rt->top_iter = -1;
+  if (st == H3_OK) st = run_bound(rt, cs, d);
+  rt->top = prev_top;
+  const h3_op *ret = g->body.last;
+  for (int r = 0; st == H3_OK && r < g->n_outputs; r++) {
+    const h3_tensor *t = lookup(rt, cs, ret->operands[r], d);
+    if (!t) return H3_ERR;
+    results[r] = *t;
+    for (int i = 0; i < g->n_inputs; i++)
+      if (h3_graph_donated_output(g, i) == r) {
+        st = copy_tensor(rt, &args[i], t, d); /* nothing to do when the plan wrote in place */
+        results[r] = args[i];
+      }
+  }
+  for (int i = 0; i < g->n_inputs; i++) cs->slots[g->inputs[i]->id].t.data = NULL;
   return st;
 }
 

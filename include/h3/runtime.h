@@ -78,6 +78,24 @@ void h3_runtime_free(h3_runtime *rt);
 h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor *in,
                          h3_host_tensor *out, h3_diag *d);
 
+/* ---- device-resident calls (the serving engine keeps its state on the backend) ----------- */
+/* A zeroed buffer of type t in backend memory, kept by the caller across calls (KV caches,
+ * page tables, token rows); counted as activation memory until h3_runtime_buffer_free. */
+h3_status h3_runtime_buffer(h3_runtime *rt, const h3_type *t, h3_tensor *out, h3_diag *d);
+void h3_runtime_buffer_free(h3_runtime *rt, h3_tensor *t);
+/* Host <-> buffer copies of the whole tensor (h3_type_bytes of its type). */
+h3_status h3_runtime_upload(h3_runtime *rt, const h3_tensor *dst, const void *src, h3_diag *d);
+h3_status h3_runtime_download(h3_runtime *rt, void *dst, const h3_tensor *src, h3_diag *d);
+/* Runs graph g on backend tensors args[0 .. g->n_inputs) (types equal to the inputs'). A
+ * donated input (the graph returns it updated under its name) is updated in the caller's
+ * buffer, and its result entry is that buffer; every other results[0 .. g->n_outputs) entry
+ * points into the graph's own memory and stays valid until g runs again. Work is queued on
+ * the backend (no sync): read results with h3_runtime_download. As for a call inside a
+ * program, a backend that records calls (CUDA graphs) replays g when it is called again
+ * with the same argument buffers, so keep them. */
+h3_status h3_runtime_call(h3_runtime *rt, const h3_graph *g, const h3_tensor *args,
+                          h3_tensor *results, h3_diag *d);
+
 /* Per-opcode statistics since creation or the last reset, indexed by h3_opcode. A reset
  * also drops the trace events recorded so far (h3exec resets after the warm-up runs). */
 const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# m31_serve.sh: serving MiniMax-M3.1 (small config, random weights) on the GPU, h3 against
+# the PyTorch peer driven by the same request list (issue 18, item 5): the public sglang M3
+# workload (random prompts, ISL 2048, OSL 256) at concurrency 64, and at 1, 8 and 32.
+#   bench/m31_serve.sh STAGE OUT_DIR [CONCURRENCY...]        (default: 64 1 8 32)
+# STAGE: tests/gpu/stage.sh's folder (bin/h3c, bin/h3exec, kcache/, and the plans
+# plans/m31_small_serve_sC.plan, `--set seqs=C`: the decode step's rows; a missing one is
+# compiled here, its kernels then by NVRTC on this machine). Per concurrency C: 2 C
+# requests (at least 4), all arriving at once, made by bench/m31_serve_peer.py make-requests
+# (seeded); h3exec --requests serves them (continuous batching, C rows) and writes
+# OUT/h3_C.json (its report as JSON) and OUT/h3_C.results.jsonl; the peer serves the same
+# file (static batches of C) into OUT/peer_C.json. Last, bench/m31_serve_table.py prints the
+# table. ISL / OSL / the number of requests: M31_SERVE_ISL, M31_SERVE_OSL, M31_SERVE_REQUESTS
+# (a count, instead of 2 C).
+set -uo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: bench/m31_serve.sh STAGE OUT_DIR [CONCURRENCY...]" >&2
+  exit 2
+fi
+S=$(cd "$1" && pwd)
+OUT=$2
+shift 2
+CS=${*:-64 1 8 32}
+ISL=${M31_SERVE_ISL:-2048} OSL=${M31_SERVE_OSL:-256}
+mkdir -p "$OUT"
+export H3_KERNEL_CACHE_DIR=$S/kcache
+here=$(cd "$(dirname "$0")" && pwd)
+fail=0
+for C in $CS; do
+  n=${M31_SERVE_REQUESTS:-$((2 * C < 4 ? 4 : 2 * C))}
+  req=$OUT/requests_c$C.jsonl
+  python3 "$here/m31_serve_peer.py" make-requests --n "$n" --isl "$ISL" --osl "$OSL" --seed "$C" > "$req" || fail=1
+  plan=$S/plans/m31_small_serve_s$C.plan
+  if [ ! -f "$plan" ] || [ "$ISL" != 2048 ]; then
+    plan=$OUT/m31_small_serve_s$C.plan
+    "$S/bin/h3c" compile "$here/../models/minimax_m3_1.g" --config small --set seqs="$C" \
+      --set prompt_len="$ISL" -o "$plan" || fail=1
+  fi
+  echo "=== h3, concurrency $C, $n requests (ISL $ISL, OSL $OSL)" >&2
+  "$S/bin/h3exec" "$plan" --backend cuda --weights random --seed 3 --requests "$req" \
+    --concurrency "$C" --out "$OUT/h3_$C.results.jsonl" --summary "$OUT/h3_$C.json" >&2 || fail=1
+  echo "=== PyTorch peer, concurrency $C" >&2
+  python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
+    --device cuda > "$OUT/peer_$C.json" || fail=1
+  [ "$plan" = "$OUT/m31_small_serve_s$C.plan" ] && rm -f "$plan"
+done
+python3 "$here/m31_serve_table.py" "$OUT" || fail=1
+exit $fail

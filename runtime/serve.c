@@ -1,0 +1,476 @@
+/* serve.c: the M3.1 serving engine's loop (include/h3/serve.h).
+ *
+ * State per request: waiting -> (admitted: pages reserved, a decode row) prefilled in
+ * chunks -> running (one decode row) -> done. Each turn of the loop: arrivals join the
+ * waiting queue (arrival order, then list order); waiting requests are admitted first come
+ * first served while a row and their pages are free, and each admitted one is prefilled at
+ * once (its first token comes from the last chunk); then one decode step runs every
+ * running row. A request that can never run (bad ids, too long, more pages than the pool)
+ * is refused before serving starts and does not disturb the others.
+ *
+ * Device state: the three caches (allocated here at the graphs' types), and the argument
+ * buffers of both graphs, allocated once so that the backend can replay its recorded calls
+ * (CUDA graphs) with the same addresses. Positions: the prompt occupies 0 .. L-1, generated
+ * token k sits at L + k and is sampled with position L + k; decode feeds token k at L + k.
+ * Padding rows of a decode step: token 0 at position 0 through an all-zero page table (they
+ * write page 0, which no request owns). Padding rows of a prefill chunk (past the prompt)
+ * write slots past the prompt, overwritten by the decode steps before any row reads them,
+ * or page 0 where the page table holds no page.
+ */
+#include "h3/serve.h"
+
+#include "h3/rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { WAITING, RUNNING, DONE };
+
+typedef struct {
+  int state;
+  int64_t row; /* decode row while running */
+  int32_t *pages, *out;
+  double *at; /* [max_new_tokens]: when each token reached the host */
+  int64_t n_pages, n_out;
+  int32_t key; /* sampling key */
+} seq;
+
+/* A graph's argument buffers, by input. */
+typedef struct {
+  const h3_graph *g;
+  h3_tensor *args, *results;
+} call_args;
+
+typedef struct {
+  h3_runtime *rt;
+  const h3_request *reqs;
+  int64_t n;
+  const h3_serve_options *o;
+  h3_serve_stats *st;
+  h3_diag *d;
+  call_args pf, dc; /* serve_prefill, serve_decode */
+  int64_t chunk, pt_len, rows, page, vocab, max_ctx, concurrency;
+  h3_tensor caches[3]; /* k_cache, v_cache, ik_cache */
+  /* host images of the arguments (decode: rows entries; tables rows * pt_len) */
+  int32_t *h_tokens, *h_pos, *h_table, *h_key, *h_next;
+  float *h_temp;
+  seq *s;
+  int64_t *row_seq; /* by row: the running request, or -1 */
+  h3_page_pool pool;
+  struct timespec t0;
+  int64_t done;
+  int64_t cap_ttft, cap_tpot, cap_itl;
+} engine;
+
+static const char *const cache_names[3] = {"k_cache", "v_cache", "ik_cache"};
+
+static double now(const engine *e) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - e->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - e->t0.tv_nsec);
+}
+
+static h3_status push(double **v, int64_t *n, int64_t *cap, double x) {
+  if (*n == *cap) {
+    int64_t c = *cap ? 2 * *cap : 256;
+    double *p = realloc(*v, (size_t)c * sizeof *p);
+    if (!p) return H3_ERR;
+    *v = p, *cap = c;
+  }
+  (*v)[(*n)++] = x;
+  return H3_OK;
+}
+
+static int input_index(const h3_graph *g, const char *name) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->inputs[i]->name && strcmp(g->inputs[i]->name, name) == 0) return i;
+  return -1;
+}
+
+static const h3_type *input_type(const call_args *c, const char *name) {
+  int i = input_index(c->g, name);
+  return i >= 0 ? &c->g->inputs[i]->type : NULL;
+}
+
+/* Finds graph `name`, checks that its inputs are exactly names[0 .. n_names) (in any
+ * order), gives the caches the engine's buffers and every other input a buffer of its own. */
+static h3_status setup_call(engine *e, const h3_module *m, const char *name,
+                            const char *const *names, int n_names, call_args *c) {
+  h3_span none = {0};
+  const char *hint = "compile the plan from this h3's models/minimax_m3_1.g";
+  c->g = h3_module_graph(m, name);
+  if (!c->g) {
+    h3_diag_error(e->d, none, hint, "the plan has no graph '%s': it cannot serve M3.1 requests",
+                  name);
+    return H3_ERR;
+  }
+  bool ok = c->g->n_inputs == n_names;
+  for (int k = 0; ok && k < n_names; k++) ok = input_index(c->g, names[k]) >= 0;
+  if (!ok) {
+    h3_diag_error(e->d, c->g->span, hint, "graph '%s' does not have the inputs the engine gives it",
+                  name);
+    return H3_ERR;
+  }
+  c->args = calloc((size_t)c->g->n_inputs, sizeof *c->args);
+  c->results = calloc((size_t)c->g->n_outputs + 1, sizeof *c->results);
+  if (!c->args || !c->results) return H3_ERR;
+  for (int i = 0; i < c->g->n_inputs; i++) {
+    const h3_value *v = c->g->inputs[i];
+    int k = 0;
+    while (k < 3 && strcmp(v->name, cache_names[k])) k++;
+    h3_tensor *own = k < 3 ? &e->caches[k] : &c->args[i];
+    if (own->data && !h3_type_equal(&own->type, &v->type)) {
+      h3_diag_error(e->d, v->span, hint, "graph '%s': '%s' differs from the other graph's", name,
+                    v->name);
+      return H3_ERR;
+    }
+    if (!own->data && h3_runtime_buffer(e->rt, &v->type, own, e->d) != H3_OK) return H3_ERR;
+    c->args[i] = *own;
+  }
+  return H3_OK;
+}
+
+static void free_call(engine *e, call_args *c) {
+  for (int i = 0; c->args && i < c->g->n_inputs; i++) {
+    const char *nm = c->g->inputs[i]->name;
+    if (strcmp(nm, "k_cache") && strcmp(nm, "v_cache") && strcmp(nm, "ik_cache"))
+      h3_runtime_buffer_free(e->rt, &c->args[i]);
+  }
+  free(c->args);
+  free(c->results);
+}
+
+static h3_status upload(engine *e, call_args *c, const char *name, const void *host) {
+  return h3_runtime_upload(e->rt, &c->args[input_index(c->g, name)], host, e->d);
+}
+
+/* The result named `name` of the last call of c, downloaded. */
+static h3_status download(engine *e, call_args *c, const char *name, void *host) {
+  for (int r = 0; r < c->g->n_outputs; r++)
+    if (c->g->output_names[r] && strcmp(c->g->output_names[r], name) == 0)
+      return h3_runtime_download(e->rt, host, &c->results[r], e->d);
+  h3_diag_error(e->d, c->g->span, NULL, "graph '%s' has no output '%s'", c->g->name, name);
+  return H3_ERR;
+}
+
+static int64_t pages_needed(const engine *e, const h3_request *r) {
+  return (r->prompt_len + r->max_new_tokens + e->page - 1) / e->page;
+}
+
+/* The sampling key of request i: its own seed, or the run's seed with its id (never its
+ * place in the list or the batch). */
+static int32_t sampling_key(const engine *e, const h3_request *r) {
+  uint64_t h = r->has_seed ? r->seed : e->o->seed ^ 0x9E3779B97F4A7C15ull;
+  if (!r->has_seed)
+    for (const char *p = r->id; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return (int32_t)(uint32_t)h;
+}
+
+/* Ends request i: the callback, the statistics, its pages and row back. */
+static void finish(engine *e, int64_t i, h3_finish_reason why, const char *error) {
+  seq *q = &e->s[i];
+  const h3_request *r = &e->reqs[i];
+  h3_serve_result res = {r, i, q->out, q->n_out, q->at, why, error};
+  if (e->o->finished) e->o->finished(e->o->finished_ctx, &res);
+  h3_serve_stats *st = e->st;
+  if (error) st->failed++;
+  else {
+    double first = q->at[0], last = q->at[q->n_out - 1]; /* every ended request has a token */
+    st->completed++;
+    st->output_tokens += q->n_out;
+    push(&st->ttft, &st->n_ttft, &e->cap_ttft, first - r->arrival);
+    if (q->n_out >= 2)
+      push(&st->tpot, &st->n_tpot, &e->cap_tpot, (last - first) / (double)(q->n_out - 1));
+    for (int64_t k = 1; k < q->n_out; k++) push(&st->itl, &st->n_itl, &e->cap_itl, q->at[k] - q->at[k - 1]);
+    if (last > st->seconds) st->seconds = last;
+  }
+  if (q->n_pages) h3_page_pool_give(&e->pool, q->n_pages, q->pages);
+  q->n_pages = 0;
+  if (q->state == RUNNING && q->row >= 0) e->row_seq[q->row] = -1;
+  q->state = DONE;
+  e->done++;
+}
+
+/* Appends token t (made at time `at`) to request i; ends it at EOS or its last token.
+ * Returns true when it ended. */
+static bool take_token(engine *e, int64_t i, int32_t t, double at) {
+  seq *q = &e->s[i];
+  const h3_request *r = &e->reqs[i];
+  q->at[q->n_out] = at;
+  q->out[q->n_out++] = t;
+  if (r->has_eos && t == r->eos) finish(e, i, H3_FINISH_EOS, NULL);
+  else if (q->n_out >= r->max_new_tokens) finish(e, i, H3_FINISH_LENGTH, NULL);
+  return q->state == DONE;
+}
+
+/* Prefills request i chunk by chunk and takes its first token. */
+static h3_status prefill(engine *e, int64_t i) {
+  const h3_request *r = &e->reqs[i];
+  seq *q = &e->s[i];
+  int32_t *tokens = e->h_tokens, *table = e->h_table;
+  memset(table, 0, (size_t)e->pt_len * sizeof *table);
+  memcpy(table, q->pages, (size_t)q->n_pages * sizeof *table);
+  float temp = r->temperature;
+  h3_status st = upload(e, &e->pf, "page_table", table);
+  if (st == H3_OK) st = upload(e, &e->pf, "temperature", &temp);
+  if (st == H3_OK) st = upload(e, &e->pf, "seed", &q->key);
+  /* chunk starts: multiples of the chunk, the last one moved back so that its padding rows
+     stay inside the page table (it then recomputes rows already written, to the same K/V) */
+  int64_t limit = e->pt_len * e->page - e->chunk;
+  double t0 = now(e);
+  for (int64_t at = 0; st == H3_OK && at < r->prompt_len; at += e->chunk) {
+    int32_t pos0 = (int32_t)(at < limit ? at : limit);
+    int32_t valid = (int32_t)(r->prompt_len - pos0 < e->chunk ? r->prompt_len - pos0 : e->chunk);
+    memset(tokens, 0, (size_t)e->chunk * sizeof *tokens);
+    memcpy(tokens, r->prompt + pos0, (size_t)valid * sizeof *tokens);
+    st = upload(e, &e->pf, "tokens", tokens);
+    if (st == H3_OK) st = upload(e, &e->pf, "pos0", &pos0);
+    if (st == H3_OK) st = upload(e, &e->pf, "n_valid", &valid);
+    if (st == H3_OK) st = h3_runtime_call(e->rt, e->pf.g, e->pf.args, e->pf.results, e->d);
+    e->st->prefill_chunks++;
+    e->st->prefill_rows += valid;
+  }
+  int32_t next = 0;
+  if (st == H3_OK) st = download(e, &e->pf, "next", &next);
+  double t1 = now(e);
+  e->st->prefill_seconds += t1 - t0;
+  if (st == H3_OK) take_token(e, i, next, t1);
+  return st;
+}
+
+/* One decode step of every running row. */
+static h3_status decode_step(engine *e) {
+  int64_t R = e->rows;
+  memset(e->h_tokens, 0, (size_t)R * sizeof *e->h_tokens);
+  memset(e->h_pos, 0, (size_t)R * sizeof *e->h_pos);
+  memset(e->h_key, 0, (size_t)R * sizeof *e->h_key);
+  memset(e->h_temp, 0, (size_t)R * sizeof *e->h_temp);
+  memset(e->h_table, 0, (size_t)(R * e->pt_len) * sizeof *e->h_table);
+  int64_t running = 0;
+  for (int64_t row = 0; row < R; row++) {
+    int64_t i = e->row_seq[row];
+    if (i < 0) continue;
+    const seq *q = &e->s[i];
+    e->h_tokens[row] = q->out[q->n_out - 1];
+    e->h_pos[row] = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
+    e->h_key[row] = q->key;
+    e->h_temp[row] = e->reqs[i].temperature;
+    memcpy(e->h_table + row * e->pt_len, q->pages, (size_t)q->n_pages * sizeof *e->h_table);
+    running++;
+  }
+  double t0 = now(e);
+  h3_status st = upload(e, &e->dc, "tokens", e->h_tokens);
+  if (st == H3_OK) st = upload(e, &e->dc, "pos", e->h_pos);
+  if (st == H3_OK) st = upload(e, &e->dc, "page_table", e->h_table);
+  if (st == H3_OK) st = upload(e, &e->dc, "temperature", e->h_temp);
+  if (st == H3_OK) st = upload(e, &e->dc, "seed", e->h_key);
+  if (st == H3_OK) st = h3_runtime_call(e->rt, e->dc.g, e->dc.args, e->dc.results, e->d);
+  if (st == H3_OK) st = download(e, &e->dc, "next", e->h_next);
+  double t1 = now(e);
+  if (st != H3_OK) return st;
+  e->st->decode_seconds += t1 - t0;
+  e->st->decode_steps++;
+  e->st->decode_rows += running;
+  for (int64_t row = 0; row < R; row++)
+    if (e->row_seq[row] >= 0) take_token(e, e->row_seq[row], e->h_next[row], t1);
+  return H3_OK;
+}
+
+/* Refuses the requests that can never run; 0 when request i may. */
+static int refuse(engine *e, int64_t i) {
+  const h3_request *r = &e->reqs[i];
+  char msg[512];
+  if (h3_request_check(r, e->vocab, e->max_ctx, msg, sizeof msg) == H3_OK) {
+    int64_t need = pages_needed(e, r), have = h3_page_pool_capacity(&e->pool);
+    if (need <= have) return 0;
+    snprintf(msg, sizeof msg,
+             "request '%s' needs %lld KV pages (%lld tokens of %lld per page); the pool holds %lld "
+             "(raise --kv-pages, or compile the plan with more seqs)",
+             r->id, (long long)need, (long long)(r->prompt_len + r->max_new_tokens),
+             (long long)e->page, (long long)have);
+  }
+  finish(e, i, H3_FINISH_ERROR, msg);
+  return 1;
+}
+
+typedef struct {
+  double arrival;
+  int64_t index;
+} arrival_key;
+
+static int by_arrival(const void *a, const void *b) {
+  const arrival_key *x = a, *y = b;
+  if (x->arrival != y->arrival) return x->arrival < y->arrival ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static h3_status setup(engine *e, const h3_module *m) {
+  static const char *const pf[] = {"tokens", "pos0", "n_valid", "page_table", "temperature",
+                                   "seed", "k_cache", "v_cache", "ik_cache"};
+  static const char *const dc[] = {"tokens", "pos", "page_table", "temperature", "seed",
+                                   "k_cache", "v_cache", "ik_cache"};
+  if (setup_call(e, m, "serve_prefill", pf, 9, &e->pf) != H3_OK ||
+      setup_call(e, m, "serve_decode", dc, 8, &e->dc) != H3_OK)
+    return H3_ERR;
+  e->chunk = input_type(&e->pf, "tokens")->dims[0];
+  e->pt_len = input_type(&e->pf, "page_table")->dims[0];
+  e->rows = input_type(&e->dc, "tokens")->dims[0];
+  const h3_type *kc = &e->caches[0].type;
+  e->page = kc->dims[2];
+  e->vocab = h3_module_config(m, "vocab", 0);
+  e->max_ctx = h3_module_config(m, "max_ctx", 0);
+  h3_span none = {0};
+  e->concurrency = e->o->concurrency ? e->o->concurrency : e->rows;
+  if (e->concurrency < 1 || e->concurrency > e->rows) {
+    char hint[128];
+    snprintf(hint, sizeof hint, "compile the plan with --set seqs=%lld", (long long)e->concurrency);
+    h3_diag_error(e->d, none, hint, "--concurrency %lld: the plan decodes at most %lld rows at once",
+                  (long long)e->concurrency, (long long)e->rows);
+    return H3_ERR;
+  }
+  int64_t pages = kc->dims[1];
+  if (e->o->kv_pages > pages) {
+    h3_diag_error(e->d, none, "compile the plan with more seqs for a larger pool",
+                  "--kv-pages %lld: the plan's caches hold %lld pages", (long long)e->o->kv_pages,
+                  (long long)pages);
+    return H3_ERR;
+  }
+  if (h3_page_pool_init(&e->pool, e->o->kv_pages ? e->o->kv_pages : pages, e->d) != H3_OK)
+    return H3_ERR;
+  for (int k = 0; k < 3; k++)
+    e->st->page_bytes += h3_type_bytes(&e->caches[k].type) / e->caches[k].type.dims[1];
+  int64_t R = e->rows, T = R * e->pt_len > e->chunk ? R * e->pt_len : e->chunk;
+  e->h_tokens = calloc((size_t)(T + 1), sizeof *e->h_tokens);
+  e->h_table = calloc((size_t)(T + 1), sizeof *e->h_table);
+  e->h_pos = calloc((size_t)R, sizeof *e->h_pos);
+  e->h_key = calloc((size_t)R, sizeof *e->h_key);
+  e->h_next = calloc((size_t)R, sizeof *e->h_next);
+  e->h_temp = calloc((size_t)R, sizeof *e->h_temp);
+  e->row_seq = malloc((size_t)R * sizeof *e->row_seq);
+  e->s = calloc((size_t)e->n + 1, sizeof *e->s);
+  if (!e->h_tokens || !e->h_table || !e->h_pos || !e->h_key || !e->h_next || !e->h_temp ||
+      !e->row_seq || !e->s)
+    return H3_ERR;
+  for (int64_t r = 0; r < R; r++) e->row_seq[r] = -1;
+  e->st->concurrency = e->concurrency;
+  e->st->pool_pages = h3_page_pool_capacity(&e->pool);
+  e->st->page_tokens = e->page;
+  return H3_OK;
+}
+
+/* The serving loop over the requests in arrival order. */
+static h3_status serve(engine *e, const int64_t *order) {
+  int64_t *queue = malloc((size_t)e->n * sizeof *queue), head = 0, tail = 0, next = 0;
+  if (!queue) return H3_ERR;
+  h3_status st = H3_OK;
+  while (st == H3_OK && e->done < e->n) {
+    double t = now(e);
+    for (; next < e->n && e->reqs[order[next]].arrival <= t; next++)
+      if (e->s[order[next]].state == WAITING) queue[tail++] = order[next];
+    int64_t running = 0;
+    for (int64_t row = 0; row < e->concurrency; row++) running += e->row_seq[row] >= 0;
+    /* admission, first come first served; each admitted request is prefilled at once */
+    while (st == H3_OK && head < tail && running < e->concurrency) {
+      int64_t i = queue[head];
+      seq *q = &e->s[i];
+      int64_t need = pages_needed(e, &e->reqs[i]);
+      if (!h3_page_pool_take(&e->pool, need, q->pages)) break;
+      head++;
+      q->n_pages = need;
+      int64_t row = 0;
+      while (e->row_seq[row] >= 0) row++;
+      q->row = row;
+      q->state = RUNNING;
+      e->row_seq[row] = i;
+      st = prefill(e, i);
+      running += q->state == RUNNING;
+    }
+    if (st == H3_OK && running == 0 && head < tail) { /* cannot happen: checked at the start */
+      h3_diag_error(e->d, (h3_span){0}, NULL, "request '%s' does not fit the empty KV pool",
+                    e->reqs[queue[head]].id);
+      st = H3_ERR;
+    }
+    if (st == H3_OK && running > 0) st = decode_step(e);
+    else if (st == H3_OK && head == tail && next < e->n) { /* idle until the next arrival */
+      double wait = e->reqs[order[next]].arrival - now(e);
+      if (wait > 0.05) wait = 0.05;
+      if (wait > 0) nanosleep(&(struct timespec){0, (long)(wait * 1e9)}, NULL);
+    }
+    if (e->o->progress) {
+      int64_t active = 0;
+      for (int64_t row = 0; row < e->concurrency; row++) active += e->row_seq[row] >= 0;
+      e->o->progress(e->o->progress_ctx, e->done, e->n, active, tail - head,
+                     e->st->output_tokens, now(e));
+    }
+  }
+  free(queue);
+  return st;
+}
+
+h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *reqs, int64_t n,
+                       const h3_serve_options *o, h3_serve_stats *stats, h3_diag *d) {
+  *stats = (h3_serve_stats){.requests = n};
+  engine e = {.rt = rt, .reqs = reqs, .n = n, .o = o, .st = stats, .d = d};
+  int64_t *order = malloc((size_t)(n + 1) * sizeof *order);
+  h3_status st = order ? setup(&e, m) : H3_ERR;
+  for (int64_t i = 0; st == H3_OK && i < n; i++) {
+    e.s[i].row = -1;
+    e.s[i].key = sampling_key(&e, &reqs[i]);
+    order[i] = i;
+  }
+  arrival_key *keys = st == H3_OK ? malloc((size_t)(n + 1) * sizeof *keys) : NULL;
+  if (st == H3_OK && !keys) st = H3_ERR;
+  for (int64_t i = 0; keys && i < n; i++) keys[i] = (arrival_key){reqs[i].arrival, i};
+  if (keys) qsort(keys, (size_t)n, sizeof *keys, by_arrival);
+  for (int64_t i = 0; keys && i < n; i++) order[i] = keys[i].index;
+  free(keys);
+  clock_gettime(CLOCK_MONOTONIC, &e.t0);
+  for (int64_t i = 0; st == H3_OK && i < n; i++) {
+    if (refuse(&e, i)) continue;
+    stats->prompt_tokens += reqs[i].prompt_len;
+    e.s[i].pages = malloc((size_t)pages_needed(&e, &reqs[i]) * sizeof *e.s[i].pages);
+    e.s[i].out = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].out);
+    e.s[i].at = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].at);
+    if (!e.s[i].pages || !e.s[i].out || !e.s[i].at) {
+      h3_diag_error(d, (h3_span){0}, NULL, "out of host memory for request '%s'", reqs[i].id);
+      st = H3_ERR;
+    }
+  }
+  if (st == H3_OK) st = serve(&e, order);
+  if (st != H3_OK && e.s) { /* serving failed: every request not finished fails with it */
+    const char *why = d->errors ? "serving failed (see the error above)" : "serving failed";
+    for (int64_t i = 0; i < n; i++)
+      if (e.s[i].state != DONE) finish(&e, i, H3_FINISH_ERROR, why);
+  }
+  stats->pool_peak_pages = e.pool.peak_used;
+  for (int64_t i = 0; e.s && i < n; i++) {
+    free(e.s[i].pages);
+    free(e.s[i].out);
+    free(e.s[i].at);
+  }
+  if (e.pf.g) free_call(&e, &e.pf);
+  if (e.dc.g) free_call(&e, &e.dc);
+  for (int k = 0; k < 3; k++) h3_runtime_buffer_free(rt, &e.caches[k]);
+  h3_page_pool_free(&e.pool);
+  free(e.h_tokens);
+  free(e.h_table);
+  free(e.h_pos);
+  free(e.h_key);
+  free(e.h_next);
+  free(e.h_temp);
+  free(e.row_seq);
+  free(e.s);
+  free(order);
+  return st;
+}
+
+void h3_serve_stats_free(h3_serve_stats *s) {
+  free(s->ttft);
+  free(s->tpot);
+  free(s->itl);
+  *s = (h3_serve_stats){0};
+}

@@ -1,0 +1,84 @@
+/* serve_report.c: the serving engine's report (include/h3/serve.h): a human table and the
+ * same figures as one JSON object. Percentiles are nearest-rank (h3_percentile). */
+#include "h3/serve.h"
+
+static double mean(const double *v, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += v[i];
+  return n ? s / (double)n : 0;
+}
+
+static double pct(const double *v, int64_t n, double p) { return h3_percentile(v, (int)n, p); }
+
+static double per_second(double x, double seconds) { return seconds > 0 ? x / seconds : 0; }
+
+static void latency_row(FILE *out, const char *name, const double *v, int64_t n) {
+  if (!n) {
+    fprintf(out, "  %-6s %10s\n", name, "-");
+    return;
+  }
+  fprintf(out, "  %-6s %10.2f %10.2f %10.2f %10.2f %10.2f\n", name, 1e3 * pct(v, n, 50),
+          1e3 * pct(v, n, 90), 1e3 * pct(v, n, 99), 1e3 * mean(v, n), 1e3 * pct(v, n, 100));
+}
+
+void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *device) {
+  fprintf(out, "=== serving ===\n");
+  if (device) fprintf(out, "device          %s\n", device);
+  fprintf(out, "requests        %lld: %lld completed, %lld failed\n", (long long)s->requests,
+          (long long)s->completed, (long long)s->failed);
+  fprintf(out, "concurrency     %lld rows per decode step\n", (long long)s->concurrency);
+  fprintf(out, "duration        %.3f s (start to the last request's end)\n", s->seconds);
+  fprintf(out, "tokens          %lld prompt, %lld output: %.1f output tokens/s, %.2f requests/s\n",
+          (long long)s->prompt_tokens, (long long)s->output_tokens,
+          per_second((double)s->output_tokens, s->seconds),
+          per_second((double)s->completed, s->seconds));
+  if (s->decode_steps)
+    fprintf(out, "decode          %lld steps, %.1f running rows per step, %.3f ms per step\n",
+            (long long)s->decode_steps, (double)s->decode_rows / (double)s->decode_steps,
+            1e3 * s->decode_seconds / (double)s->decode_steps);
+  if (s->prefill_chunks)
+    fprintf(out, "prefill         %lld chunks, %lld prompt rows, %.3f ms per chunk\n",
+            (long long)s->prefill_chunks, (long long)s->prefill_rows,
+            1e3 * s->prefill_seconds / (double)s->prefill_chunks);
+  double kib = (double)s->page_bytes / 1024.0;
+  fprintf(out, "KV pool         %lld pages of %lld tokens (%.1f %s each), peak %lld in use (%.1f %%)\n",
+          (long long)s->pool_pages, (long long)s->page_tokens, kib < 1024 ? kib : kib / 1024,
+          kib < 1024 ? "KiB" : "MiB",
+          (long long)s->pool_peak_pages,
+          s->pool_pages ? 100.0 * (double)s->pool_peak_pages / (double)s->pool_pages : 0.0);
+  fprintf(out, "latency (ms)    %10s %10s %10s %10s %10s\n", "p50", "p90", "p99", "mean", "max");
+  latency_row(out, "TTFT", s->ttft, s->n_ttft);
+  latency_row(out, "TPOT", s->tpot, s->n_tpot);
+  latency_row(out, "ITL", s->itl, s->n_itl);
+}
+
+static void latency_json(FILE *out, const char *name, const double *v, int64_t n) {
+  if (!n) {
+    fprintf(out, ", \"%s\": null", name);
+    return;
+  }
+  fprintf(out, ", \"%s\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, \"mean\": %.4f, \"max\": %.4f}",
+          name, 1e3 * pct(v, n, 50), 1e3 * pct(v, n, 90), 1e3 * pct(v, n, 99), 1e3 * mean(v, n),
+          1e3 * pct(v, n, 100));
+}
+
+void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device) {
+  fprintf(out, "{\"engine\": \"h3\", \"device\": \"%s\", \"concurrency\": %lld, \"requests\": %lld, "
+               "\"completed\": %lld, \"failed\": %lld, \"prompt_tokens\": %lld, "
+               "\"output_tokens\": %lld, \"duration_s\": %.6f, \"output_tok_s\": %.3f, "
+               "\"request_s\": %.4f, \"decode_steps\": %lld, \"mean_decode_rows\": %.3f, "
+               "\"prefill_chunks\": %lld",
+          device ? device : "", (long long)s->concurrency, (long long)s->requests,
+          (long long)s->completed, (long long)s->failed, (long long)s->prompt_tokens,
+          (long long)s->output_tokens, s->seconds, per_second((double)s->output_tokens, s->seconds),
+          per_second((double)s->completed, s->seconds), (long long)s->decode_steps,
+          s->decode_steps ? (double)s->decode_rows / (double)s->decode_steps : 0.0,
+          (long long)s->prefill_chunks);
+  latency_json(out, "ttft_ms", s->ttft, s->n_ttft);
+  latency_json(out, "tpot_ms", s->tpot, s->n_tpot);
+  latency_json(out, "itl_ms", s->itl, s->n_itl);
+  fprintf(out, ", \"kv_pool\": {\"pages\": %lld, \"peak_pages\": %lld, \"page_tokens\": %lld, "
+               "\"page_bytes\": %lld}}\n",
+          (long long)s->pool_pages, (long long)s->pool_peak_pages, (long long)s->page_tokens,
+          (long long)s->page_bytes);
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""serve_cpu.py: h3exec's serving mode (--requests / --random-prompts) on the tiny M3.1 plan,
+CPU backend, end to end:
+
+  batch     96 requests (prompts of 1..70 tokens, so 1..4 prefill chunks; 1..30 new tokens;
+            greedy and seeded temperature 0.7, some with an EOS id) arriving over 0.3 s,
+            served 64 rows at a time; 12 of them then served alone (a plan of one row):
+            tokens equal (the acceptance rule of issue 18 on the CPU, where results are
+            bitwise independent of the batch); every result line well formed
+  generate  a greedy request of prompt_len tokens gives the tokens of the `generate` program
+  bad       a file with good lines and bad ones (malformed JSON, an unknown key, an id outside
+            the vocabulary, an empty prompt, a prompt beyond the context): exit 1, each bad one
+            named on stderr and answered by an error result, the good ones served as in `batch`
+  pool      --kv-pages 4: a request that needs more pages is refused, the others wait for
+            pages and are served; the report's peak stays within the pool
+  random    --random-prompts with --summary: the JSON report's figures
+  flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message
+
+Usage: serve_cpu.py --h3c H3C --h3exec H3EXEC --source SRC --work DIR [--case NAME]
+Standard library only."""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+
+failures = []
+
+
+def run(cmd, timeout=600):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def plan(a, seqs):
+    out = os.path.join(a.work, f"m31_seqs{seqs}.plan")
+    if not os.path.exists(out):
+        rc, _, err = run([a.h3c, "compile", os.path.join(a.source, "models", "minimax_m3_1.g"),
+                          "--config", "tiny", "--set", f"seqs={seqs}", "-o", out])
+        if rc != 0:
+            sys.exit(f"cannot compile the tiny M3.1 plan:\n{err}")
+    return out
+
+
+def write_requests(path, reqs):
+    with open(path, "w") as f:
+        for r in reqs:
+            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+
+
+def serve(a, plan_file, reqs, name, extra=()):
+    """Serves reqs; returns (rc, stdout, stderr, {id: result})."""
+    rq = os.path.join(a.work, name + ".jsonl")
+    res = os.path.join(a.work, name + ".results.jsonl")
+    write_requests(rq, reqs)
+    if os.path.exists(res):
+        os.remove(res)
+    rc, out, err = run([a.h3exec, plan_file, "--backend", "cpu", "--requests", rq, "--out", res]
+                       + list(extra))
+    check(rc >= 0, f"{name}: killed by signal {-rc}")
+    results = {}
+    if os.path.exists(res):
+        for line in open(res):
+            r = json.loads(line)
+            results[r["id"]] = r
+    return rc, out, err, results
+
+
+def batch_requests(seed=1, n=96):
+    rnd = random.Random(seed)
+    reqs = []
+    for i in range(n):
+        r = {"id": f"r{i}", "prompt": [rnd.randrange(256) for _ in range(rnd.randint(1, 70))],
+             "max_new_tokens": rnd.randint(1, 30), "arrival": round(rnd.uniform(0, 0.3), 3)}
+        if i % 2:
+            r["temperature"] = 0.7
+            if i % 4 == 1:
+                r["seed"] = rnd.randrange(1 << 40)
+        if i % 5 == 0:
+            r["eos"] = rnd.randrange(256)
+        reqs.append(r)
+    return reqs
+
+
+def well_formed(name, r, req):
+    check(r["finish_reason"] in ("length", "eos"), f"{name}: {r['id']} finished by {r['finish_reason']}")
+    n = len(r["tokens"])
+    check(1 <= n <= req["max_new_tokens"], f"{name}: {r['id']} has {n} tokens")
+    check(all(0 <= t < 256 for t in r["tokens"]), f"{name}: {r['id']} has ids outside the vocabulary")
+    if r["finish_reason"] == "length":
+        check(n == req["max_new_tokens"], f"{name}: {r['id']} ended by length at {n} tokens")
+    else:
+        check(r["tokens"][-1] == req.get("eos"), f"{name}: {r['id']} ended by eos on another id")
+    check("eos" not in req or req["eos"] not in r["tokens"][:-1], f"{name}: {r['id']} ran past its eos")
+    check(r["prompt_len"] == len(req["prompt"]), f"{name}: {r['id']} prompt_len")
+    check(r["ttft_ms"] is not None and r["ttft_ms"] >= 0, f"{name}: {r['id']} ttft")
+
+
+def case_batch(a):
+    reqs = batch_requests()
+    rc, out, err, res = serve(a, plan(a, 64), reqs, "batch", ["--concurrency", "64"])
+    check(rc == 0, f"batch: exit {rc}: {err[-2000:]}")
+    check(len(res) == len(reqs), f"batch: {len(res)} results of {len(reqs)}")
+    for r in reqs:
+        if r["id"] in res:
+            well_formed("batch", res[r["id"]], r)
+    check("=== serving ===" in out and "TTFT" in out, "batch: no report")
+    alone_plan = plan(a, 1)
+    for r in reqs[::8]:
+        r = dict(r, arrival=0)
+        rc, _, err, one = serve(a, alone_plan, [r], "alone_" + r["id"])
+        check(rc == 0, f"alone {r['id']}: exit {rc}: {err[-1000:]}")
+        got, want = one.get(r["id"], {}).get("tokens"), res.get(r["id"], {}).get("tokens")
+        check(got == want, f"{r['id']}: alone {got} vs in the batch {want}")
+
+
+def case_generate(a):
+    p1 = plan(a, 1)
+    prompt = [random.Random(7).randrange(256) for _ in range(20)]  # the tiny prompt_len
+    pf = os.path.join(a.work, "prompt.txt")
+    with open(pf, "w") as f:
+        f.write(" ".join(map(str, prompt)))
+    rc, out, err = run([a.h3exec, p1, "--backend", "cpu", "--prompt", pf])
+    check(rc == 0, f"generate: exit {rc}: {err[-1000:]}")
+    lines = out.split("=== generated tokens ===")
+    want = [int(t) for t in lines[-1].split()] if len(lines) > 1 else None
+    rc, _, err, res = serve(a, p1, [{"id": 1, "prompt": prompt, "max_new_tokens": 32}], "generate")
+    check(rc == 0, f"generate: serving exit {rc}: {err[-1000:]}")
+    got = res.get(1, {}).get("tokens")
+    check(got == want, f"generate: serving gives {got}, the generate program {want}")
+
+
+def case_bad(a):
+    good = batch_requests(seed=3, n=6)
+    bad = ['{"id": "m", "prompt": [1, 2', '{"id": "k", "prompt": [1], "max_new_tokens": 2, "colour": 1}',
+           {"id": "oov", "prompt": [1, 256], "max_new_tokens": 2},
+           {"id": "empty", "prompt": [], "max_new_tokens": 2},
+           {"id": "long", "prompt": [3] * 250, "max_new_tokens": 10}]
+    reqs = good[:3] + bad + good[3:]
+    rc, out, err, res = serve(a, plan(a, 64), reqs, "bad")
+    check(rc == 1, f"bad: exit {rc}, want 1")
+    for name in ("oov", "empty", "long"):
+        check(f'request "{name}"' in err, f"bad: stderr does not name request '{name}'")
+        check(res.get(name, {}).get("finish_reason") == "error", f"bad: no error result for '{name}'")
+    check("bad.jsonl:4:" in err and "bad.jsonl:5:" in err, "bad: the malformed lines' places are not on stderr")
+    check("5 of 11 requests failed" in err, "bad: the failure count is not reported")
+    _, _, _, ok = serve(a, plan(a, 64), good, "bad_good_only")
+    for r in good:
+        check(res.get(r["id"], {}).get("tokens") == ok.get(r["id"], {}).get("tokens"),
+              f"bad: good request {r['id']} differs beside bad ones")
+
+
+def case_pool(a):
+    small = [{"id": f"s{i}", "prompt": [i + 1] * 9, "max_new_tokens": 6} for i in range(5)]  # 2 pages each
+    big = {"id": "big", "prompt": [5] * 30, "max_new_tokens": 10}  # 5 pages
+    rc, out, err, res = serve(a, plan(a, 64), small + [big], "pool", ["--kv-pages", "4"])
+    check(rc == 1, f"pool: exit {rc}, want 1")
+    check("'big' needs 5 KV pages" in err and 'pool.jsonl:6:1: error: request "big"' in err and "the pool holds 3" in err, f"pool: no refusal of 'big': {err[-500:]}")
+    for r in small:
+        check(res.get(r["id"], {}).get("finish_reason") == "length", f"pool: {r['id']} not served")
+    check("peak 2 in use" in out, "pool: the report's peak is not 2 pages (one request at a time)")
+
+
+def case_random(a):
+    summ = os.path.join(a.work, "summary.json")
+    rc, out, err = run([a.h3exec, plan(a, 64), "--backend", "cpu", "--random-prompts", "5", "--prompt-len", "12",
+                        "--output-len", "6", "--summary", summ, "--concurrency", "4"])
+    check(rc == 0, f"random: exit {rc}: {err[-1000:]}")
+    s = json.load(open(summ)) if os.path.exists(summ) else {}
+    check(s.get("engine") == "h3" and s.get("requests") == 5 and s.get("output_tokens") == 30,
+          f"random: summary {s}")
+    check(s.get("concurrency") == 4 and s.get("ttft_ms", {}).get("p50", -1) >= 0, f"random: summary {s}")
+
+
+def case_flags(a):
+    p = plan(a, 64)
+    for args, rc_want, piece in [
+        (["--random-prompts", "3"], 2, "needs --prompt-len"),
+        (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--graph", "decode"], 2,
+         "serving takes none of"),
+        (["--concurrency", "2"], 2, "are for serving"),
+        (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--concurrency", "65"], 1,
+         "--set seqs=65"),
+        (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--kv-pages", "999999"], 1,
+         "the plan's caches hold"),
+        (["--requests", os.path.join(a.work, "missing.jsonl")], 1, "missing.jsonl"),
+    ]:
+        rc, _, err = run([a.h3exec, p, "--backend", "cpu"] + args)
+        check(rc == rc_want and piece in err, f"flags {args}: exit {rc} (want {rc_want}), stderr {err[-300:]!r}")
+
+
+CASES = {"batch": case_batch, "generate": case_generate, "bad": case_bad, "pool": case_pool,
+         "random": case_random, "flags": case_flags}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k in ("--h3c", "--h3exec", "--source", "--work"):
+        ap.add_argument(k, required=True)
+    ap.add_argument("--case", choices=sorted(CASES), action="append")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    for name in a.case or CASES:
+        CASES[name](a)
+    if failures:
+        sys.exit(f"{len(failures)} failures")
+    print("serve_cpu: all cases passed")
+
+
+if __name__ == "__main__":
+    main()
