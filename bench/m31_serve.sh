@@ -44,5 +44,5 @@ for C in $CS; do
     --device cuda > "$OUT/peer_$C.json" || fail=1
   [ "$plan" = "$OUT/m31_small_serve_s$C.plan" ] && rm -f "$plan"
 done
-python3 "$here/m31_serve_table.py" "$OUT" || fail=1
+python3 "$here/m31_serve_table.py" "$OUT"/h3_*.json "$OUT"/peer_*.json || fail=1
 exit $fail

@@ -24,6 +24,10 @@
 #          the CPU backend (one teacher-forced extend per prompt), the top-2 margin where
 #          they part (3 prompts; minutes of CPU time)
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
+#   m31serve  bench/m31_serve.sh: serving 2048-token prompts, 256 new tokens, at concurrency
+#          64, 1, 8, 32, h3 and the PyTorch peer on the same requests (LOG_DIR/serve/)
+#   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone equal the same
+#          requests inside a batch of 64 up to the first decision margin below 0.05
 #   faults tests/gpu/cuda_faults.py: injected launch failures, kernel faults and allocation
 #          failures on cuda are reported with the op / kernel named, exit 1, no output
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;
@@ -67,7 +71,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -187,6 +191,15 @@ for section in $SECTIONS; do
     # the PyTorch peer of the small model (bench/m31_peer.py): copy bandwidth, prefill 2048,
     # decode at batch 1 / 64 and contexts 2048 / 16384, with the bandwidth floors
     step m31_peer 420 env PYTHONUNBUFFERED=1 python3 -W ignore bench/m31_peer.py bench --iters 10
+    ;;
+  m31serve)
+    # serving (bench/m31_serve.sh): random prompts of 2048 tokens, 256 new tokens each, at
+    # concurrency 64, 1, 8 and 32; h3 and the PyTorch peer on the same request lists
+    step m31_serve 590 env PYTHONUNBUFFERED=1 bench/m31_serve.sh "$STAGE" "$LOG/serve"
+    ;;
+  m31servecheck)
+    # serving on cuda: requests alone vs inside a batch of 64 (tests/gpu/serve_check.py)
+    step m31_serve_check 420 python3 tests/gpu/serve_check.py "$BIN/h3exec" "$PLANS" "$LOG/serve_check"
     ;;
   faults)
     # test switches that fail a launch, fault a kernel (trap) or fail an allocation on cuda:

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""serve_check.py: serving on cuda keeps a request's tokens whatever else is in the batch
+(issue 18's acceptance on CUDA): 64 requests (prompts of 64..1024 tokens, 16..64 new
+tokens, half greedy and half at temperature 0.8, some with a seed of their own) arriving
+over half a second are served 64 rows at a time; 8 of them are then served alone (one row
+per step, a plan of one row). A request passes when its tokens alone equal its tokens in
+the batch up to the first position where either run's decision margin (h3exec --margins:
+top-1 minus top-2 of the scores the sampler compared) is below 0.05: past such a near-tie
+two correct implementations may part (a GEMM of 64 rows and one of 1 round differently).
+
+    serve_check.py H3EXEC PLANS_DIR WORK_DIR
+PLANS_DIR holds m31_small_serve_s64.plan and m31_small_serve_s1.plan (tests/gpu/stage.sh).
+Exit 0 when every compared request passes, 1 otherwise. Standard library only."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+RULE = 0.05
+
+
+def serve(h3exec, plan, reqs, work, name, concurrency):
+    rq, res = os.path.join(work, name + ".jsonl"), os.path.join(work, name + ".results.jsonl")
+    with open(rq, "w") as f:
+        for r in reqs:
+            f.write(json.dumps(r) + "\n")
+    cmd = [h3exec, plan, "--backend", "cuda", "--weights", "random", "--seed", "3", "--requests", rq,
+           "--concurrency", str(concurrency), "--margins", "--out", res]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=400)
+    sys.stdout.write(p.stdout.decode(errors="replace"))
+    if p.returncode != 0:
+        sys.exit(f"{name}: h3exec exit {p.returncode}\n{p.stderr.decode(errors='replace')[-3000:]}")
+    return {r["id"]: r for r in map(json.loads, open(res))}
+
+
+def first_near_tie(*margins):
+    """The first position where any run's margin is below RULE (len when none)."""
+    n = min(len(m) for m in margins)
+    for k in range(n):
+        if any(m[k] is None or m[k] < RULE for m in margins):
+            return k
+    return n
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    h3exec, plans, work = sys.argv[1:]
+    os.makedirs(work, exist_ok=True)
+    rnd = random.Random(11)
+    reqs = []
+    for i in range(64):
+        r = {"id": f"q{i}", "prompt": [rnd.randrange(200064) for _ in range(rnd.randint(64, 1024))],
+             "max_new_tokens": rnd.randint(16, 64), "arrival": round(rnd.uniform(0, 0.5), 3)}
+        if i % 2:
+            r["temperature"] = 0.8
+            if i % 4 == 1:
+                r["seed"] = rnd.randrange(1 << 40)
+        reqs.append(r)
+    batch = serve(h3exec, os.path.join(plans, "m31_small_serve_s64.plan"), reqs, work, "batch", 64)
+    picked = [dict(r, arrival=0) for r in reqs[::8]]
+    alone = serve(h3exec, os.path.join(plans, "m31_small_serve_s1.plan"), picked, work, "alone", 1)
+    bad = 0
+    for r in picked:
+        a, b = alone[r["id"]], batch[r["id"]]
+        ta, tb = a["tokens"], b["tokens"]
+        differ = next((k for k in range(min(len(ta), len(tb))) if ta[k] != tb[k]), None)
+        if differ is None and len(ta) == len(tb):
+            what, ok = f"all {len(ta)} tokens equal", True
+        else:
+            k = differ if differ is not None else min(len(ta), len(tb))
+            tie = first_near_tie(a["margins"], b["margins"])
+            ok = tie <= k
+            what = (f"equal up to token {k}; first margin below {RULE} at token {tie} "
+                    f"(alone {a['margins'][tie] if tie < len(a['margins']) else '-'}, "
+                    f"batch {b['margins'][tie] if tie < len(b['margins']) else '-'})")
+        t = r.get("temperature", 0)
+        print(f"{r['id']}: T {t}, prompt {len(r['prompt'])}, {len(ta)} tokens: {what} {'ok' if ok else 'FAIL'}")
+        bad += not ok
+    print(f"serve_check: {len(picked) - bad} of {len(picked)} requests pass the rule")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
