@@ -13,7 +13,9 @@
  *   rms_norm: r = 1/sqrt(sum(x^2)/N + eps); y = (x*r)*(w + offset), one rounding to y's dtype.
  *   argmax: first index of the maximum (ties -> lowest index; a row of NaN gives 0).
  *   sample_tokens: argmax of the row's scores: the logits (temperature <= 0 or NaN) or logit / T
- *     plus Gumbel noise (h3_rng_sample_score); one block per row, so batch invariant.
+ *     plus Gumbel noise (h3_rng_sample_score); one block per row, so batch invariant. A second
+ *     result, the winner's score minus the best of the others (h3_rng_sample_margin), from
+ *     the top two scores kept in the same pass.
  *   reduce_sum: fp32 sum (fp64 for f64 inputs), rounded once to the result dtype.
  */
 #include "emit_internal.h"
@@ -144,54 +146,79 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   return emit_args(ec, 2, 1, false);
 }
 
+/* One step of the (best, bi) reduction: takes the candidate (cb, ci) when it beats the
+ * running best (ties: lower index). With `cs` (sample_tokens) it also merges the running
+ * second-best `sec`: the new second is the largest of the losing best and both seconds
+ * (a second never exceeds its best, so the loser of a win is the old best). */
+static void top_merge(h3_strbuf *s, const char *ind, const char *cb, const char *ci, const char *cs) {
+  h3_strbuf_printf(s, "%sif (%s > best || (%s == best && %s < bi)) { %sbest = %s; bi = %s; }\n",
+                   ind, cb, cb, ci, cs ? "sec = best; " : "", cb, ci);
+  if (cs) {
+    h3_strbuf_printf(s, "%selse if (%s > sec) sec = %s;\n", ind, cb, cb);
+    if (strcmp(cs, cb)) h3_strbuf_printf(s, "%sif (%s > sec) sec = %s;\n", ind, cs, cs);
+  }
+}
+
 /* argmax, and sample_tokens (ops.def): argmax over per-token scores. A row's temperature,
  * seed and position are read once; score = x when !(t > 0) (greedy), else
- * h3_rng_sample_score (include/h3/rng.h, the CPU reference's own source: the same bits). */
+ * h3_rng_sample_score (include/h3/rng.h, the CPU reference's own source: the same bits).
+ * sample_tokens also keeps each thread's second-best score `sec` (NaN never enters: it
+ * starts at -inf and only takes scores that compare greater), merged with the best in
+ * the butterfly and across warps; h3_rng_sample_margin makes out1 of (best, sec). A +0 /
+ * -0 second may come out either way, which h3_rng_sample_margin's result never shows. */
 static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
   const bool sample = op->code == H3_OP_SAMPLE_TOKENS;
-  const int n_in = sample ? 4 : 1;
+  const int n_in = sample ? 4 : 1, n_out = sample ? 2 : 1;
   int vec = n % 8 == 0 ? 8 : 1;
   int block = emit_row_block(n / vec, 1024);
-  h3_type in_t[4], out_t = op->results[0]->type;
+  h3_type in_t[4], out_t[2];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
+  for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
   const char *ct = emit_comptype(in_t[0].dtype);
   const char *lowest = in_t[0].dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
                        : emit_is_float(in_t[0].dtype) ? "-__int_as_float(0x7f800000)"
                                                       : "(-9223372036854775807ll - 1)";
-  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, block, true);
+  emit_signature(ec, n_in, in_t, n_out, out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
                    block / 32);
-  row_head(s, rows, n, h3_kernel_ctype(in_t[0].dtype), h3_kernel_ctype(out_t.dtype), 1);
+  if (sample) h3_strbuf_printf(s, "  __shared__ float ps[%d];\n", block / 32);
+  row_head(s, rows, n, h3_kernel_ctype(in_t[0].dtype), h3_kernel_ctype(out_t[0].dtype), 1);
   if (sample)
     h3_strbuf_append(s, "  const float t = in1[row];\n  const bool greedy = !(t > 0.0f);\n"
                         "  const unsigned int seed = (unsigned int)in2[row];\n"
                         "  const unsigned int pos = (unsigned int)in3[row];\n");
   h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
+  if (sample) h3_strbuf_printf(s, "  float sec = %s;\n", lowest);
   chunk_loop(s, vec, n, block, ct, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
                       "      const int j = u * %d + k;\n", vec, vec);
-  const char *sc = sample ? "sc" : "v[k]";
   if (sample)
     h3_strbuf_append(s, "      const float sc = greedy ? v[k] : "
                         "h3_rng_sample_score(v[k], t, seed, pos, (unsigned int)j);\n");
-  h3_strbuf_printf(s, "      if (%s > best || (%s == best && j < bi)) { best = %s; bi = j; }\n"
-                      "    }\n  }\n", sc, sc, sc);
-  h3_strbuf_append(s, "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) {\n"
+  top_merge(s, "      ", sample ? "sc" : "v[k]", "j", sample ? "sc" : NULL);
+  h3_strbuf_append(s, "    }\n  }\n"
+                      "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) {\n"
                       "    const auto ob = __shfl_xor_sync(0xffffffffu, best, o);\n"
-                      "    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);\n"
-                      "    if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }\n"
-                      "  }\n"
-                      "  if ((tid & 31) == 0) { pb[tid >> 5] = best; pi[tid >> 5] = bi; }\n"
-                      "  __syncthreads();\n  if (tid == 0) {\n");
-  h3_strbuf_printf(s, "    for (int w = 1; w < %d; w++)\n"
-                      "      if (pb[w] > best || (pb[w] == best && pi[w] < bi)) { best = pb[w]; bi = pi[w]; }\n",
-                   block / 32);
-  h3_strbuf_append(s, "    h3_st(y, 0, (long long)(bi == 0x7fffffff ? 0 : bi));\n  }\n}\n");
+                      "    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);\n");
+  if (sample) h3_strbuf_append(s, "    const float os = __shfl_xor_sync(0xffffffffu, sec, o);\n");
+  top_merge(s, "    ", "ob", "oi", sample ? "os" : NULL);
+  h3_strbuf_printf(s, "  }\n"
+                      "  if ((tid & 31) == 0) { pb[tid >> 5] = best; pi[tid >> 5] = bi;%s }\n"
+                      "  __syncthreads();\n  if (tid == 0) {\n",
+                   sample ? " ps[tid >> 5] = sec;" : "");
+  h3_strbuf_printf(s, "    for (int w = 1; w < %d; w++)%s\n", block / 32, sample ? " {" : "");
+  top_merge(s, "      ", "pb[w]", "pi[w]", sample ? "ps[w]" : NULL);
+  if (sample) h3_strbuf_append(s, "    }\n");
+  h3_strbuf_append(s, "    h3_st(y, 0, (long long)(bi == 0x7fffffff ? 0 : bi));\n");
+  if (sample)
+    h3_strbuf_append(s, "    out1[row] = h3_rng_sample_margin(bi == 0x7fffffff ? "
+                        "__int_as_float(0x7fc00000) : best, sec);\n");
+  h3_strbuf_append(s, "  }\n}\n");
   ec->k->grid[0] = rows > 0 ? rows : 1;
   ec->k->block[0] = block;
-  return emit_args(ec, n_in, 1, false);
+  return emit_args(ec, n_in, n_out, false);
 }
 
 static h3_status emit_reduce_sum(emit_ctx *ec, int64_t rows, int64_t n) {

@@ -249,7 +249,8 @@ H3_INFER_DECL(h3_infer_argmax) {
   return 1;
 }
 
-/* sample_tokens(logits f32[R, V], temperature f32[R], seed i32[R], pos i32[R]) -> i32[R] */
+/* sample_tokens(logits f32[R, V], temperature f32[R], seed i32[R], pos i32[R])
+   -> (token i32[R], margin f32[R]) */
 H3_INFER_DECL(h3_infer_sample_tokens) {
   const h3_type *x = TY(0), *t = TY(1);
   if (x->dtype != H3_F32 || x->rank != 2 || x->dims[1] < 1)
@@ -262,7 +263,8 @@ H3_INFER_DECL(h3_infer_sample_tokens) {
     if (h3_infer_want_dim(op, 0, "logits", 0, i, ints[i - 2], 0, "R", "[R]", why, why_len)) return -1;
   }
   out[0] = h3_type_make(H3_I32, 1, &x->dims[0]);
-  return 1;
+  out[1] = h3_type_make(H3_F32, 1, &x->dims[0]);
+  return 2;
 }
 
 H3_INFER_DECL(h3_infer_reduce_sum) {

@@ -68,6 +68,8 @@
 #define H3_RNG_DIV(a, b) __fdiv_rn((a), (b))
 #define H3_RNG_SQRT(a) __fsqrt_rn((a))
 #define H3_RNG_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+#define H3_RNG_INF __int_as_float(0x7f800000)
+#define H3_RNG_NAN __int_as_float(0x7fc00000)
 #else
 #include <math.h>
 #define H3_RNG_ADD(a, b) ((a) + (b))
@@ -75,6 +77,8 @@
 #define H3_RNG_DIV(a, b) ((a) / (b))
 #define H3_RNG_SQRT(a) sqrtf((a))
 #define H3_RNG_FMA(a, b, c) fmaf((a), (b), (c))
+#define H3_RNG_INF INFINITY
+#define H3_RNG_NAN NAN /* 0x7fc00000 (the cpu tests check the bits) */
 #endif
 
 #define H3_PHILOX_M0 0xD2511F53u
@@ -261,6 +265,19 @@ H3_HD H3_RNG_INLINE float h3_rng_sample_score(float logit, float t, unsigned int
   float u = h3_rng_uniform(seed, H3_RNG_SAMPLE_STREAM, ((unsigned long long)pos << 32) | v);
   float g = -h3_rng_log(-h3_rng_log(u));
   return H3_RNG_ADD(H3_RNG_DIV(logit, t), g);
+}
+
+/* sample_tokens' second result, the decision margin of a row: best = the winner's score
+ * (NaN when every score of the row is NaN), second = the largest score of the other tokens
+ * (NaN scores left out, -inf when there is none). Returns NaN (0x7fc00000) for an all-NaN
+ * row, +inf when second is -inf (V = 1, every other score NaN or -inf, an all -inf row
+ * included), 0 when best == second (a tie, +inf ties included: never inf - inf), else
+ * best - second, one fp32 subtraction (+-0 seconds give the same bits). */
+H3_HD H3_RNG_INLINE float h3_rng_sample_margin(float best, float second) {
+  if (best != best) return H3_RNG_NAN;
+  if (second == -H3_RNG_INF) return H3_RNG_INF;
+  if (best == second) return 0.0f;
+  return H3_RNG_ADD(best, -second);
 }
 
 /* Random weight initialisers (the random kinds of h3_init_kind in ir.h; their numbers are

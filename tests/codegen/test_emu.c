@@ -7,13 +7,77 @@
  * movement, argmax, randn). The fp32 reductions (rms_norm, reduce_sum) sum in a tree on
  * the GPU and in ascending order on the CPU, and the transcendental ops may use other
  * libm formulas: those must agree within one unit of the output dtype's last place (plus
- * a small fp32 tolerance), on every element.
+ * a small fp32 tolerance), on every element. sample_tokens runs again on rows made for its
+ * edge cases (sample_edges), both results (token, margin) equal to the CPU's to the bit.
  */
 #include "h3/backend.h"
 #include "op_check.h"
 
 int emu_count(void);
 void emu_run(int i, void **args);
+
+/* sample_tokens (kernel i) on rows made for its edge cases, row r % 6: a tie at the maximum
+ * across warps (at 3 and V - 1), all NaN, all -inf, one finite score among -inf and NaN, a
+ * tie at +inf, -0 and +0 tied over -inf; once greedy (T 0 or -1) and once sampled (T > 0).
+ * Both results equal the CPU's byte for byte (NaN bits included); the greedy margins are
+ * 0, NaN, +inf, +inf, 0, +0. */
+static void sample_edges(int i, const h3_op *op) {
+  h3_tensor in[4], cpu[2], emu[2];
+  void *args[6];
+  make_inputs(op, in);
+  const int64_t R = in[0].type.dims[0], V = in[0].type.dims[1];
+  float *x = in[0].data, *t = in[1].data;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int64_t r = 0; r < R; r++) {
+      float *row = x + r * V;
+      t[r] = pass ? 0.5f + 0.25f * (float)r : r % 2 ? -1.0f : 0.0f;
+      for (int64_t v = 0; v < V; v++) {
+        const float base = (float)uniform(-2.0, 2.0);
+        switch (r % 6) {
+        case 0: row[v] = v == 3 || v == V - 1 ? 10.0f : base; break;
+        case 1: row[v] = NAN; break;
+        case 2: row[v] = -INFINITY; break;
+        case 3: row[v] = v == V / 2 + 1 ? 0.5f : v % 2 ? NAN : -INFINITY; break;
+        case 4: row[v] = v == V / 2 || v == V - 3 ? INFINITY : base; break;
+        default: row[v] = v == 1 ? -0.0f : v == V - 2 ? 0.0f : v == V / 3 ? -1.0f : -INFINITY; break;
+        }
+      }
+    }
+    for (int k = 0; k < 4; k++) args[k] = in[k].data;
+    for (int k = 0; k < 2; k++) {
+      size_t bytes = (size_t)h3_type_bytes(&op->results[k]->type);
+      cpu[k].type = emu[k].type = op->results[k]->type;
+      cpu[k].data = calloc(1, bytes);
+      emu[k].data = calloc(1, bytes);
+      args[4 + k] = emu[k].data;
+    }
+    h3_diag d;
+    h3_diag_init(&d);
+    h3_status st = h3_cpu_run_op(op, in, 4, cpu, 2, 1, 1, &d);
+    if (st != H3_OK) h3_diag_print(&d, stderr);
+    CHECK(st == H3_OK);
+    h3_diag_free(&d);
+    emu_run(i, args);
+    const float *m = cpu[1].data;
+    for (int64_t r = 0; r < R; r++) {
+      const int32_t et = ((int32_t *)emu[0].data)[r], ct = ((int32_t *)cpu[0].data)[r];
+      uint32_t eb, cb;
+      memcpy(&eb, (float *)emu[1].data + r, 4);
+      memcpy(&cb, m + r, 4);
+      if (et != ct || eb != cb)
+        fprintf(stderr, "  sample_tokens V %lld %s row %lld: kernel %d 0x%08x, cpu %d 0x%08x (%.9g)\n",
+                (long long)V, pass ? "sampled" : "greedy", (long long)r, et, eb, ct, cb, (double)m[r]);
+      CHECK(et == ct && eb == cb);
+      static const uint32_t greedy_bits[6] = {0, 0x7fc00000u, 0x7f800000u, 0x7f800000u, 0, 0};
+      if (!pass) CHECK(cb == greedy_bits[r % 6]);
+    }
+    for (int k = 0; k < 2; k++) {
+      free(cpu[k].data);
+      free(emu[k].data);
+    }
+  }
+  for (int k = 0; k < 4; k++) free(in[k].data);
+}
 
 int main(void) {
   h3_module *m = cg_load_ir("all_ops.ir");
@@ -55,6 +119,7 @@ int main(void) {
       CHECK(bad == 0);
       CHECK(nonzero(op, k, cpu_out[k].data)); /* never all zero: the comparison means something */
     }
+    if (op->code == H3_OP_SAMPLE_TOKENS && st == H3_OK) sample_edges(i, op);
     tested++;
     for (int k = 0; k < n_in; k++) free(in[k].data);
     for (int k = 0; k < n_out; k++) {

@@ -7,16 +7,20 @@
  *   - a row's token does not depend on the other rows (alone vs row 3 of a batch of 5);
  *   - frequencies over 20000 seeds and over 20000 positions are within 0.02 of
  *     softmax(logits / T) for a 4-token row (T = 1, 0.5, and T = 100: near uniform);
- *   - NaN and -inf logits are never drawn.
+ *   - NaN and -inf logits are never drawn;
+ *   - the margin (second result) is the winner's score minus the best other score, bit for
+ *     bit: greedy top1 - top2 of the logits, sampled rows recomputed from
+ *     h3_rng_sample_score; ties give +0 (+inf ties and -0 / +0 ties too), V = 1 and rows
+ *     whose other scores are NaN / -inf give +inf, an all-NaN row NaN (0x7fc00000).
  * Every run also checks 1 thread against 2 (harness.h).
  */
 #include "harness.h"
 #include "h3/rng.h"
 
 /* One sample_tokens op over R rows of V logits (new graph inputs each call); returns the tokens
- * (malloc'd). */
+ * (malloc'd) and, when margin is not NULL, the margins in *margin (malloc'd). */
 static int32_t *run_sample(T *t, int64_t R, int64_t V, const float *x, const float *temp,
-                           const int32_t *seed, const int32_t *pos) {
+                           const int32_t *seed, const int32_t *pos, float **margin) {
   static int calls;
   char name[4][32];
   static const char *const what[4] = {"logits", "temperature", "seed", "pos"};
@@ -27,28 +31,59 @@ static int32_t *run_sample(T *t, int64_t R, int64_t V, const float *x, const flo
   h3_op *op = t_op(t, H3_OP_SAMPLE_TOKENS, 4, v, 0, NULL);
   const void *src[4] = {x, temp, seed, pos};
   const size_t bytes[4] = {(size_t)(R * V) * 4, (size_t)R * 4, (size_t)R * 4, (size_t)R * 4};
-  h3_tensor in[4], out[1];
+  h3_tensor in[4], out[2];
   for (int i = 0; i < 4; i++) {
     in[i] = t_alloc(v[i]->type);
     memcpy(in[i].data, src[i], bytes[i]);
   }
   CHECK(t_run(op, in, out) == H3_OK, "sample_tokens R %lld V %lld", (long long)R, (long long)V);
   t_free_all(in, 4);
+  if (margin) *margin = out[1].data;
+  else free(out[1].data);
   return out[0].data;
 }
 
-/* The contract's token for one row at T > 0, from rng.h's primitives. */
-static int32_t want_token(const float *x, int64_t V, float temp, int32_t seed, int32_t pos) {
+/* The float's bits. */
+static uint32_t bits(float f) {
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  return b;
+}
+
+/* The contract's margin of a row of scores s (first maximum b): NaN when every score is
+ * NaN; second = the largest of the other non-NaN scores; +inf when there is none or it is
+ * -inf; 0 on a tie; else s[b] - second. */
+static float want_margin(const float *s, int64_t V) {
+  int64_t b = -1;
+  for (int64_t v = 0; v < V; v++)
+    if (s[v] == s[v] && (b < 0 || s[v] > s[b])) b = v;
+  if (b < 0) return NAN;
+  float second = -INFINITY;
+  for (int64_t v = 0; v < V; v++)
+    if (v != b && s[v] == s[v] && s[v] > second) second = s[v];
+  if (second == -INFINITY) return INFINITY;
+  return s[b] == second ? 0.0f : s[b] - second;
+}
+
+/* The contract's token for one row at T > 0, from rng.h's primitives; *margin gets the
+ * margin of the scores, which must be h3_rng_sample_score's (checked: score_ok). */
+static int score_ok = 1;
+static int32_t want_token(const float *x, int64_t V, float temp, int32_t seed, int32_t pos,
+                          float *margin) {
   uint32_t stream = h3_rng_stream_id("sample");
   int32_t best = 0;
-  float bv = -INFINITY;
+  float bv = -INFINITY, *sc = malloc(sizeof(float) * (size_t)V);
   for (int64_t v = 0; v < V; v++) {
     uint64_t index = ((uint64_t)(uint32_t)pos << 32) | (uint64_t)v;
     float u = h3_rng_uniform((uint32_t)seed, stream, index);
     float g = -h3_rng_log(-h3_rng_log(u));
     float s = x[v] / temp + g;
+    sc[v] = s;
+    score_ok &= bits(s) == bits(h3_rng_sample_score(x[v], temp, (uint32_t)seed, (uint32_t)pos, (uint32_t)v));
     if (s > bv) bv = s, best = (int32_t)v;
   }
+  *margin = want_margin(sc, V);
+  free(sc);
   return best;
 }
 
@@ -65,7 +100,8 @@ static void test_greedy(void) {
     x[3 * V + v] = NAN;                                 /* all NaN: 0 */
     x[4 * V + v] = v == 11 ? 2.0f : -INFINITY;          /* 11 */
   }
-  int32_t *got = run_sample(&t, R, V, x, temp, seed, pos);
+  float *margin;
+  int32_t *got = run_sample(&t, R, V, x, temp, seed, pos, &margin);
   h3_value *xv = t_in(&t, "x_argmax", TY(H3_F32, R, V));
   h3_op *am = t_op(&t, H3_OP_ARGMAX, 1, &xv, 0, NULL);
   h3_tensor in = t_alloc(xv->type), oa[1];
@@ -76,7 +112,24 @@ static void test_greedy(void) {
           ((int32_t *)oa[0].data)[r]);
   static const int32_t want[R - 1] = {-1, 7, 30, 0, 11};
   for (int r = 1; r < R - 1; r++) CHECK(got[r] == want[r], "greedy row %d: %d, want %d", r, got[r], want[r]);
-  free(got);
+  /* greedy margins: top1 - top2 of the logits; the tie 0, 4 - 0, all NaN, one finite */
+  for (int r = 0; r < R; r++) {
+    float w = want_margin(x + r * V, V);
+    CHECK(bits(margin[r]) == bits(w), "greedy row %d: margin %.9g, want %.9g", r, margin[r], w);
+  }
+  float top[2] = {-INFINITY, -INFINITY};
+  for (int v = 0; v < V; v++) {
+    const float a = x[v];
+    if (a > top[0]) top[1] = top[0], top[0] = a;
+    else if (a > top[1]) top[1] = a;
+  }
+  CHECK(margin[0] == top[0] - top[1] && margin[0] > 0, "greedy row 0: margin %.9g, top1 - top2 %.9g",
+        margin[0], top[0] - top[1]);
+  static const uint32_t want_bits[R - 1] = {0, 0, 0x40800000u, 0x7fc00000u, 0x7f800000u};
+  for (int r = 1; r < R - 1; r++)
+    CHECK(bits(margin[r]) == want_bits[r], "greedy row %d: margin 0x%08x, want 0x%08x", r, bits(margin[r]),
+          want_bits[r]);
+  free(got), free(margin);
   free(in.data);
   t_free_all(oa, 1);
   t_free(&t);
@@ -93,21 +146,26 @@ static void test_gumbel(void) {
   float temp[R] = {1.0f, 0.5f, 2.0f, 0.01f, 1e-30f, 3.0f, 0.7f, 1.0f};
   int32_t seed[R] = {0, 1, -1, 7, 123456789, -5, 42, 42}, pos[R] = {0, 5, 17, -3, 100000, 2, 0, 1};
   for (int i = 0; i < R * V; i++) x[i] = (float)t_uniform(&t, -4, 4);
-  int32_t *got = run_sample(&t, R, V, x, temp, seed, pos);
+  float *margin, *margin2;
+  int32_t *got = run_sample(&t, R, V, x, temp, seed, pos, &margin);
   for (int r = 0; r < R; r++) {
-    int32_t w = want_token(x + r * V, V, temp[r], seed[r], pos[r]);
+    float wm;
+    int32_t w = want_token(x + r * V, V, temp[r], seed[r], pos[r], &wm);
     CHECK(got[r] == w, "row %d: token %d, want %d", r, got[r], w);
+    CHECK(bits(margin[r]) == bits(wm) && margin[r] > 0, "row %d: margin %.9g, want %.9g", r, margin[r], wm);
   }
-  int32_t *again = run_sample(&t, R, V, x, temp, seed, pos);
+  CHECK(score_ok, "the recomputed scores are h3_rng_sample_score's");
+  int32_t *again = run_sample(&t, R, V, x, temp, seed, pos, &margin2);
   CHECK(memcmp(got, again, sizeof(int32_t) * R) == 0, "the same inputs give the same tokens");
-  free(again);
+  CHECK(memcmp(margin, margin2, sizeof(float) * R) == 0, "the same inputs give the same margins");
+  free(again), free(margin), free(margin2);
   /* flat logits: the token moves with the seed and with the position */
   enum { N = 16 };
   float *flat = calloc(N * V, sizeof(float)), ones[N];
   int32_t ids[N], zero[N] = {0};
   for (int i = 0; i < N; i++) ones[i] = 1.0f, ids[i] = i;
-  int32_t *by_seed = run_sample(&t, N, V, flat, ones, ids, zero);
-  int32_t *by_pos = run_sample(&t, N, V, flat, ones, zero, ids);
+  int32_t *by_seed = run_sample(&t, N, V, flat, ones, ids, zero, NULL);
+  int32_t *by_pos = run_sample(&t, N, V, flat, ones, zero, ids, NULL);
   int distinct_seed = 0, distinct_pos = 0;
   for (int i = 0; i < N; i++) {
     bool s_new = true, p_new = true;
@@ -128,13 +186,15 @@ static void test_batch_invariance(void) {
   float x[B * V], temp[B] = {0.8f, 0.0f, 1.5f, 1.0f, 0.3f};
   int32_t seed[B] = {9, 8, 7, 1234, 5}, pos[B] = {1, 2, 3, 77, 5};
   for (int i = 0; i < B * V; i++) x[i] = (float)t_uniform(&t, -5, 5);
-  int32_t *batch = run_sample(&t, B, V, x, temp, seed, pos);
+  float *bm, *am;
+  int32_t *batch = run_sample(&t, B, V, x, temp, seed, pos, &bm);
   for (int r = 0; r < B; r++) {
-    int32_t *alone = run_sample(&t, 1, V, x + r * V, temp + r, seed + r, pos + r);
+    int32_t *alone = run_sample(&t, 1, V, x + r * V, temp + r, seed + r, pos + r, &am);
     CHECK(alone[0] == batch[r], "row %d: alone %d, in the batch %d", r, alone[0], batch[r]);
-    free(alone);
+    CHECK(bits(am[0]) == bits(bm[r]), "row %d: margin alone %.9g, in the batch %.9g", r, am[0], bm[r]);
+    free(alone), free(am);
   }
-  free(batch);
+  free(batch), free(bm);
   t_free(&t);
 }
 
@@ -151,7 +211,7 @@ static void check_frequencies(T *t, float T_, bool by_pos, double tol) {
     seed[i] = by_pos ? 31337 : i;
     pos[i] = by_pos ? i : 4096;
   }
-  int32_t *tok = run_sample(t, N, V, x, temp, seed, pos);
+  int32_t *tok = run_sample(t, N, V, x, temp, seed, pos, NULL);
   double want[V], z = 0, count[V] = {0};
   for (int v = 0; v < V; v++) z += want[v] = pow(p[v], 1.0 / T_);
   for (int i = 0; i < N; i++)
@@ -187,15 +247,68 @@ static void test_nan(void) {
     seed[i] = i;
   }
   for (int v = 0; v < V; v++) x[7 * V + v] = NAN; /* row 7: all NaN */
-  int32_t *tok = run_sample(&t, N, V, x, temp, seed, pos);
-  int bad = 0;
+  float *margin;
+  int32_t *tok = run_sample(&t, N, V, x, temp, seed, pos, &margin);
+  int bad = 0, bad_margin = 0;
   for (int i = 0; i < N; i++) {
     float chosen = x[i * V + (tok[i] >= 0 && tok[i] < V ? tok[i] : 0)];
     if (i != 7 && !(chosen > -INFINITY)) bad++;
+    float wm;
+    want_token(x + i * V, V, temp[i], seed[i], pos[i], &wm);
+    bad_margin += bits(margin[i]) != bits(wm);
   }
   CHECK(bad == 0, "%d rows drew a NaN or -inf logit", bad);
   CHECK(tok[7] == 0, "an all-NaN row gives %d", tok[7]);
-  free(tok), free(x), free(temp), free(seed), free(pos);
+  CHECK(bad_margin == 0, "%d rows have another margin than the contract's", bad_margin);
+  CHECK(bits(margin[7]) == 0x7fc00000u, "an all-NaN row's margin 0x%08x", bits(margin[7]));
+  free(tok), free(margin), free(x), free(temp), free(seed), free(pos);
+  t_free(&t);
+}
+
+/* Margins at the edges, each row greedy (T 0) and sampled (T 0.8): V = 1 (finite, NaN, -inf,
+ * +inf logit), then rows of 4: a tie at +inf, -0 / +0 tied over -inf (greedy: +0), all -inf,
+ * one finite among -inf, a sum that overflows, exact differences. */
+static void test_margin_edges(void) {
+  T t;
+  t_init(&t, 16);
+  static const float one[4] = {1.5f, NAN, -INFINITY, INFINITY};
+  static const uint32_t one_bits[4] = {0x7f800000u, 0x7fc00000u, 0x7f800000u, 0x7f800000u};
+  enum { R4 = 7, V4 = 4 };
+  static const float four[R4][V4] = {
+      {1.0f, INFINITY, -2.0f, INFINITY},         {-INFINITY, -0.0f, 0.0f, -INFINITY},
+      {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, {-INFINITY, NAN, 3.0f, -INFINITY},
+      {3e38f, -3e38f, NAN, -INFINITY},           {1.0f, 0.75f, 0.5f, 0.9375f},
+      {-1.0f, -0.5f, -0.25f, -0.375f}};
+  /* greedy: token, margin bits */
+  static const int32_t four_tok[R4] = {1, 1, 0, 2, 0, 0, 2};
+  static const uint32_t four_bits[R4] = {0,           0,           0x7f800000u, 0x7f800000u,
+                                         0x7f800000u, 0x3d800000u /* 0.0625 */,
+                                         0x3e000000u /* 0.125 */};
+  for (int pass = 0; pass < 2; pass++) {
+    float temp[R4], *m;
+    int32_t seed[R4], pos[R4];
+    for (int r = 0; r < R4; r++) temp[r] = pass ? 0.8f : 0.0f, seed[r] = 100 + r, pos[r] = r;
+    for (int i = 0; i < 4; i++) {
+      int32_t *tok = run_sample(&t, 1, 1, &one[i], temp, seed, pos, &m);
+      CHECK(tok[0] == 0 && bits(m[0]) == one_bits[i], "V = 1, logit %g, T %g: token %d margin %.9g", one[i],
+            temp[0], tok[0], m[0]);
+      free(tok), free(m);
+    }
+    int32_t *tok = run_sample(&t, R4, V4, &four[0][0], temp, seed, pos, &m);
+    for (int r = 0; r < R4; r++) {
+      float wm;
+      int32_t wt = want_token(four[r], V4, 0.8f, seed[r], pos[r], &wm);
+      if (!pass) wt = four_tok[r], wm = want_margin(four[r], V4);
+      CHECK(tok[r] == wt && bits(m[r]) == bits(wm), "row %d, T %g: token %d margin %.9g, want %d %.9g", r,
+            temp[r], tok[r], m[r], wt, wm);
+      if (!pass) CHECK(bits(m[r]) == four_bits[r], "greedy row %d: margin 0x%08x, want 0x%08x", r,
+                       bits(m[r]), four_bits[r]);
+    }
+    /* sampled: +inf ties stay a tie (0), all -inf and one finite among -inf stay +inf */
+    if (pass) CHECK(bits(m[0]) == 0 && bits(m[2]) == 0x7f800000u && bits(m[3]) == 0x7f800000u,
+                    "sampled edge margins %.9g %.9g %.9g", m[0], m[2], m[3]);
+    free(tok), free(m);
+  }
   t_free(&t);
 }
 
@@ -205,5 +318,6 @@ int main(void) {
   test_batch_invariance();
   test_statistics();
   test_nan();
+  test_margin_edges();
   return t_report("test_ops_sample");
 }
