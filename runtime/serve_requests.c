@@ -523,7 +523,8 @@ static h3_status read_all(reader *R, lines *L) {
   }
   if (R->out->n + R->out->n_rejected == 0) {
     h3_span none = {R->file, 0, 0, 0, 0};
-    h3_diag_error(R->d, none, REQUEST_HINT, "no requests: the file has no line that is not blank");
+    h3_diag_error(R->d, none, REQUEST_HINT,
+                  "no requests: the file is empty or has only blank lines");
     return H3_ERR;
   }
   return H3_OK;

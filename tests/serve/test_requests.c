@@ -327,7 +327,7 @@ static void test_limits(void) {
   /* no requests, no file */
   h3_diag_init(&d);
   CHECK(h3_requests_read_memory("empty", "\n  \n", 4, NULL, &rs, &d) == H3_ERR && rs.n == 0);
-  EXPECT_ERROR(&d, "no requests: the file has no line that is not blank");
+  EXPECT_ERROR(&d, "no requests: the file is empty or has only blank lines");
   CHECK(h3_requests_read(io_path("missing.jsonl"), NULL, &rs, &d) == H3_ERR);
   h3_diag_free(&d);
 }
