@@ -63,7 +63,7 @@ stage "sanitizer build (ASan + UBSan)" quiet_build build-asan scripts/setup.sh b
 # content-addressed; a sanitizer build reads and writes the same entries)
 stage "sanitizer tests" suites build-asan -LE slow
 
-fuzz_targets=(fuzz_frontend fuzz_ir_parse fuzz_plan_read fuzz_safetensors)
+fuzz_targets=(fuzz_frontend fuzz_ir_parse fuzz_plan_read fuzz_safetensors fuzz_requests)
 stage "fuzz build (libFuzzer, clang)" quiet_build build-fuzz bash -c \
   "CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DH3_FUZZ=ON &&
    cmake --build build-fuzz -j$jobs --target ${fuzz_targets[*]}"

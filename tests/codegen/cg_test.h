@@ -9,6 +9,8 @@
 #include "h3/kernels.h"
 #include "h3/op_registry.h"
 
+#include "../common/diag_text.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,17 +42,6 @@ static inline int cg_report(const char *name) {
   return cg_failures ? 1 : 0;
 }
 
-/* All diagnostics of d as one string (caller frees). */
-static inline char *cg_diag_text(const h3_diag *d) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) return NULL;
-  h3_diag_print(d, f);
-  fclose(f);
-  return buf;
-}
-
 /* Compiles one translation unit with NVRTC for sm_90 (exact: -fmad=false, as the exact
  * tier's kernels are built); 1 when it gave a CUBIN. On failure *log_out (when given) gets
  * the diagnostics as malloc'd text, else they are printed to stderr. */
@@ -67,7 +58,7 @@ static inline int cg_compile_tu(const char *src, bool exact, char **log_out) {
   h3_diag_init(&d);
   h3_status st = h3_nvrtc_compile(&job, 1, NULL, 1, &d);
   if (st != H3_OK) {
-    if (log_out) *log_out = cg_diag_text(&d);
+    if (log_out) *log_out = diag_text(&d);
     else h3_diag_print(&d, stderr);
   }
   int ok = st == H3_OK && job.cubin && job.cubin_len > 0;

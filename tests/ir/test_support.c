@@ -4,6 +4,7 @@
  * block-boundary lengths whose digests were computed with Python's hashlib).
  */
 #include "check.h"
+#include "diag_text.h"
 #include "h3/support.h"
 
 #include <math.h>
@@ -104,16 +105,6 @@ static void test_double(void) {
     }
   }
   h3_strbuf_free(&b);
-}
-
-/* Prints the diag into a string. */
-static char *diag_text(const h3_diag *d) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  h3_diag_print(d, f);
-  fclose(f);
-  return buf;
 }
 
 static void test_diag(void) {

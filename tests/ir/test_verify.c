@@ -4,18 +4,10 @@
  * with the builder. Each case checks the message and that a valid module passes.
  */
 #include "check.h"
+#include "diag_text.h"
 #include "h3/op_registry.h"
 
 #include <stdlib.h>
-
-static char *diag_text(const h3_diag *d) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  h3_diag_print(d, f);
-  fclose(f);
-  return buf;
-}
 
 /* Parses a module whose graph @g(%x: f32[4], %n: i32[]) -> (o) has the given body; returns
  * the diagnostics text ("" when it parsed and verified). */
