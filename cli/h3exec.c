@@ -76,6 +76,7 @@ static void usage(FILE *f) {
           "  --request-rate R      Poisson arrivals at R requests/s (default: the file's\n"
           "                        arrival times, else all at once)\n"
           "  --kv-pages N          use only N pages of the plan's KV caches (page 0 included)\n"
+          "  --margins             results give each token's decision margin\n"
           "  --summary FILE.json   the report as one JSON object\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
@@ -179,10 +180,10 @@ static int check_serve_flags(options *o) {
   f->prompt_len = o->prompt_len;
   if (!serve_wanted(f)) {
     if (f->output_len || f->concurrency || f->kv_pages || f->summary || f->request_rate ||
-        f->temperature)
+        f->temperature || f->margins)
       return flag_error("%s", "--output-len, --concurrency, --kv-pages, --request-rate, "
-                              "--temperature and --summary are for serving (--requests or "
-                              "--random-prompts)");
+                              "--temperature, --margins and --summary are for serving "
+                              "(--requests or --random-prompts)");
     return 0;
   }
   if (o->graph || o->inputs || o->prompt || o->profile || o->dump_ops || o->warmup ||
@@ -209,6 +210,10 @@ static int parse_flags(int argc, char **argv, options *o) {
     if (strcmp(a, "--version") == 0) return 3;
     if (strcmp(a, "--check-finite") == 0) {
       o->check_finite = true;
+      continue;
+    }
+    if (strcmp(a, "--margins") == 0) {
+      o->serve.margins = true;
       continue;
     }
     if (a[0] != '-') {

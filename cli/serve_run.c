@@ -33,7 +33,8 @@ static void on_finished(void *ctx, const h3_serve_result *r) {
   if (!s->w || s->st != H3_OK) return;
   h3_result res = {r->req->id,    r->req->id_is_int, r->tokens,
                    r->n_tokens,   r->finish,         r->req->prompt_len,
-                   r->req->arrival, r->n_tokens ? r->token_at : NULL, r->error};
+                   r->req->arrival, r->n_tokens ? r->token_at : NULL, r->error,
+                   r->n_tokens ? r->margins : NULL};
   s->st = h3_results_write(s->w, &res, s->d);
 }
 
@@ -108,7 +109,7 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
     d->program = program;
   }
   result_sink sink = {.file = f->requests, .st = H3_OK, .d = d};
-  if (st == H3_OK && f->out) st = h3_results_open(f->out, 0, &sink.w, d);
+  if (st == H3_OK && f->out) st = h3_results_open(f->out, f->margins ? H3_RESULTS_MARGINS : 0, &sink.w, d);
   for (int64_t i = 0; st == H3_OK && sink.w && i < reqs.n_rejected; i++)
     st = h3_results_write_rejected(sink.w, &reqs.rejected[i], d);
   sink.failed = reqs.n_rejected;

@@ -14,6 +14,7 @@ typedef struct {
   double request_rate;  /* requests per second (Poisson arrivals); 0: as the file says */
   int64_t concurrency, kv_pages;
   uint64_t seed;
+  bool margins; /* results give each token's decision margin */
 } serve_flags;
 
 /* True when the flags ask for serving. */

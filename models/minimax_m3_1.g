@@ -433,13 +433,14 @@ graph draft_prefill(captured: bf16[prompt_len, 3 * dim], pos0: i32[],
 # prompt, rows pos0 .. pos0 + prompt_len - 1 of the sequence whose pages are page_table
 # (0 where no page is allocated); rows at and after n_valid are padding (their K/V land past
 # the prompt, overwritten by decode before any row reads them, or in page 0). The next token
-# after row n_valid - 1, sampled (§4.5) at temperature[0] with key seed[0] for its position.
+# after row n_valid - 1, sampled (§4.5) at temperature[0] with key seed[0] for its position,
+# and its decision margin.
 graph serve_prefill(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_table: i32[pt_len],
                     temperature: f32[1], seed: i32[1],
                     k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                     v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                     ik_cache: bf16[n_sparse, pages, page, index_dim])
-    -> (next: i32[1],
+    -> (next: i32[1], margin: f32[1],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
@@ -447,27 +448,27 @@ graph serve_prefill(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_t
                                                     reshape(page_table, shape = [1, pt_len]),
                                                     k_cache, v_cache, ik_cache)
   logits = lm_logits(1, gather(x, reshape(n_valid - 1, shape = [1])))
-  next = sample_tokens(logits, temperature, seed, reshape(pos0 + n_valid, shape = [1]))
-  return next, k_cache, v_cache, ik_cache
+  next, margin = sample_tokens(logits, temperature, seed, reshape(pos0 + n_valid, shape = [1]))
+  return next, margin, k_cache, v_cache, ik_cache
 }
 
 # serve_decode: one token of each of `seqs` sequences (row b at position pos[b], pages
 # page_table[b]; padding rows: token 0 at position 0 with an all-zero table), each next token
-# sampled (§4.5) at temperature[b] with key seed[b] for position pos[b] + 1. Logits stay on
-# the device.
+# sampled (§4.5) at temperature[b] with key seed[b] for position pos[b] + 1, with its decision
+# margin. Logits stay on the device.
 graph serve_decode(tokens: i32[seqs], pos: i32[seqs], page_table: i32[seqs, pt_len],
                    temperature: f32[seqs], seed: i32[seqs],
                    k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                    v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                    ik_cache: bf16[n_sparse, pages, page, index_dim])
-    -> (next: i32[seqs],
+    -> (next: i32[seqs], margin: f32[seqs],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
   x, captured, k_cache, v_cache, ik_cache = forward(seqs, seqs, tokens, pos, page_table, k_cache,
                                                     v_cache, ik_cache)
-  next = sample_tokens(lm_logits(seqs, x), temperature, seed, pos + 1)
-  return next, k_cache, v_cache, ik_cache
+  next, margin = sample_tokens(lm_logits(seqs, x), temperature, seed, pos + 1)
+  return next, margin, k_cache, v_cache, ik_cache
 }
 
 # Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),

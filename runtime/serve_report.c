@@ -27,6 +27,8 @@ void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *devic
   fprintf(out, "requests        %lld: %lld completed, %lld failed\n", (long long)s->requests,
           (long long)s->completed, (long long)s->failed);
   fprintf(out, "concurrency     %lld rows per decode step\n", (long long)s->concurrency);
+  fprintf(out, "warm-up         %.3f s before the start (kernels, GEMM tuning, graph capture)\n",
+          s->warmup_seconds);
   fprintf(out, "duration        %.3f s (start to the last request's end)\n", s->seconds);
   fprintf(out, "tokens          %lld prompt, %lld output: %.1f output tokens/s, %.2f requests/s\n",
           (long long)s->prompt_tokens, (long long)s->output_tokens,
@@ -67,13 +69,13 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
                "\"completed\": %lld, \"failed\": %lld, \"prompt_tokens\": %lld, "
                "\"output_tokens\": %lld, \"duration_s\": %.6f, \"output_tok_s\": %.3f, "
                "\"request_s\": %.4f, \"decode_steps\": %lld, \"mean_decode_rows\": %.3f, "
-               "\"prefill_chunks\": %lld",
+               "\"prefill_chunks\": %lld, \"warmup_s\": %.3f",
           device ? device : "", (long long)s->concurrency, (long long)s->requests,
           (long long)s->completed, (long long)s->failed, (long long)s->prompt_tokens,
           (long long)s->output_tokens, s->seconds, per_second((double)s->output_tokens, s->seconds),
           per_second((double)s->completed, s->seconds), (long long)s->decode_steps,
           s->decode_steps ? (double)s->decode_rows / (double)s->decode_steps : 0.0,
-          (long long)s->prefill_chunks);
+          (long long)s->prefill_chunks, s->warmup_seconds);
   latency_json(out, "ttft_ms", s->ttft, s->n_ttft);
   latency_json(out, "tpot_ms", s->tpot, s->n_tpot);
   latency_json(out, "itl_ms", s->itl, s->n_itl);

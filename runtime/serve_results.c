@@ -90,6 +90,17 @@ static void format(h3_strbuf *b, const h3_result *r, unsigned flags) {
     }
     if (r->token_at) h3_strbuf_append(b, "]");
   }
+  if (flags & H3_RESULTS_MARGINS) {
+    h3_strbuf_append(b, r->margins ? ", \"margins\": [" : ", \"margins\": null");
+    for (int64_t i = 0; r->margins && i < r->n_tokens; i++) {
+      if (i) h3_strbuf_append(b, ", ");
+      if (isfinite(r->margins[i]))
+        h3_strbuf_printf(b, "%.6g", (double)r->margins[i]);
+      else
+        h3_strbuf_append(b, "null");
+    }
+    if (r->margins) h3_strbuf_append(b, "]");
+  }
   if (r->finish == H3_FINISH_ERROR) {
     const char *e = r->error ? r->error : "unknown error";
     h3_strbuf_append(b, ", \"error\": ");

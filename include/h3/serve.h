@@ -46,6 +46,7 @@ typedef struct {
   const int32_t *tokens;      /* generated ids */
   int64_t n_tokens;
   const double *token_at;     /* [n_tokens] when each token reached the host */
+  const float *margins;       /* [n_tokens] each token's decision margin (sample_tokens) */
   h3_finish_reason finish;
   const char *error;          /* the message of a refused / failed request, else NULL */
 } h3_serve_result;
@@ -68,6 +69,7 @@ typedef struct {
 
 /* What a serving run measured (filled by h3_serve_run, freed by h3_serve_stats_free). */
 typedef struct {
+  double warmup_seconds;           /* the untimed warm-up before serving */
   int64_t requests, completed, failed;
   int64_t prompt_tokens, output_tokens;
   double seconds;                  /* from the start to the last request's end */

@@ -109,9 +109,12 @@ typedef struct {
   double arrival;         /* when the request arrived */
   const double *token_at; /* [n_tokens] when each token was produced; NULL: no timings */
   const char *error;      /* H3_FINISH_ERROR: what went wrong */
+  const float *margins;   /* [n_tokens] decision margins (H3_RESULTS_MARGINS), or NULL */
 } h3_result;
 
-enum { H3_RESULTS_ITL = 1 }; /* h3_results_open flags: also write "itl_ms" */
+/* h3_results_open flags: also write "itl_ms"; also write "margins" (r->margins, each
+ * token's decision margin, null where not finite) */
+enum { H3_RESULTS_ITL = 1, H3_RESULTS_MARGINS = 2 };
 
 /* Writes one JSON object per line, each written (and flushed) by h3_results_write:
  *   {"id": ID, "tokens": [...], "finish_reason": "length"|"eos"|"error",

@@ -101,11 +101,14 @@ def well_formed(name, r, req):
     check("eos" not in req or req["eos"] not in r["tokens"][:-1], f"{name}: {r['id']} ran past its eos")
     check(r["prompt_len"] == len(req["prompt"]), f"{name}: {r['id']} prompt_len")
     check(r["ttft_ms"] is not None and r["ttft_ms"] >= 0, f"{name}: {r['id']} ttft")
+    if "margins" in r:
+        m = r["margins"]
+        check(len(m) == n and all(x is None or x >= 0 for x in m), f"{name}: {r['id']} margins {m}")
 
 
 def case_batch(a):
     reqs = batch_requests()
-    rc, out, err, res = serve(a, plan(a, 64), reqs, "batch", ["--concurrency", "64"])
+    rc, out, err, res = serve(a, plan(a, 64), reqs, "batch", ["--concurrency", "64", "--margins"])
     check(rc == 0, f"batch: exit {rc}: {err[-2000:]}")
     check(len(res) == len(reqs), f"batch: {len(res)} results of {len(reqs)}")
     for r in reqs:
@@ -115,10 +118,12 @@ def case_batch(a):
     alone_plan = plan(a, 1)
     for r in reqs[::8]:
         r = dict(r, arrival=0)
-        rc, _, err, one = serve(a, alone_plan, [r], "alone_" + r["id"])
+        rc, _, err, one = serve(a, alone_plan, [r], "alone_" + r["id"], ["--margins"])
         check(rc == 0, f"alone {r['id']}: exit {rc}: {err[-1000:]}")
-        got, want = one.get(r["id"], {}).get("tokens"), res.get(r["id"], {}).get("tokens")
-        check(got == want, f"{r['id']}: alone {got} vs in the batch {want}")
+        got, want = one.get(r["id"], {}), res.get(r["id"], {})
+        check(got.get("tokens") == want.get("tokens"),
+              f"{r['id']}: alone {got.get('tokens')} vs in the batch {want.get('tokens')}")
+        check(got.get("margins") == want.get("margins"), f"{r['id']}: margins alone differ from the batch's")
 
 
 def case_generate(a):
