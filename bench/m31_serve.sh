@@ -8,9 +8,13 @@
 # compiled here, its kernels then by NVRTC on this machine). Per concurrency C: 2 C
 # requests (at least 4), all arriving at once, made by bench/m31_serve_peer.py make-requests
 # (seeded); h3exec --requests serves them (continuous batching, C rows) and writes
-# OUT/h3_C.json (its report as JSON) and OUT/h3_C.results.jsonl; the peer serves the same
+# OUT/h3_C.json (its report as JSON) and OUT/h3_C.results.jsonl, then again with
+# --mixed-steps (OUT/h3mixed_C.*); the peer serves the same
 # file (static batches of C) into OUT/peer_C.json. Last, bench/m31_serve_table.py prints the
-# table. ISL / OSL / the number of requests: M31_SERVE_ISL, M31_SERVE_OSL, M31_SERVE_REQUESTS
+# table. Both engines run one model: the peer's random weights written once by
+# m31_serve_peer.py make-weights into M31_SERVE_WEIGHTS (default $TMPDIR/m31_small_weights.safetensors,
+# 17 GiB, kept for later calls; M31_SERVE_WEIGHTS=random: each engine its own random weights).
+# ISL / OSL / the number of requests: M31_SERVE_ISL, M31_SERVE_OSL, M31_SERVE_REQUESTS
 # (a count, instead of 2 C).
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -26,6 +30,13 @@ mkdir -p "$OUT"
 export H3_KERNEL_CACHE_DIR=$S/kcache
 here=$(cd "$(dirname "$0")" && pwd)
 fail=0
+W=${M31_SERVE_WEIGHTS:-${TMPDIR:-/tmp}/m31_small_weights.safetensors}
+if [ "$W" = random ]; then
+  h3w=(--weights random --seed 3) peerw=()
+else
+  [ -f "$W" ] || python3 "$here/m31_serve_peer.py" make-weights --out "$W" || fail=1
+  h3w=(--weights "$W") peerw=(--weights "$W")
+fi
 for C in $CS; do
   n=${M31_SERVE_REQUESTS:-$((2 * C < 4 ? 4 : 2 * C))}
   req=$OUT/requests_c$C.jsonl
@@ -37,12 +48,18 @@ for C in $CS; do
       --set prompt_len="$ISL" -o "$plan" || fail=1
   fi
   echo "=== h3, concurrency $C, $n requests (ISL $ISL, OSL $OSL)" >&2
-  "$S/bin/h3exec" "$plan" --backend cuda --weights random --seed 3 --requests "$req" \
+  "$S/bin/h3exec" "$plan" --backend cuda "${h3w[@]}" --requests "$req" \
     --concurrency "$C" --out "$OUT/h3_$C.results.jsonl" --summary "$OUT/h3_$C.json" >&2 || fail=1
+  echo "=== h3 with --mixed-steps, concurrency $C" >&2
+  "$S/bin/h3exec" "$plan" --backend cuda "${h3w[@]}" --requests "$req" --mixed-steps \
+    --concurrency "$C" --out "$OUT/h3mixed_$C.results.jsonl" --summary "$OUT/h3mixed_$C.json" >&2 || fail=1
   echo "=== PyTorch peer, concurrency $C" >&2
   python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
-    --device cuda > "$OUT/peer_$C.json" || fail=1
+    --device cuda "${peerw[@]}" --out "$OUT/peer_$C.results.jsonl" > "$OUT/peer_$C.json" || fail=1
   [ "$plan" = "$OUT/m31_small_serve_s$C.plan" ] && rm -f "$plan"
 done
+echo "h3 prefill first (the default):"
 python3 "$here/m31_serve_table.py" "$OUT"/h3_*.json "$OUT"/peer_*.json || fail=1
+echo "h3 with --mixed-steps:"
+python3 "$here/m31_serve_table.py" "$OUT"/h3mixed_*.json "$OUT"/peer_*.json || fail=1
 exit $fail

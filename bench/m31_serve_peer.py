@@ -7,6 +7,13 @@ batching, reporting the same per-request results and summary as h3.
     python3 bench/m31_serve_peer.py make-requests --n N --isl L --osl M [--vocab V] [--seed S] > reqs.jsonl
     python3 bench/m31_serve_peer.py serve --requests reqs.jsonl --concurrency C [--config small|tiny]
                                           [--device cuda|cpu] [--out results.jsonl] [--no-compile] [--seed S]
+                                          [--weights W.safetensors]
+    python3 bench/m31_serve_peer.py make-weights --out W.safetensors [--config small|tiny] [--seed S]
+
+make-weights: the peer's random weights (m31_peer.random_weights, with the DSpark draft tensors
+  h3's loader requires) in h3's names as one safetensors file, for h3exec --weights and serve
+  --weights: both engines then run the same model, so they route alike (random models differ in
+  how their rows spread over the experts, which sets a decode step's bytes).
 
 make-requests: N JSON lines {"id": "0", "prompt": [ids], "max_new_tokens": M, "temperature": 0},
   L prompt ids each, uniform in [0, V) from python's random.Random(S) (V = 200064, the small
@@ -33,10 +40,9 @@ serve: what the peer does (static batching):
   - warm-up before the clock, excluded from every number: torch.compile of the prefill at each
     distinct prompt length (run twice) and of the decode step at each batch size, and the
     CUDA graph captures;
-  - weights: random (m31_peer.random_weights, as its bench mode), so the tokens do not match
-    h3's (other random weights): fine for a throughput benchmark, whose work depends on the
-    weights only through the experts' load balance (and EOS, which the benchmark's requests
-    do not set).
+  - weights: --weights FILE (h3's names; make-weights), else random (m31_peer.random_weights,
+    as its bench mode). Give both engines the same file: a decode step's work depends on the
+    weights through the experts' load balance (how many distinct experts the rows choose).
   On the CPU use --no-compile (the tiny config; in torch 2.15 inductor's CPU lowering of
   the decode step's FlexAttention fails, the compiled prefill works).
   Timing: time.perf_counter after torch.cuda.synchronize(), from the benchmark's start. Per
@@ -126,13 +132,18 @@ def serve(a):
     torch._dynamo.config.cache_size_limit = max(64, len(lengths) + len(sizes) + 8)
     compile_ = (lambda f: torch.compile(f, dynamic=False)) if a.compile else (lambda f: f)
     t0 = time.perf_counter()
-    M = P.pack_model(P.random_weights(c, dev, a.seed), c)
+    if a.weights:
+        from safetensors.torch import load_file
+        W = {k: v for k, v in load_file(a.weights, device=dev).items() if not k.startswith("dspark.")}
+    else:
+        W = P.random_weights(c, dev, a.seed)
+    M = P.pack_model(W, c)
     cap = P.capacity_for(c, max_t + max_n)
     rows = min(C, len(reqs))                   # the widest batch
     cache = P.new_cache(c, rows, cap, dev, fill=False)
     scratch = P.new_cache(c, 1, P.capacity_for(c, max_t), dev, fill=False)
     sync()
-    P.log(f"{a.config} on {dev}: random weights in {time.perf_counter() - t0:.1f} s; cache of {rows} x {cap} "
+    P.log(f"{a.config} on {dev}: {'weights of ' + a.weights if a.weights else 'random weights'} in {time.perf_counter() - t0:.1f} s; cache of {rows} x {cap} "
           f"positions, {sum(t.numel() * 2 for L in cache for t in L if t is not None) / 2**30:.2f} GiB; "
           f"{len(reqs)} requests in {len(batches)} batches")
 
@@ -242,6 +253,18 @@ def serve(a):
     return 0
 
 
+def make_weights(a):
+    import torch
+    import m31_peer as P
+    from safetensors.torch import save_file
+    c = P.CONFIGS[a.config]
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    W = {k: v.contiguous().cpu() for k, v in P.random_weights(c, dev, a.seed, draft=True).items()}
+    save_file(W, a.out, metadata={"h3_model": "minimax_m3_1", "h3_config": a.config})
+    P.log(f"wrote {len(W)} random tensors ({sum(v.numel() * v.element_size() for v in W.values()) / 2**30:.2f} GiB) to {a.out}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -259,7 +282,14 @@ def main():
     sv.add_argument("--out", help="results JSONL, one line per request")
     sv.add_argument("--no-compile", dest="compile", action="store_false")
     sv.add_argument("--seed", type=int, default=0, help="random weights' seed")
+    sv.add_argument("--weights", help="safetensors weights in h3's names (make-weights), else random")
+    mw = sub.add_parser("make-weights", help="write the peer's random weights for both engines")
+    mw.add_argument("--out", required=True)
+    mw.add_argument("--config", choices=["small", "tiny"], default="small")
+    mw.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if a.mode == "make-weights":
+        return make_weights(a)
     if a.mode == "make-requests":
         if a.n < 0 or a.isl < 1 or a.osl < 1 or a.vocab < 1:
             ap.error("make-requests needs n >= 0, isl, osl, vocab >= 1")

@@ -77,6 +77,7 @@ static void usage(FILE *f) {
           "                        arrival times, else all at once)\n"
           "  --kv-pages N          use only N pages of the plan's KV caches (page 0 included)\n"
           "  --margins             results give each token's decision margin\n"
+          "  --mixed-steps         prefill chunks also advance the running requests\n"
           "  --summary FILE.json   the report as one JSON object\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
@@ -180,9 +181,9 @@ static int check_serve_flags(options *o) {
   f->prompt_len = o->prompt_len;
   if (!serve_wanted(f)) {
     if (f->output_len || f->concurrency || f->kv_pages || f->summary || f->request_rate ||
-        f->temperature || f->margins)
+        f->temperature || f->margins || f->mixed)
       return flag_error("%s", "--output-len, --concurrency, --kv-pages, --request-rate, "
-                              "--temperature, --margins and --summary are for serving "
+                              "--temperature, --margins, --mixed-steps and --summary are for serving "
                               "(--requests or --random-prompts)");
     return 0;
   }
@@ -214,6 +215,10 @@ static int parse_flags(int argc, char **argv, options *o) {
     }
     if (strcmp(a, "--margins") == 0) {
       o->serve.margins = true;
+      continue;
+    }
+    if (strcmp(a, "--mixed-steps") == 0) {
+      o->serve.mixed = true;
       continue;
     }
     if (a[0] != '-') {

@@ -15,6 +15,7 @@ typedef struct {
   int64_t concurrency, kv_pages;
   uint64_t seed;
   bool margins; /* results give each token's decision margin */
+  bool mixed;   /* --mixed-steps */
 } serve_flags;
 
 /* True when the flags ask for serving. */

@@ -11,7 +11,8 @@
 #   draft_commit  §5.3 step 7: draft K/V of the verify rows from the captured states;
 #   draft_prefill the same for the prompt rows after prefill;
 #   generate      the program: prefill, then greedy decode of max_new_tokens tokens;
-#   serve_prefill, serve_decode  the serving engine's chunk of a prompt and batched step.
+#   serve_prefill, serve_decode, serve_mixed  the serving engine's chunk of a prompt, its
+#                 batched decode step, and both in one pass.
 # Caches are graph inputs and outputs (kv_write returns the new cache). The page table of the
 # sequence maps logical page p to physical page p + 1 (page 0 is reserved); it is computed in
 # the graph. Numerics (§4.1): bf16 activations, one rounding per op, Gemma RMSNorm
@@ -185,32 +186,50 @@ fn qkv_heads(T: int, h: bf16[T, dim], w: bf16[qkv_width, dim], q_norm: bf16[head
   return q, k, v
 }
 
+# A layer in three parts, so that one layer can run rows of different kinds (§4.2): its input
+# part (steps 1-5: norm, projections, NORM_HEAD + ROPE, the new K / V / IK written at the rows'
+# slots), its attention over the cache (steps 6-7), its output part (steps 8-13).
 # Dense layer (§4.2 "Dense layer"): causal paged attention over the cache, dense MLP.
+fn dense_attn_in(T: int, x: bf16[T, dim], p: dense,
+                 kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+                 slot: i32[T], cos: f32[T, rope_half], sin: f32[T, rope_half])
+    -> (bf16[T, heads, head_dim], bf16[pages, page, kv_heads, head_dim],
+        bf16[pages, page, kv_heads, head_dim]) {
+  h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)
+  q, k, v = qkv_heads(T, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
+                      p.self_attn.k_norm.weight, cos, sin)
+  return q, kv_write(kc, k, slot), kv_write(vc, v, slot)                 # before attention
+}
+
+fn dense_attn(T: int, R: int, q: bf16[T, heads, head_dim],
+              kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+              pos: i32[T], pt: i32[R, pt_len]) -> bf16[T, heads, head_dim] {
+  return paged_attention(q, kc, vc, pos, pt, scale = 1.0 / sqrt(head_dim), page = page)
+}
+
+fn dense_layer_out(T: int, x: bf16[T, dim], o: bf16[T, heads, head_dim], p: dense) -> bf16[T, dim] {
+  x = x + linear(reshape(o, shape = [T, q_width]), p.self_attn.o_proj.weight)
+  h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)
+  return x + mlp(T, mlp_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
+}
+
 fn dense_layer(T: int, R: int, x: bf16[T, dim], p: dense,
                kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
                pos: i32[T], slot: i32[T], pt: i32[R, pt_len],
                cos: f32[T, rope_half], sin: f32[T, rope_half])
     -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
-  h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)
-  q, k, v = qkv_heads(T, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
-                      p.self_attn.k_norm.weight, cos, sin)
-  kc = kv_write(kc, k, slot)                                           # before attention
-  vc = kv_write(vc, v, slot)
-  o = paged_attention(q, kc, vc, pos, pt, scale = 1.0 / sqrt(head_dim), page = page)
-  x = x + linear(reshape(o, shape = [T, q_width]), p.self_attn.o_proj.weight)
-  h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)
-  x = x + mlp(T, mlp_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
-  return x, kc, vc
+  q, kc, vc = dense_attn_in(T, x, p, kc, vc, slot, cos, sin)
+  return dense_layer_out(T, x, dense_attn(T, R, q, kc, vc, pos, pt), p), kc, vc
 }
 
 # Sparse layer (§4.2 steps 1-13): indexer top-k blocks, sparse attention, routed MoE plus the
 # shared expert; moe = bf16(sum_e w_e * fp32(y_e) + fp32(y_shared)).
-fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
-                kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
-                ikc: bf16[pages, page, index_dim],
-                pos: i32[T], slot: i32[T], pt: i32[R, pt_len],
-                cos: f32[T, rope_half], sin: f32[T, rope_half])
-    -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
+fn sparse_attn_in(T: int, x: bf16[T, dim], p: sparse,
+                  kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+                  ikc: bf16[pages, page, index_dim], slot: i32[T],
+                  cos: f32[T, rope_half], sin: f32[T, rope_half])
+    -> (bf16[T, heads, head_dim], bf16[T, index_heads, index_dim],
+        bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
         bf16[pages, page, index_dim]) {
   h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)            # 1
   q, k, v = qkv_heads(T, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
@@ -221,9 +240,19 @@ fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
                  p.self_attn.indexer.k_norm.weight, cos, sin)
   kc = kv_write(kc, k, slot)                                                      # 5
   vc = kv_write(vc, v, slot)
-  ikc = kv_write(ikc, reshape(ik, shape = [T, index_dim]), slot)
+  return q, iq, kc, vc, kv_write(ikc, reshape(ik, shape = [T, index_dim]), slot)
+}
+
+fn sparse_attn(T: int, R: int, q: bf16[T, heads, head_dim], iq: bf16[T, index_heads, index_dim],
+               kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+               ikc: bf16[pages, page, index_dim], pos: i32[T], pt: i32[R, pt_len])
+    -> bf16[T, heads, head_dim] {
   sel = index_topk(iq, ikc, pos, pt, block = sparse_block, topk = topk_blocks)    # 6
-  o = sparse_attention(q, kc, vc, sel, pos, pt, scale = 1.0 / sqrt(head_dim), page = page)
+  return sparse_attention(q, kc, vc, sel, pos, pt, scale = 1.0 / sqrt(head_dim), page = page)
+}
+
+fn sparse_layer_out(T: int, x: bf16[T, dim], o: bf16[T, heads, head_dim], p: sparse)
+    -> bf16[T, dim] {
   x = x + linear(reshape(o, shape = [T, q_width]), p.self_attn.o_proj.weight)     # 8
   h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)   # 9
   ids, w = router_topk(h, p.mlp.router.weight, p.mlp.router.correction_bias,
@@ -232,8 +261,18 @@ fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
           alpha = 1.702, limit = 7.0)                                             # 11, f32
   y_shared = mlp(T, shared_ffn, h, p.mlp.shared_expert.gate_up_proj.weight,
                  p.mlp.shared_expert.down_proj.weight)                            # 12
-  x = x + bf16(y + f32(y_shared))                                                 # 13
-  return x, kc, vc, ikc
+  return x + bf16(y + f32(y_shared))                                              # 13
+}
+
+fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
+                kc: bf16[pages, page, kv_heads, head_dim], vc: bf16[pages, page, kv_heads, head_dim],
+                ikc: bf16[pages, page, index_dim],
+                pos: i32[T], slot: i32[T], pt: i32[R, pt_len],
+                cos: f32[T, rope_half], sin: f32[T, rope_half])
+    -> (bf16[T, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
+        bf16[pages, page, index_dim]) {
+  q, iq, kc, vc, ikc = sparse_attn_in(T, x, p, kc, vc, ikc, slot, cos, sin)
+  return sparse_layer_out(T, x, sparse_attn(T, R, q, iq, kc, vc, ikc, pos, pt), p), kc, vc, ikc
 }
 
 # The target model over T rows at positions pos, row t of the sequence whose page table is
@@ -273,6 +312,44 @@ fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
   }
   captured = concat(caps[0], caps[1], caps[2], axis = 1)
   return x, captured, k_cache, v_cache, ik_cache
+}
+
+# The target model over C + B rows of two kinds in one pass (serving's mixed step): rows
+# 0 .. C-1 are one sequence (page table pt_p) at positions pos0 .., rows C .. C+B-1 one row of
+# each of B sequences (row C + b at d_pos[b], page table pt_d[b]). Every part of a layer but
+# its attention runs over all rows at once (each weight read once); the attention runs per
+# kind, as in `forward` with R = 1 and with R = B. Returns x [C + B, dim] and the caches.
+fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_len],
+                 d_tokens: i32[B], d_pos: i32[B], pt_d: i32[B, pt_len],
+                 k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[C + B, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  pos_p = iota(n = C) + pos0
+  slot = concat(kv_slots(C, 1, pos_p, pt_p), kv_slots(B, B, d_pos, pt_d), axis = 0)
+  cos, sin = rope_pos_table(concat(pos_p, d_pos, axis = 0), theta = rope_theta, dims = rope_dims)
+  x = gather(embed_tokens.weight, concat(tokens, d_tokens, axis = 0))   # [C + B, dim] bf16
+  dense_stack: repeat i in n_dense {
+    q, kl, vl = dense_attn_in(C + B, x, dense[i], k_cache[i], v_cache[i], slot, cos, sin)
+    o = concat(dense_attn(C, 1, rows(q, 0, C), kl, vl, pos_p, pt_p),
+               dense_attn(B, B, rows(q, C, B), kl, vl, d_pos, pt_d), axis = 0)
+    x = dense_layer_out(C + B, x, o, dense[i])
+    k_cache = set_index(k_cache, i, kl)
+    v_cache = set_index(v_cache, i, vl)
+  }
+  sparse_stack: repeat j in n_sparse {
+    q, iq, kl, vl, il = sparse_attn_in(C + B, x, sparse[j], k_cache[j + n_dense],
+                                       v_cache[j + n_dense], ik_cache[j], slot, cos, sin)
+    o = concat(sparse_attn(C, 1, rows(q, 0, C), rows(iq, 0, C), kl, vl, il, pos_p, pt_p),
+               sparse_attn(B, B, rows(q, C, B), rows(iq, C, B), kl, vl, il, d_pos, pt_d),
+               axis = 0)
+    x = sparse_layer_out(C + B, x, o, sparse[j])
+    k_cache = set_index(k_cache, j, kl, offset = n_dense)
+    v_cache = set_index(v_cache, j, vl, offset = n_dense)
+    ik_cache = set_index(ik_cache, j, il)
+  }
+  return x, k_cache, v_cache, ik_cache
 }
 
 # LM_HEAD(NORM(x, norm)): fp32 logits, not rounded.
@@ -469,6 +546,30 @@ graph serve_decode(tokens: i32[seqs], pos: i32[seqs], page_table: i32[seqs, pt_l
                                                     v_cache, ik_cache)
   next, margin = sample_tokens(lm_logits(seqs, x), temperature, seed, pos + 1)
   return next, margin, k_cache, v_cache, ik_cache
+}
+
+# serve_mixed: serve_prefill's chunk and serve_decode's rows in one pass (forward_mixed): the
+# chunk's rows and the decode rows share every weight read. Outputs as the two graphs'.
+graph serve_mixed(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_table: i32[pt_len],
+                  temperature: f32[1], seed: i32[1],
+                  d_tokens: i32[seqs], d_pos: i32[seqs], d_page_table: i32[seqs, pt_len],
+                  d_temperature: f32[seqs], d_seed: i32[seqs],
+                  k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                  v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                  ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (next: i32[1], margin: f32[1], d_next: i32[seqs], d_margin: f32[seqs],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, k_cache, v_cache, ik_cache = forward_mixed(prompt_len, seqs, tokens, pos0,
+                                                reshape(page_table, shape = [1, pt_len]), d_tokens,
+                                                d_pos, d_page_table, k_cache, v_cache, ik_cache)
+  last = concat(gather(x, reshape(n_valid - 1, shape = [1])), rows(x, prompt_len, seqs), axis = 0)
+  nx, mg = sample_tokens(lm_logits(1 + seqs, last), concat(temperature, d_temperature, axis = 0),
+                         concat(seed, d_seed, axis = 0),
+                         concat(reshape(pos0 + n_valid, shape = [1]), d_pos + 1, axis = 0))
+  return rows(nx, 0, 1), rows(mg, 0, 1), rows(nx, 1, seqs), rows(mg, 1, seqs), k_cache, v_cache,
+         ik_cache
 }
 
 # Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),

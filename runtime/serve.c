@@ -8,6 +8,10 @@
  * running row. A request that can never run (bad ids, too long, more pages than the pool)
  * is refused before serving starts and does not disturb the others.
  *
+ * Mixed steps (option `mixed`): a prefill chunk also carries one decode row of every request
+ * running (serve_mixed), which takes its token from it, so running requests keep decoding
+ * while others are prefilled and the chunk's weight reads serve both.
+ *
  * Device state: the three caches (allocated here at the graphs' types), and the argument
  * buffers of both graphs, allocated once so that the backend can replay its recorded calls
  * (CUDA graphs) with the same addresses. Positions: the prompt occupies 0 .. L-1, generated
@@ -50,12 +54,14 @@ typedef struct {
   const h3_serve_options *o;
   h3_serve_stats *st;
   h3_diag *d;
-  call_args pf, dc; /* serve_prefill, serve_decode */
+  call_args pf, dc, mx; /* serve_prefill, serve_decode, serve_mixed (mx.g NULL: none) */
+  bool mixed;            /* chunks carry the decode rows (serve_mixed) */
   int64_t chunk, pt_len, rows, page, vocab, max_ctx, concurrency;
   h3_tensor caches[3]; /* k_cache, v_cache, ik_cache */
   /* host images of the arguments (decode: rows entries; tables rows * pt_len) */
-  int32_t *h_tokens, *h_pos, *h_table, *h_key, *h_next;
+  int32_t *h_tokens, *h_pos, *h_table, *h_key, *h_next, *h_chunk, *h_ptable;
   float *h_temp, *h_margin;
+  int64_t *live; /* by row: the request a decode call feeds, or -1 (fill_decode_rows) */
   seq *s;
   int64_t *row_seq; /* by row: the running request, or -1 */
   h3_page_pool pool;
@@ -209,37 +215,109 @@ static bool take_token(engine *e, int64_t i, int32_t t, float margin, double at)
   return q->state == DONE;
 }
 
-/* Prefills request i chunk by chunk and takes its first token. */
+/* c's input or output named prefix + base ("d_" + "tokens": serve_mixed's decode rows). */
+static const char *named(char *buf, size_t n, const char *prefix, const char *base) {
+  snprintf(buf, n, "%s%s", prefix, base);
+  return buf;
+}
+
+/* The host images of the decode rows: each row whose request has a token (not one being
+ * prefilled) feeds its newest token; the others are padding (token 0 at position 0, an
+ * all-zero page table). live[row] keeps the request fed (-1: padding). Returns how many. */
+static int64_t fill_decode_rows(engine *e) {
+  int64_t R = e->rows, n = 0;
+  memset(e->h_tokens, 0, (size_t)R * sizeof *e->h_tokens);
+  memset(e->h_pos, 0, (size_t)R * sizeof *e->h_pos);
+  memset(e->h_key, 0, (size_t)R * sizeof *e->h_key);
+  memset(e->h_temp, 0, (size_t)R * sizeof *e->h_temp);
+  memset(e->h_table, 0, (size_t)(R * e->pt_len) * sizeof *e->h_table);
+  for (int64_t row = 0; row < R; row++) {
+    int64_t i = e->row_seq[row];
+    e->live[row] = i >= 0 && e->s[i].n_out > 0 ? i : -1;
+    if (e->live[row] < 0) continue;
+    const seq *q = &e->s[i];
+    e->h_tokens[row] = q->out[q->n_out - 1];
+    e->h_pos[row] = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
+    e->h_key[row] = q->key;
+    e->h_temp[row] = e->reqs[i].temperature;
+    memcpy(e->h_table + row * e->pt_len, q->pages, (size_t)q->n_pages * sizeof *e->h_table);
+    n++;
+  }
+  return n;
+}
+
+/* Uploads the decode rows' images into c's inputs prefix + tokens, pos, page_table,
+ * temperature, seed. */
+static h3_status upload_decode_rows(engine *e, call_args *c, const char *prefix) {
+  char b[32];
+  h3_status st = upload(e, c, named(b, sizeof b, prefix, "tokens"), e->h_tokens);
+  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "pos"), e->h_pos);
+  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "page_table"), e->h_table);
+  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "temperature"), e->h_temp);
+  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "seed"), e->h_key);
+  return st;
+}
+
+/* Gives each live decode row its token from c's outputs prefix + next / margin (a sync),
+ * at the time it arrived; returns that time in *at. */
+static h3_status take_decode_rows(engine *e, call_args *c, const char *prefix, double *at) {
+  char b[32];
+  h3_status st = download(e, c, named(b, sizeof b, prefix, "next"), e->h_next);
+  if (st == H3_OK) st = download(e, c, named(b, sizeof b, prefix, "margin"), e->h_margin);
+  *at = now(e);
+  for (int64_t row = 0; st == H3_OK && row < e->rows; row++)
+    if (e->live[row] >= 0) take_token(e, e->live[row], e->h_next[row], e->h_margin[row], *at);
+  return st;
+}
+
+/* Uploads chunk [pos0, pos0 + valid) of request i's prompt (padded to the chunk) into c's
+ * inputs tokens, pos0, n_valid, page_table, temperature, seed. */
+static h3_status upload_chunk(engine *e, call_args *c, int64_t i, int32_t pos0, int32_t valid) {
+  const seq *q = &e->s[i];
+  float temp = e->reqs[i].temperature;
+  memset(e->h_chunk, 0, (size_t)e->chunk * sizeof *e->h_chunk);
+  memcpy(e->h_chunk, e->reqs[i].prompt + pos0, (size_t)valid * sizeof *e->h_chunk);
+  memset(e->h_ptable, 0, (size_t)e->pt_len * sizeof *e->h_ptable);
+  memcpy(e->h_ptable, q->pages, (size_t)q->n_pages * sizeof *e->h_ptable);
+  h3_status st = upload(e, c, "tokens", e->h_chunk);
+  if (st == H3_OK) st = upload(e, c, "pos0", &pos0);
+  if (st == H3_OK) st = upload(e, c, "n_valid", &valid);
+  if (st == H3_OK) st = upload(e, c, "page_table", e->h_ptable);
+  if (st == H3_OK) st = upload(e, c, "temperature", &temp);
+  if (st == H3_OK) st = upload(e, c, "seed", &q->key);
+  return st;
+}
+
+/* Prefills request i chunk by chunk and takes its first token. With mixed steps each chunk
+ * also carries the decode rows of the requests running (serve_mixed), which take a token. */
 static h3_status prefill(engine *e, int64_t i) {
   const h3_request *r = &e->reqs[i];
-  seq *q = &e->s[i];
-  int32_t *tokens = e->h_tokens, *table = e->h_table;
-  memset(table, 0, (size_t)e->pt_len * sizeof *table);
-  memcpy(table, q->pages, (size_t)q->n_pages * sizeof *table);
-  float temp = r->temperature;
-  h3_status st = upload(e, &e->pf, "page_table", table);
-  if (st == H3_OK) st = upload(e, &e->pf, "temperature", &temp);
-  if (st == H3_OK) st = upload(e, &e->pf, "seed", &q->key);
   /* chunk starts: multiples of the chunk, the last one moved back so that its padding rows
      stay inside the page table (it then recomputes rows already written, to the same K/V) */
   int64_t limit = e->pt_len * e->page - e->chunk;
-  double t0 = now(e);
+  h3_status st = H3_OK;
+  call_args *c = &e->pf;
   for (int64_t at = 0; st == H3_OK && at < r->prompt_len; at += e->chunk) {
     int32_t pos0 = (int32_t)(at < limit ? at : limit);
     int32_t valid = (int32_t)(r->prompt_len - pos0 < e->chunk ? r->prompt_len - pos0 : e->chunk);
-    memset(tokens, 0, (size_t)e->chunk * sizeof *tokens);
-    memcpy(tokens, r->prompt + pos0, (size_t)valid * sizeof *tokens);
-    st = upload(e, &e->pf, "tokens", tokens);
-    if (st == H3_OK) st = upload(e, &e->pf, "pos0", &pos0);
-    if (st == H3_OK) st = upload(e, &e->pf, "n_valid", &valid);
-    if (st == H3_OK) st = h3_runtime_call(e->rt, e->pf.g, e->pf.args, e->pf.results, e->d);
+    int64_t rows = e->mixed ? fill_decode_rows(e) : 0;
+    c = rows ? &e->mx : &e->pf;
+    double t0 = now(e), t1 = t0;
+    st = upload_chunk(e, c, i, pos0, valid);
+    if (st == H3_OK && rows) st = upload_decode_rows(e, c, "d_");
+    if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
+    if (st == H3_OK && rows) st = take_decode_rows(e, c, "d_", &t1);
     e->st->prefill_chunks++;
     e->st->prefill_rows += valid;
+    e->st->mixed_chunks += rows > 0;
+    e->st->mixed_rows += rows;
+    e->st->prefill_seconds += (rows ? t1 : now(e)) - t0;
   }
   int32_t next = 0;
   float margin = 0;
-  if (st == H3_OK) st = download(e, &e->pf, "next", &next);
-  if (st == H3_OK) st = download(e, &e->pf, "margin", &margin);
+  double t0 = now(e);
+  if (st == H3_OK) st = download(e, c, "next", &next);
+  if (st == H3_OK) st = download(e, c, "margin", &margin);
   double t1 = now(e);
   e->st->prefill_seconds += t1 - t0;
   if (st == H3_OK) take_token(e, i, next, margin, t1);
@@ -248,68 +326,43 @@ static h3_status prefill(engine *e, int64_t i) {
 
 /* One decode step of every running row. */
 static h3_status decode_step(engine *e) {
-  int64_t R = e->rows;
-  memset(e->h_tokens, 0, (size_t)R * sizeof *e->h_tokens);
-  memset(e->h_pos, 0, (size_t)R * sizeof *e->h_pos);
-  memset(e->h_key, 0, (size_t)R * sizeof *e->h_key);
-  memset(e->h_temp, 0, (size_t)R * sizeof *e->h_temp);
-  memset(e->h_table, 0, (size_t)(R * e->pt_len) * sizeof *e->h_table);
-  int64_t running = 0;
-  for (int64_t row = 0; row < R; row++) {
-    int64_t i = e->row_seq[row];
-    if (i < 0) continue;
-    const seq *q = &e->s[i];
-    e->h_tokens[row] = q->out[q->n_out - 1];
-    e->h_pos[row] = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
-    e->h_key[row] = q->key;
-    e->h_temp[row] = e->reqs[i].temperature;
-    memcpy(e->h_table + row * e->pt_len, q->pages, (size_t)q->n_pages * sizeof *e->h_table);
-    running++;
-  }
-  double t0 = now(e);
-  h3_status st = upload(e, &e->dc, "tokens", e->h_tokens);
-  if (st == H3_OK) st = upload(e, &e->dc, "pos", e->h_pos);
-  if (st == H3_OK) st = upload(e, &e->dc, "page_table", e->h_table);
-  if (st == H3_OK) st = upload(e, &e->dc, "temperature", e->h_temp);
-  if (st == H3_OK) st = upload(e, &e->dc, "seed", e->h_key);
+  int64_t running = fill_decode_rows(e);
+  double t0 = now(e), t1;
+  h3_status st = upload_decode_rows(e, &e->dc, "");
   if (st == H3_OK) st = h3_runtime_call(e->rt, e->dc.g, e->dc.args, e->dc.results, e->d);
-  if (st == H3_OK) st = download(e, &e->dc, "next", e->h_next);
-  if (st == H3_OK) st = download(e, &e->dc, "margin", e->h_margin);
-  double t1 = now(e);
+  if (st == H3_OK) st = take_decode_rows(e, &e->dc, "", &t1);
   if (st != H3_OK) return st;
   e->st->decode_seconds += t1 - t0;
   e->st->decode_steps++;
   e->st->decode_rows += running;
-  for (int64_t row = 0; row < R; row++)
-    if (e->row_seq[row] >= 0) take_token(e, e->row_seq[row], e->h_next[row], e->h_margin[row], t1);
   return H3_OK;
 }
 
 /* Runs each graph as serving will, before the clock starts: the backend loads its kernels,
  * tunes its GEMMs and records the decode step (CUDA graphs: a plain run, then a captured
- * one). All-zero page tables: every row writes page 0, which no request owns. */
+ * one). All-zero page tables and no request: every row writes page 0, which no request
+ * owns; a chunk of request 0's prompt (or padding) stands for the chunks. */
 static h3_status warm_up(engine *e) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  int32_t pos0 = 0, valid = (int32_t)e->chunk;
-  float temp = 0;
-  int32_t key = 0;
-  memset(e->h_tokens, 0, (size_t)e->chunk * sizeof *e->h_tokens);
-  memset(e->h_table, 0, (size_t)(e->rows * e->pt_len) * sizeof *e->h_table);
-  h3_status st = upload(e, &e->pf, "tokens", e->h_tokens);
-  if (st == H3_OK) st = upload(e, &e->pf, "pos0", &pos0);
-  if (st == H3_OK) st = upload(e, &e->pf, "n_valid", &valid);
-  if (st == H3_OK) st = upload(e, &e->pf, "page_table", e->h_table);
-  if (st == H3_OK) st = upload(e, &e->pf, "temperature", &temp);
-  if (st == H3_OK) st = upload(e, &e->pf, "seed", &key);
-  if (st == H3_OK) st = h3_runtime_call(e->rt, e->pf.g, e->pf.args, e->pf.results, e->d);
+  seq blank = {.row = -1};
+  seq keep = e->s[0];
+  e->s[0] = blank; /* no pages: an all-zero table */
+  int32_t valid = (int32_t)(e->reqs[0].prompt_len < e->chunk ? e->reqs[0].prompt_len : e->chunk);
+  h3_status st = H3_OK;
+  for (int k = 0; st == H3_OK && k < (e->mixed ? 2 : 1); k++) {
+    call_args *c = k ? &e->mx : &e->pf;
+    fill_decode_rows(e);
+    st = upload_chunk(e, c, 0, 0, valid);
+    if (st == H3_OK && k) st = upload_decode_rows(e, c, "d_");
+    if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
+  }
+  e->s[0] = keep;
   for (int k = 0; st == H3_OK && k < 3; k++) { /* no row running: every row is padding */
     st = decode_step(e);
     e->st->decode_steps = e->st->decode_rows = 0;
     e->st->decode_seconds = 0;
   }
-  int32_t next;
-  if (st == H3_OK) st = download(e, &e->pf, "next", &next); /* waits for the queued work */
   clock_gettime(CLOCK_MONOTONIC, &t1);
   e->st->warmup_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   return st;
@@ -348,8 +401,13 @@ static h3_status setup(engine *e, const h3_module *m) {
                                    "seed", "k_cache", "v_cache", "ik_cache"};
   static const char *const dc[] = {"tokens", "pos", "page_table", "temperature", "seed",
                                    "k_cache", "v_cache", "ik_cache"};
+  static const char *const mx[] = {"tokens", "pos0", "n_valid", "page_table", "temperature",
+                                   "seed", "d_tokens", "d_pos", "d_page_table", "d_temperature",
+                                   "d_seed", "k_cache", "v_cache", "ik_cache"};
+  e->mixed = e->st->mixed = e->o->mixed;
   if (setup_call(e, m, "serve_prefill", pf, 9, &e->pf) != H3_OK ||
-      setup_call(e, m, "serve_decode", dc, 8, &e->dc) != H3_OK)
+      setup_call(e, m, "serve_decode", dc, 8, &e->dc) != H3_OK ||
+      (e->mixed && setup_call(e, m, "serve_mixed", mx, 14, &e->mx) != H3_OK))
     return H3_ERR;
   e->chunk = input_type(&e->pf, "tokens")->dims[0];
   e->pt_len = input_type(&e->pf, "page_table")->dims[0];
@@ -385,11 +443,14 @@ static h3_status setup(engine *e, const h3_module *m) {
   e->h_key = calloc((size_t)R, sizeof *e->h_key);
   e->h_next = calloc((size_t)R, sizeof *e->h_next);
   e->h_temp = calloc((size_t)R, sizeof *e->h_temp);
+  e->h_chunk = calloc((size_t)e->chunk, sizeof *e->h_chunk);
+  e->h_ptable = calloc((size_t)e->pt_len, sizeof *e->h_ptable);
+  e->live = calloc((size_t)R, sizeof *e->live);
   e->h_margin = calloc((size_t)R, sizeof *e->h_margin);
   e->row_seq = malloc((size_t)R * sizeof *e->row_seq);
   e->s = calloc((size_t)e->n + 1, sizeof *e->s);
   if (!e->h_tokens || !e->h_table || !e->h_pos || !e->h_key || !e->h_next || !e->h_temp ||
-      !e->h_margin || !e->row_seq || !e->s)
+      !e->h_margin || !e->h_chunk || !e->h_ptable || !e->live || !e->row_seq || !e->s)
     return H3_ERR;
   for (int64_t r = 0; r < R; r++) e->row_seq[r] = -1;
   e->st->concurrency = e->concurrency;
@@ -464,7 +525,7 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   if (keys) qsort(keys, (size_t)n, sizeof *keys, by_arrival);
   for (int64_t i = 0; keys && i < n; i++) order[i] = keys[i].index;
   free(keys);
-  if (st == H3_OK) st = warm_up(&e);
+  if (st == H3_OK && n > 0) st = warm_up(&e);
   clock_gettime(CLOCK_MONOTONIC, &e.t0);
   for (int64_t i = 0; st == H3_OK && i < n; i++) {
     if (refuse(&e, i)) continue;
@@ -493,6 +554,7 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   }
   if (e.pf.g) free_call(&e, &e.pf);
   if (e.dc.g) free_call(&e, &e.dc);
+  if (e.mx.g) free_call(&e, &e.mx);
   for (int k = 0; k < 3; k++) h3_runtime_buffer_free(rt, &e.caches[k]);
   h3_page_pool_free(&e.pool);
   free(e.h_tokens);
@@ -502,6 +564,9 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   free(e.h_next);
   free(e.h_temp);
   free(e.h_margin);
+  free(e.h_chunk);
+  free(e.h_ptable);
+  free(e.live);
   free(e.row_seq);
   free(e.s);
   free(order);

@@ -26,7 +26,8 @@ void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *devic
   if (device) fprintf(out, "device          %s\n", device);
   fprintf(out, "requests        %lld: %lld completed, %lld failed\n", (long long)s->requests,
           (long long)s->completed, (long long)s->failed);
-  fprintf(out, "concurrency     %lld rows per decode step\n", (long long)s->concurrency);
+  fprintf(out, "concurrency     %lld rows per decode step; %s\n", (long long)s->concurrency,
+          s->mixed ? "mixed steps (prefill chunks carry the running rows)" : "prefill first");
   fprintf(out, "warm-up         %.3f s before the start (kernels, GEMM tuning, graph capture)\n",
           s->warmup_seconds);
   fprintf(out, "duration        %.3f s (start to the last request's end)\n", s->seconds);
@@ -43,6 +44,10 @@ void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *devic
             (long long)s->prefill_chunks, (long long)s->prefill_rows,
             1e3 * s->prefill_seconds / (double)s->prefill_chunks);
   double kib = (double)s->page_bytes / 1024.0;
+  if (s->mixed_chunks)
+    fprintf(out, "mixed steps     %lld chunks carried %lld decode rows (%.1f per chunk)\n",
+            (long long)s->mixed_chunks, (long long)s->mixed_rows,
+            (double)s->mixed_rows / (double)s->mixed_chunks);
   fprintf(out, "KV pool         %lld pages of %lld tokens (%.1f %s each), peak %lld in use (%.1f %%)\n",
           (long long)s->pool_pages, (long long)s->page_tokens, kib < 1024 ? kib : kib / 1024,
           kib < 1024 ? "KiB" : "MiB",
@@ -69,13 +74,15 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
                "\"completed\": %lld, \"failed\": %lld, \"prompt_tokens\": %lld, "
                "\"output_tokens\": %lld, \"duration_s\": %.6f, \"output_tok_s\": %.3f, "
                "\"request_s\": %.4f, \"decode_steps\": %lld, \"mean_decode_rows\": %.3f, "
-               "\"prefill_chunks\": %lld, \"warmup_s\": %.3f",
+               "\"prefill_chunks\": %lld, \"mixed_chunks\": %lld, \"mixed_rows\": %lld, "
+               "\"warmup_s\": %.3f, \"schedule\": \"%s\"",
           device ? device : "", (long long)s->concurrency, (long long)s->requests,
           (long long)s->completed, (long long)s->failed, (long long)s->prompt_tokens,
           (long long)s->output_tokens, s->seconds, per_second((double)s->output_tokens, s->seconds),
           per_second((double)s->completed, s->seconds), (long long)s->decode_steps,
           s->decode_steps ? (double)s->decode_rows / (double)s->decode_steps : 0.0,
-          (long long)s->prefill_chunks, s->warmup_seconds);
+          (long long)s->prefill_chunks, (long long)s->mixed_chunks, (long long)s->mixed_rows,
+          s->warmup_seconds, s->mixed ? "mixed" : "prefill-first");
   latency_json(out, "ttft_ms", s->ttft, s->n_ttft);
   latency_json(out, "tpot_ms", s->tpot, s->n_tpot);
   latency_json(out, "itl_ms", s->itl, s->n_itl);

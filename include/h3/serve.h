@@ -6,7 +6,8 @@
  * chunk). Requests arrive at their `arrival` time; a waiting request is admitted when a row
  * is free and the pool holds the pages of its whole sequence (prompt + max_new_tokens,
  * reserved at admission, so a running request never waits for memory); admitted requests
- * are prefilled before the next decode step (prefill first); a request leaves the batch at
+ * are prefilled before the next decode step (prefill first; with `mixed`, each chunk also
+ * advances the running requests by a token); a request leaves the batch at
  * the step that gives its EOS or its last token, and its pages go back to the pool at once.
  * Tokens are sampled on the device (the `sample` op) from a key that depends only on the
  * request (its seed, or the run's seed and its id) and the token's position, so a request's
@@ -61,6 +62,7 @@ typedef struct {
   int64_t concurrency;   /* rows decoded at once: 1 .. the plan's seqs (0: seqs) */
   int64_t kv_pages;      /* pages of the pool to use, page 0 included (0: all the caches') */
   uint64_t seed;         /* sampling keys of requests without a seed of their own */
+  bool mixed;            /* prefill chunks carry the running rows' decode (serve_mixed) */
   h3_serve_finished_fn finished;
   void *finished_ctx;
   h3_serve_progress_fn progress;
@@ -78,6 +80,8 @@ typedef struct {
   int64_t n_ttft, n_tpot, n_itl;
   int64_t decode_steps, decode_rows; /* steps run and running rows summed over them */
   int64_t prefill_chunks, prefill_rows; /* chunks run and their prompt rows (no padding) */
+  int64_t mixed_chunks, mixed_rows; /* chunks that carried decode rows, and those rows */
+  bool mixed;                      /* the schedule: mixed steps */
   double decode_seconds, prefill_seconds; /* host time around each kind of call */
   int64_t concurrency, pool_pages, pool_peak_pages, page_tokens;
   int64_t page_bytes;              /* cache bytes of one page over every layer and cache */

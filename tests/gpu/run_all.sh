@@ -26,8 +26,8 @@
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
 #   m31serve  bench/m31_serve.sh: serving 2048-token prompts, 256 new tokens, at concurrency
 #          64, 1, 8, 32, h3 and the PyTorch peer on the same requests (LOG_DIR/serve/)
-#   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone equal the same
-#          requests inside a batch of 64 up to the first decision margin below 0.05
+#   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
+#          equal them inside a batch of 64 (bitwise); a one-row plan by the margin rule
 #   faults tests/gpu/cuda_faults.py: injected launch failures, kernel faults and allocation
 #          failures on cuda are reported with the op / kernel named, exit 1, no output
 #   tiny   h3exec on the tiny plan: cuda with each attention implementation, and cpu;

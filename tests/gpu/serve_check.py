@@ -2,15 +2,19 @@
 """serve_check.py: serving on cuda keeps a request's tokens whatever else is in the batch
 (issue 18's acceptance on CUDA): 64 requests (prompts of 64..1024 tokens, 16..64 new
 tokens, half greedy and half at temperature 0.8, some with a seed of their own) arriving
-over half a second are served 64 rows at a time; 8 of them are then served alone (one row
-per step, a plan of one row). A request passes when its tokens alone equal its tokens in
-the batch up to the first position where either run's decision margin (h3exec --margins:
-top-1 minus top-2 of the scores the sampler compared) is below 0.05: past such a near-tie
-two correct implementations may part (a GEMM of 64 rows and one of 1 round differently).
+over half a second are served 64 rows at a time; 8 of them are then served alone by the
+same server (the same plan, --concurrency 1: the only request of every step, the other rows
+padding). Every row of a step is computed as if it were alone (GEMMs of the same shape,
+per-row attention, routing and sampling), so the tokens and margins must be bitwise those
+of the batch: this is checked. Informative: the same 8 on a plan of one row, whose GEMMs
+round differently; they are compared by the rule "equal up to the first position where
+either run's decision margin (h3exec --margins: top-1 minus top-2 of the scores the sampler
+compared) is below 0.05" and reported, not failed: a router near-tie inside the model can
+part two runs at a token whose final margin is larger (docs/models/minimax_m3_1.md §4.1).
 
     serve_check.py H3EXEC PLANS_DIR WORK_DIR
 PLANS_DIR holds m31_small_serve_s64.plan and m31_small_serve_s1.plan (tests/gpu/stage.sh).
-Exit 0 when every compared request passes, 1 otherwise. Standard library only."""
+Exit 0 when the 8 requests alone equal them in the batch, 1 otherwise. Standard library only."""
 import json
 import os
 import random
@@ -60,25 +64,30 @@ def main():
         reqs.append(r)
     batch = serve(h3exec, os.path.join(plans, "m31_small_serve_s64.plan"), reqs, work, "batch", 64)
     picked = [dict(r, arrival=0) for r in reqs[::8]]
-    alone = serve(h3exec, os.path.join(plans, "m31_small_serve_s1.plan"), picked, work, "alone", 1)
+    alone = serve(h3exec, os.path.join(plans, "m31_small_serve_s64.plan"), picked, work, "alone", 1)
     bad = 0
     for r in picked:
         a, b = alone[r["id"]], batch[r["id"]]
+        ok = a["tokens"] == b["tokens"] and a["margins"] == b["margins"]
+        print(f"{r['id']}: T {r.get('temperature', 0)}, prompt {len(r['prompt'])}, {len(a['tokens'])} tokens: "
+              f"alone {'==' if ok else '!='} in the batch {'ok' if ok else 'FAIL'}")
+        bad += not ok
+    one_row = serve(h3exec, os.path.join(plans, "m31_small_serve_s1.plan"), picked, work, "one_row", 1)
+    held = 0
+    for r in picked:
+        a, b = one_row[r["id"]], batch[r["id"]]
         ta, tb = a["tokens"], b["tokens"]
-        differ = next((k for k in range(min(len(ta), len(tb))) if ta[k] != tb[k]), None)
-        if differ is None and len(ta) == len(tb):
+        k = next((i for i in range(min(len(ta), len(tb))) if ta[i] != tb[i]), None)
+        if k is None:
             what, ok = f"all {len(ta)} tokens equal", True
         else:
-            k = differ if differ is not None else min(len(ta), len(tb))
             tie = first_near_tie(a["margins"], b["margins"])
             ok = tie <= k
-            what = (f"equal up to token {k}; first margin below {RULE} at token {tie} "
-                    f"(alone {a['margins'][tie] if tie < len(a['margins']) else '-'}, "
-                    f"batch {b['margins'][tie] if tie < len(b['margins']) else '-'})")
-        t = r.get("temperature", 0)
-        print(f"{r['id']}: T {t}, prompt {len(r['prompt'])}, {len(ta)} tokens: {what} {'ok' if ok else 'FAIL'}")
-        bad += not ok
-    print(f"serve_check: {len(picked) - bad} of {len(picked)} requests pass the rule")
+            what = f"equal up to token {k}; first margin below {RULE} at token {tie}"
+        held += ok
+        print(f"  one-row plan {r['id']}: {what} ({'holds' if ok else 'does not hold'})")
+    print(f"serve_check: {len(picked) - bad} of {len(picked)} requests alone == in the batch; "
+          f"the margin rule holds for {held} of {len(picked)} on the one-row plan (informative)")
     sys.exit(1 if bad else 0)
 
 
