@@ -57,6 +57,7 @@ for C in $CS; do
   python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
     --device cuda "${peerw[@]}" --out "$OUT/peer_$C.results.jsonl" > "$OUT/peer_$C.json" || fail=1
   [ "$plan" = "$OUT/m31_small_serve_s$C.plan" ] && rm -f "$plan"
+  cat "$OUT/h3_$C.json" "$OUT/h3mixed_$C.json" "$OUT/peer_$C.json" 2>/dev/null # the figures so far
 done
 echo "h3 prefill first (the default):"
 python3 "$here/m31_serve_table.py" "$OUT"/h3_*.json "$OUT"/peer_*.json || fail=1
