@@ -3,7 +3,7 @@
  *
  * Which values get a place, when each is live and which share a buffer (views, loop
  * slots, in-place ops, donated inputs, calls) are the rules of include/h3/mem_classes.h
- * (plan/mem_classes.c).
+ * (plan/mem_classes.c), which the plan reader checks plans against.
  * Placement: buffers in decreasing size, each at the lowest H3_MEM_ALIGN (256-byte) aligned
  * offset where it overlaps no placed buffer that is live at the same time (greedy by size).
  * A class in a donated input's buffer gets offset h3_offset_of_input(j) for every member.

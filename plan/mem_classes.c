@@ -1,6 +1,7 @@
 /* mem_classes.c: the memory plan's slots, lifetimes and classes (mem_classes.h): which
- * values get a place, when each is live, and which share a buffer at which delta; the
- * `memory-plan` pass places the classes.
+ * values get a place, when each is live, and which share a buffer at which delta. Built
+ * the same way for the `memory-plan` pass, which places the classes, and for the plan
+ * reader's check of a plan's offsets (plan_check.c).
  */
 #include "h3/mem_classes.h"
 #include "h3/op_registry.h"

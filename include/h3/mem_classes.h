@@ -1,7 +1,8 @@
 /* mem_classes.h: the memory plan's rules: when each value of a graph is live and which
- * values may share memory (plan/mem_classes.c, part of libh3_plan, so that a plan's reader
- * can apply them too). The `memory-plan` pass (passes/memory_plan.c) places the classes
- * built here in one arena per graph.
+ * values may share memory (plan/mem_classes.c, part of libh3_plan). The `memory-plan` pass
+ * (passes/memory_plan.c) places the classes built here in one arena per graph; the plan
+ * reader (plan/plan_check.c) builds them again from a plan's IR to check the offsets it was
+ * given. One rule for both sides, so a plan h3c writes always passes the reader's check.
  *
  * Which values get a place: every op result and loop region argument of the graph's
  * top-level region and of its loop bodies (fused regions are kernel-internal: their values
