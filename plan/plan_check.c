@@ -4,8 +4,9 @@
  * Memory: the classes and lifetimes of mem_classes.h are built again from the plan's IR (the
  * planner's own code, so every plan h3c writes passes) and each graph's offsets are checked
  * against them:
- *   - a value the planner gives no place (parameters, inputs, fused-region values, load-time
- *     results, views of memory outside the arena) has none (offset -1);
+ *   - a value the planner gives no place (parameters, inputs, load-time results, views of
+ *     memory outside the arena) has none (offset -1); values inside fused regions are not
+ *     looked at (the kernel's own: the executor never gives them memory);
  *   - a value with a place is left out (-1: the runtime gives it a buffer of its own), in
  *     its class's donated input ("at input J", only for that input's class), or in the
  *     arena at base + delta, one base per class, a multiple of H3_MEM_ALIGN, with
@@ -155,11 +156,14 @@ static int check_value(checker *k, h3_value *v) {
   return 0;
 }
 
+/* The results and region arguments of op. Values inside a fused region are the kernel's
+ * own: the executor never gives them memory, so their offsets are not looked at. */
 static int check_op_values(h3_op *op, void *ctx) {
   checker *k = ctx;
+  if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return 0;
   for (int i = 0; i < op->n_results; i++)
     if (check_value(k, op->results[i])) return 1;
-  for (int r = 0; r < op->n_regions; r++)
+  for (int r = 0; r < op->n_regions && op->code != H3_OP_FUSED; r++)
     for (int a = 0; a < op->regions[r].n_args; a++)
       if (check_value(k, op->regions[r].args[a])) return 1;
   return 0;
