@@ -1,4 +1,5 @@
-/* builder.c: creating, linking, rewiring, moving, erasing and walking ops (ir.h).
+/* builder.c: creating, linking, rewiring, moving, erasing and walking ops, and where a value
+ * is defined (ir.h).
  *
  * Invariants kept here: an op is in at most one region's doubly linked list (op->parent
  * is that region, NULL when unlinked); every value's `uses` equals the number of operand
@@ -240,6 +241,24 @@ int h3_module_walk(h3_module *m, h3_op_visitor fn, void *ctx) {
     if (stop) return stop;
   }
   return 0;
+}
+
+h3_region *h3_value_def_region(const h3_value *v) {
+  switch (v->kind) {
+  case H3_VALUE_RESULT: return v->def ? v->def->parent : NULL;
+  case H3_VALUE_REGION_ARG: return v->region;
+  case H3_VALUE_INPUT: return v->graph ? &v->graph->body : NULL;
+  case H3_VALUE_PARAM: return NULL;
+  }
+  return NULL;
+}
+
+h3_op *h3_op_ancestor_in(h3_op *op, const h3_region *r) {
+  while (op) {
+    if (op->parent == r) return op;
+    op = op->parent ? op->parent->parent : NULL;
+  }
+  return NULL;
 }
 
 static void zero_region(h3_region *r) {

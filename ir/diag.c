@@ -121,6 +121,10 @@ void h3_diag_error(h3_diag *d, h3_span span, const char *hint, const char *fmt, 
   va_end(ap);
 }
 
+void h3_diag_verror(h3_diag *d, h3_span span, const char *hint, const char *fmt, va_list ap) {
+  diag_record(d, H3_DIAG_ERROR, span, hint, fmt, ap);
+}
+
 void h3_diag_warning(h3_diag *d, h3_span span, const char *hint, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -1,6 +1,6 @@
 /* op_registry.c: the registry entry of every op of ops.def (operand counts, region
- * count, attribute schema, inference) and the lookups, attribute checking and the
- * checked inference entry point of op_registry.h.
+ * count, attribute schema, inference) and the lookups, attribute checking, the checked
+ * inference entry point and the in-place / view op kinds of op_registry.h.
  *
  * Every elementwise op takes an optional `dtype` attribute that overrides the promoted
  * result dtype (ops.def). Control ops have no infer fn: their result types come from
@@ -107,6 +107,15 @@ const h3_op_info *h3_op_info_find(const char *name) {
   for (int c = 1; c < H3_OPCODE_COUNT; c++)
     if (strcmp(table[c].name, name) == 0) return &table[c];
   return NULL;
+}
+
+bool h3_op_is_inplace(h3_opcode code) {
+  return code == H3_OP_KV_WRITE || code == H3_OP_SET_INDEX || code == H3_OP_SCATTER_ROWS ||
+         code == H3_OP_RESIDUAL_NORM_MODULATE || code == H3_OP_SPECTRUM_UPDATE;
+}
+
+bool h3_op_is_view(h3_opcode code) {
+  return code == H3_OP_RESHAPE || code == H3_OP_SLICE || code == H3_OP_INDEX;
 }
 
 const char *h3_opcode_name(h3_opcode code) {

@@ -18,15 +18,6 @@ bool h3_values_same_shape(const h3_value *a, const h3_value *b) {
   return h3_type_same_shape(&a->type, &b->type);
 }
 
-bool h3_op_is_inplace(h3_opcode code) {
-  return code == H3_OP_KV_WRITE || code == H3_OP_SET_INDEX || code == H3_OP_SCATTER_ROWS ||
-         code == H3_OP_RESIDUAL_NORM_MODULATE || code == H3_OP_SPECTRUM_UPDATE;
-}
-
-bool h3_op_is_view(h3_opcode code) {
-  return code == H3_OP_RESHAPE || code == H3_OP_SLICE || code == H3_OP_INDEX;
-}
-
 /* ---- purity ----------------------------------------------------------------------------- */
 static bool region_is_pure(const h3_module *m, const h3_region *r, int depth);
 
@@ -55,24 +46,6 @@ static bool region_is_pure(const h3_module *m, const h3_region *r, int depth) {
 bool h3_op_is_pure(const h3_module *m, const h3_op *op) { return op_is_pure(m, op, 0); }
 
 /* ---- regions and dominance -------------------------------------------------------------- */
-h3_region *h3_value_def_region(const h3_value *v) {
-  switch (v->kind) {
-  case H3_VALUE_RESULT: return v->def ? v->def->parent : NULL;
-  case H3_VALUE_REGION_ARG: return v->region;
-  case H3_VALUE_INPUT: return v->graph ? &v->graph->body : NULL;
-  case H3_VALUE_PARAM: return NULL;
-  }
-  return NULL;
-}
-
-h3_op *h3_op_ancestor_in(h3_op *op, const h3_region *r) {
-  while (op) {
-    if (op->parent == r) return op;
-    op = op->parent ? op->parent->parent : NULL;
-  }
-  return NULL;
-}
-
 bool h3_op_before(const h3_op *a, const h3_op *b) {
   if (a == b) return false;
   for (const h3_op *o = a->next; o; o = o->next)

@@ -12,9 +12,10 @@ struct h3_pass_context {
   h3_strbuf reports;   /* "name: line\n" per h3_pass_report call */
 };
 
-/* The record of `verify`, which the pipeline also runs last (registry.c declares the
- * records of the table). */
+/* The record of `verify`, which the pipeline also runs last, and of `memory-plan`, which
+ * only verify may follow (registry.c declares the records of the table). */
 extern const h3_pass h3_pass_verify;
+extern const h3_pass h3_pass_memory_plan;
 
 /* ---- op arrays (op_array.c) ------------------------------------------------------------- */
 /* Appends op to the array *ops of *n ops in *cap slots, growing it (doubling, 16 at first;

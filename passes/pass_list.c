@@ -3,8 +3,9 @@
  * Owns the comma-list syntax of --passes / --disable-pass / --enable-pass /
  * --print-ir-after / --report (names separated by commas, blanks around a name ignored,
  * empty names rejected), the nearest-name hint for unknown names, the tier gate of
- * explicitly listed passes and the `requires` check. Every problem is an error in the
- * diag naming the flag; all of them are reported before anything runs.
+ * explicitly listed passes, the `requires` check and the rule that only verify follows
+ * memory-plan. Every problem is an error in the diag naming the flag; all of them are
+ * reported before anything runs.
  */
 #include "pass_internal.h"
 
@@ -170,8 +171,29 @@ static h3_status check_requires(const h3_pass *const *list, int n, bool listed, 
   return st;
 }
 
+/* memory-plan assigns offsets for the IR it sees: a later pass that changes the IR would
+ * leave them stale (values overlapping, which the plan reader refuses), so only verify may
+ * follow it. */
+static h3_status check_memory_plan_last(const h3_pass *const *list, int n, h3_diag *d) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n && list[i] == &h3_pass_memory_plan; j++)
+      if (list[j] != &h3_pass_verify) {
+        h3_diag_error(d, no_span, "put memory-plan last in --passes (only verify may follow it)",
+                      "pass '%s' runs after memory-plan, whose offsets hold only for the IR it "
+                      "planned", list[j]->name);
+        return H3_ERR;
+      }
+  return H3_OK;
+}
+
+/* The `requires` check and memory-plan's place; `listed` as for check_requires. */
+static h3_status check_list(const h3_pass *const *list, int n, bool listed, h3_diag *d) {
+  h3_status st = check_requires(list, n, listed, d);
+  return check_memory_plan_last(list, n, d) == H3_OK ? st : H3_ERR;
+}
+
 h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d) {
-  return check_requires(list, n, true, d);
+  return check_list(list, n, true, d);
 }
 
 static h3_status push(const h3_pass **out, int cap, int *n, const h3_pass *p, h3_diag *d) {
@@ -262,7 +284,7 @@ h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out
                       "--print-ir-after names '%s', which does not run in this pipeline",
                       printed.names[i]);
   }
-  st = check_requires(out, *n, o->passes != NULL, d);
+  st = check_list(out, *n, o->passes != NULL, d);
 done:
   name_list_free(&chosen);
   name_list_free(&disabled);

@@ -7,8 +7,10 @@
  * are checked against their sha256 and their names against the source hash; translation
  * units, kernels and library calls must reference each other consistently; the IR text is
  * parsed and verified (its diagnostics are moved to plan line:col), and every op that
- * needs a kernel or library call must name an existing one. Every error names the file and
- * the YAML line:col. Nothing here trusts the input: no crash on any bytes.
+ * needs a kernel or library call must name an existing one. What the executor trusts
+ * without looking again, the kernels' launch fields and the IR's memory plan, is checked
+ * by plan_check.c. Every error names the file and the YAML line:col. Nothing here trusts
+ * the input: no crash on any bytes.
  */
 #include "plan_internal.h"
 #include "h3/op_registry.h"
@@ -43,14 +45,12 @@ static h3_span at_mark(rd *r, yaml_mark_t m) {
 
 __attribute__((format(printf, 4, 5))) static void err(rd *r, const yaml_node_t *n, const char *hint,
                                                       const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   yaml_mark_t m = {0, 0, 0};
   if (n) m = n->start_mark;
-  h3_diag_error(r->d, at_mark(r, m), hint, "%s", msg);
+  va_list ap;
+  va_start(ap, fmt);
+  h3_diag_verror(r->d, at_mark(r, m), hint, fmt, ap);
+  va_end(ap);
   r->errors++;
 }
 
@@ -426,6 +426,12 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
     err(r, get(r, e, "tier", NULL), RECOMPILE, "%s: tier differs from its translation unit's", what);
     return;
   }
+  char why[256];
+  const char *field = plan_check_launch(k, why, sizeof why);
+  if (field) {
+    err(r, get(r, e, field, NULL), RECOMPILE, "%s: %s", what, why);
+    return;
+  }
   pk->tu = (int)tu;
   pk->uses = (int)uses;
   p->n_kernels++;
@@ -696,10 +702,23 @@ static void read_ir(rd *r, yaml_node_t *root) {
   const h3_graph *eg = p->entry ? h3_module_graph(m, p->entry) : NULL;
   if (p->entry && (!eg || eg->kind != H3_GRAPH_PROGRAM))
     err(r, prog, RECOMPILE, "program: entry '%s' is not a program of the IR", p->entry);
-  for (int i = 0; i < p->n_memory; i++)
-    if (!h3_module_graph(m, p->memory[i].graph))
+  for (int i = 0; i < p->n_memory; i++) {
+    const h3_graph *g = h3_module_graph(m, p->memory[i].graph);
+    const h3_attr *a = g ? h3_graph_attr(g, "arena_bytes") : NULL;
+    int64_t arena = a && a->kind == H3_ATTR_INT ? a->i : -1;
+    if (!g)
       err(r, get(r, root, "memory", NULL), RECOMPILE, "memory: graph '%s' is not in the IR",
           p->memory[i].graph);
+    else if (arena != p->memory[i].arena_bytes) /* read without errors: entry i is item i */
+      err(r, get(r, seq_at(r, get(r, root, "memory", NULL), i), "arena_bytes", NULL), RECOMPILE,
+          "memory: graph '%s' has arena_bytes %lld, but its IR says %lld", g->name,
+          (long long)p->memory[i].arena_bytes, (long long)arena);
+  }
+  if (r->errors) return;
+  h3_diag_init(&tmp); /* the memory plan's check reports at IR spans too */
+  h3_plan_check_memory(m, &tmp);
+  move_diags(r, &ip, &tmp);
+  h3_diag_free(&tmp);
 }
 
 /* ---- entry points ------------------------------------------------------------------------------ */

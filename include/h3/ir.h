@@ -295,6 +295,12 @@ void h3_op_move_before(h3_op *op, h3_region *region, h3_op *before);
 typedef int (*h3_op_visitor)(h3_op *op, void *ctx); /* return nonzero to stop */
 int h3_region_walk(h3_region *r, h3_op_visitor fn, void *ctx);
 int h3_module_walk(h3_module *m, h3_op_visitor fn, void *ctx);
+/* The region where v is defined: the def's region, the region of a region argument, the
+ * graph body of a graph input; NULL for parameters (visible everywhere). */
+h3_region *h3_value_def_region(const h3_value *v);
+/* The ancestor of op (op itself included) whose parent region is r; NULL when op is not
+ * inside r. */
+h3_op *h3_op_ancestor_in(h3_op *op, const h3_region *r);
 /* Recounts every value's uses from scratch (the verifier checks they agree). */
 void h3_module_recount_uses(h3_module *m);
 

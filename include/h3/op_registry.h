@@ -61,6 +61,11 @@ int h3_op_infer(const h3_op *op, h3_type *out, char *why, size_t why_len);
  * leaves its results out of the arena, and the runtime computes it once when it loads the
  * weights (releasing the parameter when nothing else reads it) and skips it when running. */
 bool h3_op_is_load_time(const h3_op *op);
+/* kv_write, set_index, scatter_rows, residual_norm_modulate, spectrum_update: result 0
+ * updates operand 0's buffer in place. */
+bool h3_op_is_inplace(h3_opcode code);
+/* reshape, slice, index: the result may be a view of operand 0. */
+bool h3_op_is_view(h3_opcode code);
 
 /* Promotion rule of elementwise ops (see ops.def). */
 h3_dtype h3_dtype_promote(h3_dtype a, h3_dtype b);

@@ -81,10 +81,12 @@ h3_pass_options h3_pass_options_default(void);
 /* Resolves the options into the ordered list of passes to run (at most cap entries; the
  * closing verify of the default pipeline is included). Checks every name
  * (unknown names are errors with a nearest-name hint), tier gates of explicitly listed
- * passes, and `requires`. Returns H3_OK and sets *n, or H3_ERR with messages in d. */
+ * passes, `requires`, and that only verify follows memory-plan (its offsets hold for the IR
+ * it planned). Returns H3_OK and sets *n, or H3_ERR with messages in d. */
 h3_status h3_pass_pipeline_resolve(const h3_pass_options *o, const h3_pass **out, int cap, int *n,
                                    h3_diag *d);
-/* Checks that every pass of list[0..n) finds its `requires` earlier in the list. */
+/* Checks that every pass of list[0..n) finds its `requires` earlier in the list, and that
+ * only verify follows memory-plan. */
 h3_status h3_pass_list_check(const h3_pass *const *list, int n, h3_diag *d);
 /* Resolves the options and runs the passes on m, stopping at the first failing pass. */
 h3_status h3_pass_pipeline_run(h3_module *m, const h3_pass_options *o, h3_diag *d);

@@ -18,8 +18,9 @@
  * libh3_plan (plan/) is the contract between the compiler and the executor: codegen writes
  * plans (h3_plan_build, in libh3_codegen), the runtime reads them; both link this library
  * and ir, and nothing else of each other. It owns this header, kernel.h (kernels, exec
- * kinds, NVRTC and the kernel cache) and the load-time rules (int8.h: the row-split rule
- * and H3_INT8_MAX_ROWS, applied with h3_plan_apply_load_rules).
+ * kinds, NVRTC and the kernel cache), the memory plan's sharing rules (mem_classes.h) and
+ * the load-time rules (int8.h: the row-split rule and H3_INT8_MAX_ROWS, applied with
+ * h3_plan_apply_load_rules).
  */
 #ifndef H3_PLAN_H
 #define H3_PLAN_H
@@ -144,11 +145,17 @@ h3_status h3_plan_to_yaml(const h3_plan *p, h3_strbuf *out);
 h3_status h3_plan_write_file(const h3_plan *p, const char *path, h3_diag *d);
 
 /* Reads and verifies a plan: format and version, h3 version, required keys and types,
- * kernel sources against their sha256 and names, the IR (parsed and verified). Every
+ * kernel sources against their sha256 and names, launch fields against CUDA's limits and
+ * the kernels' sources, the IR (parsed and verified), the memory plan's offsets. Every
  * error names the file and the YAML line:col. NULL on error. */
 h3_plan *h3_plan_read_file(const char *path, h3_diag *d);
 h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_diag *d);
 void h3_plan_free(h3_plan *p);
+/* What the reader checks of the memory plan (plan/plan_check.c): every value's offset against
+ * the rules of mem_classes.h, each class at one aligned base inside its graph's arena
+ * (checked 64-bit sums), no two classes live at the same time in the same bytes. Stops at
+ * the first problem: an error at the value's IR span (hint: recompile the plan with h3c). */
+h3_status h3_plan_check_memory(h3_module *m, h3_diag *d);
 
 /* What a reader applies after reading a plan, before running it: the environment's
  * load-time overrides (today H3_INT8_MAX_ROWS, int8.h). *int8_override tells whether that

@@ -48,11 +48,6 @@ void h3_rewriter_erase(h3_rewriter *rw, h3_op *op);
 /* ---- legality helpers ------------------------------------------------------------------- */
 bool h3_value_has_one_use(const h3_value *v);
 bool h3_values_same_shape(const h3_value *a, const h3_value *b); /* rank and dims */
-/* kv_write, set_index, scatter_rows, residual_norm_modulate, spectrum_update: result 0
- * updates operand 0's buffer in place. */
-bool h3_op_is_inplace(h3_opcode code);
-/* reshape, slice, index: the result may be a view of operand 0. */
-bool h3_op_is_view(h3_opcode code);
 /* True when the op has no effect beyond its results: every op but the terminators
  * (yield, return); a loop or fused op when every op of its body is; a call when the
  * callee's body is. In-place ops are functional in the IR, so they are pure. */
@@ -62,12 +57,6 @@ bool h3_op_is_pure(const h3_module *m, const h3_op *op);
  * returned by its graph, or is operand 0 of an in-place op. */
 bool h3_value_is_aliased(const h3_value *v);
 
-/* The region where v is defined: the def's region, the region of a region argument, the
- * graph body of a graph input; NULL for parameters (visible everywhere). */
-h3_region *h3_value_def_region(const h3_value *v);
-/* The ancestor of op (op itself included) whose parent region is r; NULL when op is not
- * inside r. */
-h3_op *h3_op_ancestor_in(h3_op *op, const h3_region *r);
 /* True when a comes strictly before b in their common region (both must be in it). */
 bool h3_op_before(const h3_op *a, const h3_op *b);
 /* True when v is available at op: v is a parameter, a graph input of op's graph, an

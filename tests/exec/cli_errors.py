@@ -83,6 +83,48 @@ def step_inputs(path, **change):
     stfile.write(path, t)
 
 
+def edit_line(text, start, old, new, mark):
+    """Replaces `old` by `new` in the first line that starts (after blanks) with `start`;
+    returns the new text and "LINE:COL" of `mark` in that line (where the reader reports)."""
+    lines = text.split("\n")
+    i = next(i for i, line in enumerate(lines) if line.lstrip().startswith(start))
+    assert old in lines[i], (start, old)
+    lines[i] = lines[i].replace(old, new, 1)
+    return "\n".join(lines), f"{i + 1}:{lines[i].index(mark) + 1}"
+
+
+def ir_offset(text, start):
+    """The arena offset (` at N`) of the first IR line that starts with `start`."""
+    line = next(line for line in text.split("\n") if line.lstrip().startswith(start))
+    return int(line.rsplit(" at ", 1)[1])
+
+
+# Hand-corrupted copies of the tiny H3 plan that the reader must refuse (plan/plan_check.c):
+# an offset or a kernel launch field that the executor would otherwise trust.
+CORRUPT = ("offset_overflow", "offset_unaligned", "overlap", "launch_block", "launch_grid", "launch_shared")
+
+
+def corrupt_plans(text):
+    """name (of CORRUPT) -> (plan text, "LINE:COL" of the error, message pieces)."""
+    h, r3, q1 = (ir_offset(text, s) for s in ("%h = rms_norm(%x.2,", "%3 = reshape(%q)", "%q.1 = rms_norm(%3,"))
+    block = next(line for line in text.split("\n") if line.startswith("  block: ["))
+    n = int(block.split("[")[1].split(",")[0])
+    edits = {  # line start, old, new, the error's place in the line, message pieces
+        "offset_overflow": ("%h = rms_norm(%x.2,", f" at {h}", " at 9223372036854775552", "%h",
+                            ["value %h at offset 9223372036854775552 (1024 bytes) does not fit the", "arena of graph 'text'"]),
+        "offset_unaligned": ("%h = rms_norm(%x.2,", f" at {h}", f" at {h + 4}", "%h",
+                             [f"value %h at offset {h + 4} is not 256-byte aligned"]),
+        "overlap": ("%q.1 = rms_norm(%3,", f" at {q1}", f" at {r3}", "%q.1",
+                    [f"value %q.1 (offset {r3},", f"%3 (offset {r3},", "live at the same time in overlapping"]),
+        "launch_block": ("block: [", f"[{n},", f"[{n // 2},", "[",
+                         [f"the block has {n // 2} threads but the kernel is written for {n}"]),
+        "launch_grid": ("grid: [", ", 1, 1]", ", 70000, 1]", "[", ["grid y is 70000; CUDA allows 1 to 65535"]),
+        "launch_shared": ("shared_bytes: ", ": 0", ": 300000", "3",
+                          ["shared_bytes is 300000; a block has 0 to 232448 bytes of shared memory"]),
+    }
+    return {k: edit_line(text, *edits[k][:4]) + (edits[k][4],) for k in CORRUPT}
+
+
 def prepare(a):
     """Compiles the two tiny plans and writes every bad file the cases use (idempotent)."""
     os.makedirs(a.work, exist_ok=True)
@@ -93,6 +135,7 @@ def prepare(a):
     variants = {"empty": "", "trunc": text[:len(text) // 2], "binary": bytes(range(256)) * 4,
                 "v2": text.replace("format_version: 1", "format_version: 2", 1),
                 "badir": text.replace("rms_norm(", "rms_nrom(", 1), "list": "- 1\n- 2\n"}
+    variants.update({"bad_" + k: v[0] for k, v in corrupt_plans(text).items()})
     for name, content in variants.items():
         with open(W(name + ".plan"), "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
@@ -121,6 +164,7 @@ def case_table(a):
     W = lambda n: os.path.join(a.work, n)  # noqa: E731
     h3, m31 = W("h3.plan"), W("m31.plan")
     step = [h3, "--graph", "step", "--inputs"]
+    bad = corrupt_plans(open(h3).read()) if os.path.exists(h3) else {k: (None, "", []) for k in CORRUPT}
     return [
         # bad flags (exit 2)
         ("flag_unknown", [h3, "--bogus"], 2, ["unknown flag '--bogus'", "h3exec --help"], True),
@@ -160,6 +204,12 @@ def case_table(a):
          [W("v2.plan"), "plan format version 2 is not supported by this h3 (1); recompile with h3c"], True),
         ("plan_bad_ir", [W("badir.plan")], 1, [W("badir.plan"), "unknown op 'rms_nrom'"], True),
         ("plan_not_mapping", [W("list.plan")], 1, [W("list.plan"), "mapping"], True),
+    ] + [
+        # offsets and launch fields the executor would trust: refused at load, at their place
+        ("plan_" + k, [W(f"bad_{k}.plan")], 1,
+         [f"{W(f'bad_{k}.plan')}:{bad[k][1]}: error: "] + bad[k][2] + ["recompile the plan with h3c"], True)
+        for k in CORRUPT
+    ] + [
         # bad inputs files
         ("inputs_dtype", step + [W("in_dtype.safetensors")], 1,
          [W("in_dtype.safetensors"), "'t'", "dtype F64, expected F32"], True),

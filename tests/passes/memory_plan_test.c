@@ -11,10 +11,12 @@
  * Cases: a chain (reuse must bring the arena to two buffers, well below the sum of all
  * values), loop-carried aliasing, a copy-back slot and a swap of two slots, in-place
  * updates with and without a later reader, views, and 40 random graphs with loops,
- * views and in-place ops. With IR files as arguments, it checks their plans instead.
+ * views and in-place ops. With IR files as arguments, it checks their plans instead. Every
+ * plan must also pass the plan reader's check of offsets (h3_plan_check_memory).
  */
 #include "h3/op_registry.h"
 #include "h3/passes.h"
+#include "h3/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,10 @@ static int64_t plan_and_simulate(h3_module *m, const char *what) {
     CHECK(0, "%s: memory-plan failed", what);
     h3_diag_free(&d);
     return -1;
+  }
+  if (h3_plan_check_memory(m, &d) != H3_OK) { /* the plan reader accepts every plan */
+    h3_diag_print(&d, stderr);
+    CHECK(0, "%s: the plan reader's check refuses the memory plan", what);
   }
   h3_diag_free(&d);
   int64_t arena0 = -1;

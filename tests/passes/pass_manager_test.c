@@ -256,6 +256,21 @@ static void test_requires(void) {
   h3_diag_free(&d);
 }
 
+/* memory-plan's offsets hold for the IR it planned: only verify may follow it. */
+static void test_memory_plan_last(void) {
+  const h3_pass *list[8];
+  h3_pass_options o = h3_pass_options_default();
+  h3_diag d;
+  h3_diag_init(&d);
+  o.passes = "verify,memory-plan,verify";
+  CHECK(resolve(o, list, &d) == 3 && d.errors == 0, "verify after memory-plan refused");
+  o.passes = "memory-plan,dce,verify";
+  CHECK(resolve(o, list, &d) < 0, "dce after memory-plan accepted");
+  CHECK(has_diag(&d, H3_DIAG_ERROR, "pass 'dce' runs after memory-plan", "put memory-plan last"),
+        "memory-plan last: message and hint");
+  h3_diag_free(&d);
+}
+
 /* ---- a small module: y = neg(neg(neg(neg(x)))) + x, plus a loop ------------------------- */
 static h3_value *unary(h3_builder *b, h3_opcode code, h3_value *x) {
   h3_diag d;
@@ -440,6 +455,7 @@ int main(void) {
   test_resolution();
   test_enable();
   test_requires();
+  test_memory_plan_last();
   test_legality();
   test_driver();
   test_dumps();
