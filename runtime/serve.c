@@ -240,7 +240,7 @@ static int64_t fill_decode_rows(engine *e) {
     e->h_pos[row] = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
     e->h_key[row] = q->key;
     e->h_temp[row] = e->reqs[i].temperature;
-    memcpy(e->h_table + row * e->pt_len, q->pages, (size_t)q->n_pages * sizeof *e->h_table);
+    if (q->n_pages) memcpy(e->h_table + row * e->pt_len, q->pages, (size_t)q->n_pages * sizeof *e->h_table);
     n++;
   }
   return n;
@@ -278,7 +278,7 @@ static h3_status upload_chunk(engine *e, call_args *c, int64_t i, int32_t pos0, 
   memset(e->h_chunk, 0, (size_t)e->chunk * sizeof *e->h_chunk);
   memcpy(e->h_chunk, e->reqs[i].prompt + pos0, (size_t)valid * sizeof *e->h_chunk);
   memset(e->h_ptable, 0, (size_t)e->pt_len * sizeof *e->h_ptable);
-  memcpy(e->h_ptable, q->pages, (size_t)q->n_pages * sizeof *e->h_ptable);
+  if (q->n_pages) memcpy(e->h_ptable, q->pages, (size_t)q->n_pages * sizeof *e->h_ptable);
   h3_status st = upload(e, c, "tokens", e->h_chunk);
   if (st == H3_OK) st = upload(e, c, "pos0", &pos0);
   if (st == H3_OK) st = upload(e, c, "n_valid", &valid);
