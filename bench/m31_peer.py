@@ -209,14 +209,23 @@ def matmul_f32(a, b):
     return a.float() @ b.float()
 
 
-def moe(h, L, c):
+def route(h, L, c):
+    """§4.2 step 10: fp32 router -> chosen expert ids [N, k] (ascending) and their weights [N, k]."""
+    s = torch.sigmoid(h.float() @ L["mlp.router.weight"].t())
+    ids = torch.topk(s + L["mlp.router.correction_bias"], c["top_k"], dim=-1).indices.sort(-1).values
+    ssel = s.gather(1, ids)
+    return ids, ssel / ssel.sum(-1, keepdim=True) * ROUTED_SCALE
+
+
+def shared_expert(h, L):
+    return mlp(h, L["mlp.shared_expert.gate_up_proj.weight"], L["mlp.shared_expert.down_proj.weight"])
+
+
+def moe_grouped(h, L, c):
     """§4.2 steps 10-13 minus the residual: fp32 router, routed experts as grouped GEMMs over the
     (row, expert) pairs sorted by expert, fp32 weighted sum (ids ascending) plus the shared expert."""
     N, E, k = h.shape[0], c["experts"], c["top_k"]
-    s = torch.sigmoid(h.float() @ L["mlp.router.weight"].t())
-    ids = torch.topk(s + L["mlp.router.correction_bias"], k, dim=-1).indices.sort(-1).values
-    ssel = s.gather(1, ids)
-    w = ssel / ssel.sum(-1, keepdim=True) * ROUTED_SCALE
+    ids, w = route(h, L, c)
     flat = ids.flatten()
     order = torch.argsort(flat, stable=True)
     offs = torch.cumsum((flat[:, None] == torch.arange(E, device=h.device)).sum(0), 0).to(torch.int32)
@@ -224,8 +233,19 @@ def moe(h, L, c):
     gu = torch._grouped_mm(xs, L["experts.gate_up_proj"].transpose(-2, -1), offs=offs)
     ys = torch._grouped_mm(swigluoai(gu), L["experts.down_proj"].transpose(-2, -1), offs=offs)
     y = torch.empty_like(ys).index_copy_(0, order, ys).view(N, k, -1)
-    shared = mlp(h, L["mlp.shared_expert.gate_up_proj.weight"], L["mlp.shared_expert.down_proj.weight"])
-    return ((w[..., None] * y.float()).sum(1) + shared.float()).to(BF16)
+    return ((w[..., None] * y.float()).sum(1) + shared_expert(h, L).float()).to(BF16)
+
+
+def moe_dense(h, L, c):
+    """The same sum with every expert run on every row (bmm over the stacked experts), the
+    unchosen ones weighted 0: no data-dependent shapes, E / k times the FLOPs of moe_grouped."""
+    ids, w = route(h, L, c)
+    E = c["experts"]
+    xs = h[None].expand(E, -1, -1)
+    ys = torch.bmm(swigluoai(torch.bmm(xs, L["experts.gate_up_proj"].transpose(-2, -1))),
+                   L["experts.down_proj"].transpose(-2, -1))                       # [E, N, H]
+    y = ys.transpose(0, 1).gather(1, ids[..., None].expand(-1, -1, ys.shape[-1]))  # [N, k, H]
+    return ((w[..., None] * y.float()).sum(1) + shared_expert(h, L).float()).to(BF16)
 
 
 def project(x, L, cos, sin, c, sparse):
@@ -243,11 +263,12 @@ def project(x, L, cos, sin, c, sparse):
     return q, k, v, iq, ik
 
 
-def finish_layer(x, o, L, c, sparse):
-    """Steps 8-13: o_proj + residual, then MoE (sparse) or the dense MLP + residual."""
+def finish_layer(x, o, L, c, sparse, moe=None):
+    """Steps 8-13: o_proj + residual, then MoE (sparse; `moe`, default moe_grouped) or the dense
+    MLP + residual."""
     x = (x.float() + F.linear(o.flatten(1), L["self_attn.o_proj.weight"]).float()).to(BF16)
     h = rms(x, L["post_attention_layernorm.weight"])
-    y = moe(h, L, c) if sparse else mlp(h, L["mlp.gate_up_proj.weight"], L["mlp.down_proj.weight"])
+    y = (moe or moe_grouped)(h, L, c) if sparse else mlp(h, L["mlp.gate_up_proj.weight"], L["mlp.down_proj.weight"])
     return (x.float() + y.float()).to(BF16)
 
 
@@ -319,8 +340,8 @@ def decode_step(M, tokens, pos, cache, c):
         else:
             sel = torch.arange(nblk, device=x.device).expand(Bt, 1, nblk)
             n = (pos // blk + 1)[:, None]
-        o = block_attention(q, K, V, pos, sel, n, c)
-        x = finish_layer(x, o, L, c, sparse)
+        o = decode_attention(q, K, V, pos, sel, n, c)
+        x = finish_layer(x, o, L, c, sparse, decode_moe)
     return logits_of(x, M)
 
 
@@ -340,7 +361,7 @@ def select_blocks(iq, IK, pos, c):
     return top.indices, (top.values > -math.inf).sum(-1)
 
 
-def block_attention(q, K, V, pos, sel, n, c):
+def block_attention_flex(q, K, V, pos, sel, n, c):
     """Attention of one query row per sequence over the kv blocks sel[b, g, :n[b, g]] of each
     kv head g (sel [Bt, 1 or nkv, k]: one list for all kv heads on dense layers), keys
     j <= pos[b]. q [Bt, nq, d], K/V [Bt, nkv, S, d] -> o [Bt, nq, d]. Each (sequence, kv head)
@@ -363,6 +384,35 @@ def block_attention(q, K, V, pos, sel, n, c):
     o = flex_attention(q.view(BH, G, 1, d), K.view(BH, 1, S, d), V.view(BH, 1, S, d), block_mask=bm,
                        scale=1.0 / math.sqrt(c["head_dim"]), enable_gqa=G > 1)
     return o.view(Bt, nq, d)
+
+
+def block_attention_sdpa(q, K, V, pos, sel, n, c):
+    """block_attention_flex's contract with one dense boolean mask over the whole cache and
+    scaled_dot_product_attention: reads every cached key (S per kv head), no FlexAttention."""
+    Bt, nq, d = q.shape
+    nkv, S, blk = K.shape[1], K.shape[2], c["block"]
+    G, nblk = nq // nkv, S // blk
+    sel = sel.expand(Bt, nkv, sel.shape[2])
+    keep = torch.zeros(Bt, nkv, nblk, dtype=torch.bool, device=q.device)
+    keep.scatter_(2, sel, torch.arange(sel.shape[2], device=q.device) < n.expand(Bt, nkv)[..., None])
+    j = torch.arange(S, device=q.device)
+    mask = keep[..., j // blk] & (j <= pos[:, None, None])                            # [Bt, nkv, S]
+    o = F.scaled_dot_product_attention(q.view(Bt, nkv, G, d), K, V, attn_mask=mask[:, :, None, :],
+                                       scale=1.0 / math.sqrt(c["head_dim"]))
+    return o.reshape(Bt, nq, d)
+
+
+# The decode step's forms of its two data-dependent ops (m31_serve_peer.py --attention / --moe;
+# bench/m31_peer_decode_check.py checks each against a plain reference on the device).
+ATTENTION_FORMS = {"flex": block_attention_flex, "sdpa": block_attention_sdpa}
+MOE_FORMS = {"grouped": moe_grouped, "dense": moe_dense}
+decode_attention, decode_moe = block_attention_flex, moe_grouped
+
+
+def set_decode_forms(attention="flex", moe="grouped"):
+    """Picks decode_step's forms (the prefill keeps SDPA and moe_grouped)."""
+    global decode_attention, decode_moe
+    decode_attention, decode_moe = ATTENTION_FORMS[attention], MOE_FORMS[moe]
 
 
 # ------------------------------------------------------------------ caches --------------------

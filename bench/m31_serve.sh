@@ -15,7 +15,10 @@
 # m31_serve_peer.py make-weights into M31_SERVE_WEIGHTS (default $TMPDIR/m31_small_weights.safetensors,
 # 17 GiB, kept for later calls; M31_SERVE_WEIGHTS=random: each engine its own random weights).
 # ISL / OSL / the number of requests: M31_SERVE_ISL, M31_SERVE_OSL, M31_SERVE_REQUESTS
-# (a count, instead of 2 C).
+# (a count, instead of 2 C). M31_SERVE_MIXED=0 skips the --mixed-steps runs.
+# The peer's decode forms: M31_SERVE_PEER_FORMS (default: what bench/m31_peer_decode_check.py
+# finds right and fastest on this device, e.g. "--attention sdpa --moe grouped"; the probe
+# takes about a minute; "none" skips it: the peer's defaults).
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: bench/m31_serve.sh STAGE OUT_DIR [CONCURRENCY...]" >&2
@@ -37,6 +40,18 @@ else
   [ -f "$W" ] || python3 "$here/m31_serve_peer.py" make-weights --out "$W" || fail=1
   h3w=(--weights "$W") peerw=(--weights "$W")
 fi
+forms=${M31_SERVE_PEER_FORMS:-}
+if [ -z "$forms" ]; then
+  echo "=== the peer's decode forms on this device (bench/m31_peer_decode_check.py)" >&2
+  forms=$(python3 "$here/m31_peer_decode_check.py" 2> "$OUT/peer_probe.err" | tee "$OUT/peer_probe.txt" | tail -1)
+  cat "$OUT/peer_probe.txt" >&2
+  case $forms in
+    --attention*) ;;
+    *) echo "m31_serve.sh: no decode form of the peer is right on this device: its defaults, figures not valid" >&2
+       forms='' fail=1 ;;
+  esac
+fi
+[ "$forms" = none ] && forms=
 for C in $CS; do
   n=${M31_SERVE_REQUESTS:-$((2 * C < 4 ? 4 : 2 * C))}
   req=$OUT/requests_c$C.jsonl
@@ -50,17 +65,22 @@ for C in $CS; do
   echo "=== h3, concurrency $C, $n requests (ISL $ISL, OSL $OSL)" >&2
   "$S/bin/h3exec" "$plan" --backend cuda "${h3w[@]}" --requests "$req" \
     --concurrency "$C" --out "$OUT/h3_$C.results.jsonl" --summary "$OUT/h3_$C.json" >&2 || fail=1
-  echo "=== h3 with --mixed-steps, concurrency $C" >&2
-  "$S/bin/h3exec" "$plan" --backend cuda "${h3w[@]}" --requests "$req" --mixed-steps \
-    --concurrency "$C" --out "$OUT/h3mixed_$C.results.jsonl" --summary "$OUT/h3mixed_$C.json" >&2 || fail=1
-  echo "=== PyTorch peer, concurrency $C" >&2
+  if [ "${M31_SERVE_MIXED:-1}" != 0 ]; then
+    echo "=== h3 with --mixed-steps, concurrency $C" >&2
+    "$S/bin/h3exec" "$plan" --backend cuda "${h3w[@]}" --requests "$req" --mixed-steps \
+      --concurrency "$C" --out "$OUT/h3mixed_$C.results.jsonl" --summary "$OUT/h3mixed_$C.json" >&2 || fail=1
+  fi
+  echo "=== PyTorch peer, concurrency $C ${forms:+($forms)}" >&2
+  # shellcheck disable=SC2086 # forms: the probe's flags, word-split on purpose
   python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
-    --device cuda "${peerw[@]}" --out "$OUT/peer_$C.results.jsonl" > "$OUT/peer_$C.json" || fail=1
+    --device cuda "${peerw[@]}" $forms --out "$OUT/peer_$C.results.jsonl" > "$OUT/peer_$C.json" || fail=1
   [ "$plan" = "$OUT/m31_small_serve_s$C.plan" ] && rm -f "$plan"
   cat "$OUT/h3_$C.json" "$OUT/h3mixed_$C.json" "$OUT/peer_$C.json" 2>/dev/null # the figures so far
 done
 echo "h3 prefill first (the default):"
 python3 "$here/m31_serve_table.py" "$OUT"/h3_*.json "$OUT"/peer_*.json || fail=1
-echo "h3 with --mixed-steps:"
-python3 "$here/m31_serve_table.py" "$OUT"/h3mixed_*.json "$OUT"/peer_*.json || fail=1
+if [ "${M31_SERVE_MIXED:-1}" != 0 ]; then
+  echo "h3 with --mixed-steps:"
+  python3 "$here/m31_serve_table.py" "$OUT"/h3mixed_*.json "$OUT"/peer_*.json || fail=1
+fi
 exit $fail

@@ -128,6 +128,7 @@ def serve(a):
     cuda = dev == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
+    P.set_decode_forms(a.attention, a.moe)
     torch.manual_seed(a.seed)
     torch._dynamo.config.cache_size_limit = max(64, len(lengths) + len(sizes) + 8)
     compile_ = (lambda f: torch.compile(f, dynamic=False)) if a.compile else (lambda f: f)
@@ -243,6 +244,7 @@ def serve(a):
         "tpot_ms": stats([x["tpot_ms"] for x in results if x["tpot_ms"] is not None]),
         "itl_ms": stats(itl),
         "config": a.config, "device": dev, "compiled": a.compile,
+        "decode_forms": {"attention": a.attention, "moe": a.moe},
         "prompt_tokens": sum(x["prompt_len"] for x in results), "warmup_s": warm_s,
     }
     print(json.dumps(summary), flush=True)
@@ -283,6 +285,10 @@ def main():
     sv.add_argument("--no-compile", dest="compile", action="store_false")
     sv.add_argument("--seed", type=int, default=0, help="random weights' seed")
     sv.add_argument("--weights", help="safetensors weights in h3's names (make-weights), else random")
+    sv.add_argument("--attention", choices=["flex", "sdpa"], default="flex",
+                    help="the decode step's attention form (bench/m31_peer_decode_check.py checks them)")
+    sv.add_argument("--moe", choices=["grouped", "dense"], default="grouped",
+                    help="the decode step's MoE form (grouped: torch._grouped_mm; dense: every expert on every row)")
     mw = sub.add_parser("make-weights", help="write the peer's random weights for both engines")
     mw.add_argument("--out", required=True)
     mw.add_argument("--config", choices=["small", "tiny"], default="small")
