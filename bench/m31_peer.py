@@ -39,13 +39,15 @@ Form of the peer (the fastest PyTorch form found for each part; bf16, static sha
   - fused input projection (qkv | index q | index k: one GEMM on sparse layers);
   - routed experts as grouped GEMMs (torch._grouped_mm over rows sorted by expert, CUTLASS on
     sm90): reads each active expert's weights once at every batch size, no padding;
-  - sparse attention in decode: FlexAttention with a BlockMask whose kv blocks are exactly the
-    16 selected blocks of each kv head (kv_indices from the indexer's top-k); FlexAttention's
-    decoding kernel reads only those blocks straight from the cache, so no gather copy of
-    K/V is made (a gathered-block copy would write and re-read 2048 keys per kv head per
-    layer) and SDPA with a dense mask would read every key. Dense-layer decode uses the same
-    kernel with blocks 0..pos/128. The mask_mod also tests the selection, so the eager
-    (CPU) path, which applies only the mask_mod, computes the same thing;
+  - attention in decode (m31_serve_peer.py --attention; bench/m31_peer_decode_check.py
+    checks each form on the device against a plain reference from a prefilled state):
+    "sdpa" (the default): SDPA over the whole cache with one boolean mask per (row, kv head)
+    that keeps the keys j <= pos of the selected blocks; it reads every cached key, not only
+    the 16 selected blocks (at a 16k context 8 x the keys a sparse kernel reads). "flex":
+    FlexAttention with a BlockMask whose kv blocks are exactly the selected blocks, which
+    would read only those; compiled and captured in a CUDA graph (torch 2.11, H200) it gives
+    logits off by about 3 in every row (eager it is right), so it is not the default. Dense
+    layers use the same forms with blocks 0..pos/128;
   - prefill attention: FlashAttention through SDPA (is_causal). On sparse layers a row at
     position p has floor(p/128)+1 <= 16 blocks while p < 2048, so every causal block is
     selected and sparse attention IS causal attention (spec §8.2) - the indexer scores are
@@ -406,10 +408,10 @@ def block_attention_sdpa(q, K, V, pos, sel, n, c):
 # bench/m31_peer_decode_check.py checks each against a plain reference on the device).
 ATTENTION_FORMS = {"flex": block_attention_flex, "sdpa": block_attention_sdpa}
 MOE_FORMS = {"grouped": moe_grouped, "dense": moe_dense}
-decode_attention, decode_moe = block_attention_flex, moe_grouped
+decode_attention, decode_moe = block_attention_sdpa, moe_grouped
 
 
-def set_decode_forms(attention="flex", moe="grouped"):
+def set_decode_forms(attention="sdpa", moe="grouped"):
     """Picks decode_step's forms (the prefill keeps SDPA and moe_grouped)."""
     global decode_attention, decode_moe
     decode_attention, decode_moe = ATTENTION_FORMS[attention], MOE_FORMS[moe]

@@ -285,7 +285,7 @@ def main():
     sv.add_argument("--no-compile", dest="compile", action="store_false")
     sv.add_argument("--seed", type=int, default=0, help="random weights' seed")
     sv.add_argument("--weights", help="safetensors weights in h3's names (make-weights), else random")
-    sv.add_argument("--attention", choices=["flex", "sdpa"], default="flex",
+    sv.add_argument("--attention", choices=["flex", "sdpa"], default="sdpa",
                     help="the decode step's attention form (bench/m31_peer_decode_check.py checks them)")
     sv.add_argument("--moe", choices=["grouped", "dense"], default="grouped",
                     help="the decode step's MoE form (grouped: torch._grouped_mm; dense: every expert on every row)")
