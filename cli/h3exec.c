@@ -78,6 +78,8 @@ static void usage(FILE *f) {
           "  --kv-pages N          use only N pages of the plan's KV caches (page 0 included)\n"
           "  --margins             results give each token's decision margin\n"
           "  --mixed-steps         prefill chunks also advance the running requests\n"
+          "  --speculative dspark  DSpark speculative rounds instead of decode steps (greedy\n"
+          "                        requests only; the plan's gamma; draft weights from --weights)\n"
           "  --summary FILE.json   the report as one JSON object\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
@@ -181,10 +183,10 @@ static int check_serve_flags(options *o) {
   f->prompt_len = o->prompt_len;
   if (!serve_wanted(f)) {
     if (f->output_len || f->concurrency || f->kv_pages || f->summary || f->request_rate ||
-        f->temperature || f->margins || f->mixed)
+        f->temperature || f->margins || f->mixed || f->speculative)
       return flag_error("%s", "--output-len, --concurrency, --kv-pages, --request-rate, "
-                              "--temperature, --margins, --mixed-steps and --summary are for serving "
-                              "(--requests or --random-prompts)");
+                              "--temperature, --margins, --mixed-steps, --speculative and --summary "
+                              "are for serving (--requests or --random-prompts)");
     return 0;
   }
   if (o->graph || o->inputs || o->prompt || o->profile || o->dump_ops || o->warmup ||
@@ -231,7 +233,8 @@ static int parse_flags(int argc, char **argv, options *o) {
         "--out",    "--steps",      "--prompt",  "--prompt-len", "--max-new-tokens",
         "--warmup", "--iterations", "--threads", "--profile",    "--attention",
         "--dump-ops", "--dump", "--requests", "--random-prompts", "--output-len",
-        "--temperature", "--concurrency", "--request-rate", "--kv-pages", "--summary", NULL};
+        "--temperature", "--concurrency", "--request-rate", "--kv-pages", "--summary",
+        "--speculative", NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
@@ -264,6 +267,10 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->serve.requests = v;
     else if (strcmp(a, "--summary") == 0)
       o->serve.summary = v;
+    else if (strcmp(a, "--speculative") == 0) {
+      if (strcmp(v, "dspark")) return flag_error("--speculative takes dspark, got '%s'", v);
+      o->serve.speculative = true;
+    }
     else if (strcmp(a, "--random-prompts") == 0) {
       if (!parse_int(a, v, 1, INT32_MAX, &o->serve.random_prompts)) return 2;
     } else if (strcmp(a, "--output-len") == 0) {

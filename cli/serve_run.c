@@ -118,6 +118,7 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
                         .kv_pages = f->kv_pages,
                         .seed = f->seed,
                         .mixed = f->mixed,
+                        .speculative = f->speculative,
                         .finished = on_finished,
                         .finished_ctx = &sink,
                         .progress = isatty(2) ? on_progress : NULL,

@@ -16,6 +16,7 @@ typedef struct {
   uint64_t seed;
   bool margins; /* results give each token's decision margin */
   bool mixed;   /* --mixed-steps */
+  bool speculative; /* --speculative dspark */
 } serve_flags;
 
 /* True when the flags ask for serving. */

@@ -84,6 +84,7 @@ let rope_half = rope_dims / 2
 let pt_len = ceildiv(max_ctx + 16, page)   # page-table entries of one sequence
 let pages = seqs * pt_len + 1              # physical pages per cache (page 0 reserved)
 let verify_rows = gamma + 1
+let spec_rows = seqs * verify_rows         # serve_verify: verify_rows rows of each of seqs sequences
 
 # ---- §3 target weights --------------------------------------------------------------------------
 # Random init (§2): matrices U(-1/sqrt(in), 1/sqrt(in)), norm weights (the w of 1 + w)
@@ -357,14 +358,14 @@ fn lm_logits(R: int, x: bf16[R, dim]) -> f32[R, vocab] {
   return linear(rms_norm(x, norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight, dtype = f32)
 }
 
-# Draft K/V (§5.3 step 7) of T rows at positions pos0..: c = NORM(fc(captured), hidden_norm);
-# Kd = ROPE(NORM_HEAD(c W_k, k_norm)), Vd = c W_v with W_k, W_v the k and v row blocks of the
-# draft qkv_proj; written at the rows' slots.
-fn draft_kv(T: int, captured: bf16[T, 3 * dim], pos0: i32[],
-            kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
+# Draft K/V (§5.3 step 7) of T rows at positions pos, row t of the sequence whose page table
+# is pt[R == 1 ? 0 : t]: c = NORM(fc(captured), hidden_norm); Kd = ROPE(NORM_HEAD(c W_k,
+# k_norm)), Vd = c W_v with W_k, W_v the k and v row blocks of the draft qkv_proj; written at
+# the rows' slots.
+fn draft_kv_rows(T: int, R: int, captured: bf16[T, 3 * dim], pos: i32[T], pt: i32[R, pt_len],
+                 kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
     -> (bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
-  pos = iota(n = T) + pos0
-  slot = kv_slots(T, 1, pos, seq0_table())
+  slot = kv_slots(T, R, pos, pt)
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
   c = rms_norm(linear(captured, dspark.fc.weight), dspark.hidden_norm.weight, eps = 1e-6,
                offset = 1.0)                                           # [T, dim] bf16
@@ -375,6 +376,13 @@ fn draft_kv(T: int, captured: bf16[T, 3 * dim], pos0: i32[],
                 cos, sin)
   v = reshape(linear(c, w_v), shape = [T, kv_heads, head_dim])
   return kv_write(kd, k, slot), kv_write(vd, v, slot)
+}
+
+# draft_kv_rows of one sequence (pages seq0_table()) at positions pos0 ..
+fn draft_kv(T: int, captured: bf16[T, 3 * dim], pos0: i32[],
+            kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
+    -> (bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
+  return draft_kv_rows(T, 1, captured, iota(n = T) + pos0, seq0_table(), kd, vd)
 }
 
 # The DSpark draft layer (§5.3 step 2) over the block e [gamma, dim] at positions L..: dense
@@ -391,6 +399,39 @@ fn draft_block(p: draft_layer, e: bf16[gamma, dim],
   x = e + linear(reshape(o, shape = [gamma, q_width]), p.self_attn.o_proj.weight)
   h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)
   return x + mlp(gamma, draft_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
+}
+
+# §5.3 steps 1-4 for the sequence whose page table is pt (its draft context Kd/Vd at
+# positions 0 .. ctx_len - 1): the Markov logits z [gamma, vocab] and the greedy draft.
+fn draft_tokens(bonus: i32[1], ctx_len: i32[], pt: i32[pt_len],
+                kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
+    -> (f32[gamma, vocab], i32[gamma]) {
+  ids = concat(bonus, full(i32, [gamma - 1], value = mask_id), axis = 0)   # [gamma] i32
+  pos = iota(n = gamma) + ctx_len
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
+  e = gather(embed_tokens.weight, ids)                                     # target embedding
+  x = draft_block(draft_layer[0], e, kd, vd, ctx_len, pt, cos, sin)
+  base = linear(rms_norm(x, dspark.norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight,
+                dtype = f32)                                               # [gamma, vocab] f32
+  return markov_draft(base, dspark.markov.w1.weight, dspark.markov.w2.weight, bonus[0])
+}
+
+# serve_prefill's chunk (below): the target over the chunk's rows, the next token after row
+# n_valid - 1 sampled with its margin, the captured states and the caches.
+fn prefill_chunk(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_table: i32[pt_len],
+                 temperature: f32[1], seed: i32[1],
+                 k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (i32[1], f32[1], bf16[prompt_len, 3 * dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, 1, tokens, iota(n = prompt_len) + pos0,
+                                                    reshape(page_table, shape = [1, pt_len]),
+                                                    k_cache, v_cache, ik_cache)
+  logits = lm_logits(1, gather(x, reshape(n_valid - 1, shape = [1])))
+  next, margin = sample_tokens(logits, temperature, seed, reshape(pos0 + n_valid, shape = [1]))
+  return next, margin, captured, k_cache, v_cache, ik_cache
 }
 
 # ---- graphs -------------------------------------------------------------------------------------
@@ -474,14 +515,7 @@ graph draft(bonus: i32[1], ctx_len: i32[],
             kd_cache: bf16[pages, page, kv_heads, head_dim],
             vd_cache: bf16[pages, page, kv_heads, head_dim])
     -> (draft: i32[gamma], z: f32[gamma, vocab]) {
-  ids = concat(bonus, full(i32, [gamma - 1], value = mask_id), axis = 0)   # [gamma] i32
-  pos = iota(n = gamma) + ctx_len
-  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
-  e = gather(embed_tokens.weight, ids)                                     # target embedding
-  x = draft_block(draft_layer[0], e, kd_cache, vd_cache, ctx_len, iota(n = pt_len) + 1, cos, sin)
-  base = linear(rms_norm(x, dspark.norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight,
-                dtype = f32)                                               # [gamma, vocab] f32
-  z, d = markov_draft(base, dspark.markov.w1.weight, dspark.markov.w2.weight, bonus[0])
+  z, d = draft_tokens(bonus, ctx_len, iota(n = pt_len) + 1, kd_cache, vd_cache)
   return d, z
 }
 
@@ -521,11 +555,9 @@ graph serve_prefill(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_t
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, 1, tokens, iota(n = prompt_len) + pos0,
-                                                    reshape(page_table, shape = [1, pt_len]),
-                                                    k_cache, v_cache, ik_cache)
-  logits = lm_logits(1, gather(x, reshape(n_valid - 1, shape = [1])))
-  next, margin = sample_tokens(logits, temperature, seed, reshape(pos0 + n_valid, shape = [1]))
+  next, margin, captured, k_cache, v_cache, ik_cache = prefill_chunk(tokens, pos0, n_valid,
+                                                                     page_table, temperature, seed,
+                                                                     k_cache, v_cache, ik_cache)
   return next, margin, k_cache, v_cache, ik_cache
 }
 
@@ -570,6 +602,66 @@ graph serve_mixed(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_tab
                          concat(reshape(pos0 + n_valid, shape = [1]), d_pos + 1, axis = 0))
   return rows(nx, 0, 1), rows(mg, 0, 1), rows(nx, 1, seqs), rows(mg, 1, seqs), k_cache, v_cache,
          ik_cache
+}
+
+# SPECULATIVE SERVING (DSpark, §5.3; h3exec --speculative dspark). The draft caches kd_cache /
+# vd_cache use the target's page tables. serve_prefill_spec: serve_prefill's chunk, and the
+# draft K/V of its rows from their captured states (rows past n_valid are padding, as there).
+graph serve_prefill_spec(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[],
+                         page_table: i32[pt_len], temperature: f32[1], seed: i32[1],
+                         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                         ik_cache: bf16[n_sparse, pages, page, index_dim],
+                         kd_cache: bf16[pages, page, kv_heads, head_dim],
+                         vd_cache: bf16[pages, page, kv_heads, head_dim])
+    -> (next: i32[1], margin: f32[1],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim],
+        kd_cache: bf16[pages, page, kv_heads, head_dim],
+        vd_cache: bf16[pages, page, kv_heads, head_dim]) {
+  next, margin, captured, k_cache, v_cache, ik_cache = prefill_chunk(tokens, pos0, n_valid,
+                                                                     page_table, temperature, seed,
+                                                                     k_cache, v_cache, ik_cache)
+  kd_cache, vd_cache = draft_kv_rows(prompt_len, 1, captured, iota(n = prompt_len) + pos0,
+                                     reshape(page_table, shape = [1, pt_len]), kd_cache, vd_cache)
+  return next, margin, k_cache, v_cache, ik_cache, kd_cache, vd_cache
+}
+
+# serve_draft: §5.3 steps 1-4 (greedy) for one sequence: bonus token at position ctx_len, its
+# draft context at 0 .. ctx_len - 1 in the pages page_table.
+graph serve_draft(bonus: i32[1], ctx_len: i32[], page_table: i32[pt_len],
+                  kd_cache: bf16[pages, page, kv_heads, head_dim],
+                  vd_cache: bf16[pages, page, kv_heads, head_dim])
+    -> (draft: i32[gamma]) {
+  z, d = draft_tokens(bonus, ctx_len, page_table, kd_cache, vd_cache)
+  return d
+}
+
+# serve_verify: §5.3 steps 5 and 7 for seqs sequences at once: rows b * verify_rows + i hold
+# [bonus, d1 .. dgamma][i] of sequence b at position pos (its L + i), page table row by row
+# (padding rows: token 0 at position 0, an all-zero table). Each row's next token (sampled at
+# position pos + 1: greedy at temperature 0) with its margin; the draft K/V of every row
+# (§5.2's project rule: rows past the accepted ones are rewritten by the next round).
+graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[spec_rows, pt_len],
+                   temperature: f32[spec_rows], seed: i32[spec_rows],
+                   k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   ik_cache: bf16[n_sparse, pages, page, index_dim],
+                   kd_cache: bf16[pages, page, kv_heads, head_dim],
+                   vd_cache: bf16[pages, page, kv_heads, head_dim])
+    -> (next: i32[spec_rows], margin: f32[spec_rows],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim],
+        kd_cache: bf16[pages, page, kv_heads, head_dim],
+        vd_cache: bf16[pages, page, kv_heads, head_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(spec_rows, spec_rows, tokens, pos, page_table,
+                                                    k_cache, v_cache, ik_cache)
+  next, margin = sample_tokens(lm_logits(spec_rows, x), temperature, seed, pos + 1)
+  kd_cache, vd_cache = draft_kv_rows(spec_rows, spec_rows, captured, pos, page_table, kd_cache,
+                                     vd_cache)
+  return next, margin, k_cache, v_cache, ik_cache, kd_cache, vd_cache
 }
 
 # Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),

@@ -21,7 +21,7 @@
  * write slots past the prompt, overwritten by the decode steps before any row reads them,
  * or page 0 where the page table holds no page.
  */
-#include "h3/serve.h"
+#include "serve_engine.h"
 
 #include "h3/rng.h"
 
@@ -29,50 +29,16 @@
 #include <string.h>
 #include <time.h>
 
-enum { WAITING, RUNNING, DONE };
+static const char *const cache_names[5] = {"k_cache", "v_cache", "ik_cache", "kd_cache",
+                                            "vd_cache"};
 
-typedef struct {
-  int state;
-  int64_t row; /* decode row while running */
-  int32_t *pages, *out;
-  double *at;     /* [max_new_tokens]: when each token reached the host */
-  float *margins; /* [max_new_tokens]: each token's decision margin */
-  int64_t n_pages, n_out;
-  int32_t key; /* sampling key */
-} seq;
+static int cache_index(const char *name) {
+  int k = 0;
+  while (k < 5 && strcmp(name, cache_names[k])) k++;
+  return k;
+}
 
-/* A graph's argument buffers, by input. */
-typedef struct {
-  const h3_graph *g;
-  h3_tensor *args, *results;
-} call_args;
-
-typedef struct {
-  h3_runtime *rt;
-  const h3_request *reqs;
-  int64_t n;
-  const h3_serve_options *o;
-  h3_serve_stats *st;
-  h3_diag *d;
-  call_args pf, dc, mx; /* serve_prefill, serve_decode, serve_mixed (mx.g NULL: none) */
-  bool mixed;            /* chunks carry the decode rows (serve_mixed) */
-  int64_t chunk, pt_len, rows, page, vocab, max_ctx, concurrency;
-  h3_tensor caches[3]; /* k_cache, v_cache, ik_cache */
-  /* host images of the arguments (decode: rows entries; tables rows * pt_len) */
-  int32_t *h_tokens, *h_pos, *h_table, *h_key, *h_next, *h_chunk, *h_ptable;
-  float *h_temp, *h_margin;
-  int64_t *live; /* by row: the request a decode call feeds, or -1 (fill_decode_rows) */
-  seq *s;
-  int64_t *row_seq; /* by row: the running request, or -1 */
-  h3_page_pool pool;
-  struct timespec t0;
-  int64_t done;
-  int64_t cap_ttft, cap_tpot, cap_itl;
-} engine;
-
-static const char *const cache_names[3] = {"k_cache", "v_cache", "ik_cache"};
-
-static double now(const engine *e) {
+double serve_now(const engine *e) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)(t.tv_sec - e->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - e->t0.tv_nsec);
@@ -102,8 +68,8 @@ static const h3_type *input_type(const call_args *c, const char *name) {
 
 /* Finds graph `name`, checks that its inputs are exactly names[0 .. n_names) (in any
  * order), gives the caches the engine's buffers and every other input a buffer of its own. */
-static h3_status setup_call(engine *e, const h3_module *m, const char *name,
-                            const char *const *names, int n_names, call_args *c) {
+h3_status serve_setup_call(engine *e, const h3_module *m, const char *name,
+                           const char *const *names, int n_names, call_args *c) {
   h3_span none = {0};
   const char *hint = "compile the plan from this h3's models/minimax_m3_1.g";
   c->g = h3_module_graph(m, name);
@@ -124,9 +90,8 @@ static h3_status setup_call(engine *e, const h3_module *m, const char *name,
   if (!c->args || !c->results) return H3_ERR;
   for (int i = 0; i < c->g->n_inputs; i++) {
     const h3_value *v = c->g->inputs[i];
-    int k = 0;
-    while (k < 3 && strcmp(v->name, cache_names[k])) k++;
-    h3_tensor *own = k < 3 ? &e->caches[k] : &c->args[i];
+    int k = cache_index(v->name);
+    h3_tensor *own = k < 5 ? &e->caches[k] : &c->args[i];
     if (own->data && !h3_type_equal(&own->type, &v->type)) {
       h3_diag_error(e->d, v->span, hint, "graph '%s': '%s' differs from the other graph's", name,
                     v->name);
@@ -138,22 +103,18 @@ static h3_status setup_call(engine *e, const h3_module *m, const char *name,
   return H3_OK;
 }
 
-static void free_call(engine *e, call_args *c) {
-  for (int i = 0; c->args && i < c->g->n_inputs; i++) {
-    const char *nm = c->g->inputs[i]->name;
-    if (strcmp(nm, "k_cache") && strcmp(nm, "v_cache") && strcmp(nm, "ik_cache"))
-      h3_runtime_buffer_free(e->rt, &c->args[i]);
-  }
+void serve_free_call(engine *e, call_args *c) {
+  for (int i = 0; c->args && i < c->g->n_inputs; i++)
+    if (cache_index(c->g->inputs[i]->name) == 5) h3_runtime_buffer_free(e->rt, &c->args[i]);
   free(c->args);
   free(c->results);
 }
 
-static h3_status upload(engine *e, call_args *c, const char *name, const void *host) {
+h3_status serve_upload(engine *e, call_args *c, const char *name, const void *host) {
   return h3_runtime_upload(e->rt, &c->args[input_index(c->g, name)], host, e->d);
 }
 
-/* The result named `name` of the last call of c, downloaded. */
-static h3_status download(engine *e, call_args *c, const char *name, void *host) {
+h3_status serve_download(engine *e, call_args *c, const char *name, void *host) {
   for (int r = 0; r < c->g->n_outputs; r++)
     if (c->g->output_names[r] && strcmp(c->g->output_names[r], name) == 0)
       return h3_runtime_download(e->rt, host, &c->results[r], e->d);
@@ -161,8 +122,8 @@ static h3_status download(engine *e, call_args *c, const char *name, void *host)
   return H3_ERR;
 }
 
-static int64_t pages_needed(const engine *e, const h3_request *r) {
-  return (r->prompt_len + r->max_new_tokens + e->page - 1) / e->page;
+int64_t serve_pages_needed(const engine *e, const h3_request *r) {
+  return (r->prompt_len + r->max_new_tokens + (e->spec ? e->gamma : 0) + e->page - 1) / e->page;
 }
 
 /* The sampling key of request i: its own seed, or the run's seed with its id (never its
@@ -202,9 +163,7 @@ static void finish(engine *e, int64_t i, h3_finish_reason why, const char *error
   e->done++;
 }
 
-/* Appends token t (made at time `at`) to request i; ends it at EOS or its last token.
- * Returns true when it ended. */
-static bool take_token(engine *e, int64_t i, int32_t t, float margin, double at) {
+bool serve_take_token(engine *e, int64_t i, int32_t t, float margin, double at) {
   seq *q = &e->s[i];
   const h3_request *r = &e->reqs[i];
   q->at[q->n_out] = at;
@@ -250,11 +209,11 @@ static int64_t fill_decode_rows(engine *e) {
  * temperature, seed. */
 static h3_status upload_decode_rows(engine *e, call_args *c, const char *prefix) {
   char b[32];
-  h3_status st = upload(e, c, named(b, sizeof b, prefix, "tokens"), e->h_tokens);
-  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "pos"), e->h_pos);
-  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "page_table"), e->h_table);
-  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "temperature"), e->h_temp);
-  if (st == H3_OK) st = upload(e, c, named(b, sizeof b, prefix, "seed"), e->h_key);
+  h3_status st = serve_upload(e, c, named(b, sizeof b, prefix, "tokens"), e->h_tokens);
+  if (st == H3_OK) st = serve_upload(e, c, named(b, sizeof b, prefix, "pos"), e->h_pos);
+  if (st == H3_OK) st = serve_upload(e, c, named(b, sizeof b, prefix, "page_table"), e->h_table);
+  if (st == H3_OK) st = serve_upload(e, c, named(b, sizeof b, prefix, "temperature"), e->h_temp);
+  if (st == H3_OK) st = serve_upload(e, c, named(b, sizeof b, prefix, "seed"), e->h_key);
   return st;
 }
 
@@ -262,11 +221,11 @@ static h3_status upload_decode_rows(engine *e, call_args *c, const char *prefix)
  * at the time it arrived; returns that time in *at. */
 static h3_status take_decode_rows(engine *e, call_args *c, const char *prefix, double *at) {
   char b[32];
-  h3_status st = download(e, c, named(b, sizeof b, prefix, "next"), e->h_next);
-  if (st == H3_OK) st = download(e, c, named(b, sizeof b, prefix, "margin"), e->h_margin);
-  *at = now(e);
+  h3_status st = serve_download(e, c, named(b, sizeof b, prefix, "next"), e->h_next);
+  if (st == H3_OK) st = serve_download(e, c, named(b, sizeof b, prefix, "margin"), e->h_margin);
+  *at = serve_now(e);
   for (int64_t row = 0; st == H3_OK && row < e->rows; row++)
-    if (e->live[row] >= 0) take_token(e, e->live[row], e->h_next[row], e->h_margin[row], *at);
+    if (e->live[row] >= 0) serve_take_token(e, e->live[row], e->h_next[row], e->h_margin[row], *at);
   return st;
 }
 
@@ -279,12 +238,12 @@ static h3_status upload_chunk(engine *e, call_args *c, int64_t i, int32_t pos0, 
   memcpy(e->h_chunk, e->reqs[i].prompt + pos0, (size_t)valid * sizeof *e->h_chunk);
   memset(e->h_ptable, 0, (size_t)e->pt_len * sizeof *e->h_ptable);
   if (q->n_pages) memcpy(e->h_ptable, q->pages, (size_t)q->n_pages * sizeof *e->h_ptable);
-  h3_status st = upload(e, c, "tokens", e->h_chunk);
-  if (st == H3_OK) st = upload(e, c, "pos0", &pos0);
-  if (st == H3_OK) st = upload(e, c, "n_valid", &valid);
-  if (st == H3_OK) st = upload(e, c, "page_table", e->h_ptable);
-  if (st == H3_OK) st = upload(e, c, "temperature", &temp);
-  if (st == H3_OK) st = upload(e, c, "seed", &q->key);
+  h3_status st = serve_upload(e, c, "tokens", e->h_chunk);
+  if (st == H3_OK) st = serve_upload(e, c, "pos0", &pos0);
+  if (st == H3_OK) st = serve_upload(e, c, "n_valid", &valid);
+  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->h_ptable);
+  if (st == H3_OK) st = serve_upload(e, c, "temperature", &temp);
+  if (st == H3_OK) st = serve_upload(e, c, "seed", &q->key);
   return st;
 }
 
@@ -301,8 +260,8 @@ static h3_status prefill(engine *e, int64_t i) {
     int32_t pos0 = (int32_t)(at < limit ? at : limit);
     int32_t valid = (int32_t)(r->prompt_len - pos0 < e->chunk ? r->prompt_len - pos0 : e->chunk);
     int64_t rows = e->mixed ? fill_decode_rows(e) : 0;
-    c = rows ? &e->mx : &e->pf;
-    double t0 = now(e), t1 = t0;
+    c = rows ? &e->mx : e->spec ? &e->sp : &e->pf;
+    double t0 = serve_now(e), t1 = t0;
     st = upload_chunk(e, c, i, pos0, valid);
     if (st == H3_OK && rows) st = upload_decode_rows(e, c, "d_");
     if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
@@ -311,23 +270,23 @@ static h3_status prefill(engine *e, int64_t i) {
     e->st->prefill_rows += valid;
     e->st->mixed_chunks += rows > 0;
     e->st->mixed_rows += rows;
-    e->st->prefill_seconds += (rows ? t1 : now(e)) - t0;
+    e->st->prefill_seconds += (rows ? t1 : serve_now(e)) - t0;
   }
   int32_t next = 0;
   float margin = 0;
-  double t0 = now(e);
-  if (st == H3_OK) st = download(e, c, "next", &next);
-  if (st == H3_OK) st = download(e, c, "margin", &margin);
-  double t1 = now(e);
+  double t0 = serve_now(e);
+  if (st == H3_OK) st = serve_download(e, c, "next", &next);
+  if (st == H3_OK) st = serve_download(e, c, "margin", &margin);
+  double t1 = serve_now(e);
   e->st->prefill_seconds += t1 - t0;
-  if (st == H3_OK) take_token(e, i, next, margin, t1);
+  if (st == H3_OK) serve_take_token(e, i, next, margin, t1);
   return st;
 }
 
 /* One decode step of every running row. */
 static h3_status decode_step(engine *e) {
   int64_t running = fill_decode_rows(e);
-  double t0 = now(e), t1;
+  double t0 = serve_now(e), t1;
   h3_status st = upload_decode_rows(e, &e->dc, "");
   if (st == H3_OK) st = h3_runtime_call(e->rt, e->dc.g, e->dc.args, e->dc.results, e->d);
   if (st == H3_OK) st = take_decode_rows(e, &e->dc, "", &t1);
@@ -351,7 +310,7 @@ static h3_status warm_up(engine *e) {
   int32_t valid = (int32_t)(e->reqs[0].prompt_len < e->chunk ? e->reqs[0].prompt_len : e->chunk);
   h3_status st = H3_OK;
   for (int k = 0; st == H3_OK && k < (e->mixed ? 2 : 1); k++) {
-    call_args *c = k ? &e->mx : &e->pf;
+    call_args *c = k ? &e->mx : e->spec ? &e->sp : &e->pf;
     fill_decode_rows(e);
     st = upload_chunk(e, c, 0, 0, valid);
     if (st == H3_OK && k) st = upload_decode_rows(e, c, "d_");
@@ -359,10 +318,11 @@ static h3_status warm_up(engine *e) {
   }
   e->s[0] = keep;
   for (int k = 0; st == H3_OK && k < 3; k++) { /* no row running: every row is padding */
-    st = decode_step(e);
+    st = e->spec ? serve_spec_round(e) : decode_step(e);
     e->st->decode_steps = e->st->decode_rows = 0;
     e->st->decode_seconds = 0;
   }
+  if (e->spec) serve_spec_stats_clear(e->st);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   e->st->warmup_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   return st;
@@ -372,8 +332,16 @@ static h3_status warm_up(engine *e) {
 static int refuse(engine *e, int64_t i) {
   const h3_request *r = &e->reqs[i];
   char msg[512];
+  if (e->spec && r->temperature != 0.0f) {
+    snprintf(msg, sizeof msg,
+             "request '%s' has temperature %g: speculative serving decodes greedily only "
+             "(serve it without --speculative, or at temperature 0)",
+             r->id, (double)r->temperature);
+    finish(e, i, H3_FINISH_ERROR, msg);
+    return 1;
+  }
   if (h3_request_check(r, e->vocab, e->max_ctx, msg, sizeof msg) == H3_OK) {
-    int64_t need = pages_needed(e, r), have = h3_page_pool_capacity(&e->pool);
+    int64_t need = serve_pages_needed(e, r), have = h3_page_pool_capacity(&e->pool);
     if (need <= have) return 0;
     snprintf(msg, sizeof msg,
              "request '%s' needs %lld KV pages (%lld tokens of %lld per page); the pool holds %lld "
@@ -405,13 +373,20 @@ static h3_status setup(engine *e, const h3_module *m) {
                                    "seed", "d_tokens", "d_pos", "d_page_table", "d_temperature",
                                    "d_seed", "k_cache", "v_cache", "ik_cache"};
   e->mixed = e->st->mixed = e->o->mixed;
-  if (setup_call(e, m, "serve_prefill", pf, 9, &e->pf) != H3_OK ||
-      setup_call(e, m, "serve_decode", dc, 8, &e->dc) != H3_OK ||
-      (e->mixed && setup_call(e, m, "serve_mixed", mx, 14, &e->mx) != H3_OK))
+  e->spec = e->o->speculative;
+  if (e->mixed && e->spec) {
+    h3_diag_error(e->d, (h3_span){0}, "drop one of the two flags",
+                  "--mixed-steps and --speculative cannot be combined yet");
+    return H3_ERR;
+  }
+  if (serve_setup_call(e, m, "serve_prefill", pf, 9, &e->pf) != H3_OK ||
+      serve_setup_call(e, m, "serve_decode", dc, 8, &e->dc) != H3_OK ||
+      (e->mixed && serve_setup_call(e, m, "serve_mixed", mx, 14, &e->mx) != H3_OK))
     return H3_ERR;
   e->chunk = input_type(&e->pf, "tokens")->dims[0];
   e->pt_len = input_type(&e->pf, "page_table")->dims[0];
   e->rows = input_type(&e->dc, "tokens")->dims[0];
+  if (e->spec && serve_spec_setup(e, m) != H3_OK) return H3_ERR;
   const h3_type *kc = &e->caches[0].type;
   e->page = kc->dims[2];
   e->vocab = h3_module_config(m, "vocab", 0);
@@ -434,8 +409,9 @@ static h3_status setup(engine *e, const h3_module *m) {
   }
   if (h3_page_pool_init(&e->pool, e->o->kv_pages ? e->o->kv_pages : pages, e->d) != H3_OK)
     return H3_ERR;
-  for (int k = 0; k < 3; k++)
-    e->st->page_bytes += h3_type_bytes(&e->caches[k].type) / e->caches[k].type.dims[1];
+  for (int k = 0; k < 5; k++)
+    if (e->caches[k].data) /* k/v/ik: pages in dim 1; kd/vd: in dim 0 */
+      e->st->page_bytes += h3_type_bytes(&e->caches[k].type) / e->caches[k].type.dims[k < 3];
   int64_t R = e->rows, T = R * e->pt_len > e->chunk ? R * e->pt_len : e->chunk;
   e->h_tokens = calloc((size_t)(T + 1), sizeof *e->h_tokens);
   e->h_table = calloc((size_t)(T + 1), sizeof *e->h_table);
@@ -465,7 +441,7 @@ static h3_status serve(engine *e, const int64_t *order) {
   if (!queue) return H3_ERR;
   h3_status st = H3_OK;
   while (st == H3_OK && e->done < e->n) {
-    double t = now(e);
+    double t = serve_now(e);
     for (; next < e->n && e->reqs[order[next]].arrival <= t; next++)
       if (e->s[order[next]].state == WAITING) queue[tail++] = order[next];
     int64_t running = 0;
@@ -474,7 +450,7 @@ static h3_status serve(engine *e, const int64_t *order) {
     while (st == H3_OK && head < tail && running < e->concurrency) {
       int64_t i = queue[head];
       seq *q = &e->s[i];
-      int64_t need = pages_needed(e, &e->reqs[i]);
+      int64_t need = serve_pages_needed(e, &e->reqs[i]);
       if (!h3_page_pool_take(&e->pool, need, q->pages)) break;
       head++;
       q->n_pages = need;
@@ -491,9 +467,9 @@ static h3_status serve(engine *e, const int64_t *order) {
                     e->reqs[queue[head]].id);
       st = H3_ERR;
     }
-    if (st == H3_OK && running > 0) st = decode_step(e);
+    if (st == H3_OK && running > 0) st = e->spec ? serve_spec_round(e) : decode_step(e);
     else if (st == H3_OK && head == tail && next < e->n) { /* idle until the next arrival */
-      double wait = e->reqs[order[next]].arrival - now(e);
+      double wait = e->reqs[order[next]].arrival - serve_now(e);
       if (wait > 0.05) wait = 0.05;
       if (wait > 0) nanosleep(&(struct timespec){0, (long)(wait * 1e9)}, NULL);
     }
@@ -501,7 +477,7 @@ static h3_status serve(engine *e, const int64_t *order) {
       int64_t active = 0;
       for (int64_t row = 0; row < e->concurrency; row++) active += e->row_seq[row] >= 0;
       e->o->progress(e->o->progress_ctx, e->done, e->n, active, tail - head,
-                     e->st->output_tokens, now(e));
+                     e->st->output_tokens, serve_now(e));
     }
   }
   free(queue);
@@ -530,7 +506,7 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   for (int64_t i = 0; st == H3_OK && i < n; i++) {
     if (refuse(&e, i)) continue;
     stats->prompt_tokens += reqs[i].prompt_len;
-    e.s[i].pages = malloc((size_t)pages_needed(&e, &reqs[i]) * sizeof *e.s[i].pages);
+    e.s[i].pages = malloc((size_t)serve_pages_needed(&e, &reqs[i]) * sizeof *e.s[i].pages);
     e.s[i].out = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].out);
     e.s[i].at = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].at);
     e.s[i].margins = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].margins);
@@ -552,10 +528,11 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
     free(e.s[i].at);
     free(e.s[i].margins);
   }
-  if (e.pf.g) free_call(&e, &e.pf);
-  if (e.dc.g) free_call(&e, &e.dc);
-  if (e.mx.g) free_call(&e, &e.mx);
-  for (int k = 0; k < 3; k++) h3_runtime_buffer_free(rt, &e.caches[k]);
+  if (e.pf.g) serve_free_call(&e, &e.pf);
+  if (e.dc.g) serve_free_call(&e, &e.dc);
+  if (e.mx.g) serve_free_call(&e, &e.mx);
+  serve_spec_free(&e);
+  for (int k = 0; k < 5; k++) h3_runtime_buffer_free(rt, &e.caches[k]);
   h3_page_pool_free(&e.pool);
   free(e.h_tokens);
   free(e.h_table);
@@ -577,5 +554,6 @@ void h3_serve_stats_free(h3_serve_stats *s) {
   free(s->ttft);
   free(s->tpot);
   free(s->itl);
+  free(s->accept_hist);
   *s = (h3_serve_stats){0};
 }

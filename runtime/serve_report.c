@@ -21,13 +21,35 @@ static void latency_row(FILE *out, const char *name, const double *v, int64_t n)
           1e3 * pct(v, n, 90), 1e3 * pct(v, n, 99), 1e3 * mean(v, n), 1e3 * pct(v, n, 100));
 }
 
+/* Mean accepted draft tokens per request-round (n of gamma, before EOS / length cuts). */
+static double mean_accepted(const h3_serve_stats *s) {
+  int64_t n = 0, sum = 0;
+  for (int64_t k = 0; k <= s->gamma; k++) n += s->accept_hist[k], sum += k * s->accept_hist[k];
+  return n ? (double)sum / (double)n : 0;
+}
+
+/* The speculative lines: acceptance length (n + 1: draft tokens taken plus the target's
+ * own) with its histogram, tokens per round, and the round's time split. */
+static void spec_rows(FILE *out, const h3_serve_stats *s) {
+  fprintf(out, "acceptance      %.2f tokens per request-round (gamma %lld); n+1:",
+          1.0 + mean_accepted(s), (long long)s->gamma);
+  for (int64_t k = 0; k <= s->gamma; k++)
+    fprintf(out, " %lld:%lld", (long long)(k + 1), (long long)s->accept_hist[k]);
+  fprintf(out, "\n");
+  double r = (double)s->spec_rounds;
+  fprintf(out, "round time      draft %.3f ms, verify + draft commit %.3f ms, acceptance %.3f ms "
+               "(mean per round)\n",
+          1e3 * s->draft_seconds / r, 1e3 * s->verify_seconds / r, 1e3 * s->accept_seconds / r);
+}
+
 void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *device) {
   fprintf(out, "=== serving ===\n");
   if (device) fprintf(out, "device          %s\n", device);
   fprintf(out, "requests        %lld: %lld completed, %lld failed\n", (long long)s->requests,
           (long long)s->completed, (long long)s->failed);
-  fprintf(out, "concurrency     %lld rows per decode step; %s\n", (long long)s->concurrency,
-          s->mixed ? "mixed steps (prefill chunks carry the running rows)" : "prefill first");
+  fprintf(out, "concurrency     %lld rows per decode step; %s%s\n", (long long)s->concurrency,
+          s->mixed ? "mixed steps (prefill chunks carry the running rows)" : "prefill first",
+          s->speculative ? "; speculative (DSpark)" : "");
   fprintf(out, "warm-up         %.3f s before the start (kernels, GEMM tuning, graph capture)\n",
           s->warmup_seconds);
   fprintf(out, "duration        %.3f s (start to the last request's end)\n", s->seconds);
@@ -36,9 +58,12 @@ void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *devic
           per_second((double)s->output_tokens, s->seconds),
           per_second((double)s->completed, s->seconds));
   if (s->decode_steps)
-    fprintf(out, "decode          %lld steps, %.1f running rows per step, %.3f ms per step\n",
-            (long long)s->decode_steps, (double)s->decode_rows / (double)s->decode_steps,
-            1e3 * s->decode_seconds / (double)s->decode_steps);
+    fprintf(out, "%-16s%lld %s, %.1f running rows per %s, %.3f ms per %s\n",
+            s->speculative ? "rounds" : "decode", (long long)s->decode_steps,
+            s->speculative ? "rounds" : "steps", (double)s->decode_rows / (double)s->decode_steps,
+            s->speculative ? "round" : "step", 1e3 * s->decode_seconds / (double)s->decode_steps,
+            s->speculative ? "round" : "step");
+  if (s->speculative && s->spec_rounds) spec_rows(out, s);
   if (s->prefill_chunks)
     fprintf(out, "prefill         %lld chunks, %lld prompt rows, %.3f ms per chunk\n",
             (long long)s->prefill_chunks, (long long)s->prefill_rows,
@@ -83,6 +108,16 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
           s->decode_steps ? (double)s->decode_rows / (double)s->decode_steps : 0.0,
           (long long)s->prefill_chunks, (long long)s->mixed_chunks, (long long)s->mixed_rows,
           s->warmup_seconds, s->mixed ? "mixed" : "prefill-first");
+  if (s->speculative && s->accept_hist) {
+    fprintf(out, ", \"speculative\": {\"method\": \"dspark\", \"gamma\": %lld, \"rounds\": %lld, "
+                 "\"request_rounds\": %lld, \"mean_acceptance_length\": %.4f, \"accepted_hist\": [",
+            (long long)s->gamma, (long long)s->spec_rounds, (long long)s->spec_seq_rounds,
+            1.0 + mean_accepted(s));
+    for (int64_t k = 0; k <= s->gamma; k++)
+      fprintf(out, "%s%lld", k ? ", " : "", (long long)s->accept_hist[k]);
+    fprintf(out, "], \"draft_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f}",
+            s->draft_seconds, s->verify_seconds, s->accept_seconds);
+  }
   latency_json(out, "ttft_ms", s->ttft, s->n_ttft);
   latency_json(out, "tpot_ms", s->tpot, s->n_tpot);
   latency_json(out, "itl_ms", s->itl, s->n_itl);

@@ -63,6 +63,8 @@ typedef struct {
   int64_t kv_pages;      /* pages of the pool to use, page 0 included (0: all the caches') */
   uint64_t seed;         /* sampling keys of requests without a seed of their own */
   bool mixed;            /* prefill chunks carry the running rows' decode (serve_mixed) */
+  bool speculative;      /* DSpark rounds (serve_prefill_spec, serve_draft, serve_verify)
+                            instead of decode steps; greedy requests only */
   h3_serve_finished_fn finished;
   void *finished_ctx;
   h3_serve_progress_fn progress;
@@ -83,11 +85,20 @@ typedef struct {
   int64_t mixed_chunks, mixed_rows; /* chunks that carried decode rows, and those rows */
   bool mixed;                      /* the schedule: mixed steps */
   double decode_seconds, prefill_seconds; /* host time around each kind of call */
+  /* speculative serving: rounds run, request-rounds (running requests summed over them),
+     accept_hist[n] = request-rounds that accepted n of the gamma draft tokens (n + 1
+     tokens emitted before EOS / the length cut), and host time around the drafts, the
+     verifies (with the draft K/V commit inside) and the acceptance */
+  bool speculative;
+  int64_t gamma, spec_rounds, spec_seq_rounds;
+  int64_t *accept_hist; /* [gamma + 1] */
+  double draft_seconds, verify_seconds, accept_seconds;
   int64_t concurrency, pool_pages, pool_peak_pages, page_tokens;
   int64_t page_bytes;              /* cache bytes of one page over every layer and cache */
 } h3_serve_stats;
 
-/* Serves requests reqs[0 .. n) with the module's serve_prefill / serve_decode graphs on rt
+/* Serves requests reqs[0 .. n) with the module's serve_prefill / serve_decode graphs (or,
+ * speculative, serve_prefill_spec / serve_draft / serve_verify) on rt
  * (the runtime of an M3.1 plan). Once serving has started, every request ends in exactly
  * one `finished` callback: refused ones (h3_request_check, more pages than the pool) at
  * once with H3_FINISH_ERROR, the others when they end. Returns H3_ERR when serving cannot

@@ -15,6 +15,10 @@ CPU backend, end to end:
             pages and are served; the report's peak stays within the pool
   mixed     the batch again with --mixed-steps (prefill chunks carry the running rows'
             decode): tokens and margins bitwise those without (the CPU computes each row alike)
+  spec      --speculative dspark (DSpark rounds: draft, verify, greedy acceptance): the greedy
+            requests of the batch give the tokens and margins of plain decoding, bitwise; the
+            report and the summary give the acceptance; a request with a temperature is
+            refused (exit 1, the others served); with --mixed-steps: an error
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message
 
@@ -147,6 +151,44 @@ def case_mixed(a):
               f"mixed: {r['id']} {m.get('tokens')} vs {p.get('tokens')} without mixed steps")
 
 
+def greedy_requests(seed, n):
+    """batch_requests without temperatures (speculative serving decodes greedily)."""
+    return [{k: v for k, v in r.items() if k not in ("temperature", "seed")}
+            for r in batch_requests(seed=seed, n=n)]
+
+
+def case_spec(a):
+    reqs = greedy_requests(7, 40)
+    args = ["--concurrency", "16", "--margins"]
+    p = plan(a, 16)
+    rc, _, err, plain = serve(a, p, reqs, "spec_plain", args)
+    check(rc == 0, f"spec: plain run exit {rc}: {err[-1000:]}")
+    summ = os.path.join(a.work, "spec_summary.json")
+    rc, out, err, spec = serve(a, p, reqs, "spec", args + ["--speculative", "dspark", "--summary", summ])
+    check(rc == 0, f"spec: exit {rc}: {err[-1000:]}")
+    for r in reqs:
+        x, y = plain.get(r["id"], {}), spec.get(r["id"], {})
+        check((x.get("tokens"), x.get("margins")) == (y.get("tokens"), y.get("margins")),
+              f"spec: {r['id']} {y.get('tokens')} vs {x.get('tokens')} without speculation")
+        if r["id"] in spec:
+            well_formed("spec", spec[r["id"]], r)
+    check("speculative (DSpark)" in out and "acceptance" in out and "round time" in out,
+          f"spec: the report has no speculative lines: {out[-800:]}")
+    s = json.load(open(summ)) if os.path.exists(summ) else {}
+    sp = s.get("speculative", {})
+    check(sp.get("gamma") == 4 and sp.get("rounds", 0) > 0 and len(sp.get("accepted_hist", [])) == 5,
+          f"spec: summary {sp}")
+    check(sum(sp.get("accepted_hist", [])) == sp.get("request_rounds"), f"spec: histogram {sp}")
+    hot = dict(reqs[0], id="warm", temperature=0.5)
+    rc, _, err, res = serve(a, p, [hot] + reqs[1:4], "spec_temp", ["--speculative", "dspark"])
+    check(rc == 1 and "decodes greedily only" in err, f"spec: temperature request: exit {rc}: {err[-500:]}")
+    check(res.get("warm", {}).get("finish_reason") == "error", "spec: no error result for the request with a temperature")
+    check(all(res.get(r["id"], {}).get("tokens") == plain.get(r["id"], {}).get("tokens") for r in reqs[1:4]),
+          "spec: the other requests differ beside a refused one")
+    rc, _, err, _ = serve(a, p, reqs[:2], "spec_mixed", ["--speculative", "dspark", "--mixed-steps"])
+    check(rc == 1 and "cannot be combined" in err, f"spec: with --mixed-steps: exit {rc}: {err[-300:]}")
+
+
 def case_generate(a):
     p1 = plan(a, 1)
     prompt = [random.Random(7).randrange(256) for _ in range(20)]  # the tiny prompt_len
@@ -218,13 +260,16 @@ def case_flags(a):
         (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--kv-pages", "999999"], 1,
          "the plan's caches hold"),
         (["--requests", os.path.join(a.work, "missing.jsonl")], 1, "missing.jsonl"),
+        (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--speculative", "medusa"], 2,
+         "--speculative takes dspark"),
+        (["--speculative", "dspark"], 2, "are for serving"),
     ]:
         rc, _, err = run([a.h3exec, p, "--backend", "cpu"] + args)
         check(rc == rc_want and piece in err, f"flags {args}: exit {rc} (want {rc_want}), stderr {err[-300:]!r}")
 
 
 CASES = {"batch": case_batch, "mixed": case_mixed, "generate": case_generate, "bad": case_bad, "pool": case_pool,
-         "random": case_random, "flags": case_flags}
+         "random": case_random, "flags": case_flags, "spec": case_spec}
 
 
 def main():

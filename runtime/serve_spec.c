@@ -1,0 +1,189 @@
+/* serve_spec.c: speculative serving with DSpark (docs/models/minimax_m3_1.md §5.3).
+ *
+ * A running request holds L committed tokens (prompt and output but the newest) whose target
+ * K/V/IK and draft Kd/Vd are cached at positions 0 .. L-1, and its newest token, the bonus b,
+ * at position L (not cached). A round: serve_draft per request proposes d1 .. dgamma from b;
+ * one serve_verify call runs the rows [b, d1 .. dgamma] of every request at L .. L+gamma
+ * (target K/V written, the next token of every row sampled greedily, the draft K/V of every
+ * row committed); on the host, n = the longest prefix with d_i == t_{i-1}, and the request
+ * takes d1 .. dn and t_n (EOS and max_new_tokens cut the list short). Its L grows by n + 1
+ * and t_n is the next bonus. Verify rows past the accepted ones leave stale K/V at
+ * positions >= the new L, which the next verify writes before any row reads them.
+ *
+ * Verify rows: request row r (its decode row) owns verify rows r * (gamma + 1) ..; padding
+ * rows are token 0 at position 0 through an all-zero table (page 0, as serve_decode's). */
+#include "serve_engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t verify_rows(const engine *e) { return e->rows * (e->gamma + 1); }
+
+static h3_status bad_graph(engine *e, const call_args *c, const char *what) {
+  h3_diag_error(e->d, c->g->span, "compile the plan from this h3's models/minimax_m3_1.g",
+                "graph '%s': %s", c->g->name, what);
+  return H3_ERR;
+}
+
+h3_status serve_spec_setup(engine *e, const h3_module *m) {
+  static const char *const sp[] = {"tokens", "pos0", "n_valid", "page_table", "temperature",
+                                   "seed", "k_cache", "v_cache", "ik_cache", "kd_cache",
+                                   "vd_cache"};
+  static const char *const sd[] = {"bonus", "ctx_len", "page_table", "kd_cache", "vd_cache"};
+  static const char *const sv[] = {"tokens", "pos", "page_table", "temperature", "seed",
+                                   "k_cache", "v_cache", "ik_cache", "kd_cache", "vd_cache"};
+  if (serve_setup_call(e, m, "serve_prefill_spec", sp, 11, &e->sp) != H3_OK ||
+      serve_setup_call(e, m, "serve_draft", sd, 5, &e->sd) != H3_OK ||
+      serve_setup_call(e, m, "serve_verify", sv, 10, &e->sv) != H3_OK)
+    return H3_ERR;
+  e->gamma = h3_module_config(m, "gamma", 0);
+  const h3_value *vt = e->sv.g->inputs[0];
+  if (e->gamma < 1 || vt->type.rank != 1 || vt->type.dims[0] != verify_rows(e))
+    return bad_graph(e, &e->sv, "its rows must be the decode rows (seqs) times gamma + 1");
+  int64_t V = verify_rows(e);
+  e->v_tokens = calloc((size_t)V, sizeof *e->v_tokens);
+  e->v_pos = calloc((size_t)V, sizeof *e->v_pos);
+  e->v_key = calloc((size_t)V, sizeof *e->v_key);
+  e->v_next = calloc((size_t)V, sizeof *e->v_next);
+  e->v_temp = calloc((size_t)V, sizeof *e->v_temp);
+  e->v_margin = calloc((size_t)V, sizeof *e->v_margin);
+  e->v_table = calloc((size_t)(V * e->pt_len), sizeof *e->v_table);
+  e->v_draft = calloc((size_t)(e->rows * e->gamma), sizeof *e->v_draft);
+  e->st->accept_hist = calloc((size_t)e->gamma + 1, sizeof *e->st->accept_hist);
+  if (!e->v_tokens || !e->v_pos || !e->v_key || !e->v_next || !e->v_temp || !e->v_margin ||
+      !e->v_table || !e->v_draft || !e->st->accept_hist)
+    return H3_ERR;
+  e->st->speculative = true;
+  e->st->gamma = e->gamma;
+  return H3_OK;
+}
+
+void serve_spec_free(engine *e) {
+  if (e->sp.g) serve_free_call(e, &e->sp);
+  if (e->sd.g) serve_free_call(e, &e->sd);
+  if (e->sv.g) serve_free_call(e, &e->sv);
+  free(e->v_tokens);
+  free(e->v_pos);
+  free(e->v_key);
+  free(e->v_next);
+  free(e->v_temp);
+  free(e->v_margin);
+  free(e->v_table);
+  free(e->v_draft);
+}
+
+void serve_spec_stats_clear(h3_serve_stats *st) {
+  st->spec_rounds = st->spec_seq_rounds = 0;
+  if (st->accept_hist) memset(st->accept_hist, 0, (size_t)(st->gamma + 1) * sizeof *st->accept_hist);
+  st->draft_seconds = st->verify_seconds = st->accept_seconds = 0;
+}
+
+/* Request i's table, zero-padded to pt_len, at dst. */
+static void page_table_of(const engine *e, int64_t i, int32_t *dst) {
+  const seq *q = &e->s[i];
+  memset(dst, 0, (size_t)e->pt_len * sizeof *dst);
+  if (q->n_pages) memcpy(dst, q->pages, (size_t)q->n_pages * sizeof *dst);
+}
+
+/* The draft of request i (bonus: its newest token at position L) into d[0 .. gamma). With
+ * i < 0: a blank sequence (bonus 0, no context, an all-zero table), for the warm-up. */
+static h3_status draft(engine *e, int64_t i, int32_t *d) {
+  int32_t bonus = 0, L = 0;
+  if (i >= 0) {
+    const seq *q = &e->s[i];
+    bonus = q->out[q->n_out - 1];
+    L = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
+    page_table_of(e, i, e->v_table);
+  } else {
+    memset(e->v_table, 0, (size_t)e->pt_len * sizeof *e->v_table);
+  }
+  h3_status st = serve_upload(e, &e->sd, "bonus", &bonus);
+  if (st == H3_OK) st = serve_upload(e, &e->sd, "ctx_len", &L);
+  if (st == H3_OK) st = serve_upload(e, &e->sd, "page_table", e->v_table);
+  if (st == H3_OK) st = h3_runtime_call(e->rt, e->sd.g, e->sd.args, e->sd.results, e->d);
+  if (st == H3_OK) st = serve_download(e, &e->sd, "draft", d);
+  return st;
+}
+
+/* The verify rows' images: [bonus, draft] of each live row at L .., padding elsewhere. */
+static void fill_verify_rows(engine *e) {
+  int64_t G = e->gamma + 1, V = verify_rows(e);
+  memset(e->v_tokens, 0, (size_t)V * sizeof *e->v_tokens);
+  memset(e->v_pos, 0, (size_t)V * sizeof *e->v_pos);
+  memset(e->v_key, 0, (size_t)V * sizeof *e->v_key);
+  memset(e->v_temp, 0, (size_t)V * sizeof *e->v_temp);
+  memset(e->v_table, 0, (size_t)(V * e->pt_len) * sizeof *e->v_table);
+  for (int64_t row = 0; row < e->rows; row++) {
+    int64_t i = e->live[row];
+    if (i < 0) continue;
+    const seq *q = &e->s[i];
+    int32_t L = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
+    for (int64_t k = 0; k < G; k++) {
+      int64_t v = row * G + k;
+      e->v_tokens[v] = k ? e->v_draft[row * e->gamma + k - 1] : q->out[q->n_out - 1];
+      e->v_pos[v] = L + (int32_t)k;
+      e->v_key[v] = q->key;
+      page_table_of(e, i, e->v_table + v * e->pt_len);
+    }
+  }
+}
+
+static h3_status verify(engine *e) {
+  call_args *c = &e->sv;
+  h3_status st = serve_upload(e, c, "tokens", e->v_tokens);
+  if (st == H3_OK) st = serve_upload(e, c, "pos", e->v_pos);
+  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->v_table);
+  if (st == H3_OK) st = serve_upload(e, c, "temperature", e->v_temp);
+  if (st == H3_OK) st = serve_upload(e, c, "seed", e->v_key);
+  if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
+  if (st == H3_OK) st = serve_download(e, c, "next", e->v_next);
+  if (st == H3_OK) st = serve_download(e, c, "margin", e->v_margin);
+  return st;
+}
+
+/* Greedy acceptance for live row `row` (§5.3 step 6): its request takes d1 .. dn, t_n. */
+static void accept(engine *e, int64_t row, double at) {
+  int64_t G = e->gamma + 1, i = e->live[row];
+  const int32_t *d = e->v_draft + row * e->gamma, *t = e->v_next + row * G;
+  const float *mg = e->v_margin + row * G;
+  int64_t n = 0;
+  while (n < e->gamma && d[n] == t[n]) n++;
+  e->st->accept_hist[n]++;
+  bool ended = false;
+  for (int64_t k = 0; k < n && !ended; k++) ended = serve_take_token(e, i, d[k], mg[k], at);
+  if (!ended) serve_take_token(e, i, t[n], mg[n], at);
+}
+
+h3_status serve_spec_round(engine *e) {
+  int64_t live = 0;
+  for (int64_t row = 0; row < e->rows; row++) {
+    int64_t i = e->row_seq[row];
+    e->live[row] = i >= 0 && e->s[i].n_out > 0 ? i : -1;
+    live += e->live[row] >= 0;
+  }
+  double t0 = serve_now(e);
+  h3_status st = H3_OK;
+  for (int64_t row = 0; st == H3_OK && row < e->rows; row++)
+    if (e->live[row] >= 0) st = draft(e, e->live[row], e->v_draft + row * e->gamma);
+  if (st == H3_OK && live == 0) st = draft(e, -1, e->v_draft); /* the warm-up's round */
+  double t1 = serve_now(e);
+  if (st == H3_OK) {
+    fill_verify_rows(e);
+    st = verify(e);
+  }
+  double t2 = serve_now(e);
+  for (int64_t row = 0; st == H3_OK && row < e->rows; row++)
+    if (e->live[row] >= 0) accept(e, row, t2);
+  double t3 = serve_now(e);
+  if (st != H3_OK) return st;
+  h3_serve_stats *s = e->st;
+  s->draft_seconds += t1 - t0;
+  s->verify_seconds += t2 - t1;
+  s->accept_seconds += t3 - t2;
+  s->decode_seconds += t3 - t0;
+  s->spec_rounds++;
+  s->spec_seq_rounds += live;
+  s->decode_steps++;
+  s->decode_rows += live;
+  return H3_OK;
+}
