@@ -80,6 +80,10 @@ static void usage(FILE *f) {
           "  --mixed-steps         prefill chunks also advance the running requests\n"
           "  --speculative dspark  DSpark speculative rounds instead of decode steps (greedy\n"
           "                        requests only; the plan's gamma; draft weights from --weights)\n"
+          "  --spec-force-accept A:FILE  BENCH ONLY, with --speculative: every round's draft\n"
+          "                        proposes FILE's tokens (the results of a plain greedy run of\n"
+          "                        the same requests) for its first A-1 tokens; marked as such\n"
+          "                        in the report, the summary and every result line\n"
           "  --summary FILE.json   the report as one JSON object\n"
           "  --version             h3's version\n"
           "  --help                this text\n");
@@ -176,6 +180,8 @@ static int check_serve_flags(options *o) {
   serve_flags *f = &o->serve;
   f->out = o->out;
   f->seed = o->seed;
+  if (f->oracle && !f->speculative)
+    return flag_error("--spec-force-accept needs --speculative dspark%s", "");
   if (f->requests && f->random_prompts)
     return flag_error("--requests and --random-prompts exclude each other%s", "");
   if (f->random_prompts && (o->prompt_len < 1 || f->output_len < 1))
@@ -183,7 +189,7 @@ static int check_serve_flags(options *o) {
   f->prompt_len = o->prompt_len;
   if (!serve_wanted(f)) {
     if (f->output_len || f->concurrency || f->kv_pages || f->summary || f->request_rate ||
-        f->temperature || f->margins || f->mixed || f->speculative)
+        f->temperature || f->margins || f->mixed || f->speculative || f->oracle)
       return flag_error("%s", "--output-len, --concurrency, --kv-pages, --request-rate, "
                               "--temperature, --margins, --mixed-steps, --speculative and --summary "
                               "are for serving (--requests or --random-prompts)");
@@ -234,7 +240,7 @@ static int parse_flags(int argc, char **argv, options *o) {
         "--warmup", "--iterations", "--threads", "--profile",    "--attention",
         "--dump-ops", "--dump", "--requests", "--random-prompts", "--output-len",
         "--temperature", "--concurrency", "--request-rate", "--kv-pages", "--summary",
-        "--speculative", NULL};
+        "--speculative", "--spec-force-accept", NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
@@ -267,7 +273,16 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->serve.requests = v;
     else if (strcmp(a, "--summary") == 0)
       o->serve.summary = v;
-    else if (strcmp(a, "--speculative") == 0) {
+    else if (strcmp(a, "--spec-force-accept") == 0) {
+      char *end;
+      errno = 0;
+      long long n = strtoll(v, &end, 10);
+      if (errno || end == v || *end != ':' || !end[1] || n < 1 || n > 1000000)
+        return flag_error("--spec-force-accept takes A:FILE (A >= 1 accepted tokens per round, "
+                          "FILE a plain run's results), got '%s'", v);
+      o->serve.force_accept = n;
+      o->serve.oracle = end + 1;
+    } else if (strcmp(a, "--speculative") == 0) {
       if (strcmp(v, "dspark")) return flag_error("--speculative takes dspark, got '%s'", v);
       o->serve.speculative = true;
     }

@@ -18,6 +18,7 @@ typedef struct {
   h3_status st; /* the first failed write stops writing */
   h3_diag *d;
   int64_t failed;
+  int64_t forced_acceptance; /* the bench-only switch, marked in every result line */
 } result_sink;
 
 static void on_finished(void *ctx, const h3_serve_result *r) {
@@ -34,7 +35,7 @@ static void on_finished(void *ctx, const h3_serve_result *r) {
   h3_result res = {r->req->id,    r->req->id_is_int, r->tokens,
                    r->n_tokens,   r->finish,         r->req->prompt_len,
                    r->req->arrival, r->n_tokens ? r->token_at : NULL, r->error,
-                   r->n_tokens ? r->margins : NULL};
+                   r->n_tokens ? r->margins : NULL, s->forced_acceptance};
   s->st = h3_results_write(s->w, &res, s->d);
 }
 
@@ -108,7 +109,16 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
     h3_diag_init(d);
     d->program = program;
   }
-  result_sink sink = {.file = f->requests, .st = H3_OK, .d = d};
+  result_sink sink = {.file = f->requests, .st = H3_OK, .d = d,
+                      .forced_acceptance = f->force_accept};
+  h3_oracle oracle = {0};
+  if (st == H3_OK && f->oracle) {
+    st = h3_oracle_read(f->oracle, reqs.req, reqs.n, &oracle, d);
+    if (st == H3_OK)
+      fprintf(stderr, "h3exec: warning: --spec-force-accept %lld is a BENCH-ONLY switch: the draft "
+                      "proposes the tokens of %s (%lld of %lld requests found there)\n",
+              (long long)f->force_accept, f->oracle, (long long)oracle.matched, (long long)reqs.n);
+  }
   if (st == H3_OK && f->out) st = h3_results_open(f->out, f->margins ? H3_RESULTS_MARGINS : 0, &sink.w, d);
   for (int64_t i = 0; st == H3_OK && sink.w && i < reqs.n_rejected; i++)
     st = h3_results_write_rejected(sink.w, &reqs.rejected[i], d);
@@ -119,6 +129,8 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
                         .seed = f->seed,
                         .mixed = f->mixed,
                         .speculative = f->speculative,
+                        .force_accept = f->force_accept,
+                        .oracle = f->oracle ? &oracle : NULL,
                         .finished = on_finished,
                         .finished_ctx = &sink,
                         .progress = isatty(2) ? on_progress : NULL,
@@ -145,6 +157,7 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
                   (long long)(reqs.n + reqs.n_rejected));
   int rc = st == H3_OK && !sink.failed ? 0 : 1;
   h3_serve_stats_free(&stats);
+  h3_oracle_free(&oracle, reqs.n);
   h3_requests_free(&reqs);
   return rc;
 }

@@ -17,6 +17,8 @@ typedef struct {
   bool margins; /* results give each token's decision margin */
   bool mixed;   /* --mixed-steps */
   bool speculative; /* --speculative dspark */
+  int64_t force_accept;  /* --spec-force-accept A:FILE (bench only): A, and */
+  const char *oracle;    /* FILE, a plain greedy run's results */
 } serve_flags;
 
 /* True when the flags ask for serving. */

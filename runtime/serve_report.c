@@ -36,6 +36,10 @@ static void spec_rows(FILE *out, const h3_serve_stats *s) {
   for (int64_t k = 0; k <= s->gamma; k++)
     fprintf(out, " %lld:%lld", (long long)(k + 1), (long long)s->accept_hist[k]);
   fprintf(out, "\n");
+  if (s->forced_acceptance)
+    fprintf(out, "FORCED          acceptance forced to %lld by --spec-force-accept: BENCH ONLY, the "
+                 "draft proposed the oracle's tokens\n",
+            (long long)s->forced_acceptance);
   double r = (double)s->spec_rounds;
   fprintf(out, "round time      draft %.3f ms, verify + draft commit %.3f ms, acceptance %.3f ms "
                "(mean per round)\n",
@@ -115,8 +119,10 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
             1.0 + mean_accepted(s));
     for (int64_t k = 0; k <= s->gamma; k++)
       fprintf(out, "%s%lld", k ? ", " : "", (long long)s->accept_hist[k]);
-    fprintf(out, "], \"draft_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f}",
-            s->draft_seconds, s->verify_seconds, s->accept_seconds);
+    fprintf(out, "], \"draft_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, "
+                 "\"forced_acceptance\": %lld}",
+            s->draft_seconds, s->verify_seconds, s->accept_seconds,
+            (long long)s->forced_acceptance);
   }
   latency_json(out, "ttft_ms", s->ttft, s->n_ttft);
   latency_json(out, "tpot_ms", s->tpot, s->n_tpot);

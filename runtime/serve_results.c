@@ -101,6 +101,8 @@ static void format(h3_strbuf *b, const h3_result *r, unsigned flags) {
     }
     if (r->margins) h3_strbuf_append(b, "]");
   }
+  if (r->forced_acceptance > 0)
+    h3_strbuf_printf(b, ", \"forced_acceptance\": %lld", (long long)r->forced_acceptance);
   if (r->finish == H3_FINISH_ERROR) {
     const char *e = r->error ? r->error : "unknown error";
     h3_strbuf_append(b, ", \"error\": ");

@@ -65,6 +65,11 @@ typedef struct {
   bool mixed;            /* prefill chunks carry the running rows' decode (serve_mixed) */
   bool speculative;      /* DSpark rounds (serve_prefill_spec, serve_draft, serve_verify)
                             instead of decode steps; greedy requests only */
+  /* BENCH ONLY (speculative): the draft's first force_accept - 1 tokens of every round are
+     replaced by the oracle's tokens at those output positions (a plain greedy run's), so
+     rounds accept force_accept tokens (up to near-ties on the GPU); 0: off */
+  int64_t force_accept;
+  const h3_oracle *oracle;
   h3_serve_finished_fn finished;
   void *finished_ctx;
   h3_serve_progress_fn progress;
@@ -91,6 +96,7 @@ typedef struct {
      verifies (with the draft K/V commit inside) and the acceptance */
   bool speculative;
   int64_t gamma, spec_rounds, spec_seq_rounds;
+  int64_t forced_acceptance; /* the bench-only force_accept in effect (0: none) */
   int64_t *accept_hist; /* [gamma + 1] */
   double draft_seconds, verify_seconds, accept_seconds;
   int64_t concurrency, pool_pages, pool_peak_pages, page_tokens;

@@ -94,6 +94,21 @@ h3_status h3_requests_random(int64_t n, int64_t prompt_len, int64_t output_len, 
 h3_status h3_request_check(const h3_request *r, int64_t vocab, int64_t max_ctx, char *msg,
                            size_t n);
 
+/* ---- the oracle of forced acceptance (bench only) --------------------------------------- */
+/* The tokens of a results file (an earlier plain greedy run of the same requests), matched
+ * to reqs[0 .. n) by id: tokens[i] (n_tokens[i] ids) or NULL when the file has no line for
+ * request i; matched counts the requests found. Lines are JSON objects with "id" and
+ * "tokens" (other keys skipped); the first malformed line is an error at FILE:LINE:COL. */
+typedef struct {
+  int32_t **tokens;
+  int64_t *n_tokens;
+  int64_t matched;
+} h3_oracle;
+
+h3_status h3_oracle_read(const char *path, const h3_request *reqs, int64_t n, h3_oracle *out,
+                         h3_diag *d);
+void h3_oracle_free(h3_oracle *o, int64_t n);
+
 /* ---- results ------------------------------------------------------------------------ */
 typedef enum { H3_FINISH_LENGTH, H3_FINISH_EOS, H3_FINISH_ERROR } h3_finish_reason;
 
@@ -110,6 +125,8 @@ typedef struct {
   const double *token_at; /* [n_tokens] when each token was produced; NULL: no timings */
   const char *error;      /* H3_FINISH_ERROR: what went wrong */
   const float *margins;   /* [n_tokens] decision margins (H3_RESULTS_MARGINS), or NULL */
+  int64_t forced_acceptance; /* > 0: written as "forced_acceptance" (the bench-only switch
+                                of speculative serving that made these tokens) */
 } h3_result;
 
 /* h3_results_open flags: also write "itl_ms"; also write "margins" (r->margins, each

@@ -18,7 +18,10 @@ CPU backend, end to end:
   spec      --speculative dspark (DSpark rounds: draft, verify, greedy acceptance): the greedy
             requests of the batch give the tokens and margins of plain decoding, bitwise; the
             report and the summary give the acceptance; a request with a temperature is
-            refused (exit 1, the others served); with --mixed-steps: an error
+            refused (exit 1, the others served); with --mixed-steps: an error. The bench-only
+            --spec-force-accept A:FILE (the draft proposes the plain run's tokens) at A = 3
+            and A = gamma + 1: still plain decoding's tokens, most rounds accept A - 1 draft
+            tokens (all but those near a request's end), and the report, the summary and every result line say it was forced
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message
 
@@ -187,6 +190,26 @@ def case_spec(a):
           "spec: the other requests differ beside a refused one")
     rc, _, err, _ = serve(a, p, reqs[:2], "spec_mixed", ["--speculative", "dspark", "--mixed-steps"])
     check(rc == 1 and "cannot be combined" in err, f"spec: with --mixed-steps: exit {rc}: {err[-300:]}")
+    oracle = os.path.join(a.work, "spec_plain.results.jsonl")
+    for A in (3, 5):
+        summ = os.path.join(a.work, f"spec_forced{A}.json")
+        rc, out, err, forced = serve(a, p, reqs, f"spec_forced{A}", args + [
+            "--speculative", "dspark", "--spec-force-accept", f"{A}:{oracle}", "--summary", summ])
+        check(rc == 0, f"spec forced {A}: exit {rc}: {err[-1000:]}")
+        check("BENCH-ONLY" in err and "FORCED" in out, f"spec forced {A}: not marked as bench-only")
+        for r in reqs:
+            x, y = plain.get(r["id"], {}), forced.get(r["id"], {})
+            check((x.get("tokens"), x.get("margins")) == (y.get("tokens"), y.get("margins")),
+                  f"spec forced {A}: {r['id']} {y.get('tokens')} vs {x.get('tokens')}")
+            check(y.get("forced_acceptance") == A, f"spec forced {A}: {r['id']} result line not marked")
+        sp = json.load(open(summ)).get("speculative", {}) if os.path.exists(summ) else {}
+        hist = sp.get("accepted_hist", [])
+        # rounds near a request's end take fewer (the oracle has no more tokens to force)
+        check(sp.get("forced_acceptance") == A and len(hist) == 5 and hist[A - 1] >= 0.6 * sum(hist) > 0,
+              f"spec forced {A}: summary {sp}")
+    rc, _, err, _ = serve(a, p, reqs[:2], "spec_forced9", ["--speculative", "dspark", "--spec-force-accept",
+                                                           f"6:{oracle}"])
+    check(rc == 1 and "at most gamma + 1" in err, f"spec: forced 6 > gamma + 1: exit {rc}: {err[-300:]}")
 
 
 def case_generate(a):
@@ -263,6 +286,10 @@ def case_flags(a):
         (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--speculative", "medusa"], 2,
          "--speculative takes dspark"),
         (["--speculative", "dspark"], 2, "are for serving"),
+        (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--spec-force-accept", "2:x"], 2,
+         "needs --speculative"),
+        (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--speculative", "dspark",
+          "--spec-force-accept", "two"], 2, "takes A:FILE"),
     ]:
         rc, _, err = run([a.h3exec, p, "--backend", "cpu"] + args)
         check(rc == rc_want and piece in err, f"flags {args}: exit {rc} (want {rc_want}), stderr {err[-300:]!r}")
