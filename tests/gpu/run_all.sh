@@ -26,6 +26,9 @@
 #   m31peer   bench/m31_peer.py: the PyTorch peer of the small model (about 2.5 minutes)
 #   m31serve  bench/m31_serve.sh: serving 2048-token prompts, 256 new tokens, at concurrency
 #          64, 1, 8, 32, h3 and the PyTorch peer on the same requests (LOG_DIR/serve/)
+#   m31spec   bench/m31_spec.sh: speculative serving (DSpark) against plain decoding at
+#          concurrency 1, 8, 64: the real acceptance and forced ones (bench only), tokens
+#          checked against plain decoding by the margin rule
 #   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
 #          equal them inside a batch of 64 (bitwise); a one-row plan by the margin rule
 #   faults tests/gpu/cuda_faults.py: injected launch failures, kernel faults and allocation
@@ -71,7 +74,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -196,6 +199,9 @@ for section in $SECTIONS; do
     # serving (bench/m31_serve.sh): random prompts of 2048 tokens, 256 new tokens each, at
     # concurrency 64, 1, 8 and 32; h3 and the PyTorch peer on the same request lists
     step m31_serve 590 env PYTHONUNBUFFERED=1 bench/m31_serve.sh "$STAGE" "$LOG/serve"
+    ;;
+  m31spec)
+    step m31_spec 590 env PYTHONUNBUFFERED=1 bench/m31_spec.sh "$STAGE" "$LOG/spec"
     ;;
   m31servecheck)
     # serving on cuda: requests alone vs inside a batch of 64 (tests/gpu/serve_check.py)

@@ -3,7 +3,7 @@
 (bench/m31_serve.sh's OUT/h3_C.results.jsonl and OUT/peer_C.results.jsonl): per request, how
 many leading tokens agree; and each engine's token diversity (distinct sequences, distinct
 tokens over the first 24 tokens), which sets how many experts a decode step reads.
-    dev/m31_serve_compare.py A.results.jsonl B.results.jsonl"""
+    bench/m31_serve_compare.py A.results.jsonl B.results.jsonl"""
 import json
 import statistics
 import sys
