@@ -131,8 +131,13 @@ H3_INFER_DECL(h3_infer_paged_attention) {
 H3_INFER_DECL(h3_infer_block_attention) {
   if (h3_infer_want_rank(op, 0, "q", 3, "[T, Hq, D]", why, why_len)) return -1;
   if (want_cache(op, 1, 2, why, why_len)) return -1;
-  if (h3_infer_want_i32(op, 3, "ctx_len", 0, "[]", why, why_len)) return -1;
-  if (h3_infer_want_i32(op, 4, "page_table", 1, "[NP]", why, why_len)) return -1;
+  const h3_type *ctx = TY(3);
+  int64_t T = TY(0)->dims[0], G = h3_op_attr_int(op, "block_rows", T);
+  if (ctx->dtype != H3_I32 || ctx->rank > 1 || (ctx->rank == 1 && ctx->dims[0] != T))
+    FAIL("block_attention: ctx_len must be i32[] or i32[T] (T = %lld), got %s", LL(T), TS(ctx));
+  if (G < 1 || T % G)
+    FAIL("block_attention: block_rows = %lld must divide the %lld rows", LL(G), LL(T));
+  if (want_table(op, 4, why, why_len)) return -1;
   if (h3_infer_want_rank(op, 5, "kb", 3, "[T, Hk, D]", why, why_len)) return -1;
   if (!h3_type_same_shape(TY(5), TY(6)))
     FAIL("block_attention: kb is %s but vb is %s (same shape needed)", TS(TY(5)), TS(TY(6)));
@@ -210,7 +215,10 @@ H3_INFER_DECL(h3_infer_markov_draft) {
   if (!h3_type_same_shape(TY(1), TY(2)))
     FAIL("markov_draft: w1 is %s but w2 is %s (both [V, r])", TS(TY(1)), TS(TY(2)));
   if (h3_infer_want_dim(op, 0, "base", 1, 1, "w1", 0, "V", "[V, r]", why, why_len)) return -1;
-  if (h3_infer_want_i32(op, 3, "prev", 0, "[]", why, why_len)) return -1;
+  const h3_type *prev = TY(3);
+  if (prev->dtype != H3_I32 || prev->rank > 1 || (prev->rank == 1 && (prev->dims[0] < 1 || base->dims[0] % prev->dims[0])))
+    FAIL("markov_draft: prev must be i32[] or i32[S] with S dividing the %lld rows, got %s",
+         LL(base->dims[0]), TS(prev));
   out[0] = *base;
   int64_t g = base->dims[0];
   out[1] = h3_type_make(H3_I32, 1, &g);

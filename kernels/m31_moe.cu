@@ -45,8 +45,9 @@
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
 //         multiples, vector loads).
-//   H3_MARKOV_NAME (base[G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev I_T) -> z[G, V] O_T,
-//     draft[G] I_T: one block; dynamic shared: r floats.
+//   H3_MARKOV_NAME (base[S G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev[S] I_T) -> z[S G, V]
+//     O_T, draft[S G] I_T: block s runs sequence s's chain of G rows from prev[s] (grid S);
+//     dynamic shared: r floats.
 // Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
 // thread of a block (tests run these kernels on the host under tests/codegen/host_emu.h,
 // where those are block-wide barriers and the blocks of a launch run one at a time).
@@ -776,8 +777,11 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
   __shared__ float best_v[256];
   __shared__ long long best_i[256];
   __shared__ long long prev;
+  base += (long long)blockIdx.x * G * V; // this block's sequence
+  z += (long long)blockIdx.x * G * V;
+  draft += (long long)blockIdx.x * G;
   if (threadIdx.x == 0) {
-    long long p = (long long)*prev0;
+    long long p = (long long)prev0[blockIdx.x];
     prev = p < 0 ? 0 : (p >= V ? V - 1 : p); // the CPU reports an id outside [0, V)
   }
   __syncthreads();

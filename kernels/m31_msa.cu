@@ -4,10 +4,12 @@
 // of the [P, page, Hk, D] caches, pt = the page table [NP] or its row t ([T, NP]: pt_rows
 // = T, a batch of sequences).
 //   H3_KV_ATT_NAME (q[T, Hq, D] Q_T, kc, vc [P, page, Hk, D] K_T, kb, vb [T, Hk, D] K_T,
-//     pos[T], pt[NP] or [T, NP], sel[T, Hk, topk], ctx[] (all IX_T)) -> part f32 [T, Hq, S, D + 2],
-//     grid (T, Hk, S), H3M_ATT_THREADS threads. The keys of row t, by kind:
+//     pos[T], pt[NP] or [T, NP], sel[T, Hk, topk], ctx[] or ctx[T] (ctx_rows 0 / 1; all IX_T))
+//     -> part f32 [T, Hq, S, D + 2], grid (T, Hk, S), H3M_ATT_THREADS threads. The keys of
+//     row t, by kind:
 //       0 paged:  positions 0..pos[t];
-//       1 block:  positions 0..ctx-1, then the T rows of kb / vb (non-causal);
+//       1 block:  positions 0..ctx-1 (ctx = ctx[t] or ctx[0]), then the brows rows of kb / vb
+//                 of row t's block, rows (t / brows) * brows .. (non-causal);
 //       2 sparse: the positions j <= pos[t] of the selected blocks (ascending, -1 skipped;
 //                 topk <= H3M_MAX_TOPK);
 //     block (t, kv head, s) takes the s-th of S equal parts of them (flash decoding) and
@@ -17,7 +19,8 @@
 //     products summed over the warp together. s_j = (q · k_j) * scale (fp32), online
 //     softmax with the fast exponential (__expf): part = (running max m, sum l,
 //     unnormalised sum of p_j v_j [D]).
-//   H3_KV_ATT_MMA_NAME (the same, then S, o, cnt u32 [T, Hk]) -> o[T, Hq, D] O_T: the same
+//   H3_KV_ATT_MMA_NAME (the same but ctx_rows / brows, then S, o, cnt u32 [T, Hk], ctx_rows,
+//     brows) -> o[T, Hq, D] O_T: the same
 //     keys on tensor cores for bf16 q / k / v, D = 128 and groups of 16, P rounded to bf16 for
 //     the P V product, and the split combine in the same launch (grid (T S, Hk), 4-8 warps per
 //     (row, kv head, split), the warps' results merged in shared memory, the last split's
@@ -136,13 +139,17 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     const K_T *__restrict__ kb, const K_T *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
-    float scale, int pt_rows, long long NP) {
+    float scale, int pt_rows, long long NP, int ctx_rows, long long brows) {
   const long long t = blockIdx.x;
   pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
   const int kvh = blockIdx.y, s = blockIdx.z, S = gridDim.z, G = Hq / Hk;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long p = kind == 1 ? 0 : (long long)pos[t];
-  const long long ctx = kind == 1 ? (long long)*ctxp : 0;
+  const long long ctx = kind == 1 ? (long long)ctxp[ctx_rows ? t : 0] : 0;
+  if (kind == 1) { // this row's block of brows rows
+    kb += t / brows * brows * Hk * D;
+    vb += t / brows * brows * Hk * D;
+  }
   // sparse: the selected blocks (-1 entries dropped), so that only their keys are visited
   __shared__ long long vblk[H3M_MAX_TOPK];
   __shared__ int nsel;
@@ -155,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     nsel = n;
   }
   __syncthreads();
-  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)nsel * page;
+  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + brows : (long long)nsel * page;
   const long long chunk = (nv + S - 1) / S, v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
   float qr[H3M_HPW][H3M_DC], acc[H3M_HPW][H3M_DC], m[H3M_HPW], l[H3M_HPW];
 #pragma unroll
@@ -331,7 +338,8 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     const h3_bf16 *__restrict__ kb, const h3_bf16 *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *part, int kind, long long T, int Hq, int Hk, int D, int page, int topk, float scale,
-    int pt_rows, long long NP, int S, O_T *__restrict__ o, unsigned *cnt) {
+    int pt_rows, long long NP, int S, O_T *__restrict__ o, unsigned *cnt, int ctx_rows,
+    long long brows) {
   H3_DYN_SMEM(float, red); // [W][16 j][4 e][32 lanes]: the warps' weighed acc, fragment order
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int W = (int)(blockDim.x >> 5), kvh = blockIdx.y;
@@ -352,7 +360,11 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     }
   }
   const long long p = kind == 1 ? 0 : (long long)pos[t];
-  const long long ctx = kind == 1 ? (long long)*ctxp : 0;
+  const long long ctx = kind == 1 ? (long long)ctxp[ctx_rows ? t : 0] : 0;
+  if (kind == 1) { // this row's block of brows rows
+    kb += t / brows * brows * Hk * D;
+    vb += t / brows * brows * Hk * D;
+  }
   // sparse: the row's selected blocks (-1 dropped, ascending order kept), thread i placing
   // entry i at its rank among them
   __shared__ long long raw[H3M_MAX_TOPK], vblk[H3M_MAX_TOPK];
@@ -365,7 +377,7 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     nsel += raw[i] >= 0;
   }
   __syncthreads();
-  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + T : (long long)nsel * page;
+  const long long nv = kind == 0 ? p + 1 : kind == 1 ? ctx + brows : (long long)nsel * page;
   const long long chunk = ((nv + S - 1) / S + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS * H3M_MMA_KEYS;
   const long long v0 = s * chunk, v1 = v0 + chunk < nv ? v0 + chunk : nv;
   const long long ntile = v1 > v0 ? (v1 - v0 + H3M_MMA_KEYS - 1) / H3M_MMA_KEYS : 0;

@@ -385,35 +385,43 @@ fn draft_kv(T: int, captured: bf16[T, 3 * dim], pos0: i32[],
   return draft_kv_rows(T, 1, captured, iota(n = T) + pos0, seq0_table(), kd, vd)
 }
 
-# The DSpark draft layer (§5.3 step 2) over the block e [gamma, dim] at positions L..: dense
-# attention, non-causal, over the cached draft context [0, ctx_len) plus the block's own K/V
-# (not written to the cache); then the dense swigluoai MLP of width draft_ffn.
-fn draft_block(p: draft_layer, e: bf16[gamma, dim],
+# The DSpark draft layer (§5.3 step 2) over the blocks e [T, dim] of T / gamma sequences
+# (gamma rows each, at positions L..): dense attention, non-causal, over each row's cached
+# draft context [0, ctx_len[t]) (pages pt[t]) plus its block's own K/V (not written to the
+# cache); then the dense swigluoai MLP of width draft_ffn.
+fn draft_block(T: int, p: draft_layer, e: bf16[T, dim],
                kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim],
-               ctx_len: i32[], pt: i32[pt_len], cos: f32[gamma, rope_half],
-               sin: f32[gamma, rope_half]) -> bf16[gamma, dim] {
+               ctx_len: i32[T], pt: i32[T, pt_len], cos: f32[T, rope_half],
+               sin: f32[T, rope_half]) -> bf16[T, dim] {
   h = rms_norm(e, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)
-  q, k, v = qkv_heads(gamma, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
+  q, k, v = qkv_heads(T, h, p.self_attn.qkv_proj.weight, p.self_attn.q_norm.weight,
                       p.self_attn.k_norm.weight, cos, sin)
-  o = block_attention(q, kd, vd, ctx_len, pt, k, v, scale = 1.0 / sqrt(head_dim), page = page)
-  x = e + linear(reshape(o, shape = [gamma, q_width]), p.self_attn.o_proj.weight)
+  o = block_attention(q, kd, vd, ctx_len, pt, k, v, scale = 1.0 / sqrt(head_dim), page = page,
+                      block_rows = gamma)
+  x = e + linear(reshape(o, shape = [T, q_width]), p.self_attn.o_proj.weight)
   h = rms_norm(x, p.post_attention_layernorm.weight, eps = 1e-6, offset = 1.0)
-  return x + mlp(gamma, draft_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
+  return x + mlp(T, draft_ffn, h, p.mlp.gate_up_proj.weight, p.mlp.down_proj.weight)
 }
 
-# §5.3 steps 1-4 for the sequence whose page table is pt (its draft context Kd/Vd at
-# positions 0 .. ctx_len - 1): the Markov logits z [gamma, vocab] and the greedy draft.
-fn draft_tokens(bonus: i32[1], ctx_len: i32[], pt: i32[pt_len],
+# §5.3 steps 1-4 for S sequences at once: sequence s (page table pt[s], its draft context
+# Kd/Vd at positions 0 .. ctx_len[s] - 1) has the block [bonus[s], mask x (gamma - 1)] at
+# ctx_len[s] .. in rows s * gamma ..: the Markov logits z [S * gamma, vocab] and the greedy
+# drafts [S * gamma] (each sequence's chain from its bonus).
+fn draft_tokens(S: int, bonus: i32[S], ctx_len: i32[S], pt: i32[S, pt_len],
                 kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
-    -> (f32[gamma, vocab], i32[gamma]) {
-  ids = concat(bonus, full(i32, [gamma - 1], value = mask_id), axis = 0)   # [gamma] i32
-  pos = iota(n = gamma) + ctx_len
+    -> (f32[S * gamma, vocab], i32[S * gamma]) {
+  seq = iota(n = S * gamma) / gamma                                        # each row's sequence
+  k = iota(n = S * gamma) % gamma                                          # its place in the block
+  first = 1 - min(k, 1)                                                    # 1 at the bonus rows
+  ids = gather(bonus, seq) * first + (1 - first) * mask_id                 # [S * gamma] i32
+  ctx = gather(ctx_len, seq)
+  pos = ctx + k
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
   e = gather(embed_tokens.weight, ids)                                     # target embedding
-  x = draft_block(draft_layer[0], e, kd, vd, ctx_len, pt, cos, sin)
+  x = draft_block(S * gamma, draft_layer[0], e, kd, vd, ctx, gather(pt, seq), cos, sin)
   base = linear(rms_norm(x, dspark.norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight,
-                dtype = f32)                                               # [gamma, vocab] f32
-  return markov_draft(base, dspark.markov.w1.weight, dspark.markov.w2.weight, bonus[0])
+                dtype = f32)                                               # [S * gamma, vocab]
+  return markov_draft(base, dspark.markov.w1.weight, dspark.markov.w2.weight, bonus)
 }
 
 # serve_prefill's chunk (below): the target over the chunk's rows, the next token after row
@@ -515,7 +523,7 @@ graph draft(bonus: i32[1], ctx_len: i32[],
             kd_cache: bf16[pages, page, kv_heads, head_dim],
             vd_cache: bf16[pages, page, kv_heads, head_dim])
     -> (draft: i32[gamma], z: f32[gamma, vocab]) {
-  z, d = draft_tokens(bonus, ctx_len, iota(n = pt_len) + 1, kd_cache, vd_cache)
+  z, d = draft_tokens(1, bonus, reshape(ctx_len, shape = [1]), seq0_table(), kd_cache, vd_cache)
   return d, z
 }
 
@@ -628,13 +636,14 @@ graph serve_prefill_spec(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[],
   return next, margin, k_cache, v_cache, ik_cache, kd_cache, vd_cache
 }
 
-# serve_draft: §5.3 steps 1-4 (greedy) for one sequence: bonus token at position ctx_len, its
-# draft context at 0 .. ctx_len - 1 in the pages page_table.
-graph serve_draft(bonus: i32[1], ctx_len: i32[], page_table: i32[pt_len],
+# serve_draft: §5.3 steps 1-4 (greedy) for seqs sequences at once: sequence b's bonus token
+# at position ctx_len[b], its draft context at 0 .. ctx_len[b] - 1 in the pages page_table[b]
+# (padding: bonus 0, ctx_len 0, an all-zero table); its draft in rows b * gamma ...
+graph serve_draft(bonus: i32[seqs], ctx_len: i32[seqs], page_table: i32[seqs, pt_len],
                   kd_cache: bf16[pages, page, kv_heads, head_dim],
                   vd_cache: bf16[pages, page, kv_heads, head_dim])
-    -> (draft: i32[gamma]) {
-  z, d = draft_tokens(bonus, ctx_len, page_table, kd_cache, vd_cache)
+    -> (draft: i32[seqs * gamma]) {
+  z, d = draft_tokens(seqs, bonus, ctx_len, page_table, kd_cache, vd_cache)
   return d
 }
 

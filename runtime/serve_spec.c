@@ -2,8 +2,9 @@
  *
  * A running request holds L committed tokens (prompt and output but the newest) whose target
  * K/V/IK and draft Kd/Vd are cached at positions 0 .. L-1, and its newest token, the bonus b,
- * at position L (not cached). A round: serve_draft per request proposes d1 .. dgamma from b;
- * one serve_verify call runs the rows [b, d1 .. dgamma] of every request at L .. L+gamma
+ * at position L (not cached). A round: one serve_draft call proposes d1 .. dgamma from b for
+ * every running request (row r of the decode rows: draft rows r * gamma ..); one serve_verify
+ * call runs the rows [b, d1 .. dgamma] of every request at L .. L+gamma
  * (target K/V written, the next token of every row sampled greedily, the draft K/V of every
  * row committed); on the host, n = the longest prefix with d_i == t_{i-1}, and the request
  * takes d1 .. dn and t_n (EOS and max_new_tokens cut the list short). Its L grows by n + 1
@@ -11,7 +12,8 @@
  * positions >= the new L, which the next verify writes before any row reads them.
  *
  * Verify rows: request row r (its decode row) owns verify rows r * (gamma + 1) ..; padding
- * rows are token 0 at position 0 through an all-zero table (page 0, as serve_decode's). */
+ * rows are token 0 at position 0 through an all-zero table (page 0, as serve_decode's); a
+ * padding draft row has bonus 0, no context and an all-zero table. */
 #include "serve_engine.h"
 
 #include <stdio.h>
@@ -31,6 +33,8 @@ h3_status serve_spec_setup(engine *e, const h3_module *m) {
                                    "seed", "k_cache", "v_cache", "ik_cache", "kd_cache",
                                    "vd_cache"};
   static const char *const sd[] = {"bonus", "ctx_len", "page_table", "kd_cache", "vd_cache"};
+  /* the draft's inputs reuse the decode rows' images: bonus h_tokens, ctx_len h_pos, tables
+     h_table */
   static const char *const sv[] = {"tokens", "pos", "page_table", "temperature", "seed",
                                    "k_cache", "v_cache", "ik_cache", "kd_cache", "vd_cache"};
   if (serve_setup_call(e, m, "serve_prefill_spec", sp, 11, &e->sp) != H3_OK ||
@@ -95,28 +99,34 @@ static void page_table_of(const engine *e, int64_t i, int32_t *dst) {
   if (q->n_pages) memcpy(dst, q->pages, (size_t)q->n_pages * sizeof *dst);
 }
 
-/* The draft of request i (bonus: its newest token at position L) into d[0 .. gamma). With
- * i < 0: a blank sequence (bonus 0, no context, an all-zero table), for the warm-up. */
-static h3_status draft(engine *e, int64_t i, int32_t *d) {
-  int32_t bonus = 0, L = 0;
-  if (i >= 0) {
+/* The drafts of every live row (bonus: its newest token at position L = ctx_len) into
+ * v_draft (rows * gamma); padding rows draft from token 0 without context. */
+static h3_status draft(engine *e) {
+  memset(e->h_tokens, 0, (size_t)e->rows * sizeof *e->h_tokens);
+  memset(e->h_pos, 0, (size_t)e->rows * sizeof *e->h_pos);
+  for (int64_t row = 0; row < e->rows; row++) {
+    int64_t i = e->live[row];
+    if (i < 0) {
+      memset(e->h_table + row * e->pt_len, 0, (size_t)e->pt_len * sizeof *e->h_table);
+      continue;
+    }
     const seq *q = &e->s[i];
-    bonus = q->out[q->n_out - 1];
-    L = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
-    page_table_of(e, i, e->v_table);
-  } else {
-    memset(e->v_table, 0, (size_t)e->pt_len * sizeof *e->v_table);
+    e->h_tokens[row] = q->out[q->n_out - 1];
+    e->h_pos[row] = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
+    page_table_of(e, i, e->h_table + row * e->pt_len);
   }
-  h3_status st = serve_upload(e, &e->sd, "bonus", &bonus);
-  if (st == H3_OK) st = serve_upload(e, &e->sd, "ctx_len", &L);
-  if (st == H3_OK) st = serve_upload(e, &e->sd, "page_table", e->v_table);
+  h3_status st = serve_upload(e, &e->sd, "bonus", e->h_tokens);
+  if (st == H3_OK) st = serve_upload(e, &e->sd, "ctx_len", e->h_pos);
+  if (st == H3_OK) st = serve_upload(e, &e->sd, "page_table", e->h_table);
   if (st == H3_OK) st = h3_runtime_call(e->rt, e->sd.g, e->sd.args, e->sd.results, e->d);
-  if (st == H3_OK) st = serve_download(e, &e->sd, "draft", d);
+  if (st == H3_OK) st = serve_download(e, &e->sd, "draft", e->v_draft);
   const h3_oracle *o = e->o->oracle;
-  if (st == H3_OK && i >= 0 && e->o->force_accept > 1 && o && o->tokens[i]) { /* bench only */
+  for (int64_t row = 0; st == H3_OK && o && e->o->force_accept > 1 && row < e->rows; row++) {
+    int64_t i = e->live[row]; /* bench only: the oracle's next tokens in place of the draft's */
+    if (i < 0 || !o->tokens[i]) continue;
     const seq *q = &e->s[i];
     for (int64_t k = 0; k < e->o->force_accept - 1 && k < e->gamma; k++)
-      if (q->n_out + k < o->n_tokens[i]) d[k] = o->tokens[i][q->n_out + k];
+      if (q->n_out + k < o->n_tokens[i]) e->v_draft[row * e->gamma + k] = o->tokens[i][q->n_out + k];
   }
   return st;
 }
@@ -178,10 +188,7 @@ h3_status serve_spec_round(engine *e) {
     live += e->live[row] >= 0;
   }
   double t0 = serve_now(e);
-  h3_status st = H3_OK;
-  for (int64_t row = 0; st == H3_OK && row < e->rows; row++)
-    if (e->live[row] >= 0) st = draft(e, e->live[row], e->v_draft + row * e->gamma);
-  if (st == H3_OK && live == 0) st = draft(e, -1, e->v_draft); /* the warm-up's round */
+  h3_status st = draft(e);
   double t1 = serve_now(e);
   if (st == H3_OK) {
     fill_verify_rows(e);

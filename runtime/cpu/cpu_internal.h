@@ -224,6 +224,10 @@ typedef struct {
 h3cpu_pages h3cpu_pages_of(const h3_tensor *page_table);
 /* Flat cache row of position j of query row t: table[j / page] * page + j % page. */
 int64_t h3cpu_page_slot(const h3cpu_pages *pg, int64_t t, int64_t j, int64_t page);
+/* The entries of table row r that positions 0..p use (none for p < 0) name pages of a P-page
+ * cache; an error naming the entry otherwise. */
+bool h3cpu_check_table_row(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *pg, int64_t r,
+                           int64_t p, int64_t P, int64_t page);
 /* Checks, for each of T rows, that its last position (pos[t]; `last` when pos is NULL) fits
  * the table and that the entries positions 0..last use name pages of a P-page cache.
  * Reports the first bad value and returns false. *maxp: the largest last position. */

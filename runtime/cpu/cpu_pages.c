@@ -16,8 +16,7 @@ int64_t h3cpu_page_slot(const h3cpu_pages *pg, int64_t t, int64_t j, int64_t pag
   return e * page + j % page;
 }
 
-/* The entries of table row r that positions 0..p use. */
-static bool check_row(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *pg, int64_t r,
+bool h3cpu_check_table_row(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *pg, int64_t r,
                       int64_t p, int64_t P, int64_t page) {
   for (int64_t b = 0; p >= 0 && b <= p / page; b++) {
     int64_t e = h3cpu_ldi(pg->t->data, pg->t->type.dtype, r * pg->np + b);
@@ -56,7 +55,7 @@ bool h3cpu_check_pages(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *
       return false;
     }
     if (p > *maxp) *maxp = p;
-    if (pg->rows > 1 && !check_row(c, op, pg, t, p, P, page)) return false;
+    if (pg->rows > 1 && !h3cpu_check_table_row(c, op, pg, t, p, P, page)) return false;
   }
-  return pg->rows > 1 ? true : check_row(c, op, pg, 0, *maxp, P, page);
+  return pg->rows > 1 ? true : h3cpu_check_table_row(c, op, pg, 0, *maxp, P, page);
 }

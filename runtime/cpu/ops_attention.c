@@ -35,9 +35,11 @@ typedef struct {
   att_kind kind;
   const h3_tensor *q, *k, *v, *kb, *vb; /* k, v: dense keys or the caches */
   const h3_tensor *pos, *sel;
+  const h3_tensor *ctx; /* block: ctx_len, i32[] or i32[T] */
+  int64_t block_rows;   /* block: rows per block (one sequence each) */
   h3cpu_pages pages;
   const h3_tensor *out;
-  int64_t T, Hq, Hk, D, page, topk, ctx_len;
+  int64_t T, Hq, Hk, D, page, topk;
   int64_t v_start, v_row; /* dense v's layout: row r, head h at r*v_row + v_start + h*D */
   int causal;
   int n_seg;
@@ -78,15 +80,18 @@ static int64_t list_keys(const att_job *j, int64_t t, int64_t kvh, att_key *keys
     for (int64_t q = 0; q <= p; q++) cache_key(j, t, q, kvh, &keys[n++]);
     break;
   }
-  case ATT_BLOCK:
-    for (int64_t q = 0; q < j->ctx_len; q++) cache_key(j, t, q, kvh, &keys[n++]);
-    for (int64_t r = 0; r < j->T; r++) {
+  case ATT_BLOCK: {
+    int64_t ctx = h3cpu_ldi(j->ctx->data, j->ctx->type.dtype, j->ctx->type.rank ? t : 0);
+    int64_t r0 = t / j->block_rows * j->block_rows;
+    for (int64_t q = 0; q < ctx; q++) cache_key(j, t, q, kvh, &keys[n++]);
+    for (int64_t r = r0; r < r0 + j->block_rows; r++) {
       keys[n].k = j->kb->data;
       keys[n].v = j->vb->data;
       keys[n].voff = keys[n].off = (r * j->Hk + kvh) * j->D;
       n++;
     }
     break;
+  }
   case ATT_SPARSE: {
     int64_t p = h3cpu_ldi(j->pos->data, j->pos->type.dtype, t);
     for (int64_t s = 0; s < j->topk; s++) {
@@ -225,15 +230,36 @@ H3_CPU_KERNEL(h3cpu_block_attention) {
   (void)n_in, (void)n_out;
   att_job j;
   att_init(&j, ATT_BLOCK, op, in, out, &in[1].type);
-  j.ctx_len = h3cpu_ldi(in[3].data, in[3].type.dtype, 0);
+  j.ctx = &in[3];
   j.kb = &in[5];
   j.vb = &in[6];
-  if (j.ctx_len < 0) {
-    h3cpu_error(c, op, NULL, "ctx_len %lld is negative", (long long)j.ctx_len);
+  j.block_rows = h3_op_attr_int(op, "block_rows", j.T);
+  if (j.block_rows < 1 || j.T % j.block_rows) {
+    h3cpu_error(c, op, NULL, "block_rows %lld does not divide %lld rows", (long long)j.block_rows,
+                (long long)j.T);
     return H3_ERR;
   }
-  if (!check_paged(c, op, &j, &in[4], j.ctx_len - 1)) return H3_ERR;
-  j.max_keys = j.ctx_len + j.T;
+  /* the cached positions 0 .. ctx_len - 1 of every row must lie in its page table */
+  int64_t n_ctx = j.ctx->type.rank ? j.T : 1, last = -1;
+  for (int64_t t = 0; t < n_ctx; t++) {
+    int64_t n = h3cpu_ldi(j.ctx->data, j.ctx->type.dtype, t);
+    if (n < 0) {
+      h3cpu_error(c, op, NULL, "ctx_len[%lld] = %lld is negative", (long long)t, (long long)n);
+      return H3_ERR;
+    }
+    if (n - 1 > last) last = n - 1;
+  }
+  if (!check_paged(c, op, &j, &in[4], last)) return H3_ERR;
+  if (last >= j.pages.np * j.page) {
+    h3cpu_error(c, op, "ctx_len must fit the page table", "ctx_len %lld is beyond the %lld positions of the page table",
+                (long long)last + 1, (long long)(j.pages.np * j.page));
+    return H3_ERR;
+  }
+  for (int64_t t = 0; j.pages.rows > 1 && t < j.T; t++) {
+    int64_t p = h3cpu_ldi(j.ctx->data, j.ctx->type.dtype, j.ctx->type.rank ? t : 0) - 1;
+    if (!h3cpu_check_table_row(c, op, &j.pages, t, p, j.k->type.dims[0], j.page)) return H3_ERR;
+  }
+  j.max_keys = last + 1 + j.block_rows;
   return att_run(c, op, &j);
 }
 

@@ -17,8 +17,9 @@
  * ascending id order, each as two GEMMs over its rows split over the pool's workers, so one
  * expert's weights are widened once per panel for all of its rows while every row still
  * receives its experts' terms in ascending id order.
- * markov_draft(base f32[G, V], w1[V, r], w2[V, r], prev i32[]) -> (z f32[G, V], draft i32[G]):
- *   for k = 0..G-1: e = fp32(w1[prev]); z_k[v] = base[k, v] + (sum_i w2[v, i] * e_i) (fp32,
+ * markov_draft(base f32[N, V], w1[V, r], w2[V, r], prev i32[] or i32[S]) -> (z f32[N, V],
+ *   draft i32[N]): for k = 0..N-1 (prev = prev[k / G] where a sequence's chain of G = N / S
+ *   rows starts): e = fp32(w1[prev]); z_k[v] = base[k, v] + (sum_i w2[v, i] * e_i) (fp32,
  *   i ascending, on cpu_gemm.c with v split over the workers); d_k = first argmax of z_k (a
  *   NaN never wins over an earlier value); prev = d_k.
  */
@@ -260,17 +261,25 @@ static void markov_store(void *arg, int64_t m, int64_t n0, int64_t nn, const flo
 H3_CPU_KERNEL(h3cpu_markov_draft) {
   (void)n_in, (void)n_out;
   const h3_tensor *w1 = &in[1], *w2 = &in[2];
-  int64_t G = in[0].type.dims[0], V = in[0].type.dims[1], r = w1->type.dims[1];
-  int64_t prev = h3cpu_ldi(in[3].data, in[3].type.dtype, 0);
-  if (prev < 0 || prev >= V) {
-    h3cpu_error(c, op, "prev is the bonus token id",
-                "prev = %lld is outside the vocabulary [0, %lld)", (long long)prev, (long long)V);
-    return H3_ERR;
+  int64_t N = in[0].type.dims[0], V = in[0].type.dims[1], r = w1->type.dims[1];
+  int64_t S = in[3].type.rank ? in[3].type.dims[0] : 1, G = S ? N / S : 0;
+  for (int64_t s = 0; s < S; s++) {
+    int64_t prev = h3cpu_ldi(in[3].data, in[3].type.dtype, s);
+    if (prev < 0 || prev >= V) {
+      char at[32] = "";
+      if (in[3].type.rank) snprintf(at, sizeof at, "[%lld]", (long long)s);
+      h3cpu_error(c, op, "prev is the bonus token id",
+                  "prev%s = %lld is outside the vocabulary [0, %lld)", at, (long long)prev,
+                  (long long)V);
+      return H3_ERR;
+    }
   }
   float *e = malloc((size_t)(r + 1) * sizeof(float));
   markov_job j = {&in[0], &out[0], malloc((size_t)(V + 1) * sizeof(float)), 0, V};
   h3_status st = e && j.zf ? H3_OK : H3_ERR;
-  for (int64_t k = 0; k < G && st == H3_OK; k++) {
+  int64_t prev = 0;
+  for (int64_t k = 0; k < N && st == H3_OK; k++) {
+    if (k % G == 0) prev = h3cpu_ldi(in[3].data, in[3].type.dtype, k / G); /* a chain starts */
     for (int64_t i = 0; i < r; i++) e[i] = h3cpu_ld(w1->data, w1->type.dtype, prev * r + i);
     j.k = k;
     h3cpu_gemm_args g = {e, r, w2->data, w2->type.dtype, 1, V, r};

@@ -305,7 +305,8 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
 
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                             h3_diag *d) {
-  int G = (int)in[0].type.dims[0], r = (int)in[1].type.dims[1];
+  int S = in[3].type.rank ? (int)in[3].type.dims[0] : 1; /* sequences: one block each */
+  int G = S ? (int)(in[0].type.dims[0] / S) : 0, r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
   char name[128], lines[192], defs[512];
   snprintf(name, sizeof name, "h3cu_markov_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
@@ -321,7 +322,7 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, c
   const void *b = in[0].data, *w1 = in[1].data, *w2 = in[2].data, *prev = in[3].data;
   void *z = out[0].data, *dr = out[1].data;
   void *args[] = {&b, &w1, &w2, &prev, &z, &dr, &G, &V, &r};
-  int64_t grid[3] = {1, 1, 1}, block[3] = {M31_THREADS, 1, 1};
+  int64_t grid[3] = {S, 1, 1}, block[3] = {M31_THREADS, 1, 1};
   return cu_launch(s, kn, grid, block, (int64_t)r * 4, args, d);
 }
 

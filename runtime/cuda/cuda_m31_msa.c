@@ -56,7 +56,8 @@ static long long att_keys(const h3_op *op, int kind) {
   const h3_type *ct = &op->operands[1]->type, *pt = &op->operands[kind == 2 ? 5 : 4]->type;
   long long page = h3_op_attr_int(op, "page", ct->dims[1]);
   if (kind == 2) return op->operands[3]->type.dims[op->operands[3]->type.rank - 1] * page;
-  return pt->dims[pt->rank - 1] * page + (kind == 1 ? att_q(op)->dims[0] : 0);
+  long long T = att_q(op)->dims[0];
+  return pt->dims[pt->rank - 1] * page + (kind == 1 ? h3_op_attr_int(op, "block_rows", T) : 0);
 }
 
 /* The scratch of an attention op: the CUDA-core form's partials [T, Hq, S, D + 2] f32, or the
@@ -125,6 +126,11 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   }
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   int pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
+  /* block: ctx_len per row or one for all, blocks of brows rows (one sequence each) */
+  int ctx_rows = kind == 1 && in[3].type.rank == 1;
+  long long brows = h3_op_attr_int(op, "block_rows", T);
+  if (kind == 1 && (brows < 1 || T % brows))
+    return cu_op_error(d, op, NULL, "block_rows %lld does not divide %lld rows", brows, T);
   long long NP = ptt->type.dims[ptt->type.rank - 1];
   void *o = out[0].data, *part = scratch;
   if (mma) { /* one launch: splits, their merge and combine; the counters follow the blobs */
@@ -136,13 +142,14 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
     if (S > 1 && !cu_graph_capturing(s))
       CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)(T * Hk) * 4, s->stream), "attention counters");
     void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
-                    &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S, &o, &cnt};
+                    &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S, &o, &cnt,
+                    &ctx_rows, &brows};
     int64_t grid[3] = {T * S, Hk, 1}, block[3] = {32 * W, 1, 1};
     return cu_launch(s, kn[0], grid, block, (int64_t)W * ATT_RED, args, d);
   }
   int S = att_splits(T, Hk);
   void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
-                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP};
+                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &ctx_rows, &brows};
   int64_t grid[3] = {T, Hk, S}, block[3] = {M31_ATT_THREADS, 1, 1};
   if (cu_launch(s, kn[0], grid, block, 0, args, d) != H3_OK) return H3_ERR;
   void *args2[] = {&part, &o, &Hq, &D, &S};

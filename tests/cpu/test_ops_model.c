@@ -232,6 +232,92 @@ static void test_block_attention(void) {
   t_free(&t);
 }
 
+/* Batched block_attention (S sequences of G rows, ctx_len and page tables per row,
+ * block_rows = G) and batched markov_draft (prev[S]): each sequence's rows are bitwise the
+ * single-sequence op's on its slice (the single forms are checked against references above). */
+static void test_draft_batched(void) {
+  T t;
+  t_init(&t, 17);
+  enum { S = 3, G = 2, TT = S * G, Hq = 2, Hk = 1, D = 8, page = 2, P = 7, NP = 3 };
+  const int ctx[S] = {3, 0, 6};
+  const int32_t tables[S][NP] = {{3, 1, 2}, {6, 5, 4}, {2, 4, 6}};
+  h3_value *q = t_in(&t, "q", TY(H3_BF16, TT, Hq, D)), *kc = t_in(&t, "kc", TY(H3_BF16, P, page, Hk, D));
+  h3_value *vc = t_in(&t, "vc", TY(H3_BF16, P, page, Hk, D)), *cl = t_in(&t, "ctx", TY(H3_I32, TT));
+  h3_value *pt = t_in(&t, "pt", TY(H3_I32, TT, NP)), *kb = t_in(&t, "kb", TY(H3_BF16, TT, Hk, D));
+  h3_value *vb = t_in(&t, "vb", TY(H3_BF16, TT, Hk, D));
+  h3_tensor in[7] = {t_rand(&t, q->type, -2, 2),  t_rand(&t, kc->type, -2, 2),
+                     t_rand(&t, vc->type, -2, 2), t_alloc(cl->type),
+                     t_alloc(pt->type),           t_rand(&t, kb->type, -2, 2),
+                     t_rand(&t, vb->type, -2, 2)};
+  for (int r = 0; r < TT; r++) {
+    ((int32_t *)in[3].data)[r] = ctx[r / G];
+    memcpy((int32_t *)in[4].data + r * NP, tables[r / G], sizeof tables[0]);
+  }
+  h3_attr a[3] = {h3_attr_float(t.m, "scale", 0.5), h3_attr_int(t.m, "page", page),
+                  h3_attr_int(t.m, "block_rows", G)};
+  h3_op *op = t_op(&t, H3_OP_BLOCK_ATTENTION, 7, (h3_value *[]){q, kc, vc, cl, pt, kb, vb}, 3, a);
+  h3_tensor out[1];
+  CHECK(t_run(op, in, out) == H3_OK, "batched block_attention");
+  /* one sequence: q, kb, vb its G rows, ctx_len its scalar, its [NP] table */
+  h3_value *q1 = t_in(&t, "q1", TY(H3_BF16, G, Hq, D)), *c1 = t_in(&t, "c1", SCALAR(H3_I32));
+  h3_value *p1 = t_in(&t, "p1", TY(H3_I32, NP)), *kb1 = t_in(&t, "kb1", TY(H3_BF16, G, Hk, D));
+  h3_value *vb1 = t_in(&t, "vb1", TY(H3_BF16, G, Hk, D));
+  h3_op *one = t_op(&t, H3_OP_BLOCK_ATTENTION, 7, (h3_value *[]){q1, kc, vc, c1, p1, kb1, vb1}, 2, a);
+  for (int s = 0; s < S; s++) {
+    h3_tensor in1[7] = {t_alloc(q1->type), in[1], in[2], t_alloc(c1->type), t_alloc(p1->type),
+                        t_alloc(kb1->type), t_alloc(vb1->type)};
+    memcpy(in1[0].data, (uint16_t *)in[0].data + s * G * Hq * D, (size_t)G * Hq * D * 2);
+    memcpy(in1[5].data, (uint16_t *)in[5].data + s * G * Hk * D, (size_t)G * Hk * D * 2);
+    memcpy(in1[6].data, (uint16_t *)in[6].data + s * G * Hk * D, (size_t)G * Hk * D * 2);
+    *(int32_t *)in1[3].data = ctx[s];
+    memcpy(in1[4].data, tables[s], sizeof tables[0]);
+    h3_tensor o1[1];
+    CHECK(t_run(one, in1, o1) == H3_OK, "block_attention of sequence %d", s);
+    CHECK(memcmp(o1[0].data, (uint16_t *)out[0].data + s * G * Hq * D, (size_t)G * Hq * D * 2) == 0,
+          "batched block_attention: sequence %d differs from its own op", s);
+    t_free_all(o1, 1);
+    h3_tensor own[5] = {in1[0], in1[3], in1[4], in1[5], in1[6]};
+    t_free_all(own, 5);
+  }
+  /* a ctx_len past the table, a negative one: errors naming them */
+  ((int32_t *)in[3].data)[4] = 7;
+  CHECK(strstr(t_run_error(op, in), "beyond the 6 positions") != NULL, "ctx_len past the table");
+  ((int32_t *)in[3].data)[4] = -1;
+  CHECK(strstr(t_run_error(op, in), "ctx_len[4] = -1 is negative") != NULL, "negative ctx_len");
+  t_free_all(out, 1), t_free_all(in, 7);
+
+  /* markov_draft over S chains of G rows */
+  enum { V = 12, Rk = 4 };
+  const int32_t prevs[S] = {5, 0, 11};
+  h3_value *base = t_in(&t, "base", TY(H3_F32, TT, V)), *w1 = t_in(&t, "w1", TY(H3_BF16, V, Rk));
+  h3_value *w2 = t_in(&t, "w2", TY(H3_BF16, V, Rk)), *pv = t_in(&t, "prev", TY(H3_I32, S));
+  h3_tensor kin[4] = {t_rand(&t, base->type, -1, 1), t_rand(&t, w1->type, -1, 1),
+                      t_rand(&t, w2->type, -1, 1), t_alloc(pv->type)};
+  memcpy(kin[3].data, prevs, sizeof prevs);
+  h3_op *mk = t_op(&t, H3_OP_MARKOV_DRAFT, 4, (h3_value *[]){base, w1, w2, pv}, 0, NULL);
+  h3_tensor ko[2];
+  CHECK(t_run(mk, kin, ko) == H3_OK, "batched markov_draft");
+  h3_value *b1 = t_in(&t, "b1", TY(H3_F32, G, V)), *pv1 = t_in(&t, "pv1", SCALAR(H3_I32));
+  h3_op *mk1 = t_op(&t, H3_OP_MARKOV_DRAFT, 4, (h3_value *[]){b1, w1, w2, pv1}, 0, NULL);
+  for (int s = 0; s < S; s++) {
+    h3_tensor k1[4] = {t_alloc(b1->type), kin[1], kin[2], t_alloc(pv1->type)};
+    memcpy(k1[0].data, (float *)kin[0].data + s * G * V, (size_t)G * V * 4);
+    *(int32_t *)k1[3].data = prevs[s];
+    h3_tensor o1[2];
+    CHECK(t_run(mk1, k1, o1) == H3_OK, "markov_draft of sequence %d", s);
+    CHECK(memcmp(o1[0].data, (float *)ko[0].data + s * G * V, (size_t)G * V * 4) == 0 &&
+              memcmp(o1[1].data, (int32_t *)ko[1].data + s * G, (size_t)G * 4) == 0,
+          "batched markov_draft: sequence %d differs from its own op", s);
+    t_free_all(o1, 2);
+    h3_tensor own[2] = {k1[0], k1[3]};
+    t_free_all(own, 2);
+  }
+  ((int32_t *)kin[3].data)[2] = V;
+  CHECK(strstr(t_run_error(mk, kin), "prev[2] = 12 is outside") != NULL, "batched prev outside V");
+  t_free_all(ko, 2), t_free_all(kin, 4);
+  t_free(&t);
+}
+
 static void test_rope_and_tables(void) {
   T t;
   t_init(&t, 15);
@@ -414,6 +500,7 @@ int main(void) {
   test_attention();
   test_paged_sparse();
   test_block_attention();
+  test_draft_batched();
   test_rope_and_tables();
   test_router_moe_markov();
   return t_report("test_ops_model");

@@ -275,7 +275,14 @@ static void test_model_ops(void) {
   const char *blk = "bf16[4, 8, 16]; bf16[6, 8, 2, 16]; bf16[6, 8, 2, 16]; i32[]; i32[3]; bf16[4, 2, 16]; bf16[4, 2, 16]";
   CHECK_STR(RUN(BLOCK_ATTENTION, blk, AF("scale", 0.25), AI("page", 8)), "bf16[4, 8, 16]");
   CHECK_STR(RUN(BLOCK_ATTENTION, "bf16[4, 8, 16]; bf16[6, 8, 2, 16]; bf16[6, 8, 2, 16]; i32[1]; i32[3]; bf16[4, 2, 16]; bf16[4, 2, 16]", AF("scale", 0.25), AI("page", 8)),
-            "error: block_attention: ctx_len must be i32[], got i32[1]");
+            "error: block_attention: ctx_len must be i32[] or i32[T] (T = 4), got i32[1]");
+  /* batched drafts: ctx_len and a table per row, blocks of block_rows rows */
+  const char *blk2 = "bf16[4, 8, 16]; bf16[6, 8, 2, 16]; bf16[6, 8, 2, 16]; i32[4]; i32[4, 3]; bf16[4, 2, 16]; bf16[4, 2, 16]";
+  CHECK_STR(RUN(BLOCK_ATTENTION, blk2, AF("scale", 0.25), AI("page", 8), AI("block_rows", 2)), "bf16[4, 8, 16]");
+  CHECK_STR(RUN(BLOCK_ATTENTION, blk2, AF("scale", 0.25), AI("page", 8), AI("block_rows", 3)),
+            "error: block_attention: block_rows = 3 must divide the 4 rows");
+  CHECK_STR(RUN(BLOCK_ATTENTION, "bf16[4, 8, 16]; bf16[6, 8, 2, 16]; bf16[6, 8, 2, 16]; i32[4]; i32[2, 3]; bf16[4, 2, 16]; bf16[4, 2, 16]", AF("scale", 0.25), AI("page", 8)),
+            "error: block_attention: page_table i32[2, 3] has 2 tables for T = 4 rows (1 or T)");
   CHECK_STR(RUN(INDEX_TOPK, "bf16[5, 2, 16]; bf16[6, 8, 16]; i32[5]; i32[3]", AI("block", 8), AI("topk", 4)), "i32[5, 2, 4]");
   CHECK_STR(RUN(INDEX_TOPK, "bf16[5, 2, 16]; bf16[6, 8, 32]; i32[5]; i32[3]", AI("block", 8), AI("topk", 4)),
             "error: index_topk: iq has D = 16 but ikc has D = 32 (ikc is [P, page, D])");
@@ -293,6 +300,9 @@ static void test_model_ops(void) {
   CHECK_STR(RUN(MOE, "bf16[5, 64]; bf16[16, 96, 64]; bf16[16, 64, 40]; i32[5, 4]; f32[5, 4]", AF("alpha", 1.702), AF("limit", 7)),
             "error: moe: gate_up has 2F = 96 but down has F = 40 (down is [E, H, F])");
   CHECK_STR(RUN0(MARKOV_DRAFT, "f32[4, 100]; bf16[100, 8]; bf16[100, 8]; i32[]"), "f32[4, 100]; i32[4]");
+  CHECK_STR(RUN0(MARKOV_DRAFT, "f32[6, 100]; bf16[100, 8]; bf16[100, 8]; i32[3]"), "f32[6, 100]; i32[6]");
+  CHECK_STR(RUN0(MARKOV_DRAFT, "f32[6, 100]; bf16[100, 8]; bf16[100, 8]; i32[4]"),
+            "error: markov_draft: prev must be i32[] or i32[S] with S dividing the 6 rows, got i32[4]");
   CHECK_STR(RUN0(MARKOV_DRAFT, "f32[4, 100]; bf16[99, 8]; bf16[99, 8]; i32[]"),
             "error: markov_draft: base has V = 100 but w1 has V = 99 (w1 is [V, r])");
 }

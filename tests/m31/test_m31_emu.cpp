@@ -176,11 +176,12 @@ struct att_case {
   att_form form;
   int kind; /* 0 paged, 1 block, 2 sparse */
   int64_t T, Hq, Hk, D, page, NP, S;
-  std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx} */
-  bool batch;               /* a page table per row, [T, NP] */
+  std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx}, or per row when batch */
+  bool batch;               /* a page table per row, [T, NP] (block: and ctx_len per row) */
   int64_t topk = 3;         /* sparse: selected blocks per row and kv head */
   int W = 4;                /* tensor cores: warps per block */
   int64_t empty = -1;       /* sparse: a row that selects no block */
+  int64_t brows = 0;        /* block: rows per block (block_rows; 0: all T) */
 };
 
 /* A scrambled page table of `rows` tables of NP entries over pages 1..P-1. */
@@ -195,12 +196,15 @@ static void test_attention(const att_case &c) {
   const int64_t topk = c.topk;
   std::string qt = ty("bf16", {T, Hq, D}), ct = ty("bf16", {P, page, Hk, D});
   std::string args = "%q: " + qt + ", %kc: " + ct + ", %vc: " + ct, call;
-  std::string scale = "{scale = 0.3, page = " + std::to_string(page) + "}";
+  const int64_t brows = c.brows ? c.brows : T;
+  std::string scale = "{scale = 0.3, page = " + std::to_string(page) +
+                      (c.brows ? ", block_rows = " + std::to_string(c.brows) : std::string()) + "}";
   if (c.kind == 0) {
     args += ", %pos: " + ty("i32", {T}) + ", %pt: " + ptt;
     call = "paged_attention(%q, %kc, %vc, %pos, %pt) " + scale;
   } else if (c.kind == 1) {
-    args += ", %ctx: i32[], %pt: " + ty("i32", {NP}) + ", %kb: " + ty("bf16", {T, Hk, D}) +
+    args += ", %ctx: " + (c.batch ? ty("i32", {T}) : std::string("i32[]")) + ", %pt: " + ptt +
+            ", %kb: " + ty("bf16", {T, Hk, D}) +
             ", %vb: " + ty("bf16", {T, Hk, D});
     call = "block_attention(%q, %kc, %vc, %ctx, %pt, %kb, %vb) " + scale;
   } else {
@@ -241,7 +245,8 @@ static void test_attention(const att_case &c) {
   int pt_rows = (int)rows;
   long long NPP = NP;
   int kind = c.kind, iHq = (int)Hq, iHk = (int)Hk, iD = (int)D, ipage = (int)page, itopk = (int)topk;
-  long long TT = T;
+  long long TT = T, bro = brows;
+  int ctx_rows = c.kind == 1 && c.batch;
   int S = (int)c.S;
   const h3_bf16 *q = (const h3_bf16 *)in[0].p(), *kc = (const h3_bf16 *)in[1].p();
   const h3_bf16 *vc = (const h3_bf16 *)in[2].p();
@@ -257,7 +262,7 @@ static void test_attention(const att_case &c) {
       emu_launch3(T * S, Hk, 1, 32 * c.W, [&] {
         att44::att44_mma(q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt,
                          (const int *)sel, (const int *)ctx, blobs.data(), kind, TT, iHq, iHk, iD, ipage,
-                         itopk, 0.3f, pt_rows, NPP, S, (h3_bf16 *)o.p(), cnt.data());
+                         itopk, 0.3f, pt_rows, NPP, S, (h3_bf16 *)o.p(), cnt.data(), ctx_rows, bro);
       });
       CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }),
             "%s: counters not reset", c.name);
@@ -269,7 +274,8 @@ static void test_attention(const att_case &c) {
     emu_launch3(T, Hk, S, 128, [&] {
       (c.form == ATT11 ? att11::att11_att : att44::att44_att)(
           q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt, (const int *)sel,
-          (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP);
+          (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP,
+          ctx_rows, bro);
     });
     emu_launch3(T, Hq, 1, 128, [&] {
       (c.form == ATT11 ? att11::att11_combine : att44::att44_combine)(part.data(), (h3_bf16 *)out.p(),
@@ -417,6 +423,13 @@ int main(void) {
   test_attention({"paged mma S1 (prefill)", ATT_MMA, 0, 6, 32, 2, 128, 128, 3, 1, {251, 252, 253, 254, 255, 256}, false});
   test_attention({"sparse mma S2", ATT_MMA, 2, 3, 32, 2, 128, 16, 8, 2, {20, 77, 127}, false});
   test_attention({"block mma S2", ATT_MMA, 1, 4, 32, 2, 128, 16, 4, 2, {21}, false});
+  /* batched drafts: blocks of brows rows, one sequence each (ctx_len and a table per row) */
+  test_attention({"block batched D16 G2 S2", ATT11, 1, 6, 4, 2, 16, 8, 5, 2, {13, 13, 0, 0, 39, 39},
+                  true, 3, 4, -1, 2});
+  test_attention({"block batched D64 G4 S1", ATT44, 1, 6, 8, 2, 64, 8, 5, 1, {7, 7, 7, 26, 26, 26},
+                  true, 3, 4, -1, 3});
+  test_attention({"block batched mma S2", ATT_MMA, 1, 4, 32, 2, 128, 16, 4, 2, {21, 21, 63, 63},
+                  true, 3, 4, -1, 2});
   /* pages of 8 keys: a tile spans pages */
   test_attention({"paged batch mma S2 (page 8)", ATT_MMA, 0, 4, 32, 2, 128, 8, 5, 2, {3, 38, 20, 9}, true});
   test_attention({"sparse batch mma S1", ATT_MMA, 2, 3, 32, 2, 128, 32, 3, 1, {95, 6, 61}, true});
