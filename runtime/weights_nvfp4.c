@@ -161,7 +161,7 @@ int h3_weights_nvfp4_load(h3_weights *w, int i, int64_t k, const h3_safetensors 
   } else if (rc > 0) {
     missing->len = 0;
     if (missing->data) missing->data[0] = '\0';
-    h3_strbuf_printf(missing, "%s' (or its bf16 '%s", names[0].data, names[3].data);
+    h3_strbuf_printf(missing, "%s', or its bf16 '%s", names[0].data, names[3].data);
     rc = 0;
   }
   for (int j = 0; j < 4; j++) h3_strbuf_free(&names[j]);

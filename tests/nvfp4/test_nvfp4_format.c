@@ -27,19 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    checks++;                                                                                      \
-    if (!(cond)) {                                                                                 \
-      if (++failures <= 30) {                                                                      \
-        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                   \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-      }                                                                                            \
-    }                                                                                              \
-  } while (0)
+#include "../common/check.h"
 
 static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
 
@@ -402,10 +390,5 @@ int main(void) {
   test_dynamic_range();
   test_on_grid();
   test_edges();
-  if (failures) {
-    fprintf(stderr, "nvfp4_format: %d of %d checks failed\n", failures, checks);
-    return 1;
-  }
-  printf("nvfp4_format: %d checks passed\n", checks);
-  return 0;
+  return check_summary("nvfp4_format");
 }
