@@ -93,6 +93,9 @@ static void usage_pass_options(FILE *out) {
           "                           rows as R-row chunks when its N >= C (R <= 0: never; default:\n"
           "                           the measured table, else R = C = 8192); h3exec's\n"
           "                           H3_INT8_MAX_ROWS=R overrides R at load\n"
+          "  --draft-quant bf16|nvfp4  weights of the M3.1 DSpark draft (default bf16): nvfp4\n"
+          "                           quantizes fc, o_proj, gate_up_proj and down_proj to NVFP4\n"
+          "                           (W4A16; docs/nvfp4.md); CPU backend only for now\n"
           "  --spectrum[=W:WIN:FLEX|KEY=VALUE,...]  Spectrum step skipping (docs/step-skipping.md):\n"
           "                           run the block stack at the real steps of a static schedule\n"
           "                           (warm-up W, then one per window WIN growing by FLEX; default\n"
@@ -320,6 +323,12 @@ static int parse_args(int argc, char **argv, options *o) {
       }
       h3_diag_free(&d);
       o->passes.int8 = a[6] ? a + 7 : "";
+    } else if (takes_passes(o->cmd) &&
+               (v = flag_value(argc, argv, &i, "--draft-quant", &missing))) {
+      if (missing) return missing_value(cmd, a);
+      if (!strcmp(v, "nvfp4") && enable_passes(o, cmd, "draft-quant-nvfp4")) return 1;
+      if (strcmp(v, "nvfp4") && strcmp(v, "bf16"))
+        return flag_error(cmd, "unknown --draft-quant '%s'", v, "use bf16 (the default) or nvfp4");
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {
       o->spectrum = true;

@@ -35,5 +35,6 @@ bool ir_name_is_bare(const char *s);
 void ir_print_quoted(h3_strbuf *b, const char *s);
 extern const char *const ir_init_names[]; /* by h3_init_kind */
 #define IR_INIT_COUNT 5
+extern const char *const ir_quant_names[]; /* by h3_param_quant; [0] unused */
 
 #endif

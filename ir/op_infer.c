@@ -28,6 +28,17 @@ int h3_infer_want_dim(const h3_op *op, int a, const char *an, int ad, int b, con
   return 0;
 }
 
+int h3_infer_quant_linear_result(const h3_op *op, const h3_type *x, int64_t n, h3_type *out,
+                                 char *why, size_t why_len) {
+  const h3_attr *dt = h3_op_attr(op, "dtype");
+  h3_dtype od = dt ? (h3_dtype)dt->i : H3_BF16;
+  if (!h3_dtype_is_float(od)) FAIL("%s: dtype = %s, expected a float result dtype", OPN, h3_dtype_name(od));
+  out[0] = *x;
+  out[0].dims[x->rank - 1] = n;
+  out[0].dtype = od;
+  return 1;
+}
+
 static h3_dtype result_dtype(const h3_op *op, h3_dtype def) {
   const h3_attr *a = h3_op_attr(op, "dtype");
   return a ? (h3_dtype)a->i : def;

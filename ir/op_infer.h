@@ -73,6 +73,8 @@ H3_INFER_DECL(h3_infer_linear_int8);
 /* op_infer_int8_dequant.c: linear_int8 split into its GEMM and its epilogue */
 H3_INFER_DECL(h3_infer_matmul_i8);
 H3_INFER_DECL(h3_infer_dequant_i8);
+/* op_infer_nvfp4.c: the NVFP4 weight-only linear */
+H3_INFER_DECL(h3_infer_linear_nvfp4);
 /* op_infer_spectrum.c: the step-skipping ops */
 H3_INFER_DECL(h3_infer_spectrum_update);
 H3_INFER_DECL(h3_infer_spectrum_forecast);
@@ -91,5 +93,10 @@ int h3_infer_want_i32(const h3_op *op, int i, const char *name, int rank, const 
 /* A dim of operand `a` equals a dim of operand `b`, else "op: A has L = x but B has L = y". */
 int h3_infer_want_dim(const h3_op *op, int a, const char *an, int ad, int b, const char *bn,
                       int bd, const char *label, const char *bshape, char *why, size_t why_len);
+/* The result of a quantized linear over x[.., K] with N outputs: x's shape with N last, of
+   the op's `dtype` (default bf16; a float, else "op: dtype = .., expected a float ..");
+   returns 1. */
+int h3_infer_quant_linear_result(const h3_op *op, const h3_type *x, int64_t n, h3_type *out,
+                                 char *why, size_t why_len);
 
 #endif

@@ -48,14 +48,7 @@ H3_INFER_DECL(h3_infer_linear_int8) {
   }
   int64_t chunk = h3_op_attr_int(op, "chunk_rows", 0);
   if (chunk < 0) FAIL("linear_int8: chunk_rows = %lld is negative (0 or absent: one chunk)", LL(chunk));
-  const h3_attr *dt = h3_op_attr(op, "dtype");
-  h3_dtype od = dt ? (h3_dtype)dt->i : H3_BF16;
-  if (!h3_dtype_is_float(od))
-    FAIL("linear_int8: dtype = %s, expected a float result dtype", h3_dtype_name(od));
-  out[0] = *q;
-  out[0].dims[q->rank - 1] = n;
-  out[0].dtype = od;
-  return 1;
+  return h3_infer_quant_linear_result(op, q, n, out, why, why_len);
 }
 
 bool h3_op_is_load_time(const h3_op *op) {

@@ -86,6 +86,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(MARKOV_DRAFT, 4, 4, 0, h3_infer_markov_draft, {0}),
     ENTRY(QUANTIZE_ROWS, 1, 1, 0, h3_infer_quantize_rows, O("rotate", INT)),
     ENTRY(LINEAR_INT8, 4, 5, 0, h3_infer_linear_int8, DT, O("chunk_rows", INT)),
+    ENTRY(LINEAR_NVFP4, 4, 4, 0, h3_infer_linear_nvfp4, DT),
     ENTRY(MATMUL_I8, 2, 2, 0, h3_infer_matmul_i8, O("chunk_rows", INT)),
     ENTRY(DEQUANT_I8, 3, 4, 0, h3_infer_dequant_i8, DT),
     ENTRY(SPECTRUM_UPDATE, 3, 3, 0, h3_infer_spectrum_update, A("coeffs", FLOATS)),

@@ -494,6 +494,8 @@ static bool parse_graph(pctx *p, h3_graph_kind kind) {
   return expect(p, '}');
 }
 
+static bool parse_init(pctx *p, h3_param *pa);
+
 static bool parse_param(pctx *p) {
   next(p); /* 'param' */
   if (p->tok.kind != TK_GNAME) {
@@ -536,7 +538,27 @@ static bool parse_param(pctx *p) {
     next(p);
     if (!parse_int(p, &pa->group_base, "a group base index")) return false;
   }
-  if (p->failed || !at_word(p, "init")) return !p->failed;
+  if (!p->failed && at_word(p, "init") && !parse_init(p, pa)) return false;
+  if (p->failed || !at_word(p, "quant")) return !p->failed;
+  next(p);
+  for (int i = 1; i < H3_QUANT_COUNT && p->tok.kind == TK_IDENT; i++)
+    if (strcmp(ir_quant_names[i], p->tok.text) == 0) pa->quant = (h3_param_quant)i;
+  if (pa->quant == H3_QUANT_NONE) {
+    expected(p, "a quantized form (nvfp4_packed, nvfp4_scale, nvfp4_global)");
+    return false;
+  }
+  next(p);
+  if (p->tok.kind != TK_STRING) {
+    expected(p, "the quantized parameter's name string");
+    return false;
+  }
+  if (!(pa->quant_source = mstr(p, p->tok.text))) return false;
+  next(p);
+  return true;
+}
+
+/* `init KIND(scale = S, value = V)` of a parameter. */
+static bool parse_init(pctx *p, h3_param *pa) {
   next(p);
   int kind = -1;
   for (int i = 0; i < IR_INIT_COUNT && p->tok.kind == TK_IDENT; i++)

@@ -19,6 +19,8 @@ const char *const ir_init_names[IR_INIT_COUNT] = {
     [H3_INIT_ONES_PLUS_NORMAL] = "ones_plus_normal",
     [H3_INIT_ROPE_INV_FREQ] = "rope_inv_freq",
 };
+const char *const ir_quant_names[H3_QUANT_COUNT] = {"", "nvfp4_packed", "nvfp4_scale",
+                                                    "nvfp4_global"};
 
 bool ir_name_is_bare(const char *s) {
   if (!*s) return false;
@@ -288,7 +290,12 @@ static void print_param(h3_strbuf *b, const h3_param *p) {
     h3_strbuf_append(b, p->init_scale != 0 ? ", value = " : "value = ");
     h3_strbuf_double(b, p->init_value);
   }
-  h3_strbuf_append(b, ")\n");
+  h3_strbuf_append(b, ")");
+  if (p->quant > H3_QUANT_NONE && p->quant < H3_QUANT_COUNT) {
+    h3_strbuf_printf(b, " quant %s ", ir_quant_names[p->quant]);
+    ir_print_quoted(b, p->quant_source ? p->quant_source : "");
+  }
+  h3_strbuf_append(b, "\n");
 }
 
 void h3_module_print(h3_strbuf *out, const h3_module *m) {

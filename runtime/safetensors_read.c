@@ -44,8 +44,8 @@ static const struct {
 
 /* Dtypes of the format that h3 has no type for. */
 static const char *const st_unsupported[] = {"BOOL",    "I16",     "U16",     "U32",
-                                             "U64",     "F8_E4M3", "F8_E5M2", "F8_E8M0",
-                                             "F4",      "F6_E2M3", "F6_E3M2", "C64"};
+                                             "U64",     "F8_E5M2", "F8_E8M0", "F4",
+                                             "F6_E2M3", "F6_E3M2", "C64"};
 
 const char *h3_safetensors_dtype_name(h3_dtype t) {
   for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
@@ -172,10 +172,15 @@ static h3_status parse_entry(h3_safetensors *st, const char *name, json_t *e, si
     return H3_ERR;
   }
   const char *ds = json_string_value(dt);
-  if (!h3_safetensors_dtype_parse(ds, &t->type.dtype)) {
+  t->f8_e4m3 = strcmp(ds, "F8_E4M3") == 0; /* fp8 bits, read as bytes (NVFP4 scales) */
+  if (t->f8_e4m3)
+    t->type.dtype = H3_U8;
+  else if (!h3_safetensors_dtype_parse(ds, &t->type.dtype)) {
     for (size_t i = 0; i < sizeof st_unsupported / sizeof st_unsupported[0]; i++)
       if (strcmp(ds, st_unsupported[i]) == 0) {
-        st_error(d, p, name, "h3 reads BF16, F16, F32, F64, I8, I32, I64 and U8 tensors",
+        st_error(d, p, name,
+                 "h3 reads BF16, F16, F32, F64, I8, I32, I64 and U8 tensors (and F8_E4M3 as "
+                 "NVFP4 scales)",
                  "dtype \"%s\" is not supported by h3", ds);
         return H3_ERR;
       }

@@ -3,7 +3,7 @@
  * threads, one per online CPU, with the same bits as one), and the dtype rounding of stored
  * values. Loading and saving files are in weights_file.c.
  */
-#include "h3/weights.h"
+#include "weights_internal.h"
 
 #include "h3/bf16.h"
 #include "h3/rng.h"
@@ -158,10 +158,8 @@ const h3_weight *h3_weights_get(const h3_weights *w, const h3_param *p) {
 #define FILL_ITEM (1 << 16) /* elements per work item of the parallel fill */
 #define FILL_THREADS_MAX 64
 
-/* Fills element `at` .. at + n - 1 of a tensor of random parameter p (stream `stream`),
-   element `at` going to index `first` of dst. */
-static void fill_random(const h3_param *p, uint64_t seed, uint32_t stream, void *dst,
-                        size_t first, size_t at, size_t n, float *tmp) {
+void h3_weights_fill_random(const h3_param *p, uint64_t seed, uint32_t stream, void *dst,
+                            size_t first, size_t at, size_t n, float *tmp) {
   h3_dtype dt = p->type.dtype;
   int kind = p->init == H3_INIT_UNIFORM            ? H3_RNG_INIT_UNIFORM
              : p->init == H3_INIT_ONES_PLUS_NORMAL ? H3_RNG_INIT_ONES_PLUS_NORMAL
@@ -192,8 +190,9 @@ static void fill_fixed(const h3_param *p, void *dst, size_t first, size_t numel)
     h3_weights_store(dst, dt, first + i, pow(p->init_value, -2.0 * (double)i / p->init_scale));
 }
 
+/* Random and filled here; the NVFP4 parameters are made from their bf16 weight instead. */
 static bool is_random(const h3_param *p) {
-  return p->init != H3_INIT_CONST && p->init != H3_INIT_ROPE_INV_FREQ;
+  return p->init != H3_INIT_CONST && p->init != H3_INIT_ROPE_INV_FREQ && p->quant == H3_QUANT_NONE;
 }
 
 /* ---- the parallel fill of the random parameters ---------------------------------------------
@@ -222,7 +221,7 @@ static void fill_item(const fill_param *f, uint64_t seed, size_t item, float *tm
   while (pos < end) {
     size_t t = pos / f->numel, at = pos % f->numel;
     size_t n = end - pos < f->numel - at ? end - pos : f->numel - at;
-    fill_random(f->p, seed, f->stream[t], f->data, pos, at, n, tmp);
+    h3_weights_fill_random(f->p, seed, f->stream[t], f->data, pos, at, n, tmp);
     pos += n;
   }
 }
@@ -293,7 +292,7 @@ static int fill_plan(const h3_weights *w, fill_param *fp, uint32_t *streams, siz
         n = -1;
       else if (is_random(p))
         streams[k] = h3_rng_stream_id(name.data);
-      else
+      else if (p->quant == H3_QUANT_NONE)
         fill_fixed(p, w->w[i].data, (size_t)k * numel, numel);
     }
     if (n < 0 || !is_random(p) || numel * (size_t)count == 0) continue;
@@ -319,7 +318,7 @@ h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
     work.n = fill_plan(w, fp, streams, &work.items, d);
   if (work.n > 0) fill_parallel(&work);
   free(fp), free(streams);
-  if (work.n >= 0) return w;
+  if (work.n >= 0 && h3_weights_nvfp4_random(w, seed, d) == H3_OK) return w;
   h3_weights_free(w);
   return NULL;
 }

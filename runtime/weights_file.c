@@ -4,9 +4,7 @@
  * shape mismatch (tensor, expected, got) and summarises missing and unexpected names (the
  * first few and the count), with hints that say what the file was probably meant for.
  */
-#include "h3/weights.h"
-
-#include "h3/safetensors.h"
+#include "weights_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -41,10 +39,14 @@ static void type_text(h3_strbuf *b, const h3_type *t) {
   h3_strbuf_append(b, "]");
 }
 
-/* Checks one file tensor against the expected type; reports "PATH: WHAT 'NAME': ...". */
-static h3_status check_tensor(const char *path, const char *what, const char *name,
-                              const h3_st_tensor *t, const h3_type *want, const char *hint,
-                              h3_diag *d) {
+h3_status h3_weights_check_tensor(const char *path, const char *what, const char *name,
+                                  const h3_st_tensor *t, const h3_type *want, bool e4m3_ok,
+                                  const char *hint, h3_diag *d) {
+  if (t->f8_e4m3 && !e4m3_ok && want->dtype == H3_U8) {
+    h3_diag_error(d, (h3_span){0}, hint, "%s: %s '%s': dtype F8_E4M3, expected U8", path, what,
+                  name);
+    return H3_ERR;
+  }
   if (h3_type_equal(&t->type, want)) return H3_OK;
   h3_strbuf got, exp;
   h3_strbuf_init(&got);
@@ -101,7 +103,13 @@ h3_weights *h3_weights_load_file(const h3_module *m, const char *path, h3_diag *
     h3_type tt = h3_weights_tensor_type(p);
     size_t tbytes = (size_t)h3_type_bytes(&tt);
     int64_t count = h3_weights_tensor_count(p);
-    for (int64_t k = 0; k < count; k++) {
+    if (p->quant == H3_QUANT_NVFP4_SCALE || p->quant == H3_QUANT_NVFP4_GLOBAL) continue;
+    for (int64_t k = 0; k < count && p->quant == H3_QUANT_NVFP4_PACKED; k++) {
+      int r = h3_weights_nvfp4_load(w, i, k, st, path, used, &name, hint_text, d);
+      if (r < 0) rc = H3_ERR;
+      if (r == 0) list_add(&missing, name.data);
+    }
+    for (int64_t k = 0; k < count && p->quant == H3_QUANT_NONE; k++) {
       if (h3_weights_tensor_name(p, k, &name, d) != H3_OK) {
         rc = H3_ERR;
         goto done;
@@ -112,7 +120,8 @@ h3_weights *h3_weights_load_file(const h3_module *m, const char *path, h3_diag *
         continue;
       }
       used[h3_safetensors_index(st, t)] = 1;
-      if (check_tensor(path, "tensor", name.data, t, &tt, hint_text, d) != H3_OK) {
+      if (h3_weights_check_tensor(path, "tensor", name.data, t, &tt, false, hint_text, d) !=
+          H3_OK) {
         rc = H3_ERR;
         continue;
       }
@@ -235,7 +244,8 @@ h3_host_tensor *h3_inputs_load_file(const h3_graph *g, const char *path, unsigne
       continue;
     }
     used[h3_safetensors_index(st, t)] = 1;
-    if (check_tensor(path, what.data, v->name, t, &v->type, hint.data, d) != H3_OK) {
+    if (h3_weights_check_tensor(path, what.data, v->name, t, &v->type, false, hint.data, d) !=
+        H3_OK) {
       rc = H3_ERR;
       continue;
     }

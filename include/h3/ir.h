@@ -170,6 +170,20 @@ typedef enum {
   H3_INIT_ROPE_INV_FREQ,    /* inv_freq[j] = theta^(-2j/rot); value = theta, scale = rot */
 } h3_init_kind;
 
+/* Which tensor of a quantized form a parameter is (--draft-quant nvfp4, docs/nvfp4.md): the
+ * NVFP4 form of a bf16 weight [.., N, K] is three parameters, packed u8[.., N, K/2], scale
+ * u8[.., N, K/16] and global f32[.., 1] (include/h3/nvfp4.h), each naming the bf16 parameter
+ * it stands for (`quant_source`) and keeping its init, so that the weight store can make
+ * them from the bf16 weight (random, or a file holding only it). IR text: `quant KIND
+ * "SOURCE"` after the init. */
+typedef enum {
+  H3_QUANT_NONE,
+  H3_QUANT_NVFP4_PACKED,
+  H3_QUANT_NVFP4_SCALE,
+  H3_QUANT_NVFP4_GLOBAL,
+  H3_QUANT_COUNT
+} h3_param_quant;
+
 typedef struct h3_param {
   const char *name; /* weight-file name pattern, e.g. "blocks.{}.attn.qkv_proj.weight";
                        "{}" stands for the group index, "{e}" for an inner index */
@@ -182,6 +196,8 @@ typedef struct h3_param {
                          sparse layers numbered from 3) */
   h3_init_kind init;
   double init_scale, init_value;
+  h3_param_quant quant;     /* H3_QUANT_NONE for a plain weight */
+  const char *quant_source; /* the quantized bf16 parameter's name pattern, else NULL */
   h3_value *value; /* the H3_VALUE_PARAM value */
   h3_span span;
 } h3_param;

@@ -4,7 +4,9 @@
  *   {"NAME": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [BEGIN, END]}, ...,
  *    "__metadata__": {"key": "string value", ...}}
  * then the data; offsets are relative to the data start (byte 8 + N). h3 accepts the
- * dtypes BF16 F16 F32 F64 I8 I32 I64 U8 (= h3_dtype) and ranks up to H3_MAX_RANK.
+ * dtypes BF16 F16 F32 F64 I8 I32 I64 U8 (= h3_dtype) and ranks up to H3_MAX_RANK, and
+ * F8_E4M3 read as U8 bytes with the tensor's f8_e4m3 flag set (the e4m3 scales of an NVFP4
+ * weight, include/h3/nvfp4.h; loaders accept it only there). The writer writes U8.
  *
  * Reader: the file is mapped read-only (never read twice: tensor data points into the
  * mapping, so a loader copies it once to where it belongs). Everything is validated at
@@ -33,6 +35,7 @@ typedef struct {
   const void *data; /* into the mapping; unaligned; NULL when nbytes == 0 */
   size_t nbytes;
   size_t offset; /* begin offset relative to the data start */
+  bool f8_e4m3;  /* the file says F8_E4M3: type.dtype is U8 and each byte is e4m3 bits */
 } h3_st_tensor;
 
 typedef struct h3_safetensors h3_safetensors;

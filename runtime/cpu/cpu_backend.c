@@ -59,6 +59,7 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_LINEAR_INT8: return h3cpu_linear_int8;
   case H3_OP_MATMUL_I8: return h3cpu_matmul_i8;
   case H3_OP_DEQUANT_I8: return h3cpu_dequant_i8;
+  case H3_OP_LINEAR_NVFP4: return h3cpu_linear_nvfp4;
   case H3_OP_TIMESTEP_EMBEDDING: return h3cpu_timestep_embedding;
   case H3_OP_ROPE_TABLE: return h3cpu_rope_table;
   case H3_OP_ROPE_POS_TABLE: return h3cpu_rope_pos_table;

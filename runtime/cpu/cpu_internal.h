@@ -173,6 +173,7 @@ H3_CPU_KERNEL(h3cpu_quantize_rows);
 H3_CPU_KERNEL(h3cpu_linear_int8);
 H3_CPU_KERNEL(h3cpu_matmul_i8);  /* linear_int8's GEMM: int32 accumulators */
 H3_CPU_KERNEL(h3cpu_dequant_i8); /* linear_int8's epilogue on given accumulators */
+H3_CPU_KERNEL(h3cpu_linear_nvfp4); /* W4A16 over an NVFP4 weight (ops_nvfp4.c) */
 /* Multiplies 256 floats in place by H256 = H4⊗H4⊗H4⊗H4 (ops.def quantize_rows). */
 void h3cpu_hadamard256(float *v);
 /* The per-row int8 quantizer of quantize_rows (ops_q8fuse.c): codes q[K], returns s. */

@@ -310,6 +310,14 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
 }
 
 /* ---- plans -------------------------------------------------------------------------------- */
+/* What to do about an op the backend does not run. */
+static const char *unsupported_hint(const h3_op *op) {
+  if (op->code == H3_OP_LINEAR_NVFP4)
+    return "the Hopper NVFP4 GEMM is not written yet: compile with --draft-quant bf16, or run "
+           "this plan with --backend cpu";
+  return "run this model with --backend cpu for now";
+}
+
 static int prepare_walk(h3_op *op, void *ctx) {
   void **c = ctx;
   cu_state *s = c[0];
@@ -323,8 +331,7 @@ static int prepare_walk(h3_op *op, void *ctx) {
   cu_op *o = cu_op_get(s, op, d);
   if (!o) return 1;
   if (o->kind == CU_OP_UNSUPPORTED) {
-    cu_op_error(d, op, "run this model with --backend cpu for now",
-                "not supported by the cuda backend");
+    cu_op_error(d, op, unsupported_hint(op), "not supported by the cuda backend");
     return 1;
   }
   return 0;
@@ -514,8 +521,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_M31: return cu_m31_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_UNSUPPORTED: break;
   }
-  return cu_op_error(d, o->op, "run this model with --backend cpu for now",
-                     "not supported by the cuda backend");
+  return cu_op_error(d, o->op, unsupported_hint(o->op), "not supported by the cuda backend");
 }
 
 /* Drops every op record (they are keyed by op address, which a freed module's ops give
