@@ -208,6 +208,30 @@ H3_INFER_DECL(h3_infer_moe) {
   return 1;
 }
 
+H3_INFER_DECL(h3_infer_spec_accept) {
+  const h3_type *x = TY(0), *dr = TY(1);
+  if (x->dtype != H3_F32 || x->rank != 2 || x->dims[1] < 1)
+    FAIL("spec_accept: logits must be f32[S*(G+1), V], got %s", TS(x));
+  if (dr->dtype != H3_I32 || dr->rank != 1) FAIL("spec_accept: draft must be i32[S*G], got %s", TS(dr));
+  const h3_type *t = TY(2);
+  if (t->dtype != H3_F32 || t->rank != 1 || t->dims[0] < 1)
+    FAIL("spec_accept: temperature must be f32[S], got %s", TS(t));
+  int64_t S = t->dims[0];
+  if (dr->dims[0] % S || x->dims[0] != dr->dims[0] + S)
+    FAIL("spec_accept: %lld sequences need logits of S*(G+1) rows and a draft of S*G, got %s and %s",
+         LL(S), TS(x), TS(dr));
+  static const char *const ints[2] = {"seed", "pos"};
+  for (int i = 3; i < 5; i++) {
+    if (h3_infer_want_i32(op, i, ints[i - 3], 1, "[S]", why, why_len)) return -1;
+    if (h3_infer_want_dim(op, 2, "temperature", 0, i, ints[i - 3], 0, "S", "[S]", why, why_len)) return -1;
+  }
+  int64_t d[2] = {S, dr->dims[0] / S + 1};
+  out[0] = h3_type_make(H3_I32, 1, &S);
+  out[1] = h3_type_make(H3_I32, 2, d);
+  out[2] = h3_type_make(H3_F32, 2, d);
+  return 3;
+}
+
 H3_INFER_DECL(h3_infer_markov_draft) {
   const h3_type *base = TY(0);
   if (base->dtype != H3_F32 || base->rank != 2) FAIL("markov_draft: base must be f32[G, V], got %s", TS(base));

@@ -84,6 +84,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(ROUTER_TOPK, 3, 3, 0, h3_infer_router_topk, A("k", INT), A("scale", FLOAT)),
     ENTRY(MOE, 5, 5, 0, h3_infer_moe, A("alpha", FLOAT), A("limit", FLOAT)),
     ENTRY(MARKOV_DRAFT, 4, 4, 0, h3_infer_markov_draft, {0}),
+    ENTRY(SPEC_ACCEPT, 5, 5, 0, h3_infer_spec_accept, {0}),
     ENTRY(QUANTIZE_ROWS, 1, 1, 0, h3_infer_quantize_rows, O("rotate", INT)),
     ENTRY(LINEAR_INT8, 4, 5, 0, h3_infer_linear_int8, DT, O("chunk_rows", INT)),
     ENTRY(LINEAR_NVFP4, 4, 4, 0, h3_infer_linear_nvfp4, DT),

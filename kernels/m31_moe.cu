@@ -815,3 +815,116 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
   }
 }
 #endif
+
+#ifdef H3_SPEC_ACCEPT_NAME
+// The better of two (score, index) candidates: the larger score, the lower index on a tie;
+// NaN scores (and index -1) never win. *sec collects the largest losing score.
+__device__ __forceinline__ void h3m_acc_merge(float &bv, long long &bi, float &sec, float v, long long i) {
+  if (i < 0 || v != v) return;
+  if (bi < 0 || v > bv || (v == bv && i < bi)) {
+    if (bi >= 0) sec = fmaxf(sec, bv);
+    bv = v, bi = i;
+  } else {
+    sec = fmaxf(sec, v);
+  }
+}
+
+// H3_SPEC_ACCEPT_NAME (logits f32[S(G+1), V], draft I_T[S G], temperature f32[S], seed I_T[S],
+//   pos I_T[S]) -> n I_T[S], tokens I_T[S, G+1], margin f32[S, G+1]: spec_accept (ops.def),
+//   block s = sequence s (256 threads). Each decision: the row's scores (logits, or
+//   h3_rng_sample_score) over the threads (v = thread, thread + 256, ...), each thread's
+//   first best and second, merged by thread 0 in thread order (ties: lowest index); sampling
+//   adds p(d) = exp(x_d / T - m) / sum_v exp(x_v / T - m), m and the sum over the threads'
+//   partials in thread order (so p(d) may differ from the CPU's v-ascending sum in its last
+//   bits: a draft whose u lies that close to p(d) can be decided the other way).
+extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
+    const float *__restrict__ x, const I_T *__restrict__ draft, const float *__restrict__ temp,
+    const I_T *__restrict__ seedp, const I_T *__restrict__ posp, I_T *__restrict__ n_out,
+    I_T *__restrict__ tok, float *__restrict__ margin, int G, long long V) {
+  __shared__ float part_v[256], part_s[256];
+  __shared__ long long part_i[256];
+  __shared__ float m_sh, p_sh;
+  __shared__ long long win_sh;
+  __shared__ float mg_sh;
+  const long long s = blockIdx.x;
+  const float t = temp[s];
+  const bool greedy = !(t > 0.0f);
+  const unsigned sd = (unsigned)seedp[s], p0 = (unsigned)posp[s];
+  for (int i = threadIdx.x; i <= G; i += blockDim.x) {
+    tok[s * (G + 1) + i] = (I_T)-1;
+    margin[s * (G + 1) + i] = __int_as_float(0x7fc00000);
+  }
+  int n = 0;
+  for (;; n++) { // the same decisions in every thread: the loop's trips are uniform
+    const float *row = x + (s * (G + 1) + n) * V;
+    const unsigned P = p0 + 1u + (unsigned)n;
+    long long dn = n < G ? (long long)draft[s * G + n] : -1;
+    if (dn >= V) dn = -1;
+    long long skip = -1;
+    if (!greedy && n < G) { // p(d_n+1) against u
+      float m = -H3_RNG_INF;
+      for (long long v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, __fdiv_rn(row[v], t));
+      part_v[threadIdx.x] = m;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float mm = -H3_RNG_INF;
+        for (int i = 0; i < (int)blockDim.x; i++) mm = fmaxf(mm, part_v[i]);
+        m_sh = mm;
+      }
+      __syncthreads();
+      float sum = 0.0f;
+      for (long long v = threadIdx.x; v < V; v += blockDim.x) {
+        const float e = expf(__fadd_rn(__fdiv_rn(row[v], t), -m_sh));
+        if (e == e) sum = __fadd_rn(sum, e);
+      }
+      part_s[threadIdx.x] = sum;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float tot = 0.0f;
+        for (int i = 0; i < (int)blockDim.x; i++) tot = __fadd_rn(tot, part_s[i]);
+        float pd = dn >= 0 ? __fdiv_rn(expf(__fadd_rn(__fdiv_rn(row[dn], t), -m_sh)), tot) : 0.0f;
+        p_sh = pd == pd ? pd : 0.0f;
+      }
+      __syncthreads();
+      const float u = h3_rng_uniform(sd, H3_RNG_ACCEPT_STREAM, (unsigned long long)P << 32);
+      const bool acc = dn >= 0 && u < p_sh;
+      __syncthreads();
+      if (acc) {
+        if (threadIdx.x == 0) tok[s * (G + 1) + n] = (I_T)dn;
+        continue;
+      }
+      skip = dn;
+    }
+    float bv = 0.0f, sec = -H3_RNG_INF;
+    long long bi = -1;
+    for (long long v = threadIdx.x; v < V; v += blockDim.x) {
+      if (v == skip) continue;
+      const float sc = greedy ? row[v] : h3_rng_sample_score(row[v], t, sd, P, (unsigned)v);
+      h3m_acc_merge(bv, bi, sec, sc, v);
+    }
+    part_v[threadIdx.x] = bv, part_s[threadIdx.x] = sec, part_i[threadIdx.x] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float b = 0.0f, sc2 = -H3_RNG_INF;
+      long long w = -1;
+      for (int i = 0; i < (int)blockDim.x; i++) {
+        h3m_acc_merge(b, w, sc2, part_v[i], part_i[i]);
+        if (part_i[i] >= 0) sc2 = fmaxf(sc2, part_s[i]);
+      }
+      win_sh = w < 0 ? 0 : w;
+      mg_sh = h3_rng_sample_margin(w < 0 ? __int_as_float(0x7fc00000) : b, sc2);
+    }
+    __syncthreads();
+    const long long tn = win_sh;
+    if (greedy && threadIdx.x == 0) margin[s * (G + 1) + n] = mg_sh;
+    if (greedy && n < G && dn == tn) {
+      if (threadIdx.x == 0) tok[s * (G + 1) + n] = (I_T)dn;
+      __syncthreads();
+      continue;
+    }
+    if (threadIdx.x == 0) tok[s * (G + 1) + n] = (I_T)tn;
+    break;
+  }
+  if (threadIdx.x == 0) n_out[s] = (I_T)n;
+}
+#endif

@@ -647,19 +647,21 @@ graph serve_draft(bonus: i32[seqs], ctx_len: i32[seqs], page_table: i32[seqs, pt
   return d
 }
 
-# serve_verify: §5.3 steps 5 and 7 for seqs sequences at once: rows b * verify_rows + i hold
+# serve_verify: §5.3 steps 5 to 7 for seqs sequences at once: rows b * verify_rows + i hold
 # [bonus, d1 .. dgamma][i] of sequence b at position pos (its L + i), page table row by row
-# (padding rows: token 0 at position 0, an all-zero table). Each row's next token (sampled at
-# position pos + 1: greedy at temperature 0) with its margin; the draft K/V of every row
-# (§5.2's project rule: rows past the accepted ones are rewritten by the next round).
+# (padding rows: token 0 at position 0, an all-zero table). The acceptance (spec_accept: n
+# accepted draft tokens and the tokens emitted, d1 .. dn then the target's own, greedy at
+# temperature 0, else rejection sampling; seed and temperature per sequence) and the draft
+# K/V of every row (§5.2's project rule: rows past the accepted ones are rewritten by the
+# next round).
 graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[spec_rows, pt_len],
-                   temperature: f32[spec_rows], seed: i32[spec_rows],
+                   temperature: f32[seqs], seed: i32[seqs],
                    k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                    v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                    ik_cache: bf16[n_sparse, pages, page, index_dim],
                    kd_cache: bf16[pages, page, kv_heads, head_dim],
                    vd_cache: bf16[pages, page, kv_heads, head_dim])
-    -> (next: i32[spec_rows], margin: f32[spec_rows],
+    -> (n: i32[seqs], emitted: i32[seqs, verify_rows], margin: f32[seqs, verify_rows],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim],
@@ -667,10 +669,13 @@ graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[
         vd_cache: bf16[pages, page, kv_heads, head_dim]) {
   x, captured, k_cache, v_cache, ik_cache = forward(spec_rows, spec_rows, tokens, pos, page_table,
                                                     k_cache, v_cache, ik_cache)
-  next, margin = sample_tokens(lm_logits(spec_rows, x), temperature, seed, pos + 1)
+  r = iota(n = seqs * gamma)
+  draft = gather(tokens, r + r / gamma + 1)                         # rows 1 .. gamma of each
+  n, emitted, margin = spec_accept(lm_logits(spec_rows, x), draft, temperature, seed,
+                                   gather(pos, iota(n = seqs) * verify_rows))
   kd_cache, vd_cache = draft_kv_rows(spec_rows, spec_rows, captured, pos, page_table, kd_cache,
                                      vd_cache)
-  return next, margin, k_cache, v_cache, ik_cache, kd_cache, vd_cache
+  return n, emitted, margin, k_cache, v_cache, ik_cache, kd_cache, vd_cache
 }
 
 # Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),

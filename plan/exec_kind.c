@@ -46,6 +46,7 @@ h3_exec_kind h3_exec_classify(const h3_op *op) {
   case H3_OP_ROUTER_TOPK:
   case H3_OP_MOE:
   case H3_OP_MARKOV_DRAFT:
+  case H3_OP_SPEC_ACCEPT:
   case H3_OP_LINEAR_NVFP4: /* the Hopper W4A16 GEMM is not written yet (docs/nvfp4.md) */
     return H3_EXEC_DEFERRED;
   default:

@@ -332,14 +332,6 @@ static h3_status warm_up(engine *e) {
 static int refuse(engine *e, int64_t i) {
   const h3_request *r = &e->reqs[i];
   char msg[512];
-  if (e->spec && r->temperature != 0.0f) {
-    snprintf(msg, sizeof msg,
-             "request '%s' has temperature %g: speculative serving decodes greedily only "
-             "(serve it without --speculative, or at temperature 0)",
-             r->id, (double)r->temperature);
-    finish(e, i, H3_FINISH_ERROR, msg);
-    return 1;
-  }
   if (h3_request_check(r, e->vocab, e->max_ctx, msg, sizeof msg) == H3_OK) {
     int64_t need = serve_pages_needed(e, r), have = h3_page_pool_capacity(&e->pool);
     if (need <= have) return 0;

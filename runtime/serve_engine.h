@@ -45,7 +45,7 @@ typedef struct {
   float *h_temp, *h_margin;
   /* speculative: the verify rows' images (rows * (gamma + 1) entries; tables * pt_len) and
      each running row's draft (rows * gamma) */
-  int32_t *v_tokens, *v_pos, *v_table, *v_key, *v_next, *v_draft;
+  int32_t *v_tokens, *v_pos, *v_table, *v_key, *v_next, *v_draft, *v_n;
   float *v_temp, *v_margin;
   int64_t *live; /* by row: the request a decode call feeds, or -1 (fill_decode_rows) */
   seq *s;

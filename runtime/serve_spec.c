@@ -5,10 +5,11 @@
  * at position L (not cached). A round: one serve_draft call proposes d1 .. dgamma from b for
  * every running request (row r of the decode rows: draft rows r * gamma ..); one serve_verify
  * call runs the rows [b, d1 .. dgamma] of every request at L .. L+gamma
- * (target K/V written, the next token of every row sampled greedily, the draft K/V of every
- * row committed); on the host, n = the longest prefix with d_i == t_{i-1}, and the request
- * takes d1 .. dn and t_n (EOS and max_new_tokens cut the list short). Its L grows by n + 1
- * and t_n is the next bonus. Verify rows past the accepted ones leave stale K/V at
+ * (target K/V written, the acceptance on the device: spec_accept's n accepted draft tokens
+ * and the n + 1 tokens emitted, greedy or by rejection sampling at the request's
+ * temperature; the draft K/V of every row committed); the request takes the emitted tokens
+ * (EOS and max_new_tokens cut the list short). Its L grows by n + 1 and the last emitted
+ * token is the next bonus. Verify rows past the accepted ones leave stale K/V at
  * positions >= the new L, which the next verify writes before any row reads them.
  *
  * Verify rows: request row r (its decode row) owns verify rows r * (gamma + 1) ..; padding
@@ -57,14 +58,15 @@ h3_status serve_spec_setup(engine *e, const h3_module *m) {
   e->v_tokens = calloc((size_t)V, sizeof *e->v_tokens);
   e->v_pos = calloc((size_t)V, sizeof *e->v_pos);
   e->v_key = calloc((size_t)V, sizeof *e->v_key);
-  e->v_next = calloc((size_t)V, sizeof *e->v_next);
-  e->v_temp = calloc((size_t)V, sizeof *e->v_temp);
+  e->v_next = calloc((size_t)V, sizeof *e->v_next);     /* n, then the emitted tokens */
+  e->v_temp = calloc((size_t)e->rows, sizeof *e->v_temp); /* per sequence */
   e->v_margin = calloc((size_t)V, sizeof *e->v_margin);
+  e->v_n = calloc((size_t)e->rows, sizeof *e->v_n);
   e->v_table = calloc((size_t)(V * e->pt_len), sizeof *e->v_table);
   e->v_draft = calloc((size_t)(e->rows * e->gamma), sizeof *e->v_draft);
   e->st->accept_hist = calloc((size_t)e->gamma + 1, sizeof *e->st->accept_hist);
   if (!e->v_tokens || !e->v_pos || !e->v_key || !e->v_next || !e->v_temp || !e->v_margin ||
-      !e->v_table || !e->v_draft || !e->st->accept_hist)
+      !e->v_table || !e->v_draft || !e->v_n || !e->st->accept_hist)
     return H3_ERR;
   e->st->speculative = true;
   e->st->gamma = e->gamma;
@@ -84,6 +86,7 @@ void serve_spec_free(engine *e) {
   free(e->v_margin);
   free(e->v_table);
   free(e->v_draft);
+  free(e->v_n);
 }
 
 void serve_spec_stats_clear(h3_serve_stats *st) {
@@ -131,24 +134,26 @@ static h3_status draft(engine *e) {
   return st;
 }
 
-/* The verify rows' images: [bonus, draft] of each live row at L .., padding elsewhere. */
+/* The verify rows' images: [bonus, draft] of each live row at L .., padding elsewhere; the
+ * sequences' temperatures and sampling keys. */
 static void fill_verify_rows(engine *e) {
   int64_t G = e->gamma + 1, V = verify_rows(e);
   memset(e->v_tokens, 0, (size_t)V * sizeof *e->v_tokens);
   memset(e->v_pos, 0, (size_t)V * sizeof *e->v_pos);
-  memset(e->v_key, 0, (size_t)V * sizeof *e->v_key);
-  memset(e->v_temp, 0, (size_t)V * sizeof *e->v_temp);
+  memset(e->v_key, 0, (size_t)e->rows * sizeof *e->v_key);
+  memset(e->v_temp, 0, (size_t)e->rows * sizeof *e->v_temp);
   memset(e->v_table, 0, (size_t)(V * e->pt_len) * sizeof *e->v_table);
   for (int64_t row = 0; row < e->rows; row++) {
     int64_t i = e->live[row];
     if (i < 0) continue;
     const seq *q = &e->s[i];
     int32_t L = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
+    e->v_key[row] = q->key;
+    e->v_temp[row] = e->reqs[i].temperature;
     for (int64_t k = 0; k < G; k++) {
       int64_t v = row * G + k;
       e->v_tokens[v] = k ? e->v_draft[row * e->gamma + k - 1] : q->out[q->n_out - 1];
       e->v_pos[v] = L + (int32_t)k;
-      e->v_key[v] = q->key;
       page_table_of(e, i, e->v_table + v * e->pt_len);
     }
   }
@@ -162,22 +167,21 @@ static h3_status verify(engine *e) {
   if (st == H3_OK) st = serve_upload(e, c, "temperature", e->v_temp);
   if (st == H3_OK) st = serve_upload(e, c, "seed", e->v_key);
   if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
-  if (st == H3_OK) st = serve_download(e, c, "next", e->v_next);
+  if (st == H3_OK) st = serve_download(e, c, "n", e->v_n);
+  if (st == H3_OK) st = serve_download(e, c, "emitted", e->v_next);
   if (st == H3_OK) st = serve_download(e, c, "margin", e->v_margin);
   return st;
 }
 
-/* Greedy acceptance for live row `row` (§5.3 step 6): its request takes d1 .. dn, t_n. */
+/* Live row `row`'s request takes the tokens its acceptance emitted (§5.3 step 6). */
 static void accept(engine *e, int64_t row, double at) {
-  int64_t G = e->gamma + 1, i = e->live[row];
-  const int32_t *d = e->v_draft + row * e->gamma, *t = e->v_next + row * G;
+  int64_t G = e->gamma + 1, i = e->live[row], n = e->v_n[row];
+  const int32_t *t = e->v_next + row * G;
   const float *mg = e->v_margin + row * G;
-  int64_t n = 0;
-  while (n < e->gamma && d[n] == t[n]) n++;
+  if (n < 0 || n > e->gamma) n = e->gamma; /* cannot happen: spec_accept's contract */
   e->st->accept_hist[n]++;
   bool ended = false;
-  for (int64_t k = 0; k < n && !ended; k++) ended = serve_take_token(e, i, d[k], mg[k], at);
-  if (!ended) serve_take_token(e, i, t[n], mg[n], at);
+  for (int64_t k = 0; k <= n && !ended; k++) ended = serve_take_token(e, i, t[k], mg[k], at);
 }
 
 h3_status serve_spec_round(engine *e) {

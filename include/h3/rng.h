@@ -259,6 +259,7 @@ H3_HD H3_RNG_INLINE float h3_rng_uniform(unsigned long long seed, unsigned int s
  * Gumbel-max trick, up to u's 2^23-value grid and h3_rng_log's ulp); it depends only on
  * (seed, pos, v, logit, t). */
 #define H3_RNG_SAMPLE_STREAM 0x96e382a7u /* FNV-1a 32 of "sample" */
+#define H3_RNG_ACCEPT_STREAM 0xc85aacc8u /* FNV-1a 32 of "spec.accept": spec_accept's u */
 
 H3_HD H3_RNG_INLINE float h3_rng_sample_score(float logit, float t, unsigned int seed,
                                               unsigned int pos, unsigned int v) {

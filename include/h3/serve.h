@@ -64,7 +64,7 @@ typedef struct {
   uint64_t seed;         /* sampling keys of requests without a seed of their own */
   bool mixed;            /* prefill chunks carry the running rows' decode (serve_mixed) */
   bool speculative;      /* DSpark rounds (serve_prefill_spec, serve_draft, serve_verify)
-                            instead of decode steps; greedy requests only */
+                            instead of decode steps */
   /* BENCH ONLY (speculative): the draft's first force_accept - 1 tokens of every round are
      replaced by the oracle's tokens at those output positions (a plain greedy run's), so
      rounds accept force_accept tokens (up to near-ties on the GPU); 0: off */

@@ -50,6 +50,7 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_RMS_NORM: return h3cpu_rms_norm;
   case H3_OP_ARGMAX: return h3cpu_argmax;
   case H3_OP_SAMPLE_TOKENS: return h3cpu_sample_tokens;
+  case H3_OP_SPEC_ACCEPT: return h3cpu_spec_accept;
   case H3_OP_REDUCE_SUM: return h3cpu_reduce_sum;
   case H3_OP_NORM_MODULATE: return h3cpu_norm_modulate;
   case H3_OP_RESIDUAL_NORM_MODULATE: return h3cpu_residual_norm_modulate;

@@ -154,6 +154,7 @@ H3_CPU_KERNEL(h3cpu_argmax);
 H3_CPU_KERNEL(h3cpu_reduce_sum);
 /* ops_sample.c: sample_tokens, temperature sampling (Gumbel-max on include/h3/rng.h; greedy at T <= 0) */
 H3_CPU_KERNEL(h3cpu_sample_tokens);
+H3_CPU_KERNEL(h3cpu_spec_accept);
 /* 1/sqrt(sum_k x_k^2 / D + eps) of row `row` of x[.., D]: fp32, k ascending (rms_norm's
    reduction, shared with the fused norm ops so that they match it bitwise). */
 float h3cpu_rms_inv(const void *x, h3_dtype xd, int64_t row, int64_t D, float eps);

@@ -327,6 +327,28 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, c
 }
 
 
+h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,
+                                 const h3_tensor *out, h3_diag *d) {
+  int S = (int)in[2].type.dims[0], G = S ? (int)(in[1].type.dims[0] / S) : 0;
+  long long V = in[0].type.dims[1];
+  h3_dtype it = in[1].type.dtype;
+  if (in[3].type.dtype != it || in[4].type.dtype != it)
+    return cu_op_error(d, op, NULL, "draft, seed and pos of one integer dtype");
+  char name[128], lines[192], defs[512];
+  snprintf(name, sizeof name, "h3cu_spec_accept_%s", DN(it));
+  snprintf(lines, sizeof lines, "#define H3_SPEC_ACCEPT_NAME %s\n", name);
+  cu_m31_moe_defines(defs, sizeof defs, lines, H3_F32, H3_F32, H3_F32, it, H3_F32);
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
+  if (S == 0) return H3_OK;
+  const void *x = in[0].data, *dr = in[1].data, *t = in[2].data, *sd = in[3].data, *ps = in[4].data;
+  void *n = out[0].data, *tk = out[1].data, *mg = out[2].data;
+  void *args[] = {&x, &dr, &t, &sd, &ps, &n, &tk, &mg, &G, &V};
+  int64_t grid[3] = {S, 1, 1}, block[3] = {256, 1, 1};
+  return cu_launch(s, kn, grid, block, 0, args, d);
+}
+
 size_t cu_m31_moe_scratch_bytes(const h3_op *op) {
   const h3_type *h = &op->operands[0]->type, *gu = &op->operands[1]->type;
   return moe_layout(h->dims[0], op->operands[3]->type.dims[1], h->dims[1], gu->dims[1] / 2,

@@ -12,6 +12,14 @@
  *     bit: greedy top1 - top2 of the logits, sampled rows recomputed from
  *     h3_rng_sample_score; ties give +0 (+inf ties and -0 / +0 ties too), V = 1 and rows
  *     whose other scores are NaN / -inf give +inf, an all-NaN row NaN (0x7fc00000).
+ * spec_accept (ops.def), the DSpark acceptance over the same rules:
+ *   - greedy: n = the agreeing prefix of the draft with the rows' argmaxes, the emitted tokens
+ *     d_1 .. d_n, t_n with sample_tokens' greedy margins, -1 / NaN past them;
+ *   - sampling: over 20000 sequences (seeds) with one set of rows and drafts, the first
+ *     emitted token is distributed as softmax(row 0 / T), and given d_1 was accepted the
+ *     second as softmax(row 1 / T) (rejection sampling against a point-mass draft is exact),
+ *     within 0.02; a draft token of probability 0 is never accepted;
+ *   - the shapes' errors.
  * Every run also checks 1 thread against 2 (harness.h).
  */
 #include "harness.h"
@@ -312,6 +320,120 @@ static void test_margin_edges(void) {
   t_free(&t);
 }
 
+/* One spec_accept op over S sequences of G draft tokens (V logits per row); n, tokens and
+ * margins returned (malloc'd). */
+static void run_accept(T *t, int64_t S, int64_t G, int64_t V, const float *x, const int32_t *draft,
+                       const float *temp, const int32_t *seed, const int32_t *pos, int32_t **n,
+                       int32_t **tok, float **margin) {
+  static int calls;
+  char name[5][32];
+  static const char *const what[5] = {"alogits", "adraft", "atemp", "aseed", "apos"};
+  for (int i = 0; i < 5; i++) snprintf(name[i], sizeof name[i], "%s%d", what[i], calls);
+  calls++;
+  h3_value *v[5] = {t_in(t, name[0], TY(H3_F32, S * (G + 1), V)), t_in(t, name[1], TY(H3_I32, S * G)),
+                    t_in(t, name[2], TY(H3_F32, S)), t_in(t, name[3], TY(H3_I32, S)),
+                    t_in(t, name[4], TY(H3_I32, S))};
+  h3_op *op = t_op(t, H3_OP_SPEC_ACCEPT, 5, v, 0, NULL);
+  const void *src[5] = {x, draft, temp, seed, pos};
+  const size_t bytes[5] = {(size_t)(S * (G + 1) * V) * 4, (size_t)(S * G) * 4, (size_t)S * 4,
+                           (size_t)S * 4, (size_t)S * 4};
+  h3_tensor in[5], out[3];
+  for (int i = 0; i < 5; i++) {
+    in[i] = t_alloc(v[i]->type);
+    memcpy(in[i].data, src[i], bytes[i]);
+  }
+  CHECK(t_run(op, in, out) == H3_OK, "spec_accept S %lld G %lld V %lld", (long long)S, (long long)G,
+        (long long)V);
+  t_free_all(in, 5);
+  *n = out[0].data, *tok = out[1].data, *margin = out[2].data;
+}
+
+static void test_spec_accept_greedy(void) {
+  T t;
+  t_init(&t, 15);
+  enum { S = 3, G = 3, V = 7 };
+  float x[S * (G + 1) * V];
+  for (int i = 0; i < S * (G + 1) * V; i++) x[i] = (float)((i * 37 % 11) - 5) * 0.25f;
+  /* each row's argmax, then drafts agreeing for 0, 2 and all 3 tokens */
+  int32_t arg[S * (G + 1)], draft[S * G], pos[S] = {10, 20, 30}, seed[S] = {1, 2, 3};
+  float temp[S] = {0, -1, NAN};
+  for (int r = 0; r < S * (G + 1); r++) {
+    arg[r] = 0;
+    for (int v = 1; v < V; v++)
+      if (x[r * V + v] > x[r * V + arg[r]]) arg[r] = v;
+  }
+  const int agree[S] = {0, 2, 3};
+  for (int s = 0; s < S; s++)
+    for (int i = 0; i < G; i++)
+      draft[s * G + i] = i < agree[s] ? arg[s * (G + 1) + i] : (arg[s * (G + 1) + i] + 1) % V;
+  int32_t *n, *tok;
+  float *mg;
+  run_accept(&t, S, G, V, x, draft, temp, seed, pos, &n, &tok, &mg);
+  for (int s = 0; s < S; s++) {
+    CHECK(n[s] == agree[s], "greedy sequence %d: n %d, want %d", s, n[s], agree[s]);
+    for (int i = 0; i <= G; i++) {
+      int32_t want = i < agree[s] ? draft[s * G + i] : i == agree[s] ? arg[s * (G + 1) + i] : -1;
+      CHECK(tok[s * (G + 1) + i] == want, "greedy sequence %d token %d: %d, want %d", s, i,
+            tok[s * (G + 1) + i], want);
+      float wm = i <= agree[s] ? want_margin(x + (s * (G + 1) + i) * V, V) : NAN;
+      CHECK(bits(mg[s * (G + 1) + i]) == bits(wm), "greedy sequence %d margin %d", s, i);
+    }
+  }
+  free(n), free(tok), free(mg);
+  t_free(&t);
+}
+
+static void test_spec_accept_sampling(void) {
+  T t;
+  t_init(&t, 16);
+  enum { N = 20000, G = 2, V = 4 };
+  static const double p0[V] = {0.1, 0.2, 0.3, 0.4}, p1[V] = {0.4, 0.1, 0.25, 0.25};
+  const float T_ = 1.0f;
+  float *x = malloc(sizeof(float) * N * (G + 1) * V), *temp = malloc(sizeof(float) * N);
+  int32_t *draft = malloc(sizeof(int32_t) * N * G), *seed = malloc(sizeof(int32_t) * N);
+  int32_t *pos = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) {
+    for (int v = 0; v < V; v++) {
+      x[(i * (G + 1) + 0) * V + v] = (float)log(p0[v]);
+      x[(i * (G + 1) + 1) * V + v] = (float)log(p1[v]);
+      x[(i * (G + 1) + 2) * V + v] = v == 0 ? 0.0f : -INFINITY; /* row 2: token 0 only */
+    }
+    draft[i * G] = 2, draft[i * G + 1] = 1; /* d_1 = 2 (p 0.3), d_2 = 1 (p 0.1) */
+    temp[i] = T_, seed[i] = i * 7 + 1, pos[i] = 100;
+  }
+  int32_t *n, *tok;
+  float *mg;
+  run_accept(&t, N, G, V, x, draft, temp, seed, pos, &n, &tok, &mg);
+  double c0[V] = {0}, c1[V] = {0}, n1 = 0;
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    const int32_t *k = tok + i * (G + 1);
+    bad += n[i] < 0 || n[i] > G || k[n[i]] < 0 || (n[i] < G && k[n[i] + 1] != -1);
+    bad += !(mg[i * (G + 1)] != mg[i * (G + 1)]); /* sampling: NaN margins */
+    if (k[0] >= 0 && k[0] < V) c0[k[0]] += 1.0 / N;
+    if (n[i] >= 1) { /* d_1 accepted: the second token */
+      n1++;
+      if (k[1] >= 0 && k[1] < V) c1[k[1]] += 1.0;
+    }
+    bad += n[i] == 2 && k[2] != 0; /* all accepted: row 2's only token */
+  }
+  CHECK(bad == 0, "spec_accept sampling: %d malformed results", bad);
+  for (int v = 0; v < V; v++) {
+    CHECK(fabs(c0[v] - p0[v]) <= 0.02, "spec_accept first token %d drawn %.4f, p %.4f", v, c0[v], p0[v]);
+    CHECK(n1 > 1000 && fabs(c1[v] / n1 - p1[v]) <= 0.03, "spec_accept second token %d drawn %.4f, p %.4f",
+          v, n1 ? c1[v] / n1 : 0.0, p1[v]);
+  }
+  /* a draft of probability 0 is never accepted */
+  for (int i = 0; i < N; i++) x[(i * (G + 1)) * V + 2] = -INFINITY;
+  free(n), free(tok), free(mg);
+  run_accept(&t, N, G, V, x, draft, temp, seed, pos, &n, &tok, &mg);
+  int accepted = 0;
+  for (int i = 0; i < N; i++) accepted += n[i] > 0 || tok[i * (G + 1)] == 2;
+  CHECK(accepted == 0, "spec_accept: a probability-0 draft accepted %d times", accepted);
+  free(n), free(tok), free(mg), free(x), free(temp), free(draft), free(seed), free(pos);
+  t_free(&t);
+}
+
 int main(void) {
   test_greedy();
   test_gumbel();
@@ -319,5 +441,7 @@ int main(void) {
   test_statistics();
   test_nan();
   test_margin_edges();
+  test_spec_accept_greedy();
+  test_spec_accept_sampling();
   return t_report("test_ops_sample");
 }

@@ -303,6 +303,11 @@ static void test_model_ops(void) {
   CHECK_STR(RUN0(MARKOV_DRAFT, "f32[6, 100]; bf16[100, 8]; bf16[100, 8]; i32[3]"), "f32[6, 100]; i32[6]");
   CHECK_STR(RUN0(MARKOV_DRAFT, "f32[6, 100]; bf16[100, 8]; bf16[100, 8]; i32[4]"),
             "error: markov_draft: prev must be i32[] or i32[S] with S dividing the 6 rows, got i32[4]");
+  CHECK_STR(RUN0(SPEC_ACCEPT, "f32[10, 50]; i32[8]; f32[2]; i32[2]; i32[2]"), "i32[2]; i32[2, 5]; f32[2, 5]");
+  CHECK_STR(RUN0(SPEC_ACCEPT, "f32[9, 50]; i32[8]; f32[2]; i32[2]; i32[2]"),
+            "error: spec_accept: 2 sequences need logits of S*(G+1) rows and a draft of S*G, got f32[9, 50] and i32[8]");
+  CHECK_STR(RUN0(SPEC_ACCEPT, "f32[10, 50]; i32[8]; f32[2]; i32[2]; i32[3]"),
+            "error: spec_accept: temperature has S = 2 but pos has S = 3 (pos is [S])");
   CHECK_STR(RUN0(MARKOV_DRAFT, "f32[4, 100]; bf16[99, 8]; bf16[99, 8]; i32[]"),
             "error: markov_draft: base has V = 100 but w1 has V = 99 (w1 is [V, r])");
 }

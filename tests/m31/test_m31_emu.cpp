@@ -56,6 +56,20 @@ namespace moe_k {
 #undef O_T
 } // namespace moe_k
 
+namespace spec_k { /* spec_accept (the types that matter: I_T) */
+#undef H3_MOE_NAME
+#undef H3_MOE_DOWN_NAME
+#undef H3_MOE_COMBINE_NAME
+#undef H3_MOE_ROUTE_NAME
+#undef H3_MOE_MMA_NAME
+#undef H3_MOE_MMA_DOWN_NAME
+#define O_T float
+#define H3_SPEC_ACCEPT_NAME emu_spec_accept
+#include "m31_moe.cu"
+#undef H3_SPEC_ACCEPT_NAME
+#undef O_T
+} // namespace spec_k
+
 #define Q_T h3_bf16
 #define K_T h3_bf16
 #define IX_T int
@@ -163,6 +177,52 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     compare(what, out, want[0], 1e-5); /* a bf16 rounding of u or y flipped by the sum order
                                           moves its row by one bf16 ulp (the widths are small) */
   }
+  h3_module_free(m);
+}
+
+/* ---- spec_accept ----------------------------------------------------------------------- */
+/* S sequences of G draft tokens over V logits: sequence s greedy when s % 3 == 0 (drafts
+ * agreeing with the argmaxes for s % 4 tokens), else sampled at T = 0.8 (drafts: argmax or a
+ * random token); n, tokens and margins equal to the CPU's. */
+static void test_spec_accept(int64_t S, int64_t G, int64_t V) {
+  std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("f32", {S * (G + 1), V}) +
+                     ", %d: " + ty("i32", {S * G}) + ", %t: " + ty("f32", {S}) + ", %k: " + ty("i32", {S}) +
+                     ", %p: " + ty("i32", {S}) + ") -> (n: " + ty("i32", {S}) + ") {\n    %n, %o, %m = " +
+                     "spec_accept(%x, %d, %t, %k, %p) : " + ty("i32", {S}) + ", " + ty("i32", {S, G + 1}) + ", " +
+                     ty("f32", {S, G + 1}) + "\n    return %n\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "spec_accept IR");
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 5; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -3, 3);
+  float *x = (float *)in[0].p(), *t = (float *)in[2].p();
+  int32_t *d = (int32_t *)in[1].p(), *k = (int32_t *)in[3].p(), *p = (int32_t *)in[4].p();
+  for (int64_t s = 0; s < S; s++) {
+    t[s] = s % 3 ? 0.8f : 0.0f, k[s] = (int32_t)(s * 977 + 5), p[s] = (int32_t)(100 + s);
+    for (int64_t i = 0; i < G; i++) {
+      const float *row = x + (s * (G + 1) + i) * V;
+      int64_t best = 0;
+      for (int64_t v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
+      d[s * G + i] = (int32_t)(s % 3 ? (urand() < 0.5 ? best : (int64_t)(urand() * V) % V)
+                                     : i < s % 4 ? best : (best + 1) % V);
+    }
+  }
+  std::vector<buf> want = cpu_run(op, in);
+  std::vector<buf> got = {make(op->results[0]->type), make(op->results[1]->type), make(op->results[2]->type)};
+  int iG = (int)G;
+  long long VV = V;
+  emu_launch3(S, 1, 1, 256, [&] {
+    spec_k::emu_spec_accept(x, d, t, k, p, (int *)got[0].p(), (int *)got[1].p(), (float *)got[2].p(), iG, VV);
+  });
+  char what[96];
+  snprintf(what, sizeof what, "spec_accept S %lld G %lld V %lld n", (long long)S, (long long)G, (long long)V);
+  compare(what, got[0], want[0], 0);
+  snprintf(what, sizeof what, "spec_accept S %lld G %lld V %lld tokens", (long long)S, (long long)G, (long long)V);
+  compare(what, got[1], want[1], 0);
+  snprintf(what, sizeof what, "spec_accept S %lld G %lld V %lld margins", (long long)S, (long long)G, (long long)V);
+  compare(what, got[2], want[2], 0);
   h3_module_free(m);
 }
 
@@ -397,6 +457,8 @@ static std::vector<int32_t> run_of(int32_t n0, int64_t n) {
 
 int main(void) {
   elapsed();
+  test_spec_accept(12, 3, 300);
+  test_spec_accept(5, 8, 1000);
   test_router(5, 64, 8, 2);
   test_router(3, 256, 32, 4);
   test_router(19, 2048, 16, 4); /* several row groups, a partial last one; 2 steps per thread */
