@@ -58,7 +58,8 @@ static void usage_main(FILE *out) {
           "commands:\n"
           "  compile FILE.g -o PLAN   compile a model into an execution plan\n"
           "  check FILE.g             parse and check a model; print diagnostics only\n"
-          "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests)\n"
+          "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests; a\n"
+          "                           file of --print-ir-after dumps: each one on its own)\n"
           "  passes                   list the registered passes and the default pipelines\n"
           "  ops                      list the ops of the IR: operands, attributes, kind\n"
           "  graph FILE.g --format dot  print the IR as a Graphviz graph\n"
@@ -550,6 +551,45 @@ static int cmd_check(const options *o) {
   return finish(&d, m ? 0 : 1);
 }
 
+/* The dump headers of --print-ir-after ("# ---- IR after NAME ----" at a line start): their
+ * offsets in text (at most cap), and how many there are. */
+static int dump_headers(const char *text, size_t len, size_t *at, int cap) {
+  static const char head[] = "# ---- IR after ";
+  int n = 0;
+  for (size_t i = 0; i + sizeof head - 1 <= len; i++)
+    if ((i == 0 || text[i - 1] == '\n') && !memcmp(text + i, head, sizeof head - 1)) {
+      if (n < cap) at[n] = i;
+      n++;
+    }
+  return n;
+}
+
+/* Runs opt's passes on the module in text[from, to) (the rest blanked, newlines kept, so
+ * that errors keep their file:line:col) and appends its printed IR to out. */
+static int opt_one(const options *o, const char *text, size_t len, size_t from, size_t to,
+                   h3_strbuf *out, h3_diag *d) {
+  char *part = malloc(len + 1);
+  if (!part) return 1;
+  for (size_t i = 0; i < len; i++)
+    part[i] = (i >= from && i < to) || text[i] == '\n' ? text[i] : ' ';
+  part[len] = 0;
+  h3_module *m = h3_module_parse(o->input, part, len, d);
+  int rc = 1;
+  if (m && h3_verify_module(m, d) == H3_OK) {
+    h3_pass_options po = o->passes;
+    if (!po.passes) po.passes = ""; /* opt runs only what it is told */
+    if (h3_pass_pipeline_run(m, &po, d) == H3_OK) {
+      h3_module_print(out, m);
+      rc = 0;
+    }
+  }
+  h3_module_free(m);
+  free(part);
+  return rc;
+}
+
+/* h3c opt: one module, or a file of --print-ir-after dumps (each module after its header,
+ * optimised on its own and printed after the same header, as mlir-opt's split input). */
 static int cmd_opt(const options *o) {
   h3_diag d;
   diag_init(&d);
@@ -557,20 +597,27 @@ static int cmd_opt(const options *o) {
   char *text = h3_read_file(o->input, &len, &d);
   if (!text) return finish(&d, 1);
   h3_diag_add_source(&d, o->input, text, len);
-  h3_module *m = h3_module_parse(o->input, text, len, &d);
-  int rc = 1;
-  if (m && h3_verify_module(m, &d) == H3_OK) {
-    h3_pass_options po = o->passes;
-    if (!po.passes) po.passes = ""; /* opt runs only what it is told */
-    if (h3_pass_pipeline_run(m, &po, &d) == H3_OK) {
-      h3_strbuf b;
-      h3_strbuf_init(&b);
-      h3_module_print(&b, m);
-      rc = write_text(o->output, &b, &d);
-      h3_strbuf_free(&b);
-    }
+  enum { MAX_DUMPS = 4096 };
+  size_t *at = malloc(MAX_DUMPS * sizeof *at);
+  int n = at ? dump_headers(text, len, at, MAX_DUMPS) : 0, rc = at ? 0 : 1;
+  if (n > MAX_DUMPS) {
+    h3_diag_error(&d, (h3_span){.file = o->input}, "split the file", "%d IR dumps (at most %d)", n,
+                  MAX_DUMPS);
+    rc = 1;
   }
-  h3_module_free(m);
+  h3_strbuf b;
+  h3_strbuf_init(&b);
+  if (!rc && n <= 1) rc = opt_one(o, text, len, 0, len, &b, &d);
+  for (int k = 0; !rc && n > 1 && k < n; k++) {
+    size_t to = k + 1 < n ? at[k + 1] : len, eol = at[k];
+    while (eol < to && text[eol] != '\n') eol++;
+    h3_strbuf_appendn(&b, text + at[k], eol - at[k]);
+    h3_strbuf_append(&b, "\n");
+    rc = opt_one(o, text, len, at[k], to, &b, &d);
+  }
+  if (!rc) rc = write_text(o->output, &b, &d);
+  h3_strbuf_free(&b);
+  free(at);
   rc = finish(&d, rc);
   free(text);
   return rc;
