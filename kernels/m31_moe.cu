@@ -928,3 +928,59 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
   if (threadIdx.x == 0) n_out[s] = (I_T)n;
 }
 #endif
+
+#ifdef H3_NVFP4_NAME
+// An e4m3 scale byte -> fp32 (OCP E4M3FN: bias 7, subnormals, 0x7f / 0xff NaN), exact.
+__device__ __forceinline__ float h3m_e4m3(unsigned b) {
+  const unsigned e = (b >> 3) & 15u, m = b & 7u;
+  float v = e ? __int_as_float((int)((e + 120u) << 23 | m << 20)) : (float)m * 0.001953125f;
+  if (e == 15u && m == 7u) v = __int_as_float(0x7fc00000);
+  return b & 0x80u ? -v : v;
+}
+// An e2m1 code (bit 3 the sign) -> fp32: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+__device__ __forceinline__ float h3m_e2m1(unsigned c) {
+  const unsigned a = c & 7u;
+  const float v = a < 4u ? 0.5f * (float)a : (float)(2u << ((a - 4u) >> 1)) * (a & 1u ? 1.5f : 1.0f);
+  return c & 8u ? -v : v;
+}
+
+// H3_NVFP4_NAME (x[M, K] H_T (bf16), packed u8[N, K/2], scale u8[N, K/16], g f32[1]) -> y[M, N]
+//   O_T: linear_nvfp4 (ops.def) on tensor cores: grid (ceil(N / 32), ceil(M / 16)), 4 warps;
+//   warp w computes the 16 x 8 tile (rows 16 blockIdx.y .., columns 8 (4 blockIdx.x + w) ..)
+//   with mma.sync m16n8k16 over K (K % 16 == 0): its B fragment dequantized in registers,
+//   w_b = e2m1(code) * e4m3(scale) (exact in bf16; lane 4g + t takes column g's bytes
+//   k / 2 + t and + 4, each two codes), fp32 accumulation, y = acc * g rounded once. The sum
+//   order is the tensor cores' (not linear's k-ascending chain: equal within fp32 rounding).
+extern "C" __global__ void __launch_bounds__(128) H3_NVFP4_NAME(
+    const H_T *__restrict__ x, const unsigned char *__restrict__ packed,
+    const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
+    long long M, long long N, long long K) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long m0 = (long long)blockIdx.y * 16, n0 = ((long long)blockIdx.x * 4 + warp) * 8;
+  const long long n = n0 + g, ra = m0 + g, rb = m0 + g + 8;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (long long k0 = 0; k0 < K; k0 += 16) {
+    unsigned a[4], b[2];
+    const long long ka = k0 + 2 * t, kb = ka + 8;
+    a[0] = ra < M ? h3_bf16x2((float)h3_w(x[ra * K + ka]), (float)h3_w(x[ra * K + ka + 1])) : 0u;
+    a[1] = rb < M ? h3_bf16x2((float)h3_w(x[rb * K + ka]), (float)h3_w(x[rb * K + ka + 1])) : 0u;
+    a[2] = ra < M ? h3_bf16x2((float)h3_w(x[ra * K + kb]), (float)h3_w(x[ra * K + kb + 1])) : 0u;
+    a[3] = rb < M ? h3_bf16x2((float)h3_w(x[rb * K + kb]), (float)h3_w(x[rb * K + kb + 1])) : 0u;
+    if (n < N) {
+      const float s = h3m_e4m3(scale[n * (K / 16) + k0 / 16]);
+      const unsigned c0 = packed[n * (K / 2) + k0 / 2 + t], c1 = packed[n * (K / 2) + k0 / 2 + t + 4];
+      b[0] = h3_bf16x2(h3m_e2m1(c0 & 15u) * s, h3m_e2m1(c0 >> 4) * s);
+      b[1] = h3_bf16x2(h3m_e2m1(c1 & 15u) * s, h3m_e2m1(c1 >> 4) * s);
+    } else {
+      b[0] = b[1] = 0u;
+    }
+    h3_mma_bf16(acc, a, b);
+  }
+  const float gs = *gp;
+  const long long c = n0 + 2 * t;
+  if (ra < M && c < N) h3_st(y, ra * N + c, __fmul_rn(acc[0], gs));
+  if (ra < M && c + 1 < N) h3_st(y, ra * N + c + 1, __fmul_rn(acc[1], gs));
+  if (rb < M && c < N) h3_st(y, rb * N + c, __fmul_rn(acc[2], gs));
+  if (rb < M && c + 1 < N) h3_st(y, rb * N + c + 1, __fmul_rn(acc[3], gs));
+}
+#endif

@@ -66,7 +66,8 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
                        "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n"
                        "#define H3_MARKOV_NAME h3cu_markov_check\n"
-                       "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n",
+                       "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n"
+                       "#define H3_NVFP4_NAME h3cu_nvfp4_check\n",
                        H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
     return moe;
   }
@@ -92,7 +93,7 @@ bool cu_m31_runs(const h3_op *op) {
   switch (op->code) {
   case H3_OP_ROUTER_TOPK: case H3_OP_MOE: case H3_OP_MARKOV_DRAFT: case H3_OP_INDEX_TOPK:
   case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
-  case H3_OP_SPEC_ACCEPT:
+  case H3_OP_SPEC_ACCEPT: case H3_OP_LINEAR_NVFP4:
     return true;
   default:
     return false;
@@ -117,6 +118,7 @@ h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tenso
   case H3_OP_MOE: return cu_m31_run_moe(s, op, scratch, in, out, d);
   case H3_OP_MARKOV_DRAFT: return cu_m31_run_markov(s, op, in, out, d);
   case H3_OP_SPEC_ACCEPT: return cu_m31_run_spec_accept(s, op, in, out, d);
+  case H3_OP_LINEAR_NVFP4: return cu_m31_run_nvfp4(s, op, in, out, d);
   case H3_OP_INDEX_TOPK: return cu_m31_run_index_topk(s, op, scratch, in, out, d);
   case H3_OP_PAGED_ATTENTION:
   case H3_OP_BLOCK_ATTENTION:

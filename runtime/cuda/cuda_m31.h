@@ -54,6 +54,8 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,
                                  const h3_tensor *out, h3_diag *d);
+h3_status cu_m31_run_nvfp4(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                           h3_diag *d);
 h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                   const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
