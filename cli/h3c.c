@@ -58,8 +58,7 @@ static void usage_main(FILE *out) {
           "commands:\n"
           "  compile FILE.g -o PLAN   compile a model into an execution plan\n"
           "  check FILE.g             parse and check a model; print diagnostics only\n"
-          "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests; a\n"
-          "                           file of --print-ir-after dumps: each one on its own)\n"
+          "  opt IN.ir --passes LIST  run passes on IR text, print IR text (for pass tests)\n"
           "  passes                   list the registered passes and the default pipelines\n"
           "  ops                      list the ops of the IR: operands, attributes, kind\n"
           "  graph FILE.g --format dot  print the IR as a Graphviz graph\n"
@@ -131,7 +130,8 @@ static void usage_command(command c, FILE *out) {
     break;
   case CMD_OPT:
     fprintf(out, "usage: h3c opt IN.ir [options] [-o OUT.ir]\n\n"
-                 "Reads IR text, runs passes, prints the resulting IR text (stdout by default).\n\n"
+                 "Reads IR text, runs passes, prints the resulting IR text (stdout by default).\n"
+                 "A file of --print-ir-after dumps: each module after its header on its own.\n\n"
                  "options:\n"
                  "  -o, --output FILE        write the IR there instead of stdout\n"
                  "  --pass NAME              same as --passes NAME (repeatable)\n");
