@@ -29,6 +29,7 @@
 #   m31spec   bench/m31_spec.sh: speculative serving (DSpark) against plain decoding at
 #          concurrency 1, 8, 64: the real acceptance and forced ones (bench only), tokens
 #          checked against plain decoding by the margin rule
+#   nvfp4  bench/nvfp4_bench.c: the draft's NVFP4 GEMM against cuBLASLt bf16 at M = 1 .. 576
 #   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
 #          equal them inside a batch of 64 (bitwise); a one-row plan by the margin rule
 #   faults tests/gpu/cuda_faults.py: injected launch failures, kernel faults and allocation
@@ -74,7 +75,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|nvfp4|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -199,6 +200,9 @@ for section in $SECTIONS; do
     # serving (bench/m31_serve.sh): random prompts of 2048 tokens, 256 new tokens each, at
     # concurrency 64, 1, 8 and 32; h3 and the PyTorch peer on the same request lists
     step m31_serve 590 env PYTHONUNBUFFERED=1 bench/m31_serve.sh "$STAGE" "$LOG/serve"
+    ;;
+  nvfp4)
+    step nvfp4_bench 300 "$BIN/nvfp4_bench"
     ;;
   m31spec)
     step m31_spec 590 env PYTHONUNBUFFERED=1 bench/m31_spec.sh "$STAGE" "$LOG/spec"

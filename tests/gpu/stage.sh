@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stage.sh: builds, here on the machine without a GPU, everything tests/gpu/run_all.sh needs
 # on the GPU machine, into one folder that travels with the device call (name it in carry):
-#   STAGE/bin/     h3c, h3exec, gpu_compile_check, test_gpu_ops, test_gpu_model, attention_bench,
+#   STAGE/bin/     h3c, h3exec, gpu_compile_check, test_gpu_ops, test_gpu_model, attention_bench, nvfp4_bench,
 #                  block_bench, normmod_gpu_test, test_gpu_int8
 #   STAGE/plans/   h3_tiny.plan (lossless), m31_tiny.plan (M3.1 tiny, lossless), m31_small_p128.plan (M3.1 small, prompt 128, 32 new tokens; _n256: 256 new tokens), m31_small_gpu_test_g8 / _g127.plan (test_gpu_m31's plans), m31_small_p2048_n16 / _n80.plan (prompt 2048, 16 / 80 new tokens: bench/m31_decode.sh), m31_small_b64_p256_n8 / _n24.plan, _p2048_ and _p16384_ (64 sequences, prompt 256, 2048 and 16384), m31_small_p16384_n16 / _n80.plan (prompt 16384), m31_small_serve_s1 / _s8 / _s32 / _s64.plan (serving: bench/m31_serve.sh), h3_tiny_high.plan and h3_tiny_high0.plan (tiny at
 #                  --quality high: Cache-DiT with its defaults, and with threshold 0), h3_small_int8.plan (tiny with dims 256 and 2 layers,
@@ -25,12 +25,12 @@ cd "$(dirname "$0")/../.."
 B=${1:-build-gpu}
 S=$B/stage
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE="${H3_STAGE_BUILD_TYPE:-RelWithDebInfo}" > /dev/null
-cmake --build "$B" -j2 --target h3c h3exec gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench \
+cmake --build "$B" -j2 --target h3c h3exec gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench nvfp4_bench \
   block_bench normmod_gpu_test test_gpu_int8
 rm -rf "$S"
 mkdir -p "$S/bin" "$S/plans" "$S/kcache"
 cp "$B/h3c" "$B/h3exec" "$S/bin/"
-for t in gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench block_bench test_gpu_int8; do cp "$B/tests/gpu/$t" "$S/bin/"; done
+for t in gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench nvfp4_bench block_bench test_gpu_int8; do cp "$B/tests/gpu/$t" "$S/bin/"; done
 cp "$B/tests/normmod/normmod_gpu_test" "$S/bin/"
 strip --strip-debug "$S"/bin/*
 export H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)

@@ -1,0 +1,198 @@
+/* nvfp4_bench.c: the DSpark draft's NVFP4 GEMM (linear_nvfp4, docs/nvfp4.md) against
+ * cuBLASLt's bf16 GEMM (h3's linear) at the draft's shapes, on the cuda backend (issue 19,
+ * item 4), timed with CUDA events, one line per (weight, M):
+ *
+ *   nvfp4_bench [--rows M,M,...] [--iters N] [--warm-seconds W]
+ *
+ * Weights: random Gaussian bf16 [N, K] quantized on the host (h3_nvfp4_quantize); x uniform
+ * in [-1, 1). For each shape: linear_nvfp4(x, packed, scale, g) and linear(x, w_b) * g with
+ * w_b = e2m1 * e4m3 (the same weight, exact in bf16) through cuBLASLt; the NMSE between the
+ * two results (equal up to summation order), each median time, the NVFP4 kernel's weight
+ * bandwidth (packed + scale bytes / time) and the speed-up over bf16. Lines "h3bench NAME ms"
+ * for scripts. Exit 77 without a GPU, 1 when a result is off (NMSE above bf16's limit).
+ */
+#include "gpu_common.h"
+
+#include "h3/bf16.h"
+#include "h3/cuda_backend.h"
+#include "h3/nvfp4.h"
+#include "h3/op_registry.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  h3_backend *b;
+  h3_module *m;
+  h3_graph *g;
+  h3_builder bld;
+  h3_diag d;
+} bench;
+
+static h3_value *input(bench *x, const char *name, h3_dtype dt, int rank, const int64_t *dims) {
+  return h3_graph_add_input(x->m, x->g, name, h3_type_make(dt, rank, dims), (h3_span){0});
+}
+
+static void *upload(bench *x, const void *host, size_t bytes) {
+  void *dev = x->b->ops->alloc(x->b, bytes ? bytes : 1);
+  if (dev && x->b->ops->upload(x->b, dev, host, bytes, &x->d) != H3_OK) {
+    x->b->ops->release(x->b, dev);
+    return NULL;
+  }
+  return dev;
+}
+
+/* Median device milliseconds of `iters` runs after `warm_s` seconds (and 3 runs) of warm-up. */
+static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
+                      int iters, double warm_s) {
+  double warm = 0, *ms = calloc((size_t)iters + 1, sizeof *ms);
+  for (int w = 0; ms && (w < 3 || (warm < warm_s * 1e3 && w < 100000)); w++) {
+    h3_backend_reset_busy(x->b);
+    if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK || x->b->ops->sync(x->b, &x->d) != H3_OK) {
+      free(ms);
+      return -1;
+    }
+    warm += h3_backend_busy_seconds(x->b) * 1e3;
+  }
+  for (int it = 0; ms && it < iters; it++) {
+    h3_backend_reset_busy(x->b);
+    if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK || x->b->ops->sync(x->b, &x->d) != H3_OK) {
+      free(ms);
+      return -1;
+    }
+    ms[it] = h3_backend_busy_seconds(x->b) * 1e3;
+  }
+  if (!ms) return -1;
+  for (int i = 1; i < iters; i++)
+    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+      double t = ms[j];
+      ms[j] = ms[j - 1], ms[j - 1] = t;
+    }
+  double med = ms[iters / 2];
+  free(ms);
+  return med;
+}
+
+static int parse_rows(const char *s, int64_t *rows, int cap) {
+  int n = 0;
+  for (const char *p = s; *p && n < cap;) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 1) return -1;
+    rows[n++] = v;
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  int64_t rows[16] = {1, 8, 16, 64, 576};
+  int n_rows = 5, iters = 20;
+  double warm_s = 0.5;
+  for (int i = 1; i < argc; i++) {
+    if (i + 1 < argc && !strcmp(argv[i], "--rows")) n_rows = parse_rows(argv[++i], rows, 16);
+    else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
+    else n_rows = -1;
+    if (n_rows < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600)) {
+      fprintf(stderr, "usage: nvfp4_bench [--rows M,M,...] [--iters N >= 1] [--warm-seconds 0..600]\n");
+      return 2;
+    }
+  }
+  gpu_require();
+  bench x;
+  h3_diag_init(&x.d);
+  h3_cuda_options co = {0};
+  h3_backend_options bo = {.threads = 1, .seed = 1};
+  x.b = h3_backend_cuda_new(&bo, &co, &x.d);
+  if (!x.b) {
+    h3_diag_print(&x.d, stderr);
+    return 1;
+  }
+  x.m = h3_module_new("bench", "small");
+  x.g = h3_module_add_graph(x.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
+  x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
+  printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16\n",
+         h3_backend_device_name(x.b));
+  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s\n", "weight", "M", "N", "K", "nvfp4 ms", "bf16 ms",
+         "speed-up", "GB/s", "nmse");
+  /* dspark.fc [H, 3H], o_proj [H, nq d], gate_up [2 F_d, H], down [H, F_d] at H = 6144 */
+  static const char *const names[4] = {"fc", "o_proj", "gate_up", "down"};
+  static const int64_t shapes[4][2] = {{6144, 18432}, {6144, 8192}, {24576, 6144}, {6144, 12288}};
+  gpu_rng r;
+  gpu_rng_seed(&r, 7);
+  int rc = 0;
+  for (int s = 0; s < 4 && rc == 0; s++) {
+    int64_t N = shapes[s][0], K = shapes[s][1];
+    float *w = malloc((size_t)(N * K) * sizeof *w);
+    uint8_t *pk = malloc((size_t)(N * K / 2)), *sc = malloc((size_t)(N * K / 16));
+    uint16_t *wb = malloc((size_t)(N * K) * sizeof *wb);
+    float g = 0;
+    int64_t bad;
+    if (!w || !pk || !sc || !wb) return 1;
+    for (int64_t i = 0; i < N * K; i++) { /* Box-Muller pairs of gpu_uniform, scale 1/sqrt(K) */
+      double u1 = gpu_uniform(&r, 1e-12, 1.0), u2 = gpu_uniform(&r, 0.0, 1.0);
+      w[i] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) / sqrt((double)K));
+    }
+    if (!h3_nvfp4_quantize(w, false, N, K, pk, sc, &g, &bad)) return 1;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) wb[n * K + k] = h3_f32_to_bf16(h3_nvfp4_unscaled(pk, sc, K, n, k));
+    void *dpk = upload(&x, pk, (size_t)(N * K / 2)), *dsc = upload(&x, sc, (size_t)(N * K / 16));
+    void *dg = upload(&x, &g, sizeof g), *dwb = upload(&x, wb, (size_t)(N * K) * 2);
+    for (int ri = 0; ri < n_rows && rc == 0; ri++) {
+      int64_t M = rows[ri];
+      h3_value *xv = input(&x, "x", H3_BF16, 2, (int64_t[]){M, K});
+      h3_value *pv = input(&x, "p", H3_U8, 2, (int64_t[]){N, K / 2});
+      h3_value *sv = input(&x, "s", H3_U8, 2, (int64_t[]){N, K / 16});
+      h3_value *gv = input(&x, "g", H3_F32, 1, (int64_t[]){1});
+      h3_value *wv = input(&x, "w", H3_BF16, 2, (int64_t[]){N, K});
+      const h3_op *qop = h3_build_op(&x.bld, H3_OP_LINEAR_NVFP4, 4, (h3_value *[]){xv, pv, sv, gv}, 0, NULL, 0, &x.d);
+      h3_attr f32 = h3_attr_dtype(x.m, "dtype", H3_F32);
+      const h3_op *lop = h3_build_op(&x.bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 1, &f32, 0, &x.d);
+      h3_type xt = xv->type, yq = h3_type_make(H3_BF16, 2, (int64_t[]){M, N});
+      h3_type yl = h3_type_make(H3_F32, 2, (int64_t[]){M, N});
+      void *hx = gpu_host_random(&r, &xt, -1.0, 1.0, 1);
+      void *dx = hx ? upload(&x, hx, (size_t)h3_type_bytes(&xt)) : NULL;
+      h3_tensor qin[4] = {{xt, dx}, {pv->type, dpk}, {sv->type, dsc}, {gv->type, dg}};
+      h3_tensor lin[2] = {{xt, dx}, {wv->type, dwb}};
+      h3_tensor qout = {yq, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yq))};
+      h3_tensor lout = {yl, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yl))};
+      double tq = qop && lop && dx && dpk && dsc && dg && dwb && qout.data && lout.data
+                      ? time_op(&x, qop, qin, 4, &qout, iters, warm_s) : -1;
+      double tl = tq >= 0 ? time_op(&x, lop, lin, 2, &lout, iters, warm_s) : -1;
+      double e = -1;
+      float *a = malloc((size_t)(M * N) * 4), *c = malloc((size_t)(M * N) * 4);
+      uint16_t *q16 = malloc((size_t)(M * N) * 2);
+      if (tl >= 0 && a && c && q16 && x.b->ops->download(x.b, q16, qout.data, (size_t)(M * N) * 2, &x.d) == H3_OK &&
+          x.b->ops->download(x.b, c, lout.data, (size_t)(M * N) * 4, &x.d) == H3_OK) {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < M * N; i++) {
+          a[i] = h3_bf16_to_f32(q16[i]);
+          double want = (double)h3_bf16_to_f32(h3_f32_to_bf16(c[i] * g));
+          num += (a[i] - want) * (a[i] - want), den += want * want;
+        }
+        e = den > 0 ? num / den : num;
+      }
+      double gbs = tq > 0 ? (double)(N * K / 2 + N * K / 16) / (tq * 1e-3) / 1e9 : 0;
+      printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g\n", names[s], (long long)M,
+             (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
+      printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
+             (long long)M, tl);
+      if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16))) {
+        h3_diag_print(&x.d, stderr);
+        rc = 1;
+      }
+      free(a), free(c), free(q16), free(hx);
+      x.b->ops->release(x.b, dx), x.b->ops->release(x.b, qout.data), x.b->ops->release(x.b, lout.data);
+    }
+    x.b->ops->release(x.b, dpk), x.b->ops->release(x.b, dsc), x.b->ops->release(x.b, dg);
+    x.b->ops->release(x.b, dwb);
+    free(w), free(pk), free(sc), free(wb);
+  }
+  h3_module_free(x.m);
+  h3_backend_free(x.b);
+  return rc;
+}
