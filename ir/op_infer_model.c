@@ -6,6 +6,8 @@
  */
 #include "op_infer.h"
 
+#include <string.h>
+
 /* Checks q[T, Hq, D] against a kv head count hk and head dim d. */
 static int want_gqa(const h3_op *op, int64_t hk, int64_t d, const char *kv, char *why,
                     size_t why_len) {
@@ -106,6 +108,17 @@ H3_INFER_DECL(h3_infer_attention) {
   }
   out[0] = *TY(0);
   return 1;
+}
+
+H3_INFER_DECL(h3_infer_sage_attention) {
+  if (h3_op_attr(op, "v_view")) FAIL("sage_attention: no v_view (v is its own tensor)");
+  int r = h3_infer_attention(op, out, why, why_len);
+  if (r < 0) return r;
+  const char *pv = h3_op_attr_string(op, "pv", "fp8");
+  if (strcmp(pv, "fp8") && strcmp(pv, "bf16")) FAIL("sage_attention: pv = \"%s\", expected fp8 or bf16", pv);
+  int64_t smooth = h3_op_attr_int(op, "smooth", 1);
+  if (smooth != 0 && smooth != 1) FAIL("sage_attention: smooth = %lld, expected 0 or 1", LL(smooth));
+  return r;
 }
 
 H3_INFER_DECL(h3_infer_kv_write) {

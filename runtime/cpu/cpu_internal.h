@@ -195,6 +195,7 @@ void h3cpu_rope_row(const void *x, h3_dtype xd, void *y, h3_dtype yd, int64_t D,
 H3_CPU_KERNEL(h3cpu_rms_norm_rope);
 /* ops_attention.c */
 H3_CPU_KERNEL(h3cpu_attention);
+H3_CPU_KERNEL(h3cpu_sage_attention);
 H3_CPU_KERNEL(h3cpu_paged_attention);
 H3_CPU_KERNEL(h3cpu_block_attention);
 H3_CPU_KERNEL(h3cpu_sparse_attention);

@@ -1,0 +1,185 @@
+/* ops_sage.c: CPU reference of `sage_attention` (ops.def; docs/models/accelerations.md §5):
+ * attention with SageAttention's quantization emulated exactly, every rounding as the ops.def
+ * contract fixes it, so that a GPU kernel can be checked against it.
+ *
+ * Per segment [s0, s1) and kv head, a prologue builds the quantized keys once: the smoothed
+ * keys kt = fp32(k) - kbar (kbar the segment's key mean, or 0), their int8 codes and one
+ * delta per 64-key block; with pv = fp8 also the per-dim value scales delta_v and the e4m3
+ * value codes (decoded to fp32, exact). Then every (query row, q head) pair: the row's int8
+ * codes with its 64-row block's delta, int32 dot products with the key codes, the scores,
+ * and the online softmax over the 64-key blocks in order with P and V as the contract says.
+ * Work items are (segment, kv head) for the prologue and (row, q head) for the rows, split
+ * over the pool's workers; each is computed the same way whatever the split.
+ */
+#include "cpu_internal.h"
+#include "h3/bf16.h"
+#include "h3/nvfp4.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { SAGE_BLOCK = 64 };
+
+/* round-half-even(x / delta) clamped to [-127, 127] */
+static int8_t code8(float x, float delta) {
+  float r = nearbyintf(x / delta);
+  return (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+}
+
+/* amax / 127 over n values, 1 when they are all 0. */
+static float delta8(const float *x, int64_t n, int64_t stride) {
+  float a = 0.0f;
+  for (int64_t i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i * stride]));
+  return a > 0.0f ? a / 127.0f : 1.0f;
+}
+
+typedef struct {
+  const h3_tensor *q, *k, *v, *out;
+  int64_t T, Hq, Hk, D, n_seg;
+  int64_t *seg; /* n_seg + 1 boundaries, 0 and T included */
+  float scale;
+  bool fp8, smooth;
+  /* per kv head, over all T rows (each segment fills its rows): key codes [Hk][T][D],
+     key deltas [Hk][T] (each key's block's), value codes decoded [Hk][T][D] (fp8) and value
+     scales [Hk][T][D] (each key's segment's delta_v, fp8) */
+  int8_t *kc;
+  float *kd, *vq, *vs;
+  /* per worker scratch: the longest segment's smoothed keys, a q block, scores, O; q codes */
+  int64_t longest;
+  float *tmp, *qb, *sc, *o;
+  int8_t *qc;
+} sage_job;
+
+static int64_t seg_of(const sage_job *j, int64_t t) {
+  int64_t s = 0;
+  while (j->seg[s + 1] <= t) s++;
+  return s;
+}
+
+/* The keys (and values) of segment s, kv head h. */
+static void prologue(const sage_job *j, int64_t s, int64_t h, float *tmp) {
+  int64_t s0 = j->seg[s], s1 = j->seg[s + 1], n = s1 - s0, D = j->D;
+  for (int64_t d = 0; d < D; d++) {
+    float sum = 0.0f;
+    for (int64_t r = s0; r < s1 && j->smooth; r++) sum += h3cpu_ld(j->k->data, j->k->type.dtype, (r * j->Hk + h) * D + d);
+    float kbar = j->smooth && n ? sum / (float)n : 0.0f;
+    for (int64_t r = s0; r < s1; r++)
+      tmp[(r - s0) * D + d] = h3cpu_ld(j->k->data, j->k->type.dtype, (r * j->Hk + h) * D + d) - kbar;
+  }
+  for (int64_t b0 = 0; b0 < n; b0 += SAGE_BLOCK) {
+    int64_t nb = n - b0 < SAGE_BLOCK ? n - b0 : SAGE_BLOCK;
+    float dk = delta8(tmp + b0 * D, nb * D, 1);
+    for (int64_t r = b0; r < b0 + nb; r++) {
+      j->kd[h * j->T + s0 + r] = dk;
+      for (int64_t d = 0; d < D; d++) j->kc[(h * j->T + s0 + r) * D + d] = code8(tmp[r * D + d], dk);
+    }
+  }
+  if (!j->fp8) return;
+  for (int64_t d = 0; d < D; d++) {
+    float a = 0.0f;
+    for (int64_t r = s0; r < s1; r++) a = fmaxf(a, fabsf(h3cpu_ld(j->v->data, j->v->type.dtype, (r * j->Hk + h) * D + d)));
+    float dv = a > 0.0f ? a / 448.0f : 1.0f;
+    for (int64_t r = s0; r < s1; r++) {
+      float x = h3cpu_ld(j->v->data, j->v->type.dtype, (r * j->Hk + h) * D + d);
+      j->vq[(h * j->T + r) * D + d] = h3_e4m3_to_f32(h3_e4m3_from_f32(x / dv));
+      j->vs[(h * j->T + r) * D + d] = dv;
+    }
+  }
+}
+
+static void prologue_range(void *arg, int worker, int64_t begin, int64_t end) {
+  const sage_job *j = arg;
+  float *tmp = j->tmp + (size_t)worker * (size_t)(j->longest * j->D);
+  for (int64_t i = begin; i < end; i++) prologue(j, i / j->Hk, i % j->Hk, tmp);
+}
+
+/* Query row t, q head n. */
+static void row(const sage_job *j, int64_t t, int64_t n, float *q, int8_t *qc, float *sc, float *o) {
+  int64_t D = j->D, h = n / (j->Hq / j->Hk), s = seg_of(j, t), s0 = j->seg[s], s1 = j->seg[s + 1];
+  /* the q block of row t: rows b0 .. b0 + nb - 1 of the segment, head n */
+  int64_t b0 = s0 + (t - s0) / SAGE_BLOCK * SAGE_BLOCK, nb = s1 - b0 < SAGE_BLOCK ? s1 - b0 : SAGE_BLOCK;
+  for (int64_t r = 0; r < nb; r++)
+    for (int64_t d = 0; d < D; d++) q[r * D + d] = h3cpu_ld(j->q->data, j->q->type.dtype, ((b0 + r) * j->Hq + n) * D + d);
+  float dq = delta8(q, nb * D, 1);
+  for (int64_t d = 0; d < D; d++) qc[d] = code8(q[(t - b0) * D + d], dq);
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+  for (int64_t k0 = s0; k0 < s1; k0 += SAGE_BLOCK) {
+    int64_t k1 = k0 + SAGE_BLOCK < s1 ? k0 + SAGE_BLOCK : s1;
+    float mt = m;
+    for (int64_t jk = k0; jk < k1; jk++) {
+      const int8_t *kc = j->kc + (h * j->T + jk) * D;
+      int32_t dot = 0;
+      for (int64_t d = 0; d < D; d++) dot += (int32_t)qc[d] * (int32_t)kc[d];
+      sc[jk - k0] = (float)dot * (dq * j->kd[h * j->T + jk]) * j->scale;
+      mt = fmaxf(mt, sc[jk - k0]);
+    }
+    float alpha = expf(m - mt);
+    l *= alpha;
+    for (int64_t d = 0; d < D; d++) o[d] *= alpha;
+    for (int64_t jk = k0; jk < k1; jk++) {
+      float p = expf(sc[jk - k0] - mt);
+      l += p;
+      if (j->fp8) {
+        float pq = h3_e4m3_to_f32(h3_e4m3_from_f32(p * 448.0f));
+        for (int64_t d = 0; d < D; d++) o[d] += pq * j->vq[(h * j->T + jk) * D + d];
+      } else {
+        float pb = h3_bf16_to_f32(h3_f32_to_bf16(p));
+        for (int64_t d = 0; d < D; d++) o[d] += pb * h3cpu_ld(j->v->data, j->v->type.dtype, (jk * j->Hk + h) * D + d);
+      }
+    }
+    m = mt;
+  }
+  for (int64_t d = 0; d < D; d++) {
+    float y = j->fp8 ? o[d] * j->vs[(h * j->T + s0) * D + d] / (448.0f * l) : o[d] / l;
+    h3cpu_st(j->out->data, j->out->type.dtype, (t * j->Hq + n) * D + d, y);
+  }
+}
+
+static void row_range(void *arg, int worker, int64_t begin, int64_t end) {
+  const sage_job *j = arg;
+  size_t w = (size_t)worker, D = (size_t)j->D;
+  for (int64_t i = begin; i < end; i++)
+    row(j, i / j->Hq, i % j->Hq, j->qb + w * SAGE_BLOCK * D, j->qc + w * D, j->sc + w * SAGE_BLOCK,
+        j->o + w * D);
+}
+
+H3_CPU_KERNEL(h3cpu_sage_attention) {
+  (void)n_in, (void)n_out;
+  sage_job j = {.q = &in[0], .k = &in[1], .v = &in[2], .out = &out[0], .T = in[0].type.dims[0],
+                .Hq = in[0].type.dims[1], .Hk = in[1].type.dims[1], .D = in[0].type.dims[2], .n_seg = 1,
+                .scale = (float)h3_op_attr_float(op, "scale", 1.0),
+                .fp8 = strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0,
+                .smooth = h3_op_attr_int(op, "smooth", 1) != 0};
+  const h3_attr *seg = h3_op_attr(op, "segments");
+  int64_t ns = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
+  j.seg = malloc((size_t)(ns + 2) * sizeof *j.seg);
+  if (!j.seg) return H3_ERR;
+  j.seg[0] = 0;
+  for (int64_t i = 0; i < ns; i++) /* segments' boundaries inside (0, T) */
+    if (seg->ints[i] > j.seg[j.n_seg - 1] && seg->ints[i] < j.T) j.seg[j.n_seg++] = seg->ints[i];
+  j.seg[j.n_seg] = j.T;
+  size_t kv = (size_t)(j.Hk * j.T * j.D), W = (size_t)h3cpu_pool_size(c->pool), D = (size_t)j.D;
+  for (int64_t s = 0; s < j.n_seg; s++)
+    if (j.seg[s + 1] - j.seg[s] > j.longest) j.longest = j.seg[s + 1] - j.seg[s];
+  j.kc = malloc(kv + 1);
+  j.kd = malloc((size_t)(j.Hk * j.T + 1) * sizeof *j.kd);
+  j.vq = j.fp8 ? malloc((kv + 1) * sizeof *j.vq) : NULL;
+  j.vs = j.fp8 ? malloc((kv + 1) * sizeof *j.vs) : NULL;
+  j.tmp = malloc((W * (size_t)j.longest * D + 1) * sizeof *j.tmp);
+  j.qb = malloc((W * SAGE_BLOCK * D + 1) * sizeof *j.qb);
+  j.sc = malloc((W * SAGE_BLOCK + 1) * sizeof *j.sc);
+  j.o = malloc((W * D + 1) * sizeof *j.o);
+  j.qc = malloc(W * D + 1);
+  h3_status st = H3_OK;
+  if (!j.kc || !j.kd || (j.fp8 && (!j.vq || !j.vs)) || !j.tmp || !j.qb || !j.sc || !j.o || !j.qc) {
+    h3cpu_error(c, op, NULL, "out of memory for the quantized keys");
+    st = H3_ERR;
+  } else if (j.T > 0) {
+    h3cpu_parallel(c->pool, j.n_seg * j.Hk, prologue_range, &j);
+    h3cpu_parallel(c->pool, j.T * j.Hq, row_range, &j);
+  }
+  free(j.seg), free(j.kc), free(j.kd), free(j.vq), free(j.vs);
+  free(j.tmp), free(j.qb), free(j.sc), free(j.o), free(j.qc);
+  return st;
+}
