@@ -72,6 +72,9 @@ typedef struct {
      (passes/spectrum.h); NULL = defaults. --cache-dit-*: the text of `cache-dit`. */
   const char *spectrum;
   const char *cache_dit;
+  /* --attention sage[,KEY=VALUE...]: the text after "sage" that attention-sage reads
+     (passes/attention_sage.c); NULL = the flag was not given. */
+  const char *attention;
 } h3_pass_options;
 
 /* The defaults: lossless, the default pipeline, nothing printed, verify_each in debug
