@@ -204,6 +204,31 @@ static int check_serve_flags(options *o) {
   return 0;
 }
 
+/* The host's available memory in bytes (MemAvailable of /proc/meminfo), 0 when unknown. */
+static int64_t host_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long long kib = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return (int64_t)kib * 1024;
+}
+
+/* Weights held in host memory (the CPU backend, or a store to upload from) must fit: an
+ * error before any large allocation, naming both sizes, when they cannot. */
+static h3_status host_memory_check(const h3_module *m, const char *plan, h3_diag *d) {
+  int64_t bytes = 0, avail = host_available();
+  for (int i = 0; i < m->n_params; i++) bytes += h3_type_bytes(&m->params[i]->type);
+  if (avail <= 0 || bytes <= avail) return H3_OK;
+  h3_diag_error(d, (h3_span){0},
+                "compile a smaller config (--config small or tiny), or run on a machine with more "
+                "memory (or on the GPU: --backend cuda)",
+                "%s: the weights take %.1f GiB of host memory; this machine has %.1f GiB available",
+                plan, (double)bytes / (1 << 30), (double)avail / (1 << 30));
+  return H3_ERR;
+}
+
 /* Returns 0 to run, 1 after --help, 2 on a bad flag, 3 after --version. */
 static int parse_flags(int argc, char **argv, options *o) {
   *o = (options){.backend = "auto",
@@ -513,6 +538,7 @@ static int run(const options *o, h3_diag *d) {
     goto done;
   /* random weights: made on the device when the backend can (bitwise the host's), else here */
   bool on_device = random && b->ext && b->ext->init_param;
+  if (!on_device && host_memory_check(m, o->plan, d) != H3_OK) goto done;
   w = random ? (on_device ? NULL : h3_weights_random(m, o->seed, d))
              : h3_weights_load_file(m, o->weights, d);
   if (!w && !on_device) goto done;

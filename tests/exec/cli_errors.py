@@ -131,6 +131,11 @@ def prepare(a):
     W = lambda n: os.path.join(a.work, n)  # noqa: E731
     compile_plan(a, "minimax_h3.g", W("h3.plan"))
     compile_plan(a, "minimax_m3_1.g", W("m31.plan"))
+    # the full M3.1 (795 GiB of weights, more than any host here): its plan without kernels
+    rc, _, err = run([a.h3c, "compile", os.path.join(a.source, "models", "minimax_m3_1.g"), "--config", "full",
+                      "--no-kernels", "-o", W("m31_full.plan")])
+    if rc != 0:
+        sys.exit(f"cannot compile the full M3.1 plan:\n{err}")
     text = open(W("h3.plan")).read()
     variants = {"empty": "", "trunc": text[:len(text) // 2], "binary": bytes(range(256)) * 4,
                 "v2": text.replace("format_version: 1", "format_version: 2", 1),
@@ -195,6 +200,9 @@ def case_table(a):
          ["--max-new-tokens 16: the plan was compiled with max_new_tokens = 32", "--set max_new_tokens=16"], True),
         ("prompt_len_mismatch", [m31, "--prompt-len", "7"], 1,
          ["--prompt-len 7: the plan was compiled for a prompt of 20 tokens", "--set prompt_len=N"], True),
+        ("weights_exceed_memory", [W("m31_full.plan")], 1,
+         [f"{W('m31_full.plan')}: the weights take 794.9 GiB of host memory", "GiB available",
+          "--config small or tiny"], True),
         # bad plans
         ("plan_missing", [W("nope.plan")], 1, [W("nope.plan")], True),
         ("plan_empty", [W("empty.plan")], 1, [W("empty.plan"), "empty"], True),
