@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 typedef struct {
@@ -739,6 +740,16 @@ h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_di
   h3_arena_init(&p->arena);
   p->file = r.file;
   r.p = p;
+  if (len > H3_PLAN_MAX_BYTES) {
+    h3_span s = {0};
+    s.file = r.file;
+    h3_diag_error(d, s, "h3c refuses to write such a plan; recompile a smaller config",
+                  "the plan is %.2f GiB; h3 reads plans of at most %.0f GiB", (double)len / (1 << 30),
+                  (double)H3_PLAN_MAX_BYTES / (1 << 30));
+    h3_arena_free(&p->arena);
+    free(p);
+    return NULL;
+  }
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) {
     free(p);
@@ -747,9 +758,13 @@ h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_di
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   if (!yaml_parser_load(&parser, &r.doc)) {
     h3_span s = at_mark(&r, parser.problem_mark);
-    h3_diag_error(d, s, "the plan file is damaged; " RECOMPILE, "YAML syntax error: %s%s%s",
-                  parser.problem ? parser.problem : "unknown problem", parser.context ? " " : "",
-                  parser.context ? parser.context : "");
+    if (parser.error == YAML_MEMORY_ERROR)
+      h3_diag_error(d, s, "free memory, or recompile a smaller config",
+                    "out of memory parsing the plan (%.1f MiB of YAML)", (double)len / (1 << 20));
+    else
+      h3_diag_error(d, s, "the plan file is damaged; " RECOMPILE, "YAML syntax error: %s%s%s",
+                    parser.problem ? parser.problem : "unknown problem", parser.context ? " " : "",
+                    parser.context ? parser.context : "");
     yaml_parser_delete(&parser);
     h3_plan_free(p);
     return NULL;
@@ -799,6 +814,15 @@ h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_di
 }
 
 h3_plan *h3_plan_read_file(const char *path, h3_diag *d) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > H3_PLAN_MAX_BYTES) {
+    h3_span s = {0};
+    s.file = path;
+    h3_diag_error(d, s, "h3c refuses to write such a plan; recompile a smaller config",
+                  "the plan is %.2f GiB; h3 reads plans of at most %.0f GiB",
+                  (double)sb.st_size / (1 << 30), (double)H3_PLAN_MAX_BYTES / (1 << 30));
+    return NULL;
+  }
   size_t len = 0;
   char *text = h3_read_file(path, &len, d);
   if (!text) return NULL;

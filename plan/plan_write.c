@@ -336,6 +336,13 @@ h3_status h3_plan_write_file(const h3_plan *p, const char *path, h3_diag *d) {
     h3_span s = {0};
     s.file = path;
     h3_diag_error(d, s, NULL, "cannot write the plan: out of memory while formatting it");
+  } else if (b.len > H3_PLAN_MAX_BYTES) {
+    h3_span s = {0};
+    s.file = path;
+    h3_diag_error(d, s, "compile a smaller config (fewer layers, smaller --set values)",
+                  "the plan would be %.2f GiB of YAML; h3 reads plans of at most %.0f GiB",
+                  (double)b.len / (1 << 30), (double)H3_PLAN_MAX_BYTES / (1 << 30));
+    st = H3_ERR;
   } else {
     st = h3_write_file_atomic(path, b.data ? b.data : "", b.len, d);
   }

@@ -141,7 +141,11 @@ int h3_plan_find_kernel(const h3_plan *p, const char *name);
 const h3_plan_libcall *h3_plan_find_libcall(const h3_plan *p, const char *name);
 
 h3_status h3_plan_to_yaml(const h3_plan *p, h3_strbuf *out);
-/* Writes atomically (temp file + rename). */
+/* The largest plan h3 writes and reads: the YAML reader holds the whole document as nodes
+ * (several times the text), so a larger plan is refused when written, naming the limit, and
+ * when read, before parsing. */
+#define H3_PLAN_MAX_BYTES ((size_t)1 << 30)
+/* Writes atomically (temp file + rename); a plan over H3_PLAN_MAX_BYTES is an error. */
 h3_status h3_plan_write_file(const h3_plan *p, const char *path, h3_diag *d);
 
 /* Reads and verifies a plan: format and version, h3 version, required keys and types,

@@ -136,6 +136,8 @@ def prepare(a):
                       "--no-kernels", "-o", W("m31_full.plan")])
     if rc != 0:
         sys.exit(f"cannot compile the full M3.1 plan:\n{err}")
+    with open(W("huge.plan"), "wb") as f:  # sparse: past the 1 GiB limit of a plan, no disk used
+        f.truncate((1 << 30) + 4096)
     text = open(W("h3.plan")).read()
     variants = {"empty": "", "trunc": text[:len(text) // 2], "binary": bytes(range(256)) * 4,
                 "v2": text.replace("format_version: 1", "format_version: 2", 1),
@@ -206,6 +208,8 @@ def case_table(a):
         # bad plans
         ("plan_missing", [W("nope.plan")], 1, [W("nope.plan")], True),
         ("plan_empty", [W("empty.plan")], 1, [W("empty.plan"), "empty"], True),
+        ("plan_too_large", [W("huge.plan")], 1,
+         [f"{W('huge.plan')}: error: the plan is 1.00 GiB; h3 reads plans of at most 1 GiB"], True),
         ("plan_truncated", [W("trunc.plan")], 1, [W("trunc.plan") + ":"], True),
         ("plan_binary", [W("binary.plan")], 1, [W("binary.plan") + ":1:"], True),
         ("plan_version", [W("v2.plan")], 1,
