@@ -93,9 +93,10 @@ static void usage_pass_options(FILE *out) {
           "                           rows as R-row chunks when its N >= C (R <= 0: never; default:\n"
           "                           the measured table, else R = C = 8192); h3exec's\n"
           "                           H3_INT8_MAX_ROWS=R overrides R at load\n"
-          "  --attention dense|sage[,pv=fp8|bf16][,smooth=1|0]  H3's block-stack attention\n"
-          "                           (default dense): sage = int8 QK with K smoothing, P and V\n"
-          "                           in e4m3 (docs/models/accelerations.md §5)\n"
+          "  --attention dense|sage[,KEY=V..]|sol[,KEY=V..]  H3's block-stack attention (default\n"
+          "                           dense): sage = int8 QK with K smoothing, P and V in e4m3\n"
+          "                           (pv=, smooth=); sol = block-sparse (tau=, thresh=,\n"
+          "                           sink_tokens=, sink_start=); docs/models/accelerations.md §5\n"
           "  --draft-quant bf16|nvfp4  weights of the M3.1 DSpark draft (default bf16): nvfp4\n"
           "                           quantizes fc, o_proj, gate_up_proj and down_proj to NVFP4\n"
           "                           (W4A16; docs/nvfp4.md); CPU backend only for now\n"
@@ -336,12 +337,14 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (takes_passes(o->cmd) &&
                (v = flag_value(argc, argv, &i, "--attention", &missing))) {
       if (missing) return missing_value(cmd, a);
-      if (!strncmp(v, "sage", 4) && (!v[4] || v[4] == ',')) {
-        if (enable_passes(o, cmd, "attention-sage")) return 1;
-        o->passes.attention = v[4] ? v + 5 : "";
+      if ((!strncmp(v, "sage", 4) && (!v[4] || v[4] == ',')) ||
+          (!strncmp(v, "sol", 3) && (!v[3] || v[3] == ','))) {
+        if (enable_passes(o, cmd, "attention-backend")) return 1;
+        o->passes.attention = v;
       } else if (strcmp(v, "dense")) {
         return flag_error(cmd, "unknown --attention '%s'", v,
-                          "use dense (the default) or sage[,pv=fp8|bf16][,smooth=1|0]");
+                          "use dense (the default), sage[,pv=fp8|bf16][,smooth=1|0] or "
+                          "sol[,tau=F][,thresh=diag|exact][,sink_tokens=N][,sink_start=N]");
       }
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {

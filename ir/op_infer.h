@@ -68,6 +68,7 @@ H3_INFER_DECL(h3_infer_router_topk);
 H3_INFER_DECL(h3_infer_moe);
 H3_INFER_DECL(h3_infer_markov_draft);
 H3_INFER_DECL(h3_infer_sage_attention);
+H3_INFER_DECL(h3_infer_sol_attention);
 H3_INFER_DECL(h3_infer_spec_accept);
 /* op_infer_int8.c: the INT8 linear lowering ops */
 H3_INFER_DECL(h3_infer_quantize_rows);

@@ -121,6 +121,17 @@ H3_INFER_DECL(h3_infer_sage_attention) {
   return r;
 }
 
+H3_INFER_DECL(h3_infer_sol_attention) {
+  if (h3_op_attr(op, "v_view")) FAIL("sol_attention: no v_view (v is its own tensor)");
+  int r = h3_infer_attention(op, out, why, why_len);
+  if (r < 0) return r;
+  const char *th = h3_op_attr_string(op, "thresh", "diag");
+  if (strcmp(th, "diag") && strcmp(th, "exact")) FAIL("sol_attention: thresh = \"%s\", expected diag or exact", th);
+  if (h3_op_attr_int(op, "sink_tokens", 0) < 0 || h3_op_attr_int(op, "sink_start", 0) < 0)
+    FAIL("sol_attention: sink_tokens and sink_start must be >= 0");
+  return r;
+}
+
 H3_INFER_DECL(h3_infer_kv_write) {
   const h3_type *c = TY(0), *x = TY(1);
   if (c->rank < 2) FAIL("kv_write: cache must be [P, page, ..], got %s", TS(c));

@@ -77,6 +77,8 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
           O("segments", INTS), O("v_view", INTS)),
     ENTRY(SAGE_ATTENTION, 3, 3, 0, h3_infer_sage_attention, A("scale", FLOAT), O("segments", INTS),
           O("pv", STRING), O("smooth", INT)),
+    ENTRY(SOL_ATTENTION, 3, 3, 0, h3_infer_sol_attention, A("scale", FLOAT), O("segments", INTS),
+          O("tau", FLOAT), O("thresh", STRING), O("sink_tokens", INT), O("sink_start", INT)),
     ENTRY(KV_WRITE, 3, 3, 0, h3_infer_kv_write, {0}),
     ENTRY(PAGED_ATTENTION, 5, 5, 0, h3_infer_paged_attention, A("scale", FLOAT), A("page", INT)),
     ENTRY(BLOCK_ATTENTION, 7, 7, 0, h3_infer_block_attention, A("scale", FLOAT), A("page", INT),

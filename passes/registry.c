@@ -13,7 +13,7 @@
 
 #define H3_PASS_TABLE(X)                                                                   \
   X(verify)                                                                                \
-  X(attention_sage) /* --attention sage: before step skipping copies the block stack */    \
+  X(attention_backend) /* --attention sage|sol: before step skipping copies the stack */  \
   X(spectrum) /* step skipping rewrites the program first */                               \
   X(cache_dit)                                                                             \
   X(dce)                                                                                   \

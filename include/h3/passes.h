@@ -72,8 +72,8 @@ typedef struct {
      (passes/spectrum.h); NULL = defaults. --cache-dit-*: the text of `cache-dit`. */
   const char *spectrum;
   const char *cache_dit;
-  /* --attention sage[,KEY=VALUE...]: the text after "sage" that attention-sage reads
-     (passes/attention_sage.c); NULL = the flag was not given. */
+  /* --attention sage|sol[,KEY=VALUE...]: the backend and its keys, as attention-backend
+     reads them (passes/attention_backend.c); NULL = the flag was not given. */
   const char *attention;
 } h3_pass_options;
 

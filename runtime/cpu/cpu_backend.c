@@ -67,6 +67,7 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_ROPE: return h3cpu_rope;
   case H3_OP_ATTENTION: return h3cpu_attention;
   case H3_OP_SAGE_ATTENTION: return h3cpu_sage_attention;
+  case H3_OP_SOL_ATTENTION: return h3cpu_sol_attention;
   case H3_OP_KV_WRITE: return h3cpu_kv_write;
   case H3_OP_PAGED_ATTENTION: return h3cpu_paged_attention;
   case H3_OP_BLOCK_ATTENTION: return h3cpu_block_attention;

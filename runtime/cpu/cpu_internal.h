@@ -196,6 +196,7 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope);
 /* ops_attention.c */
 H3_CPU_KERNEL(h3cpu_attention);
 H3_CPU_KERNEL(h3cpu_sage_attention);
+H3_CPU_KERNEL(h3cpu_sol_attention);
 H3_CPU_KERNEL(h3cpu_paged_attention);
 H3_CPU_KERNEL(h3cpu_block_attention);
 H3_CPU_KERNEL(h3cpu_sparse_attention);

@@ -312,8 +312,8 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
 /* ---- plans -------------------------------------------------------------------------------- */
 /* What to do about an op the backend does not run. */
 static const char *unsupported_hint(const h3_op *op) {
-  if (op->code == H3_OP_SAGE_ATTENTION)
-    return "sage_attention has a CPU reference only so far: run with --backend cpu";
+  if (op->code == H3_OP_SAGE_ATTENTION || op->code == H3_OP_SOL_ATTENTION)
+    return "sage_attention and sol_attention have CPU references only so far: run with --backend cpu";
   return "run this model with --backend cpu for now";
 }
 
