@@ -34,6 +34,10 @@ serve: what the peer does (static batching):
     synchronized after every prefill and every step (the tokens are read back then);
   - a partial last batch (N not a multiple of C) runs at its own size, with its own graph;
   - decoding is greedy: "temperature" is ignored (a warning when it is not 0);
+  - the decode step's attention and MoE forms: --attention sdpa|flex (default sdpa) and
+    --moe grouped|dense (default grouped); bench/m31_peer_decode_check.py finds which are
+    right on the device (the flex form compiled into a CUDA graph was not, on the H200) and
+    bench/m31_serve.sh serves with the fastest right one;
   - the static cache holds max(prompt) + max(max_new_tokens) positions rounded up to a whole
     block (small: 2048 + 256 = 2304 = 18 blocks of 128; at C = 64 1.23 GiB beside the 16.3 GiB
     of weights), not the model's max context;
@@ -44,7 +48,7 @@ serve: what the peer does (static batching):
     as its bench mode). Give both engines the same file: a decode step's work depends on the
     weights through the experts' load balance (how many distinct experts the rows choose).
   On the CPU use --no-compile (the tiny config; in torch 2.15 inductor's CPU lowering of
-  the decode step's FlexAttention fails, the compiled prefill works).
+  the decode step's FlexAttention form fails, the compiled prefill works).
   Timing: time.perf_counter after torch.cuda.synchronize(), from the benchmark's start. Per
   request: TTFT = its first token's time (the end of its prefill), TPOT = (last - first
   token's time) / (n - 1), inter-token latencies = the gaps between its consecutive tokens
