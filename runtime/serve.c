@@ -180,10 +180,7 @@ static const char *named(char *buf, size_t n, const char *prefix, const char *ba
   return buf;
 }
 
-/* The host images of the decode rows: each row whose request has a token (not one being
- * prefilled) feeds its newest token; the others are padding (token 0 at position 0, an
- * all-zero page table). live[row] keeps the request fed (-1: padding). Returns how many. */
-static int64_t fill_decode_rows(engine *e) {
+int64_t serve_fill_decode_rows(engine *e) {
   int64_t R = e->rows, n = 0;
   memset(e->h_tokens, 0, (size_t)R * sizeof *e->h_tokens);
   memset(e->h_pos, 0, (size_t)R * sizeof *e->h_pos);
@@ -259,7 +256,7 @@ static h3_status prefill(engine *e, int64_t i) {
   for (int64_t at = 0; st == H3_OK && at < r->prompt_len; at += e->chunk) {
     int32_t pos0 = (int32_t)(at < limit ? at : limit);
     int32_t valid = (int32_t)(r->prompt_len - pos0 < e->chunk ? r->prompt_len - pos0 : e->chunk);
-    int64_t rows = e->mixed ? fill_decode_rows(e) : 0;
+    int64_t rows = e->mixed ? serve_fill_decode_rows(e) : 0;
     c = rows ? &e->mx : e->spec ? &e->sp : &e->pf;
     double t0 = serve_now(e), t1 = t0;
     st = upload_chunk(e, c, i, pos0, valid);
@@ -285,7 +282,7 @@ static h3_status prefill(engine *e, int64_t i) {
 
 /* One decode step of every running row. */
 static h3_status decode_step(engine *e) {
-  int64_t running = fill_decode_rows(e);
+  int64_t running = serve_fill_decode_rows(e);
   double t0 = serve_now(e), t1;
   h3_status st = upload_decode_rows(e, &e->dc, "");
   if (st == H3_OK) st = h3_runtime_call(e->rt, e->dc.g, e->dc.args, e->dc.results, e->d);
@@ -311,7 +308,7 @@ static h3_status warm_up(engine *e) {
   h3_status st = H3_OK;
   for (int k = 0; st == H3_OK && k < (e->mixed ? 2 : 1); k++) {
     call_args *c = k ? &e->mx : e->spec ? &e->sp : &e->pf;
-    fill_decode_rows(e);
+    serve_fill_decode_rows(e);
     st = upload_chunk(e, c, 0, 0, valid);
     if (st == H3_OK && k) st = upload_decode_rows(e, c, "d_");
     if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);

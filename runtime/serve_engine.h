@@ -43,11 +43,12 @@ typedef struct {
   /* host images of the arguments (decode: rows entries; tables rows * pt_len) */
   int32_t *h_tokens, *h_pos, *h_table, *h_key, *h_next, *h_chunk, *h_ptable;
   float *h_temp, *h_margin;
-  /* speculative: the verify rows' images (rows * (gamma + 1) entries; tables * pt_len) and
-     each running row's draft (rows * gamma) */
-  int32_t *v_tokens, *v_pos, *v_table, *v_key, *v_next, *v_draft, *v_n;
-  float *v_temp, *v_margin;
-  int64_t *live; /* by row: the request a decode call feeds, or -1 (fill_decode_rows) */
+  /* speculative: the verify rows' images (rows * (gamma + 1) entries; tables * pt_len), each
+     running row's draft (rows * gamma) and its accepted count (v_n, rows); the verify's
+     emitted tokens and margins land in v_next / v_margin */
+  int32_t *v_tokens, *v_pos, *v_table, *v_next, *v_draft, *v_n;
+  float *v_margin;
+  int64_t *live; /* by row: the request a decode call feeds, or -1 (serve_fill_decode_rows) */
   seq *s;
   int64_t *row_seq; /* by row: the running request, or -1 */
   h3_page_pool pool;
@@ -63,6 +64,11 @@ h3_status serve_download(engine *e, call_args *c, const char *name, void *host);
 /* Appends token t (made at time `at`) to request i; ends it at EOS or its last token.
  * Returns true when it ended. */
 bool serve_take_token(engine *e, int64_t i, int32_t t, float margin, double at);
+/* The host images of the decode rows (h_tokens, h_pos, h_table, h_key, h_temp): each row
+ * whose request has a token (not one being prefilled) feeds its newest token at its
+ * position; the others are padding (token 0 at position 0, an all-zero page table).
+ * live[row] keeps the request fed (-1: padding). Returns how many. */
+int64_t serve_fill_decode_rows(engine *e);
 
 /* runtime/serve_spec.c */
 /* Speculative serving's graphs (serve_prefill_spec, serve_draft, serve_verify), gamma and

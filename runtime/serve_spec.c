@@ -57,15 +57,13 @@ h3_status serve_spec_setup(engine *e, const h3_module *m) {
   int64_t V = verify_rows(e);
   e->v_tokens = calloc((size_t)V, sizeof *e->v_tokens);
   e->v_pos = calloc((size_t)V, sizeof *e->v_pos);
-  e->v_key = calloc((size_t)V, sizeof *e->v_key);
-  e->v_next = calloc((size_t)V, sizeof *e->v_next);     /* n, then the emitted tokens */
-  e->v_temp = calloc((size_t)e->rows, sizeof *e->v_temp); /* per sequence */
+  e->v_next = calloc((size_t)V, sizeof *e->v_next); /* the emitted tokens */
   e->v_margin = calloc((size_t)V, sizeof *e->v_margin);
   e->v_n = calloc((size_t)e->rows, sizeof *e->v_n);
   e->v_table = calloc((size_t)(V * e->pt_len), sizeof *e->v_table);
   e->v_draft = calloc((size_t)(e->rows * e->gamma), sizeof *e->v_draft);
   e->st->accept_hist = calloc((size_t)e->gamma + 1, sizeof *e->st->accept_hist);
-  if (!e->v_tokens || !e->v_pos || !e->v_key || !e->v_next || !e->v_temp || !e->v_margin ||
+  if (!e->v_tokens || !e->v_pos || !e->v_next || !e->v_margin ||
       !e->v_table || !e->v_draft || !e->v_n || !e->st->accept_hist)
     return H3_ERR;
   e->st->speculative = true;
@@ -80,9 +78,7 @@ void serve_spec_free(engine *e) {
   if (e->sv.g) serve_free_call(e, &e->sv);
   free(e->v_tokens);
   free(e->v_pos);
-  free(e->v_key);
   free(e->v_next);
-  free(e->v_temp);
   free(e->v_margin);
   free(e->v_table);
   free(e->v_draft);
@@ -95,29 +91,10 @@ void serve_spec_stats_clear(h3_serve_stats *st) {
   st->draft_seconds = st->verify_seconds = st->accept_seconds = 0;
 }
 
-/* Request i's table, zero-padded to pt_len, at dst. */
-static void page_table_of(const engine *e, int64_t i, int32_t *dst) {
-  const seq *q = &e->s[i];
-  memset(dst, 0, (size_t)e->pt_len * sizeof *dst);
-  if (q->n_pages) memcpy(dst, q->pages, (size_t)q->n_pages * sizeof *dst);
-}
-
-/* The drafts of every live row (bonus: its newest token at position L = ctx_len) into
- * v_draft (rows * gamma); padding rows draft from token 0 without context. */
+/* The drafts of every live row into v_draft (rows * gamma), from the decode rows' images
+ * (serve_fill_decode_rows): the bonus is the row's newest token, ctx_len = L its position,
+ * the page table its own; padding rows draft from token 0 without context. */
 static h3_status draft(engine *e) {
-  memset(e->h_tokens, 0, (size_t)e->rows * sizeof *e->h_tokens);
-  memset(e->h_pos, 0, (size_t)e->rows * sizeof *e->h_pos);
-  for (int64_t row = 0; row < e->rows; row++) {
-    int64_t i = e->live[row];
-    if (i < 0) {
-      memset(e->h_table + row * e->pt_len, 0, (size_t)e->pt_len * sizeof *e->h_table);
-      continue;
-    }
-    const seq *q = &e->s[i];
-    e->h_tokens[row] = q->out[q->n_out - 1];
-    e->h_pos[row] = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
-    page_table_of(e, i, e->h_table + row * e->pt_len);
-  }
   h3_status st = serve_upload(e, &e->sd, "bonus", e->h_tokens);
   if (st == H3_OK) st = serve_upload(e, &e->sd, "ctx_len", e->h_pos);
   if (st == H3_OK) st = serve_upload(e, &e->sd, "page_table", e->h_table);
@@ -134,27 +111,20 @@ static h3_status draft(engine *e) {
   return st;
 }
 
-/* The verify rows' images: [bonus, draft] of each live row at L .., padding elsewhere; the
- * sequences' temperatures and sampling keys. */
+/* The verify rows' images: [bonus, draft] of each live row at L .. with the row's page
+ * table (from the decode rows' images), padding elsewhere. */
 static void fill_verify_rows(engine *e) {
   int64_t G = e->gamma + 1, V = verify_rows(e);
   memset(e->v_tokens, 0, (size_t)V * sizeof *e->v_tokens);
   memset(e->v_pos, 0, (size_t)V * sizeof *e->v_pos);
-  memset(e->v_key, 0, (size_t)e->rows * sizeof *e->v_key);
-  memset(e->v_temp, 0, (size_t)e->rows * sizeof *e->v_temp);
   memset(e->v_table, 0, (size_t)(V * e->pt_len) * sizeof *e->v_table);
   for (int64_t row = 0; row < e->rows; row++) {
-    int64_t i = e->live[row];
-    if (i < 0) continue;
-    const seq *q = &e->s[i];
-    int32_t L = (int32_t)(e->reqs[i].prompt_len + q->n_out - 1);
-    e->v_key[row] = q->key;
-    e->v_temp[row] = e->reqs[i].temperature;
+    if (e->live[row] < 0) continue;
     for (int64_t k = 0; k < G; k++) {
       int64_t v = row * G + k;
-      e->v_tokens[v] = k ? e->v_draft[row * e->gamma + k - 1] : q->out[q->n_out - 1];
-      e->v_pos[v] = L + (int32_t)k;
-      page_table_of(e, i, e->v_table + v * e->pt_len);
+      e->v_tokens[v] = k ? e->v_draft[row * e->gamma + k - 1] : e->h_tokens[row];
+      e->v_pos[v] = e->h_pos[row] + (int32_t)k;
+      memcpy(e->v_table + v * e->pt_len, e->h_table + row * e->pt_len, (size_t)e->pt_len * sizeof *e->v_table);
     }
   }
 }
@@ -164,8 +134,9 @@ static h3_status verify(engine *e) {
   h3_status st = serve_upload(e, c, "tokens", e->v_tokens);
   if (st == H3_OK) st = serve_upload(e, c, "pos", e->v_pos);
   if (st == H3_OK) st = serve_upload(e, c, "page_table", e->v_table);
-  if (st == H3_OK) st = serve_upload(e, c, "temperature", e->v_temp);
-  if (st == H3_OK) st = serve_upload(e, c, "seed", e->v_key);
+  /* per sequence: the decode rows' temperatures and sampling keys */
+  if (st == H3_OK) st = serve_upload(e, c, "temperature", e->h_temp);
+  if (st == H3_OK) st = serve_upload(e, c, "seed", e->h_key);
   if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
   if (st == H3_OK) st = serve_download(e, c, "n", e->v_n);
   if (st == H3_OK) st = serve_download(e, c, "emitted", e->v_next);
@@ -185,12 +156,7 @@ static void accept(engine *e, int64_t row, double at) {
 }
 
 h3_status serve_spec_round(engine *e) {
-  int64_t live = 0;
-  for (int64_t row = 0; row < e->rows; row++) {
-    int64_t i = e->row_seq[row];
-    e->live[row] = i >= 0 && e->s[i].n_out > 0 ? i : -1;
-    live += e->live[row] >= 0;
-  }
+  int64_t live = serve_fill_decode_rows(e);
   double t0 = serve_now(e);
   h3_status st = draft(e);
   double t1 = serve_now(e);
