@@ -49,48 +49,6 @@ static void *device_random(bench *x, const h3_type *t, gpu_rng *r) {
   return dev;
 }
 
-/* Device milliseconds of one run of op (synchronised before and after); -1 on error. */
-static double run_once(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out) {
-  if (x->b->ops->sync(x->b, &x->d) != H3_OK) return -1;
-  h3_backend_reset_busy(x->b);
-  if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK ||
-      x->b->ops->sync(x->b, &x->d) != H3_OK)
-    return -1;
-  return h3_backend_busy_seconds(x->b) * 1e3;
-}
-
-/* Median milliseconds of `iters` runs of op after a warm-up of at least warm_n runs and at
- * least warm_s seconds of the op itself (at most 100000 runs): the card settles at the clock
- * this op's load holds it at, whatever ran before (bench/peers_table.py warms PyTorch's ops
- * the same way). -1 on error. */
-static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                      int iters, int warm_n, double warm_s) {
-  double warm_ms = 0;
-  for (int w = 0; w < warm_n || (warm_ms < warm_s * 1e3 && w < 100000); w++) {
-    double t = run_once(x, op, in, n_in, out);
-    if (t < 0) return -1;
-    warm_ms += t;
-  }
-  double *ms = calloc((size_t)iters + 1, sizeof *ms);
-  for (int it = 0; ms && it < iters; it++) {
-    ms[it] = run_once(x, op, in, n_in, out);
-    if (ms[it] < 0) {
-      free(ms);
-      return -1;
-    }
-  }
-  if (!ms) return -1;
-  for (int i = 1; i < iters; i++) /* insertion sort for the median */
-    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-      double t = ms[j];
-      ms[j] = ms[j - 1];
-      ms[j - 1] = t;
-    }
-  double med = ms[iters / 2];
-  free(ms);
-  return med;
-}
-
 static void row(const char *name, double ms, double flops) {
   double tf = ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0;
   printf("%-28s %10.3f ms %9.1f TFLOP/s\n", name, ms, tf);
@@ -170,7 +128,7 @@ int main(int argc, char **argv) {
     h3_backend_set_option(x.b, "attention", impls[i], &x.d);
     char name[64];
     snprintf(name, sizeof name, "attention_%s", impls[i]);
-    double ms = time_op(&x, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters, i == 2 ? 0 : 2, i == 2 ? 0 : warm_s);
+    double ms = gpu_time_op(x.b, aop, in, 3, &out[i], i == 2 ? 1 : (int)iters, i == 2 ? 0 : 2, i == 2 ? 0 : warm_s, &x.d);
     if (ms < 0) rc = 1;
     row(name, ms, flops);
   }
@@ -197,7 +155,7 @@ int main(int argc, char **argv) {
     h3_type xt = xv->type, wt = wv->type, yt = h3_type_make(H3_BF16, 2, (int64_t[]){S, N});
     h3_tensor gin[2] = {{xt, device_random(&x, &xt, &r)}, {wt, device_random(&x, &wt, &r)}};
     h3_tensor gout = {yt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yt))};
-    double ms = lop && gin[0].data && gin[1].data && gout.data ? time_op(&x, lop, gin, 2, &gout, (int)iters, 2, warm_s) : -1;
+    double ms = lop && gin[0].data && gin[1].data && gout.data ? gpu_time_op(x.b, lop, gin, 2, &gout, (int)iters, 2, warm_s, &x.d) : -1;
     if (ms < 0) rc = 1;
     double f = 2.0 * (double)S * (double)K * (double)N;
     row(gname[i], ms, f);

@@ -44,37 +44,6 @@ static void *upload(bench *x, const void *host, size_t bytes) {
   return dev;
 }
 
-/* Median device milliseconds of `iters` runs after `warm_s` seconds (and 3 runs) of warm-up. */
-static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                      int iters, double warm_s) {
-  double warm = 0, *ms = calloc((size_t)iters + 1, sizeof *ms);
-  for (int w = 0; ms && (w < 3 || (warm < warm_s * 1e3 && w < 100000)); w++) {
-    h3_backend_reset_busy(x->b);
-    if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK || x->b->ops->sync(x->b, &x->d) != H3_OK) {
-      free(ms);
-      return -1;
-    }
-    warm += h3_backend_busy_seconds(x->b) * 1e3;
-  }
-  for (int it = 0; ms && it < iters; it++) {
-    h3_backend_reset_busy(x->b);
-    if (x->b->ops->run_op(x->b, op, in, n_in, out, 1, &x->d) != H3_OK || x->b->ops->sync(x->b, &x->d) != H3_OK) {
-      free(ms);
-      return -1;
-    }
-    ms[it] = h3_backend_busy_seconds(x->b) * 1e3;
-  }
-  if (!ms) return -1;
-  for (int i = 1; i < iters; i++)
-    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-      double t = ms[j];
-      ms[j] = ms[j - 1], ms[j - 1] = t;
-    }
-  double med = ms[iters / 2];
-  free(ms);
-  return med;
-}
-
 static int parse_rows(const char *s, int64_t *rows, int cap) {
   int n = 0;
   for (const char *p = s; *p && n < cap;) {
@@ -161,8 +130,8 @@ int main(int argc, char **argv) {
       h3_tensor qout = {yq, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yq))};
       h3_tensor lout = {yl, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yl))};
       double tq = qop && lop && dx && dpk && dsc && dg && dwb && qout.data && lout.data
-                      ? time_op(&x, qop, qin, 4, &qout, iters, warm_s) : -1;
-      double tl = tq >= 0 ? time_op(&x, lop, lin, 2, &lout, iters, warm_s) : -1;
+                      ? gpu_time_op(x.b, qop, qin, 4, &qout, iters, 3, warm_s, &x.d) : -1;
+      double tl = tq >= 0 ? gpu_time_op(x.b, lop, lin, 2, &lout, iters, 3, warm_s, &x.d) : -1;
       double e = -1;
       float *a = malloc((size_t)(M * N) * 4), *c = malloc((size_t)(M * N) * 4);
       uint16_t *q16 = malloc((size_t)(M * N) * 2);

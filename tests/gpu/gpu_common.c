@@ -168,3 +168,40 @@ void gpu_check(bool ok, const char *fmt, ...) {
   if (ok) gpu_passed++;
   else gpu_failed++;
 }
+
+/* Device milliseconds of one run of op; -1 on error. */
+static double op_ms(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
+                    h3_diag *d) {
+  if (b->ops->sync(b, d) != H3_OK) return -1;
+  h3_backend_reset_busy(b);
+  if (b->ops->run_op(b, op, in, n_in, out, 1, d) != H3_OK || b->ops->sync(b, d) != H3_OK) return -1;
+  return h3_backend_busy_seconds(b) * 1e3;
+}
+
+double gpu_time_op(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
+                   int iters, int warm_n, double warm_s, h3_diag *d) {
+  double warm_ms = 0;
+  for (int w = 0; w < warm_n || (warm_ms < warm_s * 1e3 && w < 100000); w++) {
+    double t = op_ms(b, op, in, n_in, out, d);
+    if (t < 0) return -1;
+    warm_ms += t;
+  }
+  double *ms = calloc((size_t)iters + 1, sizeof *ms);
+  for (int it = 0; ms && it < iters; it++) {
+    ms[it] = op_ms(b, op, in, n_in, out, d);
+    if (ms[it] < 0) {
+      free(ms);
+      return -1;
+    }
+  }
+  if (!ms) return -1;
+  for (int i = 1; i < iters; i++) /* insertion sort for the median */
+    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+      double t = ms[j];
+      ms[j] = ms[j - 1];
+      ms[j - 1] = t;
+    }
+  double med = ms[iters / 2];
+  free(ms);
+  return med;
+}

@@ -65,6 +65,14 @@ double gpu_nmse_limit(h3_dtype dt);
 /* True when cmp is within the limit (and no special or integer mismatch). */
 bool gpu_cmp_ok(const gpu_cmp *c, double limit);
 
+/* Median device milliseconds (CUDA-event busy time, synchronised before and after each run)
+ * of `iters` runs of op after a warm-up of at least warm_n runs and at least warm_s seconds of
+ * the op itself (at most 100000 runs): the card settles at the clock this op's load holds it
+ * at, whatever ran before (bench/peers_table.py warms PyTorch's ops the same way). -1 on
+ * error (in d). The benches of bench/ time single ops with it. */
+double gpu_time_op(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
+                   int iters, int warm_n, double warm_s, h3_diag *d);
+
 /* Prints "ok  " or "FAIL" and the message, and counts it in gpu_passed / gpu_failed. */
 void gpu_check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern int gpu_passed, gpu_failed;
