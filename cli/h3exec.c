@@ -217,9 +217,8 @@ static int64_t host_available(void) {
 
 /* Weights held in host memory (the CPU backend, or a store to upload from) must fit: an
  * error before any large allocation, naming both sizes, when they cannot. */
-static h3_status host_memory_check(const h3_module *m, const char *plan, h3_diag *d) {
-  int64_t bytes = 0, avail = host_available();
-  for (int i = 0; i < m->n_params; i++) bytes += h3_type_bytes(&m->params[i]->type);
+static h3_status host_memory_check(const h3_plan *p, const char *plan, h3_diag *d) {
+  int64_t bytes = p->weight_bytes, avail = host_available(); /* the manifest's, checked by the reader */
   if (avail <= 0 || bytes <= avail) return H3_OK;
   h3_diag_error(d, (h3_span){0},
                 "compile a smaller config (--config small or tiny), or run on a machine with more "
@@ -538,7 +537,7 @@ static int run(const options *o, h3_diag *d) {
     goto done;
   /* random weights: made on the device when the backend can (bitwise the host's), else here */
   bool on_device = random && b->ext && b->ext->init_param;
-  if (!on_device && host_memory_check(m, o->plan, d) != H3_OK) goto done;
+  if (!on_device && host_memory_check(plan, o->plan, d) != H3_OK) goto done;
   w = random ? (on_device ? NULL : h3_weights_random(m, o->seed, d))
              : h3_weights_load_file(m, o->weights, d);
   if (!w && !on_device) goto done;
