@@ -31,11 +31,26 @@ typedef struct {
   double tau;
 } backend_options;
 
-static bool key_is(const char *p, size_t n, const char *key, const char **val) {
-  size_t k = strlen(key);
-  if (n <= k || strncmp(p, key, k) || p[k] != '=') return false;
-  *val = p + k + 1;
-  return true;
+/* One KEY=VALUE option of the backend o->sol says (value NUL-terminated); false when the key
+ * is not the backend's or the value not one it takes. */
+static bool option(backend_options *o, const char *key, const char *val) {
+  char *e;
+  if (!o->sol && !strcmp(key, "pv") && (!strcmp(val, "fp8") || !strcmp(val, "bf16")))
+    return o->pv = !strcmp(val, "fp8") ? "fp8" : "bf16", true;
+  if (!o->sol && !strcmp(key, "smooth") && (!strcmp(val, "0") || !strcmp(val, "1")))
+    return o->smooth = val[0] - '0', true;
+  if (o->sol && !strcmp(key, "thresh") && (!strcmp(val, "diag") || !strcmp(val, "exact")))
+    return o->thresh = !strcmp(val, "diag") ? "diag" : "exact", true;
+  if (o->sol && !strcmp(key, "tau")) {
+    o->tau = strtod(val, &e);
+    return *val && !*e && !isnan(o->tau);
+  }
+  if (o->sol && (!strcmp(key, "sink_tokens") || !strcmp(key, "sink_start"))) {
+    long long x = strtoll(val, &e, 10);
+    *(key[5] == 't' ? &o->sink_tokens : &o->sink_start) = x;
+    return *val && !*e && x >= 0 && x <= (1LL << 40);
+  }
+  return false;
 }
 
 /* Parses "sage,pv=bf16" or "sol,tau=0.5,thresh=exact". */
@@ -52,33 +67,12 @@ static h3_status parse(const char *text, backend_options *o, h3_diag *d) {
   }
   if (*p == ',') p++;
   while (*p) {
-    const char *end = strchr(p, ','), *v;
+    const char *end = strchr(p, ',');
     size_t n = end ? (size_t)(end - p) : strlen(p);
-    char val[64] = "";
-    bool ok = false;
-    if (!o->sol && n == 6 && !strncmp(p, "pv=fp8", 6)) o->pv = "fp8", ok = true;
-    else if (!o->sol && n == 7 && !strncmp(p, "pv=bf16", 7)) o->pv = "bf16", ok = true;
-    else if (!o->sol && n == 8 && (!strncmp(p, "smooth=0", 8) || !strncmp(p, "smooth=1", 8)))
-      o->smooth = p[7] - '0', ok = true;
-    else if (o->sol && n == 11 && !strncmp(p, "thresh=diag", 11)) o->thresh = "diag", ok = true;
-    else if (o->sol && n == 12 && !strncmp(p, "thresh=exact", 12)) o->thresh = "exact", ok = true;
-    else if (o->sol && (key_is(p, n, "tau", &v) || key_is(p, n, "sink_tokens", &v) || key_is(p, n, "sink_start", &v))) {
-      size_t vn = n - (size_t)(v - p);
-      if (vn < sizeof val) {
-        memcpy(val, v, vn);
-        char *e;
-        if (p[0] == 't') {
-          o->tau = strtod(val, &e);
-          ok = *val && !*e && !isnan(o->tau);
-        } else {
-          long long x = strtoll(val, &e, 10);
-          ok = *val && !*e && x >= 0 && x <= (1LL << 40);
-          if (p[5] == 't') o->sink_tokens = x;
-          else o->sink_start = x;
-        }
-      }
-    }
-    if (!ok) {
+    char item[96] = "", *eq = NULL; /* KEY=VALUE split at the '=' */
+    if (n < sizeof item) memcpy(item, p, n), eq = strchr(item, '=');
+    if (eq) *eq = 0;
+    if (!eq || !option(o, item, eq + 1)) {
       h3_diag_error(d, (h3_span){0}, hint, "--attention %s: bad option '%.*s'", o->sol ? "sol" : "sage",
                     (int)n, p);
       return H3_ERR;
@@ -87,6 +81,7 @@ static h3_status parse(const char *text, backend_options *o, h3_diag *d) {
   }
   return H3_OK;
 }
+
 /* Rewrites the attention ops of region r (and its nested regions); *n counts them. */
 static h3_status rewrite(h3_module *m, h3_region *r, const backend_options *o, int *n, h3_diag *d) {
   for (h3_op *op = r->first; op; op = op->next) {
