@@ -110,8 +110,9 @@ H3_INFER_DECL(h3_infer_attention) {
   return 1;
 }
 
+/* sage_attention and sol_attention: attention's shapes (their schemas have no causal and no
+ * v_view), then their own attributes. */
 H3_INFER_DECL(h3_infer_sage_attention) {
-  if (h3_op_attr(op, "v_view")) FAIL("sage_attention: no v_view (v is its own tensor)");
   int r = h3_infer_attention(op, out, why, why_len);
   if (r < 0) return r;
   const char *pv = h3_op_attr_string(op, "pv", "fp8");
@@ -122,7 +123,6 @@ H3_INFER_DECL(h3_infer_sage_attention) {
 }
 
 H3_INFER_DECL(h3_infer_sol_attention) {
-  if (h3_op_attr(op, "v_view")) FAIL("sol_attention: no v_view (v is its own tensor)");
   int r = h3_infer_attention(op, out, why, why_len);
   if (r < 0) return r;
   const char *th = h3_op_attr_string(op, "thresh", "diag");
