@@ -27,9 +27,9 @@ static int8_t code8(float x, float delta) {
 }
 
 /* amax / 127 over n values, 1 when they are all 0. */
-static float delta8(const float *x, int64_t n, int64_t stride) {
+static float delta8(const float *x, int64_t n) {
   float a = 0.0f;
-  for (int64_t i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i * stride]));
+  for (int64_t i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i]));
   return a > 0.0f ? a / 127.0f : 1.0f;
 }
 
@@ -68,7 +68,7 @@ static void prologue(const sage_job *j, int64_t s, int64_t h, float *tmp) {
   }
   for (int64_t b0 = 0; b0 < n; b0 += SAGE_BLOCK) {
     int64_t nb = n - b0 < SAGE_BLOCK ? n - b0 : SAGE_BLOCK;
-    float dk = delta8(tmp + b0 * D, nb * D, 1);
+    float dk = delta8(tmp + b0 * D, nb * D);
     for (int64_t r = b0; r < b0 + nb; r++) {
       j->kd[h * j->T + s0 + r] = dk;
       for (int64_t d = 0; d < D; d++) j->kc[(h * j->T + s0 + r) * D + d] = code8(tmp[r * D + d], dk);
@@ -100,7 +100,7 @@ static void row(const sage_job *j, int64_t t, int64_t n, float *q, int8_t *qc, f
   int64_t b0 = s0 + (t - s0) / SAGE_BLOCK * SAGE_BLOCK, nb = s1 - b0 < SAGE_BLOCK ? s1 - b0 : SAGE_BLOCK;
   for (int64_t r = 0; r < nb; r++)
     for (int64_t d = 0; d < D; d++) q[r * D + d] = h3cpu_ld(j->q->data, j->q->type.dtype, ((b0 + r) * j->Hq + n) * D + d);
-  float dq = delta8(q, nb * D, 1);
+  float dq = delta8(q, nb * D);
   for (int64_t d = 0; d < D; d++) qc[d] = code8(q[(t - b0) * D + d], dq);
   float m = -INFINITY, l = 0.0f;
   for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
