@@ -45,9 +45,12 @@
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
 //         multiples, vector loads).
-//   H3_MARKOV_NAME (base[S G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev[S] I_T) -> z[S G, V]
-//     O_T, draft[S G] I_T: block s runs sequence s's chain of G rows from prev[s] (grid S);
-//     dynamic shared: r floats.
+//   markov_draft(base[S G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev[S] I_T) -> z[S G, V] O_T,
+//     draft[S G] I_T in 2 G + 1 launches through an f32 scratch (e [S, r], then the block
+//     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = ceil(V / 64)), the G steps
+//     of every chain in lock step: H3_MARKOV_PICK_NAME (kk = 0: e from prev) then, for kk =
+//     0 .. G - 1, H3_MARKOV_STEP_NAME (kk: z rows and block bests over all of V, w2 read once
+//     for all sequences) and H3_MARKOV_PICK_NAME (kk + 1: draft[kk], e for step kk + 1).
 // Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
 // thread of a block (tests run these kernels on the host under tests/codegen/host_emu.h,
 // where those are block-wide barriers and the blocks of a launch run one at a time).
@@ -79,6 +82,23 @@ __device__ __forceinline__ void h3m_ld8z(const T *row, long long i, long long n,
   for (int q = 0; q < 8; q++) f[q] = i + q < n ? (float)h3_ld(row, i + q) : 0.0f;
 }
 
+// 4 floats of shared memory at p (16-byte aligned) in one access
+__device__ __forceinline__ void h3m_lds4(const float *p, float *f) {
+#ifdef __CUDA_ARCH__
+  const float4 v = *reinterpret_cast<const float4 *>(p);
+  f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+#else
+  for (int q = 0; q < 4; q++) f[q] = p[q];
+#endif
+}
+__device__ __forceinline__ void h3m_sts4(float *p, const float *f) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+#else
+  for (int q = 0; q < 4; q++) p[q] = f[q];
+#endif
+}
+
 #ifdef H3_ROUTER_FUSED_NAME
 #define H3M_RF_THREADS 256      // 8 warps
 #define H3M_RF_ROWS 16          // most rows per block (a lane's tile: rows x experts)
@@ -96,22 +116,6 @@ __device__ __forceinline__ int h3m_popc(unsigned v) {
 #endif
 }
 
-// 4 floats of shared memory at p (16-byte aligned) in one access
-__device__ __forceinline__ void h3m_lds4(const float *p, float *f) {
-#ifdef __CUDA_ARCH__
-  const float4 v = *reinterpret_cast<const float4 *>(p);
-  f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
-#else
-  for (int q = 0; q < 4; q++) f[q] = p[q];
-#endif
-}
-__device__ __forceinline__ void h3m_sts4(float *p, const float *f) {
-#ifdef __CUDA_ARCH__
-  *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
-#else
-  for (int q = 0; q < 4; q++) p[q] = f[q];
-#endif
-}
 
 // The sums over the warp's lanes of its 64 values v (lane tile entries), as h3m_warp_sum adds
 // each (the same pairs: lanes xor 16, 8, 4, 2, 1), by halving: at each step a lane keeps half
@@ -768,51 +772,153 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
 }
 #endif
 
-#ifdef H3_MARKOV_NAME
-extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_NAME(
-    const B_T *__restrict__ base, const W_T *__restrict__ w1, const W_T *__restrict__ w2,
-    const I_T *__restrict__ prev0, O_T *__restrict__ z, I_T *__restrict__ draft, int G,
-    long long V, int r) {
-  H3_DYN_SMEM(float, e); // [r] the previous token's w1 row
-  __shared__ float best_v[256];
-  __shared__ long long best_i[256];
+#if defined(H3_MARKOV_STEP_NAME) || defined(H3_MARKOV_PICK_NAME)
+#define H3M_MK_ROWS 64 // vocabulary rows per step block: lane l takes rows l and l + 32
+#define H3M_MK_SQ 8    // sequences per warp and pass (8 warps: 64 sequences a pass)
+
+// (v, i) beats (bv, bi): the larger value, on a tie the lower index; a NaN or index -1 never
+// wins. Without NaNs every merge order gives the first argmax.
+__device__ __forceinline__ bool h3m_mk_beats(float v, int i, float bv, int bi) {
+  return i >= 0 && v == v && (bi < 0 || v > bv || (v == bv && i < bi));
+}
+__device__ __forceinline__ void h3m_mk_warp_best(float &v, int &i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (h3m_mk_beats(ov, oi, v, i)) v = ov, i = oi;
+  }
+}
+#endif
+
+#ifdef H3_MARKOV_STEP_NAME
+// Step kk of every chain: z[s G + kk, v] = base[s G + kk, v] + sum_i w2[v, i] e[s, i] (i
+// ascending, each product and sum rounded: the reference's chain, bitwise), and each block's
+// best (value, v) per sequence into part_v / part_i [S, gridDim.x]. grid ceil(V / 64), 256
+// threads; dynamic shared: the block's 64 w2 rows at a stride of ws elements (an odd number of
+// 4-byte words: lanes on consecutive rows hit distinct banks), 16-byte aligned, then e of 64
+// sequences [64, r] f32. e [S, r] f32 is H3_MARKOV_PICK_NAME's.
+extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
+    const B_T *__restrict__ base, const W_T *__restrict__ w2, const float *__restrict__ e,
+    O_T *__restrict__ z, float *__restrict__ part_v, int *__restrict__ part_i, int kk, int G,
+    long long V, int r, int ws, int S) {
+  H3_DYN_SMEM(unsigned char, sm);
+  W_T *wt = reinterpret_cast<W_T *>(sm);
+  float *es = reinterpret_cast<float *>(sm + ((H3M_MK_ROWS * ws * sizeof(W_T) + 15) / 16) * 16);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long v0 = (long long)blockIdx.x * H3M_MK_ROWS;
+  const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS);
+  const long long row_bytes = (long long)r * sizeof(W_T);
+  if (row_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0) {
+    // 16-byte loads, stored as 4-byte words (the smem rows are 4-byte aligned)
+    const int per_row = (int)(row_bytes / 16), words = ws * (int)sizeof(W_T) / 4;
+    const uint4 *src = reinterpret_cast<const uint4 *>(w2 + v0 * r);
+    unsigned *dst = reinterpret_cast<unsigned *>(wt);
+    for (int j = threadIdx.x; j < nrows * per_row; j += blockDim.x) {
+      const uint4 q = src[j];
+      unsigned *o = dst + (j / per_row) * words + 4 * (j % per_row);
+      o[0] = q.x, o[1] = q.y, o[2] = q.z, o[3] = q.w;
+    }
+  } else {
+    for (int row = warp; row < nrows; row += blockDim.x / 32)
+      for (int i = lane; i < r; i += 32) wt[row * ws + i] = w2[(v0 + row) * r + i];
+  }
+  const bool vec_e = r % 4 == 0; // e rows 16-byte aligned: four sums' e in one load
+  for (int s0 = 0; s0 < S; s0 += 8 * H3M_MK_SQ) {
+    const int ns = S - s0 < 8 * H3M_MK_SQ ? S - s0 : 8 * H3M_MK_SQ;
+    __syncthreads(); // the tile is staged; the last pass's e is read
+    for (int j = threadIdx.x; j < ns * r; j += blockDim.x) es[j] = e[(long long)s0 * r + j];
+    __syncthreads();
+    const int q0 = warp * H3M_MK_SQ; // sequences past ns: computed from row ns - 1, never stored
+    float acc[2][H3M_MK_SQ];
+#pragma unroll
+    for (int q = 0; q < H3M_MK_SQ; q++) acc[0][q] = acc[1][q] = 0.0f;
+    const W_T *wa = wt + lane * ws, *wb = wt + (lane + 32) * ws; // rows past V: never stored
+    int i = 0;
+    for (; vec_e && i + 4 <= r; i += 4) {
+      float a[4], b[4];
+#pragma unroll
+      for (int c = 0; c < 4; c++) a[c] = (float)h3_w(wa[i + c]), b[c] = (float)h3_w(wb[i + c]);
+#pragma unroll
+      for (int q = 0; q < H3M_MK_SQ; q++) {
+        const int qq = q0 + q < ns ? q0 + q : ns - 1;
+        float ev[4];
+        h3m_lds4(es + qq * r + i, ev);
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          acc[0][q] = __fadd_rn(acc[0][q], __fmul_rn(a[c], ev[c]));
+          acc[1][q] = __fadd_rn(acc[1][q], __fmul_rn(b[c], ev[c]));
+        }
+      }
+    }
+    for (; i < r; i++) {
+      const float a = (float)h3_w(wa[i]), b = (float)h3_w(wb[i]);
+#pragma unroll
+      for (int q = 0; q < H3M_MK_SQ; q++) {
+        const float ev = es[(q0 + q < ns ? q0 + q : ns - 1) * r + i];
+        acc[0][q] = __fadd_rn(acc[0][q], __fmul_rn(a, ev));
+        acc[1][q] = __fadd_rn(acc[1][q], __fmul_rn(b, ev));
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < H3M_MK_SQ; q++) {
+      const long long s = s0 + q0 + q, zrow = (s * G + kk) * V;
+      float bv = 0.0f;
+      int bi = -1;
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        const int v = lane + 32 * rr;
+        if (q0 + q < ns && v < nrows) {
+          const float zv = __fadd_rn((float)h3_ld(base, zrow + v0 + v), acc[rr][q]);
+          h3_st(z, zrow + v0 + v, zv);
+          if (h3m_mk_beats(zv, (int)(v0 + v), bv, bi)) bv = zv, bi = (int)(v0 + v);
+        }
+      }
+      h3m_mk_warp_best(bv, bi);
+      if (lane == 0 && q0 + q < ns) part_v[s * gridDim.x + blockIdx.x] = bv, part_i[s * gridDim.x + blockIdx.x] = bi;
+    }
+  }
+}
+#endif
+
+#ifdef H3_MARKOV_PICK_NAME
+// Between the steps of sequence s's chain (grid S, 256 threads): kk == 0 starts it at
+// prev[s] (clamped into [0, V): the CPU reports such an id); kk > 0 merges step kk - 1's
+// nblk block bests into draft[s G + kk - 1] (the first argmax; 0 when every value is NaN)
+// and continues from it. While kk < G it writes e[s] = fp32(w1[prev]) for step kk.
+extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_PICK_NAME(
+    const W_T *__restrict__ w1, const I_T *__restrict__ prev0, const float *__restrict__ part_v,
+    const int *__restrict__ part_i, float *__restrict__ e, I_T *__restrict__ draft, int kk, int G,
+    long long V, int r, int nblk) {
+  __shared__ float sv[8];
+  __shared__ int si[8];
   __shared__ long long prev;
-  base += (long long)blockIdx.x * G * V; // this block's sequence
-  z += (long long)blockIdx.x * G * V;
-  draft += (long long)blockIdx.x * G;
-  if (threadIdx.x == 0) {
-    long long p = (long long)prev0[blockIdx.x];
-    prev = p < 0 ? 0 : (p >= V ? V - 1 : p); // the CPU reports an id outside [0, V)
+  const long long s = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (kk == 0) {
+    if (threadIdx.x == 0) {
+      const long long p = (long long)prev0[s];
+      prev = p < 0 ? 0 : (p >= V ? V - 1 : p);
+    }
+  } else {
+    float bv = 0.0f;
+    int bi = -1;
+    for (int b = threadIdx.x; b < nblk; b += blockDim.x)
+      if (h3m_mk_beats(part_v[s * nblk + b], part_i[s * nblk + b], bv, bi))
+        bv = part_v[s * nblk + b], bi = part_i[s * nblk + b];
+    h3m_mk_warp_best(bv, bi);
+    if (lane == 0) sv[warp] = bv, si[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < (int)blockDim.x / 32; w++)
+        if (h3m_mk_beats(sv[w], si[w], bv, bi)) bv = sv[w], bi = si[w];
+      prev = bi < 0 ? 0 : bi;
+      draft[s * G + kk - 1] = (I_T)prev;
+    }
   }
   __syncthreads();
-  for (int kk = 0; kk < G; kk++) {
-    for (int i = threadIdx.x; i < r; i += blockDim.x) e[i] = (float)h3_ld(w1, prev * r + i);
-    __syncthreads();
-    float bv = 0.0f;
-    long long bi = -1;
-    for (long long v = threadIdx.x; v < V; v += blockDim.x) {
-      float s = 0.0f;
-      for (int i = 0; i < r; i++) s = __fadd_rn(s, __fmul_rn((float)h3_ld(w2, v * r + i), e[i]));
-      const float zv = __fadd_rn((float)h3_ld(base, kk * V + v), s);
-      h3_st(z, kk * V + v, zv);
-      if (bi < 0 || zv > bv) bv = zv, bi = v; // v ascending per thread: first max kept
-    }
-    best_v[threadIdx.x] = bv;
-    best_i[threadIdx.x] = bi;
-    __syncthreads();
-    if (threadIdx.x == 0) { // the first index of the largest value over all threads
-      long long b = -1;
-      float m = 0.0f;
-      for (int i = 0; i < (int)blockDim.x; i++) {
-        const long long j = best_i[i];
-        if (j < 0) continue;
-        if (b < 0 || best_v[i] > m || (best_v[i] == m && j < b)) b = j, m = best_v[i];
-      }
-      draft[kk] = (I_T)b;
-      prev = b;
-    }
-    __syncthreads();
-  }
+  if (kk < G)
+    for (int i = threadIdx.x; i < r; i += blockDim.x) e[s * r + i] = (float)h3_ld(w1, prev * r + i);
 }
 #endif
 

@@ -38,8 +38,9 @@ static void spec_rows(FILE *out, const h3_serve_stats *s) {
   fprintf(out, "\n");
   if (s->forced_acceptance)
     fprintf(out, "FORCED          acceptance forced to %lld by --spec-force-accept: BENCH ONLY, the "
-                 "draft proposed the oracle's tokens\n",
-            (long long)s->forced_acceptance);
+                 "draft proposed the oracle's tokens and each round took them; the verify's own "
+                 "acceptance agreed in %lld of %lld request-rounds\n",
+            (long long)s->forced_acceptance, (long long)s->forced_agreed, (long long)s->spec_seq_rounds);
   double r = (double)s->spec_rounds;
   fprintf(out, "round time      draft %.3f ms, verify + draft commit %.3f ms, acceptance %.3f ms "
                "(mean per round)\n",
@@ -121,9 +122,9 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
     for (int64_t k = 0; k <= s->gamma; k++)
       fprintf(out, "%s%lld", k ? ", " : "", (long long)s->accept_hist[k]);
     fprintf(out, "], \"draft_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, "
-                 "\"forced_acceptance\": %lld}",
+                 "\"forced_acceptance\": %lld, \"forced_agreed_request_rounds\": %lld}",
             s->draft_seconds, s->verify_seconds, s->accept_seconds,
-            (long long)s->forced_acceptance);
+            (long long)s->forced_acceptance, (long long)s->forced_agreed);
   }
   latency_json(out, "ttft_ms", s->ttft, s->n_ttft);
   latency_json(out, "tpot_ms", s->tpot, s->n_tpot);

@@ -144,9 +144,32 @@ static h3_status verify(engine *e) {
   return st;
 }
 
+/* BENCH ONLY (--spec-force-accept A): request i's round takes the oracle's next A tokens
+ * (the draft proposed its first A - 1), whatever the verify decided, so that every round
+ * advances by A even where the GPU's verify rows part from the plain run's decode at a
+ * near-tie; the rounds whose own acceptance agreed (n >= A - 1, the same A-th token) are
+ * counted. Returns false when the oracle has no tokens left for the request (then the
+ * verify's own acceptance applies). */
+static bool take_forced(engine *e, int64_t row, double at) {
+  const h3_oracle *o = e->o->oracle;
+  int64_t i = e->live[row], G = e->gamma + 1, f = e->o->force_accept - 1;
+  const seq *q = &e->s[i];
+  if (!o || f < 1 || !o->tokens[i] || q->n_out >= o->n_tokens[i]) return false;
+  if (f > e->gamma) f = e->gamma;
+  if (q->n_out + f >= o->n_tokens[i]) f = o->n_tokens[i] - q->n_out - 1;
+  const int32_t *want = o->tokens[i] + q->n_out, *t = e->v_next + row * G;
+  const float *mg = e->v_margin + row * G;
+  e->st->accept_hist[f]++;
+  e->st->forced_agreed += e->v_n[row] >= f && t[f] == want[f];
+  bool ended = false;
+  for (int64_t k = 0; k <= f && !ended; k++) ended = serve_take_token(e, i, want[k], mg[k], at);
+  return true;
+}
+
 /* Live row `row`'s request takes the tokens its acceptance emitted (§5.3 step 6). */
 static void accept(engine *e, int64_t row, double at) {
   int64_t G = e->gamma + 1, i = e->live[row], n = e->v_n[row];
+  if (take_forced(e, row, at)) return;
   const int32_t *t = e->v_next + row * G;
   const float *mg = e->v_margin + row * G;
   if (n < 0 || n > e->gamma) n = e->gamma; /* cannot happen: spec_accept's contract */

@@ -66,8 +66,10 @@ typedef struct {
   bool speculative;      /* DSpark rounds (serve_prefill_spec, serve_draft, serve_verify)
                             instead of decode steps */
   /* BENCH ONLY (speculative): the draft's first force_accept - 1 tokens of every round are
-     replaced by the oracle's tokens at those output positions (a plain greedy run's), so
-     rounds accept force_accept tokens (up to near-ties on the GPU); 0: off */
+     replaced by the oracle's tokens at those output positions (a plain greedy run's) and the
+     round takes the oracle's next force_accept tokens whatever its verify decided (on the
+     GPU the verify's rows part from decode's at near-ties), so every round advances by
+     force_accept; 0: off */
   int64_t force_accept;
   const h3_oracle *oracle;
   h3_serve_finished_fn finished;
@@ -97,6 +99,7 @@ typedef struct {
   bool speculative;
   int64_t gamma, spec_rounds, spec_seq_rounds;
   int64_t forced_acceptance; /* the bench-only force_accept in effect (0: none) */
+  int64_t forced_agreed;     /* forced request-rounds whose own acceptance agreed */
   int64_t *accept_hist; /* [gamma + 1] */
   double draft_seconds, verify_seconds, accept_seconds;
   int64_t concurrency, pool_pages, pool_peak_pages, page_tokens;

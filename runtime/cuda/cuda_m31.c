@@ -5,7 +5,7 @@
  * cuda_m31_msa_tile.c (paged / sparse attention of many rows of one sequence:
  * kernels/m31_msa_tile.cu).
  * Each kernel file is instantiated per dtype combination of the op (macro lines in front
- * of it), compiled through the kernel cache on first use and registered by name. Three
+ * of it), compiled through the kernel cache on first use and registered by name. Several
  * ops run in several launches through a device scratch that the op's record owns
  * (allocated when the op is prepared, at plan load; cu_m31_scratch_bytes). The kernels
  * read positions, page tables, selections and expert ids on the device and clamp nothing
@@ -56,7 +56,7 @@ h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, 
 }
 
 const char *cu_m31_check_defines(const char *file) {
-  static char moe[640], msa[640], tile[256]; /* every kernel of the file, the models' dtypes */
+  static char moe[1024], msa[640], tile[256]; /* every kernel of the file, the models' dtypes */
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
                        "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
@@ -65,7 +65,7 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
                        "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n"
-                       "#define H3_MARKOV_NAME h3cu_markov_check\n"
+                       "#define H3_MARKOV_STEP_NAME h3cu_markovs_check\n#define H3_MARKOV_PICK_NAME h3cu_markovp_check\n"
                        "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n"
                        "#define H3_NVFP4_NAME h3cu_nvfp4_check\n",
                        H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
@@ -107,6 +107,7 @@ size_t cu_m31_scratch_bytes(const h3_op *op) {
   case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
     return cu_m31_att_scratch_bytes(op);
   case H3_OP_INDEX_TOPK: return cu_m31_topk_scratch_bytes(op);
+  case H3_OP_MARKOV_DRAFT: return cu_m31_markov_scratch_bytes(op);
   default: return 0;
   }
 }
@@ -116,7 +117,7 @@ h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tenso
   switch (op->code) {
   case H3_OP_ROUTER_TOPK: return cu_m31_run_router(s, op, scratch, in, out, d);
   case H3_OP_MOE: return cu_m31_run_moe(s, op, scratch, in, out, d);
-  case H3_OP_MARKOV_DRAFT: return cu_m31_run_markov(s, op, in, out, d);
+  case H3_OP_MARKOV_DRAFT: return cu_m31_run_markov(s, op, scratch, in, out, d);
   case H3_OP_SPEC_ACCEPT: return cu_m31_run_spec_accept(s, op, in, out, d);
   case H3_OP_LINEAR_NVFP4: return cu_m31_run_nvfp4(s, op, in, out, d);
   case H3_OP_INDEX_TOPK: return cu_m31_run_index_topk(s, op, scratch, in, out, d);

@@ -50,7 +50,7 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d);
-h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in,
+h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,
                                  const h3_tensor *out, h3_diag *d);
@@ -79,5 +79,6 @@ size_t cu_m31_router_scratch_bytes(const h3_op *op);
 size_t cu_m31_moe_scratch_bytes(const h3_op *op);
 size_t cu_m31_att_scratch_bytes(const h3_op *op);
 size_t cu_m31_topk_scratch_bytes(const h3_op *op);
+size_t cu_m31_markov_scratch_bytes(const h3_op *op);
 
 #endif

@@ -5,7 +5,8 @@
  * expert-major products on tensor cores (for many rows per
  * expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
  * H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA cores into bf16 activations and
- * expert outputs, then the combine.
+ * expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
+ * step through its scratch (cu_m31_markov_scratch_bytes).
  */
 #include "cuda_m31.h"
 
@@ -303,27 +304,73 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   return cu_launch(s, kn[3], g3, b256, 0, a3, d);
 }
 
-h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                            h3_diag *d) {
-  int S = in[3].type.rank ? (int)in[3].type.dims[0] : 1; /* sequences: one block each */
+/* markov_draft's scratch: e [S, r] f32, part_v [S, nblk] f32, part_i [S, nblk] int (each
+ * part 256-byte aligned), nblk = ceil(V / 64): kernels/m31_moe.cu's H3M_MK_ROWS. */
+typedef struct {
+  size_t e, part_v, part_i, total;
+  int nblk;
+} markov_layout;
+
+static markov_layout markov_layout_of(int64_t S, int64_t V, int64_t r) {
+  markov_layout l = {0};
+  l.nblk = (int)((V + 63) / 64);
+  l.part_v = align256((size_t)S * (size_t)r * 4);
+  l.part_i = l.part_v + align256((size_t)S * (size_t)l.nblk * 4);
+  l.total = l.part_i + align256((size_t)S * (size_t)l.nblk * 4);
+  return l;
+}
+
+static int64_t markov_seqs(const h3_op *op) {
+  const h3_type *p = &op->operands[3]->type;
+  return p->rank ? p->dims[0] : 1;
+}
+
+size_t cu_m31_markov_scratch_bytes(const h3_op *op) {
+  return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1]).total;
+}
+
+h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                            const h3_tensor *out, h3_diag *d) {
+  int S = (int)markov_seqs(op); /* the chains, in lock step: a step launch covers all of them */
   int G = S ? (int)(in[0].type.dims[0] / S) : 0, r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
-  char name[128], lines[192], defs[512];
-  snprintf(name, sizeof name, "h3cu_markov_%s_%s_%s_%s", DN(in[0].type.dtype), DN(in[1].type.dtype),
-           DN(in[3].type.dtype), DN(out[0].type.dtype));
-  snprintf(lines, sizeof lines, "#define H3_MARKOV_NAME %s\n", name);
+  markov_layout l = markov_layout_of(S, V, r);
+  /* the w2 tile's row stride: an odd number of 4-byte words (conflict-free rows) */
+  size_t wsz = h3_dtype_size(in[2].type.dtype), words = ((size_t)r * wsz + 3) / 4;
+  words += words % 2 == 0;
+  int ws = (int)(words * 4 / wsz);
+  size_t smem = (((size_t)64 * ws * wsz + 15) & ~(size_t)15) + (size_t)64 * r * 4;
+  char step[128], pick[128], lines[320], defs[640];
+  snprintf(step, sizeof step, "h3cu_markovs_%s_%s_%s", DN(in[0].type.dtype), DN(in[2].type.dtype),
+           DN(out[0].type.dtype));
+  snprintf(pick, sizeof pick, "h3cu_markovp_%s_%s", DN(in[1].type.dtype), DN(in[3].type.dtype));
+  snprintf(lines, sizeof lines, "#define H3_MARKOV_STEP_NAME %s\n#define H3_MARKOV_PICK_NAME %s\n", step, pick);
+  if (in[1].type.dtype != in[2].type.dtype)
+    return cu_op_error(d, op, NULL, "w1 and w2 of one dtype");
   cu_m31_moe_defines(defs, sizeof defs, lines, H3_F32, in[1].type.dtype, in[0].type.dtype,
-              in[3].type.dtype, out[0].type.dtype);
-  const char *names[1] = {name};
-  cu_kernel *kn;
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK ||
-      cu_m31_smem(s, op, kn, (size_t)r * 4, d) != H3_OK)
+                     in[3].type.dtype, out[0].type.dtype);
+  const char *names[2] = {step, pick};
+  cu_kernel *kn[2];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 2, names, kn, d) != H3_OK ||
+      cu_m31_smem(s, op, kn[0], smem, d) != H3_OK)
     return H3_ERR;
+  if (S == 0 || G == 0) return H3_OK;
   const void *b = in[0].data, *w1 = in[1].data, *w2 = in[2].data, *prev = in[3].data;
   void *z = out[0].data, *dr = out[1].data;
-  void *args[] = {&b, &w1, &w2, &prev, &z, &dr, &G, &V, &r};
-  int64_t grid[3] = {S, 1, 1}, block[3] = {M31_THREADS, 1, 1};
-  return cu_launch(s, kn, grid, block, (int64_t)r * 4, args, d);
+  char *sc = scratch;
+  void *e = sc + l.e, *pv = sc + l.part_v, *pi = sc + l.part_i;
+  int kk = 0, nblk = l.nblk;
+  void *ap[] = {&w1, &prev, &pv, &pi, &e, &dr, &kk, &G, &V, &r, &nblk};
+  void *as[] = {&b, &w2, &e, &z, &pv, &pi, &kk, &G, &V, &r, &ws, &S};
+  int64_t gp[3] = {S, 1, 1}, gs[3] = {nblk, 1, 1}, block[3] = {M31_THREADS, 1, 1};
+  if (cu_launch(s, kn[1], gp, block, 0, ap, d) != H3_OK) return H3_ERR; /* e from prev */
+  for (int k = 0; k < G; k++) {
+    kk = k; /* cu_launch reads the arguments when it is called */
+    if (cu_launch(s, kn[0], gs, block, (int64_t)smem, as, d) != H3_OK) return H3_ERR;
+    kk = k + 1;
+    if (cu_launch(s, kn[1], gp, block, 0, ap, d) != H3_OK) return H3_ERR;
+  }
+  return H3_OK;
 }
 
 

@@ -20,7 +20,7 @@ CPU backend, end to end:
             report and the summary give the acceptance; requests with a temperature are served by
             rejection sampling (well formed; alone on a one-row plan == in the batch); with
             --mixed-steps: an error. The bench-only
-            --spec-force-accept A:FILE (the draft proposes the plain run's tokens) at A = 3
+            --spec-force-accept A:FILE (the draft proposes the plain run's tokens, the round takes them) at A = 3
             and A = gamma + 1: still plain decoding's tokens, most rounds accept A - 1 draft
             tokens (all but those near a request's end), and the report, the summary and every result line say it was forced
   random    --random-prompts with --summary: the JSON report's figures
@@ -215,6 +215,8 @@ def case_spec(a):
         # rounds near a request's end take fewer (the oracle has no more tokens to force)
         check(sp.get("forced_acceptance") == A and len(hist) == 5 and hist[A - 1] >= 0.6 * sum(hist) > 0,
               f"spec forced {A}: summary {sp}")
+        # the CPU's verify rows equal its decode bitwise: every forced round's own acceptance agrees
+        check(sp.get("forced_agreed_request_rounds") == sp.get("request_rounds"), f"spec forced {A}: summary {sp}")
     rc, _, err, _ = serve(a, p, reqs[:2], "spec_forced9", ["--speculative", "dspark", "--spec-force-accept",
                                                            f"6:{oracle}"])
     check(rc == 1 and "at most gamma + 1" in err, f"spec: forced 6 > gamma + 1: exit {rc}: {err[-300:]}")

@@ -3,6 +3,9 @@
  * __syncthreads and the shuffles), launched as runtime/cuda/cuda_m31.c launches them, and
  * compared with the CPU backend's ops (h3_cpu_run_op) on random inputs:
  *   router_topk   ids equal, weights within 1e-6 NMSE;
+ *   markov_draft  the chains in lock step (more sequences than a pass takes, rows of 16-byte
+ *                 vectors or elements, r not a multiple of 4, the model's r = 256; ties):
+ *                 z bitwise, drafts equal;
  *   moe           expert ids with repeats in a row (counted once), more rows per expert
  *                 than one pass takes (H3M_ROWS), rows of 8-element vectors and odd widths;
  *   paged / sparse / block attention: scrambled page tables, GQA groups of 2 and 16, head
@@ -77,6 +80,16 @@ namespace nvfp4_k { /* linear_nvfp4 on tensor cores */
 #undef H3_NVFP4_NAME
 #undef O_T
 } // namespace nvfp4_k
+
+namespace markov_k { /* markov_draft: bf16 w1 / w2, f32 base and z */
+#define O_T float
+#define H3_MARKOV_STEP_NAME emu_markov_step
+#define H3_MARKOV_PICK_NAME emu_markov_pick
+#include "m31_moe.cu"
+#undef H3_MARKOV_STEP_NAME
+#undef H3_MARKOV_PICK_NAME
+#undef O_T
+} // namespace markov_k
 
 #define Q_T h3_bf16
 #define K_T h3_bf16
@@ -185,6 +198,63 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     compare(what, out, want[0], 1e-5); /* a bf16 rounding of u or y flipped by the sum order
                                           moves its row by one bf16 ulp (the widths are small) */
   }
+  h3_module_free(m);
+}
+
+/* ---- markov_draft ------------------------------------------------------------------------ */
+/* S chains of G steps over V tokens, rank r, launched as cu_m31_run_markov launches them.
+ * ties: w2 zero and base in {0, 1, 2} (z = base: the first argmax among many equal ones). */
+static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties) {
+  std::string prev = S == 1 ? std::string("i32[]") : ty("i32", {S});
+  std::string text = "module @m config \"test\" {\n  graph @g(%b: " + ty("f32", {S * G, V}) + ", %w1: " +
+                     ty("bf16", {V, r}) + ", %w2: " + ty("bf16", {V, r}) + ", %p: " + prev +
+                     ") -> (d: " + ty("i32", {S * G}) + ") {\n    %z, %d = markov_draft(%b, %w1, %w2, %p) : " +
+                     ty("f32", {S * G, V}) + ", " + ty("i32", {S * G}) + "\n    return %d\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "markov_draft IR");
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -1, 1);
+  fill_random(in[1], -1, 1);
+  fill_random(in[2], -0.2, 0.2);
+  float *b = (float *)in[0].p();
+  if (ties) {
+    for (int64_t i = 0; i < S * G * V; i++) b[i] = (float)(int)(urand() * 3);
+    memset(in[2].p(), 0, (size_t)(V * r) * 2);
+  }
+  for (int64_t s = 0; s < S; s++) ((int32_t *)in[3].p())[s] = (int32_t)((s * 37 + 11) % V);
+  std::vector<buf> want = cpu_run(op, in);
+  buf z = make(op->results[0]->type), dr = make(op->results[1]->type);
+  int nblk = (int)((V + 63) / 64), iS = (int)S, iG = (int)G, ws;
+  long long VV = V;
+  int words = (r * 2 + 3) / 4;
+  words += words % 2 == 0;
+  ws = words * 2;
+  std::vector<float> e((size_t)(S * r)), pv((size_t)(S * nblk));
+  std::vector<int> pi((size_t)(S * nblk));
+  const h3_bf16 *w1 = (const h3_bf16 *)in[1].p(), *w2 = (const h3_bf16 *)in[2].p();
+  const int *p0 = (const int *)in[3].p();
+  auto pick = [&](int kk) {
+    emu_launch3(S, 1, 1, 256, [&] {
+      markov_k::emu_markov_pick(w1, p0, pv.data(), pi.data(), e.data(), (int *)dr.p(), kk, iG, VV, r, nblk);
+    });
+  };
+  pick(0);
+  for (int kk = 0; kk < G; kk++) {
+    emu_launch3(nblk, 1, 1, 256, [&] {
+      markov_k::emu_markov_step(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, ws, iS);
+    });
+    pick(kk + 1);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "markov_draft S %lld G %lld V %lld r %d%s z", (long long)S, (long long)G,
+           (long long)V, r, ties ? " (ties)" : "");
+  compare(what, z, want[0], 0);
+  snprintf(what, sizeof what, "markov_draft S %lld G %lld V %lld r %d%s drafts", (long long)S, (long long)G,
+           (long long)V, r, ties ? " (ties)" : "");
+  compare(what, dr, want[1], 0);
   h3_module_free(m);
 }
 
@@ -500,6 +570,11 @@ int main(void) {
   test_nvfp4(5, 40, 64);    /* partial row and column tiles */
   test_nvfp4(16, 64, 256);
   test_nvfp4(33, 24, 48);   /* three row tiles, K of three blocks */
+  test_markov(3, 4, 300, 8, false);    /* 16-byte rows, a partial last block */
+  test_markov(70, 2, 130, 12, false);  /* two passes of sequences, element rows */
+  test_markov(2, 3, 70, 6, false);     /* r not a multiple of 4 */
+  test_markov(1, 3, 64, 256, false);   /* one chain (prev a scalar), the model's rank */
+  test_markov(4, 3, 200, 8, true);
   test_spec_accept(12, 3, 300);
   test_spec_accept(5, 8, 1000);
   test_router(5, 64, 8, 2);
