@@ -159,6 +159,16 @@ double h3_op_attr_float(const h3_op *op, const char *name, double fallback) {
   return fallback;
 }
 
+bool h3_value_const_int(const h3_value *v, int64_t *out) {
+  const h3_op *c = v->kind == H3_VALUE_RESULT ? v->def : NULL;
+  h3_dtype t = v->type.dtype;
+  if (!c || c->code != H3_OP_CONST || v->type.rank != 0 ||
+      (t != H3_I32 && t != H3_I64 && t != H3_I8 && t != H3_U8))
+    return false;
+  *out = (int64_t)h3_op_attr_float(c, "value", 0.0);
+  return true;
+}
+
 const char *h3_op_attr_string(const h3_op *op, const char *name, const char *fallback) {
   const h3_attr *a = h3_op_attr(op, name);
   return a && a->kind == H3_ATTR_STRING ? a->s : fallback;

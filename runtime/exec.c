@@ -313,6 +313,8 @@ static int64_t view_offset(h3_runtime *rt, gstate *gs, const h3_op *op, const h3
                        : NULL;
   if (is && is->host_known) {
     i64 = is->host_value;
+  } else if (h3_value_const_int(op->operands[1], &i64)) {
+    /* a constant row (draft_layer[0]): no download, so the call can be a CUDA graph */
   } else {
     *st = i->type.dtype == H3_I64 ? rt->b->ops->download(rt->b, &i64, i->data, 8, d)
                                   : rt->b->ops->download(rt->b, &i32, i->data, 4, d);

@@ -277,6 +277,8 @@ int64_t h3_op_attr_int(const h3_op *op, const char *name, int64_t fallback);
 h3_tier h3_op_attr_tier(const h3_op *op, const char *name, h3_tier fallback);
 double h3_op_attr_float(const h3_op *op, const char *name, double fallback);
 const char *h3_op_attr_string(const h3_op *op, const char *name, const char *fallback);
+/* Whether v is a scalar integer `const` op's result; its value into *out. */
+bool h3_value_const_int(const h3_value *v, int64_t *out);
 /* Adds or replaces one attribute. */
 void h3_op_set_attr(h3_module *m, h3_op *op, h3_attr a);
 

@@ -13,7 +13,7 @@
  * cannot be ended or instantiated is an error (that call's work did not run); the record
  * runs op by op from then on. H3_CUDA_GRAPHS=0 in the environment turns capture off.
  * A graph whose run reads device memory on the host (a `branch` reads its cond: Cache-DiT;
- * an `index` by a row that is not a loop counter is downloaded), itself or through a graph
+ * an `index` by a row that is neither a loop counter nor a constant is downloaded), itself or through a graph
  * it calls, can never be captured: h3_cuda_load_plan marks it once (cu_graph_mark_plan)
  * and its calls always run op by op; the graphs it calls are still captured on their own.
  * The executor must keep the buffers of a recorded call (its arena, its unplanned
@@ -211,12 +211,15 @@ h3_status cu_graph_call_end(h3_backend *b, const void *key, h3_status st, h3_dia
 /* ---- graphs that read the device on the host ---------------------------------------------- */
 /* Whether the executor reads device memory on the host to run op (outside fused groups,
  * whose ops a kernel runs): a branch downloads its cond; an index view downloads its row
- * unless the row is a loop counter (region argument 0 of a loop, kept on the host). */
+ * unless the row is a loop counter (region argument 0 of a loop, kept on the host) or a
+ * constant. */
 static bool op_reads_host(const h3_op *op) {
   if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return false;
   if (op->code == H3_OP_BRANCH) return true;
   if (op->code != H3_OP_INDEX || op->n_operands != 2) return false;
   const h3_value *i = op->operands[1];
+  int64_t row;
+  if (h3_value_const_int(i, &row)) return false;
   return !(i->kind == H3_VALUE_REGION_ARG && i->index == 0 && i->region && i->region->parent &&
            i->region->parent->code == H3_OP_LOOP);
 }

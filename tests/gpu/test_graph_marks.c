@@ -3,17 +3,19 @@
  * is needed: the marks are computed from the IR alone, at h3_cuda_load_plan.
  *
  * A graph whose run makes the executor read device memory on the host cannot be captured:
- * a `branch` (its cond), an `index` whose row is not a loop counter (downloaded), and any
- * graph that calls such a graph, transitively. Checked on
- *  1. a hand-written module: an index by an input row, by a loop counter, inside a loop of a
- *     callee; call chains of one and two levels written before their callees (the marks
+ * a `branch` (its cond), an `index` whose row is neither a loop counter nor a constant
+ * (downloaded), and any graph that calls such a graph, transitively. Checked on
+ *  1. a hand-written module: an index by an input row, by a loop counter, by a constant,
+ *     inside a loop of a callee; call chains of one and two levels written before their callees (the marks
  *     must propagate whatever the graph order), a branch, and a graph that only calls clean
  *     graphs;
  *  2. tiny MiniMax-H3 at --quality high (Cache-DiT): step_cache holds the branch and sample
  *     calls it; step_rest and step_cached (what the branch calls) and text stay capturable;
  *     every op is one the cuda backend prepares (no deferred op, library ops that it runs),
  *     so h3exec --backend cuda does not stop at load;
- *  3. tiny MiniMax-H3 lossless: no graph is marked (every call stays capturable).
+ *  3. tiny MiniMax-H3 lossless: no graph is marked (every call stays capturable);
+ *  4. tiny MiniMax-M3.1: the serving graphs are not marked (the DSpark draft's weights are
+ *     rows of a stack picked by a constant, draft_layer[0]).
  */
 #include "cuda_internal.h"
 #include "h3/frontend.h"
@@ -75,6 +77,11 @@ static const char hand_ir[] =
     "      yield %b\n"
     "    }\n"
     "    %y = reduce_sum(%a) : f32[]\n"
+    "    return %y\n"
+    "  }\n"
+    "  graph @by_const(%t: f32[9]) -> (y: f32[]) {\n"
+    "    %k = const() {value = 3.0, dtype = i32} : i32[]\n"
+    "    %y = index(%t, %k) : f32[]\n"
     "    return %y\n"
     "  }\n"
     "  graph @br(%c: i32[], %t: f32[9]) -> (y: f32[]) {\n"
@@ -145,9 +152,38 @@ static void test_h3(const char *models) {
   h3_module_free(m);
 }
 
+static void test_m31(const char *models) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/minimax_m3_1.g", models);
+  h3_frontend_options fo = {"tiny", 0, NULL};
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_frontend_load(path, &fo, &d);
+  h3_pass_options po = h3_pass_options_default();
+  if (m && h3_pass_pipeline_run(m, &po, &d) != H3_OK) {
+    h3_module_free(m);
+    m = NULL;
+  }
+  h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  CHECK(m != NULL, "tiny M3.1 does not compile");
+  bool *flags = m ? calloc((size_t)m->n_graphs + 1, sizeof *flags) : NULL;
+  if (flags) {
+    cu_graph_host_reads(m, flags);
+    static const char *const serving[] = {"serve_prefill", "serve_decode", "serve_mixed",
+                                          "serve_prefill_spec", "serve_draft", "serve_verify"};
+    for (int k = 0; k < 6; k++)
+      for (int i = 0; i < m->n_graphs; i++)
+        if (!strcmp(m->graphs[i]->name, serving[k]))
+          CHECK(!flags[i], "tiny M3.1: graph '%s' is marked (its calls could not be CUDA graphs)", serving[k]);
+  }
+  free(flags);
+  h3_module_free(m);
+}
+
 int main(int argc, char **argv) {
   test_hand();
-  if (argc > 1) test_h3(argv[1]);
+  if (argc > 1) test_h3(argv[1]), test_m31(argv[1]);
   printf("test_graph_marks: %d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }
