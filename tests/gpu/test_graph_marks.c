@@ -101,9 +101,10 @@ static void test_hand(void) {
   h3_diag_free(&d);
 }
 
-static h3_module *tiny_h3(const char *models, h3_tier tier) {
+/* The tiny config of models/FILE after the pass pipeline at `tier`. */
+static h3_module *tiny(const char *models, const char *file, h3_tier tier) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/minimax_h3.g", models);
+  snprintf(path, sizeof path, "%s/%s", models, file);
   h3_frontend_options fo = {"tiny", 0, NULL};
   h3_diag d;
   h3_diag_init(&d);
@@ -116,7 +117,7 @@ static h3_module *tiny_h3(const char *models, h3_tier tier) {
   }
   h3_diag_print(&d, stderr);
   h3_diag_free(&d);
-  CHECK(m != NULL, "tiny H3 at --quality %s does not compile", h3_tier_name(tier));
+  CHECK(m != NULL, "tiny %s at --quality %s does not compile", file, h3_tier_name(tier));
   return m;
 }
 
@@ -136,7 +137,7 @@ static int backend_visit(h3_op *op, void *ctx) {
 }
 
 static void test_h3(const char *models) {
-  h3_module *m = tiny_h3(models, H3_TIER_HIGH);
+  h3_module *m = tiny(models, "minimax_h3.g", H3_TIER_HIGH);
   if (m) {
     CHECK(h3_module_graph(m, "step_cache") && h3_module_graph(m, "step_rest") &&
               h3_module_graph(m, "step_cached"),
@@ -147,26 +148,13 @@ static void test_h3(const char *models) {
     CHECK(bad == 0, "%d ops of tiny H3 --quality high are not run by the cuda backend", bad);
   }
   h3_module_free(m);
-  m = tiny_h3(models, H3_TIER_LOSSLESS);
+  m = tiny(models, "minimax_h3.g", H3_TIER_LOSSLESS);
   if (m) expect_marks(m, ",", "tiny H3 lossless");
   h3_module_free(m);
 }
 
 static void test_m31(const char *models) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/minimax_m3_1.g", models);
-  h3_frontend_options fo = {"tiny", 0, NULL};
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = h3_frontend_load(path, &fo, &d);
-  h3_pass_options po = h3_pass_options_default();
-  if (m && h3_pass_pipeline_run(m, &po, &d) != H3_OK) {
-    h3_module_free(m);
-    m = NULL;
-  }
-  h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  CHECK(m != NULL, "tiny M3.1 does not compile");
+  h3_module *m = tiny(models, "minimax_m3_1.g", h3_pass_options_default().tier);
   bool *flags = m ? calloc((size_t)m->n_graphs + 1, sizeof *flags) : NULL;
   if (flags) {
     cu_graph_host_reads(m, flags);
