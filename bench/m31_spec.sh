@@ -11,7 +11,8 @@
 # speed-up. Outputs: OUT/plain_C.*, OUT/spec_C_A.* (A = "real" for the unforced run).
 #   bench/m31_spec.sh STAGE OUT_DIR [CONCURRENCY...]      (default: 1 8 64)
 # STAGE: tests/gpu/stage.sh's folder; the plans plans/m31_small_serve_sC.plan (compiled here
-# when missing). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
+# when missing, or with M31_SPEC_SET="key=value ..." as extra --set options: experts=128 is
+# the full model's expert count, about 50 GB of weights). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
 # M31_SPEC_BACKEND=cpu (with a small ISL) try the script without a GPU.
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -24,6 +25,8 @@ shift 2
 CS=${*:-1 8 64}
 ISL=${M31_SPEC_ISL:-2048} OSL=${M31_SPEC_OSL:-128}
 CONFIG=${M31_SPEC_CONFIG:-small} BACKEND=${M31_SPEC_BACKEND:-cuda}
+SETS=() # M31_SPEC_SET="experts=128 ...": --set options of the plans (e.g. the full model's experts)
+for kv in ${M31_SPEC_SET:-}; do SETS+=(--set "$kv"); done
 mkdir -p "$OUT"
 export H3_KERNEL_CACHE_DIR=$S/kcache
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,10 +40,10 @@ for C in $CS; do
   python3 "$here/m31_serve_peer.py" make-requests --n "$C" --isl "$ISL" --osl "$OSL" --vocab "$vocab" \
     --seed "$C" > "$req" || fail=1
   plan=$S/plans/m31_${CONFIG}_serve_s$C.plan
-  if [ ! -f "$plan" ] || [ "$ISL" != 2048 ]; then
+  if [ ! -f "$plan" ] || [ "$ISL" != 2048 ] || [ ${#SETS[@]} -gt 0 ]; then
     plan=$OUT/m31_${CONFIG}_serve_s$C.plan
     "$S/bin/h3c" compile "$here/../models/minimax_m3_1.g" --config "$CONFIG" --set seqs="$C" \
-      --set prompt_len="$ISL" -o "$plan" || fail=1
+      --set prompt_len="$ISL" "${SETS[@]}" -o "$plan" || fail=1
   fi
   run=("$S/bin/h3exec" "$plan" --backend "$BACKEND" --weights random --seed 3 --requests "$req" --concurrency "$C")
   echo "=== plain decoding, concurrency $C ($C requests, ISL $ISL, OSL $OSL)" >&2
