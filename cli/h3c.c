@@ -99,7 +99,7 @@ static void usage_pass_options(FILE *out) {
           "                           sink_tokens=, sink_start=); docs/models/accelerations.md §5\n"
           "  --draft-quant bf16|nvfp4  weights of the M3.1 DSpark draft (default bf16): nvfp4\n"
           "                           quantizes fc, o_proj, gate_up_proj and down_proj to NVFP4\n"
-          "                           (W4A16; docs/nvfp4.md); CPU backend only for now\n"
+          "                           (W4A16; docs/nvfp4.md)\n"
           "  --spectrum[=W:WIN:FLEX|KEY=VALUE,...]  Spectrum step skipping (docs/step-skipping.md):\n"
           "                           run the block stack at the real steps of a static schedule\n"
           "                           (warm-up W, then one per window WIN growing by FLEX; default\n"

@@ -978,12 +978,20 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     h3_runtime_free(rt);
     return NULL;
   }
+  /* the backend makes plain random weights itself; NVFP4 ones come quantized from the host */
+  h3_weights *nv = NULL;
+  for (int i = 0; !w && !nv && i < m->n_params; i++)
+    if (m->params[i]->quant != H3_QUANT_NONE && !(nv = h3_weights_random_nvfp4(m, rt->opt.weight_seed, d))) {
+      h3_runtime_free(rt);
+      return NULL;
+    }
   for (int i = 0; i < m->n_params; i++) {
     const h3_param *p = m->params[i];
-    const h3_weight *wt = w ? h3_weights_get(w, p) : NULL;
+    const h3_weight *wt = w ? h3_weights_get(w, p) : nv && p->quant != H3_QUANT_NONE ? h3_weights_get(nv, p) : NULL;
     size_t bytes = (size_t)h3_type_bytes(&p->type);
     if ((w && !wt) || !p->value || p->value->id < 0 || p->value->id >= rt->n_ids) {
       h3_diag_error(d, p->span, NULL, "parameter '%s' has no weights", p->name);
+      h3_weights_free(nv);
       h3_runtime_free(rt);
       return NULL;
     }
@@ -992,6 +1000,7 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
       rt->borrowed[p->value->id] = true;
       rt->weight_bytes += bytes;
       if (run_load_ops(rt, p, d) != H3_OK) {
+        h3_weights_free(nv);
         h3_runtime_free(rt);
         return NULL;
       }
@@ -1008,16 +1017,24 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
         snprintf(what, sizeof what, "parameter '%s'", p->name);
         oom_error(rt, d, p->span, what, (int64_t)bytes);
       }
+      h3_weights_free(nv);
       h3_runtime_free(rt);
       return NULL;
     }
     rt->params[p->value->id] = (h3_tensor){p->type, dev};
     rt->weight_bytes += bytes;
     if (run_load_ops(rt, p, d) != H3_OK) {
+      h3_weights_free(nv);
       h3_runtime_free(rt);
       return NULL;
     }
   }
+  if (nv && b->ops->sync(b, d) != H3_OK) { /* the uploads read nv */
+    h3_weights_free(nv);
+    h3_runtime_free(rt);
+    return NULL;
+  }
+  h3_weights_free(nv);
   rt->t0 = b->ops->now(b);
   return rt;
 }

@@ -115,7 +115,9 @@ void h3_weights_free(h3_weights *w) {
 
 /* Allocates every parameter's buffer, zero-filled when `zero` (else the caller writes every
    byte). */
-static h3_weights *alloc_store(const h3_module *m, bool zero, h3_diag *d) {
+/* zero: buffers zero-filled; quant_only: buffers for the NVFP4 parameters alone (the others
+ * keep data NULL) */
+static h3_weights *alloc_store(const h3_module *m, bool zero, bool quant_only, h3_diag *d) {
   h3_span none = {0};
   h3_weights *w = calloc(1, sizeof *w);
   if (w) w->w = calloc((size_t)m->n_params + 1, sizeof *w->w);
@@ -133,7 +135,7 @@ static h3_weights *alloc_store(const h3_module *m, bool zero, h3_diag *d) {
     w->w[i].bytes = bytes;
     w->total_bytes += bytes;
     w->n_tensors += h3_weights_tensor_count(p);
-    if (bytes == 0) continue;
+    if (bytes == 0 || (quant_only && p->quant == H3_QUANT_NONE)) continue;
     w->w[i].data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!w->w[i].data) {
       h3_diag_error(d, p->span, "use a smaller config (--config small / tiny) or a bigger machine",
@@ -146,7 +148,7 @@ static h3_weights *alloc_store(const h3_module *m, bool zero, h3_diag *d) {
   return w;
 }
 
-h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d) { return alloc_store(m, true, d); }
+h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d) { return alloc_store(m, true, false, d); }
 
 const h3_weight *h3_weights_get(const h3_weights *w, const h3_param *p) {
   for (int i = 0; i < w->n; i++)
@@ -306,7 +308,7 @@ static int fill_plan(const h3_weights *w, fill_param *fp, uint32_t *streams, siz
 }
 
 h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
-  h3_weights *w = alloc_store(m, false, d); /* every element is generated (fill_plan) */
+  h3_weights *w = alloc_store(m, false, false, d); /* every element is generated (fill_plan) */
   if (!w) return NULL;
   fill_param *fp = malloc((size_t)(w->n + 1) * sizeof *fp);
   uint32_t *streams = malloc((size_t)(w->n_tensors + 1) * sizeof *streams);
@@ -319,6 +321,13 @@ h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
   if (work.n > 0) fill_parallel(&work);
   free(fp), free(streams);
   if (work.n >= 0 && h3_weights_nvfp4_random(w, seed, d) == H3_OK) return w;
+  h3_weights_free(w);
+  return NULL;
+}
+
+h3_weights *h3_weights_random_nvfp4(const h3_module *m, uint64_t seed, h3_diag *d) {
+  h3_weights *w = alloc_store(m, false, true, d);
+  if (w && h3_weights_nvfp4_random(w, seed, d) == H3_OK) return w;
   h3_weights_free(w);
   return NULL;
 }

@@ -88,8 +88,9 @@ typedef struct {
 
 /* Optional capabilities of a backend (h3_backend.ext; NULL for cpu), used by the executor
  * when present:
- *   init_param: fills a parameter's device buffer without host data: random weights made
- *     on the device, bitwise equal to h3_weights_random with the same seed.
+ *   init_param: fills a plain (not NVFP4) parameter's device buffer without host data:
+ *     random weights made on the device, bitwise equal to h3_weights_random with the same
+ *     seed. The executor quantizes NVFP4 parameters on the host and uploads them.
  *   call_begin / call_end: bracket one graph call (key: the callee graph; in: its inputs).
  *     call_begin may set *replayed = 1: the backend replayed the work it recorded for key
  *     with these same input buffers, so the executor skips running the callee (whose value

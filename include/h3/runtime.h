@@ -66,7 +66,8 @@ typedef struct {
  * the store's buffers as they are, h3_backend_ops.host_memory) and prepares per-graph
  * state. With w NULL
  * the backend makes random weights itself (h3_backend_ext.init_param, from
- * o->weight_seed; bitwise equal to h3_weights_random). The module, backend and weights
+ * o->weight_seed; bitwise equal to h3_weights_random; NVFP4 parameters are quantized on
+ * the host, h3_weights_random_nvfp4). The module, backend and weights
  * must outlive the runtime. NULL after reporting. */
 h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *w,
                            const h3_runtime_options *o, h3_diag *d);

@@ -58,6 +58,9 @@ h3_status h3_weights_tensor_name(const h3_param *p, int64_t i, h3_strbuf *out, h
 h3_weights *h3_weights_alloc(const h3_module *m, h3_diag *d);
 /* Random weights from `seed` (see the header comment). */
 h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d);
+/* The NVFP4 parameters of h3_weights_random(m, seed) alone (the others' data NULL): for a
+ * backend that makes the plain random weights itself. */
+h3_weights *h3_weights_random_nvfp4(const h3_module *m, uint64_t seed, h3_diag *d);
 /* Loads and validates a safetensors file against the module's parameters: every expanded
  * name must be present with the right dtype and shape, and the file must hold nothing
  * else. Reports missing names (the first few and the count), unexpected names, dtype and

@@ -41,10 +41,8 @@ h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t se
   int64_t numel = h3_type_numel(&tt), members = h3_weights_tensor_count(p);
   size_t member_bytes = (size_t)h3_type_bytes(&tt);
   if (!numel || !members) return H3_OK;
-  if (p->quant != H3_QUANT_NONE) {
-    h3_diag_error(d, p->span,
-                  "give a weights file (--weights FILE: the bf16 weight, quantized at load, or its "
-                  "three NVFP4 tensors), or run with --backend cpu",
+  if (p->quant != H3_QUANT_NONE) { /* the executor quantizes them on the host */
+    h3_diag_error(d, p->span, "this is a bug in h3's executor; please report it",
                   "parameter '%s' (NVFP4 form of '%s'): the cuda backend makes random weights "
                   "only for plain parameters", p->name, p->quant_source ? p->quant_source : "?");
     return H3_ERR;
