@@ -11,8 +11,9 @@
 # speed-up. Outputs: OUT/plain_C.*, OUT/spec_C_A.* (A = "real" for the unforced run).
 #   bench/m31_spec.sh STAGE OUT_DIR [CONCURRENCY...]      (default: 1 8 64)
 # STAGE: tests/gpu/stage.sh's folder; the plans plans/m31_small_serve_sC.plan (compiled here
-# when missing, or with M31_SPEC_SET="key=value ..." as extra --set options: experts=128 is
-# the full model's expert count, about 50 GB of weights). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
+# when missing, or with M31_SPEC_H3C="OPTIONS" as more h3c compile options: `--set
+# experts=128` gives the full model's expert count, about 50 GB of weights; `--draft-quant
+# nvfp4` the NVFP4 draft). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
 # M31_SPEC_BACKEND=cpu (with a small ISL) try the script without a GPU.
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -25,8 +26,7 @@ shift 2
 CS=${*:-1 8 64}
 ISL=${M31_SPEC_ISL:-2048} OSL=${M31_SPEC_OSL:-128}
 CONFIG=${M31_SPEC_CONFIG:-small} BACKEND=${M31_SPEC_BACKEND:-cuda}
-SETS=() # M31_SPEC_SET="experts=128 ...": --set options of the plans (e.g. the full model's experts)
-for kv in ${M31_SPEC_SET:-}; do SETS+=(--set "$kv"); done
+read -r -a SETS <<< "${M31_SPEC_H3C:-}" # more h3c compile options (--set experts=128, --draft-quant nvfp4)
 mkdir -p "$OUT"
 export H3_KERNEL_CACHE_DIR=$S/kcache
 here=$(cd "$(dirname "$0")" && pwd)

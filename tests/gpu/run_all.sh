@@ -30,6 +30,7 @@
 #          concurrency 1, 8, 64: the real acceptance and forced ones (bench only), tokens
 #          checked against plain decoding by the margin rule
 #   m31spec128 the same at concurrency 1 and 64 with the full model's 128 experts
+#   m31specfp4 the same at concurrency 1 and 64 with the NVFP4 draft
 #   nvfp4  bench/nvfp4_bench.c: the draft's NVFP4 GEMM against cuBLASLt bf16 at M = 1 .. 576
 #   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
 #          equal them inside a batch of 64 (bitwise); a one-row plan by the margin rule
@@ -76,7 +77,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|nvfp4|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|nvfp4|m31servecheck|faults|tiny|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -210,8 +211,13 @@ for section in $SECTIONS; do
     ;;
   m31spec128)
     # the same with the full model's 128 experts (about 50 GB of weights), batch 1 and 64
-    step m31_spec_128 590 env PYTHONUNBUFFERED=1 M31_SPEC_SET=experts=128 bench/m31_spec.sh "$STAGE" \
-      "$LOG/spec128" 1 64
+    step m31_spec_128 590 env PYTHONUNBUFFERED=1 M31_SPEC_H3C="--set experts=128" bench/m31_spec.sh \
+      "$STAGE" "$LOG/spec128" 1 64
+    ;;
+  m31specfp4)
+    # the same with the NVFP4 draft (--draft-quant nvfp4), batch 1 and 64
+    step m31_spec_nvfp4 590 env PYTHONUNBUFFERED=1 M31_SPEC_H3C="--draft-quant nvfp4" bench/m31_spec.sh \
+      "$STAGE" "$LOG/specfp4" 1 64
     ;;
   m31servecheck)
     # serving on cuda: requests alone vs inside a batch of 64 (tests/gpu/serve_check.py)
