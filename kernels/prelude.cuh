@@ -150,6 +150,30 @@ H3_DI void h3_ldsm4_trans(unsigned *r, const void *p) {
 #endif
 }
 
+// sc[n] = Q K^T for keys 8 n .. 8 n + 7 of a K tile in shared memory: rows of 64 KP bytes (a
+// key each), 16-byte chunk c of key r at chunk c ^ (r & 7); qa[2 KP] Q's A fragments, k-steps
+// ascending. An ldmatrix.x4 of 64 bytes of 8 keys gives the B fragments (n = key) of two
+// k-steps, each multiplied by MMA (h3_mma_bf16: k16 of bf16, kernels/m31_msa_tile.cu; or an
+// m16n8k32 of 8-bit codes, kernels/sage_attention.cu). Every lane of the warp takes part.
+template <int KP, typename Acc, void (*MMA)(Acc *, const unsigned *, const unsigned *)>
+H3_DI void h3_tile_qk(const unsigned char *ks, const unsigned (*qa)[4], Acc sc[8][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) sc[n][i] = 0;
+#pragma unroll
+  for (int kp = 0; kp < KP; kp++) // bytes 64 kp .. + 63 of each key: k-steps 2 kp, 2 kp + 1
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      unsigned f[4];
+      h3_ldsm4(f, ks + (8 * n + (lane & 7)) * 64 * KP + (((4 * kp + (lane >> 3)) ^ (lane & 7)) * 16));
+      const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      MMA(sc[n], qa[2 * kp], b0);
+      MMA(sc[n], qa[2 * kp + 1], b1);
+    }
+}
+
 // bf16 pair (lo, hi) in one word, low half the lower k (the mma's operand order), each
 // rounded to nearest
 H3_DI unsigned h3_bf16x2(float lo, float hi) {
@@ -159,6 +183,19 @@ H3_DI unsigned h3_bf16x2(float lo, float hi) {
   return u;
 #else
   return (unsigned)h3_f32_to_bf16(lo) | (unsigned)h3_f32_to_bf16(hi) << 16;
+#endif
+}
+
+// e4m3 (OCP E4M3FN) pair (lo, hi) in the low 16 bits, lo the low byte: round to nearest even,
+// +-448 past it (satfinite), NaN to 0x7f; include/h3/nvfp4.h's h3_e4m3_from_f32 twice (the
+// sage kernels' V and P codes, kernels/sage_quant.cu and sage_attention.cu)
+H3_DI unsigned h3_e4m3x2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+  unsigned short u;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(u) : "f"(hi), "f"(lo));
+  return u;
+#else
+  return (unsigned)h3_e4m3_from_f32(lo) | (unsigned)h3_e4m3_from_f32(hi) << 8;
 #endif
 }
 

@@ -1,0 +1,266 @@
+// sage_attention.cu: the attention of `sage_attention` (ops.def) on tensor cores for ONE
+// segment of len rows, after kernels/sage_quant.cu's pre-passes (their padded layouts: lp =
+// len rounded up to 128; qc [Hq][lp][128] and kc [Hk][lp][128] int8, qd [Hq][lp / 64] and kd
+// [Hk][lp / 64] their 64-row blocks' deltas; pv = fp8: vt [Hk][128][lp] e4m3 in sage_quant.cu's
+// key order and vscale [Hk][128]; pv = bf16: v itself, bf16 [len, Hk, 128] with row stride
+// v_stride). The CPU reference (runtime/cpu/ops_sage.c) fixes every rounding; this kernel
+// computes the same int8 codes' int32 dot products (exact), the same scores, the same
+// running maxima over the same 64-key blocks (a key tile is one block of kd), the same P and V
+// codes, and differs from it only in the order of fp32 sums (the row sums l, and O per tile:
+// the tensor cores' order, then one add of the tile into O) and in expf's last bits.
+//   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
+//     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
+// Grid (ceil(len / 128), Hq), 256 threads, one block per SM (up to ~200 registers a thread).
+// Block x takes query rows 128 x .. + 127 of q head y (kv head y / group); warp w its rows
+// 16 w .. + 15 (in one 64-row q block: one delta dq), lane l = 4 g + c rows g and g + 8 as
+// the M = 16 of mma.m16n8k32. Key tiles of 64 (one k block: one delta dk) go into shared
+// memory by cp.async, 3 stages (two tiles in flight while one is used): K [64][128] int8 with
+// 16-byte chunk c of key r at chunk c ^ (r & 7); fp8: V^T [128][64] e4m3 with chunk c of dim
+// d at c ^ ((d / 2) & 3); bf16: V [64][128] bf16 with chunk c of key r at c ^ (r & 7) (the 8
+// rows of an ldmatrix phase on distinct banks). Per tile and warp:
+//   S = Q K^T: Q's A fragments in registers (4 k-steps of 32 dims, read once from qc), K the
+//     B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
+//   s = fp32(dot) * (dq * dk) * scale; keys past len -inf; m' = max(m, rowmax s) (quad
+//     shuffles); alpha = expf(m - m'); p = expf(s - m'); l = l * alpha + sum p (this lane's
+//     keys; the quad's sums added at the end);
+//   fp8: P = e4m3(p * 448) packed as the A fragments of 2 k-steps of 32 keys (sage_quant.cu's
+//     order), V^T by ldmatrix.x4 (n = dim): 32 mma.m16n8k32 e4m3 -> f32; bf16: P = bf16(p),
+//     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
+//     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
+// Output: fp8 O * vscale[d] / (448 * l), bf16 O / l, rounded once to bf16.
+// A first form: mma.sync (wgmma with int8 / e4m3 operands from shared memory is the fast one).
+
+#define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
+#define H3S_ROWS 128                       // query rows per block, 16 per warp
+#define H3S_THREADS 256
+#define H3S_KEYS 64 // keys per tile: one 64-row block of k
+#define H3S_STAGES 3
+#define H3S_KBYTES (H3S_KEYS * 128) // a K tile (int8), also a V^T tile (e4m3)
+
+// the dynamic shared memory of the fp8 and bf16 forms: 3 stages of K and V
+#define H3S_SMEM_FP8 (H3S_STAGES * 2 * H3S_KBYTES)
+#define H3S_SMEM_BF16 (H3S_STAGES * 3 * H3S_KBYTES)
+
+#define H3_SAGE_FWD_PARAMS                                                                        \
+  const signed char *__restrict__ qc, const signed char *__restrict__ kc,                        \
+      const unsigned char *__restrict__ vt, const h3_bf16 *__restrict__ v,                       \
+      const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale, \
+      h3_bf16 *__restrict__ o, long long len, long long lp, long long v_stride, long long o_stride, \
+      int group, float scale
+
+// d += a * b, m16n8k32 with 8-bit operands: int8 -> int32 (exact) or e4m3 -> fp32; the
+// fragments are those of h3_mma_bf16 with each 32-bit word 4 bytes of k (lane 4 g + c: a =
+// {A[g][4c..], A[g+8][4c..], A[g][16+4c..], A[g+8][16+4c..]}, b = {B[4c..][g], B[16+4c..][g]},
+// low byte the lower k). Host emulation: emu_mma_s8, emu_mma_e4m3 (tests/codegen/host_emu.h).
+#define H3S_MMA_K32(types, acc)                                                                \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col." types " {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+               "{%8, %9}, {%0, %1, %2, %3};"                                                   \
+               : acc(d[0]), acc(d[1]), acc(d[2]), acc(d[3])                                    \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#ifdef H3_HOST_EMU
+H3_DI void h3s_mma_s8(int *d, const unsigned *a, const unsigned *b) { emu_mma_s8(d, a, b); }
+H3_DI void h3s_mma_e4m3(float *d, const unsigned *a, const unsigned *b) { emu_mma_e4m3(d, a, b); }
+#else
+H3_DI void h3s_mma_s8(int *d, const unsigned *a, const unsigned *b) { H3S_MMA_K32("s32.s8.s8.s32", "+r"); }
+H3_DI void h3s_mma_e4m3(float *d, const unsigned *a, const unsigned *b) { H3S_MMA_K32("f32.e4m3.e4m3.f32", "+f"); }
+#endif
+
+// Key tile j of kv head h into a stage: K (8 KiB of kc), then V^T (fp8: 128 rows of 64 bytes
+// of vt) or V (bf16: 64 keys of 256 bytes, zeros past len), this thread's 16-byte chunks
+template <bool FP8>
+H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned char *vt,
+                    const h3_bf16 *v, long long j, int h, long long len, long long lp, long long v_stride) {
+  const int tid = threadIdx.x;
+  uint4 *ks = reinterpret_cast<uint4 *>(stage), *vs = ks + H3S_KBYTES / 16;
+  const signed char *ksrc = kc + ((long long)h * lp + j * H3S_KEYS) * 128;
+#pragma unroll
+  for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // key i / 8, chunk i % 8
+    const int key = i >> 3, ch = i & 7;
+    h3_cp16(ks + key * 8 + (ch ^ (key & 7)), ksrc + 16 * i);
+  }
+  if constexpr (FP8) {
+#pragma unroll
+    for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // dim i / 4, chunk i % 4
+      const int dim = i >> 2, ch = i & 3;
+      h3_cp16(vs + dim * 4 + (ch ^ ((dim >> 1) & 3)), vt + ((long long)h * 128 + dim) * lp + j * H3S_KEYS + 16 * ch);
+    }
+  } else {
+#pragma unroll
+    for (int i = tid; i < 2 * H3S_KBYTES / 16; i += H3S_THREADS) { // key i / 16, chunk i % 16
+      const int key = i >> 4, ch = i & 15;
+      const long long r = j * H3S_KEYS + key;
+      uint4 *dst = vs + key * 16 + (ch ^ (key & 7));
+      if (r < len) h3_cp16(dst, v + r * v_stride + h * 128 + 8 * ch);
+      else *dst = uint4{0u, 0u, 0u, 0u};
+    }
+  }
+}
+
+// The online softmax of one tile whose first key is key0 (rows g, g + 8: r = 0, 1): the
+// scores s = fp32(dot) * dqk * scale (dqk = dq * dk), -inf past len, into p = expf(s - m')
+// in pf; the running maxima m, this lane's sums l, and alpha[r] = expf(m - m') returned.
+H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float dqk, float scale, long long key0,
+                       long long len, float m[2], float l[2], float alpha[2]) {
+  const int c = threadIdx.x & 3;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float tm = m[r];
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      const int n = k >> 1, e = 2 * r + (k & 1);
+      const bool live = key0 + 8 * n + 2 * c + (k & 1) < len;
+      pf[n][e] = live ? __fmul_rn(__fmul_rn((float)sc[n][e], dqk), scale) : -H3S_INF;
+      tm = fmaxf(tm, pf[n][e]);
+    }
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+    alpha[r] = expf(__fsub_rn(m[r], tm));
+    m[r] = tm;
+    l[r] = __fmul_rn(l[r], alpha[r]);
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      float &x = pf[k >> 1][2 * r + (k & 1)];
+      x = expf(__fsub_rn(x, tm));
+      l[r] = __fadd_rn(l[r], x);
+    }
+  }
+}
+
+// e4m3(x * 448) of four p, packed in one word (a the low byte)
+H3_DI unsigned h3s_p8(float a, float b, float c, float d) {
+  return h3_e4m3x2(__fmul_rn(a, 448.0f), __fmul_rn(b, 448.0f)) |
+         h3_e4m3x2(__fmul_rn(c, 448.0f), __fmul_rn(d, 448.0f)) << 16;
+}
+
+// a[j] = a[j] * alpha (rows g: alpha[0], g + 8: alpha[1]) + t, the tile's sums of n-tile j
+H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) a[i] = __fadd_rn(__fmul_rn(a[i], alpha[i >> 1]), t[i]);
+}
+
+// acc = acc * alpha + P V for the fp8 V^T tile vs: P = e4m3(p * 448) as the A fragments of 2
+// k-steps of 32 keys (vt's key order: n-tiles 4 kk, 4 kk + 1 in a row's first word, 4 kk + 2,
+// + 3 in its second), V^T by ldmatrix.x4 (the 64 bytes of 8 dims, n = dim); each n-tile's
+// product in a zeroed accumulator, then folded into acc
+H3_DI void h3s_pv_fp8(const unsigned char *vs, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31;
+  unsigned pa[2][4];
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++) {
+    const int n = 4 * kk;
+    pa[kk][0] = h3s_p8(pf[n][0], pf[n][1], pf[n + 1][0], pf[n + 1][1]);
+    pa[kk][1] = h3s_p8(pf[n][2], pf[n][3], pf[n + 1][2], pf[n + 1][3]);
+    pa[kk][2] = h3s_p8(pf[n + 2][0], pf[n + 2][1], pf[n + 3][0], pf[n + 3][1]);
+    pa[kk][3] = h3s_p8(pf[n + 2][2], pf[n + 2][3], pf[n + 3][2], pf[n + 3][3]);
+  }
+#pragma unroll
+  for (int j = 0; j < 16; j++) { // dims 8 j .. + 7
+    const int dim = 8 * j + (lane & 7);
+    unsigned f[4];
+    h3_ldsm4(f, vs + dim * 64 + (((lane >> 3) ^ ((dim >> 1) & 3)) * 16));
+    const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    h3s_mma_e4m3(t, pa[0], b0);
+    h3s_mma_e4m3(t, pa[1], b1);
+    h3s_fold(acc[j], t, alpha);
+  }
+}
+
+// acc = acc * alpha + P V for the bf16 V tile vs: P = bf16(p) as the A fragments of 4 k16
+// steps, V the B operand by ldmatrix.x4.trans (k = key, n = dim); each pair of n-tiles'
+// product in zeroed accumulators, then folded into acc
+H3_DI void h3s_pv_bf16(const unsigned char *vsb, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31;
+  const h3_bf16 *vs = reinterpret_cast<const h3_bf16 *>(vsb);
+  unsigned pa[4][4];
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) { // keys 16 ks .. + 15
+    pa[ks][0] = h3_bf16x2(pf[2 * ks][0], pf[2 * ks][1]), pa[ks][1] = h3_bf16x2(pf[2 * ks][2], pf[2 * ks][3]);
+    pa[ks][2] = h3_bf16x2(pf[2 * ks + 1][0], pf[2 * ks + 1][1]);
+    pa[ks][3] = h3_bf16x2(pf[2 * ks + 1][2], pf[2 * ks + 1][3]);
+  }
+#pragma unroll
+  for (int dp = 0; dp < 8; dp++) { // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
+    float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+      const int row = 16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1);
+      unsigned f[4];
+      h3_ldsm4_trans(f, vs + row * 128 + (((2 * dp + (lane >> 4)) ^ (lane & 7)) * 8));
+      const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      h3_mma_bf16(t[0], pa[ks], b0);
+      h3_mma_bf16(t[1], pa[ks], b1);
+    }
+    h3s_fold(acc[2 * dp], t[0], alpha);
+    h3s_fold(acc[2 * dp + 1], t[1], alpha);
+  }
+}
+
+template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
+  H3_DYN_SMEM(unsigned char, smem); // stage s at s * (FP8 ? 2 : 3) * H3S_KBYTES: K, then V
+  constexpr int STAGE = (FP8 ? 2 : 3) * H3S_KBYTES;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int n = blockIdx.y, h = n / group;
+  const long long r0 = (long long)blockIdx.x * H3S_ROWS + 16 * warp; // the warp's first row
+  // Q's A fragments: dims 32 kk + 4 c (+ 16) of rows g, g + 8 (zero codes past len)
+  unsigned qa[4][4];
+  const unsigned *qg = reinterpret_cast<const unsigned *>(qc + ((long long)n * lp + r0 + g) * 128);
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    qa[kk][0] = qg[8 * kk + c], qa[kk][1] = qg[8 * 32 + 8 * kk + c];
+    qa[kk][2] = qg[8 * kk + 4 + c], qa[kk][3] = qg[8 * 32 + 8 * kk + 4 + c];
+  }
+  const float dq = qd[(long long)n * (lp / 64) + r0 / 64];
+  float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+  const int nt = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
+#pragma unroll
+  for (int i = 0; i < H3S_STAGES - 1; i++) {
+    if (i < nt) h3s_load<FP8>(smem + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
+    h3_cp_commit();
+  }
+  for (int it = 0; it < nt; it++) { // as often in every thread
+    h3_cp_wait_pending<H3S_STAGES - 2>();
+    __syncthreads(); // tile it is in; every warp is done with the stage loaded next
+    const int nx = it + H3S_STAGES - 1;
+    if (nx < nt) h3s_load<FP8>(smem + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
+    h3_cp_commit();
+    const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
+    int sc[8][4];
+    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc);
+    float pf[8][4], alpha[2];
+    h3s_softmax(sc, pf, __fmul_rn(dq, kd[(long long)h * (lp / 64) + it]), scale, (long long)it * H3S_KEYS,
+                len, m, l, alpha);
+    if constexpr (FP8) h3s_pv_fp8(vs, pf, alpha, acc);
+    else h3s_pv_bf16(vs, pf, alpha, acc);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    const long long t = r0 + g + 8 * r;
+    if (t >= len) continue;
+    h3_bf16 *ot = o + t * o_stride + (long long)n * 128;
+    const float den = FP8 ? __fmul_rn(448.0f, l[r]) : l[r];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      const int d = 8 * j + 2 * c;
+      float y[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        y[e] = __fdiv_rn(FP8 ? __fmul_rn(acc[j][2 * r + e], vscale[h * 128 + d + e]) : acc[j][2 * r + e], den);
+      h3_st2(ot + d, y[0], y[1]);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8(H3_SAGE_FWD_PARAMS) {
+  h3s_fwd<true>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(H3_SAGE_FWD_PARAMS) {
+  h3s_fwd<false>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
+}
