@@ -25,7 +25,8 @@
  *    attention of many rows of one sequence (prefill 2048 from 0, extends at 3000, a 16k
  *    prompt's last rows; scrambled pages, NaN in every cache slot past the keys, selections
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
- *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones).
+ *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
+ *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -599,6 +600,21 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *xv3 = in_of(&h, "xv3", H3_F32, 2, (int64_t[]){50, 384});
   h3_attr cattv[3] = {catt[0], catt[1], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){256, 384})};
   cases[n++] = (hand_case){"attention f32 causal GQA v view", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, xv3}, 3, cattv), -1, NULL};
+  /* sage_attention at head_dim 128 (all_ops.ir's head_dim 16 is not the cuda kernel's: it
+     must say so): 333 rows in segments of 300 and 33 (partial query and key tiles), GQA 4 / 2;
+     pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
+     CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
+     flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
+  h3_value *qs = in_of(&h, "qs", H3_BF16, 3, (int64_t[]){333, 4, 128});
+  h3_value *ks = in_of(&h, "ks", H3_BF16, 3, (int64_t[]){333, 2, 128});
+  h3_value *vs = in_of(&h, "vs", H3_BF16, 3, (int64_t[]){333, 2, 128});
+  const char *sage_tag[3] = {"sage_attention fp8 D=128 segments GQA", "sage_attention bf16 D=128 segments GQA",
+                             "sage_attention fp8 D=128 no smoothing"};
+  for (int i = 0; i < 3; i++) {
+    h3_attr sa[4] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300}),
+                     h3_attr_string(h.m, "pv", i == 1 ? "bf16" : "fp8"), h3_attr_int(h.m, "smooth", i < 2)};
+    cases[n++] = (hand_case){sage_tag[i], op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 4, sa), 1e-6, NULL};
+  }
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
