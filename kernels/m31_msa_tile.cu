@@ -309,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(H3T_THREADS, 1) H3_KV_ATT_TILE_NAME
     h3_cp_commit();
     const h3_bf16 *ks = smem + 2 * cur * H3T_TILE, *vs = ks + H3T_TILE;
     float sc[8][4];
-    h3_tile_qk<4, float, h3_mma_bf16>(reinterpret_cast<const unsigned char *>(ks), qa, sc);
+    h3_tile_qk<4, float, h3_mma_bf16>(reinterpret_cast<const unsigned char *>(ks), qa, sc, 0.0f);
     h3t_softmax(sc, h3t_live(s, (long long)it * H3T_KEYS, p, warp), scale, m, l, acc);
     h3t_pv(vs, sc, acc);
   }

@@ -4,13 +4,16 @@
 // [Hk][lp / 64] their 64-row blocks' deltas; pv = fp8: vt [Hk][128][lp] e4m3 in sage_quant.cu's
 // key order and vscale [Hk][128]; pv = bf16: v itself, bf16 [len, Hk, 128] with row stride
 // v_stride). The CPU reference (runtime/cpu/ops_sage.c) fixes every rounding; this kernel
-// computes the same int8 codes' int32 dot products (exact), the same scores, the same
-// running maxima over the same 64-key blocks (a key tile is one block of kd), the same P and V
-// codes, and differs from it only in the order of fp32 sums (the row sums l, and O per tile:
-// the tensor cores' order, then one add of the tile into O) and in expf's last bits.
+// multiplies the same int8 codes (int32 dot products: exact), takes the running maxima over
+// the same 64-key blocks (a key tile is one block of kd) and rounds P and V to e4m3 (or P to
+// bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot * (dq * dk
+// * scale * log2 e), one rounding chain against the reference's two products) and 2^x by
+// ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
+// away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
+// cores' order, then one fma of the tile into O).
 //   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
 //     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
-// Grid (ceil(len / 128), Hq), 256 threads, one block per SM (up to ~200 registers a thread).
+// Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers, no spills).
 // Block x takes query rows 128 x .. + 127 of q head y (kv head y / group); warp w its rows
 // 16 w .. + 15 (in one 64-row q block: one delta dq), lane l = 4 g + c rows g and g + 8 as
 // the M = 16 of mma.m16n8k32. Key tiles of 64 (one k block: one delta dk) go into shared
@@ -20,14 +23,14 @@
 // rows of an ldmatrix phase on distinct banks). Per tile and warp:
 //   S = Q K^T: Q's A fragments in registers (4 k-steps of 32 dims, read once from qc), K the
 //     B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
-//   s = fp32(dot) * (dq * dk) * scale; keys past len -inf; m' = max(m, rowmax s) (quad
-//     shuffles); alpha = expf(m - m'); p = expf(s - m'); l = l * alpha + sum p (this lane's
-//     keys; the quad's sums added at the end);
+//   t = fp32(dot) * kq (log2 units); keys past len -inf; m' = max(m, rowmax t) (quad
+//     shuffles); alpha = 2^(m - m'); p = 2^(t - m') (fp8: 2^(t - m' + log2 448) = p * 448);
+//     l = l * alpha + sum p (this lane's keys; the quad's sums added at the end);
 //   fp8: P = e4m3(p * 448) packed as the A fragments of 2 k-steps of 32 keys (sage_quant.cu's
 //     order), V^T by ldmatrix.x4 (n = dim): 32 mma.m16n8k32 e4m3 -> f32; bf16: P = bf16(p),
 //     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
-// Output: fp8 O * vscale[d] / (448 * l), bf16 O / l, rounded once to bf16.
+// Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
 // A first form: mma.sync (wgmma with int8 / e4m3 operands from shared memory is the fast one).
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
@@ -96,49 +99,54 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
   }
 }
 
-// The online softmax of one tile whose first key is key0 (rows g, g + 8: r = 0, 1): the
-// scores s = fp32(dot) * dqk * scale (dqk = dq * dk), -inf past len, into p = expf(s - m')
-// in pf; the running maxima m, this lane's sums l, and alpha[r] = expf(m - m') returned.
-H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float dqk, float scale, long long key0,
-                       long long len, float m[2], float l[2], float alpha[2]) {
+// The online softmax of one tile whose first key is key0 (rows g, g + 8: r = 0, 1), in log2
+// units: t = fp32(dot) * kq (kq = dq * dk * scale * log2(e)), -inf past len; m' = max(m, max
+// t) (the quad's lanes); p = 2^(t - m' + lg) into pf (lg = log2(448) for fp8: P's e4m3 input
+// p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
+// rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
+// accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
+// converts them: no int-to-float conversions on the narrow pipe.
+#define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
+H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                       float m[2], float l[2], float alpha[2]) {
   const int c = threadIdx.x & 3;
+  const bool full = key0 + H3S_KEYS <= len; // every key of the tile is live
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     float tm = m[r];
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const int n = k >> 1, e = 2 * r + (k & 1);
-      const bool live = key0 + 8 * n + 2 * c + (k & 1) < len;
-      pf[n][e] = live ? __fmul_rn(__fmul_rn((float)sc[n][e], dqk), scale) : -H3S_INF;
+      const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
+      pf[n][e] = live ? __fmul_rn(__fsub_rn(__int_as_float(sc[n][e]), 12582912.0f), kq) : -H3S_INF;
       tm = fmaxf(tm, pf[n][e]);
     }
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-    alpha[r] = expf(__fsub_rn(m[r], tm));
+    alpha[r] = h3_exp2_approx(__fsub_rn(m[r], tm));
     m[r] = tm;
     l[r] = __fmul_rn(l[r], alpha[r]);
+    const float off = __fsub_rn(tm, lg);
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       float &x = pf[k >> 1][2 * r + (k & 1)];
-      x = expf(__fsub_rn(x, tm));
+      x = h3_exp2_approx(__fsub_rn(x, off));
       l[r] = __fadd_rn(l[r], x);
     }
   }
 }
 
-// e4m3(x * 448) of four p, packed in one word (a the low byte)
-H3_DI unsigned h3s_p8(float a, float b, float c, float d) {
-  return h3_e4m3x2(__fmul_rn(a, 448.0f), __fmul_rn(b, 448.0f)) |
-         h3_e4m3x2(__fmul_rn(c, 448.0f), __fmul_rn(d, 448.0f)) << 16;
-}
+// e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
+H3_DI unsigned h3s_p8(float a, float b, float c, float d) { return h3_e4m3x2(a, b) | h3_e4m3x2(c, d) << 16; }
 
-// a[j] = a[j] * alpha (rows g: alpha[0], g + 8: alpha[1]) + t, the tile's sums of n-tile j
+// a[j] = a[j] * alpha + t (one fma; rows g: alpha[0], g + 8: alpha[1]), the tile's sums of
+// n-tile j
 H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
 #pragma unroll
-  for (int i = 0; i < 4; i++) a[i] = __fadd_rn(__fmul_rn(a[i], alpha[i >> 1]), t[i]);
+  for (int i = 0; i < 4; i++) a[i] = __fmaf_rn(a[i], alpha[i >> 1], t[i]);
 }
 
-// acc = acc * alpha + P V for the fp8 V^T tile vs: P = e4m3(p * 448) as the A fragments of 2
+// acc = acc * alpha + P V for the fp8 V^T tile vs: P = e4m3(p * 448) (pf) as the A fragments of 2
 // k-steps of 32 keys (vt's key order: n-tiles 4 kk, 4 kk + 1 in a row's first word, 4 kk + 2,
 // + 3 in its second), V^T by ldmatrix.x4 (the 64 bytes of 8 dims, n = dim); each n-tile's
 // product in a zeroed accumulator, then folded into acc
@@ -210,7 +218,7 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     qa[kk][0] = qg[8 * kk + c], qa[kk][1] = qg[8 * 32 + 8 * kk + c];
     qa[kk][2] = qg[8 * kk + 4 + c], qa[kk][3] = qg[8 * 32 + 8 * kk + 4 + c];
   }
-  const float dq = qd[(long long)n * (lp / 64) + r0 / 64];
+  const float dq = qd[(long long)n * (lp / 64) + r0 / 64], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < 16; j++)
@@ -230,10 +238,10 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     h3_cp_commit();
     const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
     int sc[8][4];
-    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc);
+    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
     float pf[8][4], alpha[2];
-    h3s_softmax(sc, pf, __fmul_rn(dq, kd[(long long)h * (lp / 64) + it]), scale, (long long)it * H3S_KEYS,
-                len, m, l, alpha);
+    h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, kd[(long long)h * (lp / 64) + it]), sl2), FP8 ? 8.807354922057604f : 0.0f,
+                (long long)it * H3S_KEYS, len, m, l, alpha);
     if constexpr (FP8) h3s_pv_fp8(vs, pf, alpha, acc);
     else h3s_pv_bf16(vs, pf, alpha, acc);
   }
@@ -244,7 +252,7 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     const long long t = r0 + g + 8 * r;
     if (t >= len) continue;
     h3_bf16 *ot = o + t * o_stride + (long long)n * 128;
-    const float den = FP8 ? __fmul_rn(448.0f, l[r]) : l[r];
+    const float den = l[r]; // fp8: the sum of p * 448
 #pragma unroll
     for (int j = 0; j < 16; j++) {
       const int d = 8 * j + 2 * c;

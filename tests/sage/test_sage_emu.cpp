@@ -10,9 +10,11 @@
  *     of a 32-key group holds key 8 (2 (p / 16) + (p % 4) / 2) + 2 ((p % 16) / 4) + p % 2),
  *     zero codes in the padding rows;
  *   - the output against the CPU backend's op (runtime/cpu/ops_sage.c): the same codes,
- *     scores, maxima, P and V roundings and expf (the host's, on both sides here), so only the
- *     fp32 sums' order differs (l per lane then the quad; O per n-tile in the mma's order, then
- *     one add per tile): NMSE <= 1e-9 and at most 2 % of the bf16 outputs a rounding apart.
+ *     maxima over the same key blocks, P and V roundings; the kernel's scores in log2 units
+ *     and 2^x (exp2f here, ex2.approx on the GPU) move P by ~1e-7 relative, so a rare P code
+ *     lands one step away (more often for bf16's finer steps), and the fp32 sums run in
+ *     another order (l per lane then the quad; O per n-tile in the mma's order, then one fma
+ *     per tile): NMSE <= 1e-8 and at most 2 % of the bf16 outputs a rounding apart.
  * Cases: pv fp8 and bf16 with smoothing, two segments (130 + 70 rows: a partial query tile,
  * partial key tiles, the second segment's blocks from its own start), GQA (4 q heads on 2 kv
  * heads); pv fp8 without smoothing on one segment of 100 rows.
@@ -154,7 +156,7 @@ static void test_case(const sage_case &c) {
   }
   fprintf(stderr, "  %-40s %lld code / scale mismatches\n", c.name, (long long)bad);
   CHECK(bad == 0, "%s: %lld codes or scales differ from the contract", c.name, (long long)bad);
-  compare(c.name, out, want[0], 1e-9);
+  compare(c.name, out, want[0], 1e-8);
   int64_t n = h3_type_numel(&out.type), differ = 0;
   for (int64_t i = 0; i < n; i++) differ += ld(out, i) != ld(want[0], i);
   CHECK(differ * 50 <= n, "%s: %lld of %lld outputs differ from the CPU's", c.name, (long long)differ, (long long)n);
