@@ -13,14 +13,15 @@
 // cores' order, then one fma of the tile into O).
 //   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
 //     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
-// Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers, no spills).
+// Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers).
 // Block x takes query rows 128 x .. + 127 of q head y (kv head y / group); warp w its rows
 // 16 w .. + 15 (in one 64-row q block: one delta dq), lane l = 4 g + c rows g and g + 8 as
-// the M = 16 of mma.m16n8k32. Key tiles of 64 (one k block: one delta dk) go into shared
-// memory by cp.async, 3 stages (two tiles in flight while one is used): K [64][128] int8 with
-// 16-byte chunk c of key r at chunk c ^ (r & 7); fp8: V^T [128][64] e4m3 with chunk c of dim
-// d at c ^ ((d / 2) & 3); bf16: V [64][128] bf16 with chunk c of key r at c ^ (r & 7) (the 8
-// rows of an ldmatrix phase on distinct banks). Per tile and warp:
+// the M = 16 of mma.m16n8k32. Stages of 128 keys (two tiles of 64: each one k block, one
+// delta dk) go into shared memory by cp.async, 3 stages (two in flight while one is used): K
+// [128][128] int8 with 16-byte chunk c of key r at chunk c ^ (r & 7); fp8: V^T [128][128]
+// e4m3 (dim, key) with chunk c of dim d at c ^ (d & 7); bf16: V [128][128] bf16 with chunk c
+// of key r at c ^ (r & 7) (the 8 rows of an ldmatrix phase on distinct banks). Per tile and
+// warp:
 //   S = Q K^T: Q's A fragments in registers (4 k-steps of 32 dims, read once from qc), K the
 //     B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
 //   t = fp32(dot) * kq (log2 units); keys past len -inf; m' = max(m, rowmax t) (quad
@@ -36,11 +37,12 @@
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
 #define H3S_THREADS 256
-#define H3S_KEYS 64 // keys per tile: one 64-row block of k
+#define H3S_KEYS 64         // keys per tile: one 64-row block of k
+#define H3S_STAGE_KEYS 128  // keys per stage: two tiles
 #define H3S_STAGES 3
-#define H3S_KBYTES (H3S_KEYS * 128) // a K tile (int8), also a V^T tile (e4m3)
+#define H3S_KBYTES (H3S_STAGE_KEYS * 128) // a stage's K (int8), also its V^T (e4m3)
 
-// the dynamic shared memory of the fp8 and bf16 forms: 3 stages of K and V
+// the dynamic shared memory of the fp8 and bf16 forms: 3 stages of K and V (96, 144 KiB)
 #define H3S_SMEM_FP8 (H3S_STAGES * 2 * H3S_KBYTES)
 #define H3S_SMEM_BF16 (H3S_STAGES * 3 * H3S_KBYTES)
 
@@ -68,14 +70,15 @@ H3_DI void h3s_mma_s8(int *d, const unsigned *a, const unsigned *b) { H3S_MMA_K3
 H3_DI void h3s_mma_e4m3(float *d, const unsigned *a, const unsigned *b) { H3S_MMA_K32("f32.e4m3.e4m3.f32", "+f"); }
 #endif
 
-// Key tile j of kv head h into a stage: K (8 KiB of kc), then V^T (fp8: 128 rows of 64 bytes
-// of vt) or V (bf16: 64 keys of 256 bytes, zeros past len), this thread's 16-byte chunks
+// Keys 128 j .. + 127 of kv head h into a stage: K (16 KiB of kc), then V^T (fp8: 128 rows of
+// 128 bytes of vt) or V (bf16: 128 keys of 256 bytes, zeros past len), this thread's 16-byte
+// chunks
 template <bool FP8>
 H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned char *vt,
                     const h3_bf16 *v, long long j, int h, long long len, long long lp, long long v_stride) {
   const int tid = threadIdx.x;
   uint4 *ks = reinterpret_cast<uint4 *>(stage), *vs = ks + H3S_KBYTES / 16;
-  const signed char *ksrc = kc + ((long long)h * lp + j * H3S_KEYS) * 128;
+  const signed char *ksrc = kc + ((long long)h * lp + j * H3S_STAGE_KEYS) * 128;
 #pragma unroll
   for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // key i / 8, chunk i % 8
     const int key = i >> 3, ch = i & 7;
@@ -83,15 +86,15 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
   }
   if constexpr (FP8) {
 #pragma unroll
-    for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // dim i / 4, chunk i % 4
-      const int dim = i >> 2, ch = i & 3;
-      h3_cp16(vs + dim * 4 + (ch ^ ((dim >> 1) & 3)), vt + ((long long)h * 128 + dim) * lp + j * H3S_KEYS + 16 * ch);
+    for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // dim i / 8, chunk i % 8
+      const int dim = i >> 3, ch = i & 7;
+      h3_cp16(vs + dim * 8 + (ch ^ (dim & 7)), vt + ((long long)h * 128 + dim) * lp + j * H3S_STAGE_KEYS + 16 * ch);
     }
   } else {
 #pragma unroll
     for (int i = tid; i < 2 * H3S_KBYTES / 16; i += H3S_THREADS) { // key i / 16, chunk i % 16
       const int key = i >> 4, ch = i & 15;
-      const long long r = j * H3S_KEYS + key;
+      const long long r = j * H3S_STAGE_KEYS + key;
       uint4 *dst = vs + key * 16 + (ch ^ (key & 7));
       if (r < len) h3_cp16(dst, v + r * v_stride + h * 128 + 8 * ch);
       else *dst = uint4{0u, 0u, 0u, 0u};
@@ -146,11 +149,11 @@ H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
   for (int i = 0; i < 4; i++) a[i] = __fmaf_rn(a[i], alpha[i >> 1], t[i]);
 }
 
-// acc = acc * alpha + P V for the fp8 V^T tile vs: P = e4m3(p * 448) (pf) as the A fragments of 2
-// k-steps of 32 keys (vt's key order: n-tiles 4 kk, 4 kk + 1 in a row's first word, 4 kk + 2,
-// + 3 in its second), V^T by ldmatrix.x4 (the 64 bytes of 8 dims, n = dim); each n-tile's
-// product in a zeroed accumulator, then folded into acc
-H3_DI void h3s_pv_fp8(const unsigned char *vs, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+// acc = acc * alpha + P V for tile sub (keys 64 sub .. + 63) of the fp8 V^T stage vs: P =
+// e4m3(p * 448) (pf) as the A fragments of 2 k-steps of 32 keys (vt's key order: n-tiles 4 kk,
+// 4 kk + 1 in a row's first word, 4 kk + 2, + 3 in its second), V^T by ldmatrix.x4 (the tile's
+// 64 bytes of 8 dims, n = dim); each n-tile's product in a zeroed accumulator, then folded
+H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], const float alpha[2], float acc[16][4]) {
   const int lane = threadIdx.x & 31;
   unsigned pa[2][4];
 #pragma unroll
@@ -165,7 +168,7 @@ H3_DI void h3s_pv_fp8(const unsigned char *vs, const float pf[8][4], const float
   for (int j = 0; j < 16; j++) { // dims 8 j .. + 7
     const int dim = 8 * j + (lane & 7);
     unsigned f[4];
-    h3_ldsm4(f, vs + dim * 64 + (((lane >> 3) ^ ((dim >> 1) & 3)) * 16));
+    h3_ldsm4(f, vs + dim * 128 + (((4 * sub + (lane >> 3)) ^ (dim & 7)) * 16));
     const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
     float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     h3s_mma_e4m3(t, pa[0], b0);
@@ -224,7 +227,8 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  const int nt = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
+  const int nt = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
+  const float lg = FP8 ? 8.807354922057604f : 0.0f; // log2(448)
 #pragma unroll
   for (int i = 0; i < H3S_STAGES - 1; i++) {
     if (i < nt) h3s_load<FP8>(smem + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
@@ -232,18 +236,21 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
   }
   for (int it = 0; it < nt; it++) { // as often in every thread
     h3_cp_wait_pending<H3S_STAGES - 2>();
-    __syncthreads(); // tile it is in; every warp is done with the stage loaded next
+    __syncthreads(); // stage it is in; every warp is done with the stage loaded next
     const int nx = it + H3S_STAGES - 1;
     if (nx < nt) h3s_load<FP8>(smem + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
     h3_cp_commit();
     const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
-    int sc[8][4];
-    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
-    float pf[8][4], alpha[2];
-    h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, kd[(long long)h * (lp / 64) + it]), sl2), FP8 ? 8.807354922057604f : 0.0f,
-                (long long)it * H3S_KEYS, len, m, l, alpha);
-    if constexpr (FP8) h3s_pv_fp8(vs, pf, alpha, acc);
-    else h3s_pv_bf16(vs, pf, alpha, acc);
+    for (int sub = 0; sub < 2; sub++) { // the stage's two key tiles (blocks of kd)
+      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub, blk = key0 / H3S_KEYS;
+      if (key0 >= len) break; // in every thread alike
+      int sc[8][4];
+      h3_tile_qk<2, int, h3s_mma_s8>(ks + sub * (H3S_KBYTES / 2), qa, sc, H3S_MAGIC);
+      float pf[8][4], alpha[2];
+      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, kd[(long long)h * (lp / 64) + blk]), sl2), lg, key0, len, m, l, alpha);
+      if constexpr (FP8) h3s_pv_fp8(vs, sub, pf, alpha, acc);
+      else h3s_pv_bf16(vs + sub * H3S_KBYTES, pf, alpha, acc);
+    }
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {

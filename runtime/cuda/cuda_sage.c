@@ -17,8 +17,8 @@
 
 #include <string.h>
 
-enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KTILE = 64 * 128 };
-enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KTILE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KTILE }; /* H3S_SMEM_* */
+enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
+enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE }; /* H3S_SMEM_* */
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
 static const char *const fwd_names[2] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16"};

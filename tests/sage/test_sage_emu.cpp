@@ -14,10 +14,13 @@
  *     and 2^x (exp2f here, ex2.approx on the GPU) move P by ~1e-7 relative, so a rare P code
  *     lands one step away (more often for bf16's finer steps), and the fp32 sums run in
  *     another order (l per lane then the quad; O per n-tile in the mma's order, then one fma
- *     per tile): NMSE <= 1e-8 and at most 2 % of the bf16 outputs a rounding apart.
+ *     per tile): NMSE <= 1e-7, at most 2 % of the bf16 outputs differ, and at most 1 % of the
+ *     (row, head) pairs by more than a bf16 step somewhere (a P code one e4m3 step away on a
+ *     heavy key moves its row by a percent or two: seen once in 900 rows of the 450-row case).
  * Cases: pv fp8 and bf16 with smoothing, two segments (130 + 70 rows: a partial query tile,
  * partial key tiles, the second segment's blocks from its own start), GQA (4 q heads on 2 kv
- * heads); pv fp8 without smoothing on one segment of 100 rows.
+ * heads); pv fp8 without smoothing on one segment of 100 rows; pv fp8 on 450 rows (4 stages of
+ * 128 keys: the 3-stage ring wraps), 2 q heads on 1 kv head.
  */
 #include "emu_harness.h"
 
@@ -156,10 +159,24 @@ static void test_case(const sage_case &c) {
   }
   fprintf(stderr, "  %-40s %lld code / scale mismatches\n", c.name, (long long)bad);
   CHECK(bad == 0, "%s: %lld codes or scales differ from the contract", c.name, (long long)bad);
-  compare(c.name, out, want[0], 1e-8);
-  int64_t n = h3_type_numel(&out.type), differ = 0;
-  for (int64_t i = 0; i < n; i++) differ += ld(out, i) != ld(want[0], i);
-  CHECK(differ * 50 <= n, "%s: %lld of %lld outputs differ from the CPU's", c.name, (long long)differ, (long long)n);
+  compare(c.name, out, want[0], 1e-7);
+  /* outputs a bf16 step apart (2^-7 of the larger magnitude; near 0, 1e-3 of the RMS), and
+     rows (row, head) with a larger difference: a P code one e4m3 step away on a key that
+     carries a good part of the row's weight moves the row by a percent or two */
+  int64_t n = h3_type_numel(&out.type), differ = 0, far_rows = 0;
+  double ms = 0;
+  for (int64_t i = 0; i < n; i++) ms += ld(want[0], i) * ld(want[0], i);
+  const double floor = 1e-3 * std::sqrt(ms / (double)n);
+  for (int64_t row = 0; row < n / 128; row++) {
+    bool far = false;
+    for (int64_t i = row * 128; i < row * 128 + 128; i++) {
+      const double a = ld(out, i), b = ld(want[0], i);
+      differ += a != b, far |= std::fabs(a - b) > std::max(std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7), floor);
+    }
+    far_rows += far;
+  }
+  CHECK(differ * 50 <= n && far_rows * 100 <= n / 128, "%s: %lld of %lld outputs differ from the CPU's; %lld rows "
+        "by more than a bf16 step", c.name, (long long)differ, (long long)n, (long long)far_rows);
   h3_module_free(m);
 }
 
@@ -168,5 +185,6 @@ int main(void) {
   test_case({"fp8 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, true, true});
   test_case({"bf16 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, false, true});
   test_case({"fp8 no smoothing, 100 rows", 100, 0, 2, 2, true, false});
+  test_case({"fp8 smooth, 450 rows (the 3-stage ring wraps), GQA 2/1", 450, 0, 2, 1, true, true});
   return check_summary("sage_emu");
 }
