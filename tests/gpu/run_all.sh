@@ -40,9 +40,10 @@
 #          the --quality high plans (Cache-DiT: the step graph holds a branch, run op by op,
 #          its callees captured): threshold 0 on cuda equals the lossless plan on cuda
 #          (bitwise, also with the CUDA graphs off), the defaults on cuda vs cpu (NMSE)
-#   sage   sage_attention on cuda (issue 20): test_gpu_ops (its sage_attention cases: pv fp8 and
-#          bf16 at head_dim 128 against the CPU, NMSE <= 1e-6; the coverage line `sage_attention
-#          bf16 3/1`: 3 compared, all_ops.ir's head_dim-16 case reported unsupported), then
+#   sage   sage_attention on cuda (issue 20): test_gpu_ops (its sage_attention cases: pv fp8
+#          and bf16 at head_dim 128, and 1500 rows, against the CPU, NMSE <= 1e-6; the coverage
+#          line `sage_attention bf16 4/1`: 4 compared, all_ops.ir's head_dim-16 case reported
+#          unsupported), then
 #          attention_bench --sage: flash, sage fp8 and sage bf16 at S = 32704 (live 32700), 56 x
 #          128; lines `sage fp8: N.NNx flash ... ok` (issue 20 asks >= 1.5x for fp8); then
 #          h3exec on the full-dimension plan with --attention sage (3 steps) and with flash, the

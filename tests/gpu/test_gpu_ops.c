@@ -26,7 +26,8 @@
  *    prompt's last rows; scrambled pages, NaN in every cache slot past the keys, selections
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
- *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off).
+ *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
+ *    1500 rows: many key stages).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -615,6 +616,13 @@ static void check_hand(h3_backend *b, bool all_attention) {
                      h3_attr_string(h.m, "pv", i == 1 ? "bf16" : "fp8"), h3_attr_int(h.m, "smooth", i < 2)};
     cases[n++] = (hand_case){sage_tag[i], op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 4, sa), 1e-6, NULL};
   }
+  /* 1500 rows in one segment, 2 q heads on 1 kv head: 12 stages of 128 keys (the kernel's
+     3-stage ring wraps 4 times), 12 blocks of 128 query rows, the last partial */
+  h3_value *ql = in_of(&h, "ql", H3_BF16, 3, (int64_t[]){1500, 2, 128});
+  h3_value *kl = in_of(&h, "kl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
+  h3_value *vl = in_of(&h, "vl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
+  cases[n++] = (hand_case){"sage_attention fp8 D=128 T=1500 GQA 2/1",
+                           op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 1, att), 1e-6, NULL};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
