@@ -241,13 +241,14 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     if (nx < nt) h3s_load<FP8>(smem + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
     h3_cp_commit();
     const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
+    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1]; // lp / 64 even
     for (int sub = 0; sub < 2; sub++) { // the stage's two key tiles (blocks of kd)
-      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub, blk = key0 / H3S_KEYS;
+      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
       if (key0 >= len) break; // in every thread alike
       int sc[8][4];
       h3_tile_qk<2, int, h3s_mma_s8>(ks + sub * (H3S_KBYTES / 2), qa, sc, H3S_MAGIC);
       float pf[8][4], alpha[2];
-      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, kd[(long long)h * (lp / 64) + blk]), sl2), lg, key0, len, m, l, alpha);
+      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), lg, key0, len, m, l, alpha);
       if constexpr (FP8) h3s_pv_fp8(vs, sub, pf, alpha, acc);
       else h3s_pv_bf16(vs + sub * H3S_KBYTES, pf, alpha, acc);
     }
