@@ -13,10 +13,11 @@
  * the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
  * cudnn, no GEMMs; with --check, also the reference for the comparison). --gemm-only times
  * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). --sage
- * times h3's flash kernel and then sage_attention (pv fp8, then pv bf16; smoothing on) on the
- * same q, k, v (no cudnn, no GEMMs), and prints each sage form's speed-up over flash
- * ("h3bench sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and its NMSE against flash's
- * output (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). Exit 77 without a GPU.
+ * times h3's flash kernel and then sage_attention (pv fp8 through the mma.sync kernel and
+ * through the warpgroup-MMA one, H3_SAGE_FORM=wgmma; then pv bf16; smoothing on) on the same
+ * q, k, v (no cudnn, no GEMMs), and prints each one's speed-up over flash ("h3bench
+ * sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and its NMSE against flash's output
+ * (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). Exit 77 without a GPU.
  */
 #include "gpu_common.h"
 
@@ -146,25 +147,31 @@ int main(int argc, char **argv) {
     printf("h3bench nmse_%s %.3g\nh3bench nmse_limit %.0e\n", impls[i], e, lim);
     if (!ok) rc = 1;
   }
-  /* --sage: sage_attention (pv fp8, then bf16) on the same inputs, against flash (out[0]) */
+  /* --sage: sage_attention on the same inputs, against flash (out[0]): pv fp8 through the
+     mma.sync kernel and the warpgroup-MMA one (H3_SAGE_FORM), then pv bf16 */
   double flash_ms = -1;
-  for (int i = 0; sage && i < 2 && aop && out[0].data && out[1].data; i++) {
+  static const char *const sage_form[3] = {"fp8", "fp8_wgmma", "bf16"};
+  const h3_op *sop = NULL;
+  for (int i = 0; sage && i < 3 && aop && out[0].data && out[1].data; i++) {
     if (i == 0) {
       flash_ms = gpu_time_op(x.b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x.d);
       row("attention_flash", flash_ms, flops);
     }
-    h3_attr sat[3] = {att[0], h3_attr_string(x.m, "pv", i ? "bf16" : "fp8"), att[1]};
-    const h3_op *sop = h3_build_op(&x.bld, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 3 : 2, sat, 0, &x.d);
+    if (i != 1) {
+      h3_attr sat[3] = {att[0], h3_attr_string(x.m, "pv", i ? "bf16" : "fp8"), att[1]};
+      sop = h3_build_op(&x.bld, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 3 : 2, sat, 0, &x.d);
+    }
+    setenv("H3_SAGE_FORM", i == 1 ? "wgmma" : "mma", 1);
     double ms = sop ? gpu_time_op(x.b, sop, in, 3, &out[1], (int)iters, 2, warm_s, &x.d) : -1;
     double e = ms >= 0 ? nmse_dev(&x, out[1].data, out[0].data, &qt) : -1;
-    const char *form = i ? "bf16" : "fp8";
     char name[64];
-    snprintf(name, sizeof name, "sage_%s", form);
+    snprintf(name, sizeof name, "sage_%s", sage_form[i]);
     row(name, ms, flops);
     int ok = flash_ms > 0 && ms > 0 && e >= 0 && e <= 1e-2;
-    printf("sage %s: %.2fx flash (%.3f ms vs %.3f ms), nmse vs flash %.3g (limit 1e-02): %s\n", form,
+    printf("sage %s: %.2fx flash (%.3f ms vs %.3f ms), nmse vs flash %.3g (limit 1e-02): %s\n", sage_form[i],
            ms > 0 ? flash_ms / ms : 0, ms, flash_ms, e, ok ? "ok" : "FAIL");
-    printf("h3bench sage_%s_speedup %.3f\nh3bench nmse_sage_%s %.3g\n", form, ms > 0 ? flash_ms / ms : 0, form, e);
+    printf("h3bench sage_%s_speedup %.3f\nh3bench nmse_sage_%s %.3g\n", sage_form[i], ms > 0 ? flash_ms / ms : 0,
+           sage_form[i], e);
     if (!ok) rc = 1;
   }
   for (int i = 0; i < 3; i++) x.b->ops->release(x.b, in[i].data), x.b->ops->release(x.b, out[i].data);

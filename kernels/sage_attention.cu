@@ -32,7 +32,8 @@
 //     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
-// A first form: mma.sync (wgmma with int8 / e4m3 operands from shared memory is the fast one).
+// h3cu_sage_fwd_fp8_wg (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math and layouts
+// with both products as warpgroup MMAs: see its comment below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -142,20 +143,9 @@ H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, l
 // e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
 H3_DI unsigned h3s_p8(float a, float b, float c, float d) { return h3_e4m3x2(a, b) | h3_e4m3x2(c, d) << 16; }
 
-// a[j] = a[j] * alpha + t (one fma; rows g: alpha[0], g + 8: alpha[1]), the tile's sums of
-// n-tile j
-H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
-#pragma unroll
-  for (int i = 0; i < 4; i++) a[i] = __fmaf_rn(a[i], alpha[i >> 1], t[i]);
-}
-
-// acc = acc * alpha + P V for tile sub (keys 64 sub .. + 63) of the fp8 V^T stage vs: P =
-// e4m3(p * 448) (pf) as the A fragments of 2 k-steps of 32 keys (vt's key order: n-tiles 4 kk,
-// 4 kk + 1 in a row's first word, 4 kk + 2, + 3 in its second), V^T by ldmatrix.x4 (the tile's
-// 64 bytes of 8 dims, n = dim); each n-tile's product in a zeroed accumulator, then folded
-H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], const float alpha[2], float acc[16][4]) {
-  const int lane = threadIdx.x & 31;
-  unsigned pa[2][4];
+// P = e4m3(p * 448) of a tile (pf) as the A fragments of its 2 k-steps of 32 keys, in vt's key
+// order: n-tiles 4 kk, 4 kk + 1 in the first word of a row, 4 kk + 2, + 3 in the second
+H3_DI void h3s_pack_p8(const float pf[8][4], unsigned pa[2][4]) {
 #pragma unroll
   for (int kk = 0; kk < 2; kk++) {
     const int n = 4 * kk;
@@ -164,6 +154,22 @@ H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], co
     pa[kk][2] = h3s_p8(pf[n + 2][0], pf[n + 2][1], pf[n + 3][0], pf[n + 3][1]);
     pa[kk][3] = h3s_p8(pf[n + 2][2], pf[n + 2][3], pf[n + 3][2], pf[n + 3][3]);
   }
+}
+
+// a[j] = a[j] * alpha + t (one fma; rows g: alpha[0], g + 8: alpha[1]), the tile's sums of
+// n-tile j
+H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) a[i] = __fmaf_rn(a[i], alpha[i >> 1], t[i]);
+}
+
+// acc = acc * alpha + P V for tile sub (keys 64 sub .. + 63) of the fp8 V^T stage vs: P
+// (h3s_pack_p8), V^T by ldmatrix.x4 (the tile's 64 bytes of 8 dims, n = dim); each n-tile's
+// product in a zeroed accumulator, then folded
+H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31;
+  unsigned pa[2][4];
+  h3s_pack_p8(pf, pa);
 #pragma unroll
   for (int j = 0; j < 16; j++) { // dims 8 j .. + 7
     const int dim = 8 * j + (lane & 7);
@@ -204,6 +210,32 @@ H3_DI void h3s_pv_bf16(const unsigned char *vsb, const float pf[8][4], const flo
     }
     h3s_fold(acc[2 * dp], t[0], alpha);
     h3s_fold(acc[2 * dp + 1], t[1], alpha);
+  }
+}
+
+// The output rows of this lane (r0 + g, + 8 of q head n, kv head h; those < len): fp8 O *
+// vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once; l summed over the quad first
+// (every thread calls it: shuffles)
+template <bool FP8>
+H3_DI void h3s_store(h3_bf16 *o, long long o_stride, int n, int h, long long r0, long long len, const float *vscale,
+                     const float acc[16][4], float l[2]) {
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    const long long t = r0 + g + 8 * r;
+    if (t >= len) continue;
+    h3_bf16 *ot = o + t * o_stride + (long long)n * 128;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      const int d = 8 * j + 2 * c;
+      float y[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        y[e] = __fdiv_rn(FP8 ? __fmul_rn(acc[j][2 * r + e], vscale[h * 128 + d + e]) : acc[j][2 * r + e], l[r]);
+      h3_st2(ot + d, y[0], y[1]);
+    }
   }
 }
 
@@ -253,24 +285,7 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
       else h3s_pv_bf16(vs + sub * H3S_KBYTES, pf, alpha, acc);
     }
   }
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
-    const long long t = r0 + g + 8 * r;
-    if (t >= len) continue;
-    h3_bf16 *ot = o + t * o_stride + (long long)n * 128;
-    const float den = l[r]; // fp8: the sum of p * 448
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-      const int d = 8 * j + 2 * c;
-      float y[2];
-#pragma unroll
-      for (int e = 0; e < 2; e++)
-        y[e] = __fdiv_rn(FP8 ? __fmul_rn(acc[j][2 * r + e], vscale[h * 128 + d + e]) : acc[j][2 * r + e], den);
-      h3_st2(ot + d, y[0], y[1]);
-    }
-  }
+  h3s_store<FP8>(o, o_stride, n, h, r0, len, vscale, acc, l);
 }
 
 extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8(H3_SAGE_FWD_PARAMS) {
@@ -280,3 +295,138 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8(H
 extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(H3_SAGE_FWD_PARAMS) {
   h3s_fwd<false>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
 }
+
+#ifndef H3_HOST_EMU
+// ---- the warpgroup-MMA form of pv = fp8 (runtime/cuda/cuda_sage.c runs it under
+// H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so tests/sage checks the form
+// above and tests/gpu/test_gpu_ops both on the GPU). The same grid, threads, stages, scores,
+// softmax, P and V codes and fold as h3cu_sage_fwd_fp8; warpgroup w (threads 128 w ..) owns
+// rows 64 w .. + 63 (one q block) and issues per 64-key tile
+//   S = Q K^T: 4 wgmma m64n64k32 s8 (Q [64][128] and the tile's K [64][128] in shared memory,
+//     K-major, 128-byte swizzle: chunk c of row r at c ^ (r & 7), 1024-byte atoms: the layout
+//     the cp.async loads already write), accumulators from H3S_MAGIC as the mma form's;
+//   O += P V: P's e4m3 words (h3s_pv_fp8's A fragments) stored into the warpgroup's P buffer
+//     [64][128] (the stage's two tiles at bytes 0 and 64 of a row, vt's key order), then 2
+//     wgmma m64n128k32 e4m3 against V^T [128][128] (K-major) into a zeroed tile accumulator
+//     (the first with scale-d 0), folded into O.
+// The accumulators' layout (warp w % 4 of the warpgroup: rows 16 (w % 4) + g, + 8; d[4 n + e]:
+// column 8 n + 2 c + (e & 1), row + 8 for e >= 2) is the mma form's, so the softmax, the P
+// words and the output are shared. Shared memory: 1 KiB of alignment slack, Q [128][128], P
+// [2][64][128], the 3 stages (H3S_SMEM_WG).
+#define H3S_SMEM_WG (1024 + 2 * H3S_KBYTES + H3S_SMEM_FP8)
+#define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
+    "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
+
+// d[32] (int32) += A B^T, m64n64k32 s8 from shared memory (descriptors a, b)
+H3_DI void h3s_wg_qk(int *d, unsigned long long a, unsigned long long b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, %32, %33, p;\n}\n"
+               : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
+               : "l"(a), "l"(b), "r"(1));
+}
+
+// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3 from shared memory (acc = 0 overwrites d)
+H3_DI void h3s_wg_pv(float *d, unsigned long long a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, %64, %65, p, 1, 1;\n}\n"
+               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
+}
+
+// keeps reads of the 32 int32 results d after the wait that precedes it
+H3_DI void h3s_wg_hold(int *d) {
+#pragma unroll
+  for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// This lane's P words (h3s_pv_fp8's pa, k-steps kk of tile sub) into the warpgroup's P buffer
+// sp (rows 16 (warp % 4) + g, + 8; 128-byte swizzle)
+H3_DI void h3s_put_p(unsigned char *sp, int sub, const unsigned pa[2][4]) {
+  const int lane = threadIdx.x & 31, row = 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2), c = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+    for (int w = 0; w < 4; w++) { // w: row + 8 (w & 1), bytes + 16 (w >> 1)
+      const int r = row + 8 * (w & 1), b = 64 * sub + 32 * kk + 16 * (w >> 1) + 4 * c;
+      *reinterpret_cast<unsigned *>(sp + r * 128 + (((b >> 4) ^ (r & 7)) << 4) + (b & 15)) = pa[kk][w];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8_wg(H3_SAGE_FWD_PARAMS) {
+  extern __shared__ unsigned char h3s_raw[];
+  const unsigned base = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u;
+  unsigned char *sq = h3s_raw + (base - h3_smem_addr(h3s_raw)), *sp = sq + H3S_KBYTES, *st = sp + H3S_KBYTES;
+  const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
+  const int n = blockIdx.y, h = n / group;
+  const long long q0 = (long long)blockIdx.x * H3S_ROWS, r0 = q0 + 16 * warp;
+  for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // Q: row i / 8, chunk i % 8
+    const int row = i >> 3, ch = i & 7;
+    h3_cp16(reinterpret_cast<uint4 *>(sq + row * 128) + (ch ^ (row & 7)), qc + ((long long)n * lp + q0 + row) * 128 + 16 * ch);
+  }
+  h3_cp_commit();
+  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + wg], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+  constexpr int STAGE = 2 * H3S_KBYTES;
+  const int nt = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
+#pragma unroll
+  for (int i = 0; i < H3S_STAGES - 1; i++) {
+    if (i < nt) h3s_load<true>(st + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
+    h3_cp_commit();
+  }
+  const unsigned long long dqa = h3_wg_desc(base + wg * 64 * 128, 16, 1024);
+  const unsigned long long dpa = h3_wg_desc(base + H3S_KBYTES + wg * 64 * 128, 16, 1024);
+  for (int it = 0; it < nt; it++) { // as often in every thread
+    h3_cp_wait_pending<H3S_STAGES - 2>();
+    h3_fence_async_smem(); // this thread's cp.async writes, for the warpgroup MMAs
+    __syncthreads();
+    const int nx = it + H3S_STAGES - 1;
+    if (nx < nt) h3s_load<true>(st + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
+    h3_cp_commit();
+    const unsigned ks = base + 2 * H3S_KBYTES + (it % H3S_STAGES) * STAGE, vs = ks + H3S_KBYTES;
+    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1];
+    for (int sub = 0; sub < 2; sub++) {
+      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
+      if (key0 >= len) break; // in every thread alike
+      int sc[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
+      const unsigned long long dkb = h3_wg_desc(ks + sub * (H3S_KBYTES / 2), 16, 1024);
+      h3_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dqa + 2 * kk, dkb + 2 * kk); // 32 bytes a k-step
+      h3_wg_commit();
+      h3_wg_wait<0>();
+      h3s_wg_hold(&sc[0][0]);
+      float pf[8][4], alpha[2];
+      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), 8.807354922057604f, key0, len, m, l, alpha);
+      unsigned pa[2][4];
+      h3s_pack_p8(pf, pa);
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the last P V read its P
+      h3s_put_p(sp + wg * 64 * 128, sub, pa);
+      h3_fence_async_smem();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the warpgroup's P is in
+      float t[64];
+      h3_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 2; kk++) {
+        const unsigned long long off = (unsigned long long)((64 * sub + 32 * kk) >> 4);
+        h3s_wg_pv(t, dpa + off, h3_wg_desc(vs, 16, 1024) + off, kk);
+      }
+      h3_wg_commit();
+      h3_wg_wait<0>();
+      h3_wg_hold<64>(t);
+#pragma unroll
+      for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, alpha);
+    }
+  }
+  h3s_store<true>(o, o_stride, n, h, r0, len, vscale, acc, l);
+}
+#endif

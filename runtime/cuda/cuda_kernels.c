@@ -290,8 +290,8 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   file[12] = "m31_moe_wgmma.cu", file[13] = "m31_msa_tile.cu"; /* 12 wgmma: sm_90a */
   for (int i = 9; i < 14; i++) def[i] = cu_m31_check_defines(file[i]), exact[i] = i != 12;
   file[14] = "m31_flash.cu", def[14] = NULL, exact[14] = false; /* wgmma: sm_90a, no macros */
-  file[15] = "sage_quant.cu", file[16] = "sage_attention.cu"; /* no macros */
-  for (int i = 15; i < 17; i++) def[i] = NULL, exact[i] = true;
+  file[15] = "sage_quant.cu", file[16] = "sage_attention.cu"; /* no macros; 16 wgmma: sm_90a */
+  for (int i = 15; i < 17; i++) def[i] = NULL, exact[i] = i != 16;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;

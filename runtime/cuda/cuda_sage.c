@@ -8,20 +8,25 @@
  *   h3cu_sage_quant     grid (lp / 64, Hq) for q, (lp / 64, Hk) for k less kbar: int8 codes
  *                       and one delta per 64-row block;
  *   h3cu_sage_quant_v   grid (lp / 64, Hk), pv = fp8: V^T's e4m3 codes;
- *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads: the output rows.
+ *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads: the output rows
+ *                       (mma.sync); with H3_SAGE_FORM=wgmma in the environment, pv = fp8 runs
+ *                       h3cu_sage_fwd_fp8_wg instead (warpgroup MMAs, sm_90a).
  * lp = len rounded up to 128. Scratch (tp = T rounded up to 128, nb = tp / 64): qd [Hq][nb],
  * kd [Hk][nb], kbar and vscale [Hk][128] (f32), then qc [Hq][tp][128], kc [Hk][tp][128] (int8)
  * and, for fp8, vt [Hk][128][tp] (e4m3).
  */
 #include "cuda_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
-enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE }; /* H3S_SMEM_* */
+enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
+       SAGE_SMEM_WG = 1024 + 2 * SAGE_KSTAGE + SAGE_SMEM_FP8 };
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-static const char *const fwd_names[2] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16"};
+static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_wg"};
+static const int fwd_smem[3] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG};
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -65,9 +70,10 @@ static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
 
 size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
-/* The kernels, compiled and configured on first use: the three pre-passes, then the two forms */
-static h3_status sage_kernels(cu_state *s, cu_kernel *k[5], h3_diag *d) {
-  for (int i = 0; i < 5; i++) {
+/* The kernels, compiled and configured on first use: the three pre-passes, then the three
+ * attention kernels (sm_90a: the warpgroup MMAs of the last) */
+static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
+  for (int i = 0; i < 6; i++) {
     k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
     if (k[i] && !k[i]->fn) {
       h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k[i]->name);
@@ -76,13 +82,12 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[5], h3_diag *d) {
   }
   if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, 3, quant_names, k, d) != H3_OK) return H3_ERR;
   if (k[3]) return H3_OK;
-  if (cu_compile_tu(s, NULL, "sage_attention.cu", true, 2, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
-  const int smem[2] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16};
-  for (int i = 0; i < 2; i++) {
-    cudaError_t e = (size_t)smem[i] > s->smem_optin
+  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 3, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < 3; i++) {
+    cudaError_t e = (size_t)fwd_smem[i] > s->smem_optin
                         ? cudaErrorInvalidValue
                         : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          smem[i], s->device);
+                                                          fwd_smem[i], s->device);
     if (e != cudaSuccess) {
       k[3 + i]->fn = NULL;
       return cu_fail(d, e, "cudaKernelSetAttributeForDevice (dynamic shared memory)", k[3 + i]->name);
@@ -98,7 +103,7 @@ typedef struct {
   long long len;
 } sage_seg;
 
-static h3_status run_segment(cu_state *s, cu_kernel *const k[5], const h3_op *op, const sage_scratch *sc,
+static h3_status run_segment(cu_state *s, cu_kernel *const k[6], const h3_op *op, const sage_scratch *sc,
                              const sage_seg *g, h3_diag *d) {
   const h3_type *qt = &op->operands[0]->type, *kt = &op->operands[1]->type;
   int hq = (int)qt->dims[1], hk = (int)kt->dims[1], group = hq / hk;
@@ -125,8 +130,10 @@ static h3_status run_segment(cu_state *s, cu_kernel *const k[5], const h3_op *op
   long long os = qs;
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
-  return cu_launch(s, k[fp8 ? 3 : 4], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block,
-                   fp8 ? SAGE_SMEM_FP8 : SAGE_SMEM_BF16, args, d);
+  const char *form = getenv("H3_SAGE_FORM");
+  int which = !fp8 ? 4 : form && !strcmp(form, "wgmma") ? 5 : 3;
+  return cu_launch(s, k[which], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block, fwd_smem[which - 3],
+                   args, d);
 }
 
 h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, const h3_tensor *out,
@@ -134,7 +141,7 @@ h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tens
   if (!cu_sage_supports(op) || !scratch)
     return cu_op_error(d, op, "run it with --backend cpu", "takes bf16 q[T, Hq, 128], k and v [T, Hk, 128] "
                        "with Hq %% Hk == 0 on cuda");
-  cu_kernel *k[5];
+  cu_kernel *k[6];
   if (sage_kernels(s, k, d) != H3_OK) return H3_ERR;
   sage_scratch sc;
   scratch_layout(op, scratch, &sc);
