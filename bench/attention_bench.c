@@ -3,7 +3,7 @@
  * bench/peers_table.py, which sets them against PyTorch measured in the same run).
  *
  *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--warm-seconds W]
- *                   [--check] [--flash-only | --gemm-only]
+ *                   [--check] [--flash-only | --gemm-only | --sage]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16, operands uniform in [-1, 1); the four block GEMMs (qkv, out_proj,
  * fc1, fc2) at M = S through cuBLASLt. Each time is the median of N = 10 runs after at least
@@ -12,8 +12,12 @@
  * Attention FLOPs = 4 * (U^2 + (S-U)^2) * H * 128. --check compares flash and cudnn against
  * the reference kernel (NMSE). --flash-only times h3's flash kernel alone (no
  * cudnn, no GEMMs; with --check, also the reference for the comparison). --gemm-only times
- * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). Exit 77
- * without a GPU.
+ * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). --sage
+ * times h3's flash kernel and then sage_attention (pv fp8 through the mma.sync kernel and
+ * through the warpgroup-MMA one, H3_SAGE_FORM=wgmma; then pv bf16; smoothing on) on the same
+ * q, k, v (no cudnn, no GEMMs), and prints each one's speed-up over flash ("h3bench
+ * sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and its NMSE against flash's output
+ * (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). Exit 77 without a GPU.
  */
 #include "gpu_common.h"
 
@@ -71,11 +75,12 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
 int main(int argc, char **argv) {
   int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
   double warm_s = 1.0;
-  int check = 0, flash_only = 0, gemm_only = 0;
+  int check = 0, flash_only = 0, gemm_only = 0, sage = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
     else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
+    else if (!strcmp(argv[i], "--sage")) sage = flash_only = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--rows")) S = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
@@ -83,13 +88,13 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
     else {
       fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] "
-                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only]\n");
+                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only | --sage]\n");
       return 2;
     }
   }
   if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600) || (flash_only && gemm_only)) {
     fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1, "
-                    "0 <= warm-seconds <= 600, not both --flash-only and --gemm-only\n");
+                    "0 <= warm-seconds <= 600, one of --flash-only, --gemm-only, --sage\n");
     return 2;
   }
   gpu_require();
@@ -122,7 +127,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) out[i] = (h3_tensor){qt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&qt))};
   const char *impls[3] = {"flash", "cudnn", "reference"};
   double flops = 4.0 * ((double)U * U + (double)(S - U) * (S - U)) * (double)H * (double)D;
-  for (int i = 0; aop && !gemm_only && i < (check ? 3 : 2); i++) {
+  for (int i = 0; aop && !gemm_only && !sage && i < (check ? 3 : 2); i++) {
     if (!in[0].data || !in[1].data || !in[2].data || !out[i].data) break;
     if (flash_only && i == 1) continue;
     h3_backend_set_option(x.b, "attention", impls[i], &x.d);
@@ -134,12 +139,39 @@ int main(int argc, char **argv) {
   }
   /* --check: flash (and cudnn) against the reference, each within bf16's NMSE limit; the
      h3bench lines carry them to bench/block_peers.py's table */
-  for (int i = 0; check && !gemm_only && out[2].data && i < 2; i++) {
+  for (int i = 0; check && !gemm_only && !sage && out[2].data && i < 2; i++) {
     if (flash_only && i == 1) continue;
     double e = nmse_dev(&x, out[i].data, out[2].data, &qt), lim = gpu_nmse_limit(H3_BF16);
     int ok = e >= 0 && e <= lim; /* -1: download failed, inf: NaN / Inf mismatch */
     printf("nmse %s vs reference %.3g (limit %.0e): %s\n", impls[i], e, lim, ok ? "ok" : "FAIL");
     printf("h3bench nmse_%s %.3g\nh3bench nmse_limit %.0e\n", impls[i], e, lim);
+    if (!ok) rc = 1;
+  }
+  /* --sage: sage_attention on the same inputs, against flash (out[0]): pv fp8 through the
+     mma.sync kernel and the warpgroup-MMA one (H3_SAGE_FORM), then pv bf16 */
+  double flash_ms = -1;
+  static const char *const sage_form[3] = {"fp8", "fp8_wgmma", "bf16"};
+  const h3_op *sop = NULL;
+  for (int i = 0; sage && i < 3 && aop && out[0].data && out[1].data; i++) {
+    if (i == 0) {
+      flash_ms = gpu_time_op(x.b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x.d);
+      row("attention_flash", flash_ms, flops);
+    }
+    if (i != 1) {
+      h3_attr sat[3] = {att[0], h3_attr_string(x.m, "pv", i ? "bf16" : "fp8"), att[1]};
+      sop = h3_build_op(&x.bld, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 3 : 2, sat, 0, &x.d);
+    }
+    setenv("H3_SAGE_FORM", i == 1 ? "wgmma" : "mma", 1);
+    double ms = sop ? gpu_time_op(x.b, sop, in, 3, &out[1], (int)iters, 2, warm_s, &x.d) : -1;
+    double e = ms >= 0 ? nmse_dev(&x, out[1].data, out[0].data, &qt) : -1;
+    char name[64];
+    snprintf(name, sizeof name, "sage_%s", sage_form[i]);
+    row(name, ms, flops);
+    int ok = flash_ms > 0 && ms > 0 && e >= 0 && e <= 1e-2;
+    printf("sage %s: %.2fx flash (%.3f ms vs %.3f ms), nmse vs flash %.3g (limit 1e-02): %s\n", sage_form[i],
+           ms > 0 ? flash_ms / ms : 0, ms, flash_ms, e, ok ? "ok" : "FAIL");
+    printf("h3bench sage_%s_speedup %.3f\nh3bench nmse_sage_%s %.3g\n", sage_form[i], ms > 0 ? flash_ms / ms : 0,
+           sage_form[i], e);
     if (!ok) rc = 1;
   }
   for (int i = 0; i < 3; i++) x.b->ops->release(x.b, in[i].data), x.b->ops->release(x.b, out[i].data);

@@ -191,25 +191,6 @@ H3_DI unsigned h3t_live(const h3t_stream &s, long long ts, long long p, int w) {
   return lm;
 }
 
-// sc[n] = Q K^T for keys 8 n .. 8 n + 7 of the K tile ks (h3_mma_bf16's d; k-steps ascending)
-H3_DI void h3t_scores(const h3_bf16 *ks, const unsigned qa[8][4], float sc[8][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) sc[n][i] = 0.0f;
-#pragma unroll
-  for (int kp = 0; kp < 4; kp++) // dims 32 kp .. + 31: k-steps 2 kp, 2 kp + 1
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-      unsigned f[4];
-      h3_ldsm4(f, ks + (8 * n + (lane & 7)) * 128 + (((4 * kp + (lane >> 3)) ^ (lane & 7)) * 8));
-      const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
-      h3_mma_bf16(sc[n], qa[2 * kp], b0);
-      h3_mma_bf16(sc[n], qa[2 * kp + 1], b1);
-    }
-}
-
 // The running maximum m of a head after a tile whose maximum in this lane is tm (taken over
 // the quad's lanes); returns the factor that rescales the sums so far (0 when there are none)
 H3_DI float h3t_new_max(float tm, float &m) {
@@ -328,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(H3T_THREADS, 1) H3_KV_ATT_TILE_NAME
     h3_cp_commit();
     const h3_bf16 *ks = smem + 2 * cur * H3T_TILE, *vs = ks + H3T_TILE;
     float sc[8][4];
-    h3t_scores(ks, qa, sc);
+    h3_tile_qk<4, float, h3_mma_bf16>(reinterpret_cast<const unsigned char *>(ks), qa, sc, 0.0f);
     h3t_softmax(sc, h3t_live(s, (long long)it * H3T_KEYS, p, warp), scale, m, l, acc);
     h3t_pv(vs, sc, acc);
   }

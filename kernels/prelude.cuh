@@ -5,7 +5,7 @@
 // (IEEE _rn intrinsics, so FMA contraction cannot change a result) and, embedded at build
 // time in place of their #include, include/h3/rng.h (Philox + Box-Muller) and
 // include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text; what
-// two kernel files share (mma.sync and cp.async helpers, a launch's last block, moe's grouped-GEMM contract, the
+// two kernel files share (mma.sync and cp.async helpers, e4m3 codes and 2^x, a launch's last block, moe's grouped-GEMM contract, the
 // warpgroup MMA, mbarrier and TMA helpers of the sm_90a units). Under H3_HOST_EMU it compiles as host C++
 // (tests/codegen/host_emu.h; the warpgroup MMA part is left out).
 #ifndef H3_HOST_EMU
@@ -150,6 +150,30 @@ H3_DI void h3_ldsm4_trans(unsigned *r, const void *p) {
 #endif
 }
 
+// sc[n] = base + Q K^T for keys 8 n .. 8 n + 7 of a K tile in shared memory: rows of 64 KP bytes (a
+// key each), 16-byte chunk c of key r at chunk c ^ (r & 7); qa[2 KP] Q's A fragments, k-steps
+// ascending. An ldmatrix.x4 of 64 bytes of 8 keys gives the B fragments (n = key) of two
+// k-steps, each multiplied by MMA (h3_mma_bf16: k16 of bf16, kernels/m31_msa_tile.cu; or an
+// m16n8k32 of 8-bit codes, kernels/sage_attention.cu). Every lane of the warp takes part.
+template <int KP, typename Acc, void (*MMA)(Acc *, const unsigned *, const unsigned *)>
+H3_DI void h3_tile_qk(const unsigned char *ks, const unsigned (*qa)[4], Acc sc[8][4], Acc base) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) sc[n][i] = base;
+#pragma unroll
+  for (int kp = 0; kp < KP; kp++) // bytes 64 kp .. + 63 of each key: k-steps 2 kp, 2 kp + 1
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      unsigned f[4];
+      h3_ldsm4(f, ks + (8 * n + (lane & 7)) * 64 * KP + (((4 * kp + (lane >> 3)) ^ (lane & 7)) * 16));
+      const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      MMA(sc[n], qa[2 * kp], b0);
+      MMA(sc[n], qa[2 * kp + 1], b1);
+    }
+}
+
 // bf16 pair (lo, hi) in one word, low half the lower k (the mma's operand order), each
 // rounded to nearest
 H3_DI unsigned h3_bf16x2(float lo, float hi) {
@@ -159,6 +183,31 @@ H3_DI unsigned h3_bf16x2(float lo, float hi) {
   return u;
 #else
   return (unsigned)h3_f32_to_bf16(lo) | (unsigned)h3_f32_to_bf16(hi) << 16;
+#endif
+}
+
+// 2^x, the hardware approximation (flush to zero; the attention kernels' softmax); host
+// emulation: exp2f
+H3_DI float h3_exp2_approx(float x) {
+#ifdef __CUDA_ARCH__
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+// e4m3 (OCP E4M3FN) pair (lo, hi) in the low 16 bits, lo the low byte: round to nearest even,
+// +-448 past it (satfinite), NaN to 0x7f; include/h3/nvfp4.h's h3_e4m3_from_f32 twice (the
+// sage kernels' V and P codes, kernels/sage_quant.cu and sage_attention.cu)
+H3_DI unsigned h3_e4m3x2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+  unsigned short u;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(u) : "f"(hi), "f"(lo));
+  return u;
+#else
+  return (unsigned)h3_e4m3_from_f32(lo) | (unsigned)h3_e4m3_from_f32(hi) << 8;
 #endif
 }
 
@@ -539,10 +588,4 @@ H3_DI void h3_wgmma128_rs(float *d, const unsigned *a, unsigned long long b) {
 // the two consumer warpgroups' turns (named barrier id of 256 threads): wait for it, or pass it
 H3_DI void h3_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 H3_DI void h3_turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
-// 2^x, the hardware approximation (flush to zero)
-H3_DI float h3_exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 #endif

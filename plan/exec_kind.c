@@ -47,8 +47,8 @@ h3_exec_kind h3_exec_classify(const h3_op *op) {
   case H3_OP_MOE:
   case H3_OP_MARKOV_DRAFT:
   case H3_OP_SPEC_ACCEPT:
-  case H3_OP_SAGE_ATTENTION: /* cuda: not written yet (issue 20) */
-  case H3_OP_SOL_ATTENTION:
+  case H3_OP_SAGE_ATTENTION: /* cuda: runtime/cuda/cuda_sage.c */
+  case H3_OP_SOL_ATTENTION: /* cuda: not written yet (issue 20) */
   case H3_OP_LINEAR_NVFP4: /* cuda: the W4A16 GEMM of kernels/m31_moe.cu (docs/nvfp4.md) */
     return H3_EXEC_DEFERRED;
   default:

@@ -52,6 +52,7 @@ typedef enum {
   CU_OP_HOST,        /* sigma_schedule: computed on the host, uploaded */
   CU_OP_M31,         /* an M3.1 hand kernel (cuda_m31.c: routing, MoE, paged / sparse
                         attention, block selection, the Markov head) */
+  CU_OP_SAGE,        /* sage_attention (cuda_sage.c) */
   CU_OP_UNSUPPORTED, /* not on cuda yet */
 } cu_op_kind;
 
@@ -65,7 +66,8 @@ typedef struct {
   cu_gemm *gemm; /* LINEAR through cuBLASLt */
   cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
-  void *scratch;       /* M31: device scratch of cu_m31_scratch_bytes (owned) */
+  void *scratch;       /* M31, SAGE: device scratch of cu_m31_scratch_bytes or
+                          cu_sage_scratch_bytes (owned) */
   bool failed;         /* preparing it failed (reported once) */
 } cu_op;
 
@@ -263,6 +265,14 @@ bool cu_cudnn_supports(const cu_att_seg *a);
  * the shape it warns (once) and sets *fallback: nothing ran, the caller runs another one. */
 h3_status cu_cudnn_run(cu_state *s, const cu_att_seg *a, bool *fallback, h3_diag *d);
 void cu_cudnn_free(cu_state *s);
+
+/* ---- sage_attention (cuda_sage.c) -------------------------------------------------------- */
+/* Whether the backend runs op (bf16 q, k, v and result, head_dim 128, Hq % Hk == 0). */
+bool cu_sage_supports(const h3_op *op);
+/* The device scratch such an op needs (the quantized q, k, v and their scales; 0 for another). */
+size_t cu_sage_scratch_bytes(const h3_op *op);
+h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                      const h3_tensor *out, h3_diag *d);
 
 /* ---- graphs (cuda_graph.c) ----------------------------------------------------------------- */
 h3_status cu_graph_call_begin(h3_backend *b, const void *key, const h3_tensor *in, int n_in,

@@ -25,6 +25,7 @@
 
 extern "C" {
 #include "h3/bf16.h"
+#include "h3/nvfp4.h"
 }
 
 #define __device__
@@ -135,36 +136,48 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src_lane, int widt
   return r;
 }
 
-/* mma.m16n8k16 (bf16 in, fp32 accumulate) of the calling thread's warp (threads 32w ..
- * 32w + 31 of the block): each lane posts its fragments, all lanes read the warp's, each
- * computes its d in fp32 over k ascending (the tensor cores' sum order differs; results
- * agree within fp32 rounding). Every thread of the block takes part (two barriers). */
+/* mma.m16n8kK of the calling thread's warp (threads 32w .. 32w + 31 of the block), K = 16
+ * (16-bit elements, two per 32-bit word) or 32 (8-bit, four per word): each lane posts its
+ * fragments, all lanes read the warp's, each computes its d over k ascending (elem decodes
+ * an element's bits; the tensor cores' sum order differs: fp32 results agree within fp32
+ * rounding, int32 ones exactly). Fragments (PTX ISA), W = K / 8 elements per word: A(m, k) is
+ * element k % W of word (m >= 8) + 2 (k >= K / 2) of lane 4 (m % 8) + (k % (K / 2)) / W;
+ * B(k, n) element k % W of word 4 + (k >= K / 2) of lane 4 n + (k % (K / 2)) / W. Every
+ * thread of the block takes part (two barriers). */
 extern unsigned emu_mma_words[1024][6];
-inline void emu_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
+template <int K, typename Acc, typename Elem>
+inline void emu_mma(Acc *d, const unsigned *a, const unsigned *b, Elem elem) {
+  constexpr int W = K / 8, bits = 32 / W;
   unsigned me = threadIdx.x, w0 = me & ~31u;
   for (int i = 0; i < 4; i++) emu_mma_words[me][i] = a[i];
   emu_mma_words[me][4] = b[0];
   emu_mma_words[me][5] = b[1];
   pthread_barrier_wait(&emu_barrier);
-  auto half = [](unsigned w, int hi) { return h3_bf16_to_f32((uint16_t)(hi ? w >> 16 : w & 0xffffu)); };
-  auto A = [&](int m, int k) { /* owner lane 4 * (m % 8) + (k % 8) / 2 */
-    const unsigned *f = emu_mma_words[w0 + 4 * (m % 8) + (k % 8) / 2];
-    return half(f[(m >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1);
+  auto part = [&](unsigned w, int k) { return elem((w >> (bits * (k % W))) & ((1u << bits) - 1u)); };
+  auto A = [&](int m, int k) {
+    return part(emu_mma_words[w0 + 4 * (m % 8) + (k % (K / 2)) / W][(m >= 8 ? 1 : 0) + (k >= K / 2 ? 2 : 0)], k);
   };
-  auto B = [&](int k, int n) {
-    const unsigned *f = emu_mma_words[w0 + 4 * n + (k % 8) / 2];
-    return half(f[4 + (k >= 8 ? 1 : 0)], k & 1);
-  };
+  auto B = [&](int k, int n) { return part(emu_mma_words[w0 + 4 * n + (k % (K / 2)) / W][4 + (k >= K / 2 ? 1 : 0)], k); };
   int g = (int)(me & 31u) / 4, t = (int)(me & 3u);
-  float out[4];
+  Acc out[4];
   for (int i = 0; i < 4; i++) {
     int m = g + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
-    float s = d[i];
-    for (int k = 0; k < 16; k++) s += A(m, k) * B(k, n);
+    Acc s = d[i];
+    for (int k = 0; k < K; k++) s += A(m, k) * B(k, n);
     out[i] = s;
   }
   pthread_barrier_wait(&emu_barrier);
   for (int i = 0; i < 4; i++) d[i] = out[i];
+}
+/* bf16 in, fp32 accumulate (h3_mma_bf16); s8 -> s32 and e4m3 -> f32 (the sage kernels) */
+inline void emu_mma_bf16(float *d, const unsigned *a, const unsigned *b) {
+  emu_mma<16>(d, a, b, [](unsigned v) { return h3_bf16_to_f32((uint16_t)v); });
+}
+inline void emu_mma_s8(int *d, const unsigned *a, const unsigned *b) {
+  emu_mma<32>(d, a, b, [](unsigned v) { return (int)(int8_t)(uint8_t)v; });
+}
+inline void emu_mma_e4m3(float *d, const unsigned *a, const unsigned *b) {
+  emu_mma<32>(d, a, b, [](unsigned v) { return h3_e4m3_to_f32((uint8_t)v); });
 }
 
 /* ldmatrix.x4 of the calling thread's warp: each lane posts its row address, then reads

@@ -25,7 +25,9 @@
  *    attention of many rows of one sequence (prefill 2048 from 0, extends at 3000, a 16k
  *    prompt's last rows; scrambled pages, NaN in every cache slot past the keys, selections
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
- *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones).
+ *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
+ *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
+ *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -390,26 +392,27 @@ static void moe_skewed(const h3_op *op, void **in) {
   }
 }
 
-/* The moe cases of the grouped GEMMs, once through each form (H3_MOE_GEMM, which the cuda
- * backend reads at every run: wgmma, wgmma with one cluster of 2 blocks for every work unit
- * (H3_MOE_WGMMA_CLUSTERS=1: many units and stage phases per block), wgmma1, then mma), the
+/* The cases once through each form of a kernel that the cuda backend picks by environment
+ * variables read at every run: forms[f][v] the value of vars[v] (NULL: unset) in form f; the
  * variables restored afterwards. */
-static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
-  static const char *const vars[2] = {"H3_MOE_GEMM", "H3_MOE_WGMMA_CLUSTERS"};
+static void check_forms(h3_backend *b, const hand_case *cases, int n, const char *const *vars, int n_vars,
+                        const char *const (*forms)[2], int n_forms) {
   char *saved[2];
-  for (int v = 0; v < 2; v++) {
+  for (int v = 0; v < n_vars; v++) {
     const char *was = getenv(vars[v]);
     saved[v] = was ? strdup(was) : NULL;
   }
-  static const char *const forms[4][2] = {{"wgmma", NULL}, {"wgmma", "1"}, {"wgmma1", NULL}, {"mma", NULL}};
-  for (int f = 0; f < 4; f++) {
-    setenv(vars[0], forms[f][0], 1);
-    if (forms[f][1]) setenv(vars[1], forms[f][1], 1);
-    else unsetenv(vars[1]);
+  for (int f = 0; f < n_forms; f++) {
+    char set[96] = "";
+    for (int v = 0; v < n_vars; v++) {
+      if (forms[f][v]) setenv(vars[v], forms[f][v], 1);
+      else unsetenv(vars[v]);
+      if (forms[f][v])
+        snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s=%s", *set ? " " : "", vars[v], forms[f][v]);
+    }
     for (int i = 0; i < n; i++) {
       char tag[160];
-      snprintf(tag, sizeof tag, "%s (H3_MOE_GEMM=%s%s%s)", cases[i].tag, forms[f][0],
-               forms[f][1] ? " H3_MOE_WGMMA_CLUSTERS=" : "", forms[f][1] ? forms[f][1] : "");
+      snprintf(tag, sizeof tag, "%s (%s)", cases[i].tag, set);
       if (cases[i].op) check_op(b, cases[i].op, tag, cases[i].limit, cases[i].prep);
       else {
         printf("FAIL hand-made %s: cannot build the op\n", tag);
@@ -417,11 +420,28 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
       }
     }
   }
-  for (int v = 0; v < 2; v++) {
+  for (int v = 0; v < n_vars; v++) {
     if (saved[v]) setenv(vars[v], saved[v], 1);
     else unsetenv(vars[v]);
     free(saved[v]);
   }
+}
+
+/* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
+ * cluster of 2 blocks for every work unit (H3_MOE_WGMMA_CLUSTERS=1: many units and stage
+ * phases per block), wgmma1, then mma). */
+static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
+  static const char *const vars[2] = {"H3_MOE_GEMM", "H3_MOE_WGMMA_CLUSTERS"};
+  static const char *const forms[4][2] = {{"wgmma", NULL}, {"wgmma", "1"}, {"wgmma1", NULL}, {"mma", NULL}};
+  check_forms(b, cases, n, vars, 2, forms, 4);
+}
+
+/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then
+ * wgmma when `both`; pv = bf16 has the mma form only, so its case runs it twice). */
+static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
+  static const char *const vars[1] = {"H3_SAGE_FORM"};
+  static const char *const forms[2][2] = {{"mma", NULL}, {"wgmma", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 2 : 1);
 }
 
 /* M3.1's paged / sparse attention of many rows of one sequence (prefill / extend: the cuda
@@ -599,6 +619,30 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *xv3 = in_of(&h, "xv3", H3_F32, 2, (int64_t[]){50, 384});
   h3_attr cattv[3] = {catt[0], catt[1], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){256, 384})};
   cases[n++] = (hand_case){"attention f32 causal GQA v view", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, xv3}, 3, cattv), -1, NULL};
+  /* sage_attention at head_dim 128 (all_ops.ir's head_dim 16 is not the cuda kernel's: it
+     must say so): 333 rows in segments of 300 and 33 (partial query and key tiles), GQA 4 / 2;
+     pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
+     CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
+     flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
+  hand_case sage[4];
+  int n_sage = 0;
+  h3_value *qs = in_of(&h, "qs", H3_BF16, 3, (int64_t[]){333, 4, 128});
+  h3_value *ks = in_of(&h, "ks", H3_BF16, 3, (int64_t[]){333, 2, 128});
+  h3_value *vs = in_of(&h, "vs", H3_BF16, 3, (int64_t[]){333, 2, 128});
+  const char *sage_tag[3] = {"sage_attention fp8 D=128 segments GQA", "sage_attention bf16 D=128 segments GQA",
+                             "sage_attention fp8 D=128 no smoothing"};
+  for (int i = 0; i < 3; i++) {
+    h3_attr sa[4] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300}),
+                     h3_attr_string(h.m, "pv", i == 1 ? "bf16" : "fp8"), h3_attr_int(h.m, "smooth", i < 2)};
+    sage[n_sage++] = (hand_case){sage_tag[i], op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 4, sa), 1e-6, NULL};
+  }
+  /* 1500 rows in one segment, 2 q heads on 1 kv head: 12 stages of 128 keys (the kernel's
+     3-stage ring wraps 4 times), 12 blocks of 128 query rows, the last partial */
+  h3_value *ql = in_of(&h, "ql", H3_BF16, 3, (int64_t[]){1500, 2, 128});
+  h3_value *kl = in_of(&h, "kl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
+  h3_value *vl = in_of(&h, "vl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
+  sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 T=1500 GQA 2/1",
+                               op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 1, att), 1e-6, NULL};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
@@ -654,6 +698,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
     check_op(b, cases[i].op, cases[i].tag, cases[i].limit, cases[i].prep);
   }
   check_moe_gemm_forms(b, gemm, 2);
+  check_sage_forms(b, sage, n_sage, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   if (!a128v || !a333v) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");

@@ -1,0 +1,432 @@
+// sage_attention.cu: the attention of `sage_attention` (ops.def) on tensor cores for ONE
+// segment of len rows, after kernels/sage_quant.cu's pre-passes (their padded layouts: lp =
+// len rounded up to 128; qc [Hq][lp][128] and kc [Hk][lp][128] int8, qd [Hq][lp / 64] and kd
+// [Hk][lp / 64] their 64-row blocks' deltas; pv = fp8: vt [Hk][128][lp] e4m3 in sage_quant.cu's
+// key order and vscale [Hk][128]; pv = bf16: v itself, bf16 [len, Hk, 128] with row stride
+// v_stride). The CPU reference (runtime/cpu/ops_sage.c) fixes every rounding; this kernel
+// multiplies the same int8 codes (int32 dot products: exact), takes the running maxima over
+// the same 64-key blocks (a key tile is one block of kd) and rounds P and V to e4m3 (or P to
+// bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot * (dq * dk
+// * scale * log2 e), one rounding chain against the reference's two products) and 2^x by
+// ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
+// away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
+// cores' order, then one fma of the tile into O).
+//   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
+//     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
+// Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers).
+// Block x takes query rows 128 x .. + 127 of q head y (kv head y / group); warp w its rows
+// 16 w .. + 15 (in one 64-row q block: one delta dq), lane l = 4 g + c rows g and g + 8 as
+// the M = 16 of mma.m16n8k32. Stages of 128 keys (two tiles of 64: each one k block, one
+// delta dk) go into shared memory by cp.async, 3 stages (two in flight while one is used): K
+// [128][128] int8 with 16-byte chunk c of key r at chunk c ^ (r & 7); fp8: V^T [128][128]
+// e4m3 (dim, key) with chunk c of dim d at c ^ (d & 7); bf16: V [128][128] bf16 with chunk c
+// of key r at c ^ (r & 7) (the 8 rows of an ldmatrix phase on distinct banks). Per tile and
+// warp:
+//   S = Q K^T: Q's A fragments in registers (4 k-steps of 32 dims, read once from qc), K the
+//     B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
+//   t = fp32(dot) * kq (log2 units); keys past len -inf; m' = max(m, rowmax t) (quad
+//     shuffles); alpha = 2^(m - m'); p = 2^(t - m') (fp8: 2^(t - m' + log2 448) = p * 448);
+//     l = l * alpha + sum p (this lane's keys; the quad's sums added at the end);
+//   fp8: P = e4m3(p * 448) packed as the A fragments of 2 k-steps of 32 keys (sage_quant.cu's
+//     order), V^T by ldmatrix.x4 (n = dim): 32 mma.m16n8k32 e4m3 -> f32; bf16: P = bf16(p),
+//     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
+//     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
+// Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
+// h3cu_sage_fwd_fp8_wg (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math and layouts
+// with both products as warpgroup MMAs: see its comment below.
+
+#define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
+#define H3S_ROWS 128                       // query rows per block, 16 per warp
+#define H3S_THREADS 256
+#define H3S_KEYS 64         // keys per tile: one 64-row block of k
+#define H3S_STAGE_KEYS 128  // keys per stage: two tiles
+#define H3S_STAGES 3
+#define H3S_KBYTES (H3S_STAGE_KEYS * 128) // a stage's K (int8), also its V^T (e4m3)
+
+// the dynamic shared memory of the fp8 and bf16 forms: 3 stages of K and V (96, 144 KiB)
+#define H3S_SMEM_FP8 (H3S_STAGES * 2 * H3S_KBYTES)
+#define H3S_SMEM_BF16 (H3S_STAGES * 3 * H3S_KBYTES)
+
+#define H3_SAGE_FWD_PARAMS                                                                        \
+  const signed char *__restrict__ qc, const signed char *__restrict__ kc,                        \
+      const unsigned char *__restrict__ vt, const h3_bf16 *__restrict__ v,                       \
+      const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale, \
+      h3_bf16 *__restrict__ o, long long len, long long lp, long long v_stride, long long o_stride, \
+      int group, float scale
+
+// d += a * b, m16n8k32 with 8-bit operands: int8 -> int32 (exact) or e4m3 -> fp32; the
+// fragments are those of h3_mma_bf16 with each 32-bit word 4 bytes of k (lane 4 g + c: a =
+// {A[g][4c..], A[g+8][4c..], A[g][16+4c..], A[g+8][16+4c..]}, b = {B[4c..][g], B[16+4c..][g]},
+// low byte the lower k). Host emulation: emu_mma_s8, emu_mma_e4m3 (tests/codegen/host_emu.h).
+#define H3S_MMA_K32(types, acc)                                                                \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col." types " {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+               "{%8, %9}, {%0, %1, %2, %3};"                                                   \
+               : acc(d[0]), acc(d[1]), acc(d[2]), acc(d[3])                                    \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#ifdef H3_HOST_EMU
+H3_DI void h3s_mma_s8(int *d, const unsigned *a, const unsigned *b) { emu_mma_s8(d, a, b); }
+H3_DI void h3s_mma_e4m3(float *d, const unsigned *a, const unsigned *b) { emu_mma_e4m3(d, a, b); }
+#else
+H3_DI void h3s_mma_s8(int *d, const unsigned *a, const unsigned *b) { H3S_MMA_K32("s32.s8.s8.s32", "+r"); }
+H3_DI void h3s_mma_e4m3(float *d, const unsigned *a, const unsigned *b) { H3S_MMA_K32("f32.e4m3.e4m3.f32", "+f"); }
+#endif
+
+// Keys 128 j .. + 127 of kv head h into a stage: K (16 KiB of kc), then V^T (fp8: 128 rows of
+// 128 bytes of vt) or V (bf16: 128 keys of 256 bytes, zeros past len), this thread's 16-byte
+// chunks
+template <bool FP8>
+H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned char *vt,
+                    const h3_bf16 *v, long long j, int h, long long len, long long lp, long long v_stride) {
+  const int tid = threadIdx.x;
+  uint4 *ks = reinterpret_cast<uint4 *>(stage), *vs = ks + H3S_KBYTES / 16;
+  const signed char *ksrc = kc + ((long long)h * lp + j * H3S_STAGE_KEYS) * 128;
+#pragma unroll
+  for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // key i / 8, chunk i % 8
+    const int key = i >> 3, ch = i & 7;
+    h3_cp16(ks + key * 8 + (ch ^ (key & 7)), ksrc + 16 * i);
+  }
+  if constexpr (FP8) {
+#pragma unroll
+    for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // dim i / 8, chunk i % 8
+      const int dim = i >> 3, ch = i & 7;
+      h3_cp16(vs + dim * 8 + (ch ^ (dim & 7)), vt + ((long long)h * 128 + dim) * lp + j * H3S_STAGE_KEYS + 16 * ch);
+    }
+  } else {
+#pragma unroll
+    for (int i = tid; i < 2 * H3S_KBYTES / 16; i += H3S_THREADS) { // key i / 16, chunk i % 16
+      const int key = i >> 4, ch = i & 15;
+      const long long r = j * H3S_STAGE_KEYS + key;
+      uint4 *dst = vs + key * 16 + (ch ^ (key & 7));
+      if (r < len) h3_cp16(dst, v + r * v_stride + h * 128 + 8 * ch);
+      else *dst = uint4{0u, 0u, 0u, 0u};
+    }
+  }
+}
+
+// The online softmax of one tile whose first key is key0 (rows g, g + 8: r = 0, 1), in log2
+// units: t = fp32(dot) * kq (kq = dq * dk * scale * log2(e)), -inf past len; m' = max(m, max
+// t) (the quad's lanes); p = 2^(t - m' + lg) into pf (lg = log2(448) for fp8: P's e4m3 input
+// p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
+// rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
+// accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
+// converts them: no int-to-float conversions on the narrow pipe.
+#define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
+H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                       float m[2], float l[2], float alpha[2]) {
+  const int c = threadIdx.x & 3;
+  const bool full = key0 + H3S_KEYS <= len; // every key of the tile is live
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float tm = m[r];
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      const int n = k >> 1, e = 2 * r + (k & 1);
+      const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
+      pf[n][e] = live ? __fmul_rn(__fsub_rn(__int_as_float(sc[n][e]), 12582912.0f), kq) : -H3S_INF;
+      tm = fmaxf(tm, pf[n][e]);
+    }
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+    alpha[r] = h3_exp2_approx(__fsub_rn(m[r], tm));
+    m[r] = tm;
+    l[r] = __fmul_rn(l[r], alpha[r]);
+    const float off = __fsub_rn(tm, lg);
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      float &x = pf[k >> 1][2 * r + (k & 1)];
+      x = h3_exp2_approx(__fsub_rn(x, off));
+      l[r] = __fadd_rn(l[r], x);
+    }
+  }
+}
+
+// e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
+H3_DI unsigned h3s_p8(float a, float b, float c, float d) { return h3_e4m3x2(a, b) | h3_e4m3x2(c, d) << 16; }
+
+// P = e4m3(p * 448) of a tile (pf) as the A fragments of its 2 k-steps of 32 keys, in vt's key
+// order: n-tiles 4 kk, 4 kk + 1 in the first word of a row, 4 kk + 2, + 3 in the second
+H3_DI void h3s_pack_p8(const float pf[8][4], unsigned pa[2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++) {
+    const int n = 4 * kk;
+    pa[kk][0] = h3s_p8(pf[n][0], pf[n][1], pf[n + 1][0], pf[n + 1][1]);
+    pa[kk][1] = h3s_p8(pf[n][2], pf[n][3], pf[n + 1][2], pf[n + 1][3]);
+    pa[kk][2] = h3s_p8(pf[n + 2][0], pf[n + 2][1], pf[n + 3][0], pf[n + 3][1]);
+    pa[kk][3] = h3s_p8(pf[n + 2][2], pf[n + 2][3], pf[n + 3][2], pf[n + 3][3]);
+  }
+}
+
+// a[j] = a[j] * alpha + t (one fma; rows g: alpha[0], g + 8: alpha[1]), the tile's sums of
+// n-tile j
+H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) a[i] = __fmaf_rn(a[i], alpha[i >> 1], t[i]);
+}
+
+// acc = acc * alpha + P V for tile sub (keys 64 sub .. + 63) of the fp8 V^T stage vs: P
+// (h3s_pack_p8), V^T by ldmatrix.x4 (the tile's 64 bytes of 8 dims, n = dim); each n-tile's
+// product in a zeroed accumulator, then folded
+H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31;
+  unsigned pa[2][4];
+  h3s_pack_p8(pf, pa);
+#pragma unroll
+  for (int j = 0; j < 16; j++) { // dims 8 j .. + 7
+    const int dim = 8 * j + (lane & 7);
+    unsigned f[4];
+    h3_ldsm4(f, vs + dim * 128 + (((4 * sub + (lane >> 3)) ^ (dim & 7)) * 16));
+    const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    h3s_mma_e4m3(t, pa[0], b0);
+    h3s_mma_e4m3(t, pa[1], b1);
+    h3s_fold(acc[j], t, alpha);
+  }
+}
+
+// acc = acc * alpha + P V for the bf16 V tile vs: P = bf16(p) as the A fragments of 4 k16
+// steps, V the B operand by ldmatrix.x4.trans (k = key, n = dim); each pair of n-tiles'
+// product in zeroed accumulators, then folded into acc
+H3_DI void h3s_pv_bf16(const unsigned char *vsb, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31;
+  const h3_bf16 *vs = reinterpret_cast<const h3_bf16 *>(vsb);
+  unsigned pa[4][4];
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) { // keys 16 ks .. + 15
+    pa[ks][0] = h3_bf16x2(pf[2 * ks][0], pf[2 * ks][1]), pa[ks][1] = h3_bf16x2(pf[2 * ks][2], pf[2 * ks][3]);
+    pa[ks][2] = h3_bf16x2(pf[2 * ks + 1][0], pf[2 * ks + 1][1]);
+    pa[ks][3] = h3_bf16x2(pf[2 * ks + 1][2], pf[2 * ks + 1][3]);
+  }
+#pragma unroll
+  for (int dp = 0; dp < 8; dp++) { // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
+    float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+      const int row = 16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1);
+      unsigned f[4];
+      h3_ldsm4_trans(f, vs + row * 128 + (((2 * dp + (lane >> 4)) ^ (lane & 7)) * 8));
+      const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      h3_mma_bf16(t[0], pa[ks], b0);
+      h3_mma_bf16(t[1], pa[ks], b1);
+    }
+    h3s_fold(acc[2 * dp], t[0], alpha);
+    h3s_fold(acc[2 * dp + 1], t[1], alpha);
+  }
+}
+
+// The output rows of this lane (r0 + g, + 8 of q head n, kv head h; those < len): fp8 O *
+// vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once; l summed over the quad first
+// (every thread calls it: shuffles)
+template <bool FP8>
+H3_DI void h3s_store(h3_bf16 *o, long long o_stride, int n, int h, long long r0, long long len, const float *vscale,
+                     const float acc[16][4], float l[2]) {
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    const long long t = r0 + g + 8 * r;
+    if (t >= len) continue;
+    h3_bf16 *ot = o + t * o_stride + (long long)n * 128;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      const int d = 8 * j + 2 * c;
+      float y[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        y[e] = __fdiv_rn(FP8 ? __fmul_rn(acc[j][2 * r + e], vscale[h * 128 + d + e]) : acc[j][2 * r + e], l[r]);
+      h3_st2(ot + d, y[0], y[1]);
+    }
+  }
+}
+
+template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
+  H3_DYN_SMEM(unsigned char, smem); // stage s at s * (FP8 ? 2 : 3) * H3S_KBYTES: K, then V
+  constexpr int STAGE = (FP8 ? 2 : 3) * H3S_KBYTES;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int n = blockIdx.y, h = n / group;
+  const long long r0 = (long long)blockIdx.x * H3S_ROWS + 16 * warp; // the warp's first row
+  // Q's A fragments: dims 32 kk + 4 c (+ 16) of rows g, g + 8 (zero codes past len)
+  unsigned qa[4][4];
+  const unsigned *qg = reinterpret_cast<const unsigned *>(qc + ((long long)n * lp + r0 + g) * 128);
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    qa[kk][0] = qg[8 * kk + c], qa[kk][1] = qg[8 * 32 + 8 * kk + c];
+    qa[kk][2] = qg[8 * kk + 4 + c], qa[kk][3] = qg[8 * 32 + 8 * kk + 4 + c];
+  }
+  const float dq = qd[(long long)n * (lp / 64) + r0 / 64], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+  const int nt = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
+  const float lg = FP8 ? 8.807354922057604f : 0.0f; // log2(448)
+#pragma unroll
+  for (int i = 0; i < H3S_STAGES - 1; i++) {
+    if (i < nt) h3s_load<FP8>(smem + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
+    h3_cp_commit();
+  }
+  for (int it = 0; it < nt; it++) { // as often in every thread
+    h3_cp_wait_pending<H3S_STAGES - 2>();
+    __syncthreads(); // stage it is in; every warp is done with the stage loaded next
+    const int nx = it + H3S_STAGES - 1;
+    if (nx < nt) h3s_load<FP8>(smem + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
+    h3_cp_commit();
+    const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
+    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1]; // lp / 64 even
+    for (int sub = 0; sub < 2; sub++) { // the stage's two key tiles (blocks of kd)
+      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
+      if (key0 >= len) break; // in every thread alike
+      int sc[8][4];
+      h3_tile_qk<2, int, h3s_mma_s8>(ks + sub * (H3S_KBYTES / 2), qa, sc, H3S_MAGIC);
+      float pf[8][4], alpha[2];
+      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), lg, key0, len, m, l, alpha);
+      if constexpr (FP8) h3s_pv_fp8(vs, sub, pf, alpha, acc);
+      else h3s_pv_bf16(vs + sub * H3S_KBYTES, pf, alpha, acc);
+    }
+  }
+  h3s_store<FP8>(o, o_stride, n, h, r0, len, vscale, acc, l);
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8(H3_SAGE_FWD_PARAMS) {
+  h3s_fwd<true>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(H3_SAGE_FWD_PARAMS) {
+  h3s_fwd<false>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
+}
+
+#ifndef H3_HOST_EMU
+// ---- the warpgroup-MMA form of pv = fp8 (runtime/cuda/cuda_sage.c runs it under
+// H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so tests/sage checks the form
+// above and tests/gpu/test_gpu_ops both on the GPU). The same grid, threads, stages, scores,
+// softmax, P and V codes and fold as h3cu_sage_fwd_fp8; warpgroup w (threads 128 w ..) owns
+// rows 64 w .. + 63 (one q block) and issues per 64-key tile
+//   S = Q K^T: 4 wgmma m64n64k32 s8 (Q [64][128] and the tile's K [64][128] in shared memory,
+//     K-major, 128-byte swizzle: chunk c of row r at c ^ (r & 7), 1024-byte atoms: the layout
+//     the cp.async loads already write), accumulators from H3S_MAGIC as the mma form's;
+//   O += P V: P's e4m3 words (h3s_pv_fp8's A fragments) stored into the warpgroup's P buffer
+//     [64][128] (the stage's two tiles at bytes 0 and 64 of a row, vt's key order), then 2
+//     wgmma m64n128k32 e4m3 against V^T [128][128] (K-major) into a zeroed tile accumulator
+//     (the first with scale-d 0), folded into O.
+// The accumulators' layout (warp w % 4 of the warpgroup: rows 16 (w % 4) + g, + 8; d[4 n + e]:
+// column 8 n + 2 c + (e & 1), row + 8 for e >= 2) is the mma form's, so the softmax, the P
+// words and the output are shared. Shared memory: 1 KiB of alignment slack, Q [128][128], P
+// [2][64][128], the 3 stages (H3S_SMEM_WG).
+#define H3S_SMEM_WG (1024 + 2 * H3S_KBYTES + H3S_SMEM_FP8)
+#define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
+    "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
+
+// d[32] (int32) += A B^T, m64n64k32 s8 from shared memory (descriptors a, b)
+H3_DI void h3s_wg_qk(int *d, unsigned long long a, unsigned long long b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, %32, %33, p;\n}\n"
+               : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
+               : "l"(a), "l"(b), "r"(1));
+}
+
+// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3 from shared memory (acc = 0 overwrites d)
+H3_DI void h3s_wg_pv(float *d, unsigned long long a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, %64, %65, p, 1, 1;\n}\n"
+               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
+}
+
+// keeps reads of the 32 int32 results d after the wait that precedes it
+H3_DI void h3s_wg_hold(int *d) {
+#pragma unroll
+  for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// This lane's P words (h3s_pv_fp8's pa, k-steps kk of tile sub) into the warpgroup's P buffer
+// sp (rows 16 (warp % 4) + g, + 8; 128-byte swizzle)
+H3_DI void h3s_put_p(unsigned char *sp, int sub, const unsigned pa[2][4]) {
+  const int lane = threadIdx.x & 31, row = 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2), c = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+    for (int w = 0; w < 4; w++) { // w: row + 8 (w & 1), bytes + 16 (w >> 1)
+      const int r = row + 8 * (w & 1), b = 64 * sub + 32 * kk + 16 * (w >> 1) + 4 * c;
+      *reinterpret_cast<unsigned *>(sp + r * 128 + (((b >> 4) ^ (r & 7)) << 4) + (b & 15)) = pa[kk][w];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8_wg(H3_SAGE_FWD_PARAMS) {
+  extern __shared__ unsigned char h3s_raw[];
+  const unsigned base = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u;
+  unsigned char *sq = h3s_raw + (base - h3_smem_addr(h3s_raw)), *sp = sq + H3S_KBYTES, *st = sp + H3S_KBYTES;
+  const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
+  const int n = blockIdx.y, h = n / group;
+  const long long q0 = (long long)blockIdx.x * H3S_ROWS, r0 = q0 + 16 * warp;
+  for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // Q: row i / 8, chunk i % 8
+    const int row = i >> 3, ch = i & 7;
+    h3_cp16(reinterpret_cast<uint4 *>(sq + row * 128) + (ch ^ (row & 7)), qc + ((long long)n * lp + q0 + row) * 128 + 16 * ch);
+  }
+  h3_cp_commit();
+  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + wg], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+  constexpr int STAGE = 2 * H3S_KBYTES;
+  const int nt = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
+#pragma unroll
+  for (int i = 0; i < H3S_STAGES - 1; i++) {
+    if (i < nt) h3s_load<true>(st + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
+    h3_cp_commit();
+  }
+  const unsigned long long dqa = h3_wg_desc(base + wg * 64 * 128, 16, 1024);
+  const unsigned long long dpa = h3_wg_desc(base + H3S_KBYTES + wg * 64 * 128, 16, 1024);
+  for (int it = 0; it < nt; it++) { // as often in every thread
+    h3_cp_wait_pending<H3S_STAGES - 2>();
+    h3_fence_async_smem(); // this thread's cp.async writes, for the warpgroup MMAs
+    __syncthreads();
+    const int nx = it + H3S_STAGES - 1;
+    if (nx < nt) h3s_load<true>(st + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
+    h3_cp_commit();
+    const unsigned ks = base + 2 * H3S_KBYTES + (it % H3S_STAGES) * STAGE, vs = ks + H3S_KBYTES;
+    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1];
+    for (int sub = 0; sub < 2; sub++) {
+      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
+      if (key0 >= len) break; // in every thread alike
+      int sc[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
+      const unsigned long long dkb = h3_wg_desc(ks + sub * (H3S_KBYTES / 2), 16, 1024);
+      h3_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dqa + 2 * kk, dkb + 2 * kk); // 32 bytes a k-step
+      h3_wg_commit();
+      h3_wg_wait<0>();
+      h3s_wg_hold(&sc[0][0]);
+      float pf[8][4], alpha[2];
+      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), 8.807354922057604f, key0, len, m, l, alpha);
+      unsigned pa[2][4];
+      h3s_pack_p8(pf, pa);
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the last P V read its P
+      h3s_put_p(sp + wg * 64 * 128, sub, pa);
+      h3_fence_async_smem();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the warpgroup's P is in
+      float t[64];
+      h3_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 2; kk++) {
+        const unsigned long long off = (unsigned long long)((64 * sub + 32 * kk) >> 4);
+        h3s_wg_pv(t, dpa + off, h3_wg_desc(vs, 16, 1024) + off, kk);
+      }
+      h3_wg_commit();
+      h3_wg_wait<0>();
+      h3_wg_hold<64>(t);
+#pragma unroll
+      for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, alpha);
+    }
+  }
+  h3s_store<true>(o, o_stride, n, h, r0, len, vscale, acc, l);
+}
+#endif

@@ -1,0 +1,161 @@
+/* cuda_sage.c: `sage_attention` (ops.def) on the cuda backend: which ops it takes (bf16 q, k,
+ * v and result, head_dim 128, Hq % Hk == 0), the device scratch an op needs (allocated when
+ * it is prepared), the kernels of kernels/sage_quant.cu (the quantization pre-passes) and
+ * kernels/sage_attention.cu (the attention on tensor cores) compiled on first use, and the
+ * launches. The op is cut into its segments as attention is (cuda_attention.c); per segment
+ * of len rows, in the stream's order (one scratch serves every segment in turn):
+ *   h3cu_sage_colstats  grid (4, Hk): kbar (smooth) and vscale (pv = fp8) per kv head and dim;
+ *   h3cu_sage_quant     grid (lp / 64, Hq) for q, (lp / 64, Hk) for k less kbar: int8 codes
+ *                       and one delta per 64-row block;
+ *   h3cu_sage_quant_v   grid (lp / 64, Hk), pv = fp8: V^T's e4m3 codes;
+ *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads: the output rows
+ *                       (mma.sync); with H3_SAGE_FORM=wgmma in the environment, pv = fp8 runs
+ *                       h3cu_sage_fwd_fp8_wg instead (warpgroup MMAs, sm_90a).
+ * lp = len rounded up to 128. Scratch (tp = T rounded up to 128, nb = tp / 64): qd [Hq][nb],
+ * kd [Hk][nb], kbar and vscale [Hk][128] (f32), then qc [Hq][tp][128], kc [Hk][tp][128] (int8)
+ * and, for fp8, vt [Hk][128][tp] (e4m3).
+ */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
+enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
+       SAGE_SMEM_WG = 1024 + 2 * SAGE_KSTAGE + SAGE_SMEM_FP8 };
+
+static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
+static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_wg"};
+static const int fwd_smem[3] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG};
+
+static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
+
+static int64_t round128(int64_t n) { return (n + SAGE_ROWS - 1) / SAGE_ROWS * SAGE_ROWS; }
+
+bool cu_sage_supports(const h3_op *op) {
+  if (op->code != H3_OP_SAGE_ATTENTION || op->n_operands != 3 || op->n_results != 1) return false;
+  const h3_type *q = &op->operands[0]->type, *k = &op->operands[1]->type, *v = &op->operands[2]->type;
+  const h3_type *o = &op->results[0]->type;
+  if (q->rank != 3 || k->rank != 3 || v->rank != 3 || o->rank != 3) return false;
+  bool dtypes = q->dtype == H3_BF16 && k->dtype == H3_BF16 && v->dtype == H3_BF16 && o->dtype == H3_BF16;
+  return dtypes && q->dims[2] == SAGE_D && k->dims[2] == SAGE_D && v->dims[2] == SAGE_D &&
+         k->dims[0] == q->dims[0] && v->dims[0] == q->dims[0] && v->dims[1] == k->dims[1] &&
+         k->dims[1] >= 1 && q->dims[1] % k->dims[1] == 0 && q->dims[0] < ((int64_t)1 << 30);
+}
+
+/* The scratch's parts at base (base NULL: only the total, returned) */
+typedef struct {
+  float *qd, *kd, *kbar, *vscale;
+  signed char *qc, *kc;
+  unsigned char *vt;
+} sage_scratch;
+
+static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
+  int64_t tp = round128(op->operands[0]->type.dims[0]), nb = tp / 64;
+  int64_t hq = op->operands[0]->type.dims[1], hk = op->operands[1]->type.dims[1];
+  size_t at = 0;
+  char *parts[7];
+  const size_t bytes[7] = {(size_t)(hq * nb) * 4, (size_t)(hk * nb) * 4, (size_t)(hk * SAGE_D) * 4,
+                           (size_t)(hk * SAGE_D) * 4, (size_t)(hq * tp * SAGE_D), (size_t)(hk * tp * SAGE_D),
+                           is_fp8(op) ? (size_t)(hk * SAGE_D * tp) : 0};
+  for (int i = 0; i < 7; i++) {
+    parts[i] = base ? base + at : NULL;
+    at += (bytes[i] + 255) / 256 * 256;
+  }
+  if (p)
+    *p = (sage_scratch){(float *)parts[0], (float *)parts[1], (float *)parts[2], (float *)parts[3],
+                        (signed char *)parts[4], (signed char *)parts[5], (unsigned char *)parts[6]};
+  return at;
+}
+
+size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
+
+/* The kernels, compiled and configured on first use: the three pre-passes, then the three
+ * attention kernels (sm_90a: the warpgroup MMAs of the last) */
+static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
+  for (int i = 0; i < 6; i++) {
+    k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
+    if (k[i] && !k[i]->fn) {
+      h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k[i]->name);
+      return H3_ERR;
+    }
+  }
+  if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, 3, quant_names, k, d) != H3_OK) return H3_ERR;
+  if (k[3]) return H3_OK;
+  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 3, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < 3; i++) {
+    cudaError_t e = (size_t)fwd_smem[i] > s->smem_optin
+                        ? cudaErrorInvalidValue
+                        : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                          fwd_smem[i], s->device);
+    if (e != cudaSuccess) {
+      k[3 + i]->fn = NULL;
+      return cu_fail(d, e, "cudaKernelSetAttributeForDevice (dynamic shared memory)", k[3 + i]->name);
+    }
+  }
+  return H3_OK;
+}
+
+/* One segment: rows [0, len) of q, k, v, o at their segment's first row. */
+typedef struct {
+  const void *q, *k, *v;
+  void *o;
+  long long len;
+} sage_seg;
+
+static h3_status run_segment(cu_state *s, cu_kernel *const k[6], const h3_op *op, const sage_scratch *sc,
+                             const sage_seg *g, h3_diag *d) {
+  const h3_type *qt = &op->operands[0]->type, *kt = &op->operands[1]->type;
+  int hq = (int)qt->dims[1], hk = (int)kt->dims[1], group = hq / hk;
+  int smooth = h3_op_attr_int(op, "smooth", 1) != 0, fp8 = is_fp8(op);
+  long long len = g->len, lp = round128(len), qs = (long long)hq * SAGE_D, ks = (long long)hk * SAGE_D;
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0);
+  const float *no_kbar = NULL, *kbar = smooth ? sc->kbar : NULL;
+  const void *q = g->q, *kk = g->k, *v = g->v;
+  void *o = g->o;
+  const int64_t block[3] = {256, 1, 1};
+  if (smooth || fp8) {
+    void *args[] = {&kk, &v, &len, &hk, &smooth, &fp8, (void *)&sc->kbar, (void *)&sc->vscale};
+    if (cu_launch(s, k[0], (int64_t[]){SAGE_D / 32, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
+  }
+  void *qargs[] = {&q, &qs, &no_kbar, &len, &lp, (void *)&sc->qc, (void *)&sc->qd};
+  void *kargs[] = {&kk, &ks, &kbar, &len, &lp, (void *)&sc->kc, (void *)&sc->kd};
+  if (cu_launch(s, k[1], (int64_t[]){lp / 64, hq, 1}, block, 0, qargs, d) != H3_OK ||
+      cu_launch(s, k[1], (int64_t[]){lp / 64, hk, 1}, block, 0, kargs, d) != H3_OK)
+    return H3_ERR;
+  if (fp8) {
+    void *args[] = {&v, &ks, (void *)&sc->vscale, &len, &lp, (void *)&sc->vt};
+    if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
+  }
+  long long os = qs;
+  void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
+                  (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
+  const char *form = getenv("H3_SAGE_FORM");
+  int which = !fp8 ? 4 : form && !strcmp(form, "wgmma") ? 5 : 3;
+  return cu_launch(s, k[which], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block, fwd_smem[which - 3],
+                   args, d);
+}
+
+h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, const h3_tensor *out,
+                      h3_diag *d) {
+  if (!cu_sage_supports(op) || !scratch)
+    return cu_op_error(d, op, "run it with --backend cpu", "takes bf16 q[T, Hq, 128], k and v [T, Hk, 128] "
+                       "with Hq %% Hk == 0 on cuda");
+  cu_kernel *k[6];
+  if (sage_kernels(s, k, d) != H3_OK) return H3_ERR;
+  sage_scratch sc;
+  scratch_layout(op, scratch, &sc);
+  int64_t T = in[0].type.dims[0], hq = in[0].type.dims[1], hk = in[1].type.dims[1], lo = 0;
+  const h3_attr *seg = h3_op_attr(op, "segments");
+  int nb = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
+  for (int i = 0; i <= nb; i++) { /* the segments' boundaries inside (0, T), ascending */
+    int64_t hi = i < nb ? seg->ints[i] : T;
+    if (hi > T) hi = T;
+    if (hi <= lo) continue;
+    sage_seg g = {(const uint16_t *)in[0].data + lo * hq * SAGE_D, (const uint16_t *)in[1].data + lo * hk * SAGE_D,
+                  (const uint16_t *)in[2].data + lo * hk * SAGE_D, (uint16_t *)out[0].data + lo * hq * SAGE_D, hi - lo};
+    if (run_segment(s, k, op, &sc, &g, d) != H3_OK) return H3_ERR;
+    lo = hi;
+  }
+  return H3_OK;
+}

@@ -1,0 +1,190 @@
+/* test_sage_emu.cpp: sage_attention's CUDA kernels (kernels/sage_quant.cu, sage_attention.cu)
+ * run on the host under tests/codegen/host_emu.h (a thread per CUDA thread; ldmatrix, the
+ * m16n8k32 int8 / e4m3 and m16n8k16 bf16 mma, shuffles and barriers block-wide), launched as
+ * runtime/cuda/cuda_sage.c launches them (per segment: colstats, quant q, quant k, quant_v,
+ * fwd), on random bf16 q, k, v (keys with per-channel offsets, as real keys have: smoothing
+ * matters), head_dim 128:
+ *   - the pre-passes' results bitwise against ops.def's contract computed here: kbar (the
+ *     segment's fp32 sum in row order / n), the int8 codes and deltas of every 64-row block of
+ *     q and of the smoothed k, vscale and V^T's e4m3 codes in the kernel's key order (byte p
+ *     of a 32-key group holds key 8 (2 (p / 16) + (p % 4) / 2) + 2 ((p % 16) / 4) + p % 2),
+ *     zero codes in the padding rows;
+ *   - the output against the CPU backend's op (runtime/cpu/ops_sage.c): the same codes,
+ *     maxima over the same key blocks, P and V roundings; the kernel's scores in log2 units
+ *     and 2^x (exp2f here, ex2.approx on the GPU) move P by ~1e-7 relative, so a rare P code
+ *     lands one step away (more often for bf16's finer steps), and the fp32 sums run in
+ *     another order (l per lane then the quad; O per n-tile in the mma's order, then one fma
+ *     per tile): NMSE <= 1e-7, at most 2 % of the bf16 outputs differ, and at most 1 % of the
+ *     (row, head) pairs by more than a bf16 step somewhere (a P code one e4m3 step away on a
+ *     heavy key moves its row by a percent or two: seen once in 900 rows of the 450-row case).
+ * Cases: pv fp8 and bf16 with smoothing, two segments (130 + 70 rows: a partial query tile,
+ * partial key tiles, the second segment's blocks from its own start), GQA (4 q heads on 2 kv
+ * heads); pv fp8 without smoothing on one segment of 100 rows; pv fp8 on 450 rows (4 stages of
+ * 128 keys: the 3-stage ring wraps), 2 q heads on 1 kv head.
+ */
+#include "emu_harness.h"
+
+#include <algorithm>
+
+namespace sage_k {
+#include "sage_quant.cu"
+#include "sage_attention.cu"
+} // namespace sage_k
+
+/* The op's scratch for one segment (cuda_sage.c's parts, lp = len rounded up to 128) */
+struct scratch {
+  std::vector<float> qd, kd, kbar, vscale;
+  std::vector<signed char> qc, kc;
+  std::vector<unsigned char> vt;
+};
+
+/* One segment of rows [0, len) at q, k, v, o as cuda_sage.c's run_segment launches it. */
+static void emu_segment(const h3_bf16 *q, const h3_bf16 *k, const h3_bf16 *v, h3_bf16 *o, long long len, int hq,
+                        int hk, int smooth, int fp8, float scale, scratch &sc) {
+  const long long lp = (len + 127) / 128 * 128, qs = hq * 128LL, ks = hk * 128LL;
+  sc.qd.assign((size_t)(hq * lp / 64), -1.0f), sc.kd.assign((size_t)(hk * lp / 64), -1.0f);
+  sc.kbar.assign((size_t)hk * 128, -1.0f), sc.vscale.assign((size_t)hk * 128, -1.0f);
+  sc.qc.assign((size_t)(hq * lp * 128), 99), sc.kc.assign((size_t)(hk * lp * 128), 99);
+  sc.vt.assign((size_t)(hk * 128 * lp), 0x55);
+  float *kbar = smooth ? sc.kbar.data() : nullptr;
+  if (smooth || fp8)
+    emu_launch3(4, hk, 1, 256, [&] {
+      sage_k::h3cu_sage_colstats(k, v, len, hk, smooth, fp8, sc.kbar.data(), sc.vscale.data());
+    });
+  emu_launch3(lp / 64, hq, 1, 256, [&] { sage_k::h3cu_sage_quant(q, qs, nullptr, len, lp, sc.qc.data(), sc.qd.data()); });
+  emu_launch3(lp / 64, hk, 1, 256, [&] { sage_k::h3cu_sage_quant(k, ks, kbar, len, lp, sc.kc.data(), sc.kd.data()); });
+  if (fp8)
+    emu_launch3(lp / 64, hk, 1, 256, [&] { sage_k::h3cu_sage_quant_v(v, ks, sc.vscale.data(), len, lp, sc.vt.data()); });
+  emu_launch3((len + 127) / 128, hq, 1, 256, [&] {
+    if (fp8)
+      sage_k::h3cu_sage_fwd_fp8(sc.qc.data(), sc.kc.data(), sc.vt.data(), v, sc.qd.data(), sc.kd.data(),
+                                sc.vscale.data(), o, len, lp, ks, qs, hq / hk, scale);
+    else
+      sage_k::h3cu_sage_fwd_bf16(sc.qc.data(), sc.kc.data(), sc.vt.data(), v, sc.qd.data(), sc.kd.data(),
+                                 sc.vscale.data(), o, len, lp, ks, qs, hq / hk, scale);
+  });
+}
+
+static float f32(const h3_bf16 *x, long long i) { return h3_bf16_to_f32(x[i].bits); }
+
+/* delta and codes of n values as ops.def fixes them; mismatches against the kernel's counted */
+static int64_t check_block(const std::vector<float> &x, float delta, const signed char *codes, long long stride) {
+  float a = 0.0f;
+  for (float y : x) a = std::max(a, std::fabs(y));
+  const float want = a > 0.0f ? a / 127.0f : 1.0f;
+  int64_t bad = delta != want;
+  for (size_t i = 0; i < x.size(); i++) {
+    float c = std::nearbyint(x[i] / want);
+    c = c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c;
+    bad += codes[(long long)(i / 128) * stride + (long long)(i % 128)] != (signed char)c;
+  }
+  return bad;
+}
+
+/* The pre-passes' results of one segment against the contract: the number of mismatches. */
+static int64_t check_codes(const h3_bf16 *q, const h3_bf16 *k, const h3_bf16 *v, long long len, int hq, int hk,
+                           bool smooth, bool fp8, const scratch &sc) {
+  const long long lp = (len + 127) / 128 * 128, nb = lp / 64;
+  int64_t bad = 0;
+  std::vector<float> kbar((size_t)hk * 128, 0.0f), dv((size_t)hk * 128, 1.0f);
+  for (int h = 0; h < hk; h++)
+    for (int d = 0; d < 128; d++) {
+      float sum = 0.0f, a = 0.0f;
+      for (long long r = 0; r < len; r++) sum += f32(k, (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v, (r * hk + h) * 128 + d)));
+      if (smooth) kbar[h * 128 + d] = sum / (float)len, bad += sc.kbar[h * 128 + d] != kbar[h * 128 + d];
+      if (fp8) dv[h * 128 + d] = a > 0.0f ? a / 448.0f : 1.0f, bad += sc.vscale[h * 128 + d] != dv[h * 128 + d];
+    }
+  for (int w = 0; w < 2; w++) { /* q, then k less kbar */
+    const int H = w ? hk : hq;
+    const h3_bf16 *x = w ? k : q;
+    const signed char *codes = w ? sc.kc.data() : sc.qc.data();
+    const float *deltas = w ? sc.kd.data() : sc.qd.data();
+    for (int h = 0; h < H; h++)
+      for (long long b = 0; b < nb; b++) {
+        std::vector<float> blk;
+        for (long long r = 64 * b; r < std::min(len, 64 * b + 64); r++)
+          for (int d = 0; d < 128; d++) blk.push_back(f32(x, (r * H + h) * 128 + d) - (w ? kbar[h * 128 + d] : 0.0f));
+        const signed char *c = codes + ((long long)h * lp + 64 * b) * 128;
+        if (!blk.empty()) bad += check_block(blk, deltas[h * nb + b], c, 128);
+        for (long long i = (long long)blk.size(); i < 64 * 128; i++) bad += c[i] != 0; /* padding */
+      }
+  }
+  for (int h = 0; fp8 && h < hk; h++)
+    for (int d = 0; d < 128; d++)
+      for (long long p = 0; p < lp; p++) { /* byte p: key 32 (p / 32) + the group's order */
+        const int g = (int)(p % 32);
+        const long long r = p / 32 * 32 + 8 * (2 * (g / 16) + (g % 4) / 2) + 2 * ((g % 16) / 4) + g % 2;
+        const uint8_t want = r < len ? h3_e4m3_from_f32(f32(v, (r * hk + h) * 128 + d) / dv[h * 128 + d]) : 0;
+        bad += sc.vt[((size_t)h * 128 + d) * lp + p] != want;
+      }
+  return bad;
+}
+
+struct sage_case {
+  const char *name;
+  int64_t T, cut, hq, hk; /* cut: the second segment's start (0: one segment) */
+  bool fp8, smooth;
+};
+
+static void test_case(const sage_case &c) {
+  const std::string qt = ty("bf16", {c.T, c.hq, 128}), kt = ty("bf16", {c.T, c.hk, 128});
+  const std::string seg = c.cut ? ", segments = [" + std::to_string(c.cut) + "]" : "";
+  h3_module *m = parse("module @m config \"test\" {\n  graph @g(%q: " + qt + ", %k: " + kt + ", %v: " + kt +
+                       ") -> (o: " + qt + ") {\n    %o = sage_attention(%q, %k, %v) {scale = 0.08838834764" + seg +
+                       ", pv = \"" + (c.fp8 ? "fp8" : "bf16") + "\", smooth = " + (c.smooth ? "1" : "0") + "} : " + qt +
+                       "\n    return %o\n  }\n}\n");
+  CHECK(m, "%s IR", c.name);
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 3; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -2, 2);
+  fill_random(in[2], -2, 2);
+  std::vector<double> bias(128);
+  for (double &b : bias) b = 6 * urand() - 3;
+  for (int64_t i = 0; i < h3_type_numel(&in[1].type); i++)
+    h3_weights_store(in[1].p(), H3_BF16, (size_t)i, 2 * urand() - 1 + bias[(size_t)(i % 128)]);
+  std::vector<buf> want = cpu_run(op, in);
+  buf out = make(op->results[0]->type);
+  const h3_bf16 *q = (const h3_bf16 *)in[0].p(), *k = (const h3_bf16 *)in[1].p(), *v = (const h3_bf16 *)in[2].p();
+  int64_t bad = 0, lo = 0;
+  scratch sc;
+  for (int64_t hi : {c.cut ? c.cut : c.T, c.T}) {
+    if (hi <= lo) continue;
+    const long long qo = lo * c.hq * 128, ko = lo * c.hk * 128;
+    emu_segment(q + qo, k + ko, v + ko, (h3_bf16 *)out.p() + qo, hi - lo, (int)c.hq, (int)c.hk, c.smooth, c.fp8,
+                0.08838834764f, sc);
+    bad += check_codes(q + qo, k + ko, v + ko, hi - lo, (int)c.hq, (int)c.hk, c.smooth, c.fp8, sc);
+    lo = hi;
+  }
+  fprintf(stderr, "  %-40s %lld code / scale mismatches\n", c.name, (long long)bad);
+  CHECK(bad == 0, "%s: %lld codes or scales differ from the contract", c.name, (long long)bad);
+  compare(c.name, out, want[0], 1e-7);
+  /* outputs a bf16 step apart (2^-7 of the larger magnitude; near 0, 1e-3 of the RMS), and
+     rows (row, head) with a larger difference: a P code one e4m3 step away on a key that
+     carries a good part of the row's weight moves the row by a percent or two */
+  int64_t n = h3_type_numel(&out.type), differ = 0, far_rows = 0;
+  double ms = 0;
+  for (int64_t i = 0; i < n; i++) ms += ld(want[0], i) * ld(want[0], i);
+  const double floor = 1e-3 * std::sqrt(ms / (double)n);
+  for (int64_t row = 0; row < n / 128; row++) {
+    bool far = false;
+    for (int64_t i = row * 128; i < row * 128 + 128; i++) {
+      const double a = ld(out, i), b = ld(want[0], i);
+      differ += a != b, far |= std::fabs(a - b) > std::max(std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7), floor);
+    }
+    far_rows += far;
+  }
+  CHECK(differ * 50 <= n && far_rows * 100 <= n / 128, "%s: %lld of %lld outputs differ from the CPU's; %lld rows "
+        "by more than a bf16 step", c.name, (long long)differ, (long long)n, (long long)far_rows);
+  h3_module_free(m);
+}
+
+int main(void) {
+  elapsed();
+  test_case({"fp8 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, true, true});
+  test_case({"bf16 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, false, true});
+  test_case({"fp8 no smoothing, 100 rows", 100, 0, 2, 2, true, false});
+  test_case({"fp8 smooth, 450 rows (the 3-stage ring wraps), GQA 2/1", 450, 0, 2, 1, true, true});
+  return check_summary("sage_emu");
+}
