@@ -100,7 +100,19 @@ typedef struct {
  *     index (0, 1, ... since the last marks_reset), or -1 when it cannot (inside a graph
  *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
  *     from mark a to mark b (negative when either is unknown).
- *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts). */
+ *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts).
+ *   Weight streaming (h3exec --device-memory, runtime/stream.c; without these hooks the
+ *   executor copies with upload, synchronously: the cpu emulation of the ring):
+ *   host_alloc / host_free: page-locked host memory, for copies behind the compute; NULL
+ *     when out of memory. host_pin / host_unpin: page-lock host memory in place (the weight
+ *     store read from the file), so it is copied from where it was read, once.
+ *   ring_copy: queues dst (device) <- src (page-locked host) on the copy stream, after the
+ *     work queued so far on the compute stream (which holds the last reader of ring slot
+ *     `slot`), and notes the copy as the slot's fill. ring_wait: the compute stream waits
+ *     for the slot's last fill. Both may be captured into a CUDA graph (the copy stream
+ *     forks from and joins the capturing stream through these events).
+ *   trim: gives back device memory the backend caches but does not use.
+ *   memory_peak: the most device bytes the backend has held at once since creation. */
 typedef struct {
   h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
   h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
@@ -111,6 +123,15 @@ typedef struct {
   void (*marks_reset)(h3_backend *b);
   /* graph_counts: calls recorded (CUDA graphs captured) and replayed since creation. */
   void (*graph_counts)(h3_backend *b, int64_t *captured, int64_t *replayed);
+  void *(*host_alloc)(h3_backend *b, size_t bytes);
+  void (*host_free)(h3_backend *b, void *p);
+  h3_status (*host_pin)(h3_backend *b, void *p, size_t bytes, h3_diag *d);
+  void (*host_unpin)(h3_backend *b, void *p);
+  h3_status (*ring_copy)(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
+                         h3_diag *d);
+  h3_status (*ring_wait)(h3_backend *b, int slot, h3_diag *d);
+  void (*trim)(h3_backend *b);
+  int64_t (*memory_peak)(h3_backend *b);
 } h3_backend_ext;
 
 struct h3_backend {
@@ -137,6 +158,9 @@ void h3_backend_reset_busy(h3_backend *b);
 /* Graph calls recorded and replayed since the backend was created; false (both 0) when the
  * backend does not record calls. */
 bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed);
+/* The most device bytes the backend has held at once since creation; -1 when it does not
+ * say (cpu). */
+int64_t h3_backend_memory_peak(h3_backend *b);
 
 /* The CPU reference of one op on host tensors, without a backend object: what the cpu
  * backend's run_op does, with `threads` workers (1 = on the calling thread). `seed` feeds

@@ -104,7 +104,7 @@ typedef struct cu_state {
   /* memory */
   cu_block *blocks;
   int n_blocks, cap_blocks;
-  size_t bytes_held;
+  size_t bytes_held, peak_held; /* cudaMalloc'd now, and the most at once */
   /* libraries */
   void *lt; /* cublasLtHandle_t */
   void *workspace;
@@ -117,6 +117,11 @@ typedef struct cu_state {
   cudaEvent_t ev_start, ev_stop;
   bool busy;
   double gpu_seconds;
+  /* weight streaming (cuda_stream.c): the copy stream and, per ring slot, the event the
+     copies wait for (the slot's readers done) and the one the compute waits for (filled) */
+  cudaStream_t copy_stream;
+  cudaEvent_t *ring_freed, *ring_filled;
+  int n_ring;
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
@@ -153,6 +158,18 @@ void cu_mark_busy(cu_state *s);
 /* Allocation through the caching allocator (cuda_backend.c). */
 void *cu_alloc(cu_state *s, size_t bytes);
 void cu_release(cu_state *s, void *p);
+/* Waits for the stream and gives the cached free blocks back to CUDA (cudaFree). */
+void cu_trim(cu_state *s);
+
+/* ---- weight streaming (cuda_stream.c; h3_backend_ext's streaming hooks) ---------------- */
+void *cu_host_alloc(h3_backend *b, size_t bytes);
+void cu_host_free(h3_backend *b, void *p);
+h3_status cu_host_pin(h3_backend *b, void *p, size_t bytes, h3_diag *d);
+void cu_host_unpin(h3_backend *b, void *p);
+h3_status cu_ring_copy(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
+                       h3_diag *d);
+h3_status cu_ring_wait(h3_backend *b, int slot, h3_diag *d);
+void cu_stream_free(cu_state *s);
 
 /* ---- kernels (cuda_kernels.c) --------------------------------------------------------- */
 /* Compiles kernels/<file> (include/h3/kernels.h) behind the prelude and `defines` (macro

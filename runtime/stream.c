@@ -1,0 +1,403 @@
+/* stream.c: which weights stream (h3_stream_find) and the ring that streams them behind the
+ * compute (runtime/stream.h has the contract).
+ */
+#include "stream.h"
+
+#include "h3/op_registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the analysis ------------------------------------------------------------------------ */
+/* The loop whose counter op indexes by: op is `index(V, %i)` with no offset, directly in
+ * the loop's body, %i its counter; NULL otherwise. */
+static const h3_op *counter_loop(const h3_op *op) {
+  if (op->code != H3_OP_INDEX || op->n_operands != 2 || h3_op_attr_int(op, "offset", 0) != 0)
+    return NULL;
+  const h3_op *loop = op->parent ? op->parent->parent : NULL;
+  if (!loop || loop->code != H3_OP_LOOP || op->parent != &loop->regions[0] ||
+      loop->regions[0].n_args < 1 || op->operands[1] != loop->regions[0].args[0])
+    return NULL;
+  return loop;
+}
+
+/* A value that may stream: a stacked parameter, or a result of the only load-time op on a
+ * parameter (no sharing between graphs). */
+static bool streamable(const h3_value *v) {
+  if (v->type.rank < 2 || v->type.dims[0] < 1) return false;
+  if (v->kind == H3_VALUE_PARAM) return true;
+  if (v->kind != H3_VALUE_RESULT || !v->def || !h3_op_is_load_time(v->def)) return false;
+  const h3_value *p = v->def->operands[0];
+  return p->kind == H3_VALUE_PARAM && p->uses == 1;
+}
+
+typedef struct {
+  const h3_value **vals; /* candidates, by first sight */
+  int *index_uses;       /* counter-index uses per candidate */
+  int64_t *count;        /* the loops' count (-1: loops of different counts) */
+  int n, cap;
+  bool oom;
+} scan;
+
+static int scan_slot(scan *c, const h3_value *v) {
+  for (int i = 0; i < c->n; i++)
+    if (c->vals[i] == v) return i;
+  if (c->n == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 64;
+    const h3_value **nv = realloc(c->vals, (size_t)cap * sizeof *nv);
+    if (nv) c->vals = nv;
+    int *nu = nv ? realloc(c->index_uses, (size_t)cap * sizeof *nu) : NULL;
+    if (nu) c->index_uses = nu;
+    int64_t *nc = nu ? realloc(c->count, (size_t)cap * sizeof *nc) : NULL;
+    if (!nc) {
+      c->oom = true;
+      return -1;
+    }
+    c->count = nc;
+    c->cap = cap;
+  }
+  c->vals[c->n] = v;
+  c->index_uses[c->n] = 0;
+  c->count[c->n] = -2; /* no loop yet */
+  return c->n++;
+}
+
+static int scan_visit(h3_op *op, void *ctx) {
+  scan *c = ctx;
+  const h3_op *loop = counter_loop(op);
+  if (!loop || !streamable(op->operands[0])) return 0;
+  int i = scan_slot(c, op->operands[0]);
+  if (i < 0) return 1;
+  int64_t count = h3_op_attr_int(loop, "count", 0);
+  c->index_uses[i]++;
+  c->count[i] = c->count[i] == -2 || c->count[i] == count ? count : -1;
+  return 0;
+}
+
+static int add_loop(h3_stream_set *s, const h3_op *loop) {
+  for (int i = 0; i < s->n_loops; i++)
+    if (s->loops[i] == loop) return 1;
+  const h3_op **nl = realloc(s->loops, (size_t)(s->n_loops + 1) * sizeof *nl);
+  if (!nl) return 0;
+  s->loops = nl;
+  s->loops[s->n_loops++] = loop;
+  return 1;
+}
+
+typedef struct {
+  h3_stream_set *s;
+  bool oom;
+} loops_ctx;
+
+static int loops_visit(h3_op *op, void *ctx) {
+  loops_ctx *c = ctx;
+  const h3_op *loop = counter_loop(op);
+  if (loop && h3_stream_set_index(c->s, op->operands[0]) >= 0 && !add_loop(c->s, loop)) c->oom = true;
+  return c->oom;
+}
+
+h3_status h3_stream_find(const h3_module *m, h3_stream_set *out, h3_diag *d) {
+  memset(out, 0, sizeof *out);
+  scan c = {0};
+  h3_module_walk((h3_module *)m, scan_visit, &c);
+  /* the count whose fully indexed values have the most bytes */
+  int64_t best = 0, best_bytes = 0;
+  for (int i = 0; i < c.n; i++) {
+    const h3_value *v = c.vals[i];
+    if (c.count[i] != v->type.dims[0] || c.index_uses[i] != v->uses) c.count[i] = -1;
+    if (c.count[i] < 1) continue;
+    int64_t bytes = 0;
+    for (int j = 0; j < c.n; j++)
+      if (c.count[j] == c.count[i]) bytes += h3_type_bytes(&c.vals[j]->type);
+    if (bytes > best_bytes) best = c.count[i], best_bytes = bytes;
+  }
+  h3_status st = c.oom ? H3_ERR : H3_OK;
+  out->v = st == H3_OK && best ? calloc((size_t)c.n, sizeof *out->v) : NULL;
+  if (best && !out->v) st = H3_ERR;
+  for (int i = 0; st == H3_OK && i < c.n; i++) {
+    if (c.count[i] != best) continue;
+    h3_stream_value *sv = &out->v[out->n++];
+    sv->v = c.vals[i];
+    sv->row_bytes = h3_type_bytes(&c.vals[i]->type) / best;
+    sv->offset = out->block_bytes;
+    out->block_bytes += (sv->row_bytes + 255) & ~(int64_t)255;
+  }
+  out->layers = out->n ? best : 0;
+  free(c.vals);
+  free(c.index_uses);
+  free(c.count);
+  loops_ctx lc = {out, false};
+  if (st == H3_OK && out->n) h3_module_walk((h3_module *)m, loops_visit, &lc);
+  if (st != H3_OK || lc.oom) {
+    h3_stream_set_free(out);
+    h3_diag_error(d, (h3_span){0}, NULL, "out of memory planning the weight streaming");
+    return H3_ERR;
+  }
+  return H3_OK;
+}
+
+void h3_stream_set_free(h3_stream_set *s) {
+  free(s->loops);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+int h3_stream_set_index(const h3_stream_set *s, const h3_value *v) {
+  for (int i = 0; i < s->n; i++)
+    if (s->v[i].v == v) return i;
+  return -1;
+}
+
+typedef struct {
+  const h3_stream_set *s;
+  const h3_op **seen; /* load-time ops counted (one per parameter and rotate) */
+  int n;
+  int64_t bytes;
+} fixed_ctx;
+
+static int fixed_visit(h3_op *op, void *ctx) {
+  fixed_ctx *c = ctx;
+  if (!h3_op_is_load_time(op)) return 0;
+  for (int i = 0; i < c->n; i++)
+    if (c->seen[i]->operands[0] == op->operands[0] &&
+        h3_op_attr_int(c->seen[i], "rotate", 0) == h3_op_attr_int(op, "rotate", 0))
+      return 0;
+  if (c->seen) c->seen[c->n++] = op;
+  for (int i = 0; i < op->n_results; i++)
+    if (h3_stream_set_index(c->s, op->results[i]) < 0) c->bytes += h3_type_bytes(&op->results[i]->type);
+  return 0;
+}
+
+typedef struct {
+  const h3_value *p;
+  int n;
+} loadtime_ctx;
+
+static int loadtime_visit(h3_op *op, void *ctx) {
+  loadtime_ctx *c = ctx;
+  if (h3_op_is_load_time(op) && op->operands[0] == c->p) c->n++;
+  return 0;
+}
+
+int64_t h3_stream_fixed_weight_bytes(const h3_module *m, const h3_stream_set *s) {
+  int n_ops = 0;
+  for (int i = 0; i < m->n_params; i++) n_ops += m->params[i]->value ? m->params[i]->value->uses : 0;
+  fixed_ctx c = {s, calloc((size_t)n_ops + 1, sizeof(h3_op *)), 0, 0};
+  h3_module_walk((h3_module *)m, fixed_visit, &c);
+  free(c.seen);
+  for (int i = 0; i < m->n_params; i++) {
+    const h3_value *v = m->params[i]->value;
+    if (!v || h3_stream_set_index(s, v) >= 0) continue;
+    loadtime_ctx lc = {v, 0};
+    h3_module_walk((h3_module *)m, loadtime_visit, &lc);
+    if (lc.n == 0 || lc.n != v->uses) c.bytes += h3_type_bytes(&v->type); /* not released */
+  }
+  return c.bytes;
+}
+
+/* ---- the ring ----------------------------------------------------------------------------- */
+struct h3_stream {
+  h3_backend *b;
+  h3_stream_set set;
+  h3_stream_info info;
+  void **host;    /* by set index: the whole stack in host memory */
+  bool *own;      /* by set index: host is st's (pinned or malloc'd), else pinned in place */
+  bool *pinned;   /* by set index: host was pinned in place (unpin at free) */
+  char *resident; /* blocks [0, R), slot layout */
+  char *ring;     /* N slots */
+};
+
+static const h3_backend_ext *ext_of(const h3_stream *st) { return st->b->ext; }
+
+h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64_t arena_bytes,
+                        h3_stream **out, h3_diag *d) {
+  *out = NULL;
+  h3_stream_set set;
+  if (h3_stream_find(m, &set, d) != H3_OK) return H3_ERR;
+  int64_t reserve = 0;
+  if (!b->ops->host_memory) {
+    const char *env = getenv("H3_DEVICE_RESERVE");
+    reserve = (int64_t)1 << 30;
+    if (env && !h3_size_parse(env, &reserve)) {
+      h3_stream_set_free(&set);
+      h3_diag_error(d, (h3_span){0}, "give a size such as 1GiB or 512MiB",
+                    "H3_DEVICE_RESERVE='%s' is not a size", env);
+      return H3_ERR;
+    }
+  }
+  h3_residency_in in = {set.layers, set.block_bytes,
+                        h3_stream_fixed_weight_bytes(m, &set) + arena_bytes + reserve, budget};
+  h3_residency plan;
+  if (h3_residency_plan(&in, &plan, d) != H3_OK || plan.ring_slots == 0) {
+    h3_stream_set_free(&set);
+    return d->errors ? H3_ERR : H3_OK;
+  }
+  h3_stream *st = calloc(1, sizeof *st);
+  if (st) {
+    st->host = calloc((size_t)set.n, sizeof *st->host);
+    st->own = calloc((size_t)set.n, sizeof *st->own);
+    st->pinned = calloc((size_t)set.n, sizeof *st->pinned);
+  }
+  if (!st || !st->host || !st->own || !st->pinned) {
+    if (st) free(st->host), free(st->own), free(st->pinned);
+    free(st);
+    h3_stream_set_free(&set);
+    h3_diag_error(d, (h3_span){0}, NULL, "out of memory planning the weight streaming");
+    return H3_ERR;
+  }
+  st->b = b;
+  st->set = set;
+  st->info = (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1};
+  *out = st;
+  return H3_OK;
+}
+
+void h3_stream_free(h3_stream *st) {
+  if (!st) return;
+  const h3_backend_ext *x = ext_of(st);
+  for (int i = 0; i < st->set.n; i++) {
+    if (st->own[i] && x && x->host_free) x->host_free(st->b, st->host[i]);
+    else if (st->own[i]) free(st->host[i]);
+    else if (st->pinned[i]) x->host_unpin(st->b, st->host[i]);
+  }
+  if (st->resident) st->b->ops->release(st->b, st->resident);
+  if (st->ring) st->b->ops->release(st->b, st->ring);
+  free(st->host);
+  free(st->own);
+  free(st->pinned);
+  h3_stream_set_free(&st->set);
+  free(st);
+}
+
+bool h3_stream_holds(const h3_stream *st, const h3_value *v) {
+  return st && h3_stream_set_index(&st->set, v) >= 0;
+}
+
+bool h3_stream_feeds(const h3_stream *st, const h3_param *p) {
+  if (!st || !p->value) return false;
+  for (int i = 0; i < st->set.n; i++) {
+    const h3_value *v = st->set.v[i].v;
+    if (v == p->value || (v->kind == H3_VALUE_RESULT && v->def->operands[0] == p->value)) return true;
+  }
+  return false;
+}
+
+h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d) {
+  int i = h3_stream_set_index(&st->set, v);
+  const h3_backend_ext *x = ext_of(st);
+  st->host[i] = host;
+  if (!x || !x->host_pin) return H3_OK;
+  if (x->host_pin(st->b, host, (size_t)h3_type_bytes(&v->type), d) != H3_OK) return H3_ERR;
+  st->pinned[i] = true;
+  return H3_OK;
+}
+
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_diag *d) {
+  int i = h3_stream_set_index(&st->set, v);
+  const h3_backend_ext *x = ext_of(st);
+  size_t bytes = (size_t)h3_type_bytes(&v->type);
+  st->host[i] = x && x->host_alloc ? x->host_alloc(st->b, bytes) : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  if (!st->host[i]) {
+    char b[32];
+    h3_diag_error(d, v->span, "run with a larger --device-memory, or on a machine with more memory",
+                  "out of host memory for the streamed weight '%s' (%s)", v->name ? v->name : "?",
+                  h3_size_text((int64_t)bytes, b, sizeof b));
+    return H3_ERR;
+  }
+  st->own[i] = true;
+  if (st->b->ops->download(st->b, st->host[i], dev, bytes, d) != H3_OK) return H3_ERR;
+  return st->b->ops->sync(st->b, d);
+}
+
+/* Queues block `t` of the streamed blocks (block R + t) into its ring slot. */
+static h3_status fill_slot(h3_stream *st, int64_t t, h3_diag *d) {
+  const h3_residency *p = &st->info.plan;
+  int slot = (int)(t % p->ring_slots);
+  const h3_backend_ext *x = ext_of(st);
+  char *base = st->ring + (size_t)slot * (size_t)st->set.block_bytes;
+  h3_status s = H3_OK;
+  for (int i = 0; s == H3_OK && i < st->set.n; i++) {
+    const h3_stream_value *sv = &st->set.v[i];
+    const char *src = (const char *)st->host[i] + (size_t)((p->resident_blocks + t) * sv->row_bytes);
+    s = x && x->ring_copy ? x->ring_copy(st->b, slot, base + sv->offset, src, (size_t)sv->row_bytes, d)
+                          : st->b->ops->upload(st->b, base + sv->offset, src, (size_t)sv->row_bytes, d);
+  }
+  return s;
+}
+
+static char *alloc_blocks(h3_stream *st, int64_t blocks, const char *what, h3_diag *d) {
+  int64_t bytes = blocks * st->set.block_bytes;
+  char *p = bytes ? st->b->ops->alloc(st->b, (size_t)bytes) : NULL;
+  if (bytes && !p) {
+    char b[32];
+    h3_diag_error(d, (h3_span){0}, "give a smaller --device-memory, or free device memory",
+                  "out of %s memory for the %s of the weight streaming (%s)", st->b->ops->name,
+                  what, h3_size_text(bytes, b, sizeof b));
+  }
+  return p;
+}
+
+h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d) {
+  const h3_residency *p = &st->info.plan;
+  const h3_backend_ext *x = ext_of(st);
+  if (x && x->trim) x->trim(st->b);
+  st->resident = alloc_blocks(st, p->resident_blocks, "resident blocks", d);
+  if (p->resident_blocks && !st->resident) return H3_ERR;
+  st->ring = alloc_blocks(st, p->ring_slots, "ring", d);
+  if (!st->ring) return H3_ERR;
+  *device_bytes += (size_t)((p->resident_blocks + p->ring_slots) * st->set.block_bytes);
+  /* the resident blocks, then one ring slot, timed: the copy time of a block */
+  h3_status s = st->b->ops->sync(st->b, d);
+  double t0 = st->b->ops->now(st->b);
+  for (int64_t k = 0; s == H3_OK && k < p->resident_blocks; k++)
+    for (int i = 0; s == H3_OK && i < st->set.n; i++) {
+      const h3_stream_value *sv = &st->set.v[i];
+      s = st->b->ops->upload(st->b, st->resident + k * st->set.block_bytes + sv->offset,
+                             (const char *)st->host[i] + k * sv->row_bytes, (size_t)sv->row_bytes, d);
+    }
+  if (s == H3_OK) s = fill_slot(st, 0, d);
+  if (s == H3_OK && x && x->ring_wait) s = x->ring_wait(st->b, 0, d);
+  if (s == H3_OK) s = st->b->ops->sync(st->b, d);
+  st->info.block_copy_seconds = (st->b->ops->now(st->b) - t0) / (double)(p->resident_blocks + 1);
+  return s;
+}
+
+void *h3_stream_row(const h3_stream *st, const h3_value *v, int64_t row) {
+  const h3_stream_value *sv = &st->set.v[h3_stream_set_index(&st->set, v)];
+  const h3_residency *p = &st->info.plan;
+  if (row < p->resident_blocks) return st->resident + row * st->set.block_bytes + sv->offset;
+  int64_t slot = (row - p->resident_blocks) % p->ring_slots;
+  return st->ring + slot * st->set.block_bytes + sv->offset;
+}
+
+static bool streamed_loop(const h3_stream *st, const h3_op *op) {
+  for (int i = 0; st && i < st->set.n_loops; i++)
+    if (st->set.loops[i] == op) return true;
+  return false;
+}
+
+h3_status h3_stream_iter_begin(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d) {
+  if (!streamed_loop(st, op)) return H3_OK;
+  const h3_residency *p = &st->info.plan;
+  int64_t streamed = st->set.layers - p->resident_blocks;
+  h3_status s = H3_OK;
+  for (int64_t t = 0; k == 0 && s == H3_OK && t < p->ring_slots && t < streamed; t++)
+    s = fill_slot(st, t, d);
+  const h3_backend_ext *x = ext_of(st);
+  if (s == H3_OK && k >= p->resident_blocks && x && x->ring_wait)
+    s = x->ring_wait(st->b, (int)((k - p->resident_blocks) % p->ring_slots), d);
+  return s;
+}
+
+h3_status h3_stream_iter_end(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d) {
+  if (!streamed_loop(st, op)) return H3_OK;
+  const h3_residency *p = &st->info.plan;
+  int64_t t = k - p->resident_blocks + p->ring_slots;
+  if (k < p->resident_blocks || t >= st->set.layers - p->resident_blocks) return H3_OK;
+  return fill_slot(st, t, d);
+}
+
+void h3_stream_get_info(const h3_stream *st, h3_stream_info *out) {
+  *out = st->info;
+  out->peak_device_bytes = h3_backend_memory_peak(st->b);
+}

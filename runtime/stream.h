@@ -1,0 +1,91 @@
+/* stream.h: weights streamed from host memory through a ring of device slots, for the
+ * executor (runtime/exec.c) under a device-memory budget (h3_runtime_options.device_memory,
+ * h3exec --device-memory). Internal to the runtime.
+ *
+ * What streams (h3_stream_find, a pure function of the IR): a value V streams when it is a
+ * stacked parameter, or a load-time result (the --int8 codes and scales of one), whose every
+ * use is `index(V, %i)` with %i the counter of the loop directly around the index and no
+ * offset, the loop's count being V's leading dim; of the counts found, the one with the
+ * most bytes is kept (the H3 `trunk`, not the 2-block refiner). One block is row i of every
+ * streamed value, laid out in a slot at 256-byte aligned offsets.
+ *
+ * At run time (h3_stream_*): every streamed value lives whole in host memory (the weight
+ * store's buffer pinned in place, or a pinned copy of what the device made or quantized);
+ * blocks [0, R) are copied once into a resident buffer, blocks [R, L) through a ring of N
+ * slots (the residency plan, include/h3/residency.h): on iteration 0 of a streamed loop
+ * blocks R .. R+N-1 are queued (behind the resident blocks' compute); iteration k >= R waits
+ * for its slot's fill, runs, and then queues block k + N into the slot it frees. Every copy
+ * is waited for inside the pass, so a pass starts and ends with no copy in flight: a CUDA
+ * graph of the step holds the copies as nodes and replays them. The `index` view of a
+ * streamed value points into the resident buffer or the slot (h3_stream_row).
+ */
+#ifndef H3_STREAM_H
+#define H3_STREAM_H
+
+#include "h3/backend.h"
+#include "h3/residency.h"
+
+typedef struct {
+  const h3_value *v; /* a stacked parameter, or a load-time result */
+  int64_t row_bytes; /* one block's rows of it */
+  int64_t offset;    /* its place in a slot */
+} h3_stream_value;
+
+typedef struct {
+  int n_loops;
+  const h3_op **loops; /* the loops whose counter indexes the streamed values */
+  int64_t layers;      /* their count */
+  int64_t block_bytes; /* a slot */
+  int n;
+  h3_stream_value *v;
+} h3_stream_set;
+
+/* The streamed values of m (empty set when none). H3_ERR only when out of memory. */
+h3_status h3_stream_find(const h3_module *m, h3_stream_set *out, h3_diag *d);
+void h3_stream_set_free(h3_stream_set *s);
+/* Index of v in s, or -1. */
+int h3_stream_set_index(const h3_stream_set *s, const h3_value *v);
+/* The device bytes of m's weights that stay resident besides the streamed ones: parameters
+ * read by anything but load-time ops, and load-time results (once per parameter and
+ * rotate) that do not stream. */
+int64_t h3_stream_fixed_weight_bytes(const h3_module *m, const h3_stream_set *s);
+
+/* The executor's side. */
+typedef struct h3_stream h3_stream;
+
+/* What the report prints. */
+typedef struct {
+  h3_residency plan;
+  int64_t layers, block_bytes, budget, fixed_bytes;
+  double block_copy_seconds; /* one block's host -> device copy, timed at start */
+  int64_t peak_device_bytes; /* the backend's (memory_peak), -1 when it does not say */
+} h3_stream_info;
+
+/* The streaming of module m on backend b under `budget` bytes, besides `arena_bytes` of
+ * activation arenas and the backend's reserve (cuda: H3_DEVICE_RESERVE, default 1 GiB, for
+ * its context, workspaces and unplanned values; cpu: 0). *out is NULL without an error
+ * when every block fits (nothing streams). A budget too small is an error naming the
+ * smallest that runs. */
+h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64_t arena_bytes,
+                        h3_stream **out, h3_diag *d);
+void h3_stream_free(h3_stream *st);
+/* Whether v streams (its uses are index views that h3_stream_row serves). */
+bool h3_stream_holds(const h3_stream *st, const h3_value *v);
+/* Whether parameter p streams or feeds a load-time result that does (loaded first). */
+bool h3_stream_feeds(const h3_stream *st, const h3_param *p);
+/* v's whole stack is at `host` in host memory, which outlives st (the weight store): pinned
+ * in place when the backend can. */
+h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d);
+/* v's whole stack is at `dev` in backend memory: copied into pinned host memory of st's. */
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_diag *d);
+/* After every streamed value is held or taken: allocates the resident blocks and the ring,
+ * copies the resident blocks (timing them). *device_bytes += what it allocated. */
+h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d);
+/* Where row `row` (a block) of streamed value v is on the device now. */
+void *h3_stream_row(const h3_stream *st, const h3_value *v, int64_t row);
+/* Around iteration k of loop op (nothing unless op is a streamed loop). */
+h3_status h3_stream_iter_begin(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d);
+h3_status h3_stream_iter_end(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d);
+void h3_stream_get_info(const h3_stream *st, h3_stream_info *out);
+
+#endif
