@@ -359,7 +359,8 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
     return 0;
   const h3_value *v = op->results[0], *src = op->operands[0];
   if (code == H3_OP_INDEX && h3_stream_holds(rt->stream, src)) { /* a loop counter's row */
-    set_view(rt, gs, op, h3_stream_row(rt->stream, src, gs->slots[op->operands[1]->id].host_value));
+    int64_t row = gs->slots[op->operands[1]->id].host_value + h3_op_attr_int(op, "offset", 0);
+    set_view(rt, gs, op, h3_stream_row(rt->stream, src, row));
     *st = H3_OK;
     return 1;
   }

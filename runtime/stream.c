@@ -9,11 +9,10 @@
 #include <string.h>
 
 /* ---- the analysis ------------------------------------------------------------------------ */
-/* The loop whose counter op indexes by: op is `index(V, %i)` with no offset, directly in
- * the loop's body, %i its counter; NULL otherwise. */
+/* The loop whose counter op indexes by: op is `index(V, %i) {offset}` directly in the
+ * loop's body, %i its counter; NULL otherwise. */
 static const h3_op *counter_loop(const h3_op *op) {
-  if (op->code != H3_OP_INDEX || op->n_operands != 2 || h3_op_attr_int(op, "offset", 0) != 0)
-    return NULL;
+  if (op->code != H3_OP_INDEX || op->n_operands != 2) return NULL;
   const h3_op *loop = op->parent ? op->parent->parent : NULL;
   if (!loop || loop->code != H3_OP_LOOP || op->parent != &loop->regions[0] ||
       loop->regions[0].n_args < 1 || op->operands[1] != loop->regions[0].args[0])
@@ -33,8 +32,7 @@ static bool streamable(const h3_value *v) {
 
 typedef struct {
   const h3_value **vals; /* candidates, by first sight */
-  int *index_uses;       /* counter-index uses per candidate */
-  int64_t *count;        /* the loops' count (-1: loops of different counts) */
+  int *index_uses;       /* counter-index uses per candidate (-1: one reads outside the stack) */
   int n, cap;
   bool oom;
 } scan;
@@ -47,19 +45,22 @@ static int scan_slot(scan *c, const h3_value *v) {
     const h3_value **nv = realloc(c->vals, (size_t)cap * sizeof *nv);
     if (nv) c->vals = nv;
     int *nu = nv ? realloc(c->index_uses, (size_t)cap * sizeof *nu) : NULL;
-    if (nu) c->index_uses = nu;
-    int64_t *nc = nu ? realloc(c->count, (size_t)cap * sizeof *nc) : NULL;
-    if (!nc) {
+    if (!nu) {
       c->oom = true;
       return -1;
     }
-    c->count = nc;
+    c->index_uses = nu;
     c->cap = cap;
   }
   c->vals[c->n] = v;
   c->index_uses[c->n] = 0;
-  c->count[c->n] = -2; /* no loop yet */
   return c->n++;
+}
+
+/* The rows [first, first + count) the loop around index op reads. */
+static void loop_rows(const h3_op *op, const h3_op *loop, int64_t *first, int64_t *count) {
+  *first = h3_op_attr_int(op, "offset", 0);
+  *count = h3_op_attr_int(loop, "count", 0);
 }
 
 static int scan_visit(h3_op *op, void *ctx) {
@@ -68,54 +69,63 @@ static int scan_visit(h3_op *op, void *ctx) {
   if (!loop || !streamable(op->operands[0])) return 0;
   int i = scan_slot(c, op->operands[0]);
   if (i < 0) return 1;
-  int64_t count = h3_op_attr_int(loop, "count", 0);
-  c->index_uses[i]++;
-  c->count[i] = c->count[i] == -2 || c->count[i] == count ? count : -1;
+  int64_t first, count;
+  loop_rows(op, loop, &first, &count);
+  bool inside = first >= 0 && count >= 0 && first + count <= op->operands[0]->type.dims[0];
+  c->index_uses[i] = c->index_uses[i] < 0 || !inside ? -1 : c->index_uses[i] + 1;
   return 0;
 }
 
-static int add_loop(h3_stream_set *s, const h3_op *loop) {
+/* Adds the loop around index op (its rows); false when out of memory, or when the loop
+ * reads another block of some streamed value than of the others (*mixed). */
+static bool add_loop(h3_stream_set *s, const h3_op *op, const h3_op *loop, bool *mixed) {
+  int64_t first, count;
+  loop_rows(op, loop, &first, &count);
   for (int i = 0; i < s->n_loops; i++)
-    if (s->loops[i] == loop) return 1;
-  const h3_op **nl = realloc(s->loops, (size_t)(s->n_loops + 1) * sizeof *nl);
-  if (!nl) return 0;
+    if (s->loops[i].op == loop) {
+      *mixed = s->loops[i].first != first;
+      return !*mixed;
+    }
+  h3_stream_loop *nl = realloc(s->loops, (size_t)(s->n_loops + 1) * sizeof *nl);
+  if (!nl) return false;
   s->loops = nl;
-  s->loops[s->n_loops++] = loop;
-  return 1;
+  s->loops[s->n_loops++] = (h3_stream_loop){loop, first, count};
+  return true;
 }
 
 typedef struct {
   h3_stream_set *s;
-  bool oom;
+  bool failed, mixed;
 } loops_ctx;
 
 static int loops_visit(h3_op *op, void *ctx) {
   loops_ctx *c = ctx;
   const h3_op *loop = counter_loop(op);
-  if (loop && h3_stream_set_index(c->s, op->operands[0]) >= 0 && !add_loop(c->s, loop)) c->oom = true;
-  return c->oom;
+  if (loop && h3_stream_set_index(c->s, op->operands[0]) >= 0 && !add_loop(c->s, op, loop, &c->mixed))
+    c->failed = true;
+  return c->failed;
 }
 
 h3_status h3_stream_find(const h3_module *m, h3_stream_set *out, h3_diag *d) {
   memset(out, 0, sizeof *out);
   scan c = {0};
   h3_module_walk((h3_module *)m, scan_visit, &c);
-  /* the count whose fully indexed values have the most bytes */
-  int64_t best = 0, best_bytes = 0;
-  for (int i = 0; i < c.n; i++) {
-    const h3_value *v = c.vals[i];
-    if (c.count[i] != v->type.dims[0] || c.index_uses[i] != v->uses) c.count[i] = -1;
-    if (c.count[i] < 1) continue;
+  /* of the values read only by counter indexes, the stack height with the most bytes */
+  int64_t *rows = calloc((size_t)c.n + 1, sizeof *rows), best = 0, best_bytes = 0;
+  if (!rows) c.oom = true;
+  for (int i = 0; rows && i < c.n; i++)
+    rows[i] = c.index_uses[i] == c.vals[i]->uses ? c.vals[i]->type.dims[0] : -1;
+  for (int i = 0; rows && i < c.n; i++) {
     int64_t bytes = 0;
     for (int j = 0; j < c.n; j++)
-      if (c.count[j] == c.count[i]) bytes += h3_type_bytes(&c.vals[j]->type);
-    if (bytes > best_bytes) best = c.count[i], best_bytes = bytes;
+      if (rows[j] == rows[i]) bytes += h3_type_bytes(&c.vals[j]->type);
+    if (rows[i] > 0 && bytes > best_bytes) best = rows[i], best_bytes = bytes;
   }
   h3_status st = c.oom ? H3_ERR : H3_OK;
   out->v = st == H3_OK && best ? calloc((size_t)c.n, sizeof *out->v) : NULL;
   if (best && !out->v) st = H3_ERR;
   for (int i = 0; st == H3_OK && i < c.n; i++) {
-    if (c.count[i] != best) continue;
+    if (rows[i] != best) continue;
     h3_stream_value *sv = &out->v[out->n++];
     sv->v = c.vals[i];
     sv->row_bytes = h3_type_bytes(&c.vals[i]->type) / best;
@@ -125,10 +135,14 @@ h3_status h3_stream_find(const h3_module *m, h3_stream_set *out, h3_diag *d) {
   out->layers = out->n ? best : 0;
   free(c.vals);
   free(c.index_uses);
-  free(c.count);
-  loops_ctx lc = {out, false};
+  free(rows);
+  loops_ctx lc = {out, false, false};
   if (st == H3_OK && out->n) h3_module_walk((h3_module *)m, loops_visit, &lc);
-  if (st != H3_OK || lc.oom) {
+  if (lc.mixed) { /* a loop reading two blocks at once: nothing streams */
+    h3_stream_set_free(out);
+    return H3_OK;
+  }
+  if (st != H3_OK || lc.failed) {
     h3_stream_set_free(out);
     h3_diag_error(d, (h3_span){0}, NULL, "out of memory planning the weight streaming");
     return H3_ERR;
@@ -309,16 +323,21 @@ h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_d
   return st->b->ops->sync(st->b, d);
 }
 
-/* Queues block `t` of the streamed blocks (block R + t) into its ring slot. */
-static h3_status fill_slot(h3_stream *st, int64_t t, h3_diag *d) {
+/* The ring slot of streamed block (row) r >= R. */
+static int slot_of(const h3_stream *st, int64_t r) {
   const h3_residency *p = &st->info.plan;
-  int slot = (int)(t % p->ring_slots);
+  return (int)((r - p->resident_blocks) % p->ring_slots);
+}
+
+/* Queues block (row) r >= R into its ring slot. */
+static h3_status fill_slot(h3_stream *st, int64_t r, h3_diag *d) {
+  int slot = slot_of(st, r);
   const h3_backend_ext *x = ext_of(st);
   char *base = st->ring + (size_t)slot * (size_t)st->set.block_bytes;
   h3_status s = H3_OK;
   for (int i = 0; s == H3_OK && i < st->set.n; i++) {
     const h3_stream_value *sv = &st->set.v[i];
-    const char *src = (const char *)st->host[i] + (size_t)((p->resident_blocks + t) * sv->row_bytes);
+    const char *src = (const char *)st->host[i] + (size_t)(r * sv->row_bytes);
     s = x && x->ring_copy ? x->ring_copy(st->b, slot, base + sv->offset, src, (size_t)sv->row_bytes, d)
                           : st->b->ops->upload(st->b, base + sv->offset, src, (size_t)sv->row_bytes, d);
   }
@@ -355,7 +374,7 @@ h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d) {
       s = st->b->ops->upload(st->b, st->resident + k * st->set.block_bytes + sv->offset,
                              (const char *)st->host[i] + k * sv->row_bytes, (size_t)sv->row_bytes, d);
     }
-  if (s == H3_OK) s = fill_slot(st, 0, d);
+  if (s == H3_OK) s = fill_slot(st, p->resident_blocks, d);
   if (s == H3_OK && x && x->ring_wait) s = x->ring_wait(st->b, 0, d);
   if (s == H3_OK) s = st->b->ops->sync(st->b, d);
   st->info.block_copy_seconds = (st->b->ops->now(st->b) - t0) / (double)(p->resident_blocks + 1);
@@ -366,35 +385,37 @@ void *h3_stream_row(const h3_stream *st, const h3_value *v, int64_t row) {
   const h3_stream_value *sv = &st->set.v[h3_stream_set_index(&st->set, v)];
   const h3_residency *p = &st->info.plan;
   if (row < p->resident_blocks) return st->resident + row * st->set.block_bytes + sv->offset;
-  int64_t slot = (row - p->resident_blocks) % p->ring_slots;
-  return st->ring + slot * st->set.block_bytes + sv->offset;
+  return st->ring + slot_of(st, row) * st->set.block_bytes + sv->offset;
 }
 
-static bool streamed_loop(const h3_stream *st, const h3_op *op) {
+static const h3_stream_loop *streamed_loop(const h3_stream *st, const h3_op *op) {
   for (int i = 0; st && i < st->set.n_loops; i++)
-    if (st->set.loops[i] == op) return true;
-  return false;
+    if (st->set.loops[i].op == op) return &st->set.loops[i];
+  return NULL;
 }
 
+/* A pass over rows [first, end) streams rows [start, end), start = max(first, R): its first
+ * iteration queues rows start .. start + N - 1 (behind the resident rows' compute), the
+ * iteration of row r >= start waits for it and then queues row r + N into the slot r frees. */
 h3_status h3_stream_iter_begin(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d) {
-  if (!streamed_loop(st, op)) return H3_OK;
+  const h3_stream_loop *l = streamed_loop(st, op);
+  if (!l) return H3_OK;
   const h3_residency *p = &st->info.plan;
-  int64_t streamed = st->set.layers - p->resident_blocks;
+  int64_t start = l->first > p->resident_blocks ? l->first : p->resident_blocks, r = l->first + k;
   h3_status s = H3_OK;
-  for (int64_t t = 0; k == 0 && s == H3_OK && t < p->ring_slots && t < streamed; t++)
-    s = fill_slot(st, t, d);
+  for (int64_t q = start; k == 0 && s == H3_OK && q < start + p->ring_slots && q < l->first + l->count; q++)
+    s = fill_slot(st, q, d);
   const h3_backend_ext *x = ext_of(st);
-  if (s == H3_OK && k >= p->resident_blocks && x && x->ring_wait)
-    s = x->ring_wait(st->b, (int)((k - p->resident_blocks) % p->ring_slots), d);
+  if (s == H3_OK && r >= start && x && x->ring_wait) s = x->ring_wait(st->b, slot_of(st, r), d);
   return s;
 }
 
 h3_status h3_stream_iter_end(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d) {
-  if (!streamed_loop(st, op)) return H3_OK;
-  const h3_residency *p = &st->info.plan;
-  int64_t t = k - p->resident_blocks + p->ring_slots;
-  if (k < p->resident_blocks || t >= st->set.layers - p->resident_blocks) return H3_OK;
-  return fill_slot(st, t, d);
+  const h3_stream_loop *l = streamed_loop(st, op);
+  if (!l) return H3_OK;
+  int64_t r = l->first + k, next = r + st->info.plan.ring_slots;
+  if (r < st->info.plan.resident_blocks || next >= l->first + l->count) return H3_OK;
+  return fill_slot(st, next, d);
 }
 
 void h3_stream_get_info(const h3_stream *st, h3_stream_info *out) {

@@ -4,17 +4,19 @@
  *
  * What streams (h3_stream_find, a pure function of the IR): a value V streams when it is a
  * stacked parameter, or a load-time result (the --int8 codes and scales of one), whose every
- * use is `index(V, %i)` with %i the counter of the loop directly around the index and no
- * offset, the loop's count being V's leading dim; of the counts found, the one with the
- * most bytes is kept (the H3 `trunk`, not the 2-block refiner). One block is row i of every
- * streamed value, laid out in a slot at 256-byte aligned offsets.
+ * use is `index(V, %i) {offset = o}` with %i the counter of the loop directly around the
+ * index, rows [o, o + count) inside the stack; of the stack heights found, the one with the
+ * most bytes is kept (the H3 `trunk` of 50 blocks, not the 2-block refiner; Cache-DiT's
+ * trunk.front and trunk.rest loops read rows [0, 1) and [1, 50) of the same stacks). One
+ * block is row r of every streamed value, laid out in a slot at 256-byte aligned offsets.
  *
  * At run time (h3_stream_*): every streamed value lives whole in host memory (the weight
  * store's buffer pinned in place, or a pinned copy of what the device made or quantized);
  * blocks [0, R) are copied once into a resident buffer, blocks [R, L) through a ring of N
- * slots (the residency plan, include/h3/residency.h): on iteration 0 of a streamed loop
- * blocks R .. R+N-1 are queued (behind the resident blocks' compute); iteration k >= R waits
- * for its slot's fill, runs, and then queues block k + N into the slot it frees. Every copy
+ * slots (the residency plan, include/h3/residency.h), block r in slot (r - R) % N: on the
+ * first iteration of a streamed loop its first N streamed blocks are queued (behind the
+ * resident blocks' compute); the iteration of block r >= R waits for its slot's fill, runs,
+ * and then queues block r + N of the loop into the slot it frees. Every copy
  * is waited for inside the pass, so a pass starts and ends with no copy in flight: a CUDA
  * graph of the step holds the copies as nodes and replays them. The `index` view of a
  * streamed value points into the resident buffer or the slot (h3_stream_row).
@@ -31,10 +33,16 @@ typedef struct {
   int64_t offset;    /* its place in a slot */
 } h3_stream_value;
 
+/* A loop whose counter indexes the streamed values: iteration k reads block first + k. */
+typedef struct {
+  const h3_op *op;
+  int64_t first, count;
+} h3_stream_loop;
+
 typedef struct {
   int n_loops;
-  const h3_op **loops; /* the loops whose counter indexes the streamed values */
-  int64_t layers;      /* their count */
+  h3_stream_loop *loops;
+  int64_t layers;      /* the streamed stacks' height (blocks) */
   int64_t block_bytes; /* a slot */
   int n;
   h3_stream_value *v;
