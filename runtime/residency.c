@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 const char *h3_size_text(int64_t bytes, char *buf, size_t n) {
@@ -24,11 +25,12 @@ bool h3_size_parse(const char *s, int64_t *out) {
   } units[] = {{"", 1},          {"B", 1},        {"K", 0x1p10},  {"KiB", 0x1p10}, {"KB", 1e3},
                {"M", 0x1p20},    {"MiB", 0x1p20}, {"MB", 1e6},    {"G", 0x1p30},   {"GiB", 0x1p30},
                {"GB", 1e9},      {"T", 0x1p40},   {"TiB", 0x1p40}, {"TB", 1e12}};
-  if (!s || !*s || !(*s >= '0' && *s <= '9')) return false;
+  size_t digits = s ? strspn(s, "0123456789.") : 0;
+  if (!digits || !(*s >= '0' && *s <= '9')) return false;
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (errno || !isfinite(v)) return false;
+  if (errno || !isfinite(v) || end != s + digits) return false;
   while (*end == ' ') end++;
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
     if (strcasecmp(end, units[i].unit) != 0) continue;
@@ -52,15 +54,18 @@ h3_status h3_residency_plan(const h3_residency_in *in, h3_residency *out, h3_dia
                         .min_budget = need(in, L ? 1 : 0)};
   if (in->budget <= 0 || out->device_bytes <= in->budget) return H3_OK;
   if (in->budget < out->min_budget) {
-    char b[32], f[32], blk[32], m[32];
+    char b[32], f[32], blk[64], m[32];
     char hint[160];
     snprintf(hint, sizeof hint, "give --device-memory %lld (%s) or more", (long long)out->min_budget,
              h3_size_text(out->min_budget, m, sizeof m));
+    if (L) snprintf(blk, sizeof blk, "one streamed block (%s)",
+                    h3_size_text(in->block_bytes, m, sizeof m));
+    else snprintf(blk, sizeof blk, "nothing streams");
     h3_diag_error(d, (h3_span){0}, hint,
-                  "--device-memory %s cannot hold what must stay resident (%s: other weights, "
-                  "activation arenas, the backend's reserve) and one streamed block (%s)",
+                  "--device-memory %s cannot hold what must stay resident (%s: weights outside "
+                  "the streamed blocks, activation arenas, the backend's reserve) and %s",
                   h3_size_text(in->budget, b, sizeof b), h3_size_text(in->fixed_bytes, f, sizeof f),
-                  h3_size_text(in->block_bytes, blk, sizeof blk));
+                  blk);
     return H3_ERR;
   }
   /* the most resident blocks with a full ring; else a smaller ring with none resident */

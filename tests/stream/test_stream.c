@@ -1,0 +1,213 @@
+/* test_stream.c: weight streaming under a device-memory budget (docs/streaming.md) on the
+ * CPU: the byte sizes of --device-memory, the residency plan (include/h3/residency.h: which
+ * blocks stay, the ring, the smallest budget and its error), which values stream
+ * (runtime/stream.h, on hand-written IR: offsets, a stack read elsewhere, two loops over
+ * one stack), and a program whose loop streams its blocks through rings of 1, 2 and 3 slots
+ * with 0 .. 4 resident blocks giving bitwise the resident run's outputs. */
+#include "../../runtime/stream.h"
+#include "h3/passes.h"
+#include "h3/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../common/diag_text.h"
+
+static void sizes(void) {
+  static const struct {
+    const char *s;
+    int64_t v;
+  } good[] = {{"24GiB", 24LL << 30}, {"24G", 24LL << 30}, {"24gib", 24LL << 30},
+              {"1.5GiB", 3LL << 29}, {"25GB", 25000000000LL}, {"512MiB", 512LL << 20},
+              {"4096", 4096},        {"4096B", 4096},       {"2 KiB", 2048}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    int64_t v = -1;
+    CHECK(h3_size_parse(good[i].s, &v) && v == good[i].v, "'%s' -> %lld", good[i].s, (long long)v);
+  }
+  static const char *const bad[] = {"", "GiB", "-1GiB", "24XB", "24 GiBs", "1e30", "nan", "0x10"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int64_t v;
+    CHECK(!h3_size_parse(bad[i], &v), "'%s' parsed", bad[i]);
+  }
+}
+
+static h3_residency plan(int64_t layers, int64_t block, int64_t fixed, int64_t budget, h3_status want,
+                         const char *msg) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_residency_in in = {layers, block, fixed, budget};
+  h3_residency r;
+  h3_status st = h3_residency_plan(&in, &r, &d);
+  CHECK(st == want, "plan(%lld, %lld, %lld, %lld): status %d", (long long)layers, (long long)block,
+        (long long)fixed, (long long)budget, (int)st);
+  if (msg) {
+    char *text = diag_text(&d);
+    CHECK(text && strstr(text, msg), "message lacks '%s': %s", msg, text ? text : "(none)");
+    free(text);
+  }
+  h3_diag_free(&d);
+  return r;
+}
+
+static void residency(void) {
+  /* no budget, and a budget that holds everything: all resident, nothing streams */
+  h3_residency r = plan(50, 100, 1000, 0, H3_OK, NULL);
+  CHECK(r.resident_blocks == 50 && r.ring_slots == 0 && r.device_bytes == 6000 && r.min_budget == 1100,
+        "no budget: %lld resident, %lld slots", (long long)r.resident_blocks, (long long)r.ring_slots);
+  r = plan(50, 100, 1000, 6000, H3_OK, NULL);
+  CHECK(r.resident_blocks == 50 && r.ring_slots == 0 && r.streamed_bytes == 0, "exact fit streams");
+  /* one byte short: a ring of 3 and 46 resident blocks (46 + 3 + fixed = 5900) */
+  r = plan(50, 100, 1000, 5999, H3_OK, NULL);
+  CHECK(r.resident_blocks == 46 && r.ring_slots == 3 && r.device_bytes == 5900 &&
+        r.streamed_bytes == 400, "5999: %lld resident, %lld slots", (long long)r.resident_blocks,
+        (long long)r.ring_slots);
+  r = plan(50, 100, 1000, 1300, H3_OK, NULL);
+  CHECK(r.resident_blocks == 0 && r.ring_slots == 3 && r.streamed_bytes == 5000, "1300: ring 3, none resident");
+  r = plan(50, 100, 1000, 1299, H3_OK, NULL);
+  CHECK(r.resident_blocks == 0 && r.ring_slots == 2 && r.device_bytes == 1200, "1299: ring 2");
+  r = plan(50, 100, 1000, 1100, H3_OK, NULL);
+  CHECK(r.resident_blocks == 0 && r.ring_slots == 1 && r.device_bytes == 1100, "1100: ring 1");
+  /* too small: the error names the smallest budget */
+  plan(50, 100, 1000, 1099, H3_ERR, "give --device-memory 1100 (");
+  plan(50, 100, 1000, 1, H3_ERR, "cannot hold what must stay resident");
+  /* two blocks: a ring never has more slots than streamed blocks */
+  r = plan(2, 100, 1000, 1150, H3_OK, NULL);
+  CHECK(r.resident_blocks == 0 && r.ring_slots == 1, "2 layers, 1150: ring 1");
+  r = plan(2, 100, 1000, 1199, H3_OK, NULL);
+  CHECK(r.resident_blocks == 0 && r.ring_slots == 1, "2 layers, 1199");
+  /* nothing streamable: everything is fixed */
+  r = plan(0, 0, 1000, 1000, H3_OK, NULL);
+  CHECK(r.ring_slots == 0 && r.device_bytes == 1000, "nothing streamable");
+  plan(0, 0, 1000, 999, H3_ERR, "nothing streams");
+  /* the H3 trunk in bf16 under 24 GiB: 1.29 GB blocks, ~7.5 GB fixed */
+  r = plan(50, 1290000000LL, 7500000000LL, 24LL << 30, H3_OK, NULL);
+  CHECK(r.resident_blocks == 11 && r.ring_slots == 3 && r.device_bytes <= (24LL << 30),
+        "H3 bf16 24 GiB: %lld resident", (long long)r.resident_blocks);
+}
+
+/* A program over a stack of 6 blocks: loop "a" reads rows [0, 6) of @w and @b, loop "b"
+ * rows [1, 6) of @w (offset 1); @u is stacked but read whole (stays resident). */
+static const char *ir_text =
+    "module @s config \"tiny\" {\n"
+    "  param @\"blk.{}.w\" : f32[6, 4] group \"blk\" dims 1 init normal(scale = 0.5)\n"
+    "  param @\"blk.{}.b\" : f32[6, 4] group \"blk\" dims 1 init normal(scale = 0.5)\n"
+    "  param @\"blk.{}.u\" : f32[6, 4] group \"blk\" dims 1 init normal(scale = 0.5)\n"
+    "  program @p(%x0: f32[4]) -> (y: f32[4], z: f32[6, 4]) {\n"
+    "    %x = loop(%x0) {count = 6, label = \"a\"} : f32[4] {\n"
+    "      ^(%i: i32[], %x.1: f32[4]):\n"
+    "        %w = index(@\"blk.{}.w\", %i) : f32[4]\n"
+    "        %b = index(@\"blk.{}.b\", %i) : f32[4]\n"
+    "        %m = mul(%x.1, %w) : f32[4]\n"
+    "        %n = add(%m, %b) : f32[4]\n"
+    "        yield %n\n"
+    "    }\n"
+    "    %y = loop(%x) {count = 5, label = \"b\"} : f32[4] {\n"
+    "      ^(%j: i32[], %y.1: f32[4]):\n"
+    "        %v = index(@\"blk.{}.w\", %j) {offset = 1} : f32[4]\n"
+    "        %s = sub(%y.1, %v) : f32[4]\n"
+    "        yield %s\n"
+    "    }\n"
+    "    %z = mul(@\"blk.{}.u\", @\"blk.{}.u\") : f32[6, 4]\n"
+    "    return %y, %z\n"
+    "  }\n"
+    "}\n";
+
+static h3_module *parse(void) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_module_parse("s.ir", ir_text, strlen(ir_text), &d);
+  if (!m || h3_verify_module(m, &d) != H3_OK) {
+    h3_diag_print(&d, stderr);
+    exit(1);
+  }
+  h3_diag_free(&d);
+  return m;
+}
+
+static void analysis(h3_module *m) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_stream_set s;
+  CHECK(h3_stream_find(m, &s, &d) == H3_OK, "find failed");
+  CHECK(s.n == 2 && s.layers == 6 && s.block_bytes == 512 && s.n_loops == 2,
+        "set: %d values, %lld layers, %lld bytes, %d loops", s.n, (long long)s.layers,
+        (long long)s.block_bytes, s.n_loops);
+  for (int i = 0; i < s.n; i++)
+    CHECK(s.v[i].v->kind == H3_VALUE_PARAM && strstr(s.v[i].v->param->name, ".u") == NULL &&
+              s.v[i].row_bytes == 16 && s.v[i].offset == 256 * i,
+          "value %d", i);
+  for (int i = 0; i < s.n_loops; i++)
+    CHECK(s.loops[i].first == i && s.loops[i].count == 6 - i, "loop %d rows", i);
+  /* @u (96 bytes) stays; @w and @b stream */
+  CHECK(h3_stream_fixed_weight_bytes(m, &s) == 96, "fixed %lld",
+        (long long)h3_stream_fixed_weight_bytes(m, &s));
+  h3_stream_set_free(&s);
+  h3_diag_free(&d);
+}
+
+/* Runs p with the budget (0: none); out gets y (4 floats) and z (24). */
+static void run(h3_module *m, int64_t budget, float *out, h3_streaming *info) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_backend_options bo = {1, 0};
+  h3_backend *b = h3_backend_create("cpu", &bo, &d);
+  h3_weights *w = h3_weights_random(m, 7, &d);
+  h3_runtime_options ro = {.device_memory = budget};
+  h3_runtime *rt = b && w ? h3_runtime_new(m, b, w, &ro, &d) : NULL;
+  const h3_graph *g = h3_module_graph(m, "p");
+  float x0[4] = {0.5f, -1.25f, 3.0f, 0.125f};
+  h3_host_tensor in[1] = {{"x0", g->inputs[0]->type, x0, 16}}, res[2];
+  /* twice: a second pass of every loop reuses the ring */
+  for (int it = 0; it < 2 && rt; it++) {
+    CHECK(h3_runtime_run(rt, g, in, res, &d) == H3_OK, "run (budget %lld)", (long long)budget);
+    if (d.errors) break;
+    memcpy(out, res[0].data, 16);
+    memcpy(out + 4, res[1].data, 96);
+    free(res[0].data), free(res[1].data);
+  }
+  h3_diag_print(&d, stderr);
+  CHECK(rt && !d.errors, "budget %lld failed", (long long)budget);
+  if (rt) h3_runtime_streaming(rt, info);
+  h3_runtime_free(rt);
+  h3_weights_free(w);
+  h3_backend_free(b);
+  h3_diag_free(&d);
+}
+
+static void ring(h3_module *m) {
+  float ref[28], got[28];
+  h3_streaming info;
+  run(m, 0, ref, &info);
+  CHECK(info.ring_slots == 0, "no budget streams");
+  /* fixed = @u (96) + the arena; blocks of 512 bytes: budgets for 1, 2, 3 slots and
+     1 .. 3 resident blocks */
+  run(m, 1 << 20, got, &info);
+  CHECK(info.ring_slots == 0 && !memcmp(ref, got, sizeof ref), "a large budget changes nothing");
+  int64_t fixed = -1;
+  for (int extra = 1; extra <= 6; extra++) {
+    memset(got, 0, sizeof got);
+    if (fixed < 0) {
+      run(m, 2000, got, &info); /* learn the fixed bytes from one streamed run */
+      fixed = info.fixed_bytes;
+    }
+    run(m, fixed + extra * 512, got, &info);
+    int64_t want_slots = extra < 3 ? extra : 3, want_res = extra < 3 ? 0 : extra - 3;
+    if (extra == 6) want_slots = want_res = 0; /* all fit: nothing streams */
+    CHECK(info.ring_slots == want_slots && info.resident_blocks == want_res,
+          "%d blocks of budget: %lld slots, %lld resident", extra, (long long)info.ring_slots,
+          (long long)info.resident_blocks);
+    CHECK(!memcmp(ref, got, sizeof ref), "%d blocks of budget: outputs differ from the resident run",
+          extra);
+  }
+}
+
+int main(void) {
+  sizes();
+  residency();
+  h3_module *m = parse();
+  analysis(m);
+  ring(m);
+  h3_module_free(m);
+  return check_summary("stream");
+}
