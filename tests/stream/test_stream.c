@@ -3,8 +3,11 @@
  * blocks stay, the ring, the smallest budget and its error), which values stream
  * (runtime/stream.h, on hand-written IR: offsets, a stack read elsewhere, two loops over
  * one stack), and a program whose loop streams its blocks through rings of 1, 2 and 3 slots
- * with 0 .. 4 resident blocks giving bitwise the resident run's outputs. */
+ * with 0 .. 3 resident blocks giving bitwise the resident run's outputs; and on the full H3
+ * (bf16 and --int8, compiled as h3c does) that the 50-block trunk streams and the plan
+ * under 24 GiB with the cuda reserve (printed: what the GPU run should report). */
 #include "../../runtime/stream.h"
+#include "h3/frontend.h"
 #include "h3/passes.h"
 #include "h3/runtime.h"
 
@@ -202,6 +205,53 @@ static void ring(h3_module *m) {
   }
 }
 
+/* The full H3 compiled as `h3c compile models/minimax_h3.g --config full [--int8]`: the
+ * trunk's 50 blocks stream (block bytes: the per-layer weights of `blocks.*`, or their
+ * int8 codes and scales), the refiner stays; the plan under 24 GiB with 1 GiB of reserve. */
+static void full_h3(bool int8) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_frontend_options fo = {.config = "full"};
+  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
+  h3_pass_options o = h3_pass_options_default();
+  if (int8) o.enable = H3_INT8_PASSES;
+  CHECK(m && h3_pass_pipeline_run(m, &o, &d) == H3_OK, "the full H3 does not compile");
+  if (!m || d.errors) {
+    h3_diag_print(&d, stderr);
+    h3_module_free(m);
+    h3_diag_free(&d);
+    return;
+  }
+  h3_stream_set s;
+  CHECK(h3_stream_find(m, &s, &d) == H3_OK, "find");
+  int64_t per_layer = 0, arenas = 0;
+  for (int i = 0; i < m->n_params; i++)
+    if (!strncmp(m->params[i]->name, "blocks.", 7)) per_layer += h3_type_bytes(&m->params[i]->type) / 50;
+  for (int i = 0; i < s.n; i++)
+    CHECK(!s.v[i].v->param || !strncmp(s.v[i].v->param->name, "blocks.", 7), "a non-trunk value streams");
+  /* bf16: the block is the layer's weights (each row 256-aligned, all are multiples of 256) */
+  CHECK(s.layers == 50 && (int8 ? s.block_bytes < per_layer * 3 / 4 : s.block_bytes == per_layer),
+        "%s: %lld layers, block %lld bytes, layer weights %lld", int8 ? "int8" : "bf16",
+        (long long)s.layers, (long long)s.block_bytes, (long long)per_layer);
+  for (int i = 0; i < m->n_graphs; i++) {
+    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
+    if (a && a->kind == H3_ATTR_INT && a->i > 0) arenas += a->i;
+  }
+  h3_residency_in in = {s.layers, s.block_bytes,
+                        h3_stream_fixed_weight_bytes(m, &s) + arenas + ((int64_t)1 << 30), 24LL << 30};
+  h3_residency r;
+  CHECK(h3_residency_plan(&in, &r, &d) == H3_OK && r.ring_slots == 3, "24 GiB plan");
+  printf("  full H3 %s under 24 GiB: block %.3f GB, fixed %.3f GB (arenas %.3f GB + 1 GiB reserve), "
+         "%lld resident + ring %lld, %.2f GB streamed per step, smallest budget %lld bytes "
+         "(%.2f GiB)\n",
+         int8 ? "int8" : "bf16", s.block_bytes * 1e-9, in.fixed_bytes * 1e-9, arenas * 1e-9,
+         (long long)r.resident_blocks, (long long)r.ring_slots, r.streamed_bytes * 1e-9,
+         (long long)r.min_budget, (double)r.min_budget / (1 << 30));
+  h3_stream_set_free(&s);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
 int main(void) {
   sizes();
   residency();
@@ -209,5 +259,7 @@ int main(void) {
   analysis(m);
   ring(m);
   h3_module_free(m);
+  full_h3(false);
+  full_h3(true);
   return check_summary("stream");
 }
