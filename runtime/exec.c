@@ -941,7 +941,8 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
       for (int i = 0; st == H3_OK && i < op->n_results; i++) /* streamed: kept on the host */
         if (h3_stream_holds(rt->stream, op->results[i])) {
           slot *s = &gs->slots[op->results[i]->id];
-          st = h3_stream_take(rt->stream, op->results[i], s->t.data, d);
+          st = h3_stream_take(rt->stream, op->results[i], s->t.data, 0,
+                              op->results[i]->type.dims[0], d);
           rt->b->ops->release(rt->b, s->t.data);
           rt->weight_bytes -= s->cap;
           s->t.data = NULL;
@@ -981,17 +982,20 @@ static h3_status load_param(h3_runtime *rt, const h3_weights *w, const h3_param 
     rt->weight_bytes += bytes;
     return run_load_ops(rt, p, d);
   }
-  void *dev = rt_alloc(rt, bytes);
-  h3_status st = !dev ? H3_ERR
-                 : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
-                      : b->ext->init_param(b, dev, p, rt->opt.weight_seed, d);
-  if (st == H3_OK && streamed) st = h3_stream_take(rt->stream, p->value, dev, d);
+  /* a streamed parameter the backend makes is made one block (row of the stack) at a time */
+  int64_t members = h3_weights_tensor_count(p), rows = streamed ? p->type.dims[0] : 1;
+  void *dev = rt_alloc(rt, bytes / (size_t)rows);
+  h3_status st = !dev ? H3_ERR : wt ? b->ops->upload(b, dev, wt->data, bytes, d) : H3_OK;
+  for (int64_t r = 0; dev && !wt && st == H3_OK && r < rows; r++) {
+    st = b->ext->init_param(b, dev, p, rt->opt.weight_seed, r * (members / rows), members / rows, d);
+    if (st == H3_OK && streamed) st = h3_stream_take(rt->stream, p->value, dev, r, 1, d);
+  }
   if (st != H3_OK || streamed) {
     if (dev) b->ops->release(b, dev);
     if (!dev) {
       char what[200];
       snprintf(what, sizeof what, "parameter '%s'", p->name);
-      oom_error(rt, d, p->span, what, (int64_t)bytes);
+      oom_error(rt, d, p->span, what, (int64_t)(bytes / (size_t)rows));
     }
     return st;
   }
@@ -1045,15 +1049,18 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     h3_runtime_free(rt);
     return NULL;
   }
-  /* what streams (and feeds a streamed result) first: the device then holds one stack of it
-     at a time, before anything else is resident */
+  /* what streams (and feeds a streamed result) first, each stack's device memory given back
+     before the next (trim): the device holds one stack (and its int8 form) at a time, before
+     anything else is resident */
   for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < m->n_params; i++)
-      if (h3_stream_feeds(rt->stream, m->params[i]) == (pass == 0) &&
-          load_param(rt, w, m->params[i], d) != H3_OK) {
+    for (int i = 0; i < m->n_params; i++) {
+      if (h3_stream_feeds(rt->stream, m->params[i]) != (pass == 0)) continue;
+      if (load_param(rt, w, m->params[i], d) != H3_OK) {
         h3_runtime_free(rt);
         return NULL;
       }
+      if (pass == 0 && b->ext && b->ext->trim) b->ext->trim(b);
+    }
   if (rt->stream && h3_stream_start(rt->stream, &rt->weight_bytes, d) != H3_OK) {
     h3_runtime_free(rt);
     return NULL;

@@ -306,11 +306,14 @@ h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *
   return H3_OK;
 }
 
-h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_diag *d) {
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int64_t first,
+                         int64_t rows, h3_diag *d) {
   int i = h3_stream_set_index(&st->set, v);
   const h3_backend_ext *x = ext_of(st);
-  size_t bytes = (size_t)h3_type_bytes(&v->type);
-  st->host[i] = x && x->host_alloc ? x->host_alloc(st->b, bytes) : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  size_t bytes = (size_t)h3_type_bytes(&v->type), row = bytes / (size_t)v->type.dims[0];
+  if (!st->host[i])
+    st->host[i] = x && x->host_alloc ? x->host_alloc(st->b, bytes)
+                                     : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
   if (!st->host[i]) {
     char b[32];
     h3_diag_error(d, v->span, "run with a larger --device-memory, or on a machine with more memory",
@@ -319,7 +322,9 @@ h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_d
     return H3_ERR;
   }
   st->own[i] = true;
-  if (st->b->ops->download(st->b, st->host[i], dev, bytes, d) != H3_OK) return H3_ERR;
+  if (st->b->ops->download(st->b, (char *)st->host[i] + (size_t)first * row, dev,
+                           (size_t)rows * row, d) != H3_OK)
+    return H3_ERR;
   return st->b->ops->sync(st->b, d);
 }
 

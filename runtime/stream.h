@@ -84,8 +84,10 @@ bool h3_stream_feeds(const h3_stream *st, const h3_param *p);
 /* v's whole stack is at `host` in host memory, which outlives st (the weight store): pinned
  * in place when the backend can. */
 h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d);
-/* v's whole stack is at `dev` in backend memory: copied into pinned host memory of st's. */
-h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_diag *d);
+/* Rows [first, first + rows) of v's stack are at `dev` in backend memory: copied into v's
+ * host copy, pinned memory of st's (allocated by the first call). */
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int64_t first,
+                         int64_t rows, h3_diag *d);
 /* After every streamed value is held or taken: allocates the resident blocks and the ring,
  * copies the resident blocks (timing them). *device_bytes += what it allocated. */
 h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d);

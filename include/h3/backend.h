@@ -88,8 +88,9 @@ typedef struct {
 
 /* Optional capabilities of a backend (h3_backend.ext; NULL for cpu), used by the executor
  * when present:
- *   init_param: fills a parameter's device buffer without host data: random weights made
- *     on the device, bitwise equal to h3_weights_random with the same seed.
+ *   init_param: fills members [first, first + count) of a parameter (its expanded tensors,
+ *     h3_weights_tensor_count; dst holds those members) without host data: random weights
+ *     made on the device, bitwise equal to h3_weights_random with the same seed.
  *   call_begin / call_end: bracket one graph call (key: the callee graph; in: its inputs).
  *     call_begin may set *replayed = 1: the backend replayed the work it recorded for key
  *     with these same input buffers, so the executor skips running the callee (whose value
@@ -114,7 +115,8 @@ typedef struct {
  *   trim: gives back device memory the backend caches but does not use.
  *   memory_peak: the most device bytes the backend has held at once since creation. */
 typedef struct {
-  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
+  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,
+                          int64_t first, int64_t count, h3_diag *d);
   h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
                           int *replayed, h3_diag *d);
   h3_status (*call_end)(h3_backend *b, const void *key, h3_status st, h3_diag *d);

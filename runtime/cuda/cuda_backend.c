@@ -12,6 +12,7 @@
  * sync records the stop event; their distance is added to the GPU busy time.
  */
 #include "cuda_internal.h"
+#include "h3/weights.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -486,5 +487,5 @@ h3_status h3_cuda_random_param(h3_backend *b, void *dst, const h3_param *p, uint
     h3_diag_error(d, no_span, NULL, "h3_cuda_random_param needs a cuda backend");
     return H3_ERR;
   }
-  return cu_init_param(b, dst, p, seed, d);
+  return cu_init_param(b, dst, p, seed, 0, h3_weights_tensor_count(p), d);
 }

@@ -300,7 +300,8 @@ h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d);
 void cu_graphs_free(cu_state *s);
 
 /* ---- weights (cuda_weights.c) ------------------------------------------------------------- */
-h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
+h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, int64_t first,
+                        int64_t count, h3_diag *d);
 
 /* ---- device marks (cuda_marks.c): h3_backend_ext.mark, mark_seconds, marks_reset ------- */
 int cu_mark(h3_backend *b);
