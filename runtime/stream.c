@@ -296,24 +296,13 @@ bool h3_stream_feeds(const h3_stream *st, const h3_param *p) {
   return false;
 }
 
-h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d) {
-  int i = h3_stream_set_index(&st->set, v);
+/* v's host copy in memory of st's (pinned when the backend can), allocated once. */
+static h3_status own_copy(h3_stream *st, int i, const h3_value *v, h3_diag *d) {
   const h3_backend_ext *x = ext_of(st);
-  st->host[i] = host;
-  if (!x || !x->host_pin) return H3_OK;
-  if (x->host_pin(st->b, host, (size_t)h3_type_bytes(&v->type), d) != H3_OK) return H3_ERR;
-  st->pinned[i] = true;
-  return H3_OK;
-}
-
-h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int64_t first,
-                         int64_t rows, h3_diag *d) {
-  int i = h3_stream_set_index(&st->set, v);
-  const h3_backend_ext *x = ext_of(st);
-  size_t bytes = (size_t)h3_type_bytes(&v->type), row = bytes / (size_t)v->type.dims[0];
-  if (!st->host[i])
-    st->host[i] = x && x->host_alloc ? x->host_alloc(st->b, bytes)
-                                     : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  size_t bytes = (size_t)h3_type_bytes(&v->type);
+  if (st->host[i]) return H3_OK;
+  st->host[i] = x && x->host_alloc ? x->host_alloc(st->b, bytes)
+                                   : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
   if (!st->host[i]) {
     char b[32];
     h3_diag_error(d, v->span, "run with a larger --device-memory, or on a machine with more memory",
@@ -322,6 +311,32 @@ h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int6
     return H3_ERR;
   }
   st->own[i] = true;
+  return H3_OK;
+}
+
+/* Host buffers at least this large are page-locked in place: glibc maps them on pages of
+ * their own, so no other buffer shares their pages. Smaller ones are copied. */
+#define PIN_IN_PLACE_BYTES ((size_t)32 << 20)
+
+h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d) {
+  int i = h3_stream_set_index(&st->set, v);
+  const h3_backend_ext *x = ext_of(st);
+  size_t bytes = (size_t)h3_type_bytes(&v->type);
+  if (!x || !x->host_pin || (bytes >= PIN_IN_PLACE_BYTES && x->host_pin(st->b, host, bytes))) {
+    st->host[i] = host;
+    st->pinned[i] = x && x->host_pin;
+    return H3_OK;
+  }
+  if (own_copy(st, i, v, d) != H3_OK) return H3_ERR;
+  memcpy(st->host[i], host, bytes);
+  return H3_OK;
+}
+
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int64_t first,
+                         int64_t rows, h3_diag *d) {
+  int i = h3_stream_set_index(&st->set, v);
+  size_t row = (size_t)h3_type_bytes(&v->type) / (size_t)v->type.dims[0];
+  if (own_copy(st, i, v, d) != H3_OK) return H3_ERR;
   if (st->b->ops->download(st->b, (char *)st->host[i] + (size_t)first * row, dev,
                            (size_t)rows * row, d) != H3_OK)
     return H3_ERR;

@@ -82,7 +82,8 @@ bool h3_stream_holds(const h3_stream *st, const h3_value *v);
 /* Whether parameter p streams or feeds a load-time result that does (loaded first). */
 bool h3_stream_feeds(const h3_stream *st, const h3_param *p);
 /* v's whole stack is at `host` in host memory, which outlives st (the weight store): pinned
- * in place when the backend can. */
+ * in place when the backend can and the buffer has pages of its own (32 MiB and more), else
+ * copied into pinned memory of st's. */
 h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d);
 /* Rows [first, first + rows) of v's stack are at `dev` in backend memory: copied into v's
  * host copy, pinned memory of st's (allocated by the first call). */

@@ -106,7 +106,8 @@ typedef struct {
  *   executor copies with upload, synchronously: the cpu emulation of the ring):
  *   host_alloc / host_free: page-locked host memory, for copies behind the compute; NULL
  *     when out of memory. host_pin / host_unpin: page-lock host memory in place (the weight
- *     store read from the file), so it is copied from where it was read, once.
+ *     store read from the file), so it is copied from where it was read, once; false when
+ *     it cannot (the caller copies into host_alloc memory instead).
  *   ring_copy: queues dst (device) <- src (page-locked host) on the copy stream, after the
  *     work queued so far on the compute stream (which holds the last reader of ring slot
  *     `slot`), and notes the copy as the slot's fill. ring_wait: the compute stream waits
@@ -127,7 +128,7 @@ typedef struct {
   void (*graph_counts)(h3_backend *b, int64_t *captured, int64_t *replayed);
   void *(*host_alloc)(h3_backend *b, size_t bytes);
   void (*host_free)(h3_backend *b, void *p);
-  h3_status (*host_pin)(h3_backend *b, void *p, size_t bytes, h3_diag *d);
+  bool (*host_pin)(h3_backend *b, void *p, size_t bytes);
   void (*host_unpin)(h3_backend *b, void *p);
   h3_status (*ring_copy)(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
                          h3_diag *d);

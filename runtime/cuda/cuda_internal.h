@@ -164,7 +164,7 @@ void cu_trim(cu_state *s);
 /* ---- weight streaming (cuda_stream.c; h3_backend_ext's streaming hooks) ---------------- */
 void *cu_host_alloc(h3_backend *b, size_t bytes);
 void cu_host_free(h3_backend *b, void *p);
-h3_status cu_host_pin(h3_backend *b, void *p, size_t bytes, h3_diag *d);
+bool cu_host_pin(h3_backend *b, void *p, size_t bytes);
 void cu_host_unpin(h3_backend *b, void *p);
 h3_status cu_ring_copy(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
                        h3_diag *d);

@@ -30,12 +30,11 @@ void cu_host_free(h3_backend *b, void *p) {
   if (p) cudaFreeHost(p);
 }
 
-h3_status cu_host_pin(h3_backend *b, void *p, size_t bytes, h3_diag *d) {
+bool cu_host_pin(h3_backend *b, void *p, size_t bytes) {
   (void)b;
-  if (!bytes) return H3_OK;
-  CU_CHECK(d, cudaHostRegister(p, bytes, cudaHostRegisterDefault),
-           "page-locking a streamed weight in host memory");
-  return H3_OK;
+  if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
 }
 
 void cu_host_unpin(h3_backend *b, void *p) {
