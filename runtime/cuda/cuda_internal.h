@@ -12,7 +12,8 @@
  * fill), cuda_gemm.c (cuBLASLt), cuda_attention.c (the attention interface and the
  * reference kernel), cuda_flash.c (flash attention with wgmma; TMA tensor maps),
  * cuda_cudnn.c (cuDNN fused SDPA through the backend graph API), cuda_graph.c (capture and
- * replay), cuda_weights.c (random weights on the device), cuda_int8.c (linear_int8:
+ * replay), cuda_weights.c (random weights on the device), cuda_stream.c (pinned host memory
+ * and the copy stream of weight streaming), cuda_int8.c (linear_int8:
  * cuBLASLt int8 GEMM and the fixed dequantization epilogue).
  */
 #ifndef H3_CUDA_INTERNAL_H
