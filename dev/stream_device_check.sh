@@ -6,11 +6,15 @@
 # 100 ms; it also counts the CUDA context), and the streaming lines of the report.
 #   dev/stream_device_check.sh STAGE OUT [SECTION...]
 # STAGE: tests/gpu/stage.sh's folder built from this branch (it stages the plans below).
-# Sections (default "tiny full int8 smallest", about 7 minutes):
+# Sections (default "tiny file full int8 smallest", about 7 minutes):
 #   tiny      tiny plans (bf16 with 7 layers, --int8 at dims 256 with 5 layers, Cache-DiT
 #             and Spectrum with 5 layers) on cuda: resident vs the smallest budget (read from
 #             the error of a 1-byte budget), one block more, and 3 more; the bf16 one also
 #             with the CUDA graphs off. Every output bitwise equal to the resident run's
+#   file      h3_mid_l4.plan (dims 2048, 4 layers) with a weights file (tests/reference/h3_ref.py
+#             --make-weights, 431 MB): the stacks of 32 MiB and more are page-locked in place
+#             (cudaHostRegister), the norms copied into pinned memory; resident vs the smallest
+#             budget and 2 blocks more (a ring of 3), bitwise
 #   full      h3_full_s3.plan (full dims, 3 steps, bf16, random weights made on the GPU):
 #             resident vs --device-memory 24GiB
 #   int8      h3_full_int8_s3.plan (the same with --int8): resident vs 24GiB
@@ -26,13 +30,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then
-  echo "usage: dev/stream_device_check.sh STAGE OUT [tiny full int8 smallest sampleres sample24 int8sampleres int8sample24]" >&2
+  echo "usage: dev/stream_device_check.sh STAGE OUT [tiny file full int8 smallest sampleres sample24 int8sampleres int8sample24]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
 OUT=$2
 shift 2
-SECTIONS=${*:-tiny full int8 smallest}
+SECTIONS=${*:-tiny file full int8 smallest}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 BIN=$STAGE/bin
@@ -79,6 +83,13 @@ same() { # same A B: the outputs of runs A and B bitwise
 # smallest PLAN ARGS...: the smallest budget h3exec names for PLAN (the error of a 1-byte one)
 smallest() {
   "$BIN/h3exec" "$@" --device-memory 1 2>&1 | sed -n 's/.*give --device-memory \([0-9]*\) .*/\1/p'
+}
+
+block_of() { # block_of NAME: a streamed block's bytes, from run NAME's report (a ring slot)
+  python3 -c "
+import re; t = open('$OUT/$1.txt').read()
+m = re.search(r'ring [0-9]+ x ([0-9.]+) (B|KiB|MiB|GiB)', t)
+print(int(float(m.group(1)) * {'B': 1, 'KiB': 1024, 'MiB': 1 << 20, 'GiB': 1 << 30}[m.group(2)]) if m else 0)"
 }
 
 # compare RES STR STEPS LIMIT: bitwise, time ratio, hidden share of the copies, peaks vs 24 GiB
@@ -132,10 +143,7 @@ for section in $SECTIONS; do
       low=$(smallest "${args[@]}")
       run "${p}_smallest" 120 "${args[@]}" --device-memory "${low:-1}"
       same "${p}_resident" "${p}_smallest"
-      block=$(python3 -c "
-import re; t = open('$OUT/${p}_smallest.txt').read()
-m = re.search(r'ring 1 x ([0-9.]+) (B|KiB|MiB|GiB)', t)
-print(int(float(m.group(1)) * {'B': 1, 'KiB': 1024, 'MiB': 1 << 20, 'GiB': 1 << 30}[m.group(2)]) if m else 0)")
+      block=$(block_of "${p}_smallest")
       for extra in 1 3; do
         run "${p}_plus$extra" 120 "${args[@]}" --device-memory $(( ${low:-1} + extra * block + extra * 1024 ))
         same "${p}_resident" "${p}_plus$extra"
@@ -144,6 +152,19 @@ print(int(float(m.group(1)) * {'B': 1, 'KiB': 1024, 'MiB': 1 << 20, 'GiB': 1 << 
     H3_CUDA_GRAPHS=0 run h3_tiny_l7_nographs 120 "$PLANS/h3_tiny_l7.plan" --backend cuda \
       --weights random --seed 3 --device-memory $(( $(smallest "$PLANS/h3_tiny_l7.plan" --backend cuda) + 400000 ))
     same h3_tiny_l7_resident h3_tiny_l7_nographs
+    ;;
+  file)
+    wdir=$(mktemp -d)
+    python3 tests/reference/h3_ref.py --config tiny --set dim=2048 --set heads=16 --set head_dim=128 \
+      --set ffn=4096 --set layers=4 --set text_dim=256 --make-weights "$wdir/w.safetensors" --seed 1
+    args=("$PLANS/h3_mid_l4.plan" --backend cuda --weights "$wdir/w.safetensors")
+    run mid_resident 120 "${args[@]}"
+    low=$(smallest "${args[@]}")
+    run mid_smallest 120 "${args[@]}" --device-memory "${low:-1}"
+    same mid_resident mid_smallest
+    run mid_plus2 120 "${args[@]}" --device-memory $(( ${low:-1} + 2 * $(block_of mid_smallest) + 2048 ))
+    same mid_resident mid_plus2
+    rm -rf "$wdir"
     ;;
   full)
     full full_resident h3_full_s3.plan 1

@@ -15,7 +15,8 @@
 #                  h3_full_int8.plan and h3_full_int8_spec.plan (49 steps, --int8, without and
 #                  with Spectrum 11:5:1.0), h3_full_high.plan (49 steps, Cache-DiT's defaults),
 #                  h3_full_int8_s3.plan, h3_tiny_l7.plan, h3_small_int8_l5.plan,
-#                  h3_tiny_high_l5.plan, h3_tiny_spec_l5.plan (dev/stream_device_check.sh)
+#                  h3_tiny_high_l5.plan, h3_tiny_spec_l5.plan, h3_mid_l4.plan
+#                  (dev/stream_device_check.sh)
 #   STAGE/kcache/  the NVRTC kernel cache, filled by compiling the plans and the backend's
 #                  own kernels, so the GPU machine only loads CUBINs
 #   tests/gpu/stage.sh [BUILD_DIR]      (default build-gpu; STAGE = BUILD_DIR/stage; BUILD_DIR
@@ -102,6 +103,8 @@ done
   --set ffn=256 --set text_dim=256 --set layers=5 --set steps=2 --int8=rotate=256,max_rows=24,min_split_n=0 \
   -o "$S/plans/h3_small_int8_l5.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --set layers=5 --quality high -o "$S/plans/h3_tiny_high_l5.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=2048 --set heads=16 --set head_dim=128 \
+  --set ffn=4096 --set layers=4 --set text_dim=256 --set steps=2 -o "$S/plans/h3_mid_l4.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --set layers=5 --spectrum=11:5:1.0 \
   -o "$S/plans/h3_tiny_spec_l5.plan"
 du -sh "$S"
