@@ -64,7 +64,7 @@ run() {
   local peak=$(sed -n 's/^  device peak      : .* (\([0-9]*\) bytes.*/\1/p' "$OUT/$name.txt")
   printf '%-24s rc=%s wall %6.1f s  median %s ms  runtime peak %s bytes  nvml peak %s MiB\n' \
     "$name" "$rc" "$(echo "$t1 - $t0" | bc)" "${med:-?}" "${peak:-?}" "${nvml:-?}"
-  grep -E '^  (streaming|streamed) ' "$OUT/$name.txt" | sed 's/^/    /'
+  grep -E '^  (streaming|streamed|copies hidden) ' "$OUT/$name.txt" | sed 's/^/    /'
   if [ "$rc" -ne 0 ]; then
     tail -n 5 "$OUT/$name.txt" | sed 's/^/    /'
     failures=$((failures + 1))

@@ -1114,7 +1114,7 @@ size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events)
 size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; }
 size_t h3_runtime_activation_bytes(const h3_runtime *rt) { return rt->act_bytes; }
 
-bool h3_runtime_streaming(const h3_runtime *rt, h3_streaming *out) {
+bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out) {
   memset(out, 0, sizeof *out);
   if (!rt->stream) return false;
   h3_stream_info in;
@@ -1122,6 +1122,6 @@ bool h3_runtime_streaming(const h3_runtime *rt, h3_streaming *out) {
   *out = (h3_streaming){in.budget, in.fixed_bytes, in.layers, in.block_bytes,
                         in.plan.resident_blocks, in.plan.ring_slots, in.plan.device_bytes,
                         in.plan.streamed_bytes, in.plan.min_budget, in.block_copy_seconds,
-                        in.peak_device_bytes};
+                        in.peak_device_bytes, in.stall_seconds, in.stall_waits};
   return true;
 }

@@ -78,6 +78,18 @@ static void print_streaming(FILE *out, const h3_report *r) {
           h3_size_text(s->streamed_bytes, a, sizeof a), (long long)streamed, copy * 1e3,
           s->block_copy_seconds * 1e3,
           s->block_copy_seconds > 0 ? (double)s->block_bytes / s->block_copy_seconds * 1e-9 : 0.0);
+  if (s->stall_waits < 0) return;
+  if (s->stall_waits == 0) {
+    fprintf(out, "  copies hidden    : not timed here (CUDA graph replays time nothing: run with "
+                 "H3_CUDA_GRAPHS=0, or compare with the resident run's time)\n");
+    return;
+  }
+  double exposed = s->stall_seconds / (double)s->stall_waits * (double)streamed;
+  fprintf(out,
+          "  copies hidden    : %.1f %% (the compute waited %.2f ms per step for blocks: %.3f ms "
+          "a wait over %lld waits timed outside CUDA graphs)\n",
+          copy > 0 ? 100.0 * (1.0 - exposed / copy) : 100.0, exposed * 1e3,
+          s->stall_seconds / (double)s->stall_waits * 1e3, (long long)s->stall_waits);
 }
 
 /* The --int8 line: weight bytes before and after (include/h3/int8.h). */

@@ -261,7 +261,7 @@ h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64
   }
   st->b = b;
   st->set = set;
-  st->info = (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1};
+  st->info = (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1, 0, 0};
   *out = st;
   return H3_OK;
 }
@@ -398,6 +398,9 @@ h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d) {
   if (s == H3_OK && x && x->ring_wait) s = x->ring_wait(st->b, 0, d);
   if (s == H3_OK) s = st->b->ops->sync(st->b, d);
   st->info.block_copy_seconds = (st->b->ops->now(st->b) - t0) / (double)(p->resident_blocks + 1);
+  double stalled;
+  int64_t waits;
+  if (x && x->ring_stalls) x->ring_stalls(st->b, &stalled, &waits); /* not the compute's */
   return s;
 }
 
@@ -438,7 +441,14 @@ h3_status h3_stream_iter_end(h3_stream *st, const h3_op *op, int64_t k, h3_diag 
   return fill_slot(st, next, d);
 }
 
-void h3_stream_get_info(const h3_stream *st, h3_stream_info *out) {
+void h3_stream_get_info(h3_stream *st, h3_stream_info *out) {
+  const h3_backend_ext *x = ext_of(st);
+  double stalled = 0;
+  int64_t waits = 0;
+  if (x && x->ring_stalls) x->ring_stalls(st->b, &stalled, &waits);
+  st->info.stall_seconds += stalled;
+  st->info.stall_waits += waits;
   *out = st->info;
+  if (!x || !x->ring_stalls) out->stall_waits = -1;
   out->peak_device_bytes = h3_backend_memory_peak(st->b);
 }

@@ -67,6 +67,10 @@ typedef struct {
   int64_t layers, block_bytes, budget, fixed_bytes;
   double block_copy_seconds; /* one block's host -> device copy, timed at start */
   int64_t peak_device_bytes; /* the backend's (memory_peak), -1 when it does not say */
+  /* the compute's waits for the ring since start, as the backend timed them
+     (h3_backend_ext.ring_stalls: device seconds, waits timed; -1 waits: it times none) */
+  double stall_seconds;
+  int64_t stall_waits;
 } h3_stream_info;
 
 /* The streaming of module m on backend b under `budget` bytes, besides `arena_bytes` of
@@ -97,6 +101,7 @@ void *h3_stream_row(const h3_stream *st, const h3_value *v, int64_t row);
 /* Around iteration k of loop op (nothing unless op is a streamed loop). */
 h3_status h3_stream_iter_begin(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d);
 h3_status h3_stream_iter_end(h3_stream *st, const h3_op *op, int64_t k, h3_diag *d);
-void h3_stream_get_info(const h3_stream *st, h3_stream_info *out);
+/* After a sync (the end of a run): the info, with the ring's waits timed so far. */
+void h3_stream_get_info(h3_stream *st, h3_stream_info *out);
 
 #endif

@@ -113,6 +113,9 @@ typedef struct {
  *     `slot`), and notes the copy as the slot's fill. ring_wait: the compute stream waits
  *     for the slot's last fill. Both may be captured into a CUDA graph (the copy stream
  *     forks from and joins the capturing stream through these events).
+ *   ring_stalls: after a sync, how long the compute stream stood still in the ring_waits
+ *     queued since the last call (device seconds) and how many were timed: those outside a
+ *     CUDA graph capture (a replayed graph times nothing).
  *   trim: gives back device memory the backend caches but does not use.
  *   memory_peak: the most device bytes the backend has held at once since creation. */
 typedef struct {
@@ -133,6 +136,7 @@ typedef struct {
   h3_status (*ring_copy)(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
                          h3_diag *d);
   h3_status (*ring_wait)(h3_backend *b, int slot, h3_diag *d);
+  void (*ring_stalls)(h3_backend *b, double *seconds, int64_t *waits);
   void (*trim)(h3_backend *b);
   int64_t (*memory_peak)(h3_backend *b);
 } h3_backend_ext;

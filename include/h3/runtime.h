@@ -135,8 +135,13 @@ typedef struct {
   int64_t min_budget;      /* the smallest budget that runs */
   double block_copy_seconds; /* one block's copy, timed when the run started */
   int64_t peak_device_bytes; /* the backend's peak so far; -1 when it does not say */
+  /* how long the compute waited for blocks, over the waits the backend timed (cuda: those
+     outside CUDA graphs; 0 waits: none timed; -1: the backend does not time them) */
+  double stall_seconds;
+  int64_t stall_waits;
 } h3_streaming;
-bool h3_runtime_streaming(const h3_runtime *rt, h3_streaming *out);
+/* After a run: the streaming so far (false, all zero, when nothing streams). */
+bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out);
 
 /* Writes events as a Chrome / Perfetto trace (JSON object with "traceEvents": complete
  * events "ph": "X" with name, cat, ts and dur in microseconds), atomically. */

@@ -356,7 +356,7 @@ static const h3_backend_ext cuda_ext = {
     cu_init_param,       cu_graph_call_begin, cu_graph_call_end, cu_mark,
     cu_mark_seconds,     cu_marks_reset,      cu_graph_counts_ext, cu_host_alloc,
     cu_host_free,        cu_host_pin,         cu_host_unpin,     cu_ring_copy,
-    cu_ring_wait,        cu_trim_ext,         cu_memory_peak};
+    cu_ring_wait,        cu_ring_stalls,      cu_trim_ext,       cu_memory_peak};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {

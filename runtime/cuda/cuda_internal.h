@@ -123,6 +123,9 @@ typedef struct cu_state {
   cudaStream_t copy_stream;
   cudaEvent_t *ring_freed, *ring_filled;
   int n_ring;
+  /* timing events around the ring_waits queued outside a capture: pairs [2i, 2i + 1] */
+  cudaEvent_t *stall_ev;
+  int n_stall, cap_stall;
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
@@ -170,6 +173,7 @@ void cu_host_unpin(h3_backend *b, void *p);
 h3_status cu_ring_copy(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
                        h3_diag *d);
 h3_status cu_ring_wait(h3_backend *b, int slot, h3_diag *d);
+void cu_ring_stalls(h3_backend *b, double *seconds, int64_t *waits);
 void cu_stream_free(cu_state *s);
 
 /* ---- kernels (cuda_kernels.c) --------------------------------------------------------- */

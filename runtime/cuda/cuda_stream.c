@@ -9,7 +9,8 @@
  * joined back by its ring_wait (the executor waits for every copy it queues within the
  * pass), so the captured step holds the copies as memcpy nodes from the same pinned host
  * addresses and replays them. Copies run at the PCIe / C2C rate (~55 GB/s on the H200)
- * beside the GEMMs.
+ * beside the GEMMs. Outside a capture each ring_wait is bracketed by two timing events on the
+ * compute stream: their distance is how long the compute waited for the copy (ring_stalls).
  */
 #include "cuda_internal.h"
 
@@ -82,11 +83,52 @@ h3_status cu_ring_copy(h3_backend *b, int slot, void *dst, const void *src, size
   return H3_OK;
 }
 
+/* A pair of timing events for the next timed wait; NULL when none can be made (the wait is
+ * then not timed). */
+static cudaEvent_t *stall_pair(cu_state *s) {
+  if (s->n_stall == s->cap_stall) {
+    int cap = s->cap_stall ? 2 * s->cap_stall : 256;
+    cudaEvent_t *e = realloc(s->stall_ev, (size_t)cap * 2 * sizeof *e);
+    if (!e) return NULL;
+    s->stall_ev = e;
+    for (; s->cap_stall < cap; s->cap_stall++) {
+      cudaEvent_t *p = &e[2 * s->cap_stall];
+      if (cudaEventCreate(&p[0]) != cudaSuccess) break;
+      if (cudaEventCreate(&p[1]) != cudaSuccess) {
+        cudaEventDestroy(p[0]);
+        break;
+      }
+    }
+    cudaGetLastError();
+    if (s->n_stall == s->cap_stall) return NULL;
+  }
+  return &s->stall_ev[2 * s->n_stall++];
+}
+
 h3_status cu_ring_wait(h3_backend *b, int slot, h3_diag *d) {
   cu_state *s = b->ctx;
   if (ring_ready(s, slot, d) != H3_OK) return H3_ERR;
+  cudaEvent_t *t = cu_graph_capturing(s) ? NULL : stall_pair(s);
+  if (t) CU_CHECK(d, cudaEventRecord(t[0], s->stream), "ring slot wait");
   CU_CHECK(d, cudaStreamWaitEvent(s->stream, s->ring_filled[slot], 0), "ring slot wait");
+  if (t) CU_CHECK(d, cudaEventRecord(t[1], s->stream), "ring slot wait");
   return H3_OK;
+}
+
+void cu_ring_stalls(h3_backend *b, double *seconds, int64_t *waits) {
+  cu_state *s = b->ctx;
+  *seconds = 0;
+  *waits = 0;
+  for (int i = 0; i < s->n_stall; i++) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, s->stall_ev[2 * i], s->stall_ev[2 * i + 1]) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    *seconds += ms * 1e-3;
+    (*waits)++;
+  }
+  s->n_stall = 0;
 }
 
 void cu_stream_free(cu_state *s) {
@@ -95,6 +137,10 @@ void cu_stream_free(cu_state *s) {
     cudaEventDestroy(s->ring_freed[i]);
     cudaEventDestroy(s->ring_filled[i]);
   }
+  for (int i = 0; i < 2 * s->cap_stall; i++) cudaEventDestroy(s->stall_ev[i]);
+  free(s->stall_ev);
+  s->stall_ev = NULL;
+  s->n_stall = s->cap_stall = 0;
   free(s->ring_freed);
   free(s->ring_filled);
   s->ring_freed = s->ring_filled = NULL;
