@@ -83,9 +83,13 @@ h3_status cu_ring_copy(h3_backend *b, int slot, void *dst, const void *src, size
   return H3_OK;
 }
 
+/* Timed waits kept until ring_stalls reads them; later ones are not timed. */
+#define STALL_PAIRS_MAX 16384
+
 /* A pair of timing events for the next timed wait; NULL when none can be made (the wait is
  * then not timed). */
 static cudaEvent_t *stall_pair(cu_state *s) {
+  if (s->n_stall == STALL_PAIRS_MAX) return NULL;
   if (s->n_stall == s->cap_stall) {
     int cap = s->cap_stall ? 2 * s->cap_stall : 256;
     cudaEvent_t *e = realloc(s->stall_ev, (size_t)cap * 2 * sizeof *e);
