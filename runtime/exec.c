@@ -941,8 +941,7 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
       for (int i = 0; st == H3_OK && i < op->n_results; i++) /* streamed: kept on the host */
         if (h3_stream_holds(rt->stream, op->results[i])) {
           slot *s = &gs->slots[op->results[i]->id];
-          st = h3_stream_take(rt->stream, op->results[i], s->t.data, 0,
-                              op->results[i]->type.dims[0], d);
+          st = h3_stream_take(rt->stream, op->results[i], s->t.data, d);
           rt->b->ops->release(rt->b, s->t.data);
           rt->weight_bytes -= s->cap;
           s->t.data = NULL;
@@ -963,9 +962,51 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
   return H3_OK;
 }
 
+/* p's random weights made by the backend into host memory at `host` (p's layout), one block
+ * (row of the stack) at a time: the device holds one block. */
+static h3_status make_on_host(h3_runtime *rt, const h3_param *p, void *host, h3_diag *d) {
+  h3_backend *b = rt->b;
+  int64_t rows = p->type.rank > 0 && p->type.dims[0] > 0 ? p->type.dims[0] : 1;
+  int64_t per = h3_weights_tensor_count(p) / rows;
+  size_t row = (size_t)h3_type_bytes(&p->type) / (size_t)rows;
+  void *dev = rt_alloc(rt, row);
+  if (!dev) {
+    char what[200];
+    snprintf(what, sizeof what, "a block of parameter '%s'", p->name);
+    oom_error(rt, d, p->span, what, (int64_t)row);
+    return H3_ERR;
+  }
+  h3_status st = H3_OK;
+  for (int64_t r = 0; st == H3_OK && r < rows; r++) {
+    st = b->ext->init_param(b, dev, p, rt->opt.weight_seed, r * per, per, d);
+    if (st == H3_OK) st = b->ops->download(b, (char *)host + (size_t)r * row, dev, row, d);
+    if (st == H3_OK) st = b->ops->sync(b, d);
+  }
+  b->ops->release(b, dev);
+  return st;
+}
+
+/* A parameter whose --int8 quantizer's results all stream: quantized on the host from the
+ * store, or from the stack the backend makes block by block (make_on_host). */
+static h3_status load_quantized(h3_runtime *rt, const h3_weight *wt, const h3_param *p,
+                                const h3_op *q, h3_diag *d) {
+  size_t bytes = (size_t)h3_type_bytes(&p->type);
+  void *host = wt ? wt->data : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  if (!host) {
+    h3_diag_error(d, p->span, "run on a machine with more memory",
+                  "out of host memory for parameter '%s' (%zu bytes), to quantize it", p->name, bytes);
+    return H3_ERR;
+  }
+  h3_status st = wt ? H3_OK : make_on_host(rt, p, host, d);
+  if (st == H3_OK) st = h3_stream_quantize(rt->stream, q, host, d);
+  if (!wt) free(host);
+  return st;
+}
+
 /* Gives parameter p its weights: the store's buffer (host memory backends), an upload of it,
  * or the backend's own random fill; then its load-time ops. A streamed parameter stays in
- * host memory (the store's buffer, or a copy of what the backend made). */
+ * host memory (the store's buffer, or what the backend made), and so do the int8 codes and
+ * scales of one whose quantizer's results stream. */
 static h3_status load_param(h3_runtime *rt, const h3_weights *w, const h3_param *p, h3_diag *d) {
   h3_backend *b = rt->b;
   const h3_weight *wt = w ? h3_weights_get(w, p) : NULL;
@@ -976,26 +1017,29 @@ static h3_status load_param(h3_runtime *rt, const h3_weights *w, const h3_param 
   }
   bool streamed = h3_stream_holds(rt->stream, p->value);
   if (wt && streamed) return h3_stream_hold(rt->stream, p->value, wt->data, d);
+  if (streamed) {
+    void *host = h3_stream_host(rt->stream, p->value, d);
+    return host ? make_on_host(rt, p, host, d) : H3_ERR;
+  }
+  const h3_op *q = h3_stream_quantizer(rt->stream, p);
+  if (q) return load_quantized(rt, wt, p, q, d);
   if (wt && b->ops->host_memory) { /* the store's buffer is the backend's memory: no copy */
     rt->params[p->value->id] = (h3_tensor){p->type, wt->data};
     rt->borrowed[p->value->id] = true;
     rt->weight_bytes += bytes;
     return run_load_ops(rt, p, d);
   }
-  /* a streamed parameter the backend makes is made one block (row of the stack) at a time */
-  int64_t members = h3_weights_tensor_count(p), rows = streamed ? p->type.dims[0] : 1;
-  void *dev = rt_alloc(rt, bytes / (size_t)rows);
-  h3_status st = !dev ? H3_ERR : wt ? b->ops->upload(b, dev, wt->data, bytes, d) : H3_OK;
-  for (int64_t r = 0; dev && !wt && st == H3_OK && r < rows; r++) {
-    st = b->ext->init_param(b, dev, p, rt->opt.weight_seed, r * (members / rows), members / rows, d);
-    if (st == H3_OK && streamed) st = h3_stream_take(rt->stream, p->value, dev, r, 1, d);
-  }
-  if (st != H3_OK || streamed) {
+  void *dev = rt_alloc(rt, bytes);
+  h3_status st = !dev ? H3_ERR
+                 : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
+                      : b->ext->init_param(b, dev, p, rt->opt.weight_seed, 0,
+                                           h3_weights_tensor_count(p), d);
+  if (st != H3_OK) {
     if (dev) b->ops->release(b, dev);
     if (!dev) {
       char what[200];
       snprintf(what, sizeof what, "parameter '%s'", p->name);
-      oom_error(rt, d, p->span, what, (int64_t)(bytes / (size_t)rows));
+      oom_error(rt, d, p->span, what, (int64_t)bytes);
     }
     return st;
   }

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the analysis ------------------------------------------------------------------------ */
 /* The loop whose counter op indexes by: op is `index(V, %i) {offset}` directly in the
@@ -332,15 +333,42 @@ h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *
   return H3_OK;
 }
 
-h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int64_t first,
-                         int64_t rows, h3_diag *d) {
+void *h3_stream_host(h3_stream *st, const h3_value *v, h3_diag *d) {
   int i = h3_stream_set_index(&st->set, v);
-  size_t row = (size_t)h3_type_bytes(&v->type) / (size_t)v->type.dims[0];
-  if (own_copy(st, i, v, d) != H3_OK) return H3_ERR;
-  if (st->b->ops->download(st->b, (char *)st->host[i] + (size_t)first * row, dev,
-                           (size_t)rows * row, d) != H3_OK)
+  return own_copy(st, i, v, d) == H3_OK ? st->host[i] : NULL;
+}
+
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_diag *d) {
+  void *host = h3_stream_host(st, v, d);
+  if (!host || st->b->ops->download(st->b, host, dev, (size_t)h3_type_bytes(&v->type), d) != H3_OK)
     return H3_ERR;
   return st->b->ops->sync(st->b, d);
+}
+
+const h3_op *h3_stream_quantizer(const h3_stream *st, const h3_param *p) {
+  for (int i = 0; st && p->value && i < st->set.n; i++) {
+    const h3_value *v = st->set.v[i].v;
+    if (v->kind != H3_VALUE_RESULT || v->def->operands[0] != p->value) continue;
+    for (int r = 0; r < v->def->n_results; r++)
+      if (h3_stream_set_index(&st->set, v->def->results[r]) < 0) return NULL;
+    return v->def;
+  }
+  return NULL;
+}
+
+h3_status h3_stream_quantize(h3_stream *st, const h3_op *op, const void *host, h3_diag *d) {
+  h3_tensor in = {op->operands[0]->type, (void *)host}, out[4];
+  if (op->n_results > 4) {
+    h3_diag_error(d, op->span, NULL, "%s: too many results", h3_opcode_name(op->code));
+    return H3_ERR;
+  }
+  for (int r = 0; r < op->n_results; r++) {
+    out[r] = (h3_tensor){op->results[r]->type, h3_stream_host(st, op->results[r], d)};
+    if (!out[r].data) return H3_ERR;
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+  return h3_cpu_run_op(op, &in, 1, out, op->n_results, threads, 0, d);
 }
 
 /* The ring slot of streamed block (row) r >= R. */

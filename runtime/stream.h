@@ -89,10 +89,17 @@ bool h3_stream_feeds(const h3_stream *st, const h3_param *p);
  * in place when the backend can and the buffer has pages of its own (32 MiB and more), else
  * copied into pinned memory of st's. */
 h3_status h3_stream_hold(h3_stream *st, const h3_value *v, void *host, h3_diag *d);
-/* Rows [first, first + rows) of v's stack are at `dev` in backend memory: copied into v's
- * host copy, pinned memory of st's (allocated by the first call). */
-h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, int64_t first,
-                         int64_t rows, h3_diag *d);
+/* v's host copy in pinned memory of st's, for the caller to fill (NULL after reporting). */
+void *h3_stream_host(h3_stream *st, const h3_value *v, h3_diag *d);
+/* v's whole stack is at `dev` in backend memory: copied into its host copy. */
+h3_status h3_stream_take(h3_stream *st, const h3_value *v, const void *dev, h3_diag *d);
+/* The load-time op on p (the --int8 weight quantizer) when all its results stream, else NULL:
+ * such a parameter is quantized on the host (h3_stream_quantize) and never occupies the
+ * device whole. */
+const h3_op *h3_stream_quantizer(const h3_stream *st, const h3_param *p);
+/* Runs quantizer op on p's whole stack at `host` (p's layout, host memory) with the CPU
+ * reference (bitwise the device's kernel, docs/int8.md), into its results' host copies. */
+h3_status h3_stream_quantize(h3_stream *st, const h3_op *op, const void *host, h3_diag *d);
 /* After every streamed value is held or taken: allocates the resident blocks and the ring,
  * copies the resident blocks (timing them). *device_bytes += what it allocated. */
 h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d);
