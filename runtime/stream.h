@@ -2,23 +2,24 @@
  * executor (runtime/exec.c) under a device-memory budget (h3_runtime_options.device_memory,
  * h3exec --device-memory). Internal to the runtime.
  *
- * What streams (h3_stream_find, runtime/stream_find.c, a pure function of the IR): a value V streams when it is a
- * stacked parameter, or a load-time result (the --int8 codes and scales of one), whose every
- * use is `index(V, %i) {offset = o}` with %i the counter of the loop directly around the
- * index, rows [o, o + count) inside the stack; of the stack heights found, the one with the
- * most bytes is kept (the H3 `trunk` of 50 blocks, not the 2-block refiner; Cache-DiT's
- * trunk.front and trunk.rest loops read rows [0, 1) and [1, 50) of the same stacks). One
- * block is row r of every streamed value, laid out in a slot at 256-byte aligned offsets.
+ * What streams (h3_stream_find, runtime/stream_find.c, a pure function of the IR): a value V
+ * streams when it is a stacked parameter, or a load-time result (the --int8 codes and
+ * scales of one), whose every use is `index(V, %i) {offset = o}` with %i the counter of the
+ * loop directly around the index, rows [o, o + count) inside the stack; of the stack heights
+ * found, the one with the most bytes is kept (the H3 `trunk` of 50 blocks, not the 2-block
+ * refiner; Cache-DiT's trunk.front and trunk.rest loops read rows [0, 1) and [1, 50) of the
+ * same stacks). One block is row r of every streamed value, laid out in a slot at 256-byte
+ * aligned offsets.
  *
- * At run time (h3_stream_*, runtime/stream.c): every streamed value lives whole in host memory (the weight
- * store's buffer pinned in place, or a pinned copy of what the device made or quantized);
- * blocks [0, R) are copied once into a resident buffer, blocks [R, L) through a ring of N
- * slots (the residency plan, include/h3/residency.h), block r in slot (r - R) % N: on the
- * first iteration of a streamed loop its first N streamed blocks are queued (behind the
- * resident blocks' compute); the iteration of block r >= R waits for its slot's fill, runs,
- * and then queues block r + N of the loop into the slot it frees. Every copy
- * is waited for inside the pass, so a pass starts and ends with no copy in flight: a CUDA
- * graph of the step holds the copies as nodes and replays them. The `index` view of a
+ * At run time (h3_stream_*, runtime/stream.c): every streamed value lives whole in host
+ * memory (the weight store's buffer pinned in place, or a pinned copy of what the device
+ * made or the host quantized); blocks [0, R) are copied once into a resident buffer, blocks
+ * [R, L) through a ring of N slots (the residency plan, include/h3/residency.h), block r in
+ * slot (r - R) % N: on the first iteration of a streamed loop its first N streamed blocks are
+ * queued (behind the resident blocks' compute); the iteration of block r >= R waits for its
+ * slot's fill, runs, and then queues block r + N of the loop into the slot it frees. Every
+ * copy is waited for inside the pass, so a pass starts and ends with no copy in flight: a
+ * CUDA graph of the step holds the copies as nodes and replays them. The `index` view of a
  * streamed value points into the resident buffer or the slot (h3_stream_row).
  */
 #ifndef H3_STREAM_H
