@@ -994,7 +994,8 @@ static h3_status load_quantized(h3_runtime *rt, const h3_weight *wt, const h3_pa
   void *host = wt ? wt->data : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
   if (!host) {
     h3_diag_error(d, p->span, "run on a machine with more memory",
-                  "out of host memory for parameter '%s' (%zu bytes), to quantize it", p->name, bytes);
+                  "out of host memory for parameter '%s' (%zu bytes), to quantize it", p->name,
+                  bytes);
     return H3_ERR;
   }
   h3_status st = wt ? H3_OK : make_on_host(rt, p, host, d);

@@ -60,7 +60,8 @@ h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64
   }
   st->b = b;
   st->set = set;
-  st->info = (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1, 0, 0};
+  st->info =
+      (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1, 0, 0};
   *out = st;
   return H3_OK;
 }
@@ -69,9 +70,12 @@ void h3_stream_free(h3_stream *st) {
   if (!st) return;
   const h3_backend_ext *x = ext_of(st);
   for (int i = 0; i < st->set.n; i++) {
-    if (st->own[i] && x && x->host_free) x->host_free(st->b, st->host[i]);
-    else if (st->own[i]) free(st->host[i]);
-    else if (st->pinned[i]) x->host_unpin(st->b, st->host[i]);
+    if (st->own[i] && x && x->host_free)
+      x->host_free(st->b, st->host[i]);
+    else if (st->own[i])
+      free(st->host[i]);
+    else if (st->pinned[i])
+      x->host_unpin(st->b, st->host[i]);
   }
   if (st->resident) st->b->ops->release(st->b, st->resident);
   if (st->ring) st->b->ops->release(st->b, st->ring);
@@ -90,7 +94,8 @@ bool h3_stream_feeds(const h3_stream *st, const h3_param *p) {
   if (!st || !p->value) return false;
   for (int i = 0; i < st->set.n; i++) {
     const h3_value *v = st->set.v[i].v;
-    if (v == p->value || (v->kind == H3_VALUE_RESULT && v->def->operands[0] == p->value)) return true;
+    if (v == p->value || (v->kind == H3_VALUE_RESULT && v->def->operands[0] == p->value))
+      return true;
   }
   return false;
 }
@@ -184,8 +189,9 @@ static h3_status fill_slot(h3_stream *st, int64_t r, h3_diag *d) {
   for (int i = 0; s == H3_OK && i < st->set.n; i++) {
     const h3_stream_value *sv = &st->set.v[i];
     const char *src = (const char *)st->host[i] + (size_t)(r * sv->row_bytes);
-    s = x && x->ring_copy ? x->ring_copy(st->b, slot, base + sv->offset, src, (size_t)sv->row_bytes, d)
-                          : st->b->ops->upload(st->b, base + sv->offset, src, (size_t)sv->row_bytes, d);
+    s = x && x->ring_copy
+            ? x->ring_copy(st->b, slot, base + sv->offset, src, (size_t)sv->row_bytes, d)
+            : st->b->ops->upload(st->b, base + sv->offset, src, (size_t)sv->row_bytes, d);
   }
   return s;
 }
@@ -218,7 +224,8 @@ h3_status h3_stream_start(h3_stream *st, size_t *device_bytes, h3_diag *d) {
     for (int i = 0; s == H3_OK && i < st->set.n; i++) {
       const h3_stream_value *sv = &st->set.v[i];
       s = st->b->ops->upload(st->b, st->resident + k * st->set.block_bytes + sv->offset,
-                             (const char *)st->host[i] + k * sv->row_bytes, (size_t)sv->row_bytes, d);
+                             (const char *)st->host[i] + k * sv->row_bytes, (size_t)sv->row_bytes,
+                             d);
     }
   if (s == H3_OK) s = fill_slot(st, p->resident_blocks, d);
   if (s == H3_OK && x && x->ring_wait) s = x->ring_wait(st->b, 0, d);
@@ -252,7 +259,8 @@ h3_status h3_stream_iter_begin(h3_stream *st, const h3_op *op, int64_t k, h3_dia
   const h3_residency *p = &st->info.plan;
   int64_t start = l->first > p->resident_blocks ? l->first : p->resident_blocks, r = l->first + k;
   h3_status s = H3_OK;
-  for (int64_t q = start; k == 0 && s == H3_OK && q < start + p->ring_slots && q < l->first + l->count; q++)
+  for (int64_t q = start;
+       k == 0 && s == H3_OK && q < start + p->ring_slots && q < l->first + l->count; q++)
     s = fill_slot(st, q, d);
   const h3_backend_ext *x = ext_of(st);
   if (s == H3_OK && r >= start && x && x->ring_wait) s = x->ring_wait(st->b, slot_of(st, r), d);

@@ -101,7 +101,8 @@ typedef struct {
 static int loops_visit(h3_op *op, void *ctx) {
   loops_ctx *c = ctx;
   const h3_op *loop = counter_loop(op);
-  if (loop && h3_stream_set_index(c->s, op->operands[0]) >= 0 && !add_loop(c->s, op, loop, &c->mixed))
+  if (loop && h3_stream_set_index(c->s, op->operands[0]) >= 0 &&
+      !add_loop(c->s, op, loop, &c->mixed))
     c->failed = true;
   return c->failed;
 }
@@ -178,7 +179,8 @@ static int fixed_visit(h3_op *op, void *ctx) {
       return 0;
   if (c->seen) c->seen[c->n++] = op;
   for (int i = 0; i < op->n_results; i++)
-    if (h3_stream_set_index(c->s, op->results[i]) < 0) c->bytes += h3_type_bytes(&op->results[i]->type);
+    if (h3_stream_set_index(c->s, op->results[i]) < 0)
+      c->bytes += h3_type_bytes(&op->results[i]->type);
   return 0;
 }
 
@@ -195,7 +197,8 @@ static int loadtime_visit(h3_op *op, void *ctx) {
 
 int64_t h3_stream_fixed_weight_bytes(const h3_module *m, const h3_stream_set *s) {
   int n_ops = 0;
-  for (int i = 0; i < m->n_params; i++) n_ops += m->params[i]->value ? m->params[i]->value->uses : 0;
+  for (int i = 0; i < m->n_params; i++)
+    n_ops += m->params[i]->value ? m->params[i]->value->uses : 0;
   fixed_ctx c = {s, calloc((size_t)n_ops + 1, sizeof(h3_op *)), 0, 0};
   h3_module_walk((h3_module *)m, fixed_visit, &c);
   free(c.seen);

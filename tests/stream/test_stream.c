@@ -23,9 +23,9 @@ static void sizes(void) {
   static const struct {
     const char *s;
     int64_t v;
-  } good[] = {{"24GiB", 24LL << 30}, {"24G", 24LL << 30}, {"24gib", 24LL << 30},
+  } good[] = {{"24GiB", 24LL << 30}, {"24G", 24LL << 30},     {"24gib", 24LL << 30},
               {"1.5GiB", 3LL << 29}, {"25GB", 25000000000LL}, {"512MiB", 512LL << 20},
-              {"4096", 4096},        {"4096B", 4096},       {"2 KiB", 2048}};
+              {"4096", 4096},        {"4096B", 4096},         {"2 KiB", 2048}};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     int64_t v = -1;
     CHECK(h3_size_parse(good[i].s, &v) && v == good[i].v, "'%s' -> %lld", good[i].s, (long long)v);
@@ -37,8 +37,8 @@ static void sizes(void) {
   }
 }
 
-static h3_residency plan(int64_t layers, int64_t block, int64_t fixed, int64_t budget, h3_status want,
-                         const char *msg) {
+static h3_residency plan(int64_t layers, int64_t block, int64_t fixed, int64_t budget,
+                         h3_status want, const char *msg) {
   h3_diag d;
   h3_diag_init(&d);
   h3_residency_in in = {layers, block, fixed, budget};
@@ -58,17 +58,20 @@ static h3_residency plan(int64_t layers, int64_t block, int64_t fixed, int64_t b
 static void residency(void) {
   /* no budget, and a budget that holds everything: all resident, nothing streams */
   h3_residency r = plan(50, 100, 1000, 0, H3_OK, NULL);
-  CHECK(r.resident_blocks == 50 && r.ring_slots == 0 && r.device_bytes == 6000 && r.min_budget == 1100,
-        "no budget: %lld resident, %lld slots", (long long)r.resident_blocks, (long long)r.ring_slots);
+  CHECK(r.resident_blocks == 50 && r.ring_slots == 0 && r.device_bytes == 6000 &&
+            r.min_budget == 1100,
+        "no budget: %lld resident, %lld slots", (long long)r.resident_blocks,
+        (long long)r.ring_slots);
   r = plan(50, 100, 1000, 6000, H3_OK, NULL);
   CHECK(r.resident_blocks == 50 && r.ring_slots == 0 && r.streamed_bytes == 0, "exact fit streams");
   /* one byte short: a ring of 3 and 46 resident blocks (46 + 3 + fixed = 5900) */
   r = plan(50, 100, 1000, 5999, H3_OK, NULL);
   CHECK(r.resident_blocks == 46 && r.ring_slots == 3 && r.device_bytes == 5900 &&
-        r.streamed_bytes == 400, "5999: %lld resident, %lld slots", (long long)r.resident_blocks,
-        (long long)r.ring_slots);
+            r.streamed_bytes == 400,
+        "5999: %lld resident, %lld slots", (long long)r.resident_blocks, (long long)r.ring_slots);
   r = plan(50, 100, 1000, 1300, H3_OK, NULL);
-  CHECK(r.resident_blocks == 0 && r.ring_slots == 3 && r.streamed_bytes == 5000, "1300: ring 3, none resident");
+  CHECK(r.resident_blocks == 0 && r.ring_slots == 3 && r.streamed_bytes == 5000,
+        "1300: ring 3, none resident");
   r = plan(50, 100, 1000, 1299, H3_OK, NULL);
   CHECK(r.resident_blocks == 0 && r.ring_slots == 2 && r.device_bytes == 1200, "1299: ring 2");
   r = plan(50, 100, 1000, 1100, H3_OK, NULL);
@@ -175,8 +178,10 @@ static h3_status late_wait(h3_backend *b, int slot, h3_diag *d) {
   (void)b, (void)d;
   int j = 0;
   for (int i = 0; i < n_pending; i++)
-    if (pending[i].slot == slot) memcpy(pending[i].dst, pending[i].src, pending[i].bytes);
-    else pending[j++] = pending[i];
+    if (pending[i].slot == slot)
+      memcpy(pending[i].dst, pending[i].src, pending[i].bytes);
+    else
+      pending[j++] = pending[i];
   n_pending = j;
   return H3_OK;
 }
@@ -263,9 +268,11 @@ static void full_h3(bool int8) {
   CHECK(h3_stream_find(m, &s, &d) == H3_OK, "find");
   int64_t per_layer = 0, arenas = 0;
   for (int i = 0; i < m->n_params; i++)
-    if (!strncmp(m->params[i]->name, "blocks.", 7)) per_layer += h3_type_bytes(&m->params[i]->type) / 50;
+    if (!strncmp(m->params[i]->name, "blocks.", 7))
+      per_layer += h3_type_bytes(&m->params[i]->type) / 50;
   for (int i = 0; i < s.n; i++)
-    CHECK(!s.v[i].v->param || !strncmp(s.v[i].v->param->name, "blocks.", 7), "a non-trunk value streams");
+    CHECK(!s.v[i].v->param || !strncmp(s.v[i].v->param->name, "blocks.", 7),
+          "a non-trunk value streams");
   /* bf16: the block is the layer's weights (each row 256-aligned, all are multiples of 256) */
   CHECK(s.layers == 50 && (int8 ? s.block_bytes < per_layer * 3 / 4 : s.block_bytes == per_layer),
         "%s: %lld layers, block %lld bytes, layer weights %lld", int8 ? "int8" : "bf16",
@@ -275,15 +282,17 @@ static void full_h3(bool int8) {
     if (a && a->kind == H3_ATTR_INT && a->i > 0) arenas += a->i;
   }
   h3_residency_in in = {s.layers, s.block_bytes,
-                        h3_stream_fixed_weight_bytes(m, &s) + arenas + ((int64_t)1 << 30), 24LL << 30};
+                        h3_stream_fixed_weight_bytes(m, &s) + arenas + ((int64_t)1 << 30),
+                        24LL << 30};
   h3_residency r;
   CHECK(h3_residency_plan(&in, &r, &d) == H3_OK && r.ring_slots == 3, "24 GiB plan");
-  printf("  full H3 %s under 24 GiB: block %.3f GB, fixed %.3f GB (arenas %.3f GB + 1 GiB reserve), "
-         "%lld resident + ring %lld, %.2f GB streamed per step, smallest budget %lld bytes "
-         "(%.2f GiB)\n",
-         int8 ? "int8" : "bf16", s.block_bytes * 1e-9, in.fixed_bytes * 1e-9, arenas * 1e-9,
-         (long long)r.resident_blocks, (long long)r.ring_slots, r.streamed_bytes * 1e-9,
-         (long long)r.min_budget, (double)r.min_budget / (1 << 30));
+  printf(
+      "  full H3 %s under 24 GiB: block %.3f GB, fixed %.3f GB (arenas %.3f GB + 1 GiB reserve), "
+      "%lld resident + ring %lld, %.2f GB streamed per step, smallest budget %lld bytes "
+      "(%.2f GiB)\n",
+      int8 ? "int8" : "bf16", s.block_bytes * 1e-9, in.fixed_bytes * 1e-9, arenas * 1e-9,
+      (long long)r.resident_blocks, (long long)r.ring_slots, r.streamed_bytes * 1e-9,
+      (long long)r.min_budget, (double)r.min_budget / (1 << 30));
   h3_stream_set_free(&s);
   h3_module_free(m);
   h3_diag_free(&d);
