@@ -109,7 +109,9 @@ static h3_status own_copy(h3_stream *st, int i, const h3_value *v, h3_diag *d) {
                                    : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
   if (!st->host[i]) {
     char b[32];
-    h3_diag_error(d, v->span, "run with a larger --device-memory, or on a machine with more memory",
+    h3_diag_error(d, v->span,
+                  "run on a machine with more host memory (every streamed stack is kept whole in "
+                  "host memory)",
                   "out of host memory for the streamed weight '%s' (%s)", v->name ? v->name : "?",
                   h3_size_text((int64_t)bytes, b, sizeof b));
     return H3_ERR;
