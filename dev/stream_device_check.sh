@@ -6,7 +6,8 @@
 # 100 ms; it also counts the CUDA context), and the streaming lines of the report.
 #   dev/stream_device_check.sh STAGE OUT [SECTION...]
 # STAGE: tests/gpu/stage.sh's folder built from this branch (it stages the plans below).
-# Sections (default "tiny file full int8 smallest", about 7 minutes):
+# Sections (default "tiny file full int8", about 6 minutes; `smallest` takes about 3 more, so
+# run it in a call of its own):
 #   tiny      tiny plans (bf16 with 7 layers, --int8 at dims 256 with 5 layers, Cache-DiT
 #             and Spectrum with 5 layers) on cuda: resident vs the smallest budget (read from
 #             the error of a 1-byte budget), one block more, and 3 more; the bf16 one also
@@ -20,8 +21,12 @@
 #   int8      h3_full_int8_s3.plan (the same with --int8): resident vs 24GiB
 #   smallest  both full plans at the smallest budget the runtime names (ring of 1 slot)
 #   sampleres, sample24  h3_full.plan (49 steps), resident and at 24GiB (about 4.5 minutes
-#             each: one call each, into the same OUT; the second compares with the first)
+#             each: one call each, back to back while the machine is warm; the second
+#             compares with the first)
 #   int8sampleres, int8sample24  the same for h3_full_int8.plan
+# Outputs and reports are kept in STAGE/stream_check (an ignored folder that stays on the
+# machine between calls while it is warm, so later sections compare with earlier calls' runs);
+# the reports and NVML samples are copied to OUT.
 # Pass: every "bitwise" line says "equal"; for the 24GiB runs "runtime peak" <= 25769803776
 # bytes and "nvml peak" <= 24576 MiB; the time ratio (streamed / resident median latency)
 # <= 1.05 for bf16 and <= 1.03 for --int8 (acceptance: the 49-step sample; the 3-step
@@ -36,43 +41,45 @@ fi
 STAGE=$(cd "$1" && pwd)
 OUT=$2
 shift 2
-SECTIONS=${*:-tiny file full int8 smallest}
-mkdir -p "$OUT"
+SECTIONS=${*:-tiny file full int8}
+mkdir -p "$OUT" "$STAGE/stream_check"
 OUT=$(cd "$OUT" && pwd)
+KEEP=$STAGE/stream_check
 BIN=$STAGE/bin
 PLANS=$STAGE/plans
 export H3_KERNEL_CACHE_DIR=$STAGE/kcache
-BUDGET=24GiB
+BUDGET=${BUDGET:-24GiB} # the budget of the full-dims runs (the checks below are against 24 GiB)
 failures=0
 
-# run NAME LIMIT ARGS...: h3exec ARGS (report OUT/NAME.txt, outputs OUT/NAME.st) with NVML
-# sampled alongside (OUT/NAME.nvml); prints one line: rc, wall, median latency, runtime and
-# NVML peaks, then the report's streaming lines
+# run NAME LIMIT ARGS...: h3exec ARGS (report KEEP/NAME.txt, outputs KEEP/NAME.st) with NVML
+# sampled alongside (KEEP/NAME.nvml), both copied to OUT; prints one line: rc, wall, median
+# latency, runtime and NVML peaks, then the report's streaming lines
 run() {
   local name=$1 limit=$2
   shift 2
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/$name.nvml" 2>/dev/null &
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$KEEP/$name.nvml" 2>/dev/null &
   local smi=$!
   local t0=$(date +%s.%N)
-  timeout "$limit" "$BIN/h3exec" "$@" --out "$OUT/$name.st" > "$OUT/$name.txt" 2>&1
+  timeout "$limit" "$BIN/h3exec" "$@" --out "$KEEP/$name.st" > "$KEEP/$name.txt" 2>&1
   local rc=$?
   local t1=$(date +%s.%N)
   kill "$smi" 2>/dev/null
   wait "$smi" 2>/dev/null
-  local nvml=$(sort -n "$OUT/$name.nvml" | tail -1)
-  local med=$(grep -o 'median [0-9.]*' "$OUT/$name.txt" | awk '{print $2}')
-  local peak=$(sed -n 's/^  device peak      : .* (\([0-9]*\) bytes.*/\1/p' "$OUT/$name.txt")
+  cp "$KEEP/$name.txt" "$KEEP/$name.nvml" "$OUT/"
+  local nvml=$(sort -n "$KEEP/$name.nvml" | tail -1)
+  local med=$(grep -o 'median [0-9.]*' "$KEEP/$name.txt" | awk '{print $2}')
+  local peak=$(sed -n 's/^  device peak      : .* (\([0-9]*\) bytes.*/\1/p' "$KEEP/$name.txt")
   printf '%-24s rc=%s wall %6.1f s  median %s ms  runtime peak %s bytes  nvml peak %s MiB\n' \
     "$name" "$rc" "$(echo "$t1 - $t0" | bc)" "${med:-?}" "${peak:-?}" "${nvml:-?}"
-  grep -E '^  (streaming|streamed|copies hidden) ' "$OUT/$name.txt" | sed 's/^/    /'
+  grep -E '^  (streaming|streamed|copies hidden) ' "$KEEP/$name.txt" | sed 's/^/    /'
   if [ "$rc" -ne 0 ]; then
-    tail -n 5 "$OUT/$name.txt" | sed 's/^/    /'
+    tail -n 5 "$KEEP/$name.txt" | sed 's/^/    /'
     failures=$((failures + 1))
   fi
 }
 
 same() { # same A B: the outputs of runs A and B bitwise
-  if cmp -s "$OUT/$1.st" "$OUT/$2.st"; then
+  if cmp -s "$KEEP/$1.st" "$KEEP/$2.st"; then
     echo "bitwise $2 vs $1: equal"
   else
     echo "bitwise $2 vs $1: DIFFER (FAIL)"
@@ -87,17 +94,17 @@ smallest() {
 
 block_of() { # block_of NAME: a streamed block's bytes, from run NAME's report (a ring slot)
   python3 -c "
-import re; t = open('$OUT/$1.txt').read()
+import re; t = open('$KEEP/$1.txt').read()
 m = re.search(r'ring [0-9]+ x ([0-9.]+) (B|KiB|MiB|GiB)', t)
 print(int(float(m.group(1)) * {'B': 1, 'KiB': 1024, 'MiB': 1 << 20, 'GiB': 1 << 30}[m.group(2)]) if m else 0)"
 }
 
 # compare RES STR STEPS LIMIT: bitwise, time ratio, hidden share of the copies, peaks vs 24 GiB
-# (when both runs are in OUT: from this call or an earlier one)
+# (when both runs are in KEEP: from this call or an earlier one)
 compare() {
-  [ -f "$OUT/$1.st" ] && [ -f "$OUT/$2.st" ] || return 0
+  [ -f "$KEEP/$1.st" ] && [ -f "$KEEP/$2.st" ] || return 0
   same "$1" "$2"
-  python3 - "$OUT/$1.txt" "$OUT/$2.txt" "$3" "$4" "$OUT/$2.nvml" <<'PY' || failures=$((failures + 1))
+  python3 - "$KEEP/$1.txt" "$KEEP/$2.txt" "$3" "$4" "$KEEP/$2.nvml" <<'PY' || failures=$((failures + 1))
 import re, sys
 res, st = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 steps, limit = int(sys.argv[3]), float(sys.argv[4])
@@ -183,7 +190,7 @@ for section in $SECTIONS; do
       low=$(smallest "$PLANS/$plan" --backend cuda --weights random)
       echo "smallest budget $tag: ${low:-?} bytes"
       full "${tag}_smallest" "$plan" 0 --device-memory "${low:-1}"
-      [ -f "$OUT/${tag}_resident.st" ] && same "${tag}_resident" "${tag}_smallest"
+      [ -f "$KEEP/${tag}_resident.st" ] && same "${tag}_resident" "${tag}_smallest"
     done
     ;;
   sampleres) full sample_resident h3_full.plan 0 ;;
