@@ -666,7 +666,8 @@ static int run(const options *o, h3_diag *d) {
   h3_streaming streaming;
   r.memory_peak = h3_backend_memory_peak(b);
   r.device_memory = o->device_memory;
-  r.streaming = h3_runtime_streaming(rt, &streaming) ? &streaming : NULL;
+  h3_runtime_streaming(rt, &streaming);
+  r.streaming = &streaming;
   h3_report_print(stdout, &r);
   if (non_finite) print_non_finite(stdout, out, g->n_outputs, nan, inf);
   print_tokens(stdout, out, g->n_outputs);

@@ -83,6 +83,7 @@ struct h3_runtime {
   /* the plan's memory figure: all parameters' bytes, all graphs' arena bytes */
   int64_t plan_weight_bytes, plan_arena_bytes;
   h3_stream *stream; /* weights streamed under opt.device_memory (runtime/stream.h), or NULL */
+  h3_stream_info planned; /* the residency plan under opt.device_memory (streaming or not) */
 };
 
 static const h3_span no_span = {0};
@@ -1090,7 +1091,8 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     return NULL;
   }
   if (rt->opt.device_memory > 0 &&
-      h3_stream_new(m, b, rt->opt.device_memory, rt->plan_arena_bytes, &rt->stream, d) != H3_OK) {
+      h3_stream_new(m, b, rt->opt.device_memory, rt->plan_arena_bytes, &rt->stream, &rt->planned,
+                    d) != H3_OK) {
     h3_runtime_free(rt);
     return NULL;
   }
@@ -1160,13 +1162,11 @@ size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; 
 size_t h3_runtime_activation_bytes(const h3_runtime *rt) { return rt->act_bytes; }
 
 bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out) {
-  memset(out, 0, sizeof *out);
-  if (!rt->stream) return false;
-  h3_stream_info in;
-  h3_stream_get_info(rt->stream, &in);
+  h3_stream_info in = rt->planned;
+  if (rt->stream) h3_stream_get_info(rt->stream, &in);
   *out = (h3_streaming){in.budget, in.fixed_bytes, in.layers, in.block_bytes,
                         in.plan.resident_blocks, in.plan.ring_slots, in.plan.device_bytes,
                         in.plan.streamed_bytes, in.plan.min_budget, in.block_copy_seconds,
                         in.peak_device_bytes, in.stall_seconds, in.stall_waits};
-  return true;
+  return rt->stream != NULL;
 }

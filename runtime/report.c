@@ -59,8 +59,13 @@ static void print_streaming(FILE *out, const h3_report *r) {
   char a[32], b[32], c[32], e[32], f[32];
   if (r->device_memory <= 0) return;
   if (!s || s->ring_slots == 0) {
-    fprintf(out, "  streaming        : off (--device-memory %s holds every weight)\n",
+    fprintf(out, "  streaming        : off (--device-memory %s holds every weight",
             h3_size_text(r->device_memory, a, sizeof a));
+    if (s && s->min_budget > 0)
+      fprintf(out, ": %s planned; the smallest budget that runs: %s (%lld bytes)",
+              h3_size_text(s->device_bytes, b, sizeof b), h3_size_text(s->min_budget, f, sizeof f),
+              (long long)s->min_budget);
+    fprintf(out, ")\n");
     return;
   }
   int64_t streamed = s->layers - s->resident_blocks;

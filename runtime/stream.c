@@ -23,7 +23,7 @@ struct h3_stream {
 static const h3_backend_ext *ext_of(const h3_stream *st) { return st->b->ext; }
 
 h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64_t arena_bytes,
-                        h3_stream **out, h3_diag *d) {
+                        h3_stream **out, h3_stream_info *planned, h3_diag *d) {
   *out = NULL;
   h3_stream_set set;
   if (h3_stream_find(m, &set, d) != H3_OK) return H3_ERR;
@@ -41,9 +41,12 @@ h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64
   h3_residency_in in = {set.layers, set.block_bytes,
                         h3_stream_fixed_weight_bytes(m, &set) + arena_bytes + reserve, budget};
   h3_residency plan;
-  if (h3_residency_plan(&in, &plan, d) != H3_OK || plan.ring_slots == 0) {
+  h3_status ps = h3_residency_plan(&in, &plan, d);
+  *planned =
+      (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1, 0, 0};
+  if (ps != H3_OK || plan.ring_slots == 0) {
     h3_stream_set_free(&set);
-    return d->errors ? H3_ERR : H3_OK;
+    return ps;
   }
   h3_stream *st = calloc(1, sizeof *st);
   if (st) {
@@ -60,8 +63,7 @@ h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64
   }
   st->b = b;
   st->set = set;
-  st->info =
-      (h3_stream_info){plan, set.layers, set.block_bytes, budget, in.fixed_bytes, 0, -1, 0, 0};
+  st->info = *planned;
   *out = st;
   return H3_OK;
 }

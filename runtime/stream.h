@@ -77,10 +77,10 @@ typedef struct {
 /* The streaming of module m on backend b under `budget` bytes, besides `arena_bytes` of
  * activation arenas and the backend's reserve (cuda: H3_DEVICE_RESERVE, default 1 GiB, for
  * its context, workspaces and unplanned values; cpu: 0). *out is NULL without an error
- * when every block fits (nothing streams). A budget too small is an error naming the
- * smallest that runs. */
+ * when every block fits (nothing streams); *planned gets the plan either way. A budget too
+ * small is an error naming the smallest that runs. */
 h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64_t arena_bytes,
-                        h3_stream **out, h3_diag *d);
+                        h3_stream **out, h3_stream_info *planned, h3_diag *d);
 void h3_stream_free(h3_stream *st);
 /* Whether v streams (its uses are index views that h3_stream_row serves). */
 bool h3_stream_holds(const h3_stream *st, const h3_value *v);

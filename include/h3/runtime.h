@@ -140,7 +140,9 @@ typedef struct {
   double stall_seconds;
   int64_t stall_waits;
 } h3_streaming;
-/* After a run: the streaming so far (false, all zero, when nothing streams). */
+/* After a run: the streaming so far; false when nothing streams (then only the plan's fields
+ * are set: budget, fixed_bytes, layers, block_bytes, device_bytes (all resident), min_budget;
+ * all zero without device_memory). */
 bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out);
 
 /* Writes events as a Chrome / Perfetto trace (JSON object with "traceEvents": complete
