@@ -5,7 +5,9 @@
  * one stack), and a program whose loop streams its blocks through rings of 1, 2 and 3 slots
  * with 0 .. 3 resident blocks giving bitwise the resident run's outputs, with the copies
  * done at once (the cpu emulation) and deferred to the ring_wait of their slot (the latest a
- * copy stream may finish them); and on the full H3
+ * copy stream may finish them); the small H3 with --int8 with its weights made by an
+ * emulated device (init_param: streamed stacks made block by block into host memory, int8
+ * stacks made and quantized on the host) equal to the resident run; and on the full H3
  * (bf16 and --int8, compiled as h3c does) that the 50-block trunk streams and the plan
  * under 24 GiB with the cuda reserve (printed: what the GPU run should report). */
 #include "../../runtime/stream.h"
@@ -247,6 +249,106 @@ static void ring(h3_module *m) {
   }
 }
 
+/* ---- weights made by the backend (cuda's init_param), emulated on the cpu ---------------- */
+/* The "device" makes members [first, first + count) of p by copying them from this store
+ * (h3_weights_random's bits, as cuda's init_param makes them): the loading paths of a
+ * backend without a weight store (a streamed stack made block by block into host memory, an
+ * --int8 stack made on the host and quantized there) run on the cpu. */
+static const h3_weights *maker_store;
+
+static h3_status maker_init(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,
+                            int64_t first, int64_t count, h3_diag *d) {
+  (void)b, (void)seed, (void)d;
+  const h3_weight *w = h3_weights_get(maker_store, p);
+  size_t member = w->bytes / (size_t)h3_weights_tensor_count(p);
+  memcpy(dst, (const char *)w->data + (size_t)first * member, (size_t)count * member);
+  return H3_OK;
+}
+
+static const h3_backend_ext maker_ext = {
+    .init_param = maker_init, .ring_copy = late_copy, .ring_wait = late_wait};
+
+/* The small H3 with --int8 (dims 256, 5 blocks, 2 steps) as h3c compiles it. */
+static h3_module *small_int8(void) {
+  static const h3_config_override sets[] = {{"dim", 256}, {"heads", 2},      {"head_dim", 128},
+                                            {"ffn", 256}, {"text_dim", 256}, {"layers", 5},
+                                            {"steps", 2}};
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_frontend_options fo = {"tiny", (int)(sizeof sets / sizeof sets[0]), sets};
+  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_h3.g", &fo, &d);
+  h3_pass_options o = h3_pass_options_default();
+  o.enable = H3_INT8_PASSES;
+  o.int8 = "rotate=256";
+  if (!m || h3_pass_pipeline_run(m, &o, &d) != H3_OK) {
+    h3_diag_print(&d, stderr);
+    exit(1);
+  }
+  h3_diag_free(&d);
+  return m;
+}
+
+/* The sample program of m with the budget, weights from the store (maker: NULL, made by
+ * maker_ext instead); out gets the outputs' bytes (cap bytes at most). */
+static void run_sample(h3_module *m, const h3_weights *w, bool maker, int64_t budget, char *out,
+                       size_t cap, h3_streaming *info) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_backend_options bo = {2, 0};
+  h3_backend *b = h3_backend_create("cpu", &bo, &d);
+  if (b && maker) b->ext = &maker_ext;
+  h3_runtime_options ro = {.device_memory = budget};
+  h3_runtime *rt = b ? h3_runtime_new(m, b, maker ? NULL : w, &ro, &d) : NULL;
+  const h3_graph *g = h3_module_graph(m, "sample");
+  h3_host_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), res[2];
+  h3_input_defaults defs = {3, -1};
+  CHECK(rt && in && h3_inputs_fill_defaults(m, g, in, &defs, &d) == H3_OK &&
+            h3_runtime_run(rt, g, in, res, &d) == H3_OK,
+        "small int8 sample (budget %lld, maker %d)", (long long)budget, (int)maker);
+  h3_diag_print(&d, stderr);
+  size_t at = 0;
+  for (int i = 0; !d.errors && i < g->n_outputs; i++) {
+    if (at + res[i].bytes <= cap) memcpy(out + at, res[i].data, res[i].bytes);
+    at += res[i].bytes;
+    free(res[i].data);
+  }
+  if (rt) h3_runtime_streaming(rt, info);
+  CHECK(n_pending == 0, "%d copies never waited for", n_pending);
+  if (in) h3_host_tensors_free(in, g->n_inputs);
+  h3_runtime_free(rt);
+  h3_backend_free(b);
+  h3_diag_free(&d);
+}
+
+/* Resident with the store == resident made by the backend == streamed made by the backend
+ * (--int8 stacks quantized on the host), at a ring of 1 and of 3 with a resident block. */
+static void maker(void) {
+  h3_module *m = small_int8();
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_weights *w = h3_weights_random(m, 5, &d);
+  maker_store = w;
+  static char ref[1 << 16], got[1 << 16];
+  h3_streaming info;
+  run_sample(m, w, false, 0, ref, sizeof ref, &info);
+  run_sample(m, w, true, 0, got, sizeof got, &info);
+  CHECK(!memcmp(ref, got, sizeof ref), "weights made by the backend differ from the store's");
+  run_sample(m, w, true, (int64_t)1 << 30, got, sizeof got, &info); /* all fit: the plan */
+  int64_t smallest = info.min_budget, block = info.block_bytes;
+  for (int extra = 0; extra <= 3; extra += 3) {
+    memset(got, 0, sizeof got);
+    run_sample(m, w, true, smallest + extra * block, got, sizeof got, &info);
+    CHECK(info.ring_slots == (extra ? 3 : 1) && info.resident_blocks == (extra ? 1 : 0),
+          "maker, %d blocks more: %lld slots, %lld resident", extra, (long long)info.ring_slots,
+          (long long)info.resident_blocks);
+    CHECK(!memcmp(ref, got, sizeof ref),
+          "maker, %d blocks more: outputs differ from the resident run", extra);
+  }
+  h3_weights_free(w);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
 /* The full H3 compiled as `h3c compile models/minimax_h3.g --config full [--int8]`: the
  * trunk's 50 blocks stream (block bytes: the per-layer weights of `blocks.*`, or their
  * int8 codes and scales), the refiner stays; the plan under 24 GiB with 1 GiB of reserve. */
@@ -305,6 +407,7 @@ int main(void) {
   analysis(m);
   ring(m);
   h3_module_free(m);
+  maker();
   full_h3(false);
   full_h3(true);
   return check_summary("stream");
