@@ -70,7 +70,7 @@ run() {
   local med=$(grep -o 'median [0-9.]*' "$KEEP/$name.txt" | awk '{print $2}')
   local peak=$(sed -n 's/^  device peak      : .* (\([0-9]*\) bytes.*/\1/p' "$KEEP/$name.txt")
   printf '%-24s rc=%s wall %6.1f s  median %s ms  runtime peak %s bytes  nvml peak %s MiB\n' \
-    "$name" "$rc" "$(echo "$t1 - $t0" | bc)" "${med:-?}" "${peak:-?}" "${nvml:-?}"
+    "$name" "$rc" "$(awk "BEGIN { print $t1 - $t0 }")" "${med:-?}" "${peak:-?}" "${nvml:-?}"
   grep -E '^  (streaming|streamed|copies hidden) ' "$KEEP/$name.txt" | sed 's/^/    /'
   if [ "$rc" -ne 0 ]; then
     tail -n 5 "$KEEP/$name.txt" | sed 's/^/    /'
