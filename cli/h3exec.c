@@ -551,6 +551,8 @@ static int run(const options *o, h3_diag *d) {
   if (h3_backend_load_plan(b, plan, d) != H3_OK ||
       (o->attention && h3_backend_set_option(b, "attention", o->attention, d) != H3_OK))
     goto done;
+  /* a budget too small fails here, before any weight is read */
+  if (o->device_memory > 0 && h3_runtime_check_budget(m, b, o->device_memory, d) != H3_OK) goto done;
   /* random weights: made on the device when the backend can (bitwise the host's), else here */
   bool on_device = random && b->ext && b->ext->init_param;
   if (!on_device && host_memory_check(plan, o->plan, d) != H3_OK) goto done;

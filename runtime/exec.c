@@ -963,6 +963,16 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
   return H3_OK;
 }
 
+/* The bytes of every graph's activation arena (the graphs' arena_bytes). */
+static int64_t arena_total(const h3_module *m) {
+  int64_t bytes = 0;
+  for (int i = 0; i < m->n_graphs; i++) {
+    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
+    if (a && a->kind == H3_ATTR_INT && a->i > 0) bytes += a->i;
+  }
+  return bytes;
+}
+
 /* p's random weights made by the backend into host memory at `host` (p's layout), one block
  * (row of the stack) at a time: the device holds one block. */
 static h3_status make_on_host(h3_runtime *rt, const h3_param *p, void *host, h3_diag *d) {
@@ -1080,10 +1090,7 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
   const char *fault = getenv("H3_FAULT_ALLOC");
   rt->fault_alloc = fault ? atoll(fault) : 0;
   for (int i = 0; i < m->n_params; i++) rt->plan_weight_bytes += h3_type_bytes(&m->params[i]->type);
-  for (int i = 0; i < m->n_graphs; i++) {
-    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
-    if (a && a->kind == H3_ATTR_INT && a->i > 0) rt->plan_arena_bytes += a->i;
-  }
+  rt->plan_arena_bytes = arena_total(m);
   if (!w && !(b->ext && b->ext->init_param)) {
     h3_diag_error(d, no_span, "pass a weight store",
                   "the %s backend cannot make random weights itself", b->ops->name);
@@ -1160,6 +1167,14 @@ size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events)
 
 size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; }
 size_t h3_runtime_activation_bytes(const h3_runtime *rt) { return rt->act_bytes; }
+
+h3_status h3_runtime_check_budget(const h3_module *m, h3_backend *b, int64_t budget, h3_diag *d) {
+  h3_stream *st = NULL;
+  h3_stream_info planned;
+  h3_status s = h3_stream_new(m, b, budget, arena_total(m), &st, &planned, d);
+  h3_stream_free(st);
+  return s;
+}
 
 bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out) {
   h3_stream_info in = rt->planned;

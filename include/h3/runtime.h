@@ -140,6 +140,10 @@ typedef struct {
   double stall_seconds;
   int64_t stall_waits;
 } h3_streaming;
+/* Whether module m can run on backend b under a device-memory budget (the residency plan of
+ * h3_runtime_new, without loading anything): an error naming the smallest budget when not.
+ * For callers that check before reading a weights file. */
+h3_status h3_runtime_check_budget(const h3_module *m, h3_backend *b, int64_t budget, h3_diag *d);
 /* After a run: the streaming so far; false when nothing streams (then only the plan's fields
  * are set: budget, fixed_bytes, layers, block_bytes, device_bytes (all resident), min_budget;
  * all zero without device_memory). */
