@@ -4,7 +4,8 @@
  *   h3exec PLAN [--graph NAME] [--backend cpu|cuda|auto] [--weights FILE|random] [--seed N]
  *          [--inputs FILE] [--out FILE] [--steps N] [--prompt FILE | --prompt-len N]
  *          [--max-new-tokens N] [--warmup N] [--iterations N] [--threads N]
- *          [--attention NAME] [--profile FILE.json] [--dump-ops KINDS --dump FILE] [--help]
+ *          [--attention NAME] [--profile FILE.json] [--dump-ops KINDS --dump FILE]
+ *          [--device-memory SIZE] [--help]
  *   h3exec PLAN (--requests FILE | --random-prompts N --prompt-len L --output-len M)
  *          [--out RESULTS.jsonl] [--concurrency C] [--request-rate R] [--temperature T]
  *          [--kv-pages N] [--summary FILE.json]      (M3.1 serving: cli/serve_run.c)
@@ -18,6 +19,7 @@
 #include "h3/backend.h"
 #include "h3/bf16.h"
 #include "h3/plan.h"
+#include "h3/residency.h"
 #include "h3/runtime.h"
 #include "h3/safetensors.h"
 
@@ -33,6 +35,7 @@ typedef struct {
   const char *dump_ops, *dump;
   uint64_t seed;
   int64_t steps, prompt_len, max_new_tokens;
+  int64_t device_memory; /* bytes; 0: no budget */
   int warmup, iterations, threads;
   bool check_finite;
   serve_flags serve; /* prompt_len is the one above */
@@ -65,6 +68,10 @@ static void usage(FILE *f) {
           "                        safetensors, to find where two backends part; runs callees\n"
           "                        op by op (no CUDA graphs); names: docs/running.md\n"
           "  --check-finite        fail (exit 1, no --out written) when an output holds NaN or Inf\n"
+          "  --device-memory SIZE  device bytes the run may hold (e.g. 24GiB; default\n"
+          "                        $H3_DEVICE_MEMORY, else no limit): the blocks that do not\n"
+          "                        fit stream from host memory behind the compute\n"
+          "                        (docs/streaming.md)\n"
           "\n"
           "Serving (M3.1; docs/running.md \"Serving\"):\n"
           "  --requests FILE       serve the requests of a JSON Lines file (- : standard input)\n"
@@ -264,7 +271,7 @@ static int parse_flags(int argc, char **argv, options *o) {
         "--warmup", "--iterations", "--threads", "--profile",    "--attention",
         "--dump-ops", "--dump", "--requests", "--random-prompts", "--output-len",
         "--temperature", "--concurrency", "--request-rate", "--kv-pages", "--summary",
-        "--speculative", "--spec-force-accept", NULL};
+        "--speculative", "--spec-force-accept", "--device-memory", NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
@@ -297,6 +304,11 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->serve.requests = v;
     else if (strcmp(a, "--summary") == 0)
       o->serve.summary = v;
+    else if (strcmp(a, "--device-memory") == 0) {
+      if (!h3_size_parse(v, &o->device_memory) || o->device_memory < 1)
+        return flag_error("--device-memory expects a size such as 24GiB, 512MiB or a byte count, "
+                          "got '%s'", v);
+    }
     else if (strcmp(a, "--spec-force-accept") == 0) {
       char *end;
       errno = 0;
@@ -343,6 +355,10 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->threads = (int)n;
     }
   }
+  const char *env = getenv("H3_DEVICE_MEMORY");
+  if (!o->device_memory && env && *env &&
+      (!h3_size_parse(env, &o->device_memory) || o->device_memory < 1))
+    return flag_error("H3_DEVICE_MEMORY expects a size such as 24GiB, got '%s'", env);
   if (!o->plan) return flag_error("no plan given%s", "");
   if (o->prompt && o->prompt_len > 0)
     return flag_error("--prompt and --prompt-len exclude each other%s", "");
@@ -535,6 +551,8 @@ static int run(const options *o, h3_diag *d) {
   if (h3_backend_load_plan(b, plan, d) != H3_OK ||
       (o->attention && h3_backend_set_option(b, "attention", o->attention, d) != H3_OK))
     goto done;
+  /* a budget too small fails here, before any weight is read */
+  if (o->device_memory > 0 && h3_runtime_check_budget(m, b, o->device_memory, d) != H3_OK) goto done;
   /* random weights: made on the device when the backend can (bitwise the host's), else here */
   bool on_device = random && b->ext && b->ext->init_param;
   if (!on_device && host_memory_check(plan, o->plan, d) != H3_OK) goto done;
@@ -542,7 +560,7 @@ static int run(const options *o, h3_diag *d) {
              : h3_weights_load_file(m, o->weights, d);
   if (!w && !on_device) goto done;
   if (serve_wanted(&o->serve)) {
-    h3_runtime_options sro = {.weight_seed = o->seed};
+    h3_runtime_options sro = {.weight_seed = o->seed, .device_memory = o->device_memory};
     rt = h3_runtime_new(m, b, w, &sro, d);
     rc = rt ? serve_run(&o->serve, rt, m, b, d) : 1;
     goto done;
@@ -569,6 +587,7 @@ static int run(const options *o, h3_diag *d) {
                            .progress = isatty(2) ? progress : NULL,
                            .progress_ctx = &ps,
                            .weight_seed = o->seed,
+                           .device_memory = o->device_memory,
                            .trace_device = o->profile != NULL,
                            .observe = dump ? dump_ops_observe : NULL,
                            .observe_ctx = dump};
@@ -646,6 +665,11 @@ static int run(const options *o, h3_diag *d) {
   if (!h3_backend_graph_counts(b, &r.graphs_captured, &r.graphs_replayed))
     r.graphs_captured = r.graphs_replayed = -1;
   r.n_branches = h3_runtime_branches(rt, &r.branches);
+  h3_streaming streaming;
+  r.memory_peak = h3_backend_memory_peak(b);
+  r.device_memory = o->device_memory;
+  h3_runtime_streaming(rt, &streaming);
+  r.streaming = &streaming;
   h3_report_print(stdout, &r);
   if (non_finite) print_non_finite(stdout, out, g->n_outputs, nan, inf);
   print_tokens(stdout, out, g->n_outputs);

@@ -55,3 +55,7 @@ bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed
   b->ext->graph_counts(b, captured, replayed);
   return true;
 }
+
+int64_t h3_backend_memory_peak(h3_backend *b) {
+  return b->ext && b->ext->memory_peak ? b->ext->memory_peak(b) : -1;
+}

@@ -27,6 +27,8 @@
  * keeps its address from call to call. A branch (Cache-DiT) downloads its i32 cond and
  * then runs one of its two callees exactly like a call.
  */
+#include "stream.h"
+
 #include "h3/op_registry.h"
 #include "h3/runtime.h"
 
@@ -80,6 +82,8 @@ struct h3_runtime {
   int64_t n_allocs, fault_alloc;
   /* the plan's memory figure: all parameters' bytes, all graphs' arena bytes */
   int64_t plan_weight_bytes, plan_arena_bytes;
+  h3_stream *stream; /* weights streamed under opt.device_memory (runtime/stream.h), or NULL */
+  h3_stream_info planned; /* the residency plan under opt.device_memory (streaming or not) */
 };
 
 static const h3_span no_span = {0};
@@ -331,6 +335,20 @@ static int64_t view_offset(h3_runtime *rt, gstate *gs, const h3_op *op, const h3
   return row * res_bytes;
 }
 
+/* The result of view op points at data. */
+static void set_view(h3_runtime *rt, gstate *gs, const h3_op *op, void *data) {
+  const h3_value *v = op->results[0];
+  slot *s = &gs->slots[v->id];
+  if (s->cap) {
+    rt->b->ops->release(rt->b, s->t.data);
+    rt->act_bytes -= s->cap;
+    s->cap = 0;
+  }
+  s->t.type = v->type;
+  s->t.data = data;
+  rt->stats[op->code].count++;
+}
+
 /* Views without a copy: the result points into its source's actual buffer when the plan
  * put it over its source (reshape, contiguous slice at the slice's byte delta; index at
  * the source's base offset, the runtime adding the dynamic row), or when the plan left the
@@ -343,6 +361,12 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
       op->n_operands < 1 || (code == H3_OP_INDEX && op->n_operands != 2))
     return 0;
   const h3_value *v = op->results[0], *src = op->operands[0];
+  if (code == H3_OP_INDEX && h3_stream_holds(rt->stream, src)) { /* a loop counter's row */
+    int64_t row = gs->slots[op->operands[1]->id].host_value + h3_op_attr_int(op, "offset", 0);
+    set_view(rt, gs, op, h3_stream_row(rt->stream, src, row));
+    *st = H3_OK;
+    return 1;
+  }
   const h3_tensor *x = lookup(rt, gs, src, d);
   if (!x) {
     *st = H3_ERR;
@@ -357,15 +381,7 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
       (src->offset < 0 || v->offset != src->offset + (code == H3_OP_INDEX ? 0 : off)))
     return 0;
   record(rt, h3_opcode_name(op->code), kind_name(op->code), t0, stamp(rt), -1);
-  slot *s = &gs->slots[v->id];
-  if (s->cap) {
-    rt->b->ops->release(rt->b, s->t.data);
-    rt->act_bytes -= s->cap;
-    s->cap = 0;
-  }
-  s->t.type = v->type;
-  s->t.data = (char *)x->data + off;
-  rt->stats[code].count++;
+  set_view(rt, gs, op, (char *)x->data + off);
   return 1;
 }
 
@@ -545,7 +561,9 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
   for (int64_t k = 0; st == H3_OK && k < count; k++) {
     st = write_index(rt, &gs->slots[r->args[0]->id], k, d);
     if (top) rt->top_iter = k;
+    if (st == H3_OK) st = h3_stream_iter_begin(rt->stream, op, k, d);
     if (st == H3_OK) st = run_region(rt, gs, r, 0, d);
+    if (st == H3_OK) st = h3_stream_iter_end(rt->stream, op, k, d);
     if (st == H3_OK) st = assign_carried(rt, gs, r, r->last->operands, &r->last->span, d);
     if (st == H3_OK && top && rt->opt.progress)
       rt->opt.progress(rt->opt.progress_ctx, label, k + 1, count);
@@ -923,6 +941,15 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
       }
       if (st == H3_OK)
         st = rt->b->ops->run_op(rt->b, op, &rt->params[p->value->id], 1, out, op->n_results, d);
+      for (int i = 0; st == H3_OK && i < op->n_results; i++) /* streamed: kept on the host */
+        if (h3_stream_holds(rt->stream, op->results[i])) {
+          slot *s = &gs->slots[op->results[i]->id];
+          st = h3_stream_take(rt->stream, op->results[i], s->t.data, d);
+          rt->b->ops->release(rt->b, s->t.data);
+          rt->weight_bytes -= s->cap;
+          s->t.data = NULL;
+          s->cap = 0;
+        }
       if (st != H3_OK) return st;
       if (!first) first = op, first_gs = gs;
     }
@@ -936,6 +963,103 @@ static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
     pt->data = NULL;
   }
   return H3_OK;
+}
+
+/* The bytes of every graph's activation arena (the graphs' arena_bytes). */
+static int64_t arena_total(const h3_module *m) {
+  int64_t bytes = 0;
+  for (int i = 0; i < m->n_graphs; i++) {
+    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
+    if (a && a->kind == H3_ATTR_INT && a->i > 0) bytes += a->i;
+  }
+  return bytes;
+}
+
+/* p's random weights made by the backend into host memory at `host` (p's layout), one block
+ * (row of the stack) at a time: the device holds one block. */
+static h3_status make_on_host(h3_runtime *rt, const h3_param *p, void *host, h3_diag *d) {
+  h3_backend *b = rt->b;
+  int64_t rows = p->type.rank > 0 && p->type.dims[0] > 0 ? p->type.dims[0] : 1;
+  int64_t per = h3_weights_tensor_count(p) / rows;
+  size_t row = (size_t)h3_type_bytes(&p->type) / (size_t)rows;
+  void *dev = rt_alloc(rt, row);
+  if (!dev) {
+    char what[200];
+    snprintf(what, sizeof what, "a block of parameter '%s'", p->name);
+    oom_error(rt, d, p->span, what, (int64_t)row);
+    return H3_ERR;
+  }
+  h3_status st = H3_OK;
+  for (int64_t r = 0; st == H3_OK && r < rows; r++) {
+    st = b->ext->init_param(b, dev, p, rt->opt.weight_seed, r * per, per, d);
+    if (st == H3_OK) st = b->ops->download(b, (char *)host + (size_t)r * row, dev, row, d);
+    if (st == H3_OK) st = b->ops->sync(b, d);
+  }
+  b->ops->release(b, dev);
+  return st;
+}
+
+/* A parameter whose --int8 quantizer's results all stream: quantized on the host from the
+ * store, or from the stack the backend makes block by block (make_on_host). */
+static h3_status load_quantized(h3_runtime *rt, const h3_weight *wt, const h3_param *p,
+                                const h3_op *q, h3_diag *d) {
+  size_t bytes = (size_t)h3_type_bytes(&p->type);
+  void *host = wt ? wt->data : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  if (!host) {
+    h3_diag_error(d, p->span, "run on a machine with more memory",
+                  "out of host memory for parameter '%s' (%zu bytes), to quantize it", p->name,
+                  bytes);
+    return H3_ERR;
+  }
+  h3_status st = wt ? H3_OK : make_on_host(rt, p, host, d);
+  if (st == H3_OK) st = h3_stream_quantize(rt->stream, q, host, d);
+  if (!wt) free(host);
+  return st;
+}
+
+/* Gives parameter p its weights: the store's buffer (host memory backends), an upload of it,
+ * or the backend's own random fill; then its load-time ops. A streamed parameter stays in
+ * host memory (the store's buffer, or what the backend made), and so do the int8 codes and
+ * scales of one whose quantizer's results stream. */
+static h3_status load_param(h3_runtime *rt, const h3_weights *w, const h3_param *p, h3_diag *d) {
+  h3_backend *b = rt->b;
+  const h3_weight *wt = w ? h3_weights_get(w, p) : NULL;
+  size_t bytes = (size_t)h3_type_bytes(&p->type);
+  if ((w && !wt) || !p->value || p->value->id < 0 || p->value->id >= rt->n_ids) {
+    h3_diag_error(d, p->span, NULL, "parameter '%s' has no weights", p->name);
+    return H3_ERR;
+  }
+  bool streamed = h3_stream_holds(rt->stream, p->value);
+  if (wt && streamed) return h3_stream_hold(rt->stream, p->value, wt->data, d);
+  if (streamed) {
+    void *host = h3_stream_host(rt->stream, p->value, d);
+    return host ? make_on_host(rt, p, host, d) : H3_ERR;
+  }
+  const h3_op *q = h3_stream_quantizer(rt->stream, p);
+  if (q) return load_quantized(rt, wt, p, q, d);
+  if (wt && b->ops->host_memory) { /* the store's buffer is the backend's memory: no copy */
+    rt->params[p->value->id] = (h3_tensor){p->type, wt->data};
+    rt->borrowed[p->value->id] = true;
+    rt->weight_bytes += bytes;
+    return run_load_ops(rt, p, d);
+  }
+  void *dev = rt_alloc(rt, bytes);
+  h3_status st = !dev ? H3_ERR
+                 : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
+                      : b->ext->init_param(b, dev, p, rt->opt.weight_seed, 0,
+                                           h3_weights_tensor_count(p), d);
+  if (st != H3_OK) {
+    if (dev) b->ops->release(b, dev);
+    if (!dev) {
+      char what[200];
+      snprintf(what, sizeof what, "parameter '%s'", p->name);
+      oom_error(rt, d, p->span, what, (int64_t)bytes);
+    }
+    return st;
+  }
+  rt->params[p->value->id] = (h3_tensor){p->type, dev};
+  rt->weight_bytes += bytes;
+  return run_load_ops(rt, p, d);
 }
 
 h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *w,
@@ -968,10 +1092,7 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
   const char *fault = getenv("H3_FAULT_ALLOC");
   rt->fault_alloc = fault ? atoll(fault) : 0;
   for (int i = 0; i < m->n_params; i++) rt->plan_weight_bytes += h3_type_bytes(&m->params[i]->type);
-  for (int i = 0; i < m->n_graphs; i++) {
-    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
-    if (a && a->kind == H3_ATTR_INT && a->i > 0) rt->plan_arena_bytes += a->i;
-  }
+  rt->plan_arena_bytes = arena_total(m);
   if (!w && !(b->ext && b->ext->init_param)) {
     h3_diag_error(d, no_span, "pass a weight store",
                   "the %s backend cannot make random weights itself", b->ops->name);
@@ -985,49 +1106,31 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
       h3_runtime_free(rt);
       return NULL;
     }
-  for (int i = 0; i < m->n_params; i++) {
-    const h3_param *p = m->params[i];
-    const h3_weight *wt = w ? h3_weights_get(w, p) : nv && p->quant != H3_QUANT_NONE ? h3_weights_get(nv, p) : NULL;
-    size_t bytes = (size_t)h3_type_bytes(&p->type);
-    if ((w && !wt) || !p->value || p->value->id < 0 || p->value->id >= rt->n_ids) {
-      h3_diag_error(d, p->span, NULL, "parameter '%s' has no weights", p->name);
-      h3_weights_free(nv);
-      h3_runtime_free(rt);
-      return NULL;
-    }
-    if (wt && b->ops->host_memory) { /* the store's buffer is the backend's memory: no copy */
-      rt->params[p->value->id] = (h3_tensor){p->type, wt->data};
-      rt->borrowed[p->value->id] = true;
-      rt->weight_bytes += bytes;
-      if (run_load_ops(rt, p, d) != H3_OK) {
+  if (rt->opt.device_memory > 0 &&
+      h3_stream_new(m, b, rt->opt.device_memory, rt->plan_arena_bytes, &rt->stream, &rt->planned,
+                    d) != H3_OK) {
+    h3_weights_free(nv);
+    h3_runtime_free(rt);
+    return NULL;
+  }
+  /* what streams (and feeds a streamed result) first, each stack's device memory given back
+     before the next (trim): the device holds one stack (and its int8 form) at a time, before
+     anything else is resident */
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < m->n_params; i++) {
+      const h3_param *p = m->params[i];
+      if (h3_stream_feeds(rt->stream, p) != (pass == 0)) continue;
+      if (load_param(rt, w ? w : p->quant != H3_QUANT_NONE ? nv : NULL, p, d) != H3_OK) {
         h3_weights_free(nv);
         h3_runtime_free(rt);
         return NULL;
       }
-      continue;
+      if (pass == 0 && b->ext && b->ext->trim) b->ext->trim(b);
     }
-    void *dev = rt_alloc(rt, bytes);
-    h3_status st = !dev ? H3_ERR
-                   : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
-                        : b->ext->init_param(b, dev, p, rt->opt.weight_seed, d);
-    if (st != H3_OK) {
-      if (dev) b->ops->release(b, dev);
-      if (!dev) {
-        char what[200];
-        snprintf(what, sizeof what, "parameter '%s'", p->name);
-        oom_error(rt, d, p->span, what, (int64_t)bytes);
-      }
-      h3_weights_free(nv);
-      h3_runtime_free(rt);
-      return NULL;
-    }
-    rt->params[p->value->id] = (h3_tensor){p->type, dev};
-    rt->weight_bytes += bytes;
-    if (run_load_ops(rt, p, d) != H3_OK) {
-      h3_weights_free(nv);
-      h3_runtime_free(rt);
-      return NULL;
-    }
+  if (rt->stream && h3_stream_start(rt->stream, &rt->weight_bytes, d) != H3_OK) {
+    h3_weights_free(nv);
+    h3_runtime_free(rt);
+    return NULL;
   }
   if (nv && b->ops->sync(b, d) != H3_OK) { /* the uploads read nv */
     h3_weights_free(nv);
@@ -1054,6 +1157,7 @@ void h3_runtime_free(h3_runtime *rt) {
   for (int v = 0; rt->params && v < rt->n_ids; v++)
     if (rt->params[v].data && !(rt->borrowed && rt->borrowed[v]))
       rt->b->ops->release(rt->b, rt->params[v].data);
+  h3_stream_free(rt->stream);
   free(rt->params);
   free(rt->borrowed);
   free(rt->graphs);
@@ -1082,3 +1186,21 @@ size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events)
 
 size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; }
 size_t h3_runtime_activation_bytes(const h3_runtime *rt) { return rt->act_bytes; }
+
+h3_status h3_runtime_check_budget(const h3_module *m, h3_backend *b, int64_t budget, h3_diag *d) {
+  h3_stream *st = NULL;
+  h3_stream_info planned;
+  h3_status s = h3_stream_new(m, b, budget, arena_total(m), &st, &planned, d);
+  h3_stream_free(st);
+  return s;
+}
+
+bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out) {
+  h3_stream_info in = rt->planned;
+  if (rt->stream) h3_stream_get_info(rt->stream, &in);
+  *out = (h3_streaming){in.budget, in.fixed_bytes, in.layers, in.block_bytes,
+                        in.plan.resident_blocks, in.plan.ring_slots, in.plan.device_bytes,
+                        in.plan.streamed_bytes, in.plan.min_budget, in.block_copy_seconds,
+                        in.peak_device_bytes, in.stall_seconds, in.stall_waits};
+  return rt->stream != NULL;
+}

@@ -8,6 +8,7 @@
  * sorted by time. Pure formatting: every number comes from the h3_report.
  */
 #include "h3/op_registry.h"
+#include "h3/residency.h"
 #include "h3/runtime.h"
 #include "h3/int8.h"
 
@@ -49,15 +50,51 @@ static int count_fused(h3_op *op, void *ctx) {
   return 0;
 }
 
-static void bytes_text(char *buf, size_t n, double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024)
-    snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024.0 * 1024)
-    snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
-  else if (bytes >= 1024.0)
-    snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
-  else
-    snprintf(buf, n, "%.0f B", bytes);
+static void bytes_text(char *buf, size_t n, double bytes) { h3_size_text((int64_t)bytes, buf, n); }
+
+/* The --device-memory lines (docs/streaming.md): the residency plan, and the copy time per
+ * pass of the streamed loop (per step) with how much of it the compute can hide. */
+static void print_streaming(FILE *out, const h3_report *r) {
+  const h3_streaming *s = r->streaming;
+  char a[32], b[32], c[32], e[32], f[32];
+  if (r->device_memory <= 0) return;
+  if (!s || s->ring_slots == 0) {
+    fprintf(out, "  streaming        : off (--device-memory %s holds every weight",
+            h3_size_text(r->device_memory, a, sizeof a));
+    if (s && s->min_budget > 0)
+      fprintf(out, ": %s planned; the smallest budget that runs: %s (%lld bytes)",
+              h3_size_text(s->device_bytes, b, sizeof b), h3_size_text(s->min_budget, f, sizeof f),
+              (long long)s->min_budget);
+    fprintf(out, ")\n");
+    return;
+  }
+  int64_t streamed = s->layers - s->resident_blocks;
+  fprintf(out,
+          "  streaming        : budget %s: resident %s (fixed %s + %lld of %lld blocks) + ring "
+          "%lld x %s; smallest budget %s (%lld bytes)\n",
+          h3_size_text(s->budget, a, sizeof a), h3_size_text(s->device_bytes, b, sizeof b),
+          h3_size_text(s->fixed_bytes, c, sizeof c), (long long)s->resident_blocks,
+          (long long)s->layers, (long long)s->ring_slots, h3_size_text(s->block_bytes, e, sizeof e),
+          h3_size_text(s->min_budget, f, sizeof f), (long long)s->min_budget);
+  double copy = s->block_copy_seconds * (double)streamed;
+  fprintf(out,
+          "  streamed         : %s per step (%lld blocks); copy %.1f ms per step (%.2f ms a block, "
+          "%.1f GB/s, timed at load)\n",
+          h3_size_text(s->streamed_bytes, a, sizeof a), (long long)streamed, copy * 1e3,
+          s->block_copy_seconds * 1e3,
+          s->block_copy_seconds > 0 ? (double)s->block_bytes / s->block_copy_seconds * 1e-9 : 0.0);
+  if (s->stall_waits < 0) return;
+  if (s->stall_waits == 0) {
+    fprintf(out, "  copies hidden    : not timed here (CUDA graph replays time nothing: run with "
+                 "H3_CUDA_GRAPHS=0, or compare with the resident run's time)\n");
+    return;
+  }
+  double exposed = s->stall_seconds / (double)s->stall_waits * (double)streamed;
+  fprintf(out,
+          "  copies hidden    : %.1f %% (the compute waited %.2f ms per step for blocks: %.3f ms "
+          "a wait over %lld waits timed outside CUDA graphs)\n",
+          copy > 0 ? 100.0 * (1.0 - exposed / copy) : 100.0, exposed * 1e3,
+          s->stall_seconds / (double)s->stall_waits * 1e3, (long long)s->stall_waits);
 }
 
 /* The --int8 line: weight bytes before and after (include/h3/int8.h). */
@@ -193,6 +230,12 @@ static void print_on_off(FILE *out, const h3_report *r) {
   bytes_text(wb, sizeof wb, (double)r->weight_bytes);
   bytes_text(xb, sizeof xb, (double)r->activation_bytes);
   fprintf(out, "  device memory    : weights %s, activations %s\n", wb, xb);
+  if (r->memory_peak >= 0) {
+    bytes_text(wb, sizeof wb, (double)r->memory_peak);
+    fprintf(out, "  device peak      : %s (%lld bytes, held by the backend at once)\n", wb,
+            (long long)r->memory_peak);
+  }
+  print_streaming(out, r);
   fprintf(out, "  attention        : %s\n", r->attention ? r->attention : "?");
 }
 

@@ -88,9 +88,10 @@ typedef struct {
 
 /* Optional capabilities of a backend (h3_backend.ext; NULL for cpu), used by the executor
  * when present:
- *   init_param: fills a plain (not NVFP4) parameter's device buffer without host data:
- *     random weights made on the device, bitwise equal to h3_weights_random with the same
- *     seed. The executor quantizes NVFP4 parameters on the host and uploads them.
+ *   init_param: fills members [first, first + count) of a plain (not NVFP4) parameter (its
+ *     expanded tensors, h3_weights_tensor_count; dst holds those members) without host
+ *     data: random weights made on the device, bitwise equal to h3_weights_random with the
+ *     same seed. The executor quantizes NVFP4 parameters on the host and uploads them.
  *   call_begin / call_end: bracket one graph call (key: the callee graph; in: its inputs).
  *     call_begin may set *replayed = 1: the backend replayed the work it recorded for key
  *     with these same input buffers, so the executor skips running the callee (whose value
@@ -101,9 +102,26 @@ typedef struct {
  *     index (0, 1, ... since the last marks_reset), or -1 when it cannot (inside a graph
  *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
  *     from mark a to mark b (negative when either is unknown).
- *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts). */
+ *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts).
+ *   Weight streaming (h3exec --device-memory, runtime/stream.c; without these hooks the
+ *   executor copies with upload, synchronously: the cpu emulation of the ring):
+ *   host_alloc / host_free: page-locked host memory, for copies behind the compute; NULL
+ *     when out of memory. host_pin / host_unpin: page-lock host memory in place (the weight
+ *     store read from the file), so it is copied from where it was read, once; false when
+ *     it cannot (the caller copies into host_alloc memory instead).
+ *   ring_copy: queues dst (device) <- src (page-locked host) on the copy stream, after the
+ *     work queued so far on the compute stream (which holds the last reader of ring slot
+ *     `slot`), and notes the copy as the slot's fill. ring_wait: the compute stream waits
+ *     for the slot's last fill. Both may be captured into a CUDA graph (the copy stream
+ *     forks from and joins the capturing stream through these events).
+ *   ring_stalls: after a sync, how long the compute stream stood still in the ring_waits
+ *     queued since the last call (device seconds) and how many were timed: those outside a
+ *     CUDA graph capture (a replayed graph times nothing).
+ *   trim: gives back device memory the backend caches but does not use.
+ *   memory_peak: the most device bytes the backend has held at once since creation. */
 typedef struct {
-  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
+  h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,
+                          int64_t first, int64_t count, h3_diag *d);
   h3_status (*call_begin)(h3_backend *b, const void *key, const h3_tensor *in, int n_in,
                           int *replayed, h3_diag *d);
   h3_status (*call_end)(h3_backend *b, const void *key, h3_status st, h3_diag *d);
@@ -112,6 +130,16 @@ typedef struct {
   void (*marks_reset)(h3_backend *b);
   /* graph_counts: calls recorded (CUDA graphs captured) and replayed since creation. */
   void (*graph_counts)(h3_backend *b, int64_t *captured, int64_t *replayed);
+  void *(*host_alloc)(h3_backend *b, size_t bytes);
+  void (*host_free)(h3_backend *b, void *p);
+  bool (*host_pin)(h3_backend *b, void *p, size_t bytes);
+  void (*host_unpin)(h3_backend *b, void *p);
+  h3_status (*ring_copy)(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
+                         h3_diag *d);
+  h3_status (*ring_wait)(h3_backend *b, int slot, h3_diag *d);
+  void (*ring_stalls)(h3_backend *b, double *seconds, int64_t *waits);
+  void (*trim)(h3_backend *b);
+  int64_t (*memory_peak)(h3_backend *b);
 } h3_backend_ext;
 
 struct h3_backend {
@@ -138,6 +166,9 @@ void h3_backend_reset_busy(h3_backend *b);
 /* Graph calls recorded and replayed since the backend was created; false (both 0) when the
  * backend does not record calls. */
 bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed);
+/* The most device bytes the backend has held at once since creation; -1 when it does not
+ * say (cpu). */
+int64_t h3_backend_memory_peak(h3_backend *b);
 
 /* The CPU reference of one op on host tensors, without a backend object: what the cpu
  * backend's run_op does, with `threads` workers (1 = on the calling thread). `seed` feeds

@@ -33,6 +33,12 @@ typedef struct {
   h3_progress_fn progress; /* NULL: none */
   void *progress_ctx;
   uint64_t weight_seed; /* random weights made on the device when no store is given */
+  /* > 0: the device bytes the run may hold (h3exec --device-memory). When the weights do not
+   * fit, the blocks of the largest loop over stacked weights (the H3 trunk) beyond those
+   * that fit stream from host memory through a ring of device slots (docs/streaming.md);
+   * a budget that cannot hold the rest and one block is an error naming the smallest that
+   * runs. Results are bitwise those of the resident run. */
+  int64_t device_memory;
   /* with trace: time ops by device timestamps (h3_backend_ext.mark) without a sync after
    * each op, so ops run back to back as in an untraced run; each op's time is then from
    * its launch point in the stream to its end. Backends without marks (cpu) sync after
@@ -116,6 +122,34 @@ size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events)
 size_t h3_runtime_weight_bytes(const h3_runtime *rt);
 size_t h3_runtime_activation_bytes(const h3_runtime *rt);
 
+/* The weight streaming of a run with device_memory (docs/streaming.md): false (all zero)
+ * when nothing streams. Sizes in bytes. */
+typedef struct {
+  int64_t budget;          /* device_memory */
+  int64_t fixed_bytes;     /* resident besides the blocks: other weights, arenas, reserve */
+  int64_t layers;          /* blocks of the streamed loop */
+  int64_t block_bytes;     /* one block's streamed weights (a ring slot) */
+  int64_t resident_blocks; /* blocks kept on the device: [0, resident_blocks) */
+  int64_t ring_slots;
+  int64_t device_bytes;    /* planned: fixed + (resident_blocks + ring_slots) * block */
+  int64_t streamed_bytes;  /* copied per pass of the loop (per denoising step) */
+  int64_t min_budget;      /* the smallest budget that runs */
+  double block_copy_seconds; /* one block's copy, timed when the run started */
+  int64_t peak_device_bytes; /* the backend's peak so far; -1 when it does not say */
+  /* how long the compute waited for blocks, over the waits the backend timed (cuda: those
+     outside CUDA graphs; 0 waits: none timed; -1: the backend does not time them) */
+  double stall_seconds;
+  int64_t stall_waits;
+} h3_streaming;
+/* Whether module m can run on backend b under a device-memory budget (the residency plan of
+ * h3_runtime_new, without loading anything): an error naming the smallest budget when not.
+ * For callers that check before reading a weights file. */
+h3_status h3_runtime_check_budget(const h3_module *m, h3_backend *b, int64_t budget, h3_diag *d);
+/* After a run: the streaming so far; false when nothing streams (then only the plan's fields
+ * are set: budget, fixed_bytes, layers, block_bytes, device_bytes (all resident), min_budget;
+ * all zero without device_memory). */
+bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out);
+
 /* Writes events as a Chrome / Perfetto trace (JSON object with "traceEvents": complete
  * events "ph": "X" with name, cat, ts and dur in microseconds), atomically. */
 h3_status h3_trace_write_file(const h3_trace_event *ev, size_t n, const char *path, h3_diag *d);
@@ -156,6 +190,9 @@ typedef struct {
   /* the branches of the last run (Cache-DiT: which steps ran the whole stack), or none */
   const h3_branch_event *branches;
   size_t n_branches;
+  int64_t memory_peak;   /* the backend's peak device bytes (h3_backend_memory_peak); < 0: n/a */
+  int64_t device_memory; /* the budget given (h3_runtime_options.device_memory); 0: none */
+  const h3_streaming *streaming; /* the weight streaming, or NULL when nothing streams */
 } h3_report;
 
 /* trtexec-style summary: configuration, what is on/off (tier, fused groups by tier,

@@ -12,6 +12,7 @@
  * sync records the stop event; their distance is added to the GPU busy time.
  */
 #include "cuda_internal.h"
+#include "h3/weights.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -118,18 +119,7 @@ void *cu_alloc(cu_state *s, size_t bytes) {
   if (cudaMalloc(&p, want) != cudaSuccess) {
     cudaGetLastError();
     if (cu_graph_capturing(s)) return NULL;
-    /* give the cached free blocks back and try once more */
-    cudaStreamSynchronize(s->stream);
-    int j = 0;
-    for (int i = 0; i < s->n_blocks; i++) {
-      if (s->blocks[i].state == CU_BLOCK_FREE) {
-        cudaFree(s->blocks[i].p);
-        s->bytes_held -= s->blocks[i].bytes;
-      } else {
-        s->blocks[j++] = s->blocks[i];
-      }
-    }
-    s->n_blocks = j;
+    cu_trim(s); /* give the cached free blocks back and try once more */
     if (cudaMalloc(&p, want) != cudaSuccess) {
       cudaGetLastError();
       return NULL;
@@ -137,7 +127,22 @@ void *cu_alloc(cu_state *s, size_t bytes) {
   }
   s->blocks[s->n_blocks++] = (cu_block){p, want, CU_BLOCK_USED, NULL};
   s->bytes_held += want;
+  if (s->bytes_held > s->peak_held) s->peak_held = s->bytes_held;
   return p;
+}
+
+void cu_trim(cu_state *s) {
+  cudaStreamSynchronize(s->stream);
+  int j = 0;
+  for (int i = 0; i < s->n_blocks; i++) {
+    if (s->blocks[i].state == CU_BLOCK_FREE) {
+      cudaFree(s->blocks[i].p);
+      s->bytes_held -= s->blocks[i].bytes;
+    } else {
+      s->blocks[j++] = s->blocks[i];
+    }
+  }
+  s->n_blocks = j;
 }
 
 void cu_release(cu_state *s, void *p) {
@@ -271,6 +276,7 @@ static void cuda_destroy(h3_backend *b) {
   if (s) {
     cudaStreamSynchronize(s->stream);
     cu_graphs_free(s);
+    cu_stream_free(s);
     cu_marks_free(s);
     cu_cudnn_free(s);
     cu_gemm_shutdown(s);
@@ -342,9 +348,15 @@ static void cu_graph_counts_ext(h3_backend *b, int64_t *captured, int64_t *repla
   cu_graph_counts(b->ctx, captured, replayed);
 }
 
-static const h3_backend_ext cuda_ext = {cu_init_param, cu_graph_call_begin, cu_graph_call_end,
-                                        cu_mark,       cu_mark_seconds,     cu_marks_reset,
-                                        cu_graph_counts_ext};
+static void cu_trim_ext(h3_backend *b) { cu_trim(b->ctx); }
+
+static int64_t cu_memory_peak(h3_backend *b) { return (int64_t)((cu_state *)b->ctx)->peak_held; }
+
+static const h3_backend_ext cuda_ext = {
+    cu_init_param,       cu_graph_call_begin, cu_graph_call_end, cu_mark,
+    cu_mark_seconds,     cu_marks_reset,      cu_graph_counts_ext, cu_host_alloc,
+    cu_host_free,        cu_host_pin,         cu_host_unpin,     cu_ring_copy,
+    cu_ring_wait,        cu_ring_stalls,      cu_trim_ext,       cu_memory_peak};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {
@@ -475,5 +487,5 @@ h3_status h3_cuda_random_param(h3_backend *b, void *dst, const h3_param *p, uint
     h3_diag_error(d, no_span, NULL, "h3_cuda_random_param needs a cuda backend");
     return H3_ERR;
   }
-  return cu_init_param(b, dst, p, seed, d);
+  return cu_init_param(b, dst, p, seed, 0, h3_weights_tensor_count(p), d);
 }

@@ -12,7 +12,8 @@
  * fill), cuda_gemm.c (cuBLASLt), cuda_attention.c (the attention interface and the
  * reference kernel), cuda_flash.c (flash attention with wgmma; TMA tensor maps),
  * cuda_cudnn.c (cuDNN fused SDPA through the backend graph API), cuda_graph.c (capture and
- * replay), cuda_weights.c (random weights on the device), cuda_int8.c (linear_int8:
+ * replay), cuda_weights.c (random weights on the device), cuda_stream.c (pinned host memory
+ * and the copy stream of weight streaming), cuda_int8.c (linear_int8:
  * cuBLASLt int8 GEMM and the fixed dequantization epilogue).
  */
 #ifndef H3_CUDA_INTERNAL_H
@@ -106,7 +107,7 @@ typedef struct cu_state {
   /* memory */
   cu_block *blocks;
   int n_blocks, cap_blocks;
-  size_t bytes_held;
+  size_t bytes_held, peak_held; /* cudaMalloc'd now, and the most at once */
   /* libraries */
   void *lt; /* cublasLtHandle_t */
   void *workspace;
@@ -119,6 +120,14 @@ typedef struct cu_state {
   cudaEvent_t ev_start, ev_stop;
   bool busy;
   double gpu_seconds;
+  /* weight streaming (cuda_stream.c): the copy stream and, per ring slot, the event the
+     copies wait for (the slot's readers done) and the one the compute waits for (filled) */
+  cudaStream_t copy_stream;
+  cudaEvent_t *ring_freed, *ring_filled;
+  int n_ring;
+  /* timing events around the ring_waits queued outside a capture: pairs [2i, 2i + 1] */
+  cudaEvent_t *stall_ev;
+  int n_stall, cap_stall;
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
@@ -155,6 +164,19 @@ void cu_mark_busy(cu_state *s);
 /* Allocation through the caching allocator (cuda_backend.c). */
 void *cu_alloc(cu_state *s, size_t bytes);
 void cu_release(cu_state *s, void *p);
+/* Waits for the stream and gives the cached free blocks back to CUDA (cudaFree). */
+void cu_trim(cu_state *s);
+
+/* ---- weight streaming (cuda_stream.c; h3_backend_ext's streaming hooks) ---------------- */
+void *cu_host_alloc(h3_backend *b, size_t bytes);
+void cu_host_free(h3_backend *b, void *p);
+bool cu_host_pin(h3_backend *b, void *p, size_t bytes);
+void cu_host_unpin(h3_backend *b, void *p);
+h3_status cu_ring_copy(h3_backend *b, int slot, void *dst, const void *src, size_t bytes,
+                       h3_diag *d);
+h3_status cu_ring_wait(h3_backend *b, int slot, h3_diag *d);
+void cu_ring_stalls(h3_backend *b, double *seconds, int64_t *waits);
+void cu_stream_free(cu_state *s);
 
 /* ---- kernels (cuda_kernels.c) --------------------------------------------------------- */
 /* Compiles kernels/<file> (include/h3/kernels.h) behind the prelude and `defines` (macro
@@ -293,7 +315,8 @@ h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d);
 void cu_graphs_free(cu_state *s);
 
 /* ---- weights (cuda_weights.c) ------------------------------------------------------------- */
-h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, h3_diag *d);
+h3_status cu_init_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed, int64_t first,
+                        int64_t count, h3_diag *d);
 
 /* ---- device marks (cuda_marks.c): h3_backend_ext.mark, mark_seconds, marks_reset ------- */
 int cu_mark(h3_backend *b);

@@ -13,7 +13,10 @@
 #                  GEMM split into R-row chunks, R = 0 (never), 4096, 8192, 16384) and at
 #                  --quality exact (h3_full_exact_l1/l3),
 #                  h3_full_int8.plan and h3_full_int8_spec.plan (49 steps, --int8, without and
-#                  with Spectrum 11:5:1.0), h3_full_high.plan (49 steps, Cache-DiT's defaults)
+#                  with Spectrum 11:5:1.0), h3_full_high.plan (49 steps, Cache-DiT's defaults),
+#                  h3_full_int8_s3.plan, h3_tiny_l7.plan, h3_small_int8_l5.plan,
+#                  h3_tiny_high_l5.plan, h3_tiny_spec_l5.plan, h3_mid_l4.plan
+#                  (dev/stream_device_check.sh)
 #   STAGE/kcache/  the NVRTC kernel cache, filled by compiling the plans and the backend's
 #                  own kernels, so the GPU machine only loads CUBINs
 #   tests/gpu/stage.sh [BUILD_DIR]      (default build-gpu; STAGE = BUILD_DIR/stage; BUILD_DIR
@@ -95,5 +98,16 @@ done
 "$S/bin/h3c" compile models/minimax_h3.g --config full --int8 --spectrum=11:5:1.0 \
   -o "$S/plans/h3_full_int8_spec.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full --quality high -o "$S/plans/h3_full_high.plan"
+# dev/stream_device_check.sh (h3exec --device-memory): 3-step full int8, tiny plans with more blocks
+"$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 --int8 -o "$S/plans/h3_full_int8_s3.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set layers=7 --set steps=3 -o "$S/plans/h3_tiny_l7.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=256 --set heads=2 --set head_dim=128 \
+  --set ffn=256 --set text_dim=256 --set layers=5 --set steps=2 --int8=rotate=256,max_rows=24,min_split_n=0 \
+  -o "$S/plans/h3_small_int8_l5.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set layers=5 --quality high -o "$S/plans/h3_tiny_high_l5.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set dim=2048 --set heads=16 --set head_dim=128 \
+  --set ffn=4096 --set layers=4 --set text_dim=256 --set steps=2 -o "$S/plans/h3_mid_l4.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --set layers=5 --spectrum=11:5:1.0 \
+  -o "$S/plans/h3_tiny_spec_l5.plan"
 du -sh "$S"
 echo "staged $S: carry it and run tests/gpu/run_all.sh $S \$OUT"

@@ -747,7 +747,7 @@ static void check_weights(h3_backend *b, const char *dir, const char *file) {
     void *host = malloc(bytes ? bytes : 1);
     bool guards = false;
     bool ok = host && gpu_buf_alloc(b, &g, bytes, &d) && gpu_buf_poison(b, &g, &d) &&
-              b->ext->init_param(b, g.p, p, SEED, &d) == H3_OK &&
+              b->ext->init_param(b, g.p, p, SEED, 0, h3_weights_tensor_count(p), &d) == H3_OK &&
               gpu_buf_download(b, &g, host, &guards, &d) && guards &&
               memcmp(host, w->w[i].data, bytes) == 0;
     if (ok) {
