@@ -194,6 +194,10 @@ static void print_on_off(FILE *out, const h3_report *r) {
   bytes_text(xb, sizeof xb, (double)r->activation_bytes);
   fprintf(out, "  device memory    : weights %s, activations %s\n", wb, xb);
   fprintf(out, "  attention        : %s\n", r->attention ? r->attention : "?");
+  for (int i = 0; i < r->module->n_graphs; i++) { /* set by attention-backend (--attention) */
+    const h3_attr *a = h3_graph_attr(r->module->graphs[i], "attention_schedule");
+    if (a && a->kind == H3_ATTR_STRING) fprintf(out, "  attention plan   : %s\n", a->s);
+  }
 }
 
 typedef struct {
