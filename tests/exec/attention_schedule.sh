@@ -11,7 +11,8 @@
 #   - split loops without sol (dense_steps=3,dense_layers=3) are bitwise dense;
 #   - with --spectrum, --quality high (Cache-DiT) and --int8, sol at tau=-inf is bitwise the
 #     plan without --attention; --spectrum --int8 with dense_backend=sage runs;
-#   - sol at tau 1 changes the latents (blocks skipped), and h3exec reports the schedule.
+#   - sol at tau 1 changes the latents (blocks skipped), h3exec reports the schedule and
+#     its profile counts the calls of each op as scheduled.
 set -u
 h3c=$1 h3exec=$2 work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,8 +59,12 @@ run ds_all_sage --attention sol,dense_steps=12,dense_backend=sage
 same ds_all_sage sage "dense_steps = steps, dense_backend=sage"
 run split_dense --attention sol,dense_steps=3,dense_layers=3
 same split_dense dense "the sampling loop split at step 3, no sol block"
-run spectrum_sol --spectrum --attention sol,tau=-inf,dense_steps=6,dense_layers=1
-same spectrum_sol spectrum "--spectrum with sol at tau=-inf"
+# Spectrum's 12 steps: real 0-4, 6, 8, 11; step 3 splits a real segment, step 10 a
+# forecast one (their coefficient rows read at counter + shift)
+run spectrum_sol --spectrum --attention sol,tau=-inf,dense_steps=3,dense_layers=1
+same spectrum_sol spectrum "--spectrum with sol at tau=-inf from step 3"
+run spectrum_sol10 --spectrum --attention sol,tau=-inf,dense_steps=10,dense_layers=1
+same spectrum_sol10 spectrum "--spectrum with sol at tau=-inf from step 10"
 run cachedit_sol --quality high --attention sol,tau=-inf,dense_steps=6,dense_layers=1
 same cachedit_sol cachedit "Cache-DiT with sol at tau=-inf"
 # shellcheck disable=SC2086
@@ -81,6 +86,12 @@ want="attention plan   : steps 0-9: blocks 0-2 dense; steps 10-11: blocks 0-1 de
 if ! grep -qF "$want" sol.log; then
   echo "FAIL: h3exec's report lacks '$want':" >&2
   cat sol.log >&2
+  fail=1
+fi
+# the profile's calls: sol in block 2 at steps 10-11; dense in the others and the refiner
+if ! grep -qE "^  sol_attention +2 " sol.log || ! grep -qE "^  attention +35 " sol.log; then
+  echo "FAIL: expected 2 sol_attention and 35 attention calls (10*3 + 2*2 + 1 refiner):" >&2
+  grep -E "^  (sol_)?attention " sol.log >&2
   fail=1
 fi
 [ "$fail" = 0 ] && echo "attention_schedule: all checks passed"
