@@ -83,6 +83,12 @@ static h3_graph *callee_of(const sched *s, const h3_op *op, const char *key) {
              : NULL;
 }
 
+static h3_status too_many(sched *s) {
+  h3_diag_error(s->d, (h3_span){0}, "call the block stack from fewer graphs",
+                "attention-backend: more than %d graphs reach the block stack", MAX_GRAPHS);
+  return H3_ERR;
+}
+
 static const char *const CALLEE_KEYS[] = {"callee", "then_callee", "else_callee"};
 
 /* Whether region r (or a graph it calls) holds a trunk loop. */
@@ -119,7 +125,7 @@ static h3_status callees(sched *s, h3_region *r, bool sol) {
       bool done = false;
       for (int i = 0; i < s->n_dense; i++) done |= s->dense_done[i] == g;
       if (done) continue;
-      if (s->n_dense == MAX_GRAPHS) return h3_skip_oom(s->d, "attention-backend");
+      if (s->n_dense == MAX_GRAPHS) return too_many(s);
       s->dense_done[s->n_dense++] = g;
       if (trunks(s, &g->body, false) != H3_OK || callees(s, &g->body, false) != H3_OK) return H3_ERR;
     }
@@ -134,8 +140,8 @@ static h3_graph *variant(sched *s, const h3_graph *g) {
   h3_value_map vm;
   char name[200];
   snprintf(name, sizeof name, "%s.sol", g->name);
-  if (s->n_to == MAX_GRAPHS || h3_value_map_init(&vm, s->m) != H3_OK)
-    return h3_skip_oom(s->d, "attention-backend"), NULL;
+  if (s->n_to == MAX_GRAPHS) return too_many(s), NULL;
+  if (h3_value_map_init(&vm, s->m) != H3_OK) return h3_skip_oom(s->d, "attention-backend"), NULL;
   h3_graph *v = h3_graph_clone(s->m, &vm, g, h3_graph_fresh_name(s->m, name));
   h3_value_map_free(&vm);
   if (!v) return h3_skip_oom(s->d, "attention-backend"), NULL;
