@@ -147,7 +147,7 @@ static void range(h3_strbuf *t, const char *what, int64_t a, int64_t b) {
  * blocks 2-49 sol" ("every step" when r has no program). */
 static void schedule_text(h3_strbuf *t, const h3_att_options *o, const h3_att_result *r) {
   int64_t ns = r->steps, nl = r->layers, ds = o->sol ? o->dense_steps : ns, dl = o->dense_layers;
-  if (dl > nl) dl = nl;
+  if (dl >= nl) ds = ns; /* no sol block: the same at every step */
   if (ns < 0) ds = o->sol ? 0 : 1, ns = 1; /* no program: one phase for every step */
   bool every = r->steps < 0 || (ds == 0 || ds == ns);
   if (ds > 0) {
@@ -175,12 +175,6 @@ static h3_status attention_backend_run(h3_module *m, h3_pass_context *pc, h3_dia
     h3_diag_error(d, (h3_span){0}, "--attention applies to MiniMax-H3 (models/minimax_h3.g)",
                   "--attention %s: model '%s' has no attention in a loop labelled 'trunk'",
                   o.sol ? "sol" : "sage", m->model ? m->model : "?");
-    return H3_ERR;
-  }
-  if (o.sol && o.dense_layers > r.layers) {
-    h3_diag_error(d, (h3_span){0}, "give dense_layers at most the number of blocks",
-                  "--attention sol: dense_layers=%lld but the block stack has %lld blocks",
-                  (long long)o.dense_layers, (long long)r.layers);
     return H3_ERR;
   }
   h3_strbuf t;

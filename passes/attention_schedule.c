@@ -40,6 +40,20 @@ static int64_t first_block(const h3_op *t) {
   return 0;
 }
 
+/* The number of blocks of the stack: the end of the furthest trunk loop in region r. */
+static int64_t blocks(const h3_region *r) {
+  int64_t n = 0;
+  for (const h3_op *op = r->first; op; op = op->next) {
+    int64_t e = is_trunk(op) ? first_block(op) + h3_op_attr_int(op, "count", 0) : 0;
+    for (int i = 0; i < op->n_regions; i++) {
+      int64_t inner = blocks(&op->regions[i]);
+      e = inner > e ? inner : e;
+    }
+    n = e > n ? e : n;
+  }
+  return n;
+}
+
 /* The attention ops of region r (nested regions too) become `kind`. */
 static h3_status set_region(sched *s, h3_region *r, h3_att_kind kind) {
   for (h3_op *op = r->first; op; op = op->next) {
@@ -62,7 +76,6 @@ static h3_status trunks(sched *s, h3_region *r, bool sol) {
       continue;
     }
     int64_t a = first_block(op), n = h3_op_attr_int(op, "count", 0), cut = s->o->dense_layers - a;
-    if (a + n > s->r->layers) s->r->layers = a + n;
     h3_op *rest = NULL;
     if (sol && cut > 0 && cut < n) {
       const char *l = h3_arena_printf(&s->m->arena, "%s.sol", h3_op_attr_string(op, "label", ""));
@@ -189,36 +202,47 @@ static h3_status program(sched *s, h3_graph *p) {
   return H3_OK;
 }
 
+/* Every trunk loop of the module's first n graphs in place, as trunks() with `sol`. */
+static h3_status every_graph(sched *s, int n, bool sol) {
+  for (int i = 0; i < n; i++)
+    if (trunks(s, &s->m->graphs[i]->body, sol) != H3_OK) return H3_ERR;
+  return H3_OK;
+}
+
 h3_status h3_att_schedule(h3_module *m, const h3_att_options *o, h3_att_result *r, h3_diag *d) {
   sched s = {.m = m, .o = o, .d = d, .r = r};
   *r = (h3_att_result){.steps = -1};
   int n_graphs = m->n_graphs;
   h3_graph *prog = NULL;
-  bool stack = false;
   for (int i = 0; i < n_graphs; i++) {
-    bool reach = reaches(&s, &m->graphs[i]->body, 0);
-    stack |= reach;
-    if (reach && m->graphs[i]->kind == H3_GRAPH_PROGRAM) prog = m->graphs[i];
+    int64_t b = blocks(&m->graphs[i]->body);
+    r->layers = b > r->layers ? b : r->layers;
+    if (m->graphs[i]->kind == H3_GRAPH_PROGRAM && reaches(&s, &m->graphs[i]->body, 0))
+      prog = m->graphs[i];
   }
   if (prog) r->steps = step_count(prog);
-  if (o->sol && o->dense_steps > 0 && stack && !prog) {
-    h3_diag_error(d, (h3_span){0}, "give dense_steps=0 for sol at every step of a module without "
-                                   "a sampling program",
-                  "--attention sol: dense_steps=%lld needs a program loop that calls the block "
-                  "stack", (long long)o->dense_steps);
+  if (!o->sol) return every_graph(&s, n_graphs, false); /* sage: the same at every step */
+  if (r->layers == 0) return H3_OK; /* no stack: the pass reports it */
+  if (o->dense_layers > r->layers) {
+    h3_diag_error(d, (h3_span){0}, "give dense_layers at most the number of blocks",
+                  "--attention sol: dense_layers=%lld but the block stack has %lld blocks",
+                  (long long)o->dense_layers, (long long)r->layers);
     return H3_ERR;
   }
-  if (o->sol && prog && o->dense_steps > r->steps) {
+  if (prog && o->dense_steps > r->steps) {
     h3_diag_error(d, prog->span, "give dense_steps at most the number of sampling steps",
                   "--attention sol: dense_steps=%lld but program '%s' samples %lld steps",
                   (long long)o->dense_steps, prog->name, (long long)r->steps);
     return H3_ERR;
   }
-  /* The same at every step (sage; sol from step 0): every trunk loop in place. */
-  if (!o->sol || o->dense_steps == 0 || !prog) {
-    for (int i = 0; i < n_graphs; i++)
-      if (trunks(&s, &m->graphs[i]->body, o->sol) != H3_OK) return H3_ERR;
-    return H3_OK;
+  /* The same at every step (sol from step 0, or no block after dense_layers): in place. */
+  if (o->dense_steps == 0 || o->dense_layers == r->layers) return every_graph(&s, n_graphs, true);
+  if (!prog) {
+    h3_diag_error(d, (h3_span){0}, "give dense_steps=0 for sol at every step of a module without "
+                                   "a sampling program",
+                  "--attention sol: dense_steps=%lld needs a program loop that calls the block "
+                  "stack", (long long)o->dense_steps);
+    return H3_ERR;
   }
   if (program(&s, prog) != H3_OK) return H3_ERR;
   for (int i = 0; i < s.n_to; i++) h3_graph_drop_if_unused(m, s.from[i]);

@@ -41,7 +41,10 @@ h3_status h3_att_set_kind(h3_module *m, h3_op *op, h3_att_kind kind, const h3_at
  * a graph (Spectrum's segments in order), numbered by their counts. With a schedule that
  * differs between steps, the loop of the step where dense_steps falls is split there and
  * the step loops from dense_steps on call clones `G.sol` of the graphs G that reach the
- * stack; a trunk loop that holds block dense_layers is split there. */
+ * stack; a trunk loop that holds block dense_layers is split there. A schedule that is the
+ * same at every step (sage, dense_steps=0, dense_layers = the blocks) rewrites in place.
+ * Errors (with hints): dense_layers above the blocks, dense_steps above the steps, or
+ * dense_steps > 0 without a program loop that calls the stack. */
 h3_status h3_att_schedule(h3_module *m, const h3_att_options *o, h3_att_result *r, h3_diag *d);
 
 #endif
