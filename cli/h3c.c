@@ -95,8 +95,13 @@ static void usage_pass_options(FILE *out) {
           "                           H3_INT8_MAX_ROWS=R overrides R at load\n"
           "  --attention dense|sage[,KEY=V..]|sol[,KEY=V..]  H3's block-stack attention (default\n"
           "                           dense): sage = int8 QK with K smoothing, P and V in e4m3\n"
-          "                           (pv=, smooth=); sol = block-sparse (tau=, thresh=,\n"
-          "                           sink_tokens=, sink_start=); docs/models/accelerations.md §5\n"
+          "                           (pv=, smooth=), at every step; sol = the Sage->Sol\n"
+          "                           schedule: steps < dense_steps (default 10) and blocks <\n"
+          "                           dense_layers (default 2) run dense_backend=dense|sage\n"
+          "                           (default dense), the others block-sparse sol (tau=,\n"
+          "                           thresh=, sink_tokens=, sink_start=); sol everywhere:\n"
+          "                           sol,dense_steps=0,dense_layers=0. h3c prints the schedule;\n"
+          "                           docs/models/accelerations.md §5\n"
           "  --draft-quant bf16|nvfp4  weights of the M3.1 DSpark draft (default bf16): nvfp4\n"
           "                           quantizes fc, o_proj, gate_up_proj and down_proj to NVFP4\n"
           "                           (W4A16; docs/nvfp4.md)\n"
@@ -344,7 +349,8 @@ static int parse_args(int argc, char **argv, options *o) {
       } else if (strcmp(v, "dense")) {
         return flag_error(cmd, "unknown --attention '%s'", v,
                           "use dense (the default), sage[,pv=fp8|bf16][,smooth=1|0] or "
-                          "sol[,tau=F][,thresh=diag|exact][,sink_tokens=N][,sink_start=N]");
+                          "sol[,tau=F][,thresh=diag|exact][,sink_tokens=N][,sink_start=N]"
+                          "[,dense_steps=N][,dense_layers=N][,dense_backend=dense|sage]");
       }
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {

@@ -13,9 +13,9 @@
 
 #define H3_PASS_TABLE(X)                                                                   \
   X(verify)                                                                                \
-  X(attention_backend) /* --attention sage|sol: before step skipping copies the stack */  \
   X(spectrum) /* step skipping rewrites the program first */                               \
   X(cache_dit)                                                                             \
+  X(attention_backend) /* --attention: after step skipping, on its segments and pieces */  \
   X(dce)                                                                                   \
   X(draft_quant_nvfp4) /* --draft-quant nvfp4: the draft's W4A16 linears */           \
   X(int8_lowering) /* --int8; before the fusions, so they see the int8 ops */              \

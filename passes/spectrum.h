@@ -121,6 +121,11 @@ typedef h3_status (*h3_body_hook)(void *ctx, h3_builder *b, h3_value_map *vm, co
                                   bool *handled);
 h3_status h3_loop_body_clone(h3_module *m, h3_value_map *vm, const h3_region *src, h3_region *dst,
                              int64_t shift, h3_body_hook hook, void *hook_ctx, h3_diag *d);
+/* Splits `loop` (count n) at iteration `at`, 0 < at < n: loop keeps iterations [0, at) and
+ * a new loop `label` right after it runs [at, n) on loop's results, its body a clone of
+ * loop's with the counter shifted by `at`; loop's former uses read the new loop's results.
+ * Returns the new loop, NULL when out of memory (reported to d). */
+h3_op *h3_loop_split(h3_module *m, h3_op *loop, int64_t at, const char *label, h3_diag *d);
 /* A new graph `name`: same kind, inputs (mapped in vm), body and outputs as g. */
 h3_graph *h3_graph_clone(h3_module *m, h3_value_map *vm, const h3_graph *g, const char *name);
 /* Erases the pure ops of g whose results are unused, last to first, until none is left. */

@@ -1,7 +1,7 @@
 /* spectrum_ir.c: the IR helpers of the step-skipping passes (spectrum.h): finding the
  * site (program sampling loop -> call of the step graph -> its `trunk` loop), cloning
- * ops, regions and graphs through a value map, sweeping dead ops and dropping graphs
- * that nothing calls any more.
+ * ops, regions and graphs through a value map, splitting loops, sweeping dead ops and
+ * dropping graphs that nothing calls any more.
  */
 #include "h3/rewrite.h"
 
@@ -241,4 +241,39 @@ h3_status h3_loop_body_clone(h3_module *m, h3_value_map *vm, const h3_region *sr
     }
   }
   return m->oom ? h3_skip_oom(d, "step skipping") : H3_OK;
+}
+
+h3_op *h3_loop_split(h3_module *m, h3_op *loop, int64_t at, const char *label, h3_diag *d) {
+  const h3_region *body = &loop->regions[0];
+  int n = loop->n_operands;
+  h3_type types[16];
+  h3_value_map vm;
+  if (n > 16 || h3_value_map_init(&vm, m) != H3_OK) {
+    h3_diag_error(d, loop->span, "carry at most 16 values in a loop that is split",
+                  "splitting loop '%s': %d carried values", h3_op_attr_string(loop, "label", ""), n);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) types[i] = loop->results[i]->type;
+  h3_builder b = {.m = m, .region = loop->parent, .before = loop->next, .span = loop->span};
+  h3_op *nl = h3_build_op_typed(&b, H3_OP_LOOP, n, loop->operands, loop->n_attrs, loop->attrs, n,
+                                types, 1);
+  bool ok = nl && h3_region_add_arg(m, &nl->regions[0], body->args[0]->type, body->args[0]->name,
+                                    loop->span);
+  for (int i = 0; ok && i < n; i++) {
+    h3_value *a = h3_region_add_arg(m, &nl->regions[0], types[i], body->args[i + 1]->name, loop->span);
+    ok = a != NULL;
+    if (ok) h3_value_map_set(&vm, body->args[i + 1], a);
+  }
+  ok = ok && h3_loop_body_clone(m, &vm, body, &nl->regions[0], at, NULL, NULL, d) == H3_OK;
+  h3_value_map_free(&vm);
+  if (!ok) return h3_skip_oom(d, "splitting a loop"), NULL;
+  h3_op_set_attr(m, nl, h3_attr_int(m, "count", h3_op_attr_int(loop, "count", 0) - at));
+  h3_op_set_attr(m, nl, h3_attr_string(m, "label", label));
+  h3_op_set_attr(m, loop, h3_attr_int(m, "count", at));
+  for (int i = 0; i < n; i++) {
+    nl->results[i]->name = loop->results[i]->name;
+    h3_value_replace_all_uses(m, loop->results[i], nl->results[i]);
+    h3_op_set_operand(nl, i, loop->results[i]);
+  }
+  return m->oom ? (h3_skip_oom(d, "splitting a loop"), NULL) : nl;
 }

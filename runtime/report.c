@@ -237,6 +237,10 @@ static void print_on_off(FILE *out, const h3_report *r) {
   }
   print_streaming(out, r);
   fprintf(out, "  attention        : %s\n", r->attention ? r->attention : "?");
+  for (int i = 0; i < r->module->n_graphs; i++) { /* set by attention-backend (--attention) */
+    const h3_attr *a = h3_graph_attr(r->module->graphs[i], "attention_schedule");
+    if (a && a->kind == H3_ATTR_STRING) fprintf(out, "  attention plan   : %s\n", a->s);
+  }
 }
 
 typedef struct {

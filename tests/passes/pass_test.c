@@ -14,6 +14,7 @@
  *   --int8 KEY=VALUE,...    the --int8 option text the int8 passes read
  *   --spectrum=TEXT         the spectrum pass's option text (bare --spectrum: defaults)
  *   --cache-dit=TEXT        the cache-dit pass's option text
+ *   --attention=TEXT        the attention-backend pass's option text (sage|sol[,KEY=VALUE...])
  * The driver parses the IR (h3_module_parse), runs the passes with verify_each, and
  * prints: the dump stream (reports, --print-ir-after), then the diagnostics if any, then
  * the module text if everything succeeded. The result must equal FILE.expected (default:
@@ -126,6 +127,8 @@ int main(int argc, char **argv) {
       o.spectrum = a[10] ? a + 11 : "";
     } else if (strncmp(a, "--cache-dit=", 12) == 0) {
       o.cache_dit = a + 12;
+    } else if (strncmp(a, "--attention=", 12) == 0) {
+      o.attention = a + 12;
     } else if (a[0] != '-' && !o.passes) {
       o.passes = a;
     } else {
