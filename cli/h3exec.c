@@ -8,7 +8,8 @@
  *          [--device-memory SIZE] [--help]
  *   h3exec PLAN (--requests FILE | --random-prompts N --prompt-len L --output-len M)
  *          [--out RESULTS.jsonl] [--concurrency C] [--request-rate R] [--temperature T]
- *          [--kv-pages N] [--summary FILE.json]      (M3.1 serving: cli/serve_run.c)
+ *          [--kv-pages N] [--summary FILE.json] [--profile FILE.json]
+ *                                                    (M3.1 serving: cli/serve_run.c)
  *
  * Exit status: 0 on success, 1 when the run fails (bad plan, weights, inputs, runtime
  * error), 2 for bad flags. Nothing is written unless the run succeeds (outputs and traces
@@ -62,7 +63,8 @@ static void usage(FILE *f) {
           "  --threads N           cpu worker threads (default 2)\n"
           "  --attention NAME      attention implementation: cuda: " H3_ATTENTION_NAMES "\n"
           "                        (default: the first); cpu: reference\n"
-          "  --profile FILE.json   Chrome trace of the measured runs, one event per op\n"
+          "  --profile FILE.json   Chrome trace of the measured runs (serving: of the serving), one\n"
+          "                        event per op, and the per-op table in the report\n"
           "  --dump-ops KINDS      with --dump FILE: the results of every execution of these op\n"
           "                        kinds (comma-separated, e.g. router_topk,moe, or all) as\n"
           "                        safetensors, to find where two backends part; runs callees\n"
@@ -202,10 +204,10 @@ static int check_serve_flags(options *o) {
                               "are for serving (--requests or --random-prompts)");
     return 0;
   }
-  if (o->graph || o->inputs || o->prompt || o->profile || o->dump_ops || o->warmup ||
+  if (o->graph || o->inputs || o->prompt || o->dump_ops || o->warmup ||
       o->iterations != 1 || o->check_finite || o->max_new_tokens > 0 || o->steps > 0 ||
       (f->requests && o->prompt_len > 0))
-    return flag_error("%s", "serving takes none of --graph, --inputs, --prompt, --profile, "
+    return flag_error("%s", "serving takes none of --graph, --inputs, --prompt, "
                             "--dump-ops, --warmup, --iterations, --check-finite, --steps, "
                             "--max-new-tokens (and --prompt-len only with --random-prompts)");
   return 0;
@@ -560,9 +562,22 @@ static int run(const options *o, h3_diag *d) {
              : h3_weights_load_file(m, o->weights, d);
   if (!w && !on_device) goto done;
   if (serve_wanted(&o->serve)) {
-    h3_runtime_options sro = {.weight_seed = o->seed, .device_memory = o->device_memory};
+    /* --profile: every op of the serving timed (device timestamps; a call replayed as a CUDA
+       graph has none: H3_CUDA_GRAPHS=0 times them all), the table after the report */
+    h3_runtime_options sro = {.weight_seed = o->seed, .device_memory = o->device_memory,
+                              .trace = o->profile != NULL, .trace_device = o->profile != NULL};
+    if (o->profile && h3_output_check(o->profile, d) != H3_OK) goto done;
     rt = h3_runtime_new(m, b, w, &sro, d);
     rc = rt ? serve_run(&o->serve, rt, m, b, d) : 1;
+    if (rc == 0 && o->profile) {
+      const h3_trace_event *ev;
+      size_t n = h3_runtime_trace(rt, &ev);
+      if (h3_trace_write_file(ev, n, o->profile, d) != H3_OK) rc = 1;
+      h3_report_print_ops(stdout, h3_runtime_op_stats(rt), "the serving, warm-up excluded",
+                          b->ext && b->ext->mark ? "device timestamps; calls replayed as CUDA "
+                                                   "graphs have no per-op times"
+                                                 : "host time, synced after each op");
+    }
     goto done;
   }
   in = o->inputs ? h3_inputs_load_file(g, o->inputs, H3_INPUTS_ALLOW_MISSING, d)

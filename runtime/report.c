@@ -254,18 +254,18 @@ static int cmp_row(const void *a, const void *b) {
   return x->code - y->code;
 }
 
-static void print_ops(FILE *out, const h3_report *r) {
+void h3_report_print_ops(FILE *out, const h3_op_stat *stats, const char *what, const char *clock) {
   op_row rows[H3_OPCODE_COUNT];
   int n = 0;
   double total = 0.0;
   for (int c = 0; c < H3_OPCODE_COUNT; c++) {
-    if (!r->stats || r->stats[c].count == 0) continue;
+    if (!stats || stats[c].count == 0) continue;
     rows[n].code = c;
-    rows[n++].s = r->stats[c];
-    total += r->stats[c].seconds;
+    rows[n++].s = stats[c];
+    total += stats[c].seconds;
   }
   qsort(rows, (size_t)n, sizeof rows[0], cmp_row);
-  fprintf(out, "=== per-op profile (measured iterations; %s) ===\n", r->op_clock ? r->op_clock : "host time");
+  fprintf(out, "=== per-op profile (%s; %s) ===\n", what, clock ? clock : "host time");
   fprintf(out, "  %-20s %10s %12s %8s\n", "op", "count", "total ms", "%");
   for (int i = 0; i < n; i++)
     fprintf(out, "  %-20s %10lld %12.3f %7.1f%%\n", h3_opcode_name((h3_opcode)rows[i].code),
@@ -300,5 +300,5 @@ void h3_report_print(FILE *out, const h3_report *r) {
   if (r->graphs_captured >= 0)
     fprintf(out, "  CUDA graphs: %lld graph calls captured, %lld replayed (since start; warm-up included)\n",
             (long long)r->graphs_captured, (long long)r->graphs_replayed);
-  print_ops(out, r);
+  h3_report_print_ops(out, r->stats, "measured iterations", r->op_clock);
 }

@@ -320,6 +320,7 @@ static h3_status warm_up(engine *e) {
     e->st->decode_seconds = 0;
   }
   if (e->spec) serve_spec_stats_clear(e->st);
+  h3_runtime_reset_stats(e->rt); /* a --profile covers the serving, not the warm-up */
   clock_gettime(CLOCK_MONOTONIC, &t1);
   e->st->warmup_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   return st;

@@ -198,6 +198,9 @@ typedef struct {
 /* trtexec-style summary: configuration, what is on/off (tier, fused groups by tier,
  * memory plan per graph), latency min / median / mean / p90 / p99, per-op table. */
 void h3_report_print(FILE *out, const h3_report *r);
+/* The per-op table alone: op kind, executions, total ms, share (stats by opcode; `what` the
+ * runs it covers, `clock` how the ops were timed). */
+void h3_report_print_ops(FILE *out, const h3_op_stat *stats, const char *what, const char *clock);
 /* Percentile p in [0, 100] of n values (nearest rank on a sorted copy); 0 when n == 0. */
 double h3_percentile(const double *v, int n, double p);
 

@@ -279,6 +279,13 @@ def case_random(a):
           f"random: summary {s}")
     check(s.get("concurrency") == 4 and s.get("ttft_ms", {}).get("p50", -1) >= 0, f"random: summary {s}")
     check(s.get("schedule") == "prefill-first", f"random: summary {s}")
+    # --profile: the serving's ops in a Chrome trace and a per-op table after the report
+    prof = os.path.join(a.work, "serve_profile.json")
+    rc, out, err = run([a.h3exec, plan(a, 64), "--backend", "cpu", "--random-prompts", "2", "--prompt-len", "12",
+                        "--output-len", "4", "--profile", prof])
+    ev = json.load(open(prof)) if rc == 0 and os.path.exists(prof) else None
+    check(rc == 0 and "per-op profile (the serving" in out and " moe " in out and ev,
+          f"random --profile: exit {rc}, trace {type(ev)}: {out[-600:]} {err[-300:]}")
 
 
 def case_flags(a):
