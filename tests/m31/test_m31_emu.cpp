@@ -70,14 +70,6 @@ namespace spec_k { /* spec_accept (the types that matter: I_T) */
 #undef O_T
 } // namespace spec_k
 
-namespace nvfp4_k { /* linear_nvfp4 on tensor cores */
-#define O_T h3_bf16
-#define H3_NVFP4_NAME emu_nvfp4
-#include "m31_moe.cu"
-#undef H3_NVFP4_NAME
-#undef O_T
-} // namespace nvfp4_k
-
 #define Q_T h3_bf16
 #define K_T h3_bf16
 #define IX_T int
@@ -185,38 +177,6 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     compare(what, out, want[0], 1e-5); /* a bf16 rounding of u or y flipped by the sum order
                                           moves its row by one bf16 ulp (the widths are small) */
   }
-  h3_module_free(m);
-}
-
-/* ---- linear_nvfp4 ---------------------------------------------------------------------- */
-/* x [M, K] bf16 against a random NVFP4 weight [N, K] (codes, e4m3 scales of 0.004 .. 2, g):
- * the tensor-core kernel within fp32 summation order (then one bf16 rounding) of the CPU op. */
-static void test_nvfp4(int64_t M, int64_t N, int64_t K) {
-  std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
-                     ty("u8", {N, K / 2}) + ", %s: " + ty("u8", {N, K / 16}) + ", %g: f32[1]) -> (y: " +
-                     ty("bf16", {M, N}) + ") {\n    %y = linear_nvfp4(%x, %p, %s, %g) : " + ty("bf16", {M, N}) +
-                     "\n    return %y\n  }\n}\n";
-  h3_module *m = parse(text);
-  CHECK(m, "linear_nvfp4 IR");
-  if (!m) return;
-  const h3_op *op = first_op(m);
-  std::vector<buf> in;
-  for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
-  fill_random(in[0], -2, 2);
-  uint8_t *pk = (uint8_t *)in[1].p(), *sc = (uint8_t *)in[2].p();
-  for (int64_t i = 0; i < N * K / 2; i++) pk[i] = (uint8_t)(urand() * 256);
-  for (int64_t i = 0; i < N * K / 16; i++) sc[i] = (uint8_t)(0x08 + urand() * 0x38); /* e 1..7 */
-  *(float *)in[3].p() = 0.37f;
-  std::vector<buf> want = cpu_run(op, in);
-  buf got = make(op->results[0]->type);
-  long long MM = M, NN = N, KK = K;
-  emu_launch3((N + 31) / 32, (M + 15) / 16, 1, 128, [&] {
-    nvfp4_k::emu_nvfp4((const h3_bf16 *)in[0].p(), pk, sc, (const float *)in[3].p(), (h3_bf16 *)got.p(),
-                       MM, NN, KK);
-  });
-  char what[96];
-  snprintf(what, sizeof what, "linear_nvfp4 M %lld N %lld K %lld", (long long)M, (long long)N, (long long)K);
-  compare(what, got, want[0], 1e-5);
   h3_module_free(m);
 }
 
@@ -497,9 +457,6 @@ static std::vector<int32_t> run_of(int32_t n0, int64_t n) {
 
 int main(void) {
   elapsed();
-  test_nvfp4(5, 40, 64);    /* partial row and column tiles */
-  test_nvfp4(16, 64, 256);
-  test_nvfp4(33, 24, 48);   /* three row tiles, K of three blocks */
   test_spec_accept(12, 3, 300);
   test_spec_accept(5, 8, 1000);
   test_router(5, 64, 8, 2);
