@@ -2,15 +2,16 @@
 //   H3_NVFP4_NAME (x[M, K] bf16, packed u8[N, K/2], scale u8[N, K/16], g f32[1]) -> y[M, N] O_T
 //   y = bf16-exact w_b = e2m1(code) * e4m3(scale) against x, fp32 sums, times g once, one
 //   rounding; equal to the CPU op (runtime/cpu/ops_nvfp4.c) within fp32 summation order.
-// Launch (runtime/cuda/cuda_nvfp4.c picks S and cps from M, N, K alone, so that the sum order,
-// hence every bit of y, depends on the inputs only): grid (ceil(N / H3N_COLS), S,
-// ceil(M / H3N_ROWS)), H3N_THREADS threads, dynamic shared memory 2 * min(M, H3N_ROWS) *
-// H3N_KC * 2 bytes. Block (bx, s, z) computes rows H3N_ROWS z .. (up to 4 m-tiles of 16) x
-// columns H3N_COLS bx .. over the K chunks (H3N_KC each) s cps .. s cps + cps - 1; warp w
-// owns the block's columns 16 w .. 16 w + 15 (two n-tiles of 8), all warps the same chunks.
+// Three kernels, H3_NVFP4_NAME_m1, _m2 and _m4, of MT = 1, 2 and 4 m-tiles (blocks of 16 MT
+// rows). Launch (runtime/cuda/cuda_nvfp4.c picks MT, S and cps from M, N, K alone, so that the
+// sum order, hence every bit of y, depends on the inputs only): grid (ceil(N / H3N_COLS), S,
+// ceil(M / (16 MT))), H3N_THREADS threads, dynamic shared memory 2 * min(M, 16 MT) * H3N_RS *
+// 16 bytes. Block (bx, s, z) computes rows 16 MT z .. x columns H3N_COLS bx .. over the K
+// chunks (H3N_KC each) s cps .. s cps + cps - 1; warp w owns the block's columns 16 w ..
+// 16 w + 15 (two n-tiles of 8), all warps the same chunks.
 // Per chunk: the block stages its rows of x into shared memory (cp.async, double-buffered,
 // one barrier per chunk) while each lane holds the next chunk's weights in registers (the
-// weight stream never waits on a barrier). S == 1: y written directly. S > 1 (M <= H3N_ROWS):
+// weight stream never waits on a barrier). S == 1: y written directly. S > 1 (M <= 16 MT):
 // fp32 partials part[S, M, N] (scratch), then the last block of each column group (counter
 // cnt[bx], u32, 0 before the launch and again after it) adds them in split order s = 0, 1, ...
 // and writes y.
@@ -30,8 +31,8 @@
 
 #define H3N_THREADS 256 // 8 warps
 #define H3N_COLS 128    // columns per block (16 per warp)
-#define H3N_ROWS 64     // rows per block (4 m-tiles)
 #define H3N_KC 256      // k per chunk (64 per lane of a quad)
+#define H3N_RS 36       // 16-byte slots per staged row of x (32 used; see h3n_stage)
 
 // bytes of a and b (a: 0-3, b: 4-7) picked by the 4 selector nibbles (each 0-7)
 H3_DI unsigned h3n_prmt(unsigned a, unsigned b, unsigned sel) {
@@ -79,14 +80,13 @@ struct h3n_w {
   unsigned s;
 };
 
-// The lane's weights of chunk c for weight row n (zeros past N or K). vec: K a multiple of
-// H3N_KC and 16-byte aligned rows (vector loads); else byte loads.
-H3_DI h3n_w h3n_load(const unsigned char *packed, const unsigned char *scale, long long n,
-                     long long c, int t, long long N, long long K, int vec) {
-  h3n_w r = {{{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}}, 0u};
-  if (n >= N) return r;
-  const long long k0 = c * H3N_KC + 64 * t;
-  const unsigned char *p = packed + n * (K / 2) + k0 / 2, *q = scale + n * (K / 16) + k0 / 16;
+// The lane's weights of chunk c: p, q its weight row's codes and scales at the lane's first
+// chunk (k = 64 t), k0 that chunk's first k. vec: K a multiple of H3N_KC and 16-byte aligned
+// rows (vector loads); else byte loads, zeros past K.
+H3_DI h3n_w h3n_load(const unsigned char *p, const unsigned char *q, int c, long long k0, long long K,
+                     int vec) {
+  h3n_w r;
+  p += c * (H3N_KC / 2), q += c * (H3N_KC / 16);
   if (vec) {
 #ifdef __CUDA_ARCH__
     r.c[0] = __ldg(reinterpret_cast<const uint4 *>(p));
@@ -98,30 +98,31 @@ H3_DI h3n_w h3n_load(const unsigned char *packed, const unsigned char *scale, lo
 #endif
     return r;
   }
+  k0 += (long long)c * H3N_KC;
   unsigned wd[8];
   for (int i = 0; i < 8; i++) {
     wd[i] = 0u;
     for (int j = 0; j < 4; j++)
       if (k0 + 8 * i + 2 * j < K) wd[i] |= (unsigned)p[4 * i + j] << (8 * j);
   }
+  r.s = 0u;
   for (int i = 0; i < 4; i++)
     if (k0 + 16 * i < K) r.s |= (unsigned)q[i] << (8 * i);
   r.c[0] = uint4{wd[0], wd[1], wd[2], wd[3]}, r.c[1] = uint4{wd[4], wd[5], wd[6], wd[7]};
   return r;
 }
 
-// the 16-byte group gg (8 k) of staged row r: its slot in the row's 32 (a swizzle so that the
-// 8 lanes of a quarter-warp, rows g, g + 1 and groups 8 t + i, hit distinct bank groups)
-H3_DI int h3n_slot(int r, int gg) { return gg ^ ((gg >> 3 & 3) | (r & 1) << 2); }
+// Staged x: per row H3N_RS 16-byte slots, group gg (k 8 gg .. 8 gg + 7 of the chunk) in slot
+// 4 (gg % 8) + gg / 8, so that lane t's word i reads slot 4 i + t: the 8 lanes of a
+// quarter-warp (rows g, g + 1: H3N_RS = 4 mod 8 apart) hit 8 distinct bank groups.
 
-// Stages x[m0 + r, c H3N_KC ..] (r < rows, zeros past K) into buffer b: 32 groups per row.
-H3_DI void h3n_stage(uint4 *b, const h3_bf16 *x, long long m0, int rows, long long c, long long K,
-                     int vec) {
+// Stages x[m0 + r, chunk c ..] (r < rows; zeros past K) into buffer b; thread i fills slot i % 32.
+H3_DI void h3n_stage(uint4 *b, const h3_bf16 *x, long long m0, int rows, int c, long long K, int vec) {
   for (int i = threadIdx.x; i < rows * 32; i += H3N_THREADS) {
-    const int r = i >> 5, gg = i & 31;
-    const long long k = c * H3N_KC + 8 * gg;
+    const int r = i >> 5, sl = i & 31, gg = 8 * (sl & 3) + (sl >> 2);
+    const long long k = (long long)c * H3N_KC + 8 * gg;
     const h3_bf16 *src = x + (m0 + r) * K + k;
-    uint4 *dst = b + r * 32 + h3n_slot(r, gg);
+    uint4 *dst = b + r * H3N_RS + sl;
     if (vec) {
       h3_cp16(dst, src);
     } else {
@@ -143,9 +144,11 @@ H3_DI void h3n_scales(unsigned s, unsigned *S) {
       if ((s >> (8 * i) & 0x7fu) == 0x7fu) S[i] = 0x7FC07FC0u;
 }
 
-// Adds chunk w's products: cur (the lane's two n-tiles) against staged buffer b.
-H3_DI void h3n_chunk(float acc[4][2][4], const h3n_w *cur, const uint4 *b, int rows, int mts,
-                     int g, int t) {
+// Adds a chunk's products: cur (the lane's two n-tiles) against staged buffer b, whose slots
+// xo[mt][h] (+ 4 i) hold the lane's rows of m-tile mt (h: rows g, g + 8; rows past the
+// block's read a valid one instead: their products land in rows never stored).
+template <int MT>
+H3_DI void h3n_chunk(float acc[MT][2][4], const h3n_w *cur, const uint4 *b, const int xo[MT][2]) {
   unsigned S[2][4];
 #pragma unroll
   for (int j = 0; j < 2; j++) h3n_scales(cur[j].s, S[j]);
@@ -161,12 +164,8 @@ H3_DI void h3n_chunk(float acc[4][2][4], const h3n_w *cur, const uint4 *b, int r
       bf[j][1][0] = h3n_mul2(h3n_e2m1x2<2>(w), sc), bf[j][1][1] = h3n_mul2(h3n_e2m1x2<3>(w), sc);
     }
 #pragma unroll
-    for (int mt = 0; mt < 4; mt++) {
-      if (mt >= mts) break; // as often in every lane of the warp
-      const int ra = 16 * mt + g, rb = ra + 8, gg = 8 * t + i;
-      const uint4 z = {0u, 0u, 0u, 0u};
-      const uint4 xa = ra < rows ? b[ra * 32 + h3n_slot(ra, gg)] : z;
-      const uint4 xb = rb < rows ? b[rb * 32 + h3n_slot(rb, gg)] : z;
+    for (int mt = 0; mt < MT; mt++) {
+      const uint4 xa = b[xo[mt][0] + 4 * i], xb = b[xo[mt][1] + 4 * i];
       const unsigned a0[4] = {h3n_prmt(xa.x, xa.z, 0x5410u), h3n_prmt(xb.x, xb.z, 0x5410u),
                               h3n_prmt(xa.x, xa.z, 0x7632u), h3n_prmt(xb.x, xb.z, 0x7632u)};
       const unsigned a1[4] = {h3n_prmt(xa.y, xa.w, 0x5410u), h3n_prmt(xb.y, xb.w, 0x5410u),
@@ -180,66 +179,86 @@ H3_DI void h3n_chunk(float acc[4][2][4], const h3n_w *cur, const uint4 *b, int r
   }
 }
 
-extern "C" __global__ void __launch_bounds__(H3N_THREADS, 2) H3_NVFP4_NAME(
-    const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
-    const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
-    float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K,
-    int cps, int vec) {
-  H3_DYN_SMEM(uint4, xs); // [2][rows][32] swizzled 16-byte groups of x
+#define H3N_PARAMS                                                                             \
+  const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,                     \
+      const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y, \
+      float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K, \
+      int cps, int vec
+
+// The kernel of MT m-tiles (the block's rows: at most 16 MT).
+template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
+  H3_DYN_SMEM(uint4, xs); // [2][rows][H3N_RS] staged 16-byte groups of x
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const long long m0 = (long long)blockIdx.z * H3N_ROWS;
-  const int rows = (int)(M - m0 < H3N_ROWS ? M - m0 : H3N_ROWS), mts = (rows + 15) / 16;
-  const long long nch = (K + H3N_KC - 1) / H3N_KC, c0 = (long long)blockIdx.y * cps;
-  const long long c1 = c0 + cps < nch ? c0 + cps : nch;
+  const long long m0 = (long long)blockIdx.z * 16 * MT;
+  const int rows = (int)(M - m0 < 16 * MT ? M - m0 : 16 * MT);
+  const int nch = (int)((K + H3N_KC - 1) / H3N_KC), c0 = (int)blockIdx.y * cps;
+  const int nc = (c0 + cps < nch ? c0 + cps : nch) - c0; // the block's chunks c0 ..
   const long long col = (long long)blockIdx.x * H3N_COLS + 16 * warp; // the warp's first column
-  float acc[4][2][4];
+  // the lane's weight rows (past N: row N - 1, whose products land in columns never stored)
+  const unsigned char *p[2], *q[2];
 #pragma unroll
-  for (int mt = 0; mt < 4; mt++)
+  for (int j = 0; j < 2; j++) {
+    const long long n = col + 8 * j + g < N ? col + 8 * j + g : N - 1;
+    p[j] = packed + n * (K / 2) + (long long)c0 * (H3N_KC / 2) + 32 * t;
+    q[j] = scale + n * (K / 16) + (long long)c0 * (H3N_KC / 16) + 4 * t;
+  }
+  const long long k0 = (long long)c0 * H3N_KC + 64 * t;
+  int xo[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = 16 * mt + 8 * h + g;
+      xo[mt][h] = (r < rows ? r : rows - 1) * H3N_RS + t;
+    }
+  float acc[MT][2][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
-      for (int q = 0; q < 4; q++) acc[mt][j][q] = 0.0f;
+      for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.0f;
   h3n_w cur[2], nxt[2];
   h3n_stage(xs, x, m0, rows, c0, K, vec);
 #pragma unroll
-  for (int j = 0; j < 2; j++) cur[j] = h3n_load(packed, scale, col + 8 * j + g, c0, t, N, K, vec);
-  for (long long c = c0; c < c1; c++) { // as often in every thread
-    const int buf = (int)((c - c0) & 1);
+  for (int j = 0; j < 2; j++) cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
+  for (int c = 0; c < nc; c++) { // as often in every thread
+    const int buf = c & 1;
     h3_cp_wait();
     __syncthreads(); // chunk c staged; every warp done with chunk c - 1's buffer
-    if (c + 1 < c1) {
-      h3n_stage(xs + (buf ^ 1) * rows * 32, x, m0, rows, c + 1, K, vec);
+    if (c + 1 < nc) {
+      h3n_stage(xs + (buf ^ 1) * rows * H3N_RS, x, m0, rows, c0 + c + 1, K, vec);
 #pragma unroll
-      for (int j = 0; j < 2; j++) nxt[j] = h3n_load(packed, scale, col + 8 * j + g, c + 1, t, N, K, vec);
+      for (int j = 0; j < 2; j++) nxt[j] = h3n_load(p[j], q[j], c + 1, k0, K, vec);
     }
-    h3n_chunk(acc, cur, xs + buf * rows * 32, rows, mts, g, t);
+    h3n_chunk<MT>(acc, cur, xs + buf * rows * H3N_RS, xo);
 #pragma unroll
     for (int j = 0; j < 2; j++) cur[j] = nxt[j];
   }
   const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
   if (gridDim.y == 1) {
 #pragma unroll
-    for (int mt = 0; mt < 4; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int j = 0; j < 2; j++)
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-          const int r = 16 * mt + g + 8 * (q >> 1);
-          const long long n = col + 8 * j + 2 * t + (q & 1);
-          if (r < rows && n < N) h3_st(y, (m0 + r) * N + n, __fmul_rn(acc[mt][j][q], gs));
+        for (int e = 0; e < 4; e++) {
+          const int r = 16 * mt + g + 8 * (e >> 1);
+          const long long n = col + 8 * j + 2 * t + (e & 1);
+          if (r < rows && n < N) h3_st(y, (m0 + r) * N + n, __fmul_rn(acc[mt][j][e], gs));
         }
     return;
   }
   const long long S = gridDim.y;
 #pragma unroll
-  for (int mt = 0; mt < 4; mt++)
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int r = 16 * mt + g + 8 * (q >> 1);
-        const long long n = col + 8 * j + 2 * t + (q & 1);
-        if (r < rows && n < N) part[((long long)blockIdx.y * M + m0 + r) * N + n] = acc[mt][j][q];
+      for (int e = 0; e < 4; e++) {
+        const int r = 16 * mt + g + 8 * (e >> 1);
+        const long long n = col + 8 * j + 2 * t + (e & 1);
+        if (r < rows && n < N) part[((long long)blockIdx.y * M + m0 + r) * N + n] = acc[mt][j][e];
       }
   if (!h3_last_block(cnt + (long long)blockIdx.z * gridDim.x + blockIdx.x, gridDim.y)) return;
   for (int i = threadIdx.x; i < rows * H3N_COLS; i += H3N_THREADS) {
@@ -259,3 +278,15 @@ extern "C" __global__ void __launch_bounds__(H3N_THREADS, 2) H3_NVFP4_NAME(
     h3_st(y, (m0 + r) * N + n, __fmul_rn(sum, gs));
   }
 }
+
+#define H3N_CAT2(a, b) a##b
+#define H3N_CAT(a, b) H3N_CAT2(a, b)
+// H3_NVFP4_NAME_m1, _m2, _m4: blocks of 16, 32 and 64 rows
+#define H3N_KERNEL(MT)                                                                          \
+  extern "C" __global__ void __launch_bounds__(H3N_THREADS, 2) H3N_CAT(H3_NVFP4_NAME, _m##MT)( \
+      H3N_PARAMS) {                                                                             \
+    h3n_gemm<MT>(x, packed, scale, gp, y, part, cnt, M, N, K, cps, vec);                      \
+  }
+H3N_KERNEL(1)
+H3N_KERNEL(2)
+H3N_KERNEL(4)

@@ -9,10 +9,10 @@
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
-  cu_nvfp4_shape sh = {(N + CU_NVFP4_COLS - 1) / CU_NVFP4_COLS, 1, (M + CU_NVFP4_ROWS - 1) / CU_NVFP4_ROWS, 0, 0};
-  const int64_t nch = (K + CU_NVFP4_KC - 1) / CU_NVFP4_KC, rows = M < CU_NVFP4_ROWS ? M : CU_NVFP4_ROWS;
-  sh.cps = (int)nch;
-  sh.smem = (size_t)(2 * rows * CU_NVFP4_KC * 2);
+  const int mt = M <= 16 ? 1 : M <= 32 ? 2 : 4;
+  const int64_t nch = (K + CU_NVFP4_KC - 1) / CU_NVFP4_KC, rows = M < 16 * mt ? M : 16 * mt;
+  cu_nvfp4_shape sh = {(N + CU_NVFP4_COLS - 1) / CU_NVFP4_COLS, 1, (M + rows - 1) / rows, mt, (int)nch, 0};
+  sh.smem = (size_t)(2 * rows * CU_NVFP4_RS * 16);
   if (M > CU_NVFP4_ROWS) return sh;
   /* time in bytes per slot: a block's chunk reads 128 x 256 x 0.5625 weight bytes; splits add
      their partials (written once, read once) spread over the slots */
@@ -41,15 +41,17 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (xt->dtype != H3_BF16 || K % 16)
     return cu_op_error(d, op, NULL, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
-  char name[128], defs[256];
-  snprintf(name, sizeof name, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
-  snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", name,
+  char base[96], name[3][128], defs[256];
+  snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
+  snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
            h3_kernel_ctype(out[0].type.dtype));
-  const char *names[1] = {name};
-  cu_kernel *kn;
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < 3; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
+  const char *names[3] = {name[0], name[1], name[2]};
+  cu_kernel *kns[3];
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 3, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
+  cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];
   if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;
   if (sh.splits > 1 && !scratch)
     return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");

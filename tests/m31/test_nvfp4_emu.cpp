@@ -4,8 +4,9 @@
  * flag from K and the pointers' alignment), against the CPU op on random inputs: every code
  * (-0 and the subnormal 0.5 included), scales of both signs from e4m3 subnormals to 448, zero
  * scales, optionally a NaN scale byte (its column NaN, as on the CPU). The launch shapes:
- * M = 1 and 16 rows with 2 to 4 K splits (the partials added by the last block), 64 rows
- * (4 m-tiles) with splits, 70 rows (two row blocks, no splits), partial column groups and
+ * M = 1 and 16 rows (the m1 kernel) with 2 to 4 K splits (the partials added by the last
+ * block), 20 rows (m2), 33 and 64 rows (m4) with splits, 70 rows (two row blocks of m4, no
+ * splits), partial column groups and
  * n-tiles, K not a multiple of the chunk (byte loads, a partial last chunk, with and without
  * splits) and x misaligned (byte loads of whole chunks). NMSE <= 1e-5 (fp32 sum order, then
  * one bf16 rounding); the counters back at 0 and a second launch bitwise the same.
@@ -60,14 +61,15 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   CHECK(sh.smem <= (1u << 20), "staging fits the emulation's shared memory");
   long long MM = M, NN = N, KK = K;
   buf got[2] = {make(op->results[0]->type), make(op->results[0]->type)};
+  auto kernel = sh.mt == 1 ? nvfp4_k::emu_nvfp4_m1 : sh.mt == 2 ? nvfp4_k::emu_nvfp4_m2 : nvfp4_k::emu_nvfp4_m4;
   for (int run = 0; run < 2; run++)
     emu_launch3(sh.cols, sh.splits, sh.mblocks, CU_NVFP4_THREADS, [&] {
-      nvfp4_k::emu_nvfp4(x, pk, sc, (const float *)in[3].p(), (h3_bf16 *)got[run].p(),
-                         sh.splits > 1 ? part : nullptr, sh.splits > 1 ? cnt : nullptr, MM, NN, KK, sh.cps, vec);
+      kernel(x, pk, sc, (const float *)in[3].p(), (h3_bf16 *)got[run].p(), sh.splits > 1 ? part : nullptr,
+             sh.splits > 1 ? cnt : nullptr, MM, NN, KK, sh.cps, vec);
     });
   char what[128];
-  snprintf(what, sizeof what, "M %lld N %lld K %lld (%lld x %lld x %lld, cps %d%s%s)", (long long)M, (long long)N,
-           (long long)K, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks, sh.cps,
+  snprintf(what, sizeof what, "M %lld N %lld K %lld (m%d: %lld x %lld x %lld, cps %d%s%s)", (long long)M,
+           (long long)N, (long long)K, sh.mt, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks, sh.cps,
            vec ? ", vec" : "", nan_col >= 0 ? ", NaN scale" : "");
   compare(what, got[0], want[0], 1e-5);
   CHECK(memcmp(got[0].p(), got[1].p(), (size_t)(M * N) * 2) == 0, "%s: a second launch differs", what);
@@ -82,6 +84,7 @@ int main(void) {
   test_nvfp4(1, 256, 1024, false, -1);  /* decode: 4 splits of one chunk */
   test_nvfp4(16, 200, 768, false, 7);   /* a partial column group and n-tile; 3 splits; NaN */
   test_nvfp4(64, 136, 512, false, -1);  /* 4 m-tiles, 2 splits */
+  test_nvfp4(20, 128, 512, false, -1);  /* 2 m-tiles (4 rows in the second), 2 splits */
   test_nvfp4(70, 64, 512, false, -1);   /* two row blocks (6 rows in the second), no splits */
   test_nvfp4(2, 64, 272, false, -1);    /* byte loads, a 16-k last chunk, 2 splits */
   test_nvfp4(5, 40, 64, false, -1);     /* byte loads, one partial chunk, partial tiles */
