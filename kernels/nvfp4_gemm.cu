@@ -5,13 +5,13 @@
 // Three kernels, H3_NVFP4_NAME_m1, _m2 and _m4, of MT = 1, 2 and 4 m-tiles (blocks of 16 MT
 // rows). Launch (runtime/cuda/cuda_nvfp4.c picks MT, S and cps from M, N, K alone, so that the
 // sum order, hence every bit of y, depends on the inputs only): grid (ceil(N / H3N_COLS), S,
-// ceil(M / (16 MT))), H3N_THREADS threads, dynamic shared memory 2 * min(M, 16 MT) * H3N_RS *
+// ceil(M / (16 MT))), H3N_THREADS threads, dynamic shared memory 3 * min(M, 16 MT) * H3N_RS *
 // 16 bytes. Block (bx, s, z) computes rows 16 MT z .. x columns H3N_COLS bx .. over the K
 // chunks (H3N_KC each) s cps .. s cps + cps - 1; warp w owns the block's columns 16 w ..
 // 16 w + 15 (two n-tiles of 8), all warps the same chunks.
-// Per chunk: the block stages its rows of x into shared memory (cp.async, double-buffered,
-// one barrier per chunk) while each lane holds the next chunk's weights in registers (the
-// weight stream never waits on a barrier). S == 1: y written directly. S > 1 (M <= 16 MT):
+// Per chunk: the block stages its rows of x into shared memory (cp.async two chunks ahead,
+// each thread then rewrites its own groups into the mma's pairs, double-buffered, one barrier
+// per chunk) while each lane holds the next chunk's weights in registers. S == 1: y written directly. S > 1 (M <= 16 MT):
 // fp32 partials part[S, M, N] (scratch), then the last block of each column group (counter
 // cnt[bx], u32, 0 before the launch and again after it) adds them in split order s = 0, 1, ...
 // and writes y.
@@ -19,7 +19,7 @@
 // quad owns the 64 consecutive k at 64 t (32 code bytes: two 16-byte loads per weight row,
 // and 4 scale bytes), as 8 words of 8 codes; word i (k0 = 64 t + 8 i) feeds two k-steps: the
 // codes (p, p + 4) for p = 0, 1 (step 0) and p = 2, 3 (step 1) are the pairs of b[0], b[1],
-// and x's k0 + p, k0 + p + 4 the matching pairs of a (byte permutes of one 16-byte load).
+// and x's k0 + p, k0 + p + 4 the matching pairs of a (h3n_permute's, one 16-byte load).
 // Dequantization is exact bit arithmetic: a code's magnitude bits below the bf16 exponent's
 // two lowest bits give e2m1 * 2^-126 (0.5 a subnormal), a scale's bits give e4m3 * 2^-120,
 // brought to e4m3 * 2^119 by two exact multiplies; their bf16 product (mul.rn.bf16x2) is
@@ -134,6 +134,18 @@ H3_DI void h3n_stage(uint4 *b, const h3_bf16 *x, long long m0, int rows, int c, 
   h3_cp_commit();
 }
 
+// Rewrites the groups this thread staged (h3n_stage's slots) from raw into p as the lane's
+// A pairs: x's (k, k + 4), (k + 1, k + 5) of the group's first k (a word's k-step 0) and
+// (k + 2, k + 6), (k + 3, k + 7) (step 1).
+H3_DI void h3n_permute(uint4 *p, const uint4 *raw, int rows) {
+  for (int i = threadIdx.x; i < rows * 32; i += H3N_THREADS) {
+    const int at = (i >> 5) * H3N_RS + (i & 31);
+    const uint4 v = raw[at];
+    p[at] = uint4{h3n_prmt(v.x, v.z, 0x5410u), h3n_prmt(v.x, v.z, 0x7632u), h3n_prmt(v.y, v.w, 0x5410u),
+                  h3n_prmt(v.y, v.w, 0x7632u)};
+  }
+}
+
 // The broadcast bf16 pairs (S, S) of the lane's 4 scales (S = e4m3 * 2^119; NaN for a NaN byte).
 H3_DI void h3n_scales(unsigned s, unsigned *S) {
   const unsigned lo = h3n_e4m3x2(h3n_prmt(s, 0u, 0x4140u)), hi = h3n_e4m3x2(h3n_prmt(s, 0u, 0x4342u));
@@ -144,7 +156,7 @@ H3_DI void h3n_scales(unsigned s, unsigned *S) {
       if ((s >> (8 * i) & 0x7fu) == 0x7fu) S[i] = 0x7FC07FC0u;
 }
 
-// Adds a chunk's products: cur (the lane's two n-tiles) against staged buffer b, whose slots
+// Adds a chunk's products: cur (the lane's two n-tiles) against permuted buffer b, whose slots
 // xo[mt][h] (+ 4 i) hold the lane's rows of m-tile mt (h: rows g, g + 8; rows past the
 // block's read a valid one instead: their products land in rows never stored).
 template <int MT>
@@ -165,11 +177,8 @@ H3_DI void h3n_chunk(float acc[MT][2][4], const h3n_w *cur, const uint4 *b, cons
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
-      const uint4 xa = b[xo[mt][0] + 4 * i], xb = b[xo[mt][1] + 4 * i];
-      const unsigned a0[4] = {h3n_prmt(xa.x, xa.z, 0x5410u), h3n_prmt(xb.x, xb.z, 0x5410u),
-                              h3n_prmt(xa.x, xa.z, 0x7632u), h3n_prmt(xb.x, xb.z, 0x7632u)};
-      const unsigned a1[4] = {h3n_prmt(xa.y, xa.w, 0x5410u), h3n_prmt(xb.y, xb.w, 0x5410u),
-                              h3n_prmt(xa.y, xa.w, 0x7632u), h3n_prmt(xb.y, xb.w, 0x7632u)};
+      const uint4 xa = b[xo[mt][0] + 4 * i], xb = b[xo[mt][1] + 4 * i]; // h3n_permute's pairs
+      const unsigned a0[4] = {xa.x, xb.x, xa.y, xb.y}, a1[4] = {xa.z, xb.z, xa.w, xb.w};
 #pragma unroll
       for (int j = 0; j < 2; j++) {
         h3_mma_bf16(acc[mt][j], a0, bf[j][0]);
@@ -187,10 +196,11 @@ H3_DI void h3n_chunk(float acc[MT][2][4], const h3n_w *cur, const uint4 *b, cons
 
 // The kernel of MT m-tiles (the block's rows: at most 16 MT).
 template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
-  H3_DYN_SMEM(uint4, xs); // [2][rows][H3N_RS] staged 16-byte groups of x
+  H3_DYN_SMEM(uint4, xs); // [3][rows][H3N_RS]: x's groups as staged, then permuted twice
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long m0 = (long long)blockIdx.z * 16 * MT;
   const int rows = (int)(M - m0 < 16 * MT ? M - m0 : 16 * MT);
+  uint4 *raw = xs, *perm = xs + rows * H3N_RS;
   const int nch = (int)((K + H3N_KC - 1) / H3N_KC), c0 = (int)blockIdx.y * cps;
   const int nc = (c0 + cps < nch ? c0 + cps : nch) - c0; // the block's chunks c0 ..
   const long long col = (long long)blockIdx.x * H3N_COLS + 16 * warp; // the warp's first column
@@ -219,19 +229,23 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.0f;
   h3n_w cur[2], nxt[2];
-  h3n_stage(xs, x, m0, rows, c0, K, vec);
+  h3n_stage(raw, x, m0, rows, c0, K, vec);
+  h3_cp_wait();
+  h3n_permute(perm, raw, rows);
+  if (nc > 1) h3n_stage(raw, x, m0, rows, c0 + 1, K, vec);
 #pragma unroll
   for (int j = 0; j < 2; j++) cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
   for (int c = 0; c < nc; c++) { // as often in every thread
-    const int buf = c & 1;
-    h3_cp_wait();
-    __syncthreads(); // chunk c staged; every warp done with chunk c - 1's buffer
-    if (c + 1 < nc) {
-      h3n_stage(xs + (buf ^ 1) * rows * H3N_RS, x, m0, rows, c0 + c + 1, K, vec);
+    __syncthreads(); // chunk c permuted; every warp done with chunk c - 1's buffer
+    if (c + 1 < nc)
 #pragma unroll
       for (int j = 0; j < 2; j++) nxt[j] = h3n_load(p[j], q[j], c + 1, k0, K, vec);
+    h3n_chunk<MT>(acc, cur, perm + (c & 1) * rows * H3N_RS, xo);
+    if (c + 1 < nc) { // this thread's groups of chunk c + 1 (in flight since chunk c - 1)
+      h3_cp_wait();
+      h3n_permute(perm + ((c + 1) & 1) * rows * H3N_RS, raw, rows);
+      if (c + 2 < nc) h3n_stage(raw, x, m0, rows, c0 + c + 2, K, vec);
     }
-    h3n_chunk<MT>(acc, cur, xs + buf * rows * H3N_RS, xo);
 #pragma unroll
     for (int j = 0; j < 2; j++) cur[j] = nxt[j];
   }

@@ -12,7 +12,7 @@ cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
   const int mt = M <= 16 ? 1 : M <= 32 ? 2 : 4;
   const int64_t nch = (K + CU_NVFP4_KC - 1) / CU_NVFP4_KC, rows = M < 16 * mt ? M : 16 * mt;
   cu_nvfp4_shape sh = {(N + CU_NVFP4_COLS - 1) / CU_NVFP4_COLS, 1, (M + rows - 1) / rows, mt, (int)nch, 0};
-  sh.smem = (size_t)(2 * rows * CU_NVFP4_RS * 16);
+  sh.smem = (size_t)(3 * rows * CU_NVFP4_RS * 16);
   if (M > CU_NVFP4_ROWS) return sh;
   /* time in bytes per slot: a block's chunk reads 128 x 256 x 0.5625 weight bytes; splits add
      their partials (written once, read once) spread over the slots */

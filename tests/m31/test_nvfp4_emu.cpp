@@ -6,7 +6,7 @@
  * scales, optionally a NaN scale byte (its column NaN, as on the CPU). The launch shapes:
  * M = 1 and 16 rows (the m1 kernel) with 2 to 4 K splits (the partials added by the last
  * block), 20 rows (m2), 33 and 64 rows (m4) with splits, 70 rows (two row blocks of m4, no
- * splits), partial column groups and
+ * splits), 3 and 4 chunks per block, partial column groups and
  * n-tiles, K not a multiple of the chunk (byte loads, a partial last chunk, with and without
  * splits) and x misaligned (byte loads of whole chunks). NMSE <= 1e-5 (fp32 sum order, then
  * one bf16 rounding); the counters back at 0 and a second launch bitwise the same.
@@ -85,7 +85,8 @@ int main(void) {
   test_nvfp4(16, 200, 768, false, 7);   /* a partial column group and n-tile; 3 splits; NaN */
   test_nvfp4(64, 136, 512, false, -1);  /* 4 m-tiles, 2 splits */
   test_nvfp4(20, 128, 512, false, -1);  /* 2 m-tiles (4 rows in the second), 2 splits */
-  test_nvfp4(70, 64, 512, false, -1);   /* two row blocks (6 rows in the second), no splits */
+  test_nvfp4(70, 64, 1024, false, -1);  /* two row blocks (6 rows in the second), 4 chunks, no splits */
+  test_nvfp4(1, 16, 12288, false, -1);  /* 16 splits of 3 chunks (the pipeline's steady state) */
   test_nvfp4(2, 64, 272, false, -1);    /* byte loads, a 16-k last chunk, 2 splits */
   test_nvfp4(5, 40, 64, false, -1);     /* byte loads, one partial chunk, partial tiles */
   test_nvfp4(33, 24, 48, false, 3);     /* three m-tiles, K of three blocks; NaN */
