@@ -11,7 +11,7 @@
 // 16 w + 15 (two n-tiles of 8), all warps the same chunks.
 // Per chunk: the block stages its rows of x into shared memory (cp.async two chunks ahead,
 // each thread then rewrites its own groups into the mma's pairs, double-buffered, one barrier
-// per chunk) while each lane holds the next chunk's weights in registers. S == 1: y written directly. S > 1 (M <= 16 MT):
+// per chunk) while each lane holds the next chunk's weights (the next two: MT = 1) in registers. S == 1: y written directly. S > 1 (M <= 16 MT):
 // fp32 partials part[S, M, N] (scratch), then the last block of each column group (counter
 // cnt[bx], u32, 0 before the launch and again after it) adds them in split order s = 0, 1, ...
 // and writes y.
@@ -228,18 +228,24 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
     for (int j = 0; j < 2; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.0f;
-  h3n_w cur[2], nxt[2];
+  // the lane's weights D chunks ahead (D = 2 for one m-tile, whose registers allow it): cur,
+  // nxt (D = 2: chunk c + 1), far (the chunk being loaded)
+  constexpr int D = MT == 1 ? 2 : 1;
+  h3n_w cur[2], nxt[2], far[2];
   h3n_stage(raw, x, m0, rows, c0, K, vec);
   h3_cp_wait();
   h3n_permute(perm, raw, rows);
   if (nc > 1) h3n_stage(raw, x, m0, rows, c0 + 1, K, vec);
 #pragma unroll
-  for (int j = 0; j < 2; j++) cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
+  for (int j = 0; j < 2; j++) {
+    cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
+    if (D == 2 && nc > 1) nxt[j] = h3n_load(p[j], q[j], 1, k0, K, vec);
+  }
   for (int c = 0; c < nc; c++) { // as often in every thread
     __syncthreads(); // chunk c permuted; every warp done with chunk c - 1's buffer
-    if (c + 1 < nc)
+    if (c + D < nc)
 #pragma unroll
-      for (int j = 0; j < 2; j++) nxt[j] = h3n_load(p[j], q[j], c + 1, k0, K, vec);
+      for (int j = 0; j < 2; j++) far[j] = h3n_load(p[j], q[j], c + D, k0, K, vec);
     h3n_chunk<MT>(acc, cur, perm + (c & 1) * rows * H3N_RS, xo);
     if (c + 1 < nc) { // this thread's groups of chunk c + 1 (in flight since chunk c - 1)
       h3_cp_wait();
@@ -247,7 +253,10 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
       if (c + 2 < nc) h3n_stage(raw, x, m0, rows, c0 + c + 2, K, vec);
     }
 #pragma unroll
-    for (int j = 0; j < 2; j++) cur[j] = nxt[j];
+    for (int j = 0; j < 2; j++) {
+      cur[j] = D == 2 ? nxt[j] : far[j];
+      if (D == 2) nxt[j] = far[j];
+    }
   }
   const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
   if (gridDim.y == 1) {
