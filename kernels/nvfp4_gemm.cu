@@ -11,10 +11,10 @@
 // 16 w + 15 (two n-tiles of 8), all warps the same chunks.
 // Per chunk: the block stages its rows of x into shared memory (cp.async two chunks ahead,
 // each thread then rewrites its own groups into the mma's pairs, double-buffered, one barrier
-// per chunk) while each lane holds the next chunk's weights (the next two: MT = 1) in registers. S == 1: y written directly. S > 1 (M <= 16 MT):
-// fp32 partials part[S, M, N] (scratch), then the last block of each column group (counter
-// cnt[bx], u32, 0 before the launch and again after it) adds them in split order s = 0, 1, ...
-// and writes y.
+// per chunk) while each lane holds the next chunk's weights (the next two: MT = 1) in
+// registers. S == 1: y written directly. S > 1 (M <= 16 MT): fp32 partials part[S, M, N]
+// (scratch), then the last block of each column group (counter cnt[bx], u32, 0 before the
+// launch and again after it) adds them in split order s = 0, 1, ... and writes y.
 // The K order inside a chunk is permuted the same way for A (x) and B (weights): lane t of a
 // quad owns the 64 consecutive k at 64 t (32 code bytes: two 16-byte loads per weight row,
 // and 4 scale bytes), as 8 words of 8 codes; word i (k0 = 64 t + 8 i) feeds two k-steps: the
