@@ -272,7 +272,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 17 };
+  enum { N_JOBS = 18 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -292,6 +292,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   file[14] = "m31_flash.cu", def[14] = NULL, exact[14] = false; /* wgmma: sm_90a, no macros */
   file[15] = "sage_quant.cu", file[16] = "sage_attention.cu"; /* no macros; 16 wgmma: sm_90a */
   for (int i = 15; i < 17; i++) def[i] = NULL, exact[i] = i != 16;
+  file[17] = "nvfp4_gemm.cu", def[17] = cu_m31_check_defines(file[17]), exact[17] = true;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;
@@ -386,13 +387,17 @@ static int64_t view_offset(const h3_op *op) {
 }
 
 /* The device scratch an M3.1 hand kernel or sage_attention needs while it runs, allocated
- * now (outside any graph capture) and owned by the record. */
+ * and zeroed now (outside any graph capture; counters in it start at 0) and owned by the
+ * record. */
 static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
   size_t bytes = o->kind == CU_OP_SAGE ? cu_sage_scratch_bytes(o->op) : cu_m31_scratch_bytes(o->op);
   if (!bytes) return H3_OK;
   o->scratch = cu_alloc(s, bytes);
-  return o->scratch ? H3_OK : cu_op_error(d, o->op, "use a smaller batch or config",
-                                          "out of device memory for %zu bytes of scratch", bytes);
+  if (!o->scratch)
+    return cu_op_error(d, o->op, "use a smaller batch or config",
+                       "out of device memory for %zu bytes of scratch", bytes);
+  CU_CHECK(d, cudaMemsetAsync(o->scratch, 0, bytes, s->stream), "an op's scratch");
+  return H3_OK;
 }
 
 cu_op_kind cu_op_kind_of(const h3_op *op) {

@@ -3,17 +3,19 @@
  * launches are in cuda_m31_moe.c (router_topk, moe, markov_draft: kernels/m31_moe.cu) and
  * cuda_m31_msa.c (paged / block / sparse attention, index_topk: kernels/m31_msa.cu) and
  * cuda_m31_msa_tile.c (paged / sparse attention of many rows of one sequence:
- * kernels/m31_msa_tile.cu).
+ * kernels/m31_msa_tile.cu) and cuda_nvfp4.c (linear_nvfp4: kernels/nvfp4_gemm.cu).
  * Each kernel file is instantiated per dtype combination of the op (macro lines in front
- * of it), compiled through the kernel cache on first use and registered by name. Several
- * ops run in several launches through a device scratch that the op's record owns
- * (allocated when the op is prepared, at plan load; cu_m31_scratch_bytes). The kernels
+ * of it), compiled through the kernel cache on first use and registered by name. Some ops
+ * run in several launches, or add split partials, through a device scratch that the op's
+ * record owns (allocated and zeroed when the op is prepared, at plan load;
+ * cu_m31_scratch_bytes). The kernels
  * read positions, page tables, selections and expert ids on the device and clamp nothing
  * the CPU reference would report: an out-of-range id there is an error on the CPU backend
  * and undefined here (the plan's own ops produce valid ones). Nothing is allocated per
  * run, so the ops can be captured in CUDA graphs.
  */
 #include "cuda_m31.h"
+#include "cuda_nvfp4.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -66,8 +68,7 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
                        "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n"
                        "#define H3_MARKOV_STEP_NAME h3cu_markovs_check\n#define H3_MARKOV_PICK_NAME h3cu_markovp_check\n"
-                       "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n"
-                       "#define H3_NVFP4_NAME h3cu_nvfp4_check\n",
+                       "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n",
                        H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
     return moe;
   }
@@ -84,6 +85,7 @@ const char *cu_m31_check_defines(const char *file) {
     cu_m31_att_tile_defines(tile, sizeof tile, "h3cu_kvattt_check", H3_I32, H3_BF16);
     return tile;
   }
+  if (!strcmp(file, "nvfp4_gemm.cu")) return "#define H3_NVFP4_NAME h3cu_nvfp4_check\n#define O_T h3_bf16\n";
   if (!strcmp(file, "m31_moe_gemm.cu")) return M31_MOE_GEMM_DEFINES;
   if (!strcmp(file, "m31_moe_wgmma.cu")) return M31_MOE_WGMMA_DEFINES;
   return NULL;
@@ -108,6 +110,11 @@ size_t cu_m31_scratch_bytes(const h3_op *op) {
     return cu_m31_att_scratch_bytes(op);
   case H3_OP_INDEX_TOPK: return cu_m31_topk_scratch_bytes(op);
   case H3_OP_MARKOV_DRAFT: return cu_m31_markov_scratch_bytes(op);
+  case H3_OP_LINEAR_NVFP4: {
+    const h3_type *x = &op->operands[0]->type;
+    int64_t K = x->dims[x->rank - 1];
+    return cu_nvfp4_scratch_bytes(K ? h3_type_numel(x) / K : 0, op->operands[1]->type.dims[0], K);
+  }
   default: return 0;
   }
 }
@@ -119,7 +126,7 @@ h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tenso
   case H3_OP_MOE: return cu_m31_run_moe(s, op, scratch, in, out, d);
   case H3_OP_MARKOV_DRAFT: return cu_m31_run_markov(s, op, scratch, in, out, d);
   case H3_OP_SPEC_ACCEPT: return cu_m31_run_spec_accept(s, op, in, out, d);
-  case H3_OP_LINEAR_NVFP4: return cu_m31_run_nvfp4(s, op, in, out, d);
+  case H3_OP_LINEAR_NVFP4: return cu_nvfp4_run(s, op, scratch, in, out, d);
   case H3_OP_INDEX_TOPK: return cu_m31_run_index_topk(s, op, scratch, in, out, d);
   case H3_OP_PAGED_ATTENTION:
   case H3_OP_BLOCK_ATTENTION:

@@ -1,5 +1,5 @@
 /* cuda_m31.h: what the launch files of MiniMax-M3.1's hand kernels share (cuda_m31.c,
- * cuda_m31_moe.c, cuda_m31_msa.c, cuda_m31_msa_tile.c, cuda_m31_flash.c); internal to the cuda
+ * cuda_m31_moe.c, cuda_m31_msa.c, cuda_m31_msa_tile.c, cuda_m31_flash.c, cuda_nvfp4.c); internal to the cuda
  * backend. */
 #ifndef H3_CUDA_M31_H
 #define H3_CUDA_M31_H
@@ -54,8 +54,9 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,
                                  const h3_tensor *out, h3_diag *d);
-h3_status cu_m31_run_nvfp4(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                           h3_diag *d);
+/* linear_nvfp4 (cuda_nvfp4.c: kernels/nvfp4_gemm.cu; its shape and scratch: cuda_nvfp4.h) */
+h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                       const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                   const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,

@@ -396,28 +396,6 @@ h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *
   return cu_launch(s, kn, grid, block, 0, args, d);
 }
 
-h3_status cu_m31_run_nvfp4(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
-                           h3_diag *d) {
-  const h3_type *xt = &in[0].type;
-  long long K = xt->dims[xt->rank - 1], M = K ? h3_type_numel(xt) / K : 0, N = in[1].type.dims[0];
-  if (xt->dtype != H3_BF16 || K % 16)
-    return cu_op_error(d, op, NULL, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
-                       h3_dtype_name(xt->dtype), K);
-  char name[128], lines[192], defs[512];
-  snprintf(name, sizeof name, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
-  snprintf(lines, sizeof lines, "#define H3_NVFP4_NAME %s\n", name);
-  cu_m31_moe_defines(defs, sizeof defs, lines, H3_BF16, H3_BF16, H3_F32, H3_I32, out[0].type.dtype);
-  const char *names[1] = {name};
-  cu_kernel *kn;
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
-  if (M == 0 || N == 0) return H3_OK;
-  const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
-  void *y = out[0].data;
-  void *args[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
-  int64_t grid[3] = {(N + 31) / 32, (M + 15) / 16, 1}, block[3] = {128, 1, 1};
-  return cu_launch(s, kn, grid, block, 0, args, d);
-}
-
 size_t cu_m31_moe_scratch_bytes(const h3_op *op) {
   const h3_type *h = &op->operands[0]->type, *gu = &op->operands[1]->type;
   return moe_layout(h->dims[0], op->operands[3]->type.dims[1], h->dims[1], gu->dims[1] / 2,

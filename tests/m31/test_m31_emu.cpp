@@ -73,14 +73,6 @@ namespace spec_k { /* spec_accept (the types that matter: I_T) */
 #undef O_T
 } // namespace spec_k
 
-namespace nvfp4_k { /* linear_nvfp4 on tensor cores */
-#define O_T h3_bf16
-#define H3_NVFP4_NAME emu_nvfp4
-#include "m31_moe.cu"
-#undef H3_NVFP4_NAME
-#undef O_T
-} // namespace nvfp4_k
-
 namespace markov_k { /* markov_draft: bf16 w1 / w2, f32 base and z */
 #define O_T float
 #define H3_MARKOV_STEP_NAME emu_markov_step
@@ -255,38 +247,6 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties) {
   snprintf(what, sizeof what, "markov_draft S %lld G %lld V %lld r %d%s drafts", (long long)S, (long long)G,
            (long long)V, r, ties ? " (ties)" : "");
   compare(what, dr, want[1], 0);
-  h3_module_free(m);
-}
-
-/* ---- linear_nvfp4 ---------------------------------------------------------------------- */
-/* x [M, K] bf16 against a random NVFP4 weight [N, K] (codes, e4m3 scales of 0.004 .. 2, g):
- * the tensor-core kernel within fp32 summation order (then one bf16 rounding) of the CPU op. */
-static void test_nvfp4(int64_t M, int64_t N, int64_t K) {
-  std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
-                     ty("u8", {N, K / 2}) + ", %s: " + ty("u8", {N, K / 16}) + ", %g: f32[1]) -> (y: " +
-                     ty("bf16", {M, N}) + ") {\n    %y = linear_nvfp4(%x, %p, %s, %g) : " + ty("bf16", {M, N}) +
-                     "\n    return %y\n  }\n}\n";
-  h3_module *m = parse(text);
-  CHECK(m, "linear_nvfp4 IR");
-  if (!m) return;
-  const h3_op *op = first_op(m);
-  std::vector<buf> in;
-  for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
-  fill_random(in[0], -2, 2);
-  uint8_t *pk = (uint8_t *)in[1].p(), *sc = (uint8_t *)in[2].p();
-  for (int64_t i = 0; i < N * K / 2; i++) pk[i] = (uint8_t)(urand() * 256);
-  for (int64_t i = 0; i < N * K / 16; i++) sc[i] = (uint8_t)(0x08 + urand() * 0x38); /* e 1..7 */
-  *(float *)in[3].p() = 0.37f;
-  std::vector<buf> want = cpu_run(op, in);
-  buf got = make(op->results[0]->type);
-  long long MM = M, NN = N, KK = K;
-  emu_launch3((N + 31) / 32, (M + 15) / 16, 1, 128, [&] {
-    nvfp4_k::emu_nvfp4((const h3_bf16 *)in[0].p(), pk, sc, (const float *)in[3].p(), (h3_bf16 *)got.p(),
-                       MM, NN, KK);
-  });
-  char what[96];
-  snprintf(what, sizeof what, "linear_nvfp4 M %lld N %lld K %lld", (long long)M, (long long)N, (long long)K);
-  compare(what, got, want[0], 1e-5);
   h3_module_free(m);
 }
 
@@ -567,9 +527,6 @@ static std::vector<int32_t> run_of(int32_t n0, int64_t n) {
 
 int main(void) {
   elapsed();
-  test_nvfp4(5, 40, 64);    /* partial row and column tiles */
-  test_nvfp4(16, 64, 256);
-  test_nvfp4(33, 24, 48);   /* three row tiles, K of three blocks */
   test_markov(3, 4, 300, 8, false);    /* 16-byte rows, a partial last block */
   test_markov(70, 2, 130, 12, false);  /* two passes of sequences, element rows */
   test_markov(2, 3, 70, 6, false);     /* r not a multiple of 4 */

@@ -1,0 +1,315 @@
+// nvfp4_gemm.cu: linear_nvfp4 (include/h3/ops.def, docs/nvfp4.md) on tensor cores, W4A16:
+//   H3_NVFP4_NAME (x[M, K] bf16, packed u8[N, K/2], scale u8[N, K/16], g f32[1]) -> y[M, N] O_T
+//   y = bf16-exact w_b = e2m1(code) * e4m3(scale) against x, fp32 sums, times g once, one
+//   rounding; equal to the CPU op (runtime/cpu/ops_nvfp4.c) within fp32 summation order.
+// Three kernels, H3_NVFP4_NAME_m1, _m2 and _m4, of MT = 1, 2 and 4 m-tiles (blocks of 16 MT
+// rows). Launch (runtime/cuda/cuda_nvfp4.c picks MT, S and cps from M, N, K alone, so that the
+// sum order, hence every bit of y, depends on the inputs only): grid (ceil(N / H3N_COLS), S,
+// ceil(M / (16 MT))), H3N_THREADS threads, dynamic shared memory 3 * min(M, 16 MT) * H3N_RS *
+// 16 bytes. Block (bx, s, z) computes rows 16 MT z .. x columns H3N_COLS bx .. over the K
+// chunks (H3N_KC each) s cps .. s cps + cps - 1; warp w owns the block's columns 16 w ..
+// 16 w + 15 (two n-tiles of 8), all warps the same chunks.
+// Per chunk: the block stages its rows of x into shared memory (cp.async two chunks ahead,
+// each thread then rewrites its own groups into the mma's pairs, double-buffered, one barrier
+// per chunk) while each lane holds the next chunk's weights (the next two: MT = 1) in
+// registers. S == 1: y written directly. S > 1 (M <= 16 MT): fp32 partials part[S, M, N]
+// (scratch), then the last block of each column group (counter cnt[bx], u32, 0 before the
+// launch and again after it) adds them in split order s = 0, 1, ... and writes y.
+// The K order inside a chunk is permuted the same way for A (x) and B (weights): lane t of a
+// quad owns the 64 consecutive k at 64 t (32 code bytes: two 16-byte loads per weight row,
+// and 4 scale bytes), as 8 words of 8 codes; word i (k0 = 64 t + 8 i) feeds two k-steps: the
+// codes (p, p + 4) for p = 0, 1 (step 0) and p = 2, 3 (step 1) are the pairs of b[0], b[1],
+// and x's k0 + p, k0 + p + 4 the matching pairs of a (h3n_permute's, one 16-byte load).
+// Dequantization is exact bit arithmetic: a code's magnitude bits below the bf16 exponent's
+// two lowest bits give e2m1 * 2^-126 (0.5 a subnormal), a scale's bits give e4m3 * 2^-120,
+// brought to e4m3 * 2^119 by two exact multiplies; their bf16 product (mul.rn.bf16x2) is
+// e2m1 * e4m3 * 2^-7 (exact: at most 6 significant bits, normal), and y = acc * (g * 2^7).
+// A NaN scale byte (0x7f, 0xff) gives NaN weights, as on the CPU.
+// Every barrier and mma runs as often in every thread of a block (tests/m31/test_nvfp4_emu.cpp
+// runs this kernel on the host under tests/codegen/host_emu.h).
+// Macros the user defines in front: H3_NVFP4_NAME and O_T (y's element type).
+
+#define H3N_THREADS 256 // 8 warps
+#define H3N_COLS 128    // columns per block (16 per warp)
+#define H3N_KC 256      // k per chunk (64 per lane of a quad)
+#define H3N_RS 36       // 16-byte slots per staged row of x (32 used; see h3n_stage)
+
+// bytes of a and b (a: 0-3, b: 4-7) picked by the 4 selector nibbles (each 0-7)
+H3_DI unsigned h3n_prmt(unsigned a, unsigned b, unsigned sel) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, sel);
+#else
+  const unsigned long long v = a | (unsigned long long)b << 32;
+  unsigned r = 0;
+  for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((sel >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+
+// bf16 pairs multiplied, each product rounded to nearest (subnormals kept)
+H3_DI unsigned h3n_mul2(unsigned a, unsigned b) {
+#ifdef __CUDA_ARCH__
+  unsigned d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  return h3_bf16x2(h3_bf16_to_f32((uint16_t)a) * h3_bf16_to_f32((uint16_t)b),
+                   h3_bf16_to_f32((uint16_t)(a >> 16)) * h3_bf16_to_f32((uint16_t)(b >> 16)));
+#endif
+}
+
+// codes P and P + 4 of the 8 e2m1 codes of w (code i in bits 4i .. 4i + 3, bit 3 the sign) as
+// a bf16 pair (low half code P) of e2m1 * 2^-126, exactly: the magnitude's 3 bits at 8 .. 6
+// (the exponent's two lowest bits and the mantissa's highest), the sign at 15
+template <int P> H3_DI unsigned h3n_e2m1x2(unsigned w) {
+  const unsigned m = P < 2 ? w << (6 - 4 * P) : w >> (4 * P - 6);
+  return (m & 0x01C001C0u) | (w << (12 - 4 * P) & 0x80008000u);
+}
+
+// the e4m3 bytes at bits 0-7 and 16-23 of v (OCP E4M3FN) as a bf16 pair of e4m3 * 2^119,
+// exactly: the byte's 7 magnitude bits at 10 .. 4 are e4m3 * 2^-120 (subnormals included),
+// times 2^120 (0x7B80) and 2^119 (0x7B00); a NaN byte gives a finite value here (see below)
+H3_DI unsigned h3n_e4m3x2(unsigned v) {
+  const unsigned u = (v << 4 & 0x07F007F0u) | (v << 8 & 0x80008000u);
+  return h3n_mul2(h3n_mul2(u, 0x7B807B80u), 0x7B007B00u);
+}
+
+// one n-tile's weights of a chunk for this lane: 32 code bytes (8 words) and 4 scales
+struct h3n_w {
+  uint4 c[2];
+  unsigned s;
+};
+
+// The lane's weights of chunk c: p, q its weight row's codes and scales at the lane's first
+// chunk (k = 64 t), k0 that chunk's first k. vec: K a multiple of H3N_KC and 16-byte aligned
+// rows (vector loads); else byte loads, zeros past K.
+H3_DI h3n_w h3n_load(const unsigned char *p, const unsigned char *q, int c, long long k0, long long K,
+                     int vec) {
+  h3n_w r;
+  p += c * (H3N_KC / 2), q += c * (H3N_KC / 16);
+  if (vec) {
+#ifdef __CUDA_ARCH__
+    r.c[0] = __ldg(reinterpret_cast<const uint4 *>(p));
+    r.c[1] = __ldg(reinterpret_cast<const uint4 *>(p) + 1);
+    r.s = __ldg(reinterpret_cast<const unsigned *>(q));
+#else
+    memcpy(r.c, p, 32);
+    memcpy(&r.s, q, 4);
+#endif
+    return r;
+  }
+  k0 += (long long)c * H3N_KC;
+  unsigned wd[8];
+  for (int i = 0; i < 8; i++) {
+    wd[i] = 0u;
+    for (int j = 0; j < 4; j++)
+      if (k0 + 8 * i + 2 * j < K) wd[i] |= (unsigned)p[4 * i + j] << (8 * j);
+  }
+  r.s = 0u;
+  for (int i = 0; i < 4; i++)
+    if (k0 + 16 * i < K) r.s |= (unsigned)q[i] << (8 * i);
+  r.c[0] = uint4{wd[0], wd[1], wd[2], wd[3]}, r.c[1] = uint4{wd[4], wd[5], wd[6], wd[7]};
+  return r;
+}
+
+// Staged x: per row H3N_RS 16-byte slots, group gg (k 8 gg .. 8 gg + 7 of the chunk) in slot
+// 4 (gg % 8) + gg / 8, so that lane t's word i reads slot 4 i + t: the 8 lanes of a
+// quarter-warp (rows g, g + 1: H3N_RS = 4 mod 8 apart) hit 8 distinct bank groups.
+
+// Stages x[m0 + r, chunk c ..] (r < rows; zeros past K) into buffer b; thread i fills slot i % 32.
+H3_DI void h3n_stage(uint4 *b, const h3_bf16 *x, long long m0, int rows, int c, long long K, int vec) {
+  for (int i = threadIdx.x; i < rows * 32; i += H3N_THREADS) {
+    const int r = i >> 5, sl = i & 31, gg = 8 * (sl & 3) + (sl >> 2);
+    const long long k = (long long)c * H3N_KC + 8 * gg;
+    const h3_bf16 *src = x + (m0 + r) * K + k;
+    uint4 *dst = b + r * H3N_RS + sl;
+    if (vec) {
+      h3_cp16(dst, src);
+    } else {
+      __align__(16) h3_bf16 e[8];
+      for (int j = 0; j < 8; j++) e[j] = k < K ? src[j] : __float2bfloat16_rn(0.0f);
+      *dst = *reinterpret_cast<const uint4 *>(e);
+    }
+  }
+  h3_cp_commit();
+}
+
+// Rewrites the groups this thread staged (h3n_stage's slots) from raw into p as the lane's
+// A pairs: x's (k, k + 4), (k + 1, k + 5) of the group's first k (a word's k-step 0) and
+// (k + 2, k + 6), (k + 3, k + 7) (step 1).
+H3_DI void h3n_permute(uint4 *p, const uint4 *raw, int rows) {
+  for (int i = threadIdx.x; i < rows * 32; i += H3N_THREADS) {
+    const int at = (i >> 5) * H3N_RS + (i & 31);
+    const uint4 v = raw[at];
+    p[at] = uint4{h3n_prmt(v.x, v.z, 0x5410u), h3n_prmt(v.x, v.z, 0x7632u), h3n_prmt(v.y, v.w, 0x5410u),
+                  h3n_prmt(v.y, v.w, 0x7632u)};
+  }
+}
+
+// The broadcast bf16 pairs (S, S) of the lane's 4 scales (S = e4m3 * 2^119; NaN for a NaN byte).
+H3_DI void h3n_scales(unsigned s, unsigned *S) {
+  const unsigned lo = h3n_e4m3x2(h3n_prmt(s, 0u, 0x4140u)), hi = h3n_e4m3x2(h3n_prmt(s, 0u, 0x4342u));
+  S[0] = h3n_prmt(lo, lo, 0x1010u), S[1] = h3n_prmt(lo, lo, 0x3232u);
+  S[2] = h3n_prmt(hi, hi, 0x1010u), S[3] = h3n_prmt(hi, hi, 0x3232u);
+  if ((((s & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0u) // a byte with magnitude 0x7f
+    for (int i = 0; i < 4; i++)
+      if ((s >> (8 * i) & 0x7fu) == 0x7fu) S[i] = 0x7FC07FC0u;
+}
+
+// Adds a chunk's products: cur (the lane's two n-tiles) against permuted buffer b, whose slots
+// xo[mt][h] (+ 4 i) hold the lane's rows of m-tile mt (h: rows g, g + 8; rows past the
+// block's read a valid one instead: their products land in rows never stored).
+template <int MT>
+H3_DI void h3n_chunk(float acc[MT][2][4], const h3n_w *cur, const uint4 *b, const int xo[MT][2]) {
+  unsigned S[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; j++) h3n_scales(cur[j].s, S[j]);
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    unsigned bf[2][2][2]; // [tile][step][half]
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const uint4 q = cur[j].c[i >> 2];
+      const unsigned w = (i & 3) == 0 ? q.x : (i & 3) == 1 ? q.y : (i & 3) == 2 ? q.z : q.w;
+      const unsigned sc = S[j][i >> 1];
+      bf[j][0][0] = h3n_mul2(h3n_e2m1x2<0>(w), sc), bf[j][0][1] = h3n_mul2(h3n_e2m1x2<1>(w), sc);
+      bf[j][1][0] = h3n_mul2(h3n_e2m1x2<2>(w), sc), bf[j][1][1] = h3n_mul2(h3n_e2m1x2<3>(w), sc);
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+      const uint4 xa = b[xo[mt][0] + 4 * i], xb = b[xo[mt][1] + 4 * i]; // h3n_permute's pairs
+      const unsigned a0[4] = {xa.x, xb.x, xa.y, xb.y}, a1[4] = {xa.z, xb.z, xa.w, xb.w};
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        h3_mma_bf16(acc[mt][j], a0, bf[j][0]);
+        h3_mma_bf16(acc[mt][j], a1, bf[j][1]);
+      }
+    }
+  }
+}
+
+#define H3N_PARAMS                                                                             \
+  const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,                     \
+      const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y, \
+      float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K, \
+      int cps, int vec
+
+// The kernel of MT m-tiles (the block's rows: at most 16 MT).
+template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
+  H3_DYN_SMEM(uint4, xs); // [3][rows][H3N_RS]: x's groups as staged, then permuted twice
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long m0 = (long long)blockIdx.z * 16 * MT;
+  const int rows = (int)(M - m0 < 16 * MT ? M - m0 : 16 * MT);
+  uint4 *raw = xs, *perm = xs + rows * H3N_RS;
+  const int nch = (int)((K + H3N_KC - 1) / H3N_KC), c0 = (int)blockIdx.y * cps;
+  const int nc = (c0 + cps < nch ? c0 + cps : nch) - c0; // the block's chunks c0 ..
+  const long long col = (long long)blockIdx.x * H3N_COLS + 16 * warp; // the warp's first column
+  // the lane's weight rows (past N: row N - 1, whose products land in columns never stored)
+  const unsigned char *p[2], *q[2];
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const long long n = col + 8 * j + g < N ? col + 8 * j + g : N - 1;
+    p[j] = packed + n * (K / 2) + (long long)c0 * (H3N_KC / 2) + 32 * t;
+    q[j] = scale + n * (K / 16) + (long long)c0 * (H3N_KC / 16) + 4 * t;
+  }
+  const long long k0 = (long long)c0 * H3N_KC + 64 * t;
+  int xo[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = 16 * mt + 8 * h + g;
+      xo[mt][h] = (r < rows ? r : rows - 1) * H3N_RS + t;
+    }
+  float acc[MT][2][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.0f;
+  // the lane's weights D chunks ahead (D = 2 for one m-tile, whose registers allow it): cur,
+  // nxt (D = 2: chunk c + 1), far (the chunk being loaded)
+  constexpr int D = MT == 1 ? 2 : 1;
+  h3n_w cur[2], nxt[2], far[2];
+  h3n_stage(raw, x, m0, rows, c0, K, vec);
+  h3_cp_wait();
+  h3n_permute(perm, raw, rows);
+  if (nc > 1) h3n_stage(raw, x, m0, rows, c0 + 1, K, vec);
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
+    if (D == 2 && nc > 1) nxt[j] = h3n_load(p[j], q[j], 1, k0, K, vec);
+  }
+  for (int c = 0; c < nc; c++) { // as often in every thread
+    __syncthreads(); // chunk c permuted; every warp done with chunk c - 1's buffer
+    if (c + D < nc)
+#pragma unroll
+      for (int j = 0; j < 2; j++) far[j] = h3n_load(p[j], q[j], c + D, k0, K, vec);
+    h3n_chunk<MT>(acc, cur, perm + (c & 1) * rows * H3N_RS, xo);
+    if (c + 1 < nc) { // this thread's groups of chunk c + 1 (in flight since chunk c - 1)
+      h3_cp_wait();
+      h3n_permute(perm + ((c + 1) & 1) * rows * H3N_RS, raw, rows);
+      if (c + 2 < nc) h3n_stage(raw, x, m0, rows, c0 + c + 2, K, vec);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      cur[j] = D == 2 ? nxt[j] : far[j];
+      if (D == 2) nxt[j] = far[j];
+    }
+  }
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  if (gridDim.y == 1) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int r = 16 * mt + g + 8 * (e >> 1);
+          const long long n = col + 8 * j + 2 * t + (e & 1);
+          if (r < rows && n < N) h3_st(y, (m0 + r) * N + n, __fmul_rn(acc[mt][j][e], gs));
+        }
+    return;
+  }
+  const long long S = gridDim.y;
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = 16 * mt + g + 8 * (e >> 1);
+        const long long n = col + 8 * j + 2 * t + (e & 1);
+        if (r < rows && n < N) part[((long long)blockIdx.y * M + m0 + r) * N + n] = acc[mt][j][e];
+      }
+  if (!h3_last_block(cnt + (long long)blockIdx.z * gridDim.x + blockIdx.x, gridDim.y)) return;
+  for (int i = threadIdx.x; i < rows * H3N_COLS; i += H3N_THREADS) {
+    const int r = i / H3N_COLS;
+    const long long n = (long long)blockIdx.x * H3N_COLS + i % H3N_COLS;
+    if (n >= N) continue;
+    const float *p = part + (m0 + r) * N + n;
+    float sum = 0.0f;
+    for (long long s0 = 0; s0 < S; s0 += 8) { // 8 loads in flight, added in split order
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) v[u] = s0 + u < S ? h3_ldcg(p + (s0 + u) * M * N) : 0.0f;
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if (s0 + u < S) sum = __fadd_rn(sum, v[u]);
+    }
+    h3_st(y, (m0 + r) * N + n, __fmul_rn(sum, gs));
+  }
+}
+
+#define H3N_CAT2(a, b) a##b
+#define H3N_CAT(a, b) H3N_CAT2(a, b)
+// H3_NVFP4_NAME_m1, _m2, _m4: blocks of 16, 32 and 64 rows
+#define H3N_KERNEL(MT)                                                                          \
+  extern "C" __global__ void __launch_bounds__(H3N_THREADS, 2) H3N_CAT(H3_NVFP4_NAME, _m##MT)( \
+      H3N_PARAMS) {                                                                             \
+    h3n_gemm<MT>(x, packed, scale, gp, y, part, cnt, M, N, K, cps, vec);                      \
+  }
+H3N_KERNEL(1)
+H3N_KERNEL(2)
+H3N_KERNEL(4)

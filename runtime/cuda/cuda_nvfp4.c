@@ -1,0 +1,68 @@
+/* cuda_nvfp4.c: linear_nvfp4 on the cuda backend (kernels/nvfp4_gemm.cu): its launch shape
+ * (cuda_nvfp4.h), its scratch and its one launch. */
+#include "cuda_nvfp4.h"
+
+#include "cuda_m31.h"
+
+#include <stdio.h>
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
+  const int mt = M <= 16 ? 1 : M <= 32 ? 2 : 4;
+  const int64_t nch = (K + CU_NVFP4_KC - 1) / CU_NVFP4_KC, rows = M < 16 * mt ? M : 16 * mt;
+  cu_nvfp4_shape sh = {(N + CU_NVFP4_COLS - 1) / CU_NVFP4_COLS, 1, (M + rows - 1) / rows, mt, (int)nch, 0};
+  sh.smem = (size_t)(3 * rows * CU_NVFP4_RS * 16);
+  if (M > CU_NVFP4_ROWS) return sh;
+  /* time in bytes per slot: a block's chunk reads 128 x 256 x 0.5625 weight bytes; splits add
+     their partials (written once, read once) spread over the slots */
+  const double chunk = CU_NVFP4_COLS * CU_NVFP4_KC * 0.5625;
+  double best = -1;
+  for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= nch; S++) {
+    const int64_t cps = (nch + S - 1) / S, used = (nch + cps - 1) / cps;
+    const int64_t waves = (sh.cols * used + CU_NVFP4_SLOTS - 1) / CU_NVFP4_SLOTS;
+    const double t = (double)(waves * cps) * chunk + (used > 1 ? 8.0 * (double)(used * M * N) / CU_NVFP4_SLOTS : 0);
+    if (best < 0 || t < best) best = t, sh.splits = used, sh.cps = (int)cps;
+  }
+  return sh;
+}
+
+size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
+  if (sh.splits == 1) return 0;
+  return align256((size_t)(sh.splits * M * N) * 4) + align256((size_t)(sh.cols * sh.mblocks) * 4);
+}
+
+h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                       const h3_tensor *out, h3_diag *d) {
+  const h3_type *xt = &in[0].type;
+  long long K = xt->dims[xt->rank - 1], M = K ? h3_type_numel(xt) / K : 0, N = in[1].type.dims[0];
+  if (xt->dtype != H3_BF16 || K % 16)
+    return cu_op_error(d, op, NULL, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
+                       h3_dtype_name(xt->dtype), K);
+  char base[96], name[3][128], defs[256];
+  snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
+  snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
+           h3_kernel_ctype(out[0].type.dtype));
+  for (int i = 0; i < 3; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
+  const char *names[3] = {name[0], name[1], name[2]};
+  cu_kernel *kns[3];
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 3, names, kns, d) != H3_OK) return H3_ERR;
+  if (M == 0 || N == 0) return H3_OK;
+  cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
+  cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];
+  if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;
+  if (sh.splits > 1 && !scratch)
+    return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
+  const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
+  void *y = out[0].data, *part = scratch;
+  void *cnt = scratch ? (char *)scratch + align256((size_t)(sh.splits * M * N) * 4) : NULL;
+  /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
+  int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
+            (uintptr_t)sc % 4 == 0;
+  int cps = sh.cps;
+  void *args[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K, &cps, &vec};
+  int64_t grid[3] = {sh.cols, sh.splits, sh.mblocks}, block[3] = {CU_NVFP4_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)sh.smem, args, d);
+}

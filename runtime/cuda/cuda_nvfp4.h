@@ -1,0 +1,38 @@
+/* cuda_nvfp4.h: the launch shape of linear_nvfp4's kernel (kernels/nvfp4_gemm.cu, launched by
+ * cuda_nvfp4.c), plain C so that tests/m31's host emulation launches it the same way. The
+ * shape depends on M, N, K alone (never on the device), so the fp32 sum order, hence y, is a
+ * function of the inputs. */
+#ifndef H3_CUDA_NVFP4_H
+#define H3_CUDA_NVFP4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* the kernel file's block constants (H3N_THREADS, H3N_COLS, H3N_KC, H3N_RS: 16-byte slots per
+ * staged row of x); ROWS: the most rows of a block (its _m4 kernel); SLOTS: the
+ * blocks that run at once on the H200 the shapes are tuned for (132 SMs x 2); MAX_SPLITS: the
+ * most K splits (their partials are added by one block) */
+enum {
+  CU_NVFP4_THREADS = 256, CU_NVFP4_COLS = 128, CU_NVFP4_ROWS = 64, CU_NVFP4_KC = 256, CU_NVFP4_RS = 36,
+  CU_NVFP4_SLOTS = 264, CU_NVFP4_MAX_SPLITS = 16
+};
+
+/* grid (cols, splits, mblocks); mt: the kernel's m-tiles (1, 2 or 4: H3_NVFP4_NAME_m<mt>);
+ * cps: K chunks per split; smem: dynamic shared bytes */
+typedef struct {
+  int64_t cols, splits, mblocks;
+  int mt, cps;
+  size_t smem;
+} cu_nvfp4_shape;
+
+/* The shape for x [M, K] against a weight [N, K] (M, N > 0, K a multiple of 16): one block
+ * per 128 columns and 16 mt rows (mt the fewest m-tiles of 1, 2, 4 that hold M, else 4); up
+ * to 64 rows the K splits that minimise the modelled time (the waves of SLOTS blocks times
+ * the chunks per split, plus the partials' traffic), above that none. */
+cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K);
+
+/* The device scratch of those splits: partials [splits, M, N] f32, then the column groups'
+ * counters (u32, 0 from the allocation on); 0 bytes without splits. */
+size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K);
+
+#endif

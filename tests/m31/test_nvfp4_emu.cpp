@@ -1,0 +1,95 @@
+/* test_nvfp4_emu.cpp: linear_nvfp4's tensor-core kernel (kernels/nvfp4_gemm.cu) run on the
+ * host under tests/codegen/host_emu.h, launched as runtime/cuda/cuda_nvfp4.c launches it (its
+ * shape from cu_nvfp4_shape_of, the scratch of cu_nvfp4_scratch_bytes zeroed, the vector-load
+ * flag from K and the pointers' alignment), against the CPU op on random inputs: every code
+ * (-0 and the subnormal 0.5 included), scales of both signs from e4m3 subnormals to 448, zero
+ * scales, optionally a NaN scale byte (its column NaN, as on the CPU). The launch shapes:
+ * M = 1 and 16 rows (the m1 kernel) with 2 to 4 K splits (the partials added by the last
+ * block), 20 rows (m2), 33 and 64 rows (m4) with splits, 70 rows (two row blocks of m4, no
+ * splits), 3 and 4 chunks per block, partial column groups and
+ * n-tiles, K not a multiple of the chunk (byte loads, a partial last chunk, with and without
+ * splits) and x misaligned (byte loads of whole chunks). NMSE <= 1e-5 (fp32 sum order, then
+ * one bf16 rounding); the counters back at 0 and a second launch bitwise the same.
+ */
+#include "emu_harness.h"
+
+extern "C" {
+#include "cuda_nvfp4.h"
+}
+
+namespace nvfp4_k {
+#define O_T h3_bf16
+#define H3_NVFP4_NAME emu_nvfp4
+#include "nvfp4_gemm.cu"
+#undef H3_NVFP4_NAME
+#undef O_T
+} // namespace nvfp4_k
+
+#include <cstring>
+
+/* x [M, K] bf16 against a random NVFP4 weight [N, K]; misalign: x one element off 16 bytes;
+ * nan_col >= 0: a NaN scale byte in that weight row. */
+static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col) {
+  std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
+                     ty("u8", {N, K / 2}) + ", %s: " + ty("u8", {N, K / 16}) + ", %g: f32[1]) -> (y: " +
+                     ty("bf16", {M, N}) + ") {\n    %y = linear_nvfp4(%x, %p, %s, %g) : " + ty("bf16", {M, N}) +
+                     "\n    return %y\n  }\n}\n";
+  h3_module *m = parse(text);
+  CHECK(m, "linear_nvfp4 IR");
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -2, 2);
+  uint8_t *pk = (uint8_t *)in[1].p(), *sc = (uint8_t *)in[2].p();
+  for (int64_t i = 0; i < N * K / 2; i++) pk[i] = (uint8_t)(urand() * 256);
+  for (int64_t i = 0; i < N * K / 16; i++) { /* e4m3 magnitudes 0 .. 0x7e (448), 1 in 16 zero */
+    uint8_t b = (uint8_t)(urand() * 0x7f);
+    sc[i] = urand() < 0.0625 ? 0 : (uint8_t)(b | (urand() < 0.3 ? 0x80 : 0));
+  }
+  if (nan_col >= 0) sc[nan_col * (K / 16) + K / 32] = 0x7f;
+  *(float *)in[3].p() = 0.37f;
+  std::vector<buf> want = cpu_run(op, in);
+  std::vector<unsigned char> xs((size_t)(M * K + 16) * 2);
+  h3_bf16 *x = (h3_bf16 *)(xs.data() + (misalign ? 2 : 0));
+  memcpy(x, in[0].p(), (size_t)(M * K) * 2);
+  const cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
+  std::vector<unsigned char> scratch(cu_nvfp4_scratch_bytes(M, N, K) + 16, 0);
+  float *part = (float *)scratch.data();
+  unsigned *cnt = (unsigned *)(scratch.data() + ((size_t)(sh.splits * M * N) * 4 + 255) / 256 * 256);
+  int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 && (uintptr_t)sc % 4 == 0;
+  CHECK(sh.smem <= (1u << 20), "staging fits the emulation's shared memory");
+  long long MM = M, NN = N, KK = K;
+  buf got[2] = {make(op->results[0]->type), make(op->results[0]->type)};
+  auto kernel = sh.mt == 1 ? nvfp4_k::emu_nvfp4_m1 : sh.mt == 2 ? nvfp4_k::emu_nvfp4_m2 : nvfp4_k::emu_nvfp4_m4;
+  for (int run = 0; run < 2; run++)
+    emu_launch3(sh.cols, sh.splits, sh.mblocks, CU_NVFP4_THREADS, [&] {
+      kernel(x, pk, sc, (const float *)in[3].p(), (h3_bf16 *)got[run].p(), sh.splits > 1 ? part : nullptr,
+             sh.splits > 1 ? cnt : nullptr, MM, NN, KK, sh.cps, vec);
+    });
+  char what[128];
+  snprintf(what, sizeof what, "M %lld N %lld K %lld (m%d: %lld x %lld x %lld, cps %d%s%s)", (long long)M,
+           (long long)N, (long long)K, sh.mt, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks, sh.cps,
+           vec ? ", vec" : "", nan_col >= 0 ? ", NaN scale" : "");
+  compare(what, got[0], want[0], 1e-5);
+  CHECK(memcmp(got[0].p(), got[1].p(), (size_t)(M * N) * 2) == 0, "%s: a second launch differs", what);
+  int64_t left = 0;
+  for (int64_t i = 0; sh.splits > 1 && i < sh.cols * sh.mblocks; i++) left += cnt[i] != 0;
+  CHECK(left == 0, "%s: %lld counters not back at 0", what, (long long)left);
+  h3_module_free(m);
+}
+
+int main(void) {
+  elapsed();
+  test_nvfp4(1, 256, 1024, false, -1);  /* decode: 4 splits of one chunk */
+  test_nvfp4(16, 200, 768, false, 7);   /* a partial column group and n-tile; 3 splits; NaN */
+  test_nvfp4(64, 136, 512, false, -1);  /* 4 m-tiles, 2 splits */
+  test_nvfp4(20, 128, 512, false, -1);  /* 2 m-tiles (4 rows in the second), 2 splits */
+  test_nvfp4(70, 64, 1024, false, -1);  /* two row blocks (6 rows in the second), 4 chunks, no splits */
+  test_nvfp4(1, 16, 12288, false, -1);  /* 16 splits of 3 chunks (the pipeline's steady state) */
+  test_nvfp4(2, 64, 272, false, -1);    /* byte loads, a 16-k last chunk, 2 splits */
+  test_nvfp4(5, 40, 64, false, -1);     /* byte loads, one partial chunk, partial tiles */
+  test_nvfp4(33, 24, 48, false, 3);     /* three m-tiles, K of three blocks; NaN */
+  test_nvfp4(3, 128, 512, true, -1);    /* x misaligned: byte loads of whole chunks */
+  return check_summary("nvfp4_emu");
+}
