@@ -796,8 +796,9 @@ __device__ __forceinline__ void h3m_mk_warp_best(float &v, int &i) {
 // ascending, each product and sum rounded: the reference's chain, bitwise), and each block's
 // best (value, v) per sequence into part_v / part_i [S, gridDim.x]. grid ceil(V / 64), 256
 // threads; dynamic shared: the block's 64 w2 rows at a stride of ws elements (an odd number of
-// 4-byte words: lanes on consecutive rows hit distinct banks), 16-byte aligned, then e of 64
-// sequences [64, r] f32. e [S, r] f32 is H3_MARKOV_PICK_NAME's.
+// 4-byte words: lanes on consecutive rows hit distinct banks), 16-byte aligned, then e of
+// min(S, 64) sequences [., r] f32. e [S, r] f32 is H3_MARKOV_PICK_NAME's. Warp w sums
+// sequences 8 w .. 8 w + 7 of each pass of 64 (at small S most warps only stage and reduce).
 extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
     const B_T *__restrict__ base, const W_T *__restrict__ w2, const float *__restrict__ e,
     O_T *__restrict__ z, float *__restrict__ part_v, int *__restrict__ part_i, int kk, int G,
@@ -829,21 +830,23 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
     __syncthreads(); // the tile is staged; the last pass's e is read
     for (int j = threadIdx.x; j < ns * r; j += blockDim.x) es[j] = e[(long long)s0 * r + j];
     __syncthreads();
-    const int q0 = warp * H3M_MK_SQ; // sequences past ns: computed from row ns - 1, never stored
+    // this warp's sequences q0 .. q0 + nq - 1 (nq <= 0: none; the sums skipped, the argmax
+    // shuffles below still run in every warp)
+    const int q0 = warp * H3M_MK_SQ, nq = ns - q0 < H3M_MK_SQ ? ns - q0 : H3M_MK_SQ;
     float acc[2][H3M_MK_SQ];
 #pragma unroll
     for (int q = 0; q < H3M_MK_SQ; q++) acc[0][q] = acc[1][q] = 0.0f;
     const W_T *wa = wt + lane * ws, *wb = wt + (lane + 32) * ws; // rows past V: never stored
-    int i = 0;
+    int i = nq > 0 ? 0 : r;
     for (; vec_e && i + 4 <= r; i += 4) {
       float a[4], b[4];
 #pragma unroll
       for (int c = 0; c < 4; c++) a[c] = (float)h3_w(wa[i + c]), b[c] = (float)h3_w(wb[i + c]);
 #pragma unroll
       for (int q = 0; q < H3M_MK_SQ; q++) {
-        const int qq = q0 + q < ns ? q0 + q : ns - 1;
+        if (q >= nq) break; // warp-uniform
         float ev[4];
-        h3m_lds4(es + qq * r + i, ev);
+        h3m_lds4(es + (q0 + q) * r + i, ev);
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           acc[0][q] = __fadd_rn(acc[0][q], __fmul_rn(a[c], ev[c]));
@@ -855,7 +858,8 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
       const float a = (float)h3_w(wa[i]), b = (float)h3_w(wb[i]);
 #pragma unroll
       for (int q = 0; q < H3M_MK_SQ; q++) {
-        const float ev = es[(q0 + q < ns ? q0 + q : ns - 1) * r + i];
+        if (q >= nq) break; // warp-uniform
+        const float ev = es[(q0 + q) * r + i];
         acc[0][q] = __fadd_rn(acc[0][q], __fmul_rn(a, ev));
         acc[1][q] = __fadd_rn(acc[1][q], __fmul_rn(b, ev));
       }

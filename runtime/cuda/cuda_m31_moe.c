@@ -339,7 +339,7 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
   size_t wsz = h3_dtype_size(in[2].type.dtype), words = ((size_t)r * wsz + 3) / 4;
   words += words % 2 == 0;
   int ws = (int)(words * 4 / wsz);
-  size_t smem = (((size_t)64 * ws * wsz + 15) & ~(size_t)15) + (size_t)64 * r * 4;
+  size_t smem = (((size_t)64 * ws * wsz + 15) & ~(size_t)15) + (size_t)(S < 64 ? S : 64) * r * 4;
   char step[128], pick[128], lines[320], defs[640];
   snprintf(step, sizeof step, "h3cu_markovs_%s_%s_%s", DN(in[0].type.dtype), DN(in[2].type.dtype),
            DN(out[0].type.dtype));
