@@ -6,6 +6,8 @@
 
 #include "cuda_internal.h"
 
+#include <stdio.h>
+
 /* block shapes; each equals its kernel file's constant (M31_ROUTER_*: H3M_ROUTER_*,
  * M31_MOE_MMA_THREADS: H3M_MMA_THREADS, M31_ATT_TILE_*: m31_msa_tile.cu's H3T_ROWS,
  * H3T_THREADS, H3T_SMEM); M31_ATT_TILE_MIN_ROWS: the fewest rows the row-tiled attention takes */
@@ -16,6 +18,13 @@ enum {
 };
 
 #define DN(x) h3_dtype_name(x)
+
+/* After snprintf(defs, n, ...) returned len: a truncated set of macro lines becomes an #error
+ * line, so that NVRTC names the problem instead of compiling a kernel with missing macros. */
+static inline void cu_m31_defines_fit(char *defs, size_t n, int len) {
+  if (n && (len < 0 || (size_t)len >= n))
+    snprintf(defs, n, "#error h3: the kernel's macro lines need more than %zu bytes\n", n);
+}
 
 /* The n kernels `names` of kernels/`file` (instantiated by `defines`), compiled together on
  * first use: with the exact tier's options; _sm90a: with the lossless ones for sm_90a (wgmma). */

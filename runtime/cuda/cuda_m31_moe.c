@@ -19,9 +19,10 @@
 /* The macro lines of m31_moe.cu: `names` (its "#define H3_*_NAME name" lines) and the types. */
 void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_dtype w,
                         h3_dtype b, h3_dtype i, h3_dtype o) {
-  snprintf(defs, n, "%s#define H_T %s\n#define W_T %s\n#define B_T %s\n#define I_T %s\n#define O_T %s\n",
-           names, h3_kernel_ctype(h), h3_kernel_ctype(w), h3_kernel_ctype(b), h3_kernel_ctype(i),
-           h3_kernel_ctype(o));
+  int len = snprintf(defs, n, "%s#define H_T %s\n#define W_T %s\n#define B_T %s\n#define I_T %s\n#define O_T %s\n",
+                     names, h3_kernel_ctype(h), h3_kernel_ctype(w), h3_kernel_ctype(b),
+                     h3_kernel_ctype(i), h3_kernel_ctype(o));
+  cu_m31_defines_fit(defs, n, len);
 }
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }

@@ -16,9 +16,10 @@
  * index / output types and the attention's register shape (dims per lane, heads per warp). */
 void cu_m31_msa_defines(char *defs, size_t n, const char *names, h3_dtype q, h3_dtype k,
                         h3_dtype ix, h3_dtype o, int dc, int hpw) {
-  snprintf(defs, n, "%s#define Q_T %s\n#define K_T %s\n#define IX_T %s\n#define O_T %s\n"
-           "#define H3M_DC %d\n#define H3M_HPW %d\n", names, h3_kernel_ctype(q), h3_kernel_ctype(k),
-           h3_kernel_ctype(ix), h3_kernel_ctype(o), dc, hpw);
+  int len = snprintf(defs, n, "%s#define Q_T %s\n#define K_T %s\n#define IX_T %s\n#define O_T %s\n"
+                     "#define H3M_DC %d\n#define H3M_HPW %d\n", names, h3_kernel_ctype(q),
+                     h3_kernel_ctype(k), h3_kernel_ctype(ix), h3_kernel_ctype(o), dc, hpw);
+  cu_m31_defines_fit(defs, n, len);
 }
 
 /* Key splits of the CUDA-core attention (flash decoding): enough blocks of (row, kv head,

@@ -13,8 +13,9 @@
 #include <stdio.h>
 
 void cu_m31_att_tile_defines(char *defs, size_t n, const char *name, h3_dtype ix, h3_dtype o) {
-  snprintf(defs, n, "#define H3_KV_ATT_TILE_NAME %s\n#define IX_T %s\n#define O_T %s\n", name,
-           h3_kernel_ctype(ix), h3_kernel_ctype(o));
+  int len = snprintf(defs, n, "#define H3_KV_ATT_TILE_NAME %s\n#define IX_T %s\n#define O_T %s\n",
+                     name, h3_kernel_ctype(ix), h3_kernel_ctype(o));
+  cu_m31_defines_fit(defs, n, len);
 }
 
 /* operand indices of the selection, positions and page table by op */
