@@ -2,10 +2,13 @@
  * sources) as host C++17 and run them on the CPU, so tests check the numerics of the
  * generated code without a GPU.
  *
- * A launch runs the blocks one after another; the threads of a block are real threads
- * (std::thread) so __syncthreads is a barrier and __shfl_xor_sync exchanges values through
- * a per-block slot array between two barriers (every thread of the block takes part, which
- * holds for h3's kernels). __shared__ variables are function statics: one block at a time.
+ * A launch runs the blocks one after another; the threads of a block are fibers (ucontext,
+ * on the launching thread: a barrier switches to the next thread; under AddressSanitizer,
+ * which does not follow such stack switches, real threads and a pthread barrier), so
+ * __syncthreads is a barrier and __shfl_xor_sync exchanges values through a per-block slot
+ * array between two barriers (every thread of the block takes part, which holds for h3's
+ * kernels; with fibers a thread that ends while others wait at a barrier is reported and
+ * the test aborts). __shared__ variables are function statics: one block at a time.
  * The _rn intrinsics are the host's IEEE operations (compile with -ffp-contract=off);
  * bf16/f16 conversions are include/h3/bf16.h's RNE; conversions from double round to odd
  * at fp32 first so the final rounding is single.
@@ -19,9 +22,20 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <cstdio>
+#include <cstdlib>
 #include <pthread.h>
 #include <thread>
+#include <ucontext.h>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define H3_EMU_OS_THREADS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define H3_EMU_OS_THREADS 1
+#endif
+#endif
 
 extern "C" {
 #include "h3/bf16.h"
@@ -112,15 +126,42 @@ extern pthread_barrier_t emu_barrier;
 extern unsigned long long emu_slots[1024];
 /* dynamic shared memory (H3_DYN_SMEM): one buffer, as blocks run one at a time */
 extern unsigned char emu_dyn_smem[];
-inline void __syncthreads() { pthread_barrier_wait(&emu_barrier); }
+#ifndef H3_EMU_OS_THREADS
+/* The fibers of the running block: their contexts and stacks (reused across launches), each
+ * one's state, the one running, and the launch's body. */
+struct emu_fiber_set {
+  ucontext_t main;
+  std::vector<ucontext_t> ctx;
+  std::vector<unsigned char> state; /* EMU_FIBER_READY, _AT_BARRIER, _DONE */
+  char *stacks = nullptr;
+  size_t n_stacks = 0;
+  int cur = 0;
+  const std::function<void()> *body = nullptr;
+};
+enum { EMU_FIBER_READY, EMU_FIBER_AT_BARRIER, EMU_FIBER_DONE };
+constexpr size_t EMU_FIBER_STACK = (size_t)256 << 10;
+inline emu_fiber_set emu_fibers;
+#endif
+/* A block-wide barrier: the running fiber waits for its block's others (or the pthread
+ * barrier of the OS-thread form). */
+inline void emu_sync() {
+#ifdef H3_EMU_OS_THREADS
+  pthread_barrier_wait(&emu_barrier);
+#else
+  emu_fiber_set &f = emu_fibers;
+  f.state[f.cur] = EMU_FIBER_AT_BARRIER;
+  swapcontext(&f.ctx[f.cur], &f.main);
+#endif
+}
+inline void __syncthreads() { emu_sync(); }
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   static_assert(sizeof(T) <= 8, "slot size");
   unsigned t = threadIdx.x;
   std::memcpy(&emu_slots[t], &v, sizeof v);
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   T r;
   std::memcpy(&r, &emu_slots[t ^ (unsigned)lane_mask], sizeof r);
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   return r;
 }
 /* __shfl_sync(mask, v, src, width): the value of v in lane src (mod width) of the caller's
@@ -129,10 +170,10 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src_lane, int widt
   static_assert(sizeof(T) <= 8, "slot size");
   unsigned t = threadIdx.x, w = (unsigned)width;
   std::memcpy(&emu_slots[t], &v, sizeof v);
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   T r;
   std::memcpy(&r, &emu_slots[(t & ~(w - 1u)) + ((unsigned)src_lane & (w - 1u))], sizeof r);
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   return r;
 }
 
@@ -152,7 +193,7 @@ inline void emu_mma(Acc *d, const unsigned *a, const unsigned *b, Elem elem) {
   for (int i = 0; i < 4; i++) emu_mma_words[me][i] = a[i];
   emu_mma_words[me][4] = b[0];
   emu_mma_words[me][5] = b[1];
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   auto part = [&](unsigned w, int k) { return elem((w >> (bits * (k % W))) & ((1u << bits) - 1u)); };
   auto A = [&](int m, int k) {
     return part(emu_mma_words[w0 + 4 * (m % 8) + (k % (K / 2)) / W][(m >= 8 ? 1 : 0) + (k >= K / 2 ? 2 : 0)], k);
@@ -166,7 +207,7 @@ inline void emu_mma(Acc *d, const unsigned *a, const unsigned *b, Elem elem) {
     for (int k = 0; k < K; k++) s += A(m, k) * B(k, n);
     out[i] = s;
   }
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   for (int i = 0; i < 4; i++) d[i] = out[i];
 }
 /* bf16 in, fp32 accumulate (h3_mma_bf16); s8 -> s32 and e4m3 -> f32 (the sage kernels) */
@@ -186,10 +227,10 @@ inline void emu_mma_e4m3(float *d, const unsigned *a, const unsigned *b) {
 inline void emu_ldsm4(unsigned *r, const void *p) {
   unsigned me = threadIdx.x, w0 = me & ~31u, g = (me & 31u) / 4, t = me & 3u;
   emu_slots[me] = (unsigned long long)(uintptr_t)p;
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   for (unsigned i = 0; i < 4; i++)
     std::memcpy(&r[i], (const unsigned char *)(uintptr_t)emu_slots[w0 + 8 * i + g] + 4 * t, 4);
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
 }
 
 /* ldmatrix.x4.trans the same way: r[i] of lane 4 g + t holds element g of the rows of lanes
@@ -197,24 +238,80 @@ inline void emu_ldsm4(unsigned *r, const void *p) {
 inline void emu_ldsm4_trans(unsigned *r, const void *p) {
   unsigned me = threadIdx.x, w0 = me & ~31u, g = (me & 31u) / 4, t = me & 3u;
   emu_slots[me] = (unsigned long long)(uintptr_t)p;
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
   for (unsigned i = 0; i < 4; i++) {
     uint16_t e[2];
     for (unsigned k = 0; k < 2; k++)
       std::memcpy(&e[k], (const unsigned char *)(uintptr_t)emu_slots[w0 + 8 * i + 2 * t + k] + 2 * g, 2);
     r[i] = e[0] | (unsigned)e[1] << 16;
   }
-  pthread_barrier_wait(&emu_barrier);
+  emu_sync();
 }
 
+#ifndef H3_EMU_OS_THREADS
+/* fiber t's start: runs the body, then returns to the scheduler (uc_link) as done */
+inline void emu_fiber_entry(int t) {
+  (*emu_fibers.body)();
+  emu_fibers.state[t] = EMU_FIBER_DONE;
+}
+#endif
+
 /* Runs body() as the kernel: a grid of gx x gy x gz blocks of `block` threads, one block at
- * a time (x fastest). The block's threads are made once per launch and run every block in
- * turn: thread 0 sets blockIdx between two barriers. */
+ * a time (x fastest). Fibers: each block's threads start afresh and run in turn, thread 0 ..
+ * block - 1, each up to its next barrier or its end, until all have ended (a barrier is
+ * passed when every thread has reached it). OS threads: made once per launch, they run
+ * every block in turn; thread 0 sets blockIdx between two barriers. */
 inline void emu_launch3(long long gx, long long gy, long long gz, long long block,
                         const std::function<void()> &body) {
   gridDim = {(unsigned)gx, (unsigned)gy, (unsigned)gz};
   blockDim = {(unsigned)block, 1, 1};
   const long long blocks = gx * gy * gz;
+#ifndef H3_EMU_OS_THREADS
+  emu_fiber_set &f = emu_fibers;
+  if (f.n_stacks < (size_t)block) {
+    std::free(f.stacks);
+    f.stacks = (char *)std::malloc((size_t)block * EMU_FIBER_STACK);
+    if (!f.stacks) std::abort();
+    f.n_stacks = (size_t)block;
+  }
+  f.ctx.resize((size_t)block);
+  f.state.assign((size_t)block, EMU_FIBER_READY);
+  f.body = &body;
+  for (long long b = 0; b < blocks; b++) {
+    blockIdx = {(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / (gx * gy))};
+    for (long long t = 0; t < block; t++) {
+      ucontext_t &c = f.ctx[(size_t)t];
+      getcontext(&c);
+      c.uc_stack.ss_sp = f.stacks + (size_t)t * EMU_FIBER_STACK;
+      c.uc_stack.ss_size = EMU_FIBER_STACK;
+      c.uc_link = &f.main;
+      makecontext(&c, (void (*)())emu_fiber_entry, 1, (int)t);
+      f.state[(size_t)t] = EMU_FIBER_READY;
+    }
+    for (long long done = 0; done < block;) {
+      long long at_barrier = 0;
+      done = 0;
+      for (long long t = 0; t < block; t++) {
+        if (f.state[(size_t)t] == EMU_FIBER_DONE) {
+          done++;
+          continue;
+        }
+        f.cur = (int)t;
+        threadIdx = {(unsigned)t, 0, 0};
+        f.state[(size_t)t] = EMU_FIBER_READY;
+        swapcontext(&f.main, &f.ctx[(size_t)t]);
+        if (f.state[(size_t)t] == EMU_FIBER_DONE) done++;
+        else at_barrier++;
+      }
+      if (at_barrier && done) {
+        std::fprintf(stderr, "host_emu: block (%u, %u, %u): %lld threads ended while %lld wait at a "
+                     "barrier (a barrier, shuffle or mma not reached by every thread)\n",
+                     blockIdx.x, blockIdx.y, blockIdx.z, done, at_barrier);
+        std::abort();
+      }
+    }
+  }
+#else
   pthread_barrier_init(&emu_barrier, nullptr, (unsigned)block);
   std::vector<std::thread> ts;
   for (long long t = 0; t < block; t++)
@@ -229,6 +326,7 @@ inline void emu_launch3(long long gx, long long gy, long long gz, long long bloc
     });
   for (auto &t : ts) t.join();
   pthread_barrier_destroy(&emu_barrier);
+#endif
 }
 
 /* Runs body() as the kernel: grid[0] blocks of block[0] threads, one block at a time. */
