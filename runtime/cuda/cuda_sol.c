@@ -9,11 +9,15 @@
  *   h3cu_sol_kstats     grid (Hk), 128 threads: kmean, kvar;
  *   h3cu_sol_select     grid (nb, Hq), 128 threads: exact;
  *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows.
+ * Environment: H3_SOL_STATS (any value) prints each segment's exact-block density (a debugging
+ * aid: it waits for the stream after each segment).
  * Scratch (nbm = ceil(T / 64), a segment's arrays packed with its own nb): kc, vc [Hk][nbm][128],
  * qbar [Hq][nbm][128], kmean, kvar [Hk][128] (f32), exact [Hq][nbm][nbm] (bytes).
  */
 #include "cuda_m31.h" /* cu_m31_kernels, cu_m31_smem */
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { SOL_D = 128, SOL_BLOCK = 64, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */ };
@@ -68,6 +72,25 @@ static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[4], h3_d
   return cu_m31_smem(s, op, k[3], SOL_SMEM, d);
 }
 
+/* H3_SOL_STATS: the segment's exact-block density on stderr, "h3 sol: <len> rows: <E> of <P>
+ * (query block, key block) pairs exact (<E / P> %)" over every q head (waits for the stream:
+ * not under graph capture). */
+static h3_status report_density(cu_state *s, const sol_scratch *sc, long long hq, long long nb, long long len,
+                                h3_diag *d) {
+  size_t n = (size_t)(hq * nb * nb);
+  unsigned char *h = malloc(n);
+  if (!h) return H3_ERR;
+  cudaError_t e = cudaMemcpyAsync(h, sc->exact, n, cudaMemcpyDeviceToHost, s->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+  long long ex = 0;
+  for (size_t i = 0; e == cudaSuccess && i < n; i++) ex += h[i];
+  free(h);
+  if (e != cudaSuccess) return cu_fail(d, e, "cudaMemcpyAsync", "sol_attention's selection");
+  fprintf(stderr, "h3 sol: %lld rows: %lld of %zu (query block, key block) pairs exact (%.2f %%)\n", len, ex, n,
+          100.0 * (double)ex / (double)n);
+  return H3_OK;
+}
+
 /* The kernels and scratch of one op, for its segments */
 typedef struct {
   cu_kernel *k[4];
@@ -95,7 +118,8 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
       cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
       cu_launch(s, k[2], (int64_t[]){nb, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;
-  return cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
+  if (cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d) != H3_OK) return H3_ERR;
+  return getenv("H3_SOL_STATS") ? report_density(s, sc, hq, nb, len, d) : H3_OK;
 }
 
 h3_status cu_sol_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, const h3_tensor *out,
