@@ -73,10 +73,13 @@ static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[4], h3_d
 }
 
 /* H3_SOL_STATS: the segment's exact-block density on stderr, "h3 sol: <len> rows: <E> of <P>
- * (query block, key block) pairs exact (<E / P> %)" over every q head (waits for the stream:
- * not under graph capture). */
+ * (query block, key block) pairs exact (<E / P> %)" over every q head (waits for the stream;
+ * nothing while the stream is being captured into a CUDA graph). */
 static h3_status report_density(cu_state *s, const sol_scratch *sc, long long hq, long long nb, long long len,
                                 h3_diag *d) {
+  enum cudaStreamCaptureStatus cap;
+  CU_CHECK(d, cudaStreamIsCapturing(s->stream, &cap), "sol_attention's selection");
+  if (cap != cudaStreamCaptureStatusNone) return H3_OK;
   size_t n = (size_t)(hq * nb * nb);
   unsigned char *h = malloc(n);
   if (!h) return H3_ERR;
