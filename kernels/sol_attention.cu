@@ -4,10 +4,12 @@
 // that query block i of q head n takes key by key).
 //   h3cu_sol_fwd (q, k, v bf16 [len, H, 128] at the segment's first row, row strides
 //     hq·128 and hk·128) -> o bf16 (row stride hq·128).
-// Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory. Block x takes query
-// block x (rows 64 x .. + 63, those < len) of q head y (kv head y / group); warp w its rows
-// 16 w .. + 15, lane l = 4 g + c rows g and g + 8 as the M = 16 of mma.m16n8k16. One online
-// softmax in log2 units (c2 = scale·log2 e; m, l, O fp32) over:
+// Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory; 3 blocks per SM (at
+// most 168 registers a thread: nvcc -Xptxas -v reports 16 bytes of spills; without the bound
+// 206 registers and 2 blocks). Block x takes query block x (rows 64 x .. + 63, those < len)
+// of q head y (kv head y / group); warp w its rows 16 w .. + 15, lane l = 4 g + c rows g and
+// g + 8 as the M = 16 of mma.m16n8k16. One online softmax in log2 units (c2 = scale·log2 e;
+// m, l, O fp32) over:
 //   (a) the exact key blocks, ascending: K and V tiles [64][128] bf16 by cp.async into two
 //       stages (the next exact tile loads while this one is used; keys past len zeros), 16-byte
 //       chunk c of key r at chunk c ^ (r & 7). S = Q K^T by h3_tile_qk (Q's A fragments in
@@ -159,7 +161,7 @@ H3_DI void h3a_pseudo(const float *kc, const float *vc, const unsigned char *ex,
   }
 }
 
-extern "C" __global__ void __launch_bounds__(H3A_THREADS) h3cu_sol_fwd(
+extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
     const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v,
     const float *__restrict__ kc, const float *__restrict__ vc, const unsigned char *__restrict__ exact,
     h3_bf16 *__restrict__ o, long long len, long long nb, int group, float scale) {
