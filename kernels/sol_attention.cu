@@ -5,8 +5,8 @@
 //   h3cu_sol_fwd (q, k, v bf16 [len, H, 128] at the segment's first row, row strides
 //     hq·128 and hk·128) -> o bf16 (row stride hq·128).
 // Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory; 3 blocks per SM (at
-// most 168 registers a thread: nvcc -Xptxas -v reports 16 bytes of spills; without the bound
-// 206 registers and 2 blocks). Block x takes query block x (rows 64 x .. + 63, those < len)
+// most 168 registers a thread: nvcc -Xptxas -v reports 56 bytes of spills; without the bound
+// 173 registers and 2 blocks). Block x takes query block x (rows 64 x .. + 63, those < len)
 // of q head y (kv head y / group); warp w its rows 16 w .. + 15, lane l = 4 g + c rows g and
 // g + 8 as the M = 16 of mma.m16n8k16. One online softmax in log2 units (c2 = scale·log2 e;
 // m, l, O fp32) over:
@@ -16,13 +16,14 @@
 //       registers); keys past len -inf; m' = max(m, rowmax) (quad shuffles); O, l scaled by
 //       2^(m - m'); p = 2^(s - m'); l += p (this lane's keys; the quad's sums added at the
 //       end); O += bf16(p) V (V by ldmatrix.x4.trans), as the dense flash kernel;
-//   (b) the pseudo-keys of the other blocks, 8 blocks at a time: s_j = c2 (q . kc_j) on CUDA
-//       cores (this lane's 32 dims of its rows from Q's fragments, the quad's parts summed by
-//       shuffles), weight n_j (the block's rows): m' over the 8, p_j = n_j 2^(s_j - m'),
-//       O += p_j vc_j in fp32 (lane c = 0 adds p_j to l).
+//   (b) the pseudo-keys of the other blocks, 16 blocks at a time on tensor cores:
+//       s_j = c2 (q . kc_j), weight n_j (the block's rows): m' over the 16, p_j = n_j 2^(s_j -
+//       m'), O += p_j vc_j; kc, vc (fp32) and p split into bf16 hi + lo parts, so the products
+//       keep ~2^-17 of relative precision (h3a_pseudo).
 // Output O / l rounded once to bf16. Against the CPU reference (runtime/cpu/ops_sol.c: natural
 // exp, entries in block order, P unrounded): P of exact keys in bf16 (as dense), 2^x by
-// ex2.approx, other sum orders; NMSE ~1e-5, the dense flash kernel's error.
+// ex2.approx, the pseudo-keys' hi + lo products, other sum orders; NMSE ~5e-6, the dense
+// flash kernel's error.
 // Every loop holding an mma, ldmatrix, shuffle or barrier runs as often in every thread of the
 // block (the flags of one (n, i) are the block's; host emulation).
 #define H3A_BLOCK 64
@@ -30,7 +31,7 @@
 #define H3A_THREADS 128
 #define H3A_TILE (H3A_BLOCK * H3A_D * 2)  // one K or V tile, bytes
 #define H3A_SMEM (2 * 2 * H3A_TILE)       // two stages of K and V: 64 KiB
-#define H3A_CHUNK 8                       // pseudo-keys per softmax update
+#define H3A_CHUNK 16                      // pseudo-keys per softmax update
 #define H3A_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 
 // K and V of key block j (keys 64 j .. + 63, zeros past len) of kv head h into a stage (K,
@@ -108,56 +109,73 @@ H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long
     }
 }
 
-// The pseudo-keys of blocks j0 .. j0 + H3A_CHUNK - 1 (< nb, not exact: others weigh 0) folded
-// into m, l, acc; this lane's dims 16 t + 2 c (+ 1, + 8, + 9) of its rows are those of qa[t]
+// hi = bf16 pair of (a, b), lo = bf16 pair of the remainders: hi + lo holds a and b to ~2^-17
+// relative (two bf16 products on tensor cores give a nearly fp32 one)
+H3_DI void h3a_split(float a, float b, unsigned &hi, unsigned &lo) {
+  hi = h3_bf16x2(a, b);
+  lo = h3_bf16x2(a - __int_as_float((int)(hi << 16)), b - __int_as_float((int)(hi & 0xffff0000u)));
+}
+
+// The pseudo-keys of blocks j0 .. j0 + H3A_CHUNK - 1 (those < nb and not exact; the others
+// weigh 0) folded into m, l, acc on tensor cores: S = Q KC^T as 2 n-tiles of 8 blocks (kc
+// split into bf16 hi + lo: 2 mma per k-step; lane (g, c) feeds block j0 + 8 u + g), s[u][e]
+// the score of row g (e < 2) or g + 8 and block j0 + 8 u + 2 c + (e & 1); p = n_j 2^(s - m');
+// O += P VC as one k16 step per 8 dims (P and vc split: hi·hi + hi·lo + lo·hi).
 H3_DI void h3a_pseudo(const float *kc, const float *vc, const unsigned char *ex, long long j0, long long nb,
                       long long len, const unsigned qa[8][4], float c2, float m[2], float l[2], float acc[16][4]) {
-  const int c = threadIdx.x & 3;
-  float s[H3A_CHUNK][2], w[H3A_CHUNK], mx[2] = {-H3A_INF, -H3A_INF};
+  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}}, mx[2] = {-H3A_INF, -H3A_INF};
 #pragma unroll
-  for (int u = 0; u < H3A_CHUNK; u++) {
-    const long long j = j0 + u;
-    const bool on = j < nb && !ex[j];
-    w[u] = on ? (float)((len < 64 * j + 64 ? len : 64 * j + 64) - 64 * j) : 0.0f;
-    float part[2] = {0.0f, 0.0f};
-    if (on) {
-      const float *kj = kc + j * H3A_D + 2 * c;
+  for (int u = 0; u < 2; u++) {
+    const long long kj = j0 + 8 * u + g;
+    const float *kp = kc + kj * H3A_D + 2 * c;
 #pragma unroll
-      for (int t = 0; t < 8; t++) {
-        const float k0 = kj[16 * t], k1 = kj[16 * t + 1], k8 = kj[16 * t + 8], k9 = kj[16 * t + 9];
+    for (int t = 0; t < 8; t++) {
+      unsigned bh[2], bl[2];
+      h3a_split(kj < nb ? kp[16 * t] : 0.0f, kj < nb ? kp[16 * t + 1] : 0.0f, bh[0], bl[0]);
+      h3a_split(kj < nb ? kp[16 * t + 8] : 0.0f, kj < nb ? kp[16 * t + 9] : 0.0f, bh[1], bl[1]);
+      h3_mma_bf16(s[u], qa[t], bh);
+      h3_mma_bf16(s[u], qa[t], bl);
+    }
+  }
+  float w[2][2];
 #pragma unroll
-        for (int r = 0; r < 2; r++) { // bf16 pairs: the low half the lower dim
-          const int a = (int)qa[t][r], b = (int)qa[t][2 + r];
-          part[r] += __int_as_float(a << 16) * k0 + __int_as_float(a & (int)0xffff0000u) * k1 +
-                     __int_as_float(b << 16) * k8 + __int_as_float(b & (int)0xffff0000u) * k9;
-        }
-      }
+  for (int u = 0; u < 2; u++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const long long j = j0 + 8 * u + 2 * c + (e & 1);
+      w[u][e & 1] = j < nb && !ex[j] ? (float)((len < 64 * j + 64 ? len : 64 * j + 64) - 64 * j) : 0.0f;
+      s[u][e] = w[u][e & 1] > 0.0f ? s[u][e] * c2 : -H3A_INF;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[u][e]);
     }
 #pragma unroll
-    for (int r = 0; r < 2; r++) { // every lane: shuffles
-      part[r] += __shfl_xor_sync(0xffffffffu, part[r], 1);
-      part[r] += __shfl_xor_sync(0xffffffffu, part[r], 2);
-      s[u][r] = on ? part[r] * c2 : -H3A_INF;
-      mx[r] = fmaxf(mx[r], s[u][r]);
-    }
+  for (int r = 0; r < 2; r++) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
   }
   h3a_rescale(m, mx, l, acc);
 #pragma unroll
-  for (int u = 0; u < H3A_CHUNK; u++) {
-    if (w[u] == 0.0f) continue;
-    float p[2];
+  for (int u = 0; u < 2; u++)
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      p[r] = w[u] * h3_exp2_approx(s[u][r] - m[r]);
-      if (c == 0) l[r] += p[r];
+    for (int e = 0; e < 4; e++) {
+      s[u][e] = w[u][e & 1] * h3_exp2_approx(s[u][e] - m[e >> 1]);
+      l[e >> 1] += s[u][e];
     }
-    const float *vj = vc + (j0 + u) * H3A_D + 2 * c;
+  unsigned ph[4], pl[4]; // P's A fragments (k = block j0 + k), hi and lo
+  h3a_split(s[0][0], s[0][1], ph[0], pl[0]);
+  h3a_split(s[0][2], s[0][3], ph[1], pl[1]);
+  h3a_split(s[1][0], s[1][1], ph[2], pl[2]);
+  h3a_split(s[1][2], s[1][3], ph[3], pl[3]);
+  const long long k0 = j0 + 2 * c, k8 = k0 + 8; // this lane's B rows: blocks k0, k0 + 1, k8, k8 + 1
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
-      const float v0 = vj[8 * j], v1 = vj[8 * j + 1];
-      acc[j][0] += p[0] * v0, acc[j][1] += p[0] * v1;
-      acc[j][2] += p[1] * v0, acc[j][3] += p[1] * v1;
-    }
+  for (int jj = 0; jj < 16; jj++) { // dims 8 jj .. + 7: this lane's column 8 jj + g
+    const float *vp = vc + 8 * jj + g;
+    unsigned bh[2], bl[2];
+    h3a_split(k0 < nb ? vp[k0 * H3A_D] : 0.0f, k0 + 1 < nb ? vp[(k0 + 1) * H3A_D] : 0.0f, bh[0], bl[0]);
+    h3a_split(k8 < nb ? vp[k8 * H3A_D] : 0.0f, k8 + 1 < nb ? vp[(k8 + 1) * H3A_D] : 0.0f, bh[1], bl[1]);
+    h3_mma_bf16(acc[jj], ph, bh);
+    h3_mma_bf16(acc[jj], ph, bl);
+    h3_mma_bf16(acc[jj], pl, bh);
   }
 }
 
