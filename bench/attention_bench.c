@@ -78,8 +78,9 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
   return r;
 }
 
-/* --sol: flash into out[0], then sol_attention (tau; att: scale and, with 2 entries' worth of
- * rows, segments) into out[1] against it, then tau = -inf within bf16's limit. 0: ok. */
+/* --sol: flash (aop) into out[0], then sol_attention (tau; att: scale, then the segments when
+ * aop has them) into out[1] against it, then tau = -inf within bf16's NMSE limit; the TFLOP/s
+ * column of the sol rows counts dense attention's FLOPs (an effective rate). 0: ok. */
 static int sol_vs_flash(bench *x, const h3_op *aop, const h3_attr att[2], double tau, const h3_tensor *in,
                         const h3_tensor *out, double flops, int64_t iters, double warm_s) {
   int nseg = aop->n_attrs > 1 ? 1 : 0, rc = 0;
