@@ -3,7 +3,7 @@
  * bench/peers_table.py, which sets them against PyTorch measured in the same run).
  *
  *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--warm-seconds W]
- *                   [--check] [--flash-only | --gemm-only | --sage]
+ *                   [--check] [--flash-only | --gemm-only | --sage | --sol [--tau X]]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16, operands uniform in [-1, 1); the four block GEMMs (qkv, out_proj,
  * fc1, fc2) at M = S through cuBLASLt. Each time is the median of N = 10 runs after at least
@@ -17,7 +17,13 @@
  * through the warpgroup-MMA one, H3_SAGE_FORM=wgmma; then pv bf16; smoothing on) on the same
  * q, k, v (no cudnn, no GEMMs), and prints each one's speed-up over flash ("h3bench
  * sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and its NMSE against flash's output
- * (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). Exit 77 without a GPU.
+ * (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). --sol times h3's flash kernel
+ * and then sol_attention (tau X, default 1, thresh diag) on the same q, k, v: one untimed run
+ * with H3_SOL_STATS set first (the backend prints the exact-block density on stderr, "h3 sol:
+ * ... pairs exact (P %)"), then the timing, its speed-up over flash ("h3bench sol_speedup X")
+ * and its NMSE against flash (informative: sol approximates; a NaN / Inf fails); then one run
+ * at tau = -inf (every block exact: dense attention), which must match flash within bf16's
+ * NMSE limit. Exit 77 without a GPU.
  */
 #include "gpu_common.h"
 
@@ -72,15 +78,49 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
   return r;
 }
 
+/* --sol: flash (aop) into out[0], then sol_attention (tau; att: scale, then the segments when
+ * aop has them) into out[1] against it, then tau = -inf within bf16's NMSE limit; the TFLOP/s
+ * column of the sol rows counts dense attention's FLOPs (an effective rate). 0: ok. */
+static int sol_vs_flash(bench *x, const h3_op *aop, const h3_attr att[2], double tau, const h3_tensor *in,
+                        const h3_tensor *out, double flops, int64_t iters, double warm_s) {
+  int nseg = aop->n_attrs > 1 ? 1 : 0, rc = 0;
+  double flash_ms = gpu_time_op(x->b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x->d);
+  row("attention_flash", flash_ms, flops);
+  for (int dense = 0; dense < 2; dense++) {
+    h3_attr sat[3] = {att[0], h3_attr_float(x->m, "tau", dense ? -INFINITY : tau), att[1]};
+    const h3_op *sop = h3_build_op(&x->bld, H3_OP_SOL_ATTENTION, 3, aop->operands, 2 + nseg, sat, 0, &x->d);
+    if (!dense && sop) {
+      setenv("H3_SOL_STATS", "1", 1);
+      if (x->b->ops->run_op(x->b, sop, in, 3, &out[1], 1, &x->d) != H3_OK) sop = NULL;
+      unsetenv("H3_SOL_STATS");
+    }
+    double ms = sop ? gpu_time_op(x->b, sop, in, 3, &out[1], dense ? 1 : (int)iters, dense ? 0 : 2,
+                                  dense ? 0 : warm_s, &x->d) : -1;
+    double e = ms >= 0 ? nmse_dev(x, out[1].data, out[0].data, &out[0].type) : -1;
+    double lim = dense ? gpu_nmse_limit(H3_BF16) : INFINITY;
+    int ok = flash_ms > 0 && ms > 0 && e >= 0 && e < lim;
+    row(dense ? "sol_dense" : "sol", ms, flops);
+    printf("sol tau %g: %.2fx flash (%.3f ms vs %.3f ms), nmse vs flash %.3g%s: %s\n", dense ? -INFINITY : tau,
+           ms > 0 ? flash_ms / ms : 0, ms, flash_ms, e, dense ? " (limit bf16's)" : "", ok ? "ok" : "FAIL");
+    printf("h3bench sol%s_speedup %.3f\nh3bench nmse_sol%s %.3g\n", dense ? "_dense" : "", ms > 0 ? flash_ms / ms : 0,
+           dense ? "_dense" : "", e);
+    rc |= !ok;
+  }
+  return rc;
+}
+
 int main(int argc, char **argv) {
   int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
   double warm_s = 1.0;
-  int check = 0, flash_only = 0, gemm_only = 0, sage = 0;
+  int check = 0, flash_only = 0, gemm_only = 0, sage = 0, sol = 0;
+  double tau = 1.0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
     else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
     else if (!strcmp(argv[i], "--sage")) sage = flash_only = 1;
+    else if (!strcmp(argv[i], "--sol")) sol = flash_only = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "--tau")) tau = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--rows")) S = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
@@ -88,13 +128,14 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
     else {
       fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] "
-                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only | --sage]\n");
+                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only | --sage | --sol [--tau X]]\n");
       return 2;
     }
   }
-  if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600) || (flash_only && gemm_only)) {
+  if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600) || (flash_only && gemm_only) ||
+      (sage && sol)) {
     fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1, "
-                    "0 <= warm-seconds <= 600, one of --flash-only, --gemm-only, --sage\n");
+                    "0 <= warm-seconds <= 600, one of --flash-only, --gemm-only, --sage, --sol\n");
     return 2;
   }
   gpu_require();
@@ -127,7 +168,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) out[i] = (h3_tensor){qt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&qt))};
   const char *impls[3] = {"flash", "cudnn", "reference"};
   double flops = 4.0 * ((double)U * U + (double)(S - U) * (S - U)) * (double)H * (double)D;
-  for (int i = 0; aop && !gemm_only && !sage && i < (check ? 3 : 2); i++) {
+  for (int i = 0; aop && !gemm_only && !sage && !sol && i < (check ? 3 : 2); i++) {
     if (!in[0].data || !in[1].data || !in[2].data || !out[i].data) break;
     if (flash_only && i == 1) continue;
     h3_backend_set_option(x.b, "attention", impls[i], &x.d);
@@ -139,7 +180,7 @@ int main(int argc, char **argv) {
   }
   /* --check: flash (and cudnn) against the reference, each within bf16's NMSE limit; the
      h3bench lines carry them to bench/block_peers.py's table */
-  for (int i = 0; check && !gemm_only && !sage && out[2].data && i < 2; i++) {
+  for (int i = 0; check && !gemm_only && !sage && !sol && out[2].data && i < 2; i++) {
     if (flash_only && i == 1) continue;
     double e = nmse_dev(&x, out[i].data, out[2].data, &qt), lim = gpu_nmse_limit(H3_BF16);
     int ok = e >= 0 && e <= lim; /* -1: download failed, inf: NaN / Inf mismatch */
@@ -174,6 +215,8 @@ int main(int argc, char **argv) {
            sage_form[i], e);
     if (!ok) rc = 1;
   }
+  if (sol && aop && out[0].data && out[1].data && sol_vs_flash(&x, aop, att, tau, in, out, flops, iters, warm_s) != 0)
+    rc = 1;
   for (int i = 0; i < 3; i++) x.b->ops->release(x.b, in[i].data), x.b->ops->release(x.b, out[i].data);
   /* the four block GEMMs: qkv [S, 5376] x [21504, 5376], out_proj [S, 7168] x [5376, 7168],
      fc1 [S, 5376] x [28672, 5376], fc2 [S, 14336] x [5376, 14336] */

@@ -108,21 +108,44 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, co
   a.scale = (float)h3_op_attr_float(op, "scale", 1.0);
   a.causal = h3_op_attr_int(op, "causal", 0) != 0;
   a.dtype = qt->dtype;
-  const h3_attr *seg = h3_op_attr(op, "segments");
-  int nb = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
   size_t es = h3_dtype_size(a.dtype);
-  int64_t lo = 0;
-  for (int i = 0; i <= nb; i++) {
-    int64_t hi = i < nb ? seg->ints[i] : T;
-    if (hi > T) hi = T;
-    if (hi <= lo) continue;
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; cu_next_segment(op, T, &i, &lo, &hi);) {
     a.len = hi - lo;
     a.q = (const char *)in[0].data + lo * a.q_stride * es;
     a.k = (const char *)in[1].data + lo * a.k_stride * es;
     a.v = (const char *)in[2].data + (lo * a.v_stride + v_start) * es;
     a.o = (char *)out[0].data + lo * a.o_stride * es;
     if (run_segment(s, op, &a, d) != H3_OK) return H3_ERR;
-    lo = hi;
+  }
+  return H3_OK;
+}
+
+bool cu_next_segment(const h3_op *op, int64_t T, int *i, int64_t *lo, int64_t *hi) {
+  const h3_attr *seg = h3_op_attr(op, "segments");
+  int nb = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
+  *lo = *hi;
+  while (*i <= nb) {
+    int64_t b = *i < nb ? seg->ints[*i] : T;
+    ++*i;
+    if (b > T) b = T;
+    if (b > *lo) {
+      *hi = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+h3_status cu_qkv_segments(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                          h3_status (*fn)(cu_state *, const h3_op *, void *, const cu_qkv_seg *, h3_diag *),
+                          void *ctx, h3_diag *d) {
+  int64_t T = in[0].type.dims[0], D = in[0].type.dims[2], qs = in[0].type.dims[1] * D, ks = in[1].type.dims[1] * D;
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; cu_next_segment(op, T, &i, &lo, &hi);) {
+    cu_qkv_seg g = {(const uint16_t *)in[0].data + lo * qs, (const uint16_t *)in[1].data + lo * ks,
+                    (const uint16_t *)in[2].data + lo * ks, (uint16_t *)out[0].data + lo * qs, hi - lo};
+    if (fn(s, op, ctx, &g, d) != H3_OK) return H3_ERR;
   }
   return H3_OK;
 }

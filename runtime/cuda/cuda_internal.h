@@ -54,6 +54,7 @@ typedef enum {
   CU_OP_M31,         /* an M3.1 hand kernel (cuda_m31.c: routing, MoE, paged / sparse
                         attention, block selection, the Markov head) */
   CU_OP_SAGE,        /* sage_attention (cuda_sage.c) */
+  CU_OP_SOL,         /* sol_attention (cuda_sol.c) */
   CU_OP_UNSUPPORTED, /* not on cuda yet */
 } cu_op_kind;
 
@@ -67,8 +68,8 @@ typedef struct {
   cu_gemm *gemm; /* LINEAR through cuBLASLt */
   cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
-  void *scratch;       /* M31, SAGE: device scratch of cu_m31_scratch_bytes or
-                          cu_sage_scratch_bytes (owned) */
+  void *scratch;       /* M31, SAGE, SOL: device scratch of cu_m31_scratch_bytes,
+                          cu_sage_scratch_bytes or cu_sol_scratch_bytes (owned) */
   bool failed;         /* preparing it failed (reported once) */
 } cu_op;
 
@@ -271,6 +272,21 @@ typedef struct {
 
 h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in,
                            const h3_tensor *out, h3_diag *d);
+/* The segments of an attention-like op of T rows (its `segments` boundaries inside (0, T),
+ * ascending; 0 and T implied), one per call: start with i = 0 and *lo = *hi = 0; each call
+ * that returns true sets [*lo, *hi) to the next non-empty segment. */
+bool cu_next_segment(const h3_op *op, int64_t T, int *i, int64_t *lo, int64_t *hi);
+/* One segment of an op on bf16 q[T, Hq, D], k and v [T, Hk, D] -> o[T, Hq, D] (packed rows):
+ * rows [0, len) at the segment's first row. */
+typedef struct {
+  const void *q, *k, *v;
+  void *o;
+  long long len;
+} cu_qkv_seg;
+/* Runs fn(s, op, ctx, segment, d) on each segment of such an op in order; stops at an error. */
+h3_status cu_qkv_segments(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                          h3_status (*fn)(cu_state *, const h3_op *, void *, const cu_qkv_seg *, h3_diag *),
+                          void *ctx, h3_diag *d);
 h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d);
 bool cu_flash_supports(const cu_att_seg *a);
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d);
@@ -295,6 +311,15 @@ bool cu_sage_supports(const h3_op *op);
 size_t cu_sage_scratch_bytes(const h3_op *op);
 h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                       const h3_tensor *out, h3_diag *d);
+
+/* ---- sol_attention (cuda_sol.c) --------------------------------------------------------- */
+/* Whether the backend runs op (bf16 q, k, v and result, head_dim 128, Hq % Hk == 0, thresh
+ * diag or exact). */
+bool cu_sol_supports(const h3_op *op);
+/* The device scratch such an op needs (centroids, moments, the selection; 0 for another). */
+size_t cu_sol_scratch_bytes(const h3_op *op);
+h3_status cu_sol_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
+                     const h3_tensor *out, h3_diag *d);
 
 /* ---- graphs (cuda_graph.c) ----------------------------------------------------------------- */
 h3_status cu_graph_call_begin(h3_backend *b, const void *key, const h3_tensor *in, int n_in,

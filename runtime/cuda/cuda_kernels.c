@@ -272,7 +272,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 18 };
+  enum { N_JOBS = 20 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -293,6 +293,8 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   file[15] = "sage_quant.cu", file[16] = "sage_attention.cu"; /* no macros; 16 wgmma: sm_90a */
   for (int i = 15; i < 17; i++) def[i] = NULL, exact[i] = i != 16;
   file[17] = "nvfp4_gemm.cu", def[17] = cu_m31_check_defines(file[17]), exact[17] = true;
+  file[18] = "sol_select.cu", file[19] = "sol_attention.cu"; /* no macros; as cuda_sol.c */
+  for (int i = 18; i < 20; i++) def[i] = NULL, exact[i] = i == 18;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;
@@ -319,7 +321,8 @@ static const char *unsupported_hint(const h3_op *op) {
     return "sage_attention runs on cuda with bf16 q, k, v of head_dim 128 (Hq a multiple of Hk): "
            "run other shapes with --backend cpu";
   if (op->code == H3_OP_SOL_ATTENTION)
-    return "sol_attention has a CPU reference only so far: run with --backend cpu";
+    return "sol_attention runs on cuda with bf16 q, k, v of head_dim 128 (Hq a multiple of Hk) and "
+           "thresh diag or exact: run other shapes with --backend cpu";
   return "run this model with --backend cpu for now";
 }
 
@@ -386,11 +389,13 @@ static int64_t view_offset(const h3_op *op) {
   return h3_op_attr_int(op, "start", 0) * inner * (int64_t)h3_dtype_size(t->dtype);
 }
 
-/* The device scratch an M3.1 hand kernel or sage_attention needs while it runs, allocated
- * and zeroed now (outside any graph capture; counters in it start at 0) and owned by the
- * record. */
+/* The device scratch an M3.1 hand kernel, sage_attention or sol_attention needs while it
+ * runs, allocated and zeroed now (outside any graph capture; counters in it start at 0) and
+ * owned by the record. */
 static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
-  size_t bytes = o->kind == CU_OP_SAGE ? cu_sage_scratch_bytes(o->op) : cu_m31_scratch_bytes(o->op);
+  size_t bytes = o->kind == CU_OP_SAGE  ? cu_sage_scratch_bytes(o->op)
+                 : o->kind == CU_OP_SOL ? cu_sol_scratch_bytes(o->op)
+                                        : cu_m31_scratch_bytes(o->op);
   if (!bytes) return H3_OK;
   o->scratch = cu_alloc(s, bytes);
   if (!o->scratch)
@@ -413,6 +418,7 @@ cu_op_kind cu_op_kind_of(const h3_op *op) {
   if (op->code == H3_OP_LINEAR_INT8 || op->code == H3_OP_MATMUL_I8) return CU_OP_LINEAR_INT8;
   if (op->code == H3_OP_ATTENTION) return CU_OP_ATTENTION;
   if (op->code == H3_OP_SAGE_ATTENTION) return cu_sage_supports(op) ? CU_OP_SAGE : CU_OP_UNSUPPORTED;
+  if (op->code == H3_OP_SOL_ATTENTION) return cu_sol_supports(op) ? CU_OP_SOL : CU_OP_UNSUPPORTED;
   return cu_m31_runs(op) ? CU_OP_M31 : CU_OP_UNSUPPORTED;
 }
 
@@ -427,7 +433,8 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   case CU_OP_LINEAR: return cu_gemm_prepare(s, op, &o->gemm, d);
   case CU_OP_LINEAR_INT8: return cu_int8_prepare(s, op, &o->int8, d);
   case CU_OP_M31:
-  case CU_OP_SAGE: return prepare_scratch(s, o, d);
+  case CU_OP_SAGE:
+  case CU_OP_SOL: return prepare_scratch(s, o, d);
   case CU_OP_KERNEL: break;
   case CU_OP_ATTENTION:
   case CU_OP_HOST:
@@ -531,6 +538,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_HOST: return run_host(s, o, out, d);
   case CU_OP_M31: return cu_m31_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_SAGE: return cu_sage_run(s, o->op, o->scratch, in, out, d);
+  case CU_OP_SOL: return cu_sol_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_UNSUPPORTED: break;
   }
   return cu_op_error(d, o->op, unsupported_hint(o->op), "not supported by the cuda backend");

@@ -96,15 +96,16 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
   return H3_OK;
 }
 
-/* One segment: rows [0, len) of q, k, v, o at their segment's first row. */
+/* The kernels and scratch of one op, for its segments */
 typedef struct {
-  const void *q, *k, *v;
-  void *o;
-  long long len;
-} sage_seg;
+  cu_kernel *k[6];
+  sage_scratch sc;
+} sage_ctx;
 
-static h3_status run_segment(cu_state *s, cu_kernel *const k[6], const h3_op *op, const sage_scratch *sc,
-                             const sage_seg *g, h3_diag *d) {
+/* One segment (rows [0, len) of q, k, v, o at its first row). */
+static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_qkv_seg *g, h3_diag *d) {
+  cu_kernel *const *k = ((sage_ctx *)ctx)->k;
+  const sage_scratch *sc = &((sage_ctx *)ctx)->sc;
   const h3_type *qt = &op->operands[0]->type, *kt = &op->operands[1]->type;
   int hq = (int)qt->dims[1], hk = (int)kt->dims[1], group = hq / hk;
   int smooth = h3_op_attr_int(op, "smooth", 1) != 0, fp8 = is_fp8(op);
@@ -141,21 +142,8 @@ h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tens
   if (!cu_sage_supports(op) || !scratch)
     return cu_op_error(d, op, "run it with --backend cpu", "takes bf16 q[T, Hq, 128], k and v [T, Hk, 128] "
                        "with Hq %% Hk == 0 on cuda");
-  cu_kernel *k[6];
-  if (sage_kernels(s, k, d) != H3_OK) return H3_ERR;
-  sage_scratch sc;
-  scratch_layout(op, scratch, &sc);
-  int64_t T = in[0].type.dims[0], hq = in[0].type.dims[1], hk = in[1].type.dims[1], lo = 0;
-  const h3_attr *seg = h3_op_attr(op, "segments");
-  int nb = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
-  for (int i = 0; i <= nb; i++) { /* the segments' boundaries inside (0, T), ascending */
-    int64_t hi = i < nb ? seg->ints[i] : T;
-    if (hi > T) hi = T;
-    if (hi <= lo) continue;
-    sage_seg g = {(const uint16_t *)in[0].data + lo * hq * SAGE_D, (const uint16_t *)in[1].data + lo * hk * SAGE_D,
-                  (const uint16_t *)in[2].data + lo * hk * SAGE_D, (uint16_t *)out[0].data + lo * hq * SAGE_D, hi - lo};
-    if (run_segment(s, k, op, &sc, &g, d) != H3_OK) return H3_ERR;
-    lo = hi;
-  }
-  return H3_OK;
+  sage_ctx c;
+  if (sage_kernels(s, c.k, d) != H3_OK) return H3_ERR;
+  scratch_layout(op, scratch, &c.sc);
+  return cu_qkv_segments(s, op, in, out, run_segment, &c, d);
 }

@@ -51,6 +51,15 @@
 #          32700), 56 x 128; lines `sage fp8: N.NNx flash ... ok` (issue 20 asks >= 1.5x); then
 #          h3exec on the full-dimension plan with --attention sage (3 steps) and with flash, the
 #          latents compared (NMSE <= 1e-2: a sanity bound on random weights, not a quality claim)
+#   sol    sol_attention on cuda: test_gpu_ops (its sol_attention cases at head_dim 128: segments
+#          + GQA at tau 1, thresh exact with sinks on 1500 rows, tau -inf; against the CPU,
+#          NMSE <= 2e-5; the coverage line `sol_attention bf16 3/1`: 3 compared, all_ops.ir's
+#          head_dim-16 case reported unsupported), then attention_bench --sol: flash, then sol
+#          (tau 1) at S = 32704 (live 32700), 56 x 128: `h3 sol: ... pairs exact (P %)` (the
+#          exact-block density), `sol tau 1: N.NNx flash ... ok`, `sol tau -inf: ... ok` (every
+#          block exact: within bf16's NMSE of flash); then h3exec on the full-dimension plan
+#          with --attention sol,dense_steps=1 (3 steps: steps 1-2 sol on blocks 2-49) and with
+#          flash, the latents compared (NMSE <= 1e-2: a sanity bound on random weights)
 #   bench  attention_bench --check (flash / cudnn / reference at S = 32704, 56 x 128, and the
 #          four block GEMMs), then the same shapes in PyTorch and the ratio table; then
 #          bench/gemm_rounds.py: the four GEMMs, h3 and PyTorch in 4 alternating rounds, medians
@@ -86,7 +95,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|nvfp4|m31servecheck|faults|tiny|sage|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -276,6 +285,18 @@ for section in $SECTIONS; do
     step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
       --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_flash.safetensors"
     step full_sage_vs_flash 60 python3 tests/gpu/compare_outputs.py "$WORK/full_sage.safetensors" \
+      "$WORK/full_flash.safetensors" 1e-2
+    ;;
+  sol)
+    step test_gpu_ops 420 "$BIN/test_gpu_ops" models
+    grep -E 'sol_attention|FAIL' "$WORK/test_gpu_ops.log" | head -20
+    step sol_bench 300 "$BIN/attention_bench" --sol --iters 10
+    grep -E '^(attention_flash|sol|h3 sol)' "$WORK/sol_bench.log"
+    step full_sol_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_sol_s3.plan" --backend cuda --weights random \
+      --seed 3 --steps 3 --iterations 1 --out "$WORK/full_sol.safetensors"
+    step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
+      --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_flash.safetensors"
+    step full_sol_vs_flash 60 python3 tests/gpu/compare_outputs.py "$WORK/full_sol.safetensors" \
       "$WORK/full_flash.safetensors" 1e-2
     ;;
   bench)

@@ -27,7 +27,9 @@
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
- *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma).
+ *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma);
+ *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
+ *    -inf).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -569,7 +571,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h.m = h3_module_new("gpu_ops", "test");
   h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   h.bld = (h3_builder){h.m, &h.g->body, NULL, {0}};
-  hand_case cases[16];
+  hand_case cases[20];
   int n = 0;
   /* cuBLASLt: bf16 with a bias epilogue; bf16 -> f32 output; the fp32 GEMM (bitwise) */
   h3_value *x1 = in_of(&h, "x1", H3_BF16, 2, (int64_t[]){100, 256});
@@ -643,6 +645,21 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *vl = in_of(&h, "vl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 T=1500 GQA 2/1",
                                op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 1, att), 1e-6, NULL};
+  /* sol_attention at head_dim 128 on the same inputs: the centroids and the exact-block
+     selection are the CPU's bit for bit (tests/sol checks them under emulation; a flipped
+     block would move whole rows); P of the exact keys in bf16, 2^x and fp32 sum orders: NMSE
+     ~5e-6. 333 rows in segments 300 + 33, GQA 4/2, tau 1 diag; 1500 rows, 2/1, thresh exact
+     with sinks [100, 164) at tau 0.5; tau -inf on 333 rows (every block exact: attention) */
+  h3_attr so[3] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300}), h3_attr_float(h.m, "tau", 1.0)};
+  cases[n++] = (hand_case){"sol_attention D=128 segments GQA tau 1",
+                           op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
+  h3_attr sx[5] = {att[0], h3_attr_string(h.m, "thresh", "exact"), h3_attr_float(h.m, "tau", 0.5),
+                   h3_attr_int(h.m, "sink_start", 100), h3_attr_int(h.m, "sink_tokens", 64)};
+  cases[n++] = (hand_case){"sol_attention D=128 T=1500 exact sinks",
+                           op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 5, sx), 2e-5, NULL};
+  so[2] = h3_attr_float(h.m, "tau", -INFINITY);
+  cases[n++] = (hand_case){"sol_attention D=128 segments GQA tau -inf",
+                           op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);

@@ -126,6 +126,24 @@ static std::string ty(const char *dt, std::initializer_list<int64_t> dims) {
   return s + "]";
 }
 
+/* An attention-like case: *m holds graph @g with one opname(q bf16[T, hq, 128], k, v bf16[T,
+ * hk, 128]) {attrs} of q's type; in gets its operands, q and v uniform in [-2, 2) (k left to
+ * the caller). Returns the op, NULL when the IR did not parse (reported). */
+static const h3_op *qkv_case(h3_module **m, const char *name, const char *opname, int64_t T, int64_t hq, int64_t hk,
+                             const std::string &attrs, std::vector<buf> &in) {
+  const std::string qt = ty("bf16", {T, hq, 128}), kt = ty("bf16", {T, hk, 128});
+  *m = parse("module @m config \"test\" {\n  graph @g(%q: " + qt + ", %k: " + kt + ", %v: " + kt + ") -> (o: " + qt +
+             ") {\n    %o = " + opname + "(%q, %k, %v) {" + attrs + "} : " + qt + "\n    return %o\n  }\n}\n");
+  CHECK(*m, "%s IR", name);
+  if (!*m) return nullptr;
+  const h3_op *op = first_op(*m);
+  in.clear();
+  for (int i = 0; i < 3; i++) in.push_back(make(op->operands[i]->type));
+  fill_random(in[0], -2, 2);
+  fill_random(in[2], -2, 2);
+  return op;
+}
+
 /* One moe op (graph @g) over random inputs: h [T, H], gate_up [E, 2F, H], down [E, H, F]
  * bf16, ids [T, k] of distinct experts (unsorted; any, repeats allowed, in every third row
  * when `repeats`; expert `none` never chosen when >= 0), weights [T, k] f32; f32 result.

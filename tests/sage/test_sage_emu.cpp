@@ -127,19 +127,12 @@ struct sage_case {
 };
 
 static void test_case(const sage_case &c) {
-  const std::string qt = ty("bf16", {c.T, c.hq, 128}), kt = ty("bf16", {c.T, c.hk, 128});
   const std::string seg = c.cut ? ", segments = [" + std::to_string(c.cut) + "]" : "";
-  h3_module *m = parse("module @m config \"test\" {\n  graph @g(%q: " + qt + ", %k: " + kt + ", %v: " + kt +
-                       ") -> (o: " + qt + ") {\n    %o = sage_attention(%q, %k, %v) {scale = 0.08838834764" + seg +
-                       ", pv = \"" + (c.fp8 ? "fp8" : "bf16") + "\", smooth = " + (c.smooth ? "1" : "0") + "} : " + qt +
-                       "\n    return %o\n  }\n}\n");
-  CHECK(m, "%s IR", c.name);
-  if (!m) return;
-  const h3_op *op = first_op(m);
+  h3_module *m;
   std::vector<buf> in;
-  for (int i = 0; i < 3; i++) in.push_back(make(op->operands[i]->type));
-  fill_random(in[0], -2, 2);
-  fill_random(in[2], -2, 2);
+  const h3_op *op = qkv_case(&m, c.name, "sage_attention", c.T, c.hq, c.hk, "scale = 0.08838834764" + seg + ", pv = \"" +
+                             (c.fp8 ? "fp8" : "bf16") + "\", smooth = " + (c.smooth ? "1" : "0"), in);
+  if (!op) return;
   std::vector<double> bias(128);
   for (double &b : bias) b = 6 * urand() - 3;
   for (int64_t i = 0; i < h3_type_numel(&in[1].type); i++)

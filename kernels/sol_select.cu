@@ -1,0 +1,105 @@
+// sol_select.cu: the pre-passes of `sol_attention` (ops.def) for ONE segment of len rows cut
+// into nb = ceil(len / 64) blocks (block b: rows 64 b .. min(len, 64 b + 64) - 1, n_b rows),
+// head_dim 128, with the CPU reference's arithmetic (runtime/cpu/ops_sol.c): every sum fp32,
+// in its order, one rounding per operation (the _rn intrinsics: no contraction into fma), so
+// the centroids, moments and the exact-block selection are bitwise the reference's.
+//   h3cu_sol_centroids  grid (nb, 2 Hk + Hq), 128 threads (thread d: dim d). y < Hk: kc of kv
+//                       head y; y < 2 Hk: vc of kv head y - Hk; else qbar of q head y - 2 Hk:
+//                       the block's rows summed in ascending order, then / n_b. Outputs
+//                       [H][nb][128] f32.
+//   h3cu_sol_kstats     grid (Hk), 128 threads: per dim, kmean = (sum_b kc_b, b ascending) / nb
+//                       and kvar = (sum_b (kc_b - kmean)^2) / nb ([Hk][128] f32).
+//   h3cu_sol_select     grid (nb, Hq), 128 threads: query block i = x of q head n = y (kv head
+//                       n / group): c = scale; mu = c (qbar . kmean); sigma^2 = c^2 sum_d qbar_d^2
+//                       kvar_d (diag) or c^2 ((sum_b (qbar . (kc_b - kmean))^2, b ascending) /
+//                       nb) (exact_cov); theta = mu + tau sqrt(sigma^2 + 1e-6); key block j is
+//                       exact iff c (qbar . kc_j) > theta, |i - j| <= 1, or its segment rows
+//                       [64 j, 64 j + n_j) meet [sink0, sink1). Dot products d ascending from 0.
+//                       Output exact [Hq][nb][nb] bytes 0 / 1 (row (n, i), column j).
+// Every block's threads run every loop that holds a barrier as often (host emulation).
+#define H3L_BLOCK 64
+#define H3L_D 128
+
+// The q . x of 128 dims, d ascending, one rounding per product and sum (ops_sol.c's dotf)
+H3_DI float h3l_dot(const float *q, const float *x) {
+  float s = 0.0f;
+  for (int d = 0; d < H3L_D; d++) s = __fadd_rn(s, __fmul_rn(q[d], x[d]));
+  return s;
+}
+
+extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_centroids(
+    const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v, long long len,
+    int hq, int hk, float *__restrict__ kc, float *__restrict__ vc, float *__restrict__ qbar) {
+  const int d = threadIdx.x, y = blockIdx.y;
+  const long long b = blockIdx.x, nb = gridDim.x, r0 = b * H3L_BLOCK;
+  const long long r1 = len < r0 + H3L_BLOCK ? len : r0 + H3L_BLOCK;
+  const int which = y < hk ? 0 : y < 2 * hk ? 1 : 2, h = which == 2 ? y - 2 * hk : y - which * hk;
+  const h3_bf16 *x = which == 0 ? k : which == 1 ? v : q;
+  const long long stride = (long long)(which == 2 ? hq : hk) * H3L_D;
+  float *out = which == 0 ? kc : which == 1 ? vc : qbar;
+  float s = 0.0f;
+  for (long long r = r0; r < r1; r++) s = __fadd_rn(s, h3_w(x[r * stride + h * H3L_D + d]));
+  out[((long long)h * nb + b) * H3L_D + d] = __fdiv_rn(s, (float)(r1 - r0));
+}
+
+extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_kstats(const float *__restrict__ kc, long long nb,
+                                                                   float *__restrict__ kmean,
+                                                                   float *__restrict__ kvar) {
+  const int d = threadIdx.x, h = blockIdx.x;
+  const float *x = kc + (long long)h * nb * H3L_D + d;
+  float acc = 0.0f, var = 0.0f;
+  for (long long b = 0; b < nb; b++) acc = __fadd_rn(acc, x[b * H3L_D]);
+  const float mean = __fdiv_rn(acc, (float)nb);
+  for (long long b = 0; b < nb; b++) {
+    const float e = __fsub_rn(x[b * H3L_D], mean);
+    var = __fadd_rn(var, __fmul_rn(e, e));
+  }
+  kmean[h * H3L_D + d] = mean;
+  kvar[h * H3L_D + d] = __fdiv_rn(var, (float)nb);
+}
+
+extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_select(
+    const float *__restrict__ kc, const float *__restrict__ qbar, const float *__restrict__ kmean,
+    const float *__restrict__ kvar, long long nb, long long len, int group, float scale, float tau, int exact_cov,
+    long long sink0, long long sink1, unsigned char *__restrict__ exact) {
+  __shared__ float qb[H3L_D], mean[H3L_D], part[H3L_D], theta;
+  const int tid = threadIdx.x, n = blockIdx.y, h = n / group;
+  const long long i = blockIdx.x;
+  const float *kh = kc + (long long)h * nb * H3L_D;
+  qb[tid] = qbar[((long long)n * nb + i) * H3L_D + tid];
+  mean[tid] = kmean[h * H3L_D + tid];
+  __syncthreads();
+  float sig2 = 0.0f; // thread 0's
+  if (exact_cov) { // 128 blocks at a time: each thread one projection, thread 0 sums them in order
+    for (long long b0 = 0; b0 < nb; b0 += H3L_D) {
+      const long long b = b0 + tid;
+      if (b < nb) {
+        float p = 0.0f;
+        for (int d = 0; d < H3L_D; d++) p = __fadd_rn(p, __fmul_rn(qb[d], __fsub_rn(kh[b * H3L_D + d], mean[d])));
+        part[tid] = p;
+      }
+      __syncthreads();
+      if (tid == 0)
+        for (long long x = b0; x < nb && x < b0 + H3L_D; x++) sig2 = __fadd_rn(sig2, __fmul_rn(part[x - b0], part[x - b0]));
+      __syncthreads();
+    }
+  }
+  if (tid == 0) {
+    const float c = scale, mu = __fmul_rn(c, h3l_dot(qb, mean));
+    if (exact_cov) {
+      sig2 = __fmul_rn(__fmul_rn(c, c), __fdiv_rn(sig2, (float)nb));
+    } else {
+      const float *var = kvar + h * H3L_D;
+      for (int d = 0; d < H3L_D; d++) sig2 = __fadd_rn(sig2, __fmul_rn(__fmul_rn(qb[d], qb[d]), var[d]));
+      sig2 = __fmul_rn(__fmul_rn(c, c), sig2);
+    }
+    theta = __fadd_rn(mu, __fmul_rn(tau, __fsqrt_rn(__fadd_rn(sig2, 1e-6f))));
+  }
+  __syncthreads();
+  unsigned char *row = exact + ((long long)n * nb + i) * nb;
+  for (long long j = tid; j < nb; j += H3L_D) {
+    const long long p0 = j * H3L_BLOCK, p1 = len < p0 + H3L_BLOCK ? len : p0 + H3L_BLOCK;
+    const bool sink = p0 < sink1 && sink0 < p1, near = j - i <= 1 && i - j <= 1;
+    row[j] = __fmul_rn(scale, h3l_dot(qb, kh + j * H3L_D)) > theta || near || sink;
+  }
+}

@@ -1,0 +1,137 @@
+/* cuda_sol.c: `sol_attention` (ops.def) on the cuda backend: which ops it takes (bf16 q, k, v
+ * and result, head_dim 128, Hq % Hk == 0, thresh diag or exact), the device scratch an op needs
+ * (allocated when it is prepared), the kernels of kernels/sol_select.cu (centroids, moments,
+ * the exact-block selection: bitwise the CPU reference's) and kernels/sol_attention.cu (the
+ * attention on tensor cores) compiled on first use, and the launches. The op is cut into its
+ * segments as attention is (cuda_attention.c); per segment of len rows (nb = ceil(len / 64)
+ * blocks), in the stream's order (one scratch serves every segment in turn):
+ *   h3cu_sol_centroids  grid (nb, 2 Hk + Hq), 128 threads: kc, vc, qbar;
+ *   h3cu_sol_kstats     grid (Hk), 128 threads: kmean, kvar;
+ *   h3cu_sol_select     grid (nb, Hq), 128 threads: exact;
+ *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows.
+ * Environment: H3_SOL_STATS (any value) prints each segment's exact-block density (a debugging
+ * aid: it waits for the stream after each segment).
+ * Scratch (nbm = ceil(T / 64), a segment's arrays packed with its own nb): kc, vc [Hk][nbm][128],
+ * qbar [Hq][nbm][128], kmean, kvar [Hk][128] (f32), exact [Hq][nbm][nbm] (bytes).
+ */
+#include "cuda_m31.h" /* cu_m31_kernels, cu_m31_smem */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SOL_D = 128, SOL_BLOCK = 64, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */ };
+
+static const char *const select_names[3] = {"h3cu_sol_centroids", "h3cu_sol_kstats", "h3cu_sol_select"};
+static const char *const fwd_name[1] = {"h3cu_sol_fwd"};
+
+bool cu_sol_supports(const h3_op *op) {
+  if (op->code != H3_OP_SOL_ATTENTION || op->n_operands != 3 || op->n_results != 1) return false;
+  const h3_type *q = &op->operands[0]->type, *k = &op->operands[1]->type, *v = &op->operands[2]->type;
+  const h3_type *o = &op->results[0]->type;
+  const char *th = h3_op_attr_string(op, "thresh", "diag");
+  if (q->rank != 3 || k->rank != 3 || v->rank != 3 || o->rank != 3) return false;
+  bool dtypes = q->dtype == H3_BF16 && k->dtype == H3_BF16 && v->dtype == H3_BF16 && o->dtype == H3_BF16;
+  return dtypes && (!strcmp(th, "diag") || !strcmp(th, "exact")) && q->dims[2] == SOL_D && k->dims[2] == SOL_D &&
+         v->dims[2] == SOL_D && k->dims[0] == q->dims[0] && v->dims[0] == q->dims[0] && v->dims[1] == k->dims[1] &&
+         k->dims[1] >= 1 && q->dims[1] % k->dims[1] == 0 && q->dims[0] < ((int64_t)1 << 30);
+}
+
+/* The scratch's parts at base (base NULL: only the total, returned) */
+typedef struct {
+  float *kc, *vc, *qbar, *kmean, *kvar;
+  unsigned char *exact;
+} sol_scratch;
+
+static size_t scratch_layout(const h3_op *op, char *base, sol_scratch *p) {
+  int64_t nbm = (op->operands[0]->type.dims[0] + SOL_BLOCK - 1) / SOL_BLOCK;
+  int64_t hq = op->operands[0]->type.dims[1], hk = op->operands[1]->type.dims[1];
+  const size_t bytes[6] = {(size_t)(hk * nbm * SOL_D) * 4, (size_t)(hk * nbm * SOL_D) * 4,
+                           (size_t)(hq * nbm * SOL_D) * 4, (size_t)(hk * SOL_D) * 4,
+                           (size_t)(hk * SOL_D) * 4,       (size_t)(hq * nbm * nbm)};
+  char *parts[6];
+  size_t at = 0;
+  for (int i = 0; i < 6; i++) {
+    parts[i] = base ? base + at : NULL;
+    at += (bytes[i] + 255) / 256 * 256;
+  }
+  if (p)
+    *p = (sol_scratch){(float *)parts[0], (float *)parts[1], (float *)parts[2],
+                       (float *)parts[3], (float *)parts[4], (unsigned char *)parts[5]};
+  return at;
+}
+
+size_t cu_sol_scratch_bytes(const h3_op *op) { return cu_sol_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
+
+/* The kernels, compiled on first use (the pre-passes with the exact tier's options: no fma
+ * contraction), and the attention's shared memory limit */
+static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[4], h3_diag *d) {
+  if (cu_m31_kernels(s, op, "sol_select.cu", NULL, 3, select_names, k, d) != H3_OK ||
+      cu_m31_kernels_sm90a(s, op, "sol_attention.cu", NULL, 1, fwd_name, k + 3, d) != H3_OK)
+    return H3_ERR;
+  return cu_m31_smem(s, op, k[3], SOL_SMEM, d);
+}
+
+/* H3_SOL_STATS: the segment's exact-block density on stderr, "h3 sol: <len> rows: <E> of <P>
+ * (query block, key block) pairs exact (<E / P> %)" over every q head (waits for the stream;
+ * nothing while the stream is being captured into a CUDA graph). */
+static h3_status report_density(cu_state *s, const sol_scratch *sc, long long hq, long long nb, long long len,
+                                h3_diag *d) {
+  enum cudaStreamCaptureStatus cap;
+  CU_CHECK(d, cudaStreamIsCapturing(s->stream, &cap), "sol_attention's selection");
+  if (cap != cudaStreamCaptureStatusNone) return H3_OK;
+  size_t n = (size_t)(hq * nb * nb);
+  unsigned char *h = malloc(n);
+  if (!h) return H3_ERR;
+  cudaError_t e = cudaMemcpyAsync(h, sc->exact, n, cudaMemcpyDeviceToHost, s->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+  long long ex = 0;
+  for (size_t i = 0; e == cudaSuccess && i < n; i++) ex += h[i];
+  free(h);
+  if (e != cudaSuccess) return cu_fail(d, e, "cudaMemcpyAsync", "sol_attention's selection");
+  fprintf(stderr, "h3 sol: %lld rows: %lld of %zu (query block, key block) pairs exact (%.2f %%)\n", len, ex, n,
+          100.0 * (double)ex / (double)n);
+  return H3_OK;
+}
+
+/* The kernels and scratch of one op, for its segments */
+typedef struct {
+  cu_kernel *k[4];
+  sol_scratch sc;
+} sol_ctx;
+
+/* One segment (rows [0, len) of q, k, v, o at its first row). */
+static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_qkv_seg *g, h3_diag *d) {
+  cu_kernel *const *k = ((sol_ctx *)ctx)->k;
+  const sol_scratch *sc = &((sol_ctx *)ctx)->sc;
+  int hq = (int)op->operands[0]->type.dims[1], hk = (int)op->operands[1]->type.dims[1], group = hq / hk;
+  long long len = g->len, nb = (len + SOL_BLOCK - 1) / SOL_BLOCK;
+  long long sink0 = h3_op_attr_int(op, "sink_start", 0), sink1 = sink0 + h3_op_attr_int(op, "sink_tokens", 0);
+  float scale = (float)h3_op_attr_float(op, "scale", 1.0), tau = (float)h3_op_attr_float(op, "tau", 1.0);
+  int exact_cov = !strcmp(h3_op_attr_string(op, "thresh", "diag"), "exact");
+  const void *q = g->q, *kk = g->k, *v = g->v;
+  void *o = g->o;
+  const int64_t block[3] = {SOL_D, 1, 1};
+  void *cargs[] = {&q, &kk, &v, &len, &hq, &hk, (void *)&sc->kc, (void *)&sc->vc, (void *)&sc->qbar};
+  void *margs[] = {(void *)&sc->kc, &nb, (void *)&sc->kmean, (void *)&sc->kvar};
+  void *sargs[] = {(void *)&sc->kc, (void *)&sc->qbar, (void *)&sc->kmean, (void *)&sc->kvar, &nb, &len, &group,
+                   &scale, &tau, &exact_cov, &sink0, &sink1, (void *)&sc->exact};
+  void *fargs[] = {&q, &kk, &v, (void *)&sc->kc, (void *)&sc->vc, (void *)&sc->exact, &o, &len, &nb, &group, &scale};
+  if (cu_launch(s, k[0], (int64_t[]){nb, 2 * hk + hq, 1}, block, 0, cargs, d) != H3_OK ||
+      cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
+      cu_launch(s, k[2], (int64_t[]){nb, hq, 1}, block, 0, sargs, d) != H3_OK)
+    return H3_ERR;
+  if (cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d) != H3_OK) return H3_ERR;
+  return getenv("H3_SOL_STATS") ? report_density(s, sc, hq, nb, len, d) : H3_OK;
+}
+
+h3_status cu_sol_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, const h3_tensor *out,
+                     h3_diag *d) {
+  if (!cu_sol_supports(op) || !scratch)
+    return cu_op_error(d, op, "run it with --backend cpu", "takes bf16 q[T, Hq, 128], k and v [T, Hk, 128] "
+                       "with Hq %% Hk == 0 and thresh diag or exact on cuda");
+  sol_ctx c;
+  if (sol_kernels(s, op, c.k, d) != H3_OK) return H3_ERR;
+  scratch_layout(op, scratch, &c.sc);
+  return cu_qkv_segments(s, op, in, out, run_segment, &c, d);
+}
