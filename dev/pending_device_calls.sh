@@ -8,8 +8,9 @@
 #      >= 2.5 x at M <= 16), m31spec (the Markov step after the live-sequence fix: draft ms)
 #   2  DSpark with the NVFP4 draft and with 128 experts: run_all.sh m31specfp4 m31spec128
 #      (goal: >= 2.3 x over plain decode at forced A = 3.5 and batch 64, 128 experts)
-#   3  attention: attention_bench --sage and --sol at S = 32704 (goal sage >= 1.5 x flash),
-#      the full 3-step sample with sage against flash (run_all.sh sage)
+#   3  attention: run_all.sh sage sol (test_gpu_ops, attention_bench --sage / --sol at S =
+#      32704: goal sage >= 1.5 x flash; sol's exact-block density; the full 3-step samples
+#      with sage and with sol against flash)
 #   4  streaming: dev/stream_device_check.sh int8 smallest (the --int8 3-step plan at 24 GiB,
 #      both plans at the smallest budget)
 #   5  streaming acceptance: the 49-step samples, bf16 resident then 24 GiB (sampleres,
@@ -25,9 +26,7 @@ log=$OUT/call$CALL.txt
 case $CALL in
 1) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" tests m31 nvfp4 m31spec > "$log" 2>&1 ;;
 2) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" m31specfp4 m31spec128 > "$log" 2>&1 ;;
-3) { timeout 200 "$S/bin/attention_bench" --sage --iters 10
-     timeout 120 "$S/bin/attention_bench" --sol --iters 10
-     timeout 230 tests/gpu/run_all.sh "$S" "$OUT/ra" sage; } > "$log" 2>&1 ;;
+3) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" sage sol > "$log" 2>&1 ;;
 4) timeout 560 dev/stream_device_check.sh "$S" "$OUT/stream" int8 smallest > "$log" 2>&1 ;;
 5) timeout 560 dev/stream_device_check.sh "$S" "$OUT/stream" sampleres sample24 > "$log" 2>&1 ;;
 6) timeout 560 dev/stream_device_check.sh "$S" "$OUT/stream" int8sampleres int8sample24 > "$log" 2>&1 ;;
