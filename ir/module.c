@@ -202,25 +202,29 @@ h3_module *h3_module_new(const char *model, const char *config) {
 
 void h3_module_free(h3_module *m) {
   if (!m) return;
+  h3_strmap_free(&m->config_index);
   h3_arena_free(&m->arena);
   free(m);
 }
 
 int64_t h3_module_config(const h3_module *m, const char *key, int64_t fallback) {
-  for (int i = 0; i < m->n_config; i++)
-    if (strcmp(m->config_entries[i].key, key) == 0) return m->config_entries[i].value;
-  return fallback;
+  intptr_t at = (intptr_t)h3_strmap_get(&m->config_index, key);
+  return at > 0 ? m->config_entries[at - 1].value : fallback;
 }
 
+/* Constant time per key (a config of many keys must not take quadratic time). */
 void h3_module_set_config(h3_module *m, const char *key, int64_t value) {
-  for (int i = 0; i < m->n_config; i++)
-    if (strcmp(m->config_entries[i].key, key) == 0) {
-      m->config_entries[i].value = value;
-      return;
-    }
+  intptr_t at = (intptr_t)h3_strmap_get(&m->config_index, key);
+  if (at > 0) {
+    m->config_entries[at - 1].value = value;
+    return;
+  }
   h3_config_entry *e = ir_array_grow(m, m->config_entries, m->n_config, sizeof *e);
   const char *k = ir_strdup(m, key);
-  if (!e || !k) return;
+  if (!e || !k || h3_strmap_put(&m->config_index, k, (void *)(intptr_t)(m->n_config + 1))) {
+    m->oom = true;
+    return;
+  }
   e[m->n_config].key = k;
   e[m->n_config].value = value;
   m->config_entries = e;

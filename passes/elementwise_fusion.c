@@ -25,7 +25,9 @@
  *   - the group stays convex: no path leaves the group and comes back, so the fused op can
  *     be placed without a cycle (ops between the members that depend on them move after
  *     the fused op);
- *   - a group has at least two ops; a member result used outside the group is an output.
+ *   - a group has at least two ops and at most FUSION_MAX_MEMBERS compute members (a longer
+ *     chain becomes several groups: one kernel's source, and codegen's walk of its
+ *     expressions, stay bounded); a member result used outside the group is an output.
  * The `tier` attribute tells codegen the rounding rule: "exact" at --quality exact (every
  * op of the region rounds to its result dtype, bitwise equal to the unfused ops),
  * "lossless" above (float intermediates stay fp32; only the outputs round). The `name`
@@ -56,6 +58,7 @@ typedef struct {
 } fusion_state;
 
 enum { MEMBER = 1, GENERATOR = 2, SLICE = 3 };
+#define FUSION_MAX_MEMBERS 256
 
 static bool is_generator(const h3_op *op) {
   return op->code == H3_OP_CONST || op->code == H3_OP_IOTA;
@@ -127,7 +130,7 @@ static bool group_is_convex(fusion_state *s) {
 
 /* Tries to add op to the group; `as_producer` says it feeds a member. */
 static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type *shape) {
-  if (op->parent != s->region || s->mark[op->id]) return false;
+  if (op->parent != s->region || s->mark[op->id] || s->n_members >= FUSION_MAX_MEMBERS) return false;
   bool gather = op->code == H3_OP_GATHER;
   if (gather ? !as_producer : !is_compute(op)) return false;
   if (!h3_type_same_shape(&op->results[0]->type, shape)) return false;

@@ -19,6 +19,7 @@
 #ifndef H3_IR_H
 #define H3_IR_H
 
+#include "h3/strmap.h"
 #include "h3/support.h"
 #include <stdbool.h>
 
@@ -230,6 +231,7 @@ typedef struct h3_module {
   const char *source; /* the .g file it came from (for plan headers), may be NULL */
   int n_config;
   h3_config_entry *config_entries; /* resolved values, after --set, sorted as declared */
+  h3_strmap config_index;          /* key -> entry index + 1 (h3_module_set_config keeps it) */
   int n_params, cap_params;
   h3_param **params;
   int n_graphs, cap_graphs;

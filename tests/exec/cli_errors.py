@@ -13,6 +13,7 @@ import random
 import struct
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -326,6 +327,27 @@ def dump_run(a):
             failures.append(what)
 
 
+def large_inputs(a):
+    """Inputs of a few MB compile in seconds, without a crash: 200000 config keys (their
+    lookups were a linear scan each: 40 s), a chain of 20000 elementwise ops (one fused
+    group of 20000 ops overflowed codegen's stack: SIGSEGV; groups now hold at most 256)."""
+    keys = os.path.join(a.work, "many_keys.g")
+    with open(keys, "w") as f:
+        f.write("model x\nconfig tiny {\n" + "".join(f"  k{i} = {i}\n" for i in range(200000)) +
+                "}\ngraph main(x: f32[4]) -> (y: f32[4]) {\n  return x\n}\n")
+    chain = os.path.join(a.work, "long_chain.g")
+    with open(chain, "w") as f:
+        f.write("model x\nconfig tiny { a = 1 }\ngraph main(x: f32[4]) -> (y: f32[4]) {\n  y0 = x + 1.0\n" +
+                "".join(f"  y{i} = y{i - 1} + 1.0\n" for i in range(1, 20000)) + "  return y19999\n}\n")
+    for name, src, limit in (("many_keys", keys, 20), ("long_chain", chain, 60)):
+        t0 = time.monotonic()
+        rc, _, err = run([a.h3c, "compile", src, "--config", "tiny", "-o", os.path.join(a.work, name + ".plan")])
+        dt = time.monotonic() - t0
+        if rc != 0 or dt > limit:
+            failures.append(name)
+            print(f"FAIL {name}: exit {rc} after {dt:.1f} s (limit {limit} s): {err[-400:]}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for f in ("--h3c", "--h3exec", "--source", "--work"):
@@ -335,17 +357,19 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the case names")
     a = ap.parse_args()
     if a.list:
-        print("\n".join([c[0] for c in case_table(a)] + ["good_runs"]))
+        print("\n".join([c[0] for c in case_table(a)] + ["good_runs", "large_inputs"]))
         return 0
     if a.setup or not a.case:
         prepare(a)
         if a.setup:
             return 0
     table = {c[0]: c for c in case_table(a)}
-    names = [a.case] if a.case else list(table) + ["good_runs"]
+    names = [a.case] if a.case else list(table) + ["good_runs", "large_inputs"]
     for name in names:
         if name == "good_runs":
             good_runs(a)
+        elif name == "large_inputs":
+            large_inputs(a)
         elif name in table:
             _, args, rc, pieces, with_out, *env = table[name]
             case(a, name, args, rc, pieces, with_out, env[0] if env else None)
