@@ -58,7 +58,7 @@ typedef struct {
 } fusion_state;
 
 enum { MEMBER = 1, GENERATOR = 2, SLICE = 3 };
-#define FUSION_MAX_MEMBERS 256
+#define FUSION_MAX_MEMBERS 1024
 
 static bool is_generator(const h3_op *op) {
   return op->code == H3_OP_CONST || op->code == H3_OP_IOTA;

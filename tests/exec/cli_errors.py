@@ -330,7 +330,7 @@ def dump_run(a):
 def large_inputs(a):
     """Inputs of a few MB compile in seconds, without a crash: 200000 config keys (their
     lookups were a linear scan each: 40 s), a chain of 20000 elementwise ops (one fused
-    group of 20000 ops overflowed codegen's stack: SIGSEGV; groups now hold at most 256)."""
+    group of 20000 ops overflowed codegen's stack: SIGSEGV; groups now hold at most 1024)."""
     keys = os.path.join(a.work, "many_keys.g")
     with open(keys, "w") as f:
         f.write("model x\nconfig tiny {\n" + "".join(f"  k{i} = {i}\n" for i in range(200000)) +
