@@ -487,7 +487,8 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, h3_pa
     if (!is_continuation(exp[i])) keep++;
   }
   if (has_name && has_int && has_paren) {
-    h3_diag_error(ctx->d, *loc, NULL, "expected an expression before %s", gotw);
+    h3_diag_error(ctx->d, *loc, "an expression is a name, a number, a call or two expressions joined by an operator",
+                  "expected an expression before %s", gotw);
     return 0;
   }
   /* drop the operators that could continue the expression just read */
@@ -502,7 +503,7 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, h3_pa
       }
   }
   if (m == 0 || m > 3) {
-    h3_diag_error(ctx->d, *loc, NULL, "unexpected %s", gotw);
+    h3_diag_error(ctx->d, *loc, "docs/language.md lists the statements and items", "unexpected %s", gotw);
     return 0;
   }
   char words[3][48], msg[200];
@@ -515,8 +516,9 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, h3_pa
     snprintf(msg, sizeof msg, "%s, %s or %s", words[0], words[1], words[2]);
   /* the next line's first token: the statement above is what is incomplete */
   if ((ctx->last_bol || got == YYSYMBOL_YYEOF) && ctx->prev_text[0] && got != YYSYMBOL_YYEOF)
-    h3_diag_error(ctx->d, ctx->prev_span, NULL, "expected %s after '%s'", msg, ctx->prev_text);
+    h3_diag_error(ctx->d, ctx->prev_span, "docs/language.md gives the grammar", "expected %s after '%s'", msg,
+                  ctx->prev_text);
   else
-    h3_diag_error(ctx->d, *loc, NULL, "expected %s before %s", msg, gotw);
+    h3_diag_error(ctx->d, *loc, "docs/language.md gives the grammar", "expected %s before %s", msg, gotw);
   return 0;
 }

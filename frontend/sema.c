@@ -91,7 +91,7 @@ static bool eval_preset(sema *S, preset *p) {
   bool ok = true;
   for (ast_arg *a = p->item->entries; a; a = a->next) {
     if (h3_strmap_get(&S->consts, a->name)) {
-      h3_diag_error(S->d, a->name_span, NULL, "duplicate key '%s' in config '%s'", a->name, p->item->name);
+      h3_diag_error(S->d, a->name_span, "give each key once", "duplicate key '%s' in config '%s'", a->name, p->item->name);
       ok = false;
       continue;
     }
@@ -232,7 +232,7 @@ static bool resolve_config(sema *S, ast_item **items, int n, const h3_frontend_o
 static void sema_let(sema *S, ast_item *it) {
   gconst *prev = h3_strmap_get(&S->consts, it->name);
   if (prev) {
-    h3_diag_error(S->d, it->span, NULL, "'%s' is already %s (line %d)", it->name,
+    h3_diag_error(S->d, it->span, "give the let another name", "'%s' is already %s (line %d)", it->name,
                   prev->is_let ? "a let" : "a config key", prev->span.line);
     return;
   }
@@ -290,7 +290,7 @@ static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, c
     case ITEM_PROGRAM: {
       gcall *prev = h3_strmap_get(&S->calls, it->name);
       if (prev) {
-        h3_diag_error(S->d, it->span, NULL, "'%s' is already defined at line %d", it->name,
+        h3_diag_error(S->d, it->span, "rename one of the two", "'%s' is already defined at line %d", it->name,
                       prev->item->span.line);
         break;
       }

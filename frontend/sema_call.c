@@ -185,7 +185,7 @@ static sval builtin_split(sema *S, ast_expr *e) {
   }
   int64_t dim = x->type.dims[axis];
   if (n < 1 || n > 64 || dim % n != 0) {
-    h3_diag_error(S->d, e->span, NULL, "split: dim %lld (%lld) of %s is not a multiple of %lld",
+    h3_diag_error(S->d, e->span, "split into a number of parts that divides the dimension", "split: dim %lld (%lld) of %s is not a multiple of %lld",
                   (long long)axis, (long long)dim, sv_describe(S, &c.pos[0]), (long long)n);
     return sv_error();
   }
@@ -228,7 +228,8 @@ static sval builtin_fill(sema *S, ast_expr *e, bool full) {
     sval v = sema_eval(S, c.kw[i]->value, true);
     if (v.kind == SV_ERROR) return v;
     if (!sv_is_num(&v)) {
-      h3_diag_error(S->d, c.kw[i]->value->span, NULL, "value must be a number, got %s", sv_describe(S, &v));
+      h3_diag_error(S->d, c.kw[i]->value->span, "write a number or a constant expression",
+                    "value must be a number, got %s", sv_describe(S, &v));
       return sv_error();
     }
     value = sv_num(&v);
@@ -374,8 +375,8 @@ static bool make_attr(sema *S, const h3_op_info *info, ast_arg *a, h3_attr *out)
     }
     break;
   }
-  h3_diag_error(S->d, a->value->span, NULL, "attribute '%s' of %s must be %s, got %s", s->name, info->name,
-                kind_words(s->kind), sv_describe(S, &v));
+  h3_diag_error(S->d, a->value->span, attr_list(S, info), "attribute '%s' of %s must be %s, got %s", s->name,
+                info->name, kind_words(s->kind), sv_describe(S, &v));
   return false;
 }
 

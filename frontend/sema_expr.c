@@ -54,7 +54,7 @@ sval sema_fold(sema *S, char op, sval a, sval b, h3_span sp) {
     case '/':
     case '%':
       if (y == 0) {
-        h3_diag_error(S->d, sp, NULL, "division by zero");
+        h3_diag_error(S->d, sp, "the divisor evaluates to 0 when the model is compiled", "division by zero");
         return sv_error();
       }
       if (x < 0 || y < 0) {
@@ -80,7 +80,7 @@ sval sema_fold(sema *S, char op, sval a, sval b, h3_span sp) {
   case '*': r = x * y; break;
   case '/':
     if (y == 0) {
-      h3_diag_error(S->d, sp, NULL, "division by zero");
+      h3_diag_error(S->d, sp, "the divisor evaluates to 0 when the model is compiled", "division by zero");
       return sv_error();
     }
     r = x / y;
@@ -208,7 +208,7 @@ static sval eval_name(sema *S, ast_expr *e, bool konst) {
   binding *b = sema_find_local(S, name);
   if (b) {
     if (konst && b->val.kind != SV_INT && b->val.kind != SV_FLOAT && b->val.kind != SV_ERROR) {
-      h3_diag_error(S->d, e->span, NULL, "'%s' is %s; a constant is needed here", name,
+      h3_diag_error(S->d, e->span, "use a config key, a let or a number here", "'%s' is %s; a constant is needed here", name,
                     sv_describe(S, &b->val));
       return sv_error();
     }
@@ -226,7 +226,9 @@ static sval eval_name(sema *S, ast_expr *e, bool konst) {
     h3_diag_error(S->d, e->span, NULL, "'%s' is a parameter name; a constant is needed here", name);
     return sv_error();
   }
-  h3_diag_error(S->d, e->span, sema_suggest_name(S, name, konst), "unknown name '%s'", name);
+  const char *hint = sema_suggest_name(S, name, konst);
+  h3_diag_error(S->d, e->span, hint ? hint : "define it first: a let, a config key, a parameter or a function's argument",
+                "unknown name '%s'", name);
   return sv_error();
 }
 
@@ -367,7 +369,7 @@ static sval eval_indexing(sema *S, ast_expr *e) {
   switch (base.kind) {
   case SV_GROUP:
     if (!iv && (off < 0 || off >= base.group->count)) {
-      h3_diag_error(S->d, e->rhs->span, NULL, "index %lld is out of range for group '%s' (%lld members)",
+      h3_diag_error(S->d, e->rhs->span, "members are numbered from 0", "index %lld is out of range for group '%s' (%lld members)",
                     (long long)off, base.group->name, (long long)base.group->count);
       return sv_error();
     }

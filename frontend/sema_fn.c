@@ -27,7 +27,7 @@ static bool match_type(sema *S, const ast_type *decl, const h3_type *t, const ch
   }
   const char *src = sema_span_text(S, decl->span);
   if (dt != t->dtype || decl->n_dims != t->rank) {
-    h3_diag_error(S->d, at, NULL, "%s is %s, but %s is declared", what, type_text(S, t), src);
+    h3_diag_error(S->d, at, "pass a value of the declared type, or change the declaration", "%s is %s, but %s is declared", what, type_text(S, t), src);
     return false;
   }
   int k = 0;
@@ -40,7 +40,8 @@ static bool match_type(sema *S, const ast_type *decl, const h3_type *t, const ch
     int64_t v;
     if (!sema_int(S, x, &v)) return false;
     if (v != t->dims[k]) {
-      h3_diag_error(S->d, at, NULL, "%s is %s, but %s is declared (dim %d: %lld != %lld)", what,
+      h3_diag_error(S->d, at, "pass a value of the declared type, or change the declaration",
+                    "%s is %s, but %s is declared (dim %d: %lld != %lld)", what,
                     type_text(S, t), src, k, (long long)t->dims[k], (long long)v);
       return false;
     }
@@ -69,7 +70,7 @@ static bool bind_arg(sema *S, gcall *g, ast_decl *p, sval v, ast_expr *arg) {
       return false;
     }
     if (v.kind != SV_MEMBER || v.group != gn->group || v.whole || v.path[0]) {
-      h3_diag_error(S->d, arg->span, NULL, "%s must be a member of group '%s' (like %s[i]), got %s", what,
+      h3_diag_error(S->d, arg->span, "pass one member of the group", "%s must be a member of group '%s' (like %s[i]), got %s", what,
                     gn->group->name, gn->group->name, sv_describe(S, &v));
       return false;
     }
@@ -87,7 +88,7 @@ sval sema_inline(sema *S, gcall *g, ast_expr *call) {
   ast_item *fn = g->item;
   g->used = true;
   if (g->order == S->cur_order) {
-    h3_diag_error(S->d, ast_call_name_span(call), NULL, "function '%s' calls itself; recursion is not supported",
+    h3_diag_error(S->d, ast_call_name_span(call), "write the repetition as a `repeat` loop", "function '%s' calls itself; recursion is not supported",
                   fn->name);
     return sv_error();
   }
@@ -113,7 +114,7 @@ sval sema_inline(sema *S, gcall *g, ast_expr *call) {
     nargs++;
   }
   if (nargs != nparams) {
-    h3_diag_error(S->d, call->span, NULL, "function '%s' takes %d argument%s, got %d", fn->name, nparams,
+    h3_diag_error(S->d, call->span, "pass one argument per parameter of its definition", "function '%s' takes %d argument%s, got %d", fn->name, nparams,
                   nparams == 1 ? "" : "s", nargs);
     return sv_error();
   }

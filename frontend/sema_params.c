@@ -190,7 +190,7 @@ static bool register_name(sema *S, const char *path, h3_span sp, h3_param *param
   gname *e = h3_strmap_get(&S->names, path);
   if (e) {
     if (e->param && param)
-      h3_diag_error(S->d, sp, NULL, "duplicate parameter '%s' (first declared at line %d)", path, e->span.line);
+      h3_diag_error(S->d, sp, "rename one of the two", "duplicate parameter '%s' (first declared at line %d)", path, e->span.line);
     else
       h3_diag_error(S->d, sp, NULL, "'%s' is already %s (line %d)", path, what_is(e), e->span.line);
     return false;

@@ -36,7 +36,7 @@ static void exec_assign(sema *S, ast_stmt *st) {
   }
   if (v.kind != SV_ERROR && (v.kind != SV_TUPLE || v.n != st->n_names)) {
     int got = v.kind == SV_TUPLE ? v.n : 1;
-    h3_diag_error(S->d, st->value->span, NULL, "%d names are bound but the right side gives %d value%s",
+    h3_diag_error(S->d, st->value->span, "bind one name per value", "%d names are bound but the right side gives %d value%s",
                   st->n_names, got, got == 1 ? "" : "s");
     v = sv_error();
   }
@@ -221,7 +221,7 @@ ast_stmt *sema_body(sema *S, ast_stmt *body, h3_span end, const char *what) {
     case STMT_RETURN: ret = st; break;
     }
   }
-  if (!ret) h3_diag_error(S->d, end, NULL, "'%s' ends without 'return'", what);
+  if (!ret) h3_diag_error(S->d, end, "end it with `return VALUE`", "'%s' ends without 'return'", what);
   return ret;
 }
 

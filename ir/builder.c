@@ -11,6 +11,7 @@
 #include "ir_internal.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <string.h>
 
 static void link_op(h3_region *r, h3_op *before, h3_op *op) {
@@ -107,8 +108,10 @@ h3_op *h3_build_op(h3_builder *b, h3_opcode code, int n_operands, h3_value **ope
   h3_type types[4];
   char why[256];
   int n = h3_op_infer(op, types, why, sizeof why);
-  if (n < 0) {
-    h3_diag_error(d, b->span, NULL, "%s", why);
+  if (n < 0) { /* the operands' types as the op's contract wants them: `h3c ops` lists it */
+    char hint[160];
+    snprintf(hint, sizeof hint, "`h3c ops` gives %s's operands and attributes", info->name);
+    h3_diag_error(d, b->span, hint, "%s", why);
     return NULL;
   }
   if (!op_finish(b, op, n, types)) {

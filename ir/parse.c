@@ -47,7 +47,7 @@ __attribute__((format(printf, 3, 4))) static void fail_at(pctx *p, h3_span at, c
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  h3_diag_error(p->d, at, NULL, "%s", msg);
+  h3_diag_error(p->d, at, "docs/ir-text.md describes the IR text form", "%s", msg);
 }
 
 /* "expected WHAT, got TOKEN" at the current token (or its lexical error). */

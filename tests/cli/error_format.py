@@ -3,7 +3,7 @@
 stderr for bad command lines; tests/diagnostics/*.expected: the front end's diagnostics for
 broken programs) has the one format the README promises: `FILE:LINE:COL: error: MESSAGE`
 when it points into a file, `FILE: error: MESSAGE` for a whole file, `TOOL: error: MESSAGE`
-otherwise (TOOL h3c or h3exec). Prints how many errors carry a hint line.
+otherwise (TOOL h3c or h3exec), each followed by a `hint:` line.
   error_format.py SOURCE_DIR"""
 import glob
 import os
@@ -27,12 +27,16 @@ def main():
             if not FORMAT.match(line):
                 bad.append(f"{os.path.relpath(f, src)}:{i + 1}: {line}")
             rest = lines[i + 1:i + 6]
-            hinted += any(r.startswith("hint:") for r in rest[:next((k for k, r in enumerate(rest) if "error:" in r and
-                                                                       not r.startswith((" ", "hint:"))), len(rest))])
+            end = next((k for k, r in enumerate(rest) if "error:" in r and not r.startswith((" ", "hint:"))),
+                       len(rest))
+            if any(r.startswith("hint:") for r in rest[:end]):
+                hinted += 1
+            else:
+                bad.append(f"{os.path.relpath(f, src)}:{i + 1}: no hint: {line}")
     for b in bad:
         print("not in the one error format:", b, file=sys.stderr)
-    print(f"error_format: {errors} errors in {len(files)} files, {len(bad)} not in the format, "
-          f"{hinted} with a hint")
+    print(f"error_format: {errors} errors in {len(files)} files, {hinted} with a hint, {len(bad)} not in the "
+          f"format")
     return 1 if bad or errors == 0 else 0
 
 

@@ -339,11 +339,13 @@ static char *parse_error(const char *text) {
   return buf;
 }
 
-#define EXPECT_PARSE_ERR(text, msg) \
-  do {                              \
-    char *t_ = parse_error(text);   \
-    CHECK_STR(t_, msg);             \
-    free(t_);                       \
+/* msg: the error and its source lines; every IR-text error ends with the same hint */
+#define IR_TEXT_HINT "hint: docs/ir-text.md describes the IR text form\n"
+#define EXPECT_PARSE_ERR(text, msg)   \
+  do {                                \
+    char *t_ = parse_error(text);     \
+    CHECK_STR(t_, msg IR_TEXT_HINT);  \
+    free(t_);                         \
   } while (0)
 
 static void test_errors(void) {
