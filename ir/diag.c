@@ -10,7 +10,8 @@
  * h3_diag_add_source; without it only the first and last lines are printed. A point span
  * (end_col <= col on the same line) gets a single '^'; a span running past its line is
  * underlined to the end of the line. Tabs in the source are kept in the caret line so the
- * caret stays under its column.
+ * caret stays under its column. A line of more than 160 characters is quoted as a window
+ * around the span.
  */
 #include "h3/support.h"
 
@@ -163,13 +164,23 @@ static int source_line(const h3_diag_source *s, int line, const char **start, si
   return 1;
 }
 
+/* A quoted line longer than QUOTE_MAX characters is shown as a window of QUOTE_MAX around the
+ * span's start (QUOTE_BEFORE before it), "..." marking the cut ends. */
+enum { QUOTE_MAX = 160, QUOTE_BEFORE = 60 };
+
 static void print_quote(const h3_diag_source *s, h3_span sp, FILE *out) {
   const char *line;
   size_t len;
   if (!source_line(s, sp.line, &line, &len)) return;
-  fprintf(out, "%5d | %.*s\n", sp.line, (int)len, line);
+  size_t col0 = sp.col > 0 ? (size_t)sp.col - 1 : 0; /* 0-based start */
+  size_t w0 = 0, w1 = len;
+  if (len > QUOTE_MAX) {
+    w0 = col0 > QUOTE_BEFORE ? col0 - QUOTE_BEFORE : 0;
+    if (w0 > len) w0 = len;
+    w1 = len - w0 > QUOTE_MAX ? w0 + QUOTE_MAX : len;
+  }
+  fprintf(out, "%5d | %s%.*s%s\n", sp.line, w0 ? "..." : "", (int)(w1 - w0), line + w0, w1 < len ? "..." : "");
   if (sp.col < 1) return;
-  size_t col0 = (size_t)sp.col - 1; /* 0-based start */
   size_t width;
   if (sp.end_line > sp.line)
     width = len > col0 ? len - col0 : 1;
@@ -177,8 +188,9 @@ static void print_quote(const h3_diag_source *s, h3_span sp, FILE *out) {
     width = (size_t)(sp.end_col - sp.col);
   else
     width = 1;
-  fputs("      | ", out);
-  for (size_t i = 0; i < col0; i++) fputc(i < len && line[i] == '\t' ? '\t' : ' ', out);
+  if (col0 < w1 && width > w1 - col0) width = w1 - col0; /* the underline ends with the window */
+  fputs(w0 ? "      |    " : "      | ", out);
+  for (size_t i = w0; i < col0; i++) fputc(i < len && line[i] == '\t' ? '\t' : ' ', out);
   fputc('^', out);
   for (size_t i = 1; i < width; i++) fputc('~', out);
   fputc('\n', out);
