@@ -259,20 +259,7 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
     }
   }
   const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
-  if (gridDim.y == 1) {
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int j = 0; j < 2; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int r = 16 * mt + g + 8 * (e >> 1);
-          const long long n = col + 8 * j + 2 * t + (e & 1);
-          if (r < rows && n < N) h3_st(y, (m0 + r) * N + n, __fmul_rn(acc[mt][j][e], gs));
-        }
-    return;
-  }
-  const long long S = gridDim.y;
+  const bool whole = gridDim.y == 1;         // one K split: y directly, else the partials
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -281,8 +268,12 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
       for (int e = 0; e < 4; e++) {
         const int r = 16 * mt + g + 8 * (e >> 1);
         const long long n = col + 8 * j + 2 * t + (e & 1);
-        if (r < rows && n < N) part[((long long)blockIdx.y * M + m0 + r) * N + n] = acc[mt][j][e];
+        if (r >= rows || n >= N) continue;
+        if (whole) h3_st(y, (m0 + r) * N + n, __fmul_rn(acc[mt][j][e], gs));
+        else part[((long long)blockIdx.y * M + m0 + r) * N + n] = acc[mt][j][e];
       }
+  if (whole) return;
+  const long long S = gridDim.y;
   if (!h3_last_block(cnt + (long long)blockIdx.z * gridDim.x + blockIdx.x, gridDim.y)) return;
   for (int i = threadIdx.x; i < rows * H3N_COLS; i += H3N_THREADS) {
     const int r = i / H3N_COLS;

@@ -47,11 +47,14 @@ H3_DI void h3a_load(unsigned char *stage, const h3_bf16 *k, const h3_bf16 *v, lo
   }
 }
 
-// m' = max(m, mx) for rows g, g + 8 (mx already the quad's); O and l scaled by 2^(m - m')
-H3_DI void h3a_rescale(float m[2], const float mx[2], float l[2], float acc[16][4]) {
+// m' = max(m, the quad's mx) for rows g, g + 8 (mx: this lane's maxima, reduced over the 4
+// lanes of its quad here: every lane takes part); O and l scaled by 2^(m - m')
+H3_DI void h3a_rescale(float m[2], float mx[2], float l[2], float acc[16][4]) {
   float alpha[2];
 #pragma unroll
   for (int r = 0; r < 2; r++) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
     const float nm = fmaxf(m[r], mx[r]);
     alpha[r] = h3_exp2_approx(m[r] - nm);
     m[r] = nm, l[r] *= alpha[r];
@@ -76,11 +79,6 @@ H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long
       s[n][e] = key0 + 8 * n + 2 * c + (e & 1) < len ? s[n][e] * c2 : -H3A_INF;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
     }
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-  }
   h3a_rescale(m, mx, l, acc);
   unsigned pa[4][4]; // P = bf16(p) as the A fragments of 4 k16 steps (keys 16 t .. + 15)
 #pragma unroll
@@ -148,11 +146,6 @@ H3_DI void h3a_pseudo(const float *kc, const float *vc, const unsigned char *ex,
       s[u][e] = w[u][e & 1] > 0.0f ? s[u][e] * c2 : -H3A_INF;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[u][e]);
     }
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-  }
   h3a_rescale(m, mx, l, acc);
 #pragma unroll
   for (int u = 0; u < 2; u++)

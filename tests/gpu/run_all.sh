@@ -139,6 +139,22 @@ cuda_vs_cpu() { # cuda_vs_cpu NAME PLAN CPU_SECONDS [CUDA_ARGS...]: h3exec on cu
     "$WORK/${name}_cpu.safetensors" 1e-2
 }
 
+attention_variant() { # attention_variant NAME BENCH_LINES: sage_attention or sol_attention on
+  # cuda (test_gpu_ops' cases), attention_bench --NAME, the full 3-step sample with
+  # --attention NAME (plan h3_full_NAME_s3) against flash (NMSE <= 1e-2)
+  local name=$1 lines=$2
+  step test_gpu_ops 420 "$BIN/test_gpu_ops" models
+  grep -E "${name}_attention|FAIL" "$WORK/test_gpu_ops.log" | head -20
+  step "${name}_bench" 300 "$BIN/attention_bench" "--$name" --iters 10
+  grep -E "$lines" "$WORK/${name}_bench.log"
+  step "full_${name}_cuda" 280 "$BIN/h3exec" "$PLANS/h3_full_${name}_s3.plan" --backend cuda --weights random \
+    --seed 3 --steps 3 --iterations 1 --out "$WORK/full_$name.safetensors"
+  step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
+    --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_flash.safetensors"
+  step "full_${name}_vs_flash" 60 python3 tests/gpu/compare_outputs.py "$WORK/full_$name.safetensors" \
+    "$WORK/full_flash.safetensors" 1e-2
+}
+
 for section in $SECTIONS; do
   case $section in
   env)
@@ -276,28 +292,10 @@ for section in $SECTIONS; do
     cuda_vs_cpu tiny_int8r0 h3_small_int8_r0.plan 300
     ;;
   sage)
-    step test_gpu_ops 420 "$BIN/test_gpu_ops" models
-    grep -E 'sage_attention|FAIL' "$WORK/test_gpu_ops.log" | head -20
-    step sage_bench 300 "$BIN/attention_bench" --sage --iters 10
-    grep -E '^(attention_flash|sage)' "$WORK/sage_bench.log"
-    step full_sage_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_sage_s3.plan" --backend cuda --weights random \
-      --seed 3 --steps 3 --iterations 1 --out "$WORK/full_sage.safetensors"
-    step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
-      --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_flash.safetensors"
-    step full_sage_vs_flash 60 python3 tests/gpu/compare_outputs.py "$WORK/full_sage.safetensors" \
-      "$WORK/full_flash.safetensors" 1e-2
+    attention_variant sage '^(attention_flash|sage)'
     ;;
   sol)
-    step test_gpu_ops 420 "$BIN/test_gpu_ops" models
-    grep -E 'sol_attention|FAIL' "$WORK/test_gpu_ops.log" | head -20
-    step sol_bench 300 "$BIN/attention_bench" --sol --iters 10
-    grep -E '^(attention_flash|sol|h3 sol)' "$WORK/sol_bench.log"
-    step full_sol_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_sol_s3.plan" --backend cuda --weights random \
-      --seed 3 --steps 3 --iterations 1 --out "$WORK/full_sol.safetensors"
-    step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
-      --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_flash.safetensors"
-    step full_sol_vs_flash 60 python3 tests/gpu/compare_outputs.py "$WORK/full_sol.safetensors" \
-      "$WORK/full_flash.safetensors" 1e-2
+    attention_variant sol '^(attention_flash|sol|h3 sol)'
     ;;
   bench)
     step attention_bench 300 "$BIN/attention_bench" --check --iters 10
