@@ -14,7 +14,8 @@
 # when missing, or with M31_SPEC_H3C="OPTIONS" as more h3c compile options: `--set
 # experts=128` gives the full model's expert count, about 50 GB of weights; `--draft-quant
 # nvfp4` the NVFP4 draft). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
-# M31_SPEC_BACKEND=cpu (with a small ISL) try the script without a GPU.
+# M31_SPEC_BACKEND=cpu (with a small ISL) try the script without a GPU. M31_SPEC_PROFILE=1 adds,
+# per concurrency, an unforced speculative run with every op timed (OUT/profile_spec_C.txt).
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: bench/m31_spec.sh STAGE OUT_DIR [CONCURRENCY...]" >&2
@@ -57,6 +58,14 @@ for C in $CS; do
     python3 "$here/m31_serve_compare.py" "$OUT/plain_$C.results.jsonl" \
       "$OUT/spec_${C}_$A.results.jsonl" | sed -n "1s/^/C $C A $A: /p" >&2
   done
+  if [ -n "${M31_SPEC_PROFILE:-}" ]; then
+    # one more unforced speculative run with every op timed (no CUDA graphs, so slower than
+    # the runs above): the per-op table by op kind, after the report
+    echo "=== speculative, concurrency $C, acceptance real, per-op profile (CUDA graphs off)" >&2
+    H3_CUDA_GRAPHS=0 "${run[@]}" --speculative dspark --profile "$OUT/profile_spec_$C.json" \
+      > "$OUT/profile_spec_$C.txt" || fail=1
+    sed -n '/^=== per-op profile/,/^===/p' "$OUT/profile_spec_$C.txt" | head -40 >&2
+  fi
   [ "$plan" = "$OUT/m31_${CONFIG}_serve_s$C.plan" ] && rm -f "$plan"
 done
 python3 "$here/m31_spec_table.py" "$OUT" || fail=1

@@ -141,15 +141,16 @@ cuda_vs_cpu() { # cuda_vs_cpu NAME PLAN CPU_SECONDS [CUDA_ARGS...]: h3exec on cu
 
 attention_variant() { # attention_variant NAME BENCH_LINES: sage_attention or sol_attention on
   # cuda (test_gpu_ops' cases), attention_bench --NAME, the full 3-step sample with
-  # --attention NAME (plan h3_full_NAME_s3) against flash (NMSE <= 1e-2)
+  # --attention NAME (plan h3_full_NAME_s3) against flash (NMSE <= 1e-2); test_gpu_ops and the flash
+  # sample run once per call (a section before this one may have run them)
   local name=$1 lines=$2
-  step test_gpu_ops 420 "$BIN/test_gpu_ops" models
+  [ -f "$WORK/test_gpu_ops.log" ] || step test_gpu_ops 420 "$BIN/test_gpu_ops" models
   grep -E "${name}_attention|FAIL" "$WORK/test_gpu_ops.log" | head -20
   step "${name}_bench" 300 "$BIN/attention_bench" "--$name" --iters 10
   grep -E "$lines" "$WORK/${name}_bench.log"
   step "full_${name}_cuda" 280 "$BIN/h3exec" "$PLANS/h3_full_${name}_s3.plan" --backend cuda --weights random \
     --seed 3 --steps 3 --iterations 1 --out "$WORK/full_$name.safetensors"
-  step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
+  [ -f "$WORK/full_flash.safetensors" ] || step full_flash_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_s3.plan" --backend cuda --attention flash \
     --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_flash.safetensors"
   step "full_${name}_vs_flash" 60 python3 tests/gpu/compare_outputs.py "$WORK/full_$name.safetensors" \
     "$WORK/full_flash.safetensors" 1e-2
