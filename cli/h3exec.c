@@ -376,8 +376,8 @@ static h3_status check_compiled(const h3_module *m, const char *flag, const char
   int64_t have = h3_module_config(m, key, -1);
   h3_span none = {0};
   if (have < 0) {
-    h3_diag_error(d, none, NULL, "%s: the plan's model (%s) has no config key '%s'", flag,
-                  m->model ? m->model : "?", key);
+    h3_diag_error(d, none, "drop the flag: this plan's model does not take it",
+                  "%s: the plan's model (%s) has no config key '%s'", flag, m->model ? m->model : "?", key);
     return H3_ERR;
   }
   if (have != want) {
@@ -471,8 +471,9 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
   }
   for (int64_t i = 0; st == H3_OK && i < n; i++)
     if (ids[i] < 0 || ids[i] >= vocab) {
-      h3_diag_error(d, none, NULL, "%s: token %lld (id %lld) is outside the vocabulary [0, %lld)",
-                    o->prompt, (long long)i, (long long)ids[i], (long long)vocab);
+      h3_diag_error(d, none, "give token ids of the model's tokenizer, from 0 to vocab - 1",
+                    "%s: token %lld (id %lld) is outside the vocabulary [0, %lld)", o->prompt, (long long)i,
+                    (long long)ids[i], (long long)vocab);
       st = H3_ERR;
     }
   if (st == H3_OK) {

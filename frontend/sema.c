@@ -14,9 +14,7 @@
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 void sema_oom(sema *S, h3_span sp) {
-  if (!S->oom_reported)
-    h3_diag_error(S->d, sp, "free memory, or compile a smaller config (--config, smaller --set values)",
-                  "out of memory while compiling");
+  if (!S->oom_reported) h3_diag_error(S->d, sp, H3_HINT_OOM, "out of memory while compiling");
   S->oom_reported = true;
 }
 

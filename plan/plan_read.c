@@ -734,7 +734,7 @@ h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_di
   if (!p) {
     h3_span s = {0};
     s.file = r.file;
-    h3_diag_error(d, s, NULL, "out of memory reading the plan");
+    h3_diag_error(d, s, H3_HINT_OOM, "out of memory reading the plan");
     return NULL;
   }
   h3_arena_init(&p->arena);
