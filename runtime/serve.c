@@ -501,7 +501,8 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
     e.s[i].at = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].at);
     e.s[i].margins = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].margins);
     if (!e.s[i].pages || !e.s[i].out || !e.s[i].at || !e.s[i].margins) {
-      h3_diag_error(d, (h3_span){0}, NULL, "out of host memory for request '%s'", reqs[i].id);
+      h3_diag_error(d, (h3_span){0}, "free memory, or lower the requests' max_new_tokens",
+                    "out of host memory for request '%s'", reqs[i].id);
       st = H3_ERR;
     }
   }
