@@ -98,10 +98,12 @@ static void usage(FILE *f) {
           "  --help                this text\n");
 }
 
+#define FLAGS_HINT "hint: run 'h3exec --help' for the flags\n"
+
 static int flag_error(const char *fmt, const char *arg) {
   fprintf(stderr, "h3exec: error: ");
   fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\nhint: run 'h3exec --help' for the flags\n");
+  fprintf(stderr, "\n" FLAGS_HINT);
   return 2;
 }
 
@@ -110,7 +112,7 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
   errno = 0;
   long long v = s ? strtoll(s, &end, 10) : 0;
   if (!s || !*s || *end || errno || v < lo || v > hi) {
-    fprintf(stderr, "h3exec: error: %s expects an integer in [%lld, %lld], got '%s'\n", flag,
+    fprintf(stderr, "h3exec: error: %s expects an integer in [%lld, %lld], got '%s'\n" FLAGS_HINT, flag,
             (long long)lo, (long long)hi, s ? s : "");
     return 0;
   }
@@ -123,7 +125,7 @@ static int parse_real(const char *flag, const char *s, double lo, double hi, dou
   errno = 0;
   double v = s ? strtod(s, &end) : 0;
   if (!s || !*s || *end || errno || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "h3exec: error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
+    fprintf(stderr, "h3exec: error: %s expects a number in [%g, %g], got '%s'\n" FLAGS_HINT, flag, lo, hi,
             s ? s : "");
     return 0;
   }
