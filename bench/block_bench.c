@@ -102,7 +102,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
   s->in = calloc((size_t)s->g->n_inputs + 1, sizeof *s->in);
   s->out = calloc((size_t)s->g->n_outputs + 1, sizeof *s->out);
   if (!s->in || !s->out) {
-    h3_diag_error(d, (h3_span){0}, NULL, "block_bench: out of memory");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "block_bench: out of memory");
     return H3_ERR;
   }
   h3_input_defaults defs = {o->seed, 0};
@@ -241,7 +241,10 @@ static h3_status profile(const char *path, const opts *o, double block_ms, h3_di
   double *t = calloc((size_t)n_ops * (size_t)o->profile + 1, sizeof *t);
   double trunk_ms = 0, ms;
   h3_status st = loop && t ? H3_OK : H3_ERR;
-  if (!loop) h3_diag_error(d, (h3_span){0}, NULL, "%s: graph 'step' has no loop 'trunk'", path);
+  if (!loop)
+    h3_diag_error(d, (h3_span){0},
+                  "give a plan of models/minimax_h3.g (its graph 'step' runs the loop 'trunk')",
+                  "%s: graph 'step' has no loop 'trunk'", path);
   if (st == H3_OK) st = run_step(&s, &ms, d); /* warm-up: loads kernels, builds plans */
   for (int it = 0; st == H3_OK && it < o->profile; it++) {
     h3_runtime_reset_stats(s.rt);

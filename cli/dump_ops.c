@@ -30,7 +30,7 @@ dump_ops *dump_ops_new(const char *kinds, h3_backend *b, size_t max_bytes, h3_di
   if (!x || !list) {
     free(x);
     free(list);
-    h3_diag_error(d, (h3_span){0}, NULL, "--dump-ops: out of memory");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "--dump-ops: out of memory");
     return NULL;
   }
   x->b = b;
@@ -102,7 +102,8 @@ static h3_status keep(dump_ops *x, const h3_op *op, const h3_tensor *t, char wha
   k->type = t->type;
   k->data = malloc(bytes ? bytes : 1);
   if (!k->data) {
-    h3_diag_error(d, op->span, NULL, "--dump-ops: out of memory");
+    h3_diag_error(d, op->span, "name fewer op kinds, or dump a shorter run (--graph)",
+                  "--dump-ops: out of memory");
     return H3_ERR;
   }
   if (bytes && x->b->ops->download(x->b, k->data, t->data, bytes, d) != H3_OK) {
@@ -127,7 +128,8 @@ h3_status dump_ops_observe(void *ctx, const h3_op *op, const h3_tensor *in, int 
     if (t) x->t = t, x->cap = cap;
   }
   if (run < 0 || x->n + kept > x->cap) {
-    h3_diag_error(d, op->span, NULL, "--dump-ops: out of memory");
+    h3_diag_error(d, op->span, "name fewer op kinds, or dump a shorter run (--graph)",
+                  "--dump-ops: out of memory");
     return H3_ERR;
   }
   h3_status st = H3_OK;
@@ -139,7 +141,7 @@ h3_status dump_ops_observe(void *ctx, const h3_op *op, const h3_tensor *in, int 
 h3_status dump_ops_write(dump_ops *x, const char *path, h3_diag *d) {
   h3_safetensors_writer *w = h3_safetensors_writer_new();
   h3_status st = w ? H3_OK : H3_ERR;
-  if (!w) h3_diag_error(d, (h3_span){0}, NULL, "--dump-ops: out of memory");
+  if (!w) h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "--dump-ops: out of memory");
   for (size_t i = 0; st == H3_OK && i < x->n; i++)
     st = h3_safetensors_writer_add(w, x->t[i].name, x->t[i].type.dtype, x->t[i].type.rank,
                                    x->t[i].type.dims, x->t[i].data, d);

@@ -290,7 +290,8 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (takes_model(o->cmd) && (v = flag_value(argc, argv, &i, "--set", &missing))) {
       if (missing) return missing_value(cmd, a);
       if (o->n_sets >= (int)(sizeof o->sets / sizeof o->sets[0]))
-        return flag_error(cmd, "too many --set options (at most %s)", "64", NULL);
+        return flag_error(cmd, "too many --set options (at most %s)", "64",
+                          "put the values in a config of the model: config NAME { key = value ... }");
       diag_init(&d);
       if (h3_config_override_parse(v, &o->sets[o->n_sets], &d) != H3_OK) {
         h3_diag_print(&d, stderr);

@@ -98,10 +98,12 @@ static void usage(FILE *f) {
           "  --help                this text\n");
 }
 
+#define FLAGS_HINT "hint: run 'h3exec --help' for the flags\n"
+
 static int flag_error(const char *fmt, const char *arg) {
   fprintf(stderr, "h3exec: error: ");
   fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\nhint: run 'h3exec --help' for the flags\n");
+  fprintf(stderr, "\n" FLAGS_HINT);
   return 2;
 }
 
@@ -110,7 +112,7 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
   errno = 0;
   long long v = s ? strtoll(s, &end, 10) : 0;
   if (!s || !*s || *end || errno || v < lo || v > hi) {
-    fprintf(stderr, "h3exec: error: %s expects an integer in [%lld, %lld], got '%s'\n", flag,
+    fprintf(stderr, "h3exec: error: %s expects an integer in [%lld, %lld], got '%s'\n" FLAGS_HINT, flag,
             (long long)lo, (long long)hi, s ? s : "");
     return 0;
   }
@@ -123,7 +125,7 @@ static int parse_real(const char *flag, const char *s, double lo, double hi, dou
   errno = 0;
   double v = s ? strtod(s, &end) : 0;
   if (!s || !*s || *end || errno || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "h3exec: error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
+    fprintf(stderr, "h3exec: error: %s expects a number in [%g, %g], got '%s'\n" FLAGS_HINT, flag, lo, hi,
             s ? s : "");
     return 0;
   }
@@ -376,8 +378,8 @@ static h3_status check_compiled(const h3_module *m, const char *flag, const char
   int64_t have = h3_module_config(m, key, -1);
   h3_span none = {0};
   if (have < 0) {
-    h3_diag_error(d, none, NULL, "%s: the plan's model (%s) has no config key '%s'", flag,
-                  m->model ? m->model : "?", key);
+    h3_diag_error(d, none, "drop the flag: this plan's model does not take it",
+                  "%s: the plan's model (%s) has no config key '%s'", flag, m->model ? m->model : "?", key);
     return H3_ERR;
   }
   if (have != want) {
@@ -471,8 +473,9 @@ static h3_status load_prompt(const options *o, const h3_module *m, const h3_grap
   }
   for (int64_t i = 0; st == H3_OK && i < n; i++)
     if (ids[i] < 0 || ids[i] >= vocab) {
-      h3_diag_error(d, none, NULL, "%s: token %lld (id %lld) is outside the vocabulary [0, %lld)",
-                    o->prompt, (long long)i, (long long)ids[i], (long long)vocab);
+      h3_diag_error(d, none, "give token ids of the model's tokenizer, from 0 to vocab - 1",
+                    "%s: token %lld (id %lld) is outside the vocabulary [0, %lld)", o->prompt, (long long)i,
+                    (long long)ids[i], (long long)vocab);
       st = H3_ERR;
     }
   if (st == H3_OK) {

@@ -30,6 +30,7 @@ static void on_finished(void *ctx, const h3_serve_result *r) {
               r->error);
     else
       fprintf(stderr, "h3exec: error: request \"%s\": %s\n", r->req->id, r->error);
+    fprintf(stderr, "hint: %s\n", r->hint);
   }
   if (!s->w || s->st != H3_OK) return;
   h3_result res = {r->req->id,    r->req->id_is_int, r->tokens,

@@ -220,7 +220,7 @@ h3_status h3_codegen_emit_op(const h3_op *op, h3_tier tier, h3_arena *a, h3_kern
   if (st == H3_OK && ec.src.oom) st = H3_ERR;
   if (st == H3_OK) st = emit_finish(&ec);
   if (st != H3_OK && d->errors == errors_before)
-    h3_diag_error(d, op->span, NULL, "codegen: out of memory while emitting '%s'", ec.opname);
+    h3_diag_error(d, op->span, H3_HINT_OOM, "codegen: out of memory while emitting '%s'", ec.opname);
   h3_strbuf_free(&ec.src);
   return st;
 }

@@ -46,7 +46,7 @@ static void *grow(h3_arena *a, void *arr, int n, int *cap, size_t elem) {
 }
 
 static h3_status oom(build_ctx *c) {
-  if (c->st == H3_OK) h3_diag_error(c->d, no_span(), NULL, "out of memory while building the plan");
+  if (c->st == H3_OK) h3_diag_error(c->d, no_span(), H3_HINT_OOM, "out of memory while building the plan");
   c->st = H3_ERR;
   return H3_ERR;
 }
@@ -278,7 +278,7 @@ h3_status h3_plan_build(h3_plan **out, h3_module *m, const h3_plan_options *o, h
   h3_plan *p = calloc(1, sizeof *p);
   if (!p) {
     h3_module_free(m);
-    h3_diag_error(d, no_span(), NULL, "out of memory while building the plan");
+    h3_diag_error(d, no_span(), H3_HINT_OOM, "out of memory while building the plan");
     return H3_ERR;
   }
   h3_arena_init(&p->arena);

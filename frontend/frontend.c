@@ -50,7 +50,8 @@ static void rehome_spans(h3_module *m, const char *from) {
 static h3_module *compile(const char *file, const char *text, size_t len,
                           const h3_frontend_options *opt, h3_diag *d) {
   if (len > INT_MAX / 2) {
-    h3_diag_error(d, (h3_span){0}, NULL, "%s: the source is too large (%zu bytes)", file, len);
+    h3_diag_error(d, (h3_span){0}, "split the model: h3c reads sources of up to 1 GiB",
+                  "%s: the source is too large (%zu bytes)", file, len);
     return NULL;
   }
   h3_arena tmp;
@@ -62,7 +63,7 @@ static h3_module *compile(const char *file, const char *text, size_t len,
   ctx.file = h3_arena_strdup(&tmp, file);
   h3_module *m = NULL;
   if (!ctx.file) {
-    h3_diag_error(d, (h3_span){0}, NULL, "out of memory while parsing %s", file);
+    h3_diag_error(d, (h3_span){0}, "free memory and run h3c again", "out of memory while parsing %s", file);
   } else if (h3_parse_text(&ctx, text, len) == H3_OK) {
     m = sema_run(d, &tmp, ctx.file, text, len, &ctx.out, opt);
     if (m) {

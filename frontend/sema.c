@@ -14,7 +14,7 @@
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 void sema_oom(sema *S, h3_span sp) {
-  if (!S->oom_reported) h3_diag_error(S->d, sp, NULL, "out of memory while compiling");
+  if (!S->oom_reported) h3_diag_error(S->d, sp, H3_HINT_OOM, "out of memory while compiling");
   S->oom_reported = true;
 }
 
@@ -100,7 +100,8 @@ static bool eval_preset(sema *S, preset *p) {
       h3_diag_error(S->d, a->value->span, "write float constants with 'let', e.g. let eps = 1e-5",
                     "config values are integers, got %g", v.f);
     else if (v.kind != SV_INT && v.kind != SV_ERROR)
-      h3_diag_error(S->d, a->value->span, NULL, "config values are integers, got %s", sv_describe(S, &v));
+      h3_diag_error(S->d, a->value->span, "write an integer expression of numbers and the keys above it",
+                    "config values are integers, got %s", sv_describe(S, &v));
     if (v.kind != SV_INT) {
       ok = false;
       continue;
@@ -147,8 +148,8 @@ static bool resolve_config(sema *S, ast_item **items, int n, const h3_frontend_o
     ps[i].item = items[i];
     for (int j = 0; j < i; j++)
       if (strcmp(items[j]->name, items[i]->name) == 0) {
-        h3_diag_error(S->d, items[i]->span, NULL, "duplicate config '%s' (first at line %d)", items[i]->name,
-                      items[j]->span.line);
+        h3_diag_error(S->d, items[i]->span, "rename one of the two configs",
+                      "duplicate config '%s' (first at line %d)", items[i]->name, items[j]->span.line);
         ok = false;
       }
     if (!eval_preset(S, &ps[i])) ok = false;
@@ -239,7 +240,9 @@ static void sema_let(sema *S, ast_item *it) {
   sval v = sema_eval(S, it->value, true);
   if (v.kind == SV_ERROR) return;
   if (!sv_is_num(&v)) {
-    h3_diag_error(S->d, it->value->span, NULL, "a let is a number, got %s", sv_describe(S, &v));
+    h3_diag_error(S->d, it->value->span,
+                  "a let is an integer or float expression of config keys and earlier lets",
+                  "a let is a number, got %s", sv_describe(S, &v));
     return;
   }
   gconst *c = h3_arena_alloc(S->tmp, sizeof *c);
@@ -279,7 +282,8 @@ static bool prepass(sema *S, ast_file *f, ast_item ***configs, int *n_configs, c
     switch (it->kind) {
     case ITEM_MODEL:
       if (model_item) {
-        h3_diag_error(S->d, it->span, NULL, "second 'model' (the first is at line %d)", model_item->span.line);
+        h3_diag_error(S->d, it->span, "a file describes one model: remove this line",
+                      "second 'model' (the first is at line %d)", model_item->span.line);
         break;
       }
       model_item = it;
@@ -373,7 +377,8 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
   for (ast_item *it = f->items; it; it = it->next) {
     gcall *g = it->kind == ITEM_FN ? h3_strmap_get(&S->calls, it->name) : NULL;
     if (g && g->item == it && !g->used)
-      h3_diag_warning(d, it->span, NULL, "function '%s' is never called (its body is not checked)", it->name);
+      h3_diag_warning(d, it->span, "remove it, or call it from a function, graph or program",
+                      "function '%s' is never called (its body is not checked)", it->name);
   }
   if (m->oom) sema_oom(S, (h3_span){0});
 out:

@@ -24,26 +24,29 @@ static sval fold_call(sema *S, ast_expr *e, sval *a, int n) {
   const char *f = e->str;
   int want = strcmp(f, "sqrt") == 0 ? 1 : 2;
   if (n != want) {
-    h3_diag_error(S->d, e->span, NULL, "%s takes %d argument%s, got %d", f, want, want == 1 ? "" : "s", n);
+    h3_diag_error(S->d, e->span, "ceildiv, min and max take (a, b); sqrt takes (x)",
+                  "%s takes %d argument%s, got %d", f, want, want == 1 ? "" : "s", n);
     return sv_error();
   }
   if (!strcmp(f, "sqrt")) {
     double x = sv_num(&a[0]);
     if (x < 0) {
-      h3_diag_error(S->d, e->span, NULL, "sqrt of a negative number (%g)", x);
+      h3_diag_error(S->d, e->span, "check the lets and config keys under the sqrt",
+                    "sqrt of a negative number (%g)", x);
       return sv_error();
     }
     return sv_float(sqrt(x));
   }
   if (!strcmp(f, "ceildiv")) {
     if (a[0].kind != SV_INT || a[1].kind != SV_INT) {
-      h3_diag_error(S->d, e->span, NULL, "ceildiv takes integers");
+      h3_diag_error(S->d, e->span, "write ceildiv(a, b) with integer expressions (no float lets or literals)",
+                    "ceildiv takes integers");
       return sv_error();
     }
     int64_t x = a[0].i, y = a[1].i;
     if (y <= 0 || x < 0) {
-      h3_diag_error(S->d, e->span, NULL, "ceildiv(%lld, %lld): wants a >= 0 and b > 0", (long long)x,
-                    (long long)y);
+      h3_diag_error(S->d, e->span, "check the config keys and --set values of its operands",
+                    "ceildiv(%lld, %lld): wants a >= 0 and b > 0", (long long)x, (long long)y);
       return sv_error();
     }
     return sv_int(x / y + (x % y != 0));
@@ -80,14 +83,16 @@ static bool split_args(sema *S, ast_expr *e, bool konst, call_args *c) {
     if (a->name) {
       for (int i = 0; i < c->nkw; i++)
         if (strcmp(c->kw[i]->name, a->name) == 0) {
-          h3_diag_error(S->d, a->name_span, NULL, "attribute '%s' is given twice", a->name);
+          h3_diag_error(S->d, a->name_span, "give each attribute once", "attribute '%s' is given twice",
+                        a->name);
           ok = false;
         }
       c->kw[c->nkw++] = a;
       continue;
     }
     if (c->nkw > 0) {
-      h3_diag_error(S->d, a->value->span, NULL, "a positional argument follows a keyword argument");
+      h3_diag_error(S->d, a->value->span, "write the tensors first, then the KEY = VALUE attributes",
+                    "a positional argument follows a keyword argument");
       ok = false;
     }
     c->pos_ast[c->npos] = a;
@@ -100,7 +105,8 @@ static bool split_args(sema *S, ast_expr *e, bool konst, call_args *c) {
 
 static bool no_kwargs(sema *S, const call_args *c, const char *what) {
   if (c->nkw == 0) return true;
-  h3_diag_error(S->d, c->kw[0]->name_span, NULL, "%s takes no keyword arguments", what);
+  h3_diag_error(S->d, c->kw[0]->name_span, "remove the KEY = VALUE arguments",
+                "%s takes no keyword arguments", what);
   return false;
 }
 
@@ -113,7 +119,8 @@ static bool want_npos(sema *S, ast_expr *e, const call_args *c, int n, const cha
 
 static h3_value *want_tensor(sema *S, const sval *v, ast_arg *a, const char *what) {
   if (v->kind == SV_TENSOR) return v->v;
-  h3_diag_error(S->d, a->value->span, NULL, "%s must be a tensor, got %s", what, sv_describe(S, v));
+  h3_diag_error(S->d, a->value->span, "pass a tensor: an input, a parameter or the result of an op",
+                "%s must be a tensor, got %s", what, sv_describe(S, v));
   return NULL;
 }
 
@@ -122,25 +129,27 @@ static bool want_int(sema *S, const sval *v, ast_arg *a, const char *what, int64
     *out = v->i;
     return true;
   }
-  h3_diag_error(S->d, a->value->span, NULL, "%s must be an integer, got %s", what, sv_describe(S, v));
+  h3_diag_error(S->d, a->value->span, "write an integer expression of config keys and lets",
+                "%s must be an integer, got %s", what, sv_describe(S, v));
   return false;
 }
 
 /* A list of integers (a shape). */
 static bool want_ints(sema *S, const sval *v, ast_arg *a, const char *what, int64_t *out, int *n) {
   if (v->kind != SV_LIST) {
-    h3_diag_error(S->d, a->value->span, NULL, "%s must be a list [d, ...] of integers, got %s", what,
-                  sv_describe(S, v));
+    h3_diag_error(S->d, a->value->span, "write the shape as a list, e.g. [rows, dim]",
+                  "%s must be a list [d, ...] of integers, got %s", what, sv_describe(S, v));
     return false;
   }
   if (v->n > H3_MAX_RANK) {
-    h3_diag_error(S->d, a->value->span, NULL, "%s has %d dims; at most %d are allowed", what, v->n,
-                  H3_MAX_RANK);
+    h3_diag_error(S->d, a->value->span, "merge dims so the shape has at most 6",
+                  "%s has %d dims; at most %d are allowed", what, v->n, H3_MAX_RANK);
     return false;
   }
   for (int i = 0; i < v->n; i++) {
     if (v->elems[i].kind != SV_INT || v->elems[i].i < 0) {
-      h3_diag_error(S->d, a->value->span, NULL, "%s must hold non-negative integers", what);
+      h3_diag_error(S->d, a->value->span, "write each dim as a non-negative integer expression",
+                    "%s must hold non-negative integers", what);
       return false;
     }
     out[i] = v->elems[i].i;
@@ -172,7 +181,8 @@ static sval builtin_split(sema *S, ast_expr *e) {
   if (!x || !want_int(S, &c.pos[1], c.pos_ast[1], "split's count", &n)) return sv_error();
   for (int i = 0; i < c.nkw; i++) {
     if (strcmp(c.kw[i]->name, "axis") != 0) {
-      h3_diag_error(S->d, c.kw[i]->name_span, NULL, "split takes only the attribute 'axis'");
+      h3_diag_error(S->d, c.kw[i]->name_span, "write split(x, n, axis = a)",
+                    "split takes only the attribute 'axis'");
       return sv_error();
     }
     if (!sema_int(S, c.kw[i]->value, &axis)) return sv_error();
@@ -180,7 +190,8 @@ static sval builtin_split(sema *S, ast_expr *e) {
   int rank = x->type.rank;
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) {
-    h3_diag_error(S->d, e->span, NULL, "split: axis out of range for %s", sv_describe(S, &c.pos[0]));
+    h3_diag_error(S->d, e->span, "give an axis in [-rank, rank) of the tensor",
+                  "split: axis out of range for %s", sv_describe(S, &c.pos[0]));
     return sv_error();
   }
   int64_t dim = x->type.dims[axis];
@@ -407,7 +418,7 @@ static sval build_registry_op(sema *S, const h3_op_info *info, ast_expr *e, call
     } else {
       const char *hint = v->kind == SV_STRING || v->kind == SV_LIST || v->kind == SV_DTYPE || sv_is_num(v)
                              ? "attributes are given as name = value"
-                             : NULL;
+                             : "pass a tensor: an input, a parameter or the result of an op";
       h3_diag_error(S->d, c->pos_ast[i]->value->span, hint, "operand %d of %s must be a tensor, got %s",
                     i + 1, info->name, sv_describe(S, v));
       ok = false;
@@ -458,8 +469,9 @@ sval sema_call(sema *S, ast_expr *e, bool konst) {
     if (!split_args(S, e, true, &c) || !no_kwargs(S, &c, name)) return sv_error();
     for (int i = 0; i < c.npos; i++)
       if (!sv_is_num(&c.pos[i])) {
-        h3_diag_error(S->d, c.pos_ast[i]->value->span, NULL, "%s takes numbers, got %s", name,
-                      sv_describe(S, &c.pos[i]));
+        h3_diag_error(S->d, c.pos_ast[i]->value->span,
+                      "shapes, counts and attributes are integer or float expressions",
+                      "%s takes numbers, got %s", name, sv_describe(S, &c.pos[i]));
         return sv_error();
       }
     return fold_call(S, e, c.pos, c.npos);
@@ -477,8 +489,10 @@ sval sema_call(sema *S, ast_expr *e, bool konst) {
   if (h3_dtype_from_name(name, &dt)) return builtin_cast(S, e, dt);
   const h3_op_info *info = h3_op_info_find(name);
   if (!info && strcmp(name, "ceildiv") != 0) {
-    h3_diag_error(S->d, ast_call_name_span(e), sema_suggest_name(S, name, false), "unknown function or op '%s'",
-                  name);
+    const char *hint = sema_suggest_name(S, name, false);
+    h3_diag_error(S->d, ast_call_name_span(e),
+                  hint ? hint : "`h3c ops` lists the ops; declare a function above its use",
+                  "unknown function or op '%s'", name);
     return sv_error();
   }
   call_args c;
@@ -488,7 +502,8 @@ sval sema_call(sema *S, ast_expr *e, bool konst) {
     if (!sv_is_num(&c.pos[i])) nums = false;
   if (is_const_fn(name) && (nums || !info)) {
     if (!nums) {
-      h3_diag_error(S->d, e->span, NULL, "%s takes numbers", name);
+      h3_diag_error(S->d, e->span, "write ceildiv(a, b) with integer expressions of config keys and lets",
+                    "%s takes numbers", name);
       return sv_error();
     }
     return fold_call(S, e, c.pos, c.npos);

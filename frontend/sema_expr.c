@@ -86,12 +86,14 @@ sval sema_fold(sema *S, char op, sval a, sval b, h3_span sp) {
     r = x / y;
     break;
   case '%':
-    h3_diag_error(S->d, sp, NULL, "'%%' needs integers, got %g %% %g", x, y);
+    h3_diag_error(S->d, sp, "'%' is for integers; a float let or literal made an operand a float",
+                  "'%%' needs integers, got %g %% %g", x, y);
     return sv_error();
   default: break;
   }
   if (!isfinite(r)) {
-    h3_diag_error(S->d, sp, NULL, "float overflow in %g %c %g", x, op, y);
+    h3_diag_error(S->d, sp, "check the operands' lets and config values", "float overflow in %g %c %g", x, op,
+                  y);
     return sv_error();
   }
   return sv_float(r);
@@ -100,7 +102,7 @@ sval sema_fold(sema *S, char op, sval a, sval b, h3_span sp) {
 static sval fold_neg(sema *S, sval a, h3_span sp) {
   if (a.kind == SV_FLOAT) return sv_float(-a.f);
   if (a.i == INT64_MIN) {
-    h3_diag_error(S->d, sp, NULL, "integer overflow in -(%lld)", (long long)a.i);
+    h3_diag_error(S->d, sp, "integers are 64-bit", "integer overflow in -(%lld)", (long long)a.i);
     return sv_error();
   }
   return sv_int(-a.i);
@@ -110,7 +112,8 @@ static sval fold_neg(sema *S, sval a, h3_span sp) {
 h3_op *sema_build(sema *S, h3_opcode code, int n, h3_value **operands, int n_attrs,
                   const h3_attr *attrs, h3_span sp) {
   if (!S->graph) {
-    h3_diag_error(S->d, sp, NULL, "tensor operations are allowed only inside a function, graph or program");
+    h3_diag_error(S->d, sp, "compute tensors in a fn, graph or program body; lets and shapes are numbers",
+                  "tensor operations are allowed only inside a function, graph or program");
     return NULL;
   }
   if (!sema_charge(S, sp)) return NULL;
@@ -129,8 +132,9 @@ h3_value *sema_const_scalar(sema *S, double value, h3_dtype dt, h3_span sp) {
 h3_value *sema_index_op(sema *S, h3_value *x, h3_value *idx, int64_t off, h3_span sp) {
   if (!idx) {
     if (x->type.rank >= 1 && (off < 0 || off >= x->type.dims[0])) {
-      h3_diag_error(S->d, sp, NULL, "index %lld is out of range for dim 0 of size %lld",
-                    (long long)off, (long long)x->type.dims[0]);
+      h3_diag_error(S->d, sp, "give an index from 0 to the size of dim 0 minus 1",
+                    "index %lld is out of range for dim 0 of size %lld", (long long)off,
+                    (long long)x->type.dims[0]);
       return NULL;
     }
     idx = sema_const_scalar(S, (double)off, H3_I32, sp);
@@ -176,7 +180,7 @@ static sval eval_binary(sema *S, ast_expr *e, bool konst) {
     return op ? sv_tensor(op->results[0]) : sv_error();
   }
   const sval *bad = (ta || sv_is_num(&a)) ? &b : &a;
-  h3_diag_error(S->d, bad == &a ? e->lhs->span : e->rhs->span, NULL,
+  h3_diag_error(S->d, bad == &a ? e->lhs->span : e->rhs->span, "use numbers or tensors on both sides",
                 "'%c' needs numbers or tensors, got %s", e->op, sv_describe(S, bad));
   return sv_error();
 }
@@ -189,8 +193,8 @@ static sval eval_neg(sema *S, ast_expr *e, bool konst) {
     h3_op *op = sema_build(S, H3_OP_NEG, 1, &a.v, 0, NULL, e->span);
     return op ? sv_tensor(op->results[0]) : sv_error();
   }
-  h3_diag_error(S->d, e->lhs->span, NULL, "unary '-' needs a number or a tensor, got %s",
-                sv_describe(S, &a));
+  h3_diag_error(S->d, e->lhs->span, "negate a number or a tensor",
+                "unary '-' needs a number or a tensor, got %s", sv_describe(S, &a));
   return sv_error();
 }
 
@@ -223,7 +227,8 @@ static sval eval_name(sema *S, ast_expr *e, bool konst) {
   h3_dtype dt;
   if (h3_dtype_from_name(name, &dt)) return (sval){.kind = SV_DTYPE, .dt = dt};
   if (konst && (h3_strmap_get(&S->names, name))) {
-    h3_diag_error(S->d, e->span, NULL, "'%s' is a parameter name; a constant is needed here", name);
+    h3_diag_error(S->d, e->span, "use a config key, a let or a number here",
+                  "'%s' is a parameter name; a constant is needed here", name);
     return sv_error();
   }
   const char *hint = sema_suggest_name(S, name, konst);
@@ -299,10 +304,14 @@ static sval eval_member(sema *S, ast_expr *e) {
     if (base.names)
       for (int i = 0; i < base.n; i++)
         if (strcmp(base.names[i], name) == 0) return base.elems[i];
-    h3_diag_error(S->d, e->span, NULL, "these values have no result named '%s'", name);
+    h3_diag_error(S->d, e->span,
+                  "bind the values with a, b = ..., or read a graph's output by its declared name",
+                  "these values have no result named '%s'", name);
     return sv_error();
   default:
-    h3_diag_error(S->d, e->span, NULL, "'.%s': %s has no fields", name, sv_describe(S, &base));
+    h3_diag_error(S->d, e->span,
+                  "'.' reads a parameter path, a group member's field or a graph call's named output",
+                  "'.%s': %s has no fields", name, sv_describe(S, &base));
     return sv_error();
   }
 }
@@ -321,7 +330,7 @@ static bool eval_index(sema *S, ast_expr *x, h3_value **v, int64_t *off) {
       if (!sema_int(S, x->rhs, &k)) return false;
       if (x->op == '-') {
         if (k == INT64_MIN) {
-          h3_diag_error(S->d, x->rhs->span, NULL, "index offset out of range");
+          h3_diag_error(S->d, x->rhs->span, "give a smaller offset", "index offset out of range");
           return false;
         }
         k = -k;
@@ -384,17 +393,21 @@ static sval eval_indexing(sema *S, ast_expr *e) {
         return base;
       }
     }
-    h3_diag_error(S->d, e->span, NULL, "'%s' of group '%s' is not an inner array",
-                  base.path[0] ? base.path : base.group->name, base.group->name);
+    h3_diag_error(S->d, e->span,
+                  "index only an inner array of the group, like mlp.experts[e].down_proj.weight",
+                  "'%s' of group '%s' is not an inner array", base.path[0] ? base.path : base.group->name,
+                  base.group->name);
     return sv_error();
   case SV_TENSOR:
     if (base.v->type.rank < 1) {
-      h3_diag_error(S->d, e->span, NULL, "cannot index a scalar (%s)", sv_describe(S, &base));
+      h3_diag_error(S->d, e->span, "index a tensor of rank 1 or more", "cannot index a scalar (%s)",
+                    sv_describe(S, &base));
       return sv_error();
     }
     return sv_tensor(sema_index_op(S, base.v, iv, off, e->span));
   default:
-    h3_diag_error(S->d, e->lhs->span, NULL, "cannot index %s", sv_describe(S, &base));
+    h3_diag_error(S->d, e->lhs->span, "index a tensor (x[i]) or a parameter group (blocks[i])",
+                  "cannot index %s", sv_describe(S, &base));
     return sv_error();
   }
 }
@@ -415,8 +428,8 @@ static sval eval_list(sema *S, ast_expr *e) {
     if (r.elems[i].kind == SV_ERROR) {
       bad = true;
     } else if (!sv_is_num(&r.elems[i])) {
-      h3_diag_error(S->d, a->value->span, NULL, "list elements are numbers, got %s",
-                    sv_describe(S, &r.elems[i]));
+      h3_diag_error(S->d, a->value->span, "write the list of integer or float expressions, e.g. [rows, dim]",
+                    "list elements are numbers, got %s", sv_describe(S, &r.elems[i]));
       bad = true;
     }
   }
@@ -453,6 +466,7 @@ bool sema_int(sema *S, ast_expr *e, int64_t *out) {
     return true;
   }
   if (v.kind != SV_ERROR)
-    h3_diag_error(S->d, e->span, NULL, "expected an integer, got %s", sv_describe(S, &v));
+    h3_diag_error(S->d, e->span, "write an integer expression of config keys and lets",
+                  "expected an integer, got %s", sv_describe(S, &v));
   return false;
 }

@@ -22,7 +22,8 @@ static const char *type_text(sema *S, const h3_type *t) {
 static bool match_type(sema *S, const ast_type *decl, const h3_type *t, const char *what, h3_span at) {
   h3_dtype dt;
   if (!decl->has_dims || !h3_dtype_from_name(decl->name, &dt)) {
-    h3_diag_error(S->d, decl->span, NULL, "'%s' is not a tensor type", decl->name);
+    h3_diag_error(S->d, decl->span, "write a tensor type like bf16[rows, dim]", "'%s' is not a tensor type",
+                  decl->name);
     return false;
   }
   const char *src = sema_span_text(S, decl->span);
@@ -56,7 +57,8 @@ static bool bind_arg(sema *S, gcall *g, ast_decl *p, sval v, ast_expr *arg) {
   if (v.kind == SV_ERROR) return false;
   if (!p->type.has_dims && strcmp(p->type.name, "int") == 0) {
     if (v.kind != SV_INT) {
-      h3_diag_error(S->d, arg->span, NULL, "%s is an int, got %s", what, sv_describe(S, &v));
+      h3_diag_error(S->d, arg->span, "pass an integer expression of config keys, lets or int arguments",
+                    "%s is an int, got %s", what, sv_describe(S, &v));
       return false;
     }
     return sema_bind(S, p->name, v);
@@ -77,7 +79,8 @@ static bool bind_arg(sema *S, gcall *g, ast_decl *p, sval v, ast_expr *arg) {
     return sema_bind(S, p->name, v);
   }
   if (v.kind != SV_TENSOR) {
-    h3_diag_error(S->d, arg->span, NULL, "%s must be a tensor, got %s", what, sv_describe(S, &v));
+    h3_diag_error(S->d, arg->span, "pass a tensor: an input, a parameter or the result of an op",
+                  "%s must be a tensor, got %s", what, sv_describe(S, &v));
     return false;
   }
   if (!match_type(S, &p->type, &v.v->type, what, arg->span)) return false;
@@ -99,7 +102,8 @@ sval sema_inline(sema *S, gcall *g, ast_expr *call) {
   }
   if (g->broken) return sv_error();
   if (S->inline_depth >= SEMA_MAX_INLINE) {
-    h3_diag_error(S->d, call->span, NULL, "function calls nested more than %d deep", SEMA_MAX_INLINE);
+    h3_diag_error(S->d, call->span, "check for functions that call each other many times",
+                  "function calls nested more than %d deep", SEMA_MAX_INLINE);
     return sv_error();
   }
   if (!sema_charge(S, call->span)) return sv_error();
@@ -108,7 +112,9 @@ sval sema_inline(sema *S, gcall *g, ast_expr *call) {
   int nargs = 0;
   for (ast_arg *a = call->args; a; a = a->next) {
     if (a->name) {
-      h3_diag_error(S->d, a->name_span, NULL, "function '%s' takes positional arguments only", fn->name);
+      h3_diag_error(S->d, a->name_span,
+                    "pass the arguments in the order of the function's parameters, without names",
+                    "function '%s' takes positional arguments only", fn->name);
       return sv_error();
     }
     nargs++;
@@ -155,8 +161,8 @@ sval sema_inline(sema *S, gcall *g, ast_expr *call) {
     int ndecl = 0;
     for (ast_decl *r = fn->results; r; r = r->next) ndecl++;
     if (nr >= 0 && nr != ndecl) {
-      h3_diag_error(S->d, ret->span, NULL, "'%s' returns %d value%s but declares %d", fn->name, nr,
-                    nr == 1 ? "" : "s", ndecl);
+      h3_diag_error(S->d, ret->span, "make the return list match the function's declared results",
+                    "'%s' returns %d value%s but declares %d", fn->name, nr, nr == 1 ? "" : "s", ndecl);
       nr = -1;
     }
     if (nr >= 0) {
@@ -211,7 +217,9 @@ sval sema_graph_call(sema *S, gcall *g, ast_expr *call) {
   int nargs = 0;
   for (ast_arg *a = call->args; a; a = a->next) {
     if (a->name) {
-      h3_diag_error(S->d, a->name_span, NULL, "graph '%s' takes positional arguments only", it->name);
+      h3_diag_error(S->d, a->name_span,
+                    "pass the arguments in the order of the graph's inputs, without names",
+                    "graph '%s' takes positional arguments only", it->name);
       return sv_error();
     }
     nargs++;
@@ -228,8 +236,9 @@ sval sema_graph_call(sema *S, gcall *g, ast_expr *call) {
     if (v.kind == SV_ERROR) {
       ok = false;
     } else if (v.kind != SV_TENSOR) {
-      h3_diag_error(S->d, a->value->span, NULL, "argument %d of graph '%s' must be a tensor, got %s", k + 1,
-                    it->name, sv_describe(S, &v));
+      h3_diag_error(S->d, a->value->span, "pass a tensor: an input, a parameter or the result of an op",
+                    "argument %d of graph '%s' must be a tensor, got %s", k + 1, it->name,
+                    sv_describe(S, &v));
       ok = false;
     } else {
       ops[k] = v.v;
@@ -237,16 +246,17 @@ sval sema_graph_call(sema *S, gcall *g, ast_expr *call) {
   }
   if (!ok || g->broken || !g->graph) return sv_error();
   if (nargs != g->n_in) {
-    h3_diag_error(S->d, call->span, NULL, "graph '%s' takes %d input%s, got %d", it->name, g->n_in,
-                  g->n_in == 1 ? "" : "s", nargs);
+    h3_diag_error(S->d, call->span, "pass one argument per input of the graph",
+                  "graph '%s' takes %d input%s, got %d", it->name, g->n_in, g->n_in == 1 ? "" : "s", nargs);
     return sv_error();
   }
   k = 0;
   for (ast_arg *a = call->args; a; a = a->next, k++)
     if (!h3_type_equal(&ops[k]->type, &g->in_types[k])) {
-      h3_diag_error(S->d, a->value->span, NULL, "input '%s' of graph '%s' is %s, got %s",
-                    g->graph->inputs[k]->name, it->name, type_text(S, &g->in_types[k]),
-                    type_text(S, &ops[k]->type));
+      h3_diag_error(S->d, a->value->span,
+                    "pass a value of exactly the input's type; cast a dtype with e.g. bf16(x)",
+                    "input '%s' of graph '%s' is %s, got %s", g->graph->inputs[k]->name, it->name,
+                    type_text(S, &g->in_types[k]), type_text(S, &ops[k]->type));
       ok = false;
     }
   if (!ok || !sema_charge(S, call->span)) return sv_error();
@@ -285,7 +295,7 @@ static bool graph_signature(sema *S, gcall *g) {
   for (ast_decl *p = it->args; p; p = p->next, k++) {
     for (ast_decl *q = it->args; q != p; q = q->next)
       if (strcmp(q->name, p->name) == 0) {
-        h3_diag_error(S->d, p->span, NULL, "duplicate input '%s'", p->name);
+        h3_diag_error(S->d, p->span, "rename the input", "duplicate input '%s'", p->name);
         ok = false;
       }
     if (!sema_eval_type(S, &p->type, &g->in_types[k])) {
@@ -310,7 +320,7 @@ static bool graph_signature(sema *S, gcall *g) {
     }
     for (ast_decl *q = it->results; q != r; q = q->next)
       if (q->name && strcmp(q->name, r->name) == 0) {
-        h3_diag_error(S->d, r->span, NULL, "duplicate output '%s'", r->name);
+        h3_diag_error(S->d, r->span, "rename the output", "duplicate output '%s'", r->name);
         ok = false;
       }
     g->out_names[k] = r->name;
@@ -339,8 +349,9 @@ void sema_graph(sema *S, gcall *g) {
     h3_value **rv = NULL;
     int nr = ret && sig_ok ? sema_return_values(S, ret, &rv) : -1;
     if (nr >= 0 && nr != g->n_out) {
-      h3_diag_error(S->d, ret->span, NULL, "'%s' returns %d value%s but declares %d output%s", it->name, nr,
-                    nr == 1 ? "" : "s", g->n_out, g->n_out == 1 ? "" : "s");
+      h3_diag_error(S->d, ret->span, "make the return list match the declared outputs",
+                    "'%s' returns %d value%s but declares %d output%s", it->name, nr, nr == 1 ? "" : "s",
+                    g->n_out, g->n_out == 1 ? "" : "s");
       nr = -1;
     }
     ast_arg *ra = ret && nr >= 0 ? ret->values : NULL;
@@ -348,8 +359,9 @@ void sema_graph(sema *S, gcall *g) {
       if (!h3_type_equal(&rv[i]->type, &g->out_types[i])) {
         bool dtype_only = h3_type_same_shape(&rv[i]->type, &g->out_types[i]);
         h3_diag_error(S->d, ra ? ra->value->span : ret->span,
-                      dtype_only ? h3_arena_printf(S->tmp, "cast it: %s(...)", h3_dtype_name(g->out_types[i].dtype))
-                                 : NULL,
+                      dtype_only
+                          ? h3_arena_printf(S->tmp, "cast it: %s(...)", h3_dtype_name(g->out_types[i].dtype))
+                          : "return a value of the declared shape, or change the declaration",
                       "output '%s' is declared %s but the value is %s", g->out_names[i],
                       type_text(S, &g->out_types[i]), type_text(S, &rv[i]->type));
       }

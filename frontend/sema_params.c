@@ -17,25 +17,34 @@ bool sema_eval_type(sema *S, const ast_type *t, h3_type *out) {
   if (!t->has_dims) {
     gname *g = h3_strmap_get(&S->names, t->name);
     if (strcmp(t->name, "int") == 0)
-      h3_diag_error(S->d, t->span, NULL, "'int' is the type of function arguments only; a tensor type is needed");
+      h3_diag_error(S->d, t->span, "write a tensor type like bf16[rows, dim]",
+                    "'int' is the type of function arguments only; a tensor type is needed");
     else if (g && g->group)
-      h3_diag_error(S->d, t->span, NULL, "'%s' is a parameter group; a tensor type is needed here", t->name);
+      h3_diag_error(S->d, t->span, "write a tensor type like bf16[rows, dim]",
+                    "'%s' is a parameter group; a tensor type is needed here", t->name);
     else if (h3_dtype_from_name(t->name, &dt))
       h3_diag_error(S->d, t->span, h3_arena_printf(S->tmp, "a scalar is written %s[]", t->name),
                     "'%s' needs its dims: %s[d, ...]", t->name, t->name);
-    else
-      h3_diag_error(S->d, t->span, sema_suggest_name(S, t->name, true), "unknown type '%s'", t->name);
+    else {
+      const char *hint = sema_suggest_name(S, t->name, true);
+      h3_diag_error(S->d, t->span,
+                    hint ? hint : "a type is DTYPE[dims], int, or the name of a parameter group",
+                    "unknown type '%s'", t->name);
+    }
     return false;
   }
   if (!h3_dtype_from_name(t->name, &dt)) {
     suggest_t g;
     suggest_init(&g, t->name);
     for (int i = 0; i < H3_DTYPE_COUNT; i++) suggest_try(&g, h3_dtype_name((h3_dtype)i));
-    h3_diag_error(S->d, t->span, suggest_hint(S->tmp, &g), "unknown dtype '%s'", t->name);
+    const char *hint = suggest_hint(S->tmp, &g);
+    h3_diag_error(S->d, t->span, hint ? hint : "the dtypes are bf16, f16, f32, f64, i8, i32, i64 and u8",
+                  "unknown dtype '%s'", t->name);
     return false;
   }
   if (t->n_dims > H3_MAX_RANK) {
-    h3_diag_error(S->d, t->span, NULL, "%d dims; a tensor has at most %d", t->n_dims, H3_MAX_RANK);
+    h3_diag_error(S->d, t->span, "merge dims so the type has at most 6", "%d dims; a tensor has at most %d",
+                  t->n_dims, H3_MAX_RANK);
     return false;
   }
   int64_t dims[H3_MAX_RANK];
@@ -47,7 +56,8 @@ bool sema_eval_type(sema *S, const ast_type *t, h3_type *out) {
       continue;
     }
     if (dims[k] < 0) {
-      h3_diag_error(S->d, a->value->span, NULL, "dimension %d is negative (%lld)", k, (long long)dims[k]);
+      h3_diag_error(S->d, a->value->span, "check the config keys and --set values the dim is computed from",
+                    "dimension %d is negative (%lld)", k, (long long)dims[k]);
       ok = false;
     }
   }
@@ -119,15 +129,16 @@ static bool eval_init(sema *S, const ast_init *in, const h3_type *t, h3_param *p
     sval v = sema_eval(S, a->value, true);
     if (v.kind == SV_ERROR) return false;
     if (!sv_is_num(&v)) {
-      h3_diag_error(S->d, a->value->span, NULL, "'%s' must be a number, got %s", a->name, sv_describe(S, &v));
+      h3_diag_error(S->d, a->value->span, "give an integer or float expression",
+                    "'%s' must be a number, got %s", a->name, sv_describe(S, &v));
       return false;
     }
     double x = sv_num(&v);
     bool positive = !strcmp(a->name, "fan_in") || !strcmp(a->name, "theta") || !strcmp(a->name, "dims");
     bool signed_ok = !strcmp(a->name, "value");
     if ((positive && x <= 0) || (!positive && !signed_ok && x < 0)) {
-      h3_diag_error(S->d, a->value->span, NULL, "'%s' must be %s, got %g", a->name,
-                    positive ? "positive" : "non-negative", x);
+      h3_diag_error(S->d, a->value->span, "std and bound are >= 0; fan_in, theta and dims are > 0",
+                    "'%s' must be %s, got %g", a->name, positive ? "positive" : "non-negative", x);
       return false;
     }
     if (is_a) {
@@ -181,8 +192,8 @@ static bool register_name(sema *S, const char *path, h3_span sp, h3_param *param
     gname *e = pre ? name_entry(S, pre, sp) : NULL;
     if (!e) return false;
     if (e->param || e->group) {
-      h3_diag_error(S->d, sp, NULL, "'%s' is %s (line %d), so '%s' cannot be declared", pre, what_is(e),
-                    e->span.line, path);
+      h3_diag_error(S->d, sp, "rename the parameter, or its prefix",
+                    "'%s' is %s (line %d), so '%s' cannot be declared", pre, what_is(e), e->span.line, path);
       return false;
     }
     e->prefix = true;
@@ -192,7 +203,8 @@ static bool register_name(sema *S, const char *path, h3_span sp, h3_param *param
     if (e->param && param)
       h3_diag_error(S->d, sp, "rename one of the two", "duplicate parameter '%s' (first declared at line %d)", path, e->span.line);
     else
-      h3_diag_error(S->d, sp, NULL, "'%s' is already %s (line %d)", path, what_is(e), e->span.line);
+      h3_diag_error(S->d, sp, "rename the parameter", "'%s' is already %s (line %d)", path, what_is(e),
+                    e->span.line);
     return false;
   }
   if (!(e = name_entry(S, path, sp))) return false;
@@ -300,7 +312,8 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
       continue;
     }
     if (inner_at) {
-      h3_diag_error(S->d, p->span, NULL, "a field may hold only one inner array");
+      h3_diag_error(S->d, p->span, "write it like mlp.experts[experts].down_proj.weight",
+                    "a field may hold only one inner array");
       ok = false;
     } else if (key.len == 0 || !p->next) {
       h3_diag_error(S->d, p->span, "write it like mlp.experts[experts].down_proj.weight",
@@ -308,7 +321,8 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
       ok = false;
     } else if (sema_int(S, p->count, &inner)) {
       if (inner < 1) {
-        h3_diag_error(S->d, p->count->span, NULL, "inner array count must be positive, got %lld", (long long)inner);
+        h3_diag_error(S->d, p->count->span, "give a count of 1 or more",
+                      "inner array count must be positive, got %lld", (long long)inner);
         ok = false;
       }
       inner_at = h3_arena_strdup(S->tmp, key.data ? key.data : "");
@@ -323,14 +337,16 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
     ok = false;
   }
   if (ok && sema_group_field(g, key.data)) {
-    h3_diag_error(S->d, f->span, NULL, "duplicate field '%s' in group '%s'", key.data, g->name);
+    h3_diag_error(S->d, f->span, "give each field once", "duplicate field '%s' in group '%s'", key.data,
+                  g->name);
     ok = false;
   }
   if (ok && sema_eval_type(S, &f->type, &t)) {
     int lead = inner_at ? 2 : 1;
     if (t.rank + lead > H3_MAX_RANK) {
-      h3_diag_error(S->d, f->type.span, NULL, "with the group dims this field has %d dims; at most %d are allowed",
-                    t.rank + lead, H3_MAX_RANK);
+      h3_diag_error(S->d, f->type.span, "a tensor has at most 6 dims, group and inner-array dims included",
+                    "with the group dims this field has %d dims; at most %d are allowed", t.rank + lead,
+                    H3_MAX_RANK);
     } else {
       int64_t dims[H3_MAX_RANK] = {g->count, inner};
       for (int i = 0; i < t.rank; i++) dims[lead + i] = t.dims[i];
@@ -371,7 +387,8 @@ static void group_field(sema *S, sgroup *g, const char *gpath, int64_t first, as
 void sema_params(sema *S, ast_item *it) {
   for (ast_part *p = it->path; p; p = p->next)
     if (p->count) {
-      h3_diag_error(S->d, p->span, NULL, "a group path is a dotted name");
+      h3_diag_error(S->d, p->span, "write the count after the path: params blocks[layers] { ... }",
+                    "a group path is a dotted name");
       return;
     }
   const char *path = ast_path_text(S->tmp, it->path);
@@ -380,10 +397,12 @@ void sema_params(sema *S, ast_item *it) {
   int64_t count = it->first ? end - first : end;
   if (first < 0 || count < 1) {
     if (it->first)
-      h3_diag_error(S->d, ast_span_join(it->first->span, it->count->span), NULL,
+      h3_diag_error(S->d, ast_span_join(it->first->span, it->count->span),
+                    "write params PATH[FIRST .. END] with 0 <= FIRST < END",
                     "group range %lld .. %lld is empty or negative", (long long)first, (long long)end);
     else
-      h3_diag_error(S->d, it->count->span, NULL, "group count must be positive, got %lld", (long long)count);
+      h3_diag_error(S->d, it->count->span, "give a count of 1 or more",
+                    "group count must be positive, got %lld", (long long)count);
     return;
   }
   int nf = 0;

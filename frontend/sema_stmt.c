@@ -26,7 +26,8 @@ static void exec_stmts(sema *S, ast_stmt *list);
 static void exec_assign(sema *S, ast_stmt *st) {
   sval v = sema_eval(S, st->value, false);
   if (v.kind == SV_VOID) {
-    h3_diag_error(S->d, st->value->span, NULL, "this expression gives no value");
+    h3_diag_error(S->d, st->value->span, "bind only ops and functions that give a value",
+                  "this expression gives no value");
     v = sv_error();
   }
   if (st->n_names == 1) {
@@ -94,7 +95,8 @@ static void exec_loop(sema *S, ast_stmt *st) {
     h3_diag_error(S->d, st->span, "use 'repeat' outside programs", "'for' loops belong in programs");
   int64_t count = 0;
   if (sema_int(S, st->value, &count) && count < 0) {
-    h3_diag_error(S->d, st->value->span, NULL, "loop count must be non-negative, got %lld", (long long)count);
+    h3_diag_error(S->d, st->value->span, "check the config keys and --set values the count is computed from",
+                  "loop count must be non-negative, got %lld", (long long)count);
     count = 0;
   }
   name_set ns = {0};
@@ -212,7 +214,9 @@ ast_stmt *sema_body(sema *S, ast_stmt *body, h3_span end, const char *what) {
   for (ast_stmt *st = body; st; st = st->next) {
     if (S->oom_reported) return NULL;
     if (ret) {
-      h3_diag_error(S->d, st->span, NULL, "statement after 'return' (the return must come last)");
+      h3_diag_error(S->d, st->span,
+                    "move the return to the end of the body, or remove the statements after it",
+                    "statement after 'return' (the return must come last)");
       return NULL;
     }
     switch (st->kind) {
@@ -237,7 +241,8 @@ int sema_return_values(sema *S, ast_stmt *ret, h3_value ***out) {
       continue;
     }
     if (v.kind != SV_TENSOR && v.kind != SV_TUPLE) {
-      h3_diag_error(S->d, a->value->span, NULL, "only tensors can be returned, got %s", sv_describe(S, &v));
+      h3_diag_error(S->d, a->value->span, "return tensors; a cast makes a number one, e.g. f32(1.5)",
+                    "only tensors can be returned, got %s", sv_describe(S, &v));
       ok = false;
       continue;
     }

@@ -102,7 +102,7 @@ h3_op *h3_build_op(h3_builder *b, h3_opcode code, int n_operands, h3_value **ope
     }
   h3_op *op = op_new(b->m, code, n_operands, operands, n_attrs, attrs, n_regions, b->span);
   if (!op) {
-    h3_diag_error(d, b->span, NULL, "out of memory while building the IR");
+    h3_diag_error(d, b->span, H3_HINT_OOM, "out of memory while building the IR");
     return NULL;
   }
   h3_type types[4];
@@ -115,7 +115,7 @@ h3_op *h3_build_op(h3_builder *b, h3_opcode code, int n_operands, h3_value **ope
     return NULL;
   }
   if (!op_finish(b, op, n, types)) {
-    h3_diag_error(d, b->span, NULL, "out of memory while building the IR");
+    h3_diag_error(d, b->span, H3_HINT_OOM, "out of memory while building the IR");
     return NULL;
   }
   return op;

@@ -107,7 +107,8 @@ char *h3_read_file(const char *path, size_t *len, h3_diag *d) {
   }
   if (!buf) {
     fclose(f);
-    h3_diag_error(d, no_span(), NULL, "cannot read %s: out of memory", path);
+    h3_diag_error(d, no_span(), "free memory: the file is read into memory whole",
+                  "cannot read %s: out of memory", path);
     return NULL;
   }
   if (ferror(f)) {

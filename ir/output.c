@@ -205,7 +205,7 @@ static char *follow_links(const char *path, h3_diag *d) {
     free(cur);
     cur = next;
   }
-  h3_diag_error(d, no_span(), NULL, "cannot write %s: out of memory", path);
+  h3_diag_error(d, no_span(), H3_HINT_OOM, "cannot write %s: out of memory", path);
   return NULL;
 }
 
@@ -263,7 +263,7 @@ h3_status h3_output_open(const char *path, h3_output **out, h3_diag *d) {
   if (!target) return H3_ERR;
   h3_output *o = calloc(1, sizeof *o);
   if (!o || !(o->shown = strdup(path))) {
-    h3_diag_error(d, no_span(), NULL, "cannot write %s: out of memory", path);
+    h3_diag_error(d, no_span(), H3_HINT_OOM, "cannot write %s: out of memory", path);
     free(target);
     free(o);
     return H3_ERR;

@@ -243,7 +243,7 @@ static void verify_graph(vctx *c, h3_graph *g) {
 h3_status h3_verify_module(h3_module *m, h3_diag *d) {
   h3_span none = {0};
   if (m->oom) {
-    h3_diag_error(d, none, NULL, "out of memory while building the IR of '%s'", m->model);
+    h3_diag_error(d, none, H3_HINT_OOM, "out of memory while building the IR of '%s'", m->model);
     return H3_ERR;
   }
   vctx c = {.m = m, .d = d, .n_ids = m->next_value_id};
@@ -255,7 +255,7 @@ h3_status h3_verify_module(h3_module *m, h3_diag *d) {
     free(c.state);
     free(c.uses);
     free(c.values);
-    h3_diag_error(d, none, NULL, "out of memory while verifying the IR");
+    h3_diag_error(d, none, H3_HINT_OOM, "out of memory while verifying the IR");
     return H3_ERR;
   }
   for (int i = 0; i < m->n_params; i++) {

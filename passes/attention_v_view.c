@@ -76,7 +76,7 @@ static h3_status rewrite(h3_rewriter *rw, h3_op *att, void *state, h3_diag *d) {
   h3_op_set_attr(m, att, h3_attr_ints(m, "v_view", 2, view));
   const h3_attr *a = h3_op_attr(att, "v_view");
   if (!a || a->n != 2) {
-    h3_diag_error(d, att->span, NULL, "attention-v-view: out of memory for the v_view attribute");
+    h3_diag_error(d, att->span, H3_HINT_OOM, "attention-v-view: out of memory for the v_view attribute");
     return H3_ERR;
   }
   h3_op_set_operand(att, 2, s->x);

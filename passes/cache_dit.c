@@ -298,7 +298,7 @@ static h3_status cache_dit_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   const h3_pass_options *po = h3_pass_options_of(ctx);
   h3_span none = {0};
   if (po->spectrum) {
-    h3_diag_error(d, none, NULL,
+    h3_diag_error(d, none, "drop --spectrum or --quality high",
                   "--spectrum cannot be combined with --quality high (Cache-DiT): both skip the "
                   "block stack; use one skip-step accelerator.");
     return H3_ERR;

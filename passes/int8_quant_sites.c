@@ -33,7 +33,7 @@ h3_status h3_quant_sites_find(h3_graph *g, h3_quant_producer_fn producer, const 
   scan c = {producer, s, false};
   h3_region_walk(&g->body, visit, &c);
   if (!c.oom) return H3_OK;
-  h3_diag_error(d, g->span, NULL, "%s: out of memory in graph %s", pass, g->name);
+  h3_diag_error(d, g->span, H3_HINT_OOM, "%s: out of memory in graph %s", pass, g->name);
   free(s->ops);
   *s = (h3_quant_sites){0};
   return H3_ERR;

@@ -94,7 +94,7 @@ static h3_status name_list_parse(const char *text, const char *flag, name_list *
   for (const char *p = text; *p; p++) cap += (*p == ',');
   out->names = calloc(cap, sizeof *out->names);
   if (!out->names) {
-    h3_diag_error(d, no_span, NULL, "out of memory while reading %s", flag);
+    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory while reading %s", flag);
     return H3_ERR;
   }
   const char *p = text;
@@ -112,7 +112,7 @@ static h3_status name_list_parse(const char *text, const char *flag, name_list *
     }
     char *name = malloc((size_t)(b - a) + 1);
     if (!name) {
-      h3_diag_error(d, no_span, NULL, "out of memory while reading %s", flag);
+      h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory while reading %s", flag);
       name_list_free(out);
       return H3_ERR;
     }

@@ -116,11 +116,11 @@ static h3_status real_call(spec_ctx *c, h3_builder *b, h3_value_map *vm, const h
   h3_type types[8];
   if (!ops || call->n_results + 1 > 8) {
     free(ops);
-    return call->n_results + 1 > 8 ? (h3_diag_error(c->d, call->span, NULL,
-                                                   "%s: the step graph has more than 7 outputs",
-                                                   PASS),
-                                      H3_ERR)
-                                   : h3_skip_oom(c->d, PASS);
+    return call->n_results + 1 > 8
+               ? (h3_diag_error(c->d, call->span, "give the stepping graph at most 7 outputs",
+                                "%s: the step graph has more than 7 outputs", PASS),
+                  H3_ERR)
+               : h3_skip_oom(c->d, PASS);
   }
   for (int i = 0; i < call->n_operands; i++) ops[i] = h3_value_map_get(vm, call->operands[i]);
   for (int i = 0; i < call->n_results; i++) types[i] = call->results[i]->type;
@@ -337,7 +337,7 @@ static h3_status spectrum_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   const h3_pass_options *po = h3_pass_options_of(ctx);
   h3_span none = {0};
   if (po->tier == H3_TIER_HIGH) {
-    h3_diag_error(d, none, NULL,
+    h3_diag_error(d, none, "drop --spectrum or --quality high",
                   "--spectrum cannot be combined with --quality high (Cache-DiT): both skip the "
                   "block stack; use one skip-step accelerator.");
     return H3_ERR;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 h3_status h3_skip_oom(h3_diag *d, const char *pass) {
-  h3_diag_error(d, (h3_span){0}, NULL, "%s: out of memory while rewriting the IR", pass);
+  h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "%s: out of memory while rewriting the IR", pass);
   return H3_ERR;
 }
 

@@ -255,12 +255,18 @@ static void numbered_source(h3_strbuf *b, const char *src, const char *label, co
   free(show);
 }
 
+/* NVRTC fails to create a program or to give its CUBIN only when out of memory, or on a bug. */
+#define NVRTC_RETRY "free memory and compile again; if it fails again, report it with this output"
+
 static h3_status compile_one(h3_nvrtc_job *job, h3_diag *d) {
   const char *inc = h3_cuda_include_dir();
   int n = job->n_options;
   const char **opts = malloc(sizeof(char *) * (size_t)(n + 2));
   char arch[64], incopt[4300];
-  if (!opts) return H3_ERR;
+  if (!opts) {
+    h3_diag_error(d, no_span(), H3_HINT_OOM, "out of memory compiling %s", job->label);
+    return H3_ERR;
+  }
   for (int i = 0; i < n; i++) opts[i] = job->options[i];
   snprintf(arch, sizeof arch, "--gpu-architecture=%s", H3_TARGET_ARCH);
   opts[n++] = arch;
@@ -272,7 +278,7 @@ static h3_status compile_one(h3_nvrtc_job *job, h3_diag *d) {
   nvrtcResult r = nvrtcCreateProgram(&prog, job->source, job->label, 0, NULL, NULL);
   if (r != NVRTC_SUCCESS) {
     free(opts);
-    h3_diag_error(d, no_span(), NULL, "NVRTC could not create a program for %s: %s", job->label,
+    h3_diag_error(d, no_span(), NVRTC_RETRY, "NVRTC could not create a program for %s: %s", job->label,
                   nvrtcGetErrorString(r));
     return H3_ERR;
   }
@@ -305,7 +311,7 @@ static h3_status compile_one(h3_nvrtc_job *job, h3_diag *d) {
         nvrtcGetCUBIN(prog, (char *)job->cubin) != NVRTC_SUCCESS) {
       free(job->cubin);
       job->cubin = NULL;
-      h3_diag_error(d, no_span(), NULL, "NVRTC produced no CUBIN for %s", job->label);
+      h3_diag_error(d, no_span(), NVRTC_RETRY, "NVRTC produced no CUBIN for %s", job->label);
       st = H3_ERR;
     } else {
       job->cubin_len = cs;
@@ -318,7 +324,7 @@ static h3_status compile_one(h3_nvrtc_job *job, h3_diag *d) {
 static h3_status run_job(h3_nvrtc_job *job, const h3_kernel_cache *cache, h3_diag *d) {
   job->cache_hit = false;
   if (job_key(job) != H3_OK) {
-    h3_diag_error(d, no_span(), NULL, "out of memory hashing %s", job->label);
+    h3_diag_error(d, no_span(), H3_HINT_OOM, "out of memory hashing %s", job->label);
     return H3_ERR;
   }
   char path[4300];
@@ -331,8 +337,9 @@ static h3_status run_job(h3_nvrtc_job *job, const h3_kernel_cache *cache, h3_dia
       return H3_OK;
     }
     if (r < 0)
-      h3_diag_warning(d, no_span(), NULL, "kernel cache entry '%s' is corrupt (%s); recompiling it",
-                      path, why);
+      h3_diag_warning(d, no_span(),
+                      "the new compile replaces the entry; if this comes back, check the cache folder's disk",
+                      "kernel cache entry '%s' is corrupt (%s); recompiling it", path, why);
   }
   if (compile_one(job, d) != H3_OK) return H3_ERR;
   if (cache && cache->enabled) cache_store(path, job, d);
@@ -370,7 +377,7 @@ h3_status h3_nvrtc_compile(h3_nvrtc_job *jobs, int n, const h3_kernel_cache *cac
   if (!p.diags || !p.status) {
     free(p.diags);
     free(p.status);
-    h3_diag_error(d, no_span(), NULL, "out of memory starting the NVRTC compile");
+    h3_diag_error(d, no_span(), H3_HINT_OOM, "out of memory starting the NVRTC compile");
     return H3_ERR;
   }
   for (int i = 0; i < n; i++) h3_diag_init(&p.diags[i]);

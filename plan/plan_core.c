@@ -54,7 +54,7 @@ h3_status h3_plan_compile_kernels(h3_plan *p, h3_diag *d) {
     jobs[i].options = u->options;
   }
   if (st != H3_OK) {
-    h3_diag_error(d, no_span, NULL, "out of memory preparing the kernels of %s", p->file);
+    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory preparing the kernels of %s", p->file);
   } else {
     h3_kernel_cache cache;
     h3_kernel_cache_init(&cache, d);

@@ -110,7 +110,7 @@ static const char *need_str(rd *r, yaml_node_t *map, const char *key, const char
   yaml_node_t *v = need(r, map, key, YAML_SCALAR_NODE, what);
   if (!v) return NULL;
   const char *s = h3_arena_strdup(&r->p->arena, sval(v));
-  if (!s) err(r, v, NULL, "out of memory");
+  if (!s) err(r, v, H3_HINT_OOM, "out of memory");
   return s;
 }
 
@@ -215,14 +215,14 @@ static bool read_identity(rd *r, yaml_node_t *root) {
   int64_t ver;
   if (!v || !scalar_int(r, v, "format_version", "the plan", &ver)) return false;
   if (ver != H3_PLAN_FORMAT_VERSION) {
-    err(r, v, NULL, "plan format version %lld is not supported by this h3 (%d); recompile with h3c",
+    err(r, v, RECOMPILE, "plan format version %lld is not supported by this h3 (%d); recompile with h3c",
         (long long)ver, H3_PLAN_FORMAT_VERSION);
     return false;
   }
   yaml_node_t *hv = need(r, root, "h3_version", YAML_SCALAR_NODE, "the plan");
   if (!hv) return false;
   if (strcmp(sval(hv), H3_VERSION) != 0) {
-    err(r, hv, NULL, "the plan was written by h3 %s, this is h3 %s; recompile with h3c", sval(hv),
+    err(r, hv, RECOMPILE, "the plan was written by h3 %s, this is h3 %s; recompile with h3c", sval(hv),
         H3_VERSION);
     return false;
   }
@@ -734,7 +734,7 @@ h3_plan *h3_plan_read_text(const char *file, const char *text, size_t len, h3_di
   if (!p) {
     h3_span s = {0};
     s.file = r.file;
-    h3_diag_error(d, s, NULL, "out of memory reading the plan");
+    h3_diag_error(d, s, H3_HINT_OOM, "out of memory reading the plan");
     return NULL;
   }
   h3_arena_init(&p->arena);

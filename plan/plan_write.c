@@ -335,7 +335,7 @@ h3_status h3_plan_write_file(const h3_plan *p, const char *path, h3_diag *d) {
   if (st != H3_OK) {
     h3_span s = {0};
     s.file = path;
-    h3_diag_error(d, s, NULL, "cannot write the plan: out of memory while formatting it");
+    h3_diag_error(d, s, H3_HINT_OOM, "cannot write the plan: out of memory while formatting it");
   } else if (b.len > H3_PLAN_MAX_BYTES) {
     h3_span s = {0};
     s.file = path;

@@ -416,7 +416,12 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
   h3_tensor *in = op->n_operands <= 16 ? in_buf : malloc((size_t)op->n_operands * sizeof *in);
   if (!in || op->n_results > 8) {
     if (in && in != in_buf) free(in);
-    h3_diag_error(d, op->span, NULL, "%s: too many operands or results", h3_opcode_name(op->code));
+    if (!in)
+      h3_diag_error(d, op->span, H3_HINT_OOM, "%s: out of memory for its operands", h3_opcode_name(op->code));
+    else
+      h3_diag_error(d, op->span, "compile the plan with --disable-pass elementwise-fusion",
+                    "%s: %d results; the executor runs ops of at most 8", h3_opcode_name(op->code),
+                    op->n_results);
     return H3_ERR;
   }
   h3_status st = H3_OK;
@@ -495,7 +500,7 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
   int n = r->n_args - 1, clash = 0;
   const h3_tensor **src = malloc((size_t)(n + 1) * sizeof *src);
   if (!src) {
-    h3_diag_error(d, *span, NULL, "out of memory");
+    h3_diag_error(d, *span, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   h3_status st = H3_OK;
@@ -523,7 +528,7 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
       const h3_tensor *a = &gs->slots[r->args[i + 1]->id].t;
       st = rt->b->ops->copy(rt->b, a->data, tmp[i], (size_t)h3_type_bytes(&a->type), d);
     }
-    if (st != H3_OK && !d->errors) h3_diag_error(d, *span, NULL, "out of memory");
+    if (st != H3_OK && !d->errors) h3_diag_error(d, *span, H3_HINT_OOM, "out of memory");
     for (int i = 0; tmp && i < n; i++)
       if (tmp[i]) rt->b->ops->release(rt->b, tmp[i]);
     free(tmp);
@@ -799,7 +804,7 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
     out[i].bytes = bytes;
     out[i].data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!out[i].data && bytes) {
-      h3_diag_error(d, no_span, NULL, "out of memory for output '%s'",
+      h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory for output '%s'",
                     out[i].name ? out[i].name : "?");
       st = H3_ERR;
       break;
@@ -1066,7 +1071,7 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
                            const h3_runtime_options *o, h3_diag *d) {
   h3_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) {
-    h3_diag_error(d, no_span, NULL, "out of memory creating the runtime");
+    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory creating the runtime");
     return NULL;
   }
   rt->m = m;
@@ -1085,7 +1090,7 @@ h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *
     ok = rt->graphs[i].slots != NULL;
   }
   if (!ok) {
-    h3_diag_error(d, no_span, NULL, "out of memory creating the runtime");
+    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory creating the runtime");
     h3_runtime_free(rt);
     return NULL;
   }

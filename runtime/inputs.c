@@ -160,7 +160,7 @@ h3_status h3_inputs_fill_defaults(const h3_module *m, const h3_graph *g, h3_host
     t->bytes = (size_t)h3_type_bytes(&t->type);
     t->data = aligned_alloc(64, (t->bytes + 64) & ~(size_t)63);
     if (!t->data) {
-      h3_diag_error(d, none, NULL, "out of memory for input '%s'", t->name ? t->name : "?");
+      h3_diag_error(d, none, H3_HINT_OOM, "out of memory for input '%s'", t->name ? t->name : "?");
       return H3_ERR;
     }
     if (fill_one(m, g, t, o, d) != H3_OK) return H3_ERR;

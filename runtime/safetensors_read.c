@@ -116,7 +116,7 @@ static h3_status parse_metadata(h3_safetensors *st, json_t *meta, h3_diag *d) {
   size_t n = json_object_size(meta);
   st->meta = calloc(2 * n + 1, sizeof *st->meta);
   if (!st->meta) {
-    st_error(d, st->path, NULL, NULL, "out of memory reading the metadata");
+    st_error(d, st->path, NULL, H3_HINT_OOM, "out of memory reading the metadata");
     return H3_ERR;
   }
   const char *key;
@@ -132,7 +132,7 @@ static h3_status parse_metadata(h3_safetensors *st, json_t *meta, h3_diag *d) {
     st->meta[2 * st->n_meta + 1] = v;
     st->n_meta++;
     if (!k || !v) {
-      st_error(d, st->path, NULL, NULL, "out of memory reading the metadata");
+      st_error(d, st->path, NULL, H3_HINT_OOM, "out of memory reading the metadata");
       return H3_ERR;
     }
   }
@@ -332,7 +332,7 @@ static h3_status parse_file(h3_safetensors *st, h3_diag *d) {
   size_t cap = json_object_size(root);
   st->t = calloc(cap ? cap : 1, sizeof *st->t);
   if (!st->t) {
-    st_error(d, p, NULL, NULL, "out of memory reading the header (%zu entries)", cap);
+    st_error(d, p, NULL, H3_HINT_OOM, "out of memory reading the header (%zu entries)", cap);
     rc = H3_ERR;
     goto done;
   }
@@ -346,7 +346,7 @@ static h3_status parse_file(h3_safetensors *st, h3_diag *d) {
     h3_st_tensor *t = &st->t[st->n];
     if ((rc = parse_entry(st, key, val, data_len, t, d)) != H3_OK) goto done;
     if (!(t->name = strdup(key))) {
-      st_error(d, p, key, NULL, "out of memory reading the header");
+      st_error(d, p, key, H3_HINT_OOM, "out of memory reading the header");
       rc = H3_ERR;
       goto done;
     }
@@ -366,7 +366,7 @@ static h3_safetensors *st_new(const char *path, h3_diag *d) {
   if (st) st->path = strdup(path);
   if (!st || !st->path) {
     free(st);
-    st_error(d, path, NULL, NULL, "out of memory");
+    st_error(d, path, NULL, H3_HINT_OOM, "out of memory");
     return NULL;
   }
   return st;
@@ -393,7 +393,7 @@ h3_safetensors *h3_safetensors_open(const char *path, h3_diag *d) {
   }
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
-    st_error(d, path, NULL, NULL, "cannot stat: %s", strerror(errno));
+    st_error(d, path, NULL, "check the path and its permissions", "cannot stat: %s", strerror(errno));
     close(fd);
     return NULL;
   }
@@ -412,7 +412,9 @@ h3_safetensors *h3_safetensors_open(const char *path, h3_diag *d) {
   if (st->len > 0) {
     void *m = mmap(NULL, st->len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
-      st_error(d, path, NULL, NULL, "cannot map the file: %s", strerror(errno));
+      st_error(d, path, NULL,
+               "copy the file to a local disk, or raise the process's memory limit (ulimit -v)",
+               "cannot map the file: %s", strerror(errno));
       close(fd);
       st_free(st);
       return NULL;

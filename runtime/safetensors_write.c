@@ -128,7 +128,7 @@ h3_status h3_safetensors_writer_add(h3_safetensors_writer *w, const char *name, 
   *slot = w->n++;
   return H3_OK;
 oom:
-  h3_diag_error(d, none, NULL, "safetensors writer: out of memory adding tensor '%s'", name);
+  h3_diag_error(d, none, H3_HINT_OOM, "safetensors writer: out of memory adding tensor '%s'", name);
   return H3_ERR;
 }
 
@@ -158,7 +158,7 @@ h3_status h3_safetensors_writer_metadata(h3_safetensors_writer *w, const char *k
   return H3_OK;
 oom:
   free(v);
-  h3_diag_error(d, none, NULL, "safetensors writer: out of memory adding metadata '%s'", key);
+  h3_diag_error(d, none, H3_HINT_OOM, "safetensors writer: out of memory adding metadata '%s'", key);
   return H3_ERR;
 }
 
@@ -222,7 +222,7 @@ h3_status h3_safetensors_writer_commit(h3_safetensors_writer *w, const char *pat
   char *header = by_name && by_data ? build_header(w, by_name, by_data) : NULL;
   h3_status rc = H3_ERR;
   if (!header) {
-    h3_diag_error(d, none, NULL, "%s: out of memory building the safetensors header", path);
+    h3_diag_error(d, none, H3_HINT_OOM, "%s: out of memory building the safetensors header", path);
     goto done;
   }
   size_t hlen = strlen(header), padded = (hlen + 7) & ~(size_t)7;

@@ -139,10 +139,10 @@ static int32_t sampling_key(const engine *e, const h3_request *r) {
 }
 
 /* Ends request i: the callback, the statistics, its pages and row back. */
-static void finish(engine *e, int64_t i, h3_finish_reason why, const char *error) {
+static void finish(engine *e, int64_t i, h3_finish_reason why, const char *error, const char *hint) {
   seq *q = &e->s[i];
   const h3_request *r = &e->reqs[i];
-  h3_serve_result res = {r, i, q->out, q->n_out, q->at, q->margins, why, error};
+  h3_serve_result res = {r, i, q->out, q->n_out, q->at, q->margins, why, error, hint};
   if (e->o->finished) e->o->finished(e->o->finished_ctx, &res);
   h3_serve_stats *st = e->st;
   if (error) st->failed++;
@@ -169,8 +169,10 @@ bool serve_take_token(engine *e, int64_t i, int32_t t, float margin, double at) 
   q->at[q->n_out] = at;
   q->margins[q->n_out] = margin;
   q->out[q->n_out++] = t;
-  if (r->has_eos && t == r->eos) finish(e, i, H3_FINISH_EOS, NULL);
-  else if (q->n_out >= r->max_new_tokens) finish(e, i, H3_FINISH_LENGTH, NULL);
+  if (r->has_eos && t == r->eos)
+    finish(e, i, H3_FINISH_EOS, NULL, NULL);
+  else if (q->n_out >= r->max_new_tokens)
+    finish(e, i, H3_FINISH_LENGTH, NULL, NULL);
   return q->state == DONE;
 }
 
@@ -330,16 +332,17 @@ static h3_status warm_up(engine *e) {
 static int refuse(engine *e, int64_t i) {
   const h3_request *r = &e->reqs[i];
   char msg[512];
-  if (h3_request_check(r, e->vocab, e->max_ctx, msg, sizeof msg) == H3_OK) {
+  const char *hint;
+  if (h3_request_check(r, e->vocab, e->max_ctx, msg, sizeof msg, &hint) == H3_OK) {
     int64_t need = serve_pages_needed(e, r), have = h3_page_pool_capacity(&e->pool);
     if (need <= have) return 0;
     snprintf(msg, sizeof msg,
-             "request '%s' needs %lld KV pages (%lld tokens of %lld per page); the pool holds %lld "
-             "(raise --kv-pages, or compile the plan with more seqs)",
-             r->id, (long long)need, (long long)(r->prompt_len + r->max_new_tokens),
-             (long long)e->page, (long long)have);
+             "request '%s' needs %lld KV pages (%lld tokens of %lld per page); the pool holds %lld", r->id,
+             (long long)need, (long long)(r->prompt_len + r->max_new_tokens), (long long)e->page,
+             (long long)have);
+    hint = "raise --kv-pages, or compile the plan with more seqs";
   }
-  finish(e, i, H3_FINISH_ERROR, msg);
+  finish(e, i, H3_FINISH_ERROR, msg, hint);
   return 1;
 }
 
@@ -501,7 +504,8 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
     e.s[i].at = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].at);
     e.s[i].margins = malloc((size_t)reqs[i].max_new_tokens * sizeof *e.s[i].margins);
     if (!e.s[i].pages || !e.s[i].out || !e.s[i].at || !e.s[i].margins) {
-      h3_diag_error(d, (h3_span){0}, NULL, "out of host memory for request '%s'", reqs[i].id);
+      h3_diag_error(d, (h3_span){0}, "free memory, or lower the requests' max_new_tokens",
+                    "out of host memory for request '%s'", reqs[i].id);
       st = H3_ERR;
     }
   }
@@ -509,7 +513,8 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   if (st != H3_OK && e.s) { /* serving failed: every request not finished fails with it */
     const char *why = d->errors ? "serving failed (see the error above)" : "serving failed";
     for (int64_t i = 0; i < n; i++)
-      if (e.s[i].state != DONE) finish(&e, i, H3_FINISH_ERROR, why);
+      if (e.s[i].state != DONE)
+        finish(&e, i, H3_FINISH_ERROR, why, "the first error above says why serving stopped");
   }
   stats->pool_peak_pages = e.pool.peak_used;
   for (int64_t i = 0; e.s && i < n; i++) {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ORACLE_HINT "give the results file (--out) of a plain greedy run of these requests"
+
 /* One results line: its "id" (string, or an integer's digits) into id, "tokens" into *toks. */
 static h3_status parse_line(h3_json *j, h3_strbuf *id, int32_t **toks, int64_t *n) {
   bool more = true, seen_id = false;
@@ -65,8 +67,7 @@ h3_status h3_oracle_read(const char *path, const h3_request *reqs, int64_t n, h3
   FILE *f = fopen(path, "rb");
   if (!out->tokens || !out->n_tokens || !f) {
     if (f) fclose(f);
-    h3_diag_error(d, none, "give the results file (--out) of a plain greedy run of these requests",
-                  "cannot read %s: %s", path, f ? "out of memory" : strerror(errno));
+    h3_diag_error(d, none, ORACLE_HINT, "cannot read %s: %s", path, f ? "out of memory" : strerror(errno));
     return H3_ERR;
   }
   char *line = NULL;
@@ -85,7 +86,7 @@ h3_status h3_oracle_read(const char *path, const h3_request *reqs, int64_t n, h3
     if (st == H3_OK && !h3_json_end(&j)) st = h3_json_fail(&j, j.pos, NULL, "text after the object");
     if (st != H3_OK) {
       h3_diag_error(d, (h3_span){.file = path, .line = no, .col = (int)j.err_pos + 1},
-                    j.hint[0] ? j.hint : NULL, "%s", j.msg);
+                    j.hint[0] ? j.hint : ORACLE_HINT, "%s", j.msg);
       free(toks);
       break;
     }

@@ -13,8 +13,8 @@ h3_status h3_page_pool_init(h3_page_pool *p, int64_t n_pages, h3_diag *d) {
   }
   p->free = malloc((size_t)n_pages * sizeof *p->free);
   if (!p->free) {
-    h3_diag_error(d, (h3_span){0}, NULL, "out of host memory for a pool of %lld pages",
-                  (long long)n_pages);
+    h3_diag_error(d, (h3_span){0}, "give a smaller --kv-pages, or free memory",
+                  "out of host memory for a pool of %lld pages", (long long)n_pages);
     return H3_ERR;
   }
   p->n_pages = n_pages;

@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4))) static h3_status problem(char *msg, size_t n, const char *fmt,
-                                                               ...) {
+__attribute__((format(printf, 5, 6))) static h3_status problem(char *msg, size_t n, const char **hint,
+                                                               const char *what, const char *fmt, ...) {
+  if (hint) *hint = what;
   if (msg && n) {
     va_list ap;
     va_start(ap, fmt);
@@ -23,20 +24,24 @@ __attribute__((format(printf, 3, 4))) static h3_status problem(char *msg, size_t
   return H3_ERR;
 }
 
-h3_status h3_request_check(const h3_request *r, int64_t vocab, int64_t max_ctx, char *msg,
-                           size_t n) {
-  if (r->prompt_len < 1) return problem(msg, n, "the prompt is empty");
+h3_status h3_request_check(const h3_request *r, int64_t vocab, int64_t max_ctx, char *msg, size_t n,
+                           const char **hint) {
+  const char *vocab_hint = "give token ids of the model's tokenizer, from 0 to vocab - 1";
+  if (r->prompt_len < 1) return problem(msg, n, hint, "give at least one token id", "the prompt is empty");
   for (int64_t i = 0; vocab > 0 && i < r->prompt_len; i++)
     if (r->prompt[i] < 0 || r->prompt[i] >= vocab)
-      return problem(msg, n, "token id %d at prompt[%lld] is outside the vocabulary [0, %lld)",
-                     (int)r->prompt[i], (long long)i, (long long)vocab);
+      return problem(msg, n, hint, vocab_hint,
+                     "token id %d at prompt[%lld] is outside the vocabulary [0, %lld)", (int)r->prompt[i],
+                     (long long)i, (long long)vocab);
   if (vocab > 0 && r->has_eos && (r->eos < 0 || r->eos >= vocab))
-    return problem(msg, n, "eos %d is outside the vocabulary [0, %lld)", (int)r->eos,
+    return problem(msg, n, hint, vocab_hint, "eos %d is outside the vocabulary [0, %lld)", (int)r->eos,
                    (long long)vocab);
   if (max_ctx > 0 && (r->max_new_tokens > max_ctx || r->prompt_len > max_ctx - r->max_new_tokens))
-    return problem(msg, n,
-                   "prompt_len %lld + max_new_tokens %lld is more than the context length %lld",
-                   (long long)r->prompt_len, (long long)r->max_new_tokens, (long long)max_ctx);
+    return problem(
+        msg, n, hint,
+        "shorten the prompt or lower max_new_tokens, or compile the plan with a larger --set max_ctx",
+        "prompt_len %lld + max_new_tokens %lld is more than the context length %lld",
+        (long long)r->prompt_len, (long long)r->max_new_tokens, (long long)max_ctx);
   return H3_OK;
 }
 

@@ -411,7 +411,7 @@ static h3_status reject(reader *R, const h3_json *j, const char *text, size_t le
     h3_strbuf_append(&who, ": ");
   }
   h3_span at = {R->file, q->line, col, q->line, col};
-  h3_diag_error(R->d, at, j->hint[0] ? j->hint : NULL, "%s%s", who.data ? who.data : "", j->msg);
+  h3_diag_error(R->d, at, j->hint[0] ? j->hint : REQUEST_HINT, "%s%s", who.data ? who.data : "", j->msg);
   h3_strbuf_free(&who);
   if (R->out->n_rejected == R->cap_rej) {
     int64_t cap = R->cap_rej ? 2 * R->cap_rej : 16;
@@ -548,7 +548,7 @@ static h3_status read_requests(const char *name, FILE *f, const char *text, size
     st = read_all(&R, &L);
   if (R.oom) {
     h3_span none = {0};
-    h3_diag_error(d, none, NULL, "out of memory reading %s", name);
+    h3_diag_error(d, none, "free memory, or split the request file", "out of memory reading %s", name);
     st = H3_ERR;
   }
   free(L.buf);

@@ -27,7 +27,7 @@ h3_status h3_results_open(const char *path, unsigned flags, h3_results_writer **
   h3_results_writer *w = calloc(1, sizeof *w);
   if (!w) {
     h3_span none = {0};
-    h3_diag_error(d, none, NULL, "cannot write %s: out of memory", path);
+    h3_diag_error(d, none, H3_HINT_OOM, "cannot write %s: out of memory", path);
     return H3_ERR;
   }
   if (strcmp(path, "-") != 0 && h3_output_open(path, &w->out, d) != H3_OK) {
@@ -117,7 +117,7 @@ h3_status h3_results_write(h3_results_writer *w, const h3_result *r, h3_diag *d)
   h3_status st = H3_OK;
   h3_span none = {0};
   if (w->line.oom) {
-    h3_diag_error(d, none, NULL, "cannot write a result: out of memory");
+    h3_diag_error(d, none, H3_HINT_OOM, "cannot write a result: out of memory");
     w->line.oom = 0;
     st = H3_ERR;
   } else if (w->out) {

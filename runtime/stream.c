@@ -58,7 +58,7 @@ h3_status h3_stream_new(const h3_module *m, h3_backend *b, int64_t budget, int64
     if (st) free(st->host), free(st->own), free(st->pinned);
     free(st);
     h3_stream_set_free(&set);
-    h3_diag_error(d, (h3_span){0}, NULL, "out of memory planning the weight streaming");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "out of memory planning the weight streaming");
     return H3_ERR;
   }
   st->b = b;

@@ -145,7 +145,7 @@ h3_status h3_stream_find(const h3_module *m, h3_stream_set *out, h3_diag *d) {
   }
   if (st != H3_OK || lc.failed) {
     h3_stream_set_free(out);
-    h3_diag_error(d, (h3_span){0}, NULL, "out of memory planning the weight streaming");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "out of memory planning the weight streaming");
     return H3_ERR;
   }
   return H3_OK;

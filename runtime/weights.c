@@ -72,7 +72,7 @@ h3_status h3_weights_tensor_name(const h3_param *p, int64_t i, h3_strbuf *out, h
     }
   }
   if (out->oom) {
-    h3_diag_error(d, p->span, NULL, "parameter '%s': out of memory naming its tensors", p->name);
+    h3_diag_error(d, p->span, H3_HINT_OOM, "parameter '%s': out of memory naming its tensors", p->name);
     return H3_ERR;
   }
   return H3_OK;
@@ -123,7 +123,7 @@ static h3_weights *alloc_store(const h3_module *m, bool zero, bool quant_only, h
   if (w) w->w = calloc((size_t)m->n_params + 1, sizeof *w->w);
   if (!w || !w->w) {
     free(w);
-    h3_diag_error(d, none, NULL, "out of memory allocating the weight store");
+    h3_diag_error(d, none, H3_HINT_OOM, "out of memory allocating the weight store");
     return NULL;
   }
   w->module = m;
@@ -315,7 +315,7 @@ h3_weights *h3_weights_random(const h3_module *m, uint64_t seed, h3_diag *d) {
   fill_work work = {.params = fp, .n = -1, .seed = seed};
   atomic_init(&work.next, 0);
   if (!fp || !streams)
-    h3_diag_error(d, (h3_span){0}, NULL, "out of memory generating weights");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "out of memory generating weights");
   else
     work.n = fill_plan(w, fp, streams, &work.items, d);
   if (work.n > 0) fill_parallel(&work);

@@ -86,7 +86,7 @@ h3_weights *h3_weights_load_file(const h3_module *m, const char *path, h3_diag *
   h3_span none = {0};
   h3_status rc = H3_OK;
   if (!w || !used) {
-    if (w) h3_diag_error(d, none, NULL, "%s: out of memory", path);
+    if (w) h3_diag_error(d, none, H3_HINT_OOM, "%s: out of memory", path);
     rc = H3_ERR;
     goto done;
   }
@@ -158,7 +158,7 @@ done:
 h3_status h3_weights_save_file(const h3_weights *w, const char *path, h3_diag *d) {
   h3_safetensors_writer *wr = h3_safetensors_writer_new();
   if (!wr) {
-    h3_diag_error(d, (h3_span){0}, NULL, "%s: out of memory", path);
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "%s: out of memory", path);
     return H3_ERR;
   }
   const h3_module *m = w->module;
@@ -229,7 +229,7 @@ h3_host_tensor *h3_inputs_load_file(const h3_graph *g, const char *path, unsigne
   h3_strbuf_printf(&what, "input of graph '%s'", g->name);
   h3_status rc = H3_OK;
   if (!in || !used) {
-    h3_diag_error(d, none, NULL, "%s: out of memory", path);
+    h3_diag_error(d, none, H3_HINT_OOM, "%s: out of memory", path);
     rc = H3_ERR;
     goto done;
   }
@@ -251,8 +251,8 @@ h3_host_tensor *h3_inputs_load_file(const h3_graph *g, const char *path, unsigne
     }
     in[i].data = aligned_alloc(64, in[i].bytes ? (in[i].bytes + 63) & ~(size_t)63 : 64);
     if (!in[i].data) {
-      h3_diag_error(d, none, NULL, "%s: out of memory for input '%s' (%zu bytes)", path,
-                    v->name, in[i].bytes);
+      h3_diag_error(d, none, H3_HINT_OOM, "%s: out of memory for input '%s' (%zu bytes)", path, v->name,
+                    in[i].bytes);
       rc = H3_ERR;
       goto done;
     }
@@ -290,7 +290,7 @@ h3_status h3_outputs_save_file(const h3_graph *g, const void *const *data, const
                                h3_diag *d) {
   h3_safetensors_writer *wr = h3_safetensors_writer_new();
   if (!wr) {
-    h3_diag_error(d, (h3_span){0}, NULL, "%s: out of memory", path);
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "%s: out of memory", path);
     return H3_ERR;
   }
   h3_status rc = H3_OK;

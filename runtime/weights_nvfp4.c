@@ -86,7 +86,7 @@ h3_status h3_weights_nvfp4_random(h3_weights *w, uint64_t seed, h3_diag *d) {
     size_t nk = (size_t)(s.n * s.k);
     uint16_t *wb = malloc(nk * sizeof *wb + 1);
     if (!wb) {
-      h3_diag_error(d, s.src.span, NULL, "out of memory quantizing '%s'", s.src.name);
+      h3_diag_error(d, s.src.span, H3_HINT_OOM, "out of memory quantizing '%s'", s.src.name);
       st = H3_ERR;
     }
     int64_t count = h3_weights_tensor_count(&s.src);
@@ -149,7 +149,7 @@ int h3_weights_nvfp4_load(h3_weights *w, int i, int64_t k, const h3_safetensors 
     used[h3_safetensors_index(st, t[3])] = 1;
     uint16_t *wb = malloc((size_t)h3_type_bytes(&tt) + 2);
     if (!wb) {
-      h3_diag_error(d, (h3_span){0}, NULL, "%s: out of memory quantizing '%s'", path, names[3].data);
+      h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "%s: out of memory quantizing '%s'", path, names[3].data);
       rc = -1;
     } else if (h3_weights_check_tensor(path, "tensor", names[3].data, t[3], &tt, false, hint, d) !=
                    H3_OK ||

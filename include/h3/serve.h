@@ -50,6 +50,7 @@ typedef struct {
   const float *margins;       /* [n_tokens] each token's decision margin (sample_tokens) */
   h3_finish_reason finish;
   const char *error;          /* the message of a refused / failed request, else NULL */
+  const char *hint;           /* with error: what to change */
 } h3_serve_result;
 
 typedef void (*h3_serve_finished_fn)(void *ctx, const h3_serve_result *r);

@@ -89,10 +89,10 @@ h3_status h3_requests_random(int64_t n, int64_t prompt_len, int64_t output_len, 
 
 /* The model's checks of one request: an empty prompt, a token id outside [0, vocab), eos
  * outside [0, vocab), prompt_len + max_new_tokens > max_ctx. Returns H3_OK, or H3_ERR with
- * the first problem in msg[0 .. n) (NUL-terminated, cut to fit). A limit <= 0 is not
- * checked. */
-h3_status h3_request_check(const h3_request *r, int64_t vocab, int64_t max_ctx, char *msg,
-                           size_t n);
+ * the first problem in msg[0 .. n) (NUL-terminated, cut to fit) and what to change in *hint
+ * (static text; hint may be NULL). A limit <= 0 is not checked. */
+h3_status h3_request_check(const h3_request *r, int64_t vocab, int64_t max_ctx, char *msg, size_t n,
+                           const char **hint);
 
 /* ---- the oracle of forced acceptance (bench only) --------------------------------------- */
 /* The tokens of a results file (an earlier plain greedy run of the same requests), matched

@@ -102,6 +102,8 @@ void h3_diag_add_source(h3_diag *d, const char *file, const char *text, size_t l
 void h3_diag_add_source_owned(h3_diag *d, const char *file, char *text, size_t len);
 void h3_diag_error(h3_diag *d, h3_span span, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The hint of a host out-of-memory error: the config sets what h3c and h3exec hold. */
+#define H3_HINT_OOM "free memory, or compile a smaller config (h3c --config, smaller --set values)"
 /* The same with the arguments as a va_list (for reporting helpers of their own). */
 void h3_diag_verror(h3_diag *d, h3_span span, const char *hint, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));

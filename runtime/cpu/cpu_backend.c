@@ -119,7 +119,7 @@ static h3_status run_fused(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor
   for (const h3_op *o = r->first; o; o = o->next) cap += o->n_results;
   fused_slot *slots = calloc((size_t)cap, sizeof *slots);
   if (!slots) {
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   h3_status st = H3_OK;
@@ -162,7 +162,7 @@ static h3_status run_fused(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor
       if (lossless && (t.dtype == H3_BF16 || t.dtype == H3_F16)) t.dtype = H3_F32;
       void *p = malloc((size_t)h3_type_bytes(&t) + 1);
       if (!p) {
-        h3cpu_error(c, op, NULL, "out of memory");
+        h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
         st = H3_ERR;
         break;
       }
@@ -176,7 +176,7 @@ static h3_status run_fused(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor
         ins[0].type.dtype != o->operands[0]->type.dtype) {
       h3_tensor g = {o->operands[0]->type, malloc((size_t)h3_type_bytes(&o->operands[0]->type) + 1)};
       if (!g.data) {
-        h3cpu_error(c, op, NULL, "out of memory");
+        h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
         st = H3_ERR;
       } else {
         convert_into(&g, &ins[0]);
@@ -324,7 +324,7 @@ h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d) {
   cpu_state *s = calloc(1, sizeof *s);
   if (!b || !s) {
     free(b), free(s);
-    h3_diag_error(d, (h3_span){0}, NULL, "out of memory creating the cpu backend");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "out of memory creating the cpu backend");
     return NULL;
   }
   int threads = o && o->threads > 0 ? o->threads : 2;

@@ -155,7 +155,7 @@ static h3_status att_run(const h3_cpu_ctx *c, const h3_op *op, att_job *j) {
   j->qrow = malloc((size_t)(W * (j->D + 1)) * sizeof(float));
   h3_status st = H3_OK;
   if (!j->scores || !j->keys || !j->acc || !j->qrow) {
-    h3cpu_error(c, op, NULL, "out of memory for %lld keys", (long long)mk);
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for %lld keys", (long long)mk);
     st = H3_ERR;
   } else {
     h3cpu_parallel(c->pool, j->T * j->Hq, att_range, j);
@@ -244,7 +244,8 @@ H3_CPU_KERNEL(h3cpu_block_attention) {
   for (int64_t t = 0; t < n_ctx; t++) {
     int64_t n = h3cpu_ldi(j.ctx->data, j.ctx->type.dtype, t);
     if (n < 0) {
-      h3cpu_error(c, op, NULL, "ctx_len[%lld] = %lld is negative", (long long)t, (long long)n);
+      h3cpu_error(c, op, "the values come from the graph's inputs: check the --inputs file",
+                  "ctx_len[%lld] = %lld is negative", (long long)t, (long long)n);
       return H3_ERR;
     }
     if (n - 1 > last) last = n - 1;
@@ -275,8 +276,8 @@ H3_CPU_KERNEL(h3cpu_sparse_attention) {
   for (int64_t i = 0; i < n; i++) {
     int64_t b = h3cpu_ldi(j.sel->data, j.sel->type.dtype, i);
     if (b < -1 || b >= NP) {
-      h3cpu_error(c, op, NULL, "selected block %lld is outside [-1, %lld)", (long long)b,
-                  (long long)NP);
+      h3cpu_error(c, op, "the values come from the graph's inputs: check the --inputs file",
+                  "selected block %lld is outside [-1, %lld)", (long long)b, (long long)NP);
       return H3_ERR;
     }
   }

@@ -22,7 +22,7 @@ H3_CPU_KERNEL(h3cpu_randn) {
   }
   float *tmp = malloc((size_t)(n + 1) * sizeof(float));
   if (!tmp) {
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   h3_rng_fill_normal(c->seed, sid, 0, (size_t)n, tmp);

@@ -80,7 +80,7 @@ H3_CPU_KERNEL(h3cpu_quantize_rows) {
     quant_job j = {in[0].data, xt->dtype, K, rotate, out[0].data, out[1].data, scratch};
     h3cpu_parallel(c->pool, rows, quant_range, &j);
   } else {
-    h3cpu_error(c, op, NULL, "out of memory for a row of %lld elements", (long long)K);
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for a row of %lld elements", (long long)K);
   }
   for (int w = 0; scratch && w < workers; w++) free(scratch[w]);
   free(scratch);
@@ -149,7 +149,7 @@ static h3_status load_bias(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor
   if (!b) return H3_OK;
   *bias = malloc((size_t)(N + 1) * sizeof **bias);
   if (!*bias) {
-    h3cpu_error(c, op, NULL, "out of memory for the bias");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for the bias");
     return H3_ERR;
   }
   h3cpu_to_f32(*bias, b->data, b->type.dtype, N);

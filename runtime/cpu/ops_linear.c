@@ -39,7 +39,7 @@ H3_CPU_KERNEL(h3cpu_linear) {
   h3_status st = x && (n_in <= 2 || b) ? h3cpu_gemm(c->pool, &g, linear_store, &o) : H3_ERR;
   free(x), free(b);
   if (st != H3_OK)
-    h3cpu_error(c, op, NULL, "out of memory for [%lld, %lld] x [%lld, %lld]", (long long)M,
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for [%lld, %lld] x [%lld, %lld]", (long long)M,
                 (long long)K, (long long)N, (long long)K);
   return st;
 }

@@ -99,7 +99,7 @@ H3_CPU_KERNEL(h3cpu_router_topk) {
   h3_status st = x && s && j.taken ? h3cpu_gemm(c->pool, &g, router_sigmoid, &j) : H3_ERR;
   if (st == H3_OK) h3cpu_parallel(c->pool, T, router_select, &j);
   free(x), free(s), free(j.taken);
-  if (st != H3_OK) h3cpu_error(c, op, NULL, "out of memory");
+  if (st != H3_OK) h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
   return st;
 }
 
@@ -237,7 +237,7 @@ H3_CPU_KERNEL(h3cpu_moe) {
     st = moe_run(c, in, &out[0], &j, &r, T, E);
   }
   free(r.start), free(r.row), free(r.weight);
-  if (st != H3_OK) h3cpu_error(c, op, NULL, "out of memory");
+  if (st != H3_OK) h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
   return st;
 }
 
@@ -291,6 +291,6 @@ H3_CPU_KERNEL(h3cpu_markov_draft) {
     prev = best;
   }
   free(e), free(j.zf);
-  if (st != H3_OK) h3cpu_error(c, op, NULL, "out of memory");
+  if (st != H3_OK) h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
   return st;
 }

@@ -45,7 +45,7 @@ H3_CPU_KERNEL(h3cpu_rms_norm) {
   float eps = (float)h3_op_attr_float(op, "eps", 1e-5);
   float *w = h3cpu_rms_weights(&in[1], D, (float)h3_op_attr_float(op, "offset", 0.0));
   if (!w) {
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   h3_dtype xd = xt->dtype, od = out[0].type.dtype;

@@ -63,7 +63,7 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
     free(w);
     free(rows);
     free(bias);
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   if (n_in > 4) {

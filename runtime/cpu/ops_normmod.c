@@ -149,7 +149,7 @@ static h3_status job_init(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor 
   if (!j->w || (!j->exact && !j->weff)) {
     free(j->w);
     free(j->weff);
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   const float off = (float)h3_op_attr_float(op, "offset", 0.0);
@@ -183,7 +183,7 @@ static h3_status job_quant(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor
     if (!(j->scratch[w] = malloc((size_t)(j->H + 1) * sizeof(float)))) st = H3_ERR;
   if (st != H3_OK) {
     job_free(j, workers);
-    h3cpu_error(c, op, NULL, "out of memory for a row of %lld elements", (long long)j->H);
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for a row of %lld elements", (long long)j->H);
   }
   return st;
 }

@@ -43,7 +43,7 @@ H3_CPU_KERNEL(h3cpu_linear_nvfp4) {
   }
   free(wb), free(x);
   if (st != H3_OK)
-    h3cpu_error(c, op, NULL, "out of memory for [%lld, %lld] x [%lld, %lld]", (long long)M,
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for [%lld, %lld] x [%lld, %lld]", (long long)M,
                 (long long)K, (long long)N, (long long)K);
   return st;
 }

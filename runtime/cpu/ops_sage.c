@@ -173,7 +173,7 @@ H3_CPU_KERNEL(h3cpu_sage_attention) {
   j.qc = malloc(W * D + 1);
   h3_status st = H3_OK;
   if (!j.kc || !j.kd || (j.fp8 && (!j.vq || !j.vs)) || !j.tmp || !j.qb || !j.sc || !j.o || !j.qc) {
-    h3cpu_error(c, op, NULL, "out of memory for the quantized keys");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for the quantized keys");
     st = H3_ERR;
   } else if (j.T > 0) {
     h3cpu_parallel(c->pool, j.n_seg * j.Hk, prologue_range, &j);

@@ -176,7 +176,8 @@ H3_CPU_KERNEL(h3cpu_sol_attention) {
                .exact_cov = !strcmp(h3_op_attr_string(op, "thresh", "diag"), "exact"),
                .sink_tokens = h3_op_attr_int(op, "sink_tokens", 0), .sink_start = h3_op_attr_int(op, "sink_start", 0)};
   if (j.D > 512) {
-    h3cpu_error(c, op, NULL, "head dim %lld (at most 512)", (long long)j.D);
+    h3cpu_error(c, op, "compile a config with a head dim of at most 512", "head dim %lld (at most 512)",
+                (long long)j.D);
     return H3_ERR;
   }
   const h3_attr *sa = h3_op_attr(op, "segments");

@@ -33,7 +33,7 @@ H3_CPU_KERNEL(h3cpu_index_topk) {
   float *q = malloc((size_t)(D + 1) * sizeof(float));
   if (!score || !taken || !q) {
     free(score), free(taken), free(q);
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   for (int64_t t = 0; t < T; t++) {

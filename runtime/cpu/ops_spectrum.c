@@ -53,7 +53,7 @@ H3_CPU_KERNEL(h3cpu_spectrum_update) {
   int64_t p = in[0].type.dims[0], f = h3cpu_numel(&in[1]);
   float *cf = malloc((size_t)p * sizeof *cf);
   if (!cf) {
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   if (coeff_row(c, op, &in[2], p, cf)) {
@@ -96,7 +96,7 @@ H3_CPU_KERNEL(h3cpu_spectrum_forecast) {
   int64_t f = h3cpu_numel(&out[0]);
   float *cf = malloc((size_t)(p + q) * sizeof *cf);
   if (!cf) {
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   if (coeff_row(c, op, &in[1], p + q, cf)) {
@@ -137,7 +137,7 @@ H3_CPU_KERNEL(h3cpu_cache_dit_decide) {
   int64_t n = h3cpu_numel(&in[0]), blocks = (n + DECIDE_BLOCK - 1) / DECIDE_BLOCK;
   double *sums = calloc((size_t)(2 * blocks + 2), sizeof *sums);
   if (!sums) {
-    h3cpu_error(c, op, NULL, "out of memory");
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   decide_job j = {&in[0], &in[1], sums, sums + blocks + 1, n};

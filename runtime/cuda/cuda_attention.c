@@ -27,7 +27,7 @@ h3_status cu_attention_reference(cu_state *s, const cu_att_seg *a, h3_diag *d) {
   int which = a->dtype == H3_BF16 ? 0 : a->dtype == H3_F16 ? 1 : 2;
   cu_kernel *k = cu_kernel_find(s, ref_names[which]);
   if (k && !k->fn) {
-    h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k->name);
+    h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k->name);
     return H3_ERR;
   }
   if (!k) {
@@ -87,11 +87,12 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, co
   bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
   if (qt->rank != 3 || kt->rank != 3 || vt->rank != (viewed ? 2 : 3) || kt->dims[1] < 1 ||
       qt->dims[1] % kt->dims[1] != 0 || qt->dims[2] > 256)
-    return cu_op_error(d, op, NULL, "expects q[T, Hq, D], k[T, Hk, D], v[T, Hk, D] (or v[T, C] "
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
+                       "expects q[T, Hq, D], k[T, Hk, D], v[T, Hk, D] (or v[T, C] "
                        "with v_view) with Hq %% Hk == 0, D <= 256");
   if (qt->dtype != kt->dtype || qt->dtype != vt->dtype || out[0].type.dtype != qt->dtype ||
       (qt->dtype != H3_BF16 && qt->dtype != H3_F16 && qt->dtype != H3_F32))
-    return cu_op_error(d, op, NULL, "q, k, v and the output must share one of bf16, f16, f32");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "q, k, v and the output must share one of bf16, f16, f32");
   int64_t T = qt->dims[0];
   cu_att_seg a;
   memset(&a, 0, sizeof a);

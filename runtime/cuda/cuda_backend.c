@@ -235,7 +235,8 @@ static h3_status cuda_copy(h3_backend *b, void *dst, const void *src, size_t byt
   }
   void *tmp = cu_alloc(s, bytes);
   if (!tmp) {
-    h3_diag_error(d, no_span, NULL, "cuda: out of memory for a %zu-byte overlapping copy", bytes);
+    h3_diag_error(d, no_span, CU_HINT_DEVICE_OOM, "cuda: out of memory for a %zu-byte overlapping copy",
+                  bytes);
     return H3_ERR;
   }
   cudaError_t e = cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, s->stream);
@@ -414,7 +415,7 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   cu_state *s = calloc(1, sizeof *s);
   if (!b || !s) {
     free(b), free(s);
-    h3_diag_error(d, no_span, NULL, "out of memory creating the cuda backend");
+    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory creating the cuda backend");
     return NULL;
   }
   b->ops = &cuda_ops;

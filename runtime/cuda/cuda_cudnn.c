@@ -268,7 +268,7 @@ static sdpa_plan *find_plan(cu_state *s, const cu_att_seg *a, char *why, size_t 
     int cap = c->cap_plans ? c->cap_plans * 2 : 8;
     sdpa_plan *np = realloc(c->plans, (size_t)cap * sizeof *np);
     if (!np) {
-      h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory for a cuDNN plan");
+      h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "cuda: out of memory for a cuDNN plan");
       return NULL;
     }
     c->plans = np;
@@ -295,7 +295,7 @@ h3_status cu_cudnn_run(cu_state *s, const cu_att_seg *a, bool *fallback, h3_diag
   if (!s->cudnn) {
     s->cudnn = calloc(1, sizeof *s->cudnn);
     if (!s->cudnn) {
-      h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory for cuDNN state");
+      h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "cuda: out of memory for cuDNN state");
       return H3_ERR;
     }
     cudnnStatus_t st = cudnnCreate(&s->cudnn->h);

@@ -29,7 +29,7 @@ static const char *const flash_name = "h3cu_flash_fwd";
 static cu_kernel *flash_kernel(cu_state *s, h3_diag *d) {
   cu_kernel *k = cu_kernel_find(s, flash_name);
   if (k) {
-    if (!k->fn) h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k->name);
+    if (!k->fn) h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k->name);
     return k->fn ? k : NULL;
   }
   if (cu_compile_tu(s, NULL, "flash_attention.cu", false, 1, &flash_name, &k, d) != H3_OK)

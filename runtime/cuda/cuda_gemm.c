@@ -37,7 +37,7 @@ h3_status cu_gemm_init(cu_state *s, h3_diag *d) {
   s->lt = lt;
   s->workspace = cu_alloc(s, CU_WORKSPACE_BYTES);
   if (!s->workspace) {
-    h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory for the %zu-byte GEMM workspace",
+    h3_diag_error(d, (h3_span){0}, CU_HINT_DEVICE_OOM, "cuda: out of memory for the %zu-byte GEMM workspace",
                   CU_WORKSPACE_BYTES);
     return H3_ERR;
   }
@@ -146,7 +146,7 @@ h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *
   int64_t M = K ? h3_type_numel(x) / K : 0;
   if (M < 1 || N < 1 || K < 1) return H3_OK;
   cu_gemm *g = calloc(1, sizeof *g);
-  if (!g) return cu_op_error(d, op, NULL, "out of memory");
+  if (!g) return cu_op_error(d, op, H3_HINT_OOM, "out of memory");
   g->op = op;
   g->M = M;
   g->N = N;
@@ -179,9 +179,10 @@ h3_status cu_gemm_run(cu_state *s, cu_gemm *g, const h3_tensor *in, int n_in, co
     int found = 0;
     if (pick_algo(s, g, al, &found, d) != H3_OK) return H3_ERR;
     if (!found)
-      return cu_op_error(d, g->op, NULL, "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]ᵀ "
-                         "at %u-byte aligned pointers", (long long)g->M, (long long)g->K,
-                         (long long)g->N, (long long)g->K, al);
+      return cu_op_error(d, g->op, CU_HINT_UNSUPPORTED,
+                         "cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]ᵀ "
+                         "at %u-byte aligned pointers",
+                         (long long)g->M, (long long)g->K, (long long)g->N, (long long)g->K, al);
   }
   if (g->bias && n_in > 2) {
     const void *bp = in[2].data;

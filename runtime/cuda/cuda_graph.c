@@ -80,7 +80,8 @@ void *cu_graph_stash(cu_state *s, const void *src, size_t bytes, h3_diag *d) {
   size_t at = (r->used + 15) & ~(size_t)15;
   if (!r->n_chunks || at + bytes > r->cap) {
     if (!stash_chunk(r, bytes)) {
-      h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of pinned host memory while capturing a graph call");
+      h3_diag_error(d, (h3_span){0}, "free host memory, or run without CUDA graphs (H3_CUDA_GRAPHS=0)",
+                    "cuda: out of pinned host memory while capturing a graph call");
       return NULL;
     }
     at = 0;
@@ -263,7 +264,7 @@ h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d) {
   bool *flags = calloc((size_t)m->n_graphs, sizeof *flags);
   if (!flags || (!s->graphs && !(s->graphs = calloc(1, sizeof *s->graphs)))) {
     free(flags);
-    h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory marking the plan's graph calls");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "cuda: out of memory marking the plan's graph calls");
     return H3_ERR;
   }
   cu_graph_host_reads(m, flags);
@@ -271,7 +272,7 @@ h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d) {
   for (int i = 0; i < m->n_graphs; i++) {
     graph_rec *r = rec_get(s->graphs, m->graphs[i]);
     if (!r) {
-      h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory marking the plan's graph calls");
+      h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "cuda: out of memory marking the plan's graph calls");
       st = H3_ERR;
       break;
     }

@@ -72,7 +72,7 @@ static h3_status int8_kernels(cu_state *s, cu_int8 *g, h3_dtype bias, h3_dtype y
   cu_kernel *ks[2] = {cu_kernel_find(s, gname), cu_kernel_find(s, dname)};
   if (ks[0] && ks[1]) {
     if (!ks[0]->fn || !ks[1]->fn)
-      return cu_op_error(d, g->op, NULL, "kernel %s failed to load earlier", dname);
+      return cu_op_error(d, g->op, CU_HINT_EARLIER, "kernel %s failed to load earlier", dname);
   } else {
     char defs[512];
     cu_int8_defines(defs, sizeof defs, gname, dname, bias, y);
@@ -174,7 +174,7 @@ h3_status cu_int8_prepare(cu_state *s, const h3_op *op, cu_int8 **out, h3_diag *
                        acc_only ? "expects q i8[.., K], wq i8[N, K] -> i32[.., N]"
                                 : "expects q i8[.., K], s_x f32, wq i8[N, K], s_w f32[N]");
   cu_int8 *g = calloc(1, sizeof *g);
-  if (!g) return cu_op_error(d, op, NULL, "out of memory");
+  if (!g) return cu_op_error(d, op, H3_HINT_OOM, "out of memory");
   g->op = op;
   g->acc_only = acc_only;
   g->K = q->dims[q->rank - 1];

@@ -32,6 +32,15 @@
 #define CU_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt / cuDNN workspace, fixed */
 #define CU_INT8_ACC_MAX_BYTES ((size_t)1 << 30) /* int32 accumulators of one int8 GEMM chunk */
 
+/* Hints of the backend's errors: device memory, a kernel whose load failed before, the
+ * limits of a hand kernel, shared memory. */
+#define CU_HINT_DEVICE_OOM \
+  "free device memory, or compile a smaller plan (another --config, smaller --set sizes)"
+#define CU_HINT_EARLIER "the first error above says why it failed"
+#define CU_HINT_UNSUPPORTED \
+  "the cuda kernel does not take this shape or dtype: change the model or config, or run with --backend cpu"
+#define CU_HINT_SMEM "run on a GPU with more shared memory per block, such as the H200 that h3 targets"
+
 /* A kernel loaded from a CUBIN, with its launch rule. */
 typedef struct {
   char *name;

@@ -106,7 +106,7 @@ static h3_status load_library(cu_state *s, const unsigned char *cubin, size_t le
     void **im = l ? realloc(s->lib_images, (size_t)cap * sizeof *im) : NULL;
     if (im) s->lib_images = im;
     if (!l || !im) {
-      h3_diag_error(d, no_span, NULL, "cuda: out of memory loading %s", label);
+      h3_diag_error(d, no_span, H3_HINT_OOM, "cuda: out of memory loading %s", label);
       return H3_ERR;
     }
     s->cap_libs = cap;
@@ -114,7 +114,7 @@ static h3_status load_library(cu_state *s, const unsigned char *cubin, size_t le
   /* lazy module loading may read the image after this call: keep a copy of our own */
   void *image = malloc(len ? len : 1);
   if (!image) {
-    h3_diag_error(d, no_span, NULL, "cuda: out of memory loading %s", label);
+    h3_diag_error(d, no_span, H3_HINT_OOM, "cuda: out of memory loading %s", label);
     return H3_ERR;
   }
   memcpy(image, cubin, len);
@@ -140,7 +140,7 @@ static cu_kernel *add_kernel(cu_state *s, cudaLibrary_t lib, const char *name, c
   }
   if (!ck || !nm || (k && k->n_args && !args) || !kmap_put(s, ck)) {
     free(ck), free(nm), free(args);
-    h3_diag_error(d, no_span, NULL, "cuda: out of memory registering kernel %s", name);
+    h3_diag_error(d, no_span, H3_HINT_OOM, "cuda: out of memory registering kernel %s", name);
     return NULL;
   }
   ck->args = args;
@@ -169,8 +169,10 @@ static cu_kernel *add_kernel(cu_state *s, cudaLibrary_t lib, const char *name, c
   }
   if (ck->shared > 48 * 1024) {
     if ((size_t)ck->shared > s->smem_optin) {
-      h3_diag_error(d, no_span, NULL, "cuda: kernel %s needs %lld bytes of shared memory; the "
-                    "device allows %zu", name, (long long)ck->shared, s->smem_optin);
+      h3_diag_error(d, no_span, CU_HINT_SMEM,
+                    "cuda: kernel %s needs %lld bytes of shared memory; the "
+                    "device allows %zu",
+                    name, (long long)ck->shared, s->smem_optin);
       ck->fn = NULL;
       return NULL;
     }
@@ -204,7 +206,7 @@ static h3_status nvrtc(const h3_kernel_cache *cache, const char *defines, const 
   h3_strbuf_append(&b, text);
   if (b.oom || !b.data) {
     h3_strbuf_free(&b);
-    h3_diag_error(d, no_span, NULL, "cuda: out of memory compiling kernels/%s", file);
+    h3_diag_error(d, no_span, H3_HINT_OOM, "cuda: out of memory compiling kernels/%s", file);
     return H3_ERR;
   }
   char label[128];
@@ -240,7 +242,7 @@ h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool
 h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
                     int64_t shared, void **args, h3_diag *d) {
   if (!k->fn) {
-    h3_diag_error(d, no_span, NULL, "cuda: kernel %s could not be loaded (see above)", k->name);
+    h3_diag_error(d, no_span, CU_HINT_EARLIER, "cuda: kernel %s could not be loaded (see above)", k->name);
     return H3_ERR;
   }
   for (int i = 0; i < 3; i++)
@@ -443,7 +445,7 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   const char *name = h3_op_attr_string(op, "kernel", NULL);
   o->k = cu_kernel_find(s, name);
   if (o->k && o->k->fn) return H3_OK;
-  if (o->k) return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
+  if (o->k) return cu_op_error(d, op, CU_HINT_EARLIER, "kernel %s failed to load earlier", name);
   return cu_op_error(d, op, "compile the module into a plan (h3c compile, or h3_plan_build) and "
                      "load it into the backend (h3_backend_load_plan) before running its ops",
                      name ? "kernel %s is not in the loaded plan" : "%sthe op has no kernel: no "
@@ -453,7 +455,7 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
 cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d) {
   cu_op *o = omap_find(s, op);
   if (o && o->failed) {
-    cu_op_error(d, op, NULL, "preparing it failed earlier (see the first error)");
+    cu_op_error(d, op, CU_HINT_EARLIER, "preparing it failed earlier (see the first error)");
     return NULL;
   }
   if (o) return o;
@@ -461,7 +463,7 @@ cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d) {
   if (o) o->op = op; /* the map hashes the op */
   if (!o || !omap_put(s, o)) {
     free(o);
-    cu_op_error(d, op, NULL, "out of memory");
+    cu_op_error(d, op, H3_HINT_OOM, "out of memory");
     return NULL;
   }
   if (prepare(s, o, d) != H3_OK) {
@@ -507,7 +509,7 @@ static h3_status run_host(cu_state *s, const cu_op *o, const h3_tensor *out, h3_
   if (op->code != H3_OP_SIGMA_SCHEDULE || out[0].type.dtype != H3_F32)
     return cu_op_error(d, op, NULL, "no host implementation for this op and dtype");
   float *v = malloc((size_t)(n + 1) * sizeof *v);
-  if (!v) return cu_op_error(d, op, NULL, "out of memory");
+  if (!v) return cu_op_error(d, op, H3_HINT_OOM, "out of memory");
   double sh = h3_op_attr_float(op, "shift", 1.0);
   for (int64_t i = 0; i < n; i++) {
     double b = n > 1 ? 1.0 - (double)i / (double)(n - 1) : 1.0;

@@ -28,7 +28,7 @@ static h3_status kernels(cu_state *s, const h3_op *op, const char *file, const c
   for (int i = 0; i < n; i++) {
     out[i] = cu_kernel_find(s, names[i]);
     if (out[i] && !out[i]->fn)
-      return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", names[i]);
+      return cu_op_error(d, op, CU_HINT_EARLIER, "kernel %s failed to load earlier", names[i]);
     all = all && out[i];
   }
   return all ? H3_OK : cu_compile_tu(s, defines, file, exact, n, names, out, d);
@@ -50,7 +50,7 @@ h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, 
      set it for any dynamic amount that could cross that with the kernel's own */
   if (bytes <= 16 * 1024) return H3_OK;
   if (bytes > s->smem_optin)
-    return cu_op_error(d, op, NULL, "needs %zu bytes of shared memory; the device has %zu", bytes,
+    return cu_op_error(d, op, CU_HINT_SMEM, "needs %zu bytes of shared memory; the device has %zu", bytes,
                        s->smem_optin);
   CU_CHECK(d, cudaKernelSetAttributeForDevice(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               (int)bytes, s->device), k->name);

@@ -73,7 +73,8 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
                             const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1];
   int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
-  if (k > E || E > 256) return cu_op_error(d, op, NULL, "k = %d of %d experts (at most 256)", k, E);
+  if (k > E || E > 256)
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "k = %d of %d experts (at most 256)", k, E);
   char name[3][128], lines[512], defs[800];
   static const char *const part[3] = {"f", "s", ""}; /* the one-launch form; scores, selection */
   for (int i = 0; i < 3; i++)
@@ -207,8 +208,8 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
   long long E = in[1].type.dims[0];
   int k = (int)in[3].type.dims[1];
-  if (k > 16) return cu_op_error(d, op, NULL, "k = %d experts per row (at most 16)", k);
-  if (T > (1ll << 26)) return cu_op_error(d, op, NULL, "%lld rows (at most 2^26)", T);
+  if (k > 16) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "k = %d experts per row (at most 16)", k);
+  if (T > (1ll << 26)) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%lld rows (at most 2^26)", T);
   bool mma = moe_mma(&in[0].type, &in[1].type, &in[2].type);
   /* the kernels of each form: the row lists, steps 1 and 2, the combine */
   static const char *const part[2][4] = {{"r", "", "d", "c"}, {"r", "m", "md", "c"}};
@@ -347,7 +348,7 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
   snprintf(pick, sizeof pick, "h3cu_markovp_%s_%s", DN(in[1].type.dtype), DN(in[3].type.dtype));
   snprintf(lines, sizeof lines, "#define H3_MARKOV_STEP_NAME %s\n#define H3_MARKOV_PICK_NAME %s\n", step, pick);
   if (in[1].type.dtype != in[2].type.dtype)
-    return cu_op_error(d, op, NULL, "w1 and w2 of one dtype");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "w1 and w2 of one dtype");
   cu_m31_moe_defines(defs, sizeof defs, lines, H3_F32, in[1].type.dtype, in[0].type.dtype,
                      in[3].type.dtype, out[0].type.dtype);
   const char *names[2] = {step, pick};
@@ -381,7 +382,7 @@ h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *
   long long V = in[0].type.dims[1];
   h3_dtype it = in[1].type.dtype;
   if (in[3].type.dtype != it || in[4].type.dtype != it)
-    return cu_op_error(d, op, NULL, "draft, seed and pos of one integer dtype");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "draft, seed and pos of one integer dtype");
   char name[128], lines[192], defs[512];
   snprintf(name, sizeof name, "h3cu_spec_accept_%s", DN(it));
   snprintf(lines, sizeof lines, "#define H3_SPEC_ACCEPT_NAME %s\n", name);

@@ -83,15 +83,18 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   int Hq = (int)qt->dims[1], D = (int)qt->dims[2], Hk = (int)ct->dims[ct->rank - 2];
   int page = (int)h3_op_attr_int(op, "page", ct->dims[1]);
   if (D > 256 || Hk <= 0 || Hq % Hk != 0 || Hq / Hk > 16 || page <= 0)
-    return cu_op_error(d, op, NULL, "head_dim %d (at most 256), %d q heads over %d kv heads (at "
-                       "most 16 per kv head), page %d", D, Hq, Hk, page);
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
+                       "head_dim %d (at most 256), %d q heads over %d kv heads (at "
+                       "most 16 per kv head), page %d",
+                       D, Hq, Hk, page);
   const h3_tensor *ix = kind == 2 ? &in[4] : &in[3]; /* pos, or ctx_len */
   const h3_tensor *ptt = kind == 2 ? &in[5] : &in[4]; /* the page table */
   if ((kind == 1 && (in[5].type.dtype != ct->dtype || in[6].type.dtype != ct->dtype)) ||
       in[2].type.dtype != ct->dtype)
-    return cu_op_error(d, op, NULL, "k and v caches (and block rows) of one dtype");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "k and v caches (and block rows) of one dtype");
   if (ptt->type.dtype != ix->type.dtype || (kind == 2 && in[3].type.dtype != ix->type.dtype))
-    return cu_op_error(d, op, NULL, "positions, page table and selections of one integer dtype");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
+                       "positions, page table and selections of one integer dtype");
   /* tensor cores for bf16 q / k / v, head_dim 128, groups of 16 q heads and 16-byte aligned
    * q, caches and block rows (it reads them 16 bytes at a time) */
   uintptr_t base = (uintptr_t)in[0].data | (uintptr_t)in[1].data | (uintptr_t)in[2].data;
@@ -123,7 +126,8 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   if (kind == 2) {
     sel = in[3].data, pos = in[4].data, pt = in[5].data;
     topk = (int)in[3].type.dims[in[3].type.rank - 1];
-    if (topk > 64) return cu_op_error(d, op, NULL, "%d selected blocks per row (at most 64)", topk);
+    if (topk > 64)
+      return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%d selected blocks per row (at most 64)", topk);
   }
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   int pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
@@ -131,7 +135,7 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   int ctx_rows = kind == 1 && in[3].type.rank == 1;
   long long brows = h3_op_attr_int(op, "block_rows", T);
   if (kind == 1 && (brows < 1 || T % brows))
-    return cu_op_error(d, op, NULL, "block_rows %lld does not divide %lld rows", brows, T);
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "block_rows %lld does not divide %lld rows", brows, T);
   long long NP = ptt->type.dims[ptt->type.rank - 1];
   void *o = out[0].data, *part = scratch;
   if (mma) { /* one launch: splits, their merge and combine; the counters follow the blobs */
@@ -202,10 +206,13 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   int block = (int)h3_op_attr_int(op, "block", page);
   int topk = (int)out[0].type.dims[out[0].type.rank - 1];
   if (block <= 0 || Hi < 1 || Hi > 8 || D > 256 || topk > 64)
-    return cu_op_error(d, op, NULL, "block %d (positive), %d index heads (1 to 8), index dim %d "
-                       "(at most 256), %d blocks to select (at most 64)", block, Hi, D, topk);
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
+                       "block %d (positive), %d index heads (1 to 8), index dim %d "
+                       "(at most 256), %d blocks to select (at most 64)",
+                       block, Hi, D, topk);
   if (in[2].type.dtype != out[0].type.dtype || in[3].type.dtype != out[0].type.dtype)
-    return cu_op_error(d, op, NULL, "positions, page table and the selection of one integer dtype");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
+                       "positions, page table and the selection of one integer dtype");
   int NB = (int)topk_blocks(op);
   char name[3][128], lines[480], defs[800];
   for (int i = 0; i < 3; i++)

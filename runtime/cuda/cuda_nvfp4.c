@@ -39,7 +39,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   const h3_type *xt = &in[0].type;
   long long K = xt->dims[xt->rank - 1], M = K ? h3_type_numel(xt) / K : 0, N = in[1].type.dims[0];
   if (xt->dtype != H3_BF16 || K % 16)
-    return cu_op_error(d, op, NULL, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
   char base[96], name[3][128], defs[256];
   snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));

@@ -76,7 +76,7 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
   for (int i = 0; i < 6; i++) {
     k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
     if (k[i] && !k[i]->fn) {
-      h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k[i]->name);
+      h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k[i]->name);
       return H3_ERR;
     }
   }

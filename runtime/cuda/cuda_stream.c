@@ -54,7 +54,7 @@ static h3_status ring_ready(cu_state *s, int slot, h3_diag *d) {
   if (f) s->ring_freed = f;
   cudaEvent_t *g = f ? realloc(s->ring_filled, (size_t)n * sizeof *g) : NULL;
   if (!g) {
-    h3_diag_error(d, (h3_span){0}, NULL, "cuda: out of memory for the weight streaming's events");
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "cuda: out of memory for the weight streaming's events");
     return H3_ERR;
   }
   s->ring_filled = g;

@@ -16,7 +16,7 @@ static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_ran
 static cu_kernel *util_kernel(cu_state *s, int which, h3_diag *d) {
   cu_kernel *k = cu_kernel_find(s, util_names[which]);
   if (k) {
-    if (!k->fn) h3_diag_error(d, (h3_span){0}, NULL, "cuda: %s failed to load earlier", k->name);
+    if (!k->fn) h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k->name);
     return k->fn ? k : NULL;
   }
   cu_kernel *ks[UTIL_N] = {0};
@@ -47,7 +47,7 @@ h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const 
   cu_kernel *k = util_kernel(s, UTIL_INDEX, d);
   if (!k) return H3_ERR;
   if (x->type.rank < 1 || (i->type.dtype != H3_I32 && i->type.dtype != H3_I64))
-    return cu_op_error(d, op, NULL, "expects x[N, ..] and an i32 / i64 index");
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "expects x[N, ..] and an i32 / i64 index");
   long long n_rows = x->type.dims[0], offset = h3_op_attr_int(op, "offset", 0);
   long long row_bytes = (long long)h3_type_bytes(&out->type);
   if (n_rows < 1 || row_bytes == 0) return H3_OK;
@@ -97,7 +97,7 @@ h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, i
   snprintf(name, sizeof name, "h3cu_linear_%s_%s_%s_%s", h3_dtype_name(tx), h3_dtype_name(tw),
            n_in > 2 ? h3_dtype_name(tb) : "nobias", h3_dtype_name(ty));
   cu_kernel *k = cu_kernel_find(s, name);
-  if (k && !k->fn) return cu_op_error(d, op, NULL, "kernel %s failed to load earlier", name);
+  if (k && !k->fn) return cu_op_error(d, op, CU_HINT_EARLIER, "kernel %s failed to load earlier", name);
   if (!k) {
     char defs[512];
     cu_linear_defines(defs, sizeof defs, name, tx, tw, tb, ty);
@@ -113,6 +113,6 @@ h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, i
   void *y = out[0].data;
   void *args[] = {&x, &w, &bias, &y, &M, &N, &K};
   int64_t grid[3] = {(N + 63) / 64, (M + 63) / 64, 1}, block[3] = {256, 1, 1};
-  if (grid[1] > 65535) return cu_op_error(d, op, NULL, "more than %d rows", 65535 * 64);
+  if (grid[1] > 65535) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "more than %d rows", 65535 * 64);
   return cu_launch(s, k, grid, block, 0, args, d);
 }

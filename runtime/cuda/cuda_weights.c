@@ -19,7 +19,7 @@ static h3_status host_init(h3_backend *b, void *dst, const h3_param *p, int64_t 
                            int64_t numel, size_t member_bytes, h3_diag *d) {
   void *buf = malloc(member_bytes ? member_bytes : 1);
   if (!buf) {
-    h3_diag_error(d, p->span, NULL, "out of memory initialising parameter '%s'", p->name);
+    h3_diag_error(d, p->span, H3_HINT_OOM, "out of memory initialising parameter '%s'", p->name);
     return H3_ERR;
   }
   for (int64_t i = 0; i < numel; i++) {

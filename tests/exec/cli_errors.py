@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """cli_errors.py: h3exec on bad flags, bad plans and bad inputs: each case checks the exit
 status, that stderr holds the expected message pieces (file, place, what is wrong), that
+every error is in the one error format with a hint (tests/cli/error_format.py), that
 nothing crashed (no signal) and that no --out file was written. Also checks that a good run
 writes its outputs, that the same seed gives the same bytes, and the --profile trace.
 
@@ -17,7 +18,9 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import stfile  # noqa: E402
+from error_format import unformatted  # noqa: E402
 
 failures = []
 
@@ -53,6 +56,8 @@ def case(a, name, args, rc_want, pieces, with_out=True, env=None):
     for p in pieces:
         if p not in err:
             problems.append(f"stderr lacks {p!r}")
+    n_errors, bad = unformatted(err)
+    problems += [f"stderr line {b}" for b in bad] + (["no error on stderr"] if n_errors == 0 else [])
     if os.path.exists(out):
         problems.append("an output file was written")
     leftovers = [f for f in os.listdir(a.work) if f.startswith("out_" + name) and f != os.path.basename(out)]
@@ -165,6 +170,8 @@ def prepare(a):
             f.write(content)
     stfile.write(W("p_float.safetensors"), {"prompt": ("F32", [20], stfile.f32([1.0] * 20))})
     stfile.write(W("w_wrong.safetensors"), {"foo.weight": ("F32", [2], stfile.f32([1.0, 2.0]))})
+    with open(W("w_trunc.safetensors"), "wb") as f:  # its tensor's last bytes cut off
+        f.write(open(W("w_wrong.safetensors"), "rb").read()[:-4])
 
 
 def case_table(a):
@@ -188,6 +195,8 @@ def case_table(a):
          ["--dump-ops: unknown op kind 'bogus' (before +operands)", "h3c ops lists them"], True),
         ("flag_prompt_both", [m31, "--prompt", W("p_short.txt"), "--prompt-len", "20"], 2,
          ["--prompt and --prompt-len exclude each other"], True),
+        ("flag_device_memory", [h3, "--device-memory", "12XB"], 2,
+         ["--device-memory expects a size such as 24GiB", "'12XB'"], True),
         # flags that contradict the plan or the machine (exit 1)
         ("cuda_unavailable", [h3, "--backend", "cuda"], 1,
          ["CUDA backend not available in this build/no GPU found", "--backend cpu"], True),
@@ -203,6 +212,8 @@ def case_table(a):
          ["--max-new-tokens 16: the plan was compiled with max_new_tokens = 32", "--set max_new_tokens=16"], True),
         ("prompt_len_mismatch", [m31, "--prompt-len", "7"], 1,
          ["--prompt-len 7: the plan was compiled for a prompt of 20 tokens", "--set prompt_len=N"], True),
+        ("device_memory_too_small", [h3, "--backend", "cpu", "--device-memory", "1KiB"], 1,
+         ["--device-memory 1.0 KiB cannot hold what must stay resident", "give --device-memory"], True),
         ("weights_exceed_memory", [W("m31_full.plan")], 1,
          [f"{W('m31_full.plan')}: the weights take 794.9 GiB of host memory", "GiB available",
           "--config small or tiny"], True),
@@ -249,6 +260,8 @@ def case_table(a):
          ["--prompt: graph 'sample' has no integer input"], True),
         ("weights_wrong_model", [h3, "--weights", W("w_wrong.safetensors")], 1,
          [W("w_wrong.safetensors"), "missing", "foo.weight"], True),
+        ("weights_truncated", [h3, "--weights", W("w_trunc.safetensors")], 1,
+         [W("w_trunc.safetensors"), "tensor 'foo.weight'", "go beyond the data", "truncated"], True),
         # injected allocation failures (H3_FAULT_ALLOC=N fails the Nth): the buffer, its size
         # and the plan's memory figure, never a crash. The cpu backend runs on the weight
         # store's buffers (no allocation of its own for them): its first is an arena

@@ -10,7 +10,8 @@ CPU backend, end to end:
   generate  a greedy request of prompt_len tokens gives the tokens of the `generate` program
   bad       a file with good lines and bad ones (malformed JSON, an unknown key, an id outside
             the vocabulary, an empty prompt, a prompt beyond the context): exit 1, each bad one
-            named on stderr and answered by an error result, the good ones served as in `batch`
+            named on stderr (in the one error format, with a hint) and answered by an error
+            result, the good ones served as in `batch`
   pool      --kv-pages 4: a request that needs more pages is refused, the others wait for
             pages and are served; the report's peak stays within the pool
   mixed     the batch again with --mixed-steps (prefill chunks carry the running rows'
@@ -24,7 +25,8 @@ CPU backend, end to end:
             and A = gamma + 1: still plain decoding's tokens, most rounds accept A - 1 draft
             tokens (all but those near a request's end), and the report, the summary and every result line say it was forced
   random    --random-prompts with --summary: the JSON report's figures
-  flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message
+  flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message and
+            a hint
 
 Usage: serve_cpu.py --h3c H3C --h3exec H3EXEC --source SRC --work DIR [--case NAME]
 Standard library only."""
@@ -34,6 +36,10 @@ import os
 import random
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+from error_format import unformatted  # noqa: E402
 
 failures = []
 
@@ -252,6 +258,7 @@ def case_bad(a):
         check(res.get(name, {}).get("finish_reason") == "error", f"bad: no error result for '{name}'")
     check("bad.jsonl:4:" in err and "bad.jsonl:5:" in err, "bad: the malformed lines' places are not on stderr")
     check("5 of 11 requests failed" in err, "bad: the failure count is not reported")
+    check(unformatted(err) == (6, []), f"bad: not 6 errors in the one format with a hint: {unformatted(err)}")
     _, _, _, ok = serve(a, plan(a, 64), good, "bad_good_only")
     for r in good:
         check(res.get(r["id"], {}).get("tokens") == ok.get(r["id"], {}).get("tokens"),
@@ -263,6 +270,7 @@ def case_pool(a):
     big = {"id": "big", "prompt": [5] * 30, "max_new_tokens": 10}  # 5 pages
     rc, out, err, res = serve(a, plan(a, 64), small + [big], "pool", ["--kv-pages", "4"])
     check(rc == 1, f"pool: exit {rc}, want 1")
+    check(not unformatted(err)[1], f"pool: an error not in the one format or without a hint: {err[-500:]}")
     check("'big' needs 5 KV pages" in err and 'pool.jsonl:6:1: error: request "big"' in err and "the pool holds 3" in err, f"pool: no refusal of 'big': {err[-500:]}")
     for r in small:
         check(res.get(r["id"], {}).get("finish_reason") == "length", f"pool: {r['id']} not served")
@@ -309,7 +317,8 @@ def case_flags(a):
           "--spec-force-accept", "two"], 2, "takes A:FILE"),
     ]:
         rc, _, err = run([a.h3exec, p, "--backend", "cpu"] + args)
-        check(rc == rc_want and piece in err, f"flags {args}: exit {rc} (want {rc_want}), stderr {err[-300:]!r}")
+        check(rc == rc_want and piece in err and not unformatted(err)[1],
+              f"flags {args}: exit {rc} (want {rc_want}), stderr {err[-300:]!r}")
 
 
 CASES = {"batch": case_batch, "mixed": case_mixed, "generate": case_generate, "bad": case_bad, "pool": case_pool,

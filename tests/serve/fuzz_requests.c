@@ -51,7 +51,8 @@ static void check_request(const h3_request *r, int last_line) {
   REQUIRE(!r->has_eos || r->eos >= 0);
   REQUIRE(!r->has_seed || r->seed <= (uint64_t)INT64_MAX);
   char msg[64];
-  (void)h3_request_check(r, 1000, 4096, msg, sizeof msg);
+  const char *hint = NULL;
+  REQUIRE(h3_request_check(r, 1000, 4096, msg, sizeof msg, &hint) == H3_OK || hint);
   check_id(r->id);
 }
 

@@ -403,7 +403,7 @@ static void test_random(void) {
       same_seed &= t == b.req[r].prompt[i];
       other_seed &= t == c.req[r].prompt[i];
     }
-    CHECK(h3_request_check(&a.req[r], 100, 10, NULL, 0) == H3_OK);
+    CHECK(h3_request_check(&a.req[r], 100, 10, NULL, 0, NULL) == H3_OK);
   }
   CHECK(a.n == 5 && same_seed && !other_seed);
   h3_requests_free(&a);
@@ -419,18 +419,21 @@ static void test_random(void) {
   int32_t prompt[3] = {1, 99, 5};
   h3_request q = {.id = "q", .prompt = prompt, .prompt_len = 3, .max_new_tokens = 8};
   char msg[128];
-  CHECK(h3_request_check(&q, 100, 11, msg, sizeof msg) == H3_OK);
-  CHECK(h3_request_check(&q, 99, 0, msg, sizeof msg) == H3_ERR &&
-        strcmp(msg, "token id 99 at prompt[1] is outside the vocabulary [0, 99)") == 0);
-  CHECK(h3_request_check(&q, 100, 10, msg, sizeof msg) == H3_ERR &&
-        strcmp(msg, "prompt_len 3 + max_new_tokens 8 is more than the context length 10") == 0);
+  const char *hint = NULL;
+  CHECK(h3_request_check(&q, 100, 11, msg, sizeof msg, &hint) == H3_OK && !hint);
+  CHECK(h3_request_check(&q, 99, 0, msg, sizeof msg, &hint) == H3_ERR &&
+        strcmp(msg, "token id 99 at prompt[1] is outside the vocabulary [0, 99)") == 0 &&
+        strstr(hint, "vocab"));
+  CHECK(h3_request_check(&q, 100, 10, msg, sizeof msg, &hint) == H3_ERR &&
+        strcmp(msg, "prompt_len 3 + max_new_tokens 8 is more than the context length 10") == 0 &&
+        strstr(hint, "max_ctx"));
   q.has_eos = true;
   q.eos = 100;
-  CHECK(h3_request_check(&q, 100, 0, msg, sizeof msg) == H3_ERR &&
+  CHECK(h3_request_check(&q, 100, 0, msg, sizeof msg, NULL) == H3_ERR &&
         strcmp(msg, "eos 100 is outside the vocabulary [0, 100)") == 0);
-  CHECK(h3_request_check(&q, 0, 0, msg, sizeof msg) == H3_OK); /* limits <= 0: unchecked */
+  CHECK(h3_request_check(&q, 0, 0, msg, sizeof msg, NULL) == H3_OK); /* limits <= 0: unchecked */
   q.prompt_len = 0;
-  CHECK(h3_request_check(&q, 0, 0, msg, 8) == H3_ERR && strcmp(msg, "the pro") == 0);
+  CHECK(h3_request_check(&q, 0, 0, msg, 8, &hint) == H3_ERR && strcmp(msg, "the pro") == 0 && hint);
 }
 
 int main(void) {
