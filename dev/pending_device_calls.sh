@@ -2,21 +2,17 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# CALL:
-#   1  correctness and the new kernels: run_all.sh tests m31 (test_gpu_ops covers sol / sage /
-#      nvfp4 / markov against the CPU), nvfp4 (the split-K NVFP4 GEMM vs cuBLASLt bf16; goal
-#      >= 2.5 x at M <= 16), m31spec (the Markov step after the live-sequence fix: draft ms)
+# CALL (test_gpu_ops passed on the H200 on 2026-12-03 with every kernel below in it; the
+# streaming acceptance ran the same day):
+#   1  the new kernels' speed: run_all.sh nvfp4 (the split-K NVFP4 GEMM vs cuBLASLt bf16; goal
+#      >= 2.5 x at M <= 16), m31spec with M31_SPEC_PROFILE=1 (the Markov step after the
+#      live-sequence fix: draft ms, and the per-op table of a speculative run)
 #   2  DSpark with the NVFP4 draft and with 128 experts: run_all.sh m31specfp4 m31spec128
 #      (goal: >= 2.3 x over plain decode at forced A = 3.5 and batch 64, 128 experts)
-#   3  attention: run_all.sh sage sol (test_gpu_ops, attention_bench --sage / --sol at S =
-#      32704: goal sage >= 1.5 x flash; sol's exact-block density; the full 3-step samples
-#      with sage and with sol against flash)
-#   4  streaming: dev/stream_device_check.sh int8 smallest (the --int8 3-step plan at 24 GiB,
-#      both plans at the smallest budget)
-#   5  streaming acceptance: the 49-step samples, bf16 resident then 24 GiB (sampleres,
-#      sample24; run 6 right after while the machine is warm)
-#   6  the same with --int8 (int8sampleres, int8sample24)
-#   7  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
+#   3  attention: run_all.sh sage sol (attention_bench --sage / --sol at S = 32704: goal sage
+#      >= 1.5 x flash; sol's exact-block density; the full 3-step samples with sage and with
+#      sol against flash)
+#   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
@@ -24,14 +20,11 @@ export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
 case $CALL in
-1) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" tests m31 nvfp4 m31spec > "$log" 2>&1 ;;
+1) M31_SPEC_PROFILE=1 timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" nvfp4 m31spec > "$log" 2>&1 ;;
 2) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" m31specfp4 m31spec128 > "$log" 2>&1 ;;
 3) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" sage sol > "$log" 2>&1 ;;
-4) timeout 560 dev/stream_device_check.sh "$S" "$OUT/stream" int8 smallest > "$log" 2>&1 ;;
-5) timeout 560 dev/stream_device_check.sh "$S" "$OUT/stream" sampleres sample24 > "$log" 2>&1 ;;
-6) timeout 560 dev/stream_device_check.sh "$S" "$OUT/stream" int8sampleres int8sample24 > "$log" 2>&1 ;;
-7) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode m31long m31peer > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..7" >&2; exit 2 ;;
+4) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode m31long m31peer > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..4" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
