@@ -38,6 +38,8 @@
 
 #include "pass_internal.h"
 
+#include "region_index_tracked.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,13 +49,13 @@ typedef struct {
   h3_module *m;
   h3_tier tier;
   int n_groups;
-  h3_region *region;   /* the region of the current group */
-  h3_region_index *ix; /* index of `region`; NULL when stale */
+  h3_tracked_index ix; /* of the current group's region, kept across rewrites */
   unsigned char *mark; /* by op id: MEMBER, GENERATOR or SLICE (the last two copied) */
-  unsigned char *seen; /* by op id: convexity scratch */
+  unsigned char *seen; /* by op id: convexity scratch, all 0 between uses */
   int mark_cap;
   h3_op **members, **gens, **slices, **queue;
-  int n_members, n_gens, n_slices, list_cap;
+  int *marked; /* ids of the ops marked by the current match (cleared by the next) */
+  int n_members, n_gens, n_slices, n_marked, list_cap;
   bool oom;
 } fusion_state;
 
@@ -74,29 +76,46 @@ static bool in_fused_region(const h3_op *op) {
 }
 
 /* ---- scratch ---------------------------------------------------------------------------- */
+static bool grow(void **p, int old_n, int n, size_t elem, bool zero) {
+  unsigned char *q = realloc(*p, (size_t)n * elem);
+  if (!q) return false;
+  if (zero) memset(q + (size_t)old_n * elem, 0, (size_t)(n - old_n) * elem);
+  *p = q;
+  return true;
+}
+
+/* Scratch for every op id of the module (growing as ops are created), marks and seen
+ * flags 0 for ids not marked by the current match. */
 static bool reserve(fusion_state *s) {
   int ops = s->m->next_op_id + 1;
   if (ops > s->mark_cap) {
-    unsigned char *mk = realloc(s->mark, (size_t)ops), *sn = realloc(s->seen, (size_t)ops);
-    if (mk) s->mark = mk;
-    if (sn) s->seen = sn;
-    if (!mk || !sn) return false;
-    s->mark_cap = ops;
+    int cap = ops > 2 * s->mark_cap ? ops : 2 * s->mark_cap;
+    if (!grow((void **)&s->mark, s->mark_cap, cap, 1, true) ||
+        !grow((void **)&s->seen, s->mark_cap, cap, 1, true))
+      return false;
+    s->mark_cap = cap;
   }
   if (ops > s->list_cap) {
-    h3_op **a = realloc(s->members, (size_t)ops * sizeof *a);
-    if (a) s->members = a;
-    h3_op **b = realloc(s->gens, (size_t)ops * sizeof *b);
-    if (b) s->gens = b;
-    h3_op **c = realloc(s->queue, (size_t)ops * sizeof *c);
-    if (c) s->queue = c;
-    h3_op **e = realloc(s->slices, (size_t)ops * sizeof *e);
-    if (e) s->slices = e;
-    if (!a || !b || !c || !e) return false;
-    s->list_cap = ops;
+    int cap = ops > 2 * s->list_cap ? ops : 2 * s->list_cap;
+    if (!grow((void **)&s->members, 0, cap, sizeof *s->members, false) ||
+        !grow((void **)&s->gens, 0, cap, sizeof *s->gens, false) ||
+        !grow((void **)&s->queue, 0, cap, sizeof *s->queue, false) ||
+        !grow((void **)&s->slices, 0, cap, sizeof *s->slices, false) ||
+        !grow((void **)&s->marked, 0, cap, sizeof *s->marked, false))
+      return false;
+    s->list_cap = cap;
   }
-  memset(s->mark, 0, (size_t)s->mark_cap);
   return true;
+}
+
+static void set_mark(fusion_state *s, const h3_op *op, unsigned char kind) {
+  if (!s->mark[op->id]) s->marked[s->n_marked++] = op->id;
+  s->mark[op->id] = kind;
+}
+
+static void clear_marks(fusion_state *s) {
+  for (int i = 0; i < s->n_marked; i++) s->mark[s->marked[i]] = 0;
+  s->n_marked = 0;
 }
 
 /* ---- legality --------------------------------------------------------------------------- */
@@ -105,32 +124,36 @@ static bool reserve(fusion_state *s) {
 static bool group_is_convex(fusion_state *s) {
   int last = -1, n_queue = 0;
   for (int i = 0; i < s->n_members; i++) {
-    int p = h3_region_index_pos(s->ix, s->members[i]);
+    int p = h3_tracked_index_pos(&s->ix, s->members[i]);
     if (p > last) last = p;
   }
-  memset(s->seen, 0, (size_t)s->mark_cap);
   for (int i = 0; i < s->n_members; i++) s->queue[n_queue++] = s->members[i];
-  for (int q = 0; q < n_queue; q++) {
+  bool convex = true;
+  for (int q = 0; q < n_queue && convex; q++) {
     h3_op *op = s->queue[q];
-    for (int r = 0; r < op->n_results; r++) {
+    for (int r = 0; r < op->n_results && convex; r++) {
       h3_op *const *users;
-      int n = h3_region_index_users(s->ix, op->results[r], &users);
+      int n = h3_tracked_index_users(&s->ix, op->results[r], &users);
       for (int u = 0; u < n; u++) {
         h3_op *user = users[u];
         bool member = s->mark[user->id] == MEMBER;
-        if (member && s->mark[op->id] != MEMBER) return false; /* left and came back */
-        if (member || s->seen[user->id] || h3_region_index_pos(s->ix, user) > last) continue;
+        if (member && s->mark[op->id] != MEMBER) { /* left and came back */
+          convex = false;
+          break;
+        }
+        if (member || s->seen[user->id] || h3_tracked_index_pos(&s->ix, user) > last) continue;
         s->seen[user->id] = 1;
         s->queue[n_queue++] = user;
       }
     }
   }
-  return true;
+  for (int q = s->n_members; q < n_queue; q++) s->seen[s->queue[q]->id] = 0;
+  return convex;
 }
 
 /* Tries to add op to the group; `as_producer` says it feeds a member. */
 static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type *shape) {
-  if (op->parent != s->region || s->mark[op->id] || s->n_members >= FUSION_MAX_MEMBERS) return false;
+  if (op->parent != s->ix.region || s->mark[op->id] || s->n_members >= FUSION_MAX_MEMBERS) return false;
   bool gather = op->code == H3_OP_GATHER;
   if (gather ? !as_producer : !is_compute(op)) return false;
   if (!h3_type_same_shape(&op->results[0]->type, shape)) return false;
@@ -146,7 +169,7 @@ static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type 
   }
   for (int i = 0; i < s->n_slices; i++) /* a copied slice reads its source at other indices */
     if (s->slices[i]->operands[0] == op->results[0]) return false;
-  s->mark[op->id] = MEMBER;
+  set_mark(s, op, MEMBER);
   s->members[s->n_members++] = op;
   if (group_is_convex(s)) return true;
   s->mark[op->id] = 0;
@@ -159,53 +182,43 @@ static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type 
  * not a generator's (the copy reads the source as a region argument). */
 static bool try_add_slice(fusion_state *s, h3_op *op) {
   const h3_value *src = op->operands[0];
-  if (src->kind == H3_VALUE_RESULT && src->def->parent == s->region &&
+  if (src->kind == H3_VALUE_RESULT && src->def->parent == s->ix.region &&
       (s->mark[src->def->id] == MEMBER || is_generator(src->def)))
     return false;
-  s->mark[op->id] = SLICE;
+  set_mark(s, op, SLICE);
   s->slices[s->n_slices++] = op;
   return true;
 }
 
 /* ---- the pattern ------------------------------------------------------------------------ */
-static bool group_has_output(const fusion_state *s) {
+static bool group_has_output(fusion_state *s) {
   for (int i = 0; i < s->n_members; i++) {
     const h3_value *v = s->members[i]->results[0];
     h3_op *const *users;
-    int n = h3_region_index_users(s->ix, v, &users);
+    int n = h3_tracked_index_users(&s->ix, v, &users);
     for (int u = 0; u < n; u++)
       if (s->mark[users[u]->id] != MEMBER) return true;
   }
   return false;
 }
 
-/* Match: grow a group from the seed `op`, breadth first over producers and consumers. */
-static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
-  fusion_state *s = state;
-  (void)rw;
-  if (s->oom || !is_compute(op) || in_fused_region(op) || !op->parent) return false;
-  if (!s->ix || s->region != op->parent) {
-    h3_region_index_free(s->ix);
-    s->region = op->parent;
-    s->ix = h3_region_index_build(s->m, s->region);
-  }
-  if (!s->ix || !reserve(s)) {
-    s->oom = true;
-    return false;
-  }
+/* The group grown from the seed `op`, breadth first over producers and consumers; true when
+ * it is worth a fused op. */
+static bool grow_group(fusion_state *s, h3_op *op) {
+  clear_marks(s);
   const h3_type *shape = &op->results[0]->type;
   s->n_members = s->n_gens = s->n_slices = 0;
-  s->mark[op->id] = MEMBER;
+  set_mark(s, op, MEMBER);
   s->members[s->n_members++] = op;
   for (int i = 0; i < s->n_members; i++) {
     h3_op *member = s->members[i];
     if (member->code == H3_OP_GATHER) continue; /* gathers do not grow the group */
     for (int k = 0; k < member->n_operands; k++) {
       h3_value *v = member->operands[k];
-      if (v->kind != H3_VALUE_RESULT || v->def->parent != s->region || s->mark[v->def->id])
+      if (v->kind != H3_VALUE_RESULT || v->def->parent != s->ix.region || s->mark[v->def->id])
         continue;
       if (is_generator(v->def)) {
-        s->mark[v->def->id] = GENERATOR;
+        set_mark(s, v->def, GENERATOR);
         s->gens[s->n_gens++] = v->def;
       } else if (v->def->code == H3_OP_SLICE) {
         try_add_slice(s, v->def);
@@ -214,20 +227,42 @@ static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
       }
     }
     h3_op *const *users;
-    int n = h3_region_index_users(s->ix, member->results[0], &users);
+    int n = h3_tracked_index_users(&s->ix, member->results[0], &users);
     for (int u = 0; u < n; u++) try_add(s, users[u], false, shape);
   }
   return s->n_members + s->n_gens + s->n_slices >= 2 && group_has_output(s);
 }
 
+/* Match: the group of the seed `op`, found with the index kept across rewrites; when the
+ * search read an entry a rewrite changed, found again with a fresh index. */
+static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
+  fusion_state *s = state;
+  (void)rw;
+  if (s->oom || !is_compute(op) || in_fused_region(op) || !op->parent) return false;
+  if (!reserve(s)) {
+    s->oom = true;
+    return false;
+  }
+  if (s->ix.region == op->parent && s->ix.ix) {
+    s->ix.stale = false;
+    bool found = grow_group(s, op);
+    if (!s->ix.stale) return found;
+  }
+  if (!h3_tracked_index_build(&s->ix, s->m, op->parent)) {
+    s->oom = true;
+    return false;
+  }
+  return grow_group(s, op);
+}
+
 static int by_position(const void *a, const void *b, void *ix) {
-  int pa = h3_region_index_pos(ix, *(h3_op *const *)a);
-  int pb = h3_region_index_pos(ix, *(h3_op *const *)b);
+  int pa = h3_tracked_index_pos(ix, *(h3_op *const *)a);
+  int pb = h3_tracked_index_pos(ix, *(h3_op *const *)b);
   return (pa > pb) - (pa < pb);
 }
 
 /* Sorts ops (few) by their position in the indexed region. */
-static void sort_by_position(h3_op **ops, int n, h3_region_index *ix) {
+static void sort_by_position(h3_op **ops, int n, h3_tracked_index *ix) {
   for (int i = 1; i < n; i++)
     for (int j = i; j > 0 && by_position(&ops[j - 1], &ops[j], ix) > 0; j--) {
       h3_op *t = ops[j];
@@ -272,21 +307,37 @@ static bool uses_marked(h3_op *op, unsigned char *marked) {
   return false;
 }
 
+/* Marks in the index what the rewrite below changes: the members (nested in the fused op),
+ * the generators and slices (copied, perhaps erased), the ops that move after it, and the
+ * users of the members' results and of the group's inputs. */
+static void touch_group(fusion_state *s, h3_value *const *inputs, int n_in, h3_op *const *moved,
+                        int n_moved) {
+  h3_op **lists[3] = {s->members, s->gens, s->slices};
+  int counts[3] = {s->n_members, s->n_gens, s->n_slices};
+  for (int l = 0; l < 3; l++)
+    for (int i = 0; i < counts[l]; i++) {
+      h3_tracked_index_touch_op(&s->ix, lists[l][i]);
+      h3_tracked_index_touch_value(&s->ix, lists[l][i]->results[0]);
+    }
+  for (int i = 0; i < n_in; i++) h3_tracked_index_touch_value(&s->ix, inputs[i]);
+  for (int i = 0; i < n_moved; i++) h3_tracked_index_touch_op(&s->ix, moved[i]);
+}
+
 /* Rewrite: outline the group found by the match into one fused op placed where the last
  * member was; ops between the members that depend on them move after it. */
 static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_diag *d) {
   fusion_state *s = state;
   h3_module *m = s->m;
   h3_region *r = seed->parent;
-  sort_by_position(s->members, s->n_members, s->ix);
-  sort_by_position(s->gens, s->n_gens, s->ix);
-  sort_by_position(s->slices, s->n_slices, s->ix);
+  sort_by_position(s->members, s->n_members, &s->ix);
+  sort_by_position(s->gens, s->n_gens, &s->ix);
+  sort_by_position(s->slices, s->n_slices, &s->ix);
   int cap = s->n_slices;
   for (int i = 0; i < s->n_members; i++) cap += s->members[i]->n_operands + 1;
   h3_value **inputs = malloc((size_t)cap * sizeof *inputs);
   h3_value **outputs = malloc((size_t)cap * sizeof *outputs);
   h3_type *out_types = malloc((size_t)cap * sizeof *out_types);
-  h3_op **moved = malloc((size_t)(s->ix ? s->list_cap : 1) * sizeof *moved);
+  h3_op **moved = malloc((size_t)s->list_cap * sizeof *moved);
   unsigned char *tainted = calloc((size_t)m->next_value_id + 1, 1);
   h3_status st = H3_OK;
   if (!inputs || !outputs || !out_types || !moved || !tainted) goto oom;
@@ -308,7 +359,7 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
     h3_value *v = s->members[i]->results[0];
     tainted[v->id] = 1;
     h3_op *const *users;
-    int n = h3_region_index_users(s->ix, v, &users);
+    int n = h3_tracked_index_users(&s->ix, v, &users);
     for (int u = 0; u < n; u++)
       if (s->mark[users[u]->id] != MEMBER) {
         out_types[n_out] = v->type;
@@ -324,6 +375,8 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
     moved[n_moved++] = op;
     for (int k = 0; k < op->n_results; k++) tainted[op->results[k]->id] = 1;
   }
+
+  touch_group(s, inputs, n_in, moved, n_moved);
 
   char name[128];
   group_name(s, name, sizeof name);
@@ -407,8 +460,7 @@ oom:
                 "out of memory while fusing elementwise ops");
   st = H3_ERR;
 done:
-  h3_region_index_free(s->ix); /* the region changed */
-  s->ix = NULL;
+  if (st != H3_OK) h3_tracked_index_free(&s->ix);
   free(inputs);
   free(outputs);
   free(out_types);
@@ -437,7 +489,8 @@ static h3_status fusion_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   if (st == H3_OK)
     h3_pass_report(ctx, "fused groups: %d (tier %s)", s.n_groups,
                    h3_tier_name(s.tier == H3_TIER_EXACT ? H3_TIER_EXACT : H3_TIER_LOSSLESS));
-  h3_region_index_free(s.ix);
+  h3_tracked_index_free(&s.ix);
+  free(s.marked);
   free(s.mark);
   free(s.seen);
   free(s.members);

@@ -343,8 +343,9 @@ def dump_run(a):
 def large_inputs(a):
     """Inputs of a few MB compile in seconds, without a crash: 200000 config keys (their
     lookups were a linear scan each: 40 s), a chain of 20000 elementwise ops (one fused
-    group of 20000 ops overflowed codegen's stack: SIGSEGV; groups now hold at most 1024); an
-    error in a 200 KB line quotes a window of it, not the whole line."""
+    group of 20000 ops overflowed codegen's stack: SIGSEGV; groups now hold at most 1024), 10000
+    small fused groups in one region (the fusion pass rebuilt its region index per group: 3
+    minutes); an error in a 200 KB line quotes a window of it, not the whole line."""
     keys = os.path.join(a.work, "many_keys.g")
     with open(keys, "w") as f:
         f.write("model x\nconfig tiny {\n" + "".join(f"  k{i} = {i}\n" for i in range(200000)) +
@@ -353,6 +354,12 @@ def large_inputs(a):
     with open(chain, "w") as f:
         f.write("model x\nconfig tiny { a = 1 }\ngraph main(x: f32[4]) -> (y: f32[4]) {\n  y0 = x + 1.0\n" +
                 "".join(f"  y{i} = y{i - 1} + 1.0\n" for i in range(1, 20000)) + "  return y19999\n}\n")
+    groups = os.path.join(a.work, "many_groups.g")  # 10000 fused groups in one region
+    with open(groups, "w") as f:
+        f.write("model x\nconfig tiny { a = 1 }\ngraph main(x: f32[4]) -> (y: f32[4]) {\n  y0 = x\n" +
+                "".join(f"  a{i} = reshape(y{i - 1} * 2.0 + 1.0, shape = [2, 2])\n"
+                        f"  y{i} = reshape(a{i} * 0.5, shape = [4])\n" for i in range(1, 5001)) +
+                "  return y5000\n}\n")
     wide = os.path.join(a.work, "wide_line.g")  # an error deep in a 200 KB line: quoted as a window
     with open(wide, "w") as f:
         f.write("model x\nconfig tiny { a = 1 }\ngraph main(x: f32[4]) -> (y: f32[4]) {\n  y = " +
@@ -361,7 +368,7 @@ def large_inputs(a):
     if rc != 1 or len(err) > 2000 or "..." not in err or "^" not in err:
         failures.append("wide_line")
         print(f"FAIL wide_line: exit {rc}, {len(err)} bytes of errors: {err[:600]}", file=sys.stderr)
-    for name, src, limit in (("many_keys", keys, 20), ("long_chain", chain, 60)):
+    for name, src, limit in (("many_keys", keys, 20), ("long_chain", chain, 60), ("many_groups", groups, 30)):
         t0 = time.monotonic()
         rc, _, err = run([a.h3c, "compile", src, "--config", "tiny", "-o", os.path.join(a.work, name + ".plan")])
         dt = time.monotonic() - t0
