@@ -50,7 +50,8 @@
 //     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = ceil(V / 64)), the G steps
 //     of every chain in lock step: H3_MARKOV_PICK_NAME (kk = 0: e from prev) then, for kk =
 //     0 .. G - 1, H3_MARKOV_STEP_NAME (kk: z rows and block bests over all of V, w2 read once
-//     for all sequences) and H3_MARKOV_PICK_NAME (kk + 1: draft[kk], e for step kk + 1).
+//     for all sequences; or H3_MARKOV_MMA_NAME, the same on tensor cores, not bitwise) and
+//     H3_MARKOV_PICK_NAME (kk + 1: draft[kk], e for step kk + 1).
 // Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
 // thread of a block (tests run these kernels on the host under tests/codegen/host_emu.h,
 // where those are block-wide barriers and the blocks of a launch run one at a time).
@@ -772,7 +773,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
 }
 #endif
 
-#if defined(H3_MARKOV_STEP_NAME) || defined(H3_MARKOV_PICK_NAME)
+#if defined(H3_MARKOV_STEP_NAME) || defined(H3_MARKOV_MMA_NAME) || defined(H3_MARKOV_PICK_NAME)
 #define H3M_MK_ROWS 64 // vocabulary rows per step block: lane l takes rows l and l + 32
 #define H3M_MK_SQ 8    // sequences per warp and pass (8 warps: 64 sequences a pass)
 
@@ -781,12 +782,34 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
 __device__ __forceinline__ bool h3m_mk_beats(float v, int i, float bv, int bi) {
   return i >= 0 && v == v && (bi < 0 || v > bv || (v == bv && i < bi));
 }
-__device__ __forceinline__ void h3m_mk_warp_best(float &v, int &i) {
+// The best of lanes that differ in the bits below 2 FIRST (16: the whole warp), in every one.
+template <int FIRST = 16> __device__ __forceinline__ void h3m_mk_warp_best(float &v, int &i) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
+  for (int o = FIRST; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, o);
     const int oi = __shfl_xor_sync(0xffffffffu, i, o);
     if (h3m_mk_beats(ov, oi, v, i)) v = ov, i = oi;
+  }
+}
+// The step block's w2 rows v0 .. v0 + nrows - 1 into shared memory at wt, a row every ws
+// elements (rows 4-byte aligned); rows past nrows are not written.
+template <typename T>
+__device__ __forceinline__ void h3m_mk_stage(T *wt, const T *w2, long long v0, int nrows, int r, int ws) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long row_bytes = (long long)r * sizeof(T);
+  if (row_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0) {
+    // 16-byte loads, stored as 4-byte words
+    const int per_row = (int)(row_bytes / 16), words = ws * (int)sizeof(T) / 4;
+    const uint4 *src = reinterpret_cast<const uint4 *>(w2 + v0 * r);
+    unsigned *dst = reinterpret_cast<unsigned *>(wt);
+    for (int j = threadIdx.x; j < nrows * per_row; j += blockDim.x) {
+      const uint4 q = src[j];
+      unsigned *o = dst + (j / per_row) * words + 4 * (j % per_row);
+      o[0] = q.x, o[1] = q.y, o[2] = q.z, o[3] = q.w;
+    }
+  } else {
+    for (int row = warp; row < nrows; row += blockDim.x / 32)
+      for (int i = lane; i < r; i += 32) wt[row * ws + i] = w2[(v0 + row) * r + i];
   }
 }
 #endif
@@ -809,21 +832,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long v0 = (long long)blockIdx.x * H3M_MK_ROWS;
   const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS);
-  const long long row_bytes = (long long)r * sizeof(W_T);
-  if (row_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0) {
-    // 16-byte loads, stored as 4-byte words (the smem rows are 4-byte aligned)
-    const int per_row = (int)(row_bytes / 16), words = ws * (int)sizeof(W_T) / 4;
-    const uint4 *src = reinterpret_cast<const uint4 *>(w2 + v0 * r);
-    unsigned *dst = reinterpret_cast<unsigned *>(wt);
-    for (int j = threadIdx.x; j < nrows * per_row; j += blockDim.x) {
-      const uint4 q = src[j];
-      unsigned *o = dst + (j / per_row) * words + 4 * (j % per_row);
-      o[0] = q.x, o[1] = q.y, o[2] = q.z, o[3] = q.w;
-    }
-  } else {
-    for (int row = warp; row < nrows; row += blockDim.x / 32)
-      for (int i = lane; i < r; i += 32) wt[row * ws + i] = w2[(v0 + row) * r + i];
-  }
+  h3m_mk_stage(wt, w2, v0, nrows, r, ws);
   const bool vec_e = r % 4 == 0; // e rows 16-byte aligned: four sums' e in one load
   for (int s0 = 0; s0 < S; s0 += 8 * H3M_MK_SQ) {
     const int ns = S - s0 < 8 * H3M_MK_SQ ? S - s0 : 8 * H3M_MK_SQ;
@@ -880,6 +889,93 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
       }
       h3m_mk_warp_best(bv, bi);
       if (lane == 0 && q0 + q < ns) part_v[s * gridDim.x + blockIdx.x] = bv, part_i[s * gridDim.x + blockIdx.x] = bi;
+    }
+  }
+}
+#endif
+
+#ifdef H3_MARKOV_MMA_NAME
+// H3_MARKOV_STEP_NAME's step on tensor cores (the launcher's choice from 16 sequences with bf16
+// w2 and r % 16 == 0): the same grid, threads, z and block bests, but z - base are mma.sync
+// m16n8k16 products (e rounded to bf16, exact: it holds bf16 weights of w1; fp32 accumulate)
+// summed in the tensor cores' order: within fp32 rounding of the reference's chain, NOT
+// bitwise, so a draft may differ where two tokens' z are that close (the draft only proposes;
+// the verify decides and the outputs stay bitwise). Dynamic shared, 16-byte aligned rows at a
+// stride of ws = r + 8 elements (r / 2 + 4 words, 4 x an odd number: the 8 rows x 4 words of a
+// fragment load hit 32 distinct banks): the block's 64 w2 rows, then e of 64 sequences in
+// bf16 (rows past S zeros up to the m-tile). Warp w takes the n-tile of vocab rows 8 w .. 8 w
+// + 7 (B[k][n] = w2[v0 + 8 w + n][k], two words per lane and k-step) of every m-tile of 16
+// sequences (A = e, h3_ldsm4), K in steps of 16; a pass takes 64 sequences.
+extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_MMA_NAME(
+    const B_T *__restrict__ base, const h3_bf16 *__restrict__ w2, const float *__restrict__ e,
+    O_T *__restrict__ z, float *__restrict__ part_v, int *__restrict__ part_i, int kk, int G,
+    long long V, int r, int ws, int S) {
+  H3_DYN_SMEM(h3_bf16, wt);
+  h3_bf16 *es = wt + H3M_MK_ROWS * ws;
+  __shared__ float sv[8 * H3M_MK_SQ][8]; // each sequence's best of each warp's 8 rows
+  __shared__ int si[8 * H3M_MK_SQ][8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long v0 = (long long)blockIdx.x * H3M_MK_ROWS;
+  const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS), wsw = ws / 2;
+  h3m_mk_stage(wt, w2, v0, nrows, r, ws);
+  // this lane's B words: row 8 warp + g, words t (k 2t, 2t + 1) and t + 4 (k 2t + 8, 2t + 9)
+  const unsigned *wb = reinterpret_cast<const unsigned *>(wt) + (8 * warp + g) * wsw + t;
+  for (int s0 = 0; s0 < S; s0 += 8 * H3M_MK_SQ) {
+    const int ns = S - s0 < 8 * H3M_MK_SQ ? S - s0 : 8 * H3M_MK_SQ, nm = (ns + 15) / 16;
+    __syncthreads(); // the tile is staged; the last pass's e and bests are read
+    for (int j = threadIdx.x; j < 16 * nm * r / 8; j += blockDim.x) {
+      const int q = 8 * j / r, i = 8 * j % r;
+      float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (q < ns) h3_ld8(e, (long long)(s0 + q) * r + i, f);
+      h3_pbf8(f, es + q * ws + i);
+    }
+    __syncthreads();
+    float acc[4][4];
+#pragma unroll
+    for (int m = 0; m < 4; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+    // lane 8 i + j's ldmatrix row: sequence j + 8 (i & 1) of the m-tile, k from 8 (i >> 1)
+    const h3_bf16 *ea = es + (lane & 15) * ws + 8 * (lane >> 4);
+    for (int k = 0; k < r; k += 16) {
+      const unsigned b[2] = {wb[k / 2], wb[k / 2 + 4]};
+#pragma unroll
+      for (int m = 0; m < 4; m++) {
+        if (m >= nm) break; // block-uniform
+        unsigned a[4];
+        h3_ldsm4(a, ea + 16 * m * ws + k);
+        h3_mma_bf16(acc[m], a, b);
+      }
+    }
+    // acc[m] of lane 4 g + t: sequences 16 m + g (0, 1) and + 8 (2, 3), rows 8 warp + 2 t + c
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      if (m >= nm) break; // block-uniform
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int q = 16 * m + 8 * h + g;
+        float bv = 0.0f;
+        int bi = -1;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          const int v = 8 * warp + 2 * t + c;
+          if (q < ns && v < nrows) {
+            const long long zi = ((long long)(s0 + q) * G + kk) * V + v0 + v;
+            const float zv = __fadd_rn((float)h3_ld(base, zi), acc[m][2 * h + c]);
+            h3_st(z, zi, zv);
+            if (h3m_mk_beats(zv, (int)(v0 + v), bv, bi)) bv = zv, bi = (int)(v0 + v);
+          }
+        }
+        h3m_mk_warp_best<2>(bv, bi); // the 4 lanes of sequence q
+        if (t == 0) sv[q][warp] = bv, si[q][warp] = bi;
+      }
+    }
+    __syncthreads();
+    const int q = threadIdx.x;
+    if (q < ns) {
+      float bv = sv[q][0];
+      int bi = si[q][0];
+      for (int w = 1; w < 8; w++)
+        if (h3m_mk_beats(sv[q][w], si[q][w], bv, bi)) bv = sv[q][w], bi = si[q][w];
+      part_v[(s0 + q) * gridDim.x + blockIdx.x] = bv, part_i[(s0 + q) * gridDim.x + blockIdx.x] = bi;
     }
   }
 }

@@ -6,7 +6,8 @@
  * expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
  * H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA cores into bf16 activations and
  * expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
- * step through its scratch (cu_m31_markov_scratch_bytes).
+ * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores from 16
+ * sequences (markov_mma).
  */
 #include "cuda_m31.h"
 
@@ -331,22 +332,36 @@ size_t cu_m31_markov_scratch_bytes(const h3_op *op) {
   return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1]).total;
 }
 
+/* Whether markov_draft's steps run on tensor cores (H3_MARKOV_MMA_NAME): from MARKOV_MMA_SEQS
+ * sequences (an m-tile of 16; fewer leave most of it empty and the fp32 form is bitwise),
+ * bf16 w2 and r % 16 == 0; H3_MARKOV_FORM=fp32 or mma forces a form where it can run. */
+enum { MARKOV_MMA_SEQS = 16 };
+static bool markov_mma(int S, h3_dtype w, int r) {
+  const char *form = getenv("H3_MARKOV_FORM");
+  if (w != H3_BF16 || r % 16 != 0 || (form && !strcmp(form, "fp32"))) return false;
+  return (form && !strcmp(form, "mma")) || S >= MARKOV_MMA_SEQS;
+}
+
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d) {
   int S = (int)markov_seqs(op); /* the chains, in lock step: a step launch covers all of them */
   int G = S ? (int)(in[0].type.dims[0] / S) : 0, r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
   markov_layout l = markov_layout_of(S, V, r);
-  /* the w2 tile's row stride: an odd number of 4-byte words (conflict-free rows) */
+  bool mma = markov_mma(S, in[2].type.dtype, r);
+  /* the w2 tile's row stride: fp32 form an odd number of 4-byte words (conflict-free rows);
+     mma form r + 8 bf16 (4 x an odd number of words: conflict-free fragments), e's too */
   size_t wsz = h3_dtype_size(in[2].type.dtype), words = ((size_t)r * wsz + 3) / 4;
   words += words % 2 == 0;
-  int ws = (int)(words * 4 / wsz);
-  size_t smem = (((size_t)64 * ws * wsz + 15) & ~(size_t)15) + (size_t)(S < 64 ? S : 64) * r * 4;
+  int ws = mma ? r + 8 : (int)(words * 4 / wsz);
+  size_t smem = mma ? (size_t)2 * 64 * ws * 2
+                    : (((size_t)64 * ws * wsz + 15) & ~(size_t)15) + (size_t)(S < 64 ? S : 64) * r * 4;
   char step[128], pick[128], lines[320], defs[640];
-  snprintf(step, sizeof step, "h3cu_markovs_%s_%s_%s", DN(in[0].type.dtype), DN(in[2].type.dtype),
-           DN(out[0].type.dtype));
+  snprintf(step, sizeof step, "h3cu_markov%s_%s_%s_%s", mma ? "m" : "s", DN(in[0].type.dtype),
+           DN(in[2].type.dtype), DN(out[0].type.dtype));
   snprintf(pick, sizeof pick, "h3cu_markovp_%s_%s", DN(in[1].type.dtype), DN(in[3].type.dtype));
-  snprintf(lines, sizeof lines, "#define H3_MARKOV_STEP_NAME %s\n#define H3_MARKOV_PICK_NAME %s\n", step, pick);
+  snprintf(lines, sizeof lines, "#define %s %s\n#define H3_MARKOV_PICK_NAME %s\n",
+           mma ? "H3_MARKOV_MMA_NAME" : "H3_MARKOV_STEP_NAME", step, pick);
   if (in[1].type.dtype != in[2].type.dtype)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "w1 and w2 of one dtype");
   cu_m31_moe_defines(defs, sizeof defs, lines, H3_F32, in[1].type.dtype, in[0].type.dtype,

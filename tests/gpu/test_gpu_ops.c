@@ -29,7 +29,8 @@
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
  *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
- *    -inf).
+ *    -inf); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
+ *    mma; every row with a clear winner, so the drafts are exact in both).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -394,6 +395,31 @@ static void moe_skewed(const h3_op *op, void **in) {
   }
 }
 
+/* markov_draft(base f32[S G, V], w1 bf16[V, r], w2 bf16[V, r], prev i32[S]) on new inputs named
+ * p + "b", "w1", "w2", "p". */
+static const h3_op *markov_op(hand *h, const char *p, int64_t S, int64_t G, int64_t V, int64_t r) {
+  static const char *const names[4] = {"b", "w1", "w2", "p"};
+  static const h3_dtype dt[4] = {H3_F32, H3_BF16, H3_BF16, H3_I32};
+  const int64_t dims[4][2] = {{S * G, V}, {V, r}, {V, r}, {S, 0}};
+  h3_value *v[4];
+  for (int i = 0; i < 4; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "%s%s", p, names[i]);
+    v[i] = in_of(h, name, dt[i], i == 3 ? 1 : 2, dims[i]);
+  }
+  return op_of(h, H3_OP_MARKOV_DRAFT, 4, v, 0, NULL);
+}
+
+/* Each base row of markov_draft gets a clear winner: token (7 row + 3) % V raised to 256
+ * (the other z within about +-40 at r = 32 of U(+-2) values), so the tensor-core form's sum
+ * order cannot flip a draft and the chains stay the CPU's: drafts compared exactly, z by NMSE
+ * (the products hold a fifth of its energy, the winners the rest: a z without either fails). */
+static void markov_winners(const h3_op *op, void **in) {
+  const h3_type *t = &op->operands[0]->type;
+  for (int64_t row = 0; row < t->dims[0]; row++)
+    h3_weights_store(in[0], t->dtype, (size_t)(row * t->dims[1] + (7 * row + 3) % t->dims[1]), 256);
+}
+
 /* The cases once through each form of a kernel that the cuda backend picks by environment
  * variables read at every run: forms[f][v] the value of vars[v] (NULL: unset) in form f; the
  * variables restored afterwards. */
@@ -444,6 +470,13 @@ static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool 
   static const char *const vars[1] = {"H3_SAGE_FORM"};
   static const char *const forms[2][2] = {{"mma", NULL}, {"wgmma", NULL}};
   check_forms(b, cases, n, vars, 1, forms, both ? 2 : 1);
+}
+
+/* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
+static void check_markov_forms(h3_backend *b, const hand_case *cases, int n) {
+  static const char *const vars[1] = {"H3_MARKOV_FORM"};
+  static const char *const forms[2][2] = {{"fp32", NULL}, {"mma", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 2);
 }
 
 /* M3.1's paged / sparse attention of many rows of one sequence (prefill / extend: the cuda
@@ -690,6 +723,12 @@ static void check_hand(h3_backend *b, bool all_attention) {
       {"moe GEMMs T 384 H 256 F 256 E 4 k 4", moe_op(&h, "g", 384, 256, 256, 4, 4), 1e-5, moe_weights},
       {"moe GEMMs uneven experts T 333 H 512 F 384 E 4 k 2", moe_op(&h, "s", 333, 512, 384, 4, 2), 1e-5,
        moe_skewed}};
+  /* markov_draft at 20 sequences (two m-tiles of the tensor-core step, the second partial),
+     V = 300 (a partial last block), r = 32: the fp32 form bitwise, the mma form's fp32 sums in
+     another order (NMSE ~1e-14; a draft may only differ at a near tie, which markov_winners
+     rules out) */
+  hand_case markov[1] = {{"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10,
+                          markov_winners}};
   /* M3.1 attention of many rows of one sequence (m31_att_case): the measured prefill (2048
      rows from 0; 4 kv heads there, 2 here to keep the CPU reference short), extends of 130 rows
      (the last 8-row block with 2 rows; at 3003 the 8-row blocks straddle page boundaries), a
@@ -715,6 +754,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
     check_op(b, cases[i].op, cases[i].tag, cases[i].limit, cases[i].prep);
   }
   check_moe_gemm_forms(b, gemm, 2);
+  check_markov_forms(b, markov, 1);
   check_sage_forms(b, sage, n_sage, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   if (!a128v || !a333v) {

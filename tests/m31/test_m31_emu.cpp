@@ -5,7 +5,11 @@
  *   router_topk   ids equal, weights within 1e-6 NMSE;
  *   markov_draft  the chains in lock step (more sequences than a pass takes, rows of 16-byte
  *                 vectors or elements, r not a multiple of 4, the model's r = 256; ties):
- *                 z bitwise, drafts equal;
+ *                 z bitwise, drafts equal; the tensor-core form (H3_MARKOV_MMA_NAME, 16
+ *                 sequences and more, partial m-tiles and last blocks) on Gaussian inputs: z
+ *                 within 1e-5 of each row's largest |z|, drafts equal wherever the CPU's
+ *                 winner leads by more than that (a chain is followed up to a closer call);
+ *                 with ties (w2 zero, z = base) bitwise;
  *   moe           expert ids with repeats in a row (counted once), more rows per expert
  *                 than one pass takes (H3M_ROWS), rows of 8-element vectors and odd widths;
  *   paged / sparse / block attention: scrambled page tables, GQA groups of 2 and 16, head
@@ -76,9 +80,11 @@ namespace spec_k { /* spec_accept (the types that matter: I_T) */
 namespace markov_k { /* markov_draft: bf16 w1 / w2, f32 base and z */
 #define O_T float
 #define H3_MARKOV_STEP_NAME emu_markov_step
+#define H3_MARKOV_MMA_NAME emu_markov_mma
 #define H3_MARKOV_PICK_NAME emu_markov_pick
 #include "m31_moe.cu"
 #undef H3_MARKOV_STEP_NAME
+#undef H3_MARKOV_MMA_NAME
 #undef H3_MARKOV_PICK_NAME
 #undef O_T
 } // namespace markov_k
@@ -194,9 +200,43 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
 }
 
 /* ---- markov_draft ------------------------------------------------------------------------ */
-/* S chains of G steps over V tokens, rank r, launched as cu_m31_run_markov launches them.
- * ties: w2 zero and base in {0, 1, 2} (z = base: the first argmax among many equal ones). */
-static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties) {
+static double gauss(void) { /* N(0, 1), never 0 */
+  return std::sqrt(-2.0 * std::log(1.0 - urand())) * std::cos(6.283185307179586 * urand()) + 1e-30;
+}
+
+/* The mma form's z and drafts against the CPU's (want), chain by chain: each step's z within
+ * tol of the row's largest |z| (finite), its draft equal unless the CPU's winner leads the
+ * GPU's pick by no more than that (then the chains part: the rest of that chain unchecked). */
+static void compare_markov_mma(const char *what, const buf &z, const buf &dr, const std::vector<buf> &want,
+                               int64_t S, int64_t G, int64_t V) {
+  const double tol = 1e-5;
+  double worst = 0;
+  int64_t parted = 0, bad = 0;
+  for (int64_t s = 0; s < S; s++)
+    for (int64_t k = 0; k < G; k++) {
+      int64_t row = s * G + k;
+      double scale = 0;
+      for (int64_t v = 0; v < V; v++) scale = std::max(scale, std::fabs(ld(want[0], row * V + v)));
+      for (int64_t v = 0; v < V; v++) {
+        double a = ld(z, row * V + v), b = ld(want[0], row * V + v);
+        bad += !std::isfinite(a) || std::fabs(a - b) > tol * scale;
+        worst = std::max(worst, std::fabs(a - b) / scale);
+      }
+      int64_t dc = (int64_t)ld(want[1], row), dg = (int64_t)ld(dr, row);
+      if (dc == dg) continue;
+      bool close = dg >= 0 && dg < V && ld(want[0], row * V + dc) - ld(want[0], row * V + dg) <= tol * scale;
+      bad += !close, parted += close;
+      break;
+    }
+  fprintf(stderr, "  %-40s worst |dz| / max|z| %.3g, %lld chains parted at a close call (%.1f s)\n", what, worst,
+          (long long)parted, elapsed());
+  CHECK(bad == 0, "%s: %lld values or drafts outside the tolerance", what, (long long)bad);
+}
+
+/* S chains of G steps over V tokens, rank r, launched as cu_m31_run_markov launches them
+ * (mma: the tensor-core step, on Gaussian inputs unless ties). ties: w2 zero and base in {0,
+ * 1, 2} (z = base: the first argmax among many equal ones). */
+static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties, bool mma = false) {
   std::string prev = S == 1 ? std::string("i32[]") : ty("i32", {S});
   std::string text = "module @m config \"test\" {\n  graph @g(%b: " + ty("f32", {S * G, V}) + ", %w1: " +
                      ty("bf16", {V, r}) + ", %w2: " + ty("bf16", {V, r}) + ", %p: " + prev +
@@ -208,9 +248,16 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties) {
   const h3_op *op = first_op(m);
   std::vector<buf> in;
   for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
-  fill_random(in[0], -1, 1);
-  fill_random(in[1], -1, 1);
-  fill_random(in[2], -0.2, 0.2);
+  if (mma) {
+    const double sd[3] = {1, 1, 0.2};
+    for (int t = 0; t < 3; t++)
+      for (int64_t i = 0; i < h3_type_numel(&in[t].type); i++)
+        h3_weights_store(in[t].p(), in[t].type.dtype, (size_t)i, sd[t] * gauss());
+  } else {
+    fill_random(in[0], -1, 1);
+    fill_random(in[1], -1, 1);
+    fill_random(in[2], -0.2, 0.2);
+  }
   float *b = (float *)in[0].p();
   if (ties) {
     for (int64_t i = 0; i < S * G * V; i++) b[i] = (float)(int)(urand() * 3);
@@ -223,7 +270,7 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties) {
   long long VV = V;
   int words = (r * 2 + 3) / 4;
   words += words % 2 == 0;
-  ws = words * 2;
+  ws = mma ? r + 8 : words * 2; /* cu_m31_run_markov's strides */
   std::vector<float> e((size_t)(S * r)), pv((size_t)(S * nblk));
   std::vector<int> pi((size_t)(S * nblk));
   const h3_bf16 *w1 = (const h3_bf16 *)in[1].p(), *w2 = (const h3_bf16 *)in[2].p();
@@ -236,17 +283,21 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties) {
   pick(0);
   for (int kk = 0; kk < G; kk++) {
     emu_launch3(nblk, 1, 1, 256, [&] {
-      markov_k::emu_markov_step(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, ws, iS);
+      if (mma) markov_k::emu_markov_mma(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, ws, iS);
+      else markov_k::emu_markov_step(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, ws, iS);
     });
     pick(kk + 1);
   }
   char what[96];
-  snprintf(what, sizeof what, "markov_draft S %lld G %lld V %lld r %d%s z", (long long)S, (long long)G,
-           (long long)V, r, ties ? " (ties)" : "");
-  compare(what, z, want[0], 0);
-  snprintf(what, sizeof what, "markov_draft S %lld G %lld V %lld r %d%s drafts", (long long)S, (long long)G,
-           (long long)V, r, ties ? " (ties)" : "");
-  compare(what, dr, want[1], 0);
+  snprintf(what, sizeof what, "markov_draft%s S %lld G %lld V %lld r %d%s", mma ? " mma" : "", (long long)S,
+           (long long)G, (long long)V, r, ties ? " (ties)" : "");
+  std::string w(what);
+  if (mma && !ties) {
+    compare_markov_mma(what, z, dr, want, S, G, V);
+  } else {
+    compare((w + " z").c_str(), z, want[0], 0);
+    compare((w + " drafts").c_str(), dr, want[1], 0);
+  }
   h3_module_free(m);
 }
 
@@ -532,6 +583,11 @@ int main(void) {
   test_markov(2, 3, 70, 6, false);     /* r not a multiple of 4 */
   test_markov(1, 3, 64, 256, false);   /* one chain (prev a scalar), the model's rank */
   test_markov(4, 3, 200, 8, true);
+  test_markov(16, 4, 300, 32, false, true); /* tensor cores: one m-tile, a partial last block */
+  test_markov(17, 3, 300, 32, false, true); /* a partial second m-tile */
+  test_markov(40, 3, 256, 48, false, true); /* 3 m-tiles, V a multiple of 64, 3 k-steps */
+  test_markov(70, 2, 130, 16, false, true); /* two passes of sequences */
+  test_markov(20, 3, 200, 16, true, true);  /* ties: z = base bitwise, the first argmax */
   test_spec_accept(12, 3, 300);
   test_spec_accept(5, 8, 1000);
   test_router(5, 64, 8, 2);
