@@ -8,10 +8,20 @@
  * in [-1, 1). For each shape: linear_nvfp4(x, packed, scale, g) and linear(x, w_b) * g with
  * w_b = e2m1 * e4m3 (the same weight, exact in bf16) through cuBLASLt; the NMSE between the
  * two results (equal up to summation order), each median time, the NVFP4 kernel's weight
- * bandwidth (packed + scale bytes / time) and the speed-up over bf16. Lines "h3bench NAME ms"
- * for scripts. Exit 77 without a GPU, 1 when a result is off (NMSE above bf16's limit).
+ * bandwidth (packed + scale bytes / time) and the speed-up over bf16. At M <= 16 also the
+ * skinny bf16 kernel (h3's linear under H3_LINEAR_FORM=skinny, kernels/skinny_gemm.cu) on the
+ * same x and w_b: its median time, its speed-up over cuBLASLt, its weight bandwidth (N K 2
+ * bytes / time) and the NMSE of its f32 result against cuBLASLt's ("-" where not run). Then
+ * lm_head [200064, 6144] at M = 1, bf16 only (random w_b; the nvfp4 columns "-"). Columns:
+ *
+ *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | skinny ms  vs bf16  sk GB/s  sk nmse
+ *
+ * Lines "h3bench NAME ms" for scripts (nvfp4_, bf16_, skinny_ + weight _m + M). Exit 77
+ * without a GPU, 1 when a result is off (NMSE above bf16's limit).
  */
 #include "gpu_common.h"
+
+#include "cuda_skinny_gemm.h"
 
 #include "h3/bf16.h"
 #include "h3/cuda_backend.h"
@@ -42,6 +52,77 @@ static void *upload(bench *x, const void *host, size_t bytes) {
     return NULL;
   }
   return dev;
+}
+
+/* The skinny kernel's columns for linear(x, w) -> f32 [M, N] = lop's: a second op on the same
+ * values, prepared (at its first run) under H3_LINEAR_FORM=skinny; its median ms (< 0: failed)
+ * and in *e its NMSE against want (cuBLASLt's result, host f32 [M, N]). */
+static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor *lin, const float *want,
+                          int iters, double warm_s, double *e) {
+  h3_attr f32 = h3_attr_dtype(x->m, "dtype", H3_F32);
+  const h3_op *sop = h3_build_op(&x->bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 1, &f32, 0, &x->d);
+  const int64_t M = xv->type.dims[0], N = wv->type.dims[0];
+  h3_type yt = h3_type_make(H3_F32, 2, (int64_t[]){M, N});
+  h3_tensor out = {yt, x->b->ops->alloc(x->b, (size_t)h3_type_bytes(&yt))};
+  float *got = malloc((size_t)(M * N) * 4);
+  setenv("H3_LINEAR_FORM", "skinny", 1);
+  double ts = sop && out.data && got ? gpu_time_op(x->b, sop, lin, 2, &out, iters, 3, warm_s, &x->d) : -1;
+  unsetenv("H3_LINEAR_FORM");
+  *e = -1;
+  if (ts >= 0 && x->b->ops->download(x->b, got, out.data, (size_t)(M * N) * 4, &x->d) == H3_OK) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < M * N; i++) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+    *e = den > 0 ? num / den : num;
+  }
+  free(got);
+  if (out.data) x->b->ops->release(x->b, out.data);
+  return ts;
+}
+
+/* The skinny columns of one line (M > 16: "-"), its h3bench line; false when it failed. */
+static bool print_skinny(const char *name, int64_t M, int64_t N, int64_t K, double tl, double ts, double e) {
+  if (M > CU_SKINNY_MAX_ROWS) {
+    printf(" %10s %8s %8s %9s\n", "-", "-", "-", "-");
+    return true;
+  }
+  printf(" %10.4f %8.2f %8.0f %9.2g\n", ts, ts > 0 && tl > 0 ? tl / ts : 0.0,
+         ts > 0 ? (double)(N * K * 2) / (ts * 1e-3) / 1e9 : 0.0, e);
+  printf("h3bench skinny_%s_m%lld %.5f\n", name, (long long)M, ts);
+  return ts >= 0 && e >= 0 && e <= gpu_nmse_limit(H3_BF16);
+}
+
+/* lm_head [200064, 6144] at M = 1 through cuBLASLt (f32 out) and the skinny kernel; x uniform
+ * in [-1, 1), the weight's rows 1024 random ones in [-0.02, 0.02) over and over (drawing all
+ * 1.2e9 would take the host seconds); false when it failed. */
+static bool lm_head(bench *x, gpu_rng *r, int iters, double warm_s) {
+  const int64_t N = 200064, K = 6144, M = 1;
+  h3_value *xv = input(x, "x", H3_BF16, 2, (int64_t[]){M, K});
+  h3_value *wv = input(x, "w", H3_BF16, 2, (int64_t[]){N, K});
+  h3_attr f32 = h3_attr_dtype(x->m, "dtype", H3_F32);
+  const h3_op *lop = h3_build_op(&x->bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 1, &f32, 0, &x->d);
+  h3_type yt = h3_type_make(H3_F32, 2, (int64_t[]){M, N});
+  const h3_type rt = h3_type_make(H3_BF16, 2, (int64_t[]){1024, K});
+  void *rows = gpu_host_random(r, &rt, -0.02, 0.02, 1), *hx = gpu_host_random(r, &xv->type, -1.0, 1.0, 1);
+  void *hw = rows ? malloc((size_t)(N * K) * 2) : NULL;
+  for (int64_t n = 0; hw && n < N; n += 1024)
+    memcpy((char *)hw + n * K * 2, rows, (size_t)((N - n < 1024 ? N - n : 1024) * K) * 2);
+  void *dw = hw ? upload(x, hw, (size_t)(N * K) * 2) : NULL, *dx = hx ? upload(x, hx, (size_t)K * 2) : NULL;
+  h3_tensor lin[2] = {{xv->type, dx}, {wv->type, dw}};
+  h3_tensor lout = {yt, x->b->ops->alloc(x->b, (size_t)h3_type_bytes(&yt))};
+  float *c = malloc((size_t)N * 4);
+  double tl = lop && dw && dx && lout.data && c ? gpu_time_op(x->b, lop, lin, 2, &lout, iters, 3, warm_s, &x->d) : -1;
+  double ts = -1, e = -1;
+  if (tl >= 0 && x->b->ops->download(x->b, c, lout.data, (size_t)N * 4, &x->d) == H3_OK)
+    ts = time_skinny(x, xv, wv, lin, c, iters, warm_s, &e);
+  printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s", "lm_head", (long long)M, (long long)N, (long long)K, "-",
+         tl, "-", "-", "-");
+  bool ok = print_skinny("lm_head", M, N, K, tl, ts, e) && tl >= 0;
+  printf("h3bench bf16_lm_head_m1 %.5f\n", tl);
+  free(rows), free(hw), free(hx), free(c);
+  if (dw) x->b->ops->release(x->b, dw);
+  if (dx) x->b->ops->release(x->b, dx);
+  if (lout.data) x->b->ops->release(x->b, lout.data);
+  return ok;
 }
 
 static int parse_rows(const char *s, int64_t *rows, int cap) {
@@ -86,8 +167,8 @@ int main(int argc, char **argv) {
   x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
   printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16\n",
          h3_backend_device_name(x.b));
-  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s\n", "weight", "M", "N", "K", "nvfp4 ms", "bf16 ms",
-         "speed-up", "GB/s", "nmse");
+  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s\n", "weight", "M", "N", "K", "nvfp4 ms",
+         "bf16 ms", "speed-up", "GB/s", "nmse", "skinny ms", "vs bf16", "sk GB/s", "sk nmse");
   /* dspark.fc [H, 3H], o_proj [H, nq d], gate_up [2 F_d, H], down [H, F_d] at H = 6144 */
   static const char *const names[4] = {"fc", "o_proj", "gate_up", "down"};
   static const int64_t shapes[4][2] = {{6144, 18432}, {6144, 8192}, {24576, 6144}, {6144, 12288}};
@@ -146,11 +227,14 @@ int main(int argc, char **argv) {
         e = den > 0 ? num / den : num;
       }
       double gbs = tq > 0 ? (double)(N * K / 2 + N * K / 16) / (tq * 1e-3) / 1e9 : 0;
-      printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g\n", names[s], (long long)M,
+      double ts = -1, es = -1;
+      if (e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
+      printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
+      bool sk = print_skinny(names[s], M, N, K, tl, ts, es);
       printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
              (long long)M, tl);
-      if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16))) {
+      if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk) {
         h3_diag_print(&x.d, stderr);
         rc = 1;
       }
@@ -160,6 +244,10 @@ int main(int argc, char **argv) {
     x.b->ops->release(x.b, dpk), x.b->ops->release(x.b, dsc), x.b->ops->release(x.b, dg);
     x.b->ops->release(x.b, dwb);
     free(w), free(pk), free(sc), free(wb);
+  }
+  if (rc == 0 && !lm_head(&x, &r, iters, warm_s)) {
+    h3_diag_print(&x.d, stderr);
+    rc = 1;
   }
   h3_module_free(x.m);
   h3_backend_free(x.b);

@@ -75,10 +75,12 @@ typedef struct {
   cu_op_kind kind;
   cu_kernel *k;  /* KERNEL; the generic linear kernel for LINEAR without cuBLASLt */
   cu_gemm *gemm; /* LINEAR through cuBLASLt */
+  bool skinny;   /* LINEAR on the skinny kernel (cuda_skinny_gemm.c) */
   cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
-  void *scratch;       /* M31, SAGE, SOL: device scratch of cu_m31_scratch_bytes,
-                          cu_sage_scratch_bytes or cu_sol_scratch_bytes (owned) */
+  void *scratch;       /* M31, SAGE, SOL, skinny LINEAR: device scratch of
+                          cu_m31_scratch_bytes, cu_sage_scratch_bytes, cu_sol_scratch_bytes or
+                          cu_skinny_op_scratch_bytes (owned) */
   bool failed;         /* preparing it failed (reported once) */
 } cu_op;
 
@@ -224,6 +226,17 @@ h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, i
 /* dst[i] = h3_rng_init_value(kind, scale, seed, stream, i) rounded to dtype, i < n. */
 h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int kind,
                          float scale, uint64_t seed, uint32_t stream, h3_diag *d);
+
+/* ---- the skinny linear (cuda_skinny_gemm.c: kernels/skinny_gemm.cu) --------------------- */
+/* Whether it takes linear op (decided when the op is prepared): H3_LINEAR_FORM=skinny in the
+ * environment, x and w bf16, y bf16 or f32 (a bias of y's dtype), 1 to 16 rows of x, K a
+ * multiple of 8. */
+bool cu_skinny_takes(const h3_op *op);
+/* The device scratch of its K splits (cuda_skinny_gemm.h) for op. */
+size_t cu_skinny_op_scratch_bytes(const h3_op *op);
+/* Runs it (the backend's own GEMM where x or w is not 16-byte aligned). */
+h3_status cu_skinny_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, int n_in,
+                        const h3_tensor *out, h3_diag *d);
 
 /* ---- M3.1's hand kernels (cuda_m31.c) ---------------------------------------------------- */
 /* Whether op is one of them: router_topk, moe, markov_draft, index_topk, paged_attention,

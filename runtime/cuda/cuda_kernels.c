@@ -11,6 +11,7 @@
  * no code: kernels come from the plan or from kernels/ (include/h3/kernels.h).
  */
 #include "cuda_internal.h"
+#include "cuda_skinny_gemm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -274,7 +275,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 20 };
+  enum { N_JOBS = 21 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -297,6 +298,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   file[17] = "nvfp4_gemm.cu", def[17] = cu_m31_check_defines(file[17]), exact[17] = true;
   file[18] = "sol_select.cu", file[19] = "sol_attention.cu"; /* no macros; as cuda_sol.c */
   for (int i = 18; i < 20; i++) def[i] = NULL, exact[i] = i == 18;
+  file[20] = "skinny_gemm.cu", def[20] = CU_SKINNY_CHECK_DEFINES, exact[20] = true;
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;
@@ -391,13 +393,14 @@ static int64_t view_offset(const h3_op *op) {
   return h3_op_attr_int(op, "start", 0) * inner * (int64_t)h3_dtype_size(t->dtype);
 }
 
-/* The device scratch an M3.1 hand kernel, sage_attention or sol_attention needs while it
- * runs, allocated and zeroed now (outside any graph capture; counters in it start at 0) and
- * owned by the record. */
+/* The device scratch an M3.1 hand kernel, sage_attention, sol_attention or the skinny
+ * linear needs while it runs, allocated and zeroed now (outside any graph capture; counters
+ * in it start at 0) and owned by the record. */
 static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
-  size_t bytes = o->kind == CU_OP_SAGE  ? cu_sage_scratch_bytes(o->op)
-                 : o->kind == CU_OP_SOL ? cu_sol_scratch_bytes(o->op)
-                                        : cu_m31_scratch_bytes(o->op);
+  size_t bytes = o->kind == CU_OP_SAGE     ? cu_sage_scratch_bytes(o->op)
+                 : o->kind == CU_OP_SOL    ? cu_sol_scratch_bytes(o->op)
+                 : o->kind == CU_OP_LINEAR ? cu_skinny_op_scratch_bytes(o->op)
+                                           : cu_m31_scratch_bytes(o->op);
   if (!bytes) return H3_OK;
   o->scratch = cu_alloc(s, bytes);
   if (!o->scratch)
@@ -432,7 +435,9 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   switch (o->kind) {
   case CU_OP_VIEW:
   case CU_OP_INDEX: o->view_offset = view_offset(op); return H3_OK;
-  case CU_OP_LINEAR: return cu_gemm_prepare(s, op, &o->gemm, d);
+  case CU_OP_LINEAR:
+    if ((o->skinny = cu_skinny_takes(op))) return prepare_scratch(s, o, d);
+    return cu_gemm_prepare(s, op, &o->gemm, d);
   case CU_OP_LINEAR_INT8: return cu_int8_prepare(s, op, &o->int8, d);
   case CU_OP_M31:
   case CU_OP_SAGE:
@@ -533,6 +538,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   }
   case CU_OP_INDEX: return cu_index_copy(s, o->op, &in[0], &in[1], &out[0], d);
   case CU_OP_LINEAR:
+    if (o->skinny) return cu_skinny_run(s, o->op, o->scratch, in, n_in, out, d);
     return o->gemm ? cu_gemm_run(s, o->gemm, in, n_in, out, d)
                    : cu_linear_generic(s, o->op, in, n_in, out, d);
   case CU_OP_LINEAR_INT8: return cu_int8_run(s, o->int8, in, n_in, out, d);

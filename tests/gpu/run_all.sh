@@ -32,6 +32,7 @@
 #   m31spec128 the same at concurrency 1 and 64 with the full model's 128 experts
 #   m31specfp4 the same at concurrency 1 and 64 with the NVFP4 draft
 #   nvfp4  bench/nvfp4_bench.c: the draft's NVFP4 GEMM against cuBLASLt bf16 at M = 1 .. 576
+#          and the skinny bf16 kernel (H3_LINEAR_FORM=skinny) at M <= 16, lm_head at M = 1
 #   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
 #          equal them inside a batch of 64 (bitwise); a one-row plan by the margin rule
 #   faults tests/gpu/cuda_faults.py: injected launch failures, kernel faults and allocation

@@ -14,7 +14,8 @@
  *    and an op of ops.def that no case reaches fails the test: a new op is covered by
  *    adding one IR line to all_ops.ir, not by editing this file.
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
- *    output), the fp32 GEMM (bitwise equal to the CPU), attention at head_dim 128 with
+ *    output), the fp32 GEMM (bitwise equal to the CPU), the skinny linear of 1 to 16 rows
+ *    (H3_LINEAR_FORM=skinny: K splits, bias, f32 output), attention at head_dim 128 with
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
  *    (bitwise); attention reading v in place through v_view (the v columns of a packed
  *    qkv with segments, a view inside a wider row, causal GQA in f32) through each
@@ -604,7 +605,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h.m = h3_module_new("gpu_ops", "test");
   h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   h.bld = (h3_builder){h.m, &h.g->body, NULL, {0}};
-  hand_case cases[20];
+  hand_case cases[24];
   int n = 0;
   /* cuBLASLt: bf16 with a bias epilogue; bf16 -> f32 output; the fp32 GEMM (bitwise) */
   h3_value *x1 = in_of(&h, "x1", H3_BF16, 2, (int64_t[]){100, 256});
@@ -620,6 +621,25 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *b3 = in_of(&h, "b3", H3_F32, 1, (int64_t[]){130});
   cases[n++] = (hand_case){"linear f32->bf16 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 1, &bf), 0, NULL};
   cases[n++] = (hand_case){"linear f32 (bitwise)", op_of(&h, H3_OP_LINEAR, 3, (h3_value *[]){x3, w3, b3}, 0, NULL), 0, NULL};
+  /* the skinny kernel (H3_LINEAR_FORM=skinny while the plan loads: linears of <= 16 rows):
+     M = 1 against a small N (16 K splits), 3 rows with a bias (m4, N odd), 16 rows to f32
+     with an f32 bias (m16), one row to f32 with 64 columns per block (lm_head-like) */
+  static const int64_t sk[4][3] = {{1, 64, 6144}, {3, 999, 4096}, {16, 3000, 2048}, {1, 17000, 512}};
+  for (int i = 0; i < 4; i++) {
+    char name[8];
+    h3_value *v[3];
+    const h3_dtype yd = i < 2 ? H3_BF16 : H3_F32;
+    static const char *const stag[4] = {"linear skinny M 1 N 64 K 6144", "linear skinny M 3 N 999 K 4096 +bias",
+                                        "linear skinny M 16 N 3000 K 2048 ->f32 +bias",
+                                        "linear skinny M 1 N 17000 K 512 ->f32"};
+    snprintf(name, sizeof name, "xs%d", i);
+    v[0] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sk[i][0], sk[i][2]});
+    snprintf(name, sizeof name, "ws%d", i);
+    v[1] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sk[i][1], sk[i][2]});
+    snprintf(name, sizeof name, "bs%d", i);
+    v[2] = i == 1 || i == 2 ? in_of(&h, name, yd, 1, (int64_t[]){sk[i][1]}) : NULL;
+    cases[n++] = (hand_case){stag[i], op_of(&h, H3_OP_LINEAR, v[2] ? 3 : 2, v, yd == H3_F32, &f32), -1, NULL};
+  }
   /* attention at head_dim 128 with segments (live rows / pad rows), partial tiles */
   int64_t qd[3] = {200, 4, 128};
   h3_value *q = in_of(&h, "q", H3_BF16, 3, qd), *k = in_of(&h, "k", H3_BF16, 3, qd);
@@ -743,7 +763,13 @@ static void check_hand(h3_backend *b, bool all_attention) {
       {"paged T=203 at 61 Hk=1", 203, 1, 61, 0, 4, 6, true, NULL},
       {"sparse T=96 at 700 Hk=1, varied selections", 96, 1, 700, 2, 8, 9, true, NULL}};
   for (int i = 0; i < 7; i++) m31[i].op = m31_att_op(&h, &m31[i], i);
+  const char *was = getenv("H3_LINEAR_FORM");
+  char *form = was ? strdup(was) : NULL;
+  setenv("H3_LINEAR_FORM", "skinny", 1); /* read as the plan's ops are prepared */
   h3_plan *plan = load_plan(b, h.m, H3_TIER_EXACT, "hand-made ops"); /* owns h.m */
+  if (form) setenv("H3_LINEAR_FORM", form, 1);
+  else unsetenv("H3_LINEAR_FORM");
+  free(form);
   if (!plan) return;
   for (int i = 0; i < n; i++) {
     if (!cases[i].op) {

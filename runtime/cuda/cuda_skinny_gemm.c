@@ -1,0 +1,91 @@
+/* cuda_skinny_gemm.c: linear of at most 16 rows on the skinny kernel (kernels/skinny_gemm.cu),
+ * opted into with H3_LINEAR_FORM=skinny (docs/running.md): which linears it takes (decided
+ * when the op is prepared), its launch shape (cuda_skinny_gemm.h), its scratch and its one
+ * launch. */
+#include "cuda_skinny_gemm.h"
+
+#include "cuda_m31.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+cu_skinny_shape cu_skinny_shape_of(int64_t M, int64_t N, int64_t K) {
+  cu_skinny_shape sh = {0, 1, 1, 64, 0, 0};
+  while (sh.mr < M) sh.mr *= 2;
+  while (sh.cpb > 16 && (N + sh.cpb - 1) / sh.cpb < CU_SKINNY_SLOTS) sh.cpb /= 2;
+  sh.cols = (N + sh.cpb - 1) / sh.cpb;
+  const int64_t nkg = (K + CU_SKINNY_KG - 1) / CU_SKINNY_KG;
+  const int64_t fit = CU_SKINNY_XSMEM / (M * 2 * CU_SKINNY_KG); /* KGs of x that fit */
+  int64_t S = (CU_SKINNY_SLOTS + sh.cols - 1) / sh.cols;
+  if (S > CU_SKINNY_MAX_SPLITS) S = CU_SKINNY_MAX_SPLITS;
+  if (S < (nkg + fit - 1) / fit) S = (nkg + fit - 1) / fit;
+  if (S > nkg) S = nkg;
+  const int64_t per = (nkg + S - 1) / S; /* KGs per split */
+  sh.splits = (nkg + per - 1) / per;
+  sh.kr = (int)(per * CU_SKINNY_KG);
+  sh.smem = (size_t)(M * (K < sh.kr ? K : sh.kr) * 2);
+  return sh;
+}
+
+size_t cu_skinny_scratch_bytes(int64_t M, int64_t N, int64_t K) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  cu_skinny_shape sh = cu_skinny_shape_of(M, N, K);
+  if (sh.splits == 1) return 0;
+  return align256((size_t)(sh.splits * M * N) * 4) + align256((size_t)sh.cols * 4);
+}
+
+/* x [M, K] and w [N, K] of a linear, M the rows of x (0 when malformed) */
+static void dims(const h3_op *op, int64_t *M, int64_t *N, int64_t *K) {
+  const h3_type *x = &op->operands[0]->type;
+  *K = x->rank ? x->dims[x->rank - 1] : 0;
+  *M = *K ? h3_type_numel(x) / *K : 0;
+  *N = op->operands[1]->type.rank == 2 ? op->operands[1]->type.dims[0] : 0;
+}
+
+bool cu_skinny_takes(const h3_op *op) {
+  const char *form = getenv("H3_LINEAR_FORM");
+  if (!form || strcmp(form, "skinny") || op->n_operands < 2 || op->n_results < 1) return false;
+  const h3_dtype yd = op->results[0]->type.dtype;
+  int64_t M, N, K;
+  dims(op, &M, &N, &K);
+  return op->operands[0]->type.dtype == H3_BF16 && op->operands[1]->type.dtype == H3_BF16 &&
+         (yd == H3_BF16 || yd == H3_F32) && (op->n_operands < 3 || op->operands[2]->type.dtype == yd) &&
+         M >= 1 && M <= CU_SKINNY_MAX_ROWS && N >= 1 && K >= 1 && K % 8 == 0;
+}
+
+size_t cu_skinny_op_scratch_bytes(const h3_op *op) {
+  int64_t M, N, K;
+  dims(op, &M, &N, &K);
+  return cu_skinny_scratch_bytes(M, N, K);
+}
+
+h3_status cu_skinny_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, int n_in,
+                        const h3_tensor *out, h3_diag *d) {
+  const void *x = in[0].data, *w = in[1].data, *bias = n_in > 2 ? in[2].data : NULL;
+  if ((uintptr_t)x % 16 || (uintptr_t)w % 16) /* the kernel's 16-byte loads: another GEMM */
+    return cu_linear_generic(s, op, in, n_in, out, d);
+  char base[96], name[5][128], defs[256];
+  snprintf(base, sizeof base, "h3cu_skinny_%s", DN(out[0].type.dtype));
+  snprintf(defs, sizeof defs, "#define H3_SKINNY_NAME %s\n#define O_T %s\n", base,
+           h3_kernel_ctype(out[0].type.dtype));
+  for (int i = 0; i < 5; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
+  const char *names[5] = {name[0], name[1], name[2], name[3], name[4]};
+  cu_kernel *kns[5];
+  if (cu_m31_kernels(s, op, "skinny_gemm.cu", defs, 5, names, kns, d) != H3_OK) return H3_ERR;
+  int64_t M, N, K;
+  dims(op, &M, &N, &K);
+  const cu_skinny_shape sh = cu_skinny_shape_of(M, N, K);
+  cu_kernel *kn = kns[sh.mr == 1 ? 0 : sh.mr == 2 ? 1 : sh.mr == 4 ? 2 : sh.mr == 8 ? 3 : 4];
+  if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;
+  if (sh.splits > 1 && !scratch)
+    return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
+  void *y = out[0].data, *part = scratch;
+  void *cnt = scratch ? (char *)scratch + align256((size_t)(sh.splits * M * N) * 4) : NULL;
+  long long MM = M, NN = N, KK = K;
+  int cpb = sh.cpb, kr = sh.kr;
+  void *args[] = {&x, &w, &bias, &y, &part, &cnt, &MM, &NN, &KK, &cpb, &kr};
+  int64_t grid[3] = {sh.cols, sh.splits, 1}, block[3] = {CU_SKINNY_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, (int64_t)sh.smem, args, d);
+}
