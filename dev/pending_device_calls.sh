@@ -4,9 +4,13 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # CALL (test_gpu_ops passed on the H200 on 2026-12-03 with every kernel below in it; the
 # streaming acceptance ran the same day):
-#   1  the new kernels' speed: run_all.sh nvfp4 (the split-K NVFP4 GEMM vs cuBLASLt bf16; goal
-#      >= 2.5 x at M <= 16), m31spec with M31_SPEC_PROFILE=1 (the Markov step after the
-#      live-sequence fix: draft ms, and the per-op table of a speculative run)
+#   1  the new kernels' correctness and speed: test_gpu_ops (the skinny GEMM's and the Markov
+#      mma form's cases, new since the last H200 run), run_all.sh nvfp4 (the split-K NVFP4
+#      GEMM and the skinny bf16 GEMM, H3_LINEAR_FORM=skinny, vs cuBLASLt bf16; goal NVFP4
+#      >= 2.5 x at M <= 16; skinny: lm_head and o_proj at M = 1 against cuBLASLt's ~3.6 TB/s),
+#      m31spec with M31_SPEC_PROFILE=1 (the draft after the live-sequence fix, and the
+#      per-op table of a speculative run), m31specmma (the Markov step on tensor cores:
+#      predicted ~2 -> ~0.5 ms a round at batch 64). Then make the faster forms the defaults.
 #   2  DSpark with the NVFP4 draft and with 128 experts: run_all.sh m31specfp4 m31spec128
 #      (goal: >= 2.3 x over plain decode at forced A = 3.5 and batch 64, 128 experts)
 #   3  attention: run_all.sh sage sol (attention_bench --sage / --sol at S = 32704: goal sage
@@ -20,7 +24,8 @@ export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
 case $CALL in
-1) M31_SPEC_PROFILE=1 timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" nvfp4 m31spec > "$log" 2>&1 ;;
+1) { timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok'
+   M31_SPEC_PROFILE=1 timeout 400 tests/gpu/run_all.sh "$S" "$OUT/ra" nvfp4 m31spec m31specmma; } > "$log" 2>&1 ;;
 2) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" m31specfp4 m31spec128 > "$log" 2>&1 ;;
 3) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" sage sol > "$log" 2>&1 ;;
 4) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode m31long m31peer > "$log" 2>&1 ;;

@@ -895,8 +895,8 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
 #endif
 
 #ifdef H3_MARKOV_MMA_NAME
-// H3_MARKOV_STEP_NAME's step on tensor cores (the launcher's choice from 16 sequences with bf16
-// w2 and r % 16 == 0): the same grid, threads, z and block bests, but z - base are mma.sync
+// H3_MARKOV_STEP_NAME's step on tensor cores (the launcher's choice with H3_MARKOV_FORM=mma,
+// bf16 w2 and r % 16 == 0): the same grid, threads, z and block bests, but z - base are mma.sync
 // m16n8k16 products (e rounded to bf16, exact: it holds bf16 weights of w1; fp32 accumulate)
 // summed in the tensor cores' order: within fp32 rounding of the reference's chain, NOT
 // bitwise, so a draft may differ where two tokens' z are that close (the draft only proposes;

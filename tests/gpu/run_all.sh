@@ -31,6 +31,8 @@
 #          checked against plain decoding by the margin rule
 #   m31spec128 the same at concurrency 1 and 64 with the full model's 128 experts
 #   m31specfp4 the same at concurrency 1 and 64 with the NVFP4 draft
+#   m31specmma the same at concurrency 8 and 64 (real and forced 4) with the Markov head's
+#             steps on tensor cores (H3_MARKOV_FORM=mma)
 #   nvfp4  bench/nvfp4_bench.c: the draft's NVFP4 GEMM against cuBLASLt bf16 at M = 1 .. 576
 #          and the skinny bf16 kernel (H3_LINEAR_FORM=skinny) at M <= 16, lm_head at M = 1
 #   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
@@ -96,7 +98,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -244,6 +246,12 @@ for section in $SECTIONS; do
     ;;
   m31spec)
     step m31_spec 590 env PYTHONUNBUFFERED=1 bench/m31_spec.sh "$STAGE" "$LOG/spec"
+    ;;
+  m31specmma)
+    # the Markov head's steps on tensor cores (H3_MARKOV_FORM=mma, opt-in until timed), batch 8
+    # and 64, the real acceptance and forced 4: the draft's ms against m31spec's
+    step m31_spec_mma 590 env PYTHONUNBUFFERED=1 H3_MARKOV_FORM=mma M31_SPEC_ACCEPT=4 bench/m31_spec.sh \
+      "$STAGE" "$LOG/specmma" 8 64
     ;;
   m31spec128)
     # the same with the full model's 128 experts (about 50 GB of weights), batch 1 and 64
