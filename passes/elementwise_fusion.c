@@ -27,12 +27,16 @@
  *     the fused op);
  *   - a group has at least two ops and at most FUSION_MAX_MEMBERS compute members (a longer
  *     chain becomes several groups: one kernel's source, and codegen's walk of its
- *     expressions, stay bounded); a member result used outside the group is an output.
+ *     expressions, stay bounded); a member result used outside the group is an output;
+ *   - the fused op is one the executor and a kernel launch take: at most
+ *     H3_EXEC_MAX_RESULTS outputs, inputs + outputs + a seed within H3_KERNEL_MAX_ARGS (a
+ *     group with more is grown again with half the members).
  * The `tier` attribute tells codegen the rounding rule: "exact" at --quality exact (every
  * op of the region rounds to its result dtype, bitwise equal to the unfused ops),
  * "lossless" above (float intermediates stay fp32; only the outputs round). The `name`
  * attribute lists the member ops; codegen gives the kernel its deterministic name.
  */
+#include "h3/kernel.h"
 #include "h3/op_registry.h"
 #include "h3/rewrite.h"
 
@@ -55,6 +59,7 @@ typedef struct {
   int mark_cap;
   h3_op **members, **gens, **slices, **queue;
   int *marked; /* ids of the ops marked by the current match (cleared by the next) */
+  int max_members; /* of the group being grown: FUSION_MAX_MEMBERS, less to fit group_fits */
   int n_members, n_gens, n_slices, n_marked, list_cap;
   bool oom;
 } fusion_state;
@@ -153,7 +158,7 @@ static bool group_is_convex(fusion_state *s) {
 
 /* Tries to add op to the group; `as_producer` says it feeds a member. */
 static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type *shape) {
-  if (op->parent != s->ix.region || s->mark[op->id] || s->n_members >= FUSION_MAX_MEMBERS) return false;
+  if (op->parent != s->ix.region || s->mark[op->id] || s->n_members >= s->max_members) return false;
   bool gather = op->code == H3_OP_GATHER;
   if (gather ? !as_producer : !is_compute(op)) return false;
   if (!h3_type_same_shape(&op->results[0]->type, shape)) return false;
@@ -233,6 +238,24 @@ static bool grow_group(fusion_state *s, h3_op *op) {
   return s->n_members + s->n_gens + s->n_slices >= 2 && group_has_output(s);
 }
 
+static int group_fits(fusion_state *s);
+
+/* The group of the seed `op` that one op can hold: grown with FUSION_MAX_MEMBERS, and while
+ * its inputs or outputs are too many (group_fits), grown again with half the members (a
+ * prefix of the same search: each member left the group convex when it joined). */
+static bool grow_fitting(fusion_state *s, h3_op *op) {
+  s->max_members = FUSION_MAX_MEMBERS;
+  bool found = grow_group(s, op);
+  while (found) {
+    int fits = group_fits(s);
+    if (fits < 0) s->oom = true;
+    if (fits != 0) return fits > 0;
+    s->max_members = s->n_members / 2;
+    found = s->max_members >= 1 && grow_group(s, op);
+  }
+  return false;
+}
+
 /* Match: the group of the seed `op`, found with the index kept across rewrites; when the
  * search read an entry a rewrite changed, found again with a fresh index. */
 static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
@@ -243,16 +266,18 @@ static bool fusion_match(h3_rewriter *rw, h3_op *op, void *state) {
     s->oom = true;
     return false;
   }
-  if (s->ix.region == op->parent && s->ix.ix) {
+  bool fresh = !(s->ix.region == op->parent && s->ix.ix);
+  for (;;) {
+    if (fresh && !h3_tracked_index_build(&s->ix, s->m, op->parent)) {
+      s->oom = true;
+      return false;
+    }
     s->ix.stale = false;
-    bool found = grow_group(s, op);
-    if (!s->ix.stale) return found;
+    bool found = grow_fitting(s, op);
+    if (s->oom) return false;
+    if (!s->ix.stale || fresh) return found;
+    fresh = true;
   }
-  if (!h3_tracked_index_build(&s->ix, s->m, op->parent)) {
-    s->oom = true;
-    return false;
-  }
-  return grow_group(s, op);
 }
 
 static int by_position(const void *a, const void *b, void *ix) {
@@ -307,6 +332,51 @@ static bool uses_marked(h3_op *op, unsigned char *marked) {
   return false;
 }
 
+/* The most inputs plus outputs the group can have (the size of group_io's lists). */
+static int io_cap(const fusion_state *s) {
+  int cap = s->n_slices;
+  for (int i = 0; i < s->n_members; i++) cap += s->members[i]->n_operands + 1;
+  return cap;
+}
+
+/* The fused op's operands and results: inputs, the operands defined outside the group
+ * (generators and slices are copied, not passed) and the sources of the copied slices;
+ * outputs, the member results with a user outside the group (lists of io_cap entries). */
+static void group_io(fusion_state *s, h3_value **inputs, int *n_in, h3_value **outputs, int *n_out) {
+  *n_in = *n_out = 0;
+  for (int i = 0; i < s->n_members; i++)
+    for (int k = 0; k < s->members[i]->n_operands; k++) {
+      h3_value *v = s->members[i]->operands[k];
+      bool inside = v->kind == H3_VALUE_RESULT && v->def->parent == s->ix.region && s->mark[v->def->id];
+      if (!inside && value_index(inputs, *n_in, v) < 0) inputs[(*n_in)++] = v;
+    }
+  for (int i = 0; i < s->n_slices; i++)
+    if (value_index(inputs, *n_in, s->slices[i]->operands[0]) < 0)
+      inputs[(*n_in)++] = s->slices[i]->operands[0];
+  for (int i = 0; i < s->n_members; i++) {
+    h3_value *v = s->members[i]->results[0];
+    h3_op *const *users;
+    int n = h3_tracked_index_users(&s->ix, v, &users);
+    for (int u = 0; u < n; u++)
+      if (s->mark[users[u]->id] != MEMBER) {
+        outputs[(*n_out)++] = v;
+        break;
+      }
+  }
+}
+
+/* Whether the executor and a kernel launch take the group as one op: at most
+ * H3_EXEC_MAX_RESULTS outputs, and inputs + outputs + a seed within H3_KERNEL_MAX_ARGS.
+ * -1 when out of memory. */
+static int group_fits(fusion_state *s) {
+  int cap = io_cap(s), n_in, n_out;
+  h3_value **io = malloc((size_t)(2 * cap + 1) * sizeof *io);
+  if (!io) return -1;
+  group_io(s, io, &n_in, io + cap, &n_out);
+  free(io);
+  return n_out <= H3_EXEC_MAX_RESULTS && n_in + n_out + 1 <= H3_KERNEL_MAX_ARGS;
+}
+
 /* Marks in the index what the rewrite below changes: the members (nested in the fused op),
  * the generators and slices (copied, perhaps erased), the ops that move after it, and the
  * users of the members' results and of the group's inputs. */
@@ -332,8 +402,7 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
   sort_by_position(s->members, s->n_members, &s->ix);
   sort_by_position(s->gens, s->n_gens, &s->ix);
   sort_by_position(s->slices, s->n_slices, &s->ix);
-  int cap = s->n_slices;
-  for (int i = 0; i < s->n_members; i++) cap += s->members[i]->n_operands + 1;
+  int cap = io_cap(s);
   h3_value **inputs = malloc((size_t)cap * sizeof *inputs);
   h3_value **outputs = malloc((size_t)cap * sizeof *outputs);
   h3_type *out_types = malloc((size_t)cap * sizeof *out_types);
@@ -342,31 +411,10 @@ static h3_status fusion_rewrite(h3_rewriter *rw, h3_op *seed, void *state, h3_di
   h3_status st = H3_OK;
   if (!inputs || !outputs || !out_types || !moved || !tainted) goto oom;
 
-  /* inputs: operands defined outside the group (generators and slices are copied, not
-   * passed) and the sources of the copied slices */
-  int n_in = 0, n_out = 0, n_moved = 0;
-  for (int i = 0; i < s->n_members; i++)
-    for (int k = 0; k < s->members[i]->n_operands; k++) {
-      h3_value *v = s->members[i]->operands[k];
-      bool inside = v->kind == H3_VALUE_RESULT && v->def->parent == r && s->mark[v->def->id];
-      if (!inside && value_index(inputs, n_in, v) < 0) inputs[n_in++] = v;
-    }
-  for (int i = 0; i < s->n_slices; i++)
-    if (value_index(inputs, n_in, s->slices[i]->operands[0]) < 0)
-      inputs[n_in++] = s->slices[i]->operands[0];
-  /* outputs: member results with a user outside the group */
-  for (int i = 0; i < s->n_members; i++) {
-    h3_value *v = s->members[i]->results[0];
-    tainted[v->id] = 1;
-    h3_op *const *users;
-    int n = h3_tracked_index_users(&s->ix, v, &users);
-    for (int u = 0; u < n; u++)
-      if (s->mark[users[u]->id] != MEMBER) {
-        out_types[n_out] = v->type;
-        outputs[n_out++] = v;
-        break;
-      }
-  }
+  int n_in, n_out, n_moved = 0;
+  group_io(s, inputs, &n_in, outputs, &n_out);
+  for (int k = 0; k < n_out; k++) out_types[k] = outputs[k]->type;
+  for (int i = 0; i < s->n_members; i++) tainted[s->members[i]->results[0]->id] = 1;
   /* ops between the first and the last member that depend on a member move after */
   h3_op *last = s->members[s->n_members - 1];
   for (h3_op *op = s->members[0]; op != last; op = op->next) {

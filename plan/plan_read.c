@@ -404,6 +404,11 @@ static void read_kernel(rd *r, yaml_node_t *e, int i) {
         what);
     return;
   }
+  if (k->n_args > H3_KERNEL_MAX_ARGS) {
+    err(r, get(r, e, "args", NULL), RECOMPILE, "%s: %d arguments; a launch takes at most %d", what,
+        k->n_args, H3_KERNEL_MAX_ARGS);
+    return;
+  }
   for (int j = 0; j < k->n_args; j++) {
     const char *a = k->args[j];
     bool good = strcmp(a, "seed") == 0 || ((a[0] == 'i' && a[1] == 'n') || strncmp(a, "out", 3) == 0);

@@ -29,6 +29,7 @@
  */
 #include "stream.h"
 
+#include "h3/kernel.h"
 #include "h3/op_registry.h"
 #include "h3/runtime.h"
 
@@ -412,16 +413,16 @@ static bool set_index_onto_itself(gstate *gs, const h3_op *op, const h3_tensor *
 static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
   h3_status vst;
   if (try_view(rt, gs, op, &vst, d)) return vst;
-  h3_tensor in_buf[16], out_buf[8];
+  h3_tensor in_buf[16], out_buf[H3_EXEC_MAX_RESULTS];
   h3_tensor *in = op->n_operands <= 16 ? in_buf : malloc((size_t)op->n_operands * sizeof *in);
-  if (!in || op->n_results > 8) {
+  if (!in || op->n_results > H3_EXEC_MAX_RESULTS) {
     if (in && in != in_buf) free(in);
     if (!in)
       h3_diag_error(d, op->span, H3_HINT_OOM, "%s: out of memory for its operands", h3_opcode_name(op->code));
     else
-      h3_diag_error(d, op->span, "compile the plan with --disable-pass elementwise-fusion",
-                    "%s: %d results; the executor runs ops of at most 8", h3_opcode_name(op->code),
-                    op->n_results);
+      h3_diag_error(d, op->span, "compile the plan again with this h3c (its fusion keeps within the limit)",
+                    "%s: %d results; the executor runs ops of at most %d", h3_opcode_name(op->code),
+                    op->n_results, H3_EXEC_MAX_RESULTS);
     return H3_ERR;
   }
   h3_status st = H3_OK;
@@ -451,7 +452,7 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
      computed in a staging buffer and copied afterwards: kernels may write outputs while
      still reading operands, so a plan that overlaps them (e.g. an in-place result with its
      own buffer placed over a dying operand) stays correct */
-  h3_tensor staged[8];
+  h3_tensor staged[H3_EXEC_MAX_RESULTS];
   int n_staged = 0;
   for (int i = 0; st == H3_OK && i < op->n_results; i++) {
     int clash = 0;

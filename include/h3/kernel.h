@@ -57,6 +57,9 @@ const char *h3_exec_library_kind(const h3_op *op);
 bool h3_exec_slice_is_contiguous(const h3_op *op);
 
 #define H3_KERNEL_MAX_ARGS 64
+/* The most results of one op the executor runs (runtime/exec.c); passes that make ops with
+ * many results (elementwise-fusion) stay within it. */
+#define H3_EXEC_MAX_RESULTS 8
 
 typedef struct {
   const char *name;   /* "h3_rms_norm_0123456789" */

@@ -377,6 +377,46 @@ def large_inputs(a):
             print(f"FAIL {name}: exit {rc} after {dt:.1f} s (limit {limit} s): {err[-400:]}", file=sys.stderr)
 
 
+def fusion_limits(a):
+    """A fused op stays one the executor and a kernel launch take: an elementwise group with 10
+    outputs (the executor runs ops of at most 8 results) and one of 100 inputs (a launch takes
+    at most 64 arguments) compiled into plans that failed to run; now each kernel has at most 64
+    arguments, and the outputs are bitwise those of the plan without fusion."""
+    src = {"many_outputs": "model x\nconfig tiny { a = 1 }\ngraph main(x: f32[4]) -> (" +
+           ", ".join(f"y{i}: f32[4]" for i in range(10)) + ") {\n  t = x * 2.0\n" +
+           "".join(f"  y{i} = t + {i}.0\n" for i in range(10)) +
+           "  return " + ", ".join(f"y{i}" for i in range(10)) + "\n}\n",
+           "many_inputs": "model x\nconfig tiny { a = 1 }\ngraph main(" +
+           ", ".join(f"x{i}: f32[4]" for i in range(100)) + ") -> (y: f32[4]) {\n  y = " +
+           " * 0.5 + ".join(f"x{i}" for i in range(100)) + "\n  return y\n}\n"}
+    for name, text in src.items():
+        g = os.path.join(a.work, name + ".g")
+        with open(g, "w") as f:
+            f.write(text)
+        outs = []
+        for tag, extra in (("fused", []), ("unfused", ["--disable-pass", "elementwise-fusion"])):
+            plan = os.path.join(a.work, f"{name}_{tag}.plan")
+            out = os.path.join(a.work, f"{name}_{tag}.safetensors")
+            rc, _, err = run([a.h3c, "compile", g, "--config", "tiny", "-o", plan] + extra)
+            if rc == 0:
+                rc, _, err = run([a.h3exec, plan, "--backend", "cpu", "--graph", "main", "--out", out])
+            if rc != 0:
+                failures.append(f"{name}_{tag}")
+                print(f"FAIL {name} ({tag}): exit {rc}: {err[-400:]}", file=sys.stderr)
+                break
+            if tag == "fused":
+                with open(plan) as f:
+                    widest = max((line.count(",") + 1 for line in f if line.startswith("  args: [")), default=0)
+                if widest > 64:
+                    failures.append(f"{name}_args")
+                    print(f"FAIL {name}: a kernel of {widest} arguments (at most 64)", file=sys.stderr)
+            with open(out, "rb") as f:
+                outs.append(f.read())
+        if len(outs) == 2 and outs[0] != outs[1]:
+            failures.append(f"{name}_outputs")
+            print(f"FAIL {name}: fused outputs differ from the unfused plan's", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for f in ("--h3c", "--h3exec", "--source", "--work"):
@@ -386,19 +426,21 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the case names")
     a = ap.parse_args()
     if a.list:
-        print("\n".join([c[0] for c in case_table(a)] + ["good_runs", "large_inputs"]))
+        print("\n".join([c[0] for c in case_table(a)] + ["good_runs", "large_inputs", "fusion_limits"]))
         return 0
     if a.setup or not a.case:
         prepare(a)
         if a.setup:
             return 0
     table = {c[0]: c for c in case_table(a)}
-    names = [a.case] if a.case else list(table) + ["good_runs", "large_inputs"]
+    names = [a.case] if a.case else list(table) + ["good_runs", "large_inputs", "fusion_limits"]
     for name in names:
         if name == "good_runs":
             good_runs(a)
         elif name == "large_inputs":
             large_inputs(a)
+        elif name == "fusion_limits":
+            fusion_limits(a)
         elif name in table:
             _, args, rc, pieces, with_out, *env = table[name]
             case(a, name, args, rc, pieces, with_out, env[0] if env else None)

@@ -6,6 +6,7 @@
  * at the right YAML line. Never crashes on any prefix of a valid plan.
  */
 #include "../codegen/cg_test.h"
+#include "h3/kernel.h"
 #include "h3/plan.h"
 
 #include <unistd.h>
@@ -178,6 +179,16 @@ static void test_errors(const char *good) {
   t = edit(good, "  tu: 0\n", "  tu: 7\n");
   snprintf(buf, sizeof buf, "kernel '%s': translation unit 7 does not exist", kname);
   expect_error("tu range", t, buf, line_of(good, "  tu: 0\n"));
+  free(t);
+  /* more arguments than a launch takes (an older h3c fused groups of any width) */
+  char wide[512] = "  args: [";
+  for (int i = 0; i < H3_KERNEL_MAX_ARGS; i++) strcat(wide, "in0, ");
+  int n_args = H3_KERNEL_MAX_ARGS + 1; /* the first kernel's own, then more */
+  for (const char *c = strstr(good, "  args: ["); c && *c != ']'; c++) n_args += *c == ',';
+  t = edit(good, "  args: [", wide);
+  snprintf(buf, sizeof buf, "kernel '%s': %d arguments; a launch takes at most %d", kname, n_args,
+           H3_KERNEL_MAX_ARGS);
+  expect_error("too many args", t, buf, line_of(good, "  args: ["));
   free(t);
   t = edit(good, "quality: lossless\n", "quality: lossless\nextra: 1\n");
   expect_error("unknown key", t, "unknown key 'extra' in the plan", line_of(good, "quality:") + 1);
