@@ -150,7 +150,12 @@ h3_status emit_move(emit_ctx *ec) {
   h3_strbuf *s = &ec->src;
   int n_in = op->n_operands;
   h3_type in_t[H3_KERNEL_MAX_ARGS];
-  if (n_in > H3_KERNEL_MAX_ARGS - 2) return emit_unsupported(ec, "too many operands");
+  if (n_in > H3_KERNEL_MAX_ARGS - 2) {
+    h3_diag_error(ec->d, op->span, "concatenate in groups: concat(concat(a, b, ..), concat(..), ..)",
+                  "codegen: '%s' of %d operands; one kernel takes at most %d", ec->opname, n_in,
+                  H3_KERNEL_MAX_ARGS - 2);
+    return H3_ERR;
+  }
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   h3_type out_t = op->results[0]->type;
   size_t es = h3_dtype_size(out_t.dtype);
