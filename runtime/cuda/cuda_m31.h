@@ -85,6 +85,8 @@ h3_status cu_m31_run_flash(cu_state *s, const h3_op *op, const h3_tensor *in, co
                            h3_diag *d);
 
 /* The device scratch each multi-launch op needs (bytes). */
+/* n rounded up to 256 bytes: the alignment of each part of an op's device scratch */
+static inline size_t cu_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 size_t cu_m31_router_scratch_bytes(const h3_op *op);
 size_t cu_m31_moe_scratch_bytes(const h3_op *op);
 size_t cu_m31_att_scratch_bytes(const h3_op *op);

@@ -26,8 +26,6 @@ void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_
   cu_m31_defines_fit(defs, n, len);
 }
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
 /* router_topk's one-launch form (H3_ROUTER_FUSED_NAME, k <= ROUTER_KMAX; m31_moe.cu's
  * H3M_RF_*): blocks of ROUTER_THREADS threads over `rows` rows, one K segment of ROUTER_SEG
  * elements and 8 epw experts; up to ROUTER_ROUTE_ROWS rows the decode shape below. */
@@ -63,9 +61,9 @@ static router_scratch router_layout(long long T, long long H, long long E, long 
     return r;
   }
   long long S = (H + ROUTER_SEG - 1) / ROUTER_SEG;
-  r.cnt = align256((size_t)(S * T * E) * 4);
-  r.counts = r.cnt + align256((size_t)(T + 1) * 4);
-  r.lists = r.counts + align256((size_t)E * 4);
+  r.cnt = cu_align256((size_t)(S * T * E) * 4);
+  r.counts = r.cnt + cu_align256((size_t)(T + 1) * 4);
+  r.lists = r.counts + cu_align256((size_t)E * 4);
   r.total = T <= ROUTER_ROUTE_ROWS ? r.lists + (size_t)(E * T) * 4 : r.counts;
   return r;
 }
@@ -197,9 +195,9 @@ typedef struct {
 
 static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E) {
   moe_scratch m = {0};
-  m.y = align256((size_t)(T * k * F) * 2);
-  m.counts = m.y + align256((size_t)(T * k * H) * 2);
-  m.lists = m.counts + align256((size_t)E * 4);
+  m.y = cu_align256((size_t)(T * k * F) * 2);
+  m.counts = m.y + cu_align256((size_t)(T * k * H) * 2);
+  m.lists = m.counts + cu_align256((size_t)E * 4);
   m.total = m.lists + (size_t)(E * T) * 4;
   return m;
 }
@@ -317,9 +315,9 @@ typedef struct {
 static markov_layout markov_layout_of(int64_t S, int64_t V, int64_t r) {
   markov_layout l = {0};
   l.nblk = (int)((V + 63) / 64);
-  l.part_v = align256((size_t)S * (size_t)r * 4);
-  l.part_i = l.part_v + align256((size_t)S * (size_t)l.nblk * 4);
-  l.total = l.part_i + align256((size_t)S * (size_t)l.nblk * 4);
+  l.part_v = cu_align256((size_t)S * (size_t)r * 4);
+  l.part_i = l.part_v + cu_align256((size_t)S * (size_t)l.nblk * 4);
+  l.total = l.part_i + cu_align256((size_t)S * (size_t)l.nblk * 4);
   return l;
 }
 

@@ -6,8 +6,6 @@
 
 #include <stdio.h>
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
 cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
   const int mt = M <= 16 ? 1 : M <= 32 ? 2 : 4;
   const int64_t nch = (K + CU_NVFP4_KC - 1) / CU_NVFP4_KC, rows = M < 16 * mt ? M : 16 * mt;
@@ -31,7 +29,7 @@ size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   if (sh.splits == 1) return 0;
-  return align256((size_t)(sh.splits * M * N) * 4) + align256((size_t)(sh.cols * sh.mblocks) * 4);
+  return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
 }
 
 h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -57,7 +55,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
     return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
   void *y = out[0].data, *part = scratch;
-  void *cnt = scratch ? (char *)scratch + align256((size_t)(sh.splits * M * N) * 4) : NULL;
+  void *cnt = scratch ? (char *)scratch + cu_align256((size_t)(sh.splits * M * N) * 4) : NULL;
   /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
 cu_skinny_shape cu_skinny_shape_of(int64_t M, int64_t N, int64_t K) {
   cu_skinny_shape sh = {0, 1, 1, 64, 0, 0};
   while (sh.mr < M) sh.mr *= 2;
@@ -33,7 +31,7 @@ size_t cu_skinny_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   cu_skinny_shape sh = cu_skinny_shape_of(M, N, K);
   if (sh.splits == 1) return 0;
-  return align256((size_t)(sh.splits * M * N) * 4) + align256((size_t)sh.cols * 4);
+  return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)sh.cols * 4);
 }
 
 /* x [M, K] and w [N, K] of a linear, M the rows of x (0 when malformed) */
@@ -82,7 +80,7 @@ h3_status cu_skinny_run(cu_state *s, const h3_op *op, void *scratch, const h3_te
   if (sh.splits > 1 && !scratch)
     return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
   void *y = out[0].data, *part = scratch;
-  void *cnt = scratch ? (char *)scratch + align256((size_t)(sh.splits * M * N) * 4) : NULL;
+  void *cnt = scratch ? (char *)scratch + cu_align256((size_t)(sh.splits * M * N) * 4) : NULL;
   long long MM = M, NN = N, KK = K;
   int cpb = sh.cpb, kr = sh.kr;
   void *args[] = {&x, &w, &bias, &y, &part, &cnt, &MM, &NN, &KK, &cpb, &kr};
