@@ -178,6 +178,18 @@ static void resolve_device_events(h3_runtime *rt, double host0) {
   x->marks_reset(rt->b);
 }
 
+/* After a top-level run or call that traced on the device clock and ended in a sync (st the
+ * status so far): its events resolved, or dropped with their marks when it failed (a failed
+ * run's marks are not resolvable). */
+static void settle_device_events(h3_runtime *rt, h3_status st, double host0) {
+  if (st == H3_OK) {
+    resolve_device_events(rt, host0);
+    return;
+  }
+  rt->n_ev = rt->ev_first;
+  rt->b->ext->marks_reset(rt->b);
+}
+
 static gstate *state_of(h3_runtime *rt, const h3_graph *g) {
   for (int i = 0; i < rt->m->n_graphs; i++)
     if (rt->m->graphs[i] == g) return &rt->graphs[i];
@@ -783,13 +795,7 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
   if (!prev_top) rt->n_br = 0, rt->top_iter = -1;
   if (st == H3_OK) st = run_graph(rt, gs, d);
   if (st == H3_OK) st = rt->b->ops->sync(rt->b, d);
-  if (rt->dev_clock && !prev_top) {
-    if (st == H3_OK) resolve_device_events(rt, host0);
-    else { /* marks of a failed run are not resolvable: drop its events */
-      rt->n_ev = rt->ev_first;
-      rt->b->ext->marks_reset(rt->b);
-    }
-  }
+  if (rt->dev_clock && !prev_top) settle_device_events(rt, st, host0);
   rt->top = prev_top;
   const h3_op *ret = g->body.last;
   memset(out, 0, (size_t)g->n_outputs * sizeof *out);
@@ -891,7 +897,12 @@ h3_status h3_runtime_call(h3_runtime *rt, const h3_graph *g, const h3_tensor *ar
   }
   const h3_graph *prev_top = rt->top;
   if (!prev_top) rt->top = g, rt->n_br = 0, rt->top_iter = -1;
+  double host0 = rt->b->ops->now(rt->b);
   if (st == H3_OK) st = run_bound(rt, cs, d);
+  if (rt->dev_clock && !prev_top) { /* a profiled call waits for its ops to time them */
+    if (st == H3_OK) st = rt->b->ops->sync(rt->b, d);
+    settle_device_events(rt, st, host0);
+  }
   rt->top = prev_top;
   const h3_op *ret = g->body.last;
   for (int r = 0; st == H3_OK && r < g->n_outputs; r++) {

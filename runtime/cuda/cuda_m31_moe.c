@@ -6,8 +6,8 @@
  * expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
  * H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA cores into bf16 activations and
  * expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
- * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores with
- * H3_MARKOV_FORM=mma (markov_mma).
+ * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores from 8
+ * chains on (markov_mma; H3_MARKOV_FORM forces a form).
  */
 #include "cuda_m31.h"
 
@@ -330,13 +330,19 @@ size_t cu_m31_markov_scratch_bytes(const h3_op *op) {
   return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1]).total;
 }
 
-/* Whether markov_draft's steps run on tensor cores (H3_MARKOV_MMA_NAME): with
- * H3_MARKOV_FORM=mma, bf16 w2 and r % 16 == 0. Opt-in until timed on the H200 (predicted
- * about 4 x faster than the fp32 form from 16 sequences, where that form is bound by its
- * CUDA-core sums; below, most of the mma's 16-sequence m-tile is empty). */
-static bool markov_mma(h3_dtype w, int r) {
+/* Whether markov_draft's steps run on tensor cores (H3_MARKOV_MMA_NAME): bf16 w2, r % 16 == 0
+ * and, by default, from MARKOV_MMA_SEQS chains on. Timed on the H200 (2026-12-03, γ = 8, forced
+ * acceptance 4): a round at 8 sequences 8.60 -> 7.77 ms, at 64 19.76 -> 16.19 ms. Below 8 the
+ * fp32 form stays (the mma's 16-chain m-tile mostly empty; not timed there), bitwise the CPU's.
+ * H3_MARKOV_FORM=mma or fp32 forces a form (tests compare both). */
+enum { MARKOV_MMA_SEQS = 8 };
+
+static bool markov_mma(h3_dtype w, int r, int seqs) {
   const char *form = getenv("H3_MARKOV_FORM");
-  return w == H3_BF16 && r % 16 == 0 && form && !strcmp(form, "mma");
+  if (w != H3_BF16 || r % 16) return false;
+  if (form && !strcmp(form, "mma")) return true;
+  if (form && !strcmp(form, "fp32")) return false;
+  return seqs >= MARKOV_MMA_SEQS;
 }
 
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -345,7 +351,7 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
   int G = S ? (int)(in[0].type.dims[0] / S) : 0, r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
   markov_layout l = markov_layout_of(S, V, r);
-  bool mma = markov_mma(in[2].type.dtype, r);
+  bool mma = markov_mma(in[2].type.dtype, r, S);
   /* the w2 tile's row stride: fp32 form an odd number of 4-byte words (conflict-free rows);
      mma form r + 8 bf16 (4 x an odd number of words: conflict-free fragments), e's too */
   size_t wsz = h3_dtype_size(in[2].type.dtype), words = ((size_t)r * wsz + 3) / 4;

@@ -32,7 +32,8 @@
 #   m31spec128 the same at concurrency 1 and 64 with the full model's 128 experts
 #   m31specfp4 the same at concurrency 1 and 64 with the NVFP4 draft
 #   m31specmma the same at concurrency 8 and 64 (real and forced 4) with the Markov head's
-#             steps on tensor cores (H3_MARKOV_FORM=mma)
+#             steps on CUDA cores (H3_MARKOV_FORM=fp32; tensor cores, the default from 8
+#             sequences, in m31spec)
 #   nvfp4  bench/nvfp4_bench.c: the draft's NVFP4 GEMM against cuBLASLt bf16 at M = 1 .. 576
 #          and the skinny bf16 kernel (H3_LINEAR_FORM=skinny) at M <= 16, lm_head at M = 1
 #   m31servecheck  tests/gpu/serve_check.py: on cuda, requests served alone by the same server
@@ -248,9 +249,9 @@ for section in $SECTIONS; do
     step m31_spec 590 env PYTHONUNBUFFERED=1 bench/m31_spec.sh "$STAGE" "$LOG/spec"
     ;;
   m31specmma)
-    # the Markov head's steps on tensor cores (H3_MARKOV_FORM=mma, opt-in until timed), batch 8
-    # and 64, the real acceptance and forced 4: the draft's ms against m31spec's
-    step m31_spec_mma 590 env PYTHONUNBUFFERED=1 H3_MARKOV_FORM=mma M31_SPEC_ACCEPT=4 bench/m31_spec.sh \
+    # the Markov head's steps on CUDA cores (H3_MARKOV_FORM=fp32; tensor cores are the default
+    # from 8 sequences), batch 8 and 64, the real acceptance and forced 4: against m31spec's
+    step m31_spec_mma 590 env PYTHONUNBUFFERED=1 H3_MARKOV_FORM=fp32 M31_SPEC_ACCEPT=4 bench/m31_spec.sh \
       "$STAGE" "$LOG/specmma" 8 64
     ;;
   m31spec128)
