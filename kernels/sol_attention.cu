@@ -1,7 +1,8 @@
 // sol_attention.cu: the attention of `sol_attention` (ops.def) for ONE segment of len rows on
-// tensor cores, after kernels/sol_select.cu's pre-passes (kc, vc [Hk][nb][128] f32 the key /
-// value centroids of the segment's nb = ceil(len / 64) blocks; exact [Hq][nb][nb] the blocks
-// that query block i of q head n takes key by key).
+// tensor cores, after kernels/sol_select.cu's pre-passes (kvs [Hk][nbp / 16][4][16][128] bf16
+// the key / value centroids of the segment's nb = ceil(len / 64) blocks split into bf16 hi + lo
+// parts, chunks of 16 blocks, zeros past nb up to nbp = nb rounded up to 16; exact
+// [Hq][nb][nb] the blocks that query block i of q head n takes key by key).
 //   h3cu_sol_fwd (q, k, v bf16 [len, H, 128] at the segment's first row, row strides
 //     hq·128 and hk·128) -> o bf16 (row stride hq·128).
 // Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory; 3 blocks per SM (at
@@ -18,8 +19,11 @@
 //       end); O += bf16(p) V (V by ldmatrix.x4.trans), as the dense flash kernel;
 //   (b) the pseudo-keys of the other blocks, 16 blocks at a time on tensor cores:
 //       s_j = c2 (q . kc_j), weight n_j (the block's rows): m' over the 16, p_j = n_j 2^(s_j -
-//       m'), O += p_j vc_j; kc, vc (fp32) and p split into bf16 hi + lo parts, so the products
-//       keep ~2^-17 of relative precision (h3a_pseudo).
+//       m'), O += p_j vc_j; kc, vc and p split into bf16 hi + lo parts, so the products keep
+//       ~2^-17 of relative precision (h3a_pseudo). A chunk's four tiles (hi, lo of kc and vc:
+//       16 KiB, one contiguous piece of kvs) go into shared memory by cp.async, two stages
+//       (the next chunk loads while this one is used), in the exact tiles' swizzle; the B
+//       fragments come by ldmatrix as the exact keys' do.
 // Output O / l rounded once to bf16. Against the CPU reference (runtime/cpu/ops_sol.c: natural
 // exp, entries in block order, P unrounded): P of exact keys in bf16 (as dense), 2^x by
 // ex2.approx, the pseudo-keys' hi + lo products, other sum orders; NMSE ~5e-6, the dense
@@ -31,7 +35,9 @@
 #define H3A_THREADS 128
 #define H3A_TILE (H3A_BLOCK * H3A_D * 2)  // one K or V tile, bytes
 #define H3A_SMEM (2 * 2 * H3A_TILE)       // two stages of K and V: 64 KiB
-#define H3A_CHUNK 16                      // pseudo-keys per softmax update
+#define H3A_CHUNK 16                      // pseudo-keys per softmax update (sol_select.cu's H3L_CHUNK)
+#define H3A_PTILE (H3A_CHUNK * H3A_D * 2)  // one [16][128] bf16 tile of a chunk of kvs
+#define H3A_PSTAGE (4 * H3A_PTILE)         // a chunk's tiles: hi(kc), lo(kc), hi(vc), lo(vc)
 #define H3A_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 
 // K and V of key block j (keys 64 j .. + 63, zeros past len) of kv head h into a stage (K,
@@ -44,6 +50,17 @@ H3_DI void h3a_load(unsigned char *stage, const h3_bf16 *k, const h3_bf16 *v, lo
     const long long r = j * H3A_BLOCK + key, off = r * ks + h * H3A_D + 8 * ch;
     if (r < len) h3_cp16(kd + at, k + off), h3_cp16(vd + at, v + off);
     else kd[at] = uint4{0u, 0u, 0u, 0u}, vd[at] = uint4{0u, 0u, 0u, 0u};
+  }
+}
+
+// Chunk j0 / 16 of a kv head's kvs (its 4 tiles, contiguous) into a stage: this thread's
+// 16-byte chunks, chunk c of tile row r at chunk c ^ (r & 7)
+H3_DI void h3a_load_pseudo(unsigned char *stage, const h3_bf16 *kvh, long long j0) {
+  const uint4 *src = reinterpret_cast<const uint4 *>(kvh + j0 * 4 * H3A_D);
+  uint4 *dst = reinterpret_cast<uint4 *>(stage);
+  for (int i = threadIdx.x; i < H3A_PSTAGE / 16; i += H3A_THREADS) { // row i / 16 of the 64, chunk i % 16
+    const int row = i >> 4, ch = i & 15;
+    h3_cp16(dst + row * 16 + (ch ^ (row & 7)), src + i);
   }
 }
 
@@ -115,27 +132,28 @@ H3_DI void h3a_split(float a, float b, unsigned &hi, unsigned &lo) {
 }
 
 // The pseudo-keys of blocks j0 .. j0 + H3A_CHUNK - 1 (those < nb and not exact; the others
-// weigh 0) folded into m, l, acc on tensor cores: S = Q KC^T as 2 n-tiles of 8 blocks (kc
-// split into bf16 hi + lo: 2 mma per k-step; lane (g, c) feeds block j0 + 8 u + g), s[u][e]
-// the score of row g (e < 2) or g + 8 and block j0 + 8 u + 2 c + (e & 1); p = n_j 2^(s - m');
-// O += P VC as one k16 step per 8 dims (P and vc split: hi·hi + hi·lo + lo·hi).
-H3_DI void h3a_pseudo(const float *kc, const float *vc, const unsigned char *ex, long long j0, long long nb,
-                      long long len, const unsigned qa[8][4], float c2, float m[2], float l[2], float acc[16][4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+// weigh 0) folded into m, l, acc on tensor cores, the chunk's tiles at ps (h3a_load_pseudo):
+// S = Q KC^T as 2 n-tiles of 8 blocks (per k-step hi, then lo: 2 mma), s[u][e] the score of
+// row g (e < 2) or g + 8 and block j0 + 8 u + 2 c + (e & 1); p = n_j 2^(s - m'); O += P VC as
+// one k16 step per 8 dims (P split too: hi·hi + hi·lo + lo·hi).
+H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long long j0, long long nb, long long len,
+                      const unsigned qa[8][4], float c2, float m[2], float l[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31, c = lane & 3;
   float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}}, mx[2] = {-H3A_INF, -H3A_INF};
 #pragma unroll
-  for (int u = 0; u < 2; u++) {
-    const long long kj = j0 + 8 * u + g;
-    const float *kp = kc + kj * H3A_D + 2 * c;
+  for (int u = 0; u < 2; u++)
 #pragma unroll
-    for (int t = 0; t < 8; t++) {
-      unsigned bh[2], bl[2];
-      h3a_split(kj < nb ? kp[16 * t] : 0.0f, kj < nb ? kp[16 * t + 1] : 0.0f, bh[0], bl[0]);
-      h3a_split(kj < nb ? kp[16 * t + 8] : 0.0f, kj < nb ? kp[16 * t + 9] : 0.0f, bh[1], bl[1]);
-      h3_mma_bf16(s[u], qa[t], bh);
-      h3_mma_bf16(s[u], qa[t], bl);
+    for (int kp = 0; kp < 4; kp++) { // dims 32 kp .. + 31: k-steps 2 kp, 2 kp + 1
+      const int at = (8 * u + (lane & 7)) * 256 + (((4 * kp + (lane >> 3)) ^ (lane & 7)) * 16);
+      unsigned fh[4], fl[4];
+      h3_ldsm4(fh, ps + at);
+      h3_ldsm4(fl, ps + H3A_PTILE + at);
+      const unsigned h0[2] = {fh[0], fh[1]}, l0[2] = {fl[0], fl[1]}, h1[2] = {fh[2], fh[3]}, l1[2] = {fl[2], fl[3]};
+      h3_mma_bf16(s[u], qa[2 * kp], h0);
+      h3_mma_bf16(s[u], qa[2 * kp], l0);
+      h3_mma_bf16(s[u], qa[2 * kp + 1], h1);
+      h3_mma_bf16(s[u], qa[2 * kp + 1], l1);
     }
-  }
   float w[2][2];
 #pragma unroll
   for (int u = 0; u < 2; u++)
@@ -159,22 +177,26 @@ H3_DI void h3a_pseudo(const float *kc, const float *vc, const unsigned char *ex,
   h3a_split(s[0][2], s[0][3], ph[1], pl[1]);
   h3a_split(s[1][0], s[1][1], ph[2], pl[2]);
   h3a_split(s[1][2], s[1][3], ph[3], pl[3]);
-  const long long k0 = j0 + 2 * c, k8 = k0 + 8; // this lane's B rows: blocks k0, k0 + 1, k8, k8 + 1
+  const int row = (lane & 7) + 8 * ((lane >> 3) & 1); // this lane's ldmatrix row: block j0 + row
 #pragma unroll
-  for (int jj = 0; jj < 16; jj++) { // dims 8 jj .. + 7: this lane's column 8 jj + g
-    const float *vp = vc + 8 * jj + g;
-    unsigned bh[2], bl[2];
-    h3a_split(k0 < nb ? vp[k0 * H3A_D] : 0.0f, k0 + 1 < nb ? vp[(k0 + 1) * H3A_D] : 0.0f, bh[0], bl[0]);
-    h3a_split(k8 < nb ? vp[k8 * H3A_D] : 0.0f, k8 + 1 < nb ? vp[(k8 + 1) * H3A_D] : 0.0f, bh[1], bl[1]);
-    h3_mma_bf16(acc[jj], ph, bh);
-    h3_mma_bf16(acc[jj], ph, bl);
-    h3_mma_bf16(acc[jj], pl, bh);
+  for (int dp = 0; dp < 8; dp++) { // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
+    const int at = row * 256 + (((2 * dp + (lane >> 4)) ^ (lane & 7)) * 16);
+    unsigned fh[4], fl[4];
+    h3_ldsm4_trans(fh, ps + 2 * H3A_PTILE + at);
+    h3_ldsm4_trans(fl, ps + 3 * H3A_PTILE + at);
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+      const unsigned bh[2] = {fh[2 * x], fh[2 * x + 1]}, bl[2] = {fl[2 * x], fl[2 * x + 1]};
+      h3_mma_bf16(acc[2 * dp + x], ph, bh);
+      h3_mma_bf16(acc[2 * dp + x], ph, bl);
+      h3_mma_bf16(acc[2 * dp + x], pl, bh);
+    }
   }
 }
 
 extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
     const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v,
-    const float *__restrict__ kc, const float *__restrict__ vc, const unsigned char *__restrict__ exact,
+    const h3_bf16 *__restrict__ kvs, const unsigned char *__restrict__ exact,
     h3_bf16 *__restrict__ o, long long len, long long nb, int group, float scale) {
   H3_DYN_SMEM(unsigned char, smem); // stage s at s * 2 * H3A_TILE: K, then V
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
@@ -182,7 +204,8 @@ extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
   const long long i = blockIdx.x, r0 = i * H3A_BLOCK + 16 * warp, qs = (long long)gridDim.y * H3A_D;
   const long long ks = (long long)(gridDim.y / group) * H3A_D;
   const unsigned char *ex = exact + ((long long)n * nb + i) * nb;
-  const float *kch = kc + (long long)h * nb * H3A_D, *vch = vc + (long long)h * nb * H3A_D;
+  const long long nbp = (nb + H3A_CHUNK - 1) / H3A_CHUNK * H3A_CHUNK;
+  const h3_bf16 *kvh = kvs + (long long)h * nbp * 4 * H3A_D; // kv head h's chunks
   const float c2 = scale * 1.4426950408889634f;
   unsigned qa[8][4]; // Q's A fragments: dims 16 t + 2 c (+ 8) of rows g, g + 8 (zeros past len)
   const unsigned *qr[2] = {reinterpret_cast<const unsigned *>(q + (r0 + g) * qs + n * H3A_D),
@@ -215,8 +238,18 @@ extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
     h3a_exact(smem + st * 2 * H3A_TILE, qa, j * H3A_BLOCK, len, c2, m, l, acc);
     j = nx;
   }
-  // (b) the pseudo-keys
-  for (long long j0 = 0; j0 < nb; j0 += H3A_CHUNK) h3a_pseudo(kch, vch, ex, j0, nb, len, qa, c2, m, l, acc);
+  // (b) the pseudo-keys, chunk j0 / 16 in stage (j0 / 16) & 1 (as often in every thread)
+  __syncthreads(); // every warp is done with the exact tiles
+  h3a_load_pseudo(smem, kvh, 0);
+  h3_cp_commit();
+  for (long long j0 = 0; j0 < nb; j0 += H3A_CHUNK) {
+    const int st = (int)((j0 / H3A_CHUNK) & 1);
+    h3_cp_wait_pending<0>();
+    __syncthreads(); // chunk j0 is in; every warp is done with the other stage
+    if (j0 + H3A_CHUNK < nb) h3a_load_pseudo(smem + (st ^ 1) * H3A_PSTAGE, kvh, j0 + H3A_CHUNK);
+    h3_cp_commit();
+    h3a_pseudo(smem + st * H3A_PSTAGE, ex, j0, nb, len, qa, c2, m, l, acc);
+  }
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);

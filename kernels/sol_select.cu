@@ -3,10 +3,15 @@
 // head_dim 128, with the CPU reference's arithmetic (runtime/cpu/ops_sol.c): every sum fp32,
 // in its order, one rounding per operation (the _rn intrinsics: no contraction into fma), so
 // the centroids, moments and the exact-block selection are bitwise the reference's.
-//   h3cu_sol_centroids  grid (nb, 2 Hk + Hq), 128 threads (thread d: dim d). y < Hk: kc of kv
-//                       head y; y < 2 Hk: vc of kv head y - Hk; else qbar of q head y - 2 Hk:
-//                       the block's rows summed in ascending order, then / n_b. Outputs
-//                       [H][nb][128] f32.
+//   h3cu_sol_centroids  grid (nbp, 2 Hk + Hq), 128 threads (thread d: dim d), nbp = nb rounded
+//                       up to 16 (H3L_CHUNK). y < Hk: kc of kv head y; y < 2 Hk: vc of kv head
+//                       y - Hk; else qbar of q head y - 2 Hk: the block's rows summed in
+//                       ascending order, then / n_b. Outputs kc and qbar [H][nb][128] f32, and
+//                       the centroids of kc and vc split for sol_attention.cu's tensor cores:
+//                       kvs [Hk][nbp / 16][4][16][128] bf16, per kv head and chunk of 16 blocks
+//                       the tiles hi(kc), lo(kc), hi(vc), lo(vc) with hi = bf16(c) and lo =
+//                       bf16(c - hi) (both rounded to nearest: hi + lo holds c to ~2^-17);
+//                       blocks b >= nb write zeros into kvs (and nothing else).
 //   h3cu_sol_kstats     grid (Hk), 128 threads: per dim, kmean = (sum_b kc_b, b ascending) / nb
 //                       and kvar = (sum_b (kc_b - kmean)^2) / nb ([Hk][128] f32).
 //   h3cu_sol_select     grid (nb, Hq), 128 threads: query block i = x of q head n = y (kv head
@@ -19,6 +24,7 @@
 // Every block's threads run every loop that holds a barrier as often (host emulation).
 #define H3L_BLOCK 64
 #define H3L_D 128
+#define H3L_CHUNK 16 // blocks per chunk of kvs (sol_attention.cu's H3A_CHUNK)
 
 // The q . x of 128 dims, d ascending, one rounding per product and sum (ops_sol.c's dotf)
 H3_DI float h3l_dot(const float *q, const float *x) {
@@ -27,19 +33,37 @@ H3_DI float h3l_dot(const float *q, const float *x) {
   return s;
 }
 
+// Element (b, d) of tile t (0: hi(kc), 1: lo(kc), 2: hi(vc), 3: lo(vc)) of kv head h in kvs
+H3_DI long long h3l_kvs_at(int h, long long nbp, int t, long long b, int d) {
+  return (((long long)h * (nbp / H3L_CHUNK) + b / H3L_CHUNK) * 4 + t) * (H3L_CHUNK * H3L_D) +
+         (b % H3L_CHUNK) * H3L_D + d;
+}
+
 extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_centroids(
     const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v, long long len,
-    int hq, int hk, float *__restrict__ kc, float *__restrict__ vc, float *__restrict__ qbar) {
+    long long nb, int hq, int hk, float *__restrict__ kc, h3_bf16 *__restrict__ kvs, float *__restrict__ qbar) {
   const int d = threadIdx.x, y = blockIdx.y;
-  const long long b = blockIdx.x, nb = gridDim.x, r0 = b * H3L_BLOCK;
+  const long long b = blockIdx.x, nbp = gridDim.x, r0 = b * H3L_BLOCK;
   const long long r1 = len < r0 + H3L_BLOCK ? len : r0 + H3L_BLOCK;
   const int which = y < hk ? 0 : y < 2 * hk ? 1 : 2, h = which == 2 ? y - 2 * hk : y - which * hk;
+  if (b >= nb) { // the last chunk's padding: zero pseudo-keys
+    if (which < 2)
+      for (int t = 0; t < 2; t++) kvs[h3l_kvs_at(h, nbp, 2 * which + t, b, d)] = __float2bfloat16_rn(0.0f);
+    return;
+  }
   const h3_bf16 *x = which == 0 ? k : which == 1 ? v : q;
   const long long stride = (long long)(which == 2 ? hq : hk) * H3L_D;
-  float *out = which == 0 ? kc : which == 1 ? vc : qbar;
   float s = 0.0f;
   for (long long r = r0; r < r1; r++) s = __fadd_rn(s, h3_w(x[r * stride + h * H3L_D + d]));
-  out[((long long)h * nb + b) * H3L_D + d] = __fdiv_rn(s, (float)(r1 - r0));
+  const float c = __fdiv_rn(s, (float)(r1 - r0));
+  if (which == 2) {
+    qbar[((long long)h * nb + b) * H3L_D + d] = c;
+    return;
+  }
+  if (which == 0) kc[((long long)h * nb + b) * H3L_D + d] = c;
+  const h3_bf16 hi = __float2bfloat16_rn(c);
+  kvs[h3l_kvs_at(h, nbp, 2 * which, b, d)] = hi;
+  kvs[h3l_kvs_at(h, nbp, 2 * which + 1, b, d)] = __float2bfloat16_rn(__fsub_rn(c, __bfloat162float(hi)));
 }
 
 extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_kstats(const float *__restrict__ kc, long long nb,

@@ -5,14 +5,16 @@
  * attention on tensor cores) compiled on first use, and the launches. The op is cut into its
  * segments as attention is (cuda_attention.c); per segment of len rows (nb = ceil(len / 64)
  * blocks), in the stream's order (one scratch serves every segment in turn):
- *   h3cu_sol_centroids  grid (nb, 2 Hk + Hq), 128 threads: kc, vc, qbar;
+ *   h3cu_sol_centroids  grid (nbp, 2 Hk + Hq), 128 threads: kc, qbar, the split centroids kvs
+ *                       (nbp = nb rounded up to 16);
  *   h3cu_sol_kstats     grid (Hk), 128 threads: kmean, kvar;
  *   h3cu_sol_select     grid (nb, Hq), 128 threads: exact;
  *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows.
  * Environment: H3_SOL_STATS (any value) prints each segment's exact-block density (a debugging
  * aid: it waits for the stream after each segment).
- * Scratch (nbm = ceil(T / 64), a segment's arrays packed with its own nb): kc, vc [Hk][nbm][128],
- * qbar [Hq][nbm][128], kmean, kvar [Hk][128] (f32), exact [Hq][nbm][nbm] (bytes).
+ * Scratch (nbm = ceil(T / 64), nbpm = nbm rounded up to 16, a segment's arrays packed with its
+ * own nb): kc [Hk][nbm][128], qbar [Hq][nbm][128], kmean, kvar [Hk][128] (f32), kvs [Hk][nbpm
+ * / 16][4][16][128] (bf16), exact [Hq][nbm][nbm] (bytes).
  */
 #include "cuda_m31.h" /* cu_m31_kernels, cu_m31_smem */
 
@@ -20,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SOL_D = 128, SOL_BLOCK = 64, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */ };
+enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */ };
 
 static const char *const select_names[3] = {"h3cu_sol_centroids", "h3cu_sol_kstats", "h3cu_sol_select"};
 static const char *const fwd_name[1] = {"h3cu_sol_fwd"};
@@ -39,16 +41,18 @@ bool cu_sol_supports(const h3_op *op) {
 
 /* The scratch's parts at base (base NULL: only the total, returned) */
 typedef struct {
-  float *kc, *vc, *qbar, *kmean, *kvar;
+  float *kc, *qbar, *kmean, *kvar;
+  void *kvs; /* bf16 */
   unsigned char *exact;
 } sol_scratch;
 
 static size_t scratch_layout(const h3_op *op, char *base, sol_scratch *p) {
   int64_t nbm = (op->operands[0]->type.dims[0] + SOL_BLOCK - 1) / SOL_BLOCK;
   int64_t hq = op->operands[0]->type.dims[1], hk = op->operands[1]->type.dims[1];
-  const size_t bytes[6] = {(size_t)(hk * nbm * SOL_D) * 4, (size_t)(hk * nbm * SOL_D) * 4,
-                           (size_t)(hq * nbm * SOL_D) * 4, (size_t)(hk * SOL_D) * 4,
-                           (size_t)(hk * SOL_D) * 4,       (size_t)(hq * nbm * nbm)};
+  int64_t nbpm = (nbm + SOL_CHUNK - 1) / SOL_CHUNK * SOL_CHUNK;
+  const size_t bytes[6] = {(size_t)(hk * nbm * SOL_D) * 4, (size_t)(hq * nbm * SOL_D) * 4,
+                           (size_t)(hk * SOL_D) * 4,       (size_t)(hk * SOL_D) * 4,
+                           (size_t)(hk * nbpm * 4 * SOL_D) * 2, (size_t)(hq * nbm * nbm)};
   char *parts[6];
   size_t at = 0;
   for (int i = 0; i < 6; i++) {
@@ -57,7 +61,7 @@ static size_t scratch_layout(const h3_op *op, char *base, sol_scratch *p) {
   }
   if (p)
     *p = (sol_scratch){(float *)parts[0], (float *)parts[1], (float *)parts[2],
-                       (float *)parts[3], (float *)parts[4], (unsigned char *)parts[5]};
+                       (float *)parts[3], parts[4], (unsigned char *)parts[5]};
   return at;
 }
 
@@ -105,19 +109,19 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   cu_kernel *const *k = ((sol_ctx *)ctx)->k;
   const sol_scratch *sc = &((sol_ctx *)ctx)->sc;
   int hq = (int)op->operands[0]->type.dims[1], hk = (int)op->operands[1]->type.dims[1], group = hq / hk;
-  long long len = g->len, nb = (len + SOL_BLOCK - 1) / SOL_BLOCK;
+  long long len = g->len, nb = (len + SOL_BLOCK - 1) / SOL_BLOCK, nbp = (nb + SOL_CHUNK - 1) / SOL_CHUNK * SOL_CHUNK;
   long long sink0 = h3_op_attr_int(op, "sink_start", 0), sink1 = sink0 + h3_op_attr_int(op, "sink_tokens", 0);
   float scale = (float)h3_op_attr_float(op, "scale", 1.0), tau = (float)h3_op_attr_float(op, "tau", 1.0);
   int exact_cov = !strcmp(h3_op_attr_string(op, "thresh", "diag"), "exact");
   const void *q = g->q, *kk = g->k, *v = g->v;
   void *o = g->o;
   const int64_t block[3] = {SOL_D, 1, 1};
-  void *cargs[] = {&q, &kk, &v, &len, &hq, &hk, (void *)&sc->kc, (void *)&sc->vc, (void *)&sc->qbar};
+  void *cargs[] = {&q, &kk, &v, &len, &nb, &hq, &hk, (void *)&sc->kc, (void *)&sc->kvs, (void *)&sc->qbar};
   void *margs[] = {(void *)&sc->kc, &nb, (void *)&sc->kmean, (void *)&sc->kvar};
   void *sargs[] = {(void *)&sc->kc, (void *)&sc->qbar, (void *)&sc->kmean, (void *)&sc->kvar, &nb, &len, &group,
                    &scale, &tau, &exact_cov, &sink0, &sink1, (void *)&sc->exact};
-  void *fargs[] = {&q, &kk, &v, (void *)&sc->kc, (void *)&sc->vc, (void *)&sc->exact, &o, &len, &nb, &group, &scale};
-  if (cu_launch(s, k[0], (int64_t[]){nb, 2 * hk + hq, 1}, block, 0, cargs, d) != H3_OK ||
+  void *fargs[] = {&q, &kk, &v, (void *)&sc->kvs, (void *)&sc->exact, &o, &len, &nb, &group, &scale};
+  if (cu_launch(s, k[0], (int64_t[]){nbp, 2 * hk + hq, 1}, block, 0, cargs, d) != H3_OK ||
       cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
       cu_launch(s, k[2], (int64_t[]){nb, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;

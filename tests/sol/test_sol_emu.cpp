@@ -5,8 +5,9 @@
  * per-channel offsets and per-block shifts, so that block scores differ and the threshold
  * selects some blocks and not others), head_dim 128:
  *   - the pre-passes bitwise against ops.def's contract computed here in the CPU reference's
- *     order (runtime/cpu/ops_sol.c): kc, vc, qbar and the exact-block flags of every (q head,
- *     query block);
+ *     order (runtime/cpu/ops_sol.c): kc, qbar, the bf16 hi + lo split of kc and vc (zeros past
+ *     the last block up to a multiple of 16) and the exact-block flags of every (q head, query
+ *     block);
  *   - the output against the CPU backend's op: the kernel rounds P of exact keys to bf16 (as
  *     the dense flash kernel does), uses 2^x in log2 units and other fp32 sum orders: NMSE <=
  *     2e-5 (measured 4.7e-6 .. 5.7e-6).
@@ -14,6 +15,8 @@
  * its own start), GQA 4/2, tau 1 diag; 196 + 4 rows (a 4-row segment as the padding rows
  * form one: a single block) at tau 0; 450 rows (8 blocks), thresh exact, 2 q heads on 1 kv
  * head; sinks (rows 100 .. 169) with tau 2; tau = -inf (every block exact: attention's result);
+ * 2100 rows (33 blocks: three chunks of 16 pseudo-keys through both shared-memory stages, the
+ * last one padded);
  * the pre-passes alone on 19180 rows (300 blocks: the exact covariance's sums run over three
  * chunks of 128 blocks, key blocks beyond a thread's first), exact and diag with one sink row.
  */
@@ -28,9 +31,12 @@ namespace sol_k {
 
 /* The op's scratch for one segment (cuda_sol.c's parts, packed with the segment's nb) */
 struct scratch {
-  std::vector<float> kc, vc, qbar, kmean, kvar;
+  std::vector<float> kc, qbar, kmean, kvar;
+  std::vector<h3_bf16> kvs;
   std::vector<unsigned char> exact;
 };
+
+static long long padded_blocks(long long nb) { return (nb + 15) / 16 * 16; }
 
 struct sol_case {
   const char *name;
@@ -46,12 +52,13 @@ static void emu_segment(const sol_case &c, const h3_bf16 *q, const h3_bf16 *k, c
                         long long len, float scale, scratch &sc) {
   const int hq = (int)c.hq, hk = (int)c.hk;
   const long long nb = (len + 63) / 64, s0 = c.sink_start, s1 = c.sink_start + c.sink_tokens;
-  sc.kc.assign((size_t)(hk * nb * 128), -1.0f), sc.vc.assign((size_t)(hk * nb * 128), -1.0f);
+  const long long nbp = padded_blocks(nb);
+  sc.kc.assign((size_t)(hk * nb * 128), -1.0f), sc.kvs.assign((size_t)(hk * nbp * 4 * 128), h3_bf16{0x7fc0});
   sc.qbar.assign((size_t)(hq * nb * 128), -1.0f);
   sc.kmean.assign((size_t)hk * 128, -1.0f), sc.kvar.assign((size_t)hk * 128, -1.0f);
   sc.exact.assign((size_t)(hq * nb * nb), 7);
-  emu_launch3(nb, 2 * hk + hq, 1, 128, [&] {
-    sol_k::h3cu_sol_centroids(q, k, v, len, hq, hk, sc.kc.data(), sc.vc.data(), sc.qbar.data());
+  emu_launch3(nbp, 2 * hk + hq, 1, 128, [&] {
+    sol_k::h3cu_sol_centroids(q, k, v, len, nb, hq, hk, sc.kc.data(), sc.kvs.data(), sc.qbar.data());
   });
   emu_launch3(hk, 1, 1, 128, [&] { sol_k::h3cu_sol_kstats(sc.kc.data(), nb, sc.kmean.data(), sc.kvar.data()); });
   emu_launch3(nb, hq, 1, 128, [&] {
@@ -60,7 +67,7 @@ static void emu_segment(const sol_case &c, const h3_bf16 *q, const h3_bf16 *k, c
   });
   if (!c.prepass_only)
     emu_launch3(nb, hq, 1, 128, [&] {
-      sol_k::h3cu_sol_fwd(q, k, v, sc.kc.data(), sc.vc.data(), sc.exact.data(), o, len, nb, hq / hk, scale);
+      sol_k::h3cu_sol_fwd(q, k, v, sc.kvs.data(), sc.exact.data(), o, len, nb, hq / hk, scale);
     });
 }
 
@@ -80,21 +87,27 @@ static int64_t check_select(const sol_case &c, const h3_bf16 *q, const h3_bf16 *
   const int hq = (int)c.hq, hk = (int)c.hk;
   std::vector<float> kc((size_t)(hk * nb * 128)), qb((size_t)(hq * nb * 128));
   int64_t bad = 0;
+  const long long nbp = padded_blocks(nb);
   for (int w = 0; w < 3; w++) { /* kc, vc, qbar */
     const int H = w == 2 ? hq : hk;
     const h3_bf16 *x = w == 0 ? k : w == 1 ? v : q;
-    const std::vector<float> &got = w == 0 ? sc.kc : w == 1 ? sc.vc : sc.qbar;
     for (int h = 0; h < H; h++)
-      for (long long b = 0; b < nb; b++)
+      for (long long b = 0; b < nbp; b++)
         for (int d = 0; d < 128; d++) {
           const long long r1 = std::min(len, 64 * b + 64);
           float s = 0.0f;
           for (long long r = 64 * b; r < r1; r++) s += f32(x, (r * H + h) * 128 + d);
-          const float want = s / (float)(r1 - 64 * b);
+          const float want = b < nb ? s / (float)(r1 - 64 * b) : 0.0f; /* zeros past nb (kvs only) */
           const size_t at = (size_t)((h * nb + b) * 128 + d);
-          bad += got[at] != want;
-          if (w == 0) kc[at] = want;
-          if (w == 2) qb[at] = want;
+          if (w == 2) {
+            if (b < nb) bad += sc.qbar[at] != want, qb[at] = want;
+            continue;
+          }
+          if (w == 0 && b < nb) bad += sc.kc[at] != want, kc[at] = want;
+          /* the split: tile 2 w (hi) and 2 w + 1 (lo) of chunk b / 16 */
+          const uint16_t hi = h3_f32_to_bf16(want), lo = h3_f32_to_bf16(want - h3_bf16_to_f32(hi));
+          const size_t t0 = (size_t)((((h * (nbp / 16) + b / 16) * 4 + 2 * w) * 16 + b % 16) * 128 + d);
+          bad += sc.kvs[t0].bits != hi || sc.kvs[t0 + 16 * 128].bits != lo;
         }
   }
   for (int n = 0; n < hq; n++) {
@@ -180,6 +193,7 @@ int main(void) {
   test_case({"450 rows, GQA 2/1, tau 0.5 exact", 450, 0, 2, 1, 0.5, true, 0, 0, false});
   test_case({"450 rows, sinks 100 .. 169, tau 2 diag", 450, 0, 2, 2, 2.0, false, 100, 70, false});
   test_case({"segments 300 + 150, tau -inf (dense)", 450, 300, 2, 1, -inf, false, 0, 0, false});
+  test_case({"2100 rows: 33 blocks, 3 chunks of pseudo-keys", 2100, 0, 1, 1, 1.5, false, 0, 0, false});
   test_case({"pre-passes: 300 blocks, thresh exact, GQA 2/1", 19180, 0, 2, 1, 1.0, true, 0, 0, true});
   test_case({"pre-passes: 300 blocks, diag, sinks", 19180, 0, 1, 1, 1.0, false, 640, 1, true});
   return check_summary("sol_emu");
