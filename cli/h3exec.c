@@ -549,7 +549,7 @@ static int run(const options *o, h3_diag *d) {
   if (check_compiled(m, "--steps", "steps", o->steps, d) != H3_OK ||
       check_compiled(m, "--max-new-tokens", "max_new_tokens", o->max_new_tokens, d) != H3_OK)
     goto done;
-  h3_backend_options bo = {o->threads, o->seed};
+  h3_backend_options bo = {.threads = o->threads, .seed = o->seed};
   b = h3_backend_create(o->backend, &bo, d);
   if (!b) goto done;
   int random = strcmp(o->weights, "random") == 0;
