@@ -25,7 +25,7 @@ static void *rank_main(void *p) {
   const ranks_options *o = j->o;
   h3_backend_options bo = {.threads = o->threads, .seed = o->seed, .comm = o->comm, .rank = j->rank};
   h3_runtime_options ro = {.weight_seed = o->seed};
-  h3_backend *b = h3_backend_cpu_new(&bo, &j->d);
+  h3_backend *b = h3_backend_create("cpu", &bo, &j->d);
   h3_runtime *rt = b ? h3_runtime_new(o->m, b, o->w, &ro, &j->d) : NULL;
   h3_host_tensor *out = calloc((size_t)o->g->n_outputs + 1, sizeof *out);
   j->st = rt && out ? H3_OK : H3_ERR;
