@@ -87,7 +87,7 @@ static h3_status setup_new(setup *s, const char *path, const opts *o, bool trace
                   "%s: not an H3 plan (needs graph 'step' and config key 'layers')", path);
     return H3_ERR;
   }
-  h3_backend_options bo = {2, o->seed};
+  h3_backend_options bo = {.threads = 2, .seed = o->seed};
   bool cuda = strcmp(o->backend, "cpu") != 0;
   if (cuda) {
     h3_cuda_options co = {.attention = o->attention};

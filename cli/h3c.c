@@ -115,7 +115,11 @@ static void usage_pass_options(FILE *out) {
           "  --spectrum-blend W       weight of the Chebyshev forecast against Taylor (default 1.0)\n"
           "  --cache-dit-warmup N     --quality high: no cached step before step N (default 4)\n"
           "  --cache-dit-threshold T  reuse the cached residual when d < T (default 0.04)\n"
-          "  --cache-dit-max-consecutive N  at most N cached steps in a row (default 1)\n");
+          "  --cache-dit-max-consecutive N  at most N cached steps in a row (default 1)\n"
+          "  --gpus N                 a parallel plan for N ranks (GPUs; cpu threads for now):\n"
+          "                           H3's block stack split by rows (Ulysses sequence\n"
+          "                           parallelism, pass sequence-parallel; docs/parallel.md);\n"
+          "                           1 (the default) is the one-rank plan\n");
 }
 
 static void usage_command(command c, FILE *out) {
@@ -353,6 +357,17 @@ static int parse_args(int argc, char **argv, options *o) {
                           "sol[,tau=F][,thresh=diag|exact][,sink_tokens=N][,sink_start=N]"
                           "[,dense_steps=N][,dense_layers=N][,dense_backend=dense|sage]");
       }
+    } else if (takes_passes(o->cmd) && (v = flag_value(argc, argv, &i, "--gpus", &missing))) {
+      if (missing) return missing_value(cmd, a);
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (end == v || *end || n < 1 || n > H3_COMM_MAX_RANKS) {
+        char hint[96];
+        snprintf(hint, sizeof hint, "give a rank count from 1 to %d, e.g. --gpus 4",
+                 H3_COMM_MAX_RANKS);
+        return flag_error(cmd, "bad --gpus '%s'", v, hint);
+      }
+      o->passes.gpus = (int)n;
     } else if (takes_passes(o->cmd) &&
                (!strcmp(a, "--spectrum") || !strncmp(a, "--spectrum=", 11))) {
       o->spectrum = true;
@@ -411,6 +426,8 @@ static int parse_args(int argc, char **argv, options *o) {
   }
   if (o->passes.int8 && enable_passes(o, cmd, H3_INT8_PASSES)) return 1;
   if (o->spectrum && enable_passes(o, cmd, "spectrum")) return 1;
+  if (o->passes.gpus > 1 && !o->passes.passes && enable_passes(o, cmd, "sequence-parallel"))
+    return 1;
   if (o->cache_dit_flags) o->passes.cache_dit = o->cache_dit_text;
   if (takes_input(o->cmd) && !o->input) {
     char hint[128];

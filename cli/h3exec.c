@@ -5,7 +5,7 @@
  *          [--inputs FILE] [--out FILE] [--steps N] [--prompt FILE | --prompt-len N]
  *          [--max-new-tokens N] [--warmup N] [--iterations N] [--threads N]
  *          [--attention NAME] [--profile FILE.json] [--dump-ops KINDS --dump FILE]
- *          [--device-memory SIZE] [--help]
+ *          [--device-memory SIZE] [--gpus N] [--help]
  *   h3exec PLAN (--requests FILE | --random-prompts N --prompt-len L --output-len M)
  *          [--out RESULTS.jsonl] [--concurrency C] [--request-rate R] [--temperature T]
  *          [--kv-pages N] [--summary FILE.json] [--profile FILE.json]
@@ -16,9 +16,12 @@
  * are written atomically at the end).
  */
 #include "dump_ops.h"
+#include "ranks.h"
 #include "serve_run.h"
 #include "h3/backend.h"
 #include "h3/bf16.h"
+#include "h3/comm.h"
+#include "h3/op_registry.h"
 #include "h3/plan.h"
 #include "h3/residency.h"
 #include "h3/runtime.h"
@@ -38,6 +41,7 @@ typedef struct {
   int64_t steps, prompt_len, max_new_tokens;
   int64_t device_memory; /* bytes; 0: no budget */
   int warmup, iterations, threads;
+  int gpus; /* --gpus N; 0: not given (the plan's rank count must then be 1) */
   bool check_finite;
   serve_flags serve; /* prompt_len is the one above */
 } options;
@@ -74,6 +78,9 @@ static void usage(FILE *f) {
           "                        $H3_DEVICE_MEMORY, else no limit): the blocks that do not\n"
           "                        fit stream from host memory behind the compute\n"
           "                        (docs/streaming.md)\n"
+          "  --gpus N              run a parallel plan (h3c compile --gpus N) on N ranks; for\n"
+          "                        now --backend cpu, each rank a thread, collectives emulated;\n"
+          "                        rank 0 writes the outputs (docs/parallel.md)\n"
           "\n"
           "Serving (M3.1; docs/running.md \"Serving\"):\n"
           "  --requests FILE       serve the requests of a JSON Lines file (- : standard input)\n"
@@ -275,7 +282,7 @@ static int parse_flags(int argc, char **argv, options *o) {
         "--warmup", "--iterations", "--threads", "--profile",    "--attention",
         "--dump-ops", "--dump", "--requests", "--random-prompts", "--output-len",
         "--temperature", "--concurrency", "--request-rate", "--kv-pages", "--summary",
-        "--speculative", "--spec-force-accept", "--device-memory", NULL};
+        "--speculative", "--spec-force-accept", "--device-memory", "--gpus", NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++) known |= strcmp(a, with_value[k]) == 0;
     if (!known) return flag_error("unknown flag '%s'", a);
@@ -357,6 +364,9 @@ static int parse_flags(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--threads") == 0) {
       if (!parse_int(a, v, 1, 256, &n)) return 2;
       o->threads = (int)n;
+    } else if (strcmp(a, "--gpus") == 0) {
+      if (!parse_int(a, v, 1, H3_COMM_MAX_RANKS, &n)) return 2;
+      o->gpus = (int)n;
     }
   }
   const char *env = getenv("H3_DEVICE_MEMORY");
@@ -514,11 +524,44 @@ static void progress(void *ctx, const char *label, int64_t done, int64_t total) 
   fflush(stderr);
 }
 
+/* The rank count: --gpus against the plan's (h3_module_ranks); N > 1 runs on the cpu
+ * backend's thread ranks, without serving, --dump-ops or --device-memory. 0 after reporting. */
+static int rank_count(const options *o, const h3_module *m, h3_diag *d) {
+  int plan = h3_module_ranks(m), want = o->gpus ? o->gpus : 1;
+  h3_span none = {0};
+  char hint[200];
+  if (want != plan) {
+    if (o->gpus)
+      snprintf(hint, sizeof hint, "run it with --gpus %d, or recompile it: h3c compile ... --gpus %d",
+               plan, want);
+    else
+      snprintf(hint, sizeof hint, "run it with h3exec --backend cpu --gpus %d", plan);
+    h3_diag_error(d, none, hint, "%s: the plan was compiled for %d rank%s (h3c compile --gpus %d), "
+                  "not %d", o->plan, plan, plan == 1 ? "" : "s", plan, want);
+    return 0;
+  }
+  const char *refused = serve_wanted(&o->serve) ? "serving"
+                        : o->dump_ops           ? "--dump-ops"
+                        : o->device_memory > 0  ? "--device-memory"
+                        : want > 1 && !strcmp(o->backend, "cuda") ? "--backend cuda"
+                                                                  : NULL;
+  if (want > 1 && refused) {
+    h3_diag_error(d, none, "run a parallel plan with --backend cpu, without serving, --dump-ops or "
+                  "--device-memory (docs/parallel.md)",
+                  "--gpus %d: %s is not supported with several ranks yet (the cpu backend runs "
+                  "them as threads; the NCCL side is not written)", want, refused);
+    return 0;
+  }
+  return want;
+}
+
 static int run(const options *o, h3_diag *d) {
   int rc = 1;
   h3_backend *b = NULL;
   h3_weights *w = NULL;
   h3_runtime *rt = NULL;
+  h3_comm *comm = NULL; /* --gpus N > 1: the ranks' communicator */
+  ranks *helpers = NULL; /* ranks 1 .. N-1 while they run */
   dump_ops *dump = NULL;
   h3_host_tensor *in = NULL, *out = NULL;
   double *lat = NULL;
@@ -549,8 +592,10 @@ static int run(const options *o, h3_diag *d) {
   if (check_compiled(m, "--steps", "steps", o->steps, d) != H3_OK ||
       check_compiled(m, "--max-new-tokens", "max_new_tokens", o->max_new_tokens, d) != H3_OK)
     goto done;
-  h3_backend_options bo = {o->threads, o->seed};
-  b = h3_backend_create(o->backend, &bo, d);
+  int n_ranks = rank_count(o, m, d);
+  if (!n_ranks || (n_ranks > 1 && !(comm = h3_comm_new(n_ranks, d)))) goto done;
+  h3_backend_options bo = {.threads = o->threads, .seed = o->seed, .comm = comm, .rank = 0};
+  b = h3_backend_create(comm ? "cpu" : o->backend, &bo, d);
   if (!b) goto done;
   int random = strcmp(o->weights, "random") == 0;
   if (h3_backend_load_plan(b, plan, d) != H3_OK ||
@@ -613,6 +658,8 @@ static int run(const options *o, h3_diag *d) {
   out = calloc((size_t)g->n_outputs + 1, sizeof *out);
   lat = calloc((size_t)o->iterations + 1, sizeof *lat);
   if (!rt || !out || !lat) goto done;
+  ranks_options rko = {m, g, w, in, comm, o->threads, o->seed, o->warmup + o->iterations};
+  if (comm && !(helpers = ranks_start(&rko, d))) goto done;
   for (int it = 0; it < o->warmup + o->iterations; it++) {
     if (it == o->warmup) {
       h3_runtime_reset_stats(rt);
@@ -627,6 +674,9 @@ static int run(const options *o, h3_diag *d) {
     if (h3_runtime_run(rt, g, in, out, d) != H3_OK) goto done;
     if (it >= o->warmup) lat[it - o->warmup] = b->ops->now(b) - ps.t0;
   }
+  h3_status ranks_st = helpers ? ranks_finish(helpers, d) : H3_OK;
+  helpers = NULL;
+  if (ranks_st != H3_OK) goto done;
   nan = calloc((size_t)g->n_outputs + 1, sizeof *nan);
   inf = calloc((size_t)g->n_outputs + 1, sizeof *inf);
   if (!nan || !inf) goto done;
@@ -674,6 +724,7 @@ static int run(const options *o, h3_diag *d) {
                  .weight_bytes = h3_runtime_weight_bytes(rt),
                  .activation_bytes = h3_runtime_activation_bytes(rt),
                  .device = h3_backend_device_name(b),
+                 .ranks = n_ranks,
                  .attention = h3_backend_option(b, "attention"),
                  .gpu_seconds = h3_backend_busy_seconds(b)};
   r.op_clock = !b->ext     ? "host time"
@@ -694,6 +745,10 @@ static int run(const options *o, h3_diag *d) {
   h3_strbuf_free(&passes);
   rc = 0;
 done:
+  if (helpers) { /* rank 0 failed: the others stop at their next collective */
+    h3_comm_abort(comm);
+    ranks_finish(helpers, d);
+  }
   if (out) h3_host_tensors_free(out, g ? g->n_outputs : 0);
   if (in) h3_host_tensors_free(in, g ? g->n_inputs : 0);
   free(lat);
@@ -703,6 +758,7 @@ done:
   dump_ops_free(dump);
   h3_weights_free(w);
   h3_backend_free(b);
+  h3_comm_free(comm);
   h3_plan_free(plan);
   return rc;
 }

@@ -82,6 +82,11 @@ H3_INFER_DECL(h3_infer_linear_nvfp4);
 H3_INFER_DECL(h3_infer_spectrum_update);
 H3_INFER_DECL(h3_infer_spectrum_forecast);
 H3_INFER_DECL(h3_infer_cache_dit_decide);
+/* op_infer_collective.c: shard and the collectives of a parallel plan */
+H3_INFER_DECL(h3_infer_shard);
+H3_INFER_DECL(h3_infer_all_gather);
+H3_INFER_DECL(h3_infer_all_to_all);
+H3_INFER_DECL(h3_infer_all_reduce);
 
 /* Operand count, region count and attributes against the registry (no inference). */
 int h3_op_check(const h3_op *op, char *why, size_t why_len);

@@ -99,6 +99,11 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(CACHE_DIT_DECIDE, 4, 4, 0, h3_infer_cache_dit_decide, A("warmup", INT),
           A("threshold", FLOAT), A("max_consecutive", INT), O("offset", INT)),
     ENTRY(BRANCH, 1, -1, 0, NULL, A("then_callee", STRING), A("else_callee", STRING)),
+    ENTRY(SHARD, 1, 1, 0, h3_infer_shard, A("ranks", INT), A("axis", INT)),
+    ENTRY(ALL_GATHER, 1, 1, 0, h3_infer_all_gather, A("ranks", INT), A("axis", INT)),
+    ENTRY(ALL_TO_ALL, 1, 1, 0, h3_infer_all_to_all, A("ranks", INT), A("split_axis", INT),
+          A("concat_axis", INT)),
+    ENTRY(ALL_REDUCE, 1, 1, 0, h3_infer_all_reduce, A("ranks", INT)),
 #define H3_OP(ID, NAME, KIND) [H3_OP_##ID].name = NAME, [H3_OP_##ID].kind = KIND,
 #include "h3/ops.def"
 #undef H3_OP
@@ -119,6 +124,23 @@ const h3_op_info *h3_op_info_find(const char *name) {
 bool h3_op_is_inplace(h3_opcode code) {
   return code == H3_OP_KV_WRITE || code == H3_OP_SET_INDEX || code == H3_OP_SCATTER_ROWS ||
          code == H3_OP_RESIDUAL_NORM_MODULATE || code == H3_OP_SPECTRUM_UPDATE;
+}
+
+bool h3_op_is_collective(h3_opcode code) {
+  return code == H3_OP_SHARD || code == H3_OP_ALL_GATHER || code == H3_OP_ALL_TO_ALL ||
+         code == H3_OP_ALL_REDUCE;
+}
+
+static int find_ranks(h3_op *op, void *p) {
+  if (!h3_op_is_collective(op->code)) return 0;
+  *(int *)p = (int)h3_op_attr_int(op, "ranks", 1);
+  return 1;
+}
+
+int h3_module_ranks(const h3_module *m) {
+  int ranks = 1;
+  h3_module_walk((h3_module *)m, find_ranks, &ranks);
+  return ranks;
 }
 
 bool h3_op_is_view(h3_opcode code) {

@@ -25,6 +25,7 @@ typedef struct {
   h3_value **values;    /* every defined value, by id */
   int n_ids;
   int errors;
+  const h3_op *ranked; /* the first op of a parallel plan: every other names its ranks */
 } vctx;
 
 #define IN_SCOPE 1
@@ -188,6 +189,14 @@ static void verify_op(vctx *c, h3_op *op, h3_region *r) {
     verify_region(c, &op->regions[i], op, false);
   }
   if (ok && !info->infer) verify_control(c, op);
+  if (ok && h3_op_is_collective(op->code)) { /* one plan, one rank count */
+    int64_t n = h3_op_attr_int(op, "ranks", 1);
+    if (!c->ranked) c->ranked = op;
+    else if (h3_op_attr_int(c->ranked, "ranks", 1) != n)
+      verr(c, op->span, "%s: ranks = %lld, but %s names ranks = %lld (a plan runs on one rank count)",
+           name, (long long)n, h3_opcode_name(c->ranked->code),
+           (long long)h3_op_attr_int(c->ranked, "ranks", 1));
+  }
   for (int i = 0; i < op->n_results; i++) {
     h3_value *v = op->results[i];
     if (v->kind != H3_VALUE_RESULT || v->def != op || v->index != i)

@@ -9,6 +9,7 @@
 #include "h3/rewrite.h"
 
 #include "attention_schedule.h"
+#include "pass_internal.h"
 #include "spectrum.h"
 
 #include <string.h>
@@ -26,11 +27,6 @@ typedef struct {
   int n_to, n_dense;
 } sched;
 
-static bool is_trunk(const h3_op *op) {
-  const char *l = op->code == H3_OP_LOOP ? h3_op_attr_string(op, "label", "") : "";
-  return !strcmp(l, "trunk") || !strncmp(l, "trunk.", 6);
-}
-
 /* The block that iteration 0 of trunk loop `t` runs: the offset of its counter's index. */
 static int64_t first_block(const h3_op *t) {
   const h3_region *r = &t->regions[0];
@@ -44,7 +40,7 @@ static int64_t first_block(const h3_op *t) {
 static int64_t blocks(const h3_region *r) {
   int64_t n = 0;
   for (const h3_op *op = r->first; op; op = op->next) {
-    int64_t e = is_trunk(op) ? first_block(op) + h3_op_attr_int(op, "count", 0) : 0;
+    int64_t e = h3_loop_is_trunk(op) ? first_block(op) + h3_op_attr_int(op, "count", 0) : 0;
     for (int i = 0; i < op->n_regions; i++) {
       int64_t inner = blocks(&op->regions[i]);
       e = inner > e ? inner : e;
@@ -70,7 +66,7 @@ static h3_status set_region(sched *s, h3_region *r, h3_att_kind kind) {
  * the later steps (sol = true), the dense backend before block dense_layers and sol from it. */
 static h3_status trunks(sched *s, h3_region *r, bool sol) {
   for (h3_op *op = r->first; op; op = op->next) {
-    if (!is_trunk(op)) {
+    if (!h3_loop_is_trunk(op)) {
       for (int i = 0; i < op->n_regions; i++)
         if (trunks(s, &op->regions[i], sol) != H3_OK) return H3_ERR;
       continue;
@@ -107,7 +103,7 @@ static const char *const CALLEE_KEYS[] = {"callee", "then_callee", "else_callee"
 /* Whether region r (or a graph it calls) holds a trunk loop. */
 static bool reaches(const sched *s, const h3_region *r, int depth) {
   for (const h3_op *op = r->first; op && depth < 16; op = op->next) {
-    if (is_trunk(op)) return true;
+    if (h3_loop_is_trunk(op)) return true;
     for (int i = 0; i < op->n_regions; i++)
       if (reaches(s, &op->regions[i], depth)) return true;
     for (int k = 0; k < 3; k++) {

@@ -6,6 +6,8 @@
 
 #include "h3/passes.h"
 
+#include <string.h>
+
 struct h3_pass_context {
   const h3_pass_options *options;
   const h3_pass *pass; /* the pass now running */
@@ -16,6 +18,14 @@ struct h3_pass_context {
  * only verify may follow (registry.c declares the records of the table). */
 extern const h3_pass h3_pass_verify;
 extern const h3_pass h3_pass_memory_plan;
+
+/* ---- the block stack ------------------------------------------------------------------- */
+/* Whether op is a loop of the block stack: labelled `trunk` or `trunk.*` (Cache-DiT's
+ * trunk.front and trunk.rest, the attention schedule's pieces). */
+static inline bool h3_loop_is_trunk(const h3_op *op) {
+  const char *l = op->code == H3_OP_LOOP ? h3_op_attr_string(op, "label", "") : "";
+  return !strcmp(l, "trunk") || !strncmp(l, "trunk.", 6);
+}
 
 /* ---- op arrays (op_array.c) ------------------------------------------------------------- */
 /* Appends op to the array *ops of *n ops in *cap slots, growing it (doubling, 16 at first;

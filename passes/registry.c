@@ -16,6 +16,7 @@
   X(spectrum) /* step skipping rewrites the program first */                               \
   X(cache_dit)                                                                             \
   X(attention_backend) /* --attention: after step skipping, on its segments and pieces */  \
+  X(sequence_parallel) /* --gpus N: splits every trunk loop, pieces and clones included */   \
   X(dce)                                                                                   \
   X(draft_quant_nvfp4) /* --draft-quant nvfp4: the draft's W4A16 linears */           \
   X(int8_lowering) /* --int8; before the fusions, so they see the int8 ops */              \

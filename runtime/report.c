@@ -280,6 +280,9 @@ void h3_report_print(FILE *out, const h3_report *r) {
           r->module->model ? r->module->model : "?", r->module->config ? r->module->config : "?");
   fprintf(out, "  ran              : %s on %s, %s\n", r->graph, r->backend,
           r->device ? r->device : "?");
+  if (r->ranks > 1)
+    fprintf(out, "  ranks            : %d (--gpus %d: threads of this process, collectives "
+                 "emulated; outputs and this report from rank 0)\n", r->ranks, r->ranks);
   fprintf(out, "  weights          : %s, seed %llu\n", r->weights, (unsigned long long)r->seed);
   fprintf(out, "  iterations       : %d warm-up, %d measured\n", r->warmup, r->iterations);
   print_on_off(out, r);

@@ -81,9 +81,16 @@ typedef struct {
   void (*reset_busy)(h3_backend *b);
 } h3_backend_ops;
 
+typedef struct h3_comm h3_comm;
+
 typedef struct {
   int threads;   /* worker threads for the heavy ops (cpu); <= 0 means 2 */
   uint64_t seed; /* the request seed: `randn` draws from it */
+  /* The ranks of a parallel plan (include/h3/comm.h; cpu only): this backend is rank `rank`
+     of `comm`, shared with the other ranks' backends. NULL: one rank (rank 0), where the
+     ops of ops.def's "several ranks" run only with ranks = 1. */
+  h3_comm *comm;
+  int rank;
 } h3_backend_options;
 
 /* Optional capabilities of a backend (h3_backend.ext; NULL for cpu), used by the executor

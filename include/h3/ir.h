@@ -47,6 +47,9 @@ typedef enum {
 } h3_dtype;
 
 #define H3_MAX_RANK 6
+/* The most ranks (GPUs, or cpu threads standing for them) a parallel plan may name: the
+ * `ranks` attribute of the collective ops (ops.def, docs/parallel.md). */
+#define H3_COMM_MAX_RANKS 64
 
 /* A tensor type; rank 0 is a scalar. dims are row-major, the last one contiguous. */
 typedef struct {

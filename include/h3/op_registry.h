@@ -64,6 +64,11 @@ bool h3_op_is_load_time(const h3_op *op);
 /* kv_write, set_index, scatter_rows, residual_norm_modulate, spectrum_update: result 0
  * updates operand 0's buffer in place. */
 bool h3_op_is_inplace(h3_opcode code);
+/* shard, all_gather, all_to_all, all_reduce: the ops of a parallel plan (attribute `ranks`). */
+bool h3_op_is_collective(h3_opcode code);
+/* The rank count module m was compiled for: the `ranks` of its collective ops (the verifier
+ * checks they agree), 1 when it has none. */
+int h3_module_ranks(const h3_module *m);
 /* reshape, slice, index: the result may be a view of operand 0. */
 bool h3_op_is_view(h3_opcode code);
 

@@ -181,6 +181,7 @@ typedef struct {
   const h3_module *module;
   size_t weight_bytes, activation_bytes;
   const char *device;    /* the backend's device in words, or NULL */
+  int ranks;             /* ranks of a parallel plan (h3exec --gpus N); 0 or 1: one */
   const char *attention; /* attention implementation, or NULL */
   double gpu_seconds;    /* device busy time over the measured iterations; < 0: n/a */
   /* what the per-op times measure: "device timestamps", "host time" (ops synchronous) or

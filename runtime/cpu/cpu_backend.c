@@ -9,6 +9,8 @@
  */
 #include "cpu_internal.h"
 
+#include "h3/comm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -79,6 +81,10 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_SPECTRUM_UPDATE: return h3cpu_spectrum_update;
   case H3_OP_SPECTRUM_FORECAST: return h3cpu_spectrum_forecast;
   case H3_OP_CACHE_DIT_DECIDE: return h3cpu_cache_dit_decide;
+  case H3_OP_SHARD: return h3cpu_shard;
+  case H3_OP_ALL_GATHER: return h3cpu_all_gather;
+  case H3_OP_ALL_TO_ALL: return h3cpu_all_to_all;
+  case H3_OP_ALL_REDUCE: return h3cpu_all_reduce;
   default: return NULL; /* control ops: the executor's */
   }
 }
@@ -206,7 +212,7 @@ h3_status h3cpu_run(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, i
 
 h3_status h3_cpu_run_op(const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
                         int n_out, int threads, uint64_t seed, h3_diag *d) {
-  h3_cpu_ctx c = {h3cpu_pool_new(threads), seed, d};
+  h3_cpu_ctx c = {h3cpu_pool_new(threads), seed, d, NULL, 0};
   h3_status st = h3cpu_run(&c, op, in, n_in, out, n_out);
   h3cpu_pool_free(c.pool);
   return st;
@@ -216,6 +222,8 @@ h3_status h3_cpu_run_op(const h3_op *op, const h3_tensor *in, int n_in, const h3
 typedef struct {
   h3_cpu_pool *pool;
   char name[64];
+  h3_comm *comm; /* h3_backend_options.comm and .rank */
+  int rank;
 } cpu_state;
 
 static void cpu_destroy(h3_backend *b) {
@@ -245,7 +253,7 @@ static h3_status cpu_copy(h3_backend *b, void *dst, const void *src, size_t byte
 static h3_status cpu_run_op(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in,
                             const h3_tensor *out, int n_out, h3_diag *d) {
   cpu_state *s = b->ctx;
-  h3_cpu_ctx c = {s->pool, b->seed, d};
+  h3_cpu_ctx c = {s->pool, b->seed, d, s->comm, s->rank};
   return h3cpu_run(&c, op, in, n_in, out, n_out);
 }
 
@@ -329,7 +337,13 @@ h3_backend *h3_backend_cpu_new(const h3_backend_options *o, h3_diag *d) {
   }
   int threads = o && o->threads > 0 ? o->threads : 2;
   s->pool = h3cpu_pool_new(threads);
-  snprintf(s->name, sizeof s->name, "%d thread%s", threads, threads == 1 ? "" : "s");
+  s->comm = o ? o->comm : NULL;
+  s->rank = o && o->comm ? o->rank : 0;
+  if (s->comm)
+    snprintf(s->name, sizeof s->name, "%d thread%s, rank %d of %d", threads,
+             threads == 1 ? "" : "s", s->rank, h3_comm_ranks(s->comm));
+  else
+    snprintf(s->name, sizeof s->name, "%d thread%s", threads, threads == 1 ? "" : "s");
   b->ops = &cpu_ops;
   b->ctx = s;
   b->seed = o ? o->seed : 0;

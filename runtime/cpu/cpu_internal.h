@@ -124,6 +124,8 @@ typedef struct {
   h3_cpu_pool *pool; /* may be NULL: serial */
   uint64_t seed;     /* request seed for randn */
   h3_diag *d;
+  h3_comm *comm;     /* the ranks of a parallel plan; NULL: one rank */
+  int rank;          /* this backend's rank in comm (0 without one) */
 } h3_cpu_ctx;
 
 typedef h3_status (*h3_cpu_kernel)(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in,
@@ -210,6 +212,11 @@ H3_CPU_KERNEL(h3cpu_markov_draft);
 H3_CPU_KERNEL(h3cpu_spectrum_update);
 H3_CPU_KERNEL(h3cpu_spectrum_forecast);
 H3_CPU_KERNEL(h3cpu_cache_dit_decide);
+/* ops_collective.c: shard and the collectives over the ranks of c->comm (include/h3/comm.h) */
+H3_CPU_KERNEL(h3cpu_shard);
+H3_CPU_KERNEL(h3cpu_all_gather);
+H3_CPU_KERNEL(h3cpu_all_to_all);
+H3_CPU_KERNEL(h3cpu_all_reduce);
 
 /* Runs one op (compute or fused) on host tensors. */
 h3_status h3cpu_run(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,

@@ -50,7 +50,7 @@ static inline bool tiny_h3_run(const h3_module *m, const char *name, uint64_t se
   h3_diag d;
   h3_diag_init(&d);
   const h3_graph *g = h3_module_graph(m, name);
-  h3_backend_options bo = {2, seed};
+  h3_backend_options bo = {.threads = 2, .seed = seed};
   h3_backend *b = h3_backend_create("cpu", &bo, &d);
   h3_weights *w = b ? h3_weights_random(m, seed, &d) : NULL;
   h3_runtime *rt = w ? h3_runtime_new(m, b, w, NULL, &d) : NULL;

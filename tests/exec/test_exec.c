@@ -59,7 +59,7 @@ static void on_progress(void *ctx, const char *label, int64_t done, int64_t tota
 static void run_program(h3_module *m, int trace, float *out) {
   h3_diag d;
   h3_diag_init(&d);
-  h3_backend_options bo = {2, 0};
+  h3_backend_options bo = {.threads = 2, .seed = 0};
   h3_backend *b = h3_backend_create("cpu", &bo, &d);
   h3_weights *w = h3_weights_random(m, 0, &d);
   h3_runtime_options ro = {.trace = trace != 0, .progress = on_progress};

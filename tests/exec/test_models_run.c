@@ -76,7 +76,7 @@ static runner runner_new(const h3_module *m, int threads, uint64_t seed) {
   h3_diag d;
   h3_diag_init(&d);
   runner r = {0};
-  h3_backend_options bo = {threads, seed};
+  h3_backend_options bo = {.threads = threads, .seed = seed};
   r.b = h3_backend_create("cpu", &bo, &d);
   r.w = r.b ? h3_weights_random(m, seed, &d) : NULL;
   r.rt = r.w ? h3_runtime_new(m, r.b, r.w, NULL, &d) : NULL;

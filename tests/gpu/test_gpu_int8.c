@@ -313,7 +313,7 @@ int main(void) {
   }
   h3_diag d;
   h3_diag_init(&d);
-  h3_backend_options bo = {2, 0};
+  h3_backend_options bo = {.threads = 2, .seed = 0};
   h3_backend *b = h3_backend_cuda_new(&bo, NULL, &d);
   if (!b) {
     h3_diag_print(&d, stderr);

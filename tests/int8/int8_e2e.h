@@ -49,7 +49,7 @@ static run_result run(const h3_module *m, const char *name) {
   h3_diag d;
   h3_diag_init(&d);
   const h3_graph *g = h3_module_graph(m, name);
-  h3_backend_options bo = {2, 7};
+  h3_backend_options bo = {.threads = 2, .seed = 7};
   h3_backend *b = h3_backend_cpu_new(&bo, &d);
   h3_weights *w = h3_weights_random(m, 7, &d);
   h3_host_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);

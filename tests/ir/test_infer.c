@@ -312,6 +312,26 @@ static void test_model_ops(void) {
             "error: markov_draft: base has V = 100 but w1 has V = 99 (w1 is [V, r])");
 }
 
+/* shard and the collectives: split axes divide by ranks, axes in range, 1 <= ranks <= 64 */
+static void test_collectives(void) {
+  CHECK_STR(RUN(SHARD, "bf16[64, 64]", AI("ranks", 4), AI("axis", 0)), "bf16[16, 64]");
+  CHECK_STR(RUN(SHARD, "bf16[64, 6]", AI("ranks", 4), AI("axis", 1)),
+            "error: shard: x bf16[64, 6] has 6 entries along axis 1, not a multiple of ranks = 4");
+  CHECK_STR(RUN(ALL_GATHER, "f32[16, 8]", AI("ranks", 4), AI("axis", 0)), "f32[64, 8]");
+  CHECK_STR(RUN(ALL_GATHER, "f32[16, 8]", AI("ranks", 4), AI("axis", 2)),
+            "error: all_gather: axis = 2 is not an axis of x f32[16, 8] (0 <= axis < rank)");
+  CHECK_STR(RUN(ALL_TO_ALL, "bf16[16, 4, 16]", AI("ranks", 4), AI("split_axis", 1), AI("concat_axis", 0)),
+            "bf16[64, 1, 16]");
+  CHECK_STR(RUN(ALL_TO_ALL, "bf16[16, 4, 16]", AI("ranks", 2), AI("split_axis", 1), AI("concat_axis", 1)),
+            "error: all_to_all: split_axis and concat_axis are both 1; they must differ");
+  CHECK_STR(RUN(ALL_TO_ALL, "bf16[16, 4, 16]", AI("ranks", 3), AI("split_axis", 1), AI("concat_axis", 0)),
+            "error: all_to_all: x bf16[16, 4, 16] has 4 entries along axis 1, not a multiple of ranks = 3");
+  CHECK_STR(RUN(ALL_REDUCE, "f32[2, 8]", AI("ranks", 8)), "f32[2, 8]");
+  CHECK_STR(RUN(ALL_REDUCE, "f32[2, 8]", AI("ranks", 0)), "error: all_reduce: ranks = 0, expected 1 to 64");
+  CHECK_STR(RUN(ALL_REDUCE, "f32[2, 8]", AI("ranks", 65)), "error: all_reduce: ranks = 65, expected 1 to 64");
+  CHECK_STR(RUN0(ALL_REDUCE, "f32[2, 8]"), "error: all_reduce: missing attribute 'ranks' (an int)");
+}
+
 int main(void) {
   M = h3_module_new("test", "tiny");
   G = h3_module_add_graph(M, "g", H3_GRAPH_FUNCTION, (h3_span){0});
@@ -323,6 +343,7 @@ int main(void) {
   test_reductions();
   test_sample_tokens();
   test_model_ops();
+  test_collectives();
   h3_module_free(M);
   return check_report("test_infer");
 }

@@ -133,7 +133,7 @@ static char graph_text[8192];
 static bool run_graph(const h3_module *m, h3_host_tensor *in, h3_host_tensor *out) {
   h3_diag d;
   h3_diag_init(&d);
-  h3_backend_options bo = {2, 1};
+  h3_backend_options bo = {.threads = 2, .seed = 1};
   h3_backend *b = h3_backend_create("cpu", &bo, &d);
   h3_weights *w = b ? h3_weights_random(m, 1, &d) : NULL;
   h3_runtime *rt = w ? h3_runtime_new(m, b, w, NULL, &d) : NULL;

@@ -15,6 +15,7 @@
  *   --spectrum=TEXT         the spectrum pass's option text (bare --spectrum: defaults)
  *   --cache-dit=TEXT        the cache-dit pass's option text
  *   --attention=TEXT        the attention-backend pass's option text (sage|sol[,KEY=VALUE...])
+ *   --gpus N                the rank count of a parallel plan (sequence-parallel)
  * The driver parses the IR (h3_module_parse), runs the passes with verify_each, and
  * prints: the dump stream (reports, --print-ir-after), then the diagnostics if any, then
  * the module text if everything succeeded. The result must equal FILE.expected (default:
@@ -129,6 +130,8 @@ int main(int argc, char **argv) {
       o.cache_dit = a + 12;
     } else if (strncmp(a, "--attention=", 12) == 0) {
       o.attention = a + 12;
+    } else if (strcmp(a, "--gpus") == 0 && has_value) {
+      o.gpus = atoi(args[++i]);
     } else if (a[0] != '-' && !o.passes) {
       o.passes = a;
     } else {

@@ -82,7 +82,7 @@ static void run_small(const h3_pass_options *po, float *out) {
   const char *text = module_text();
   h3_module *m = h3_module_parse("t.ir", text, strlen(text), &d);
   h3_status st = m ? h3_pass_pipeline_run(m, po, &d) : H3_ERR;
-  h3_backend_options bo = {2, 0};
+  h3_backend_options bo = {.threads = 2, .seed = 0};
   h3_backend *b = st == H3_OK ? h3_backend_create("cpu", &bo, &d) : NULL;
   h3_weights *w = b ? h3_weights_random(m, 0, &d) : NULL;
   h3_runtime *rt = w ? h3_runtime_new(m, b, w, NULL, &d) : NULL;
@@ -221,7 +221,7 @@ static void run_h3(const char *models, const h3_pass_options *po, h3_host_tensor
   h3_diag_init(&d);
   h3_module *m = h3_frontend_load(path, &fo, &d);
   h3_status st = m ? h3_pass_pipeline_run(m, po, &d) : H3_ERR;
-  h3_backend_options bo = {2, 3};
+  h3_backend_options bo = {.threads = 2, .seed = 3};
   h3_backend *b = st == H3_OK ? h3_backend_create("cpu", &bo, &d) : NULL;
   h3_weights *w = b ? h3_weights_random(m, 3, &d) : NULL;
   h3_runtime *rt = w ? h3_runtime_new(m, b, w, NULL, &d) : NULL;

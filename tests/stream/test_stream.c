@@ -195,7 +195,7 @@ static const h3_backend_ext late_ext = {.ring_copy = late_copy, .ring_wait = lat
 static void run(h3_module *m, int64_t budget, bool late, float *out, h3_streaming *info) {
   h3_diag d;
   h3_diag_init(&d);
-  h3_backend_options bo = {1, 0};
+  h3_backend_options bo = {.threads = 1, .seed = 0};
   h3_backend *b = h3_backend_create("cpu", &bo, &d);
   if (b && late) b->ext = &late_ext;
   h3_weights *w = h3_weights_random(m, 7, &d);
@@ -294,7 +294,7 @@ static void run_sample(h3_module *m, const h3_weights *w, bool maker, int64_t bu
                        size_t cap, h3_streaming *info) {
   h3_diag d;
   h3_diag_init(&d);
-  h3_backend_options bo = {2, 0};
+  h3_backend_options bo = {.threads = 2, .seed = 0};
   h3_backend *b = h3_backend_create("cpu", &bo, &d);
   if (b && maker) b->ext = &maker_ext;
   h3_runtime_options ro = {.device_memory = budget};

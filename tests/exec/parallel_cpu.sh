@@ -1,0 +1,137 @@
+#!/bin/sh
+# parallel_cpu.sh H3C H3EXEC WORK: `h3c compile --gpus N` and `h3exec --backend cpu --gpus N`
+# (docs/parallel.md) end to end on tiny MiniMax-H3 (4 heads, 64 packed rows), random weights,
+# seed 5. Every N-rank run must be BITWISE the one-rank run: the rows of the block stack are
+# split (row-local ops compute each row alone), attention runs per head on all rows (its
+# per-head math is unchanged) and the collectives only move data. Checks:
+#   - the 49-step sample at N = 2 and 4 == N = 1, and with --quality high (Cache-DiT: its
+#     reuse decision reads the gathered residual, so every rank decides as one rank does),
+#     --spectrum, --quality exact, --attention sage and --int8 (dim 256, so the linears are
+#     int8) at N = 2;
+#   - one block (layers = 1, graph step) at N = 2 and 4 == N = 1;
+#   - the IR after sequence-parallel holds 4 all_to_all, 1 all_gather and 4 shard (the
+#     report line), and the report of an N-rank run says N;
+#   - refused with a message and a hint: --gpus 3 (4 heads; at the attention's file:line:col),
+#     M3.1 (no trunk), a 2-rank plan run without --gpus or with --gpus 4, a one-rank plan with
+#     --gpus 2, --backend cuda with --gpus 2; nothing written by a refused run.
+set -u
+h3c=$1 h3exec=$2 work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$work" && cd "$work" || exit 1
+rm -f ./*.safetensors
+fail=0
+
+# plan NAME FLAGS...: compile NAME.plan from tiny H3 (NAME.clog).
+plan() {
+  p_name=$1
+  shift
+  if ! "$h3c" compile "$src/models/minimax_h3.g" --config tiny --no-kernels "$@" \
+      -o "$p_name.plan" >"$p_name.clog" 2>&1; then
+    echo "FAIL: $p_name ($*) did not compile:" >&2
+    cat "$p_name.clog" >&2
+    fail=1
+  fi
+}
+
+# run NAME N FLAGS...: run NAME.plan on N ranks (NAME.safetensors, NAME.log).
+run() {
+  r_name=$1 r_n=$2
+  shift 2
+  if ! "$h3exec" "$r_name.plan" --backend cpu --gpus "$r_n" --weights random --seed 5 \
+      --out "$r_name.safetensors" "$@" >"$r_name.log" 2>&1; then
+    echo "FAIL: $r_name did not run on $r_n ranks:" >&2
+    cat "$r_name.log" >&2
+    fail=1
+  fi
+}
+
+# same A B WHY: the outputs of A and B are the same bytes.
+same() {
+  if ! cmp -s "$1.safetensors" "$2.safetensors"; then
+    echo "FAIL: $1 != $2 bitwise: $3" >&2
+    fail=1
+  fi
+}
+
+# refused WHAT TEXT CMD...: CMD exits 1 and its stderr holds TEXT and a hint.
+refused() {
+  what=$1 text=$2
+  shift 2
+  "$@" >refused.out 2>refused.err
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -qF -- "$text" refused.err || ! grep -q "^hint: " refused.err; then
+    echo "FAIL: $what: expected exit 1 with '$text' and a hint, got $rc:" >&2
+    cat refused.err >&2
+    fail=1
+  fi
+}
+
+for n in 1 2 4; do
+  plan sample$n --gpus $n
+  run sample$n $n
+  plan block$n --gpus $n --set layers=1
+  run block$n $n --graph step
+done
+same sample1 sample2 "the sample on 2 ranks"
+same sample1 sample4 "the sample on 4 ranks"
+same block1 block2 "one block on 2 ranks"
+same block1 block4 "one block on 4 ranks"
+
+wide="--set dim=256 --set heads=16 --set time_hidden=256"
+for v in "cachedit --quality high" "spectrum --spectrum" "exact --quality exact" \
+         "sage --attention sage" "int8 --int8 $wide"; do
+  # shellcheck disable=SC2086
+  set -- $v
+  name=$1
+  shift
+  plan ${name}1 "$@"
+  plan ${name}2 --gpus 2 "$@"
+  run ${name}1 1
+  run ${name}2 2
+  same ${name}1 ${name}2 "$* on 2 ranks"
+done
+if ! grep -q "cached: " cachedit2.log; then
+  echo "FAIL: the Cache-DiT run cached no step, so it shows nothing about the decisions" >&2
+  fail=1
+fi
+
+# the collectives in the IR and the reports
+"$h3c" compile "$src/models/minimax_h3.g" --config tiny --no-kernels --gpus 2 \
+  --print-ir-after=sequence-parallel -o ir2.plan >/dev/null 2>ir2.txt
+for want in "all_to_all 4" "all_gather 1" "shard 4"; do
+  set -- $want
+  got=$(grep -c "= $1(" ir2.txt)
+  if [ "$got" != "$2" ]; then
+    echo "FAIL: the IR after sequence-parallel holds $got $1, expected $2" >&2
+    fail=1
+  fi
+done
+if ! "$h3c" compile "$src/models/minimax_h3.g" --config tiny --no-kernels --gpus 2 \
+    --report=sequence-parallel -o ir2.plan 2>&1 |
+    grep -q "sequence-parallel: 2 ranks: 1 trunk loop split by rows; 4 all_to_all, 1 all_gather, 4 shard"; then
+  echo "FAIL: no sequence-parallel report" >&2
+  fail=1
+fi
+if ! grep -q "^  ranks            : 4 " sample4.log; then
+  echo "FAIL: the report of a 4-rank run does not say 4 ranks" >&2
+  fail=1
+fi
+
+refused "--gpus 3" "minimax_h3.g:139:7: error: sequence-parallel: attention has 4 query and 4 key heads" \
+  "$h3c" compile "$src/models/minimax_h3.g" --config tiny --no-kernels --gpus 3 -o bad.plan
+refused "M3.1 --gpus 2" "has no loop labelled 'trunk'" \
+  "$h3c" compile "$src/models/minimax_m3_1.g" --config tiny --no-kernels --gpus 2 -o bad.plan
+refused "2-rank plan, no --gpus" "the plan was compiled for 2 ranks (h3c compile --gpus 2), not 1" \
+  "$h3exec" sample2.plan --backend cpu --out bad.safetensors
+refused "2-rank plan, --gpus 4" "the plan was compiled for 2 ranks (h3c compile --gpus 2), not 4" \
+  "$h3exec" sample2.plan --backend cpu --gpus 4 --out bad.safetensors
+refused "1-rank plan, --gpus 2" "the plan was compiled for 1 rank" \
+  "$h3exec" sample1.plan --backend cpu --gpus 2 --out bad.safetensors
+refused "--backend cuda" "--backend cuda is not supported with several ranks" \
+  "$h3exec" sample2.plan --backend cuda --gpus 2 --out bad.safetensors
+if [ -e bad.plan ] || [ -e bad.safetensors ]; then
+  echo "FAIL: a refused run wrote its output" >&2
+  fail=1
+fi
+[ $fail -eq 0 ] && echo "parallel_cpu: every N-rank run bitwise the one-rank run; bad N refused"
+exit $fail
