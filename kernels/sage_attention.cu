@@ -32,8 +32,9 @@
 //     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
-// h3cu_sage_fwd_fp8_wg (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math and layouts
-// with both products as warpgroup MMAs: see its comment below.
+// h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
+// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs: see
+// its comment below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -109,20 +110,21 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 // p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
 // rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
 // accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
-// converts them: no int-to-float conversions on the narrow pipe.
+// converts them: no int-to-float conversions on the narrow pipe. A tile of only live keys
+// takes the path without the per-key test (h3s_softmax_tile<false>).
 #define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
-H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
-                       float m[2], float l[2], float alpha[2]) {
+template <bool MASK> // keys live: those of column < live (MASK), all 64 (!MASK)
+H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, int live, float m[2], float l[2],
+                            float alpha[2]) {
   const int c = threadIdx.x & 3;
-  const bool full = key0 + H3S_KEYS <= len; // every key of the tile is live
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     float tm = m[r];
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const int n = k >> 1, e = 2 * r + (k & 1);
-      const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
-      pf[n][e] = live ? __fmul_rn(__fsub_rn(__int_as_float(sc[n][e]), 12582912.0f), kq) : -H3S_INF;
+      const bool on = !MASK || 8 * n + 2 * c + (k & 1) < live;
+      pf[n][e] = on ? __fmul_rn(__fsub_rn(__int_as_float(sc[n][e]), 12582912.0f), kq) : -H3S_INF;
       tm = fmaxf(tm, pf[n][e]);
     }
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
@@ -138,6 +140,11 @@ H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, l
       l[r] = __fadd_rn(l[r], x);
     }
   }
+}
+H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                       float m[2], float l[2], float alpha[2]) {
+  if (key0 + H3S_KEYS <= len) h3s_softmax_tile<false>(sc, pf, kq, lg, H3S_KEYS, m, l, alpha);
+  else h3s_softmax_tile<true>(sc, pf, kq, lg, (int)(len - key0), m, l, alpha);
 }
 
 // e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
@@ -296,24 +303,51 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
   h3s_fwd<false>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
 }
 
+
 #ifndef H3_HOST_EMU
-// ---- the warpgroup-MMA form of pv = fp8 (runtime/cuda/cuda_sage.c runs it under
-// H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so tests/sage checks the form
-// above and tests/gpu/test_gpu_ops both on the GPU). The same grid, threads, stages, scores,
-// softmax, P and V codes and fold as h3cu_sage_fwd_fp8; warpgroup w (threads 128 w ..) owns
-// rows 64 w .. + 63 (one q block) and issues per 64-key tile
-//   S = Q K^T: 4 wgmma m64n64k32 s8 (Q [64][128] and the tile's K [64][128] in shared memory,
-//     K-major, 128-byte swizzle: chunk c of row r at c ^ (r & 7), 1024-byte atoms: the layout
-//     the cp.async loads already write), accumulators from H3S_MAGIC as the mma form's;
-//   O += P V: P's e4m3 words (h3s_pv_fp8's A fragments) stored into the warpgroup's P buffer
-//     [64][128] (the stage's two tiles at bytes 0 and 64 of a row, vt's key order), then 2
-//     wgmma m64n128k32 e4m3 against V^T [128][128] (K-major) into a zeroed tile accumulator
-//     (the first with scale-d 0), folded into O.
-// The accumulators' layout (warp w % 4 of the warpgroup: rows 16 (w % 4) + g, + 8; d[4 n + e]:
-// column 8 n + 2 c + (e & 1), row + 8 for e >= 2) is the mma form's, so the softmax, the P
-// words and the output are shared. Shared memory: 1 KiB of alignment slack, Q [128][128], P
-// [2][64][128], the 3 stages (H3S_SMEM_WG).
-#define H3S_SMEM_WG (1024 + 2 * H3S_KBYTES + H3S_SMEM_FP8)
+// ---- the warp-specialised warpgroup-MMA form of pv = fp8: h3cu_sage_fwd_fp8_ws (runtime/cuda/
+// cuda_sage.c runs it under H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so
+// tests/sage checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same
+// scores, softmax, P and V codes, per-tile products, fold and output as h3cu_sage_fwd_fp8, on
+// the FlashAttention-3 schedule of kernels/flash_attention.cu:
+//   h3cu_sage_fwd_fp8_ws(tq, tk, tv, qd, kd, vscale, o, len, lp, o_stride, group, scale): tq,
+//     tk, tv the TMA maps (runtime/cuda/cuda_sage.c) of qc as bytes [Hq lp][128], kc as [Hk
+//     lp][128] and vt as [Hk 128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest
+//     as in H3_SAGE_FWD_PARAMS.
+// Grid (ceil(len / 128), Hq), 3 warpgroups (384 threads), one block per SM; block x takes query
+// rows 128 x .. + 127 of q head y (kv head h = y / group):
+//   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads Q's codes [128][128]
+//     once, then stage j (keys 128 j .. + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's
+//     key order; 32 KiB) into ring slot j % 3 once the consumers released stage j - 3;
+//   consumers (warpgroups 1, 2: cw = 0, 1; 240 registers): cw owns rows 64 cw .. + 63 (one q
+//     block: one delta dq) and walks the 64-key tiles b (one k block: delta kd[b]; half b % 2
+//     of stage b / 2):
+//       S(b) = Q K^T: 4 wgmma m64n64k32 s8 from shared memory (both K-major), accumulators
+//         from H3S_MAGIC as the mma form's; h3s_softmax gives alpha(b) and p * 448, whose
+//         e4m3 codes P(b) h3s_pack_p8 packs as the register A fragments of 2 k-steps of 32
+//         keys once T(b-1) is done (ptxas serialises the wgmmas when registers one reads are
+//         written while another is in flight);
+//       T = P(b) V(b): 2 wgmma m64n128k32 e4m3, A in registers, B = V^T's half (K-major),
+//         the first k-step overwriting T; then O = O * alpha(b) + T (h3s_fold, fp32).
+// wgmma's 8-bit A fragment (warp w % 4, lane 4 g + c: {A[16 w + g][4 c ..], A[16 w + g + 8][4
+// c ..], A[16 w + g][16 + 4 c ..], A[16 w + g + 8][16 + 4 c ..]}) is mma.m16n8k32's, and its
+// accumulators (d[4 n + e]: row 16 w + g (+ 8 for e >= 2), column 8 n + 2 c + (e & 1)) are the
+// mma form's n-tiles, so vt's key order makes the accumulators of S the A fragments of P V and
+// the softmax, P words and output are the mma form's code.
+// Schedule: turn b of a consumer issues S(b) and P(b-1) V(b-1), waits for S(b) only and runs
+// the softmax of tile b while P(b-1) V(b-1) runs (intra-warpgroup overlap), then folds T(b-1);
+// the consumers take turns to issue (ping-pong through named barriers 1 and 2: h3_turn_wait /
+// h3_turn_pass), so that one's softmax runs under the other's matrix work. nb = ceil(len / 64)
+// tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1) V(nb-1)).
+// Synchronisation, mbarriers (h3s_ws_bars): Q full (1 arrival + 16 KiB of TMA bytes); slot s
+// full (1 + 32 KiB; stage j waits for parity (j / 3) & 1); slot s empty (8 arrivals: lane 0 of
+// each consumer warp once P V of the stage's second tile finished; the producer waits for
+// parity (j / 3 - 1) & 1 before loading stage j >= 3).
+// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, Q [128][128], 3 slots of K and V^T
+// [128][128]; each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r & 7)
+// (TMA's 128B swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
+#define H3S_WS_THREADS 384
+#define H3S_SMEM_WS (1024 + H3S_KBYTES + H3S_SMEM_FP8)
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
 
@@ -328,11 +362,13 @@ H3_DI void h3s_wg_qk(int *d, unsigned long long a, unsigned long long b) {
                : "l"(a), "l"(b), "r"(1));
 }
 
-// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3 from shared memory (acc = 0 overwrites d)
-H3_DI void h3s_wg_pv(float *d, unsigned long long a, unsigned long long b, int acc) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, %64, %65, p, 1, 1;\n}\n"
-               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
+// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
+// shared memory (descriptor b); acc = 0 overwrites d
+H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, "
+               "{%64, %65, %66, %67}, %69, p, 1, 1;\n}\n"
+               : H3_WG_C64(d, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(b));
 }
 
 // keeps reads of the 32 int32 results d after the wait that precedes it
@@ -341,92 +377,163 @@ H3_DI void h3s_wg_hold(int *d) {
   for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-// This lane's P words (h3s_pv_fp8's pa, k-steps kk of tile sub) into the warpgroup's P buffer
-// sp (rows 16 (warp % 4) + g, + 8; 128-byte swizzle)
-H3_DI void h3s_put_p(unsigned char *sp, int sub, const unsigned pa[2][4]) {
-  const int lane = threadIdx.x & 31, row = 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2), c = lane & 3;
+// S = Q K^T of one tile into sc: every accumulator H3S_MAGIC (before the fence), then 4 k-steps
+// of 32 dims (32 bytes: 2 descriptor units) from dq (the warpgroup's Q) and dk (the tile's K)
+H3_DI void h3s_ws_magic(int sc[8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 2; kk++)
+  for (int j = 0; j < 8; j++)
 #pragma unroll
-    for (int w = 0; w < 4; w++) { // w: row + 8 (w & 1), bytes + 16 (w >> 1)
-      const int r = row + 8 * (w & 1), b = 64 * sub + 32 * kk + 16 * (w >> 1) + 4 * c;
-      *reinterpret_cast<unsigned *>(sp + r * 128 + (((b >> 4) ^ (r & 7)) << 4) + (b & 15)) = pa[kk][w];
-    }
+    for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
+}
+H3_DI void h3s_ws_qk(int sc[8][4], unsigned long long dq, unsigned long long dk) {
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dq + 2 * kk, dk + 2 * kk);
 }
 
-extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8_wg(H3_SAGE_FWD_PARAMS) {
-  extern __shared__ unsigned char h3s_raw[];
-  const unsigned base = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u;
-  unsigned char *sq = h3s_raw + (base - h3_smem_addr(h3s_raw)), *sp = sq + H3S_KBYTES, *st = sp + H3S_KBYTES;
-  const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
-  const int n = blockIdx.y, h = n / group;
-  const long long q0 = (long long)blockIdx.x * H3S_ROWS, r0 = q0 + 16 * warp;
-  for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // Q: row i / 8, chunk i % 8
-    const int row = i >> 3, ch = i & 7;
-    h3_cp16(reinterpret_cast<uint4 *>(sq + row * 128) + (ch ^ (row & 7)), qc + ((long long)n * lp + q0 + row) * 128 + 16 * ch);
+// T = P V of tile half sub of a stage's V^T (descriptor dv): 2 k-steps of 32 keys at bytes
+// 64 sub + 32 kk of V^T's rows, the first overwriting T
+H3_DI void h3s_ws_pv(float *t, const unsigned pa[2][4], unsigned long long dv, int sub) {
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa[kk], dv + (unsigned long long)((64 * sub + 32 * kk) >> 4), kk);
+}
+
+// *p, loaded where the call stands (the compiler may not sink it under a barrier wait)
+H3_DI float h3s_ldg(const float *p) {
+  float x;
+  asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(x) : "l"(p));
+  return x;
+}
+
+// The mbarriers: Q full at bars, slot s full at bars + 8 (1 + s), empty at bars + 8 (4 + s)
+struct h3s_ws_bars {
+  unsigned bars;
+  H3_DI unsigned q() const { return bars; }
+  H3_DI unsigned full(int s) const { return bars + 8 * (1 + s); }
+  H3_DI unsigned empty(int s) const { return bars + 8 * (1 + H3S_STAGES + s); }
+};
+
+// The producer thread: Q's rows qrow .. + 127 of tq into sq, then the nst stages (K rows krow +
+// 128 j .. of tk, V^T columns 128 j .. of rows vrow .. + 127 of tv) into the slots after Q
+H3_DI void h3s_ws_produce(const h3_tmap *tq, const h3_tmap *tk, const h3_tmap *tv, unsigned sq, h3s_ws_bars bar,
+                          int qrow, int krow, int vrow, int nst) {
+  h3_prefetch_map(tq);
+  h3_prefetch_map(tk);
+  h3_prefetch_map(tv);
+  h3_bar_expect(bar.q(), H3S_KBYTES);
+  h3_tma(sq, tq, 0, qrow, bar.q());
+  for (int j = 0; j < nst; j++) {
+    const int s = j % H3S_STAGES;
+    if (j >= H3S_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_STAGES - 1) & 1));
+    const unsigned ks = sq + H3S_KBYTES + (unsigned)(s * 2 * H3S_KBYTES);
+    h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
+    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
   }
-  h3_cp_commit();
-  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + wg], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
+    const __grid_constant__ h3_tmap tq, const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
+  extern __shared__ unsigned char h3s_raw[];
+  __shared__ unsigned long long h3s_bar_words[1 + 2 * H3S_STAGES];
+  const unsigned sq = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // then the slots
+  const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
+  const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
+  const long long q0 = (long long)blockIdx.x * H3S_ROWS;
+  if (tid == 0) {
+    h3_bar_init(bar.q(), 1);
+    for (int s = 0; s < H3S_STAGES; s++) {
+      h3_bar_init(bar.full(s), 1);
+      h3_bar_init(bar.empty(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    h3_fence_async_smem();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (tid == 0)
+      h3s_ws_produce(&tq, &tk, &tv, sq, bar, (int)(n * lp + q0), (int)(h * lp), h * 128,
+                     (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  const int cw = wg - 1, mine = 1 + cw, other = 2 - cw, lane = tid & 31;
+  const int nb = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
+  const float *kdh = kd + (long long)h * (lp / 64);
+  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + cw], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  // descriptors (16-byte units): Q of this warpgroup; K and V^T of slot 0, slot s 2 tiles of 16
+  // KiB on, a tile's K half 1 8 KiB on
+  const unsigned long long dqs = h3_wg_desc(sq + (unsigned)cw * 64 * 128, 16, 1024);
+  const unsigned long long dks = h3_wg_desc(sq + H3S_KBYTES, 16, 1024), dvs = dks + (H3S_KBYTES >> 4);
+  constexpr unsigned long long SLOT = 2 * H3S_KBYTES >> 4, HALF = H3S_KBYTES / 2 >> 4;
+  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], aln[2];
+  float pf[8][4];     // p * 448 of the tile whose softmax ran last
+  unsigned pa[2][4];  // its e4m3 codes, packed once no wgmma is in flight (ptxas serialises the
+  int sc[8][4];       // wgmmas when registers that one reads are written while another runs)
+  // the softmax of tile b (kq from its delta dk) into pf and the old rows' factors a
+  auto softmax = [&](int b, float dk, float a[2]) {
+    h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m, l, a);
+  };
+  // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
+  if (cw == 1) h3_turn_pass(1);
+  float dk = h3s_ldg(kdh);
+  h3_bar_wait(bar.q(), 0);
+  h3_bar_wait(bar.full(0), 0);
+  h3s_ws_magic(sc);
+  h3_turn_wait(mine);
+  h3_wg_fence();
+  h3s_ws_qk(sc, dqs, dks);
+  h3_wg_commit();
+  h3_turn_pass(other);
+  h3_wg_wait<0>();
+  h3s_wg_hold(&sc[0][0]);
+  softmax(0, dk, al);
+  h3s_pack_p8(pf, pa);
+  if (nb > 1) dk = h3s_ldg(kdh + 1);
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  constexpr int STAGE = 2 * H3S_KBYTES;
-  const int nt = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
-#pragma unroll
-  for (int i = 0; i < H3S_STAGES - 1; i++) {
-    if (i < nt) h3s_load<true>(st + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
-    h3_cp_commit();
-  }
-  const unsigned long long dqa = h3_wg_desc(base + wg * 64 * 128, 16, 1024);
-  const unsigned long long dpa = h3_wg_desc(base + H3S_KBYTES + wg * 64 * 128, 16, 1024);
-  for (int it = 0; it < nt; it++) { // as often in every thread
-    h3_cp_wait_pending<H3S_STAGES - 2>();
-    h3_fence_async_smem(); // this thread's cp.async writes, for the warpgroup MMAs
-    __syncthreads();
-    const int nx = it + H3S_STAGES - 1;
-    if (nx < nt) h3s_load<true>(st + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
-    h3_cp_commit();
-    const unsigned ks = base + 2 * H3S_KBYTES + (it % H3S_STAGES) * STAGE, vs = ks + H3S_KBYTES;
-    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1];
-    for (int sub = 0; sub < 2; sub++) {
-      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
-      if (key0 >= len) break; // in every thread alike
-      int sc[8][4];
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
-      const unsigned long long dkb = h3_wg_desc(ks + sub * (H3S_KBYTES / 2), 16, 1024);
-      h3_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dqa + 2 * kk, dkb + 2 * kk); // 32 bytes a k-step
-      h3_wg_commit();
-      h3_wg_wait<0>();
-      h3s_wg_hold(&sc[0][0]);
-      float pf[8][4], alpha[2];
-      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), 8.807354922057604f, key0, len, m, l, alpha);
-      unsigned pa[2][4];
-      h3s_pack_p8(pf, pa);
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the last P V read its P
-      h3s_put_p(sp + wg * 64 * 128, sub, pa);
-      h3_fence_async_smem();
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the warpgroup's P is in
-      float t[64];
-      h3_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 2; kk++) {
-        const unsigned long long off = (unsigned long long)((64 * sub + 32 * kk) >> 4);
-        h3s_wg_pv(t, dpa + off, h3_wg_desc(vs, 16, 1024) + off, kk);
-      }
-      h3_wg_commit();
-      h3_wg_wait<0>();
-      h3_wg_hold<64>(t);
-#pragma unroll
-      for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, alpha);
+  int slot = 0;       // the ring slot of tile b's stage (b / 2) % 3
+  unsigned phase = 0; // and the parity of its full barrier ((b / 2) / 3) & 1
+  for (int b = 1; b < nb; b++) { // as often in every consumer thread
+    const int prev = slot, sub = b & 1; // tile b - 1's slot; tile b's half
+    if (!sub) { // tile b opens the next stage
+      slot = slot == H3S_STAGES - 1 ? 0 : slot + 1;
+      phase ^= slot == 0;
+      h3_bar_wait(bar.full(slot), phase);
     }
+    h3s_ws_magic(sc);
+    h3_turn_wait(mine);
+    h3_wg_fence();
+    h3s_ws_qk(sc, dqs, dks + slot * SLOT + sub * HALF);
+    h3_wg_commit();
+    h3s_ws_pv(t, pa, dvs + prev * SLOT, !sub);
+    h3_wg_commit();
+    h3_turn_pass(other);
+    h3_wg_wait<1>();
+    h3s_wg_hold(&sc[0][0]);
+    softmax(b, dk, aln);
+    if (b + 1 < nb) dk = h3s_ldg(kdh + b + 1);
+    h3_wg_wait<0>();
+    h3_wg_hold<64>(t);
+    if (!sub && lane == 0) h3_bar_arrive(bar.empty(prev)); // P V of the stage's second tile ran
+#pragma unroll
+    for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
+    h3s_pack_p8(pf, pa);
+    al[0] = aln[0], al[1] = aln[1];
   }
-  h3s_store<true>(o, o_stride, n, h, r0, len, vscale, acc, l);
+  h3_turn_wait(mine);
+  h3_wg_fence();
+  h3s_ws_pv(t, pa, dvs + slot * SLOT, (nb - 1) & 1);
+  h3_wg_commit();
+  if (cw == 0) h3_turn_pass(other);
+  h3_wg_wait<0>();
+  h3_wg_hold<64>(t);
+#pragma unroll
+  for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
+  h3s_store<true>(o, o_stride, n, h, q0 + 64 * cw + 16 * ((tid >> 5) & 3), len, vscale, acc, l);
 }
 #endif
