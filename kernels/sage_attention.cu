@@ -7,10 +7,10 @@
 // multiplies the same int8 codes (int32 dot products: exact), takes the running maxima over
 // the same 64-key blocks (a key tile is one block of kd) and rounds P and V to e4m3 (or P to
 // bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot * (dq * dk
-// * scale * log2 e), one rounding chain against the reference's two products) and 2^x by
-// ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
-// away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
-// cores' order, then one fma of the tile into O).
+// * scale * log2 e), one rounding chain against the reference's two products; with scale > 0
+// p's exponent one fma, h3s_softmax) and 2^x by ex2.approx in place of expf (P within ~1e-6
+// relative: a rare P code lands one e4m3 step away), the order of the fp32 sums (l per lane,
+// then the quad; O per n-tile in the tensor cores' order, then one fma of the tile into O).
 //   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
 //     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
 // Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers).
@@ -110,25 +110,29 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 // p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
 // rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
 // accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
-// converts them: no int-to-float conversions on the narrow pipe. A tile of only live keys
-// takes the path without the per-key test (h3s_softmax_tile<false>).
+// converts them to x = fp32(dot): no int-to-float conversions on the narrow pipe. With kq > 0
+// (POS) rounding x * kq is monotone, so max t = fp32(max x * kq) and p's exponent is one fma
+// x * kq - (m' - lg) (one rounding less); a tile of only live keys (!MASK) skips the per-key
+// test.
 #define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
-template <bool MASK> // keys live: those of column < live (MASK), all 64 (!MASK)
+template <bool MASK, bool POS> // keys live: those of column < live (MASK), all 64 (!MASK)
 H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, int live, float m[2], float l[2],
                             float alpha[2]) {
   const int c = threadIdx.x & 3;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
-    float tm = m[r];
+    float xm = -H3S_INF; // the largest x (POS) or t
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const int n = k >> 1, e = 2 * r + (k & 1);
       const bool on = !MASK || 8 * n + 2 * c + (k & 1) < live;
-      pf[n][e] = on ? __fmul_rn(__fsub_rn(__int_as_float(sc[n][e]), 12582912.0f), kq) : -H3S_INF;
-      tm = fmaxf(tm, pf[n][e]);
+      const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
+      pf[n][e] = on ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
+      xm = fmaxf(xm, pf[n][e]);
     }
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+    xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 1));
+    xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 2));
+    const float tm = fmaxf(m[r], POS ? __fmul_rn(xm, kq) : xm);
     alpha[r] = h3_exp2_approx(__fsub_rn(m[r], tm));
     m[r] = tm;
     l[r] = __fmul_rn(l[r], alpha[r]);
@@ -136,15 +140,23 @@ H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float 
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       float &x = pf[k >> 1][2 * r + (k & 1)];
-      x = h3_exp2_approx(__fsub_rn(x, off));
+      x = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off) : __fsub_rn(x, off));
       l[r] = __fadd_rn(l[r], x);
     }
   }
 }
 H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
                        float m[2], float l[2], float alpha[2]) {
-  if (key0 + H3S_KEYS <= len) h3s_softmax_tile<false>(sc, pf, kq, lg, H3S_KEYS, m, l, alpha);
-  else h3s_softmax_tile<true>(sc, pf, kq, lg, (int)(len - key0), m, l, alpha);
+  const bool full = key0 + H3S_KEYS <= len;
+  const int live = full ? H3S_KEYS : (int)(len - key0);
+  if (kq > 0.0f) {
+    if (full) h3s_softmax_tile<false, true>(sc, pf, kq, lg, live, m, l, alpha);
+    else h3s_softmax_tile<true, true>(sc, pf, kq, lg, live, m, l, alpha);
+  } else if (full) {
+    h3s_softmax_tile<false, false>(sc, pf, kq, lg, live, m, l, alpha);
+  } else {
+    h3s_softmax_tile<true, false>(sc, pf, kq, lg, live, m, l, alpha);
+  }
 }
 
 // e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
