@@ -339,8 +339,13 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //         e4m3 codes P(b) h3s_pack_p8 packs as the register A fragments of 2 k-steps of 32
 //         keys once T(b-1) is done (ptxas serialises the wgmmas when registers one reads are
 //         written while another is in flight);
-//       T = P(b) V(b): 2 wgmma m64n128k32 e4m3, A in registers, B = V^T's half (K-major),
-//         the first k-step overwriting T; then O = O * alpha(b) + T (h3s_fold, fp32).
+//       T (+)= P(b) V(b): 2 wgmma m64n128k32 e4m3, A in registers, B = V^T's half (K-major);
+//         T sums a stage's two tiles (128 keys, 4 k-steps) in the tensor cores, the second
+//         tile's alpha applied to T in between where a row of the warp has one other than 1
+//         (h3s_ws_rescale: rare once the maxima settle), and is folded once a stage: O = O *
+//         (alpha(2i) alpha(2i+1)) + T (h3s_fold, fp32). The mma form folds every tile: the
+//         same sums up to fp32 rounding order (the SageAttention "fp32 + fp32" two-level
+//         accumulation, its inner level 128 keys here, 64 there).
 // wgmma's 8-bit A fragment (warp w % 4, lane 4 g + c: {A[16 w + g][4 c ..], A[16 w + g + 8][4
 // c ..], A[16 w + g][16 + 4 c ..], A[16 w + g + 8][16 + 4 c ..]}) is mma.m16n8k32's, and its
 // accumulators (d[4 n + e]: row 16 w + g (+ 8 for e >= 2), column 8 n + 2 c + (e & 1)) are the
@@ -363,24 +368,33 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
 
-// d[32] (int32) += A B^T, m64n64k32 s8 from shared memory (descriptors a, b)
-H3_DI void h3s_wg_qk(int *d, unsigned long long a, unsigned long long b) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+// The shared-memory operands' wgmma descriptors as their low words: those of h3_wg_desc(addr,
+// 16, 1024) (start address >> 4, leading byte offset 16; + n moves the start by 16 n bytes),
+// whose high word (stride byte offset 1024, 128-byte swizzle) is H3S_DESC_HI for every tile
+// (32-bit arithmetic on the low words only: fewer instructions in the issuing turn)
+#define H3S_DESC_HI 0x40000040u
+H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
+
+// d[32] (int32) += A B^T, m64n64k32 s8 from shared memory (descriptors' low words a, b)
+H3_DI void h3s_wg_qk(int *d, unsigned a, unsigned b) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %34, 0;\n"
+               "mov.b64 da, {%32, %35};\nmov.b64 db, {%33, %35};\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-               "}, %32, %33, p;\n}\n"
+               "}, da, db, p;\n}\n"
                : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
-               : "l"(a), "l"(b), "r"(1));
+               : "r"(a), "r"(b), "r"(1), "r"(H3S_DESC_HI));
 }
 
 // d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
-// shared memory (descriptor b); acc = 0 overwrites d
-H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned long long b, int acc) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+// shared memory (descriptor's low word b); acc = 0 overwrites d
+H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned b, int acc) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %68, 0;\nmov.b64 db, {%69, %70};\n"
                "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, "
-               "{%64, %65, %66, %67}, %69, p, 1, 1;\n}\n"
-               : H3_WG_C64(d, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(b));
+               "{%64, %65, %66, %67}, db, p, 1, 1;\n}\n"
+               : H3_WG_C64(d, 0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
 }
 
 // keeps reads of the 32 int32 results d after the wait that precedes it
@@ -397,16 +411,24 @@ H3_DI void h3s_ws_magic(int sc[8][4]) {
 #pragma unroll
     for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
 }
-H3_DI void h3s_ws_qk(int sc[8][4], unsigned long long dq, unsigned long long dk) {
+H3_DI void h3s_ws_qk(int sc[8][4], unsigned dq, unsigned dk) {
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dq + 2 * kk, dk + 2 * kk);
 }
 
-// T = P V of tile half sub of a stage's V^T (descriptor dv): 2 k-steps of 32 keys at bytes
-// 64 sub + 32 kk of V^T's rows, the first overwriting T
-H3_DI void h3s_ws_pv(float *t, const unsigned pa[2][4], unsigned long long dv, int sub) {
+// T (+)= P V of tile half sub of a stage's V^T (descriptor dv): 2 k-steps of 32 keys at bytes
+// 64 sub + 32 kk of V^T's rows; the first overwrites T when sub is 0 (a stage's first tile)
+H3_DI void h3s_ws_pv(float *t, const unsigned pa[2][4], unsigned dv, int sub) {
 #pragma unroll
-  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa[kk], dv + (unsigned long long)((64 * sub + 32 * kk) >> 4), kk);
+  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa[kk], dv + (unsigned)((64 * sub + 32 * kk) >> 4), kk | sub);
+}
+
+// T *= alpha by rows (rows g: alpha[0], g + 8: alpha[1]) where the warp has a factor other
+// than 1 (a factor 1 leaves a row as it is)
+H3_DI void h3s_ws_rescale(float *t, const float alpha[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
+#pragma unroll
+  for (int i = 0; i < 64; i++) t[i] = __fmul_rn(t[i], alpha[(i >> 1) & 1]);
 }
 
 // *p, loaded where the call stands (the compiler may not sink it under a barrier wait)
@@ -443,43 +465,22 @@ H3_DI void h3s_ws_produce(const h3_tmap *tq, const h3_tmap *tk, const h3_tmap *t
   }
 }
 
-extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
-    const __grid_constant__ h3_tmap tq, const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv,
-    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
-    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
-  extern __shared__ unsigned char h3s_raw[];
-  __shared__ unsigned long long h3s_bar_words[1 + 2 * H3S_STAGES];
-  const unsigned sq = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // then the slots
-  const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
-  const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
-  const long long q0 = (long long)blockIdx.x * H3S_ROWS;
-  if (tid == 0) {
-    h3_bar_init(bar.q(), 1);
-    for (int s = 0; s < H3S_STAGES; s++) {
-      h3_bar_init(bar.full(s), 1);
-      h3_bar_init(bar.empty(s), 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    h3_fence_async_smem();
-  }
-  __syncthreads();
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if (tid == 0)
-      h3s_ws_produce(&tq, &tk, &tv, sq, bar, (int)(n * lp + q0), (int)(h * lp), h * 128,
-                     (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  const int cw = wg - 1, mine = 1 + cw, other = 2 - cw, lane = tid & 31;
-  const int nb = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
+// Consumer warpgroup CW (1 + CW of the block): rows q0 + 64 CW .. + 63 of q head n (kv head
+// h) over the nb = ceil(len / 64) key tiles of the slots after Q at sq, then its output rows
+// (a template: the descriptors and barrier ids are uniform, computed in the uniform datapath)
+template <int CW>
+H3_DI void h3s_ws_consume(unsigned sq, h3s_ws_bars bar, const float *kd, const float *qd, const float *vscale,
+                          h3_bf16 *o, long long len, long long lp, long long o_stride, int n, int h, long long q0,
+                          float scale) {
+  constexpr int mine = 1 + CW, other = 2 - CW;
+  const int lane = threadIdx.x & 31, nb = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
   const float *kdh = kd + (long long)h * (lp / 64);
-  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + cw], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + CW], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   // descriptors (16-byte units): Q of this warpgroup; K and V^T of slot 0, slot s 2 tiles of 16
   // KiB on, a tile's K half 1 8 KiB on
-  const unsigned long long dqs = h3_wg_desc(sq + (unsigned)cw * 64 * 128, 16, 1024);
-  const unsigned long long dks = h3_wg_desc(sq + H3S_KBYTES, 16, 1024), dvs = dks + (H3S_KBYTES >> 4);
-  constexpr unsigned long long SLOT = 2 * H3S_KBYTES >> 4, HALF = H3S_KBYTES / 2 >> 4;
+  const unsigned dqs = h3s_desc(sq + CW * 64 * 128), dks = h3s_desc(sq + H3S_KBYTES);
+  const unsigned dvs = dks + (H3S_KBYTES >> 4);
+  constexpr unsigned SLOT = 2 * H3S_KBYTES >> 4, HALF = H3S_KBYTES / 2 >> 4;
   float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], aln[2];
   float pf[8][4];     // p * 448 of the tile whose softmax ran last
   unsigned pa[2][4];  // its e4m3 codes, packed once no wgmma is in flight (ptxas serialises the
@@ -489,7 +490,7 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
     h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m, l, a);
   };
   // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
-  if (cw == 1) h3_turn_pass(1);
+  if (CW == 1) h3_turn_pass(1);
   float dk = h3s_ldg(kdh);
   h3_bar_wait(bar.q(), 0);
   h3_bar_wait(bar.full(0), 0);
@@ -520,9 +521,9 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
     h3s_ws_magic(sc);
     h3_turn_wait(mine);
     h3_wg_fence();
-    h3s_ws_qk(sc, dqs, dks + slot * SLOT + sub * HALF);
+    h3s_ws_qk(sc, dqs, dks + (unsigned)slot * SLOT + (unsigned)sub * HALF);
     h3_wg_commit();
-    h3s_ws_pv(t, pa, dvs + prev * SLOT, !sub);
+    h3s_ws_pv(t, pa, dvs + (unsigned)prev * SLOT, !sub);
     h3_wg_commit();
     h3_turn_pass(other);
     h3_wg_wait<1>();
@@ -531,21 +532,58 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
     if (b + 1 < nb) dk = h3s_ldg(kdh + b + 1);
     h3_wg_wait<0>();
     h3_wg_hold<64>(t);
-    if (!sub && lane == 0) h3_bar_arrive(bar.empty(prev)); // P V of the stage's second tile ran
+    if (!sub) { // T holds the stage's two tiles: folded
+      if (lane == 0) h3_bar_arrive(bar.empty(prev));
 #pragma unroll
-    for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
+      for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
+      al[0] = aln[0], al[1] = aln[1];
+    } else { // T holds tile b - 1, the stage's first: scaled as O will be
+      h3s_ws_rescale(t, aln);
+      al[0] = __fmul_rn(al[0], aln[0]), al[1] = __fmul_rn(al[1], aln[1]);
+    }
     h3s_pack_p8(pf, pa);
-    al[0] = aln[0], al[1] = aln[1];
   }
   h3_turn_wait(mine);
   h3_wg_fence();
-  h3s_ws_pv(t, pa, dvs + slot * SLOT, (nb - 1) & 1);
+  h3s_ws_pv(t, pa, dvs + (unsigned)slot * SLOT, (nb - 1) & 1);
   h3_wg_commit();
-  if (cw == 0) h3_turn_pass(other);
+  if (CW == 0) h3_turn_pass(other);
   h3_wg_wait<0>();
   h3_wg_hold<64>(t);
 #pragma unroll
   for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
-  h3s_store<true>(o, o_stride, n, h, q0 + 64 * cw + 16 * ((tid >> 5) & 3), len, vscale, acc, l);
+  h3s_store<true>(o, o_stride, n, h, q0 + 64 * CW + 16 * ((threadIdx.x >> 5) & 3), len, vscale, acc, l);
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
+    const __grid_constant__ h3_tmap tq, const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
+  extern __shared__ unsigned char h3s_raw[];
+  __shared__ unsigned long long h3s_bar_words[1 + 2 * H3S_STAGES];
+  const unsigned sq = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // then the slots
+  const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
+  const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
+  const long long q0 = (long long)blockIdx.x * H3S_ROWS;
+  if (tid == 0) {
+    h3_bar_init(bar.q(), 1);
+    for (int s = 0; s < H3S_STAGES; s++) {
+      h3_bar_init(bar.full(s), 1);
+      h3_bar_init(bar.empty(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    h3_fence_async_smem();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (tid == 0)
+      h3s_ws_produce(&tq, &tk, &tv, sq, bar, (int)(n * lp + q0), (int)(h * lp), h * 128,
+                     (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  if (wg == 1) h3s_ws_consume<0>(sq, bar, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  else h3s_ws_consume<1>(sq, bar, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
 }
 #endif
