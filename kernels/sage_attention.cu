@@ -7,10 +7,11 @@
 // multiplies the same int8 codes (int32 dot products: exact), takes the running maxima over
 // the same 64-key blocks (a key tile is one block of kd) and rounds P and V to e4m3 (or P to
 // bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot * (dq * dk
-// * scale * log2 e), one rounding chain against the reference's two products; with scale > 0
-// p's exponent one fma, h3s_softmax) and 2^x by ex2.approx in place of expf (P within ~1e-6
-// relative: a rare P code lands one e4m3 step away), the order of the fp32 sums (l per lane,
-// then the quad; O per n-tile in the tensor cores' order, then one fma of the tile into O).
+// * scale * log2 e), one rounding chain against the reference's two products; in the
+// warp-specialised form with scale > 0, p's exponent one fma: h3s_softmax_tile) and 2^x by
+// ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
+// away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
+// cores' order, then one fma of the tile into O).
 //   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
 //     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
 // Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers).
@@ -110,14 +111,15 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 // p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
 // rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
 // accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
-// converts them to x = fp32(dot): no int-to-float conversions on the narrow pipe. With kq > 0
-// (POS) rounding x * kq is monotone, so max t = fp32(max x * kq) and p's exponent is one fma
-// x * kq - (m' - lg) (one rounding less); a tile of only live keys (!MASK) skips the per-key
-// test.
+// converts them to x = fp32(dot): no int-to-float conversions on the narrow pipe. full: every
+// key of the tile is live (no per-key test). POS (kq > 0; the warp-specialised form): rounding
+// x * kq is monotone, so max t = fp32(max x * kq), and p's exponent is one fma x * kq - (m' -
+// lg), one rounding less. The mma forms call it as h3s_softmax (their 255 registers leave no
+// room for more paths); h3cu_sage_fwd_fp8_ws as h3s_softmax_ws.
 #define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
-template <bool MASK, bool POS> // keys live: those of column < live (MASK), all 64 (!MASK)
-H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, int live, float m[2], float l[2],
-                            float alpha[2]) {
+template <bool POS>
+H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                            bool full, float m[2], float l[2], float alpha[2]) {
   const int c = threadIdx.x & 3;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -125,9 +127,9 @@ H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float 
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const int n = k >> 1, e = 2 * r + (k & 1);
-      const bool on = !MASK || 8 * n + 2 * c + (k & 1) < live;
+      const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
       const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
-      pf[n][e] = on ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
+      pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
       xm = fmaxf(xm, pf[n][e]);
     }
     xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 1));
@@ -147,16 +149,7 @@ H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float 
 }
 H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
                        float m[2], float l[2], float alpha[2]) {
-  const bool full = key0 + H3S_KEYS <= len;
-  const int live = full ? H3S_KEYS : (int)(len - key0);
-  if (kq > 0.0f) {
-    if (full) h3s_softmax_tile<false, true>(sc, pf, kq, lg, live, m, l, alpha);
-    else h3s_softmax_tile<true, true>(sc, pf, kq, lg, live, m, l, alpha);
-  } else if (full) {
-    h3s_softmax_tile<false, false>(sc, pf, kq, lg, live, m, l, alpha);
-  } else {
-    h3s_softmax_tile<true, false>(sc, pf, kq, lg, live, m, l, alpha);
-  }
+  h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, key0 + H3S_KEYS <= len, m, l, alpha);
 }
 
 // e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
@@ -320,8 +313,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // ---- the warp-specialised warpgroup-MMA form of pv = fp8: h3cu_sage_fwd_fp8_ws (runtime/cuda/
 // cuda_sage.c runs it under H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so
 // tests/sage checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same
-// scores, softmax, P and V codes, per-tile products, fold and output as h3cu_sage_fwd_fp8, on
-// the FlashAttention-3 schedule of kernels/flash_attention.cu:
+// scores, softmax, P and V codes and output as h3cu_sage_fwd_fp8 (its fold: below), on the
+// FlashAttention-3 schedule of kernels/flash_attention.cu:
 //   h3cu_sage_fwd_fp8_ws(tq, tk, tv, qd, kd, vscale, o, len, lp, o_stride, group, scale): tq,
 //     tk, tv the TMA maps (runtime/cuda/cuda_sage.c) of qc as bytes [Hq lp][128], kc as [Hk
 //     lp][128] and vt as [Hk 128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest
@@ -331,9 +324,9 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads Q's codes [128][128]
 //     once, then stage j (keys 128 j .. + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's
 //     key order; 32 KiB) into ring slot j % 3 once the consumers released stage j - 3;
-//   consumers (warpgroups 1, 2: cw = 0, 1; 240 registers): cw owns rows 64 cw .. + 63 (one q
-//     block: one delta dq) and walks the 64-key tiles b (one k block: delta kd[b]; half b % 2
-//     of stage b / 2):
+//   consumers (warpgroups 1, 2: CW = 0, 1, h3s_ws_consume<CW>; 240 registers): CW owns rows
+//     64 CW .. + 63 (one q block: one delta dq) and walks the 64-key tiles b (one k block:
+//     delta kd[b]; half b % 2 of stage b / 2):
 //       S(b) = Q K^T: 4 wgmma m64n64k32 s8 from shared memory (both K-major), accumulators
 //         from H3S_MAGIC as the mma form's; h3s_softmax gives alpha(b) and p * 448, whose
 //         e4m3 codes P(b) h3s_pack_p8 packs as the register A fragments of 2 k-steps of 32
@@ -352,7 +345,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // mma form's n-tiles, so vt's key order makes the accumulators of S the A fragments of P V and
 // the softmax, P words and output are the mma form's code.
 // Schedule: turn b of a consumer issues S(b) and P(b-1) V(b-1), waits for S(b) only and runs
-// the softmax of tile b while P(b-1) V(b-1) runs (intra-warpgroup overlap), then folds T(b-1);
+// the softmax of tile b while P(b-1) V(b-1) runs (intra-warpgroup overlap), then folds or
+// rescales T;
 // the consumers take turns to issue (ping-pong through named barriers 1 and 2: h3_turn_wait /
 // h3_turn_pass), so that one's softmax runs under the other's matrix work. nb = ceil(len / 64)
 // tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1) V(nb-1)).
@@ -465,6 +459,21 @@ H3_DI void h3s_ws_produce(const h3_tmap *tq, const h3_tmap *tk, const h3_tmap *t
   }
 }
 
+// h3s_softmax_tile for h3cu_sage_fwd_fp8_ws: its four paths (kq > 0 or not, all keys live or
+// not), each without the tests it does not need
+H3_DI void h3s_softmax_ws(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                          float m[2], float l[2], float alpha[2]) {
+  const bool full = key0 + H3S_KEYS <= len;
+  if (kq > 0.0f) {
+    if (full) h3s_softmax_tile<true>(sc, pf, kq, lg, key0, len, true, m, l, alpha);
+    else h3s_softmax_tile<true>(sc, pf, kq, lg, key0, len, false, m, l, alpha);
+  } else if (full) {
+    h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, true, m, l, alpha);
+  } else {
+    h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, false, m, l, alpha);
+  }
+}
+
 // Consumer warpgroup CW (1 + CW of the block): rows q0 + 64 CW .. + 63 of q head n (kv head
 // h) over the nb = ceil(len / 64) key tiles of the slots after Q at sq, then its output rows
 // (a template: the descriptors and barrier ids are uniform, computed in the uniform datapath)
@@ -487,7 +496,7 @@ H3_DI void h3s_ws_consume(unsigned sq, h3s_ws_bars bar, const float *kd, const f
   int sc[8][4];       // wgmmas when registers that one reads are written while another runs)
   // the softmax of tile b (kq from its delta dk) into pf and the old rows' factors a
   auto softmax = [&](int b, float dk, float a[2]) {
-    h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m, l, a);
+    h3s_softmax_ws(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m, l, a);
   };
   // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
   if (CW == 1) h3_turn_pass(1);
