@@ -251,20 +251,26 @@ H3_DI void h3s_store(h3_bf16 *o, long long o_stride, int n, int h, long long r0,
   }
 }
 
-template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
-  H3_DYN_SMEM(unsigned char, smem); // stage s at s * (FP8 ? 2 : 3) * H3S_KBYTES: K, then V
-  constexpr int STAGE = (FP8 ? 2 : 3) * H3S_KBYTES;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  const int n = blockIdx.y, h = n / group;
-  const long long r0 = (long long)blockIdx.x * H3S_ROWS + 16 * warp; // the warp's first row
-  // Q's A fragments: dims 32 kk + 4 c (+ 16) of rows g, g + 8 (zero codes past len)
-  unsigned qa[4][4];
-  const unsigned *qg = reinterpret_cast<const unsigned *>(qc + ((long long)n * lp + r0 + g) * 128);
+// Q's A fragments of this lane (4 k-steps of 32 dims; the 8-bit A fragment of mma.m16n8k32 and
+// of wgmma: dims 32 kk + 4 c (+ 16) of rows g, g + 8) from the codes of the warp's 16 rows at q
+// (128 bytes a row; zero codes past len)
+H3_DI void h3s_load_qa(const signed char *q, unsigned qa[4][4]) {
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
+  const unsigned *qg = reinterpret_cast<const unsigned *>(q + g * 128);
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     qa[kk][0] = qg[8 * kk + c], qa[kk][1] = qg[8 * 32 + 8 * kk + c];
     qa[kk][2] = qg[8 * kk + 4 + c], qa[kk][3] = qg[8 * 32 + 8 * kk + 4 + c];
   }
+}
+
+template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
+  H3_DYN_SMEM(unsigned char, smem); // stage s at s * (FP8 ? 2 : 3) * H3S_KBYTES: K, then V
+  constexpr int STAGE = (FP8 ? 2 : 3) * H3S_KBYTES;
+  const int warp = threadIdx.x >> 5, n = blockIdx.y, h = n / group;
+  const long long r0 = (long long)blockIdx.x * H3S_ROWS + 16 * warp; // the warp's first row
+  unsigned qa[4][4];
+  h3s_load_qa(qc + ((long long)n * lp + r0) * 128, qa);
   const float dq = qd[(long long)n * (lp / 64) + r0 / 64], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -315,23 +321,23 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // tests/sage checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same
 // scores, softmax, P and V codes and output as h3cu_sage_fwd_fp8 (its fold: below), on the
 // FlashAttention-3 schedule of kernels/flash_attention.cu:
-//   h3cu_sage_fwd_fp8_ws(tq, tk, tv, qd, kd, vscale, o, len, lp, o_stride, group, scale): tq,
-//     tk, tv the TMA maps (runtime/cuda/cuda_sage.c) of qc as bytes [Hq lp][128], kc as [Hk
-//     lp][128] and vt as [Hk 128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest
-//     as in H3_SAGE_FWD_PARAMS.
+//   h3cu_sage_fwd_fp8_ws(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale): tk,
+//     tv the TMA maps (runtime/cuda/cuda_sage.c) of kc as bytes [Hk lp][128] and vt as [Hk
+//     128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest as in H3_SAGE_FWD_PARAMS.
 // Grid (ceil(len / 128), Hq), 3 warpgroups (384 threads), one block per SM; block x takes query
 // rows 128 x .. + 127 of q head y (kv head h = y / group):
-//   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads Q's codes [128][128]
-//     once, then stage j (keys 128 j .. + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's
-//     key order; 32 KiB) into ring slot j % 3 once the consumers released stage j - 3;
+//   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads stage j (keys 128 j ..
+//     + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's key order; 32 KiB) into ring slot
+//     j % 3 once the consumers released stage j - 3;
 //   consumers (warpgroups 1, 2: CW = 0, 1, h3s_ws_consume<CW>; 240 registers): CW owns rows
-//     64 CW .. + 63 (one q block: one delta dq) and walks the 64-key tiles b (one k block:
-//     delta kd[b]; half b % 2 of stage b / 2):
-//       S(b) = Q K^T: 4 wgmma m64n64k32 s8 from shared memory (both K-major), accumulators
-//         from H3S_MAGIC as the mma form's; h3s_softmax gives alpha(b) and p * 448, whose
-//         e4m3 codes P(b) h3s_pack_p8 packs as the register A fragments of 2 k-steps of 32
-//         keys once T(b-1) is done (ptxas serialises the wgmmas when registers one reads are
-//         written while another is in flight);
+//     64 CW .. + 63 (one q block: one delta dq), whose codes it holds as wgmma A fragments in
+//     registers (read once from qc, as the mma form's), and walks the 64-key tiles b (one k
+//     block: delta kd[b]; half b % 2 of stage b / 2):
+//       S(b) = Q K^T: 4 wgmma m64n64k32 s8, A in registers, B = the tile's K (K-major) from
+//         shared memory, accumulators from H3S_MAGIC as the mma form's; h3s_softmax_ws gives
+//         alpha(b) and p * 448, whose e4m3 codes P(b) h3s_pack_p8 packs as the register A
+//         fragments of 2 k-steps of 32 keys once T(b-1) is done (ptxas serialises the wgmmas
+//         when registers one reads are written while another is in flight);
 //       T (+)= P(b) V(b): 2 wgmma m64n128k32 e4m3, A in registers, B = V^T's half (K-major);
 //         T sums a stage's two tiles (128 keys, 4 k-steps) in the tensor cores, the second
 //         tile's alpha applied to T in between where a row of the warp has one other than 1
@@ -342,23 +348,24 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // wgmma's 8-bit A fragment (warp w % 4, lane 4 g + c: {A[16 w + g][4 c ..], A[16 w + g + 8][4
 // c ..], A[16 w + g][16 + 4 c ..], A[16 w + g + 8][16 + 4 c ..]}) is mma.m16n8k32's, and its
 // accumulators (d[4 n + e]: row 16 w + g (+ 8 for e >= 2), column 8 n + 2 c + (e & 1)) are the
-// mma form's n-tiles, so vt's key order makes the accumulators of S the A fragments of P V and
-// the softmax, P words and output are the mma form's code.
+// mma form's n-tiles, so Q's fragments are the mma form's, vt's key order makes the
+// accumulators of S the A fragments of P V, and the softmax, P words and output are the mma
+// form's code.
 // Schedule: turn b of a consumer issues S(b) and P(b-1) V(b-1), waits for S(b) only and runs
 // the softmax of tile b while P(b-1) V(b-1) runs (intra-warpgroup overlap), then folds or
-// rescales T;
-// the consumers take turns to issue (ping-pong through named barriers 1 and 2: h3_turn_wait /
-// h3_turn_pass), so that one's softmax runs under the other's matrix work. nb = ceil(len / 64)
-// tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1) V(nb-1)).
-// Synchronisation, mbarriers (h3s_ws_bars): Q full (1 arrival + 16 KiB of TMA bytes); slot s
-// full (1 + 32 KiB; stage j waits for parity (j / 3) & 1); slot s empty (8 arrivals: lane 0 of
-// each consumer warp once P V of the stage's second tile finished; the producer waits for
-// parity (j / 3 - 1) & 1 before loading stage j >= 3).
-// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, Q [128][128], 3 slots of K and V^T
-// [128][128]; each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r & 7)
-// (TMA's 128B swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
+// rescales T; the consumers take turns to issue (ping-pong through named barriers 1 and 2:
+// h3_turn_wait / h3_turn_pass), so that one's softmax runs under the other's matrix work. nb =
+// ceil(len / 64) tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1)
+// V(nb-1)).
+// Synchronisation, mbarriers (h3s_ws_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
+// j waits for parity (j / 3) & 1); slot s empty (8 arrivals: lane 0 of each consumer warp once
+// P V of the stage's second tile finished; the producer waits for parity (j / 3 - 1) & 1
+// before loading stage j >= 3).
+// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, then 3 slots of K and V^T [128][128];
+// each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r & 7) (TMA's 128B
+// swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
 #define H3S_WS_THREADS 384
-#define H3S_SMEM_WS (1024 + H3S_KBYTES + H3S_SMEM_FP8)
+#define H3S_SMEM_WS (1024 + H3S_SMEM_FP8)
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
 
@@ -369,16 +376,16 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 #define H3S_DESC_HI 0x40000040u
 H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
 
-// d[32] (int32) += A B^T, m64n64k32 s8 from shared memory (descriptors' low words a, b)
-H3_DI void h3s_wg_qk(int *d, unsigned a, unsigned b) {
-  asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %34, 0;\n"
-               "mov.b64 da, {%32, %35};\nmov.b64 db, {%33, %35};\n"
+// d[32] (int32) += A B^T, m64n64k32 s8: A the 8-bit A fragment a[4] in registers, B from shared
+// memory (descriptor's low word b)
+H3_DI void h3s_wg_qk(int *d, const unsigned *a, unsigned b) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %36, 0;\nmov.b64 db, {%37, %38};\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-               "}, da, db, p;\n}\n"
+               "}, {%32, %33, %34, %35}, db, p;\n}\n"
                : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
-               : "r"(a), "r"(b), "r"(1), "r"(H3S_DESC_HI));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(1), "r"(b), "r"(H3S_DESC_HI));
 }
 
 // d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
@@ -398,16 +405,17 @@ H3_DI void h3s_wg_hold(int *d) {
 }
 
 // S = Q K^T of one tile into sc: every accumulator H3S_MAGIC (before the fence), then 4 k-steps
-// of 32 dims (32 bytes: 2 descriptor units) from dq (the warpgroup's Q) and dk (the tile's K)
+// of 32 dims: Q's A fragments qa (h3s_load_qa), the tile's K at descriptor dk (32 bytes a
+// k-step: 2 descriptor units)
 H3_DI void h3s_ws_magic(int sc[8][4]) {
 #pragma unroll
   for (int j = 0; j < 8; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
 }
-H3_DI void h3s_ws_qk(int sc[8][4], unsigned dq, unsigned dk) {
+H3_DI void h3s_ws_qk(int sc[8][4], const unsigned qa[4][4], unsigned dk) {
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dq + 2 * kk, dk + 2 * kk);
+  for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], qa[kk], dk + 2 * kk);
 }
 
 // T (+)= P V of tile half sub of a stage's V^T (descriptor dv): 2 k-steps of 32 keys at bytes
@@ -432,27 +440,23 @@ H3_DI float h3s_ldg(const float *p) {
   return x;
 }
 
-// The mbarriers: Q full at bars, slot s full at bars + 8 (1 + s), empty at bars + 8 (4 + s)
+// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (3 + s)
 struct h3s_ws_bars {
   unsigned bars;
-  H3_DI unsigned q() const { return bars; }
-  H3_DI unsigned full(int s) const { return bars + 8 * (1 + s); }
-  H3_DI unsigned empty(int s) const { return bars + 8 * (1 + H3S_STAGES + s); }
+  H3_DI unsigned full(int s) const { return bars + 8 * s; }
+  H3_DI unsigned empty(int s) const { return bars + 8 * (H3S_STAGES + s); }
 };
 
-// The producer thread: Q's rows qrow .. + 127 of tq into sq, then the nst stages (K rows krow +
-// 128 j .. of tk, V^T columns 128 j .. of rows vrow .. + 127 of tv) into the slots after Q
-H3_DI void h3s_ws_produce(const h3_tmap *tq, const h3_tmap *tk, const h3_tmap *tv, unsigned sq, h3s_ws_bars bar,
-                          int qrow, int krow, int vrow, int nst) {
-  h3_prefetch_map(tq);
+// The producer thread: the nst stages (K rows krow + 128 j .. of tk, V^T columns 128 j .. of
+// rows vrow .. + 127 of tv) into the slots at ss
+H3_DI void h3s_ws_produce(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s_ws_bars bar, int krow, int vrow,
+                          int nst) {
   h3_prefetch_map(tk);
   h3_prefetch_map(tv);
-  h3_bar_expect(bar.q(), H3S_KBYTES);
-  h3_tma(sq, tq, 0, qrow, bar.q());
   for (int j = 0; j < nst; j++) {
     const int s = j % H3S_STAGES;
     if (j >= H3S_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_STAGES - 1) & 1));
-    const unsigned ks = sq + H3S_KBYTES + (unsigned)(s * 2 * H3S_KBYTES);
+    const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
     h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
     h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
     h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
@@ -475,20 +479,22 @@ H3_DI void h3s_softmax_ws(const int sc[8][4], float pf[8][4], float kq, float lg
 }
 
 // Consumer warpgroup CW (1 + CW of the block): rows q0 + 64 CW .. + 63 of q head n (kv head
-// h) over the nb = ceil(len / 64) key tiles of the slots after Q at sq, then its output rows
-// (a template: the descriptors and barrier ids are uniform, computed in the uniform datapath)
+// h) over the nb = ceil(len / 64) key tiles of the slots at ss, then its output rows (a
+// template: the descriptors and barrier ids are uniform, computed in the uniform datapath)
 template <int CW>
-H3_DI void h3s_ws_consume(unsigned sq, h3s_ws_bars bar, const float *kd, const float *qd, const float *vscale,
-                          h3_bf16 *o, long long len, long long lp, long long o_stride, int n, int h, long long q0,
-                          float scale) {
+H3_DI void h3s_ws_consume(unsigned ss, h3s_ws_bars bar, const signed char *qc, const float *kd, const float *qd,
+                          const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n,
+                          int h, long long q0, float scale) {
   constexpr int mine = 1 + CW, other = 2 - CW;
   const int lane = threadIdx.x & 31, nb = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + CW], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  // descriptors (16-byte units): Q of this warpgroup; K and V^T of slot 0, slot s 2 tiles of 16
-  // KiB on, a tile's K half 1 8 KiB on
-  const unsigned dqs = h3s_desc(sq + CW * 64 * 128), dks = h3s_desc(sq + H3S_KBYTES);
-  const unsigned dvs = dks + (H3S_KBYTES >> 4);
+  const long long r0 = q0 + 64 * CW + 16 * ((threadIdx.x >> 5) & 3); // the warp's first row
+  unsigned qa[4][4];
+  h3s_load_qa(qc + ((long long)n * lp + r0) * 128, qa);
+  // descriptors (16-byte units) of K and V^T of slot 0; slot s 2 tiles of 16 KiB on, a tile's K
+  // half 1 8 KiB on
+  const unsigned dks = h3s_desc(ss), dvs = dks + (H3S_KBYTES >> 4);
   constexpr unsigned SLOT = 2 * H3S_KBYTES >> 4, HALF = H3S_KBYTES / 2 >> 4;
   float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], aln[2];
   float pf[8][4];     // p * 448 of the tile whose softmax ran last
@@ -501,12 +507,11 @@ H3_DI void h3s_ws_consume(unsigned sq, h3s_ws_bars bar, const float *kd, const f
   // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
   if (CW == 1) h3_turn_pass(1);
   float dk = h3s_ldg(kdh);
-  h3_bar_wait(bar.q(), 0);
   h3_bar_wait(bar.full(0), 0);
   h3s_ws_magic(sc);
   h3_turn_wait(mine);
   h3_wg_fence();
-  h3s_ws_qk(sc, dqs, dks);
+  h3s_ws_qk(sc, qa, dks);
   h3_wg_commit();
   h3_turn_pass(other);
   h3_wg_wait<0>();
@@ -530,7 +535,7 @@ H3_DI void h3s_ws_consume(unsigned sq, h3s_ws_bars bar, const float *kd, const f
     h3s_ws_magic(sc);
     h3_turn_wait(mine);
     h3_wg_fence();
-    h3s_ws_qk(sc, dqs, dks + (unsigned)slot * SLOT + (unsigned)sub * HALF);
+    h3s_ws_qk(sc, qa, dks + (unsigned)slot * SLOT + (unsigned)sub * HALF);
     h3_wg_commit();
     h3s_ws_pv(t, pa, dvs + (unsigned)prev * SLOT, !sub);
     h3_wg_commit();
@@ -561,21 +566,20 @@ H3_DI void h3s_ws_consume(unsigned sq, h3s_ws_bars bar, const float *kd, const f
   h3_wg_hold<64>(t);
 #pragma unroll
   for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
-  h3s_store<true>(o, o_stride, n, h, q0 + 64 * CW + 16 * ((threadIdx.x >> 5) & 3), len, vscale, acc, l);
+  h3s_store<true>(o, o_stride, n, h, r0, len, vscale, acc, l);
 }
 
 extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
-    const __grid_constant__ h3_tmap tq, const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv,
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
     const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
     h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
   extern __shared__ unsigned char h3s_raw[];
-  __shared__ unsigned long long h3s_bar_words[1 + 2 * H3S_STAGES];
-  const unsigned sq = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // then the slots
+  __shared__ unsigned long long h3s_bar_words[2 * H3S_STAGES];
+  const unsigned ss = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // the slots
   const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
   const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
   const long long q0 = (long long)blockIdx.x * H3S_ROWS;
   if (tid == 0) {
-    h3_bar_init(bar.q(), 1);
     for (int s = 0; s < H3S_STAGES; s++) {
       h3_bar_init(bar.full(s), 1);
       h3_bar_init(bar.empty(s), 8);
@@ -587,12 +591,11 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (tid == 0)
-      h3s_ws_produce(&tq, &tk, &tv, sq, bar, (int)(n * lp + q0), (int)(h * lp), h * 128,
-                     (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
+      h3s_ws_produce(&tk, &tv, ss, bar, (int)(h * lp), h * 128, (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  if (wg == 1) h3s_ws_consume<0>(sq, bar, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-  else h3s_ws_consume<1>(sq, bar, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  if (wg == 1) h3s_ws_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
 }
 #endif
