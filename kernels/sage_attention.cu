@@ -328,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // rows 128 x .. + 127 of q head y (kv head h = y / group):
 //   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads stage j (keys 128 j ..
 //     + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's key order; 32 KiB) into ring slot
-//     j % 3 once the consumers released stage j - 3;
+//     j % 4 once the consumers released stage j - 4;
 //   consumers (warpgroups 1, 2: CW = 0, 1, h3s_ws_consume<CW>; 240 registers): CW owns rows
 //     64 CW .. + 63 (one q block: one delta dq), whose codes it holds as wgmma A fragments in
 //     registers (read once from qc, as the mma form's), and walks the 64-key tiles b (one k
@@ -358,14 +358,15 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // ceil(len / 64) tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1)
 // V(nb-1)).
 // Synchronisation, mbarriers (h3s_ws_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
-// j waits for parity (j / 3) & 1); slot s empty (8 arrivals: lane 0 of each consumer warp once
-// P V of the stage's second tile finished; the producer waits for parity (j / 3 - 1) & 1
-// before loading stage j >= 3).
-// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, then 3 slots of K and V^T [128][128];
+// j waits for parity (j / 4) & 1); slot s empty (8 arrivals: lane 0 of each consumer warp once
+// P V of the stage's second tile finished; the producer waits for parity (j / 4 - 1) & 1
+// before loading stage j >= 4).
+// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, then 4 slots of K and V^T [128][128];
 // each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r & 7) (TMA's 128B
 // swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
 #define H3S_WS_THREADS 384
-#define H3S_SMEM_WS (1024 + H3S_SMEM_FP8)
+#define H3S_WS_STAGES 4 // the ring: 4 stages of 128 keys (132 KiB)
+#define H3S_SMEM_WS (1024 + H3S_WS_STAGES * 2 * H3S_KBYTES)
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
 
@@ -440,11 +441,11 @@ H3_DI float h3s_ldg(const float *p) {
   return x;
 }
 
-// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (3 + s)
+// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (4 + s)
 struct h3s_ws_bars {
   unsigned bars;
   H3_DI unsigned full(int s) const { return bars + 8 * s; }
-  H3_DI unsigned empty(int s) const { return bars + 8 * (H3S_STAGES + s); }
+  H3_DI unsigned empty(int s) const { return bars + 8 * (H3S_WS_STAGES + s); }
 };
 
 // The producer thread: the nst stages (K rows krow + 128 j .. of tk, V^T columns 128 j .. of
@@ -454,8 +455,8 @@ H3_DI void h3s_ws_produce(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s
   h3_prefetch_map(tk);
   h3_prefetch_map(tv);
   for (int j = 0; j < nst; j++) {
-    const int s = j % H3S_STAGES;
-    if (j >= H3S_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_STAGES - 1) & 1));
+    const int s = j % H3S_WS_STAGES;
+    if (j >= H3S_WS_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_WS_STAGES - 1) & 1));
     const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
     h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
     h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
@@ -523,12 +524,12 @@ H3_DI void h3s_ws_consume(unsigned ss, h3s_ws_bars bar, const signed char *qc, c
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  int slot = 0;       // the ring slot of tile b's stage (b / 2) % 3
-  unsigned phase = 0; // and the parity of its full barrier ((b / 2) / 3) & 1
+  int slot = 0;       // the ring slot of tile b's stage (b / 2) % 4
+  unsigned phase = 0; // and the parity of its full barrier ((b / 2) / 4) & 1
   for (int b = 1; b < nb; b++) { // as often in every consumer thread
     const int prev = slot, sub = b & 1; // tile b - 1's slot; tile b's half
     if (!sub) { // tile b opens the next stage
-      slot = slot == H3S_STAGES - 1 ? 0 : slot + 1;
+      slot = slot == H3S_WS_STAGES - 1 ? 0 : slot + 1;
       phase ^= slot == 0;
       h3_bar_wait(bar.full(slot), phase);
     }
@@ -574,13 +575,13 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
     const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
     h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
   extern __shared__ unsigned char h3s_raw[];
-  __shared__ unsigned long long h3s_bar_words[2 * H3S_STAGES];
+  __shared__ unsigned long long h3s_bar_words[2 * H3S_WS_STAGES];
   const unsigned ss = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // the slots
   const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
   const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
   const long long q0 = (long long)blockIdx.x * H3S_ROWS;
   if (tid == 0) {
-    for (int s = 0; s < H3S_STAGES; s++) {
+    for (int s = 0; s < H3S_WS_STAGES; s++) {
       h3_bar_init(bar.full(s), 1);
       h3_bar_init(bar.empty(s), 8);
     }

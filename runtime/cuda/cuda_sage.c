@@ -25,7 +25,7 @@
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WS = 1024 + SAGE_SMEM_FP8 };
+       SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE };
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
 static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws"};
