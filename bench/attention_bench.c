@@ -14,9 +14,10 @@
  * cudnn, no GEMMs; with --check, also the reference for the comparison). --gemm-only times
  * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). --sage
  * times h3's flash kernel and then sage_attention (pv fp8 through the mma.sync kernel and
- * through the warpgroup-MMA one, H3_SAGE_FORM=wgmma; then pv bf16; smoothing on) on the same
- * q, k, v (no cudnn, no GEMMs), and prints each one's speed-up over flash ("h3bench
- * sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and its NMSE against flash's output
+ * through the warp-specialised warpgroup-MMA one, H3_SAGE_FORM=wgmma, row sage_fp8_wgmma;
+ * then pv bf16; smoothing on) on the same q, k, v (no cudnn, no GEMMs), and prints each
+ * one's speed-up over flash ("h3bench sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and
+ * its NMSE against flash's output
  * (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). --sol times h3's flash kernel
  * and then sol_attention (tau X, default 1, thresh diag) on the same q, k, v: one untimed run
  * with H3_SOL_STATS set first (the backend prints the exact-block density on stderr, "h3 sol:
@@ -189,7 +190,7 @@ int main(int argc, char **argv) {
     if (!ok) rc = 1;
   }
   /* --sage: sage_attention on the same inputs, against flash (out[0]): pv fp8 through the
-     mma.sync kernel and the warpgroup-MMA one (H3_SAGE_FORM), then pv bf16 */
+     mma.sync kernel and the warp-specialised warpgroup-MMA one (H3_SAGE_FORM), then pv bf16 */
   double flash_ms = -1;
   static const char *const sage_form[3] = {"fp8", "fp8_wgmma", "bf16"};
   const h3_op *sop = NULL;

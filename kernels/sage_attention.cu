@@ -7,7 +7,8 @@
 // multiplies the same int8 codes (int32 dot products: exact), takes the running maxima over
 // the same 64-key blocks (a key tile is one block of kd) and rounds P and V to e4m3 (or P to
 // bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot * (dq * dk
-// * scale * log2 e), one rounding chain against the reference's two products) and 2^x by
+// * scale * log2 e), one rounding chain against the reference's two products; in the
+// warp-specialised form with scale > 0, p's exponent one fma: h3s_softmax_tile) and 2^x by
 // ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
 // away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
 // cores' order, then one fma of the tile into O).
@@ -32,8 +33,9 @@
 //     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
-// h3cu_sage_fwd_fp8_wg (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math and layouts
-// with both products as warpgroup MMAs: see its comment below.
+// h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
+// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs: see
+// its comment below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -109,24 +111,30 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 // p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
 // rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
 // accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
-// converts them: no int-to-float conversions on the narrow pipe.
+// converts them to x = fp32(dot): no int-to-float conversions on the narrow pipe. full: every
+// key of the tile is live (no per-key test). POS (kq > 0; the warp-specialised form): rounding
+// x * kq is monotone, so max t = fp32(max x * kq), and p's exponent is one fma x * kq - (m' -
+// lg), one rounding less. The mma forms call it as h3s_softmax (their 255 registers leave no
+// room for more paths); h3cu_sage_fwd_fp8_ws as h3s_softmax_ws.
 #define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
-H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
-                       float m[2], float l[2], float alpha[2]) {
+template <bool POS>
+H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                            bool full, float m[2], float l[2], float alpha[2]) {
   const int c = threadIdx.x & 3;
-  const bool full = key0 + H3S_KEYS <= len; // every key of the tile is live
 #pragma unroll
   for (int r = 0; r < 2; r++) {
-    float tm = m[r];
+    float xm = -H3S_INF; // the largest x (POS) or t
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const int n = k >> 1, e = 2 * r + (k & 1);
       const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
-      pf[n][e] = live ? __fmul_rn(__fsub_rn(__int_as_float(sc[n][e]), 12582912.0f), kq) : -H3S_INF;
-      tm = fmaxf(tm, pf[n][e]);
+      const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
+      pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
+      xm = fmaxf(xm, pf[n][e]);
     }
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+    xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 1));
+    xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 2));
+    const float tm = fmaxf(m[r], POS ? __fmul_rn(xm, kq) : xm);
     alpha[r] = h3_exp2_approx(__fsub_rn(m[r], tm));
     m[r] = tm;
     l[r] = __fmul_rn(l[r], alpha[r]);
@@ -134,10 +142,14 @@ H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, l
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       float &x = pf[k >> 1][2 * r + (k & 1)];
-      x = h3_exp2_approx(__fsub_rn(x, off));
+      x = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off) : __fsub_rn(x, off));
       l[r] = __fadd_rn(l[r], x);
     }
   }
+}
+H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                       float m[2], float l[2], float alpha[2]) {
+  h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, key0 + H3S_KEYS <= len, m, l, alpha);
 }
 
 // e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
@@ -239,20 +251,26 @@ H3_DI void h3s_store(h3_bf16 *o, long long o_stride, int n, int h, long long r0,
   }
 }
 
-template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
-  H3_DYN_SMEM(unsigned char, smem); // stage s at s * (FP8 ? 2 : 3) * H3S_KBYTES: K, then V
-  constexpr int STAGE = (FP8 ? 2 : 3) * H3S_KBYTES;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  const int n = blockIdx.y, h = n / group;
-  const long long r0 = (long long)blockIdx.x * H3S_ROWS + 16 * warp; // the warp's first row
-  // Q's A fragments: dims 32 kk + 4 c (+ 16) of rows g, g + 8 (zero codes past len)
-  unsigned qa[4][4];
-  const unsigned *qg = reinterpret_cast<const unsigned *>(qc + ((long long)n * lp + r0 + g) * 128);
+// Q's A fragments of this lane (4 k-steps of 32 dims; the 8-bit A fragment of mma.m16n8k32 and
+// of wgmma: dims 32 kk + 4 c (+ 16) of rows g, g + 8) from the codes of the warp's 16 rows at q
+// (128 bytes a row; zero codes past len)
+H3_DI void h3s_load_qa(const signed char *q, unsigned qa[4][4]) {
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
+  const unsigned *qg = reinterpret_cast<const unsigned *>(q + g * 128);
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     qa[kk][0] = qg[8 * kk + c], qa[kk][1] = qg[8 * 32 + 8 * kk + c];
     qa[kk][2] = qg[8 * kk + 4 + c], qa[kk][3] = qg[8 * 32 + 8 * kk + 4 + c];
   }
+}
+
+template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
+  H3_DYN_SMEM(unsigned char, smem); // stage s at s * (FP8 ? 2 : 3) * H3S_KBYTES: K, then V
+  constexpr int STAGE = (FP8 ? 2 : 3) * H3S_KBYTES;
+  const int warp = threadIdx.x >> 5, n = blockIdx.y, h = n / group;
+  const long long r0 = (long long)blockIdx.x * H3S_ROWS + 16 * warp; // the warp's first row
+  unsigned qa[4][4];
+  h3s_load_qa(qc + ((long long)n * lp + r0) * 128, qa);
   const float dq = qd[(long long)n * (lp / 64) + r0 / 64], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -296,43 +314,89 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
   h3s_fwd<false>(qc, kc, vt, v, qd, kd, vscale, o, len, lp, v_stride, o_stride, group, scale);
 }
 
+
 #ifndef H3_HOST_EMU
-// ---- the warpgroup-MMA form of pv = fp8 (runtime/cuda/cuda_sage.c runs it under
-// H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so tests/sage checks the form
-// above and tests/gpu/test_gpu_ops both on the GPU). The same grid, threads, stages, scores,
-// softmax, P and V codes and fold as h3cu_sage_fwd_fp8; warpgroup w (threads 128 w ..) owns
-// rows 64 w .. + 63 (one q block) and issues per 64-key tile
-//   S = Q K^T: 4 wgmma m64n64k32 s8 (Q [64][128] and the tile's K [64][128] in shared memory,
-//     K-major, 128-byte swizzle: chunk c of row r at c ^ (r & 7), 1024-byte atoms: the layout
-//     the cp.async loads already write), accumulators from H3S_MAGIC as the mma form's;
-//   O += P V: P's e4m3 words (h3s_pv_fp8's A fragments) stored into the warpgroup's P buffer
-//     [64][128] (the stage's two tiles at bytes 0 and 64 of a row, vt's key order), then 2
-//     wgmma m64n128k32 e4m3 against V^T [128][128] (K-major) into a zeroed tile accumulator
-//     (the first with scale-d 0), folded into O.
-// The accumulators' layout (warp w % 4 of the warpgroup: rows 16 (w % 4) + g, + 8; d[4 n + e]:
-// column 8 n + 2 c + (e & 1), row + 8 for e >= 2) is the mma form's, so the softmax, the P
-// words and the output are shared. Shared memory: 1 KiB of alignment slack, Q [128][128], P
-// [2][64][128], the 3 stages (H3S_SMEM_WG).
-#define H3S_SMEM_WG (1024 + 2 * H3S_KBYTES + H3S_SMEM_FP8)
+// ---- the warp-specialised warpgroup-MMA form of pv = fp8: h3cu_sage_fwd_fp8_ws (runtime/cuda/
+// cuda_sage.c runs it under H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so
+// tests/sage checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same
+// scores, softmax, P and V codes and output as h3cu_sage_fwd_fp8 (its fold: below), on the
+// FlashAttention-3 schedule of kernels/flash_attention.cu:
+//   h3cu_sage_fwd_fp8_ws(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale): tk,
+//     tv the TMA maps (runtime/cuda/cuda_sage.c) of kc as bytes [Hk lp][128] and vt as [Hk
+//     128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest as in H3_SAGE_FWD_PARAMS.
+// Grid (ceil(len / 128), Hq), 3 warpgroups (384 threads), one block per SM; block x takes query
+// rows 128 x .. + 127 of q head y (kv head h = y / group):
+//   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads stage j (keys 128 j ..
+//     + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's key order; 32 KiB) into ring slot
+//     j % 4 once the consumers released stage j - 4;
+//   consumers (warpgroups 1, 2: CW = 0, 1, h3s_ws_consume<CW>; 240 registers): CW owns rows
+//     64 CW .. + 63 (one q block: one delta dq), whose codes it holds as wgmma A fragments in
+//     registers (read once from qc, as the mma form's), and walks the 64-key tiles b (one k
+//     block: delta kd[b]; half b % 2 of stage b / 2):
+//       S(b) = Q K^T: 4 wgmma m64n64k32 s8, A in registers, B = the tile's K (K-major) from
+//         shared memory, accumulators from H3S_MAGIC as the mma form's; h3s_softmax_ws gives
+//         alpha(b) and p * 448, whose e4m3 codes P(b) h3s_pack_p8 packs as the register A
+//         fragments of 2 k-steps of 32 keys once T(b-1) is done (ptxas serialises the wgmmas
+//         when registers one reads are written while another is in flight);
+//       T (+)= P(b) V(b): 2 wgmma m64n128k32 e4m3, A in registers, B = V^T's half (K-major);
+//         T sums a stage's two tiles (128 keys, 4 k-steps) in the tensor cores, the second
+//         tile's alpha applied to T in between where a row of the warp has one other than 1
+//         (h3s_ws_rescale: rare once the maxima settle), and is folded once a stage: O = O *
+//         (alpha(2i) alpha(2i+1)) + T (h3s_fold, fp32). The mma form folds every tile: the
+//         same sums up to fp32 rounding order (the SageAttention "fp32 + fp32" two-level
+//         accumulation, its inner level 128 keys here, 64 there).
+// wgmma's 8-bit A fragment (warp w % 4, lane 4 g + c: {A[16 w + g][4 c ..], A[16 w + g + 8][4
+// c ..], A[16 w + g][16 + 4 c ..], A[16 w + g + 8][16 + 4 c ..]}) is mma.m16n8k32's, and its
+// accumulators (d[4 n + e]: row 16 w + g (+ 8 for e >= 2), column 8 n + 2 c + (e & 1)) are the
+// mma form's n-tiles, so Q's fragments are the mma form's, vt's key order makes the
+// accumulators of S the A fragments of P V, and the softmax, P words and output are the mma
+// form's code.
+// Schedule: turn b of a consumer issues S(b) and P(b-1) V(b-1), waits for S(b) only and runs
+// the softmax of tile b while P(b-1) V(b-1) runs (intra-warpgroup overlap), then folds or
+// rescales T; the consumers take turns to issue (ping-pong through named barriers 1 and 2:
+// h3_turn_wait / h3_turn_pass), so that one's softmax runs under the other's matrix work. nb =
+// ceil(len / 64) tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1)
+// V(nb-1)).
+// Synchronisation, mbarriers (h3s_ws_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
+// j waits for parity (j / 4) & 1); slot s empty (8 arrivals: lane 0 of each consumer warp once
+// P V of the stage's second tile finished; the producer waits for parity (j / 4 - 1) & 1
+// before loading stage j >= 4).
+// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, then 4 slots of K and V^T [128][128];
+// each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r & 7) (TMA's 128B
+// swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
+#define H3S_WS_THREADS 384
+#define H3S_WS_STAGES 4 // the ring: 4 stages of 128 keys (132 KiB)
+#define H3S_SMEM_WS (1024 + H3S_WS_STAGES * 2 * H3S_KBYTES)
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
 
-// d[32] (int32) += A B^T, m64n64k32 s8 from shared memory (descriptors a, b)
-H3_DI void h3s_wg_qk(int *d, unsigned long long a, unsigned long long b) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+// The shared-memory operands' wgmma descriptors as their low words: those of h3_wg_desc(addr,
+// 16, 1024) (start address >> 4, leading byte offset 16; + n moves the start by 16 n bytes),
+// whose high word (stride byte offset 1024, 128-byte swizzle) is H3S_DESC_HI for every tile
+// (32-bit arithmetic on the low words only: fewer instructions in the issuing turn)
+#define H3S_DESC_HI 0x40000040u
+H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
+
+// d[32] (int32) += A B^T, m64n64k32 s8: A the 8-bit A fragment a[4] in registers, B from shared
+// memory (descriptor's low word b)
+H3_DI void h3s_wg_qk(int *d, const unsigned *a, unsigned b) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %36, 0;\nmov.b64 db, {%37, %38};\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-               "}, %32, %33, p;\n}\n"
+               "}, {%32, %33, %34, %35}, db, p;\n}\n"
                : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
-               : "l"(a), "l"(b), "r"(1));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(1), "r"(b), "r"(H3S_DESC_HI));
 }
 
-// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3 from shared memory (acc = 0 overwrites d)
-H3_DI void h3s_wg_pv(float *d, unsigned long long a, unsigned long long b, int acc) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, %64, %65, p, 1, 1;\n}\n"
-               : H3_WG_C64(d, 0) : "l"(a), "l"(b), "r"(acc));
+// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
+// shared memory (descriptor's low word b); acc = 0 overwrites d
+H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned b, int acc) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %68, 0;\nmov.b64 db, {%69, %70};\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, "
+               "{%64, %65, %66, %67}, db, p, 1, 1;\n}\n"
+               : H3_WG_C64(d, 0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
 }
 
 // keeps reads of the 32 int32 results d after the wait that precedes it
@@ -341,92 +405,198 @@ H3_DI void h3s_wg_hold(int *d) {
   for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-// This lane's P words (h3s_pv_fp8's pa, k-steps kk of tile sub) into the warpgroup's P buffer
-// sp (rows 16 (warp % 4) + g, + 8; 128-byte swizzle)
-H3_DI void h3s_put_p(unsigned char *sp, int sub, const unsigned pa[2][4]) {
-  const int lane = threadIdx.x & 31, row = 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2), c = lane & 3;
+// S = Q K^T of one tile into sc: every accumulator H3S_MAGIC (before the fence), then 4 k-steps
+// of 32 dims: Q's A fragments qa (h3s_load_qa), the tile's K at descriptor dk (32 bytes a
+// k-step: 2 descriptor units)
+H3_DI void h3s_ws_magic(int sc[8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 2; kk++)
+  for (int j = 0; j < 8; j++)
 #pragma unroll
-    for (int w = 0; w < 4; w++) { // w: row + 8 (w & 1), bytes + 16 (w >> 1)
-      const int r = row + 8 * (w & 1), b = 64 * sub + 32 * kk + 16 * (w >> 1) + 4 * c;
-      *reinterpret_cast<unsigned *>(sp + r * 128 + (((b >> 4) ^ (r & 7)) << 4) + (b & 15)) = pa[kk][w];
-    }
+    for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
+}
+H3_DI void h3s_ws_qk(int sc[8][4], const unsigned qa[4][4], unsigned dk) {
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], qa[kk], dk + 2 * kk);
 }
 
-extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_fp8_wg(H3_SAGE_FWD_PARAMS) {
-  extern __shared__ unsigned char h3s_raw[];
-  const unsigned base = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u;
-  unsigned char *sq = h3s_raw + (base - h3_smem_addr(h3s_raw)), *sp = sq + H3S_KBYTES, *st = sp + H3S_KBYTES;
-  const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
-  const int n = blockIdx.y, h = n / group;
-  const long long q0 = (long long)blockIdx.x * H3S_ROWS, r0 = q0 + 16 * warp;
-  for (int i = tid; i < H3S_KBYTES / 16; i += H3S_THREADS) { // Q: row i / 8, chunk i % 8
-    const int row = i >> 3, ch = i & 7;
-    h3_cp16(reinterpret_cast<uint4 *>(sq + row * 128) + (ch ^ (row & 7)), qc + ((long long)n * lp + q0 + row) * 128 + 16 * ch);
+// T (+)= P V of tile half sub of a stage's V^T (descriptor dv): 2 k-steps of 32 keys at bytes
+// 64 sub + 32 kk of V^T's rows; the first overwrites T when sub is 0 (a stage's first tile)
+H3_DI void h3s_ws_pv(float *t, const unsigned pa[2][4], unsigned dv, int sub) {
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa[kk], dv + (unsigned)((64 * sub + 32 * kk) >> 4), kk | sub);
+}
+
+// T *= alpha by rows (rows g: alpha[0], g + 8: alpha[1]) where the warp has a factor other
+// than 1 (a factor 1 leaves a row as it is)
+H3_DI void h3s_ws_rescale(float *t, const float alpha[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
+#pragma unroll
+  for (int i = 0; i < 64; i++) t[i] = __fmul_rn(t[i], alpha[(i >> 1) & 1]);
+}
+
+// *p, loaded where the call stands (the compiler may not sink it under a barrier wait)
+H3_DI float h3s_ldg(const float *p) {
+  float x;
+  asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(x) : "l"(p));
+  return x;
+}
+
+// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (4 + s)
+struct h3s_ws_bars {
+  unsigned bars;
+  H3_DI unsigned full(int s) const { return bars + 8 * s; }
+  H3_DI unsigned empty(int s) const { return bars + 8 * (H3S_WS_STAGES + s); }
+};
+
+// The producer thread: the nst stages (K rows krow + 128 j .. of tk, V^T columns 128 j .. of
+// rows vrow .. + 127 of tv) into the slots at ss
+H3_DI void h3s_ws_produce(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s_ws_bars bar, int krow, int vrow,
+                          int nst) {
+  h3_prefetch_map(tk);
+  h3_prefetch_map(tv);
+  for (int j = 0; j < nst; j++) {
+    const int s = j % H3S_WS_STAGES;
+    if (j >= H3S_WS_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_WS_STAGES - 1) & 1));
+    const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
+    h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
+    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
   }
-  h3_cp_commit();
-  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + wg], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  float acc[16][4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f};
+}
+
+// h3s_softmax_tile for h3cu_sage_fwd_fp8_ws: its four paths (kq > 0 or not, all keys live or
+// not), each without the tests it does not need
+H3_DI void h3s_softmax_ws(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
+                          float m[2], float l[2], float alpha[2]) {
+  const bool full = key0 + H3S_KEYS <= len;
+  if (kq > 0.0f) {
+    if (full) h3s_softmax_tile<true>(sc, pf, kq, lg, key0, len, true, m, l, alpha);
+    else h3s_softmax_tile<true>(sc, pf, kq, lg, key0, len, false, m, l, alpha);
+  } else if (full) {
+    h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, true, m, l, alpha);
+  } else {
+    h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, false, m, l, alpha);
+  }
+}
+
+// Consumer warpgroup CW (1 + CW of the block): rows q0 + 64 CW .. + 63 of q head n (kv head
+// h) over the nb = ceil(len / 64) key tiles of the slots at ss, then its output rows (a
+// template: the descriptors and barrier ids are uniform, computed in the uniform datapath)
+template <int CW>
+H3_DI void h3s_ws_consume(unsigned ss, h3s_ws_bars bar, const signed char *qc, const float *kd, const float *qd,
+                          const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n,
+                          int h, long long q0, float scale) {
+  constexpr int mine = 1 + CW, other = 2 - CW;
+  const int lane = threadIdx.x & 31, nb = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
+  const float *kdh = kd + (long long)h * (lp / 64);
+  const float dq = qd[(long long)n * (lp / 64) + q0 / 64 + CW], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  const long long r0 = q0 + 64 * CW + 16 * ((threadIdx.x >> 5) & 3); // the warp's first row
+  unsigned qa[4][4];
+  h3s_load_qa(qc + ((long long)n * lp + r0) * 128, qa);
+  // descriptors (16-byte units) of K and V^T of slot 0; slot s 2 tiles of 16 KiB on, a tile's K
+  // half 1 8 KiB on
+  const unsigned dks = h3s_desc(ss), dvs = dks + (H3S_KBYTES >> 4);
+  constexpr unsigned SLOT = 2 * H3S_KBYTES >> 4, HALF = H3S_KBYTES / 2 >> 4;
+  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], aln[2];
+  float pf[8][4];     // p * 448 of the tile whose softmax ran last
+  unsigned pa[2][4];  // its e4m3 codes, packed once no wgmma is in flight (ptxas serialises the
+  int sc[8][4];       // wgmmas when registers that one reads are written while another runs)
+  // the softmax of tile b (kq from its delta dk) into pf and the old rows' factors a
+  auto softmax = [&](int b, float dk, float a[2]) {
+    h3s_softmax_ws(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m, l, a);
+  };
+  // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
+  if (CW == 1) h3_turn_pass(1);
+  float dk = h3s_ldg(kdh);
+  h3_bar_wait(bar.full(0), 0);
+  h3s_ws_magic(sc);
+  h3_turn_wait(mine);
+  h3_wg_fence();
+  h3s_ws_qk(sc, qa, dks);
+  h3_wg_commit();
+  h3_turn_pass(other);
+  h3_wg_wait<0>();
+  h3s_wg_hold(&sc[0][0]);
+  softmax(0, dk, al);
+  h3s_pack_p8(pf, pa);
+  if (nb > 1) dk = h3s_ldg(kdh + 1);
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  constexpr int STAGE = 2 * H3S_KBYTES;
-  const int nt = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
-#pragma unroll
-  for (int i = 0; i < H3S_STAGES - 1; i++) {
-    if (i < nt) h3s_load<true>(st + i * STAGE, kc, vt, v, i, h, len, lp, v_stride);
-    h3_cp_commit();
-  }
-  const unsigned long long dqa = h3_wg_desc(base + wg * 64 * 128, 16, 1024);
-  const unsigned long long dpa = h3_wg_desc(base + H3S_KBYTES + wg * 64 * 128, 16, 1024);
-  for (int it = 0; it < nt; it++) { // as often in every thread
-    h3_cp_wait_pending<H3S_STAGES - 2>();
-    h3_fence_async_smem(); // this thread's cp.async writes, for the warpgroup MMAs
-    __syncthreads();
-    const int nx = it + H3S_STAGES - 1;
-    if (nx < nt) h3s_load<true>(st + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
-    h3_cp_commit();
-    const unsigned ks = base + 2 * H3S_KBYTES + (it % H3S_STAGES) * STAGE, vs = ks + H3S_KBYTES;
-    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1];
-    for (int sub = 0; sub < 2; sub++) {
-      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
-      if (key0 >= len) break; // in every thread alike
-      int sc[8][4];
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
-      const unsigned long long dkb = h3_wg_desc(ks + sub * (H3S_KBYTES / 2), 16, 1024);
-      h3_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], dqa + 2 * kk, dkb + 2 * kk); // 32 bytes a k-step
-      h3_wg_commit();
-      h3_wg_wait<0>();
-      h3s_wg_hold(&sc[0][0]);
-      float pf[8][4], alpha[2];
-      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), 8.807354922057604f, key0, len, m, l, alpha);
-      unsigned pa[2][4];
-      h3s_pack_p8(pf, pa);
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the last P V read its P
-      h3s_put_p(sp + wg * 64 * 128, sub, pa);
-      h3_fence_async_smem();
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the warpgroup's P is in
-      float t[64];
-      h3_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 2; kk++) {
-        const unsigned long long off = (unsigned long long)((64 * sub + 32 * kk) >> 4);
-        h3s_wg_pv(t, dpa + off, h3_wg_desc(vs, 16, 1024) + off, kk);
-      }
-      h3_wg_commit();
-      h3_wg_wait<0>();
-      h3_wg_hold<64>(t);
-#pragma unroll
-      for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, alpha);
+  int slot = 0;       // the ring slot of tile b's stage (b / 2) % 4
+  unsigned phase = 0; // and the parity of its full barrier ((b / 2) / 4) & 1
+  for (int b = 1; b < nb; b++) { // as often in every consumer thread
+    const int prev = slot, sub = b & 1; // tile b - 1's slot; tile b's half
+    if (!sub) { // tile b opens the next stage
+      slot = slot == H3S_WS_STAGES - 1 ? 0 : slot + 1;
+      phase ^= slot == 0;
+      h3_bar_wait(bar.full(slot), phase);
     }
+    h3s_ws_magic(sc);
+    h3_turn_wait(mine);
+    h3_wg_fence();
+    h3s_ws_qk(sc, qa, dks + (unsigned)slot * SLOT + (unsigned)sub * HALF);
+    h3_wg_commit();
+    h3s_ws_pv(t, pa, dvs + (unsigned)prev * SLOT, !sub);
+    h3_wg_commit();
+    h3_turn_pass(other);
+    h3_wg_wait<1>();
+    h3s_wg_hold(&sc[0][0]);
+    softmax(b, dk, aln);
+    if (b + 1 < nb) dk = h3s_ldg(kdh + b + 1);
+    h3_wg_wait<0>();
+    h3_wg_hold<64>(t);
+    if (!sub) { // T holds the stage's two tiles: folded
+      if (lane == 0) h3_bar_arrive(bar.empty(prev));
+#pragma unroll
+      for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
+      al[0] = aln[0], al[1] = aln[1];
+    } else { // T holds tile b - 1, the stage's first: scaled as O will be
+      h3s_ws_rescale(t, aln);
+      al[0] = __fmul_rn(al[0], aln[0]), al[1] = __fmul_rn(al[1], aln[1]);
+    }
+    h3s_pack_p8(pf, pa);
   }
+  h3_turn_wait(mine);
+  h3_wg_fence();
+  h3s_ws_pv(t, pa, dvs + (unsigned)slot * SLOT, (nb - 1) & 1);
+  h3_wg_commit();
+  if (CW == 0) h3_turn_pass(other);
+  h3_wg_wait<0>();
+  h3_wg_hold<64>(t);
+#pragma unroll
+  for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
   h3s_store<true>(o, o_stride, n, h, r0, len, vscale, acc, l);
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
+  extern __shared__ unsigned char h3s_raw[];
+  __shared__ unsigned long long h3s_bar_words[2 * H3S_WS_STAGES];
+  const unsigned ss = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // the slots
+  const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
+  const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
+  const long long q0 = (long long)blockIdx.x * H3S_ROWS;
+  if (tid == 0) {
+    for (int s = 0; s < H3S_WS_STAGES; s++) {
+      h3_bar_init(bar.full(s), 1);
+      h3_bar_init(bar.empty(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    h3_fence_async_smem();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (tid == 0)
+      h3s_ws_produce(&tk, &tv, ss, bar, (int)(h * lp), h * 128, (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  if (wg == 1) h3s_ws_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
 }
 #endif

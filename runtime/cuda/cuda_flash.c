@@ -3,8 +3,8 @@
  * configured on first use (225 KiB of dynamic shared memory, one block per SM), the TMA
  * tensor maps of q, k, v (cu_tile_map, also moe's: cuTensorMapEncodeTiled through
  * cudaGetDriverEntryPointByVersion, no libcuda link; 2D [len, H·128] with their own row
- * strides, so q/k/v can be the views of a packed qkv), and the launch: one block of 384
- * threads per (128 query rows, head).
+ * strides, so q/k/v can be the views of a packed qkv; cu_byte_map: sage's int8 and e4m3
+ * codes), and the launch: one block of 384 threads per (128 query rows, head).
  */
 #include "cuda_internal.h"
 
@@ -66,8 +66,11 @@ static void encoder_lookup(void) {
     encoder = (encode_tiled_fn)fn;
 }
 
-h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
-                      const char *who, const char *what, const char *fix, h3_diag *d) {
+/* cuTensorMapEncodeTiled of a 2D matrix of `esize`-byte elements (type), boxes of box[0]
+ * columns x box[1] rows, 128-byte swizzled (errors as cu_tile_map's) */
+static h3_status encode_2d(CUtensorMap *m, CUtensorMapDataType type, int64_t esize, const void *base, int64_t cols,
+                           int64_t stride, int64_t rows, const cuuint32_t box[2], const char *who, const char *what,
+                           const char *fix, h3_diag *d) {
   pthread_once(&encoder_once, encoder_lookup);
   if (!encoder) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the driver has no cuTensorMapEncodeTiled (%s, query "
@@ -75,17 +78,29 @@ h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t st
                   (int)encoder_query);
     return H3_ERR;
   }
-  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)stride * 2};
-  cuuint32_t box[2] = {64, 128}, steps[2] = {1, 1};
-  CUresult r = encoder(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
-                       steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)(stride * esize)};
+  cuuint32_t steps[2] = {1, 1};
+  CUresult r = encoder(m, type, 2, (void *)base, dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r == CUDA_SUCCESS) return H3_OK;
   h3_diag_error(d, (h3_span){0}, fix,
                 "cuda: %s: cuTensorMapEncodeTiled failed (error %d) for %s: %lld rows of %lld "
                 "columns, row stride %lld", who, (int)r, what, (long long)rows, (long long)cols,
                 (long long)stride);
   return H3_ERR;
+}
+
+h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
+                      const char *who, const char *what, const char *fix, h3_diag *d) {
+  static const cuuint32_t box[2] = {64, 128};
+  return encode_2d(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, cols, stride, rows, box, who, what, fix, d);
+}
+
+h3_status cu_byte_map(CUtensorMap *m, const void *base, int64_t cols, int64_t rows, const char *who,
+                      const char *what, const char *fix, h3_diag *d) {
+  static const cuuint32_t box[2] = {128, 128};
+  return encode_2d(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, base, cols, cols, rows, box, who, what, fix, d);
 }
 
 h3_status cu_flash_run(cu_state *s, const cu_att_seg *a, h3_diag *d) {

@@ -10,23 +10,26 @@
  *   h3cu_sage_quant_v   grid (lp / 64, Hk), pv = fp8: V^T's e4m3 codes;
  *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads: the output rows
  *                       (mma.sync); with H3_SAGE_FORM=wgmma in the environment, pv = fp8 runs
- *                       h3cu_sage_fwd_fp8_wg instead (warpgroup MMAs, sm_90a).
+ *                       h3cu_sage_fwd_fp8_ws instead (grid the same, 384 threads: warp-
+ *                       specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc and
+ *                       vt, cu_byte_map, encoded per segment and passed by value).
  * lp = len rounded up to 128. Scratch (tp = T rounded up to 128, nb = tp / 64): qd [Hq][nb],
  * kd [Hk][nb], kbar and vscale [Hk][128] (f32), then qc [Hq][tp][128], kc [Hk][tp][128] (int8)
  * and, for fp8, vt [Hk][128][tp] (e4m3).
  */
 #include "cuda_internal.h"
 
+#include <cuda.h> /* CUtensorMap only (cu_byte_map) */
 #include <stdlib.h>
 #include <string.h>
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WG = 1024 + 2 * SAGE_KSTAGE + SAGE_SMEM_FP8 };
+       SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE };
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_wg"};
-static const int fwd_smem[3] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG};
+static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws"};
+static const int fwd_smem[3] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS};
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -102,6 +105,27 @@ typedef struct {
   sage_scratch sc;
 } sage_ctx;
 
+/* h3cu_sage_fwd_fp8_ws (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA
+ * maps of kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
+static h3_status run_ws(cu_state *s, cu_kernel *k, const sage_scratch *sc, int hq, int hk, long long len,
+                        long long lp, void *o, long long os, float scale, h3_diag *d) {
+  static const char *const who = "sage_attention", *const fix = "run it with H3_SAGE_FORM=mma";
+  if ((int64_t)hk * lp > 2147483647 - 128) {
+    h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: %d kv heads of %lld rows take more rows than the "
+                  "warp-specialised kernel's 32-bit TMA coordinates", who, hk, len);
+    return H3_ERR;
+  }
+  CUtensorMap tk, tv;
+  if (cu_byte_map(&tk, sc->kc, SAGE_D, hk * lp, who, "k codes", fix, d) != H3_OK ||
+      cu_byte_map(&tv, sc->vt, lp, (int64_t)hk * SAGE_D, who, "v codes", fix, d) != H3_OK)
+    return H3_ERR;
+  int group = hq / hk;
+  void *args[] = {&tk, &tv, (void *)&sc->qc, (void *)&sc->qd, (void *)&sc->kd, (void *)&sc->vscale, &o, &len,
+                  &lp, &os, &group, &scale};
+  return cu_launch(s, k, (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, (int64_t[]){384, 1, 1},
+                   SAGE_SMEM_WS, args, d);
+}
+
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
 static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_qkv_seg *g, h3_diag *d) {
   cu_kernel *const *k = ((sage_ctx *)ctx)->k;
@@ -129,10 +153,11 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
+  const char *form = getenv("H3_SAGE_FORM");
+  if (fp8 && form && !strcmp(form, "wgmma")) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
-  const char *form = getenv("H3_SAGE_FORM");
-  int which = !fp8 ? 4 : form && !strcmp(form, "wgmma") ? 5 : 3;
+  int which = fp8 ? 3 : 4;
   return cu_launch(s, k[which], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block, fwd_smem[which - 3],
                    args, d);
 }
