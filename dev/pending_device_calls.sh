@@ -8,9 +8,9 @@
 #   5  the kernels changed after calls 1-3: attention_bench --sol (Sol's staged pseudo-keys:
 #      predicted at tau 1 40.8 -> ~27 ms), one profiled DSpark run with 128 experts at batch 64
 #      (forced acceptance 4; the per-op table of a round: where the 19 ms verify goes),
-#      run_all.sh m31decode (#17's h3 side, no peer), then test_gpu_ops and attention_bench
-#      --sage (Sage's warp-specialised form, predicted ~27 ms, 1.8 x flash), and m31long and the
-#      sol / sage sections (full 3-step samples) while time is left
+#      bench/m31_decode.sh at a 2k context (#17's h3 side, no peer), then test_gpu_ops and
+#      attention_bench --sage (Sage's warp-specialised form, predicted ~27 ms, 1.8 x flash), and
+#      the sol / sage sections (full 3-step samples) while time is left
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
@@ -28,11 +28,12 @@ case $CALL in
    M31_SPEC_PROFILE=1 M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--set experts=128" timeout 120 bench/m31_spec.sh "$S" \
      "$W/spec128p" 64
    cp "$W/spec128p/profile_spec_64.txt" "$OUT/" 2>/dev/null
-   timeout 40 tests/gpu/run_all.sh "$S" "$W/ra2" m31decode
+   echo "== m31_decode p2048"; timeout 40 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_p2048_n16.plan" 16 \
+     "$S/plans/m31_small_p2048_n80.plan" 80 3 2>&1 | grep -v "^h3exec: warning"
    # last, since a hang of the new warp-specialised Sage form would stop what follows it
    echo "== test_gpu_ops"; timeout 90 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
    echo "== attention_bench --sage"; timeout 60 "$B/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
-   timeout 200 tests/gpu/run_all.sh "$S" "$W/ra" m31long sol sage; } > "$log" 2>&1 ;;
+   timeout 200 tests/gpu/run_all.sh "$S" "$W/ra" sol sage; cp "$W/ra/run_all.log" "$OUT/"; } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..5" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
