@@ -118,8 +118,9 @@ static void usage_pass_options(FILE *out) {
           "  --cache-dit-max-consecutive N  at most N cached steps in a row (default 1)\n"
           "  --gpus N                 a parallel plan for N ranks (GPUs; cpu threads for now):\n"
           "                           H3's block stack split by rows (Ulysses sequence\n"
-          "                           parallelism, pass sequence-parallel; docs/parallel.md);\n"
-          "                           1 (the default) is the one-rank plan\n");
+          "                           parallelism, pass sequence-parallel), M3.1's layers by\n"
+          "                           heads, MLP columns and experts (pass tensor-parallel;\n"
+          "                           docs/parallel.md); 1 (the default) is the one-rank plan\n");
 }
 
 static void usage_command(command c, FILE *out) {
@@ -426,7 +427,7 @@ static int parse_args(int argc, char **argv, options *o) {
   }
   if (o->passes.int8 && enable_passes(o, cmd, H3_INT8_PASSES)) return 1;
   if (o->spectrum && enable_passes(o, cmd, "spectrum")) return 1;
-  if (o->passes.gpus > 1 && !o->passes.passes && enable_passes(o, cmd, "sequence-parallel"))
+  if (o->passes.gpus > 1 && !o->passes.passes && enable_passes(o, cmd, "sequence-parallel,tensor-parallel"))
     return 1;
   if (o->cache_dit_flags) o->passes.cache_dit = o->cache_dit_text;
   if (takes_input(o->cmd) && !o->input) {

@@ -62,5 +62,11 @@ H3_INFER_DECL(h3_infer_all_to_all) {
 H3_INFER_DECL(h3_infer_all_reduce) {
   if (want_ranks(op, why, why_len) < 0) return -1;
   out[0] = *TY(0);
+  out[0].dtype = (h3_dtype)h3_op_attr_int(op, "dtype", TY(0)->dtype);
+  bool narrow = TY(0)->dtype != H3_F64 && h3_dtype_is_float(TY(0)->dtype) &&
+                out[0].dtype != H3_F64 && h3_dtype_is_float(out[0].dtype);
+  if (out[0].dtype != TY(0)->dtype && !narrow)
+    FAIL("%s: dtype %s of an x of %s: the sum of 16-bit or f32 floats rounds to one of them", OPN,
+         h3_dtype_name(out[0].dtype), h3_dtype_name(TY(0)->dtype));
   return 1;
 }

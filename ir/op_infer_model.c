@@ -227,6 +227,9 @@ H3_INFER_DECL(h3_infer_moe) {
   if (TY(4)->dtype != H3_F32 || !h3_type_same_shape(TY(3), TY(4)))
     FAIL("moe: weights must be f32 of ids' shape %s, got %s", TS(TY(3)), TS(TY(4)));
   if (h3_infer_want_dim(op, 0, "h", 0, 3, "ids", 0, "T", "[T, k]", why, why_len)) return -1;
+  int64_t ranks = h3_op_attr_int(op, "ranks", 1);
+  if (ranks < 1 || ranks > H3_COMM_MAX_RANKS)
+    FAIL("moe: ranks = %lld, expected 1 to %d", LL(ranks), H3_COMM_MAX_RANKS);
   out[0] = *TY(0);
   out[0].dtype = H3_F32;
   return 1;

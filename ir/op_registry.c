@@ -86,7 +86,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(INDEX_TOPK, 4, 4, 0, h3_infer_index_topk, A("block", INT), A("topk", INT)),
     ENTRY(SPARSE_ATTENTION, 6, 6, 0, h3_infer_sparse_attention, A("scale", FLOAT), A("page", INT)),
     ENTRY(ROUTER_TOPK, 3, 3, 0, h3_infer_router_topk, A("k", INT), A("scale", FLOAT)),
-    ENTRY(MOE, 5, 5, 0, h3_infer_moe, A("alpha", FLOAT), A("limit", FLOAT)),
+    ENTRY(MOE, 5, 5, 0, h3_infer_moe, A("alpha", FLOAT), A("limit", FLOAT), O("ranks", INT)),
     ENTRY(MARKOV_DRAFT, 4, 4, 0, h3_infer_markov_draft, {0}),
     ENTRY(SPEC_ACCEPT, 5, 5, 0, h3_infer_spec_accept, {0}),
     ENTRY(QUANTIZE_ROWS, 1, 1, 0, h3_infer_quantize_rows, O("rotate", INT)),
@@ -103,7 +103,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(ALL_GATHER, 1, 1, 0, h3_infer_all_gather, A("ranks", INT), A("axis", INT)),
     ENTRY(ALL_TO_ALL, 1, 1, 0, h3_infer_all_to_all, A("ranks", INT), A("split_axis", INT),
           A("concat_axis", INT)),
-    ENTRY(ALL_REDUCE, 1, 1, 0, h3_infer_all_reduce, A("ranks", INT)),
+    ENTRY(ALL_REDUCE, 1, 1, 0, h3_infer_all_reduce, A("ranks", INT), DT),
 #define H3_OP(ID, NAME, KIND) [H3_OP_##ID].name = NAME, [H3_OP_##ID].kind = KIND,
 #include "h3/ops.def"
 #undef H3_OP
@@ -131,8 +131,12 @@ bool h3_op_is_collective(h3_opcode code) {
          code == H3_OP_ALL_REDUCE;
 }
 
+bool h3_op_is_ranked(const h3_op *op) {
+  return h3_op_is_collective(op->code) || (op->code == H3_OP_MOE && h3_op_attr(op, "ranks"));
+}
+
 static int find_ranks(h3_op *op, void *p) {
-  if (!h3_op_is_collective(op->code)) return 0;
+  if (!h3_op_is_ranked(op)) return 0;
   *(int *)p = (int)h3_op_attr_int(op, "ranks", 1);
   return 1;
 }

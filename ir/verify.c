@@ -189,7 +189,7 @@ static void verify_op(vctx *c, h3_op *op, h3_region *r) {
     verify_region(c, &op->regions[i], op, false);
   }
   if (ok && !info->infer) verify_control(c, op);
-  if (ok && h3_op_is_collective(op->code)) { /* one plan, one rank count */
+  if (ok && h3_op_is_ranked(op)) { /* one plan, one rank count */
     int64_t n = h3_op_attr_int(op, "ranks", 1);
     if (!c->ranked) c->ranked = op;
     else if (h3_op_attr_int(c->ranked, "ranks", 1) != n)

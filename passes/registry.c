@@ -17,6 +17,7 @@
   X(cache_dit)                                                                             \
   X(attention_backend) /* --attention: after step skipping, on its segments and pieces */  \
   X(sequence_parallel) /* --gpus N: splits every trunk loop, pieces and clones included */   \
+  X(tensor_parallel)   /* --gpus N: the layer stacks of an LLM; refuses a model with neither */ \
   X(dce)                                                                                   \
   X(draft_quant_nvfp4) /* --draft-quant nvfp4: the draft's W4A16 linears */           \
   X(int8_lowering) /* --int8; before the fusions, so they see the int8 ops */              \

@@ -322,13 +322,9 @@ static h3_status sequence_parallel_run(h3_module *m, h3_pass_context *pc, h3_dia
     if (m->graphs[i]->kind == H3_GRAPH_FUNCTION) st = split_graph(&c, m->graphs[i]);
   free(c.row);
   if (st != H3_OK) return st;
-  if (c.loops == 0) {
-    h3_diag_error(d, (h3_span){0},
-                  "sequence parallelism splits the rows of the H3 block stack (models/minimax_h3.g, "
-                  "`trunk: repeat ...`); compile this model without --gpus",
-                  "--gpus %d: model '%s' has no loop labelled 'trunk' to split by rows", gpus,
-                  m->model ? m->model : "?");
-    return H3_ERR;
+  if (c.loops == 0) { /* an LLM: tensor-parallel splits it, or refuses a model with neither */
+    h3_pass_report(pc, "%d ranks: no loop labelled 'trunk': nothing split", gpus);
+    return H3_OK;
   }
   h3_pass_report(pc, "%d ranks: %d trunk loop%s split by rows; %d all_to_all, %d all_gather, %d "
                      "shard",

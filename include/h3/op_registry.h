@@ -66,7 +66,10 @@ bool h3_op_is_load_time(const h3_op *op);
 bool h3_op_is_inplace(h3_opcode code);
 /* shard, all_gather, all_to_all, all_reduce: the ops of a parallel plan (attribute `ranks`). */
 bool h3_op_is_collective(h3_opcode code);
-/* The rank count module m was compiled for: the `ranks` of its collective ops (the verifier
+/* Whether op names the rank count of a parallel plan: a collective, or a moe over its rank's
+ * slice of the experts (`ranks`, tensor-parallel). */
+bool h3_op_is_ranked(const h3_op *op);
+/* The rank count module m was compiled for: the `ranks` of its ranked ops (the verifier
  * checks they agree), 1 when it has none. */
 int h3_module_ranks(const h3_module *m);
 /* reshape, slice, index: the result may be a view of operand 0. */

@@ -75,8 +75,8 @@ typedef struct {
   /* --attention sage|sol[,KEY=VALUE...]: the backend and its keys, as attention-backend
      reads them (passes/attention_backend.c); NULL = the flag was not given. */
   const char *attention;
-  /* --gpus N: the rank count of a parallel plan (sequence-parallel; docs/parallel.md);
-     0 = the flag was not given. */
+  /* --gpus N: the rank count of a parallel plan (sequence-parallel, tensor-parallel;
+     docs/parallel.md); 0 = the flag was not given. */
   int gpus;
 } h3_pass_options;
 

@@ -213,6 +213,9 @@ H3_CPU_KERNEL(h3cpu_spectrum_update);
 H3_CPU_KERNEL(h3cpu_spectrum_forecast);
 H3_CPU_KERNEL(h3cpu_cache_dit_decide);
 /* ops_collective.c: shard and the collectives over the ranks of c->comm (include/h3/comm.h) */
+/* The op's rank count (`ranks`, 1 without it) into *n, checked against the backend's
+ * communicator; false after reporting. */
+bool h3cpu_ranks_ok(const h3_cpu_ctx *c, const h3_op *op, int64_t *n);
 H3_CPU_KERNEL(h3cpu_shard);
 H3_CPU_KERNEL(h3cpu_all_gather);
 H3_CPU_KERNEL(h3cpu_all_to_all);

@@ -40,8 +40,7 @@ static void copy_box(void *dst, const h3_type *dt, const int64_t *doff, const vo
   }
 }
 
-/* The op's rank count against the backend's communicator; false after reporting. */
-static bool ranks_ok(const h3_cpu_ctx *c, const h3_op *op, int64_t *n) {
+bool h3cpu_ranks_ok(const h3_cpu_ctx *c, const h3_op *op, int64_t *n) {
   *n = h3_op_attr_int(op, "ranks", 1);
   int have = c->comm ? h3_comm_ranks(c->comm) : 1;
   if (*n == have) return true;
@@ -56,7 +55,7 @@ static bool ranks_ok(const h3_cpu_ctx *c, const h3_op *op, int64_t *n) {
  * until release. False after reporting (wrong rank count, or another rank failed). */
 static bool exchange(const h3_cpu_ctx *c, const h3_op *op, const void *x, int64_t *n,
                      const void **peers) {
-  if (!ranks_ok(c, op, n)) return false;
+  if (!h3cpu_ranks_ok(c, op, n)) return false;
   if (!c->comm) {
     peers[0] = x;
     return true;
@@ -75,7 +74,7 @@ static bool release(const h3_cpu_ctx *c, const h3_op *op) {
 H3_CPU_KERNEL(h3cpu_shard) {
   (void)n_in, (void)n_out;
   int64_t n;
-  if (!ranks_ok(c, op, &n)) return H3_ERR;
+  if (!h3cpu_ranks_ok(c, op, &n)) return H3_ERR;
   int axis = (int)h3_op_attr_int(op, "axis", 0);
   int64_t soff[H3_MAX_RANK] = {0}, doff[H3_MAX_RANK] = {0};
   soff[axis] = c->rank * out[0].type.dims[axis];
@@ -127,10 +126,10 @@ H3_CPU_KERNEL(h3cpu_all_reduce) {
       double acc = h3cpu_ld64(peers[0], t, i);
       for (int64_t j = 1; j < n; j++) acc += h3cpu_ld64(peers[j], t, i);
       h3cpu_st64(out[0].data, t, i, acc);
-    } else if (h3cpu_is_float(t)) {
+    } else if (h3cpu_is_float(t)) { /* rounded once, to the result's dtype */
       float acc = h3cpu_ld(peers[0], t, i);
       for (int64_t j = 1; j < n; j++) acc += h3cpu_ld(peers[j], t, i);
-      h3cpu_st(out[0].data, t, i, acc);
+      h3cpu_st(out[0].data, out[0].type.dtype, i, acc);
     } else {
       int64_t acc = h3cpu_ldi(peers[0], t, i);
       for (int64_t j = 1; j < n; j++) acc += h3cpu_ldi(peers[j], t, i);

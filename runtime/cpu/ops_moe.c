@@ -120,16 +120,26 @@ static bool moe_repeat(const h3_tensor *ids, int64_t t, int64_t k, int64_t s) {
   return false;
 }
 
-/* Groups the rows by expert (ids checked to lie in [0, E)); start must hold E + 2 zeros. */
+/* The local slot of slot i's expert (global id minus base), or -1 when it is a repeat of an
+ * earlier slot of its row or an expert of another rank (outside [base, base + E)). */
+static int64_t moe_local(const h3_tensor *ids, int64_t i, int64_t k, int64_t E, int64_t base) {
+  int64_t e = h3cpu_ldi(ids->data, ids->type.dtype, i) - base;
+  return e < 0 || e >= E || moe_repeat(ids, i / k, k, i % k) ? -1 : e;
+}
+
+/* Groups the rows by local expert (ids checked to lie in [0, N*E)); start must hold E + 2
+ * zeros. */
 static void moe_group(moe_routes *r, const h3_tensor *ids, const h3_tensor *wts, int64_t T,
-                      int64_t k, int64_t E) {
-  for (int64_t i = 0; i < T * k; i++)
-    if (!moe_repeat(ids, i / k, k, i % k))
-      r->start[h3cpu_ldi(ids->data, ids->type.dtype, i) + 2]++;
+                      int64_t k, int64_t E, int64_t base) {
+  for (int64_t i = 0; i < T * k; i++) {
+    int64_t e = moe_local(ids, i, k, E, base);
+    if (e >= 0) r->start[e + 2]++;
+  }
   for (int64_t e = 0; e < E; e++) r->start[e + 2] += r->start[e + 1];
   for (int64_t i = 0; i < T * k; i++) { /* start[e + 1] counts expert e's rows placed so far */
-    if (moe_repeat(ids, i / k, k, i % k)) continue;
-    int64_t at = r->start[h3cpu_ldi(ids->data, ids->type.dtype, i) + 1]++;
+    int64_t e = moe_local(ids, i, k, E, base);
+    if (e < 0) continue;
+    int64_t at = r->start[e + 1]++;
     r->row[at] = i / k;
     r->weight[at] = h3cpu_ld(wts->data, wts->type.dtype, i);
   }
@@ -213,18 +223,22 @@ static h3_status moe_run(const h3_cpu_ctx *c, const h3_tensor *in, const h3_tens
   return st;
 }
 
+/* With ranks = N, this rank r holds experts [r*E, (r+1)*E) of N*E (ops.def). */
 H3_CPU_KERNEL(h3cpu_moe) {
   (void)n_in, (void)n_out;
   int64_t T = in[0].type.dims[0], E = in[1].type.dims[0], k = in[3].type.dims[1];
+  int64_t ranks = h3_op_attr_int(op, "ranks", 1); /* 1: every expert, whole on every rank */
+  if (ranks > 1 && !h3cpu_ranks_ok(c, op, &ranks)) return H3_ERR;
+  int64_t base = ranks > 1 ? c->rank * E : 0;
   moe_job j = {in[0].type.dims[1], in[1].type.dims[1] / 2,
                (float)h3_op_attr_float(op, "alpha", 1.702),
                (float)h3_op_attr_float(op, "limit", 7.0), NULL, NULL, NULL, NULL, NULL};
   for (int64_t i = 0; i < T * k; i++) {
     int64_t e = h3cpu_ldi(in[3].data, in[3].type.dtype, i);
-    if (e < 0 || e >= E) {
+    if (e < 0 || e >= ranks * E) {
       h3cpu_error(c, op, "expert ids come from router_topk",
                   "expert id %lld (entry %lld) is outside [0, %lld)", (long long)e, (long long)i,
-                  (long long)E);
+                  (long long)(ranks * E));
       return H3_ERR;
     }
   }
@@ -233,7 +247,7 @@ H3_CPU_KERNEL(h3cpu_moe) {
                   malloc((size_t)(T * k + 1) * sizeof(float))};
   h3_status st = r.start && r.row && r.weight ? H3_OK : H3_ERR;
   if (st == H3_OK) {
-    moe_group(&r, &in[3], &in[4], T, k, E);
+    moe_group(&r, &in[3], &in[4], T, k, E, base);
     st = moe_run(c, in, &out[0], &j, &r, T, E);
   }
   free(r.start), free(r.row), free(r.weight);

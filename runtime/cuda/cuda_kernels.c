@@ -327,6 +327,10 @@ static const char *unsupported_hint(const h3_op *op) {
   if (op->code == H3_OP_SOL_ATTENTION)
     return "sol_attention runs on cuda with bf16 q, k, v of head_dim 128 (Hq a multiple of Hk) and "
            "thresh diag or exact: run other shapes with --backend cpu";
+  if (op->code == H3_OP_MOE)
+    return "moe over one rank's experts (ranks > 1, h3c compile --gpus N) is not supported by the "
+           "cuda backend yet: run the parallel plan with h3exec --backend cpu --gpus N "
+           "(docs/parallel.md)";
   if (h3_op_is_collective(op->code))
     return "a parallel plan (h3c compile --gpus N) runs on the cpu backend's thread ranks for now: "
            "h3exec --backend cpu --gpus N (the NCCL side is not written yet, docs/parallel.md)";

@@ -19,7 +19,9 @@
 typedef struct {
   h3_backend *b;
   const h3_op *op;
-  h3_tensor in, out;
+  const h3_tensor *in; /* [n_in] */
+  int n_in;
+  h3_tensor out;
   h3_status st;
   bool abort_instead; /* this rank aborts the communicator instead of running the op */
   h3_comm *comm;
@@ -34,16 +36,18 @@ static void *rank_main(void *p) {
   }
   h3_diag d;
   h3_diag_init(&d);
-  j->st = j->b->ops->run_op(j->b, j->op, &j->in, 1, &j->out, 1, &d);
+  j->st = j->b->ops->run_op(j->b, j->op, j->in, j->n_in, &j->out, 1, &d);
   snprintf(j->msg, sizeof j->msg, "%s", j->st != H3_OK && d.head ? d.head->message : "");
   h3_diag_free(&d);
   return NULL;
 }
 
-/* Runs op on n ranks (x[r] rank r's input); out[r] get the results. `abort_rank` >= 0 makes
- * that rank abort instead. Returns the number of ranks that failed. */
+/* Runs op on n ranks (x[r * op's operand count + i]: rank r's input i); out[r] get the
+ * results. `abort_rank` >= 0 makes that rank abort instead. Returns the number of ranks that
+ * failed. */
 static int run_ranks(const h3_op *op, int n, const h3_tensor *x, h3_tensor *out, int abort_rank,
                      char msgs[][256]) {
+  int n_in = op->n_operands;
   h3_diag d;
   h3_diag_init(&d);
   h3_comm *comm = h3_comm_new(n, &d);
@@ -52,8 +56,8 @@ static int run_ranks(const h3_op *op, int n, const h3_tensor *x, h3_tensor *out,
   for (int r = 0; r < n; r++) {
     h3_backend_options bo = {.threads = 1 + r % 2, .seed = 1, .comm = comm, .rank = r};
     out[r] = t_alloc(op->results[0]->type);
-    job[r] = (rank_job){h3_backend_cpu_new(&bo, &d), op, x[r], out[r], H3_OK, r == abort_rank,
-                        comm, ""};
+    job[r] = (rank_job){h3_backend_cpu_new(&bo, &d), op, &x[r * n_in], n_in, out[r], H3_OK,
+                        r == abort_rank, comm, ""};
   }
   for (int r = 0; r < n; r++) pthread_create(&th[r], NULL, rank_main, &job[r]);
   int failed = 0;
@@ -165,16 +169,17 @@ static void all_to_all_case(T *t, int n, h3_dtype dt, int split, int concat) {
   t_free_all(x, n), t_free_all(out, n), t_free_all(back, n);
 }
 
-static void all_reduce_case(T *t, int n, h3_dtype dt) {
+/* all_reduce of x's of dtype dt into result dtype rt (its `dtype`, when it differs). */
+static void all_reduce_case(T *t, int n, h3_dtype dt, h3_dtype rt) {
   h3_type ty = TY(dt, 6, 7);
   h3_value *xv = t_in(t, "x", ty);
-  h3_attr a = ai(t, "ranks", n);
-  h3_op *op = t_op(t, H3_OP_ALL_REDUCE, 1, &xv, 1, &a);
+  h3_attr a[2] = {ai(t, "ranks", n), h3_attr_dtype(t->m, "dtype", rt)};
+  h3_op *op = t_op(t, H3_OP_ALL_REDUCE, 1, &xv, rt == dt ? 1 : 2, a);
   h3_tensor x[MAXN], out[MAXN], again[MAXN];
   rand_inputs(t, ty, n, x);
   CHECK(run_ranks(op, n, x, out, -1, NULL) == 0, "all_reduce n=%d failed", n);
   CHECK(run_ranks(op, n, x, again, -1, NULL) == 0, "all_reduce n=%d (again) failed", n);
-  h3_tensor want = t_alloc(ty);
+  h3_tensor want = t_alloc(op->results[0]->type);
   for (int64_t i = 0; i < h3_type_numel(&ty); i++) {
     if (dt == H3_F64) {
       double s = t_get(&x[0], i);
@@ -197,6 +202,51 @@ static void all_reduce_case(T *t, int n, h3_dtype dt) {
   }
   free(want.data);
   t_free_all(x, n), t_free_all(out, n), t_free_all(again, n);
+}
+
+/* moe {ranks = n}: rank r holds experts [r*E/n, (r+1)*E/n) of E (ids global); with top-2
+ * routing the rank-ordered fp32 sum of the ranks' outputs is bitwise the one-rank moe over
+ * all E experts (each row's two contributions are added in ascending id order either way). */
+static void moe_case(T *t, int n) {
+  const int64_t T_ = 5, H = 8, F = 4, E = 2 * n, k = 2;
+  h3_type ty[5] = {TY(H3_BF16, T_, H), {H3_BF16, 3, {E, 2 * F, H}}, {H3_BF16, 3, {E, H, F}},
+                   TY(H3_I32, T_, k), TY(H3_F32, T_, k)};
+  h3_value *v[5], *vp[5];
+  for (int i = 0; i < 5; i++) {
+    v[i] = t_in(t, "x", ty[i]);
+    h3_type p = ty[i];
+    if (i == 1 || i == 2) p.dims[0] = E / n;
+    vp[i] = t_in(t, "x", p);
+  }
+  h3_attr ma[3] = {h3_attr_float(t->m, "alpha", 1.702), h3_attr_float(t->m, "limit", 7.0),
+                   ai(t, "ranks", n)};
+  h3_op *whole = t_op(t, H3_OP_MOE, 5, v, 2, ma), *part = t_op(t, H3_OP_MOE, 5, vp, 3, ma);
+  h3_tensor in[5], x[MAXN * 5], out[MAXN], want = t_alloc(whole->results[0]->type);
+  for (int i = 0; i < 5; i++) {
+    in[i] = t_alloc(ty[i]);
+    for (int64_t j = 0; j < h3_type_numel(&ty[i]); j++)
+      t_set(&in[i], j, i == 3 ? (double)(j % k == 0 ? t_next(t) % (E / 2) : E / 2 + t_next(t) % (E / 2))
+                              : t_uniform(t, -1.0, 1.0));
+  }
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < 5; i++) {
+      x[r * 5 + i] = in[i]; /* the expert weights: rank r's slice, a view of its experts */
+      if (i == 1 || i == 2) {
+        x[r * 5 + i].type = vp[i]->type;
+        x[r * 5 + i].data = (char *)in[i].data + r * h3_type_bytes(&vp[i]->type);
+      }
+    }
+  CHECK(t_run(whole, in, &want) == H3_OK, "moe over all %lld experts", (long long)E);
+  CHECK(run_ranks(part, n, x, out, -1, NULL) == 0, "moe {ranks = %d} failed", n);
+  h3_tensor sum = t_alloc(want.type);
+  for (int64_t i = 0; i < h3_type_numel(&want.type); i++) {
+    float s = (float)t_get(&out[0], i);
+    for (int r = 1; r < n; r++) s += (float)t_get(&out[r], i);
+    t_set(&sum, i, s);
+  }
+  CHECK(same_bits(&sum, &want), "moe {ranks = %d}: the ranks' sum != the one-rank moe", n);
+  t_free_all(in, 5), t_free_all(out, n);
+  free(sum.data), free(want.data);
 }
 
 /* A plan of 2 ranks on a backend without a communicator; a rank that aborts. */
@@ -222,10 +272,12 @@ int main(void) {
     all_to_all_case(&t, n, H3_BF16, 1, 0); /* Ulysses: [rows/N, heads, D] -> [rows, heads/N, D] */
     all_to_all_case(&t, n, H3_BF16, 0, 1); /* and back */
     all_to_all_case(&t, n, H3_I32, 2, 0);
-    all_reduce_case(&t, n, H3_BF16);
-    all_reduce_case(&t, n, H3_F32);
-    all_reduce_case(&t, n, H3_F64);
-    all_reduce_case(&t, n, H3_I32);
+    all_reduce_case(&t, n, H3_BF16, H3_BF16);
+    all_reduce_case(&t, n, H3_F32, H3_F32);
+    all_reduce_case(&t, n, H3_F32, H3_BF16); /* a split linear's fp32 partial sums */
+    all_reduce_case(&t, n, H3_F64, H3_F64);
+    all_reduce_case(&t, n, H3_I32, H3_I32);
+    if (n > 1) moe_case(&t, n);
   }
   error_cases(&t);
   t_free(&t);
