@@ -621,6 +621,15 @@ static h3_status tensor_parallel_run(h3_module *m, h3_pass_context *pc, h3_diag 
                   m->model ? m->model : "?");
     return H3_ERR;
   }
+  if (c.reduces > 0 && h3_pass_tier(pc) == H3_TIER_EXACT) { /* the tier's promise: bitwise */
+    h3_diag_error(d, (h3_span){0},
+                  "compile it with --quality lossless (within bf16 tolerance of one rank), or "
+                  "without --gpus",
+                  "--gpus %d at --quality exact: %s sums %d products across ranks (all_reduce), "
+                  "in another order than one rank does, so the result is not bitwise the "
+                  "one-rank program's", gpus, PASS, c.reduces);
+    return H3_ERR;
+  }
   h3_pass_report(pc, "%d ranks: %d graphs split: %d attentions by heads, %d MLPs by columns, "
                      "%d moe by experts; %d all_reduce; %d cache inputs per rank",
                  gpus, c.graphs, c.heads, c.mlps, c.experts, c.reduces, c.inputs);
@@ -632,7 +641,8 @@ const h3_pass h3_pass_tensor_parallel = {
     .description = "--gpus N: tensor and expert parallelism of the layer stacks (`*_stack` loops): "
                    "attention by heads (each rank's kv cache holds its kv heads), MLPs by columns "
                    "(o_proj / down_proj row-split, all_reduce after), moe by experts (all_reduce "
-                   "after); within bf16 tolerance (the all_reduce sums in another order)",
+                   "after); within bf16 tolerance (the all_reduce sums in another order), so "
+                   "refused at --quality exact",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,
     .requires = {NULL},

@@ -14,7 +14,8 @@
 #   - M3.1 (tensor-parallel): generate's greedy tokens at N = 2 and 4 equal N = 1, the
 #     all_reduces in the IR, moe over each rank's experts, the caches per rank;
 #   - refused with a message and a hint: --gpus 3 (4 heads; at the attention's file:line:col),
-#     M3.1 at --gpus 4 (2 kv heads) or with 6 experts, a 2-rank plan run without --gpus or with --gpus 4, a one-rank plan with
+#     M3.1 at --gpus 4 (2 kv heads), with 6 experts or at --quality exact (the all_reduce sums
+#     in another order: not bitwise, the exact tier's promise), a 2-rank plan run without --gpus or with --gpus 4, a one-rank plan with
 #     --gpus 2, --backend cuda with --gpus 2; nothing written by a refused run.
 set -u
 h3c=$1 h3exec=$2 work=$3
@@ -165,6 +166,8 @@ refused "M3.1 --gpus 4" "minimax_m3_1.g:208:10: error: tensor-parallel: attentio
 refused "M3.1 --gpus 4, 6 experts" "tensor-parallel: moe has 6 experts" \
   "$h3c" compile "$src/models/minimax_m3_1.g" --config tiny --no-kernels --gpus 4 $m31_wide \
   --set experts=6 -o bad.plan
+refused "M3.1 --gpus 2 --quality exact" "at --quality exact: tensor-parallel sums" \
+  "$h3c" compile "$src/models/minimax_m3_1.g" --config tiny --no-kernels --gpus 2 --quality exact -o bad.plan
 refused "M3.1 plan, --backend cuda" "--backend cuda is not supported with several ranks" \
   "$h3exec" m31_2.plan --backend cuda --gpus 2 --out bad.safetensors
 refused "2-rank plan, no --gpus" "the plan was compiled for 2 ranks (h3c compile --gpus 2), not 1" \
