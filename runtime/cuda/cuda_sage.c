@@ -8,11 +8,13 @@
  *   h3cu_sage_quant     grid (lp / 64, Hq) for q, (lp / 64, Hk) for k less kbar: int8 codes
  *                       and one delta per 64-row block;
  *   h3cu_sage_quant_v   grid (lp / 64, Hk), pv = fp8: V^T's e4m3 codes;
- *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads: the output rows
- *                       (mma.sync); with H3_SAGE_FORM=wgmma in the environment, pv = fp8 runs
- *                       h3cu_sage_fwd_fp8_ws instead (grid the same, 384 threads: warp-
- *                       specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc and
- *                       vt, cu_byte_map, encoded per segment and passed by value).
+ *   h3cu_sage_fwd_fp8_ws grid (ceil(len / 128), Hq), 384 threads, pv = fp8 (the default):
+ *                       warp-specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc
+ *                       and vt (cu_byte_map) encoded per segment and passed by value; 2.0 x
+ *                       the mma.sync form on the H200 (52.3 against 107.3 ms at S = 32704);
+ *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
+ *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
+ *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
  * lp = len rounded up to 128. Scratch (tp = T rounded up to 128, nb = tp / 64): qd [Hq][nb],
  * kd [Hk][nb], kbar and vscale [Hk][128] (f32), then qc [Hq][tp][128], kc [Hk][tp][128] (int8)
  * and, for fp8, vt [Hk][128][tp] (e4m3).
@@ -153,8 +155,11 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
+  /* H3_SAGE_FORM=wgmma forces the ws form (its error names a too long segment), =mma the other */
   const char *form = getenv("H3_SAGE_FORM");
-  if (fp8 && form && !strcmp(form, "wgmma")) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
+  bool forced = form && !strcmp(form, "wgmma"), off = form && !strcmp(form, "mma");
+  bool ws_fits = (int64_t)hk * lp <= 2147483647 - 128;
+  if (fp8 && (forced || (!off && ws_fits))) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
   int which = fp8 ? 3 : 4;
