@@ -4,7 +4,9 @@
 // parts, chunks of 16 blocks, zeros past nb up to nbp = nb rounded up to 16; exact
 // [Hq][nb][nb] the blocks that query block i of q head n takes key by key).
 //   h3cu_sol_fwd (q, k, v bf16 [len, H, 128] at the segment's first row, row strides
-//     hq·128 and hk·128) -> o bf16 (row stride hq·128).
+//     hq·128 and hk·128) -> o bf16 (row stride hq·128);
+//   h3cu_sol_fwd_ws (H3_SOL_FORM=ws; GPU only, sm_90a): the same math warp-specialised, with
+//     TMA loads and the exact blocks' products as warpgroup MMAs: see its comment below.
 // Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory; 3 blocks per SM (at
 // most 168 registers a thread: nvcc -Xptxas -v reports 56 bytes of spills; without the bound
 // 173 registers and 2 blocks). Block x takes query block x (rows 64 x .. + 63, those < len)
@@ -22,7 +24,8 @@
 //       m'), O += p_j vc_j; kc, vc and p split into bf16 hi + lo parts, so the products keep
 //       ~2^-17 of relative precision (h3a_pseudo). A chunk's four tiles (hi, lo of kc and vc:
 //       16 KiB, one contiguous piece of kvs) go into shared memory by cp.async, two stages
-//       (the next chunk loads while this one is used), in the exact tiles' swizzle; the B
+//       (the next chunk loads while this one is used), in the layout of the warp-specialised
+//       form's TMA boxes (h3a_pat: two 64-column halves in the 128-byte swizzle); the B
 //       fragments come by ldmatrix as the exact keys' do.
 // Output O / l rounded once to bf16. Against the CPU reference (runtime/cpu/ops_sol.c: natural
 // exp, entries in block order, P unrounded): P of exact keys in bf16 (as dense), 2^x by
@@ -403,10 +406,17 @@ struct h3a_pos {
 };
 
 // The first key block >= j that query block i0 (flags e0) or i0 + 1 (e1; null: none) takes
-// exactly; nb if none
+// exactly; nb if none. 8 blocks a step, their flags loaded at once (one load latency a step, not
+// a block: the walk is on the consumers' issuing path)
 H3_DI long long h3a_next(const unsigned char *e0, const unsigned char *e1, long long j, long long nb) {
-  while (j < nb && !e0[j] && !(e1 && e1[j])) j++;
-  return j;
+  for (; j < nb; j += 8) {
+    unsigned hit = 0;
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+      if (j + t < nb) hit |= (unsigned)(e0[j + t] | (e1 ? e1[j + t] : 0)) << t;
+    if (hit) return j + __ffs(hit) - 1;
+  }
+  return nb;
 }
 
 // The producer thread: the union's K and V tiles (columns kvcol .. + 127 of tk, tv), then the
