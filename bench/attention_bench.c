@@ -24,7 +24,9 @@
  * ... pairs exact (P %)"), then the timing, its speed-up over flash ("h3bench sol_speedup X")
  * and its NMSE against flash (informative: sol approximates; a NaN / Inf fails); then one run
  * at tau = -inf (every block exact: dense attention), which must match flash within bf16's
- * NMSE limit. Exit 77 without a GPU.
+ * NMSE limit; both through the mma.sync kernel (rows sol, sol_dense) and the warp-specialised
+ * one (H3_SOL_FORM=ws: rows sol_ws, sol_ws_dense; "h3bench sol_ws_speedup X"). Exit 77 without
+ * a GPU.
  */
 #include "gpu_common.h"
 
@@ -80,33 +82,42 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
 }
 
 /* --sol: flash (aop) into out[0], then sol_attention (tau; att: scale, then the segments when
- * aop has them) into out[1] against it, then tau = -inf within bf16's NMSE limit; the TFLOP/s
- * column of the sol rows counts dense attention's FLOPs (an effective rate). 0: ok. */
+ * aop has them) into out[1] against it, then tau = -inf within bf16's NMSE limit, through each
+ * form of the kernel (H3_SOL_FORM: mma, rows sol and sol_dense; ws, rows sol_ws and
+ * sol_ws_dense); the TFLOP/s column of the sol rows counts dense attention's FLOPs (an
+ * effective rate). 0: ok. */
 static int sol_vs_flash(bench *x, const h3_op *aop, const h3_attr att[2], double tau, const h3_tensor *in,
                         const h3_tensor *out, double flops, int64_t iters, double warm_s) {
+  static const char *const forms[2] = {"mma", "ws"}, *const names[2] = {"sol", "sol_ws"};
   int nseg = aop->n_attrs > 1 ? 1 : 0, rc = 0;
   double flash_ms = gpu_time_op(x->b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x->d);
   row("attention_flash", flash_ms, flops);
-  for (int dense = 0; dense < 2; dense++) {
-    h3_attr sat[3] = {att[0], h3_attr_float(x->m, "tau", dense ? -INFINITY : tau), att[1]};
-    const h3_op *sop = h3_build_op(&x->bld, H3_OP_SOL_ATTENTION, 3, aop->operands, 2 + nseg, sat, 0, &x->d);
-    if (!dense && sop) {
-      setenv("H3_SOL_STATS", "1", 1);
-      if (x->b->ops->run_op(x->b, sop, in, 3, &out[1], 1, &x->d) != H3_OK) sop = NULL;
-      unsetenv("H3_SOL_STATS");
+  for (int f = 0; f < 2; f++) {
+    setenv("H3_SOL_FORM", forms[f], 1);
+    for (int dense = 0; dense < 2; dense++) {
+      h3_attr sat[3] = {att[0], h3_attr_float(x->m, "tau", dense ? -INFINITY : tau), att[1]};
+      const h3_op *sop = h3_build_op(&x->bld, H3_OP_SOL_ATTENTION, 3, aop->operands, 2 + nseg, sat, 0, &x->d);
+      if (!dense && !f && sop) {
+        setenv("H3_SOL_STATS", "1", 1);
+        if (x->b->ops->run_op(x->b, sop, in, 3, &out[1], 1, &x->d) != H3_OK) sop = NULL;
+        unsetenv("H3_SOL_STATS");
+      }
+      double ms = sop ? gpu_time_op(x->b, sop, in, 3, &out[1], dense ? 1 : (int)iters, dense ? 0 : 2,
+                                    dense ? 0 : warm_s, &x->d) : -1;
+      double e = ms >= 0 ? nmse_dev(x, out[1].data, out[0].data, &out[0].type) : -1;
+      double lim = dense ? gpu_nmse_limit(H3_BF16) : INFINITY;
+      int ok = flash_ms > 0 && ms > 0 && e >= 0 && e < lim;
+      char name[32];
+      snprintf(name, sizeof name, "%s%s", names[f], dense ? "_dense" : "");
+      row(name, ms, flops);
+      printf("%s tau %g: %.2fx flash (%.3f ms vs %.3f ms), nmse vs flash %.3g%s: %s\n", names[f],
+             dense ? -INFINITY : tau, ms > 0 ? flash_ms / ms : 0, ms, flash_ms, e, dense ? " (limit bf16's)" : "",
+             ok ? "ok" : "FAIL");
+      printf("h3bench %s_speedup %.3f\nh3bench nmse_%s %.3g\n", name, ms > 0 ? flash_ms / ms : 0, name, e);
+      rc |= !ok;
     }
-    double ms = sop ? gpu_time_op(x->b, sop, in, 3, &out[1], dense ? 1 : (int)iters, dense ? 0 : 2,
-                                  dense ? 0 : warm_s, &x->d) : -1;
-    double e = ms >= 0 ? nmse_dev(x, out[1].data, out[0].data, &out[0].type) : -1;
-    double lim = dense ? gpu_nmse_limit(H3_BF16) : INFINITY;
-    int ok = flash_ms > 0 && ms > 0 && e >= 0 && e < lim;
-    row(dense ? "sol_dense" : "sol", ms, flops);
-    printf("sol tau %g: %.2fx flash (%.3f ms vs %.3f ms), nmse vs flash %.3g%s: %s\n", dense ? -INFINITY : tau,
-           ms > 0 ? flash_ms / ms : 0, ms, flash_ms, e, dense ? " (limit bf16's)" : "", ok ? "ok" : "FAIL");
-    printf("h3bench sol%s_speedup %.3f\nh3bench nmse_sol%s %.3g\n", dense ? "_dense" : "", ms > 0 ? flash_ms / ms : 0,
-           dense ? "_dense" : "", e);
-    rc |= !ok;
   }
+  unsetenv("H3_SOL_FORM");
   return rc;
 }
 

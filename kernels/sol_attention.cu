@@ -4,7 +4,9 @@
 // parts, chunks of 16 blocks, zeros past nb up to nbp = nb rounded up to 16; exact
 // [Hq][nb][nb] the blocks that query block i of q head n takes key by key).
 //   h3cu_sol_fwd (q, k, v bf16 [len, H, 128] at the segment's first row, row strides
-//     hq·128 and hk·128) -> o bf16 (row stride hq·128).
+//     hq·128 and hk·128) -> o bf16 (row stride hq·128);
+//   h3cu_sol_fwd_ws (H3_SOL_FORM=ws; GPU only, sm_90a): the same math warp-specialised, with
+//     TMA loads and the exact blocks' products as warpgroup MMAs: see its comment below.
 // Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory; 3 blocks per SM (at
 // most 168 registers a thread: nvcc -Xptxas -v reports 56 bytes of spills; without the bound
 // 173 registers and 2 blocks). Block x takes query block x (rows 64 x .. + 63, those < len)
@@ -22,7 +24,8 @@
 //       m'), O += p_j vc_j; kc, vc and p split into bf16 hi + lo parts, so the products keep
 //       ~2^-17 of relative precision (h3a_pseudo). A chunk's four tiles (hi, lo of kc and vc:
 //       16 KiB, one contiguous piece of kvs) go into shared memory by cp.async, two stages
-//       (the next chunk loads while this one is used), in the exact tiles' swizzle; the B
+//       (the next chunk loads while this one is used), in the layout of the warp-specialised
+//       form's TMA boxes (h3a_pat: two 64-column halves in the 128-byte swizzle); the B
 //       fragments come by ldmatrix as the exact keys' do.
 // Output O / l rounded once to bf16. Against the CPU reference (runtime/cpu/ops_sol.c: natural
 // exp, entries in block order, P unrounded): P of exact keys in bf16 (as dense), 2^x by
@@ -53,21 +56,40 @@ H3_DI void h3a_load(unsigned char *stage, const h3_bf16 *k, const h3_bf16 *v, lo
   }
 }
 
-// Chunk j0 / 16 of a kv head's kvs (its 4 tiles, contiguous) into a stage: this thread's
-// 16-byte chunks, chunk c of tile row r at chunk c ^ (r & 7)
+// Where 16-byte chunk ch (0..15: dims 8 ch .. + 7) of row r (0..63: tile r / 16, its row r %
+// 16) of a chunk of kvs lies in a stage (bytes): two halves [64][64] bf16 (dims 0-63, then
+// 64-127, 8 KiB each) of 128-byte rows, chunk ch & 7 of row r at ((ch ^ r) & 7): TMA's 128B
+// swizzle, the boxes the warp-specialised form loads; the mma form's cp.async writes the same
+H3_DI int h3a_pat(int r, int ch) { return (ch >> 3) * (H3A_PSTAGE / 2) + r * 128 + (((ch ^ r) & 7) << 4); }
+
+// Chunk j0 / 16 of a kv head's kvs (its 4 tiles, contiguous) into a stage (h3a_pat): this
+// thread's 16-byte chunks
 H3_DI void h3a_load_pseudo(unsigned char *stage, const h3_bf16 *kvh, long long j0) {
   const uint4 *src = reinterpret_cast<const uint4 *>(kvh + j0 * 4 * H3A_D);
-  uint4 *dst = reinterpret_cast<uint4 *>(stage);
-  for (int i = threadIdx.x; i < H3A_PSTAGE / 16; i += H3A_THREADS) { // row i / 16 of the 64, chunk i % 16
-    const int row = i >> 4, ch = i & 15;
-    h3_cp16(dst + row * 16 + (ch ^ (row & 7)), src + i);
+  for (int i = threadIdx.x; i < H3A_PSTAGE / 16; i += H3A_THREADS) // row i / 16 of the 64, chunk i % 16
+    h3_cp16(reinterpret_cast<uint4 *>(stage + h3a_pat(i >> 4, i & 15)), src + i);
+}
+
+// Q's A fragments of this lane (h3_mma_bf16's; also wgmma's for the warp's 16 rows of its
+// warpgroup's 64): dims 16 t + 2 c (+ 8) of rows r0 + g, r0 + g + 8 of q head n (row stride
+// qs), zeros past len
+H3_DI void h3a_load_qa(const h3_bf16 *q, long long qs, int n, long long r0, long long len, unsigned qa[8][4]) {
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const bool live = r0 + g + 8 * r < len;
+    const unsigned *qr = reinterpret_cast<const unsigned *>(q + (r0 + g + 8 * r) * qs + n * H3A_D);
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+      qa[t][r] = live ? qr[8 * t + c] : 0u;
+      qa[t][2 + r] = live ? qr[8 * t + 4 + c] : 0u;
+    }
   }
 }
 
 // m' = max(m, the quad's mx) for rows g, g + 8 (mx: this lane's maxima, reduced over the 4
-// lanes of its quad here: every lane takes part); O and l scaled by 2^(m - m')
-H3_DI void h3a_rescale(float m[2], float mx[2], float l[2], float acc[16][4]) {
-  float alpha[2];
+// lanes of its quad here: every lane takes part); alpha = 2^(m - m') returned, l scaled by it
+H3_DI void h3a_max(float m[2], float mx[2], float l[2], float alpha[2]) {
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -76,18 +98,24 @@ H3_DI void h3a_rescale(float m[2], float mx[2], float l[2], float acc[16][4]) {
     alpha[r] = h3_exp2_approx(m[r] - nm);
     m[r] = nm, l[r] *= alpha[r];
   }
+}
+
+// O's rows scaled: acc[j][e] (row g for e < 2, else g + 8) by alpha[e / 2]
+H3_DI void h3a_scale(float acc[16][4], const float alpha[2]) {
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int e = 0; e < 4; e++) acc[j][e] *= alpha[e >> 1];
 }
 
-// One exact tile (stage ks: K, then V) whose first key is key0 folded into m, l, acc
-H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long key0, long long len, float c2,
-                     float m[2], float l[2], float acc[16][4]) {
-  const int lane = threadIdx.x & 31, c = lane & 3;
-  float s[8][4];
-  h3_tile_qk<4, float, h3_mma_bf16>(ks, qa, s, 0.0f);
+// The online softmax of one exact tile whose first key is key0, in log2 units: s[n][e] the
+// score of row g (e < 2) or g + 8 and key key0 + 8 n + 2 c + (e & 1) (h3_mma_bf16's
+// accumulators of 8 n-tiles, also wgmma m64n64's of the warp's rows) becomes c2 s (-inf past
+// len), then p = 2^(s - m') with m' = max(m, the rows' maxima); l = l alpha + this lane's p;
+// alpha = 2^(m - m') returned for O
+H3_DI void h3a_softmax(float s[8][4], long long key0, long long len, float c2, float m[2], float l[2],
+                       float alpha[2]) {
+  const int c = threadIdx.x & 3;
   float mx[2] = {-H3A_INF, -H3A_INF};
 #pragma unroll
   for (int n = 0; n < 8; n++)
@@ -96,8 +124,7 @@ H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long
       s[n][e] = key0 + 8 * n + 2 * c + (e & 1) < len ? s[n][e] * c2 : -H3A_INF;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
     }
-  h3a_rescale(m, mx, l, acc);
-  unsigned pa[4][4]; // P = bf16(p) as the A fragments of 4 k16 steps (keys 16 t .. + 15)
+  h3a_max(m, mx, l, alpha);
 #pragma unroll
   for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -105,11 +132,27 @@ H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long
       s[n][e] = h3_exp2_approx(s[n][e] - m[e >> 1]);
       l[e >> 1] += s[n][e];
     }
+}
+
+// P = bf16(p) of a tile (h3a_softmax's s) as the A fragments of 4 k16 steps (keys 16 t .. + 15)
+H3_DI void h3a_pack_p(const float s[8][4], unsigned pa[4][4]) {
 #pragma unroll
   for (int t = 0; t < 4; t++) {
     pa[t][0] = h3_bf16x2(s[2 * t][0], s[2 * t][1]), pa[t][1] = h3_bf16x2(s[2 * t][2], s[2 * t][3]);
     pa[t][2] = h3_bf16x2(s[2 * t + 1][0], s[2 * t + 1][1]), pa[t][3] = h3_bf16x2(s[2 * t + 1][2], s[2 * t + 1][3]);
   }
+}
+
+// One exact tile (stage ks: K, then V) whose first key is key0 folded into m, l, acc
+H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long key0, long long len, float c2,
+                     float m[2], float l[2], float acc[16][4]) {
+  const int lane = threadIdx.x & 31;
+  float s[8][4], alpha[2];
+  h3_tile_qk<4, float, h3_mma_bf16>(ks, qa, s, 0.0f);
+  h3a_softmax(s, key0, len, c2, m, l, alpha);
+  h3a_scale(acc, alpha);
+  unsigned pa[4][4];
+  h3a_pack_p(s, pa);
   const h3_bf16 *vs = reinterpret_cast<const h3_bf16 *>(ks + H3A_TILE);
 #pragma unroll
   for (int dp = 0; dp < 8; dp++) // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
@@ -132,10 +175,11 @@ H3_DI void h3a_split(float a, float b, unsigned &hi, unsigned &lo) {
 }
 
 // The pseudo-keys of blocks j0 .. j0 + H3A_CHUNK - 1 (those < nb and not exact; the others
-// weigh 0) folded into m, l, acc on tensor cores, the chunk's tiles at ps (h3a_load_pseudo):
-// S = Q KC^T as 2 n-tiles of 8 blocks (per k-step hi, then lo: 2 mma), s[u][e] the score of
-// row g (e < 2) or g + 8 and block j0 + 8 u + 2 c + (e & 1); p = n_j 2^(s - m'); O += P VC as
-// one k16 step per 8 dims (P split too: hi·hi + hi·lo + lo·hi).
+// weigh 0) folded into m, l, acc on tensor cores, the chunk's tiles at ps (h3a_pat: rows 0-15
+// hi(kc), 16-31 lo(kc), 32-47 hi(vc), 48-63 lo(vc)): S = Q KC^T as 2 n-tiles of 8 blocks (per
+// k-step hi, then lo: 2 mma), s[u][e] the score of row g (e < 2) or g + 8 and block j0 + 8 u +
+// 2 c + (e & 1); p = n_j 2^(s - m'); O += P VC as one k16 step per 8 dims (P split too: hi·hi
+// + hi·lo + lo·hi).
 H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long long j0, long long nb, long long len,
                       const unsigned qa[8][4], float c2, float m[2], float l[2], float acc[16][4]) {
   const int lane = threadIdx.x & 31, c = lane & 3;
@@ -144,17 +188,17 @@ H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long lon
   for (int u = 0; u < 2; u++)
 #pragma unroll
     for (int kp = 0; kp < 4; kp++) { // dims 32 kp .. + 31: k-steps 2 kp, 2 kp + 1
-      const int at = (8 * u + (lane & 7)) * 256 + (((4 * kp + (lane >> 3)) ^ (lane & 7)) * 16);
+      const int row = 8 * u + (lane & 7), ch = 4 * kp + (lane >> 3);
       unsigned fh[4], fl[4];
-      h3_ldsm4(fh, ps + at);
-      h3_ldsm4(fl, ps + H3A_PTILE + at);
+      h3_ldsm4(fh, ps + h3a_pat(row, ch));
+      h3_ldsm4(fl, ps + h3a_pat(16 + row, ch));
       const unsigned h0[2] = {fh[0], fh[1]}, l0[2] = {fl[0], fl[1]}, h1[2] = {fh[2], fh[3]}, l1[2] = {fl[2], fl[3]};
       h3_mma_bf16(s[u], qa[2 * kp], h0);
       h3_mma_bf16(s[u], qa[2 * kp], l0);
       h3_mma_bf16(s[u], qa[2 * kp + 1], h1);
       h3_mma_bf16(s[u], qa[2 * kp + 1], l1);
     }
-  float w[2][2];
+  float w[2][2], alpha[2];
 #pragma unroll
   for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -164,7 +208,8 @@ H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long lon
       s[u][e] = w[u][e & 1] > 0.0f ? s[u][e] * c2 : -H3A_INF;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[u][e]);
     }
-  h3a_rescale(m, mx, l, acc);
+  h3a_max(m, mx, l, alpha);
+  h3a_scale(acc, alpha);
 #pragma unroll
   for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -180,10 +225,10 @@ H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long lon
   const int row = (lane & 7) + 8 * ((lane >> 3) & 1); // this lane's ldmatrix row: block j0 + row
 #pragma unroll
   for (int dp = 0; dp < 8; dp++) { // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
-    const int at = row * 256 + (((2 * dp + (lane >> 4)) ^ (lane & 7)) * 16);
+    const int ch = 2 * dp + (lane >> 4);
     unsigned fh[4], fl[4];
-    h3_ldsm4_trans(fh, ps + 2 * H3A_PTILE + at);
-    h3_ldsm4_trans(fl, ps + 3 * H3A_PTILE + at);
+    h3_ldsm4_trans(fh, ps + h3a_pat(32 + row, ch));
+    h3_ldsm4_trans(fl, ps + h3a_pat(48 + row, ch));
 #pragma unroll
     for (int x = 0; x < 2; x++) {
       const unsigned bh[2] = {fh[2 * x], fh[2 * x + 1]}, bl[2] = {fl[2 * x], fl[2 * x + 1]};
@@ -194,12 +239,29 @@ H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long lon
   }
 }
 
+// The output rows of this lane (r0 + g, + 8 of q head n, row stride qs; those < len): O / l
+// rounded once to bf16, l summed over the quad first (every lane calls it: shuffles)
+H3_DI void h3a_store(h3_bf16 *o, long long qs, int n, long long r0, long long len, const float acc[16][4],
+                     float l[2]) {
+  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    if (r0 + g + 8 * r >= len) continue;
+    h3_bf16 *ot = o + (r0 + g + 8 * r) * qs + n * H3A_D;
+    const float inv = 1.0f / l[r];
+#pragma unroll
+    for (int jj = 0; jj < 16; jj++) h3_st2(ot + 8 * jj + 2 * c, acc[jj][2 * r] * inv, acc[jj][2 * r + 1] * inv);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
     const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v,
     const h3_bf16 *__restrict__ kvs, const unsigned char *__restrict__ exact,
     h3_bf16 *__restrict__ o, long long len, long long nb, int group, float scale) {
   H3_DYN_SMEM(unsigned char, smem); // stage s at s * 2 * H3A_TILE: K, then V
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int warp = threadIdx.x >> 5;
   const int n = blockIdx.y, h = n / group;
   const long long i = blockIdx.x, r0 = i * H3A_BLOCK + 16 * warp, qs = (long long)gridDim.y * H3A_D;
   const long long ks = (long long)(gridDim.y / group) * H3A_D;
@@ -207,17 +269,8 @@ extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
   const long long nbp = (nb + H3A_CHUNK - 1) / H3A_CHUNK * H3A_CHUNK;
   const h3_bf16 *kvh = kvs + (long long)h * nbp * 4 * H3A_D; // kv head h's chunks
   const float c2 = scale * 1.4426950408889634f;
-  unsigned qa[8][4]; // Q's A fragments: dims 16 t + 2 c (+ 8) of rows g, g + 8 (zeros past len)
-  const unsigned *qr[2] = {reinterpret_cast<const unsigned *>(q + (r0 + g) * qs + n * H3A_D),
-                           reinterpret_cast<const unsigned *>(q + (r0 + g + 8) * qs + n * H3A_D)};
-  const bool live[2] = {r0 + g < len, r0 + g + 8 < len};
-#pragma unroll
-  for (int t = 0; t < 8; t++)
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      qa[t][r] = live[r] ? qr[r][8 * t + c] : 0u;
-      qa[t][2 + r] = live[r] ? qr[r][8 * t + 4 + c] : 0u;
-    }
+  unsigned qa[8][4];
+  h3a_load_qa(q, qs, n, r0, len, qa);
   float acc[16][4], m[2] = {-H3A_INF, -H3A_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < 16; j++)
@@ -250,14 +303,277 @@ extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
     h3_cp_commit();
     h3a_pseudo(smem + st * H3A_PSTAGE, ex, j0, nb, len, qa, c2, m, l, acc);
   }
+  h3a_store(o, qs, n, r0, len, acc, l);
+}
+
+#ifndef H3_HOST_EMU
+// ---- the warp-specialised form: h3cu_sol_fwd_ws (runtime/cuda/cuda_sol.c runs it under
+// H3_SOL_FORM=ws; GPU only, sm_90a: the host emulation has no TMA or warpgroup MMA, so tests/sol
+// checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same math as
+// h3cu_sol_fwd (h3a_softmax, bf16 P, h3a_pseudo, h3a_store) on FlashAttention-3's schedule
+// (kernels/flash_attention.cu, kernels/sage_attention.cu's h3cu_sage_fwd_fp8_ws):
+//   h3cu_sol_fwd_ws(tk, tv, tc, q, exact, o, len, nb, group, scale): tk, tv the TMA maps of k
+//     and v as bf16 [len][Hk 128] (rows past len read as zeros), tc of kvs as bf16 [Hk nbp 4][128]
+//     (a chunk of 16 blocks: 64 rows), boxes of 64 columns x 64 rows, 128-byte swizzle
+//     (runtime/cuda/cuda_sol.c); q, exact, o, len, nb, group, scale as h3cu_sol_fwd's.
+// Grid (ceil(nb / 2), Hq), 3 warpgroups (384 threads), one block per SM; block x takes query
+// blocks i0 = 2 x and i0 + 1 (if < nb) of q head y (kv head h = y / group):
+//   producer (warpgroup 0, 40 registers by setmaxnreg): thread 0 loads, into the ring of
+//     H3A_WS_SLOTS slots of 32 KiB (use u in slot u % H3A_WS_SLOTS once the consumers released
+//     use u - H3A_WS_SLOTS), first K and V (64 keys each) of every key block that query block
+//     i0 or i0 + 1 takes exactly (the union of the two flag rows, ascending), then the nbp / 16
+//     chunks of kvh (16 KiB each, h3a_pat's layout);
+//   consumers (warpgroups 1, 2: CW = 0, 1, h3a_ws_consume<CW>; 232 registers): CW owns query
+//     block i0 + CW (warp w its rows 16 w .. + 15 as in the mma form, Q's A fragments in
+//     registers) and walks the union: a block it takes exactly is a turn of
+//       S = Q K^T: 8 wgmma m64n64k16 (A = Q in registers, B = the slot's K, K-major);
+//       h3a_softmax (S's accumulators are h3_mma_bf16's n-tiles of the warp's rows), P =
+//         bf16(p) in registers (h3a_pack_p: wgmma's A fragments);
+//       O += P V: 4 wgmma m64n128k16 (B = the slot's V, N-major), issued in the turn of the
+//         next block it takes, so that it runs under S of that block and its softmax (the
+//         O rows scaled by that softmax's alpha once it is done: h3a_scale);
+//     a block the other consumer alone takes costs a turn in which the pending P V (if any)
+//     runs alone. Then the pseudo-keys: h3a_pseudo on each chunk as it arrives (mma.sync; the
+//     same for both consumers but the weights: each skips its own exact blocks), and
+//     h3a_store. A consumer without a query block (i0 + 1 = nb) takes nothing and stores
+//     nothing, but waits for and releases every slot as the other.
+// One ring of the union rather than a ring per consumer: neighbouring query blocks take
+// mostly the same key blocks (the band |i - j| <= 1, the sinks, similar centroids), so a tile
+// loaded once serves both consumers, and one producer order with one release count (8 warps
+// per use) is the dense kernel's protocol.
+// Schedule: the consumers take turns to issue (ping-pong through named barriers 1 and 2,
+// h3_turn_wait / h3_turn_pass; one turn per union block each, plus one for the last P V), so
+// that one's softmax runs under the other's matrix work; both walk the same union, so the
+// turns pair up.
+// Synchronisation, mbarriers (h3a_ring): slot s full (1 arrival + the TMA bytes; use u waits
+// for parity (u / H3A_WS_SLOTS) & 1), empty (8 arrivals: lane 0 of each consumer warp once it
+// is done with the slot's use: P V finished, the block skipped, or the chunk used). A consumer
+// waits for a slot's use to be full before it releases it, skipped or not, so no release runs
+// ahead into the slot's next use; the slot of a pending P V is released before a third
+// union block is reached (a skipped block flushes it), so the producer (H3A_WS_SLOTS >= 2
+// uses ahead) never waits on a release that waits on it.
+// Shared memory (H3A_SMEM_WS): 1 KiB of alignment slack, then the slots: K [64][128] as two
+// [64][64] halves (dims 0-63, 64-127) of 128-byte rows in TMA's 128B swizzle (16-byte chunk c
+// of row r at c ^ (r & 7); the layout the wgmma descriptors read: 1024-byte atoms), V one tile
+// on likewise; a chunk of kvs in the slot's first 16 KiB (h3a_pat).
+#define H3A_WS_THREADS 384
+#define H3A_WS_SLOTS 6                    // the ring: 6 slots of 32 KiB (192 KiB)
+#define H3A_SLOT (2 * H3A_TILE)           // K, then V of one exact block; or a chunk of kvs
+#define H3A_HALF (H3A_TILE / 2)           // a [64][64] half of a K or V tile
+#define H3A_SMEM_WS (1024 + H3A_WS_SLOTS * H3A_SLOT)
+
+// d[32] (+)= A B^T, m64n64k16 bf16 -> fp32: A the A fragment a[4] in registers, B K-major from
+// shared memory (descriptor b); acc = 0 overwrites d
+H3_DI void h3a_wg_qk(float *d, const unsigned *a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, {%32, %33, %34, %35}, %37, p, 1, 1, 0;\n}\n"
+               : H3_WG_C8(d, 0), H3_WG_C8(d, 8), H3_WG_C8(d, 16), H3_WG_C8(d, 24)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(b));
+}
+
+// S = Q K^T of the slot whose K has descriptor dk: 8 k-steps of 16 dims (32 bytes into a
+// 64-column half)
+H3_DI void h3a_ws_qk(float s[8][4], const unsigned qa[8][4], unsigned long long dk) {
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    if (!live[r]) continue;
-    h3_bf16 *ot = o + (r0 + g + 8 * r) * qs + n * H3A_D;
-    const float inv = 1.0f / l[r];
+  for (int kk = 0; kk < 8; kk++)
+    h3a_wg_qk(&s[0][0], qa[kk], dk + (unsigned long long)(((kk >> 2) * H3A_HALF + (kk & 3) * 32) >> 4), kk > 0);
+}
+
+// O += P V of the slot whose V has descriptor dv (N-major): 4 k-steps of 16 keys (2 KiB each)
+H3_DI void h3a_ws_pv(float acc[16][4], const unsigned pa[4][4], unsigned long long dv) {
 #pragma unroll
-    for (int jj = 0; jj < 16; jj++) h3_st2(ot + 8 * jj + 2 * c, acc[jj][2 * r] * inv, acc[jj][2 * r + 1] * inv);
+  for (int kk = 0; kk < 4; kk++) h3_wgmma128_rs(&acc[0][0], pa[kk], dv + (unsigned long long)(kk * (2048 >> 4)));
+}
+
+// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (H3A_WS_SLOTS + s)
+struct h3a_ring {
+  unsigned bars;
+  H3_DI unsigned full(int s) const { return bars + 8 * s; }
+  H3_DI unsigned empty(int s) const { return bars + 8 * (H3A_WS_SLOTS + s); }
+};
+
+// A ring position: the slot of use u and the parity of that use's full phase
+struct h3a_pos {
+  int slot = 0;
+  unsigned phase = 0;
+  H3_DI void next() {
+    slot = slot == H3A_WS_SLOTS - 1 ? 0 : slot + 1;
+    phase ^= slot == 0;
+  }
+};
+
+// The first key block >= j that query block i0 (flags e0) or i0 + 1 (e1; null: none) takes
+// exactly; nb if none. 8 blocks a step, their flags loaded at once (one load latency a step, not
+// a block: the walk is on the consumers' issuing path)
+H3_DI long long h3a_next(const unsigned char *e0, const unsigned char *e1, long long j, long long nb) {
+  for (; j < nb; j += 8) {
+    unsigned hit = 0;
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+      if (j + t < nb) hit |= (unsigned)(e0[j + t] | (e1 ? e1[j + t] : 0)) << t;
+    if (hit) return j + __ffs(hit) - 1;
+  }
+  return nb;
+}
+
+// The producer thread: the union's K and V tiles (columns kvcol .. + 127 of tk, tv), then the
+// nbp / 16 chunks of kvs (rows crow + 64 c of tc) into the ring at ss
+H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *tc, unsigned ss, h3a_ring ring,
+                          const unsigned char *e0, const unsigned char *e1, long long nb, int kvcol, int crow) {
+  h3_prefetch_map(tk);
+  h3_prefetch_map(tv);
+  h3_prefetch_map(tc);
+  int u = 0; // uses of the ring so far
+  // the next use's slot once the consumers released its previous use, full expecting bytes
+  auto claim = [&](unsigned bytes) {
+    const int s = u % H3A_WS_SLOTS;
+    if (u >= H3A_WS_SLOTS) h3_bar_wait(ring.empty(s), (unsigned)((u / H3A_WS_SLOTS - 1) & 1));
+    h3_bar_expect(ring.full(s), bytes);
+    u++;
+    return s;
+  };
+  for (long long j = h3a_next(e0, e1, 0, nb); j < nb; j = h3a_next(e0, e1, j + 1, nb)) {
+    const int s = claim(H3A_SLOT), row = (int)(j * H3A_BLOCK);
+    const unsigned dk = ss + (unsigned)(s * H3A_SLOT), dv = dk + H3A_TILE;
+    h3_tma(dk, tk, kvcol, row, ring.full(s));
+    h3_tma(dk + H3A_HALF, tk, kvcol + 64, row, ring.full(s));
+    h3_tma(dv, tv, kvcol, row, ring.full(s));
+    h3_tma(dv + H3A_HALF, tv, kvcol + 64, row, ring.full(s));
+  }
+  for (long long j0 = 0; j0 < nb; j0 += H3A_CHUNK) {
+    const int s = claim(H3A_PSTAGE), row = crow + (int)(j0 / H3A_CHUNK) * 64;
+    const unsigned dc = ss + (unsigned)(s * H3A_SLOT);
+    h3_tma(dc, tc, 0, row, ring.full(s));
+    h3_tma(dc + H3A_PSTAGE / 2, tc, 64, row, ring.full(s));
   }
 }
+
+// Consumer warpgroup CW (1 + CW of the block): query block i0 + CW of q head n (flags e0 / e1
+// of blocks i0, i0 + 1; e1 null: no block i0 + 1) over the union's tiles, then the chunks of
+// kvs, in the ring at ss (sg: the same as a generic pointer), then its output rows (a template:
+// the barrier ids are uniform)
+template <int CW>
+H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring ring, const h3_bf16 *q,
+                          const unsigned char *e0, const unsigned char *e1, h3_bf16 *o, long long len, long long nb,
+                          long long qs, int n, long long i0, float c2) {
+  constexpr int mine = 1 + CW, other = 2 - CW;
+  constexpr unsigned long long SLOT = H3A_SLOT >> 4; // a slot in descriptor units
+  const int lane = threadIdx.x & 31;
+  const unsigned char *ex = CW ? e1 : e0; // this consumer's flags (null: no query block)
+  const long long r0 = (i0 + CW) * H3A_BLOCK + 16 * ((threadIdx.x >> 5) & 3); // the warp's first row
+  unsigned qa[8][4], pa[4][4]; // Q's A fragments; P of the pending block
+  h3a_load_qa(q, qs, n, r0, len, qa);
+  // descriptors of slot 0's K (K-major: SBO 8 rows of 128 bytes) and V (N-major: LBO the next
+  // 64 columns, SBO the next 8 keys)
+  const unsigned long long dk = h3_wg_desc(ss, 16, 1024), dv = h3_wg_desc(ss + H3A_TILE, H3A_HALF, 1024);
+  float acc[16][4], s[8][4], m[2] = {-H3A_INF, -H3A_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
+  h3a_pos at;       // the ring position of the union block in hand
+  int pend = -1;    // the slot of the block whose P V is pending (-1: none)
+  // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
+  if (CW == 1) h3_turn_pass(1);
+  for (long long j = h3a_next(e0, e1, 0, nb); j < nb; j = h3a_next(e0, e1, j + 1, nb), at.next()) {
+    h3_bar_wait(ring.full(at.slot), at.phase);
+    h3_turn_wait(mine);
+    const bool take = ex && ex[j];
+    if (take && pend >= 0) { // S(j) and the pending P V in flight together
+      h3_wg_fence();
+      h3a_ws_qk(s, qa, dk + at.slot * SLOT);
+      h3_wg_commit();
+      h3a_ws_pv(acc, pa, dv + pend * SLOT);
+      h3_wg_commit();
+      h3_turn_pass(other);
+      h3_wg_wait<1>();
+      h3_wg_hold<32>(&s[0][0]);
+      h3a_softmax(s, j * H3A_BLOCK, len, c2, m, l, alpha);
+      h3_wg_wait<0>();
+      h3_wg_hold<64>(&acc[0][0]);
+      if (lane == 0) h3_bar_arrive(ring.empty(pend));
+      h3a_scale(acc, alpha);
+      h3a_pack_p(s, pa);
+    } else if (take) { // S(j) alone (ptxas serialises every wgmma of a turn whose P V is optional)
+      h3_wg_fence();
+      h3a_ws_qk(s, qa, dk + at.slot * SLOT);
+      h3_wg_commit();
+      h3_turn_pass(other);
+      h3_wg_wait<0>();
+      h3_wg_hold<32>(&s[0][0]);
+      h3a_softmax(s, j * H3A_BLOCK, len, c2, m, l, alpha);
+      h3a_scale(acc, alpha);
+      h3a_pack_p(s, pa);
+    } else { // the other's block: the pending P V alone, this slot released at once
+      if (pend >= 0) {
+        h3_wg_fence();
+        h3a_ws_pv(acc, pa, dv + pend * SLOT);
+        h3_wg_commit();
+      }
+      h3_turn_pass(other);
+      h3_wg_wait<0>();
+      h3_wg_hold<64>(&acc[0][0]);
+      if (lane == 0) {
+        if (pend >= 0) h3_bar_arrive(ring.empty(pend));
+        h3_bar_arrive(ring.empty(at.slot));
+      }
+    }
+    pend = take ? at.slot : -1;
+  }
+  // the last turn: the pending P V
+  h3_turn_wait(mine);
+  if (pend >= 0) {
+    h3_wg_fence();
+    h3a_ws_pv(acc, pa, dv + pend * SLOT);
+    h3_wg_commit();
+  }
+  if (CW == 0) h3_turn_pass(other);
+  h3_wg_wait<0>();
+  h3_wg_hold<64>(&acc[0][0]);
+  if (pend >= 0 && lane == 0) h3_bar_arrive(ring.empty(pend));
+  // the pseudo-keys, a chunk of kvs per use of the ring
+  for (long long j0 = 0; j0 < nb; j0 += H3A_CHUNK, at.next()) {
+    h3_bar_wait(ring.full(at.slot), at.phase);
+    if (ex) h3a_pseudo(sg + at.slot * H3A_SLOT, ex, j0, nb, len, qa, c2, m, l, acc);
+    __syncwarp();
+    if (lane == 0) h3_bar_arrive(ring.empty(at.slot));
+  }
+  if (ex) h3a_store(o, qs, n, r0, len, acc, l);
+}
+
+extern "C" __global__ void __launch_bounds__(H3A_WS_THREADS, 1) h3cu_sol_fwd_ws(
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const __grid_constant__ h3_tmap tc,
+    const h3_bf16 *__restrict__ q, const unsigned char *__restrict__ exact, h3_bf16 *__restrict__ o,
+    long long len, long long nb, int group, float scale) {
+  extern __shared__ unsigned char h3a_raw[];
+  __shared__ unsigned long long h3a_bar_words[2 * H3A_WS_SLOTS];
+  const unsigned ss = (h3_smem_addr(h3a_raw) + 1023u) & ~1023u; // the slots
+  const unsigned char *sg = h3a_raw + (ss - h3_smem_addr(h3a_raw));
+  const h3a_ring ring{h3_smem_addr(h3a_bar_words)};
+  const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
+  const long long i0 = 2LL * blockIdx.x, qs = (long long)gridDim.y * H3A_D;
+  const unsigned char *e0 = exact + ((long long)n * nb + i0) * nb, *e1 = i0 + 1 < nb ? e0 + nb : nullptr;
+  if (tid == 0) {
+    for (int s = 0; s < H3A_WS_SLOTS; s++) {
+      h3_bar_init(ring.full(s), 1);
+      h3_bar_init(ring.empty(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    h3_fence_async_smem();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    const long long nbp = (nb + H3A_CHUNK - 1) / H3A_CHUNK * H3A_CHUNK;
+    if (tid == 0) h3a_ws_produce(&tk, &tv, &tc, ss, ring, e0, e1, nb, h * H3A_D, (int)(h * nbp * 4));
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const float c2 = scale * 1.4426950408889634f;
+  if (wg == 1) h3a_ws_consume<0>(ss, sg, ring, q, e0, e1, o, len, nb, qs, n, i0, c2);
+  else h3a_ws_consume<1>(ss, sg, ring, q, e0, e1, o, len, nb, qs, n, i0, c2);
+}
+#endif

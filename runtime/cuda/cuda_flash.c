@@ -3,8 +3,8 @@
  * configured on first use (225 KiB of dynamic shared memory, one block per SM), the TMA
  * tensor maps of q, k, v (cu_tile_map, also moe's: cuTensorMapEncodeTiled through
  * cudaGetDriverEntryPointByVersion, no libcuda link; 2D [len, H·128] with their own row
- * strides, so q/k/v can be the views of a packed qkv; cu_byte_map: sage's int8 and e4m3
- * codes), and the launch: one block of 384 threads per (128 query rows, head).
+ * strides, so q/k/v can be the views of a packed qkv; cu_tile_map_rows: boxes of other
+ * heights, sol's 64-key tiles; cu_byte_map: sage's int8 and e4m3 codes), and the launch: one block of 384 threads per (128 query rows, head).
  */
 #include "cuda_internal.h"
 
@@ -91,10 +91,15 @@ static h3_status encode_2d(CUtensorMap *m, CUtensorMapDataType type, int64_t esi
   return H3_ERR;
 }
 
+h3_status cu_tile_map_rows(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
+                           int box_rows, const char *who, const char *what, const char *fix, h3_diag *d) {
+  const cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
+  return encode_2d(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, cols, stride, rows, box, who, what, fix, d);
+}
+
 h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
                       const char *who, const char *what, const char *fix, h3_diag *d) {
-  static const cuuint32_t box[2] = {64, 128};
-  return encode_2d(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, cols, stride, rows, box, who, what, fix, d);
+  return cu_tile_map_rows(m, base, cols, stride, rows, 128, who, what, fix, d);
 }
 
 h3_status cu_byte_map(CUtensorMap *m, const void *base, int64_t cols, int64_t rows, const char *who,

@@ -9,23 +9,31 @@
  *                       (nbp = nb rounded up to 16);
  *   h3cu_sol_kstats     grid (Hk), 128 threads: kmean, kvar;
  *   h3cu_sol_select     grid (nb, Hq), 128 threads: exact;
- *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows.
- * Environment: H3_SOL_STATS (any value) prints each segment's exact-block density (a debugging
- * aid: it waits for the stream after each segment).
+ *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows
+ *                       (mma.sync); with H3_SOL_FORM=ws in the environment h3cu_sol_fwd_ws
+ *                       instead: grid (ceil(nb / 2), Hq), 384 threads, 193 KiB (warp-
+ *                       specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of k, v and
+ *                       kvs encoded per segment and passed by value).
+ * Environment: H3_SOL_FORM (mma, the default, or ws; read at every run), H3_SOL_STATS (any
+ * value) prints each segment's exact-block density (a debugging aid: it waits for the stream
+ * after each segment).
  * Scratch (nbm = ceil(T / 64), nbpm = nbm rounded up to 16, a segment's arrays packed with its
  * own nb): kc [Hk][nbm][128], qbar [Hq][nbm][128], kmean, kvar [Hk][128] (f32), kvs [Hk][nbpm
  * / 16][4][16][128] (bf16), exact [Hq][nbm][nbm] (bytes).
  */
 #include "cuda_m31.h" /* cu_m31_kernels, cu_m31_smem */
 
+#include <cuda.h> /* CUtensorMap only (cu_tile_map_rows) */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */ };
+enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */,
+       SOL_SMEM_WS = 1024 + 6 * 2 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM_WS */ };
 
 static const char *const select_names[3] = {"h3cu_sol_centroids", "h3cu_sol_kstats", "h3cu_sol_select"};
-static const char *const fwd_name[1] = {"h3cu_sol_fwd"};
+static const char *const fwd_names[2] = {"h3cu_sol_fwd", "h3cu_sol_fwd_ws"};
 
 bool cu_sol_supports(const h3_op *op) {
   if (op->code != H3_OP_SOL_ATTENTION || op->n_operands != 3 || op->n_results != 1) return false;
@@ -68,12 +76,13 @@ static size_t scratch_layout(const h3_op *op, char *base, sol_scratch *p) {
 size_t cu_sol_scratch_bytes(const h3_op *op) { return cu_sol_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
 /* The kernels, compiled on first use (the pre-passes with the exact tier's options: no fma
- * contraction), and the attention's shared memory limit */
-static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[4], h3_diag *d) {
+ * contraction), and the attention kernels' shared memory limits */
+static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[5], h3_diag *d) {
   if (cu_m31_kernels(s, op, "sol_select.cu", NULL, 3, select_names, k, d) != H3_OK ||
-      cu_m31_kernels_sm90a(s, op, "sol_attention.cu", NULL, 1, fwd_name, k + 3, d) != H3_OK)
+      cu_m31_kernels_sm90a(s, op, "sol_attention.cu", NULL, 2, fwd_names, k + 3, d) != H3_OK ||
+      cu_m31_smem(s, op, k[3], SOL_SMEM, d) != H3_OK)
     return H3_ERR;
-  return cu_m31_smem(s, op, k[3], SOL_SMEM, d);
+  return cu_m31_smem(s, op, k[4], SOL_SMEM_WS, d);
 }
 
 /* H3_SOL_STATS: the segment's exact-block density on stderr, "h3 sol: <len> rows: <E> of <P>
@@ -100,9 +109,33 @@ static h3_status report_density(cu_state *s, const sol_scratch *sc, long long hq
 
 /* The kernels and scratch of one op, for its segments */
 typedef struct {
-  cu_kernel *k[4];
+  cu_kernel *k[5];
   sol_scratch sc;
 } sol_ctx;
+
+/* h3cu_sol_fwd_ws (kernel k) on a segment of len rows (nb blocks, nbp = nb rounded up to 16):
+ * the TMA maps of k, v ([len][hk 128], row stride hk 128) and kvs ([hk nbp 4][128]), boxes of
+ * 64 columns x 64 rows, then the launch */
+static h3_status run_ws(cu_state *s, cu_kernel *k, const sol_scratch *sc, const cu_qkv_seg *g, int hq, int hk,
+                        long long nb, long long nbp, float scale, h3_diag *d) {
+  static const char *const who = "sol_attention", *const fix = "run it with H3_SOL_FORM=mma";
+  if ((int64_t)hk * nbp * 4 > 2147483647 - 64 || ((uintptr_t)g->k | (uintptr_t)g->v) % 16 != 0) {
+    h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the warp-specialised kernel takes k and v 16-byte aligned "
+                  "and at most 2^31 rows of centroids (%d kv heads of %lld blocks)", who, hk, nb);
+    return H3_ERR;
+  }
+  CUtensorMap tk, tv, tc;
+  long long len = g->len, ks = (long long)hk * SOL_D;
+  if (cu_tile_map_rows(&tk, g->k, ks, ks, len, SOL_BLOCK, who, "k", fix, d) != H3_OK ||
+      cu_tile_map_rows(&tv, g->v, ks, ks, len, SOL_BLOCK, who, "v", fix, d) != H3_OK ||
+      cu_tile_map_rows(&tc, sc->kvs, SOL_D, SOL_D, (int64_t)hk * nbp * 4, SOL_BLOCK, who, "centroids", fix, d) != H3_OK)
+    return H3_ERR;
+  const void *q = g->q;
+  void *o = g->o;
+  int group = hq / hk;
+  void *args[] = {&tk, &tv, &tc, &q, (void *)&sc->exact, &o, &len, &nb, &group, &scale};
+  return cu_launch(s, k, (int64_t[]){(nb + 1) / 2, hq, 1}, (int64_t[]){384, 1, 1}, SOL_SMEM_WS, args, d);
+}
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
 static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_qkv_seg *g, h3_diag *d) {
@@ -125,7 +158,10 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
       cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
       cu_launch(s, k[2], (int64_t[]){nb, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;
-  if (cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d) != H3_OK) return H3_ERR;
+  const char *form = getenv("H3_SOL_FORM");
+  h3_status st = form && !strcmp(form, "ws") ? run_ws(s, k[4], sc, g, hq, hk, nb, nbp, scale, d)
+                                             : cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
+  if (st != H3_OK) return H3_ERR;
   return getenv("H3_SOL_STATS") ? report_density(s, sc, hq, nb, len, d) : H3_OK;
 }
 

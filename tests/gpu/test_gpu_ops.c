@@ -30,7 +30,7 @@
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
  *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
- *    -inf); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
+ *    -inf) through each form of the kernel (H3_SOL_FORM=mma, ws); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
  *    mma; every row with a clear winner, so the drafts are exact in both).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
@@ -473,6 +473,14 @@ static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool 
   check_forms(b, cases, n, vars, 1, forms, both ? 2 : 1);
 }
 
+/* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws
+ * when `both`). */
+static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
+  static const char *const vars[1] = {"H3_SOL_FORM"};
+  static const char *const forms[2][2] = {{"mma", NULL}, {"ws", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 2 : 1);
+}
+
 /* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
 static void check_markov_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_MARKOV_FORM"};
@@ -702,17 +710,23 @@ static void check_hand(h3_backend *b, bool all_attention) {
      selection are the CPU's bit for bit (tests/sol checks them under emulation; a flipped
      block would move whole rows); P of the exact keys in bf16, 2^x and fp32 sum orders: NMSE
      ~5e-6. 333 rows in segments 300 + 33, GQA 4/2, tau 1 diag; 1500 rows, 2/1, thresh exact
-     with sinks [100, 164) at tau 0.5; tau -inf on 333 rows (every block exact: attention) */
+     with sinks [100, 164) at tau 0.5; tau -inf on 333 and 1500 rows (every block exact:
+     attention; at 1500 rows, 24 blocks, the warp-specialised form's ring of 6 slots wraps 4
+     times; 333 rows in segments of 5 and 1 blocks: its second consumer without a block) */
   h3_attr so[3] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300}), h3_attr_float(h.m, "tau", 1.0)};
-  cases[n++] = (hand_case){"sol_attention D=128 segments GQA tau 1",
-                           op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
+  hand_case sol[4];
+  sol[0] = (hand_case){"sol_attention D=128 segments GQA tau 1",
+                       op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
   h3_attr sx[5] = {att[0], h3_attr_string(h.m, "thresh", "exact"), h3_attr_float(h.m, "tau", 0.5),
                    h3_attr_int(h.m, "sink_start", 100), h3_attr_int(h.m, "sink_tokens", 64)};
-  cases[n++] = (hand_case){"sol_attention D=128 T=1500 exact sinks",
-                           op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 5, sx), 2e-5, NULL};
+  sol[1] = (hand_case){"sol_attention D=128 T=1500 exact sinks",
+                       op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 5, sx), 2e-5, NULL};
   so[2] = h3_attr_float(h.m, "tau", -INFINITY);
-  cases[n++] = (hand_case){"sol_attention D=128 segments GQA tau -inf",
-                           op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
+  sol[2] = (hand_case){"sol_attention D=128 segments GQA tau -inf",
+                       op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
+  h3_attr sd[2] = {att[0], so[2]};
+  sol[3] = (hand_case){"sol_attention D=128 T=1500 tau -inf",
+                       op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 2, sd), 2e-5, NULL};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
@@ -782,6 +796,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
   check_sage_forms(b, sage, n_sage, all_attention);
+  check_sol_forms(b, sol, 4, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   if (!a128v || !a333v) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");
