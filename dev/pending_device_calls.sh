@@ -2,8 +2,12 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# CALL (calls 1-3 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-nvfp4-skinny-spec-markov-
-# fp4-128-sage-sol.txt; the Markov step's tensor-core form became the default from it):
+# CALL (calls 1-3 and 5 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt; the Markov
+# step's tensor-core form and Sage's warp-specialised form became defaults from them):
+#   6  first next time: Sol's warp-specialised form (H3_SOL_FORM=ws, never run yet: a hang
+#      is possible, hence the timeouts): test_gpu_ops (every sol case through both forms),
+#      attention_bench --sol (sol_ws, sol_ws_dense against flash; predicted tau 1 at 15-18
+#      ms), then dev/attention_ncu.sh (why Sage's ws form is 0.95 x flash, not ~1.8 x)
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
 #   5  the kernels changed after calls 1-3: attention_bench --sol (Sol's staged pseudo-keys:
 #      predicted at tau 1 40.8 -> ~27 ms), one profiled DSpark run with 128 experts at batch 64
@@ -34,7 +38,11 @@ case $CALL in
    echo "== test_gpu_ops"; timeout 90 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
    echo "== attention_bench --sage"; timeout 60 "$B/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
    timeout 200 tests/gpu/run_all.sh "$S" "$W/ra" sol sage; cp "$W/ra/run_all.log" "$OUT/"; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..5" >&2; exit 2 ;;
+6) { B=$S/bin
+   echo "== test_gpu_ops"; timeout 120 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
+   echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
+   mkdir -p "$OUT/ncu"; dev/attention_ncu.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..6" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
