@@ -3,8 +3,6 @@
 #define _GNU_SOURCE
 #include "gpu_ranks.h"
 
-#include "h3/cuda_backend.h"
-
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -171,7 +169,7 @@ gpu_ranks *gpu_ranks_fork(int n, int *rank, h3_diag *d) {
 }
 
 /* Rank 0: the id into every other rank's pipe, which it then closes. */
-static h3_status send_id(gpu_ranks *g, const h3_nccl_id *id, h3_diag *d) {
+static h3_status send_id(gpu_ranks *g, const h3_rank_id *id, h3_diag *d) {
   signal(SIGPIPE, SIG_IGN); /* a rank gone before reading: EPIPE below, not a signal */
   for (int j = 1; j < g->n; j++) {
     ssize_t w;
@@ -188,7 +186,7 @@ static h3_status send_id(gpu_ranks *g, const h3_nccl_id *id, h3_diag *d) {
 }
 
 /* Rank j >= 1: the id from its pipe. */
-static h3_status receive_id(gpu_ranks *g, h3_nccl_id *id, h3_diag *d) {
+static h3_status receive_id(gpu_ranks *g, h3_rank_id *id, h3_diag *d) {
   size_t got = 0;
   while (got < sizeof *id) {
     ssize_t r = read(g->pipe[2 * g->rank], (char *)id + got, sizeof *id - got);
@@ -206,15 +204,14 @@ static h3_status receive_id(gpu_ranks *g, h3_nccl_id *id, h3_diag *d) {
 }
 
 h3_backend *gpu_ranks_backend(gpu_ranks *g, const h3_backend_options *o, h3_diag *d) {
-  h3_cuda_options co = {.device = g->rank};
-  h3_backend *b = h3_backend_cuda_new(o, &co, d);
-  h3_nccl_id id;
+  h3_backend *b = h3_backend_create_rank("cuda", o, g->rank, d);
+  h3_rank_id id;
   h3_status st = b ? H3_OK : H3_ERR;
   if (g->rank == 0)
-    st = st == H3_OK && h3_cuda_nccl_id(&id, d) == H3_OK ? send_id(g, &id, d) : H3_ERR;
+    st = st == H3_OK && h3_backend_rank_id(b, &id, d) == H3_OK ? send_id(g, &id, d) : H3_ERR;
   else if (st == H3_OK)
     st = receive_id(g, &id, d);
-  if (st == H3_OK) st = h3_cuda_join_ranks(b, g->n, g->rank, &id, d);
+  if (st == H3_OK) st = h3_backend_join_ranks(b, g->n, g->rank, &id, d);
   if (st == H3_OK) return b;
   h3_backend_free(b);
   return NULL;

@@ -487,9 +487,9 @@ void h3_cuda_graph_counts(const h3_backend *b, int64_t *captured, int64_t *repla
   if (h3_backend_is_cuda(b)) cu_graph_counts(b->ctx, captured, replayed);
 }
 
-h3_status h3_cuda_nccl_id(h3_nccl_id *id, h3_diag *d) { return cu_nccl_unique_id(id, d); }
+h3_status h3_cuda_nccl_id(h3_rank_id *id, h3_diag *d) { return cu_nccl_unique_id(id, d); }
 
-h3_status h3_cuda_join_ranks(h3_backend *b, int ranks, int rank, const h3_nccl_id *id, h3_diag *d) {
+h3_status h3_cuda_join_ranks(h3_backend *b, int ranks, int rank, const h3_rank_id *id, h3_diag *d) {
   if (!h3_backend_is_cuda(b) || ranks < 1 || rank < 0 || rank >= ranks) {
     h3_diag_error(d, no_span, NULL, "h3_cuda_join_ranks needs a cuda backend and 0 <= rank < ranks");
     return H3_ERR;

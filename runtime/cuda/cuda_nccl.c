@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(h3_nccl_id) == sizeof(ncclUniqueId), "h3_nccl_id holds an ncclUniqueId");
+_Static_assert(sizeof(h3_rank_id) == sizeof(ncclUniqueId), "h3_rank_id holds an ncclUniqueId");
 
 #define NCCL_HINT \
   "install NCCL 2.9 or newer (libnccl.so.2 on the library path, as PyTorch's CUDA builds ship " \
@@ -95,7 +95,7 @@ static h3_status nccl_fail(cu_nccl *c, h3_diag *d, ncclResult_t r, const char *c
     if (r_ != ncclSuccess) return nccl_fail((c), (d), r_, (what));   \
   } while (0)
 
-h3_status cu_nccl_unique_id(h3_nccl_id *id, h3_diag *d) {
+h3_status cu_nccl_unique_id(h3_rank_id *id, h3_diag *d) {
   if (nccl_ready(d) != H3_OK) return H3_ERR;
   ncclUniqueId u;
   NCCL_CHECK(NULL, d, nccl.get_unique_id(&u), "ncclGetUniqueId");
@@ -103,7 +103,7 @@ h3_status cu_nccl_unique_id(h3_nccl_id *id, h3_diag *d) {
   return H3_OK;
 }
 
-cu_nccl *cu_nccl_join(int ranks, int rank, const h3_nccl_id *id, h3_diag *d) {
+cu_nccl *cu_nccl_join(int ranks, int rank, const h3_rank_id *id, h3_diag *d) {
   if (nccl_ready(d) != H3_OK) return NULL;
   cu_nccl *c = calloc(1, sizeof *c);
   if (!c) {

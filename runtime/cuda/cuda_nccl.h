@@ -20,10 +20,10 @@
 typedef struct cu_nccl cu_nccl;
 
 /* A fresh unique id of a communicator (rank 0 makes it and hands it to the others). */
-h3_status cu_nccl_unique_id(h3_nccl_id *id, h3_diag *d);
+h3_status cu_nccl_unique_id(h3_rank_id *id, h3_diag *d);
 /* Joins the communicator of `ranks` ranks that share id as rank `rank` on the current device
  * (ncclCommInitRank: returns when every rank has joined). NULL after reporting. */
-cu_nccl *cu_nccl_join(int ranks, int rank, const h3_nccl_id *id, h3_diag *d);
+cu_nccl *cu_nccl_join(int ranks, int rank, const h3_rank_id *id, h3_diag *d);
 /* Destroys the communicator, or aborts it when a call failed or `failed` is set. */
 void cu_nccl_free(cu_nccl *c, bool failed);
 

@@ -1,5 +1,5 @@
 /* test_gpu_collectives.c: the collective ops on the cuda backend as the one rank of an NCCL
- * communicator (h3_cuda_nccl_id, h3_cuda_join_ranks with ranks = 1): shard, all_gather,
+ * communicator (h3_backend_rank_id, h3_backend_join_ranks with ranks = 1): shard, all_gather,
  * all_to_all along several axes and all_reduce in each dtype path (native f32 / f64 / i32,
  * bf16 through the fp32 sum, f32 partial sums rounded to bf16), each against the CPU
  * reference, bitwise (at one rank NCCL's sum is the operand itself; the copies and the one
@@ -68,9 +68,9 @@ int main(void) {
   h3_diag_init(&d);
   h3_backend_options bo = {.seed = 1};
   h3_backend *b = h3_backend_create("cuda", &bo, &d);
-  h3_nccl_id id;
+  h3_rank_id id;
   h3_module *m = h3_module_parse("collectives.ir", module_text, strlen(module_text), &d);
-  bool ready = b && m && h3_cuda_nccl_id(&id, &d) == H3_OK && h3_cuda_join_ranks(b, 1, 0, &id, &d) == H3_OK;
+  bool ready = b && m && h3_backend_rank_id(b, &id, &d) == H3_OK && h3_backend_join_ranks(b, 1, 0, &id, &d) == H3_OK;
   if (!ready) h3_diag_print(&d, stderr);
   gpu_check(ready, "cuda backend joined an NCCL communicator of one rank");
   const h3_graph *g = ready ? m->graphs[0] : NULL;
