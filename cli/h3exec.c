@@ -6,6 +6,7 @@
  *          [--max-new-tokens N] [--warmup N] [--iterations N] [--threads N]
  *          [--attention NAME] [--profile FILE.json] [--dump-ops KINDS --dump FILE]
  *          [--device-memory SIZE] [--gpus N] [--help]
+ *   (--backend cuda --gpus N: N rank processes, this one their supervisor: cli/gpu_ranks.h)
  *   h3exec PLAN (--requests FILE | --random-prompts N --prompt-len L --output-len M)
  *          [--out RESULTS.jsonl] [--concurrency C] [--request-rate R] [--temperature T]
  *          [--kv-pages N] [--summary FILE.json] [--profile FILE.json]
@@ -16,6 +17,7 @@
  * are written atomically at the end).
  */
 #include "dump_ops.h"
+#include "gpu_ranks.h"
 #include "ranks.h"
 #include "serve_run.h"
 #include "h3/backend.h"
@@ -78,9 +80,11 @@ static void usage(FILE *f) {
           "                        $H3_DEVICE_MEMORY, else no limit): the blocks that do not\n"
           "                        fit stream from host memory behind the compute\n"
           "                        (docs/streaming.md)\n"
-          "  --gpus N              run a parallel plan (h3c compile --gpus N) on N ranks; for\n"
-          "                        now --backend cpu, each rank a thread, collectives emulated;\n"
-          "                        rank 0 writes the outputs (docs/parallel.md)\n"
+          "  --gpus N              run a parallel plan (h3c compile --gpus N) on N ranks, rank 0\n"
+          "                        writing the outputs: --backend cuda: one process per GPU\n"
+          "                        (rank r on device r), collectives through NCCL (not yet run\n"
+          "                        on several GPUs); cpu or auto: each rank a thread of this\n"
+          "                        process, collectives emulated (docs/parallel.md)\n"
           "\n"
           "Serving (M3.1; docs/running.md \"Serving\"):\n"
           "  --requests FILE       serve the requests of a JSON Lines file (- : standard input)\n"
@@ -524,8 +528,8 @@ static void progress(void *ctx, const char *label, int64_t done, int64_t total) 
   fflush(stderr);
 }
 
-/* The rank count: --gpus against the plan's (h3_module_ranks); N > 1 runs on the cpu
- * backend's thread ranks, without serving, --dump-ops or --device-memory. 0 after reporting. */
+/* The rank count: --gpus against the plan's (h3_module_ranks); N > 1 runs without serving,
+ * --dump-ops or --device-memory. 0 after reporting. */
 static int rank_count(const options *o, const h3_module *m, h3_diag *d) {
   int plan = h3_module_ranks(m), want = o->gpus ? o->gpus : 1;
   h3_span none = {0};
@@ -543,13 +547,11 @@ static int rank_count(const options *o, const h3_module *m, h3_diag *d) {
   const char *refused = serve_wanted(&o->serve) ? "serving"
                         : o->dump_ops           ? "--dump-ops"
                         : o->device_memory > 0  ? "--device-memory"
-                        : want > 1 && !strcmp(o->backend, "cuda") ? "--backend cuda"
-                                                                  : NULL;
+                                                : NULL;
   if (want > 1 && refused) {
-    h3_diag_error(d, none, "run a parallel plan with --backend cpu, without serving, --dump-ops or "
-                  "--device-memory (docs/parallel.md)",
-                  "--gpus %d: %s is not supported with several ranks yet (the cpu backend runs "
-                  "them as threads; the NCCL side is not written)", want, refused);
+    h3_diag_error(d, none, "run a parallel plan without serving, --dump-ops or --device-memory "
+                  "(docs/parallel.md)",
+                  "--gpus %d: %s is not supported with several ranks yet", want, refused);
     return 0;
   }
   return want;
@@ -562,6 +564,8 @@ static int run(const options *o, h3_diag *d) {
   h3_runtime *rt = NULL;
   h3_comm *comm = NULL; /* --gpus N > 1: the ranks' communicator */
   ranks *helpers = NULL; /* ranks 1 .. N-1 while they run */
+  gpu_ranks *procs = NULL; /* --backend cuda --gpus N: this rank process's share of the launch */
+  int rank = 0;            /* this process's rank */
   dump_ops *dump = NULL;
   h3_host_tensor *in = NULL, *out = NULL;
   double *lat = NULL;
@@ -593,9 +597,18 @@ static int run(const options *o, h3_diag *d) {
       check_compiled(m, "--max-new-tokens", "max_new_tokens", o->max_new_tokens, d) != H3_OK)
     goto done;
   int n_ranks = rank_count(o, m, d);
-  if (!n_ranks || (n_ranks > 1 && !(comm = h3_comm_new(n_ranks, d)))) goto done;
+  if (!n_ranks) goto done;
+  if (o->gpus && !strcmp(o->backend, "cuda")) { /* one process per GPU, this one supervises */
+    if (!(procs = gpu_ranks_fork(n_ranks, &rank, d))) goto done;
+    if (rank < 0) {
+      rc = gpu_ranks_wait(procs, d);
+      procs = NULL;
+      goto done;
+    }
+  } else if (n_ranks > 1 && !(comm = h3_comm_new(n_ranks, d)))
+    goto done;
   h3_backend_options bo = {.threads = o->threads, .seed = o->seed, .comm = comm, .rank = 0};
-  b = h3_backend_create(comm ? "cpu" : o->backend, &bo, d);
+  b = procs ? gpu_ranks_backend(procs, &bo, d) : h3_backend_create(comm ? "cpu" : o->backend, &bo, d);
   if (!b) goto done;
   int random = strcmp(o->weights, "random") == 0;
   if (h3_backend_load_plan(b, plan, d) != H3_OK ||
@@ -647,7 +660,7 @@ static int run(const options *o, h3_diag *d) {
      back, as without the profile), else synced after each op */
   bool marks = b->ext && b->ext->mark;
   h3_runtime_options ro = {.trace = o->profile != NULL,
-                           .progress = isatty(2) ? progress : NULL,
+                           .progress = isatty(2) && rank == 0 ? progress : NULL,
                            .progress_ctx = &ps,
                            .weight_seed = o->seed,
                            .device_memory = o->device_memory,
@@ -677,6 +690,10 @@ static int run(const options *o, h3_diag *d) {
   h3_status ranks_st = helpers ? ranks_finish(helpers, d) : H3_OK;
   helpers = NULL;
   if (ranks_st != H3_OK) goto done;
+  if (rank > 0) { /* rank 0 writes the outputs and the report */
+    rc = 0;
+    goto done;
+  }
   nan = calloc((size_t)g->n_outputs + 1, sizeof *nan);
   inf = calloc((size_t)g->n_outputs + 1, sizeof *inf);
   if (!nan || !inf) goto done;
@@ -759,6 +776,7 @@ done:
   h3_weights_free(w);
   h3_backend_free(b);
   h3_comm_free(comm);
+  gpu_ranks_free(procs);
   h3_plan_free(plan);
   return rc;
 }

@@ -5,7 +5,11 @@
 //   h3cu_fill_random  element i of a weight tensor: h3_rng_init_value (include/h3/rng.h, the
 //                     CPU's exact arithmetic), rounded to the parameter's dtype like
 //                     h3_weights_store;
-//   h3cu_trap         a kernel fault on purpose (the H3_FAULT_KERNEL test switch).
+//   h3cu_trap         a kernel fault on purpose (the H3_FAULT_KERNEL test switch);
+//   h3cu_convert      y[i] = x[i] between bf16, f16 and f32 (one RNE rounding): all_reduce's
+//                     widening before its fp32 sum and its rounding after;
+//   h3cu_rank_ids     moe {ranks}: a global expert id in this rank's slice [base, base + E)
+//                     becomes its local id, any other -1 (a slot the moe kernels skip).
 extern "C" __global__ void h3cu_index_copy(const unsigned char *x, const void *iptr,
     int i64, long long offset, long long n_rows, long long row_bytes, int unit,
     unsigned char *out) {
@@ -46,5 +50,30 @@ extern "C" __global__ void h3cu_fill_random(void *dst, int dtype, long long n, i
                                                    9223372036854774784.0); break;
     default: ((unsigned char *)dst)[i] = (unsigned char)h3cu_round_sat(v, 0.0, 255.0); break;
     }
+  }
+}
+
+__device__ float h3cu_load_float(const void *p, int dtype, long long i) {
+  if (dtype == 0) return __bfloat162float(((const h3_bf16 *)p)[i]);
+  if (dtype == 1) return __half2float(((const h3_f16 *)p)[i]);
+  return ((const float *)p)[i];
+}
+// xt, yt: h3_dtype numbers of bf16 (0), f16 (1) or f32 (2)
+extern "C" __global__ void h3cu_convert(const void *x, int xt, void *y, int yt, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    float v = h3cu_load_float(x, xt, i);
+    if (yt == 0) ((h3_bf16 *)y)[i] = __float2bfloat16_rn(v);
+    else if (yt == 1) ((h3_f16 *)y)[i] = __float2half_rn(v);
+    else ((float *)y)[i] = v;
+  }
+}
+
+extern "C" __global__ void h3cu_rank_ids(const int *ids, int *local, long long n, long long base,
+                                         long long E) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long e = (long long)ids[i] - base;
+    local[i] = e >= 0 && e < E ? (int)e : -1;
   }
 }

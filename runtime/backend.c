@@ -59,3 +59,23 @@ bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed
 int64_t h3_backend_memory_peak(h3_backend *b) {
   return b->ext && b->ext->memory_peak ? b->ext->memory_peak(b) : -1;
 }
+
+static h3_status not_cuda(h3_diag *d) {
+  h3_diag_error(d, (h3_span){0}, "run the parallel plan with --backend cuda, or as threads with "
+                "--backend cpu --gpus N", "ranks as processes run on the cuda backend only");
+  return H3_ERR;
+}
+
+h3_backend *h3_backend_create_rank(const char *name, const h3_backend_options *o, int rank, h3_diag *d) {
+  if (!name || strcmp(name, "cuda")) return not_cuda(d), NULL;
+  h3_cuda_options co = {.device = rank};
+  return h3_backend_cuda_new(o, &co, d);
+}
+
+h3_status h3_backend_rank_id(h3_backend *b, h3_rank_id *id, h3_diag *d) {
+  return h3_backend_is_cuda(b) ? h3_cuda_nccl_id(id, d) : not_cuda(d);
+}
+
+h3_status h3_backend_join_ranks(h3_backend *b, int ranks, int rank, const h3_rank_id *id, h3_diag *d) {
+  return h3_backend_is_cuda(b) ? h3_cuda_join_ranks(b, ranks, rank, id, d) : not_cuda(d);
+}

@@ -281,8 +281,11 @@ void h3_report_print(FILE *out, const h3_report *r) {
   fprintf(out, "  ran              : %s on %s, %s\n", r->graph, r->backend,
           r->device ? r->device : "?");
   if (r->ranks > 1)
-    fprintf(out, "  ranks            : %d (--gpus %d: threads of this process, collectives "
-                 "emulated; outputs and this report from rank 0)\n", r->ranks, r->ranks);
+    fprintf(out, "  ranks            : %d (--gpus %d: %s; outputs and this report from rank 0)\n",
+            r->ranks, r->ranks,
+            r->backend && !strcmp(r->backend, "cuda")
+                ? "one process per GPU, collectives through NCCL"
+                : "threads of this process, collectives emulated");
   fprintf(out, "  weights          : %s, seed %llu\n", r->weights, (unsigned long long)r->seed);
   fprintf(out, "  iterations       : %d warm-up, %d measured\n", r->warmup, r->iterations);
   print_on_off(out, r);

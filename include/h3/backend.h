@@ -86,9 +86,10 @@ typedef struct h3_comm h3_comm;
 typedef struct {
   int threads;   /* worker threads for the heavy ops (cpu); <= 0 means 2 */
   uint64_t seed; /* the request seed: `randn` draws from it */
-  /* The ranks of a parallel plan (include/h3/comm.h; cpu only): this backend is rank `rank`
-     of `comm`, shared with the other ranks' backends. NULL: one rank (rank 0), where the
-     ops of ops.def's "several ranks" run only with ranks = 1. */
+  /* The ranks of a parallel plan (include/h3/comm.h; cpu only, cuda joins NCCL through
+     h3_cuda_join_ranks): this backend is rank `rank` of `comm`, shared with the other ranks'
+     backends. NULL: one rank (rank 0), where the ops of ops.def's "several ranks" run only
+     with ranks = 1. */
   h3_comm *comm;
   int rank;
 } h3_backend_options;
@@ -182,5 +183,19 @@ int64_t h3_backend_memory_peak(h3_backend *b);
  * randn. Used by the op tests and by other backends' tests as the oracle. */
 h3_status h3_cpu_run_op(const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
                         int n_out, int threads, uint64_t seed, h3_diag *d);
+
+/* ---- ranks as processes (h3exec --backend cuda --gpus N: one process per GPU; docs/parallel.md) ---- */
+/* What rank 0 hands to the other ranks so that they join one communicator (cuda: the bytes of
+ * an NCCL unique id, ncclUniqueId). */
+typedef struct {
+  char bytes[128];
+} h3_rank_id;
+/* Backend `name` for rank `rank` of a run in processes: cuda on device `rank` (the only one
+ * that runs ranks as processes; another name is an error). */
+h3_backend *h3_backend_create_rank(const char *name, const h3_backend_options *o, int rank, h3_diag *d);
+/* Rank 0, once its backend exists: a fresh id for the others (h3_cuda_nccl_id). */
+h3_status h3_backend_rank_id(h3_backend *b, h3_rank_id *id, h3_diag *d);
+/* Every rank: joins the communicator of `ranks` ranks that share id (h3_cuda_join_ranks). */
+h3_status h3_backend_join_ranks(h3_backend *b, int ranks, int rank, const h3_rank_id *id, h3_diag *d);
 
 #endif

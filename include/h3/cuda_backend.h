@@ -70,4 +70,14 @@ h3_status h3_cuda_compile_check(h3_diag *d);
 /* Graph calls replayed from a CUDA graph / captured, since creation. */
 void h3_cuda_graph_counts(const h3_backend *b, int64_t *captured, int64_t *replayed);
 
+/* ---- several GPUs (h3exec --backend cuda --gpus N, one process per GPU; docs/parallel.md) ---- */
+/* Rank 0: a fresh id (opens libnccl.so.2; an error with a hint when it is missing or older
+ * than 2.9). */
+h3_status h3_cuda_nccl_id(h3_rank_id *id, h3_diag *d);
+/* Makes b (created on device `rank`) rank `rank` of the `ranks` ranks that share id: every
+ * rank calls it (ncclCommInitRank returns when all have). The collective ops, and moe
+ * {ranks}, then run with ranks = `ranks`; without it b is the one rank of ranks = 1 (they
+ * run as device copies). The communicator is destroyed with b, aborted when a call failed. */
+h3_status h3_cuda_join_ranks(h3_backend *b, int ranks, int rank, const h3_rank_id *id, h3_diag *d);
+
 #endif

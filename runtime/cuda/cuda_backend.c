@@ -12,6 +12,7 @@
  * sync records the stop event; their distance is added to the GPU busy time.
  */
 #include "cuda_internal.h"
+#include "cuda_nccl.h"
 #include "h3/weights.h"
 
 #include <stdarg.h>
@@ -275,6 +276,9 @@ static double cuda_now(h3_backend *b) {
 static void cuda_destroy(h3_backend *b) {
   cu_state *s = b->ctx;
   if (s) {
+    /* work still queued (a rank that failed mid-step) may wait on the other ranks: abort the
+       communicator first, which ends its kernels; an idle one is destroyed */
+    if (s->nccl) cu_nccl_free(s->nccl, cudaStreamQuery(s->stream) != cudaSuccess);
     cudaStreamSynchronize(s->stream);
     cu_graphs_free(s);
     cu_stream_free(s);
@@ -424,6 +428,7 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   b->seed = o ? o->seed : 0;
   s->b = b;
   s->device = co ? co->device : 0;
+  s->ranks = 1;
   s->attention = att;
   const char *env = getenv("H3_CUDA_GRAPHS");
   s->no_graphs = (co && co->no_graphs) || (env && !strcmp(env, "0"));
@@ -480,6 +485,24 @@ const char *h3_cuda_device_name(const h3_backend *b) {
 void h3_cuda_graph_counts(const h3_backend *b, int64_t *captured, int64_t *replayed) {
   *captured = *replayed = 0;
   if (h3_backend_is_cuda(b)) cu_graph_counts(b->ctx, captured, replayed);
+}
+
+h3_status h3_cuda_nccl_id(h3_rank_id *id, h3_diag *d) { return cu_nccl_unique_id(id, d); }
+
+h3_status h3_cuda_join_ranks(h3_backend *b, int ranks, int rank, const h3_rank_id *id, h3_diag *d) {
+  if (!h3_backend_is_cuda(b) || ranks < 1 || rank < 0 || rank >= ranks) {
+    h3_diag_error(d, no_span, NULL, "h3_cuda_join_ranks needs a cuda backend and 0 <= rank < ranks");
+    return H3_ERR;
+  }
+  cu_state *s = b->ctx;
+  if (s->nccl) {
+    h3_diag_error(d, no_span, NULL, "cuda: the backend is already rank %d of %d", s->rank, s->ranks);
+    return H3_ERR;
+  }
+  CU_CHECK(d, cudaSetDevice(s->device), "joining the ranks");
+  if (!(s->nccl = cu_nccl_join(ranks, rank, id, d))) return H3_ERR;
+  s->rank = rank, s->ranks = ranks;
+  return H3_OK;
 }
 
 h3_status h3_cuda_random_param(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,

@@ -64,6 +64,7 @@ typedef enum {
                         attention, block selection, the Markov head) */
   CU_OP_SAGE,        /* sage_attention (cuda_sage.c) */
   CU_OP_SOL,         /* sol_attention (cuda_sol.c) */
+  CU_OP_COLLECTIVE,  /* shard, all_gather, all_to_all, all_reduce (cuda_collective.c) */
   CU_OP_UNSUPPORTED, /* not on cuda yet */
 } cu_op_kind;
 
@@ -78,9 +79,9 @@ typedef struct {
   bool skinny;   /* LINEAR on the skinny kernel (cuda_skinny_gemm.c) */
   cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
-  void *scratch;       /* M31, SAGE, SOL, skinny LINEAR: device scratch of
-                          cu_m31_scratch_bytes, cu_sage_scratch_bytes, cu_sol_scratch_bytes or
-                          cu_skinny_op_scratch_bytes (owned) */
+  void *scratch;       /* M31, SAGE, SOL, COLLECTIVE, skinny LINEAR: device scratch of
+                          cu_m31_scratch_bytes, cu_sage_scratch_bytes, cu_sol_scratch_bytes,
+                          cu_collective_scratch_bytes or cu_skinny_op_scratch_bytes (owned) */
   bool failed;         /* preparing it failed (reported once) */
 } cu_op;
 
@@ -96,6 +97,7 @@ typedef struct {
 typedef enum { CU_ATT_CUDNN, CU_ATT_FLASH, CU_ATT_REFERENCE } cu_att_impl;
 
 typedef struct cu_graphs cu_graphs; /* cuda_graph.c */
+typedef struct cu_nccl cu_nccl;     /* cuda_nccl.c */
 typedef struct cu_cudnn cu_cudnn;   /* cuda_cudnn.c */
 
 typedef struct cu_state {
@@ -152,6 +154,10 @@ typedef struct cu_state {
      (cu_launch) or run a trapping kernel in its place (0: off); launches counts them */
   bool sync_each_op;
   long long fault_launch, fault_kernel, launches;
+  /* the ranks of a parallel plan (h3_cuda_join_ranks): this backend is rank `rank` of
+     `ranks` through nccl; without it rank 0 of 1 and nccl NULL */
+  int rank, ranks;
+  cu_nccl *nccl;
 } cu_state;
 
 /* ---- checks (cuda_backend.c) ----------------------------------------------------------- */
@@ -223,6 +229,13 @@ h3_status cu_index_copy(cu_state *s, const h3_op *op, const h3_tensor *x, const 
  * one rounding: bitwise the CPU reference for every dtype combination. */
 h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,
                             const h3_tensor *out, h3_diag *d);
+/* y[i] = x[i], i < n, between bf16, f16 and f32 (xt, yt), one RNE rounding. */
+h3_status cu_convert(cu_state *s, const void *x, h3_dtype xt, void *y, h3_dtype yt, int64_t n,
+                     h3_diag *d);
+/* local[i] = ids[i] - base when that lies in [0, E), else -1 (i32 ids, i < n): moe {ranks}'s
+ * ids of this rank's experts (the moe kernels skip a slot of id -1). */
+h3_status cu_rank_ids(cu_state *s, const void *ids, void *local, int64_t n, int64_t base, int64_t E,
+                      h3_diag *d);
 /* dst[i] = h3_rng_init_value(kind, scale, seed, stream, i) rounded to dtype, i < n. */
 h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int kind,
                          float scale, uint64_t seed, uint32_t stream, h3_diag *d);

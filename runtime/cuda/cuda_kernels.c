@@ -10,6 +10,7 @@
  * (linear_int8), attention, a host computation, or "unsupported on cuda". The backend emits
  * no code: kernels come from the plan or from kernels/ (include/h3/kernels.h).
  */
+#include "cuda_collective.h"
 #include "cuda_internal.h"
 #include "cuda_skinny_gemm.h"
 
@@ -327,13 +328,9 @@ static const char *unsupported_hint(const h3_op *op) {
   if (op->code == H3_OP_SOL_ATTENTION)
     return "sol_attention runs on cuda with bf16 q, k, v of head_dim 128 (Hq a multiple of Hk) and "
            "thresh diag or exact: run other shapes with --backend cpu";
-  if (op->code == H3_OP_MOE)
-    return "moe over one rank's experts (ranks > 1, h3c compile --gpus N) is not supported by the "
-           "cuda backend yet: run the parallel plan with h3exec --backend cpu --gpus N "
-           "(docs/parallel.md)";
-  if (h3_op_is_collective(op->code))
-    return "a parallel plan (h3c compile --gpus N) runs on the cpu backend's thread ranks for now: "
-           "h3exec --backend cpu --gpus N (the NCCL side is not written yet, docs/parallel.md)";
+  if (op->code == H3_OP_ALL_REDUCE)
+    return "all_reduce runs on cuda for f32, f64, i32, i64, i8, u8, and between bf16, f16 and f32: "
+           "run other dtypes with --backend cpu --gpus N";
   return "run this model with --backend cpu for now";
 }
 
@@ -404,10 +401,11 @@ static int64_t view_offset(const h3_op *op) {
  * linear needs while it runs, allocated and zeroed now (outside any graph capture; counters
  * in it start at 0) and owned by the record. */
 static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
-  size_t bytes = o->kind == CU_OP_SAGE     ? cu_sage_scratch_bytes(o->op)
-                 : o->kind == CU_OP_SOL    ? cu_sol_scratch_bytes(o->op)
-                 : o->kind == CU_OP_LINEAR ? cu_skinny_op_scratch_bytes(o->op)
-                                           : cu_m31_scratch_bytes(o->op);
+  size_t bytes = o->kind == CU_OP_SAGE         ? cu_sage_scratch_bytes(o->op)
+                 : o->kind == CU_OP_SOL        ? cu_sol_scratch_bytes(o->op)
+                 : o->kind == CU_OP_COLLECTIVE ? cu_collective_scratch_bytes(o->op)
+                 : o->kind == CU_OP_LINEAR     ? cu_skinny_op_scratch_bytes(o->op)
+                                               : cu_m31_scratch_bytes(o->op);
   if (!bytes) return H3_OK;
   o->scratch = cu_alloc(s, bytes);
   if (!o->scratch)
@@ -431,6 +429,8 @@ cu_op_kind cu_op_kind_of(const h3_op *op) {
   if (op->code == H3_OP_ATTENTION) return CU_OP_ATTENTION;
   if (op->code == H3_OP_SAGE_ATTENTION) return cu_sage_supports(op) ? CU_OP_SAGE : CU_OP_UNSUPPORTED;
   if (op->code == H3_OP_SOL_ATTENTION) return cu_sol_supports(op) ? CU_OP_SOL : CU_OP_UNSUPPORTED;
+  if (h3_op_is_collective(op->code))
+    return cu_collective_supports(op) ? CU_OP_COLLECTIVE : CU_OP_UNSUPPORTED;
   return cu_m31_runs(op) ? CU_OP_M31 : CU_OP_UNSUPPORTED;
 }
 
@@ -448,7 +448,8 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   case CU_OP_LINEAR_INT8: return cu_int8_prepare(s, op, &o->int8, d);
   case CU_OP_M31:
   case CU_OP_SAGE:
-  case CU_OP_SOL: return prepare_scratch(s, o, d);
+  case CU_OP_SOL:
+  case CU_OP_COLLECTIVE: return prepare_scratch(s, o, d);
   case CU_OP_KERNEL: break;
   case CU_OP_ATTENTION:
   case CU_OP_HOST:
@@ -554,6 +555,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   case CU_OP_M31: return cu_m31_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_SAGE: return cu_sage_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_SOL: return cu_sol_run(s, o->op, o->scratch, in, out, d);
+  case CU_OP_COLLECTIVE: return cu_collective_run(s, o->op, o->scratch, in, out, d);
   case CU_OP_UNSUPPORTED: break;
   }
   return cu_op_error(d, o->op, unsupported_hint(o->op), "not supported by the cuda backend");

@@ -94,8 +94,7 @@ const char *cu_m31_check_defines(const char *file) {
 
 bool cu_m31_runs(const h3_op *op) {
   switch (op->code) {
-  case H3_OP_MOE: return h3_op_attr_int(op, "ranks", 1) == 1; /* expert parallel: not yet */
-  case H3_OP_ROUTER_TOPK: case H3_OP_MARKOV_DRAFT: case H3_OP_INDEX_TOPK:
+  case H3_OP_MOE: case H3_OP_ROUTER_TOPK: case H3_OP_MARKOV_DRAFT: case H3_OP_INDEX_TOPK:
   case H3_OP_PAGED_ATTENTION: case H3_OP_BLOCK_ATTENTION: case H3_OP_SPARSE_ATTENTION:
   case H3_OP_SPEC_ACCEPT: case H3_OP_LINEAR_NVFP4:
     return true;

@@ -7,7 +7,9 @@
  * H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA cores into bf16 activations and
  * expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
  * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores from 8
- * chains on (markov_mma; H3_MARKOV_FORM forces a form).
+ * chains on (markov_mma; H3_MARKOV_FORM forces a form). moe {ranks = N} (expert parallelism)
+ * runs the same kernels on local ids: the global ids of this rank's slice less its base, the
+ * others -1 (cu_rank_ids).
  */
 #include "cuda_m31.h"
 
@@ -188,17 +190,20 @@ static long long moe_gemm_slots(long long T, long long k, long long E) {
 }
 
 /* moe's scratch, 256-byte aligned parts: the activations act [T * k, F] and the expert
- * outputs y [T * k, H] (bf16), the experts' row counts [E] and row lists [E, T] (int). */
+ * outputs y [T * k, H] (bf16), the experts' row counts [E] and row lists [E, T] (int); with
+ * ranks > 1 the local ids [T, k] (int, cu_rank_ids). */
 typedef struct {
-  size_t act, y, counts, lists, total;
+  size_t act, y, counts, lists, local, total;
 } moe_scratch;
 
-static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E) {
+static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E,
+                              bool ranked) {
   moe_scratch m = {0};
   m.y = cu_align256((size_t)(T * k * F) * 2);
   m.counts = m.y + cu_align256((size_t)(T * k * H) * 2);
   m.lists = m.counts + cu_align256((size_t)E * 4);
-  m.total = m.lists + (size_t)(E * T) * 4;
+  m.local = m.lists + cu_align256((size_t)(E * T) * 4);
+  m.total = ranked ? m.local + (size_t)(T * k) * 4 : m.lists + (size_t)(E * T) * 4;
   return m;
 }
 
@@ -250,7 +255,21 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   if (!scratch) return cu_op_error(d, op, NULL, "no activation scratch (the op was not prepared)");
   float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
   const void *h = in[0].data, *gu = in[1].data, *dn = in[2].data, *ids = in[3].data, *w = in[4].data;
-  moe_scratch ms = moe_layout(T, k, H, F, E);
+  /* ranks = N > 1: the weights hold this rank's E experts of N * E; the ids of the others'
+     become -1, which no kernel below reads a weight for (the lists skip them, the combine
+     adds nothing for them) */
+  int64_t ranks = h3_op_attr_int(op, "ranks", 1);
+  moe_scratch ms = moe_layout(T, k, H, F, E, ranks > 1);
+  if (ranks > 1) {
+    if (ranks != s->ranks)
+      return cu_op_error(d, op, "run the plan with h3exec --backend cuda --gpus N, N its rank count",
+                         "the plan was compiled for %lld ranks but runs on %d", (long long)ranks, s->ranks);
+    if (in[3].type.dtype != H3_I32)
+      return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "moe {ranks} takes i32 ids");
+    void *local = (char *)scratch + ms.local;
+    if (cu_rank_ids(s, ids, local, T * k, (int64_t)s->rank * E, E, d) != H3_OK) return H3_ERR;
+    ids = local;
+  }
   void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
   void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
   int64_t b256[3] = {256, 1, 1}, mma_block[3] = {M31_MOE_MMA_THREADS, 1, 1};
@@ -419,5 +438,5 @@ h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *
 size_t cu_m31_moe_scratch_bytes(const h3_op *op) {
   const h3_type *h = &op->operands[0]->type, *gu = &op->operands[1]->type;
   return moe_layout(h->dims[0], op->operands[3]->type.dims[1], h->dims[1], gu->dims[1] / 2,
-                    gu->dims[0]).total;
+                    gu->dims[0], h3_op_attr_int(op, "ranks", 1) > 1).total;
 }

@@ -1,7 +1,8 @@
 /* cuda_util.c: launches of the cuda backend's own small kernels (kernels/util.cu, compiled
  * on first use behind the prelude, through the kernel cache): h3cu_index_copy (an index op's
  * row copy), h3cu_fill_random (random weights made on the device) and h3cu_trap (the kernel
- * fault of the H3_FAULT_KERNEL test switch); and the generic
+ * fault of the H3_FAULT_KERNEL test switch), h3cu_convert (all_reduce's fp32 widening and
+ * rounding) and h3cu_rank_ids (moe's expert ids of one rank's slice); and the generic
  * linear (kernels/linear_generic.cu), instantiated per dtype combination, bitwise equal to
  * the CPU reference: the fp32 island of H3 and every linear cuBLASLt does not take.
  */
@@ -10,8 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { UTIL_INDEX, UTIL_FILL, UTIL_TRAP, UTIL_N };
-static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_random", "h3cu_trap"};
+enum { UTIL_INDEX, UTIL_FILL, UTIL_TRAP, UTIL_CONVERT, UTIL_RANK_IDS, UTIL_N };
+static const char *const util_names[UTIL_N] = {"h3cu_index_copy", "h3cu_fill_random", "h3cu_trap",
+                                               "h3cu_convert", "h3cu_rank_ids"};
 
 static cu_kernel *util_kernel(cu_state *s, int which, h3_diag *d) {
   cu_kernel *k = cu_kernel_find(s, util_names[which]);
@@ -87,6 +89,31 @@ void cu_linear_defines(char *buf, size_t len, const char *name, h3_dtype x, h3_d
            "#define H3_Y_T %s\n",
            name, h3_kernel_ctype(x), h3_kernel_ctype(w),
            h3_kernel_ctype(bias == H3_DTYPE_COUNT ? H3_F32 : bias), h3_kernel_ctype(y));
+}
+
+/* Launches util kernel `which` over n elements (grid_1d); nothing when n is 0. */
+static h3_status launch_1d(cu_state *s, int which, int64_t n, void **args, h3_diag *d) {
+  cu_kernel *k = util_kernel(s, which, d);
+  if (!k) return H3_ERR;
+  if (n == 0) return H3_OK;
+  int64_t grid[3], block[3];
+  grid_1d(n, grid, block);
+  return cu_launch(s, k, grid, block, 0, args, d);
+}
+
+h3_status cu_convert(cu_state *s, const void *x, h3_dtype xt, void *y, h3_dtype yt, int64_t n,
+                     h3_diag *d) {
+  int xi = (int)xt, yi = (int)yt;
+  long long nn = n;
+  void *args[] = {&x, &xi, &y, &yi, &nn};
+  return launch_1d(s, UTIL_CONVERT, n, args, d);
+}
+
+h3_status cu_rank_ids(cu_state *s, const void *ids, void *local, int64_t n, int64_t base, int64_t E,
+                      h3_diag *d) {
+  long long nn = n, b = base, e = E;
+  void *args[] = {&ids, &local, &nn, &b, &e};
+  return launch_1d(s, UTIL_RANK_IDS, n, args, d);
 }
 
 h3_status cu_linear_generic(cu_state *s, const h3_op *op, const h3_tensor *in, int n_in,

@@ -16,7 +16,9 @@
 #   - refused with a message and a hint: --gpus 3 (4 heads; at the attention's file:line:col),
 #     M3.1 at --gpus 4 (2 kv heads), with 6 experts or at --quality exact (the all_reduce sums
 #     in another order: not bitwise, the exact tier's promise), a 2-rank plan run without --gpus or with --gpus 4, a one-rank plan with
-#     --gpus 2, --backend cuda with --gpus 2; nothing written by a refused run.
+#     --gpus 2; nothing written by a refused run;
+#   - --backend cuda --gpus 2 without a GPU: each rank process fails with its error, the
+#     supervisor reports every rank's exit status, exit 1 at once.
 set -u
 h3c=$1 h3exec=$2 work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -168,16 +170,27 @@ refused "M3.1 --gpus 4, 6 experts" "tensor-parallel: moe has 6 experts" \
   --set experts=6 -o bad.plan
 refused "M3.1 --gpus 2 --quality exact" "at --quality exact: tensor-parallel sums" \
   "$h3c" compile "$src/models/minimax_m3_1.g" --config tiny --no-kernels --gpus 2 --quality exact -o bad.plan
-refused "M3.1 plan, --backend cuda" "--backend cuda is not supported with several ranks" \
-  "$h3exec" m31_2.plan --backend cuda --gpus 2 --out bad.safetensors
 refused "2-rank plan, no --gpus" "the plan was compiled for 2 ranks (h3c compile --gpus 2), not 1" \
   "$h3exec" sample2.plan --backend cpu --out bad.safetensors
 refused "2-rank plan, --gpus 4" "the plan was compiled for 2 ranks (h3c compile --gpus 2), not 4" \
   "$h3exec" sample2.plan --backend cpu --gpus 4 --out bad.safetensors
 refused "1-rank plan, --gpus 2" "the plan was compiled for 1 rank" \
   "$h3exec" sample1.plan --backend cpu --gpus 2 --out bad.safetensors
-refused "--backend cuda" "--backend cuda is not supported with several ranks" \
-  "$h3exec" sample2.plan --backend cuda --gpus 2 --out bad.safetensors
+# --backend cuda --gpus 2 forks two rank processes; without a GPU both fail at their backend
+# and the supervisor reports them (at once: no rank waits for another). On a machine with a
+# GPU this case is the GPU session's (tests/gpu/run_all.sh collectives).
+refused "--backend cuda --gpus 2" "exited with status 1" \
+  timeout 60 "$h3exec" sample2.plan --backend cuda --gpus 2 --out bad.safetensors
+if grep -q "no usable GPU" refused.err; then
+  for r in 0 1; do
+    grep -q "^h3exec (rank $r): error: cuda: no usable GPU" refused.err ||
+      { echo "FAIL: --backend cuda --gpus 2: no error of rank $r:" >&2; cat refused.err >&2; fail=1; }
+  done
+  # whichever rank ended first is the error; the other a note (it failed too, or was stopped)
+  grep -q "^h3exec: error: --gpus 2: rank [01] exited with status 1$" refused.err &&
+    grep -qE "^h3exec: note: --gpus 2: rank [01] (exited with status 1|was killed by signal 15 .*) after rank [01] failed" refused.err ||
+    { echo "FAIL: --backend cuda --gpus 2: the ranks' ends not reported:" >&2; cat refused.err >&2; fail=1; }
+fi
 if [ -e bad.plan ] || [ -e bad.safetensors ]; then
   echo "FAIL: a refused run wrote its output" >&2
   fail=1

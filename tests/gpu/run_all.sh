@@ -13,6 +13,10 @@
 #   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared; then
 #          test_gpu_m31 (the small config on cuda: verify rows vs DECODE, chunked prefill,
 #          scrambled pages, MSA == dense below 2048)
+#   collectives  test_gpu_collectives (each collective at one rank through NCCL vs the CPU,
+#          bitwise); h3exec --backend cuda --gpus 1 (the rank processes, NCCL id and
+#          communicator) bitwise the plain cuda run; with 2 GPUs (nvidia-smi -L), tiny H3 and
+#          tiny M3.1 compiled for 2 ranks on cuda --gpus 2 against cpu --gpus 2 (NMSE, tokens)
 #   m31small  h3exec on the small M3.1 plan (prompt 128, 32 new tokens) on cuda, and its
 #          decode graph timed alone (the report's latency is the time per decode step)
 #   m31smallcpu  the same 32 tokens on the CPU backend, compared with m31small's (run after it)
@@ -184,6 +188,34 @@ for section in $SECTIONS; do
     step m31_tiny_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
       "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_cpu.safetensors" 256
     step test_gpu_m31 300 "$BIN/test_gpu_m31" models
+    ;;
+  collectives)
+    # the NCCL side (docs/parallel.md): the collectives at one rank against the CPU; the rank
+    # processes at --gpus 1 (launcher, NCCL id, communicator, teardown) bitwise the plain run;
+    # with 2 GPUs, tiny H3 and M3.1 compiled for 2 ranks on cuda against the cpu's 2 thread ranks
+    step test_gpu_collectives 120 "$BIN/test_gpu_collectives"
+    step coll_plain 120 "$BIN/h3exec" "$PLANS/h3_tiny.plan" --backend cuda --weights random --seed 3 \
+      --out "$WORK/coll_plain.safetensors"
+    step coll_gpus1 120 "$BIN/h3exec" "$PLANS/h3_tiny.plan" --backend cuda --gpus 1 --weights random \
+      --seed 3 --out "$WORK/coll_gpus1.safetensors"
+    step coll_gpus1_same 60 python3 tests/gpu/compare_outputs.py "$WORK/coll_gpus1.safetensors" \
+      "$WORK/coll_plain.safetensors" 0
+    if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then
+      step coll_h3_g2_cuda 180 "$BIN/h3exec" "$PLANS/h3_tiny_g2.plan" --backend cuda --gpus 2 \
+        --weights random --seed 3 --out "$WORK/coll_h3_g2_cuda.safetensors"
+      step coll_h3_g2_cpu 300 "$BIN/h3exec" "$PLANS/h3_tiny_g2.plan" --backend cpu --gpus 2 \
+        --weights random --seed 3 --out "$WORK/coll_h3_g2_cpu.safetensors"
+      step coll_h3_g2_compare 60 python3 tests/gpu/compare_outputs.py "$WORK/coll_h3_g2_cuda.safetensors" \
+        "$WORK/coll_h3_g2_cpu.safetensors" 1e-2
+      step coll_m31_g2_cuda 180 "$BIN/h3exec" "$PLANS/m31_tiny_g2.plan" --backend cuda --gpus 2 \
+        --weights random --seed 3 --out "$WORK/coll_m31_g2_cuda.safetensors"
+      step coll_m31_g2_cpu 180 "$BIN/h3exec" "$PLANS/m31_tiny_g2.plan" --backend cpu --gpus 2 \
+        --weights random --seed 3 --out "$WORK/coll_m31_g2_cpu.safetensors"
+      step coll_m31_g2_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
+        "$WORK/coll_m31_g2_cuda.safetensors" "$WORK/coll_m31_g2_cpu.safetensors" 256
+    else
+      echo "collectives: fewer than 2 GPUs: the 2-rank runs are skipped" | tee -a "$LOG/summary.txt"
+    fi
     ;;
   m31small)
     # M3.1 at the small config (every real width, 4 layers, 32 experts; weights made on the

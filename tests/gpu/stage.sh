@@ -2,7 +2,7 @@
 # stage.sh: builds, here on the machine without a GPU, everything tests/gpu/run_all.sh needs
 # on the GPU machine, into one folder that travels with the device call (name it in carry):
 #   STAGE/bin/     h3c, h3exec, gpu_compile_check, test_gpu_ops, test_gpu_model, attention_bench, nvfp4_bench,
-#                  block_bench, normmod_gpu_test, test_gpu_int8
+#                  block_bench, normmod_gpu_test, test_gpu_int8, test_gpu_collectives
 #   STAGE/plans/   h3_tiny.plan (lossless), m31_tiny.plan (M3.1 tiny, lossless), m31_small_p128.plan (M3.1 small, prompt 128, 32 new tokens; _n256: 256 new tokens), m31_small_gpu_test_g8 / _g127.plan (test_gpu_m31's plans), m31_small_p2048_n16 / _n80.plan (prompt 2048, 16 / 80 new tokens: bench/m31_decode.sh), m31_small_b64_p256_n8 / _n24.plan, _p2048_ and _p16384_ (64 sequences, prompt 256, 2048 and 16384), m31_small_p16384_n16 / _n80.plan (prompt 16384), m31_small_serve_s1 / _s8 / _s32 / _s64.plan (serving: bench/m31_serve.sh), h3_tiny_high.plan and h3_tiny_high0.plan (tiny at
 #                  --quality high: Cache-DiT with its defaults, and with threshold 0), h3_small_int8.plan (tiny with dims 256 and 2 layers,
 #                  --int8 with rotation and row chunks of 24 rows: every linear is int8; and
@@ -29,17 +29,19 @@ B=${1:-build-gpu}
 S=$B/stage
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE="${H3_STAGE_BUILD_TYPE:-RelWithDebInfo}" > /dev/null
 cmake --build "$B" -j2 --target h3c h3exec gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench nvfp4_bench \
-  block_bench normmod_gpu_test test_gpu_int8
+  block_bench normmod_gpu_test test_gpu_int8 test_gpu_collectives
 rm -rf "$S"
 mkdir -p "$S/bin" "$S/plans" "$S/kcache"
 cp "$B/h3c" "$B/h3exec" "$S/bin/"
-for t in gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench nvfp4_bench block_bench test_gpu_int8; do cp "$B/tests/gpu/$t" "$S/bin/"; done
+for t in gpu_compile_check test_gpu_ops test_gpu_model test_gpu_m31 attention_bench nvfp4_bench block_bench test_gpu_int8 test_gpu_collectives; do cp "$B/tests/gpu/$t" "$S/bin/"; done
 cp "$B/tests/normmod/normmod_gpu_test" "$S/bin/"
 strip --strip-debug "$S"/bin/*
 export H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
 "$S/bin/gpu_compile_check"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny -o "$S/plans/h3_tiny.plan"
 "$S/bin/h3c" compile models/minimax_m3_1.g --config tiny -o "$S/plans/m31_tiny.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config tiny --gpus 2 -o "$S/plans/h3_tiny_g2.plan"
+"$S/bin/h3c" compile models/minimax_m3_1.g --config tiny --gpus 2 -o "$S/plans/m31_tiny_g2.plan"
 "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set prompt_len=128 --set max_new_tokens=32 \
   -o "$S/plans/m31_small_p128.plan"
 "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set prompt_len=128 --set max_new_tokens=256 \
