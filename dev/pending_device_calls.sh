@@ -9,6 +9,10 @@
 #      attention_bench --sol (sol_ws, sol_ws_dense against flash; predicted tau 1 at 15-18
 #      ms), then dev/attention_ncu.sh (why Sage's ws form is 0.95 x flash, not ~1.8 x)
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
+#   7  the NCCL side of --gpus on one GPU (never run yet): run_all.sh collectives
+#      (test_gpu_collectives: each collective at one rank through NCCL against the CPU; the
+#      --backend cuda --gpus 1 rank process bitwise the plain run; with 2 GPUs, tiny H3 and
+#      M3.1 at --gpus 2)
 #   5  the kernels changed after calls 1-3: attention_bench --sol (Sol's staged pseudo-keys:
 #      predicted at tau 1 40.8 -> ~27 ms), one profiled DSpark run with 128 experts at batch 64
 #      (forced acceptance 4; the per-op table of a round: where the 19 ms verify goes),
@@ -42,7 +46,8 @@ case $CALL in
    echo "== test_gpu_ops"; timeout 120 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
    echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    mkdir -p "$OUT/ncu"; dev/attention_ncu.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..6" >&2; exit 2 ;;
+7) timeout 300 tests/gpu/run_all.sh "$S" "$OUT/ra" collectives > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..7" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
