@@ -26,15 +26,13 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
-static void free_ranks(gpu_ranks *g) {
+void gpu_ranks_free(gpu_ranks *g) {
   if (!g) return;
   for (int i = 0; i < 2 * g->n; i++) close_fd(&g->pipe[i]);
   free(g->pid);
   free(g->pipe);
   free(g);
 }
-
-void gpu_ranks_free(gpu_ranks *g) { free_ranks(g); }
 
 /* Rank r keeps what it uses of the pipes: rank 0 the write ends, rank j its read end. */
 static void keep_own_ends(gpu_ranks *g) {
@@ -110,7 +108,7 @@ int gpu_ranks_wait(gpu_ranks *g, h3_diag *d) {
   if (!status || !ended) h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "out of memory waiting for the ranks");
   free(status);
   free(ended);
-  free_ranks(g);
+  gpu_ranks_free(g);
   return rc;
 }
 
@@ -132,7 +130,7 @@ gpu_ranks *gpu_ranks_fork(int n, int *rank, h3_diag *d) {
     if (pipe(&g->pipe[2 * j]) != 0) {
       h3_diag_error(d, (h3_span){0}, "run fewer ranks, or raise the open file limit (ulimit -n)",
                     "--gpus %d: cannot make the pipe of rank %d: %s", n, j, strerror(errno));
-      free_ranks(g);
+      gpu_ranks_free(g);
       return NULL;
     }
   fflush(stdout);
@@ -158,7 +156,7 @@ gpu_ranks *gpu_ranks_fork(int n, int *rank, h3_diag *d) {
       if (ended) signal_living(g, ended, SIGKILL);
       free(ended);
       for (int q = 0; q < r; q++) waitpid(g->pid[q], NULL, 0);
-      free_ranks(g);
+      gpu_ranks_free(g);
       return NULL;
     }
     g->pid[r] = p;

@@ -546,6 +546,24 @@ H3_DI void h3_bar_wait(unsigned bar, unsigned parity) {
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   } while (!done);
 }
+// A ring of SLOTS shared-memory slots between one TMA producer and the consumers: per slot a
+// "full" mbarrier (the producer's expect_tx arrival + the TMA bytes) and an "empty" one (the
+// consumers' releases), 8-byte words from `bars` on: full(s), then empty(s) SLOTS words later.
+template <int SLOTS> struct h3_ring {
+  unsigned bars;
+  H3_DI unsigned full(int s) const { return bars + 8 * s; }
+  H3_DI unsigned empty(int s) const { return bars + 8 * (SLOTS + s); }
+  // one thread, before the block's first barrier: every slot's two barriers (full expects one
+  // arrival, empty `releases`), made visible to the async proxy
+  H3_DI void init(unsigned releases) const {
+    for (int s = 0; s < SLOTS; s++) {
+      h3_bar_init(full(s), 1);
+      h3_bar_init(empty(s), releases);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    h3_fence_async_smem();
+  }
+};
 // TMA: the box of the map (flash attention, moe: {64 columns, 128 rows}, 128-byte swizzled)
 // at (column c0, row c1) into shared memory at dst (1024-aligned), completing its bytes on bar
 H3_DI void h3_tma(unsigned dst, const h3_tmap *map, int c0, int c1, unsigned bar) {

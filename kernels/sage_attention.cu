@@ -442,11 +442,7 @@ H3_DI float h3s_ldg(const float *p) {
 }
 
 // The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (4 + s)
-struct h3s_ws_bars {
-  unsigned bars;
-  H3_DI unsigned full(int s) const { return bars + 8 * s; }
-  H3_DI unsigned empty(int s) const { return bars + 8 * (H3S_WS_STAGES + s); }
-};
+typedef h3_ring<H3S_WS_STAGES> h3s_ws_bars;
 
 // The producer thread: the nst stages (K rows krow + 128 j .. of tk, V^T columns 128 j .. of
 // rows vrow .. + 127 of tv) into the slots at ss
@@ -580,14 +576,7 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
   const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
   const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
   const long long q0 = (long long)blockIdx.x * H3S_ROWS;
-  if (tid == 0) {
-    for (int s = 0; s < H3S_WS_STAGES; s++) {
-      h3_bar_init(bar.full(s), 1);
-      h3_bar_init(bar.empty(s), 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    h3_fence_async_smem();
-  }
+  if (tid == 0) bar.init(8);
   __syncthreads();
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");

@@ -389,11 +389,7 @@ H3_DI void h3a_ws_pv(float acc[16][4], const unsigned pa[4][4], unsigned long lo
 }
 
 // The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (H3A_WS_SLOTS + s)
-struct h3a_ring {
-  unsigned bars;
-  H3_DI unsigned full(int s) const { return bars + 8 * s; }
-  H3_DI unsigned empty(int s) const { return bars + 8 * (H3A_WS_SLOTS + s); }
-};
+typedef h3_ring<H3A_WS_SLOTS> h3a_ring;
 
 // A ring position: the slot of use u and the parity of that use's full phase
 struct h3a_pos {
@@ -556,14 +552,7 @@ extern "C" __global__ void __launch_bounds__(H3A_WS_THREADS, 1) h3cu_sol_fwd_ws(
   const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
   const long long i0 = 2LL * blockIdx.x, qs = (long long)gridDim.y * H3A_D;
   const unsigned char *e0 = exact + ((long long)n * nb + i0) * nb, *e1 = i0 + 1 < nb ? e0 + nb : nullptr;
-  if (tid == 0) {
-    for (int s = 0; s < H3A_WS_SLOTS; s++) {
-      h3_bar_init(ring.full(s), 1);
-      h3_bar_init(ring.empty(s), 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    h3_fence_async_smem();
-  }
+  if (tid == 0) ring.init(8);
   __syncthreads();
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");

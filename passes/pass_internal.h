@@ -27,6 +27,17 @@ static inline bool h3_loop_is_trunk(const h3_op *op) {
   return !strcmp(l, "trunk") || !strncmp(l, "trunk.", 6);
 }
 
+/* ---- several ranks ----------------------------------------------------------------------- */
+/* The rank count of `h3c compile --gpus N` for the passes it enables (sequence-parallel,
+ * tensor-parallel): N, or 0 after an error naming `pass` when N < 2. */
+static inline int h3_pass_rank_count(const h3_pass_context *pc, const char *pass, h3_diag *d) {
+  int gpus = h3_pass_options_of(pc)->gpus;
+  if (gpus >= 2) return gpus;
+  h3_diag_error(d, (h3_span){0}, "h3c compile --gpus N (N >= 2) enables it with its rank count",
+                "%s needs a rank count of 2 or more (now %d)", pass, gpus);
+  return 0;
+}
+
 /* ---- op arrays (op_array.c) ------------------------------------------------------------- */
 /* Appends op to the array *ops of *n ops in *cap slots, growing it (doubling, 16 at first;
  * free with free()). false when memory runs out: the array is then as it was. */

@@ -594,12 +594,8 @@ static h3_status retype_programs(tp_ctx *c) {
 }
 
 static h3_status tensor_parallel_run(h3_module *m, h3_pass_context *pc, h3_diag *d) {
-  int gpus = h3_pass_options_of(pc)->gpus;
-  if (gpus < 2) {
-    h3_diag_error(d, (h3_span){0}, "h3c compile --gpus N (N >= 2) enables it with its rank count",
-                  "%s needs a rank count of 2 or more (now %d)", PASS, gpus);
-    return H3_ERR;
-  }
+  int gpus = h3_pass_rank_count(pc, PASS, d);
+  if (!gpus) return H3_ERR;
   tp_ctx c = {.m = m, .d = d, .n = gpus};
   h3_status st = H3_OK;
   for (int i = 0; i < m->n_graphs && st == H3_OK; i++)

@@ -107,12 +107,16 @@ typedef struct {
   sage_scratch sc;
 } sage_ctx;
 
+/* Whether the ws form's 32-bit TMA row coordinates reach every key row of a segment: hk kv
+ * heads of lp rows each */
+static bool ws_reaches(int hk, long long lp) { return (int64_t)hk * lp <= 2147483647 - 128; }
+
 /* h3cu_sage_fwd_fp8_ws (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA
  * maps of kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
 static h3_status run_ws(cu_state *s, cu_kernel *k, const sage_scratch *sc, int hq, int hk, long long len,
                         long long lp, void *o, long long os, float scale, h3_diag *d) {
   static const char *const who = "sage_attention", *const fix = "run it with H3_SAGE_FORM=mma";
-  if ((int64_t)hk * lp > 2147483647 - 128) {
+  if (!ws_reaches(hk, lp)) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: %d kv heads of %lld rows take more rows than the "
                   "warp-specialised kernel's 32-bit TMA coordinates", who, hk, len);
     return H3_ERR;
@@ -158,8 +162,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   /* H3_SAGE_FORM=wgmma forces the ws form (its error names a too long segment), =mma the other */
   const char *form = getenv("H3_SAGE_FORM");
   bool forced = form && !strcmp(form, "wgmma"), off = form && !strcmp(form, "mma");
-  bool ws_fits = (int64_t)hk * lp <= 2147483647 - 128;
-  if (fp8 && (forced || (!off && ws_fits))) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
+  if (fp8 && (forced || (!off && ws_reaches(hk, lp)))) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
   int which = fp8 ? 3 : 4;
