@@ -10,7 +10,8 @@
 #   draft         DSpark draft (§5.3 steps 1-4): block attention + Markov head, greedy;
 #   draft_commit  §5.3 step 7: draft K/V of the verify rows from the captured states;
 #   draft_prefill the same for the prompt rows after prefill;
-#   generate      the program: prefill, then greedy decode of max_new_tokens tokens;
+#   generate      the program: prefill_seq of sequence 0, then greedy decode of max_new_tokens
+#                 tokens;
 #   serve_prefill, serve_decode, serve_mixed  the serving engine's chunk of a prompt, its
 #                 batched decode step, and both in one pass.
 # Caches are graph inputs and outputs (kv_write returns the new cache). The page table of the
@@ -685,8 +686,10 @@ program generate(prompt: i32[prompt_len]) -> (tokens: i32[max_new_tokens]) {
   v_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
   ik_cache = zeros(bf16, [n_sparse, pages, page, index_dim])
   positions = iota(n = prompt_len + max_new_tokens)                      # [..] i32
-  logits, captured, k_cache, v_cache, ik_cache = prefill(prompt, positions[0], k_cache, v_cache,
-                                                         ik_cache)
+  seq0 = zeros(i32, [])
+  # sequence 0's prefill (positions 0 ..), without the draft's captured states that `prefill`
+  # also returns
+  logits, k_cache, v_cache, ik_cache = prefill_seq(prompt, seq0, k_cache, v_cache, ik_cache)
   token = argmax(logits)                                                 # [1] i32
   out = set_index(zeros(i32, [max_new_tokens]), 0, token[0])
   decode_loop: for k in max_new_tokens - 1 {

@@ -10,11 +10,14 @@
  *   h3cu_sol_kstats     grid (Hk), 128 threads: kmean, kvar;
  *   h3cu_sol_select     grid (nb, Hq), 128 threads: exact;
  *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows
- *                       (mma.sync); with H3_SOL_FORM=ws in the environment h3cu_sol_fwd_ws
- *                       instead: grid (ceil(nb / 2), Hq), 384 threads, 193 KiB (warp-
- *                       specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of k, v and
- *                       kvs encoded per segment and passed by value).
- * Environment: H3_SOL_FORM (mma, the default, or ws; read at every run), H3_SOL_STATS (any
+ *                       (mma.sync) where the segment is out of h3cu_sol_fwd_ws's reach
+ *                       (ws_reaches) or H3_SOL_FORM=mma, else h3cu_sol_fwd_ws: grid
+ *                       (ceil(nb / 2), Hq), 384 threads, 193 KiB (warp-specialised, TMA and
+ *                       warpgroup MMAs, sm_90a; its TMA maps of k, v and kvs encoded per
+ *                       segment and passed by value; 1.5 x flash at tau 1 on the H200, 1.12 x
+ *                       the mma form).
+ * Environment: H3_SOL_FORM (unset: ws where it reaches; mma or ws forces that form, ws an
+ * error for a segment it cannot take; read at every run), H3_SOL_STATS (any
  * value) prints each segment's exact-block density (a debugging aid: it waits for the stream
  * after each segment).
  * Scratch (nbm = ceil(T / 64), nbpm = nbm rounded up to 16, a segment's arrays packed with its
@@ -113,13 +116,19 @@ typedef struct {
   sol_scratch sc;
 } sol_ctx;
 
+/* Whether h3cu_sol_fwd_ws takes a segment: k and v 16-byte aligned (TMA) and the centroid rows
+ * (hk nbp 4) within its 32-bit TMA coordinates */
+static bool ws_reaches(const cu_qkv_seg *g, int hk, long long nbp) {
+  return (int64_t)hk * nbp * 4 <= 2147483647 - 64 && ((uintptr_t)g->k | (uintptr_t)g->v) % 16 == 0;
+}
+
 /* h3cu_sol_fwd_ws (kernel k) on a segment of len rows (nb blocks, nbp = nb rounded up to 16):
  * the TMA maps of k, v ([len][hk 128], row stride hk 128) and kvs ([hk nbp 4][128]), boxes of
  * 64 columns x 64 rows, then the launch */
 static h3_status run_ws(cu_state *s, cu_kernel *k, const sol_scratch *sc, const cu_qkv_seg *g, int hq, int hk,
                         long long nb, long long nbp, float scale, h3_diag *d) {
   static const char *const who = "sol_attention", *const fix = "run it with H3_SOL_FORM=mma";
-  if ((int64_t)hk * nbp * 4 > 2147483647 - 64 || ((uintptr_t)g->k | (uintptr_t)g->v) % 16 != 0) {
+  if (!ws_reaches(g, hk, nbp)) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the warp-specialised kernel takes k and v 16-byte aligned "
                   "and at most 2^31 rows of centroids (%d kv heads of %lld blocks)", who, hk, nb);
     return H3_ERR;
@@ -158,9 +167,12 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
       cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
       cu_launch(s, k[2], (int64_t[]){nb, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;
+  /* H3_SOL_FORM=ws forces the ws form (its error names a segment it cannot take), =mma the other */
   const char *form = getenv("H3_SOL_FORM");
-  h3_status st = form && !strcmp(form, "ws") ? run_ws(s, k[4], sc, g, hq, hk, nb, nbp, scale, d)
-                                             : cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
+  bool forced = form && !strcmp(form, "ws"), off = form && !strcmp(form, "mma");
+  h3_status st = forced || (!off && ws_reaches(g, hk, nbp))
+                     ? run_ws(s, k[4], sc, g, hq, hk, nb, nbp, scale, d)
+                     : cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
   if (st != H3_OK) return H3_ERR;
   return getenv("H3_SOL_STATS") ? report_density(s, sc, hq, nb, len, d) : H3_OK;
 }

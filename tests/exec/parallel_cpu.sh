@@ -163,7 +163,9 @@ fi
 
 refused "--gpus 3" "minimax_h3.g:139:7: error: sequence-parallel: attention has 4 query and 4 key heads" \
   "$h3c" compile "$src/models/minimax_h3.g" --config tiny --no-kernels --gpus 3 -o bad.plan
-refused "M3.1 --gpus 4" "minimax_m3_1.g:208:10: error: tensor-parallel: attention has 4 query and 2 kv heads" \
+# the decode attention's line in the model file (the error points at its paged_attention call)
+pa_line=$(grep -n "return paged_attention(q, kc, vc, pos, pt" "$src/models/minimax_m3_1.g" | head -1 | cut -d: -f1)
+refused "M3.1 --gpus 4" "minimax_m3_1.g:$pa_line:10: error: tensor-parallel: attention has 4 query and 2 kv heads" \
   "$h3c" compile "$src/models/minimax_m3_1.g" --config tiny --no-kernels --gpus 4 -o bad.plan
 refused "M3.1 --gpus 4, 6 experts" "tensor-parallel: moe has 6 experts" \
   "$h3c" compile "$src/models/minimax_m3_1.g" --config tiny --no-kernels --gpus 4 $m31_wide \

@@ -394,7 +394,7 @@ static void test_m31(const char *preset, int slot) {
     int64_t new_tokens = h3_module_config(m, "max_new_tokens", -1);
     const h3_op *dl = loop(what, gen, "decode_loop", new_tokens - 1);
     if (dl) CHECK(calls(&dl->regions[0], "decode"), "%s: decode_loop does not call decode", what);
-    CHECK(calls(&gen->body, "prefill"), "%s: generate does not call prefill", what);
+    CHECK(calls(&gen->body, "prefill_seq"), "%s: generate does not call prefill_seq", what);
     io(what, gen, 1, 0, "tokens", "i32[%lld]", (long long)new_tokens);
   }
   for (int i = 0; i < M31_GRAPHS; i++) m31_ops[slot][i] = g[i] ? count_ops_region(&g[i]->body) : -1;
