@@ -2,16 +2,15 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# CALL (calls 1-3 and 5 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt; the Markov
-# step's tensor-core form and Sage's warp-specialised form became defaults from them):
-#   6  first next time: Sol's warp-specialised form (H3_SOL_FORM=ws, never run yet: a hang
-#      is possible, hence the timeouts): test_gpu_ops (every sol case through both forms),
-#      attention_bench --sol (sol_ws, sol_ws_dense against flash; predicted tau 1 at 15-18
-#      ms), then dev/attention_ncu.sh (why Sage's ws form is 0.95 x flash, not ~1.8 x)
+# CALL (calls 1-7 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
+# Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
+#   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
+#      correctness section, m31decode, the sol section (the ws form now the default: the full
+#      3-step sample against flash), then dev/m31_prefill_profile.sh (the prefill per kernel in
+#      the one- and 64-sequence plans; ncu of the prefill's expert GEMMs)
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
-#   7  the NCCL side of --gpus on one GPU (never run yet): run_all.sh collectives
-#      (test_gpu_collectives: each collective at one rank through NCCL against the CPU; the
-#      --backend cuda --gpus 1 rank process bitwise the plain run; with 2 GPUs, tiny H3 and
+#   6  Sol's ws form, test_gpu_ops, attention_bench --sol, then dev/attention_ncu.sh
+#   7  the NCCL side of --gpus on one GPU: run_all.sh collectives (with 2 GPUs, tiny H3 and
 #      M3.1 at --gpus 2)
 #   5  the kernels changed after calls 1-3: attention_bench --sol (Sol's staged pseudo-keys:
 #      predicted at tau 1 40.8 -> ~27 ms), one profiled DSpark run with 128 experts at batch 64
@@ -47,7 +46,9 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    mkdir -p "$OUT/ncu"; dev/attention_ncu.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
 7) timeout 300 tests/gpu/run_all.sh "$S" "$OUT/ra" collectives > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..7" >&2; exit 2 ;;
+8) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode sol; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
+   timeout 250 dev/m31_prefill_profile.sh "$S" "$OUT/prof"; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..8" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
