@@ -16,6 +16,9 @@
 # 17 GiB, kept for later calls; M31_SERVE_WEIGHTS=random: each engine its own random weights).
 # ISL / OSL / the number of requests: M31_SERVE_ISL, M31_SERVE_OSL, M31_SERVE_REQUESTS
 # (a count, instead of 2 C). M31_SERVE_MIXED=0 skips the --mixed-steps runs.
+# M31_SERVE_CHUNKS="R ...": also serve with --mixed-steps from a plan whose prefill chunks are
+# R rows (`--set prompt_len=R`: a prompt in ceil(ISL / R) chunks, each carrying the running
+# rows; plans/m31_small_serve_sC_kR.plan, else compiled here) into OUT/h3mixedkR_C.*.
 # The peer's decode forms: M31_SERVE_PEER_FORMS (default: what bench/m31_peer_decode_check.py
 # finds right and fastest on this device, e.g. "--attention sdpa --moe grouped"; the probe
 # takes about a minute; "none" skips it: the peer's defaults).
@@ -70,6 +73,19 @@ for C in $CS; do
     "$S/bin/h3exec" "$plan" --backend cuda "${h3w[@]}" --requests "$req" --mixed-steps \
       --concurrency "$C" --out "$OUT/h3mixed_$C.results.jsonl" --summary "$OUT/h3mixed_$C.json" >&2 || fail=1
   fi
+  for R in ${M31_SERVE_CHUNKS:-}; do
+    kplan=$S/plans/m31_small_serve_s${C}_k$R.plan
+    if [ ! -f "$kplan" ]; then
+      kplan=$OUT/m31_small_serve_s${C}_k$R.plan
+      "$S/bin/h3c" compile "$here/../models/minimax_m3_1.g" --config small --set seqs="$C" \
+        --set prompt_len="$R" -o "$kplan" || fail=1
+    fi
+    echo "=== h3 with --mixed-steps and chunks of $R rows, concurrency $C" >&2
+    "$S/bin/h3exec" "$kplan" --backend cuda "${h3w[@]}" --requests "$req" --mixed-steps \
+      --concurrency "$C" --out "$OUT/h3mixedk${R}_$C.results.jsonl" --summary "$OUT/h3mixedk${R}_$C.json" >&2 || fail=1
+    [ "$kplan" = "$OUT/m31_small_serve_s${C}_k$R.plan" ] && rm -f "$kplan"
+    cat "$OUT/h3mixedk${R}_$C.json" 2>/dev/null
+  done
   echo "=== PyTorch peer, concurrency $C ${forms:+($forms)}" >&2
   # shellcheck disable=SC2086 # forms: the probe's flags, word-split on purpose
   python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
@@ -83,4 +99,8 @@ if [ "${M31_SERVE_MIXED:-1}" != 0 ]; then
   echo "h3 with --mixed-steps:"
   python3 "$here/m31_serve_table.py" "$OUT"/h3mixed_*.json "$OUT"/peer_*.json || fail=1
 fi
+for R in ${M31_SERVE_CHUNKS:-}; do
+  echo "h3 with --mixed-steps, chunks of $R rows:"
+  python3 "$here/m31_serve_table.py" "$OUT"/h3mixedk"${R}"_*.json "$OUT"/peer_*.json || fail=1
+done
 exit $fail

@@ -8,6 +8,9 @@
 #      correctness section, m31decode, the sol section (the ws form now the default: the full
 #      3-step sample against flash), then dev/m31_prefill_profile.sh (the prefill per kernel in
 #      the one- and 64-sequence plans; ncu of the prefill's expert GEMMs)
+#   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
+#      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
+#      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
 #   6  Sol's ws form, test_gpu_ops, attention_bench --sol, then dev/attention_ncu.sh
 #   7  the NCCL side of --gpus on one GPU: run_all.sh collectives (with 2 GPUs, tiny H3 and
@@ -48,7 +51,10 @@ case $CALL in
 7) timeout 300 tests/gpu/run_all.sh "$S" "$OUT/ra" collectives > "$log" 2>&1 ;;
 8) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode sol; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
    timeout 250 dev/m31_prefill_profile.sh "$S" "$OUT/prof"; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..8" >&2; exit 2 ;;
+9) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_CHUNKS="512 1024" \
+   M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" timeout 430 bench/m31_serve.sh "$S" "$OUT/serve" 64
+   rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..9" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -423,6 +423,7 @@ static h3_status setup(engine *e, const h3_module *m) {
     return H3_ERR;
   for (int64_t r = 0; r < R; r++) e->row_seq[r] = -1;
   e->st->concurrency = e->concurrency;
+  e->st->chunk_rows = e->chunk;
   e->st->pool_pages = h3_page_pool_capacity(&e->pool);
   e->st->page_tokens = e->page;
   return H3_OK;

@@ -70,8 +70,8 @@ void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *devic
             s->speculative ? "round" : "step");
   if (s->speculative && s->spec_rounds) spec_rows(out, s);
   if (s->prefill_chunks)
-    fprintf(out, "prefill         %lld chunks, %lld prompt rows, %.3f ms per chunk\n",
-            (long long)s->prefill_chunks, (long long)s->prefill_rows,
+    fprintf(out, "prefill         %lld chunks of %lld rows, %lld prompt rows, %.3f ms per chunk\n",
+            (long long)s->prefill_chunks, (long long)s->chunk_rows, (long long)s->prefill_rows,
             1e3 * s->prefill_seconds / (double)s->prefill_chunks);
   double kib = (double)s->page_bytes / 1024.0;
   if (s->mixed_chunks)
@@ -104,15 +104,15 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
                "\"completed\": %lld, \"failed\": %lld, \"prompt_tokens\": %lld, "
                "\"output_tokens\": %lld, \"duration_s\": %.6f, \"output_tok_s\": %.3f, "
                "\"request_s\": %.4f, \"decode_steps\": %lld, \"mean_decode_rows\": %.3f, "
-               "\"prefill_chunks\": %lld, \"mixed_chunks\": %lld, \"mixed_rows\": %lld, "
+               "\"chunk_rows\": %lld, \"prefill_chunks\": %lld, \"mixed_chunks\": %lld, \"mixed_rows\": %lld, "
                "\"warmup_s\": %.3f, \"schedule\": \"%s\", \"decode_s\": %.6f, \"prefill_s\": %.6f",
           device ? device : "", (long long)s->concurrency, (long long)s->requests,
           (long long)s->completed, (long long)s->failed, (long long)s->prompt_tokens,
           (long long)s->output_tokens, s->seconds, per_second((double)s->output_tokens, s->seconds),
           per_second((double)s->completed, s->seconds), (long long)s->decode_steps,
           s->decode_steps ? (double)s->decode_rows / (double)s->decode_steps : 0.0,
-          (long long)s->prefill_chunks, (long long)s->mixed_chunks, (long long)s->mixed_rows,
-          s->warmup_seconds, s->mixed ? "mixed" : "prefill-first", s->decode_seconds,
+          (long long)s->chunk_rows, (long long)s->prefill_chunks, (long long)s->mixed_chunks,
+          (long long)s->mixed_rows, s->warmup_seconds, s->mixed ? "mixed" : "prefill-first", s->decode_seconds,
           s->prefill_seconds);
   if (s->speculative && s->accept_hist) {
     fprintf(out, ", \"speculative\": {\"method\": \"dspark\", \"gamma\": %lld, \"rounds\": %lld, "

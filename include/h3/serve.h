@@ -89,6 +89,7 @@ typedef struct {
                                       tokens; per gap between consecutive tokens */
   int64_t n_ttft, n_tpot, n_itl;
   int64_t decode_steps, decode_rows; /* steps run and running rows summed over them */
+  int64_t chunk_rows;              /* rows of a prefill chunk (the plan's prompt_len) */
   int64_t prefill_chunks, prefill_rows; /* chunks run and their prompt rows (no padding) */
   int64_t mixed_chunks, mixed_rows; /* chunks that carried decode rows, and those rows */
   bool mixed;                      /* the schedule: mixed steps */
