@@ -11,6 +11,9 @@
 #   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
 #      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
 #      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
+#   10 issue 20's composite 49-step sample (run_all.sh sagesol: --int8, Sage->Sol, Spectrum
+#      15:5:0.5, 20 real steps) against the bf16 flash sample: predicted ~66 s against ~220 s,
+#      3.3 x (goal 4.61 x), PSNR / rel L2 reported
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
 #   6  Sol's ws form, test_gpu_ops, attention_bench --sol, then dev/attention_ncu.sh
 #   7  the NCCL side of --gpus on one GPU: run_all.sh collectives (with 2 GPUs, tiny H3 and
@@ -54,7 +57,8 @@ case $CALL in
 9) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_CHUNKS="512 1024" \
    M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" timeout 430 bench/m31_serve.sh "$S" "$OUT/serve" 64
    rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..9" >&2; exit 2 ;;
+10) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..10" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """compare_outputs.py: NMSE of every tensor of A.safetensors against B.safetensors (the
-reference); fails when a tensor is not finite or above LIMIT. With --finite: checks that
+reference); fails when a tensor is not finite or above LIMIT. Each line also gives the
+relative L2 error (sqrt of the NMSE) and the PSNR, 10 log10(peak^2 / MSE) with peak the
+largest |B|, the figures of a sample's quality against a reference sample. With --finite: checks that
 every tensor of A is finite (and prints its shape, mean and RMS), no reference. With
 --tokens: the generated token ids of A against B, position by position; prints how many
 leading tokens agree (greedy decoding may part where two logits nearly tie) and fails only
@@ -64,10 +66,14 @@ def main():
             bad += 1
             continue
         x, y = a[k].astype(np.float64), b[k].astype(np.float64)
-        nmse = float(((x - y) ** 2).sum() / max(float((y ** 2).sum()), 1e-300))
+        sq = float(((x - y) ** 2).sum())
+        nmse = sq / max(float((y ** 2).sum()), 1e-300)
+        mse, peak = sq / max(x.size, 1), float(np.abs(y).max()) if y.size else 0.0
+        psnr = "inf" if mse == 0.0 else f"{10.0 * np.log10(peak * peak / mse):.2f}" if peak > 0 else "-inf"
         ok = bool(np.isfinite(x).all()) and nmse <= limit
         bad += not ok
-        print(f"{k}: nmse {nmse:.3g} (limit {limit:g}) {'ok' if ok else 'FAIL'}")
+        print(f"{k}: nmse {nmse:.3g} (limit {limit:g}) {'ok' if ok else 'FAIL'}; rel L2 {np.sqrt(nmse):.4g}, "
+              f"PSNR {psnr} dB")
     print(f"{len(b) - bad} passed, {bad} failed")
     return 1 if bad else 0
 

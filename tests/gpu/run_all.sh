@@ -90,6 +90,11 @@
 #          latents kept in LOG_DIR for `sample`'s comparison
 #   int8sample  h3exec on the full 49-step sample with --int8 and Spectrum 11:5:1.0
 #   int8full  h3exec on the full 49-step sample with --int8 alone
+#   sagesol  issue 20's composite: the full 49-step sample with --int8, Sage->Sol attention
+#          (steps 0-9 sage, then blocks 0-1 sage and 2-49 sol) and Spectrum 15:5:0.5 (20 real
+#          steps), then the bf16 flash sample unless `sample` ran before in this call; the
+#          latents compared (rel L2, PSNR against the bf16 sample's peak) and the speed-up
+#          (`sagesol speed-up: X x`, the two runs' wall times)
 #   peers  bench/block_peers.py: PyTorch eager and torch.compile of the same block and SDPA
 #          alone, the ratio table (LOG_DIR/block_table.txt, LOG_DIR/peers.json)
 #   sample h3exec on the full 49-step sample (about 4 minutes), latents (kept in LOG_DIR)
@@ -103,7 +108,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|sagesol|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -413,6 +418,17 @@ for section in $SECTIONS; do
   int8sample)
     step full_int8_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_spec.plan" --backend cuda --attention "$ATT" \
       --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_spec.safetensors"
+    ;;
+  sagesol)
+    step full_int8_sagesol_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_sagesol_spec.plan" --backend cuda \
+      --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_sagesol_spec.safetensors"
+    [ -f "$LOG/full_sample.safetensors" ] || step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda \
+      --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_sample.safetensors"
+    step int8_sagesol_spec_vs_full 60 python3 tests/gpu/compare_outputs.py "$LOG/full_int8_sagesol_spec.safetensors" \
+      "$LOG/full_sample.safetensors" 1e9
+    awk '/^  min / { for (i = 1; i < NF; i++) if ($i == "median") m[FILENAME] = $(i + 1) }
+      END { a = m[ARGV[1]]; b = m[ARGV[2]]; if (a > 0 && b > 0) printf "sagesol speed-up: %.2f x (%.1f ms vs %.1f ms, bf16 flash)\n", b / a, a, b }' \
+      "$WORK/full_int8_sagesol_spec.log" "$WORK/full_sample.log" | tee -a "$LOG/summary.txt"
     ;;
   int8full)
     step full_int8 420 "$BIN/h3exec" "$PLANS/h3_full_int8.plan" --backend cuda --attention "$ATT" \
