@@ -14,10 +14,11 @@
 //                       blocks b >= nb write zeros into kvs (and nothing else).
 //   h3cu_sol_kstats     grid (Hk), 128 threads: per dim, kmean = (sum_b kc_b, b ascending) / nb
 //                       and kvar = (sum_b (kc_b - kmean)^2) / nb ([Hk][128] f32).
-//   h3cu_sol_select     grid (nb, Hq), 128 threads: query block i = x of q head n = y (kv head
-//                       n / group): c = scale; mu = c (qbar . kmean); sigma^2 = c^2 sum_d qbar_d^2
-//                       kvar_d (diag) or c^2 ((sum_b (qbar . (kc_b - kmean))^2, b ascending) /
-//                       nb) (exact_cov); theta = mu + tau sqrt(sigma^2 + 1e-6); key block j is
+//   h3cu_sol_select     grid (ceil(nb / H3L_SELECT_QB), Hq), 128 threads: query blocks i = QB x
+//                       .. QB x + QB - 1 (< nb) of q head n = y (kv head n / group): c = scale;
+//                       mu = c (qbar . kmean); sigma^2 = c^2 sum_d qbar_d^2 kvar_d (diag) or
+//                       c^2 ((sum_b (qbar . (kc_b - kmean))^2, b ascending) / nb)
+//                       (exact_cov); theta = mu + tau sqrt(sigma^2 + 1e-6); key block j is
 //                       exact iff c (qbar . kc_j) > theta, |i - j| <= 1, or its segment rows
 //                       [64 j, 64 j + n_j) meet [sink0, sink1). Dot products d ascending from 0.
 //                       Output exact [Hq][nb][nb] bytes 0 / 1 (row (n, i), column j).
@@ -82,48 +83,96 @@ extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_kstats(const float 
   kvar[h * H3L_D + d] = __fdiv_rn(var, (float)nb);
 }
 
+// h3cu_sol_select's shape: H3L_SELECT_QB query blocks per CTA (grid x = ceil(nb / QB)), which
+// share each staged tile of key centroids: key blocks j0 .. j0 + 127 (thread t: j0 + t) by 32
+// dims at a time, rows padded to 33 floats (thread t reads row t: distinct banks), loaded
+// row-contiguous (coalesced). A thread's dot products still run d ascending in one chain each.
+#define H3L_SELECT_QB 8
+#define H3L_TD 32 // dims per staged tile
+
+// acc[q] (+)= qb[q] . kc_j over the staged dims d0 .. d0 + 31 of the tile kt (thread row t),
+// for the CTA's QB query blocks; cov: the projections qb[q] . (kc_j - mean) instead
+H3_DI void h3l_tile_dots(float acc[H3L_SELECT_QB], float (*kt)[H3L_TD + 1], float (*qb)[H3L_D], const float *mean,
+                         int d0, bool cov) {
+  const int t = threadIdx.x;
+  for (int c = 0; c < H3L_TD; c++) {
+    const int d = d0 + c;
+    const float x = cov ? __fsub_rn(kt[t][c], mean[d]) : kt[t][c];
+#pragma unroll
+    for (int q = 0; q < H3L_SELECT_QB; q++) acc[q] = __fadd_rn(acc[q], __fmul_rn(qb[q][d], x));
+  }
+}
+
+// One pass over the key blocks in tiles of 128: per tile every thread's QB dots for its key
+// block j (d ascending from 0; 0 past nb), then done(j0, acc) (called by every thread)
+template <typename Done>
+H3_DI void h3l_key_pass(const float *kh, long long nb, float (*kt)[H3L_TD + 1], float (*qb)[H3L_D],
+                        const float *mean, bool cov, Done done) {
+  const int t = threadIdx.x;
+  for (long long j0 = 0; j0 < nb; j0 += H3L_D) {
+    float acc[H3L_SELECT_QB];
+#pragma unroll
+    for (int q = 0; q < H3L_SELECT_QB; q++) acc[q] = 0.0f;
+    for (int d0 = 0; d0 < H3L_D; d0 += H3L_TD) {
+      __syncthreads(); // every thread done with the previous tile
+      for (int e = t; e < H3L_D * H3L_TD; e += H3L_D) { // row e / 32, dim d0 + e % 32
+        const long long j = j0 + e / H3L_TD;
+        kt[e / H3L_TD][e % H3L_TD] = j < nb ? kh[j * H3L_D + d0 + e % H3L_TD] : 0.0f;
+      }
+      __syncthreads();
+      h3l_tile_dots(acc, kt, qb, mean, d0, cov);
+    }
+    done(j0, acc);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(H3L_D) h3cu_sol_select(
     const float *__restrict__ kc, const float *__restrict__ qbar, const float *__restrict__ kmean,
     const float *__restrict__ kvar, long long nb, long long len, int group, float scale, float tau, int exact_cov,
     long long sink0, long long sink1, unsigned char *__restrict__ exact) {
-  __shared__ float qb[H3L_D], mean[H3L_D], part[H3L_D], theta;
+  __shared__ float qb[H3L_SELECT_QB][H3L_D], mean[H3L_D], kt[H3L_D][H3L_TD + 1], part[H3L_SELECT_QB][H3L_D];
+  __shared__ float theta[H3L_SELECT_QB];
   const int tid = threadIdx.x, n = blockIdx.y, h = n / group;
-  const long long i = blockIdx.x;
+  const long long i0 = (long long)blockIdx.x * H3L_SELECT_QB;
+  const int nq = (int)(nb - i0 < H3L_SELECT_QB ? nb - i0 : H3L_SELECT_QB); // the CTA's query blocks
   const float *kh = kc + (long long)h * nb * H3L_D;
-  qb[tid] = qbar[((long long)n * nb + i) * H3L_D + tid];
+  for (int q = 0; q < H3L_SELECT_QB; q++) // past nb: block nb - 1's again (never written out)
+    qb[q][tid] = qbar[((long long)n * nb + i0 + (q < nq ? q : nq - 1)) * H3L_D + tid];
   mean[tid] = kmean[h * H3L_D + tid];
-  __syncthreads();
-  float sig2 = 0.0f; // thread 0's
-  if (exact_cov) { // 128 blocks at a time: each thread one projection, thread 0 sums them in order
-    for (long long b0 = 0; b0 < nb; b0 += H3L_D) {
-      const long long b = b0 + tid;
-      if (b < nb) {
-        float p = 0.0f;
-        for (int d = 0; d < H3L_D; d++) p = __fadd_rn(p, __fmul_rn(qb[d], __fsub_rn(kh[b * H3L_D + d], mean[d])));
-        part[tid] = p;
-      }
+  float sig2 = 0.0f; // thread q's, q < QB
+  if (exact_cov) // the projections p_b of every key block; thread q sums p_b^2, b ascending
+    h3l_key_pass(kh, nb, kt, qb, mean, true, [&](long long j0, const float (&acc)[H3L_SELECT_QB]) {
+#pragma unroll
+      for (int q = 0; q < H3L_SELECT_QB; q++) part[q][tid] = acc[q];
       __syncthreads();
-      if (tid == 0)
-        for (long long x = b0; x < nb && x < b0 + H3L_D; x++) sig2 = __fadd_rn(sig2, __fmul_rn(part[x - b0], part[x - b0]));
-      __syncthreads();
-    }
-  }
-  if (tid == 0) {
-    const float c = scale, mu = __fmul_rn(c, h3l_dot(qb, mean));
+      if (tid < H3L_SELECT_QB)
+        for (long long x = j0; x < nb && x < j0 + H3L_D; x++)
+          sig2 = __fadd_rn(sig2, __fmul_rn(part[tid][x - j0], part[tid][x - j0]));
+    });
+  else
+    __syncthreads(); // qb and mean staged
+  if (tid < H3L_SELECT_QB) {
+    const float c = scale, mu = __fmul_rn(c, h3l_dot(qb[tid], mean));
     if (exact_cov) {
       sig2 = __fmul_rn(__fmul_rn(c, c), __fdiv_rn(sig2, (float)nb));
     } else {
       const float *var = kvar + h * H3L_D;
-      for (int d = 0; d < H3L_D; d++) sig2 = __fadd_rn(sig2, __fmul_rn(__fmul_rn(qb[d], qb[d]), var[d]));
+      for (int d = 0; d < H3L_D; d++) sig2 = __fadd_rn(sig2, __fmul_rn(__fmul_rn(qb[tid][d], qb[tid][d]), var[d]));
       sig2 = __fmul_rn(__fmul_rn(c, c), sig2);
     }
-    theta = __fadd_rn(mu, __fmul_rn(tau, __fsqrt_rn(__fadd_rn(sig2, 1e-6f))));
+    theta[tid] = __fadd_rn(mu, __fmul_rn(tau, __fsqrt_rn(__fadd_rn(sig2, 1e-6f))));
   }
-  __syncthreads();
-  unsigned char *row = exact + ((long long)n * nb + i) * nb;
-  for (long long j = tid; j < nb; j += H3L_D) {
+  // the selection (theta is read after the pass's first barrier)
+  h3l_key_pass(kh, nb, kt, qb, mean, false, [&](long long j0, const float (&acc)[H3L_SELECT_QB]) {
+    const long long j = j0 + tid;
+    if (j >= nb) return;
     const long long p0 = j * H3L_BLOCK, p1 = len < p0 + H3L_BLOCK ? len : p0 + H3L_BLOCK;
-    const bool sink = p0 < sink1 && sink0 < p1, near = j - i <= 1 && i - j <= 1;
-    row[j] = __fmul_rn(scale, h3l_dot(qb, kh + j * H3L_D)) > theta || near || sink;
-  }
+    const bool sink = p0 < sink1 && sink0 < p1;
+#pragma unroll // static indices: acc stays in registers
+    for (int q = 0; q < H3L_SELECT_QB; q++) {
+      const long long i = i0 + q;
+      const bool near = j - i <= 1 && i - j <= 1;
+      if (q < nq) exact[((long long)n * nb + i) * nb + j] = __fmul_rn(scale, acc[q]) > theta[q] || near || sink;
+    }
+  });
 }

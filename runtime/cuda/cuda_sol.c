@@ -8,7 +8,7 @@
  *   h3cu_sol_centroids  grid (nbp, 2 Hk + Hq), 128 threads: kc, qbar, the split centroids kvs
  *                       (nbp = nb rounded up to 16);
  *   h3cu_sol_kstats     grid (Hk), 128 threads: kmean, kvar;
- *   h3cu_sol_select     grid (nb, Hq), 128 threads: exact;
+ *   h3cu_sol_select     grid (ceil(nb / 8), Hq), 128 threads: exact;
  *   h3cu_sol_fwd        grid (nb, Hq), 128 threads, 64 KiB of dynamic shared memory: the rows
  *                       (mma.sync) where the segment is out of h3cu_sol_fwd_ws's reach
  *                       (ws_reaches) or H3_SOL_FORM=mma, else h3cu_sol_fwd_ws: grid
@@ -32,7 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */,
+enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SELECT_QB = 8 /* H3L_SELECT_QB */,
+       SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */,
        SOL_SMEM_WS = 1024 + 6 * 2 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM_WS */ };
 
 static const char *const select_names[3] = {"h3cu_sol_centroids", "h3cu_sol_kstats", "h3cu_sol_select"};
@@ -165,7 +166,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   void *fargs[] = {&q, &kk, &v, (void *)&sc->kvs, (void *)&sc->exact, &o, &len, &nb, &group, &scale};
   if (cu_launch(s, k[0], (int64_t[]){nbp, 2 * hk + hq, 1}, block, 0, cargs, d) != H3_OK ||
       cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
-      cu_launch(s, k[2], (int64_t[]){nb, hq, 1}, block, 0, sargs, d) != H3_OK)
+      cu_launch(s, k[2], (int64_t[]){(nb + SOL_SELECT_QB - 1) / SOL_SELECT_QB, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;
   /* H3_SOL_FORM=ws forces the ws form (its error names a segment it cannot take), =mma the other */
   const char *form = getenv("H3_SOL_FORM");

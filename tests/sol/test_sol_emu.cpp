@@ -61,7 +61,7 @@ static void emu_segment(const sol_case &c, const h3_bf16 *q, const h3_bf16 *k, c
     sol_k::h3cu_sol_centroids(q, k, v, len, nb, hq, hk, sc.kc.data(), sc.kvs.data(), sc.qbar.data());
   });
   emu_launch3(hk, 1, 1, 128, [&] { sol_k::h3cu_sol_kstats(sc.kc.data(), nb, sc.kmean.data(), sc.kvar.data()); });
-  emu_launch3(nb, hq, 1, 128, [&] {
+  emu_launch3((nb + H3L_SELECT_QB - 1) / H3L_SELECT_QB, hq, 1, 128, [&] {
     sol_k::h3cu_sol_select(sc.kc.data(), sc.qbar.data(), sc.kmean.data(), sc.kvar.data(), nb, len, hq / hk, scale,
                            (float)c.tau, c.exact_cov, s0, s1, sc.exact.data());
   });
