@@ -2,7 +2,7 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# CALL (calls 1-7 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
+# CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
 #      correctness section, m31decode, the sol section (the ws form now the default: the full
@@ -11,6 +11,10 @@
 #   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
 #      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
 #      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
+#   11 first next time: Sol's selection pre-pass rewritten (8 query blocks per thread block over
+#      staged key centroids; it took 7.4 ms of the 32.2 at tau 1): test_gpu_ops (every sol case
+#      against the CPU), attention_bench --sol (predicted sol_ws tau 1 ~25 ms, ~1.9 x flash),
+#      then run_all.sh sagesol (the 49-step composite, predicted ~67 s: ~3.3 x)
 #   10 issue 20's composite 49-step sample (run_all.sh sagesol: --int8, Sage->Sol, Spectrum
 #      15:5:0.5, 20 real steps) against the bf16 flash sample: predicted ~66 s against ~220 s,
 #      3.3 x (goal 4.61 x), PSNR / rel L2 reported
@@ -58,7 +62,11 @@ case $CALL in
    M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" timeout 430 bench/m31_serve.sh "$S" "$OUT/serve" 64
    rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
 10) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..10" >&2; exit 2 ;;
+11) { B=$S/bin
+   echo "== test_gpu_ops"; timeout 120 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
+   echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
+   timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..11" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
