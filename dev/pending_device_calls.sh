@@ -11,10 +11,15 @@
 #   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
 #      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
 #      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
-#   11 first next time: Sol's selection pre-pass rewritten (8 query blocks per thread block over
-#      staged key centroids; it took 7.4 ms of the 32.2 at tau 1): test_gpu_ops (every sol case
+#   11 first next time, two changes never run: Sol's selection pre-pass rewritten (8 query
+#      blocks per thread block over staged key centroids; it took 7.4 ms of the 32.2 at tau 1)
+#      and the moe wgmma GEMMs' units reordered (each odd m-tile right after its experts'
+#      pairs: their weight tiles from L2, not memory): test_gpu_ops (every sol and moe case
 #      against the CPU), attention_bench --sol (predicted sol_ws tau 1 ~25 ms, ~1.9 x flash),
-#      then run_all.sh sagesol (the 49-step composite, predicted ~67 s: ~3.3 x)
+#      run_all.sh m31 m31decode (predicted prefill 12.8 -> ~12.0 ms), dev/m31_prefill_profile.sh
+#      (the moe's share; ncu of its GEMMs: DRAM traffic down from ~1.5 x the weights)
+#   12 then run_all.sh sagesol (the 49-step composite with the new selection, predicted ~67 s:
+#      ~3.3 x)
 #   10 issue 20's composite 49-step sample (run_all.sh sagesol: --int8, Sage->Sol, Spectrum
 #      15:5:0.5, 20 real steps) against the bf16 flash sample: predicted ~66 s against ~220 s,
 #      3.3 x (goal 4.61 x), PSNR / rel L2 reported
@@ -65,8 +70,10 @@ case $CALL in
 11) { B=$S/bin
    echo "== test_gpu_ops"; timeout 120 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
    echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
-   timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..11" >&2; exit 2 ;;
+   timeout 200 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode
+   timeout 150 dev/m31_prefill_profile.sh "$S" "$OUT/prof"; } > "$log" 2>&1 ;;
+12) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..12" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -30,10 +30,13 @@
 //
 // The form H3_MOE_WGMMA_NAME / _DOWN_NAME: persistent, warp-specialized, in clusters of 2
 // blocks (__cluster_dims__; the launcher: one cluster per 2 SMs, one block per SM).
-// Work units: per n-tile j, U units (h3ws_units, from counts): first the experts' pairs of
-// m-tiles (m-tiles 2p and 2p + 1 of one expert, expert-major; P of them), then their odd
-// m-tiles (each expert's last when it has an odd count of m-tiles) two by two, in expert
-// order (the last one beside none when their count is odd). Cluster c takes units u = c,
+// Work units: per n-tile j, U units (h3ws_units, from counts), expert-major: each expert's
+// pairs of m-tiles (m-tiles 2p and 2p + 1 of one expert), and the odd m-tiles (an expert's
+// last when it has an odd count of m-tiles) two by two, each such unit right after the pairs
+// of the second of its two experts (the last one beside none when their count is odd): the
+// odd m-tiles run beside their experts' pairs, whose weight tiles are then in L2 (with every
+// odd unit after all the pairs, about half the experts' weights were read from memory twice
+// at a 2048-row prefill: 15 of 32 experts have 3 m-tiles). Cluster c takes units u = c,
 // c + clusters, .. < U · N (N: n-tiles): n-tile u / U, unit u % U, whose m-tile r goes to the
 // block of cluster rank r. Clusters running together hold the units of the same one or two
 // n-tiles, so the m-tiles that share a weight tile read it at about the same time (one read
@@ -222,15 +225,13 @@ H3_DI int h3ws_sreg_clusters() {
   return r;
 }
 
-// The work units of an n-tile (file comment): the experts' m-tile pairs (P, expert-major),
-// then their odd m-tiles two by two; *P set, the units' count returned.
-H3_DI int h3ws_units(const int *counts, int E, int *P) {
+// The work units of an n-tile (file comment): their count.
+H3_DI int h3ws_units(const int *counts, int E) {
   int p = 0, odd = 0;
   for (int e = 0; e < E; e++) {
     const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
     p += mt / 2, odd += mt & 1;
   }
-  *P = p;
   return p + (odd + 1) / 2;
 }
 // unit q's m-tile of cluster rank r: expert e, its first list entry m0 and count n (n = m0
@@ -239,17 +240,30 @@ struct h3ws_tile {
   int e, m0, n;
   bool shared;
 };
-H3_DI h3ws_tile h3ws_tile_at(const int *counts, int E, int P, int q, int r) {
-  h3ws_tile t = {0, 0, 0, q < P};
-  int w = q < P ? q : 2 * (q - P) + r; // pair q, or the w-th odd m-tile
+H3_DI h3ws_tile h3ws_tile_at(const int *counts, int E, int q, int r) {
+  h3ws_tile t = {0, 0, 0, false};
+  int u = 0, pend = -1; // units before expert e's; an odd m-tile waiting for its partner
   for (int e = 0; e < E; e++) {
-    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM, c = q < P ? mt / 2 : mt & 1;
-    if (w < c) {
-      t.e = e, t.n = counts[e], t.m0 = H3W_BM * (q < P ? 2 * w + r : mt - 1);
+    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
+    if (q < u + mt / 2) { // pair q - u of expert e
+      t.e = e, t.n = counts[e], t.m0 = H3W_BM * (2 * (q - u) + r), t.shared = true;
       return t;
     }
-    w -= c;
+    u += mt / 2;
+    if (!(mt & 1)) continue;
+    if (pend < 0) {
+      pend = e;
+      continue;
+    }
+    if (q == u) { // the odd unit of experts pend (rank 0) and e (rank 1)
+      const int x = r ? e : pend, mx = (counts[x] + H3W_BM - 1) / H3W_BM;
+      t.e = x, t.n = counts[x], t.m0 = H3W_BM * (mx - 1);
+      return t;
+    }
+    u++, pend = -1;
   }
+  if (pend >= 0 && q == u && r == 0) // the last odd m-tile, beside none
+    t.e = pend, t.n = counts[pend], t.m0 = H3W_BM * ((counts[pend] + H3W_BM - 1) / H3W_BM - 1);
   return t;
 }
 
@@ -260,14 +274,13 @@ H3_DI void h3ws_produce(const h3_tmap *tb, const h3_bf16 *xs, const int *lists, 
                         unsigned base, unsigned full, unsigned empty) {
   const int p = threadIdx.x, lr = p >> 3, nt = (int)(GU ? F / 128 : H / 256);
   const long long K = GU ? H : F;
-  int P;
-  const int nk = (int)(K / H3W_BK), U = h3ws_units(counts, E, &P);
+  const int nk = (int)(K / H3W_BK), U = h3ws_units(counts, E);
   const unsigned at = lr * 128 + (((p & 7) ^ (lr & 7)) << 4); // chunk p % 8 of row lr, swizzled
   const h3_bf16 *xc = xs + (p & 7) * 8;
   if (p == 0) h3_prefetch_map(tb);
   int it = 0;
   for (int u = h3ws_sreg_cluster(); u < U * nt; u += h3ws_sreg_clusters()) {
-    const h3ws_tile t = h3ws_tile_at(counts, E, P, u % U, rank);
+    const h3ws_tile t = h3ws_tile_at(counts, E, u % U, rank);
     const int j = u / U;
     int row[H3W_BM / 16]; // the A row (of xs) of tile row lr + 16 q; -1: past the count
 #pragma unroll
@@ -313,8 +326,7 @@ H3_DI void h3ws_consume(const int *lists, const int *counts, h3_bf16 *out, long 
                         unsigned base, unsigned full, unsigned empty) {
   const int w = (threadIdx.x >> 7) - 1, lane = threadIdx.x & 31, nt = (int)(GU ? F / 128 : H / 256);
   const long long K = GU ? H : F;
-  int P;
-  const int nk = (int)(K / H3W_BK), U = h3ws_units(counts, E, &P);
+  const int nk = (int)(K / H3W_BK), U = h3ws_units(counts, E);
   const unsigned long long da = h3_wg_desc(base + w * 64 * 128, 16, 1024);
   const unsigned long long db = h3_wg_desc(base + H3W_A_BYTES, 16, 1024);
   // this warp is done with the stage of k-step i: lane 0 arrives on its empty barrier in both
@@ -329,7 +341,7 @@ H3_DI void h3ws_consume(const int *lists, const int *counts, h3_bf16 *out, long 
   float d[128];
   int it = 0;
   for (int u = h3ws_sreg_cluster(); u < U * nt; u += h3ws_sreg_clusters()) {
-    const h3ws_tile t = h3ws_tile_at(counts, E, P, u % U, rank);
+    const h3ws_tile t = h3ws_tile_at(counts, E, u % U, rank);
     const int j = u / U;
     if (64 * w >= t.n - t.m0) { // this warpgroup's rows are all past the count: no wgmma
       for (int kt = 0; kt < nk; kt++, it++) {
