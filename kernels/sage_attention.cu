@@ -123,15 +123,23 @@ H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float 
   const int c = threadIdx.x & 3;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
-    float xm = -H3S_INF; // the largest x (POS) or t
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const int n = k >> 1, e = 2 * r + (k & 1);
       const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
       const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
       pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
-      xm = fmaxf(xm, pf[n][e]);
     }
+    // the largest x (POS) or t of the row's 16, as a tree (max is exact in any order; a chain
+    // of 16 dependent maxima held the exponentials back)
+    float mx[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx[i] = fmaxf(pf[i][2 * r], pf[i][2 * r + 1]);
+#pragma unroll
+    for (int w = 4; w > 0; w >>= 1)
+#pragma unroll
+      for (int i = 0; i < w; i++) mx[i] = fmaxf(mx[i], mx[i + w]);
+    float xm = mx[0];
     xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 1));
     xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 2));
     const float tm = fmaxf(m[r], POS ? __fmul_rn(xm, kq) : xm);
