@@ -11,11 +11,14 @@
 #   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
 #      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
 #      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
-#   11 first next time, two changes never run: Sol's selection pre-pass rewritten (8 query
-#      blocks per thread block over staged key centroids; it took 7.4 ms of the 32.2 at tau 1)
-#      and the moe wgmma GEMMs' units reordered (each odd m-tile right after its experts'
-#      pairs: their weight tiles from L2, not memory): test_gpu_ops (every sol and moe case
-#      against the CPU), attention_bench --sol (predicted sol_ws tau 1 ~25 ms, ~1.9 x flash),
+#   11 first next time, three changes never run: Sol's selection pre-pass rewritten (8 query
+#      blocks per thread block over staged key centroids; it took 7.4 ms of the 32.2 at tau 1),
+#      the moe wgmma GEMMs' units reordered (each odd m-tile right after its experts' pairs:
+#      their weight tiles from L2, not memory) and Sage's pipelined ws form (H3_SAGE_FORM=ws2,
+#      opt-in; a hang is possible, hence the timeouts): test_gpu_ops (every sol, sage and moe
+#      case against the CPU, sage through mma, wgmma, ws2), attention_bench --sol (predicted
+#      sol_ws tau 1 ~25 ms, ~1.9 x flash), attention_bench --sage (predicted sage_fp8_ws2
+#      ~27-35 ms, 1.4-1.8 x flash; if it wins and test_gpu_ops passes, make it the default),
 #      run_all.sh m31 m31decode (predicted prefill 12.8 -> ~12.0 ms), dev/m31_prefill_profile.sh
 #      (the moe's share; ncu of its GEMMs: DRAM traffic down from ~1.5 x the weights)
 #   12 then run_all.sh sagesol (the 49-step composite with the new selection, predicted ~67 s:
@@ -70,6 +73,7 @@ case $CALL in
 11) { B=$S/bin
    echo "== test_gpu_ops"; timeout 120 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
    echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
+   echo "== attention_bench --sage"; timeout 90 "$B/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
    timeout 200 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode
    timeout 150 dev/m31_prefill_profile.sh "$S" "$OUT/prof"; } > "$log" 2>&1 ;;
 12) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
