@@ -70,12 +70,12 @@ case $CALL in
    M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" timeout 430 bench/m31_serve.sh "$S" "$OUT/serve" 64
    rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
 10) timeout 560 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol > "$log" 2>&1 ;;
-11) { B=$S/bin
-   echo "== test_gpu_ops"; timeout 120 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
+11) { B=$S/bin # the ws2 form last everywhere: a hang there costs only what follows it
    echo "== attention_bench --sol"; timeout 90 "$B/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
-   echo "== attention_bench --sage"; timeout 90 "$B/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
    timeout 200 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode
-   timeout 150 dev/m31_prefill_profile.sh "$S" "$OUT/prof"; } > "$log" 2>&1 ;;
+   timeout 150 dev/m31_prefill_profile.sh "$S" "$OUT/prof"
+   echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
+   echo "== attention_bench --sage"; timeout 90 "$B/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"; } > "$log" 2>&1 ;;
 12) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..12" >&2; exit 2 ;;
 esac

@@ -795,7 +795,6 @@ static void check_hand(h3_backend *b, bool all_attention) {
   }
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
-  check_sage_forms(b, sage, n_sage, all_attention);
   check_sol_forms(b, sol, 4, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   if (!a128v || !a333v) {
@@ -824,6 +823,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
     report(&d); /* fallback warnings, if any */
     h3_diag_free(&d);
   }
+  check_sage_forms(b, sage, n_sage, all_attention); /* last: a form new to a GPU may hang */
   h3_plan_free(plan);
 }
 
