@@ -11,8 +11,10 @@
 #   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
 #      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
 #      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
-#   11 first next time, three changes never run: Sol's selection pre-pass rewritten (8 query
-#      blocks per thread block over staged key centroids; it took 7.4 ms of the 32.2 at tau 1),
+#   11 first next time, four changes never run: Sol's selection pre-pass rewritten (8 query
+#      blocks per thread block over staged key centroids; it took 7.4 ms of the 32.2 at tau 1)
+#      and its ws kernel's flags staged as bitmasks in shared memory (the union walk read them
+#      from memory on the consumers' issuing path),
 #      the moe wgmma GEMMs' units reordered (each odd m-tile right after its experts' pairs:
 #      their weight tiles from L2, not memory) and Sage's pipelined ws form (H3_SAGE_FORM=ws2,
 #      opt-in; a hang is possible, hence the timeouts): test_gpu_ops (every sol, sage and moe

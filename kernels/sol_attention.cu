@@ -401,16 +401,33 @@ struct h3a_pos {
   }
 };
 
-// The first key block >= j that query block i0 (flags e0) or i0 + 1 (e1; null: none) takes
-// exactly; nb if none. 8 blocks a step, their flags loaded at once (one load latency a step, not
-// a block: the walk is on the consumers' issuing path)
-H3_DI long long h3a_next(const unsigned char *e0, const unsigned char *e1, long long j, long long nb) {
-  for (; j < nb; j += 8) {
-    unsigned hit = 0;
-#pragma unroll
-    for (int t = 0; t < 8; t++)
-      if (j + t < nb) hit |= (unsigned)(e0[j + t] | (e1 ? e1[j + t] : 0)) << t;
-    if (hit) return j + __ffs(hit) - 1;
+// The flags of the block's two query blocks as bitmasks in shared memory (bit j of word j / 32:
+// key block j taken exactly), staged once when the block starts: the union walk is on the
+// consumers' issuing path, where a flag read from memory costed a load latency per step.
+// H3A_WS_MAXNB key blocks at most (runtime/cuda/cuda_sol.c runs the mma form beyond).
+#define H3A_WS_MAXNB 8192
+H3_DI bool h3a_bit(const unsigned *b, long long j) { return b[j >> 5] >> (j & 31) & 1u; }
+
+// Every thread of the block: the flag rows e0, e1 (null: none, all zero) into bits b[2][nb / 32]
+// (a warp a word: a ballot of 32 flags); a barrier must follow before they are read
+H3_DI void h3a_stage_bits(unsigned (*b)[H3A_WS_MAXNB / 32], const unsigned char *e0, const unsigned char *e1,
+                          long long nb) {
+  const int lane = threadIdx.x & 31, words = (int)((nb + 31) / 32);
+  for (int w = threadIdx.x >> 5; w < 2 * words; w += H3A_WS_THREADS / 32) { // as often in every lane
+    const int r = w / words, x = w % words;
+    const unsigned char *row = r ? e1 : e0;
+    const long long j = 32LL * x + lane;
+    const unsigned word = __ballot_sync(0xffffffffu, row && j < nb && row[j]);
+    if (lane == 0) b[r][x] = word;
+  }
+}
+
+// The first key block >= j that query block i0 (bits b0) or i0 + 1 (b1; null: none) takes
+// exactly; nb if none
+H3_DI long long h3a_next(const unsigned *b0, const unsigned *b1, long long j, long long nb) {
+  for (; j < nb; j = (j | 31) + 1) {
+    const unsigned w = (b0[j >> 5] | (b1 ? b1[j >> 5] : 0u)) & (~0u << (j & 31));
+    if (w) return (j & ~31LL) + __ffs(w) - 1; // bits past nb are zero
   }
   return nb;
 }
@@ -418,7 +435,7 @@ H3_DI long long h3a_next(const unsigned char *e0, const unsigned char *e1, long 
 // The producer thread: the union's K and V tiles (columns kvcol .. + 127 of tk, tv), then the
 // nbp / 16 chunks of kvs (rows crow + 64 c of tc) into the ring at ss
 H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *tc, unsigned ss, h3a_ring ring,
-                          const unsigned char *e0, const unsigned char *e1, long long nb, int kvcol, int crow) {
+                          const unsigned *b0, const unsigned *b1, long long nb, int kvcol, int crow) {
   h3_prefetch_map(tk);
   h3_prefetch_map(tv);
   h3_prefetch_map(tc);
@@ -431,7 +448,7 @@ H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *t
     u++;
     return s;
   };
-  for (long long j = h3a_next(e0, e1, 0, nb); j < nb; j = h3a_next(e0, e1, j + 1, nb)) {
+  for (long long j = h3a_next(b0, b1, 0, nb); j < nb; j = h3a_next(b0, b1, j + 1, nb)) {
     const int s = claim(H3A_SLOT), row = (int)(j * H3A_BLOCK);
     const unsigned dk = ss + (unsigned)(s * H3A_SLOT), dv = dk + H3A_TILE;
     h3_tma(dk, tk, kvcol, row, ring.full(s));
@@ -448,17 +465,18 @@ H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *t
 }
 
 // Consumer warpgroup CW (1 + CW of the block): query block i0 + CW of q head n (flags e0 / e1
-// of blocks i0, i0 + 1; e1 null: no block i0 + 1) over the union's tiles, then the chunks of
-// kvs, in the ring at ss (sg: the same as a generic pointer), then its output rows (a template:
-// the barrier ids are uniform)
+// of blocks i0, i0 + 1, staged as bits b0 / b1; e1, b1 null: no block i0 + 1) over the
+// union's tiles, then the chunks of kvs, in the ring at ss (sg: the same as a generic pointer),
+// then its output rows (a template: the barrier ids are uniform)
 template <int CW>
 H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring ring, const h3_bf16 *q,
-                          const unsigned char *e0, const unsigned char *e1, h3_bf16 *o, long long len, long long nb,
-                          long long qs, int n, long long i0, float c2) {
+                          const unsigned char *e0, const unsigned char *e1, const unsigned *b0, const unsigned *b1,
+                          h3_bf16 *o, long long len, long long nb, long long qs, int n, long long i0, float c2) {
   constexpr int mine = 1 + CW, other = 2 - CW;
   constexpr unsigned long long SLOT = H3A_SLOT >> 4; // a slot in descriptor units
   const int lane = threadIdx.x & 31;
   const unsigned char *ex = CW ? e1 : e0; // this consumer's flags (null: no query block)
+  const unsigned *bx = CW ? b1 : b0;      // and as bits
   const long long r0 = (i0 + CW) * H3A_BLOCK + 16 * ((threadIdx.x >> 5) & 3); // the warp's first row
   unsigned qa[8][4], pa[4][4]; // Q's A fragments; P of the pending block
   h3a_load_qa(q, qs, n, r0, len, qa);
@@ -474,10 +492,10 @@ H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring ring, c
   int pend = -1;    // the slot of the block whose P V is pending (-1: none)
   // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
   if (CW == 1) h3_turn_pass(1);
-  for (long long j = h3a_next(e0, e1, 0, nb); j < nb; j = h3a_next(e0, e1, j + 1, nb), at.next()) {
+  for (long long j = h3a_next(b0, b1, 0, nb); j < nb; j = h3a_next(b0, b1, j + 1, nb), at.next()) {
     h3_bar_wait(ring.full(at.slot), at.phase);
     h3_turn_wait(mine);
-    const bool take = ex && ex[j];
+    const bool take = bx && h3a_bit(bx, j);
     if (take && pend >= 0) { // S(j) and the pending P V in flight together
       h3_wg_fence();
       h3a_ws_qk(s, qa, dk + at.slot * SLOT);
@@ -552,17 +570,20 @@ extern "C" __global__ void __launch_bounds__(H3A_WS_THREADS, 1) h3cu_sol_fwd_ws(
   const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
   const long long i0 = 2LL * blockIdx.x, qs = (long long)gridDim.y * H3A_D;
   const unsigned char *e0 = exact + ((long long)n * nb + i0) * nb, *e1 = i0 + 1 < nb ? e0 + nb : nullptr;
+  __shared__ unsigned h3a_fbits[2][H3A_WS_MAXNB / 32];
+  const unsigned *b0 = h3a_fbits[0], *b1 = e1 ? h3a_fbits[1] : nullptr;
+  h3a_stage_bits(h3a_fbits, e0, e1, nb);
   if (tid == 0) ring.init(8);
   __syncthreads();
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     const long long nbp = (nb + H3A_CHUNK - 1) / H3A_CHUNK * H3A_CHUNK;
-    if (tid == 0) h3a_ws_produce(&tk, &tv, &tc, ss, ring, e0, e1, nb, h * H3A_D, (int)(h * nbp * 4));
+    if (tid == 0) h3a_ws_produce(&tk, &tv, &tc, ss, ring, b0, b1, nb, h * H3A_D, (int)(h * nbp * 4));
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const float c2 = scale * 1.4426950408889634f;
-  if (wg == 1) h3a_ws_consume<0>(ss, sg, ring, q, e0, e1, o, len, nb, qs, n, i0, c2);
-  else h3a_ws_consume<1>(ss, sg, ring, q, e0, e1, o, len, nb, qs, n, i0, c2);
+  if (wg == 1) h3a_ws_consume<0>(ss, sg, ring, q, e0, e1, b0, b1, o, len, nb, qs, n, i0, c2);
+  else h3a_ws_consume<1>(ss, sg, ring, q, e0, e1, b0, b1, o, len, nb, qs, n, i0, c2);
 }
 #endif

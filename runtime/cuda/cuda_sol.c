@@ -33,6 +33,7 @@
 #include <string.h>
 
 enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SELECT_QB = 8 /* H3L_SELECT_QB */,
+       SOL_WS_MAXNB = 8192 /* H3A_WS_MAXNB */,
        SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */,
        SOL_SMEM_WS = 1024 + 6 * 2 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM_WS */ };
 
@@ -117,10 +118,12 @@ typedef struct {
   sol_scratch sc;
 } sol_ctx;
 
-/* Whether h3cu_sol_fwd_ws takes a segment: k and v 16-byte aligned (TMA) and the centroid rows
- * (hk nbp 4) within its 32-bit TMA coordinates */
+/* Whether h3cu_sol_fwd_ws takes a segment: k and v 16-byte aligned (TMA), the centroid rows
+ * (hk nbp 4) within its 32-bit TMA coordinates, and at most SOL_WS_MAXNB blocks (its flags
+ * staged in shared memory) */
 static bool ws_reaches(const cu_qkv_seg *g, int hk, long long nbp) {
-  return (int64_t)hk * nbp * 4 <= 2147483647 - 64 && ((uintptr_t)g->k | (uintptr_t)g->v) % 16 == 0;
+  return (int64_t)hk * nbp * 4 <= 2147483647 - 64 && ((uintptr_t)g->k | (uintptr_t)g->v) % 16 == 0 &&
+         (g->len + SOL_BLOCK - 1) / SOL_BLOCK <= SOL_WS_MAXNB;
 }
 
 /* h3cu_sol_fwd_ws (kernel k) on a segment of len rows (nb blocks, nbp = nb rounded up to 16):
@@ -130,8 +133,9 @@ static h3_status run_ws(cu_state *s, cu_kernel *k, const sol_scratch *sc, const 
                         long long nb, long long nbp, float scale, h3_diag *d) {
   static const char *const who = "sol_attention", *const fix = "run it with H3_SOL_FORM=mma";
   if (!ws_reaches(g, hk, nbp)) {
-    h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the warp-specialised kernel takes k and v 16-byte aligned "
-                  "and at most 2^31 rows of centroids (%d kv heads of %lld blocks)", who, hk, nb);
+    h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the warp-specialised kernel takes k and v 16-byte aligned, "
+                  "at most 2^31 rows of centroids and %d blocks of a segment (%d kv heads of %lld blocks)", who,
+                  SOL_WS_MAXNB, hk, nb);
     return H3_ERR;
   }
   CUtensorMap tk, tv, tc;
