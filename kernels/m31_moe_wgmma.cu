@@ -110,6 +110,51 @@
 #define H3W_STAGE_BYTES (H3W_A_BYTES + H3W_B_BYTES)
 #define H3W_SMEM (1024 + H3W_STAGES * H3W_STAGE_BYTES)
 
+// The work units of an n-tile (file comment): their count.
+H3_DI int h3ws_units(const int *counts, int E) {
+  int p = 0, odd = 0;
+  for (int e = 0; e < E; e++) {
+    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
+    p += mt / 2, odd += mt & 1;
+  }
+  return p + (odd + 1) / 2;
+}
+// unit q's m-tile of cluster rank r: expert e, its first list entry m0 and count n (n = m0
+// = 0: none); shared: the two m-tiles of the unit are one expert's (its B rows multicast)
+struct h3ws_tile {
+  int e, m0, n;
+  bool shared;
+};
+H3_DI h3ws_tile h3ws_tile_at(const int *counts, int E, int q, int r) {
+  h3ws_tile t = {0, 0, 0, false};
+  int u = 0, pend = -1; // units before expert e's; an odd m-tile waiting for its partner
+  for (int e = 0; e < E; e++) {
+    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
+    if (q < u + mt / 2) { // pair q - u of expert e
+      t.e = e, t.n = counts[e], t.m0 = H3W_BM * (2 * (q - u) + r), t.shared = true;
+      return t;
+    }
+    u += mt / 2;
+    if (!(mt & 1)) continue;
+    if (pend < 0) {
+      pend = e;
+      continue;
+    }
+    if (q == u) { // the odd unit of experts pend (rank 0) and e (rank 1)
+      const int x = r ? e : pend, mx = (counts[x] + H3W_BM - 1) / H3W_BM;
+      t.e = x, t.n = counts[x], t.m0 = H3W_BM * (mx - 1);
+      return t;
+    }
+    u++, pend = -1;
+  }
+  if (pend >= 0 && q == u && r == 0) // the last odd m-tile, beside none
+    t.e = pend, t.n = counts[pend], t.m0 = H3W_BM * ((counts[pend] + H3W_BM - 1) / H3W_BM - 1);
+  return t;
+}
+
+// The rest is GPU only (warpgroup MMAs, TMA, clusters): the host emulation compiles the units
+// above (tests/m31/test_moe_units.cpp checks their mapping)
+#ifndef H3_HOST_EMU
 // d += A·B, m64n256k16: A (64 rows) and B (256 rows), K-major in shared memory at descriptors
 // a and b; acc = 0: d = A·B
 H3_DI void h3w_mma(float *d, unsigned long long a, unsigned long long b, int acc) {
@@ -223,48 +268,6 @@ H3_DI int h3ws_sreg_clusters() {
   int r;
   asm("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
   return r;
-}
-
-// The work units of an n-tile (file comment): their count.
-H3_DI int h3ws_units(const int *counts, int E) {
-  int p = 0, odd = 0;
-  for (int e = 0; e < E; e++) {
-    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
-    p += mt / 2, odd += mt & 1;
-  }
-  return p + (odd + 1) / 2;
-}
-// unit q's m-tile of cluster rank r: expert e, its first list entry m0 and count n (n = m0
-// = 0: none); shared: the two m-tiles of the unit are one expert's (its B rows multicast)
-struct h3ws_tile {
-  int e, m0, n;
-  bool shared;
-};
-H3_DI h3ws_tile h3ws_tile_at(const int *counts, int E, int q, int r) {
-  h3ws_tile t = {0, 0, 0, false};
-  int u = 0, pend = -1; // units before expert e's; an odd m-tile waiting for its partner
-  for (int e = 0; e < E; e++) {
-    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
-    if (q < u + mt / 2) { // pair q - u of expert e
-      t.e = e, t.n = counts[e], t.m0 = H3W_BM * (2 * (q - u) + r), t.shared = true;
-      return t;
-    }
-    u += mt / 2;
-    if (!(mt & 1)) continue;
-    if (pend < 0) {
-      pend = e;
-      continue;
-    }
-    if (q == u) { // the odd unit of experts pend (rank 0) and e (rank 1)
-      const int x = r ? e : pend, mx = (counts[x] + H3W_BM - 1) / H3W_BM;
-      t.e = x, t.n = counts[x], t.m0 = H3W_BM * (mx - 1);
-      return t;
-    }
-    u++, pend = -1;
-  }
-  if (pend >= 0 && q == u && r == 0) // the last odd m-tile, beside none
-    t.e = pend, t.n = counts[pend], t.m0 = H3W_BM * ((counts[pend] + H3W_BM - 1) / H3W_BM - 1);
-  return t;
 }
 
 // The producer (file comment): fills the stages with the block's k-steps in order.
@@ -502,3 +505,4 @@ extern "C" __global__ void __launch_bounds__(H3W1_THREADS, 1)
 }
 #undef H3W1_DOWN_ROW
 #endif
+#endif // H3_HOST_EMU
