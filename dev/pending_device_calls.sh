@@ -28,6 +28,8 @@
 #   10 issue 20's composite 49-step sample (run_all.sh sagesol: --int8, Sage->Sol, Spectrum
 #      15:5:0.5, 20 real steps) against the bf16 flash sample: predicted ~66 s against ~220 s,
 #      3.3 x (goal 4.61 x), PSNR / rel L2 reported
+#   13 #18's table at concurrency 8, 32 and 1 against the right (SDPA) peer: bench/m31_serve.sh
+#      (each engine its own random weights; c64 ran in call 9)
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
 #   6  Sol's ws form, test_gpu_ops, attention_bench --sol, then dev/attention_ncu.sh
 #   7  the NCCL side of --gpus on one GPU: run_all.sh collectives (with 2 GPUs, tiny H3 and
@@ -79,7 +81,9 @@ case $CALL in
    echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
    echo "== attention_bench --sage"; timeout 90 "$B/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"; } > "$log" 2>&1 ;;
 12) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..12" >&2; exit 2 ;;
+13) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
+   timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 8 32 1; rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..13" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
