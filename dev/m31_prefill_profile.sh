@@ -40,6 +40,15 @@ print(f"  {'(sum of all)':44s} {'':5s} {sum(v[1] for v in per.values()):9.3f} ms
 EOF
   rm -f "$OUT/$p.json"
 done
+# the prefill per op kind: h3exec's own per-op table (device times, graphs off) of the plan whose
+# generate is the prefill alone (one new token)
+if [ -f "$S/plans/m31_small_p2048_n1.plan" ]; then
+  H3_CUDA_GRAPHS=0 timeout 120 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n1.plan" --backend cuda --weights random \
+    --seed 3 --warmup 1 --iterations 3 --profile "$OUT/n1.json" > "$OUT/n1.txt" 2>&1
+  echo "== the prefill per op kind (3 iterations): rc $?"
+  sed -n '/^=== per-op profile/,/^  total/p' "$OUT/n1.txt"
+  rm -f "$OUT/n1.json"
+fi
 # the prefill's grouped expert GEMMs under Nsight Compute: the first gate_up and down launches
 # of the one-sequence plan (layer 1 of the first prefill: 2048 rows x 4 experts over 32)
 timeout 200 ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
