@@ -15,8 +15,8 @@
  * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). --sage
  * times h3's flash kernel and then sage_attention (pv fp8 through the mma.sync kernel and
  * through the warp-specialised warpgroup-MMA one, H3_SAGE_FORM=wgmma, row sage_fp8_wgmma,
- * and its pipelined form, H3_SAGE_FORM=ws2, row sage_fp8_ws2; then pv bf16; smoothing on) on the same q, k, v (no cudnn, no GEMMs), and prints each
- * one's speed-up over flash ("h3bench sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and
+ * and its pipelined form, H3_SAGE_FORM=ws2, row sage_fp8_ws2; then pv bf16; smoothing on) on
+ * the same q, k, v (no cudnn, no GEMMs), and prints each one's speed-up over flash ("h3bench sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and
  * its NMSE against flash's output
  * (quantization error: an NMSE above 1e-2 or a NaN / Inf fails). --sol times h3's flash kernel
  * and then sol_attention (tau X, default 1, thresh diag) on the same q, k, v: one untimed run

@@ -118,12 +118,12 @@ typedef struct {
   sol_scratch sc;
 } sol_ctx;
 
-/* Whether h3cu_sol_fwd_ws takes a segment: k and v 16-byte aligned (TMA), the centroid rows
- * (hk nbp 4) within its 32-bit TMA coordinates, and at most SOL_WS_MAXNB blocks (its flags
- * staged in shared memory) */
-static bool ws_reaches(const cu_qkv_seg *g, int hk, long long nbp) {
+/* Whether h3cu_sol_fwd_ws takes a segment of nb blocks (nbp rounded up to 16): k and v 16-byte
+ * aligned (TMA), the centroid rows (hk nbp 4) within its 32-bit TMA coordinates, and at most
+ * SOL_WS_MAXNB blocks (its flags staged in shared memory) */
+static bool ws_reaches(const cu_qkv_seg *g, int hk, long long nb, long long nbp) {
   return (int64_t)hk * nbp * 4 <= 2147483647 - 64 && ((uintptr_t)g->k | (uintptr_t)g->v) % 16 == 0 &&
-         (g->len + SOL_BLOCK - 1) / SOL_BLOCK <= SOL_WS_MAXNB;
+         nb <= SOL_WS_MAXNB;
 }
 
 /* h3cu_sol_fwd_ws (kernel k) on a segment of len rows (nb blocks, nbp = nb rounded up to 16):
@@ -132,7 +132,7 @@ static bool ws_reaches(const cu_qkv_seg *g, int hk, long long nbp) {
 static h3_status run_ws(cu_state *s, cu_kernel *k, const sol_scratch *sc, const cu_qkv_seg *g, int hq, int hk,
                         long long nb, long long nbp, float scale, h3_diag *d) {
   static const char *const who = "sol_attention", *const fix = "run it with H3_SOL_FORM=mma";
-  if (!ws_reaches(g, hk, nbp)) {
+  if (!ws_reaches(g, hk, nb, nbp)) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the warp-specialised kernel takes k and v 16-byte aligned, "
                   "at most 2^31 rows of centroids and %d blocks of a segment (%d kv heads of %lld blocks)", who,
                   SOL_WS_MAXNB, hk, nb);
@@ -175,7 +175,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   /* H3_SOL_FORM=ws forces the ws form (its error names a segment it cannot take), =mma the other */
   const char *form = getenv("H3_SOL_FORM");
   bool forced = form && !strcmp(form, "ws"), off = form && !strcmp(form, "mma");
-  h3_status st = forced || (!off && ws_reaches(g, hk, nbp))
+  h3_status st = forced || (!off && ws_reaches(g, hk, nb, nbp))
                      ? run_ws(s, k[4], sc, g, hq, hk, nb, nbp, scale, d)
                      : cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
   if (st != H3_OK) return H3_ERR;

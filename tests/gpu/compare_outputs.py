@@ -69,7 +69,12 @@ def main():
         sq = float(((x - y) ** 2).sum())
         nmse = sq / max(float((y ** 2).sum()), 1e-300)
         mse, peak = sq / max(x.size, 1), float(np.abs(y).max()) if y.size else 0.0
-        psnr = "inf" if mse == 0.0 else f"{10.0 * np.log10(peak * peak / mse):.2f}" if peak > 0 else "-inf"
+        if mse == 0.0:
+            psnr = "inf"
+        elif peak == 0.0:
+            psnr = "-inf"
+        else:
+            psnr = f"{10.0 * np.log10(peak * peak / mse):.2f}"
         ok = bool(np.isfinite(x).all()) and nmse <= limit
         bad += not ok
         print(f"{k}: nmse {nmse:.3g} (limit {limit:g}) {'ok' if ok else 'FAIL'}; rel L2 {np.sqrt(nmse):.4g}, "

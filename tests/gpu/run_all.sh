@@ -108,7 +108,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|sagesol|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|sagesol|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -150,6 +150,11 @@ cuda_vs_cpu() { # cuda_vs_cpu NAME PLAN CPU_SECONDS [CUDA_ARGS...]: h3exec on cu
     --out "$WORK/${name}_cpu.safetensors"
   step "${name}_compare" 60 python3 tests/gpu/compare_outputs.py "$WORK/${name}_cuda.safetensors" \
     "$WORK/${name}_cpu.safetensors" 1e-2
+}
+
+full_sample() { # the bf16 full-dimension 49-step sample (LOG/full_sample.safetensors), once a call
+  [ -f "$WORK/full_sample.log" ] || step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda \
+    --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_sample.safetensors"
 }
 
 attention_variant() { # attention_variant NAME BENCH_LINES: sage_attention or sol_attention on
@@ -422,12 +427,12 @@ for section in $SECTIONS; do
   sagesol)
     step full_int8_sagesol_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_sagesol_spec.plan" --backend cuda \
       --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_sagesol_spec.safetensors"
-    [ -f "$LOG/full_sample.safetensors" ] || step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda \
-      --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_sample.safetensors"
+    full_sample
     step int8_sagesol_spec_vs_full 60 python3 tests/gpu/compare_outputs.py "$LOG/full_int8_sagesol_spec.safetensors" \
       "$LOG/full_sample.safetensors" 1e9
     awk '/^  min / { for (i = 1; i < NF; i++) if ($i == "median") m[FILENAME] = $(i + 1) }
-      END { a = m[ARGV[1]]; b = m[ARGV[2]]; if (a > 0 && b > 0) printf "sagesol speed-up: %.2f x (%.1f ms vs %.1f ms, bf16 flash)\n", b / a, a, b }' \
+      END { a = m[ARGV[1]]; b = m[ARGV[2]]
+        if (a > 0 && b > 0) printf "sagesol speed-up: %.2f x (%.1f ms vs %.1f ms, bf16 flash)\n", b / a, a, b }' \
       "$WORK/full_int8_sagesol_spec.log" "$WORK/full_sample.log" | tee -a "$LOG/summary.txt"
     ;;
   int8full)
@@ -442,8 +447,7 @@ for section in $SECTIONS; do
     sed -n '/^== one H3 block/,$p' "$WORK/block_peers.log" | tee "$LOG/block_table.txt"
     ;;
   sample)
-    step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda --attention "$ATT" \
-      --weights random --seed 3 --iterations 1 --out "$LOG/full_sample.safetensors"
+    full_sample
     step full_sample_finite 60 python3 tests/gpu/compare_outputs.py --finite "$LOG/full_sample.safetensors"
     for v in spec high int8_spec int8; do # latents of the same call against these (nmse = rel L2 squared)
       [ -f "$LOG/full_$v.safetensors" ] || continue
