@@ -11,7 +11,8 @@
 #   9  serving at concurrency 64 with chunked prefill in mixed steps (bench/m31_serve.sh with
 #      M31_SERVE_CHUNKS="512 1024"; each engine its own random weights, the peer's SDPA form):
 #      predicted chunks of 512: ~10000-11000 output tokens/s (1.5 x the peer), TPOT p50 ~5.5 ms
-#   11 first next time, four changes never run: Sol's selection pre-pass rewritten (8 query
+#   11 ran on 2026-12-03 (dev/results/2026-12-03-h200-s11-sol-select-moe-units-sage-ws2.txt; ws2
+#      was slower and is gone): Sol's selection pre-pass rewritten (8 query
 #      blocks per thread block over staged key centroids; it took 7.4 ms of the 32.2 at tau 1)
 #      and its ws kernel's flags staged as bitmasks in shared memory (the union walk read them
 #      from memory on the consumers' issuing path),
@@ -40,6 +41,10 @@
 #      bench/m31_decode.sh at a 2k context (#17's h3 side, no peer), then test_gpu_ops and
 #      attention_bench --sage (Sage's warp-specialised form, predicted ~27 ms, 1.8 x flash), and
 #      the sol / sage sections (full 3-step samples) while time is left
+#   14 ran on 2026-12-03 (dev/results/2026-12-03-h200-s11-early-launch-decode-ncu-b1.txt) with
+#      a build that launched every kernel with programmatic dependent launch: no gain, reverted
+#   15 issue 20's composite with the new Sol selection (run_all.sh sagesol; predicted ~62 s,
+#      ~3.6 x) and serving at concurrency 64 with early launch (predicted ~8100 tok/s)
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
@@ -83,7 +88,10 @@ case $CALL in
 12) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
 13) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
    timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 8 32 1; rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 1..13" >&2; exit 2 ;;
+15) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors
+   M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
+     timeout 240 bench/m31_serve.sh "$S" "$OUT/serve" 64; rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -34,9 +34,8 @@
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
 // h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
-// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs, and
-// h3cu_sage_fwd_fp8_ws2 (H3_SAGE_FORM=ws2) the same again, pipelined within each warpgroup:
-// see their comments below.
+// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs: see
+// its comment below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -118,14 +117,8 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 // lg), one rounding less. The mma forms call it as h3s_softmax (their 255 registers leave no
 // room for more paths); h3cu_sage_fwd_fp8_ws as h3s_softmax_ws.
 #define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
-// pf's elements: float, or int holding a float's bits (pf may then be sc itself: the softmax in
-// place, element by element)
-H3_DI float h3s_get(float x) { return x; }
-H3_DI float h3s_get(int x) { return __int_as_float(x); }
-H3_DI void h3s_put(float &d, float x) { d = x; }
-H3_DI void h3s_put(int &d, float x) { d = __float_as_int(x); }
-template <bool POS, typename P>
-H3_DI void h3s_softmax_tile(const int sc[8][4], P pf[8][4], float kq, float lg, long long key0, long long len,
+template <bool POS>
+H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
                             bool full, float m[2], float l[2], float alpha[2]) {
   const int c = threadIdx.x & 3;
 #pragma unroll
@@ -135,16 +128,15 @@ H3_DI void h3s_softmax_tile(const int sc[8][4], P pf[8][4], float kq, float lg, 
       const int n = k >> 1, e = 2 * r + (k & 1);
       const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
       const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
-      h3s_put(pf[n][e], live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF);
+      pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
     }
     // the largest x (POS) or t of the row's 16, as 4 chains of 4 and their maximum (max is
-    // exact in any order; one chain of 16 dependent maxima held the exponentials back; 4 chains
-    // keep the registers of the ws2 form's in-place softmax within its budget)
+    // exact in any order; one chain of 16 dependent maxima held the exponentials back)
     float mx[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) mx[i] = fmaxf(h3s_get(pf[i][2 * r]), h3s_get(pf[i][2 * r + 1]));
+    for (int i = 0; i < 4; i++) mx[i] = fmaxf(pf[i][2 * r], pf[i][2 * r + 1]);
 #pragma unroll
-    for (int i = 4; i < 8; i++) mx[i & 3] = fmaxf(mx[i & 3], fmaxf(h3s_get(pf[i][2 * r]), h3s_get(pf[i][2 * r + 1])));
+    for (int i = 4; i < 8; i++) mx[i & 3] = fmaxf(mx[i & 3], fmaxf(pf[i][2 * r], pf[i][2 * r + 1]));
     float xm = fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3]));
     xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 1));
     xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 2));
@@ -155,10 +147,9 @@ H3_DI void h3s_softmax_tile(const int sc[8][4], P pf[8][4], float kq, float lg, 
     const float off = __fsub_rn(tm, lg);
 #pragma unroll
     for (int k = 0; k < 16; k++) {
-      P &d = pf[k >> 1][2 * r + (k & 1)];
-      const float x = h3s_get(d), p = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off) : __fsub_rn(x, off));
-      h3s_put(d, p);
-      l[r] = __fadd_rn(l[r], p);
+      float &x = pf[k >> 1][2 * r + (k & 1)];
+      x = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off) : __fsub_rn(x, off));
+      l[r] = __fadd_rn(l[r], x);
     }
   }
 }
@@ -172,17 +163,15 @@ H3_DI unsigned h3s_p8(float a, float b, float c, float d) { return h3_e4m3x2(a, 
 
 // P = e4m3(p * 448) of a tile (pf) as the A fragments of its 2 k-steps of 32 keys, in vt's key
 // order: n-tiles 4 kk, 4 kk + 1 in the first word of a row, 4 kk + 2, + 3 in the second
-template <typename P> H3_DI void h3s_pack_p8(const P pf[8][4], unsigned pa[2][4]) {
-#define H3S_G(a, b) h3s_get(pf[a][b])
+H3_DI void h3s_pack_p8(const float pf[8][4], unsigned pa[2][4]) {
 #pragma unroll
   for (int kk = 0; kk < 2; kk++) {
     const int n = 4 * kk;
-    pa[kk][0] = h3s_p8(H3S_G(n, 0), H3S_G(n, 1), H3S_G(n + 1, 0), H3S_G(n + 1, 1));
-    pa[kk][1] = h3s_p8(H3S_G(n, 2), H3S_G(n, 3), H3S_G(n + 1, 2), H3S_G(n + 1, 3));
-    pa[kk][2] = h3s_p8(H3S_G(n + 2, 0), H3S_G(n + 2, 1), H3S_G(n + 3, 0), H3S_G(n + 3, 1));
-    pa[kk][3] = h3s_p8(H3S_G(n + 2, 2), H3S_G(n + 2, 3), H3S_G(n + 3, 2), H3S_G(n + 3, 3));
+    pa[kk][0] = h3s_p8(pf[n][0], pf[n][1], pf[n + 1][0], pf[n + 1][1]);
+    pa[kk][1] = h3s_p8(pf[n][2], pf[n][3], pf[n + 1][2], pf[n + 1][3]);
+    pa[kk][2] = h3s_p8(pf[n + 2][0], pf[n + 2][1], pf[n + 3][0], pf[n + 3][1]);
+    pa[kk][3] = h3s_p8(pf[n + 2][2], pf[n + 2][3], pf[n + 3][2], pf[n + 3][3]);
   }
-#undef H3S_G
 }
 
 // a[j] = a[j] * alpha + t (one fma; rows g: alpha[0], g + 8: alpha[1]), the tile's sums of
@@ -479,8 +468,7 @@ H3_DI void h3s_ws_produce(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s
 
 // h3s_softmax_tile for h3cu_sage_fwd_fp8_ws: its four paths (kq > 0 or not, all keys live or
 // not), each without the tests it does not need
-template <typename P>
-H3_DI void h3s_softmax_ws(const int sc[8][4], P pf[8][4], float kq, float lg, long long key0, long long len,
+H3_DI void h3s_softmax_ws(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
                           float m[2], float l[2], float alpha[2]) {
   const bool full = key0 + H3S_KEYS <= len;
   if (kq > 0.0f) {
@@ -620,110 +608,10 @@ H3_DI void h3s_ws_consume(unsigned ss, h3s_ws_bars bar, const signed char *qc, c
   h3s_ws_last<CW>(c, (unsigned)slot, (nb - 1) & 1, pa, t, acc, al, l, o, o_stride, n, h, len, vscale);
 }
 
-// ---- h3cu_sage_fwd_fp8_ws2 (H3_SAGE_FORM=ws2; written 2026-12-03, not yet run on a GPU):
-// h3cu_sage_fwd_fp8_ws with FlashAttention-3's intra-warpgroup pipelining. Under ncu the ws
-// form keeps 47.6 % of its issue slots busy: a consumer's turn waits for S(b) = Q K(b)^T before
-// its softmax, and the tensor work of a turn (~256 cycles) is short against the softmax, so
-// the two consumers drift into step and their softmaxes contend for the same schedulers while
-// the tensor cores idle. Here turn b issues S(b + 1) into the other of two S register sets
-// (h3s_ws2_consume's sc[2]), with P(b - 1) V(b - 1), and runs the softmax of tile b, whose S
-// came in the turn before, while both run. The waits: the groups of turn b - 1 (S(b), P(b - 2)
-// V(b - 2)) are complete when turn b starts (its wait_group 0); turn b's own two groups are
-// waited for after the softmax, before T's fold or rescale and before P(b) overwrites the
-// registers P(b - 1) V(b - 1) reads. Same tiles, stages, barriers, turns (nb + 1 per
-// consumer), softmax, P codes, sums and output as the ws form, in the same order: the same
-// bits. S's sets are indexed statically (turns come in pairs of tile parities), so they stay in
-// registers.
-template <int V> struct h3s_tag {
-  static constexpr int v = V;
-};
-
-template <int CW>
-H3_DI void h3s_ws2_consume(unsigned ss, h3s_ws_bars bar, const signed char *qc, const float *kd, const float *qd,
-                           const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n,
-                           int h, long long q0, float scale) {
-  constexpr int mine = 1 + CW, other = 2 - CW;
-  const h3s_ws_ctx c = h3s_ws_setup<CW>(ss, qc, kd, qd, len, lp, n, h, q0, scale);
-  const int nb = c.nb;
-  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], aln[2];
-  unsigned pa[2][4]; // the e4m3 codes of P of the tile whose softmax ran last
-  int sc[2][8][4];   // S of tiles of even and odd index; the softmax's p * 448 over it
-  // tile x: its stage's ring slot and that stage's full parity; its K's descriptor
-  auto slot_of = [](int x) { return (x >> 1) % H3S_WS_STAGES; };
-  auto parity_of = [](int x) { return (unsigned)((x >> 1) / H3S_WS_STAGES) & 1u; };
-  auto k_desc = [&](int x) { return c.dks + (unsigned)slot_of(x) * H3S_WS_SLOT + (unsigned)(x & 1) * H3S_WS_HALF; };
-  auto softmax = [&](int (&s)[8][4], int b, float dk, float a[2]) { // in place
-    h3s_softmax_ws(s, s, __fmul_rn(__fmul_rn(c.dq, dk), c.sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m,
-                   l, a);
-  };
-  // the first turn: S(0) and S(1) (one stage); the softmax of tile 0
-  if (CW == 1) h3_turn_pass(1);
-  float dk = h3s_ldg(c.kdh);
-  h3_bar_wait(bar.full(0), 0);
-  h3s_ws_magic(sc[0]);
-  if (nb > 1) h3s_ws_magic(sc[1]);
-  h3_turn_wait(mine);
-  h3_wg_fence();
-  h3s_ws_qk(sc[0], c.qa, k_desc(0));
-  h3_wg_commit();
-  if (nb > 1) {
-    h3s_ws_qk(sc[1], c.qa, k_desc(1));
-    h3_wg_commit();
-  }
-  h3_turn_pass(other);
-  if (nb > 1) h3_wg_wait<1>();
-  else h3_wg_wait<0>();
-  h3s_wg_hold(&sc[0][0][0]);
-  softmax(sc[0], 0, dk, al);
-  if (nb > 1) dk = h3s_ldg(c.kdh + 1);
-  h3s_pack_p8(sc[0], pa);
-#pragma unroll
-  for (int j = 0; j < 16; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  // turn b (1 <= b < nb, b & 1 == SUB): S(b + 1) and P(b - 1) V(b - 1), the softmax of tile b
-  auto turn = [&](auto tag, int b) {
-    constexpr int SUB = decltype(tag)::v, NX = 1 - SUB;
-    const bool next = b + 1 < nb;
-    if (next) {
-      if (!NX) h3_bar_wait(bar.full(slot_of(b + 1)), parity_of(b + 1)); // tile b + 1 opens a stage
-      h3s_ws_magic(sc[NX]);
-    }
-    h3_turn_wait(mine);
-    h3_wg_fence();
-    if (next) {
-      h3s_ws_qk(sc[NX], c.qa, k_desc(b + 1));
-      h3_wg_commit();
-    }
-    h3s_ws_pv(t, pa, c.dvs + (unsigned)slot_of(b - 1) * H3S_WS_SLOT, NX); // tile b - 1 is half NX
-    h3_wg_commit();
-    h3_turn_pass(other);
-    if (next) h3_wg_wait<2>(); // S(b): every group before this turn's (S(1) of the first turn)
-    else h3_wg_wait<1>();
-    h3s_wg_hold(&sc[SUB][0][0]);
-    softmax(sc[SUB], b, dk, aln);
-    if (next) dk = h3s_ldg(c.kdh + b + 1);
-    h3_wg_wait<0>();
-    h3_wg_hold<64>(t);
-    h3s_ws_settle(!SUB, acc, t, al, aln, bar, slot_of(b - 1));
-    h3s_pack_p8(sc[SUB], pa);
-  };
-  for (int b = 1; b < nb; b += 2) { // as often in every consumer thread
-    turn(h3s_tag<1>{}, b);
-    if (b + 1 < nb) turn(h3s_tag<0>{}, b + 1);
-  }
-  h3s_ws_last<CW>(c, (unsigned)slot_of(nb - 1), (nb - 1) & 1, pa, t, acc, al, l, o, o_stride, n, h, len, vscale);
-}
-
-// The ws kernels' body: the producer, and the consumers of the ws form or (PIPE) of ws2
-#define H3S_WS_PARAMS                                                                               \
-  const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc, \
-      const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,          \
-      h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale
-template <bool PIPE>
-H3_DI void h3s_ws_main(const h3_tmap *tk, const h3_tmap *tv, const signed char *qc, const float *qd, const float *kd,
-                       const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int group,
-                       float scale) {
+extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
   extern __shared__ unsigned char h3s_raw[];
   __shared__ unsigned long long h3s_bar_words[2 * H3S_WS_STAGES];
   const unsigned ss = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // the slots
@@ -735,22 +623,11 @@ H3_DI void h3s_ws_main(const h3_tmap *tk, const h3_tmap *tv, const signed char *
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (tid == 0)
-      h3s_ws_produce(tk, tv, ss, bar, (int)(h * lp), h * 128, (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
+      h3s_ws_produce(&tk, &tv, ss, bar, (int)(h * lp), h * 128, (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  if (PIPE) {
-    if (wg == 1) h3s_ws2_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-    else h3s_ws2_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-  } else {
-    if (wg == 1) h3s_ws_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-    else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-  }
-}
-extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(H3S_WS_PARAMS) {
-  h3s_ws_main<false>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
-}
-extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws2(H3S_WS_PARAMS) {
-  h3s_ws_main<true>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
+  if (wg == 1) h3s_ws_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
 }
 #endif

@@ -12,9 +12,6 @@
  *                       warp-specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc
  *                       and vt (cu_byte_map) encoded per segment and passed by value; 2.0 x
  *                       the mma.sync form on the H200 (52.3 against 107.3 ms at S = 32704);
- *   h3cu_sage_fwd_fp8_ws2 the same with FlashAttention-3's intra-warpgroup pipelining (S of the
- *                       next tile issued before this tile's softmax), with H3_SAGE_FORM=ws2:
- *                       not yet run on a GPU, hence opt-in;
  *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
  *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
@@ -33,9 +30,8 @@ enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE
        SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE };
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-static const char *const fwd_names[4] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws",
-                                         "h3cu_sage_fwd_fp8_ws2"};
-static const int fwd_smem[4] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS, SAGE_SMEM_WS};
+static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws"};
+static const int fwd_smem[3] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS};
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -79,10 +75,10 @@ static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
 
 size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
-/* The kernels, compiled and configured on first use: the three pre-passes, then the four
- * attention kernels (sm_90a: the warpgroup MMAs of the last two) */
-static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
-  for (int i = 0; i < 7; i++) {
+/* The kernels, compiled and configured on first use: the three pre-passes, then the three
+ * attention kernels (sm_90a: the warpgroup MMAs of the last) */
+static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
+  for (int i = 0; i < 6; i++) {
     k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
     if (k[i] && !k[i]->fn) {
       h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k[i]->name);
@@ -91,8 +87,8 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
   }
   if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, 3, quant_names, k, d) != H3_OK) return H3_ERR;
   if (k[3]) return H3_OK;
-  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 4, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
-  for (int i = 0; i < 4; i++) {
+  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 3, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < 3; i++) {
     cudaError_t e = (size_t)fwd_smem[i] > s->smem_optin
                         ? cudaErrorInvalidValue
                         : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -107,7 +103,7 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
 
 /* The kernels and scratch of one op, for its segments */
 typedef struct {
-  cu_kernel *k[7];
+  cu_kernel *k[6];
   sage_scratch sc;
 } sage_ctx;
 
@@ -163,13 +159,10 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
-  /* H3_SAGE_FORM=wgmma forces the ws form (its error names a too long segment), =ws2 the
-     pipelined ws form (the same, opt-in until measured), =mma the mma.sync one */
+  /* H3_SAGE_FORM=wgmma forces the ws form (its error names a too long segment), =mma the other */
   const char *form = getenv("H3_SAGE_FORM");
-  bool ws2 = form && !strcmp(form, "ws2"), forced = ws2 || (form && !strcmp(form, "wgmma"));
-  bool off = form && !strcmp(form, "mma");
-  if (fp8 && (forced || (!off && ws_reaches(hk, lp))))
-    return run_ws(s, k[ws2 ? 6 : 5], sc, hq, hk, len, lp, o, os, scale, d);
+  bool forced = form && !strcmp(form, "wgmma"), off = form && !strcmp(form, "mma");
+  if (fp8 && (forced || (!off && ws_reaches(hk, lp)))) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
   int which = fp8 ? 3 : 4;

@@ -106,11 +106,6 @@ inline float __int_as_float(int v) {
   std::memcpy(&f, &v, sizeof f);
   return f;
 }
-inline int __float_as_int(float v) {
-  int i;
-  std::memcpy(&i, &v, sizeof i);
-  return i;
-}
 inline double __longlong_as_double(long long v) {
   double f;
   std::memcpy(&f, &v, sizeof f);
