@@ -191,6 +191,8 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
                         "  const unsigned int pos = (unsigned int)in3[row];\n");
   h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
   if (sample) h3_strbuf_printf(s, "  float sec = %s;\n", lowest);
+  /* a vocabulary row is read by one block: 4 chunks' loads in flight per thread, not one */
+  h3_strbuf_append(s, "#pragma unroll 4\n");
   chunk_loop(s, vec, n, block, ct, "x", "v");
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
                       "      const int j = u * %d + k;\n", vec, vec);

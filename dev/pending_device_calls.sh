@@ -45,6 +45,12 @@
 #      a build that launched every kernel with programmatic dependent launch: no gain, reverted
 #   15 issue 20's composite with the new Sol selection (run_all.sh sagesol; predicted ~62 s,
 #      ~3.6 x) and serving at concurrency 64 with early launch (predicted ~8100 tok/s)
+#   16 dev/m31_ncu_latency.sh (ncu's full set on the batch-1 step's latency-bound kernels:
+#      decode attention, router, indexer top-k, argmax), the m31 section and m31decode (the
+#      argmax's 4 loads in flight per thread: predicted 18 -> ~6 us), dev/skinny_shapes.cu (the
+#      GEMVs' launch shapes: predicted ~4 TB/s from ~8 waves of blocks, against 3.1 at the
+#      present 1.1-1.5), dev/moe_grouped_cublas.cu (cuBLAS's grouped GEMM at the prefill's expert
+#      GEMMs, against h3's 1.34 / 0.715 ms), then call 15's composite
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
@@ -91,7 +97,12 @@ case $CALL in
 15) { timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors
    M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
      timeout 240 bench/m31_serve.sh "$S" "$OUT/serve" 64; rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15" >&2; exit 2 ;;
+16) { mkdir -p "$OUT/ncu"; timeout 230 dev/m31_ncu_latency.sh "$S" "$OUT/ncu"
+   timeout 100 tests/gpu/run_all.sh "$S" "$OUT/ra1" m31 m31decode
+   echo "== dev/skinny_shapes.cu (built here: see its header; in STAGE/bin)"; timeout 60 "$S/bin/skinny_shapes"
+   echo "== dev/moe_grouped_cublas.cu (in STAGE/bin)"; timeout 60 "$S/bin/moe_grouped_cublas"
+   timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
