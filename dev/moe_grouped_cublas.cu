@@ -2,7 +2,7 @@
 // compute, bf16 out) at the expert GEMMs of an M3.1 small prefill of 2048 tokens (32 experts,
 // top 4: 8192 rows; gate_up [rows_e, 6144] x [6144, 6144]^T, down [rows_e, 3072] x [6144,
 // 3072]^T), against one dense GEMM of all 8192 rows (cublasGemmEx, the same FLOPs) (lab; not CI).
-//   nvcc -arch=sm_90a -O3 dev/moe_grouped_cublas.cu -lcublas -o moe_grouped_cublas
+//   nvcc -std=c++17 -arch=sm_90a -O3 dev/moe_grouped_cublas.cu -lcublas -o moe_grouped_cublas
 //   ./moe_grouped_cublas
 // Question: h3's wgmma grouped GEMMs (kernels/m31_moe_wgmma.cu) take 1.34 ms (gate_up) and
 // 0.715 ms (down) per layer (ncu, 2026-12-03), ~460 TFLOP/s, with 26 % of issue slots busy;
@@ -10,20 +10,11 @@
 // from a seeded uniform routing (each token 4 distinct experts) and from a skewed one (expert
 // e drawn with weight 1 / (e + 1)). Times: mean of 20 calls after 3 warm-ups, cudaEvents.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "lab_cuda.cuh"
+
 #define CB(x)                                                                                      \
   do {                                                                                             \
     cublasStatus_t s_ = (x);                                                                       \
@@ -32,14 +23,6 @@
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
-
-__global__ void fill(__nv_bfloat16 *p, long long n, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
-    p[i] = __float2bfloat16_rn(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-  }
-}
 
 static unsigned long long rng = 88172645463325252ull;
 static double unit() {
@@ -72,9 +55,6 @@ int main() {
   void *ws;
   CK(cudaMalloc(&ws, 64 << 20));
   CB(cublasSetWorkspace(h, ws, 64 << 20));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   const long long R = (long long)T * k;
   __nv_bfloat16 *x, *wgu, *wd, *y, *act;
   CK(cudaMalloc(&x, R * H * 2));
@@ -82,10 +62,10 @@ int main() {
   CK(cudaMalloc(&y, R * 2 * F * 2 > R * H * 2 ? R * 2 * F * 2 : R * H * 2));
   CK(cudaMalloc(&wgu, (long long)E * 2 * F * H * 2));
   CK(cudaMalloc(&wd, (long long)E * H * F * 2));
-  fill<<<2048, 256>>>(x, R * H, 1);
-  fill<<<2048, 256>>>(act, R * F, 2);
-  fill<<<2048, 256>>>(wgu, (long long)E * 2 * F * H, 3);
-  fill<<<2048, 256>>>(wd, (long long)E * H * F, 4);
+  fill_bf16<<<2048, 256>>>(x, R * H, 1);
+  fill_bf16<<<2048, 256>>>(act, R * F, 2);
+  fill_bf16<<<2048, 256>>>(wgu, (long long)E * 2 * F * H, 3);
+  fill_bf16<<<2048, 256>>>(wd, (long long)E * H * F, 4);
   const float one = 1.0f, zero = 0.0f;
   // one product: Y [rows, N] = X [rows, K] W[N, K]^T per expert, row-major = column-major
   // Y^T (N x rows) = W (op T of the K x N column-major matrix) X^T
@@ -103,33 +83,17 @@ int main() {
       C[e] = y + off * N;
       off += rows[e];
     }
-    auto call = [&]() {
+    return mean_ms([&](int) {
       CB(cublasGemmGroupedBatchedEx(h, ta.data(), tb.data(), m.data(), n.data(), kk.data(), al.data(), A.data(),
                                     CUDA_R_16BF, lda.data(), B.data(), CUDA_R_16BF, ldb.data(), be.data(), C.data(),
                                     CUDA_R_16BF, ldc.data(), E, gs.data(), CUBLAS_COMPUTE_32F));
-    };
-    for (int i = 0; i < 3; i++) call();
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < 20; i++) call();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    return ms / 20;
+    }, 3, 20);
   };
   auto dense = [&](const __nv_bfloat16 *xs, const __nv_bfloat16 *ws_, int N, int K) {
-    auto call = [&]() {
+    return mean_ms([&](int) {
       CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)R, K, &one, ws_, CUDA_R_16BF, K, xs, CUDA_R_16BF, K,
                       &zero, y, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    };
-    for (int i = 0; i < 3; i++) call();
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < 20; i++) call();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    return ms / 20;
+    }, 3, 20);
   };
   const double fl_gu = 2.0 * R * 2 * F * H, fl_d = 2.0 * R * H * F;
   printf("M3.1 small prefill, %d tokens, %d experts, top %d (%lld rows)\n", T, E, k, R);

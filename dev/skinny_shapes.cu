@@ -1,7 +1,7 @@
 // skinny_shapes.cu: the skinny GEMV (kernels/skinny_gemm.cu) at M3.1 small's batch-1 decode
 // shapes over its launch shapes (columns per block cpb x K splits S), against a plain read of
 // the same weight bytes (lab; not CI).
-//   nvcc -arch=sm_90a -O3 -I kernels -I include dev/skinny_shapes.cu -o skinny_shapes
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include dev/skinny_shapes.cu -o skinny_shapes
 //   ./skinny_shapes
 // Question: the decode step's 22 dense GEMVs run at ~3.1 TB/s while the lm_head, with ~12
 // waves of blocks, runs at 4.4; the shape rule (cuda_skinny_gemm.c) gives the others 288-384
@@ -16,18 +16,9 @@
 #include "prelude.cuh"
 #include "skinny_gemm.cu"
 
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "lab_cuda.cuh"
 
 // the weight bytes read as 16-byte words by a grid-stride loop (the read floor of the bytes)
 __global__ void read_words(const uint4 *w, long long n, unsigned *sink) {
@@ -37,14 +28,6 @@ __global__ void read_words(const uint4 *w, long long n, unsigned *sink) {
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x12345678u) *sink = acc; // never in practice; keeps the loads
-}
-
-__global__ void fill(h3_bf16 *p, long long n, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
-    p[i] = __float2bfloat16_rn(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-  }
 }
 
 struct shape { const char *name; long long N, K; };
@@ -60,9 +43,6 @@ int main() {
   int occ = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, H3S_THREADS, 6144 * 2));
   printf("device: %d SMs; sk_m1 blocks per SM at 12 KiB of x: %d\n", sms, occ);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   unsigned *sink;
   CK(cudaMalloc(&sink, 4));
   for (const shape &sh : shapes) {
@@ -71,27 +51,21 @@ int main() {
     std::vector<h3_bf16 *> w(copies);
     for (int c = 0; c < copies; c++) {
       CK(cudaMalloc(&w[c], bytes));
-      fill<<<1024, 256>>>(w[c], wn, 17u * c + 1u);
+      fill_bf16<<<1024, 256>>>(w[c], wn, 17u * c + 1u);
     }
     h3_bf16 *x;
     float *y, *yref, *part;
     unsigned *cnt;
     CK(cudaMalloc(&x, K * 2));
-    fill<<<64, 256>>>(x, K, 99u);
+    fill_bf16<<<64, 256>>>(x, K, 99u);
     CK(cudaMalloc(&y, N * 4));
     CK(cudaMalloc(&yref, N * 4));
     CK(cudaMalloc(&part, 64ll * N * 4));
     CK(cudaMalloc(&cnt, (N / 16 + 1) * 4));
     CK(cudaMemset(cnt, 0, (N / 16 + 1) * 4));
     // the read floor of these bytes
-    float ms = 0;
-    for (int i = 0; i < 5; i++) read_words<<<sms * 8, 256>>>((const uint4 *)w[i % copies], bytes / 16, sink);
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < 40; i++) read_words<<<sms * 8, 256>>>((const uint4 *)w[i % copies], bytes / 16, sink);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    const double floor_us = ms * 1e3 / 40;
+    const double floor_us =
+        1e3 * mean_ms([&](int i) { read_words<<<sms * 8, 256>>>((const uint4 *)w[i % copies], bytes / 16, sink); }, 5, 40);
     printf("\n%s: N %lld K %lld, %.1f MB; plain read %.2f us (%.2f TB/s)\n", sh.name, N, K, bytes / 1e6, floor_us,
            bytes / floor_us / 1e6);
     printf("  %4s %3s %6s %7s %9s %8s %8s\n", "cpb", "S", "blocks", "waves", "us", "TB/s", "maxrel");
@@ -107,15 +81,9 @@ int main() {
         const long long cols = (N + cpb - 1) / cpb;
         const size_t smem = (size_t)(K < kr ? K : kr) * 2;
         dim3 grid((unsigned)cols, (unsigned)S);
-        for (int i = 0; i < 5; i++)
+        const double us = 1e3 * mean_ms([&](int i) {
           kern<<<grid, H3S_THREADS, smem>>>(x, w[i % copies], nullptr, y, part, cnt, 1, N, K, cpb, kr);
-        CK(cudaEventRecord(e0));
-        for (int i = 0; i < 40; i++)
-          kern<<<grid, H3S_THREADS, smem>>>(x, w[i % copies], nullptr, y, part, cnt, 1, N, K, cpb, kr);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaGetLastError());
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        }, 5, 40);
         // y of w[39 % copies]
         CK(cudaMemcpy(hy.data(), y, N * 4, cudaMemcpyDeviceToHost));
         if (!have_ref && S == 1) hr = hy, have_ref = true;
@@ -124,7 +92,6 @@ int main() {
           const double d = fabs((double)hy[n] - hr[n]) / (fabs((double)hr[n]) + 1e-3);
           maxrel = d > maxrel ? d : maxrel;
         }
-        const double us = ms * 1e3 / 40;
         printf("  %4d %3d %6lld %7.2f %9.2f %8.2f %8.1e%s\n", cpb, S, cols * S, (double)(cols * S) / (sms * occ), us,
                bytes / us / 1e6, maxrel, maxrel < 1e-2 ? "" : "  MISMATCH");
       }
