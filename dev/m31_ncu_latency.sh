@@ -18,4 +18,6 @@ echo "ncu: rc $?"
 ncu --import "$OUT/latency.ncu-rep" --print-summary none > "$OUT/latency.txt" 2>&1
 ncu --import "$OUT/latency.ncu-rep" --page source --csv --print-source sass > "$OUT/latency_src.csv" 2>/dev/null
 echo "source page: rc $?, $(wc -l < "$OUT/latency_src.csv") lines"
+python3 dev/ncu_source_top.py "$OUT/latency_src.csv" 40 > "$OUT/latency_top.txt" 2>&1
+rm -f "$OUT/latency_src.csv" "$OUT/latency.ncu-rep" # tens of MB: the top lines above are what comes back
 grep -E "^  [a-z_0-9]+.*\(|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Memory Throughput|Block Size|Grid Size|Waves Per SM|Stall|One or More Eligible|No Eligible|Warp Cycles Per Issued" "$OUT/latency.txt"

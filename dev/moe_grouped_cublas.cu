@@ -74,6 +74,8 @@ int main() {
     std::vector<int> m(E, N), n(E), kk(E, K), lda(E, K), ldb(E, K), ldc(E, N), gs(E, 1);
     std::vector<const void *> A(E), B(E);
     std::vector<void *> C(E);
+    const void **dA, **dB; // the pointer arrays live in device memory (the batched APIs' rule)
+    void **dC;
     std::vector<float> al(E, one), be(E, zero);
     long long off = 0;
     for (int e = 0; e < E; e++) {
@@ -83,11 +85,21 @@ int main() {
       C[e] = y + off * N;
       off += rows[e];
     }
-    return mean_ms([&](int) {
-      CB(cublasGemmGroupedBatchedEx(h, ta.data(), tb.data(), m.data(), n.data(), kk.data(), al.data(), A.data(),
-                                    CUDA_R_16BF, lda.data(), B.data(), CUDA_R_16BF, ldb.data(), be.data(), C.data(),
+    CK(cudaMalloc(&dA, E * sizeof(void *)));
+    CK(cudaMalloc(&dB, E * sizeof(void *)));
+    CK(cudaMalloc(&dC, E * sizeof(void *)));
+    CK(cudaMemcpy(dA, A.data(), E * sizeof(void *), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, B.data(), E * sizeof(void *), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dC, C.data(), E * sizeof(void *), cudaMemcpyHostToDevice));
+    const float ms = mean_ms([&](int) {
+      CB(cublasGemmGroupedBatchedEx(h, ta.data(), tb.data(), m.data(), n.data(), kk.data(), al.data(), dA,
+                                    CUDA_R_16BF, lda.data(), dB, CUDA_R_16BF, ldb.data(), be.data(), dC,
                                     CUDA_R_16BF, ldc.data(), E, gs.data(), CUBLAS_COMPUTE_32F));
     }, 3, 20);
+    CK(cudaFree(dA));
+    CK(cudaFree(dB));
+    CK(cudaFree(dC));
+    return ms;
   };
   auto dense = [&](const __nv_bfloat16 *xs, const __nv_bfloat16 *ws_, int N, int K) {
     return mean_ms([&](int) {

@@ -51,6 +51,10 @@
 #      GEMVs' launch shapes: predicted ~4 TB/s from ~8 waves of blocks, against 3.1 at the
 #      present 1.1-1.5), dev/moe_grouped_cublas.cu (cuBLAS's grouped GEMM at the prefill's expert
 #      GEMMs, against h3's 1.34 / 0.715 ms), then call 15's composite
+#   17 ran on 2026-12-03 (dev/results/2026-12-03-h200-s11-router-select-evict-first-grouped-cublas.txt;
+#      the evict-first loads slowed the moe GEMVs and are gone)
+#   18 next: batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms), then
+#      dev/m31_ncu_latency.sh (the top-k's and attention's SASS stall samples)
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
@@ -102,7 +106,9 @@ case $CALL in
    echo "== dev/skinny_shapes.cu (built here: see its header; in STAGE/bin)"; timeout 60 "$S/bin/skinny_shapes"
    echo "== dev/moe_grouped_cublas.cu (in STAGE/bin)"; timeout 60 "$S/bin/moe_grouped_cublas"
    timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16" >&2; exit 2 ;;
+18) { timeout 100 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode
+   mkdir -p "$OUT/ncu"; timeout 230 dev/m31_ncu_latency.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -139,31 +139,41 @@ __device__ __forceinline__ void h3m_rf_halve(float *v) {
   h3m_rf_halve_step<4>(v);
 }
 
+// The position of the lowest set bit of v, 1-based (0 for v == 0)
+__device__ __forceinline__ int h3m_ffs(unsigned v) {
+#ifdef __CUDA_ARCH__
+  return __ffs((int)v);
+#else
+  return __builtin_ffs((int)v);
+#endif
+}
+
 // One row's experts as the reference selects them, by a warp (every lane calls it; the
 // selection is written where live): s[E] the scores, v[E] = s + bias in shared memory, lane l
-// holding experts l + 32 i. Round r takes the reference's scan result: the lowest untaken id
-// fu when v[fu] is NaN (no value is larger than a NaN there), else the largest non-NaN v of the
-// untaken, the lowest id among equals (a butterfly over the lanes' bests). Writes ids[0..k-1]
-// ascending and wts[0..k-1] = s / sum * scale, the sum in ascending id order (k <=
-// H3M_RF_KMAX); and, given mask, the row's experts as 8 words of a bit per id.
+// holding experts l + 32 i and a bit per chosen one (tk, bit i). Round r takes the reference's
+// scan result: the lowest unchosen id fu when v[fu] is NaN (no value is larger than a NaN
+// there), else the largest non-NaN v of the unchosen, the lowest id among equals (a butterfly
+// over the lanes' bests); fu is then the lowest unchosen id again (a butterfly minimum). Writes
+// ids[0..k-1] ascending and wts[0..k-1] = s / sum * scale, the sum in ascending id order (k <=
+// H3M_RF_KMAX); and, given mask, the row's experts as 8 words of a bit per id. The rounds are
+// one rolled loop and the winners a bit per lane, not an unrolled array: this runs in one block
+// after the others (h3_last_block), where each instruction's first fetch is a miss.
 __device__ void h3m_rf_select(const float *s, const float *v, int E, int k, float scale, bool live,
                               I_T *ids, O_T *wts, unsigned *mask) {
   const int lane = threadIdx.x & 31;
   float vv[8]; // E <= 256
 #pragma unroll
   for (int i = 0; i < 8; i++) vv[i] = live && lane + 32 * i < E ? v[lane + 32 * i] : 0.0f;
-  int win[H3M_RF_KMAX], fu = 0; // the winners; the lowest untaken id
-#pragma unroll
-  for (int r = 0; r < H3M_RF_KMAX; r++) {
-    if (r >= k) break;
+  unsigned tk = 0u; // bit i: expert lane + 32 i chosen
+  int fu = 0;       // the lowest unchosen id
+#pragma unroll 1
+  for (int r = 0; r < k; r++) {
     float bv = 0.0f;
     int bi = -1;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
       const int e = lane + 32 * i;
-      bool taken = e >= E || vv[i] != vv[i];
-#pragma unroll
-      for (int q = 0; q < r; q++) taken = taken || win[q] == e;
+      const bool taken = e >= E || vv[i] != vv[i] || (tk >> i & 1u);
       if (!taken && (bi < 0 || vv[i] > bv)) bi = e, bv = vv[i];
     }
 #pragma unroll
@@ -176,30 +186,29 @@ __device__ void h3m_rf_select(const float *s, const float *v, int E, int k, floa
 #pragma unroll
     for (int i = 0; i < 8; i++) fnan |= fu >> 5 == i && vv[i] != vv[i];
     fnan = __shfl_sync(0xffffffffu, fnan, fu & 31);
-    win[r] = fnan || bi < 0 ? fu : bi;
-    for (bool again = true; again;) { // past the taken ids
-      again = false;
+    const int w = fnan || bi < 0 ? fu : bi;
+    if (lane == (w & 31)) tk |= 1u << (w >> 5);
+    const unsigned free8 = ~tk & 0xffu; // this lane's unchosen slots
+    int low = free8 ? lane + 32 * (h3m_ffs(free8) - 1) : 256 + lane;
 #pragma unroll
-      for (int q = 0; q <= r; q++) again = again || win[q] == fu;
-      fu += again;
+    for (int off = 16; off > 0; off >>= 1) {
+      const int o = __shfl_xor_sync(0xffffffffu, low, off);
+      low = o < low ? o : low;
     }
+    fu = low;
   }
   float sum = 0.0f, mine = 0.0f; // lane r: the r-th id ascending and its score
-  int last = -1, myid = 0;
-  unsigned m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int myid = 0, r = 0;
+  unsigned m[8];
 #pragma unroll
-  for (int r = 0; r < H3M_RF_KMAX; r++) {
-    if (r >= k) break;
-    int e = -1;
-#pragma unroll
-    for (int q = 0; q < H3M_RF_KMAX; q++)
-      if (q < k && win[q] > last && (e < 0 || win[q] < e)) e = win[q];
-    last = e;
-    const float se = live ? s[e] : 0.0f;
-    sum = __fadd_rn(sum, se);
-    if (lane == r) mine = se, myid = e;
-#pragma unroll
-    for (int i = 0; i < 8; i++) m[i] |= (e >> 5 == i ? 1u : 0u) << (e & 31);
+  for (int i = 0; i < 8; i++) { // ids 32 i .. 32 i + 31 ascending: slot i of lanes 0 .. 31
+    m[i] = __ballot_sync(0xffffffffu, tk >> i & 1u);
+    for (unsigned b = m[i]; b; b &= b - 1u, r++) {
+      const int e = 32 * i + h3m_ffs(b) - 1;
+      const float se = live ? s[e] : 0.0f;
+      sum = __fadd_rn(sum, se);
+      if (lane == r) mine = se, myid = e;
+    }
   }
   if (live && lane < k) {
     ids[lane] = (I_T)myid;

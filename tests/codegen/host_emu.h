@@ -177,6 +177,17 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src_lane, int widt
   return r;
 }
 
+/* __ballot_sync(mask, pred): bit l set where lane l of the caller's warp has pred nonzero,
+ * through the same slots and barriers */
+inline unsigned __ballot_sync(unsigned, int pred) {
+  unsigned t = threadIdx.x, w0 = t & ~31u, r = 0u;
+  emu_slots[t] = pred != 0;
+  emu_sync();
+  for (unsigned i = 0; i < 32; i++) r |= (emu_slots[w0 + i] ? 1u : 0u) << i;
+  emu_sync();
+  return r;
+}
+
 /* mma.m16n8kK of the calling thread's warp (threads 32w .. 32w + 31 of the block), K = 16
  * (16-bit elements, two per 32-bit word) or 32 (8-bit, four per word): each lane posts its
  * fragments, all lanes read the warp's, each computes its d over k ascending (elem decodes
