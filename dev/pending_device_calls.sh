@@ -53,8 +53,9 @@
 #      GEMMs, against h3's 1.34 / 0.715 ms), then call 15's composite
 #   17 ran on 2026-12-03 (dev/results/2026-12-03-h200-s11-router-select-evict-first-grouped-cublas.txt;
 #      the evict-first loads slowed the moe GEMVs and are gone)
-#   18 next: batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms), then
-#      dev/m31_ncu_latency.sh (the top-k's and attention's SASS stall samples)
+#   18 next: batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms) and
+#      batch 64 (~4.36 ms), then dev/m31_ncu_latency.sh (the top-k's and attention's SASS
+#      stall samples); test_gpu_m31 now with cuBLASLt's first heuristic GEMMs (H3_GEMM_TUNE=0)
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
@@ -107,6 +108,9 @@ case $CALL in
    echo "== dev/moe_grouped_cublas.cu (in STAGE/bin)"; timeout 60 "$S/bin/moe_grouped_cublas"
    timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" sagesol; rm -f "$OUT"/ra/*.safetensors; } > "$log" 2>&1 ;;
 18) { timeout 100 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 m31decode
+   echo "== m31_decode p2048 b64"
+   timeout 100 bench/m31_decode.sh "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" 8 \
+     "$S/plans/m31_small_b64_p2048_n24.plan" 24 1 generate_batch 2>/dev/null | grep -E '^(generate|with CUDA|\{)'
    mkdir -p "$OUT/ncu"; timeout 230 dev/m31_ncu_latency.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18" >&2; exit 2 ;;
 esac
