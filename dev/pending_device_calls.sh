@@ -56,6 +56,9 @@
 #   18 next: batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms) and
 #      batch 64 (~4.36 ms), then dev/m31_ncu_latency.sh (the top-k's and attention's SASS
 #      stall samples); test_gpu_m31 now with cuBLASLt's first heuristic GEMMs (H3_GEMM_TUNE=0)
+# The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
+# makes one with the plans a call needs (18: m31_tiny, m31_small_p2048_n16 / _n80,
+# m31_small_b64_p2048_n8 / _n24; 13: m31_small_serve_s1 / _s8 / _s32).
 # Each call writes OUT/callN.txt; strip machine paths before copying logs into dev/results.
 set -uo pipefail
 S=$1 OUT=$2 CALL=$3
