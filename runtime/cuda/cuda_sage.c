@@ -10,8 +10,8 @@
  *   h3cu_sage_quant_v   grid (lp / 64, Hk), pv = fp8: V^T's e4m3 codes;
  *   h3cu_sage_fwd_fp8_ws grid (ceil(len / 128), Hq), 384 threads, pv = fp8 (the default):
  *                       warp-specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc
- *                       and vt (cu_byte_map) encoded per segment and passed by value; 2.0 x
- *                       the mma.sync form on the H200 (52.3 against 107.3 ms at S = 32704);
+ *                       and vt (cu_byte_map) encoded per segment and passed by value; 2.1 x
+ *                       the mma.sync form on the H200 (51.5 against 107.8 ms at S = 32704);
  *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
  *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
