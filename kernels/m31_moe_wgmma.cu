@@ -110,11 +110,13 @@
 #define H3W_STAGE_BYTES (H3W_A_BYTES + H3W_B_BYTES)
 #define H3W_SMEM (1024 + H3W_STAGES * H3W_STAGE_BYTES)
 
+// The m-tiles of an expert of n rows
+H3_DI int h3ws_mtiles(int n) { return (n + H3W_BM - 1) / H3W_BM; }
 // The work units of an n-tile (file comment): their count.
 H3_DI int h3ws_units(const int *counts, int E) {
   int p = 0, odd = 0;
   for (int e = 0; e < E; e++) {
-    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
+    const int mt = h3ws_mtiles(counts[e]);
     p += mt / 2, odd += mt & 1;
   }
   return p + (odd + 1) / 2;
@@ -125,31 +127,27 @@ struct h3ws_tile {
   int e, m0, n;
   bool shared;
 };
+// expert e's last m-tile, alone in its unit's rank
+H3_DI h3ws_tile h3ws_last_tile(const int *counts, int e) {
+  return {e, H3W_BM * (h3ws_mtiles(counts[e]) - 1), counts[e], false};
+}
 H3_DI h3ws_tile h3ws_tile_at(const int *counts, int E, int q, int r) {
-  h3ws_tile t = {0, 0, 0, false};
   int u = 0, pend = -1; // units before expert e's; an odd m-tile waiting for its partner
   for (int e = 0; e < E; e++) {
-    const int mt = (counts[e] + H3W_BM - 1) / H3W_BM;
-    if (q < u + mt / 2) { // pair q - u of expert e
-      t.e = e, t.n = counts[e], t.m0 = H3W_BM * (2 * (q - u) + r), t.shared = true;
-      return t;
-    }
+    const int mt = h3ws_mtiles(counts[e]);
+    if (q < u + mt / 2) // pair q - u of expert e
+      return {e, H3W_BM * (2 * (q - u) + r), counts[e], true};
     u += mt / 2;
     if (!(mt & 1)) continue;
     if (pend < 0) {
       pend = e;
       continue;
     }
-    if (q == u) { // the odd unit of experts pend (rank 0) and e (rank 1)
-      const int x = r ? e : pend, mx = (counts[x] + H3W_BM - 1) / H3W_BM;
-      t.e = x, t.n = counts[x], t.m0 = H3W_BM * (mx - 1);
-      return t;
-    }
+    if (q == u) return h3ws_last_tile(counts, r ? e : pend); // the odd unit of experts pend and e
     u++, pend = -1;
   }
-  if (pend >= 0 && q == u && r == 0) // the last odd m-tile, beside none
-    t.e = pend, t.n = counts[pend], t.m0 = H3W_BM * ((counts[pend] + H3W_BM - 1) / H3W_BM - 1);
-  return t;
+  if (pend >= 0 && q == u && r == 0) return h3ws_last_tile(counts, pend); // the last, beside none
+  return {0, 0, 0, false};
 }
 
 // The rest is GPU only (warpgroup MMAs, TMA, clusters): the host emulation compiles the units

@@ -14,7 +14,7 @@
  *                       (ws_reaches) or H3_SOL_FORM=mma, else h3cu_sol_fwd_ws: grid
  *                       (ceil(nb / 2), Hq), 384 threads, 193 KiB (warp-specialised, TMA and
  *                       warpgroup MMAs, sm_90a; its TMA maps of k, v and kvs encoded per
- *                       segment and passed by value; 1.5 x flash at tau 1 on the H200, 1.12 x
+ *                       segment and passed by value; 2.27 x flash at tau 1 on the H200, 1.33 x
  *                       the mma form).
  * Environment: H3_SOL_FORM (unset: ws where it reaches; mma or ws forces that form, ws an
  * error for a segment it cannot take; read at every run), H3_SOL_STATS (any

@@ -26,8 +26,6 @@ static int failures = 0;
     }                                                                                           \
   } while (0)
 
-static int mtiles(int n) { return (n + H3W_BM - 1) / H3W_BM; }
-
 /* The checks for one vector of counts; returns the units. */
 static int check_counts(const std::vector<int> &c, const char *what) {
   const int E = (int)c.size(), U = h3ws_units(c.data(), E);
@@ -49,12 +47,12 @@ static int check_counts(const std::vector<int> &c, const char *what) {
                "%s unit %d: a shared unit whose m-tiles are not one expert's pair", what, q);
         last_pair_unit[t.e] = q;
       } else {
-        EXPECT(t.m0 == H3W_BM * (mtiles(t.n) - 1) && mtiles(t.n) % 2 == 1,
+        EXPECT(t.m0 == H3W_BM * (h3ws_mtiles(t.n) - 1) && h3ws_mtiles(t.n) % 2 == 1,
                "%s unit %d rank %d: an odd unit's m-tile is not its expert's odd last one", what, q, r);
       }
     }
   size_t want = 0;
-  for (int e = 0; e < E; e++) want += (size_t)mtiles(c[e]);
+  for (int e = 0; e < E; e++) want += (size_t)h3ws_mtiles(c[e]);
   EXPECT(seen.size() == want, "%s: %zu of %zu m-tiles covered", what, seen.size(), want);
   for (int r = 0; r < 2; r++) {
     const h3ws_tile t = h3ws_tile_at(c.data(), E, U, r);
