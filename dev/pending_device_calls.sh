@@ -29,7 +29,7 @@
 #   10 issue 20's composite 49-step sample (run_all.sh sagesol: --int8, Sage->Sol, Spectrum
 #      15:5:0.5, 20 real steps) against the bf16 flash sample: predicted ~66 s against ~220 s,
 #      3.3 x (goal 4.61 x), PSNR / rel L2 reported
-#   13 #18's table at concurrency 8, 32 and 1 against the right (SDPA) peer: bench/m31_serve.sh
+#   13 ran on 2026-12-03 (dev/results/2026-12-03-h200-s12-l2-prefetch-serve-c8-c32-c1.txt): #18's table at concurrency 8, 32 and 1: bench/m31_serve.sh
 #      (each engine its own random weights; c64 ran in call 9)
 #   4  #17's table with the corrected peer: run_all.sh m31decode m31long m31peer (SDPA decode)
 #   6  Sol's ws form, test_gpu_ops, attention_bench --sol, then dev/attention_ncu.sh
@@ -53,7 +53,7 @@
 #      GEMMs, against h3's 1.34 / 0.715 ms), then call 15's composite
 #   17 ran on 2026-12-03 (dev/results/2026-12-03-h200-s11-router-select-evict-first-grouped-cublas.txt;
 #      the evict-first loads slowed the moe GEMVs and are gone)
-#   18 next: batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms) and
+#   18 ran on 2026-12-03 (dev/results/2026-12-03-h200-s12-router-rolled-b1-b64-ncu-latency.txt): batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms) and
 #      batch 64 (~4.36 ms), then dev/m31_ncu_latency.sh (the top-k's and attention's SASS
 #      stall samples); test_gpu_m31 now with cuBLASLt's first heuristic GEMMs (H3_GEMM_TUNE=0)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
