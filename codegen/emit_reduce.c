@@ -165,14 +165,35 @@ static void top_merge(h3_strbuf *s, const char *ind, const char *cb, const char 
  * sample_tokens also keeps each thread's second-best score `sec` (NaN never enters: it
  * starts at -inf and only takes scores that compare greater), merged with the best in
  * the butterfly and across warps; h3_rng_sample_margin makes out1 of (best, sec). A +0 /
- * -0 second may come out either way, which h3_rng_sample_margin's result never shows. */
+ * -0 second may come out either way, which h3_rng_sample_margin's result never shows.
+ * Few long rows (a vocabulary, at most ARGMAX_SPLIT_ROWS rows): grid (rows, S), block
+ * (row, s) takes the s-th of S equal runs of the row's chunks, its thread 0 leaves the run's
+ * (best, index, second) in the kernel's own device arrays @K@_pb / _pi / _ps [rows, S]
+ * and the row's last block to finish (h3_last_block on @K@_cnt[row], 0 at module load and
+ * after every launch) merges the S of them. The merge keeps the lowest index among equal
+ * maxima and the largest other score, whatever the order, so the result is the one-block
+ * form's bit for bit. One launch at a time uses the arrays (the backend's one stream). */
+#define ARGMAX_SPLIT_ROWS 64
+#define ARGMAX_SPLIT_UNITS 8192 /* chunks per row from which a row is split */
+
+/* Splits of a row of `units` chunks over `rows` rows: about 128 blocks, at most 32 per row
+ * (1: the one-block form). */
+static int argmax_splits(int64_t rows, int64_t units) {
+  if (rows > ARGMAX_SPLIT_ROWS || units < ARGMAX_SPLIT_UNITS) return 1;
+  int64_t s = 128 / rows;
+  return (int)(s < 2 ? 1 : s > 32 ? 32 : s);
+}
+
 static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
   const bool sample = op->code == H3_OP_SAMPLE_TOKENS;
   const int n_in = sample ? 4 : 1, n_out = sample ? 2 : 1;
   int vec = n % 8 == 0 ? 8 : 1;
-  int block = emit_row_block(n / vec, 1024);
+  const int64_t units = n / vec;
+  const int S = argmax_splits(rows, units);
+  const int64_t per = (units + S - 1) / S; /* chunks per split */
+  int block = emit_row_block(S > 1 ? per : units, 1024);
   h3_type in_t[4], out_t[2];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
@@ -180,6 +201,12 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   const char *lowest = in_t[0].dtype == H3_F64 ? "-__longlong_as_double(0x7ff0000000000000ll)"
                        : emit_is_float(in_t[0].dtype) ? "-__int_as_float(0x7f800000)"
                                                       : "(-9223372036854775807ll - 1)";
+  if (S > 1) {
+    h3_strbuf_printf(s, "__device__ %s @K@_pb[%lld];\n__device__ int @K@_pi[%lld];\n", ct,
+                     (long long)(rows * S), (long long)(rows * S));
+    if (sample) h3_strbuf_printf(s, "__device__ float @K@_ps[%lld];\n", (long long)(rows * S));
+    h3_strbuf_printf(s, "__device__ unsigned @K@_cnt[%lld];\n", (long long)rows);
+  }
   emit_signature(ec, n_in, in_t, n_out, out_t, NULL, block, true);
   h3_strbuf_printf(s, "  __shared__ %s pb[%d];\n  __shared__ int pi[%d];\n", ct, block / 32,
                    block / 32);
@@ -191,9 +218,22 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
                         "  const unsigned int pos = (unsigned int)in3[row];\n");
   h3_strbuf_printf(s, "  %s best = %s;\n  int bi = 0x7fffffff;\n", ct, lowest);
   if (sample) h3_strbuf_printf(s, "  float sec = %s;\n", lowest);
+  if (S > 1) { /* this block's run of chunks: up to u1 - 1 */
+    h3_strbuf_printf(s, "  const int u1 = (int)blockIdx.y * %lld + %lld < %lld ? (int)blockIdx.y * %lld + "
+                        "%lld : %lld;\n",
+                     (long long)per, (long long)per, (long long)units, (long long)per,
+                     (long long)per, (long long)units);
+  }
   /* a vocabulary row is read by one block: 4 chunks' loads in flight per thread, not one */
   h3_strbuf_append(s, "#pragma unroll 4\n");
-  chunk_loop(s, vec, n, block, ct, "x", "v");
+  if (S > 1) {
+    h3_strbuf_printf(s, "  for (int u = (int)blockIdx.y * %lld + tid; u < u1; u += %d) {\n", (long long)per,
+                     block);
+    if (vec == 8) h3_strbuf_printf(s, "    %s v[8];\n    h3_ld8(x, u * 8, v);\n", ct);
+    else h3_strbuf_printf(s, "    %s v[1] = {h3_ld(x, u)};\n", ct);
+  } else {
+    chunk_loop(s, vec, n, block, ct, "x", "v");
+  }
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
                       "      const int j = u * %d + k;\n", vec, vec);
   if (sample)
@@ -213,12 +253,28 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_strbuf_printf(s, "    for (int w = 1; w < %d; w++)%s\n", block / 32, sample ? " {" : "");
   top_merge(s, "      ", "pb[w]", "pi[w]", sample ? "ps[w]" : NULL);
   if (sample) h3_strbuf_append(s, "    }\n");
+  if (S > 1) { /* the run's result out; the row's last block merges the S runs */
+    h3_strbuf_printf(s, "    const long long at = row * %d + blockIdx.y;\n"
+                        "    @K@_pb[at] = best;\n    @K@_pi[at] = bi;\n%s  }\n"
+                        "  if (!h3_last_block(&@K@_cnt[row], %du)) return;\n  if (tid == 0) {\n"
+                        "    best = %s;\n    bi = 0x7fffffff;\n",
+                     S, sample ? "    @K@_ps[at] = sec;\n" : "", S, lowest);
+    if (sample) h3_strbuf_printf(s, "    sec = %s;\n", lowest);
+    h3_strbuf_printf(s, "    for (int r = 0; r < %d; r++) {\n"
+                        "      const %s rb = h3_ldcg(&@K@_pb[row * %d + r]);\n"
+                        "      const int ri = h3_ldcg(&@K@_pi[row * %d + r]);\n",
+                     S, ct, S, S);
+    if (sample) h3_strbuf_printf(s, "      const float rs = h3_ldcg(&@K@_ps[row * %d + r]);\n", S);
+    top_merge(s, "      ", "rb", "ri", sample ? "rs" : NULL);
+    h3_strbuf_append(s, "    }\n");
+  }
   h3_strbuf_append(s, "    h3_st(y, 0, (long long)(bi == 0x7fffffff ? 0 : bi));\n");
   if (sample)
     h3_strbuf_append(s, "    out1[row] = h3_rng_sample_margin(bi == 0x7fffffff ? "
                         "__int_as_float(0x7fc00000) : best, sec);\n");
   h3_strbuf_append(s, "  }\n}\n");
   ec->k->grid[0] = rows > 0 ? rows : 1;
+  ec->k->grid[1] = S;
   ec->k->block[0] = block;
   return emit_args(ec, n_in, n_out, false);
 }

@@ -56,6 +56,12 @@
 #   18 ran on 2026-12-03 (dev/results/2026-12-03-h200-s12-router-rolled-b1-b64-ncu-latency.txt): batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms) and
 #      batch 64 (~4.36 ms), then dev/m31_ncu_latency.sh (the top-k's and attention's SASS
 #      stall samples); test_gpu_m31 now with cuBLASLt's first heuristic GEMMs (H3_GEMM_TUNE=0)
+#   19 next: the argmax / sample_tokens split over blocks (codegen: every kernel of
+#      tests/codegen/all_ops.ir on the GPU against the CPU, h3_codegen_gpu_test copied into
+#      STAGE/bin; predicted argmax 15 -> ~4 us), the indexer's q / k norm + rope fused (6 fewer
+#      launches per step), test_gpu_ops, the m31 section; batch-1 decode by split caps
+#      (H3_M31_ATT_SPLITS 8 / 4, H3_M31_TOPK_SPLITS 32 / 16; predicted default 1.728 ->
+#      ~1.70 ms), batch 64
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
 # makes one with the plans a call needs (18: m31_tiny, m31_small_p2048_n16 / _n80,
 # m31_small_b64_p2048_n8 / _n24; 13: m31_small_serve_s1 / _s8 / _s32).
@@ -115,7 +121,21 @@ case $CALL in
    timeout 100 bench/m31_decode.sh "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" 8 \
      "$S/plans/m31_small_b64_p2048_n24.plan" 24 1 generate_batch 2>/dev/null | grep -E '^(generate|with CUDA|\{)'
    mkdir -p "$OUT/ncu"; timeout 230 dev/m31_ncu_latency.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18" >&2; exit 2 ;;
+19) { B=$S/bin
+   # the codegen test reads tests/codegen/all_ops.ir under the source folder it was built in
+   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+   echo "== h3_codegen_gpu_test"; timeout 120 "$B/h3_codegen_gpu_test" 2>&1 | tail -4
+   echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
+   timeout 120 tests/gpu/run_all.sh "$S" "$OUT/ra" m31
+   for v in H3_NONE=1 H3_M31_ATT_SPLITS=8 H3_M31_ATT_SPLITS=4 H3_M31_TOPK_SPLITS=32 H3_M31_TOPK_SPLITS=16; do
+     echo "== m31_decode p2048 b1 $v"
+     env "$v" timeout 60 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_p2048_n16.plan" 16 \
+       "$S/plans/m31_small_p2048_n80.plan" 80 3 2>/dev/null | grep -E '^(generate|with CUDA|\{)'
+   done
+   echo "== m31_decode p2048 b64"
+   timeout 100 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" 8 \
+     "$S/plans/m31_small_b64_p2048_n24.plan" 24 1 generate_batch 2>/dev/null | grep -E '^(generate|with CUDA|\{)'; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18, 19" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -7,6 +7,8 @@
  *   %n  = rms_norm(%q3, %w) {eps, offset?}                bf16[T, H, D]
  *   %y  = rope(%n, %cos, %sin)                            bf16[T, H, D]
  * becomes %y = rms_norm_rope(%qkv, %w, %cos, %sin) {start = S, heads = H, eps, offset?}
+ * Without the slice (%q itself a [T, H*D] tensor, e.g. M3.1's indexer q and k, each its own
+ * linear's result), %y = rms_norm_rope(%q, %w, %cos, %sin) {start = 0, heads = H, ...}
  * (ops.def), which is the chain bit for bit in every tier (the op's CPU reference and its
  * kernel reuse rms_norm's reduction and rope's arithmetic), so the pass runs at every
  * --quality. The column copy of the slice, the normed tensor and one read of it are gone:
@@ -14,9 +16,9 @@
  * that reads q once and writes the roped result.
  *
  * Legality (the match decides everything; anything else stays unfused): the rms_norm is
- * in the rope's region and the rope is its only user; the slice is along the last axis of
- * a 2D bf16 tensor (any other slice, or no slice, is left alone); the reshape splits that
- * slice's columns into [T, H, D] with the same T; x, the norm and the rope are bf16 (no
+ * in the rope's region and the rope is its only user; the slice, where there is one, is
+ * along the last axis of a 2D bf16 tensor (any other slice is left alone); the reshape
+ * splits that slice's columns (or the whole 2D bf16 tensor) into [T, H, D] with the same T; x, the norm and the rope are bf16 (no
  * other rms_norm `dtype`); w, cos and sin are bf16, f16 or f32 (cos and sin one dtype);
  * the head row fits one warp of the kernel as rms_norm's own kernel reduces it (D % 8 == 0
  * with D <= 256, or D <= 32), so the fused kernel can use the same summation order. The
@@ -71,15 +73,15 @@ static bool match(h3_rewriter *rw, h3_op *rope, void *state) {
       q->type.dims[1] != H * D)
     return false;
   h3_op *slice = def_of(q, H3_OP_SLICE);
-  if (!slice || h3_op_attr_int(slice, "axis", -1) != 1) return false;
-  h3_value *x = slice->operands[0];
+  if (slice && h3_op_attr_int(slice, "axis", -1) != 1) return false;
+  h3_value *x = slice ? slice->operands[0] : q; /* no slice: q's own columns, from 0 */
   if (x->type.rank != 2 || x->type.dtype != H3_BF16 || x->type.dims[0] != T) return false;
   s->norm = norm;
   s->reshape = reshape;
   s->slice = slice;
   s->x = x;
   s->w = w;
-  s->start = h3_op_attr_int(slice, "start", 0);
+  s->start = slice ? h3_op_attr_int(slice, "start", 0) : 0;
   s->heads = H;
   return true;
 }
@@ -106,7 +108,7 @@ static h3_status rewrite(h3_rewriter *rw, h3_op *rope, void *state, h3_diag *d) 
   h3_rewriter_erase(rw, rope);
   h3_rewriter_erase(rw, s->norm);
   erase_if_dead(rw, s->reshape);
-  erase_if_dead(rw, s->slice);
+  if (s->slice) erase_if_dead(rw, s->slice);
   h3_rewriter_notify_new(rw, f);
   s->n_sites++;
   return H3_OK;

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* The macro lines of m31_msa.cu: `names` (its "#define H3_*_NAME name" lines), the q / key /
  * index / output types and the attention's register shape (dims per lane, heads per warp). */
@@ -33,6 +34,14 @@ static int att_splits(long long T, long long Hk) {
  * warp) and H3M_ATT_WARPS (the most warps of a tensor-core attention block) */
 enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8 };
 
+/* s, or at most the positive value of environment variable `name` (a tuning override of a
+ * kernel's split count over keys: decode attention and index_topk; read when the op runs). */
+static long long split_cap(const char *name, long long s) {
+  const char *env = getenv(name);
+  long long cap = env ? atoll(env) : 0;
+  return cap > 0 && cap < s ? cap : s;
+}
+
 /* The tensor-core attention's launch shape for T rows of at most `keys` keys over Hk kv
  * heads: S key splits per (row, kv head) and W warps per block. Few pairs: about 128 blocks
  * of 8 warps (one wave, a block per SM), at most 32 splits (the last block reads the
@@ -41,6 +50,7 @@ enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8 };
 static void att_mma_shape(long long T, long long Hk, long long keys, int *S, int *W) {
   long long pairs = T * Hk > 0 ? T * Hk : 1, s = 128 / pairs, most = (keys + 127) / 128;
   s = s < most ? s : most;
+  s = split_cap("H3_M31_ATT_SPLITS", s);
   *S = (int)(s < 1 ? 1 : s > 32 ? 32 : s);
   *W = pairs * *S < 192 ? 8 : 4;
 }
@@ -187,6 +197,7 @@ static size_t topk_dec_smem(int D, int Hi, int NB) {
 static int topk_splits(long long units, int NB, int cap) {
   long long s = 1024 / (units > 0 ? units : 1);
   if (s > NB) s = NB;
+  s = split_cap("H3_M31_TOPK_SPLITS", s);
   return (int)(s < 1 ? 1 : s > cap ? cap : s);
 }
 

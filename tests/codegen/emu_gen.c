@@ -36,7 +36,8 @@ int main(int argc, char **argv) {
     for (int j = 0; j < i; j++) dup |= strcmp(ks[j].name, ks[i].name) == 0;
     if (!dup) h3_strbuf_append(&out, ks[i].source);
     const h3_op *op = ops.ops[i];
-    h3_strbuf_printf(&disp, "  case %d: emu_launch(%lld, %lld, [&] { %s(", i, (long long)ks[i].grid[0],
+    h3_strbuf_printf(&disp, "  case %d: emu_launch3(%lld, %lld, %lld, %lld, [&] { %s(", i,
+                     (long long)ks[i].grid[0], (long long)ks[i].grid[1], (long long)ks[i].grid[2],
                      (long long)ks[i].block[0], ks[i].name);
     int n_in = op->code == H3_OP_FUSED ? op->regions[0].n_args : op->n_operands;
     int j = 0;
