@@ -56,7 +56,9 @@
 #   18 ran on 2026-12-03 (dev/results/2026-12-03-h200-s12-router-rolled-b1-b64-ncu-latency.txt): batch-1 decode with the router's rolled selection alone (predicted ~1.73 ms) and
 #      batch 64 (~4.36 ms), then dev/m31_ncu_latency.sh (the top-k's and attention's SASS
 #      stall samples); test_gpu_m31 now with cuBLASLt's first heuristic GEMMs (H3_GEMM_TUNE=0)
-#   19 next: the argmax / sample_tokens split over blocks (codegen: every kernel of
+#   19 ran on 2026-12-03 (dev/results/2026-12-03-h200-s12-argmax-split-indexer-norm-rope-caps.txt;
+#      then dev/m31_decode_ab.sh against the day's first build: -s12-ab-decode-serve-c64.txt):
+#      the argmax / sample_tokens split over blocks (codegen: every kernel of
 #      tests/codegen/all_ops.ir on the GPU against the CPU, h3_codegen_gpu_test copied into
 #      STAGE/bin; predicted argmax 15 -> ~4 us), the indexer's q / k norm + rope fused (6 fewer
 #      launches per step), test_gpu_ops, the m31 section; batch-1 decode by split caps
