@@ -229,7 +229,7 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
                      (long long)per, (long long)per, (long long)units, (long long)per,
                      (long long)per, (long long)units);
   }
-  /* a vocabulary row is read by one block: 4 chunks' loads in flight per thread, not one */
+  /* a thread reads many chunks of a long row: 4 chunks' loads in flight, not one */
   h3_strbuf_append(s, "#pragma unroll 4\n");
   if (S > 1) {
     h3_strbuf_printf(s, "  for (int u = (int)blockIdx.y * %lld + tid; u < u1; u += %d) {\n", (long long)per,
