@@ -64,6 +64,9 @@
 #      launches per step), test_gpu_ops, the m31 section; batch-1 decode by split caps
 #      (H3_M31_ATT_SPLITS 8 / 4, H3_M31_TOPK_SPLITS 32 / 16; predicted default 1.728 ->
 #      ~1.70 ms), batch 64
+#   20 next: dev/graph_branches.cu (built into build-gpu/lab, carried alone: no stage): a
+#      batch-1 sparse layer's stand-in, serial against two-stream graph branches; predicted
+#      ~45 us less per layer (run: build-gpu/lab/graph_branches)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
 # makes one with the plans a call needs (18: m31_tiny, m31_small_p2048_n16 / _n80,
 # m31_small_b64_p2048_n8 / _n24; 13: m31_small_serve_s1 / _s8 / _s32).
