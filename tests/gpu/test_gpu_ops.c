@@ -608,6 +608,33 @@ static void check_m31_attention(h3_backend *b, m31_att_case *cases, int n, bool 
   free(saved);
 }
 
+/* M3.1's decode attention (one row: the tensor-core decode kernel, its keys split over blocks
+ * whose partials the last block combines) at its default split count and under the tuning
+ * caps H3_M31_ATT_SPLITS = 3 (splits of uneven key counts) and 1 (no partials); cuda only. */
+static void check_m31_decode_splits(h3_backend *b, m31_att_case *cases, int n, bool cuda) {
+  if (!cuda) return; /* the caps are the cuda kernel's */
+  const char *was = getenv("H3_M31_ATT_SPLITS");
+  char *saved = was ? strdup(was) : NULL;
+  static const char *const caps[3] = {NULL, "3", "1"};
+  for (int i = 0; i < n; i++)
+    for (int c = 0; c < 3; c++) {
+      char tag[160];
+      snprintf(tag, sizeof tag, "m31 decode attention %s (H3_M31_ATT_SPLITS=%s)", cases[i].tag,
+               caps[c] ? caps[c] : "unset");
+      if (caps[c]) setenv("H3_M31_ATT_SPLITS", caps[c], 1);
+      else unsetenv("H3_M31_ATT_SPLITS");
+      m31_cur = &cases[i];
+      if (cases[i].op) check_op(b, cases[i].op, tag, -1, m31_att_prep);
+      else {
+        printf("FAIL hand-made %s: cannot build the op\n", tag);
+        failed++;
+      }
+    }
+  if (saved) setenv("H3_M31_ATT_SPLITS", saved, 1);
+  else unsetenv("H3_M31_ATT_SPLITS");
+  free(saved);
+}
+
 static void check_hand(h3_backend *b, bool all_attention) {
   hand h;
   h.m = h3_module_new("gpu_ops", "test");
@@ -777,6 +804,10 @@ static void check_hand(h3_backend *b, bool all_attention) {
       {"paged T=203 at 61 Hk=1", 203, 1, 61, 0, 4, 6, true, NULL},
       {"sparse T=96 at 700 Hk=1, varied selections", 96, 1, 700, 2, 8, 9, true, NULL}};
   for (int i = 0; i < 7; i++) m31[i].op = m31_att_op(&h, &m31[i], i);
+  /* one decode row at a 2k context, 4 kv heads of 16 q heads (the small model's shape) */
+  m31_att_case m31d[2] = {{"paged T=1 at 2047 Hk=4", 1, 4, 2047, 0, 17, 20, false, NULL},
+                          {"sparse T=1 at 2047 Hk=4, varied selections", 1, 4, 2047, 2, 17, 20, false, NULL}};
+  for (int i = 0; i < 2; i++) m31d[i].op = m31_att_op(&h, &m31d[i], 7 + i);
   const char *was = getenv("H3_LINEAR_FORM");
   char *form = was ? strdup(was) : NULL;
   setenv("H3_LINEAR_FORM", "skinny", 1); /* read as the plan's ops are prepared */
@@ -797,6 +828,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_markov_forms(b, markov, 1);
   check_sol_forms(b, sol, 4, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
+  check_m31_decode_splits(b, m31d, 2, all_attention);
   if (!a128v || !a333v) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");
     failed++;
