@@ -67,6 +67,8 @@
 #   20 next: dev/graph_branches.cu (built into build-gpu/lab, carried alone: no stage): a
 #      batch-1 sparse layer's stand-in, serial against two-stream graph branches; predicted
 #      ~45 us less per layer (run: build-gpu/lab/graph_branches)
+#   21 then: dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
+#      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
 # makes one with the plans a call needs (18: m31_tiny, m31_small_p2048_n16 / _n80,
 # m31_small_b64_p2048_n8 / _n24; 13: m31_small_serve_s1 / _s8 / _s32).
@@ -140,7 +142,10 @@ case $CALL in
    echo "== m31_decode p2048 b64"
    timeout 100 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" 8 \
      "$S/plans/m31_small_b64_p2048_n24.plan" 24 1 generate_batch 2>/dev/null | grep -E '^(generate|with CUDA|\{)'; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18, 19" >&2; exit 2 ;;
+20) timeout 120 build-gpu/lab/graph_branches > "$log" 2>&1 ;;
+21) { mkdir -p "$OUT/ncu"; timeout 330 dev/nvfp4_ncu.sh "$S" "$OUT/ncu"
+   echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok'; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..21" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
