@@ -20,6 +20,7 @@
  */
 #include "emit_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Threads per block for a row of `units` chunks: a multiple of 32 in [32, 256] (1024 for
@@ -41,12 +42,21 @@ static void row_head(h3_strbuf *s, int64_t rows, int64_t n, const char *xt, cons
   h3_strbuf_append(s, "  const int tid = threadIdx.x;\n");
 }
 
-/* Loop header over the row's chunks: declares `float|... v[VEC]` loaded at element u*VEC. */
-static void chunk_loop(h3_strbuf *s, int vec, int64_t n, int block, const char *ct,
-                       const char *ptr, const char *arr) {
-  h3_strbuf_printf(s, "  for (int u = tid; u < %lld; u += %d) {\n", (long long)(n / vec), block);
+/* Loop header over chunks u = from, from + block, ... < end (C expressions): declares
+ * `float|... v[VEC]` loaded at element u*VEC. */
+static void chunk_loop_span(h3_strbuf *s, int vec, const char *from, const char *end, int block,
+                            const char *ct, const char *ptr, const char *arr) {
+  h3_strbuf_printf(s, "  for (int u = %s; u < %s; u += %d) {\n", from, end, block);
   if (vec == 8) h3_strbuf_printf(s, "    %s %s[8];\n    h3_ld8(%s, u * 8, %s);\n", ct, arr, ptr, arr);
   else h3_strbuf_printf(s, "    %s %s[1] = {h3_ld(%s, u)};\n", ct, arr, ptr);
+}
+
+/* The same over the whole row's n / vec chunks from tid. */
+static void chunk_loop(h3_strbuf *s, int vec, int64_t n, int block, const char *ct,
+                       const char *ptr, const char *arr) {
+  char end[24];
+  snprintf(end, sizeof end, "%lld", (long long)(n / vec));
+  chunk_loop_span(s, vec, "tid", end, block, ct, ptr, arr);
 }
 
 void emit_rms_accum(h3_strbuf *s, int vec, const char *arr, bool lean) {
@@ -232,10 +242,9 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
   /* a thread reads many chunks of a long row: 4 chunks' loads in flight, not one */
   h3_strbuf_append(s, "#pragma unroll 4\n");
   if (S > 1) {
-    h3_strbuf_printf(s, "  for (int u = (int)blockIdx.y * %lld + tid; u < u1; u += %d) {\n", (long long)per,
-                     block);
-    if (vec == 8) h3_strbuf_printf(s, "    %s v[8];\n    h3_ld8(x, u * 8, v);\n", ct);
-    else h3_strbuf_printf(s, "    %s v[1] = {h3_ld(x, u)};\n", ct);
+    char from[48];
+    snprintf(from, sizeof from, "(int)blockIdx.y * %lld + tid", (long long)per);
+    chunk_loop_span(s, vec, from, "u1", block, ct, "x", "v");
   } else {
     chunk_loop(s, vec, n, block, ct, "x", "v");
   }

@@ -340,9 +340,4 @@ inline void emu_launch3(long long gx, long long gy, long long gz, long long bloc
 #endif
 }
 
-/* Runs body() as the kernel: grid[0] blocks of block[0] threads, one block at a time. */
-inline void emu_launch(long long grid, long long block, const std::function<void()> &body) {
-  emu_launch3(grid, 1, 1, block, body);
-}
-
 #endif

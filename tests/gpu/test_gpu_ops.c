@@ -613,26 +613,13 @@ static void check_m31_attention(h3_backend *b, m31_att_case *cases, int n, bool 
  * caps H3_M31_ATT_SPLITS = 3 (splits of uneven key counts) and 1 (no partials); cuda only. */
 static void check_m31_decode_splits(h3_backend *b, m31_att_case *cases, int n, bool cuda) {
   if (!cuda) return; /* the caps are the cuda kernel's */
-  const char *was = getenv("H3_M31_ATT_SPLITS");
-  char *saved = was ? strdup(was) : NULL;
-  static const char *const caps[3] = {NULL, "3", "1"};
-  for (int i = 0; i < n; i++)
-    for (int c = 0; c < 3; c++) {
-      char tag[160];
-      snprintf(tag, sizeof tag, "m31 decode attention %s (H3_M31_ATT_SPLITS=%s)", cases[i].tag,
-               caps[c] ? caps[c] : "unset");
-      if (caps[c]) setenv("H3_M31_ATT_SPLITS", caps[c], 1);
-      else unsetenv("H3_M31_ATT_SPLITS");
-      m31_cur = &cases[i];
-      if (cases[i].op) check_op(b, cases[i].op, tag, -1, m31_att_prep);
-      else {
-        printf("FAIL hand-made %s: cannot build the op\n", tag);
-        failed++;
-      }
-    }
-  if (saved) setenv("H3_M31_ATT_SPLITS", saved, 1);
-  else unsetenv("H3_M31_ATT_SPLITS");
-  free(saved);
+  static const char *const vars[1] = {"H3_M31_ATT_SPLITS"};
+  static const char *const caps[3][2] = {{NULL, NULL}, {"3", NULL}, {"1", NULL}};
+  for (int i = 0; i < n; i++) {
+    const hand_case c = {cases[i].tag, cases[i].op, -1, m31_att_prep};
+    m31_cur = &cases[i];
+    check_forms(b, &c, 1, vars, 1, caps, 3);
+  }
 }
 
 static void check_hand(h3_backend *b, bool all_attention) {
@@ -805,8 +792,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
       {"sparse T=96 at 700 Hk=1, varied selections", 96, 1, 700, 2, 8, 9, true, NULL}};
   for (int i = 0; i < 7; i++) m31[i].op = m31_att_op(&h, &m31[i], i);
   /* one decode row at a 2k context, 4 kv heads of 16 q heads (the small model's shape) */
-  m31_att_case m31d[2] = {{"paged T=1 at 2047 Hk=4", 1, 4, 2047, 0, 17, 20, false, NULL},
-                          {"sparse T=1 at 2047 Hk=4, varied selections", 1, 4, 2047, 2, 17, 20, false, NULL}};
+  m31_att_case m31d[2] = {{"m31 decode attention paged T=1 at 2047 Hk=4", 1, 4, 2047, 0, 17, 20, false, NULL},
+                          {"m31 decode attention sparse T=1 at 2047 Hk=4, varied selections", 1, 4, 2047, 2, 17,
+                           20, false, NULL}};
   for (int i = 0; i < 2; i++) m31d[i].op = m31_att_op(&h, &m31d[i], 7 + i);
   const char *was = getenv("H3_LINEAR_FORM");
   char *form = was ? strdup(was) : NULL;
