@@ -4,6 +4,8 @@
  * one; there it exits 77 (skipped). Kernels are compiled by NVRTC in one translation unit
  * (cache off) and launched with their recorded launch rule; in-place kernels get out0 =
  * in0 first, as the runtime does.
+ *   h3_codegen_gpu_test [ALL_OPS_IR]   (default: tests/codegen/all_ops.ir of the source folder it
+ *                                      was built in)
  */
 #include "h3/kernels.h"
 #include "h3/backend.h"
@@ -11,12 +13,13 @@
 
 #include "../common/cuda_driver.h"
 
-int main(void) {
+int main(int argc, char **argv) {
   if (!cuda_driver_open(NULL, 0)) {
     fprintf(stderr, "test_gpu: no usable CUDA driver/GPU; skipped\n");
     return 77;
   }
-  h3_module *m = cg_load_ir("all_ops.ir");
+  /* argv[1]: the IR file by path (a checkout other than the one it was built in) */
+  h3_module *m = cg_load_ir(argc > 1 ? argv[1] : "all_ops.ir");
   CHECK(m != NULL);
   if (!m) return cg_report("test_gpu");
   cg_oplist ops = cg_kernel_ops(m);
