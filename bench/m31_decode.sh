@@ -11,7 +11,9 @@
 #   3. the long plan again with CUDA graphs and --profile: the device time of each call of the
 #      step graph (decode / decode_batch) and of the prefill graph (prefill_seq),
 #      medians over the measured iterations: the step and the prefill alone, free of the
-#      other's noise (1's difference carries the prefills' run-to-run spread).
+#      other's noise (1's difference carries the prefills' run-to-run spread);
+#   4. 3 again with H3_SIDE_STREAM=0 (pass side-streams' branches on the main stream, in the
+#      plan's order): the step call's device time without the second stream, to compare.
 #   bench/m31_decode.sh H3EXEC PLAN_SHORT N_SHORT PLAN_LONG N_LONG [ITERATIONS [PROGRAM]]
 # PLAN_*: `h3c compile models/minimax_m3_1.g --config small --set prompt_len=P
 # --set max_new_tokens=N` (and --set seqs=B for PROGRAM generate_batch: B sequences per
@@ -41,6 +43,7 @@ run "$long" long
 run "$short" shortprof H3_CUDA_GRAPHS=0
 run "$long" longprof H3_CUDA_GRAPHS=0
 run "$long" longcallsprof
+run "$long" onestreamprof H3_SIDE_STREAM=0
 # median device ms of the calls of graph $2 in trace $1 (events of category "control")
 calls() {
   python3 -c 'import json, statistics, sys
@@ -51,6 +54,7 @@ step_graph=decode prefill_graph=prefill_seq
 [ "${prog:-generate}" = generate_batch ] && step_graph=decode_batch
 read -r cs ncs <<< "$(calls "$tmp/longcallsprof.json" $step_graph)"
 read -r cp ncp <<< "$(calls "$tmp/longcallsprof.json" $prefill_graph)"
+read -r c1 nc1 <<< "$(calls "$tmp/onestreamprof.json" $step_graph)"
 ts=$(median "$tmp/short.txt") tl=$(median "$tmp/long.txt")
 ps=$(median "$tmp/shortprof.txt") pl=$(median "$tmp/longprof.txt")
 [ -n "$ts" ] && [ -n "$tl" ] && [ -n "$ps" ] && [ -n "$pl" ] ||
@@ -59,6 +63,7 @@ n=$((nl - ns))
 echo "generate ${ns} tokens: ${ts} ms; ${nl} tokens: ${tl} ms (medians of $it, CUDA graphs)"
 echo "without CUDA graphs, ops timed on the device: ${ps} ms; ${pl} ms"
 echo "with CUDA graphs, device time of one call (medians): ${step_graph} ${cs} ms (${ncs} calls), ${prefill_graph} ${cp} ms (${ncp} calls)"
+echo "the same on one stream (H3_SIDE_STREAM=0): ${step_graph} ${c1} ms (${nc1} calls)"
 echo "decode step, device time per op kind (long - short run, per step, per iteration):"
 # the per-op tables: "  op count total_ms pct"; totals are over all measured iterations
 awk -v n="$n" -v it="$it" '
@@ -68,5 +73,5 @@ awk -v n="$n" -v it="$it" '
   END { for (o in ops) { d = (t["l", o] - t["s", o]) / it / n; if (d > 0.0005) printf "  %-22s %8.4f ms\n", o, d } }
   ' "$tmp/shortprof.txt" "$tmp/longprof.txt" | sort -k2 -n -r | awk '{ print; sum += $2 } END { printf "  %-22s %8.4f ms\n", "(sum)", sum }'
 awk -v a="$ts" -v b="$tl" -v c="$ps" -v d="$pl" -v ns="$ns" -v nl="$nl" -v prog="${prog:-generate}" \
-  -v cs="$cs" -v cp="$cp" 'BEGIN {
-  printf "{\"bench\": \"m31_decode\", \"program\": \"%s\", \"n_short\": %d, \"n_long\": %d, \"ms_short\": %.3f, \"ms_long\": %.3f, \"ms_per_step\": %.4f, \"ms_per_step_no_graphs\": %.4f, \"ms_step_call\": %s, \"ms_prefill_call\": %s}\n", prog, ns, nl, a, b, (b - a) / (nl - ns), (d - c) / (nl - ns), cs, cp }'
+  -v cs="$cs" -v cp="$cp" -v c1="$c1" 'BEGIN {
+  printf "{\"bench\": \"m31_decode\", \"program\": \"%s\", \"n_short\": %d, \"n_long\": %d, \"ms_short\": %.3f, \"ms_long\": %.3f, \"ms_per_step\": %.4f, \"ms_per_step_no_graphs\": %.4f, \"ms_step_call\": %s, \"ms_step_call_one_stream\": %s, \"ms_prefill_call\": %s}\n", prog, ns, nl, a, b, (b - a) / (nl - ns), (d - c) / (nl - ns), cs, c1, cp }'

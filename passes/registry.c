@@ -31,6 +31,7 @@
   X(int8_resid_dequant)    /* --int8: Plan B takes out_proj's dequant_i8 */                \
   X(elementwise_fusion)                                                                    \
   X(int8_fuse_group_quant) /* --int8: the quantizer joins its producer group */            \
+  X(side_streams) /* after every rewrite: it reorders and marks the final ops */          \
   X(memory_plan)
 
 #define DECLARE_PASS(id) extern const h3_pass h3_pass_##id;

@@ -181,6 +181,31 @@ static void walk_uses(builder *p, h3_region *r) {
   }
 }
 
+/* ---- side-stream windows ------------------------------------------------------------------ */
+/* A run of ops marked `side` (pass side-streams) may run beside the main ops up to the
+ * region's next `join` op (or the region's end): every slot live at some time of that
+ * window [2 * first side op, 2 * join] lives over all of it, so no two ops that may run at
+ * once share a buffer. */
+static void widen_window(builder *p, int64_t lo, int64_t hi) {
+  for (int i = 0; i < p->c->n_slots; i++) {
+    h3_mem_slot *sl = &p->c->slots[i];
+    if (sl->start > hi || sl->end < lo) continue;
+    if (sl->start > lo) sl->start = lo;
+    if (sl->end < hi) sl->end = hi;
+  }
+}
+
+static void side_windows(builder *p, h3_region *r) {
+  for (h3_op *op = r->first; op; op = op->next) {
+    if (op->code == H3_OP_LOOP && op->n_regions == 1) side_windows(p, &op->regions[0]);
+    if (!h3_op_attr(op, "side") || (op->prev && h3_op_attr(op->prev, "side"))) continue;
+    h3_op *end = op;
+    while (end->next && !h3_op_attr(end, "join")) end = end->next;
+    int64_t t_end = end->code == H3_OP_LOOP ? p->op_end[end->id] : p->op_pos[end->id];
+    widen_window(p, 2 * p->op_pos[op->id], 2 * t_end + 1);
+  }
+}
+
 /* ---- sharing ---------------------------------------------------------------------------- */
 static void share_loop(builder *p, h3_op *loop) {
   h3_region *body = &loop->regions[0];
@@ -299,6 +324,7 @@ h3_status h3_mem_classes_build(h3_mem_classes *c, h3_module *m, h3_graph *g) {
   if (!p.oom) walk_defs(&p, &g->body);
   if (!p.oom) {
     walk_uses(&p, &g->body);
+    side_windows(&p, &g->body);
     for (int i = 0; i < p.n_loops; i++) share_loop(&p, p.loops[i]);
     for (int i = 0; i < p.n_inplace; i++) share_inplace(&p, p.inplace[i]);
     for (int i = 0; i < p.n_calls; i++) share_call(&p, p.calls[i]);

@@ -724,9 +724,43 @@ static h3_status run_branch(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag
   return run_callee(rt, gs, op, name, 1, d);
 }
 
+/* The stream op runs on (pass side-streams): a run of ops marked `side` goes to the
+ * backend's side stream, which first waits for the work queued before the run (fork); the
+ * main stream waits for it (join) before an op marked `join`, before an op with regions
+ * (a loop, call or branch runs its own branches) and at the region's end. Without the
+ * backend hook every op runs in order on the one stream. */
+typedef struct {
+  bool on_side, open;
+} side_state;
+
+static h3_status side_cmd(h3_runtime *rt, h3_side_cmd cmd, h3_diag *d) {
+  const h3_backend_ext *ext = rt->b->ext;
+  return ext && ext->side_stream ? ext->side_stream(rt->b, cmd, d) : H3_OK;
+}
+
+static h3_status side_before(h3_runtime *rt, side_state *ss, const h3_op *op, h3_diag *d) {
+  bool side = h3_op_attr_int(op, "side", 0) != 0;
+  h3_status st = H3_OK;
+  if (side && !ss->on_side) {
+    st = side_cmd(rt, H3_SIDE_FORK, d);
+    ss->on_side = ss->open = true;
+  } else if (!side && ss->open &&
+             (h3_op_attr_int(op, "join", 0) || op->n_regions > 0 || op->code == H3_OP_YIELD ||
+              op->code == H3_OP_RETURN || op->code == H3_OP_CALL || op->code == H3_OP_BRANCH)) {
+    st = side_cmd(rt, H3_SIDE_JOIN, d);
+    ss->on_side = ss->open = false;
+  } else if (!side && ss->on_side) {
+    st = side_cmd(rt, H3_SIDE_MAIN, d);
+    ss->on_side = false;
+  }
+  return st;
+}
+
 static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int top, h3_diag *d) {
+  side_state ss = {false, false};
   for (const h3_op *op = r->first; op; op = op->next) {
-    h3_status st;
+    h3_status st = side_before(rt, &ss, op, d);
+    if (st != H3_OK) return st;
     switch (op->code) {
     case H3_OP_YIELD:
     case H3_OP_RETURN: return H3_OK;
@@ -737,9 +771,12 @@ static h3_status run_region(h3_runtime *rt, gstate *gs, const h3_region *r, int 
       st = h3_op_is_load_time(op) ? H3_OK : run_compute(rt, gs, op, d);
       break;
     }
-    if (st != H3_OK) return st;
+    if (st != H3_OK) {
+      if (ss.open) side_cmd(rt, H3_SIDE_JOIN, d); /* the main stream holds every queued op again */
+      return st;
+    }
   }
-  return H3_OK;
+  return ss.open ? side_cmd(rt, H3_SIDE_JOIN, d) : H3_OK;
 }
 
 static h3_status run_graph(h3_runtime *rt, gstate *gs, h3_diag *d) {

@@ -126,7 +126,15 @@ typedef struct {
  *     queued since the last call (device seconds) and how many were timed: those outside a
  *     CUDA graph capture (a replayed graph times nothing).
  *   trim: gives back device memory the backend caches but does not use.
- *   memory_peak: the most device bytes the backend has held at once since creation. */
+ *   memory_peak: the most device bytes the backend has held at once since creation.
+ *   side_stream: a second stream for the ops the pass side-streams marks `side` (without
+ *     it the executor runs them in order on the one stream). H3_SIDE_FORK: the side stream
+ *     waits for the work queued so far, and work queued next goes to it; H3_SIDE_MAIN: work
+ *     queued next goes to the main stream (nothing waits); H3_SIDE_JOIN: the main stream
+ *     waits for the side stream's work, and work queued next goes to the main stream.
+ *     Buffers released while the side stream may still run are not handed out again
+ *     before the join. Captured into a CUDA graph, fork and join become its edges. */
+typedef enum { H3_SIDE_FORK, H3_SIDE_MAIN, H3_SIDE_JOIN } h3_side_cmd;
 typedef struct {
   h3_status (*init_param)(h3_backend *b, void *dst, const h3_param *p, uint64_t seed,
                           int64_t first, int64_t count, h3_diag *d);
@@ -148,6 +156,7 @@ typedef struct {
   void (*ring_stalls)(h3_backend *b, double *seconds, int64_t *waits);
   void (*trim)(h3_backend *b);
   int64_t (*memory_peak)(h3_backend *b);
+  h3_status (*side_stream)(h3_backend *b, h3_side_cmd cmd, h3_diag *d);
 } h3_backend_ext;
 
 struct h3_backend {

@@ -14,7 +14,10 @@
  * the in-place ops, which write at 2p+1. A loop's region arguments are written at 2s+1,
  * its results at 2e+1. A use inside a loop body of a value defined outside that loop
  * lasts until the loop's end, 2e (the body runs again). A value lives from its write to
- * its last read.
+ * its last read. Side-stream windows (pass side-streams): a run of ops marked `side` may
+ * run beside the main ops from its first op (number f) to the region's next op marked
+ * `join` (number j; none: the region's terminator); every value live at some time of
+ * [2f, 2j + 1] is live over all of it.
  *
  * Classes (values sharing one buffer, each member at a fixed byte delta):
  *   - views alias their source: reshape and index always (index: the runtime adds the

@@ -151,7 +151,7 @@ void cu_release(cu_state *s, void *p) {
   int i = block_of(s, p);
   if (i < 0) return;
   const void *holder = cu_graph_holder(s);
-  s->blocks[i].state = holder ? CU_BLOCK_HELD : CU_BLOCK_FREE;
+  s->blocks[i].state = s->side.open ? CU_BLOCK_PENDING : holder ? CU_BLOCK_HELD : CU_BLOCK_FREE;
   s->blocks[i].holder = holder;
 }
 
@@ -279,6 +279,7 @@ static void cuda_destroy(h3_backend *b) {
     /* work still queued (a rank that failed mid-step) may wait on the other ranks: abort the
        communicator first, which ends its kernels; an idle one is destroyed */
     if (s->nccl) cu_nccl_free(s->nccl, cudaStreamQuery(s->stream) != cudaSuccess);
+    cu_side_free(s);
     cudaStreamSynchronize(s->stream);
     cu_graphs_free(s);
     cu_stream_free(s);
@@ -361,7 +362,8 @@ static const h3_backend_ext cuda_ext = {
     cu_init_param,       cu_graph_call_begin, cu_graph_call_end, cu_mark,
     cu_mark_seconds,     cu_marks_reset,      cu_graph_counts_ext, cu_host_alloc,
     cu_host_free,        cu_host_pin,         cu_host_unpin,     cu_ring_copy,
-    cu_ring_wait,        cu_ring_stalls,      cu_trim_ext,       cu_memory_peak};
+    cu_ring_wait,        cu_ring_stalls,      cu_trim_ext,       cu_memory_peak,
+    cu_side_stream};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {
@@ -395,7 +397,8 @@ static h3_status device_setup(cu_state *s, h3_diag *d) {
   s->smem_optin = p.sharedMemPerBlockOptin;
   snprintf(s->device_name, sizeof s->device_name, "%.120s (sm_%d%d, %d SMs, %.1f GiB)", p.name,
            p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1073741824.0);
-  CU_CHECK(d, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "device setup");
+  CU_CHECK(d, cudaStreamCreateWithFlags(&s->main_stream, cudaStreamNonBlocking), "device setup");
+  s->stream = s->main_stream;
   CU_CHECK(d, cudaEventCreate(&s->ev_start), "device setup");
   CU_CHECK(d, cudaEventCreate(&s->ev_stop), "device setup");
   return H3_OK;
@@ -435,6 +438,8 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   env = getenv("H3_CUDA_SYNC");
   s->sync_each_op = env && strcmp(env, "0");
   s->no_graphs |= s->sync_each_op; /* a wait inside a capture would end it */
+  env = getenv("H3_SIDE_STREAM");
+  s->side.off = env && !strcmp(env, "0");
   env = getenv("H3_FAULT_LAUNCH");
   s->fault_launch = env ? atoll(env) : 0;
   env = getenv("H3_FAULT_KERNEL");

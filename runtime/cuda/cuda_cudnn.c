@@ -323,7 +323,8 @@ h3_status cu_cudnn_run(cu_state *s, const cu_att_seg *a, bool *fallback, h3_diag
   void *ptrs[5] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale};
   void *ws = s->workspace;
   cudnnBackendDescriptor_t vp = NULL;
-  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+  cudnnStatus_t st = cudnnSetStream(s->cudnn->h, s->stream); /* main or side (cuda_side.c) */
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
   if (st == CUDNN_STATUS_SUCCESS)
     st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids);
   if (st == CUDNN_STATUS_SUCCESS)

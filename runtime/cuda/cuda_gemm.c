@@ -35,7 +35,7 @@ h3_status cu_gemm_init(cu_state *s, h3_diag *d) {
   cublasStatus_t st = cublasLtCreate(&lt);
   if (st != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, NULL, st, "cublasLtCreate");
   s->lt = lt;
-  s->workspace = cu_alloc(s, CU_WORKSPACE_BYTES);
+  s->workspace = s->main_workspace = cu_alloc(s, CU_WORKSPACE_BYTES);
   if (!s->workspace) {
     h3_diag_error(d, (h3_span){0}, CU_HINT_DEVICE_OOM, "cuda: out of memory for the %zu-byte GEMM workspace",
                   CU_WORKSPACE_BYTES);

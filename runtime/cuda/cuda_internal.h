@@ -86,7 +86,9 @@ typedef struct {
 } cu_op;
 
 /* One block of the caching allocator. */
-typedef enum { CU_BLOCK_FREE, CU_BLOCK_USED, CU_BLOCK_HELD } cu_block_state;
+/* HELD: released during a graph capture, kept for the record (cuda_graph.c); PENDING:
+ * released while the side stream may still run (cuda_side.c), handed out after the join */
+typedef enum { CU_BLOCK_FREE, CU_BLOCK_USED, CU_BLOCK_HELD, CU_BLOCK_PENDING } cu_block_state;
 typedef struct {
   void *p;
   size_t bytes;
@@ -106,7 +108,8 @@ typedef struct cu_state {
   char device_name[192];
   int sm_count;
   size_t smem_optin; /* max dynamic shared memory per block */
-  cudaStream_t stream;
+  cudaStream_t stream; /* where work is queued now: main_stream, or side.stream in a branch */
+  cudaStream_t main_stream;
   h3_kernel_cache cache;
   h3_arena arena; /* emitted kernels' strings */
   /* kernels by name (open addressing, power-of-two capacity) */
@@ -124,7 +127,8 @@ typedef struct cu_state {
   size_t bytes_held, peak_held; /* cudaMalloc'd now, and the most at once */
   /* libraries */
   void *lt; /* cublasLtHandle_t */
-  void *workspace;
+  void *workspace; /* the current stream's: main_workspace, or side.workspace in a branch */
+  void *main_workspace;
   void *i8_acc; /* int32 accumulators of linear_int8, sized when the ops are prepared */
   size_t i8_acc_bytes;
   cu_cudnn *cudnn;
@@ -142,6 +146,14 @@ typedef struct cu_state {
   /* timing events around the ring_waits queued outside a capture: pairs [2i, 2i + 1] */
   cudaEvent_t *stall_ev;
   int n_stall, cap_stall;
+  /* the side stream of pass side-streams (cuda_side.c): made at the first fork */
+  struct {
+    cudaStream_t stream;
+    cudaEvent_t fork, join;
+    void *workspace; /* cuBLASLt / cuDNN workspace of the side stream's ops */
+    bool open;       /* forked and not yet joined */
+    bool off;        /* H3_SIDE_STREAM=0: every op on the main stream, in the plan's order */
+  } side;
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
@@ -184,6 +196,10 @@ void *cu_alloc(cu_state *s, size_t bytes);
 void cu_release(cu_state *s, void *p);
 /* Waits for the stream and gives the cached free blocks back to CUDA (cudaFree). */
 void cu_trim(cu_state *s);
+
+/* ---- the side stream (cuda_side.c; h3_backend_ext.side_stream) ------------------------- */
+h3_status cu_side_stream(h3_backend *b, h3_side_cmd cmd, h3_diag *d);
+void cu_side_free(cu_state *s);
 
 /* ---- weight streaming (cuda_stream.c; h3_backend_ext's streaming hooks) ---------------- */
 void *cu_host_alloc(h3_backend *b, size_t bytes);

@@ -10,7 +10,9 @@
 #          GPU random weights; then again with every GEMM tuned, H3_GEMM_TUNE_MIN_FLOPS=0),
 #          test_gpu_model (tiny H3 step / sample vs cpu, CUDA graphs, exact tier vs unfused,
 #          bitwise), test_gpu_int8 (linear_int8 vs the CPU, bitwise)
-#   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared; then
+#   m31    h3exec on the tiny M3.1 plan, cuda and cpu: the generated tokens compared; cuda
+#          with side-streams' branches on the main stream and without CUDA graphs: bitwise
+#          the same outputs; then
 #          test_gpu_m31 (the small config on cuda: verify rows vs DECODE, chunked prefill,
 #          scrambled pages, MSA == dense below 2048)
 #   collectives  test_gpu_collectives (each collective at one rank through NCCL vs the CPU,
@@ -197,6 +199,23 @@ for section in $SECTIONS; do
       --seed 3 --out "$WORK/m31_tiny_cpu.safetensors"
     step m31_tiny_tokens 60 python3 tests/gpu/compare_outputs.py --tokens \
       "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_cpu.safetensors" 256
+    # pass side-streams' branches on the second stream change no bit: the same run with
+    # them on the main stream, and without CUDA graphs (op by op, fork / join as events)
+    step m31_tiny_one_stream 120 env H3_SIDE_STREAM=0 "$BIN/h3exec" "$PLANS/m31_tiny.plan" \
+      --backend cuda --weights random --seed 3 --out "$WORK/m31_tiny_one_stream.safetensors"
+    step m31_tiny_side_same 60 python3 tests/gpu/compare_outputs.py \
+      "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_one_stream.safetensors" 0
+    step m31_tiny_no_graphs 120 env H3_CUDA_GRAPHS=0 "$BIN/h3exec" "$PLANS/m31_tiny.plan" \
+      --backend cuda --weights random --seed 3 --out "$WORK/m31_tiny_no_graphs.safetensors"
+    step m31_tiny_no_graphs_same 60 python3 tests/gpu/compare_outputs.py \
+      "$WORK/m31_tiny_cuda.safetensors" "$WORK/m31_tiny_no_graphs.safetensors" 0
+    for side in 1 0; do # one decode step's logits and caches, two streams and one
+      step m31_tiny_decode_side$side 120 env H3_SIDE_STREAM=$side "$BIN/h3exec" \
+        "$PLANS/m31_tiny.plan" --graph decode --backend cuda --weights random --seed 3 \
+        --out "$WORK/m31_tiny_decode_side$side.safetensors"
+    done
+    step m31_tiny_decode_same 60 python3 tests/gpu/compare_outputs.py \
+      "$WORK/m31_tiny_decode_side1.safetensors" "$WORK/m31_tiny_decode_side0.safetensors" 0
     step test_gpu_m31 300 "$BIN/test_gpu_m31" models
     ;;
   collectives)

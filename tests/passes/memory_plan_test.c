@@ -44,6 +44,7 @@ typedef struct {
   int next_tag;
   const char *what;
   int errors;
+  bool side_late; /* side runs as late as their join allows (sim_region) */
 } sim;
 
 static bool planned(const h3_value *v) { return v->offset >= 0; }
@@ -103,18 +104,38 @@ static void sim_loop(sim *s, const h3_op *loop) {
   }
 }
 
+static void sim_op(sim *s, const h3_op *op) {
+  if (op->code == H3_OP_LOOP) {
+    sim_loop(s, op);
+    return;
+  }
+  for (int i = 0; i < op->n_operands; i++) sim_read(s, op->operands[i], op);
+  if ((op->code == H3_OP_RESHAPE || op->code == H3_OP_SLICE || op->code == H3_OP_INDEX) &&
+      sim_view(s, op))
+    return;
+  for (int i = 0; i < op->n_results; i++) sim_write(s, op->results[i]);
+}
+
+static bool is_side(const h3_op *op) { return op && h3_op_attr_int(op, "side", 0); }
+
+/* In program order; with s->side_late, each run of `side` ops (pass side-streams) runs
+ * instead just before the op where the executor joins it (the next `join` op, an op with
+ * regions, the terminator): the two extreme schedules of a branch beside the main ops, so a
+ * buffer shared by a side op and a main op of its window is clobbered in one of them. */
 static void sim_region(sim *s, const h3_region *r) {
+  const h3_op *run = NULL; /* the side run waiting for its join */
   for (const h3_op *op = r->first; op; op = op->next) {
-    if (op->code == H3_OP_YIELD) continue; /* read by the loop */
-    if (op->code == H3_OP_LOOP) {
-      sim_loop(s, op);
+    if (s->side_late && is_side(op)) {
+      if (!is_side(op->prev)) run = op;
       continue;
     }
-    for (int i = 0; i < op->n_operands; i++) sim_read(s, op->operands[i], op);
-    if ((op->code == H3_OP_RESHAPE || op->code == H3_OP_SLICE || op->code == H3_OP_INDEX) &&
-        sim_view(s, op))
-      continue;
-    for (int i = 0; i < op->n_results; i++) sim_write(s, op->results[i]);
+    if (run && (h3_op_attr_int(op, "join", 0) || op->n_regions > 0 || op->code == H3_OP_YIELD ||
+                op->code == H3_OP_RETURN)) {
+      for (const h3_op *x = run; is_side(x); x = x->next) sim_op(s, x);
+      run = NULL;
+    }
+    if (op->code == H3_OP_YIELD) continue; /* read by the loop */
+    sim_op(s, op);
   }
 }
 
@@ -143,26 +164,29 @@ static int64_t plan_and_simulate(h3_module *m, const char *what) {
     CHECK(a && p && p->i <= a->i, "%s: arena_bytes/peak_bytes missing or peak > arena", what);
     if (!a) continue;
     if (g == 0) arena0 = a->i;
-    sim s = {calloc((size_t)a->i + 1, sizeof(int)),
-             a->i,
-             calloc((size_t)m->next_value_id, sizeof(int)),
-             calloc((size_t)m->next_value_id, sizeof(int64_t)),
-             calloc((size_t)m->next_value_id, sizeof(int64_t)),
-             0,
-             what,
-             0};
-    if (!s.bytes || !s.tag || !s.lo || !s.hi) {
-      CHECK(0, "out of memory");
-      return -1;
+    for (int late = 0; late < 2; late++) {
+      sim s = {calloc((size_t)a->i + 1, sizeof(int)),
+               a->i,
+               calloc((size_t)m->next_value_id, sizeof(int)),
+               calloc((size_t)m->next_value_id, sizeof(int64_t)),
+               calloc((size_t)m->next_value_id, sizeof(int64_t)),
+               0,
+               what,
+               0,
+               late};
+      if (!s.bytes || !s.tag || !s.lo || !s.hi) {
+        CHECK(0, "out of memory");
+        return -1;
+      }
+      sim_region(&s, &m->graphs[g]->body);
+      for (int i = 0; i < m->graphs[g]->body.last->n_operands; i++)
+        sim_read(&s, m->graphs[g]->body.last->operands[i], m->graphs[g]->body.last);
+      failures += s.errors;
+      free(s.bytes);
+      free(s.tag);
+      free(s.lo);
+      free(s.hi);
     }
-    sim_region(&s, &m->graphs[g]->body);
-    for (int i = 0; i < m->graphs[g]->body.last->n_operands; i++)
-      sim_read(&s, m->graphs[g]->body.last->operands[i], m->graphs[g]->body.last);
-    failures += s.errors;
-    free(s.bytes);
-    free(s.tag);
-    free(s.lo);
-    free(s.hi);
   }
   return arena0;
 }

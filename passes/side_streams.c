@@ -1,0 +1,377 @@
+/* side_streams.c: the `side-streams` pass: an independent chain of small ops runs on a
+ * second stream beside the main chain (the M3.1 decode step's indexer beside the qkv
+ * projection, its shared expert beside router + moe).
+ *
+ * Contract with the executor and the memory plan (docs/passes.md, include/h3/mem_classes.h):
+ *   - ops carrying `side = 1` form one contiguous run of a region: the side branch. At its
+ *     first op the side stream waits for everything queued before it (the fork); every
+ *     later op without `side` runs on the main stream, beside the branch.
+ *   - the first op of the region after the run that reads a value of the branch carries
+ *     `join = 1`: the main stream waits for the branch before it. The executor also joins
+ *     before an op with regions (loop, call, branch) and at the end of the region.
+ *   - the memory plan keeps every value live at some time of the window (from the run's
+ *     first op to the join) live over the whole window, so no two ops that may run at once
+ *     share a buffer.
+ * Every op still computes what it computed: the pass only reorders (a topological order)
+ * and marks, so the results are bitwise the same at every tier.
+ *
+ * Which chain (per region: graph bodies and loop bodies): for an op J with operands made by
+ * ops of the region, chain E_i is the set of ops that only operand i of J depends on (its
+ * ancestors that no other operand of J depends on). E_i is a candidate when every value it
+ * makes is read only inside E_i, by J or after J; it holds a kernel and only side-eligible
+ * ops (no loop, call, branch, collective or op whose kernels share state between ops; work
+ * of at most MAX_ROWS rows: batch-sized work that leaves the card's memory system or SMs
+ * idle, not a prefill's GEMMs); and it touches no buffer that a main op of its window
+ * updates in place, nor updates in place one that such an op reads. E_i then moves right
+ * after the last op it depends on, and the main work of its window is every other op
+ * between there and J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
+ * region takes the worthiest candidate (the cheaper chain on a tie, so the side never
+ * becomes the long path) while it reaches MIN_OVERLAP_US, then the next whose window
+ * overlaps none taken.
+ * Cost model (µs): 4 per kernel (a dependent launch's latency in a captured graph) plus the
+ * bytes it reads and writes at 3.3 TB/s (an in-place op's updated tensor not counted; a
+ * gather reads the rows it writes).
+ */
+#include "h3/op_registry.h"
+
+#include "pass_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_ROWS = 64 }; /* a side op's rows at the most (a decode batch) */
+#define MIN_OVERLAP_US 12.0 /* less modelled overlap is not worth a fork and a join */
+#define LAUNCH_US 4.0       /* per kernel */
+#define BYTES_PER_US 3.3e6  /* the H200's copy bandwidth, bytes per µs */
+
+typedef struct {
+  h3_op **ops; /* the region's ops but its terminator, in order */
+  int n;
+  int *pos;           /* by op id: index in ops, -1 outside the region */
+  unsigned char *anc; /* n x n: anc[a * n + b] = b is an ancestor of a (or a itself) */
+  int *producers;     /* per op: in-region producers of its operands (nested uses too) */
+  int *n_prod, *prod_at;
+} region_view;
+
+typedef struct {
+  h3_module *m;
+  int n_branches;
+  bool oom;
+} ss_state;
+
+/* ---- the region's dependence graph --------------------------------------------------- */
+static int producer_of(const region_view *rv, const h3_value *v) {
+  if (v->kind != H3_VALUE_RESULT || !v->def) return -1;
+  return v->def->id >= 0 ? rv->pos[v->def->id] : -1;
+}
+
+typedef struct {
+  region_view *rv;
+  int at;     /* the top-level op whose nested ops are walked */
+  int count;  /* producers found */
+  int *out;   /* NULL: count only */
+} prod_walk;
+
+static int collect_producers(h3_op *op, void *ctx) {
+  prod_walk *w = ctx;
+  for (int i = 0; i < op->n_operands; i++) {
+    int p = producer_of(w->rv, op->operands[i]);
+    if (p < 0 || p == w->at) continue;
+    if (w->out) w->out[w->count] = p;
+    w->count++;
+  }
+  return 0;
+}
+
+static void walk_op_uses(region_view *rv, int k, prod_walk *w) {
+  h3_op *op = rv->ops[k];
+  collect_producers(op, w);
+  for (int r = 0; r < op->n_regions; r++) h3_region_walk(&op->regions[r], collect_producers, w);
+}
+
+static void view_free(region_view *rv) {
+  free(rv->ops);
+  free(rv->pos);
+  free(rv->anc);
+  free(rv->producers);
+  free(rv->n_prod);
+  free(rv->prod_at);
+  memset(rv, 0, sizeof *rv);
+}
+
+static bool view_build(region_view *rv, h3_module *m, h3_region *r) {
+  memset(rv, 0, sizeof *rv);
+  int n = 0;
+  for (h3_op *op = r->first; op; op = op->next)
+    if (op->code != H3_OP_YIELD && op->code != H3_OP_RETURN) n++;
+  rv->n = n;
+  rv->ops = malloc((size_t)(n + 1) * sizeof *rv->ops);
+  rv->pos = malloc(((size_t)m->next_op_id + 1) * sizeof *rv->pos);
+  rv->anc = calloc((size_t)n * (size_t)n + 1, 1);
+  rv->n_prod = calloc((size_t)n + 1, sizeof *rv->n_prod);
+  rv->prod_at = calloc((size_t)n + 1, sizeof *rv->prod_at);
+  if (!rv->ops || !rv->pos || !rv->anc || !rv->n_prod || !rv->prod_at) return false;
+  for (int i = 0; i <= m->next_op_id; i++) rv->pos[i] = -1;
+  int k = 0;
+  for (h3_op *op = r->first; op; op = op->next)
+    if (op->code != H3_OP_YIELD && op->code != H3_OP_RETURN) {
+      rv->ops[k] = op;
+      rv->pos[op->id] = k++;
+    }
+  int total = 0;
+  for (k = 0; k < n; k++) {
+    prod_walk w = {rv, k, 0, NULL};
+    walk_op_uses(rv, k, &w);
+    rv->prod_at[k] = total;
+    rv->n_prod[k] = w.count;
+    total += w.count;
+  }
+  rv->producers = malloc((size_t)total * sizeof *rv->producers + 1);
+  if (!rv->producers) return false;
+  for (k = 0; k < n; k++) {
+    prod_walk w = {rv, k, 0, rv->producers + rv->prod_at[k]};
+    walk_op_uses(rv, k, &w);
+  }
+  /* ancestors: producers come earlier (SSA order), so one forward sweep closes them */
+  for (k = 0; k < n; k++) {
+    unsigned char *a = rv->anc + (size_t)k * n;
+    a[k] = 1;
+    for (int j = 0; j < rv->n_prod[k]; j++) {
+      const unsigned char *b = rv->anc + (size_t)rv->producers[rv->prod_at[k] + j] * n;
+      for (int x = 0; x < n; x++) a[x] |= b[x];
+    }
+  }
+  return true;
+}
+
+/* ---- eligibility and cost --------------------------------------------------------------- */
+static bool is_kernel(const h3_op *op) { return !h3_op_is_view(op->code) && !h3_op_is_load_time(op); }
+
+/* Ops whose kernels keep state shared between ops of the same kind, so that two of them
+ * must never run at once: the split argmax / sample_tokens (per-kernel device arrays) and
+ * the int8 GEMMs (one accumulator buffer in the cuda backend). */
+static bool shares_kernel_state(h3_opcode c) {
+  return c == H3_OP_ARGMAX || c == H3_OP_SAMPLE_TOKENS || c == H3_OP_LINEAR_INT8 || c == H3_OP_MATMUL_I8;
+}
+
+static bool side_eligible(const h3_op *op) {
+  if (op->code == H3_OP_LOOP || op->code == H3_OP_CALL || op->code == H3_OP_BRANCH ||
+      h3_op_is_collective(op->code) || h3_op_is_load_time(op) || shares_kernel_state(op->code))
+    return false;
+  if (op->n_regions > 0 && op->code != H3_OP_FUSED) return false;
+  if (!is_kernel(op)) return true;
+  /* the rows of its work: its results', or an in-place op's update (operand 1), not the
+     tensor it updates */
+  bool inplace = h3_op_is_inplace(op->code);
+  for (int i = 0; i < op->n_results + (inplace ? 1 : 0); i++) {
+    const h3_value *v = i < op->n_results ? op->results[i] : op->n_operands > 1 ? op->operands[1] : NULL;
+    if (!v || (inplace && i == 0)) continue;
+    if (v->type.rank >= 2 && v->type.dims[0] > MAX_ROWS) return false;
+  }
+  return true;
+}
+
+static double op_cost_us(const h3_op *op) {
+  if (!is_kernel(op)) return 0;
+  bool inplace = h3_op_is_inplace(op->code);
+  double bytes = 0;
+  if (op->code == H3_OP_GATHER) /* reads the rows it writes */
+    return LAUNCH_US + 2.0 * (double)h3_type_bytes(&op->results[0]->type) / BYTES_PER_US;
+  for (int i = inplace ? 1 : 0; i < op->n_operands; i++) bytes += (double)h3_type_bytes(&op->operands[i]->type);
+  for (int i = inplace ? 1 : 0; i < op->n_results; i++) bytes += (double)h3_type_bytes(&op->results[i]->type);
+  return LAUNCH_US + bytes / BYTES_PER_US;
+}
+
+/* The value whose buffer v lies in: through views to their source. */
+static const h3_value *root_of(const h3_value *v) {
+  while (v->kind == H3_VALUE_RESULT && v->def && h3_op_is_view(v->def->code) && v->def->n_operands > 0)
+    v = v->def->operands[0];
+  return v;
+}
+
+/* Whether op reads or writes (writes: only its in-place operand) a buffer rooted at root. */
+static bool touches(const h3_op *op, const h3_value *root, bool writes_only) {
+  if (writes_only) return h3_op_is_inplace(op->code) && op->n_operands > 0 && root_of(op->operands[0]) == root;
+  for (int i = 0; i < op->n_operands; i++)
+    if (root_of(op->operands[i]) == root) return true;
+  return false;
+}
+
+/* In-place conflicts between the side set and the main ops of the window. */
+static bool in_place_clash(const region_view *rv, const unsigned char *side, int lo, int hi) {
+  for (int s = 0; s < rv->n; s++) {
+    if (!side[s]) continue;
+    const h3_op *so = rv->ops[s];
+    for (int k = lo; k < hi; k++) {
+      if (side[k]) continue;
+      const h3_op *mo = rv->ops[k];
+      if (h3_op_is_inplace(so->code) && so->n_operands > 0 && touches(mo, root_of(so->operands[0]), false))
+        return true;
+      if (h3_op_is_inplace(mo->code) && mo->n_operands > 0 && touches(so, root_of(mo->operands[0]), false))
+        return true;
+    }
+  }
+  return false;
+}
+
+/* ---- one join ----------------------------------------------------------------------------- */
+typedef struct {
+  unsigned char *side; /* by index: in the branch */
+  int after;           /* the branch goes right after this index (-1: region start) */
+  double benefit, cost;
+} candidate;
+
+/* Chain i of join j into c (c->side has room for n); false when it is no candidate. */
+static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
+  int n = rv->n;
+  const h3_op *J = rv->ops[j];
+  int p = producer_of(rv, J->operands[operand]);
+  if (p < 0) return false;
+  const unsigned char *mine = rv->anc + (size_t)p * n;
+  memset(c->side, 0, (size_t)n);
+  int kernels = 0;
+  for (int x = 0; x < n; x++) {
+    if (!mine[x]) continue;
+    bool shared = false;
+    for (int o = 0; o < J->n_operands && !shared; o++) {
+      int q = producer_of(rv, J->operands[o]);
+      if (o != operand && q >= 0 && rv->anc[(size_t)q * n + x]) shared = true;
+    }
+    if (shared) continue;
+    if (!side_eligible(rv->ops[x]) || h3_op_attr(rv->ops[x], "side")) return false;
+    c->side[x] = 1;
+    kernels += is_kernel(rv->ops[x]);
+  }
+  if (!kernels) return false;
+  /* every reader of the chain's values is in it, is J or comes after J; the chain's
+     outside producers come before its new place */
+  int after = -1;
+  for (int k = 0; k < n; k++) {
+    for (int t = 0; t < rv->n_prod[k]; t++) {
+      int q = rv->producers[rv->prod_at[k] + t];
+      if (c->side[q] && !c->side[k] && k < j) return false;
+      if (c->side[k] && !c->side[q] && q > after) after = q;
+    }
+  }
+  if (after >= j) return false;
+  double side_cost = 0, main_cost = 0;
+  int main_kernels = 0;
+  for (int k = 0; k < n; k++)
+    if (c->side[k])
+      side_cost += op_cost_us(rv->ops[k]);
+    else if (k > after && k < j) {
+      main_cost += op_cost_us(rv->ops[k]);
+      main_kernels += is_kernel(rv->ops[k]);
+    }
+  if (!main_kernels || in_place_clash(rv, c->side, after + 1, j)) return false;
+  c->after = after;
+  c->cost = side_cost;
+  c->benefit = side_cost < main_cost ? side_cost : main_cost;
+  return true;
+}
+
+/* Moves the branch right after index `after`, marks it and the join. */
+static void apply(ss_state *s, region_view *rv, h3_region *r, const candidate *c, int j) {
+  h3_op *before = c->after >= 0 ? rv->ops[c->after]->next : r->first;
+  for (int k = 0; k < rv->n; k++) {
+    if (!c->side[k]) continue;
+    h3_op *op = rv->ops[k];
+    if (op != before)
+      h3_op_move_before(op, r, before);
+    else
+      before = op->next;
+    h3_op_set_attr(s->m, op, h3_attr_int(s->m, "side", 1));
+  }
+  h3_op_set_attr(s->m, rv->ops[j], h3_attr_int(s->m, "join", 1));
+  s->n_branches++;
+}
+
+/* Windows [first side op, join] of the branches already marked in the region, as index
+ * pairs into w (room for n pairs); returns their count. */
+static int windows_of(const region_view *rv, int *w) {
+  int n = 0;
+  for (int k = 0; k < rv->n; k++) {
+    if (!h3_op_attr(rv->ops[k], "side") || (k > 0 && h3_op_attr(rv->ops[k - 1], "side"))) continue;
+    int end = k;
+    while (end < rv->n && !h3_op_attr(rv->ops[end], "join")) end++;
+    w[2 * n] = k;
+    w[2 * n + 1] = end;
+    n++;
+  }
+  return n;
+}
+
+/* Marks the best branch of region r whose window overlaps none marked before; false when
+ * there is none (or memory ran out: s->oom). */
+static bool branch_once(ss_state *s, h3_region *r) {
+  region_view rv;
+  candidate best = {0}, cur = {0};
+  int *win = NULL;
+  bool built = view_build(&rv, s->m, r);
+  if (built) {
+    best.side = malloc((size_t)rv.n + 1);
+    cur.side = malloc((size_t)rv.n + 1);
+    win = malloc((size_t)(2 * rv.n + 2) * sizeof *win);
+  }
+  if (!built || !best.side || !cur.side || !win) {
+    s->oom = true;
+    free(best.side);
+    free(cur.side);
+    free(win);
+    view_free(&rv);
+    return false;
+  }
+  int n_win = windows_of(&rv, win), best_j = -1;
+  for (int j = 0; j < rv.n; j++) {
+    const h3_op *J = rv.ops[j];
+    if (!is_kernel(J) || !side_eligible(J) || h3_op_attr(J, "side") || h3_op_attr(J, "join")) continue;
+    for (int o = 0; o < J->n_operands; o++) {
+      if (!chain_of(&rv, j, o, &cur) || cur.benefit < MIN_OVERLAP_US) continue;
+      bool clear = true;
+      for (int w = 0; w < n_win && clear; w++) clear = j < win[2 * w] || cur.after >= win[2 * w + 1];
+      if (!clear) continue;
+      if (best_j >= 0 && (cur.benefit < best.benefit || (cur.benefit == best.benefit && cur.cost >= best.cost)))
+        continue;
+      unsigned char *t = best.side;
+      best = cur;
+      cur.side = t;
+      best_j = j;
+    }
+  }
+  if (best_j >= 0) apply(s, &rv, r, &best, best_j);
+  free(best.side);
+  free(cur.side);
+  free(win);
+  view_free(&rv);
+  return best_j >= 0;
+}
+
+static void run_region(ss_state *s, h3_region *r) {
+  for (h3_op *op = r->first; op; op = op->next)
+    if (op->code == H3_OP_LOOP)
+      for (int i = 0; i < op->n_regions; i++) run_region(s, &op->regions[i]);
+  while (!s->oom && branch_once(s, r)) {
+  }
+}
+
+static h3_status ss_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
+  ss_state s = {m, 0, false};
+  for (int g = 0; g < m->n_graphs && !s.oom; g++) run_region(&s, &m->graphs[g]->body);
+  if (s.oom) {
+    h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "side-streams: out of memory");
+    return H3_ERR;
+  }
+  h3_pass_report(ctx, "side-stream branches: %d", s.n_branches);
+  return H3_OK;
+}
+
+const h3_pass h3_pass_side_streams = {
+    .name = "side-streams",
+    .description = "run an independent chain of small ops (<= 64 rows; M3.1 decode: the "
+                   "indexer beside qkv, the shared expert beside router + moe) on a second "
+                   "stream: reordered after its inputs, `side`/`join` marks; bitwise neutral",
+    .min_tier = H3_TIER_EXACT,
+    .in_default_pipeline = true,
+    .requires = {NULL},
+    .run = ss_run,
+};
