@@ -67,6 +67,12 @@
 #   20 next: dev/graph_branches.cu (built into build-gpu/lab, carried alone: no stage): a
 #      batch-1 sparse layer's stand-in, serial against two-stream graph branches; predicted
 #      ~45 us less per layer (run: build-gpu/lab/graph_branches)
+#   22 side-streams (the indexer beside qkv, the shared expert beside router + moe on a
+#      second stream; dev/results/2026-12-04-h200-s13-graph-branches.txt measured ~36 us
+#      per sparse layer on stand-ins): the m31 section (tiny on cuda against the cpu, bitwise
+#      the same with H3_SIDE_STREAM=0 and without CUDA graphs; test_gpu_m31), batch-1 decode
+#      at 2k with and without the second stream (predicted 1.714 -> ~1.60 ms per step),
+#      batch 64, test_gpu_ops
 #   21 then: dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -143,7 +149,16 @@ case $CALL in
 20) timeout 120 build-gpu/lab/graph_branches > "$log" 2>&1 ;;
 21) { mkdir -p "$OUT/ncu"; timeout 330 dev/nvfp4_ncu.sh "$S" "$OUT/ncu"
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok'; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..21" >&2; exit 2 ;;
+22) { B=$S/bin
+   timeout 200 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
+   echo "== m31_decode p2048 b1"
+   timeout 90 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_p2048_n16.plan" 16 \
+     "$S/plans/m31_small_p2048_n80.plan" 80 3 2>/dev/null | grep -E '^(generate|with CUDA|the same|\{)'
+   echo "== m31_decode p2048 b64"
+   timeout 120 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" 8 \
+     "$S/plans/m31_small_b64_p2048_n24.plan" 24 1 generate_batch 2>/dev/null | grep -E '^(generate|with CUDA|the same|\{)'
+   echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..22" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -6,11 +6,15 @@ largest |B|, the figures of a sample's quality against a reference sample. With 
 every tensor of A is finite (and prints its shape, mean and RMS), no reference. With
 --tokens: the generated token ids of A against B, position by position; prints how many
 leading tokens agree (greedy decoding may part where two logits nearly tie) and fails only
-when the shapes differ or A holds ids outside [0, VOCAB).
+when the shapes differ or A holds ids outside [0, VOCAB). With --bitwise: every tensor of A
+holds the bytes of B's (any dtype, bf16 included: read from the files' own layout).
     python3 tests/gpu/compare_outputs.py A.safetensors B.safetensors LIMIT
     python3 tests/gpu/compare_outputs.py --finite A.safetensors
     python3 tests/gpu/compare_outputs.py --tokens A.safetensors B.safetensors VOCAB
+    python3 tests/gpu/compare_outputs.py --bitwise A.safetensors B.safetensors
 """
+import json
+import struct
 import sys
 
 import numpy as np
@@ -50,7 +54,31 @@ def tokens(path_a, path_b, vocab):
     return 1 if bad else 0
 
 
+def raw_tensors(path):
+    """name -> (dtype, shape, bytes) from a safetensors file: an 8-byte little-endian header
+    length, the JSON header, then the data (offsets relative to its start)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in head.items() if k != "__metadata__"}
+
+
+def bitwise(path_a, path_b):
+    a, b = raw_tensors(path_a), raw_tensors(path_b)
+    bad = 0
+    for k in sorted(b):
+        same = k in a and a[k] == b[k]
+        bad += not same
+        print(f"{k}: {b[k][0]} {b[k][1]} {'bitwise equal' if same else 'DIFFERS FAIL'}")
+    print(f"{len(b) - bad} passed, {bad} failed")
+    return 1 if bad or not b else 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--bitwise":
+        return bitwise(sys.argv[2], sys.argv[3])
     if len(sys.argv) == 3 and sys.argv[1] == "--finite":
         return finite(sys.argv[2])
     if len(sys.argv) == 5 and sys.argv[1] == "--tokens":

@@ -214,8 +214,8 @@ for section in $SECTIONS; do
         "$PLANS/m31_tiny.plan" --graph decode --backend cuda --weights random --seed 3 \
         --out "$WORK/m31_tiny_decode_side$side.safetensors"
     done
-    step m31_tiny_decode_same 60 python3 tests/gpu/compare_outputs.py \
-      "$WORK/m31_tiny_decode_side1.safetensors" "$WORK/m31_tiny_decode_side0.safetensors" 0
+    step m31_tiny_decode_same 60 python3 tests/gpu/compare_outputs.py --bitwise \
+      "$WORK/m31_tiny_decode_side1.safetensors" "$WORK/m31_tiny_decode_side0.safetensors"
     step test_gpu_m31 300 "$BIN/test_gpu_m31" models
     ;;
   collectives)
