@@ -73,6 +73,8 @@
 #      the same with H3_SIDE_STREAM=0 and without CUDA graphs; test_gpu_m31), batch-1 decode
 #      at 2k with and without the second stream (predicted 1.714 -> ~1.60 ms per step),
 #      batch 64, test_gpu_ops
+#   23 serving at concurrency 64 with side-streams (batch-64 decode step -1.8 % in call 22:
+#      predicted ~8100 tok/s, ~1.19 x the peer)
 #   21 then: dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -158,7 +160,9 @@ case $CALL in
    timeout 120 bench/m31_decode.sh "$B/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" 8 \
      "$S/plans/m31_small_b64_p2048_n24.plan" 24 1 generate_batch 2>/dev/null | grep -E '^(generate|with CUDA|the same|\{)'
    echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..22" >&2; exit 2 ;;
+23) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
+   timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 64; rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..23" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
