@@ -12,7 +12,7 @@ A=$1 B=$2 R=${3:-3}
 step() { # step DIR TAG: one batch-1 measurement
   H3_KERNEL_CACHE_DIR=$(cd "${H3_AB_KCACHE:-$1/kcache}" && pwd) timeout 80 bench/m31_decode.sh "$1/bin/h3exec" \
     "$1/plans/m31_small_p2048_n16.plan" 16 "$1/plans/m31_small_p2048_n80.plan" 80 3 2>/dev/null |
-    sed -n 's/^{.*"ms_step_call": \([0-9.]*\), "ms_prefill_call": \([0-9.]*\)}$/\1 \2/p' |
+    sed -n 's/^{.*"ms_step_call": \([0-9.]*\),.*"ms_prefill_call": \([0-9.]*\)}$/\1 \2/p' |
     while read -r s p; do echo "$2 b1 step $s ms prefill $p ms"; done
 }
 for r in $(seq 1 "$R"); do step "$A" "A$r"; step "$B" "B$r"; done
