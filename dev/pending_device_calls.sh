@@ -75,7 +75,16 @@
 #      batch 64, test_gpu_ops
 #   23 serving at concurrency 64 with side-streams (batch-64 decode step -1.8 % in call 22:
 #      predicted ~8100 tok/s, ~1.19 x the peer)
-#   21 then: dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
+#   24 the M3.1 decode attention's tiles through a 3-stage cp.async ring per warp (registers
+#      242 -> 172; two tiles in flight per warp behind its math): test_gpu_ops (its paged /
+#      sparse / block attention cases against the CPU), the m31 section, then
+#      dev/m31_decode_ab.sh against the build before it (build-gpu/stage_old: bin/h3exec and
+#      the 4 decode plans; one kernel cache): predicted batch 64 4.33 -> ~4.13 ms (its
+#      attention at ~2 TB/s -> ~3.5), batch 1 1.708 -> ~1.69 ms; and the NVFP4 GEMM's weights
+#      two chunks ahead in three constant-named register buffers (ncu: the copies of loads in
+#      flight stalled): nvfp4_bench --rows 1,16 of both builds, predicted M = 1 ~2-2.5 x
+#      cuBLASLt (1.4-1.6 before), M = 16 ~2 x (1.1)
+#   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
 # makes one with the plans a call needs (18: m31_tiny, m31_small_p2048_n16 / _n80,
@@ -162,7 +171,15 @@ case $CALL in
    echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'; } > "$log" 2>&1 ;;
 23) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
    timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 64; rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..23" >&2; exit 2 ;;
+24) { B=$S/bin
+   echo "== test_gpu_ops"; timeout 150 "$B/test_gpu_ops" models 2>&1 | grep -v '^ok'
+   timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
+   for d in build-gpu/stage_old "$S"; do # the NVFP4 GEMM before and after its three buffers
+     echo "== nvfp4_bench $d"; H3_KERNEL_CACHE_DIR=$S/kcache timeout 60 "$d/bin/nvfp4_bench" --rows 1,16
+   done
+   echo "== A: build-gpu/stage_old (before the ring), B: this stage"
+   H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh build-gpu/stage_old "$S" 2; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..24" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
