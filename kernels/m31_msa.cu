@@ -276,13 +276,10 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 //     n-tile j (0..15) being dim 16 g + j, so lane (g, c) reads dims 16 g .. + 15 of its keys
 //     2 c, 2 c + 1, 2 c + 8, 2 c + 9 (two 16-byte loads each) and pairs the keys' halves.
 //   O's lane (g, c) holds dims 32 c + j (column 2 c) and 32 c + 16 + j (column 2 c + 1).
-// Tiles reach the warp through its ring of H3M_ATT_STAGES stages in shared memory: tile it + 2
-// is copied (cp.async, no registers held while in flight; h3m_tile_copy) while tile it is
-// used, so two tiles' loads of each warp are in flight behind its math (a row of many keys
-// is a chain of dependent memory round trips otherwise: 8 warps per SM at 2 TB/s at 64
-// rows). Key offsets of a tile: lane k < 16 finds key k's (h3m_key_off), shuffles hand them
-// out, and notes it for the masks. The tile loop runs as often in every warp (keys past the
-// split's end are not there: zeros, p = 0).
+// Key offsets of a tile: lane k < 16 finds key k's (h3m_key_off), shuffles hand them out.
+// The next tile's offsets and K are loaded before this tile's S, V before its softmax.
+// The tile loop runs as often in every warp (keys past the split's end are not there: no
+// loads, p = 0).
 // The warps' (m, l, acc) are merged in shared memory: per head the block's maximum M, each
 // warp's l and acc weighed by e^(m_w - M) (0 for a warp without keys) and summed in warp
 // order. With S = 1 the block writes o = acc / l (one rounding; 0 for a head without keys).
@@ -290,14 +287,10 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 // [16][128], then M [16], l [16]), and takes a ticket of cnt[t Hk + kvh] (u32 [T, Hk], 0
 // before the launch): the block that draws the last resets it to 0 and combines the S
 // partials in split order as H3_KV_COMBINE_NAME does, so o does not depend on which block
-// finishes last. Dynamic shared memory: W * H3M_ATT_SMEM bytes (the merge's W * H3M_ATT_RED
-// reuses the rings once every warp is past its tile loop).
+// finishes last. Dynamic shared memory: W * H3M_ATT_RED bytes.
 #define H3M_MMA_KEYS 16
 #define H3M_ATT_WARPS 8             // the most warps of a block
 #define H3M_ATT_RED (16 * 128 * 4)  // a warp's acc in shared memory (bytes)
-#define H3M_ATT_STAGES 3            // a warp's tiles in flight or in use
-#define H3M_TILE_CHUNKS (2 * 16 * 16) // a tile's K then V rows: 16 keys x 16 chunks of 16 bytes
-#define H3M_ATT_SMEM (H3M_ATT_STAGES * H3M_TILE_CHUNKS * 16) // dynamic shared memory per warp
 #define H3M_BLOB (16 * 128 + 32)    // a split's partial: acc [16][128], M [16], l [16] f32
 
 // Element j of the 16 held of key rows a and b (two 16-byte chunks each) as one bf16 pair
@@ -312,32 +305,6 @@ template <int n> __device__ __forceinline__ void h3m_ld16(const h3_bf16 *r, int 
 #pragma unroll
   for (int i = 0; i < n; i++)
     out[i] = r ? *reinterpret_cast<const uint4 *>(r + e + 8 * i) : uint4{0u, 0u, 0u, 0u};
-}
-
-// Tile `it` of a warp (keys ts .. ts + 15) into its ring stage it % H3M_ATT_STAGES by
-// cp.async: lane l copies 8 chunks of K row l / 2 and of V row l / 2 (half l % 2), zeros where
-// the key is not there; lane k < 16 notes key k's offset in so (-1: not there).
-__device__ __forceinline__ void h3m_tile_copy(uint4 *ring, long long (*so)[H3M_MMA_KEYS], long long it,
-                                              long long ts, int kind, long long v1, long long p,
-                                              long long ctx, const IX_T *pt, const long long *vblk,
-                                              int page, int Hk, int kvh, int D, const h3_bf16 *kc,
-                                              const h3_bf16 *kb, const h3_bf16 *vc, const h3_bf16 *vb) {
-  const int lane = threadIdx.x & 31, st = (int)(it % H3M_ATT_STAGES);
-  const long long off = lane < 16 ? h3m_key_off(kind, ts + lane, v1, p, ctx, pt, vblk, page, Hk, kvh, D) : -1;
-  if (lane < 16) so[st][lane] = off;
-  const long long ko = __shfl_sync(0xffffffffu, off, lane >> 1);
-  const h3_bf16 *kp = h3m_key_row(kc, kb, ko), *vp = h3m_key_row(vc, vb, ko);
-  uint4 *kd = ring + st * H3M_TILE_CHUNKS + (lane >> 1) * 16 + (lane & 1) * 8, *vd = kd + H3M_TILE_CHUNKS / 2;
-  const int e0 = (lane & 1) * 64; // the half's first element
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    if (kp) {
-      h3_cp16(kd + i, kp + e0 + 8 * i);
-      h3_cp16(vd + i, vp + e0 + 8 * i);
-    } else {
-      kd[i] = vd[i] = uint4{0u, 0u, 0u, 0u};
-    }
-  }
 }
 
 // p[0..7] as h3_ldcg reads them (p 16-byte aligned)
@@ -420,33 +387,30 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  // the warp's ring of H3M_ATT_STAGES tiles in the dynamic shared memory (the merge below
-  // reuses it as red once every warp is past its loop); so: the tiles' key offsets
-  uint4 *ring = reinterpret_cast<uint4 *>(red) + (long long)warp * H3M_ATT_STAGES * H3M_TILE_CHUNKS;
-  __shared__ long long so[H3M_ATT_WARPS][H3M_ATT_STAGES][H3M_MMA_KEYS];
-  const long long ts = v0 + (long long)warp * H3M_MMA_KEYS; // the warp's first tile
-  for (int i = 0; i < H3M_ATT_STAGES - 1; i++) {
-    if (i < nt) h3m_tile_copy(ring, so[warp], i, ts + i * step, kind, v1, p, ctx, pt, vblk, page, Hk, kvh, D, kc, kb, vc, vb);
-    h3_cp_commit();
-  }
-  for (long long it = 0; it < nt; it++) {
-    const long long nx = it + H3M_ATT_STAGES - 1;
-    if (nx < nt) h3m_tile_copy(ring, so[warp], nx, ts + nx * step, kind, v1, p, ctx, pt, vblk, page, Hk, kvh, D, kc, kb, vc, vb);
-    h3_cp_commit();
-    h3_cp_wait_pending<H3M_ATT_STAGES - 1>(); // this lane's copies of tile it landed
-    __syncwarp();                              // and the other lanes'
-    const int st = (int)(it % H3M_ATT_STAGES);
-    const uint4 *ks = ring + st * H3M_TILE_CHUNKS, *vs = ks + H3M_TILE_CHUNKS / 2;
-    bool live[4]; // keys 2c, 2c + 1, 2c + 8, 2c + 9: the score columns and V rows
+  // lane k < 16: the offset of key k of the tile; kr: the tile's K (keys g, 8 + g)
+  long long ts = v0 + (long long)warp * H3M_MMA_KEYS;
+  long long off = lane < 16 ? h3m_key_off(kind, ts + lane, v1, p, ctx, pt, vblk, page, Hk, kvh, D) : -1;
+  uint4 kr[2][4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) live[k] = so[warp][st][2 * c + (k & 1) + 8 * (k >> 1)] != -1;
+  for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kr[j]);
+  for (long long it = 0; it < nt; it++, ts += step) {
+    long long vo[4]; // keys 2c, 2c + 1, 2c + 8, 2c + 9: V rows and the score columns
+    uint4 vr[4][2];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      vo[k] = __shfl_sync(0xffffffffu, off, 2 * c + (k & 1) + 8 * (k >> 1));
+      h3m_ld16<2>(h3m_key_row(vc, vb, vo[k]), 16 * g, vr[k]);
+    }
+    off = lane < 16 ? h3m_key_off(kind, ts + step + lane, v1, p, ctx, pt, vblk, page, Hk, kvh, D) : -1;
+    uint4 kn[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kn[j]);
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        const uint4 kr = ks[(8 * j + g) * 16 + 4 * c + i]; // dims 32 c + 8 i .. of key 8 j + g
-        const unsigned b0[2] = {kr.x, kr.y}, b1[2] = {kr.z, kr.w};
+        const unsigned b0[2] = {kr[j][i].x, kr[j][i].y}, b1[2] = {kr[j][i].z, kr[j][i].w};
         h3_mma_bf16(sc[j], qa[2 * i], b0);
         h3_mma_bf16(sc[j], qa[2 * i + 1], b1);
       }
@@ -456,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
       float x[4], tm = -H3M_INF;
 #pragma unroll
       for (int k = 0; k < 4; k++) {
-        x[k] = live[k] ? __fmul_rn(sc[k >> 1][2 * r + (k & 1)], scale) : -H3M_INF;
+        x[k] = vo[k] != -1 ? __fmul_rn(sc[k >> 1][2 * r + (k & 1)], scale) : -H3M_INF;
         tm = fmaxf(tm, x[k]);
       }
       tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
@@ -466,7 +430,7 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
       l[r] = __fmul_rn(l[r], corr);
 #pragma unroll
       for (int k = 0; k < 4; k++) {
-        pr[r][k] = live[k] ? __expf(__fsub_rn(x[k], mn)) : 0.0f;
+        pr[r][k] = vo[k] != -1 ? __expf(__fsub_rn(x[k], mn)) : 0.0f;
         l[r] = __fadd_rn(l[r], pr[r][k]);
       }
       if (corr != 1.0f) // the maxima settle after a few tiles: most tiles skip this
@@ -477,19 +441,16 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     }
     const unsigned pa[4] = {h3_bf16x2(pr[0][0], pr[0][1]), h3_bf16x2(pr[1][0], pr[1][1]),
                             h3_bf16x2(pr[0][2], pr[0][3]), h3_bf16x2(pr[1][2], pr[1][3])};
-    uint4 vr[4][2]; // dims 16 g .. 16 g + 15 of keys 2c, 2c + 1, 2c + 8, 2c + 9
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-#pragma unroll
-      for (int i = 0; i < 2; i++) vr[k][i] = vs[(2 * c + (k & 1) + 8 * (k >> 1)) * 16 + 2 * g + i];
 #pragma unroll
     for (int j = 0; j < 16; j++) {
       const unsigned b[2] = {h3m_pair(vr[0], vr[1], j), h3m_pair(vr[2], vr[3], j)};
       h3_mma_bf16(acc[j], pa, b);
     }
-    __syncwarp(); // every lane is done with stage st before it is filled again
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) kr[j][i] = kn[j][i];
   }
-  h3_cp_wait();
   // the warps merged: (m, l) per head, then each warp's acc weighed into shared memory
   __shared__ float ms[H3M_ATT_WARPS][16], ls[H3M_ATT_WARPS][16];
 #pragma unroll

@@ -30,10 +30,9 @@ static int att_splits(long long T, long long Hk) {
   return (int)(s < 1 ? 1 : s > 64 ? 64 : s); /* <= H3M_MAX_SPLITS of m31_msa.cu */
 }
 
-/* m31_msa.cu's H3M_BLOB (floats of a split's partial), H3M_ATT_SMEM (dynamic shared memory
- * bytes per warp: its ring of 3 tiles of 16 keys' K and V) and H3M_ATT_WARPS (the most warps
- * of a tensor-core attention block) */
-enum { ATT_BLOB = 16 * 128 + 32, ATT_SMEM = 3 * 2 * 16 * 16 * 16, ATT_MMA_WARPS = 8 };
+/* m31_msa.cu's H3M_BLOB (floats of a split's partial), H3M_ATT_RED (shared memory bytes per
+ * warp) and H3M_ATT_WARPS (the most warps of a tensor-core attention block) */
+enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8 };
 
 /* s, or at most the positive value of environment variable `name` (a tuning override of a
  * kernel's split count over keys: decode attention and index_topk; read when the op runs). */
@@ -125,7 +124,7 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   const char *names[2] = {name[0], name[1]};
   cu_kernel *kn[2];
   if (cu_m31_kernels(s, op, "m31_msa.cu", defs, nk, names, kn, d) != H3_OK ||
-      (mma && cu_m31_smem(s, op, kn[0], (size_t)ATT_MMA_WARPS * ATT_SMEM, d) != H3_OK))
+      (mma && cu_m31_smem(s, op, kn[0], (size_t)ATT_MMA_WARPS * ATT_RED, d) != H3_OK))
     return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no partial-result scratch (the op was not prepared)");
@@ -161,7 +160,7 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
                     &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S, &o, &cnt,
                     &ctx_rows, &brows};
     int64_t grid[3] = {T * S, Hk, 1}, block[3] = {32 * W, 1, 1};
-    return cu_launch(s, kn[0], grid, block, (int64_t)W * ATT_SMEM, args, d);
+    return cu_launch(s, kn[0], grid, block, (int64_t)W * ATT_RED, args, d);
   }
   int S = att_splits(T, Hk);
   void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,

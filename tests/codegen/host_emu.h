@@ -154,8 +154,6 @@ inline void emu_sync() {
 #endif
 }
 inline void __syncthreads() { emu_sync(); }
-/* a warp's barrier: every warp of the emulated kernels reaches it as often, so the block's */
-inline void __syncwarp(unsigned = 0xffffffffu) { emu_sync(); }
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   static_assert(sizeof(T) <= 8, "slot size");
   unsigned t = threadIdx.x;
