@@ -15,7 +15,8 @@
  * Every op still computes what it computed: the pass only reorders (a topological order)
  * and marks, so the results are bitwise the same at every tier.
  *
- * Which chain (per region: graph bodies and loop bodies): for an op J with operands made by
+ * Which chain (per region: graph bodies and loop bodies of at most MAX_REGION_OPS ops; a
+ * decode layer's body has ~60): for an op J with operands made by
  * ops of the region, chain E_i is the set of ops that only operand i of J depends on (its
  * ancestors that no other operand of J depends on). E_i is a candidate when every value it
  * makes is read only inside E_i, by J or after J; it holds a kernel and only side-eligible
@@ -39,7 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_ROWS = 64 }; /* a side op's rows at the most (a decode batch) */
+enum { MAX_ROWS = 64 };        /* a side op's rows at the most (a decode batch) */
+enum { MAX_REGION_OPS = 2048 }; /* larger regions are left alone: the analysis is quadratic */
 #define MIN_OVERLAP_US 12.0 /* less modelled overlap is not worth a fork and a join */
 #define LAUNCH_US 4.0       /* per kernel */
 #define BYTES_PER_US 3.3e6  /* the H200's copy bandwidth, bytes per µs */
@@ -347,9 +349,11 @@ static bool branch_once(ss_state *s, h3_region *r) {
 }
 
 static void run_region(ss_state *s, h3_region *r) {
-  for (h3_op *op = r->first; op; op = op->next)
+  int n = 0;
+  for (h3_op *op = r->first; op; op = op->next, n++)
     if (op->code == H3_OP_LOOP)
       for (int i = 0; i < op->n_regions; i++) run_region(s, &op->regions[i]);
+  if (n > MAX_REGION_OPS) return;
   while (!s->oom && branch_once(s, r)) {
   }
 }
