@@ -12,7 +12,7 @@
 // Per chunk: the block stages its rows of x into shared memory (cp.async two chunks ahead,
 // each thread then rewrites its own groups into the mma's pairs, double-buffered, one barrier
 // per chunk) while each lane holds the next chunk's weights (the next two: MT = 1) in
-// registers (buffers named by constants: no register copies of loads in flight). S == 1: y written directly. S > 1 (M <= 16 MT): fp32 partials part[S, M, N]
+// registers. S == 1: y written directly. S > 1 (M <= 16 MT): fp32 partials part[S, M, N]
 // (scratch), then the last block of each column group (counter cnt[bx], u32, 0 before the
 // launch and again after it) adds them in split order s = 0, 1, ... and writes y.
 // The K order inside a chunk is permuted the same way for A (x) and B (weights): lane t of a
@@ -188,26 +188,6 @@ H3_DI void h3n_chunk(float acc[MT][2][4], const h3n_w *cur, const uint4 *b, cons
   }
 }
 
-// One chunk c of the block's nc: the barrier (chunk c permuted, every warp done with chunk
-// c - 1's buffer), chunk c + D's weights into far, chunk c's products from cur, chunk c + 1's x
-// permuted (in flight since chunk c - 1) and chunk c + 2's staged.
-template <int MT>
-H3_DI void h3n_step(float acc[MT][2][4], const h3n_w *cur, h3n_w *far, int c, int nc, int D,
-                    const unsigned char *const p[2], const unsigned char *const q[2], long long k0,
-                    long long K, int vec, uint4 *raw, uint4 *perm, int rows, const int xo[MT][2],
-                    const h3_bf16 *x, long long m0, int c0) {
-  __syncthreads();
-  if (c + D < nc)
-#pragma unroll
-    for (int j = 0; j < 2; j++) far[j] = h3n_load(p[j], q[j], c + D, k0, K, vec);
-  h3n_chunk<MT>(acc, cur, perm + (c & 1) * rows * H3N_RS, xo);
-  if (c + 1 < nc) {
-    h3_cp_wait();
-    h3n_permute(perm + ((c + 1) & 1) * rows * H3N_RS, raw, rows);
-    if (c + 2 < nc) h3n_stage(raw, x, m0, rows, c0 + c + 2, K, vec);
-  }
-}
-
 #define H3N_PARAMS                                                                             \
   const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,                     \
       const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y, \
@@ -248,35 +228,34 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
     for (int j = 0; j < 2; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.0f;
-  // the lane's weights D chunks ahead (D = 2 for one m-tile, whose registers allow it) in
-  // NB = D + 1 buffers: chunk c is used from w[c % NB] while chunk c + D loads into
-  // w[(c + D) % NB]; with D = 2 the loop runs NB chunks per turn so that every buffer is named
-  // by a constant (registers, no copies: a copy of a register whose load is in flight waits
-  // for the load, which cut the distance of two to nothing: ncu's top stalls)
-  constexpr int D = MT == 1 ? 2 : 1, NB = D + 1;
-  h3n_w w[NB][2];
+  // the lane's weights D chunks ahead (D = 2 for one m-tile, whose registers allow it): cur,
+  // nxt (D = 2: chunk c + 1), far (the chunk being loaded)
+  constexpr int D = MT == 1 ? 2 : 1;
+  h3n_w cur[2], nxt[2], far[2];
   h3n_stage(raw, x, m0, rows, c0, K, vec);
   h3_cp_wait();
   h3n_permute(perm, raw, rows);
   if (nc > 1) h3n_stage(raw, x, m0, rows, c0 + 1, K, vec);
 #pragma unroll
   for (int j = 0; j < 2; j++) {
-    w[0][j] = h3n_load(p[j], q[j], 0, k0, K, vec);
-    if (D == 2 && nc > 1) w[1][j] = h3n_load(p[j], q[j], 1, k0, K, vec);
+    cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
+    if (D == 2 && nc > 1) nxt[j] = h3n_load(p[j], q[j], 1, k0, K, vec);
   }
-  if (D == 2) {
-    for (int c = 0; c < nc; c += NB) { // as often in every thread
+  for (int c = 0; c < nc; c++) { // as often in every thread
+    __syncthreads(); // chunk c permuted; every warp done with chunk c - 1's buffer
+    if (c + D < nc)
 #pragma unroll
-      for (int u = 0; u < NB; u++)
-        if (c + u < nc)
-          h3n_step<MT>(acc, w[u], w[(u + D) % NB], c + u, nc, D, p, q, k0, K, vec, raw, perm, rows,
-                       xo, x, m0, c0);
+      for (int j = 0; j < 2; j++) far[j] = h3n_load(p[j], q[j], c + D, k0, K, vec);
+    h3n_chunk<MT>(acc, cur, perm + (c & 1) * rows * H3N_RS, xo);
+    if (c + 1 < nc) { // this thread's groups of chunk c + 1 (in flight since chunk c - 1)
+      h3_cp_wait();
+      h3n_permute(perm + ((c + 1) & 1) * rows * H3N_RS, raw, rows);
+      if (c + 2 < nc) h3n_stage(raw, x, m0, rows, c0 + c + 2, K, vec);
     }
-  } else { // D = 1 (several m-tiles: the registers of a second turn's buffers would spill)
-    for (int c = 0; c < nc; c++) {
-      h3n_step<MT>(acc, w[0], w[1], c, nc, D, p, q, k0, K, vec, raw, perm, rows, xo, x, m0, c0);
 #pragma unroll
-      for (int j = 0; j < 2; j++) w[0][j] = w[1][j];
+    for (int j = 0; j < 2; j++) {
+      cur[j] = D == 2 ? nxt[j] : far[j];
+      if (D == 2) nxt[j] = far[j];
     }
   }
   const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
