@@ -87,6 +87,8 @@
 #   25 call 24's nvfp4_bench again (there its 60 s limit cut both runs before any line: the
 #      host makes the 2.4 GB lm_head weight): the new build alone, its speed-ups over cuBLASLt
 #      in the same run against the 1.1-1.6 x of docs/performance.md
+#   26 dev/m31_ncu_b64.sh: ncu of the 64-row decode step's attention and top-k (stall reasons;
+#      the ring of call 24 was slower: measure before the next attempt)
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -184,7 +186,8 @@ case $CALL in
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh build-gpu/stage_old "$S" 2; } > "$log" 2>&1 ;;
 25) { echo "== nvfp4_bench"; H3_KERNEL_CACHE_DIR=$S/kcache timeout 400 "$S/bin/nvfp4_bench" --rows 1,16
    echo "nvfp4_bench: rc $?"; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..25" >&2; exit 2 ;;
+26) { timeout 420 dev/m31_ncu_b64.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..26" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
