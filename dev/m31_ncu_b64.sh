@@ -3,17 +3,16 @@
 # M3.1 decode step at a 2k context (lab; not CI), where the attention moves its 268 MB of K / V
 # per layer at ~2 TB/s (dev/m31-decode.md): what bounds it.
 #   dev/m31_ncu_b64.sh STAGE OUT
-# Each of the 64 prefills launches h3cu_kvattm 4 times and h3cu_topks 3 times at one row
-# (grids 32 x 4 and 16 x 4, 1 x 129: the first run of this script profiled those), so 448
-# launches are skipped, then the first decode step's 4 + 3, then one step's (the dense
-# layer's paged attention, 3 sparse attentions, 3 top-k at 64 rows) are profiled:
+# The 64 prefills (one sequence each) run the tiled attention, so the first h3cu_kvattm /
+# h3cu_topks launches are the decode steps' (64 rows); the first step's 4 + 3 are skipped,
+# then one step's (the dense layer's paged attention, 3 sparse attentions, 3 top-k) profiled:
 # OUT/b64.txt (details), OUT/b64_top.txt (the SASS lines with the most stall samples).
 set -uo pipefail
 S=$1 OUT=$2
 mkdir -p "$OUT"
 timeout 300 ncu --clock-control none --set full --import-source no -k 'regex:h3cu_kvattm|h3cu_topks' \
-  --launch-skip 455 --launch-count 7 -o "$OUT/b64" "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" \
-  --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/b64.log" 2>&1
+  --launch-skip 7 --launch-count 7 -o "$OUT/b64" "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" \
+  --graph generate_batch --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/b64.log" 2>&1
 echo "ncu: rc $?"
 ncu --import "$OUT/b64.ncu-rep" --print-summary none > "$OUT/b64.txt" 2>&1
 ncu --import "$OUT/b64.ncu-rep" --page source --csv --print-source sass > "$OUT/b64_src.csv" 2>/dev/null
