@@ -8,7 +8,7 @@
  *     later op without `side` runs on the main stream, beside the branch.
  *   - the first op of the region after the run that reads a value of the branch carries
  *     `join = 1`: the main stream waits for the branch before it. The executor also joins
- *     before an op with regions (loop, call, branch) and at the end of the region.
+ *     before a loop, call or branch and at the end of the region.
  *   - the memory plan keeps every value live at some time of the window (from the run's
  *     first op to the join) live over the whole window, so no two ops that may run at once
  *     share a buffer.

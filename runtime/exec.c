@@ -726,8 +726,8 @@ static h3_status run_branch(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag
 
 /* The stream op runs on (pass side-streams): a run of ops marked `side` goes to the
  * backend's side stream, which first waits for the work queued before the run (fork); the
- * main stream waits for it (join) before an op marked `join`, before an op with regions
- * (a loop, call or branch runs its own branches) and at the region's end. Without the
+ * main stream waits for it (join) before an op marked `join`, before a loop, call or branch
+ * (their regions run their own branches) and at the region's end. Without the
  * backend hook every op runs in order on the one stream. */
 typedef struct {
   bool on_side, open;
@@ -745,8 +745,8 @@ static h3_status side_before(h3_runtime *rt, side_state *ss, const h3_op *op, h3
     st = side_cmd(rt, H3_SIDE_FORK, d);
     ss->on_side = ss->open = true;
   } else if (!side && ss->open &&
-             (h3_op_attr_int(op, "join", 0) || op->n_regions > 0 || op->code == H3_OP_YIELD ||
-              op->code == H3_OP_RETURN || op->code == H3_OP_CALL || op->code == H3_OP_BRANCH)) {
+             (h3_op_attr_int(op, "join", 0) || op->code == H3_OP_LOOP || op->code == H3_OP_CALL ||
+              op->code == H3_OP_BRANCH || op->code == H3_OP_YIELD || op->code == H3_OP_RETURN)) {
     st = side_cmd(rt, H3_SIDE_JOIN, d);
     ss->on_side = ss->open = false;
   } else if (!side && ss->on_side) {

@@ -119,8 +119,8 @@ static void sim_op(sim *s, const h3_op *op) {
 static bool is_side(const h3_op *op) { return op && h3_op_attr_int(op, "side", 0); }
 
 /* In program order; with s->side_late, each run of `side` ops (pass side-streams) runs
- * instead just before the op where the executor joins it (the next `join` op, an op with
- * regions, the terminator): the two extreme schedules of a branch beside the main ops, so a
+ * instead just before the op where the executor joins it (the next `join` op, loop, call or
+ * branch, the terminator): the two extreme schedules of a branch beside the main ops, so a
  * buffer shared by a side op and a main op of its window is clobbered in one of them. */
 static void sim_region(sim *s, const h3_region *r) {
   const h3_op *run = NULL; /* the side run waiting for its join */
@@ -129,8 +129,8 @@ static void sim_region(sim *s, const h3_region *r) {
       if (!is_side(op->prev)) run = op;
       continue;
     }
-    if (run && (h3_op_attr_int(op, "join", 0) || op->n_regions > 0 || op->code == H3_OP_YIELD ||
-                op->code == H3_OP_RETURN)) {
+    if (run && (h3_op_attr_int(op, "join", 0) || op->code == H3_OP_LOOP || op->code == H3_OP_CALL ||
+                op->code == H3_OP_BRANCH || op->code == H3_OP_YIELD || op->code == H3_OP_RETURN)) {
       for (const h3_op *x = run; is_side(x); x = x->next) sim_op(s, x);
       run = NULL;
     }
