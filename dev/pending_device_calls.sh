@@ -89,6 +89,8 @@
 #      in the same run against the 1.1-1.6 x of docs/performance.md
 #   26 dev/m31_ncu_b64.sh: ncu of the 64-row decode step's attention and top-k (stall reasons;
 #      the ring of call 24 was slower: measure before the next attempt)
+#   27 the session's last build (side streams join before loops / calls only; regions of
+#      more than 2048 ops left alone): test_gpu_ops, the m31 section, tiny H3 on cuda
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -187,7 +189,9 @@ case $CALL in
 25) { echo "== nvfp4_bench"; H3_KERNEL_CACHE_DIR=$S/kcache timeout 400 "$S/bin/nvfp4_bench" --rows 1,16
    echo "nvfp4_bench: rc $?"; } > "$log" 2>&1 ;;
 26) { timeout 420 dev/m31_ncu_b64.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..26" >&2; exit 2 ;;
+27) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -3
+   timeout 200 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 tiny; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..27" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
