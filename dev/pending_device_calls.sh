@@ -90,7 +90,8 @@
 #   26 dev/m31_ncu_b64.sh: ncu of the 64-row decode step's attention and top-k (stall reasons;
 #      the ring of call 24 was slower: measure before the next attempt)
 #   27 the session's last build (side streams join before loops / calls only; regions of
-#      more than 2048 ops left alone): test_gpu_ops, the m31 section, tiny H3 on cuda
+#      more than 2048 ops left alone): test_gpu_ops, the m31 section, test_gpu_model (tiny H3,
+#      whose step now has a branch: the timestep embedding beside the patch projections)
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -190,7 +191,8 @@ case $CALL in
    echo "nvfp4_bench: rc $?"; } > "$log" 2>&1 ;;
 26) { timeout 420 dev/m31_ncu_b64.sh "$S" "$OUT/ncu"; } > "$log" 2>&1 ;;
 27) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -3
-   timeout 200 tests/gpu/run_all.sh "$S" "$OUT/ra" m31 tiny; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null; } > "$log" 2>&1 ;;
+   timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
+   echo "== test_gpu_model"; timeout 120 "$S/bin/test_gpu_model" models 2>&1 | tail -4; } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..27" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
