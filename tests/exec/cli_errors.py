@@ -131,6 +131,22 @@ def corrupt_plans(text):
     return {k: edit_line(text, *edits[k][:4]) + (edits[k][4],) for k in CORRUPT}
 
 
+def corrupt_side_window(text):
+    """The tiny M3.1 plan with the first main-stream linear after a side-stream branch's
+    first linear (pass side-streams) put at that linear's offset: in plan order the two are
+    never live at once, but the branch may run beside the main ops of its window, so the
+    reader must refuse them sharing bytes. -> (plan text, "LINE:COL", message pieces)."""
+    lines = text.split("\n")
+    i = next(i for i, line in enumerate(lines) if "= linear(" in line and "{side = 1" in line)
+    side = lines[i].strip().split(" = ")[0]
+    at = int(lines[i].rsplit(" at ", 1)[1])
+    j = next(j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith("%qkv") and "= linear(" in lines[j])
+    main = lines[j].strip().split(" = ")[0]
+    lines[j] = lines[j].rsplit(" at ", 1)[0] + f" at {at}"
+    loc = f"{j + 1}:{lines[j].index(main) + 1}"
+    return "\n".join(lines), loc, [f"value {main} (offset {at},", f"and {side} (offset {at},", "live at the same time"]
+
+
 def prepare(a):
     """Compiles the two tiny plans and writes every bad file the cases use (idempotent)."""
     os.makedirs(a.work, exist_ok=True)
@@ -149,6 +165,7 @@ def prepare(a):
                 "v2": text.replace("format_version: 1", "format_version: 2", 1),
                 "badir": text.replace("rms_norm(", "rms_nrom(", 1), "list": "- 1\n- 2\n"}
     variants.update({"bad_" + k: v[0] for k, v in corrupt_plans(text).items()})
+    variants["bad_side_window"] = corrupt_side_window(open(W("m31.plan")).read())[0]
     for name, content in variants.items():
         with open(W(name + ".plan"), "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
@@ -180,6 +197,7 @@ def case_table(a):
     h3, m31 = W("h3.plan"), W("m31.plan")
     step = [h3, "--graph", "step", "--inputs"]
     bad = corrupt_plans(open(h3).read()) if os.path.exists(h3) else {k: (None, "", []) for k in CORRUPT}
+    bad["side_window"] = corrupt_side_window(open(m31).read()) if os.path.exists(m31) else (None, "", [])
     return [
         # bad flags (exit 2)
         ("flag_unknown", [h3, "--bogus"], 2, ["unknown flag '--bogus'", "h3exec --help"], True),
@@ -232,7 +250,7 @@ def case_table(a):
         # offsets and launch fields the executor would trust: refused at load, at their place
         ("plan_" + k, [W(f"bad_{k}.plan")], 1,
          [f"{W(f'bad_{k}.plan')}:{bad[k][1]}: error: "] + bad[k][2] + ["recompile the plan with h3c"], True)
-        for k in CORRUPT
+        for k in CORRUPT + ("side_window",)
     ] + [
         # bad inputs files
         ("inputs_dtype", step + [W("in_dtype.safetensors")], 1,

@@ -6,7 +6,9 @@
  * (a view placed inside its source writes nothing: it reads the source's bytes; an
  * `index` view may read any row of its source). Loops run their body up to 3 times and
  * move the yield into the carried buffers as a parallel assignment, as the runtime does.
- * A plan that lets a write clobber a value still needed fails a check.
+ * Branches of pass side-streams also run in the schedules of sim_region (the side run
+ * moved past each main op of its window, and the window's main ops moved past each side
+ * op). A plan that lets a write clobber a value still needed fails a check.
  *
  * Cases: a chain (reuse must bring the arena to two buffers, well below the sum of all
  * values), loop-carried aliasing, a copy-back slot and a swap of two slots, in-place
@@ -44,7 +46,7 @@ typedef struct {
   int next_tag;
   const char *what;
   int errors;
-  bool side_late; /* side runs as late as their join allows (sim_region) */
+  int late, cut; /* the schedule of the branches (sim_region) */
 } sim;
 
 static bool planned(const h3_value *v) { return v->offset >= 0; }
@@ -118,25 +120,67 @@ static void sim_op(sim *s, const h3_op *op) {
 
 static bool is_side(const h3_op *op) { return op && h3_op_attr_int(op, "side", 0); }
 
-/* In program order; with s->side_late, each run of `side` ops (pass side-streams) runs
- * instead just before the op where the executor joins it (the next `join` op, loop, call or
- * branch, the terminator): the two extreme schedules of a branch beside the main ops, so a
- * buffer shared by a side op and a main op of its window is clobbered in one of them. */
+/* Where the executor joins a branch: an op marked `join`, a loop, call or branch, the end. */
+static bool joins(const h3_op *op) {
+  return h3_op_attr_int(op, "join", 0) || op->code == H3_OP_LOOP || op->code == H3_OP_CALL ||
+         op->code == H3_OP_BRANCH || op->code == H3_OP_YIELD || op->code == H3_OP_RETURN;
+}
+
+/* Runs ops [from, to) of a region in order (the yield is read by the loop). */
+static void sim_span(sim *s, const h3_op *from, const h3_op *to) {
+  for (const h3_op *op = from; op != to; op = op->next)
+    if (op->code != H3_OP_YIELD) sim_op(s, op);
+}
+
+/* A region's ops in one schedule of its branches (pass side-streams: a run of `side` ops may
+ * run beside the main ops that follow it up to its join). s->late = 0: program order; else
+ * with c = s->cut, family s->late = 1: the side run after the first c main ops of its window,
+ * family 2: the first c side ops, then the window's main ops, then the other side ops. Over
+ * every c, a buffer that a side op and a main op of its window share while one of them still
+ * needs it is clobbered in some schedule. */
 static void sim_region(sim *s, const h3_region *r) {
-  const h3_op *run = NULL; /* the side run waiting for its join */
-  for (const h3_op *op = r->first; op; op = op->next) {
-    if (s->side_late && is_side(op)) {
-      if (!is_side(op->prev)) run = op;
+  for (const h3_op *op = r->first; op;) {
+    if (!s->late || !is_side(op)) {
+      if (op->code != H3_OP_YIELD) sim_op(s, op);
+      op = op->next;
       continue;
     }
-    if (run && (h3_op_attr_int(op, "join", 0) || op->code == H3_OP_LOOP || op->code == H3_OP_CALL ||
-                op->code == H3_OP_BRANCH || op->code == H3_OP_YIELD || op->code == H3_OP_RETURN)) {
-      for (const h3_op *x = run; is_side(x); x = x->next) sim_op(s, x);
-      run = NULL;
+    const h3_op *side_end = op, *join = NULL;
+    int ns = 0, nm = 0;
+    while (is_side(side_end)) side_end = side_end->next, ns++;
+    for (join = side_end; join && !joins(join); join = join->next) nm++;
+    const h3_op *cut = s->late == 1 ? side_end : op;
+    for (int i = 0; i < (s->late == 1 ? nm : ns) && i < s->cut; i++) cut = cut->next;
+    if (s->late == 1) {
+      sim_span(s, side_end, cut);
+      sim_span(s, op, side_end);
+      sim_span(s, cut, join);
+    } else {
+      sim_span(s, op, cut);
+      sim_span(s, side_end, join);
+      sim_span(s, cut, side_end);
     }
-    if (op->code == H3_OP_YIELD) continue; /* read by the loop */
-    sim_op(s, op);
+    op = join;
   }
+}
+
+/* The most ops of a branch or of the main ops beside it in any region of r (0: no branch). */
+static int widest_window(const h3_region *r) {
+  int most = 0;
+  for (const h3_op *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->n_regions; i++) {
+      int w = widest_window(&op->regions[i]);
+      if (w > most) most = w;
+    }
+    if (!is_side(op) || is_side(op->prev)) continue;
+    int ns = 0, nm = 0;
+    const h3_op *x = op;
+    while (is_side(x)) x = x->next, ns++;
+    while (x && !joins(x)) x = x->next, nm++;
+    if (ns > most) most = ns;
+    if (nm > most) most = nm;
+  }
+  return most;
 }
 
 /* Plans m and runs the simulator over each graph. Returns graph 0's arena size. */
@@ -164,7 +208,8 @@ static int64_t plan_and_simulate(h3_module *m, const char *what) {
     CHECK(a && p && p->i <= a->i, "%s: arena_bytes/peak_bytes missing or peak > arena", what);
     if (!a) continue;
     if (g == 0) arena0 = a->i;
-    for (int late = 0; late < 2; late++) {
+    const int widest = widest_window(&m->graphs[g]->body);
+    for (int sched = 0; sched < 1 + 2 * (widest + 1); sched++) {
       sim s = {calloc((size_t)a->i + 1, sizeof(int)),
                a->i,
                calloc((size_t)m->next_value_id, sizeof(int)),
@@ -173,7 +218,8 @@ static int64_t plan_and_simulate(h3_module *m, const char *what) {
                0,
                what,
                0,
-               late};
+               sched ? 1 + (sched - 1) % 2 : 0,
+               sched ? (sched - 1) / 2 : 0};
       if (!s.bytes || !s.tag || !s.lo || !s.hi) {
         CHECK(0, "out of memory");
         return -1;
