@@ -205,6 +205,8 @@ int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len) {
       FAIL("%s: attribute '%s' holds no tier (%lld)", info->name, a->name, LL(a->i));
     if ((!strcmp(a->name, "side") || !strcmp(a->name, "join")) && a->kind == H3_ATTR_INT && a->i != 1)
       FAIL("%s: attribute '%s' must be 1 (leave it out for 0)", info->name, a->name);
+    if (!strcmp(a->name, "side") && info->kind == H3_PK_CONTROL && op->code != H3_OP_FUSED)
+      FAIL("%s: attribute 'side' marks an op that runs as kernels, not control flow", info->name);
     if (a->kind == H3_ATTR_STRING && !a->s) FAIL("%s: attribute '%s' has no text", info->name, a->name);
     for (int j = 0; j < i; j++)
       if (strcmp(op->attrs[j].name, a->name) == 0) FAIL("%s: attribute '%s' is given twice", info->name, a->name);

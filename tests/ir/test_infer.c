@@ -94,6 +94,12 @@ static void test_attrs_and_counts(void) {
             "error: rms_norm: unknown attribute 'epsilon' (it takes eps, offset, dtype)");
   CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AI("axis", 1)), "error: add: unknown attribute 'axis' (it takes dtype)");
   CHECK_STR(RUN(ARGMAX, "f32[2]", AI("axis", 1)), "error: argmax: unknown attribute 'axis' (it takes none)");
+  /* any op may carry side-streams' marks; 1 is their only value, and control flow takes no side */
+  CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AI("side", 1), AI("join", 1)), "f32[2]");
+  CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AI("side", 2)), "error: add: attribute 'side' must be 1 (leave it out for 0)");
+  CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AS("join", "yes")), "error: add: attribute 'join' must be an int, got a string");
+  CHECK_STR(RUN(YIELD, "f32[2]", AI("side", 1)),
+            "error: yield: attribute 'side' marks an op that runs as kernels, not control flow");
   CHECK_STR(RUN0(ADD, "f32[2]"), "error: add: takes 2 operands, got 1");
   CHECK_STR(RUN0(LINEAR, "f32[2, 3]"), "error: linear: takes 2 to 3 operands, got 1");
   CHECK_STR(RUN(CONCAT, "", AI("axis", 0)), "error: concat: takes at least 1 operands, got 0");
