@@ -151,6 +151,11 @@ bool h3_op_is_view(h3_opcode code) {
   return code == H3_OP_RESHAPE || code == H3_OP_SLICE || code == H3_OP_INDEX;
 }
 
+bool h3_op_is_control_flow(h3_opcode code) {
+  const h3_op_info *i = h3_op_info_get(code);
+  return i && i->kind == H3_PK_CONTROL && code != H3_OP_FUSED;
+}
+
 const char *h3_opcode_name(h3_opcode code) {
   const h3_op_info *i = h3_op_info_get(code);
   return i ? i->name : "?";
@@ -205,7 +210,7 @@ int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len) {
       FAIL("%s: attribute '%s' holds no tier (%lld)", info->name, a->name, LL(a->i));
     if ((!strcmp(a->name, "side") || !strcmp(a->name, "join")) && a->kind == H3_ATTR_INT && a->i != 1)
       FAIL("%s: attribute '%s' must be 1 (leave it out for 0)", info->name, a->name);
-    if (!strcmp(a->name, "side") && info->kind == H3_PK_CONTROL && op->code != H3_OP_FUSED)
+    if (!strcmp(a->name, "side") && h3_op_is_control_flow(op->code))
       FAIL("%s: attribute 'side' marks an op that runs as kernels, not control flow", info->name);
     if (a->kind == H3_ATTR_STRING && !a->s) FAIL("%s: attribute '%s' has no text", info->name, a->name);
     for (int j = 0; j < i; j++)

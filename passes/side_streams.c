@@ -157,10 +157,9 @@ static bool shares_kernel_state(h3_opcode c) {
 }
 
 static bool side_eligible(const h3_op *op) {
-  if (op->code == H3_OP_LOOP || op->code == H3_OP_CALL || op->code == H3_OP_BRANCH ||
-      h3_op_is_collective(op->code) || h3_op_is_load_time(op) || shares_kernel_state(op->code))
+  if (h3_op_is_control_flow(op->code) || h3_op_is_collective(op->code) || h3_op_is_load_time(op) ||
+      shares_kernel_state(op->code))
     return false;
-  if (op->n_regions > 0 && op->code != H3_OP_FUSED) return false;
   if (!is_kernel(op)) return true;
   /* the rows of its work: its results', or an in-place op's update (operand 1), not the
      tensor it updates */
@@ -191,28 +190,21 @@ static const h3_value *root_of(const h3_value *v) {
   return v;
 }
 
-/* Whether op reads or writes (writes: only its in-place operand) a buffer rooted at root. */
-static bool touches(const h3_op *op, const h3_value *root, bool writes_only) {
-  if (writes_only) return h3_op_is_inplace(op->code) && op->n_operands > 0 && root_of(op->operands[0]) == root;
-  for (int i = 0; i < op->n_operands; i++)
-    if (root_of(op->operands[i]) == root) return true;
+/* Whether op updates in place a buffer that other reads (an operand of other rooted there). */
+static bool updates_read_of(const h3_op *op, const h3_op *other) {
+  if (!h3_op_is_inplace(op->code) || op->n_operands == 0) return false;
+  const h3_value *root = root_of(op->operands[0]);
+  for (int i = 0; i < other->n_operands; i++)
+    if (root_of(other->operands[i]) == root) return true;
   return false;
 }
 
-/* In-place conflicts between the side set and the main ops of the window. */
+/* In-place conflicts between the side set and the main ops of the window [lo, hi). */
 static bool in_place_clash(const region_view *rv, const unsigned char *side, int lo, int hi) {
-  for (int s = 0; s < rv->n; s++) {
-    if (!side[s]) continue;
-    const h3_op *so = rv->ops[s];
-    for (int k = lo; k < hi; k++) {
-      if (side[k]) continue;
-      const h3_op *mo = rv->ops[k];
-      if (h3_op_is_inplace(so->code) && so->n_operands > 0 && touches(mo, root_of(so->operands[0]), false))
+  for (int s = 0; s < rv->n; s++)
+    for (int k = lo; side[s] && k < hi; k++)
+      if (!side[k] && (updates_read_of(rv->ops[s], rv->ops[k]) || updates_read_of(rv->ops[k], rv->ops[s])))
         return true;
-      if (h3_op_is_inplace(mo->code) && mo->n_operands > 0 && touches(so, root_of(mo->operands[0]), false))
-        return true;
-    }
-  }
   return false;
 }
 

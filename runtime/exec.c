@@ -744,9 +744,7 @@ static h3_status side_before(h3_runtime *rt, side_state *ss, const h3_op *op, h3
   if (side && !ss->on_side) {
     st = side_cmd(rt, H3_SIDE_FORK, d);
     ss->on_side = ss->open = true;
-  } else if (!side && ss->open &&
-             (h3_op_attr_int(op, "join", 0) || op->code == H3_OP_LOOP || op->code == H3_OP_CALL ||
-              op->code == H3_OP_BRANCH || op->code == H3_OP_YIELD || op->code == H3_OP_RETURN)) {
+  } else if (!side && ss->open && (h3_op_attr_int(op, "join", 0) || h3_op_is_control_flow(op->code))) {
     st = side_cmd(rt, H3_SIDE_JOIN, d);
     ss->on_side = ss->open = false;
   } else if (!side && ss->on_side) {

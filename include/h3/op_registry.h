@@ -74,6 +74,9 @@ bool h3_op_is_ranked(const h3_op *op);
 int h3_module_ranks(const h3_module *m);
 /* reshape, slice, index: the result may be a view of operand 0. */
 bool h3_op_is_view(h3_opcode code);
+/* loop, call, branch, yield, return: the executor runs their regions or ends one (fused,
+ * a control op too, runs as one kernel). */
+bool h3_op_is_control_flow(h3_opcode code);
 
 /* Promotion rule of elementwise ops (see ops.def). */
 h3_dtype h3_dtype_promote(h3_dtype a, h3_dtype b);

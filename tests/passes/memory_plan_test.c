@@ -120,10 +120,15 @@ static void sim_op(sim *s, const h3_op *op) {
 
 static bool is_side(const h3_op *op) { return op && h3_op_attr_int(op, "side", 0); }
 
-/* Where the executor joins a branch: an op marked `join`, a loop, call or branch, the end. */
-static bool joins(const h3_op *op) {
-  return h3_op_attr_int(op, "join", 0) || op->code == H3_OP_LOOP || op->code == H3_OP_CALL ||
-         op->code == H3_OP_BRANCH || op->code == H3_OP_YIELD || op->code == H3_OP_RETURN;
+/* The window of the branch whose side run starts at op: the run ends at *side_end (ns ops),
+ * then nm main ops until *join, where the executor joins it (an op marked `join`, control
+ * flow, the region's end). */
+static void branch_window(const h3_op *op, const h3_op **side_end, const h3_op **join, int *ns, int *nm) {
+  *ns = *nm = 0;
+  for (*side_end = op; is_side(*side_end); *side_end = (*side_end)->next) ++*ns;
+  for (*join = *side_end; !h3_op_attr_int(*join, "join", 0) && !h3_op_is_control_flow((*join)->code);
+       *join = (*join)->next)
+    ++*nm;
 }
 
 /* Runs ops [from, to) of a region in order (the yield is read by the loop). */
@@ -145,10 +150,9 @@ static void sim_region(sim *s, const h3_region *r) {
       op = op->next;
       continue;
     }
-    const h3_op *side_end = op, *join = NULL;
-    int ns = 0, nm = 0;
-    while (is_side(side_end)) side_end = side_end->next, ns++;
-    for (join = side_end; join && !joins(join); join = join->next) nm++;
+    const h3_op *side_end, *join;
+    int ns, nm;
+    branch_window(op, &side_end, &join, &ns, &nm);
     const h3_op *cut = s->late == 1 ? side_end : op;
     for (int i = 0; i < (s->late == 1 ? nm : ns) && i < s->cut; i++) cut = cut->next;
     if (s->late == 1) {
@@ -173,10 +177,9 @@ static int widest_window(const h3_region *r) {
       if (w > most) most = w;
     }
     if (!is_side(op) || is_side(op->prev)) continue;
-    int ns = 0, nm = 0;
-    const h3_op *x = op;
-    while (is_side(x)) x = x->next, ns++;
-    while (x && !joins(x)) x = x->next, nm++;
+    const h3_op *side_end, *join;
+    int ns, nm;
+    branch_window(op, &side_end, &join, &ns, &nm);
     if (ns > most) most = ns;
     if (nm > most) most = nm;
   }
