@@ -19,6 +19,9 @@
 # M31_SERVE_CHUNKS="R ...": also serve with --mixed-steps from a plan whose prefill chunks are
 # R rows (`--set prompt_len=R`: a prompt in ceil(ISL / R) chunks, each carrying the running
 # rows; plans/m31_small_serve_sC_kR.plan, else compiled here) into OUT/h3mixedkR_C.*.
+# M31_SERVE_GROUPS="P ...": also serve from a plan that prefills P one-chunk prompts per call
+# (`--set prefill_group=P`; plans/m31_small_serve_sC_gP.plan, else compiled here) into
+# OUT/h3groupP_C.*.
 # The peer's decode forms: M31_SERVE_PEER_FORMS (default: what bench/m31_peer_decode_check.py
 # finds right and fastest on this device, e.g. "--attention sdpa --moe grouped"; the probe
 # takes about a minute; "none" skips it: the peer's defaults).
@@ -86,6 +89,19 @@ for C in $CS; do
     [ "$kplan" = "$OUT/m31_small_serve_s${C}_k$R.plan" ] && rm -f "$kplan"
     cat "$OUT/h3mixedk${R}_$C.json" 2>/dev/null
   done
+  for P in ${M31_SERVE_GROUPS:-}; do
+    gplan=$S/plans/m31_small_serve_s${C}_g$P.plan
+    if [ ! -f "$gplan" ] || [ "$ISL" != 2048 ]; then
+      gplan=$OUT/m31_small_serve_s${C}_g$P.plan
+      "$S/bin/h3c" compile "$here/../models/minimax_m3_1.g" --config small --set seqs="$C" \
+        --set prompt_len="$ISL" --set prefill_group="$P" -o "$gplan" || fail=1
+    fi
+    echo "=== h3 with prefill groups of $P prompts, concurrency $C" >&2
+    "$S/bin/h3exec" "$gplan" --backend cuda "${h3w[@]}" --requests "$req" \
+      --concurrency "$C" --out "$OUT/h3group${P}_$C.results.jsonl" --summary "$OUT/h3group${P}_$C.json" >&2 || fail=1
+    [ "$gplan" = "$OUT/m31_small_serve_s${C}_g$P.plan" ] && rm -f "$gplan"
+    cat "$OUT/h3group${P}_$C.json" 2>/dev/null
+  done
   echo "=== PyTorch peer, concurrency $C ${forms:+($forms)}" >&2
   # shellcheck disable=SC2086 # forms: the probe's flags, word-split on purpose
   python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
@@ -102,5 +118,9 @@ fi
 for R in ${M31_SERVE_CHUNKS:-}; do
   echo "h3 with --mixed-steps, chunks of $R rows:"
   python3 "$here/m31_serve_table.py" "$OUT"/h3mixedk"${R}"_*.json "$OUT"/peer_*.json || fail=1
+done
+for P in ${M31_SERVE_GROUPS:-}; do
+  echo "h3 with prefill groups of $P prompts:"
+  python3 "$here/m31_serve_table.py" "$OUT"/h3group"${P}"_*.json "$OUT"/peer_*.json || fail=1
 done
 exit $fail

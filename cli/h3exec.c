@@ -98,6 +98,8 @@ static void usage(FILE *f) {
           "  --kv-pages N          use only N pages of the plan's KV caches (page 0 included)\n"
           "  --margins             results give each token's decision margin\n"
           "  --mixed-steps         prefill chunks also advance the running requests\n"
+          "  --no-prefill-group    prefill prompts one by one even where the plan groups them\n"
+          "                        (serve_prefill_group: h3c --set prefill_group=P)\n"
           "  --speculative dspark  DSpark speculative rounds instead of decode steps (the\n"
           "                        plan's gamma; draft weights from --weights)\n"
           "  --spec-force-accept A:FILE  BENCH ONLY, with --speculative: every round's draft\n"
@@ -211,9 +213,11 @@ static int check_serve_flags(options *o) {
   f->prompt_len = o->prompt_len;
   if (!serve_wanted(f)) {
     if (f->output_len || f->concurrency || f->kv_pages || f->summary || f->request_rate ||
-        f->temperature || f->margins || f->mixed || f->speculative || f->oracle)
+        f->temperature || f->margins || f->mixed || f->no_prefill_group || f->speculative ||
+        f->oracle)
       return flag_error("%s", "--output-len, --concurrency, --kv-pages, --request-rate, "
-                              "--temperature, --margins, --mixed-steps, --speculative and --summary "
+                              "--temperature, --margins, --mixed-steps, --no-prefill-group, "
+                              "--speculative and --summary "
                               "are for serving (--requests or --random-prompts)");
     return 0;
   }
@@ -273,6 +277,10 @@ static int parse_flags(int argc, char **argv, options *o) {
     }
     if (strcmp(a, "--mixed-steps") == 0) {
       o->serve.mixed = true;
+      continue;
+    }
+    if (strcmp(a, "--no-prefill-group") == 0) {
+      o->serve.no_prefill_group = true;
       continue;
     }
     if (a[0] != '-') {

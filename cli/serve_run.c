@@ -129,6 +129,7 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
                         .kv_pages = f->kv_pages,
                         .seed = f->seed,
                         .mixed = f->mixed,
+                        .no_prefill_group = f->no_prefill_group,
                         .speculative = f->speculative,
                         .force_accept = f->force_accept,
                         .oracle = f->oracle ? &oracle : NULL,

@@ -16,6 +16,7 @@ typedef struct {
   uint64_t seed;
   bool margins; /* results give each token's decision margin */
   bool mixed;   /* --mixed-steps */
+  bool no_prefill_group; /* --no-prefill-group */
   bool speculative; /* --speculative dspark */
   int64_t force_accept;  /* --spec-force-accept A:FILE (bench only): A, and */
   const char *oracle;    /* FILE, a plain greedy run's results */

@@ -13,7 +13,8 @@
 #   generate      the program: prefill_seq of sequence 0, then greedy decode of max_new_tokens
 #                 tokens;
 #   serve_prefill, serve_decode, serve_mixed  the serving engine's chunk of a prompt, its
-#                 batched decode step, and both in one pass.
+#                 batched decode step, and both in one pass; serve_prefill_group: the chunks
+#                 of prefill_group prompts in one pass.
 # Caches are graph inputs and outputs (kv_write returns the new cache). The page table of the
 # sequence maps logical page p to physical page p + 1 (page 0 is reserved); it is computed in
 # the graph. Numerics (§4.1): bf16 activations, one rounding per op, Gemma RMSNorm
@@ -25,7 +26,8 @@ model minimax_m3_1
 # §2. `page` is the KV page size, equal to the sparse block (`sparse_block`); capture0..2
 # are the target layers whose outputs feed the draft; prompt_len and max_new_tokens size the
 # prefill graph and the generate programs; `seqs` is the number of sequences the caches hold
-# and the rows of the batched graphs (decode_batch, generate_batch).
+# and the rows of the batched graphs (decode_batch, generate_batch); prefill_group the prompts
+# of serve_prefill_group (the engine uses it from 2 on).
 config full {
   n_layers = 60       n_dense = 3
   dim = 6144          heads = 64          kv_heads = 4        head_dim = 128
@@ -40,7 +42,7 @@ config full {
   capture0 = 1        capture1 = 30       capture2 = 58
   markov_rank = 256   mask_id = 200063
   prompt_len = 2048   max_new_tokens = 256
-  seqs = 1
+  seqs = 1           prefill_group = 1
 }
 
 config small {
@@ -57,7 +59,7 @@ config small {
   capture0 = 0        capture1 = 1        capture2 = 2
   markov_rank = 256   mask_id = 200063
   prompt_len = 2048   max_new_tokens = 256
-  seqs = 1
+  seqs = 1           prefill_group = 1
 }
 
 config tiny {
@@ -74,7 +76,7 @@ config tiny {
   capture0 = 0        capture1 = 1        capture2 = 2
   markov_rank = 8     mask_id = 255
   prompt_len = 20     max_new_tokens = 32
-  seqs = 1
+  seqs = 1           prefill_group = 1
 }
 
 let n_sparse = n_layers - n_dense
@@ -86,6 +88,7 @@ let pt_len = ceildiv(max_ctx + 16, page)   # page-table entries of one sequence
 let pages = seqs * pt_len + 1              # physical pages per cache (page 0 reserved)
 let verify_rows = gamma + 1
 let spec_rows = seqs * verify_rows         # serve_verify: verify_rows rows of each of seqs sequences
+let group_rows = prefill_group * prompt_len # serve_prefill_group: prompt_len rows of each prompt
 
 # ---- §3 target weights --------------------------------------------------------------------------
 # Random init (§2): matrices U(-1/sqrt(in), 1/sqrt(in)), norm weights (the w of 1 + w)
@@ -354,6 +357,51 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_le
   return x, k_cache, v_cache, ik_cache
 }
 
+# The target model over P prompts of C rows each in one pass (serving's prefill group): rows
+# p * C .. p * C + C - 1 are sequence p (page table pt[p]) at positions pos. Every part of a
+# layer but its attention runs over all P * C rows at once (each weight read once for the
+# group); the attention runs per sequence, as in `forward` with R = 1, each sequence's rows
+# into its own rows of o. Returns x [P * C, dim] and the caches.
+fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P, pt_len],
+                 k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[P * C, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  slot = gather(reshape(pt, shape = [P * pt_len]), iota(n = P * C) / C * pt_len + pos / page) * page +
+         pos % page
+  seq_pos = reshape(pos, shape = [P, C])
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
+  x = gather(embed_tokens.weight, tokens)                              # [P * C, dim] bf16
+  o = zeros(bf16, [P, C, heads, head_dim])                             # every row written per layer
+  dense_stack: repeat i in n_dense {
+    q, kl, vl = dense_attn_in(P * C, x, dense[i], k_cache[i], v_cache[i], slot, cos, sin)
+    seq_q = reshape(q, shape = [P, C, heads, head_dim])
+    dense_seqs: repeat s in P {
+      o = set_index(o, s, dense_attn(C, 1, seq_q[s], kl, vl, seq_pos[s],
+                                     reshape(pt[s], shape = [1, pt_len])))
+    }
+    x = dense_layer_out(P * C, x, reshape(o, shape = [P * C, heads, head_dim]), dense[i])
+    k_cache = set_index(k_cache, i, kl)
+    v_cache = set_index(v_cache, i, vl)
+  }
+  sparse_stack: repeat j in n_sparse {
+    q, iq, kl, vl, il = sparse_attn_in(P * C, x, sparse[j], k_cache[j + n_dense],
+                                       v_cache[j + n_dense], ik_cache[j], slot, cos, sin)
+    seq_q = reshape(q, shape = [P, C, heads, head_dim])
+    seq_iq = reshape(iq, shape = [P, C, index_heads, index_dim])
+    sparse_seqs: repeat s in P {
+      o = set_index(o, s, sparse_attn(C, 1, seq_q[s], seq_iq[s], kl, vl, il, seq_pos[s],
+                                      reshape(pt[s], shape = [1, pt_len])))
+    }
+    x = sparse_layer_out(P * C, x, reshape(o, shape = [P * C, heads, head_dim]), sparse[j])
+    k_cache = set_index(k_cache, j, kl, offset = n_dense)
+    v_cache = set_index(v_cache, j, vl, offset = n_dense)
+    ik_cache = set_index(ik_cache, j, il)
+  }
+  return x, k_cache, v_cache, ik_cache
+}
+
 # LM_HEAD(NORM(x, norm)): fp32 logits, not rounded.
 fn lm_logits(R: int, x: bf16[R, dim]) -> f32[R, vocab] {
   return linear(rms_norm(x, norm.weight, eps = 1e-6, offset = 1.0), lm_head.weight, dtype = f32)
@@ -567,6 +615,30 @@ graph serve_prefill(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_t
   next, margin, captured, k_cache, v_cache, ik_cache = prefill_chunk(tokens, pos0, n_valid,
                                                                      page_table, temperature, seed,
                                                                      k_cache, v_cache, ik_cache)
+  return next, margin, k_cache, v_cache, ik_cache
+}
+
+# serve_prefill_group: serve_prefill for prefill_group prompts of at most prompt_len tokens
+# at once (forward_group): prompt p's n_valid[p] tokens at positions pos0[p] .., pages
+# page_table[p]; its next token after row n_valid[p] - 1 sampled (§4.5) at temperature[p]
+# with key seed[p], and its margin. The engine fills every slot (prefill_group > 1 only).
+graph serve_prefill_group(tokens: i32[prefill_group, prompt_len], pos0: i32[prefill_group],
+                          n_valid: i32[prefill_group], page_table: i32[prefill_group, pt_len],
+                          temperature: f32[prefill_group], seed: i32[prefill_group],
+                          k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                          v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                          ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (next: i32[prefill_group], margin: f32[prefill_group],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  pos = reshape(reshape(iota(n = prompt_len), shape = [1, prompt_len]) +
+                reshape(pos0, shape = [prefill_group, 1]), shape = [group_rows])
+  x, k_cache, v_cache, ik_cache = forward_group(prefill_group, prompt_len,
+                                                reshape(tokens, shape = [group_rows]), pos,
+                                                page_table, k_cache, v_cache, ik_cache)
+  last = gather(x, iota(n = prefill_group) * prompt_len + n_valid - 1)  # [prefill_group, dim]
+  next, margin = sample_tokens(lm_logits(prefill_group, last), temperature, seed, pos0 + n_valid)
   return next, margin, k_cache, v_cache, ik_cache
 }
 

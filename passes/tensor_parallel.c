@@ -383,7 +383,8 @@ static h3_status check_parts(tp_ctx *c) {
 }
 
 /* ---- applying it ------------------------------------------------------------------------ */
-/* The split values get their part's type (a reshape's shape with it). */
+/* The split values get their part's type (a reshape's shape with it, and a filled buffer's:
+ * a `zeros` / `full` const has the same value in every part). */
 static void shrink(tp_ctx *c) {
   for (int f = 0; f < c->n_fact; f++) {
     tp_fact *t = &c->fact[f];
@@ -391,7 +392,8 @@ static void shrink(tp_ctx *c) {
     h3_value *v = t->v;
     v->type.dims[t->axis] /= c->n;
     if (v->kind == H3_VALUE_INPUT) c->inputs++;
-    if (v->kind == H3_VALUE_RESULT && v->def->code == H3_OP_RESHAPE)
+    if (v->kind == H3_VALUE_RESULT &&
+        (v->def->code == H3_OP_RESHAPE || (v->def->code == H3_OP_CONST && h3_op_attr(v->def, "shape"))))
       h3_op_set_attr(c->m, v->def, h3_attr_ints(c->m, "shape", v->type.rank, v->type.dims));
   }
 }

@@ -12,6 +12,12 @@
  * running (serve_mixed), which takes its token from it, so running requests keep decoding
  * while others are prefilled and the chunk's weight reads serve both.
  *
+ * Prefill groups (the plan's serve_prefill_group with P >= 2 prompts, not with `mixed` or
+ * speculative serving, not with `no_prefill_group`): admitted requests whose prompt fits one
+ * chunk are gathered, and every P of them are prefilled in one call (one weight read for all
+ * P prompts; their first tokens arrive together); those left over when admission stops are
+ * prefilled one by one.
+ *
  * Device state: the three caches (allocated here at the graphs' types), and the argument
  * buffers of both graphs, allocated once so that the backend can replay its recorded calls
  * (CUDA graphs) with the same addresses. Positions: the prompt occupies 0 .. L-1, generated
@@ -282,6 +288,54 @@ static h3_status prefill(engine *e, int64_t i) {
   return st;
 }
 
+/* One serve_prefill_group call over requests e->g_reqs[0 .. e->group) (each prompt's first
+ * chunk, at positions 0 ..): next tokens and margins into g_next / g_margin; *rows = their
+ * prompt rows. */
+static h3_status group_call(engine *e, int64_t *rows) {
+  int64_t P = e->group, C = e->chunk, L = e->pt_len;
+  memset(e->g_tokens, 0, (size_t)(P * C) * sizeof *e->g_tokens);
+  memset(e->g_table, 0, (size_t)(P * L) * sizeof *e->g_table);
+  *rows = 0;
+  for (int64_t p = 0; p < P; p++) {
+    const h3_request *r = &e->reqs[e->g_reqs[p]];
+    const seq *q = &e->s[e->g_reqs[p]];
+    int64_t n = r->prompt_len < C ? r->prompt_len : C;
+    memcpy(e->g_tokens + p * C, r->prompt, (size_t)n * sizeof *e->g_tokens);
+    if (q->n_pages) memcpy(e->g_table + p * L, q->pages, (size_t)q->n_pages * sizeof *e->g_table);
+    e->g_pos0[p] = 0;
+    e->g_valid[p] = (int32_t)n;
+    e->g_key[p] = q->key;
+    e->g_temp[p] = r->temperature;
+    *rows += n;
+  }
+  call_args *c = &e->pg;
+  h3_status st = serve_upload(e, c, "tokens", e->g_tokens);
+  if (st == H3_OK) st = serve_upload(e, c, "pos0", e->g_pos0);
+  if (st == H3_OK) st = serve_upload(e, c, "n_valid", e->g_valid);
+  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->g_table);
+  if (st == H3_OK) st = serve_upload(e, c, "temperature", e->g_temp);
+  if (st == H3_OK) st = serve_upload(e, c, "seed", e->g_key);
+  if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
+  if (st == H3_OK) st = serve_download(e, c, "next", e->g_next);
+  if (st == H3_OK) st = serve_download(e, c, "margin", e->g_margin);
+  return st;
+}
+
+/* Prefills the gathered group (every prompt one chunk) and gives each request its first
+ * token. */
+static h3_status prefill_group(engine *e) {
+  int64_t rows;
+  double t0 = serve_now(e);
+  h3_status st = group_call(e, &rows);
+  double t1 = serve_now(e);
+  e->st->prefill_groups++;
+  e->st->prefill_rows += rows;
+  e->st->group_seconds += t1 - t0;
+  for (int64_t p = 0; st == H3_OK && p < e->group; p++)
+    serve_take_token(e, e->g_reqs[p], e->g_next[p], e->g_margin[p], t1);
+  return st;
+}
+
 /* One decode step of every running row. */
 static h3_status decode_step(engine *e) {
   int64_t running = serve_fill_decode_rows(e);
@@ -314,6 +368,11 @@ static h3_status warm_up(engine *e) {
     st = upload_chunk(e, c, 0, 0, valid);
     if (st == H3_OK && k) st = upload_decode_rows(e, c, "d_");
     if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
+  }
+  if (st == H3_OK && e->group) { /* request 0's blank state in every slot: page 0 only */
+    int64_t rows;
+    for (int64_t p = 0; p < e->group; p++) e->g_reqs[p] = 0;
+    st = group_call(e, &rows);
   }
   e->s[0] = keep;
   for (int k = 0; st == H3_OK && k < 3; k++) { /* no row running: every row is padding */
@@ -357,6 +416,39 @@ static int by_arrival(const void *a, const void *b) {
   return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/* The plan's serve_prefill_group, when it takes P >= 2 prompts of the chunk's rows: its call
+ * and host images (e->group = P); none (e->group = 0) in plans without it or with P = 1. */
+static h3_status setup_group(engine *e, const h3_module *m) {
+  const h3_graph *g = h3_module_graph(m, "serve_prefill_group");
+  int at = g ? input_index(g, "tokens") : -1;
+  const h3_type *t = at >= 0 ? &g->inputs[at]->type : NULL;
+  if (!t || t->rank != 2 || t->dims[0] < 2) return H3_OK;
+  if (t->dims[1] != e->chunk) {
+    h3_diag_error(e->d, g->span, "compile the plan from this h3's models/minimax_m3_1.g",
+                  "graph 'serve_prefill_group' takes prompts of %lld rows, serve_prefill chunks of %lld",
+                  (long long)t->dims[1], (long long)e->chunk);
+    return H3_ERR;
+  }
+  static const char *const pg[] = {"tokens", "pos0", "n_valid", "page_table", "temperature",
+                                   "seed", "k_cache", "v_cache", "ik_cache"};
+  if (serve_setup_call(e, m, "serve_prefill_group", pg, 9, &e->pg) != H3_OK) return H3_ERR;
+  int64_t P = e->group = t->dims[0];
+  e->g_tokens = calloc((size_t)(P * e->chunk), sizeof *e->g_tokens);
+  e->g_table = calloc((size_t)(P * e->pt_len), sizeof *e->g_table);
+  e->g_pos0 = calloc((size_t)P, sizeof *e->g_pos0);
+  e->g_valid = calloc((size_t)P, sizeof *e->g_valid);
+  e->g_key = calloc((size_t)P, sizeof *e->g_key);
+  e->g_next = calloc((size_t)P, sizeof *e->g_next);
+  e->g_temp = calloc((size_t)P, sizeof *e->g_temp);
+  e->g_margin = calloc((size_t)P, sizeof *e->g_margin);
+  e->g_reqs = calloc((size_t)P, sizeof *e->g_reqs);
+  if (!e->g_tokens || !e->g_table || !e->g_pos0 || !e->g_valid || !e->g_key || !e->g_next ||
+      !e->g_temp || !e->g_margin || !e->g_reqs)
+    return H3_ERR;
+  e->st->group_prompts = P;
+  return H3_OK;
+}
+
 static h3_status setup(engine *e, const h3_module *m) {
   static const char *const pf[] = {"tokens", "pos0", "n_valid", "page_table", "temperature",
                                    "seed", "k_cache", "v_cache", "ik_cache"};
@@ -378,6 +470,7 @@ static h3_status setup(engine *e, const h3_module *m) {
     return H3_ERR;
   e->chunk = input_type(&e->pf, "tokens")->dims[0];
   e->pt_len = input_type(&e->pf, "page_table")->dims[0];
+  if (!e->mixed && !e->spec && !e->o->no_prefill_group && setup_group(e, m) != H3_OK) return H3_ERR;
   e->rows = input_type(&e->dc, "tokens")->dims[0];
   if (e->spec && serve_spec_setup(e, m) != H3_OK) return H3_ERR;
   const h3_type *kc = &e->caches[0].type;
@@ -440,7 +533,9 @@ static h3_status serve(engine *e, const int64_t *order) {
       if (e->s[order[next]].state == WAITING) queue[tail++] = order[next];
     int64_t running = 0;
     for (int64_t row = 0; row < e->concurrency; row++) running += e->row_seq[row] >= 0;
-    /* admission, first come first served; each admitted request is prefilled at once */
+    /* admission, first come first served; each admitted request is prefilled at once, or
+       gathered into a prefill group (run when full; the rest one by one after admission) */
+    int64_t gathered = 0;
     while (st == H3_OK && head < tail && running < e->concurrency) {
       int64_t i = queue[head];
       seq *q = &e->s[i];
@@ -453,8 +548,21 @@ static h3_status serve(engine *e, const int64_t *order) {
       q->row = row;
       q->state = RUNNING;
       e->row_seq[row] = i;
+      running++;
+      if (e->group && e->reqs[i].prompt_len <= e->chunk) {
+        e->g_reqs[gathered++] = i;
+        if (gathered < e->group) continue;
+        st = prefill_group(e);
+        for (int64_t p = 0; p < gathered; p++) running -= e->s[e->g_reqs[p]].state != RUNNING;
+        gathered = 0;
+        continue;
+      }
       st = prefill(e, i);
-      running += q->state == RUNNING;
+      running -= q->state != RUNNING;
+    }
+    for (int64_t p = 0; st == H3_OK && p < gathered; p++) {
+      st = prefill(e, e->g_reqs[p]);
+      running -= e->s[e->g_reqs[p]].state != RUNNING;
     }
     if (st == H3_OK && running == 0 && head < tail) { /* cannot happen: checked at the start */
       h3_diag_error(e->d, (h3_span){0}, NULL, "request '%s' does not fit the empty KV pool",
@@ -527,6 +635,7 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   if (e.pf.g) serve_free_call(&e, &e.pf);
   if (e.dc.g) serve_free_call(&e, &e.dc);
   if (e.mx.g) serve_free_call(&e, &e.mx);
+  if (e.pg.g) serve_free_call(&e, &e.pg);
   serve_spec_free(&e);
   for (int k = 0; k < 5; k++) h3_runtime_buffer_free(rt, &e.caches[k]);
   h3_page_pool_free(&e.pool);
@@ -539,6 +648,15 @@ h3_status h3_serve_run(h3_runtime *rt, const h3_module *m, const h3_request *req
   free(e.h_margin);
   free(e.h_chunk);
   free(e.h_ptable);
+  free(e.g_tokens);
+  free(e.g_table);
+  free(e.g_pos0);
+  free(e.g_valid);
+  free(e.g_key);
+  free(e.g_next);
+  free(e.g_temp);
+  free(e.g_margin);
+  free(e.g_reqs);
   free(e.live);
   free(e.row_seq);
   free(e.s);

@@ -34,15 +34,22 @@ typedef struct {
   h3_serve_stats *st;
   h3_diag *d;
   call_args pf, dc, mx; /* serve_prefill, serve_decode, serve_mixed (mx.g NULL: none) */
+  call_args pg;         /* serve_prefill_group (pg.g NULL: prompts are prefilled one by one) */
   call_args sp, sd, sv;  /* speculative: serve_prefill_spec, serve_draft, serve_verify */
   bool mixed;            /* chunks carry the decode rows (serve_mixed) */
   bool spec;             /* speculative rounds instead of decode steps */
   int64_t gamma;         /* draft tokens per round (spec) */
   int64_t chunk, pt_len, rows, page, vocab, max_ctx, concurrency;
+  int64_t group; /* prompts per serve_prefill_group call (0: no group graph in use) */
   h3_tensor caches[5]; /* k_cache, v_cache, ik_cache; kd_cache, vd_cache (spec) */
   /* host images of the arguments (decode: rows entries; tables rows * pt_len) */
   int32_t *h_tokens, *h_pos, *h_table, *h_key, *h_next, *h_chunk, *h_ptable;
   float *h_temp, *h_margin;
+  /* a prefill group's images: group * chunk tokens, group * pt_len table entries, group
+     pos0 / n_valid / seed / temperature entries */
+  int32_t *g_tokens, *g_table, *g_pos0, *g_valid, *g_key, *g_next;
+  float *g_temp, *g_margin;
+  int64_t *g_reqs; /* the requests gathered for the next group */
   /* speculative: the verify rows' images (rows * (gamma + 1) entries; tables * pt_len), each
      running row's draft (rows * gamma) and its accepted count (v_n, rows); the verify's
      emitted tokens and margins land in v_next / v_margin */

@@ -69,10 +69,14 @@ void h3_serve_report_print(FILE *out, const h3_serve_stats *s, const char *devic
             s->speculative ? "round" : "step", 1e3 * s->decode_seconds / (double)s->decode_steps,
             s->speculative ? "round" : "step");
   if (s->speculative && s->spec_rounds) spec_rows(out, s);
-  if (s->prefill_chunks)
-    fprintf(out, "prefill         %lld chunks of %lld rows, %lld prompt rows, %.3f ms per chunk\n",
-            (long long)s->prefill_chunks, (long long)s->chunk_rows, (long long)s->prefill_rows,
-            1e3 * s->prefill_seconds / (double)s->prefill_chunks);
+  if (s->prefill_chunks || s->prefill_groups)
+    fprintf(out, "prefill         %lld prompt rows: %lld chunks of %lld rows, %.3f ms per chunk\n",
+            (long long)s->prefill_rows, (long long)s->prefill_chunks, (long long)s->chunk_rows,
+            s->prefill_chunks ? 1e3 * s->prefill_seconds / (double)s->prefill_chunks : 0.0);
+  if (s->prefill_groups)
+    fprintf(out, "prefill groups  %lld groups of %lld one-chunk prompts, %.3f ms per group\n",
+            (long long)s->prefill_groups, (long long)s->group_prompts,
+            1e3 * s->group_seconds / (double)s->prefill_groups);
   double kib = (double)s->page_bytes / 1024.0;
   if (s->mixed_chunks)
     fprintf(out, "mixed steps     %lld chunks carried %lld decode rows (%.1f per chunk)\n",
@@ -104,14 +108,16 @@ void h3_serve_report_json(FILE *out, const h3_serve_stats *s, const char *device
                "\"completed\": %lld, \"failed\": %lld, \"prompt_tokens\": %lld, "
                "\"output_tokens\": %lld, \"duration_s\": %.6f, \"output_tok_s\": %.3f, "
                "\"request_s\": %.4f, \"decode_steps\": %lld, \"mean_decode_rows\": %.3f, "
-               "\"chunk_rows\": %lld, \"prefill_chunks\": %lld, \"mixed_chunks\": %lld, \"mixed_rows\": %lld, "
+               "\"chunk_rows\": %lld, \"prefill_chunks\": %lld, \"prefill_groups\": %lld, \"group_prompts\": %lld, "
+               "\"group_s\": %.6f, \"mixed_chunks\": %lld, \"mixed_rows\": %lld, "
                "\"warmup_s\": %.3f, \"schedule\": \"%s\", \"decode_s\": %.6f, \"prefill_s\": %.6f",
           device ? device : "", (long long)s->concurrency, (long long)s->requests,
           (long long)s->completed, (long long)s->failed, (long long)s->prompt_tokens,
           (long long)s->output_tokens, s->seconds, per_second((double)s->output_tokens, s->seconds),
           per_second((double)s->completed, s->seconds), (long long)s->decode_steps,
           s->decode_steps ? (double)s->decode_rows / (double)s->decode_steps : 0.0,
-          (long long)s->chunk_rows, (long long)s->prefill_chunks, (long long)s->mixed_chunks,
+          (long long)s->chunk_rows, (long long)s->prefill_chunks, (long long)s->prefill_groups,
+          (long long)s->group_prompts, s->group_seconds, (long long)s->mixed_chunks,
           (long long)s->mixed_rows, s->warmup_seconds, s->mixed ? "mixed" : "prefill-first", s->decode_seconds,
           s->prefill_seconds);
   if (s->speculative && s->accept_hist) {

@@ -7,7 +7,9 @@
  * is free and the pool holds the pages of its whole sequence (prompt + max_new_tokens,
  * reserved at admission, so a running request never waits for memory); admitted requests
  * are prefilled before the next decode step (prefill first; with `mixed`, each chunk also
- * advances the running requests by a token); a request leaves the batch at
+ * advances the running requests by a token; the plan's `serve_prefill_group` graph, when it
+ * takes two or more prompts, prefills that many admitted one-chunk prompts in one call,
+ * every weight read once for all of them); a request leaves the batch at
  * the step that gives its EOS or its last token, and its pages go back to the pool at once.
  * Tokens are sampled on the device (the `sample` op) from a key that depends only on the
  * request (its seed, or the run's seed and its id) and the token's position, so a request's
@@ -64,6 +66,7 @@ typedef struct {
   int64_t kv_pages;      /* pages of the pool to use, page 0 included (0: all the caches') */
   uint64_t seed;         /* sampling keys of requests without a seed of their own */
   bool mixed;            /* prefill chunks carry the running rows' decode (serve_mixed) */
+  bool no_prefill_group; /* prefill prompts one by one even where the plan has a group graph */
   bool speculative;      /* DSpark rounds (serve_prefill_spec, serve_draft, serve_verify)
                             instead of decode steps */
   /* BENCH ONLY (speculative): the draft's first force_accept - 1 tokens of every round are
@@ -92,6 +95,9 @@ typedef struct {
   int64_t chunk_rows;              /* rows of a prefill chunk (the plan's prompt_len) */
   int64_t prefill_chunks, prefill_rows; /* chunks run and their prompt rows (no padding) */
   int64_t mixed_chunks, mixed_rows; /* chunks that carried decode rows, and those rows */
+  int64_t group_prompts;           /* prompts per prefill group (0: no groups in this run) */
+  int64_t prefill_groups;          /* prefill groups run (their prompts are not chunks) */
+  double group_seconds;            /* host time around the prefill groups */
   bool mixed;                      /* the schedule: mixed steps */
   double decode_seconds, prefill_seconds; /* host time around each kind of call */
   /* speculative serving: rounds run, request-rounds (running requests summed over them),

@@ -24,6 +24,11 @@ CPU backend, end to end:
             --spec-force-accept A:FILE (the draft proposes the plain run's tokens, the round takes them) at A = 3
             and A = gamma + 1: still plain decoding's tokens, most rounds accept A - 1 draft
             tokens (all but those near a request's end), and the report, the summary and every result line say it was forced
+  group     a plan with a prefill group of 4 prompts (serve_prefill_group): 40 requests at once
+            (prompts of 1..40 tokens: one or two chunks), greedy and seeded temperature: the
+            one-chunk prompts are prefilled 4 at a time, the others one by one; tokens and
+            margins bitwise those of the plan without groups and of --no-prefill-group; the
+            report and the summary count the groups
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message and
             a hint
@@ -58,13 +63,15 @@ def check(cond, what):
 compiled = set()
 
 
-def plan(a, seqs):
-    """The tiny M3.1 plan of `seqs` decode rows, compiled once per run (never a stale one)."""
-    out = os.path.join(a.work, f"m31_seqs{seqs}.plan")
+def plan(a, seqs, group=1):
+    """The tiny M3.1 plan of `seqs` decode rows and prefill groups of `group` prompts, compiled
+    once per run (never a stale one)."""
+    out = os.path.join(a.work, f"m31_seqs{seqs}" + (f"_g{group}" if group > 1 else "") + ".plan")
     if out not in compiled:
         compiled.add(out)
         rc, _, err = run([a.h3c, "compile", os.path.join(a.source, "models", "minimax_m3_1.g"),
-                          "--config", "tiny", "--set", f"seqs={seqs}", "-o", out])
+                          "--config", "tiny", "--set", f"seqs={seqs}", "--set", f"prefill_group={group}",
+                          "-o", out])
         if rc != 0:
             sys.exit(f"cannot compile the tiny M3.1 plan:\n{err}")
     return out
@@ -159,6 +166,32 @@ def case_mixed(a):
         p, m = plain.get(r["id"], {}), mixed.get(r["id"], {})
         check((p.get("tokens"), p.get("margins")) == (m.get("tokens"), m.get("margins")),
               f"mixed: {r['id']} {m.get('tokens')} vs {p.get('tokens')} without mixed steps")
+
+
+def case_group(a):
+    rnd = random.Random(13)
+    reqs = [dict(r, prompt=r["prompt"][:rnd.randint(1, 40)], arrival=0) for r in batch_requests(seed=13, n=40)]
+    args = ["--concurrency", "32", "--margins"]
+    rc, _, err, plain = serve(a, plan(a, 32), reqs, "group_plain", args)
+    check(rc == 0, f"group: plain plan exit {rc}: {err[-1000:]}")
+    summ = os.path.join(a.work, "group_summary.json")
+    rc, out, err, grouped = serve(a, plan(a, 32, group=4), reqs, "group", args + ["--summary", summ])
+    check(rc == 0, f"group: exit {rc}: {err[-1000:]}")
+    one_chunk = sum(len(r["prompt"]) <= 20 for r in reqs[:32])  # the tiny prompt_len: 20
+    s = json.load(open(summ)) if os.path.exists(summ) else {}
+    check(s.get("group_prompts") == 4 and s.get("prefill_groups", 0) >= one_chunk // 4 > 0,
+          f"group: summary {s} ({one_chunk} one-chunk prompts among the first 32)")
+    check("prefill groups  " in out and "groups of 4 one-chunk prompts" in out, f"group: report {out[-900:]}")
+    rc, out, err, single = serve(a, plan(a, 32, group=4), reqs, "group_off", args + ["--no-prefill-group"])
+    check(rc == 0 and "prefill groups" not in out, f"group: --no-prefill-group exit {rc}: {err[-1000:]}")
+    for r in reqs:
+        p, g, o = plain.get(r["id"], {}), grouped.get(r["id"], {}), single.get(r["id"], {})
+        check((g.get("tokens"), g.get("margins")) == (p.get("tokens"), p.get("margins")) ==
+              (o.get("tokens"), o.get("margins")),
+              f"group: {r['id']} {g.get('tokens')} in a group, {p.get('tokens')} without one, "
+              f"{o.get('tokens')} with --no-prefill-group")
+        if r["id"] in grouped:
+            well_formed("group", grouped[r["id"]], r)
 
 
 def greedy_requests(seed, n):
@@ -311,6 +344,7 @@ def case_flags(a):
         (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--speculative", "medusa"], 2,
          "--speculative takes dspark"),
         (["--speculative", "dspark"], 2, "are for serving"),
+        (["--no-prefill-group"], 2, "are for serving"),
         (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--spec-force-accept", "2:x"], 2,
          "needs --speculative"),
         (["--random-prompts", "3", "--prompt-len", "4", "--output-len", "2", "--speculative", "dspark",
@@ -322,7 +356,7 @@ def case_flags(a):
 
 
 CASES = {"batch": case_batch, "mixed": case_mixed, "generate": case_generate, "bad": case_bad, "pool": case_pool,
-         "random": case_random, "flags": case_flags, "spec": case_spec}
+         "random": case_random, "flags": case_flags, "spec": case_spec, "group": case_group}
 
 
 def main():

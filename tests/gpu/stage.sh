@@ -3,7 +3,7 @@
 # on the GPU machine, into one folder that travels with the device call (name it in carry):
 #   STAGE/bin/     h3c, h3exec, gpu_compile_check, test_gpu_ops, test_gpu_model, attention_bench, nvfp4_bench,
 #                  block_bench, normmod_gpu_test, test_gpu_int8, test_gpu_collectives
-#   STAGE/plans/   h3_tiny.plan (lossless), m31_tiny.plan (M3.1 tiny, lossless), m31_small_p128.plan (M3.1 small, prompt 128, 32 new tokens; _n256: 256 new tokens), m31_small_gpu_test_g8 / _g127.plan (test_gpu_m31's plans), m31_small_p2048_n16 / _n80.plan (prompt 2048, 16 / 80 new tokens: bench/m31_decode.sh; _n1: the prefill alone), m31_small_b64_p256_n8 / _n24.plan, _p2048_ and _p16384_ (64 sequences, prompt 256, 2048 and 16384), m31_small_p16384_n16 / _n80.plan (prompt 16384), m31_small_serve_s1 / _s8 / _s32 / _s64.plan and _s64_k512 / _k1024.plan (serving: bench/m31_serve.sh), h3_tiny_high.plan and h3_tiny_high0.plan (tiny at
+#   STAGE/plans/   h3_tiny.plan (lossless), m31_tiny.plan (M3.1 tiny, lossless), m31_small_p128.plan (M3.1 small, prompt 128, 32 new tokens; _n256: 256 new tokens), m31_small_gpu_test_g8 / _g127.plan (test_gpu_m31's plans), m31_small_p2048_n16 / _n80.plan (prompt 2048, 16 / 80 new tokens: bench/m31_decode.sh; _n1: the prefill alone), m31_small_b64_p256_n8 / _n24.plan, _p2048_ and _p16384_ (64 sequences, prompt 256, 2048 and 16384), m31_small_p16384_n16 / _n80.plan (prompt 16384), m31_small_serve_s1 / _s8 / _s32 / _s64.plan, _s64_k512 / _k1024.plan and _s64_g16 / _g32.plan (serving: bench/m31_serve.sh), h3_tiny_high.plan and h3_tiny_high0.plan (tiny at
 #                  --quality high: Cache-DiT with its defaults, and with threshold 0), h3_small_int8.plan (tiny with dims 256 and 2 layers,
 #                  --int8 with rotation and row chunks of 24 rows: every linear is int8; and
 #                  h3_small_int8_r0.plan without rotation, so the norm+modulate kernels quantize), h3_full_s3.plan (full dims, 3 denoising steps; h3_full_sage_s3.plan the same with --attention sage, h3_full_sol_s3.plan with --attention sol,dense_steps=1),
@@ -66,6 +66,12 @@ done
 # the serving plans of bench/m31_serve.sh (chunks of 2048 prompt rows, C decode rows)
 for c in 1 8 32 64; do
   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$c -o "$S/plans/m31_small_serve_s$c.plan"
+done
+# its M31_SERVE_GROUPS plans at concurrency 64 (prefill groups of 16 and 32 prompts; also
+# tests/gpu/serve_check.py's)
+for g in 16 32; do
+  "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=64 --set prefill_group=$g \
+    -o "$S/plans/m31_small_serve_s64_g$g.plan"
 done
 # and its M31_SERVE_CHUNKS plans at concurrency 64: chunks of 512 and 1024 prompt rows
 for r in 512 1024; do
