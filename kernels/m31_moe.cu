@@ -448,7 +448,7 @@ extern "C" __global__ void __launch_bounds__(32) H3_ROUTER_NAME(
 }
 #endif
 
-#if defined(H3_MOE_NAME) || defined(H3_MOE_MMA_NAME)
+#ifdef H3_MOE_ROUTE_NAME
 // The rows that chose expert e, ascending, into rows[] as t * 16 + slot (the first slot of
 // row t holding e); returns their count. Two passes: each thread counts a contiguous range
 // of rows, an exclusive scan of the counts (shuffles in each warp, then over the warps' sums)
@@ -708,14 +708,18 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
 }
 #endif
 
-#if defined(H3_MOE_NAME) || defined(H3_MOE_MMA_NAME)
+#if defined(H3_MOE_COMBINE_NAME) || defined(H3_MOE_COMBINE_AT_NAME)
 // out[t, o .. o + 7] (the outputs below H): the chosen experts of row t in ascending id order,
 // each id once with its first slot's weight (the reference's selection sort), w * y summed
-// from 0. PRE (k <= 4): the slots' ids, weights and y are loaded first, in one round; else
-// (k <= 16) each round of the sort reads the ids again and then its term.
+// from 0; slot s's y is row t * k + s of y, or row at[t * k + s] when `at` is given (the
+// cuBLASLt form's expert-ordered rows; set for the slots the lists hold). PRE (k <= 4): the
+// slots' ids, weights and y are loaded first, in one round; else (k <= 16) each round of the
+// sort reads the ids again and then its term.
+#define H3M_Y_ROW(slot) ((long long)(at ? at[slot] : (slot)))
 template <bool PRE>
-__device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y, O_T *out,
-                                             long long t, long long H, int k, long long o) {
+__device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y,
+                                             const int *at, O_T *out, long long t, long long H,
+                                             int k, long long o) {
   constexpr int KM = PRE ? 4 : 1;
   int ev[KM]; // the slots' experts (< E <= 2^31), -1 past k (ids are >= 0)
   float wv[KM], yv[KM][8];
@@ -724,7 +728,7 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
     for (int s = 0; s < KM; s++) {
       ev[s] = s < k ? (int)ids[t * k + s] : -1;
       wv[s] = s < k ? (float)h3_ld(wts, t * k + s) : 0.0f;
-      if (s < k) h3m_ld8z(y + (t * k + s) * H, o, H, yv[s]);
+      if (s < k && ev[s] >= 0) h3m_ld8z(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
     }
   float acc[8];
 #pragma unroll
@@ -755,7 +759,7 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
         }
     } else {
       wb = (float)h3_ld(wts, t * k + bi);
-      h3m_ld8z(y + (t * k + bi) * H, o, H, yb);
+      h3m_ld8z(y + H3M_Y_ROW(t * k + bi) * H, o, H, yb);
     }
 #pragma unroll
     for (int q = 0; q < 8; q++) acc[q] = __fadd_rn(acc[q], __fmul_rn(wb, yb[q]));
@@ -769,6 +773,9 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
     if (o + q < H) h3_st(out, t * H + o + q, acc[q]);
 }
 
+#endif
+
+#ifdef H3_MOE_COMBINE_NAME
 // Grid (T, any), 256 threads: out[t, o] = sum of w[t, s] * y[t * k + s, o] over the slots in
 // ascending expert order; a thread takes 8 outputs at 8 (blockIdx.y * blockDim.x +
 // threadIdx.x) and every 8 gridDim.y * blockDim.x after. k <= 16.
@@ -778,9 +785,63 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
   const long long t = blockIdx.x, step = 8ll * gridDim.y * blockDim.x;
   const long long o0 = 8 * ((long long)blockIdx.y * blockDim.x + threadIdx.x);
   if (k <= 4)
-    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, out, t, H, k, o);
+    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, nullptr, out, t, H, k, o);
   else
-    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, out, t, H, k, o);
+    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, nullptr, out, t, H, k, o);
+}
+#endif
+
+#ifdef H3_MOE_COMBINE_AT_NAME
+// H3_MOE_COMBINE_NAME with slot s of row t read from y row at[t * k + s].
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_AT_NAME(
+    const I_T *__restrict__ ids, const B_T *__restrict__ wts, const h3_bf16 *__restrict__ y,
+    const int *__restrict__ at, O_T *__restrict__ out, long long H, int k) {
+  const long long t = blockIdx.x, step = 8ll * gridDim.y * blockDim.x;
+  const long long o0 = 8 * ((long long)blockIdx.y * blockDim.x + threadIdx.x);
+  if (k <= 4)
+    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, at, out, t, H, k, o);
+  else
+    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, at, out, t, H, k, o);
+}
+#endif
+
+#ifdef H3_MOE_GATHER_NAME
+// The cuBLASLt form's gather (bf16 h, H a multiple of 8, 16-byte aligned rows). Grid (E,
+// any), 256 threads: block (e, g) copies the rows of expert e (its list: t * 16 + s entries,
+// counts[e] of them) to xs[off + i] for i = g, g + gridDim.y, .., off = the counts of the
+// experts before e, and sets at[t * k + s] = off + i.
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_GATHER_NAME(
+    const h3_bf16 *__restrict__ h, const int *__restrict__ lists, const int *__restrict__ counts,
+    h3_bf16 *__restrict__ xs, int *__restrict__ at, long long T, long long H, int k) {
+  const long long e = blockIdx.x;
+  long long off = 0;
+  for (long long q = 0; q < e; q++) off += counts[q];
+  const int n = counts[e];
+  for (long long i = blockIdx.y; i < n; i += gridDim.y) {
+    const int entry = lists[e * T + i];
+    const long long t = entry / 16, s = entry % 16;
+    if (threadIdx.x == 0) at[t * k + s] = (int)(off + i);
+    const uint4 *src = reinterpret_cast<const uint4 *>(h + t * H);
+    uint4 *dst = reinterpret_cast<uint4 *>(xs + (off + i) * H);
+    for (long long c = threadIdx.x; c < H / 8; c += blockDim.x) dst[c] = src[c];
+  }
+}
+#endif
+
+#ifdef H3_MOE_SWIGLU_NAME
+// The cuBLASLt form's activation: act[r, f] = bf16(swigluoai(u[r, f], u[r, F + f])) for the
+// n rows r of u [n, 2 F] (gate | up, bf16 from the GEMM), 2 outputs per thread and step (F
+// even). Grid-stride.
+extern "C" __global__ void __launch_bounds__(256) H3_MOE_SWIGLU_NAME(
+    const h3_bf16 *__restrict__ u, h3_bf16 *__restrict__ act, long long n, long long F,
+    float alpha, float limit) {
+  const long long pairs = n * F / 2;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < pairs; i += 256ll * gridDim.x) {
+    const long long r = 2 * i / F, f = 2 * i % F;
+    const h3_bf16 *g = u + r * 2 * F + f;
+    h3_st2(act + r * F + f, h3_swigluoai(h3_w(g[0]), h3_w(g[F]), alpha, limit),
+           h3_swigluoai(h3_w(g[1]), h3_w(g[F + 1]), alpha, limit));
+  }
 }
 #endif
 

@@ -13,13 +13,15 @@
  * cannot be ended or instantiated is an error (that call's work did not run); the record
  * runs op by op from then on. H3_CUDA_GRAPHS=0 in the environment turns capture off.
  * A graph whose run reads device memory on the host (a `branch` reads its cond: Cache-DiT;
- * an `index` by a row that is neither a loop counter nor a constant is downloaded), itself or through a graph
+ * an `index` by a row that is neither a loop counter nor a constant is downloaded; moe's
+ * cuBLASLt form reads its expert counts), itself or through a graph
  * it calls, can never be captured: h3_cuda_load_plan marks it once (cu_graph_mark_plan)
  * and its calls always run op by op; the graphs it calls are still captured on their own.
  * The executor must keep the buffers of a recorded call (its arena, its unplanned
  * values) until the runtime is freed; it does.
  */
 #include "cuda_internal.h"
+#include "cuda_m31.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -216,7 +218,7 @@ h3_status cu_graph_call_end(h3_backend *b, const void *key, h3_status st, h3_dia
  * constant. */
 static bool op_reads_host(const h3_op *op) {
   if (op->parent && op->parent->parent && op->parent->parent->code == H3_OP_FUSED) return false;
-  if (op->code == H3_OP_BRANCH) return true;
+  if (op->code == H3_OP_BRANCH || cu_m31_moe_lt(op)) return true;
   if (op->code != H3_OP_INDEX || op->n_operands != 2) return false;
   const h3_value *i = op->operands[1];
   int64_t row;

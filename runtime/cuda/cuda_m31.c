@@ -58,7 +58,7 @@ h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, 
 }
 
 const char *cu_m31_check_defines(const char *file) {
-  static char moe[1152], msa[640], tile[256]; /* every kernel of the file, the models' dtypes */
+  static char moe[1408], msa[640], tile[256]; /* every kernel of the file, the models' dtypes */
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
                        "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
@@ -66,7 +66,8 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_MOE_NAME h3cu_moe_check\n"
                        "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
-                       "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n"
+                       "#define H3_MOE_ROUTE_NAME h3cu_moer_check\n#define H3_MOE_GATHER_NAME h3cu_moeg_check\n"
+                       "#define H3_MOE_SWIGLU_NAME h3cu_moes_check\n#define H3_MOE_COMBINE_AT_NAME h3cu_moea_check\n"
                        "#define H3_MARKOV_STEP_NAME h3cu_markovs_check\n#define H3_MARKOV_PICK_NAME h3cu_markovp_check\n"
                        "#define H3_MARKOV_MMA_NAME h3cu_markovm_check\n"
                        "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n",

@@ -59,6 +59,17 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d);
+/* moe's cuBLASLt form (cuda_m31_moe_lt.c): whether it takes op (bf16, widths multiples of
+ * 128, from H3_MOE_LT_ROWS rows per expert on average; its graph then reads the device on the
+ * host: never captured), and its run over the parts of the scratch cu_m31_run_moe laid out. */
+bool cu_m31_moe_lt(const h3_op *op);
+typedef struct {
+  const h3_tensor *in, *out; /* the op's operands and result */
+  const void *ids;           /* this rank's expert ids [T, k] */
+  void *lists, *counts;      /* the route kernel's [E, T] and [E] (int) */
+  void *act, *y, *at, *u;    /* bf16 [T k, F], [T k, H]; int [T k]; bf16 [T k, 2 F] */
+} cu_m31_moe_parts;
+h3_status cu_m31_run_moe_lt(cu_state *s, const h3_op *op, const cu_m31_moe_parts *p, h3_diag *d);
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,

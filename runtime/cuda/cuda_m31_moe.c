@@ -4,8 +4,8 @@
  * through its own (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows,
  * expert-major products on tensor cores (for many rows per
  * expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
- * H3_MOE_GEMM=mma or H is not a multiple of 256) or CUDA cores into bf16 activations and
- * expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
+ * H3_MOE_GEMM=mma or H is not a multiple of 256; for thousands of rows per expert cuBLASLt's,
+ * cuda_m31_moe_lt.c) or CUDA cores into bf16 activations and expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
  * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores from 8
  * chains on (markov_mma; H3_MARKOV_FORM forces a form). moe {ranks = N} (expert parallelism)
  * runs the same kernels on local ids: the global ids of this rank's slice less its base, the
@@ -191,19 +191,23 @@ static long long moe_gemm_slots(long long T, long long k, long long E) {
 
 /* moe's scratch, 256-byte aligned parts: the activations act [T * k, F] and the expert
  * outputs y [T * k, H] (bf16), the experts' row counts [E] and row lists [E, T] (int); with
- * ranks > 1 the local ids [T, k] (int, cu_rank_ids). */
+ * ranks > 1 the local ids [T, k] (int, cu_rank_ids); in the cuBLASLt form the slots' rows
+ * at [T * k] (int) and the GEMM's gate | up u [T * k, 2 F] (bf16). */
 typedef struct {
-  size_t act, y, counts, lists, local, total;
+  size_t act, y, counts, lists, local, at, u, total;
 } moe_scratch;
 
 static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E,
-                              bool ranked) {
+                              bool ranked, bool lt) {
   moe_scratch m = {0};
   m.y = cu_align256((size_t)(T * k * F) * 2);
   m.counts = m.y + cu_align256((size_t)(T * k * H) * 2);
   m.lists = m.counts + cu_align256((size_t)E * 4);
   m.local = m.lists + cu_align256((size_t)(E * T) * 4);
-  m.total = ranked ? m.local + (size_t)(T * k) * 4 : m.lists + (size_t)(E * T) * 4;
+  m.at = m.local + (ranked ? cu_align256((size_t)(T * k) * 4) : 0);
+  m.u = m.at + cu_align256((size_t)(T * k) * 4);
+  m.total = lt ? m.u + (size_t)(T * k * 2 * F) * 2 : ranked ? m.local + (size_t)(T * k) * 4
+                                                            : m.lists + (size_t)(E * T) * 4;
   return m;
 }
 
@@ -259,7 +263,8 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
      become -1, which no kernel below reads a weight for (the lists skip them, the combine
      adds nothing for them) */
   int64_t ranks = h3_op_attr_int(op, "ranks", 1);
-  moe_scratch ms = moe_layout(T, k, H, F, E, ranks > 1);
+  bool lt = cu_m31_moe_lt(op);
+  moe_scratch ms = moe_layout(T, k, H, F, E, ranks > 1, lt);
   if (ranks > 1) {
     if (ranks != s->ranks)
       return cu_op_error(d, op, "run the plan with h3exec --backend cuda --gpus N, N its rank count",
@@ -272,6 +277,11 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   }
   void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
   void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
+  if (lt && !cu_graph_capturing(s)) { /* (its graph is never captured: cu_graph_host_reads) */
+    cu_m31_moe_parts p = {in, out, ids, lists, counts, act, y, (char *)scratch + ms.at,
+                          (char *)scratch + ms.u};
+    return cu_m31_run_moe_lt(s, op, &p, d);
+  }
   int64_t b256[3] = {256, 1, 1}, mma_block[3] = {M31_MOE_MMA_THREADS, 1, 1};
   void *ar[] = {&ids, &lists, &counts, &T, &k};
   int64_t gr[3] = {E, 1, 1};
@@ -438,5 +448,5 @@ h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *
 size_t cu_m31_moe_scratch_bytes(const h3_op *op) {
   const h3_type *h = &op->operands[0]->type, *gu = &op->operands[1]->type;
   return moe_layout(h->dims[0], op->operands[3]->type.dims[1], h->dims[1], gu->dims[1] / 2,
-                    gu->dims[0], h3_op_attr_int(op, "ranks", 1) > 1).total;
+                    gu->dims[0], h3_op_attr_int(op, "ranks", 1) > 1, cu_m31_moe_lt(op)).total;
 }

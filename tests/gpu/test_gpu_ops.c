@@ -627,7 +627,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h.m = h3_module_new("gpu_ops", "test");
   h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   h.bld = (h3_builder){h.m, &h.g->body, NULL, {0}};
-  hand_case cases[24];
+  hand_case cases[32];
   int n = 0;
   /* cuBLASLt: bf16 with a bias epilogue; bf16 -> f32 output; the fp32 GEMM (bitwise) */
   h3_value *x1 = in_of(&h, "x1", H3_BF16, 2, (int64_t[]){100, 256});
@@ -762,6 +762,13 @@ static void check_hand(h3_backend *b, bool all_attention) {
      40 rows over 8 experts: more than one 16-row pass for some; f32 of bf16 roundings taken
      in another sum order (a flipped rounding moves a row by a bf16 ulp) */
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
+  /* moe's cuBLASLt form (from 1024 rows per expert on average): 2048 rows, k 2 over 4 experts,
+     ids uniform over the 4 (a repeat in a row counted once), and skewed (experts 0 .. 3: 2048,
+     293, none, 1755 rows) */
+  cases[n++] = (hand_case){"moe cuBLASLt T 2048 H 256 F 256 E 4 k 2", moe_op(&h, "l", 2048, 256, 256, 4, 2),
+                           1e-5, moe_weights};
+  cases[n++] = (hand_case){"moe cuBLASLt uneven experts T 2048 H 384 F 128 E 4 k 2",
+                           moe_op(&h, "u", 2048, 384, 128, 4, 2), 1e-5, moe_skewed};
   /* moe through the grouped GEMMs (T k >= 32 E rows): 384 rows, ~260 per expert (3 m-tiles,
      the last partial); 333 rows with uneven experts (333, 48, none, 285), 2 and 3 n-tiles and
      more k-steps than the wgmma pipeline's 4 stages (down: 6, not a multiple of 4); in the

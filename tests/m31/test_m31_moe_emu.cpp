@@ -17,6 +17,9 @@
  *   route        each expert's rows against a host count (rows with repeated ids).
  *   combine      bitwise against the host's sum in ascending expert order (repeated ids
  *                counted once, k <= 4 and k > 4, widths not a multiple of 8).
+ *   cuBLASLt form's kernels  the gather (each expert's rows in expert order, every listed
+ *                slot's row), the combine through those rows bitwise equal to the combine of
+ *                the unsorted y, the activation against the host's swigluoai (1e-6).
  *   moe          at decode shapes on the tensor-core GEMVs with the route the router listed,
  *                against the CPU's moe of the router's ids and weights (1e-5 NMSE).
  * NaN and Inf are counted as mismatches (compare, emu_harness.h).
@@ -55,6 +58,9 @@ namespace moe_k {
 #define H3_MOE_ROUTE_NAME emu_moe_route
 #define H3_MOE_MMA_NAME emu_moe_mma
 #define H3_MOE_MMA_DOWN_NAME emu_moe_mma_down
+#define H3_MOE_GATHER_NAME emu_moe_gather
+#define H3_MOE_SWIGLU_NAME emu_moe_swiglu
+#define H3_MOE_COMBINE_AT_NAME emu_moe_combine_at
 #include "m31_moe.cu"
 } // namespace moe_k
 
@@ -343,6 +349,66 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   h3_module_free(rm);
 }
 
+/* ---- the cuBLASLt form's gather, activation and combine --------------------------------- */
+/* Random ids (repeats in every fourth row), h [T, H] and y [T k, H] bf16: the route and the
+ * gather as cuda_m31_moe_lt.c launches them; xs row at[t k + s] == h row t for every listed
+ * slot; y moved to those rows, the combine through `at` == the combine of y, bitwise; the
+ * activation of u [T k, 2F] against the host's. */
+static void test_lt_kernels(int64_t T, int64_t H, int64_t F, int k, int64_t E) {
+  std::vector<int> ids((size_t)(T * k)), lists((size_t)(E * T), -1), counts((size_t)E, -1);
+  std::vector<int> at((size_t)(T * k), 0);
+  for (int64_t t = 0; t < T; t++)
+    for (int s = 0; s < k; s++)
+      ids[(size_t)(t * k + s)] = t % 4 == 0 && s > 0 ? ids[(size_t)(t * k)] : (int)(urand() * (double)E);
+  std::vector<h3_bf16> h((size_t)(T * H)), xs((size_t)(T * k * H)), y((size_t)(T * k * H)),
+      ys((size_t)(T * k * H));
+  std::vector<float> wts((size_t)(T * k)), out((size_t)(T * H), NAN), want((size_t)(T * H), NAN);
+  for (auto &v : h) v = __float2bfloat16_rn((float)(4 * urand() - 2));
+  for (auto &v : y) v = __float2bfloat16_rn((float)(4 * urand() - 2));
+  for (auto &v : wts) v = (float)urand();
+  long long TT = T, HH = H, FF = F;
+  emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids.data(), lists.data(), counts.data(), TT, k); });
+  emu_launch3(E, 3, 1, 256, [&] {
+    moe_k::emu_moe_gather(h.data(), lists.data(), counts.data(), xs.data(), at.data(), TT, HH, k);
+  });
+  int64_t bad = 0, rows = 0;
+  for (int64_t e = 0; e < E; e++)
+    for (int i = 0; i < counts[(size_t)e]; i++, rows++) {
+      int entry = lists[(size_t)(e * T + i)], slot = entry / 16 * k + entry % 16;
+      bad += at[(size_t)slot] != rows ||
+             memcmp(&xs[(size_t)(rows * H)], &h[(size_t)(entry / 16 * H)], (size_t)H * 2) != 0;
+      std::copy(y.begin() + slot * H, y.begin() + (slot + 1) * H, ys.begin() + rows * H);
+    }
+  CHECK(bad == 0, "gather T %lld H %lld k %d E %lld: %lld rows wrong", (long long)T, (long long)H, k,
+        (long long)E, (long long)bad);
+  emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
+    moe_k::emu_moe_combine(ids.data(), wts.data(), y.data(), want.data(), HH, k);
+  });
+  emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
+    moe_k::emu_moe_combine_at(ids.data(), wts.data(), ys.data(), at.data(), out.data(), HH, k);
+  });
+  int64_t differ = 0;
+  for (size_t i = 0; i < out.size(); i++) differ += memcmp(&out[i], &want[i], 4) != 0;
+  CHECK(differ == 0, "combine through the gathered rows: %lld of %lld outputs differ", (long long)differ,
+        (long long)out.size());
+  std::vector<h3_bf16> u((size_t)(rows * 2 * F)), act((size_t)(rows * F));
+  for (auto &v : u) v = __float2bfloat16_rn((float)(20 * urand() - 10)); /* past the clamps too */
+  const float alpha = 1.702f, limit = 7.0f;
+  long long n = rows;
+  emu_launch3(5, 1, 1, 256, [&] { moe_k::emu_moe_swiglu(u.data(), act.data(), n, FF, alpha, limit); });
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t f = 0; f < F; f++) {
+      double g = std::min((double)__bfloat162float(u[(size_t)(r * 2 * F + f)]), (double)limit);
+      double v = std::max(std::min((double)__bfloat162float(u[(size_t)(r * 2 * F + F + f)]), 7.0), -7.0);
+      double x = g / (1 + exp(-alpha * g)) * (v + 1), a = __bfloat162float(act[(size_t)(r * F + f)]);
+      off += !(fabs(a - x) <= 1e-2 * fabs(x) + 1e-6); /* act is bf16: 2^-8 relative */
+    }
+  CHECK(off == 0, "activation: %lld of %lld outputs off", (long long)off, (long long)(rows * F));
+  fprintf(stderr, "  cuBLASLt form's kernels T %lld H %lld F %lld k %d E %lld: %lld rows (%.1f s)\n",
+          (long long)T, (long long)H, (long long)F, k, (long long)E, (long long)rows, elapsed());
+}
+
 int main(void) {
   elapsed();
   /* one expert per warp (T <= 64): */
@@ -370,6 +436,8 @@ int main(void) {
   test_combine(200, 100, 4, 32); /* 8 outputs per thread past H */
   test_combine(5, 300, 6, 8);    /* k > 4: each term's y after its id is found */
   test_combine(4, 64, 2, 8);
+  test_lt_kernels(300, 256, 128, 4, 8);
+  test_lt_kernels(97, 64, 64, 2, 4);
   test_decode_moe(1, 128, 128, 32, 4);
   test_decode_moe(3, 256, 128, 32, 4);
   test_decode_moe(64, 128, 128, 32, 4);

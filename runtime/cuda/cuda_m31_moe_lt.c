@@ -1,0 +1,161 @@
+/* cuda_m31_moe_lt.c: moe's cuBLASLt form, for many rows per expert (a prefill of many prompts
+ * at once: P x 2048 rows, thousands per expert).
+ *
+ * There the experts' GEMMs are large dense GEMMs, and cuBLASLt runs them faster than the
+ * grouped wgmma kernels (measured on the H200 at the prefill's shapes: one dense cuBLAS GEMM
+ * of the same FLOPs 1.75 x faster). The form: the route kernel lists each expert's rows; their
+ * counts come to the host (one synchronisation: a graph holding such a moe is never captured,
+ * cu_graph_host_reads); H3_MOE_GATHER_NAME copies the rows in expert order into one buffer;
+ * per expert two cuBLASLt GEMMs (bf16 operands, fp32 accumulation, bf16 results, as `linear`)
+ * with H3_MOE_SWIGLU_NAME between them; H3_MOE_COMBINE_AT_NAME adds the chosen experts'
+ * outputs in the reference's order. The contract is the other forms': act = bf16(swigluoai(
+ * bf16(h . gate), bf16(h . up))), y = bf16(act . down), out = sum of w * y in ascending
+ * expert order (kernels/m31_moe.cu); only the GEMMs' summation order differs.
+ */
+#include "cuda_lt.h"
+#include "cuda_m31.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* From MOE_LT_ROWS rows per expert on average (H3_MOE_LT_ROWS=N, read once per process, sets
+ * N; 0 turns the form off): a prefill group of 16 prompts of 2048 rows has 4096 per expert at 32 experts, top-4;
+ * one prompt 256, where the grouped kernels stay. */
+enum { MOE_LT_ROWS = 1024 };
+
+/* Read once: the scratch laid out when an op is prepared must be the one its runs use. */
+static long long lt_rows(void) {
+  static long long rows = -1;
+  if (rows < 0) {
+    const char *env = getenv("H3_MOE_LT_ROWS");
+    rows = env && atoll(env) >= 0 ? atoll(env) : MOE_LT_ROWS;
+  }
+  return rows;
+}
+
+bool cu_m31_moe_lt(const h3_op *op) {
+  if (op->code != H3_OP_MOE || op->n_operands < 5) return false;
+  const h3_type *h = &op->operands[0]->type, *gu = &op->operands[1]->type, *dn = &op->operands[2]->type;
+  const h3_type *ids = &op->operands[3]->type;
+  if (h->rank != 2 || gu->rank != 3 || ids->rank != 2) return false;
+  long long T = h->dims[0], H = h->dims[1], E = gu->dims[0], F = gu->dims[1] / 2, k = ids->dims[1];
+  long long rows = lt_rows();
+  return rows > 0 && h->dtype == H3_BF16 && gu->dtype == H3_BF16 && dn->dtype == H3_BF16 &&
+         H % 128 == 0 && F % 128 == 0 && k <= 16 && T * k >= rows * E && T * k < (1ll << 31);
+}
+
+/* y[M, N] = x[M, K] . w[N, K]^T, bf16 in and out, fp32 accumulation: `linear`'s TN problem
+ * (cuda_gemm.c), the heuristic's first algorithm for 16-byte aligned pointers. */
+static h3_status lt_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, const void *x,
+                         const void *w, void *y, int64_t M, int64_t N, int64_t K, h3_diag *d) {
+  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+  cublasLtMatmulAlgo_t algo;
+  int found = 0;
+  h3_status st = H3_ERR;
+  if (cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N) == CUBLAS_STATUS_SUCCESS)
+    st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
+  else
+    cu_op_error(d, op, NULL, "cuBLASLt: cannot describe an expert GEMM of %lld x %lld x %lld",
+                (long long)M, (long long)N, (long long)K);
+  if (st == H3_OK && !found)
+    st = cu_op_error(d, op, "set H3_MOE_LT_ROWS=0 (the grouped kernels take every moe)",
+                     "cuBLASLt has no algorithm for an expert GEMM of %lld x %lld x %lld",
+                     (long long)M, (long long)N, (long long)K);
+  float one = 1.0f, zero = 0.0f;
+  cublasStatus_t r = CUBLAS_STATUS_SUCCESS;
+  if (st == H3_OK)
+    r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, &one, w, a, x, b, &zero, y, c, y, c, &algo,
+                       s->workspace, CU_WORKSPACE_BYTES, s->stream);
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (st == H3_OK && r != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, op, r, "cublasLtMatmul");
+  return st;
+}
+
+static h3_status tn_desc(const h3_op *op, cublasLtMatmulDesc_t *desc, h3_diag *d) {
+  LT_CHECK(d, op, cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LT_CHECK(d, op, cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LT_CHECK(d, op, cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  return H3_OK;
+}
+
+/* Per expert e with rows: GEMM of its rows [off, off + n) of `from` (ld K) by weight e of
+ * `w` ([E, N, K]) into the same rows of `to` (ld N). */
+static h3_status expert_gemms(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc,
+                              const int *counts, int64_t E, const char *from, const char *w,
+                              char *to, int64_t N, int64_t K, h3_diag *d) {
+  int64_t off = 0;
+  for (int64_t e = 0; e < E; e++) {
+    int64_t n = counts[e];
+    if (n > 0 && lt_gemm(s, op, desc, from + off * K * 2, w + e * N * K * 2, to + off * N * 2, n, N, K,
+                         d) != H3_OK)
+      return H3_ERR;
+    off += n;
+  }
+  return H3_OK;
+}
+
+h3_status cu_m31_run_moe_lt(cu_state *s, const h3_op *op, const cu_m31_moe_parts *p, h3_diag *d) {
+  const h3_tensor *in = p->in;
+  long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
+  long long E = in[1].type.dims[0];
+  int k = (int)in[3].type.dims[1];
+  char name[4][128], lines[520], defs[840];
+  static const char *const part[4] = {"r", "g", "s", "a"};
+  static const char *const macro[4] = {"MOE_ROUTE", "MOE_GATHER", "MOE_SWIGLU", "MOE_COMBINE_AT"};
+  int len = 0;
+  for (int i = 0; i < 4; i++) {
+    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[i], DN(in[0].type.dtype),
+             DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(p->out->type.dtype));
+    len += snprintf(lines + len, sizeof lines - (size_t)len, "#define H3_%s_NAME %s\n", macro[i], name[i]);
+  }
+  cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
+                     in[3].type.dtype, p->out->type.dtype);
+  const char *names[4] = {name[0], name[1], name[2], name[3]};
+  cu_kernel *kn[4];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
+  if (T == 0) return H3_OK;
+  const void *h = in[0].data, *ids = p->ids, *w = in[4].data;
+  void *lists = p->lists, *counts = p->counts, *xs = p->y, *at = p->at, *o = p->out->data;
+  void *u = p->u, *act = p->act, *y = p->y;
+  int64_t b256[3] = {256, 1, 1}, ge[3] = {E, 1, 1};
+  void *ar[] = {&ids, &lists, &counts, &T, &k};
+  if (cu_launch(s, kn[0], ge, b256, 0, ar, d) != H3_OK) return H3_ERR;
+  /* slots the lists do not hold (a row's second slot of one expert, another rank's) point at
+     row 0: the combine may load them, never adds them */
+  CU_CHECK(d, cudaMemsetAsync(at, 0, (size_t)(T * k) * sizeof(int), s->stream), "moe: slot rows");
+  int *hc = malloc((size_t)E * sizeof *hc);
+  if (!hc) return cu_op_error(d, op, H3_HINT_OOM, "out of host memory for %lld expert counts", E);
+  cudaError_t ce = cudaMemcpyAsync(hc, counts, (size_t)E * sizeof *hc, cudaMemcpyDeviceToHost, s->stream);
+  if (ce == cudaSuccess) ce = cudaStreamSynchronize(s->stream);
+  if (ce != cudaSuccess) {
+    free(hc);
+    return cu_op_error(d, op, NULL, "moe: reading the expert counts: %s", cudaGetErrorString(ce));
+  }
+  long long rows = 0;
+  for (long long e = 0; e < E; e++) rows += hc[e];
+  int64_t gg[3] = {E, 64, 1};
+  void *ag[] = {&h, &lists, &counts, &xs, &at, &T, &H, &k};
+  cublasLtMatmulDesc_t desc = NULL;
+  float alpha = (float)h3_op_attr_float(op, "alpha", 1.702), limit = (float)h3_op_attr_float(op, "limit", 7.0);
+  long long twoF = 2 * F;
+  int64_t blocks = (rows * F / 2 + 255) / 256;
+  int64_t gs[3] = {blocks < 8 * s->sm_count ? (blocks > 0 ? blocks : 1) : 8 * s->sm_count, 1, 1};
+  void *as[] = {&u, &act, &rows, &F, &alpha, &limit};
+  void *a3[] = {&ids, &w, &y, &at, &o, &H, &k};
+  int64_t g3[3] = {T, (H + 2047) / 2048, 1};
+  h3_status st = cu_launch(s, kn[1], gg, b256, 0, ag, d);
+  if (st == H3_OK) st = tn_desc(op, &desc, d);
+  if (st == H3_OK)
+    st = expert_gemms(s, op, desc, hc, E, xs, in[1].data, u, twoF, H, d); /* xs . gate_up */
+  if (st == H3_OK && rows) st = cu_launch(s, kn[2], gs, b256, 0, as, d);
+  if (st == H3_OK) st = expert_gemms(s, op, desc, hc, E, act, in[2].data, y, H, F, d); /* . down */
+  if (st == H3_OK) st = cu_launch(s, kn[3], g3, b256, 0, a3, d);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+  free(hc);
+  return st;
+}
