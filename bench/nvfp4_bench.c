@@ -2,17 +2,18 @@
  * cuBLASLt's bf16 GEMM (h3's linear) at the draft's shapes, on the cuda backend (issue 19,
  * item 4), timed with CUDA events, one line per (weight, M):
  *
- *   nvfp4_bench [--rows M,M,...] [--iters N] [--warm-seconds W]
+ *   nvfp4_bench [--rows M,M,...] [--iters N] [--warm-seconds W] [--no-skinny] [--no-lm-head]
  *
  * Weights: random Gaussian bf16 [N, K] quantized on the host (h3_nvfp4_quantize); x uniform
  * in [-1, 1). For each shape: linear_nvfp4(x, packed, scale, g) and linear(x, w_b) * g with
  * w_b = e2m1 * e4m3 (the same weight, exact in bf16) through cuBLASLt; the NMSE between the
  * two results (equal up to summation order), each median time, the NVFP4 kernel's weight
- * bandwidth (packed + scale bytes / time) and the speed-up over bf16. At M <= 16 also the
- * skinny bf16 kernel (h3's linear under H3_LINEAR_FORM=skinny, kernels/skinny_gemm.cu) on the
- * same x and w_b: its median time, its speed-up over cuBLASLt, its weight bandwidth (N K 2
- * bytes / time) and the NMSE of its f32 result against cuBLASLt's ("-" where not run). Then
- * lm_head [200064, 6144] at M = 1, bf16 only (random w_b; the nvfp4 columns "-"). Columns:
+ * bandwidth (packed + scale bytes / time) and the speed-up over bf16. At M <= 16 also
+ * (unless --no-skinny) the skinny bf16 kernel (h3's linear under H3_LINEAR_FORM=skinny,
+ * kernels/skinny_gemm.cu) on the same x and w_b: its median time, its speed-up over
+ * cuBLASLt, its weight bandwidth (N K 2 bytes / time) and the NMSE of its f32 result against
+ * cuBLASLt's ("-" where not run). Then lm_head [200064, 6144] at M = 1, bf16 only (random
+ * w_b; the nvfp4 columns "-"; not with --no-lm-head). Columns:
  *
  *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | skinny ms  vs bf16  sk GB/s  sk nmse
  *
@@ -79,9 +80,11 @@ static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor 
   return ts;
 }
 
-/* The skinny columns of one line (M > 16: "-"), its h3bench line; false when it failed. */
-static bool print_skinny(const char *name, int64_t M, int64_t N, int64_t K, double tl, double ts, double e) {
-  if (M > CU_SKINNY_MAX_ROWS) {
+/* The skinny columns of one line (M > 16 or not run: "-"), its h3bench line; false when it
+ * failed. */
+static bool print_skinny(const char *name, int64_t M, int64_t N, int64_t K, double tl, double ts, double e,
+                         bool run) {
+  if (M > CU_SKINNY_MAX_ROWS || !run) {
     printf(" %10s %8s %8s %9s\n", "-", "-", "-", "-");
     return true;
   }
@@ -116,7 +119,7 @@ static bool lm_head(bench *x, gpu_rng *r, int iters, double warm_s) {
     ts = time_skinny(x, xv, wv, lin, c, iters, warm_s, &e);
   printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s", "lm_head", (long long)M, (long long)N, (long long)K, "-",
          tl, "-", "-", "-");
-  bool ok = print_skinny("lm_head", M, N, K, tl, ts, e) && tl >= 0;
+  bool ok = print_skinny("lm_head", M, N, K, tl, ts, e, true) && tl >= 0;
   printf("h3bench bf16_lm_head_m1 %.5f\n", tl);
   free(rows), free(hw), free(hx), free(c);
   if (dw) x->b->ops->release(x->b, dw);
@@ -142,16 +145,21 @@ int main(int argc, char **argv) {
   int64_t rows[16] = {1, 8, 16, 64, 576};
   int n_rows = 5, iters = 20;
   double warm_s = 0.5;
+  bool skinny = true, head = true;
   for (int i = 1; i < argc; i++) {
-    if (i + 1 < argc && !strcmp(argv[i], "--rows")) n_rows = parse_rows(argv[++i], rows, 16);
+    if (!strcmp(argv[i], "--no-skinny")) skinny = false;
+    else if (!strcmp(argv[i], "--no-lm-head")) head = false;
+    else if (i + 1 < argc && !strcmp(argv[i], "--rows")) n_rows = parse_rows(argv[++i], rows, 16);
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
     else n_rows = -1;
     if (n_rows < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600)) {
-      fprintf(stderr, "usage: nvfp4_bench [--rows M,M,...] [--iters N >= 1] [--warm-seconds 0..600]\n");
+      fprintf(stderr, "usage: nvfp4_bench [--rows M,M,...] [--iters N >= 1] [--warm-seconds 0..600] [--no-skinny] "
+                      "[--no-lm-head]\n");
       return 2;
     }
   }
+  setvbuf(stdout, NULL, _IOLBF, 0); /* each line out at once, also into a file a timeout cuts short */
   gpu_require();
   bench x;
   h3_diag_init(&x.d);
@@ -183,9 +191,10 @@ int main(int argc, char **argv) {
     float g = 0;
     int64_t bad;
     if (!w || !pk || !sc || !wb) return 1;
-    for (int64_t i = 0; i < N * K; i++) { /* Box-Muller pairs of gpu_uniform, scale 1/sqrt(K) */
+    for (int64_t i = 0; i < N * K; i += 2) { /* Box-Muller pairs of gpu_uniform (N K even), scale 1/sqrt(K) */
       double u1 = gpu_uniform(&r, 1e-12, 1.0), u2 = gpu_uniform(&r, 0.0, 1.0);
-      w[i] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) / sqrt((double)K));
+      double rad = sqrt(-2.0 * log(u1) / (double)K), a = 6.283185307179586 * u2;
+      w[i] = (float)(rad * cos(a)), w[i + 1] = (float)(rad * sin(a));
     }
     if (!h3_nvfp4_quantize(w, false, N, K, pk, sc, &g, &bad)) return 1;
     for (int64_t n = 0; n < N; n++)
@@ -228,10 +237,10 @@ int main(int argc, char **argv) {
       }
       double gbs = tq > 0 ? (double)(N * K / 2 + N * K / 16) / (tq * 1e-3) / 1e9 : 0;
       double ts = -1, es = -1;
-      if (e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
+      if (skinny && e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
       printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
-      bool sk = print_skinny(names[s], M, N, K, tl, ts, es);
+      bool sk = print_skinny(names[s], M, N, K, tl, ts, es, skinny);
       printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
              (long long)M, tl);
       if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk) {
@@ -245,7 +254,7 @@ int main(int argc, char **argv) {
     x.b->ops->release(x.b, dwb);
     free(w), free(pk), free(sc), free(wb);
   }
-  if (rc == 0 && !lm_head(&x, &r, iters, warm_s)) {
+  if (rc == 0 && head && !lm_head(&x, &r, iters, warm_s)) {
     h3_diag_print(&x.d, stderr);
     rc = 1;
   }
