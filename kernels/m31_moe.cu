@@ -775,6 +775,20 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
 
 #endif
 
+#if defined(H3_MOE_COMBINE_NAME) || defined(H3_MOE_COMBINE_AT_NAME)
+// A combine block's outputs: row blockIdx.x, 8 outputs per thread at 8 (blockIdx.y *
+// blockDim.x + threadIdx.x) and every 8 gridDim.y * blockDim.x after.
+__device__ __forceinline__ void h3m_combine_block(const I_T *ids, const B_T *wts, const h3_bf16 *y,
+                                                  const int *at, O_T *out, long long H, int k) {
+  const long long t = blockIdx.x, step = 8ll * gridDim.y * blockDim.x;
+  const long long o0 = 8 * ((long long)blockIdx.y * blockDim.x + threadIdx.x);
+  if (k <= 4)
+    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, at, out, t, H, k, o);
+  else
+    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, at, out, t, H, k, o);
+}
+#endif
+
 #ifdef H3_MOE_COMBINE_NAME
 // Grid (T, any), 256 threads: out[t, o] = sum of w[t, s] * y[t * k + s, o] over the slots in
 // ascending expert order; a thread takes 8 outputs at 8 (blockIdx.y * blockDim.x +
@@ -782,12 +796,7 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
     const I_T *__restrict__ ids, const B_T *__restrict__ wts, const h3_bf16 *__restrict__ y,
     O_T *__restrict__ out, long long H, int k) {
-  const long long t = blockIdx.x, step = 8ll * gridDim.y * blockDim.x;
-  const long long o0 = 8 * ((long long)blockIdx.y * blockDim.x + threadIdx.x);
-  if (k <= 4)
-    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, nullptr, out, t, H, k, o);
-  else
-    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, nullptr, out, t, H, k, o);
+  h3m_combine_block(ids, wts, y, nullptr, out, H, k);
 }
 #endif
 
@@ -796,12 +805,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_NAME(
 extern "C" __global__ void __launch_bounds__(256) H3_MOE_COMBINE_AT_NAME(
     const I_T *__restrict__ ids, const B_T *__restrict__ wts, const h3_bf16 *__restrict__ y,
     const int *__restrict__ at, O_T *__restrict__ out, long long H, int k) {
-  const long long t = blockIdx.x, step = 8ll * gridDim.y * blockDim.x;
-  const long long o0 = 8 * ((long long)blockIdx.y * blockDim.x + threadIdx.x);
-  if (k <= 4)
-    for (long long o = o0; o < H; o += step) h3m_combine8<true>(ids, wts, y, at, out, t, H, k, o);
-  else
-    for (long long o = o0; o < H; o += step) h3m_combine8<false>(ids, wts, y, at, out, t, H, k, o);
+  h3m_combine_block(ids, wts, y, at, out, H, k);
 }
 #endif
 
