@@ -12,8 +12,8 @@
  * running (serve_mixed), which takes its token from it, so running requests keep decoding
  * while others are prefilled and the chunk's weight reads serve both.
  *
- * Prefill groups (the plan's serve_prefill_group with P >= 2 prompts, not with `mixed` or
- * speculative serving, not with `no_prefill_group`): admitted requests whose prompt fits one
+ * Prefill groups (the plan's serve_prefill_group with P >= 2 prompts, at a concurrency of at
+ * least P, not with `mixed` or speculative serving, not with `no_prefill_group`): admitted requests whose prompt fits one
  * chunk are gathered, and every P of them are prefilled in one call (one weight read for all
  * P prompts; their first tokens arrive together); those left over when admission stops are
  * prefilled one by one.
@@ -416,13 +416,14 @@ static int by_arrival(const void *a, const void *b) {
   return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* The plan's serve_prefill_group, when it takes P >= 2 prompts of the chunk's rows: its call
- * and host images (e->group = P); none (e->group = 0) in plans without it or with P = 1. */
+/* The plan's serve_prefill_group, when it takes P >= 2 prompts of the chunk's rows and P
+ * rows may run at once (concurrency >= P): its call and host images (e->group = P); none
+ * (e->group = 0) otherwise. */
 static h3_status setup_group(engine *e, const h3_module *m) {
   const h3_graph *g = h3_module_graph(m, "serve_prefill_group");
   int at = g ? input_index(g, "tokens") : -1;
   const h3_type *t = at >= 0 ? &g->inputs[at]->type : NULL;
-  if (!t || t->rank != 2 || t->dims[0] < 2) return H3_OK;
+  if (!t || t->rank != 2 || t->dims[0] < 2 || t->dims[0] > e->concurrency) return H3_OK;
   if (t->dims[1] != e->chunk) {
     h3_diag_error(e->d, g->span, "compile the plan from this h3's models/minimax_m3_1.g",
                   "graph 'serve_prefill_group' takes prompts of %lld rows, serve_prefill chunks of %lld",
@@ -470,7 +471,6 @@ static h3_status setup(engine *e, const h3_module *m) {
     return H3_ERR;
   e->chunk = input_type(&e->pf, "tokens")->dims[0];
   e->pt_len = input_type(&e->pf, "page_table")->dims[0];
-  if (!e->mixed && !e->spec && !e->o->no_prefill_group && setup_group(e, m) != H3_OK) return H3_ERR;
   e->rows = input_type(&e->dc, "tokens")->dims[0];
   if (e->spec && serve_spec_setup(e, m) != H3_OK) return H3_ERR;
   const h3_type *kc = &e->caches[0].type;
@@ -486,6 +486,7 @@ static h3_status setup(engine *e, const h3_module *m) {
                   (long long)e->concurrency, (long long)e->rows);
     return H3_ERR;
   }
+  if (!e->mixed && !e->spec && !e->o->no_prefill_group && setup_group(e, m) != H3_OK) return H3_ERR;
   int64_t pages = kc->dims[1];
   if (e->o->kv_pages > pages) {
     h3_diag_error(e->d, none, "compile the plan with more seqs for a larger pool",

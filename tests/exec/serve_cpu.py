@@ -28,7 +28,7 @@ CPU backend, end to end:
             (prompts of 1..40 tokens: one or two chunks), greedy and seeded temperature: the
             one-chunk prompts are prefilled 4 at a time, the others one by one; tokens and
             margins bitwise those of the plan without groups and of --no-prefill-group; the
-            report and the summary count the groups
+            report and the summary count the groups; none at a concurrency below 4
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message and
             a hint
@@ -184,6 +184,8 @@ def case_group(a):
     check("prefill groups  " in out and "groups of 4 one-chunk prompts" in out, f"group: report {out[-900:]}")
     rc, out, err, single = serve(a, plan(a, 32, group=4), reqs, "group_off", args + ["--no-prefill-group"])
     check(rc == 0 and "prefill groups" not in out, f"group: --no-prefill-group exit {rc}: {err[-1000:]}")
+    rc, out, err, _ = serve(a, plan(a, 32, group=4), reqs[:6], "group_c3", ["--concurrency", "3"])
+    check(rc == 0 and "prefill groups" not in out, f"group: concurrency 3 < 4 ran groups: exit {rc}: {out[-600:]}")
     for r in reqs:
         p, g, o = plain.get(r["id"], {}), grouped.get(r["id"], {}), single.get(r["id"], {})
         check((g.get("tokens"), g.get("margins")) == (p.get("tokens"), p.get("margins")) ==
