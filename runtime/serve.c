@@ -13,10 +13,10 @@
  * while others are prefilled and the chunk's weight reads serve both.
  *
  * Prefill groups (the plan's serve_prefill_group with P >= 2 prompts, at a concurrency of at
- * least P, not with `mixed` or speculative serving, not with `no_prefill_group`): admitted requests whose prompt fits one
- * chunk are gathered, and every P of them are prefilled in one call (one weight read for all
- * P prompts; their first tokens arrive together); those left over when admission stops are
- * prefilled one by one.
+ * least P, not with `mixed` or speculative serving, not with `no_prefill_group`): admitted
+ * requests whose prompt fits one chunk are gathered, and every P of them are prefilled in one
+ * call (one weight read for all P prompts; their first tokens arrive together); those left
+ * over when admission stops are prefilled one by one.
  *
  * Device state: the three caches (allocated here at the graphs' types), and the argument
  * buffers of both graphs, allocated once so that the backend can replay its recorded calls
