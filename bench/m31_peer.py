@@ -280,29 +280,34 @@ def logits_of(x, M):
 
 # ------------------------------------------------------------------ prefill -------------------
 def prefill(M, tokens, cache, c):
-    """One sequence (cache batch row 0) of T tokens at positions 0..T-1 from an empty cache;
-    returns the last row's fp32 logits [1, V]. cache: per layer (K, V, IK or None)."""
-    T, B, G = tokens.shape[0], c["block"], c["heads"] // c["kv_heads"]
-    pos = torch.arange(T, device=tokens.device)
+    """Bp sequences (cache batch rows 0..Bp-1) of T tokens each, tokens [Bp, T] (or [T]: one
+    sequence), at positions 0..T-1 from an empty cache; returns each sequence's last row's fp32
+    logits [Bp, V]. Every linear, norm and MoE runs over all Bp * T rows at once, the attention
+    per sequence (SDPA's batch). cache: per layer (K, V, IK or None)."""
+    tokens = tokens.reshape(-1, tokens.shape[-1])
+    (Bp, T), B, G = tokens.shape, c["block"], c["heads"] // c["kv_heads"]
+    pos = torch.arange(T, device=tokens.device).repeat(Bp)
     cos, sin = rope_table(pos, c)
-    x = M["embed"][tokens]
+    x = M["embed"][tokens.flatten()]
+    seqs = lambda t: t.unflatten(0, (Bp, T))                   # noqa: E731  rows -> [Bp, T, ..]
     for i, L in enumerate(M["layers"]):
         sparse = i >= c["n_dense"]
         q, k, v, iq, ik = project(x, L, cos, sin, c, sparse)
         K, V, IK = cache[i]
-        K[0, :, :T] = k.transpose(0, 1)                          # step 5, before attention
-        V[0, :, :T] = v.transpose(0, 1)
+        K[:Bp, :, :T] = seqs(k).transpose(1, 2)                 # step 5, before attention
+        V[:Bp, :, :T] = seqs(v).transpose(1, 2)
         mask = None
         if sparse:
-            IK[0, :T] = ik
+            IK[:Bp, :T] = seqs(ik)
             nb = (T + B - 1) // B
             if nb > c["topk_blocks"]:                            # else every causal block is kept
-                mask = prefill_block_mask(iq, ik, c).repeat_interleave(G, dim=0)[None]
-        qh, kh, vh = (t.transpose(0, 1)[None] for t in (q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)))
+                mask = torch.stack([prefill_block_mask(a, b, c) for a, b in zip(seqs(iq), seqs(ik))])
+                mask = mask.repeat_interleave(G, dim=1)
+        qh, kh, vh = (seqs(t).transpose(1, 2) for t in (q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)))
         o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, is_causal=mask is None,
                                            scale=1.0 / math.sqrt(c["head_dim"]))
-        x = finish_layer(x, o[0].transpose(0, 1), L, c, sparse)
-    return logits_of(x[-1:], M)
+        x = finish_layer(x, o.transpose(1, 2).flatten(0, 1), L, c, sparse)
+    return logits_of(seqs(x)[:, -1], M)
 
 
 def prefill_block_mask(iq, ik, c):

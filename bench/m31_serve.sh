@@ -22,6 +22,8 @@
 # M31_SERVE_GROUPS="P ...": also serve from a plan that prefills P one-chunk prompts per call
 # (`--set prefill_group=P`; plans/m31_small_serve_sC_gP.plan, else compiled here) into
 # OUT/h3groupP_C.*.
+# M31_SERVE_PEER_PREFILL=G: the peer prefills up to G sequences of one length at once
+# (m31_serve_peer.py --prefill-batch G; default 1: one at a time).
 # The peer's decode forms: M31_SERVE_PEER_FORMS (default: what bench/m31_peer_decode_check.py
 # finds right and fastest on this device, e.g. "--attention sdpa --moe grouped"; the probe
 # takes about a minute; "none" skips it: the peer's defaults).
@@ -105,7 +107,8 @@ for C in $CS; do
   echo "=== PyTorch peer, concurrency $C ${forms:+($forms)}" >&2
   # shellcheck disable=SC2086 # forms: the probe's flags, word-split on purpose
   python3 "$here/m31_serve_peer.py" serve --requests "$req" --concurrency "$C" --config small \
-    --device cuda "${peerw[@]}" $forms --out "$OUT/peer_$C.results.jsonl" > "$OUT/peer_$C.json" || fail=1
+    --device cuda "${peerw[@]}" $forms --prefill-batch "${M31_SERVE_PEER_PREFILL:-1}" \
+    --out "$OUT/peer_$C.results.jsonl" > "$OUT/peer_$C.json" || fail=1
   [ "$plan" = "$OUT/m31_small_serve_s$C.plan" ] && rm -f "$plan"
   cat "$OUT/h3_$C.json" "$OUT/h3mixed_$C.json" "$OUT/peer_$C.json" 2>/dev/null # the figures so far
 done

@@ -7,7 +7,7 @@ batching, reporting the same per-request results and summary as h3.
     python3 bench/m31_serve_peer.py make-requests --n N --isl L --osl M [--vocab V] [--seed S] > reqs.jsonl
     python3 bench/m31_serve_peer.py serve --requests reqs.jsonl --concurrency C [--config small|tiny]
                                           [--device cuda|cpu] [--out results.jsonl] [--no-compile] [--seed S]
-                                          [--weights W.safetensors]
+                                          [--weights W.safetensors] [--prefill-batch G]
     python3 bench/m31_serve_peer.py make-weights --out W.safetensors [--config small|tiny] [--seed S]
 
 make-weights: the peer's random weights (m31_peer.random_weights, with the DSpark draft tensors
@@ -22,10 +22,12 @@ make-requests: N JSON lines {"id": "0", "prompt": [ids], "max_new_tokens": M, "t
   lengths are exact here).
 serve: what the peer does (static batching):
   - requests in file order, C at a time (all of them arrive at t = 0);
-  - each batch: every sequence is prefilled one at a time (m31_peer.prefill handles one
-    sequence: the batch-1 compiled prefill into a scratch cache, whose K/V/IK of the prompt's
-    positions are then copied into the sequence's row of the batch cache); its first token is
-    the argmax of the prefill's last-row logits; then decode steps at batch C, each one
+  - each batch: every sequence is prefilled one at a time (the batch-1 compiled
+    m31_peer.prefill into a scratch cache, whose K/V/IK of the prompt's positions are then
+    copied into the sequence's row of the batch cache), or with --prefill-batch G up to G
+    consecutive sequences of one prompt length at once (the compiled prefill of [g, T]: every
+    weight read once for the g prompts, as h3's prefill groups); a first token is the argmax
+    of its prefill's last-row logits; then decode steps at batch C, each one
     replay of the compiled step (m31_peer.decode_step + argmax, the token and position
     buffers advanced in the graph) captured as one CUDA graph, until every sequence of the
     batch has max_new_tokens tokens, or has met one of its "eos" ids when the request has
@@ -146,7 +148,10 @@ def serve(a):
     cap = P.capacity_for(c, max_t + max_n)
     rows = min(C, len(reqs))                   # the widest batch
     cache = P.new_cache(c, rows, cap, dev, fill=False)
-    scratch = P.new_cache(c, 1, P.capacity_for(c, max_t), dev, fill=False)
+    G = a.prefill_batch
+    if G < 1:
+        sys.exit(f"m31_serve_peer.py: --prefill-batch {G}: give at least 1")
+    scratch = P.new_cache(c, G, P.capacity_for(c, max_t), dev, fill=False)
     sync()
     P.log(f"{a.config} on {dev}: {'weights of ' + a.weights if a.weights else 'random weights'} in {time.perf_counter() - t0:.1f} s; cache of {rows} x {cap} "
           f"positions, {sum(t.numel() * 2 for L in cache for t in L if t is not None) / 2**30:.2f} GiB; "
@@ -155,15 +160,28 @@ def serve(a):
     prefill_fn = compile_(lambda tok: P.prefill(M, tok, scratch, c).argmax(-1))
     decode_fn = compile_(lambda tok, pos, kv: P.decode_step(M, tok, pos, kv, c).argmax(-1))
 
-    def prefill(prompt, row):
-        """First token of one sequence; its K/V/IK land in `row` of the batch cache."""
-        T = prompt.shape[0]
-        first = prefill_fn(prompt)
+    def prefill(prompts, row):
+        """First tokens of g sequences of one length T (prompts [g, T]); their K/V/IK land in
+        rows row .. row + g - 1 of the batch cache."""
+        g, T = prompts.shape
+        first = prefill_fn(prompts)
         for dst, src in zip(cache, scratch):
             for d, s in zip(dst, src):
                 if d is not None:
-                    d[row, ..., :T, :].copy_(s[0, ..., :T, :])
+                    d[row:row + g, ..., :T, :].copy_(s[:g, ..., :T, :])
         return first
+
+    def groups(batch):
+        """The batch's prefill groups: runs of at most G consecutive requests of one prompt
+        length, as (first row, requests)."""
+        out, row = [], 0
+        while row < len(batch):
+            n = 1
+            while n < G and row + n < len(batch) and len(batch[row + n]["prompt"]) == len(batch[row]["prompt"]):
+                n += 1
+            out.append((row, batch[row:row + n]))
+            row += n
+        return out
 
     def stepper(r):
         """(tok, pos, run) of batch size r: run() = one decode step over cache rows 0..r-1,
@@ -181,15 +199,16 @@ def serve(a):
         return tok, pos, run
 
     t0 = time.perf_counter()
-    for T in lengths:
+    shapes = sorted({(len(g), len(g[0]["prompt"])) for b in batches for _, g in groups(b)})
+    for g, T in shapes:
         for _ in range(2):
-            prefill(torch.zeros(T, dtype=torch.int64, device=dev), 0)
+            prefill(torch.zeros(g, T, dtype=torch.int64, device=dev), 0)
     sync()
     t1 = time.perf_counter()
     steppers = {r: stepper(r) for r in sizes}
     sync()
     warm_s = time.perf_counter() - t0
-    P.log(f"warm-up (excluded): prefill at {len(lengths)} prompt length(s) {t1 - t0:.1f} s, "
+    P.log(f"warm-up (excluded): prefill of {len(shapes)} shape(s) (sequences, length) {t1 - t0:.1f} s, "
           f"decode at batch {', '.join(map(str, sizes))} {warm_s - (t1 - t0):.1f} s")
 
     res = []                                   # per request, in file order
@@ -198,11 +217,11 @@ def serve(a):
     for bi, batch in enumerate(batches):
         tok, pos, run = steppers[len(batch)]
         out = []
-        for row, r in enumerate(batch):
-            first = prefill(torch.tensor(r["prompt"], dtype=torch.int64, device=dev), row)
+        for row, group in groups(batch):
+            first = prefill(torch.tensor([r["prompt"] for r in group], dtype=torch.int64, device=dev), row)
             sync()
             t = time.perf_counter() - start
-            out.append(dict(r=r, tokens=[int(first)], times=[t]))
+            out += [dict(r=r, tokens=[int(v)], times=[t]) for r, v in zip(group, first.tolist())]
         for o in out:
             o["done"] = len(o["tokens"]) >= o["r"]["max_new_tokens"] or o["tokens"][-1] in o["r"]["eos"]
         tok.copy_(torch.tensor([o["tokens"][0] for o in out], dtype=torch.int64))
@@ -238,8 +257,10 @@ def serve(a):
     n_out = sum(len(x["tokens"]) for x in results)
     summary = {
         "engine": "pytorch-peer",
-        "mode": ("static batching: requests in file order, `concurrency` at a time; prefill one sequence "
-                 "at a time (batch-1 compiled prefill, KV copied into the batch cache); decode at batch "
+        "mode": ("static batching: requests in file order, `concurrency` at a time; prefill "
+                 + ("one sequence at a time (batch-1 compiled prefill" if G == 1 else
+                    f"up to {G} sequences of one length at a time (compiled batched prefill") +
+                 ", KV copied into the batch cache); decode at batch "
                  f"`concurrency`, one {'CUDA graph' if cuda else 'call'} per step, until the batch's last "
                  "sequence is done (done rows run on as padding); a partial last batch at its own size; greedy"),
         "concurrency": C, "requests": len(reqs), "output_tokens": n_out,
@@ -289,6 +310,8 @@ def main():
     sv.add_argument("--no-compile", dest="compile", action="store_false")
     sv.add_argument("--seed", type=int, default=0, help="random weights' seed")
     sv.add_argument("--weights", help="safetensors weights in h3's names (make-weights), else random")
+    sv.add_argument("--prefill-batch", type=int, default=1,
+                    help="prefill up to G consecutive sequences of one prompt length at once (default 1)")
     sv.add_argument("--attention", choices=["flex", "sdpa"], default="sdpa",
                     help="the decode step's attention form (bench/m31_peer_decode_check.py checks them)")
     sv.add_argument("--moe", choices=["grouped", "dense"], default="grouped",
