@@ -92,6 +92,14 @@
 #   27 the session's last build (side streams join before loops / calls only; regions of
 #      more than 2048 ops left alone): test_gpu_ops, the m31 section, test_gpu_model (tiny H3,
 #      whose step now has a branch: the timestep embedding beside the patch projections)
+#   28 the serving peer with batched prefills against h3's prefill groups (issue 18 was closed
+#      at 1.24 x against a peer that prefills one prompt at a time): bench/m31_serve.sh at 64
+#      with M31_SERVE_GROUPS=16 and M31_SERVE_PEER_PREFILL=16 (slim stage: m31_small_serve_s64
+#      and _s64_g16); predicted peer ~7700 tok/s (its 64 prefills ~0.84 s of 4.6 -> ~0.6 s),
+#      h3 8790: ~1.14 x. If below 1.2, issue 18 reopens; the lever is then the group's moe
+#      (~70 ms of a 188 ms group) and the decode step
+#   29 concurrency 32 and 8 with prefill groups (plans m31_small_serve_s32_g16 / _s8_g8,
+#      compiled here: `--set seqs=C --set prefill_group=P`): the table's rows with groups
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -193,7 +201,17 @@ case $CALL in
 27) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -3
    timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
    echo "== test_gpu_model"; timeout 120 "$S/bin/test_gpu_model" models 2>&1 | tail -4; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..27" >&2; exit 2 ;;
+28) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \
+   M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 64
+   rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
+29) { for C in 32 8; do
+     P=$((C < 16 ? C : 16))
+     "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$C --set prefill_group=$P \
+       -o "$S/plans/m31_small_serve_s${C}_g$P.plan"
+     M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
+       M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 270 bench/m31_serve.sh "$S" "$OUT/serve$C" $C
+   done; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..29" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
