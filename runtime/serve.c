@@ -234,8 +234,23 @@ static h3_status take_decode_rows(engine *e, call_args *c, const char *prefix, d
   return st;
 }
 
+/* Uploads the host images of a prefill call's inputs (serve_prefill / _spec / _mixed: one
+ * prompt; serve_prefill_group: each input holds the group's prompts): tokens, pos0, n_valid,
+ * page_table, temperature, seed. */
+static h3_status upload_prefill(engine *e, call_args *c, const int32_t *tokens, const int32_t *pos0,
+                                const int32_t *valid, const int32_t *table, const float *temp,
+                                const int32_t *seed) {
+  h3_status st = serve_upload(e, c, "tokens", tokens);
+  if (st == H3_OK) st = serve_upload(e, c, "pos0", pos0);
+  if (st == H3_OK) st = serve_upload(e, c, "n_valid", valid);
+  if (st == H3_OK) st = serve_upload(e, c, "page_table", table);
+  if (st == H3_OK) st = serve_upload(e, c, "temperature", temp);
+  if (st == H3_OK) st = serve_upload(e, c, "seed", seed);
+  return st;
+}
+
 /* Uploads chunk [pos0, pos0 + valid) of request i's prompt (padded to the chunk) into c's
- * inputs tokens, pos0, n_valid, page_table, temperature, seed. */
+ * prefill inputs. */
 static h3_status upload_chunk(engine *e, call_args *c, int64_t i, int32_t pos0, int32_t valid) {
   const seq *q = &e->s[i];
   float temp = e->reqs[i].temperature;
@@ -243,13 +258,7 @@ static h3_status upload_chunk(engine *e, call_args *c, int64_t i, int32_t pos0, 
   memcpy(e->h_chunk, e->reqs[i].prompt + pos0, (size_t)valid * sizeof *e->h_chunk);
   memset(e->h_ptable, 0, (size_t)e->pt_len * sizeof *e->h_ptable);
   if (q->n_pages) memcpy(e->h_ptable, q->pages, (size_t)q->n_pages * sizeof *e->h_ptable);
-  h3_status st = serve_upload(e, c, "tokens", e->h_chunk);
-  if (st == H3_OK) st = serve_upload(e, c, "pos0", &pos0);
-  if (st == H3_OK) st = serve_upload(e, c, "n_valid", &valid);
-  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->h_ptable);
-  if (st == H3_OK) st = serve_upload(e, c, "temperature", &temp);
-  if (st == H3_OK) st = serve_upload(e, c, "seed", &q->key);
-  return st;
+  return upload_prefill(e, c, e->h_chunk, &pos0, &valid, e->h_ptable, &temp, &q->key);
 }
 
 /* Prefills request i chunk by chunk and takes its first token. With mixed steps each chunk
@@ -309,12 +318,7 @@ static h3_status group_call(engine *e, int64_t *rows) {
     *rows += n;
   }
   call_args *c = &e->pg;
-  h3_status st = serve_upload(e, c, "tokens", e->g_tokens);
-  if (st == H3_OK) st = serve_upload(e, c, "pos0", e->g_pos0);
-  if (st == H3_OK) st = serve_upload(e, c, "n_valid", e->g_valid);
-  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->g_table);
-  if (st == H3_OK) st = serve_upload(e, c, "temperature", e->g_temp);
-  if (st == H3_OK) st = serve_upload(e, c, "seed", e->g_key);
+  h3_status st = upload_prefill(e, c, e->g_tokens, e->g_pos0, e->g_valid, e->g_table, e->g_temp, e->g_key);
   if (st == H3_OK) st = h3_runtime_call(e->rt, c->g, c->args, c->results, e->d);
   if (st == H3_OK) st = serve_download(e, c, "next", e->g_next);
   if (st == H3_OK) st = serve_download(e, c, "margin", e->g_margin);

@@ -59,6 +59,11 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
                             const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d);
+/* moe's 4 kernels of m31_moe.cu for the op's dtypes (in, out: its operands and result):
+ * kernel i named h3cu_moe<part[i]>_<dtypes>, compiled under H3_<macro[i]>_NAME. */
+h3_status cu_m31_moe_kernels(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                             const char *const part[4], const char *const macro[4], cu_kernel *kn[4],
+                             h3_diag *d);
 /* moe's cuBLASLt form (cuda_m31_moe_lt.c): whether it takes op (bf16, widths multiples of
  * 128, from H3_MOE_LT_ROWS rows per expert on average; its graph then reads the device on the
  * host: never captured), and its run over the parts of the scratch cu_m31_run_moe laid out. */

@@ -28,6 +28,22 @@ void cu_m31_moe_defines(char *defs, size_t n, const char *names, h3_dtype h, h3_
   cu_m31_defines_fit(defs, n, len);
 }
 
+h3_status cu_m31_moe_kernels(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
+                             const char *const part[4], const char *const macro[4], cu_kernel *kn[4],
+                             h3_diag *d) {
+  char name[4][128], lines[520], defs[840];
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[i], DN(in[0].type.dtype),
+             DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
+    n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[i], name[i]);
+  }
+  cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
+                     in[3].type.dtype, out[0].type.dtype);
+  const char *names[4] = {name[0], name[1], name[2], name[3]};
+  return cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d);
+}
+
 /* router_topk's one-launch form (H3_ROUTER_FUSED_NAME, k <= ROUTER_KMAX; m31_moe.cu's
  * H3M_RF_*): blocks of ROUTER_THREADS threads over `rows` rows, one K segment of ROUTER_SEG
  * elements and 8 epw experts; up to ROUTER_ROUTE_ROWS rows the decode shape below. */
@@ -223,18 +239,8 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   static const char *const part[2][4] = {{"r", "", "d", "c"}, {"r", "m", "md", "c"}};
   static const char *const macro[2][4] = {{"MOE_ROUTE", "MOE", "MOE_DOWN", "MOE_COMBINE"},
                                           {"MOE_ROUTE", "MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
-  char name[4][128], lines[520], defs[840];
-  int n = 0;
-  for (int i = 0; i < 4; i++) {
-    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[mma][i], DN(in[0].type.dtype),
-             DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(out[0].type.dtype));
-    n += snprintf(lines + n, sizeof lines - (size_t)n, "#define H3_%s_NAME %s\n", macro[mma][i], name[i]);
-  }
-  cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
-              in[3].type.dtype, out[0].type.dtype);
-  const char *names[4] = {name[0], name[1], name[2], name[3]};
   cu_kernel *kn[4];
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
+  if (cu_m31_moe_kernels(s, op, in, out, part[mma], macro[mma], kn, d) != H3_OK) return H3_ERR;
   /* many rows per expert: the tensor-core steps 1 and 2 as GEMMs (the route and combine
      kernels above) */
   bool gemm = mma && moe_gemm(T, k, H, F, E);

@@ -15,7 +15,6 @@
 #include "cuda_lt.h"
 #include "cuda_m31.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 /* From MOE_LT_ROWS rows per expert on average (H3_MOE_LT_ROWS=N, read once per process, sets
@@ -104,20 +103,10 @@ h3_status cu_m31_run_moe_lt(cu_state *s, const h3_op *op, const cu_m31_moe_parts
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
   long long E = in[1].type.dims[0];
   int k = (int)in[3].type.dims[1];
-  char name[4][128], lines[520], defs[840];
   static const char *const part[4] = {"r", "g", "s", "a"};
   static const char *const macro[4] = {"MOE_ROUTE", "MOE_GATHER", "MOE_SWIGLU", "MOE_COMBINE_AT"};
-  int len = 0;
-  for (int i = 0; i < 4; i++) {
-    snprintf(name[i], sizeof name[i], "h3cu_moe%s_%s_%s_%s_%s_%s", part[i], DN(in[0].type.dtype),
-             DN(in[1].type.dtype), DN(in[3].type.dtype), DN(in[4].type.dtype), DN(p->out->type.dtype));
-    len += snprintf(lines + len, sizeof lines - (size_t)len, "#define H3_%s_NAME %s\n", macro[i], name[i]);
-  }
-  cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[4].type.dtype,
-                     in[3].type.dtype, p->out->type.dtype);
-  const char *names[4] = {name[0], name[1], name[2], name[3]};
   cu_kernel *kn[4];
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
+  if (cu_m31_moe_kernels(s, op, in, p->out, part, macro, kn, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
   const void *h = in[0].data, *ids = p->ids, *w = in[4].data;
   void *lists = p->lists, *counts = p->counts, *xs = p->y, *at = p->at, *o = p->out->data;
