@@ -280,20 +280,35 @@ fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
   return sparse_layer_out(T, x, sparse_attn(T, R, q, iq, kc, vc, ikc, pos, pt), p), kc, vc, ikc
 }
 
-# The target model over T rows at positions pos, row t of the sequence whose page table is
-# pt[R == 1 ? 0 : t] (one sequence: R = 1; a batch of sequences, one row each: R = T): returns
-# the final residual x [T, dim], the captured states concat(x_c0, x_c1, x_c2) [T, 3*dim]
-# (outputs of layers capture0..2) and the updated caches. Every layer writes its output x into
-# row cap_slot[layer] of a [4, T, dim] buffer: rows 0..2 for the captured layers, row 3
-# (scratch) for the others.
-fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
-           k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
-           v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
-           ik_cache: bf16[n_sparse, pages, page, index_dim])
-    -> (bf16[T, dim], bf16[T, 3 * dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+# The last sparse layer for N of its T rows (rows [N]: the rows whose output is read, e.g. a
+# prompt's last row): steps 1-5 for all T rows (every row's K / V / IK goes to the caches),
+# steps 6-13 for the N rows only, row n at position pos_n[n] of the sequence whose table is
+# pt_n[RN == 1 ? 0 : n]. Returns x [N, dim] and the caches. Each op of steps 6-13 computes a
+# row from that row alone (§4.1), so the N rows are those of sparse_layer over all T rows.
+fn sparse_layer_rows(T: int, N: int, RN: int, x: bf16[T, dim], rows: i32[N], p: sparse,
+                     kc: bf16[pages, page, kv_heads, head_dim],
+                     vc: bf16[pages, page, kv_heads, head_dim], ikc: bf16[pages, page, index_dim],
+                     slot: i32[T], cos: f32[T, rope_half], sin: f32[T, rope_half],
+                     pos_n: i32[N], pt_n: i32[RN, pt_len])
+    -> (bf16[N, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
+        bf16[pages, page, index_dim]) {
+  q, iq, kc, vc, ikc = sparse_attn_in(T, x, p, kc, vc, ikc, slot, cos, sin)
+  o = sparse_attn(N, RN, gather(q, rows), gather(iq, rows), kc, vc, ikc, pos_n, pt_n)
+  return sparse_layer_out(N, gather(x, rows), o, p), kc, vc, ikc
+}
+
+# The embedding, the dense layers and the first NS sparse layers over T rows at positions
+# pos, row t of the sequence whose page table is pt[R == 1 ? 0 : t]: returns the residual
+# x [T, dim], the [4, T, dim] buffer of captured states (every layer writes its output x into
+# row cap_slot[layer]: rows 0..2 for the layers capture0..2, row 3 (scratch) for the others)
+# and the updated caches.
+fn forward_stack(T: int, R: int, NS: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
+                 slot: i32[T], cos: f32[T, rope_half], sin: f32[T, rope_half],
+                 k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                 ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[T, dim], bf16[4, T, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
         bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
-  slot = kv_slots(T, R, pos, pt)
-  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
   x = gather(embed_tokens.weight, tokens)                              # [T, dim] bf16
   layer = iota(n = n_layers)
   is0 = 1 - min(abs(layer - capture0), 1)                              # 1 at layer capture0
@@ -307,7 +322,7 @@ fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
     v_cache = set_index(v_cache, i, vl)
     caps = set_index(caps, cap_slot[i], x)
   }
-  sparse_stack: repeat j in n_sparse {
+  sparse_stack: repeat j in NS {
     x, kl, vl, il = sparse_layer(T, R, x, sparse[j], k_cache[j + n_dense], v_cache[j + n_dense],
                                  ik_cache[j], pos, slot, pt, cos, sin)
     k_cache = set_index(k_cache, j, kl, offset = n_dense)
@@ -315,8 +330,53 @@ fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
     ik_cache = set_index(ik_cache, j, il)
     caps = set_index(caps, cap_slot[j + n_dense], x)
   }
+  return x, caps, k_cache, v_cache, ik_cache
+}
+
+# The target model over T rows (forward_stack's rows and tables): returns the final residual
+# x [T, dim], the captured states concat(x_c0, x_c1, x_c2) [T, 3*dim] (outputs of layers
+# capture0..2) and the updated caches.
+fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
+           k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+           v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+           ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[T, dim], bf16[T, 3 * dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  slot = kv_slots(T, R, pos, pt)
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
+  x, caps, k_cache, v_cache, ik_cache = forward_stack(T, R, n_sparse, tokens, pos, pt, slot, cos,
+                                                      sin, k_cache, v_cache, ik_cache)
   captured = concat(caps[0], caps[1], caps[2], axis = 1)
   return x, captured, k_cache, v_cache, ik_cache
+}
+
+# `forward` of one sequence (table pt) whose final residual is read at N of its T rows only
+# (rows [N]; a prefill reads its last row): every layer but the last over all T rows, the last
+# one's attention and output part over the N rows (sparse_layer_rows; in a one-turn loop
+# labelled as a layer stack, so that --gpus splits it like the others). Returns x [N, dim]
+# (bitwise forward's rows `rows`) and the caches; no captured states (the last layer may be
+# one of capture0..2: graphs that need them call `forward`).
+fn forward_rows(T: int, N: int, rows: i32[N], tokens: i32[T], pos: i32[T], pt: i32[1, pt_len],
+                k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[N, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  slot = kv_slots(T, 1, pos, pt)
+  cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
+  x, caps, k_cache, v_cache, ik_cache = forward_stack(T, 1, n_sparse - 1, tokens, pos, pt, slot,
+                                                      cos, sin, k_cache, v_cache, ik_cache)
+  out = zeros(bf16, [N, dim])
+  last_stack: repeat j in 1 {
+    out, kl, vl, il = sparse_layer_rows(T, N, 1, x, rows, sparse[j + n_sparse - 1],
+                                        k_cache[j + n_layers - 1], v_cache[j + n_layers - 1],
+                                        ik_cache[j + n_sparse - 1], slot, cos, sin,
+                                        gather(pos, rows), pt)
+    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
+    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
+    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
+  }
+  return out, k_cache, v_cache, ik_cache
 }
 
 # The target model over C + B rows of two kinds in one pass (serving's mixed step): rows
@@ -361,12 +421,15 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_le
 # p * C .. p * C + C - 1 are sequence p (page table pt[p]) at positions pos. Every part of a
 # layer but its attention runs over all P * C rows at once (each weight read once for the
 # group); the attention runs per sequence, as in `forward` with R = 1, each sequence's rows
-# into its own rows of o. Returns x [P * C, dim] and the caches.
+# into its own rows of o. The last layer's attention and output part run for row
+# n_valid[p] - 1 of each prompt only (sparse_layer_rows, as in forward_rows). Returns those
+# P rows' final residual x [P, dim] and the caches.
 fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P, pt_len],
+                 n_valid: i32[P],
                  k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                  v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                  ik_cache: bf16[n_sparse, pages, page, index_dim])
-    -> (bf16[P * C, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+    -> (bf16[P, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
         bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
   slot = gather(reshape(pt, shape = [P * pt_len]), iota(n = P * C) / C * pt_len + pos / page) * page +
          pos % page
@@ -385,7 +448,7 @@ fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P,
     k_cache = set_index(k_cache, i, kl)
     v_cache = set_index(v_cache, i, vl)
   }
-  sparse_stack: repeat j in n_sparse {
+  sparse_stack: repeat j in n_sparse - 1 {
     q, iq, kl, vl, il = sparse_attn_in(P * C, x, sparse[j], k_cache[j + n_dense],
                                        v_cache[j + n_dense], ik_cache[j], slot, cos, sin)
     seq_q = reshape(q, shape = [P, C, heads, head_dim])
@@ -399,7 +462,18 @@ fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P,
     v_cache = set_index(v_cache, j, vl, offset = n_dense)
     ik_cache = set_index(ik_cache, j, il)
   }
-  return x, k_cache, v_cache, ik_cache
+  rows = iota(n = P) * C + n_valid - 1                                 # each prompt's last row
+  out = zeros(bf16, [P, dim])
+  last_stack: repeat j in 1 {
+    out, kl, vl, il = sparse_layer_rows(P * C, P, P, x, rows, sparse[j + n_sparse - 1],
+                                        k_cache[j + n_layers - 1], v_cache[j + n_layers - 1],
+                                        ik_cache[j + n_sparse - 1], slot, cos, sin,
+                                        gather(pos, rows), pt)
+    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
+    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
+    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
+  }
+  return out, k_cache, v_cache, ik_cache
 }
 
 # LM_HEAD(NORM(x, norm)): fp32 logits, not rounded.
@@ -473,8 +547,9 @@ fn draft_tokens(S: int, bonus: i32[S], ctx_len: i32[S], pt: i32[S, pt_len],
   return markov_draft(base, dspark.markov.w1.weight, dspark.markov.w2.weight, bonus)
 }
 
-# serve_prefill's chunk (below): the target over the chunk's rows, the next token after row
-# n_valid - 1 sampled with its margin, the captured states and the caches.
+# serve_prefill_spec's chunk (below): the target over the chunk's rows (every row through
+# every layer: the draft needs the captured states), the next token after row n_valid - 1
+# sampled with its margin, the captured states and the caches.
 fn prefill_chunk(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_table: i32[pt_len],
                  temperature: f32[1], seed: i32[1],
                  k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
@@ -544,9 +619,10 @@ graph prefill_seq(tokens: i32[prompt_len], seq: i32[],
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  x, captured, k_cache, v_cache, ik_cache = forward(prompt_len, 1, tokens, iota(n = prompt_len),
-                                                    seq_table(seq), k_cache, v_cache, ik_cache)
-  return lm_logits(1, rows(x, prompt_len - 1, 1)), k_cache, v_cache, ik_cache
+  x, k_cache, v_cache, ik_cache = forward_rows(prompt_len, 1, iota(n = 1) + (prompt_len - 1), tokens,
+                                              iota(n = prompt_len), seq_table(seq), k_cache,
+                                              v_cache, ik_cache)
+  return lm_logits(1, x), k_cache, v_cache, ik_cache
 }
 
 # VERIFY = EXTEND of the gamma+1 rows [bonus, d1..dgamma] at L..L+gamma; logits of every row.
@@ -612,9 +688,12 @@ graph serve_prefill(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_t
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  next, margin, captured, k_cache, v_cache, ik_cache = prefill_chunk(tokens, pos0, n_valid,
-                                                                     page_table, temperature, seed,
-                                                                     k_cache, v_cache, ik_cache)
+  x, k_cache, v_cache, ik_cache = forward_rows(prompt_len, 1, reshape(n_valid - 1, shape = [1]),
+                                              tokens, iota(n = prompt_len) + pos0,
+                                              reshape(page_table, shape = [1, pt_len]), k_cache,
+                                              v_cache, ik_cache)
+  next, margin = sample_tokens(lm_logits(1, x), temperature, seed,
+                               reshape(pos0 + n_valid, shape = [1]))
   return next, margin, k_cache, v_cache, ik_cache
 }
 
@@ -634,10 +713,9 @@ graph serve_prefill_group(tokens: i32[prefill_group, prompt_len], pos0: i32[pref
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
   pos = reshape(reshape(iota(n = prompt_len), shape = [1, prompt_len]) +
                 reshape(pos0, shape = [prefill_group, 1]), shape = [group_rows])
-  x, k_cache, v_cache, ik_cache = forward_group(prefill_group, prompt_len,
-                                                reshape(tokens, shape = [group_rows]), pos,
-                                                page_table, k_cache, v_cache, ik_cache)
-  last = gather(x, iota(n = prefill_group) * prompt_len + n_valid - 1)  # [prefill_group, dim]
+  last, k_cache, v_cache, ik_cache = forward_group(prefill_group, prompt_len,
+                                                   reshape(tokens, shape = [group_rows]), pos,
+                                                   page_table, n_valid, k_cache, v_cache, ik_cache)
   next, margin = sample_tokens(lm_logits(prefill_group, last), temperature, seed, pos0 + n_valid)
   return next, margin, k_cache, v_cache, ik_cache
 }

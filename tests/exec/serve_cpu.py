@@ -29,6 +29,11 @@ CPU backend, end to end:
             one-chunk prompts are prefilled 4 at a time, the others one by one; tokens and
             margins bitwise those of the plan without groups and of --no-prefill-group; the
             report and the summary count the groups; none at a concurrency below 4
+  lastrow   the graphs that read a prompt's last row only (their last layer's attention and
+            output part over that row: forward_rows / sparse_layer_rows) against the graphs
+            that run every row through every layer, same inputs: prefill_seq's logits ==
+            prefill's, serve_prefill's next token and margin == serve_prefill_spec's at a chunk
+            of n_valid < prompt_len rows and at a full one (bitwise), on three seeds
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message and
             a hint
@@ -39,12 +44,15 @@ import argparse
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 from error_format import unformatted  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfile  # noqa: E402
 
 failures = []
 
@@ -194,6 +202,40 @@ def case_group(a):
               f"{o.get('tokens')} with --no-prefill-group")
         if r["id"] in grouped:
             well_formed("group", grouped[r["id"]], r)
+
+
+def run_graph(a, plan_file, graph, inputs, name):
+    """Runs one graph of plan_file on inputs {name: (dtype, shape, bytes)}; its outputs."""
+    inp, out = os.path.join(a.work, name + "_in.safetensors"), os.path.join(a.work, name + "_out.safetensors")
+    stfile.write(inp, inputs)
+    rc, _, err = run([a.h3exec, plan_file, "--graph", graph, "--inputs", inp, "--out", out])
+    check(rc == 0, f"lastrow: {graph} exit {rc}: {err[-800:]}")
+    return stfile.read(out) if rc == 0 else {}
+
+
+def case_lastrow(a):
+    p, L, pt_len = plan(a, 1), 20, 34  # the tiny config: prompt_len 20, 34 pages per table
+    def scalar(v):
+        return ("I32", [], struct.pack("<i", v))
+    for seed in (1, 2, 3):
+        rnd = random.Random(seed)
+        toks = [rnd.randrange(256) for _ in range(L)]
+        tokens = ("I32", [L], struct.pack(f"<{L}i", *toks))
+        full = run_graph(a, p, "prefill", {"tokens": tokens, "pos0": scalar(0)}, f"lr_prefill{seed}")
+        last = run_graph(a, p, "prefill_seq", {"tokens": tokens, "seq": scalar(0)}, f"lr_seq{seed}")
+        check(full.get("logits") is not None and full.get("logits") == last.get("logits"),
+              f"lastrow: seed {seed}: prefill_seq's logits differ from prefill's")
+        for n_valid in (rnd.randint(1, L - 1), L):
+            ins = {"tokens": tokens, "pos0": scalar(0), "n_valid": scalar(n_valid),
+                   "page_table": ("I32", [pt_len], struct.pack(f"<{pt_len}i", *range(1, pt_len + 1))),
+                   "temperature": ("F32", [1], struct.pack("<f", 0.0)), "seed": ("I32", [1], struct.pack("<i", seed))}
+            one = run_graph(a, p, "serve_prefill", ins, f"lr_serve{seed}_{n_valid}")
+            every = run_graph(a, p, "serve_prefill_spec", ins, f"lr_spec{seed}_{n_valid}")
+            got = [one.get(k) for k in ("next", "margin", "k_cache", "v_cache", "ik_cache")]
+            want = [every.get(k) for k in ("next", "margin", "k_cache", "v_cache", "ik_cache")]
+            check(None not in got and got == want,
+                  f"lastrow: seed {seed}, n_valid {n_valid}: serve_prefill's next token / margin / "
+                  f"caches differ from serve_prefill_spec's")
 
 
 def greedy_requests(seed, n):
@@ -357,7 +399,7 @@ def case_flags(a):
               f"flags {args}: exit {rc} (want {rc_want}), stderr {err[-300:]!r}")
 
 
-CASES = {"batch": case_batch, "mixed": case_mixed, "generate": case_generate, "bad": case_bad, "pool": case_pool,
+CASES = {"lastrow": case_lastrow, "batch": case_batch, "mixed": case_mixed, "generate": case_generate, "bad": case_bad, "pool": case_pool,
          "random": case_random, "flags": case_flags, "spec": case_spec, "group": case_group}
 
 
