@@ -9,20 +9,11 @@
 // would cuBLAS's grouped GEMM do better (the issue asks to measure both)? Rows per expert come
 // from a seeded uniform routing (each token 4 distinct experts) and from a skewed one (expert
 // e drawn with weight 1 / (e + 1)). Times: mean of 20 calls after 3 warm-ups, cudaEvents.
-#include <cublas_v2.h>
 
 #include <vector>
 
+#include "lab_cublas.cuh"
 #include "lab_cuda.cuh"
-
-#define CB(x)                                                                                      \
-  do {                                                                                             \
-    cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      fprintf(stderr, "%s:%d: cublas status %d\n", __FILE__, __LINE__, (int)s_);                  \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 static unsigned long long rng = 88172645463325252ull;
 static double unit() {
