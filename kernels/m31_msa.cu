@@ -33,7 +33,9 @@
 //     [T, Hi, NB] {block}, cnt u32 [T], sel[T, Hi, topk] IX_T, Hi <= 8, topk <= H3M_MAX_TOPK:
 //     score[t, h, b] = max over the keys j of block b of iq[t, h] . ik_j for every b below the
 //     row's current block pos[t] / block (its keys are all <= pos[t]; the current block and
-//     those after it are not written). Each dot product is the reference's: fp32, d ascending
+//     those after it are not written), for the rows of more than topk blocks: a row of at most
+//     topk blocks (pos[t] / block < topk) selects all of them whatever their scores, and its
+//     scores are not computed (they may be left unwritten). Each dot product is the reference's: fp32, d ascending
 //     from +0, product then sum (for 16-bit q and k one FMA: their product is exact), so the
 //     scores and the selections are the CPU's bitwise. Grid (T, S), H3M_TOPK_DEC_THREADS
 //     threads (any table; decode): block (t, s) scores the key blocks b = s, s + S, ..., a
@@ -41,7 +43,7 @@
 //     it takes a ticket of cnt[t] (0 before the launch and after it) and the row's last block
 //     selects as H3_TOPK_NAME does, by ranks counted in shared memory. Dynamic shared memory:
 //     max(8 D, Hi NB) floats.
-//   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T) -> score as above for rows of one table, grid
+//   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
 //     read once per RT rows in tiles of H3M_TOPK_KEYS keys, transposed to f32 in shared
@@ -50,7 +52,9 @@
 //     H3M_TOPK_THREADS threads, a warp per (row, head): the current block's score taken as
 //     +inf, the k = min(topk, nb) best blocks (descending score, ties: lower block) in k rounds,
 //     each the warp's first block after the previous round's in that order (a lane's first of
-//     its blocks, then shuffles), written ascending, then -1. topk <= H3M_MAX_TOPK.
+//     its blocks, then shuffles), written ascending, then -1; a row of nb <= topk blocks takes
+//     blocks 0 .. nb - 1 without reading its scores (as the reference, whatever they are, NaN
+//     included). topk <= H3M_MAX_TOPK.
 // The attention's sums differ in order from the reference (lanes, then a shuffle tree; tiles
 // of keys), within the tests' tolerance. Every loop that holds a shuffle, an mma or a barrier
 // runs the same number of times in every thread of a block (host emulation:
@@ -675,17 +679,18 @@ __device__ __forceinline__ void h3m_topk_dots(float (&acc)[A][B], const float *q
 template <int A, int B, int L, int WQ, int NL, int U>
 __device__ __forceinline__ void h3m_topk_tile(const Q_T *iq, const K_T *ik, const IX_T *pos,
                                               const IX_T *pt, float *score, float *ks, long long t0,
-                                              int R, int Hi, int D, int page, int block, int NB) {
+                                              int R, int Hi, int D, int page, int block, int NB,
+                                              int topk) {
   constexpr int G = 32 / L, NT = 32 * WQ, V = A * G * WQ, LV = L / A; // LV lanes per maximum
   static_assert(L * B == H3M_TOPK_KEYS, "a key tile");
   float *qs = ks + H3M_TOPK_KEYS * D;
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
   const int lk = lane / G, v0 = (wq * G + lane % G) * A, kb = 4 * lk;
   const int QV = R * Hi, s = blockIdx.y, S = gridDim.y;
-  long long bend = 0; // the rows' highest current block: the key blocks below it are scored
-  for (int r = 0; r < R; r++) {
+  long long bend = 0; // the highest current block of the rows that select: the key blocks
+  for (int r = 0; r < R; r++) { // below it are scored (a row of at most topk blocks takes all)
     const long long c = h3m_page_of((long long)pos[t0 + r], block);
-    bend = c > bend ? c : bend;
+    bend = c >= topk && c > bend ? c : bend;
   }
   if (s >= bend) return; // the whole block: nothing to score
   h3m_topk_fill<NT, NL>(qs, V, QV, D, [&](int i) { return iq + (t0 * Hi + i) * D; });
@@ -720,12 +725,12 @@ __device__ __forceinline__ void h3m_topk_tile(const Q_T *iq, const K_T *ik, cons
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_ROWS_THREADS) H3_TOPK_ROWS_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, float *__restrict__ score, long long T, int Hi, int D, int page,
-    int block, int NB) {
+    int block, int NB, int topk) {
   H3_DYN_SMEM(float, ks);
   const int RT = H3M_TOPK_QV / Hi; // rows per tile; the last tile (most key blocks) first
   const long long t0 = (long long)(gridDim.x - 1 - blockIdx.x) * RT;
   const int R = T - t0 < RT ? (int)(T - t0) : RT;
-  h3m_topk_tile<8, 8, 16, 4, 4, 2>(iq, ik, pos, pt, score, ks, t0, R, Hi, D, page, block, NB);
+  h3m_topk_tile<8, 8, 16, 4, 4, 2>(iq, ik, pos, pt, score, ks, t0, R, Hi, D, page, block, NB, topk);
 }
 #endif
 
@@ -773,9 +778,14 @@ __device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, co
   __shared__ int pick[8][H3M_MAX_TOPK];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.y, S = gridDim.y;
   const long long t = blockIdx.x;
+  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
+  if (cur < topk) { // at most topk blocks: all of them, whatever their scores (no ticket taken)
+    for (int i = tid; s == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
+      out[t * Hi * topk + i] = (IX_T)(i % topk <= cur ? i % topk : -1);
+    return;
+  }
   for (int i = tid; i < D * HP; i += H3M_TOPK_DEC_THREADS)
     sm[i] = i % HP < Hi ? (float)h3_ld(iq, (t * Hi + i % HP) * D + i / HP) : 0.0f;
-  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
   const bool vec = D % 8 == 0 && h3_al8(ik);
   __syncthreads();
   for (long long b = s; b < cur; b += S) { // the same count in every thread
@@ -851,11 +861,9 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_NAME(
   const long long nb = g < T * Hi ? h3m_page_of((long long)pos[g / Hi], block) + 1 : 0;
   if (lane == 0) nbs[warp] = nb;
   __syncthreads();
-  int most = 0; // the block's largest k = min(nb, topk): every warp's round count
-  for (int w = 0; w < W; w++) {
-    const int kw = nbs[w] < topk ? (int)nbs[w] : topk;
-    most = kw > most ? kw : most;
-  }
+  int most = 0; // the block's most rounds: every warp's round count (a warp whose row has at
+  for (int w = 0; w < W; w++) // most topk blocks takes them all: no round, no score read)
+    most = nbs[w] > topk && topk > most ? topk : most;
   const int k = nb < topk ? (int)nb : topk;
   const float *sr = score + g * NB;
   // round r: the first block in the selection order after round r - 1's (pv, pb): each lane's
@@ -866,7 +874,7 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_NAME(
   for (int r = 0; r < most; r++) {
     float bv = -H3M_INF;
     long long bb = -1;
-    for (long long b = lane; r < k && b < nb; b += 32) {
+    for (long long b = lane; r < k && nb > topk && b < nb; b += 32) {
       const float x = b == nb - 1 ? H3M_INF : sr[b];
       if (h3m_topk_before(pv, pb, x, b) && (bb < 0 || h3m_topk_before(x, b, bv, bb))) bv = x, bb = b;
     }
@@ -884,8 +892,8 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_THREADS) H3_TOPK_NAME(
   IX_T *o = out + g * topk;
   // the picks ascending: each lane places picks i = lane, lane + 32 by their rank among them
   for (int i = lane; i < topk; i += 32) {
-    if (i >= k) {
-      o[i] = (IX_T)-1;
+    if (i >= k || nb <= topk) {
+      o[i] = (IX_T)(i < k ? i : -1);
       continue;
     }
     const long long b = pick[warp][i];

@@ -257,7 +257,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
     return cu_launch(s, kn[0], grid, blk, (int64_t)topk_dec_smem(D, Hi, NB), args, d);
   }
   long long tile = TOPK_QV / Hi, tiles = (T + tile - 1) / tile;
-  void *args[] = {&iq, &ik, &pos, &pt, &score, &T, &Hi, &D, &page, &block, &NB};
+  void *args[] = {&iq, &ik, &pos, &pt, &score, &T, &Hi, &D, &page, &block, &NB, &topk};
   int64_t grid[3] = {tiles, topk_splits(tiles, NB, 32), 1}, blk[3] = {TOPK_ROWS_THREADS, 1, 1};
   if (cu_launch(s, kn[1], grid, blk, (int64_t)topk_rows_smem(D), args, d) != H3_OK) return H3_ERR;
   void *args2[] = {&score, &pos, &o, &T, &Hi, &block, &NB, &topk};
