@@ -235,15 +235,19 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   if (k > 16) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "k = %d experts per row (at most 16)", k);
   if (T > (1ll << 26)) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%lld rows (at most 2^26)", T);
   bool mma = moe_mma(&in[0].type, &in[1].type, &in[2].type);
+  /* moe's cuBLASLt form (thousands of rows per expert) runs kernels of its own; the forms
+     below load theirs only where they can run: under a capture (the cuBLASLt form's graph is
+     never captured, cu_graph_host_reads) or for an op of the other forms */
+  bool lt = cu_m31_moe_lt(op), lt_now = lt && !cu_graph_capturing(s);
   /* the kernels of each form: the row lists, steps 1 and 2, the combine */
   static const char *const part[2][4] = {{"r", "", "d", "c"}, {"r", "m", "md", "c"}};
   static const char *const macro[2][4] = {{"MOE_ROUTE", "MOE", "MOE_DOWN", "MOE_COMBINE"},
                                           {"MOE_ROUTE", "MOE_MMA", "MOE_MMA_DOWN", "MOE_COMBINE"}};
   cu_kernel *kn[4];
-  if (cu_m31_moe_kernels(s, op, in, out, part[mma], macro[mma], kn, d) != H3_OK) return H3_ERR;
+  if (!lt_now && cu_m31_moe_kernels(s, op, in, out, part[mma], macro[mma], kn, d) != H3_OK) return H3_ERR;
   /* many rows per expert: the tensor-core steps 1 and 2 as GEMMs (the route and combine
      kernels above) */
-  bool gemm = mma && moe_gemm(T, k, H, F, E);
+  bool gemm = !lt_now && mma && moe_gemm(T, k, H, F, E);
   moe_form form = gemm ? moe_gemm_form(E, H, F) : MOE_MMA_SYNC;
   bool wg = gemm && form != MOE_MMA_SYNC;
   cu_kernel *kg[2];
@@ -269,7 +273,6 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
      become -1, which no kernel below reads a weight for (the lists skip them, the combine
      adds nothing for them) */
   int64_t ranks = h3_op_attr_int(op, "ranks", 1);
-  bool lt = cu_m31_moe_lt(op);
   moe_scratch ms = moe_layout(T, k, H, F, E, ranks > 1, lt);
   if (ranks > 1) {
     if (ranks != s->ranks)
@@ -283,7 +286,7 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
   }
   void *o = out[0].data, *act = scratch, *y = (char *)scratch + ms.y;
   void *counts = (char *)scratch + ms.counts, *lists = (char *)scratch + ms.lists;
-  if (lt && !cu_graph_capturing(s)) { /* (its graph is never captured: cu_graph_host_reads) */
+  if (lt_now) {
     cu_m31_moe_parts p = {in, out, ids, lists, counts, act, y, (char *)scratch + ms.at,
                           (char *)scratch + ms.u};
     return cu_m31_run_moe_lt(s, op, &p, d);
