@@ -100,6 +100,21 @@
 #      (~70 ms of a 188 ms group) and the decode step
 #   29 concurrency 32 and 8 with prefill groups (plans m31_small_serve_s32_g16 / _s8_g8,
 #      compiled here: `--set seqs=C --set prefill_group=P`): the table's rows with groups
+#   28 ran 2026-12-04 (dev/results/2026-12-04-h200-s15-gpu-ops-serve-c64-peer-batched-prefill.txt):
+#      the peer with batched prefills 8024 tok/s (predicted ~7700), h3 with groups 8928: 1.11 x
+#   30 the build of 2026-12-04, evening (the prefill graphs' last layer over each prompt's last
+#      row only; index_topk without scores for rows of at most topk blocks; moe's cuBLASLt
+#      ops without the grouped kernels): test_gpu_ops, the m31 section (tiny tokens cuda ==
+#      cpu, test_gpu_m31), tests/gpu/serve_check.py (slim stage: m31_tiny,
+#      m31_small_gpu_test_g8 / _g127, m31_small_serve_s64 / _s1 / _s64_g16); predicted: all pass
+#   31 call 28 again on that build (slim stage: m31_small_serve_s64 / _s64_g16): predicted a
+#      group 184 -> ~135 ms (the last layer's o_proj, moe, shared expert, attention and top-k
+#      over 16 rows instead of 32768: ~44 ms; index_topk's scores: ~5 ms), h3 3.67 -> ~3.3 s,
+#      ~9900 tok/s against a peer of ~8000: ~1.23 x; prompts one by one 14.9 -> ~12 ms a chunk
+#   32 concurrency 32 / 8 / 1 on that build (call 29's plans and m31_small_serve_s1; groups at
+#      32 and 8) and run_all.sh m31decode (prefill 2048 12.8 -> ~10.3 ms predicted: the last
+#      layer for the last row only; decode unchanged); slim stage: m31_small_serve_s1 / _s8 /
+#      _s32, m31_small_p2048_n16 / _n80
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -111,6 +126,7 @@ S=$1 OUT=$2 CALL=$3
 export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
+W30=$(mktemp -d) # serve_check's request and result files: bulky, outside OUT
 case $CALL in
 1) { timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok'
    M31_SPEC_PROFILE=1 timeout 400 tests/gpu/run_all.sh "$S" "$OUT/ra" nvfp4 m31spec m31specmma; } > "$log" 2>&1 ;;
@@ -211,7 +227,25 @@ case $CALL in
      M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
        M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 270 bench/m31_serve.sh "$S" "$OUT/serve$C" $C
    done; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..29" >&2; exit 2 ;;
+30) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -4
+   timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
+   echo "== serve_check"; timeout 240 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | tail -25
+   } > "$log" 2>&1 ;;
+31) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \
+   M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 64
+   rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
+32) { for C in 32 8; do
+     P=$((C < 16 ? C : 16))
+     "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$C --set prefill_group=$P \
+       -o "$S/plans/m31_small_serve_s${C}_g$P.plan"
+     M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
+       M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 200 bench/m31_serve.sh "$S" "$OUT/serve$C" $C
+   done
+   M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" \
+     timeout 120 bench/m31_serve.sh "$S" "$OUT/serve1" 1
+   rm -f "$OUT"/serve*/requests_*.jsonl
+   timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..32" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
