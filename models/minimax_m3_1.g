@@ -281,10 +281,13 @@ fn sparse_layer(T: int, R: int, x: bf16[T, dim], p: sparse,
 }
 
 # The last sparse layer for N of its T rows (rows [N]: the rows whose output is read, e.g. a
-# prompt's last row): steps 1-5 for all T rows (every row's K / V / IK goes to the caches),
-# steps 6-13 for the N rows only, row n at position pos_n[n] of the sequence whose table is
-# pt_n[RN == 1 ? 0 : n]. Returns x [N, dim] and the caches. Each op of steps 6-13 computes a
-# row from that row alone (§4.1), so the N rows are those of sparse_layer over all T rows.
+# prompt's last row): steps 1-5 for all T rows as far as the caches need them (norm, the k / v
+# rows of qkv_proj and the indexer's k, their NORM_HEAD + ROPE, the writes), q and the
+# indexer's q and steps 6-13 for the N rows only, row n at position pos_n[n] of the sequence
+# whose table is pt_n[RN == 1 ? 0 : n]. Returns x [N, dim] and the caches. Every op computes
+# a row from that row alone (§4.1), so the N rows are those of sparse_layer over all T rows.
+# q is a slice of its own linear (all of it), as qkv_heads' slices of qkv: --gpus splits it
+# by heads the same way.
 fn sparse_layer_rows(T: int, N: int, RN: int, x: bf16[T, dim], rows: i32[N], p: sparse,
                      kc: bf16[pages, page, kv_heads, head_dim],
                      vc: bf16[pages, page, kv_heads, head_dim], ikc: bf16[pages, page, index_dim],
@@ -292,9 +295,27 @@ fn sparse_layer_rows(T: int, N: int, RN: int, x: bf16[T, dim], rows: i32[N], p: 
                      pos_n: i32[N], pt_n: i32[RN, pt_len])
     -> (bf16[N, dim], bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim],
         bf16[pages, page, index_dim]) {
-  q, iq, kc, vc, ikc = sparse_attn_in(T, x, p, kc, vc, ikc, slot, cos, sin)
-  o = sparse_attn(N, RN, gather(q, rows), gather(iq, rows), kc, vc, ikc, pos_n, pt_n)
-  return sparse_layer_out(N, gather(x, rows), o, p), kc, vc, ikc
+  h = rms_norm(x, p.input_layernorm.weight, eps = 1e-6, offset = 1.0)            # 1
+  w = p.self_attn.qkv_proj.weight
+  kv = linear(h, slice(w, axis = 0, start = q_width, len = 2 * kv_width))         # 2: k | v
+  k = norm_rope(T, kv_heads, head_dim, slice(kv, axis = 1, start = 0, len = kv_width),
+                p.self_attn.k_norm.weight, cos, sin)                              # 4
+  v = reshape(slice(kv, axis = 1, start = kv_width, len = kv_width), shape = [T, kv_heads, head_dim])
+  ik = norm_rope(T, 1, index_dim, linear(h, p.self_attn.indexer.k_proj.weight),
+                 p.self_attn.indexer.k_norm.weight, cos, sin)                     # 3, 4
+  kc = kv_write(kc, k, slot)                                                      # 5
+  vc = kv_write(vc, v, slot)
+  ikc = kv_write(ikc, reshape(ik, shape = [T, index_dim]), slot)
+  hn = gather(h, rows)                                                            # [N, dim]
+  cn = gather(cos, rows)
+  sn = gather(sin, rows)
+  ql = linear(hn, slice(w, axis = 0, start = 0, len = q_width))                   # 2: q
+  q = norm_rope(N, heads, head_dim, slice(ql, axis = 1, start = 0, len = q_width),
+                p.self_attn.q_norm.weight, cn, sn)                                # 4
+  iq = norm_rope(N, index_heads, index_dim, linear(hn, p.self_attn.indexer.q_proj.weight),
+                 p.self_attn.indexer.q_norm.weight, cn, sn)                       # 3, 4
+  o = sparse_attn(N, RN, q, iq, kc, vc, ikc, pos_n, pt_n)                         # 6, 7
+  return sparse_layer_out(N, gather(x, rows), o, p), kc, vc, ikc                  # 8-13
 }
 
 # The embedding, the dense layers and the first NS sparse layers over T rows at positions
@@ -352,7 +373,7 @@ fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
 
 # `forward` of one sequence (table pt) whose final residual is read at N of its T rows only
 # (rows [N]; a prefill reads its last row): every layer but the last over all T rows, the last
-# one's attention and output part over the N rows (sparse_layer_rows; in a one-turn loop
+# one's q, attention and output part over the N rows (sparse_layer_rows; in a one-turn loop
 # labelled as a layer stack, so that --gpus splits it like the others). Returns x [N, dim]
 # (bitwise forward's rows `rows`) and the caches; no captured states (the last layer may be
 # one of capture0..2: graphs that need them call `forward`).
@@ -421,7 +442,7 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_le
 # p * C .. p * C + C - 1 are sequence p (page table pt[p]) at positions pos. Every part of a
 # layer but its attention runs over all P * C rows at once (each weight read once for the
 # group); the attention runs per sequence, as in `forward` with R = 1, each sequence's rows
-# into its own rows of o. The last layer's attention and output part run for row
+# into its own rows of o. The last layer's q, attention and output part run for row
 # n_valid[p] - 1 of each prompt only (sparse_layer_rows, as in forward_rows). Returns those
 # P rows' final residual x [P, dim] and the caches.
 fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P, pt_len],
