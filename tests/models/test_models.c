@@ -6,8 +6,9 @@
  *   - the parameter totals equal the spec's stated totals, computed here from the spec
  *     formulas (spec_weights.c), not from the compiler;
  *   - the graphs and programs exist with the spec's boundary names and types;
- *   - block stacks are single loop ops (`trunk`, `dense_stack`, `sparse_stack`), so a graph
- *     has the same number of ops in every config (no unrolled copies).
+ *   - block stacks are single loop ops (`trunk`, `dense_stack`, `sparse_stack`; the last-row
+ *     prefill graphs' `last_stack` of one turn), so a graph has the same number of ops in every
+ *     config (no unrolled copies).
  * Usage: test_models [models-folder] (default: H3_SOURCE_DIR/models).
  */
 #include "h3/frontend.h"
@@ -396,6 +397,15 @@ static void test_m31(const char *preset, int slot) {
     if (dl) CHECK(calls(&dl->regions[0], "decode"), "%s: decode_loop does not call decode", what);
     CHECK(calls(&gen->body, "prefill_seq"), "%s: generate does not call prefill_seq", what);
     io(what, gen, 1, 0, "tokens", "i32[%lld]", (long long)new_tokens);
+  }
+  /* the graphs that read a prompt's last row only: every sparse layer but the last in the
+     stack, the last one (over that row) in a one-turn stack of its own */
+  static const char *const last_row[3] = {"prefill_seq", "serve_prefill", "serve_prefill_group"};
+  for (int i = 0; i < 3; i++) {
+    const h3_graph *lg = graph(m, what, last_row[i], H3_GRAPH_FUNCTION);
+    loop(what, lg, "dense_stack", c->n_dense);
+    loop(what, lg, "sparse_stack", ns - 1);
+    loop(what, lg, "last_stack", 1);
   }
   for (int i = 0; i < M31_GRAPHS; i++) m31_ops[slot][i] = g[i] ? count_ops_region(&g[i]->body) : -1;
   h3_module_free(m);
