@@ -175,17 +175,6 @@ static void relate(tp_ctx *c, h3_op *op, int i, int res, int axis) {
     else if (i == 0 && axis >= 1) split(c, op->results[0], axis - 1, op, false);
     else stop(c, op);
     return;
-  case H3_OP_GATHER: { /* gather(table, idx): rows of table; axis a >= 1 of the table is axis
-                          a + rank(idx) - 1 of the result */
-    int shift = op->operands[1]->type.rank - 1, whole = res >= 0 ? axis - shift : axis;
-    if ((res < 0 && i != 0) || whole < 1) {
-      stop(c, op); /* the indices, or the gathered axis */
-      return;
-    }
-    split(c, op->operands[0], whole, op, false);
-    split(c, op->results[0], whole + shift, op, false);
-    return;
-  }
   case H3_OP_SET_INDEX: /* set_index(all, i, part) */
   case H3_OP_KV_WRITE:  /* kv_write(cache [P, page, ..], x [T, ..], slot): x's axis a is
                            the cache's a + 1 */
