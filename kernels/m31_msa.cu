@@ -35,14 +35,15 @@
 //     row's current block pos[t] / block (its keys are all <= pos[t]; the current block and
 //     those after it are not written), for the rows of more than topk blocks: a row of at most
 //     topk blocks (pos[t] / block < topk) selects all of them whatever their scores, and its
-//     scores are not computed (they may be left unwritten). Each dot product is the reference's: fp32, d ascending
-//     from +0, product then sum (for 16-bit q and k one FMA: their product is exact), so the
-//     scores and the selections are the CPU's bitwise. Grid (T, S), H3M_TOPK_DEC_THREADS
-//     threads (any table; decode): block (t, s) scores the key blocks b = s, s + S, ..., a
-//     thread per key with the row's Hi vectors (f32, shared memory), maxima by shuffles; then
-//     it takes a ticket of cnt[t] (0 before the launch and after it) and the row's last block
-//     selects as H3_TOPK_NAME does, by ranks counted in shared memory. Dynamic shared memory:
-//     max(8 D, Hi NB) floats.
+//     scores are not computed (they may be left unwritten). Each dot product is the
+//     reference's: fp32, d ascending from +0, product then sum (for 16-bit q and k one FMA:
+//     their product is exact), so the scores and the selections are the CPU's bitwise. Grid
+//     (T, S), H3M_TOPK_DEC_THREADS threads (any table; decode): block (t, s) scores the key
+//     blocks b = s, s + S, ..., a thread per key with the row's Hi vectors (f32, shared
+//     memory), maxima by shuffles; then it takes a ticket of cnt[t] (0 before the launch and
+//     after it) and the row's last block selects as H3_TOPK_NAME does, by ranks counted in
+//     shared memory (a row of at most topk blocks: block (t, 0) writes them at once, no block
+//     scores or takes a ticket). Dynamic shared memory: max(8 D, Hi NB) floats.
 //   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
