@@ -361,6 +361,25 @@ static bool eval_index(sema *S, ast_expr *x, h3_value **v, int64_t *off) {
     return true;
   }
   if (s.kind == SV_TENSOR && s.v->type.dtype == H3_I32 && s.v->type.rank == 0) {
+    /* `i + a - b` reads as (i + a) - b: the adds and subtractions of a constant that the
+       value went through become offset too, so that the row stays the loop index's (a view
+       the runtime places without reading the device) */
+    for (h3_value *t = s.v; t->kind == H3_VALUE_RESULT && t->def &&
+                            (t->def->code == H3_OP_ADD || t->def->code == H3_OP_SUB) &&
+                            t->def->n_operands == 2;
+         t = s.v) {
+      h3_value *a = t->def->operands[0], *b = t->def->operands[1];
+      int64_t k;
+      bool sub = t->def->code == H3_OP_SUB;
+      if (h3_value_const_int(b, &k) && a->type.dtype == H3_I32 && a->type.rank == 0 &&
+          k != INT64_MIN && !__builtin_add_overflow(*off, sub ? -k : k, off))
+        s.v = a;
+      else if (!sub && h3_value_const_int(a, &k) && b->type.dtype == H3_I32 && b->type.rank == 0 &&
+               !__builtin_add_overflow(*off, k, off))
+        s.v = b;
+      else
+        break;
+    }
     *v = s.v;
     return true;
   }

@@ -389,9 +389,9 @@ fn forward_rows(T: int, N: int, rows: i32[N], tokens: i32[T], pos: i32[T], pt: i
                                                       cos, sin, k_cache, v_cache, ik_cache)
   out = zeros(bf16, [N, dim])
   last_stack: repeat j in 1 {
-    out, kl, vl, il = sparse_layer_rows(T, N, 1, x, rows, sparse[j + n_sparse - 1],
-                                        k_cache[j + n_layers - 1], v_cache[j + n_layers - 1],
-                                        ik_cache[j + n_sparse - 1], slot, cos, sin,
+    out, kl, vl, il = sparse_layer_rows(T, N, 1, x, rows, sparse[j + (n_sparse - 1)],
+                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
+                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
                                         gather(pos, rows), pt)
     k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
     v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
@@ -486,9 +486,9 @@ fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P,
   rows = iota(n = P) * C + n_valid - 1                                 # each prompt's last row
   out = zeros(bf16, [P, dim])
   last_stack: repeat j in 1 {
-    out, kl, vl, il = sparse_layer_rows(P * C, P, P, x, rows, sparse[j + n_sparse - 1],
-                                        k_cache[j + n_layers - 1], v_cache[j + n_layers - 1],
-                                        ik_cache[j + n_sparse - 1], slot, cos, sin,
+    out, kl, vl, il = sparse_layer_rows(P * C, P, P, x, rows, sparse[j + (n_sparse - 1)],
+                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
+                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
                                         gather(pos, rows), pt)
     k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
     v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)

@@ -140,7 +140,8 @@ static void test_loop_carry_and_exprs(void) {
       "  acc = zeros(f32, [2])\n"
       "  loop1: repeat k in n - 1 {\n"
       "    t = s[k + 1] - s[k]\n"
-      "    acc = acc + t * 2\n"
+      "    u = s[k + n - 4]\n" /* (k + n) - 4: the loop index with offset 1, as s[k + 1] */
+      "    acc = acc + t * 2 + u\n"
       "    x = bf16(f32(x) * 0.5)\n"
       "  }\n"
       "  a, b = split(x, 2, axis = -1)\n"
@@ -158,13 +159,14 @@ static void test_loop_carry_and_exprs(void) {
   if (loop) {
     h3_region *r = &loop->regions[0];
     CHECK(r->n_args == 3 && strcmp(r->args[1]->name, "acc") == 0 && strcmp(r->args[2]->name, "x") == 0);
-    int offsets = 0, plain = 0;
+    int offsets = 0, plain = 0, of_k = 0;
     for (h3_op *op = r->first; op; op = op->next)
       if (op->code == H3_OP_INDEX) {
         if (h3_op_attr_int(op, "offset", 0) == 1) offsets++;
         else plain++;
+        of_k += op->operands[1] == r->args[0]; /* the row is the loop index's, not computed */
       }
-    CHECK(offsets == 1 && plain == 1);
+    CHECK(offsets == 2 && plain == 1 && of_k == 3);
     h3_op *mul = first_op(r, H3_OP_MUL);
     CHECK(mul && mul->operands[1]->def && mul->operands[1]->def->code == H3_OP_CONST);
     CHECK(mul && mul->operands[1]->type.dtype == H3_F32 && mul->operands[1]->type.rank == 0);
