@@ -111,6 +111,11 @@
 #      group 184 -> ~135 ms (the last layer's o_proj, moe, shared expert, attention and top-k
 #      over 16 rows instead of 32768: ~44 ms; index_topk's scores: ~5 ms), h3 3.67 -> ~3.3 s,
 #      ~9900 tok/s against a peer of ~8000: ~1.23 x; prompts one by one 14.9 -> ~12 ms a chunk
+#   33 dev/moe_grouped_cublas.cu at a 16-prompt group's 32768 tokens and at one prompt's 2048
+#      (build it into STAGE/bin: its header): the per-expert GEMMs' own rate at ~4096 rows
+#      each, on 1 / 2 / 4 streams, padded into one batched GEMM, against one dense GEMM.
+#      Predicted ~650-700 TFLOP/s on one stream (moe's cuBLASLt form: ~560 with its passes),
+#      +3-5 % on 2-4 streams, the dense ceiling ~760; if streams win, cuda_m31_moe_lt.c takes them
 #   32 concurrency 32 / 8 / 1 on that build (call 29's plans and m31_small_serve_s1; groups at
 #      32 and 8) and run_all.sh m31decode (prefill 2048 12.8 -> ~10.3 ms predicted: the last
 #      layer for the last row only; decode unchanged); slim stage: m31_small_serve_s1 / _s8 /
@@ -245,7 +250,9 @@ case $CALL in
      timeout 120 bench/m31_serve.sh "$S" "$OUT/serve1" 1
    rm -f "$OUT"/serve*/requests_*.jsonl
    timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..32" >&2; exit 2 ;;
+33) { for T in 32768 2048; do echo "== moe_grouped_cublas $T"; timeout 120 "$S/bin/moe_grouped_cublas" $T; done
+   } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..33" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
