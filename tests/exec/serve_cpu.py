@@ -29,11 +29,12 @@ CPU backend, end to end:
             one-chunk prompts are prefilled 4 at a time, the others one by one; tokens and
             margins bitwise those of the plan without groups and of --no-prefill-group; the
             report and the summary count the groups; none at a concurrency below 4
-  lastrow   the graphs that read a prompt's last row only (their last layer's attention and
-            output part over that row: forward_rows / sparse_layer_rows) against the graphs
+  lastrow   the graphs that read a prompt's last row only (their last layer's q, attention
+            and output part over that row: forward_rows / sparse_layer_rows) against the graphs
             that run every row through every layer, same inputs: prefill_seq's logits ==
-            prefill's, serve_prefill's next token and margin == serve_prefill_spec's at a chunk
-            of n_valid < prompt_len rows and at a full one (bitwise), on three seeds
+            prefill's, serve_prefill's next token, margin and caches == serve_prefill_spec's at
+            a chunk of n_valid < prompt_len rows and at a full one (bitwise), on three seeds
+            (serve_prefill_group's rows: `group` checks them against serve_prefill's)
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message and
             a hint
