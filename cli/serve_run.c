@@ -149,9 +149,11 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
   const char *device = h3_backend_device_name(b);
   if (stats.requests) h3_serve_report_print(stdout, &stats, device);
   int64_t captured, replayed;
-  if (stats.requests && h3_backend_graph_counts(b, &captured, &replayed))
+  if (stats.requests && h3_backend_graph_counts(b, &captured, &replayed)) {
     printf("CUDA graphs     %lld graph calls captured, %lld replayed\n", (long long)captured,
            (long long)replayed);
+    h3_report_print_uncaptured(stdout, b, "                ");
+  }
   if (st == H3_OK && f->summary) st = write_summary(f->summary, &stats, device, d);
   if (st == H3_OK && sink.failed)
     h3_diag_error(d, none, "each failed request's error is above and in its result line",

@@ -56,6 +56,11 @@ bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed
   return true;
 }
 
+int h3_backend_graph_uncaptured(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max) {
+  if (!b->ext || !b->ext->graph_uncaptured) return 0;
+  return b->ext->graph_uncaptured(b, graphs, why, max);
+}
+
 int64_t h3_backend_memory_peak(h3_backend *b) {
   return b->ext && b->ext->memory_peak ? b->ext->memory_peak(b) : -1;
 }

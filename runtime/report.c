@@ -274,6 +274,26 @@ void h3_report_print_ops(FILE *out, const h3_op_stat *stats, const char *what, c
   fprintf(out, "  %-20s %10s %12.3f %7.1f%%\n", "total", "", total * 1e3, total > 0 ? 100.0 : 0.0);
 }
 
+void h3_report_print_uncaptured(FILE *out, h3_backend *b, const char *lead) {
+  enum { MOST = 16 };
+  const h3_graph *g[MOST];
+  const h3_op *why[MOST];
+  int n = h3_backend_graph_uncaptured(b, g, why, MOST);
+  for (int k = 0; k < n && k < MOST; k++) {
+    const h3_op *op = why[k];
+    const char *callee = op && op->code == H3_OP_CALL ? h3_op_attr_string(op, "callee", NULL) : NULL;
+    fprintf(out, "%snot captured: %s (", lead, g[k]->name);
+    if (!op) fprintf(out, "it reads the device on the host)\n");
+    else {
+      if (callee) fprintf(out, "its call of '%s'", callee);
+      else fprintf(out, "%s", h3_opcode_name(op->code));
+      if (op->span.file) fprintf(out, " at %s:%d:%d", op->span.file, op->span.line, op->span.col);
+      fprintf(out, " reads the device on the host)\n");
+    }
+  }
+  if (n > MOST) fprintf(out, "%s(and %d more graphs not captured)\n", lead, n - MOST);
+}
+
 void h3_report_print(FILE *out, const h3_report *r) {
   fprintf(out, "=== h3exec ===\n");
   fprintf(out, "  plan             : %s (model %s, config %s)\n", r->plan_file ? r->plan_file : "?",
@@ -306,5 +326,6 @@ void h3_report_print(FILE *out, const h3_report *r) {
   if (r->graphs_captured >= 0)
     fprintf(out, "  CUDA graphs: %lld graph calls captured, %lld replayed (since start; warm-up included)\n",
             (long long)r->graphs_captured, (long long)r->graphs_replayed);
+  if (r->device_backend) h3_report_print_uncaptured(out, r->device_backend, "    ");
   h3_report_print_ops(out, r->stats, "measured iterations", r->op_clock);
 }

@@ -111,6 +111,9 @@ typedef struct {
  *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
  *     from mark a to mark b (negative when either is unknown).
  *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts).
+ *   graph_uncaptured: the graphs called so far whose calls are never recorded, because
+ *     running them reads the device on the host, each with the op that does
+ *     (h3_backend_graph_uncaptured).
  *   Weight streaming (h3exec --device-memory, runtime/stream.c; without these hooks the
  *   executor copies with upload, synchronously: the cpu emulation of the ring):
  *   host_alloc / host_free: page-locked host memory, for copies behind the compute; NULL
@@ -157,6 +160,7 @@ typedef struct {
   void (*trim)(h3_backend *b);
   int64_t (*memory_peak)(h3_backend *b);
   h3_status (*side_stream)(h3_backend *b, h3_side_cmd cmd, h3_diag *d);
+  int (*graph_uncaptured)(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max);
 } h3_backend_ext;
 
 struct h3_backend {
@@ -183,6 +187,11 @@ void h3_backend_reset_busy(h3_backend *b);
 /* Graph calls recorded and replayed since the backend was created; false (both 0) when the
  * backend does not record calls. */
 bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed);
+/* The graphs called so far that the backend never records (CUDA graphs) because running
+ * them reads the device on the host: graphs[k] and why[k], the op of graphs[k] that reads it
+ * (a call, where a callee does), for k < min(returned, max). 0 for a backend that records
+ * no calls. */
+int h3_backend_graph_uncaptured(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max);
 /* The most device bytes the backend has held at once since creation; -1 when it does not
  * say (cpu). */
 int64_t h3_backend_memory_peak(h3_backend *b);

@@ -188,6 +188,7 @@ typedef struct {
      "host time to launch (the device runs behind; --profile times the device)" */
   const char *op_clock;
   int64_t graphs_captured, graphs_replayed; /* graph calls recorded / replayed; < 0: n/a */
+  h3_backend *device_backend; /* names the graphs it never records (h3_report_print_uncaptured), or NULL */
   /* the branches of the last run (Cache-DiT: which steps ran the whole stack), or none */
   const h3_branch_event *branches;
   size_t n_branches;
@@ -199,6 +200,10 @@ typedef struct {
 /* trtexec-style summary: configuration, what is on/off (tier, fused groups by tier,
  * memory plan per graph), latency min / median / mean / p90 / p99, per-op table. */
 void h3_report_print(FILE *out, const h3_report *r);
+/* One line per graph called so far that b never records as a CUDA graph because running it
+ * reads the device on the host, each led by `lead`: "not captured: NAME (OP at FILE:LINE:COL
+ * reads the device on the host)"; nothing for a backend that records no calls. */
+void h3_report_print_uncaptured(FILE *out, h3_backend *b, const char *lead);
 /* The per-op table alone: op kind, executions, total ms, share (stats by opcode; `what` the
  * runs it covers, `clock` how the ops were timed). */
 void h3_report_print_ops(FILE *out, const h3_op_stat *stats, const char *what, const char *clock);

@@ -354,6 +354,10 @@ static void cu_graph_counts_ext(h3_backend *b, int64_t *captured, int64_t *repla
   cu_graph_counts(b->ctx, captured, replayed);
 }
 
+static int cu_graph_uncaptured_ext(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max) {
+  return cu_graph_uncaptured(b->ctx, graphs, why, max);
+}
+
 static void cu_trim_ext(h3_backend *b) { cu_trim(b->ctx); }
 
 static int64_t cu_memory_peak(h3_backend *b) { return (int64_t)((cu_state *)b->ctx)->peak_held; }
@@ -363,7 +367,7 @@ static const h3_backend_ext cuda_ext = {
     cu_mark_seconds,     cu_marks_reset,      cu_graph_counts_ext, cu_host_alloc,
     cu_host_free,        cu_host_pin,         cu_host_unpin,     cu_ring_copy,
     cu_ring_wait,        cu_ring_stalls,      cu_trim_ext,       cu_memory_peak,
-    cu_side_stream};
+    cu_side_stream,      cu_graph_uncaptured_ext};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {

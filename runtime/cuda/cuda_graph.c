@@ -33,6 +33,7 @@ typedef struct {
   int runs; /* plain runs completed */
   bool uncapturable; /* a capture failed */
   bool host_reads;   /* the graph reads the device on the host (cu_graph_mark_plan) */
+  const h3_op *why;  /* the op that reads it, for the report */
   uint64_t seed;
   int n_in;
   void **in_ptrs;
@@ -230,7 +231,7 @@ static bool op_reads_host(const h3_op *op) {
 typedef struct {
   const h3_module *m;
   const bool *flags; /* by graph index: known to read the host */
-  bool hit;
+  const h3_op *hit;  /* the first op that reads */
 } reads_ctx;
 
 static bool callee_reads(const reads_ctx *c, const h3_op *op, const char *attr) {
@@ -242,11 +243,11 @@ static bool callee_reads(const reads_ctx *c, const h3_op *op, const char *attr) 
 
 static int reads_visit(h3_op *op, void *ctx) {
   reads_ctx *c = ctx;
-  c->hit = op_reads_host(op) || (op->code == H3_OP_CALL && callee_reads(c, op, "callee"));
-  return c->hit; /* stop at the first */
+  if (op_reads_host(op) || (op->code == H3_OP_CALL && callee_reads(c, op, "callee"))) c->hit = op;
+  return c->hit != NULL; /* stop at the first */
 }
 
-void cu_graph_host_reads(const h3_module *m, bool *flags) {
+void cu_graph_host_reads(const h3_module *m, bool *flags, const h3_op **why) {
   for (int i = 0; i < m->n_graphs; i++) flags[i] = false;
   /* a graph's own ops first, then callers of flagged graphs until nothing changes (each
      round flags at least one more graph, or ends) */
@@ -254,22 +255,29 @@ void cu_graph_host_reads(const h3_module *m, bool *flags) {
     changed = false;
     for (int i = 0; i < m->n_graphs; i++) {
       if (flags[i]) continue;
-      reads_ctx c = {m, flags, false};
+      reads_ctx c = {m, flags, NULL};
       h3_region_walk(&m->graphs[i]->body, reads_visit, &c);
       if (c.hit) flags[i] = changed = true;
     }
+  }
+  /* each marked graph's first op, in its order, that reads (with every mark known) */
+  for (int i = 0; why && i < m->n_graphs; i++) {
+    reads_ctx c = {m, flags, NULL};
+    if (flags[i]) h3_region_walk(&m->graphs[i]->body, reads_visit, &c);
+    why[i] = c.hit;
   }
 }
 
 h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d) {
   if (s->no_graphs || m->n_graphs == 0) return H3_OK;
   bool *flags = calloc((size_t)m->n_graphs, sizeof *flags);
-  if (!flags || (!s->graphs && !(s->graphs = calloc(1, sizeof *s->graphs)))) {
-    free(flags);
+  const h3_op **why = calloc((size_t)m->n_graphs, sizeof *why);
+  if (!flags || !why || (!s->graphs && !(s->graphs = calloc(1, sizeof *s->graphs)))) {
+    free(flags), free(why);
     h3_diag_error(d, (h3_span){0}, H3_HINT_OOM, "cuda: out of memory marking the plan's graph calls");
     return H3_ERR;
   }
-  cu_graph_host_reads(m, flags);
+  cu_graph_host_reads(m, flags, why);
   h3_status st = H3_OK;
   for (int i = 0; i < m->n_graphs; i++) {
     graph_rec *r = rec_get(s->graphs, m->graphs[i]);
@@ -284,9 +292,21 @@ h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d) {
     r->n_in = 0;
     r->uncapturable = false;
     r->host_reads = flags[i];
+    r->why = why[i];
   }
-  free(flags);
+  free(flags), free(why);
   return st;
+}
+
+int cu_graph_uncaptured(const cu_state *s, const h3_graph **graphs, const h3_op **why, int max) {
+  int n = 0;
+  for (int i = 0; s->graphs && !s->no_graphs && i < s->graphs->n; i++) {
+    const graph_rec *r = s->graphs->recs[i];
+    if (!r->host_reads || r->runs < 1) continue;
+    if (n < max) graphs[n] = (const h3_graph *)r->key, why[n] = r->why;
+    n++;
+  }
+  return n;
 }
 
 void cu_graphs_free(cu_state *s) {

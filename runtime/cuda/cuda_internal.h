@@ -391,8 +391,14 @@ const void *cu_graph_holder(const cu_state *s); /* the graph being captured, or 
 void cu_graph_counts(const cu_state *s, int64_t *captured, int64_t *replayed);
 /* flags[i] (m->n_graphs entries): whether running m->graphs[i] makes the executor read
  * device memory on the host (a branch's cond, an index by a row that is not a loop
- * counter), in the graph itself or in a graph it calls, transitively. */
-void cu_graph_host_reads(const h3_module *m, bool *flags);
+ * counter, moe in its cuBLASLt form), in the graph itself or in a graph it calls,
+ * transitively; why[i] (why NULL: not wanted) the graph's first op, in its order, that
+ * reads (a call, where a callee does), NULL where none. */
+void cu_graph_host_reads(const h3_module *m, bool *flags, const h3_op **why);
+/* The graphs called since their plan was loaded whose calls are never captured because they
+ * read the device on the host, up to max of them: graphs[k] and the op why[k] that reads
+ * (cu_graph_host_reads). Returns how many there are. */
+int cu_graph_uncaptured(const cu_state *s, const h3_graph **graphs, const h3_op **why, int max);
 /* Starts the graph records of m's graphs afresh and marks those of cu_graph_host_reads:
  * their calls are never captured (h3_cuda_load_plan). */
 h3_status cu_graph_mark_plan(cu_state *s, const h3_module *m, h3_diag *d);

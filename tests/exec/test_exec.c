@@ -253,6 +253,53 @@ static void test_percentiles(void) {
         "nearest-rank percentiles");
 }
 
+/* h3_report_print_uncaptured through a backend extension that names two graphs it never
+ * records: one by an op of its own (with its source place), one by its call of another. */
+static const h3_module *uncaptured_module;
+static int fake_uncaptured(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max) {
+  (void)b;
+  const h3_graph *g = h3_module_graph(uncaptured_module, "g"), *top = h3_module_graph(uncaptured_module, "top");
+  if (max >= 2) {
+    graphs[0] = g, why[0] = g->body.first;
+    graphs[1] = top, why[1] = top->body.first;
+  }
+  return 2;
+}
+
+static void test_report_uncaptured(void) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = parse("module @t config \"tiny\" {\n"
+                       "  program @top(%x: f32[4], %r: i32[]) -> (y: f32[]) {\n"
+                       "    %y = call(%x, %r) {callee = \"g\"} : f32[]\n"
+                       "    return %y\n"
+                       "  }\n"
+                       "  graph @g(%x: f32[4], %r: i32[]) -> (y: f32[]) {\n"
+                       "    %y = index(%x, %r) : f32[]\n"
+                       "    return %y\n"
+                       "  }\n"
+                       "}\n", &d);
+  CHECK(m, "parse");
+  if (!m) return;
+  uncaptured_module = m;
+  h3_backend *b = h3_backend_cpu_new(NULL, &d);
+  static const h3_backend_ext ext = {.graph_uncaptured = fake_uncaptured};
+  char text[512] = {0};
+  FILE *f = fmemopen(text, sizeof text - 1, "w");
+  h3_report_print_uncaptured(f, b, "  "); /* the cpu backend records no calls: nothing */
+  b->ext = &ext;
+  h3_report_print_uncaptured(f, b, "  ");
+  fclose(f);
+  CHECK(strstr(text, "  not captured: g (index at t.ir:7:10 reads the device on the host)\n") == text,
+        "the op's line: %s", text);
+  CHECK(strstr(text, "  not captured: top (its call of 'g' at t.ir:3:10 reads the device on the host)\n"),
+        "the call's line: %s", text);
+  b->ext = NULL;
+  h3_backend_free(b);
+  h3_module_free(m);
+  h3_diag_free(&d);
+}
+
 /* A plan whose value sits at an offset near 2^63: offset + bytes wraps below the arena's
  * size, and must be refused with a message, not bound (then written) out of bounds. */
 static void test_offset_wrap(void) {
@@ -289,6 +336,7 @@ int main(void) {
   test_offset_wrap();
   test_backend_names();
   test_percentiles();
+  test_report_uncaptured();
   if (failures) {
     fprintf(stderr, "test_exec: %d of %d checks failed\n", failures, checks);
     return 1;

@@ -27,20 +27,40 @@
 
 #include "../common/check.h"
 
-/* Checks flags against the graphs named in `marked` (comma-separated, each ",name,"). */
-static void expect_marks(const h3_module *m, const char *marked, const char *what) {
+/* The op that marks a graph as the report names it: its opcode, or "call NAME" for a call. */
+static void why_name(const h3_op *op, char *buf, size_t n) {
+  if (!op) snprintf(buf, n, "none");
+  else if (op->code == H3_OP_CALL) snprintf(buf, n, "call %s", h3_op_attr_string(op, "callee", "?"));
+  else snprintf(buf, n, "%s", h3_opcode_name(op->code));
+}
+
+/* Checks flags against the graphs named in `marked` (comma-separated, each ",name,"), and,
+ * where `reasons` names a graph (",name=reason,"), the op that marks it (why_name). */
+static void expect_marks(const h3_module *m, const char *marked, const char *reasons, const char *what) {
   bool *flags = calloc((size_t)m->n_graphs + 1, sizeof *flags);
-  CHECK(flags != NULL, "out of memory");
-  if (!flags) return;
-  cu_graph_host_reads(m, flags);
+  const h3_op **why = calloc((size_t)m->n_graphs + 1, sizeof *why);
+  CHECK(flags != NULL && why != NULL, "out of memory");
+  if (!flags || !why) {
+    free(flags), free(why);
+    return;
+  }
+  cu_graph_host_reads(m, flags, why);
   for (int i = 0; i < m->n_graphs; i++) {
-    char key[128];
+    char key[128], got[160], want_why[200];
     snprintf(key, sizeof key, ",%s,", m->graphs[i]->name);
     bool want = strstr(marked, key) != NULL;
     CHECK(flags[i] == want, "%s: graph '%s' is %s, expected %s", what, m->graphs[i]->name,
           flags[i] ? "marked" : "not marked", want ? "marked" : "not marked");
+    CHECK((why[i] != NULL) == flags[i], "%s: graph '%s': a reason without a mark or a mark without one",
+          what, m->graphs[i]->name);
+    why_name(why[i], got, sizeof got);
+    snprintf(want_why, sizeof want_why, ",%s=%s,", m->graphs[i]->name, got);
+    snprintf(key, sizeof key, ",%s=", m->graphs[i]->name);
+    if (reasons && strstr(reasons, key))
+      CHECK(strstr(reasons, want_why) != NULL, "%s: graph '%s' is marked by %s, expected %s", what,
+            m->graphs[i]->name, got, strstr(reasons, key) + 1);
   }
-  free(flags);
+  free(flags), free(why);
 }
 
 static const char hand_ir[] =
@@ -96,7 +116,9 @@ static void test_hand(void) {
   h3_module *m = h3_module_parse("marks.ir", hand_ir, strlen(hand_ir), &d);
   h3_diag_print(&d, stderr);
   CHECK(m != NULL, "the hand-written module does not parse");
-  if (m) expect_marks(m, ",top,mid,by_row,br,", "hand-written module");
+  if (m)
+    expect_marks(m, ",top,mid,by_row,br,", ",top=call mid,mid=call by_row,by_row=index,br=branch,",
+                 "hand-written module");
   h3_module_free(m);
   h3_diag_free(&d);
 }
@@ -142,14 +164,14 @@ static void test_h3(const char *models) {
     CHECK(h3_module_graph(m, "step_cache") && h3_module_graph(m, "step_rest") &&
               h3_module_graph(m, "step_cached"),
           "Cache-DiT did not rewrite tiny H3 at --quality high");
-    expect_marks(m, ",sample,step_cache,", "tiny H3 --quality high");
+    expect_marks(m, ",sample,step_cache,", ",step_cache=branch,", "tiny H3 --quality high");
     int bad = 0;
     h3_module_walk(m, backend_visit, &bad);
     CHECK(bad == 0, "%d ops of tiny H3 --quality high are not run by the cuda backend", bad);
   }
   h3_module_free(m);
   m = tiny(models, "minimax_h3.g", H3_TIER_LOSSLESS);
-  if (m) expect_marks(m, ",", "tiny H3 lossless");
+  if (m) expect_marks(m, ",", NULL, "tiny H3 lossless");
   h3_module_free(m);
 }
 
@@ -157,7 +179,7 @@ static void test_m31(const char *models) {
   h3_module *m = tiny(models, "minimax_m3_1.g", h3_pass_options_default().tier);
   bool *flags = m ? calloc((size_t)m->n_graphs + 1, sizeof *flags) : NULL;
   if (flags) {
-    cu_graph_host_reads(m, flags);
+    cu_graph_host_reads(m, flags, NULL);
     static const char *const serving[] = {"serve_prefill", "serve_decode", "serve_mixed",
                                           "serve_prefill_spec", "serve_draft", "serve_verify"};
     for (int k = 0; k < 6; k++)
