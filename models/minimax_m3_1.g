@@ -404,13 +404,16 @@ fn forward_rows(T: int, N: int, rows: i32[N], tokens: i32[T], pos: i32[T], pt: i
 # 0 .. C-1 are one sequence (page table pt_p) at positions pos0 .., rows C .. C+B-1 one row of
 # each of B sequences (row C + b at d_pos[b], page table pt_d[b]). Every part of a layer but
 # its attention runs over all rows at once (each weight read once); the attention runs per
-# kind, as in `forward` with R = 1 and with R = B. Returns x [C + B, dim] and the caches.
-fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_len],
+# kind, as in `forward` with R = 1 and with R = B. The last layer's q, attention and output
+# part run for the rows read only (sparse_layer_rows, as in forward_rows): the chunk's row
+# n_valid - 1 and the B decode rows. Returns their final residual x [1 + B, dim] (the chunk's
+# row first) and the caches.
+fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], n_valid: i32[], pt_p: i32[1, pt_len],
                  d_tokens: i32[B], d_pos: i32[B], pt_d: i32[B, pt_len],
                  k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                  v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                  ik_cache: bf16[n_sparse, pages, page, index_dim])
-    -> (bf16[C + B, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+    -> (bf16[1 + B, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
         bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
   pos_p = iota(n = C) + pos0
   slot = concat(kv_slots(C, 1, pos_p, pt_p), kv_slots(B, B, d_pos, pt_d), axis = 0)
@@ -424,7 +427,7 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_le
     k_cache = set_index(k_cache, i, kl)
     v_cache = set_index(v_cache, i, vl)
   }
-  sparse_stack: repeat j in n_sparse {
+  sparse_stack: repeat j in n_sparse - 1 {
     q, iq, kl, vl, il = sparse_attn_in(C + B, x, sparse[j], k_cache[j + n_dense],
                                        v_cache[j + n_dense], ik_cache[j], slot, cos, sin)
     o = concat(sparse_attn(C, 1, rows(q, 0, C), rows(iq, 0, C), kl, vl, il, pos_p, pt_p),
@@ -435,7 +438,19 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], pt_p: i32[1, pt_le
     v_cache = set_index(v_cache, j, vl, offset = n_dense)
     ik_cache = set_index(ik_cache, j, il)
   }
-  return x, k_cache, v_cache, ik_cache
+  read = concat(reshape(n_valid - 1, shape = [1]), iota(n = B) + C, axis = 0) # [1 + B]
+  out = zeros(bf16, [1 + B, dim])
+  last_stack: repeat j in 1 {
+    out, kl, vl, il = sparse_layer_rows(C + B, 1 + B, 1 + B, x, read, sparse[j + (n_sparse - 1)],
+                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
+                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
+                                        gather(concat(pos_p, d_pos, axis = 0), read),
+                                        concat(pt_p, pt_d, axis = 0))
+    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
+    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
+    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
+  }
+  return out, k_cache, v_cache, ik_cache
 }
 
 # The target model over P prompts of C rows each in one pass (serving's prefill group): rows
@@ -773,10 +788,10 @@ graph serve_mixed(tokens: i32[prompt_len], pos0: i32[], n_valid: i32[], page_tab
         k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
         ik_cache: bf16[n_sparse, pages, page, index_dim]) {
-  x, k_cache, v_cache, ik_cache = forward_mixed(prompt_len, seqs, tokens, pos0,
-                                                reshape(page_table, shape = [1, pt_len]), d_tokens,
-                                                d_pos, d_page_table, k_cache, v_cache, ik_cache)
-  last = concat(gather(x, reshape(n_valid - 1, shape = [1])), rows(x, prompt_len, seqs), axis = 0)
+  last, k_cache, v_cache, ik_cache = forward_mixed(prompt_len, seqs, tokens, pos0, n_valid,
+                                                   reshape(page_table, shape = [1, pt_len]),
+                                                   d_tokens, d_pos, d_page_table, k_cache, v_cache,
+                                                   ik_cache)
   nx, mg = sample_tokens(lm_logits(1 + seqs, last), concat(temperature, d_temperature, axis = 0),
                          concat(seed, d_seed, axis = 0),
                          concat(reshape(pos0 + n_valid, shape = [1]), d_pos + 1, axis = 0))

@@ -400,8 +400,9 @@ static void test_m31(const char *preset, int slot) {
   }
   /* the graphs that read a prompt's last row only: every sparse layer but the last in the
      stack, the last one (over that row) in a one-turn stack of its own */
-  static const char *const last_row[3] = {"prefill_seq", "serve_prefill", "serve_prefill_group"};
-  for (int i = 0; i < 3; i++) {
+  static const char *const last_row[4] = {"prefill_seq", "serve_prefill", "serve_prefill_group",
+                                          "serve_mixed"};
+  for (int i = 0; i < 4; i++) {
     const h3_graph *lg = graph(m, what, last_row[i], H3_GRAPH_FUNCTION);
     loop(what, lg, "dense_stack", c->n_dense);
     loop(what, lg, "sparse_stack", ns - 1);
