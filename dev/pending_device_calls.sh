@@ -234,7 +234,7 @@ case $CALL in
    done; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
 30) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -4
    timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
-   echo "== serve_check"; timeout 240 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | tail -25
+   echo "== serve_check"; timeout 330 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | tail -25
    } > "$log" 2>&1 ;;
 31) { for R in 1 2; do # twice: the peer moves by a few % between runs
      M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \

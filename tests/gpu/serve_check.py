@@ -13,7 +13,8 @@ compared) is below 0.05" and reported, not failed: a router near-tie inside the 
 part two runs at a token whose final margin is larger (docs/models/minimax_m3_1.md §4.1).
 Last, where PLANS_DIR has them, the plans with prefill groups of 16 and 32 prompts
 (m31_small_serve_s64_g16 / _g32.plan) serve all 64 at once: the margin rule against the
-batch must hold for at least 3 requests in 4 (an indexing fault parts them all).
+batch must hold for at least 3 requests in 4 (an indexing fault parts them all); so must the
+batch served with --mixed-steps (prefill chunks carrying the decode rows).
 
     serve_check.py H3EXEC PLANS_DIR WORK_DIR
 PLANS_DIR holds m31_small_serve_s64.plan and m31_small_serve_s1.plan (tests/gpu/stage.sh).
@@ -27,13 +28,13 @@ import sys
 RULE = 0.05
 
 
-def serve(h3exec, plan, reqs, work, name, concurrency):
+def serve(h3exec, plan, reqs, work, name, concurrency, extra=()):
     rq, res = os.path.join(work, name + ".jsonl"), os.path.join(work, name + ".results.jsonl")
     with open(rq, "w") as f:
         for r in reqs:
             f.write(json.dumps(r) + "\n")
     cmd = [h3exec, plan, "--backend", "cuda", "--weights", "random", "--seed", "3", "--requests", rq,
-           "--concurrency", str(concurrency), "--margins", "--out", res]
+           "--concurrency", str(concurrency), "--margins", "--out", res, *extra]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=400)
     sys.stdout.write(p.stdout.decode(errors="replace"))
     if p.returncode != 0:
@@ -106,6 +107,15 @@ def main():
         print(f"serve_check: prefill groups of {g}: the margin rule holds for {held} of {len(reqs)} "
               f"requests against the batch without groups ({'ok' if ok else 'FAIL'}: at least 3 in 4)")
         bad += not ok
+    # mixed steps (the chunk's rows and the decode rows in one pass, the last layer for the
+    # rows read only): other GEMM shapes than the batch's, so the margin rule, 3 in 4
+    mixed = serve(h3exec, os.path.join(plans, "m31_small_serve_s64.plan"), reqs, work, "mixed", 64,
+                  ["--mixed-steps"])
+    held = sum(margin_rule(mixed[r["id"]], batch[r["id"]])[0] for r in reqs)
+    ok = held >= 0.75 * len(reqs)
+    print(f"serve_check: mixed steps: the margin rule holds for {held} of {len(reqs)} requests against "
+          f"the batch without them ({'ok' if ok else 'FAIL'}: at least 3 in 4)")
+    bad += not ok
     sys.exit(1 if bad else 0)
 
 
