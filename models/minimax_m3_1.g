@@ -318,6 +318,31 @@ fn sparse_layer_rows(T: int, N: int, RN: int, x: bf16[T, dim], rows: i32[N], p: 
   return sparse_layer_out(N, gather(x, rows), o, p), kc, vc, ikc                  # 8-13
 }
 
+# sparse_layer_rows as the model's last layer for rows `rows` of the T rows at positions pos,
+# on the whole caches (its K / V / IK written at layer n_layers - 1), in a one-turn loop
+# labelled as a layer stack, so that --gpus splits it like the other stacks. Returns the N
+# rows' x [N, dim] and the caches.
+fn last_layer_rows(T: int, N: int, RN: int, x: bf16[T, dim], rows: i32[N], slot: i32[T],
+                   cos: f32[T, rope_half], sin: f32[T, rope_half], pos: i32[T],
+                   pt_n: i32[RN, pt_len],
+                   k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                   ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (bf16[N, dim], bf16[n_layers, pages, page, kv_heads, head_dim],
+        bf16[n_layers, pages, page, kv_heads, head_dim], bf16[n_sparse, pages, page, index_dim]) {
+  out = zeros(bf16, [N, dim])
+  last_stack: repeat j in 1 {
+    out, kl, vl, il = sparse_layer_rows(T, N, RN, x, rows, sparse[j + (n_sparse - 1)],
+                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
+                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
+                                        gather(pos, rows), pt_n)
+    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
+    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
+    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
+  }
+  return out, k_cache, v_cache, ik_cache
+}
+
 # The embedding, the dense layers and the first NS sparse layers over T rows at positions
 # pos, row t of the sequence whose page table is pt[R == 1 ? 0 : t]: returns the residual
 # x [T, dim], the [4, T, dim] buffer of captured states (every layer writes its output x into
@@ -373,8 +398,7 @@ fn forward(T: int, R: int, tokens: i32[T], pos: i32[T], pt: i32[R, pt_len],
 
 # `forward` of one sequence (table pt) whose final residual is read at N of its T rows only
 # (rows [N]; a prefill reads its last row): every layer but the last over all T rows, the last
-# one's q, attention and output part over the N rows (sparse_layer_rows; in a one-turn loop
-# labelled as a layer stack, so that --gpus splits it like the others). Returns x [N, dim]
+# one's q, attention and output part over the N rows (last_layer_rows). Returns x [N, dim]
 # (bitwise forward's rows `rows`) and the caches; no captured states (the last layer may be
 # one of capture0..2: graphs that need them call `forward`).
 fn forward_rows(T: int, N: int, rows: i32[N], tokens: i32[T], pos: i32[T], pt: i32[1, pt_len],
@@ -387,17 +411,7 @@ fn forward_rows(T: int, N: int, rows: i32[N], tokens: i32[T], pos: i32[T], pt: i
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims) # [T, rope_half] f32
   x, caps, k_cache, v_cache, ik_cache = forward_stack(T, 1, n_sparse - 1, tokens, pos, pt, slot,
                                                       cos, sin, k_cache, v_cache, ik_cache)
-  out = zeros(bf16, [N, dim])
-  last_stack: repeat j in 1 {
-    out, kl, vl, il = sparse_layer_rows(T, N, 1, x, rows, sparse[j + (n_sparse - 1)],
-                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
-                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
-                                        gather(pos, rows), pt)
-    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
-    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
-    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
-  }
-  return out, k_cache, v_cache, ik_cache
+  return last_layer_rows(T, N, 1, x, rows, slot, cos, sin, pos, pt, k_cache, v_cache, ik_cache)
 }
 
 # The target model over C + B rows of two kinds in one pass (serving's mixed step): rows
@@ -405,7 +419,7 @@ fn forward_rows(T: int, N: int, rows: i32[N], tokens: i32[T], pos: i32[T], pt: i
 # each of B sequences (row C + b at d_pos[b], page table pt_d[b]). Every part of a layer but
 # its attention runs over all rows at once (each weight read once); the attention runs per
 # kind, as in `forward` with R = 1 and with R = B. The last layer's q, attention and output
-# part run for the rows read only (sparse_layer_rows, as in forward_rows): the chunk's row
+# part run for the rows read only (last_layer_rows, as in forward_rows): the chunk's row
 # n_valid - 1 and the B decode rows. Returns their final residual x [1 + B, dim] (the chunk's
 # row first) and the caches.
 fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], n_valid: i32[], pt_p: i32[1, pt_len],
@@ -439,18 +453,9 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], n_valid: i32[], pt
     ik_cache = set_index(ik_cache, j, il)
   }
   read = concat(reshape(n_valid - 1, shape = [1]), iota(n = B) + C, axis = 0) # [1 + B]
-  out = zeros(bf16, [1 + B, dim])
-  last_stack: repeat j in 1 {
-    out, kl, vl, il = sparse_layer_rows(C + B, 1 + B, 1 + B, x, read, sparse[j + (n_sparse - 1)],
-                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
-                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
-                                        gather(concat(pos_p, d_pos, axis = 0), read),
-                                        concat(pt_p, pt_d, axis = 0))
-    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
-    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
-    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
-  }
-  return out, k_cache, v_cache, ik_cache
+  return last_layer_rows(C + B, 1 + B, 1 + B, x, read, slot, cos, sin,
+                         concat(pos_p, d_pos, axis = 0), concat(pt_p, pt_d, axis = 0),
+                         k_cache, v_cache, ik_cache)
 }
 
 # The target model over P prompts of C rows each in one pass (serving's prefill group): rows
@@ -458,7 +463,7 @@ fn forward_mixed(C: int, B: int, tokens: i32[C], pos0: i32[], n_valid: i32[], pt
 # layer but its attention runs over all P * C rows at once (each weight read once for the
 # group); the attention runs per sequence, as in `forward` with R = 1, each sequence's rows
 # into its own rows of o. The last layer's q, attention and output part run for row
-# n_valid[p] - 1 of each prompt only (sparse_layer_rows, as in forward_rows). Returns those
+# n_valid[p] - 1 of each prompt only (last_layer_rows, as in forward_rows). Returns those
 # P rows' final residual x [P, dim] and the caches.
 fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P, pt_len],
                  n_valid: i32[P],
@@ -499,17 +504,7 @@ fn forward_group(P: int, C: int, tokens: i32[P * C], pos: i32[P * C], pt: i32[P,
     ik_cache = set_index(ik_cache, j, il)
   }
   rows = iota(n = P) * C + n_valid - 1                                 # each prompt's last row
-  out = zeros(bf16, [P, dim])
-  last_stack: repeat j in 1 {
-    out, kl, vl, il = sparse_layer_rows(P * C, P, P, x, rows, sparse[j + (n_sparse - 1)],
-                                        k_cache[j + (n_layers - 1)], v_cache[j + (n_layers - 1)],
-                                        ik_cache[j + (n_sparse - 1)], slot, cos, sin,
-                                        gather(pos, rows), pt)
-    k_cache = set_index(k_cache, j, kl, offset = n_layers - 1)
-    v_cache = set_index(v_cache, j, vl, offset = n_layers - 1)
-    ik_cache = set_index(ik_cache, j, il, offset = n_sparse - 1)
-  }
-  return out, k_cache, v_cache, ik_cache
+  return last_layer_rows(P * C, P, P, x, rows, slot, cos, sin, pos, pt, k_cache, v_cache, ik_cache)
 }
 
 # LM_HEAD(NORM(x, norm)): fp32 logits, not rounded.
