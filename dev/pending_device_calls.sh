@@ -131,6 +131,16 @@ S=$1 OUT=$2 CALL=$3
 export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
+# bench/m31_serve.sh at concurrency C (argument 1) under a timeout of $2 s with prefill groups
+# of P = min(C, 16) prompts (plan m31_small_serve_sC_gP compiled here), the peer prefilling P
+# prompts at once and taking its right decode form without the probe
+serve_groups() {
+  local C=$1 P=$(($1 < 16 ? $1 : 16))
+  "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$C --set prefill_group=$P \
+    -o "$S/plans/m31_small_serve_s${C}_g$P.plan"
+  M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
+    M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout "$2" bench/m31_serve.sh "$S" "$OUT/serve$C" $C
+}
 W30=$(mktemp -d) # serve_check's request and result files: bulky, outside OUT
 case $CALL in
 1) { timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok'
@@ -225,13 +235,7 @@ case $CALL in
 28) { M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \
    M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 560 bench/m31_serve.sh "$S" "$OUT/serve" 64
    rm -f "$OUT"/serve/requests_*.jsonl; } > "$log" 2>&1 ;;
-29) { for C in 32 8; do
-     P=$((C < 16 ? C : 16))
-     "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$C --set prefill_group=$P \
-       -o "$S/plans/m31_small_serve_s${C}_g$P.plan"
-     M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
-       M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 270 bench/m31_serve.sh "$S" "$OUT/serve$C" $C
-   done; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
+29) { serve_groups 32 270; serve_groups 8 270; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
 30) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -4
    timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
    echo "== serve_check"; timeout 330 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | tail -25
@@ -240,13 +244,7 @@ case $CALL in
      M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \
        M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 275 bench/m31_serve.sh "$S" "$OUT/serve$R" 64
    done; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
-32) { for C in 32 8; do
-     P=$((C < 16 ? C : 16))
-     "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$C --set prefill_group=$P \
-       -o "$S/plans/m31_small_serve_s${C}_g$P.plan"
-     M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
-       M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 200 bench/m31_serve.sh "$S" "$OUT/serve$C" $C
-   done
+32) { serve_groups 32 200; serve_groups 8 200
    M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" \
      timeout 120 bench/m31_serve.sh "$S" "$OUT/serve1" 1
    rm -f "$OUT"/serve*/requests_*.jsonl
