@@ -23,12 +23,15 @@
  * ops (no loop, call, branch, collective or op whose kernels share state between ops; work
  * of at most MAX_ROWS rows: batch-sized work that leaves the card's memory system or SMs
  * idle, not a prefill's GEMMs); and it touches no buffer that a main op of its window
- * updates in place, nor updates in place one that such an op reads. E_i then moves right
- * after the last op it depends on, and the main work of its window is every other op
- * between there and J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
+ * updates in place, nor updates in place one that such an op reads. E_i then moves after
+ * the last op it depends on (how far after: below), and the main work of its window is
+ * every other op between there and J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
  * region takes the worthiest candidate (the cheaper chain on a tie, so the side never
  * becomes the long path) while it reaches MIN_OVERLAP_US, then the next whose window
- * overlaps none taken.
+ * overlaps none taken. The branch goes no earlier than needed: its window is the main ops
+ * back from J until they hold WINDOW_KERNELS kernels and model COVER x the chain's cost (or
+ * all of them back to the chain's inputs), so a chain of the region's inputs joined near
+ * its end does not hold every buffer of the region apart.
  * Cost model (µs): 4 per kernel (a dependent launch's latency in a captured graph) plus the
  * bytes it reads and writes at 3.3 TB/s (an in-place op's updated tensor not counted; a
  * gather reads the rows it writes).
@@ -43,6 +46,8 @@
 enum { MAX_ROWS = 64 };        /* a side op's rows at the most (a decode batch) */
 enum { MAX_REGION_OPS = 2048 }; /* larger regions are left alone: the analysis is quadratic */
 #define MIN_OVERLAP_US 12.0 /* less modelled overlap is not worth a fork and a join */
+enum { WINDOW_KERNELS = 8 };   /* a window's main kernels beyond these ... */
+#define COVER 2.0              /* ... only while they model less than this x the chain */
 #define LAUNCH_US 4.0       /* per kernel */
 #define BYTES_PER_US 3.3e6  /* the H200's copy bandwidth, bytes per µs */
 
@@ -249,14 +254,20 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
   }
   if (after >= j) return false;
   double side_cost = 0, main_cost = 0;
-  int main_kernels = 0;
   for (int k = 0; k < n; k++)
-    if (c->side[k])
-      side_cost += op_cost_us(rv->ops[k]);
-    else if (k > after && k < j) {
+    if (c->side[k]) side_cost += op_cost_us(rv->ops[k]);
+  /* the window: from J back over the main ops until they hold WINDOW_KERNELS kernels and
+     cover the chain COVER times, or back to the chain's inputs; the branch goes right after
+     the main op before them (a longer window only keeps more values live) */
+  int first = j, main_kernels = 0;
+  for (int k = j - 1; k > after && (main_kernels < WINDOW_KERNELS || main_cost < COVER * side_cost); k--)
+    if (!c->side[k]) {
       main_cost += op_cost_us(rv->ops[k]);
       main_kernels += is_kernel(rv->ops[k]);
+      first = k;
     }
+  after = first - 1;
+  while (after >= 0 && c->side[after]) after--;
   if (!main_kernels || in_place_clash(rv, c->side, after + 1, j)) return false;
   c->after = after;
   c->cost = side_cost;
