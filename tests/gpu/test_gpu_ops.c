@@ -31,7 +31,8 @@
  *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf) through each form of the kernel (H3_SOL_FORM=mma, ws); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
- *    mma; every row with a clear winner, so the drafts are exact in both).
+ *    mma; every row with a clear winner, so the drafts are exact in both); linear_nvfp4 at
+ *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -357,18 +358,26 @@ static const h3_op *op_of(hand *h, h3_opcode c, int n, h3_value **ops, int na, c
   return op;
 }
 
+/* n new inputs into v: input i named p + names[i], of dtype dt[i] and shape dims[i] (its first
+ * rank[i] entries). */
+static void inputs_of(hand *h, const char *p, int n, const char *const *names, const h3_dtype *dt,
+                      const int *rank, const int64_t (*dims)[3], h3_value **v) {
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", p, names[i]);
+    v[i] = in_of(h, name, dt[i], rank[i], dims[i]);
+  }
+}
+
 /* moe(h[T, H] bf16, gate_up[E, 2F, H] bf16, down[E, H, F] bf16, ids[T, k] i32, wts[T, k] f32)
  * {alpha 1.702, limit 7} on new inputs named p + "h", "gu", "dn", "id", "w". */
 static const h3_op *moe_op(hand *h, const char *p, int64_t T, int64_t H, int64_t F, int64_t E, int64_t k) {
   static const char *const names[5] = {"h", "gu", "dn", "id", "w"};
   static const h3_dtype dt[5] = {H3_BF16, H3_BF16, H3_BF16, H3_I32, H3_F32};
+  static const int rank[5] = {2, 3, 3, 2, 2};
   const int64_t dims[5][3] = {{T, H}, {E, 2 * F, H}, {E, H, F}, {T, k}, {T, k}};
   h3_value *v[5];
-  for (int i = 0; i < 5; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "%s%s", p, names[i]);
-    v[i] = in_of(h, name, dt[i], i == 1 || i == 2 ? 3 : 2, dims[i]);
-  }
+  inputs_of(h, p, 5, names, dt, rank, dims, v);
   h3_attr ma[2] = {h3_attr_float(h->m, "alpha", 1.702), h3_attr_float(h->m, "limit", 7.0)};
   return op_of(h, H3_OP_MOE, 5, v, 2, ma);
 }
@@ -401,13 +410,10 @@ static void moe_skewed(const h3_op *op, void **in) {
 static const h3_op *markov_op(hand *h, const char *p, int64_t S, int64_t G, int64_t V, int64_t r) {
   static const char *const names[4] = {"b", "w1", "w2", "p"};
   static const h3_dtype dt[4] = {H3_F32, H3_BF16, H3_BF16, H3_I32};
-  const int64_t dims[4][2] = {{S * G, V}, {V, r}, {V, r}, {S, 0}};
+  static const int rank[4] = {2, 2, 2, 1};
+  const int64_t dims[4][3] = {{S * G, V}, {V, r}, {V, r}, {S}};
   h3_value *v[4];
-  for (int i = 0; i < 4; i++) {
-    char name[16];
-    snprintf(name, sizeof name, "%s%s", p, names[i]);
-    v[i] = in_of(h, name, dt[i], i == 3 ? 1 : 2, dims[i]);
-  }
+  inputs_of(h, p, 4, names, dt, rank, dims, v);
   return op_of(h, H3_OP_MARKOV_DRAFT, 4, v, 0, NULL);
 }
 
@@ -419,6 +425,19 @@ static void markov_winners(const h3_op *op, void **in) {
   const h3_type *t = &op->operands[0]->type;
   for (int64_t row = 0; row < t->dims[0]; row++)
     h3_weights_store(in[0], t->dtype, (size_t)(row * t->dims[1] + (7 * row + 3) % t->dims[1]), 256);
+}
+
+/* The cases, each tag followed by " (form)" when form is not empty. */
+static void check_cases(h3_backend *b, const hand_case *cases, int n, const char *form) {
+  for (int i = 0; i < n; i++) {
+    char tag[160];
+    snprintf(tag, sizeof tag, *form ? "%s (%s)" : "%s", cases[i].tag, form);
+    if (cases[i].op) check_op(b, cases[i].op, tag, cases[i].limit, cases[i].prep);
+    else {
+      printf("FAIL hand-made %s: cannot build the op\n", tag);
+      failed++;
+    }
+  }
 }
 
 /* The cases once through each form of a kernel that the cuda backend picks by environment
@@ -439,21 +458,38 @@ static void check_forms(h3_backend *b, const hand_case *cases, int n, const char
       if (forms[f][v])
         snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s=%s", *set ? " " : "", vars[v], forms[f][v]);
     }
-    for (int i = 0; i < n; i++) {
-      char tag[160];
-      snprintf(tag, sizeof tag, "%s (%s)", cases[i].tag, set);
-      if (cases[i].op) check_op(b, cases[i].op, tag, cases[i].limit, cases[i].prep);
-      else {
-        printf("FAIL hand-made %s: cannot build the op\n", tag);
-        failed++;
-      }
-    }
+    check_cases(b, cases, n, set);
   }
   for (int v = 0; v < n_vars; v++) {
     if (saved[v]) setenv(vars[v], saved[v], 1);
     else unsetenv(vars[v]);
     free(saved[v]);
   }
+}
+
+/* linear_nvfp4(x [M, K] bf16, codes u8 [N, K / 2], scales u8 [N, K / 16], g f32 [1]) on new
+ * inputs named p + "x", "p", "s", "g". */
+static const h3_op *nvfp4_op(hand *h, const char *p, int64_t M, int64_t N, int64_t K) {
+  static const char *const names[4] = {"x", "p", "s", "g"};
+  static const h3_dtype dt[4] = {H3_BF16, H3_U8, H3_U8, H3_F32};
+  static const int rank[4] = {2, 2, 2, 1};
+  const int64_t dims[4][3] = {{M, K}, {N, K / 2}, {N, K / 16}, {1}};
+  h3_value *v[4];
+  inputs_of(h, p, 4, names, dt, rank, dims, v);
+  return op_of(h, H3_OP_LINEAR_NVFP4, 4, v, 0, NULL);
+}
+
+/* Every code byte, scales e4m3 of both signs from 2^-6 to 2^3 (no NaN byte), g = 0.37 (x as
+ * make_inputs made it). */
+static void nvfp4_inputs(const h3_op *op, void **in) {
+  const int64_t codes = h3_type_numel(&op->operands[1]->type), scales = h3_type_numel(&op->operands[2]->type);
+  uint32_t r = 12345u;
+  for (int64_t i = 0; i < codes; i++) r = r * 1664525u + 1013904223u, ((uint8_t *)in[1])[i] = (uint8_t)(r >> 24);
+  for (int64_t i = 0; i < scales; i++) {
+    r = r * 1664525u + 1013904223u;
+    ((uint8_t *)in[2])[i] = (uint8_t)(0x18 + (r >> 24) % 0x48) | (uint8_t)(r >> 16 & 0x80);
+  }
+  *(float *)in[3] = 0.37f;
 }
 
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
@@ -784,6 +820,13 @@ static void check_hand(h3_backend *b, bool all_attention) {
      rules out) */
   hand_case markov[1] = {{"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10,
                           markov_winners}};
+  /* linear_nvfp4 at decode and draft-like shapes: 1 row over the draft's fc K (K splits), 8
+     rows with a partial column group, 13 rows, 16 rows over 3 chunks */
+  hand_case nvfp4[4] = {
+      {"linear_nvfp4 M 1 N 300 K 18432", nvfp4_op(&h, "na", 1, 300, 18432), -1, nvfp4_inputs},
+      {"linear_nvfp4 M 8 N 200 K 4096", nvfp4_op(&h, "nb", 8, 200, 4096), -1, nvfp4_inputs},
+      {"linear_nvfp4 M 13 N 96 K 2560", nvfp4_op(&h, "nc", 13, 96, 2560), -1, nvfp4_inputs},
+      {"linear_nvfp4 M 16 N 64 K 768", nvfp4_op(&h, "nd", 16, 64, 768), -1, nvfp4_inputs}};
   /* M3.1 attention of many rows of one sequence (m31_att_case): the measured prefill (2048
      rows from 0; 4 kv heads there, 2 here to keep the CPU reference short), extends of 130 rows
      (the last 8-row block with 2 rows; at 3003 the 8-row blocks straddle page boundaries), a
@@ -811,16 +854,10 @@ static void check_hand(h3_backend *b, bool all_attention) {
   else unsetenv("H3_LINEAR_FORM");
   free(form);
   if (!plan) return;
-  for (int i = 0; i < n; i++) {
-    if (!cases[i].op) {
-      printf("FAIL hand-made %s: cannot build the op\n", cases[i].tag);
-      failed++;
-      continue;
-    }
-    check_op(b, cases[i].op, cases[i].tag, cases[i].limit, cases[i].prep);
-  }
+  check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
+  check_cases(b, nvfp4, 4, "");
   check_sol_forms(b, sol, 4, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   check_m31_decode_splits(b, m31d, 2, all_attention);
