@@ -120,6 +120,11 @@
 #      32 and 8) and run_all.sh m31decode (prefill 2048 12.8 -> ~10.3 ms predicted: the last
 #      layer for the last row only; decode unchanged); slim stage: m31_small_serve_s1 / _s8 /
 #      _s32, m31_small_p2048_n16 / _n80
+#   34 the NVFP4 GEMM's skinny form (dev/nvfp4-skinny.patch, built as its header says into
+#      build-nvfp4/carry/sk; carry build-nvfp4/carry, not the stage): its nvfp4_bench (tiled and
+#      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
+#      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
+#      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -251,7 +256,12 @@ case $CALL in
    timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode; } > "$log" 2>&1 ;;
 33) { for T in 32768 2048; do echo "== moe_grouped_cublas $T"; timeout 120 "$S/bin/moe_grouped_cublas" $T; done
    } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..33" >&2; exit 2 ;;
+34) { echo "== nvfp4_bench (skinny patch)"; H3_KERNEL_CACHE_DIR=$PWD/$S/kcache timeout 150 "$S/sk/nvfp4_bench" \
+     --rows 1,4,16 --no-skinny --no-lm-head --warm-seconds 0.2
+   echo "rc $?"; echo "== test_gpu_ops (skinny patch)"
+   H3_KERNEL_CACHE_DIR=$PWD/$S/kcache timeout 200 "$S/sk/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
+   } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..34" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
