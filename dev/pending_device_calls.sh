@@ -256,10 +256,11 @@ case $CALL in
    timeout 150 tests/gpu/run_all.sh "$S" "$OUT/ra" m31decode; } > "$log" 2>&1 ;;
 33) { for T in 32768 2048; do echo "== moe_grouped_cublas $T"; timeout 120 "$S/bin/moe_grouped_cublas" $T; done
    } > "$log" 2>&1 ;;
-34) { echo "== nvfp4_bench (skinny patch)"; H3_KERNEL_CACHE_DIR=$PWD/$S/kcache timeout 150 "$S/sk/nvfp4_bench" \
+34) { mkdir -p "$S/kcache"; export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
+   echo "== nvfp4_bench (skinny patch)"; timeout 150 "$S/sk/nvfp4_bench" \
      --rows 1,4,16 --no-skinny --no-lm-head --warm-seconds 0.2
    echo "rc $?"; echo "== test_gpu_ops (skinny patch)"
-   H3_KERNEL_CACHE_DIR=$PWD/$S/kcache timeout 200 "$S/sk/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
+   timeout 200 "$S/sk/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
    } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..34" >&2; exit 2 ;;
 esac
