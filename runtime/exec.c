@@ -6,9 +6,9 @@
  * its own on first definition, kept and reused while its size fits (loop bodies redefine
  * the same values every iteration). Graph inputs alias the caller's tensors; parameters
  * point to the weights (uploaded from a host store, or made on the device by
- * ext->init_param when no store is given). Load-time ops (h3_op_is_load_time: the --int8
- * weight quantization) run once, right after their parameter is uploaded, and keep their
- * results with the weights.
+ * ext->init_param when no store is given: runtime/runtime_new.c). Load-time ops
+ * (h3_op_is_load_time: the --int8 weight quantization) run once, right after their parameter
+ * is uploaded (runtime_new.c), keep their results with the weights and are skipped here.
  * Aliasing follows actual pointers, not just offsets: a view (reshape, contiguous slice,
  * index) the plan put over its source, or left outside the arena, points into its
  * source's buffer (an `index` adds its dynamic row); an in-place op the plan put over its
@@ -27,94 +27,12 @@
  * keeps its address from call to call. A branch (Cache-DiT) downloads its i32 cond and
  * then runs one of its two callees exactly like a call.
  */
-#include "stream.h"
-
-#include "h3/kernel.h"
-#include "h3/op_registry.h"
-#include "h3/runtime.h"
+#include "exec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-  h3_tensor t;
-  size_t cap; /* bytes of an owned buffer; 0 when not owned */
-  /* a loop counter's current value, also kept on the host so that `index` views need no
-     download (downloads cannot be captured in a CUDA graph, and cost a sync) */
-  int64_t host_value;
-  bool host_known;
-} slot;
-
-typedef struct {
-  const h3_graph *g;
-  int ready, active;
-  void *arena;
-  int64_t arena_bytes;
-  slot *slots; /* by value id */
-  void **staged; /* by input index: the callee-owned copy of a small argument (run_callee) */
-} gstate;
-
-struct h3_runtime {
-  const h3_module *m;
-  h3_backend *b;
-  h3_runtime_options opt;
-  int n_ids;
-  h3_tensor *params; /* by value id (only param values set) */
-  bool *borrowed;    /* by value id: params[id].data is the weight store's (host memory) */
-  gstate *graphs;    /* by graph index */
-  const h3_graph *top;
-  int depth;
-  double t0;
-  size_t weight_bytes, act_bytes;
-  h3_op_stat stats[H3_OPCODE_COUNT];
-  h3_trace_event *ev;
-  size_t n_ev, cap_ev;
-  /* device trace (opt.trace_device with backend marks): events hold mark indices in ts/dur
-   * until the run's final sync resolves them from ev_first on; ev_code[i] is the opcode
-   * whose statistics event i adds to (-1: none) */
-  bool dev_clock;
-  int *ev_code;
-  size_t ev_first;
-  /* branches of the current / last run, and the top-level loop iteration running now */
-  h3_branch_event *br;
-  size_t n_br, cap_br;
-  int64_t top_iter;
-  /* allocations so far, and the one to fail (H3_FAULT_ALLOC, tests only; 0: none) */
-  int64_t n_allocs, fault_alloc;
-  /* the plan's memory figure: all parameters' bytes, all graphs' arena bytes */
-  int64_t plan_weight_bytes, plan_arena_bytes;
-  h3_stream *stream; /* weights streamed under opt.device_memory (runtime/stream.h), or NULL */
-  h3_stream_info planned; /* the residency plan under opt.device_memory (streaming or not) */
-};
-
 static const h3_span no_span = {0};
-
-/* Every buffer a run holds comes from here: the backend's allocation, or NULL as the Nth
- * call when H3_FAULT_ALLOC=N (fault injection for the tests). */
-static void *rt_alloc(h3_runtime *rt, size_t bytes) {
-  if (++rt->n_allocs == rt->fault_alloc) return NULL;
-  return rt->b->ops->alloc(rt->b, bytes ? bytes : 1);
-}
-
-static const char *human_bytes(int64_t v, char *buf, size_t n) {
-  if (v >= (int64_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)v / (double)(1 << 30));
-  else if (v >= (int64_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)v / (double)(1 << 20));
-  else snprintf(buf, n, "%lld bytes", (long long)v);
-  return buf;
-}
-
-/* The error of a failed rt_alloc: what got no memory, its size, and the plan's memory figure
- * with what to change. */
-static void oom_error(h3_runtime *rt, h3_diag *d, h3_span span, const char *what, int64_t bytes) {
-  char b1[32], b2[32], b3[32];
-  h3_diag_error(d, span,
-                "compile a smaller plan (another --config, smaller --set sizes, fewer --set seqs) or "
-                "run on a device with more memory",
-                "out of %s memory for %s (%s); the plan needs %s of weights and %s of activation "
-                "arenas", rt->b->ops->name, what, human_bytes(bytes, b1, sizeof b1),
-                human_bytes(rt->plan_weight_bytes, b2, sizeof b2),
-                human_bytes(rt->plan_arena_bytes, b3, sizeof b3));
-}
 
 static const char *kind_name(h3_opcode c) {
   const h3_op_info *in = h3_op_info_get(c);
@@ -207,11 +125,11 @@ static h3_status state_ready(h3_runtime *rt, gstate *gs, h3_diag *d) {
     return H3_ERR;
   }
   if (gs->arena_bytes > 0) {
-    gs->arena = rt_alloc(rt, (size_t)gs->arena_bytes);
+    gs->arena = h3_rt_alloc(rt, (size_t)gs->arena_bytes);
     if (!gs->arena) {
       char what[160];
       snprintf(what, sizeof what, "graph '%s''s activation arena", gs->g->name);
-      oom_error(rt, d, gs->g->span, what, gs->arena_bytes);
+      h3_rt_oom_error(rt, d, gs->g->span, what, gs->arena_bytes);
       return H3_ERR;
     }
     rt->act_bytes += (size_t)gs->arena_bytes;
@@ -274,11 +192,11 @@ static h3_status bind(h3_runtime *rt, gstate *gs, const h3_value *v, h3_diag *d)
     s->t.type = v->type;
     return H3_OK;
   }
-  void *p = rt_alloc(rt, (size_t)bytes);
+  void *p = h3_rt_alloc(rt, (size_t)bytes);
   if (!p) {
     char what[160];
     snprintf(what, sizeof what, "value %%%s of graph '%s'", v->name ? v->name : "?", gs->g->name);
-    oom_error(rt, d, v->span, what, bytes);
+    h3_rt_oom_error(rt, d, v->span, what, bytes);
     return H3_ERR;
   }
   if (s->cap) {
@@ -474,9 +392,9 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     staged[i] = out_buf[i];
     if (!clash) continue;
     size_t bytes = (size_t)h3_type_bytes(&out_buf[i].type);
-    out_buf[i].data = rt_alloc(rt, bytes);
+    out_buf[i].data = h3_rt_alloc(rt, bytes);
     if (!out_buf[i].data) {
-      oom_error(rt, d, op->span, "a result's staging buffer", (int64_t)bytes);
+      h3_rt_oom_error(rt, d, op->span, "a result's staging buffer", (int64_t)bytes);
       st = H3_ERR;
     }
     n_staged = i + 1;
@@ -529,9 +447,9 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
     st = tmp ? H3_OK : H3_ERR;
     for (int i = 0; st == H3_OK && i < n; i++) {
       size_t bytes = (size_t)h3_type_bytes(&src[i]->type);
-      tmp[i] = rt_alloc(rt, bytes);
+      tmp[i] = h3_rt_alloc(rt, bytes);
       if (!tmp[i]) {
-        oom_error(rt, d, r->parent ? r->parent->span : no_span, "a loop's carried-value copy",
+        h3_rt_oom_error(rt, d, r->parent ? r->parent->span : no_span, "a loop's carried-value copy",
                   (int64_t)bytes);
         st = H3_ERR;
       } else
@@ -607,11 +525,11 @@ static h3_status stage_input(h3_runtime *rt, gstate *cs, int i, h3_tensor *t, h3
       h3_graph_donated_output(cs->g, i) >= 0)
     return H3_OK;
   if (!cs->staged) cs->staged = calloc((size_t)cs->g->n_inputs + 1, sizeof *cs->staged);
-  if (cs->staged && !cs->staged[i]) cs->staged[i] = rt_alloc(rt, STAGE_BYTES);
+  if (cs->staged && !cs->staged[i]) cs->staged[i] = h3_rt_alloc(rt, STAGE_BYTES);
   if (!cs->staged || !cs->staged[i]) {
     char what[160];
     snprintf(what, sizeof what, "a call argument of graph '%s'", cs->g->name);
-    oom_error(rt, d, cs->g->span, what, STAGE_BYTES);
+    h3_rt_oom_error(rt, d, cs->g->span, what, STAGE_BYTES);
     return H3_ERR;
   }
   h3_tensor staged = {t->type, cs->staged[i]};
@@ -813,11 +731,11 @@ h3_status h3_runtime_run(h3_runtime *rt, const h3_graph *g, const h3_host_tensor
       st = H3_ERR;
       break;
     }
-    bufs[i] = rt_alloc(rt, bytes);
+    bufs[i] = h3_rt_alloc(rt, bytes);
     if (!bufs[i]) {
       char what[160];
       snprintf(what, sizeof what, "input '%s'", v->name ? v->name : "?");
-      oom_error(rt, d, v->span, what, (int64_t)bytes);
+      h3_rt_oom_error(rt, d, v->span, what, (int64_t)bytes);
       st = H3_ERR;
       break;
     }
@@ -873,9 +791,9 @@ h3_status h3_runtime_buffer(h3_runtime *rt, const h3_type *t, h3_tensor *out, h3
     h3_diag_error(d, no_span, NULL, "a buffer of %s has no valid size", h3_dtype_name(t->dtype));
     return H3_ERR;
   }
-  out->data = rt_alloc(rt, (size_t)(bytes ? bytes : 1));
+  out->data = h3_rt_alloc(rt, (size_t)(bytes ? bytes : 1));
   if (!out->data) {
-    oom_error(rt, d, no_span, "a buffer the caller keeps across runs", bytes);
+    h3_rt_oom_error(rt, d, no_span, "a buffer the caller keeps across runs", bytes);
     return H3_ERR;
   }
   rt->act_bytes += (size_t)bytes;
@@ -954,305 +872,3 @@ h3_status h3_runtime_call(h3_runtime *rt, const h3_graph *g, const h3_tensor *ar
   return st;
 }
 
-/* ---- creation and statistics ------------------------------------------------------------- */
-/* The load-time ops of parameter p (h3_op_is_load_time: the --int8 weight quantization),
- * run right after p is uploaded. Their results are owned slots of their graph, kept like
- * weights and never recomputed (run_region skips the ops); a second op of equal attributes
- * on p (in another graph) shares the first one's buffers. p's own buffer is released when
- * nothing but load-time ops reads it, so the lowered weights cost their int8 size only. */
-static h3_status run_load_ops(h3_runtime *rt, const h3_param *p, h3_diag *d) {
-  const h3_op *first = NULL;
-  const gstate *first_gs = NULL;
-  int n = 0;
-  for (int gi = 0; gi < rt->m->n_graphs; gi++) {
-    gstate *gs = &rt->graphs[gi];
-    for (const h3_op *op = gs->g->body.first; op; op = op->next) {
-      if (!h3_op_is_load_time(op) || op->operands[0] != p->value) continue;
-      n++;
-      if (first && h3_op_attr_int(op, "rotate", 0) == h3_op_attr_int(first, "rotate", 0)) {
-        for (int i = 0; i < op->n_results; i++)
-          gs->slots[op->results[i]->id].t = first_gs->slots[first->results[i]->id].t;
-        continue;
-      }
-      h3_tensor out[2]; /* quantize_rows: codes and scales */
-      h3_status st = H3_OK;
-      for (int i = 0; st == H3_OK && i < 2 && i < op->n_results; i++) {
-        slot *s = &gs->slots[op->results[i]->id];
-        size_t bytes = (size_t)h3_type_bytes(&op->results[i]->type);
-        s->t = (h3_tensor){op->results[i]->type, rt_alloc(rt, bytes)};
-        if (!s->t.data) {
-          char what[200];
-          snprintf(what, sizeof what, "the load-time %s of parameter '%s'", h3_opcode_name(op->code), p->name);
-          oom_error(rt, d, op->span, what, (int64_t)bytes);
-          st = H3_ERR;
-          break;
-        }
-        s->cap = bytes ? bytes : 1;
-        rt->weight_bytes += s->cap;
-        out[i] = s->t;
-      }
-      if (st == H3_OK)
-        st = rt->b->ops->run_op(rt->b, op, &rt->params[p->value->id], 1, out, op->n_results, d);
-      for (int i = 0; st == H3_OK && i < op->n_results; i++) /* streamed: kept on the host */
-        if (h3_stream_holds(rt->stream, op->results[i])) {
-          slot *s = &gs->slots[op->results[i]->id];
-          st = h3_stream_take(rt->stream, op->results[i], s->t.data, d);
-          rt->b->ops->release(rt->b, s->t.data);
-          rt->weight_bytes -= s->cap;
-          s->t.data = NULL;
-          s->cap = 0;
-        }
-      if (st != H3_OK) return st;
-      if (!first) first = op, first_gs = gs;
-    }
-  }
-  h3_tensor *pt = &rt->params[p->value->id];
-  if (n > 0 && n == p->value->uses && pt->data) {
-    h3_status st = rt->b->ops->sync(rt->b, d);
-    if (st != H3_OK) return st;
-    if (!rt->borrowed[p->value->id]) rt->b->ops->release(rt->b, pt->data);
-    rt->weight_bytes -= (size_t)h3_type_bytes(&p->type);
-    pt->data = NULL;
-  }
-  return H3_OK;
-}
-
-/* The bytes of every graph's activation arena (the graphs' arena_bytes). */
-static int64_t arena_total(const h3_module *m) {
-  int64_t bytes = 0;
-  for (int i = 0; i < m->n_graphs; i++) {
-    const h3_attr *a = h3_graph_attr(m->graphs[i], "arena_bytes");
-    if (a && a->kind == H3_ATTR_INT && a->i > 0) bytes += a->i;
-  }
-  return bytes;
-}
-
-/* p's random weights made by the backend into host memory at `host` (p's layout), one block
- * (row of the stack) at a time: the device holds one block. */
-static h3_status make_on_host(h3_runtime *rt, const h3_param *p, void *host, h3_diag *d) {
-  h3_backend *b = rt->b;
-  int64_t rows = p->type.rank > 0 && p->type.dims[0] > 0 ? p->type.dims[0] : 1;
-  int64_t per = h3_weights_tensor_count(p) / rows;
-  size_t row = (size_t)h3_type_bytes(&p->type) / (size_t)rows;
-  void *dev = rt_alloc(rt, row);
-  if (!dev) {
-    char what[200];
-    snprintf(what, sizeof what, "a block of parameter '%s'", p->name);
-    oom_error(rt, d, p->span, what, (int64_t)row);
-    return H3_ERR;
-  }
-  h3_status st = H3_OK;
-  for (int64_t r = 0; st == H3_OK && r < rows; r++) {
-    st = b->ext->init_param(b, dev, p, rt->opt.weight_seed, r * per, per, d);
-    if (st == H3_OK) st = b->ops->download(b, (char *)host + (size_t)r * row, dev, row, d);
-    if (st == H3_OK) st = b->ops->sync(b, d);
-  }
-  b->ops->release(b, dev);
-  return st;
-}
-
-/* A parameter whose --int8 quantizer's results all stream: quantized on the host from the
- * store, or from the stack the backend makes block by block (make_on_host). */
-static h3_status load_quantized(h3_runtime *rt, const h3_weight *wt, const h3_param *p,
-                                const h3_op *q, h3_diag *d) {
-  size_t bytes = (size_t)h3_type_bytes(&p->type);
-  void *host = wt ? wt->data : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-  if (!host) {
-    h3_diag_error(d, p->span, "run on a machine with more memory",
-                  "out of host memory for parameter '%s' (%zu bytes), to quantize it", p->name,
-                  bytes);
-    return H3_ERR;
-  }
-  h3_status st = wt ? H3_OK : make_on_host(rt, p, host, d);
-  if (st == H3_OK) st = h3_stream_quantize(rt->stream, q, host, d);
-  if (!wt) free(host);
-  return st;
-}
-
-/* Gives parameter p its weights: the store's buffer (host memory backends), an upload of it,
- * or the backend's own random fill; then its load-time ops. A streamed parameter stays in
- * host memory (the store's buffer, or what the backend made), and so do the int8 codes and
- * scales of one whose quantizer's results stream. */
-static h3_status load_param(h3_runtime *rt, const h3_weights *w, const h3_param *p, h3_diag *d) {
-  h3_backend *b = rt->b;
-  const h3_weight *wt = w ? h3_weights_get(w, p) : NULL;
-  size_t bytes = (size_t)h3_type_bytes(&p->type);
-  if ((w && !wt) || !p->value || p->value->id < 0 || p->value->id >= rt->n_ids) {
-    h3_diag_error(d, p->span, NULL, "parameter '%s' has no weights", p->name);
-    return H3_ERR;
-  }
-  bool streamed = h3_stream_holds(rt->stream, p->value);
-  if (wt && streamed) return h3_stream_hold(rt->stream, p->value, wt->data, d);
-  if (streamed) {
-    void *host = h3_stream_host(rt->stream, p->value, d);
-    return host ? make_on_host(rt, p, host, d) : H3_ERR;
-  }
-  const h3_op *q = h3_stream_quantizer(rt->stream, p);
-  if (q) return load_quantized(rt, wt, p, q, d);
-  if (wt && b->ops->host_memory) { /* the store's buffer is the backend's memory: no copy */
-    rt->params[p->value->id] = (h3_tensor){p->type, wt->data};
-    rt->borrowed[p->value->id] = true;
-    rt->weight_bytes += bytes;
-    return run_load_ops(rt, p, d);
-  }
-  void *dev = rt_alloc(rt, bytes);
-  h3_status st = !dev ? H3_ERR
-                 : wt ? b->ops->upload(b, dev, wt->data, bytes, d)
-                      : b->ext->init_param(b, dev, p, rt->opt.weight_seed, 0,
-                                           h3_weights_tensor_count(p), d);
-  if (st != H3_OK) {
-    if (dev) b->ops->release(b, dev);
-    if (!dev) {
-      char what[200];
-      snprintf(what, sizeof what, "parameter '%s'", p->name);
-      oom_error(rt, d, p->span, what, (int64_t)bytes);
-    }
-    return st;
-  }
-  rt->params[p->value->id] = (h3_tensor){p->type, dev};
-  rt->weight_bytes += bytes;
-  return run_load_ops(rt, p, d);
-}
-
-h3_runtime *h3_runtime_new(const h3_module *m, h3_backend *b, const h3_weights *w,
-                           const h3_runtime_options *o, h3_diag *d) {
-  h3_runtime *rt = calloc(1, sizeof *rt);
-  if (!rt) {
-    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory creating the runtime");
-    return NULL;
-  }
-  rt->m = m;
-  rt->b = b;
-  if (o) rt->opt = *o;
-  rt->dev_clock = rt->opt.trace && rt->opt.trace_device && b->ext && b->ext->mark &&
-                  b->ext->mark_seconds && b->ext->marks_reset;
-  rt->n_ids = m->next_value_id;
-  rt->params = calloc((size_t)rt->n_ids + 1, sizeof *rt->params);
-  rt->borrowed = calloc((size_t)rt->n_ids + 1, sizeof *rt->borrowed);
-  rt->graphs = calloc((size_t)m->n_graphs + 1, sizeof *rt->graphs);
-  int ok = rt->params && rt->borrowed && rt->graphs;
-  for (int i = 0; ok && i < m->n_graphs; i++) {
-    rt->graphs[i].g = m->graphs[i];
-    rt->graphs[i].slots = calloc((size_t)rt->n_ids + 1, sizeof(slot));
-    ok = rt->graphs[i].slots != NULL;
-  }
-  if (!ok) {
-    h3_diag_error(d, no_span, H3_HINT_OOM, "out of memory creating the runtime");
-    h3_runtime_free(rt);
-    return NULL;
-  }
-  const char *fault = getenv("H3_FAULT_ALLOC");
-  rt->fault_alloc = fault ? atoll(fault) : 0;
-  for (int i = 0; i < m->n_params; i++) rt->plan_weight_bytes += h3_type_bytes(&m->params[i]->type);
-  rt->plan_arena_bytes = arena_total(m);
-  if (!w && !(b->ext && b->ext->init_param)) {
-    h3_diag_error(d, no_span, "pass a weight store",
-                  "the %s backend cannot make random weights itself", b->ops->name);
-    h3_runtime_free(rt);
-    return NULL;
-  }
-  /* the backend makes plain random weights itself; NVFP4 ones come quantized from the host */
-  h3_weights *nv = NULL;
-  for (int i = 0; !w && !nv && i < m->n_params; i++)
-    if (m->params[i]->quant != H3_QUANT_NONE && !(nv = h3_weights_random_nvfp4(m, rt->opt.weight_seed, d))) {
-      h3_runtime_free(rt);
-      return NULL;
-    }
-  if (rt->opt.device_memory > 0 &&
-      h3_stream_new(m, b, rt->opt.device_memory, rt->plan_arena_bytes, &rt->stream, &rt->planned,
-                    d) != H3_OK) {
-    h3_weights_free(nv);
-    h3_runtime_free(rt);
-    return NULL;
-  }
-  /* what streams (and feeds a streamed result) first, each stack's device memory given back
-     before the next (trim): the device holds one stack (and its int8 form) at a time, before
-     anything else is resident */
-  for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < m->n_params; i++) {
-      const h3_param *p = m->params[i];
-      if (h3_stream_feeds(rt->stream, p) != (pass == 0)) continue;
-      if (load_param(rt, w ? w : p->quant != H3_QUANT_NONE ? nv : NULL, p, d) != H3_OK) {
-        h3_weights_free(nv);
-        h3_runtime_free(rt);
-        return NULL;
-      }
-      if (pass == 0 && b->ext && b->ext->trim) b->ext->trim(b);
-    }
-  if (rt->stream && h3_stream_start(rt->stream, &rt->weight_bytes, d) != H3_OK) {
-    h3_weights_free(nv);
-    h3_runtime_free(rt);
-    return NULL;
-  }
-  if (nv && b->ops->sync(b, d) != H3_OK) { /* the uploads read nv */
-    h3_weights_free(nv);
-    h3_runtime_free(rt);
-    return NULL;
-  }
-  h3_weights_free(nv);
-  rt->t0 = b->ops->now(b);
-  return rt;
-}
-
-void h3_runtime_free(h3_runtime *rt) {
-  if (!rt) return;
-  for (int i = 0; rt->graphs && i < rt->m->n_graphs; i++) {
-    gstate *gs = &rt->graphs[i];
-    for (int v = 0; gs->slots && v < rt->n_ids; v++)
-      if (gs->slots[v].cap) rt->b->ops->release(rt->b, gs->slots[v].t.data);
-    free(gs->slots);
-    for (int i = 0; gs->staged && i < gs->g->n_inputs; i++)
-      if (gs->staged[i]) rt->b->ops->release(rt->b, gs->staged[i]);
-    free(gs->staged);
-    if (gs->arena) rt->b->ops->release(rt->b, gs->arena);
-  }
-  for (int v = 0; rt->params && v < rt->n_ids; v++)
-    if (rt->params[v].data && !(rt->borrowed && rt->borrowed[v]))
-      rt->b->ops->release(rt->b, rt->params[v].data);
-  h3_stream_free(rt->stream);
-  free(rt->params);
-  free(rt->borrowed);
-  free(rt->graphs);
-  free(rt->ev);
-  free(rt->ev_code);
-  free(rt->br);
-  free(rt);
-}
-
-const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt) { return rt->stats; }
-
-void h3_runtime_reset_stats(h3_runtime *rt) {
-  memset(rt->stats, 0, sizeof rt->stats);
-  rt->n_ev = rt->ev_first = 0;
-}
-
-size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events) {
-  *events = rt->ev;
-  return rt->n_ev;
-}
-
-size_t h3_runtime_branches(const h3_runtime *rt, const h3_branch_event **events) {
-  *events = rt->br;
-  return rt->n_br;
-}
-
-size_t h3_runtime_weight_bytes(const h3_runtime *rt) { return rt->weight_bytes; }
-size_t h3_runtime_activation_bytes(const h3_runtime *rt) { return rt->act_bytes; }
-
-h3_status h3_runtime_check_budget(const h3_module *m, h3_backend *b, int64_t budget, h3_diag *d) {
-  h3_stream *st = NULL;
-  h3_stream_info planned;
-  h3_status s = h3_stream_new(m, b, budget, arena_total(m), &st, &planned, d);
-  h3_stream_free(st);
-  return s;
-}
-
-bool h3_runtime_streaming(h3_runtime *rt, h3_streaming *out) {
-  h3_stream_info in = rt->planned;
-  if (rt->stream) h3_stream_get_info(rt->stream, &in);
-  *out = (h3_streaming){in.budget, in.fixed_bytes, in.layers, in.block_bytes,
-                        in.plan.resident_blocks, in.plan.ring_slots, in.plan.device_bytes,
-                        in.plan.streamed_bytes, in.plan.min_budget, in.block_copy_seconds,
-                        in.peak_device_bytes, in.stall_seconds, in.stall_waits};
-  return rt->stream != NULL;
-}
