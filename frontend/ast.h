@@ -131,14 +131,18 @@ typedef enum {
   ITEM_FN,
   ITEM_GRAPH,
   ITEM_PROGRAM,
+  ITEM_CHECK,
 } ast_item_kind;
 
 typedef struct ast_item {
   ast_item_kind kind;
-  h3_span span;      /* the item's name */
+  h3_span span;      /* the item's name; CHECK: its condition */
   const char *name;  /* MODEL, CONFIG, LET, FN, GRAPH, PROGRAM */
   ast_arg *entries;  /* CONFIG: key = value entries */
-  ast_expr *value;   /* LET */
+  ast_expr *value;   /* LET; CHECK: the left side */
+  ast_expr *rhs;     /* CHECK: the right side */
+  int compare;       /* CHECK: '<', '>', 'l' (<=), 'g' (>=), '=' (==), '!' (!=) */
+  const char *message; /* CHECK: the hint of a failed check */
   ast_field *fields; /* PARAM: one field; PARAMS: the group's fields */
   ast_part *path;    /* PARAMS: the group path */
   ast_expr *first;   /* PARAMS: range start (NULL for `P[COUNT]`) */

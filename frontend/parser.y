@@ -91,6 +91,7 @@ static int is_item_keyword(int tok);
 %token AS "'as'" INIT "'init'" FN "'fn'" GRAPH "'graph'" PROGRAM "'program'"
 %token REPEAT "'repeat'" FOR "'for'" IN "'in'" RETURN "'return'"
 %token ARROW "'->'" DOTDOT "'..'"
+%token CHECK "'check'" LE "'<='" GE "'>='" EQ "'=='" NE "'!='"
 %token <str> IDENT "a name"
 %token <str> STRING "a string"
 %token <ival> INT "an integer"
@@ -111,6 +112,7 @@ static int is_item_keyword(int tok);
 %type <stmt> stmts stmt block
 %type <name> names
 %type <expr> expr postfix primary
+%type <ival> compare
 
 %%
 
@@ -135,6 +137,11 @@ item: MODEL IDENT {
     | LET IDENT '=' expr {
         NEED($$ = NEW(ast_item));
         $$->kind = ITEM_LET; $$->name = $2; $$->span = @2; $$->value = $4;
+      }
+    | CHECK expr compare expr ',' STRING {
+        NEED($$ = NEW(ast_item));
+        $$->kind = ITEM_CHECK; $$->span = ast_span_join($2->span, $4->span);
+        $$->value = $2; $$->rhs = $4; $$->compare = (int)$3; $$->message = $6;
       }
     | PARAM field {
         NEED($$ = NEW(ast_item));
@@ -171,6 +178,14 @@ item: MODEL IDENT {
         $$->body = $8; $$->end_span = ctx->block_end;
       }
     ;
+
+compare: '<'             { $$ = '<'; }
+       | '>'             { $$ = '>'; }
+       | LE              { $$ = 'l'; }
+       | GE              { $$ = 'g'; }
+       | EQ              { $$ = '='; }
+       | NE              { $$ = '!'; }
+       ;
 
 entries: %empty          { $$ = NULL; }
        | entries entry   { $$ = $2; $2->next = $1; }
@@ -214,6 +229,7 @@ pname: IDENT       { $$ = $1; }
      | MODEL       { $$ = "model"; }
      | CONFIG      { $$ = "config"; }
      | LET         { $$ = "let"; }
+     | CHECK       { $$ = "check"; }
      | PARAM       { $$ = "param"; }
      | PARAMS      { $$ = "params"; }
      | AS          { $$ = "as"; }
@@ -400,7 +416,7 @@ arg: expr            { NEED($$ = ast_arg_new(ctx->arena, NULL, @1, $1)); }
 static int is_item_keyword(int tok) {
   switch (tok) {
   case MODEL: case CONFIG: case LET: case PARAM: case PARAMS: case FN: case GRAPH:
-  case PROGRAM:
+  case PROGRAM: case CHECK:
     return 1;
   default:
     return 0;

@@ -257,6 +257,43 @@ static void sema_let(sema *S, ast_item *it) {
   c->span = it->span;
 }
 
+/* `check LEFT CMP RIGHT, "hint"`: both sides integer constants of the config keys and the
+ * lets above; false stops the compile there (the items below may rely on it). */
+static void sema_check(sema *S, ast_item *it) {
+  sval l = sema_eval(S, it->value, true), r = l.kind == SV_ERROR ? l : sema_eval(S, it->rhs, true);
+  if (l.kind == SV_ERROR || r.kind == SV_ERROR) {
+    S->check_failed = true;
+    return;
+  }
+  if (l.kind != SV_INT || r.kind != SV_INT) {
+    h3_diag_error(S->d, (l.kind != SV_INT ? it->value : it->rhs)->span,
+                  "a check compares integer expressions of config keys and lets",
+                  "a check's sides are integers, got %s", sv_describe(S, l.kind != SV_INT ? &l : &r));
+    S->check_failed = true;
+    return;
+  }
+  static const struct {
+    int code;
+    const char *text;
+  } ops[] = {{'<', "<"}, {'>', ">"}, {'l', "<="}, {'g', ">="}, {'=', "=="}, {'!', "!="}};
+  bool holds = false;
+  const char *op = "?";
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (ops[i].code == it->compare) op = ops[i].text;
+  switch (it->compare) {
+  case '<': holds = l.i < r.i; break;
+  case '>': holds = l.i > r.i; break;
+  case 'l': holds = l.i <= r.i; break;
+  case 'g': holds = l.i >= r.i; break;
+  case '=': holds = l.i == r.i; break;
+  default: holds = l.i != r.i; break;
+  }
+  if (holds) return;
+  h3_diag_error(S->d, it->span, it->message, "check failed with config '%s': %lld %s %lld is false", S->m->config,
+                (long long)l.i, op, (long long)r.i);
+  S->check_failed = true;
+}
+
 static bool reserved_name(const char *n) {
   static const char *const builtins[] = {"split", "zeros", "full", "rows", "ceildiv", "int", NULL};
   h3_dtype dt;
@@ -359,10 +396,11 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
   m->source = h3_arena_strdup(&m->arena, file);
   for (int k = 0; k < S->n_config; k++) h3_module_set_config(m, S->config_keys[k], S->config_vals[k]);
   int order = 0;
-  for (ast_item *it = f->items; it && !S->oom_reported; it = it->next, order++) {
+  for (ast_item *it = f->items; it && !S->oom_reported && !S->check_failed; it = it->next, order++) {
     S->cur_order = order;
     switch (it->kind) {
     case ITEM_LET: sema_let(S, it); break;
+    case ITEM_CHECK: sema_check(S, it); break;
     case ITEM_PARAM: sema_param(S, it); break;
     case ITEM_PARAMS: sema_params(S, it); break;
     case ITEM_GRAPH:
@@ -374,7 +412,7 @@ h3_module *sema_run(h3_diag *d, h3_arena *tmp, const char *file, const char *tex
     default: break;
     }
   }
-  for (ast_item *it = f->items; it; it = it->next) {
+  for (ast_item *it = f->items; it && !S->check_failed; it = it->next) {
     gcall *g = it->kind == ITEM_FN ? h3_strmap_get(&S->calls, it->name) : NULL;
     if (g && g->item == it && !g->used)
       h3_diag_warning(d, it->span, "remove it, or call it from a function, graph or program",

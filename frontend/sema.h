@@ -135,6 +135,7 @@ typedef struct sema {
   int64_t ops_left;
   bool budget_reported;
   bool oom_reported;
+  bool check_failed; /* a `check` item failed: the items after it are not compiled */
   /* the chosen config, after the overrides */
   int n_config;
   const char **config_keys;

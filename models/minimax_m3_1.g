@@ -79,6 +79,23 @@ config tiny {
   seqs = 1           prefill_group = 1
 }
 
+# What every graph below relies on, checked against the chosen config and its --set overrides.
+check n_dense >= 1, "the first layers are dense (§2): n_dense at least 1"
+check n_dense < n_layers, "at least one sparse layer follows the dense ones: n_dense below n_layers"
+check kv_heads >= 1, "kv_heads at least 1"
+check heads % kv_heads == 0, "grouped-query attention: heads a multiple of kv_heads"
+check rope_dims <= head_dim, "rope turns the first rope_dims of a head's head_dim"
+check top_k <= experts, "the router chooses top_k of the experts: top_k at most experts"
+check page == sparse_block, "a KV page is one sparse-attention block (§2): set page and sparse_block alike"
+check topk_blocks >= 1, "the indexer selects topk_blocks blocks: at least 1"
+check mask_id < vocab, "mask_id is a token id: below vocab"
+check capture2 < n_layers, "the draft reads layers capture0..2: below n_layers"
+check seqs >= 1, "seqs is the sequences the caches hold and the batched graphs' rows: at least 1"
+check prefill_group >= 1, "prefill_group is the prompts of serve_prefill_group: at least 1"
+check prompt_len >= 1, "prompt_len is the prefill's rows: at least 1"
+check prompt_len <= max_ctx, "a prompt (a prefill chunk) must fit the context: raise max_ctx or lower prompt_len"
+check max_new_tokens >= 1, "max_new_tokens is generate's tokens: at least 1"
+
 let n_sparse = n_layers - n_dense
 let q_width = heads * head_dim
 let kv_width = kv_heads * head_dim
