@@ -39,7 +39,8 @@ config tiny {
 # What every graph below relies on, checked against the chosen config and its --set overrides.
 check steps >= 1, "steps is the sampler's forwards: at least 1"
 check layers >= 1, "the trunk holds at least one block"
-check slots == 2, "a step has two timesteps, video slot 0 and audio slot 1 (§1)"
+check slots >= 2, "a step has a timestep per slot, video slot 0 and audio slot 1 at least (§1)"
+check slots <= 4, "at most 4 distinct timesteps per step (§1)"
 check rope_dims % 6 == 0, "rope's dimensions split over 3 axes of cos / sin pairs: rope_dims a multiple of 6"
 check rope_dims <= head_dim, "rope turns the first rope_dims of a head's head_dim"
 check text_rows >= 1, "the packed sequence starts with the text rows: at least 1"
