@@ -2,6 +2,11 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
+# Next, in this order (a fresh session's 1800 s: ~95 s to start, then): 30 (~410 s: the
+# correctness of the build), 31 (~560 s: issue 18's c64 against the batched peer, twice), 32
+# (~500 s: the table at 32 / 8 / 1 and the 2048-token prefill); then 33 or 34 if time is left.
+# A stage staged from the present tree serves all three (its plans are those of the
+# evening's build: the side-streams window bound and the config checks change no plan).
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
