@@ -5,8 +5,10 @@
 # Next, in this order (a fresh session's 1800 s: ~95 s to start, then): 30 (~410 s: the
 # correctness of the build), 31 (~560 s: issue 18's c64 against the batched peer, twice), 32
 # (~500 s: the table at 32 / 8 / 1 and the 2048-token prefill); then 33 or 34 if time is left.
-# A stage staged from the present tree serves all three (its plans are those of the
-# evening's build: the side-streams window bound and the config checks change no plan).
+# A stage staged from the present tree serves all three: the side-streams window bound and
+# the config checks leave every small and H3 plan as the evening's build wrote it (compared
+# byte for byte: small at seqs 1 / 8 / 32 / 64, groups of 16, 128 experts; H3 tiny, full,
+# --int8, high); only tiny M3.1's plans fork two indexer branches later (bitwise neutral).
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31

@@ -268,6 +268,11 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
     }
   after = first - 1;
   while (after >= 0 && c->side[after]) after--;
+  /* the window's cost summed again in program order: candidates are compared by it, and a
+     tie must not depend on the order of a floating-point sum */
+  main_cost = 0;
+  for (int k = first; k < j; k++)
+    if (!c->side[k]) main_cost += op_cost_us(rv->ops[k]);
   if (!main_kernels || in_place_clash(rv, c->side, after + 1, j)) return false;
   c->after = after;
   c->cost = side_cost;
