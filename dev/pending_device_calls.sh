@@ -116,7 +116,8 @@
 #      m31_small_gpu_test_g8 / _g127, m31_small_serve_s64 / _s1 / _s64_g16); predicted: all pass
 #   31 call 28 again on that build, twice (slim stage: m31_small_serve_s64 / _s64_g16): predicted a
 #      group 184 -> ~135 ms (the last layer's o_proj, moe, shared expert, attention and top-k
-#      over 16 rows instead of 32768: ~44 ms; index_topk's scores: ~5 ms), h3 3.67 -> ~3.3 s,
+#      over 16 rows instead of 32768: ~44 ms; index_topk's scores: ~5 ms; the expert GEMMs'
+#      tuned algorithm, new since: 0-8 % of the two full moe layers' ~47 ms), h3 3.67 -> ~3.3 s,
 #      ~9900 tok/s against a peer of ~8000: ~1.23 x; prompts one by one 14.9 -> ~12 ms a chunk
 #   33 dev/moe_grouped_cublas.cu at a 16-prompt group's 32768 tokens and at one prompt's 2048
 #      (build it into STAGE/bin: its header): the per-expert GEMMs' own rate at ~4096 rows

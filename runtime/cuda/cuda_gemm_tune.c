@@ -361,10 +361,14 @@ done:
   return st;
 }
 
+bool cu_lt_tunes(const cu_state *s, const cu_lt_problem *p, double flops) {
+  bool large = flops >= tune_min_flops() || p->a_bytes + p->b_bytes >= CU_TUNE_MIN_BYTES;
+  return large && tuning_on(s);
+}
+
 h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, double flops,
                      cublasLtMatmulAlgo_t *algo, h3_diag *d) {
-  bool large = flops >= tune_min_flops() || p->a_bytes + p->b_bytes >= CU_TUNE_MIN_BYTES;
-  if (!large || !tuning_on(s)) return H3_OK;
+  if (!cu_lt_tunes(s, p, flops)) return H3_OK;
   char key[512], path[4200];
   snprintf(key, sizeof key, "%s|cublasLt %zu|%s", s->device_name, cublasLtGetVersion(), p->key);
   tune_path(s, key, path, sizeof path);

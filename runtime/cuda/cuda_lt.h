@@ -42,5 +42,8 @@ h3_status cu_lt_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p,
  * by the fastest candidate, timed once per machine and kept in the kernel cache folder. */
 h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, double flops,
                      cublasLtMatmulAlgo_t *algo, h3_diag *d);
+/* Whether cu_lt_tune picks p's algorithm by timing (large enough, tuning on); else it keeps
+ * the heuristic's pick. */
+bool cu_lt_tunes(const cu_state *s, const cu_lt_problem *p, double flops);
 
 #endif

@@ -8,7 +8,10 @@
  * cu_graph_host_reads); H3_MOE_GATHER_NAME copies the rows in expert order into one buffer;
  * per expert two cuBLASLt GEMMs (bf16 operands, fp32 accumulation, bf16 results, as `linear`)
  * with H3_MOE_SWIGLU_NAME between them; H3_MOE_COMBINE_AT_NAME adds the chosen experts'
- * outputs in the reference's order. The contract is the other forms': act = bf16(swigluoai(
+ * outputs in the reference's order. Each weight's expert GEMMs run the algorithm
+ * cuda_gemm_tune.c picks once per machine for the op's mean rows per expert (where cuBLASLt
+ * accepts it for an expert's rows; else the heuristic's first pick), as `linear`'s large
+ * GEMMs do. The contract is the other forms': act = bf16(swigluoai(
  * bf16(h . gate), bf16(h . up))), y = bf16(act . down), out = sum of w * y in ascending
  * expert order (kernels/m31_moe.cu); only the GEMMs' summation order differs.
  */
@@ -43,21 +46,78 @@ bool cu_m31_moe_lt(const h3_op *op) {
          H % 128 == 0 && F % 128 == 0 && k <= 16 && T * k >= rows * E && T * k < (1ll << 31);
 }
 
+/* The layouts of `linear`'s TN problem y[M, N] = x[M, K] . w[N, K]^T in bf16 (cuda_gemm.c);
+ * false (and an error) when cuBLASLt cannot describe it. */
+static bool tn_layouts(const h3_op *op, int64_t M, int64_t N, int64_t K, cublasLtMatrixLayout_t *a,
+                       cublasLtMatrixLayout_t *b, cublasLtMatrixLayout_t *c, h3_diag *d) {
+  *a = *b = *c = NULL;
+  if (cublasLtMatrixLayoutCreate(a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatrixLayoutCreate(b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatrixLayoutCreate(c, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N) == CUBLAS_STATUS_SUCCESS)
+    return true;
+  cu_op_error(d, op, NULL, "cuBLASLt: cannot describe an expert GEMM of %lld x %lld x %lld", (long long)M,
+              (long long)N, (long long)K);
+  return false;
+}
+
+static void free_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+}
+
+/* One weight's expert GEMMs (N, K) of an op: the algorithm cuda_gemm_tune.c picks for the
+ * op's mean rows per expert, made odd (tuning checks its output against the heuristic's
+ * pick, and an odd M puts a partial tile under that check), so that the choice is a
+ * function of the op's shape alone; `tuned` false where nothing was tuned (tuning off, or
+ * cuBLASLt has no algorithm): each GEMM then takes the heuristic's first pick for its rows. */
+typedef struct {
+  cublasLtMatmulAlgo_t algo;
+  bool tuned;
+} expert_algo;
+
+static h3_status tune_experts(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, int64_t mean_rows,
+                              int64_t N, int64_t K, expert_algo *ea, h3_diag *d) {
+  const int64_t M = mean_rows | 1;
+  cublasLtMatrixLayout_t a, b, c;
+  ea->tuned = false;
+  if (!tn_layouts(op, M, N, K, &a, &b, &c, d)) {
+    free_layouts(a, b, c);
+    return H3_ERR;
+  }
+  int found = 0;
+  h3_status st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &ea->algo, &found, d);
+  if (st == H3_OK && found) {
+    cu_lt_problem p = {desc, a, b, c, (size_t)(N * K) * 2, (size_t)(M * K) * 2, (size_t)(M * N) * 2, ""};
+    snprintf(p.key, sizeof p.key, "moe expert bf16 TN M %lld N %lld K %lld out 2 align 16", (long long)M,
+             (long long)N, (long long)K);
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    ea->tuned = cu_lt_tunes(s, &p, flops);
+    st = cu_lt_tune(s, op, &p, flops, &ea->algo, d);
+    ea->tuned = ea->tuned && st == H3_OK;
+  }
+  free_layouts(a, b, c);
+  return st;
+}
+
 /* y[M, N] = x[M, K] . w[N, K]^T, bf16 in and out, fp32 accumulation: `linear`'s TN problem
- * (cuda_gemm.c), the heuristic's first algorithm for 16-byte aligned pointers. */
-static h3_status lt_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, const void *x,
-                         const void *w, void *y, int64_t M, int64_t N, int64_t K, h3_diag *d) {
-  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+ * (cuda_gemm.c) for 16-byte aligned pointers, by ea's tuned algorithm where cuBLASLt accepts
+ * it for M rows, else the heuristic's first pick for them. */
+static h3_status lt_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, const expert_algo *ea,
+                         const void *x, const void *w, void *y, int64_t M, int64_t N, int64_t K, h3_diag *d) {
+  cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
   int found = 0;
   h3_status st = H3_ERR;
-  if (cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K) == CUBLAS_STATUS_SUCCESS &&
-      cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K) == CUBLAS_STATUS_SUCCESS &&
-      cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N) == CUBLAS_STATUS_SUCCESS)
-    st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
-  else
-    cu_op_error(d, op, NULL, "cuBLASLt: cannot describe an expert GEMM of %lld x %lld x %lld",
-                (long long)M, (long long)N, (long long)K);
+  if (tn_layouts(op, M, N, K, &a, &b, &c, d)) {
+    cublasLtMatmulHeuristicResult_t chk;
+    if (ea->tuned && cublasLtMatmulAlgoCheck((cublasLtHandle_t)s->lt, desc, a, b, c, c, &ea->algo, &chk) ==
+                         CUBLAS_STATUS_SUCCESS &&
+        chk.workspaceSize <= CU_WORKSPACE_BYTES)
+      algo = ea->algo, found = 1, st = H3_OK;
+    else
+      st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
+  }
   if (st == H3_OK && !found)
     st = cu_op_error(d, op, "set H3_MOE_LT_ROWS=0 (the grouped kernels take every moe)",
                      "cuBLASLt has no algorithm for an expert GEMM of %lld x %lld x %lld",
@@ -67,9 +127,7 @@ static h3_status lt_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc
   if (st == H3_OK)
     r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, &one, w, a, x, b, &zero, y, c, y, c, &algo,
                        s->workspace, CU_WORKSPACE_BYTES, s->stream);
-  if (a) cublasLtMatrixLayoutDestroy(a);
-  if (b) cublasLtMatrixLayoutDestroy(b);
-  if (c) cublasLtMatrixLayoutDestroy(c);
+  free_layouts(a, b, c);
   if (st == H3_OK && r != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, op, r, "cublasLtMatmul");
   return st;
 }
@@ -84,14 +142,14 @@ static h3_status tn_desc(const h3_op *op, cublasLtMatmulDesc_t *desc, h3_diag *d
 
 /* Per expert e with rows: GEMM of its rows [off, off + n) of `from` (ld K) by weight e of
  * `w` ([E, N, K]) into the same rows of `to` (ld N). */
-static h3_status expert_gemms(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc,
+static h3_status expert_gemms(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, const expert_algo *ea,
                               const int *counts, int64_t E, const char *from, const char *w,
                               char *to, int64_t N, int64_t K, h3_diag *d) {
   int64_t off = 0;
   for (int64_t e = 0; e < E; e++) {
     int64_t n = counts[e];
-    if (n > 0 && lt_gemm(s, op, desc, from + off * K * 2, w + e * N * K * 2, to + off * N * 2, n, N, K,
-                         d) != H3_OK)
+    if (n > 0 && lt_gemm(s, op, desc, ea, from + off * K * 2, w + e * N * K * 2, to + off * N * 2, n, N,
+                         K, d) != H3_OK)
       return H3_ERR;
     off += n;
   }
@@ -139,10 +197,15 @@ h3_status cu_m31_run_moe_lt(cu_state *s, const h3_op *op, const cu_m31_moe_parts
   int64_t g3[3] = {T, (H + 2047) / 2048, 1};
   h3_status st = cu_launch(s, kn[1], gg, b256, 0, ag, d);
   if (st == H3_OK) st = tn_desc(op, &desc, d);
+  /* the algorithms, for the op's mean rows per expert (its shape, not this run's routing) */
+  expert_algo ea[2];
+  const int64_t mean_rows = (T * k + E - 1) / E;
+  if (st == H3_OK) st = tune_experts(s, op, desc, mean_rows, twoF, H, &ea[0], d);
+  if (st == H3_OK) st = tune_experts(s, op, desc, mean_rows, H, F, &ea[1], d);
   if (st == H3_OK)
-    st = expert_gemms(s, op, desc, hc, E, xs, in[1].data, u, twoF, H, d); /* xs . gate_up */
+    st = expert_gemms(s, op, desc, &ea[0], hc, E, xs, in[1].data, u, twoF, H, d); /* xs . gate_up */
   if (st == H3_OK && rows) st = cu_launch(s, kn[2], gs, b256, 0, as, d);
-  if (st == H3_OK) st = expert_gemms(s, op, desc, hc, E, act, in[2].data, y, H, F, d); /* . down */
+  if (st == H3_OK) st = expert_gemms(s, op, desc, &ea[1], hc, E, act, in[2].data, y, H, F, d); /* . down */
   if (st == H3_OK) st = cu_launch(s, kn[3], g3, b256, 0, a3, d);
   if (desc) cublasLtMatmulDescDestroy(desc);
   free(hc);
