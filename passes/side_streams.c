@@ -22,8 +22,8 @@
  * makes is read only inside E_i, by J or after J; it holds a kernel and only side-eligible
  * ops (no loop, call, branch, collective or op whose kernels share state between ops; work
  * of at most MAX_ROWS rows: batch-sized work that leaves the card's memory system or SMs
- * idle, not a prefill's GEMMs); and it touches no buffer that a main op of its window
- * updates in place, nor updates in place one that such an op reads. E_i then moves after
+ * idle, not a prefill's GEMMs); and it touches no buffer that a main op after its last
+ * input (up to J) updates in place, nor updates in place one that such an op reads. E_i then moves after
  * the last op it depends on (how far after: below), and the main work of its window is
  * every other op between there and J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
  * region takes the worthiest candidate (the cheaper chain on a tie, so the side never
@@ -259,6 +259,7 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
   /* the window: from J back over the main ops until they hold WINDOW_KERNELS kernels and
      cover the chain COVER times, or back to the chain's inputs; the branch goes right after
      the main op before them (a longer window only keeps more values live) */
+  const int inputs = after; /* the chain's last input: its ops move within (inputs, j) */
   int first = j, main_kernels = 0;
   for (int k = j - 1; k > after && (main_kernels < WINDOW_KERNELS || main_cost < COVER * side_cost); k--)
     if (!c->side[k]) {
@@ -273,7 +274,8 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
   main_cost = 0;
   for (int k = first; k < j; k++)
     if (!c->side[k]) main_cost += op_cost_us(rv->ops[k]);
-  if (!main_kernels || in_place_clash(rv, c->side, after + 1, j)) return false;
+  /* in-place clashes over every main op a side op may move past, not just the window's */
+  if (!main_kernels || in_place_clash(rv, c->side, inputs + 1, j)) return false;
   c->after = after;
   c->cost = side_cost;
   c->benefit = side_cost < main_cost ? side_cost : main_cost;
