@@ -114,7 +114,8 @@
 #      ops without the grouped kernels): test_gpu_ops, the m31 section (tiny tokens cuda ==
 #      cpu, test_gpu_m31), tests/gpu/serve_check.py (slim stage: m31_tiny,
 #      m31_small_gpu_test_g8 / _g127, m31_small_serve_s64 / _s1 / _s64_g16); predicted: all pass
-#   31 call 28 again on that build, twice (slim stage: m31_small_serve_s64 / _s64_g16): predicted a
+#   31 call 28 again on that build, twice, the second with H3_MOE_LT_TUNE=0 (the group's expert
+#      GEMMs untuned, for their share; slim stage: m31_small_serve_s64 / _s64_g16): predicted a
 #      group 184 -> ~135 ms (the last layer's o_proj, moe, shared expert, attention and top-k
 #      over 16 rows instead of 32768: ~44 ms; index_topk's scores: ~5 ms; the expert GEMMs'
 #      tuned algorithm, new since: 0-8 % of the two full moe layers' ~47 ms), h3 3.67 -> ~3.3 s,
@@ -253,8 +254,10 @@ case $CALL in
    timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
    echo "== serve_check"; timeout 330 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | tail -25
    } > "$log" 2>&1 ;;
-31) { for R in 1 2; do # twice: the peer moves by a few % between runs
-     M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \
+31) { for R in 1 2; do # twice: the peer moves by a few % between runs; the second run's h3
+     # without the expert GEMMs' tuning (H3_MOE_LT_TUNE=0): its group time against the first's
+     T=$([ $R = 2 ] && echo 0 || echo 1)
+     H3_MOE_LT_TUNE=$T M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=16 M31_SERVE_PEER_PREFILL=16 \
        M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout 275 bench/m31_serve.sh "$S" "$OUT/serve$R" 64
    done; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
 32) { serve_groups 32 200; serve_groups 8 200

@@ -19,6 +19,7 @@
 #include "cuda_m31.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* From MOE_LT_ROWS rows per expert on average (H3_MOE_LT_ROWS=N, read once per process, sets
  * N; 0 turns the form off): a prefill group of 16 prompts of 2048 rows has 4096 per expert at 32 experts, top-4;
@@ -76,11 +77,23 @@ typedef struct {
   bool tuned;
 } expert_algo;
 
+/* H3_MOE_LT_TUNE=0 (read once per process): every expert GEMM takes the heuristic's pick
+ * for its rows, as before the tuning (to compare the two). */
+static bool lt_tune_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *env = getenv("H3_MOE_LT_TUNE");
+    on = !(env && !strcmp(env, "0"));
+  }
+  return on;
+}
+
 static h3_status tune_experts(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, int64_t mean_rows,
                               int64_t N, int64_t K, expert_algo *ea, h3_diag *d) {
   const int64_t M = mean_rows | 1;
   cublasLtMatrixLayout_t a, b, c;
   ea->tuned = false;
+  if (!lt_tune_on()) return H3_OK;
   if (!tn_layouts(op, M, N, K, &a, &b, &c, d)) {
     free_layouts(a, b, c);
     return H3_ERR;
