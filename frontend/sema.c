@@ -272,21 +272,15 @@ static void sema_check(sema *S, ast_item *it) {
     S->check_failed = true;
     return;
   }
-  static const struct {
-    int code;
-    const char *text;
-  } ops[] = {{'<', "<"}, {'>', ">"}, {'l', "<="}, {'g', ">="}, {'=', "=="}, {'!', "!="}};
-  bool holds = false;
-  const char *op = "?";
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (ops[i].code == it->compare) op = ops[i].text;
+  bool holds;
+  const char *op;
   switch (it->compare) {
-  case '<': holds = l.i < r.i; break;
-  case '>': holds = l.i > r.i; break;
-  case 'l': holds = l.i <= r.i; break;
-  case 'g': holds = l.i >= r.i; break;
-  case '=': holds = l.i == r.i; break;
-  default: holds = l.i != r.i; break;
+  case '<': op = "<", holds = l.i < r.i; break;
+  case '>': op = ">", holds = l.i > r.i; break;
+  case 'l': op = "<=", holds = l.i <= r.i; break;
+  case 'g': op = ">=", holds = l.i >= r.i; break;
+  case '=': op = "==", holds = l.i == r.i; break;
+  default: op = "!=", holds = l.i != r.i; break;
   }
   if (holds) return;
   h3_diag_error(S->d, it->span, it->message, "check failed with config '%s': %lld %s %lld is false", S->m->config,

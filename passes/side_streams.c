@@ -253,7 +253,7 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
     }
   }
   if (after >= j) return false;
-  double side_cost = 0, main_cost = 0;
+  double side_cost = 0, reach = 0; /* reach: the modelled cost of the main ops walked so far */
   for (int k = 0; k < n; k++)
     if (c->side[k]) side_cost += op_cost_us(rv->ops[k]);
   /* the window: from J back over the main ops until they hold WINDOW_KERNELS kernels and
@@ -261,9 +261,9 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
      the main op before them (a longer window only keeps more values live) */
   const int inputs = after; /* the chain's last input: its ops move within (inputs, j) */
   int first = j, main_kernels = 0;
-  for (int k = j - 1; k > after && (main_kernels < WINDOW_KERNELS || main_cost < COVER * side_cost); k--)
+  for (int k = j - 1; k > after && (main_kernels < WINDOW_KERNELS || reach < COVER * side_cost); k--)
     if (!c->side[k]) {
-      main_cost += op_cost_us(rv->ops[k]);
+      reach += op_cost_us(rv->ops[k]);
       main_kernels += is_kernel(rv->ops[k]);
       first = k;
     }
@@ -271,7 +271,7 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
   while (after >= 0 && c->side[after]) after--;
   /* the window's cost summed again in program order: candidates are compared by it, and a
      tie must not depend on the order of a floating-point sum */
-  main_cost = 0;
+  double main_cost = 0;
   for (int k = first; k < j; k++)
     if (!c->side[k]) main_cost += op_cost_us(rv->ops[k]);
   /* in-place clashes over every main op a side op may move past, not just the window's */

@@ -18,6 +18,7 @@
 #include "cuda_lt.h"
 
 #include <cublasLt.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct cu_gemm {
@@ -51,11 +52,46 @@ void cu_gemm_shutdown(cu_state *s) {
 
 void cu_gemm_free(cu_gemm *g) {
   if (!g) return;
-  if (g->a) cublasLtMatrixLayoutDestroy(g->a);
-  if (g->b) cublasLtMatrixLayoutDestroy(g->b);
-  if (g->c) cublasLtMatrixLayoutDestroy(g->c);
+  cu_lt_layouts_free(g->a, g->b, g->c);
   if (g->desc) cublasLtMatmulDescDestroy(g->desc);
   free(g);
+}
+
+h3_status cu_lt_tn_desc(const h3_op *op, cublasLtMatmulDesc_t *desc, h3_diag *d) {
+  LT_CHECK(d, op, cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LT_CHECK(d, op, cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LT_CHECK(d, op, cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  return H3_OK;
+}
+
+h3_status cu_lt_tn_layouts(const h3_op *op, int64_t M, int64_t N, int64_t K, cudaDataType_t out,
+                           cublasLtMatrixLayout_t *a, cublasLtMatrixLayout_t *b, cublasLtMatrixLayout_t *c,
+                           h3_diag *d) {
+  *a = *b = *c = NULL;
+  LT_CHECK(d, op, cublasLtMatrixLayoutCreate(a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
+  LT_CHECK(d, op, cublasLtMatrixLayoutCreate(b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K));
+  LT_CHECK(d, op, cublasLtMatrixLayoutCreate(c, out, (uint64_t)N, (uint64_t)M, N));
+  return H3_OK;
+}
+
+void cu_lt_layouts_free(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+}
+
+h3_status cu_lt_tn_tune(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                        cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, int64_t M, int64_t N, int64_t K,
+                        size_t out_bytes, cublasLtMatmulAlgo_t *algo, bool *tuned, h3_diag *d) {
+  cu_lt_problem p = {desc, a, b, c, (size_t)(N * K) * 2, (size_t)(M * K) * 2, (size_t)(M * N) * out_bytes, ""};
+  snprintf(p.key, sizeof p.key, "bf16 TN M %lld N %lld K %lld out %zu align 16", (long long)M, (long long)N,
+           (long long)K, out_bytes);
+  const double flops = 2.0 * (double)M * (double)N * (double)K;
+  const bool timed = cu_lt_tunes(s, &p, flops);
+  h3_status st = cu_lt_tune(s, op, &p, flops, algo, d);
+  if (tuned) *tuned = timed && st == H3_OK;
+  return st;
 }
 
 h3_status cu_lt_fail(h3_diag *d, const h3_op *op, cublasStatus_t st, const char *call) {
@@ -110,27 +146,18 @@ static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, 
 }
 
 static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h3_diag *d) {
-  LT_CHECK(d, g->op, cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (cu_lt_tn_desc(g->op, &g->desc, d) != H3_OK) return H3_ERR;
   if (g->bias) {
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     int32_t bt = dt;
     LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
   }
-  LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->N, g->K));
-  LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)g->K, (uint64_t)g->M, g->K));
-  LT_CHECK(d, g->op, cublasLtMatrixLayoutCreate(&g->c, dt, (uint64_t)g->N, (uint64_t)g->M, g->N));
+  if (cu_lt_tn_layouts(g->op, g->M, g->N, g->K, dt, &g->a, &g->b, &g->c, d) != H3_OK) return H3_ERR;
   if (pick_algo(s, g, 16, found, d) != H3_OK) return H3_ERR;
   if (!*found || g->bias) return H3_OK; /* (a bias GEMM would need a scratch bias to time) */
-  size_t ob = dt == CUDA_R_16BF ? 2 : 4;
-  cu_lt_problem p = {g->desc, g->a, g->b, g->c, (size_t)(g->N * g->K) * 2, (size_t)(g->M * g->K) * 2,
-                     (size_t)(g->M * g->N) * ob, ""};
-  snprintf(p.key, sizeof p.key, "bf16 TN M %lld N %lld K %lld out %zu align 16", (long long)g->M,
-           (long long)g->N, (long long)g->K, ob);
-  return cu_lt_tune(s, g->op, &p, 2.0 * (double)g->M * (double)g->N * (double)g->K, &g->algo, d);
+  return cu_lt_tn_tune(s, g->op, g->desc, g->a, g->b, g->c, g->M, g->N, g->K, dt == CUDA_R_16BF ? 2 : 4,
+                       &g->algo, NULL, d);
 }
 
 h3_status cu_gemm_prepare(cu_state *s, const h3_op *op, cu_gemm **out, h3_diag *d) {

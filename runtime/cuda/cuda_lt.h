@@ -1,5 +1,6 @@
-/* cuda_lt.h: what the cuBLASLt users of the cuda backend share (cuda_gemm.c, cuda_int8.c):
- * the error report of a failed cuBLASLt call and the heuristic query of one algorithm. */
+/* cuda_lt.h: what the cuBLASLt users of the cuda backend share (cuda_gemm.c, cuda_int8.c,
+ * cuda_m31_moe_lt.c): the error report of a failed cuBLASLt call, the heuristic query of one
+ * algorithm, tuning, and linear's TN problem. */
 #ifndef H3_CUDA_LT_H
 #define H3_CUDA_LT_H
 
@@ -45,5 +46,20 @@ h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, doubl
 /* Whether cu_lt_tune picks p's algorithm by timing (large enough, tuning on); else it keeps
  * the heuristic's pick. */
 bool cu_lt_tunes(const cu_state *s, const cu_lt_problem *p, double flops);
+
+/* `linear`'s TN problem y[M, N] = x[M, K] . w[N, K]^T with bf16 x and w (cuda_gemm.c): its
+ * descriptor (fp32 compute and scale, w transposed) and layouts (a: w, b: x, c: y of dtype
+ * out; NULL where not made); H3_ERR after a report. cu_lt_layouts_free takes NULLs. */
+h3_status cu_lt_tn_desc(const h3_op *op, cublasLtMatmulDesc_t *desc, h3_diag *d);
+h3_status cu_lt_tn_layouts(const h3_op *op, int64_t M, int64_t N, int64_t K, cudaDataType_t out,
+                           cublasLtMatrixLayout_t *a, cublasLtMatrixLayout_t *b, cublasLtMatrixLayout_t *c,
+                           h3_diag *d);
+void cu_lt_layouts_free(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c);
+/* cu_lt_tune of that problem at 16-byte pointers (y elements of out_bytes), keyed by its
+ * shape alone, so that every GEMM of one shape shares the choice; *tuned (NULL: not wanted)
+ * whether the choice was timed (or read back from an earlier timing). */
+h3_status cu_lt_tn_tune(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                        cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, int64_t M, int64_t N, int64_t K,
+                        size_t out_bytes, cublasLtMatmulAlgo_t *algo, bool *tuned, h3_diag *d);
 
 #endif

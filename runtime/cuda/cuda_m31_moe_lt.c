@@ -47,26 +47,6 @@ bool cu_m31_moe_lt(const h3_op *op) {
          H % 128 == 0 && F % 128 == 0 && k <= 16 && T * k >= rows * E && T * k < (1ll << 31);
 }
 
-/* The layouts of `linear`'s TN problem y[M, N] = x[M, K] . w[N, K]^T in bf16 (cuda_gemm.c);
- * false (and an error) when cuBLASLt cannot describe it. */
-static bool tn_layouts(const h3_op *op, int64_t M, int64_t N, int64_t K, cublasLtMatrixLayout_t *a,
-                       cublasLtMatrixLayout_t *b, cublasLtMatrixLayout_t *c, h3_diag *d) {
-  *a = *b = *c = NULL;
-  if (cublasLtMatrixLayoutCreate(a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K) == CUBLAS_STATUS_SUCCESS &&
-      cublasLtMatrixLayoutCreate(b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K) == CUBLAS_STATUS_SUCCESS &&
-      cublasLtMatrixLayoutCreate(c, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N) == CUBLAS_STATUS_SUCCESS)
-    return true;
-  cu_op_error(d, op, NULL, "cuBLASLt: cannot describe an expert GEMM of %lld x %lld x %lld", (long long)M,
-              (long long)N, (long long)K);
-  return false;
-}
-
-static void free_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
-  if (a) cublasLtMatrixLayoutDestroy(a);
-  if (b) cublasLtMatrixLayoutDestroy(b);
-  if (c) cublasLtMatrixLayoutDestroy(c);
-}
-
 /* One weight's expert GEMMs (N, K) of an op: the algorithm cuda_gemm_tune.c picks for the
  * op's mean rows per expert, made odd (tuning checks its output against the heuristic's
  * pick, and an odd M puts a partial tile under that check), so that the choice is a
@@ -94,22 +74,11 @@ static h3_status tune_experts(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t
   cublasLtMatrixLayout_t a, b, c;
   ea->tuned = false;
   if (!lt_tune_on()) return H3_OK;
-  if (!tn_layouts(op, M, N, K, &a, &b, &c, d)) {
-    free_layouts(a, b, c);
-    return H3_ERR;
-  }
+  h3_status st = cu_lt_tn_layouts(op, M, N, K, CUDA_R_16BF, &a, &b, &c, d);
   int found = 0;
-  h3_status st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &ea->algo, &found, d);
-  if (st == H3_OK && found) {
-    cu_lt_problem p = {desc, a, b, c, (size_t)(N * K) * 2, (size_t)(M * K) * 2, (size_t)(M * N) * 2, ""};
-    snprintf(p.key, sizeof p.key, "moe expert bf16 TN M %lld N %lld K %lld out 2 align 16", (long long)M,
-             (long long)N, (long long)K);
-    const double flops = 2.0 * (double)M * (double)N * (double)K;
-    ea->tuned = cu_lt_tunes(s, &p, flops);
-    st = cu_lt_tune(s, op, &p, flops, &ea->algo, d);
-    ea->tuned = ea->tuned && st == H3_OK;
-  }
-  free_layouts(a, b, c);
+  if (st == H3_OK) st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &ea->algo, &found, d);
+  if (st == H3_OK && found) st = cu_lt_tn_tune(s, op, desc, a, b, c, M, N, K, 2, &ea->algo, &ea->tuned, d);
+  cu_lt_layouts_free(a, b, c);
   return st;
 }
 
@@ -121,8 +90,8 @@ static h3_status lt_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc
   cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
   int found = 0;
-  h3_status st = H3_ERR;
-  if (tn_layouts(op, M, N, K, &a, &b, &c, d)) {
+  h3_status st = cu_lt_tn_layouts(op, M, N, K, CUDA_R_16BF, &a, &b, &c, d);
+  if (st == H3_OK) {
     cublasLtMatmulHeuristicResult_t chk;
     if (ea->tuned && cublasLtMatmulAlgoCheck((cublasLtHandle_t)s->lt, desc, a, b, c, c, &ea->algo, &chk) ==
                          CUBLAS_STATUS_SUCCESS &&
@@ -140,17 +109,9 @@ static h3_status lt_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc
   if (st == H3_OK)
     r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, &one, w, a, x, b, &zero, y, c, y, c, &algo,
                        s->workspace, CU_WORKSPACE_BYTES, s->stream);
-  free_layouts(a, b, c);
+  cu_lt_layouts_free(a, b, c);
   if (st == H3_OK && r != CUBLAS_STATUS_SUCCESS) return cu_lt_fail(d, op, r, "cublasLtMatmul");
   return st;
-}
-
-static h3_status tn_desc(const h3_op *op, cublasLtMatmulDesc_t *desc, h3_diag *d) {
-  LT_CHECK(d, op, cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  LT_CHECK(d, op, cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  LT_CHECK(d, op, cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  return H3_OK;
 }
 
 /* Per expert e with rows: GEMM of its rows [off, off + n) of `from` (ld K) by weight e of
@@ -209,7 +170,7 @@ h3_status cu_m31_run_moe_lt(cu_state *s, const h3_op *op, const cu_m31_moe_parts
   void *a3[] = {&ids, &w, &y, &at, &o, &H, &k};
   int64_t g3[3] = {T, (H + 2047) / 2048, 1};
   h3_status st = cu_launch(s, kn[1], gg, b256, 0, ag, d);
-  if (st == H3_OK) st = tn_desc(op, &desc, d);
+  if (st == H3_OK) st = cu_lt_tn_desc(op, &desc, d);
   /* the algorithms, for the op's mean rows per expert (its shape, not this run's routing) */
   expert_algo ea[2];
   const int64_t mean_rows = (T * k + E - 1) / E;
