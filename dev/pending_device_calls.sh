@@ -9,7 +9,7 @@
 # the config checks leave every small and H3 plan as the evening's build wrote it (compared
 # byte for byte: small at seqs 1 / 8 / 32 / 64, groups of 16, 128 experts; H3 tiny, full,
 # --int8, high); only tiny M3.1's plans fork two indexer branches later (bitwise neutral).
-# Staged here at e5f321f (2026-12-05): build-gpu/s16/stage (whole), slim stages
+# Staged here at 50610c8 (2026-12-05): build-gpu/s16/stage (whole), slim stages
 # build-gpu/s16_c30, _c31 (also holds call 33's moe_grouped_cublas) and _c32 (STAGE of each
 # call; carry it with carry: ["build-gpu/s16_cNN"]); call 34's binaries in build-nvfp4/carry/sk.
 # If the tree changed since, stage again (git worktree at HEAD, tests/gpu/stage.sh, then
