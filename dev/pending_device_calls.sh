@@ -152,13 +152,14 @@ mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
 # bench/m31_serve.sh at concurrency C (argument 1) under a timeout of $2 s with prefill groups
 # of P = min(C, 16) prompts (plan m31_small_serve_sC_gP compiled here), the peer prefilling P
-# prompts at once and taking its right decode form without the probe
+# prompts at once and taking its decode moe form $3 (default dense: right from 32 rows; grouped
+# is the peer's faster form at 1 and 8) without the probe
 serve_groups() {
-  local C=$1 P=$(($1 < 16 ? $1 : 16))
+  local C=$1 P=$(($1 < 16 ? $1 : 16)) M=${3:-dense}
   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=$C --set prefill_group=$P \
     -o "$S/plans/m31_small_serve_s${C}_g$P.plan"
   M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_GROUPS=$P M31_SERVE_PEER_PREFILL=$P \
-    M31_SERVE_PEER_FORMS="--attention sdpa --moe dense" timeout "$2" bench/m31_serve.sh "$S" "$OUT/serve$C" $C
+    M31_SERVE_PEER_FORMS="--attention sdpa --moe $M" timeout "$2" bench/m31_serve.sh "$S" "$OUT/serve$C" $C
 }
 W30=$(mktemp -d) # serve_check's request and result files: bulky, outside OUT
 case $CALL in
@@ -278,7 +279,11 @@ case $CALL in
    echo "rc $?"; echo "== test_gpu_ops (skinny patch)"
    timeout 200 "$S/sk/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
    } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..34" >&2; exit 2 ;;
+35) { serve_groups 8 200 grouped
+   M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
+     timeout 120 bench/m31_serve.sh "$S" "$OUT/serve1" 1
+   rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..35" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
