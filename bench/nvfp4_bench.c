@@ -15,13 +15,18 @@
  * cuBLASLt's ("-" where not run). Then lm_head [200064, 6144] at M = 1, bf16 only (random
  * w_b; the nvfp4 columns "-"; not with --no-lm-head). Columns:
  *
- *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | skinny ms  vs bf16  sk GB/s  sk nmse
+ *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | tiled ms  vs bf16  tl GB/s  tl nmse
+ *   | skinny ms  vs bf16  sk GB/s  sk nmse
  *
- * Lines "h3bench NAME ms" for scripts (nvfp4_, bf16_, skinny_ + weight _m + M). Exit 77
+ * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form where that applies:
+ * M <= 8, docs/nvfp4.md) and tiled the same op under H3_NVFP4_FORM=tiled (its tiled kernels;
+ * only where the default is the skinny form), the NMSE against the default's result. Lines
+ * "h3bench NAME ms" for scripts (nvfp4_, nvfp4tiled_, bf16_, skinny_ + weight _m + M). Exit 77
  * without a GPU, 1 when a result is off (NMSE above bf16's limit).
  */
 #include "gpu_common.h"
 
+#include "cuda_nvfp4.h"
 #include "cuda_skinny_gemm.h"
 
 #include "h3/bf16.h"
@@ -80,6 +85,29 @@ static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor 
   return ts;
 }
 
+/* linear_nvfp4 `qop` once more under H3_NVFP4_FORM=tiled (its tiled kernels; the form is
+ * picked at every run): its median ms (< 0: failed) and in *e its NMSE against the default
+ * form's bf16 result `want16` (host bf16 [M, N]). */
+static double time_nvfp4_tiled(bench *x, const h3_op *qop, const h3_tensor *qin, const h3_tensor *qout,
+                               const uint16_t *want16, int iters, double warm_s, double *e) {
+  const int64_t M = qop->operands[0]->type.dims[0], N = qop->operands[1]->type.dims[0];
+  uint16_t *got = malloc((size_t)(M * N) * 2);
+  setenv("H3_NVFP4_FORM", "tiled", 1);
+  double t = got ? gpu_time_op(x->b, qop, qin, 4, qout, iters, 3, warm_s, &x->d) : -1;
+  unsetenv("H3_NVFP4_FORM");
+  *e = -1;
+  if (t >= 0 && x->b->ops->download(x->b, got, qout->data, (size_t)(M * N) * 2, &x->d) == H3_OK) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < M * N; i++) {
+      const double a = h3_bf16_to_f32(got[i]), want = h3_bf16_to_f32(want16[i]);
+      num += (a - want) * (a - want), den += want * want;
+    }
+    *e = den > 0 ? num / den : num;
+  }
+  free(got);
+  return t;
+}
+
 /* The skinny columns of one line (M > 16 or not run: "-"), its h3bench line; false when it
  * failed. */
 static bool print_skinny(const char *name, int64_t M, int64_t N, int64_t K, double tl, double ts, double e,
@@ -117,8 +145,8 @@ static bool lm_head(bench *x, gpu_rng *r, int iters, double warm_s) {
   double ts = -1, e = -1;
   if (tl >= 0 && x->b->ops->download(x->b, c, lout.data, (size_t)N * 4, &x->d) == H3_OK)
     ts = time_skinny(x, xv, wv, lin, c, iters, warm_s, &e);
-  printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s", "lm_head", (long long)M, (long long)N, (long long)K, "-",
-         tl, "-", "-", "-");
+  printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s %10s %8s %8s %9s", "lm_head", (long long)M, (long long)N,
+         (long long)K, "-", tl, "-", "-", "-", "-", "-", "-", "-");
   bool ok = print_skinny("lm_head", M, N, K, tl, ts, e, true) && tl >= 0;
   printf("h3bench bf16_lm_head_m1 %.5f\n", tl);
   free(rows), free(hw), free(hx), free(c);
@@ -175,8 +203,9 @@ int main(int argc, char **argv) {
   x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
   printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16\n",
          h3_backend_device_name(x.b));
-  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s\n", "weight", "M", "N", "K", "nvfp4 ms",
-         "bf16 ms", "speed-up", "GB/s", "nmse", "skinny ms", "vs bf16", "sk GB/s", "sk nmse");
+  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s\n", "weight", "M", "N", "K",
+         "nvfp4 ms", "bf16 ms", "speed-up", "GB/s", "nmse", "tiled ms", "vs bf16", "tl GB/s", "tl nmse",
+         "skinny ms", "vs bf16", "sk GB/s", "sk nmse");
   /* dspark.fc [H, 3H], o_proj [H, nq d], gate_up [2 F_d, H], down [H, F_d] at H = 6144 */
   static const char *const names[4] = {"fc", "o_proj", "gate_up", "down"};
   static const int64_t shapes[4][2] = {{6144, 18432}, {6144, 8192}, {24576, 6144}, {6144, 12288}};
@@ -235,15 +264,25 @@ int main(int argc, char **argv) {
         }
         e = den > 0 ? num / den : num;
       }
-      double gbs = tq > 0 ? (double)(N * K / 2 + N * K / 16) / (tq * 1e-3) / 1e9 : 0;
-      double ts = -1, es = -1;
+      const double wbytes = (double)(N * K / 2 + N * K / 16);
+      double gbs = tq > 0 ? wbytes / (tq * 1e-3) / 1e9 : 0;
+      double ts = -1, es = -1, tn = -1, en = -1;
       if (skinny && e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
+      const bool tiled_too = e >= 0 && cu_nvfp4_skinny_applies(M, K, true);
+      if (tiled_too) tn = time_nvfp4_tiled(&x, qop, qin, &qout, q16, iters, warm_s, &en);
       printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
+      if (tiled_too)
+        printf(" %10.4f %8.2f %8.0f %9.2g", tn, tn > 0 && tl > 0 ? tl / tn : 0.0, tn > 0 ? wbytes / (tn * 1e-3) / 1e9 : 0.0,
+               en);
+      else
+        printf(" %10s %8s %8s %9s", "-", "-", "-", "-");
       bool sk = print_skinny(names[s], M, N, K, tl, ts, es, skinny);
       printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
              (long long)M, tl);
-      if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk) {
+      if (tiled_too) printf("h3bench nvfp4tiled_%s_m%lld %.5f\n", names[s], (long long)M, tn);
+      if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk ||
+          (tiled_too && !(tn >= 0 && en >= 0 && en <= gpu_nmse_limit(H3_BF16)))) {
         h3_diag_print(&x.d, stderr);
         rc = 1;
       }

@@ -293,6 +293,105 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
   }
 }
 
+// ---- the skinny form (M <= 8): weights as the mma's A operand --------------------------------
+// H3_NVFP4_NAME_sk, picked by runtime/cuda/cuda_nvfp4.c for 1 to 8 rows of x with x and codes
+// 16-byte aligned, scales 4-byte aligned and K a multiple of H3N_KC (measured on the H200 at
+// the draft's shapes: 1.6-2.0 x cuBLASLt bf16 at M = 1, against the tiled kernels' 1.35-1.47;
+// a 16-row variant of it was slower than the tiled kernels and is not kept). Launch: grid
+// (ceil(N / 16), 1, 1), H3NS_WARPS warps, no dynamic shared memory, no scratch. Block bx
+// computes y[0 .. M, 16 bx .. 16 bx + 15]: its 16 weight rows are the A tile of m16n8k16 (lane
+// (g, t) dequantizes rows g and g + 8), x's rows the B tile's 8 columns (rows past M read as
+// zeros, their products land in columns never stored), so an mma takes 256 weights where the
+// tiled kernels' take 128. Warp w takes the
+// chunks w, w + H3NS_WARPS, ... (no barrier in the loop; two chunks of weights in flight per
+// lane); lane t of a quad owns the chunk's 64 consecutive k at 64 t, as the tiled kernels do
+// (word i: codes (p, p + 4) the pairs of a[0], a[2] for p = 0, 1 and the next k-step's for p =
+// 2, 3; x's k0 + p, k0 + p + 4 the matching pairs of b, from one 16-byte load). Then the warps'
+// sums meet in shared memory and are added in warp order: the sum order depends on K alone.
+// Every warp runs ceil(chunks / H3NS_WARPS) turns (host emulation's mma is block-wide).
+#define H3NS_WARPS 4
+
+H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
+                                        const unsigned char *__restrict__ scale, const float *__restrict__ gp,
+                                        O_T *__restrict__ y, long long M, long long N, long long K) {
+  __shared__ float red[H3NS_WARPS][16][8]; // [warp][weight row][x row]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16, nch = K / H3N_KC;
+  const unsigned char *p[2], *q[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) { // rows past N: row N - 1, whose products land in rows never stored
+    const long long n = n0 + g + 8 * h < N ? n0 + g + 8 * h : N - 1;
+    p[h] = packed + n * (K / 2) + 32 * t;
+    q[h] = scale + n * (K / 16) + 4 * t;
+  }
+  // the lane's x row g at its k (NULL: a row past M)
+  const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // chunk c's weights of the lane, zero codes and scales past the last chunk
+  auto load = [&](h3n_w *w, long long c) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
+  };
+  h3n_w cur[2], nxt[2], far[2];
+  load(cur, warp);
+  load(nxt, warp + H3NS_WARPS);
+  // every warp runs as many turns (the block's mmas as often in every thread); a turn past the
+  // warp's last chunk adds zeros
+  const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
+  for (long long it = 0; it < turns; it++) {
+    const long long c = warp + it * H3NS_WARPS;
+    load(far, c + 2 * H3NS_WARPS);
+    uint4 xv[8]; // x's 64 k of the chunk
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      xv[i] = uint4{0u, 0u, 0u, 0u};
+      if (xr && c < nch) {
+#ifdef __CUDA_ARCH__
+        xv[i] = __ldg(reinterpret_cast<const uint4 *>(xr + c * H3N_KC) + i);
+#else
+        memcpy(&xv[i], xr + c * H3N_KC + 8 * i, 16);
+#endif
+      }
+    }
+    unsigned S[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      unsigned a[2][4]; // [k-step][fragment]: rows g, g + 8 of codes (p, p + 4)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const uint4 qw = cur[h].c[i >> 2];
+        const unsigned w = (i & 3) == 0 ? qw.x : (i & 3) == 1 ? qw.y : (i & 3) == 2 ? qw.z : qw.w;
+        const unsigned sc = S[h][i >> 1];
+        a[0][h] = h3n_mul2(h3n_e2m1x2<0>(w), sc), a[0][2 + h] = h3n_mul2(h3n_e2m1x2<1>(w), sc);
+        a[1][h] = h3n_mul2(h3n_e2m1x2<2>(w), sc), a[1][2 + h] = h3n_mul2(h3n_e2m1x2<3>(w), sc);
+      }
+      const uint4 v = xv[i];
+      const unsigned b0[2] = {h3n_prmt(v.x, v.z, 0x5410u), h3n_prmt(v.x, v.z, 0x7632u)};
+      const unsigned b1[2] = {h3n_prmt(v.y, v.w, 0x5410u), h3n_prmt(v.y, v.w, 0x7632u)};
+      h3_mma_bf16(acc, a[0], b0);
+      h3_mma_bf16(acc, a[1], b1);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) cur[h] = nxt[h], nxt[h] = far[h];
+  }
+  // acc: (weight row g, x rows 2 t, 2 t + 1), then weight row g + 8
+#pragma unroll
+  for (int e = 0; e < 4; e++) red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = acc[e];
+  __syncthreads();
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  for (int i = threadIdx.x; i < 16 * 8; i += 32 * H3NS_WARPS) {
+    const int r = i / 8, m = i % 8;
+    if (m >= M || n0 + r >= N) continue;
+    float sum = red[0][r][m];
+#pragma unroll
+    for (int w = 1; w < H3NS_WARPS; w++) sum = __fadd_rn(sum, red[w][r][m]);
+    h3_st(y, (long long)m * N + n0 + r, __fmul_rn(sum, gs));
+  }
+}
+
 #define H3N_CAT2(a, b) a##b
 #define H3N_CAT(a, b) H3N_CAT2(a, b)
 // H3_NVFP4_NAME_m1, _m2, _m4: blocks of 16, 32 and 64 rows
@@ -304,3 +403,9 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
 H3N_KERNEL(1)
 H3N_KERNEL(2)
 H3N_KERNEL(4)
+// H3_NVFP4_NAME_sk: the skinny form (4 blocks per SM)
+extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP4_NAME, _sk)(
+    const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
+    const float *__restrict__ gp, O_T *__restrict__ y, long long M, long long N, long long K) {
+  h3n_skinny(x, packed, scale, gp, y, M, N, K);
+}

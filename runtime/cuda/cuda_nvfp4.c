@@ -5,6 +5,8 @@
 #include "cuda_m31.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
   const int mt = M <= 16 ? 1 : M <= 32 ? 2 : 4;
@@ -25,6 +27,17 @@ cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
   return sh;
 }
 
+bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned) {
+  return M >= 1 && M <= CU_NVFP4_SK_ROWS && K % CU_NVFP4_KC == 0 && aligned;
+}
+
+/* H3_NVFP4_FORM=tiled keeps the tiled kernels where the skinny form would apply (read at
+ * every run: to compare the two); by default the skinny form runs where it applies. */
+static bool tiled_forced(void) {
+  const char *form = getenv("H3_NVFP4_FORM");
+  return form && strcmp(form, "tiled") == 0;
+}
+
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
@@ -39,26 +52,32 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (xt->dtype != H3_BF16 || K % 16)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
-  char base[96], name[3][128], defs[256];
+  char base[96], name[4][128], defs[256];
   snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
   snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
            h3_kernel_ctype(out[0].type.dtype));
   for (int i = 0; i < 3; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
-  const char *names[3] = {name[0], name[1], name[2]};
-  cu_kernel *kns[3];
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 3, names, kns, d) != H3_OK) return H3_ERR;
+  snprintf(name[3], sizeof name[3], "%s_sk", base);
+  const char *names[4] = {name[0], name[1], name[2], name[3]};
+  cu_kernel *kns[4];
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 4, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
+  const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
+  void *y = out[0].data, *part = scratch;
+  /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
+  int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
+            (uintptr_t)sc % 4 == 0;
+  if (cu_nvfp4_skinny_applies(M, K, vec) && !tiled_forced()) {
+    void *sargs[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
+    int64_t sgrid[3] = {(N + 15) / 16, 1, 1}, sblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
+    return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
+  }
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];
   if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;
   if (sh.splits > 1 && !scratch)
     return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
-  const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
-  void *y = out[0].data, *part = scratch;
   void *cnt = scratch ? (char *)scratch + cu_align256((size_t)(sh.splits * M * N) * 4) : NULL;
-  /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
-  int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
-            (uintptr_t)sc % 4 == 0;
   int cps = sh.cps;
   void *args[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K, &cps, &vec};
   int64_t grid[3] = {sh.cols, sh.splits, sh.mblocks}, block[3] = {CU_NVFP4_THREADS, 1, 1};

@@ -5,6 +5,7 @@
 #ifndef H3_CUDA_NVFP4_H
 #define H3_CUDA_NVFP4_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,13 @@ typedef struct {
  * to 64 rows the K splits that minimise the modelled time (the waves of SLOTS blocks times
  * the chunks per split, plus the partials' traffic), above that none. */
 cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K);
+
+/* The skinny form (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_sk) applies to x [M, K] with 1 to
+ * CU_NVFP4_SK_ROWS rows, K a multiple of CU_NVFP4_KC and `aligned` (x and the codes 16-byte,
+ * the scales 4-byte aligned); it runs there unless H3_NVFP4_FORM=tiled. Grid (ceil(N / 16),
+ * 1, 1) of CU_NVFP4_SK_THREADS threads, no scratch. */
+enum { CU_NVFP4_SK_THREADS = 128, CU_NVFP4_SK_ROWS = 8 };
+bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 
 /* The device scratch of those splits: partials [splits, M, N] f32, then the column groups'
  * counters (u32, 0 from the allocation on); 0 bytes without splits. */

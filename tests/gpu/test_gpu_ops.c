@@ -492,6 +492,14 @@ static void nvfp4_inputs(const h3_op *op, void **in) {
   *(float *)in[3] = 0.37f;
 }
 
+/* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form where it
+ * applies, M <= 8; tiled: the tiled kernels at every M). */
+static void check_nvfp4_forms(h3_backend *b, const hand_case *cases, int n) {
+  static const char *const vars[1] = {"H3_NVFP4_FORM"};
+  static const char *const forms[2][2] = {{NULL, NULL}, {"tiled", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 2);
+}
+
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
  * cluster of 2 blocks for every work unit (H3_MOE_WGMMA_CLUSTERS=1: many units and stage
  * phases per block), wgmma1, then mma). */
@@ -857,7 +865,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
-  check_cases(b, nvfp4, 4, "");
+  check_nvfp4_forms(b, nvfp4, 4);
   check_sol_forms(b, sol, 4, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   check_m31_decode_splits(b, m31d, 2, all_attention);

@@ -8,8 +8,10 @@
  * block), 20 rows (m2), 33 and 64 rows (m4) with splits, 70 rows (two row blocks of m4, no
  * splits), 3 and 4 chunks per block, partial column groups and
  * n-tiles, K not a multiple of the chunk (byte loads, a partial last chunk, with and without
- * splits) and x misaligned (byte loads of whole chunks). NMSE <= 1e-5 (fp32 sum order, then
- * one bf16 rounding); the counters back at 0 and a second launch bitwise the same.
+ * splits) and x misaligned (byte loads of whole chunks) (where the skinny form would run by
+ * default these are the kernels of H3_NVFP4_FORM=tiled); and the skinny form at 1 to 8 rows,
+ * fewer chunks than its warps and many per warp, partial blocks of weight rows, NaN scales. NMSE <= 1e-5 (fp32 sum order, then one bf16 rounding); the
+ * counters back at 0 and a second launch bitwise the same.
  */
 #include "emu_harness.h"
 
@@ -28,8 +30,9 @@ namespace nvfp4_k {
 #include <cstring>
 
 /* x [M, K] bf16 against a random NVFP4 weight [N, K]; misalign: x one element off 16 bytes;
- * nan_col >= 0: a NaN scale byte in that weight row. */
-static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col) {
+ * nan_col >= 0: a NaN scale byte in that weight row; skinny: through the skinny form (as
+ * cuda_nvfp4.c launches it by default), which must apply; else through the tiled kernels. */
+static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col, bool skinny = false) {
   std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
                      ty("u8", {N, K / 2}) + ", %s: " + ty("u8", {N, K / 16}) + ", %g: f32[1]) -> (y: " +
                      ty("bf16", {M, N}) + ") {\n    %y = linear_nvfp4(%x, %p, %s, %g) : " + ty("bf16", {M, N}) +
@@ -62,15 +65,27 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   long long MM = M, NN = N, KK = K;
   buf got[2] = {make(op->results[0]->type), make(op->results[0]->type)};
   auto kernel = sh.mt == 1 ? nvfp4_k::emu_nvfp4_m1 : sh.mt == 2 ? nvfp4_k::emu_nvfp4_m2 : nvfp4_k::emu_nvfp4_m4;
+  CHECK(!skinny || cu_nvfp4_skinny_applies(M, K, vec), "M %lld K %lld: the skinny form applies", (long long)M,
+        (long long)K);
+  const float *gp = (const float *)in[3].p();
   for (int run = 0; run < 2; run++)
-    emu_launch3(sh.cols, sh.splits, sh.mblocks, CU_NVFP4_THREADS, [&] {
-      kernel(x, pk, sc, (const float *)in[3].p(), (h3_bf16 *)got[run].p(), sh.splits > 1 ? part : nullptr,
-             sh.splits > 1 ? cnt : nullptr, MM, NN, KK, sh.cps, vec);
-    });
+    if (skinny)
+      emu_launch3((N + 15) / 16, 1, 1, CU_NVFP4_SK_THREADS, [&] {
+        nvfp4_k::emu_nvfp4_sk(x, pk, sc, gp, (h3_bf16 *)got[run].p(), MM, NN, KK);
+      });
+    else
+      emu_launch3(sh.cols, sh.splits, sh.mblocks, CU_NVFP4_THREADS, [&] {
+        kernel(x, pk, sc, gp, (h3_bf16 *)got[run].p(), sh.splits > 1 ? part : nullptr, sh.splits > 1 ? cnt : nullptr,
+               MM, NN, KK, sh.cps, vec);
+      });
   char what[128];
-  snprintf(what, sizeof what, "M %lld N %lld K %lld (m%d: %lld x %lld x %lld, cps %d%s%s)", (long long)M,
-           (long long)N, (long long)K, sh.mt, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks, sh.cps,
-           vec ? ", vec" : "", nan_col >= 0 ? ", NaN scale" : "");
+  if (skinny)
+    snprintf(what, sizeof what, "M %lld N %lld K %lld (skinny%s)", (long long)M, (long long)N, (long long)K,
+             nan_col >= 0 ? ", NaN scale" : "");
+  else
+    snprintf(what, sizeof what, "M %lld N %lld K %lld (m%d: %lld x %lld x %lld, cps %d%s%s)", (long long)M,
+             (long long)N, (long long)K, sh.mt, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks,
+             sh.cps, vec ? ", vec" : "", nan_col >= 0 ? ", NaN scale" : "");
   compare(what, got[0], want[0], 1e-5);
   CHECK(memcmp(got[0].p(), got[1].p(), (size_t)(M * N) * 2) == 0, "%s: a second launch differs", what);
   int64_t left = 0;
@@ -91,5 +106,17 @@ int main(void) {
   test_nvfp4(5, 40, 64, false, -1);     /* byte loads, one partial chunk, partial tiles */
   test_nvfp4(33, 24, 48, false, 3);     /* three m-tiles, K of three blocks; NaN */
   test_nvfp4(3, 128, 512, true, -1);    /* x misaligned: byte loads of whole chunks */
+  /* the skinny form: x rows full and partial, fewer chunks than warps, several per warp (its
+     pipeline's steady state), a partial last block of weight rows */
+  CHECK(CU_NVFP4_SK_THREADS == 32 * H3NS_WARPS, "the skinny form's block: %d threads", 32 * H3NS_WARPS);
+  CHECK(!cu_nvfp4_skinny_applies(0, 256, true) && !cu_nvfp4_skinny_applies(9, 256, true) &&
+            !cu_nvfp4_skinny_applies(4, 272, true) && !cu_nvfp4_skinny_applies(4, 256, false) &&
+            cu_nvfp4_skinny_applies(1, 256, true) && cu_nvfp4_skinny_applies(8, 256, true),
+        "the skinny form applies to M 1 to 8, whole chunks, aligned pointers only");
+  test_nvfp4(1, 64, 4096, false, -1, true);  /* decode: 16 chunks, 4 per warp */
+  test_nvfp4(8, 200, 768, false, 7, true);   /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
+  test_nvfp4(3, 48, 2560, false, -1, true);  /* 10 chunks: warps of 3 and 2 turns */
+  test_nvfp4(8, 40, 256, false, 3, true);    /* one chunk; NaN */
+  test_nvfp4(5, 16, 9216, false, -1, true);  /* 36 chunks: 9 per warp */
   return check_summary("nvfp4_emu");
 }
