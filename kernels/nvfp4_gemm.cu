@@ -409,3 +409,36 @@ extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP
     const float *__restrict__ gp, O_T *__restrict__ y, long long M, long long N, long long K) {
   h3n_skinny(x, packed, scale, gp, y, M, N, K);
 }
+
+// ---- the dequantized form (M > 64): w_b for cuBLASLt ---------------------------------------
+// H3_NVFP4_NAME_dq(packed, scale, wb, N, K) -> wb [N, K] bf16 = e2m1(code) * e4m3(scale)
+// exactly (a NaN scale byte: NaN), for runtime/cuda/cuda_nvfp4.c's form of many rows: the
+// weight dequantized into scratch, then cuBLASLt's bf16 GEMM with alpha = g (y = bf16(g *
+// sum), the contract above up to the fp32 summation order). Needs K a multiple of 64, the
+// codes and wb 16-byte aligned, the scales 4-byte aligned. Launch: ceil(N K / 64 / 256) blocks
+// of 256 threads; thread i takes the 64 k of group i (row i / (K / 64)): 32 code bytes and 4
+// scale bytes in, 128 bytes of wb out.
+extern "C" __global__ void __launch_bounds__(256) H3N_CAT(H3_NVFP4_NAME, _dq)(
+    const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale, h3_bf16 *__restrict__ wb,
+    long long N, long long K) {
+  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (i >= N * (K / 64)) return;
+  h3n_w w = h3n_load(packed + 32 * i, scale + 4 * i, 0, 0, 64, 1);
+  unsigned S[4];
+  h3n_scales(w.s, S);
+  uint4 *out = reinterpret_cast<uint4 *>(wb + 64 * i);
+#pragma unroll
+  for (int j = 0; j < 8; j++) { // word j: k 8 j .. 8 j + 7 of the group, scale j / 2
+    const uint4 q = w.c[j >> 2];
+    const unsigned c = (j & 3) == 0 ? q.x : (j & 3) == 1 ? q.y : (j & 3) == 2 ? q.z : q.w;
+    // pairs (code p, code p + 4) of e2m1 * e4m3 (the GEMM's e2m1 * e4m3 * 2^-7, times 2^7:
+    // both products exact), then in k order (0, 1), (2, 3), (4, 5), (6, 7)
+    const unsigned sc = S[j >> 1], two7 = 0x43004300u;
+    const unsigned p0 = h3n_mul2(h3n_mul2(h3n_e2m1x2<0>(c), sc), two7);
+    const unsigned p1 = h3n_mul2(h3n_mul2(h3n_e2m1x2<1>(c), sc), two7);
+    const unsigned p2 = h3n_mul2(h3n_mul2(h3n_e2m1x2<2>(c), sc), two7);
+    const unsigned p3 = h3n_mul2(h3n_mul2(h3n_e2m1x2<3>(c), sc), two7);
+    out[j] = uint4{h3n_prmt(p0, p1, 0x5410u), h3n_prmt(p2, p3, 0x5410u), h3n_prmt(p0, p1, 0x7632u),
+                   h3n_prmt(p2, p3, 0x7632u)};
+  }
+}

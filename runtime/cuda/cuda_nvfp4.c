@@ -2,6 +2,7 @@
  * (cuda_nvfp4.h), its scratch and its one launch. */
 #include "cuda_nvfp4.h"
 
+#include "cuda_lt.h"
 #include "cuda_m31.h"
 
 #include <stdio.h>
@@ -31,8 +32,12 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned) {
   return M >= 1 && M <= CU_NVFP4_SK_ROWS && K % CU_NVFP4_KC == 0 && aligned;
 }
 
-/* H3_NVFP4_FORM=tiled keeps the tiled kernels where the skinny form would apply (read at
- * every run: to compare the two); by default the skinny form runs where it applies. */
+bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
+  return M > CU_NVFP4_DQ_ROWS && K % CU_NVFP4_KC == 0 && aligned;
+}
+
+/* H3_NVFP4_FORM=tiled keeps the tiled kernels where the skinny or the dequantized form would
+ * apply (read at every run: to compare them); by default those run where they apply. */
 static bool tiled_forced(void) {
   const char *form = getenv("H3_NVFP4_FORM");
   return form && strcmp(form, "tiled") == 0;
@@ -40,9 +45,47 @@ static bool tiled_forced(void) {
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
+  if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(N * K) * 2) + 256;
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   if (sh.splits == 1) return 0;
   return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
+}
+
+/* The dequantized form: w_b into scratch by kernel dq, then y = g * (x . w_b^T) by cuBLASLt
+ * (linear's TN problem; alpha = g and beta = the scratch's 0 read from the device). */
+static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, void *scratch, const h3_tensor *in,
+                                 const h3_tensor *out, long long M, long long N, long long K, h3_diag *d) {
+  if (!scratch) return cu_op_error(d, op, NULL, "no weight scratch (the op was not prepared)");
+  const void *pk = in[1].data, *sc = in[2].data;
+  void *wb = scratch, *beta = (char *)scratch + cu_align256((size_t)(N * K) * 2);
+  void *args[] = {&pk, &sc, &wb, &N, &K};
+  int64_t grid[3] = {(N * (K / 64) + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+  if (cu_launch(s, dq, grid, block, 0, args, d) != H3_OK) return H3_ERR;
+  const cudaDataType_t dt = out[0].type.dtype == H3_F32 ? CUDA_R_32F : CUDA_R_16BF;
+  cublasLtMatmulDesc_t desc = NULL;
+  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+  cublasLtMatmulAlgo_t algo;
+  int found = 0;
+  const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
+  h3_status st = cu_lt_tn_desc(op, &desc, d);
+  if (st == H3_OK &&
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode) !=
+          CUBLAS_STATUS_SUCCESS)
+    st = cu_op_error(d, op, NULL, "cuBLASLt refused alpha and beta in device memory");
+  if (st == H3_OK) st = cu_lt_tn_layouts(op, M, N, K, dt, &a, &b, &c, d);
+  if (st == H3_OK) st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
+  if (st == H3_OK && !found)
+    st = cu_op_error(d, op, "set H3_NVFP4_FORM=tiled (the tiled kernels take every shape)",
+                     "cuBLASLt has no algorithm for %lld x %lld x %lld", M, N, K);
+  if (st == H3_OK) {
+    cublasStatus_t r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, in[3].data, wb, a, in[0].data, b, beta,
+                                      out[0].data, c, out[0].data, c, &algo, s->workspace, CU_WORKSPACE_BYTES,
+                                      s->stream);
+    if (r != CUBLAS_STATUS_SUCCESS) st = cu_lt_fail(d, op, r, "cublasLtMatmul");
+  }
+  cu_lt_layouts_free(a, b, c);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+  return st;
 }
 
 h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -52,15 +95,16 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (xt->dtype != H3_BF16 || K % 16)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
-  char base[96], name[4][128], defs[256];
+  char base[96], name[5][128], defs[256];
   snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
   snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
            h3_kernel_ctype(out[0].type.dtype));
   for (int i = 0; i < 3; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
   snprintf(name[3], sizeof name[3], "%s_sk", base);
-  const char *names[4] = {name[0], name[1], name[2], name[3]};
-  cu_kernel *kns[4];
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 4, names, kns, d) != H3_OK) return H3_ERR;
+  snprintf(name[4], sizeof name[4], "%s_dq", base);
+  const char *names[5] = {name[0], name[1], name[2], name[3], name[4]};
+  cu_kernel *kns[5];
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 5, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
   void *y = out[0].data, *part = scratch;
@@ -72,6 +116,9 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
     int64_t sgrid[3] = {(N + 15) / 16, 1, 1}, sblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
     return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
   }
+  const bool y_ok = (uintptr_t)y % 16 == 0 && (out[0].type.dtype == H3_BF16 || out[0].type.dtype == H3_F32);
+  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !tiled_forced())
+    return run_dequantized(s, op, kns[4], scratch, in, out, M, N, K, d);
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];
   if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;

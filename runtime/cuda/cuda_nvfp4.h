@@ -39,8 +39,18 @@ cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K);
 enum { CU_NVFP4_SK_THREADS = 128, CU_NVFP4_SK_ROWS = 8 };
 bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 
-/* The device scratch of those splits: partials [splits, M, N] f32, then the column groups'
- * counters (u32, 0 from the allocation on); 0 bytes without splits. */
+/* The dequantized form applies to x [M, K] with more than CU_NVFP4_DQ_ROWS rows, K a multiple
+ * of CU_NVFP4_KC and `aligned` (x, the codes and y 16-byte, the scales 4-byte aligned; y bf16
+ * or f32): the weight
+ * dequantized into scratch (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_dq), then cuBLASLt's bf16
+ * GEMM with alpha = g read from the device; it runs there unless H3_NVFP4_FORM=tiled. */
+enum { CU_NVFP4_DQ_ROWS = 64 };
+bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned);
+
+/* The device scratch, 0 from the allocation on: for the dequantized form's shapes, w_b [N, K]
+ * bf16, then the GEMM's beta (one f32 0, read from the device); with K splits (at most
+ * CU_NVFP4_ROWS rows), partials [splits, M, N] f32, then the column groups' counters (u32);
+ * else 0 bytes. */
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K);
 
 #endif

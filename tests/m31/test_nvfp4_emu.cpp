@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "cuda_nvfp4.h"
+#include "h3/nvfp4.h"
 }
 
 namespace nvfp4_k {
@@ -94,8 +95,44 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   h3_module_free(m);
 }
 
+/* The dequantized form's kernel (H3_NVFP4_NAME_dq) on a random NVFP4 weight [N, K] (every
+ * code, scales of both signs from subnormals to 448, zero scales, a NaN scale byte): w_b
+ * bitwise e2m1 * e4m3 of the CPU's h3_nvfp4_unscaled (NaN where the scale is). */
+static void test_dequant(int64_t N, int64_t K) {
+  std::vector<uint8_t> pk((size_t)(N * K / 2)), sc((size_t)(N * K / 16));
+  for (auto &b : pk) b = (uint8_t)(urand() * 256);
+  for (auto &b : sc) b = urand() < 0.0625 ? 0 : (uint8_t)((uint8_t)(urand() * 0x7f) | (urand() < 0.3 ? 0x80 : 0));
+  sc[sc.size() / 2] = 0xff;
+  std::vector<uint16_t> wb((size_t)(N * K), 0x1234);
+  long long NN = N, KK = K;
+  emu_launch3((N * (K / 64) + 255) / 256, 1, 1, 256,
+              [&] { nvfp4_k::emu_nvfp4_dq(pk.data(), sc.data(), (h3_bf16 *)wb.data(), NN, KK); });
+  int64_t bad = 0, nan = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t k = 0; k < K; k++) {
+      const float want = h3_nvfp4_unscaled(pk.data(), sc.data(), K, n, k);
+      const uint16_t got = wb[(size_t)(n * K + k)];
+      if (want != want) {
+        nan++;
+        bad += (got & 0x7f80) != 0x7f80 || !(got & 0x7f);
+      } else {
+        bad += got != h3_f32_to_bf16(want) || h3_bf16_to_f32(got) != want;
+      }
+    }
+  CHECK(bad == 0 && nan == 16, "dequantize N %lld K %lld: %lld of %lld weights differ from the CPU's (%lld NaN)",
+        (long long)N, (long long)K, (long long)bad, (long long)(N * K), (long long)nan);
+  printf("  dequantize N %lld K %lld: %lld weights bitwise the CPU's, %lld NaN (%.1f s)\n", (long long)N,
+         (long long)K, (long long)(N * K), (long long)nan, elapsed());
+}
+
 int main(void) {
   elapsed();
+  /* the dequantized form (M > 64): its weight kernel; its GEMM is cuBLASLt's */
+  CHECK(!cu_nvfp4_dequant_applies(64, 256, true) && cu_nvfp4_dequant_applies(65, 256, true) &&
+            !cu_nvfp4_dequant_applies(65, 320, true) && !cu_nvfp4_dequant_applies(65, 256, false),
+        "the dequantized form applies above 64 rows, whole chunks, aligned pointers only");
+  test_dequant(24, 512);
+  test_dequant(3, 256);
   test_nvfp4(1, 256, 1024, false, -1);  /* decode: 4 splits of one chunk */
   test_nvfp4(16, 200, 768, false, 7);   /* a partial column group and n-tile; 3 splits; NaN */
   test_nvfp4(64, 136, 512, false, -1);  /* 4 m-tiles, 2 splits */
