@@ -288,10 +288,10 @@ case $CALL in
    M31_SERVE_WEIGHTS=random M31_SERVE_MIXED=0 M31_SERVE_PEER_FORMS="--attention sdpa --moe grouped" \
      timeout 120 bench/m31_serve.sh "$S" "$OUT/serve1" 1
    rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
-36) { echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
-   echo "== nvfp4_bench"; timeout 120 "$S/bin/nvfp4_bench" --rows 1,8,64,576 --no-skinny --no-lm-head --warm-seconds 0.2
+36) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
+   echo "== nvfp4_bench"; timeout 60 "$S/bin/nvfp4_bench" --rows 1,8,64,576 --no-skinny --no-lm-head --warm-seconds 0.2
    for Q in nvfp4 bf16; do
-     echo "== m31_spec, draft $Q"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant $Q" timeout 150 bench/m31_spec.sh "$S" \
+     echo "== m31_spec, draft $Q"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant $Q" timeout 110 bench/m31_spec.sh "$S" \
        "$OUT/spec_$Q" 64 $([ $Q = nvfp4 ] && echo 1)
    done; rm -f "$OUT"/spec_*/requests_*.jsonl "$OUT"/spec_*/*.results.jsonl; } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..36" >&2; exit 2 ;;
