@@ -45,45 +45,71 @@ static bool tiled_forced(void) {
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
-  if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(N * K) * 2) + 256;
+  if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(cu_nvfp4_slab_rows(N, K) * K) * 2) + 256;
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   if (sh.splits == 1) return 0;
   return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
 }
 
-/* The dequantized form: w_b into scratch by kernel dq, then y = g * (x . w_b^T) by cuBLASLt
- * (linear's TN problem; alpha = g and beta = the scratch's 0 read from the device). */
-static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, void *scratch, const h3_tensor *in,
-                                 const h3_tensor *out, long long M, long long N, long long K, h3_diag *d) {
-  if (!scratch) return cu_op_error(d, op, NULL, "no weight scratch (the op was not prepared)");
-  const void *pk = in[1].data, *sc = in[2].data;
-  void *wb = scratch, *beta = (char *)scratch + cu_align256((size_t)(N * K) * 2);
-  void *args[] = {&pk, &sc, &wb, &N, &K};
-  int64_t grid[3] = {(N * (K / 64) + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
-  if (cu_launch(s, dq, grid, block, 0, args, d) != H3_OK) return H3_ERR;
-  const cudaDataType_t dt = out[0].type.dtype == H3_F32 ? CUDA_R_32F : CUDA_R_16BF;
-  cublasLtMatmulDesc_t desc = NULL;
+int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K) {
+  int64_t rows = (int64_t)(CU_NVFP4_SLAB_BYTES / (2 * (K > 0 ? K : 1))) / 128 * 128;
+  if (rows < 128) rows = 128;
+  return rows < N ? rows : N;
+}
+
+/* y[:, n0 .. n0 + ns) = g * (x . w_b[n0 .. n0 + ns)^T): linear's TN problem over a slab of ns
+ * weight rows whose output columns sit in y's rows of N (ld N); alpha = g and beta = 0 read
+ * from the device (desc in device pointer mode). */
+static h3_status slab_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, const h3_tensor *in,
+                           const h3_tensor *out, const void *wb, const void *beta, int64_t M, int64_t N,
+                           int64_t K, int64_t n0, int64_t ns, h3_diag *d) {
+  const bool f32 = out[0].type.dtype == H3_F32;
   cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
   cublasLtMatmulAlgo_t algo;
   int found = 0;
+  h3_status st = cu_lt_tn_layouts(op, M, ns, K, f32 ? CUDA_R_32F : CUDA_R_16BF, &a, &b, &c, d);
+  if (st == H3_OK) { /* y's columns n0 .. of the slab: its rows of N elements */
+    const int64_t ld = N;
+    if (cublasLtMatrixLayoutSetAttribute(c, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld) != CUBLAS_STATUS_SUCCESS)
+      st = cu_op_error(d, op, NULL, "cuBLASLt refused the output's row stride %lld", (long long)N);
+  }
+  if (st == H3_OK) st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
+  if (st == H3_OK && !found)
+    st = cu_op_error(d, op, "set H3_NVFP4_FORM=tiled (the tiled kernels take every shape)",
+                     "cuBLASLt has no algorithm for %lld x %lld x %lld", (long long)M, (long long)ns,
+                     (long long)K);
+  void *y = (char *)out[0].data + n0 * (f32 ? 4 : 2);
+  if (st == H3_OK) {
+    cublasStatus_t r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, in[3].data, wb, a, in[0].data, b, beta, y,
+                                      c, y, c, &algo, s->workspace, CU_WORKSPACE_BYTES, s->stream);
+    if (r != CUBLAS_STATUS_SUCCESS) st = cu_lt_fail(d, op, r, "cublasLtMatmul");
+  }
+  cu_lt_layouts_free(a, b, c);
+  return st;
+}
+
+/* The dequantized form, slab by slab of cu_nvfp4_slab_rows weight rows: kernel dq writes the
+ * slab's w_b into scratch, then slab_gemm its columns of y. */
+static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, void *scratch, const h3_tensor *in,
+                                 const h3_tensor *out, long long M, long long N, long long K, h3_diag *d) {
+  if (!scratch) return cu_op_error(d, op, NULL, "no weight scratch (the op was not prepared)");
+  const int64_t slab = cu_nvfp4_slab_rows(N, K);
+  void *wb = scratch, *beta = (char *)scratch + cu_align256((size_t)(slab * K) * 2);
+  cublasLtMatmulDesc_t desc = NULL;
   const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
   h3_status st = cu_lt_tn_desc(op, &desc, d);
   if (st == H3_OK &&
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode) !=
           CUBLAS_STATUS_SUCCESS)
     st = cu_op_error(d, op, NULL, "cuBLASLt refused alpha and beta in device memory");
-  if (st == H3_OK) st = cu_lt_tn_layouts(op, M, N, K, dt, &a, &b, &c, d);
-  if (st == H3_OK) st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
-  if (st == H3_OK && !found)
-    st = cu_op_error(d, op, "set H3_NVFP4_FORM=tiled (the tiled kernels take every shape)",
-                     "cuBLASLt has no algorithm for %lld x %lld x %lld", M, N, K);
-  if (st == H3_OK) {
-    cublasStatus_t r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, in[3].data, wb, a, in[0].data, b, beta,
-                                      out[0].data, c, out[0].data, c, &algo, s->workspace, CU_WORKSPACE_BYTES,
-                                      s->stream);
-    if (r != CUBLAS_STATUS_SUCCESS) st = cu_lt_fail(d, op, r, "cublasLtMatmul");
+  for (long long n0 = 0; n0 < N && st == H3_OK; n0 += slab) {
+    long long ns = N - n0 < slab ? N - n0 : slab;
+    const void *pk = (const char *)in[1].data + n0 * (K / 2), *sc = (const char *)in[2].data + n0 * (K / 16);
+    void *args[] = {&pk, &sc, &wb, &ns, &K};
+    int64_t grid[3] = {(ns * (K / 64) + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+    st = cu_launch(s, dq, grid, block, 0, args, d);
+    if (st == H3_OK) st = slab_gemm(s, op, desc, in, out, wb, beta, M, N, K, n0, ns, d);
   }
-  cu_lt_layouts_free(a, b, c);
   if (desc) cublasLtMatmulDescDestroy(desc);
   return st;
 }

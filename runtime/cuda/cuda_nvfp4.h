@@ -46,11 +46,15 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
  * GEMM with alpha = g read from the device; it runs there unless H3_NVFP4_FORM=tiled. */
 enum { CU_NVFP4_DQ_ROWS = 64 };
 bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned);
+/* It dequantizes slabs of this many weight rows at a time (multiples of 128, at most N; about
+ * CU_NVFP4_SLAB_BYTES of bf16 each) through one buffer, a GEMM after each. */
+#define CU_NVFP4_SLAB_BYTES (64ll << 20)
+int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K);
 
-/* The device scratch, 0 from the allocation on: for the dequantized form's shapes, w_b [N, K]
- * bf16, then the GEMM's beta (one f32 0, read from the device); with K splits (at most
- * CU_NVFP4_ROWS rows), partials [splits, M, N] f32, then the column groups' counters (u32);
- * else 0 bytes. */
+/* The device scratch, 0 from the allocation on: for the dequantized form's shapes, a slab of
+ * w_b [slab rows, K] bf16, then the GEMMs' beta (one f32 0, read from the device); with K
+ * splits (at most CU_NVFP4_ROWS rows), partials [splits, M, N] f32, then the column groups'
+ * counters (u32); else 0 bytes. */
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K);
 
 #endif

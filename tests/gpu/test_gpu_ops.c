@@ -831,12 +831,14 @@ static void check_hand(h3_backend *b, bool all_attention) {
                           markov_winners}};
   /* linear_nvfp4 at decode and draft-like shapes: 1 row over the draft's fc K (K splits), 8
      rows with a partial column group, 13 rows, 16 rows over 3 chunks */
-  hand_case nvfp4[5] = {
+  hand_case nvfp4[6] = {
       {"linear_nvfp4 M 1 N 300 K 18432", nvfp4_op(&h, "na", 1, 300, 18432), -1, nvfp4_inputs},
       {"linear_nvfp4 M 8 N 200 K 4096", nvfp4_op(&h, "nb", 8, 200, 4096), -1, nvfp4_inputs},
       {"linear_nvfp4 M 13 N 96 K 2560", nvfp4_op(&h, "nc", 13, 96, 2560), -1, nvfp4_inputs},
       {"linear_nvfp4 M 16 N 64 K 768", nvfp4_op(&h, "nd", 16, 64, 768), -1, nvfp4_inputs},
-      {"linear_nvfp4 M 80 N 136 K 1024", nvfp4_op(&h, "ne", 80, 136, 1024), -1, nvfp4_inputs}};
+      {"linear_nvfp4 M 80 N 136 K 1024", nvfp4_op(&h, "ne", 80, 136, 1024), -1, nvfp4_inputs},
+      /* the dequantized form's slabs of 1792 weight rows: a whole one, then 108 rows */
+      {"linear_nvfp4 M 72 N 1900 K 18432", nvfp4_op(&h, "nf", 72, 1900, 18432), -1, nvfp4_inputs}};
   /* M3.1 attention of many rows of one sequence (m31_att_case): the measured prefill (2048
      rows from 0; 4 kv heads there, 2 here to keep the CPU reference short), extends of 130 rows
      (the last 8-row block with 2 rows; at 3003 the 8-row blocks straddle page boundaries), a
@@ -867,7 +869,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
-  check_nvfp4_forms(b, nvfp4, 5);
+  check_nvfp4_forms(b, nvfp4, 6);
   check_sol_forms(b, sol, 4, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   check_m31_decode_splits(b, m31d, 2, all_attention);

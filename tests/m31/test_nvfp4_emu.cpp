@@ -131,6 +131,9 @@ int main(void) {
   CHECK(!cu_nvfp4_dequant_applies(64, 256, true) && cu_nvfp4_dequant_applies(65, 256, true) &&
             !cu_nvfp4_dequant_applies(65, 320, true) && !cu_nvfp4_dequant_applies(65, 256, false),
         "the dequantized form applies above 64 rows, whole chunks, aligned pointers only");
+  CHECK(cu_nvfp4_slab_rows(6144, 18432) == 1792 && cu_nvfp4_slab_rows(24576, 6144) == 5376 &&
+            cu_nvfp4_slab_rows(100, 256) == 100 && cu_nvfp4_slab_rows(1 << 20, 1 << 20) == 128,
+        "the dequantized form's slabs: ~64 MiB of w_b in multiples of 128 rows, at least 128, at most N");
   test_dequant(24, 512);
   test_dequant(3, 256);
   test_nvfp4(1, 256, 1024, false, -1);  /* decode: 4 splits of one chunk */
