@@ -139,11 +139,16 @@
 #      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
 #      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
 #      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
-#   36 the NVFP4 GEMM's forms as the product has them (the skinny form at <= 8 rows, the
-#      dequantized form above 64; mini stage build-gpu/s17c: bin, kcache): test_gpu_ops, nvfp4_bench
-#      at 1 / 8 / 64 / 576 rows (predicted 576-row fc ~0.31 ms against the tiled 1.05), and
-#      DSpark at concurrency 64 (forced acceptance 4, BENCH ONLY) with the NVFP4 and the bf16
-#      draft (predicted: the NVFP4 draft 9.35 -> ~7.9 ms a round, bf16 ~7.75), NVFP4 at 1 too
+#   36 (first in the next session; restage build-gpu/s17c at HEAD first: bin h3c h3exec
+#      gpu_compile_check test_gpu_ops nvfp4_bench, kcache from gpu_compile_check) the NVFP4
+#      GEMM's forms: the skinny form at <= 8 rows (default), the dequantized form above 64
+#      (H3_NVFP4_FORM=dequant, opt-in until this call): test_gpu_ops (every linear_nvfp4 case
+#      through the default, tiled and dequant), nvfp4_bench at 1 / 8 / 64 / 576 rows
+#      (predicted 576-row fc ~0.31 ms dequantized against the tiled 1.05), and DSpark at
+#      concurrency 64 (forced acceptance 4, BENCH ONLY) with the NVFP4 draft dequantized, the
+#      NVFP4 draft tiled and the bf16 draft (predicted draft of a round ~7.9 / 9.35 / 7.75 ms).
+#      If test_gpu_ops passes and the prediction holds: the dequantized form becomes the
+#      default above 64 rows, then dev/draft-quant-default.patch (nvfp4 the default draft)
 #   21 ran 2026-12-04 (dev/results/2026-12-04-h200-s13-nvfp4-ncu-test-gpu-ops.txt): dev/nvfp4_ncu.sh (ncu of the NVFP4 GEMM at M = 1 and 16: latency or issue,
 #      dev/nvfp4-gemm.md) and test_gpu_ops (its new decode split-cap cases)
 # The whole stage (~59 MB) overflows a call's carry with the tracked tree: dev/slim_stage.sh
@@ -290,9 +295,9 @@ case $CALL in
    rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
 36) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "linear_nvfp4|FAIL|passed"
    echo "== nvfp4_bench"; timeout 60 "$S/bin/nvfp4_bench" --rows 1,8,64,576 --no-skinny --no-lm-head --warm-seconds 0.2
-   for Q in nvfp4 bf16; do
-     echo "== m31_spec, draft $Q"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant $Q" timeout 110 bench/m31_spec.sh "$S" \
-       "$OUT/spec_$Q" 64 $([ $Q = nvfp4 ] && echo 1)
+   for Q in nvfp4:dequant nvfp4: bf16:; do # draft:H3_NVFP4_FORM
+     echo "== m31_spec, draft $Q"; H3_NVFP4_FORM=${Q#*:} M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant ${Q%:*}" \
+       timeout 110 bench/m31_spec.sh "$S" "$OUT/spec_${Q%:*}${Q#*:}" 64
    done; rm -f "$OUT"/spec_*/requests_*.jsonl "$OUT"/spec_*/*.results.jsonl; } > "$log" 2>&1 ;;
 *) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..36" >&2; exit 2 ;;
 esac

@@ -412,9 +412,10 @@ extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP
 
 // ---- the dequantized form (M > 64): w_b for cuBLASLt ---------------------------------------
 // H3_NVFP4_NAME_dq(packed, scale, wb, N, K) -> wb [N, K] bf16 = e2m1(code) * e4m3(scale)
-// exactly (a NaN scale byte: NaN), for runtime/cuda/cuda_nvfp4.c's form of many rows: the
-// weight dequantized into scratch, then cuBLASLt's bf16 GEMM with alpha = g (y = bf16(g *
-// sum), the contract above up to the fp32 summation order). Needs K a multiple of 64, the
+// exactly (a NaN scale byte: NaN), for runtime/cuda/cuda_nvfp4.c's form of many rows
+// (H3_NVFP4_FORM=dequant): the weight dequantized into scratch slab by slab (N: a slab's
+// rows), then cuBLASLt's bf16 GEMM with alpha = g (y = bf16(g * sum), the contract above up
+// to the fp32 summation order). Needs K a multiple of 64, the
 // codes and wb 16-byte aligned, the scales 4-byte aligned. Launch: ceil(N K / 64 / 256) blocks
 // of 256 threads; thread i takes the 64 k of group i (row i / (K / 64)): 32 code bytes and 4
 // scale bytes in, 128 bytes of wb out.

@@ -36,11 +36,13 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
   return M > CU_NVFP4_DQ_ROWS && K % CU_NVFP4_KC == 0 && aligned;
 }
 
-/* H3_NVFP4_FORM=tiled keeps the tiled kernels where the skinny or the dequantized form would
- * apply (read at every run: to compare them); by default those run where they apply. */
-static bool tiled_forced(void) {
+/* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" keeps the tiled kernels
+ * where the skinny form would run; "dequant" runs the dequantized form where it applies (opt-in
+ * until timed on the H200). By default: the skinny form where it applies, else the tiled
+ * kernels. */
+static bool form_is(const char *name) {
   const char *form = getenv("H3_NVFP4_FORM");
-  return form && strcmp(form, "tiled") == 0;
+  return form && strcmp(form, name) == 0;
 }
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
@@ -137,13 +139,13 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
-  if (cu_nvfp4_skinny_applies(M, K, vec) && !tiled_forced()) {
+  if (cu_nvfp4_skinny_applies(M, K, vec) && !form_is("tiled")) {
     void *sargs[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
     int64_t sgrid[3] = {(N + 15) / 16, 1, 1}, sblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
     return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
   }
   const bool y_ok = (uintptr_t)y % 16 == 0 && (out[0].type.dtype == H3_BF16 || out[0].type.dtype == H3_F32);
-  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !tiled_forced())
+  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && form_is("dequant"))
     return run_dequantized(s, op, kns[4], scratch, in, out, M, N, K, d);
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];

@@ -493,12 +493,12 @@ static void nvfp4_inputs(const h3_op *op, void **in) {
 }
 
 /* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form at M <= 8,
- * the dequantized form (w_b, then cuBLASLt) above 64 rows; tiled: the tiled kernels at every
- * M). */
+ * else the tiled kernels; tiled: the tiled kernels at every M; dequant: the dequantized form
+ * (w_b, then cuBLASLt) above 64 rows). */
 static void check_nvfp4_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_NVFP4_FORM"};
-  static const char *const forms[2][2] = {{NULL, NULL}, {"tiled", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 2);
+  static const char *const forms[3][2] = {{NULL, NULL}, {"tiled", NULL}, {"dequant", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 3);
 }
 
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one

@@ -127,7 +127,8 @@ static void test_dequant(int64_t N, int64_t K) {
 
 int main(void) {
   elapsed();
-  /* the dequantized form (M > 64): its weight kernel; its GEMM is cuBLASLt's */
+  /* the dequantized form (M > 64, H3_NVFP4_FORM=dequant): its weight kernel; its GEMM is
+     cuBLASLt's */
   CHECK(!cu_nvfp4_dequant_applies(64, 256, true) && cu_nvfp4_dequant_applies(65, 256, true) &&
             !cu_nvfp4_dequant_applies(65, 320, true) && !cu_nvfp4_dequant_applies(65, 256, false),
         "the dequantized form applies above 64 rows, whole chunks, aligned pointers only");
