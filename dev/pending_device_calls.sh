@@ -2,18 +2,10 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next, in this order (a fresh session's 1800 s: ~95 s to start, then): 30 (~410 s: the
-# correctness of the build), 31 (~560 s: issue 18's c64 against the batched peer, twice), 32
-# (~500 s: the table at 32 / 8 / 1 and the 2048-token prefill); then 33 or 34 if time is left.
-# A stage staged from the present tree serves all three: the side-streams window bound and
-# the config checks leave every small and H3 plan as the evening's build wrote it (compared
-# byte for byte: small at seqs 1 / 8 / 32 / 64, groups of 16, 128 experts; H3 tiny, full,
-# --int8, high); only tiny M3.1's plans fork two indexer branches later (bitwise neutral).
-# Staged here at 50610c8 (2026-12-05): build-gpu/s16/stage (whole), slim stages
-# build-gpu/s16_c30, _c31 (also holds call 33's moe_grouped_cublas) and _c32 (STAGE of each
-# call; carry it with carry: ["build-gpu/s16_cNN"]); call 34's binaries in build-nvfp4/carry/sk.
-# If the tree changed since, stage again (git worktree at HEAD, tests/gpu/stage.sh, then
-# dev/slim_stage.sh with the plans each call names).
+# Next (calls 30-35 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt): 36 first (~300
+# s; it needs only a mini stage: bin and kcache, see its entry), then the NVFP4 draft's
+# default (dev/draft-quant-default.patch) if 36 says so. A cold start has cost 95-270 s; a
+# refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
