@@ -131,8 +131,8 @@
 #      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
 #      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
 #      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
-#   36 (first in the next session; restage build-gpu/s17c at HEAD first: bin h3c h3exec
-#      gpu_compile_check test_gpu_ops nvfp4_bench, kcache from gpu_compile_check) the NVFP4
+#   36 (first in the next session; restage at HEAD first: dev/mini_stage.sh build-gpu/s17
+#      build-gpu/s17c, then carry build-gpu/s17c and pass it as STAGE) the NVFP4
 #      GEMM's forms: the skinny form at <= 8 rows (default), the dequantized form above 64
 #      (H3_NVFP4_FORM=dequant, opt-in until this call): test_gpu_ops (every linear_nvfp4 case
 #      through the default, tiled and dequant), nvfp4_bench at 1 / 8 / 64 / 576 rows

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# mini_stage.sh: a stage of a few binaries and the backend's kernel cache, for a device call
+# that needs no precompiled plans (lab; e.g. call 36 of dev/pending_device_calls.sh).
+#   dev/mini_stage.sh BUILD_DIR STAGE [TARGET...]   (default targets: h3c h3exec
+#   gpu_compile_check test_gpu_ops nvfp4_bench; run from a checkout at the commit to stage)
+set -euo pipefail
+B=$1 S=$2
+shift 2
+T=("$@")
+[ ${#T[@]} -gt 0 ] || T=(h3c h3exec gpu_compile_check test_gpu_ops nvfp4_bench)
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+cmake --build "$B" -j2 --target "${T[@]}"
+rm -rf "$S"
+mkdir -p "$S/bin" "$S/plans" "$S/kcache"
+for t in "${T[@]}"; do
+  f=$(find "$B" -maxdepth 3 -type f -name "$t" -perm -u+x | head -1)
+  cp "$f" "$S/bin/"
+done
+strip --strip-debug "$S"/bin/*
+H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd) "$S/bin/gpu_compile_check"
+du -sh "$S"
