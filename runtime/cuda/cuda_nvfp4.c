@@ -135,7 +135,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 5, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
-  void *y = out[0].data, *part = scratch;
+  void *y = out[0].data;
   /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
@@ -152,7 +152,10 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;
   if (sh.splits > 1 && !scratch)
     return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
-  void *cnt = scratch ? (char *)scratch + cu_align256((size_t)(sh.splits * M * N) * 4) : NULL;
+  /* the partials and counters only with splits (else the scratch, if any, is the dequantized
+     form's) */
+  void *part = sh.splits > 1 ? scratch : NULL;
+  void *cnt = sh.splits > 1 ? (char *)scratch + cu_align256((size_t)(sh.splits * M * N) * 4) : NULL;
   int cps = sh.cps;
   void *args[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K, &cps, &vec};
   int64_t grid[3] = {sh.cols, sh.splits, sh.mblocks}, block[3] = {CU_NVFP4_THREADS, 1, 1};
