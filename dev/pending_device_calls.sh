@@ -260,7 +260,7 @@ case $CALL in
 29) { serve_groups 32 270; serve_groups 8 270; rm -f "$OUT"/serve*/requests_*.jsonl; } > "$log" 2>&1 ;;
 30) { echo "== test_gpu_ops"; timeout 150 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -4
    timeout 330 tests/gpu/run_all.sh "$S" "$OUT/ra" m31; cp "$OUT/ra/summary.txt" "$OUT/" 2>/dev/null
-   echo "== serve_check"; timeout 330 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | tail -25
+   echo "== serve_check"; timeout 330 python3 tests/gpu/serve_check.py "$S/bin/h3exec" "$S/plans" "$W30" 2>&1 | grep -E "^serve_check|FAIL|alone"
    } > "$log" 2>&1 ;;
 31) { for R in 1 2; do # twice: the peer moves by a few % between runs; the second run's h3
      # without the expert GEMMs' tuning (H3_MOE_LT_TUNE=0): its group time against the first's
