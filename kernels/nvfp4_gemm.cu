@@ -80,6 +80,19 @@ struct h3n_w {
   unsigned s;
 };
 
+// word i (0-7: k 8 i .. 8 i + 7 of the lane's 64) of w's codes
+H3_DI unsigned h3n_word(const h3n_w &w, int i) {
+  const uint4 q = w.c[i >> 2];
+  return (i & 3) == 0 ? q.x : (i & 3) == 1 ? q.y : (i & 3) == 2 ? q.z : q.w;
+}
+
+// the 8 codes of word c times the broadcast scale pair sc (h3n_scales) as 4 bf16 pairs:
+// p[P] = codes (P, P + 4), each e2m1 * e4m3 * 2^-7 (exact)
+H3_DI void h3n_dequant_word(unsigned c, unsigned sc, unsigned p[4]) {
+  p[0] = h3n_mul2(h3n_e2m1x2<0>(c), sc), p[1] = h3n_mul2(h3n_e2m1x2<1>(c), sc);
+  p[2] = h3n_mul2(h3n_e2m1x2<2>(c), sc), p[3] = h3n_mul2(h3n_e2m1x2<3>(c), sc);
+}
+
 // The lane's weights of chunk c: p, q its weight row's codes and scales at the lane's first
 // chunk (k = 64 t), k0 that chunk's first k. vec: K a multiple of H3N_KC and 16-byte aligned
 // rows (vector loads); else byte loads, zeros past K.
@@ -169,11 +182,9 @@ H3_DI void h3n_chunk(float acc[MT][2][4], const h3n_w *cur, const uint4 *b, cons
     unsigned bf[2][2][2]; // [tile][step][half]
 #pragma unroll
     for (int j = 0; j < 2; j++) {
-      const uint4 q = cur[j].c[i >> 2];
-      const unsigned w = (i & 3) == 0 ? q.x : (i & 3) == 1 ? q.y : (i & 3) == 2 ? q.z : q.w;
-      const unsigned sc = S[j][i >> 1];
-      bf[j][0][0] = h3n_mul2(h3n_e2m1x2<0>(w), sc), bf[j][0][1] = h3n_mul2(h3n_e2m1x2<1>(w), sc);
-      bf[j][1][0] = h3n_mul2(h3n_e2m1x2<2>(w), sc), bf[j][1][1] = h3n_mul2(h3n_e2m1x2<3>(w), sc);
+      unsigned p[4];
+      h3n_dequant_word(h3n_word(cur[j], i), S[j][i >> 1], p);
+      bf[j][0][0] = p[0], bf[j][0][1] = p[1], bf[j][1][0] = p[2], bf[j][1][1] = p[3];
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -302,9 +313,8 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
 // computes y[0 .. M, 16 bx .. 16 bx + 15]: its 16 weight rows are the A tile of m16n8k16 (lane
 // (g, t) dequantizes rows g and g + 8), x's rows the B tile's 8 columns (rows past M read as
 // zeros, their products land in columns never stored), so an mma takes 256 weights where the
-// tiled kernels' take 128. Warp w takes the
-// chunks w, w + H3NS_WARPS, ... (no barrier in the loop; two chunks of weights in flight per
-// lane); lane t of a quad owns the chunk's 64 consecutive k at 64 t, as the tiled kernels do
+// tiled kernels' take 128. Warp w takes the chunks w, w + H3NS_WARPS, ... (no barrier in the
+// loop; two chunks of weights in flight per lane); lane t of a quad owns the chunk's 64 consecutive k at 64 t, as the tiled kernels do
 // (word i: codes (p, p + 4) the pairs of a[0], a[2] for p = 0, 1 and the next k-step's for p =
 // 2, 3; x's k0 + p, k0 + p + 4 the matching pairs of b, from one 16-byte load). Then the warps'
 // sums meet in shared memory and are added in warp order: the sum order depends on K alone.
@@ -312,8 +322,8 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
 #define H3NS_WARPS 4
 
 H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
-                                        const unsigned char *__restrict__ scale, const float *__restrict__ gp,
-                                        O_T *__restrict__ y, long long M, long long N, long long K) {
+                      const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
+                      long long M, long long N, long long K) {
   __shared__ float red[H3NS_WARPS][16][8]; // [warp][weight row][x row]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long n0 = (long long)blockIdx.x * 16, nch = K / H3N_KC;
@@ -362,11 +372,9 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
       unsigned a[2][4]; // [k-step][fragment]: rows g, g + 8 of codes (p, p + 4)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const uint4 qw = cur[h].c[i >> 2];
-        const unsigned w = (i & 3) == 0 ? qw.x : (i & 3) == 1 ? qw.y : (i & 3) == 2 ? qw.z : qw.w;
-        const unsigned sc = S[h][i >> 1];
-        a[0][h] = h3n_mul2(h3n_e2m1x2<0>(w), sc), a[0][2 + h] = h3n_mul2(h3n_e2m1x2<1>(w), sc);
-        a[1][h] = h3n_mul2(h3n_e2m1x2<2>(w), sc), a[1][2 + h] = h3n_mul2(h3n_e2m1x2<3>(w), sc);
+        unsigned p[4];
+        h3n_dequant_word(h3n_word(cur[h], i), S[h][i >> 1], p);
+        a[0][h] = p[0], a[0][2 + h] = p[1], a[1][h] = p[2], a[1][2 + h] = p[3];
       }
       const uint4 v = xv[i];
       const unsigned b0[2] = {h3n_prmt(v.x, v.z, 0x5410u), h3n_prmt(v.x, v.z, 0x7632u)};
@@ -415,10 +423,10 @@ extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP
 // exactly (a NaN scale byte: NaN), for runtime/cuda/cuda_nvfp4.c's form of many rows
 // (H3_NVFP4_FORM=dequant): the weight dequantized into scratch slab by slab (N: a slab's
 // rows), then cuBLASLt's bf16 GEMM with alpha = g (y = bf16(g * sum), the contract above up
-// to the fp32 summation order). Needs K a multiple of 64, the
-// codes and wb 16-byte aligned, the scales 4-byte aligned. Launch: ceil(N K / 64 / 256) blocks
-// of 256 threads; thread i takes the 64 k of group i (row i / (K / 64)): 32 code bytes and 4
-// scale bytes in, 128 bytes of wb out.
+// to the fp32 summation order). Needs K a multiple of 64, the codes and wb 16-byte aligned,
+// the scales 4-byte aligned. Launch: ceil(N K / 64 / 256) blocks of 256 threads; thread i
+// takes the 64 k of group i (row i / (K / 64)): 32 code bytes and 4 scale bytes in, 128 bytes
+// of wb out.
 extern "C" __global__ void __launch_bounds__(256) H3N_CAT(H3_NVFP4_NAME, _dq)(
     const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale, h3_bf16 *__restrict__ wb,
     long long N, long long K) {
@@ -430,16 +438,13 @@ extern "C" __global__ void __launch_bounds__(256) H3N_CAT(H3_NVFP4_NAME, _dq)(
   uint4 *out = reinterpret_cast<uint4 *>(wb + 64 * i);
 #pragma unroll
   for (int j = 0; j < 8; j++) { // word j: k 8 j .. 8 j + 7 of the group, scale j / 2
-    const uint4 q = w.c[j >> 2];
-    const unsigned c = (j & 3) == 0 ? q.x : (j & 3) == 1 ? q.y : (j & 3) == 2 ? q.z : q.w;
-    // pairs (code p, code p + 4) of e2m1 * e4m3 (the GEMM's e2m1 * e4m3 * 2^-7, times 2^7:
+    // pairs (code P, code P + 4) of e2m1 * e4m3 (the GEMM's e2m1 * e4m3 * 2^-7, times 2^7:
     // both products exact), then in k order (0, 1), (2, 3), (4, 5), (6, 7)
-    const unsigned sc = S[j >> 1], two7 = 0x43004300u;
-    const unsigned p0 = h3n_mul2(h3n_mul2(h3n_e2m1x2<0>(c), sc), two7);
-    const unsigned p1 = h3n_mul2(h3n_mul2(h3n_e2m1x2<1>(c), sc), two7);
-    const unsigned p2 = h3n_mul2(h3n_mul2(h3n_e2m1x2<2>(c), sc), two7);
-    const unsigned p3 = h3n_mul2(h3n_mul2(h3n_e2m1x2<3>(c), sc), two7);
-    out[j] = uint4{h3n_prmt(p0, p1, 0x5410u), h3n_prmt(p2, p3, 0x5410u), h3n_prmt(p0, p1, 0x7632u),
-                   h3n_prmt(p2, p3, 0x7632u)};
+    unsigned p[4];
+    h3n_dequant_word(h3n_word(w, j), S[j >> 1], p);
+#pragma unroll
+    for (int i = 0; i < 4; i++) p[i] = h3n_mul2(p[i], 0x43004300u);
+    out[j] = uint4{h3n_prmt(p[0], p[1], 0x5410u), h3n_prmt(p[2], p[3], 0x5410u), h3n_prmt(p[0], p[1], 0x7632u),
+                   h3n_prmt(p[2], p[3], 0x7632u)};
   }
 }

@@ -41,9 +41,9 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 
 /* The dequantized form applies to x [M, K] with more than CU_NVFP4_DQ_ROWS rows, K a multiple
  * of CU_NVFP4_KC and `aligned` (x, the codes and y 16-byte, the scales 4-byte aligned; y bf16
- * or f32): the weight
- * dequantized into scratch (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_dq), then cuBLASLt's bf16
- * GEMM with alpha = g read from the device; it runs there under H3_NVFP4_FORM=dequant. */
+ * or f32): the weight dequantized into scratch (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_dq),
+ * then cuBLASLt's bf16 GEMM with alpha = g read from the device; it runs there under
+ * H3_NVFP4_FORM=dequant. */
 enum { CU_NVFP4_DQ_ROWS = 64 };
 bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned);
 /* It dequantizes slabs of this many weight rows at a time (multiples of 128, at most N; about
