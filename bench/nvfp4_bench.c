@@ -61,6 +61,13 @@ static void *upload(bench *x, const void *host, size_t bytes) {
   return dev;
 }
 
+/* got's NMSE against want (host tensors of type t: gpu_compare's), NaN where a NaN or Inf
+ * of one is not the other's (so that no limit accepts it). */
+static double nmse_of(const h3_type *t, const void *got, const void *want) {
+  const gpu_cmp c = gpu_compare(t, got, want);
+  return c.mismatched_special ? NAN : c.nmse;
+}
+
 /* The skinny kernel's columns for linear(x, w) -> f32 [M, N] = lop's: a second op on the same
  * values, prepared (at its first run) under H3_LINEAR_FORM=skinny; its median ms (< 0: failed)
  * and in *e its NMSE against want (cuBLASLt's result, host f32 [M, N]). */
@@ -76,11 +83,8 @@ static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor 
   double ts = sop && out.data && got ? gpu_time_op(x->b, sop, lin, 2, &out, iters, 3, warm_s, &x->d) : -1;
   unsetenv("H3_LINEAR_FORM");
   *e = -1;
-  if (ts >= 0 && x->b->ops->download(x->b, got, out.data, (size_t)(M * N) * 4, &x->d) == H3_OK) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < M * N; i++) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
-    *e = den > 0 ? num / den : num;
-  }
+  if (ts >= 0 && x->b->ops->download(x->b, got, out.data, (size_t)(M * N) * 4, &x->d) == H3_OK)
+    *e = nmse_of(&yt, got, want);
   free(got);
   if (out.data) x->b->ops->release(x->b, out.data);
   return ts;
@@ -97,14 +101,8 @@ static double time_nvfp4_form(bench *x, const h3_op *qop, const h3_tensor *qin, 
   double t = got ? gpu_time_op(x->b, qop, qin, 4, qout, iters, 3, warm_s, &x->d) : -1;
   unsetenv("H3_NVFP4_FORM");
   *e = -1;
-  if (t >= 0 && x->b->ops->download(x->b, got, qout->data, (size_t)(M * N) * 2, &x->d) == H3_OK) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < M * N; i++) {
-      const double a = h3_bf16_to_f32(got[i]), want = h3_bf16_to_f32(want16[i]);
-      num += (a - want) * (a - want), den += want * want;
-    }
-    *e = den > 0 ? num / den : num;
-  }
+  if (t >= 0 && x->b->ops->download(x->b, got, qout->data, (size_t)(M * N) * 2, &x->d) == H3_OK)
+    *e = nmse_of(&qout->type, got, want16);
   free(got);
   return t;
 }
