@@ -30,6 +30,16 @@ namespace nvfp4_k {
 
 #include <cstring>
 
+/* A random NVFP4 weight [N, K]: every code byte; scales e4m3 magnitudes 0 .. 0x7e (448), 1 in
+ * 16 zero, 3 in 10 negative. */
+static void random_weight(uint8_t *pk, uint8_t *sc, int64_t N, int64_t K) {
+  for (int64_t i = 0; i < N * K / 2; i++) pk[i] = (uint8_t)(urand() * 256);
+  for (int64_t i = 0; i < N * K / 16; i++) {
+    uint8_t b = (uint8_t)(urand() * 0x7f);
+    sc[i] = urand() < 0.0625 ? 0 : (uint8_t)(b | (urand() < 0.3 ? 0x80 : 0));
+  }
+}
+
 /* x [M, K] bf16 against a random NVFP4 weight [N, K]; misalign: x one element off 16 bytes;
  * nan_col >= 0: a NaN scale byte in that weight row; skinny: through the skinny form (as
  * cuda_nvfp4.c launches it by default), which must apply; else through the tiled kernels. */
@@ -46,11 +56,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   for (int i = 0; i < 4; i++) in.push_back(make(op->operands[i]->type));
   fill_random(in[0], -2, 2);
   uint8_t *pk = (uint8_t *)in[1].p(), *sc = (uint8_t *)in[2].p();
-  for (int64_t i = 0; i < N * K / 2; i++) pk[i] = (uint8_t)(urand() * 256);
-  for (int64_t i = 0; i < N * K / 16; i++) { /* e4m3 magnitudes 0 .. 0x7e (448), 1 in 16 zero */
-    uint8_t b = (uint8_t)(urand() * 0x7f);
-    sc[i] = urand() < 0.0625 ? 0 : (uint8_t)(b | (urand() < 0.3 ? 0x80 : 0));
-  }
+  random_weight(pk, sc, N, K);
   if (nan_col >= 0) sc[nan_col * (K / 16) + K / 32] = 0x7f;
   *(float *)in[3].p() = 0.37f;
   std::vector<buf> want = cpu_run(op, in);
@@ -100,8 +106,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
  * bitwise e2m1 * e4m3 of the CPU's h3_nvfp4_unscaled (NaN where the scale is). */
 static void test_dequant(int64_t N, int64_t K) {
   std::vector<uint8_t> pk((size_t)(N * K / 2)), sc((size_t)(N * K / 16));
-  for (auto &b : pk) b = (uint8_t)(urand() * 256);
-  for (auto &b : sc) b = urand() < 0.0625 ? 0 : (uint8_t)((uint8_t)(urand() * 0x7f) | (urand() < 0.3 ? 0x80 : 0));
+  random_weight(pk.data(), sc.data(), N, K);
   sc[sc.size() / 2] = 0xff;
   std::vector<uint16_t> wb((size_t)(N * K), 0x1234);
   long long NN = N, KK = K;
