@@ -13,7 +13,7 @@
 # STAGE: tests/gpu/stage.sh's folder; the plans plans/m31_small_serve_sC.plan (compiled here
 # when missing, or with M31_SPEC_H3C="OPTIONS" as more h3c compile options: `--set
 # experts=128` gives the full model's expert count, about 50 GB of weights; `--draft-quant
-# nvfp4` the NVFP4 draft). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
+# bf16` the bf16 draft instead of the default NVFP4 one). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
 # M31_SPEC_BACKEND=cpu (with a small ISL) try the script without a GPU. M31_SPEC_PROFILE=1 adds,
 # per concurrency, an unforced speculative run with every op timed (OUT/profile_spec_C.txt).
 set -uo pipefail
@@ -27,7 +27,7 @@ shift 2
 CS=${*:-1 8 64}
 ISL=${M31_SPEC_ISL:-2048} OSL=${M31_SPEC_OSL:-128}
 CONFIG=${M31_SPEC_CONFIG:-small} BACKEND=${M31_SPEC_BACKEND:-cuda}
-read -r -a SETS <<< "${M31_SPEC_H3C:-}" # more h3c compile options (--set experts=128, --draft-quant nvfp4)
+read -r -a SETS <<< "${M31_SPEC_H3C:-}" # more h3c compile options (--set experts=128, --draft-quant bf16)
 mkdir -p "$OUT"
 export H3_KERNEL_CACHE_DIR=$S/kcache
 here=$(cd "$(dirname "$0")" && pwd)

@@ -18,11 +18,11 @@
  *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | alt ms  vs bf16  alt GB/s  alt nmse
  *   | skinny ms  vs bf16  sk GB/s  sk nmse
  *
- * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form at M <= 8, else its
- * tiled kernels: docs/nvfp4.md) and alt the same op in its other form for M (at M <= 8 the
- * tiled kernels, H3_NVFP4_FORM=tiled; above 64 rows the dequantized form, H3_NVFP4_FORM=
- * dequant; "-" between), the NMSE against the default's result. Lines "h3bench NAME ms" for
- * scripts (nvfp4_, nvfp4tiled_ / nvfp4dequant_, bf16_, skinny_ + weight _m + M). Exit 77
+ * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form at M <= 8, its
+ * dequantized form above 64 rows, else its tiled kernels: docs/nvfp4.md) and alt the same op
+ * on the tiled kernels (H3_NVFP4_FORM=tiled) where the default is another form ("-" between),
+ * the NMSE against the default's result. Lines "h3bench NAME ms" for scripts (nvfp4_,
+ * nvfp4tiled_, bf16_, skinny_ + weight _m + M). Exit 77
  * without a GPU, 1 when a result is off (NMSE above bf16's limit).
  */
 #include "gpu_common.h"
@@ -267,10 +267,9 @@ int main(int argc, char **argv) {
       double gbs = tq > 0 ? wbytes / (tq * 1e-3) / 1e9 : 0;
       double ts = -1, es = -1, tn = -1, en = -1;
       if (skinny && e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
-      const char *alt = e < 0                                   ? NULL
-                        : cu_nvfp4_skinny_applies(M, K, true)  ? "tiled"
-                        : cu_nvfp4_dequant_applies(M, K, true) ? "dequant"
-                                                               : NULL;
+      const char *alt = e >= 0 && (cu_nvfp4_skinny_applies(M, K, true) || cu_nvfp4_dequant_applies(M, K, true))
+                            ? "tiled"
+                            : NULL;
       if (alt) tn = time_nvfp4_form(&x, qop, qin, &qout, alt, q16, iters, warm_s, &en);
       printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);

@@ -38,6 +38,7 @@ typedef struct {
   /* the --enable-pass lists joined with ',', then the passes of --int8 and --spectrum */
   char enable_text[1024];
   bool enable_flag;              /* --enable-pass was given */
+  bool draft_quant_given;        /* --draft-quant was given (else nvfp4 where the model has a draft) */
   bool markdown, pipelines_only; /* h3c passes --markdown, --pipelines */
   /* step skipping (passes/spectrum.h): the option texts built from --spectrum[=...],
      --spectrum-*, --cache-dit-*, and the enable list with "spectrum" added */
@@ -102,9 +103,10 @@ static void usage_pass_options(FILE *out) {
           "                           thresh=, sink_tokens=, sink_start=); sol everywhere:\n"
           "                           sol,dense_steps=0,dense_layers=0. h3c prints the schedule;\n"
           "                           docs/models/accelerations.md §5\n"
-          "  --draft-quant bf16|nvfp4  weights of the M3.1 DSpark draft (default bf16): nvfp4\n"
-          "                           quantizes fc, o_proj, gate_up_proj and down_proj to NVFP4\n"
-          "                           (W4A16; docs/nvfp4.md)\n"
+          "  --draft-quant nvfp4|bf16  weights of the M3.1 DSpark draft (default nvfp4 where the\n"
+          "                           model has the draft): nvfp4 quantizes fc, o_proj,\n"
+          "                           gate_up_proj and down_proj to NVFP4 (W4A16; docs/nvfp4.md),\n"
+          "                           bf16 keeps them as they are\n"
           "  --spectrum[=W:WIN:FLEX|KEY=VALUE,...]  Spectrum step skipping (docs/step-skipping.md):\n"
           "                           run the block stack at the real steps of a static schedule\n"
           "                           (warm-up W, then one per window WIN growing by FLEX; default\n"
@@ -344,7 +346,8 @@ static int parse_args(int argc, char **argv, options *o) {
       if (missing) return missing_value(cmd, a);
       if (!strcmp(v, "nvfp4") && enable_passes(o, cmd, "draft-quant-nvfp4")) return 1;
       if (strcmp(v, "nvfp4") && strcmp(v, "bf16"))
-        return flag_error(cmd, "unknown --draft-quant '%s'", v, "use bf16 (the default) or nvfp4");
+        return flag_error(cmd, "unknown --draft-quant '%s'", v, "use nvfp4 (the default) or bf16");
+      o->draft_quant_given = true;
     } else if (takes_passes(o->cmd) &&
                (v = flag_value(argc, argv, &i, "--attention", &missing))) {
       if (missing) return missing_value(cmd, a);
@@ -584,6 +587,16 @@ static int cmd_ops(const options *o) {
   return 0;
 }
 
+/* o's passes for module m in *po: as given, plus draft-quant-nvfp4 where m has the DSpark
+ * draft (MiniMax-M3.1), no --draft-quant was given and no --passes list replaces the
+ * pipeline (buf: room for the enable list). */
+static void passes_for(const options *o, const h3_module *m, h3_pass_options *po, char *buf, size_t cap) {
+  *po = o->passes;
+  if (o->draft_quant_given || o->passes.passes || !h3_module_param(m, "dspark.fc.weight")) return;
+  snprintf(buf, cap, "%s%sdraft-quant-nvfp4", o->enable_text, *o->enable_text ? "," : "");
+  po->enable = buf;
+}
+
 static int cmd_check(const options *o) {
   h3_diag d;
   diag_init(&d);
@@ -669,7 +682,10 @@ static int cmd_graph(const options *o) {
   diag_init(&d);
   h3_module *m = load_model(o, &d);
   int rc = 1;
-  if (m && h3_pass_pipeline_run(m, &o->passes, &d) == H3_OK) {
+  h3_pass_options pass_opts;
+  char enable[sizeof o->enable_text + 32];
+  if (m) passes_for(o, m, &pass_opts, enable, sizeof enable);
+  if (m && h3_pass_pipeline_run(m, &pass_opts, &d) == H3_OK) {
     h3_strbuf b;
     h3_strbuf_init(&b);
     if (h3_graph_print_dot(&b, m, o->graph, &d) == H3_OK) rc = write_text(o->output, &b, &d);
@@ -708,7 +724,10 @@ static int cmd_compile(const options *o) {
   diag_init(&d);
   h3_module *m = load_model(o, &d);
   if (!m) return finish(&d, 1);
-  if (h3_pass_pipeline_run(m, &o->passes, &d) != H3_OK) {
+  h3_pass_options pass_opts;
+  char enable[sizeof o->enable_text + 32];
+  passes_for(o, m, &pass_opts, enable, sizeof enable);
+  if (h3_pass_pipeline_run(m, &pass_opts, &d) != H3_OK) {
     h3_module_free(m);
     return finish(&d, 1);
   }
@@ -716,7 +735,7 @@ static int cmd_compile(const options *o) {
   int n = 0;
   h3_diag again; /* the run reported the warnings already */
   diag_init(&again);
-  h3_pass_pipeline_resolve(&o->passes, list, 64, &n, &again);
+  h3_pass_pipeline_resolve(&pass_opts, list, 64, &n, &again);
   h3_diag_free(&again);
   const char *names[64];
   for (int i = 0; i < n; i++) names[i] = list[i]->name;

@@ -420,31 +420,26 @@ extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP
 
 // ---- the dequantized form (M > 64): w_b for cuBLASLt ---------------------------------------
 // H3_NVFP4_NAME_dq(packed, scale, wb, N, K) -> wb [N, K] bf16 = e2m1(code) * e4m3(scale)
-// exactly (a NaN scale byte: NaN), for runtime/cuda/cuda_nvfp4.c's form of many rows
-// (H3_NVFP4_FORM=dequant): the weight dequantized into scratch slab by slab (N: a slab's
-// rows), then cuBLASLt's bf16 GEMM with alpha = g (y = bf16(g * sum), the contract above up
-// to the fp32 summation order). Needs K a multiple of 64, the codes and wb 16-byte aligned,
-// the scales 4-byte aligned. Launch: ceil(N K / 64 / 256) blocks of 256 threads; thread i
-// takes the 64 k of group i (row i / (K / 64)): 32 code bytes and 4 scale bytes in, 128 bytes
-// of wb out.
+// exactly (a NaN scale byte: NaN), for runtime/cuda/cuda_nvfp4.c's form of many rows: the
+// weight dequantized into scratch slab by slab (N: a slab's rows), then cuBLASLt's bf16 GEMM
+// with alpha = g (y = bf16(g * sum), the contract above up to the fp32 summation order). Needs
+// K a multiple of 16 and wb 16-byte aligned, the codes 4-byte aligned. Launch: ceil(N K / 8 /
+// 256) blocks of 256 threads; thread i takes code word i (8 k of one row: the rows of the codes
+// and of wb are contiguous, so word i is wb's 16 bytes at 16 i and its scale byte i / 2): a
+// warp reads 128 contiguous code bytes and writes 512 contiguous bytes of wb.
 extern "C" __global__ void __launch_bounds__(256) H3N_CAT(H3_NVFP4_NAME, _dq)(
     const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale, h3_bf16 *__restrict__ wb,
     long long N, long long K) {
   const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-  if (i >= N * (K / 64)) return;
-  h3n_w w = h3n_load(packed + 32 * i, scale + 4 * i, 0, 0, 64, 1);
-  unsigned S[4];
-  h3n_scales(w.s, S);
-  uint4 *out = reinterpret_cast<uint4 *>(wb + 64 * i);
+  if (i >= N * (K / 8)) return;
+  const unsigned b = scale[i >> 1];
+  unsigned p[4];
+  // the scale's bf16 pair (e4m3 * 2^119; NaN for a NaN byte), then the pairs (code P, code
+  // P + 4) of e2m1 * e4m3 * 2^-7 times 2^7 (both products exact), in k order (0, 1) .. (6, 7)
+  const unsigned S = (b & 0x7fu) == 0x7fu ? 0x7FC07FC0u : h3n_e4m3x2(b | b << 16);
+  h3n_dequant_word(reinterpret_cast<const unsigned *>(packed)[i], S, p);
 #pragma unroll
-  for (int j = 0; j < 8; j++) { // word j: k 8 j .. 8 j + 7 of the group, scale j / 2
-    // pairs (code P, code P + 4) of e2m1 * e4m3 (the GEMM's e2m1 * e4m3 * 2^-7, times 2^7:
-    // both products exact), then in k order (0, 1), (2, 3), (4, 5), (6, 7)
-    unsigned p[4];
-    h3n_dequant_word(h3n_word(w, j), S[j >> 1], p);
-#pragma unroll
-    for (int i = 0; i < 4; i++) p[i] = h3n_mul2(p[i], 0x43004300u);
-    out[j] = uint4{h3n_prmt(p[0], p[1], 0x5410u), h3n_prmt(p[2], p[3], 0x5410u), h3n_prmt(p[0], p[1], 0x7632u),
-                   h3n_prmt(p[2], p[3], 0x7632u)};
-  }
+  for (int j = 0; j < 4; j++) p[j] = h3n_mul2(p[j], 0x43004300u);
+  reinterpret_cast<uint4 *>(wb)[i] = uint4{h3n_prmt(p[0], p[1], 0x5410u), h3n_prmt(p[2], p[3], 0x5410u),
+                                           h3n_prmt(p[0], p[1], 0x7632u), h3n_prmt(p[2], p[3], 0x7632u)};
 }

@@ -229,7 +229,8 @@ static h3_status draft_quant_run(h3_module *m, h3_pass_context *pc, h3_diag *d) 
 
 const h3_pass h3_pass_draft_quant_nvfp4 = {
     .name = "draft-quant-nvfp4",
-    .description = "--draft-quant nvfp4: the DSpark draft's fc, o_proj, gate_up_proj and "
+    .description = "--draft-quant nvfp4 (h3c compile enables it for a model with the draft unless "
+                   "--draft-quant bf16): the DSpark draft's fc, o_proj, gate_up_proj and "
                    "down_proj become W4A16 linear_nvfp4 ops over NVFP4 weights",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = false,

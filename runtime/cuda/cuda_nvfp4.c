@@ -36,10 +36,10 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
   return M > CU_NVFP4_DQ_ROWS && K % CU_NVFP4_KC == 0 && aligned;
 }
 
-/* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" keeps the tiled kernels
- * where the skinny form would run; "dequant" runs the dequantized form where it applies (opt-in
- * until timed on the H200). By default: the skinny form where it applies, else the tiled
- * kernels. */
+/* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" runs the tiled kernels
+ * where the skinny or the dequantized form would run. By default: the skinny form at 1-8 rows,
+ * the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the
+ * tiled kernels in between and where neither applies. */
 static bool form_is(const char *name) {
   const char *form = getenv("H3_NVFP4_FORM");
   return form && strcmp(form, name) == 0;
@@ -54,8 +54,9 @@ size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
 }
 
 int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K) {
-  int64_t rows = (int64_t)(CU_NVFP4_SLAB_BYTES / (2 * (K > 0 ? K : 1))) / 128 * 128;
-  if (rows < 128) rows = 128;
+  const int64_t cap = CU_NVFP4_SLAB_BYTES / (2 * (K > 0 ? K : 1)) / 128 * 128; /* rows in the bytes */
+  if (cap < 128) return N < 128 ? N : 128;
+  const int64_t slabs = (N + cap - 1) / cap, rows = ((N + slabs - 1) / slabs + 127) / 128 * 128;
   return rows < N ? rows : N;
 }
 
@@ -108,7 +109,7 @@ static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, vo
     long long ns = N - n0 < slab ? N - n0 : slab;
     const void *pk = (const char *)in[1].data + n0 * (K / 2), *sc = (const char *)in[2].data + n0 * (K / 16);
     void *args[] = {&pk, &sc, &wb, &ns, &K};
-    int64_t grid[3] = {(ns * (K / 64) + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+    int64_t grid[3] = {(ns * (K / 8) + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
     st = cu_launch(s, dq, grid, block, 0, args, d);
     if (st == H3_OK) st = slab_gemm(s, op, desc, in, out, wb, beta, M, N, K, n0, ns, d);
   }
@@ -145,7 +146,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
     return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
   }
   const bool y_ok = (uintptr_t)y % 16 == 0 && (out[0].type.dtype == H3_BF16 || out[0].type.dtype == H3_F32);
-  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && form_is("dequant"))
+  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !form_is("tiled"))
     return run_dequantized(s, op, kns[4], scratch, in, out, M, N, K, d);
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];

@@ -42,13 +42,15 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 /* The dequantized form applies to x [M, K] with more than CU_NVFP4_DQ_ROWS rows, K a multiple
  * of CU_NVFP4_KC and `aligned` (x, the codes and y 16-byte, the scales 4-byte aligned; y bf16
  * or f32): the weight dequantized into scratch (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_dq),
- * then cuBLASLt's bf16 GEMM with alpha = g read from the device; it runs there under
- * H3_NVFP4_FORM=dequant. */
+ * then cuBLASLt's bf16 GEMM with alpha = g read from the device; it runs there unless
+ * H3_NVFP4_FORM=tiled. */
 enum { CU_NVFP4_DQ_ROWS = 64 };
 bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned);
-/* It dequantizes slabs of this many weight rows at a time (multiples of 128, at most N; about
- * CU_NVFP4_SLAB_BYTES of bf16 each) through one buffer, a GEMM after each. */
-#define CU_NVFP4_SLAB_BYTES (64ll << 20)
+/* It dequantizes slabs of this many weight rows at a time through one buffer, a GEMM after
+ * each: N split into the fewest slabs of at most CU_NVFP4_SLAB_BYTES of bf16 (at least 128
+ * rows), as equal as multiples of 128 rows allow (the GEMMs' columns, hence their waves of
+ * tiles, alike; the last slab at most N). */
+#define CU_NVFP4_SLAB_BYTES (128ll << 20)
 int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K);
 
 /* The device scratch, 0 from the allocation on: for the dequantized form's shapes, a slab of

@@ -233,7 +233,7 @@ def case_table(a):
         ("device_memory_too_small", [h3, "--backend", "cpu", "--device-memory", "1KiB"], 1,
          ["--device-memory 1.0 KiB cannot hold what must stay resident", "give --device-memory"], True),
         ("weights_exceed_memory", [W("m31_full.plan")], 1,
-         [f"{W('m31_full.plan')}: the weights take 794.9 GiB of host memory", "GiB available",
+         [f"{W('m31_full.plan')}: the weights take 794.4 GiB of host memory", "GiB available",
           "--config small or tiny"], True),
         # bad plans
         ("plan_missing", [W("nope.plan")], 1, [W("nope.plan")], True),

@@ -72,6 +72,17 @@ def main():
             check(text.count("= linear_nvfp4(") >= 4 and "@dspark.fc.weight :" not in text
                   and "quant nvfp4_scale \"dspark.fc.weight\"" in text,
                   "the plan holds linear_nvfp4 ops and the NVFP4 parameters, not the bf16 weights")
+    # without --draft-quant: nvfp4 for M3.1 (its plan the nvfp4 one, byte for byte), nothing for H3
+    p = run([a.h3c, "compile", g, "--config", "tiny", "-o", W("default.plan")], "compile (no --draft-quant)")
+    if p.returncode:
+        return 1
+    body = lambda f: [ln for ln in open(f, "rb").read().split(b"\n") if not ln.startswith(b"flags:")]  # noqa: E731
+    check(body(W("default.plan")) == body(plans["nvfp4"]),
+          "without --draft-quant the tiny M3.1 plan is the --draft-quant nvfp4 one (but for its flags line)")
+    h3 = os.path.join(a.source, "models", "minimax_h3.g")
+    p = run([a.h3c, "compile", h3, "--config", "tiny", "--report", "-o", W("h3.plan")], "compile H3")
+    check(p.returncode == 0 and "draft-quant-nvfp4" not in p.stderr.decode(),
+          "H3 (no draft) compiles without the pass when no --draft-quant is given")
     for graph, outs in (("draft", ("z",)), ("draft_commit", ("kd_cache", "vd_cache"))):
         res = {}
         for q, plan in plans.items():

@@ -110,7 +110,7 @@ static void test_dequant(int64_t N, int64_t K) {
   sc[sc.size() / 2] = 0xff;
   std::vector<uint16_t> wb((size_t)(N * K), 0x1234);
   long long NN = N, KK = K;
-  emu_launch3((N * (K / 64) + 255) / 256, 1, 1, 256,
+  emu_launch3((N * (K / 8) + 255) / 256, 1, 1, 256,
               [&] { nvfp4_k::emu_nvfp4_dq(pk.data(), sc.data(), (h3_bf16 *)wb.data(), NN, KK); });
   int64_t bad = 0, nan = 0;
   for (int64_t n = 0; n < N; n++)
@@ -132,16 +132,19 @@ static void test_dequant(int64_t N, int64_t K) {
 
 int main(void) {
   elapsed();
-  /* the dequantized form (M > 64, H3_NVFP4_FORM=dequant): its weight kernel; its GEMM is
+  /* the dequantized form (M > 64, the default there): its weight kernel; its GEMM is
      cuBLASLt's */
   CHECK(!cu_nvfp4_dequant_applies(64, 256, true) && cu_nvfp4_dequant_applies(65, 256, true) &&
             !cu_nvfp4_dequant_applies(65, 320, true) && !cu_nvfp4_dequant_applies(65, 256, false),
         "the dequantized form applies above 64 rows, whole chunks, aligned pointers only");
-  CHECK(cu_nvfp4_slab_rows(6144, 18432) == 1792 && cu_nvfp4_slab_rows(24576, 6144) == 5376 &&
+  CHECK(cu_nvfp4_slab_rows(3692, 18432) == 1920 && cu_nvfp4_slab_rows(6144, 18432) == 3072 && cu_nvfp4_slab_rows(24576, 6144) == 8192 &&
+            cu_nvfp4_slab_rows(6144, 8192) == 6144 && cu_nvfp4_slab_rows(7000, 18432) == 3584 &&
             cu_nvfp4_slab_rows(100, 256) == 100 && cu_nvfp4_slab_rows(1 << 20, 1 << 20) == 128,
-        "the dequantized form's slabs: ~64 MiB of w_b in multiples of 128 rows, at least 128, at most N");
+        "the dequantized form's slabs: the fewest of at most 128 MiB of w_b, equal in multiples of 128 "
+        "rows, at least 128, at most N");
   test_dequant(24, 512);
   test_dequant(3, 256);
+  test_dequant(5, 48); /* K a multiple of 16 only */
   test_nvfp4(1, 256, 1024, false, -1);  /* decode: 4 splits of one chunk */
   test_nvfp4(16, 200, 768, false, 7);   /* a partial column group and n-tile; 3 splits; NaN */
   test_nvfp4(64, 136, 512, false, -1);  /* 4 m-tiles, 2 splits */
