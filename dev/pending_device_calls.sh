@@ -2,10 +2,8 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (calls 30-35 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt): 36 first (~300
-# s; it needs only a mini stage: bin and kcache, see its entry), then the NVFP4 draft's
-# default (dev/draft-quant-default.patch) if 36 says so. A cold start has cost 95-270 s; a
-# refused start 90 s.
+# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 37
+# (a mini stage, see its entry). A cold start has cost 95-270 s; a refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
@@ -131,8 +129,15 @@
 #      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
 #      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
 #      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
-#   36 (first in the next session; restage at HEAD first: dev/mini_stage.sh build-gpu/s17
-#      build-gpu/s17c, then carry build-gpu/s17c and pass it as STAGE) the NVFP4
+#   37 (a mini stage: dev/mini_stage.sh BUILD STAGE h3c h3exec gpu_compile_check test_gpu_ops
+#      nvfp4_bench attention_bench) Sage's one-warpgroup form (H3_SAGE_FORM=wg1, opt-in) and the
+#      NVFP4 dequantized form's new slabs and kernel: test_gpu_ops (every sage case through mma,
+#      wgmma, wg1; every linear_nvfp4 case through the default and tiled forms), attention_bench
+#      --sage (predicted wg1 ~36 ms against the ws form's ~51, dev/sage-attention.md),
+#      nvfp4_bench at 8 / 64 / 576 rows (predicted 576-row fc ~0.33 ms against 0.61 with 64 MiB
+#      slabs); then 38 (same stage): DSpark at concurrency 64 with the NVFP4 draft (now the
+#      default) and the bf16 draft (predicted round ~15.8 ms against bf16's ~15.4)
+#   36 ran on 2026-12-05 (dev/results/2026-12-05-h200-s18-nvfp4-dequant-spec64.txt) the NVFP4
 #      GEMM's forms: the skinny form at <= 8 rows (default), the dequantized form above 64
 #      (H3_NVFP4_FORM=dequant, opt-in until this call): test_gpu_ops (every linear_nvfp4 case
 #      through the default, tiled and dequant), nvfp4_bench at 1 / 8 / 64 / 576 rows
@@ -291,7 +296,15 @@ case $CALL in
      echo "== m31_spec, draft $Q"; H3_NVFP4_FORM=${Q#*:} M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant ${Q%:*}" \
        timeout 110 bench/m31_spec.sh "$S" "$OUT/spec_${Q%:*}${Q#*:}" 64
    done; rm -f "$OUT"/spec_*/requests_*.jsonl "$OUT"/spec_*/*.results.jsonl; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..36" >&2; exit 2 ;;
+37) { echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "sage|linear_nvfp4|FAIL|passed"
+   echo "== attention_bench --sage"; timeout 120 "$S/bin/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
+   echo "== nvfp4_bench"; timeout 60 "$S/bin/nvfp4_bench" --rows 8,64,576 --no-skinny --no-lm-head --warm-seconds 0.2
+   } > "$log" 2>&1 ;;
+38) { for Q in nvfp4 bf16; do
+     echo "== m31_spec, draft $Q"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant $Q" \
+       timeout 170 bench/m31_spec.sh "$S" "$OUT/spec_$Q" 64
+   done; rm -f "$OUT"/spec_*/requests_*.jsonl "$OUT"/spec_*/*.results.jsonl "$OUT"/spec_*/*.plan; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..38" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
