@@ -34,8 +34,9 @@
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
 // h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
-// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs: see
-// its comment below.
+// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs, and
+// h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1) the same again in blocks of one warpgroup: see their
+// comments below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -405,7 +406,8 @@ H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned b, int acc) {
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
 }
 
-// keeps reads of the 32 int32 results d after the wait that precedes it
+// pins the 32 int32 registers d where the call stands: reads of wgmma results after the wait
+// that precedes it, or (h3s_wg1_magic) initial values written before the fence that follows it
 H3_DI void h3s_wg_hold(int *d) {
 #pragma unroll
   for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
@@ -450,20 +452,26 @@ H3_DI float h3s_ldg(const float *p) {
 // The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (4 + s)
 typedef h3_ring<H3S_WS_STAGES> h3s_ws_bars;
 
-// The producer thread: the nst stages (K rows krow + 128 j .. of tk, V^T columns 128 j .. of
-// rows vrow .. + 127 of tv) into the slots at ss
+// One thread: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
+// vrow .. + 127 of tv: 32 KiB) into slot j % SLOTS of the ring at ss (each slot K, then V^T),
+// once the slot's releases of stage j - SLOTS are in (the empty barrier's phase (j / SLOTS - 1))
+template <int SLOTS>
+H3_DI void h3s_load_stage(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3_ring<SLOTS> bar, int krow, int vrow,
+                          int j) {
+  const int s = j % SLOTS;
+  if (j >= SLOTS) h3_bar_wait(bar.empty(s), (unsigned)((j / SLOTS - 1) & 1));
+  const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
+  h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
+  h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+  h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
+}
+
+// The producer thread: the nst stages into the slots at ss, in order
 H3_DI void h3s_ws_produce(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s_ws_bars bar, int krow, int vrow,
                           int nst) {
   h3_prefetch_map(tk);
   h3_prefetch_map(tv);
-  for (int j = 0; j < nst; j++) {
-    const int s = j % H3S_WS_STAGES;
-    if (j >= H3S_WS_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_WS_STAGES - 1) & 1));
-    const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
-    h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
-    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
-    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
-  }
+  for (int j = 0; j < nst; j++) h3s_load_stage(tk, tv, ss, bar, krow, vrow, j);
 }
 
 // h3s_softmax_tile for h3cu_sage_fwd_fp8_ws: its four paths (kq > 0 or not, all keys live or
@@ -629,5 +637,170 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
   if (wg == 1) h3s_ws_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
   else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+}
+
+// ---- the one-warpgroup form of pv = fp8: h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1, opt-in until
+// measured; GPU only, sm_90a). The public SageAttention SM90 kernel's organisation (dev/
+// sage-attention.md) on the ws form's pre-pass layouts, TMA maps and helpers, with the same
+// scores, softmax (h3s_softmax_ws on each 64-key block, in order), P and V codes, two-level
+// accumulation (a stage's T rescaled between its tiles as h3s_ws_settle does, folded once) and
+// output: the ws form's bits up to the sign of a zero.
+//   h3cu_sage_fwd_fp8_wg1(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale): the
+//     arguments of h3cu_sage_fwd_fp8_ws.
+// Grid (ceil(len / 64), Hq), one warpgroup (128 threads), 3 blocks per SM (<= 168 registers,
+// 73 KiB of shared memory each): no producer warp and no ordering between warpgroups; tensor
+// work, softmax and loads overlap across the SM's blocks. Block x takes query rows 64 x .. + 63
+// of q head y (one q block: one delta dq; kv head h = y / group), warp w its rows 16 w .. + 15,
+// and walks the ceil(len / 128) stages j of 128 keys (two 64-key tiles: k blocks 2 j, 2 j + 1,
+// each its delta kd):
+//   thread 0 first loads stage j + 1 by TMA into slot (j + 1) % 2 (h3s_load_stage: once the
+//     block released stage j - 1 there), then every thread waits for stage j in slot j % 2;
+//   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K from shared memory,
+//     committed as two groups; the softmax of half 0 (running maximum m0 = max(m, its keys))
+//     and its e4m3 codes P0 (register A fragments) while S1 runs, then half 1's (m1 = max(m0,
+//     its keys)): the reference's per-block order;
+//   T = P0 V0 (2 wgmma m64n128k32 e4m3), waited; T *= alpha1 where a warp's row has one other
+//     than 1 (h3s_ws_rescale); T += P1 V1, waited; lane 0 of each warp releases the slot (4
+//     arrivals); O = O * (alpha0 alpha1) + T (h3s_fold, fp32).
+// A half past len runs masked (every key -inf: P 0, alpha 1; V^T's padding holds zero codes).
+// Q sits in shared memory, not registers as in the ws form: the 16 registers it frees keep
+// O, T and both halves' P codes within 168 without spills.
+// Synchronisation, mbarriers (h3s_wg1_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
+// j waits for parity (j / 2) & 1); slot s empty (4 arrivals; thread 0 waits for parity (j / 2 -
+// 1) & 1 before loading stage j >= 2 into it). Warp 0 releases stage j - 1 before thread 0
+// waits, the other warps after their last wgmma wait on it, so no slot is overwritten while
+// read and no phase is passed unseen (stage j + 2 needs every warp past stage j).
+// Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
+// then Q [64][128]; each in the ws form's layout (128-byte swizzle, 1024-byte atoms).
+#define H3S_WG1_THREADS 128
+#define H3S_WG1_ROWS 64   // query rows per block: one q block
+#define H3S_WG1_STAGES 2  // the ring: 2 stages of 128 keys (64 KiB)
+#define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 73 KiB of shared memory
+#define H3S_WG1_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES) // Q's offset from the slots
+#define H3S_SMEM_WG1 (1024 + H3S_WG1_QOFF + H3S_WG1_ROWS * 128)
+typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
+
+// d[32] (int32) += A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a, b)
+H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %32, 0;\nmov.b64 da, {%33, %35};\n"
+               "mov.b64 db, {%34, %35};\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, da, db, p;\n}\n"
+               : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
+               : "r"(1), "r"(a), "r"(b), "r"(H3S_DESC_HI));
+}
+
+// S = Q K^T of one 64-key tile into sc (from H3S_MAGIC, pinned before the caller's fence: the
+// compiler may not sink the initial values below it): 4 k-steps of 32 dims of Q (descriptor
+// dq) and the tile's K (descriptor dk)
+H3_DI void h3s_wg1_magic(int sc[8][4]) {
+  h3s_ws_magic(sc);
+  h3s_wg_hold(&sc[0][0]);
+}
+H3_DI void h3s_wg1_qk(int sc[8][4], unsigned dq, unsigned dk) {
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) h3s_wg_qk_ss(&sc[0][0], dq + 2 * kk, dk + 2 * kk);
+}
+
+// The block's 64 rows of Q codes at q (128 bytes a row) into shared memory at qs (generic
+// pointer, 1024-aligned) in the 128-byte swizzle, made visible to the wgmmas (async proxy) of
+// the threads past the block's next barrier
+H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
+#pragma unroll
+  for (int i = threadIdx.x; i < H3S_WG1_ROWS * 8; i += H3S_WG1_THREADS) { // row i / 8, chunk i % 8
+    const int row = i >> 3, ch = i & 7;
+    *reinterpret_cast<uint4 *>(qs + row * 128 + 16 * (ch ^ (row & 7))) =
+        *reinterpret_cast<const uint4 *>(q + 16 * i);
+  }
+  h3_fence_async_smem();
+}
+
+// The softmax of one 64-key half of S (kq from its delta dk, first key key0) into pf and its
+// e4m3 codes pa; alpha the old rows' factors
+H3_DI void h3s_wg1_half(const int sc[8][4], float pf[8][4], unsigned pa[2][4], float dq, float dk, float sl2,
+                        long long key0, long long len, float m[2], float l[2], float alpha[2]) {
+  h3s_softmax_ws(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, key0, len, m, l, alpha);
+  h3s_pack_p8(pf, pa);
+}
+
+// T = P V of a stage's two halves (P codes pa0, pa1; V^T at descriptor dv): T = P0 V0, then,
+// once it is done, T * alpha1 (rows of factor 1 untouched) + P1 V1; T complete on return
+H3_DI void h3s_wg1_pv(float t[64], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv,
+                      const float a1[2]) {
+  h3_wg_fence();
+  h3s_ws_pv(t, pa0, dv, 0);
+  h3_wg_commit();
+  h3_wg_wait<0>();
+  h3_wg_hold<64>(t);
+  h3s_ws_rescale(t, a1);
+  h3_wg_fence();
+  h3s_ws_pv(t, pa1, dv, 1);
+  h3_wg_commit();
+  h3_wg_wait<0>();
+  h3_wg_hold<64>(t);
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS) h3cu_sage_fwd_fp8_wg1(
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
+  extern __shared__ unsigned char h3s_raw[];
+  __shared__ unsigned long long h3s_bar_words[2 * H3S_WG1_STAGES];
+  const unsigned base = h3_smem_addr(h3s_raw), ss = (base + 1023u) & ~1023u; // the slots, then Q
+  const h3s_wg1_bars bar{h3_smem_addr(h3s_bar_words)};
+  const int tid = threadIdx.x, n = blockIdx.y, h = n / group, krow = (int)(h * lp), vrow = h * 128;
+  const int nst = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
+  const long long q0 = (long long)blockIdx.x * H3S_WG1_ROWS;
+  if (tid == 0) {
+    bar.init(H3S_WG1_THREADS / 32);
+    h3_prefetch_map(&tk);
+    h3_prefetch_map(&tv);
+    h3s_load_stage(&tk, &tv, ss, bar, krow, vrow, 0);
+  }
+  h3s_wg1_load_q(h3s_raw + (ss - base) + H3S_WG1_QOFF, qc + ((long long)n * lp + q0) * 128);
+  __syncthreads();
+  const float *kdh = kd + (long long)h * (lp / 64);
+  const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
+  const unsigned dqs = h3s_desc(ss + H3S_WG1_QOFF), dks = h3s_desc(ss), dvs = dks + (H3S_KBYTES >> 4);
+  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, a0[2], a1[2];
+  float pf[8][4];
+  unsigned pa0[2][4], pa1[2][4];
+  int sc0[8][4], sc1[8][4];
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+  float dk0 = h3s_ldg(kdh), dk1 = h3s_ldg(kdh + 1); // stage j's deltas (lp / 64 is even)
+  for (int j = 0; j < nst; j++) { // as often in every thread
+    const int s = j & 1;
+    const long long key0 = (long long)H3S_STAGE_KEYS * j;
+    if (tid == 0 && j + 1 < nst) h3s_load_stage(&tk, &tv, ss, bar, krow, vrow, j + 1);
+    h3_bar_wait(bar.full(s), (unsigned)((j >> 1) & 1));
+    h3s_wg1_magic(sc0);
+    h3s_wg1_magic(sc1);
+    h3_wg_fence();
+    const unsigned dk = dks + (unsigned)s * H3S_WS_SLOT;
+    h3s_wg1_qk(sc0, dqs, dk);
+    h3_wg_commit();
+    h3s_wg1_qk(sc1, dqs, dk + H3S_WS_HALF);
+    h3_wg_commit();
+    float nk0 = 0.0f, nk1 = 0.0f; // stage j + 1's deltas, read under the products
+    if (j + 1 < nst) nk0 = h3s_ldg(kdh + 2 * j + 2), nk1 = h3s_ldg(kdh + 2 * j + 3);
+    h3_wg_wait<1>();
+    h3s_wg_hold(&sc0[0][0]);
+    h3s_wg1_half(sc0, pf, pa0, dq, dk0, sl2, key0, len, m, l, a0);
+    h3_wg_wait<0>();
+    h3s_wg_hold(&sc1[0][0]);
+    h3s_wg1_half(sc1, pf, pa1, dq, dk1, sl2, key0 + H3S_KEYS, len, m, l, a1);
+    h3s_wg1_pv(t, pa0, pa1, dvs + (unsigned)s * H3S_WS_SLOT, a1);
+    if ((tid & 31) == 0) h3_bar_arrive(bar.empty(s));
+    const float al[2] = {__fmul_rn(a0[0], a1[0]), __fmul_rn(a0[1], a1[1])};
+#pragma unroll
+    for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
+    dk0 = nk0, dk1 = nk1;
+  }
+  h3s_store<true>(o, o_stride, n, h, q0 + 16 * (tid >> 5), len, vscale, acc, l);
 }
 #endif

@@ -12,6 +12,9 @@
  *                       warp-specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc
  *                       and vt (cu_byte_map) encoded per segment and passed by value; 2.1 x
  *                       the mma.sync form on the H200 (51.5 against 107.8 ms at S = 32704);
+ *   h3cu_sage_fwd_fp8_wg1 grid (ceil(len / 64), Hq), 128 threads, pv = fp8 with
+ *                       H3_SAGE_FORM=wg1 (opt-in until measured): one warpgroup a block, 3
+ *                       blocks an SM, the ws form's TMA maps and bits;
  *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
  *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
@@ -27,11 +30,13 @@
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE };
+       SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE,
+       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D }; /* 2 stages of K and V^T, then Q */
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-static const char *const fwd_names[3] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws"};
-static const int fwd_smem[3] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS};
+static const char *const fwd_names[4] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws",
+                                         "h3cu_sage_fwd_fp8_wg1"};
+static const int fwd_smem[4] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS, SAGE_SMEM_WG1};
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -75,10 +80,11 @@ static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
 
 size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
-/* The kernels, compiled and configured on first use: the three pre-passes, then the three
- * attention kernels (sm_90a: the warpgroup MMAs of the last) */
-static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
-  for (int i = 0; i < 6; i++) {
+/* The kernels, compiled and configured on first use: the three pre-passes, then the four
+ * attention kernels (sm_90a: the warpgroup MMAs of the last two; the wg1 form's 3 blocks an SM
+ * ask for the largest shared-memory carveout) */
+static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
+  for (int i = 0; i < 7; i++) {
     k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
     if (k[i] && !k[i]->fn) {
       h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k[i]->name);
@@ -87,15 +93,18 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
   }
   if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, 3, quant_names, k, d) != H3_OK) return H3_ERR;
   if (k[3]) return H3_OK;
-  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 3, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
-  for (int i = 0; i < 3; i++) {
+  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 4, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < 4; i++) {
     cudaError_t e = (size_t)fwd_smem[i] > s->smem_optin
                         ? cudaErrorInvalidValue
                         : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           fwd_smem[i], s->device);
+    if (e == cudaSuccess && i == 3)
+      e = cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared, s->device);
     if (e != cudaSuccess) {
       k[3 + i]->fn = NULL;
-      return cu_fail(d, e, "cudaKernelSetAttributeForDevice (dynamic shared memory)", k[3 + i]->name);
+      return cu_fail(d, e, "cudaKernelSetAttributeForDevice (shared memory)", k[3 + i]->name);
     }
   }
   return H3_OK;
@@ -103,22 +112,31 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[6], h3_diag *d) {
 
 /* The kernels and scratch of one op, for its segments */
 typedef struct {
-  cu_kernel *k[6];
+  cu_kernel *k[7];
   sage_scratch sc;
 } sage_ctx;
 
-/* Whether the ws form's 32-bit TMA row coordinates reach every key row of a segment: hk kv
- * heads of lp rows each */
+/* Whether the TMA forms' 32-bit row coordinates reach every key row of a segment: hk kv heads
+ * of lp rows each */
 static bool ws_reaches(int hk, long long lp) { return (int64_t)hk * lp <= 2147483647 - 128; }
 
-/* h3cu_sage_fwd_fp8_ws (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA
- * maps of kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
-static h3_status run_ws(cu_state *s, cu_kernel *k, const sage_scratch *sc, int hq, int hk, long long len,
-                        long long lp, void *o, long long os, float scale, h3_diag *d) {
+/* The forms that read kc and vt through TMA (the same arguments): which kernel of sage_kernels,
+ * query rows and threads a block, dynamic shared memory, and the name errors give it */
+typedef struct {
+  int kernel, rows, threads, smem;
+  const char *what;
+} tma_form;
+static const tma_form ws_form = {5, SAGE_ROWS, 384, SAGE_SMEM_WS, "warp-specialised"};
+static const tma_form wg1_form = {6, 64, 128, SAGE_SMEM_WG1, "one-warpgroup"};
+
+/* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
+ * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
+static h3_status run_tma(cu_state *s, cu_kernel *k, const tma_form *f, const sage_scratch *sc, int hq, int hk,
+                         long long len, long long lp, void *o, long long os, float scale, h3_diag *d) {
   static const char *const who = "sage_attention", *const fix = "run it with H3_SAGE_FORM=mma";
   if (!ws_reaches(hk, lp)) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: %d kv heads of %lld rows take more rows than the "
-                  "warp-specialised kernel's 32-bit TMA coordinates", who, hk, len);
+                  "%s kernel's 32-bit TMA coordinates", who, hk, len, f->what);
     return H3_ERR;
   }
   CUtensorMap tk, tv;
@@ -128,8 +146,8 @@ static h3_status run_ws(cu_state *s, cu_kernel *k, const sage_scratch *sc, int h
   int group = hq / hk;
   void *args[] = {&tk, &tv, (void *)&sc->qc, (void *)&sc->qd, (void *)&sc->kd, (void *)&sc->vscale, &o, &len,
                   &lp, &os, &group, &scale};
-  return cu_launch(s, k, (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, (int64_t[]){384, 1, 1},
-                   SAGE_SMEM_WS, args, d);
+  return cu_launch(s, k, (int64_t[]){(len + f->rows - 1) / f->rows, hq, 1}, (int64_t[]){f->threads, 1, 1},
+                   f->smem, args, d);
 }
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
@@ -159,10 +177,14 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
-  /* H3_SAGE_FORM=wgmma forces the ws form (its error names a too long segment), =mma the other */
+  /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form (their error names a too
+     long segment), =mma the mma.sync form */
   const char *form = getenv("H3_SAGE_FORM");
-  bool forced = form && !strcmp(form, "wgmma"), off = form && !strcmp(form, "mma");
-  if (fp8 && (forced || (!off && ws_reaches(hk, lp)))) return run_ws(s, k[5], sc, hq, hk, len, lp, o, os, scale, d);
+  bool wg1 = form && !strcmp(form, "wg1"), forced = wg1 || (form && !strcmp(form, "wgmma"));
+  bool off = form && !strcmp(form, "mma");
+  const tma_form *tf = wg1 ? &wg1_form : &ws_form;
+  if (fp8 && (forced || (!off && ws_reaches(hk, lp))))
+    return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
   int which = fp8 ? 3 : 4;

@@ -28,7 +28,7 @@
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
- *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma);
+ *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma, wg1);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf) through each form of the kernel (H3_SOL_FORM=mma, ws); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
  *    mma; every row with a clear winner, so the drafts are exact in both); linear_nvfp4 at
@@ -511,11 +511,11 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
 }
 
 /* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then
- * wgmma when `both`; pv = bf16 has the mma form only, so its case runs it twice). */
+ * wgmma and wg1 when `both`; pv = bf16 has the mma form only, so its case runs it thrice). */
 static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
   static const char *const vars[1] = {"H3_SAGE_FORM"};
-  static const char *const forms[2][2] = {{"mma", NULL}, {"wgmma", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, both ? 2 : 1);
+  static const char *const forms[3][2] = {{"mma", NULL}, {"wgmma", NULL}, {"wg1", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 3 : 1);
 }
 
 /* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws
