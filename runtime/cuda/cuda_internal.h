@@ -256,6 +256,11 @@ h3_status cu_rank_ids(cu_state *s, const void *ids, void *local, int64_t n, int6
 h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int kind,
                          float scale, uint64_t seed, uint32_t stream, h3_diag *d);
 
+/* The form that environment variable `var` names: its index in `forms` (NULL-terminated), or
+ * -1 when unset, empty or none of them (then a warning on stderr, once per variable:
+ * cuda_env.c). Read where the form is picked (at every run of an op for most). */
+int cu_env_form(const char *var, const char *const *forms);
+
 /* ---- the skinny linear (cuda_skinny_gemm.c: kernels/skinny_gemm.cu) --------------------- */
 /* Whether it takes linear op (decided when the op is prepared): H3_LINEAR_FORM=skinny in the
  * environment, x and w bf16, y bf16 or f32 (a bias of y's dtype), 1 to 16 rows of x, K a

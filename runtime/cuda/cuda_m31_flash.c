@@ -39,8 +39,7 @@ static const h3_tensor *pt_of(const h3_op *op, const h3_tensor *in) {
 
 bool cu_m31_flash_fits(const cu_state *s, const h3_op *op, const h3_tensor *in,
                        const h3_tensor *out) {
-  const char *env = getenv("H3_M31_ATTENTION");
-  if (env && !strcmp(env, "tile")) return false;
+  if (cu_env_form("H3_M31_ATTENTION", (const char *const[]){"flash", "tile", NULL}) == 1) return false;
   const h3_type *qt = &in[0].type, *ct = &in[1].type;
   if (qt->rank != 3 || ct->rank != 4) return false;
   const long long T = qt->dims[0], P = ct->dims[0], Hk = ct->dims[2];

@@ -181,10 +181,10 @@ static bool moe_gemm(long long T, long long k, long long H, long long F, long lo
 typedef enum { MOE_MMA_SYNC, MOE_WGMMA1, MOE_WGMMA } moe_form;
 
 static moe_form moe_gemm_form(long long E, long long H, long long F) {
-  const char *env = getenv("H3_MOE_GEMM");
-  if (H % 256 || (env && !strcmp(env, "mma"))) return MOE_MMA_SYNC;
+  const int env = cu_env_form("H3_MOE_GEMM", (const char *const[]){"mma", "wgmma1", "wgmma", NULL});
+  if (H % 256 || env == 0) return MOE_MMA_SYNC;
   bool fits = E * 2 * F < (1ll << 31) && E * H < (1ll << 31);
-  return !fits || (env && !strcmp(env, "wgmma1")) ? MOE_WGMMA1 : MOE_WGMMA;
+  return !fits || env == 1 ? MOE_WGMMA1 : MOE_WGMMA;
 }
 
 /* The persistent GEMMs' clusters of 2 blocks: one per 2 SMs (Hopper enables SMs by pairs, so
@@ -376,10 +376,9 @@ size_t cu_m31_markov_scratch_bytes(const h3_op *op) {
 enum { MARKOV_MMA_SEQS = 8 };
 
 static bool markov_mma(h3_dtype w, int r, int seqs) {
-  const char *form = getenv("H3_MARKOV_FORM");
+  const int form = cu_env_form("H3_MARKOV_FORM", (const char *const[]){"mma", "fp32", NULL});
   if (w != H3_BF16 || r % 16) return false;
-  if (form && !strcmp(form, "mma")) return true;
-  if (form && !strcmp(form, "fp32")) return false;
+  if (form >= 0) return form == 0;
   return seqs >= MARKOV_MMA_SEQS;
 }
 

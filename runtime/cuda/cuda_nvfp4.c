@@ -40,10 +40,7 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
  * where the skinny or the dequantized form would run. By default: the skinny form at 1-8 rows,
  * the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the
  * tiled kernels in between and where neither applies. */
-static bool form_is(const char *name) {
-  const char *form = getenv("H3_NVFP4_FORM");
-  return form && strcmp(form, name) == 0;
-}
+static bool tiled_forced(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", NULL}) == 0; }
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
@@ -140,13 +137,13 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
-  if (cu_nvfp4_skinny_applies(M, K, vec) && !form_is("tiled")) {
+  if (cu_nvfp4_skinny_applies(M, K, vec) && !tiled_forced()) {
     void *sargs[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
     int64_t sgrid[3] = {(N + 15) / 16, 1, 1}, sblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
     return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
   }
   const bool y_ok = (uintptr_t)y % 16 == 0 && (out[0].type.dtype == H3_BF16 || out[0].type.dtype == H3_F32);
-  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !form_is("tiled"))
+  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !tiled_forced())
     return run_dequantized(s, op, kns[4], scratch, in, out, M, N, K, d);
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];

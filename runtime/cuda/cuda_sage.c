@@ -179,9 +179,8 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   long long os = qs;
   /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form (their error names a too
      long segment), =mma the mma.sync form */
-  const char *form = getenv("H3_SAGE_FORM");
-  bool wg1 = form && !strcmp(form, "wg1"), forced = wg1 || (form && !strcmp(form, "wgmma"));
-  bool off = form && !strcmp(form, "mma");
+  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wgmma", "wg1", NULL});
+  const bool off = form == 0, wg1 = form == 2, forced = form == 1 || wg1;
   const tma_form *tf = wg1 ? &wg1_form : &ws_form;
   if (fp8 && (forced || (!off && ws_reaches(hk, lp))))
     return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);

@@ -43,8 +43,9 @@ static void dims(const h3_op *op, int64_t *M, int64_t *N, int64_t *K) {
 }
 
 bool cu_skinny_takes(const h3_op *op) {
-  const char *form = getenv("H3_LINEAR_FORM");
-  if (!form || strcmp(form, "skinny") || op->n_operands < 2 || op->n_results < 1) return false;
+  if (cu_env_form("H3_LINEAR_FORM", (const char *const[]){"skinny", NULL}) != 0 || op->n_operands < 2 ||
+      op->n_results < 1)
+    return false;
   const h3_dtype yd = op->results[0]->type.dtype;
   int64_t M, N, K;
   dims(op, &M, &N, &K);

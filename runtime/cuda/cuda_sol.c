@@ -173,8 +173,8 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
       cu_launch(s, k[2], (int64_t[]){(nb + SOL_SELECT_QB - 1) / SOL_SELECT_QB, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;
   /* H3_SOL_FORM=ws forces the ws form (its error names a segment it cannot take), =mma the other */
-  const char *form = getenv("H3_SOL_FORM");
-  bool forced = form && !strcmp(form, "ws"), off = form && !strcmp(form, "mma");
+  const int form = cu_env_form("H3_SOL_FORM", (const char *const[]){"mma", "ws", NULL});
+  const bool off = form == 0, forced = form == 1;
   h3_status st = forced || (!off && ws_reaches(g, hk, nb, nbp))
                      ? run_ws(s, k[4], sc, g, hq, hk, nb, nbp, scale, d)
                      : cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
