@@ -15,7 +15,9 @@
  * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). --sage
  * times h3's flash kernel and then sage_attention (pv fp8 through the mma.sync kernel, through
  * the warp-specialised warpgroup-MMA one, H3_SAGE_FORM=wgmma, row sage_fp8_wgmma, and through
- * the one-warpgroup one, H3_SAGE_FORM=wg1, row sage_fp8_wg1; then pv bf16; smoothing on) on
+ * the one-warpgroup one, H3_SAGE_FORM=wg1, row sage_fp8_wg1, its clusters of 2 blocks,
+ * H3_SAGE_FORM=wg1c, row sage_fp8_wg1c, and it with Q in registers, H3_SAGE_FORM=wg1q, row
+ * sage_fp8_wg1q; then pv bf16; smoothing on) on
  * the same q, k, v (no cudnn, no GEMMs), and prints each
  * one's speed-up over flash ("h3bench sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and
  * its NMSE against flash's output
@@ -202,18 +204,19 @@ int main(int argc, char **argv) {
     if (!ok) rc = 1;
   }
   /* --sage: sage_attention on the same inputs, against flash (out[0]): pv fp8 through the
-     mma.sync kernel, the warp-specialised warpgroup-MMA one and the one-warpgroup one
-     (H3_SAGE_FORM), then pv bf16 */
+     mma.sync kernel, the warp-specialised warpgroup-MMA one, the one-warpgroup one, its
+     clusters and it with Q in registers (H3_SAGE_FORM), then pv bf16 */
   double flash_ms = -1;
-  static const char *const sage_form[4] = {"fp8", "fp8_wgmma", "fp8_wg1", "bf16"};
-  static const char *const sage_env[4] = {"mma", "wgmma", "wg1", "mma"};
+  enum { N_SAGE = 6 };
+  static const char *const sage_form[N_SAGE] = {"fp8", "fp8_wgmma", "fp8_wg1", "fp8_wg1c", "fp8_wg1q", "bf16"};
+  static const char *const sage_env[N_SAGE] = {"mma", "wgmma", "wg1", "wg1c", "wg1q", "mma"};
   const h3_op *sop = NULL;
-  for (int i = 0; sage && i < 4 && aop && out[0].data && out[1].data; i++) {
+  for (int i = 0; sage && i < N_SAGE && aop && out[0].data && out[1].data; i++) {
     if (i == 0) {
       flash_ms = gpu_time_op(x.b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x.d);
       row("attention_flash", flash_ms, flops);
     }
-    if (i == 0 || i == 3) { /* pv fp8 for the first three, then bf16 */
+    if (i == 0 || i == N_SAGE - 1) { /* pv fp8 for all but the last, then bf16 */
       h3_attr sat[3] = {att[0], h3_attr_string(x.m, "pv", i ? "bf16" : "fp8"), att[1]};
       sop = h3_build_op(&x.bld, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 3 : 2, sat, 0, &x.d);
     }

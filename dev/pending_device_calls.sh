@@ -2,8 +2,9 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 37
-# (a mini stage, see its entry). A cold start has cost 95-270 s; a refused start 90 s.
+# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 37,
+# 38, then 39 with the fastest Sage form (one stage for all three, see 37's entry). A cold
+# start has cost 95-270 s; a refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
@@ -129,14 +130,21 @@
 #      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
 #      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
 #      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
-#   37 (a mini stage: dev/mini_stage.sh BUILD STAGE h3c h3exec gpu_compile_check test_gpu_ops
-#      nvfp4_bench attention_bench) Sage's one-warpgroup form (H3_SAGE_FORM=wg1, opt-in) and the
-#      NVFP4 dequantized form's new slabs and kernel: test_gpu_ops (every sage case through mma,
-#      wgmma, wg1; every linear_nvfp4 case through the default and tiled forms), attention_bench
-#      --sage (predicted wg1 ~36 ms against the ws form's ~51, dev/sage-attention.md),
+#   37 (first in the next session; a mini stage: dev/mini_stage.sh BUILD STAGE h3c h3exec
+#      gpu_compile_check test_gpu_ops nvfp4_bench attention_bench, plus the two H3 plans of 39)
+#      Sage's one-warpgroup forms (H3_SAGE_FORM=wg1, wg1c, wg1q, opt-in) and the NVFP4
+#      dequantized form's new slabs and kernel: test_gpu_ops (every sage case through mma,
+#      wgmma, wg1, wg1c, wg1q; every linear_nvfp4 case through the default and tiled forms; a
+#      hang of a new form ends at the timeout), attention_bench --sage (predicted wg1 ~40 ms,
+#      wg1c ~37, wg1q ~44 against the ws form's ~51: dev/sage-attention.md),
 #      nvfp4_bench at 8 / 64 / 576 rows (predicted 576-row fc ~0.33 ms against 0.61 with 64 MiB
 #      slabs); then 38 (same stage): DSpark at concurrency 64 with the NVFP4 draft (now the
 #      default) and the bf16 draft (predicted round ~15.8 ms against bf16's ~15.4)
+#   39 (the stage of 37 with plans/h3_full.plan and plans/h3_full_int8_sagesol_spec.plan, see
+#      tests/gpu/stage.sh; SAGE_FORM=the fastest fp8 form of call 37 in the environment):
+#      issue 20's 49-step composite (run_all.sh sagesol: --int8, Sage->Sol, Spectrum 15:5:0.5,
+#      against the bf16 flash sample in the same call, ~300 s); predicted with Sage at ~40 ms:
+#      64.05 - 10 steps x 50 blocks x ~11 ms = ~58.5 s, ~3.8 x (goal 4.61)
 #   36 ran on 2026-12-05 (dev/results/2026-12-05-h200-s18-nvfp4-dequant-spec64.txt) the NVFP4
 #      GEMM's forms: the skinny form at <= 8 rows (default), the dequantized form above 64
 #      (H3_NVFP4_FORM=dequant, opt-in until this call): test_gpu_ops (every linear_nvfp4 case
@@ -304,7 +312,10 @@ case $CALL in
      echo "== m31_spec, draft $Q"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--draft-quant $Q" \
        timeout 170 bench/m31_spec.sh "$S" "$OUT/spec_$Q" 64
    done; rm -f "$OUT"/spec_*/requests_*.jsonl "$OUT"/spec_*/*.results.jsonl "$OUT"/spec_*/*.plan; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..38" >&2; exit 2 ;;
+39) { echo "== composite, H3_SAGE_FORM=${SAGE_FORM:-}"; H3_SAGE_FORM=${SAGE_FORM:-} \
+     tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
+   rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..39" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -230,33 +230,8 @@ H3_DI void h3ws_cp16(unsigned dst, const void *src, bool live) {
 H3_DI void h3ws_cp_arrive(unsigned bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-// h3_tma into both blocks of the cluster: the box lands at dst and completes its bytes on bar
-// at the same offsets in each
-H3_DI void h3ws_tma_both(unsigned dst, const h3_tmap *map, int c0, int c1, unsigned bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
-               ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar),
-               "h"((unsigned short)3) : "memory");
-}
-// an arrival on the mbarrier at offset bar of the other block of the cluster (the default
-// .release.cta, as CUTLASS's cluster pipelines: what it orders are this warp's finished wgmma
-// reads before the other block's TMA writes; .cluster scope costs a MEMBAR.GPU per arrival)
-H3_DI void h3ws_arrive_other(unsigned bar, unsigned rank) {
-  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
-               ::"r"(bar), "r"(rank ^ 1u) : "memory");
-}
-// every thread of both blocks of the cluster gets here (release / acquire)
-H3_DI void h3ws_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
-               ::: "memory");
-}
-// this block's rank in its cluster, the cluster's index, the clusters of the grid
-H3_DI unsigned h3ws_sreg_rank() {
-  unsigned r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
+// the cluster's index, the clusters of the grid (its rank, barriers, remote arrivals and
+// multicast loads: the prelude's h3_cluster_*, h3_arrive_other, h3_tma_both)
 H3_DI int h3ws_sreg_cluster() {
   int r;
   asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
@@ -304,7 +279,7 @@ H3_DI void h3ws_produce(const h3_tmap *tb, const h3_bf16 *xs, const int *lists, 
       else if (p == 0) {
         h3_bar_expect(fb, H3W_B_BYTES); // the B bytes that land here
         if (t.shared) // this block's box, into both blocks
-          h3ws_tma_both(st + H3W_A_BYTES + rank * (H3W_B_BYTES / 2), tb, kt * H3W_BK, rank ? b1 : b0, fb);
+          h3_tma_both(st + H3W_A_BYTES + rank * (H3W_B_BYTES / 2), tb, kt * H3W_BK, rank ? b1 : b0, fb);
         else {
           h3_tma(st + H3W_A_BYTES, tb, kt * H3W_BK, b0, fb);
           h3_tma(st + H3W_A_BYTES + H3W_B_BYTES / 2, tb, kt * H3W_BK, b1, fb);
@@ -336,7 +311,7 @@ H3_DI void h3ws_consume(const int *lists, const int *counts, h3_bf16 *out, long 
     if (lane == 0) {
       const unsigned eb = empty + 8 * (i % H3W_STAGES);
       h3_bar_arrive(eb);
-      h3ws_arrive_other(eb, rank);
+      h3_arrive_other(eb, rank);
     }
   };
   float d[128];
@@ -376,7 +351,7 @@ H3_DI void h3ws_gemm(const h3_tmap *tb, const h3_bf16 *xs, const int *lists, con
   H3_DYN_SMEM(unsigned char, h3ws_smem);
   __shared__ unsigned long long bars[2 * H3W_STAGES]; // full[s], then empty[s]
   const unsigned base = (h3_smem_addr(h3ws_smem) + 1023u) & ~1023u; // atoms 1024-aligned
-  const unsigned full = h3_smem_addr(bars), empty = full + 8 * H3W_STAGES, rank = h3ws_sreg_rank();
+  const unsigned full = h3_smem_addr(bars), empty = full + 8 * H3W_STAGES, rank = h3_cluster_rank();
   if (threadIdx.x == 0) {
     for (int s = 0; s < H3W_STAGES; s++) {
       h3_bar_init(full + 8 * s, H3WS_FULL_ARRIVALS);
@@ -385,7 +360,7 @@ H3_DI void h3ws_gemm(const h3_tmap *tb, const h3_bf16 *xs, const int *lists, con
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     h3_fence_async_smem();
   }
-  h3ws_cluster_sync(); // both blocks' barriers are set before either block signals the other's
+  h3_cluster_sync(); // both blocks' barriers are set before either block signals the other's
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     h3ws_produce<GU>(tb, xs, lists, counts, T, H, F, k, E, rank, base, full, empty);
@@ -393,7 +368,7 @@ H3_DI void h3ws_gemm(const h3_tmap *tb, const h3_bf16 *xs, const int *lists, con
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     h3ws_consume<GU>(lists, counts, out, T, H, F, k, E, alpha, limit, rank, base, full, empty);
   }
-  h3ws_cluster_sync(); // the other block's last arrivals on this one's barriers are in
+  h3_cluster_sync(); // the other block's last arrivals on this one's barriers are in
 }
 
 #ifdef H3_MOE_WGMMA_NAME

@@ -572,6 +572,37 @@ H3_DI void h3_tma(unsigned dst, const h3_tmap *map, int c0, int c1, unsigned bar
                ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
                : "memory");
 }
+// ---- clusters of 2 blocks (m31_moe_wgmma.cu, sage_attention.cu's wg1c form) ----
+// this block's rank in its cluster
+H3_DI unsigned h3_cluster_rank() {
+  unsigned r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// the two halves of a cluster barrier, every thread of both blocks: arrive releases this
+// thread's accesses before it (remote arrivals included), wait acquires the other block's
+H3_DI void h3_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+H3_DI void h3_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+H3_DI void h3_cluster_sync() {
+  h3_cluster_arrive();
+  h3_cluster_wait();
+}
+// an arrival on the mbarrier at offset bar of the other block of the cluster (the default
+// .release.cta, as CUTLASS's cluster pipelines: what it orders are this warp's finished wgmma
+// reads before the other block's TMA writes; .cluster scope costs a MEMBAR.GPU per arrival)
+H3_DI void h3_arrive_other(unsigned bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
+               ::"r"(bar), "r"(rank ^ 1u) : "memory");
+}
+// h3_tma into both blocks of the cluster: the box lands at dst and completes its bytes on bar
+// at the same offsets in each
+H3_DI void h3_tma_both(unsigned dst, const h3_tmap *map, int c0, int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar),
+               "h"((unsigned short)3) : "memory");
+}
 H3_DI void h3_prefetch_map(const h3_tmap *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)map) : "memory");
 }

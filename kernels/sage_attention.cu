@@ -35,8 +35,9 @@
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
 // h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
 // pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs, and
-// h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1) the same again in blocks of one warpgroup: see their
-// comments below.
+// h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1) the same again in blocks of one warpgroup, with its
+// variants h3cu_sage_fwd_fp8_wg1c (wg1c: clusters of 2 blocks) and _wg1q (wg1q: Q in registers):
+// see their comments below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -640,44 +641,78 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
 }
 
 // ---- the one-warpgroup form of pv = fp8: h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1, opt-in until
-// measured; GPU only, sm_90a). The public SageAttention SM90 kernel's organisation (dev/
-// sage-attention.md) on the ws form's pre-pass layouts, TMA maps and helpers, with the same
-// scores, softmax (h3s_softmax_ws on each 64-key block, in order), P and V codes, two-level
-// accumulation (a stage's T rescaled between its tiles as h3s_ws_settle does, folded once) and
-// output: the ws form's bits up to the sign of a zero.
-//   h3cu_sage_fwd_fp8_wg1(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale): the
-//     arguments of h3cu_sage_fwd_fp8_ws.
-// Grid (ceil(len / 64), Hq), one warpgroup (128 threads), 3 blocks per SM (<= 168 registers,
-// 73 KiB of shared memory each): no producer warp and no ordering between warpgroups; tensor
-// work, softmax and loads overlap across the SM's blocks. Block x takes query rows 64 x .. + 63
-// of q head y (one q block: one delta dq; kv head h = y / group), warp w its rows 16 w .. + 15,
-// and walks the ceil(len / 128) stages j of 128 keys (two 64-key tiles: k blocks 2 j, 2 j + 1,
-// each its delta kd):
-//   thread 0 first loads stage j + 1 by TMA into slot (j + 1) % 2 (h3s_load_stage: once the
-//     block released stage j - 1 there), then every thread waits for stage j in slot j % 2;
-//   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K from shared memory,
-//     committed as two groups; the softmax of half 0 (running maximum m0 = max(m, its keys))
-//     and its e4m3 codes P0 (register A fragments) while S1 runs, then half 1's (m1 = max(m0,
-//     its keys)): the reference's per-block order;
+// measured; GPU only, sm_90a), the same in clusters of 2 blocks, h3cu_sage_fwd_fp8_wg1c
+// (H3_SAGE_FORM=wg1c), and with Q in registers, h3cu_sage_fwd_fp8_wg1q (H3_SAGE_FORM=wg1q; both
+// opt-in until measured; one body, h3s_wg1_fwd<CLUSTER, QREG>). The public SageAttention SM90
+// kernel's organisation (dev/sage-attention.md) on the ws form's pre-pass layouts, TMA maps and
+// helpers, with the same scores, softmax (h3s_softmax_ws on each 64-key block, in order), P and
+// V codes, two-level accumulation (a stage's T rescaled between its tiles as h3s_ws_settle does,
+// folded once) and output: the ws form's bits up to the sign of a zero.
+//   h3cu_sage_fwd_fp8_wg1(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale), and
+//     _wg1c, _wg1q with the same: the arguments of h3cu_sage_fwd_fp8_ws.
+// wg1, wg1q: grid (ceil(len / 64), Hq); wg1c: grid x rounded up to even (__cluster_dims__(2, 1,
+// 1)). One warpgroup (128 threads), 3 blocks per SM (<= 168 registers, 73 KiB of shared memory
+// each; wg1q 2, <= 255 registers, 65 KiB): no producer warp and no ordering between
+// warpgroups; tensor work, softmax and loads overlap across the SM's blocks. Block x takes
+// query rows 64 x .. + 63 of q head y (one q block: one delta dq; kv head h = y / group), warp
+// w its rows 16 w .. + 15, and walks the ceil(len / 128) stages j of 128 keys (two 64-key
+// tiles: k blocks 2 j, 2 j + 1, each its delta kd):
+//   thread 0 first loads stage j + 1 by TMA into slot (j + 1) % 2 (h3s_wg1_load: once stage
+//     j - 1 was released there), then every thread waits for stage j in slot j % 2;
+//   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q (wg1q: in registers) and K
+//     from shared memory, committed as two groups (wg1c: thread 0 loads stage j + 1 only now,
+//     so that its wait for the other block's release of stage j - 1 runs under the products);
+//     the softmax of half 0 (running maximum m0 = max(m, its keys)) and its e4m3 codes P0
+//     (register A fragments) while S1 runs, then half 1's (m1 = max(m0, its keys)): the
+//     reference's per-block order;
 //   T = P0 V0 (2 wgmma m64n128k32 e4m3), waited; T *= alpha1 where a warp's row has one other
-//     than 1 (h3s_ws_rescale); T += P1 V1, waited; lane 0 of each warp releases the slot (4
-//     arrivals); O = O * (alpha0 alpha1) + T (h3s_fold, fp32).
+//     than 1 (h3s_ws_rescale); T += P1 V1, waited; lane 0 of each warp releases the slot
+//     (h3s_wg1_release); O = O * (alpha0 alpha1) + T (h3s_fold, fp32).
 // A half past len runs masked (every key -inf: P 0, alpha 1; V^T's padding holds zero codes).
 // Q sits in shared memory, not registers as in the ws form: the 16 registers it frees keep
-// O, T and both halves' P codes within 168 without spills.
+// O, T and both halves' P codes within 168 without spills. wg1q holds Q's A fragments in
+// registers as the ws form does (h3s_load_qa, read once from qc; no Q in shared memory), at 2
+// blocks an SM: no shared-memory reads of Q (16 KiB a stage), but 2 warpgroups an SM, not 3.
 // Synchronisation, mbarriers (h3s_wg1_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
-// j waits for parity (j / 2) & 1); slot s empty (4 arrivals; thread 0 waits for parity (j / 2 -
-// 1) & 1 before loading stage j >= 2 into it). Warp 0 releases stage j - 1 before thread 0
-// waits, the other warps after their last wgmma wait on it, so no slot is overwritten while
-// read and no phase is passed unseen (stage j + 2 needs every warp past stage j).
+// j waits for parity (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 -
+// 1) & 1 before loading stage j >= 2 into it).
+//   wg1: 4 releases, lane 0 of each warp. Warp 0 releases stage j - 1 before thread 0 waits,
+//     the other warps after their last wgmma wait on it, so no slot is overwritten while read
+//     and no phase is passed unseen (stage j + 2 needs every warp past stage j).
+//   wg1c: blocks 2 i and 2 i + 1 (cluster ranks 0 and 1) are two 64-row tiles of one q head,
+//     so they read the same stages, and each stage comes from L2 once per cluster: thread 0 of
+//     rank 0 loads the K box, thread 0 of rank 1 the V^T box, each by TMA .multicast::cluster
+//     into the slot of both blocks (the same shared-memory offsets; 16 KiB each); each block's
+//     full barrier expects the whole 32 KiB from its own thread 0 (the other block's box may
+//     land first: the transaction count is negative for a while, the phase still waits for
+//     the arrival). Empty counts 8 releases: lane 0 of each warp of both blocks arrives on the
+//     slot's barrier in its own block and in the other (through mapa), so a thread 0 that saw
+//     a phase knows that neither block reads the slot and may multicast into both. Every full
+//     phase needs both blocks' boxes, each loaded after its thread 0 saw the slot's previous
+//     phase on its own barrier: so a warp's release of stage j (after its wait for stage j)
+//     follows the phase of stage j - 2 on both blocks' empty barriers (no release falls into
+//     an earlier phase), no box of stage j + 2 lands before both blocks finished stage j, and
+//     a block leads the other by at most one stage (its thread 0 loads stage j + 1 once both
+//     released stage j - 1; its other warps go on with their softmax meanwhile). Start:
+//     thread 0 initialises the barriers (fence.mbarrier_init.release.cluster), then every
+//     thread of both blocks passes a cluster barrier before the first multicast or remote
+//     arrival. Exit: every thread arrives on a cluster barrier after its last release and
+//     waits on it after its store, so a block leaves once the other's last arrivals on its
+//     barriers are in (every box into it landed: it waited for its last stage). A block whose
+//     rows are all past len (the last, when ceil(len / 64) is odd) computes and stores nothing
+//     but loads its box of every stage and releases each stage once it is in, as its partner
+//     needs (h3s_wg1c_idle).
 // Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
-// then Q [64][128]; each in the ws form's layout (128-byte swizzle, 1024-byte atoms).
+// then Q [64][128] (wg1q, H3S_SMEM_WG1Q: none); each in the ws form's layout (128-byte swizzle,
+// 1024-byte atoms).
 #define H3S_WG1_THREADS 128
 #define H3S_WG1_ROWS 64   // query rows per block: one q block
 #define H3S_WG1_STAGES 2  // the ring: 2 stages of 128 keys (64 KiB)
 #define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 73 KiB of shared memory
 #define H3S_WG1_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES) // Q's offset from the slots
 #define H3S_SMEM_WG1 (1024 + H3S_WG1_QOFF + H3S_WG1_ROWS * 128)
+#define H3S_WG1Q_BLOCKS 2 // wg1q: blocks per SM, <= 255 registers
+#define H3S_SMEM_WG1Q (1024 + H3S_WG1_QOFF) // wg1q: no Q
 typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
 
 // d[32] (int32) += A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a, b)
@@ -742,28 +777,69 @@ H3_DI void h3s_wg1_pv(float t[64], const unsigned pa0[2][4], const unsigned pa1[
   h3_wg_hold<64>(t);
 }
 
-extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS) h3cu_sage_fwd_fp8_wg1(
-    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
-    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
-    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
-  extern __shared__ unsigned char h3s_raw[];
-  __shared__ unsigned long long h3s_bar_words[2 * H3S_WG1_STAGES];
-  const unsigned base = h3_smem_addr(h3s_raw), ss = (base + 1023u) & ~1023u; // the slots, then Q
-  const h3s_wg1_bars bar{h3_smem_addr(h3s_bar_words)};
-  const int tid = threadIdx.x, n = blockIdx.y, h = n / group, krow = (int)(h * lp), vrow = h * 128;
-  const int nst = (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS);
-  const long long q0 = (long long)blockIdx.x * H3S_WG1_ROWS;
-  if (tid == 0) {
-    bar.init(H3S_WG1_THREADS / 32);
-    h3_prefetch_map(&tk);
-    h3_prefetch_map(&tv);
-    h3s_load_stage(&tk, &tv, ss, bar, krow, vrow, 0);
+// A block's loads: the TMA maps, its slots ss (then Q), barriers, the kv head's first rows of K
+// (krow) and V^T (vrow), the stage count nst and the cluster rank (wg1: 0)
+struct h3s_wg1_ctx {
+  const h3_tmap *tk, *tv;
+  unsigned ss;
+  h3s_wg1_bars bar;
+  int krow, vrow, nst;
+  unsigned rank;
+};
+
+// Thread 0: stage j into slot j % 2 once stage j - 2's releases are in; wg1 both boxes
+// (h3s_load_stage), wg1c this rank's box into both blocks, the full barrier expecting all 32 KiB
+template <bool CLUSTER> H3_DI void h3s_wg1_load(const h3s_wg1_ctx &c, int j) {
+  if constexpr (!CLUSTER) {
+    h3s_load_stage(c.tk, c.tv, c.ss, c.bar, c.krow, c.vrow, j);
+  } else {
+    const int s = j & 1;
+    if (j >= H3S_WG1_STAGES) h3_bar_wait(c.bar.empty(s), (unsigned)((j / H3S_WG1_STAGES - 1) & 1));
+    const unsigned ks = c.ss + (unsigned)(s * 2 * H3S_KBYTES);
+    h3_bar_expect(c.bar.full(s), 2 * H3S_KBYTES);
+    if (c.rank == 0) h3_tma_both(ks, c.tk, 0, c.krow + H3S_STAGE_KEYS * j, c.bar.full(s));
+    else h3_tma_both(ks + H3S_KBYTES, c.tv, H3S_STAGE_KEYS * j, c.vrow, c.bar.full(s));
   }
-  h3s_wg1_load_q(h3s_raw + (ss - base) + H3S_WG1_QOFF, qc + ((long long)n * lp + q0) * 128);
-  __syncthreads();
+}
+
+// Every thread, once its warp's wgmmas that read slot s retired: lane 0 releases the slot (wg1c:
+// in both blocks)
+template <bool CLUSTER> H3_DI void h3s_wg1_release(const h3s_wg1_ctx &c, int s) {
+  if ((threadIdx.x & 31) != 0) return;
+  if constexpr (CLUSTER) h3_arrive_other(c.bar.empty(s), c.rank);
+  h3_bar_arrive(c.bar.empty(s));
+}
+
+// wg1c's block past len: thread 0 loads its box of every stage, every warp releases each stage
+// once it is in; then the exit barrier's arrival
+H3_DI void h3s_wg1c_idle(const h3s_wg1_ctx &c) {
+  for (int j = 0; j < c.nst; j++) { // as often in every thread
+    if (threadIdx.x == 0 && j + 1 < c.nst) h3s_wg1_load<true>(c, j + 1);
+    h3_bar_wait(c.bar.full(j & 1), (unsigned)((j >> 1) & 1));
+    h3s_wg1_release<true>(c, j & 1);
+  }
+  h3_cluster_arrive();
+}
+
+// S = Q K^T of one 64-key tile (K at descriptor dk) into sc: Q from shared memory (descriptor
+// dqs) or, QREG, its A fragments qa
+template <bool QREG> H3_DI void h3s_wg1_s(int sc[8][4], const unsigned qa[4][4], unsigned dqs, unsigned dk) {
+  if constexpr (QREG) h3s_ws_qk(sc, qa, dk);
+  else h3s_wg1_qk(sc, dqs, dk);
+}
+
+// The block's 64 rows of q head n (kv head h) from q0 over the stages (the contract above);
+// wg1c: the exit barrier's arrival after the last release; wg1q: Q's A fragments read from qc
+template <bool CLUSTER, bool QREG>
+H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const signed char *qc, const float *qd, const float *kd,
+                        const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n, int h,
+                        long long q0, float scale) {
+  const int tid = threadIdx.x, nst = c.nst;
+  unsigned qa[4][4];
+  if constexpr (QREG) h3s_load_qa(qc + ((long long)n * lp + q0 + 16 * (tid >> 5)) * 128, qa);
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  const unsigned dqs = h3s_desc(ss + H3S_WG1_QOFF), dks = h3s_desc(ss), dvs = dks + (H3S_KBYTES >> 4);
+  const unsigned dqs = h3s_desc(c.ss + H3S_WG1_QOFF), dks = h3s_desc(c.ss), dvs = dks + (H3S_KBYTES >> 4);
   float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, a0[2], a1[2];
   float pf[8][4];
   unsigned pa0[2][4], pa1[2][4];
@@ -776,16 +852,17 @@ extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS) h3
   for (int j = 0; j < nst; j++) { // as often in every thread
     const int s = j & 1;
     const long long key0 = (long long)H3S_STAGE_KEYS * j;
-    if (tid == 0 && j + 1 < nst) h3s_load_stage(&tk, &tv, ss, bar, krow, vrow, j + 1);
-    h3_bar_wait(bar.full(s), (unsigned)((j >> 1) & 1));
+    if (!CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1);
+    h3_bar_wait(c.bar.full(s), (unsigned)((j >> 1) & 1));
     h3s_wg1_magic(sc0);
     h3s_wg1_magic(sc1);
     h3_wg_fence();
     const unsigned dk = dks + (unsigned)s * H3S_WS_SLOT;
-    h3s_wg1_qk(sc0, dqs, dk);
+    h3s_wg1_s<QREG>(sc0, qa, dqs, dk);
     h3_wg_commit();
-    h3s_wg1_qk(sc1, dqs, dk + H3S_WS_HALF);
+    h3s_wg1_s<QREG>(sc1, qa, dqs, dk + H3S_WS_HALF);
     h3_wg_commit();
+    if (CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1); // waits under S0, S1
     float nk0 = 0.0f, nk1 = 0.0f; // stage j + 1's deltas, read under the products
     if (j + 1 < nst) nk0 = h3s_ldg(kdh + 2 * j + 2), nk1 = h3s_ldg(kdh + 2 * j + 3);
     h3_wg_wait<1>();
@@ -795,12 +872,65 @@ extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS) h3
     h3s_wg_hold(&sc1[0][0]);
     h3s_wg1_half(sc1, pf, pa1, dq, dk1, sl2, key0 + H3S_KEYS, len, m, l, a1);
     h3s_wg1_pv(t, pa0, pa1, dvs + (unsigned)s * H3S_WS_SLOT, a1);
-    if ((tid & 31) == 0) h3_bar_arrive(bar.empty(s));
+    h3s_wg1_release<CLUSTER>(c, s);
     const float al[2] = {__fmul_rn(a0[0], a1[0]), __fmul_rn(a0[1], a1[1])};
 #pragma unroll
     for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
     dk0 = nk0, dk1 = nk1;
   }
+  if constexpr (CLUSTER) h3_cluster_arrive();
   h3s_store<true>(o, o_stride, n, h, q0 + 16 * (tid >> 5), len, vscale, acc, l);
+}
+
+// The kernels' body (the contract above): barriers, Q (wg1q: in the rows), stage 0, then the
+// block's rows (wg1c: or the idle block's loads) and, wg1c, the exit barrier
+template <bool CLUSTER, bool QREG>
+H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *qc, const float *qd, const float *kd,
+                       const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int group,
+                       float scale) {
+  extern __shared__ unsigned char h3s_wg1_raw[];
+  __shared__ unsigned long long h3s_bar_words[2 * H3S_WG1_STAGES];
+  const unsigned base = h3_smem_addr(h3s_wg1_raw), ss = (base + 1023u) & ~1023u; // the slots, then Q
+  const int n = blockIdx.y, h = n / group;
+  const h3s_wg1_ctx c{tk, tv, ss, h3s_wg1_bars{h3_smem_addr(h3s_bar_words)}, (int)(h * lp), h * 128,
+                      (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS), CLUSTER ? h3_cluster_rank() : 0u};
+  const long long q0 = (long long)blockIdx.x * H3S_WG1_ROWS;
+  if (threadIdx.x == 0) {
+    c.bar.init((CLUSTER ? 2 : 1) * H3S_WG1_THREADS / 32);
+    h3_prefetch_map(tk);
+    h3_prefetch_map(tv);
+    if (!CLUSTER) h3s_wg1_load<CLUSTER>(c, 0);
+  }
+  if (!QREG) h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_WG1_QOFF, qc + ((long long)n * lp + q0) * 128);
+  if constexpr (CLUSTER) { // both blocks' barriers are set before either block signals the other's
+    h3_cluster_sync();
+    if (threadIdx.x == 0) h3s_wg1_load<CLUSTER>(c, 0);
+  } else {
+    __syncthreads();
+  }
+  if (CLUSTER && q0 >= len) h3s_wg1c_idle(c);
+  else h3s_wg1_rows<CLUSTER, QREG>(c, qc, qd, kd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  if constexpr (CLUSTER) h3_cluster_wait(); // the other block's last arrivals here are in
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS) h3cu_sage_fwd_fp8_wg1(
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
+  h3s_wg1_fwd<false, false>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS)
+    h3cu_sage_fwd_fp8_wg1c(const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv,
+                           const signed char *__restrict__ qc, const float *__restrict__ qd,
+                           const float *__restrict__ kd, const float *__restrict__ vscale, h3_bf16 *__restrict__ o,
+                           long long len, long long lp, long long o_stride, int group, float scale) {
+  h3s_wg1_fwd<true, false>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
+}
+extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1Q_BLOCKS) h3cu_sage_fwd_fp8_wg1q(
+    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
+    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
+    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
+  h3s_wg1_fwd<false, true>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
 }
 #endif

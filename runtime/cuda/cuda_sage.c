@@ -15,6 +15,13 @@
  *   h3cu_sage_fwd_fp8_wg1 grid (ceil(len / 64), Hq), 128 threads, pv = fp8 with
  *                       H3_SAGE_FORM=wg1 (opt-in until measured): one warpgroup a block, 3
  *                       blocks an SM, the ws form's TMA maps and bits;
+ *   h3cu_sage_fwd_fp8_wg1c grid (ceil(len / 64) rounded up to even, Hq), 128 threads, pv = fp8
+ *                       with H3_SAGE_FORM=wg1c (opt-in until measured): wg1 in clusters of 2
+ *                       blocks (the kernel's __cluster_dims__) that share each stage by TMA
+ *                       multicast;
+ *   h3cu_sage_fwd_fp8_wg1q grid (ceil(len / 64), Hq), 128 threads, pv = fp8 with
+ *                       H3_SAGE_FORM=wg1q (opt-in until measured): wg1 with Q in registers, 2
+ *                       blocks an SM;
  *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
  *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
@@ -31,12 +38,16 @@
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
        SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE,
-       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D }; /* 2 stages of K and V^T, then Q */
+       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D, /* 2 stages of K and V^T, then Q */
+       SAGE_SMEM_WG1Q = 1024 + 2 * 2 * SAGE_KSTAGE };
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-static const char *const fwd_names[4] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_ws",
-                                         "h3cu_sage_fwd_fp8_wg1"};
-static const int fwd_smem[4] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS, SAGE_SMEM_WG1};
+enum { SAGE_FWD = 6, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */
+static const char *const fwd_names[SAGE_FWD] = {"h3cu_sage_fwd_fp8",      "h3cu_sage_fwd_bf16",
+                                                "h3cu_sage_fwd_fp8_ws",   "h3cu_sage_fwd_fp8_wg1",
+                                                "h3cu_sage_fwd_fp8_wg1c", "h3cu_sage_fwd_fp8_wg1q"};
+static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS,
+                                       SAGE_SMEM_WG1, SAGE_SMEM_WG1,  SAGE_SMEM_WG1Q};
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -80,11 +91,11 @@ static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
 
 size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
-/* The kernels, compiled and configured on first use: the three pre-passes, then the four
- * attention kernels (sm_90a: the warpgroup MMAs of the last two; the wg1 form's 3 blocks an SM
- * ask for the largest shared-memory carveout) */
-static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
-  for (int i = 0; i < 7; i++) {
+/* The kernels, compiled and configured on first use: the three pre-passes, then the six
+ * attention kernels (sm_90a: the warpgroup MMAs of the last four; the wg1 forms' 2-3 blocks an
+ * SM ask for the largest shared-memory carveout) */
+static h3_status sage_kernels(cu_state *s, cu_kernel *k[SAGE_KERNELS], h3_diag *d) {
+  for (int i = 0; i < SAGE_KERNELS; i++) {
     k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
     if (k[i] && !k[i]->fn) {
       h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k[i]->name);
@@ -93,13 +104,13 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
   }
   if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, 3, quant_names, k, d) != H3_OK) return H3_ERR;
   if (k[3]) return H3_OK;
-  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, 4, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
-  for (int i = 0; i < 4; i++) {
+  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, SAGE_FWD, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < SAGE_FWD; i++) {
     cudaError_t e = (size_t)fwd_smem[i] > s->smem_optin
                         ? cudaErrorInvalidValue
                         : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           fwd_smem[i], s->device);
-    if (e == cudaSuccess && i == 3)
+    if (e == cudaSuccess && i >= 3)
       e = cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           cudaSharedmemCarveoutMaxShared, s->device);
     if (e != cudaSuccess) {
@@ -112,7 +123,7 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[7], h3_diag *d) {
 
 /* The kernels and scratch of one op, for its segments */
 typedef struct {
-  cu_kernel *k[7];
+  cu_kernel *k[SAGE_KERNELS];
   sage_scratch sc;
 } sage_ctx;
 
@@ -121,13 +132,17 @@ typedef struct {
 static bool ws_reaches(int hk, long long lp) { return (int64_t)hk * lp <= 2147483647 - 128; }
 
 /* The forms that read kc and vt through TMA (the same arguments): which kernel of sage_kernels,
- * query rows and threads a block, dynamic shared memory, and the name errors give it */
+ * query rows and threads a block, dynamic shared memory, whether the blocks go in clusters of 2
+ * (the kernel's __cluster_dims__: an even grid x), and the name errors give it */
 typedef struct {
   int kernel, rows, threads, smem;
+  bool pairs;
   const char *what;
 } tma_form;
-static const tma_form ws_form = {5, SAGE_ROWS, 384, SAGE_SMEM_WS, "warp-specialised"};
-static const tma_form wg1_form = {6, 64, 128, SAGE_SMEM_WG1, "one-warpgroup"};
+static const tma_form ws_form = {5, SAGE_ROWS, 384, SAGE_SMEM_WS, false, "warp-specialised"};
+static const tma_form wg1_form = {6, 64, 128, SAGE_SMEM_WG1, false, "one-warpgroup"};
+static const tma_form wg1c_form = {7, 64, 128, SAGE_SMEM_WG1, true, "one-warpgroup cluster"};
+static const tma_form wg1q_form = {8, 64, 128, SAGE_SMEM_WG1Q, false, "one-warpgroup register-Q"};
 
 /* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
  * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
@@ -146,8 +161,9 @@ static h3_status run_tma(cu_state *s, cu_kernel *k, const tma_form *f, const sag
   int group = hq / hk;
   void *args[] = {&tk, &tv, (void *)&sc->qc, (void *)&sc->qd, (void *)&sc->kd, (void *)&sc->vscale, &o, &len,
                   &lp, &os, &group, &scale};
-  return cu_launch(s, k, (int64_t[]){(len + f->rows - 1) / f->rows, hq, 1}, (int64_t[]){f->threads, 1, 1},
-                   f->smem, args, d);
+  int64_t blocks = (len + f->rows - 1) / f->rows;
+  if (f->pairs) blocks += blocks & 1;
+  return cu_launch(s, k, (int64_t[]){blocks, hq, 1}, (int64_t[]){f->threads, 1, 1}, f->smem, args, d);
 }
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
@@ -177,11 +193,12 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
-  /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form (their error names a too
-     long segment), =mma the mma.sync form */
-  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wgmma", "wg1", NULL});
-  const bool off = form == 0, wg1 = form == 2, forced = form == 1 || wg1;
-  const tma_form *tf = wg1 ? &wg1_form : &ws_form;
+  /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form, =wg1c its clusters, =wg1q
+     it with Q in registers (their error names a too long segment), =mma the mma.sync form */
+  static const tma_form *const forced_form[5] = {NULL, &ws_form, &wg1_form, &wg1c_form, &wg1q_form};
+  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wgmma", "wg1", "wg1c", "wg1q", NULL});
+  const bool off = form == 0, forced = form > 0;
+  const tma_form *tf = forced ? forced_form[form] : &ws_form;
   if (fp8 && (forced || (!off && ws_reaches(hk, lp))))
     return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,

@@ -28,7 +28,8 @@
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
- *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma, wg1);
+ *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma, wg1,
+ *    wg1c, wg1q);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf) through each form of the kernel (H3_SOL_FORM=mma, ws); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
  *    mma; every row with a clear winner, so the drafts are exact in both); linear_nvfp4 at
@@ -511,11 +512,13 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
 }
 
 /* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then
- * wgmma and wg1 when `both`; pv = bf16 has the mma form only, so its case runs it thrice). */
+ * wgmma, wg1, wg1c and wg1q when `both`; pv = bf16 has the mma form only, so its case runs it
+ * five times). */
 static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
   static const char *const vars[1] = {"H3_SAGE_FORM"};
-  static const char *const forms[3][2] = {{"mma", NULL}, {"wgmma", NULL}, {"wg1", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, both ? 3 : 1);
+  static const char *const forms[5][2] = {{"mma", NULL}, {"wgmma", NULL}, {"wg1", NULL}, {"wg1c", NULL},
+                                          {"wg1q", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 5 : 1);
 }
 
 /* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws
@@ -742,7 +745,8 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_attr cattv[3] = {catt[0], catt[1], h3_attr_ints(h.m, "v_view", 2, (int64_t[]){256, 384})};
   cases[n++] = (hand_case){"attention f32 causal GQA v view", op_of(&h, H3_OP_ATTENTION, 3, (h3_value *[]){q3, k3, xv3}, 3, cattv), -1, NULL};
   /* sage_attention at head_dim 128 (all_ops.ir's head_dim 16 is not the cuda kernel's: it
-     must say so): 333 rows in segments of 300 and 33 (partial query and key tiles), GQA 4 / 2;
+     must say so): 333 rows in segments of 300 and 33 (partial query and key tiles; 5 and 1
+     tiles of 64 query rows, so wg1c's even grids hold a block past len), GQA 4 / 2;
      pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
      CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
      flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
