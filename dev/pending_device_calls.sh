@@ -136,7 +136,8 @@
 #      dequantized form's new slabs and kernel: test_gpu_ops (every sage case through mma,
 #      wgmma, wg1, wg1c, wg1q; every linear_nvfp4 case through the default and tiled forms; a
 #      hang of a new form ends at the timeout), attention_bench --sage (predicted wg1 ~40 ms,
-#      wg1c ~37, wg1q ~44 against the ws form's ~51: dev/sage-attention.md),
+#      wg1c ~37, wg1q ~44 against the ws form's ~51: dev/sage-attention.md), attention_bench
+#      --sol (Sol's wsp form if written: two exact key blocks a turn, dev/composite-budget.md),
 #      nvfp4_bench at 8 / 64 / 576 rows (predicted 576-row fc ~0.33 ms against 0.61 with 64 MiB
 #      slabs); then 38 (same stage): DSpark at concurrency 64 with the NVFP4 draft (now the
 #      default) and the bf16 draft (predicted round ~15.8 ms against bf16's ~15.4)
@@ -305,7 +306,8 @@ case $CALL in
        timeout 110 bench/m31_spec.sh "$S" "$OUT/spec_${Q%:*}${Q#*:}" 64
    done; rm -f "$OUT"/spec_*/requests_*.jsonl "$OUT"/spec_*/*.results.jsonl; } > "$log" 2>&1 ;;
 37) { echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "sage|linear_nvfp4|FAIL|passed"
-   echo "== attention_bench --sage"; timeout 120 "$S/bin/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
+   echo "== attention_bench --sage"; timeout 150 "$S/bin/attention_bench" --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
+   echo "== attention_bench --sol"; timeout 120 "$S/bin/attention_bench" --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== nvfp4_bench"; timeout 60 "$S/bin/nvfp4_bench" --rows 8,64,576 --no-skinny --no-lm-head --warm-seconds 0.2
    } > "$log" 2>&1 ;;
 38) { for Q in nvfp4 bf16; do
