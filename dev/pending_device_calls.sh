@@ -130,8 +130,8 @@
 #      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
 #      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
 #      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
-#   37 (first in the next session; a mini stage: dev/mini_stage.sh BUILD STAGE h3c h3exec
-#      gpu_compile_check test_gpu_ops nvfp4_bench attention_bench, plus the two H3 plans of 39)
+#   37 (first in the next session; a mini stage: dev/mini_stage.sh BUILD STAGE --composite h3c
+#      h3exec gpu_compile_check test_gpu_ops nvfp4_bench attention_bench: also the plans of 39)
 #      Sage's one-warpgroup forms (H3_SAGE_FORM=wg1, wg1c, wg1q, opt-in) and the NVFP4
 #      dequantized form's new slabs and kernel: test_gpu_ops (every sage case through mma,
 #      wgmma, wg1, wg1c, wg1q; every linear_nvfp4 case through the default and tiled forms; a
@@ -141,8 +141,8 @@
 #      nvfp4_bench at 8 / 64 / 576 rows (predicted 576-row fc ~0.33 ms against 0.61 with 64 MiB
 #      slabs); then 38 (same stage): DSpark at concurrency 64 with the NVFP4 draft (now the
 #      default) and the bf16 draft (predicted round ~15.8 ms against bf16's ~15.4)
-#   39 (the stage of 37 with plans/h3_full.plan and plans/h3_full_int8_sagesol_spec.plan, see
-#      tests/gpu/stage.sh; SAGE_FORM=the fastest fp8 form of call 37 in the environment):
+#   39 (the stage of 37, which holds plans/h3_full.plan and plans/h3_full_int8_sagesol_spec.plan;
+#      SAGE_FORM=the fastest fp8 form of call 37 in the environment):
 #      issue 20's 49-step composite (run_all.sh sagesol: --int8, Sage->Sol, Spectrum 15:5:0.5,
 #      against the bf16 flash sample in the same call, ~300 s); predicted with Sage at ~40 ms:
 #      64.05 - 10 steps x 50 blocks x ~11 ms = ~58.5 s, ~3.8 x (goal 4.61)
