@@ -27,9 +27,10 @@
  * ... pairs exact (P %)"), then the timing, its speed-up over flash ("h3bench sol_speedup X")
  * and its NMSE against flash (informative: sol approximates; a NaN / Inf fails); then one run
  * at tau = -inf (every block exact: dense attention), which must match flash within bf16's
- * NMSE limit; both through the mma.sync kernel (rows sol, sol_dense) and the warp-specialised
- * one (H3_SOL_FORM=ws: rows sol_ws, sol_ws_dense; "h3bench sol_ws_speedup X"). Exit 77 without
- * a GPU.
+ * NMSE limit; each through the mma.sync kernel (rows sol, sol_dense), the warp-specialised
+ * one (H3_SOL_FORM=ws: rows sol_ws, sol_ws_dense; "h3bench sol_ws_speedup X") and it with two
+ * exact key blocks a turn (H3_SOL_FORM=wsp: rows sol_wsp, sol_wsp_dense). Exit 77 without a
+ * GPU.
  */
 #include "gpu_common.h"
 
@@ -87,15 +88,15 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
 /* --sol: flash (aop) into out[0], then sol_attention (tau; att: scale, then the segments when
  * aop has them) into out[1] against it, then tau = -inf within bf16's NMSE limit, through each
  * form of the kernel (H3_SOL_FORM: mma, rows sol and sol_dense; ws, rows sol_ws and
- * sol_ws_dense); the TFLOP/s column of the sol rows counts dense attention's FLOPs (an
- * effective rate). 0: ok. */
+ * sol_ws_dense; wsp, rows sol_wsp and sol_wsp_dense); the TFLOP/s column of the sol rows
+ * counts dense attention's FLOPs (an effective rate). 0: ok. */
 static int sol_vs_flash(bench *x, const h3_op *aop, const h3_attr att[2], double tau, const h3_tensor *in,
                         const h3_tensor *out, double flops, int64_t iters, double warm_s) {
-  static const char *const forms[2] = {"mma", "ws"}, *const names[2] = {"sol", "sol_ws"};
+  static const char *const forms[3] = {"mma", "ws", "wsp"}, *const names[3] = {"sol", "sol_ws", "sol_wsp"};
   int nseg = aop->n_attrs > 1 ? 1 : 0, rc = 0;
   double flash_ms = gpu_time_op(x->b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x->d);
   row("attention_flash", flash_ms, flops);
-  for (int f = 0; f < 2; f++) {
+  for (int f = 0; f < 3; f++) {
     setenv("H3_SOL_FORM", forms[f], 1);
     for (int dense = 0; dense < 2; dense++) {
       h3_attr sat[3] = {att[0], h3_attr_float(x->m, "tau", dense ? -INFINITY : tau), att[1]};

@@ -6,7 +6,8 @@
 //   h3cu_sol_fwd (q, k, v bf16 [len, H, 128] at the segment's first row, row strides
 //     hq·128 and hk·128) -> o bf16 (row stride hq·128);
 //   h3cu_sol_fwd_ws (H3_SOL_FORM=ws; GPU only, sm_90a): the same math warp-specialised, with
-//     TMA loads and the exact blocks' products as warpgroup MMAs: see its comment below.
+//     TMA loads and the exact blocks' products as warpgroup MMAs: see its comment below;
+//   h3cu_sol_fwd_wsp (H3_SOL_FORM=wsp): the ws form with two exact key blocks a turn.
 // Grid (nb, Hq), 128 threads, H3A_SMEM bytes of dynamic shared memory; 3 blocks per SM (at
 // most 168 registers a thread: nvcc -Xptxas -v reports 56 bytes of spills; without the bound
 // 173 registers and 2 blocks). Block x takes query block x (rows 64 x .. + 63, those < len)
@@ -108,11 +109,25 @@ H3_DI void h3a_scale(float acc[16][4], const float alpha[2]) {
     for (int e = 0; e < 4; e++) acc[j][e] *= alpha[e >> 1];
 }
 
+// The end of an online softmax step over NT n-tiles of 8 keys, s[n][e] already c2 times the
+// score (-inf: a masked key) of row g (e < 2) or g + 8, mx this lane's row maxima of s: m' =
+// max(m, the rows' maxima), p = 2^(s - m') in s, l = l alpha + this lane's p; alpha = 2^(m -
+// m') returned for O
+template <int NT> H3_DI void h3a_exp(float s[NT][4], float mx[2], float m[2], float l[2], float alpha[2]) {
+  h3a_max(m, mx, l, alpha);
+#pragma unroll
+  for (int n = 0; n < NT; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      s[n][e] = h3_exp2_approx(s[n][e] - m[e >> 1]);
+      l[e >> 1] += s[n][e];
+    }
+}
+
 // The online softmax of one exact tile whose first key is key0, in log2 units: s[n][e] the
 // score of row g (e < 2) or g + 8 and key key0 + 8 n + 2 c + (e & 1) (h3_mma_bf16's
 // accumulators of 8 n-tiles, also wgmma m64n64's of the warp's rows) becomes c2 s (-inf past
-// len), then p = 2^(s - m') with m' = max(m, the rows' maxima); l = l alpha + this lane's p;
-// alpha = 2^(m - m') returned for O
+// len), then h3a_exp
 H3_DI void h3a_softmax(float s[8][4], long long key0, long long len, float c2, float m[2], float l[2],
                        float alpha[2]) {
   const int c = threadIdx.x & 3;
@@ -124,20 +139,14 @@ H3_DI void h3a_softmax(float s[8][4], long long key0, long long len, float c2, f
       s[n][e] = key0 + 8 * n + 2 * c + (e & 1) < len ? s[n][e] * c2 : -H3A_INF;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
     }
-  h3a_max(m, mx, l, alpha);
-#pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      s[n][e] = h3_exp2_approx(s[n][e] - m[e >> 1]);
-      l[e >> 1] += s[n][e];
-    }
+  h3a_exp<8>(s, mx, m, l, alpha);
 }
 
-// P = bf16(p) of a tile (h3a_softmax's s) as the A fragments of 4 k16 steps (keys 16 t .. + 15)
-H3_DI void h3a_pack_p(const float s[8][4], unsigned pa[4][4]) {
+// P = bf16(p) of NT n-tiles (h3a_softmax's s) as the A fragments of NT / 2 k16 steps (keys 16 t
+// .. + 15)
+template <int NT> H3_DI void h3a_pack_p(const float s[NT][4], unsigned pa[NT / 2][4]) {
 #pragma unroll
-  for (int t = 0; t < 4; t++) {
+  for (int t = 0; t < NT / 2; t++) {
     pa[t][0] = h3_bf16x2(s[2 * t][0], s[2 * t][1]), pa[t][1] = h3_bf16x2(s[2 * t][2], s[2 * t][3]);
     pa[t][2] = h3_bf16x2(s[2 * t + 1][0], s[2 * t + 1][1]), pa[t][3] = h3_bf16x2(s[2 * t + 1][2], s[2 * t + 1][3]);
   }
@@ -152,7 +161,7 @@ H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long
   h3a_softmax(s, key0, len, c2, m, l, alpha);
   h3a_scale(acc, alpha);
   unsigned pa[4][4];
-  h3a_pack_p(s, pa);
+  h3a_pack_p<8>(s, pa);
   const h3_bf16 *vs = reinterpret_cast<const h3_bf16 *>(ks + H3A_TILE);
 #pragma unroll
   for (int dp = 0; dp < 8; dp++) // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
@@ -307,60 +316,79 @@ extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
 }
 
 #ifndef H3_HOST_EMU
-// ---- the warp-specialised form: h3cu_sol_fwd_ws (runtime/cuda/cuda_sol.c runs it under
-// H3_SOL_FORM=ws; GPU only, sm_90a: the host emulation has no TMA or warpgroup MMA, so tests/sol
-// checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same math as
-// h3cu_sol_fwd (h3a_softmax, bf16 P, h3a_pseudo, h3a_store) on FlashAttention-3's schedule
-// (kernels/flash_attention.cu, kernels/sage_attention.cu's h3cu_sage_fwd_fp8_ws):
-//   h3cu_sol_fwd_ws(tk, tv, tc, q, exact, o, len, nb, group, scale): tk, tv the TMA maps of k
-//     and v as bf16 [len][Hk 128] (rows past len read as zeros), tc of kvs as bf16 [Hk nbp 4][128]
-//     (a chunk of 16 blocks: 64 rows), boxes of 64 columns x 64 rows, 128-byte swizzle
-//     (runtime/cuda/cuda_sol.c); q, exact, o, len, nb, group, scale as h3cu_sol_fwd's.
+// ---- the warp-specialised forms: h3cu_sol_fwd_ws and h3cu_sol_fwd_wsp (runtime/cuda/cuda_sol.c
+// runs them under H3_SOL_FORM=ws / wsp; GPU only, sm_90a: the host emulation has no TMA or
+// warpgroup MMA, so tests/sol checks the mma form above and tests/gpu/test_gpu_ops all three on
+// the GPU). The same math as h3cu_sol_fwd (h3a_softmax, bf16 P, h3a_pseudo, h3a_store) on
+// FlashAttention-3's schedule (kernels/flash_attention.cu, kernels/sage_attention.cu's
+// h3cu_sage_fwd_fp8_ws), one body for both (h3a_ws_main<KPT>, KPT the keys of an exact turn):
+//   h3cu_sol_fwd_ws(tk, tv, tc, q, exact, o, len, nb, group, scale) (KPT 64: a key block a
+//     turn): tk, tv the TMA maps of k and v as bf16 [len][Hk 128] (rows past len read as
+//     zeros), tc of kvs as bf16 [Hk nbp 4][128] (a chunk of 16 blocks: 64 rows), boxes of 64
+//     columns x 64 rows, 128-byte swizzle (runtime/cuda/cuda_sol.c); q, exact, o, len, nb,
+//     group, scale as h3cu_sol_fwd's;
+//   h3cu_sol_fwd_wsp(the same) (KPT 128: two key blocks a turn, below).
 // Grid (ceil(nb / 2), Hq), 3 warpgroups (384 threads), one block per SM; block x takes query
 // blocks i0 = 2 x and i0 + 1 (if < nb) of q head y (kv head h = y / group):
 //   producer (warpgroup 0, 40 registers by setmaxnreg): thread 0 loads, into the ring of
-//     H3A_WS_SLOTS slots of 32 KiB (use u in slot u % H3A_WS_SLOTS once the consumers released
-//     use u - H3A_WS_SLOTS), first K and V (64 keys each) of every key block that query block
-//     i0 or i0 + 1 takes exactly (the union of the two flag rows, ascending), then the nbp / 16
-//     chunks of kvh (16 KiB each, h3a_pat's layout);
-//   consumers (warpgroups 1, 2: CW = 0, 1, h3a_ws_consume<CW>; 232 registers): CW owns query
-//     block i0 + CW (warp w its rows 16 w .. + 15 as in the mma form, Q's A fragments in
-//     registers) and walks the union: a block it takes exactly is a turn of
-//       S = Q K^T: 8 wgmma m64n64k16 (A = Q in registers, B = the slot's K, K-major);
-//       h3a_softmax (S's accumulators are h3_mma_bf16's n-tiles of the warp's rows), P =
-//         bf16(p) in registers (h3a_pack_p: wgmma's A fragments);
-//       O += P V: 4 wgmma m64n128k16 (B = the slot's V, N-major), issued in the turn of the
-//         next block it takes, so that it runs under S of that block and its softmax (the
-//         O rows scaled by that softmax's alpha once it is done: h3a_scale);
-//     a block the other consumer alone takes costs a turn in which the pending P V (if any)
-//     runs alone. Then the pseudo-keys: h3a_pseudo on each chunk as it arrives (mma.sync; the
-//     same for both consumers but the weights: each skips its own exact blocks), and
-//     h3a_store. A consumer without a query block (i0 + 1 = nb) takes nothing and stores
-//     nothing, but waits for and releases every slot as the other.
+//     SLOTS slots (h3a_ws_shape; use u in slot u % SLOTS once the consumers released use u -
+//     SLOTS), first K and V (64 keys each) of every key block that query block i0 or i0 + 1
+//     takes exactly (the union of the two flag rows, ascending), KPT / 64 blocks a slot
+//     (h3a_turn), then the nbp / 16 chunks of kvh (16 KiB each, h3a_pat's layout);
+//   consumers (warpgroups 1, 2: CW = 0, 1, h3a_ws_consume<CW, KPT>; 232 registers): CW owns
+//     query block i0 + CW (warp w its rows 16 w .. + 15 as in the mma form, Q's A fragments in
+//     registers) and walks the union a slot at a time: a slot with a block it takes exactly is
+//     a turn of
+//       S = Q K^T: 8 wgmma m64n{KPT}k16 (A = Q in registers, B = the slot's K, K-major);
+//       the online softmax (h3a_turn's: keys of a block it does not take masked; S's
+//         accumulators are h3_mma_bf16's n-tiles of the warp's rows), P = bf16(p) in registers
+//         (h3a_pack_p: wgmma's A fragments);
+//       O += P V: KPT / 16 wgmma m64n128k16 (B = the slot's V, N-major), issued in the turn of
+//         the next slot it takes from, so that it runs under S of that slot and its softmax
+//         (the O rows scaled by that softmax's alpha once it is done: h3a_scale);
+//     a slot of blocks the other consumer alone takes costs a turn in which the pending P V (if
+//     any) runs alone. Then the pseudo-keys: h3a_pseudo on each chunk as it arrives
+//     (mma.sync; the same for both consumers but the weights: each skips its own exact
+//     blocks), and h3a_store. A consumer without a query block (i0 + 1 = nb) takes nothing and
+//     stores nothing, but waits for and releases every slot as the other.
 // One ring of the union rather than a ring per consumer: neighbouring query blocks take
 // mostly the same key blocks (the band |i - j| <= 1, the sinks, similar centroids), so a tile
 // loaded once serves both consumers, and one producer order with one release count (8 warps
 // per use) is the dense kernel's protocol.
+// wsp (H3_SOL_FORM=wsp, opt-in until measured): the union's blocks in pairs (a, b) of
+// consecutive union blocks, adjacent in the sequence or not (the reference fixes no grouping
+// of the online softmax: the CUDA forms match it within a tolerance), a's K and V in rows 0-63
+// of a slot's 128 keys, b's in rows 64-127; one S (m64n128), one softmax over the 128 keys and
+// one P V per turn, so a turn's fixed costs (the ping-pong barriers, the row reductions, the O
+// rescale, the ring's waits and releases) are paid per 128 keys as in the dense flash kernel.
+// The two flag rows differ, so a consumer masks per 64-key half (h3a_softmax_pair): a block it
+// does not take, and keys past len. An odd union's last turn holds its one block twice (loaded
+// twice: every byte of the slot's V finite, as P = 0 times it must be 0), the copy masked.
 // Schedule: the consumers take turns to issue (ping-pong through named barriers 1 and 2,
-// h3_turn_wait / h3_turn_pass; one turn per union block each, plus one for the last P V), so
-// that one's softmax runs under the other's matrix work; both walk the same union, so the
-// turns pair up.
+// h3_turn_wait / h3_turn_pass; one turn per slot of the union each, plus one for the last P
+// V), so that one's softmax runs under the other's matrix work; both walk the same union in
+// the same pairs, so the turns pair up.
 // Synchronisation, mbarriers (h3a_ring): slot s full (1 arrival + the TMA bytes; use u waits
-// for parity (u / H3A_WS_SLOTS) & 1), empty (8 arrivals: lane 0 of each consumer warp once it
-// is done with the slot's use: P V finished, the block skipped, or the chunk used). A consumer
-// waits for a slot's use to be full before it releases it, skipped or not, so no release runs
-// ahead into the slot's next use; the slot of a pending P V is released before a third
-// union block is reached (a skipped block flushes it), so the producer (H3A_WS_SLOTS >= 2
-// uses ahead) never waits on a release that waits on it.
-// Shared memory (H3A_SMEM_WS): 1 KiB of alignment slack, then the slots: K [64][128] as two
-// [64][64] halves (dims 0-63, 64-127) of 128-byte rows in TMA's 128B swizzle (16-byte chunk c
-// of row r at c ^ (r & 7); the layout the wgmma descriptors read: 1024-byte atoms), V one tile
-// on likewise; a chunk of kvs in the slot's first 16 KiB (h3a_pat).
+// for parity (u / SLOTS) & 1), empty (8 arrivals: lane 0 of each consumer warp once it is done
+// with the slot's use: P V finished, the slot skipped, or the chunk used). A consumer waits for
+// a slot's use to be full before it releases it, skipped or not, so no release runs ahead into
+// the slot's next use; the slot of a pending P V is released before the use after next is
+// reached (a skipped slot flushes it), so the producer (SLOTS >= 3 uses ahead: the pending
+// one, the one in hand, the next) never waits on a release that waits on it.
+// Shared memory (h3a_ws_shape<KPT>::SMEM, 193 KiB both): 1 KiB of alignment slack, then the
+// slots: K [KPT][128] as two [KPT][64] halves (dims 0-63, 64-127) of 128-byte rows in TMA's 128B
+// swizzle (16-byte chunk c of row r at c ^ (r & 7); the layout the wgmma descriptors read:
+// 1024-byte atoms), block x of the turn in rows 64 x .. + 63 of each half (a TMA box each), V
+// one K on likewise; a chunk of kvs in the slot's first 16 KiB (h3a_pat).
 #define H3A_WS_THREADS 384
-#define H3A_WS_SLOTS 6                    // the ring: 6 slots of 32 KiB (192 KiB)
-#define H3A_SLOT (2 * H3A_TILE)           // K, then V of one exact block; or a chunk of kvs
-#define H3A_HALF (H3A_TILE / 2)           // a [64][64] half of a K or V tile
-#define H3A_SMEM_WS (1024 + H3A_WS_SLOTS * H3A_SLOT)
+
+// The forms' shapes by the keys of an exact turn, KPT (64: ws, 128: wsp): the ring of SLOTS
+// slots of SLOT bytes (K, then V; or a chunk of kvs), a K or V TILE [KPT][128] as two [KPT][64]
+// HALFs; SMEM the dynamic shared memory (1 KiB of alignment slack, then the ring)
+template <int KPT> struct h3a_ws_shape {
+  static constexpr int SLOTS = KPT == 64 ? 6 : 3, HALF = KPT * 128, TILE = 2 * HALF, SLOT = 2 * TILE;
+  static constexpr int SMEM = 1024 + SLOTS * SLOT;
+};
 
 // d[32] (+)= A B^T, m64n64k16 bf16 -> fp32: A the A fragment a[4] in registers, B K-major from
 // shared memory (descriptor b); acc = 0 overwrites d
@@ -374,29 +402,44 @@ H3_DI void h3a_wg_qk(float *d, const unsigned *a, unsigned long long b, int acc)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(b));
 }
 
-// S = Q K^T of the slot whose K has descriptor dk: 8 k-steps of 16 dims (32 bytes into a
-// 64-column half)
-H3_DI void h3a_ws_qk(float s[8][4], const unsigned qa[8][4], unsigned long long dk) {
-#pragma unroll
-  for (int kk = 0; kk < 8; kk++)
-    h3a_wg_qk(&s[0][0], qa[kk], dk + (unsigned long long)(((kk >> 2) * H3A_HALF + (kk & 3) * 32) >> 4), kk > 0);
+// The same, m64n128k16: d[64] (+)= A B^T
+H3_DI void h3a_wg_qk128(float *d, const unsigned *a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" H3_WG_OPS64
+               "}, {%64, %65, %66, %67}, %69, p, 1, 1, 0;\n}\n"
+               : H3_WG_C64(d, 0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(b));
 }
 
-// O += P V of the slot whose V has descriptor dv (N-major): 4 k-steps of 16 keys (2 KiB each)
-H3_DI void h3a_ws_pv(float acc[16][4], const unsigned pa[4][4], unsigned long long dv) {
+// S = Q K^T of the slot whose K has descriptor dk (KPT keys): 8 k-steps of 16 dims (32 bytes
+// into a 64-column half)
+template <int KPT> H3_DI void h3a_ws_qk(float s[KPT / 8][4], const unsigned qa[8][4], unsigned long long dk) {
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++) h3_wgmma128_rs(&acc[0][0], pa[kk], dv + (unsigned long long)(kk * (2048 >> 4)));
+  for (int kk = 0; kk < 8; kk++) {
+    const unsigned long long d =
+        dk + (unsigned long long)(((kk >> 2) * h3a_ws_shape<KPT>::HALF + (kk & 3) * 32) >> 4);
+    if constexpr (KPT == 64) h3a_wg_qk(&s[0][0], qa[kk], d, kk > 0);
+    else h3a_wg_qk128(&s[0][0], qa[kk], d, kk > 0);
+  }
 }
 
-// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (H3A_WS_SLOTS + s)
-typedef h3_ring<H3A_WS_SLOTS> h3a_ring;
+// O += P V of the slot whose V has descriptor dv (N-major, KPT keys): KPT / 16 k-steps of 16
+// keys (2 KiB each)
+template <int KPT> H3_DI void h3a_ws_pv(float acc[16][4], const unsigned pa[KPT / 16][4], unsigned long long dv) {
+#pragma unroll
+  for (int kk = 0; kk < KPT / 16; kk++)
+    h3_wgmma128_rs(&acc[0][0], pa[kk], dv + (unsigned long long)(kk * (2048 >> 4)));
+}
 
-// A ring position: the slot of use u and the parity of that use's full phase
-struct h3a_pos {
+// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (SLOTS + s)
+template <int KPT> using h3a_ring = h3_ring<h3a_ws_shape<KPT>::SLOTS>;
+
+// A ring position of SLOTS slots: the slot of use u and the parity of that use's full phase
+template <int SLOTS> struct h3a_pos {
   int slot = 0;
   unsigned phase = 0;
   H3_DI void next() {
-    slot = slot == H3A_WS_SLOTS - 1 ? 0 : slot + 1;
+    slot = slot == SLOTS - 1 ? 0 : slot + 1;
     phase ^= slot == 0;
   }
 };
@@ -432,33 +475,100 @@ H3_DI long long h3a_next(const unsigned *b0, const unsigned *b1, long long j, lo
   return nb;
 }
 
-// The producer thread: the union's K and V tiles (columns kvcol .. + 127 of tk, tv), then the
-// nbp / 16 chunks of kvs (rows crow + 64 c of tc) into the ring at ss
-H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *tc, unsigned ss, h3a_ring ring,
+// The online softmax of a wsp turn (h3a_turn<128>): s[n][e] wgmma m64n128's accumulators, the
+// score of row g (e < 2) or g + 8 and key 8 (n & 7) + 2 c + (e & 1) of the turn's block n >> 3
+// (its half of the slot), becomes c2 s where that key is below lim[n >> 3] (-inf from there:
+// keys past len, a block this consumer does not take), then h3a_exp
+H3_DI void h3a_softmax_pair(float s[16][4], const int lim[2], float c2, float m[2], float l[2], float alpha[2]) {
+  // the compares against immediates (8 (n & 7) + (e & 1) < lim - 2 c): sixteen key offsets of
+  // this lane hoisted out of the turns cost ptxas spills
+  const int c = threadIdx.x & 3, lc[2] = {lim[0] - 2 * c, lim[1] - 2 * c};
+  float mx[2] = {-H3A_INF, -H3A_INF};
+#pragma unroll
+  for (int n = 0; n < 16; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      s[n][e] = 8 * (n & 7) + (e & 1) < lc[n >> 3] ? s[n][e] * c2 : -H3A_INF;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+    }
+  h3a_exp<16>(s, mx, m, l, alpha);
+}
+
+// A turn of the exact phase: the union's blocks of one use of the ring (bits b0, b1 as
+// h3a_next's), first the first union block, then next() the turn after. block(x): the key
+// block whose K and V go into rows 64 x .. + 63 of the slot's halves; take(bx): whether the
+// consumer of flags bx (not null) takes a block of the turn exactly (wsp: and which keys);
+// softmax: the online softmax of that consumer's S of the turn, after a take that was true.
+template <int KPT> struct h3a_turn;
+// ws: one union block a
+template <> struct h3a_turn<64> {
+  long long a;
+  H3_DI h3a_turn(const unsigned *b0, const unsigned *b1, long long nb) : a(h3a_next(b0, b1, 0, nb)) {}
+  H3_DI void next(const unsigned *b0, const unsigned *b1, long long nb) { a = h3a_next(b0, b1, a + 1, nb); }
+  H3_DI long long block(int, long long) const { return a; }
+  H3_DI bool take(const unsigned *bx, long long, long long) const { return h3a_bit(bx, a); }
+  H3_DI void softmax(float s[8][4], long long len, float c2, float m[2], float l[2], float alpha[2]) const {
+    h3a_softmax(s, a * H3A_BLOCK, len, c2, m, l, alpha);
+  }
+};
+// wsp: two consecutive union blocks a, b (b = nb: none, a the union's last; the slot then
+// holds a twice, the copy masked)
+template <> struct h3a_turn<128> {
+  long long a, b;
+  int lim[2]; // take's: the live keys of block a, b (64; fewer in a segment's last; 0: masked)
+  H3_DI h3a_turn(const unsigned *b0, const unsigned *b1, long long nb)
+      : a(h3a_next(b0, b1, 0, nb)), b(h3a_next(b0, b1, a + 1, nb)) {}
+  H3_DI void next(const unsigned *b0, const unsigned *b1, long long nb) {
+    a = h3a_next(b0, b1, b + 1, nb);
+    b = h3a_next(b0, b1, a + 1, nb);
+  }
+  H3_DI long long block(int x, long long nb) const { return x && b < nb ? b : a; }
+  H3_DI bool take(const unsigned *bx, long long nb, long long len) {
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+      const long long j = x ? b : a, live = len - j * H3A_BLOCK;
+      lim[x] = j < nb && h3a_bit(bx, j) ? (int)(live < H3A_BLOCK ? live : H3A_BLOCK) : 0;
+    }
+    return lim[0] + lim[1] > 0;
+  }
+  H3_DI void softmax(float s[16][4], long long, float c2, float m[2], float l[2], float alpha[2]) const {
+    h3a_softmax_pair(s, lim, c2, m, l, alpha);
+  }
+};
+
+// The producer thread: the union's K and V tiles (columns kvcol .. + 127 of tk, tv), a turn a
+// slot, then the nbp / 16 chunks of kvs (rows crow + 64 c of tc) into the ring at ss
+template <int KPT>
+H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *tc, unsigned ss, h3a_ring<KPT> ring,
                           const unsigned *b0, const unsigned *b1, long long nb, int kvcol, int crow) {
+  using sh = h3a_ws_shape<KPT>;
   h3_prefetch_map(tk);
   h3_prefetch_map(tv);
   h3_prefetch_map(tc);
   int u = 0; // uses of the ring so far
   // the next use's slot once the consumers released its previous use, full expecting bytes
   auto claim = [&](unsigned bytes) {
-    const int s = u % H3A_WS_SLOTS;
-    if (u >= H3A_WS_SLOTS) h3_bar_wait(ring.empty(s), (unsigned)((u / H3A_WS_SLOTS - 1) & 1));
+    const int s = u % sh::SLOTS;
+    if (u >= sh::SLOTS) h3_bar_wait(ring.empty(s), (unsigned)((u / sh::SLOTS - 1) & 1));
     h3_bar_expect(ring.full(s), bytes);
     u++;
     return s;
   };
-  for (long long j = h3a_next(b0, b1, 0, nb); j < nb; j = h3a_next(b0, b1, j + 1, nb)) {
-    const int s = claim(H3A_SLOT), row = (int)(j * H3A_BLOCK);
-    const unsigned dk = ss + (unsigned)(s * H3A_SLOT), dv = dk + H3A_TILE;
-    h3_tma(dk, tk, kvcol, row, ring.full(s));
-    h3_tma(dk + H3A_HALF, tk, kvcol + 64, row, ring.full(s));
-    h3_tma(dv, tv, kvcol, row, ring.full(s));
-    h3_tma(dv + H3A_HALF, tv, kvcol + 64, row, ring.full(s));
+  for (h3a_turn<KPT> t(b0, b1, nb); t.a < nb; t.next(b0, b1, nb)) {
+    const int s = claim(sh::SLOT), row[2] = {(int)(t.block(0, nb) * H3A_BLOCK), (int)(t.block(1, nb) * H3A_BLOCK)};
+    const unsigned dk = ss + (unsigned)(s * sh::SLOT), dv = dk + sh::TILE;
+#pragma unroll
+    for (int x = 0; x < KPT / H3A_BLOCK; x++) { // block x: a box of 64 rows x 64 columns each
+      const unsigned at = (unsigned)(x * H3A_BLOCK * 128);
+      h3_tma(dk + at, tk, kvcol, row[x], ring.full(s));
+      h3_tma(dk + sh::HALF + at, tk, kvcol + 64, row[x], ring.full(s));
+      h3_tma(dv + at, tv, kvcol, row[x], ring.full(s));
+      h3_tma(dv + sh::HALF + at, tv, kvcol + 64, row[x], ring.full(s));
+    }
   }
   for (long long j0 = 0; j0 < nb; j0 += H3A_CHUNK) {
     const int s = claim(H3A_PSTAGE), row = crow + (int)(j0 / H3A_CHUNK) * 64;
-    const unsigned dc = ss + (unsigned)(s * H3A_SLOT);
+    const unsigned dc = ss + (unsigned)(s * sh::SLOT);
     h3_tma(dc, tc, 0, row, ring.full(s));
     h3_tma(dc + H3A_PSTAGE / 2, tc, 64, row, ring.full(s));
   }
@@ -466,65 +576,66 @@ H3_DI void h3a_ws_produce(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *t
 
 // Consumer warpgroup CW (1 + CW of the block): query block i0 + CW of q head n (flags e0 / e1
 // of blocks i0, i0 + 1, staged as bits b0 / b1; e1, b1 null: no block i0 + 1) over the
-// union's tiles, then the chunks of kvs, in the ring at ss (sg: the same as a generic pointer),
-// then its output rows (a template: the barrier ids are uniform)
-template <int CW>
-H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring ring, const h3_bf16 *q,
+// union's tiles, KPT keys a turn, then the chunks of kvs, in the ring at ss (sg: the same as a
+// generic pointer), then its output rows (a template: the barrier ids are uniform)
+template <int CW, int KPT>
+H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring<KPT> ring, const h3_bf16 *q,
                           const unsigned char *e0, const unsigned char *e1, const unsigned *b0, const unsigned *b1,
                           h3_bf16 *o, long long len, long long nb, long long qs, int n, long long i0, float c2) {
+  using sh = h3a_ws_shape<KPT>;
   constexpr int mine = 1 + CW, other = 2 - CW;
-  constexpr unsigned long long SLOT = H3A_SLOT >> 4; // a slot in descriptor units
+  constexpr unsigned long long SLOT = sh::SLOT >> 4; // a slot in descriptor units
   const int lane = threadIdx.x & 31;
   const unsigned char *ex = CW ? e1 : e0; // this consumer's flags (null: no query block)
   const unsigned *bx = CW ? b1 : b0;      // and as bits
   const long long r0 = (i0 + CW) * H3A_BLOCK + 16 * ((threadIdx.x >> 5) & 3); // the warp's first row
-  unsigned qa[8][4], pa[4][4]; // Q's A fragments; P of the pending block
+  unsigned qa[8][4], pa[KPT / 16][4]; // Q's A fragments; P of the pending turn
   h3a_load_qa(q, qs, n, r0, len, qa);
   // descriptors of slot 0's K (K-major: SBO 8 rows of 128 bytes) and V (N-major: LBO the next
   // 64 columns, SBO the next 8 keys)
-  const unsigned long long dk = h3_wg_desc(ss, 16, 1024), dv = h3_wg_desc(ss + H3A_TILE, H3A_HALF, 1024);
-  float acc[16][4], s[8][4], m[2] = {-H3A_INF, -H3A_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
+  const unsigned long long dk = h3_wg_desc(ss, 16, 1024), dv = h3_wg_desc(ss + sh::TILE, sh::HALF, 1024);
+  float acc[16][4], s[KPT / 8][4], m[2] = {-H3A_INF, -H3A_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
     for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
-  h3a_pos at;       // the ring position of the union block in hand
-  int pend = -1;    // the slot of the block whose P V is pending (-1: none)
+  h3a_pos<sh::SLOTS> at; // the ring position of the turn in hand
+  int pend = -1;         // the slot of the turn whose P V is pending (-1: none)
   // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
   if (CW == 1) h3_turn_pass(1);
-  for (long long j = h3a_next(b0, b1, 0, nb); j < nb; j = h3a_next(b0, b1, j + 1, nb), at.next()) {
+  for (h3a_turn<KPT> t(b0, b1, nb); t.a < nb; t.next(b0, b1, nb), at.next()) {
     h3_bar_wait(ring.full(at.slot), at.phase);
     h3_turn_wait(mine);
-    const bool take = bx && h3a_bit(bx, j);
-    if (take && pend >= 0) { // S(j) and the pending P V in flight together
+    const bool take = bx && t.take(bx, nb, len);
+    if (take && pend >= 0) { // S of this turn and the pending P V in flight together
       h3_wg_fence();
-      h3a_ws_qk(s, qa, dk + at.slot * SLOT);
+      h3a_ws_qk<KPT>(s, qa, dk + at.slot * SLOT);
       h3_wg_commit();
-      h3a_ws_pv(acc, pa, dv + pend * SLOT);
+      h3a_ws_pv<KPT>(acc, pa, dv + pend * SLOT);
       h3_wg_commit();
       h3_turn_pass(other);
       h3_wg_wait<1>();
-      h3_wg_hold<32>(&s[0][0]);
-      h3a_softmax(s, j * H3A_BLOCK, len, c2, m, l, alpha);
+      h3_wg_hold<KPT / 2>(&s[0][0]);
+      t.softmax(s, len, c2, m, l, alpha);
       h3_wg_wait<0>();
       h3_wg_hold<64>(&acc[0][0]);
       if (lane == 0) h3_bar_arrive(ring.empty(pend));
       h3a_scale(acc, alpha);
-      h3a_pack_p(s, pa);
-    } else if (take) { // S(j) alone (ptxas serialises every wgmma of a turn whose P V is optional)
+      h3a_pack_p<KPT / 8>(s, pa);
+    } else if (take) { // S alone (ptxas serialises every wgmma of a turn whose P V is optional)
       h3_wg_fence();
-      h3a_ws_qk(s, qa, dk + at.slot * SLOT);
+      h3a_ws_qk<KPT>(s, qa, dk + at.slot * SLOT);
       h3_wg_commit();
       h3_turn_pass(other);
       h3_wg_wait<0>();
-      h3_wg_hold<32>(&s[0][0]);
-      h3a_softmax(s, j * H3A_BLOCK, len, c2, m, l, alpha);
+      h3_wg_hold<KPT / 2>(&s[0][0]);
+      t.softmax(s, len, c2, m, l, alpha);
       h3a_scale(acc, alpha);
-      h3a_pack_p(s, pa);
-    } else { // the other's block: the pending P V alone, this slot released at once
+      h3a_pack_p<KPT / 8>(s, pa);
+    } else { // the other's blocks: the pending P V alone, this slot released at once
       if (pend >= 0) {
         h3_wg_fence();
-        h3a_ws_pv(acc, pa, dv + pend * SLOT);
+        h3a_ws_pv<KPT>(acc, pa, dv + pend * SLOT);
         h3_wg_commit();
       }
       h3_turn_pass(other);
@@ -541,7 +652,7 @@ H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring ring, c
   h3_turn_wait(mine);
   if (pend >= 0) {
     h3_wg_fence();
-    h3a_ws_pv(acc, pa, dv + pend * SLOT);
+    h3a_ws_pv<KPT>(acc, pa, dv + pend * SLOT);
     h3_wg_commit();
   }
   if (CW == 0) h3_turn_pass(other);
@@ -551,39 +662,57 @@ H3_DI void h3a_ws_consume(unsigned ss, const unsigned char *sg, h3a_ring ring, c
   // the pseudo-keys, a chunk of kvs per use of the ring
   for (long long j0 = 0; j0 < nb; j0 += H3A_CHUNK, at.next()) {
     h3_bar_wait(ring.full(at.slot), at.phase);
-    if (ex) h3a_pseudo(sg + at.slot * H3A_SLOT, ex, j0, nb, len, qa, c2, m, l, acc);
+    if (ex) h3a_pseudo(sg + at.slot * sh::SLOT, ex, j0, nb, len, qa, c2, m, l, acc);
     __syncwarp();
     if (lane == 0) h3_bar_arrive(ring.empty(at.slot));
   }
   if (ex) h3a_store(o, qs, n, r0, len, acc, l);
 }
 
-extern "C" __global__ void __launch_bounds__(H3A_WS_THREADS, 1) h3cu_sol_fwd_ws(
-    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const __grid_constant__ h3_tmap tc,
-    const h3_bf16 *__restrict__ q, const unsigned char *__restrict__ exact, h3_bf16 *__restrict__ o,
-    long long len, long long nb, int group, float scale) {
-  extern __shared__ unsigned char h3a_raw[];
-  __shared__ unsigned long long h3a_bar_words[2 * H3A_WS_SLOTS];
-  const unsigned ss = (h3_smem_addr(h3a_raw) + 1023u) & ~1023u; // the slots
-  const unsigned char *sg = h3a_raw + (ss - h3_smem_addr(h3a_raw));
-  const h3a_ring ring{h3_smem_addr(h3a_bar_words)};
+// The kernels' parameters and their body (KPT keys a turn), each kernel's shared memory passed
+// in: raw the dynamic part (h3a_ws_shape<KPT>::SMEM bytes), bars the ring's 2 SLOTS mbarriers,
+// fbits the flag rows' bits
+#define H3A_WS_PARAMS                                                                                        \
+  const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const __grid_constant__ h3_tmap tc, \
+      const h3_bf16 *__restrict__ q, const unsigned char *__restrict__ exact, h3_bf16 *__restrict__ o,        \
+      long long len, long long nb, int group, float scale
+template <int KPT>
+H3_DI void h3a_ws_main(const h3_tmap *tk, const h3_tmap *tv, const h3_tmap *tc, const h3_bf16 *q,
+                       const unsigned char *exact, h3_bf16 *o, long long len, long long nb, int group, float scale,
+                       unsigned char *raw, unsigned long long *bars, unsigned (*fbits)[H3A_WS_MAXNB / 32]) {
+  const unsigned ss = (h3_smem_addr(raw) + 1023u) & ~1023u; // the slots
+  const unsigned char *sg = raw + (ss - h3_smem_addr(raw));
+  const h3a_ring<KPT> ring{h3_smem_addr(bars)};
   const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
   const long long i0 = 2LL * blockIdx.x, qs = (long long)gridDim.y * H3A_D;
   const unsigned char *e0 = exact + ((long long)n * nb + i0) * nb, *e1 = i0 + 1 < nb ? e0 + nb : nullptr;
-  __shared__ unsigned h3a_fbits[2][H3A_WS_MAXNB / 32];
-  const unsigned *b0 = h3a_fbits[0], *b1 = e1 ? h3a_fbits[1] : nullptr;
-  h3a_stage_bits(h3a_fbits, e0, e1, nb);
+  const unsigned *b0 = fbits[0], *b1 = e1 ? fbits[1] : nullptr;
+  h3a_stage_bits(fbits, e0, e1, nb);
   if (tid == 0) ring.init(8);
   __syncthreads();
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     const long long nbp = (nb + H3A_CHUNK - 1) / H3A_CHUNK * H3A_CHUNK;
-    if (tid == 0) h3a_ws_produce(&tk, &tv, &tc, ss, ring, b0, b1, nb, h * H3A_D, (int)(h * nbp * 4));
+    if (tid == 0) h3a_ws_produce<KPT>(tk, tv, tc, ss, ring, b0, b1, nb, h * H3A_D, (int)(h * nbp * 4));
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const float c2 = scale * 1.4426950408889634f;
-  if (wg == 1) h3a_ws_consume<0>(ss, sg, ring, q, e0, e1, b0, b1, o, len, nb, qs, n, i0, c2);
-  else h3a_ws_consume<1>(ss, sg, ring, q, e0, e1, b0, b1, o, len, nb, qs, n, i0, c2);
+  if (wg == 1) h3a_ws_consume<0, KPT>(ss, sg, ring, q, e0, e1, b0, b1, o, len, nb, qs, n, i0, c2);
+  else h3a_ws_consume<1, KPT>(ss, sg, ring, q, e0, e1, b0, b1, o, len, nb, qs, n, i0, c2);
+}
+
+extern "C" __global__ void __launch_bounds__(H3A_WS_THREADS, 1) h3cu_sol_fwd_ws(H3A_WS_PARAMS) {
+  extern __shared__ unsigned char h3a_raw[];
+  __shared__ unsigned long long h3a_bar_words[2 * h3a_ws_shape<64>::SLOTS];
+  __shared__ unsigned h3a_fbits[2][H3A_WS_MAXNB / 32];
+  h3a_ws_main<64>(&tk, &tv, &tc, q, exact, o, len, nb, group, scale, h3a_raw, h3a_bar_words, h3a_fbits);
+}
+
+extern "C" __global__ void __launch_bounds__(H3A_WS_THREADS, 1) h3cu_sol_fwd_wsp(H3A_WS_PARAMS) {
+  extern __shared__ unsigned char h3a_raw[];
+  __shared__ unsigned long long h3a_bar_words[2 * h3a_ws_shape<128>::SLOTS];
+  __shared__ unsigned h3a_fbits[2][H3A_WS_MAXNB / 32];
+  h3a_ws_main<128>(&tk, &tv, &tc, q, exact, o, len, nb, group, scale, h3a_raw, h3a_bar_words, h3a_fbits);
 }
 #endif

@@ -15,11 +15,12 @@
  *                       (ceil(nb / 2), Hq), 384 threads, 193 KiB (warp-specialised, TMA and
  *                       warpgroup MMAs, sm_90a; its TMA maps of k, v and kvs encoded per
  *                       segment and passed by value; 2.27 x flash at tau 1 on the H200, 1.33 x
- *                       the mma form).
- * Environment: H3_SOL_FORM (unset: ws where it reaches; mma or ws forces that form, ws an
- * error for a segment it cannot take; read at every run), H3_SOL_STATS (any
- * value) prints each segment's exact-block density (a debugging aid: it waits for the stream
- * after each segment).
+ *                       the mma form); under H3_SOL_FORM=wsp h3cu_sol_fwd_wsp in its place (the
+ *                       same launch: the ws form with two exact key blocks a turn).
+ * Environment: H3_SOL_FORM (unset: ws where it reaches; mma, ws or wsp forces that form, ws
+ * and wsp an error for a segment the ws form cannot take; read at every run), H3_SOL_STATS
+ * (any value) prints each segment's exact-block density (a debugging aid: it waits for the
+ * stream after each segment).
  * Scratch (nbm = ceil(T / 64), nbpm = nbm rounded up to 16, a segment's arrays packed with its
  * own nb): kc [Hk][nbm][128], qbar [Hq][nbm][128], kmean, kvar [Hk][128] (f32), kvs [Hk][nbpm
  * / 16][4][16][128] (bf16), exact [Hq][nbm][nbm] (bytes).
@@ -35,10 +36,11 @@
 enum { SOL_D = 128, SOL_BLOCK = 64, SOL_CHUNK = 16 /* H3L_CHUNK */, SOL_SELECT_QB = 8 /* H3L_SELECT_QB */,
        SOL_WS_MAXNB = 8192 /* H3A_WS_MAXNB */,
        SOL_SMEM = 4 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM */,
-       SOL_SMEM_WS = 1024 + 6 * 2 * SOL_BLOCK * SOL_D * 2 /* H3A_SMEM_WS */ };
+       SOL_SMEM_WS = 1024 + 6 * 2 * SOL_BLOCK * SOL_D * 2 /* h3a_ws_shape<64>::SMEM */,
+       SOL_SMEM_WSP = 1024 + 3 * 2 * 2 * SOL_BLOCK * SOL_D * 2 /* h3a_ws_shape<128>::SMEM */ };
 
 static const char *const select_names[3] = {"h3cu_sol_centroids", "h3cu_sol_kstats", "h3cu_sol_select"};
-static const char *const fwd_names[2] = {"h3cu_sol_fwd", "h3cu_sol_fwd_ws"};
+static const char *const fwd_names[3] = {"h3cu_sol_fwd", "h3cu_sol_fwd_ws", "h3cu_sol_fwd_wsp"};
 
 bool cu_sol_supports(const h3_op *op) {
   if (op->code != H3_OP_SOL_ATTENTION || op->n_operands != 3 || op->n_results != 1) return false;
@@ -82,12 +84,12 @@ size_t cu_sol_scratch_bytes(const h3_op *op) { return cu_sol_supports(op) ? scra
 
 /* The kernels, compiled on first use (the pre-passes with the exact tier's options: no fma
  * contraction), and the attention kernels' shared memory limits */
-static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[5], h3_diag *d) {
+static h3_status sol_kernels(cu_state *s, const h3_op *op, cu_kernel *k[6], h3_diag *d) {
   if (cu_m31_kernels(s, op, "sol_select.cu", NULL, 3, select_names, k, d) != H3_OK ||
-      cu_m31_kernels_sm90a(s, op, "sol_attention.cu", NULL, 2, fwd_names, k + 3, d) != H3_OK ||
-      cu_m31_smem(s, op, k[3], SOL_SMEM, d) != H3_OK)
+      cu_m31_kernels_sm90a(s, op, "sol_attention.cu", NULL, 3, fwd_names, k + 3, d) != H3_OK ||
+      cu_m31_smem(s, op, k[3], SOL_SMEM, d) != H3_OK || cu_m31_smem(s, op, k[4], SOL_SMEM_WS, d) != H3_OK)
     return H3_ERR;
-  return cu_m31_smem(s, op, k[4], SOL_SMEM_WS, d);
+  return cu_m31_smem(s, op, k[5], SOL_SMEM_WSP, d);
 }
 
 /* H3_SOL_STATS: the segment's exact-block density on stderr, "h3 sol: <len> rows: <E> of <P>
@@ -114,7 +116,7 @@ static h3_status report_density(cu_state *s, const sol_scratch *sc, long long hq
 
 /* The kernels and scratch of one op, for its segments */
 typedef struct {
-  cu_kernel *k[5];
+  cu_kernel *k[6];
   sol_scratch sc;
 } sol_ctx;
 
@@ -126,11 +128,12 @@ static bool ws_reaches(const cu_qkv_seg *g, int hk, long long nb, long long nbp)
          nb <= SOL_WS_MAXNB;
 }
 
-/* h3cu_sol_fwd_ws (kernel k) on a segment of len rows (nb blocks, nbp = nb rounded up to 16):
- * the TMA maps of k, v ([len][hk 128], row stride hk 128) and kvs ([hk nbp 4][128]), boxes of
- * 64 columns x 64 rows, then the launch */
-static h3_status run_ws(cu_state *s, cu_kernel *k, const sol_scratch *sc, const cu_qkv_seg *g, int hq, int hk,
-                        long long nb, long long nbp, float scale, h3_diag *d) {
+/* h3cu_sol_fwd_ws or h3cu_sol_fwd_wsp (kernel k, smem bytes of dynamic shared memory; the same
+ * arguments and reach) on a segment of len rows (nb blocks, nbp = nb rounded up to 16): the TMA
+ * maps of k, v ([len][hk 128], row stride hk 128) and kvs ([hk nbp 4][128]), boxes of 64 columns
+ * x 64 rows, then the launch */
+static h3_status run_ws(cu_state *s, cu_kernel *k, size_t smem, const sol_scratch *sc, const cu_qkv_seg *g, int hq,
+                        int hk, long long nb, long long nbp, float scale, h3_diag *d) {
   static const char *const who = "sol_attention", *const fix = "run it with H3_SOL_FORM=mma";
   if (!ws_reaches(g, hk, nb, nbp)) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: the warp-specialised kernel takes k and v 16-byte aligned, "
@@ -148,7 +151,7 @@ static h3_status run_ws(cu_state *s, cu_kernel *k, const sol_scratch *sc, const 
   void *o = g->o;
   int group = hq / hk;
   void *args[] = {&tk, &tv, &tc, &q, (void *)&sc->exact, &o, &len, &nb, &group, &scale};
-  return cu_launch(s, k, (int64_t[]){(nb + 1) / 2, hq, 1}, (int64_t[]){384, 1, 1}, SOL_SMEM_WS, args, d);
+  return cu_launch(s, k, (int64_t[]){(nb + 1) / 2, hq, 1}, (int64_t[]){384, 1, 1}, smem, args, d);
 }
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
@@ -172,11 +175,12 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
       cu_launch(s, k[1], (int64_t[]){hk, 1, 1}, block, 0, margs, d) != H3_OK ||
       cu_launch(s, k[2], (int64_t[]){(nb + SOL_SELECT_QB - 1) / SOL_SELECT_QB, hq, 1}, block, 0, sargs, d) != H3_OK)
     return H3_ERR;
-  /* H3_SOL_FORM=ws forces the ws form (its error names a segment it cannot take), =mma the other */
-  const int form = cu_env_form("H3_SOL_FORM", (const char *const[]){"mma", "ws", NULL});
-  const bool off = form == 0, forced = form == 1;
+  /* H3_SOL_FORM=ws or wsp forces that form (the error of either names a segment it cannot take),
+     =mma the mma form */
+  const int form = cu_env_form("H3_SOL_FORM", (const char *const[]){"mma", "ws", "wsp", NULL});
+  const bool off = form == 0, forced = form >= 1, pair = form == 2;
   h3_status st = forced || (!off && ws_reaches(g, hk, nb, nbp))
-                     ? run_ws(s, k[4], sc, g, hq, hk, nb, nbp, scale, d)
+                     ? run_ws(s, k[pair ? 5 : 4], pair ? SOL_SMEM_WSP : SOL_SMEM_WS, sc, g, hq, hk, nb, nbp, scale, d)
                      : cu_launch(s, k[3], (int64_t[]){nb, hq, 1}, block, SOL_SMEM, fargs, d);
   if (st != H3_OK) return H3_ERR;
   return getenv("H3_SOL_STATS") ? report_density(s, sc, hq, nb, len, d) : H3_OK;

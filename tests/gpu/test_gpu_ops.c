@@ -31,7 +31,8 @@
  *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma, wg1,
  *    wg1c, wg1q);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
- *    -inf) through each form of the kernel (H3_SOL_FORM=mma, ws); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
+ *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
+ *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
  *    mma; every row with a clear winner, so the drafts are exact in both); linear_nvfp4 at
  *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
@@ -521,12 +522,12 @@ static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool 
   check_forms(b, cases, n, vars, 1, forms, both ? 5 : 1);
 }
 
-/* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws
- * when `both`). */
+/* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws and
+ * wsp when `both`). */
 static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
   static const char *const vars[1] = {"H3_SOL_FORM"};
-  static const char *const forms[2][2] = {{"mma", NULL}, {"ws", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, both ? 2 : 1);
+  static const char *const forms[3][2] = {{"mma", NULL}, {"ws", NULL}, {"wsp", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 3 : 1);
 }
 
 /* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
@@ -775,9 +776,14 @@ static void check_hand(h3_backend *b, bool all_attention) {
      ~5e-6. 333 rows in segments 300 + 33, GQA 4/2, tau 1 diag; 1500 rows, 2/1, thresh exact
      with sinks [100, 164) at tau 0.5; tau -inf on 333 and 1500 rows (every block exact:
      attention; at 1500 rows, 24 blocks, the warp-specialised form's ring of 6 slots wraps 4
-     times; 333 rows in segments of 5 and 1 blocks: its second consumer without a block) */
+     times; 333 rows in segments of 5 and 1 blocks: its second consumer without a block, and
+     unions of 5 and 1 blocks: wsp's odd last turn); tau +inf on 1500 rows (the band |i - j| <=
+     1 alone: the union of query blocks 2k, 2k + 1 is blocks 2k - 1 .. 2k + 2, the first and
+     the last taken by one of the two only, so wsp's turns (2k - 1, 2k), (2k + 1, 2k + 2) mask
+     a half per consumer, and the first and last pairs' unions of 3 end in an odd turn, the
+     last one on the partial block 23) */
   h3_attr so[3] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300}), h3_attr_float(h.m, "tau", 1.0)};
-  hand_case sol[4];
+  hand_case sol[5];
   sol[0] = (hand_case){"sol_attention D=128 segments GQA tau 1",
                        op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 3, so), 2e-5, NULL};
   h3_attr sx[5] = {att[0], h3_attr_string(h.m, "thresh", "exact"), h3_attr_float(h.m, "tau", 0.5),
@@ -790,6 +796,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_attr sd[2] = {att[0], so[2]};
   sol[3] = (hand_case){"sol_attention D=128 T=1500 tau -inf",
                        op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 2, sd), 2e-5, NULL};
+  h3_attr sb[2] = {att[0], h3_attr_float(h.m, "tau", INFINITY)};
+  sol[4] = (hand_case){"sol_attention D=128 T=1500 tau +inf (the band)",
+                       op_of(&h, H3_OP_SOL_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 2, sb), 2e-5, NULL};
   /* index with an offset; randn (bitwise) */
   h3_value *xi = in_of(&h, "xi", H3_BF16, 2, (int64_t[]){10, 24});
   h3_value *ii = in_of(&h, "ii", H3_I32, 0, NULL);
@@ -875,7 +884,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
   check_nvfp4_forms(b, nvfp4, 6);
-  check_sol_forms(b, sol, 4, all_attention);
+  check_sol_forms(b, sol, 5, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   check_m31_decode_splits(b, m31d, 2, all_attention);
   if (!a128v || !a333v) {
