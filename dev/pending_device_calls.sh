@@ -137,7 +137,8 @@
 #      wgmma, wg1, wg1c, wg1q; every linear_nvfp4 case through the default and tiled forms; a
 #      hang of a new form ends at the timeout), attention_bench --sage (predicted wg1 ~40 ms,
 #      wg1c ~37, wg1q ~44 against the ws form's ~51: dev/sage-attention.md), attention_bench
-#      --sol (Sol's wsp form if written: two exact key blocks a turn, dev/composite-budget.md),
+#      --sol (Sol's wsp form, H3_SOL_FORM=wsp: two exact key blocks a turn; predicted tau 1
+#      ~19.3 ms and tau -inf ~60 against ws's 21.8 / 73.9, dev/composite-budget.md),
 #      nvfp4_bench at 8 / 64 / 576 rows (predicted 576-row fc ~0.33 ms against 0.61 with 64 MiB
 #      slabs); then 38 (same stage): DSpark at concurrency 64 with the NVFP4 draft (now the
 #      default) and the bf16 draft (predicted round ~15.8 ms against bf16's ~15.4)
