@@ -455,16 +455,23 @@ typedef h3_ring<H3S_WS_STAGES> h3s_ws_bars;
 
 // One thread: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
 // vrow .. + 127 of tv: 32 KiB) into slot j % SLOTS of the ring at ss (each slot K, then V^T),
-// once the slot's releases of stage j - SLOTS are in (the empty barrier's phase (j / SLOTS - 1))
-template <int SLOTS>
+// once the slot's releases of stage j - SLOTS are in (the empty barrier's phase (j / SLOTS - 1)),
+// the full barrier expecting all 32 KiB. PAIR (a cluster of 2 blocks): only this block's box,
+// rank 0 the K box and rank 1 the V^T box, each by multicast into both blocks
+template <int SLOTS, bool PAIR = false>
 H3_DI void h3s_load_stage(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3_ring<SLOTS> bar, int krow, int vrow,
-                          int j) {
+                          int j, unsigned rank = 0) {
   const int s = j % SLOTS;
   if (j >= SLOTS) h3_bar_wait(bar.empty(s), (unsigned)((j / SLOTS - 1) & 1));
   const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
   h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
-  h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
-  h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
+  if constexpr (PAIR) {
+    if (rank == 0) h3_tma_both(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+    else h3_tma_both(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
+  } else {
+    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
+  }
 }
 
 // The producer thread: the nst stages into the slots at ss, in order
@@ -787,19 +794,10 @@ struct h3s_wg1_ctx {
   unsigned rank;
 };
 
-// Thread 0: stage j into slot j % 2 once stage j - 2's releases are in; wg1 both boxes
-// (h3s_load_stage), wg1c this rank's box into both blocks, the full barrier expecting all 32 KiB
+// Thread 0: stage j into slot j % 2 once stage j - 2's releases are in (h3s_load_stage; wg1c
+// this rank's box into both blocks)
 template <bool CLUSTER> H3_DI void h3s_wg1_load(const h3s_wg1_ctx &c, int j) {
-  if constexpr (!CLUSTER) {
-    h3s_load_stage(c.tk, c.tv, c.ss, c.bar, c.krow, c.vrow, j);
-  } else {
-    const int s = j & 1;
-    if (j >= H3S_WG1_STAGES) h3_bar_wait(c.bar.empty(s), (unsigned)((j / H3S_WG1_STAGES - 1) & 1));
-    const unsigned ks = c.ss + (unsigned)(s * 2 * H3S_KBYTES);
-    h3_bar_expect(c.bar.full(s), 2 * H3S_KBYTES);
-    if (c.rank == 0) h3_tma_both(ks, c.tk, 0, c.krow + H3S_STAGE_KEYS * j, c.bar.full(s));
-    else h3_tma_both(ks + H3S_KBYTES, c.tv, H3S_STAGE_KEYS * j, c.vrow, c.bar.full(s));
-  }
+  h3s_load_stage<H3S_WG1_STAGES, CLUSTER>(c.tk, c.tv, c.ss, c.bar, c.krow, c.vrow, j, c.rank);
 }
 
 // Every thread, once its warp's wgmmas that read slot s retired: lane 0 releases the slot (wg1c:

@@ -131,18 +131,18 @@ typedef struct {
  * of lp rows each */
 static bool ws_reaches(int hk, long long lp) { return (int64_t)hk * lp <= 2147483647 - 128; }
 
-/* The forms that read kc and vt through TMA (the same arguments): which kernel of sage_kernels,
- * query rows and threads a block, dynamic shared memory, whether the blocks go in clusters of 2
- * (the kernel's __cluster_dims__: an even grid x), and the name errors give it */
+/* The forms that read kc and vt through TMA (the same arguments): which kernel of sage_kernels
+ * (its dynamic shared memory: fwd_smem), query rows and threads a block, whether the blocks go
+ * in clusters of 2 (the kernel's __cluster_dims__: an even grid x), and the name errors give it */
 typedef struct {
-  int kernel, rows, threads, smem;
+  int kernel, rows, threads;
   bool pairs;
   const char *what;
 } tma_form;
-static const tma_form ws_form = {5, SAGE_ROWS, 384, SAGE_SMEM_WS, false, "warp-specialised"};
-static const tma_form wg1_form = {6, 64, 128, SAGE_SMEM_WG1, false, "one-warpgroup"};
-static const tma_form wg1c_form = {7, 64, 128, SAGE_SMEM_WG1, true, "one-warpgroup cluster"};
-static const tma_form wg1q_form = {8, 64, 128, SAGE_SMEM_WG1Q, false, "one-warpgroup register-Q"};
+static const tma_form ws_form = {5, SAGE_ROWS, 384, false, "warp-specialised"};
+static const tma_form wg1_form = {6, 64, 128, false, "one-warpgroup"};
+static const tma_form wg1c_form = {7, 64, 128, true, "one-warpgroup cluster"};
+static const tma_form wg1q_form = {8, 64, 128, false, "one-warpgroup register-Q"};
 
 /* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
  * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
@@ -163,7 +163,8 @@ static h3_status run_tma(cu_state *s, cu_kernel *k, const tma_form *f, const sag
                   &lp, &os, &group, &scale};
   int64_t blocks = (len + f->rows - 1) / f->rows;
   if (f->pairs) blocks += blocks & 1;
-  return cu_launch(s, k, (int64_t[]){blocks, hq, 1}, (int64_t[]){f->threads, 1, 1}, f->smem, args, d);
+  return cu_launch(s, k, (int64_t[]){blocks, hq, 1}, (int64_t[]){f->threads, 1, 1}, fwd_smem[f->kernel - 3], args,
+                   d);
 }
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
