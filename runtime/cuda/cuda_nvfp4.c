@@ -57,45 +57,43 @@ int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K) {
   return rows < N ? rows : N;
 }
 
-/* y[:, n0 .. n0 + ns) = g * (x . w_b[n0 .. n0 + ns)^T): linear's TN problem over a slab of ns
- * weight rows whose output columns sit in y's rows of N (ld N); alpha = g and beta = 0 read
- * from the device (desc in device pointer mode). */
-static h3_status slab_gemm(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, const h3_tensor *in,
-                           const h3_tensor *out, const void *wb, const void *beta, int64_t M, int64_t N,
-                           int64_t K, int64_t n0, int64_t ns, h3_diag *d) {
-  const bool f32 = out[0].type.dtype == H3_F32;
-  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+/* The cuBLASLt problem of a slab of ns weight rows: linear's TN layouts of y[:, n0 .. n0 + ns)
+ * = g * (x . w_b[n0 .. n0 + ns)^T), whose output columns sit in y's rows of N (ld N), and its
+ * algorithm; the slabs of one op share it but for a shorter last one. */
+typedef struct {
+  cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
+  int64_t ns; /* 0: none yet */
+} slab_problem;
+
+static h3_status slab_problem_for(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc, bool f32, int64_t M,
+                                  int64_t N, int64_t K, int64_t ns, slab_problem *p, h3_diag *d) {
+  cu_lt_layouts_free(p->a, p->b, p->c);
+  *p = (slab_problem){.ns = ns};
   int found = 0;
-  h3_status st = cu_lt_tn_layouts(op, M, ns, K, f32 ? CUDA_R_32F : CUDA_R_16BF, &a, &b, &c, d);
-  if (st == H3_OK) { /* y's columns n0 .. of the slab: its rows of N elements */
-    const int64_t ld = N;
-    if (cublasLtMatrixLayoutSetAttribute(c, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld) != CUBLAS_STATUS_SUCCESS)
-      st = cu_op_error(d, op, NULL, "cuBLASLt refused the output's row stride %lld", (long long)N);
-  }
-  if (st == H3_OK) st = cu_lt_pick_algo(s, op, desc, a, b, c, 16, &algo, &found, d);
+  h3_status st = cu_lt_tn_layouts(op, M, ns, K, f32 ? CUDA_R_32F : CUDA_R_16BF, &p->a, &p->b, &p->c, d);
+  if (st == H3_OK &&
+      cublasLtMatrixLayoutSetAttribute(p->c, CUBLASLT_MATRIX_LAYOUT_LD, &N, sizeof N) != CUBLAS_STATUS_SUCCESS)
+    st = cu_op_error(d, op, NULL, "cuBLASLt refused the output's row stride %lld", (long long)N);
+  if (st == H3_OK) st = cu_lt_pick_algo(s, op, desc, p->a, p->b, p->c, 16, &p->algo, &found, d);
   if (st == H3_OK && !found)
     st = cu_op_error(d, op, "set H3_NVFP4_FORM=tiled (the tiled kernels take every shape)",
                      "cuBLASLt has no algorithm for %lld x %lld x %lld", (long long)M, (long long)ns,
                      (long long)K);
-  void *y = (char *)out[0].data + n0 * (f32 ? 4 : 2);
-  if (st == H3_OK) {
-    cublasStatus_t r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, in[3].data, wb, a, in[0].data, b, beta, y,
-                                      c, y, c, &algo, s->workspace, CU_WORKSPACE_BYTES, s->stream);
-    if (r != CUBLAS_STATUS_SUCCESS) st = cu_lt_fail(d, op, r, "cublasLtMatmul");
-  }
-  cu_lt_layouts_free(a, b, c);
   return st;
 }
 
 /* The dequantized form, slab by slab of cu_nvfp4_slab_rows weight rows: kernel dq writes the
- * slab's w_b into scratch, then slab_gemm its columns of y. */
+ * slab's w_b into scratch, then cuBLASLt its columns of y (alpha = g and beta = 0 read from the
+ * device: desc in device pointer mode). */
 static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, void *scratch, const h3_tensor *in,
                                  const h3_tensor *out, long long M, long long N, long long K, h3_diag *d) {
   if (!scratch) return cu_op_error(d, op, NULL, "no weight scratch (the op was not prepared)");
   const int64_t slab = cu_nvfp4_slab_rows(N, K);
+  const bool f32 = out[0].type.dtype == H3_F32;
   void *wb = scratch, *beta = (char *)scratch + cu_align256((size_t)(slab * K) * 2);
   cublasLtMatmulDesc_t desc = NULL;
+  slab_problem p = {0};
   const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
   h3_status st = cu_lt_tn_desc(op, &desc, d);
   if (st == H3_OK &&
@@ -108,8 +106,15 @@ static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, vo
     void *args[] = {&pk, &sc, &wb, &ns, &K};
     int64_t grid[3] = {(ns * (K / 8) + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
     st = cu_launch(s, dq, grid, block, 0, args, d);
-    if (st == H3_OK) st = slab_gemm(s, op, desc, in, out, wb, beta, M, N, K, n0, ns, d);
+    if (st == H3_OK && ns != p.ns) st = slab_problem_for(s, op, desc, f32, M, N, K, ns, &p, d);
+    if (st == H3_OK) {
+      void *y = (char *)out[0].data + n0 * (f32 ? 4 : 2);
+      cublasStatus_t r = cublasLtMatmul((cublasLtHandle_t)s->lt, desc, in[3].data, wb, p.a, in[0].data, p.b, beta,
+                                        y, p.c, y, p.c, &p.algo, s->workspace, CU_WORKSPACE_BYTES, s->stream);
+      if (r != CUBLAS_STATUS_SUCCESS) st = cu_lt_fail(d, op, r, "cublasLtMatmul");
+    }
   }
+  cu_lt_layouts_free(p.a, p.b, p.c);
   if (desc) cublasLtMatmulDescDestroy(desc);
   return st;
 }
