@@ -15,14 +15,14 @@
  * cuBLASLt's ("-" where not run). Then lm_head [200064, 6144] at M = 1, bf16 only (random
  * w_b; the nvfp4 columns "-"; not with --no-lm-head). Columns:
  *
- *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | alt ms  vs bf16  alt GB/s  alt nmse
+ *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | tiled ms  vs bf16  tl GB/s  tl nmse
  *   | skinny ms  vs bf16  sk GB/s  sk nmse
  *
  * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form at M <= 8, its
- * dequantized form above 64 rows, else its tiled kernels: docs/nvfp4.md) and alt the same op
- * on the tiled kernels (H3_NVFP4_FORM=tiled) where the default is another form ("-" between),
- * the NMSE against the default's result. Lines "h3bench NAME ms" for scripts (nvfp4_,
- * nvfp4tiled_, bf16_, skinny_ + weight _m + M). Exit 77
+ * dequantized form above 64 rows, else its tiled kernels: docs/nvfp4.md) and tiled the same
+ * op under H3_NVFP4_FORM=tiled where the default is another form ("-" between), the NMSE
+ * against the default's result. Lines "h3bench NAME ms" for scripts (nvfp4_, nvfp4tiled_,
+ * bf16_, skinny_ + weight _m + M). Exit 77
  * without a GPU, 1 when a result is off (NMSE above bf16's limit).
  */
 #include "gpu_common.h"
@@ -90,14 +90,14 @@ static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor 
   return ts;
 }
 
-/* linear_nvfp4 `qop` once more under H3_NVFP4_FORM=form (the form is picked at every run):
- * its median ms (< 0: failed) and in *e its NMSE against the default form's bf16 result
- * `want16` (host bf16 [M, N]). */
-static double time_nvfp4_form(bench *x, const h3_op *qop, const h3_tensor *qin, const h3_tensor *qout,
-                              const char *form, const uint16_t *want16, int iters, double warm_s, double *e) {
+/* linear_nvfp4 `qop` once more under H3_NVFP4_FORM=tiled (its tiled kernels; the form is
+ * picked at every run): its median ms (< 0: failed) and in *e its NMSE against the default
+ * form's bf16 result `want16` (host bf16 [M, N]). */
+static double time_nvfp4_tiled(bench *x, const h3_op *qop, const h3_tensor *qin, const h3_tensor *qout,
+                               const uint16_t *want16, int iters, double warm_s, double *e) {
   const int64_t M = qop->operands[0]->type.dims[0], N = qop->operands[1]->type.dims[0];
   uint16_t *got = malloc((size_t)(M * N) * 2);
-  setenv("H3_NVFP4_FORM", form, 1);
+  setenv("H3_NVFP4_FORM", "tiled", 1);
   double t = got ? gpu_time_op(x->b, qop, qin, 4, qout, iters, 3, warm_s, &x->d) : -1;
   unsetenv("H3_NVFP4_FORM");
   *e = -1;
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
   printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16\n",
          h3_backend_device_name(x.b));
   printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s\n", "weight", "M", "N", "K",
-         "nvfp4 ms", "bf16 ms", "speed-up", "GB/s", "nmse", "alt ms", "vs bf16", "alt GB/s", "alt nmse",
+         "nvfp4 ms", "bf16 ms", "speed-up", "GB/s", "nmse", "tiled ms", "vs bf16", "tl GB/s", "tl nmse",
          "skinny ms", "vs bf16", "sk GB/s", "sk nmse");
   /* dspark.fc [H, 3H], o_proj [H, nq d], gate_up [2 F_d, H], down [H, F_d] at H = 6144 */
   static const char *const names[4] = {"fc", "o_proj", "gate_up", "down"};
@@ -267,13 +267,11 @@ int main(int argc, char **argv) {
       double gbs = tq > 0 ? wbytes / (tq * 1e-3) / 1e9 : 0;
       double ts = -1, es = -1, tn = -1, en = -1;
       if (skinny && e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
-      const char *alt = e >= 0 && (cu_nvfp4_skinny_applies(M, K, true) || cu_nvfp4_dequant_applies(M, K, true))
-                            ? "tiled"
-                            : NULL;
-      if (alt) tn = time_nvfp4_form(&x, qop, qin, &qout, alt, q16, iters, warm_s, &en);
+      const bool tiled_too = e >= 0 && (cu_nvfp4_skinny_applies(M, K, true) || cu_nvfp4_dequant_applies(M, K, true));
+      if (tiled_too) tn = time_nvfp4_tiled(&x, qop, qin, &qout, q16, iters, warm_s, &en);
       printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
-      if (alt)
+      if (tiled_too)
         printf(" %10.4f %8.2f %8.0f %9.2g", tn, tn > 0 && tl > 0 ? tl / tn : 0.0, tn > 0 ? wbytes / (tn * 1e-3) / 1e9 : 0.0,
                en);
       else
@@ -281,9 +279,9 @@ int main(int argc, char **argv) {
       bool sk = print_skinny(names[s], M, N, K, tl, ts, es, skinny);
       printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
              (long long)M, tl);
-      if (alt) printf("h3bench nvfp4%s_%s_m%lld %.5f\n", alt, names[s], (long long)M, tn);
+      if (tiled_too) printf("h3bench nvfp4tiled_%s_m%lld %.5f\n", names[s], (long long)M, tn);
       if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk ||
-          (alt && !(tn >= 0 && en >= 0 && en <= gpu_nmse_limit(H3_BF16)))) {
+          (tiled_too && !(tn >= 0 && en >= 0 && en <= gpu_nmse_limit(H3_BF16)))) {
         h3_diag_print(&x.d, stderr);
         rc = 1;
       }
