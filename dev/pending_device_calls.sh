@@ -4,7 +4,7 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 37,
 # 38, then 39 with the fastest Sage form (one stage for all three, see 37's entry; build-gpu/s18b
-# holds it for commit 46af2bf: restage if HEAD's kernels or runtime changed since). A cold
+# holds it for the code of commit 990907a: restage if kernels, runtime or tests changed since). A cold
 # start has cost 95-270 s; a refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
