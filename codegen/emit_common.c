@@ -177,6 +177,7 @@ h3_status h3_codegen_emit_op(const h3_op *op, h3_tier tier, h3_arena *a, h3_kern
   } else {
     switch (op->code) {
     case H3_OP_RMS_NORM:
+    case H3_OP_ADD_RMS_NORM:
     case H3_OP_ARGMAX:
     case H3_OP_SAMPLE_TOKENS:
     case H3_OP_REDUCE_SUM:
@@ -187,6 +188,7 @@ h3_status h3_codegen_emit_op(const h3_op *op, h3_tier tier, h3_arena *a, h3_kern
       st = emit_normmod(&ec);
       break;
     case H3_OP_RMS_NORM_ROPE:
+    case H3_OP_RMS_NORM_ROPE_WRITE:
       st = emit_norm_rope(&ec);
       break;
     case H3_OP_CONCAT:

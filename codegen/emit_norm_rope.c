@@ -10,6 +10,10 @@
  * rows). Row ids are 32-bit and (t, h) = (row / heads, row % heads) divide by a
  * compile-time constant: no 64-bit division. A group past the last row works on the last
  * row and stores nothing, so every lane reaches every shuffle.
+ * The write form rms_norm_rope_write (made by kv-write-fusion; operands cache, x, w, cos,
+ * sin, slot) computes the same rows and stores row (t, h) at the cache's flat row slot[t]
+ * (head h's D values of it) instead of y's row, in place; as kv_write, a slot outside the
+ * cache or written again by a later token stores nothing there.
  *
  * Numerics (bitwise the kernels of slice + rms_norm + rope, emit_reduce.c/emit_model.c):
  *   - the sum of squares is rms_norm's one-warp reduction of the same row (emit_rms_accum
@@ -38,7 +42,7 @@
 static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Rope with R/2 % 8 == 0: lane pairs (l, l + ROT) with ROT = R/16 chunks. */
-static void rope_paired(h3_strbuf *s, int lanes, int64_t half) {
+static void rope_paired(h3_strbuf *s, int lanes, int64_t half, int cs) {
   const int rot = (int)(half / 8);
   h3_strbuf_printf(s, "  const int src = lane < %d ? lane + %d : (lane < %d ? lane - %d : lane);\n"
                       "  float p[8];\n#pragma unroll\n  for (int k = 0; k < 8; k++) "
@@ -46,9 +50,9 @@ static void rope_paired(h3_strbuf *s, int lanes, int64_t half) {
                    rot, rot, 2 * rot, rot, lanes);
   h3_strbuf_printf(s, "  if (lane < %d) {\n    const int j = lane < %d ? lane : lane - %d;\n"
                       "    float c[8], sn[8];\n"
-                      "    h3_ld8(in2, (long long)t * %lldll + j * 8, c);\n"
-                      "    h3_ld8(in3, (long long)t * %lldll + j * 8, sn);\n",
-                   2 * rot, rot, rot, (long long)half, (long long)half);
+                      "    h3_ld8(in%d, (long long)t * %lldll + j * 8, c);\n"
+                      "    h3_ld8(in%d, (long long)t * %lldll + j * 8, sn);\n",
+                   2 * rot, rot, rot, cs, (long long)half, cs + 1, (long long)half);
   /* lane < ROT: (a, b) = (own, partner) -> a*c - b*s; else (b, a) = (own, partner) ->
      b*c + a*s: own*c first, partner*s second, as rope's kernel multiplies */
   h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
@@ -62,7 +66,7 @@ static void rope_paired(h3_strbuf *s, int lanes, int64_t half) {
 /* Rope for any R/2: element k of the lane (dim i = lane*vec + k) takes its partner from
  * dim i + R/2 (i < R/2) or i - R/2 (R/2 <= i < R); both are fetched (shuffles must be
  * uniform), the register index of each is a constant of k. */
-static void rope_general(h3_strbuf *s, int lanes, int vec, int64_t half) {
+static void rope_general(h3_strbuf *s, int lanes, int vec, int64_t half, int cs) {
   const int hf = (int)half;
   for (int k = 0; k < vec; k++) {
     const int qu = floor_div(k + hf, vec), ru = k + hf - qu * vec;
@@ -72,15 +76,15 @@ static void rope_general(h3_strbuf *s, int lanes, int vec, int64_t half) {
                         "    const int i = lane * %d + %d;\n",
                      ru, qu, lanes - 1, lanes, rd, qd, lanes - 1, lanes, vec, k);
     h3_strbuf_printf(s, "    if (i < %d) {\n"
-                        "      const float c = h3_ld(in2, (long long)t * %dll + i), "
-                        "sn = h3_ld(in3, (long long)t * %dll + i);\n"
+                        "      const float c = h3_ld(in%d, (long long)t * %dll + i), "
+                        "sn = h3_ld(in%d, (long long)t * %dll + i);\n"
                         "      o[%d] = __fsub_rn(__fmul_rn(h[%d], c), __fmul_rn(up, sn));\n"
                         "    } else if (i < %d) {\n"
-                        "      const float c = h3_ld(in2, (long long)t * %dll + (i - %d)), "
-                        "sn = h3_ld(in3, (long long)t * %dll + (i - %d));\n"
+                        "      const float c = h3_ld(in%d, (long long)t * %dll + (i - %d)), "
+                        "sn = h3_ld(in%d, (long long)t * %dll + (i - %d));\n"
                         "      o[%d] = __fadd_rn(__fmul_rn(h[%d], c), __fmul_rn(dn, sn));\n"
                         "    } else {\n      o[%d] = h[%d];\n    }\n  }\n",
-                     hf, hf, hf, k, k, 2 * hf, hf, hf, hf, hf, k, k, k, k);
+                     hf, cs, hf, cs + 1, hf, k, k, 2 * hf, cs, hf, hf, cs + 1, hf, hf, k, k, k, k);
   }
 }
 
@@ -101,17 +105,40 @@ static void emit_dequant(h3_strbuf *s, int vec, bool bias) {
                    vec, bias ? "__fadd_rn(" : "", bias ? ", bs[k])" : "");
 }
 
+/* rms_norm_rope_write: where row (t, hd) goes. The slot is read once per group; a slot
+ * outside the cache's rows, or one that a later token writes again (kv_write's rule: the
+ * last write wins), stores nothing. The later tokens' slots are scanned by the group's
+ * lanes and the verdict reduced over the group with shuffles every lane runs (xor offsets
+ * below the group's width stay inside the group). */
+static void emit_write_target(h3_strbuf *s, int lanes, int64_t T, int64_t H, int64_t D,
+                              int64_t cache_rows) {
+  h3_strbuf_printf(s, "  const long long sl = (long long)h3_ld(in5, (long long)t);\n"
+                      "  int dup = 0;\n"
+                      "  for (unsigned t2 = t + 1u + (unsigned)lane; t2 < %lldu; t2 += %du)\n"
+                      "    dup |= (long long)h3_ld(in5, (long long)t2) == sl;\n"
+                      "#pragma unroll\n  for (int o = %d; o > 0; o >>= 1) "
+                      "dup |= __shfl_xor_sync(0xffffffffu, dup, o);\n"
+                      "  const bool store = live && !dup && sl >= 0 && sl < %lldll;\n"
+                      "  h3_bf16 *y = out0 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n",
+                   (long long)T, lanes, lanes / 2, (long long)cache_rows, (long long)(H * D),
+                   (long long)D);
+}
+
 h3_status emit_norm_rope(emit_ctx *ec) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
-  const h3_type *xt = &op->operands[0]->type, *ct = &op->operands[2]->type;
-  const h3_type *yt = &op->results[0]->type;
-  const int n_in = op->n_operands;
-  const bool acc = n_in > 4; /* the int8 form: x is i32, dequantized on load */
-  if ((n_in != 4 && n_in != 6 && n_in != 7) || xt->rank != 2 || ct->rank != 2 || yt->rank != 3)
+  /* the write form's operands: cache, x, w, cos, sin, slot; x is operand b */
+  const bool write = op->code == H3_OP_RMS_NORM_ROPE_WRITE;
+  const int b = write ? 1 : 0, n_in = op->n_operands;
+  const h3_type *xt = &op->operands[b]->type, *ct = &op->operands[b + 2]->type;
+  const h3_type *wt = &op->operands[b + 1]->type, *cache = &op->operands[0]->type;
+  const bool acc = !write && n_in > 4; /* the int8 form: x is i32, dequantized on load */
+  if ((write ? n_in != 6 || cache->rank < 3 : n_in != 4 && n_in != 6 && n_in != 7) ||
+      xt->rank != 2 || ct->rank != 2 || wt->rank != 1)
     return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2] (and s_x, s_w, "
-                                "bias? with i32 x)");
-  const int64_t T = yt->dims[0], H = yt->dims[1], D = yt->dims[2], C = xt->dims[1];
+                                "bias? with i32 x; cache[P, page, ..] and slot[T] when writing)");
+  const int64_t T = xt->dims[0], D = wt->dims[0], C = xt->dims[1];
+  const int64_t H = h3_op_attr_int(op, "heads", 1);
   const int64_t start = h3_op_attr_int(op, "start", 0), half = ct->dims[1];
   const int vec = D % 8 == 0 ? 8 : 1;
   const int64_t units = D / vec;
@@ -121,9 +148,11 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (T * H >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
   const int lanes = units <= 16 ? 16 : 32, rows_per_block = 256 / lanes;
   const int64_t rows = T * H;
-  h3_type in_t[7], out_t = *yt;
+  h3_type in_t[7], out_t = op->results[0]->type;
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
-  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, 256, true);
+  /* the write form updates the cache in place: out0 is in0's buffer (no __restrict__) */
+  ec->k->inplace = write;
+  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, 256, !write);
   h3_strbuf_printf(s, "  const unsigned wrow = blockIdx.x * %du + (threadIdx.x / %du);\n"
                       "  const bool live = wrow < %lldu;\n"
                       "  const unsigned row = live ? wrow : %lldu;\n"
@@ -132,16 +161,19 @@ h3_status emit_norm_rope(emit_ctx *ec) {
                    rows_per_block, lanes, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0),
                    (long long)H, (long long)H, lanes - 1);
   h3_strbuf_printf(s, "  const long long col = %lldll + (long long)hd * %lldll;\n"
-                      "  const %s *x = in0 + (long long)t * %lldll + col;\n"
-                      "  h3_bf16 *y = out0 + (long long)row * %lldll;\n",
-                   (long long)start, (long long)D, acc ? "int" : "h3_bf16", (long long)C,
-                   (long long)D);
+                      "  const %s *x = in%d + (long long)t * %lldll + col;\n",
+                   (long long)start, (long long)D, acc ? "int" : "h3_bf16", b, (long long)C);
+  if (write)
+    emit_write_target(s, lanes, T, H, D, cache->dims[0] * cache->dims[1]);
+  else
+    h3_strbuf_printf(s, "  const bool store = live;\n"
+                        "  h3_bf16 *y = out0 + (long long)row * %lldll;\n", (long long)D);
   /* the sum of squares over the lane's chunk, in rms_norm's order */
   h3_strbuf_printf(s, "  float v[%d], w[%d], h[%d], o[%d];\n  float ss = 0.0f;\n"
                       "  if (lane < %lld) {\n",
                    vec, vec, vec, vec, (long long)units);
-  if (vec == 8) h3_strbuf_append(s, "    h3_ld8(x, lane * 8, v);\n    h3_ld8(in1, lane * 8, w);\n");
-  else h3_strbuf_append(s, "    v[0] = (float)h3_ld(x, lane);\n    w[0] = h3_ld(in1, lane);\n");
+  if (vec == 8) h3_strbuf_printf(s, "    h3_ld8(x, lane * 8, v);\n    h3_ld8(in%d, lane * 8, w);\n", b + 1);
+  else h3_strbuf_printf(s, "    v[0] = (float)h3_ld(x, lane);\n    w[0] = h3_ld(in%d, lane);\n", b + 1);
   if (acc) emit_dequant(s, vec, n_in > 6);
   emit_rms_accum(s, vec, "v", false);
   h3_strbuf_printf(s, "  } else {\n#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = w[k] = 0.0f;\n"
@@ -157,10 +189,10 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   bool oom = off.oom;
   h3_strbuf_free(&off);
   if (oom) return H3_ERR;
-  if (vec == 8 && half % 8 == 0) rope_paired(s, lanes, half);
-  else rope_general(s, lanes, vec, half);
-  if (vec == 8) h3_strbuf_printf(s, "  if (live && lane < %lld) h3_st8(y, lane * 8, o);\n}\n", (long long)units);
-  else h3_strbuf_printf(s, "  if (live && lane < %lld) h3_st(y, lane, o[0]);\n}\n", (long long)units);
+  if (vec == 8 && half % 8 == 0) rope_paired(s, lanes, half, b + 2);
+  else rope_general(s, lanes, vec, half, b + 2);
+  if (vec == 8) h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st8(y, lane * 8, o);\n}\n", (long long)units);
+  else h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st(y, lane, o[0]);\n}\n", (long long)units);
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;
   ec->k->grid[1] = ec->k->grid[2] = 1;

@@ -11,6 +11,8 @@
  * emit_rms_accum, emit_rms_finish) is shared with the fused norm_modulate kernels of
  * emit_normmod.c, whose exact tier must reproduce rms_norm's r bitwise.
  *   rms_norm: r = 1/sqrt(sum(x^2)/N + eps); y = (x*r)*(w + offset), one rounding to y's dtype.
+ *   add_rms_norm: x = a + b (rounded as add rounds, stored), then rms_norm of x: the same
+ *     kernel with a + b as the loaded values (recomputed in the second pass, not read back).
  *   argmax: first index of the maximum (ties -> lowest index; a row of NaN gives 0).
  *   sample_tokens: argmax of the row's scores: the logits (temperature <= 0 or NaN) or logit / T
  *     plus Gumbel noise (h3_rng_sample_score); one block per row, so batch invariant. A second
@@ -105,60 +107,85 @@ void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps, bool lean) 
   h3_strbuf_free(&e);
 }
 
+/* The chunk's values of the norm's input: x's, or for add_rms_norm a + b (in0 + in1, the
+ * second array loaded beside the first) rounded to x's dtype as add rounds, stored to out0
+ * in the first pass (`store_x`) and recomputed in the second. */
+static void add_prologue(h3_strbuf *s, int vec, h3_dtype dt, bool store_x, const char *guard) {
+  if (vec == 8) h3_strbuf_append(s, "    float v2[8];\n    h3_ld8(x2, u * 8, v2);\n");
+  else h3_strbuf_append(s, "    float v2[1] = {h3_ld(x2, u)};\n");
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = %s(v[k], v2[k])%s;\n",
+                   vec, dt == H3_BF16 ? "h3_rbf16(__fadd_rn" : "__fadd_rn", dt == H3_BF16 ? ")" : "");
+  if (!store_x) return;
+  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(xo, u * 8, v);\n", guard);
+  else h3_strbuf_printf(s, "    %sh3_st(xo, u, v[0]);\n", guard);
+}
+
+/* rms_norm, and add_rms_norm (in0 + in1 = x written to out0, the norm of x to out1, w = in2). */
 static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
   h3_strbuf *s = &ec->src;
+  const bool add = op->code == H3_OP_ADD_RMS_NORM;
+  const int n_in = add ? 3 : 2, n_out = add ? 2 : 1;
   int vec = n % 8 == 0 ? 8 : 1;
   int block = emit_row_block(n / vec, 256);
   /* short rows (one warp per row, e.g. per-head q/k norms of 128): each warp of a 256-thread
      block takes a row of its own, with the single-warp reduction (same bits) */
   const int rows_per_block = block == 32 ? 8 : 1;
-  h3_type in_t[2] = {op->operands[0]->type, op->operands[1]->type};
-  h3_type out_t = op->results[0]->type;
-  emit_signature(ec, 2, in_t, 1, &out_t, NULL, block * rows_per_block, true);
+  h3_type in_t[3], out_t[2];
+  for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
+  for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
+  const h3_type *wt = &in_t[n_in - 1], *yt = &out_t[n_out - 1];
+  emit_signature(ec, n_in, in_t, n_out, out_t, NULL, block * rows_per_block, true);
+  const char *guard = rows_per_block > 1 ? "if (live) " : "";
   if (rows_per_block == 1) {
     h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);
-    row_head(s, rows, n, h3_kernel_ctype(in_t[0].dtype), h3_kernel_ctype(out_t.dtype), n);
+    h3_strbuf_printf(s, "  const long long row = blockIdx.x;\n  if (row >= %lldll) return;\n",
+                     (long long)rows);
+    h3_strbuf_append(s, "  const int tid = threadIdx.x;\n");
   } else {
     /* a warp past the last row works on the last row and stores nothing: every thread of
        the block reaches every shuffle */
     h3_strbuf_printf(s, "  const long long wrow = blockIdx.x * %dll + (threadIdx.x >> 5);\n"
                         "  const bool live = wrow < %lldll;\n"
-                        "  const long long row = live ? wrow : %lldll;\n",
-                     rows_per_block, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0));
-    h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n  %s *y = out0 + row * %lldll;\n"
+                        "  const long long row = live ? wrow : %lldll;\n"
                         "  const int tid = threadIdx.x & 31;\n",
-                     h3_kernel_ctype(in_t[0].dtype), (long long)n, h3_kernel_ctype(out_t.dtype),
-                     (long long)n);
+                     rows_per_block, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0));
   }
+  const char *xc = h3_kernel_ctype(in_t[0].dtype);
+  h3_strbuf_printf(s, "  const %s *x = in0 + row * %lldll;\n  %s *y = out%d + row * %lldll;\n", xc,
+                   (long long)n, h3_kernel_ctype(yt->dtype), n_out - 1, (long long)n);
+  if (add)
+    h3_strbuf_printf(s, "  const %s *x2 = in1 + row * %lldll;\n  %s *xo = out0 + row * %lldll;\n", xc,
+                     (long long)n, xc, (long long)n);
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
   /* both passes with the loads of up to 4 chunks in flight per thread (a decode row of 6144
      is 3 chunks per thread: one memory round trip instead of three); the sums' order is
      the loop's, unrolled or not */
   h3_strbuf_append(s, "#pragma unroll 4\n");
   chunk_loop(s, vec, n, block, "float", "x", "v");
+  if (add) add_prologue(s, vec, in_t[0].dtype, true, guard);
   emit_rms_accum(s, vec, "v", false);
   h3_strbuf_append(s, "  }\n");
   emit_rms_finish(s, block, n, h3_op_attr_float(op, "eps", 1e-5), false);
   h3_strbuf off;
   h3_strbuf_init(&off);
   emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
-  const char *w = in_t[1].dtype == H3_F64 ? "double" : "float";
+  const char *w = wt->dtype == H3_F64 ? "double" : "float";
   h3_strbuf_append(s, "#pragma unroll 4\n");
   chunk_loop(s, vec, n, block, "float", "x", "v");
-  if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in1, u * 8, wv);\n", w);
-  else h3_strbuf_printf(s, "    %s wv[1] = {h3_ld(in1, u)};\n", w);
+  if (add) add_prologue(s, vec, in_t[0].dtype, false, guard);
+  if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in%d, u * 8, wv);\n", w, n_in - 1);
+  else h3_strbuf_printf(s, "    %s wv[1] = {h3_ld(in%d, u)};\n", w, n_in - 1);
   h3_strbuf_printf(s, "    float o[%d];\n#pragma unroll\n    for (int k = 0; k < %d; k++) "
                       "o[k] = __fmul_rn(__fmul_rn(v[k], r), __fadd_rn((float)wv[k], %s));\n",
                    vec, vec, off.data ? off.data : "0");
-  const char *guard = rows_per_block > 1 ? "if (live) " : "";
   if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(y, u * 8, o);\n  }\n}\n", guard);
   else h3_strbuf_printf(s, "    %sh3_st(y, u, o[0]);\n  }\n}\n", guard);
   h3_strbuf_free(&off);
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;
   ec->k->block[0] = block * rows_per_block;
-  return emit_args(ec, 2, 1, false);
+  return emit_args(ec, n_in, n_out, false);
 }
 
 /* One step of the (best, bi) reduction: takes the candidate (cb, ci) when it beats the
@@ -332,7 +359,8 @@ h3_status emit_reduce(emit_ctx *ec) {
   ec->k->block[1] = ec->k->block[2] = 1;
   ec->k->shared_bytes = 0;
   switch (ec->op->code) {
-  case H3_OP_RMS_NORM: return emit_rms_norm(ec, rows, n);
+  case H3_OP_RMS_NORM:
+  case H3_OP_ADD_RMS_NORM: return emit_rms_norm(ec, rows, n);
   case H3_OP_ARGMAX:
   case H3_OP_SAMPLE_TOKENS: return emit_argmax(ec, rows, n);
   default: return emit_reduce_sum(ec, rows, n);

@@ -3,9 +3,10 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 37,
-# 38, then 39 with the fastest Sage form (one stage for all three, see 37's entry; build-gpu/s18b
-# holds it for the code of commit 990907a: restage if kernels, runtime or tests changed since). A cold
-# start has cost 95-270 s; a refused start 90 s.
+# 38, then 39 with the fastest Sage form, then 40 (one stage for all four: `dev/mini_stage.sh
+# BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
+# gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`). A cold start has cost
+# 95-270 s; a refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
@@ -148,6 +149,14 @@
 #      issue 20's 49-step composite (run_all.sh sagesol: --int8, Sage->Sol, Spectrum 15:5:0.5,
 #      against the bf16 flash sample in the same call, ~300 s); predicted with Sage at ~40 ms:
 #      64.05 - 10 steps x 50 blocks x ~11 ms = ~58.5 s, ~3.8 x (goal 4.61)
+#   40 (the stage of 37 made with --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion":
+#      plans/ fused, b/plans/ unfused): the k / ik cache writes in their norm + rope kernel and
+#      the post-attention residual add in its norm (7 + 4 launches fewer a small decode step:
+#      8 on the main stream, 3 on the side stream): test_gpu_ops (both new ops through
+#      the tiny M3.1 module), qkrope_gpu_write (the write kernel with many duplicate slots:
+#      the later token's row wins, which only a GPU's concurrent stores can get wrong), the small model's 16 tokens of the fused and unfused plans
+#      compared byte for byte, then dev/m31_decode_ab.sh unfused against fused, 3 rounds and
+#      batch 64 (predicted batch 1 1.649 -> ~1.61-1.62 ms, -25 to -40 us; batch 64 ~-30 us)
 #   36 ran on 2026-12-05 (dev/results/2026-12-05-h200-s18-nvfp4-dequant-spec64.txt) the NVFP4
 #      GEMM's forms: the skinny form at <= 8 rows (default), the dequantized form above 64
 #      (H3_NVFP4_FORM=dequant, opt-in until this call): test_gpu_ops (every linear_nvfp4 case
@@ -319,7 +328,19 @@ case $CALL in
 39) { echo "== composite, H3_SAGE_FORM=${SAGE_FORM:-}"; H3_SAGE_FORM=${SAGE_FORM:-} \
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..39" >&2; exit 2 ;;
+40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
+   echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
+   echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
+   for d in "$S" "$S/b"; do # the fused plan and the unfused one: the same bytes out
+     timeout 90 "$d/bin/h3exec" "$d/plans/m31_small_p2048_n16.plan" --backend cuda --weights random --seed 3 \
+       --out "$OUT/tok_${d##*/}.safetensors" 2>&1 | tail -1
+   done
+   echo "== fused against unfused, bitwise"
+   python3 tests/gpu/compare_outputs.py --bitwise "$OUT/tok_${S##*/}.safetensors" "$OUT/tok_b.safetensors"
+   rm -f "$OUT"/tok_*.safetensors
+   echo "== A: unfused (STAGE/b), B: fused (STAGE)"
+   H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..40" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -250,6 +250,18 @@ H3_INFER_DECL(h3_infer_rms_norm) {
   return 1;
 }
 
+/* add_rms_norm(a[.., D], b, w[D]) -> (x, y): a and b one type, bf16 or f32; x and y of it. */
+H3_INFER_DECL(h3_infer_add_rms_norm) {
+  const h3_type *a = TY(0), *b = TY(1), *w = TY(2);
+  if (a->rank < 1 || (a->dtype != H3_BF16 && a->dtype != H3_F32))
+    FAIL("add_rms_norm: a must be a bf16 or f32 [.., D], got %s", TS(a));
+  if (!h3_type_equal(a, b)) FAIL("add_rms_norm: a is %s but b is %s (same type needed)", TS(a), TS(b));
+  if (w->rank != 1 || w->dims[0] != a->dims[a->rank - 1])
+    FAIL("add_rms_norm: x has D = %lld but w is %s (w is [D])", LL(a->dims[a->rank - 1]), TS(w));
+  out[0] = out[1] = *a;
+  return 2;
+}
+
 H3_INFER_DECL(h3_infer_argmax) {
   const h3_type *x = TY(0);
   if (x->rank < 1 || x->dims[x->rank - 1] < 1) FAIL("argmax: x must be [.., N] with N >= 1, got %s", TS(x));

@@ -42,6 +42,7 @@ H3_INFER_DECL(h3_infer_index);
 H3_INFER_DECL(h3_infer_set_index);
 H3_INFER_DECL(h3_infer_scatter_rows);
 H3_INFER_DECL(h3_infer_rms_norm);
+H3_INFER_DECL(h3_infer_add_rms_norm);
 H3_INFER_DECL(h3_infer_argmax);
 H3_INFER_DECL(h3_infer_sample_tokens);
 H3_INFER_DECL(h3_infer_reduce_sum);
@@ -50,6 +51,7 @@ H3_INFER_DECL(h3_infer_norm_modulate);
 H3_INFER_DECL(h3_infer_residual_norm_modulate);
 /* op_infer_norm_rope.c: per-head RMSNorm + RoPE (qk-norm-rope-fusion) */
 H3_INFER_DECL(h3_infer_rms_norm_rope);
+H3_INFER_DECL(h3_infer_rms_norm_rope_write);
 H3_INFER_DECL(h3_infer_linear);
 H3_INFER_DECL(h3_infer_timestep_embedding);
 H3_INFER_DECL(h3_infer_rope_table);

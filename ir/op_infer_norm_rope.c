@@ -6,6 +6,8 @@
  * The int8 form (made by int8-qk-norm-rope, passes/int8_qk_norm_rope.c) has x = the i32[T, C]
  * accumulators of an int8 GEMM and three more operands, s_x f32[T], s_w f32[C] and
  * bias?[C] (bf16, f16 or f32): x is dequantized as dequant_i8 does, rounded to bf16.
+ * rms_norm_rope_write (made by kv-write-fusion) takes a paged cache before the bf16 form's
+ * operands and the slots after them, and returns the cache.
  */
 #include "op_infer.h"
 
@@ -33,32 +35,58 @@ static int check_dequant(const h3_op *op, const h3_type *x, char *why, size_t wh
   return 0;
 }
 
-H3_INFER_DECL(h3_infer_rms_norm_rope) {
-  const h3_type *x = TY(0), *w = TY(1), *c = TY(2), *s = TY(3);
-  const bool acc = op->n_operands > 4;
+/* The head rows both forms compute: x at operand b (bf16, or i32 with acc), w, cos, sin at
+ * b + 1..3; y = bf16[T, heads, D]. */
+static int infer_rows(const h3_op *op, int b, bool acc, const char *name, h3_type *y, char *why,
+                      size_t why_len) {
+  const h3_type *x = TY(b), *w = TY(b + 1), *c = TY(b + 2), *s = TY(b + 3);
   if (x->rank != 2 || x->dtype != (acc ? H3_I32 : H3_BF16))
-    FAIL("rms_norm_rope: x must be %s[T, C]%s, got %s", acc ? "i32" : "bf16",
+    FAIL("%s: x must be %s[T, C]%s, got %s", name, acc ? "i32" : "bf16",
          acc ? " (int8 accumulators, with s_x and s_w)" : "", TS(x));
   if (acc && check_dequant(op, x, why, why_len)) return -1;
   if (w->rank != 1 || w->dims[0] < 1 || !narrow_float(w->dtype))
-    FAIL("rms_norm_rope: w must be a bf16, f16 or f32 [D] with D >= 1, got %s", TS(w));
-  if (h3_infer_want_rank(op, 2, "cos", 2, "[T, R/2]", why, why_len)) return -1;
+    FAIL("%s: w must be a bf16, f16 or f32 [D] with D >= 1, got %s", name, TS(w));
+  if (h3_infer_want_rank(op, b + 2, "cos", 2, "[T, R/2]", why, why_len)) return -1;
   if (!h3_type_equal(c, s))
-    FAIL("rms_norm_rope: cos is %s but sin is %s (same type needed)", TS(c), TS(s));
+    FAIL("%s: cos is %s but sin is %s (same type needed)", name, TS(c), TS(s));
   if (!narrow_float(c->dtype))
-    FAIL("rms_norm_rope: cos and sin must be bf16, f16 or f32, got %s", TS(c));
-  if (h3_infer_want_dim(op, 0, "x", 0, 2, "cos", 0, "T", "[T, R/2]", why, why_len)) return -1;
+    FAIL("%s: cos and sin must be bf16, f16 or f32, got %s", name, TS(c));
+  if (h3_infer_want_dim(op, b, "x", 0, b + 2, "cos", 0, "T", "[T, R/2]", why, why_len)) return -1;
   const int64_t D = w->dims[0], heads = h3_op_attr_int(op, "heads", 0);
   const int64_t start = h3_op_attr_int(op, "start", -1);
   if (2 * c->dims[1] > D)
-    FAIL("rms_norm_rope: cos %s rotates R = %lld dims but w has D = %lld (w is [D])", TS(c),
+    FAIL("%s: cos %s rotates R = %lld dims but w has D = %lld (w is [D])", name, TS(c),
          LL(2 * c->dims[1]), LL(D));
-  if (heads < 1) FAIL("rms_norm_rope: heads = %lld must be positive", LL(heads));
+  if (heads < 1) FAIL("%s: heads = %lld must be positive", name, LL(heads));
   if (start < 0 || heads > (x->dims[1] - start) / D)
-    FAIL("rms_norm_rope: columns [start, start + heads*D) = [%lld, %lld + %lld*%lld) must lie in "
-         "x's C = %lld",
-         LL(start), LL(start), LL(heads), LL(D), LL(x->dims[1]));
+    FAIL("%s: columns [start, start + heads*D) = [%lld, %lld + %lld*%lld) must lie in x's C = "
+         "%lld",
+         name, LL(start), LL(start), LL(heads), LL(D), LL(x->dims[1]));
   int64_t d[3] = {x->dims[0], heads, D};
-  out[0] = h3_type_make(H3_BF16, 3, d);
+  *y = h3_type_make(H3_BF16, 3, d);
+  return 0;
+}
+
+H3_INFER_DECL(h3_infer_rms_norm_rope) {
+  if (infer_rows(op, 0, op->n_operands > 4, "rms_norm_rope", &out[0], why, why_len)) return -1;
+  return 1;
+}
+
+/* rms_norm_rope_write(cache [P, page, ..], x, w, cos, sin, slot i32[T]) -> cache: the rows of
+ * rms_norm_rope (x bf16) written at their slots; the cache's dims after [P, page] hold one
+ * row of heads*D bf16 values. */
+H3_INFER_DECL(h3_infer_rms_norm_rope_write) {
+  const h3_type *cache = TY(0);
+  h3_type y;
+  if (infer_rows(op, 1, false, "rms_norm_rope_write", &y, why, why_len)) return -1;
+  int64_t row = 1;
+  for (int i = 2; i < cache->rank; i++) row *= cache->dims[i];
+  if (cache->rank < 3 || cache->dtype != H3_BF16 || row != y.dims[1] * y.dims[2])
+    FAIL("rms_norm_rope_write: cache must be bf16[P, page, ..] with rows of heads*D = %lld*%lld "
+         "values, got %s",
+         LL(y.dims[1]), LL(y.dims[2]), TS(cache));
+  if (h3_infer_want_i32(op, 5, "slot", 1, "[T]", why, why_len)) return -1;
+  if (h3_infer_want_dim(op, 1, "x", 0, 5, "slot", 0, "T", "[T]", why, why_len)) return -1;
+  out[0] = *cache;
   return 1;
 }

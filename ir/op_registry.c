@@ -59,6 +59,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(SET_INDEX, 3, 3, 0, h3_infer_set_index, O("offset", INT)),
     ENTRY(SCATTER_ROWS, 3, 3, 0, h3_infer_scatter_rows, {0}),
     ENTRY(RMS_NORM, 2, 2, 0, h3_infer_rms_norm, A("eps", FLOAT), O("offset", FLOAT), DT),
+    ENTRY(ADD_RMS_NORM, 3, 3, 0, h3_infer_add_rms_norm, A("eps", FLOAT), O("offset", FLOAT)),
     ENTRY(ARGMAX, 1, 1, 0, h3_infer_argmax, {0}),
     ENTRY(SAMPLE_TOKENS, 4, 4, 0, h3_infer_sample_tokens, {0}),
     ENTRY(REDUCE_SUM, 1, 1, 0, h3_infer_reduce_sum, DT),
@@ -68,6 +69,8 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
           O("offset", FLOAT), A("tier", TIER), O("modulate", STRING), O("quantize", INT)),
     ENTRY(RMS_NORM_ROPE, 4, 7, 0, h3_infer_rms_norm_rope, A("start", INT), A("heads", INT),
           A("eps", FLOAT), O("offset", FLOAT)),
+    ENTRY(RMS_NORM_ROPE_WRITE, 6, 6, 0, h3_infer_rms_norm_rope_write, A("start", INT),
+          A("heads", INT), A("eps", FLOAT), O("offset", FLOAT)),
     ENTRY(LINEAR, 2, 3, 0, h3_infer_linear, DT),
     ENTRY(TIMESTEP_EMBEDDING, 1, 1, 0, h3_infer_timestep_embedding, A("dim", INT)),
     ENTRY(ROPE_TABLE, 2, 2, 0, h3_infer_rope_table, DT),
@@ -122,8 +125,9 @@ const h3_op_info *h3_op_info_find(const char *name) {
 }
 
 bool h3_op_is_inplace(h3_opcode code) {
-  return code == H3_OP_KV_WRITE || code == H3_OP_SET_INDEX || code == H3_OP_SCATTER_ROWS ||
-         code == H3_OP_RESIDUAL_NORM_MODULATE || code == H3_OP_SPECTRUM_UPDATE;
+  return code == H3_OP_KV_WRITE || code == H3_OP_RMS_NORM_ROPE_WRITE || code == H3_OP_SET_INDEX ||
+         code == H3_OP_SCATTER_ROWS || code == H3_OP_RESIDUAL_NORM_MODULATE ||
+         code == H3_OP_SPECTRUM_UPDATE;
 }
 
 bool h3_op_is_collective(h3_opcode code) {

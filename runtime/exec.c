@@ -316,11 +316,6 @@ static int try_view(h3_runtime *rt, gstate *gs, const h3_op *op, h3_status *st, 
   return 1;
 }
 
-static int is_inplace(h3_opcode c) {
-  return c == H3_OP_KV_WRITE || c == H3_OP_SET_INDEX || c == H3_OP_SCATTER_ROWS ||
-         c == H3_OP_RESIDUAL_NORM_MODULATE || c == H3_OP_SPECTRUM_UPDATE;
-}
-
 static int overlaps(const h3_tensor *a, const h3_tensor *b) {
   const char *pa = a->data, *pb = b->data;
   int64_t na = h3_type_bytes(&a->type), nb = h3_type_bytes(&b->type);
@@ -369,7 +364,7 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
   }
   /* an in-place op the plan put over its first operand writes where that operand actually
      is (which differs from arena + offset when the operand is a view of a dynamic index) */
-  if (st == H3_OK && is_inplace(op->code) && op->results[0]->offset != -1 &&
+  if (st == H3_OK && h3_op_is_inplace(op->code) && op->results[0]->offset != -1 &&
       op->results[0]->offset == op->operands[0]->offset) {
     out_buf[0].data = in[0].data;
     gs->slots[op->results[0]->id].t.data = in[0].data;
@@ -388,7 +383,7 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     int clash = 0;
     for (int j = 0; j < op->n_operands && !clash; j++)
       clash = overlaps(&out_buf[i], &in[j]) &&
-              !(i == 0 && j == 0 && out_buf[0].data == in[0].data && is_inplace(op->code));
+              !(i == 0 && j == 0 && out_buf[0].data == in[0].data && h3_op_is_inplace(op->code));
     staged[i] = out_buf[i];
     if (!clash) continue;
     size_t bytes = (size_t)h3_type_bytes(&out_buf[i].type);

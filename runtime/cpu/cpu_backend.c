@@ -56,7 +56,9 @@ static h3_cpu_kernel kernel_of(h3_opcode code) {
   case H3_OP_REDUCE_SUM: return h3cpu_reduce_sum;
   case H3_OP_NORM_MODULATE: return h3cpu_norm_modulate;
   case H3_OP_RESIDUAL_NORM_MODULATE: return h3cpu_residual_norm_modulate;
+  case H3_OP_ADD_RMS_NORM: return h3cpu_add_rms_norm;
   case H3_OP_RMS_NORM_ROPE: return h3cpu_rms_norm_rope;
+  case H3_OP_RMS_NORM_ROPE_WRITE: return h3cpu_rms_norm_rope_write;
   case H3_OP_LINEAR: return h3cpu_linear;
   case H3_OP_QUANTIZE_ROWS: return h3cpu_quantize_rows;
   case H3_OP_LINEAR_INT8: return h3cpu_linear_int8;

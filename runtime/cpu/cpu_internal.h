@@ -152,6 +152,7 @@ H3_CPU_KERNEL(h3cpu_scatter_rows);
 H3_CPU_KERNEL(h3cpu_kv_write);
 /* ops_norm.c */
 H3_CPU_KERNEL(h3cpu_rms_norm);
+H3_CPU_KERNEL(h3cpu_add_rms_norm); /* the residual add + rms_norm (add-norm-fusion) */
 H3_CPU_KERNEL(h3cpu_argmax);
 H3_CPU_KERNEL(h3cpu_reduce_sum);
 /* ops_sample.c: sample_tokens, temperature sampling (Gumbel-max on include/h3/rng.h; greedy at T <= 0) */
@@ -195,6 +196,7 @@ void h3cpu_rope_row(const void *x, h3_dtype xd, void *y, h3_dtype yd, int64_t D,
                     const h3_tensor *ct, const h3_tensor *st, int64_t t);
 /* ops_norm_rope.c: the per-head RMSNorm + RoPE op (qk-norm-rope-fusion) */
 H3_CPU_KERNEL(h3cpu_rms_norm_rope);
+H3_CPU_KERNEL(h3cpu_rms_norm_rope_write);
 /* ops_attention.c */
 H3_CPU_KERNEL(h3cpu_attention);
 H3_CPU_KERNEL(h3cpu_sage_attention);

@@ -57,6 +57,29 @@ H3_CPU_KERNEL(h3cpu_rms_norm) {
   return H3_OK;
 }
 
+/* add_rms_norm(a, b, w) -> (x, y): x = a + b as add computes it (fp32, one rounding to x's
+ * dtype), then rms_norm's row function on the stored x: bitwise the two ops. */
+H3_CPU_KERNEL(h3cpu_add_rms_norm) {
+  (void)n_in, (void)n_out;
+  const h3_type *xt = &out[0].type;
+  const int64_t D = xt->dims[xt->rank - 1], n = h3cpu_numel(&out[0]), rows = D ? n / D : 0;
+  float eps = (float)h3_op_attr_float(op, "eps", 1e-5);
+  float *w = h3cpu_rms_weights(&in[2], D, (float)h3_op_attr_float(op, "offset", 0.0));
+  if (!w) {
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
+    return H3_ERR;
+  }
+  const h3_dtype d = xt->dtype;
+  for (int64_t i = 0; i < n; i++)
+    h3cpu_st(out[0].data, d, i, h3cpu_ld(in[0].data, d, i) + h3cpu_ld(in[1].data, d, i));
+  const size_t es = h3_dtype_size(d);
+  for (int64_t r = 0; r < rows; r++)
+    h3cpu_rms_norm_row((const char *)out[0].data + (size_t)(r * D) * es, d, D, w, eps,
+                       (char *)out[1].data + (size_t)(r * D) * es, d);
+  free(w);
+  return H3_OK;
+}
+
 H3_CPU_KERNEL(h3cpu_argmax) {
   (void)c, (void)op, (void)n_in, (void)n_out;
   const h3_type *xt = &in[0].type;

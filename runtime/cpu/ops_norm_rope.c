@@ -12,6 +12,8 @@
  * (h3cpu_dequant_value, ops_int8.c) rounded to bf16 into a second scratch row: the bf16
  * values the unfused dequant_i8 writes, so the rest is the same row functions on the same
  * values.
+ * rms_norm_rope_write (kv-write-fusion) computes the same rows and writes them into the paged
+ * cache by kv_write's function: bitwise kv_write(cache, rms_norm_rope(..), slot).
  */
 #include "cpu_internal.h"
 
@@ -46,13 +48,13 @@ static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
   }
 }
 
-H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
-  (void)n_out;
-  nr_job j = {.x = &in[0], .cos = &in[2], .sin = &in[3], .y = out[0].data};
+/* The head rows of rms_norm_rope into y [T, heads, D]: x = in[0], w, cos, sin = in[1..3] and,
+ * with n_in > 4, the int8 form's s_x, s_w, bias? = in[4..6]. */
+static h3_status norm_rope_rows(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,
+                                uint16_t *y, int64_t T, int64_t heads, int64_t D) {
+  nr_job j = {.x = &in[0], .cos = &in[2], .sin = &in[3], .y = y, .heads = heads, .D = D};
   j.C = in[0].type.dims[1];
   j.start = h3_op_attr_int(op, "start", 0);
-  j.heads = out[0].type.dims[1];
-  j.D = out[0].type.dims[2];
   j.half = in[2].type.dims[1];
   j.eps = (float)h3_op_attr_float(op, "eps", 1e-5);
   float *w = h3cpu_rms_weights(&in[1], j.D, (float)h3_op_attr_float(op, "offset", 0.0));
@@ -74,9 +76,38 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
   j.bias = bias;
   j.w = w;
   j.rows = rows;
-  h3cpu_parallel(c->pool, out[0].type.dims[0] * j.heads, rows_range, &j);
+  h3cpu_parallel(c->pool, T * heads, rows_range, &j);
   free(w);
   free(rows);
   free(bias);
   return H3_OK;
+}
+
+H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
+  (void)n_out;
+  const h3_type *yt = &out[0].type;
+  return norm_rope_rows(c, op, in, n_in, out[0].data, yt->dims[0], yt->dims[1], yt->dims[2]);
+}
+
+/* rms_norm_rope_write(cache, x, w, cos, sin, slot): the rows into a scratch tensor, then
+ * kv_write's own function (its slot checks and its order: a later row wins). */
+H3_CPU_KERNEL(h3cpu_rms_norm_rope_write) {
+  (void)n_in;
+  const int64_t T = in[1].type.dims[0], D = in[2].type.dims[0];
+  const int64_t heads = h3_op_attr_int(op, "heads", 1);
+  h3_tensor kv[3] = {in[0], in[0], in[5]}; /* kv[1]: the rows, typed below */
+  kv[1].data = malloc((size_t)(T * heads * D > 0 ? T * heads * D : 1) * sizeof(uint16_t));
+  if (!kv[1].data) {
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
+    return H3_ERR;
+  }
+  /* kv_write's x is [T, ..] of the cache's row shape */
+  kv[1].type = in[0].type;
+  kv[1].type.rank = in[0].type.rank - 1;
+  kv[1].type.dims[0] = T;
+  for (int i = 1; i < kv[1].type.rank; i++) kv[1].type.dims[i] = in[0].type.dims[i + 1];
+  h3_status st = norm_rope_rows(c, op, in + 1, 4, kv[1].data, T, heads, D);
+  if (st == H3_OK) st = h3cpu_kv_write(c, op, kv, 3, out, n_out);
+  free(kv[1].data);
+  return st;
 }

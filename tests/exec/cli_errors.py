@@ -132,17 +132,18 @@ def corrupt_plans(text):
 
 
 def corrupt_side_window(text):
-    """The tiny M3.1 plan with the first main-stream linear after a side-stream branch's
-    first linear (pass side-streams) put at that linear's offset: in plan order the two are
-    never live at once, but the branch may run beside the main ops of its window, so the
-    reader must refuse them sharing bytes. -> (plan text, "LINE:COL", message pieces)."""
+    """The tiny M3.1 plan with a side-stream branch's first linear (pass side-streams) moved
+    onto the buffer of the first main-stream linear after it: in plan order the two are never
+    live at once (the side linear's readers run first), but the branch may run beside the main
+    ops of its window, so the reader must refuse them sharing bytes. The main linear is larger,
+    so the bytes the side linear moves onto are that linear's alone.
+    -> (plan text, "LINE:COL", message pieces)."""
     lines = text.split("\n")
     i = next(i for i, line in enumerate(lines) if "= linear(" in line and "{side = 1" in line)
-    side = lines[i].strip().split(" = ")[0]
-    at = int(lines[i].rsplit(" at ", 1)[1])
-    j = next(j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith("%qkv") and "= linear(" in lines[j])
-    main = lines[j].strip().split(" = ")[0]
-    lines[j] = lines[j].rsplit(" at ", 1)[0] + f" at {at}"
+    j = next(j for j in range(i + 1, len(lines)) if "= linear(" in lines[j] and "side = 1" not in lines[j])
+    side, main = (lines[k].strip().split(" = ")[0] for k in (i, j))
+    at = int(lines[j].rsplit(" at ", 1)[1])
+    lines[i] = lines[i].rsplit(" at ", 1)[0] + f" at {at}"
     loc = f"{j + 1}:{lines[j].index(main) + 1}"
     return "\n".join(lines), loc, [f"value {main} (offset {at},", f"and {side} (offset {at},", "live at the same time"]
 

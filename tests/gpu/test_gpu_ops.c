@@ -87,7 +87,8 @@ static void **make_inputs(const h3_op *op) {
     if ((op->code == H3_OP_INDEX || op->code == H3_OP_SET_INDEX) && i == 1)
       hi = t0->dims[0] - h3_op_attr_int(op, "offset", 0);
     if ((op->code == H3_OP_GATHER || op->code == H3_OP_SCATTER_ROWS) && i == 1) hi = t0->dims[0];
-    if (op->code == H3_OP_KV_WRITE && i == 2) hi = t0->dims[0] * t0->dims[1];
+    if ((op->code == H3_OP_KV_WRITE && i == 2) || (op->code == H3_OP_RMS_NORM_ROPE_WRITE && i == 5))
+      hi = t0->dims[0] * t0->dims[1]; /* a slot: a flat row of the cache */
     if ((op->code == H3_OP_SPECTRUM_UPDATE && i == 2) || (op->code == H3_OP_SPECTRUM_FORECAST && i == 1)) {
       /* the coefficient row: < rows of the `coeffs` table (width p, plus q for a forecast) */
       const h3_attr *co = h3_op_attr(op, "coeffs");

@@ -144,7 +144,7 @@ static void test_resolution(void) {
   CHECK(resolve(o, list, &d) < 0, "unknown passes accepted");
   CHECK(has_diag(&d, H3_DIAG_ERROR, "unknown pass 'dcee' in --passes", "did you mean 'dce'?"),
         "dcee hint");
-  CHECK(has_diag(&d, H3_DIAG_ERROR, "unknown pass 'fusion'", "'elementwise-fusion'"),
+  CHECK(has_diag(&d, H3_DIAG_ERROR, "unknown pass 'fusion'", "'kv-write-fusion'"),
         "fusion hint");
   CHECK(has_diag(&d, H3_DIAG_ERROR, "unknown pass 'xyzzy'", "h3c passes"), "xyzzy hint");
   CHECK(d.errors == 3, "3 errors expected, got %d", d.errors);

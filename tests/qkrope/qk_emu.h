@@ -1,5 +1,5 @@
-/* qk_emu.h: what the two host-emulation tests of rms_norm_rope share (test_emu.c,
- * test_emu_i8.c): the CPU backend's result of a one-result op. Test-only, header-only (the
+/* qk_emu.h: what the host-emulation tests of rms_norm_rope share (test_emu.c, test_emu_i8.c,
+ * test_emu_write.c): the CPU backend's result of a one-result op. Test-only, header-only (the
  * emitted kernels run through emu_run_op, tests/codegen/emu_kernels.h). */
 #ifndef H3_TESTS_QK_EMU_H
 #define H3_TESTS_QK_EMU_H

@@ -1,8 +1,9 @@
 /* qk_test.h: what the qk-norm-rope-fusion tests share (test-only, header-only): the check
  * counter, the state of the data generator (tests/common/case_data.h; x is drawn with
  * scaled rows of mixed magnitude, so the bf16 roundings of the norm and of the rope are
- * exercised) and the IR text of one case (the unfused chain slice -> reshape -> rms_norm ->
- * rope next to the fused rms_norm_rope on the same operands).
+ * exercised), the IR text of one case (the unfused chain slice -> reshape -> rms_norm ->
+ * rope next to the fused rms_norm_rope on the same operands) and the tolerance of a
+ * kernel's rows against the CPU backend's (count_far).
  */
 #ifndef H3_QK_TEST_H
 #define H3_QK_TEST_H
@@ -60,6 +61,31 @@ static inline char *qk_ir(const qk_case *c) {
   return s;
 }
 
+/* Distance in bf16 units in the last place (large for specials that differ). */
+static inline int64_t ulps(uint16_t a, uint16_t b) {
+  if (!isfinite(h3_bf16_to_f32(a)) || !isfinite(h3_bf16_to_f32(b))) return a == b ? 0 : 1 << 20;
+  int64_t ia = a & 0x8000 ? -(int64_t)(a & 0x7fff) : a, ib = b & 0x8000 ? -(int64_t)(b & 0x7fff) : b;
+  return ia > ib ? ia - ib : ib - ia;
+}
 
+/* Elements of y[rows, D] farther from c than 2 ulps and 2^-6 of c's row maximum (the GPU
+ * sums x^2 in a tree, the CPU in ascending order; one ulp of the normed value moves a
+ * rotated output by up to that). */
+static inline int64_t count_far(const uint16_t *y, const uint16_t *c, int64_t rows, int64_t D,
+                                int64_t *max_ulps) {
+  int64_t bad = 0;
+  *max_ulps = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    double rowmax = 0;
+    for (int64_t k = 0; k < D; k++) rowmax = fmax(rowmax, fabs(h3_bf16_to_f32(c[r * D + k])));
+    for (int64_t k = 0; k < D; k++) {
+      const uint16_t a = y[r * D + k], b = c[r * D + k];
+      if (ulps(a, b) > *max_ulps) *max_ulps = ulps(a, b);
+      if (ulps(a, b) <= 2) continue;
+      bad += fabs((double)h3_bf16_to_f32(a) - h3_bf16_to_f32(b)) > rowmax * 0x1p-6;
+    }
+  }
+  return bad;
+}
 
 #endif

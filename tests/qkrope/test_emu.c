@@ -20,31 +20,6 @@
 #include "h3/op_registry.h"
 
 
-/* Distance in bf16 units in the last place (large for specials that differ). */
-static int64_t ulps(uint16_t a, uint16_t b) {
-  if (!isfinite(h3_bf16_to_f32(a)) || !isfinite(h3_bf16_to_f32(b))) return a == b ? 0 : 1 << 20;
-  int64_t ia = a & 0x8000 ? -(int64_t)(a & 0x7fff) : a, ib = b & 0x8000 ? -(int64_t)(b & 0x7fff) : b;
-  return ia > ib ? ia - ib : ib - ia;
-}
-
-/* Elements of y[rows, D] farther from c than 2 ulps and 2^-6 of c's row maximum. */
-static int64_t count_far(const uint16_t *y, const uint16_t *c, int64_t rows, int64_t D,
-                         int64_t *max_ulps) {
-  int64_t bad = 0;
-  *max_ulps = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    double rowmax = 0;
-    for (int64_t k = 0; k < D; k++) rowmax = fmax(rowmax, fabs(h3_bf16_to_f32(c[r * D + k])));
-    for (int64_t k = 0; k < D; k++) {
-      const uint16_t a = y[r * D + k], b = c[r * D + k];
-      if (ulps(a, b) > *max_ulps) *max_ulps = ulps(a, b);
-      if (ulps(a, b) <= 2) continue;
-      bad += fabs((double)h3_bf16_to_f32(a) - h3_bf16_to_f32(b)) > rowmax * 0x1p-6;
-    }
-  }
-  return bad;
-}
-
 static void test_graph(h3_graph *g) {
   h3_op *slice = case_op(g, "q"), *norm = case_op(g, "n"), *rope = case_op(g, "y"), *fused = case_op(g, "f");
   CHECK(slice && norm && rope && fused && emu_kernel_index(slice) >= 0 && emu_kernel_index(norm) >= 0 &&

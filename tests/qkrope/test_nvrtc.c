@@ -1,9 +1,11 @@
-/* test_nvrtc.c: NVRTC compiles the rms_norm_rope kernels of kernels/emu_ops.ir for sm_90
- * (no GPU needed), next to the unfused chain's kernels, in both translation-unit flavours
- * of a plan (exact: -fmad=false; lossless: contraction allowed; the kernel uses _rn
- * intrinsics only, so both give the same bits). Also checks the launch rule (256 threads,
- * 16 head rows per block for heads of at most 16 chunks, else 8) and the name
- * (h3_rms_norm_rope_<hash of the source>). Exit 77 when NVRTC is unavailable.
+/* test_nvrtc.c: NVRTC compiles the rms_norm_rope kernels of kernels/emu_ops.ir and the
+ * rms_norm_rope_write kernels of kernels/emu_write.ir for sm_90 (no GPU needed), each file's
+ * kernels with the unfused chain's in one translation unit, in both flavours of a plan
+ * (exact: -fmad=false; lossless: contraction allowed; the kernel uses _rn intrinsics only,
+ * so both give the same bits). Also checks the launch rule (256 threads, 16 head rows per
+ * block for heads of at most 16 chunks, else 8), the name (h3_<op>_<hash of the source>)
+ * and, for the write form, that the kernel is in place without __restrict__ (its result is
+ * the cache buffer it reads). Exit 77 when NVRTC is unavailable.
  */
 #include "qk_test.h"
 
@@ -13,12 +15,30 @@
 
 #include <stdio.h>
 
-int main(void) {
-  if (strcmp(h3_nvrtc_version(), "unavailable") == 0 || !h3_cuda_include_dir()) {
-    fprintf(stderr, "NVRTC or the CUDA headers are unavailable: skipped\n");
-    return 77;
-  }
-  const char *path = H3_SOURCE_DIR "/tests/qkrope/kernels/emu_ops.ir";
+/* Checks the kernel k of op (rms_norm_rope or rms_norm_rope_write) of graph gname. */
+static void check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) {
+  const bool write = op->code == H3_OP_RMS_NORM_ROPE_WRITE;
+  const int b = write ? 1 : 0; /* x, w are operands b, b + 1 */
+  const int64_t D = op->operands[b + 1]->type.dims[0];
+  const int64_t units = D % 8 ? D : D / 8; /* chunks per row */
+  const int64_t rows = op->operands[b]->type.dims[0] * h3_op_attr_int(op, "heads", 1);
+  const int64_t per = units <= 16 ? 16 : 8;
+  CHECK(k->block[0] == 256 && k->grid[0] == (rows + per - 1) / per,
+        "@%s: launch %lld x %lld for %lld rows", gname, (long long)k->grid[0],
+        (long long)k->block[0], (long long)rows);
+  CHECK(h3_kernel_name_matches(k->name, h3_opcode_name(op->code), k->source),
+        "@%s: kernel name %s", gname, k->name);
+  CHECK(!strstr(k->source, "__fmaf_rn") && !strstr(k->source, "fmaf("),
+        "@%s: the kernel must not use an fma", gname);
+  CHECK(k->inplace == write && (!write || !strstr(k->source, "__restrict__")),
+        "@%s: in place %d, the write form is in place without __restrict__", gname, k->inplace);
+}
+
+/* Emits the kernels of kernels/<stem>.ir into one translation unit (checking those of op
+ * `fused`, one per graph) and compiles it with NVRTC in both flavours. */
+static void check_file(const char *stem, h3_opcode fused) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/qkrope/kernels/%s.ir", H3_SOURCE_DIR, stem);
   h3_diag d;
   h3_diag_init(&d);
   size_t len = 0;
@@ -28,14 +48,15 @@ int main(void) {
   CHECK(m != NULL, "cannot read %s", path);
   if (!m) {
     h3_diag_print(&d, stderr);
-    return check_summary("qkrope_nvrtc");
+    h3_diag_free(&d);
+    return;
   }
   h3_arena a;
   h3_arena_init(&a);
   h3_strbuf tu;
   h3_strbuf_init(&tu);
   h3_strbuf_append(&tu, h3_kernel_prelude());
-  int fused = 0;
+  int n_fused = 0;
   for (int gi = 0; gi < m->n_graphs; gi++)
     for (h3_op *op = m->graphs[gi]->body.first; op; op = op->next) {
       if (h3_exec_classify(op) != H3_EXEC_KERNEL) continue;
@@ -44,28 +65,22 @@ int main(void) {
       CHECK(ok, "@%s: emitting %s", m->graphs[gi]->name, h3_opcode_name(op->code));
       if (!ok) continue;
       h3_strbuf_append(&tu, k.source);
-      if (op->code != H3_OP_RMS_NORM_ROPE) continue;
-      fused++;
-      const h3_type *y = &op->results[0]->type;
-      const int64_t units = y->dims[2] % 8 ? y->dims[2] : y->dims[2] / 8; /* chunks per row */
-      const int64_t rows = y->dims[0] * y->dims[1], per = units <= 16 ? 16 : 8;
-      CHECK(k.block[0] == 256 && k.grid[0] == (rows + per - 1) / per,
-            "@%s: launch %lld x %lld for %lld rows", m->graphs[gi]->name, (long long)k.grid[0],
-            (long long)k.block[0], (long long)rows);
-      CHECK(h3_kernel_name_matches(k.name, "rms_norm_rope", k.source), "@%s: kernel name %s",
-            m->graphs[gi]->name, k.name);
-      CHECK(!strstr(k.source, "__fmaf_rn") && !strstr(k.source, "fmaf("),
-            "@%s: the kernel must not use an fma", m->graphs[gi]->name);
+      if (op->code == H3_OP_RMS_NORM_ROPE || op->code == H3_OP_RMS_NORM_ROPE_WRITE)
+        check_kernel(m->graphs[gi]->name, op, &k);
+      n_fused += op->code == fused;
     }
-  CHECK(fused == m->n_graphs, "one fused kernel per graph (%d)", fused);
+  CHECK(n_fused == m->n_graphs, "%s: one %s kernel per graph (%d)", stem, h3_opcode_name(fused),
+        n_fused);
   static const char *const opts[2][3] = {{"-default-device", "-std=c++17", "-fmad=false"},
                                          {"-default-device", "-std=c++17", NULL}};
   h3_kernel_cache off;
   memset(&off, 0, sizeof off);
   for (int t = 0; t < 2 && !tu.oom; t++) {
+    char label[256];
+    snprintf(label, sizeof label, "qkrope_%s_%s.cu", stem, t ? "lossless" : "exact");
     h3_nvrtc_job job;
     memset(&job, 0, sizeof job);
-    job.label = t ? "qkrope_lossless.cu" : "qkrope_exact.cu";
+    job.label = label;
     job.source = tu.data;
     job.options = opts[t];
     job.n_options = t ? 2 : 3;
@@ -80,5 +95,14 @@ int main(void) {
   h3_arena_free(&a);
   h3_diag_free(&d);
   h3_module_free(m);
+}
+
+int main(void) {
+  if (strcmp(h3_nvrtc_version(), "unavailable") == 0 || !h3_cuda_include_dir()) {
+    fprintf(stderr, "NVRTC or the CUDA headers are unavailable: skipped\n");
+    return 77;
+  }
+  check_file("emu_ops", H3_OP_RMS_NORM_ROPE);
+  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE);
   return check_summary("qkrope_nvrtc");
 }

@@ -1,0 +1,104 @@
+/* kv_write_fusion.c: the `kv-write-fusion` pass: a paged-cache write of rows that
+ * rms_norm_rope has just made becomes one op that norms, ropes and writes them.
+ *
+ * Pattern "norm-rope-write" (root kv_write):
+ *   %k  = rms_norm_rope(%x, %w, %cos, %sin) {start, heads, eps, offset?}   bf16[T, H, D]
+ *   %k2 = reshape(%k) {shape = [T, ..]}            (optional: the indexer's k, [T, H*D])
+ *   %c2 = kv_write(%c, %k | %k2, %slot)            cache bf16[P, page, ..]
+ * becomes %c2 = rms_norm_rope_write(%c, %x, %w, %cos, %sin, %slot) {start, heads, eps, offset?}
+ * (ops.def): the same rows by the same arithmetic, written at the same slots with the same
+ * rule for a slot written twice, so the pass is bitwise neutral and runs at every --quality.
+ * In M3.1 the attention reads k and the indexer's k only from the cache, so every layer's
+ * k write (and every sparse layer's ik write) loses a launch and the [T, H, D] round trip:
+ * 7 of a small decode step's 11 cache writes (v's stay kv_write: v is no norm's result).
+ *
+ * Legality: the rms_norm_rope is the bf16 form (4 operands; the int8 form is left alone),
+ * its result (and the reshape's, if any) has exactly one use, and the chain is in the
+ * kv_write's region. The fused op takes the kv_write's place: the cache and the slots are
+ * available there, and x, w, cos, sin were available at the rms_norm_rope before it.
+ * The fused op's own type inference checks the rest (cache rows of heads*D bf16 values).
+ */
+#include "h3/op_registry.h"
+#include "h3/rewrite.h"
+
+#include "pass_internal.h"
+
+#include <string.h>
+
+typedef struct {
+  int n_sites;
+  /* the match just found */
+  h3_op *norm_rope, *reshape;
+} kw_state;
+
+static h3_op *def_of(const h3_value *v, h3_opcode code) {
+  return v->kind == H3_VALUE_RESULT && v->def && v->def->code == code ? v->def : NULL;
+}
+
+/* The one op that uses v, or NULL. */
+static h3_op *sole_user(const h3_module *m, const h3_value *v) {
+  h3_op *user = NULL;
+  return v->uses == 1 && h3_value_users(m, v, &user, 1) == 1 ? user : NULL;
+}
+
+static bool match(h3_rewriter *rw, h3_op *write, void *state) {
+  kw_state *s = state;
+  const h3_module *m = h3_rewriter_module(rw);
+  h3_value *rows = write->operands[1];
+  h3_op *reshape = def_of(rows, H3_OP_RESHAPE);
+  h3_value *nr_val = reshape ? reshape->operands[0] : rows;
+  h3_op *nr = def_of(nr_val, H3_OP_RMS_NORM_ROPE);
+  if (!nr || nr->n_operands != 4 || nr->parent != write->parent) return false;
+  if (reshape && (reshape->parent != write->parent || sole_user(m, rows) != write)) return false;
+  if (sole_user(m, nr_val) != (reshape ? reshape : write)) return false;
+  const h3_type *cache = &write->operands[0]->type, *y = &nr_val->type;
+  if (cache->dtype != H3_BF16 || cache->rank < 3 || y->rank != 3) return false;
+  int64_t row = 1;
+  for (int i = 2; i < cache->rank; i++) row *= cache->dims[i];
+  if (row != y->dims[1] * y->dims[2]) return false;
+  s->norm_rope = nr;
+  s->reshape = reshape;
+  return true;
+}
+
+static h3_status rewrite(h3_rewriter *rw, h3_op *write, void *state, h3_diag *d) {
+  kw_state *s = state;
+  h3_module *m = h3_rewriter_module(rw);
+  h3_op *nr = s->norm_rope;
+  h3_builder b = {m, write->parent, write, nr->span};
+  h3_value *in[6] = {write->operands[0], nr->operands[0], nr->operands[1],
+                     nr->operands[2], nr->operands[3], write->operands[2]};
+  h3_op *f = h3_build_op(&b, H3_OP_RMS_NORM_ROPE_WRITE, 6, in, nr->n_attrs, nr->attrs, 0, d);
+  if (!f) return H3_ERR; /* the match checked every type: only out of memory gets here */
+  h3_value_replace_all_uses(m, write->results[0], f->results[0]);
+  h3_rewriter_erase(rw, write);
+  if (s->reshape) h3_rewriter_erase(rw, s->reshape);
+  h3_rewriter_erase(rw, nr);
+  h3_rewriter_notify_new(rw, f);
+  s->n_sites++;
+  return H3_OK;
+}
+
+static const h3_pattern kw_patterns[] = {
+    {.name = "norm-rope-write", .root = H3_OP_KV_WRITE, .benefit = 1, .match = match,
+     .rewrite = rewrite},
+};
+
+static h3_status kw_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
+  kw_state s;
+  memset(&s, 0, sizeof s);
+  h3_status st = h3_rewrite_greedy(m, kw_patterns, 1, &s, ctx, NULL, d);
+  if (st == H3_OK) h3_pass_report(ctx, "fused norm+rope cache writes: %d", s.n_sites);
+  return st;
+}
+
+const h3_pass h3_pass_kv_write_fusion = {
+    .name = "kv-write-fusion",
+    .description = "a kv_write of rms_norm_rope's rows (M3.1's k and indexer k) becomes one "
+                   "rms_norm_rope_write op that norms, ropes and writes them into the paged "
+                   "cache; bitwise neutral",
+    .min_tier = H3_TIER_EXACT,
+    .in_default_pipeline = true,
+    .requires = {NULL},
+    .run = kw_run,
+};
