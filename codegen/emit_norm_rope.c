@@ -13,7 +13,9 @@
  * The write form rms_norm_rope_write (made by kv-write-fusion; operands cache, x, w, cos,
  * sin, slot) computes the same rows and stores row (t, h) at the cache's flat row slot[t]
  * (head h's D values of it) instead of y's row, in place; as kv_write, a slot outside the
- * cache or written again by a later token stores nothing there.
+ * cache or written again by a later token stores nothing there. With a v cache (operand 6)
+ * the group also copies the row's v values, x[t, v_start + h*D ..], to the v cache's same
+ * row (loaded before the norm's work, stored with k's row).
  *
  * Numerics (bitwise the kernels of slice + rms_norm + rope, emit_reduce.c/emit_model.c):
  *   - the sum of squares is rms_norm's one-warp reduction of the same row (emit_rms_accum
@@ -133,7 +135,8 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   const h3_type *xt = &op->operands[b]->type, *ct = &op->operands[b + 2]->type;
   const h3_type *wt = &op->operands[b + 1]->type, *cache = &op->operands[0]->type;
   const bool acc = !write && n_in > 4; /* the int8 form: x is i32, dequantized on load */
-  if ((write ? n_in != 6 || cache->rank < 3 : n_in != 4 && n_in != 6 && n_in != 7) ||
+  const bool with_v = write && n_in == 7; /* and v's columns into operand 6, the v cache */
+  if ((write ? (n_in != 6 && n_in != 7) || cache->rank < 3 : n_in != 4 && n_in != 6 && n_in != 7) ||
       xt->rank != 2 || ct->rank != 2 || wt->rank != 1)
     return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2] (and s_x, s_w, "
                                 "bias? with i32 x; cache[P, page, ..] and slot[T] when writing)");
@@ -148,11 +151,13 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (T * H >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
   const int lanes = units <= 16 ? 16 : 32, rows_per_block = 256 / lanes;
   const int64_t rows = T * H;
-  h3_type in_t[7], out_t = op->results[0]->type;
+  const int n_out = with_v ? 2 : 1;
+  h3_type in_t[7], out_t[2] = {op->results[0]->type, op->results[n_out - 1]->type};
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
-  /* the write form updates the cache in place: out0 is in0's buffer (no __restrict__) */
+  /* the write form updates the caches in place: out0 is in0's buffer, out1 in6's (no
+     __restrict__) */
   ec->k->inplace = write;
-  emit_signature(ec, n_in, in_t, 1, &out_t, NULL, 256, !write);
+  emit_signature(ec, n_in, in_t, n_out, out_t, NULL, 256, !write);
   h3_strbuf_printf(s, "  const unsigned wrow = blockIdx.x * %du + (threadIdx.x / %du);\n"
                       "  const bool live = wrow < %lldu;\n"
                       "  const unsigned row = live ? wrow : %lldu;\n"
@@ -165,7 +170,14 @@ h3_status emit_norm_rope(emit_ctx *ec) {
                    (long long)start, (long long)D, acc ? "int" : "h3_bf16", b, (long long)C);
   if (write)
     emit_write_target(s, lanes, T, H, D, cache->dims[0] * cache->dims[1]);
-  else
+  if (with_v) /* v's chunk loaded before the norm's work, stored after it */
+    h3_strbuf_printf(s, "  const h3_bf16 *xv = in1 + (long long)t * %lldll + %lldll + (long long)hd * %lldll;\n"
+                        "  h3_bf16 *yv = out1 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n"
+                        "  float vv[%d];\n  if (lane < %lld) %s;\n",
+                     (long long)C, (long long)h3_op_attr_int(op, "v_start", 0), (long long)D,
+                     (long long)(H * D), (long long)D, vec, (long long)units,
+                     vec == 8 ? "h3_ld8(xv, lane * 8, vv)" : "vv[0] = h3_ld(xv, lane)");
+  if (!write)
     h3_strbuf_printf(s, "  const bool store = live;\n"
                         "  h3_bf16 *y = out0 + (long long)row * %lldll;\n", (long long)D);
   /* the sum of squares over the lane's chunk, in rms_norm's order */
@@ -191,13 +203,17 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (oom) return H3_ERR;
   if (vec == 8 && half % 8 == 0) rope_paired(s, lanes, half, b + 2);
   else rope_general(s, lanes, vec, half, b + 2);
-  if (vec == 8) h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st8(y, lane * 8, o);\n}\n", (long long)units);
-  else h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st(y, lane, o[0]);\n}\n", (long long)units);
+  if (vec == 8) h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st8(y, lane * 8, o);\n", (long long)units);
+  else h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st(y, lane, o[0]);\n", (long long)units);
+  if (with_v)
+    h3_strbuf_printf(s, "  if (store && lane < %lld) %s;\n", (long long)units,
+                     vec == 8 ? "h3_st8(yv, lane * 8, vv)" : "h3_st(yv, lane, vv[0])");
+  h3_strbuf_append(s, "}\n");
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;
   ec->k->grid[1] = ec->k->grid[2] = 1;
   ec->k->block[0] = 256;
   ec->k->block[1] = ec->k->block[2] = 1;
   ec->k->shared_bytes = 0;
-  return emit_args(ec, n_in, 1, false);
+  return emit_args(ec, n_in, n_out, false);
 }

@@ -72,9 +72,10 @@ H3_INFER_DECL(h3_infer_rms_norm_rope) {
   return 1;
 }
 
-/* rms_norm_rope_write(cache [P, page, ..], x, w, cos, sin, slot i32[T]) -> cache: the rows of
- * rms_norm_rope (x bf16) written at their slots; the cache's dims after [P, page] hold one
- * row of heads*D bf16 values. */
+/* rms_norm_rope_write(cache [P, page, ..], x, w, cos, sin, slot i32[T], vcache?) -> (cache,
+ * vcache?): the rows of rms_norm_rope (x bf16) written at their slots; the cache's dims after
+ * [P, page] hold one row of heads*D bf16 values; vcache (cache's type) gets x's columns
+ * [v_start, v_start + heads*D) at the same slots. */
 H3_INFER_DECL(h3_infer_rms_norm_rope_write) {
   const h3_type *cache = TY(0);
   h3_type y;
@@ -88,5 +89,18 @@ H3_INFER_DECL(h3_infer_rms_norm_rope_write) {
   if (h3_infer_want_i32(op, 5, "slot", 1, "[T]", why, why_len)) return -1;
   if (h3_infer_want_dim(op, 1, "x", 0, 5, "slot", 0, "T", "[T]", why, why_len)) return -1;
   out[0] = *cache;
-  return 1;
+  const int64_t vs = h3_op_attr_int(op, "v_start", -1), C = TY(1)->dims[1];
+  if (op->n_operands == 6) {
+    if (h3_op_attr(op, "v_start")) FAIL("rms_norm_rope_write: v_start without a v cache (operand 7)");
+    return 1;
+  }
+  if (!h3_type_equal(TY(6), cache))
+    FAIL("rms_norm_rope_write: the v cache is %s but the cache %s (same type needed)", TS(TY(6)),
+         TS(cache));
+  if (vs < 0 || y.dims[1] * y.dims[2] > C - vs)
+    FAIL("rms_norm_rope_write: v's columns [v_start, v_start + heads*D) = [%lld, %lld + %lld) must "
+         "lie in x's C = %lld (v_start is required with a v cache)",
+         LL(vs), LL(vs), LL(y.dims[1] * y.dims[2]), LL(C));
+  out[1] = *cache;
+  return 2;
 }

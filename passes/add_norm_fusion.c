@@ -32,16 +32,6 @@ typedef struct {
   h3_op *add; /* the match just found */
 } an_state;
 
-/* Whether op or an op nested in it reads v. */
-static bool reads(const h3_op *op, const h3_value *v) {
-  for (int i = 0; i < op->n_operands; i++)
-    if (op->operands[i] == v) return true;
-  for (int r = 0; r < op->n_regions; r++)
-    for (const h3_op *o = op->regions[r].first; o; o = o->next)
-      if (reads(o, v)) return true;
-  return false;
-}
-
 /* Whether elementwise-fusion would put v's producer in the add's kernel (an elementwise op,
  * e.g. --int8's dequant_i8 of out_proj, or a gather or slice): then the add stays there. */
 static bool fuses_into_add(const h3_value *v) {
@@ -63,7 +53,7 @@ static bool match(h3_rewriter *rw, h3_op *norm, void *state) {
       fuses_into_add(add->operands[0]) || fuses_into_add(add->operands[1]))
     return false;
   for (const h3_op *o = add->next; o && o != norm; o = o->next)
-    if (reads(o, x)) return false;
+    if (h3_op_reads(o, x)) return false;
   s->add = add;
   return true;
 }

@@ -1,22 +1,27 @@
 /* kv_write_fusion.c: the `kv-write-fusion` pass: a paged-cache write of rows that
- * rms_norm_rope has just made becomes one op that norms, ropes and writes them.
+ * rms_norm_rope has just made becomes one op that norms, ropes and writes them, and writes
+ * v's rows of the same x beside them.
  *
  * Pattern "norm-rope-write" (root kv_write):
  *   %k  = rms_norm_rope(%x, %w, %cos, %sin) {start, heads, eps, offset?}   bf16[T, H, D]
  *   %k2 = reshape(%k) {shape = [T, ..]}            (optional: the indexer's k, [T, H*D])
  *   %c2 = kv_write(%c, %k | %k2, %slot)            cache bf16[P, page, ..]
- * becomes %c2 = rms_norm_rope_write(%c, %x, %w, %cos, %sin, %slot) {start, heads, eps, offset?}
- * (ops.def): the same rows by the same arithmetic, written at the same slots with the same
- * rule for a slot written twice, so the pass is bitwise neutral and runs at every --quality.
- * In M3.1 the attention reads k and the indexer's k only from the cache, so every layer's
- * k write (and every sparse layer's ik write) loses a launch and the [T, H, D] round trip:
- * 7 of a small decode step's 11 cache writes (v's stay kv_write: v is no norm's result).
+ *   %v  = slice(%x) {axis = 1, start = V, len = H*D}; %v3 = reshape(%v) {shape = [T, H, D]}
+ *   %d2 = kv_write(%d, %v3, %slot)                 (optional: v, right after k's write)
+ * becomes %c2, %d2 = rms_norm_rope_write(%c, %x, %w, %cos, %sin, %slot, %d)
+ * {start, heads, eps, offset?, v_start = V} (ops.def; without v: 6 operands, one result): the
+ * same rows by the same arithmetic, written at the same slots with the same rule for a slot
+ * written twice, so the pass is bitwise neutral and runs at every --quality. In M3.1 the
+ * attention reads k, v and the indexer's k only from the caches, so every layer's k and v
+ * writes become one launch with k's norm + rope (and every sparse layer's ik write one with
+ * ik's): a small decode step's 11 cache writes and 7 norm + rope launches become 7.
  *
  * Legality: the rms_norm_rope is the bf16 form (4 operands; the int8 form is left alone),
  * its result (and the reshape's, if any) has exactly one use, and the chain is in the
  * kv_write's region. The fused op takes the kv_write's place: the cache and the slots are
  * available there, and x, w, cos, sin were available at the rms_norm_rope before it.
- * The fused op's own type inference checks the rest (cache rows of heads*D bf16 values).
+ * v joins (match_v) only where moving its write up to k's changes nothing another op could
+ * see. The fused op's own type inference checks the rest (cache rows of heads*D bf16 values).
  */
 #include "h3/op_registry.h"
 #include "h3/rewrite.h"
@@ -26,9 +31,10 @@
 #include <string.h>
 
 typedef struct {
-  int n_sites;
-  /* the match just found */
+  int n_sites, n_v;
+  /* the match just found: k's chain, and v's write with its reshape and slice (or NULL) */
   h3_op *norm_rope, *reshape;
+  h3_op *v_write, *v_reshape, *v_slice;
 } kw_state;
 
 static h3_op *def_of(const h3_value *v, h3_opcode code) {
@@ -39,6 +45,32 @@ static h3_op *def_of(const h3_value *v, h3_opcode code) {
 static h3_op *sole_user(const h3_module *m, const h3_value *v) {
   h3_op *user = NULL;
   return v->uses == 1 && h3_value_users(m, v, &user, 1) == 1 ? user : NULL;
+}
+
+/* v's write beside k's: the first kv_write after `write` in its region with the same slots,
+ * a cache of the same type and rows reshape(slice(x, axis 1, v_start, H*D)) of k's x, with no
+ * op between the two that reads or updates a buffer (so the v cache can be written at k's
+ * write: nothing between sees the difference) and the v cache defined before k's write. */
+static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_value *x,
+                    const h3_type *y) {
+  s->v_write = s->v_reshape = s->v_slice = NULL;
+  h3_op *vw = write->next;
+  for (; vw && vw->code != H3_OP_KV_WRITE; vw = vw->next)
+    if (vw->code != H3_OP_RESHAPE && vw->code != H3_OP_SLICE && vw->code != H3_OP_INDEX) return;
+  if (!vw || vw->operands[2] != write->operands[2] ||
+      !h3_type_equal(&vw->operands[0]->type, &write->operands[0]->type))
+    return;
+  const h3_value *vcache = vw->operands[0], *v3 = vw->operands[1];
+  for (const h3_op *o = write->next; o != vw; o = o->next)
+    if (o->results[0] == vcache || h3_op_reads(o, vcache)) return;
+  h3_op *reshape = def_of(v3, H3_OP_RESHAPE);
+  h3_op *slice = reshape ? def_of(reshape->operands[0], H3_OP_SLICE) : NULL;
+  if (!slice || slice->operands[0] != x || h3_op_attr_int(slice, "axis", -1) != 1 ||
+      slice->results[0]->type.dims[1] != y->dims[1] * y->dims[2] || sole_user(m, v3) != vw)
+    return;
+  s->v_write = vw;
+  s->v_reshape = reshape;
+  s->v_slice = slice;
 }
 
 static bool match(h3_rewriter *rw, h3_op *write, void *state) {
@@ -58,22 +90,39 @@ static bool match(h3_rewriter *rw, h3_op *write, void *state) {
   if (row != y->dims[1] * y->dims[2]) return false;
   s->norm_rope = nr;
   s->reshape = reshape;
+  match_v(s, m, write, nr->operands[0], y);
   return true;
+}
+
+static void erase_if_dead(h3_rewriter *rw, h3_op *op) {
+  if (op->results[0]->uses == 0) h3_rewriter_erase(rw, op);
 }
 
 static h3_status rewrite(h3_rewriter *rw, h3_op *write, void *state, h3_diag *d) {
   kw_state *s = state;
   h3_module *m = h3_rewriter_module(rw);
   h3_op *nr = s->norm_rope;
+  h3_op *vw = s->v_write;
   h3_builder b = {m, write->parent, write, nr->span};
-  h3_value *in[6] = {write->operands[0], nr->operands[0], nr->operands[1],
-                     nr->operands[2], nr->operands[3], write->operands[2]};
-  h3_op *f = h3_build_op(&b, H3_OP_RMS_NORM_ROPE_WRITE, 6, in, nr->n_attrs, nr->attrs, 0, d);
+  h3_value *in[7] = {write->operands[0], nr->operands[0], nr->operands[1], nr->operands[2],
+                     nr->operands[3], write->operands[2], vw ? vw->operands[0] : NULL};
+  h3_attr attrs[8];
+  int na = 0;
+  for (int i = 0; i < nr->n_attrs && na < 7; i++) attrs[na++] = nr->attrs[i];
+  if (vw) attrs[na++] = h3_attr_int(m, "v_start", h3_op_attr_int(s->v_slice, "start", 0));
+  h3_op *f = h3_build_op(&b, H3_OP_RMS_NORM_ROPE_WRITE, vw ? 7 : 6, in, na, attrs, 0, d);
   if (!f) return H3_ERR; /* the match checked every type: only out of memory gets here */
   h3_value_replace_all_uses(m, write->results[0], f->results[0]);
   h3_rewriter_erase(rw, write);
   if (s->reshape) h3_rewriter_erase(rw, s->reshape);
   h3_rewriter_erase(rw, nr);
+  if (vw) {
+    h3_value_replace_all_uses(m, vw->results[0], f->results[1]);
+    h3_rewriter_erase(rw, vw);
+    erase_if_dead(rw, s->v_reshape);
+    erase_if_dead(rw, s->v_slice);
+    s->n_v++;
+  }
   h3_rewriter_notify_new(rw, f);
   s->n_sites++;
   return H3_OK;
@@ -88,15 +137,16 @@ static h3_status kw_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   kw_state s;
   memset(&s, 0, sizeof s);
   h3_status st = h3_rewrite_greedy(m, kw_patterns, 1, &s, ctx, NULL, d);
-  if (st == H3_OK) h3_pass_report(ctx, "fused norm+rope cache writes: %d", s.n_sites);
+  if (st == H3_OK)
+    h3_pass_report(ctx, "fused norm+rope cache writes: %d (%d with v's write)", s.n_sites, s.n_v);
   return st;
 }
 
 const h3_pass h3_pass_kv_write_fusion = {
     .name = "kv-write-fusion",
-    .description = "a kv_write of rms_norm_rope's rows (M3.1's k and indexer k) becomes one "
-                   "rms_norm_rope_write op that norms, ropes and writes them into the paged "
-                   "cache; bitwise neutral",
+    .description = "a kv_write of rms_norm_rope's rows (M3.1's k and indexer k), with v's "
+                   "kv_write beside it, becomes one rms_norm_rope_write op that norms, ropes "
+                   "and writes them into the paged caches; bitwise neutral",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = true,
     .requires = {NULL},

@@ -113,7 +113,7 @@ bool h3_value_is_aliased(const h3_value *v) {
   if (v->kind == H3_VALUE_RESULT && v->def && v->def->code == H3_OP_LOOP) return true;
   h3_region *r = h3_value_def_region(v);
   if (!r) return false;
-  /* scan the uses: yield of a loop body, return, operand 0 of an in-place op */
+  /* scan the uses: yield of a loop body, return, the updated operand of an in-place op */
   if (v->uses <= 0) return false;
   enum { cap = 16 };
   h3_op *users[cap];
@@ -125,7 +125,10 @@ bool h3_value_is_aliased(const h3_value *v) {
     if (u->code == H3_OP_YIELD && u->parent && u->parent->parent &&
         u->parent->parent->code == H3_OP_LOOP)
       return true;
-    if (h3_op_is_inplace(u->code) && u->n_operands > 0 && u->operands[0] == v) return true;
+    for (int r = 0; r < u->n_results; r++) {
+      const int j = h3_op_inplace_operand(u, r);
+      if (j >= 0 && u->operands[j] == v) return true;
+    }
   }
   if (s.n > cap) return true; /* too many users to inspect cheaply: assume aliased */
   return false;

@@ -27,6 +27,18 @@ static inline bool h3_loop_is_trunk(const h3_op *op) {
   return !strcmp(l, "trunk") || !strncmp(l, "trunk.", 6);
 }
 
+/* ---- operands ---------------------------------------------------------------------------- */
+/* Whether op, or an op nested in its regions, reads v (the moving fusions' check that no op
+ * between two places sees a value: add-norm-fusion, kv-write-fusion). */
+static inline bool h3_op_reads(const h3_op *op, const h3_value *v) {
+  for (int i = 0; i < op->n_operands; i++)
+    if (op->operands[i] == v) return true;
+  for (int r = 0; r < op->n_regions; r++)
+    for (const h3_op *o = op->regions[r].first; o; o = o->next)
+      if (h3_op_reads(o, v)) return true;
+  return false;
+}
+
 /* ---- several ranks ----------------------------------------------------------------------- */
 /* The rank count of `h3c compile --gpus N` for the passes it enables (sequence-parallel,
  * tensor-parallel): N, or 0 after an error naming `pass` when N < 2. */

@@ -50,22 +50,34 @@ const char *h3_pass_nearest_name(const char *s) {
       best_d = d;
     }
   }
-  if (best) return best;
-  /* "fusion" for "elementwise-fusion": a part of a longer name (the shortest such name,
-     the first in the table on a tie) */
-  if (ls >= 3)
-    for (int i = 0; i < h3_pass_count(); i++) {
-      const char *name = h3_pass_at(i)->name;
-      if (strstr(name, s) && (!best || strlen(name) < strlen(best))) best = name;
-    }
   return best;
+}
+
+/* The hint for a name that is a part of longer names ("fusion"): every such name, in table
+ * order (at least 3 characters; 0 when none). */
+static int containing(const char *s, char *hint, size_t cap) {
+  int n = 0;
+  size_t at = 0;
+  for (int i = 0; strlen(s) >= 3 && i < h3_pass_count(); i++) {
+    const char *name = h3_pass_at(i)->name;
+    if (!strstr(name, s)) continue;
+    int w = snprintf(hint + at, cap - at, "%s'%s'", n ? ", " : "", name);
+    if (w > 0 && (size_t)w < cap - at) at += (size_t)w;
+    n++;
+  }
+  return n;
 }
 
 static void unknown_pass(h3_diag *d, const char *name, const char *flag) {
   const char *near = h3_pass_nearest_name(name);
-  char hint[160];
+  char names[400], hint[480];
+  int n = near ? 0 : containing(name, names, sizeof names);
   if (near)
     snprintf(hint, sizeof hint, "did you mean '%s'?", near);
+  else if (n == 1)
+    snprintf(hint, sizeof hint, "did you mean %s?", names);
+  else if (n > 1)
+    snprintf(hint, sizeof hint, "did you mean one of %s?", names);
   else
     snprintf(hint, sizeof hint, "`h3c passes` lists the registered passes");
   h3_diag_error(d, no_span, hint, "unknown pass '%s' in %s", name, flag);

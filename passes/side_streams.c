@@ -197,10 +197,12 @@ static const h3_value *root_of(const h3_value *v) {
 
 /* Whether op updates in place a buffer that other reads (an operand of other rooted there). */
 static bool updates_read_of(const h3_op *op, const h3_op *other) {
-  if (!h3_op_is_inplace(op->code) || op->n_operands == 0) return false;
-  const h3_value *root = root_of(op->operands[0]);
-  for (int i = 0; i < other->n_operands; i++)
-    if (root_of(other->operands[i]) == root) return true;
+  for (int r = 0; r < op->n_results; r++) {
+    const int j = h3_op_inplace_operand(op, r);
+    const h3_value *root = j >= 0 ? root_of(op->operands[j]) : NULL;
+    for (int i = 0; root && i < other->n_operands; i++)
+      if (root_of(other->operands[i]) == root) return true;
+  }
   return false;
 }
 

@@ -150,11 +150,12 @@ static void walk_defs(builder *p, h3_region *r) {
       }
       continue;
     }
-    /* only result 0 of an in-place op updates operand 0; its other results (Plan B's
-       normalised output) are written like any op's, never over an operand; a call's
-       results of donated outputs are written like result 0 of an in-place op */
+    /* an in-place op's results over operands (h3_op_inplace_operand: result 0 over operand
+       0, rms_norm_rope_write's v cache); its other results (Plan B's normalised output) are
+       written like any op's, never over an operand; a call's results of donated outputs are
+       written like those */
     for (int i = 0; i < op->n_results; i++) {
-      bool over = callee ? donated_input(callee, i) >= 0 : i == 0;
+      bool over = callee ? donated_input(callee, i) >= 0 : h3_op_inplace_operand(op, i) >= 0;
       add_slot(p, op->results[i], over ? w : 2 * pos, over ? w : 2 * pos);
     }
     if (h3_op_is_inplace(op->code)) push_op(p, &p->inplace, &p->n_inplace, op);
@@ -223,14 +224,14 @@ static void share_loop(builder *p, h3_op *loop) {
   }
 }
 
-/* Whether op (in place, result y over operand 0 = index(X, I) {offset o}) is a row update:
- * X's only uses in op's region are that index and set_index(X, I, y) {offset o}, which
- * puts the updated row back. y may then live in X's row although X is still live: the only
- * later reader of X writes that row with y itself. */
-static bool row_update(const h3_op *op) {
-  const h3_op *ix = op->operands[0]->def;
+/* Whether op (in place, result y = result r over operand j = index(X, I) {offset o}) is a row
+ * update: X's only uses in op's region are that index and set_index(X, I, y) {offset o},
+ * which puts the updated row back. y may then live in X's row although X is still live: the
+ * only later reader of X writes that row with y itself. */
+static bool row_update(const h3_op *op, int j, int r) {
+  const h3_op *ix = op->operands[j]->def;
   if (!ix || ix->code != H3_OP_INDEX || ix->n_operands != 2 || ix->parent != op->parent) return false;
-  const h3_value *x = ix->operands[0], *i = ix->operands[1], *y = op->results[0];
+  const h3_value *x = ix->operands[0], *i = ix->operands[1], *y = op->results[r];
   int64_t o = h3_op_attr_int(ix, "offset", 0);
   bool put_back = false;
   for (const h3_op *u = op->parent->first; u; u = u->next)
@@ -258,21 +259,23 @@ static bool shares_buffer(const builder *p, const h3_op *op, int j, int x) {
   return false;
 }
 
-/* The result is written at 2p+1 so that it can join operand 0's buffer when operand 0
- * dies at the op. When it does not join, the runtime copies operand 0 into the result
- * before it reads the other operands: the result must then be live from 2p, so that no
- * operand read at 2p shares its memory. */
+/* Each in-place result is written at 2p+1 so that it can join its operand's buffer when
+ * that operand dies at the op. When it does not join, the runtime copies the operand into
+ * the result before it reads the other operands: the result must then be live from 2p, so
+ * that no operand read at 2p shares its memory. */
 static void share_inplace(builder *p, h3_op *op) {
-  if (op->n_operands == 0 || op->n_results == 0) return;
-  int x = slot_of(p, op->operands[0]), y = slot_of(p, op->results[0]);
-  if (y < 0) return;
-  bool joined = false;
-  if (x >= 0) {
-    bool shared = shares_buffer(p, op, 0, x);
-    joined = !shared && merge(p, x, y, 0, false);
-    if (!joined && !shared && row_update(op)) joined = merge(p, x, y, 0, true);
+  for (int r = 0; r < op->n_results; r++) {
+    int j = h3_op_inplace_operand(op, r);
+    int x = j >= 0 ? slot_of(p, op->operands[j]) : -1, y = slot_of(p, op->results[r]);
+    if (j < 0 || y < 0) continue;
+    bool joined = false;
+    if (x >= 0) {
+      bool shared = shares_buffer(p, op, j, x);
+      joined = !shared && merge(p, x, y, 0, false);
+      if (!joined && !shared && row_update(op, j, r)) joined = merge(p, x, y, 0, true);
+    }
+    if (!joined) p->c->slots[y].start = 2 * p->op_pos[op->id];
   }
-  if (!joined) p->c->slots[y].start = 2 * p->op_pos[op->id];
 }
 
 /* A call's result r of a donated callee output joins the argument of that input when the

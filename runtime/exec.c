@@ -362,13 +362,16 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     st = bind(rt, gs, op->results[i], d);
     if (st == H3_OK) out_buf[i] = gs->slots[op->results[i]->id].t;
   }
-  /* an in-place op the plan put over its first operand writes where that operand actually
-     is (which differs from arena + offset when the operand is a view of a dynamic index) */
-  if (st == H3_OK && h3_op_is_inplace(op->code) && op->results[0]->offset != -1 &&
-      op->results[0]->offset == op->operands[0]->offset) {
-    out_buf[0].data = in[0].data;
-    gs->slots[op->results[0]->id].t.data = in[0].data;
-    if (set_index_onto_itself(gs, op, in)) {
+  /* an in-place result the plan put over its operand (h3_op_inplace_operand) writes where
+     that operand actually is (which differs from arena + offset when the operand is a view
+     of a dynamic index) */
+  for (int r = 0; st == H3_OK && r < op->n_results; r++) {
+    const int j = h3_op_inplace_operand(op, r);
+    if (j < 0 || op->results[r]->offset == -1 || op->results[r]->offset != op->operands[j]->offset)
+      continue;
+    out_buf[r].data = in[j].data;
+    gs->slots[op->results[r]->id].t.data = in[j].data;
+    if (r == 0 && set_index_onto_itself(gs, op, in)) {
       rt->stats[op->code].count++;
       goto done;
     }
@@ -383,7 +386,7 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     int clash = 0;
     for (int j = 0; j < op->n_operands && !clash; j++)
       clash = overlaps(&out_buf[i], &in[j]) &&
-              !(i == 0 && j == 0 && out_buf[0].data == in[0].data && h3_op_is_inplace(op->code));
+              !(j == h3_op_inplace_operand(op, i) && out_buf[i].data == in[j].data);
     staged[i] = out_buf[i];
     if (!clash) continue;
     size_t bytes = (size_t)h3_type_bytes(&out_buf[i].type);

@@ -33,11 +33,13 @@
  *     loop (copy-back), so no other value lives there. The copies of one loop entry or one
  *     yield form a parallel assignment: when a source lies in another slot's B_j (a swap),
  *     the runtime must read every source before it writes any B_k.
- *   - in-place ops (kv_write, set_index, scatter_rows, residual_norm_modulate): result 0
- *     joins operand 0's buffer when operand 0 dies at the op and no other operand shares
- *     that buffer; otherwise the result has its own buffer, disjoint from every operand,
- *     and the runtime copies operand 0 into it first (residual_norm_modulate writes every
- *     element of result 0, so it needs no copy). Other results are written at 2p.
+ *   - in-place ops (kv_write, rms_norm_rope_write, set_index, scatter_rows,
+ *     residual_norm_modulate): each in-place result (h3_op_inplace_operand: result 0 over
+ *     operand 0; rms_norm_rope_write's result 1 over its v cache, operand 6) joins its
+ *     operand's buffer when that operand dies at the op and no other operand shares that
+ *     buffer; otherwise the result has its own buffer, disjoint from every operand, and the
+ *     runtime copies the operand into it first (residual_norm_modulate writes every element
+ *     of result 0, so it needs no copy). Other results are written at 2p.
  *   - donated inputs (an output named like the input: h3_graph_donated_output, the KV
  *     caches) take part like values written before the first op; their class lives in
  *     the input's own buffer, not in the arena: every member gets offset

@@ -61,9 +61,14 @@ int h3_op_infer(const h3_op *op, h3_type *out, char *why, size_t why_len);
  * leaves its results out of the arena, and the runtime computes it once when it loads the
  * weights (releasing the parameter when nothing else reads it) and skips it when running. */
 bool h3_op_is_load_time(const h3_op *op);
-/* kv_write, set_index, scatter_rows, residual_norm_modulate, spectrum_update: result 0
- * updates operand 0's buffer in place. */
+/* kv_write, rms_norm_rope_write, set_index, scatter_rows, residual_norm_modulate,
+ * spectrum_update: result 0 updates operand 0's buffer in place (and some other results
+ * other operands': h3_op_inplace_operand). */
 bool h3_op_is_inplace(h3_opcode code);
+/* The operand whose buffer result r of op updates in place, or -1 (a result written like any
+ * op's): operand 0 for result 0 of an in-place op; operand 6, the v cache, for result 1 of
+ * rms_norm_rope_write with v. */
+int h3_op_inplace_operand(const h3_op *op, int r);
 /* shard, all_gather, all_to_all, all_reduce: the ops of a parallel plan (attribute `ranks`). */
 bool h3_op_is_collective(h3_opcode code);
 /* Whether op names the rank count of a parallel plan: a collective, or a moe over its rank's

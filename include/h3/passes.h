@@ -108,7 +108,8 @@ const h3_pass_options *h3_pass_options_of(const h3_pass_context *ctx);
 void h3_pass_report(h3_pass_context *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Nearest registered pass name to s by edit distance, or NULL when none is close. */
+/* Nearest registered pass name to s by edit distance, or NULL when none is close (the
+ * unknown-pass hint then lists the names that contain s). */
 const char *h3_pass_nearest_name(const char *s);
 
 /* Counts every op of m, nested regions included (the --time-passes columns). */

@@ -54,7 +54,7 @@ bool h3_values_same_shape(const h3_value *a, const h3_value *b); /* rank and dim
 bool h3_op_is_pure(const h3_module *m, const h3_op *op);
 /* True when v's buffer may be shared with another value, so a rewrite must not assume it
  * owns it: v is a loop's region argument or result, is yielded by a loop body, is
- * returned by its graph, or is operand 0 of an in-place op. */
+ * returned by its graph, or is the operand an in-place op updates (h3_op_inplace_operand). */
 bool h3_value_is_aliased(const h3_value *v);
 
 /* True when a comes strictly before b in their common region (both must be in it). */

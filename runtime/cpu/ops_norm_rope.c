@@ -18,6 +18,7 @@
 #include "cpu_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   const h3_tensor *x, *cos, *sin;
@@ -89,25 +90,32 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
   return norm_rope_rows(c, op, in, n_in, out[0].data, yt->dims[0], yt->dims[1], yt->dims[2]);
 }
 
-/* rms_norm_rope_write(cache, x, w, cos, sin, slot): the rows into a scratch tensor, then
- * kv_write's own function (its slot checks and its order: a later row wins). */
+/* rms_norm_rope_write(cache, x, w, cos, sin, slot, vcache?): the rows into a scratch tensor,
+ * then kv_write's own function (its slot checks and its order: a later row wins); with the v
+ * cache, x's v columns gathered into the scratch and written the same way. */
 H3_CPU_KERNEL(h3cpu_rms_norm_rope_write) {
-  (void)n_in;
-  const int64_t T = in[1].type.dims[0], D = in[2].type.dims[0];
-  const int64_t heads = h3_op_attr_int(op, "heads", 1);
+  const int64_t T = in[1].type.dims[0], C = in[1].type.dims[1], D = in[2].type.dims[0];
+  const int64_t heads = h3_op_attr_int(op, "heads", 1), row = heads * D;
   h3_tensor kv[3] = {in[0], in[0], in[5]}; /* kv[1]: the rows, typed below */
-  kv[1].data = malloc((size_t)(T * heads * D > 0 ? T * heads * D : 1) * sizeof(uint16_t));
-  if (!kv[1].data) {
+  uint16_t *rows = malloc((size_t)(T * row > 0 ? T * row : 1) * sizeof *rows);
+  if (!rows) {
     h3cpu_error(c, op, H3_HINT_OOM, "out of memory");
     return H3_ERR;
   }
   /* kv_write's x is [T, ..] of the cache's row shape */
-  kv[1].type = in[0].type;
+  kv[1].data = rows;
   kv[1].type.rank = in[0].type.rank - 1;
   kv[1].type.dims[0] = T;
   for (int i = 1; i < kv[1].type.rank; i++) kv[1].type.dims[i] = in[0].type.dims[i + 1];
-  h3_status st = norm_rope_rows(c, op, in + 1, 4, kv[1].data, T, heads, D);
-  if (st == H3_OK) st = h3cpu_kv_write(c, op, kv, 3, out, n_out);
-  free(kv[1].data);
+  h3_status st = norm_rope_rows(c, op, in + 1, 4, rows, T, heads, D);
+  if (st == H3_OK) st = h3cpu_kv_write(c, op, kv, 3, out, 1);
+  if (st == H3_OK && n_in > 6 && n_out > 1) { /* v: columns [v_start, v_start + row) of x */
+    const int64_t vs = h3_op_attr_int(op, "v_start", 0);
+    const uint16_t *x = in[1].data;
+    for (int64_t t = 0; t < T; t++) memcpy(rows + t * row, x + t * C + vs, (size_t)row * sizeof *rows);
+    kv[0] = in[6];
+    st = h3cpu_kv_write(c, op, kv, 3, out + 1, 1);
+  }
+  free(rows);
   return st;
 }

@@ -490,9 +490,13 @@ cu_op *cu_op_get(cu_state *s, const h3_op *op, h3_diag *d) {
 static h3_status run_kernel(cu_state *s, const cu_op *o, const h3_tensor *in, int n_in,
                             const h3_tensor *out, int n_out, h3_diag *d) {
   const cu_kernel *k = o->k;
-  if (k->inplace && n_in > 0 && n_out > 0 && out[0].data != in[0].data)
-    CU_CHECK(d, cudaMemcpyAsync(out[0].data, in[0].data, (size_t)h3_type_bytes(&out[0].type),
-                                cudaMemcpyDeviceToDevice, s->stream), k->name);
+  /* an in-place result not joined with its operand's buffer starts as a copy of it */
+  for (int r = 0; k->inplace && r < n_out; r++) {
+    const int j = h3_op_inplace_operand(o->op, r);
+    if (j >= 0 && j < n_in && out[r].data != in[j].data)
+      CU_CHECK(d, cudaMemcpyAsync(out[r].data, in[j].data, (size_t)h3_type_bytes(&out[r].type),
+                                  cudaMemcpyDeviceToDevice, s->stream), k->name);
+  }
   void *ptrs[H3_KERNEL_MAX_ARGS];
   void *args[H3_KERNEL_MAX_ARGS];
   unsigned long long seed = s->b->seed;

@@ -1,11 +1,15 @@
 /* test_nvrtc.c: NVRTC compiles the rms_norm_rope kernels of kernels/emu_ops.ir and the
  * rms_norm_rope_write kernels of kernels/emu_write.ir for sm_90 (no GPU needed), each file's
- * kernels with the unfused chain's in one translation unit, in both flavours of a plan
+ * kernels with the unfused chain's in one translation unit (a kernel of the same source and
+ * so the same name, as v's kv_write of a @v_* graph next to k's, once), in both flavours of a plan
  * (exact: -fmad=false; lossless: contraction allowed; the kernel uses _rn intrinsics only,
  * so both give the same bits). Also checks the launch rule (256 threads, 16 head rows per
  * block for heads of at most 16 chunks, else 8), the name (h3_<op>_<hash of the source>)
  * and, for the write form, that the kernel is in place without __restrict__ (its result is
- * the cache buffer it reads). Exit 77 when NVRTC is unavailable.
+ * the cache buffer it reads); for its v form (the v cache as operand 6: the graphs @v_* of
+ * emu_write.ir), that the arguments are in0..in6, out0 (the cache), out1 (the v cache), the
+ * body uses out1, and result 1 is in place over operand 6 (h3_op_inplace_operand).
+ * Exit 77 when NVRTC is unavailable.
  */
 #include "qk_test.h"
 
@@ -15,8 +19,9 @@
 
 #include <stdio.h>
 
-/* Checks the kernel k of op (rms_norm_rope or rms_norm_rope_write) of graph gname. */
-static void check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) {
+/* Checks the kernel k of op (rms_norm_rope or rms_norm_rope_write) of graph gname; 1 for the
+ * v form of rms_norm_rope_write, else 0. */
+static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) {
   const bool write = op->code == H3_OP_RMS_NORM_ROPE_WRITE;
   const int b = write ? 1 : 0; /* x, w are operands b, b + 1 */
   const int64_t D = op->operands[b + 1]->type.dims[0];
@@ -32,11 +37,28 @@ static void check_kernel(const char *gname, const h3_op *op, const h3_kernel *k)
         "@%s: the kernel must not use an fma", gname);
   CHECK(k->inplace == write && (!write || !strstr(k->source, "__restrict__")),
         "@%s: in place %d, the write form is in place without __restrict__", gname, k->inplace);
+  if (!write || op->n_operands != 7) return 0;
+  /* the v form: two results, the v cache's over operand 6 */
+  bool args = k->n_args == 9;
+  for (int i = 0; args && i < 9; i++) {
+    char want[8];
+    snprintf(want, sizeof want, i < 7 ? "in%d" : "out%d", i < 7 ? i : i - 7);
+    args = strcmp(k->args[i], want) == 0;
+  }
+  CHECK(args, "@%s: the v form's arguments are in0..in6, out0, out1 (%d)", gname, k->n_args);
+  CHECK(strstr(k->source, "const h3_bf16 * in6, h3_bf16 * out0, h3_bf16 * out1)") != NULL,
+        "@%s: the v form's signature ends in6 (the v cache), out0, out1, none __restrict__", gname);
+  const char *body = strstr(k->source, ") {"); /* after the signature */
+  CHECK(body && strstr(body, "out1"), "@%s: the v form's body writes out1", gname);
+  CHECK(op->n_results == 2 && h3_op_inplace_operand(op, 0) == 0 && h3_op_inplace_operand(op, 1) == 6,
+        "@%s: the v form's results are in place over operands 0 and 6", gname);
+  return 1;
 }
 
 /* Emits the kernels of kernels/<stem>.ir into one translation unit (checking those of op
- * `fused`, one per graph) and compiles it with NVRTC in both flavours. */
-static void check_file(const char *stem, h3_opcode fused) {
+ * `fused`, one per graph, n_v of them in the v form) and compiles it with NVRTC in both
+ * flavours. */
+static void check_file(const char *stem, h3_opcode fused, int n_v) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/qkrope/kernels/%s.ir", H3_SOURCE_DIR, stem);
   h3_diag d;
@@ -56,7 +78,7 @@ static void check_file(const char *stem, h3_opcode fused) {
   h3_strbuf tu;
   h3_strbuf_init(&tu);
   h3_strbuf_append(&tu, h3_kernel_prelude());
-  int n_fused = 0;
+  int n_fused = 0, v_form = 0;
   for (int gi = 0; gi < m->n_graphs; gi++)
     for (h3_op *op = m->graphs[gi]->body.first; op; op = op->next) {
       if (h3_exec_classify(op) != H3_EXEC_KERNEL) continue;
@@ -64,13 +86,14 @@ static void check_file(const char *stem, h3_opcode fused) {
       bool ok = h3_codegen_emit_op(op, H3_TIER_EXACT, &a, &k, &d) == H3_OK;
       CHECK(ok, "@%s: emitting %s", m->graphs[gi]->name, h3_opcode_name(op->code));
       if (!ok) continue;
-      h3_strbuf_append(&tu, k.source);
+      if (!strstr(tu.data, k.name)) h3_strbuf_append(&tu, k.source); /* once, as a plan keeps it */
       if (op->code == H3_OP_RMS_NORM_ROPE || op->code == H3_OP_RMS_NORM_ROPE_WRITE)
-        check_kernel(m->graphs[gi]->name, op, &k);
+        v_form += check_kernel(m->graphs[gi]->name, op, &k);
       n_fused += op->code == fused;
     }
   CHECK(n_fused == m->n_graphs, "%s: one %s kernel per graph (%d)", stem, h3_opcode_name(fused),
         n_fused);
+  CHECK(v_form == n_v, "%s: %d kernels in the v form, want %d", stem, v_form, n_v);
   static const char *const opts[2][3] = {{"-default-device", "-std=c++17", "-fmad=false"},
                                          {"-default-device", "-std=c++17", NULL}};
   h3_kernel_cache off;
@@ -102,7 +125,7 @@ int main(void) {
     fprintf(stderr, "NVRTC or the CUDA headers are unavailable: skipped\n");
     return 77;
   }
-  check_file("emu_ops", H3_OP_RMS_NORM_ROPE);
-  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE);
+  check_file("emu_ops", H3_OP_RMS_NORM_ROPE, 0);
+  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE, 3);
   return check_summary("qkrope_nvrtc");
 }
