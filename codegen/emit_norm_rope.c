@@ -15,7 +15,10 @@
  * (head h's D values of it) instead of y's row, in place; as kv_write, a slot outside the
  * cache or written again by a later token stores nothing there. With a v cache (operand 6)
  * the group also copies the row's v values, x[t, v_start + h*D ..], to the v cache's same
- * row (loaded before the norm's work, stored with k's row).
+ * row (loaded before the norm's work, stored with k's row). With q's weight too (operand 7)
+ * the grid runs q's T*q_heads rows first (q_start's columns, weight wq, stored to result 2
+ * as rms_norm_rope stores them), then k's rows; a warp may hold a q row and a k row (both
+ * run every shuffle; only k's rows scan slots or copy v).
  *
  * Numerics (bitwise the kernels of slice + rms_norm + rope, emit_reduce.c/emit_model.c):
  *   - the sum of squares is rms_norm's one-warp reduction of the same row (emit_rms_accum
@@ -113,17 +116,49 @@ static void emit_dequant(h3_strbuf *s, int vec, bool bias) {
  * lanes and the verdict reduced over the group with shuffles every lane runs (xor offsets
  * below the group's width stay inside the group). */
 static void emit_write_target(h3_strbuf *s, int lanes, int64_t T, int64_t H, int64_t D,
-                              int64_t cache_rows) {
+                              int64_t cache_rows, bool with_q) {
   h3_strbuf_printf(s, "  const long long sl = (long long)h3_ld(in5, (long long)t);\n"
                       "  int dup = 0;\n"
                       "  for (unsigned t2 = t + 1u + (unsigned)lane; t2 < %lldu; t2 += %du)\n"
                       "    dup |= (long long)h3_ld(in5, (long long)t2) == sl;\n"
                       "#pragma unroll\n  for (int o = %d; o > 0; o >>= 1) "
-                      "dup |= __shfl_xor_sync(0xffffffffu, dup, o);\n"
-                      "  const bool store = live && !dup && sl >= 0 && sl < %lldll;\n"
-                      "  h3_bf16 *y = out0 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n",
-                   (long long)T, lanes, lanes / 2, (long long)cache_rows, (long long)(H * D),
-                   (long long)D);
+                      "dup |= __shfl_xor_sync(0xffffffffu, dup, o);\n",
+                   (long long)T, lanes, lanes / 2);
+  if (!with_q) {
+    h3_strbuf_printf(s, "  const bool store = live && !dup && sl >= 0 && sl < %lldll;\n"
+                        "  h3_bf16 *y = out0 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n",
+                     (long long)cache_rows, (long long)(H * D), (long long)D);
+    return;
+  }
+  /* q's rows (is_q) store to result 2 whatever the slots */
+  h3_strbuf_printf(s, "  const bool store = live && (is_q || (!dup && sl >= 0 && sl < %lldll));\n"
+                      "  h3_bf16 *y = is_q ? out2 + (long long)row * %lldll\n"
+                      "                    : out0 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n",
+                   (long long)cache_rows, (long long)D, (long long)(H * D), (long long)D);
+}
+
+/* The group's row: (t, hd) of y's rows; with q (rms_norm_rope_write with wq) the q rows come
+ * first, then the k rows, each part with its own head count and first column. */
+static void emit_row_head(h3_strbuf *s, int rows_per_block, int lanes, int64_t rows, int64_t H,
+                          int64_t q_rows, int64_t HQ) {
+  const int64_t all = q_rows + rows;
+  h3_strbuf_printf(s, "  const unsigned wrow = blockIdx.x * %du + (threadIdx.x / %du);\n"
+                      "  const bool live = wrow < %lldu;\n",
+                   rows_per_block, lanes, (long long)all);
+  if (!q_rows) {
+    h3_strbuf_printf(s, "  const unsigned row = live ? wrow : %lldu;\n"
+                        "  const unsigned t = row / %lldu, hd = row - t * %lldu;\n",
+                     (long long)(all > 0 ? all - 1 : 0), (long long)H, (long long)H);
+  } else {
+    h3_strbuf_printf(s, "  const unsigned grow = live ? wrow : %lldu;\n"
+                        "  const bool is_q = grow < %lldu;\n"
+                        "  const unsigned row = is_q ? grow : grow - %lldu;\n"
+                        "  const unsigned t = is_q ? row / %lldu : row / %lldu;\n"
+                        "  const unsigned hd = row - t * (is_q ? %lldu : %lldu);\n",
+                     (long long)(all - 1), (long long)q_rows, (long long)q_rows, (long long)HQ,
+                     (long long)H, (long long)HQ, (long long)H);
+  }
+  h3_strbuf_printf(s, "  const int lane = threadIdx.x & %d;\n", lanes - 1);
 }
 
 h3_status emit_norm_rope(emit_ctx *ec) {
@@ -135,8 +170,9 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   const h3_type *xt = &op->operands[b]->type, *ct = &op->operands[b + 2]->type;
   const h3_type *wt = &op->operands[b + 1]->type, *cache = &op->operands[0]->type;
   const bool acc = !write && n_in > 4; /* the int8 form: x is i32, dequantized on load */
-  const bool with_v = write && n_in == 7; /* and v's columns into operand 6, the v cache */
-  if ((write ? (n_in != 6 && n_in != 7) || cache->rank < 3 : n_in != 4 && n_in != 6 && n_in != 7) ||
+  const bool with_v = write && n_in >= 7; /* and v's columns into operand 6, the v cache */
+  const bool with_q = write && n_in == 8; /* and q's rows with operand 7, q's weight */
+  if ((write ? n_in < 6 || cache->rank < 3 : n_in != 4 && n_in != 6 && n_in != 7) ||
       xt->rank != 2 || ct->rank != 2 || wt->rank != 1)
     return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2] (and s_x, s_w, "
                                 "bias? with i32 x; cache[P, page, ..] and slot[T] when writing)");
@@ -148,34 +184,37 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (D < 1 || units > 32)
     return emit_unsupported(ec, "head rows of more than 32 chunks (the pass keeps such heads "
                                 "as rms_norm + rope)");
-  if (T * H >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
+  const int64_t HQ = with_q ? h3_op_attr_int(op, "q_heads", 1) : 0;
+  if ((T * (H + HQ)) >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
   const int lanes = units <= 16 ? 16 : 32, rows_per_block = 256 / lanes;
-  const int64_t rows = T * H;
-  const int n_out = with_v ? 2 : 1;
-  h3_type in_t[7], out_t[2] = {op->results[0]->type, op->results[n_out - 1]->type};
+  const int64_t rows = T * H, q_rows = T * HQ;
+  const int n_out = write ? n_in - 5 : 1; /* k's cache, v's cache?, q? */
+  h3_type in_t[8], out_t[3];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
+  for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
   /* the write form updates the caches in place: out0 is in0's buffer, out1 in6's (no
      __restrict__) */
   ec->k->inplace = write;
   emit_signature(ec, n_in, in_t, n_out, out_t, NULL, 256, !write);
-  h3_strbuf_printf(s, "  const unsigned wrow = blockIdx.x * %du + (threadIdx.x / %du);\n"
-                      "  const bool live = wrow < %lldu;\n"
-                      "  const unsigned row = live ? wrow : %lldu;\n"
-                      "  const unsigned t = row / %lldu, hd = row - t * %lldu;\n"
-                      "  const int lane = threadIdx.x & %d;\n",
-                   rows_per_block, lanes, (long long)rows, (long long)(rows > 0 ? rows - 1 : 0),
-                   (long long)H, (long long)H, lanes - 1);
-  h3_strbuf_printf(s, "  const long long col = %lldll + (long long)hd * %lldll;\n"
-                      "  const %s *x = in%d + (long long)t * %lldll + col;\n",
-                   (long long)start, (long long)D, acc ? "int" : "h3_bf16", b, (long long)C);
+  emit_row_head(s, rows_per_block, lanes, rows, H, q_rows, HQ);
+  if (with_q)
+    h3_strbuf_printf(s, "  const long long col = (is_q ? %lldll : %lldll) + (long long)hd * %lldll;\n",
+                     (long long)h3_op_attr_int(op, "q_start", 0), (long long)start, (long long)D);
+  else
+    h3_strbuf_printf(s, "  const long long col = %lldll + (long long)hd * %lldll;\n", (long long)start,
+                     (long long)D);
+  h3_strbuf_printf(s, "  const %s *x = in%d + (long long)t * %lldll + col;\n", acc ? "int" : "h3_bf16", b,
+                   (long long)C);
   if (write)
-    emit_write_target(s, lanes, T, H, D, cache->dims[0] * cache->dims[1]);
-  if (with_v) /* v's chunk loaded before the norm's work, stored after it */
+    emit_write_target(s, lanes, T, H, D, cache->dims[0] * cache->dims[1], with_q);
+  /* v's chunk (k's rows only) loaded before the norm's work, stored after it */
+  const char *k_row = with_q ? "!is_q && " : "";
+  if (with_v)
     h3_strbuf_printf(s, "  const h3_bf16 *xv = in1 + (long long)t * %lldll + %lldll + (long long)hd * %lldll;\n"
                         "  h3_bf16 *yv = out1 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n"
-                        "  float vv[%d];\n  if (lane < %lld) %s;\n",
+                        "  float vv[%d];\n  if (%slane < %lld) %s;\n",
                      (long long)C, (long long)h3_op_attr_int(op, "v_start", 0), (long long)D,
-                     (long long)(H * D), (long long)D, vec, (long long)units,
+                     (long long)(H * D), (long long)D, vec, k_row, (long long)units,
                      vec == 8 ? "h3_ld8(xv, lane * 8, vv)" : "vv[0] = h3_ld(xv, lane)");
   if (!write)
     h3_strbuf_printf(s, "  const bool store = live;\n"
@@ -184,8 +223,14 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   h3_strbuf_printf(s, "  float v[%d], w[%d], h[%d], o[%d];\n  float ss = 0.0f;\n"
                       "  if (lane < %lld) {\n",
                    vec, vec, vec, vec, (long long)units);
-  if (vec == 8) h3_strbuf_printf(s, "    h3_ld8(x, lane * 8, v);\n    h3_ld8(in%d, lane * 8, w);\n", b + 1);
-  else h3_strbuf_printf(s, "    v[0] = (float)h3_ld(x, lane);\n    w[0] = h3_ld(in%d, lane);\n", b + 1);
+  if (vec == 8) h3_strbuf_append(s, "    h3_ld8(x, lane * 8, v);\n");
+  else h3_strbuf_append(s, "    v[0] = (float)h3_ld(x, lane);\n");
+  /* the norm's weight: w (operand b + 1), q's rows wq (operand 7) */
+  for (int q = 0; q <= (with_q ? 1 : 0); q++) {
+    const char *guard = !with_q ? "" : q ? "    else " : "    if (!is_q) ";
+    if (vec == 8) h3_strbuf_printf(s, "%s%sh3_ld8(in%d, lane * 8, w);\n", with_q ? "" : "    ", guard, q ? 7 : b + 1);
+    else h3_strbuf_printf(s, "%s%sw[0] = h3_ld(in%d, lane);\n", with_q ? "" : "    ", guard, q ? 7 : b + 1);
+  }
   if (acc) emit_dequant(s, vec, n_in > 6);
   emit_rms_accum(s, vec, "v", false);
   h3_strbuf_printf(s, "  } else {\n#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = w[k] = 0.0f;\n"
@@ -206,10 +251,10 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (vec == 8) h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st8(y, lane * 8, o);\n", (long long)units);
   else h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st(y, lane, o[0]);\n", (long long)units);
   if (with_v)
-    h3_strbuf_printf(s, "  if (store && lane < %lld) %s;\n", (long long)units,
+    h3_strbuf_printf(s, "  if (store && %slane < %lld) %s;\n", k_row, (long long)units,
                      vec == 8 ? "h3_st8(yv, lane * 8, vv)" : "h3_st(yv, lane, vv[0])");
   h3_strbuf_append(s, "}\n");
-  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  const int64_t blocks = (q_rows + rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;
   ec->k->grid[1] = ec->k->grid[2] = 1;
   ec->k->block[0] = 256;

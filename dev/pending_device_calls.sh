@@ -150,13 +150,13 @@
 #      against the bf16 flash sample in the same call, ~300 s); predicted with Sage at ~40 ms:
 #      64.05 - 10 steps x 50 blocks x ~11 ms = ~58.5 s, ~3.8 x (goal 4.61)
 #   40 (the stage of 37 made with --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion":
-#      plans/ fused, b/plans/ unfused): the k, v and ik cache writes in k's / ik's norm + rope
-#      kernel and the post-attention residual add in its norm (11 + 4 launches fewer a small
-#      decode step: 12 on the main stream, 3 on the side stream): test_gpu_ops (both new ops through
+#      plans/ fused, b/plans/ unfused): q, k and v in one kernel with the cache writes, ik's
+#      write in its norm + rope, the post-attention residual add in its norm (19 launches
+#      fewer a small decode step: 16 on the main stream, 3 on the side stream): test_gpu_ops (both new ops through
 #      the tiny M3.1 module), qkrope_gpu_write (the write kernel with many duplicate slots:
 #      the later token's row wins, which only a GPU's concurrent stores can get wrong), the small model's 16 tokens of the fused and unfused plans
 #      compared byte for byte, then dev/m31_decode_ab.sh unfused against fused, 3 rounds and
-#      batch 64 (predicted batch 1 1.649 -> ~1.60-1.61 ms, -35 to -50 us; batch 64 ~-40 us)
+#      batch 64 (predicted batch 1 1.649 -> ~1.59-1.60 ms, -50 to -60 us; batch 64 ~-50 us)
 #   36 ran on 2026-12-05 (dev/results/2026-12-05-h200-s18-nvfp4-dequant-spec64.txt) the NVFP4
 #      GEMM's forms: the skinny form at <= 8 rows (default), the dequantized form above 64
 #      (H3_NVFP4_FORM=dequant, opt-in until this call): test_gpu_ops (every linear_nvfp4 case

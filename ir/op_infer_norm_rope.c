@@ -92,6 +92,8 @@ H3_INFER_DECL(h3_infer_rms_norm_rope_write) {
   const int64_t vs = h3_op_attr_int(op, "v_start", -1), C = TY(1)->dims[1];
   if (op->n_operands == 6) {
     if (h3_op_attr(op, "v_start")) FAIL("rms_norm_rope_write: v_start without a v cache (operand 7)");
+    if (h3_op_attr(op, "q_start") || h3_op_attr(op, "q_heads"))
+      FAIL("rms_norm_rope_write: q_start / q_heads without q's norm weight (operand 8)");
     return 1;
   }
   if (!h3_type_equal(TY(6), cache))
@@ -102,5 +104,22 @@ H3_INFER_DECL(h3_infer_rms_norm_rope_write) {
          "lie in x's C = %lld (v_start is required with a v cache)",
          LL(vs), LL(vs), LL(y.dims[1] * y.dims[2]), LL(C));
   out[1] = *cache;
-  return 2;
+  const bool q_attrs = h3_op_attr(op, "q_start") || h3_op_attr(op, "q_heads");
+  if (op->n_operands == 7) {
+    if (q_attrs) FAIL("rms_norm_rope_write: q_start / q_heads without q's norm weight (operand 8)");
+    return 2;
+  }
+  const h3_type *wq = TY(7);
+  const int64_t D = y.dims[2], qs = h3_op_attr_int(op, "q_start", -1);
+  const int64_t qh = h3_op_attr_int(op, "q_heads", 0);
+  if (wq->rank != 1 || wq->dims[0] != D || !narrow_float(wq->dtype))
+    FAIL("rms_norm_rope_write: q's norm weight must be a bf16, f16 or f32 [%lld] (k's D), got %s",
+         LL(D), TS(wq));
+  if (qh < 1 || qs < 0 || qh > (C - qs) / D)
+    FAIL("rms_norm_rope_write: q's columns [q_start, q_start + q_heads*D) = [%lld, %lld + %lld*%lld) "
+         "must lie in x's C = %lld (q_start and q_heads >= 1 are required with q's weight)",
+         LL(qs), LL(qs), LL(qh), LL(D), LL(C));
+  int64_t qd[3] = {y.dims[0], qh, D};
+  out[2] = h3_type_make(H3_BF16, 3, qd);
+  return 3;
 }

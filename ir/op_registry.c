@@ -69,8 +69,9 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
           O("offset", FLOAT), A("tier", TIER), O("modulate", STRING), O("quantize", INT)),
     ENTRY(RMS_NORM_ROPE, 4, 7, 0, h3_infer_rms_norm_rope, A("start", INT), A("heads", INT),
           A("eps", FLOAT), O("offset", FLOAT)),
-    ENTRY(RMS_NORM_ROPE_WRITE, 6, 7, 0, h3_infer_rms_norm_rope_write, A("start", INT),
-          A("heads", INT), A("eps", FLOAT), O("offset", FLOAT), O("v_start", INT)),
+    ENTRY(RMS_NORM_ROPE_WRITE, 6, 8, 0, h3_infer_rms_norm_rope_write, A("start", INT),
+          A("heads", INT), A("eps", FLOAT), O("offset", FLOAT), O("v_start", INT),
+          O("q_start", INT), O("q_heads", INT)),
     ENTRY(LINEAR, 2, 3, 0, h3_infer_linear, DT),
     ENTRY(TIMESTEP_EMBEDDING, 1, 1, 0, h3_infer_timestep_embedding, A("dim", INT)),
     ENTRY(ROPE_TABLE, 2, 2, 0, h3_infer_rope_table, DT),
@@ -133,7 +134,7 @@ bool h3_op_is_inplace(h3_opcode code) {
 int h3_op_inplace_operand(const h3_op *op, int r) {
   if (!h3_op_is_inplace(op->code) || r < 0 || r >= op->n_results) return -1;
   if (r == 0) return op->n_operands > 0 ? 0 : -1;
-  return op->code == H3_OP_RMS_NORM_ROPE_WRITE && r == 1 && op->n_operands == 7 ? 6 : -1;
+  return op->code == H3_OP_RMS_NORM_ROPE_WRITE && r == 1 && op->n_operands >= 7 ? 6 : -1;
 }
 
 bool h3_op_is_collective(h3_opcode code) {

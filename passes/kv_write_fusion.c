@@ -8,20 +8,25 @@
  *   %c2 = kv_write(%c, %k | %k2, %slot)            cache bf16[P, page, ..]
  *   %v  = slice(%x) {axis = 1, start = V, len = H*D}; %v3 = reshape(%v) {shape = [T, H, D]}
  *   %d2 = kv_write(%d, %v3, %slot)                 (optional: v, right after k's write)
- * becomes %c2, %d2 = rms_norm_rope_write(%c, %x, %w, %cos, %sin, %slot, %d)
- * {start, heads, eps, offset?, v_start = V} (ops.def; without v: 6 operands, one result): the
- * same rows by the same arithmetic, written at the same slots with the same rule for a slot
- * written twice, so the pass is bitwise neutral and runs at every --quality. In M3.1 the
- * attention reads k, v and the indexer's k only from the caches, so every layer's k and v
- * writes become one launch with k's norm + rope (and every sparse layer's ik write one with
- * ik's): a small decode step's 11 cache writes and 7 norm + rope launches become 7.
+ *   %q  = rms_norm_rope(%x, %wq, %cos, %sin) {start = Q, heads = HQ, eps, offset?}
+ *                                                  (optional, with v: q of the same x)
+ * becomes %c2, %d2, %q = rms_norm_rope_write(%c, %x, %w, %cos, %sin, %slot, %d, %wq)
+ * {start, heads, eps, offset?, v_start = V, q_start = Q, q_heads = HQ} (ops.def; without q:
+ * 7 operands, two results; without v: 6 operands, one result): the same rows by the same
+ * arithmetic, written at the same slots with the same rule for a slot written twice, so the
+ * pass is bitwise neutral and runs at every --quality. In M3.1 the attention reads k, v and
+ * the indexer's k only from the caches, so every layer's q, k and v become one launch (and
+ * every sparse layer's ik write one with ik's norm + rope): a small decode step's 11 cache
+ * writes and 11 norm + rope launches (q, k, iq, ik) become 7.
  *
  * Legality: the rms_norm_rope is the bf16 form (4 operands; the int8 form is left alone),
  * its result (and the reshape's, if any) has exactly one use, and the chain is in the
  * kv_write's region. The fused op takes the kv_write's place: the cache and the slots are
  * available there, and x, w, cos, sin were available at the rms_norm_rope before it.
  * v joins (match_v) only where moving its write up to k's changes nothing another op could
- * see. The fused op's own type inference checks the rest (cache rows of heads*D bf16 values).
+ * see; q (match_q) only where it is the same row arithmetic (x, tables, eps, offset, D) and
+ * nothing reads it before the fused op defines it. The fused op's own type inference checks
+ * the rest (cache rows of heads*D bf16 values).
  */
 #include "h3/op_registry.h"
 #include "h3/rewrite.h"
@@ -31,10 +36,11 @@
 #include <string.h>
 
 typedef struct {
-  int n_sites, n_v;
-  /* the match just found: k's chain, and v's write with its reshape and slice (or NULL) */
+  int n_sites, n_v, n_q;
+  /* the match just found: k's chain, v's write with its reshape and slice (or NULL), q's
+     rms_norm_rope (or NULL) */
   h3_op *norm_rope, *reshape;
-  h3_op *v_write, *v_reshape, *v_slice;
+  h3_op *v_write, *v_reshape, *v_slice, *q;
 } kw_state;
 
 static h3_op *def_of(const h3_value *v, h3_opcode code) {
@@ -73,6 +79,25 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
   s->v_slice = slice;
 }
 
+/* q's norm + rope of the same x before k's write: an rms_norm_rope of x (bf16 form) with k's
+ * tables, eps, offset and head width, in the write's region, whose result no op up to the
+ * write reads (the fused op defines it there). */
+static h3_op *match_q(const h3_op *nr, const h3_op *write) {
+  for (h3_op *q = write->prev; q; q = q->prev) {
+    if (q == nr || q->code != H3_OP_RMS_NORM_ROPE || q->n_operands != 4 ||
+        q->operands[0] != nr->operands[0] || q->operands[2] != nr->operands[2] ||
+        q->operands[3] != nr->operands[3] || q->results[0]->type.dims[2] != nr->results[0]->type.dims[2] ||
+        h3_op_attr_float(q, "eps", 1e-5) != h3_op_attr_float(nr, "eps", 1e-5) ||
+        h3_op_attr_float(q, "offset", 0.0) != h3_op_attr_float(nr, "offset", 0.0) ||
+        !h3_type_equal(&q->operands[1]->type, &nr->operands[1]->type))
+      continue;
+    for (const h3_op *o = q->next; o != write; o = o->next)
+      if (h3_op_reads(o, q->results[0])) return NULL;
+    return q;
+  }
+  return NULL;
+}
+
 static bool match(h3_rewriter *rw, h3_op *write, void *state) {
   kw_state *s = state;
   const h3_module *m = h3_rewriter_module(rw);
@@ -91,6 +116,7 @@ static bool match(h3_rewriter *rw, h3_op *write, void *state) {
   s->norm_rope = nr;
   s->reshape = reshape;
   match_v(s, m, write, nr->operands[0], y);
+  s->q = s->v_write ? match_q(nr, write) : NULL;
   return true;
 }
 
@@ -102,15 +128,20 @@ static h3_status rewrite(h3_rewriter *rw, h3_op *write, void *state, h3_diag *d)
   kw_state *s = state;
   h3_module *m = h3_rewriter_module(rw);
   h3_op *nr = s->norm_rope;
-  h3_op *vw = s->v_write;
+  h3_op *vw = s->v_write, *q = s->q;
   h3_builder b = {m, write->parent, write, nr->span};
-  h3_value *in[7] = {write->operands[0], nr->operands[0], nr->operands[1], nr->operands[2],
-                     nr->operands[3], write->operands[2], vw ? vw->operands[0] : NULL};
-  h3_attr attrs[8];
+  h3_value *in[8] = {write->operands[0], nr->operands[0], nr->operands[1],  nr->operands[2],
+                     nr->operands[3],    write->operands[2], vw ? vw->operands[0] : NULL,
+                     q ? q->operands[1] : NULL};
+  h3_attr attrs[12];
   int na = 0;
-  for (int i = 0; i < nr->n_attrs && na < 7; i++) attrs[na++] = nr->attrs[i];
+  for (int i = 0; i < nr->n_attrs && na < 9; i++) attrs[na++] = nr->attrs[i];
   if (vw) attrs[na++] = h3_attr_int(m, "v_start", h3_op_attr_int(s->v_slice, "start", 0));
-  h3_op *f = h3_build_op(&b, H3_OP_RMS_NORM_ROPE_WRITE, vw ? 7 : 6, in, na, attrs, 0, d);
+  if (q) {
+    attrs[na++] = h3_attr_int(m, "q_start", h3_op_attr_int(q, "start", 0));
+    attrs[na++] = h3_attr_int(m, "q_heads", h3_op_attr_int(q, "heads", 1));
+  }
+  h3_op *f = h3_build_op(&b, H3_OP_RMS_NORM_ROPE_WRITE, q ? 8 : vw ? 7 : 6, in, na, attrs, 0, d);
   if (!f) return H3_ERR; /* the match checked every type: only out of memory gets here */
   h3_value_replace_all_uses(m, write->results[0], f->results[0]);
   h3_rewriter_erase(rw, write);
@@ -122,6 +153,11 @@ static h3_status rewrite(h3_rewriter *rw, h3_op *write, void *state, h3_diag *d)
     erase_if_dead(rw, s->v_reshape);
     erase_if_dead(rw, s->v_slice);
     s->n_v++;
+  }
+  if (q) {
+    h3_value_replace_all_uses(m, q->results[0], f->results[2]);
+    h3_rewriter_erase(rw, q);
+    s->n_q++;
   }
   h3_rewriter_notify_new(rw, f);
   s->n_sites++;
@@ -138,15 +174,16 @@ static h3_status kw_run(h3_module *m, h3_pass_context *ctx, h3_diag *d) {
   memset(&s, 0, sizeof s);
   h3_status st = h3_rewrite_greedy(m, kw_patterns, 1, &s, ctx, NULL, d);
   if (st == H3_OK)
-    h3_pass_report(ctx, "fused norm+rope cache writes: %d (%d with v's write)", s.n_sites, s.n_v);
+    h3_pass_report(ctx, "fused norm+rope cache writes: %d (%d with v's write, %d with q)", s.n_sites,
+                   s.n_v, s.n_q);
   return st;
 }
 
 const h3_pass h3_pass_kv_write_fusion = {
     .name = "kv-write-fusion",
     .description = "a kv_write of rms_norm_rope's rows (M3.1's k and indexer k), with v's "
-                   "kv_write beside it, becomes one rms_norm_rope_write op that norms, ropes "
-                   "and writes them into the paged caches; bitwise neutral",
+                   "kv_write and q's norm + rope beside it, becomes one rms_norm_rope_write op "
+                   "that norms, ropes and writes them into the paged caches; bitwise neutral",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = true,
     .requires = {NULL},

@@ -67,7 +67,7 @@ bool h3_op_is_load_time(const h3_op *op);
 bool h3_op_is_inplace(h3_opcode code);
 /* The operand whose buffer result r of op updates in place, or -1 (a result written like any
  * op's): operand 0 for result 0 of an in-place op; operand 6, the v cache, for result 1 of
- * rms_norm_rope_write with v. */
+ * rms_norm_rope_write with v (its result 2, q, is written like any op's). */
 int h3_op_inplace_operand(const h3_op *op, int r);
 /* shard, all_gather, all_to_all, all_reduce: the ops of a parallel plan (attribute `ranks`). */
 bool h3_op_is_collective(h3_opcode code);

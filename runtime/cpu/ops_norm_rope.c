@@ -49,13 +49,14 @@ static void rows_range(void *arg, int worker, int64_t begin, int64_t end) {
   }
 }
 
-/* The head rows of rms_norm_rope into y [T, heads, D]: x = in[0], w, cos, sin = in[1..3] and,
- * with n_in > 4, the int8 form's s_x, s_w, bias? = in[4..6]. */
+/* The head rows of rms_norm_rope into y [T, heads, D] from x's columns [start, start +
+ * heads*D): x = in[0], w, cos, sin = in[1..3] and, with n_in > 4, the int8 form's s_x, s_w,
+ * bias? = in[4..6]; eps and offset from op. */
 static h3_status norm_rope_rows(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, int n_in,
-                                uint16_t *y, int64_t T, int64_t heads, int64_t D) {
+                                uint16_t *y, int64_t T, int64_t heads, int64_t D, int64_t start) {
   nr_job j = {.x = &in[0], .cos = &in[2], .sin = &in[3], .y = y, .heads = heads, .D = D};
   j.C = in[0].type.dims[1];
-  j.start = h3_op_attr_int(op, "start", 0);
+  j.start = start;
   j.half = in[2].type.dims[1];
   j.eps = (float)h3_op_attr_float(op, "eps", 1e-5);
   float *w = h3cpu_rms_weights(&in[1], j.D, (float)h3_op_attr_float(op, "offset", 0.0));
@@ -87,12 +88,14 @@ static h3_status norm_rope_rows(const h3_cpu_ctx *c, const h3_op *op, const h3_t
 H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
   (void)n_out;
   const h3_type *yt = &out[0].type;
-  return norm_rope_rows(c, op, in, n_in, out[0].data, yt->dims[0], yt->dims[1], yt->dims[2]);
+  return norm_rope_rows(c, op, in, n_in, out[0].data, yt->dims[0], yt->dims[1], yt->dims[2],
+                        h3_op_attr_int(op, "start", 0));
 }
 
-/* rms_norm_rope_write(cache, x, w, cos, sin, slot, vcache?): the rows into a scratch tensor,
- * then kv_write's own function (its slot checks and its order: a later row wins); with the v
- * cache, x's v columns gathered into the scratch and written the same way. */
+/* rms_norm_rope_write(cache, x, w, cos, sin, slot, vcache?, wq?): the rows into a scratch
+ * tensor, then kv_write's own function (its slot checks and its order: a later row wins);
+ * with the v cache, x's v columns gathered into the scratch and written the same way; with
+ * wq, q's rows (rms_norm_rope's rows of q's columns) into result 2. */
 H3_CPU_KERNEL(h3cpu_rms_norm_rope_write) {
   const int64_t T = in[1].type.dims[0], C = in[1].type.dims[1], D = in[2].type.dims[0];
   const int64_t heads = h3_op_attr_int(op, "heads", 1), row = heads * D;
@@ -107,7 +110,7 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope_write) {
   kv[1].type.rank = in[0].type.rank - 1;
   kv[1].type.dims[0] = T;
   for (int i = 1; i < kv[1].type.rank; i++) kv[1].type.dims[i] = in[0].type.dims[i + 1];
-  h3_status st = norm_rope_rows(c, op, in + 1, 4, rows, T, heads, D);
+  h3_status st = norm_rope_rows(c, op, in + 1, 4, rows, T, heads, D, h3_op_attr_int(op, "start", 0));
   if (st == H3_OK) st = h3cpu_kv_write(c, op, kv, 3, out, 1);
   if (st == H3_OK && n_in > 6 && n_out > 1) { /* v: columns [v_start, v_start + row) of x */
     const int64_t vs = h3_op_attr_int(op, "v_start", 0);
@@ -115,6 +118,11 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope_write) {
     for (int64_t t = 0; t < T; t++) memcpy(rows + t * row, x + t * C + vs, (size_t)row * sizeof *rows);
     kv[0] = in[6];
     st = h3cpu_kv_write(c, op, kv, 3, out + 1, 1);
+  }
+  if (st == H3_OK && n_in > 7 && n_out > 2) { /* q: the same rows with wq at q's columns */
+    const h3_tensor q_in[4] = {in[1], in[7], in[3], in[4]};
+    st = norm_rope_rows(c, op, q_in, 4, out[2].data, T, h3_op_attr_int(op, "q_heads", 1), D,
+                        h3_op_attr_int(op, "q_start", 0));
   }
   free(rows);
   return st;

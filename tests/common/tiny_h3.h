@@ -2,7 +2,8 @@
  * pipeline, for the end-to-end tests of one pass: load the model with any config and pass
  * options, or compile the tiny config at a tier with some passes disabled (e.g. the pass
  * under test: the unfused plan), run its graphs on the CPU and
- * compare two plans' outputs bitwise.
+ * compare two plans' outputs bitwise; MiniMax-M3.1 (models/minimax_m3_1.g) compiled the same
+ * way for the same comparisons.
  * Header-only; needs H3_SOURCE_DIR. */
 #ifndef H3_TESTS_TINY_H3_H
 #define H3_TESTS_TINY_H3_H
@@ -40,6 +41,26 @@ static inline h3_module *tiny_h3_compile(h3_tier tier, const char *disabled) {
   po.disabled = disabled;
   po.verify_each = true;
   return minimax_h3_load(&fo, &po);
+}
+
+/* models/minimax_m3_1.g at `config` after the default pipeline without the passes in
+ * `disabled` (a comma list, NULL: none), verified after each pass. NULL after printing the
+ * diagnostics. */
+static inline h3_module *m31_compile(const char *config, const char *disabled) {
+  h3_frontend_options fo = {config, 0, NULL};
+  h3_pass_options po = h3_pass_options_default();
+  po.disabled = disabled;
+  po.verify_each = true;
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_m3_1.g", &fo, &d);
+  if (m && h3_pass_pipeline_run(m, &po, &d) != H3_OK) {
+    h3_module_free(m);
+    m = NULL;
+  }
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  return m;
 }
 
 /* Runs graph `name` of m on the CPU backend (2 threads) with random weights of `seed` and

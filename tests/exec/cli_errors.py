@@ -31,11 +31,11 @@ def run(cmd, timeout=300, env=None):
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
-def compile_plan(a, model, out, sets=()):
+def compile_plan(a, model, out, sets=(), flags=()):
     base = [a.h3c, "compile", os.path.join(a.source, "models", model), "--config", "tiny"]
     for s in sets:
         base += ["--set", s]
-    rc, _, err = run(base + ["-o", out])
+    rc, _, err = run(base + list(flags) + ["-o", out])
     if rc != 0:
         print(err, file=sys.stderr)
         sys.exit(f"cannot compile {model}")
@@ -132,8 +132,9 @@ def corrupt_plans(text):
 
 
 def corrupt_side_window(text):
-    """The tiny M3.1 plan with a side-stream branch's first linear (pass side-streams) moved
-    onto the buffer of the first main-stream linear after it: in plan order the two are never
+    """The tiny M3.1 plan (compiled without kv-write-fusion: then decode's indexer runs as a
+    side-stream branch beside qkv) with a side-stream branch's first linear (pass
+    side-streams) moved onto the buffer of the first main-stream linear after it: in plan order the two are never
     live at once (the side linear's readers run first), but the branch may run beside the main
     ops of its window, so the reader must refuse them sharing bytes. The main linear is larger,
     so the bytes the side linear moves onto are that linear's alone.
@@ -154,6 +155,7 @@ def prepare(a):
     W = lambda n: os.path.join(a.work, n)  # noqa: E731
     compile_plan(a, "minimax_h3.g", W("h3.plan"))
     compile_plan(a, "minimax_m3_1.g", W("m31.plan"))
+    compile_plan(a, "minimax_m3_1.g", W("m31_sw.plan"), flags=("--disable-pass", "kv-write-fusion"))
     # the full M3.1 (795 GiB of weights, more than any host here): its plan without kernels
     rc, _, err = run([a.h3c, "compile", os.path.join(a.source, "models", "minimax_m3_1.g"), "--config", "full",
                       "--no-kernels", "-o", W("m31_full.plan")])
@@ -166,7 +168,7 @@ def prepare(a):
                 "v2": text.replace("format_version: 1", "format_version: 2", 1),
                 "badir": text.replace("rms_norm(", "rms_nrom(", 1), "list": "- 1\n- 2\n"}
     variants.update({"bad_" + k: v[0] for k, v in corrupt_plans(text).items()})
-    variants["bad_side_window"] = corrupt_side_window(open(W("m31.plan")).read())[0]
+    variants["bad_side_window"] = corrupt_side_window(open(W("m31_sw.plan")).read())[0]
     for name, content in variants.items():
         with open(W(name + ".plan"), "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
@@ -198,7 +200,8 @@ def case_table(a):
     h3, m31 = W("h3.plan"), W("m31.plan")
     step = [h3, "--graph", "step", "--inputs"]
     bad = corrupt_plans(open(h3).read()) if os.path.exists(h3) else {k: (None, "", []) for k in CORRUPT}
-    bad["side_window"] = corrupt_side_window(open(m31).read()) if os.path.exists(m31) else (None, "", [])
+    sw = W("m31_sw.plan")
+    bad["side_window"] = corrupt_side_window(open(sw).read()) if os.path.exists(sw) else (None, "", [])
     return [
         # bad flags (exit 2)
         ("flag_unknown", [h3, "--bogus"], 2, ["unknown flag '--bogus'", "h3exec --help"], True),

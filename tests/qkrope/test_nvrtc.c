@@ -8,7 +8,11 @@
  * and, for the write form, that the kernel is in place without __restrict__ (its result is
  * the cache buffer it reads); for its v form (the v cache as operand 6: the graphs @v_* of
  * emu_write.ir), that the arguments are in0..in6, out0 (the cache), out1 (the v cache), the
- * body uses out1, and result 1 is in place over operand 6 (h3_op_inplace_operand).
+ * body uses out1, and result 1 is in place over operand 6 (h3_op_inplace_operand); for its
+ * q form (q's weight as operand 7: the graphs @q_*), that the arguments are in0..in7, out0,
+ * out1, out2 (q), the signature ends in7 (wq, its dtype), out0..out2 with no __restrict__,
+ * the body uses out2, results 0 and 1 are in place over operands 0 and 6 and result 2 over
+ * none (a fresh buffer), and the grid covers q's T*q_heads rows and k's T*heads rows.
  * Exit 77 when NVRTC is unavailable.
  */
 #include "qk_test.h"
@@ -20,13 +24,15 @@
 #include <stdio.h>
 
 /* Checks the kernel k of op (rms_norm_rope or rms_norm_rope_write) of graph gname; 1 for the
- * v form of rms_norm_rope_write, else 0. */
+ * v form of rms_norm_rope_write, 2 for its q form, else 0. */
 static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) {
   const bool write = op->code == H3_OP_RMS_NORM_ROPE_WRITE;
+  const bool q = write && op->n_operands == 8; /* and q's rows (first in the grid) */
   const int b = write ? 1 : 0; /* x, w are operands b, b + 1 */
   const int64_t D = op->operands[b + 1]->type.dims[0];
   const int64_t units = D % 8 ? D : D / 8; /* chunks per row */
-  const int64_t rows = op->operands[b]->type.dims[0] * h3_op_attr_int(op, "heads", 1);
+  const int64_t rows = op->operands[b]->type.dims[0] *
+                       (h3_op_attr_int(op, "heads", 1) + (q ? h3_op_attr_int(op, "q_heads", 1) : 0));
   const int64_t per = units <= 16 ? 16 : 8;
   CHECK(k->block[0] == 256 && k->grid[0] == (rows + per - 1) / per,
         "@%s: launch %lld x %lld for %lld rows", gname, (long long)k->grid[0],
@@ -37,6 +43,27 @@ static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) 
         "@%s: the kernel must not use an fma", gname);
   CHECK(k->inplace == write && (!write || !strstr(k->source, "__restrict__")),
         "@%s: in place %d, the write form is in place without __restrict__", gname, k->inplace);
+  if (q) { /* the q form: three results, q's a fresh buffer */
+    bool args = k->n_args == 11;
+    for (int i = 0; args && i < 11; i++) {
+      char want[8];
+      snprintf(want, sizeof want, i < 8 ? "in%d" : "out%d", i < 8 ? i : i - 8);
+      args = strcmp(k->args[i], want) == 0;
+    }
+    CHECK(args, "@%s: the q form's arguments are in0..in7, out0, out1, out2 (%d)", gname, k->n_args);
+    char sig[128];
+    snprintf(sig, sizeof sig, "const %s * in7, h3_bf16 * out0, h3_bf16 * out1, h3_bf16 * out2)",
+             h3_kernel_ctype(op->operands[7]->type.dtype));
+    CHECK(strstr(k->source, sig) != NULL, "@%s: the q form's signature ends '%s' (wq, the caches, "
+          "q), none __restrict__", gname, sig);
+    const char *body = strstr(k->source, ") {");
+    CHECK(body && strstr(body, "out2") && strstr(body, "out1") && strstr(body, "in7"),
+          "@%s: the q form's body reads in7 and writes out1 and out2", gname);
+    CHECK(op->n_results == 3 && h3_op_inplace_operand(op, 0) == 0 &&
+              h3_op_inplace_operand(op, 1) == 6 && h3_op_inplace_operand(op, 2) == -1,
+          "@%s: the q form's results are in place over operands 0 and 6, q over none", gname);
+    return 2;
+  }
   if (!write || op->n_operands != 7) return 0;
   /* the v form: two results, the v cache's over operand 6 */
   bool args = k->n_args == 9;
@@ -56,9 +83,9 @@ static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) 
 }
 
 /* Emits the kernels of kernels/<stem>.ir into one translation unit (checking those of op
- * `fused`, one per graph, n_v of them in the v form) and compiles it with NVRTC in both
- * flavours. */
-static void check_file(const char *stem, h3_opcode fused, int n_v) {
+ * `fused`, one per graph, n_v of them in the v form and n_q in the q form) and compiles it
+ * with NVRTC in both flavours. */
+static void check_file(const char *stem, h3_opcode fused, int n_v, int n_q) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/qkrope/kernels/%s.ir", H3_SOURCE_DIR, stem);
   h3_diag d;
@@ -78,7 +105,7 @@ static void check_file(const char *stem, h3_opcode fused, int n_v) {
   h3_strbuf tu;
   h3_strbuf_init(&tu);
   h3_strbuf_append(&tu, h3_kernel_prelude());
-  int n_fused = 0, v_form = 0;
+  int n_fused = 0, v_form = 0, q_form = 0;
   for (int gi = 0; gi < m->n_graphs; gi++)
     for (h3_op *op = m->graphs[gi]->body.first; op; op = op->next) {
       if (h3_exec_classify(op) != H3_EXEC_KERNEL) continue;
@@ -87,13 +114,17 @@ static void check_file(const char *stem, h3_opcode fused, int n_v) {
       CHECK(ok, "@%s: emitting %s", m->graphs[gi]->name, h3_opcode_name(op->code));
       if (!ok) continue;
       if (!strstr(tu.data, k.name)) h3_strbuf_append(&tu, k.source); /* once, as a plan keeps it */
-      if (op->code == H3_OP_RMS_NORM_ROPE || op->code == H3_OP_RMS_NORM_ROPE_WRITE)
-        v_form += check_kernel(m->graphs[gi]->name, op, &k);
+      if (op->code == H3_OP_RMS_NORM_ROPE || op->code == H3_OP_RMS_NORM_ROPE_WRITE) {
+        const int form = check_kernel(m->graphs[gi]->name, op, &k);
+        v_form += form == 1;
+        q_form += form == 2;
+      }
       n_fused += op->code == fused;
     }
   CHECK(n_fused == m->n_graphs, "%s: one %s kernel per graph (%d)", stem, h3_opcode_name(fused),
         n_fused);
   CHECK(v_form == n_v, "%s: %d kernels in the v form, want %d", stem, v_form, n_v);
+  CHECK(q_form == n_q, "%s: %d kernels in the q form, want %d", stem, q_form, n_q);
   static const char *const opts[2][3] = {{"-default-device", "-std=c++17", "-fmad=false"},
                                          {"-default-device", "-std=c++17", NULL}};
   h3_kernel_cache off;
@@ -125,7 +156,7 @@ int main(void) {
     fprintf(stderr, "NVRTC or the CUDA headers are unavailable: skipped\n");
     return 77;
   }
-  check_file("emu_ops", H3_OP_RMS_NORM_ROPE, 0);
-  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE, 3);
+  check_file("emu_ops", H3_OP_RMS_NORM_ROPE, 0, 0);
+  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE, 3, 3);
   return check_summary("qkrope_nvrtc");
 }

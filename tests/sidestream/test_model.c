@@ -2,9 +2,10 @@
  * ops in the plan's order, as the cuda backend does with H3_SIDE_STREAM=0).
  *   - M3.1 (models/minimax_m3_1.g): at the small config the pass branches each sparse layer
  *     of `decode` twice (the indexer joined by sparse_attention, the shared expert joined by
- *     the final add), at tiny once (the indexer); tiny's `decode` and whole `generate`
- *     program give bitwise the outputs of the plan compiled without the pass (outputs not
- *     all zero);
+ *     the final add), at tiny once (the indexer) when kv-write-fusion is off (with it, the
+ *     main work beside tiny's indexer is one launch fewer than the cost model's threshold:
+ *     no branch); tiny's `decode` and whole `generate` program, compiled so, give bitwise the
+ *     outputs of the plan compiled without side-streams (outputs not all zero);
  *   - tiny H3 (models/minimax_h3.g): `step` and the 49-step `sample` bitwise equal without
  *     the pass, at exact and lossless.
  * Usage: sidestream_model_test.
@@ -15,23 +16,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static h3_module *m31(const char *config, const char *disabled) {
-  h3_frontend_options fo = {config, 0, NULL};
-  h3_pass_options po = h3_pass_options_default();
-  po.disabled = disabled;
-  po.verify_each = true;
-  h3_diag d;
-  h3_diag_init(&d);
-  h3_module *m = h3_frontend_load(H3_SOURCE_DIR "/models/minimax_m3_1.g", &fo, &d);
-  if (m && h3_pass_pipeline_run(m, &po, &d) != H3_OK) {
-    h3_module_free(m);
-    m = NULL;
-  }
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  return m;
-}
 
 typedef struct {
   int side, join;
@@ -50,9 +34,13 @@ static int count_marks(h3_op *op, void *ctx) {
 
 /* Where the pass branches `decode`: at the small config (every real width) each sparse
  * layer twice, the indexer joined by sparse_attention and the shared expert by the final add;
- * at tiny (launch-bound: below the cost model's threshold but for the indexer) once. */
-static void check_marks(const char *config, int want_fused_joins) {
-  h3_module *with = m31(config, NULL), *without = m31(config, "side-streams");
+ * at tiny (launch-bound: below the cost model's threshold but for the indexer, and for it
+ * only without kv-write-fusion) once; tiny: both plans compiled without kv-write-fusion. */
+static const char *const TINY_OFF = "kv-write-fusion", *const TINY_OFF_SIDE = "kv-write-fusion,side-streams";
+
+static void check_marks(const char *config, int want_fused_joins, bool tiny) {
+  h3_module *with = m31_compile(config, tiny ? TINY_OFF : NULL);
+  h3_module *without = m31_compile(config, tiny ? TINY_OFF_SIDE : "side-streams");
   CHECK(with && without, "m31 %s: compiling the model", config);
   if (with && without) {
     marks mw = {0}, mo = {0};
@@ -70,9 +58,9 @@ static void check_marks(const char *config, int want_fused_joins) {
 }
 
 static void check_m31(void) {
-  check_marks("small", 1);
-  check_marks("tiny", 0);
-  h3_module *with = m31("tiny", NULL), *without = m31("tiny", "side-streams");
+  check_marks("small", 1, false);
+  check_marks("tiny", 0, true);
+  h3_module *with = m31_compile("tiny", TINY_OFF), *without = m31_compile("tiny", TINY_OFF_SIDE);
   CHECK(with && without, "m31: compiling the tiny model");
   const char *graphs[2] = {"decode", "generate"};
   for (int i = 0; with && without && i < 2; i++) {
