@@ -117,13 +117,14 @@ static void emit_dequant(h3_strbuf *s, int vec, bool bias) {
  * below the group's width stay inside the group). */
 static void emit_write_target(h3_strbuf *s, int lanes, int64_t T, int64_t H, int64_t D,
                               int64_t cache_rows, bool with_q) {
+  /* q's rows skip the scan (a prefill's T*q_heads groups would each walk the later slots) */
   h3_strbuf_printf(s, "  const long long sl = (long long)h3_ld(in5, (long long)t);\n"
                       "  int dup = 0;\n"
-                      "  for (unsigned t2 = t + 1u + (unsigned)lane; t2 < %lldu; t2 += %du)\n"
+                      "  for (unsigned t2 = t + 1u + (unsigned)lane; %st2 < %lldu; t2 += %du)\n"
                       "    dup |= (long long)h3_ld(in5, (long long)t2) == sl;\n"
                       "#pragma unroll\n  for (int o = %d; o > 0; o >>= 1) "
                       "dup |= __shfl_xor_sync(0xffffffffu, dup, o);\n",
-                   (long long)T, lanes, lanes / 2);
+                   with_q ? "!is_q && " : "", (long long)T, lanes, lanes / 2);
   if (!with_q) {
     h3_strbuf_printf(s, "  const bool store = live && !dup && sl >= 0 && sl < %lldll;\n"
                         "  h3_bf16 *y = out0 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n",
