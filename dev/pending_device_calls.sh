@@ -2,11 +2,14 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 37,
-# 38, then 39 with the fastest Sage form, then 40 (one stage for all four: `dev/mini_stage.sh
+# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 40
+# and 37 in the first call's 10 minutes if they fit, else 40 first (its A/B is the cheapest
+# claim), then 38, then 39 with the fastest Sage form. One stage for all four: `dev/mini_stage.sh
 # BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
-# gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`). A cold start has cost
-# 95-270 s; a refused start 90 s.
+# gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`;
+# build-gpu/s19 holds it for commit e6b744f (30 MB; restage if kernels, codegen, runtime or
+# tests change). Carry ["build-gpu/s19"], command `dev/pending_device_calls.sh build-gpu/s19
+# $OUT 40`. A cold start has cost 95-270 s; a refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
