@@ -33,7 +33,7 @@
  * all of them back to the chain's inputs), so a chain of the region's inputs joined near
  * its end does not hold every buffer of the region apart.
  * Cost model (µs): 4 per kernel (a dependent launch's latency in a captured graph) plus the
- * bytes it reads and writes at 3.3 TB/s (an in-place op's updated tensor not counted; a
+ * bytes it reads and writes at 3.3 TB/s (the tensors an in-place op updates not counted; a
  * gather reads the rows it writes).
  */
 #include "h3/op_registry.h"
@@ -161,17 +161,24 @@ static bool shares_kernel_state(h3_opcode c) {
   return c == H3_OP_ARGMAX || c == H3_OP_SAMPLE_TOKENS || c == H3_OP_LINEAR_INT8 || c == H3_OP_MATMUL_I8;
 }
 
+/* Whether op updates operand i in place (a tensor it updates, not one it reads). */
+static bool updated_operand(const h3_op *op, int i) {
+  for (int r = 0; r < op->n_results; r++)
+    if (h3_op_inplace_operand(op, r) == i) return true;
+  return false;
+}
+
 static bool side_eligible(const h3_op *op) {
   if (h3_op_is_control_flow(op->code) || h3_op_is_collective(op->code) || h3_op_is_load_time(op) ||
       shares_kernel_state(op->code))
     return false;
   if (!is_kernel(op)) return true;
   /* the rows of its work: its results', or an in-place op's update (operand 1), not the
-     tensor it updates */
+     tensors it updates */
   bool inplace = h3_op_is_inplace(op->code);
   for (int i = 0; i < op->n_results + (inplace ? 1 : 0); i++) {
     const h3_value *v = i < op->n_results ? op->results[i] : op->n_operands > 1 ? op->operands[1] : NULL;
-    if (!v || (inplace && i == 0)) continue;
+    if (!v || (i < op->n_results && h3_op_inplace_operand(op, i) >= 0)) continue;
     if (v->type.rank >= 2 && v->type.dims[0] > MAX_ROWS) return false;
   }
   return true;
@@ -179,12 +186,13 @@ static bool side_eligible(const h3_op *op) {
 
 static double op_cost_us(const h3_op *op) {
   if (!is_kernel(op)) return 0;
-  bool inplace = h3_op_is_inplace(op->code);
   double bytes = 0;
   if (op->code == H3_OP_GATHER) /* reads the rows it writes */
     return LAUNCH_US + 2.0 * (double)h3_type_bytes(&op->results[0]->type) / BYTES_PER_US;
-  for (int i = inplace ? 1 : 0; i < op->n_operands; i++) bytes += (double)h3_type_bytes(&op->operands[i]->type);
-  for (int i = inplace ? 1 : 0; i < op->n_results; i++) bytes += (double)h3_type_bytes(&op->results[i]->type);
+  for (int i = 0; i < op->n_operands; i++)
+    if (!updated_operand(op, i)) bytes += (double)h3_type_bytes(&op->operands[i]->type);
+  for (int r = 0; r < op->n_results; r++)
+    if (h3_op_inplace_operand(op, r) < 0) bytes += (double)h3_type_bytes(&op->results[r]->type);
   return LAUNCH_US + bytes / BYTES_PER_US;
 }
 
