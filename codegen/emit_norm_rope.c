@@ -156,7 +156,7 @@ static void emit_row_head(h3_strbuf *s, int rows_per_block, int lanes, int64_t r
                         "  const unsigned row = is_q ? grow : grow - %lldu;\n"
                         "  const unsigned t = is_q ? row / %lldu : row / %lldu;\n"
                         "  const unsigned hd = row - t * (is_q ? %lldu : %lldu);\n",
-                     (long long)(all - 1), (long long)q_rows, (long long)q_rows, (long long)HQ,
+                     (long long)(all > 0 ? all - 1 : 0), (long long)q_rows, (long long)q_rows, (long long)HQ,
                      (long long)H, (long long)HQ, (long long)H);
   }
   h3_strbuf_printf(s, "  const int lane = threadIdx.x & %d;\n", lanes - 1);
@@ -197,6 +197,7 @@ h3_status emit_norm_rope(emit_ctx *ec) {
      __restrict__) */
   ec->k->inplace = write;
   emit_signature(ec, n_in, in_t, n_out, out_t, NULL, 256, !write);
+  if (q_rows + rows == 0) h3_strbuf_append(s, "  return; /* no rows (T = 0): nothing to read */\n");
   emit_row_head(s, rows_per_block, lanes, rows, H, q_rows, HQ);
   if (with_q)
     h3_strbuf_printf(s, "  const long long col = (is_q ? %lldll : %lldll) + (long long)hd * %lldll;\n",
@@ -208,15 +209,25 @@ h3_status emit_norm_rope(emit_ctx *ec) {
                    (long long)C);
   if (write)
     emit_write_target(s, lanes, T, H, D, cache->dims[0] * cache->dims[1], with_q);
-  /* v's chunk (k's rows only) loaded before the norm's work, stored after it */
+  /* v's chunk (k's rows only) loaded before the norm's work, stored after it: raw bits, as
+     kv_write copies (NaN payloads included) */
   const char *k_row = with_q ? "!is_q && " : "";
-  if (with_v)
+  if (with_v) {
     h3_strbuf_printf(s, "  const h3_bf16 *xv = in1 + (long long)t * %lldll + %lldll + (long long)hd * %lldll;\n"
-                        "  h3_bf16 *yv = out1 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n"
-                        "  float vv[%d];\n  if (%slane < %lld) %s;\n",
+                        "  h3_bf16 *yv = out1 + (store ? sl : 0ll) * %lldll + (long long)hd * %lldll;\n",
                      (long long)C, (long long)h3_op_attr_int(op, "v_start", 0), (long long)D,
-                     (long long)(H * D), (long long)D, vec, k_row, (long long)units,
-                     vec == 8 ? "h3_ld8(xv, lane * 8, vv)" : "vv[0] = h3_ld(xv, lane)");
+                     (long long)(H * D), (long long)D);
+    if (vec == 8)
+      h3_strbuf_printf(s, "  __align__(16) h3_bf16 vv[8];\n"
+                          "  const bool va = h3_al8(xv + lane * 8) && h3_al8(yv + lane * 8);\n"
+                          "  if (%slane < %lld) {\n"
+                          "    if (va) h3_ldr8<true>(xv, lane * 8, vv);\n"
+                          "    else h3_ldr8<false>(xv, lane * 8, vv);\n  }\n",
+                       k_row, (long long)units);
+    else
+      h3_strbuf_printf(s, "  h3_bf16 vv[1];\n  if (%slane < %lld) vv[0] = xv[lane];\n", k_row,
+                       (long long)units);
+  }
   if (!write)
     h3_strbuf_printf(s, "  const bool store = live;\n"
                         "  h3_bf16 *y = out0 + (long long)row * %lldll;\n", (long long)D);
@@ -251,9 +262,13 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   else rope_general(s, lanes, vec, half, b + 2);
   if (vec == 8) h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st8(y, lane * 8, o);\n", (long long)units);
   else h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st(y, lane, o[0]);\n", (long long)units);
-  if (with_v)
-    h3_strbuf_printf(s, "  if (store && %slane < %lld) %s;\n", k_row, (long long)units,
-                     vec == 8 ? "h3_st8(yv, lane * 8, vv)" : "h3_st(yv, lane, vv[0])");
+  if (with_v && vec == 8)
+    h3_strbuf_printf(s, "  if (store && %slane < %lld) {\n"
+                        "    if (va) h3_str8<true>(yv, lane * 8, vv);\n"
+                        "    else h3_str8<false>(yv, lane * 8, vv);\n  }\n",
+                     k_row, (long long)units);
+  else if (with_v)
+    h3_strbuf_printf(s, "  if (store && %slane < %lld) yv[lane] = vv[0];\n", k_row, (long long)units);
   h3_strbuf_append(s, "}\n");
   const int64_t blocks = (q_rows + rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;

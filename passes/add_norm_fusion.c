@@ -52,6 +52,7 @@ static bool match(h3_rewriter *rw, h3_op *norm, void *state) {
   if (!h3_type_equal(&add->operands[0]->type, xt) || !h3_type_equal(&add->operands[1]->type, xt) ||
       fuses_into_add(add->operands[0]) || fuses_into_add(add->operands[1]))
     return false;
+  if (norm->operands[1] == x) return false; /* the sum as its own weight */
   for (const h3_op *o = add->next; o && o != norm; o = o->next)
     if (h3_op_reads(o, x)) return false;
   s->add = add;

@@ -67,6 +67,7 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
       !h3_type_equal(&vw->operands[0]->type, &write->operands[0]->type))
     return;
   const h3_value *vcache = vw->operands[0], *v3 = vw->operands[1];
+  if (vcache == write->results[0]) return; /* v's cache is k's write: no second cache */
   for (const h3_op *o = write->next; o != vw; o = o->next)
     if (o->results[0] == vcache || h3_op_reads(o, vcache)) return;
   h3_op *reshape = def_of(v3, H3_OP_RESHAPE);
@@ -80,10 +81,12 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
 }
 
 /* q's norm + rope of the same x before k's write: an rms_norm_rope of x (bf16 form) with k's
- * tables, eps, offset and head width, in the write's region, whose result no op up to the
- * write reads (the fused op defines it there). */
-static h3_op *match_q(const h3_op *nr, const h3_op *write) {
-  for (h3_op *q = write->prev; q; q = q->prev) {
+ * tables, eps, offset and head width, in the write's region after x's definition, whose
+ * result no op up to v's write reads (the fused op defines it at k's write, and takes the
+ * caches of both writes as operands). */
+static h3_op *match_q(const h3_op *nr, const h3_op *write, const h3_op *vw) {
+  const h3_op *x_def = nr->operands[0]->kind == H3_VALUE_RESULT ? nr->operands[0]->def : NULL;
+  for (h3_op *q = write->prev; q && q != x_def; q = q->prev) {
     if (q == nr || q->code != H3_OP_RMS_NORM_ROPE || q->n_operands != 4 ||
         q->operands[0] != nr->operands[0] || q->operands[2] != nr->operands[2] ||
         q->operands[3] != nr->operands[3] || q->results[0]->type.dims[2] != nr->results[0]->type.dims[2] ||
@@ -91,7 +94,7 @@ static h3_op *match_q(const h3_op *nr, const h3_op *write) {
         h3_op_attr_float(q, "offset", 0.0) != h3_op_attr_float(nr, "offset", 0.0) ||
         !h3_type_equal(&q->operands[1]->type, &nr->operands[1]->type))
       continue;
-    for (const h3_op *o = q->next; o != write; o = o->next)
+    for (const h3_op *o = q->next; o != vw->next; o = o->next)
       if (h3_op_reads(o, q->results[0])) return NULL;
     return q;
   }
@@ -116,7 +119,7 @@ static bool match(h3_rewriter *rw, h3_op *write, void *state) {
   s->norm_rope = nr;
   s->reshape = reshape;
   match_v(s, m, write, nr->operands[0], y);
-  s->q = s->v_write ? match_q(nr, write) : NULL;
+  s->q = s->v_write ? match_q(nr, write, s->v_write) : NULL;
   return true;
 }
 

@@ -14,7 +14,8 @@
  * and the head of 20 with 3 q heads.
  * The write forms update their caches in place: each kernel chain gets its own copy of the
  * same random cache (and v cache), passed as the operand and as the result (one buffer, as
- * the plan runs them); q goes to a buffer of its own per chain, zeroed for the unfused
+ * the plan runs them); v's columns of x hold two NaN payloads (v is copied as stored, as
+ * kv_write copies bytes); q goes to a buffer of its own per chain, zeroed for the unfused
  * kernel and 0xffff for the fused one (an element it leaves unwritten differs). Slots are
  * random, in scrambled order, with duplicates (the first token's slot again at the last
  * token, more than a group's lanes apart in @lanes, @v_lanes and @q_lanes; tokens outnumber
@@ -202,6 +203,12 @@ static void test_graph(h3_graph *g) {
   for (int i = 0; i < n_in; i++)
     if (i != 5)
       w.in[i] = case_random(qk_rng(), g->inputs[i]->type.dtype, h3_type_numel(&g->inputs[i]->type), i == 1);
+  if (w.v) { /* NaN payloads in v's columns: v is copied as stored (kv_write copies bytes) */
+    const int64_t C = g->inputs[1]->type.dims[1], vs = h3_op_attr_int(w.fused, "v_start", 0);
+    uint16_t *x = w.in[1];
+    x[vs + 1] = 0xffc1;
+    if (w.T > 1) x[C + vs + 2] = 0x7f81;
+  }
   int32_t *slot = malloc((size_t)w.T * 4 + 16);
   for (int64_t t = 0; t < w.T; t++) slot[t] = (int32_t)case_uniform(qk_rng(), 0, (double)w.rows);
   slot[w.T - 1] = slot[0]; /* the last token wins */
