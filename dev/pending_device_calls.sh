@@ -7,7 +7,7 @@
 # claim), then 38, then 39 with the fastest Sage form. One stage for all four: `dev/mini_stage.sh
 # BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
 # gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`;
-# build-gpu/s19 holds it for commit e6b744f (30 MB; restage if kernels, codegen, runtime or
+# build-gpu/s19 holds it for commit 93f99c9 (30 MB; restage if kernels, codegen, runtime or
 # tests change). Carry ["build-gpu/s19"], command `dev/pending_device_calls.sh build-gpu/s19
 # $OUT 40`. A cold start has cost 95-270 s; a refused start 90 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
