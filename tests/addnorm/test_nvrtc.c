@@ -7,6 +7,7 @@
  * (h3_add_rms_norm_<hash of the source>); that it is not in place and uses no fma.
  * Exit 77 when NVRTC is unavailable.
  */
+#include "../common/case_data.h"
 #include "../common/check.h"
 
 #include "h3/codegen.h"
@@ -93,15 +94,8 @@ int main(void) {
     return 77;
   }
   const char *path = H3_SOURCE_DIR "/tests/addnorm/kernels/emu_ops.ir";
-  h3_diag d;
-  h3_diag_init(&d);
-  size_t len = 0;
-  char *text = h3_read_file(path, &len, &d);
-  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
-  free(text);
+  h3_module *m = case_load_ir(path);
   CHECK(m != NULL, "cannot read %s", path);
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
   if (m) {
     check_tier(m, H3_TIER_EXACT);
     check_tier(m, H3_TIER_LOSSLESS);

@@ -71,6 +71,19 @@ static inline h3_module *case_parse(const char *file, const char *text) {
   return m;
 }
 
+/* The module of the IR file at path; NULL after printing the diagnostics. */
+static inline h3_module *case_load_ir(const char *path) {
+  h3_diag d;
+  h3_diag_init(&d);
+  size_t len = 0;
+  char *text = h3_read_file(path, &len, &d);
+  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
+  if (!m) h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  free(text);
+  return m;
+}
+
 /* True when IR text fails to parse with a diagnostic containing `want`; otherwise the
  * diagnostics are printed. */
 static inline bool case_parse_fails_with(const char *file, const char *text, const char *want) {

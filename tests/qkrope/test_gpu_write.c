@@ -174,13 +174,10 @@ int main(int argc, char **argv) {
   fprintf(stderr, "device: %s\n", dev);
   /* argv[1]: the IR file where the source tree is elsewhere (a staged binary on a GPU host) */
   const char *path = argc > 1 ? argv[1] : H3_SOURCE_DIR "/tests/qkrope/kernels/emu_write.ir";
+  h3_module *m = case_load_ir(path);
+  CHECK(m != NULL, "cannot read %s", path);
   h3_diag d;
   h3_diag_init(&d);
-  size_t len = 0;
-  char *text = h3_read_file(path, &len, &d);
-  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
-  free(text);
-  CHECK(m != NULL, "cannot read %s", path);
   gw_graph *gs = calloc(m ? (size_t)m->n_graphs : 1, sizeof *gs);
   h3_arena a;
   h3_arena_init(&a);

@@ -88,18 +88,11 @@ static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) 
 static void check_file(const char *stem, h3_opcode fused, int n_v, int n_q) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/qkrope/kernels/%s.ir", H3_SOURCE_DIR, stem);
+  h3_module *m = case_load_ir(path);
+  CHECK(m != NULL, "cannot read %s", path);
+  if (!m) return;
   h3_diag d;
   h3_diag_init(&d);
-  size_t len = 0;
-  char *text = h3_read_file(path, &len, &d);
-  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
-  free(text);
-  CHECK(m != NULL, "cannot read %s", path);
-  if (!m) {
-    h3_diag_print(&d, stderr);
-    h3_diag_free(&d);
-    return;
-  }
   h3_arena a;
   h3_arena_init(&a);
   h3_strbuf tu;
