@@ -53,13 +53,6 @@ static h3_op *sole_user(const h3_module *m, const h3_value *v) {
   return v->uses == 1 && h3_value_users(m, v, &user, 1) == 1 ? user : NULL;
 }
 
-/* The value whose buffer v lies in: through views to their source. */
-static const h3_value *root_of(const h3_value *v) {
-  while (v->kind == H3_VALUE_RESULT && v->def && h3_op_is_view(v->def->code) && v->def->n_operands > 0)
-    v = v->def->operands[0];
-  return v;
-}
-
 /* v's write beside k's: the first kv_write after `write` in its region with the same slots,
  * a cache of the same type and rows reshape(slice(x, axis 1, v_start, H*D)) of k's x, with no
  * op between the two that reads or updates a buffer (so the v cache can be written at k's
@@ -77,7 +70,7 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
   if (vcache == write->results[0]) return; /* v's cache is k's write: no second cache */
   /* two views of one buffer: the memory plan joins neither in-place result to its operand
      (each sees the other in its buffer), and the runtime would copy both caches a call */
-  if (root_of(vcache) == root_of(write->operands[0])) return;
+  if (h3_value_root(vcache) == h3_value_root(write->operands[0])) return;
   for (const h3_op *o = write->next; o != vw; o = o->next)
     if (o->results[0] == vcache || h3_op_reads(o, vcache)) return;
   h3_op *reshape = def_of(v3, H3_OP_RESHAPE);

@@ -4,6 +4,7 @@
 #ifndef H3_PASS_INTERNAL_H
 #define H3_PASS_INTERNAL_H
 
+#include "h3/op_registry.h"
 #include "h3/passes.h"
 
 #include <string.h>
@@ -37,6 +38,14 @@ static inline bool h3_op_reads(const h3_op *op, const h3_value *v) {
     for (const h3_op *o = op->regions[r].first; o; o = o->next)
       if (h3_op_reads(o, v)) return true;
   return false;
+}
+
+/* The value whose buffer v lies in: through views to their source (kv-write-fusion's
+ * same-cache check, side-streams' in-place conflicts). */
+static inline const h3_value *h3_value_root(const h3_value *v) {
+  while (v->kind == H3_VALUE_RESULT && v->def && h3_op_is_view(v->def->code) && v->def->n_operands > 0)
+    v = v->def->operands[0];
+  return v;
 }
 
 /* ---- several ranks ----------------------------------------------------------------------- */

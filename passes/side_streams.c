@@ -196,20 +196,13 @@ static double op_cost_us(const h3_op *op) {
   return LAUNCH_US + bytes / BYTES_PER_US;
 }
 
-/* The value whose buffer v lies in: through views to their source. */
-static const h3_value *root_of(const h3_value *v) {
-  while (v->kind == H3_VALUE_RESULT && v->def && h3_op_is_view(v->def->code) && v->def->n_operands > 0)
-    v = v->def->operands[0];
-  return v;
-}
-
 /* Whether op updates in place a buffer that other reads (an operand of other rooted there). */
 static bool updates_read_of(const h3_op *op, const h3_op *other) {
   for (int r = 0; r < op->n_results; r++) {
     const int j = h3_op_inplace_operand(op, r);
-    const h3_value *root = j >= 0 ? root_of(op->operands[j]) : NULL;
+    const h3_value *root = j >= 0 ? h3_value_root(op->operands[j]) : NULL;
     for (int i = 0; root && i < other->n_operands; i++)
-      if (root_of(other->operands[i]) == root) return true;
+      if (h3_value_root(other->operands[i]) == root) return true;
   }
   return false;
 }
