@@ -531,8 +531,8 @@ fn lm_logits(R: int, x: bf16[R, dim]) -> f32[R, vocab] {
 
 # Draft K/V (§5.3 step 7) of T rows at positions pos, row t of the sequence whose page table
 # is pt[R == 1 ? 0 : t]: c = NORM(fc(captured), hidden_norm); Kd = ROPE(NORM_HEAD(c W_k,
-# k_norm)), Vd = c W_v with W_k, W_v the k and v row blocks of the draft qkv_proj; written at
-# the rows' slots.
+# k_norm)), Vd = c W_v with W_k, W_v the k and v row blocks of the draft qkv_proj (one GEMM
+# over both blocks); written at the rows' slots.
 fn draft_kv_rows(T: int, R: int, captured: bf16[T, 3 * dim], pos: i32[T], pt: i32[R, pt_len],
                  kd: bf16[pages, page, kv_heads, head_dim], vd: bf16[pages, page, kv_heads, head_dim])
     -> (bf16[pages, page, kv_heads, head_dim], bf16[pages, page, kv_heads, head_dim]) {
@@ -540,12 +540,11 @@ fn draft_kv_rows(T: int, R: int, captured: bf16[T, 3 * dim], pos: i32[T], pt: i3
   cos, sin = rope_pos_table(pos, theta = rope_theta, dims = rope_dims)
   c = rms_norm(linear(captured, dspark.fc.weight), dspark.hidden_norm.weight, eps = 1e-6,
                offset = 1.0)                                           # [T, dim] bf16
-  w_k = slice(draft_layer[0].self_attn.qkv_proj.weight, axis = 0, start = q_width, len = kv_width)
-  w_v = slice(draft_layer[0].self_attn.qkv_proj.weight, axis = 0, start = q_width + kv_width,
-              len = kv_width)
-  k = norm_rope(T, kv_heads, head_dim, linear(c, w_k), draft_layer[0].self_attn.k_norm.weight,
-                cos, sin)
-  v = reshape(linear(c, w_v), shape = [T, kv_heads, head_dim])
+  w_kv = slice(draft_layer[0].self_attn.qkv_proj.weight, axis = 0, start = q_width,
+               len = 2 * kv_width)
+  k, v = split(linear(c, w_kv), 2, axis = 1)                           # 2 x [T, kv_width] bf16
+  k = norm_rope(T, kv_heads, head_dim, k, draft_layer[0].self_attn.k_norm.weight, cos, sin)
+  v = reshape(v, shape = [T, kv_heads, head_dim])
   return kv_write(kd, k, slot), kv_write(vd, v, slot)
 }
 

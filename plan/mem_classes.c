@@ -183,10 +183,12 @@ static void walk_uses(builder *p, h3_region *r) {
 }
 
 /* ---- side-stream windows ------------------------------------------------------------------ */
-/* A run of ops marked `side` (pass side-streams) may run beside the main ops up to the
- * region's next `join` op (or the region's end): every slot live at some time of that
- * window [2 * first side op, 2 * join] lives over all of it, so no two ops that may run at
- * once share a buffer. */
+/* A run of ops marked `side` (pass side-streams) may run beside the main ops up to where the
+ * executor joins it (runtime/exec.c): before the region's next op marked `join` or of control
+ * flow (loop, call, branch, yield, return). Every slot live at some time of that window
+ * [2 * first side op, 2 * J] lives over all of it, so no two ops that may run at once share a
+ * buffer; J's own results (written at 2 J + 1, after the join) stay outside it and may take
+ * the buffer of an operand that dies at J (an in-place join op). */
 static void widen_window(builder *p, int64_t lo, int64_t hi) {
   for (int i = 0; i < p->c->n_slots; i++) {
     h3_mem_slot *sl = &p->c->slots[i];
@@ -201,9 +203,9 @@ static void side_windows(builder *p, h3_region *r) {
     if (op->code == H3_OP_LOOP && op->n_regions == 1) side_windows(p, &op->regions[0]);
     if (!h3_op_attr(op, "side") || (op->prev && h3_op_attr(op->prev, "side"))) continue;
     h3_op *end = op;
-    while (end->next && !h3_op_attr(end, "join")) end = end->next;
-    int64_t t_end = end->code == H3_OP_LOOP ? p->op_end[end->id] : p->op_pos[end->id];
-    widen_window(p, 2 * p->op_pos[op->id], 2 * t_end + 1);
+    while (end->next && !h3_op_attr(end, "join") && !h3_op_is_control_flow(end->code)) end = end->next;
+    const bool joined = h3_op_attr(end, "join") || h3_op_is_control_flow(end->code);
+    widen_window(p, 2 * p->op_pos[op->id], joined ? 2 * p->op_pos[end->id] : 2 * p->op_pos[end->id] + 1);
   }
 }
 
