@@ -41,7 +41,8 @@
 //     read those lists, as
 //       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
 //         multiples of 128), a block of H3M_MMA_THREADS per 16 (32) outputs whose warps
-//         split K, 16 rows per pass; or
+//         split K, 16 rows per pass (at T == 1 without lists: a block per slot and no route
+//         launch, h3m_mma_rows_of); or
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
 //         multiples, vector loads).
@@ -649,14 +650,36 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 #define H3M_H_ROW(ts) ((long long)(ts) / 16)
 #define H3M_ACT_ROW(ts) ((long long)(ts) / 16 * k + (ts) % 16)
 
-// Grid (E, F / 16), H3M_MMA_THREADS threads: outputs o0 = 16 * blockIdx.y .. + 15 of expert
-// e: n-tiles gate o0.., gate o0+8.., up o0.., up o0+8..; act[t * k + s, o] as H3_MOE_NAME.
+// The block's expert e and its rows (count n, entries t * 16 + slot). With lists: expert
+// blockIdx.x, its route (H3_MOE_ROUTE_NAME's). Without (lists == nullptr; one row, T == 1):
+// slot blockIdx.x of the row, a grid of k blocks along x instead of E, no route launch: the
+// block takes the slot's expert when the slot is the row's first naming it and it is one of
+// the E (an id < 0 or >= E, or a repeat, leaves the block without rows), the one entry
+// `slot` (row 0) held in *one: the same rows and sums as the route's, so the same bits.
+__device__ __forceinline__ const int *h3m_mma_rows_of(const int *lists, const int *counts, const I_T *ids,
+                                                      long long T, long long E, int *one, long long *e, int *n) {
+  if (lists) {
+    *e = blockIdx.x, *n = counts[blockIdx.x];
+    return lists + (long long)blockIdx.x * T;
+  }
+  const int slot = (int)blockIdx.x;
+  *e = (long long)ids[slot], *one = slot, *n = *e >= 0 && *e < E;
+  for (int s = 0; s < slot; s++)
+    if ((long long)ids[s] == *e) *n = 0;
+  return one;
+}
+
+// Grid (E, F / 16) (without lists: (k, F / 16)), H3M_MMA_THREADS threads: outputs o0 = 16 *
+// blockIdx.y .. + 15 of expert e (h3m_mma_rows_of): n-tiles gate o0.., gate o0+8.., up o0..,
+// up o0+8..; act[t * k + s, o] as H3_MOE_NAME.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
     const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists,
-    const int *__restrict__ counts, h3_bf16 *__restrict__ act, long long T, long long H,
-    long long F, int k, float alpha, float limit) {
-  const long long e = blockIdx.x, o0 = (long long)blockIdx.y * 16;
-  const int *rows = lists + e * T, n = counts[e];
+    const int *__restrict__ counts, const I_T *__restrict__ ids, h3_bf16 *__restrict__ act, long long T,
+    long long H, long long F, long long E, int k, float alpha, float limit) {
+  const long long o0 = (long long)blockIdx.y * 16;
+  long long e;
+  int n, one;
+  const int *rows = h3m_mma_rows_of(lists, counts, ids, T, E, &one, &e, &n);
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
   const h3_bf16 *g0 = gu + e * 2 * F * H;
   const h3_bf16 *wr[4] = {g0 + (o0 + g) * H, g0 + (o0 + 8 + g) * H, g0 + (F + o0 + g) * H,
@@ -680,14 +703,16 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
   }
 }
 
-// Grid (E, H / 32), H3M_MMA_THREADS threads: y[t * k + s, o] = bf16(act[t * k + s] ·
-// down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
+// Grid (E, H / 32) (without lists: (k, H / 32)), H3M_MMA_THREADS threads: y[t * k + s, o] =
+// bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
-    const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T, long long H, long long F,
-    int k) {
-  const long long e = blockIdx.x, o0 = (long long)blockIdx.y * 32;
-  const int *rows = lists + e * T, n = counts[e];
+    const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T,
+    long long H, long long F, long long E, int k) {
+  const long long o0 = (long long)blockIdx.y * 32;
+  long long e;
+  int n, one;
+  const int *rows = h3m_mma_rows_of(lists, counts, ids, T, E, &one, &e, &n);
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
   const h3_bf16 *wr[4];
 #pragma unroll

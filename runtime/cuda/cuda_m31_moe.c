@@ -292,9 +292,12 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
     return cu_m31_run_moe_lt(s, op, &p, d);
   }
   int64_t b256[3] = {256, 1, 1}, mma_block[3] = {M31_MOE_MMA_THREADS, 1, 1};
+  /* one row on the tensor-core GEMVs: a block per slot, no route (kernels/m31_moe.cu's
+     h3m_mma_rows_of); else the route lists each expert's rows first */
+  const bool by_slot = mma && !gemm && T == 1;
   void *ar[] = {&ids, &lists, &counts, &T, &k};
   int64_t gr[3] = {E, 1, 1};
-  if (cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
+  if (!by_slot && cu_launch(s, kn[0], gr, b256, 0, ar, d) != H3_OK) return H3_ERR;
   if (gemm && form == MOE_WGMMA) {
     /* the weights as 2D [E * 2F, H] and [E * H, F] for TMA; per launch: the weights differ by
        layer. Grid: the clusters (2 blocks each) that take the work units in turn */
@@ -322,10 +325,11 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
         cu_launch(s, kg[1], g2, b256, gsmem, a2, d) != H3_OK)
       return H3_ERR;
   } else if (mma) {
-    void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit};
-    int64_t g1[3] = {E, F / 16, 1};
-    void *a2[] = {&dn, &lists, &counts, &act, &y, &T, &H, &F, &k};
-    int64_t g2[3] = {E, H / 32, 1};
+    void *rl = by_slot ? NULL : lists;
+    void *a1[] = {&h, &gu, &rl, &counts, &ids, &act, &T, &H, &F, &E, &k, &alpha, &limit};
+    int64_t g1[3] = {by_slot ? k : E, F / 16, 1};
+    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k};
+    int64_t g2[3] = {by_slot ? k : E, H / 32, 1};
     if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||
         cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
       return H3_ERR;

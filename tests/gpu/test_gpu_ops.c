@@ -821,6 +821,8 @@ static void check_hand(h3_backend *b, bool all_attention) {
      40 rows over 8 experts: more than one 16-row pass for some; f32 of bf16 roundings taken
      in another sum order (a flipped rounding moves a row by a bf16 ulp) */
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
+  /* one row: a block per slot, no route launch (the batch-1 decode's form) */
+  cases[n++] = (hand_case){"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL};
   /* moe's cuBLASLt form (from 1024 rows per expert on average): 2048 rows, k 2 over 4 experts,
      ids uniform over the 4 (a repeat in a row counted once), and skewed (experts 0 .. 3: 2048,
      293, none, 1755 rows) */

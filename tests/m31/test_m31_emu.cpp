@@ -153,6 +153,43 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
 }
 
 /* ---- moe --------------------------------------------------------------------------------- */
+/* cu_m31_run_moe's one-row form of the tensor-core GEMVs (no route, a block per slot) against
+ * the route's y (want, [k, H]): every row the route computed bitwise equal, as ids are given
+ * and with slots that name no expert (-1, E) or repeat one (their rows stay unwritten). */
+static void check_moe_by_slot(const h3_bf16 *h, const h3_bf16 *gu, const h3_bf16 *dn, const int *ids,
+                              const std::vector<h3_bf16> &want, int64_t H, int64_t F, int64_t E, int k) {
+  std::vector<int> odd(ids, ids + k);
+  if (k >= 4) odd[1] = -1, odd[2] = (int)E, odd[3] = odd[0];
+  for (int pass = 0; pass < 2; pass++) {
+    const int *id = pass ? odd.data() : ids;
+    const h3_bf16 fill = __float2bfloat16_rn(-3.0f);
+    std::vector<h3_bf16> act((size_t)(k * F), fill), y((size_t)(k * H), fill);
+    long long T1 = 1, HH = H, FF = F, EE = E;
+    emu_launch3(k, F / 16, 1, H3M_MMA_THREADS, [&] {
+      moe_k::emu_moe_mma(h, gu, nullptr, nullptr, id, act.data(), T1, HH, FF, EE, k, 1.702f, 7.0f);
+    });
+    emu_launch3(k, H / 32, 1, H3M_MMA_THREADS, [&] {
+      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k);
+    });
+    int64_t bad = 0;
+    for (int s = 0; s < k; s++) {
+      bool first = id[s] >= 0 && id[s] < E;
+      for (int r = 0; r < s; r++) first &= id[r] != id[s];
+      /* a first slot of an expert: the route's row of that expert's first slot in ids */
+      int ws = -1;
+      for (int r = 0; first && r < k && ws < 0; r++)
+        if (ids[r] == id[s]) ws = r;
+      for (int64_t o = 0; o < H; o++) {
+        const h3_bf16 got = y[(size_t)(s * H + o)];
+        const h3_bf16 exp = first && ws >= 0 ? want[(size_t)(ws * H + o)] : fill;
+        bad += (first && ws < 0) ? 0 : memcmp(&got, &exp, 2) != 0;
+      }
+    }
+    CHECK(bad == 0, "moe mma by slot (%s ids) H %lld F %lld E %lld k %d: %lld outputs differ from the route's",
+          pass ? "odd" : "the case's", (long long)H, (long long)F, (long long)E, k, (long long)bad);
+  }
+}
+
 /* cores: 1 the CUDA-core kernels, 2 the tensor-core ones (widths multiples of 128), 3 both. */
 static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool repeats, int cores) {
   moe_case c;
@@ -161,7 +198,7 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
   const h3_op *op = c.op;
   std::vector<buf> &in = c.in;
   std::vector<buf> want = cpu_run(op, in);
-  long long TT = T, HH = H, FF = F;
+  long long TT = T, HH = H, FF = F, EE = E;
   int vh = H % 8 == 0, vf = F % 8 == 0;
   const h3_bf16 *h = (const h3_bf16 *)in[0].p(), *gu = (const h3_bf16 *)in[1].p();
   const h3_bf16 *dn = (const h3_bf16 *)in[2].p();
@@ -174,11 +211,12 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
     emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids, lists.data(), counts.data(), TT, k); });
     if (mma) {
       emu_launch3(E, F / 16, 1, H3M_MMA_THREADS, [&] {
-        moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f);
+        moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
       });
       emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
-        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), act.data(), y.data(), TT, HH, FF, k);
+        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
       });
+      if (T == 1) check_moe_by_slot(h, gu, dn, ids, y, H, F, E, k);
     } else {
       emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
         moe_k::emu_moe(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);
@@ -601,6 +639,8 @@ int main(void) {
   test_moe(7, 64, 32, 8, 2, true, 3);
   test_moe(20, 64, 32, 4, 3, false, 3); /* > H3M_ROWS rows per expert */
   test_moe(6, 128, 128, 8, 2, true, 3);   /* tensor cores (widths multiples of 128) */
+  test_moe(1, 256, 128, 8, 4, true, 2);   /* one row: the route and the block-per-slot form */
+  test_moe(1, 640, 384, 32, 4, false, 2);
   test_moe(40, 256, 128, 2, 2, false, 2); /* > 16 rows per expert: tensor-core passes */
   test_moe(20, 640, 384, 4, 2, true, 2);  /* K chunks over the block's 4 warps: 5 and 3 */
   test_moe(5, 60, 20, 6, 2, false, 3);  /* element loads: H, F not multiples of 8 */

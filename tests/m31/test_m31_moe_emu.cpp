@@ -334,11 +334,13 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   std::vector<h3_bf16> act((size_t)(T * k * F)), y((size_t)(T * k * H));
   const h3_bf16 *h = (const h3_bf16 *)c.in[0].p(), *gu = (const h3_bf16 *)c.in[1].p();
   const h3_bf16 *dn = (const h3_bf16 *)c.in[2].p();
+  long long EE = E;
+  const int *ids = (const int *)c.in[3].p();
   emu_launch3(E, F / 16, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f);
+    moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
   });
   emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), act.data(), y.data(), TT, HH, FF, k);
+    moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
   });
   emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
     moe_k::emu_moe_combine((const int *)c.in[3].p(), (const float *)c.in[4].p(), y.data(), (float *)out.p(), HH,
