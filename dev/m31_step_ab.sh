@@ -28,8 +28,11 @@ one() { # one DIR PLAN GRAPH TAG [h3exec args]
   [ $rc = 0 ] || tail -3 "$OUT/run.txt"
   rm -f "$OUT/p.json"
 }
+for r in $(seq 1 "$R"); do
+  for d in "$@"; do one "$d" m31_small_p2048_n80.plan decode "b1 round $r"; done
+done
 i=0
-for d in "$@"; do # tokens first (one run each, also warming the kernel cache's reads)
+for d in "$@"; do # then the tokens (one run each)
   H3_KERNEL_CACHE_DIR=$(kc "$d") timeout 60 "$d/bin/h3exec" \
     "$d/plans/m31_small_p2048_n80.plan" --backend "$BACKEND" --weights random --seed 3 --out "$OUT/tok$i.safetensors" \
     > /dev/null 2>&1 || echo "tokens of $d: h3exec failed"
@@ -38,9 +41,6 @@ for d in "$@"; do # tokens first (one run each, also warming the kernel cache's 
   i=$((i + 1))
 done
 rm -f "$OUT"/tok*.safetensors
-for r in $(seq 1 "$R"); do
-  for d in "$@"; do one "$d" m31_small_p2048_n80.plan decode "b1 round $r"; done
-done
 for d in "$@"; do
   [ -f "$d/plans/m31_small_b64_p2048_n24.plan" ] && one "$d" m31_small_b64_p2048_n24.plan decode_batch b64 --graph generate_batch
 done
