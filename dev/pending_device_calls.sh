@@ -2,14 +2,16 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt): 40
-# and 37 in the first call's 10 minutes if they fit, else 40 first (its A/B is the cheapest
-# claim), then 38, then 39 with the fastest Sage form. One stage for all four: `dev/mini_stage.sh
-# BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
-# gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`;
-# build-gpu/s19 holds it for commit 93f99c9 (30 MB; restage if kernels, codegen, runtime or
-# tests change). Carry ["build-gpu/s19"], command `dev/pending_device_calls.sh build-gpu/s19
-# $OUT 40`. A cold start has cost 95-270 s; a refused start 90 s.
+# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt; call
+# 40's checks ran, its A/B printed nothing: -s20-call40-fused-writes-checks.txt): 41 first (~150
+# s: the decode A/B of three builds), then 37, 38, then 39 with the fastest Sage form. Stages:
+# build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh BUILD STAGE --composite --m31-ab
+# "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec gpu_compile_check test_gpu_ops
+# nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit 7efcd95:
+# `dev/mini_stage.sh BUILD STAGE --m31-ab "--disable-pass kv-write-fusion" h3c h3exec
+# gpu_compile_check`, then STAGE/b removed; 15 MB) the moe's one-row form. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
+# `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200). A cold start
+# has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
@@ -152,7 +154,12 @@
 #      issue 20's 49-step composite (run_all.sh sagesol: --int8, Sage->Sol, Spectrum 15:5:0.5,
 #      against the bf16 flash sample in the same call, ~300 s); predicted with Sage at ~40 ms:
 #      64.05 - 10 steps x 50 blocks x ~11 ms = ~58.5 s, ~3.8 x (goal 4.61)
-#   40 (the stage of 37 made with --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion":
+#   41 the decode step of three builds alternating (dev/m31_step_ab.sh, one h3exec run each, 2
+#      rounds, then each build's tokens against the first's byte for byte, then batch 64):
+#      STAGE/b (93f99c9, the cache writes and residual add unfused), STAGE (93f99c9 fused),
+#      build-gpu/s20 (7efcd95: fused, and the moe's one-row form: a block per slot, no route
+#      launch). Predicted batch 1: 1.649 / ~1.595 / ~1.58 ms; batch 64: 4.33 / ~4.28 / ~4.28
+#   40 ran on 2026-12-05 (its checks passed; its A/B printed nothing) (the stage of 37 made with --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion":
 #      plans/ fused, b/plans/ unfused): q, k and v in one kernel with the cache writes, ik's
 #      write in its norm + rope, the post-attention residual add in its norm (19 launches
 #      fewer a small decode step: 16 on the main stream, 3 on the side stream): test_gpu_ops (both new ops through
@@ -331,6 +338,7 @@ case $CALL in
 39) { echo "== composite, H3_SAGE_FORM=${SAGE_FORM:-}"; H3_SAGE_FORM=${SAGE_FORM:-} \
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
+41) { H3_AB_KCACHE=$S/kcache timeout 400 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
@@ -343,7 +351,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..40" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..41" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
