@@ -53,6 +53,16 @@ static void chunk_loop_span(h3_strbuf *s, int vec, const char *from, const char 
   else h3_strbuf_printf(s, "    %s %s[1] = {h3_ld(%s, u)};\n", ct, arr, ptr);
 }
 
+/* "#pragma unroll N" for a chunk loop of `units` chunks strided by `block` threads: N the
+ * most chunks a thread takes, at most 4 (their loads in flight at once; a decode row of 6144
+ * is 3 chunks per thread: one memory round trip instead of three), 1 when it takes one: no
+ * copies of the body that never run (a vocabulary's split argmax or sampler: 1 chunk a
+ * thread, 4 copies of the sampler's hash before). The sums' order is the loop's either way. */
+static void chunk_unroll(h3_strbuf *s, int64_t units, int block) {
+  const int64_t most = (units + block - 1) / block;
+  h3_strbuf_printf(s, "#pragma unroll %d\n", most < 1 ? 1 : most > 4 ? 4 : (int)most);
+}
+
 /* The same over the whole row's n / vec chunks from tid. */
 static void chunk_loop(h3_strbuf *s, int vec, int64_t n, int block, const char *ct,
                        const char *ptr, const char *arr) {
@@ -158,10 +168,8 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
     h3_strbuf_printf(s, "  const %s *x2 = in1 + row * %lldll;\n  %s *xo = out0 + row * %lldll;\n", xc,
                      (long long)n, xc, (long long)n);
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
-  /* both passes with the loads of up to 4 chunks in flight per thread (a decode row of 6144
-     is 3 chunks per thread: one memory round trip instead of three); the sums' order is
-     the loop's, unrolled or not */
-  h3_strbuf_append(s, "#pragma unroll 4\n");
+  /* both passes with the loads of a thread's chunks in flight (chunk_unroll) */
+  chunk_unroll(s, n / vec, block);
   chunk_loop(s, vec, n, block, "float", "x", "v");
   if (add) add_prologue(s, vec, in_t[0].dtype, true, guard);
   emit_rms_accum(s, vec, "v", false);
@@ -171,7 +179,7 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_strbuf_init(&off);
   emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
   const char *w = wt->dtype == H3_F64 ? "double" : "float";
-  h3_strbuf_append(s, "#pragma unroll 4\n");
+  chunk_unroll(s, n / vec, block);
   chunk_loop(s, vec, n, block, "float", "x", "v");
   if (add) add_prologue(s, vec, in_t[0].dtype, false, guard);
   if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in%d, u * 8, wv);\n", w, n_in - 1);
@@ -266,8 +274,8 @@ static h3_status emit_argmax(emit_ctx *ec, int64_t rows, int64_t n) {
                      (long long)per, (long long)per, (long long)units, (long long)per,
                      (long long)per, (long long)units);
   }
-  /* a thread reads many chunks of a long row: 4 chunks' loads in flight, not one */
-  h3_strbuf_append(s, "#pragma unroll 4\n");
+  /* a thread reading several chunks of a long row has their loads in flight at once */
+  chunk_unroll(s, S > 1 ? per : units, block);
   if (S > 1) {
     char from[48];
     snprintf(from, sizeof from, "(int)blockIdx.y * %lld + tid", (long long)per);
