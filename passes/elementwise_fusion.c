@@ -13,8 +13,11 @@
  *     spans a loop boundary) and outside any fused region;
  *   - compute members are elementwise ops whose result has the shape of the seed's result
  *     (the kernel's iteration space); their other operands may broadcast;
- *   - a `gather` joins only as a producer: its table and indices come from outside the
- *     group, and its result has the group's shape;
+ *   - a `gather` joins as a producer whose table and indices come from outside the group,
+ *     its result of the group's shape; a gather of a 1-D table (its result has its indices'
+ *     shape) may also take its indices from a member and join as their consumer: the kernel
+ *     computes each index where it reads it (M3.1's page slot from the position: no kernel
+ *     of its own for the page index);
  *   - generators are copied into the group's region (free to recompute); the original
  *     stays outside while other ops still use it;
  *   - a `slice` (any axis, contiguous or not) feeding a member is copied into the region
@@ -156,20 +159,28 @@ static bool group_is_convex(fusion_state *s) {
   return convex;
 }
 
+/* Whether gather g's operand k may be a member's result: the indices (k = 1) of a 1-D table,
+ * read at the gather's own index (its result has the indices' shape). A gather reads its
+ * other operands at computed rows: they stay outside. */
+static bool gather_takes_member(const h3_op *g, int k) {
+  return k == 1 && g->n_operands == 2 && g->operands[0]->type.rank == 1;
+}
+
 /* Tries to add op to the group; `as_producer` says it feeds a member. */
 static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type *shape) {
   if (op->parent != s->ix.region || s->mark[op->id] || s->n_members >= s->max_members) return false;
   bool gather = op->code == H3_OP_GATHER;
-  if (gather ? !as_producer : !is_compute(op)) return false;
+  if (gather ? !as_producer && !gather_takes_member(op, 1) : !is_compute(op)) return false;
   if (!h3_type_same_shape(&op->results[0]->type, shape)) return false;
   for (int i = 0; i < s->n_members; i++) {
     const h3_op *m = s->members[i];
-    if (gather) { /* a gather reads its operands at computed rows: they stay outside */
+    if (gather) {
       for (int k = 0; k < op->n_operands; k++)
-        if (op->operands[k]->kind == H3_VALUE_RESULT && op->operands[k]->def == m) return false;
+        if (op->operands[k]->kind == H3_VALUE_RESULT && op->operands[k]->def == m && !gather_takes_member(op, k))
+          return false;
     } else if (m->code == H3_OP_GATHER) {
       for (int k = 0; k < m->n_operands; k++)
-        if (m->operands[k] == op->results[0]) return false;
+        if (m->operands[k] == op->results[0] && !gather_takes_member(m, k)) return false;
     }
   }
   for (int i = 0; i < s->n_slices; i++) /* a copied slice reads its source at other indices */
@@ -217,9 +228,11 @@ static bool grow_group(fusion_state *s, h3_op *op) {
   s->members[s->n_members++] = op;
   for (int i = 0; i < s->n_members; i++) {
     h3_op *member = s->members[i];
-    if (member->code == H3_OP_GATHER) continue; /* gathers do not grow the group */
+    const bool gather = member->code == H3_OP_GATHER;
+    if (gather && !gather_takes_member(member, 1)) continue; /* such gathers do not grow the group */
     for (int k = 0; k < member->n_operands; k++) {
       h3_value *v = member->operands[k];
+      if (gather && !gather_takes_member(member, k)) continue; /* the table stays outside */
       if (v->kind != H3_VALUE_RESULT || v->def->parent != s->ix.region || s->mark[v->def->id])
         continue;
       if (is_generator(v->def)) {

@@ -100,7 +100,7 @@ int main(void) {
     if (ops.ops[i]->code == H3_OP_FUSED) {
       h3_tier t = h3_op_attr_tier(ops.ops[i], "tier", H3_TIER_HIGH);
       if (t == H3_TIER_EXACT && ops.ops[i]->n_results == 2) fx = ops.ops[i];
-      if (t == H3_TIER_LOSSLESS) fl = ops.ops[i];
+      if (t == H3_TIER_LOSSLESS && ops.ops[i]->n_results == 2) fl = ops.ops[i]; /* add, silu, mul */
     }
   CHECK(fx && fl);
   if (fx && fl) {
