@@ -7,10 +7,10 @@
 # s: the decode A/B of three builds), then 37, 38, then 39 with the fastest Sage form. Stages:
 # build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh BUILD STAGE --composite --m31-ab
 # "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec gpu_compile_check test_gpu_ops
-# nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit 5e10721:
+# nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit 9330fa5:
 # `dev/mini_stage.sh BUILD STAGE --m31-ab "--disable-pass kv-write-fusion" h3c h3exec
-# gpu_compile_check`, then STAGE/b removed; 15 MB) the moe's one-row form and the row
-# reductions' smaller code. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
+# gpu_compile_check`, then STAGE/b removed; 14 MB) the moe's one-row form, the row
+# reductions' smaller code and the slot arithmetic in one kernel. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
 # `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200). A cold start
 # has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
@@ -158,10 +158,10 @@
 #   41 the decode step of three builds alternating (dev/m31_step_ab.sh, one h3exec run each, 2
 #      rounds, then each build's tokens against the first's byte for byte, then batch 64):
 #      STAGE/b (93f99c9, the cache writes and residual add unfused), STAGE (93f99c9 fused),
-#      build-gpu/s20 (5e10721: fused, the moe's one-row form: a block per slot, no route
+#      build-gpu/s20 (9330fa5: fused, the moe's one-row form: a block per slot, no route
 #      launch; the row reductions' loops unrolled by their trip count: rms_norm, add_rms_norm,
-#      argmax 12-23 KB of code instead of 17-27). Predicted batch 1: 1.649 / ~1.595 / ~1.58 ms;
-#      batch 64: 4.33 / ~4.28 / ~4.28
+#      argmax 12-23 KB of code instead of 17-27; the page-slot arithmetic one kernel instead of
+#      two). Predicted batch 1: 1.649 / ~1.595 / ~1.575 ms; batch 64: 4.33 / ~4.28 / ~4.27
 #   40 ran on 2026-12-05 (its checks passed; its A/B printed nothing) (the stage of 37 made with --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion":
 #      plans/ fused, b/plans/ unfused): q, k and v in one kernel with the cache writes, ik's
 #      write in its norm + rope, the post-attention residual add in its norm (19 launches
