@@ -10,7 +10,8 @@
 # nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit 9330fa5:
 # `dev/mini_stage.sh BUILD STAGE --m31-ab "--disable-pass kv-write-fusion" h3c h3exec
 # gpu_compile_check`, then STAGE/b removed; 14 MB) the moe's one-row form, the row
-# reductions' smaller code and the slot arithmetic in one kernel. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
+# reductions' smaller code and the slot arithmetic in one kernel. Call 41: carry
+# ["build-gpu/s19", "build-gpu/s20", "build-gpu/lab/cold_code"], command
 # `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200). A cold start
 # has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
@@ -155,7 +156,10 @@
 #      issue 20's 49-step composite (run_all.sh sagesol: --int8, Sage->Sol, Spectrum 15:5:0.5,
 #      against the bf16 flash sample in the same call, ~300 s); predicted with Sage at ~40 ms:
 #      64.05 - 10 steps x 50 blocks x ~11 ms = ~58.5 s, ~3.8 x (goal 4.61)
-#   41 the decode step of three builds alternating (dev/m31_step_ab.sh, one h3exec run each, 2
+#   41 dev/cold_code.cu first (built into build-gpu/lab/cold_code, carried too: what a short
+#      kernel's cold code costs per KB after a 1 GB read; predicted 0.03-0.2 us per KB: the
+#      step's ~800 KB of short-kernel code on the main stream would then be 25-160 us), then
+#      the decode step of three builds alternating (dev/m31_step_ab.sh, one h3exec run each, 2
 #      rounds, then each build's tokens against the first's byte for byte, then batch 64):
 #      STAGE/b (93f99c9, the cache writes and residual add unfused), STAGE (93f99c9 fused),
 #      build-gpu/s20 (9330fa5: fused, the moe's one-row form: a block per slot, no route
@@ -341,7 +345,8 @@ case $CALL in
 39) { echo "== composite, H3_SAGE_FORM=${SAGE_FORM:-}"; H3_SAGE_FORM=${SAGE_FORM:-} \
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
-41) { H3_AB_KCACHE=$S/kcache timeout 400 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
+41) { echo "== cold code"; timeout 60 build-gpu/lab/cold_code
+   H3_AB_KCACHE=$S/kcache timeout 400 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
