@@ -17,7 +17,7 @@
  *     its result of the group's shape; a gather of a 1-D table (its result has its indices'
  *     shape) may also take its indices from a member and join as their consumer: the kernel
  *     computes each index where it reads it (M3.1's page slot from the position: no kernel
- *     of its own for the page index);
+ *     of its own for the page index), from integer ops only (float_in_chain);
  *   - generators are copied into the group's region (free to recompute); the original
  *     stays outside while other ops still use it;
  *   - a `slice` (any axis, contiguous or not) feeding a member is copied into the region
@@ -166,6 +166,33 @@ static bool gather_takes_member(const h3_op *g, int k) {
   return k == 1 && g->n_operands == 2 && g->operands[0]->type.rank == 1;
 }
 
+/* An index computed in the group must be the unfused graph's: at --quality lossless the
+ * group keeps float intermediates unrounded, and an index from such a chain could name
+ * another row. So the indices a gather takes from the group come from integer ops only:
+ * float_in_chain says whether member value v is a float op's result or depends on one
+ * through members, feeds_index whether v reaches such indices through members (both give
+ * true past CHAIN_DEPTH: a refusal, never a wrong group). */
+#define CHAIN_DEPTH 16
+static bool float_in_chain(const fusion_state *s, const h3_value *v, int depth) {
+  if (v->kind != H3_VALUE_RESULT || !v->def || s->mark[v->def->id] != MEMBER) return false;
+  if (h3_dtype_is_float(v->type.dtype) || depth > CHAIN_DEPTH) return true;
+  for (int k = 0; k < v->def->n_operands; k++)
+    if (float_in_chain(s, v->def->operands[k], depth + 1)) return true;
+  return false;
+}
+
+static bool feeds_index(const fusion_state *s, const h3_value *v, int depth) {
+  if (depth > CHAIN_DEPTH) return true;
+  for (int i = 0; i < s->n_members; i++) {
+    const h3_op *m = s->members[i];
+    for (int k = 0; k < m->n_operands; k++)
+      if (m->operands[k] == v &&
+          (m->code == H3_OP_GATHER ? k == 1 : feeds_index(s, m->results[0], depth + 1)))
+        return true;
+  }
+  return false;
+}
+
 /* Tries to add op to the group; `as_producer` says it feeds a member. */
 static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type *shape) {
   if (op->parent != s->ix.region || s->mark[op->id] || s->n_members >= s->max_members) return false;
@@ -185,6 +212,9 @@ static bool try_add(fusion_state *s, h3_op *op, bool as_producer, const h3_type 
   }
   for (int i = 0; i < s->n_slices; i++) /* a copied slice reads its source at other indices */
     if (s->slices[i]->operands[0] == op->results[0]) return false;
+  if (gather ? float_in_chain(s, op->operands[1], 0)
+             : h3_dtype_is_float(op->results[0]->type.dtype) && feeds_index(s, op->results[0], 0))
+    return false;
   set_mark(s, op, MEMBER);
   s->members[s->n_members++] = op;
   if (group_is_convex(s)) return true;

@@ -187,8 +187,8 @@ static void walk_uses(builder *p, h3_region *r) {
  * executor joins it (runtime/exec.c): before the region's next op marked `join` or of control
  * flow (loop, call, branch, yield, return). Every slot live at some time of that window
  * [2 * first side op, 2 * J] lives over all of it, so no two ops that may run at once share a
- * buffer; J's own results (written at 2 J + 1, after the join) stay outside it and may take
- * the buffer of an operand that dies at J (an in-place join op). */
+ * buffer. J's in-place results (written at 2 J + 1, after the join) stay outside it, so they
+ * may take the buffer of an operand that dies at J (share_inplace). */
 static void widen_window(builder *p, int64_t lo, int64_t hi) {
   for (int i = 0; i < p->c->n_slots; i++) {
     h3_mem_slot *sl = &p->c->slots[i];
