@@ -12,11 +12,8 @@
 //       rows x rows .. of K segment g (H3M_RF_SEG elements; S = ceil(H / H3M_RF_SEG)); warp w
 //       its experts (8 z + w) epw ..; it writes the segment's partial logits into part[S, T, E]
 //       f32. The last block of each row group (counter cnt[x]) adds them in segment order,
-//       takes sigmoid and selects its rows (a warp per row). When `lists` is given (T <=
-//       H3M_RF_ROUTE_ROWS) the last of those (counter cnt[gridDim.x]; with one row group that
-//       block) also lists each expert's rows for moe as H3_MOE_ROUTE_NAME does (int counts [E],
-//       lists [E, T]).
-//       cnt: u32 [gridDim.x + 1], 0 before the launch and again after it. The logit of (t, e)
+//       takes sigmoid and selects its rows (a warp per row).
+//       cnt: u32 [gridDim.x], 0 before the launch and again after it. The logit of (t, e)
 //       has one sum order whatever the launch shape (a row's bits do not depend on the batch):
 //       sigma_0 + sigma_1 + ... over the segments, sigma_g the butterfly of h3m_warp_sum (lanes
 //       xor 16, 8, 4, 2, 1) over 32 lane sums, lane j's over the elements g H3M_RF_SEG +
@@ -37,7 +34,7 @@
 //        once) of w * y (fp32, from 0).
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
 //     contract). H3_MOE_ROUTE_NAME, grid (E), 256 threads, first lists each expert's rows once
-//     (int scratch counts [E], lists [E, T]; or the router's launch did); steps 1 and 2 then
+//     (int scratch counts [E], lists [E, T]); steps 1 and 2 then
 //     read those lists, as
 //       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
 //         multiples of 128), a block of H3M_MMA_THREADS per 16 (32) outputs whose warps
@@ -107,17 +104,6 @@ __device__ __forceinline__ void h3m_sts4(float *p, const float *f) {
 #define H3M_RF_EPW 4            // most experts per warp
 #define H3M_RF_SEG 1024         // elements of a K segment: 4 chunks of 32 lanes x 8
 #define H3M_RF_KMAX 16          // most experts per row
-#define H3M_RF_ROUTE_ROWS 64    // most rows whose route the launch lists
-
-
-__device__ __forceinline__ int h3m_popc(unsigned v) {
-#ifdef __CUDA_ARCH__
-  return __popc(v);
-#else
-  return __builtin_popcount(v);
-#endif
-}
-
 
 // The sums over the warp's lanes of its 64 values v (lane tile entries), as h3m_warp_sum adds
 // each (the same pairs: lanes xor 16, 8, 4, 2, 1), by halving: at each step a lane keeps half
@@ -156,13 +142,13 @@ __device__ __forceinline__ int h3m_ffs(unsigned v) {
 // there), else the largest non-NaN v of the unchosen, the lowest id among equals (a butterfly
 // over the lanes' bests); fu is then the lowest unchosen id again (a butterfly minimum). Writes
 // ids[0..k-1] ascending and wts[0..k-1] = s / sum * scale, the sum in ascending id order (k <=
-// H3M_RF_KMAX); and, given mask, the row's experts as 8 words of a bit per id. The rounds are
+// H3M_RF_KMAX). The rounds are
 // one rolled loop and the winners a bit per lane, not an unrolled array: this runs in the one
 // block that finishes after the others (h3_last_block), alone on the step's critical path,
 // with its code cold (ncu at a batch-1 decode: half of the router's stalls wait for
 // instructions; 13000 instructions of code before this form, 6264 with it).
 __device__ void h3m_rf_select(const float *s, const float *v, int E, int k, float scale, bool live,
-                              I_T *ids, O_T *wts, unsigned *mask) {
+                              I_T *ids, O_T *wts) {
   const int lane = threadIdx.x & 31;
   float vv[8]; // E <= 256
 #pragma unroll
@@ -217,9 +203,6 @@ __device__ void h3m_rf_select(const float *s, const float *v, int E, int k, floa
     ids[lane] = (I_T)myid;
     h3_st(wts, lane, __fmul_rn(__fdiv_rn(mine, sum), scale));
   }
-  if (live && lane == 0 && mask)
-#pragma unroll
-    for (int i = 0; i < 8; i++) mask[i] = m[i];
 }
 
 // Weights w[e, i .. i + 7] widened (zeros from H on), or zeros when !live
@@ -294,7 +277,7 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     float *__restrict__ part, unsigned *__restrict__ cnt, I_T *__restrict__ ids, O_T *__restrict__ wts,
-    int *__restrict__ lists, int *__restrict__ counts, long long T, long long H, int E, int k,
+    long long T, long long H, int E, int k,
     float scale, int rows, int epw) {
   H3_DYN_SMEM(float, hs); // [rows][H3M_RF_SEG]; the last block: scores [nr][E], s + bias [nr][E]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -327,41 +310,10 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_
     sv[cell] = __fadd_rn(sc[cell], (float)h3_ld(bias, cell % E));
   }
   __syncthreads();
-  // the route (below) of a launch of one row group: each row's experts as 8 mask words
-  __shared__ unsigned mask[H3M_RF_ROUTE_ROWS][8]; // E <= 256
-  const bool own = lists && gridDim.x == 1;
   for (int p = 0; p < (nr + 7) / 8; p++) { // warp w: rows w, w + 8, ... (past nr: row 0, unwritten)
     const int r = 8 * p + warp < nr ? 8 * p + warp : 0;
     h3m_rf_select(sc + r * E, sv + r * E, E, k, scale, 8 * p + warp < nr, ids + (t0 + r) * k,
-                  wts + (t0 + r) * k, own ? mask[r] : nullptr);
-  }
-  if (!lists) return;
-  // the route, once every row group has selected: per expert its rows ascending as t * 16 +
-  // slot (slot: the rank of e among the row's ids)
-  const int me = threadIdx.x;
-  if (!own) {
-    if (!h3_last_block(cnt + gridDim.x, gridDim.x)) return;
-    if (me < T) {
-      for (int q = 0; q < 8; q++) mask[me][q] = 0u;
-      for (int s = 0; s < k; s++) {
-        const int e = (int)h3_ldcg(ids + me * k + s);
-        mask[me][e >> 5] |= 1u << (e & 31);
-      }
-    }
-  }
-  __syncthreads();
-  if (me < E) {
-    const int wd = me >> 5;
-    const unsigned bit = 1u << (me & 31);
-    int n = 0;
-    for (int t = 0; t < (int)T; t++) {
-      const unsigned m = mask[t][wd];
-      if (!(m & bit)) continue;
-      int slot = h3m_popc(m & (bit - 1u));
-      for (int q = 0; q < wd; q++) slot += h3m_popc(mask[t][q]);
-      lists[(long long)me * T + n++] = t * 16 + slot;
-    }
-    counts[me] = n;
+                  wts + (t0 + r) * k);
   }
 }
 #endif

@@ -46,13 +46,13 @@ h3_status cu_m31_moe_kernels(cu_state *s, const h3_op *op, const h3_tensor *in, 
 
 /* router_topk's one-launch form (H3_ROUTER_FUSED_NAME, k <= ROUTER_KMAX; m31_moe.cu's
  * H3M_RF_*): blocks of ROUTER_THREADS threads over `rows` rows, one K segment of ROUTER_SEG
- * elements and 8 epw experts; up to ROUTER_ROUTE_ROWS rows the decode shape below. */
+ * elements and 8 epw experts; up to ROUTER_DECODE_ROWS rows the decode shape below. */
 enum {
   ROUTER_THREADS = 256, ROUTER_ROWS = 16, ROUTER_EPW = 4, ROUTER_SEG = 1024, ROUTER_KMAX = 16,
-  ROUTER_ROUTE_ROWS = 64
+  ROUTER_DECODE_ROWS = 64
 };
 
-/* The block shape for T rows. Up to ROUTER_ROUTE_ROWS rows (decode, latency-bound): one
+/* The block shape for T rows. Up to ROUTER_DECODE_ROWS rows (decode, latency-bound): one
  * expert per warp, whose 4 chunks of weights a lane loads at once, and at most 4 rows per
  * block, so that many blocks read the router's weights together (T = 1: 24 blocks of 32 KiB at
  * E = 32, H = 6144; T = 64: 384 blocks). More rows (compute-bound): 4 experts per warp and
@@ -60,16 +60,15 @@ enum {
  * experts) 16-byte words per 8 rows x experts products; T = 2048: 768 blocks of 16 rows). */
 static void router_shape(long long T, int *rows, int *epw) {
   long long r = T / 16;
-  *rows = T <= 4 ? (int)T : (T <= ROUTER_ROUTE_ROWS || r < 4 ? 4 : (r > ROUTER_ROWS ? ROUTER_ROWS : (int)r));
-  *epw = T <= ROUTER_ROUTE_ROWS ? 1 : ROUTER_EPW;
+  *rows = T <= 4 ? (int)T : (T <= ROUTER_DECODE_ROWS || r < 4 ? 4 : (r > ROUTER_ROWS ? ROUTER_ROWS : (int)r));
+  *epw = T <= ROUTER_DECODE_ROWS ? 1 : ROUTER_EPW;
 }
 
 /* router_topk's scratch, 256-byte aligned parts. One-launch form: the partial logits
- * part [S, T, E] f32 (S = ceil(H / ROUTER_SEG) segments), the counters cnt [T + 1] u32 and,
- * for T <= ROUTER_ROUTE_ROWS, moe's route: counts [E] and lists [E, T] (int). k > ROUTER_KMAX:
- * the scores [T, E] f32. */
+ * part [S, T, E] f32 (S = ceil(H / ROUTER_SEG) segments) and the row groups' counters cnt [T]
+ * u32. k > ROUTER_KMAX: the scores [T, E] f32. */
 typedef struct {
-  size_t cnt, counts, lists, total;
+  size_t cnt, total;
 } router_scratch;
 
 static router_scratch router_layout(long long T, long long H, long long E, long long k) {
@@ -80,9 +79,7 @@ static router_scratch router_layout(long long T, long long H, long long E, long 
   }
   long long S = (H + ROUTER_SEG - 1) / ROUTER_SEG;
   r.cnt = cu_align256((size_t)(S * T * E) * 4);
-  r.counts = r.cnt + cu_align256((size_t)(T + 1) * 4);
-  r.lists = r.counts + cu_align256((size_t)E * 4);
-  r.total = T <= ROUTER_ROUTE_ROWS ? r.lists + (size_t)(E * T) * 4 : r.counts;
+  r.total = r.cnt + (size_t)T * 4;
   return r;
 }
 
@@ -121,17 +118,13 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
   router_shape(T, &rows, &epw);
   router_scratch rs = router_layout(T, H, E, k);
   void *cnt = (char *)scratch + rs.cnt;
-  /* the kernel can list moe's route in the same launch; not asked for: moe cannot know that
-     the router op feeding it ran before it on this backend (an op run alone would read a stale
-     route), so moe lists its own */
-  void *counts = NULL, *lists = NULL;
   /* the counters are 0 after every launch; made so here before the first (a graph capture
    * never holds an op's first run: cuda_graph.c) */
   if (!cu_graph_capturing(s))
-    CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)(T + 1) * 4, s->stream), "router_topk counters");
+    CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)T * 4, s->stream), "router_topk counters");
   int64_t smem = (int64_t)rows * ROUTER_SEG * 4;
   if (cu_m31_smem(s, op, kn[0], (size_t)smem, d) != H3_OK) return H3_ERR;
-  void *args[] = {&h, &w, &b, &sc, &cnt, &ids, &wts, &lists, &counts, &T, &H, &E, &k, &scale, &rows, &epw};
+  void *args[] = {&h, &w, &b, &sc, &cnt, &ids, &wts, &T, &H, &E, &k, &scale, &rows, &epw};
   int64_t grid[3] = {(T + rows - 1) / rows, (H + ROUTER_SEG - 1) / ROUTER_SEG, (E + 8 * epw - 1) / (8 * epw)};
   int64_t block[3] = {ROUTER_THREADS, 1, 1};
   return cu_launch(s, kn[0], grid, block, smem, args, d);

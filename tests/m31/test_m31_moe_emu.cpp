@@ -3,13 +3,13 @@
  * __syncthreads and the shuffles, the blocks of a launch one at a time), launched as
  * runtime/cuda/cuda_m31_moe.c launches them, against the CPU backend's ops on random inputs:
  *   router_topk  the one-launch form (k <= 16) at T = 1, 3 (one row group), 64 (row groups
- *                of 4, the route listed; one expert per warp up to here), 200 (12 rows per
- *                block, 4 experts per warp, no route), E = 32 k = 4 and small E / k, E over
+ *                of 4; one expert per warp up to here), 200 (12 rows per
+ *                block, 4 experts per warp), E = 32 k = 4 and small E / k, E over
  *                several expert blocks, H not a multiple of the 1024-element segment nor of
  *                8, two experts of equal rows and bias (a tie: the lower id); ids equal,
  *                weights within 1e-10 NMSE (sums in another order), the counters 0 after the
  *                launch, a second launch the same bits, each row alone (T = 1) the same bits
- *                as in the batch; the route equal to the route kernel's; NaN scores as the
+ *                as in the batch; NaN scores as the
  *                reference's scan takes them; k > 16 through the scores and the selection.
  *                Rows of h whose k-th and (k+1)-th largest s + bias (double sums) lie within
  *                1e-4 but apart are drawn again (a near-tie that sums in another order may
@@ -20,8 +20,9 @@
  *   cuBLASLt form's kernels  the gather (each expert's rows in expert order, every listed
  *                slot's row), the combine through those rows bitwise equal to the combine of
  *                the unsorted y, the activation against the host's swigluoai (1e-6).
- *   moe          at decode shapes on the tensor-core GEMVs with the route the router listed,
- *                against the CPU's moe of the router's ids and weights (1e-5 NMSE).
+ *   moe          at decode shapes: the router, the route kernel's lists of its ids, the
+ *                tensor-core GEMVs, against the CPU's moe of the router's ids and weights (1e-5
+ *                NMSE).
  * NaN and Inf are counted as mismatches (compare, emu_harness.h).
  */
 #include "emu_harness.h"
@@ -65,11 +66,11 @@ namespace moe_k {
 } // namespace moe_k
 
 /* cuda_m31_moe.c's router_shape and ROUTER_* (the one-launch form's block shape). */
-enum { RT_ROWS = 16, RT_SEG = 1024, RT_ROUTE_ROWS = 64, RT_KMAX = 16 };
+enum { RT_ROWS = 16, RT_SEG = 1024, RT_DECODE_ROWS = 64, RT_KMAX = 16 };
 static void router_shape(long long T, int *rows, int *epw) {
   long long r = T / 16;
-  *rows = T <= 4 ? (int)T : (T <= RT_ROUTE_ROWS || r < 4 ? 4 : (r > RT_ROWS ? RT_ROWS : (int)r));
-  *epw = T <= RT_ROUTE_ROWS ? 1 : 4;
+  *rows = T <= 4 ? (int)T : (T <= RT_DECODE_ROWS || r < 4 ? 4 : (r > RT_ROWS ? RT_ROWS : (int)r));
+  *epw = T <= RT_DECODE_ROWS ? 1 : 4;
 }
 
 /* The rows of each expert as moe's route lists them: t * 16 + the first slot of row t naming
@@ -141,18 +142,16 @@ static void router_inputs(std::vector<buf> &in, int64_t T, int64_t H, int E, int
 }
 
 /* The one-launch router as cu_m31_run_router runs it for rows [t0, t0 + T) of h (ids and
- * weights of those rows, the route when given). part and cnt: the scratch (cnt must be 0). */
+ * weights of those rows). part and cnt: the scratch (cnt must be 0). */
 static void router_launch(const std::vector<buf> &in, int64_t t0, int64_t T, int64_t H, int E, int k,
-                          std::vector<float> &part, std::vector<unsigned> &cnt, int *ids, float *wts,
-                          int *lists, int *counts) {
+                          std::vector<float> &part, std::vector<unsigned> &cnt, int *ids, float *wts) {
   int rows, epw;
   router_shape(T, &rows, &epw);
   long long TT = T, HH = H;
   const h3_bf16 *h = (const h3_bf16 *)in[0].bytes.data() + t0 * H;
   const float *w = (const float *)in[1].bytes.data(), *b = (const float *)in[2].bytes.data();
   emu_launch3((T + rows - 1) / rows, (H + RT_SEG - 1) / RT_SEG, (E + 8 * epw - 1) / (8 * epw), 256, [&] {
-    router_k::emu_router_fused(h, w, b, part.data(), cnt.data(), ids, wts, lists, counts, TT, HH, E, k,
-                               2.0f, rows, epw);
+    router_k::emu_router_fused(h, w, b, part.data(), cnt.data(), ids, wts, TT, HH, E, k, 2.0f, rows, epw);
   });
 }
 
@@ -185,37 +184,26 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
     return;
   }
   const int64_t S = (H + RT_SEG - 1) / RT_SEG;
-  const bool route = T <= RT_ROUTE_ROWS;
   std::vector<float> part((size_t)(S * T * E), NAN); /* poisoned: every read entry is written */
-  std::vector<unsigned> cnt((size_t)(T + 1), 0u);
-  std::vector<int> lists((size_t)(E * T), -7), counts((size_t)E, -7);
+  std::vector<unsigned> cnt((size_t)T, 0u);
   buf ids[2] = {make(op->results[0]->type), make(op->results[0]->type)};
   buf wts[2] = {make(op->results[1]->type), make(op->results[1]->type)};
   for (int run = 0; run < 2; run++) {
-    router_launch(in, 0, T, H, E, k, part, cnt, (int *)ids[run].p(), (float *)wts[run].p(),
-                  route ? lists.data() : nullptr, route ? counts.data() : nullptr);
+    router_launch(in, 0, T, H, E, k, part, cnt, (int *)ids[run].p(), (float *)wts[run].p());
     CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }), "%s: counters not reset",
           what);
   }
   compare((w + " ids").c_str(), ids[0], want[0], 0);
   compare((w + " weights").c_str(), wts[0], want[1], 1e-10);
   CHECK(ids[0].bytes == ids[1].bytes && wts[0].bytes == wts[1].bytes, "%s: a second launch differs", what);
-  if (route) { /* as moe's route kernel lists the router's ids */
-    std::vector<int> rl((size_t)(E * T), -1), rc((size_t)E, -1);
-    long long TT = T;
-    emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route((const int *)ids[0].p(), rl.data(), rc.data(), TT, k); });
-    CHECK(same_route(rl, rc, lists.data(), counts.data(), T, E), "%s: the route differs from the route kernel's",
-          what);
-  }
   /* a row's bits do not depend on the batch: rows alone (T = 1) */
   int bad = 0;
   for (int64_t t = 0; t < T; t += T > 8 ? T / 5 : 1) {
     std::vector<float> p1((size_t)(S * E), NAN);
-    std::vector<unsigned> c1(2, 0u);
-    std::vector<int> l1((size_t)E), n1((size_t)E);
+    std::vector<unsigned> c1(1, 0u);
     int id1[RT_KMAX];
     float w1[RT_KMAX];
-    router_launch(in, t, 1, H, E, k, p1, c1, id1, w1, l1.data(), n1.data());
+    router_launch(in, t, 1, H, E, k, p1, c1, id1, w1);
     bad += memcmp(id1, (const int *)ids[0].p() + t * k, (size_t)k * 4) != 0 ||
            memcmp(w1, (const float *)wts[0].p() + t * k, (size_t)k * 4) != 0;
   }
@@ -241,10 +229,9 @@ static void test_router_nan(void) {
   ((h3_bf16 *)in[0].p())[1 * H + 40] = __float2bfloat16_rn(NAN);
   std::vector<buf> want = cpu_run(op, in);
   std::vector<float> part((size_t)(T * E), NAN);
-  std::vector<unsigned> cnt((size_t)(T + 1), 0u);
-  std::vector<int> lists((size_t)(E * T)), counts((size_t)E);
+  std::vector<unsigned> cnt((size_t)T, 0u);
   buf ids = make(op->results[0]->type), wts = make(op->results[1]->type);
-  router_launch(in, 0, T, H, E, k, part, cnt, (int *)ids.p(), (float *)wts.p(), lists.data(), counts.data());
+  router_launch(in, 0, T, H, E, k, part, cnt, (int *)ids.p(), (float *)wts.p());
   compare("router NaN scores ids", ids, want[0], 0);
   compare("router NaN scores weights", wts, want[1], 1e-10);
   h3_module_free(m);
@@ -306,8 +293,9 @@ static void test_combine(int64_t T, int64_t H, int k, int64_t E) {
 }
 
 /* ---- moe at decode shapes ---------------------------------------------------------------- */
-/* router_topk (one launch, with the route) -> moe on the tensor-core GEMVs reading the
- * router's route -> combine, against the CPU's moe of the router's ids and weights. */
+/* router_topk (one launch) -> moe as cu_m31_run_moe runs it on the tensor-core GEMVs (one row:
+ * a block per slot; more: the route kernel's lists) -> combine, against the CPU's moe of the
+ * router's ids and weights. */
 static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   h3_module *rm = router_module(T, H, E, k);
   moe_case c;
@@ -320,10 +308,8 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   std::vector<buf> rwant = cpu_run(rop, rin);
   const int64_t S = (H + RT_SEG - 1) / RT_SEG;
   std::vector<float> part((size_t)(S * T * E), NAN);
-  std::vector<unsigned> cnt((size_t)(T + 1), 0u);
-  std::vector<int> lists((size_t)(E * T), -7), counts((size_t)E, -7);
-  router_launch(rin, 0, T, H, E, k, part, cnt, (int *)c.in[3].p(), (float *)c.in[4].p(), lists.data(),
-                counts.data());
+  std::vector<unsigned> cnt((size_t)T, 0u);
+  router_launch(rin, 0, T, H, E, k, part, cnt, (int *)c.in[3].p(), (float *)c.in[4].p());
   char what[128];
   snprintf(what, sizeof what, "router -> moe T %lld H %lld F %lld E %d k %d", (long long)T, (long long)H,
            (long long)F, E, k);
@@ -336,11 +322,15 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   const h3_bf16 *dn = (const h3_bf16 *)c.in[2].p();
   long long EE = E;
   const int *ids = (const int *)c.in[3].p();
-  emu_launch3(E, F / 16, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
+  std::vector<int> lists((size_t)(E * T), -7), counts((size_t)E, -7);
+  const bool by_slot = T == 1;
+  if (!by_slot) emu_launch3(E, 1, 1, 256, [&] { moe_k::emu_moe_route(ids, lists.data(), counts.data(), TT, k); });
+  const int *rl = by_slot ? nullptr : lists.data();
+  emu_launch3(by_slot ? k : E, F / 16, 1, H3M_MMA_THREADS, [&] {
+    moe_k::emu_moe_mma(h, gu, rl, counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
   });
-  emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
+  emu_launch3(by_slot ? k : E, H / 32, 1, H3M_MMA_THREADS, [&] {
+    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
   });
   emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
     moe_k::emu_moe_combine((const int *)c.in[3].p(), (const float *)c.in[4].p(), y.data(), (float *)out.p(), HH,
