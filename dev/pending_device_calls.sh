@@ -7,10 +7,10 @@
 # s: the decode A/B of three builds), then 37, 38, then 39 with the fastest Sage form. Stages:
 # build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh BUILD STAGE --composite --m31-ab
 # "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec gpu_compile_check test_gpu_ops
-# nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit 9330fa5:
+# nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit a45f883:
 # `dev/mini_stage.sh BUILD STAGE --m31-ab "--disable-pass kv-write-fusion" h3c h3exec
 # gpu_compile_check`, then STAGE/b removed; 14 MB) the moe's one-row form, the row
-# reductions' smaller code and the slot arithmetic in one kernel. Call 41: carry
+# reductions' and the router's smaller code and the slot arithmetic in one kernel. Call 41: carry
 # ["build-gpu/s19", "build-gpu/s20", "build-gpu/lab/cold_code"], command
 # `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200). A cold start
 # has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
@@ -162,10 +162,10 @@
 #      the decode step of three builds alternating (dev/m31_step_ab.sh, one h3exec run each, 2
 #      rounds, then each build's tokens against the first's byte for byte, then batch 64):
 #      STAGE/b (93f99c9, the cache writes and residual add unfused), STAGE (93f99c9 fused),
-#      build-gpu/s20 (9330fa5: fused, the moe's one-row form: a block per slot, no route
+#      build-gpu/s20 (a45f883: fused, the moe's one-row form: a block per slot, no route
 #      launch; the row reductions' loops unrolled by their trip count: rms_norm, add_rms_norm,
-#      argmax 12-23 KB of code instead of 17-27; the page-slot arithmetic one kernel instead of
-#      two). Predicted batch 1: 1.649 / ~1.595 / ~1.575 ms; batch 64: 4.33 / ~4.28 / ~4.27
+#      argmax 12-23 KB of code instead of 17-27; the router without its unused route listing,
+#      88 KB instead of 94; the page-slot arithmetic one kernel instead of two). Predicted batch 1: 1.649 / ~1.595 / ~1.575 ms; batch 64: 4.33 / ~4.28 / ~4.27
 #   40 ran on 2026-12-05 (its checks passed; its A/B printed nothing) (the stage of 37 made with --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion":
 #      plans/ fused, b/plans/ unfused): q, k and v in one kernel with the cache writes, ik's
 #      write in its norm + rope, the post-attention residual add in its norm (19 launches
