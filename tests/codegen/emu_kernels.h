@@ -12,6 +12,8 @@
 #include "h3/op_registry.h"
 #include "h3/support.h"
 
+#include "../common/case_data.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -50,14 +52,7 @@ static inline int emu_kernel_index(const h3_op *op) {
  * after printing the diagnostics. The caller checks emu_kernels.n == emu_count() (the
  * dispatcher was generated from the same file) and ends with emu_unload. */
 static inline h3_module *emu_load(const char *path) {
-  h3_diag d;
-  h3_diag_init(&d);
-  size_t len = 0;
-  char *text = h3_read_file(path, &len, &d);
-  h3_module *m = text ? h3_module_parse(path, text, len, &d) : NULL;
-  if (!m) h3_diag_print(&d, stderr);
-  h3_diag_free(&d);
-  free(text);
+  h3_module *m = case_load_ir(path);
   if (m) h3_module_walk(m, emu_collect, &emu_kernels);
   return m;
 }
