@@ -12,7 +12,8 @@
 # gpu_compile_check`, then STAGE/b removed; 14 MB) the moe's one-row form, the row
 # reductions' and the router's smaller code and the slot arithmetic in one kernel. Call 41: carry
 # ["build-gpu/s19", "build-gpu/s20", "build-gpu/lab/cold_code"], command
-# `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200). A cold start
+# `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200); carry
+# build-gpu/s21 too (commit 1a381bd, staged as s20: the one-row moe's combine in its down GEMV). A cold start
 # has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
@@ -346,7 +347,7 @@ case $CALL in
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
 41) { echo "== cold code"; timeout 60 build-gpu/lab/cold_code
-   H3_AB_KCACHE=$S/kcache timeout 400 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
+   H3_AB_KCACHE=$S/kcache timeout 440 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20 build-gpu/s21; } > "$log" 2>&1 ;;
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
