@@ -292,11 +292,16 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_
   const int nc = left < 4 ? (int)left : 4; // the segment's chunks
   if (epw == 1) h3m_rf_tile<1>(h, w, hs, t0, nr, k0, nc, H, e0, ne, acc);
   else h3m_rf_tile<H3M_RF_EPW>(h, w, hs, t0, nr, k0, nc, H, e0, ne, acc);
-  h3m_rf_halve(acc);
+  if (rows == 1 && epw == 1) { // one entry (a decode row): h3m_rf_halve's pairs for it, alone
+    const float v = h3m_warp_sum(acc[0]);
+    if (lane == 0 && nr > 0 && ne > 0) part[((long long)blockIdx.y * T + t0) * E + e0] = v;
+  } else {
+    h3m_rf_halve(acc);
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
-    const int r = (2 * lane + i) / H3M_RF_EPW, e = (2 * lane + i) % H3M_RF_EPW;
-    if (r < nr && e < ne) part[((long long)blockIdx.y * T + t0 + r) * E + e0 + e] = acc[i];
+    for (int i = 0; i < 2; i++) {
+      const int r = (2 * lane + i) / H3M_RF_EPW, e = (2 * lane + i) % H3M_RF_EPW;
+      if (r < nr && e < ne) part[((long long)blockIdx.y * T + t0 + r) * E + e0 + e] = acc[i];
+    }
   }
   if (!h3_last_block(cnt + blockIdx.x, gridDim.y * gridDim.z)) return;
   // the row group's logits (segments in order), scores and selection
