@@ -13,7 +13,8 @@
 # reductions' and the router's smaller code and the slot arithmetic in one kernel. Call 41: carry
 # ["build-gpu/s19", "build-gpu/s20", "build-gpu/lab/cold_code"], command
 # `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200); carry
-# build-gpu/s21 too (commit 1a381bd, staged as s20: the one-row moe's combine in its down GEMV). A cold start
+# build-gpu/s21 too (commit b2bfba1, staged as s20: the one-row moe's combine in its down GEMV, the
+# decode attention's merges rolled, the router's one-row sum). A cold start
 # has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
