@@ -589,8 +589,20 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 // cuBLASLt form's expert-ordered rows; set for the slots the lists hold). PRE (k <= 4): the
 // slots' ids, weights and y are loaded first, in one round; else (k <= 16) each round of the
 // sort reads the ids again and then its term.
+// CG: y was written by other blocks of this launch (the down GEMV's own combine): read
+// through L2 (h3_ldcg), never an L1 line that another block of the SM loaded before the
+// writes (two 32-output groups share a 128-byte line).
 #define H3M_Y_ROW(slot) ((long long)(at ? at[slot] : (slot)))
-template <bool PRE>
+template <bool CG>
+__device__ __forceinline__ void h3m_ld8y(const h3_bf16 *row, long long i, long long n, float *f) {
+  if (!CG) {
+    h3m_ld8z(row, i, n, f);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; q++) f[q] = i + q < n ? (float)h3_ldcg(row + i + q) : 0.0f;
+}
+template <bool PRE, bool CG = false>
 __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y,
                                              const int *at, O_T *out, long long t, long long H,
                                              int k, long long o) {
@@ -602,7 +614,7 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
     for (int s = 0; s < KM; s++) {
       ev[s] = s < k ? (int)ids[t * k + s] : -1;
       wv[s] = s < k ? (float)h3_ld(wts, t * k + s) : 0.0f;
-      if (s < k && ev[s] >= 0) h3m_ld8z(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
+      if (s < k && ev[s] >= 0) h3m_ld8y<CG>(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
     }
   float acc[8];
 #pragma unroll
@@ -633,7 +645,7 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
         }
     } else {
       wb = (float)h3_ld(wts, t * k + bi);
-      h3m_ld8z(y + H3M_Y_ROW(t * k + bi) * H, o, H, yb);
+      h3m_ld8y<CG>(y + H3M_Y_ROW(t * k + bi) * H, o, H, yb);
     }
 #pragma unroll
     for (int q = 0; q < 8; q++) acc[q] = __fadd_rn(acc[q], __fmul_rn(wb, yb[q]));
@@ -759,10 +771,9 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
       for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
     }
   }
-  // (the other slots' y rows were never read here: no stale copy in this block's L1)
   if (out && !lists && h3_last_block(cnt + blockIdx.y, gridDim.x) && threadIdx.x < 4) {
-    if (k <= 4) h3m_combine8<true>(ids, wts, y, nullptr, out, 0, H, k, o0 + 8 * threadIdx.x);
-    else h3m_combine8<false>(ids, wts, y, nullptr, out, 0, H, k, o0 + 8 * threadIdx.x);
+    if (k <= 4) h3m_combine8<true, true>(ids, wts, y, nullptr, out, 0, H, k, o0 + 8 * threadIdx.x);
+    else h3m_combine8<false, true>(ids, wts, y, nullptr, out, 0, H, k, o0 + 8 * threadIdx.x);
   }
 }
 #endif
