@@ -38,8 +38,8 @@
 //     read those lists, as
 //       H3_MOE_MMA_NAME, H3_MOE_MMA_DOWN_NAME: tensor cores (bf16 h and weights, H and F
 //         multiples of 128), a block of H3M_MMA_THREADS per 16 (32) outputs whose warps
-//         split K, 16 rows per pass (at T == 1 without lists: a block per slot, no route
-//         launch, h3m_mma_rows_of, and step 3 inside step 2: 2 launches in all); or
+//         split K, 16 rows per pass (at T == 1 without lists: a block per slot and no route
+//         launch, h3m_mma_rows_of); or
 //       H3_MOE_NAME, H3_MOE_DOWN_NAME: any types and widths, CUDA cores, a warp per 2
 //         outputs and H3M_ROWS rows per pass, shuffle-tree sums (`vec`: rows of 8-element
 //         multiples, vector loads).
@@ -582,85 +582,6 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 
 #endif
 
-#if defined(H3_MOE_COMBINE_NAME) || defined(H3_MOE_COMBINE_AT_NAME) || defined(H3_MOE_MMA_DOWN_NAME)
-// out[t, o .. o + 7] (the outputs below H): the chosen experts of row t in ascending id order,
-// each id once with its first slot's weight (the reference's selection sort), w * y summed
-// from 0; slot s's y is row t * k + s of y, or row at[t * k + s] when `at` is given (the
-// cuBLASLt form's expert-ordered rows; set for the slots the lists hold). PRE (k <= 4): the
-// slots' ids, weights and y are loaded first, in one round; else (k <= 16) each round of the
-// sort reads the ids again and then its term.
-// CG: y was written by other blocks of this launch (the down GEMV's own combine): read
-// through L2 (h3_ldcg), never an L1 line that another block of the SM loaded before the
-// writes (two 32-output groups share a 128-byte line).
-#define H3M_Y_ROW(slot) ((long long)(at ? at[slot] : (slot)))
-template <bool CG>
-__device__ __forceinline__ void h3m_ld8y(const h3_bf16 *row, long long i, long long n, float *f) {
-  if (!CG) {
-    h3m_ld8z(row, i, n, f);
-    return;
-  }
-#pragma unroll
-  for (int q = 0; q < 8; q++) f[q] = i + q < n ? (float)h3_ldcg(row + i + q) : 0.0f;
-}
-template <bool PRE, bool CG = false>
-__device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y,
-                                             const int *at, O_T *out, long long t, long long H,
-                                             int k, long long o) {
-  constexpr int KM = PRE ? 4 : 1;
-  int ev[KM]; // the slots' experts (< E <= 2^31), -1 past k (ids are >= 0)
-  float wv[KM], yv[KM][8];
-  if (PRE)
-#pragma unroll
-    for (int s = 0; s < KM; s++) {
-      ev[s] = s < k ? (int)ids[t * k + s] : -1;
-      wv[s] = s < k ? (float)h3_ld(wts, t * k + s) : 0.0f;
-      if (s < k && ev[s] >= 0) h3m_ld8y<CG>(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
-    }
-  float acc[8];
-#pragma unroll
-  for (int q = 0; q < 8; q++) acc[q] = 0.0f;
-  int last = -1;
-  for (int r = 0; r < k; r++) {
-    int bi = -1, be = 0;
-    if (PRE) {
-#pragma unroll
-      for (int s = 0; s < KM; s++)
-        if (ev[s] > last && (bi < 0 || ev[s] < be)) bi = s, be = ev[s];
-    } else {
-      for (int s = 0; s < k; s++) {
-        const int e = (int)ids[t * k + s];
-        if (e > last && (bi < 0 || e < be)) bi = s, be = e;
-      }
-    }
-    if (bi < 0) break;
-    last = be;
-    float wb = 0.0f, yb[8];
-    if (PRE) {
-#pragma unroll
-      for (int s = 0; s < KM; s++)
-        if (s == bi) {
-          wb = wv[s];
-#pragma unroll
-          for (int q = 0; q < 8; q++) yb[q] = yv[s][q];
-        }
-    } else {
-      wb = (float)h3_ld(wts, t * k + bi);
-      h3m_ld8y<CG>(y + H3M_Y_ROW(t * k + bi) * H, o, H, yb);
-    }
-#pragma unroll
-    for (int q = 0; q < 8; q++) acc[q] = __fadd_rn(acc[q], __fmul_rn(wb, yb[q]));
-  }
-  if (o + 8 <= H) {
-    h3_st8(out, t * H + o, acc);
-    return;
-  }
-#pragma unroll
-  for (int q = 0; q < 8; q++)
-    if (o + q < H) h3_st(out, t * H + o + q, acc[q]);
-}
-
-#endif
-
 #ifdef H3_MOE_MMA_NAME
 // Tensor-core forms (bf16 h and weights, H and F multiples of 128): a block of
 // H3M_MMA_WARPS warps per group of outputs, 16 rows of an expert per pass (M of m16n8k16;
@@ -741,15 +662,10 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
 
 // Grid (E, H / 32) (without lists: (k, H / 32)), H3M_MMA_THREADS threads: y[t * k + s, o] =
 // bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
-// One row (lists == nullptr) with `out` given: the combine too (H3_MOE_COMBINE_NAME's sums,
-// the same bits; no combine launch): the last of the k slot blocks of column group
-// blockIdx.y to finish (ticket cnt[blockIdx.y], u32 [H / 32], 0 before the launch and after
-// it) combines the group's 32 outputs from every slot's y, 8 per thread in threads 0..3.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
     const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T,
-    long long H, long long F, long long E, int k, const B_T *__restrict__ wts, O_T *__restrict__ out,
-    unsigned *__restrict__ cnt) {
+    long long H, long long F, long long E, int k) {
   const long long o0 = (long long)blockIdx.y * 32;
   long long e;
   int n, one;
@@ -771,13 +687,75 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
       for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
     }
   }
-  if (out && !lists && h3_last_block(cnt + blockIdx.y, gridDim.x) && threadIdx.x < 4) {
-    if (k <= 4) h3m_combine8<true, true>(ids, wts, y, nullptr, out, 0, H, k, o0 + 8 * threadIdx.x);
-    else h3m_combine8<false, true>(ids, wts, y, nullptr, out, 0, H, k, o0 + 8 * threadIdx.x);
-  }
 }
 #endif
 
+#if defined(H3_MOE_COMBINE_NAME) || defined(H3_MOE_COMBINE_AT_NAME)
+// out[t, o .. o + 7] (the outputs below H): the chosen experts of row t in ascending id order,
+// each id once with its first slot's weight (the reference's selection sort), w * y summed
+// from 0; slot s's y is row t * k + s of y, or row at[t * k + s] when `at` is given (the
+// cuBLASLt form's expert-ordered rows; set for the slots the lists hold). PRE (k <= 4): the
+// slots' ids, weights and y are loaded first, in one round; else (k <= 16) each round of the
+// sort reads the ids again and then its term.
+#define H3M_Y_ROW(slot) ((long long)(at ? at[slot] : (slot)))
+template <bool PRE>
+__device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y,
+                                             const int *at, O_T *out, long long t, long long H,
+                                             int k, long long o) {
+  constexpr int KM = PRE ? 4 : 1;
+  int ev[KM]; // the slots' experts (< E <= 2^31), -1 past k (ids are >= 0)
+  float wv[KM], yv[KM][8];
+  if (PRE)
+#pragma unroll
+    for (int s = 0; s < KM; s++) {
+      ev[s] = s < k ? (int)ids[t * k + s] : -1;
+      wv[s] = s < k ? (float)h3_ld(wts, t * k + s) : 0.0f;
+      if (s < k && ev[s] >= 0) h3m_ld8z(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
+    }
+  float acc[8];
+#pragma unroll
+  for (int q = 0; q < 8; q++) acc[q] = 0.0f;
+  int last = -1;
+  for (int r = 0; r < k; r++) {
+    int bi = -1, be = 0;
+    if (PRE) {
+#pragma unroll
+      for (int s = 0; s < KM; s++)
+        if (ev[s] > last && (bi < 0 || ev[s] < be)) bi = s, be = ev[s];
+    } else {
+      for (int s = 0; s < k; s++) {
+        const int e = (int)ids[t * k + s];
+        if (e > last && (bi < 0 || e < be)) bi = s, be = e;
+      }
+    }
+    if (bi < 0) break;
+    last = be;
+    float wb = 0.0f, yb[8];
+    if (PRE) {
+#pragma unroll
+      for (int s = 0; s < KM; s++)
+        if (s == bi) {
+          wb = wv[s];
+#pragma unroll
+          for (int q = 0; q < 8; q++) yb[q] = yv[s][q];
+        }
+    } else {
+      wb = (float)h3_ld(wts, t * k + bi);
+      h3m_ld8z(y + H3M_Y_ROW(t * k + bi) * H, o, H, yb);
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++) acc[q] = __fadd_rn(acc[q], __fmul_rn(wb, yb[q]));
+  }
+  if (o + 8 <= H) {
+    h3_st8(out, t * H + o, acc);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; q++)
+    if (o + q < H) h3_st(out, t * H + o + q, acc[q]);
+}
+
+#endif
 
 #if defined(H3_MOE_COMBINE_NAME) || defined(H3_MOE_COMBINE_AT_NAME)
 // A combine block's outputs: row blockIdx.x, 8 outputs per thread at 8 (blockIdx.y *

@@ -69,14 +69,10 @@
 #define H3M_KEYS 4
 #define H3M_MAX_TOPK 64 // selected blocks per row and kv head (sparse attention)
 
-// j / page for j >= 2^31 (positions past i32 tables' range): called, not inlined, so that
-// its ~70 instructions are not copied into every caller's cold code
-__device__ __noinline__ long long h3m_page_of_wide(long long j, int page) { return j / page; }
-
 // j / page for 0 <= j: a 32-bit division where j fits (positions of i32 tables always do),
 // several times cheaper than the 64-bit one
 __device__ __forceinline__ long long h3m_page_of(long long j, int page) {
-  return j <= 0x7fffffff ? (long long)((unsigned)j / (unsigned)page) : h3m_page_of_wide(j, page);
+  return j <= 0x7fffffff ? (long long)((unsigned)j / (unsigned)page) : j / page;
 }
 
 __device__ __forceinline__ long long h3m_slot(const IX_T *pt, long long j, int page) {
@@ -332,13 +328,10 @@ __device__ __forceinline__ float h3m_weight(float m, float M) {
 }
 
 // The maximum M of parts m[0], m[st], ..., m[(n - 1) st] and their sum of l[i st] weighed
-// (in that order). Rolled loops: this runs once per block, after the keys, with its code
-// cold (the unrolled copies of its callers took ~1 / 3 of the kernel's code).
+// (in that order)
 __device__ __forceinline__ float h3m_merge(const float *m, const float *l, int st, int n, float *L) {
   float M = -H3M_INF, sum = 0.0f;
-#pragma unroll 1
   for (int i = 0; i < n; i++) M = fmaxf(M, m[i * st]);
-#pragma unroll 1
   for (int i = 0; i < n; i++)
     if (m[i * st] > -H3M_INF) sum = __fadd_rn(sum, __fmul_rn(l[i * st], h3m_weight(m[i * st], M)));
   *L = sum;
@@ -405,7 +398,6 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
   uint4 kr[2][4];
 #pragma unroll
   for (int j = 0; j < 2; j++) h3m_ld16<4>(h3m_key_row(kc, kb, __shfl_sync(0xffffffffu, off, 8 * j + g)), 32 * c, kr[j]);
-#pragma unroll 1 // one copy of the tile's code (a decode split takes 1-2 tiles per warp)
   for (long long it = 0; it < nt; it++, ts += step) {
     long long vo[4]; // keys 2c, 2c + 1, 2c + 8, 2c + 9: V rows and the score columns
     uint4 vr[4][2];
@@ -490,11 +482,10 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     const int e = n >> 1, j0 = 8 * (n & 1), h = g + 8 * (e >> 1), d0 = 32 * c + 16 * (e & 1) + j0;
     float v[8], L;
 #pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = 0.0f;
-#pragma unroll 1 // W <= 8 turns of 8 loads: one copy of the code
-    for (int w = 0; w < W; w++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) v[i] = __fadd_rn(v[i], red[((w * 16 + j0 + i) * 4 + e) * 32 + lane]);
+    for (int i = 0; i < 8; i++) {
+      v[i] = 0.0f;
+      for (int w = 0; w < W; w++) v[i] = __fadd_rn(v[i], red[((w * 16 + j0 + i) * 4 + e) * 32 + lane]);
+    }
     h3m_merge(&ms[0][h], &ls[0][h], 16, W, &L);
     if (S == 1) {
 #pragma unroll

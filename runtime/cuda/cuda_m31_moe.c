@@ -203,7 +203,7 @@ static long long moe_gemm_slots(long long T, long long k, long long E) {
  * ranks > 1 the local ids [T, k] (int, cu_rank_ids); in the cuBLASLt form the slots' rows
  * at [T * k] (int) and the GEMM's gate | up u [T * k, 2 F] (bf16). */
 typedef struct {
-  size_t act, y, counts, lists, local, at, u, tick, total;
+  size_t act, y, counts, lists, local, at, u, total;
 } moe_scratch;
 
 static moe_scratch moe_layout(long long T, long long k, long long H, long long F, long long E,
@@ -217,10 +217,6 @@ static moe_scratch moe_layout(long long T, long long k, long long H, long long F
   m.u = m.at + cu_align256((size_t)(T * k) * 4);
   m.total = lt ? m.u + (size_t)(T * k * 2 * F) * 2 : ranked ? m.local + (size_t)(T * k) * 4
                                                             : m.lists + (size_t)(E * T) * 4;
-  /* one row: the down GEMV's tickets of its column groups (its combine; zero from the
-     allocation on, the last block of each group resets its own) */
-  m.tick = cu_align256(m.total);
-  if (T == 1) m.total = m.tick + (size_t)((H + 31) / 32) * 4;
   return m;
 }
 
@@ -322,17 +318,14 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
         cu_launch(s, kg[1], g2, b256, gsmem, a2, d) != H3_OK)
       return H3_ERR;
   } else if (mma) {
-    /* one row: the down GEMV's last blocks combine (no combine launch) */
-    void *rl = by_slot ? NULL : lists, *co = by_slot ? o : NULL;
-    void *tick = by_slot ? (char *)scratch + ms.tick : NULL;
+    void *rl = by_slot ? NULL : lists;
     void *a1[] = {&h, &gu, &rl, &counts, &ids, &act, &T, &H, &F, &E, &k, &alpha, &limit};
     int64_t g1[3] = {by_slot ? k : E, F / 16, 1};
-    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k, &w, &co, &tick};
+    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k};
     int64_t g2[3] = {by_slot ? k : E, H / 32, 1};
     if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||
         cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
       return H3_ERR;
-    if (by_slot) return H3_OK;
   } else {
     int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};

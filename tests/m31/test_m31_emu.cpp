@@ -157,32 +157,20 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
  * the route's y (want, [k, H]): every row the route computed bitwise equal, as ids are given
  * and with slots that name no expert (-1, E) or repeat one (their rows stay unwritten). */
 static void check_moe_by_slot(const h3_bf16 *h, const h3_bf16 *gu, const h3_bf16 *dn, const int *ids,
-                              const float *wts, const std::vector<h3_bf16> &want, int64_t H, int64_t F,
-                              int64_t E, int k) {
+                              const std::vector<h3_bf16> &want, int64_t H, int64_t F, int64_t E, int k) {
   std::vector<int> odd(ids, ids + k);
   if (k >= 4) odd[1] = -1, odd[2] = (int)E, odd[3] = odd[0];
   for (int pass = 0; pass < 2; pass++) {
     const int *id = pass ? odd.data() : ids;
     const h3_bf16 fill = __float2bfloat16_rn(-3.0f);
     std::vector<h3_bf16> act((size_t)(k * F), fill), y((size_t)(k * H), fill);
-    std::vector<float> out((size_t)H, NAN), comb((size_t)H, NAN);
-    std::vector<unsigned> tick((size_t)(H / 32), 0u);
     long long T1 = 1, HH = H, FF = F, EE = E;
     emu_launch3(k, F / 16, 1, H3M_MMA_THREADS, [&] {
       moe_k::emu_moe_mma(h, gu, nullptr, nullptr, id, act.data(), T1, HH, FF, EE, k, 1.702f, 7.0f);
     });
     emu_launch3(k, H / 32, 1, H3M_MMA_THREADS, [&] {
-      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k, wts, out.data(),
-                              tick.data());
+      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k);
     });
-    /* the down GEMV's own combine == the combine launch over its y, bitwise; tickets back to 0 */
-    emu_launch3(1, (H + 2047) / 2048, 1, 256, [&] { moe_k::emu_moe_combine(id, wts, y.data(), comb.data(), HH, k); });
-    int64_t cbad = 0, left = 0;
-    for (int64_t o = 0; o < H; o++) cbad += memcmp(&out[(size_t)o], &comb[(size_t)o], 4) != 0;
-    for (unsigned c : tick) left += c != 0;
-    CHECK(cbad == 0 && left == 0, "moe mma by slot (%s ids) H %lld k %d: %lld combined outputs differ from the "
-          "combine launch's, %lld tickets not reset", pass ? "odd" : "the case's", (long long)H, k, (long long)cbad,
-          (long long)left);
     int64_t bad = 0;
     for (int s = 0; s < k; s++) {
       bool first = id[s] >= 0 && id[s] < E;
@@ -226,10 +214,9 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
         moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
       });
       emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
-        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k,
-                                nullptr, nullptr, nullptr);
+        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
       });
-      if (T == 1) check_moe_by_slot(h, gu, dn, ids, (const float *)in[4].p(), y, H, F, E, k);
+      if (T == 1) check_moe_by_slot(h, gu, dn, ids, y, H, F, E, k);
     } else {
       emu_launch3(E, (F + 15) / 16, 1, 256, [&] {
         moe_k::emu_moe(h, gu, lists.data(), counts.data(), act.data(), TT, HH, FF, k, 1.702f, 7.0f, vh);

@@ -329,16 +329,13 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   emu_launch3(by_slot ? k : E, F / 16, 1, H3M_MMA_THREADS, [&] {
     moe_k::emu_moe_mma(h, gu, rl, counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
   });
-  /* one row: the down GEMV combines (its tickets), no combine launch */
-  std::vector<unsigned> tick((size_t)(H / 32), 0u);
-  const float *wts = (const float *)c.in[4].p();
   emu_launch3(by_slot ? k : E, H / 32, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k,
-                            by_slot ? wts : nullptr, by_slot ? (float *)out.p() : nullptr,
-                            by_slot ? tick.data() : nullptr);
+    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
   });
-  if (!by_slot)
-    emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] { moe_k::emu_moe_combine(ids, wts, y.data(), (float *)out.p(), HH, k); });
+  emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
+    moe_k::emu_moe_combine((const int *)c.in[3].p(), (const float *)c.in[4].p(), y.data(), (float *)out.p(), HH,
+                           k);
+  });
   compare(what, out, want[0], 1e-5);
   h3_module_free(c.m);
   h3_module_free(rm);
