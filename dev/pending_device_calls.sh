@@ -3,19 +3,19 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt; call
-# 40's checks ran, its A/B printed nothing: -s20-call40-fused-writes-checks.txt): 41 first (~150
-# s: the decode A/B of three builds), then 37, 38, then 39 with the fastest Sage form. Stages:
-# build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh BUILD STAGE --composite --m31-ab
-# "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec gpu_compile_check test_gpu_ops
-# nvfp4_bench attention_bench qkrope_gpu_write_test`) holds 37-40; build-gpu/s20 (commit a45f883:
-# `dev/mini_stage.sh BUILD STAGE --m31-ab "--disable-pass kv-write-fusion" h3c h3exec
-# gpu_compile_check`, then STAGE/b removed; 14 MB) the moe's one-row form, the row
-# reductions' and the router's smaller code and the slot arithmetic in one kernel. Call 41: carry
-# ["build-gpu/s19", "build-gpu/s20", "build-gpu/lab/cold_code"], command
-# `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200); carry
-# build-gpu/s21 too (commit b2bfba1, staged as s20: the one-row moe's combine in its down GEMV, the
-# decode attention's merges rolled, the router's one-row sum). A cold start
-# has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back mid-run ~170 s.
+# 40's checks ran, its A/B printed nothing: -s20-call40-fused-writes-checks.txt; call 41 ran on
+# an H100, no H200 starting: -h100-s21-call41-cold-code-decode-ab.txt): 41 again on the H200
+# (~300 s: the decode A/B of three builds, the batch-1 number of issue 17), then 37, 38, then 39
+# with the fastest Sage form. Stages: build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh
+# BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
+# gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`) holds
+# 37-40; build-gpu/s20 (commit a45f883: `dev/mini_stage.sh BUILD STAGE --m31-ab
+# "--disable-pass kv-write-fusion" h3c h3exec gpu_compile_check`, then STAGE/b removed; 14 MB)
+# the moe's one-row form, the row reductions' and the router's smaller code and the slot
+# arithmetic in one kernel. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
+# `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200).
+# A cold start has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back
+# mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
 #   8  generate's prefill through prefill_seq (no captured states; predicted -0.1 ms): the m31
@@ -347,8 +347,7 @@ case $CALL in
 39) { echo "== composite, H3_SAGE_FORM=${SAGE_FORM:-}"; H3_SAGE_FORM=${SAGE_FORM:-} \
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
-41) { echo "== cold code"; timeout 60 build-gpu/lab/cold_code
-   H3_AB_KCACHE=$S/kcache timeout 440 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20 build-gpu/s21; } > "$log" 2>&1 ;;
+41) { H3_AB_KCACHE=$S/kcache timeout 440 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
