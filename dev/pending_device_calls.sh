@@ -5,7 +5,8 @@
 # Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt; call
 # 40's checks ran, its A/B printed nothing: -s20-call40-fused-writes-checks.txt; call 41 ran on
 # an H100, no H200 starting: -h100-s21-call41-cold-code-decode-ab.txt): 41 again on the H200
-# (~300 s: the decode A/B of three builds, the batch-1 number of issue 17), then 37, 38, then 39
+# (~300 s: the decode A/B of three builds, the batch-1 number of issue 17) with 42 in the same
+# call if it fits (dev/stream_gemv.cu, ~100 s: can a GEMV stream at the plain read's rate?), then 37, 38, then 39
 # with the fastest Sage form. Stages: build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh
 # BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
 # gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`) holds
@@ -348,6 +349,7 @@ case $CALL in
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
 41) { H3_AB_KCACHE=$S/kcache timeout 440 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
+42) { timeout 240 build-gpu/lab/stream_gemv; } > "$log" 2>&1 ;; # carry build-gpu/lab/stream_gemv (1.1 MB); ~100 s
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
@@ -360,7 +362,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..41" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..42" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
