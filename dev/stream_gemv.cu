@@ -19,9 +19,18 @@
 // step); times are the mean of ~2 GB of launches (5 to 40) after a few warm-ups. Checks: y against cuBLAS's
 // (relative to max |y|, < 1e-3: only the fp32 sum order differs) and bitwise against sgemv's
 // own second run; NaN / Inf count as mismatches.
+// The product's form of it (kernels/skinny_gemm.cu's _st, H3_LINEAR_FORM=stream: U = 4, the
+// completion by a thread per row after the next turn's loads) is timed beside them.
 // Prediction: sgemv within ~5 % of the plain read at every shape (~3.7-3.9 TB/s), i.e. ~10 %
 // faster than cuBLAS at 75-150 MB; if it is not, the tickets' fences (one per U units a warp)
 // are the first suspect (variant: U = 8).
+#define H3_SKINNY_NAME sk
+#define O_T float
+#include "h3/bf16.h" // the prelude's host branches (nvcc also compiles them for the host)
+#include "h3/nvfp4.h"
+#include "prelude.cuh"
+#include "skinny_gemm.cu" // the product's form of this kernel: sk_st (H3_LINEAR_FORM=stream)
+
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -194,8 +203,8 @@ int main() {
     CK(cudaMalloc(&y, N * 4));
     CK(cudaMalloc(&yref, N * 4));
     CK(cudaMalloc(&part, K / 256 * N * 4));
-    CK(cudaMalloc(&cnt, N / 2 * 4));
-    CK(cudaMemset(cnt, 0, N / 2 * 4));
+    CK(cudaMalloc(&cnt, (N + 1) / 2 * 4));
+    CK(cudaMemset(cnt, 0, (N + 1) / 2 * 4));
     const double floor_us = 1e3 * mean_ms([&](int i) {
       read_words<<<sms * 8, 256>>>(reinterpret_cast<const uint4 *>(w[i % copies]), wn / 8, sink);
     }, iters_of(bytes) / 8 + 1, iters_of(bytes));
@@ -211,6 +220,17 @@ int main() {
     printf("\n%s: N %lld K %lld, %.1f MB\n  plain read     %8.2f us  %5.2f TB/s\n  cublas gemm    %8.2f us  %5.2f TB/s  %5.3f x plain\n",
            sh.name, N, K, bytes / 1e6, floor_us, bytes / floor_us / 1e6, cublas_us, bytes / cublas_us / 1e6,
            floor_us / cublas_us);
+    { // the product's streaming form at its launcher's grid (2 blocks an SM)
+      const int copies_ = (int)w.size(), it = iters_of(bytes), blocks = sms * 2;
+      const double us = 1e3 * mean_ms([&](int i) {
+        sk_st<<<blocks, 256>>>(x, w[i % copies_], nullptr, y, part, cnt, N, K);
+      }, it / 8 + 1, it);
+      std::vector<float> a((size_t)N);
+      sk_st<<<blocks, 256>>>(x, w[0], nullptr, y, part, cnt, N, K);
+      CK(cudaMemcpy(a.data(), y, N * 4, cudaMemcpyDeviceToHost));
+      printf("  %-14s U %d blocks %4d  %8.2f us  %5.2f TB/s  %5.3f x plain  rel %.1e\n", "product _st", H3S_SU, blocks, us,
+             bytes / us / 1e6, floor_us / us, rel_diff(a, ref));
+    }
     for (int bps = 2; bps <= occ2; bps *= 2) run_sgemv<2>("sgemv", sms * bps, w, x, y, part, cnt, N, K, bytes, floor_us, ref);
     for (int bps = 2; bps <= occ4; bps *= 2) run_sgemv<4>("sgemv", sms * bps, w, x, y, part, cnt, N, K, bytes, floor_us, ref);
     for (int bps = 1; bps <= occ8; bps *= 2) run_sgemv<8>("sgemv", sms * bps, w, x, y, part, cnt, N, K, bytes, floor_us, ref);

@@ -17,8 +17,10 @@
 // S == 1: y written directly. S > 1: fp32 partials part[s, M, N], then the last block of each
 // column group (counter cnt[bx], u32, 0 before the launch and again after it) adds them in
 // split order s = 0, 1, ... (never atomics on floats), adds the bias and writes y.
-// Every barrier runs as often in every thread of a block (tests/m31/test_skinny_emu.cpp runs
-// these kernels on the host under tests/codegen/host_emu.h).
+// The streaming form H3_SKINNY_NAME_st (one row of x, K a multiple of 256; below): work units
+// of 1 KB of the weight handed out grid-stride, partials added by a ticket's last drawer.
+// Every barrier and shuffle runs as often in every thread of a block
+// (tests/m31/test_skinny_emu.cpp runs these kernels on the host under tests/codegen/host_emu.h).
 // Macros the user defines in front: H3_SKINNY_NAME and O_T (y's and the bias's element type).
 
 #define H3S_THREADS 256 // 8 warps
@@ -133,3 +135,126 @@ H3S_KERNEL(2)
 H3S_KERNEL(4)
 H3S_KERNEL(8)
 H3S_KERNEL(16)
+
+// ---- the streaming form (M = 1) ----------------------------------------------------------------
+// H3_SKINNY_NAME_st (x[1, K], w[N, K], bias[N] or null, y[1, N], part f32[S, N], cnt u32[P],
+// N, K): y as above for one row of x, K a multiple of 256 (S = K / 256 segments), x and w
+// 16-byte aligned; P = ceil(N / 2) row pairs. Work unit u = (pair p = u / S, segment s = u %
+// S): rows 2p and 2p + 1 (row N - 1 read twice for odd N, never stored) over k = 256 s ..
+// 256 s + 255, 1 KB of the weight: warp v of block b takes units 8 b + v + 8 i gridDim.x,
+// H3S_SU of them per turn (every warp of a block as many turns; units past the last compute
+// zeros), x read through the read-only cache (no staging, no barrier before the first load).
+// A unit's two sums: lane l's 8 products at k = 256 s + 8 l added by fma in k order, then the
+// warp's butterfly; lane 0 writes them to part[s, 2p .. 2p + 1], fences, and draws a ticket
+// of cnt[p] (0 before the launch and after it). The drawer of a pair's S-th ticket lists it
+// in shared memory; in the block's next turn, after that turn's loads are issued, a thread
+// per listed row adds its S partials in segment order from 0 (then the bias), writes y and
+// resets cnt[p]. The sums do not depend on the grid: any grid gives y's bits (the launcher's:
+// 2 blocks an SM, all resident, 102 registers a thread).
+#define H3S_SU 4 // units per warp and turn (their 8 16-byte weight loads in flight per lane)
+
+// 16 bytes of x (read by every warp of every block: the read-only cache)
+H3_DI uint4 h3s_ldx(const h3_bf16 *p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+#else
+  return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
+
+H3_DI unsigned h3s_ticket(unsigned *c) {
+#ifdef __CUDA_ARCH__
+  return atomicAdd(c, 1u);
+#else
+  return (*c)++;
+#endif
+}
+
+// The rows listed by the block's last turn (done[warp][j]: a pair whose last ticket the warp
+// drew, -1 none): thread 2 e + r completes row 2 p + r of entry e.
+H3_DI void h3s_complete(const long long (*done)[H3S_SU], const O_T *bias, O_T *y, const float *part, unsigned *cnt,
+                        long long N, long long S) {
+  const int t = threadIdx.x;
+  if (t >= 2 * 8 * H3S_SU) return;
+  const long long p = done[(t >> 1) / H3S_SU][(t >> 1) % H3S_SU], n = p < 0 ? 0 : 2 * p + (t & 1);
+  if (p < 0 || n >= N) return;
+  h3_fence_gpu(); // the other blocks' partials, after the drawer's ticket
+  const float *q = part + n;
+  float sum = 0.0f;
+  long long s = 0;
+  for (; s + 8 <= S; s += 8) { // 8 loads in flight, added in order
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = h3_ldcg(q + (s + i) * N);
+#pragma unroll
+    for (int i = 0; i < 8; i++) sum = __fadd_rn(sum, v[i]);
+  }
+  for (; s < S; s++) sum = __fadd_rn(sum, h3_ldcg(q + s * N));
+  h3_st(y, n, bias ? __fadd_rn(sum, h3_w(bias[n])) : sum);
+  if ((t & 1) == 0) cnt[p] = 0u;
+}
+
+extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_NAME, _st)(
+    const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_T *y, float *part, unsigned *cnt, long long N,
+    long long K) {
+  __shared__ long long done[H3S_THREADS / 32][H3S_SU];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long S = K / 256, P = (N + 1) / 2, units = P * S, step = 8ll * gridDim.x;
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < H3S_SU; j++) done[warp][j] = -1;
+  __syncthreads();
+  for (long long base = 8ll * blockIdx.x;; base += H3S_SU * step) {
+    const bool more = base < units; // the same in every thread of the block
+    uint4 wv[H3S_SU][2], xv[H3S_SU];
+#pragma unroll
+    for (int j = 0; j < H3S_SU; j++) {
+      const long long u = base + warp + j * step, p = u / S, s = u % S;
+      wv[j][0] = wv[j][1] = xv[j] = uint4{0u, 0u, 0u, 0u};
+      if (more && u < units) {
+        const long long r0 = 2 * p, r1 = 2 * p + 1 < N ? 2 * p + 1 : N - 1;
+        wv[j][0] = h3s_ldw(w + r0 * K + 256 * s + 8 * lane);
+        wv[j][1] = h3s_ldw(w + r1 * K + 256 * s + 8 * lane);
+        xv[j] = h3s_ldx(x + 256 * s + 8 * lane);
+      }
+    }
+    h3s_complete(done, bias, y, part, cnt, N, S); // the last turn's rows, under these loads
+    __syncthreads();                              // the list read before it is written again
+    if (!more) break;
+    float a[H3S_SU][2];
+#pragma unroll
+    for (int j = 0; j < H3S_SU; j++) {
+      float xf[8], w0[8], w1[8];
+      h3s_f8(xv[j], xf);
+      h3s_f8(wv[j][0], w0);
+      h3s_f8(wv[j][1], w1);
+      a[j][0] = a[j][1] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        a[j][0] = __fmaf_rn(xf[e], w0[e], a[j][0]);
+        a[j][1] = __fmaf_rn(xf[e], w1[e], a[j][1]);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        a[j][0] = __fadd_rn(a[j][0], __shfl_xor_sync(0xffffffffu, a[j][0], o));
+        a[j][1] = __fadd_rn(a[j][1], __shfl_xor_sync(0xffffffffu, a[j][1], o));
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < H3S_SU; j++) {
+        const long long u = base + warp + j * step, p = u / S, s = u % S;
+        if (u >= units) continue;
+        part[s * N + 2 * p] = a[j][0];
+        if (2 * p + 1 < N) part[s * N + 2 * p + 1] = a[j][1];
+      }
+      h3_fence_gpu(); // the partials before the tickets
+#pragma unroll
+      for (int j = 0; j < H3S_SU; j++) {
+        const long long u = base + warp + j * step;
+        done[warp][j] = u < units && h3s_ticket(cnt + u / S) == (unsigned)(S - 1) ? u / S : -1;
+      }
+    }
+    __syncthreads(); // the list written before the next turn completes it
+  }
+}

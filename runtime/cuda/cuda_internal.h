@@ -76,7 +76,7 @@ typedef struct {
   cu_op_kind kind;
   cu_kernel *k;  /* KERNEL; the generic linear kernel for LINEAR without cuBLASLt */
   cu_gemm *gemm; /* LINEAR through cuBLASLt */
-  bool skinny;   /* LINEAR on the skinny kernel (cuda_skinny_gemm.c) */
+  unsigned char skinny; /* LINEAR's form: CU_LINEAR_SKINNY or _STREAM (cuda_skinny_gemm.c), else 0 */
   cu_int8 *int8; /* LINEAR_INT8 */
   int64_t view_offset; /* VIEW: byte offset of the result in its source */
   void *scratch;       /* M31, SAGE, SOL, COLLECTIVE, skinny LINEAR: device scratch of
@@ -262,14 +262,16 @@ h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int 
 int cu_env_form(const char *var, const char *const *forms);
 
 /* ---- the skinny linear (cuda_skinny_gemm.c: kernels/skinny_gemm.cu) --------------------- */
-/* Whether it takes linear op (decided when the op is prepared): H3_LINEAR_FORM=skinny in the
- * environment, x and w bf16, y bf16 or f32 (a bias of y's dtype), 1 to 16 rows of x, K a
- * multiple of 8. */
-bool cu_skinny_takes(const h3_op *op);
-/* The device scratch of its K splits (cuda_skinny_gemm.h) for op. */
-size_t cu_skinny_op_scratch_bytes(const h3_op *op);
-/* Runs it (the backend's own GEMM where x or w is not 16-byte aligned). */
-h3_status cu_skinny_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, int n_in,
+/* Which form runs linear op (decided when the op is prepared): CU_LINEAR_SKINNY for
+ * H3_LINEAR_FORM=skinny in the environment, x and w bf16, y bf16 or f32 (a bias of y's
+ * dtype), 1 to 16 rows of x, K a multiple of 8; CU_LINEAR_STREAM for H3_LINEAR_FORM=stream,
+ * the same types, one row of x, K a multiple of 256; else CU_LINEAR_LIBRARY (cuBLASLt). */
+enum { CU_LINEAR_LIBRARY = 0, CU_LINEAR_SKINNY = 1, CU_LINEAR_STREAM = 2 };
+int cu_skinny_takes(const h3_op *op);
+/* The device scratch of that form (cuda_skinny_gemm.h) for op. */
+size_t cu_skinny_op_scratch_bytes(const h3_op *op, int form);
+/* Runs op in that form (the backend's own GEMM where x or w is not 16-byte aligned). */
+h3_status cu_skinny_run(cu_state *s, const h3_op *op, int form, void *scratch, const h3_tensor *in, int n_in,
                         const h3_tensor *out, h3_diag *d);
 
 /* ---- M3.1's hand kernels (cuda_m31.c) ---------------------------------------------------- */

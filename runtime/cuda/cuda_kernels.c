@@ -404,7 +404,7 @@ static h3_status prepare_scratch(cu_state *s, cu_op *o, h3_diag *d) {
   size_t bytes = o->kind == CU_OP_SAGE         ? cu_sage_scratch_bytes(o->op)
                  : o->kind == CU_OP_SOL        ? cu_sol_scratch_bytes(o->op)
                  : o->kind == CU_OP_COLLECTIVE ? cu_collective_scratch_bytes(o->op)
-                 : o->kind == CU_OP_LINEAR     ? cu_skinny_op_scratch_bytes(o->op)
+                 : o->kind == CU_OP_LINEAR     ? cu_skinny_op_scratch_bytes(o->op, o->skinny)
                                                : cu_m31_scratch_bytes(o->op);
   if (!bytes) return H3_OK;
   o->scratch = cu_alloc(s, bytes);
@@ -443,7 +443,7 @@ static h3_status prepare(cu_state *s, cu_op *o, h3_diag *d) {
   case CU_OP_VIEW:
   case CU_OP_INDEX: o->view_offset = view_offset(op); return H3_OK;
   case CU_OP_LINEAR:
-    if ((o->skinny = cu_skinny_takes(op))) return prepare_scratch(s, o, d);
+    if ((o->skinny = (unsigned char)cu_skinny_takes(op))) return prepare_scratch(s, o, d);
     return cu_gemm_prepare(s, op, &o->gemm, d);
   case CU_OP_LINEAR_INT8: return cu_int8_prepare(s, op, &o->int8, d);
   case CU_OP_M31:
@@ -550,7 +550,7 @@ h3_status cu_op_run(cu_state *s, cu_op *o, const h3_tensor *in, int n_in, const 
   }
   case CU_OP_INDEX: return cu_index_copy(s, o->op, &in[0], &in[1], &out[0], d);
   case CU_OP_LINEAR:
-    if (o->skinny) return cu_skinny_run(s, o->op, o->scratch, in, n_in, out, d);
+    if (o->skinny) return cu_skinny_run(s, o->op, o->skinny, o->scratch, in, n_in, out, d);
     return o->gemm ? cu_gemm_run(s, o->gemm, in, n_in, out, d)
                    : cu_linear_generic(s, o->op, in, n_in, out, d);
   case CU_OP_LINEAR_INT8: return cu_int8_run(s, o->int8, in, n_in, out, d);

@@ -1,7 +1,7 @@
 /* cuda_skinny_gemm.c: linear of at most 16 rows on the skinny kernel (kernels/skinny_gemm.cu),
- * opted into with H3_LINEAR_FORM=skinny (docs/running.md): which linears it takes (decided
- * when the op is prepared), its launch shape (cuda_skinny_gemm.h), its scratch and its one
- * launch. */
+ * opted into with H3_LINEAR_FORM=skinny, or of one row on its streaming form with
+ * H3_LINEAR_FORM=stream (docs/running.md): which linears they take (decided when the op is
+ * prepared), their launch shapes (cuda_skinny_gemm.h), their scratch and their one launch. */
 #include "cuda_skinny_gemm.h"
 
 #include "cuda_m31.h"
@@ -42,29 +42,62 @@ static void dims(const h3_op *op, int64_t *M, int64_t *N, int64_t *K) {
   *N = op->operands[1]->type.rank == 2 ? op->operands[1]->type.dims[0] : 0;
 }
 
-bool cu_skinny_takes(const h3_op *op) {
-  if (cu_env_form("H3_LINEAR_FORM", (const char *const[]){"skinny", NULL}) != 0 || op->n_operands < 2 ||
-      op->n_results < 1)
-    return false;
+int cu_skinny_takes(const h3_op *op) {
+  const int form = cu_env_form("H3_LINEAR_FORM", (const char *const[]){"skinny", "stream", NULL});
+  if (form < 0 || op->n_operands < 2 || op->n_results < 1) return CU_LINEAR_LIBRARY;
   const h3_dtype yd = op->results[0]->type.dtype;
   int64_t M, N, K;
   dims(op, &M, &N, &K);
-  return op->operands[0]->type.dtype == H3_BF16 && op->operands[1]->type.dtype == H3_BF16 &&
-         (yd == H3_BF16 || yd == H3_F32) && (op->n_operands < 3 || op->operands[2]->type.dtype == yd) &&
-         M >= 1 && M <= CU_SKINNY_MAX_ROWS && N >= 1 && K >= 1 && K % 8 == 0;
+  if (op->operands[0]->type.dtype != H3_BF16 || op->operands[1]->type.dtype != H3_BF16 ||
+      (yd != H3_BF16 && yd != H3_F32) || (op->n_operands > 2 && op->operands[2]->type.dtype != yd) || N < 1)
+    return CU_LINEAR_LIBRARY;
+  if (form == 1) return M == 1 && K >= 256 && K % 256 == 0 ? CU_LINEAR_STREAM : CU_LINEAR_LIBRARY;
+  return M >= 1 && M <= CU_SKINNY_MAX_ROWS && K >= 1 && K % 8 == 0 ? CU_LINEAR_SKINNY : CU_LINEAR_LIBRARY;
 }
 
-size_t cu_skinny_op_scratch_bytes(const h3_op *op) {
+size_t cu_skinny_op_scratch_bytes(const h3_op *op, int form) {
   int64_t M, N, K;
   dims(op, &M, &N, &K);
-  return cu_skinny_scratch_bytes(M, N, K);
+  return form == CU_LINEAR_STREAM ? cu_skinny_stream_scratch_bytes(N, K) : cu_skinny_scratch_bytes(M, N, K);
 }
 
-h3_status cu_skinny_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, int n_in,
+size_t cu_skinny_stream_scratch_bytes(int64_t N, int64_t K) {
+  if (N <= 0 || K < 256) return 0;
+  return cu_align256((size_t)(K / 256 * N) * 4) + (size_t)((N + 1) / 2) * 4;
+}
+
+int64_t cu_skinny_stream_blocks(int64_t N, int64_t K, int sms) {
+  const int64_t units = (N + 1) / 2 * (K / 256), want = (units + 8 * CU_SKINNY_STREAM_SU - 1) / (8 * CU_SKINNY_STREAM_SU);
+  const int64_t most = (int64_t)(sms > 0 ? sms : 1) * CU_SKINNY_STREAM_BLOCKS_PER_SM;
+  return want < 1 ? 1 : want < most ? want : most;
+}
+
+/* The streaming form's one launch (M = 1): the grid holds every block at once. */
+static h3_status run_stream(cu_state *s, const h3_op *op, void *scratch, const void *x, const void *w,
+                            const void *bias, const h3_tensor *out, h3_diag *d) {
+  char name[128], defs[256];
+  snprintf(name, sizeof name, "h3cu_skinny_%s_st", DN(out[0].type.dtype));
+  snprintf(defs, sizeof defs, "#define H3_SKINNY_NAME h3cu_skinny_%s\n#define O_T %s\n", DN(out[0].type.dtype),
+           h3_kernel_ctype(out[0].type.dtype));
+  const char *names[1] = {name};
+  cu_kernel *kn;
+  if (cu_m31_kernels(s, op, "skinny_gemm.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
+  if (!scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
+  int64_t M, N, K;
+  dims(op, &M, &N, &K);
+  void *y = out[0].data, *part = scratch, *cnt = (char *)scratch + cu_align256((size_t)(K / 256 * N) * 4);
+  long long NN = N, KK = K;
+  void *args[] = {&x, &w, &bias, &y, &part, &cnt, &NN, &KK};
+  int64_t grid[3] = {cu_skinny_stream_blocks(N, K, s->sm_count), 1, 1}, block[3] = {CU_SKINNY_THREADS, 1, 1};
+  return cu_launch(s, kn, grid, block, 0, args, d);
+}
+
+h3_status cu_skinny_run(cu_state *s, const h3_op *op, int form, void *scratch, const h3_tensor *in, int n_in,
                         const h3_tensor *out, h3_diag *d) {
   const void *x = in[0].data, *w = in[1].data, *bias = n_in > 2 ? in[2].data : NULL;
-  if ((uintptr_t)x % 16 || (uintptr_t)w % 16) /* the kernel's 16-byte loads: another GEMM */
+  if ((uintptr_t)x % 16 || (uintptr_t)w % 16) /* the kernels' 16-byte loads: another GEMM */
     return cu_linear_generic(s, op, in, n_in, out, d);
+  if (form == CU_LINEAR_STREAM) return run_stream(s, op, scratch, x, w, bias, out, d);
   char base[96], name[5][128], defs[256];
   snprintf(base, sizeof base, "h3cu_skinny_%s", DN(out[0].type.dtype));
   snprintf(defs, sizeof defs, "#define H3_SKINNY_NAME %s\n#define O_T %s\n", base,

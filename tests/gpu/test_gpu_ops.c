@@ -15,7 +15,8 @@
  *    adding one IR line to all_ops.ir, not by editing this file.
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
  *    output), the fp32 GEMM (bitwise equal to the CPU), the skinny linear of 1 to 16 rows
- *    (H3_LINEAR_FORM=skinny: K splits, bias, f32 output), attention at head_dim 128 with
+ *    (H3_LINEAR_FORM=skinny: K splits, bias, f32 output) and its streaming form of one row
+ *    (H3_LINEAR_FORM=stream: odd N, bias, f32 output, 1 to 24 segments a row), attention at head_dim 128 with
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
  *    (bitwise); attention reading v in place through v_view (the v columns of a packed
  *    qkv with segments, a view inside a wider row, causal GQA in f32) through each
@@ -262,6 +263,19 @@ static h3_plan *load_plan(h3_backend *b, h3_module *m, h3_tier tier, const char 
     failed++;
   }
   return p;
+}
+
+/* load_plan at the exact tier with H3_LINEAR_FORM=form while the plan loads (the cuda backend
+ * reads it as it prepares each linear), the variable restored afterwards */
+static h3_plan *load_plan_linear_form(h3_backend *b, h3_module *m, const char *form, const char *tag) {
+  const char *was = getenv("H3_LINEAR_FORM");
+  char *saved = was ? strdup(was) : NULL;
+  setenv("H3_LINEAR_FORM", form, 1);
+  h3_plan *plan = load_plan(b, m, H3_TIER_EXACT, tag);
+  if (saved) setenv("H3_LINEAR_FORM", saved, 1);
+  else unsetenv("H3_LINEAR_FORM");
+  free(saved);
+  return plan;
 }
 
 static void check_plan_ops(h3_backend *b, h3_module *m, h3_tier tier, const char *tag) {
@@ -875,13 +889,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
                           {"m31 decode attention sparse T=1 at 2047 Hk=4, varied selections", 1, 4, 2047, 2, 17,
                            20, false, NULL}};
   for (int i = 0; i < 2; i++) m31d[i].op = m31_att_op(&h, &m31d[i], 7 + i);
-  const char *was = getenv("H3_LINEAR_FORM");
-  char *form = was ? strdup(was) : NULL;
-  setenv("H3_LINEAR_FORM", "skinny", 1); /* read as the plan's ops are prepared */
-  h3_plan *plan = load_plan(b, h.m, H3_TIER_EXACT, "hand-made ops"); /* owns h.m */
-  if (form) setenv("H3_LINEAR_FORM", form, 1);
-  else unsetenv("H3_LINEAR_FORM");
-  free(form);
+  h3_plan *plan = load_plan_linear_form(b, h.m, "skinny", "hand-made ops"); /* owns h.m */
   if (!plan) return;
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
@@ -917,6 +925,37 @@ static void check_hand(h3_backend *b, bool all_attention) {
     h3_diag_free(&d);
   }
   check_sage_forms(b, sage, n_sage, all_attention); /* last: a form new to a GPU may hang */
+  h3_plan_free(plan);
+}
+
+/* The skinny linear's streaming form (H3_LINEAR_FORM=stream while its plan loads: linears of
+ * one row, K a multiple of 256): a decode-sized weight (24 segments a row), N odd with a bias,
+ * 17000 columns to f32 (the lm_head's shape class), one segment a row. */
+static void check_stream_linears(h3_backend *b) {
+  hand h;
+  h.m = h3_module_new("gpu_ops_stream", "test");
+  h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
+  h.bld = (h3_builder){h.m, &h.g->body, NULL, {0}};
+  static const int64_t sh[4][2] = {{9216, 6144}, {999, 4096}, {17000, 512}, {600, 256}};
+  static const char *const tag[4] = {"linear stream N 9216 K 6144", "linear stream N 999 K 4096 +bias",
+                                     "linear stream N 17000 K 512 ->f32", "linear stream N 600 K 256 ->f32 +bias"};
+  hand_case cases[4];
+  h3_attr f32 = h3_attr_dtype(h.m, "dtype", H3_F32);
+  for (int i = 0; i < 4; i++) {
+    char name[8];
+    h3_value *v[3];
+    const h3_dtype yd = i < 2 ? H3_BF16 : H3_F32;
+    snprintf(name, sizeof name, "xt%d", i);
+    v[0] = in_of(&h, name, H3_BF16, 2, (int64_t[]){1, sh[i][1]});
+    snprintf(name, sizeof name, "wt%d", i);
+    v[1] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sh[i][0], sh[i][1]});
+    snprintf(name, sizeof name, "bt%d", i);
+    v[2] = i == 1 || i == 3 ? in_of(&h, name, yd, 1, (int64_t[]){sh[i][0]}) : NULL;
+    cases[i] = (hand_case){tag[i], op_of(&h, H3_OP_LINEAR, v[2] ? 3 : 2, v, yd == H3_F32, &f32), -1, NULL};
+  }
+  h3_plan *plan = load_plan_linear_form(b, h.m, "stream", "stream linears"); /* owns h.m */
+  if (!plan) return;
+  check_cases(b, cases, 4, "");
   h3_plan_free(plan);
 }
 
@@ -985,6 +1024,7 @@ int main(int argc, char **argv) {
   snprintf(all_ops, sizeof all_ops, "%s/../tests/codegen/all_ops.ir", dir);
   check_ir_file(b, access(all_ops, R_OK) == 0 ? all_ops : H3_SOURCE_DIR "/tests/codegen/all_ops.ir");
   check_hand(b, cuda);
+  check_stream_linears(b);
   if (b->ext && b->ext->init_param) { /* weights made on the device */
     check_weights(b, dir, "minimax_h3.g");
     check_weights(b, dir, "minimax_m3_1.g");

@@ -7,7 +7,10 @@
  * columns (a last block with part of a pair and N odd), K = 4096 at M = 16, K not a multiple
  * of the 256-k load unit, a last split of 8 k, blocks of 64 columns (N = 16900); bias and
  * none, bf16 and f32 y. NMSE <= 1e-5 (fp32 sum order, one rounding), no
- * NaN or Inf, the counters back at 0 and a second launch bitwise the same.
+ * NaN or Inf, the counters back at 0 and a second launch bitwise the same. The streaming form
+ * (one row, H3_LINEAR_FORM=stream) in grids of 1, 3 and the launcher's blocks: the same bits
+ * in every grid; K of 1, 2, 24 and 48 segments (the completion's batches of 8 partials and
+ * its remainder), N odd, bias and none, bf16 and f32 y.
  */
 #include "emu_harness.h"
 
@@ -22,6 +25,7 @@ namespace skinny_bf16 {
 #undef H3_SKINNY_NAME
 #undef O_T
 } // namespace skinny_bf16
+enum { H3S_SU_OF_FILE = H3S_SU };
 
 namespace skinny_f32 {
 #define O_T float
@@ -53,7 +57,10 @@ static void launch(F kernels, const cu_skinny_shape &sh, std::vector<buf> &in, b
   });
 }
 
-static void test_skinny(int64_t M, int64_t N, int64_t K, bool bias, const char *yd) {
+/* linear(x [M, K] bf16, w [N, K] bf16 (, bias [N])) -> y [M, N] of dtype yd as a module, its
+ * random inputs (never zero) and the CPU's y; NULL when the IR does not parse. */
+static h3_module *linear_case(int64_t M, int64_t N, int64_t K, bool bias, const char *yd, std::vector<buf> &in,
+                              std::vector<buf> &want) {
   std::string yt = ty(yd, {M, N}), sig = "%x: " + ty("bf16", {M, K}) + ", %w: " + ty("bf16", {N, K});
   if (bias) sig += ", %b: " + ty(yd, {N});
   std::string attr = strcmp(yd, "f32") ? "" : " {dtype = f32}";
@@ -61,12 +68,19 @@ static void test_skinny(int64_t M, int64_t N, int64_t K, bool bias, const char *
                      (bias ? ", %b" : "") + ")" + attr + " : " + yt + "\n    return %y\n  }\n}\n";
   h3_module *m = parse(text);
   CHECK(m, "linear IR");
-  if (!m) return;
+  if (!m) return nullptr;
   const h3_op *op = first_op(m);
-  std::vector<buf> in;
   for (int i = 0; i < op->n_operands; i++) in.push_back(make(op->operands[i]->type));
   for (auto &b : in) fill_nonzero(b);
-  std::vector<buf> want = cpu_run(op, in);
+  want = cpu_run(op, in);
+  return m;
+}
+
+static void test_skinny(int64_t M, int64_t N, int64_t K, bool bias, const char *yd) {
+  std::vector<buf> in, want;
+  h3_module *m = linear_case(M, N, K, bias, yd, in, want);
+  if (!m) return;
+  const h3_op *op = first_op(m);
   const cu_skinny_shape sh = cu_skinny_shape_of(M, N, K);
   CHECK(sh.smem <= (1u << 20), "x fits the emulation's shared memory");
   std::vector<unsigned char> scratch(cu_skinny_scratch_bytes(M, N, K) + 16, 0);
@@ -99,8 +113,55 @@ static void test_skinny(int64_t M, int64_t N, int64_t K, bool bias, const char *
   h3_module_free(m);
 }
 
+/* The streaming form (M = 1, K a multiple of 256) in grids of `blocks` (1: every unit in one
+ * block; a few; the launcher's at 132 SMs): against the CPU, and every grid and a second
+ * launch the same bits as the first; the tickets back at 0. */
+static void test_stream(int64_t N, int64_t K, bool bias, const char *yd) {
+  static_assert((int)CU_SKINNY_STREAM_SU == (int)H3S_SU_OF_FILE, "the launcher's units per turn are the kernel's");
+  std::vector<buf> in, want;
+  h3_module *m = linear_case(1, N, K, bias, yd, in, want);
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  const bool f32 = !strcmp(yd, "f32");
+  const int64_t grids[3] = {1, 3, cu_skinny_stream_blocks(N, K, 132)};
+  const size_t part_bytes = ((size_t)(K / 256 * N) * 4 + 255) / 256 * 256;
+  std::vector<unsigned char> scratch(cu_skinny_stream_scratch_bytes(N, K) + 16, 0);
+  float *part = (float *)scratch.data();
+  unsigned *cnt = (unsigned *)(scratch.data() + part_bytes);
+  buf first = make(op->results[0]->type);
+  for (int g = 0; g < 4; g++) {
+    const int64_t blocks = grids[g < 3 ? g : 2];
+    buf y = make(op->results[0]->type);
+    emu_launch3(blocks, 1, 1, CU_SKINNY_THREADS, [&] {
+      if (f32)
+        skinny_f32::emu_skinny_f32_st((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(),
+                                      bias ? (const float *)in[2].p() : nullptr, (float *)y.p(), part, cnt, N, K);
+      else
+        skinny_bf16::emu_skinny_st((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(),
+                                   bias ? (const h3_bf16 *)in[2].p() : nullptr, (h3_bf16 *)y.p(), part, cnt, N, K);
+    });
+    char what[160];
+    snprintf(what, sizeof what, "stream N %lld K %lld %s%s, %lld blocks%s", (long long)N, (long long)K, yd,
+             bias ? " bias" : "", (long long)blocks, g == 3 ? " (again)" : "");
+    if (g == 0) {
+      compare(what, y, want[0], 1e-5);
+      memcpy(first.p(), y.p(), (size_t)h3_type_bytes(&y.type));
+    } else {
+      CHECK(memcmp(first.p(), y.p(), (size_t)h3_type_bytes(&y.type)) == 0, "%s: not the bits of 1 block", what);
+    }
+    int64_t left = 0;
+    for (int64_t p = 0; p < (N + 1) / 2; p++) left += cnt[p] != 0;
+    CHECK(left == 0, "%s: %lld tickets not back at 0", what, (long long)left);
+  }
+  h3_module_free(m);
+}
+
 int main(void) {
   elapsed();
+  test_stream(64, 6144, false, "bf16"); /* S = 24: three 8-partial batches */
+  test_stream(101, 512, true, "f32");   /* N odd: the last pair one row */
+  test_stream(600, 256, true, "bf16");  /* S = 1: every unit completes its pair */
+  test_stream(37, 12288, false, "f32"); /* S = 48, N odd */
   test_skinny(1, 64, 6144, false, "bf16");  /* small N: 16 K splits */
   test_skinny(3, 40, 2048, true, "bf16");   /* rows of m4, 8 splits, a partial block */
   test_skinny(16, 24, 4096, true, "f32");   /* m16, 16 splits */
