@@ -15,6 +15,11 @@
 # the moe's one-row form, the row reductions' and the router's smaller code and the slot
 # arithmetic in one kernel. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
 # `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200).
+# Then 43 (~250 s, carry ["build-gpu/s20", "build-gpu/s21"], STAGE build-gpu/s21): the batch-1
+# step with the streaming linear (H3_LINEAR_FORM=stream; build-gpu/s21 is commit ba1cab9's
+# stage, mini_stage as s20) against cuBLASLt's, s20 beside it; predicted -50 to -80 µs if 42
+# shows the form within ~5 % of a plain read. Tokens of the stream form may part from
+# cuBLASLt's at a near-tie (another sum order).
 # A cold start has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back
 # mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
@@ -349,7 +354,9 @@ case $CALL in
      tests/gpu/run_all.sh "$S" "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
 41) { H3_AB_KCACHE=$S/kcache timeout 440 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
-42) { timeout 240 build-gpu/lab/stream_gemv; } > "$log" 2>&1 ;; # carry build-gpu/lab/stream_gemv (1.1 MB); ~100 s
+42) { timeout 240 build-gpu/lab/stream_gemv; } > "$log" 2>&1 ;; # carry build-gpu/lab/stream_gemv (1.7 MB); ~100 s
+43) { H3_AB_KCACHE=$S/kcache timeout 420 dev/m31_step_ab.sh "$OUT" 2 build-gpu/s20 build-gpu/s21 \
+       build-gpu/s21@H3_LINEAR_FORM=stream; } > "$log" 2>&1 ;; # carry build-gpu/s20, build-gpu/s21; ~250 s
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
@@ -362,7 +369,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..42" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..43" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
