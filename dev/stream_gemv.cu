@@ -19,8 +19,9 @@
 // step); times are the mean of ~2 GB of launches (5 to 40) after a few warm-ups. Checks: y against cuBLAS's
 // (relative to max |y|, < 1e-3: only the fp32 sum order differs) and bitwise against sgemv's
 // own second run; NaN / Inf count as mismatches.
-// The product's form of it (kernels/skinny_gemm.cu's _st, H3_LINEAR_FORM=stream: U = 4, the
-// completion by a thread per row after the next turn's loads) is timed beside them.
+// The product's form of it (kernels/skinny_gemm.cu's _st, H3_LINEAR_FORM=stream: units of a row
+// pair's 4 consecutive segments, one partial and one ticket a unit, the drawer's lane 0
+// finishing the pair) is timed beside them.
 // Prediction: sgemv within ~5 % of the plain read at every shape (~3.7-3.9 TB/s), i.e. ~10 %
 // faster than cuBLAS at 75-150 MB; if it is not, the tickets' fences (one per U units a warp)
 // are the first suspect (variant: U = 8).
@@ -228,7 +229,7 @@ int main() {
       std::vector<float> a((size_t)N);
       sk_st<<<blocks, 256>>>(x, w[0], nullptr, y, part, cnt, N, K);
       CK(cudaMemcpy(a.data(), y, N * 4, cudaMemcpyDeviceToHost));
-      printf("  %-14s U %d blocks %4d  %8.2f us  %5.2f TB/s  %5.3f x plain  rel %.1e\n", "product _st", H3S_SU, blocks, us,
+      printf("  %-14s U - blocks %4d  %8.2f us  %5.2f TB/s  %5.3f x plain  rel %.1e\n", "product _st", blocks, us,
              bytes / us / 1e6, floor_us / us, rel_diff(a, ref));
     }
     for (int bps = 2; bps <= occ2; bps *= 2) run_sgemv<2>("sgemv", sms * bps, w, x, y, part, cnt, N, K, bytes, floor_us, ref);

@@ -137,21 +137,20 @@ H3S_KERNEL(8)
 H3S_KERNEL(16)
 
 // ---- the streaming form (M = 1) ----------------------------------------------------------------
-// H3_SKINNY_NAME_st (x[1, K], w[N, K], bias[N] or null, y[1, N], part f32[S, N], cnt u32[P],
-// N, K): y as above for one row of x, K a multiple of 256 (S = K / 256 segments), x and w
-// 16-byte aligned; P = ceil(N / 2) row pairs. Work unit u = (pair p = u / S, segment s = u %
-// S): rows 2p and 2p + 1 (row N - 1 read twice for odd N, never stored) over k = 256 s ..
-// 256 s + 255, 1 KB of the weight: warp v of block b takes units 8 b + v + 8 i gridDim.x,
-// H3S_SU of them per turn (every warp of a block as many turns; units past the last compute
-// zeros), x read through the read-only cache (no staging, no barrier before the first load).
-// A unit's two sums: lane l's 8 products at k = 256 s + 8 l added by fma in k order, then the
-// warp's butterfly; lane 0 writes them to part[s, 2p .. 2p + 1], fences, and draws a ticket
-// of cnt[p] (0 before the launch and after it). The drawer of a pair's S-th ticket lists it
-// in shared memory; in the block's next turn, after that turn's loads are issued, a thread
-// per listed row adds its S partials in segment order from 0 (then the bias), writes y and
-// resets cnt[p]. The sums do not depend on the grid: any grid gives y's bits (the launcher's:
-// 2 blocks an SM, all resident, 102 registers a thread).
-#define H3S_SU 4 // units per warp and turn (their 8 16-byte weight loads in flight per lane)
+// H3_SKINNY_NAME_st (x[1, K], w[N, K], bias[N] or null, y[1, N], part f32[C, N], cnt u32[P],
+// N, K): y as above for one row of x, K a multiple of 256, x and w 16-byte aligned; S = K /
+// 256 segments of 256 k, G = 4, 2 or 1 (the most of those dividing S) segments a chunk, C = S
+// / G chunks a row, P = ceil(N / 2) row pairs. Work unit u = (pair p = u / C, chunk c = u %
+// C): rows 2p and 2p + 1 (row N - 1 read twice for odd N, never stored) over k = 256 G c ..
+// + 256 G - 1, at most 4 KB of the weight; warp v of block b takes units 8 b + v + 8 i
+// gridDim.x, one a turn (every warp of a block as many turns, units past the last computing
+// zeros), its 2 G 16-byte loads a lane issued at once, x read through the read-only cache (no
+// staging, no barrier). A unit's two sums: lane l's products at k = 256 (G c + g) + 8 l + e
+// (g < G, e < 8) added by fma in that order, then the warp's butterfly; lane 0 writes them to
+// part[c, 2p .. 2p + 1], fences, and draws a ticket of cnt[p] (0 before the launch and after
+// it); the drawer of a pair's C-th ticket adds the pair's C partials in chunk order from 0
+// (then the bias), writes y and resets cnt[p]. The sums depend on K alone: any grid gives
+// y's bits (the launcher's: 2 blocks an SM, all resident).
 
 // 16 bytes of x (read by every warp of every block: the read-only cache)
 H3_DI uint4 h3s_ldx(const h3_bf16 *p) {
@@ -170,91 +169,64 @@ H3_DI unsigned h3s_ticket(unsigned *c) {
 #endif
 }
 
-// The rows listed by the block's last turn (done[warp][j]: a pair whose last ticket the warp
-// drew, -1 none): thread 2 e + r completes row 2 p + r of entry e.
-H3_DI void h3s_complete(const long long (*done)[H3S_SU], const O_T *bias, O_T *y, const float *part, unsigned *cnt,
-                        long long N, long long S) {
-  const int t = threadIdx.x;
-  if (t >= 2 * 8 * H3S_SU) return;
-  const long long p = done[(t >> 1) / H3S_SU][(t >> 1) % H3S_SU], n = p < 0 ? 0 : 2 * p + (t & 1);
-  if (p < 0 || n >= N) return;
-  h3_fence_gpu(); // the other blocks' partials, after the drawer's ticket
-  const float *q = part + n;
+// y[n] from its C partials (column n of part [C, N]) in chunk order, 8 loads in flight
+H3_DI void h3s_finish(const float *part, const O_T *bias, O_T *y, long long n, long long N, long long C) {
   float sum = 0.0f;
-  long long s = 0;
-  for (; s + 8 <= S; s += 8) { // 8 loads in flight, added in order
+  for (long long c0 = 0; c0 < C; c0 += 8) {
     float v[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = h3_ldcg(q + (s + i) * N);
+    for (int i = 0; i < 8; i++) v[i] = c0 + i < C ? h3_ldcg(part + (c0 + i) * N + n) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; i++) sum = __fadd_rn(sum, v[i]);
+    for (int i = 0; i < 8; i++)
+      if (c0 + i < C) sum = __fadd_rn(sum, v[i]);
   }
-  for (; s < S; s++) sum = __fadd_rn(sum, h3_ldcg(q + s * N));
   h3_st(y, n, bias ? __fadd_rn(sum, h3_w(bias[n])) : sum);
-  if ((t & 1) == 0) cnt[p] = 0u;
 }
 
 extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_NAME, _st)(
     const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_T *y, float *part, unsigned *cnt, long long N,
     long long K) {
-  __shared__ long long done[H3S_THREADS / 32][H3S_SU];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long S = K / 256, P = (N + 1) / 2, units = P * S, step = 8ll * gridDim.x;
-  if (lane == 0)
+  const long long S = K / 256, G = S % 4 == 0 ? 4 : S % 2 == 0 ? 2 : 1, C = S / G;
+  const long long units = (N + 1) / 2 * C, step = 8ll * gridDim.x;
+  for (long long base = 8ll * blockIdx.x; base < units; base += step) { // the same turns in every warp
+    const long long u = base + warp, p = u / C, c = u % C;
+    const bool live = u < units;
+    const long long r0 = 2 * p, r1 = 2 * p + 1 < N ? 2 * p + 1 : N - 1, k0 = 256 * G * c + 8 * lane;
+    uint4 w0[4], w1[4], xv[4];
 #pragma unroll
-    for (int j = 0; j < H3S_SU; j++) done[warp][j] = -1;
-  __syncthreads();
-  for (long long base = 8ll * blockIdx.x;; base += H3S_SU * step) {
-    const bool more = base < units; // the same in every thread of the block
-    uint4 wv[H3S_SU][2], xv[H3S_SU];
-#pragma unroll
-    for (int j = 0; j < H3S_SU; j++) {
-      const long long u = base + warp + j * step, p = u / S, s = u % S;
-      wv[j][0] = wv[j][1] = xv[j] = uint4{0u, 0u, 0u, 0u};
-      if (more && u < units) {
-        const long long r0 = 2 * p, r1 = 2 * p + 1 < N ? 2 * p + 1 : N - 1;
-        wv[j][0] = h3s_ldw(w + r0 * K + 256 * s + 8 * lane);
-        wv[j][1] = h3s_ldw(w + r1 * K + 256 * s + 8 * lane);
-        xv[j] = h3s_ldx(x + 256 * s + 8 * lane);
+    for (int g = 0; g < 4; g++) { // the unit's loads first
+      w0[g] = w1[g] = xv[g] = uint4{0u, 0u, 0u, 0u};
+      if (live && g < G) {
+        w0[g] = h3s_ldw(w + r0 * K + k0 + 256 * g);
+        w1[g] = h3s_ldw(w + r1 * K + k0 + 256 * g);
+        xv[g] = h3s_ldx(x + k0 + 256 * g);
       }
     }
-    h3s_complete(done, bias, y, part, cnt, N, S); // the last turn's rows, under these loads
-    __syncthreads();                              // the list read before it is written again
-    if (!more) break;
-    float a[H3S_SU][2];
+    float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
-    for (int j = 0; j < H3S_SU; j++) {
-      float xf[8], w0[8], w1[8];
-      h3s_f8(xv[j], xf);
-      h3s_f8(wv[j][0], w0);
-      h3s_f8(wv[j][1], w1);
-      a[j][0] = a[j][1] = 0.0f;
+    for (int g = 0; g < 4; g++) {
+      if (g >= G) break;
+      float xf[8], f0[8], f1[8];
+      h3s_f8(xv[g], xf);
+      h3s_f8(w0[g], f0);
+      h3s_f8(w1[g], f1);
 #pragma unroll
-      for (int e = 0; e < 8; e++) {
-        a[j][0] = __fmaf_rn(xf[e], w0[e], a[j][0]);
-        a[j][1] = __fmaf_rn(xf[e], w1[e], a[j][1]);
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        a[j][0] = __fadd_rn(a[j][0], __shfl_xor_sync(0xffffffffu, a[j][0], o));
-        a[j][1] = __fadd_rn(a[j][1], __shfl_xor_sync(0xffffffffu, a[j][1], o));
-      }
+      for (int e = 0; e < 8; e++) a0 = __fmaf_rn(xf[e], f0[e], a0), a1 = __fmaf_rn(xf[e], f1[e], a1);
     }
-    if (lane == 0) {
 #pragma unroll
-      for (int j = 0; j < H3S_SU; j++) {
-        const long long u = base + warp + j * step, p = u / S, s = u % S;
-        if (u >= units) continue;
-        part[s * N + 2 * p] = a[j][0];
-        if (2 * p + 1 < N) part[s * N + 2 * p + 1] = a[j][1];
-      }
-      h3_fence_gpu(); // the partials before the tickets
-#pragma unroll
-      for (int j = 0; j < H3S_SU; j++) {
-        const long long u = base + warp + j * step;
-        done[warp][j] = u < units && h3s_ticket(cnt + u / S) == (unsigned)(S - 1) ? u / S : -1;
-      }
+    for (int o = 16; o > 0; o >>= 1) {
+      a0 = __fadd_rn(a0, __shfl_xor_sync(0xffffffffu, a0, o));
+      a1 = __fadd_rn(a1, __shfl_xor_sync(0xffffffffu, a1, o));
     }
-    __syncthreads(); // the list written before the next turn completes it
+    if (lane != 0 || !live) continue;
+    part[c * N + r0] = a0;
+    if (2 * p + 1 < N) part[c * N + 2 * p + 1] = a1;
+    h3_fence_gpu(); // the partials before the ticket
+    if (h3s_ticket(cnt + p) != (unsigned)(C - 1)) continue;
+    h3_fence_gpu(); // the pair's other partials, after its last ticket
+    cnt[p] = 0u;
+    h3s_finish(part, bias, y, r0, N, C);
+    if (2 * p + 1 < N) h3s_finish(part, bias, y, 2 * p + 1, N, C);
   }
 }

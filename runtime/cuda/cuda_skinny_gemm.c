@@ -61,13 +61,18 @@ size_t cu_skinny_op_scratch_bytes(const h3_op *op, int form) {
   return form == CU_LINEAR_STREAM ? cu_skinny_stream_scratch_bytes(N, K) : cu_skinny_scratch_bytes(M, N, K);
 }
 
+int64_t cu_skinny_stream_chunks(int64_t K) {
+  const int64_t S = K / 256;
+  return S % 4 == 0 ? S / 4 : S % 2 == 0 ? S / 2 : S;
+}
+
 size_t cu_skinny_stream_scratch_bytes(int64_t N, int64_t K) {
   if (N <= 0 || K < 256) return 0;
-  return cu_align256((size_t)(K / 256 * N) * 4) + (size_t)((N + 1) / 2) * 4;
+  return cu_align256((size_t)(cu_skinny_stream_chunks(K) * N) * 4) + (size_t)((N + 1) / 2) * 4;
 }
 
 int64_t cu_skinny_stream_blocks(int64_t N, int64_t K, int sms) {
-  const int64_t units = (N + 1) / 2 * (K / 256), want = (units + 8 * CU_SKINNY_STREAM_SU - 1) / (8 * CU_SKINNY_STREAM_SU);
+  const int64_t units = (N + 1) / 2 * cu_skinny_stream_chunks(K), want = (units + 7) / 8;
   const int64_t most = (int64_t)(sms > 0 ? sms : 1) * CU_SKINNY_STREAM_BLOCKS_PER_SM;
   return want < 1 ? 1 : want < most ? want : most;
 }
@@ -85,7 +90,8 @@ static h3_status run_stream(cu_state *s, const h3_op *op, void *scratch, const v
   if (!scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
   int64_t M, N, K;
   dims(op, &M, &N, &K);
-  void *y = out[0].data, *part = scratch, *cnt = (char *)scratch + cu_align256((size_t)(K / 256 * N) * 4);
+  void *y = out[0].data, *part = scratch;
+  void *cnt = (char *)scratch + cu_align256((size_t)(cu_skinny_stream_chunks(K) * N) * 4);
   long long NN = N, KK = K;
   void *args[] = {&x, &w, &bias, &y, &part, &cnt, &NN, &KK};
   int64_t grid[3] = {cu_skinny_stream_blocks(N, K, s->sm_count), 1, 1}, block[3] = {CU_SKINNY_THREADS, 1, 1};

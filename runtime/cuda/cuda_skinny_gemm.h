@@ -37,14 +37,15 @@ cu_skinny_shape cu_skinny_shape_of(int64_t M, int64_t N, int64_t K);
  * counters (u32, 0 from the allocation on); 0 bytes without splits. */
 size_t cu_skinny_scratch_bytes(int64_t M, int64_t N, int64_t K);
 
-/* The streaming form (H3_SKINNY_NAME_st, one row of x, K a multiple of 256): the units per
- * warp and turn (the kernel file's H3S_SU) and the blocks per SM its grid asks for (all
- * resident: the form hands its units out grid-stride). */
-enum { CU_SKINNY_STREAM_SU = 4, CU_SKINNY_STREAM_BLOCKS_PER_SM = 2 };
-/* Its scratch: partials [K / 256, N] f32, then the row pairs' tickets (u32 [ceil(N / 2)], 0
+/* The streaming form (H3_SKINNY_NAME_st, one row of x, K a multiple of 256): the blocks per SM
+ * its grid asks for (all resident: it hands its units out grid-stride). */
+enum { CU_SKINNY_STREAM_BLOCKS_PER_SM = 2 };
+/* Its chunks of a row: K / 256 segments in chunks of 4, 2 or 1 (the most that divide them). */
+int64_t cu_skinny_stream_chunks(int64_t K);
+/* Its scratch: partials [chunks, N] f32, then the row pairs' tickets (u32 [ceil(N / 2)], 0
  * from the allocation on). */
 size_t cu_skinny_stream_scratch_bytes(int64_t N, int64_t K);
-/* Its grid: enough blocks for every unit at H3S_SU a warp, at most sms x BLOCKS_PER_SM (the
+/* Its grid: a block per 8 units (a unit: a row pair's chunk), at most sms x BLOCKS_PER_SM (the
  * sums do not depend on it). */
 int64_t cu_skinny_stream_blocks(int64_t N, int64_t K, int sms);
 

@@ -9,8 +9,8 @@
  * none, bf16 and f32 y. NMSE <= 1e-5 (fp32 sum order, one rounding), no
  * NaN or Inf, the counters back at 0 and a second launch bitwise the same. The streaming form
  * (one row, H3_LINEAR_FORM=stream) in grids of 1, 3 and the launcher's blocks: the same bits
- * in every grid; K of 1, 2, 24 and 48 segments (the completion's batches of 8 partials and
- * its remainder), N odd, bias and none, bf16 and f32 y.
+ * in every grid; K of 1 to 48 segments (chunks of 1, 2 and 4 segments; 1 to 12 chunks a row:
+ * the finish's rounds of 8 partials), N odd, bias and none, bf16 and f32 y.
  */
 #include "emu_harness.h"
 
@@ -25,7 +25,6 @@ namespace skinny_bf16 {
 #undef H3_SKINNY_NAME
 #undef O_T
 } // namespace skinny_bf16
-enum { H3S_SU_OF_FILE = H3S_SU };
 
 namespace skinny_f32 {
 #define O_T float
@@ -117,14 +116,13 @@ static void test_skinny(int64_t M, int64_t N, int64_t K, bool bias, const char *
  * block; a few; the launcher's at 132 SMs): against the CPU, and every grid and a second
  * launch the same bits as the first; the tickets back at 0. */
 static void test_stream(int64_t N, int64_t K, bool bias, const char *yd) {
-  static_assert((int)CU_SKINNY_STREAM_SU == (int)H3S_SU_OF_FILE, "the launcher's units per turn are the kernel's");
   std::vector<buf> in, want;
   h3_module *m = linear_case(1, N, K, bias, yd, in, want);
   if (!m) return;
   const h3_op *op = first_op(m);
   const bool f32 = !strcmp(yd, "f32");
   const int64_t grids[3] = {1, 3, cu_skinny_stream_blocks(N, K, 132)};
-  const size_t part_bytes = ((size_t)(K / 256 * N) * 4 + 255) / 256 * 256;
+  const size_t part_bytes = ((size_t)(cu_skinny_stream_chunks(K) * N) * 4 + 255) / 256 * 256;
   std::vector<unsigned char> scratch(cu_skinny_stream_scratch_bytes(N, K) + 16, 0);
   float *part = (float *)scratch.data();
   unsigned *cnt = (unsigned *)(scratch.data() + part_bytes);
@@ -158,10 +156,11 @@ static void test_stream(int64_t N, int64_t K, bool bias, const char *yd) {
 
 int main(void) {
   elapsed();
-  test_stream(64, 6144, false, "bf16"); /* S = 24: three 8-partial batches */
-  test_stream(101, 512, true, "f32");   /* N odd: the last pair one row */
-  test_stream(600, 256, true, "bf16");  /* S = 1: every unit completes its pair */
-  test_stream(37, 12288, false, "f32"); /* S = 48, N odd */
+  test_stream(64, 6144, false, "bf16"); /* 24 segments: 6 chunks of 4 */
+  test_stream(101, 768, true, "f32");   /* 3 segments: 3 chunks of 1; N odd: the last pair one row */
+  test_stream(600, 1536, true, "bf16"); /* 6 segments: 3 chunks of 2 */
+  test_stream(37, 12288, false, "f32"); /* 12 chunks: two rounds of 8 partials; N odd */
+  test_stream(50, 256, false, "bf16");  /* 1 chunk: every unit completes its pair */
   test_skinny(1, 64, 6144, false, "bf16");  /* small N: 16 K splits */
   test_skinny(3, 40, 2048, true, "bf16");   /* rows of m4, 8 splits, a partial block */
   test_skinny(16, 24, 4096, true, "f32");   /* m16, 16 splits */
