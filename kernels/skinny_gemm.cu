@@ -150,7 +150,7 @@ H3S_KERNEL(16)
 // part[c, 2p .. 2p + 1], fences, and draws a ticket of cnt[p] (0 before the launch and after
 // it); the drawer of a pair's C-th ticket adds the pair's C partials in chunk order from 0
 // (then the bias), writes y and resets cnt[p]. The sums depend on K alone: any grid gives
-// y's bits (the launcher's: 2 blocks an SM, all resident).
+// y's bits (the launcher's: 2 blocks an SM; nothing waits for another block).
 
 // 16 bytes of x (read by every warp of every block: the read-only cache)
 H3_DI uint4 h3s_ldx(const h3_bf16 *p) {
@@ -161,11 +161,13 @@ H3_DI uint4 h3s_ldx(const h3_bf16 *p) {
 #endif
 }
 
+// A ticket of c. On the host an atomic too: lane 0 of several warps of a block draws at once
+// where the emulator runs a block's threads as OS threads (the sanitizers' form).
 H3_DI unsigned h3s_ticket(unsigned *c) {
 #ifdef __CUDA_ARCH__
   return atomicAdd(c, 1u);
 #else
-  return (*c)++;
+  return __atomic_fetch_add(c, 1u, __ATOMIC_ACQ_REL);
 #endif
 }
 

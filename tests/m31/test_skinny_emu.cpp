@@ -130,6 +130,7 @@ static void test_stream(int64_t N, int64_t K, bool bias, const char *yd) {
   for (int g = 0; g < 4; g++) {
     const int64_t blocks = grids[g < 3 ? g : 2];
     buf y = make(op->results[0]->type);
+    for (int64_t i = 0; i < cu_skinny_stream_chunks(K) * N; i++) part[i] = NAN; /* a partial read early shows */
     emu_launch3(blocks, 1, 1, CU_SKINNY_THREADS, [&] {
       if (f32)
         skinny_f32::emu_skinny_f32_st((const h3_bf16 *)in[0].p(), (const h3_bf16 *)in[1].p(),
