@@ -143,9 +143,9 @@ H3S_KERNEL(16)
 // / G chunks a row, P = ceil(N / 2) row pairs. Work unit u = (pair p = u / C, chunk c = u %
 // C): rows 2p and 2p + 1 (row N - 1 read twice for odd N, never stored) over k = 256 G c ..
 // + 256 G - 1, at most 4 KB of the weight; warp v of block b takes units 8 b + v + 8 i
-// gridDim.x, one a turn (every warp of a block as many turns, units past the last computing
-// zeros), its 2 G 16-byte loads a lane issued at once, x read through the read-only cache (no
-// staging, no barrier). A unit's two sums: lane l's products at k = 256 (G c + g) + 8 l + e
+// gridDim.x, two a turn (every warp of a block as many turns, units past the last computing
+// zeros), a unit's 2 G 16-byte loads a lane issued at once and before the previous unit's
+// sums and ticket, x read through the read-only cache (no staging, no barrier). A unit's two sums: lane l's products at k = 256 (G c + g) + 8 l + e
 // (g < G, e < 8) added by fma in that order, then the warp's butterfly; lane 0 writes them to
 // part[c, 2p .. 2p + 1], fences, and draws a ticket of cnt[p] (0 before the launch and after
 // it); the drawer of a pair's C-th ticket adds the pair's C partials in chunk order from 0
@@ -191,20 +191,25 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long S = K / 256, G = S % 4 == 0 ? 4 : S % 2 == 0 ? 2 : 1, C = S / G;
   const long long units = (N + 1) / 2 * C, step = 8ll * gridDim.x;
-  for (long long base = 8ll * blockIdx.x; base < units; base += step) { // the same turns in every warp
-    const long long u = base + warp, p = u / C, c = u % C;
-    const bool live = u < units;
-    const long long r0 = 2 * p, r1 = 2 * p + 1 < N ? 2 * p + 1 : N - 1, k0 = 256 * G * c + 8 * lane;
-    uint4 w0[4], w1[4], xv[4];
+  // unit u's weight loads (rows 2p, 2p + 1; zeros past the last unit)
+  auto issue = [&](long long u, uint4 *w0, uint4 *w1) {
+    const long long p = u / C, k0 = 256 * G * (u % C) + 8 * lane;
+    const long long r1 = 2 * p + 1 < N ? 2 * p + 1 : N - 1;
 #pragma unroll
-    for (int g = 0; g < 4; g++) { // the unit's loads first
-      w0[g] = w1[g] = xv[g] = uint4{0u, 0u, 0u, 0u};
-      if (live && g < G) {
-        w0[g] = h3s_ldw(w + r0 * K + k0 + 256 * g);
+    for (int g = 0; g < 4; g++) {
+      w0[g] = w1[g] = uint4{0u, 0u, 0u, 0u};
+      if (u < units && g < G) {
+        w0[g] = h3s_ldw(w + 2 * p * K + k0 + 256 * g);
         w1[g] = h3s_ldw(w + r1 * K + k0 + 256 * g);
-        xv[g] = h3s_ldx(x + k0 + 256 * g);
       }
     }
+  };
+  // unit u's sums (every lane: the shuffles), then lane 0's partials, ticket and finish
+  auto unit = [&](long long u, const uint4 *w0, const uint4 *w1) {
+    const long long p = u / C, c = u % C, k0 = 256 * G * c + 8 * lane;
+    uint4 xv[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) xv[g] = u < units && g < G ? h3s_ldx(x + k0 + 256 * g) : uint4{0u, 0u, 0u, 0u};
     float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
     for (int g = 0; g < 4; g++) {
@@ -221,14 +226,25 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
       a0 = __fadd_rn(a0, __shfl_xor_sync(0xffffffffu, a0, o));
       a1 = __fadd_rn(a1, __shfl_xor_sync(0xffffffffu, a1, o));
     }
-    if (lane != 0 || !live) continue;
-    part[c * N + r0] = a0;
+    if (lane != 0 || u >= units) return;
+    part[c * N + 2 * p] = a0;
     if (2 * p + 1 < N) part[c * N + 2 * p + 1] = a1;
     h3_fence_gpu(); // the partials before the ticket
-    if (h3s_ticket(cnt + p) != (unsigned)(C - 1)) continue;
+    if (h3s_ticket(cnt + p) != (unsigned)(C - 1)) return;
     h3_fence_gpu(); // the pair's other partials, after its last ticket
     cnt[p] = 0u;
-    h3s_finish(part, bias, y, r0, N, C);
+    h3s_finish(part, bias, y, 2 * p, N, C);
     if (2 * p + 1 < N) h3s_finish(part, bias, y, 2 * p + 1, N, C);
+  };
+  // two units in turn (buffers a and b, never copied: a copy of a register whose load is in
+  // flight waits for it), the next one's loads issued before a unit's sums and ticket
+  uint4 a0[4], a1[4], b0[4], b1[4];
+  const long long first = 8ll * blockIdx.x + warp;
+  issue(first, a0, a1);
+  for (long long base = 8ll * blockIdx.x; base < units; base += 2 * step) { // the same turns in every warp
+    issue(base + warp + step, b0, b1);
+    unit(base + warp, a0, a1);
+    issue(base + warp + 2 * step, a0, a1);
+    unit(base + warp + step, b0, b1);
   }
 }
