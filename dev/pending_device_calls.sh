@@ -20,6 +20,10 @@
 # stage, mini_stage as s20) against cuBLASLt's, s20 beside it; predicted -50 to -80 µs if 42
 # shows the form within ~5 % of a plain read. Tokens of the stream form may part from
 # cuBLASLt's at a near-tie (another sum order).
+# Two device commands cover 41-43 (a start costs more than either): (a) carry ["build-gpu/s20",
+# "build-gpu/s21", "build-gpu/lab/stream_gemv"], `dev/pending_device_calls.sh build-gpu/s21 $OUT
+# 42; dev/pending_device_calls.sh build-gpu/s21 $OUT 43` (~350 s); (b) carry ["build-gpu/s19",
+# "build-gpu/s20"], call 41 (~300 s). (a) first: it decides the next code change.
 # A cold start has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back
 # mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
