@@ -9,26 +9,10 @@
 // copies of >= 400 MB in all, so that L2 holds none of the weight it reads (as in a decode
 // step); times are the mean of 40 launches after 5 warm-ups. Every shape's y is checked
 // against the S = 1 shape's (relative difference < 1e-2: only the fp32 sum order differs).
-#define H3_SKINNY_NAME sk
-#define O_T float
-#include "h3/bf16.h"   // the prelude's host branches (nvcc also compiles them for the host)
-#include "h3/nvfp4.h"
-#include "prelude.cuh"
-#include "skinny_gemm.cu"
-
 #include <vector>
 
 #include "lab_cuda.cuh"
-
-// the weight bytes read as 16-byte words by a grid-stride loop (the read floor of the bytes)
-__global__ void read_words(const uint4 *w, long long n, unsigned *sink) {
-  unsigned acc = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const uint4 v = h3s_ldw(reinterpret_cast<const h3_bf16 *>(w + i));
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345678u) *sink = acc; // never in practice; keeps the loads
-}
+#include "lab_skinny.cuh"
 
 struct shape { const char *name; long long N, K; };
 

@@ -25,13 +25,6 @@
 // Prediction: sgemv within ~5 % of the plain read at every shape (~3.7-3.9 TB/s), i.e. ~10 %
 // faster than cuBLAS at 75-150 MB; if it is not, the tickets' fences (one per U units a warp)
 // are the first suspect (variant: U = 8).
-#define H3_SKINNY_NAME sk
-#define O_T float
-#include "h3/bf16.h" // the prelude's host branches (nvcc also compiles them for the host)
-#include "h3/nvfp4.h"
-#include "prelude.cuh"
-#include "skinny_gemm.cu" // the product's form of this kernel: sk_st (H3_LINEAR_FORM=stream)
-
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -43,26 +36,9 @@
 #include "lab_cublas.cuh"
 #include "lab_cuda.cuh"
 
+#include "lab_skinny.cuh" // sk_st: the product's streaming form (H3_LINEAR_FORM=stream)
+
 typedef __nv_bfloat16 bf16;
-
-// 16 bytes of the weight, streamed: read once, kept out of L1
-__device__ __forceinline__ uint4 ld_stream(const bf16 *p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// the 8 bf16 of v as fp32 (exact)
-__device__ __forceinline__ void f8(uint4 v, float *f) {
-  const unsigned u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __int_as_float((int)(u[i] << 16));
-    f[2 * i + 1] = __int_as_float((int)(u[i] & 0xffff0000u));
-  }
-}
 
 // y[N] = W[N, K] x[K] (fp32), N even, K a multiple of 256; part [S][N] f32 scratch, cnt
 // [N / 2] u32, 0 before the launch and after it. 256 threads a block.
@@ -80,8 +56,8 @@ __global__ void __launch_bounds__(256) sgemv(const bf16 *__restrict__ x, const b
       const long long u = u0 + j * GW, p = u / S, s = u % S;
       if (u < units) {
         const bf16 *r = w + 2 * p * K + s * 256 + 8 * lane;
-        wv[j][0] = ld_stream(r);
-        wv[j][1] = ld_stream(r + K);
+        wv[j][0] = h3s_ldw(r);
+        wv[j][1] = h3s_ldw(r + K);
         xv[j] = __ldg(reinterpret_cast<const uint4 *>(x + s * 256 + 8 * lane));
       }
     }
@@ -89,7 +65,7 @@ __global__ void __launch_bounds__(256) sgemv(const bf16 *__restrict__ x, const b
 #pragma unroll
     for (int j = 0; j < U; j++) {
       float xf[8], w0[8], w1[8];
-      f8(xv[j], xf), f8(wv[j][0], w0), f8(wv[j][1], w1);
+      h3s_f8(xv[j], xf), h3s_f8(wv[j][0], w0), h3s_f8(wv[j][1], w1);
       a[j][0] = a[j][1] = 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; e++) a[j][0] = __fmaf_rn(xf[e], w0[e], a[j][0]), a[j][1] = __fmaf_rn(xf[e], w1[e], a[j][1]);
@@ -127,16 +103,6 @@ __global__ void __launch_bounds__(256) sgemv(const bf16 *__restrict__ x, const b
       if (lane == 0) y[2 * p] = s0, y[2 * p + 1] = s1, cnt[p] = 0;
     }
   }
-}
-
-// the weight bytes read as 16-byte words by a grid-stride loop (the read floor of the bytes)
-__global__ void read_words(const uint4 *w, long long n, unsigned *sink) {
-  unsigned acc = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const uint4 v = ld_stream(reinterpret_cast<const bf16 *>(w + i));
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345678u) *sink = acc; // never in practice; keeps the loads
 }
 
 struct shape { const char *name; long long N, K; };

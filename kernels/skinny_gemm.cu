@@ -49,6 +49,22 @@ H3_DI void h3s_f8(uint4 v, float *f) {
   }
 }
 
+// y[at] = the sum of count partials p[0], p[stride], .. written by other blocks (through L2), in
+// that order from 0, 8 loads in flight, then bias[n] (if any) added: one rounding to O_T
+H3_DI void h3s_finish(const float *p, long long stride, long long count, const O_T *bias, long long n, O_T *y,
+                      long long at) {
+  float sum = 0.0f;
+  for (long long c0 = 0; c0 < count; c0 += 8) {
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = c0 + i < count ? h3_ldcg(p + (c0 + i) * stride) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+      if (c0 + i < count) sum = __fadd_rn(sum, v[i]);
+  }
+  h3_st(y, at, bias ? __fadd_rn(sum, h3_w(bias[n])) : sum);
+}
+
 template <int MR>
 __device__ void h3s_gemm(const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_T *y, float *part,
                          unsigned *cnt, long long M, long long N, long long K, int cpb, int kr) {
@@ -114,11 +130,7 @@ __device__ void h3s_gemm(const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_
   const long long S = gridDim.y;
   for (int i = threadIdx.x; i < M * cpb; i += H3S_THREADS) {
     const long long r = i / cpb, n = c0 + i % cpb;
-    if (n >= N) continue;
-    const float *p = part + r * N + n;
-    float sum = 0.0f;
-    for (long long s = 0; s < S; s++) sum = __fadd_rn(sum, h3_ldcg(p + s * M * N));
-    h3_st(y, r * N + n, bias ? __fadd_rn(sum, h3_w(bias[n])) : sum);
+    if (n < N) h3s_finish(part + r * N + n, M * N, S, bias, n, y, r * N + n);
   }
 }
 
@@ -171,20 +183,6 @@ H3_DI unsigned h3s_ticket(unsigned *c) {
 #endif
 }
 
-// y[n] from its C partials (column n of part [C, N]) in chunk order, 8 loads in flight
-H3_DI void h3s_finish(const float *part, const O_T *bias, O_T *y, long long n, long long N, long long C) {
-  float sum = 0.0f;
-  for (long long c0 = 0; c0 < C; c0 += 8) {
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = c0 + i < C ? h3_ldcg(part + (c0 + i) * N + n) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-      if (c0 + i < C) sum = __fadd_rn(sum, v[i]);
-  }
-  h3_st(y, n, bias ? __fadd_rn(sum, h3_w(bias[n])) : sum);
-}
-
 extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_NAME, _st)(
     const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_T *y, float *part, unsigned *cnt, long long N,
     long long K) {
@@ -233,8 +231,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
     if (h3s_ticket(cnt + p) != (unsigned)(C - 1)) return;
     h3_fence_gpu(); // the pair's other partials, after its last ticket
     cnt[p] = 0u;
-    h3s_finish(part, bias, y, 2 * p, N, C);
-    if (2 * p + 1 < N) h3s_finish(part, bias, y, 2 * p + 1, N, C);
+    h3s_finish(part + 2 * p, N, C, bias, 2 * p, y, 2 * p);
+    if (2 * p + 1 < N) h3s_finish(part + 2 * p + 1, N, C, bias, 2 * p + 1, y, 2 * p + 1);
   };
   // two units in turn (buffers a and b, never copied: a copy of a register whose load is in
   // flight waits for it), the next one's loads issued before a unit's sums and ticket
