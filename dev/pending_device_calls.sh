@@ -16,7 +16,7 @@
 # arithmetic in one kernel. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
 # `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200).
 # Then 43 (~250 s, carry ["build-gpu/s20", "build-gpu/s21"], STAGE build-gpu/s21): the batch-1
-# step with the streaming linear (H3_LINEAR_FORM=stream; build-gpu/s21 is commit d86525a's
+# step with the streaming linear (H3_LINEAR_FORM=stream; build-gpu/s21 is commit 7d93403's
 # stage, mini_stage as s20) against cuBLASLt's, s20 beside it; predicted -50 to -80 µs if 42
 # shows the form within ~5 % of a plain read. Tokens of the stream form may part from
 # cuBLASLt's at a near-tie (another sum order).
