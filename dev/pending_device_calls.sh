@@ -359,8 +359,8 @@ case $CALL in
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;;
 41) { H3_AB_KCACHE=$S/kcache timeout 440 dev/m31_step_ab.sh "$OUT" 2 "$S/b" "$S" build-gpu/s20; } > "$log" 2>&1 ;;
 42) { timeout 240 build-gpu/lab/stream_gemv; } > "$log" 2>&1 ;; # carry build-gpu/lab/stream_gemv (1.7 MB); ~100 s
-43) { H3_AB_KCACHE=$S/kcache timeout 420 dev/m31_step_ab.sh "$OUT" 2 build-gpu/s20 build-gpu/s21 \
-       build-gpu/s21@H3_LINEAR_FORM=stream; } > "$log" 2>&1 ;; # carry build-gpu/s20, build-gpu/s21; ~250 s
+43) { H3_AB_KCACHE=$S/kcache timeout 420 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 \
+       build-gpu/s21@H3_LINEAR_FORM=stream; } > "$log" 2>&1 ;; # carry build-gpu/s21; ~200 s
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3

@@ -12,6 +12,7 @@
  * others -1 (cu_rank_ids).
  */
 #include "cuda_m31.h"
+#include "cuda_m31_router_shape.h"
 
 #include <cuda.h> /* CUtensorMap (the wgmma GEMMs' weights, cu_tile_map) */
 
@@ -42,26 +43,6 @@ h3_status cu_m31_moe_kernels(cu_state *s, const h3_op *op, const h3_tensor *in, 
                      in[3].type.dtype, out[0].type.dtype);
   const char *names[4] = {name[0], name[1], name[2], name[3]};
   return cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d);
-}
-
-/* router_topk's one-launch form (H3_ROUTER_FUSED_NAME, k <= ROUTER_KMAX; m31_moe.cu's
- * H3M_RF_*): blocks of ROUTER_THREADS threads over `rows` rows, one K segment of ROUTER_SEG
- * elements and 8 epw experts; up to ROUTER_DECODE_ROWS rows the decode shape below. */
-enum {
-  ROUTER_THREADS = 256, ROUTER_ROWS = 16, ROUTER_EPW = 4, ROUTER_SEG = 1024, ROUTER_KMAX = 16,
-  ROUTER_DECODE_ROWS = 64
-};
-
-/* The block shape for T rows. Up to ROUTER_DECODE_ROWS rows (decode, latency-bound): one
- * expert per warp, whose 4 chunks of weights a lane loads at once, and at most 4 rows per
- * block, so that many blocks read the router's weights together (T = 1: 24 blocks of 32 KiB at
- * E = 32, H = 6144; T = 64: 384 blocks). More rows (compute-bound): 4 experts per warp and
- * T / 16 rows per block, from 4 to ROUTER_ROWS (a lane's tile of rows x experts loads 2 (rows +
- * experts) 16-byte words per 8 rows x experts products; T = 2048: 768 blocks of 16 rows). */
-static void router_shape(long long T, int *rows, int *epw) {
-  long long r = T / 16;
-  *rows = T <= 4 ? (int)T : (T <= ROUTER_DECODE_ROWS || r < 4 ? 4 : (r > ROUTER_ROWS ? ROUTER_ROWS : (int)r));
-  *epw = T <= ROUTER_DECODE_ROWS ? 1 : ROUTER_EPW;
 }
 
 /* router_topk's scratch, 256-byte aligned parts. One-launch form: the partial logits
@@ -115,7 +96,7 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
     return cu_launch(s, kn[2], g2, b2, 0, a2, d);
   }
   int rows, epw;
-  router_shape(T, &rows, &epw);
+  h3cu_router_shape(T, &rows, &epw);
   router_scratch rs = router_layout(T, H, E, k);
   void *cnt = (char *)scratch + rs.cnt;
   /* the counters are 0 after every launch; made so here before the first (a graph capture

@@ -65,13 +65,10 @@ namespace moe_k {
 #include "m31_moe.cu"
 } // namespace moe_k
 
-/* cuda_m31_moe.c's router_shape and ROUTER_* (the one-launch form's block shape). */
-enum { RT_ROWS = 16, RT_SEG = 1024, RT_DECODE_ROWS = 64, RT_KMAX = 16 };
-static void router_shape(long long T, int *rows, int *epw) {
-  long long r = T / 16;
-  *rows = T <= 4 ? (int)T : (T <= RT_DECODE_ROWS || r < 4 ? 4 : (r > RT_ROWS ? RT_ROWS : (int)r));
-  *epw = T <= RT_DECODE_ROWS ? 1 : 4;
-}
+#include "cuda_m31_router_shape.h" /* the launcher's shape and ROUTER_* */
+static_assert(ROUTER_THREADS == H3M_RF_THREADS && ROUTER_ROWS == H3M_RF_ROWS && ROUTER_EPW == H3M_RF_EPW &&
+                  ROUTER_SEG == H3M_RF_SEG && ROUTER_KMAX == H3M_RF_KMAX,
+              "cuda_m31_router_shape.h must equal m31_moe.cu's H3M_RF_*");
 
 /* The rows of each expert as moe's route lists them: t * 16 + the first slot of row t naming
    e, ascending rows. */
@@ -146,11 +143,11 @@ static void router_inputs(std::vector<buf> &in, int64_t T, int64_t H, int E, int
 static void router_launch(const std::vector<buf> &in, int64_t t0, int64_t T, int64_t H, int E, int k,
                           std::vector<float> &part, std::vector<unsigned> &cnt, int *ids, float *wts) {
   int rows, epw;
-  router_shape(T, &rows, &epw);
+  h3cu_router_shape(T, &rows, &epw);
   long long TT = T, HH = H;
   const h3_bf16 *h = (const h3_bf16 *)in[0].bytes.data() + t0 * H;
   const float *w = (const float *)in[1].bytes.data(), *b = (const float *)in[2].bytes.data();
-  emu_launch3((T + rows - 1) / rows, (H + RT_SEG - 1) / RT_SEG, (E + 8 * epw - 1) / (8 * epw), 256, [&] {
+  emu_launch3((T + rows - 1) / rows, (H + ROUTER_SEG - 1) / ROUTER_SEG, (E + 8 * epw - 1) / (8 * epw), ROUTER_THREADS, [&] {
     router_k::emu_router_fused(h, w, b, part.data(), cnt.data(), ids, wts, TT, HH, E, k, 2.0f, rows, epw);
   });
 }
@@ -166,7 +163,7 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
   char what[128];
   snprintf(what, sizeof what, "router T %lld H %lld E %d k %d", (long long)T, (long long)H, E, k);
   std::string w = what;
-  if (k > RT_KMAX) { /* the scores, then the selection: grids of cu_m31_run_router */
+  if (k > ROUTER_KMAX) { /* the scores, then the selection: grids of cu_m31_run_router */
     buf ids = make(op->results[0]->type), wts = make(op->results[1]->type);
     std::vector<float> scores((size_t)(T * E), NAN);
     long long TT = T, HH = H;
@@ -183,7 +180,7 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
     h3_module_free(m);
     return;
   }
-  const int64_t S = (H + RT_SEG - 1) / RT_SEG;
+  const int64_t S = (H + ROUTER_SEG - 1) / ROUTER_SEG;
   std::vector<float> part((size_t)(S * T * E), NAN); /* poisoned: every read entry is written */
   std::vector<unsigned> cnt((size_t)T, 0u);
   buf ids[2] = {make(op->results[0]->type), make(op->results[0]->type)};
@@ -201,8 +198,8 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
   for (int64_t t = 0; t < T; t += T > 8 ? T / 5 : 1) {
     std::vector<float> p1((size_t)(S * E), NAN);
     std::vector<unsigned> c1(1, 0u);
-    int id1[RT_KMAX];
-    float w1[RT_KMAX];
+    int id1[ROUTER_KMAX];
+    float w1[ROUTER_KMAX];
     router_launch(in, t, 1, H, E, k, p1, c1, id1, w1);
     bad += memcmp(id1, (const int *)ids[0].p() + t * k, (size_t)k * 4) != 0 ||
            memcmp(w1, (const float *)wts[0].p() + t * k, (size_t)k * 4) != 0;
@@ -306,7 +303,7 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
   router_inputs(rin, T, H, E, k);
   c.in[0].bytes = rin[0].bytes; /* the same rows */
   std::vector<buf> rwant = cpu_run(rop, rin);
-  const int64_t S = (H + RT_SEG - 1) / RT_SEG;
+  const int64_t S = (H + ROUTER_SEG - 1) / ROUTER_SEG;
   std::vector<float> part((size_t)(S * T * E), NAN);
   std::vector<unsigned> cnt((size_t)T, 0u);
   router_launch(rin, 0, T, H, E, k, part, cnt, (int *)c.in[3].p(), (float *)c.in[4].p());
