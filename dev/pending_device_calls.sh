@@ -361,6 +361,12 @@ case $CALL in
 42) { timeout 240 build-gpu/lab/stream_gemv; } > "$log" 2>&1 ;; # carry build-gpu/lab/stream_gemv (1.7 MB); ~100 s
 43) { H3_AB_KCACHE=$S/kcache timeout 420 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 \
        build-gpu/s21@H3_LINEAR_FORM=stream; } > "$log" 2>&1 ;; # carry build-gpu/s21; ~200 s
+44) { echo "== stream_gemv (42)"; timeout 150 build-gpu/lab/stream_gemv
+   echo "== decode A/B, s21 against its stream form (43)"
+   H3_AB_KCACHE=$S/kcache timeout 260 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 build-gpu/s21@H3_LINEAR_FORM=stream
+   echo "== attention_bench --sage (37's; s21c)"; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd) \
+     timeout 130 build-gpu/s21c/bin/attention_bench --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
+   } > "$log" 2>&1 ;; # carry build-gpu/s21, build-gpu/s21c, build-gpu/lab/stream_gemv; ~540 s at most
 40) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "rms_norm_rope_write|add_rms_norm|FAIL|passed"
    echo "== qkrope_gpu_write"; timeout 120 "$S/bin/qkrope_gpu_write_test" tests/qkrope/kernels/emu_write.ir 2>&1 | tail -3
@@ -373,7 +379,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..43" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

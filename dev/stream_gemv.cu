@@ -20,8 +20,9 @@
 // (relative to max |y|, < 1e-3: only the fp32 sum order differs) and bitwise against sgemv's
 // own second run; NaN / Inf count as mismatches.
 // The product's form of it (kernels/skinny_gemm.cu's _st, H3_LINEAR_FORM=stream: units of a row
-// pair's 4 consecutive segments, one partial and one ticket a unit, the drawer's lane 0
-// finishing the pair) is timed beside them.
+// pair's 4 consecutive segments, one partial a unit, no fence in the loop: each lane fences once
+// after the warp's last unit and then draws the tickets of the units it wrote) is timed beside
+// them.
 // Prediction: sgemv within ~5 % of the plain read at every shape (~3.7-3.9 TB/s), i.e. ~10 %
 // faster than cuBLAS at 75-150 MB; if it is not, the tickets' fences (one per U units a warp)
 // are the first suspect (variant: U = 8).

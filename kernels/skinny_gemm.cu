@@ -157,11 +157,14 @@ H3S_KERNEL(16)
 // + 256 G - 1, at most 4 KB of the weight; warp v of block b takes units 8 b + v + 8 i
 // gridDim.x, two a turn (every warp of a block as many turns, units past the last computing
 // zeros), a unit's 2 G 16-byte loads a lane issued at once and before the previous unit's
-// sums and ticket, x read through the read-only cache (no staging, no barrier). A unit's two sums: lane l's products at k = 256 (G c + g) + 8 l + e
-// (g < G, e < 8) added by fma in that order, then the warp's butterfly; lane 0 writes them to
-// part[c, 2p .. 2p + 1], fences, and draws a ticket of cnt[p] (0 before the launch and after
-// it); the drawer of a pair's C-th ticket adds the pair's C partials in chunk order from 0
-// (then the bias), writes y and resets cnt[p]. The sums depend on K alone: any grid gives
+// sums, x read through the read-only cache (no staging, no barrier). A unit's two sums: lane l's
+// products at k = 256 (G c + g) + 8 l + e (g < G, e < 8) added by fma in that order, then the
+// warp's butterfly; lane j % 32 of the warp's j-th unit writes them to part[c, 2p .. 2p + 1].
+// No fence and no ticket inside the loop (a fence waits for the loads in flight, which would
+// leave the warp with none during the ticket's round trip): after its last unit each lane
+// fences once and draws a ticket of cnt[p] (0 before the launch and after it) for each unit
+// it wrote; the drawer of a pair's C-th ticket adds the pair's C partials in chunk order from
+// 0 (then the bias), writes y and resets cnt[p]. The sums depend on K alone: any grid gives
 // y's bits (the launcher's: 2 blocks an SM; nothing waits for another block).
 
 // 16 bytes of x (read by every warp of every block: the read-only cache)
@@ -186,9 +189,9 @@ H3_DI unsigned h3s_ticket(unsigned *c) {
 extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_NAME, _st)(
     const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_T *y, float *part, unsigned *cnt, long long N,
     long long K) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = H3S_THREADS / 32;
   const long long S = K / 256, G = S % 4 == 0 ? 4 : S % 2 == 0 ? 2 : 1, C = S / G;
-  const long long units = (N + 1) / 2 * C, step = 8ll * gridDim.x;
+  const long long units = (N + 1) / 2 * C, step = (long long)warps * gridDim.x;
   // unit u's weight loads (rows 2p, 2p + 1; zeros past the last unit)
   auto issue = [&](long long u, uint4 *w0, uint4 *w1) {
     const long long p = u / C, k0 = 256 * G * (u % C) + 8 * lane;
@@ -202,8 +205,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
       }
     }
   };
-  // unit u's sums (every lane: the shuffles), then lane 0's partials, ticket and finish
-  auto unit = [&](long long u, const uint4 *w0, const uint4 *w1) {
+  // unit u (the warp's j-th) summed by every lane (the shuffles); lane j % 32 writes its partials
+  auto unit = [&](long long u, long long j, const uint4 *w0, const uint4 *w1) {
     const long long p = u / C, c = u % C, k0 = 256 * G * c + 8 * lane;
     uint4 xv[4];
 #pragma unroll
@@ -224,25 +227,31 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
       a0 = __fadd_rn(a0, __shfl_xor_sync(0xffffffffu, a0, o));
       a1 = __fadd_rn(a1, __shfl_xor_sync(0xffffffffu, a1, o));
     }
-    if (lane != 0 || u >= units) return;
+    if (lane != (int)(j & 31) || u >= units) return;
     part[c * N + 2 * p] = a0;
     if (2 * p + 1 < N) part[c * N + 2 * p + 1] = a1;
-    h3_fence_gpu(); // the partials before the ticket
-    if (h3s_ticket(cnt + p) != (unsigned)(C - 1)) return;
+  };
+  // two units in turn (buffers a and b, never copied: a copy of a register whose load is in
+  // flight waits for it), the next one's loads issued before a unit's sums
+  uint4 a0[4], a1[4], b0[4], b1[4];
+  const long long first = (long long)warps * blockIdx.x + warp;
+  long long j = 0; // the warp's units so far
+  issue(first, a0, a1);
+  for (long long base = (long long)warps * blockIdx.x; base < units; base += 2 * step, j += 2) { // the same turns in every warp
+    issue(base + warp + step, b0, b1);
+    unit(base + warp, j, a0, a1);
+    issue(base + warp + 2 * step, a0, a1);
+    unit(base + warp + step, j + 1, b0, b1);
+  }
+  // the tickets of the units this lane wrote (units first + i step, i = lane, lane + 32, ..)
+  h3_fence_gpu(); // this lane's partials before its tickets
+  for (long long i = lane; i < j; i += 32) {
+    const long long u = first + i * step, p = u / C;
+    if (u >= units) break;
+    if (h3s_ticket(cnt + p) != (unsigned)(C - 1)) continue;
     h3_fence_gpu(); // the pair's other partials, after its last ticket
     cnt[p] = 0u;
     h3s_finish(part + 2 * p, N, C, bias, 2 * p, y, 2 * p);
     if (2 * p + 1 < N) h3s_finish(part + 2 * p + 1, N, C, bias, 2 * p + 1, y, 2 * p + 1);
-  };
-  // two units in turn (buffers a and b, never copied: a copy of a register whose load is in
-  // flight waits for it), the next one's loads issued before a unit's sums and ticket
-  uint4 a0[4], a1[4], b0[4], b1[4];
-  const long long first = 8ll * blockIdx.x + warp;
-  issue(first, a0, a1);
-  for (long long base = 8ll * blockIdx.x; base < units; base += 2 * step) { // the same turns in every warp
-    issue(base + warp + step, b0, b1);
-    unit(base + warp, a0, a1);
-    issue(base + warp + 2 * step, a0, a1);
-    unit(base + warp + step, b0, b1);
   }
 }

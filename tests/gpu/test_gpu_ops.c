@@ -929,34 +929,39 @@ static void check_hand(h3_backend *b, bool all_attention) {
 }
 
 /* The skinny linear's streaming form (H3_LINEAR_FORM=stream while its plan loads: linears of
- * one row, K a multiple of 256): a decode-sized weight (24 segments a row), N odd with a bias,
- * 17000 columns to f32 (the lm_head's shape class), one segment a row. */
+ * one row, K a multiple of 256) at decode-sized weights, odd N with a bias, 17000 columns to f32
+ * (the lm_head's shape class) and each way of cutting a row into chunks. */
 static void check_stream_linears(h3_backend *b) {
   hand h;
   h.m = h3_module_new("gpu_ops_stream", "test");
   h.g = h3_module_add_graph(h.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   h.bld = (h3_builder){h.m, &h.g->body, NULL, {0}};
-  static const int64_t sh[4][2] = {{9216, 6144}, {999, 4096}, {17000, 512}, {600, 256}};
-  static const char *const tag[4] = {"linear stream N 9216 K 6144", "linear stream N 999 K 4096 +bias",
-                                     "linear stream N 17000 K 512 ->f32", "linear stream N 600 K 256 ->f32 +bias"};
-  hand_case cases[4];
+  /* chunks a row pair (C) and segments a chunk (G): 6 / 4, 4 / 4, 1 / 2, 1 / 1, 3 / 1 (one
+   * row: its pair's second row read twice, never stored), 18 / 4 (three rounds of the
+   * finisher's 8 loads) */
+  enum { NS = 6 };
+  static const int64_t sh[NS][2] = {{9216, 6144}, {999, 4096}, {17000, 512}, {600, 256}, {1, 768}, {6144, 18432}};
+  static const char *const tag[NS] = {"linear stream N 9216 K 6144", "linear stream N 999 K 4096 +bias",
+                                      "linear stream N 17000 K 512 ->f32", "linear stream N 600 K 256 ->f32 +bias",
+                                      "linear stream N 1 K 768 +bias", "linear stream N 6144 K 18432"};
+  hand_case cases[NS];
   h3_attr f32 = h3_attr_dtype(h.m, "dtype", H3_F32);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < NS; i++) {
     char name[8];
     h3_value *v[3];
-    const h3_dtype yd = i < 2 ? H3_BF16 : H3_F32;
+    const h3_dtype yd = i == 2 || i == 3 ? H3_F32 : H3_BF16;
     snprintf(name, sizeof name, "xt%d", i);
     v[0] = in_of(&h, name, H3_BF16, 2, (int64_t[]){1, sh[i][1]});
     snprintf(name, sizeof name, "wt%d", i);
     v[1] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sh[i][0], sh[i][1]});
     snprintf(name, sizeof name, "bt%d", i);
-    v[2] = i == 1 || i == 3 ? in_of(&h, name, yd, 1, (int64_t[]){sh[i][0]}) : NULL;
+    v[2] = i == 1 || i == 3 || i == 4 ? in_of(&h, name, yd, 1, (int64_t[]){sh[i][0]}) : NULL;
     cases[i] = (hand_case){tag[i], op_of(&h, H3_OP_LINEAR, v[2] ? 3 : 2, v, yd == H3_F32, &f32), -1, NULL};
   }
   h3_plan *plan = load_plan_linear_form(b, h.m, "stream", "stream linears"); /* owns h.m */
   if (!plan) return;
-  check_cases(b, cases, 4, "");
-  check_cases(b, cases, 4, "second launch"); /* the tickets back at 0 after the first */
+  check_cases(b, cases, NS, "");
+  check_cases(b, cases, NS, "second launch"); /* the tickets back at 0 after the first */
   h3_plan_free(plan);
 }
 
