@@ -36,8 +36,7 @@
 // h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
 // pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs, and
 // h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1) the same again in blocks of one warpgroup, with its
-// variants h3cu_sage_fwd_fp8_wg1c (wg1c: clusters of 2 blocks) and _wg1q (wg1q: Q in registers):
-// see their comments below.
+// variant in clusters of 2 blocks h3cu_sage_fwd_fp8_wg1c (the default): see their comments below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -647,26 +646,25 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
   else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
 }
 
-// ---- the one-warpgroup form of pv = fp8: h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1, opt-in until
-// measured; GPU only, sm_90a), the same in clusters of 2 blocks, h3cu_sage_fwd_fp8_wg1c
-// (H3_SAGE_FORM=wg1c), and with Q in registers, h3cu_sage_fwd_fp8_wg1q (H3_SAGE_FORM=wg1q; both
-// opt-in until measured; one body, h3s_wg1_fwd<CLUSTER, QREG>). The public SageAttention SM90
+// ---- the one-warpgroup form of pv = fp8: h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1; GPU only,
+// sm_90a) and the same in clusters of 2 blocks, h3cu_sage_fwd_fp8_wg1c (pv = fp8's default; one
+// body, h3s_wg1_fwd<CLUSTER>). The public SageAttention SM90
 // kernel's organisation (dev/sage-attention.md) on the ws form's pre-pass layouts, TMA maps and
 // helpers, with the same scores, softmax (h3s_softmax_ws on each 64-key block, in order), P and
 // V codes, two-level accumulation (a stage's T rescaled between its tiles as h3s_ws_settle does,
 // folded once) and output: the ws form's bits up to the sign of a zero.
 //   h3cu_sage_fwd_fp8_wg1(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale), and
-//     _wg1c, _wg1q with the same: the arguments of h3cu_sage_fwd_fp8_ws.
-// wg1, wg1q: grid (ceil(len / 64), Hq); wg1c: grid x rounded up to even (__cluster_dims__(2, 1,
+//     _wg1c with the same: the arguments of h3cu_sage_fwd_fp8_ws.
+// wg1: grid (ceil(len / 64), Hq); wg1c: grid x rounded up to even (__cluster_dims__(2, 1,
 // 1)). One warpgroup (128 threads), 3 blocks per SM (<= 168 registers, 73 KiB of shared memory
-// each; wg1q 2, <= 255 registers, 65 KiB): no producer warp and no ordering between
+// each): no producer warp and no ordering between
 // warpgroups; tensor work, softmax and loads overlap across the SM's blocks. Block x takes
 // query rows 64 x .. + 63 of q head y (one q block: one delta dq; kv head h = y / group), warp
 // w its rows 16 w .. + 15, and walks the ceil(len / 128) stages j of 128 keys (two 64-key
 // tiles: k blocks 2 j, 2 j + 1, each its delta kd):
 //   thread 0 first loads stage j + 1 by TMA into slot (j + 1) % 2 (h3s_wg1_load: once stage
 //     j - 1 was released there), then every thread waits for stage j in slot j % 2;
-//   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q (wg1q: in registers) and K
+//   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K
 //     from shared memory, committed as two groups (wg1c: thread 0 loads stage j + 1 only now,
 //     so that its wait for the other block's release of stage j - 1 runs under the products);
 //     the softmax of half 0 (running maximum m0 = max(m, its keys)) and its e4m3 codes P0
@@ -677,9 +675,8 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
 //     (h3s_wg1_release); O = O * (alpha0 alpha1) + T (h3s_fold, fp32).
 // A half past len runs masked (every key -inf: P 0, alpha 1; V^T's padding holds zero codes).
 // Q sits in shared memory, not registers as in the ws form: the 16 registers it frees keep
-// O, T and both halves' P codes within 168 without spills. wg1q holds Q's A fragments in
-// registers as the ws form does (h3s_load_qa, read once from qc; no Q in shared memory), at 2
-// blocks an SM: no shared-memory reads of Q (16 KiB a stage), but 2 warpgroups an SM, not 3.
+// O, T and both halves' P codes within 168 without spills (a variant with Q in registers at 2
+// blocks an SM measured 16 % slower: dev/sage-attention.md).
 // Synchronisation, mbarriers (h3s_wg1_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
 // j waits for parity (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 -
 // 1) & 1 before loading stage j >= 2 into it).
@@ -710,7 +707,7 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
 //     but loads its box of every stage and releases each stage once it is in, as its partner
 //     needs (h3s_wg1c_idle).
 // Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
-// then Q [64][128] (wg1q, H3S_SMEM_WG1Q: none); each in the ws form's layout (128-byte swizzle,
+// then Q [64][128]; each in the ws form's layout (128-byte swizzle,
 // 1024-byte atoms).
 #define H3S_WG1_THREADS 128
 #define H3S_WG1_ROWS 64   // query rows per block: one q block
@@ -718,8 +715,6 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
 #define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 73 KiB of shared memory
 #define H3S_WG1_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES) // Q's offset from the slots
 #define H3S_SMEM_WG1 (1024 + H3S_WG1_QOFF + H3S_WG1_ROWS * 128)
-#define H3S_WG1Q_BLOCKS 2 // wg1q: blocks per SM, <= 255 registers
-#define H3S_SMEM_WG1Q (1024 + H3S_WG1_QOFF) // wg1q: no Q
 typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
 
 // d[32] (int32) += A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a, b)
@@ -819,22 +814,13 @@ H3_DI void h3s_wg1c_idle(const h3s_wg1_ctx &c) {
   h3_cluster_arrive();
 }
 
-// S = Q K^T of one 64-key tile (K at descriptor dk) into sc: Q from shared memory (descriptor
-// dqs) or, QREG, its A fragments qa
-template <bool QREG> H3_DI void h3s_wg1_s(int sc[8][4], const unsigned qa[4][4], unsigned dqs, unsigned dk) {
-  if constexpr (QREG) h3s_ws_qk(sc, qa, dk);
-  else h3s_wg1_qk(sc, dqs, dk);
-}
-
 // The block's 64 rows of q head n (kv head h) from q0 over the stages (the contract above);
-// wg1c: the exit barrier's arrival after the last release; wg1q: Q's A fragments read from qc
-template <bool CLUSTER, bool QREG>
-H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const signed char *qc, const float *qd, const float *kd,
+// wg1c: the exit barrier's arrival after the last release
+template <bool CLUSTER>
+H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
                         const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n, int h,
                         long long q0, float scale) {
   const int tid = threadIdx.x, nst = c.nst;
-  unsigned qa[4][4];
-  if constexpr (QREG) h3s_load_qa(qc + ((long long)n * lp + q0 + 16 * (tid >> 5)) * 128, qa);
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   const unsigned dqs = h3s_desc(c.ss + H3S_WG1_QOFF), dks = h3s_desc(c.ss), dvs = dks + (H3S_KBYTES >> 4);
@@ -856,9 +842,9 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const signed char *qc, const float
     h3s_wg1_magic(sc1);
     h3_wg_fence();
     const unsigned dk = dks + (unsigned)s * H3S_WS_SLOT;
-    h3s_wg1_s<QREG>(sc0, qa, dqs, dk);
+    h3s_wg1_qk(sc0, dqs, dk);
     h3_wg_commit();
-    h3s_wg1_s<QREG>(sc1, qa, dqs, dk + H3S_WS_HALF);
+    h3s_wg1_qk(sc1, dqs, dk + H3S_WS_HALF);
     h3_wg_commit();
     if (CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1); // waits under S0, S1
     float nk0 = 0.0f, nk1 = 0.0f; // stage j + 1's deltas, read under the products
@@ -880,9 +866,9 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const signed char *qc, const float
   h3s_store<true>(o, o_stride, n, h, q0 + 16 * (tid >> 5), len, vscale, acc, l);
 }
 
-// The kernels' body (the contract above): barriers, Q (wg1q: in the rows), stage 0, then the
-// block's rows (wg1c: or the idle block's loads) and, wg1c, the exit barrier
-template <bool CLUSTER, bool QREG>
+// The kernels' body (the contract above): barriers, Q, stage 0, then the block's rows (wg1c: or
+// the idle block's loads) and, wg1c, the exit barrier
+template <bool CLUSTER>
 H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *qc, const float *qd, const float *kd,
                        const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int group,
                        float scale) {
@@ -899,7 +885,7 @@ H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *
     h3_prefetch_map(tv);
     if (!CLUSTER) h3s_wg1_load<CLUSTER>(c, 0);
   }
-  if (!QREG) h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_WG1_QOFF, qc + ((long long)n * lp + q0) * 128);
+  h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_WG1_QOFF, qc + ((long long)n * lp + q0) * 128);
   if constexpr (CLUSTER) { // both blocks' barriers are set before either block signals the other's
     h3_cluster_sync();
     if (threadIdx.x == 0) h3s_wg1_load<CLUSTER>(c, 0);
@@ -907,7 +893,7 @@ H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *
     __syncthreads();
   }
   if (CLUSTER && q0 >= len) h3s_wg1c_idle(c);
-  else h3s_wg1_rows<CLUSTER, QREG>(c, qc, qd, kd, vscale, o, len, lp, o_stride, n, h, q0, scale);
+  else h3s_wg1_rows<CLUSTER>(c, qd, kd, vscale, o, len, lp, o_stride, n, h, q0, scale);
   if constexpr (CLUSTER) h3_cluster_wait(); // the other block's last arrivals here are in
 }
 
@@ -915,7 +901,7 @@ extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS) h3
     const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
     const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
     h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
-  h3s_wg1_fwd<false, false>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
+  h3s_wg1_fwd<false>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(H3S_WG1_THREADS, H3S_WG1_BLOCKS)
@@ -923,12 +909,6 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(H3S_WG1_T
                            const signed char *__restrict__ qc, const float *__restrict__ qd,
                            const float *__restrict__ kd, const float *__restrict__ vscale, h3_bf16 *__restrict__ o,
                            long long len, long long lp, long long o_stride, int group, float scale) {
-  h3s_wg1_fwd<true, false>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
-}
-extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1Q_BLOCKS) h3cu_sage_fwd_fp8_wg1q(
-    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
-    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
-    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
-  h3s_wg1_fwd<false, true>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
+  h3s_wg1_fwd<true>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
 }
 #endif

@@ -8,20 +8,16 @@
  *   h3cu_sage_quant     grid (lp / 64, Hq) for q, (lp / 64, Hk) for k less kbar: int8 codes
  *                       and one delta per 64-row block;
  *   h3cu_sage_quant_v   grid (lp / 64, Hk), pv = fp8: V^T's e4m3 codes;
- *   h3cu_sage_fwd_fp8_ws grid (ceil(len / 128), Hq), 384 threads, pv = fp8 (the default):
- *                       warp-specialised, TMA and warpgroup MMAs, sm_90a; its TMA maps of kc
- *                       and vt (cu_byte_map) encoded per segment and passed by value; 2.1 x
- *                       the mma.sync form on the H200 (51.5 against 107.8 ms at S = 32704);
- *   h3cu_sage_fwd_fp8_wg1 grid (ceil(len / 64), Hq), 128 threads, pv = fp8 with
- *                       H3_SAGE_FORM=wg1 (opt-in until measured): one warpgroup a block, 3
- *                       blocks an SM, the ws form's TMA maps and bits;
  *   h3cu_sage_fwd_fp8_wg1c grid (ceil(len / 64) rounded up to even, Hq), 128 threads, pv = fp8
- *                       with H3_SAGE_FORM=wg1c (opt-in until measured): wg1 in clusters of 2
+ *                       (the default): one warpgroup a block, 3 blocks an SM, in clusters of 2
  *                       blocks (the kernel's __cluster_dims__) that share each stage by TMA
- *                       multicast;
- *   h3cu_sage_fwd_fp8_wg1q grid (ceil(len / 64), Hq), 128 threads, pv = fp8 with
- *                       H3_SAGE_FORM=wg1q (opt-in until measured): wg1 with Q in registers, 2
- *                       blocks an SM;
+ *                       multicast, sm_90a; its TMA maps of kc and vt (cu_byte_map) encoded per
+ *                       segment and passed by value; 1.11 x the bf16 flash kernel and 1.18 x
+ *                       the ws form on an H100 (42.5, 47.2 and 50.3 ms at S = 32704);
+ *   h3cu_sage_fwd_fp8_wg1 the same without clusters (H3_SAGE_FORM=wg1; 43.8 ms there);
+ *   h3cu_sage_fwd_fp8_ws grid (ceil(len / 128), Hq), 384 threads (H3_SAGE_FORM=wgmma):
+ *                       warp-specialised, a TMA producer and two consumer warpgroups, the same
+ *                       maps; 2.1 x the mma.sync form on the H200 (51.5 against 107.8 ms);
  *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
  *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
@@ -38,16 +34,15 @@
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
        SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE,
-       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D, /* 2 stages of K and V^T, then Q */
-       SAGE_SMEM_WG1Q = 1024 + 2 * 2 * SAGE_KSTAGE };
+       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D }; /* 2 stages of K and V^T, then Q */
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-enum { SAGE_FWD = 6, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */
+enum { SAGE_FWD = 5, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */
 static const char *const fwd_names[SAGE_FWD] = {"h3cu_sage_fwd_fp8",      "h3cu_sage_fwd_bf16",
                                                 "h3cu_sage_fwd_fp8_ws",   "h3cu_sage_fwd_fp8_wg1",
-                                                "h3cu_sage_fwd_fp8_wg1c", "h3cu_sage_fwd_fp8_wg1q"};
+                                                "h3cu_sage_fwd_fp8_wg1c"};
 static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS,
-                                       SAGE_SMEM_WG1, SAGE_SMEM_WG1,  SAGE_SMEM_WG1Q};
+                                       SAGE_SMEM_WG1, SAGE_SMEM_WG1};
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -142,7 +137,6 @@ typedef struct {
 static const tma_form ws_form = {5, SAGE_ROWS, 384, false, "warp-specialised"};
 static const tma_form wg1_form = {6, 64, 128, false, "one-warpgroup"};
 static const tma_form wg1c_form = {7, 64, 128, true, "one-warpgroup cluster"};
-static const tma_form wg1q_form = {8, 64, 128, false, "one-warpgroup register-Q"};
 
 /* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
  * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
@@ -194,12 +188,12 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
-  /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form, =wg1c its clusters, =wg1q
-     it with Q in registers (their error names a too long segment), =mma the mma.sync form */
-  static const tma_form *const forced_form[5] = {NULL, &ws_form, &wg1_form, &wg1c_form, &wg1q_form};
-  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wgmma", "wg1", "wg1c", "wg1q", NULL});
+  /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form, =wg1c its clusters (the
+     default; a forced TMA form's error names a too long segment), =mma the mma.sync form */
+  static const tma_form *const forced_form[4] = {NULL, &ws_form, &wg1_form, &wg1c_form};
+  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wgmma", "wg1", "wg1c", NULL});
   const bool off = form == 0, forced = form > 0;
-  const tma_form *tf = forced ? forced_form[form] : &ws_form;
+  const tma_form *tf = forced ? forced_form[form] : &wg1c_form;
   if (fp8 && (forced || (!off && ws_reaches(hk, lp))))
     return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
