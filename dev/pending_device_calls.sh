@@ -2,29 +2,19 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (calls 30-36 ran on 2026-12-05: dev/results/2026-12-05-h200-s17-*.txt, -s18-*.txt; call
-# 40's checks ran, its A/B printed nothing: -s20-call40-fused-writes-checks.txt; call 41 ran on
-# an H100, no H200 starting: -h100-s21-call41-cold-code-decode-ab.txt): 41 again on the H200
-# (~300 s: the decode A/B of three builds, the batch-1 number of issue 17) with 42 in the same
-# call if it fits (dev/stream_gemv.cu, ~100 s: can a GEMV stream at the plain read's rate?), then 37, 38, then 39
-# with the fastest Sage form. Stages: build-gpu/s19 (commit 93f99c9, 30 MB: `dev/mini_stage.sh
-# BUILD STAGE --composite --m31-ab "--disable-pass kv-write-fusion,add-norm-fusion" h3c h3exec
-# gpu_compile_check test_gpu_ops nvfp4_bench attention_bench qkrope_gpu_write_test`) holds
-# 37-40; build-gpu/s20 (commit a45f883: `dev/mini_stage.sh BUILD STAGE --m31-ab
-# "--disable-pass kv-write-fusion" h3c h3exec gpu_compile_check`, then STAGE/b removed; 14 MB)
-# the moe's one-row form, the row reductions' and the router's smaller code and the slot
-# arithmetic in one kernel. Call 41: carry ["build-gpu/s19", "build-gpu/s20"], command
-# `dev/pending_device_calls.sh build-gpu/s19 $OUT 41` (name the kind nvidia-h200).
-# Then 43 (~250 s, carry ["build-gpu/s20", "build-gpu/s21"], STAGE build-gpu/s21): the batch-1
-# step with the streaming linear (H3_LINEAR_FORM=stream; build-gpu/s21 is commit 7d93403's
-# stage, mini_stage as s20) against cuBLASLt's, s20 beside it; predicted -50 to -80 µs if 42
-# shows the form within ~5 % of a plain read. Tokens of the stream form may part from
-# cuBLASLt's at a near-tie (another sum order).
-# Two device commands cover 41-43 (a start costs more than either): (a) carry ["build-gpu/s20",
-# "build-gpu/s21", "build-gpu/lab/stream_gemv"], `dev/pending_device_calls.sh build-gpu/s21 $OUT
-# 42; dev/pending_device_calls.sh build-gpu/s21 $OUT 43` (~350 s); (b) carry ["build-gpu/s19",
-# "build-gpu/s20"], call 41 (~300 s). (a) first: it decides the next code change.
-# A cold start has cost 95-600 s of the budget; a refused start 15-90 s; a call taken back
+# Next (2026-12-05, session 22: call 44 and a test_gpu_ops + composite call ran on an H100, no
+# H200 starting: dev/results/2026-12-05-h100-s22-stream-sage-wg1c-sol-composite.txt; the stream
+# form lost, Sage wg1c became the default, the composite 3.61 x there). When an H200 comes, in
+# one call: 42 (the stream lab: is cuBLAS at the plain read's rate on the H200 too?), 41's
+# decode A/B (issue 17's batch-1 number: a stage of HEAD as build-gpu/s21 with --m31-ab, then
+# `dev/m31_step_ab.sh OUT 2 build-gpu/s21/b build-gpu/s21`), then 39 with the default Sage form
+# (issue 20's composite on the H200, ~330 s: a call of its own). Then 38 and an ncu of Sage's
+# wg1c (dev/attention_ncu.sh). Stages: `dev/mini_stage.sh build-gpu/s18 build-gpu/s21 --m31-ab
+# "--disable-pass kv-write-fusion" h3c h3exec gpu_compile_check` (rm -rf its b/ when only the
+# default plans are needed) and `dev/mini_stage.sh build-gpu/s18 build-gpu/s21c --composite h3c
+# h3exec gpu_compile_check test_gpu_ops attention_bench nvfp4_bench` (11 MB), ~1 min each.
+# Never let a helper call the device (one did in session 22: ~180 s of refused starts).
+# A cold start has cost 95-600 s of the budget; a refused start 15-180 s; a call taken back
 # mid-run ~170 s.
 # CALL (calls 1-10 ran on 2026-12-03: dev/results/2026-12-03-h200-s9-*.txt and -s10-*.txt; the
 # Markov step's tensor-core form, Sage's and Sol's warp-specialised forms became defaults):
