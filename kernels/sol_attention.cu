@@ -22,16 +22,17 @@
 //       end); O += bf16(p) V (V by ldmatrix.x4.trans), as the dense flash kernel;
 //   (b) the pseudo-keys of the other blocks, 16 blocks at a time on tensor cores:
 //       s_j = c2 (q . kc_j), weight n_j (the block's rows): m' over the 16, p_j = n_j 2^(s_j -
-//       m'), O += p_j vc_j; kc, vc and p split into bf16 hi + lo parts, so the products keep
-//       ~2^-17 of relative precision (h3a_pseudo). A chunk's four tiles (hi, lo of kc and vc:
+//       m'), O += p_j vc_j; kc split into bf16 hi + lo parts, so the scores keep ~2^-17 of
+//       relative precision, p and vc rounded to bf16 as the exact keys' P and V (h3a_pseudo).
+//       A chunk's four tiles (hi, lo of kc and vc:
 //       16 KiB, one contiguous piece of kvs) go into shared memory by cp.async, two stages
 //       (the next chunk loads while this one is used), in the layout of the warp-specialised
 //       form's TMA boxes (h3a_pat: two 64-column halves in the 128-byte swizzle); the B
 //       fragments come by ldmatrix as the exact keys' do.
 // Output O / l rounded once to bf16. Against the CPU reference (runtime/cpu/ops_sol.c: natural
 // exp, entries in block order, P unrounded): P of exact keys in bf16 (as dense), 2^x by
-// ex2.approx, the pseudo-keys' hi + lo products, other sum orders; NMSE ~5e-6, the dense
-// flash kernel's error.
+// ex2.approx, the pseudo-keys' hi + lo scores and bf16 p and vc, other sum orders; NMSE ~5e-6,
+// the dense flash kernel's error.
 // Every loop holding an mma, ldmatrix, shuffle or barrier runs as often in every thread of the
 // block (the flags of one (n, i) are the block's; host emulation).
 #define H3A_BLOCK 64
@@ -176,19 +177,13 @@ H3_DI void h3a_exact(const unsigned char *ks, const unsigned qa[8][4], long long
     }
 }
 
-// hi = bf16 pair of (a, b), lo = bf16 pair of the remainders: hi + lo holds a and b to ~2^-17
-// relative (two bf16 products on tensor cores give a nearly fp32 one)
-H3_DI void h3a_split(float a, float b, unsigned &hi, unsigned &lo) {
-  hi = h3_bf16x2(a, b);
-  lo = h3_bf16x2(a - __int_as_float((int)(hi << 16)), b - __int_as_float((int)(hi & 0xffff0000u)));
-}
-
 // The pseudo-keys of blocks j0 .. j0 + H3A_CHUNK - 1 (those < nb and not exact; the others
 // weigh 0) folded into m, l, acc on tensor cores, the chunk's tiles at ps (h3a_pat: rows 0-15
 // hi(kc), 16-31 lo(kc), 32-47 hi(vc), 48-63 lo(vc)): S = Q KC^T as 2 n-tiles of 8 blocks (per
 // k-step hi, then lo: 2 mma), s[u][e] the score of row g (e < 2) or g + 8 and block j0 + 8 u +
-// 2 c + (e & 1); p = n_j 2^(s - m'); O += P VC as one k16 step per 8 dims (P split too: hi·hi
-// + hi·lo + lo·hi).
+// 2 c + (e & 1); p = n_j 2^(s - m'); O += bf16(P) hi(VC) as one k16 step per 8 dims: the value
+// side at the exact tiles' precision (P and V in bf16), the scores at nearly fp32 (an error
+// there moves p exponentially); lo(vc) is not read.
 H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long long j0, long long nb, long long len,
                       const unsigned qa[8][4], float c2, float m[2], float l[2], float acc[16][4]) {
   const int lane = threadIdx.x & 31, c = lane & 3;
@@ -226,24 +221,19 @@ H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long lon
       s[u][e] = w[u][e & 1] * h3_exp2_approx(s[u][e] - m[e >> 1]);
       l[e >> 1] += s[u][e];
     }
-  unsigned ph[4], pl[4]; // P's A fragments (k = block j0 + k), hi and lo
-  h3a_split(s[0][0], s[0][1], ph[0], pl[0]);
-  h3a_split(s[0][2], s[0][3], ph[1], pl[1]);
-  h3a_split(s[1][0], s[1][1], ph[2], pl[2]);
-  h3a_split(s[1][2], s[1][3], ph[3], pl[3]);
+  // P's A fragments (k = block j0 + k) rounded to bf16, as the exact tiles' P
+  const unsigned ph[4] = {h3_bf16x2(s[0][0], s[0][1]), h3_bf16x2(s[0][2], s[0][3]), h3_bf16x2(s[1][0], s[1][1]),
+                          h3_bf16x2(s[1][2], s[1][3])};
   const int row = (lane & 7) + 8 * ((lane >> 3) & 1); // this lane's ldmatrix row: block j0 + row
 #pragma unroll
   for (int dp = 0; dp < 8; dp++) { // dims 16 dp .. + 15: n-tiles 2 dp, 2 dp + 1
     const int ch = 2 * dp + (lane >> 4);
-    unsigned fh[4], fl[4];
+    unsigned fh[4];
     h3_ldsm4_trans(fh, ps + h3a_pat(32 + row, ch));
-    h3_ldsm4_trans(fl, ps + h3a_pat(48 + row, ch));
 #pragma unroll
     for (int x = 0; x < 2; x++) {
-      const unsigned bh[2] = {fh[2 * x], fh[2 * x + 1]}, bl[2] = {fl[2 * x], fl[2 * x + 1]};
+      const unsigned bh[2] = {fh[2 * x], fh[2 * x + 1]};
       h3_mma_bf16(acc[2 * dp + x], ph, bh);
-      h3_mma_bf16(acc[2 * dp + x], ph, bl);
-      h3_mma_bf16(acc[2 * dp + x], pl, bh);
     }
   }
 }

@@ -8,9 +8,10 @@
  *     order (runtime/cpu/ops_sol.c): kc, qbar, the bf16 hi + lo split of kc and vc (zeros past
  *     the last block up to a multiple of 16) and the exact-block flags of every (q head, query
  *     block);
- *   - the output against the CPU backend's op: the kernel rounds P of exact keys to bf16 (as
- *     the dense flash kernel does), uses 2^x in log2 units and other fp32 sum orders: NMSE <=
- *     2e-5 (measured 4.7e-6 .. 5.7e-6).
+ *   - the output against the CPU backend's op: the kernel rounds P of exact keys and the
+ *     pseudo-keys' p and vc to bf16 (as the dense flash kernel rounds P and holds V), uses 2^x
+ *     in log2 units and other fp32 sum orders: NMSE <= 2e-5 (measured 4.7e-6 .. 8.6e-6, the
+ *     most where pseudo-keys hold most of the mass).
  * Cases: two segments (130 + 70 rows: partial last blocks, the second segment's blocks from
  * its own start), GQA 4/2, tau 1 diag; 196 + 4 rows (a 4-row segment as the padding rows
  * form one: a single block) at tau 0; 450 rows (8 blocks), thresh exact, 2 q heads on 1 kv
