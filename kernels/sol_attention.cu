@@ -213,7 +213,9 @@ H3_DI void h3a_pseudo(const unsigned char *ps, const unsigned char *ex, long lon
       mx[e >> 1] = fmaxf(mx[e >> 1], s[u][e]);
     }
   h3a_max(m, mx, l, alpha);
-  h3a_scale(acc, alpha);
+  // after the exact blocks the running maxima rarely move: O's scaling by 1 skipped (a warp
+  // vote, so the skip is the same in every lane; the same bits)
+  if (__ballot_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f) != 0u) h3a_scale(acc, alpha);
 #pragma unroll
   for (int u = 0; u < 2; u++)
 #pragma unroll
