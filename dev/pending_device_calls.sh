@@ -8,7 +8,9 @@
 # one call: 42 (the stream lab: is cuBLAS at the plain read's rate on the H200 too?), 41's
 # decode A/B (issue 17's batch-1 number: a stage of HEAD as build-gpu/s21 with --m31-ab, then
 # `dev/m31_step_ab.sh OUT 2 build-gpu/s21/b build-gpu/s21`), then 39 with the default Sage form
-# (issue 20's composite on the H200, ~330 s: a call of its own). Then 38 and an ncu of Sage's
+# (issue 20's composite on the H200, ~330 s: a call of its own; before it, test_gpu_ops and
+# attention_bench --sol: the pseudo-keys' bf16 value side and skipped rescale, predicted sol_ws
+# at tau 1 ~-10 % and test_gpu_ops' sol cases within 2e-5). Then 38 and an ncu of Sage's
 # wg1c (dev/attention_ncu.sh). Stages: `dev/mini_stage.sh build-gpu/s18 build-gpu/s21 --m31-ab
 # "--disable-pass kv-write-fusion" h3c h3exec gpu_compile_check` (rm -rf its b/ when only the
 # default plans are needed) and `dev/mini_stage.sh build-gpu/s18 build-gpu/s21c --composite h3c
