@@ -4,8 +4,9 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-05, session 22: call 44 and a test_gpu_ops + composite call ran on an H100, no
 # H200 starting: dev/results/2026-12-05-h100-s22-stream-sage-wg1c-sol-composite.txt; the stream
-# form lost, Sage wg1c became the default, the composite 3.61 x there). When an H200 comes, in
-# one call: 42 (the stream lab: is cuBLAS at the plain read's rate on the H200 too?), 41's
+# form lost, Sage wg1c became the default, the composite 3.61 x there). On an H200: call 47
+# (`dev/pending_device_calls.sh build-gpu/s21 $OUT 47`), then 48, which hold what follows. In
+# words: 42 (the stream lab: is cuBLAS at the plain read's rate on the H200 too?), 41's
 # decode A/B (issue 17's batch-1 number: a stage of HEAD as build-gpu/s21 with --m31-ab, then
 # `dev/m31_step_ab.sh OUT 2 build-gpu/s21/b build-gpu/s21`), then 39 with the default Sage form
 # (issue 20's composite on the H200, ~330 s: a call of its own; before it, test_gpu_ops and
@@ -353,6 +354,16 @@ case $CALL in
 42) { timeout 240 build-gpu/lab/stream_gemv; } > "$log" 2>&1 ;; # carry build-gpu/lab/stream_gemv (1.7 MB); ~100 s
 43) { H3_AB_KCACHE=$S/kcache timeout 420 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 \
        build-gpu/s21@H3_LINEAR_FORM=stream; } > "$log" 2>&1 ;; # carry build-gpu/s21; ~200 s
+47) { echo "== stream_gemv (42)"; timeout 120 build-gpu/lab/stream_gemv
+   echo "== decode A/B: A unfused writes (s21/b), B HEAD (s21)"
+   H3_AB_KCACHE=$S/kcache timeout 200 dev/m31_step_ab.sh "$OUT" 2 build-gpu/s21/b build-gpu/s21
+   echo "== test_gpu_ops (s21c)"; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd) \
+     timeout 150 build-gpu/s21c/bin/test_gpu_ops models 2>&1 | grep -E "sol_att|sage_att|stream|FAIL|passed"
+   } > "$log" 2>&1 ;; # the H200's first call: carry build-gpu/s21 (with b/), build-gpu/s21c, build-gpu/lab/stream_gemv; ~470 s at most
+48) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd)
+   echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
+   echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
+   rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
 44) { echo "== stream_gemv (42)"; timeout 150 build-gpu/lab/stream_gemv
    echo "== decode A/B, s21 against its stream form (43)"
    H3_AB_KCACHE=$S/kcache timeout 260 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 build-gpu/s21@H3_LINEAR_FORM=stream
@@ -371,7 +382,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47, 48" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
