@@ -355,11 +355,12 @@ case $CALL in
 43) { H3_AB_KCACHE=$S/kcache timeout 420 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 \
        build-gpu/s21@H3_LINEAR_FORM=stream; } > "$log" 2>&1 ;; # carry build-gpu/s21; ~200 s
 47) { echo "== stream_gemv (42)"; timeout 120 build-gpu/lab/stream_gemv
-   echo "== decode A/B: A unfused writes (s21/b), B HEAD (s21)"
-   H3_AB_KCACHE=$S/kcache timeout 200 dev/m31_step_ab.sh "$OUT" 2 build-gpu/s21/b build-gpu/s21
+   echo "== decode A/B: unfused writes (s21/b), HEAD (s21: the lm_head streams), HEAD with cuBLASLt's lm_head"
+   H3_AB_KCACHE=$S/kcache timeout 240 dev/m31_step_ab.sh "$OUT" 2 build-gpu/s21/b build-gpu/s21 \
+     build-gpu/s21@H3_LINEAR_FORM=library
    echo "== test_gpu_ops (s21c)"; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd) \
-     timeout 150 build-gpu/s21c/bin/test_gpu_ops models 2>&1 | grep -E "sol_att|sage_att|stream|FAIL|passed"
-   } > "$log" 2>&1 ;; # the H200's first call: carry build-gpu/s21 (with b/), build-gpu/s21c, build-gpu/lab/stream_gemv; ~470 s at most
+     timeout 130 build-gpu/s21c/bin/test_gpu_ops models 2>&1 | grep -E "sol_att|sage_att|stream|FAIL|passed"
+   } > "$log" 2>&1 ;; # the H200's first call: carry build-gpu/s21 (with b/), build-gpu/s21c, build-gpu/lab/stream_gemv; ~490 s at most
 48) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd)
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"

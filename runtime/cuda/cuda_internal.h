@@ -262,11 +262,9 @@ h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int 
 int cu_env_form(const char *var, const char *const *forms);
 
 /* ---- the skinny linear (cuda_skinny_gemm.c: kernels/skinny_gemm.cu) --------------------- */
-/* Which form runs linear op (decided when the op is prepared): CU_LINEAR_SKINNY for
- * H3_LINEAR_FORM=skinny in the environment, x and w bf16, y bf16 or f32 (a bias of y's
- * dtype), 1 to 16 rows of x, K a multiple of 8; CU_LINEAR_STREAM for H3_LINEAR_FORM=stream,
- * the same types, one row of x, K a multiple of 256; else CU_LINEAR_LIBRARY (cuBLASLt). */
-enum { CU_LINEAR_LIBRARY = 0, CU_LINEAR_SKINNY = 1, CU_LINEAR_STREAM = 2 };
+/* Which form runs linear op (decided when the op is prepared): x and w bf16, y bf16 or f32 (a
+ * bias of y's dtype), then cu_skinny_form_of (cuda_skinny_gemm.h) with H3_LINEAR_FORM; any
+ * other linear CU_LINEAR_LIBRARY (cuBLASLt). */
 int cu_skinny_takes(const h3_op *op);
 /* The device scratch of that form (cuda_skinny_gemm.h) for op. */
 size_t cu_skinny_op_scratch_bytes(const h3_op *op, int form);

@@ -1,6 +1,7 @@
 /* cuda_skinny_gemm.c: linear of at most 16 rows on the skinny kernel (kernels/skinny_gemm.cu),
- * opted into with H3_LINEAR_FORM=skinny, or of one row on its streaming form with
- * H3_LINEAR_FORM=stream (docs/running.md): which linears they take (decided when the op is
+ * opted into with H3_LINEAR_FORM=skinny, or of one row on its streaming form (by default
+ * against a weight of at least CU_SKINNY_STREAM_MIN_BYTES, every one-row linear with
+ * H3_LINEAR_FORM=stream; docs/running.md): which linears they take (decided when the op is
  * prepared), their launch shapes (cuda_skinny_gemm.h), their scratch and their one launch. */
 #include "cuda_skinny_gemm.h"
 
@@ -43,16 +44,23 @@ static void dims(const h3_op *op, int64_t *M, int64_t *N, int64_t *K) {
 }
 
 int cu_skinny_takes(const h3_op *op) {
-  const int form = cu_env_form("H3_LINEAR_FORM", (const char *const[]){"skinny", "stream", NULL});
-  if (form < 0 || op->n_operands < 2 || op->n_results < 1) return CU_LINEAR_LIBRARY;
+  const int form = cu_env_form("H3_LINEAR_FORM", (const char *const[]){"skinny", "stream", "library", NULL});
+  if (op->n_operands < 2 || op->n_results < 1) return CU_LINEAR_LIBRARY;
   const h3_dtype yd = op->results[0]->type.dtype;
   int64_t M, N, K;
   dims(op, &M, &N, &K);
   if (op->operands[0]->type.dtype != H3_BF16 || op->operands[1]->type.dtype != H3_BF16 ||
       (yd != H3_BF16 && yd != H3_F32) || (op->n_operands > 2 && op->operands[2]->type.dtype != yd) || N < 1)
     return CU_LINEAR_LIBRARY;
-  if (form == 1) return M == 1 && K >= 256 && K % 256 == 0 ? CU_LINEAR_STREAM : CU_LINEAR_LIBRARY;
-  return M >= 1 && M <= CU_SKINNY_MAX_ROWS && K >= 1 && K % 8 == 0 ? CU_LINEAR_SKINNY : CU_LINEAR_LIBRARY;
+  return cu_skinny_form_of(M, N, K, form);
+}
+
+int cu_skinny_form_of(int64_t M, int64_t N, int64_t K, int forced) {
+  const bool streams = M == 1 && N >= 1 && K >= 256 && K % 256 == 0;
+  if (forced < 0) return streams && N * K * 2 >= CU_SKINNY_STREAM_MIN_BYTES ? CU_LINEAR_STREAM : CU_LINEAR_LIBRARY;
+  if (forced == 1) return streams ? CU_LINEAR_STREAM : CU_LINEAR_LIBRARY;
+  if (forced == 0 && M >= 1 && M <= CU_SKINNY_MAX_ROWS && K >= 1 && K % 8 == 0) return CU_LINEAR_SKINNY;
+  return CU_LINEAR_LIBRARY;
 }
 
 size_t cu_skinny_op_scratch_bytes(const h3_op *op, int form) {

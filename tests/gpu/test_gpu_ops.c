@@ -16,7 +16,7 @@
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
  *    output), the fp32 GEMM (bitwise equal to the CPU), the skinny linear of 1 to 16 rows
  *    (H3_LINEAR_FORM=skinny: K splits, bias, f32 output) and its streaming form of one row
- *    (H3_LINEAR_FORM=stream: odd N, bias, f32 output, 1 to 24 segments a row), attention at head_dim 128 with
+ *    (H3_LINEAR_FORM=stream: odd N, bias, f32 output, one row, 1 to 72 segments a row), attention at head_dim 128 with
  *    segments through cudnn, flash and reference, partial tiles, causal GQA, index, randn
  *    (bitwise); attention reading v in place through v_view (the v columns of a packed
  *    qkv with segments, a view inside a wider row, causal GQA in f32) through each

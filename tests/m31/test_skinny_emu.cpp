@@ -10,7 +10,8 @@
  * NaN or Inf, the counters back at 0 and a second launch bitwise the same. The streaming form
  * (one row, H3_LINEAR_FORM=stream) in grids of 1, 3 and the launcher's blocks: the same bits
  * in every grid; K of 1 to 48 segments (chunks of 1, 2 and 4 segments; 1 to 12 chunks a row:
- * the finish's rounds of 8 partials), N odd, bias and none, bf16 and f32 y.
+ * the finish's rounds of 8 partials), N odd, bias and none, bf16 and f32 y. And which linears
+ * each H3_LINEAR_FORM value hands to which form (cu_skinny_form_of).
  */
 #include "emu_harness.h"
 
@@ -155,8 +156,35 @@ static void test_stream(int64_t N, int64_t K, bool bias, const char *yd) {
   h3_module_free(m);
 }
 
+/* cu_skinny_form_of: which linears each H3_LINEAR_FORM value (and none) hands to which form */
+static void test_forms(void) {
+  static const struct {
+    int64_t M, N, K;
+    int forced, want;
+  } c[] = {
+      {1, 200064, 6144, -1, CU_LINEAR_STREAM},  /* an lm_head of one row: 2.5 GB */
+      {1, 24576, 6144, -1, CU_LINEAR_LIBRARY},  /* 302 MB: below the default's bound */
+      {1, 87381, 6144, -1, CU_LINEAR_LIBRARY},  /* the last N below 1 GiB */
+      {1, 87382, 6144, -1, CU_LINEAR_STREAM},   /* the first N from 1 GiB on */
+      {2, 200064, 6144, -1, CU_LINEAR_LIBRARY}, /* two rows */
+      {1, 200064, 6000, -1, CU_LINEAR_LIBRARY}, /* K not a multiple of 256 */
+      {1, 64, 256, 1, CU_LINEAR_STREAM},        /* stream: every one-row linear */
+      {3, 64, 256, 1, CU_LINEAR_LIBRARY},
+      {16, 64, 8, 0, CU_LINEAR_SKINNY},         /* skinny: up to 16 rows */
+      {17, 64, 8, 0, CU_LINEAR_LIBRARY},
+      {1, 64, 12, 0, CU_LINEAR_LIBRARY},        /* K not a multiple of 8 */
+      {1, 200064, 6144, 2, CU_LINEAR_LIBRARY},  /* library: none */
+  };
+  for (const auto &t : c) {
+    const int got = cu_skinny_form_of(t.M, t.N, t.K, t.forced);
+    CHECK(got == t.want, "form of M %lld N %lld K %lld (forced %d): %d, want %d", (long long)t.M, (long long)t.N,
+          (long long)t.K, t.forced, got, t.want);
+  }
+}
+
 int main(void) {
   elapsed();
+  test_forms();
   test_stream(64, 6144, false, "bf16"); /* 24 segments: 6 chunks of 4 */
   test_stream(101, 768, true, "f32");   /* 3 segments: 3 chunks of 1; N odd: the last pair one row */
   test_stream(600, 1536, true, "bf16"); /* 6 segments: 3 chunks of 2 */
