@@ -144,8 +144,9 @@
 #      skinny forms and cuBLASLt in one run, M = 1, 4, 16) and its test_gpu_ops (the
 #      linear_nvfp4 cases through both forms); predicted M = 1 ~1.6-1.9 x cuBLASLt, M = 16
 #      ~1.2-1.4 x (dev/nvfp4-gemm.md); STAGE is then the carry folder
-#   37 (first in the next session; a mini stage: dev/mini_stage.sh BUILD STAGE --composite h3c
-#      h3exec gpu_compile_check test_gpu_ops nvfp4_bench attention_bench: also the plans of 39)
+#   37 (its Sage and Sol parts ran on an H100 on 2026-12-05, session 22, and wg1q is gone since;
+#      what is left of it is nvfp4_bench; a mini stage: dev/mini_stage.sh BUILD STAGE --composite
+#      h3c h3exec gpu_compile_check test_gpu_ops nvfp4_bench attention_bench: also the plans of 39)
 #      Sage's one-warpgroup forms (H3_SAGE_FORM=wg1, wg1c, wg1q, opt-in) and the NVFP4
 #      dequantized form's new slabs and kernel: test_gpu_ops (every sage case through mma,
 #      wgmma, wg1, wg1c, wg1q; every linear_nvfp4 case through the default and tiled forms; a

@@ -18,7 +18,7 @@
 // column group (counter cnt[bx], u32, 0 before the launch and again after it) adds them in
 // split order s = 0, 1, ... (never atomics on floats), adds the bias and writes y.
 // The streaming form H3_SKINNY_NAME_st (one row of x, K a multiple of 256; below): work units
-// of 1 KB of the weight handed out grid-stride, partials added by a ticket's last drawer.
+// of 1, 2 or 4 KB of the weight handed out grid-stride, partials added by a ticket's last drawer.
 // Every barrier and shuffle runs as often in every thread of a block
 // (tests/m31/test_skinny_emu.cpp runs these kernels on the host under tests/codegen/host_emu.h).
 // Macros the user defines in front: H3_SKINNY_NAME and O_T (y's and the bias's element type).

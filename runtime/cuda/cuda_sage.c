@@ -86,8 +86,8 @@ static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
 
 size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
-/* The kernels, compiled and configured on first use: the three pre-passes, then the six
- * attention kernels (sm_90a: the warpgroup MMAs of the last four; the wg1 forms' 2-3 blocks an
+/* The kernels, compiled and configured on first use: the three pre-passes, then the five
+ * attention kernels (sm_90a: the warpgroup MMAs of the last three; the wg1 forms' 3 blocks an
  * SM ask for the largest shared-memory carveout) */
 static h3_status sage_kernels(cu_state *s, cu_kernel *k[SAGE_KERNELS], h3_diag *d) {
   for (int i = 0; i < SAGE_KERNELS; i++) {
