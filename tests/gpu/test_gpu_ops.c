@@ -375,6 +375,29 @@ static const h3_op *op_of(hand *h, h3_opcode c, int n, h3_value **ops, int na, c
   return op;
 }
 
+/* A case of the skinny kernel's forms: linear of bf16 x [M, K] (input x<p><i>) against w [N, K]
+ * (w<p><i>), y f32 or bf16 with a bias of y's dtype (b<p><i>) or none; its tag "linear FORM M
+ * .. N .. K ..[ ->f32][ +bias]" written into tag (which outlives the case). */
+typedef struct {
+  int64_t M, N, K;
+  bool f32, bias;
+} linear_shape;
+static hand_case linear_case(hand *h, const char *form, char p, int i, linear_shape c, char tag[64]) {
+  char name[16];
+  h3_value *v[3];
+  const h3_dtype yd = c.f32 ? H3_F32 : H3_BF16;
+  h3_attr f32 = h3_attr_dtype(h->m, "dtype", H3_F32);
+  snprintf(name, sizeof name, "x%c%d", p, i);
+  v[0] = in_of(h, name, H3_BF16, 2, (int64_t[]){c.M, c.K});
+  snprintf(name, sizeof name, "w%c%d", p, i);
+  v[1] = in_of(h, name, H3_BF16, 2, (int64_t[]){c.N, c.K});
+  snprintf(name, sizeof name, "b%c%d", p, i);
+  v[2] = c.bias ? in_of(h, name, yd, 1, (int64_t[]){c.N}) : NULL;
+  snprintf(tag, 64, "linear %s M %lld N %lld K %lld%s%s", form, (long long)c.M, (long long)c.N, (long long)c.K,
+           c.f32 ? " ->f32" : "", c.bias ? " +bias" : "");
+  return (hand_case){tag, op_of(h, H3_OP_LINEAR, v[2] ? 3 : 2, v, c.f32, &f32), -1, NULL};
+}
+
 /* n new inputs into v: input i named p + names[i], of dtype dt[i] and shape dims[i] (its first
  * rank[i] entries). */
 static void inputs_of(hand *h, const char *p, int n, const char *const *names, const h3_dtype *dt,
@@ -709,22 +732,10 @@ static void check_hand(h3_backend *b, bool all_attention) {
   /* the skinny kernel (H3_LINEAR_FORM=skinny while the plan loads: linears of <= 16 rows):
      M = 1 against a small N (16 K splits), 3 rows with a bias (m4, N odd), 16 rows to f32
      with an f32 bias (m16), one row to f32 with 64 columns per block (lm_head-like) */
-  static const int64_t sk[4][3] = {{1, 64, 6144}, {3, 999, 4096}, {16, 3000, 2048}, {1, 17000, 512}};
-  for (int i = 0; i < 4; i++) {
-    char name[8];
-    h3_value *v[3];
-    const h3_dtype yd = i < 2 ? H3_BF16 : H3_F32;
-    static const char *const stag[4] = {"linear skinny M 1 N 64 K 6144", "linear skinny M 3 N 999 K 4096 +bias",
-                                        "linear skinny M 16 N 3000 K 2048 ->f32 +bias",
-                                        "linear skinny M 1 N 17000 K 512 ->f32"};
-    snprintf(name, sizeof name, "xs%d", i);
-    v[0] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sk[i][0], sk[i][2]});
-    snprintf(name, sizeof name, "ws%d", i);
-    v[1] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sk[i][1], sk[i][2]});
-    snprintf(name, sizeof name, "bs%d", i);
-    v[2] = i == 1 || i == 2 ? in_of(&h, name, yd, 1, (int64_t[]){sk[i][1]}) : NULL;
-    cases[n++] = (hand_case){stag[i], op_of(&h, H3_OP_LINEAR, v[2] ? 3 : 2, v, yd == H3_F32, &f32), -1, NULL};
-  }
+  static const linear_shape sk[4] = {
+      {1, 64, 6144, false, false}, {3, 999, 4096, false, true}, {16, 3000, 2048, true, true}, {1, 17000, 512, true, false}};
+  static char sktag[4][64];
+  for (int i = 0; i < 4; i++) cases[n++] = linear_case(&h, "skinny", 's', i, sk[i], sktag[i]);
   /* attention at head_dim 128 with segments (live rows / pad rows), partial tiles */
   int64_t qd[3] = {200, 4, 128};
   h3_value *q = in_of(&h, "q", H3_BF16, 3, qd), *k = in_of(&h, "k", H3_BF16, 3, qd);
@@ -939,24 +950,12 @@ static void check_stream_linears(h3_backend *b) {
    * row: its pair's second row read twice, never stored), 18 / 4 (three rounds of the
    * finisher's 8 loads) */
   enum { NS = 6 };
-  static const int64_t sh[NS][2] = {{9216, 6144}, {999, 4096}, {17000, 512}, {600, 256}, {1, 768}, {6144, 18432}};
-  static const char *const tag[NS] = {"linear stream N 9216 K 6144", "linear stream N 999 K 4096 +bias",
-                                      "linear stream N 17000 K 512 ->f32", "linear stream N 600 K 256 ->f32 +bias",
-                                      "linear stream N 1 K 768 +bias", "linear stream N 6144 K 18432"};
+  static const linear_shape sh[NS] = {{1, 9216, 6144, false, false}, {1, 999, 4096, false, true},
+                                      {1, 17000, 512, true, false},  {1, 600, 256, true, true},
+                                      {1, 1, 768, false, true},      {1, 6144, 18432, false, false}};
+  static char tag[NS][64];
   hand_case cases[NS];
-  h3_attr f32 = h3_attr_dtype(h.m, "dtype", H3_F32);
-  for (int i = 0; i < NS; i++) {
-    char name[8];
-    h3_value *v[3];
-    const h3_dtype yd = i == 2 || i == 3 ? H3_F32 : H3_BF16;
-    snprintf(name, sizeof name, "xt%d", i);
-    v[0] = in_of(&h, name, H3_BF16, 2, (int64_t[]){1, sh[i][1]});
-    snprintf(name, sizeof name, "wt%d", i);
-    v[1] = in_of(&h, name, H3_BF16, 2, (int64_t[]){sh[i][0], sh[i][1]});
-    snprintf(name, sizeof name, "bt%d", i);
-    v[2] = i == 1 || i == 3 || i == 4 ? in_of(&h, name, yd, 1, (int64_t[]){sh[i][0]}) : NULL;
-    cases[i] = (hand_case){tag[i], op_of(&h, H3_OP_LINEAR, v[2] ? 3 : 2, v, yd == H3_F32, &f32), -1, NULL};
-  }
+  for (int i = 0; i < NS; i++) cases[i] = linear_case(&h, "stream", 't', i, sh[i], tag[i]);
   h3_plan *plan = load_plan_linear_form(b, h.m, "stream", "stream linears"); /* owns h.m */
   if (!plan) return;
   check_cases(b, cases, NS, "");
