@@ -2,7 +2,12 @@
  * cuBLASLt's bf16 GEMM (h3's linear) at the draft's shapes, on the cuda backend (issue 19,
  * item 4), timed with CUDA events, one line per (weight, M):
  *
- *   nvfp4_bench [--rows M,M,...] [--iters N] [--warm-seconds W] [--no-skinny] [--no-lm-head]
+ *   nvfp4_bench [--rows M,M,...] [--iters N] [--warm-seconds W] [--no-skinny] [--no-lm-head] [--hot]
+ *
+ * Every run of an op (warm-up and timed) starts with the card's L2 emptied (a 256 MiB device
+ * copy outside the timed run), as in a model whose other ops read their own weights in
+ * between: an NVFP4 weight of 28-85 MB would otherwise stay in the H200's 60 MB L2 from one run
+ * to the next. --hot: runs back to back, the L2 as the previous run left it.
  *
  * Weights: random Gaussian bf16 [N, K] quantized on the host (h3_nvfp4_quantize); x uniform
  * in [-1, 1). For each shape: linear_nvfp4(x, packed, scale, g) and linear(x, w_b) * g with
@@ -16,14 +21,15 @@
  * w_b; the nvfp4 columns "-"; not with --no-lm-head). Columns:
  *
  *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | tiled ms  vs bf16  tl GB/s  tl nmse
- *   | skinny ms  vs bf16  sk GB/s  sk nmse
+ *   | ring ms  vs bf16  rg GB/s  rg nmse | skinny ms  vs bf16  sk GB/s  sk nmse
  *
  * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form at M <= 8, its
- * dequantized form above 64 rows, else its tiled kernels: docs/nvfp4.md) and tiled the same
- * op under H3_NVFP4_FORM=tiled where the default is another form ("-" between), the NMSE
- * against the default's result. Lines "h3bench NAME ms" for scripts (nvfp4_, nvfp4tiled_,
- * bf16_, skinny_ + weight _m + M). Exit 77
- * without a GPU, 1 when a result is off (NMSE above bf16's limit).
+ * dequantized form above 64 rows, else its tiled kernels: docs/nvfp4.md), tiled the same
+ * op under H3_NVFP4_FORM=tiled where the default is another form and ring under
+ * H3_NVFP4_FORM=ring at M <= 16 ("-" where not run), their NMSE against the default's
+ * result. Lines "h3bench NAME ms" for scripts (nvfp4_, nvfp4tiled_, nvfp4ring_, bf16_,
+ * skinny_ + weight _m + M). Exit 77 without a GPU, 1 when a result is off (NMSE above bf16's
+ * limit).
  */
 #include "gpu_common.h"
 
@@ -46,7 +52,16 @@ typedef struct {
   h3_graph *g;
   h3_builder bld;
   h3_diag d;
+  void *evict; /* 2 x EVICT_BYTES of device memory; NULL: --hot */
 } bench;
+
+#define EVICT_BYTES ((size_t)128 << 20)
+
+/* Median ms of op (gpu_time_op_cold, or gpu_time_op under --hot); -1 on error. */
+static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out, int iters,
+                      double warm_s) {
+  return gpu_time_op_cold(x->b, op, in, n_in, out, iters, 3, warm_s, x->evict, x->evict ? EVICT_BYTES : 0, &x->d);
+}
 
 static h3_value *input(bench *x, const char *name, h3_dtype dt, int rank, const int64_t *dims) {
   return h3_graph_add_input(x->m, x->g, name, h3_type_make(dt, rank, dims), (h3_span){0});
@@ -80,7 +95,7 @@ static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor 
   h3_tensor out = {yt, x->b->ops->alloc(x->b, (size_t)h3_type_bytes(&yt))};
   float *got = malloc((size_t)(M * N) * 4);
   setenv("H3_LINEAR_FORM", "skinny", 1);
-  double ts = sop && out.data && got ? gpu_time_op(x->b, sop, lin, 2, &out, iters, 3, warm_s, &x->d) : -1;
+  double ts = sop && out.data && got ? time_op(x, sop, lin, 2, &out, iters, warm_s) : -1;
   unsetenv("H3_LINEAR_FORM");
   *e = -1;
   if (ts >= 0 && x->b->ops->download(x->b, got, out.data, (size_t)(M * N) * 4, &x->d) == H3_OK)
@@ -90,21 +105,30 @@ static double time_skinny(bench *x, h3_value *xv, h3_value *wv, const h3_tensor 
   return ts;
 }
 
-/* linear_nvfp4 `qop` once more under H3_NVFP4_FORM=tiled (its tiled kernels; the form is
- * picked at every run): its median ms (< 0: failed) and in *e its NMSE against the default
- * form's bf16 result `want16` (host bf16 [M, N]). */
-static double time_nvfp4_tiled(bench *x, const h3_op *qop, const h3_tensor *qin, const h3_tensor *qout,
-                               const uint16_t *want16, int iters, double warm_s, double *e) {
+/* linear_nvfp4 `qop` once more under H3_NVFP4_FORM=form (the form is picked at every run):
+ * its median ms (< 0: failed) and in *e its NMSE against the default form's bf16 result
+ * `want16` (host bf16 [M, N]). */
+static double time_nvfp4_form(bench *x, const char *form, const h3_op *qop, const h3_tensor *qin,
+                              const h3_tensor *qout, const uint16_t *want16, int iters, double warm_s, double *e) {
   const int64_t M = qop->operands[0]->type.dims[0], N = qop->operands[1]->type.dims[0];
   uint16_t *got = malloc((size_t)(M * N) * 2);
-  setenv("H3_NVFP4_FORM", "tiled", 1);
-  double t = got ? gpu_time_op(x->b, qop, qin, 4, qout, iters, 3, warm_s, &x->d) : -1;
+  setenv("H3_NVFP4_FORM", form, 1);
+  double t = got ? time_op(x, qop, qin, 4, qout, iters, warm_s) : -1;
   unsetenv("H3_NVFP4_FORM");
   *e = -1;
   if (t >= 0 && x->b->ops->download(x->b, got, qout->data, (size_t)(M * N) * 2, &x->d) == H3_OK)
     *e = nmse_of(&qout->type, got, want16);
   free(got);
   return t;
+}
+
+/* The 4 columns of a form of linear_nvfp4 (time t ms, NMSE e, the bf16 time tl, the weight's
+ * bytes); "-" where not run. */
+static void print_form(double t, double e, double tl, double wbytes, bool run) {
+  if (run)
+    printf(" %10.4f %8.2f %8.0f %9.2g", t, t > 0 && tl > 0 ? tl / t : 0.0, t > 0 ? wbytes / (t * 1e-3) / 1e9 : 0.0, e);
+  else
+    printf(" %10s %8s %8s %9s", "-", "-", "-", "-");
 }
 
 /* The skinny columns of one line (M > 16 or not run: "-"), its h3bench line; false when it
@@ -140,12 +164,14 @@ static bool lm_head(bench *x, gpu_rng *r, int iters, double warm_s) {
   h3_tensor lin[2] = {{xv->type, dx}, {wv->type, dw}};
   h3_tensor lout = {yt, x->b->ops->alloc(x->b, (size_t)h3_type_bytes(&yt))};
   float *c = malloc((size_t)N * 4);
-  double tl = lop && dw && dx && lout.data && c ? gpu_time_op(x->b, lop, lin, 2, &lout, iters, 3, warm_s, &x->d) : -1;
+  double tl = lop && dw && dx && lout.data && c ? time_op(x, lop, lin, 2, &lout, iters, warm_s) : -1;
   double ts = -1, e = -1;
   if (tl >= 0 && x->b->ops->download(x->b, c, lout.data, (size_t)N * 4, &x->d) == H3_OK)
     ts = time_skinny(x, xv, wv, lin, c, iters, warm_s, &e);
-  printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s %10s %8s %8s %9s", "lm_head", (long long)M, (long long)N,
-         (long long)K, "-", tl, "-", "-", "-", "-", "-", "-", "-");
+  printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s", "lm_head", (long long)M, (long long)N, (long long)K, "-", tl,
+         "-", "-", "-");
+  print_form(0, 0, 0, 0, false);
+  print_form(0, 0, 0, 0, false);
   bool ok = print_skinny("lm_head", M, N, K, tl, ts, e, true) && tl >= 0;
   printf("h3bench bf16_lm_head_m1 %.5f\n", tl);
   free(rows), free(hw), free(hx), free(c);
@@ -172,9 +198,10 @@ int main(int argc, char **argv) {
   int64_t rows[16] = {1, 8, 16, 64, 576};
   int n_rows = 5, iters = 20;
   double warm_s = 0.5;
-  bool skinny = true, head = true;
+  bool skinny = true, head = true, hot = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--no-skinny")) skinny = false;
+    else if (!strcmp(argv[i], "--hot")) hot = true;
     else if (!strcmp(argv[i], "--no-lm-head")) head = false;
     else if (i + 1 < argc && !strcmp(argv[i], "--rows")) n_rows = parse_rows(argv[++i], rows, 16);
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
@@ -182,7 +209,7 @@ int main(int argc, char **argv) {
     else n_rows = -1;
     if (n_rows < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600)) {
       fprintf(stderr, "usage: nvfp4_bench [--rows M,M,...] [--iters N >= 1] [--warm-seconds 0..600] [--no-skinny] "
-                      "[--no-lm-head]\n");
+                      "[--no-lm-head] [--hot]\n");
       return 2;
     }
   }
@@ -197,14 +224,19 @@ int main(int argc, char **argv) {
     h3_diag_print(&x.d, stderr);
     return 1;
   }
+  x.evict = hot ? NULL : x.b->ops->alloc(x.b, 2 * EVICT_BYTES);
+  if (!hot && !x.evict) {
+    fprintf(stderr, "nvfp4_bench: no device memory for the L2 eviction buffer (--hot runs without it)\n");
+    return 1;
+  }
   x.m = h3_module_new("bench", "small");
   x.g = h3_module_add_graph(x.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
-  printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16\n",
-         h3_backend_device_name(x.b));
-  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s\n", "weight", "M", "N", "K",
-         "nvfp4 ms", "bf16 ms", "speed-up", "GB/s", "nmse", "tiled ms", "vs bf16", "tl GB/s", "tl nmse",
-         "skinny ms", "vs bf16", "sk GB/s", "sk nmse");
+  printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16; %s\n",
+         h3_backend_device_name(x.b), hot ? "runs back to back (--hot)" : "the L2 emptied before every run");
+  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s\n", "weight",
+         "M", "N", "K", "nvfp4 ms", "bf16 ms", "speed-up", "GB/s", "nmse", "tiled ms", "vs bf16", "tl GB/s", "tl nmse",
+         "ring ms", "vs bf16", "rg GB/s", "rg nmse", "skinny ms", "vs bf16", "sk GB/s", "sk nmse");
   /* dspark.fc [H, 3H], o_proj [H, nq d], gate_up [2 F_d, H], down [H, F_d] at H = 6144 */
   static const char *const names[4] = {"fc", "o_proj", "gate_up", "down"};
   static const int64_t shapes[4][2] = {{6144, 18432}, {6144, 8192}, {24576, 6144}, {6144, 12288}};
@@ -248,8 +280,8 @@ int main(int argc, char **argv) {
       h3_tensor qout = {yq, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yq))};
       h3_tensor lout = {yl, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&yl))};
       double tq = qop && lop && dx && dpk && dsc && dg && dwb && qout.data && lout.data
-                      ? gpu_time_op(x.b, qop, qin, 4, &qout, iters, 3, warm_s, &x.d) : -1;
-      double tl = tq >= 0 ? gpu_time_op(x.b, lop, lin, 2, &lout, iters, 3, warm_s, &x.d) : -1;
+                      ? time_op(&x, qop, qin, 4, &qout, iters, warm_s) : -1;
+      double tl = tq >= 0 ? time_op(&x, lop, lin, 2, &lout, iters, warm_s) : -1;
       double e = -1;
       float *a = malloc((size_t)(M * N) * 4), *c = malloc((size_t)(M * N) * 4);
       uint16_t *q16 = malloc((size_t)(M * N) * 2);
@@ -265,23 +297,24 @@ int main(int argc, char **argv) {
       }
       const double wbytes = (double)(N * K / 2 + N * K / 16);
       double gbs = tq > 0 ? wbytes / (tq * 1e-3) / 1e9 : 0;
-      double ts = -1, es = -1, tn = -1, en = -1;
+      double ts = -1, es = -1, tn = -1, en = -1, tr = -1, er = -1;
       if (skinny && e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
       const bool tiled_too = e >= 0 && (cu_nvfp4_skinny_applies(M, K, true) || cu_nvfp4_dequant_applies(M, K, true));
-      if (tiled_too) tn = time_nvfp4_tiled(&x, qop, qin, &qout, q16, iters, warm_s, &en);
+      const bool ring_too = e >= 0 && cu_nvfp4_ring_applies(M, K, true);
+      if (tiled_too) tn = time_nvfp4_form(&x, "tiled", qop, qin, &qout, q16, iters, warm_s, &en);
+      if (ring_too) tr = time_nvfp4_form(&x, "ring", qop, qin, &qout, q16, iters, warm_s, &er);
       printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
-      if (tiled_too)
-        printf(" %10.4f %8.2f %8.0f %9.2g", tn, tn > 0 && tl > 0 ? tl / tn : 0.0, tn > 0 ? wbytes / (tn * 1e-3) / 1e9 : 0.0,
-               en);
-      else
-        printf(" %10s %8s %8s %9s", "-", "-", "-", "-");
+      print_form(tn, en, tl, wbytes, tiled_too);
+      print_form(tr, er, tl, wbytes, ring_too);
       bool sk = print_skinny(names[s], M, N, K, tl, ts, es, skinny);
       printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
              (long long)M, tl);
       if (tiled_too) printf("h3bench nvfp4tiled_%s_m%lld %.5f\n", names[s], (long long)M, tn);
+      if (ring_too) printf("h3bench nvfp4ring_%s_m%lld %.5f\n", names[s], (long long)M, tr);
       if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk ||
-          (tiled_too && !(tn >= 0 && en >= 0 && en <= gpu_nmse_limit(H3_BF16)))) {
+          (tiled_too && !(tn >= 0 && en >= 0 && en <= gpu_nmse_limit(H3_BF16))) ||
+          (ring_too && !(tr >= 0 && er >= 0 && er <= gpu_nmse_limit(H3_BF16)))) {
         h3_diag_print(&x.d, stderr);
         rc = 1;
       }
@@ -297,6 +330,7 @@ int main(int argc, char **argv) {
     rc = 1;
   }
   h3_module_free(x.m);
+  if (x.evict) x.b->ops->release(x.b, x.evict);
   h3_backend_free(x.b);
   return rc;
 }
