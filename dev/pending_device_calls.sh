@@ -366,6 +366,21 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+49) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd); B=build-gpu/s21c/bin
+   echo "== test_gpu_ops (s21c)"; timeout 150 $B/test_gpu_ops models 2>&1 | grep -E "linear_nvfp4|sol_att|stream|FAIL|passed"
+   echo "== nvfp4_bench, the L2 emptied before every run"
+   timeout 150 $B/nvfp4_bench --rows 1,8,16 --no-lm-head --warm-seconds 0.1 --iters 15
+   echo "== nvfp4_bench --hot (back to back, as the earlier tables)"
+   timeout 60 $B/nvfp4_bench --rows 1,16 --no-lm-head --no-skinny --hot --warm-seconds 0.1 --iters 15 | grep -v "^h3bench"
+   echo "== attention_bench --sol"; timeout 110 $B/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
+   echo "== ncu, the ring form at M = 1 and 16"
+   H3_NVFP4_FORM=ring timeout 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+     --section WarpStateStats --section LaunchStats -k 'regex:h3cu_nvfp4_bf16_r' --launch-skip 2 --launch-count 4 \
+     $B/nvfp4_bench --rows 1,16 --iters 1 --warm-seconds 0 --no-skinny --no-lm-head --hot 2>&1 |
+     grep -E "^  h3cu|Duration|Memory Throughput|DRAM Throughput|Issue Slots|Achieved Occ|Registers Per|Grid Size|No Eligible|Warp Cycles Per Issued|Stall"
+   } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~420 s at most. Predicted, L2 emptied, ring vs cuBLASLt bf16:
+   # M = 1: fc ~22 us (~2.8 x), o_proj ~11 (~3.5 x), gate_up ~28 (~2.8 x), down ~15 (~3.4 x); M = 16 fc ~25 us (~2.8 x);
+   # the skinny form (default at M <= 8) cold 10-30 % slower than hot on o_proj / down (28 / 42 MB fit the L2)
 44) { echo "== stream_gemv (42)"; timeout 150 build-gpu/lab/stream_gemv
    echo "== decode A/B, s21 against its stream form (43)"
    H3_AB_KCACHE=$S/kcache timeout 260 dev/m31_step_ab.sh "$OUT" 3 build-gpu/s21 build-gpu/s21@H3_LINEAR_FORM=stream
@@ -384,7 +399,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47, 48" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..49" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
