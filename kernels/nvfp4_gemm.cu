@@ -60,10 +60,14 @@ H3_DI unsigned h3n_mul2(unsigned a, unsigned b) {
 
 // codes P and P + 4 of the 8 e2m1 codes of w (code i in bits 4i .. 4i + 3, bit 3 the sign) as
 // a bf16 pair (low half code P) of e2m1 * 2^-126, exactly: the magnitude's 3 bits at 8 .. 6
-// (the exponent's two lowest bits and the mantissa's highest), the sign at 15
-template <int P> H3_DI unsigned h3n_e2m1x2(unsigned w) {
-  const unsigned m = P < 2 ? w << (6 - 4 * P) : w >> (4 * P - 6);
-  return (m & 0x01C001C0u) | (w << (12 - 4 * P) & 0x80008000u);
+// (the exponent's two lowest bits and the mantissa's highest), the sign at 15. wh: w >> 8
+// (codes 2, 3, 6, 7 where codes 0, 1, 4, 5 are in w), so that P = 2, 3 are P = 0, 1 of wh.
+// The two codes alone (u), then one multiply adds u << 6 - 4 p (the magnitudes at 6 .. 8, a
+// sign at 9) and u << 12 - 4 p (a sign at 15), whose bits do not meet: no carry.
+template <int P> H3_DI unsigned h3n_e2m1x2(unsigned w, unsigned wh) {
+  constexpr int p = P & 1;
+  const unsigned u = (P < 2 ? w : wh) & (0x000F000Fu << 4 * p);
+  return u * ((1u << (6 - 4 * p)) + (1u << (12 - 4 * p))) & 0x81C081C0u;
 }
 
 // the e4m3 bytes at bits 0-7 and 16-23 of v (OCP E4M3FN) as a bf16 pair of e4m3 * 2^119,
@@ -89,8 +93,9 @@ H3_DI unsigned h3n_word(const h3n_w &w, int i) {
 // the 8 codes of word c times the broadcast scale pair sc (h3n_scales) as 4 bf16 pairs:
 // p[P] = codes (P, P + 4), each e2m1 * e4m3 * 2^-7 (exact)
 H3_DI void h3n_dequant_word(unsigned c, unsigned sc, unsigned p[4]) {
-  p[0] = h3n_mul2(h3n_e2m1x2<0>(c), sc), p[1] = h3n_mul2(h3n_e2m1x2<1>(c), sc);
-  p[2] = h3n_mul2(h3n_e2m1x2<2>(c), sc), p[3] = h3n_mul2(h3n_e2m1x2<3>(c), sc);
+  const unsigned ch = c >> 8;
+  p[0] = h3n_mul2(h3n_e2m1x2<0>(c, ch), sc), p[1] = h3n_mul2(h3n_e2m1x2<1>(c, ch), sc);
+  p[2] = h3n_mul2(h3n_e2m1x2<2>(c, ch), sc), p[3] = h3n_mul2(h3n_e2m1x2<3>(c, ch), sc);
 }
 
 // The lane's weights of chunk c: p, q its weight row's codes and scales at the lane's first
@@ -432,7 +437,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
 // cps - 1; warp w owns its rows 16 w .. 16 w + 15 (lane (g, t): rows g, g + 8; lane t of a
 // quad the chunk's 64 k at 64 t, as in the other forms) and n-tile j of x the rows 8 j ..
 // 8 j + 7 (B's columns; rows past M read as zeros, their products land in columns never
-// stored). Sums over the block's chunks in order; S == 1: y directly; S > 1: fp32 partials
+// stored; their staged rows are zeros, written once). Sums over the block's chunks in order; S == 1: y directly; S > 1: fp32 partials
 // part[S, M, N] and the last block of each column group (counter cnt[bx], 0 before and
 // after) adds them in split order. The sum order depends on M, N, K alone.
 // A stage: H3NR_ROWS weight rows of H3NR_WS bytes (the chunk's 128 code bytes, then its 16
@@ -487,6 +492,10 @@ H3_DI void h3nr_ring(const h3_bf16 *__restrict__ x, const unsigned char *__restr
   const long long n0 = (long long)blockIdx.x * H3NR_ROWS, nch = K / H3N_KC, c0 = (long long)blockIdx.y * cps;
   const int nc = (int)((c0 + cps < nch ? c0 + cps : nch) - c0); // the block's chunks c0 ..
   const int xr = (int)(M < 8 * NT ? M : 8 * NT);
+  for (int i = threadIdx.x; i < NS * (8 * NT - xr) * (H3NR_XS / 16); i += 32 * H3NR_WARPS) { // x's rows past M: zeros
+    const int per = (8 * NT - xr) * (H3NR_XS / 16), st = i / per, o = i - st * per;
+    reinterpret_cast<uint4 *>(ring + st * SB + H3NR_ROWS * H3NR_WS + xr * H3NR_XS)[o] = uint4{0u, 0u, 0u, 0u};
+  }
   for (int c = 0; c < NS - 1; c++) {
     if (c < nc) h3nr_stage<NT>(ring + c * SB, x, packed, scale, n0, N, K, c0 + c, xr);
     h3_cp_commit();
@@ -521,10 +530,8 @@ H3_DI void h3nr_ring(const h3_bf16 *__restrict__ x, const unsigned char *__restr
       h3n_a_word(cur, S, i, a);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
-        const int r = 8 * j + g;
-        unsigned b[2][2];
-        h3n_b_word(r < xr ? *reinterpret_cast<const uint4 *>(xs + r * H3NR_XS + 16 * (4 * i + t)) : uint4{0u, 0u, 0u, 0u},
-                   b);
+        unsigned b[2][2]; // x's row 8 j + g (zeros past M)
+        h3n_b_word(*reinterpret_cast<const uint4 *>(xs + (8 * j + g) * H3NR_XS + 16 * (4 * i + t)), b);
         h3_mma_bf16(acc[j], a[0], b[0]);
         h3_mma_bf16(acc[j], a[1], b[1]);
       }
