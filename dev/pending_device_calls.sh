@@ -366,7 +366,8 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-49) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd); B=build-gpu/s21c/bin
+49) { # ran 2026-12-06 on an H100 (dev/results/2026-12-06-h100-s23-*); the ring form lost and was removed
+   export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd); B=build-gpu/s21c/bin
    echo "== test_gpu_ops (s21c)"; timeout 150 $B/test_gpu_ops models 2>&1 | grep -E "linear_nvfp4|sol_att|stream|FAIL|passed"
    echo "== nvfp4_bench, the L2 emptied before every run"
    timeout 150 $B/nvfp4_bench --rows 1,8,16 --no-lm-head --warm-seconds 0.1 --iters 15

@@ -317,7 +317,7 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
   h3n_add_partials<H3N_COLS, H3N_THREADS>(y, part, M, N, m0, rows, (long long)blockIdx.x * H3N_COLS, S, gs);
 }
 
-// The weights as the mma's A operand (the skinny and ring forms): word i of the lane's rows
+// The weights as the mma's A operand (the skinny form): word i of the lane's rows
 // g, g + 8 (cur[0], cur[1]; S their broadcast scales) as a[k-step][fragment], codes (p, p + 4)
 // of k-step 0 (p = 0, 1) and 1 (p = 2, 3).
 H3_DI void h3n_a_word(const h3n_w cur[2], const unsigned S[2][4], int i, unsigned a[2][4]) {
@@ -425,136 +425,6 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   }
 }
 
-// ---- the ring form (M <= 16): weights through a shared-memory ring ---------------------------
-// H3_NVFP4_NAME_r1 (1 to 8 rows of x) and _r2 (9 to 16), picked by runtime/cuda/cuda_nvfp4.c
-// under the conditions of the skinny form (whole chunks, x and codes 16-byte aligned) and the
-// scales 16-byte aligned. The weights are the mma's A tile as in the skinny form, but every
-// byte of a chunk comes through cp.async into a ring of H3NR_STAGES(NT) stages (no register
-// holds a load in flight, the loads run that many chunks ahead of the products, and x's
-// chunk is staged once per block for all its warps). Launch (cu_nvfp4_ring_shape_of): grid
-// (ceil(N / H3NR_ROWS), S, 1) of H3NR_WARPS warps, dynamic shared memory H3NR_SMEM bytes.
-// Block (bx, s) computes y[0 .. M, 64 bx .. 64 bx + 63] over the K chunks s cps .. s cps +
-// cps - 1; warp w owns its rows 16 w .. 16 w + 15 (lane (g, t): rows g, g + 8; lane t of a
-// quad the chunk's 64 k at 64 t, as in the other forms) and n-tile j of x the rows 8 j ..
-// 8 j + 7 (B's columns; rows past M read as zeros, their products land in columns never
-// stored; their staged rows are zeros, written once). Sums over the block's chunks in order; S == 1: y directly; S > 1: fp32 partials
-// part[S, M, N] and the last block of each column group (counter cnt[bx], 0 before and
-// after) adds them in split order. The sum order depends on M, N, K alone.
-// A stage: H3NR_ROWS weight rows of H3NR_WS bytes (the chunk's 128 code bytes, then its 16
-// scale bytes; 144 apart, so the 8 lanes of a quarter-warp hit distinct banks), then 8 NT x
-// rows of H3NR_XS bytes, x's group gg (k 8 gg ..) in slot 4 (gg % 8) + gg / 8 (lane t's word
-// i in slot 4 i + t; rows 576 = 64 mod 128 bytes apart: conflict-free 16-byte reads).
-#define H3NR_WARPS 4
-#define H3NR_ROWS 64  // weight rows per block (16 per warp)
-#define H3NR_WS 144   // bytes per staged weight row
-#define H3NR_XS 576   // bytes per staged x row
-#define H3NR_STAGE(NT) (H3NR_ROWS * H3NR_WS + 8 * (NT) * H3NR_XS)
-#define H3NR_STAGES(NT) ((NT) == 1 ? 4 : 3) // 55296 bytes either way: 4 blocks per SM
-#define H3NR_SMEM(NT) (H3NR_STAGES(NT) * H3NR_STAGE(NT))
-static_assert(4 * 32 * H3NR_WARPS == 8 * H3NR_ROWS && 2 * 32 * H3NR_WARPS == 8 * 32 && H3NR_ROWS == 16 * H3NR_WARPS,
-              "h3nr_stage: 4 code slots a thread, 2 x slots a thread per n-tile, 16 rows a warp");
-
-// Stages chunk c of the block's weight rows n0 .. n0 + 63 (past N: row N - 1) and of x's rows
-// 0 .. xr - 1 (xr <= 8 NT) into stage st: this thread's part of the block's copies (4 of the
-// 512 code slots, a row's scale slot in threads 0-63, up to 2 NT of x's 32 slots a row).
-template <int NT>
-H3_DI void h3nr_stage(unsigned char *st, const h3_bf16 *x, const unsigned char *packed, const unsigned char *scale,
-                      long long n0, long long N, long long K, long long c, int xr) {
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int u = 0; u < 4; u++) {
-    const int i = tid + 32 * H3NR_WARPS * u, r = i >> 3, sl = i & 7;
-    const long long n = n0 + r < N ? n0 + r : N - 1;
-    h3_cp16(reinterpret_cast<uint4 *>(st + r * H3NR_WS + 16 * sl), packed + n * (K / 2) + c * (H3N_KC / 2) + 16 * sl);
-  }
-  if (tid < H3NR_ROWS) {
-    const long long n = n0 + tid < N ? n0 + tid : N - 1;
-    h3_cp16(reinterpret_cast<uint4 *>(st + tid * H3NR_WS + 128), scale + n * (K / 16) + c * (H3N_KC / 16));
-  }
-  unsigned char *xs = st + H3NR_ROWS * H3NR_WS;
-#pragma unroll
-  for (int u = 0; u < 2 * NT; u++) {
-    const int i = tid + 32 * H3NR_WARPS * u, r = i >> 5, gg = i & 31;
-    if (r < xr)
-      h3_cp16(reinterpret_cast<uint4 *>(xs + r * H3NR_XS + 16 * (4 * (gg & 7) + (gg >> 3))),
-              x + r * K + c * H3N_KC + 8 * gg);
-  }
-}
-
-template <int NT>
-H3_DI void h3nr_ring(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
-                     const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
-                     float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K,
-                     int cps) {
-  constexpr int NS = H3NR_STAGES(NT), SB = H3NR_STAGE(NT);
-  H3_DYN_SMEM(unsigned char, ring);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const long long n0 = (long long)blockIdx.x * H3NR_ROWS, nch = K / H3N_KC, c0 = (long long)blockIdx.y * cps;
-  const int nc = (int)((c0 + cps < nch ? c0 + cps : nch) - c0); // the block's chunks c0 ..
-  const int xr = (int)(M < 8 * NT ? M : 8 * NT);
-  for (int i = threadIdx.x; i < NS * (8 * NT - xr) * (H3NR_XS / 16); i += 32 * H3NR_WARPS) { // x's rows past M: zeros
-    const int per = (8 * NT - xr) * (H3NR_XS / 16), st = i / per, o = i - st * per;
-    reinterpret_cast<uint4 *>(ring + st * SB + H3NR_ROWS * H3NR_WS + xr * H3NR_XS)[o] = uint4{0u, 0u, 0u, 0u};
-  }
-  for (int c = 0; c < NS - 1; c++) {
-    if (c < nc) h3nr_stage<NT>(ring + c * SB, x, packed, scale, n0, N, K, c0 + c, xr);
-    h3_cp_commit();
-  }
-  float acc[NT][4];
-#pragma unroll
-  for (int j = 0; j < NT; j++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
-  const int wo = (16 * warp + g) * H3NR_WS; // the lane's row g in a stage
-  for (int c = 0; c < nc; c++) {                    // as often in every thread
-    h3_cp_wait_pending<NS - 2>();                   // this thread's copies of chunk c landed
-    __syncthreads(); // everyone's, and every warp done with chunk c - 1's stage
-    if (c + NS - 1 < nc) h3nr_stage<NT>(ring + (c + NS - 1) % NS * SB, x, packed, scale, n0, N, K, c0 + c + NS - 1, xr);
-    h3_cp_commit();
-    const unsigned char *st = ring + c % NS * SB;
-    h3n_w cur[2]; // rows g, g + 8
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const unsigned char *w = st + wo + 8 * h * H3NR_WS; // its codes at 32 t, its scales at 128 + 4 t
-      cur[h].c[0] = *reinterpret_cast<const uint4 *>(w + 32 * t);
-      cur[h].c[1] = *reinterpret_cast<const uint4 *>(w + 32 * t + 16);
-      cur[h].s = *reinterpret_cast<const unsigned *>(w + 128 + 4 * t);
-    }
-    unsigned S[2][4];
-#pragma unroll
-    for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
-    const unsigned char *xs = st + H3NR_ROWS * H3NR_WS;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      unsigned a[2][4];
-      h3n_a_word(cur, S, i, a);
-#pragma unroll
-      for (int j = 0; j < NT; j++) {
-        unsigned b[2][2]; // x's row 8 j + g (zeros past M)
-        h3n_b_word(*reinterpret_cast<const uint4 *>(xs + (8 * j + g) * H3NR_XS + 16 * (4 * i + t)), b);
-        h3_mma_bf16(acc[j], a[0], b[0]);
-        h3_mma_bf16(acc[j], a[1], b[1]);
-      }
-    }
-  }
-  // acc[j]: (weight row g, x rows 8 j + 2 t, + 1), then weight row g + 8
-  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
-  const bool whole = gridDim.y == 1;
-#pragma unroll
-  for (int j = 0; j < NT; j++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const long long n = n0 + 16 * warp + g + 8 * (e >> 1), m = 8 * j + 2 * t + (e & 1);
-      if (m >= M || n >= N) continue;
-      if (whole) h3_st(y, m * N + n, __fmul_rn(acc[j][e], gs));
-      else part[((long long)blockIdx.y * M + m) * N + n] = acc[j][e];
-    }
-  if (whole) return;
-  const long long S = gridDim.y;
-  if (!h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
-  h3n_add_partials<H3NR_ROWS, 32 * H3NR_WARPS>(y, part, M, N, 0, (int)M, n0, S, gs);
-}
-
 #define H3N_CAT2(a, b) a##b
 #define H3N_CAT(a, b) H3N_CAT2(a, b)
 // H3_NVFP4_NAME_m1, _m2, _m4: blocks of 16, 32 and 64 rows
@@ -566,16 +436,6 @@ H3_DI void h3nr_ring(const h3_bf16 *__restrict__ x, const unsigned char *__restr
 H3N_KERNEL(1)
 H3N_KERNEL(2)
 H3N_KERNEL(4)
-// H3_NVFP4_NAME_r1, _r2: the ring form of 1 and 2 n-tiles of x (4 blocks per SM)
-#define H3NR_KERNEL(NT)                                                                              \
-  extern "C" __global__ void __launch_bounds__(32 * H3NR_WARPS, 4) H3N_CAT(H3_NVFP4_NAME, _r##NT)(  \
-      const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,                       \
-      const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,   \
-      float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K, int cps) { \
-    h3nr_ring<NT>(x, packed, scale, gp, y, part, cnt, M, N, K, cps);                                \
-  }
-H3NR_KERNEL(1)
-H3NR_KERNEL(2)
 // H3_NVFP4_NAME_sk: the skinny form (4 blocks per SM)
 extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP4_NAME, _sk)(
     const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,

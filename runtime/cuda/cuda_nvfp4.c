@@ -9,39 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The K splits of nch chunks over `cols` column groups of `width` weight rows that minimise
- * the modelled time in bytes per slot: the waves of `slots` blocks times a block's chunks (each
- * width x 256 x 0.5625 weight bytes), plus the splits' partials (written once, read once)
- * spread over the slots. */
-static void pick_splits(int64_t cols, int64_t width, int64_t nch, int64_t M, int64_t N, int64_t slots,
-                        int64_t *splits, int *cps) {
-  const double chunk = (double)(width * CU_NVFP4_KC) * 0.5625;
-  double best = -1;
-  for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= nch; S++) {
-    const int64_t c = (nch + S - 1) / S, used = (nch + c - 1) / c;
-    const int64_t waves = (cols * used + slots - 1) / slots;
-    const double t = (double)(waves * c) * chunk + (used > 1 ? 8.0 * (double)(used * M * N) / (double)slots : 0);
-    if (best < 0 || t < best) best = t, *splits = used, *cps = (int)c;
-  }
-}
-
 cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K) {
   const int mt = M <= 16 ? 1 : M <= 32 ? 2 : 4;
   const int64_t nch = (K + CU_NVFP4_KC - 1) / CU_NVFP4_KC, rows = M < 16 * mt ? M : 16 * mt;
   cu_nvfp4_shape sh = {(N + CU_NVFP4_COLS - 1) / CU_NVFP4_COLS, 1, (M + rows - 1) / rows, mt, (int)nch, 0};
   sh.smem = (size_t)(3 * rows * CU_NVFP4_RS * 16);
-  if (M <= CU_NVFP4_ROWS) pick_splits(sh.cols, CU_NVFP4_COLS, nch, M, N, CU_NVFP4_SLOTS, &sh.splits, &sh.cps);
+  if (M > CU_NVFP4_ROWS) return sh;
+  /* time in bytes per slot: a block's chunk reads 128 x 256 x 0.5625 weight bytes; splits add
+     their partials (written once, read once) spread over the slots */
+  const double chunk = CU_NVFP4_COLS * CU_NVFP4_KC * 0.5625;
+  double best = -1;
+  for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= nch; S++) {
+    const int64_t cps = (nch + S - 1) / S, used = (nch + cps - 1) / cps;
+    const int64_t waves = (sh.cols * used + CU_NVFP4_SLOTS - 1) / CU_NVFP4_SLOTS;
+    const double t = (double)(waves * cps) * chunk + (used > 1 ? 8.0 * (double)(used * M * N) / CU_NVFP4_SLOTS : 0);
+    if (best < 0 || t < best) best = t, sh.splits = used, sh.cps = (int)cps;
+  }
   return sh;
-}
-
-cu_nvfp4_ring_shape cu_nvfp4_ring_shape_of(int64_t M, int64_t N, int64_t K) {
-  cu_nvfp4_ring_shape sh = {(N + CU_NVFP4_RG_COLS - 1) / CU_NVFP4_RG_COLS, 1, M <= 8 ? 1 : 2, 1, CU_NVFP4_RG_SMEM};
-  pick_splits(sh.cols, CU_NVFP4_RG_COLS, K / CU_NVFP4_KC, M, N, CU_NVFP4_RG_SLOTS, &sh.splits, &sh.cps);
-  return sh;
-}
-
-bool cu_nvfp4_ring_applies(int64_t M, int64_t K, bool aligned) {
-  return M >= 1 && M <= CU_NVFP4_RG_MAX_ROWS && K % CU_NVFP4_KC == 0 && K > 0 && aligned;
 }
 
 bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned) {
@@ -53,29 +37,17 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
 }
 
 /* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" runs the tiled kernels
- * where the skinny or the dequantized form would run; "ring" the ring form where it applies
- * (1-16 rows). By default: the skinny form at 1-8 rows, the dequantized form above 64 (on the
- * H200 1.7-1.8 x the tiled kernels at 576 rows), the tiled kernels in between and where
- * neither applies. */
-enum { FORM_DEFAULT = -1, FORM_TILED, FORM_RING };
-static int form_forced(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "ring", NULL}); }
-
-/* partials [splits, M, N] f32, then `counters` u32 (0 bytes without splits) */
-static size_t partials_bytes(int64_t splits, int64_t M, int64_t N, int64_t counters) {
-  return splits > 1 ? cu_align256((size_t)(splits * M * N) * 4) + cu_align256((size_t)counters * 4) : 0;
-}
+ * where the skinny or the dequantized form would run. By default: the skinny form at 1-8 rows,
+ * the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the
+ * tiled kernels in between and where neither applies. */
+static bool tiled_forced(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", NULL}) == 0; }
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(cu_nvfp4_slab_rows(N, K) * K) * 2) + 256;
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
-  size_t bytes = partials_bytes(sh.splits, M, N, sh.cols * sh.mblocks);
-  if (cu_nvfp4_ring_applies(M, K, true)) {
-    cu_nvfp4_ring_shape rs = cu_nvfp4_ring_shape_of(M, N, K);
-    size_t r = partials_bytes(rs.splits, M, N, rs.cols);
-    if (r > bytes) bytes = r;
-  }
-  return bytes;
+  if (sh.splits == 1) return 0;
+  return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
 }
 
 int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K) {
@@ -147,23 +119,6 @@ static h3_status run_dequantized(cu_state *s, const h3_op *op, cu_kernel *dq, vo
   return st;
 }
 
-/* The ring form (cu_nvfp4_ring_applies holds): kns its kernels _r1, _r2. */
-static h3_status run_ring(cu_state *s, const h3_op *op, cu_kernel *const *kns, void *scratch, const h3_tensor *in,
-                          const h3_tensor *out, long long M, long long N, long long K, h3_diag *d) {
-  const cu_nvfp4_ring_shape sh = cu_nvfp4_ring_shape_of(M, N, K);
-  cu_kernel *kn = kns[sh.nt - 1];
-  if (cu_m31_smem(s, op, kn, sh.smem, d) != H3_OK) return H3_ERR;
-  if (sh.splits > 1 && !scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
-  void *part = sh.splits > 1 ? scratch : NULL;
-  void *cnt = sh.splits > 1 ? (char *)scratch + cu_align256((size_t)(sh.splits * M * N) * 4) : NULL;
-  const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
-  void *y = out[0].data;
-  int cps = sh.cps;
-  void *args[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K, &cps};
-  int64_t grid[3] = {sh.cols, sh.splits, 1}, block[3] = {CU_NVFP4_RG_THREADS, 1, 1};
-  return cu_launch(s, kn, grid, block, (int64_t)sh.smem, args, d);
-}
-
 h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                        const h3_tensor *out, h3_diag *d) {
   const h3_type *xt = &in[0].type;
@@ -171,32 +126,29 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (xt->dtype != H3_BF16 || K % 16)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
-  /* kernels: _m1, _m2, _m4 (tiled), _sk, _dq, _r1, _r2 */
-  static const char *const suffix[7] = {"m1", "m2", "m4", "sk", "dq", "r1", "r2"};
-  char base[96], name[7][128], defs[256];
+  char base[96], name[5][128], defs[256];
   snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
   snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
            h3_kernel_ctype(out[0].type.dtype));
-  const char *names[7];
-  for (int i = 0; i < 7; i++) snprintf(name[i], sizeof name[i], "%s_%s", base, suffix[i]), names[i] = name[i];
-  cu_kernel *kns[7];
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 7, names, kns, d) != H3_OK) return H3_ERR;
+  for (int i = 0; i < 3; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
+  snprintf(name[3], sizeof name[3], "%s_sk", base);
+  snprintf(name[4], sizeof name[4], "%s_dq", base);
+  const char *names[5] = {name[0], name[1], name[2], name[3], name[4]};
+  cu_kernel *kns[5];
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 5, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
   void *y = out[0].data;
   /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
-  const int form = form_forced();
-  if (form == FORM_RING && cu_nvfp4_ring_applies(M, K, vec && (uintptr_t)sc % 16 == 0))
-    return run_ring(s, op, kns + 5, scratch, in, out, M, N, K, d);
-  if (cu_nvfp4_skinny_applies(M, K, vec) && form == FORM_DEFAULT) {
+  if (cu_nvfp4_skinny_applies(M, K, vec) && !tiled_forced()) {
     void *sargs[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
     int64_t sgrid[3] = {(N + 15) / 16, 1, 1}, sblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
     return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
   }
   const bool y_ok = (uintptr_t)y % 16 == 0 && (out[0].type.dtype == H3_BF16 || out[0].type.dtype == H3_F32);
-  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && form != FORM_TILED)
+  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !tiled_forced())
     return run_dequantized(s, op, kns[4], scratch, in, out, M, N, K, d);
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];

@@ -39,26 +39,6 @@ cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K);
 enum { CU_NVFP4_SK_THREADS = 128, CU_NVFP4_SK_ROWS = 8 };
 bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 
-/* The ring form (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_r1 and _r2) applies to x [M, K] with 1 to
- * CU_NVFP4_RG_MAX_ROWS rows, K a multiple of CU_NVFP4_KC and `aligned` (x, the codes and the
- * scales 16-byte aligned); it runs there under H3_NVFP4_FORM=ring. Grid (cols, splits, 1) of
- * CU_NVFP4_RG_THREADS threads: one block per CU_NVFP4_RG_COLS weight rows and K split, the
- * splits chosen as the tiled kernels' are (cu_nvfp4_shape_of) for CU_NVFP4_RG_SLOTS blocks at
- * once (132 SMs x 4); nt: the kernel's n-tiles of x (1: _r1 up to 8 rows, 2: _r2); smem: its
- * dynamic shared bytes (the kernel's H3NR_SMEM(nt)). With splits, the scratch holds the
- * partials [splits, M, N] f32 and a counter per column group, as the tiled kernels' do. */
-enum {
-  CU_NVFP4_RG_THREADS = 128, CU_NVFP4_RG_COLS = 64, CU_NVFP4_RG_MAX_ROWS = 16, CU_NVFP4_RG_SLOTS = 528,
-  CU_NVFP4_RG_SMEM = 55296
-};
-typedef struct {
-  int64_t cols, splits;
-  int nt, cps;
-  size_t smem;
-} cu_nvfp4_ring_shape;
-cu_nvfp4_ring_shape cu_nvfp4_ring_shape_of(int64_t M, int64_t N, int64_t K);
-bool cu_nvfp4_ring_applies(int64_t M, int64_t K, bool aligned);
-
 /* The dequantized form applies to x [M, K] with more than CU_NVFP4_DQ_ROWS rows, K a multiple
  * of CU_NVFP4_KC and `aligned` (x, the codes and y 16-byte, the scales 4-byte aligned; y bf16
  * or f32): the weight dequantized into scratch (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_dq),
@@ -76,8 +56,7 @@ int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K);
 /* The device scratch, 0 from the allocation on: for the dequantized form's shapes, a slab of
  * w_b [slab rows, K] bf16, then the GEMMs' beta (one f32 0, read from the device); with K
  * splits (at most CU_NVFP4_ROWS rows), partials [splits, M, N] f32, then the column groups'
- * counters (u32), sized for the larger of the tiled kernels' and the ring form's shapes
- * (the form is picked at every run); else 0 bytes. */
+ * counters (u32); else 0 bytes. */
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K);
 
 #endif

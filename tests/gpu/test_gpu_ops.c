@@ -534,11 +534,11 @@ static void nvfp4_inputs(const h3_op *op, void **in) {
 
 /* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form at M <= 8,
  * the dequantized form (w_b, then cuBLASLt) above 64 rows, else the tiled kernels; tiled: the
- * tiled kernels at every M; ring: the ring form at M <= 16, the default above). */
+ * tiled kernels at every M). */
 static void check_nvfp4_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_NVFP4_FORM"};
-  static const char *const forms[3][2] = {{NULL, NULL}, {"tiled", NULL}, {"ring", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 3);
+  static const char *const forms[2][2] = {{NULL, NULL}, {"tiled", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 2);
 }
 
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
@@ -871,8 +871,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
                           markov_winners}};
   /* linear_nvfp4 at decode and draft-like shapes: 1 row over the draft's fc K (K splits), 8
      rows with a partial column group, 13 rows, 16 rows over 3 chunks, 12 rows in 16 splits of
-     5 chunks (the ring form's 3 stages wrap), and above 64 rows (the dequantized form's
-     shapes) */
+     5 chunks, and above 64 rows (the dequantized form's shapes) */
   hand_case nvfp4[7] = {
       {"linear_nvfp4 M 12 N 16 K 20480", nvfp4_op(&h, "ng", 12, 16, 20480), -1, nvfp4_inputs},
       {"linear_nvfp4 M 1 N 300 K 18432", nvfp4_op(&h, "na", 1, 300, 18432), -1, nvfp4_inputs},

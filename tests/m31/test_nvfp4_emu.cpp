@@ -40,15 +40,10 @@ static void random_weight(uint8_t *pk, uint8_t *sc, int64_t N, int64_t K) {
   }
 }
 
-/* The kernels a case runs: the tiled ones (H3_NVFP4_FORM=tiled), the skinny form (the default
- * at 1-8 rows) or the ring form (H3_NVFP4_FORM=ring), launched as cuda_nvfp4.c launches them. */
-enum form { TILED, SKINNY, RING };
-
-/* x [M, K] bf16 against a random NVFP4 weight [N, K] through form f (the skinny and the ring
- * form must apply); misalign: x one element off 16 bytes; nan_col >= 0: a NaN scale byte in
- * that weight row. */
-static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col, form f = TILED) {
-  const bool skinny = f == SKINNY;
+/* x [M, K] bf16 against a random NVFP4 weight [N, K]; misalign: x one element off 16 bytes;
+ * nan_col >= 0: a NaN scale byte in that weight row; skinny: through the skinny form (as
+ * cuda_nvfp4.c launches it by default), which must apply; else through the tiled kernels. */
+static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col, bool skinny = false) {
   std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
                      ty("u8", {N, K / 2}) + ", %s: " + ty("u8", {N, K / 16}) + ", %g: f32[1]) -> (y: " +
                      ty("bf16", {M, N}) + ") {\n    %y = linear_nvfp4(%x, %p, %s, %g) : " + ty("bf16", {M, N}) +
@@ -69,13 +64,9 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   h3_bf16 *x = (h3_bf16 *)(xs.data() + (misalign ? 2 : 0));
   memcpy(x, in[0].p(), (size_t)(M * K) * 2);
   const cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
-  const cu_nvfp4_ring_shape rs = cu_nvfp4_ring_shape_of(M, N, K);
-  const int64_t splits = f == RING ? rs.splits : sh.splits, groups = f == RING ? rs.cols : sh.cols * sh.mblocks;
   std::vector<unsigned char> scratch(cu_nvfp4_scratch_bytes(M, N, K) + 16, 0);
-  CHECK(splits == 1 || scratch.size() >= ((size_t)(splits * M * N) * 4 + 255) / 256 * 256 + (size_t)groups * 4,
-        "the scratch holds the partials and counters");
   float *part = (float *)scratch.data();
-  unsigned *cnt = (unsigned *)(scratch.data() + ((size_t)(splits * M * N) * 4 + 255) / 256 * 256);
+  unsigned *cnt = (unsigned *)(scratch.data() + ((size_t)(sh.splits * M * N) * 4 + 255) / 256 * 256);
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 && (uintptr_t)sc % 4 == 0;
   CHECK(sh.smem <= (1u << 20), "staging fits the emulation's shared memory");
   long long MM = M, NN = N, KK = K;
@@ -84,17 +75,8 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   CHECK(!skinny || cu_nvfp4_skinny_applies(M, K, vec), "M %lld K %lld: the skinny form applies", (long long)M,
         (long long)K);
   const float *gp = (const float *)in[3].p();
-  CHECK(f != RING || cu_nvfp4_ring_applies(M, K, vec && (uintptr_t)sc % 16 == 0),
-        "M %lld K %lld: the ring form applies", (long long)M, (long long)K);
-  long long cps = rs.cps;
   for (int run = 0; run < 2; run++)
-    if (f == RING)
-      emu_launch3(rs.cols, rs.splits, 1, CU_NVFP4_RG_THREADS, [&] {
-        (rs.nt == 1 ? nvfp4_k::emu_nvfp4_r1 : nvfp4_k::emu_nvfp4_r2)(x, pk, sc, gp, (h3_bf16 *)got[run].p(),
-                                                                    rs.splits > 1 ? part : nullptr,
-                                                                    rs.splits > 1 ? cnt : nullptr, MM, NN, KK, (int)cps);
-      });
-    else if (skinny)
+    if (skinny)
       emu_launch3((N + 15) / 16, 1, 1, CU_NVFP4_SK_THREADS, [&] {
         nvfp4_k::emu_nvfp4_sk(x, pk, sc, gp, (h3_bf16 *)got[run].p(), MM, NN, KK);
       });
@@ -104,10 +86,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
                MM, NN, KK, sh.cps, vec);
       });
   char what[128];
-  if (f == RING)
-    snprintf(what, sizeof what, "M %lld N %lld K %lld (ring r%d: %lld x %lld, cps %d%s)", (long long)M, (long long)N,
-             (long long)K, rs.nt, (long long)rs.cols, (long long)rs.splits, rs.cps, nan_col >= 0 ? ", NaN scale" : "");
-  else if (skinny)
+  if (skinny)
     snprintf(what, sizeof what, "M %lld N %lld K %lld (skinny%s)", (long long)M, (long long)N, (long long)K,
              nan_col >= 0 ? ", NaN scale" : "");
   else
@@ -117,7 +96,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   compare(what, got[0], want[0], 1e-5);
   CHECK(memcmp(got[0].p(), got[1].p(), (size_t)(M * N) * 2) == 0, "%s: a second launch differs", what);
   int64_t left = 0;
-  for (int64_t i = 0; splits > 1 && i < groups; i++) left += cnt[i] != 0;
+  for (int64_t i = 0; sh.splits > 1 && i < sh.cols * sh.mblocks; i++) left += cnt[i] != 0;
   CHECK(left == 0, "%s: %lld counters not back at 0", what, (long long)left);
   h3_module_free(m);
 }
@@ -183,32 +162,10 @@ int main(void) {
             !cu_nvfp4_skinny_applies(4, 272, true) && !cu_nvfp4_skinny_applies(4, 256, false) &&
             cu_nvfp4_skinny_applies(1, 256, true) && cu_nvfp4_skinny_applies(8, 256, true),
         "the skinny form applies to M 1 to 8, whole chunks, aligned pointers only");
-  test_nvfp4(1, 64, 4096, false, -1, SKINNY);  /* decode: 16 chunks, 4 per warp */
-  test_nvfp4(8, 200, 768, false, 7, SKINNY);   /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
-  test_nvfp4(3, 48, 2560, false, -1, SKINNY);  /* 10 chunks: warps of 3 and 2 turns */
-  test_nvfp4(8, 40, 256, false, 3, SKINNY);    /* one chunk; NaN */
-  test_nvfp4(5, 16, 9216, false, -1, SKINNY);  /* 36 chunks: 9 per warp */
-  /* the ring form: 1-8 rows (r1) and 9-16 (r2), fewer chunks than its stages and many more
-     (the ring wrapping), K splits and none, partial column groups, NaN scales */
-  CHECK(CU_NVFP4_RG_THREADS == 32 * H3NR_WARPS && CU_NVFP4_RG_COLS == H3NR_ROWS &&
-            CU_NVFP4_RG_SMEM == H3NR_SMEM(1) && CU_NVFP4_RG_SMEM == H3NR_SMEM(2),
-        "the ring form's block: %d threads, %d weight rows, %d bytes of stages", 32 * H3NR_WARPS, H3NR_ROWS,
-        H3NR_SMEM(1));
-  CHECK(!cu_nvfp4_ring_applies(0, 256, true) && !cu_nvfp4_ring_applies(17, 256, true) &&
-            !cu_nvfp4_ring_applies(4, 272, true) && !cu_nvfp4_ring_applies(4, 256, false) &&
-            cu_nvfp4_ring_applies(1, 256, true) && cu_nvfp4_ring_applies(16, 256, true),
-        "the ring form applies to M 1 to 16, whole chunks, aligned pointers only");
-  CHECK(cu_nvfp4_ring_shape_of(1, 6144, 18432).splits == 11 && cu_nvfp4_ring_shape_of(1, 6144, 18432).cps == 7 &&
-            cu_nvfp4_ring_shape_of(16, 6144, 18432).nt == 2 && cu_nvfp4_ring_shape_of(1, 24576, 6144).splits == 4 &&
-            cu_nvfp4_ring_shape_of(8, 6144, 8192).nt == 1,
-        "the ring form's shapes at the draft's fc (11 splits of 7 chunks: two waves of 528 blocks) and gate_up (4 "
-        "splits); r2 above 8 rows");
-  test_nvfp4(1, 64, 4096, false, -1, RING);    /* decode: 16 chunks */
-  test_nvfp4(1, 300, 18432, false, -1, RING);  /* the draft's fc K: 15 splits of 5 chunks */
-  test_nvfp4(8, 200, 768, false, 7, RING);     /* 3 chunks: fewer than the stages; NaN */
-  test_nvfp4(9, 72, 2560, false, -1, RING);    /* r2 with one row in its second n-tile */
-  test_nvfp4(16, 130, 9216, false, 3, RING);   /* r2 full; a 2-row last column group; NaN */
-  test_nvfp4(3, 16, 256, false, -1, RING);     /* one chunk, a quarter of a column group */
-  test_nvfp4(12, 16, 20480, false, -1, RING);  /* r2, 16 splits of 5 chunks: its ring of 3 wraps */
+  test_nvfp4(1, 64, 4096, false, -1, true);  /* decode: 16 chunks, 4 per warp */
+  test_nvfp4(8, 200, 768, false, 7, true);   /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
+  test_nvfp4(3, 48, 2560, false, -1, true);  /* 10 chunks: warps of 3 and 2 turns */
+  test_nvfp4(8, 40, 256, false, 3, true);    /* one chunk; NaN */
+  test_nvfp4(5, 16, 9216, false, -1, true);  /* 36 chunks: 9 per warp */
   return check_summary("nvfp4_emu");
 }
