@@ -366,6 +366,13 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+50) { echo "== decode A/B: unfused writes (s21/b), HEAD (s21: the lm_head streams), HEAD with cuBLASLt's lm_head"
+   H3_AB_KCACHE=$S/kcache timeout 300 dev/m31_step_ab.sh "$OUT" 2 build-gpu/s21/b build-gpu/s21 \
+     build-gpu/s21@H3_LINEAR_FORM=library
+   echo "== stream_gemv (42)"; timeout 150 build-gpu/lab/stream_gemv
+   } > "$log" 2>&1 ;; # call 47 without its test_gpu_ops (call 49 ran them): carry build-gpu/s21 (with b/),
+   # build-gpu/lab/stream_gemv; ~420 s at most. Predicted on the H200: s21 1.62-1.64 ms, -5 to -15 us against
+   # s21@library (the lm_head alone streamed), s21/b +15-30 us
 49) { # ran 2026-12-06 on an H100 (dev/results/2026-12-06-h100-s23-*); the ring form lost and was removed
    export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd build-gpu/s21c/kcache && pwd); B=build-gpu/s21c/bin
    echo "== test_gpu_ops (s21c)"; timeout 150 $B/test_gpu_ops models 2>&1 | grep -E "linear_nvfp4|sol_att|stream|FAIL|passed"
@@ -400,7 +407,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..49" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..50" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
