@@ -1,7 +1,6 @@
 /* cuda_skinny_gemm.c: linear of at most 16 rows on the skinny kernel (kernels/skinny_gemm.cu),
- * opted into with H3_LINEAR_FORM=skinny, or of one row on its streaming form (by default
- * against a weight of at least CU_SKINNY_STREAM_MIN_BYTES, every one-row linear with
- * H3_LINEAR_FORM=stream; docs/running.md): which linears they take (decided when the op is
+ * opted into with H3_LINEAR_FORM=skinny, or of one row on its streaming form with
+ * H3_LINEAR_FORM=stream (docs/running.md): which linears they take (decided when the op is
  * prepared), their launch shapes (cuda_skinny_gemm.h), their scratch and their one launch. */
 #include "cuda_skinny_gemm.h"
 
@@ -57,7 +56,6 @@ int cu_skinny_takes(const h3_op *op) {
 
 int cu_skinny_form_of(int64_t M, int64_t N, int64_t K, int forced) {
   const bool streams = M == 1 && N >= 1 && K >= 256 && K % 256 == 0;
-  if (forced < 0) return streams && N * K * 2 >= CU_SKINNY_STREAM_MIN_BYTES ? CU_LINEAR_STREAM : CU_LINEAR_LIBRARY;
   if (forced == 1) return streams ? CU_LINEAR_STREAM : CU_LINEAR_LIBRARY;
   if (forced == 0 && M >= 1 && M <= CU_SKINNY_MAX_ROWS && K >= 1 && K % 8 == 0) return CU_LINEAR_SKINNY;
   return CU_LINEAR_LIBRARY;

@@ -40,9 +40,6 @@ size_t cu_skinny_scratch_bytes(int64_t M, int64_t N, int64_t K);
 /* The streaming form (H3_SKINNY_NAME_st, one row of x, K a multiple of 256): the blocks per SM
  * its grid asks for (all resident: it hands its units out grid-stride). */
 enum { CU_SKINNY_STREAM_BLOCKS_PER_SM = 2 };
-/* The weight bytes from which a one-row linear streams by default (an lm_head; on an H100 the
- * form was 2.6 % faster than cuBLASLt at 2.5 GB, even at 101-302 MB and slower below). */
-#define CU_SKINNY_STREAM_MIN_BYTES (1ll << 30)
 /* Its chunks of a row: K / 256 segments in chunks of 4, 2 or 1 (the most that divide them). */
 int64_t cu_skinny_stream_chunks(int64_t K);
 /* Its scratch: partials [chunks, N] f32, then the row pairs' tickets (u32 [ceil(N / 2)], 0
@@ -55,8 +52,10 @@ int64_t cu_skinny_stream_blocks(int64_t N, int64_t K, int sms);
 /* The forms of a linear (cu_skinny_takes) and the one for x [M, K] against w [N, K] of bf16
  * types, `forced` H3_LINEAR_FORM's index (-1 unset, 0 skinny, 1 stream, 2 library):
  * CU_LINEAR_SKINNY with skinny for 1 to CU_SKINNY_MAX_ROWS rows, K a multiple of 8;
- * CU_LINEAR_STREAM for one row, K a multiple of 256, with stream or, unset, against a weight of
- * at least CU_SKINNY_STREAM_MIN_BYTES; else CU_LINEAR_LIBRARY (cuBLASLt). */
+ * CU_LINEAR_STREAM with stream for one row, K a multiple of 256; else CU_LINEAR_LIBRARY
+ * (cuBLASLt; unset, every linear: on the H200 cuBLASLt read the decode's one-row weights at
+ * 0.80-1.07 x a plain read's rate and the lm_head at 0.97 x, the streaming form 0.70-0.98 x
+ * and 0.95 x). */
 enum { CU_LINEAR_LIBRARY = 0, CU_LINEAR_SKINNY = 1, CU_LINEAR_STREAM = 2 };
 int cu_skinny_form_of(int64_t M, int64_t N, int64_t K, int forced);
 

@@ -162,10 +162,9 @@ static void test_forms(void) {
     int64_t M, N, K;
     int forced, want;
   } c[] = {
-      {1, 200064, 6144, -1, CU_LINEAR_STREAM},  /* an lm_head of one row: 2.5 GB */
-      {1, 24576, 6144, -1, CU_LINEAR_LIBRARY},  /* 302 MB: below the default's bound */
-      {1, 87381, 6144, -1, CU_LINEAR_LIBRARY},  /* the last N below 1 GiB */
-      {1, 87382, 6144, -1, CU_LINEAR_STREAM},   /* the first N from 1 GiB on */
+      {1, 200064, 6144, -1, CU_LINEAR_LIBRARY}, /* unset: cuBLASLt, an lm_head of one row too */
+      {1, 24576, 6144, -1, CU_LINEAR_LIBRARY},
+      {4, 64, 256, -1, CU_LINEAR_LIBRARY},
       {2, 200064, 6144, -1, CU_LINEAR_LIBRARY}, /* two rows */
       {1, 200064, 6000, -1, CU_LINEAR_LIBRARY}, /* K not a multiple of 256 */
       {1, 64, 256, 1, CU_LINEAR_STREAM},        /* stream: every one-row linear */
