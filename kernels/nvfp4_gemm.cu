@@ -267,20 +267,24 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
     for (int j = 0; j < 2; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.0f;
-  // the lane's weights D chunks ahead (D = 2 for one m-tile, whose registers allow it): cur,
-  // nxt (D = 2: chunk c + 1), far (the chunk being loaded)
-  constexpr int D = MT == 1 ? 2 : 1;
-  h3n_w cur[2], nxt[2], far[2];
+  // the lane's weights D chunks ahead (D = 2 for one m-tile, whose registers allow it) in a
+  // ring of D + 1 chunks: D = 2, chunk c in w[c % 3], the loop unrolled by 3 so that the ring's
+  // slots are registers and no copy waits for a load still in flight; D = 1, chunk c in w[0]
+  // and chunk c + 1 copied there at the end of chunk c (its load had the chunk's products to land)
+  constexpr int D = MT == 1 ? 2 : 1, NB = D + 1;
+  h3n_w w[NB][2];
   h3n_stage(raw, x, m0, rows, c0, K, vec);
   h3_cp_wait();
   h3n_permute(perm, raw, rows);
   if (nc > 1) h3n_stage(raw, x, m0, rows, c0 + 1, K, vec);
 #pragma unroll
-  for (int j = 0; j < 2; j++) {
-    cur[j] = h3n_load(p[j], q[j], 0, k0, K, vec);
-    if (D == 2 && nc > 1) nxt[j] = h3n_load(p[j], q[j], 1, k0, K, vec);
-  }
-  for (int c = 0; c < nc; c++) { // as often in every thread
+  for (int d = 0; d < D; d++)
+    if (d < nc)
+#pragma unroll
+      for (int j = 0; j < 2; j++) w[d][j] = h3n_load(p[j], q[j], d, k0, K, vec);
+  // chunk c of the block: its products from w[b] (b = c % NB), chunk c + D loaded into
+  // w[(b + D) % NB], x's chunk c + 1 permuted and c + 2 staged
+  auto turn = [&](int c, h3n_w(&cur)[2], h3n_w(&far)[2]) {
     __syncthreads(); // chunk c permuted; every warp done with chunk c - 1's buffer
     if (c + D < nc)
 #pragma unroll
@@ -291,10 +295,16 @@ template <int MT> H3_DI void h3n_gemm(H3N_PARAMS) {
       h3n_permute(perm + ((c + 1) & 1) * rows * H3N_RS, raw, rows);
       if (c + 2 < nc) h3n_stage(raw, x, m0, rows, c0 + c + 2, K, vec);
     }
+  };
+  if constexpr (D == 2) {
+    for (int c = 0; c < nc; c += NB) // as often in every thread
 #pragma unroll
-    for (int j = 0; j < 2; j++) {
-      cur[j] = D == 2 ? nxt[j] : far[j];
-      if (D == 2) nxt[j] = far[j];
+      for (int b = 0; b < NB; b++)
+        if (c + b < nc) turn(c + b, w[b], w[(b + D) % NB]);
+  } else {
+    for (int c = 0; c < nc; c++) { // as often in every thread
+      turn(c, w[0], w[1]);
+      w[0][0] = w[1][0], w[0][1] = w[1][1];
     }
   }
   const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
@@ -375,13 +385,15 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
     for (int h = 0; h < 2; h++)
       w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
   };
-  h3n_w cur[2], nxt[2], far[2];
-  load(cur, warp);
-  load(nxt, warp + H3NS_WARPS);
+  // the lane's weights two turns ahead in a ring of 3: turn i's in w[i % 3] (the loop unrolled
+  // by 3: no copy waits for a load still in flight)
+  h3n_w w[3][2];
+  load(w[0], warp);
+  load(w[1], warp + H3NS_WARPS);
   // every warp runs as many turns (the block's mmas as often in every thread); a turn past the
   // warp's last chunk adds zeros
   const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
-  for (long long it = 0; it < turns; it++) {
+  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2]) {
     const long long c = warp + it * H3NS_WARPS;
     load(far, c + 2 * H3NS_WARPS);
     uint4 xv[8]; // x's 64 k of the chunk
@@ -407,8 +419,11 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
       h3_mma_bf16(acc, a[0], b[0]);
       h3_mma_bf16(acc, a[1], b[1]);
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) cur[h] = nxt[h], nxt[h] = far[h];
+  };
+  for (long long it = 0; it < turns; it += 3) {
+    turn(it, w[0], w[2]);
+    if (it + 1 < turns) turn(it + 1, w[1], w[0]);
+    if (it + 2 < turns) turn(it + 2, w[2], w[1]);
   }
   // acc: (weight row g, x rows 2 t, 2 t + 1), then weight row g + 8
 #pragma unroll
