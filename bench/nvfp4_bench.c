@@ -4,10 +4,12 @@
  *
  *   nvfp4_bench [--rows M,M,...] [--iters N] [--warm-seconds W] [--no-skinny] [--no-lm-head] [--hot]
  *
- * Every run of an op (warm-up and timed) starts with the card's L2 emptied (a 256 MiB device
- * copy outside the timed run), as in a model whose other ops read their own weights in
- * between: an NVFP4 weight of 28-85 MB would otherwise stay in the H200's 60 MB L2 from one run
- * to the next. --hot: runs back to back, the L2 as the previous run left it.
+ * Every run of an op (warm-up and timed) starts with the card's L2 emptied: a one-row linear
+ * over a 256 MiB bf16 weight runs first, outside the timed run (it reads, so the L2 holds clean
+ * lines: nothing is written back during the timed op), as in a model whose other ops read
+ * their own weights in between: an NVFP4 weight of 28-85 MB would otherwise stay in the H200's
+ * 60 MB L2 from one run to the next. --hot: runs back to back, the L2 as the previous run left
+ * it.
  *
  * Weights: random Gaussian bf16 [N, K] quantized on the host (h3_nvfp4_quantize); x uniform
  * in [-1, 1). For each shape: linear_nvfp4(x, packed, scale, g) and linear(x, w_b) * g with
@@ -28,7 +30,7 @@
  * op under H3_NVFP4_FORM=tiled where the default is another form ("-" between), the NMSE
  * against the default's result. Lines "h3bench NAME ms" for scripts (nvfp4_, nvfp4tiled_,
  * bf16_, skinny_ + weight _m + M). Exit 77 without a GPU, 1 when a result is off (NMSE above
- * bf16's limit).
+ * bf16's limit) or the device lacks the memory.
  */
 #include "gpu_common.h"
 
@@ -51,15 +53,14 @@ typedef struct {
   h3_graph *g;
   h3_builder bld;
   h3_diag d;
-  void *evict; /* 2 x EVICT_BYTES of device memory; NULL: --hot */
+  gpu_op_run evict; /* the L2's eviction (evict.op NULL: --hot) */
+  h3_tensor evict_in[2], evict_out;
 } bench;
-
-#define EVICT_BYTES ((size_t)128 << 20)
 
 /* Median ms of op (gpu_time_op_cold, or gpu_time_op under --hot); -1 on error. */
 static double time_op(bench *x, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out, int iters,
                       double warm_s) {
-  return gpu_time_op_cold(x->b, op, in, n_in, out, iters, 3, warm_s, x->evict, x->evict ? EVICT_BYTES : 0, &x->d);
+  return gpu_time_op_cold(x->b, op, in, n_in, out, iters, 3, warm_s, x->evict.op ? &x->evict : NULL, &x->d);
 }
 
 static h3_value *input(bench *x, const char *name, h3_dtype dt, int rank, const int64_t *dims) {
@@ -179,6 +180,30 @@ static bool lm_head(bench *x, gpu_rng *r, int iters, double warm_s) {
   return ok;
 }
 
+/* The eviction op: linear(x [1, 8192], w [16384, 8192] bf16 zeros) -> f32 [1, 16384], a read
+ * of 256 MiB; false when the device lacks the memory. */
+static bool make_evict(bench *x) {
+  const int64_t N = 16384, K = 8192;
+  h3_value *xv = input(x, "evict_x", H3_BF16, 2, (int64_t[]){1, K});
+  h3_value *wv = input(x, "evict_w", H3_BF16, 2, (int64_t[]){N, K});
+  h3_attr f32 = h3_attr_dtype(x->m, "dtype", H3_F32);
+  x->evict.op = h3_build_op(&x->bld, H3_OP_LINEAR, 2, (h3_value *[]){xv, wv}, 1, &f32, 0, &x->d);
+  void *zeros = calloc((size_t)(N * K), 2);
+  x->evict_in[0] = (h3_tensor){xv->type, zeros ? upload(x, zeros, (size_t)K * 2) : NULL};
+  x->evict_in[1] = (h3_tensor){wv->type, zeros ? upload(x, zeros, (size_t)(N * K) * 2) : NULL};
+  const h3_type yt = h3_type_make(H3_F32, 2, (int64_t[]){1, N});
+  x->evict_out = (h3_tensor){yt, x->b->ops->alloc(x->b, (size_t)h3_type_bytes(&yt))};
+  free(zeros);
+  x->evict.in = x->evict_in, x->evict.n_in = 2, x->evict.out = &x->evict_out;
+  return x->evict.op && x->evict_in[0].data && x->evict_in[1].data && x->evict_out.data;
+}
+
+static void free_evict(bench *x) {
+  for (int i = 0; i < 2; i++)
+    if (x->evict_in[i].data) x->b->ops->release(x->b, x->evict_in[i].data);
+  if (x->evict_out.data) x->b->ops->release(x->b, x->evict_out.data);
+}
+
 static int parse_rows(const char *s, int64_t *rows, int cap) {
   int n = 0;
   for (const char *p = s; *p && n < cap;) {
@@ -222,14 +247,19 @@ int main(int argc, char **argv) {
     h3_diag_print(&x.d, stderr);
     return 1;
   }
-  x.evict = hot ? NULL : x.b->ops->alloc(x.b, 2 * EVICT_BYTES);
-  if (!hot && !x.evict) {
-    fprintf(stderr, "nvfp4_bench: no device memory for the L2 eviction buffer (--hot runs without it)\n");
-    return 1;
-  }
   x.m = h3_module_new("bench", "small");
   x.g = h3_module_add_graph(x.m, "g", H3_GRAPH_FUNCTION, (h3_span){0});
   x.bld = (h3_builder){x.m, &x.g->body, NULL, {0}};
+  x.evict = (gpu_op_run){0};
+  x.evict_in[0].data = x.evict_in[1].data = x.evict_out.data = NULL;
+  if (!hot && !make_evict(&x)) {
+    fprintf(stderr, "nvfp4_bench: no device memory for the L2's eviction (--hot runs without it)\n");
+    h3_diag_print(&x.d, stderr);
+    free_evict(&x);
+    h3_module_free(x.m);
+    h3_backend_free(x.b);
+    return 1;
+  }
   printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16; %s\n",
          h3_backend_device_name(x.b), hot ? "runs back to back (--hot)" : "the L2 emptied before every run");
   printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s\n", "weight", "M", "N", "K",
@@ -322,8 +352,8 @@ int main(int argc, char **argv) {
     h3_diag_print(&x.d, stderr);
     rc = 1;
   }
+  free_evict(&x);
   h3_module_free(x.m);
-  if (x.evict) x.b->ops->release(x.b, x.evict);
   h3_backend_free(x.b);
   return rc;
 }

@@ -169,10 +169,10 @@ void gpu_check(bool ok, const char *fmt, ...) {
   else gpu_failed++;
 }
 
-/* Device milliseconds of one run of op (after the L2's eviction when evict_buf); -1 on error. */
+/* Device milliseconds of one run of op (after one of evict, untimed, when evict); -1 on error. */
 static double op_ms(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                    void *evict_buf, size_t evict, h3_diag *d) {
-  if (evict_buf && b->ops->copy(b, (char *)evict_buf + evict, evict_buf, evict, d) != H3_OK) return -1;
+                    const gpu_op_run *evict, h3_diag *d) {
+  if (evict && b->ops->run_op(b, evict->op, evict->in, evict->n_in, evict->out, 1, d) != H3_OK) return -1;
   if (b->ops->sync(b, d) != H3_OK) return -1;
   h3_backend_reset_busy(b);
   if (b->ops->run_op(b, op, in, n_in, out, 1, d) != H3_OK || b->ops->sync(b, d) != H3_OK) return -1;
@@ -181,20 +181,23 @@ static double op_ms(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_i
 
 double gpu_time_op(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
                    int iters, int warm_n, double warm_s, h3_diag *d) {
-  return gpu_time_op_cold(b, op, in, n_in, out, iters, warm_n, warm_s, NULL, 0, d);
+  return gpu_time_op_cold(b, op, in, n_in, out, iters, warm_n, warm_s, NULL, d);
 }
 
 double gpu_time_op_cold(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                        int iters, int warm_n, double warm_s, void *evict_buf, size_t evict, h3_diag *d) {
+                        int iters, int warm_n, double warm_s, const gpu_op_run *evict, h3_diag *d) {
+  /* the eviction's own device time, counted in the warm-up's seconds */
+  const double evict_ms = evict ? op_ms(b, evict->op, evict->in, evict->n_in, evict->out, NULL, d) : 0;
+  if (evict_ms < 0) return -1;
   double warm_ms = 0;
   for (int w = 0; w < warm_n || (warm_ms < warm_s * 1e3 && w < 100000); w++) {
-    double t = op_ms(b, op, in, n_in, out, evict_buf, evict, d);
+    double t = op_ms(b, op, in, n_in, out, evict, d);
     if (t < 0) return -1;
-    warm_ms += t;
+    warm_ms += t + evict_ms;
   }
   double *ms = calloc((size_t)iters + 1, sizeof *ms);
   for (int it = 0; ms && it < iters; it++) {
-    ms[it] = op_ms(b, op, in, n_in, out, evict_buf, evict, d);
+    ms[it] = op_ms(b, op, in, n_in, out, evict, d);
     if (ms[it] < 0) {
       free(ms);
       return -1;

@@ -72,13 +72,20 @@ bool gpu_cmp_ok(const gpu_cmp *c, double limit);
  * error (in d). The benches of bench/ time single ops with it. */
 double gpu_time_op(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
                    int iters, int warm_n, double warm_s, h3_diag *d);
+/* An op and its device tensors, run as one unit (gpu_time_op_cold's eviction). */
+typedef struct {
+  const h3_op *op;
+  const h3_tensor *in, *out;
+  int n_in;
+} gpu_op_run;
 /* The same with the card's L2 emptied of the op's operands before every run (warm-up and
- * timed): a device copy of `evict` bytes (at least twice the L2) from the first half of the
- * device buffer evict_buf to its second half, outside the timed run. For ops whose operands
+ * timed): `evict` runs first, outside the timed run (an op that reads at least twice the L2
+ * and writes little, e.g. a one-row linear over a 256 MiB weight: clean lines, nothing written
+ * back during the timed op); the warm-up's seconds count both ops. For ops whose operands
  * would otherwise stay in the L2 from one run to the next (a 28 MB NVFP4 weight in the H200's
  * 60 MB), where a model's own ops would have evicted them in between. */
 double gpu_time_op_cold(h3_backend *b, const h3_op *op, const h3_tensor *in, int n_in, const h3_tensor *out,
-                        int iters, int warm_n, double warm_s, void *evict_buf, size_t evict, h3_diag *d);
+                        int iters, int warm_n, double warm_s, const gpu_op_run *evict, h3_diag *d);
 
 /* Prints "ok  " or "FAIL" and the message, and counts it in gpu_passed / gpu_failed. */
 void gpu_check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

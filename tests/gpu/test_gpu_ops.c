@@ -869,9 +869,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
      rules out) */
   hand_case markov[1] = {{"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10,
                           markov_winners}};
-  /* linear_nvfp4 at decode and draft-like shapes: 1 row over the draft's fc K (K splits), 8
-     rows with a partial column group, 13 rows, 16 rows over 3 chunks, 12 rows in 16 splits of
-     5 chunks, and above 64 rows (the dequantized form's shapes) */
+  /* linear_nvfp4 at decode and draft-like shapes: 12 rows in 16 splits of 5 chunks, 1 row
+     over the draft's fc K (K splits), 8 rows with a partial column group, 13 rows, 16 rows
+     over 3 chunks, and above 64 rows (the dequantized form's shapes) */
   hand_case nvfp4[7] = {
       {"linear_nvfp4 M 12 N 16 K 20480", nvfp4_op(&h, "ng", 12, 16, 20480), -1, nvfp4_inputs},
       {"linear_nvfp4 M 1 N 300 K 18432", nvfp4_op(&h, "na", 1, 300, 18432), -1, nvfp4_inputs},
