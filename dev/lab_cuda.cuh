@@ -1,11 +1,24 @@
 // lab_cuda.cuh: what the stand-alone CUDA benches of dev/ share (lab; not CI): CK (a CUDA call
 // that must succeed, else the file:line and exit 1), fill_bf16 (hashed values in [-0.05,
-// 0.05)) and mean_ms (the mean time of `iters` calls of f after `warm` warm-ups, cudaEvents).
+// 0.05)), mean_ms (the mean time of `iters` calls of f after `warm` warm-ups, cudaEvents) and
+// rel_diff (the largest |a - b| over the largest |b|; 1e30 where a holds a NaN or Inf).
 #pragma once
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
+
+static inline double rel_diff(const std::vector<float> &a, const std::vector<float> &b) {
+  double m = 0, d = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (!std::isfinite(a[i])) return 1e30;
+    m = std::fmax(m, std::fabs((double)b[i]));
+    d = std::fmax(d, std::fabs((double)a[i] - b[i]));
+  }
+  return m > 0 ? d / m : d;
+}
 
 #define CK(x)                                                                                      \
   do {                                                                                             \

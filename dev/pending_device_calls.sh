@@ -366,6 +366,10 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+52) { timeout 300 build-gpu/lab/nvfp4_lab; } > "$log" 2>&1 ;; # carry build-gpu/lab/nvfp4_lab (2.4 MB;
+   # nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas -o build-gpu/lab/nvfp4_lab):
+   # the skinny NVFP4 form against its variants (x one turn ahead, two accumulators, the copies of before
+   # 2026-12-06), cuBLAS bf16 and the plain read, weights rotated past the L2; ~120 s. Predictions in its header
 51) { echo "== ncu: the NVFP4 skinny form's stall samples"; timeout 330 dev/nvfp4_ncu.sh "$S" "$OUT/nvfp4"
    echo "== ncu: Sage wg1c and flash, stall samples"; timeout 420 dev/sage_ncu.sh "$S" "$OUT/sage"
    } > "$log" 2>&1 ;; # the next session's first call (any card; a stage with nvfp4_bench and attention_bench,
@@ -412,7 +416,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..51" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..52" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"

@@ -109,16 +109,6 @@ __global__ void __launch_bounds__(256) sgemv(const bf16 *__restrict__ x, const b
 struct shape { const char *name; long long N, K; };
 
 // max |a - b| / max |b| over n floats; NaN / Inf in a count as a mismatch (returned as 1e30)
-static double rel_diff(const std::vector<float> &a, const std::vector<float> &b) {
-  double m = 0, d = 0;
-  for (size_t i = 0; i < a.size(); i++) {
-    if (!std::isfinite(a[i])) return 1e30;
-    m = std::fmax(m, std::fabs((double)b[i]));
-    d = std::fmax(d, std::fabs((double)a[i] - b[i]));
-  }
-  return m > 0 ? d / m : d;
-}
-
 // launches of a case: ~2 GB of weight reads in all, 5 to 40
 static int iters_of(double bytes) { return (int)std::fmin(40.0, std::fmax(5.0, 2e9 / bytes)); }
 

@@ -346,6 +346,23 @@ H3_DI void h3n_b_word(uint4 v, unsigned b[2][2]) {
   b[1][0] = h3n_prmt(v.y, v.w, 0x5410u), b[1][1] = h3n_prmt(v.y, v.w, 0x7632u);
 }
 
+// The products of a turn of the skinny form: the lane's weights of a chunk (cur: rows g, g + 8)
+// against x's 8 words of it (xv: the lane's row g), each word's k-step 0 added to a0 and
+// k-step 1 to a1 (one accumulator twice, or two chains)
+H3_DI void h3n_skinny_turn(float *a0, float *a1, const h3n_w cur[2], const uint4 xv[8]) {
+  unsigned S[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    unsigned a[2][4], b[2][2];
+    h3n_a_word(cur, S, i, a);
+    h3n_b_word(xv[i], b);
+    h3_mma_bf16(a0, a[0], b[0]);
+    h3_mma_bf16(a1, a[1], b[1]);
+  }
+}
+
 // ---- the skinny form (M <= 8): weights as the mma's A operand --------------------------------
 // H3_NVFP4_NAME_sk, picked by runtime/cuda/cuda_nvfp4.c for 1 to 8 rows of x with x and codes
 // 16-byte aligned, scales 4-byte aligned and K a multiple of H3N_KC (measured on the H200 at
@@ -408,17 +425,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
 #endif
       }
     }
-    unsigned S[2][4];
-#pragma unroll
-    for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      unsigned a[2][4], b[2][2];
-      h3n_a_word(cur, S, i, a);
-      h3n_b_word(xv[i], b);
-      h3_mma_bf16(acc, a[0], b[0]);
-      h3_mma_bf16(acc, a[1], b[1]);
-    }
+    h3n_skinny_turn(acc, acc, cur, xv);
   };
   for (long long it = 0; it < turns; it += 3) {
     turn(it, w[0], w[2]);

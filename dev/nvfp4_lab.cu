@@ -1,0 +1,238 @@
+// nvfp4_lab.cu: what holds the NVFP4 skinny form (kernels/nvfp4_gemm.cu's _sk, 1-8 rows) at
+// half the card's read rate? (lab; not CI)
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include dev/nvfp4_lab.cu -lcublas -o nvfp4_lab
+//   ./nvfp4_lab
+// Question (dev/nvfp4-gemm.md, 2026-12-06): ncu put the skinny form at ~55 % of DRAM bandwidth
+// and ~45 % of issue slots, its top stall the wait for global loads (44 %); a ring form with
+// three chunks of weights in flight through shared memory did no better. What is left in
+// flight per turn is x: each warp loads its chunk of x (8 x 16 bytes a lane, through L1) in
+// the turn that uses it, and the turn's 16 mma run on one accumulator chain.
+// Method: variants of the skinny loop built from the product's own helpers (h3n_load,
+// h3n_skinny_turn), the weights two chunks ahead in a ring of 3 as in the
+// product, the loop unrolled by 6:
+//   skv<NA, XPF>: NA accumulators (2: each word's k-step 1 on its own chain, added at the
+//   end: another fp32 sum order), XPF: x of the warp's next turn loaded during this one (a ring
+//   of 2; 32 more registers, so 3 blocks an SM instead of 4);
+//   skv_moves: the product before 2026-12-06 (cur = nxt, nxt = far copied at the end of each
+//   turn, so the load issued at its start must land first: one chunk in flight).
+// Against: the product (its _sk launched as cuda_nvfp4.c launches it), a plain read of the same
+// packed bytes (the floor) and cuBLAS's bf16 GEMM over the dequantized weight (the product's
+// _dq kernel, exact). Every case rotates over weight copies of >= 400 MB (the L2 holds none of
+// what a launch reads, as inside a model); times are means of ~40-80 launches after warm-ups.
+// Checks: each result against cuBLAS's (max |diff| / max |y| < 1e-3: fp32 sum orders differ),
+// skv<1, false> bitwise against the product (the same sums).
+// Prediction: if x's round trip is the wait, XPF closes most of the gap to the plain read at M =
+// 1 (~1.3 x faster); NA = 2 helps only if the chain is the wait (0-5 %); the product against
+// skv_moves: 0-25 % faster (the ring of 3 of 2026-12-06, not measured before this lab).
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "lab_cublas.cuh"
+#include "lab_cuda.cuh"
+#include "lab_skinny.cuh" // read_words (and the prelude)
+
+#undef O_T
+#define H3_NVFP4_NAME lab_nv
+#define O_T float
+#include "nvfp4_gemm.cu"
+
+typedef __nv_bfloat16 bf16;
+
+// y[M, N] f32 = the skinny form's contract (x [M, K] bf16, M <= 8; codes and scales of W [N,
+// K]; K a multiple of 256): grid ceil(N / 16), 128 threads.
+template <int NA, bool XPF, bool RING = true>
+__global__ void __launch_bounds__(32 * H3NS_WARPS, XPF ? 3 : 4)
+    skv(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
+        const float *__restrict__ gp, float *__restrict__ y, long long M, long long N, long long K) {
+  __shared__ float red[H3NS_WARPS][16][8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16, nch = K / H3N_KC;
+  const unsigned char *p[2], *q[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const long long n = n0 + g + 8 * h < N ? n0 + g + 8 * h : N - 1;
+    p[h] = packed + n * (K / 2) + 32 * t;
+    q[h] = scale + n * (K / 16) + 4 * t;
+  }
+  const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
+  float acc[NA][4];
+#pragma unroll
+  for (int a = 0; a < NA; a++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) acc[a][e] = 0.0f;
+  auto load = [&](h3n_w *w, long long c) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
+  };
+  auto loadx = [&](uint4(&xv)[8], long long c) {
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+      xv[i] = xr && c < nch ? __ldg(reinterpret_cast<const uint4 *>(xr + c * H3N_KC) + i) : uint4{0u, 0u, 0u, 0u};
+  };
+  h3n_w w[3][2];
+  uint4 xb[2][8];
+  load(w[0], warp);
+  load(w[1], warp + H3NS_WARPS);
+  if (XPF) loadx(xb[0], warp);
+  const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
+  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], uint4(&xc)[8], uint4(&xn)[8]) {
+    const long long c = warp + it * H3NS_WARPS;
+    load(far, c + 2 * H3NS_WARPS);
+    if (XPF) loadx(xn, c + H3NS_WARPS);
+    else loadx(xc, c);
+    h3n_skinny_turn(acc[0], acc[NA - 1], cur, xc);
+  };
+  if constexpr (RING) {
+    for (long long it = 0; it < turns; it += 6) {
+#pragma unroll
+      for (int u = 0; u < 6; u++)
+        if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xb[u % 2], xb[(u + 1) % 2]);
+    }
+  } else {
+    for (long long it = 0; it < turns; it++) {
+      turn(it, w[0], w[2], xb[0], xb[1]);
+#pragma unroll
+      for (int h = 0; h < 2; h++) w[0][h] = w[1][h], w[1][h] = w[2][h];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; e++)
+    red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = NA == 2 ? __fadd_rn(acc[0][e], acc[NA - 1][e]) : acc[0][e];
+  __syncthreads();
+  const float gs = __fmul_rn(*gp, 128.0f);
+  for (int i = threadIdx.x; i < 16 * 8; i += 32 * H3NS_WARPS) {
+    const int r = i / 8, m = i % 8;
+    if (m >= M || n0 + r >= N) continue;
+    float sum = red[0][r][m];
+#pragma unroll
+    for (int v = 1; v < H3NS_WARPS; v++) sum = __fadd_rn(sum, red[v][r][m]);
+    y[(long long)m * N + n0 + r] = __fmul_rn(sum, gs);
+  }
+}
+
+// random codes (every byte) and scales (e4m3 magnitudes 0x30-0x4f: ~0.1-1, both signs)
+__global__ void fill_nvfp4(unsigned char *pk, long long np, unsigned char *sc, long long ns, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < np; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
+    pk[i] = (unsigned char)h;
+    if (i < ns) sc[i] = (unsigned char)(0x30 + (h >> 8) % 0x20) | (unsigned char)(h >> 16 & 0x80);
+  }
+}
+
+struct shape {
+  const char *name;
+  long long N, K;
+};
+
+struct bufs { // one weight copy: codes, scales, and the dequantized bf16 weight
+  unsigned char *pk, *sc;
+  bf16 *wb;
+};
+
+static int iters_of(double bytes) { return (int)std::fmin(80.0, std::fmax(40.0, 4e9 / bytes)); }
+
+int main() {
+  const shape shapes[] = {{"fc", 6144, 18432}, {"o_proj", 6144, 8192}, {"gate_up", 24576, 6144}, {"down", 6144, 12288}};
+  const long long rows[] = {1, 8};
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int occ[5];
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], lab_nv_sk, 128, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false>, 128, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], skv<2, false>, 128, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[3], skv<1, true>, 128, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[4], skv<2, true>, 128, 0));
+  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,0> %d, <1,1> %d, <2,1> %d\n", sms, occ[0], occ[1],
+         occ[2], occ[3], occ[4]);
+  cublasHandle_t h;
+  CB(cublasCreate(&h));
+  unsigned *sink;
+  float *gp;
+  const float one = 1.0f, zero = 0.0f;
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&gp, 4));
+  CK(cudaMemcpy(gp, &one, 4, cudaMemcpyHostToDevice));
+  for (const shape &sh : shapes) {
+    const long long N = sh.N, K = sh.K, np = N * K / 2, ns = N * K / 16;
+    const double qbytes = (double)(np + ns), bbytes = (double)(N * K) * 2;
+    const int copies = (int)((400ll << 20) / (long long)qbytes + 2), bcopies = (int)((400ll << 20) / (long long)bbytes + 2);
+    std::vector<bufs> w(copies);
+    for (int c = 0; c < copies; c++) {
+      CK(cudaMalloc(&w[c].pk, np));
+      CK(cudaMalloc(&w[c].sc, ns));
+      fill_nvfp4<<<1024, 256>>>(w[c].pk, np, w[c].sc, ns, 31u * c + 7u);
+      w[c].wb = nullptr;
+      if (c < bcopies) {
+        CK(cudaMalloc(&w[c].wb, N * K * 2));
+        lab_nv_dq<<<(unsigned)((N * (K / 8) + 255) / 256), 256>>>(w[c].pk, w[c].sc, w[c].wb, N, K);
+      }
+    }
+    CK(cudaDeviceSynchronize());
+    const int it = iters_of(qbytes), bit = iters_of(bbytes);
+    const double floor_us = 1e3 * mean_ms([&](int i) {
+      read_words<<<sms * 8, 256>>>(reinterpret_cast<const uint4 *>(w[i % copies].pk), np / 16, sink);
+    }, it / 8 + 1, it);
+    printf("\n%s: N %lld K %lld, %.1f MB packed (%.1f MB bf16); plain read of the codes %.2f us (%.2f TB/s)\n", sh.name,
+           N, K, qbytes / 1e6, bbytes / 1e6, floor_us, (double)np / floor_us / 1e6);
+    for (long long M : rows) {
+      bf16 *x;
+      float *y, *yref;
+      CK(cudaMalloc(&x, M * K * 2));
+      fill_bf16<<<256, 256>>>(x, M * K, 99u);
+      CK(cudaMalloc(&y, M * N * 4));
+      CK(cudaMalloc(&yref, M * N * 4));
+      auto gemm = [&](int i, float *out) { // y^T [N, M] = W x^T: y [M, N] row-major
+        CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, w[i % bcopies].wb, CUDA_R_16BF,
+                        (int)K, x, CUDA_R_16BF, (int)K, &zero, out, CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT));
+      };
+      const double cublas_us = 1e3 * mean_ms([&](int i) { gemm(i, yref); }, bit / 8 + 1, bit);
+      gemm(0, yref);
+      std::vector<float> ref((size_t)(M * N)), got((size_t)(M * N)), prod((size_t)(M * N));
+      CK(cudaMemcpy(ref.data(), yref, M * N * 4, cudaMemcpyDeviceToHost));
+      printf("  M %lld: cublas bf16 %8.2f us\n", M, cublas_us);
+      const unsigned grid = (unsigned)((N + 15) / 16);
+      auto report = [&](const char *tag, double us, bool check_prod) {
+        CK(cudaMemcpy(got.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
+        const bool same = !check_prod || !memcmp(got.data(), prod.data(), got.size() * 4);
+        printf("    %-12s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s\n", tag, us, cublas_us / us, floor_us / us,
+               rel_diff(got, ref), same ? "" : "  NOT BITWISE THE PRODUCT'S");
+      };
+      const double prod_us = 1e3 * mean_ms([&](int i) {
+        const bufs &b = w[i % copies];
+        lab_nv_sk<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
+      }, it / 8 + 1, it);
+      lab_nv_sk<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
+      CK(cudaMemcpy(prod.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
+      report("product _sk", prod_us, false);
+      auto variant = [&](const char *tag, auto kern, bool bitwise) {
+        const double us = 1e3 * mean_ms([&](int i) {
+          const bufs &b = w[i % copies];
+          kern<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
+        }, it / 8 + 1, it);
+        kern<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
+        report(tag, us, bitwise);
+      };
+      variant("skv<1,0>", skv<1, false>, true);
+      variant("skv<2,0>", skv<2, false>, false);
+      variant("skv<1,1>", skv<1, true>, true);
+      variant("skv<2,1>", skv<2, true>, false);
+      variant("skv_moves", skv<1, false, false>, true);
+      CK(cudaFree(x));
+      CK(cudaFree(y));
+      CK(cudaFree(yref));
+    }
+    for (bufs &b : w) {
+      CK(cudaFree(b.pk));
+      CK(cudaFree(b.sc));
+      if (b.wb) CK(cudaFree(b.wb));
+    }
+  }
+  CB(cublasDestroy(h));
+  return 0;
+}
