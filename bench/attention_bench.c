@@ -3,7 +3,8 @@
  * bench/peers_table.py, which sets them against PyTorch measured in the same run).
  *
  *   attention_bench [--rows S] [--used U] [--heads H] [--iters N] [--warm-seconds W]
- *                   [--check] [--flash-only | --gemm-only | --sage | --sol [--tau X]]
+ *                   [--check] [--flash-only | --gemm-only | --sage [--accuracy] | --sol [--tau X]]
+ *                   [--qkv FILE]
  * Defaults: the full H3 shape, S = 32704 packed rows, U = 32700 live rows (segments [U]),
  * 56 heads of 128, bf16, operands uniform in [-1, 1); the four block GEMMs (qkv, out_proj,
  * fc1, fc2) at M = S through cuBLASLt. Each time is the median of N = 10 runs after at least
@@ -28,13 +29,24 @@
  * at tau = -inf (every block exact: dense attention), which must match flash within bf16's
  * NMSE limit; each through the mma.sync kernel (rows sol, sol_dense), the warp-specialised
  * one (H3_SOL_FORM=ws: rows sol_ws, sol_ws_dense; "h3bench sol_ws_speedup X") and it with two
- * exact key blocks a turn (H3_SOL_FORM=wsp: rows sol_wsp, sol_wsp_dense). Exit 77 without a
- * GPU.
+ * exact key blocks a turn (H3_SOL_FORM=wsp: rows sol_wsp, sol_wsp_dense). --accuracy (with
+ * --sage): also the reference kernel's output (fp32 sums, one run) and each Sage form's cosine
+ * similarity and relative L1 (sum |a - r| / sum |r|) against it over the live rows, checked
+ * against issue 20's bounds (cosine >= 0.999, relative L1 <= 0.03; "h3bench cos_sage_<form>
+ * X", "h3bench l1_sage_<form> X"). --qkv FILE: q, k and v from a safetensors file instead of
+ * random values: operands a0, a1, a2 of one attention op as `h3exec --dump-ops
+ * attention+operands` writes them (the op with the most rows that has all three, bf16 [S, H,
+ * 128]; S
+ * and H from the file, the live rows --used or S - 4 as H3 full's 32700 of 32704; a plan
+ * compiled with `--disable-pass attention-v-view`, so that v is not a view of the qkv
+ * projection). Exit 77 without a GPU.
  */
 #include "gpu_common.h"
 
+#include "h3/bf16.h"
 #include "h3/cuda_backend.h"
 #include "h3/op_registry.h"
+#include "h3/safetensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -84,6 +96,73 @@ static double nmse_dev(bench *x, const void *a, const void *b, const h3_type *t)
   return r;
 }
 
+/* The operands a0, a1, a2 of the attention op with the most rows in the dump at path (`h3exec
+ * --dump-ops attention+operands`: names "op<ID>.attention.L<LINE>.a<I>.n<RUN>"; the first such
+ * op of that size) with bf16 [S, H, 128] shapes, copied into fresh host buffers qkv[3] (freed
+ * by the caller); S and H out. false after a message on stderr. */
+static bool read_qkv(const char *path, void *qkv[3], int64_t *S, int64_t *H) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_safetensors *st = h3_safetensors_open(path, &d);
+  h3_diag_print(&d, stderr);
+  h3_diag_free(&d);
+  if (!st) return false;
+  const h3_st_tensor *best[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < h3_safetensors_count(st); i++) {
+    const h3_st_tensor *a = h3_safetensors_at(st, i);
+    const char *at = strstr(a->name, ".attention.");
+    const char *dot = at ? strstr(at + 11, ".a0.") : NULL;
+    if (!dot || a->type.dtype != H3_BF16 || a->type.rank != 3 || a->type.dims[2] != 128 || strlen(a->name) >= 512 ||
+        (best[0] && a->type.dims[0] <= best[0]->type.dims[0]))
+      continue;
+    const h3_st_tensor *t[3] = {a, NULL, NULL};
+    char name[512];
+    bool ok = true;
+    for (int j = 1; ok && j < 3; j++) {
+      snprintf(name, sizeof name, "%s", a->name);
+      name[dot - a->name + 2] = (char)('0' + j);
+      t[j] = h3_safetensors_find(st, name);
+      ok = t[j] && t[j]->type.dtype == H3_BF16 && t[j]->type.rank == 3 && t[j]->type.dims[0] == a->type.dims[0] &&
+           t[j]->type.dims[1] == a->type.dims[1] && t[j]->type.dims[2] == 128;
+    }
+    if (ok) best[0] = t[0], best[1] = t[1], best[2] = t[2];
+  }
+  bool ok = best[0] != NULL;
+  for (int j = 0; ok && j < 3; j++) {
+    qkv[j] = malloc(best[j]->nbytes);
+    if (qkv[j]) memcpy(qkv[j], best[j]->data, best[j]->nbytes);
+    else ok = false;
+  }
+  if (ok) {
+    *S = best[0]->type.dims[0], *H = best[0]->type.dims[1];
+    printf("q, k, v: %s and its a1, a2 (%lld rows, %lld heads)\n", best[0]->name, (long long)*S, (long long)*H);
+  } else {
+    fprintf(stderr, "attention_bench: %s holds no attention op with operands a0, a1, a2 of bf16 [S, H, 128] "
+                    "(hint: h3exec --dump-ops attention+operands with a plan compiled with --disable-pass "
+                    "attention-v-view)\n", path);
+  }
+  h3_safetensors_close(st);
+  return ok;
+}
+
+/* Cosine similarity and relative L1 (sum |a - r| / sum |r|) of the first n elements of device
+ * bf16 tensors a against r; false when a download failed or a value is not finite. */
+static bool accuracy(bench *x, const void *a, const void *r, int64_t n, double *cos, double *l1) {
+  uint16_t *ha = malloc((size_t)n * 2), *hr = malloc((size_t)n * 2);
+  bool ok = ha && hr && x->b->ops->download(x->b, ha, a, (size_t)n * 2, &x->d) == H3_OK &&
+            x->b->ops->download(x->b, hr, r, (size_t)n * 2, &x->d) == H3_OK;
+  double ar = 0, aa = 0, rr = 0, d1 = 0, r1 = 0;
+  for (int64_t i = 0; ok && i < n; i++) {
+    const double va = h3_bf16_to_f32(ha[i]), vr = h3_bf16_to_f32(hr[i]);
+    ok = isfinite(va) && isfinite(vr);
+    ar += va * vr, aa += va * va, rr += vr * vr, d1 += fabs(va - vr), r1 += fabs(vr);
+  }
+  *cos = ok && aa > 0 && rr > 0 ? ar / sqrt(aa * rr) : 0;
+  *l1 = ok && r1 > 0 ? d1 / r1 : INFINITY;
+  free(ha), free(hr);
+  return ok;
+}
+
 /* --sol: flash (aop) into out[0], then sol_attention (tau; att: scale, then the segments when
  * aop has them) into out[1] against it, then tau = -inf within bf16's NMSE limit, through each
  * form of the kernel (H3_SOL_FORM: mma, rows sol and sol_dense; ws, rows sol_ws and
@@ -127,8 +206,9 @@ static int sol_vs_flash(bench *x, const h3_op *aop, const h3_attr att[2], double
 int main(int argc, char **argv) {
   int64_t S = 32704, U = 32700, H = 56, D = 128, iters = 10;
   double warm_s = 1.0;
-  int check = 0, flash_only = 0, gemm_only = 0, sage = 0, sol = 0;
+  int check = 0, flash_only = 0, gemm_only = 0, sage = 0, sol = 0, acc = 0, used_set = 0;
   double tau = 1.0;
+  const char *qkv_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
     else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
@@ -137,20 +217,30 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--sol")) sol = flash_only = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--tau")) tau = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--rows")) S = atoll(argv[++i]);
-    else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--used")) U = atoll(argv[++i]), used_set = 1;
+    else if (!strcmp(argv[i], "--accuracy")) acc = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "--qkv")) qkv_path = argv[++i];
     else if (i + 1 < argc && !strcmp(argv[i], "--heads")) H = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoll(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--warm-seconds")) warm_s = atof(argv[++i]);
     else {
       fprintf(stderr, "usage: attention_bench [--rows S] [--used U] [--heads H] [--iters N] "
-                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only | --sage | --sol [--tau X]]\n");
+                      "[--warm-seconds W] [--check] [--flash-only | --gemm-only | --sage [--accuracy] | --sol "
+                      "[--tau X]] [--qkv FILE]\n");
       return 2;
     }
   }
+  void *qkv[3] = {NULL, NULL, NULL};
+  if (qkv_path) {
+    if (!read_qkv(qkv_path, qkv, &S, &H)) return 2;
+    if (!used_set) U = S > 4 ? S - 4 : S;
+  }
   if (U > S || U < 1 || H < 1 || iters < 1 || !(warm_s >= 0 && warm_s <= 600) || (flash_only && gemm_only) ||
-      (sage && sol)) {
+      (sage && sol) || (acc && !sage)) {
     fprintf(stderr, "attention_bench: need 1 <= used <= rows, heads >= 1, iters >= 1, "
-                    "0 <= warm-seconds <= 600, one of --flash-only, --gemm-only, --sage, --sol\n");
+                    "0 <= warm-seconds <= 600, one of --flash-only, --gemm-only, --sage, --sol; --accuracy "
+                    "with --sage\n");
+    for (int i = 0; i < 3; i++) free(qkv[i]);
     return 2;
   }
   gpu_require();
@@ -179,7 +269,15 @@ int main(int argc, char **argv) {
   const h3_op *aop = h3_build_op(&x.bld, H3_OP_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 2 : 1, att, 0, &x.d);
   h3_type qt = h3_type_make(H3_BF16, 3, qd);
   h3_tensor in[3], out[3];
-  for (int i = 0; i < 3; i++) in[i] = (h3_tensor){qt, device_random(&x, &qt, &r)};
+  for (int i = 0; i < 3; i++) {
+    in[i] = (h3_tensor){qt, qkv[i] ? x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&qt)) : device_random(&x, &qt, &r)};
+    if (qkv[i] && in[i].data &&
+        x.b->ops->upload(x.b, in[i].data, qkv[i], (size_t)h3_type_bytes(&qt), &x.d) != H3_OK) {
+      x.b->ops->release(x.b, in[i].data);
+      in[i].data = NULL;
+    }
+    free(qkv[i]);
+  }
   for (int i = 0; i < 3; i++) out[i] = (h3_tensor){qt, x.b->ops->alloc(x.b, (size_t)h3_type_bytes(&qt))};
   const char *impls[3] = {"flash", "cudnn", "reference"};
   double flops = 4.0 * ((double)U * U + (double)(S - U) * (S - U)) * (double)H * (double)D;
@@ -216,6 +314,16 @@ int main(int argc, char **argv) {
       flash_ms = gpu_time_op(x.b, aop, in, 3, &out[0], (int)iters, 2, warm_s, &x.d);
       row("attention_flash", flash_ms, flops);
     }
+    if (i == 0 && acc) { /* the reference kernel's output, once (~10 s at the full shape) */
+      h3_backend_set_option(x.b, "attention", "reference", &x.d);
+      const bool ran = out[2].data && x.b->ops->run_op(x.b, aop, in, 3, &out[2], 1, &x.d) == H3_OK &&
+                       x.b->ops->sync(x.b, &x.d) == H3_OK;
+      h3_backend_set_option(x.b, "attention", "flash", &x.d);
+      if (!ran) {
+        printf("reference attention: FAIL (see the diagnostics)\n");
+        rc = 1, acc = 0;
+      }
+    }
     if (i == 0 || i == N_SAGE - 1) { /* pv fp8 for all but the last, then bf16 */
       h3_attr sat[3] = {att[0], h3_attr_string(x.m, "pv", i ? "bf16" : "fp8"), att[1]};
       sop = h3_build_op(&x.bld, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){q, k, v}, U < S ? 3 : 2, sat, 0, &x.d);
@@ -232,6 +340,15 @@ int main(int argc, char **argv) {
     printf("h3bench sage_%s_speedup %.3f\nh3bench nmse_sage_%s %.3g\n", sage_form[i], ms > 0 ? flash_ms / ms : 0,
            sage_form[i], e);
     if (!ok) rc = 1;
+    double cs = 0, l1 = INFINITY;
+    if (acc && ms > 0) { /* the live rows against the reference */
+      const bool got = accuracy(&x, out[1].data, out[2].data, U * H * D, &cs, &l1);
+      const bool met = got && cs >= 0.999 && l1 <= 0.03;
+      printf("sage %s vs the fp32 reference: cosine %.6f (>= 0.999), relative L1 %.4f (<= 0.03): %s\n", sage_form[i],
+             cs, l1, met ? "ok" : "FAIL");
+      printf("h3bench cos_sage_%s %.6f\nh3bench l1_sage_%s %.5f\n", sage_form[i], cs, sage_form[i], l1);
+      if (!met) rc = 1;
+    }
   }
   if (sol && aop && out[0].data && out[1].data && sol_vs_flash(&x, aop, att, tau, in, out, flops, iters, warm_s) != 0)
     rc = 1;
