@@ -2,20 +2,19 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-05, session 22: call 44 and a test_gpu_ops + composite call ran on an H100, no
-# H200 starting: dev/results/2026-12-05-h100-s22-stream-sage-wg1c-sol-composite.txt; the stream
-# form lost, Sage wg1c became the default, the composite 3.61 x there). On an H200: call 47
-# (`dev/pending_device_calls.sh build-gpu/s21 $OUT 47`), then 48, which hold what follows. In
-# words: 42 (the stream lab: is cuBLAS at the plain read's rate on the H200 too?), 41's
-# decode A/B (issue 17's batch-1 number: a stage of HEAD as build-gpu/s21 with --m31-ab, then
-# `dev/m31_step_ab.sh OUT 2 build-gpu/s21/b build-gpu/s21`), then 39 with the default Sage form
-# (issue 20's composite on the H200, ~330 s: a call of its own; before it, test_gpu_ops and
-# attention_bench --sol: the pseudo-keys' bf16 value side and skipped rescale, predicted sol_ws
-# at tau 1 ~-10 % and test_gpu_ops' sol cases within 2e-5). Then 38 and an ncu of Sage's
-# wg1c (dev/attention_ncu.sh). Stages: `dev/mini_stage.sh build-gpu/s18 build-gpu/s21 --m31-ab
-# "--disable-pass kv-write-fusion" h3c h3exec gpu_compile_check` (rm -rf its b/ when only the
-# default plans are needed) and `dev/mini_stage.sh build-gpu/s18 build-gpu/s21c --composite h3c
-# h3exec gpu_compile_check test_gpu_ops attention_bench nvfp4_bench` (11 MB), ~1 min each.
+# Next (2026-12-06, session 23: calls 49, 48 and an ncu call on an H100, call 50 and a bench
+# call on an H200: dev/results/2026-12-06-*; the NVFP4 ring form lost and is gone, the lm_head
+# streaming default was reverted, the composite 3.63 x on the H100, batch 1 1.669 ms on the
+# H200). In order, on any card for 52 and 51 (ratios and stall samples), the H200 for 53's
+# timings if it comes:
+#   52 dev/nvfp4_lab.cu (carry build-gpu/lab/nvfp4_lab): did the ring of 3 register sets gain,
+#      and is x's round trip or the mma chain what holds the skinny NVFP4 form (~2 min);
+#   53 Sage against the fp32 reference on full H3's q, k, v (issue 20's accuracy item; a stage
+#      with h3c, h3exec, attention_bench: `dev/mini_stage.sh build-gpu/s18 build-gpu/s23c
+#      --composite h3c h3exec gpu_compile_check test_gpu_ops attention_bench nvfp4_bench`);
+#   51 dev/nvfp4_ncu.sh and dev/sage_ncu.sh: the stall samples by SASS line;
+# then the Sage levers of dev/sage-attention.md (the magic's MOVs, the fold every 256 keys, the
+# stage setup) with attention_bench --sage and test_gpu_ops in one call.
 # Never let a helper call the device (one did in session 22: ~180 s of refused starts).
 # A cold start has cost 95-600 s of the budget; a refused start 15-180 s; a call taken back
 # mid-run ~170 s.
