@@ -1,6 +1,6 @@
 // nvfp4_lab.cu: what holds the NVFP4 skinny form (kernels/nvfp4_gemm.cu's _sk, 1-8 rows) at
 // half the card's read rate? (lab; not CI)
-//   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include dev/nvfp4_lab.cu -lcublas -o nvfp4_lab
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas -o nvfp4_lab
 //   ./nvfp4_lab
 // Question (dev/nvfp4-gemm.md, 2026-12-06): ncu put the skinny form at ~55 % of DRAM bandwidth
 // and ~45 % of issue slots, its top stall the wait for global loads (44 %); a ring form with
@@ -19,8 +19,10 @@
 // packed bytes (the floor) and cuBLAS's bf16 GEMM over the dequantized weight (the product's
 // _dq kernel, exact). Every case rotates over weight copies of >= 400 MB (the L2 holds none of
 // what a launch reads, as inside a model); times are means of ~40-80 launches after warm-ups.
-// Checks: each result against cuBLAS's (max |diff| / max |y| < 1e-3: fp32 sum orders differ),
-// skv<1, false> bitwise against the product (the same sums).
+// Checks: each result against cuBLAS's (max |diff| / max |y| < 1e-3: fp32 sum orders differ;
+// "FAIL" past it), skv<1, *, true> and skv_moves bitwise against the product (the same sums); y
+// set to NaN before each checked launch. The plain read covers the codes, not the scales (1/8
+// more bytes): "x plain" is ~11 % optimistic.
 // Prediction: if x's round trip is the wait, XPF closes most of the gap to the plain read at M =
 // 1 (~1.3 x faster); NA = 2 helps only if the chain is the wait (0-5 %); the product against
 // skv_moves: 0-25 % faster (the ring of 3 of 2026-12-06, not measured before this lab).
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__(32 * H3NS_WARPS, XPF ? 3 : 4)
   }
 }
 
-// random codes (every byte) and scales (e4m3 magnitudes 0x30-0x4f: ~0.1-1, both signs)
+// random codes (every byte) and scales (e4m3 magnitudes 0x30-0x4f: 0.5-7.5, both signs)
 __global__ void fill_nvfp4(unsigned char *pk, long long np, unsigned char *sc, long long ns, unsigned seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < np; i += (long long)gridDim.x * blockDim.x) {
     unsigned h = (unsigned)i * 2654435761u ^ seed;
@@ -141,14 +143,15 @@ int main() {
   const long long rows[] = {1, 8};
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  int occ[5];
+  int occ[6];
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], lab_nv_sk, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], skv<2, false>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[3], skv<1, true>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[4], skv<2, true>, 128, 0));
-  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,0> %d, <1,1> %d, <2,1> %d\n", sms, occ[0], occ[1],
-         occ[2], occ[3], occ[4]);
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[5], skv<1, false, false>, 128, 0));
+  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,0> %d, <1,1> %d, <2,1> %d, moves %d\n", sms, occ[0],
+         occ[1], occ[2], occ[3], occ[4], occ[5]);
   cublasHandle_t h;
   CB(cublasCreate(&h));
   unsigned *sink;
@@ -200,13 +203,15 @@ int main() {
       auto report = [&](const char *tag, double us, bool check_prod) {
         CK(cudaMemcpy(got.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
         const bool same = !check_prod || !memcmp(got.data(), prod.data(), got.size() * 4);
-        printf("    %-12s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s\n", tag, us, cublas_us / us, floor_us / us,
-               rel_diff(got, ref), same ? "" : "  NOT BITWISE THE PRODUCT'S");
+        const double rel = rel_diff(got, ref);
+        printf("    %-12s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
+               rel, rel < 1e-3 ? "" : "  FAIL", same ? "" : "  NOT BITWISE THE PRODUCT'S");
       };
       const double prod_us = 1e3 * mean_ms([&](int i) {
         const bufs &b = w[i % copies];
         lab_nv_sk<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
       }, it / 8 + 1, it);
+      CK(cudaMemset(y, 0xff, M * N * 4));
       lab_nv_sk<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
       CK(cudaMemcpy(prod.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
       report("product _sk", prod_us, false);
@@ -215,6 +220,7 @@ int main() {
           const bufs &b = w[i % copies];
           kern<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
         }, it / 8 + 1, it);
+        CK(cudaMemset(y, 0xff, M * N * 4));
         kern<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
         report(tag, us, bitwise);
       };
