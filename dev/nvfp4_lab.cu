@@ -23,6 +23,8 @@
 // "FAIL" past it), skv<1, *, true> and skv_moves bitwise against the product (the same sums); y
 // set to NaN before each checked launch. The plain read covers the codes, not the scales (1/8
 // more bytes): "x plain" is ~11 % optimistic.
+//   skv16<NA>: the same loop over two n-tiles of x (9-16 rows), where the product runs its tiled
+//   kernels (their speed-up at 16 rows: nvfp4_bench's, 0.94-1.19 x cuBLAS on the H200).
 // Prediction: if x's round trip is the wait, XPF closes most of the gap to the plain read at M =
 // 1 (~1.3 x faster); NA = 2 helps only if the chain is the wait (0-5 %); the product against
 // skv_moves: 0-25 % faster (the ring of 3 of 2026-12-06, not measured before this lab).
@@ -43,13 +45,16 @@
 
 typedef __nv_bfloat16 bf16;
 
-// y[M, N] f32 = the skinny form's contract (x [M, K] bf16, M <= 8; codes and scales of W [N,
-// K]; K a multiple of 256): grid ceil(N / 16), 128 threads.
-template <int NA, bool XPF, bool RING = true>
-__global__ void __launch_bounds__(32 * H3NS_WARPS, XPF ? 3 : 4)
+// y[M, N] f32 = the skinny form's contract (x [M, K] bf16, M <= 8 NT; codes and scales of W
+// [N, K]; K a multiple of 256): grid ceil(N / 16), 128 threads. NT n-tiles of x's rows (lane
+// row 8 j + g of tile j): NT = 2 is the skinny form for 9-16 rows (where the product runs its
+// tiled kernels), without XPF (its registers).
+template <int NA, bool XPF, bool RING = true, int NT = 1>
+__global__ void __launch_bounds__(32 * H3NS_WARPS, XPF || NT > 1 ? 3 : 4)
     skv(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
         const float *__restrict__ gp, float *__restrict__ y, long long M, long long N, long long K) {
-  __shared__ float red[H3NS_WARPS][16][8];
+  static_assert(NT == 1 || !XPF, "x one turn ahead for one n-tile only");
+  __shared__ float red[H3NS_WARPS][16][8 * NT];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long n0 = (long long)blockIdx.x * 16, nch = K / H3N_KC;
   const unsigned char *p[2], *q[2];
@@ -59,55 +64,66 @@ __global__ void __launch_bounds__(32 * H3NS_WARPS, XPF ? 3 : 4)
     p[h] = packed + n * (K / 2) + 32 * t;
     q[h] = scale + n * (K / 16) + 4 * t;
   }
-  const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
-  float acc[NA][4];
+  const h3_bf16 *xr[NT]; // the lane's x rows (NULL: past M)
+#pragma unroll
+  for (int j = 0; j < NT; j++) xr[j] = 8 * j + g < M ? x + (long long)(8 * j + g) * K + 64 * t : nullptr;
+  float acc[NA][NT][4];
 #pragma unroll
   for (int a = 0; a < NA; a++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) acc[a][e] = 0.0f;
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[a][j][e] = 0.0f;
   auto load = [&](h3n_w *w, long long c) {
 #pragma unroll
     for (int h = 0; h < 2; h++)
       w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
   };
-  auto loadx = [&](uint4(&xv)[8], long long c) {
+  auto loadx = [&](uint4(&xv)[NT][8], long long c) {
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-      xv[i] = xr && c < nch ? __ldg(reinterpret_cast<const uint4 *>(xr + c * H3N_KC) + i) : uint4{0u, 0u, 0u, 0u};
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        xv[j][i] = xr[j] && c < nch ? __ldg(reinterpret_cast<const uint4 *>(xr[j] + c * H3N_KC) + i)
+                                    : uint4{0u, 0u, 0u, 0u};
   };
   h3n_w w[3][2];
-  uint4 xb[2][8];
+  uint4 xb[XPF ? 2 : 1][NT][8];
   load(w[0], warp);
   load(w[1], warp + H3NS_WARPS);
   if (XPF) loadx(xb[0], warp);
   const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
-  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], uint4(&xc)[8], uint4(&xn)[8]) {
+  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], uint4(&xc)[NT][8], uint4(&xn)[NT][8]) {
     const long long c = warp + it * H3NS_WARPS;
     load(far, c + 2 * H3NS_WARPS);
     if (XPF) loadx(xn, c + H3NS_WARPS);
     else loadx(xc, c);
-    h3n_skinny_turn(acc[0], acc[NA - 1], cur, xc);
+    h3n_skinny_turn<NT>(acc[0], acc[NA - 1], cur, xc);
   };
+  constexpr int XB = XPF ? 2 : 1;
   if constexpr (RING) {
     for (long long it = 0; it < turns; it += 6) {
 #pragma unroll
       for (int u = 0; u < 6; u++)
-        if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xb[u % 2], xb[(u + 1) % 2]);
+        if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xb[u % XB], xb[(u + 1) % XB]);
     }
   } else {
     for (long long it = 0; it < turns; it++) {
-      turn(it, w[0], w[2], xb[0], xb[1]);
+      turn(it, w[0], w[2], xb[0], xb[XB - 1]);
 #pragma unroll
       for (int h = 0; h < 2; h++) w[0][h] = w[1][h], w[1][h] = w[2][h];
     }
   }
 #pragma unroll
-  for (int e = 0; e < 4; e++)
-    red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = NA == 2 ? __fadd_rn(acc[0][e], acc[NA - 1][e]) : acc[0][e];
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      red[warp][g + 8 * (e >> 1)][8 * j + 2 * t + (e & 1)] =
+          NA == 2 ? __fadd_rn(acc[0][j][e], acc[NA - 1][j][e]) : acc[0][j][e];
   __syncthreads();
   const float gs = __fmul_rn(*gp, 128.0f);
-  for (int i = threadIdx.x; i < 16 * 8; i += 32 * H3NS_WARPS) {
-    const int r = i / 8, m = i % 8;
+  for (int i = threadIdx.x; i < 16 * 8 * NT; i += 32 * H3NS_WARPS) {
+    const int r = i / (8 * NT), m = i % (8 * NT);
     if (m >= M || n0 + r >= N) continue;
     float sum = red[0][r][m];
 #pragma unroll
@@ -140,18 +156,19 @@ static int iters_of(double bytes) { return (int)std::fmin(80.0, std::fmax(40.0, 
 
 int main() {
   const shape shapes[] = {{"fc", 6144, 18432}, {"o_proj", 6144, 8192}, {"gate_up", 24576, 6144}, {"down", 6144, 12288}};
-  const long long rows[] = {1, 8};
+  const long long rows[] = {1, 8, 16};
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  int occ[6];
+  int occ[7];
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], lab_nv_sk, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], skv<2, false>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[3], skv<1, true>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[4], skv<2, true>, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[5], skv<1, false, false>, 128, 0));
-  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,0> %d, <1,1> %d, <2,1> %d, moves %d\n", sms, occ[0],
-         occ[1], occ[2], occ[3], occ[4], occ[5]);
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[6], skv<1, false, true, 2>, 128, 0));
+  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,0> %d, <1,1> %d, <2,1> %d, moves %d, skv16 %d\n",
+         sms, occ[0], occ[1], occ[2], occ[3], occ[4], occ[5], occ[6]);
   cublasHandle_t h;
   CB(cublasCreate(&h));
   unsigned *sink;
@@ -207,14 +224,6 @@ int main() {
         printf("    %-12s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
                rel, rel < 1e-3 ? "" : "  FAIL", same ? "" : "  NOT BITWISE THE PRODUCT'S");
       };
-      const double prod_us = 1e3 * mean_ms([&](int i) {
-        const bufs &b = w[i % copies];
-        lab_nv_sk<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
-      }, it / 8 + 1, it);
-      CK(cudaMemset(y, 0xff, M * N * 4));
-      lab_nv_sk<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
-      CK(cudaMemcpy(prod.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
-      report("product _sk", prod_us, false);
       auto variant = [&](const char *tag, auto kern, bool bitwise) {
         const double us = 1e3 * mean_ms([&](int i) {
           const bufs &b = w[i % copies];
@@ -224,11 +233,24 @@ int main() {
         kern<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
         report(tag, us, bitwise);
       };
-      variant("skv<1,0>", skv<1, false>, true);
-      variant("skv<2,0>", skv<2, false>, false);
-      variant("skv<1,1>", skv<1, true>, true);
-      variant("skv<2,1>", skv<2, true>, false);
-      variant("skv_moves", skv<1, false, false>, true);
+      if (M <= 8) { // the product's skinny form and its variants
+        const double prod_us = 1e3 * mean_ms([&](int i) {
+          const bufs &b = w[i % copies];
+          lab_nv_sk<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
+        }, it / 8 + 1, it);
+        CK(cudaMemset(y, 0xff, M * N * 4));
+        lab_nv_sk<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
+        CK(cudaMemcpy(prod.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
+        report("product _sk", prod_us, false);
+        variant("skv<1,0>", skv<1, false>, true);
+        variant("skv<2,0>", skv<2, false>, false);
+        variant("skv<1,1>", skv<1, true>, true);
+        variant("skv<2,1>", skv<2, true>, false);
+        variant("skv_moves", skv<1, false, false>, true);
+      } else { // 9-16 rows: the skinny form of two n-tiles (the product runs its tiled kernels there)
+        variant("skv16<1>", skv<1, false, true, 2>, false);
+        variant("skv16<2>", skv<2, false, true, 2>, false);
+      }
       CK(cudaFree(x));
       CK(cudaFree(y));
       CK(cudaFree(yref));

@@ -377,7 +377,8 @@ case $CALL in
 52) { timeout 300 build-gpu/lab/nvfp4_lab; } > "$log" 2>&1 ;; # carry build-gpu/lab/nvfp4_lab (2.4 MB;
    # nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas -o build-gpu/lab/nvfp4_lab):
    # the skinny NVFP4 form against its variants (x one turn ahead, two accumulators, the copies of before
-   # 2026-12-06), cuBLAS bf16 and the plain read, weights rotated past the L2; ~120 s. Predictions in its header
+   # 2026-12-06; at 16 rows the skinny loop over two n-tiles), cuBLAS bf16 and the plain read, weights rotated
+   # past the L2; ~150 s. Predictions in its header
 51) { echo "== ncu: the NVFP4 skinny form's stall samples"; timeout 330 dev/nvfp4_ncu.sh "$S" "$OUT/nvfp4"
    echo "== ncu: Sage wg1c and flash, stall samples"; timeout 420 dev/sage_ncu.sh "$S" "$OUT/sage"
    } > "$log" 2>&1 ;; # the next session's first call (any card; a stage with nvfp4_bench and attention_bench,

@@ -347,19 +347,24 @@ H3_DI void h3n_b_word(uint4 v, unsigned b[2][2]) {
 }
 
 // The products of a turn of the skinny form: the lane's weights of a chunk (cur: rows g, g + 8)
-// against x's 8 words of it (xv: the lane's row g), each word's k-step 0 added to a0 and
-// k-step 1 to a1 (one accumulator twice, or two chains)
-H3_DI void h3n_skinny_turn(float *a0, float *a1, const h3n_w cur[2], const uint4 xv[8]) {
+// against x's 8 words of it for NT n-tiles of x's rows (xv[j]: the lane's row 8 j + g), each
+// word's k-step 0 added to a0[j] and k-step 1 to a1[j] (one accumulator twice, or two chains)
+template <int NT>
+H3_DI void h3n_skinny_turn(float (*a0)[4], float (*a1)[4], const h3n_w cur[2], const uint4 (*xv)[8]) {
   unsigned S[2][4];
 #pragma unroll
   for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
 #pragma unroll
   for (int i = 0; i < 8; i++) {
-    unsigned a[2][4], b[2][2];
+    unsigned a[2][4];
     h3n_a_word(cur, S, i, a);
-    h3n_b_word(xv[i], b);
-    h3_mma_bf16(a0, a[0], b[0]);
-    h3_mma_bf16(a1, a[1], b[1]);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      unsigned b[2][2];
+      h3n_b_word(xv[j][i], b);
+      h3_mma_bf16(a0[j], a[0], b[0]);
+      h3_mma_bf16(a1[j], a[1], b[1]);
+    }
   }
 }
 
@@ -395,7 +400,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   }
   // the lane's x row g at its k (NULL: a row past M)
   const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
   // chunk c's weights of the lane, zero codes and scales past the last chunk
   auto load = [&](h3n_w *w, long long c) {
 #pragma unroll
@@ -425,7 +430,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
 #endif
       }
     }
-    h3n_skinny_turn(acc, acc, cur, xv);
+    h3n_skinny_turn<1>(acc, acc, cur, &xv);
   };
   for (long long it = 0; it < turns; it += 3) {
     turn(it, w[0], w[2]);
@@ -434,7 +439,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   }
   // acc: (weight row g, x rows 2 t, 2 t + 1), then weight row g + 8
 #pragma unroll
-  for (int e = 0; e < 4; e++) red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = acc[e];
+  for (int e = 0; e < 4; e++) red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = acc[0][e];
   __syncthreads();
   const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
   for (int i = threadIdx.x; i < 16 * 8; i += 32 * H3NS_WARPS) {
