@@ -24,7 +24,7 @@
 // set to NaN before each checked launch. The plain read covers the codes, not the scales (1/8
 // more bytes): "x plain" is ~11 % optimistic.
 //   skv16<NA>: the same loop over two n-tiles of x (9-16 rows), where the product runs its tiled
-//   kernels (their speed-up at 16 rows: nvfp4_bench's, 0.94-1.19 x cuBLAS on the H200).
+//   kernels (timed beside it: `tiled _m1`, the product's launch shape, mirrored).
 // Prediction: if x's round trip is the wait, XPF closes most of the gap to the plain read at M =
 // 1 (~1.3 x faster); NA = 2 helps only if the chain is the wait (0-5 %); the product against
 // skv_moves: 0-25 % faster (the ring of 3 of 2026-12-06, not measured before this lab).
@@ -132,6 +132,25 @@ __global__ void __launch_bounds__(32 * H3NS_WARPS, XPF || NT > 1 ? 3 : 4)
   }
 }
 
+// The tiled kernels' launch for M <= 16 (the _m1 kernel): runtime/cuda/cuda_nvfp4.c's
+// cu_nvfp4_shape_of, mirrored here (the lab links no runtime): one block per 128 columns, the K
+// splits that minimise waves of 264 blocks times chunks per split plus the partials' traffic.
+struct tiled_shape {
+  long long cols, splits;
+  int cps;
+};
+static tiled_shape tiled_of(long long M, long long N, long long K) {
+  const long long nch = K / H3N_KC;
+  tiled_shape sh{(N + H3N_COLS - 1) / H3N_COLS, 1, (int)nch};
+  double best = -1;
+  for (long long S = 1; S <= 16 && S <= nch; S++) {
+    const long long c = (nch + S - 1) / S, used = (nch + c - 1) / c, waves = (sh.cols * used + 263) / 264;
+    const double t = (double)(waves * c) * (H3N_COLS * H3N_KC * 0.5625) + (used > 1 ? 8.0 * used * M * N / 264 : 0);
+    if (best < 0 || t < best) best = t, sh.splits = used, sh.cps = (int)c;
+  }
+  return sh;
+}
+
 // random codes (every byte) and scales (e4m3 magnitudes 0x30-0x4f: 0.5-7.5, both signs)
 __global__ void fill_nvfp4(unsigned char *pk, long long np, unsigned char *sc, long long ns, unsigned seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < np; i += (long long)gridDim.x * blockDim.x) {
@@ -233,6 +252,27 @@ int main() {
         kern<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
         report(tag, us, bitwise);
       };
+      { // the product's tiled kernel (its form at 9-16 rows; H3_NVFP4_FORM=tiled below)
+        const tiled_shape ts = tiled_of(M, N, K);
+        float *part = nullptr;
+        unsigned *cnt = nullptr;
+        if (ts.splits > 1) {
+          CK(cudaMalloc(&part, ts.splits * M * N * 4));
+          CK(cudaMalloc(&cnt, ts.cols * 4));
+          CK(cudaMemset(cnt, 0, ts.cols * 4));
+        }
+        const dim3 tg((unsigned)ts.cols, (unsigned)ts.splits, 1);
+        const size_t smem = (size_t)3 * M * H3N_RS * 16;
+        auto tiled = [&](const bufs &b) {
+          lab_nv_m1<<<tg, H3N_THREADS, smem>>>(x, b.pk, b.sc, gp, y, part, cnt, M, N, K, ts.cps, 1);
+        };
+        const double us = 1e3 * mean_ms([&](int i) { tiled(w[i % copies]); }, it / 8 + 1, it);
+        CK(cudaMemset(y, 0xff, M * N * 4));
+        tiled(w[0]);
+        report("tiled _m1", us, false);
+        if (part) CK(cudaFree(part));
+        if (cnt) CK(cudaFree(cnt));
+      }
       if (M <= 8) { // the product's skinny form and its variants
         const double prod_us = 1e3 * mean_ms([&](int i) {
           const bufs &b = w[i % copies];
