@@ -14,8 +14,5 @@ timeout 300 ncu --clock-control none --set full --import-source no -k 'regex:h3c
   --launch-skip 7 --launch-count 7 -o "$OUT/b64" "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n8.plan" \
   --graph generate_batch --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/b64.log" 2>&1
 echo "ncu: rc $?"
-ncu --import "$OUT/b64.ncu-rep" --print-summary none > "$OUT/b64.txt" 2>&1
-ncu --import "$OUT/b64.ncu-rep" --page source --csv --print-source sass > "$OUT/b64_src.csv" 2>/dev/null
-python3 dev/ncu_source_top.py "$OUT/b64_src.csv" 40 > "$OUT/b64_top.txt" 2>&1
-rm -f "$OUT/b64_src.csv" "$OUT/b64.ncu-rep"
+dev/ncu_digest.sh "$OUT/b64" 40
 grep -E "^  [a-z_0-9]+.*\(|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Memory Throughput|DRAM Throughput|L1/TEX Hit|L2 Hit|Block Size|Grid Size|Waves Per SM|No Eligible|Warp Cycles Per Issued" "$OUT/b64.txt"

@@ -15,9 +15,5 @@ k='regex:h3cu_kvattm|h3cu_routerf|h3cu_topks|h3_argmax'
 timeout 200 ncu --clock-control none --set full --import-source no -k "$k" --launch-skip 26 --launch-count 11 \
   -o "$OUT/latency" "$x" "$S/plans/m31_small_p2048_n16.plan" "${common[@]}" > "$OUT/latency.log" 2>&1
 echo "ncu: rc $?"
-ncu --import "$OUT/latency.ncu-rep" --print-summary none > "$OUT/latency.txt" 2>&1
-ncu --import "$OUT/latency.ncu-rep" --page source --csv --print-source sass > "$OUT/latency_src.csv" 2>/dev/null
-echo "source page: rc $?, $(wc -l < "$OUT/latency_src.csv") lines"
-python3 dev/ncu_source_top.py "$OUT/latency_src.csv" 40 > "$OUT/latency_top.txt" 2>&1
-rm -f "$OUT/latency_src.csv" "$OUT/latency.ncu-rep" # tens of MB: the top lines above are what comes back
+dev/ncu_digest.sh "$OUT/latency" 40 # tens of MB of report: its text and top lines are what comes back
 grep -E "^  [a-z_0-9]+.*\(|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Memory Throughput|Block Size|Grid Size|Waves Per SM|Stall|One or More Eligible|No Eligible|Warp Cycles Per Issued" "$OUT/latency.txt"

@@ -243,14 +243,15 @@ int main() {
         printf("    %-12s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
                rel, rel < 1e-3 ? "" : "  FAIL", same ? "" : "  NOT BITWISE THE PRODUCT'S");
       };
-      auto variant = [&](const char *tag, auto kern, bool bitwise) {
-        const double us = 1e3 * mean_ms([&](int i) {
-          const bufs &b = w[i % copies];
-          kern<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
-        }, it / 8 + 1, it);
+      // a kernel's launch over the rotated copies, timed; then once on copy 0 into a poisoned y, checked
+      auto measure = [&](const char *tag, auto launch, bool bitwise) {
+        const double us = 1e3 * mean_ms([&](int i) { launch(w[i % copies]); }, it / 8 + 1, it);
         CK(cudaMemset(y, 0xff, M * N * 4));
-        kern<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
+        launch(w[0]);
         report(tag, us, bitwise);
+      };
+      auto variant = [&](const char *tag, auto kern, bool bitwise) {
+        measure(tag, [&](const bufs &b) { kern<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K); }, bitwise);
       };
       { // the product's tiled kernel (its form at 9-16 rows; H3_NVFP4_FORM=tiled below)
         const tiled_shape ts = tiled_of(M, N, K);
@@ -263,25 +264,15 @@ int main() {
         }
         const dim3 tg((unsigned)ts.cols, (unsigned)ts.splits, 1);
         const size_t smem = (size_t)3 * M * H3N_RS * 16;
-        auto tiled = [&](const bufs &b) {
+        measure("tiled _m1", [&](const bufs &b) {
           lab_nv_m1<<<tg, H3N_THREADS, smem>>>(x, b.pk, b.sc, gp, y, part, cnt, M, N, K, ts.cps, 1);
-        };
-        const double us = 1e3 * mean_ms([&](int i) { tiled(w[i % copies]); }, it / 8 + 1, it);
-        CK(cudaMemset(y, 0xff, M * N * 4));
-        tiled(w[0]);
-        report("tiled _m1", us, false);
+        }, false);
         if (part) CK(cudaFree(part));
         if (cnt) CK(cudaFree(cnt));
       }
       if (M <= 8) { // the product's skinny form and its variants
-        const double prod_us = 1e3 * mean_ms([&](int i) {
-          const bufs &b = w[i % copies];
-          lab_nv_sk<<<grid, 128>>>(x, b.pk, b.sc, gp, y, M, N, K);
-        }, it / 8 + 1, it);
-        CK(cudaMemset(y, 0xff, M * N * 4));
-        lab_nv_sk<<<grid, 128>>>(x, w[0].pk, w[0].sc, gp, y, M, N, K);
-        CK(cudaMemcpy(prod.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
-        report("product _sk", prod_us, false);
+        variant("product _sk", lab_nv_sk, false);
+        prod = got; // the product's result, for the variants' bitwise checks
         variant("skv<1,0>", skv<1, false>, true);
         variant("skv<2,0>", skv<2, false>, false);
         variant("skv<1,1>", skv<1, true>, true);

@@ -12,8 +12,5 @@ export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache
 timeout 300 ncu --clock-control none --set full --import-source no -k 'regex:h3cu_nvfp4_' --launch-count 16 \
   -o "$OUT/nvfp4" "$S/bin/nvfp4_bench" --rows 1,16 --iters 1 --warm-seconds 0 > "$OUT/nvfp4.log" 2>&1
 echo "ncu: rc $?"
-ncu --import "$OUT/nvfp4.ncu-rep" --print-summary none > "$OUT/nvfp4.txt" 2>&1
-ncu --import "$OUT/nvfp4.ncu-rep" --page source --csv --print-source sass > "$OUT/nvfp4_src.csv" 2>/dev/null
-python3 dev/ncu_source_top.py "$OUT/nvfp4_src.csv" 30 > "$OUT/nvfp4_top.txt" 2>&1
-rm -f "$OUT/nvfp4_src.csv" "$OUT/nvfp4.ncu-rep"
+dev/ncu_digest.sh "$OUT/nvfp4" 30
 grep -E "^  [a-z_0-9]+.*\(|Duration|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|No Eligible|Warp Cycles Per Issued|Stall" "$OUT/nvfp4.txt"

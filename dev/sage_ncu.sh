@@ -14,8 +14,5 @@ H3_SAGE_FORM=wg1c timeout 400 ncu --clock-control none --set full --import-sourc
   -k 'regex:^h3cu_(flash_fwd|sage_fwd_fp8_wg1c)$' --launch-count 2 \
   -o "$OUT/sage" "$S/bin/attention_bench" --sage --iters 1 --warm-seconds 0 > "$OUT/sage.log" 2>&1
 echo "ncu: rc $?"
-ncu --import "$OUT/sage.ncu-rep" --print-summary none > "$OUT/sage.txt" 2>&1
-ncu --import "$OUT/sage.ncu-rep" --page source --csv --print-source sass > "$OUT/sage_src.csv" 2>/dev/null
-python3 dev/ncu_source_top.py "$OUT/sage_src.csv" 40 > "$OUT/sage_top.txt" 2>&1
-rm -f "$OUT/sage_src.csv" "$OUT/sage.ncu-rep"
+dev/ncu_digest.sh "$OUT/sage" 40
 grep -E "^  [a-z_0-9]+.*\(|Duration|Issue Slots Busy|Achieved Occupancy|Registers Per|No Eligible|Warp Cycles Per Issued|Stall" "$OUT/sage.txt"
