@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # attention_ncu.sh: Nsight Compute readings of H3's attention kernels on the GPU (lab; not CI):
-# why Sage's warp-specialised form runs at 0.95 x flash where ~1.8 x was predicted, and where
-# Sol's time goes. One launch of each kernel at S = 32704, 56 heads x 128 (attention_bench's
+# where Sage's and Sol's time goes against flash's. One launch of each kernel at S = 32704, 56 heads x 128 (attention_bench's
 # inputs; its timing loop is cut to one iteration), with the sections that answer "which pipe
 # or stall bounds it": speed of light, compute workload (pipe use: tensor, FMA, XU/conversion),
 # warp state statistics (stall reasons), memory workload, launch stats, occupancy.
 #   dev/attention_ncu.sh STAGE OUT
-# OUT/flash.txt (h3cu_flash_fwd, the reference point), OUT/sage_ws.txt (h3cu_sage_fwd_fp8_ws),
+# OUT/flash.txt (h3cu_flash_fwd, the reference point), OUT/sage.txt (h3cu_sage_fwd_fp8_wg1c),
 # OUT/sol.txt and OUT/sol_ws.txt (h3cu_sol_fwd and, when built, h3cu_sol_fwd_ws at tau 1,
 # plus the pre-passes h3cu_sol_centroids / _kstats / _select).
 set -uo pipefail
@@ -26,7 +25,7 @@ run() { # run NAME KERNEL_REGEX COUNT ENV... -- BENCH_ARGS...: the first COUNT l
     "$b" --iters 1 --warm-seconds 0 "$@" > "$OUT/$name.txt" 2>&1
   echo "$name: rc $?, $(grep -c 'Section:' "$OUT/$name.txt") sections"
 }
-run flash '^h3cu_flash_fwd$' 1 H3_SAGE_FORM=wgmma -- --sage
-run sage_ws 'h3cu_sage_fwd_fp8_ws' 1 H3_SAGE_FORM=wgmma -- --sage
+run flash '^h3cu_flash_fwd$' 1 H3_SAGE_FORM=wg1c -- --sage
+run sage 'h3cu_sage_fwd_fp8_wg1c' 1 H3_SAGE_FORM=wg1c -- --sage
 run sol 'h3cu_sol_(fwd|centroids|kstats|select)$' 4 H3_SOL_FORM=mma -- --sol
 run sol_ws 'h3cu_sol_fwd_ws' 1 H3_SOL_FORM=ws -- --sol

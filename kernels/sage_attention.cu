@@ -5,10 +5,10 @@
 // key order and vscale [Hk][128]; pv = bf16: v itself, bf16 [len, Hk, 128] with row stride
 // v_stride). The CPU reference (runtime/cpu/ops_sage.c) fixes every rounding; this kernel
 // multiplies the same int8 codes (int32 dot products: exact), takes the running maxima over
-// the same 64-key blocks (a key tile is one block of kd) and rounds P and V to e4m3 (or P to
-// bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot * (dq * dk
-// * scale * log2 e), one rounding chain against the reference's two products; in the
-// warp-specialised form with scale > 0, p's exponent one fma: h3s_softmax_tile) and 2^x by
+// the same 128-key blocks (a stage: two key tiles, each one block of kd) and rounds P and V to
+// e4m3 (or P to bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot
+// * (dq * dk * scale * log2 e), one rounding chain against the reference's two products; in
+// the wgmma forms with scale > 0, p's exponent one fma: h3s_scores) and 2^x by
 // ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
 // away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
 // cores' order, then one fma of the tile into O).
@@ -21,22 +21,25 @@
 // delta dk) go into shared memory by cp.async, 3 stages (two in flight while one is used): K
 // [128][128] int8 with 16-byte chunk c of key r at chunk c ^ (r & 7); fp8: V^T [128][128]
 // e4m3 (dim, key) with chunk c of dim d at c ^ (d & 7); bf16: V [128][128] bf16 with chunk c
-// of key r at c ^ (r & 7) (the 8 rows of an ldmatrix phase on distinct banks). Per tile and
+// of key r at c ^ (r & 7) (the 8 rows of an ldmatrix phase on distinct banks). Per stage and
 // warp:
-//   S = Q K^T: Q's A fragments in registers (4 k-steps of 32 dims, read once from qc), K the
-//     B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
-//   t = fp32(dot) * kq (log2 units); keys past len -inf; m' = max(m, rowmax t) (quad
-//     shuffles); alpha = 2^(m - m'); p = 2^(t - m') (fp8: 2^(t - m' + log2 448) = p * 448);
-//     l = l * alpha + sum p (this lane's keys; the quad's sums added at the end);
+//   S = Q K^T of a tile: Q's A fragments in registers (4 k-steps of 32 dims, read once from qc),
+//     K the B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
+//   t = fp32(dot) * kq (log2 units); keys past len -inf; m' = max(m, the stage's rowmax t)
+//     (quad shuffles); alpha = 2^(m - m'); p = 2^(t - m') (fp8: 2^(t - m' + log2 448) = p *
+//     448); l = l * alpha + sum p (this lane's keys; the quad's sums added at the end). S of
+//     the stage's first tile is computed twice: once for the maxima, once more for its P after
+//     the second tile's P V (255 registers leave no room to keep both tiles' scores);
 //   fp8: P = e4m3(p * 448) packed as the A fragments of 2 k-steps of 32 keys (sage_quant.cu's
 //     order), V^T by ldmatrix.x4 (n = dim): 32 mma.m16n8k32 e4m3 -> f32; bf16: P = bf16(p),
 //     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
-//     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation).
+//     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation;
+//     alpha only with the stage's first P V).
 // Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
-// h3cu_sage_fwd_fp8_ws (H3_SAGE_FORM=wgmma; GPU only, sm_90a) is the same math on the same
-// pre-pass layouts, warp-specialised with TMA loads and both products as warpgroup MMAs, and
-// h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1) the same again in blocks of one warpgroup, with its
-// variant in clusters of 2 blocks h3cu_sage_fwd_fp8_wg1c (the default): see their comments below.
+// h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1; GPU only, sm_90a) is the same math on the same
+// pre-pass layouts in blocks of one warpgroup, TMA loads and both products as warpgroup MMAs,
+// with its variant in clusters of 2 blocks h3cu_sage_fwd_fp8_wg1c (the default): see their
+// comments below.
 
 #define H3S_INF __int_as_float(0x7f800000) // NVRTC has no INFINITY
 #define H3S_ROWS 128                       // query rows per block, 16 per warp
@@ -106,60 +109,80 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
   }
 }
 
-// The online softmax of one tile whose first key is key0 (rows g, g + 8: r = 0, 1), in log2
-// units: t = fp32(dot) * kq (kq = dq * dk * scale * log2(e)), -inf past len; m' = max(m, max
-// t) (the quad's lanes); p = 2^(t - m' + lg) into pf (lg = log2(448) for fp8: P's e4m3 input
-// p * 448 directly; 0 for bf16) and alpha[r] = 2^(m - m') returned; this lane's sums l of p
-// rescaled and added. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the mma
-// accumulators start at H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction
-// converts them to x = fp32(dot): no int-to-float conversions on the narrow pipe. full: every
-// key of the tile is live (no per-key test). POS (kq > 0; the warp-specialised form): rounding
-// x * kq is monotone, so max t = fp32(max x * kq), and p's exponent is one fma x * kq - (m' -
-// lg), one rounding less. The mma forms call it as h3s_softmax (their 255 registers leave no
-// room for more paths); h3cu_sage_fwd_fp8_ws as h3s_softmax_ws.
+// The online softmax, in log2 units, over blocks of 128 keys (a stage: two 64-key tiles, each
+// its own delta dk, so its own kq = dq * dk * scale * log2(e)); rows g, g + 8 of the lane: r =
+// 0, 1. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the accumulators start at
+// H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction converts them to x =
+// fp32(dot): no int-to-float conversions on the narrow pipe. A stage runs
+//   h3s_scores (per tile) -> h3s_row_max (per tile, maxima combined) -> h3s_new_max (once)
+//   -> h3s_exp (per tile)
+// t = x * kq, -inf past len; m' = max(m, the stage's max t over the quad's lanes); alpha =
+// 2^(m - m'); p = 2^(t - m' + lg) (lg = log2(448) for fp8: P's e4m3 input p * 448 directly; 0
+// for bf16); l = l * alpha + this lane's sum of p (the quad's sums added at the end). POS (kq >
+// 0; the wgmma forms): pf keeps x, since rounding x * kq is monotone, max t = fp32(max x * kq),
+// and p's exponent is one fma x * kq - (m' - lg), one rounding less. FULL: every key of the
+// tile is live (no per-key test).
 #define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
-template <bool POS>
-H3_DI void h3s_softmax_tile(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
-                            bool full, float m[2], float l[2], float alpha[2]) {
+template <bool POS, bool FULL>
+H3_DI void h3s_scores(const int sc[8][4], float pf[8][4], float kq, long long key0, long long len) {
   const int c = threadIdx.x & 3;
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-#pragma unroll
-    for (int k = 0; k < 16; k++) {
-      const int n = k >> 1, e = 2 * r + (k & 1);
-      const bool live = full || key0 + 8 * n + 2 * c + (k & 1) < len;
-      const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
-      pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
-    }
-    // the largest x (POS) or t of the row's 16, as 4 chains of 4 and their maximum (max is
-    // exact in any order; one chain of 16 dependent maxima held the exponentials back)
-    float mx[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) mx[i] = fmaxf(pf[i][2 * r], pf[i][2 * r + 1]);
-#pragma unroll
-    for (int i = 4; i < 8; i++) mx[i & 3] = fmaxf(mx[i & 3], fmaxf(pf[i][2 * r], pf[i][2 * r + 1]));
-    float xm = fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3]));
-    xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 1));
-    xm = fmaxf(xm, __shfl_xor_sync(0xffffffffu, xm, 2));
-    const float tm = fmaxf(m[r], POS ? __fmul_rn(xm, kq) : xm);
-    alpha[r] = h3_exp2_approx(__fsub_rn(m[r], tm));
-    m[r] = tm;
-    l[r] = __fmul_rn(l[r], alpha[r]);
-    const float off = __fsub_rn(tm, lg);
-#pragma unroll
-    for (int k = 0; k < 16; k++) {
-      float &x = pf[k >> 1][2 * r + (k & 1)];
-      x = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off) : __fsub_rn(x, off));
-      l[r] = __fadd_rn(l[r], x);
-    }
+  for (int k = 0; k < 32; k++) {
+    const int n = k >> 2, e = k & 3;
+    const bool live = FULL || key0 + 8 * n + 2 * c + (e & 1) < len;
+    const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
+    pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
   }
 }
-H3_DI void h3s_softmax(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
-                       float m[2], float l[2], float alpha[2]) {
-  h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, key0 + H3S_KEYS <= len, m, l, alpha);
+
+// The largest t of row r's 16 values of pf in this lane (POS: of x, times kq), as 4 chains of 4
+// and their maximum (max is exact in any order; one chain of 16 dependent maxima held the
+// exponentials back)
+template <bool POS> H3_DI float h3s_row_max(const float pf[8][4], int r, float kq) {
+  float mx[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) mx[i] = fmaxf(pf[i][2 * r], pf[i][2 * r + 1]);
+#pragma unroll
+  for (int i = 4; i < 8; i++) mx[i & 3] = fmaxf(mx[i & 3], fmaxf(pf[i][2 * r], pf[i][2 * r + 1]));
+  const float xm = fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3]));
+  return POS ? __fmul_rn(xm, kq) : xm;
 }
 
-// e4m3 of four p * 448 (h3s_softmax's pf for fp8), packed in one word (a the low byte)
+// The rows' new maxima from this lane's stage maxima tm (t units; the quad's maximum taken
+// here): alpha = 2^(m - m'), m = m', l scaled, off = m' - lg (every thread calls it: shuffles)
+H3_DI void h3s_new_max(const float tm[2], float lg, float m[2], float l[2], float alpha[2], float off[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float x = tm[r];
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+    x = fmaxf(m[r], x);
+    alpha[r] = h3_exp2_approx(__fsub_rn(m[r], x));
+    m[r] = x;
+    l[r] = __fmul_rn(l[r], alpha[r]);
+    off[r] = __fsub_rn(x, lg);
+  }
+}
+
+// p = 2^(t - off) of a tile in place (POS: pf holds x, t - off one fma), added to l
+template <bool POS> H3_DI void h3s_exp(float pf[8][4], float kq, const float off[2], float l[2]) {
+#pragma unroll
+  for (int k = 0; k < 32; k++) {
+    const int r = (k >> 1) & 1;
+    float &x = pf[k >> 2][k & 3];
+    x = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off[r]) : __fsub_rn(x, off[r]));
+    l[r] = __fadd_rn(l[r], x);
+  }
+}
+
+// The mma forms' scores of a tile (kq of any sign: their 255 registers leave no room for more
+// paths)
+H3_DI void h3s_scores_any(const int sc[8][4], float pf[8][4], float kq, long long key0, long long len) {
+  if (key0 + H3S_KEYS <= len) h3s_scores<false, true>(sc, pf, kq, key0, len);
+  else h3s_scores<false, false>(sc, pf, kq, key0, len);
+}
+
+// e4m3 of four p * 448 (h3s_exp's pf for fp8), packed in one word (a the low byte)
 H3_DI unsigned h3s_p8(float a, float b, float c, float d) { return h3_e4m3x2(a, b) | h3_e4m3x2(c, d) << 16; }
 
 // P = e4m3(p * 448) of a tile (pf) as the A fragments of its 2 k-steps of 32 keys, in vt's key
@@ -299,15 +322,32 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     h3_cp_commit();
     const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
     const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1]; // lp / 64 even
-    for (int sub = 0; sub < 2; sub++) { // the stage's two key tiles (blocks of kd)
-      const long long key0 = (long long)it * H3S_STAGE_KEYS + H3S_KEYS * sub;
-      if (key0 >= len) break; // in every thread alike
-      int sc[8][4];
-      h3_tile_qk<2, int, h3s_mma_s8>(ks + sub * (H3S_KBYTES / 2), qa, sc, H3S_MAGIC);
-      float pf[8][4], alpha[2];
-      h3s_softmax(sc, pf, __fmul_rn(__fmul_rn(dq, sub ? dk1 : dk0), sl2), lg, key0, len, m, l, alpha);
-      if constexpr (FP8) h3s_pv_fp8(vs, sub, pf, alpha, acc);
-      else h3s_pv_bf16(vs + sub * H3S_KBYTES, pf, alpha, acc);
+    // the stage's softmax block: tile 0's scores for its maxima, tile 1's (if any key of it is
+    // live) kept for P, then tile 0's recomputed for P (no room for both tiles' 64 scores)
+    const long long key0 = (long long)it * H3S_STAGE_KEYS;
+    const bool two = key0 + H3S_KEYS < len; // in every thread alike
+    const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
+    int sc[8][4];
+    float pf[8][4], tm[2], alpha[2], off[2];
+    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
+    h3s_scores_any(sc, pf, kq0, key0, len);
+    tm[0] = h3s_row_max<false>(pf, 0, kq0), tm[1] = h3s_row_max<false>(pf, 1, kq0);
+    if (two) {
+      h3_tile_qk<2, int, h3s_mma_s8>(ks + H3S_KBYTES / 2, qa, sc, H3S_MAGIC);
+      h3s_scores_any(sc, pf, kq1, key0 + H3S_KEYS, len);
+      tm[0] = fmaxf(tm[0], h3s_row_max<false>(pf, 0, kq1)), tm[1] = fmaxf(tm[1], h3s_row_max<false>(pf, 1, kq1));
+    }
+    h3s_new_max(tm, lg, m, l, alpha, off);
+    h3s_exp<false>(pf, 0.0f, off, l);
+    if constexpr (FP8) h3s_pv_fp8(vs, two, pf, alpha, acc);
+    else h3s_pv_bf16(vs + two * H3S_KBYTES, pf, alpha, acc);
+    if (two) {
+      const float one[2] = {1.0f, 1.0f};
+      h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
+      h3s_scores<false, true>(sc, pf, kq0, key0, len);
+      h3s_exp<false>(pf, 0.0f, off, l);
+      if constexpr (FP8) h3s_pv_fp8(vs, 0, pf, one, acc);
+      else h3s_pv_bf16(vs, pf, one, acc);
     }
   }
   h3s_store<FP8>(o, o_stride, n, h, r0, len, vscale, acc, l);
@@ -323,338 +363,23 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 
 
 #ifndef H3_HOST_EMU
-// ---- the warp-specialised warpgroup-MMA form of pv = fp8: h3cu_sage_fwd_fp8_ws (runtime/cuda/
-// cuda_sage.c runs it under H3_SAGE_FORM=wgmma; the host emulation has no warpgroup MMA, so
-// tests/sage checks the mma form above and tests/gpu/test_gpu_ops both on the GPU). The same
-// scores, softmax, P and V codes and output as h3cu_sage_fwd_fp8 (its fold: below), on the
-// FlashAttention-3 schedule of kernels/flash_attention.cu:
-//   h3cu_sage_fwd_fp8_ws(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale): tk,
-//     tv the TMA maps (runtime/cuda/cuda_sage.c) of kc as bytes [Hk lp][128] and vt as [Hk
-//     128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest as in H3_SAGE_FWD_PARAMS.
-// Grid (ceil(len / 128), Hq), 3 warpgroups (384 threads), one block per SM; block x takes query
-// rows 128 x .. + 127 of q head y (kv head h = y / group):
-//   producer (warpgroup 0, 24 registers by setmaxnreg): thread 0 loads stage j (keys 128 j ..
-//     + 127: K [128][128] int8, V^T [128][128] e4m3 in vt's key order; 32 KiB) into ring slot
-//     j % 4 once the consumers released stage j - 4;
-//   consumers (warpgroups 1, 2: CW = 0, 1, h3s_ws_consume<CW>; 240 registers): CW owns rows
-//     64 CW .. + 63 (one q block: one delta dq), whose codes it holds as wgmma A fragments in
-//     registers (read once from qc, as the mma form's), and walks the 64-key tiles b (one k
-//     block: delta kd[b]; half b % 2 of stage b / 2):
-//       S(b) = Q K^T: 4 wgmma m64n64k32 s8, A in registers, B = the tile's K (K-major) from
-//         shared memory, accumulators from H3S_MAGIC as the mma form's; h3s_softmax_ws gives
-//         alpha(b) and p * 448, whose e4m3 codes P(b) h3s_pack_p8 packs as the register A
-//         fragments of 2 k-steps of 32 keys once T(b-1) is done (ptxas serialises the wgmmas
-//         when registers one reads are written while another is in flight);
-//       T (+)= P(b) V(b): 2 wgmma m64n128k32 e4m3, A in registers, B = V^T's half (K-major);
-//         T sums a stage's two tiles (128 keys, 4 k-steps) in the tensor cores, the second
-//         tile's alpha applied to T in between where a row of the warp has one other than 1
-//         (h3s_ws_rescale: rare once the maxima settle), and is folded once a stage: O = O *
-//         (alpha(2i) alpha(2i+1)) + T (h3s_fold, fp32). The mma form folds every tile: the
-//         same sums up to fp32 rounding order (the SageAttention "fp32 + fp32" two-level
-//         accumulation, its inner level 128 keys here, 64 there).
+// ---- the one-warpgroup warpgroup-MMA form of pv = fp8: h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1;
+// GPU only, sm_90a; the host emulation has no warpgroup MMA, so tests/sage checks the mma form
+// above and tests/gpu/test_gpu_ops every form on the GPU) and the same in clusters of 2 blocks,
+// h3cu_sage_fwd_fp8_wg1c (pv = fp8's default; one body, h3s_wg1_fwd<CLUSTER>). The public
+// SageAttention SM90 kernel's organisation (dev/sage-attention.md) on the pre-passes' layouts,
+// with the mma form's scores, softmax blocks, P and V codes and output; T, a stage's P V, is
+// summed in the tensor cores over its 128 keys and folded into O once (the two-level
+// accumulation's inner level 128 keys here, 64 in the mma form).
+//   h3cu_sage_fwd_fp8_wg1(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale), and
+//     _wg1c with the same: tk, tv the TMA maps (runtime/cuda/cuda_sage.c) of kc as bytes [Hk
+//     lp][128] and vt as [Hk 128][lp], boxes of 128 x 128 bytes, 128-byte swizzle; the rest as
+//     in H3_SAGE_FWD_PARAMS.
 // wgmma's 8-bit A fragment (warp w % 4, lane 4 g + c: {A[16 w + g][4 c ..], A[16 w + g + 8][4
 // c ..], A[16 w + g][16 + 4 c ..], A[16 w + g + 8][16 + 4 c ..]}) is mma.m16n8k32's, and its
 // accumulators (d[4 n + e]: row 16 w + g (+ 8 for e >= 2), column 8 n + 2 c + (e & 1)) are the
-// mma form's n-tiles, so Q's fragments are the mma form's, vt's key order makes the
-// accumulators of S the A fragments of P V, and the softmax, P words and output are the mma
-// form's code.
-// Schedule: turn b of a consumer issues S(b) and P(b-1) V(b-1), waits for S(b) only and runs
-// the softmax of tile b while P(b-1) V(b-1) runs (intra-warpgroup overlap), then folds or
-// rescales T; the consumers take turns to issue (ping-pong through named barriers 1 and 2:
-// h3_turn_wait / h3_turn_pass), so that one's softmax runs under the other's matrix work. nb =
-// ceil(len / 64) tiles, nb + 1 turns per consumer (S(0); S(b) with P(b-1) V(b-1); P(nb-1)
-// V(nb-1)).
-// Synchronisation, mbarriers (h3s_ws_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
-// j waits for parity (j / 4) & 1); slot s empty (8 arrivals: lane 0 of each consumer warp once
-// P V of the stage's second tile finished; the producer waits for parity (j / 4 - 1) & 1
-// before loading stage j >= 4).
-// Shared memory (H3S_SMEM_WS): 1 KiB of alignment slack, then 4 slots of K and V^T [128][128];
-// each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r & 7) (TMA's 128B
-// swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
-#define H3S_WS_THREADS 384
-#define H3S_WS_STAGES 4 // the ring: 4 stages of 128 keys (132 KiB)
-#define H3S_SMEM_WS (1024 + H3S_WS_STAGES * 2 * H3S_KBYTES)
-#define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
-    "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
-
-// The shared-memory operands' wgmma descriptors as their low words: those of h3_wg_desc(addr,
-// 16, 1024) (start address >> 4, leading byte offset 16; + n moves the start by 16 n bytes),
-// whose high word (stride byte offset 1024, 128-byte swizzle) is H3S_DESC_HI for every tile
-// (32-bit arithmetic on the low words only: fewer instructions in the issuing turn)
-#define H3S_DESC_HI 0x40000040u
-H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
-
-// d[32] (int32) += A B^T, m64n64k32 s8: A the 8-bit A fragment a[4] in registers, B from shared
-// memory (descriptor's low word b)
-H3_DI void h3s_wg_qk(int *d, const unsigned *a, unsigned b) {
-  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %36, 0;\nmov.b64 db, {%37, %38};\n"
-               "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-               "}, {%32, %33, %34, %35}, db, p;\n}\n"
-               : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(1), "r"(b), "r"(H3S_DESC_HI));
-}
-
-// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
-// shared memory (descriptor's low word b); acc = 0 overwrites d
-H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned b, int acc) {
-  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %68, 0;\nmov.b64 db, {%69, %70};\n"
-               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, "
-               "{%64, %65, %66, %67}, db, p, 1, 1;\n}\n"
-               : H3_WG_C64(d, 0)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
-}
-
-// pins the 32 int32 registers d where the call stands: reads of wgmma results after the wait
-// that precedes it, or (h3s_wg1_magic) initial values written before the fence that follows it
-H3_DI void h3s_wg_hold(int *d) {
-#pragma unroll
-  for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
-}
-
-// S = Q K^T of one tile into sc: every accumulator H3S_MAGIC (before the fence), then 4 k-steps
-// of 32 dims: Q's A fragments qa (h3s_load_qa), the tile's K at descriptor dk (32 bytes a
-// k-step: 2 descriptor units)
-H3_DI void h3s_ws_magic(int sc[8][4]) {
-#pragma unroll
-  for (int j = 0; j < 8; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
-}
-H3_DI void h3s_ws_qk(int sc[8][4], const unsigned qa[4][4], unsigned dk) {
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) h3s_wg_qk(&sc[0][0], qa[kk], dk + 2 * kk);
-}
-
-// T (+)= P V of tile half sub of a stage's V^T (descriptor dv): 2 k-steps of 32 keys at bytes
-// 64 sub + 32 kk of V^T's rows; the first overwrites T when sub is 0 (a stage's first tile)
-H3_DI void h3s_ws_pv(float *t, const unsigned pa[2][4], unsigned dv, int sub) {
-#pragma unroll
-  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa[kk], dv + (unsigned)((64 * sub + 32 * kk) >> 4), kk | sub);
-}
-
-// T *= alpha by rows (rows g: alpha[0], g + 8: alpha[1]) where the warp has a factor other
-// than 1 (a factor 1 leaves a row as it is)
-H3_DI void h3s_ws_rescale(float *t, const float alpha[2]) {
-  if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
-#pragma unroll
-  for (int i = 0; i < 64; i++) t[i] = __fmul_rn(t[i], alpha[(i >> 1) & 1]);
-}
-
-// *p, loaded where the call stands (the compiler may not sink it under a barrier wait)
-H3_DI float h3s_ldg(const float *p) {
-  float x;
-  asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(x) : "l"(p));
-  return x;
-}
-
-// The mbarriers: slot s full at bars + 8 s, empty at bars + 8 (4 + s)
-typedef h3_ring<H3S_WS_STAGES> h3s_ws_bars;
-
-// One thread: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
-// vrow .. + 127 of tv: 32 KiB) into slot j % SLOTS of the ring at ss (each slot K, then V^T),
-// once the slot's releases of stage j - SLOTS are in (the empty barrier's phase (j / SLOTS - 1)),
-// the full barrier expecting all 32 KiB. PAIR (a cluster of 2 blocks): only this block's box,
-// rank 0 the K box and rank 1 the V^T box, each by multicast into both blocks
-template <int SLOTS, bool PAIR = false>
-H3_DI void h3s_load_stage(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3_ring<SLOTS> bar, int krow, int vrow,
-                          int j, unsigned rank = 0) {
-  const int s = j % SLOTS;
-  if (j >= SLOTS) h3_bar_wait(bar.empty(s), (unsigned)((j / SLOTS - 1) & 1));
-  const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
-  h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
-  if constexpr (PAIR) {
-    if (rank == 0) h3_tma_both(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
-    else h3_tma_both(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
-  } else {
-    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
-    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
-  }
-}
-
-// The producer thread: the nst stages into the slots at ss, in order
-H3_DI void h3s_ws_produce(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s_ws_bars bar, int krow, int vrow,
-                          int nst) {
-  h3_prefetch_map(tk);
-  h3_prefetch_map(tv);
-  for (int j = 0; j < nst; j++) h3s_load_stage(tk, tv, ss, bar, krow, vrow, j);
-}
-
-// h3s_softmax_tile for h3cu_sage_fwd_fp8_ws: its four paths (kq > 0 or not, all keys live or
-// not), each without the tests it does not need
-H3_DI void h3s_softmax_ws(const int sc[8][4], float pf[8][4], float kq, float lg, long long key0, long long len,
-                          float m[2], float l[2], float alpha[2]) {
-  const bool full = key0 + H3S_KEYS <= len;
-  if (kq > 0.0f) {
-    if (full) h3s_softmax_tile<true>(sc, pf, kq, lg, key0, len, true, m, l, alpha);
-    else h3s_softmax_tile<true>(sc, pf, kq, lg, key0, len, false, m, l, alpha);
-  } else if (full) {
-    h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, true, m, l, alpha);
-  } else {
-    h3s_softmax_tile<false>(sc, pf, kq, lg, key0, len, false, m, l, alpha);
-  }
-}
-
-// A consumer's constants: its tiles' count nb, its kv head's deltas kdh, its q block's delta dq,
-// scale * log2(e), the warp's first row r0, Q's A fragments qa (read once from qc), and the
-// descriptors (16-byte units) of K and V^T of slot 0 (slot s 2 tiles of 16 KiB on, a tile's
-// K half 1 8 KiB on)
-struct h3s_ws_ctx {
-  int nb;
-  const float *kdh;
-  float dq, sl2;
-  long long r0;
-  unsigned qa[4][4], dks, dvs;
-};
-template <int CW>
-H3_DI h3s_ws_ctx h3s_ws_setup(unsigned ss, const signed char *qc, const float *kd, const float *qd, long long len,
-                              long long lp, int n, int h, long long q0, float scale) {
-  h3s_ws_ctx c;
-  c.nb = (int)((len + H3S_KEYS - 1) / H3S_KEYS);
-  c.kdh = kd + (long long)h * (lp / 64);
-  c.dq = qd[(long long)n * (lp / 64) + q0 / 64 + CW], c.sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  c.r0 = q0 + 64 * CW + 16 * ((threadIdx.x >> 5) & 3);
-  h3s_load_qa(qc + ((long long)n * lp + c.r0) * 128, c.qa);
-  c.dks = h3s_desc(ss), c.dvs = c.dks + (H3S_KBYTES >> 4);
-  return c;
-}
-#define H3S_WS_SLOT (2 * H3S_KBYTES >> 4) // a slot, in descriptor units
-#define H3S_WS_HALF (H3S_KBYTES / 2 >> 4) // a tile's K half 1 in its slot
-
-// After P(b - 1) V(b - 1) (T complete) and the softmax of tile b (its factors aln): tile b
-// opens a stage (opens): T holds the previous stage's two tiles, folded into O (acc) and that
-// stage's slot released; else T holds tile b - 1, the stage's first, scaled as O will be
-H3_DI void h3s_ws_settle(bool opens, float acc[16][4], float *t, float al[2], const float aln[2], h3s_ws_bars bar,
-                         int prev_slot) {
-  if (opens) {
-    if ((threadIdx.x & 31) == 0) h3_bar_arrive(bar.empty(prev_slot));
-#pragma unroll
-    for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
-    al[0] = aln[0], al[1] = aln[1];
-  } else {
-    h3s_ws_rescale(t, aln);
-    al[0] = __fmul_rn(al[0], aln[0]), al[1] = __fmul_rn(al[1], aln[1]);
-  }
-}
-
-// The last turn: P V of tile nb - 1 (the V^T half `half` of slot), folded into O, then the
-// consumer's output rows
-template <int CW>
-H3_DI void h3s_ws_last(const h3s_ws_ctx &c, unsigned slot, int half, const unsigned pa[2][4], float t[64],
-                       float acc[16][4], const float al[2], float l[2], h3_bf16 *o, long long o_stride, int n,
-                       int h, long long len, const float *vscale) {
-  h3_turn_wait(1 + CW);
-  h3_wg_fence();
-  h3s_ws_pv(t, pa, c.dvs + slot * H3S_WS_SLOT, half);
-  h3_wg_commit();
-  if (CW == 0) h3_turn_pass(2); // warpgroup 1's last pass is its first (h3s_ws_consume)
-  h3_wg_wait<0>();
-  h3_wg_hold<64>(t);
-#pragma unroll
-  for (int j = 0; j < 16; j++) h3s_fold(acc[j], t + 4 * j, al);
-  h3s_store<true>(o, o_stride, n, h, c.r0, len, vscale, acc, l);
-}
-
-// Consumer warpgroup CW (1 + CW of the block): rows q0 + 64 CW .. + 63 of q head n (kv head
-// h) over the nb = ceil(len / 64) key tiles of the slots at ss, then its output rows (a
-// template: the descriptors and barrier ids are uniform, computed in the uniform datapath)
-template <int CW>
-H3_DI void h3s_ws_consume(unsigned ss, h3s_ws_bars bar, const signed char *qc, const float *kd, const float *qd,
-                          const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n,
-                          int h, long long q0, float scale) {
-  constexpr int mine = 1 + CW, other = 2 - CW;
-  const h3s_ws_ctx c = h3s_ws_setup<CW>(ss, qc, kd, qd, len, lp, n, h, q0, scale);
-  const int nb = c.nb;
-  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], aln[2];
-  float pf[8][4];     // p * 448 of the tile whose softmax ran last
-  unsigned pa[2][4];  // its e4m3 codes, packed once no wgmma is in flight (ptxas serialises the
-  int sc[8][4];       // wgmmas when registers that one reads are written while another runs)
-  // the softmax of tile b (kq from its delta dk) into pf and the old rows' factors a
-  auto softmax = [&](int b, float dk, float a[2]) {
-    h3s_softmax_ws(sc, pf, __fmul_rn(__fmul_rn(c.dq, dk), c.sl2), 8.807354922057604f, (long long)H3S_KEYS * b, len, m,
-                   l, a);
-  };
-  // warpgroup 0 goes first: warpgroup 1 opens its barrier once and skips its last pass
-  if (CW == 1) h3_turn_pass(1);
-  float dk = h3s_ldg(c.kdh);
-  h3_bar_wait(bar.full(0), 0);
-  h3s_ws_magic(sc);
-  h3_turn_wait(mine);
-  h3_wg_fence();
-  h3s_ws_qk(sc, c.qa, c.dks);
-  h3_wg_commit();
-  h3_turn_pass(other);
-  h3_wg_wait<0>();
-  h3s_wg_hold(&sc[0][0]);
-  softmax(0, dk, al);
-  h3s_pack_p8(pf, pa);
-  if (nb > 1) dk = h3s_ldg(c.kdh + 1);
-#pragma unroll
-  for (int j = 0; j < 16; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  int slot = 0;       // the ring slot of tile b's stage (b / 2) % 4
-  unsigned phase = 0; // and the parity of its full barrier ((b / 2) / 4) & 1
-  for (int b = 1; b < nb; b++) { // as often in every consumer thread
-    const int prev = slot, sub = b & 1; // tile b - 1's slot; tile b's half
-    if (!sub) { // tile b opens the next stage
-      slot = slot == H3S_WS_STAGES - 1 ? 0 : slot + 1;
-      phase ^= slot == 0;
-      h3_bar_wait(bar.full(slot), phase);
-    }
-    h3s_ws_magic(sc);
-    h3_turn_wait(mine);
-    h3_wg_fence();
-    h3s_ws_qk(sc, c.qa, c.dks + (unsigned)slot * H3S_WS_SLOT + (unsigned)sub * H3S_WS_HALF);
-    h3_wg_commit();
-    h3s_ws_pv(t, pa, c.dvs + (unsigned)prev * H3S_WS_SLOT, !sub);
-    h3_wg_commit();
-    h3_turn_pass(other);
-    h3_wg_wait<1>();
-    h3s_wg_hold(&sc[0][0]);
-    softmax(b, dk, aln);
-    if (b + 1 < nb) dk = h3s_ldg(c.kdh + b + 1);
-    h3_wg_wait<0>();
-    h3_wg_hold<64>(t);
-    h3s_ws_settle(!sub, acc, t, al, aln, bar, prev);
-    h3s_pack_p8(pf, pa);
-  }
-  h3s_ws_last<CW>(c, (unsigned)slot, (nb - 1) & 1, pa, t, acc, al, l, o, o_stride, n, h, len, vscale);
-}
-
-extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp8_ws(
-    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
-    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
-    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
-  extern __shared__ unsigned char h3s_raw[];
-  __shared__ unsigned long long h3s_bar_words[2 * H3S_WS_STAGES];
-  const unsigned ss = (h3_smem_addr(h3s_raw) + 1023u) & ~1023u; // the slots
-  const h3s_ws_bars bar{h3_smem_addr(h3s_bar_words)};
-  const int tid = threadIdx.x, wg = tid >> 7, n = blockIdx.y, h = n / group;
-  const long long q0 = (long long)blockIdx.x * H3S_ROWS;
-  if (tid == 0) bar.init(8);
-  __syncthreads();
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if (tid == 0)
-      h3s_ws_produce(&tk, &tv, ss, bar, (int)(h * lp), h * 128, (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS));
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  if (wg == 1) h3s_ws_consume<0>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-  else h3s_ws_consume<1>(ss, bar, qc, kd, qd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-}
-
-// ---- the one-warpgroup form of pv = fp8: h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1; GPU only,
-// sm_90a) and the same in clusters of 2 blocks, h3cu_sage_fwd_fp8_wg1c (pv = fp8's default; one
-// body, h3s_wg1_fwd<CLUSTER>). The public SageAttention SM90
-// kernel's organisation (dev/sage-attention.md) on the ws form's pre-pass layouts, TMA maps and
-// helpers, with the same scores, softmax (h3s_softmax_ws on each 64-key block, in order), P and
-// V codes, two-level accumulation (a stage's T rescaled between its tiles as h3s_ws_settle does,
-// folded once) and output: the ws form's bits up to the sign of a zero.
-//   h3cu_sage_fwd_fp8_wg1(tk, tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale), and
-//     _wg1c with the same: the arguments of h3cu_sage_fwd_fp8_ws.
+// mma form's n-tiles, so vt's key order makes the accumulators of S the A fragments of P V,
+// and the softmax and P words are the mma form's code (h3s_scores .. h3s_exp, h3s_pack_p8).
 // wg1: grid (ceil(len / 64), Hq); wg1c: grid x rounded up to even (__cluster_dims__(2, 1,
 // 1)). One warpgroup (128 threads), 3 blocks per SM (<= 168 registers, 73 KiB of shared memory
 // each): no producer warp and no ordering between
@@ -667,16 +392,15 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
 //   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K
 //     from shared memory, committed as two groups (wg1c: thread 0 loads stage j + 1 only now,
 //     so that its wait for the other block's release of stage j - 1 runs under the products);
-//     the softmax of half 0 (running maximum m0 = max(m, its keys)) and its e4m3 codes P0
-//     (register A fragments) while S1 runs, then half 1's (m1 = max(m0, its keys)): the
-//     reference's per-block order;
-//   T = P0 V0 (2 wgmma m64n128k32 e4m3), waited; T *= alpha1 where a warp's row has one other
-//     than 1 (h3s_ws_rescale); T += P1 V1, waited; lane 0 of each warp releases the slot
-//     (h3s_wg1_release); O = O * (alpha0 alpha1) + T (h3s_fold, fp32).
-// A half past len runs masked (every key -inf: P 0, alpha 1; V^T's padding holds zero codes).
-// Q sits in shared memory, not registers as in the ws form: the 16 registers it frees keep
-// O, T and both halves' P codes within 168 without spills (a variant with Q in registers at 2
-// blocks an SM measured 16 % slower: dev/sage-attention.md).
+//     the stage's softmax (h3s_wg1_softmax: half 0's scores and maxima while S1 runs, then
+//     half 1's, one new maximum m' = max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in
+//     register A fragments);
+//   T = P0 V0 + P1 V1 (4 wgmma m64n128k32 e4m3, one group), waited; lane 0 of each warp
+//     releases the slot (h3s_wg1_release); O = O * alpha + T (h3s_fold, fp32).
+// A half past len runs masked (every key -inf: P 0; V^T's padding holds zero codes). Q sits in
+// shared memory: the 16 registers it frees keep O, T and both halves' P codes within 168
+// without spills (a variant with Q in registers at 2 blocks an SM measured 16 % slower:
+// dev/sage-attention.md).
 // Synchronisation, mbarriers (h3s_wg1_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
 // j waits for parity (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 -
 // 1) & 1 before loading stage j >= 2 into it).
@@ -707,15 +431,26 @@ extern "C" __global__ void __launch_bounds__(H3S_WS_THREADS, 1) h3cu_sage_fwd_fp
 //     but loads its box of every stage and releases each stage once it is in, as its partner
 //     needs (h3s_wg1c_idle).
 // Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
-// then Q [64][128]; each in the ws form's layout (128-byte swizzle,
-// 1024-byte atoms).
+// then Q [64][128]; each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r &
+// 7) (TMA's 128B swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
 #define H3S_WG1_THREADS 128
 #define H3S_WG1_ROWS 64   // query rows per block: one q block
 #define H3S_WG1_STAGES 2  // the ring: 2 stages of 128 keys (64 KiB)
 #define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 73 KiB of shared memory
 #define H3S_WG1_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES) // Q's offset from the slots
 #define H3S_SMEM_WG1 (1024 + H3S_WG1_QOFF + H3S_WG1_ROWS * 128)
+#define H3S_SLOT_DESC (2 * H3S_KBYTES >> 4) // a slot, in descriptor units
+#define H3S_HALF_DESC (H3S_KBYTES / 2 >> 4) // a tile's K half 1 in its slot
 typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
+#define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
+    "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
+
+// The shared-memory operands' wgmma descriptors as their low words: those of h3_wg_desc(addr,
+// 16, 1024) (start address >> 4, leading byte offset 16; + n moves the start by 16 n bytes),
+// whose high word (stride byte offset 1024, 128-byte swizzle) is H3S_DESC_HI for every tile
+// (32-bit arithmetic on the low words only)
+#define H3S_DESC_HI 0x40000040u
+H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
 
 // d[32] (int32) += A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a, b)
 H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b) {
@@ -729,11 +464,59 @@ H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b) {
                : "r"(1), "r"(a), "r"(b), "r"(H3S_DESC_HI));
 }
 
-// S = Q K^T of one 64-key tile into sc (from H3S_MAGIC, pinned before the caller's fence: the
-// compiler may not sink the initial values below it): 4 k-steps of 32 dims of Q (descriptor
-// dq) and the tile's K (descriptor dk)
+// d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
+// shared memory (descriptor's low word b); acc = 0 overwrites d
+H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned b, int acc) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %68, 0;\nmov.b64 db, {%69, %70};\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, "
+               "{%64, %65, %66, %67}, db, p, 1, 1;\n}\n"
+               : H3_WG_C64(d, 0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
+}
+
+// pins the 32 int32 registers d where the call stands: reads of wgmma results after the wait
+// that precedes it, or (h3s_wg1_magic) initial values written before the fence that follows it
+H3_DI void h3s_wg_hold(int *d) {
+#pragma unroll
+  for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// *p, loaded where the call stands (the compiler may not sink it under a barrier wait)
+H3_DI float h3s_ldg(const float *p) {
+  float x;
+  asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(x) : "l"(p));
+  return x;
+}
+
+// One thread: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
+// vrow .. + 127 of tv: 32 KiB) into slot j % 2 of the ring at ss (each slot K, then V^T), once
+// the slot's releases of stage j - 2 are in (the empty barrier's phase (j / 2 - 1)), the full
+// barrier expecting all 32 KiB. CLUSTER (2 blocks): only this block's box, rank 0 the K box and
+// rank 1 the V^T box, each by multicast into both blocks
+template <bool CLUSTER>
+H3_DI void h3s_load_stage(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s_wg1_bars bar, int krow, int vrow,
+                          int j, unsigned rank) {
+  const int s = j % H3S_WG1_STAGES;
+  if (j >= H3S_WG1_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_WG1_STAGES - 1) & 1));
+  const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
+  h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
+  if constexpr (CLUSTER) {
+    if (rank == 0) h3_tma_both(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+    else h3_tma_both(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
+  } else {
+    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
+    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
+  }
+}
+
+// S = Q K^T of one 64-key tile into sc: every accumulator H3S_MAGIC (pinned before the caller's
+// fence: the compiler may not sink the initial values below it), then 4 k-steps of 32 dims of
+// Q (descriptor dq) and the tile's K (descriptor dk; 32 bytes a k-step: 2 descriptor units)
 H3_DI void h3s_wg1_magic(int sc[8][4]) {
-  h3s_ws_magic(sc);
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
   h3s_wg_hold(&sc[0][0]);
 }
 H3_DI void h3s_wg1_qk(int sc[8][4], unsigned dq, unsigned dk) {
@@ -754,26 +537,38 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
   h3_fence_async_smem();
 }
 
-// The softmax of one 64-key half of S (kq from its delta dk, first key key0) into pf and its
-// e4m3 codes pa; alpha the old rows' factors
-H3_DI void h3s_wg1_half(const int sc[8][4], float pf[8][4], unsigned pa[2][4], float dq, float dk, float sl2,
-                        long long key0, long long len, float m[2], float l[2], float alpha[2]) {
-  h3s_softmax_ws(sc, pf, __fmul_rn(__fmul_rn(dq, dk), sl2), 8.807354922057604f, key0, len, m, l, alpha);
-  h3s_pack_p8(pf, pa);
+// The softmax of a stage (the contract's 128-key block: the softmax helpers above) from S of its
+// halves, sc0 (waited for here: the older of the two wgmma groups in flight) and sc1 (then the
+// last), with their kq0, kq1, into the e4m3 codes pa0, pa1 and the rows' factors alpha; half
+// 0's scores and maxima run while S1 is still in the tensor cores
+template <bool POS, bool FULL>
+H3_DI void h3s_wg1_softmax(int sc0[8][4], int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4], float kq0, float kq1,
+                           long long key0, long long len, float m[2], float l[2], float alpha[2]) {
+  float pf0[8][4], pf1[8][4], tm[2], off[2];
+  h3_wg_wait<1>();
+  h3s_wg_hold(&sc0[0][0]);
+  h3s_scores<POS, FULL>(sc0, pf0, kq0, key0, len);
+  tm[0] = h3s_row_max<POS>(pf0, 0, kq0), tm[1] = h3s_row_max<POS>(pf0, 1, kq0);
+  h3_wg_wait<0>();
+  h3s_wg_hold(&sc1[0][0]);
+  h3s_scores<POS, FULL>(sc1, pf1, kq1, key0 + H3S_KEYS, len);
+  tm[0] = fmaxf(tm[0], h3s_row_max<POS>(pf1, 0, kq1)), tm[1] = fmaxf(tm[1], h3s_row_max<POS>(pf1, 1, kq1));
+  h3s_new_max(tm, 8.807354922057604f, m, l, alpha, off); // lg = log2(448)
+  h3s_exp<POS>(pf0, kq0, off, l);
+  h3s_pack_p8(pf0, pa0);
+  h3s_exp<POS>(pf1, kq1, off, l);
+  h3s_pack_p8(pf1, pa1);
 }
 
-// T = P V of a stage's two halves (P codes pa0, pa1; V^T at descriptor dv): T = P0 V0, then,
-// once it is done, T * alpha1 (rows of factor 1 untouched) + P1 V1; T complete on return
-H3_DI void h3s_wg1_pv(float t[64], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv,
-                      const float a1[2]) {
+// T = P0 V0 + P1 V1 of a stage (P codes pa0, pa1; V^T at descriptor dv): 4 wgmma m64n128k32
+// e4m3 (2 k-steps of 32 keys a half, at bytes 64 half + 32 kk of V^T's rows; the first
+// overwrites T), one group; T complete on return
+H3_DI void h3s_wg1_pv(float t[64], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv) {
   h3_wg_fence();
-  h3s_ws_pv(t, pa0, dv, 0);
-  h3_wg_commit();
-  h3_wg_wait<0>();
-  h3_wg_hold<64>(t);
-  h3s_ws_rescale(t, a1);
-  h3_wg_fence();
-  h3s_ws_pv(t, pa1, dv, 1);
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa0[kk], dv + (unsigned)(32 * kk >> 4), kk);
+#pragma unroll
+  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa1[kk], dv + (unsigned)((64 + 32 * kk) >> 4), 1);
   h3_wg_commit();
   h3_wg_wait<0>();
   h3_wg_hold<64>(t);
@@ -792,7 +587,7 @@ struct h3s_wg1_ctx {
 // Thread 0: stage j into slot j % 2 once stage j - 2's releases are in (h3s_load_stage; wg1c
 // this rank's box into both blocks)
 template <bool CLUSTER> H3_DI void h3s_wg1_load(const h3s_wg1_ctx &c, int j) {
-  h3s_load_stage<H3S_WG1_STAGES, CLUSTER>(c.tk, c.tv, c.ss, c.bar, c.krow, c.vrow, j, c.rank);
+  h3s_load_stage<CLUSTER>(c.tk, c.tv, c.ss, c.bar, c.krow, c.vrow, j, c.rank);
 }
 
 // Every thread, once its warp's wgmmas that read slot s retired: lane 0 releases the slot (wg1c:
@@ -824,8 +619,7 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   const unsigned dqs = h3s_desc(c.ss + H3S_WG1_QOFF), dks = h3s_desc(c.ss), dvs = dks + (H3S_KBYTES >> 4);
-  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, a0[2], a1[2];
-  float pf[8][4];
+  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2];
   unsigned pa0[2][4], pa1[2][4];
   int sc0[8][4], sc1[8][4];
 #pragma unroll
@@ -841,23 +635,23 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
     h3s_wg1_magic(sc0);
     h3s_wg1_magic(sc1);
     h3_wg_fence();
-    const unsigned dk = dks + (unsigned)s * H3S_WS_SLOT;
+    const unsigned dk = dks + (unsigned)s * H3S_SLOT_DESC;
     h3s_wg1_qk(sc0, dqs, dk);
     h3_wg_commit();
-    h3s_wg1_qk(sc1, dqs, dk + H3S_WS_HALF);
+    h3s_wg1_qk(sc1, dqs, dk + H3S_HALF_DESC);
     h3_wg_commit();
     if (CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1); // waits under S0, S1
     float nk0 = 0.0f, nk1 = 0.0f; // stage j + 1's deltas, read under the products
     if (j + 1 < nst) nk0 = h3s_ldg(kdh + 2 * j + 2), nk1 = h3s_ldg(kdh + 2 * j + 3);
-    h3_wg_wait<1>();
-    h3s_wg_hold(&sc0[0][0]);
-    h3s_wg1_half(sc0, pf, pa0, dq, dk0, sl2, key0, len, m, l, a0);
-    h3_wg_wait<0>();
-    h3s_wg_hold(&sc1[0][0]);
-    h3s_wg1_half(sc1, pf, pa1, dq, dk1, sl2, key0 + H3S_KEYS, len, m, l, a1);
-    h3s_wg1_pv(t, pa0, pa1, dvs + (unsigned)s * H3S_WS_SLOT, a1);
+    const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
+    if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
+      if (key0 + H3S_STAGE_KEYS <= len) h3s_wg1_softmax<true, true>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, l, al);
+      else h3s_wg1_softmax<true, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, l, al);
+    } else {
+      h3s_wg1_softmax<false, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, l, al);
+    }
+    h3s_wg1_pv(t, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC);
     h3s_wg1_release<CLUSTER>(c, s);
-    const float al[2] = {__fmul_rn(a0[0], a1[0]), __fmul_rn(a0[1], a1[1])};
 #pragma unroll
     for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
     dk0 = nk0, dk1 = nk1;

@@ -7,7 +7,7 @@
  * delta per 64-key block; with pv = fp8 also the per-dim value scales delta_v and the e4m3
  * value codes (decoded to fp32, exact). Then every (query row, q head) pair: the row's int8
  * codes with its 64-row block's delta, int32 dot products with the key codes, the scores,
- * and the online softmax over the 64-key blocks in order with P and V as the contract says.
+ * and the online softmax over the 128-key blocks in order with P and V as the contract says.
  * Work items are (segment, kv head) for the prologue and (row, q head) for the rows, split
  * over the pool's workers; each is computed the same way whatever the split.
  */
@@ -18,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SAGE_BLOCK = 64 };
+enum { SAGE_BLOCK = 64,            /* rows per quantization block of q and of the smoothed k */
+       SAGE_SOFTMAX_KEYS = 128 };   /* keys per block of the online softmax: two k blocks */
 
 /* round-half-even(x / delta) clamped to [-127, 127] */
 static int8_t code8(float x, float delta) {
@@ -104,8 +105,8 @@ static void row(const sage_job *j, int64_t t, int64_t n, float *q, int8_t *qc, f
   for (int64_t d = 0; d < D; d++) qc[d] = code8(q[(t - b0) * D + d], dq);
   float m = -INFINITY, l = 0.0f;
   for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
-  for (int64_t k0 = s0; k0 < s1; k0 += SAGE_BLOCK) {
-    int64_t k1 = k0 + SAGE_BLOCK < s1 ? k0 + SAGE_BLOCK : s1;
+  for (int64_t k0 = s0; k0 < s1; k0 += SAGE_SOFTMAX_KEYS) {
+    int64_t k1 = k0 + SAGE_SOFTMAX_KEYS < s1 ? k0 + SAGE_SOFTMAX_KEYS : s1;
     float mt = m;
     for (int64_t jk = k0; jk < k1; jk++) {
       const int8_t *kc = j->kc + (h * j->T + jk) * D;
@@ -140,7 +141,7 @@ static void row_range(void *arg, int worker, int64_t begin, int64_t end) {
   const sage_job *j = arg;
   size_t w = (size_t)worker, D = (size_t)j->D;
   for (int64_t i = begin; i < end; i++)
-    row(j, i / j->Hq, i % j->Hq, j->qb + w * SAGE_BLOCK * D, j->qc + w * D, j->sc + w * SAGE_BLOCK,
+    row(j, i / j->Hq, i % j->Hq, j->qb + w * SAGE_BLOCK * D, j->qc + w * D, j->sc + w * SAGE_SOFTMAX_KEYS,
         j->o + w * D);
 }
 
@@ -168,7 +169,7 @@ H3_CPU_KERNEL(h3cpu_sage_attention) {
   j.vs = j.fp8 ? malloc((kv + 1) * sizeof *j.vs) : NULL;
   j.tmp = malloc((W * (size_t)j.longest * D + 1) * sizeof *j.tmp);
   j.qb = malloc((W * SAGE_BLOCK * D + 1) * sizeof *j.qb);
-  j.sc = malloc((W * SAGE_BLOCK + 1) * sizeof *j.sc);
+  j.sc = malloc((W * SAGE_SOFTMAX_KEYS + 1) * sizeof *j.sc);
   j.o = malloc((W * D + 1) * sizeof *j.o);
   j.qc = malloc(W * D + 1);
   h3_status st = H3_OK;

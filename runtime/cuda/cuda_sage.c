@@ -12,14 +12,10 @@
  *                       (the default): one warpgroup a block, 3 blocks an SM, in clusters of 2
  *                       blocks (the kernel's __cluster_dims__) that share each stage by TMA
  *                       multicast, sm_90a; its TMA maps of kc and vt (cu_byte_map) encoded per
- *                       segment and passed by value; 1.11 x the bf16 flash kernel and 1.18 x
- *                       the ws form on an H100 (42.5, 47.2 and 50.3 ms at S = 32704);
- *   h3cu_sage_fwd_fp8_wg1 the same without clusters (H3_SAGE_FORM=wg1; 43.8 ms there);
- *   h3cu_sage_fwd_fp8_ws grid (ceil(len / 128), Hq), 384 threads (H3_SAGE_FORM=wgmma):
- *                       warp-specialised, a TMA producer and two consumer warpgroups, the same
- *                       maps; 2.1 x the mma.sync form on the H200 (51.5 against 107.8 ms);
- *   h3cu_sage_fwd_fp8 / _bf16  the same grid, 256 threads (mma.sync): pv = bf16, and pv = fp8
- *                       with H3_SAGE_FORM=mma or where the ws form's 32-bit TMA row
+ *                       segment and passed by value (docs/performance.md has its timings);
+ *   h3cu_sage_fwd_fp8_wg1 the same without clusters (H3_SAGE_FORM=wg1);
+ *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads (mma.sync): pv = bf16,
+ *                       and pv = fp8 with H3_SAGE_FORM=mma or where the TMA forms' 32-bit row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
  * lp = len rounded up to 128. Scratch (tp = T rounded up to 128, nb = tp / 64): qd [Hq][nb],
  * kd [Hk][nb], kbar and vscale [Hk][128] (f32), then qc [Hq][tp][128], kc [Hk][tp][128] (int8)
@@ -33,16 +29,14 @@
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WS = 1024 + 4 * 2 * SAGE_KSTAGE,
        SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D }; /* 2 stages of K and V^T, then Q */
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-enum { SAGE_FWD = 5, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */
-static const char *const fwd_names[SAGE_FWD] = {"h3cu_sage_fwd_fp8",      "h3cu_sage_fwd_bf16",
-                                                "h3cu_sage_fwd_fp8_ws",   "h3cu_sage_fwd_fp8_wg1",
+enum { SAGE_FWD = 4, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */
+static const char *const fwd_names[SAGE_FWD] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_wg1",
                                                 "h3cu_sage_fwd_fp8_wg1c"};
-static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WS,
-                                       SAGE_SMEM_WG1, SAGE_SMEM_WG1};
+static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG1, SAGE_SMEM_WG1};
+enum { SAGE_FIRST_TMA = 2 }; /* fwd_names' first TMA form */
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
@@ -86,9 +80,9 @@ static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
 
 size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? scratch_layout(op, NULL, NULL) : 0; }
 
-/* The kernels, compiled and configured on first use: the three pre-passes, then the five
- * attention kernels (sm_90a: the warpgroup MMAs of the last three; the wg1 forms' 3 blocks an
- * SM ask for the largest shared-memory carveout) */
+/* The kernels, compiled and configured on first use: the three pre-passes, then the four
+ * attention kernels (sm_90a: the warpgroup MMAs of the last two, whose 3 blocks an SM ask for
+ * the largest shared-memory carveout) */
 static h3_status sage_kernels(cu_state *s, cu_kernel *k[SAGE_KERNELS], h3_diag *d) {
   for (int i = 0; i < SAGE_KERNELS; i++) {
     k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
@@ -105,7 +99,7 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[SAGE_KERNELS], h3_diag *
                         ? cudaErrorInvalidValue
                         : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           fwd_smem[i], s->device);
-    if (e == cudaSuccess && i >= 3)
+    if (e == cudaSuccess && i >= SAGE_FIRST_TMA)
       e = cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           cudaSharedmemCarveoutMaxShared, s->device);
     if (e != cudaSuccess) {
@@ -124,7 +118,7 @@ typedef struct {
 
 /* Whether the TMA forms' 32-bit row coordinates reach every key row of a segment: hk kv heads
  * of lp rows each */
-static bool ws_reaches(int hk, long long lp) { return (int64_t)hk * lp <= 2147483647 - 128; }
+static bool tma_reaches(int hk, long long lp) { return (int64_t)hk * lp <= 2147483647 - 128; }
 
 /* The forms that read kc and vt through TMA (the same arguments): which kernel of sage_kernels
  * (its dynamic shared memory: fwd_smem), query rows and threads a block, whether the blocks go
@@ -134,16 +128,15 @@ typedef struct {
   bool pairs;
   const char *what;
 } tma_form;
-static const tma_form ws_form = {5, SAGE_ROWS, 384, false, "warp-specialised"};
-static const tma_form wg1_form = {6, 64, 128, false, "one-warpgroup"};
-static const tma_form wg1c_form = {7, 64, 128, true, "one-warpgroup cluster"};
+static const tma_form wg1_form = {3 + SAGE_FIRST_TMA, 64, 128, false, "one-warpgroup"};
+static const tma_form wg1c_form = {4 + SAGE_FIRST_TMA, 64, 128, true, "one-warpgroup cluster"};
 
 /* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
  * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
 static h3_status run_tma(cu_state *s, cu_kernel *k, const tma_form *f, const sage_scratch *sc, int hq, int hk,
                          long long len, long long lp, void *o, long long os, float scale, h3_diag *d) {
   static const char *const who = "sage_attention", *const fix = "run it with H3_SAGE_FORM=mma";
-  if (!ws_reaches(hk, lp)) {
+  if (!tma_reaches(hk, lp)) {
     h3_diag_error(d, (h3_span){0}, fix, "cuda: %s: %d kv heads of %lld rows take more rows than the "
                   "%s kernel's 32-bit TMA coordinates", who, hk, len, f->what);
     return H3_ERR;
@@ -188,13 +181,13 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
-  /* H3_SAGE_FORM=wgmma forces the ws form, =wg1 the one-warpgroup form, =wg1c its clusters (the
-     default; a forced TMA form's error names a too long segment), =mma the mma.sync form */
-  static const tma_form *const forced_form[4] = {NULL, &ws_form, &wg1_form, &wg1c_form};
-  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wgmma", "wg1", "wg1c", NULL});
+  /* H3_SAGE_FORM=wg1 forces the one-warpgroup form, =wg1c its clusters (the default; a forced
+     TMA form's error names a too long segment), =mma the mma.sync form */
+  static const tma_form *const forced_form[3] = {NULL, &wg1_form, &wg1c_form};
+  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wg1", "wg1c", NULL});
   const bool off = form == 0, forced = form > 0;
   const tma_form *tf = forced ? forced_form[form] : &wg1c_form;
-  if (fp8 && (forced || (!off && ws_reaches(hk, lp))))
+  if (fp8 && (forced || (!off && tma_reaches(hk, lp))))
     return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};

@@ -14,7 +14,7 @@
 #include "harness.h"
 #include "h3/nvfp4.h"
 
-enum { BLK = 64 };
+enum { BLK = 64, SOFTMAX_KEYS = 128 }; /* quantization rows; keys per softmax block */
 
 static float rne(float x) { return nearbyintf(x); }
 
@@ -43,13 +43,15 @@ static void emulate(const float *q, const float *k, const float *v, int64_t T, i
       for (int64_t r = qb; r < qe; r++)
         for (int64_t d = 0; d < D; d++) qa = fmaxf(qa, fabsf(q[(r * Hq + n) * D + d]));
       float dq = qa > 0 ? qa / 127.0f : 1.0f, m = -INFINITY, l = 0, o[512] = {0};
-      for (int64_t k0 = 0; k0 < len; k0 += BLK) {
-        int64_t k1 = k0 + BLK < len ? k0 + BLK : len;
-        float ka = 0, S[BLK], mt = m;
-        for (int64_t r = k0; r < k1; r++)
-          for (int64_t d = 0; d < D; d++) ka = fmaxf(ka, fabsf(kt[r * D + d]));
-        float dk = ka > 0 ? ka / 127.0f : 1.0f;
+      for (int64_t k0 = 0; k0 < len; k0 += SOFTMAX_KEYS) {
+        int64_t k1 = k0 + SOFTMAX_KEYS < len ? k0 + SOFTMAX_KEYS : len;
+        float S[SOFTMAX_KEYS], mt = m;
         for (int64_t r = k0; r < k1; r++) {
+          int64_t b0 = r / BLK * BLK, b1 = b0 + BLK < len ? b0 + BLK : len; /* key r's k block */
+          float ka = 0;
+          for (int64_t rr = b0; rr < b1; rr++)
+            for (int64_t d = 0; d < D; d++) ka = fmaxf(ka, fabsf(kt[rr * D + d]));
+          float dk = ka > 0 ? ka / 127.0f : 1.0f;
           int32_t dot = 0;
           for (int64_t d = 0; d < D; d++) {
             float qc = fminf(127.0f, fmaxf(-127.0f, rne(q[(t * Hq + n) * D + d] / dq)));

@@ -29,8 +29,7 @@
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
- *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wgmma, wg1,
- *    wg1c);
+ *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wg1, wg1c);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
@@ -550,13 +549,12 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
   check_forms(b, cases, n, vars, 2, forms, 4);
 }
 
-/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then
- * wgmma, wg1 and wg1c when `both`; pv = bf16 has the mma form only, so its case runs it four
- * times). */
+/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then wg1
+ * and wg1c when `both`; pv = bf16 has the mma form only, so its case runs it three times). */
 static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
   static const char *const vars[1] = {"H3_SAGE_FORM"};
-  static const char *const forms[4][2] = {{"mma", NULL}, {"wgmma", NULL}, {"wg1", NULL}, {"wg1c", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, both ? 4 : 1);
+  static const char *const forms[3][2] = {{"mma", NULL}, {"wg1", NULL}, {"wg1c", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 3 : 1);
 }
 
 /* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws and
