@@ -148,6 +148,20 @@ template <bool POS> H3_DI float h3s_row_max(const float pf[8][4], int r, float k
   return POS ? __fmul_rn(xm, kq) : xm;
 }
 
+// The largest x of row r's 16 values of sc in this lane, from the raw bits: MAGIC + dot as int32
+// orders as dot, so 3-way integer maxima (VIMNMX3: half the instructions of pairwise float
+// maxima, off the FP32 pipe) and one subtraction for the kept value give h3s_row_max's x
+H3_DI float h3s_row_max_raw(const int sc[8][4], int r) {
+  int v[16];
+#pragma unroll
+  for (int i = 0; i < 8; i++) v[2 * i] = sc[i][2 * r], v[2 * i + 1] = sc[i][2 * r + 1];
+  int m[5];
+#pragma unroll
+  for (int i = 0; i < 5; i++) m[i] = __vimax3_s32(v[3 * i], v[3 * i + 1], v[3 * i + 2]);
+  const int a = __vimax3_s32(m[0], m[1], m[2]), b = __vimax3_s32(m[3], m[4], v[15]);
+  return __fsub_rn(__int_as_float(a > b ? a : b), 12582912.0f);
+}
+
 // The rows' new maxima from this lane's stage maxima tm (t units; the quad's maximum taken
 // here): alpha = 2^(m - m'), m = m', l scaled, off = m' - lg (every thread calls it: shuffles)
 H3_DI void h3s_new_max(const float tm[2], float lg, float m[2], float l[2], float alpha[2], float off[2]) {
@@ -176,10 +190,14 @@ template <bool POS> H3_DI void h3s_exp(float pf[8][4], float kq, const float off
 }
 
 // The mma forms' scores of a tile (kq of any sign: their 255 registers leave no room for more
-// paths)
-H3_DI void h3s_scores_any(const int sc[8][4], float pf[8][4], float kq, long long key0, long long len) {
+// paths) and the largest t of each of its rows in this lane (from the raw bits where every key
+// is live and kq > 0: the same value)
+H3_DI void h3s_scores_any(const int sc[8][4], float pf[8][4], float kq, long long key0, long long len, float tm[2]) {
   if (key0 + H3S_KEYS <= len) h3s_scores<false, true>(sc, pf, kq, key0, len);
   else h3s_scores<false, false>(sc, pf, kq, key0, len);
+  const bool raw = kq > 0.0f && key0 + H3S_KEYS <= len;
+#pragma unroll
+  for (int r = 0; r < 2; r++) tm[r] = raw ? __fmul_rn(h3s_row_max_raw(sc, r), kq) : h3s_row_max<false>(pf, r, kq);
 }
 
 // e4m3 of four p * 448 (h3s_exp's pf for fp8), packed in one word (a the low byte)
@@ -328,14 +346,13 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     const bool two = key0 + H3S_KEYS < len; // in every thread alike
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
     int sc[8][4];
-    float pf[8][4], tm[2], alpha[2], off[2];
+    float pf[8][4], tm[2], t1[2], alpha[2], off[2];
     h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
-    h3s_scores_any(sc, pf, kq0, key0, len);
-    tm[0] = h3s_row_max<false>(pf, 0, kq0), tm[1] = h3s_row_max<false>(pf, 1, kq0);
+    h3s_scores_any(sc, pf, kq0, key0, len, tm);
     if (two) {
       h3_tile_qk<2, int, h3s_mma_s8>(ks + H3S_KBYTES / 2, qa, sc, H3S_MAGIC);
-      h3s_scores_any(sc, pf, kq1, key0 + H3S_KEYS, len);
-      tm[0] = fmaxf(tm[0], h3s_row_max<false>(pf, 0, kq1)), tm[1] = fmaxf(tm[1], h3s_row_max<false>(pf, 1, kq1));
+      h3s_scores_any(sc, pf, kq1, key0 + H3S_KEYS, len, t1);
+      tm[0] = fmaxf(tm[0], t1[0]), tm[1] = fmaxf(tm[1], t1[1]);
     }
     h3s_new_max(tm, lg, m, l, alpha, off);
     h3s_exp<false>(pf, 0.0f, off, l);
@@ -392,9 +409,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K
 //     from shared memory, committed as two groups (wg1c: thread 0 loads stage j + 1 only now,
 //     so that its wait for the other block's release of stage j - 1 runs under the products);
-//     the stage's softmax (h3s_wg1_softmax: half 0's scores and maxima while S1 runs, then
-//     half 1's, one new maximum m' = max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in
-//     register A fragments);
+//     the stage's softmax (h3s_wg1_softmax: both halves' scores and maxima, one new maximum m' =
+//     max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in register A fragments);
 //   T = P0 V0 + P1 V1 (4 wgmma m64n128k32 e4m3, one group), waited; lane 0 of each warp
 //     releases the slot (h3s_wg1_release); O = O * alpha + T (h3s_fold, fp32).
 // A half past len runs masked (every key -inf: P 0; V^T's padding holds zero codes). Q sits in
@@ -539,20 +555,28 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
 
 // The softmax of a stage (the contract's 128-key block: the softmax helpers above) from S of its
 // halves, sc0 (waited for here: the older of the two wgmma groups in flight) and sc1 (then the
-// last), with their kq0, kq1, into the e4m3 codes pa0, pa1 and the rows' factors alpha; half
-// 0's scores and maxima run while S1 is still in the tensor cores
+// last), with their kq0, kq1, into the e4m3 codes pa0, pa1 and the rows' factors alpha. Half
+// 0's scores and maxima come before the wait for S1 in the source; ptxas (CUDA 13) moves that
+// wait up to the first, so the SM's other blocks are what overlaps a block's softmax with the
+// tensor cores
 template <bool POS, bool FULL>
 H3_DI void h3s_wg1_softmax(int sc0[8][4], int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4], float kq0, float kq1,
                            long long key0, long long len, float m[2], float l[2], float alpha[2]) {
   float pf0[8][4], pf1[8][4], tm[2], off[2];
   h3_wg_wait<1>();
   h3s_wg_hold(&sc0[0][0]);
+  // a row's largest t of a tile: on the raw bits where every key is live and kq > 0 (then
+  // fp32(max x * kq) = max t), else on pf
+  auto tile_max = [&](const int sc[8][4], const float pf[8][4], float kq, int r) {
+    if constexpr (POS && FULL) return __fmul_rn(h3s_row_max_raw(sc, r), kq);
+    else return h3s_row_max<POS>(pf, r, kq);
+  };
   h3s_scores<POS, FULL>(sc0, pf0, kq0, key0, len);
-  tm[0] = h3s_row_max<POS>(pf0, 0, kq0), tm[1] = h3s_row_max<POS>(pf0, 1, kq0);
+  tm[0] = tile_max(sc0, pf0, kq0, 0), tm[1] = tile_max(sc0, pf0, kq0, 1);
   h3_wg_wait<0>();
   h3s_wg_hold(&sc1[0][0]);
   h3s_scores<POS, FULL>(sc1, pf1, kq1, key0 + H3S_KEYS, len);
-  tm[0] = fmaxf(tm[0], h3s_row_max<POS>(pf1, 0, kq1)), tm[1] = fmaxf(tm[1], h3s_row_max<POS>(pf1, 1, kq1));
+  tm[0] = fmaxf(tm[0], tile_max(sc1, pf1, kq1, 0)), tm[1] = fmaxf(tm[1], tile_max(sc1, pf1, kq1, 1));
   h3s_new_max(tm, 8.807354922057604f, m, l, alpha, off); // lg = log2(448)
   h3s_exp<POS>(pf0, kq0, off, l);
   h3s_pack_p8(pf0, pa0);

@@ -106,6 +106,8 @@ inline float __int_as_float(int v) {
   std::memcpy(&f, &v, sizeof f);
   return f;
 }
+/* the 3-way signed maximum (one VIMNMX3 on sm_90) */
+inline int __vimax3_s32(int a, int b, int c) { return std::max(std::max(a, b), c); }
 inline double __longlong_as_double(long long v) {
   double f;
   std::memcpy(&f, &v, sizeof f);

@@ -173,8 +173,30 @@ static void test_case(const sage_case &c) {
   h3_module_free(m);
 }
 
+/* A row's largest score from the accumulators' raw bits (3-way integer maxima: the wgmma forms'
+ * and the mma form's full tiles) against the float path, on random dots over the whole range
+ * |dot| <= 128 * 127 * 127 (extremes included) and kq > 0: equal bit for bit */
+static void test_raw_max(void) {
+  int64_t bad = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    int sc[8][4];
+    float pf[8][4];
+    const int span = trial % 2 ? 2064512 : 4000; /* the extremes; typical dots */
+    for (auto &row : sc)
+      for (int &x : row) x = H3S_MAGIC + (int)std::lround((2 * urand() - 1) * span);
+    if (trial % 7 == 0) sc[trial % 8][trial % 4] = H3S_MAGIC + (trial % 14 ? 2064512 : -2064512);
+    const float kq = (float)(1e-6 + urand() * 1e-3);
+    sage_k::h3s_scores<true, true>(sc, pf, kq, 0, 64);
+    for (int r = 0; r < 2; r++)
+      bad += sage_k::h3s_row_max<true>(pf, r, kq) != __fmul_rn(sage_k::h3s_row_max_raw(sc, r), kq);
+  }
+  fprintf(stderr, "  row maxima from the raw bits: %lld of 4000 differ\n", (long long)bad);
+  CHECK(bad == 0, "row maxima from the raw bits: %lld of 4000 differ from the float path", (long long)bad);
+}
+
 int main(void) {
   elapsed();
+  test_raw_max();
   test_case({"fp8 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, true, true});
   test_case({"bf16 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, false, true});
   test_case({"fp8 no smoothing, 100 rows", 100, 0, 2, 2, true, false});
