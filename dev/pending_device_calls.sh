@@ -370,16 +370,17 @@ case $CALL in
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s24new; ~450 s. Predicted on the
    # H200 (H100 of 2026-12-06: 60.6 s against 220.0, 3.63 x): the Sage steps (10 of 20 real steps' trunk, the
    # dense_backend's 2 blocks of the rest) ~15 % faster in attention: ~57-58 s, ~3.8 x
-54) { N=build-gpu/s24new O=build-gpu/s24old
-   echo "== test_gpu_ops (s24new: the 128-key softmax)"; H3_KERNEL_CACHE_DIR=$(cd $N/kcache && pwd) \
-     timeout 150 $N/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
-   for r in 1 2; do for d in $O $N; do echo "== attention_bench --sage, ${d##*/}, round $r"
+54) { N=build-gpu/s24new O=build-gpu/s24old L=build-gpu/s24l
+   echo "== test_gpu_ops (s24l: the 128-key softmax, l by the tensor cores)"; H3_KERNEL_CACHE_DIR=$(cd $L/kcache && pwd) \
+     timeout 150 $L/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
+   for r in 1 2; do for d in $O $N $L; do echo "== attention_bench --sage, ${d##*/}, round $r"
      H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 100 $d/bin/attention_bench --sage --iters 10 \
        --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"; done; done
    echo "== nvfp4_lab (52)"; timeout 200 build-gpu/lab/nvfp4_lab
-   } > "$log" 2>&1 ;; # carry build-gpu/s24old (the 64-key softmax), build-gpu/s24new, build-gpu/lab/nvfp4_lab;
-   # ~450 s at most. Predicted (H100 figures of 2026-12-06: wg1c 39.4 ms by ncu, 42.5 by the bench):
-   # s24new's wg1c ~0.83 x s24old's (SASS: ~9.3 instructions a score against ~11.5), ~1.3-1.35 x flash
+   } > "$log" 2>&1 ;; # carry build-gpu/s24old (the 64-key softmax), build-gpu/s24new (128-key), build-gpu/s24l
+   # (and l as P times ones), build-gpu/lab/nvfp4_lab; ~500 s at most. Predicted (H100 figures of 2026-12-06: wg1c
+   # 39.4 ms by ncu, 42.5 by the bench): s24new's wg1c ~0.87 x s24old's (SASS: ~10.1 instructions a score against
+   # ~11.5), s24l's ~0.82 x (~9.4), ~1.35 x flash
 53) { export H3_KERNEL_CACHE_DIR; H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)
    "$S/bin/h3c" compile models/minimax_h3.g --config full --set layers=2 --disable-pass attention-v-view \
      -o /tmp/acc.plan && timeout 200 "$S/bin/h3exec" /tmp/acc.plan --graph step --backend cuda --weights random \

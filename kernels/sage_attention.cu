@@ -118,7 +118,9 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 //   -> h3s_exp (per tile)
 // t = x * kq, -inf past len; m' = max(m, the stage's max t over the quad's lanes); alpha =
 // 2^(m - m'); p = 2^(t - m' + lg) (lg = log2(448) for fp8: P's e4m3 input p * 448 directly; 0
-// for bf16); l = l * alpha + this lane's sum of p (the quad's sums added at the end). POS (kq >
+// for bf16); bf16: l = l * alpha + this lane's sum of p (the quad's sums added at the end); fp8:
+// l = l * alpha + the row's sum of P, by the tensor cores with P V (P times a tile of ones:
+// h3s_pv_fp8, h3s_wg1_pv), complete in every lane of the quad. POS (kq >
 // 0; the wgmma forms): pf keeps x, since rounding x * kq is monotone, max t = fp32(max x * kq),
 // and p's exponent is one fma x * kq - (m' - lg), one rounding less. FULL: every key of the
 // tile is live (no per-key test).
@@ -163,8 +165,8 @@ H3_DI float h3s_row_max_raw(const int sc[8][4], int r) {
 }
 
 // The rows' new maxima from this lane's stage maxima tm (t units; the quad's maximum taken
-// here): alpha = 2^(m - m'), m = m', l scaled, off = m' - lg (every thread calls it: shuffles)
-H3_DI void h3s_new_max(const float tm[2], float lg, float m[2], float l[2], float alpha[2], float off[2]) {
+// here): alpha = 2^(m - m'), m = m', off = m' - lg (every thread calls it: shuffles)
+H3_DI void h3s_new_max(const float tm[2], float lg, float m[2], float alpha[2], float off[2]) {
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     float x = tm[r];
@@ -173,19 +175,19 @@ H3_DI void h3s_new_max(const float tm[2], float lg, float m[2], float l[2], floa
     x = fmaxf(m[r], x);
     alpha[r] = h3_exp2_approx(__fsub_rn(m[r], x));
     m[r] = x;
-    l[r] = __fmul_rn(l[r], alpha[r]);
     off[r] = __fsub_rn(x, lg);
   }
 }
 
-// p = 2^(t - off) of a tile in place (POS: pf holds x, t - off one fma), added to l
-template <bool POS> H3_DI void h3s_exp(float pf[8][4], float kq, const float off[2], float l[2]) {
+// p = 2^(t - off) of a tile in place (POS: pf holds x, t - off one fma); SUM (bf16): added to
+// this lane's l
+template <bool POS, bool SUM = false> H3_DI void h3s_exp(float pf[8][4], float kq, const float off[2], float *l) {
 #pragma unroll
   for (int k = 0; k < 32; k++) {
     const int r = (k >> 1) & 1;
     float &x = pf[k >> 2][k & 3];
     x = h3_exp2_approx(POS ? __fmaf_rn(x, kq, -off[r]) : __fsub_rn(x, off[r]));
-    l[r] = __fadd_rn(l[r], x);
+    if constexpr (SUM) l[r] = __fadd_rn(l[r], x);
   }
 }
 
@@ -223,13 +225,22 @@ H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
   for (int i = 0; i < 4; i++) a[i] = __fmaf_rn(a[i], alpha[i >> 1], t[i]);
 }
 
-// acc = acc * alpha + P V for tile sub (keys 64 sub .. + 63) of the fp8 V^T stage vs: P
-// (h3s_pack_p8), V^T by ldmatrix.x4 (the tile's 64 bytes of 8 dims, n = dim); each n-tile's
-// product in a zeroed accumulator, then folded
-H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], const float alpha[2], float acc[16][4]) {
+// e4m3 1.0 in every byte: the B operand (a tile of ones) whose product with P sums P's rows
+#define H3S_ONES8 0x38383838u
+
+// acc = acc * alpha + P V for tile sub (keys 64 sub .. + 63) of the fp8 V^T stage vs, and l = l
+// * alpha + the rows' sums of P: P (h3s_pack_p8), V^T by ldmatrix.x4 (the tile's 64 bytes of 8
+// dims, n = dim) and a tile of ones; each n-tile's product in a zeroed accumulator, then folded
+H3_DI void h3s_pv_fp8(const unsigned char *vs, int sub, const float pf[8][4], const float alpha[2], float acc[16][4],
+                      float l[2]) {
   const int lane = threadIdx.x & 31;
   unsigned pa[2][4];
   h3s_pack_p8(pf, pa);
+  const unsigned ones[2] = {H3S_ONES8, H3S_ONES8};
+  float ls[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // the rows' sums (rows g: ls[0] = ls[1]; g + 8: ls[2])
+  h3s_mma_e4m3(ls, pa[0], ones);
+  h3s_mma_e4m3(ls, pa[1], ones);
+  l[0] = __fmaf_rn(l[0], alpha[0], ls[0]), l[1] = __fmaf_rn(l[1], alpha[1], ls[2]);
 #pragma unroll
   for (int j = 0; j < 16; j++) { // dims 8 j .. + 7
     const int dim = 8 * j + (lane & 7);
@@ -274,16 +285,18 @@ H3_DI void h3s_pv_bf16(const unsigned char *vsb, const float pf[8][4], const flo
 }
 
 // The output rows of this lane (r0 + g, + 8 of q head n, kv head h; those < len): fp8 O *
-// vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once; l summed over the quad first
-// (every thread calls it: shuffles)
+// vscale[d] / l (l the sum of P, the codes of p * 448), bf16 O / l (l summed over the quad
+// first: every thread calls it, shuffles), rounded once
 template <bool FP8>
 H3_DI void h3s_store(h3_bf16 *o, long long o_stride, int n, int h, long long r0, long long len, const float *vscale,
                      const float acc[16][4], float l[2]) {
   const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    if constexpr (!FP8) {
+      l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 1));
+      l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xffffffffu, l[r], 2));
+    }
     const long long t = r0 + g + 8 * r;
     if (t >= len) continue;
     h3_bf16 *ot = o + t * o_stride + (long long)n * 128;
@@ -354,16 +367,17 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
       h3s_scores_any(sc, pf, kq1, key0 + H3S_KEYS, len, t1);
       tm[0] = fmaxf(tm[0], t1[0]), tm[1] = fmaxf(tm[1], t1[1]);
     }
-    h3s_new_max(tm, lg, m, l, alpha, off);
-    h3s_exp<false>(pf, 0.0f, off, l);
-    if constexpr (FP8) h3s_pv_fp8(vs, two, pf, alpha, acc);
+    h3s_new_max(tm, lg, m, alpha, off);
+    if constexpr (!FP8) l[0] = __fmul_rn(l[0], alpha[0]), l[1] = __fmul_rn(l[1], alpha[1]);
+    h3s_exp<false, !FP8>(pf, 0.0f, off, l);
+    if constexpr (FP8) h3s_pv_fp8(vs, two, pf, alpha, acc, l);
     else h3s_pv_bf16(vs + two * H3S_KBYTES, pf, alpha, acc);
     if (two) {
       const float one[2] = {1.0f, 1.0f};
       h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
       h3s_scores<false, true>(sc, pf, kq0, key0, len);
-      h3s_exp<false>(pf, 0.0f, off, l);
-      if constexpr (FP8) h3s_pv_fp8(vs, 0, pf, one, acc);
+      h3s_exp<false, !FP8>(pf, 0.0f, off, l);
+      if constexpr (FP8) h3s_pv_fp8(vs, 0, pf, one, acc, l);
       else h3s_pv_bf16(vs, pf, one, acc);
     }
   }
@@ -398,7 +412,7 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // mma form's n-tiles, so vt's key order makes the accumulators of S the A fragments of P V,
 // and the softmax and P words are the mma form's code (h3s_scores .. h3s_exp, h3s_pack_p8).
 // wg1: grid (ceil(len / 64), Hq); wg1c: grid x rounded up to even (__cluster_dims__(2, 1,
-// 1)). One warpgroup (128 threads), 3 blocks per SM (<= 168 registers, 73 KiB of shared memory
+// 1)). One warpgroup (128 threads), 3 blocks per SM (<= 168 registers, 74 KiB of shared memory
 // each): no producer warp and no ordering between
 // warpgroups; tensor work, softmax and loads overlap across the SM's blocks. Block x takes
 // query rows 64 x .. + 63 of q head y (one q block: one delta dq; kv head h = y / group), warp
@@ -411,8 +425,9 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //     so that its wait for the other block's release of stage j - 1 runs under the products);
 //     the stage's softmax (h3s_wg1_softmax: both halves' scores and maxima, one new maximum m' =
 //     max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in register A fragments);
-//   T = P0 V0 + P1 V1 (4 wgmma m64n128k32 e4m3, one group), waited; lane 0 of each warp
-//     releases the slot (h3s_wg1_release); O = O * alpha + T (h3s_fold, fp32).
+//   T = P0 V0 + P1 V1 (4 wgmma m64n128k32 e4m3) and the rows' sums of P0 and P1 (4 m64n8k32
+//     against a tile of ones), one group, waited; lane 0 of each warp releases the slot
+//     (h3s_wg1_release); O = O * alpha + T (h3s_fold, fp32), l = l * alpha + the sums.
 // A half past len runs masked (every key -inf: P 0; V^T's padding holds zero codes). Q sits in
 // shared memory: the 16 registers it frees keep O, T and both halves' P codes within 168
 // without spills (a variant with Q in registers at 2 blocks an SM measured 16 % slower:
@@ -447,14 +462,16 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //     but loads its box of every stage and releases each stage once it is in, as its partner
 //     needs (h3s_wg1c_idle).
 // Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
-// then Q [64][128]; each a tile of 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r &
-// 7) (TMA's 128B swizzle, the layout the wgmma descriptors read: 1024-byte atoms).
+// then Q [64][128], then the tile of ones [8][128]; each a tile of 128-byte rows with 16-byte
+// chunk c of row r at chunk c ^ (r & 7) (TMA's 128B swizzle, the layout the wgmma descriptors
+// read: 1024-byte atoms).
 #define H3S_WG1_THREADS 128
 #define H3S_WG1_ROWS 64   // query rows per block: one q block
 #define H3S_WG1_STAGES 2  // the ring: 2 stages of 128 keys (64 KiB)
-#define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 73 KiB of shared memory
+#define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 74 KiB of shared memory
 #define H3S_WG1_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES) // Q's offset from the slots
-#define H3S_SMEM_WG1 (1024 + H3S_WG1_QOFF + H3S_WG1_ROWS * 128)
+#define H3S_WG1_ONES (H3S_WG1_QOFF + H3S_WG1_ROWS * 128) // the tile of ones' offset (1 KiB)
+#define H3S_SMEM_WG1 (1024 + H3S_WG1_ONES + 1024)
 #define H3S_SLOT_DESC (2 * H3S_KBYTES >> 4) // a slot, in descriptor units
 #define H3S_HALF_DESC (H3S_KBYTES / 2 >> 4) // a tile's K half 1 in its slot
 typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
@@ -487,6 +504,16 @@ H3_DI void h3s_wg_pv(float *d, const unsigned *a, unsigned b, int acc) {
                "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3_WG_OPS64 "}, "
                "{%64, %65, %66, %67}, db, p, 1, 1;\n}\n"
                : H3_WG_C64(d, 0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
+}
+
+// d[4] (fp32) (+)= A B^T, m64n8k32 e4m3: A the 8-bit A fragment a[4] in registers, B from shared
+// memory (descriptor's low word b: the tile of ones, so d sums A's rows); acc = 0 overwrites d
+H3_DI void h3s_wg_rowsum(float *d, const unsigned *a, unsigned b, int acc) {
+  asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %8, 0;\nmov.b64 db, {%9, %10};\n"
+               "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, db, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
 }
 
@@ -541,8 +568,9 @@ H3_DI void h3s_wg1_qk(int sc[8][4], unsigned dq, unsigned dk) {
 }
 
 // The block's 64 rows of Q codes at q (128 bytes a row) into shared memory at qs (generic
-// pointer, 1024-aligned) in the 128-byte swizzle, made visible to the wgmmas (async proxy) of
-// the threads past the block's next barrier
+// pointer, 1024-aligned) in the 128-byte swizzle, and the tile of ones after them (8 rows of 128
+// e4m3 1.0: h3s_wg_rowsum's B, any k-step), made visible to the wgmmas (async proxy) of the
+// threads past the block's next barrier
 H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
 #pragma unroll
   for (int i = threadIdx.x; i < H3S_WG1_ROWS * 8; i += H3S_WG1_THREADS) { // row i / 8, chunk i % 8
@@ -550,6 +578,9 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
     *reinterpret_cast<uint4 *>(qs + row * 128 + 16 * (ch ^ (row & 7))) =
         *reinterpret_cast<const uint4 *>(q + 16 * i);
   }
+  if (threadIdx.x < 1024 / 16)
+    reinterpret_cast<uint4 *>(qs + H3S_WG1_ONES - H3S_WG1_QOFF)[threadIdx.x] =
+        uint4{H3S_ONES8, H3S_ONES8, H3S_ONES8, H3S_ONES8};
   h3_fence_async_smem();
 }
 
@@ -561,7 +592,7 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
 // tensor cores
 template <bool POS, bool FULL>
 H3_DI void h3s_wg1_softmax(int sc0[8][4], int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4], float kq0, float kq1,
-                           long long key0, long long len, float m[2], float l[2], float alpha[2]) {
+                           long long key0, long long len, float m[2], float alpha[2]) {
   float pf0[8][4], pf1[8][4], tm[2], off[2];
   h3_wg_wait<1>();
   h3s_wg_hold(&sc0[0][0]);
@@ -577,25 +608,34 @@ H3_DI void h3s_wg1_softmax(int sc0[8][4], int sc1[8][4], unsigned pa0[2][4], uns
   h3s_wg_hold(&sc1[0][0]);
   h3s_scores<POS, FULL>(sc1, pf1, kq1, key0 + H3S_KEYS, len);
   tm[0] = fmaxf(tm[0], tile_max(sc1, pf1, kq1, 0)), tm[1] = fmaxf(tm[1], tile_max(sc1, pf1, kq1, 1));
-  h3s_new_max(tm, 8.807354922057604f, m, l, alpha, off); // lg = log2(448)
-  h3s_exp<POS>(pf0, kq0, off, l);
+  h3s_new_max(tm, 8.807354922057604f, m, alpha, off); // lg = log2(448)
+  h3s_exp<POS>(pf0, kq0, off, nullptr);
   h3s_pack_p8(pf0, pa0);
-  h3s_exp<POS>(pf1, kq1, off, l);
+  h3s_exp<POS>(pf1, kq1, off, nullptr);
   h3s_pack_p8(pf1, pa1);
 }
 
-// T = P0 V0 + P1 V1 of a stage (P codes pa0, pa1; V^T at descriptor dv): 4 wgmma m64n128k32
-// e4m3 (2 k-steps of 32 keys a half, at bytes 64 half + 32 kk of V^T's rows; the first
-// overwrites T), one group; T complete on return
-H3_DI void h3s_wg1_pv(float t[64], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv) {
+// T = P0 V0 + P1 V1 of a stage and ls its rows' sums of P (P codes pa0, pa1; V^T at descriptor
+// dv, the tile of ones at d1): 4 wgmma m64n128k32 e4m3 (2 k-steps of 32 keys a half, at bytes
+// 64 half + 32 kk of V^T's rows) and 4 m64n8k32 (ls: rows 16 w + g in ls[0] (= ls[1]), + 8 in
+// ls[2]), the first of each overwriting, one group; both complete on return
+H3_DI void h3s_wg1_pv(float t[64], float ls[4], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv,
+                      unsigned d1) {
   h3_wg_fence();
 #pragma unroll
-  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa0[kk], dv + (unsigned)(32 * kk >> 4), kk);
+  for (int kk = 0; kk < 2; kk++) {
+    h3s_wg_pv(t, pa0[kk], dv + (unsigned)(32 * kk >> 4), kk);
+    h3s_wg_rowsum(ls, pa0[kk], d1, kk);
+  }
 #pragma unroll
-  for (int kk = 0; kk < 2; kk++) h3s_wg_pv(t, pa1[kk], dv + (unsigned)((64 + 32 * kk) >> 4), 1);
+  for (int kk = 0; kk < 2; kk++) {
+    h3s_wg_pv(t, pa1[kk], dv + (unsigned)((64 + 32 * kk) >> 4), 1);
+    h3s_wg_rowsum(ls, pa1[kk], d1, 1);
+  }
   h3_wg_commit();
   h3_wg_wait<0>();
   h3_wg_hold<64>(t);
+  h3_wg_hold<4>(ls);
 }
 
 // A block's loads: the TMA maps, its slots ss (then Q), barriers, the kv head's first rows of K
@@ -643,7 +683,8 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
   const unsigned dqs = h3s_desc(c.ss + H3S_WG1_QOFF), dks = h3s_desc(c.ss), dvs = dks + (H3S_KBYTES >> 4);
-  float acc[16][4], t[64], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2];
+  const unsigned d1 = h3s_desc(c.ss + H3S_WG1_ONES);
+  float acc[16][4], t[64], ls[4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2];
   unsigned pa0[2][4], pa1[2][4];
   int sc0[8][4], sc1[8][4];
 #pragma unroll
@@ -669,15 +710,16 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
     if (j + 1 < nst) nk0 = h3s_ldg(kdh + 2 * j + 2), nk1 = h3s_ldg(kdh + 2 * j + 3);
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
     if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
-      if (key0 + H3S_STAGE_KEYS <= len) h3s_wg1_softmax<true, true>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, l, al);
-      else h3s_wg1_softmax<true, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, l, al);
+      if (key0 + H3S_STAGE_KEYS <= len) h3s_wg1_softmax<true, true>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
+      else h3s_wg1_softmax<true, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
     } else {
-      h3s_wg1_softmax<false, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, l, al);
+      h3s_wg1_softmax<false, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
     }
-    h3s_wg1_pv(t, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC);
+    h3s_wg1_pv(t, ls, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC, d1);
     h3s_wg1_release<CLUSTER>(c, s);
 #pragma unroll
     for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
+    l[0] = __fmaf_rn(l[0], al[0], ls[0]), l[1] = __fmaf_rn(l[1], al[1], ls[2]);
     dk0 = nk0, dk1 = nk1;
   }
   if constexpr (CLUSTER) h3_cluster_arrive();

@@ -120,19 +120,20 @@ static void row(const sage_job *j, int64_t t, int64_t n, float *q, int8_t *qc, f
     for (int64_t d = 0; d < D; d++) o[d] *= alpha;
     for (int64_t jk = k0; jk < k1; jk++) {
       float p = expf(sc[jk - k0] - mt);
-      l += p;
-      if (j->fp8) {
+      if (j->fp8) { /* l sums the P that multiply V (scaled by 448) */
         float pq = h3_e4m3_to_f32(h3_e4m3_from_f32(p * 448.0f));
+        l += pq;
         for (int64_t d = 0; d < D; d++) o[d] += pq * j->vq[(h * j->T + jk) * D + d];
       } else {
         float pb = h3_bf16_to_f32(h3_f32_to_bf16(p));
+        l += p;
         for (int64_t d = 0; d < D; d++) o[d] += pb * h3cpu_ld(j->v->data, j->v->type.dtype, (jk * j->Hk + h) * D + d);
       }
     }
     m = mt;
   }
   for (int64_t d = 0; d < D; d++) {
-    float y = j->fp8 ? o[d] * j->vs[(h * j->T + s0) * D + d] / (448.0f * l) : o[d] / l;
+    float y = j->fp8 ? o[d] * j->vs[(h * j->T + s0) * D + d] / l : o[d] / l;
     h3cpu_st(j->out->data, j->out->type.dtype, (t * j->Hq + n) * D + d, y);
   }
 }

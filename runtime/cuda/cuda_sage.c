@@ -29,7 +29,7 @@
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D }; /* 2 stages of K and V^T, then Q */
+       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* 2 stages of K and V^T, Q, ones */
 
 static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
 enum { SAGE_FWD = 4, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */

@@ -66,7 +66,7 @@ static void emulate(const float *q, const float *k, const float *v, int64_t T, i
         for (int64_t d = 0; d < D; d++) o[d] *= al;
         for (int64_t r = k0; r < k1; r++) {
           float p = expf(S[r - k0] - mt);
-          l += p;
+          l += fp8 ? h3_e4m3_to_f32(h3_e4m3_from_f32(p * 448.0f)) : p;
           for (int64_t d = 0; d < D; d++) {
             float vv = v[((s0 + r) * Hk + h) * D + d];
             if (fp8)
@@ -77,7 +77,7 @@ static void emulate(const float *q, const float *k, const float *v, int64_t T, i
         }
         m = mt;
       }
-      for (int64_t d = 0; d < D; d++) out[(t * Hq + n) * D + d] = fp8 ? o[d] * dvv[d] / (448.0f * l) : o[d] / l;
+      for (int64_t d = 0; d < D; d++) out[(t * Hq + n) * D + d] = fp8 ? o[d] * dvv[d] / l : o[d] / l;
       free(kt);
     }
 }

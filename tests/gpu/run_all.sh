@@ -55,7 +55,7 @@
 #   sage   sage_attention on cuda (issue 20): test_gpu_ops (its sage_attention cases: pv fp8
 #          and bf16 at head_dim 128, and 1500 rows, against the CPU, NMSE <= 1e-6, each through
 #          each form of the kernel, H3_SAGE_FORM=mma, wg1 and wg1c; the coverage line
-#          `sage_attention bf16 12/1`: 4 cases x 3 forms compared, all_ops.ir's head_dim-16 case
+#          `sage_attention bf16 15/1`: 5 cases x 3 forms compared, all_ops.ir's head_dim-16 case
 #          reported unsupported), then attention_bench --sage: flash, sage fp8 (mma.sync), sage
 #          fp8_wg1, fp8_wg1c (the default) and sage bf16 at S = 32704 (live 32700), 56 x
 #          128; lines `sage fp8: N.NNx flash ... ok` (issue 20 asks >= 1.5x); then

@@ -28,8 +28,9 @@
  *    prompt's last rows; scrambled pages, NaN in every cache slot past the keys, selections
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
- *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, and
- *    1500 rows: many key stages) through each form of the kernel (H3_SAGE_FORM=mma, wg1, wg1c);
+ *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, a
+ *    negative scale, and 1500 rows: many key stages) through each form of the kernel
+ *    (H3_SAGE_FORM=mma, wg1, wg1c);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
@@ -774,7 +775,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
      pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
      CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
      flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
-  hand_case sage[4];
+  hand_case sage[5];
   int n_sage = 0;
   h3_value *qs = in_of(&h, "qs", H3_BF16, 3, (int64_t[]){333, 4, 128});
   h3_value *ks = in_of(&h, "ks", H3_BF16, 3, (int64_t[]){333, 2, 128});
@@ -793,6 +794,10 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *vl = in_of(&h, "vl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 T=1500 GQA 2/1",
                                op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 1, att), 1e-6, NULL};
+  /* a negative scale: the kernels' paths for kq <= 0 (scores not monotone in the dots) */
+  h3_attr neg[2] = {h3_attr_float(h.m, "scale", -1.0 / sqrt(128.0)), att[1]};
+  sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 negative scale",
+                               op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 2, neg), 1e-6, NULL};
   /* sol_attention at head_dim 128 on the same inputs: the centroids and the exact-block
      selection are the CPU's bit for bit (tests/sol checks them under emulation; a flipped
      block would move whole rows); P of the exact keys in bf16, 2^x and fp32 sum orders: NMSE

@@ -20,7 +20,9 @@
  * Cases: pv fp8 and bf16 with smoothing, two segments (130 + 70 rows: a partial query tile,
  * partial key tiles, the second segment's blocks from its own start), GQA (4 q heads on 2 kv
  * heads); pv fp8 without smoothing on one segment of 100 rows; pv fp8 on 450 rows (4 stages of
- * 128 keys: the 3-stage ring wraps), 2 q heads on 1 kv head.
+ * 128 keys: the 3-stage ring wraps), 2 q heads on 1 kv head; 192 rows (a last stage whose
+ * second tile is past len); a negative scale (the paths for kq <= 0), pv fp8 and bf16; and the
+ * row maxima from the accumulators' raw bits against the float path.
  */
 #include "emu_harness.h"
 
@@ -124,13 +126,16 @@ struct sage_case {
   const char *name;
   int64_t T, cut, hq, hk; /* cut: the second segment's start (0: one segment) */
   bool fp8, smooth;
+  float scale = 0.08838834764f; /* 1 / sqrt(128); < 0 takes the kernels' paths for kq <= 0 */
 };
 
 static void test_case(const sage_case &c) {
   const std::string seg = c.cut ? ", segments = [" + std::to_string(c.cut) + "]" : "";
+  char scale[32];
+  snprintf(scale, sizeof scale, "%.9g", (double)c.scale);
   h3_module *m;
   std::vector<buf> in;
-  const h3_op *op = qkv_case(&m, c.name, "sage_attention", c.T, c.hq, c.hk, "scale = 0.08838834764" + seg + ", pv = \"" +
+  const h3_op *op = qkv_case(&m, c.name, "sage_attention", c.T, c.hq, c.hk, "scale = " + std::string(scale) + seg + ", pv = \"" +
                              (c.fp8 ? "fp8" : "bf16") + "\", smooth = " + (c.smooth ? "1" : "0"), in);
   if (!op) return;
   std::vector<double> bias(128);
@@ -146,7 +151,7 @@ static void test_case(const sage_case &c) {
     if (hi <= lo) continue;
     const long long qo = lo * c.hq * 128, ko = lo * c.hk * 128;
     emu_segment(q + qo, k + ko, v + ko, (h3_bf16 *)out.p() + qo, hi - lo, (int)c.hq, (int)c.hk, c.smooth, c.fp8,
-                0.08838834764f, sc);
+                c.scale, sc);
     bad += check_codes(q + qo, k + ko, v + ko, hi - lo, (int)c.hq, (int)c.hk, c.smooth, c.fp8, sc);
     lo = hi;
   }
@@ -201,5 +206,8 @@ int main(void) {
   test_case({"bf16 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, false, true});
   test_case({"fp8 no smoothing, 100 rows", 100, 0, 2, 2, true, false});
   test_case({"fp8 smooth, 450 rows (the 3-stage ring wraps), GQA 2/1", 450, 0, 2, 1, true, true});
+  test_case({"fp8 smooth, 192 rows (a last stage of one full tile)", 192, 0, 2, 1, true, true});
+  test_case({"fp8 smooth, 130 rows, negative scale", 130, 0, 2, 1, true, true, -0.08838834764f});
+  test_case({"bf16 smooth, 130 rows, negative scale", 130, 0, 2, 1, false, true, -0.08838834764f});
   return check_summary("sage_emu");
 }
