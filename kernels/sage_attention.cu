@@ -8,7 +8,7 @@
 // the same 128-key blocks (a stage: two key tiles, each one block of kd) and rounds P and V to
 // e4m3 (or P to bf16) as it does. It differs in fp32 details only: the scores in log2 units (dot
 // * (dq * dk * scale * log2 e), one rounding chain against the reference's two products; in
-// the wgmma forms with scale > 0, p's exponent one fma: h3s_scores) and 2^x by
+// the wgmma forms with scale > 0, p's exponent one fma: h3s_exp) and 2^x by
 // ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
 // away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
 // cores' order, then one fma of the tile into O).
@@ -352,7 +352,8 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     if (nx < nt) h3s_load<FP8>(smem + (nx % H3S_STAGES) * STAGE, kc, vt, v, nx, h, len, lp, v_stride);
     h3_cp_commit();
     const unsigned char *ks = smem + (it % H3S_STAGES) * STAGE, *vs = ks + H3S_KBYTES;
-    const float dk0 = kd[(long long)h * (lp / 64) + 2 * it], dk1 = kd[(long long)h * (lp / 64) + 2 * it + 1]; // lp / 64 even
+    const float *kdh = kd + (long long)h * (lp / 64) + 2 * it; // the stage's two blocks (lp / 64 even)
+    const float dk0 = kdh[0], dk1 = kdh[1];
     // the stage's softmax block: tile 0's scores for its maxima, tile 1's (if any key of it is
     // live) kept for P, then tile 0's recomputed for P (no room for both tiles' 64 scores)
     const long long key0 = (long long)it * H3S_STAGE_KEYS;

@@ -312,8 +312,7 @@ extern "C" __global__ void __launch_bounds__(H3A_THREADS, 3) h3cu_sol_fwd(
 // runs them under H3_SOL_FORM=ws / wsp; GPU only, sm_90a: the host emulation has no TMA or
 // warpgroup MMA, so tests/sol checks the mma form above and tests/gpu/test_gpu_ops all three on
 // the GPU). The same math as h3cu_sol_fwd (h3a_softmax, bf16 P, h3a_pseudo, h3a_store) on
-// FlashAttention-3's schedule (kernels/flash_attention.cu, kernels/sage_attention.cu's
-// h3cu_sage_fwd_fp8_ws), one body for both (h3a_ws_main<KPT>, KPT the keys of an exact turn):
+// FlashAttention-3's schedule (kernels/flash_attention.cu), one body for both (h3a_ws_main<KPT>, KPT the keys of an exact turn):
 //   h3cu_sol_fwd_ws(tk, tv, tc, q, exact, o, len, nb, group, scale) (KPT 64: a key block a
 //     turn): tk, tv the TMA maps of k and v as bf16 [len][Hk 128] (rows past len read as
 //     zeros), tc of kvs as bf16 [Hk nbp 4][128] (a chunk of 16 blocks: 64 rows), boxes of 64

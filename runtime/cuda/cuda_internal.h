@@ -359,7 +359,7 @@ h3_status cu_tile_map(CUtensorMap *m, const void *base, int64_t cols, int64_t st
 h3_status cu_tile_map_rows(CUtensorMap *m, const void *base, int64_t cols, int64_t stride, int64_t rows,
                            int box_rows, const char *who, const char *what, const char *fix, h3_diag *d);
 /* The same for a dense byte matrix (row stride cols, a multiple of 16) read in boxes of 128
- * columns x 128 rows (kernels/sage_attention.cu's warp-specialised form: int8 and e4m3 codes). */
+ * columns x 128 rows (kernels/sage_attention.cu's wgmma forms: int8 and e4m3 codes). */
 h3_status cu_byte_map(CUtensorMap *m, const void *base, int64_t cols, int64_t rows, const char *who,
                       const char *what, const char *fix, h3_diag *d);
 bool cu_cudnn_supports(const cu_att_seg *a);

@@ -31,8 +31,8 @@ enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
        SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* 2 stages of K and V^T, Q, ones */
 
-static const char *const quant_names[3] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
-enum { SAGE_FWD = 4, SAGE_KERNELS = 3 + SAGE_FWD }; /* the attention kernels; with the pre-passes */
+enum { SAGE_QUANT = 3, SAGE_FWD = 4, SAGE_KERNELS = SAGE_QUANT + SAGE_FWD }; /* pre-passes, attention kernels */
+static const char *const quant_names[SAGE_QUANT] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
 static const char *const fwd_names[SAGE_FWD] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_wg1",
                                                 "h3cu_sage_fwd_fp8_wg1c"};
 static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG1, SAGE_SMEM_WG1};
@@ -85,26 +85,28 @@ size_t cu_sage_scratch_bytes(const h3_op *op) { return cu_sage_supports(op) ? sc
  * the largest shared-memory carveout) */
 static h3_status sage_kernels(cu_state *s, cu_kernel *k[SAGE_KERNELS], h3_diag *d) {
   for (int i = 0; i < SAGE_KERNELS; i++) {
-    k[i] = cu_kernel_find(s, i < 3 ? quant_names[i] : fwd_names[i - 3]);
+    k[i] = cu_kernel_find(s, i < SAGE_QUANT ? quant_names[i] : fwd_names[i - SAGE_QUANT]);
     if (k[i] && !k[i]->fn) {
       h3_diag_error(d, (h3_span){0}, CU_HINT_EARLIER, "cuda: %s failed to load earlier", k[i]->name);
       return H3_ERR;
     }
   }
-  if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, 3, quant_names, k, d) != H3_OK) return H3_ERR;
-  if (k[3]) return H3_OK;
-  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, SAGE_FWD, fwd_names, k + 3, d) != H3_OK) return H3_ERR;
+  if (!k[0] && cu_compile_tu(s, NULL, "sage_quant.cu", true, SAGE_QUANT, quant_names, k, d) != H3_OK) return H3_ERR;
+  if (k[SAGE_QUANT]) return H3_OK;
+  if (cu_compile_tu(s, NULL, "sage_attention.cu", false, SAGE_FWD, fwd_names, k + SAGE_QUANT, d) != H3_OK)
+    return H3_ERR;
   for (int i = 0; i < SAGE_FWD; i++) {
+    cu_kernel *ki = k[SAGE_QUANT + i];
     cudaError_t e = (size_t)fwd_smem[i] > s->smem_optin
                         ? cudaErrorInvalidValue
-                        : cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        : cudaKernelSetAttributeForDevice(ki->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           fwd_smem[i], s->device);
     if (e == cudaSuccess && i >= SAGE_FIRST_TMA)
-      e = cudaKernelSetAttributeForDevice(k[3 + i]->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+      e = cudaKernelSetAttributeForDevice(ki->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           cudaSharedmemCarveoutMaxShared, s->device);
     if (e != cudaSuccess) {
-      k[3 + i]->fn = NULL;
-      return cu_fail(d, e, "cudaKernelSetAttributeForDevice (shared memory)", k[3 + i]->name);
+      ki->fn = NULL;
+      return cu_fail(d, e, "cudaKernelSetAttributeForDevice (shared memory)", ki->name);
     }
   }
   return H3_OK;
@@ -128,8 +130,8 @@ typedef struct {
   bool pairs;
   const char *what;
 } tma_form;
-static const tma_form wg1_form = {3 + SAGE_FIRST_TMA, 64, 128, false, "one-warpgroup"};
-static const tma_form wg1c_form = {4 + SAGE_FIRST_TMA, 64, 128, true, "one-warpgroup cluster"};
+static const tma_form wg1_form = {SAGE_QUANT + SAGE_FIRST_TMA, 64, 128, false, "one-warpgroup"};
+static const tma_form wg1c_form = {SAGE_QUANT + SAGE_FIRST_TMA + 1, 64, 128, true, "one-warpgroup cluster"};
 
 /* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
  * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
@@ -150,8 +152,8 @@ static h3_status run_tma(cu_state *s, cu_kernel *k, const tma_form *f, const sag
                   &lp, &os, &group, &scale};
   int64_t blocks = (len + f->rows - 1) / f->rows;
   if (f->pairs) blocks += blocks & 1;
-  return cu_launch(s, k, (int64_t[]){blocks, hq, 1}, (int64_t[]){f->threads, 1, 1}, fwd_smem[f->kernel - 3], args,
-                   d);
+  return cu_launch(s, k, (int64_t[]){blocks, hq, 1}, (int64_t[]){f->threads, 1, 1},
+                   fwd_smem[f->kernel - SAGE_QUANT], args, d);
 }
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
@@ -191,9 +193,9 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
     return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
                   (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
-  int which = fp8 ? 3 : 4;
-  return cu_launch(s, k[which], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block, fwd_smem[which - 3],
-                   args, d);
+  int which = SAGE_QUANT + (fp8 ? 0 : 1); /* fwd_names: the mma.sync forms first */
+  return cu_launch(s, k[which], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block,
+                   fwd_smem[which - SAGE_QUANT], args, d);
 }
 
 h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in, const h3_tensor *out,
