@@ -365,6 +365,13 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+56) { O=build-gpu/s24old L=build-gpu/s24l
+   echo "== test_gpu_ops (s24l)"; H3_KERNEL_CACHE_DIR=$(cd $L/kcache && pwd) \
+     timeout 150 $L/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
+   for r in 1 2; do for d in $O $L; do echo "== attention_bench --sage, ${d##*/}, round $r"
+     H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 70 $d/bin/attention_bench --sage --iters 10 \
+       --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"; done; done
+   } > "$log" 2>&1 ;; # call 54 cut to what a short budget allows: carry build-gpu/s24old, build-gpu/s24l; ~300 s
 55) { echo "== composite (s24new: the 128-key softmax)"
    timeout 560 tests/gpu/run_all.sh build-gpu/s24new "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s24new; ~450 s. Predicted on the
@@ -376,7 +383,7 @@ case $CALL in
    for r in 1 2; do for d in $O $N $L; do echo "== attention_bench --sage, ${d##*/}, round $r"
      H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 100 $d/bin/attention_bench --sage --iters 10 \
        --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"; done; done
-   echo "== nvfp4_lab (52)"; timeout 200 build-gpu/lab/nvfp4_lab
+   echo "== nvfp4_lab (52)"; timeout 150 build-gpu/lab/nvfp4_lab
    } > "$log" 2>&1 ;; # carry build-gpu/s24old (the 64-key softmax), build-gpu/s24new (128-key), build-gpu/s24l
    # (and l as P times ones), build-gpu/lab/nvfp4_lab; ~500 s at most. Predicted (H100 figures of 2026-12-06: wg1c
    # 39.4 ms by ncu, 42.5 by the bench): s24new's wg1c ~0.87 x s24old's (SASS: ~10.1 instructions a score against
@@ -441,7 +448,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..55" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..56" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
