@@ -10,8 +10,8 @@
 // * (dq * dk * scale * log2 e), one rounding chain against the reference's two products; in
 // the wgmma forms with scale > 0, p's exponent one fma: h3s_exp) and 2^x by
 // ex2.approx in place of expf (P within ~1e-6 relative: a rare P code lands one e4m3 step
-// away), the order of the fp32 sums (l per lane, then the quad; O per n-tile in the tensor
-// cores' order, then one fma of the tile into O).
+// away), the order and precision of the sums (fp8: l and O per tile in the tensor cores' order
+// and accumulator, then one fma of the tile into them; bf16: l per lane, then the quad).
 //   h3cu_sage_fwd_fp8, h3cu_sage_fwd_bf16 (H3_SAGE_FWD_PARAMS) -> o bf16 at the segment's first
 //     row (row stride o_stride), head n of row t at o + t * o_stride + n * 128.
 // Grid (ceil(len / 128), Hq), 256 threads, one block per SM (240-255 registers).
@@ -27,7 +27,8 @@
 //     K the B operand by ldmatrix.x4 (n = key, k = dim): 32 mma.m16n8k32 s8 -> s32, exact;
 //   t = fp32(dot) * kq (log2 units); keys past len -inf; m' = max(m, the stage's rowmax t)
 //     (quad shuffles); alpha = 2^(m - m'); p = 2^(t - m') (fp8: 2^(t - m' + log2 448) = p *
-//     448); l = l * alpha + sum p (this lane's keys; the quad's sums added at the end). S of
+//     448); bf16: l = l * alpha + sum p (this lane's keys; the quad's sums added at the end),
+//     fp8: l = l * alpha + the rows' sums of P, by an mma against a tile of ones. S of
 //     the stage's first tile is computed twice: once for the maxima, once more for its P after
 //     the second tile's P V (255 registers leave no room to keep both tiles' scores);
 //   fp8: P = e4m3(p * 448) packed as the A fragments of 2 k-steps of 32 keys (sage_quant.cu's
@@ -35,7 +36,8 @@
 //     V by ldmatrix.x4.trans: 64 mma.m16n8k16; each n-tile's product into zeroed registers,
 //     then O = O * alpha + the tile's sum (fp32; SageAttention's "fp32 + fp32" accumulation;
 //     alpha only with the stage's first P V).
-// Output: fp8 O * vscale[d] / l (l the sum of p * 448), bf16 O / l, rounded once to bf16.
+// Output: fp8 O * vscale[d] / l (l the sum of P, the e4m3 codes of p * 448), bf16 O / l, rounded
+// once to bf16.
 // h3cu_sage_fwd_fp8_wg1 (H3_SAGE_FORM=wg1; GPU only, sm_90a) is the same math on the same
 // pre-pass layouts in blocks of one warpgroup, TMA loads and both products as warpgroup MMAs,
 // with its variant in clusters of 2 blocks h3cu_sage_fwd_fp8_wg1c (the default): see their
