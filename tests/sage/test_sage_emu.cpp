@@ -15,8 +15,9 @@
  *     lands one step away (more often for bf16's finer steps), and the fp32 sums run in
  *     another order (fp8: l as P times ones and O per n-tile in the mma's order, then one
  *     fma per tile; bf16: l per lane then the quad): NMSE <= 1e-7, at most 2 % of the bf16
- *     outputs differ, and at most 1 % of the (row, head) pairs by more than a bf16 step somewhere (a P code one e4m3 step away on a
- *     heavy key moves its row by a percent or two: seen once in 900 rows of the 450-row case).
+ *     outputs differ, and at most 1 % of the (row, head) pairs by more than a bf16 step
+ *     somewhere (a P code one e4m3 step away on a heavy key moves its row by a percent or
+ *     two: seen once in 900 rows of the 450-row case).
  * Cases: pv fp8 and bf16 with smoothing, two segments (130 + 70 rows: a partial query tile,
  * partial key tiles, the second segment's blocks from its own start), GQA (4 q heads on 2 kv
  * heads); pv fp8 without smoothing on one segment of 100 rows; pv fp8 on 450 rows (4 stages of
