@@ -365,6 +365,13 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+57) { O=build-gpu/s24old L=build-gpu/s24l
+   echo "== test_gpu_ops (s24l)"; H3_KERNEL_CACHE_DIR=$(cd $L/kcache && pwd) \
+     timeout 120 $L/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
+   for d in $O $L $O $L; do echo "== attention_bench --sage, ${d##*/}"
+     H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 45 $d/bin/attention_bench --sage --iters 5 \
+       --warm-seconds 0.2 2>&1 | grep -E "^(attention_flash|sage)"; done
+   } > "$log" 2>&1 ;; # call 56 cut again (the last ~300 s of a budget): carry build-gpu/s24old, build-gpu/s24l
 56) { O=build-gpu/s24old L=build-gpu/s24l
    echo "== test_gpu_ops (s24l)"; H3_KERNEL_CACHE_DIR=$(cd $L/kcache && pwd) \
      timeout 150 $L/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
@@ -448,7 +455,7 @@ case $CALL in
    rm -f "$OUT"/tok_*.safetensors
    echo "== A: unfused (STAGE/b), B: fused (STAGE)"
    H3_AB_KCACHE=$S/kcache timeout 330 dev/m31_decode_ab.sh "$S/b" "$S" 3; } > "$log" 2>&1 ;;
-*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..56" >&2; exit 2 ;;
+*) echo "usage: dev/pending_device_calls.sh STAGE OUT 11..13, 15, 16, 18..44, 47..57" >&2; exit 2 ;;
 esac
 echo "call $CALL: rc $?"
 tail -40 "$log"
