@@ -371,7 +371,9 @@ case $CALL in
    for d in $O $L $O $L; do echo "== attention_bench --sage, ${d##*/}"
      H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 45 $d/bin/attention_bench --sage --iters 5 \
        --warm-seconds 0.2 2>&1 | grep -E "^(attention_flash|sage)"; done
-   } > "$log" 2>&1 ;; # call 56 cut again (the last ~300 s of a budget): carry build-gpu/s24old, build-gpu/s24l
+   echo "== pipe_rates"; timeout 30 build-gpu/lab/pipe_rates
+   } > "$log" 2>&1 ;; # call 56 cut again (the last ~300 s of a budget): carry build-gpu/s24old, build-gpu/s24l,
+   # build-gpu/lab/pipe_rates (dev/pipe_rates.cu: is I2FP on the XU pipe with MUFU.EX2?)
 56) { O=build-gpu/s24old L=build-gpu/s24l
    echo "== test_gpu_ops (s24l)"; H3_KERNEL_CACHE_DIR=$(cd $L/kcache && pwd) \
      timeout 150 $L/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
