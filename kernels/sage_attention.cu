@@ -220,6 +220,30 @@ H3_DI void h3s_pack_p8(const float pf[8][4], unsigned pa[2][4]) {
   }
 }
 
+// The softmax of a stage for the wgmma forms (the contract's 128-key block), from S of its two
+// tiles sc0, sc1 (raw accumulators, complete) with their kq0, kq1, into the e4m3 codes pa0, pa1
+// (register A fragments) and the rows' factors alpha; m updated. POS, FULL as h3s_scores'; a
+// row's largest t of a tile from the raw bits where every key is live and kq > 0 (then
+// fp32(max x * kq) = max t). tests/sage runs it on the host against the general path.
+template <bool POS, bool FULL>
+H3_DI void h3s_stage_softmax(const int sc0[8][4], const int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4],
+                             float kq0, float kq1, long long key0, long long len, float m[2], float alpha[2]) {
+  float pf0[8][4], pf1[8][4], tm[2], off[2];
+  auto tile_max = [&](const int sc[8][4], const float pf[8][4], float kq, int r) {
+    if constexpr (POS && FULL) return __fmul_rn(h3s_row_max_raw(sc, r), kq);
+    else return h3s_row_max<POS>(pf, r, kq);
+  };
+  h3s_scores<POS, FULL>(sc0, pf0, kq0, key0, len);
+  h3s_scores<POS, FULL>(sc1, pf1, kq1, key0 + H3S_KEYS, len);
+#pragma unroll
+  for (int r = 0; r < 2; r++) tm[r] = fmaxf(tile_max(sc0, pf0, kq0, r), tile_max(sc1, pf1, kq1, r));
+  h3s_new_max(tm, 8.807354922057604f, m, alpha, off); // lg = log2(448)
+  h3s_exp<POS>(pf0, kq0, off, nullptr);
+  h3s_pack_p8(pf0, pa0);
+  h3s_exp<POS>(pf1, kq1, off, nullptr);
+  h3s_pack_p8(pf1, pa1);
+}
+
 // a[j] = a[j] * alpha + t (one fma; rows g: alpha[0], g + 8: alpha[1]), the tile's sums of
 // n-tile j
 H3_DI void h3s_fold(float *a, const float *t, const float alpha[2]) {
@@ -426,8 +450,9 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K
 //     from shared memory, committed as two groups (wg1c: thread 0 loads stage j + 1 only now,
 //     so that its wait for the other block's release of stage j - 1 runs under the products);
-//     the stage's softmax (h3s_wg1_softmax: both halves' scores and maxima, one new maximum m' =
-//     max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in register A fragments);
+//     once both are in, the stage's softmax (h3s_stage_softmax: both halves' scores and maxima,
+//     one new maximum m' = max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in register A
+//     fragments);
 //   T = P0 V0 + P1 V1 (4 wgmma m64n128k32 e4m3) and the rows' sums of P0 and P1 (4 m64n8k32
 //     against a tile of ones), one group, waited; lane 0 of each warp releases the slot
 //     (h3s_wg1_release); O = O * alpha + T (h3s_fold, fp32), l = l * alpha + the sums.
@@ -587,37 +612,6 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
   h3_fence_async_smem();
 }
 
-// The softmax of a stage (the contract's 128-key block: the softmax helpers above) from S of its
-// halves, sc0 (waited for here: the older of the two wgmma groups in flight) and sc1 (then the
-// last), with their kq0, kq1, into the e4m3 codes pa0, pa1 and the rows' factors alpha. Half
-// 0's scores and maxima come before the wait for S1 in the source; ptxas (CUDA 13) moves that
-// wait up to the first, so the SM's other blocks are what overlaps a block's softmax with the
-// tensor cores
-template <bool POS, bool FULL>
-H3_DI void h3s_wg1_softmax(int sc0[8][4], int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4], float kq0, float kq1,
-                           long long key0, long long len, float m[2], float alpha[2]) {
-  float pf0[8][4], pf1[8][4], tm[2], off[2];
-  h3_wg_wait<1>();
-  h3s_wg_hold(&sc0[0][0]);
-  // a row's largest t of a tile: on the raw bits where every key is live and kq > 0 (then
-  // fp32(max x * kq) = max t), else on pf
-  auto tile_max = [&](const int sc[8][4], const float pf[8][4], float kq, int r) {
-    if constexpr (POS && FULL) return __fmul_rn(h3s_row_max_raw(sc, r), kq);
-    else return h3s_row_max<POS>(pf, r, kq);
-  };
-  h3s_scores<POS, FULL>(sc0, pf0, kq0, key0, len);
-  tm[0] = tile_max(sc0, pf0, kq0, 0), tm[1] = tile_max(sc0, pf0, kq0, 1);
-  h3_wg_wait<0>();
-  h3s_wg_hold(&sc1[0][0]);
-  h3s_scores<POS, FULL>(sc1, pf1, kq1, key0 + H3S_KEYS, len);
-  tm[0] = fmaxf(tm[0], tile_max(sc1, pf1, kq1, 0)), tm[1] = fmaxf(tm[1], tile_max(sc1, pf1, kq1, 1));
-  h3s_new_max(tm, 8.807354922057604f, m, alpha, off); // lg = log2(448)
-  h3s_exp<POS>(pf0, kq0, off, nullptr);
-  h3s_pack_p8(pf0, pa0);
-  h3s_exp<POS>(pf1, kq1, off, nullptr);
-  h3s_pack_p8(pf1, pa1);
-}
-
 // T = P0 V0 + P1 V1 of a stage and ls its rows' sums of P (P codes pa0, pa1; V^T at descriptor
 // dv, the tile of ones at d1): 4 wgmma m64n128k32 e4m3 (2 k-steps of 32 keys a half, at bytes
 // 64 half + 32 kk of V^T's rows) and 4 m64n8k32 (ls: rows 16 w + g in ls[0] (= ls[1]), + 8 in
@@ -712,11 +706,16 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
     float nk0 = 0.0f, nk1 = 0.0f; // stage j + 1's deltas, read under the products
     if (j + 1 < nst) nk0 = h3s_ldg(kdh + 2 * j + 2), nk1 = h3s_ldg(kdh + 2 * j + 3);
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
+    // S0 and S1 complete (waiting for S0 alone first gains nothing: ptxas (CUDA 13) moves the
+    // wait for S1 up to it), then the stage's softmax
+    h3_wg_wait<0>();
+    h3s_wg_hold(&sc0[0][0]);
+    h3s_wg_hold(&sc1[0][0]);
     if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
-      if (key0 + H3S_STAGE_KEYS <= len) h3s_wg1_softmax<true, true>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
-      else h3s_wg1_softmax<true, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
+      if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
+      else h3s_stage_softmax<true, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
     } else {
-      h3s_wg1_softmax<false, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
+      h3s_stage_softmax<false, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
     }
     h3s_wg1_pv(t, ls, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC, d1);
     h3s_wg1_release<CLUSTER>(c, s);
