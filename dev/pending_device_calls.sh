@@ -2,19 +2,22 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 23: calls 49, 48 and an ncu call on an H100, call 50 and a bench
-# call on an H200: dev/results/2026-12-06-*; the NVFP4 ring form lost and is gone, the lm_head
-# streaming default was reverted, the composite 3.63 x on the H100, batch 1 1.669 ms on the
-# H200). In order, on any card for 52 and 51 (ratios and stall samples), the H200 for 53's
-# timings if it comes:
-#   52 dev/nvfp4_lab.cu (carry build-gpu/lab/nvfp4_lab): did the ring of 3 register sets gain,
-#      and is x's round trip or the mma chain what holds the skinny NVFP4 form (~2 min);
-#   53 Sage against the fp32 reference on full H3's q, k, v (issue 20's accuracy item; a stage
-#      with h3c, h3exec, attention_bench: `dev/mini_stage.sh build-gpu/s18 build-gpu/s23c
-#      --composite h3c h3exec gpu_compile_check test_gpu_ops attention_bench nvfp4_bench`);
-#   51 dev/nvfp4_ncu.sh and dev/sage_ncu.sh: the stall samples by SASS line;
-# then the Sage levers of dev/sage-attention.md (the magic's MOVs, the fold every 256 keys, the
-# stage setup) with attention_bench --sage and test_gpu_ops in one call.
+# Next (2026-12-06, session 24: no machine could be started in ~80 minutes of tries; the
+# whole budget went to refused starts). Sage's default kernel changed (128-key softmax blocks,
+# l from the tensor cores) and has run only under host emulation and ptxas, so first:
+#   54 test_gpu_ops on the new kernels (all three sage forms), attention_bench --sage A/B of
+#      three stages in two rounds, then the NVFP4 lab (52's). Stages, built here (~1 min each;
+#      PATH needs /usr/local/cuda/bin), T = "h3c h3exec gpu_compile_check test_gpu_ops
+#      attention_bench nvfp4_bench":
+#        s24old (the 64-key kernels): git worktree add /tmp/h3-old 2da2259, then in /tmp/h3-old
+#          dev/mini_stage.sh build-gpu/s18 /work/main/build-gpu/s24old --composite $T
+#        s24new (128-key softmax, before l moved): the same from 49cef8b
+#        s24l (HEAD): dev/mini_stage.sh build-gpu/s18 build-gpu/s24l --composite $T
+#      56 and 57 are 54 cut down for short budgets (57 also runs dev/pipe_rates.cu: is I2FP on
+#      MUFU.EX2's pipe? build line in its header; carry build-gpu/lab/pipe_rates);
+#   55 the composite with s24l (issue 20);
+#   53 Sage against the fp32 reference on full H3's q, k, v (issue 20's accuracy item; s24l);
+#   51 dev/nvfp4_ncu.sh and dev/sage_ncu.sh: the stall samples by SASS line.
 # Never let a helper call the device (one did in session 22: ~180 s of refused starts).
 # A cold start has cost 95-600 s of the budget; a refused start 15-180 s; a call taken back
 # mid-run ~170 s.
@@ -381,9 +384,9 @@ case $CALL in
      H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 70 $d/bin/attention_bench --sage --iters 10 \
        --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"; done; done
    } > "$log" 2>&1 ;; # call 54 cut to what a short budget allows: carry build-gpu/s24old, build-gpu/s24l; ~300 s
-55) { echo "== composite (s24new: the 128-key softmax)"
-   timeout 560 tests/gpu/run_all.sh build-gpu/s24new "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
-   rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s24new; ~450 s. Predicted on the
+55) { echo "== composite (s24l: the 128-key softmax, l from the tensor cores)"
+   timeout 560 tests/gpu/run_all.sh build-gpu/s24l "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
+   rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s24l; ~450 s. Predicted on the
    # H200 (H100 of 2026-12-06: 60.6 s against 220.0, 3.63 x): the Sage steps (10 of 20 real steps' trunk, the
    # dense_backend's 2 blocks of the rest) ~15 % faster in attention: ~57-58 s, ~3.8 x
 54) { N=build-gpu/s24new O=build-gpu/s24old L=build-gpu/s24l
