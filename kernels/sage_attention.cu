@@ -193,15 +193,20 @@ template <bool POS, bool SUM = false> H3_DI void h3s_exp(float pf[8][4], float k
   }
 }
 
+// The largest t of row r of a tile in this lane: from the raw bits of sc when `raw` (every key
+// live and kq > 0: then fp32(max x * kq) = max t), else from its scores pf
+template <bool POS> H3_DI float h3s_tile_max(const int sc[8][4], const float pf[8][4], float kq, int r, bool raw) {
+  return raw ? __fmul_rn(h3s_row_max_raw(sc, r), kq) : h3s_row_max<POS>(pf, r, kq);
+}
+
 // The mma forms' scores of a tile (kq of any sign: their 255 registers leave no room for more
-// paths) and the largest t of each of its rows in this lane (from the raw bits where every key
-// is live and kq > 0: the same value)
+// paths) and the largest t of each of its rows in this lane
 H3_DI void h3s_scores_any(const int sc[8][4], float pf[8][4], float kq, long long key0, long long len, float tm[2]) {
-  if (key0 + H3S_KEYS <= len) h3s_scores<false, true>(sc, pf, kq, key0, len);
+  const bool full = key0 + H3S_KEYS <= len;
+  if (full) h3s_scores<false, true>(sc, pf, kq, key0, len);
   else h3s_scores<false, false>(sc, pf, kq, key0, len);
-  const bool raw = kq > 0.0f && key0 + H3S_KEYS <= len;
 #pragma unroll
-  for (int r = 0; r < 2; r++) tm[r] = raw ? __fmul_rn(h3s_row_max_raw(sc, r), kq) : h3s_row_max<false>(pf, r, kq);
+  for (int r = 0; r < 2; r++) tm[r] = h3s_tile_max<false>(sc, pf, kq, r, full && kq > 0.0f);
 }
 
 // e4m3 of four p * 448 (h3s_exp's pf for fp8), packed in one word (a the low byte)
@@ -229,14 +234,11 @@ template <bool POS, bool FULL>
 H3_DI void h3s_stage_softmax(const int sc0[8][4], const int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4],
                              float kq0, float kq1, long long key0, long long len, float m[2], float alpha[2]) {
   float pf0[8][4], pf1[8][4], tm[2], off[2];
-  auto tile_max = [&](const int sc[8][4], const float pf[8][4], float kq, int r) {
-    if constexpr (POS && FULL) return __fmul_rn(h3s_row_max_raw(sc, r), kq);
-    else return h3s_row_max<POS>(pf, r, kq);
-  };
   h3s_scores<POS, FULL>(sc0, pf0, kq0, key0, len);
   h3s_scores<POS, FULL>(sc1, pf1, kq1, key0 + H3S_KEYS, len);
 #pragma unroll
-  for (int r = 0; r < 2; r++) tm[r] = fmaxf(tile_max(sc0, pf0, kq0, r), tile_max(sc1, pf1, kq1, r));
+  for (int r = 0; r < 2; r++)
+    tm[r] = fmaxf(h3s_tile_max<POS>(sc0, pf0, kq0, r, POS && FULL), h3s_tile_max<POS>(sc1, pf1, kq1, r, POS && FULL));
   h3s_new_max(tm, 8.807354922057604f, m, alpha, off); // lg = log2(448)
   h3s_exp<POS>(pf0, kq0, off, nullptr);
   h3s_pack_p8(pf0, pa0);
@@ -559,27 +561,6 @@ H3_DI float h3s_ldg(const float *p) {
   return x;
 }
 
-// One thread: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
-// vrow .. + 127 of tv: 32 KiB) into slot j % 2 of the ring at ss (each slot K, then V^T), once
-// the slot's releases of stage j - 2 are in (the empty barrier's phase (j / 2 - 1)), the full
-// barrier expecting all 32 KiB. CLUSTER (2 blocks): only this block's box, rank 0 the K box and
-// rank 1 the V^T box, each by multicast into both blocks
-template <bool CLUSTER>
-H3_DI void h3s_load_stage(const h3_tmap *tk, const h3_tmap *tv, unsigned ss, h3s_wg1_bars bar, int krow, int vrow,
-                          int j, unsigned rank) {
-  const int s = j % H3S_WG1_STAGES;
-  if (j >= H3S_WG1_STAGES) h3_bar_wait(bar.empty(s), (unsigned)((j / H3S_WG1_STAGES - 1) & 1));
-  const unsigned ks = ss + (unsigned)(s * 2 * H3S_KBYTES);
-  h3_bar_expect(bar.full(s), 2 * H3S_KBYTES);
-  if constexpr (CLUSTER) {
-    if (rank == 0) h3_tma_both(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
-    else h3_tma_both(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
-  } else {
-    h3_tma(ks, tk, 0, krow + H3S_STAGE_KEYS * j, bar.full(s));
-    h3_tma(ks + H3S_KBYTES, tv, H3S_STAGE_KEYS * j, vrow, bar.full(s));
-  }
-}
-
 // S = Q K^T of one 64-key tile into sc: every accumulator H3S_MAGIC (pinned before the caller's
 // fence: the compiler may not sink the initial values below it), then 4 k-steps of 32 dims of
 // Q (descriptor dq) and the tile's K (descriptor dk; 32 bytes a k-step: 2 descriptor units)
@@ -645,10 +626,23 @@ struct h3s_wg1_ctx {
   unsigned rank;
 };
 
-// Thread 0: stage j into slot j % 2 once stage j - 2's releases are in (h3s_load_stage; wg1c
-// this rank's box into both blocks)
+// Thread 0: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
+// vrow .. + 127 of tv: 32 KiB) into slot j % 2 (K, then V^T), once the slot's releases of stage
+// j - 2 are in (the empty barrier's phase (j / 2 - 1)), the full barrier expecting all 32 KiB.
+// wg1c: only this block's box, rank 0 the K box and rank 1 the V^T box, each by multicast into
+// both blocks
 template <bool CLUSTER> H3_DI void h3s_wg1_load(const h3s_wg1_ctx &c, int j) {
-  h3s_load_stage<CLUSTER>(c.tk, c.tv, c.ss, c.bar, c.krow, c.vrow, j, c.rank);
+  const int s = j % H3S_WG1_STAGES;
+  if (j >= H3S_WG1_STAGES) h3_bar_wait(c.bar.empty(s), (unsigned)((j / H3S_WG1_STAGES - 1) & 1));
+  const unsigned ks = c.ss + (unsigned)(s * 2 * H3S_KBYTES);
+  h3_bar_expect(c.bar.full(s), 2 * H3S_KBYTES);
+  if constexpr (CLUSTER) {
+    if (c.rank == 0) h3_tma_both(ks, c.tk, 0, c.krow + H3S_STAGE_KEYS * j, c.bar.full(s));
+    else h3_tma_both(ks + H3S_KBYTES, c.tv, H3S_STAGE_KEYS * j, c.vrow, c.bar.full(s));
+  } else {
+    h3_tma(ks, c.tk, 0, c.krow + H3S_STAGE_KEYS * j, c.bar.full(s));
+    h3_tma(ks + H3S_KBYTES, c.tv, H3S_STAGE_KEYS * j, c.vrow, c.bar.full(s));
+  }
 }
 
 // Every thread, once its warp's wgmmas that read slot s retired: lane 0 releases the slot (wg1c:

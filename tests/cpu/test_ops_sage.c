@@ -45,13 +45,15 @@ static void emulate(const float *q, const float *k, const float *v, int64_t T, i
       float dq = qa > 0 ? qa / 127.0f : 1.0f, m = -INFINITY, l = 0, o[512] = {0};
       for (int64_t k0 = 0; k0 < len; k0 += SOFTMAX_KEYS) {
         int64_t k1 = k0 + SOFTMAX_KEYS < len ? k0 + SOFTMAX_KEYS : len;
-        float S[SOFTMAX_KEYS], mt = m;
+        float S[SOFTMAX_KEYS], mt = m, dk = 1.0f;
         for (int64_t r = k0; r < k1; r++) {
-          int64_t b0 = r / BLK * BLK, b1 = b0 + BLK < len ? b0 + BLK : len; /* key r's k block */
-          float ka = 0;
-          for (int64_t rr = b0; rr < b1; rr++)
-            for (int64_t d = 0; d < D; d++) ka = fmaxf(ka, fabsf(kt[rr * D + d]));
-          float dk = ka > 0 ? ka / 127.0f : 1.0f;
+          if (r % BLK == 0) { /* key r opens a k block (k0 is one too): its delta */
+            int64_t b1 = r + BLK < len ? r + BLK : len;
+            float ka = 0;
+            for (int64_t rr = r; rr < b1; rr++)
+              for (int64_t d = 0; d < D; d++) ka = fmaxf(ka, fabsf(kt[rr * D + d]));
+            dk = ka > 0 ? ka / 127.0f : 1.0f;
+          }
           int32_t dot = 0;
           for (int64_t d = 0; d < D; d++) {
             float qc = fminf(127.0f, fmaxf(-127.0f, rne(q[(t * Hq + n) * D + d] / dq)));
