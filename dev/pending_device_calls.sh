@@ -10,7 +10,7 @@
 #      PATH needs /usr/local/cuda/bin), T = "h3c h3exec gpu_compile_check test_gpu_ops
 #      attention_bench nvfp4_bench":
 #        s24old (the 64-key kernels): git worktree add /tmp/h3-old 2da2259, then in /tmp/h3-old
-#          dev/mini_stage.sh build-gpu/s18 /work/main/build-gpu/s24old --composite $T
+#          dev/mini_stage.sh build-gpu/s18 "$CHECKOUT/build-gpu/s24old" --composite $T (CHECKOUT: this checkout)
 #        s24new (128-key softmax, before l moved): the same from 49cef8b
 #        s24l (HEAD): dev/mini_stage.sh build-gpu/s18 build-gpu/s24l --composite $T
 #      56 and 57 are 54 cut down for short budgets (57 also runs dev/pipe_rates.cu: is I2FP on
