@@ -113,9 +113,8 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 
 // The online softmax, in log2 units, over blocks of 128 keys (a stage: two 64-key tiles, each
 // its own delta dk, so its own kq = dq * dk * scale * log2(e)); rows g, g + 8 of the lane: r =
-// 0, 1. The int32 dots arrive as fp32 bit patterns 1.5 * 2^23 + dot (the accumulators start at
-// H3S_MAGIC; |dot| <= 128 * 127 * 127 < 2^22), so one exact subtraction converts them to x =
-// fp32(dot): no int-to-float conversions on the narrow pipe. A stage runs
+// 0, 1. The int32 dots (|dot| <= 128 * 127 * 127 < 2^22) become x = fp32(dot) by one exact
+// conversion (I2FP: it issues beside MUFU.EX2, not on its pipe: dev/pipe_rates.cu). A stage runs
 //   h3s_scores (per tile) -> h3s_row_max (per tile, maxima combined) -> h3s_new_max (once)
 //   -> h3s_exp (per tile)
 // t = x * kq, -inf past len; m' = max(m, the stage's max t over the quad's lanes); alpha =
@@ -126,7 +125,6 @@ H3_DI void h3s_load(unsigned char *stage, const signed char *kc, const unsigned 
 // 0; the wgmma forms): pf keeps x, since rounding x * kq is monotone, max t = fp32(max x * kq),
 // and p's exponent is one fma x * kq - (m' - lg), one rounding less. FULL: every key of the
 // tile is live (no per-key test).
-#define H3S_MAGIC 0x4B400000 // the bits of 1.5 * 2^23
 template <bool POS, bool FULL>
 H3_DI void h3s_scores(const int sc[8][4], float pf[8][4], float kq, long long key0, long long len) {
   const int c = threadIdx.x & 3;
@@ -134,7 +132,7 @@ H3_DI void h3s_scores(const int sc[8][4], float pf[8][4], float kq, long long ke
   for (int k = 0; k < 32; k++) {
     const int n = k >> 2, e = k & 3;
     const bool live = FULL || key0 + 8 * n + 2 * c + (e & 1) < len;
-    const float x = __fsub_rn(__int_as_float(sc[n][e]), 12582912.0f);
+    const float x = __int2float_rn(sc[n][e]);
     pf[n][e] = live ? (POS ? x : __fmul_rn(x, kq)) : -H3S_INF;
   }
 }
@@ -152,10 +150,10 @@ template <bool POS> H3_DI float h3s_row_max(const float pf[8][4], int r, float k
   return POS ? __fmul_rn(xm, kq) : xm;
 }
 
-// The largest x of row r's 16 values of sc in this lane, from the raw bits: MAGIC + dot as int32
-// orders as dot, so 3-way integer maxima (VIMNMX3: half the instructions of pairwise float
-// maxima, off the FP32 pipe) and one subtraction for the kept value give h3s_row_max's x
-H3_DI float h3s_row_max_raw(const int sc[8][4], int r) {
+// The largest x of row r's 16 values of sc in this lane, from the int32 dots: 3-way integer
+// maxima (VIMNMX3: half the instructions of pairwise float maxima, off the FP32 pipe) and one
+// conversion of the kept dot give h3s_row_max's x
+H3_DI float h3s_row_max_dots(const int sc[8][4], int r) {
   int v[16];
 #pragma unroll
   for (int i = 0; i < 8; i++) v[2 * i] = sc[i][2 * r], v[2 * i + 1] = sc[i][2 * r + 1];
@@ -163,7 +161,7 @@ H3_DI float h3s_row_max_raw(const int sc[8][4], int r) {
 #pragma unroll
   for (int i = 0; i < 5; i++) m[i] = __vimax3_s32(v[3 * i], v[3 * i + 1], v[3 * i + 2]);
   const int a = __vimax3_s32(m[0], m[1], m[2]), b = __vimax3_s32(m[3], m[4], v[15]);
-  return __fsub_rn(__int_as_float(a > b ? a : b), 12582912.0f);
+  return __int2float_rn(a > b ? a : b);
 }
 
 // The rows' new maxima from this lane's stage maxima tm (t units; the quad's maximum taken
@@ -193,10 +191,10 @@ template <bool POS, bool SUM = false> H3_DI void h3s_exp(float pf[8][4], float k
   }
 }
 
-// The largest t of row r of a tile in this lane: from the raw bits of sc when `raw` (every key
-// live and kq > 0: then fp32(max x * kq) = max t), else from its scores pf
-template <bool POS> H3_DI float h3s_tile_max(const int sc[8][4], const float pf[8][4], float kq, int r, bool raw) {
-  return raw ? __fmul_rn(h3s_row_max_raw(sc, r), kq) : h3s_row_max<POS>(pf, r, kq);
+// The largest t of row r of a tile in this lane: from the int32 dots of sc when `dots` (every
+// key live and kq > 0: then fp32(max x * kq) = max t), else from its scores pf
+template <bool POS> H3_DI float h3s_tile_max(const int sc[8][4], const float pf[8][4], float kq, int r, bool dots) {
+  return dots ? __fmul_rn(h3s_row_max_dots(sc, r), kq) : h3s_row_max<POS>(pf, r, kq);
 }
 
 // The mma forms' scores of a tile (kq of any sign: their 255 registers leave no room for more
@@ -226,9 +224,9 @@ H3_DI void h3s_pack_p8(const float pf[8][4], unsigned pa[2][4]) {
 }
 
 // The softmax of a stage for the wgmma forms (the contract's 128-key block), from S of its two
-// tiles sc0, sc1 (raw accumulators, complete) with their kq0, kq1, into the e4m3 codes pa0, pa1
+// tiles sc0, sc1 (int32 accumulators, complete) with their kq0, kq1, into the e4m3 codes pa0, pa1
 // (register A fragments) and the rows' factors alpha; m updated. POS, FULL as h3s_scores'; a
-// row's largest t of a tile from the raw bits where every key is live and kq > 0 (then
+// row's largest t of a tile from the int32 dots where every key is live and kq > 0 (then
 // fp32(max x * kq) = max t). tests/sage runs it on the host against the general path.
 template <bool POS, bool FULL>
 H3_DI void h3s_stage_softmax(const int sc0[8][4], const int sc1[8][4], unsigned pa0[2][4], unsigned pa1[2][4],
@@ -389,10 +387,10 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
     int sc[8][4];
     float pf[8][4], tm[2], t1[2], alpha[2], off[2];
-    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
+    h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, 0);
     h3s_scores_any(sc, pf, kq0, key0, len, tm);
     if (two) {
-      h3_tile_qk<2, int, h3s_mma_s8>(ks + H3S_KBYTES / 2, qa, sc, H3S_MAGIC);
+      h3_tile_qk<2, int, h3s_mma_s8>(ks + H3S_KBYTES / 2, qa, sc, 0);
       h3s_scores_any(sc, pf, kq1, key0 + H3S_KEYS, len, t1);
       tm[0] = fmaxf(tm[0], t1[0]), tm[1] = fmaxf(tm[1], t1[1]);
     }
@@ -403,7 +401,7 @@ template <bool FP8> H3_DI void h3s_fwd(H3_SAGE_FWD_PARAMS) {
     else h3s_pv_bf16(vs + two * H3S_KBYTES, pf, alpha, acc);
     if (two) {
       const float one[2] = {1.0f, 1.0f};
-      h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, H3S_MAGIC);
+      h3_tile_qk<2, int, h3s_mma_s8>(ks, qa, sc, 0);
       h3s_scores<false, true>(sc, pf, kq0, key0, len);
       h3s_exp<false, !FP8>(pf, 0.0f, off, l);
       if constexpr (FP8) h3s_pv_fp8(vs, 0, pf, one, acc, l);
@@ -515,8 +513,9 @@ typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
 #define H3S_DESC_HI 0x40000040u
 H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
 
-// d[32] (int32) += A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a, b)
-H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b) {
+// d[32] (int32) (+)= A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a,
+// b); acc = 0 overwrites d
+H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b, int acc) {
   asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %32, 0;\nmov.b64 da, {%33, %35};\n"
                "mov.b64 db, {%34, %35};\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
@@ -524,7 +523,7 @@ H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b) {
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
                "}, da, db, p;\n}\n"
                : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
-               : "r"(1), "r"(a), "r"(b), "r"(H3S_DESC_HI));
+               : "r"(acc), "r"(a), "r"(b), "r"(H3S_DESC_HI));
 }
 
 // d[64] (fp32) (+)= A B^T, m64n128k32 e4m3: A the 8-bit A fragment a[4] in registers, B from
@@ -548,7 +547,7 @@ H3_DI void h3s_wg_rowsum(float *d, const unsigned *a, unsigned b, int acc) {
 }
 
 // pins the 32 int32 registers d where the call stands: reads of wgmma results after the wait
-// that precedes it, or (h3s_wg1_magic) initial values written before the fence that follows it
+// that precedes it
 H3_DI void h3s_wg_hold(int *d) {
 #pragma unroll
   for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
@@ -561,19 +560,12 @@ H3_DI float h3s_ldg(const float *p) {
   return x;
 }
 
-// S = Q K^T of one 64-key tile into sc: every accumulator H3S_MAGIC (pinned before the caller's
-// fence: the compiler may not sink the initial values below it), then 4 k-steps of 32 dims of
-// Q (descriptor dq) and the tile's K (descriptor dk; 32 bytes a k-step: 2 descriptor units)
-H3_DI void h3s_wg1_magic(int sc[8][4]) {
-#pragma unroll
-  for (int j = 0; j < 8; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) sc[j][i] = H3S_MAGIC;
-  h3s_wg_hold(&sc[0][0]);
-}
+// S = Q K^T of one 64-key tile into sc: 4 k-steps of 32 dims of Q (descriptor dq) and the
+// tile's K (descriptor dk; 32 bytes a k-step: 2 descriptor units), the first overwriting sc (no
+// initial values to set)
 H3_DI void h3s_wg1_qk(int sc[8][4], unsigned dq, unsigned dk) {
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++) h3s_wg_qk_ss(&sc[0][0], dq + 2 * kk, dk + 2 * kk);
+  for (int kk = 0; kk < 4; kk++) h3s_wg_qk_ss(&sc[0][0], dq + 2 * kk, dk + 2 * kk, kk);
 }
 
 // The block's 64 rows of Q codes at q (128 bytes a row) into shared memory at qs (generic
@@ -688,8 +680,6 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
     const long long key0 = (long long)H3S_STAGE_KEYS * j;
     if (!CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1);
     h3_bar_wait(c.bar.full(s), (unsigned)((j >> 1) & 1));
-    h3s_wg1_magic(sc0);
-    h3s_wg1_magic(sc1);
     h3_wg_fence();
     const unsigned dk = dks + (unsigned)s * H3S_SLOT_DESC;
     h3s_wg1_qk(sc0, dqs, dk);

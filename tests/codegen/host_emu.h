@@ -106,6 +106,8 @@ inline float __int_as_float(int v) {
   std::memcpy(&f, &v, sizeof f);
   return f;
 }
+/* int32 -> fp32, rounded to nearest (I2FP on sm_90; the host's conversion rounds the same way) */
+inline float __int2float_rn(int v) { return (float)v; }
 /* the 3-way signed maximum (one VIMNMX3 on sm_90) */
 inline int __vimax3_s32(int a, int b, int c) { return std::max(std::max(a, b), c); }
 inline double __longlong_as_double(long long v) {

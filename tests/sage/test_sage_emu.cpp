@@ -23,7 +23,7 @@
  * heads); pv fp8 without smoothing on one segment of 100 rows; pv fp8 on 450 rows (4 stages of
  * 128 keys: the 3-stage ring wraps), 2 q heads on 1 kv head; 192 rows (a last stage whose
  * second tile is past len); a negative scale (the paths for kq <= 0), pv fp8 and bf16; and the
- * row maxima from the accumulators' raw bits against the float path.
+ * row maxima from the int32 dots against the float path.
  */
 #include "emu_harness.h"
 
@@ -179,28 +179,28 @@ static void test_case(const sage_case &c) {
   h3_module_free(m);
 }
 
-/* A row's largest score from the accumulators' raw bits (3-way integer maxima: the wgmma forms'
- * and the mma form's full tiles) against the float path, on random dots over the whole range
+/* A row's largest score from the int32 dots (3-way integer maxima: the wgmma forms' and the mma
+ * form's full tiles) against the float path, on random dots over the whole range
  * |dot| <= 128 * 127 * 127 (extremes included) and kq > 0: equal bit for bit */
-static void test_raw_max(void) {
+static void test_dots_max(void) {
   int64_t bad = 0;
   for (int trial = 0; trial < 2000; trial++) {
     int sc[8][4];
     float pf[8][4];
     const int span = trial % 2 ? 2064512 : 4000; /* the extremes; typical dots */
     for (auto &row : sc)
-      for (int &x : row) x = H3S_MAGIC + (int)std::lround((2 * urand() - 1) * span);
-    if (trial % 7 == 0) sc[trial % 8][trial % 4] = H3S_MAGIC + (trial % 14 ? 2064512 : -2064512);
+      for (int &x : row) x = (int)std::lround((2 * urand() - 1) * span);
+    if (trial % 7 == 0) sc[trial % 8][trial % 4] = trial % 14 ? 2064512 : -2064512;
     const float kq = (float)(1e-6 + urand() * 1e-3);
     sage_k::h3s_scores<true, true>(sc, pf, kq, 0, 64);
     for (int r = 0; r < 2; r++)
-      bad += sage_k::h3s_row_max<true>(pf, r, kq) != __fmul_rn(sage_k::h3s_row_max_raw(sc, r), kq);
+      bad += sage_k::h3s_row_max<true>(pf, r, kq) != __fmul_rn(sage_k::h3s_row_max_dots(sc, r), kq);
   }
-  fprintf(stderr, "  row maxima from the raw bits: %lld of 4000 differ\n", (long long)bad);
-  CHECK(bad == 0, "row maxima from the raw bits: %lld of 4000 differ from the float path", (long long)bad);
+  fprintf(stderr, "  row maxima from the int32 dots: %lld of 4000 differ\n", (long long)bad);
+  CHECK(bad == 0, "row maxima from the int32 dots: %lld of 4000 differ from the float path", (long long)bad);
 }
 
-/* The wgmma forms' stage softmax (h3s_stage_softmax<POS, FULL>: kq > 0, the raw-bits maxima and
+/* The wgmma forms' stage softmax (h3s_stage_softmax<POS, FULL>: kq > 0, the int32 dots' maxima and
  * one fma a score) against its general path <false, false> (the one the kq <= 0 stages and the
  * mma form's helpers take), a warp of 32 lanes on random stages: full ones and stages cut at
  * random len (a partial first or second tile), running maxima from -inf or a row's earlier
@@ -219,7 +219,7 @@ static void test_stage_softmax(void) {
     for (int lane = 0; lane < 32; lane++)
       for (int t = 0; t < 2; t++)
         for (auto &row : sc[lane][t])
-          for (int &x : row) x = H3S_MAGIC + (int)std::lround((2 * urand() - 1) * span);
+          for (int &x : row) x = (int)std::lround((2 * urand() - 1) * span);
     for (int g = 0; g < 8; g++) /* a row's running maximum: the same in its quad's lanes */
       for (int r = 0; r < 2; r++) {
         const float mr = trial % 4 == 0 ? -INFINITY : (float)((2 * urand() - 1) * 30);
@@ -262,7 +262,7 @@ static void test_stage_softmax(void) {
 
 int main(void) {
   elapsed();
-  test_raw_max();
+  test_dots_max();
   test_stage_softmax();
   test_case({"fp8 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, true, true});
   test_case({"bf16 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, false, true});
