@@ -447,10 +447,10 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // tiles: k blocks 2 j, 2 j + 1, each its delta kd):
 //   thread 0 first loads stage j + 1 by TMA into slot (j + 1) % 2 (h3s_wg1_load: once stage
 //     j - 1 was released there), then every thread waits for stage j in slot j % 2;
-//   S0, S1 = Q K^T of the halves: 4 wgmma m64n64k32 s8 each, Q and K
-//     from shared memory, committed as two groups (wg1c: thread 0 loads stage j + 1 only now,
-//     so that its wait for the other block's release of stage j - 1 runs under the products);
-//     once both are in, the stage's softmax (h3s_stage_softmax: both halves' scores and maxima,
+//   S = Q K^T of the stage (both halves: 4 wgmma m64n128k32 s8, Q and K from shared memory;
+//     S0, S1 the accumulators' two halves), one group (wg1c: thread 0 loads stage j + 1 only
+//     now, so that its wait for the other block's release of stage j - 1 runs under the
+//     products); once it is in, the stage's softmax (h3s_stage_softmax: both halves' scores and maxima,
 //     one new maximum m' = max(m, the stage's keys) a row, P0 and P1 as e4m3 codes in register A
 //     fragments);
 //   T = P0 V0 + P1 V1 (4 wgmma m64n128k32 e4m3) and the rows' sums of P0 and P1 (4 m64n8k32
@@ -501,7 +501,6 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 #define H3S_WG1_ONES (H3S_WG1_QOFF + H3S_WG1_ROWS * 128) // the tile of ones' offset (1 KiB)
 #define H3S_SMEM_WG1 (1024 + H3S_WG1_ONES + 1024)
 #define H3S_SLOT_DESC (2 * H3S_KBYTES >> 4) // a slot, in descriptor units
-#define H3S_HALF_DESC (H3S_KBYTES / 2 >> 4) // a tile's K half 1 in its slot
 typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
@@ -513,16 +512,16 @@ typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
 #define H3S_DESC_HI 0x40000040u
 H3_DI unsigned h3s_desc(unsigned addr) { return (unsigned)h3_wg_desc(addr, 16, 1024); }
 
-// d[32] (int32) (+)= A B^T, m64n64k32 s8, A and B from shared memory (descriptors' low words a,
-// b); acc = 0 overwrites d
+// d[64] (int32) (+)= A B^T, m64n128k32 s8, A and B from shared memory (descriptors' low words a,
+// b; B's 128 rows are the stage's two tiles of K, so d[0 .. 31] is tile 0's S and d[32 .. 63]
+// tile 1's, each in the m64n64 accumulator layout); acc = 0 overwrites d. One n128 product in
+// place of two n64 ones reads Q from shared memory once a k-step instead of twice
 H3_DI void h3s_wg_qk_ss(int *d, unsigned a, unsigned b, int acc) {
-  asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %32, 0;\nmov.b64 da, {%33, %35};\n"
-               "mov.b64 db, {%34, %35};\n"
-               "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-               "}, da, db, p;\n}\n"
-               : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24)
+  asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %64, 0;\nmov.b64 da, {%65, %67};\n"
+               "mov.b64 db, {%66, %67};\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {" H3_WG_OPS64 "}, da, db, p;\n}\n"
+               : H3S_R8(d, 0), H3S_R8(d, 8), H3S_R8(d, 16), H3S_R8(d, 24), H3S_R8(d, 32), H3S_R8(d, 40),
+                 H3S_R8(d, 48), H3S_R8(d, 56)
                : "r"(acc), "r"(a), "r"(b), "r"(H3S_DESC_HI));
 }
 
@@ -546,11 +545,18 @@ H3_DI void h3s_wg_rowsum(float *d, const unsigned *a, unsigned b, int acc) {
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "r"(b), "r"(H3S_DESC_HI));
 }
 
-// pins the 32 int32 registers d where the call stands: reads of wgmma results after the wait
+// pins the 64 int32 registers d where the call stands: reads of wgmma results after the wait
 // that precedes it
 H3_DI void h3s_wg_hold(int *d) {
 #pragma unroll
-  for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory");
+  for (int i = 0; i < 64; i++) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// v as computed where the call stands: the compiler may not recompute it from its sources in a
+// loop below (the descriptors' shared-memory addresses, else rebuilt every stage)
+H3_DI unsigned h3s_pin(unsigned v) {
+  asm volatile("" : "+r"(v));
+  return v;
 }
 
 // *p, loaded where the call stands (the compiler may not sink it under a barrier wait)
@@ -560,12 +566,12 @@ H3_DI float h3s_ldg(const float *p) {
   return x;
 }
 
-// S = Q K^T of one 64-key tile into sc: 4 k-steps of 32 dims of Q (descriptor dq) and the
-// tile's K (descriptor dk; 32 bytes a k-step: 2 descriptor units), the first overwriting sc (no
-// initial values to set)
-H3_DI void h3s_wg1_qk(int sc[8][4], unsigned dq, unsigned dk) {
+// S = Q K^T of a 128-key stage into sc (sc[0]: tile 0, sc[1]: tile 1): 4 k-steps of 32 dims of
+// Q (descriptor dq) and the stage's K (descriptor dk; 32 bytes a k-step: 2 descriptor units),
+// the first overwriting sc (no initial values to set)
+H3_DI void h3s_wg1_qk(int sc[2][8][4], unsigned dq, unsigned dk) {
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++) h3s_wg_qk_ss(&sc[0][0], dq + 2 * kk, dk + 2 * kk, kk);
+  for (int kk = 0; kk < 4; kk++) h3s_wg_qk_ss(&sc[0][0][0], dq + 2 * kk, dk + 2 * kk, kk);
 }
 
 // The block's 64 rows of Q codes at q (128 bytes a row) into shared memory at qs (generic
@@ -665,11 +671,11 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
   const int tid = threadIdx.x, nst = c.nst;
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  const unsigned dqs = h3s_desc(c.ss + H3S_WG1_QOFF), dks = h3s_desc(c.ss), dvs = dks + (H3S_KBYTES >> 4);
-  const unsigned d1 = h3s_desc(c.ss + H3S_WG1_ONES);
+  const unsigned dqs = h3s_pin(h3s_desc(c.ss + H3S_WG1_QOFF)), dks = h3s_pin(h3s_desc(c.ss));
+  const unsigned dvs = dks + (H3S_KBYTES >> 4), d1 = h3s_pin(h3s_desc(c.ss + H3S_WG1_ONES));
   float acc[16][4], t[64], ls[4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2];
   unsigned pa0[2][4], pa1[2][4];
-  int sc0[8][4], sc1[8][4];
+  int sc[2][8][4]; // S of the stage's tiles
 #pragma unroll
   for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -682,24 +688,20 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
     h3_bar_wait(c.bar.full(s), (unsigned)((j >> 1) & 1));
     h3_wg_fence();
     const unsigned dk = dks + (unsigned)s * H3S_SLOT_DESC;
-    h3s_wg1_qk(sc0, dqs, dk);
+    h3s_wg1_qk(sc, dqs, dk);
     h3_wg_commit();
-    h3s_wg1_qk(sc1, dqs, dk + H3S_HALF_DESC);
-    h3_wg_commit();
-    if (CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1); // waits under S0, S1
+    if (CLUSTER && tid == 0 && j + 1 < nst) h3s_wg1_load<CLUSTER>(c, j + 1); // waits under S
     float nk0 = 0.0f, nk1 = 0.0f; // stage j + 1's deltas, read under the products
     if (j + 1 < nst) nk0 = h3s_ldg(kdh + 2 * j + 2), nk1 = h3s_ldg(kdh + 2 * j + 3);
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
-    // S0 and S1 complete (waiting for S0 alone first gains nothing: ptxas (CUDA 13) moves the
-    // wait for S1 up to it), then the stage's softmax
+    // S complete, then the stage's softmax
     h3_wg_wait<0>();
-    h3s_wg_hold(&sc0[0][0]);
-    h3s_wg_hold(&sc1[0][0]);
+    h3s_wg_hold(&sc[0][0][0]);
     if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
-      if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
-      else h3s_stage_softmax<true, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
+      if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+      else h3s_stage_softmax<true, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
     } else {
-      h3s_stage_softmax<false, false>(sc0, sc1, pa0, pa1, kq0, kq1, key0, len, m, al);
+      h3s_stage_softmax<false, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
     }
     h3s_wg1_pv(t, ls, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC, d1);
     h3s_wg1_release<CLUSTER>(c, s);
