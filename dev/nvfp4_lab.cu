@@ -1,33 +1,28 @@
-// nvfp4_lab.cu: what holds the NVFP4 skinny form (kernels/nvfp4_gemm.cu's _sk, 1-8 rows) at
-// half the card's read rate? (lab; not CI)
+// nvfp4_lab.cu: the NVFP4 skinny form (kernels/nvfp4_gemm.cu's _sk, 1-8 rows) against variants
+// of its loop built from its own helpers (lab; not CI)
 //   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas -o nvfp4_lab
 //   ./nvfp4_lab
-// Question (dev/nvfp4-gemm.md, 2026-12-06): ncu put the skinny form at ~55 % of DRAM bandwidth
-// and ~45 % of issue slots, its top stall the wait for global loads (44 %); a ring form with
-// three chunks of weights in flight through shared memory did no better. What is left in
-// flight per turn is x: each warp loads its chunk of x (8 x 16 bytes a lane, through L1) in
-// the turn that uses it, and the turn's 16 mma run on one accumulator chain.
-// Method: variants of the skinny loop built from the product's own helpers (h3n_load,
-// h3n_skinny_turn), the weights two chunks ahead in a ring of 3 as in the
-// product, the loop unrolled by 6:
-//   skv<NA, XPF>: NA accumulators (2: each word's k-step 1 on its own chain, added at the
-//   end: another fp32 sum order), XPF: x of the warp's next turn loaded during this one (a ring
-//   of 2; 32 more registers, so 3 blocks an SM instead of 4);
-//   skv_moves: the product before 2026-12-06 (cur = nxt, nxt = far copied at the end of each
-//   turn, so the load issued at its start must land first: one chunk in flight).
+// The product's loop (since 2026-12-06): per lane the weights two turns ahead in a ring of 3,
+// x one turn ahead in a ring of 2, unrolled by 6, one accumulator chain (3 blocks an SM). It
+// was this lab's skv<1,1>, measured on an H100 3-15 % faster at M = 1 than x loaded in its own
+// turn (dev/nvfp4-gemm.md, 2026-12-06; raw log
+// dev/results/2026-12-06-h100-s25-sage-128key-ab-nvfp4-lab.txt). Variants, the same loop with
+// one thing changed:
+//   skv<1, false>: x loaded in the turn that uses it (the product's scheme before 2026-12-06:
+//   4 blocks an SM), the same sums;
+//   skv<2, true>: two accumulator chains (each word's k-step 1 on its own, added at the end:
+//   another fp32 sum order; measured <= 1 % faster at M = 1);
+//   skv16<NA>: x loaded in its turn, over two n-tiles of x (9-16 rows; its registers leave no
+//   room for x ahead), where the product runs its tiled kernels (timed beside it: `tiled _m1`,
+//   the product's launch shape, mirrored; on the H100 the faster of the two but at o_proj).
 // Against: the product (its _sk launched as cuda_nvfp4.c launches it), a plain read of the same
 // packed bytes (the floor) and cuBLAS's bf16 GEMM over the dequantized weight (the product's
 // _dq kernel, exact). Every case rotates over weight copies of >= 400 MB (the L2 holds none of
 // what a launch reads, as inside a model); times are means of ~40-80 launches after warm-ups.
 // Checks: each result against cuBLAS's (max |diff| / max |y| < 1e-3: fp32 sum orders differ;
-// "FAIL" past it), skv<1, *, true> and skv_moves bitwise against the product (the same sums); y
-// set to NaN before each checked launch. The plain read covers the codes, not the scales (1/8
-// more bytes): "x plain" is ~11 % optimistic.
-//   skv16<NA>: the same loop over two n-tiles of x (9-16 rows), where the product runs its tiled
-//   kernels (timed beside it: `tiled _m1`, the product's launch shape, mirrored).
-// Prediction: if x's round trip is the wait, XPF closes most of the gap to the plain read at M =
-// 1 (~1.3 x faster); NA = 2 helps only if the chain is the wait (0-5 %); the product against
-// skv_moves: 0-25 % faster (the ring of 3 of 2026-12-06, not measured before this lab).
+// "FAIL" past it), skv<1, false> bitwise against the product (the same sums); y set to NaN
+// before each checked launch. The plain read covers the codes, not the scales (1/8 more
+// bytes): "x plain" is ~11 % optimistic.
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -46,10 +41,10 @@
 typedef __nv_bfloat16 bf16;
 
 // y[M, N] f32 = the skinny form's contract (x [M, K] bf16, M <= 8 NT; codes and scales of W
-// [N, K]; K a multiple of 256): grid ceil(N / 16), 128 threads. NT n-tiles of x's rows (lane
-// row 8 j + g of tile j): NT = 2 is the skinny form for 9-16 rows (where the product runs its
-// tiled kernels), without XPF (its registers).
-template <int NA, bool XPF, bool RING = true, int NT = 1>
+// [N, K]; K a multiple of 256): grid ceil(N / 16), 128 threads. NA accumulator chains; XPF: x
+// one turn ahead (a ring of 2; else loaded in its turn); NT n-tiles of x's rows (lane row 8 j +
+// g of tile j). skv<1, true> is the product's loop.
+template <int NA, bool XPF, int NT = 1>
 __global__ void __launch_bounds__(32 * H3NS_WARPS, XPF || NT > 1 ? 3 : 4)
     skv(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
         const float *__restrict__ gp, float *__restrict__ y, long long M, long long N, long long K) {
@@ -74,46 +69,28 @@ __global__ void __launch_bounds__(32 * H3NS_WARPS, XPF || NT > 1 ? 3 : 4)
     for (int j = 0; j < NT; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[a][j][e] = 0.0f;
-  auto load = [&](h3n_w *w, long long c) {
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-      w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
-  };
   auto loadx = [&](uint4(&xv)[NT][8], long long c) {
 #pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-        xv[j][i] = xr[j] && c < nch ? __ldg(reinterpret_cast<const uint4 *>(xr[j] + c * H3N_KC) + i)
-                                    : uint4{0u, 0u, 0u, 0u};
+    for (int j = 0; j < NT; j++) h3n_x_words(xv[j], xr[j], c, nch);
   };
+  constexpr int XB = XPF ? 2 : 1;
   h3n_w w[3][2];
-  uint4 xb[XPF ? 2 : 1][NT][8];
-  load(w[0], warp);
-  load(w[1], warp + H3NS_WARPS);
+  uint4 xb[XB][NT][8];
+  h3n_skinny_w(w[0], p, q, warp, nch, K);
+  h3n_skinny_w(w[1], p, q, warp + H3NS_WARPS, nch, K);
   if (XPF) loadx(xb[0], warp);
   const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
   auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], uint4(&xc)[NT][8], uint4(&xn)[NT][8]) {
     const long long c = warp + it * H3NS_WARPS;
-    load(far, c + 2 * H3NS_WARPS);
+    h3n_skinny_w(far, p, q, c + 2 * H3NS_WARPS, nch, K);
     if (XPF) loadx(xn, c + H3NS_WARPS);
     else loadx(xc, c);
     h3n_skinny_turn<NT>(acc[0], acc[NA - 1], cur, xc);
   };
-  constexpr int XB = XPF ? 2 : 1;
-  if constexpr (RING) {
-    for (long long it = 0; it < turns; it += 6) {
+  for (long long it = 0; it < turns; it += 6)
 #pragma unroll
-      for (int u = 0; u < 6; u++)
-        if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xb[u % XB], xb[(u + 1) % XB]);
-    }
-  } else {
-    for (long long it = 0; it < turns; it++) {
-      turn(it, w[0], w[2], xb[0], xb[XB - 1]);
-#pragma unroll
-      for (int h = 0; h < 2; h++) w[0][h] = w[1][h], w[1][h] = w[2][h];
-    }
-  }
+    for (int u = 0; u < 6; u++)
+      if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xb[u % XB], xb[(u + 1) % XB]);
 #pragma unroll
   for (int j = 0; j < NT; j++)
 #pragma unroll
@@ -178,16 +155,13 @@ int main() {
   const long long rows[] = {1, 8, 16};
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  int occ[7];
+  int occ[4];
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], lab_nv_sk, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], skv<2, false>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[3], skv<1, true>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[4], skv<2, true>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[5], skv<1, false, false>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[6], skv<1, false, true, 2>, 128, 0));
-  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,0> %d, <1,1> %d, <2,1> %d, moves %d, skv16 %d\n",
-         sms, occ[0], occ[1], occ[2], occ[3], occ[4], occ[5], occ[6]);
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], skv<2, true>, 128, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[3], skv<1, false, 2>, 128, 0));
+  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,1> %d, skv16 %d\n", sms, occ[0], occ[1], occ[2],
+         occ[3]);
   cublasHandle_t h;
   CB(cublasCreate(&h));
   unsigned *sink;
@@ -274,13 +248,10 @@ int main() {
         variant("product _sk", lab_nv_sk, false);
         prod = got; // the product's result, for the variants' bitwise checks
         variant("skv<1,0>", skv<1, false>, true);
-        variant("skv<2,0>", skv<2, false>, false);
-        variant("skv<1,1>", skv<1, true>, true);
         variant("skv<2,1>", skv<2, true>, false);
-        variant("skv_moves", skv<1, false, false>, true);
       } else { // 9-16 rows: the skinny form of two n-tiles (the product runs its tiled kernels there)
-        variant("skv16<1>", skv<1, false, true, 2>, false);
-        variant("skv16<2>", skv<2, false, true, 2>, false);
+        variant("skv16<1>", skv<1, false, 2>, false);
+        variant("skv16<2>", skv<2, false, 2>, false);
       }
       CK(cudaFree(x));
       CK(cudaFree(y));

@@ -368,6 +368,32 @@ H3_DI void h3n_skinny_turn(float (*a0)[4], float (*a1)[4], const h3n_w cur[2], c
   }
 }
 
+// The lane's weights of chunk c for the skinny form: rows g, g + 8 (p, q: their codes and
+// scales at the lane's first k; vector loads: K a multiple of H3N_KC); zero codes and scales
+// for c past the last chunk (nch).
+H3_DI void h3n_skinny_w(h3n_w w[2], const unsigned char *const p[2], const unsigned char *const q[2], long long c,
+                        long long nch, long long K) {
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+    w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
+}
+
+// The lane's 64 k of x's chunk c as 8 words of 8 (xr: its row at its first k, 16-byte
+// aligned, K a multiple of H3N_KC); zeros for a row past M (xr NULL) or c past the last chunk.
+H3_DI void h3n_x_words(uint4 xv[8], const h3_bf16 *xr, long long c, long long nch) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    xv[i] = uint4{0u, 0u, 0u, 0u};
+    if (xr && c < nch) {
+#ifdef __CUDA_ARCH__
+      xv[i] = __ldg(reinterpret_cast<const uint4 *>(xr + c * H3N_KC) + i);
+#else
+      memcpy(&xv[i], xr + c * H3N_KC + 8 * i, 16);
+#endif
+    }
+  }
+}
+
 // ---- the skinny form (M <= 8): weights as the mma's A operand --------------------------------
 // H3_NVFP4_NAME_sk, picked by runtime/cuda/cuda_nvfp4.c for 1 to 8 rows of x with x and codes
 // 16-byte aligned, scales 4-byte aligned and K a multiple of H3N_KC (measured on the H200 at
@@ -378,11 +404,13 @@ H3_DI void h3n_skinny_turn(float (*a0)[4], float (*a1)[4], const h3n_w cur[2], c
 // (g, t) dequantizes rows g and g + 8), x's rows the B tile's 8 columns (rows past M read as
 // zeros, their products land in columns never stored), so an mma takes 256 weights where the
 // tiled kernels' take 128. Warp w takes the chunks w, w + H3NS_WARPS, ... (no barrier in the
-// loop; two chunks of weights in flight per lane); lane t of a quad owns the chunk's 64 consecutive k at 64 t, as the tiled kernels do
-// (word i: codes (p, p + 4) the pairs of a[0], a[2] for p = 0, 1 and the next k-step's for p =
-// 2, 3; x's k0 + p, k0 + p + 4 the matching pairs of b, from one 16-byte load). Then the warps'
-// sums meet in shared memory and are added in warp order: the sum order depends on K alone.
-// Every warp runs ceil(chunks / H3NS_WARPS) turns (host emulation's mma is block-wide).
+// loop; per lane the next two turns' weights and the next turn's x in flight during a turn:
+// 3 blocks an SM); lane t of a quad owns the chunk's 64 consecutive k at 64 t, as the tiled
+// kernels do (word i: codes (p, p + 4) the pairs of a[0], a[2] for p = 0, 1 and the next
+// k-step's for p = 2, 3; x's k0 + p, k0 + p + 4 the matching pairs of b, from one 16-byte
+// load). Then the warps' sums meet in shared memory and are added in warp order: the sum order
+// depends on K alone. Every warp runs ceil(chunks / H3NS_WARPS) turns (host emulation's mma is
+// block-wide).
 #define H3NS_WARPS 4
 
 H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
@@ -401,42 +429,28 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   // the lane's x row g at its k (NULL: a row past M)
   const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
   float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
-  // chunk c's weights of the lane, zero codes and scales past the last chunk
-  auto load = [&](h3n_w *w, long long c) {
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-      w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
-  };
-  // the lane's weights two turns ahead in a ring of 3: turn i's in w[i % 3] (the loop unrolled
-  // by 3: no copy waits for a load still in flight)
+  // Rings in registers: turn i's weights in w[i % 3] (loaded two turns ahead), its x in
+  // xv[i % 2] (one turn ahead); the loop unrolled by 6 (both rings' periods) so that every slot
+  // is a register and no copy waits for a load still in flight (measured on an H100 at M = 1:
+  // x one turn ahead 3-15 % faster than x loaded in its own turn; dev/nvfp4-gemm.md, 2026-12-06)
   h3n_w w[3][2];
-  load(w[0], warp);
-  load(w[1], warp + H3NS_WARPS);
+  uint4 xv[2][8];
+  h3n_skinny_w(w[0], p, q, warp, nch, K);
+  h3n_skinny_w(w[1], p, q, warp + H3NS_WARPS, nch, K);
+  h3n_x_words(xv[0], xr, warp, nch);
   // every warp runs as many turns (the block's mmas as often in every thread); a turn past the
   // warp's last chunk adds zeros
   const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
-  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2]) {
+  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], const uint4(&xc)[8], uint4(&xn)[8]) {
     const long long c = warp + it * H3NS_WARPS;
-    load(far, c + 2 * H3NS_WARPS);
-    uint4 xv[8]; // x's 64 k of the chunk
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      xv[i] = uint4{0u, 0u, 0u, 0u};
-      if (xr && c < nch) {
-#ifdef __CUDA_ARCH__
-        xv[i] = __ldg(reinterpret_cast<const uint4 *>(xr + c * H3N_KC) + i);
-#else
-        memcpy(&xv[i], xr + c * H3N_KC + 8 * i, 16);
-#endif
-      }
-    }
-    h3n_skinny_turn<1>(acc, acc, cur, &xv);
+    h3n_skinny_w(far, p, q, c + 2 * H3NS_WARPS, nch, K);
+    h3n_x_words(xn, xr, c + H3NS_WARPS, nch);
+    h3n_skinny_turn<1>(acc, acc, cur, &xc);
   };
-  for (long long it = 0; it < turns; it += 3) {
-    turn(it, w[0], w[2]);
-    if (it + 1 < turns) turn(it + 1, w[1], w[0]);
-    if (it + 2 < turns) turn(it + 2, w[2], w[1]);
-  }
+  for (long long it = 0; it < turns; it += 6)
+#pragma unroll
+    for (int u = 0; u < 6; u++)
+      if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xv[u % 2], xv[(u + 1) % 2]);
   // acc: (weight row g, x rows 2 t, 2 t + 1), then weight row g + 8
 #pragma unroll
   for (int e = 0; e < 4; e++) red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = acc[0][e];
@@ -463,8 +477,8 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
 H3N_KERNEL(1)
 H3N_KERNEL(2)
 H3N_KERNEL(4)
-// H3_NVFP4_NAME_sk: the skinny form (4 blocks per SM)
-extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 4) H3N_CAT(H3_NVFP4_NAME, _sk)(
+// H3_NVFP4_NAME_sk: the skinny form (3 blocks per SM: its rings hold it at 160 registers, of 168)
+extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 3) H3N_CAT(H3_NVFP4_NAME, _sk)(
     const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
     const float *__restrict__ gp, O_T *__restrict__ y, long long M, long long N, long long K) {
   h3n_skinny(x, packed, scale, gp, y, M, N, K);

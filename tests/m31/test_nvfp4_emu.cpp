@@ -10,8 +10,12 @@
  * n-tiles, K not a multiple of the chunk (byte loads, a partial last chunk, with and without
  * splits) and x misaligned (byte loads of whole chunks) (where the skinny form would run by
  * default these are the kernels of H3_NVFP4_FORM=tiled); and the skinny form at 1 to 8 rows,
- * fewer chunks than its warps and many per warp, partial blocks of weight rows, NaN scales. NMSE <= 1e-5 (fp32 sum order, then one bf16 rounding); the
- * counters back at 0 and a second launch bitwise the same.
+ * fewer chunks than its warps and many per warp, partial blocks of weight rows, NaN scales, and
+ * up to 12 turns a warp (its rings: weights two turns ahead in 3 slots, x one turn ahead in 2,
+ * the loop unrolled by 6: odd and even turns, every tail of the unrolled loop, whole rounds,
+ * warps whose last turn is past their chunks). NMSE <= 1e-5 (fp32 sum order, then one bf16
+ * rounding); NaN and Inf where the CPU's are; the counters back at 0 and a second launch
+ * bitwise the same.
  */
 #include "emu_harness.h"
 
@@ -162,10 +166,17 @@ int main(void) {
             !cu_nvfp4_skinny_applies(4, 272, true) && !cu_nvfp4_skinny_applies(4, 256, false) &&
             cu_nvfp4_skinny_applies(1, 256, true) && cu_nvfp4_skinny_applies(8, 256, true),
         "the skinny form applies to M 1 to 8, whole chunks, aligned pointers only");
-  test_nvfp4(1, 64, 4096, false, -1, true);  /* decode: 16 chunks, 4 per warp */
-  test_nvfp4(8, 200, 768, false, 7, true);   /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
-  test_nvfp4(3, 48, 2560, false, -1, true);  /* 10 chunks: warps of 3 and 2 turns */
-  test_nvfp4(8, 40, 256, false, 3, true);    /* one chunk; NaN */
-  test_nvfp4(5, 16, 9216, false, -1, true);  /* 36 chunks: 9 per warp */
+  /* turns a warp (ceil(chunks / 4)) and the unrolled loop's tail (turns % 6) in the comments */
+  test_nvfp4(1, 64, 4096, false, -1, true);   /* decode: 16 chunks, 4 per warp; 4 turns, tail 4 */
+  test_nvfp4(8, 200, 768, false, 7, true);    /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
+  test_nvfp4(3, 48, 2560, false, -1, true);   /* 10 chunks: warps of 3 and 2 turns; tail 3 */
+  test_nvfp4(8, 40, 256, false, 3, true);     /* one chunk; NaN */
+  test_nvfp4(5, 16, 9216, false, -1, true);   /* 36 chunks: 9 per warp; a round, tail 3 */
+  test_nvfp4(2, 32, 2048, false, -1, true);   /* 8 chunks: 2 turns, tail 2 */
+  test_nvfp4(7, 23, 4352, false, -1, true);   /* 17 chunks: 5 turns (warps 1-3 4 chunks), tail 5 */
+  test_nvfp4(1, 48, 6144, false, -1, true);   /* 24 chunks: 6 turns, one whole round */
+  test_nvfp4(4, 40, 6912, false, 21, true);   /* 27 chunks: 7 turns (warp 3 6 chunks), tail 1; NaN */
+  test_nvfp4(6, 16, 11264, false, -1, true);  /* 44 chunks: 11 turns, a round, tail 5 */
+  test_nvfp4(1, 16, 12288, false, -1, true);  /* 48 chunks: 12 turns, two whole rounds */
   return check_summary("nvfp4_emu");
 }
