@@ -3,9 +3,9 @@
 # that needs no precompiled plans (lab; e.g. call 36 of dev/pending_device_calls.sh).
 #   dev/mini_stage.sh BUILD_DIR STAGE [--composite] [TARGET...]   (default targets: h3c h3exec
 #   gpu_compile_check test_gpu_ops nvfp4_bench; run from a checkout at the commit to stage)
-# --composite: also plans/h3_full.plan and plans/h3_full_int8_sagesol_spec.plan (issue 20's
-# composite against the bf16 sample: tests/gpu/run_all.sh sagesol), with tests/gpu/stage.sh's
-# options; needs h3c among the targets.
+# --composite: also plans/h3_full.plan, plans/h3_full_int8_sagesol_spec.plan and
+# plans/h3_full_sage.plan (issue 20's samples against the bf16 one: tests/gpu/run_all.sh sagesol,
+# sagesample), with tests/gpu/stage.sh's options; needs h3c among the targets.
 # --m31-ab "H3C_FLAGS": also M3.1 small's decode plans of dev/m31_decode_ab.sh (prompt 2048,
 # batch 1 and 64) in plans/, and compiled again with H3C_FLAGS (e.g. "--disable-pass X") in
 # STAGE/b/plans beside a hard link of bin/: dev/m31_decode_ab.sh STAGE/b STAGE R; needs h3c.
@@ -31,6 +31,7 @@ if [ $composite = 1 ]; then # their kernels into the stage's cache
   "$S/bin/h3c" compile models/minimax_h3.g --config full -o "$S/plans/h3_full.plan"
   "$S/bin/h3c" compile models/minimax_h3.g --config full --int8 --attention sol,dense_backend=sage \
     --spectrum=15:5:0.5 -o "$S/plans/h3_full_int8_sagesol_spec.plan"
+  "$S/bin/h3c" compile models/minimax_h3.g --config full --attention sage -o "$S/plans/h3_full_sage.plan"
 fi
 if [ -n "$ab" ]; then # the decode plans, then the same with the flags (their kernels into the cache)
   export H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd)

@@ -97,6 +97,10 @@
 #          steps), then the bf16 flash sample unless `sample` ran before in this call; the
 #          latents compared (rel L2, PSNR against the bf16 sample's peak) and the speed-up
 #          (`sagesol speed-up: X x`, the two runs' wall times)
+#   sagesample  issue 20's bf16 sample with Sage alone: the full 49-step sample with --attention
+#          sage (bf16 otherwise), then the bf16 flash sample unless `sample` or `sagesol` ran
+#          before in this call; the latents compared (rel L2, PSNR) and the speed-up
+#          (`sage sample speed-up: X x`)
 #   peers  bench/block_peers.py: PyTorch eager and torch.compile of the same block and SDPA
 #          alone, the ratio table (LOG_DIR/block_table.txt, LOG_DIR/peers.json)
 #   sample h3exec on the full 49-step sample (about 4 minutes), latents (kept in LOG_DIR)
@@ -157,6 +161,20 @@ cuda_vs_cpu() { # cuda_vs_cpu NAME PLAN CPU_SECONDS [CUDA_ARGS...]: h3exec on cu
 full_sample() { # the bf16 full-dimension 49-step sample (LOG/full_sample.safetensors), once a call
   [ -f "$WORK/full_sample.log" ] || step full_sample 420 "$BIN/h3exec" "$PLANS/h3_full.plan" --backend cuda \
     --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_sample.safetensors"
+}
+
+sample_variant() { # sample_variant NAME LABEL: the 49-step plan h3_full_NAME against the bf16 flash
+  # sample of the same call: latents (rel L2, PSNR) and `LABEL speed-up: X x` (median wall times)
+  local name=$1 label=$2
+  step "full_$name" 420 "$BIN/h3exec" "$PLANS/h3_full_$name.plan" --backend cuda --attention "$ATT" \
+    --weights random --seed 3 --iterations 1 --out "$LOG/full_$name.safetensors"
+  full_sample
+  step "${name}_vs_full" 60 python3 tests/gpu/compare_outputs.py "$LOG/full_$name.safetensors" \
+    "$LOG/full_sample.safetensors" 1e9
+  awk -v label="$label" '/^  min / { for (i = 1; i < NF; i++) if ($i == "median") m[FILENAME] = $(i + 1) }
+    END { a = m[ARGV[1]]; b = m[ARGV[2]]
+      if (a > 0 && b > 0) printf "%s speed-up: %.2f x (%.1f ms vs %.1f ms, bf16 flash)\n", label, b / a, a, b }' \
+    "$WORK/full_$name.log" "$WORK/full_sample.log" | tee -a "$LOG/summary.txt"
 }
 
 attention_variant() { # attention_variant NAME BENCH_LINES: sage_attention or sol_attention on
@@ -444,15 +462,10 @@ for section in $SECTIONS; do
       --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_spec.safetensors"
     ;;
   sagesol)
-    step full_int8_sagesol_spec 300 "$BIN/h3exec" "$PLANS/h3_full_int8_sagesol_spec.plan" --backend cuda \
-      --attention "$ATT" --weights random --seed 3 --iterations 1 --out "$LOG/full_int8_sagesol_spec.safetensors"
-    full_sample
-    step int8_sagesol_spec_vs_full 60 python3 tests/gpu/compare_outputs.py "$LOG/full_int8_sagesol_spec.safetensors" \
-      "$LOG/full_sample.safetensors" 1e9
-    awk '/^  min / { for (i = 1; i < NF; i++) if ($i == "median") m[FILENAME] = $(i + 1) }
-      END { a = m[ARGV[1]]; b = m[ARGV[2]]
-        if (a > 0 && b > 0) printf "sagesol speed-up: %.2f x (%.1f ms vs %.1f ms, bf16 flash)\n", b / a, a, b }' \
-      "$WORK/full_int8_sagesol_spec.log" "$WORK/full_sample.log" | tee -a "$LOG/summary.txt"
+    sample_variant int8_sagesol_spec sagesol
+    ;;
+  sagesample)
+    sample_variant sage "sage sample"
     ;;
   int8full)
     step full_int8 420 "$BIN/h3exec" "$PLANS/h3_full_int8.plan" --backend cuda --attention "$ATT" \

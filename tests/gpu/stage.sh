@@ -15,6 +15,7 @@
 #                  h3_full_int8.plan and h3_full_int8_spec.plan (49 steps, --int8, without and
 #                  with Spectrum 11:5:1.0), h3_full_high.plan (49 steps, Cache-DiT's defaults),
 #                  h3_full_int8_sagesol_spec.plan (49 steps, --int8, Sage->Sol, Spectrum 15:5:0.5),
+#                  h3_full_sage.plan (49 steps, bf16, --attention sage),
 #                  h3_full_int8_s3.plan, h3_tiny_l7.plan, h3_small_int8_l5.plan,
 #                  h3_tiny_high_l5.plan, h3_tiny_spec_l5.plan, h3_mid_l4.plan
 #                  (dev/stream_device_check.sh)
@@ -117,6 +118,7 @@ done
 # issue 20's composite: --int8, Sage->Sol attention, Spectrum 15:5:0.5 (run_all.sh sagesol)
 "$S/bin/h3c" compile models/minimax_h3.g --config full --int8 --attention sol,dense_backend=sage \
   --spectrum=15:5:0.5 -o "$S/plans/h3_full_int8_sagesol_spec.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config full --attention sage -o "$S/plans/h3_full_sage.plan"
 # dev/stream_device_check.sh (h3exec --device-memory): 3-step full int8, tiny plans with more blocks
 "$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 --int8 -o "$S/plans/h3_full_int8_s3.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config tiny --set layers=7 --set steps=3 -o "$S/plans/h3_tiny_l7.plan"
