@@ -2,7 +2,12 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 24: no machine could be started in ~80 minutes of tries; the
+# Next (2026-12-06, session 25; 53, 54 and 55 ran: dev/results/2026-12-06-h100-s25-*.txt):
+#   58 test_gpu_ops on HEAD's stage s25 (Sage's I2FP scores, S as m64n128k32, the NVFP4 skinny
+#      form with x a turn ahead), attention_bench --sage s24l against s25 in two rounds,
+#      nvfp4_bench M 1 and 8 of both, the NVFP4 lab (more weight rows a block at 8-16 rows);
+#   59 the composite and the bf16 sample with Sage alone (run_all.sh sagesol sagesample).
+# Before (2026-12-06, session 24: no machine could be started in ~80 minutes of tries; the
 # whole budget went to refused starts). Sage's default kernel changed (128-key softmax blocks,
 # l from the tensor cores) and has run only under host emulation and ptxas, so first:
 #   54 test_gpu_ops on the new kernels (all three sage forms), attention_bench --sage A/B of
@@ -368,6 +373,23 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+58) { O=build-gpu/s24l N=build-gpu/s25
+   echo "== test_gpu_ops (s25)"; H3_KERNEL_CACHE_DIR=$(cd $N/kcache && pwd) \
+     timeout 200 $N/bin/test_gpu_ops models 2>&1 | grep -E "sage|nvfp4|norm_rope|FAIL|passed"
+   for r in 1 2; do for d in $O $N; do echo "== attention_bench --sage, ${d##*/}, round $r"
+     H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 100 $d/bin/attention_bench --sage --iters 10 \
+       --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"; done; done
+   for d in $O $N; do echo "== nvfp4_bench, ${d##*/}"; H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) \
+     timeout 60 $d/bin/nvfp4_bench --rows 1,8 --no-skinny --no-lm-head --warm-seconds 0.2; done
+   echo "== nvfp4_lab"; timeout 150 build-gpu/lab/nvfp4_lab
+   } > "$log" 2>&1 ;; # carry build-gpu/s24l, build-gpu/s25 (HEAD: dev/mini_stage.sh build-gpu/s18 build-gpu/s25
+   # --composite $T), build-gpu/lab/nvfp4_lab; ~400 s. Predicted (H100): wg1c 37.3 -> 33-35 ms (1.4-1.45 x flash:
+   # dev/sage-attention.md, session 25), the NVFP4 skinny form at M = 1 3-15 % faster (the lab's skv<1,1>)
+59) { echo "== samples (s25): the composite and the bf16 sample with Sage alone, against the bf16 flash sample"
+   timeout 580 tests/gpu/run_all.sh build-gpu/s25 "$OUT/samples" sagesol sagesample 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
+   rm -f "$OUT"/samples/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s25; ~520 s. Predicted (H100):
+   # composite ~3.85-3.9 x (57.2 s: the Sage steps' attention ~10 % faster); Sage alone at 1.4 x flash
+   # attention, 54 % of a bf16 block: ~1.18 x (issue 20 asks 1.2 x)
 57) { O=build-gpu/s24old L=build-gpu/s24l
    echo "== test_gpu_ops (s24l)"; H3_KERNEL_CACHE_DIR=$(cd $L/kcache && pwd) \
      timeout 120 $L/bin/test_gpu_ops models 2>&1 | grep -E "sage_att|FAIL|passed"
