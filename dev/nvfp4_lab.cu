@@ -1,28 +1,53 @@
 // nvfp4_lab.cu: the NVFP4 skinny form (kernels/nvfp4_gemm.cu's _sk, 1-8 rows) against variants
 // of its loop built from its own helpers (lab; not CI)
-//   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas -o nvfp4_lab
-//   ./nvfp4_lab
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas
+//     -o build-gpu/lab/nvfp4_lab
+//   build-gpu/lab/nvfp4_lab            (~2 minutes on an H100; no arguments)
+// The skr kernels run on the host too: dev/nvfp4_skr_emu.cpp (build line in its header).
 // The product's loop (since 2026-12-06): per lane the weights two turns ahead in a ring of 3,
-// x one turn ahead in a ring of 2, unrolled by 6, one accumulator chain (3 blocks an SM). It
-// was this lab's skv<1,1>, measured on an H100 3-15 % faster at M = 1 than x loaded in its own
-// turn (dev/nvfp4-gemm.md, 2026-12-06; raw log
-// dev/results/2026-12-06-h100-s25-sage-128key-ab-nvfp4-lab.txt). Variants, the same loop with
-// one thing changed:
-//   skv<1, false>: x loaded in the turn that uses it (the product's scheme before 2026-12-06:
-//   4 blocks an SM), the same sums;
-//   skv<2, true>: two accumulator chains (each word's k-step 1 on its own, added at the end:
-//   another fp32 sum order; measured <= 1 % faster at M = 1);
-//   skv16<NA>: x loaded in its turn, over two n-tiles of x (9-16 rows; its registers leave no
-//   room for x ahead), where the product runs its tiled kernels (timed beside it: `tiled _m1`,
-//   the product's launch shape, mirrored; on the H100 the faster of the two but at o_proj).
-// Against: the product (its _sk launched as cuda_nvfp4.c launches it), a plain read of the same
-// packed bytes (the floor) and cuBLAS's bf16 GEMM over the dequantized weight (the product's
-// _dq kernel, exact). Every case rotates over weight copies of >= 400 MB (the L2 holds none of
-// what a launch reads, as inside a model); times are means of ~40-80 launches after warm-ups.
-// Checks: each result against cuBLAS's (max |diff| / max |y| < 1e-3: fp32 sum orders differ;
-// "FAIL" past it), skv<1, false> bitwise against the product (the same sums); y set to NaN
-// before each checked launch. The plain read covers the codes, not the scales (1/8 more
-// bytes): "x plain" is ~11 % optimistic.
+// x one turn ahead in a ring of 2, unrolled by 6, one accumulator chain (3 blocks an SM; the
+// former skv<1,1>, 3-15 % faster at M = 1 than x loaded in its turn: dev/nvfp4-gemm.md,
+// 2026-12-06, raw log dev/results/2026-12-06-h100-s25-sage-128key-ab-nvfp4-lab.txt; skv<1,0>
+// and skv<2,1> are gone, answered). Rows of the tables, per weight shape and M = 1, 8, 16:
+//   tiled _m1: the product's tiled kernel in its launch shape (mirrored), its form at 9-16 rows;
+//   product _sk (M <= 8); skv16 (M = 16): the skinny loop over two n-tiles of x, x in its turn;
+//   skr<R,NB> (M <= 8) and skr16<R,NB> (M = 16, two n-tiles), 2026-12-06: a warp runs R m16n8k16
+//   A tiles (16 R weight rows a block) against each x chunk it reads, so that x's L2 reads
+//   (every block reads all of x: N / 16 R blocks' worth) are 1 / R of the product's; x one turn
+//   ahead through cp.async into a per-lane ring of 2 stages in shared memory (no registers while
+//   in flight), permuted in place once a turn; the weights tile by tile ("units") in a register
+//   ring of NB units (NB - 1 ahead); K split over S blocks of a column group (tag "S<n>", the
+//   S of skr_splits: fewest waves x units a warp for the occupancy printed at the top) whose
+//   partials the last block adds. skr<1,3>: R = 1, the product's work and sums (bitwise: S = 1)
+//   with skr's x path, the control for the x path itself.
+// Prediction (written 2026-12-06 before any run; dev/nvfp4-gemm.md has the arithmetic): on the
+// H100, from the product's M = 1 and M = 8 rows of that log, x's L2 traffic costs ~0.15 us per
+// MB at every shape (6.3-7.0 TB/s) over a weights-only time t_w (fc 28.1, o_proj 15.3, gate_up
+// 38.1, down 20.5 us); x's MB at M = 8 are 113 / 50 / 151 / 75 for R = 1, halved at R = 2,
+// quartered at R = 4. us (x cuBLAS bf16):
+//   shape    M  now                 skr<2,4> / skr16<2,3>   skr<4,4> / skr16<4,4>
+//   fc       1  30.3 (_sk)          29-31                   29-32 (20 units a warp, not 18)
+//   fc       8  46.0 (_sk)          37.0 (2.3 x)            32.6-35.7 (2.4-2.6 x)
+//   fc      16  66.4 (tiled)        49-57 (1.5-1.8 x)       40-48 (1.8-2.2 x)
+//   o_proj   1  16.2                15.5-16.5               15.5-16.5
+//   o_proj   8  22.4                18.9 (2.1 x)            17.1 (2.35 x)
+//   o_proj  16  36.1 (skv16)        24-29 (1.4-1.7 x)       20-25 (1.6-2.0 x)
+//   gate_up  1  40.9                39.5                    38.8 (one wave of 384 blocks)
+//   gate_up  8  60.2                49.2 (2.2 x)            43.6 (2.5 x)
+//   gate_up 16  81.9 (tiled)        64-80 (1.4-1.7 x)       53-69 (1.6-2.1 x)
+//   down     1  21.9                21.2                    20.8
+//   down     8  32.0                26.2 (2.25 x)           23.4 (2.5 x)
+//   down    16  41.8 (tiled)        34-40 (1.5-1.8 x)       28-34 (1.8-2.1 x)
+// skr<1,3> within ~5 % of the product at M = 1 and 8 (if not, read the skr rows against it). The
+// hypothesis is refuted if skr<4,4> at M = 8 is not >= 15 % faster than skr<1,3> at fc, gate_up.
+// Against: a plain read of the same packed bytes (the floor) and cuBLAS's bf16 GEMM over the
+// dequantized weight (the product's _dq kernel, exact). Every case rotates over weight copies of
+// >= 400 MB (the L2 holds none of what a launch reads, as inside a model); times are means of
+// ~40-80 launches after warm-ups. Checks: each result against cuBLAS's (max |diff| / max |y| <
+// 1e-3: fp32 sum orders differ; "FAIL" past it), skr at M <= 8 with S = 1 bitwise against the
+// product (the same sums); y set to NaN before each checked launch. The plain read covers the
+// codes, not the scales (1/8 more bytes): "x plain" is ~11 % optimistic.
+#ifndef NVFP4_LAB_EMU // else dev/nvfp4_skr_emu.cpp takes the kernels alone (after its own prelude)
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -34,11 +59,10 @@
 #include "lab_skinny.cuh" // read_words (and the prelude)
 
 #undef O_T
+#endif
 #define H3_NVFP4_NAME lab_nv
 #define O_T float
 #include "nvfp4_gemm.cu"
-
-typedef __nv_bfloat16 bf16;
 
 // y[M, N] f32 = the skinny form's contract (x [M, K] bf16, M <= 8 NT; codes and scales of W
 // [N, K]; K a multiple of 256): grid ceil(N / 16), 128 threads. NA accumulator chains; XPF: x
@@ -109,6 +133,192 @@ __global__ void __launch_bounds__(32 * H3NS_WARPS, XPF || NT > 1 ? 3 : 4)
   }
 }
 
+// ---- skr: R weight tiles a warp, x one turn ahead through shared memory -----------------------
+// y[M, N] f32 = the skinny form's contract (x [M, K] bf16, M <= 8 NT; K a multiple of 256;
+// x, codes 16-byte aligned, scales 4-byte): grid (ceil(N / (16 R)), S), 128 threads, dynamic
+// shared memory skr_smem(NT); S > 1: part [S, M, N] f32 scratch and cnt [gridDim.x] u32 (0
+// before the launch and again after it). Block (bx, s) owns the weight rows 16 R bx .. + 16 R
+// (R m16n8k16 A tiles: tile r's rows 16 R bx + 16 r + g, + 8 for lane (g, t)); its warp w is
+// warp v = 4 s + w of the column group's 4 S and takes the chunks v, v + 4 S, ... (S = 1: the
+// product's chunks, warp for warp). A warp's work is a stream of units (turn i, tile r), tile
+// by tile inside a turn: unit u = R i + r. Per lane:
+// - weights: a ring of NB units of h3n_w[2] in registers, unit u + NB - 1 loaded in unit u (the
+//   loop unrolled by lcm(NB, R) units, so that every slot is a register and every tile's
+//   accumulator a compile-time index);
+// - x: the turn's 8 NT words (its rows 8 j + g, its 64 k at 64 t: the product's h3n_x_words)
+//   copied by cp.async one turn ahead into a ring of 2 stages in shared memory that only this
+//   lane reads (no barrier, no registers held while in flight; rows past M and chunks past the
+//   last are stored zeros), rewritten in place into the mma's b pairs (h3n_b_word) once a turn
+//   and then read by all R tiles: x's L2 reads per weight byte are 1/R of the product's;
+// - products: h3n_a_word of the tile's unit against the turn's b words, one accumulator chain a
+//   tile and n-tile (the product's order: S = 1 gives its sums bit for bit).
+// The 4 warps' sums meet in shared memory (aliasing the x stages) and are added in warp order;
+// S > 1: into part[s], then the column group's last block adds them in split order
+// (h3n_add_partials). Every warp runs ceil(chunks / 4 S) turns (past its chunks: zeros).
+#ifndef SKR_NOTE
+#define SKR_NOTE(what, i) // host emulation: counts the stores (dev/nvfp4_skr_emu.cpp)
+#endif
+__host__ __device__ constexpr int skr_gcd(int a, int b) { return b ? skr_gcd(b, a % b) : a; }
+// the x stages' bytes: [warp][stage][n-tile][word][lane] 16-byte words
+static inline size_t skr_smem(int NT) { return (size_t)H3NS_WARPS * 2 * NT * 8 * 32 * 16; }
+
+// a 16-byte word of shared memory, read where it stands in the program (volatile: not hoisted
+// above the mma before it, so that a unit holds one x word an n-tile, not eight; after every
+// earlier store: the in-place permute)
+__device__ __forceinline__ uint4 skr_lds(const uint4 *p) {
+#ifdef __CUDA_ARCH__
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"((unsigned)__cvta_generic_to_shared(p))
+               : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+
+template <int R, int NT, int NB>
+__global__ void __launch_bounds__(32 * H3NS_WARPS, 3)
+    skr(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
+        const float *__restrict__ gp, float *__restrict__ y, float *__restrict__ part, unsigned *__restrict__ cnt,
+        long long M, long long N, long long K) {
+  static_assert(NB >= 2 && (R & (R - 1)) == 0, "a ring of 2 or more; R a power of 2");
+  constexpr int P = NB / skr_gcd(NB, R) * R; // units a round of the unrolled loop
+  H3_DYN_SMEM(uint4, xs);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16 * R;
+  const int nch = (int)(K / H3N_KC), step = (int)gridDim.y * H3NS_WARPS, c0 = (int)blockIdx.y * H3NS_WARPS + warp;
+  const int turns = (nch + step - 1) / step, units = turns * R;
+  uint4 *xl = xs + warp * (2 * NT * 8 * 32) + lane; // the lane's word (stage st, n-tile j, word i): [((st NT + j) 8 + i) 32]
+  const h3_bf16 *xr[NT]; // the lane's x rows at its first k (NULL: past M)
+#pragma unroll
+  for (int j = 0; j < NT; j++) xr[j] = 8 * j + g < M ? x + (long long)(8 * j + g) * K + 64 * t : nullptr;
+  // x's chunk of turn i into stage i & 1: cp.async, or zeros (a row past M, a chunk past the last)
+  auto stage_x = [&](int i) {
+    const int c = c0 + i * step;
+    uint4 *d = xl + (int)(i & 1) * (NT * 8 * 32);
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        if (xr[j] && c < nch) h3_cp16(d + (j * 8 + k) * 32, xr[j] + (long long)c * H3N_KC + 8 * k);
+        else d[(j * 8 + k) * 32] = uint4{0u, 0u, 0u, 0u};
+      }
+    h3_cp_commit();
+  };
+  // unit u's weights (tile r = u % R of turn u / R; zeros past the last chunk): rows past N read
+  // row N - 1, whose products land in rows never stored (p0, q0: the lane's row n0 + g)
+  const long long n0g = n0 + g < N ? n0 + g : N - 1;
+  const unsigned char *p0 = packed + n0g * (K / 2) + 32 * t, *q0 = scale + n0g * (K / 16) + 4 * t;
+  const int kp = (int)(K / 2), kq = (int)(K / 16); // a row's bytes of codes, of scales
+  auto load_w = [&](h3n_w(&w)[2], int u, int r) {
+    const unsigned char *p[2], *q[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int d = n0 + 16 * r + 8 * h + g < N ? 16 * r + 8 * h : (int)(N - 1 - n0g); // rows past p0's
+      p[h] = p0 + d * kp;
+      q[h] = q0 + d * kq;
+    }
+    h3n_skinny_w(w, p, q, c0 + u / R * step, nch, K);
+  };
+  float acc[R][NT][4];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[r][j][e] = 0.0f;
+  h3n_w w[NB][2];
+  stage_x(0);
+#pragma unroll
+  for (int d = 0; d < NB - 1; d++) load_w(w[d], d, d % R);
+  for (int u0 = 0; u0 < units; u0 += P) // units and P multiples of R: unit u0 + k is tile k % R
+#pragma unroll
+    for (int k = 0; k < P; k++) {
+      const int u = u0 + k;
+      if (u >= units) break;
+      const int r = k % R, st = (int)(u / R & 1);
+      if (r == 0) { // a turn begins: its x (copied a turn ago) as b pairs; the next turn's copy issued
+        const int i = u / R;
+        h3_cp_wait();
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+          for (int k2 = 0; k2 < 8; k2++) {
+            uint4 *a = xl + ((st * NT + j) * 8 + k2) * 32;
+            unsigned b[2][2];
+            h3n_b_word(*a, b);
+            *a = uint4{b[0][0], b[0][1], b[1][0], b[1][1]};
+          }
+        if (i + 1 < turns) stage_x(i + 1);
+      }
+      load_w(w[(k + NB - 1) % NB], u + NB - 1, (k + NB - 1) % R);
+      const h3n_w(&cur)[2] = w[k % NB];
+      unsigned S[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+#pragma unroll
+      for (int k2 = 0; k2 < 8; k2++) {
+        uint4 v[NT]; // the turn's word k2 as b pairs: (k-step 0: x, y), (k-step 1: z, w)
+#pragma unroll
+        for (int j = 0; j < NT; j++) v[j] = skr_lds(xl + ((st * NT + j) * 8 + k2) * 32);
+        unsigned a[2][4];
+        h3n_a_word(cur, S, k2, a);
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+          const unsigned b0[2] = {v[j].x, v[j].y}, b1[2] = {v[j].z, v[j].w};
+          h3_mma_bf16(acc[r][j], a[0], b0);
+          h3_mma_bf16(acc[r][j], a[1], b1);
+        }
+      }
+    }
+  __syncthreads(); // every warp done with its stages (nothing in flight: the last turn copied none)
+  float *red = reinterpret_cast<float *>(xs); // [warp][16 R weight rows][8 NT x rows]
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        red[(warp * 16 * R + 16 * r + g + 8 * (e >> 1)) * 8 * NT + 8 * j + 2 * t + (e & 1)] = acc[r][j][e];
+  __syncthreads();
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  const bool whole = gridDim.y == 1;
+  for (int i = threadIdx.x; i < 16 * R * 8 * NT; i += 32 * H3NS_WARPS) {
+    const int rr = i / (8 * NT), m = i % (8 * NT);
+    if (m >= M || n0 + rr >= N) continue;
+    float sum = red[rr * 8 * NT + m];
+#pragma unroll
+    for (int v = 1; v < H3NS_WARPS; v++) sum = __fadd_rn(sum, red[(v * 16 * R + rr) * 8 * NT + m]);
+    const long long o = (long long)m * N + n0 + rr;
+    if (whole) {
+      SKR_NOTE(0, o);
+      y[o] = __fmul_rn(sum, gs);
+    } else {
+      SKR_NOTE(1, (long long)blockIdx.y * M * N + o);
+      part[(long long)blockIdx.y * M * N + o] = sum;
+    }
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<16 * R, 32 * H3NS_WARPS>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+
+// skr's K splits: the S of at most 16 (and at most ceil(chunks / 4)) that minimises waves of
+// `slots` blocks times units a warp (R ceil(chunks / 4 S)); the smallest S of the ties
+static long long skr_splits(int R, long long N, long long K, long long slots) {
+  const long long nch = K / H3N_KC, cols = (N + 16 * R - 1) / (16 * R);
+  long long best = 1, cost = -1;
+  for (long long S = 1; S <= 16 && S <= (nch + H3NS_WARPS - 1) / H3NS_WARPS; S++) {
+    const long long c = ((cols * S + slots - 1) / slots) * R * ((nch + H3NS_WARPS * S - 1) / (H3NS_WARPS * S));
+    if (cost < 0 || c < cost) cost = c, best = S;
+  }
+  return best;
+}
+
+#ifndef NVFP4_LAB_EMU
+typedef __nv_bfloat16 bf16;
+
 // The tiled kernels' launch for M <= 16 (the _m1 kernel): runtime/cuda/cuda_nvfp4.c's
 // cu_nvfp4_shape_of, mirrored here (the lab links no runtime): one block per 128 columns, the K
 // splits that minimise waves of 264 blocks times chunks per split plus the partials' traffic.
@@ -150,18 +360,38 @@ struct bufs { // one weight copy: codes, scales, and the dequantized bf16 weight
 
 static int iters_of(double bytes) { return (int)std::fmin(80.0, std::fmax(40.0, 4e9 / bytes)); }
 
+// an skr instance of the table (tag skr<R,NB>, skr16: two n-tiles): R tiles a warp, NT n-tiles
+// of x; occ its blocks an SM
+typedef void (*skr_fn)(const h3_bf16 *, const unsigned char *, const unsigned char *, const float *, float *, float *,
+                       unsigned *, long long, long long, long long);
+struct skr_kind {
+  const char *tag;
+  skr_fn kern;
+  int R, NT, S, occ; // S: 0 for skr_splits' choice
+};
+
 int main() {
   const shape shapes[] = {{"fc", 6144, 18432}, {"o_proj", 6144, 8192}, {"gate_up", 24576, 6144}, {"down", 6144, 12288}};
   const long long rows[] = {1, 8, 16};
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  int occ[4];
+  int occ[2];
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], lab_nv_sk, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], skv<2, true>, 128, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[3], skv<1, false, 2>, 128, 0));
-  printf("device: %d SMs; blocks an SM: product %d, skv<1,0> %d, <2,1> %d, skv16 %d\n", sms, occ[0], occ[1], occ[2],
-         occ[3]);
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false, 2>, 128, 0));
+  printf("device: %d SMs; blocks an SM: product _sk %d, skv16 %d", sms, occ[0], occ[1]);
+  // NB 4 (3 units ahead, an unrolled round of 4 units) but skr16<2,3> (NB 4 spills 60 bytes
+  // there; a round of 6 units) and skr<1,3> (R = 1: the product's work and ring depth with skr's
+  // x path); NB 3 at R = 4 would take rounds of 12 units (~2-3 x the code)
+  // (skr<1,3> on the product's grid, S = 1: the same sums)
+  skr_kind skrs[] = {{"skr<1,3>", skr<1, 1, 3>, 1, 1, 1},     {"skr<2,4>", skr<2, 1, 4>, 2, 1, 0},
+                     {"skr<4,4>", skr<4, 1, 4>, 4, 1, 0},     {"skr16<2,3>", skr<2, 2, 3>, 2, 2, 0},
+                     {"skr16<4,4>", skr<4, 2, 4>, 4, 2, 0}};
+  for (skr_kind &k : skrs) {
+    CK(cudaFuncSetAttribute(k.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)skr_smem(k.NT)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.occ, k.kern, 128, skr_smem(k.NT)));
+    printf(", %s %d", k.tag, k.occ);
+  }
+  printf("\n");
   cublasHandle_t h;
   CB(cublasCreate(&h));
   unsigned *sink;
@@ -214,7 +444,7 @@ int main() {
         CK(cudaMemcpy(got.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
         const bool same = !check_prod || !memcmp(got.data(), prod.data(), got.size() * 4);
         const double rel = rel_diff(got, ref);
-        printf("    %-12s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
+        printf("    %-14s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
                rel, rel < 1e-3 ? "" : "  FAIL", same ? "" : "  NOT BITWISE THE PRODUCT'S");
       };
       // a kernel's launch over the rotated copies, timed; then once on copy 0 into a poisoned y, checked
@@ -244,14 +474,30 @@ int main() {
         if (part) CK(cudaFree(part));
         if (cnt) CK(cudaFree(cnt));
       }
-      if (M <= 8) { // the product's skinny form and its variants
+      if (M <= 8) { // the product's skinny form
         variant("product _sk", lab_nv_sk, false);
-        prod = got; // the product's result, for the variants' bitwise checks
-        variant("skv<1,0>", skv<1, false>, true);
-        variant("skv<2,1>", skv<2, true>, false);
+        prod = got; // the product's result, for skr's bitwise check (one K split: the same sums)
       } else { // 9-16 rows: the skinny form of two n-tiles (the product runs its tiled kernels there)
-        variant("skv16<1>", skv<1, false, 2>, false);
-        variant("skv16<2>", skv<2, false, 2>, false);
+        variant("skv16", skv<1, false, 2>, false);
+      }
+      for (const skr_kind &k : skrs) { // R weight tiles a warp, x through shared memory
+        if ((M <= 8) != (k.NT == 1)) continue;
+        const long long S = k.S ? k.S : skr_splits(k.R, N, K, (long long)k.occ * sms);
+        const long long cols = (N + 16 * k.R - 1) / (16 * k.R);
+        float *part = nullptr;
+        unsigned *cnt = nullptr;
+        if (S > 1) {
+          CK(cudaMalloc(&part, S * M * N * 4));
+          CK(cudaMalloc(&cnt, cols * 4));
+          CK(cudaMemset(cnt, 0, cols * 4));
+        }
+        char tag[32];
+        snprintf(tag, sizeof tag, "%s S%lld", k.tag, S);
+        measure(tag, [&](const bufs &b) {
+          k.kern<<<dim3((unsigned)cols, (unsigned)S), 128, skr_smem(k.NT)>>>(x, b.pk, b.sc, gp, y, part, cnt, M, N, K);
+        }, M <= 8 && S == 1);
+        if (part) CK(cudaFree(part));
+        if (cnt) CK(cudaFree(cnt));
       }
       CK(cudaFree(x));
       CK(cudaFree(y));
@@ -266,3 +512,4 @@ int main() {
   CB(cublasDestroy(h));
   return 0;
 }
+#endif
