@@ -60,6 +60,13 @@ h3_status emit_move(emit_ctx *ec);   /* concat, pad, slice, set_index, scatter_r
 h3_status emit_model(emit_ctx *ec);  /* timestep_embedding, rope*, randn */
 h3_status emit_normmod(emit_ctx *ec); /* norm_modulate, residual_norm_modulate (emit_normmod.c) */
 h3_status emit_norm_rope(emit_ctx *ec); /* rms_norm_rope (emit_norm_rope.c) */
+/* rms_norm_rope's sage_quant = 1 form (emit_norm_rope_sage.c): open declares the block's
+   segment, lane, the kept values and opens the loop over the passes of 64 / (256 / lanes)
+   rows with each pass's live, t, row (hd is blockIdx.y); emit_norm_rope.c's row code follows
+   (with `store` and the roped o[vec]); close keeps the pass's values, ends the loop, reduces
+   the block's amax and writes the codes (out1) and the delta (out2), and sets the grid. */
+void emit_sage_q_open(h3_strbuf *s, const h3_op *op, int lanes, int vec, int64_t T, int64_t H);
+void emit_sage_q_close(emit_ctx *ec, int lanes, int vec, int64_t units, int64_t H, int64_t D);
 
 /* The rms_norm row reduction, shared by rms_norm and the fused norm ops so that the
  * exact-tier kernels sum x^2 in one order (emit_reduce.c). Threads per block for a row of

@@ -38,6 +38,9 @@
  * s_w[c] (+ bias[c])) with __fmul_rn / __fadd_rn, one rounding, the operations and order
  * of dequant_i8's kernel (emit_fused.c, linear_int8's epilogue); from there on the row is
  * the bf16 row dequant_i8 would have stored.
+ * The sage_quant = 1 form (either x; sage-q-fusion) runs the same row code in blocks of
+ * sage_attention's 64-row Q blocks and adds their int8 codes and deltas
+ * (emit_norm_rope_sage.c).
  */
 #include "emit_internal.h"
 
@@ -173,6 +176,7 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   const bool acc = !write && n_in > 4; /* the int8 form: x is i32, dequantized on load */
   const bool with_v = write && n_in >= 7; /* and v's columns into operand 6, the v cache */
   const bool with_q = write && n_in == 8; /* and q's rows with operand 7, q's weight */
+  const bool sage = !write && h3_op_attr_int(op, "sage_quant", 0) != 0; /* and q's sage codes */
   if ((write ? n_in < 6 || cache->rank < 3 : n_in != 4 && n_in != 6 && n_in != 7) ||
       xt->rank != 2 || ct->rank != 2 || wt->rank != 1)
     return emit_unsupported(ec, "expects x[T, C], w[D], cos[T, R/2], sin[T, R/2] (and s_x, s_w, "
@@ -189,7 +193,7 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if ((T * (H + HQ)) >= ((int64_t)1 << 31)) return emit_unsupported(ec, "2^31 head rows or more");
   const int lanes = units <= 16 ? 16 : 32, rows_per_block = 256 / lanes;
   const int64_t rows = T * H, q_rows = T * HQ;
-  const int n_out = write ? n_in - 5 : 1; /* k's cache, v's cache?, q? */
+  const int n_out = write ? n_in - 5 : sage ? 3 : 1; /* k's cache, v's cache?, q?; y, codes, deltas */
   h3_type in_t[8], out_t[3];
   for (int i = 0; i < n_in; i++) in_t[i] = op->operands[i]->type;
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
@@ -198,7 +202,8 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   ec->k->inplace = write;
   emit_signature(ec, n_in, in_t, n_out, out_t, NULL, 256, !write);
   if (q_rows + rows == 0) h3_strbuf_append(s, "  return; /* no rows (T = 0): nothing to read */\n");
-  emit_row_head(s, rows_per_block, lanes, rows, H, q_rows, HQ);
+  if (sage) emit_sage_q_open(s, op, lanes, vec, T, H);
+  else emit_row_head(s, rows_per_block, lanes, rows, H, q_rows, HQ);
   if (with_q)
     h3_strbuf_printf(s, "  const long long col = (is_q ? %lldll : %lldll) + (long long)hd * %lldll;\n",
                      (long long)h3_op_attr_int(op, "q_start", 0), (long long)start, (long long)D);
@@ -269,6 +274,14 @@ h3_status emit_norm_rope(emit_ctx *ec) {
                      k_row, (long long)units);
   else if (with_v)
     h3_strbuf_printf(s, "  if (store && %slane < %lld) yv[lane] = vv[0];\n", k_row, (long long)units);
+  if (sage) {
+    emit_sage_q_close(ec, lanes, vec, units, H, D);
+    h3_strbuf_append(s, "}\n");
+    ec->k->block[0] = 256;
+    ec->k->block[1] = ec->k->block[2] = 1;
+    ec->k->shared_bytes = 0;
+    return emit_args(ec, n_in, n_out, false);
+  }
   h3_strbuf_append(s, "}\n");
   const int64_t blocks = (q_rows + rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;

@@ -52,6 +52,11 @@ H3_INFER_DECL(h3_infer_residual_norm_modulate);
 /* op_infer_norm_rope.c: per-head RMSNorm + RoPE (qk-norm-rope-fusion) */
 H3_INFER_DECL(h3_infer_rms_norm_rope);
 H3_INFER_DECL(h3_infer_rms_norm_rope_write);
+/* op_infer_sage_q.c: sage_attention's q codes (sage-q-fusion). The results rms_norm_rope
+   adds for y [T, H, D] (into out: 0 without sage_quant, or 2), or -1 after writing why. */
+int h3_infer_sage_q_results(const h3_op *op, const h3_type *y, h3_type *out, char *why, size_t why_len);
+/* sage_attention's operands 3 and 4 (q's codes and deltas), when it has them: 0 or -1. */
+int h3_infer_sage_q_operands(const h3_op *op, char *why, size_t why_len);
 H3_INFER_DECL(h3_infer_linear);
 H3_INFER_DECL(h3_infer_timestep_embedding);
 H3_INFER_DECL(h3_infer_rope_table);

@@ -111,7 +111,7 @@ H3_INFER_DECL(h3_infer_attention) {
 }
 
 /* sage_attention and sol_attention: attention's shapes (their schemas have no causal and no
- * v_view), then their own attributes. */
+ * v_view), then their own attributes (and sage's q codes, op_infer_sage_q.c). */
 H3_INFER_DECL(h3_infer_sage_attention) {
   int r = h3_infer_attention(op, out, why, why_len);
   if (r < 0) return r;
@@ -119,7 +119,7 @@ H3_INFER_DECL(h3_infer_sage_attention) {
   if (strcmp(pv, "fp8") && strcmp(pv, "bf16")) FAIL("sage_attention: pv = \"%s\", expected fp8 or bf16", pv);
   int64_t smooth = h3_op_attr_int(op, "smooth", 1);
   if (smooth != 0 && smooth != 1) FAIL("sage_attention: smooth = %lld, expected 0 or 1", LL(smooth));
-  return r;
+  return h3_infer_sage_q_operands(op, why, why_len) < 0 ? -1 : r;
 }
 
 H3_INFER_DECL(h3_infer_sol_attention) {

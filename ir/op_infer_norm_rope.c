@@ -6,6 +6,8 @@
  * The int8 form (made by int8-qk-norm-rope, passes/int8_qk_norm_rope.c) has x = the i32[T, C]
  * accumulators of an int8 GEMM and three more operands, s_x f32[T], s_w f32[C] and
  * bias?[C] (bf16, f16 or f32): x is dequantized as dequant_i8 does, rounded to bf16.
+ * With sage_quant = 1 (sage-q-fusion) either form adds q's sage codes and deltas
+ * (op_infer_sage_q.c).
  * rms_norm_rope_write (made by kv-write-fusion) takes a paged cache before the bf16 form's
  * operands and the slots after them, and returns the cache.
  */
@@ -69,7 +71,8 @@ static int infer_rows(const h3_op *op, int b, bool acc, const char *name, h3_typ
 
 H3_INFER_DECL(h3_infer_rms_norm_rope) {
   if (infer_rows(op, 0, op->n_operands > 4, "rms_norm_rope", &out[0], why, why_len)) return -1;
-  return 1;
+  const int extra = h3_infer_sage_q_results(op, &out[0], out + 1, why, why_len);
+  return extra < 0 ? -1 : 1 + extra;
 }
 
 /* rms_norm_rope_write(cache [P, page, ..], x, w, cos, sin, slot i32[T], vcache?) -> (cache,

@@ -3,8 +3,9 @@
 // segment of len rows at a time (runtime/cuda/cuda_sage.c launches them per segment). q, k, v
 // are bf16 [len, H, 128] at their segment's first row with row stride H * 128 elements; the
 // outputs live in the op's scratch in a padded layout: lp = len rounded up to 128 rows (the
-// attention's query tile), rows past len hold zero codes. A first form: separate small kernels (issue 20 wants the q / k
-// quantization fused into the qk-norm + RoPE kernel eventually).
+// attention's query tile), rows past len hold zero codes. With sage-q-fusion the q codes come from the q norm + RoPE
+// kernel instead (codegen/emit_norm_rope_sage.c, the same layout: include/h3/sage.h) and h3cu_sage_quant runs for k
+// only: k's smoothing needs the mean of the whole segment's keys before any code.
 //   h3cu_sage_colstats  grid (128 / 32, Hk), 256 threads: per kv head h and dim d, kbar[h][d] =
 //     (sum of fp32(k[r][h][d]) over r ascending, one fp32 add after the other) / len when
 //     smooth, else 0; vscale[h][d] = amax_r |v[r][h][d]| / 448 (1 when 0) when fp8. Warp w

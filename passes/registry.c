@@ -30,6 +30,7 @@
   X(int8_qk_norm_rope)     /* --int8: q/k norm+rope read qkv's int32 accumulators */       \
   X(int8_resid_dequant)    /* --int8: Plan B takes out_proj's dequant_i8 */                \
   X(kv_write_fusion)       /* k's cache write into its norm+rope (bf16 form only) */    \
+  X(sage_q_fusion)         /* sage_attention's q codes from its norm+rope, once it is final */ \
   X(add_norm_fusion)       /* before elementwise-fusion takes the residual adds */     \
   X(elementwise_fusion)                                                                    \
   X(int8_fuse_group_quant) /* --int8: the quantizer joins its producer group */            \

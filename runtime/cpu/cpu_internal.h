@@ -200,6 +200,13 @@ H3_CPU_KERNEL(h3cpu_rms_norm_rope_write);
 /* ops_attention.c */
 H3_CPU_KERNEL(h3cpu_attention);
 H3_CPU_KERNEL(h3cpu_sage_attention);
+/* ops_sage_q.c: sage_attention's int8 rule: a code, a block's delta, and q [T, H, D]'s codes
+   and deltas over op's segments in include/h3/sage.h's layout (codes i8[H*P*D], deltas
+   f32[H*P/64]; H3_ERR after reporting when out of memory). */
+int8_t h3cpu_sage_code8(float x, float delta);
+float h3cpu_sage_delta8(const float *x, int64_t n);
+h3_status h3cpu_sage_quantize_q(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *q, int8_t *codes,
+                                float *deltas);
 H3_CPU_KERNEL(h3cpu_sol_attention);
 H3_CPU_KERNEL(h3cpu_paged_attention);
 H3_CPU_KERNEL(h3cpu_block_attention);

@@ -12,6 +12,9 @@
  * (h3cpu_dequant_value, ops_int8.c) rounded to bf16 into a second scratch row: the bf16
  * values the unfused dequant_i8 writes, so the rest is the same row functions on the same
  * values.
+ * With sage_quant = 1 (sage-q-fusion) the result y is then quantized by sage_attention's own
+ * Q rule (h3cpu_sage_quantize_q, ops_sage_q.c) into results 1 and 2: the codes sage_attention
+ * would make of y, bit for bit.
  * rms_norm_rope_write (kv-write-fusion) computes the same rows and writes them into the paged
  * cache by kv_write's function: bitwise kv_write(cache, rms_norm_rope(..), slot).
  */
@@ -86,10 +89,11 @@ static h3_status norm_rope_rows(const h3_cpu_ctx *c, const h3_op *op, const h3_t
 }
 
 H3_CPU_KERNEL(h3cpu_rms_norm_rope) {
-  (void)n_out;
   const h3_type *yt = &out[0].type;
-  return norm_rope_rows(c, op, in, n_in, out[0].data, yt->dims[0], yt->dims[1], yt->dims[2],
-                        h3_op_attr_int(op, "start", 0));
+  h3_status st = norm_rope_rows(c, op, in, n_in, out[0].data, yt->dims[0], yt->dims[1], yt->dims[2],
+                                h3_op_attr_int(op, "start", 0));
+  if (st != H3_OK || n_out < 3) return st;
+  return h3cpu_sage_quantize_q(c, op, &out[0], out[1].data, out[2].data);
 }
 
 /* rms_norm_rope_write(cache, x, w, cos, sin, slot, vcache?, wq?): the rows into a scratch

@@ -5,39 +5,33 @@
  * Per segment [s0, s1) and kv head, a prologue builds the quantized keys once: the smoothed
  * keys kt = fp32(k) - kbar (kbar the segment's key mean, or 0), their int8 codes and one
  * delta per 64-key block; with pv = fp8 also the per-dim value scales delta_v and the e4m3
- * value codes (decoded to fp32, exact). Then every (query row, q head) pair: the row's int8
- * codes with its 64-row block's delta, int32 dot products with the key codes, the scores,
- * and the online softmax over the 128-key blocks in order with P and V as the contract says.
- * Work items are (segment, kv head) for the prologue and (row, q head) for the rows, split
- * over the pool's workers; each is computed the same way whatever the split.
+ * value codes (decoded to fp32, exact). q's codes and deltas are the op's operands 3 and 4
+ * when it has them (sage-q-fusion: the norm that made q wrote them), else made here by the same
+ * function (h3cpu_sage_quantize_q, ops_sage_q.c), in include/h3/sage.h's padded layout either
+ * way. Then every (query row, q head) pair: the row's int8 codes with its 64-row block's delta,
+ * int32 dot products with the key codes, the scores, and the online softmax over the 128-key
+ * blocks in order with P and V as the contract says. Work items are (segment, kv head) for the
+ * prologue and (row, q head) for the rows, split over the pool's workers; each is computed the
+ * same way whatever the split.
  */
 #include "cpu_internal.h"
 #include "h3/bf16.h"
 #include "h3/nvfp4.h"
+#include "h3/sage.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { SAGE_BLOCK = 64,            /* rows per quantization block of q and of the smoothed k */
+enum { SAGE_BLOCK = H3_SAGE_QBLOCK, /* rows per quantization block of q and of the smoothed k */
        SAGE_SOFTMAX_KEYS = 128 };   /* keys per block of the online softmax: two k blocks */
-
-/* round-half-even(x / delta) clamped to [-127, 127] */
-static int8_t code8(float x, float delta) {
-  float r = nearbyintf(x / delta);
-  return (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
-}
-
-/* amax / 127 over n values, 1 when they are all 0. */
-static float delta8(const float *x, int64_t n) {
-  float a = 0.0f;
-  for (int64_t i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i]));
-  return a > 0.0f ? a / 127.0f : 1.0f;
-}
 
 typedef struct {
   const h3_tensor *q, *k, *v, *out;
   int64_t T, Hq, Hk, D, n_seg;
   int64_t *seg; /* n_seg + 1 boundaries, 0 and T included */
+  int64_t *pad; /* per segment: the padded q rows before it (include/h3/sage.h's P_i) */
+  const int8_t *qc; /* q's codes and deltas in include/h3/sage.h's layout */
+  const float *qd;
   float scale;
   bool fp8, smooth;
   /* per kv head, over all T rows (each segment fills its rows): key codes [Hk][T][D],
@@ -45,10 +39,9 @@ typedef struct {
      scales [Hk][T][D] (each key's segment's delta_v, fp8) */
   int8_t *kc;
   float *kd, *vq, *vs;
-  /* per worker scratch: the longest segment's smoothed keys, a q block, scores, O; q codes */
+  /* per worker scratch: the longest segment's smoothed keys, scores, O */
   int64_t longest;
-  float *tmp, *qb, *sc, *o;
-  int8_t *qc;
+  float *tmp, *sc, *o;
 } sage_job;
 
 static int64_t seg_of(const sage_job *j, int64_t t) {
@@ -69,10 +62,10 @@ static void prologue(const sage_job *j, int64_t s, int64_t h, float *tmp) {
   }
   for (int64_t b0 = 0; b0 < n; b0 += SAGE_BLOCK) {
     int64_t nb = n - b0 < SAGE_BLOCK ? n - b0 : SAGE_BLOCK;
-    float dk = delta8(tmp + b0 * D, nb * D);
+    float dk = h3cpu_sage_delta8(tmp + b0 * D, nb * D);
     for (int64_t r = b0; r < b0 + nb; r++) {
       j->kd[h * j->T + s0 + r] = dk;
-      for (int64_t d = 0; d < D; d++) j->kc[(h * j->T + s0 + r) * D + d] = code8(tmp[r * D + d], dk);
+      for (int64_t d = 0; d < D; d++) j->kc[(h * j->T + s0 + r) * D + d] = h3cpu_sage_code8(tmp[r * D + d], dk);
     }
   }
   if (!j->fp8) return;
@@ -95,14 +88,12 @@ static void prologue_range(void *arg, int worker, int64_t begin, int64_t end) {
 }
 
 /* Query row t, q head n. */
-static void row(const sage_job *j, int64_t t, int64_t n, float *q, int8_t *qc, float *sc, float *o) {
+static void row(const sage_job *j, int64_t t, int64_t n, float *sc, float *o) {
   int64_t D = j->D, h = n / (j->Hq / j->Hk), s = seg_of(j, t), s0 = j->seg[s], s1 = j->seg[s + 1];
-  /* the q block of row t: rows b0 .. b0 + nb - 1 of the segment, head n */
-  int64_t b0 = s0 + (t - s0) / SAGE_BLOCK * SAGE_BLOCK, nb = s1 - b0 < SAGE_BLOCK ? s1 - b0 : SAGE_BLOCK;
-  for (int64_t r = 0; r < nb; r++)
-    for (int64_t d = 0; d < D; d++) q[r * D + d] = h3cpu_ld(j->q->data, j->q->type.dtype, ((b0 + r) * j->Hq + n) * D + d);
-  float dq = delta8(q, nb * D);
-  for (int64_t d = 0; d < D; d++) qc[d] = code8(q[(t - b0) * D + d], dq);
+  /* row t's codes and its 64-row block's delta in the padded layout of segment s */
+  const int64_t lp = h3_sage_padded(s1 - s0), r = t - s0;
+  const int8_t *qc = j->qc + (j->Hq * j->pad[s] + n * lp + r) * D;
+  const float dq = j->qd[j->Hq * j->pad[s] / SAGE_BLOCK + n * (lp / SAGE_BLOCK) + r / SAGE_BLOCK];
   float m = -INFINITY, l = 0.0f;
   for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
   for (int64_t k0 = s0; k0 < s1; k0 += SAGE_SOFTMAX_KEYS) {
@@ -141,26 +132,31 @@ static void row(const sage_job *j, int64_t t, int64_t n, float *q, int8_t *qc, f
 static void row_range(void *arg, int worker, int64_t begin, int64_t end) {
   const sage_job *j = arg;
   size_t w = (size_t)worker, D = (size_t)j->D;
-  for (int64_t i = begin; i < end; i++)
-    row(j, i / j->Hq, i % j->Hq, j->qb + w * SAGE_BLOCK * D, j->qc + w * D, j->sc + w * SAGE_SOFTMAX_KEYS,
-        j->o + w * D);
+  for (int64_t i = begin; i < end; i++) row(j, i / j->Hq, i % j->Hq, j->sc + w * SAGE_SOFTMAX_KEYS, j->o + w * D);
 }
 
 H3_CPU_KERNEL(h3cpu_sage_attention) {
-  (void)n_in, (void)n_out;
+  (void)n_out;
   sage_job j = {.q = &in[0], .k = &in[1], .v = &in[2], .out = &out[0], .T = in[0].type.dims[0],
-                .Hq = in[0].type.dims[1], .Hk = in[1].type.dims[1], .D = in[0].type.dims[2], .n_seg = 1,
+                .Hq = in[0].type.dims[1], .Hk = in[1].type.dims[1], .D = in[0].type.dims[2],
                 .scale = (float)h3_op_attr_float(op, "scale", 1.0),
                 .fp8 = strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0,
                 .smooth = h3_op_attr_int(op, "smooth", 1) != 0};
   const h3_attr *seg = h3_op_attr(op, "segments");
-  int64_t ns = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
-  j.seg = malloc((size_t)(ns + 2) * sizeof *j.seg);
-  if (!j.seg) return H3_ERR;
-  j.seg[0] = 0;
-  for (int64_t i = 0; i < ns; i++) /* segments' boundaries inside (0, T) */
-    if (seg->ints[i] > j.seg[j.n_seg - 1] && seg->ints[i] < j.T) j.seg[j.n_seg++] = seg->ints[i];
-  j.seg[j.n_seg] = j.T;
+  int64_t ns = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0, lo = 0, hi = 0;
+  j.seg = malloc((size_t)(2 * ns + 4) * sizeof *j.seg);
+  if (!j.seg) {
+    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for the segments");
+    return H3_ERR;
+  }
+  j.pad = j.seg + ns + 2;
+  j.seg[0] = j.pad[0] = j.n_seg = 0;
+  for (int i = 0; h3_sage_next_segment(seg, j.T, &i, &lo, &hi); j.n_seg++) {
+    j.seg[j.n_seg + 1] = hi;
+    j.pad[j.n_seg + 1] = j.pad[j.n_seg] + h3_sage_padded(hi - lo);
+  }
+  const bool given = n_in == 5; /* q's codes from the norm that made q (sage-q-fusion) */
+  const int64_t P = j.pad[j.n_seg];
   size_t kv = (size_t)(j.Hk * j.T * j.D), W = (size_t)h3cpu_pool_size(c->pool), D = (size_t)j.D;
   for (int64_t s = 0; s < j.n_seg; s++)
     if (j.seg[s + 1] - j.seg[s] > j.longest) j.longest = j.seg[s + 1] - j.seg[s];
@@ -169,19 +165,21 @@ H3_CPU_KERNEL(h3cpu_sage_attention) {
   j.vq = j.fp8 ? malloc((kv + 1) * sizeof *j.vq) : NULL;
   j.vs = j.fp8 ? malloc((kv + 1) * sizeof *j.vs) : NULL;
   j.tmp = malloc((W * (size_t)j.longest * D + 1) * sizeof *j.tmp);
-  j.qb = malloc((W * SAGE_BLOCK * D + 1) * sizeof *j.qb);
   j.sc = malloc((W * SAGE_SOFTMAX_KEYS + 1) * sizeof *j.sc);
   j.o = malloc((W * D + 1) * sizeof *j.o);
-  j.qc = malloc(W * D + 1);
+  int8_t *qc = given ? NULL : malloc((size_t)(j.Hq * P) * D + 1);
+  float *qd = given ? NULL : malloc((size_t)(j.Hq * P / SAGE_BLOCK + 1) * sizeof *qd);
+  j.qc = given ? in[3].data : qc;
+  j.qd = given ? in[4].data : qd;
   h3_status st = H3_OK;
-  if (!j.kc || !j.kd || (j.fp8 && (!j.vq || !j.vs)) || !j.tmp || !j.qb || !j.sc || !j.o || !j.qc) {
+  if (!j.kc || !j.kd || (j.fp8 && (!j.vq || !j.vs)) || !j.tmp || !j.sc || !j.o || !j.qc || !j.qd) {
     h3cpu_error(c, op, H3_HINT_OOM, "out of memory for the quantized keys");
     st = H3_ERR;
-  } else if (j.T > 0) {
+  } else if (j.T > 0 && (given || (st = h3cpu_sage_quantize_q(c, op, j.q, qc, qd)) == H3_OK)) {
     h3cpu_parallel(c->pool, j.n_seg * j.Hk, prologue_range, &j);
     h3cpu_parallel(c->pool, j.T * j.Hq, row_range, &j);
   }
   free(j.seg), free(j.kc), free(j.kd), free(j.vq), free(j.vs);
-  free(j.tmp), free(j.qb), free(j.sc), free(j.o), free(j.qc);
+  free(j.tmp), free(j.sc), free(j.o), free(qc), free(qd);
   return st;
 }

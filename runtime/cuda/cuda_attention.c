@@ -18,6 +18,8 @@
  */
 #include "cuda_internal.h"
 
+#include "h3/sage.h"
+
 #include <string.h>
 
 static const char *const ref_names[3] = {"h3cu_attn_ref_bf16", "h3cu_attn_ref_f16",
@@ -123,19 +125,7 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, co
 }
 
 bool cu_next_segment(const h3_op *op, int64_t T, int *i, int64_t *lo, int64_t *hi) {
-  const h3_attr *seg = h3_op_attr(op, "segments");
-  int nb = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0;
-  *lo = *hi;
-  while (*i <= nb) {
-    int64_t b = *i < nb ? seg->ints[*i] : T;
-    ++*i;
-    if (b > T) b = T;
-    if (b > *lo) {
-      *hi = b;
-      return true;
-    }
-  }
-  return false;
+  return h3_sage_next_segment(h3_op_attr(op, "segments"), T, i, lo, hi);
 }
 
 h3_status cu_qkv_segments(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,

@@ -20,8 +20,14 @@
  * lp = len rounded up to 128. Scratch (tp = T rounded up to 128, nb = tp / 64): qd [Hq][nb],
  * kd [Hk][nb], kbar and vscale [Hk][128] (f32), then qc [Hq][tp][128], kc [Hk][tp][128] (int8)
  * and, for fp8, vt [Hk][128][tp] (e4m3).
+ * With q's codes and deltas as operands 3 and 4 (sage-q-fusion: the rms_norm_rope that made q
+ * wrote them, include/h3/sage.h's layout) the quant pre-pass of q is not launched and the
+ * scratch has no qd and qc: segment i's attention reads qc + Hq P_i 128 and qd + Hq P_i / 64,
+ * P_i the padded rows of the segments before it (counted as the segments run, in order).
  */
 #include "cuda_internal.h"
+
+#include "h3/sage.h"
 
 #include <cuda.h> /* CUtensorMap only (cu_byte_map) */
 #include <stdlib.h>
@@ -40,10 +46,13 @@ enum { SAGE_FIRST_TMA = 2 }; /* fwd_names' first TMA form */
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
 
-static int64_t round128(int64_t n) { return (n + SAGE_ROWS - 1) / SAGE_ROWS * SAGE_ROWS; }
+/* Whether q's codes and deltas are the op's operands 3 and 4 (sage-q-fusion). */
+static bool q_given(const h3_op *op) { return op->n_operands == 5; }
 
 bool cu_sage_supports(const h3_op *op) {
-  if (op->code != H3_OP_SAGE_ATTENTION || op->n_operands != 3 || op->n_results != 1) return false;
+  if (op->code != H3_OP_SAGE_ATTENTION || (op->n_operands != 3 && op->n_operands != 5) || op->n_results != 1)
+    return false;
+  if (q_given(op) && (op->operands[3]->type.dtype != H3_I8 || op->operands[4]->type.dtype != H3_F32)) return false;
   const h3_type *q = &op->operands[0]->type, *k = &op->operands[1]->type, *v = &op->operands[2]->type;
   const h3_type *o = &op->results[0]->type;
   if (q->rank != 3 || k->rank != 3 || v->rank != 3 || o->rank != 3) return false;
@@ -61,13 +70,14 @@ typedef struct {
 } sage_scratch;
 
 static size_t scratch_layout(const h3_op *op, char *base, sage_scratch *p) {
-  int64_t tp = round128(op->operands[0]->type.dims[0]), nb = tp / 64;
+  int64_t tp = h3_sage_padded(op->operands[0]->type.dims[0]), nb = tp / 64;
   int64_t hq = op->operands[0]->type.dims[1], hk = op->operands[1]->type.dims[1];
   size_t at = 0;
   char *parts[7];
-  const size_t bytes[7] = {(size_t)(hq * nb) * 4, (size_t)(hk * nb) * 4, (size_t)(hk * SAGE_D) * 4,
-                           (size_t)(hk * SAGE_D) * 4, (size_t)(hq * tp * SAGE_D), (size_t)(hk * tp * SAGE_D),
-                           is_fp8(op) ? (size_t)(hk * SAGE_D * tp) : 0};
+  const bool own_q = !q_given(op); /* else q's codes come with the op */
+  const size_t bytes[7] = {own_q ? (size_t)(hq * nb) * 4 : 0, (size_t)(hk * nb) * 4, (size_t)(hk * SAGE_D) * 4,
+                           (size_t)(hk * SAGE_D) * 4, own_q ? (size_t)(hq * tp * SAGE_D) : 0,
+                           (size_t)(hk * tp * SAGE_D), is_fp8(op) ? (size_t)(hk * SAGE_D * tp) : 0};
   for (int i = 0; i < 7; i++) {
     parts[i] = base ? base + at : NULL;
     at += (bytes[i] + 255) / 256 * 256;
@@ -112,10 +122,14 @@ static h3_status sage_kernels(cu_state *s, cu_kernel *k[SAGE_KERNELS], h3_diag *
   return H3_OK;
 }
 
-/* The kernels and scratch of one op, for its segments */
+/* The kernels and scratch of one op, for its segments; with q's codes given (q_codes not
+ * NULL), where they are and the padded rows of the segments run so far */
 typedef struct {
   cu_kernel *k[SAGE_KERNELS];
   sage_scratch sc;
+  const signed char *q_codes;
+  const float *q_deltas;
+  long long q_rows;
 } sage_ctx;
 
 /* Whether the TMA forms' 32-bit row coordinates reach every key row of a segment: hk kv heads
@@ -158,12 +172,18 @@ static h3_status run_tma(cu_state *s, cu_kernel *k, const tma_form *f, const sag
 
 /* One segment (rows [0, len) of q, k, v, o at its first row). */
 static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_qkv_seg *g, h3_diag *d) {
-  cu_kernel *const *k = ((sage_ctx *)ctx)->k;
-  const sage_scratch *sc = &((sage_ctx *)ctx)->sc;
+  sage_ctx *c = ctx;
+  cu_kernel *const *k = c->k;
   const h3_type *qt = &op->operands[0]->type, *kt = &op->operands[1]->type;
   int hq = (int)qt->dims[1], hk = (int)kt->dims[1], group = hq / hk;
   int smooth = h3_op_attr_int(op, "smooth", 1) != 0, fp8 = is_fp8(op);
-  long long len = g->len, lp = round128(len), qs = (long long)hq * SAGE_D, ks = (long long)hk * SAGE_D;
+  long long len = g->len, lp = h3_sage_padded(len), qs = (long long)hq * SAGE_D, ks = (long long)hk * SAGE_D;
+  sage_scratch seg_sc = c->sc, *sc = &seg_sc; /* q's parts: this segment's given codes, if any */
+  if (c->q_codes) {
+    seg_sc.qc = (signed char *)c->q_codes + hq * c->q_rows * SAGE_D;
+    seg_sc.qd = (float *)c->q_deltas + hq * c->q_rows / H3_SAGE_QBLOCK;
+    c->q_rows += lp;
+  }
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
   const float *no_kbar = NULL, *kbar = smooth ? sc->kbar : NULL;
   const void *q = g->q, *kk = g->k, *v = g->v;
@@ -175,7 +195,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   }
   void *qargs[] = {&q, &qs, &no_kbar, &len, &lp, (void *)&sc->qc, (void *)&sc->qd};
   void *kargs[] = {&kk, &ks, &kbar, &len, &lp, (void *)&sc->kc, (void *)&sc->kd};
-  if (cu_launch(s, k[1], (int64_t[]){lp / 64, hq, 1}, block, 0, qargs, d) != H3_OK ||
+  if ((!c->q_codes && cu_launch(s, k[1], (int64_t[]){lp / 64, hq, 1}, block, 0, qargs, d) != H3_OK) ||
       cu_launch(s, k[1], (int64_t[]){lp / 64, hk, 1}, block, 0, kargs, d) != H3_OK)
     return H3_ERR;
   if (fp8) {
@@ -203,7 +223,7 @@ h3_status cu_sage_run(cu_state *s, const h3_op *op, void *scratch, const h3_tens
   if (!cu_sage_supports(op) || !scratch)
     return cu_op_error(d, op, "run it with --backend cpu", "takes bf16 q[T, Hq, 128], k and v [T, Hk, 128] "
                        "with Hq %% Hk == 0 on cuda");
-  sage_ctx c;
+  sage_ctx c = {.q_codes = q_given(op) ? in[3].data : NULL, .q_deltas = q_given(op) ? in[4].data : NULL};
   if (sage_kernels(s, c.k, d) != H3_OK) return H3_ERR;
   scratch_layout(op, scratch, &c.sc);
   return cu_qkv_segments(s, op, in, out, run_segment, &c, d);

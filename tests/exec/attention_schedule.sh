@@ -18,20 +18,9 @@ h3c=$1 h3exec=$2 work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$work" && cd "$work" || exit 1
 fail=0
-
-# run NAME FLAGS...: compile and run one plan; NAME.safetensors and NAME.log.
-run() {
-  name=$1
-  shift
-  if ! "$h3c" compile "$src/models/minimax_h3.g" --config tiny --set video_rows=300 \
-      --set layers=3 --set steps=12 --no-kernels "$@" -o "$name.plan" >"$name.clog" 2>&1 ||
-    ! "$h3exec" "$name.plan" --backend cpu --weights random --seed 3 \
-      --out "$name.safetensors" >"$name.log" 2>&1; then
-    echo "FAIL: $name ($*) did not compile or run:" >&2
-    cat "$name.clog" "$name.log" >&2
-    fail=1
-  fi
-}
+base="--set layers=3 --set steps=12"
+# shellcheck source=tests/exec/tiny_h3_run.sh
+. "$src/tests/exec/tiny_h3_run.sh" # run NAME FLAGS...
 
 # calls NAME SOL DENSE WHY: h3exec's profile of NAME counts SOL sol_attention calls and
 # DENSE attention calls.

@@ -29,8 +29,9 @@
  *    that differ between rows) through kernels/m31_flash.cu and, with H3_M31_ATTENTION=tile,
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, a
- *    negative scale, and 1500 rows: many key stages) through each form of the kernel
- *    (H3_SAGE_FORM=mma, wg1, wg1c);
+ *    negative scale, and 1500 rows: many key stages; q's codes and deltas given as operands 3
+ *    and 4, as sage-q-fusion's rms_norm_rope writes them, with segments) through each form of
+ *    the kernel (H3_SAGE_FORM=mma, wg1, wg1c);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
@@ -42,6 +43,8 @@
  *   the same table against the reference itself, which checks the cases and the coverage)
  */
 #include "gpu_common.h"
+
+#include "../common/sage_q_rule.h"
 
 #include "h3/frontend.h"
 #include "h3/op_registry.h"
@@ -550,6 +553,13 @@ static void check_moe_gemm_forms(h3_backend *b, const hand_case *cases, int n) {
   check_forms(b, cases, n, vars, 2, forms, 4);
 }
 
+/* sage_attention's operands 3 and 4 (q's codes and deltas, sage-q-fusion's form): the Q rule of
+ * ops.def on its q (operand 0) over its segments. */
+static void sage_q_codes(const h3_op *op, void **in) {
+  const h3_type *q = &op->operands[0]->type;
+  sage_q_rule(in[0], q->dims[0], q->dims[1], q->dims[2], h3_op_attr(op, "segments"), in[3], in[4]);
+}
+
 /* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then wg1
  * and wg1c when `both`; pv = bf16 has the mma form only, so its case runs it three times). */
 static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
@@ -775,7 +785,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
      pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
      CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
      flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
-  hand_case sage[5];
+  hand_case sage[6];
   int n_sage = 0;
   h3_value *qs = in_of(&h, "qs", H3_BF16, 3, (int64_t[]){333, 4, 128});
   h3_value *ks = in_of(&h, "ks", H3_BF16, 3, (int64_t[]){333, 2, 128});
@@ -798,6 +808,15 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_attr neg[2] = {h3_attr_float(h.m, "scale", -1.0 / sqrt(128.0)), att[1]};
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 negative scale",
                                op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qs, ks, vs}, 2, neg), 1e-6, NULL};
+  /* q's codes and deltas given (sage-q-fusion: the quant pre-pass of q skipped, each segment's
+     codes read at its offset in include/h3/sage.h's layout): segments 300 + 33, padded to 384
+     + 128 rows */
+  h3_value *qcs = in_of(&h, "qcs", H3_I8, 1, (int64_t[]){4 * 512 * 128});
+  h3_value *qds = in_of(&h, "qds", H3_F32, 1, (int64_t[]){4 * 512 / 64});
+  h3_attr sqa[2] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300})};
+  sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 segments GQA, q's codes given",
+                               op_of(&h, H3_OP_SAGE_ATTENTION, 5, (h3_value *[]){qs, ks, vs, qcs, qds}, 2, sqa), 1e-6,
+                               sage_q_codes};
   /* sol_attention at head_dim 128 on the same inputs: the centroids and the exact-block
      selection are the CPU's bit for bit (tests/sol checks them under emulation; a flipped
      block would move whole rows); P of the exact keys in bf16, 2^x and fp32 sum orders: NMSE

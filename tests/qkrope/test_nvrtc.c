@@ -12,7 +12,10 @@
  * q form (q's weight as operand 7: the graphs @q_*), that the arguments are in0..in7, out0,
  * out1, out2 (q), the signature ends in7 (wq, its dtype), out0..out2 with no __restrict__,
  * the body uses out2, results 0 and 1 are in place over operands 0 and 6 and result 2 over
- * none (a fresh buffer), and the grid covers q's T*q_heads rows and k's T*heads rows.
+ * none (a fresh buffer), and the grid covers q's T*q_heads rows and k's T*heads rows; for
+ * rms_norm_rope's sage_quant = 1 form (kernels/emu_sage.ir, beside the plain op), that the
+ * grid is (the padded rows' 64-row blocks, heads), the results out0 (y), out1 (the codes,
+ * signed char) and out2 (the deltas, float), and the block's amax goes through shared memory.
  * Exit 77 when NVRTC is unavailable.
  */
 #include "qk_test.h"
@@ -20,12 +23,31 @@
 #include "h3/kernels.h"
 #include "h3/codegen.h"
 #include "h3/op_registry.h"
+#include "h3/sage.h"
 
 #include <stdio.h>
 
+/* The sage_quant = 1 form of rms_norm_rope: its launch, results and block reduction. */
+static void check_sage_kernel(const char *gname, const h3_op *op, const h3_kernel *k) {
+  const int64_t T = op->results[0]->type.dims[0], H = op->results[0]->type.dims[1];
+  const int64_t blocks = h3_sage_q_rows(h3_op_attr(op, "segments"), T) / H3_SAGE_QBLOCK;
+  CHECK(k->block[0] == 256 && k->grid[0] == blocks && k->grid[1] == H, "@%s: the sage form's launch (%lld, %lld) "
+        "x %lld, want (%lld, %lld) x 256", gname, (long long)k->grid[0], (long long)k->grid[1],
+        (long long)k->block[0], (long long)blocks, (long long)H);
+  CHECK(k->n_args == op->n_operands + 3 && !strcmp(k->args[k->n_args - 1], "out2") &&
+            strstr(k->source, "h3_bf16 * __restrict__ out0, signed char * __restrict__ out1, "
+                              "float * __restrict__ out2)") &&
+            strstr(k->source, "__shared__ float qpart[8]"),
+        "@%s: the sage form's results out0..out2 (y, codes, deltas) and its shared amax", gname);
+}
+
 /* Checks the kernel k of op (rms_norm_rope or rms_norm_rope_write) of graph gname; 1 for the
- * v form of rms_norm_rope_write, 2 for its q form, else 0. */
+ * v form of rms_norm_rope_write, 2 for its q form, 3 for rms_norm_rope's sage form, else 0. */
 static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) {
+  if (h3_op_attr_int(op, "sage_quant", 0)) {
+    check_sage_kernel(gname, op, k);
+    return 3;
+  }
   const bool write = op->code == H3_OP_RMS_NORM_ROPE_WRITE;
   const bool q = write && op->n_operands == 8; /* and q's rows (first in the grid) */
   const int b = write ? 1 : 0; /* x, w are operands b, b + 1 */
@@ -83,9 +105,9 @@ static int check_kernel(const char *gname, const h3_op *op, const h3_kernel *k) 
 }
 
 /* Emits the kernels of kernels/<stem>.ir into one translation unit (checking those of op
- * `fused`, one per graph, n_v of them in the v form and n_q in the q form) and compiles it
- * with NVRTC in both flavours. */
-static void check_file(const char *stem, h3_opcode fused, int n_v, int n_q) {
+ * `fused`, per_graph in each graph, n_v of them in the v form, n_q in the q form and n_sage
+ * in the sage form) and compiles it with NVRTC in both flavours. */
+static void check_file(const char *stem, h3_opcode fused, int per_graph, int n_v, int n_q, int n_sage) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/qkrope/kernels/%s.ir", H3_SOURCE_DIR, stem);
   h3_module *m = case_load_ir(path);
@@ -98,7 +120,7 @@ static void check_file(const char *stem, h3_opcode fused, int n_v, int n_q) {
   h3_strbuf tu;
   h3_strbuf_init(&tu);
   h3_strbuf_append(&tu, h3_kernel_prelude());
-  int n_fused = 0, v_form = 0, q_form = 0;
+  int n_fused = 0, v_form = 0, q_form = 0, sage_form = 0;
   for (int gi = 0; gi < m->n_graphs; gi++)
     for (h3_op *op = m->graphs[gi]->body.first; op; op = op->next) {
       if (h3_exec_classify(op) != H3_EXEC_KERNEL) continue;
@@ -111,13 +133,15 @@ static void check_file(const char *stem, h3_opcode fused, int n_v, int n_q) {
         const int form = check_kernel(m->graphs[gi]->name, op, &k);
         v_form += form == 1;
         q_form += form == 2;
+        sage_form += form == 3;
       }
       n_fused += op->code == fused;
     }
-  CHECK(n_fused == m->n_graphs, "%s: one %s kernel per graph (%d)", stem, h3_opcode_name(fused),
-        n_fused);
+  CHECK(n_fused == per_graph * m->n_graphs, "%s: %d %s kernels per graph (%d in all)", stem, per_graph,
+        h3_opcode_name(fused), n_fused);
   CHECK(v_form == n_v, "%s: %d kernels in the v form, want %d", stem, v_form, n_v);
   CHECK(q_form == n_q, "%s: %d kernels in the q form, want %d", stem, q_form, n_q);
+  CHECK(sage_form == n_sage, "%s: %d kernels in the sage form, want %d", stem, sage_form, n_sage);
   static const char *const opts[2][3] = {{"-default-device", "-std=c++17", "-fmad=false"},
                                          {"-default-device", "-std=c++17", NULL}};
   h3_kernel_cache off;
@@ -149,7 +173,8 @@ int main(void) {
     fprintf(stderr, "NVRTC or the CUDA headers are unavailable: skipped\n");
     return 77;
   }
-  check_file("emu_ops", H3_OP_RMS_NORM_ROPE, 0, 0);
-  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE, 3, 3);
+  check_file("emu_ops", H3_OP_RMS_NORM_ROPE, 1, 0, 0, 0);
+  check_file("emu_write", H3_OP_RMS_NORM_ROPE_WRITE, 1, 3, 3, 0);
+  check_file("emu_sage", H3_OP_RMS_NORM_ROPE, 2, 0, 0, 5);
   return check_summary("qkrope_nvrtc");
 }

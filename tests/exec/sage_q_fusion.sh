@@ -1,0 +1,51 @@
+#!/bin/sh
+# sage_q_fusion.sh H3C H3EXEC WORK: sage-q-fusion end to end on the CPU backend. Tiny
+# MiniMax-H3 with 300 video rows (five 64-row q blocks in the live segment, the padding rows
+# their own segment), 4 steps, `--attention sage`, random weights of seed 3; each plan
+# compiled with the pass (h3c --report says it fused the block's q; h3exec's report lists it
+# among the passes) and with `--disable-pass sage-q-fusion` (no report line), at the default
+# tier, at --quality exact, with pv=bf16,smooth=0 and with --int8 (wide: q's norm reads the
+# int8 qkv GEMM's dequantized columns): the latents of the two plans are the same bytes; the
+# sage plan's are not the dense plan's.
+set -u
+h3c=$1 h3exec=$2 work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$work" && cd "$work" || exit 1
+fail=0
+base="--set steps=4 --report"
+# shellcheck source=tests/exec/tiny_h3_run.sh
+. "$src/tests/exec/tiny_h3_run.sh" # run NAME FLAGS...
+
+# pair P FLAGS...: P with the pass and P_off without it; same latents.
+pair() {
+  p=$1
+  shift
+  run "$p" --attention sage "$@"
+  run "${p}_off" --attention sage --disable-pass sage-q-fusion "$@"
+  if ! grep -q "^# sage-q-fusion: sage_attention q quantized by its rms_norm_rope: 1 sites" "$p.clog" ||
+    ! grep -q "passes .*sage-q-fusion" "$p.log"; then
+    echo "FAIL: $p: h3c did not report the fused q, or h3exec does not list the pass:" >&2
+    cat "$p.clog" >&2
+    fail=1
+  fi
+  if grep -q "sage-q-fusion" "${p}_off.clog"; then
+    echo "FAIL: ${p}_off: --disable-pass sage-q-fusion still ran it" >&2
+    fail=1
+  fi
+  if ! cmp -s "$p.safetensors" "${p}_off.safetensors"; then
+    echo "FAIL: $p: the latents with sage-q-fusion differ from those without it ($*)" >&2
+    fail=1
+  fi
+}
+
+pair lossless
+pair exact --quality exact
+pair bf16 --attention sage,pv=bf16,smooth=0
+pair int8 --int8 --set dim=256 --set heads=16 --set time_hidden=256
+run dense
+if cmp -s lossless.safetensors dense.safetensors; then
+  echo "FAIL: the sage plan gave the dense latents: sage did not run" >&2
+  fail=1
+fi
+[ "$fail" = 0 ] && echo "sage_q_fusion: all checks passed"
+exit "$fail"
