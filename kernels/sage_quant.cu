@@ -8,9 +8,10 @@
 // only: k's smoothing needs the mean of the whole segment's keys before any code.
 //   h3cu_sage_colstats  grid (128 / 32, Hk), 256 threads: per kv head h and dim d, kbar[h][d] =
 //     (sum of fp32(k[r][h][d]) over r ascending, one fp32 add after the other) / len when
-//     smooth, else 0; vscale[h][d] = amax_r |v[r][h][d]| / 448 (1 when 0) when fp8. Warp w
-//     loads rows r0 + w + 8 i of each 256-row chunk into shared memory; lane d of warp 0 then
-//     adds the chunk's rows in order (the CPU's sum exactly); the amax is order-free.
+//     smooth, else 0; vscale[h][d] = amax_r |v[r][h][d]| / 448 (1 when 0) when fp8. Chunks of
+//     256 rows: every thread loads 16-byte pieces of the next chunk while lane d of warp 0 adds
+//     the current chunk's rows in order from shared memory (the CPU's sum exactly); the amax
+//     is order-free.
 //   h3cu_sage_quant     grid (lp / 64, H), 256 threads: the 64-row block b of head h of x (q,
 //     or k less kbar[h] when kbar is given): delta = amax / 127 (1 when 0) into deltas[h * lp
 //     / 64 + b], codes = round-half-even(x / delta) clamped to [-127, 127] into codes[h][lp][128]
@@ -25,33 +26,81 @@
 // the byte of a group of 32 keys of vt that holds key k (0..31)
 H3_DI int h3s_pos(int k) { return 16 * (k >> 4) + 4 * ((k & 7) >> 1) + 2 * ((k >> 3) & 1) + (k & 1); }
 
+// the 8 bf16 of q (16 bytes as loaded, the lower half of a word first) as fp32, exactly
+H3_DI void h3s_unpack8(uint4 q, float f[8]) {
+  const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    f[2 * i] = __int_as_float((int)(u[i] << 16)), f[2 * i + 1] = __int_as_float((int)(u[i] & 0xffff0000u));
+}
+
+// Chunk c of 256 rows of the block's 32 dims (dims 32 blockIdx.x .. + 31 of kv head h) of x
+// into this thread's 4 pieces: piece i is row 64 i + tid / 4, dims 8 (tid % 4) .. + 7 (16 bytes;
+// zero past len)
+H3_DI void h3s_colstats_load(const h3_bf16 *x, long long len, int hk, int h, long long c, uint4 piece[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const long long r = 256 * c + 64 * i + (threadIdx.x >> 2);
+    piece[i] = r < len ? *reinterpret_cast<const uint4 *>(x + (r * hk + h) * 128 + 32 * blockIdx.x +
+                                                          8 * (threadIdx.x & 3))
+                       : uint4{0u, 0u, 0u, 0u};
+  }
+}
+
+// Every thread loads chunk c + 1 (16-byte pieces of k and v) while warp 0 adds chunk c's k rows
+// in order from shared memory, so the loads stay in flight under the ordered sum; the amax of
+// v is taken from the pieces (order-free), per dim, then across the threads of a dim
 extern "C" __global__ void __launch_bounds__(256) h3cu_sage_colstats(
     const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v, long long len, int hk, int smooth,
     int fp8, float *__restrict__ kbar, float *__restrict__ vscale) {
   __shared__ float chunk[256][33];
   __shared__ float part[8][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, h = blockIdx.y, d = blockIdx.x * 32 + lane;
-  float sum = 0.0f, amax = 0.0f;
-  for (long long r0 = 0; r0 < len; r0 += 256) { // as often in every thread
-#pragma unroll 8
-    for (int i = 0; i < 32; i++) {
-      const long long r = r0 + w + 8 * i, at = (r * hk + h) * 128 + d;
-      if (r >= len) continue;
-      if (smooth) chunk[w + 8 * i][lane] = h3_w(k[at]);
-      if (fp8) amax = fmaxf(amax, fabsf(h3_w(v[at])));
+  const long long nc = (len + 255) / 256;
+  uint4 kp[4], vp[4];
+  float sum = 0.0f, amax[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  if (smooth) h3s_colstats_load(k, len, hk, h, 0, kp);
+  if (fp8) h3s_colstats_load(v, len, hk, h, 0, vp);
+  for (long long c = 0; c < nc; c++) { // as often in every thread
+    __syncthreads(); // warp 0 is done with chunk c - 1
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float f[8];
+      if (smooth) {
+        h3s_unpack8(kp[i], f);
+#pragma unroll
+        for (int e = 0; e < 8; e++) chunk[64 * i + (threadIdx.x >> 2)][8 * (threadIdx.x & 3) + e] = f[e];
+      }
+      if (fp8) {
+        h3s_unpack8(vp[i], f);
+#pragma unroll
+        for (int e = 0; e < 8; e++) amax[e] = fmaxf(amax[e], fabsf(f[e]));
+      }
     }
     __syncthreads();
-    const int n = len - r0 < 256 ? (int)(len - r0) : 256;
+    if (c + 1 < nc) {
+      if (smooth) h3s_colstats_load(k, len, hk, h, c + 1, kp);
+      if (fp8) h3s_colstats_load(v, len, hk, h, c + 1, vp);
+    }
+    const int n = len - 256 * c < 256 ? (int)(len - 256 * c) : 256;
     if (w == 0 && smooth)
       for (int i = 0; i < n; i++) sum = __fadd_rn(sum, chunk[i][lane]);
-    __syncthreads();
   }
-  part[w][lane] = amax;
+  // dim 8 (lane % 4) + e of this thread's pieces: the amax over the lanes of the same lane % 4,
+  // then over the warps
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) amax[e] = fmaxf(amax[e], __shfl_xor_sync(0xffffffffu, amax[e], o));
+  if (lane < 4)
+#pragma unroll
+    for (int e = 0; e < 8; e++) part[w][8 * lane + e] = amax[e];
   __syncthreads();
   if (w != 0) return;
-  for (int i = 1; i < 8; i++) amax = fmaxf(amax, part[i][lane]);
+  float am = part[0][lane];
+  for (int i = 1; i < 8; i++) am = fmaxf(am, part[i][lane]);
   kbar[h * 128 + d] = smooth && len > 0 ? __fdiv_rn(sum, (float)len) : 0.0f;
-  vscale[h * 128 + d] = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+  vscale[h * 128 + d] = am > 0.0f ? __fdiv_rn(am, 448.0f) : 1.0f;
 }
 
 // the largest of every thread's a in the block of 256 (every thread calls it: barriers)

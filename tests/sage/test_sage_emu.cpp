@@ -260,8 +260,37 @@ static void test_stage_softmax(void) {
         (long long)codes);
 }
 
+/* h3cu_sage_colstats alone over chunk counts the attention cases do not reach (its next chunk
+ * is loaded while the current one is summed): kbar (the in-order fp32 sum / len) and vscale
+ * (amax / 448) bitwise against the contract, rows a chunk of 256 apart and around its edges */
+static void test_colstats(void) {
+  int64_t bad = 0;
+  for (long long len : {1LL, 255LL, 256LL, 257LL, 1000LL, 1300LL}) {
+    const int hk = 3;
+    std::vector<h3_bf16> k((size_t)(len * hk * 128)), v(k.size());
+    for (size_t i = 0; i < k.size(); i++)
+      k[i].bits = h3_f32_to_bf16((float)(2 * urand() - 1 + (i % 128) * 0.01)),
+      v[i].bits = h3_f32_to_bf16((float)((2 * urand() - 1) * (1 + i % 7)));
+    std::vector<float> kbar((size_t)hk * 128, -1.0f), vscale(kbar.size(), -1.0f);
+    emu_launch3(4, hk, 1, 256, [&] {
+      sage_k::h3cu_sage_colstats(k.data(), v.data(), len, hk, 1, 1, kbar.data(), vscale.data());
+    });
+    for (int h = 0; h < hk; h++)
+      for (int d = 0; d < 128; d++) {
+        float sum = 0.0f, a = 0.0f;
+        for (long long r = 0; r < len; r++)
+          sum += f32(k.data(), (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v.data(), (r * hk + h) * 128 + d)));
+        bad += kbar[h * 128 + d] != sum / (float)len;
+        bad += vscale[h * 128 + d] != (a > 0.0f ? a / 448.0f : 1.0f);
+      }
+  }
+  fprintf(stderr, "  colstats over 1-1300 rows: %lld of 4608 kbar / vscale differ\n", (long long)bad);
+  CHECK(bad == 0, "colstats: %lld kbar / vscale values differ from the contract", (long long)bad);
+}
+
 int main(void) {
   elapsed();
+  test_colstats();
   test_dots_max();
   test_stage_softmax();
   test_case({"fp8 smooth, segments 130 + 70, GQA 4/2", 200, 130, 4, 2, true, true});
