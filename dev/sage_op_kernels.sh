@@ -9,6 +9,7 @@
 set -uo pipefail
 S=$1 PLAN=$2
 export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache
+export H3_GEMM_TUNE=0 # cuBLASLt's first heuristic: no tuning launches among the GEMM rows
 tmp=$(mktemp -d)
 timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
   "$S/bin/h3exec" "$PLAN" --graph step --backend cuda --weights random --seed 5 --iterations 1 \
@@ -16,13 +17,15 @@ timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --pa
 echo "ncu: rc $?"
 python3 - "$tmp/raw.csv" <<'PY'
 import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-if not rows:
+lines = open(sys.argv[1]).read().splitlines()  # h3exec's own output comes first
+at = [i for i, l in enumerate(lines) if l.startswith('"ID",')]
+if not at:
     sys.exit("no ncu rows")
+rows = list(csv.reader(lines[at[0]:]))
 head = rows[0]
 name_i = head.index("Kernel Name")
 dur_i = head.index("gpu__time_duration.sum")
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(rows[1][dur_i], 1.0)
+scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[rows[1][dur_i]]
 tot = collections.OrderedDict()
 for r in rows[2:]:  # rows[1]: the units
     try:
