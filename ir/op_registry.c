@@ -80,7 +80,7 @@ static const h3_op_info table[H3_OPCODE_COUNT] = {
     ENTRY(ATTENTION, 3, 3, 0, h3_infer_attention, A("scale", FLOAT), O("causal", INT),
           O("segments", INTS), O("v_view", INTS)),
     ENTRY(SAGE_ATTENTION, 3, 5, 0, h3_infer_sage_attention, A("scale", FLOAT), O("segments", INTS),
-          O("pv", STRING), O("smooth", INT)),
+          O("pv", STRING), O("smooth", INT), O("v_view", INTS)),
     ENTRY(SOL_ATTENTION, 3, 3, 0, h3_infer_sol_attention, A("scale", FLOAT), O("segments", INTS),
           O("tau", FLOAT), O("thresh", STRING), O("sink_tokens", INT), O("sink_start", INT)),
     ENTRY(KV_WRITE, 3, 3, 0, h3_infer_kv_write, {0}),

@@ -1,7 +1,8 @@
 // sage_quant.cu: the quantization pre-passes of `sage_attention` on the GPU (ops.def; the CPU
 // reference is runtime/cpu/ops_sage.c, whose roundings these reproduce bit for bit), for ONE
 // segment of len rows at a time (runtime/cuda/cuda_sage.c launches them per segment). q, k, v
-// are bf16 [len, H, 128] at their segment's first row with row stride H * 128 elements; the
+// are bf16 [len, H, 128] at their segment's first row with row stride H * 128 elements (v's
+// may be longer: its rows read in place from the qkv projection through a v_view); the
 // outputs live in the op's scratch in a padded layout: lp = len rounded up to 128 rows (the
 // attention's query tile), rows past len hold zero codes. With sage-q-fusion the q codes come from the q norm + RoPE
 // kernel instead (codegen/emit_norm_rope_sage.c, the same layout: include/h3/sage.h) and h3cu_sage_quant runs for k
@@ -35,13 +36,14 @@ H3_DI void h3s_unpack8(uint4 q, float f[8]) {
 }
 
 // Chunk c of 256 rows of the block's 32 dims (dims 32 blockIdx.x .. + 31 of kv head h) of x
-// into this thread's 4 pieces: piece i is row 64 i + tid / 4, dims 8 (tid % 4) .. + 7 (16 bytes;
-// zero past len)
-H3_DI void h3s_colstats_load(const h3_bf16 *x, long long len, int hk, int h, long long c, uint4 piece[4]) {
+// (rows `stride` elements apart) into this thread's 4 pieces: piece i is row 64 i + tid / 4,
+// dims 8 (tid % 4) .. + 7 (16 bytes; zero past len)
+H3_DI void h3s_colstats_load(const h3_bf16 *x, long long stride, long long len, int h, long long c,
+                             uint4 piece[4]) {
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const long long r = 256 * c + 64 * i + (threadIdx.x >> 2);
-    piece[i] = r < len ? *reinterpret_cast<const uint4 *>(x + (r * hk + h) * 128 + 32 * blockIdx.x +
+    piece[i] = r < len ? *reinterpret_cast<const uint4 *>(x + r * stride + h * 128 + 32 * blockIdx.x +
                                                           8 * (threadIdx.x & 3))
                        : uint4{0u, 0u, 0u, 0u};
   }
@@ -51,16 +53,17 @@ H3_DI void h3s_colstats_load(const h3_bf16 *x, long long len, int hk, int h, lon
 // in order from shared memory, so the loads stay in flight under the ordered sum; the amax of
 // v is taken from the pieces (order-free), per dim, then across the threads of a dim
 extern "C" __global__ void __launch_bounds__(256) h3cu_sage_colstats(
-    const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v, long long len, int hk, int smooth,
-    int fp8, float *__restrict__ kbar, float *__restrict__ vscale) {
+    const h3_bf16 *__restrict__ k, const h3_bf16 *__restrict__ v, long long v_stride, long long len, int hk,
+    int smooth, int fp8, float *__restrict__ kbar, float *__restrict__ vscale) {
   __shared__ float chunk[256][33];
   __shared__ float part[8][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, h = blockIdx.y, d = blockIdx.x * 32 + lane;
   const long long nc = (len + 255) / 256;
   uint4 kp[4], vp[4];
   float sum = 0.0f, amax[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  if (smooth) h3s_colstats_load(k, len, hk, h, 0, kp);
-  if (fp8) h3s_colstats_load(v, len, hk, h, 0, vp);
+  const long long k_stride = (long long)hk * 128;
+  if (smooth) h3s_colstats_load(k, k_stride, len, h, 0, kp);
+  if (fp8) h3s_colstats_load(v, v_stride, len, h, 0, vp);
   for (long long c = 0; c < nc; c++) { // as often in every thread
     __syncthreads(); // warp 0 is done with chunk c - 1
 #pragma unroll
@@ -79,8 +82,8 @@ extern "C" __global__ void __launch_bounds__(256) h3cu_sage_colstats(
     }
     __syncthreads();
     if (c + 1 < nc) {
-      if (smooth) h3s_colstats_load(k, len, hk, h, c + 1, kp);
-      if (fp8) h3s_colstats_load(v, len, hk, h, c + 1, vp);
+      if (smooth) h3s_colstats_load(k, k_stride, len, h, c + 1, kp);
+      if (fp8) h3s_colstats_load(v, v_stride, len, h, c + 1, vp);
     }
     const int n = len - 256 * c < 256 ? (int)(len - 256 * c) : 256;
     if (w == 0 && smooth)

@@ -10,7 +10,8 @@
  * function (h3cpu_sage_quantize_q, ops_sage_q.c), in include/h3/sage.h's padded layout either
  * way. Then every (query row, q head) pair: the row's int8 codes with its 64-row block's delta,
  * int32 dot products with the key codes, the scores, and the online softmax over the 128-key
- * blocks in order with P and V as the contract says. Work items are (segment, kv head) for the
+ * blocks in order with P and V as the contract says. v is read through the op's v_view
+ * (row stride and first column) when it has one. Work items are (segment, kv head) for the
  * prologue and (row, q head) for the rows, split over the pool's workers; each is computed the
  * same way whatever the split.
  */
@@ -28,6 +29,7 @@ enum { SAGE_BLOCK = H3_SAGE_QBLOCK, /* rows per quantization block of q and of t
 typedef struct {
   const h3_tensor *q, *k, *v, *out;
   int64_t T, Hq, Hk, D, n_seg;
+  int64_t v_row, v_off; /* v's row stride and first column: Hk*D and 0, or the op's v_view */
   int64_t *seg; /* n_seg + 1 boundaries, 0 and T included */
   int64_t *pad; /* per segment: the padded q rows before it (include/h3/sage.h's P_i) */
   const int8_t *qc; /* q's codes and deltas in include/h3/sage.h's layout */
@@ -50,6 +52,9 @@ static int64_t seg_of(const sage_job *j, int64_t t) {
   return s;
 }
 
+/* The element of v at row r, kv head h, dim d (ops.def: in place through v_view, if any). */
+static int64_t v_at(const sage_job *j, int64_t r, int64_t h, int64_t d) { return r * j->v_row + j->v_off + h * j->D + d; }
+
 /* The keys (and values) of segment s, kv head h. */
 static void prologue(const sage_job *j, int64_t s, int64_t h, float *tmp) {
   int64_t s0 = j->seg[s], s1 = j->seg[s + 1], n = s1 - s0, D = j->D;
@@ -71,10 +76,10 @@ static void prologue(const sage_job *j, int64_t s, int64_t h, float *tmp) {
   if (!j->fp8) return;
   for (int64_t d = 0; d < D; d++) {
     float a = 0.0f;
-    for (int64_t r = s0; r < s1; r++) a = fmaxf(a, fabsf(h3cpu_ld(j->v->data, j->v->type.dtype, (r * j->Hk + h) * D + d)));
+    for (int64_t r = s0; r < s1; r++) a = fmaxf(a, fabsf(h3cpu_ld(j->v->data, j->v->type.dtype, v_at(j, r, h, d))));
     float dv = a > 0.0f ? a / 448.0f : 1.0f;
     for (int64_t r = s0; r < s1; r++) {
-      float x = h3cpu_ld(j->v->data, j->v->type.dtype, (r * j->Hk + h) * D + d);
+      float x = h3cpu_ld(j->v->data, j->v->type.dtype, v_at(j, r, h, d));
       j->vq[(h * j->T + r) * D + d] = h3_e4m3_to_f32(h3_e4m3_from_f32(x / dv));
       j->vs[(h * j->T + r) * D + d] = dv;
     }
@@ -118,7 +123,7 @@ static void row(const sage_job *j, int64_t t, int64_t n, float *sc, float *o) {
       } else {
         float pb = h3_bf16_to_f32(h3_f32_to_bf16(p));
         l += p;
-        for (int64_t d = 0; d < D; d++) o[d] += pb * h3cpu_ld(j->v->data, j->v->type.dtype, (jk * j->Hk + h) * D + d);
+        for (int64_t d = 0; d < D; d++) o[d] += pb * h3cpu_ld(j->v->data, j->v->type.dtype, v_at(j, jk, h, d));
       }
     }
     m = mt;
@@ -142,6 +147,10 @@ H3_CPU_KERNEL(h3cpu_sage_attention) {
                 .scale = (float)h3_op_attr_float(op, "scale", 1.0),
                 .fp8 = strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0,
                 .smooth = h3_op_attr_int(op, "smooth", 1) != 0};
+  const h3_attr *view = h3_op_attr(op, "v_view");
+  const bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
+  j.v_row = viewed ? view->ints[1] : j.Hk * j.D;
+  j.v_off = viewed ? view->ints[0] : 0;
   const h3_attr *seg = h3_op_attr(op, "segments");
   int64_t ns = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0, lo = 0, hi = 0;
   j.seg = malloc((size_t)(2 * ns + 4) * sizeof *j.seg);

@@ -132,10 +132,12 @@ h3_status cu_qkv_segments(cu_state *s, const h3_op *op, const h3_tensor *in, con
                           h3_status (*fn)(cu_state *, const h3_op *, void *, const cu_qkv_seg *, h3_diag *),
                           void *ctx, h3_diag *d) {
   int64_t T = in[0].type.dims[0], D = in[0].type.dims[2], qs = in[0].type.dims[1] * D, ks = in[1].type.dims[1] * D;
-  int64_t lo = 0, hi = 0;
+  const h3_attr *view = h3_op_attr(op, "v_view");
+  const bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
+  int64_t vs = viewed ? view->ints[1] : ks, v0 = viewed ? view->ints[0] : 0, lo = 0, hi = 0;
   for (int i = 0; cu_next_segment(op, T, &i, &lo, &hi);) {
     cu_qkv_seg g = {(const uint16_t *)in[0].data + lo * qs, (const uint16_t *)in[1].data + lo * ks,
-                    (const uint16_t *)in[2].data + lo * ks, (uint16_t *)out[0].data + lo * qs, hi - lo};
+                    (const uint16_t *)in[2].data + lo * vs + v0, (uint16_t *)out[0].data + lo * qs, hi - lo, vs};
     if (fn(s, op, ctx, &g, d) != H3_OK) return H3_ERR;
   }
   return H3_OK;

@@ -333,11 +333,12 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in,
  * that returns true sets [*lo, *hi) to the next non-empty segment. */
 bool cu_next_segment(const h3_op *op, int64_t T, int *i, int64_t *lo, int64_t *hi);
 /* One segment of an op on bf16 q[T, Hq, D], k and v [T, Hk, D] -> o[T, Hq, D] (packed rows):
- * rows [0, len) at the segment's first row. */
+ * rows [0, len) at the segment's first row; v's rows v_stride elements apart (Hk*D, or the
+ * row length of the 2D tensor an op's v_view reads v from, v then pointing at its column). */
 typedef struct {
   const void *q, *k, *v;
   void *o;
-  long long len;
+  long long len, v_stride;
 } cu_qkv_seg;
 /* Runs fn(s, op, ctx, segment, d) on each segment of such an op in order; stops at an error. */
 h3_status cu_qkv_segments(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,

@@ -55,11 +55,14 @@ bool cu_sage_supports(const h3_op *op) {
   if (q_given(op) && (op->operands[3]->type.dtype != H3_I8 || op->operands[4]->type.dtype != H3_F32)) return false;
   const h3_type *q = &op->operands[0]->type, *k = &op->operands[1]->type, *v = &op->operands[2]->type;
   const h3_type *o = &op->results[0]->type;
-  if (q->rank != 3 || k->rank != 3 || v->rank != 3 || o->rank != 3) return false;
+  /* with a v_view, v is the 2D tensor holding v's columns (type inference checked the view) */
+  const bool viewed = h3_op_attr(op, "v_view") != NULL;
+  if (q->rank != 3 || k->rank != 3 || v->rank != (viewed ? 2 : 3) || o->rank != 3) return false;
   bool dtypes = q->dtype == H3_BF16 && k->dtype == H3_BF16 && v->dtype == H3_BF16 && o->dtype == H3_BF16;
-  return dtypes && q->dims[2] == SAGE_D && k->dims[2] == SAGE_D && v->dims[2] == SAGE_D &&
-         k->dims[0] == q->dims[0] && v->dims[0] == q->dims[0] && v->dims[1] == k->dims[1] &&
-         k->dims[1] >= 1 && q->dims[1] % k->dims[1] == 0 && q->dims[0] < ((int64_t)1 << 30);
+  bool v_shape = viewed || (v->dims[2] == SAGE_D && v->dims[1] == k->dims[1]);
+  return dtypes && v_shape && q->dims[2] == SAGE_D && k->dims[2] == SAGE_D && k->dims[0] == q->dims[0] &&
+         v->dims[0] == q->dims[0] && k->dims[1] >= 1 && q->dims[1] % k->dims[1] == 0 &&
+         q->dims[0] < ((int64_t)1 << 30);
 }
 
 /* The scratch's parts at base (base NULL: only the total, returned) */
@@ -178,6 +181,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   int hq = (int)qt->dims[1], hk = (int)kt->dims[1], group = hq / hk;
   int smooth = h3_op_attr_int(op, "smooth", 1) != 0, fp8 = is_fp8(op);
   long long len = g->len, lp = h3_sage_padded(len), qs = (long long)hq * SAGE_D, ks = (long long)hk * SAGE_D;
+  long long vs = g->v_stride;
   sage_scratch seg_sc = c->sc, *sc = &seg_sc; /* q's parts: this segment's given codes, if any */
   if (c->q_codes) {
     seg_sc.qc = (signed char *)c->q_codes + hq * c->q_rows * SAGE_D;
@@ -190,7 +194,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   void *o = g->o;
   const int64_t block[3] = {256, 1, 1};
   if (smooth || fp8) {
-    void *args[] = {&kk, &v, &len, &hk, &smooth, &fp8, (void *)&sc->kbar, (void *)&sc->vscale};
+    void *args[] = {&kk, &v, &vs, &len, &hk, &smooth, &fp8, (void *)&sc->kbar, (void *)&sc->vscale};
     if (cu_launch(s, k[0], (int64_t[]){SAGE_D / 32, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   void *qargs[] = {&q, &qs, &no_kbar, &len, &lp, (void *)&sc->qc, (void *)&sc->qd};
@@ -199,7 +203,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
       cu_launch(s, k[1], (int64_t[]){lp / 64, hk, 1}, block, 0, kargs, d) != H3_OK)
     return H3_ERR;
   if (fp8) {
-    void *args[] = {&v, &ks, (void *)&sc->vscale, &len, &lp, (void *)&sc->vt};
+    void *args[] = {&v, &vs, (void *)&sc->vscale, &len, &lp, (void *)&sc->vt};
     if (cu_launch(s, k[2], (int64_t[]){lp / 64, hk, 1}, block, 0, args, d) != H3_OK) return H3_ERR;
   }
   long long os = qs;
@@ -212,7 +216,7 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   if (fp8 && (forced || (!off && tma_reaches(hk, lp))))
     return run_tma(s, k[tf->kernel], tf, sc, hq, hk, len, lp, o, os, scale, d);
   void *args[] = {(void *)&sc->qc, (void *)&sc->kc, (void *)&sc->vt, &v, (void *)&sc->qd, (void *)&sc->kd,
-                  (void *)&sc->vscale, &o, &len, &lp, &ks, &os, &group, &scale};
+                  (void *)&sc->vscale, &o, &len, &lp, &vs, &os, &group, &scale};
   int which = SAGE_QUANT + (fp8 ? 0 : 1); /* fwd_names: the mma.sync forms first */
   return cu_launch(s, k[which], (int64_t[]){(len + SAGE_ROWS - 1) / SAGE_ROWS, hq, 1}, block,
                    fwd_smem[which - SAGE_QUANT], args, d);

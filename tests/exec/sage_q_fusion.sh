@@ -6,7 +6,8 @@
 # among the passes) and with `--disable-pass sage-q-fusion` (no report line), at the default
 # tier, at --quality exact, with pv=bf16,smooth=0 and with --int8 (wide: q's norm reads the
 # int8 qkv GEMM's dequantized columns): the latents of the two plans are the same bytes; the
-# sage plan's are not the dense plan's.
+# sage plan's are not the dense plan's. Also attention-v-view on sage_attention: the latents
+# with v read in place equal those with `--disable-pass attention-v-view`.
 set -u
 h3c=$1 h3exec=$2 work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,6 +40,14 @@ pair() {
 }
 
 pair lossless
+# attention-v-view's sage-v-view pattern: the block's sage_attention reads v in place from qkv
+# (with the text refiner's dense attention, 2 sites); without the pass, the same latents
+run vview_off --attention sage --disable-pass attention-v-view
+if ! grep -q "^# attention-v-view: attention v read in place: 2" lossless.clog ||
+  ! cmp -s lossless.safetensors vview_off.safetensors; then
+  echo "FAIL: sage_attention with v read in place: not reported, or the latents differ from the copied v's" >&2
+  fail=1
+fi
 pair exact --quality exact
 pair bf16 --attention sage,pv=bf16,smooth=0
 pair int8 --int8 --set dim=256 --set heads=16 --set time_hidden=256

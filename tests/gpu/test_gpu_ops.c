@@ -30,8 +30,9 @@
  *    kernels/m31_msa_tile.cu (m31_att_case; the cpu backend runs the two small ones);
  *    sage_attention at head_dim 128 (pv fp8 and bf16, segments, GQA, smoothing on and off, a
  *    negative scale, and 1500 rows: many key stages; q's codes and deltas given as operands 3
- *    and 4, as sage-q-fusion's rms_norm_rope writes them, with segments) through each form of
- *    the kernel (H3_SAGE_FORM=mma, wg1, wg1c);
+ *    and 4, as sage-q-fusion's rms_norm_rope writes them, with segments; v read in place
+ *    through v_view, pv fp8 and bf16) through each form of the kernel (H3_SAGE_FORM=mma, wg1,
+ *    wg1c);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
@@ -785,7 +786,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
      pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
      CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
      flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
-  hand_case sage[6];
+  hand_case sage[8];
   int n_sage = 0;
   h3_value *qs = in_of(&h, "qs", H3_BF16, 3, (int64_t[]){333, 4, 128});
   h3_value *ks = in_of(&h, "ks", H3_BF16, 3, (int64_t[]){333, 2, 128});
@@ -817,6 +818,16 @@ static void check_hand(h3_backend *b, bool all_attention) {
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 segments GQA, q's codes given",
                                op_of(&h, H3_OP_SAGE_ATTENTION, 5, (h3_value *[]){qs, ks, vs, qcs, qds}, 2, sqa), 1e-6,
                                sage_q_codes};
+  /* v read in place (attention-v-view's sage-v-view: v_view = [start, row_stride]): the v
+     columns of a packed [q | k | v] row (start 768 of 1024: the colstats, v's e4m3 pass and
+     the bf16 form's P V with v's row stride), pv fp8 and bf16 */
+  h3_value *xs = in_of(&h, "xs", H3_BF16, 2, (int64_t[]){333, 1024});
+  for (int i = 0; i < 2; i++) {
+    h3_attr sv[4] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){300}), h3_attr_string(h.m, "pv", i ? "bf16" : "fp8"),
+                     h3_attr_ints(h.m, "v_view", 2, (int64_t[]){768, 1024})};
+    sage[n_sage++] = (hand_case){i ? "sage_attention bf16 D=128 segments GQA v view" : "sage_attention fp8 D=128 segments GQA v view",
+                                 op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qs, ks, xs}, 4, sv), 1e-6, NULL};
+  }
   /* sol_attention at head_dim 128 on the same inputs: the centroids and the exact-block
      selection are the CPU's bit for bit (tests/sol checks them under emulation; a flipped
      block would move whole rows); P of the exact keys in bf16, 2^x and fp32 sum orders: NMSE

@@ -52,7 +52,7 @@ static void emu_segment(const h3_bf16 *q, const h3_bf16 *k, const h3_bf16 *v, h3
   float *kbar = smooth ? sc.kbar.data() : nullptr;
   if (smooth || fp8)
     emu_launch3(4, hk, 1, 256, [&] {
-      sage_k::h3cu_sage_colstats(k, v, len, hk, smooth, fp8, sc.kbar.data(), sc.vscale.data());
+      sage_k::h3cu_sage_colstats(k, v, ks, len, hk, smooth, fp8, sc.kbar.data(), sc.vscale.data());
     });
   emu_launch3(lp / 64, hq, 1, 256, [&] { sage_k::h3cu_sage_quant(q, qs, nullptr, len, lp, sc.qc.data(), sc.qd.data()); });
   emu_launch3(lp / 64, hk, 1, 256, [&] { sage_k::h3cu_sage_quant(k, ks, kbar, len, lp, sc.kc.data(), sc.kd.data()); });
@@ -262,24 +262,25 @@ static void test_stage_softmax(void) {
 
 /* h3cu_sage_colstats alone over chunk counts the attention cases do not reach (its next chunk
  * is loaded while the current one is summed): kbar (the in-order fp32 sum / len) and vscale
- * (amax / 448) bitwise against the contract, rows a chunk of 256 apart and around its edges */
+ * (amax / 448) bitwise against the contract, rows a chunk of 256 apart and around its edges;
+ * v read in place from a qkv-like [len, 3 hk 128] tensor (its columns 2 hk 128 ..: a v_view) */
 static void test_colstats(void) {
   int64_t bad = 0;
   for (long long len : {1LL, 255LL, 256LL, 257LL, 1000LL, 1300LL}) {
     const int hk = 3;
-    std::vector<h3_bf16> k((size_t)(len * hk * 128)), v(k.size());
-    for (size_t i = 0; i < k.size(); i++)
-      k[i].bits = h3_f32_to_bf16((float)(2 * urand() - 1 + (i % 128) * 0.01)),
-      v[i].bits = h3_f32_to_bf16((float)((2 * urand() - 1) * (1 + i % 7)));
+    const long long vs = 3LL * hk * 128, v0 = 2LL * hk * 128;
+    std::vector<h3_bf16> k((size_t)(len * hk * 128)), v((size_t)(len * vs));
+    for (size_t i = 0; i < k.size(); i++) k[i].bits = h3_f32_to_bf16((float)(2 * urand() - 1 + (i % 128) * 0.01));
+    for (size_t i = 0; i < v.size(); i++) v[i].bits = h3_f32_to_bf16((float)((2 * urand() - 1) * (1 + i % 7)));
     std::vector<float> kbar((size_t)hk * 128, -1.0f), vscale(kbar.size(), -1.0f);
     emu_launch3(4, hk, 1, 256, [&] {
-      sage_k::h3cu_sage_colstats(k.data(), v.data(), len, hk, 1, 1, kbar.data(), vscale.data());
+      sage_k::h3cu_sage_colstats(k.data(), v.data() + v0, vs, len, hk, 1, 1, kbar.data(), vscale.data());
     });
     for (int h = 0; h < hk; h++)
       for (int d = 0; d < 128; d++) {
         float sum = 0.0f, a = 0.0f;
         for (long long r = 0; r < len; r++)
-          sum += f32(k.data(), (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v.data(), (r * hk + h) * 128 + d)));
+          sum += f32(k.data(), (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v.data(), r * vs + v0 + h * 128 + d)));
         bad += kbar[h * 128 + d] != sum / (float)len;
         bad += vscale[h * 128 + d] != (a > 0.0f ? a / 448.0f : 1.0f);
       }
