@@ -1,6 +1,8 @@
 // sage_attention.cu: the attention of `sage_attention` (ops.def) on tensor cores for ONE
-// segment of len rows, after kernels/sage_quant.cu's pre-passes (their padded layouts: lp =
-// len rounded up to 128; qc [Hq][lp][128] and kc [Hk][lp][128] int8, qd [Hq][lp / 64] and kd
+// segment of len rows, after kernels/sage_quant.cu's pre-passes (q's codes and deltas come from
+// the q norm + RoPE kernel instead under sage-q-fusion, in the same layout: include/h3/sage.h)
+// (their padded layouts: lp = len rounded up to 128; qc [Hq][lp][128] and kc [Hk][lp][128]
+// int8, qd [Hq][lp / 64] and kd
 // [Hk][lp / 64] their 64-row blocks' deltas; pv = fp8: vt [Hk][128][lp] e4m3 in sage_quant.cu's
 // key order and vscale [Hk][128]; pv = bf16: v itself, bf16 [len, Hk, 128] with row stride
 // v_stride). The CPU reference (runtime/cpu/ops_sage.c) fixes every rounding; this kernel

@@ -77,7 +77,8 @@ static int collect_dequant(h3_op *op, void *arg) {
 static bool user_fits(const h3_op *u, const h3_value *y, const h3_op *dq) {
   if (u->parent != dq->parent) return false;
   int at;
-  if (u->code == H3_OP_RMS_NORM_ROPE && u->n_operands == 4) at = 0;
+  /* one result: a norm that also writes sage's q codes (sage-q-fusion) keeps its form */
+  if (u->code == H3_OP_RMS_NORM_ROPE && u->n_operands == 4 && u->n_results == 1) at = 0;
   else if (u->code == H3_OP_ATTENTION && u->n_operands == 3 && h3_op_attr(u, "v_view")) at = 2;
   else return false;
   for (int i = 0; i < u->n_operands; i++)

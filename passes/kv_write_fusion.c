@@ -83,14 +83,15 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
   s->v_slice = slice;
 }
 
-/* q's norm + rope of the same x before k's write: an rms_norm_rope of x (bf16 form) with k's
- * tables, eps, offset and head width, in the write's region after x's definition, whose
- * result no op up to v's write reads (the fused op defines it at k's write, and takes the
- * caches of both writes as operands). */
+/* q's norm + rope of the same x before k's write: an rms_norm_rope of x (bf16 form, one
+ * result: not sage-q-fusion's, which also writes q's codes) with k's tables, eps, offset and
+ * head width, in the write's region after x's definition, whose result no op up to v's write
+ * reads (the fused op defines it at k's write, and takes the caches of both writes as
+ * operands). */
 static h3_op *match_q(const h3_op *nr, const h3_op *write, const h3_op *vw) {
   const h3_op *x_def = nr->operands[0]->kind == H3_VALUE_RESULT ? nr->operands[0]->def : NULL;
   for (h3_op *q = write->prev; q && q != x_def; q = q->prev) {
-    if (q == nr || q->code != H3_OP_RMS_NORM_ROPE || q->n_operands != 4 ||
+    if (q == nr || q->code != H3_OP_RMS_NORM_ROPE || q->n_operands != 4 || q->n_results != 1 ||
         q->operands[0] != nr->operands[0] || q->operands[2] != nr->operands[2] ||
         q->operands[3] != nr->operands[3] || q->results[0]->type.dims[2] != nr->results[0]->type.dims[2] ||
         h3_op_attr_float(q, "eps", 1e-5) != h3_op_attr_float(nr, "eps", 1e-5) ||

@@ -55,12 +55,15 @@
 #   sage   sage_attention on cuda (issue 20): test_gpu_ops (its sage_attention cases: pv fp8
 #          and bf16 at head_dim 128, and 1500 rows, against the CPU, NMSE <= 1e-6, each through
 #          each form of the kernel, H3_SAGE_FORM=mma, wg1 and wg1c; the coverage line
-#          `sage_attention bf16 15/1`: 5 cases x 3 forms compared, all_ops.ir's head_dim-16 case
+#          `sage_attention bf16 24/1`: 8 cases x 3 forms compared, all_ops.ir's head_dim-16 case
 #          reported unsupported), then attention_bench --sage: flash, sage fp8 (mma.sync), sage
 #          fp8_wg1, fp8_wg1c (the default) and sage bf16 at S = 32704 (live 32700), 56 x
 #          128; lines `sage fp8: N.NNx flash ... ok` (issue 20 asks >= 1.5x); then
 #          h3exec on the full-dimension plan with --attention sage (3 steps) and with flash, the
-#          latents compared (NMSE <= 1e-2: a sanity bound on random weights, not a quality claim)
+#          latents compared (NMSE <= 1e-2: a sanity bound on random weights, not a quality claim);
+#          and the sage plan without sage-q-fusion and attention-v-view (q quantized by the
+#          attention's pre-pass, v copied out of qkv): the same latents bit for bit, so the fused
+#          q norm kernel's codes and the in-place v reads are checked on the GPU
 #   sol    sol_attention on cuda: test_gpu_ops (its sol_attention cases at head_dim 128: segments
 #          + GQA at tau 1, thresh exact with sinks on 1500 rows, tau -inf; against the CPU,
 #          NMSE <= 2e-5; the coverage line `sol_attention bf16 3/1`: 3 compared, all_ops.ir's
@@ -94,7 +97,8 @@
 #   int8full  h3exec on the full 49-step sample with --int8 alone
 #   sagesol  issue 20's composite: the full 49-step sample with --int8, Sage->Sol attention
 #          (steps 0-9 sage, then blocks 0-1 sage and 2-49 sol) and Spectrum 15:5:0.5 (20 real
-#          steps), then the bf16 flash sample unless `sample` ran before in this call; the
+#          steps), then the bf16 flash sample unless `sample`, `sagesol` or `sagesample` ran
+#          before in this call (one flash sample a call); the
 #          latents compared (rel L2, PSNR against the bf16 sample's peak) and the speed-up
 #          (`sagesol speed-up: X x`, the two runs' wall times)
 #   sagesample  issue 20's bf16 sample with Sage alone: the full 49-step sample with --attention
@@ -114,7 +118,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then
-  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|sagesol|peers|sample ...]" >&2
+  echo "usage: tests/gpu/run_all.sh STAGE LOG_DIR [env|tests|m31|m31small|m31smallcpu|m31decode|m31batch|m31long|m31long16k|m31tokens|m31peer|m31serve|m31spec|m31spec128|m31specfp4|m31specmma|nvfp4|m31servecheck|faults|tiny|sage|sol|bench|full|full1|spectrum|normmod|block|exact|int8|cachedit|int8sample|int8full|sagesol|sagesample|peers|sample ...]" >&2
   exit 2
 fi
 STAGE=$(cd "$1" && pwd)
@@ -383,6 +387,10 @@ for section in $SECTIONS; do
     ;;
   sage)
     attention_variant sage '^(attention_flash|sage)'
+    step full_sage_unfused_cuda 280 "$BIN/h3exec" "$PLANS/h3_full_sage_s3_unfused.plan" --backend cuda \
+      --weights random --seed 3 --steps 3 --iterations 1 --out "$WORK/full_sage_unfused.safetensors"
+    step full_sage_fused_bitwise 60 python3 tests/gpu/compare_outputs.py --bitwise "$WORK/full_sage.safetensors" \
+      "$WORK/full_sage_unfused.safetensors"
     ;;
   sol)
     attention_variant sol '^(attention_flash|sol|h3 sol)'

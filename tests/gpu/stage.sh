@@ -6,7 +6,7 @@
 #   STAGE/plans/   h3_tiny.plan (lossless), m31_tiny.plan (M3.1 tiny, lossless), m31_small_p128.plan (M3.1 small, prompt 128, 32 new tokens; _n256: 256 new tokens), m31_small_gpu_test_g8 / _g127.plan (test_gpu_m31's plans), m31_small_p2048_n16 / _n80.plan (prompt 2048, 16 / 80 new tokens: bench/m31_decode.sh; _n1: the prefill alone), m31_small_b64_p256_n8 / _n24.plan, _p2048_ and _p16384_ (64 sequences, prompt 256, 2048 and 16384), m31_small_p16384_n16 / _n80.plan (prompt 16384), m31_small_serve_s1 / _s8 / _s32 / _s64.plan, _s64_k512 / _k1024.plan and _s64_g16 / _g32.plan (serving: bench/m31_serve.sh), h3_tiny_high.plan and h3_tiny_high0.plan (tiny at
 #                  --quality high: Cache-DiT with its defaults, and with threshold 0), h3_small_int8.plan (tiny with dims 256 and 2 layers,
 #                  --int8 with rotation and row chunks of 24 rows: every linear is int8; and
-#                  h3_small_int8_r0.plan without rotation, so the norm+modulate kernels quantize), h3_full_s3.plan (full dims, 3 denoising steps; h3_full_sage_s3.plan the same with --attention sage, h3_full_sol_s3.plan with --attention sol,dense_steps=1),
+#                  h3_small_int8_r0.plan without rotation, so the norm+modulate kernels quantize), h3_full_s3.plan (full dims, 3 denoising steps; h3_full_sage_s3.plan the same with --attention sage (h3_full_sage_s3_unfused.plan without sage-q-fusion and attention-v-view), h3_full_sol_s3.plan with --attention sol,dense_steps=1),
 #                  h3_full.plan (full dims, the 49-step sample), h3_full_l1.plan and
 #                  h3_full_l3.plan (full dims with 1 and 3 layers: bench/block_bench.c), the same
 #                  with --int8 (h3_full_int8_l1/l3; and h3_full_int8_rR_l1/l3 with every int8
@@ -95,6 +95,8 @@ done
 "$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 -o "$S/plans/h3_full_s3.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 --attention sage \
   -o "$S/plans/h3_full_sage_s3.plan"
+"$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 --attention sage \
+  --disable-pass sage-q-fusion,attention-v-view -o "$S/plans/h3_full_sage_s3_unfused.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full --set steps=3 --attention sol,dense_steps=1 \
   -o "$S/plans/h3_full_sol_s3.plan"
 "$S/bin/h3c" compile models/minimax_h3.g --config full -o "$S/plans/h3_full.plan"
