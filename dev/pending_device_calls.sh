@@ -2,11 +2,17 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 25; 53, 54 and 55 ran: dev/results/2026-12-06-h100-s25-*.txt):
-#   58 test_gpu_ops on HEAD's stage s25 (Sage's I2FP scores, S as m64n128k32, the NVFP4 skinny
-#      form with x a turn ahead), attention_bench --sage s24l against s25 in two rounds,
-#      nvfp4_bench M 1 and 8 of both, the NVFP4 lab (more weight rows a block at 8-16 rows);
-#   59 the composite and the bf16 sample with Sage alone (run_all.sh sagesol sagesample).
+# Next (2026-12-06, end of session 25; 53-55 and 58-62 ran: dev/results/2026-12-06-h100-s25-*.txt):
+#   63 on a stage of HEAD (s26: dev/mini_stage.sh build-gpu/s18 build-gpu/s26 --composite $T, then
+#      h3c compile --config full --set layers=2 --attention sage -o build-gpu/s26/plans/h3_full_l2_sage.plan
+#      with H3_KERNEL_CACHE_DIR=build-gpu/s26/kcache): test_gpu_ops (the sage v-view cases),
+#      dev/sage_op_kernels.sh build-gpu/s26 build-gpu/s26/plans/h3_full_l2_sage.plan (colstats
+#      predicted 1.98 -> ~0.3-0.4 ms; no v slice left), then run_all.sh's `sage` section on a
+#      full stage (tests/gpu/stage.sh: the fused / unfused sage plans bitwise on the GPU);
+#   64 run_all.sh sagesample sagesol on s26 (Sage alone predicted 1.12 -> ~1.15 x: -2 ms a call);
+#   65 dev/sage_ncu.sh on s26: the pipes' activity and stalls of today's wg1c (the phase question
+#      of dev/sage-attention.md) before any new Sage form.
+# Then (session 25): 58 and 59 ran (the A/B and the samples), 60 the step profile, 62 the kernels.
 # Before (2026-12-06, session 24: no machine could be started in ~80 minutes of tries; the
 # whole budget went to refused starts). Sage's default kernel changed (128-key softmax blocks,
 # l from the tensor cores) and has run only under host emulation and ptxas, so first:
