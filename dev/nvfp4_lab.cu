@@ -3,49 +3,54 @@
 //   nvcc -std=c++17 -arch=sm_90a -O3 -I kernels -I include -I dev dev/nvfp4_lab.cu -lcublas
 //     -o build-gpu/lab/nvfp4_lab
 //   build-gpu/lab/nvfp4_lab            (~2 minutes on an H100; no arguments)
-// The skr kernels run on the host too: dev/nvfp4_skr_emu.cpp (build line in its header).
+// The skr and skx kernels run on the host too: dev/nvfp4_skr_emu.cpp (build line in its header).
 // The product's loop (since 2026-12-06): per lane the weights two turns ahead in a ring of 3,
 // x one turn ahead in a ring of 2, unrolled by 6, one accumulator chain (3 blocks an SM; the
 // former skv<1,1>, 3-15 % faster at M = 1 than x loaded in its turn: dev/nvfp4-gemm.md,
-// 2026-12-06, raw log dev/results/2026-12-06-h100-s25-sage-128key-ab-nvfp4-lab.txt; skv<1,0>
-// and skv<2,1> are gone, answered). Rows of the tables, per weight shape and M = 1, 8, 16:
+// 2026-12-06, raw log dev/results/2026-12-06-h100-s25-sage-128key-ab-nvfp4-lab.txt). Rows of the
+// tables, per weight shape and M = 1, 8, 16:
 //   tiled _m1: the product's tiled kernel in its launch shape (mirrored), its form at 9-16 rows;
 //   product _sk (M <= 8); skv16 (M = 16): the skinny loop over two n-tiles of x, x in its turn;
-//   skr<R,NB> (M <= 8) and skr16<R,NB> (M = 16, two n-tiles), 2026-12-06: a warp runs R m16n8k16
-//   A tiles (16 R weight rows a block) against each x chunk it reads, so that x's L2 reads
-//   (every block reads all of x: N / 16 R blocks' worth) are 1 / R of the product's; x one turn
-//   ahead through cp.async into a per-lane ring of 2 stages in shared memory (no registers while
-//   in flight), permuted in place once a turn; the weights tile by tile ("units") in a register
-//   ring of NB units (NB - 1 ahead); K split over S blocks of a column group (tag "S<n>", the
-//   S of skr_splits: fewest waves x units a warp for the occupancy printed at the top) whose
-//   partials the last block adds. skr<1,3>: R = 1, the product's work and sums (bitwise: S = 1)
-//   with skr's x path, the control for the x path itself.
-// Prediction (written 2026-12-06 before any run; dev/nvfp4-gemm.md has the arithmetic): on the
-// H100, from the product's M = 1 and M = 8 rows of that log, x's L2 traffic costs ~0.15 us per
-// MB at every shape (6.3-7.0 TB/s) over a weights-only time t_w (fc 28.1, o_proj 15.3, gate_up
-// 38.1, down 20.5 us); x's MB at M = 8 are 113 / 50 / 151 / 75 for R = 1, halved at R = 2,
-// quartered at R = 4. us (x cuBLAS bf16):
-//   shape    M  now                 skr<2,4> / skr16<2,3>   skr<4,4> / skr16<4,4>
-//   fc       1  30.3 (_sk)          29-31                   29-32 (20 units a warp, not 18)
-//   fc       8  46.0 (_sk)          37.0 (2.3 x)            32.6-35.7 (2.4-2.6 x)
-//   fc      16  66.4 (tiled)        49-57 (1.5-1.8 x)       40-48 (1.8-2.2 x)
-//   o_proj   1  16.2                15.5-16.5               15.5-16.5
-//   o_proj   8  22.4                18.9 (2.1 x)            17.1 (2.35 x)
-//   o_proj  16  36.1 (skv16)        24-29 (1.4-1.7 x)       20-25 (1.6-2.0 x)
-//   gate_up  1  40.9                39.5                    38.8 (one wave of 384 blocks)
-//   gate_up  8  60.2                49.2 (2.2 x)            43.6 (2.5 x)
-//   gate_up 16  81.9 (tiled)        64-80 (1.4-1.7 x)       53-69 (1.6-2.1 x)
-//   down     1  21.9                21.2                    20.8
-//   down     8  32.0                26.2 (2.25 x)           23.4 (2.5 x)
-//   down    16  41.8 (tiled)        34-40 (1.5-1.8 x)       28-34 (1.8-2.1 x)
-// skr<1,3> within ~5 % of the product at M = 1 and 8 (if not, read the skr rows against it). The
-// hypothesis is refuted if skr<4,4> at M = 8 is not >= 15 % faster than skr<1,3> at fc, gate_up.
+//   skr<4,4> (M <= 8): 4 weight tiles a warp, x through cp.async into shared memory (the one
+//   skr row kept: measured 2026-12-06, dev/results/2026-12-06-h100-s25-call58-sage-n128-nvfp4-
+//   xahead-skr-lab.txt, the shared-memory x path lost to the product's everywhere);
+//   skx<R,NB,XB> (M <= 8) and skx16<R,NB,XB> (M = 16, two n-tiles), 2026-12-06 later: R weight
+//   tiles a warp on the product's own x path (the turn's x words in registers, permuted by tile
+//   0 and read by all R tiles, so x's L2 reads are 1 / R of the product's), weights in a ring
+//   of NB units (tile r of turn i: unit R i + r), x in a ring of XB turns (2: the next turn's
+//   loaded at its tile R - 1, one unit ahead as in the product; 1: loaded at the turn's first
+//   unit). Tag "S<n>": the K split (S1: the product's sums, bitwise; else skr_splits' S, fewest
+//   waves x units a warp at the occupancy printed at the top; the last block adds the partials).
+//   skx<1,3,2>: R = 1 on skx's skeleton, the product's loop (its control).
+// Prediction (written 2026-12-06 before any run; dev/nvfp4-gemm.md, session 25 later, has the
+// arithmetic): the product's M = 8 times less 0.15 us per MB of x's L2 reads give the
+// weights-only t_w (fc 28.9, o_proj 14.9, gate_up 37.9, down 20.8 us); R = 2 halves x's MB
+// (113 / 50 / 151 / 75 at R = 1, M = 8); the K split S = 2 (fc, o_proj, down) adds ~1 us; x in
+// its turn (XB = 1) half the product's measured cost of it (one exposure a turn of 2 units).
+// us (x cuBLAS bf16), skx<2,3,1> at skr_splits' S:
+//   shape    M  product _sk / tiled   skx<2,3,1> (XB 1)     skx<2,2,2> (XB 2)   skx16<2,2,1>
+//   fc       1  29.5                  31.9                  29.4
+//   fc       8  45.9                  38.6 (2.10 x)         38.4
+//   fc      16  65.4 (tiled)                                                   58.5 (1.40 x)
+//   o_proj   1  15.7                  17.5                  16.3
+//   o_proj   8  22.4                  20.0 (1.94 x)         19.7
+//   o_proj  16  35.8 (skv16)                                                   29.2 (1.35 x)
+//   gate_up  1  40.0                  39.3                  38.6
+//   gate_up  8  60.5                  49.7 (2.09 x)         49.2
+//   gate_up 16  81.5 (tiled)                                                   79.4 (1.32 x)
+//   down     1  21.4                  23.3                  21.7
+//   down     8  32.1                  27.9 (2.01 x)         27.5
+//   down    16  41.8 (tiled)                                                   41.1 (1.39 x)
+// S1 rows at fc, o_proj, down (192 blocks on 132 SMs: 60 % of 3-an-SM slots empty) >= 15 %
+// slower than S2. skx<1,3,2> S1 within 3 % of the product (else read the skx rows against it).
+// Refuted if skx<2,3,1> at M = 8 is not >= 10 % faster than the product at fc and gate_up.
+// Even if right, 2.5 x at M = 8 is not reached (2.0-2.1 x): see the notebook.
 // Against: a plain read of the same packed bytes (the floor) and cuBLAS's bf16 GEMM over the
 // dequantized weight (the product's _dq kernel, exact). Every case rotates over weight copies of
 // >= 400 MB (the L2 holds none of what a launch reads, as inside a model); times are means of
 // ~40-80 launches after warm-ups. Checks: each result against cuBLAS's (max |diff| / max |y| <
-// 1e-3: fp32 sum orders differ; "FAIL" past it), skr at M <= 8 with S = 1 bitwise against the
-// product (the same sums); y set to NaN before each checked launch. The plain read covers the
+// 1e-3: fp32 sum orders differ; "FAIL" past it), skr and skx at S = 1 bitwise against the
+// product (M <= 8) or skv16 (M = 16: the same sums); y set to NaN before each checked launch. The plain read covers the
 // codes, not the scales (1/8 more bytes): "x plain" is ~11 % optimistic.
 #ifndef NVFP4_LAB_EMU // else dev/nvfp4_skr_emu.cpp takes the kernels alone (after its own prelude)
 #include <cublas_v2.h>
@@ -316,6 +321,138 @@ static long long skr_splits(int R, long long N, long long K, long long slots) {
   return best;
 }
 
+// ---- skx: R weight tiles a warp on the product's own x path (2026-12-06, session 25, later) -----
+// skr's R row tiles without skr's shared-memory x: y[M, N] f32 = the skinny form's contract (x
+// [M, K] bf16, M <= 8 NT; K a multiple of 256; x, codes 16-byte aligned, scales 4-byte): grid
+// (ceil(N / (16 R)), S), 128 threads, no dynamic shared memory; S > 1: part [S, M, N] f32 and
+// cnt [gridDim.x] u32 (0 before the launch and again after it), as skr. Block (bx, s) owns the
+// weight rows 16 R bx .. + 16 R (tile r: rows 16 R bx + 16 r + g, + 8 for lane (g, t)); its warp
+// w is warp v = 4 s + w of the column group and takes the chunks v, v + 4 S, ... (S = 1: the
+// product's chunks, warp for warp). A warp's work is a stream of units u = R i + r (turn i,
+// tile r). Per lane:
+// - x: the turn's 8 NT words in registers (the product's h3n_x_words: rows 8 j + g, 64 k at
+//   64 t), XB = 2: a ring of 2 turns, the next turn's loaded at this turn's last unit (one unit
+//   ahead, the product's lead in time; from the turn's first unit ptxas spilled more), XB = 1:
+//   loaded at the turn's first unit; tile 0 rewrites each word into the mma's b pairs where it uses it
+//   (h3n_b_word, in place) and the other R - 1 tiles read the pairs: x's L2 reads per weight
+//   byte are 1 / R of the product's, and its permutes too;
+// - weights: a ring of NB units of h3n_w[2] in registers, unit u + NB - 1 loaded at unit u (NB =
+//   3, R = 2: both tiles of the next turn in flight, the product's bytes in flight a lane); the
+//   loop unrolled by lcm(NB, R XB) units so that every slot and accumulator is a register;
+// - products: h3n_a_word of the unit's tile against the turn's b pairs, one accumulator chain
+//   a tile and n-tile, in the product's order (S = 1, NT = 1: the product's sums bit for bit;
+//   NT = 2: skv16's).
+// The 4 warps' sums meet in shared memory and are added in warp order; S > 1: into part[s],
+// then the column group's last block adds them in split order (h3n_add_partials). Every warp
+// runs ceil(chunks / 4 S) turns (past its chunks: zeros). OCC: the launch bounds' blocks an SM
+// (3: 168 registers, the product's bound; ptxas -v of each instance in dev/nvfp4-gemm.md).
+template <int R, int NT, int NB, int XB, int OCC = 3>
+__global__ void __launch_bounds__(32 * H3NS_WARPS, OCC)
+    skx(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
+        const float *__restrict__ gp, float *__restrict__ y, float *__restrict__ part, unsigned *__restrict__ cnt,
+        long long M, long long N, long long K) {
+  static_assert(NB >= 2 && (XB == 1 || XB == 2), "a weight ring of 2 or more units; x's ring 1 or 2 turns");
+  constexpr int RX = R * XB, P = NB / skr_gcd(NB, RX) * RX; // units a round of the unrolled loop
+  __shared__ float red[H3NS_WARPS][16 * R][8 * NT];       // [warp][weight row][x row]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16 * R;
+  const int nch = (int)(K / H3N_KC), step = (int)gridDim.y * H3NS_WARPS, c0 = (int)blockIdx.y * H3NS_WARPS + warp;
+  const int turns = (nch + step - 1) / step, units = turns * R;
+  const h3_bf16 *xr[NT]; // the lane's x rows at its first k (NULL: past M)
+#pragma unroll
+  for (int j = 0; j < NT; j++) xr[j] = 8 * j + g < M ? x + (long long)(8 * j + g) * K + 64 * t : nullptr;
+  auto load_x = [&](uint4(&xv)[NT][8], int i) {
+#pragma unroll
+    for (int j = 0; j < NT; j++) h3n_x_words(xv[j], xr[j], c0 + (long long)i * step, nch);
+  };
+  // unit u's weights (tile r of turn u / R; zeros past the last chunk): rows past N read row
+  // N - 1, whose products land in rows never stored; the row's addresses are worked out at
+  // each load from the kernel's parameters (no registers held for them: 168 is the bound)
+  auto load_w = [&](h3n_w(&w)[2], int u, int r) {
+    const unsigned char *p[2], *q[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const long long n0r = n0 + 16 * r + 8 * h + g, n = n0r < N ? n0r : N - 1;
+      p[h] = packed + n * (K / 2) + 32 * t;
+      q[h] = scale + n * (K / 16) + 4 * t;
+    }
+    h3n_skinny_w(w, p, q, c0 + (long long)(u / R) * step, nch, K);
+  };
+  float acc[R][NT][4];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[r][j][e] = 0.0f;
+  h3n_w w[NB][2];
+  uint4 xb[XB][NT][8];
+#pragma unroll
+  for (int d = 0; d < NB - 1; d++) load_w(w[d], d, d % R);
+  if (XB == 2) load_x(xb[0], 0);
+  // tile r of a turn: the unit's weights (cur) against the turn's x (xv: raw words for r = 0,
+  // rewritten there into b pairs; pairs for r > 0)
+  auto tile = [&](float(&a0)[NT][4], const h3n_w(&cur)[2], uint4(&xv)[NT][8], bool first) {
+    unsigned S[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      unsigned a[2][4];
+      h3n_a_word(cur, S, i, a);
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        unsigned b[2][2];
+        if (first) {
+          h3n_b_word(xv[j][i], b);
+          if (R > 1) xv[j][i] = uint4{b[0][0], b[0][1], b[1][0], b[1][1]};
+        } else {
+          b[0][0] = xv[j][i].x, b[0][1] = xv[j][i].y, b[1][0] = xv[j][i].z, b[1][1] = xv[j][i].w;
+        }
+        h3_mma_bf16(a0[j], a[0], b[0]);
+        h3_mma_bf16(a0[j], a[1], b[1]);
+      }
+    }
+  };
+  for (int u0 = 0; u0 < units; u0 += P) // as often in every thread; P a multiple of R: unit u0 + k is tile k % R
+#pragma unroll
+    for (int k = 0; k < P; k++) {
+      const int u = u0 + k;
+      if (u >= units) break;
+      const int r = k % R, xs = k / R % XB, i = u / R;
+      load_w(w[(k + NB - 1) % NB], u + NB - 1, (k + NB - 1) % R);
+      if (XB == 2 && r == R - 1) load_x(xb[(xs + 1) % XB], i + 1); // the next turn's x (past the last: zeros)
+      if (XB == 1 && r == 0) load_x(xb[0], i);                      // this turn's
+      tile(acc[r], w[k % NB], xb[xs], r == 0);
+    }
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[warp][16 * r + g + 8 * (e >> 1)][8 * j + 2 * t + (e & 1)] = acc[r][j][e];
+  __syncthreads();
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  const bool whole = gridDim.y == 1;
+  for (int i = threadIdx.x; i < 16 * R * 8 * NT; i += 32 * H3NS_WARPS) {
+    const int rr = i / (8 * NT), m = i % (8 * NT);
+    if (m >= M || n0 + rr >= N) continue;
+    float sum = red[0][rr][m];
+#pragma unroll
+    for (int v = 1; v < H3NS_WARPS; v++) sum = __fadd_rn(sum, red[v][rr][m]);
+    const long long o = (long long)m * N + n0 + rr;
+    if (whole) {
+      SKR_NOTE(0, o);
+      y[o] = __fmul_rn(sum, gs);
+    } else {
+      SKR_NOTE(1, (long long)blockIdx.y * M * N + o);
+      part[(long long)blockIdx.y * M * N + o] = sum;
+    }
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<16 * R, 32 * H3NS_WARPS>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+
 #ifndef NVFP4_LAB_EMU
 typedef __nv_bfloat16 bf16;
 
@@ -360,14 +497,15 @@ struct bufs { // one weight copy: codes, scales, and the dequantized bf16 weight
 
 static int iters_of(double bytes) { return (int)std::fmin(80.0, std::fmax(40.0, 4e9 / bytes)); }
 
-// an skr instance of the table (tag skr<R,NB>, skr16: two n-tiles): R tiles a warp, NT n-tiles
-// of x; occ its blocks an SM
+// an skr or skx instance of the table (tags skr<R,NB>; skx<R,NB,XB>, skx16: two n-tiles): R tiles
+// a warp, NT n-tiles of x; occ its blocks an SM; smem its dynamic shared memory
 typedef void (*skr_fn)(const h3_bf16 *, const unsigned char *, const unsigned char *, const float *, float *, float *,
                        unsigned *, long long, long long, long long);
 struct skr_kind {
   const char *tag;
   skr_fn kern;
-  int R, NT, S, occ; // S: 0 for skr_splits' choice
+  int R, NT, S, occ; // S: 0 skr_splits' choice, 1 one split, -1 both (one row when skr_splits gives 1)
+  size_t smem;
 };
 
 int main() {
@@ -379,16 +517,25 @@ int main() {
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], lab_nv_sk, 128, 0));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], skv<1, false, 2>, 128, 0));
   printf("device: %d SMs; blocks an SM: product _sk %d, skv16 %d", sms, occ[0], occ[1]);
-  // NB 4 (3 units ahead, an unrolled round of 4 units) but skr16<2,3> (NB 4 spills 60 bytes
-  // there; a round of 6 units) and skr<1,3> (R = 1: the product's work and ring depth with skr's
-  // x path); NB 3 at R = 4 would take rounds of 12 units (~2-3 x the code)
-  // (skr<1,3> on the product's grid, S = 1: the same sums)
-  skr_kind skrs[] = {{"skr<1,3>", skr<1, 1, 3>, 1, 1, 1},     {"skr<2,4>", skr<2, 1, 4>, 2, 1, 0},
-                     {"skr<4,4>", skr<4, 1, 4>, 4, 1, 0},     {"skr16<2,3>", skr<2, 2, 3>, 2, 2, 0},
-                     {"skr16<4,4>", skr<4, 2, 4>, 4, 2, 0}};
+  // skr<4,4>: the one skr row kept (measured 2026-12-06: x through shared memory lost to the
+  // product's register path everywhere; the reference point for R = 4). skx (x in registers, the
+  // product's path): skx<1,3,2> on the product's grid (S = 1: the product's loop on skx's
+  // skeleton, its control); at R = 2 the weight ring of NB units (3: the product's bytes in
+  // flight) and x's ring of XB turns (2: ptxas spills at NB 3; 1: none), each at S = 1 (the
+  // product's sums, bitwise) and at skr_splits' S (fc, o_proj, down: 2, so that 384 blocks fill
+  // 3 an SM where 192 leave 60 % of the slots empty); skx16 at 16 rows: x ring 1 (a ring of 2
+  // at two n-tiles is 128 registers of x alone)
+  skr_kind skrs[] = {{"skr<4,4>", skr<4, 1, 4>, 4, 1, 0, 0, skr_smem(1)},
+                     {"skx<1,3,2>", skx<1, 1, 3, 2>, 1, 1, 1, 0, 0},
+                     {"skx<2,3,1>", skx<2, 1, 3, 1>, 2, 1, -1, 0, 0},
+                     {"skx<2,4,1>", skx<2, 1, 4, 1>, 2, 1, -1, 0, 0},
+                     {"skx<2,2,2>", skx<2, 1, 2, 2>, 2, 1, -1, 0, 0},
+                     {"skx<2,3,2>", skx<2, 1, 3, 2>, 2, 1, -1, 0, 0},
+                     {"skx16<2,2,1>", skx<2, 2, 2, 1>, 2, 2, -1, 0, 0},
+                     {"skx16<2,3,1>", skx<2, 2, 3, 1>, 2, 2, -1, 0, 0}};
   for (skr_kind &k : skrs) {
-    CK(cudaFuncSetAttribute(k.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)skr_smem(k.NT)));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.occ, k.kern, 128, skr_smem(k.NT)));
+    if (k.smem) CK(cudaFuncSetAttribute(k.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.occ, k.kern, 128, k.smem));
     printf(", %s %d", k.tag, k.occ);
   }
   printf("\n");
@@ -444,8 +591,8 @@ int main() {
         CK(cudaMemcpy(got.data(), y, M * N * 4, cudaMemcpyDeviceToHost));
         const bool same = !check_prod || !memcmp(got.data(), prod.data(), got.size() * 4);
         const double rel = rel_diff(got, ref);
-        printf("    %-14s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
-               rel, rel < 1e-3 ? "" : "  FAIL", same ? "" : "  NOT BITWISE THE PRODUCT'S");
+        printf("    %-16s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s%s\n", tag, us, cublas_us / us, floor_us / us,
+               rel, rel < 1e-3 ? "" : "  FAIL", same ? "" : (M <= 8 ? "  NOT BITWISE THE PRODUCT'S" : "  NOT BITWISE SKV16'S"));
       };
       // a kernel's launch over the rotated copies, timed; then once on copy 0 into a poisoned y, checked
       auto measure = [&](const char *tag, auto launch, bool bitwise) {
@@ -479,25 +626,30 @@ int main() {
         prod = got; // the product's result, for skr's bitwise check (one K split: the same sums)
       } else { // 9-16 rows: the skinny form of two n-tiles (the product runs its tiled kernels there)
         variant("skv16", skv<1, false, 2>, false);
+        prod = got; // skx16's bitwise check at one K split (the same sums)
       }
-      for (const skr_kind &k : skrs) { // R weight tiles a warp, x through shared memory
+      for (const skr_kind &k : skrs) { // R weight tiles a warp (skr: x through shared memory; skx: registers)
         if ((M <= 8) != (k.NT == 1)) continue;
-        const long long S = k.S ? k.S : skr_splits(k.R, N, K, (long long)k.occ * sms);
+        const long long Sa = skr_splits(k.R, N, K, (long long)k.occ * sms);
+        const long long Ss[2] = {k.S == 0 ? Sa : 1, k.S == -1 && Sa > 1 ? Sa : 0};
         const long long cols = (N + 16 * k.R - 1) / (16 * k.R);
-        float *part = nullptr;
-        unsigned *cnt = nullptr;
-        if (S > 1) {
-          CK(cudaMalloc(&part, S * M * N * 4));
-          CK(cudaMalloc(&cnt, cols * 4));
-          CK(cudaMemset(cnt, 0, cols * 4));
+        for (const long long S : Ss) {
+          if (S == 0) continue;
+          float *part = nullptr;
+          unsigned *cnt = nullptr;
+          if (S > 1) {
+            CK(cudaMalloc(&part, S * M * N * 4));
+            CK(cudaMalloc(&cnt, cols * 4));
+            CK(cudaMemset(cnt, 0, cols * 4));
+          }
+          char tag[32];
+          snprintf(tag, sizeof tag, "%s S%lld", k.tag, S);
+          measure(tag, [&](const bufs &b) {
+            k.kern<<<dim3((unsigned)cols, (unsigned)S), 128, k.smem>>>(x, b.pk, b.sc, gp, y, part, cnt, M, N, K);
+          }, S == 1);
+          if (part) CK(cudaFree(part));
+          if (cnt) CK(cudaFree(cnt));
         }
-        char tag[32];
-        snprintf(tag, sizeof tag, "%s S%lld", k.tag, S);
-        measure(tag, [&](const bufs &b) {
-          k.kern<<<dim3((unsigned)cols, (unsigned)S), 128, skr_smem(k.NT)>>>(x, b.pk, b.sc, gp, y, part, cnt, M, N, K);
-        }, M <= 8 && S == 1);
-        if (part) CK(cudaFree(part));
-        if (cnt) CK(cudaFree(cnt));
       }
       CK(cudaFree(x));
       CK(cudaFree(y));

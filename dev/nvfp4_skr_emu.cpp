@@ -1,17 +1,20 @@
-// nvfp4_skr_emu.cpp: dev/nvfp4_lab.cu's skr kernels (R weight tiles a warp, x one turn ahead
-// through shared memory, K split over S blocks) run on the host under tests/codegen/host_emu.h,
-// no GPU (lab; not CI):
+// nvfp4_skr_emu.cpp: dev/nvfp4_lab.cu's skr and skx kernels (R weight tiles a warp; skr: x one
+// turn ahead through shared memory; skx: x in registers, the product's path; K split over S
+// blocks) run on the host under tests/codegen/host_emu.h, no GPU (lab; not CI):
 //   g++ -std=c++17 -O1 -ffp-contract=off -I tests/codegen -I kernels -I include -I dev
 //     dev/nvfp4_skr_emu.cpp -lpthread -o /tmp/nvfp4_skr_emu && /tmp/nvfp4_skr_emu
-// Per case (the lab's instances: R 1 / 2 / 4, NB 3 / 4, one and two n-tiles of x; N of whole and
-// partial column groups, 1 to 29 chunks, so that warps idle, turns end a round anywhere and the
-// x ring's stages alternate; S 1 to 5 splits; M 1 to 16; a NaN scale byte):
+// Per case (the lab's instances: skr<4,4>; skx<R,NT,NB,XB> at R 2 (and R 1, the product's
+// work), weight rings of 2-4 units, x rings of 1 and 2 turns, one and two n-tiles of x; N of
+// whole and partial column groups and N < 16 R, 1 to 29 chunks, so that warps idle, turns end
+// a round of the unrolled loop anywhere and the x ring's slots alternate; S 1 to 5 splits; M 1
+// to 16; a NaN scale byte):
 // - y against a float64 reference (max |diff| / max |y| < 1e-5: fp32 sum order; NaN exactly in
 //   the NaN scale's column), y set to NaN before the launch;
 // - every store counted: S = 1, y[m, n] once for m < M, n < N and nothing else; S > 1,
 //   part[s, m, n] once each and no direct y store (the last block's h3n_add_partials writes y:
 //   checked by value), the counters back at 0;
-// - S = 1 at one n-tile: y bitwise the product's _sk (kernels/nvfp4_gemm.cu) on the same inputs.
+// - S = 1: y bitwise the same sums' kernel on the same inputs: the product's _sk
+//   (kernels/nvfp4_gemm.cu) at one n-tile, the lab's skv16 (skv<1, false, 2>) at two.
 #include "host_emu.h"
 
 thread_local emu_dim3 threadIdx;
@@ -57,11 +60,16 @@ static double e4m3(unsigned b) { // OCP E4M3FN; 0x7f, 0xff NaN
 
 typedef void (*skr_fn)(const h3_bf16 *, const unsigned char *, const unsigned char *, const float *, float *, float *,
                        unsigned *, long long, long long, long long);
+// the same sums at S = 1 (grid ceil(N / 16), no scratch): lab_nv_sk (NT 1), skv<1, false, 2> (NT 2)
+typedef void (*ref_fn)(const h3_bf16 *, const unsigned char *, const unsigned char *, const float *, float *, long long,
+                       long long, long long);
 
 static int fails = 0, cases = 0;
 
-// one case: skr<R, NT, NB> (kern) at M x N x K (nch chunks), S splits; nan_row >= 0: a NaN scale
-static void run(const char *tag, skr_fn kern, int R, int NT, long long M, long long N, int nch, int S, long long nan_row) {
+// one case: kern (R tiles a warp, NT n-tiles of x) at M x N x K (nch chunks), S splits; nan_row
+// >= 0: a NaN scale; ref: the kernel of the same sums at S = 1
+static void run(const char *tag, skr_fn kern, ref_fn ref_k, int R, long long M, long long N, int nch, int S,
+                long long nan_row) {
   const long long K = (long long)nch * H3N_KC;
   std::vector<h3_bf16> x((size_t)(M * K));
   std::vector<unsigned char> pk((size_t)(N * K / 2)), sc((size_t)(N * K / 16));
@@ -106,18 +114,18 @@ static void run(const char *tag, skr_fn kern, int R, int NT, long long M, long l
   for (size_t i = 0; i < note_part.size(); i++) counts += note_part[i] != (S > 1 ? 1 : 0);
   for (unsigned c : cnt) left += c != 0;
   bool bitwise = true, checked_bitwise = false;
-  if (S == 1 && NT == 1) { // the product's skinny form, the same sums
+  if (S == 1) { // the product's skinny form (or skv16), the same sums
     std::vector<float> prod((size_t)(M * N), NAN);
     emu_launch3((N + 15) / 16, 1, 1, 32 * H3NS_WARPS,
-                [&] { lab_nv_sk(x.data(), pk.data(), sc.data(), &g, prod.data(), M, N, K); });
+                [&] { ref_k(x.data(), pk.data(), sc.data(), &g, prod.data(), M, N, K); });
     bitwise = memcmp(prod.data(), y.data(), y.size() * 4) == 0, checked_bitwise = true;
   }
   const double rel = ymax > 0 ? d / ymax : d;
   const bool ok = rel < 1e-5 && wrong_nan == 0 && counts == 0 && left == 0 && bitwise;
   fails += !ok;
-  printf("%-11s M %2lld N %3lld chunks %2d S %d%s: rel %.1e%s%s%s%s%s\n", tag, M, N, nch, S,
+  printf("%-15s M %2lld N %3lld chunks %2d S %d%s: rel %.1e%s%s%s%s%s\n", tag, M, N, nch, S,
          nan_row >= 0 ? " NaN" : "    ", rel, wrong_nan ? "  NaN MISMATCH" : "", counts ? "  STORE COUNTS WRONG" : "",
-         left ? "  COUNTERS LEFT" : "", checked_bitwise ? (bitwise ? "  bitwise _sk" : "  NOT BITWISE _sk") : "",
+         left ? "  COUNTERS LEFT" : "", checked_bitwise ? (bitwise ? "  bitwise" : "  NOT BITWISE") : "",
          ok ? "" : "  FAIL");
 }
 
@@ -126,20 +134,23 @@ int main() {
     const char *tag;
     skr_fn kern;
     int R, NT;
-  } kinds[] = {{"skr<1,3>", skr<1, 1, 3>, 1, 1},
-               {"skr<2,4>", skr<2, 1, 4>, 2, 1},
-               {"skr<4,4>", skr<4, 1, 4>, 4, 1},
-               {"skr16<2,3>", skr<2, 2, 3>, 2, 2},
-               {"skr16<4,4>", skr<4, 2, 4>, 4, 2}};
-  // (chunks, S): idle warps (chunks < 4 S), 1-8 turns a warp, every remainder of the rounds (4, 6, 12 units)
-  const int shapes[][2] = {{1, 1}, {3, 2}, {5, 1}, {7, 2}, {12, 3}, {13, 1}, {17, 4}, {24, 1}, {29, 2}, {9, 5}, {26, 1}};
+  } kinds[] = {{"skr<4,4>", skr<4, 1, 4>, 4, 1},          {"skx<1,3,2>", skx<1, 1, 3, 2>, 1, 1},
+               {"skx<2,3,1>", skx<2, 1, 3, 1>, 2, 1},     {"skx<2,4,1>", skx<2, 1, 4, 1>, 2, 1},
+               {"skx<2,2,2>", skx<2, 1, 2, 2>, 2, 1},     {"skx<2,3,2>", skx<2, 1, 3, 2>, 2, 1},
+               {"skx16<2,2,1>", skx<2, 2, 2, 1>, 2, 2},   {"skx16<2,3,1>", skx<2, 2, 3, 1>, 2, 2}};
+  // (chunks, S): idle warps (chunks < 4 S), 1-8 turns a warp, every remainder of the rounds
+  // (4, 6, 12 units)
+  const int shapes[][2] = {{1, 1}, {3, 2}, {5, 1}, {7, 2}, {12, 3}, {13, 1}, {17, 4}, {24, 1}, {29, 2}, {9, 5}, {26, 1},
+                           {11, 1}, {21, 1}, {2, 1}};
   for (const kind &k : kinds) {
-    const long long Ms[] = {k.NT == 1 ? 1LL : 9LL, k.NT == 1 ? 5LL : 13LL, k.NT == 1 ? 8LL : 16LL};
-    const long long Ns[] = {16LL * k.R, 16LL * k.R * 2 + 8, 23}; // whole groups, a partial tile, N < 16 R
+    const long long Ms1[] = {1, 5, 8, 3}, Ms2[] = {9, 13, 16, 4};
+    const long long *Ms = k.NT == 1 ? Ms1 : Ms2;
+    const long long Ns[] = {16LL * k.R, 16LL * k.R * 2 + 8, 23}; // whole groups, a partial tile, N < 16 R (R > 1)
+    const ref_fn ref_k = k.NT == 1 ? lab_nv_sk : skv<1, false, 2>;
     int i = 0;
     for (const auto &sh : shapes) {
-      const long long M = Ms[i % 3], N = Ns[(i / 3 + i) % 3];
-      run(k.tag, k.kern, k.R, k.NT, M, N, sh[0], sh[1], i % 4 == 1 ? (long long)(N - 1 - i % (int)N) : -1);
+      const long long M = Ms[i % 4], N = Ns[(i / 3 + i) % 3];
+      run(k.tag, k.kern, ref_k, k.R, M, N, sh[0], sh[1], i % 5 == 1 ? (long long)(N - 1 - i % (int)N) : -1);
       i++;
     }
   }
@@ -153,6 +164,6 @@ int main() {
     }
     printf("\n");
   }
-  printf("skr emulation: %d cases, %d failed\n", cases, fails);
+  printf("skr / skx emulation: %d cases, %d failed\n", cases, fails);
   return fails != 0;
 }

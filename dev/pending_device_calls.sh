@@ -11,7 +11,10 @@
 #      full stage (tests/gpu/stage.sh: the fused / unfused sage plans bitwise on the GPU);
 #   64 run_all.sh sagesample sagesol on s26 (Sage alone predicted 1.12 -> ~1.15 x: -2 ms a call);
 #   65 dev/sage_ncu.sh on s26: the pipes' activity and stalls of today's wg1c (the phase question
-#      of dev/sage-attention.md) before any new Sage form.
+#      of dev/sage-attention.md) before any new Sage form;
+#   66 build-gpu/lab/nvfp4_lab (52's line; carry build-gpu/lab/nvfp4_lab): skx<2,3,1> (two row
+#      tiles a warp on the product's register path for x) at 8 rows, predicted 38.6 / 20.0 /
+#      49.7 / 27.9 µs on an H100 against the product's 45.9 / 22.4 / 60.5 / 32.1 (dev/nvfp4-gemm.md).
 # Then (session 25): 58 and 59 ran (the A/B and the samples), 60 the step profile, 62 the kernels.
 # Before (2026-12-06, session 24: no machine could be started in ~80 minutes of tries; the
 # whole budget went to refused starts). Sage's default kernel changed (128-key softmax blocks,
