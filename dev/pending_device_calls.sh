@@ -382,6 +382,13 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+63) { S=build-gpu/s26
+   echo "== the sage step's kernels (colstats predicted 1.98 -> ~0.3-0.4 ms a call; no v slice)"
+   timeout 170 dev/sage_op_kernels.sh $S $S/plans/h3_full_l2_sage.plan 2>&1 | grep -E "ncu|sage|slice|norm_rope"
+   echo "== run_all.sh sage (test_gpu_ops' sage cases, the bench, the 3-step plans: sage vs flash, fused vs unfused bitwise)"
+   timeout 400 tests/gpu/run_all.sh $S "$OUT/sage" sage 2>&1 | grep -E "rc=|sage_att|sage fp8|bitwise|FAIL|nmse"
+   rm -f "$OUT"/sage/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s26 (built 2026-12-06 at the
+   # session's last product commit, with the l2 and s3 sage plans); ~350 s
 58) { O=build-gpu/s24l N=build-gpu/s25
    echo "== test_gpu_ops (s25)"; H3_KERNEL_CACHE_DIR=$(cd $N/kcache && pwd) \
      timeout 200 $N/bin/test_gpu_ops models 2>&1 | grep -E "sage|nvfp4|norm_rope|FAIL|passed"
