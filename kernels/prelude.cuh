@@ -46,17 +46,21 @@ H3_DI void h3_put(int &d, long long v) { d = (int)v; }
 H3_DI void h3_put(long long &d, long long v) { d = v; }
 template <typename T, typename C> H3_DI void h3_st(T *p, long long i, C v) { h3_put(p[i], v); }
 
+// the 8 bf16 of q (16 bytes as loaded, the lower half of a word first) as fp32, exactly (a
+// bf16 is the high half of its fp32): one shift or mask per element
+H3_DI void h3_bf16x8_f32(uint4 q, float *f) {
+  const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    f[2 * k] = __int_as_float((int)(u[k] << 16));
+    f[2 * k + 1] = __int_as_float((int)(u[k] & 0xffff0000u));
+  }
+}
 // 8 bf16 of a 16-byte aligned array <-> fp32, a pair per 32-bit word (one shift or mask per
 // element, one cvt per pair on the GPU; element by element elsewhere: the same values)
 H3_DI void h3_wbf8(const h3_bf16 *t, float *f) {
 #ifdef __CUDA_ARCH__
-  const uint4 q = *reinterpret_cast<const uint4 *>(t);
-  const unsigned u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-  for (int k = 0; k < 4; k++) {
-    f[2 * k] = __uint_as_float(u[k] << 16);
-    f[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
-  }
+  h3_bf16x8_f32(*reinterpret_cast<const uint4 *>(t), f);
 #else
   for (int k = 0; k < 8; k++) f[k] = h3_w(t[k]);
 #endif

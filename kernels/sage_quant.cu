@@ -27,14 +27,6 @@
 // the byte of a group of 32 keys of vt that holds key k (0..31)
 H3_DI int h3s_pos(int k) { return 16 * (k >> 4) + 4 * ((k & 7) >> 1) + 2 * ((k >> 3) & 1) + (k & 1); }
 
-// the 8 bf16 of q (16 bytes as loaded, the lower half of a word first) as fp32, exactly
-H3_DI void h3s_unpack8(uint4 q, float f[8]) {
-  const unsigned u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    f[2 * i] = __int_as_float((int)(u[i] << 16)), f[2 * i + 1] = __int_as_float((int)(u[i] & 0xffff0000u));
-}
-
 // Chunk c of 256 rows of the block's 32 dims (dims 32 blockIdx.x .. + 31 of kv head h) of x
 // (rows `stride` elements apart) into this thread's 4 pieces: piece i is row 64 i + tid / 4,
 // dims 8 (tid % 4) .. + 7 (16 bytes; zero past len)
@@ -70,12 +62,12 @@ extern "C" __global__ void __launch_bounds__(256) h3cu_sage_colstats(
     for (int i = 0; i < 4; i++) {
       float f[8];
       if (smooth) {
-        h3s_unpack8(kp[i], f);
+        h3_bf16x8_f32(kp[i], f);
 #pragma unroll
         for (int e = 0; e < 8; e++) chunk[64 * i + (threadIdx.x >> 2)][8 * (threadIdx.x & 3) + e] = f[e];
       }
       if (fp8) {
-        h3s_unpack8(vp[i], f);
+        h3_bf16x8_f32(vp[i], f);
 #pragma unroll
         for (int e = 0; e < 8; e++) amax[e] = fmaxf(amax[e], fabsf(f[e]));
       }

@@ -39,16 +39,6 @@ H3_DI uint4 h3s_ldw(const h3_bf16 *p) {
 #endif
 }
 
-// the 8 bf16 of v as fp32 (exact: a bf16 is the high half of its fp32)
-H3_DI void h3s_f8(uint4 v, float *f) {
-  const unsigned u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __int_as_float((int)(u[i] << 16));
-    f[2 * i + 1] = __int_as_float((int)(u[i] & 0xffff0000u));
-  }
-}
-
 // y[at] = the sum of count partials p[0], p[stride], .. written by other blocks (through L2), in
 // that order from 0, 8 loads in flight, then bias[n] (if any) added: one rounding to O_T
 H3_DI void h3s_finish(const float *p, long long stride, long long count, const O_T *bias, long long n, O_T *y,
@@ -99,12 +89,12 @@ __device__ void h3s_gemm(const h3_bf16 *x, const h3_bf16 *w, const O_T *bias, O_
         const int j = j0 + 32 * u;
         if (j >= ks) break;
         float wf[2][8];
-        h3s_f8(wv[u][0], wf[0]);
-        h3s_f8(wv[u][1], wf[1]);
+        h3_bf16x8_f32(wv[u][0], wf[0]);
+        h3_bf16x8_f32(wv[u][1], wf[1]);
 #pragma unroll
         for (int r = 0; r < MR; r++) {
           float xf[8];
-          h3s_f8(xs[(r < M ? r : M - 1) * ks + j], xf);
+          h3_bf16x8_f32(xs[(r < M ? r : M - 1) * ks + j], xf);
 #pragma unroll
           for (int e = 0; e < 8; e++) {
             acc[r][0] = __fmaf_rn(xf[e], wf[0][e], acc[r][0]);
@@ -216,9 +206,9 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
     for (int g = 0; g < 4; g++) {
       if (g >= G) break;
       float xf[8], f0[8], f1[8];
-      h3s_f8(xv[g], xf);
-      h3s_f8(w0[g], f0);
-      h3s_f8(w1[g], f1);
+      h3_bf16x8_f32(xv[g], xf);
+      h3_bf16x8_f32(w0[g], f0);
+      h3_bf16x8_f32(w1[g], f1);
 #pragma unroll
       for (int e = 0; e < 8; e++) a0 = __fmaf_rn(xf[e], f0[e], a0), a1 = __fmaf_rn(xf[e], f1[e], a1);
     }
