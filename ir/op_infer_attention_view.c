@@ -9,6 +9,14 @@
  */
 #include "op_infer.h"
 
+bool h3_op_v_view(const h3_op *op, int64_t *start, int64_t *row_stride) {
+  const h3_attr *a = h3_op_attr(op, "v_view");
+  if (!a || a->kind != H3_ATTR_INTS || a->n != 2) return false;
+  *start = a->ints[0];
+  *row_stride = a->ints[1];
+  return true;
+}
+
 int h3_infer_attention_v_view(const h3_op *op, char *why, size_t why_len) {
   const h3_attr *a = h3_op_attr(op, "v_view");
   const h3_type *k = TY(1), *x = TY(2);

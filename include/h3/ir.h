@@ -282,6 +282,9 @@ int64_t h3_op_attr_int(const h3_op *op, const char *name, int64_t fallback);
 h3_tier h3_op_attr_tier(const h3_op *op, const char *name, h3_tier fallback);
 double h3_op_attr_float(const h3_op *op, const char *name, double fallback);
 const char *h3_op_attr_string(const h3_op *op, const char *name, const char *fallback);
+/* attention's and sage_attention's v_view = [start, row_stride] (ops.def): true with both set
+   when the op has one, else false with both left as they are. */
+bool h3_op_v_view(const h3_op *op, int64_t *start, int64_t *row_stride);
 /* Whether v is a scalar integer `const` op's result; its value into *out. */
 bool h3_value_const_int(const h3_value *v, int64_t *out);
 /* Adds or replaces one attribute. */

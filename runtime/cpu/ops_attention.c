@@ -208,11 +208,7 @@ H3_CPU_KERNEL(h3cpu_attention) {
     j.seg = seg->ints;
   }
   j.v_row = j.Hk * j.D;
-  const h3_attr *view = h3_op_attr(op, "v_view");
-  if (view && view->kind == H3_ATTR_INTS && view->n == 2) {
-    j.v_start = view->ints[0];
-    j.v_row = view->ints[1];
-  }
+  h3_op_v_view(op, &j.v_start, &j.v_row);
   j.max_keys = j.T;
   return att_run(c, op, &j);
 }

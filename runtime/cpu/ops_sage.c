@@ -147,10 +147,8 @@ H3_CPU_KERNEL(h3cpu_sage_attention) {
                 .scale = (float)h3_op_attr_float(op, "scale", 1.0),
                 .fp8 = strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0,
                 .smooth = h3_op_attr_int(op, "smooth", 1) != 0};
-  const h3_attr *view = h3_op_attr(op, "v_view");
-  const bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
-  j.v_row = viewed ? view->ints[1] : j.Hk * j.D;
-  j.v_off = viewed ? view->ints[0] : 0;
+  j.v_row = j.Hk * j.D;
+  h3_op_v_view(op, &j.v_off, &j.v_row);
   const h3_attr *seg = h3_op_attr(op, "segments");
   int64_t ns = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0, lo = 0, hi = 0;
   j.seg = malloc((size_t)(2 * ns + 4) * sizeof *j.seg);

@@ -85,8 +85,8 @@ static h3_status run_segment(cu_state *s, const h3_op *op, const cu_att_seg *a, 
 h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                            h3_diag *d) {
   const h3_type *qt = &in[0].type, *kt = &in[1].type, *vt = &in[2].type;
-  const h3_attr *view = h3_op_attr(op, "v_view");
-  bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
+  int64_t v_start = 0, v_stride = kt->dims[1] * qt->dims[2];
+  const bool viewed = h3_op_v_view(op, &v_start, &v_stride);
   if (qt->rank != 3 || kt->rank != 3 || vt->rank != (viewed ? 2 : 3) || kt->dims[1] < 1 ||
       qt->dims[1] % kt->dims[1] != 0 || qt->dims[2] > 256)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
@@ -102,12 +102,8 @@ h3_status cu_attention_run(cu_state *s, const h3_op *op, const h3_tensor *in, co
   a.hk = kt->dims[1];
   a.dim = qt->dims[2];
   a.q_stride = a.o_stride = a.hq * a.dim;
-  a.k_stride = a.v_stride = a.hk * a.dim;
-  int64_t v_start = 0;
-  if (viewed) {
-    v_start = view->ints[0];
-    a.v_stride = view->ints[1];
-  }
+  a.k_stride = a.hk * a.dim;
+  a.v_stride = v_stride;
   a.scale = (float)h3_op_attr_float(op, "scale", 1.0);
   a.causal = h3_op_attr_int(op, "causal", 0) != 0;
   a.dtype = qt->dtype;
@@ -132,9 +128,8 @@ h3_status cu_qkv_segments(cu_state *s, const h3_op *op, const h3_tensor *in, con
                           h3_status (*fn)(cu_state *, const h3_op *, void *, const cu_qkv_seg *, h3_diag *),
                           void *ctx, h3_diag *d) {
   int64_t T = in[0].type.dims[0], D = in[0].type.dims[2], qs = in[0].type.dims[1] * D, ks = in[1].type.dims[1] * D;
-  const h3_attr *view = h3_op_attr(op, "v_view");
-  const bool viewed = view && view->kind == H3_ATTR_INTS && view->n == 2;
-  int64_t vs = viewed ? view->ints[1] : ks, v0 = viewed ? view->ints[0] : 0, lo = 0, hi = 0;
+  int64_t vs = ks, v0 = 0, lo = 0, hi = 0;
+  h3_op_v_view(op, &v0, &vs);
   for (int i = 0; cu_next_segment(op, T, &i, &lo, &hi);) {
     cu_qkv_seg g = {(const uint16_t *)in[0].data + lo * qs, (const uint16_t *)in[1].data + lo * ks,
                     (const uint16_t *)in[2].data + lo * vs + v0, (uint16_t *)out[0].data + lo * qs, hi - lo, vs};
