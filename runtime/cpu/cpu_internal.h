@@ -207,6 +207,11 @@ int8_t h3cpu_sage_code8(float x, float delta);
 float h3cpu_sage_delta8(const float *x, int64_t n);
 h3_status h3cpu_sage_quantize_q(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *q, int8_t *codes,
                                 float *deltas);
+/* The op's segments of T rows as sage_attention cuts them (include/h3/sage.h): *n of them,
+   bounds[0 .. n] their boundaries (0 and T included), then pad[0 .. n] = bounds + n + 1 their
+   padded first rows P_i (pad[n] = P), one allocation (free the result; NULL when out of
+   memory, after reporting it). */
+int64_t *h3cpu_sage_segments(const h3_cpu_ctx *c, const h3_op *op, int64_t T, int64_t *n);
 H3_CPU_KERNEL(h3cpu_sol_attention);
 H3_CPU_KERNEL(h3cpu_paged_attention);
 H3_CPU_KERNEL(h3cpu_block_attention);

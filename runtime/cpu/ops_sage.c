@@ -149,19 +149,9 @@ H3_CPU_KERNEL(h3cpu_sage_attention) {
                 .smooth = h3_op_attr_int(op, "smooth", 1) != 0};
   j.v_row = j.Hk * j.D;
   h3_op_v_view(op, &j.v_off, &j.v_row);
-  const h3_attr *seg = h3_op_attr(op, "segments");
-  int64_t ns = seg && seg->kind == H3_ATTR_INTS ? seg->n : 0, lo = 0, hi = 0;
-  j.seg = malloc((size_t)(2 * ns + 4) * sizeof *j.seg);
-  if (!j.seg) {
-    h3cpu_error(c, op, H3_HINT_OOM, "out of memory for the segments");
-    return H3_ERR;
-  }
-  j.pad = j.seg + ns + 2;
-  j.seg[0] = j.pad[0] = j.n_seg = 0;
-  for (int i = 0; h3_sage_next_segment(seg, j.T, &i, &lo, &hi); j.n_seg++) {
-    j.seg[j.n_seg + 1] = hi;
-    j.pad[j.n_seg + 1] = j.pad[j.n_seg] + h3_sage_padded(hi - lo);
-  }
+  j.seg = h3cpu_sage_segments(c, op, j.T, &j.n_seg);
+  if (!j.seg) return H3_ERR;
+  j.pad = j.seg + j.n_seg + 1;
   const bool given = n_in == 5; /* q's codes from the norm that made q (sage-q-fusion) */
   const int64_t P = j.pad[j.n_seg];
   size_t kv = (size_t)(j.Hk * j.T * j.D), W = (size_t)h3cpu_pool_size(c->pool), D = (size_t)j.D;
