@@ -11,10 +11,10 @@
  * every lane reaches every shuffle) and keeps the bf16 values it stores, qv[pass][k] (0 for
  * rows past len and lanes past the row's chunks). Then the block's amax: fmaxf over the
  * thread's values, a warp xor butterfly, the 8 warps' partials through shared memory (fmaxf is
- * order-free: the same value as sage_quant.cu's reduction and the CPU's loop); delta = amax /
- * 127 (__fdiv_rn; 1 when 0), code = rintf(__fdiv_rn(v, delta)) clamped to [-127, 127]: the
- * operations of h3cu_sage_quant and of the CPU rule (runtime/cpu/ops_sage_q.c) on the same
- * bf16 values, so the codes and deltas are theirs bit for bit. Every row of the padded block
+ * order-free: the same value as sage_quant.cu's reduction and the CPU's loop); the delta and
+ * codes by the prelude's h3_sage_delta / h3_sage_code, the functions h3cu_sage_quant applies
+ * (the CPU rule's operations, runtime/cpu/ops_sage_q.c) on the same bf16 values, so the codes
+ * and deltas are theirs bit for bit. Every row of the padded block
  * gets its codes (zeros past len), thread 0 its delta.
  */
 #include "emit_internal.h"
@@ -73,7 +73,7 @@ void emit_sage_q_close(emit_ctx *ec, int lanes, int vec, int64_t units, int64_t 
                       "  if ((threadIdx.x & 31) == 0) qpart[threadIdx.x >> 5] = amax;\n"
                       "  __syncthreads();\n"
                       "#pragma unroll\n  for (int w = 0; w < %d; w++) amax = fmaxf(amax, qpart[w]);\n"
-                      "  const float delta = amax > 0.0f ? __fdiv_rn(amax, 127.0f) : 1.0f;\n",
+                      "  const float delta = h3_sage_delta(amax);\n",
                    SAGE_Q_THREADS / 32, SAGE_Q_THREADS / 32);
   h3_strbuf_printf(s, "  if (threadIdx.x == 0) out2[%lldll * pad / %d + hd * (lp / %d) + blk] = delta;\n",
                    (long long)H, H3_SAGE_QBLOCK, H3_SAGE_QBLOCK);
@@ -82,10 +82,7 @@ void emit_sage_q_close(emit_ctx *ec, int lanes, int vec, int64_t units, int64_t 
                       "    const long long rs = (long long)blk * %d + pass * %d + threadIdx.x / %d;\n"
                       "    signed char *dst = out1 + (%lldll * pad + hd * lp + rs) * %lldll + lane * %d;\n"
                       "    __align__(8) signed char c[%d];\n"
-                      "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n"
-                      "      const float r = rintf(__fdiv_rn(qv[pass][k], delta));\n"
-                      "      c[k] = (signed char)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);\n"
-                      "    }\n",
+                      "#pragma unroll\n    for (int k = 0; k < %d; k++) c[k] = h3_sage_code(qv[pass][k], delta);\n",
                    passes, H3_SAGE_QBLOCK, rpp, lanes, (long long)H, (long long)D, vec, vec, vec);
   if (vec == 8)
     h3_strbuf_printf(s, "    if (lane < %lld)\n"

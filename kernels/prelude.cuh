@@ -77,6 +77,16 @@ H3_DI void h3_pbf8(const float *f, h3_bf16 *t) {
 #endif
 }
 
+// sage_attention's int8 rule (ops.def): a block's delta from its amax (1 when every value is
+// 0) and a value's code, round-half-even(x / delta) clamped to [-127, 127]; the pre-passes of
+// kernels/sage_quant.cu and the fused q norm + RoPE kernel (codegen/emit_norm_rope_sage.c)
+// apply it, the CPU reference's rule bit for bit
+H3_DI float h3_sage_delta(float amax) { return amax > 0.0f ? __fdiv_rn(amax, 127.0f) : 1.0f; }
+H3_DI signed char h3_sage_code(float x, float delta) {
+  const float r = rintf(__fdiv_rn(x, delta));
+  return (signed char)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+}
+
 // in-register rounding of an fp32 value to the bf16/f16 grid
 H3_DI float h3_rbf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 H3_DI float h3_rf16(float x) { return __half2float(__float2half_rn(x)); }

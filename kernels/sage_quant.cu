@@ -128,14 +128,11 @@ extern "C" __global__ void __launch_bounds__(256) h3cu_sage_quant(
     }
   }
   amax = h3s_block_max(amax);
-  const float delta = amax > 0.0f ? __fdiv_rn(amax, 127.0f) : 1.0f;
+  const float delta = h3_sage_delta(amax);
   if (threadIdx.x == 0) deltas[h * (lp / 64) + blockIdx.x] = delta;
   __align__(16) signed char out[32];
 #pragma unroll
-  for (int i = 0; i < 32; i++) {
-    const float c = rintf(__fdiv_rn(f[i], delta));
-    out[i] = (signed char)(c > 127.0f ? 127 : c < -127.0f ? -127 : (int)c);
-  }
+  for (int i = 0; i < 32; i++) out[i] = h3_sage_code(f[i], delta);
   uint4 *dst = reinterpret_cast<uint4 *>(codes + ((long long)h * lp + r) * 128 + c0);
   dst[0] = reinterpret_cast<const uint4 *>(out)[0];
   dst[1] = reinterpret_cast<const uint4 *>(out)[1];
