@@ -84,6 +84,17 @@ static int64_t check_block(const std::vector<float> &x, float delta, const signe
   return bad;
 }
 
+/* The contract's kbar (the fp32 sum of k over the rows in order, / len) and delta_v (amax |v| /
+ * 448, 1 when 0) of kv head h, dim d; v's rows v_stride elements apart */
+static void colstats_want(const h3_bf16 *k, const h3_bf16 *v, long long v_stride, long long len, int hk, int h, int d,
+                          float *kbar, float *dv) {
+  float sum = 0.0f, a = 0.0f;
+  for (long long r = 0; r < len; r++)
+    sum += f32(k, (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v, r * v_stride + h * 128 + d)));
+  *kbar = sum / (float)len;
+  *dv = a > 0.0f ? a / 448.0f : 1.0f;
+}
+
 /* The pre-passes' results of one segment against the contract: the number of mismatches. */
 static int64_t check_codes(const h3_bf16 *q, const h3_bf16 *k, const h3_bf16 *v, long long len, int hq, int hk,
                            bool smooth, bool fp8, const scratch &sc) {
@@ -92,10 +103,10 @@ static int64_t check_codes(const h3_bf16 *q, const h3_bf16 *k, const h3_bf16 *v,
   std::vector<float> kbar((size_t)hk * 128, 0.0f), dv((size_t)hk * 128, 1.0f);
   for (int h = 0; h < hk; h++)
     for (int d = 0; d < 128; d++) {
-      float sum = 0.0f, a = 0.0f;
-      for (long long r = 0; r < len; r++) sum += f32(k, (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v, (r * hk + h) * 128 + d)));
-      if (smooth) kbar[h * 128 + d] = sum / (float)len, bad += sc.kbar[h * 128 + d] != kbar[h * 128 + d];
-      if (fp8) dv[h * 128 + d] = a > 0.0f ? a / 448.0f : 1.0f, bad += sc.vscale[h * 128 + d] != dv[h * 128 + d];
+      float kb, dq;
+      colstats_want(k, v, hk * 128LL, len, hk, h, d, &kb, &dq);
+      if (smooth) kbar[h * 128 + d] = kb, bad += sc.kbar[h * 128 + d] != kb;
+      if (fp8) dv[h * 128 + d] = dq, bad += sc.vscale[h * 128 + d] != dq;
     }
   for (int w = 0; w < 2; w++) { /* q, then k less kbar */
     const int H = w ? hk : hq;
@@ -278,11 +289,9 @@ static void test_colstats(void) {
     });
     for (int h = 0; h < hk; h++)
       for (int d = 0; d < 128; d++) {
-        float sum = 0.0f, a = 0.0f;
-        for (long long r = 0; r < len; r++)
-          sum += f32(k.data(), (r * hk + h) * 128 + d), a = std::max(a, std::fabs(f32(v.data(), r * vs + v0 + h * 128 + d)));
-        bad += kbar[h * 128 + d] != sum / (float)len;
-        bad += vscale[h * 128 + d] != (a > 0.0f ? a / 448.0f : 1.0f);
+        float kb, dv;
+        colstats_want(k.data(), v.data() + v0, vs, len, hk, h, d, &kb, &dv);
+        bad += (kbar[h * 128 + d] != kb) + (vscale[h * 128 + d] != dv);
       }
   }
   fprintf(stderr, "  colstats over 1-1300 rows: %lld of 4608 kbar / vscale differ\n", (long long)bad);
