@@ -382,6 +382,31 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+68) { N=build-gpu/s27 O=build-gpu/s26 # wg3: three warpgroups a block taking turns on the tensor cores
+   echo "== test_gpu_ops (s27: wg3 among the sage forms)"; H3_KERNEL_CACHE_DIR=$(cd $N/kcache && pwd) \
+     timeout 200 $N/bin/test_gpu_ops models 2>&1 | grep -E "sage|FAIL|passed"
+   for r in 1 2; do for d in $O $N; do echo "== attention_bench --sage, ${d##*/}, round $r"
+     H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 80 $d/bin/attention_bench --sage --iters 10 \
+       --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"; done; done
+   } > "$log" 2>&1 ;; # carry build-gpu/s26, build-gpu/s27 (~21 MB); ~250 s. Predicted (H100): wg3
+   # 24-29 ms against wg1c's 34.4 (1.65-2 x flash) if the blocks' products ran in step (call 67's
+   # ncu: tensor 51 %, a block-stage the sum of the tensor and ex2 clocks); ~31-33 if the turns'
+   # handoffs cost what they save
+67) { # A/B of 2^x's share on the FMA pipe (H3S_FMA_EXP of 8; s26 is HEAD before it: 0 of 8)
+   for r in 1 2; do for d in build-gpu/s26 build-gpu/s27_2 build-gpu/s27_3 build-gpu/s27_4; do
+     echo "== attention_bench --sage, ${d##*/}, round $r"; H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) \
+       timeout 60 $d/bin/attention_bench --sage --iters 10 --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"
+   done; done
+   for d in build-gpu/s27_2 build-gpu/s27_3; do echo "== test_gpu_ops, ${d##*/}"
+     H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) timeout 150 $d/bin/test_gpu_ops models 2>&1 | grep -E "sage|FAIL|passed"
+   done
+   echo "== ncu of s27_2's wg1c"; d=build-gpu/s27_2; H3_KERNEL_CACHE_DIR=$(cd $d/kcache && pwd) H3_SAGE_FORM=wg1c \
+     timeout 120 ncu --clock-control none --set full -k 'regex:^h3cu_sage_fwd_fp8_wg1c$' --launch-count 1 \
+     -o "$OUT/ncu27" $d/bin/attention_bench --sage --iters 1 --warm-seconds 0 > /dev/null 2>&1
+   ncu --import "$OUT/ncu27.ncu-rep" --page details 2>&1 | grep -E "Duration|Issue Slots Busy|Shared is|Tensor|Eligible|Warp Cycles Per Issued"
+   rm -f "$OUT/ncu27.ncu-rep"; } > "$log" 2>&1 ;; # carry build-gpu/s26, s27_2, s27_3, s27_4 (~38 MB); ~420 s.
+   # Predicted (H100): wg1c 35.3 ms -> 2 of 8: ~31.5-32.5 (MUFU 66 -> 50 ex2 a warp a stage, +128 issue);
+   # 3 of 8: ~31-32.5 (or worse than 2 if issue binds); 4 of 8: no better than 3
 63) { S=build-gpu/s26
    echo "== the sage step's kernels (colstats predicted 1.98 -> ~0.3-0.4 ms a call; no v slice)"
    timeout 170 dev/sage_op_kernels.sh $S $S/plans/h3_full_l2_sage.plan 2>&1 | grep -E "ncu|sage|slice|norm_rope"
