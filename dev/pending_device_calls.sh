@@ -382,6 +382,13 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+70) { S=build-gpu/s29 # the NVFP4 row-pair form (two weight tiles a warp, 2-16 rows)
+   echo "== test_gpu_ops (s29)"; timeout 150 $S/bin/test_gpu_ops models 2>&1 | grep -E "nvfp4|FAIL|passed"
+   echo "== nvfp4_bench (single: the skinny form at 2-8 rows; tiled: the tiled kernels)"
+   timeout 75 $S/bin/nvfp4_bench --rows 1,2,4,8,16 --no-skinny --no-lm-head --warm-seconds 0.2 2>&1 | grep -v h3bench
+   } > "$log" 2>&1 ;; # carry build-gpu/s29 (~9 MB); ~230 s. Predicted (H100, the lab's skx rows of call 66):
+   # 8 rows fc ~39, o_proj ~20.2, gate_up ~45, down ~29.6 us (1.9-2.3 x cuBLAS; the skinny form 1.7-1.8 x);
+   # 16 rows 54 / 27 / 66 / 40.5 (1.4-1.6 x; tiled 1.0-1.4 x); 2 and 4 rows between 1 and 8
 68) { N=build-gpu/s27 O=build-gpu/s26 # wg3: three warpgroups a block taking turns on the tensor cores
    echo "== test_gpu_ops (s27: wg3 among the sage forms)"; H3_KERNEL_CACHE_DIR=$(cd $N/kcache && pwd) \
      timeout 200 $N/bin/test_gpu_ops models 2>&1 | grep -E "sage|FAIL|passed"

@@ -346,11 +346,17 @@ H3_DI void h3n_b_word(uint4 v, unsigned b[2][2]) {
   b[1][0] = h3n_prmt(v.y, v.w, 0x5410u), b[1][1] = h3n_prmt(v.y, v.w, 0x7632u);
 }
 
+// How a turn's x words are held: raw (permuted into the mma's b pairs for each use), raw to be
+// kept as pairs (permuted, and the pairs written back in place for the chunk's next weight tile),
+// or pairs already
+enum { H3N_X_RAW, H3N_X_KEEP, H3N_X_PAIRS };
+
 // The products of a turn of the skinny form: the lane's weights of a chunk (cur: rows g, g + 8)
-// against x's 8 words of it for NT n-tiles of x's rows (xv[j]: the lane's row 8 j + g), each
-// word's k-step 0 added to a0[j] and k-step 1 to a1[j] (one accumulator twice, or two chains)
-template <int NT>
-H3_DI void h3n_skinny_turn(float (*a0)[4], float (*a1)[4], const h3n_w cur[2], const uint4 (*xv)[8]) {
+// against x's 8 words of it for NT n-tiles of x's rows (xv[j]: the lane's row 8 j + g, held as
+// XS says), each word's k-step 0 added to a0[j] and k-step 1 to a1[j] (one accumulator twice,
+// or two chains)
+template <int NT, int XS = H3N_X_RAW>
+H3_DI void h3n_skinny_turn(float (*a0)[4], float (*a1)[4], const h3n_w cur[2], uint4 (*xv)[8]) {
   unsigned S[2][4];
 #pragma unroll
   for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
@@ -361,7 +367,12 @@ H3_DI void h3n_skinny_turn(float (*a0)[4], float (*a1)[4], const h3n_w cur[2], c
 #pragma unroll
     for (int j = 0; j < NT; j++) {
       unsigned b[2][2];
-      h3n_b_word(xv[j][i], b);
+      if (XS == H3N_X_PAIRS) {
+        b[0][0] = xv[j][i].x, b[0][1] = xv[j][i].y, b[1][0] = xv[j][i].z, b[1][1] = xv[j][i].w;
+      } else {
+        h3n_b_word(xv[j][i], b);
+        if (XS == H3N_X_KEEP) xv[j][i] = uint4{b[0][0], b[0][1], b[1][0], b[1][1]};
+      }
       h3_mma_bf16(a0[j], a[0], b[0]);
       h3_mma_bf16(a1[j], a[1], b[1]);
     }
@@ -441,7 +452,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   // every warp runs as many turns (the block's mmas as often in every thread); a turn past the
   // warp's last chunk adds zeros
   const long long turns = (nch + H3NS_WARPS - 1) / H3NS_WARPS;
-  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], const uint4(&xc)[8], uint4(&xn)[8]) {
+  auto turn = [&](long long it, const h3n_w(&cur)[2], h3n_w(&far)[2], uint4(&xc)[8], uint4(&xn)[8]) {
     const long long c = warp + it * H3NS_WARPS;
     h3n_skinny_w(far, p, q, c + 2 * H3NS_WARPS, nch, K);
     h3n_x_words(xn, xr, c + H3NS_WARPS, nch);
@@ -466,6 +477,99 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   }
 }
 
+// ---- the row-pair form (2 to 16 rows): two tiles of weight rows a warp ------------------------
+// H3_NVFP4_NAME_sx (NT = 1 n-tile of x rows: up to 8 rows) and _sx16 (NT = 2: 9 to 16), picked by
+// runtime/cuda/cuda_nvfp4.c at 5 to 16 rows (cu_nvfp4_rows_applies, cu_nvfp4_rows_splits) under
+// the skinny form's conditions. The
+// skinny form with two 16-row weight tiles a warp: a turn's x words, loaded into registers at
+// its first tile, serve both (tile 0 rewrites them into the mma's b pairs in place, tile 1
+// reads the pairs), so x's L2 reads and permutes per weight byte are half the skinny form's
+// (measured on an H100 at 8 rows: 6-23 % less time; docs/nvfp4.md). Launch: grid (ceil(N /
+// 32), S), 4 warps, no dynamic shared memory; S > 1: partials part [S, M, N] f32 and counters
+// cnt [ceil(N / 32)] u32 (0 before the launch and again after it). Block (bx, s) owns weight
+// rows 32 bx .. + 31 (tile r: rows 32 bx + 16 r + g, + 8 for lane (g, t); rows past N read
+// row N - 1, whose products land in rows never stored); its warp w is warp v = 4 s + w of the
+// column group and takes the chunks v, v + 4 S, ...; a warp's work is a stream of units u = 2 i
+// + r (turn i, tile r), the weights a ring of NB units in registers (unit u + NB - 1 loaded at
+// unit u; the loop unrolled by lcm(NB, 2) so that every slot is a register), one accumulator
+// chain a tile and n-tile. The 4 warps' sums meet in shared memory and are added in warp order;
+// S > 1: into part[s], then the column group's last block adds them in split order
+// (h3n_add_partials). Every warp runs ceil(chunks / 4 S) turns (past its chunks: zeros), so the
+// sum order depends on M, N, K alone.
+template <int NT, int NB>
+H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
+                    const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
+                    float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K) {
+  constexpr int R = 2, P = NB % R == 0 ? NB : NB * R; // tiles a turn; units a round of the loop
+  __shared__ float red[H3NS_WARPS][16 * R][8 * NT];   // [warp][weight row][x row]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16 * R;
+  const int nch = (int)(K / H3N_KC), step = (int)gridDim.y * H3NS_WARPS, c0 = (int)blockIdx.y * H3NS_WARPS + warp;
+  const int units = (nch + step - 1) / step * R;
+  const h3_bf16 *xr[NT]; // the lane's x rows at its first k (NULL: past M)
+#pragma unroll
+  for (int j = 0; j < NT; j++) xr[j] = 8 * j + g < M ? x + (long long)(8 * j + g) * K + 64 * t : nullptr;
+  // unit u's weights (tile r of turn u / R), their addresses worked out at each load from the
+  // kernel's parameters (holding them costs registers the ring needs)
+  auto load_w = [&](h3n_w(&w)[2], int u, int r) {
+    const unsigned char *p[2], *q[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const long long nr = n0 + 16 * r + 8 * h + g, n = nr < N ? nr : N - 1;
+      p[h] = packed + n * (K / 2) + 32 * t;
+      q[h] = scale + n * (K / 16) + 4 * t;
+    }
+    h3n_skinny_w(w, p, q, c0 + (long long)(u / R) * step, nch, K);
+  };
+  float acc[R][NT][4];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[r][j][e] = 0.0f;
+  h3n_w w[NB][2];
+  uint4 xv[NT][8];
+#pragma unroll
+  for (int d = 0; d < NB - 1; d++) load_w(w[d], d, d % R);
+  for (int u0 = 0; u0 < units; u0 += P) // as often in every thread
+#pragma unroll
+    for (int k = 0; k < P; k++) {
+      const int u = u0 + k, r = k % R;
+      if (u >= units) break;
+      load_w(w[(k + NB - 1) % NB], u + NB - 1, (k + NB - 1) % R);
+      if (r == 0)
+#pragma unroll
+        for (int j = 0; j < NT; j++) h3n_x_words(xv[j], xr[j], c0 + (long long)(u / R) * step, nch);
+      // the unit's weights against the turn's x: raw words at tile 0, kept there as the b
+      // pairs that tile 1 reads
+      if (r == 0) h3n_skinny_turn<NT, H3N_X_KEEP>(acc[0], acc[0], w[k % NB], xv);
+      else h3n_skinny_turn<NT, H3N_X_PAIRS>(acc[1], acc[1], w[k % NB], xv);
+    }
+  // acc[r][j]: (weight row 16 r + g, x rows 8 j + 2 t, + 1), then weight row 16 r + g + 8
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[warp][16 * r + g + 8 * (e >> 1)][8 * j + 2 * t + (e & 1)] = acc[r][j][e];
+  __syncthreads();
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  const bool whole = gridDim.y == 1;
+  for (int i = threadIdx.x; i < 16 * R * 8 * NT; i += 32 * H3NS_WARPS) {
+    const int rr = i / (8 * NT), m = i % (8 * NT);
+    if (m >= M || n0 + rr >= N) continue;
+    float sum = red[0][rr][m];
+#pragma unroll
+    for (int v = 1; v < H3NS_WARPS; v++) sum = __fadd_rn(sum, red[v][rr][m]);
+    const long long o = (long long)m * N + n0 + rr;
+    if (whole) h3_st(y, o, __fmul_rn(sum, gs));
+    else part[(long long)blockIdx.y * M * N + o] = sum;
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<16 * R, 32 * H3NS_WARPS>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+
 #define H3N_CAT2(a, b) a##b
 #define H3N_CAT(a, b) H3N_CAT2(a, b)
 // H3_NVFP4_NAME_m1, _m2, _m4: blocks of 16, 32 and 64 rows
@@ -483,6 +587,18 @@ extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 3) H3N_CAT(H3_NVFP
     const float *__restrict__ gp, O_T *__restrict__ y, long long M, long long N, long long K) {
   h3n_skinny(x, packed, scale, gp, y, M, N, K);
 }
+
+// H3_NVFP4_NAME_sx, _sx16: the row-pair form, up to 8 and 9-16 rows (weight rings of 4 and 2 units
+// hold them at 166 and 168 registers)
+#define H3N_ROWS_KERNEL(SUFFIX, NT, NB)                                                                   \
+  extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 3) H3N_CAT(H3_NVFP4_NAME, SUFFIX)(        \
+      const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,                            \
+      const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,         \
+      float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K) {       \
+    h3n_rows<NT, NB>(x, packed, scale, gp, y, part, cnt, M, N, K);                                         \
+  }
+H3N_ROWS_KERNEL(_sx, 1, 4)
+H3N_ROWS_KERNEL(_sx16, 2, 2)
 
 // ---- the dequantized form (M > 64): w_b for cuBLASLt ---------------------------------------
 // H3_NVFP4_NAME_dq(packed, scale, wb, N, K) -> wb [N, K] bf16 = e2m1(code) * e4m3(scale)

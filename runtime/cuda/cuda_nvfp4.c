@@ -32,22 +32,53 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned) {
   return M >= 1 && M <= CU_NVFP4_SK_ROWS && K % CU_NVFP4_KC == 0 && aligned;
 }
 
+bool cu_nvfp4_rows_applies(int64_t M, int64_t K, bool aligned) {
+  return M >= CU_NVFP4_SX_MIN && M <= CU_NVFP4_SX_ROWS && K % CU_NVFP4_KC == 0 && aligned;
+}
+
+int64_t cu_nvfp4_rows_splits(int64_t N, int64_t K) {
+  const int64_t nch = K / CU_NVFP4_KC, cols = (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS, warps = 4;
+  int64_t best = 1, cost = -1;
+  for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= (nch + warps - 1) / warps; S++) {
+    const int64_t c = (cols * S + CU_NVFP4_SX_SLOTS - 1) / CU_NVFP4_SX_SLOTS * ((nch + warps * S - 1) / (warps * S));
+    if (cost < 0 || c < cost) cost = c, best = S;
+  }
+  return best;
+}
+
+/* the tiled kernels' scratch: partials and counters with splits, else none */
+static size_t tiled_scratch(int64_t M, int64_t N, int64_t K) {
+  cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
+  if (sh.splits == 1) return 0;
+  return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
+}
+
+size_t cu_nvfp4_rows_part(int64_t M, int64_t N, int64_t K) { return tiled_scratch(M, N, K); }
+
+size_t cu_nvfp4_rows_counters(int64_t M, int64_t N, int64_t K) {
+  return cu_nvfp4_rows_part(M, N, K) + cu_align256((size_t)(cu_nvfp4_rows_splits(N, K) * M * N) * 4);
+}
+
 bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
   return M > CU_NVFP4_DQ_ROWS && K % CU_NVFP4_KC == 0 && aligned;
 }
 
 /* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" runs the tiled kernels
- * where the skinny or the dequantized form would run. By default: the skinny form at 1-8 rows,
- * the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the
- * tiled kernels in between and where neither applies. */
-static bool tiled_forced(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", NULL}) == 0; }
+ * where another form would run; "skinny" the skinny form at 1-8 rows and the tiled kernels at
+ * 9-16 instead of the row-pair form. By default: the skinny form at 1-4 rows, the row-pair form
+ * at 5-16 (on an H100 at 8 rows 1.06-1.30 x the skinny form, at 16 1.04-1.39 x the tiled
+ * kernels; dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt), the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the tiled
+ * kernels in between and where none applies. */
+enum { FORM_DEFAULT = -1, FORM_TILED = 0, FORM_SKINNY = 1 };
+static int nvfp4_form(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "skinny", NULL}); }
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(cu_nvfp4_slab_rows(N, K) * K) * 2) + 256;
-  cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
-  if (sh.splits == 1) return 0;
-  return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
+  if (cu_nvfp4_rows_applies(M, K, true) && cu_nvfp4_rows_splits(N, K) > 1)
+    return cu_nvfp4_rows_counters(M, N, K) +
+           cu_align256((size_t)((N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS) * 4);
+  return tiled_scratch(M, N, K);
 }
 
 int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K) {
@@ -126,29 +157,41 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (xt->dtype != H3_BF16 || K % 16)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
-  char base[96], name[5][128], defs[256];
+  char base[96], name[7][128], defs[256];
   snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
   snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
            h3_kernel_ctype(out[0].type.dtype));
   for (int i = 0; i < 3; i++) snprintf(name[i], sizeof name[i], "%s_m%d", base, 1 << i);
   snprintf(name[3], sizeof name[3], "%s_sk", base);
   snprintf(name[4], sizeof name[4], "%s_dq", base);
-  const char *names[5] = {name[0], name[1], name[2], name[3], name[4]};
-  cu_kernel *kns[5];
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 5, names, kns, d) != H3_OK) return H3_ERR;
+  snprintf(name[5], sizeof name[5], "%s_sx", base);
+  snprintf(name[6], sizeof name[6], "%s_sx16", base);
+  const char *names[7] = {name[0], name[1], name[2], name[3], name[4], name[5], name[6]};
+  cu_kernel *kns[7];
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 7, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
   void *y = out[0].data;
   /* vector loads: whole chunks, 16-byte aligned rows of x and codes, 4-byte scale words */
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
-  if (cu_nvfp4_skinny_applies(M, K, vec) && !tiled_forced()) {
+  const int form = nvfp4_form();
+  if (cu_nvfp4_rows_applies(M, K, vec) && form == FORM_DEFAULT) {
+    const int64_t splits = cu_nvfp4_rows_splits(N, K), cols = (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS;
+    if (splits > 1 && !scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
+    void *part = splits > 1 ? (char *)scratch + cu_nvfp4_rows_part(M, N, K) : NULL;
+    void *cnt = splits > 1 ? (char *)scratch + cu_nvfp4_rows_counters(M, N, K) : NULL;
+    void *rargs[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K};
+    int64_t rgrid[3] = {cols, splits, 1}, rblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
+    return cu_launch(s, kns[M <= 8 ? 5 : 6], rgrid, rblock, 0, rargs, d);
+  }
+  if (cu_nvfp4_skinny_applies(M, K, vec) && form != FORM_TILED) {
     void *sargs[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
     int64_t sgrid[3] = {(N + 15) / 16, 1, 1}, sblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
     return cu_launch(s, kns[3], sgrid, sblock, 0, sargs, d);
   }
   const bool y_ok = (uintptr_t)y % 16 == 0 && (out[0].type.dtype == H3_BF16 || out[0].type.dtype == H3_F32);
-  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && !tiled_forced())
+  if (cu_nvfp4_dequant_applies(M, K, vec && y_ok) && form != FORM_TILED)
     return run_dequantized(s, op, kns[4], scratch, in, out, M, N, K, d);
   cu_nvfp4_shape sh = cu_nvfp4_shape_of(M, N, K);
   cu_kernel *kn = kns[sh.mt == 1 ? 0 : sh.mt == 2 ? 1 : 2];

@@ -39,6 +39,24 @@ cu_nvfp4_shape cu_nvfp4_shape_of(int64_t M, int64_t N, int64_t K);
 enum { CU_NVFP4_SK_THREADS = 128, CU_NVFP4_SK_ROWS = 8 };
 bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 
+/* The row-pair form (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_sx for up to 8 rows, _sx16 for 9 to
+ * 16: two 16-row weight tiles a warp sharing x's registers) applies to x [M, K] with
+ * CU_NVFP4_SX_MIN to CU_NVFP4_SX_ROWS rows (below 5 the skinny form was as fast or faster on an
+ * H100 at the draft's shapes: 0.86-1.05 x it at 2 and 4 rows, 1.06-1.30 x at 8), K a multiple of CU_NVFP4_KC and `aligned`; it runs
+ * there unless H3_NVFP4_FORM is tiled or skinny (then the skinny form up to 8 rows, the tiled
+ * kernels above). Grid (ceil(N / CU_NVFP4_SX_COLS), splits) of CU_NVFP4_SK_THREADS threads, no
+ * dynamic shared memory. splits: of 1 to 16 (and at most ceil(chunks / 4)), the fewest that
+ * minimise the waves of CU_NVFP4_SX_SLOTS blocks (132 SMs x 3) times the turns a warp runs.
+ * splits > 1: partials [splits, M, N] f32 at byte cu_nvfp4_rows_part(M, N, K) of the scratch
+ * (past the tiled kernels' partials and counters, which another form switch may run on the same
+ * scratch) and the column groups' counters (u32, 0 before a launch and after it) at byte
+ * cu_nvfp4_rows_counters(M, N, K). */
+enum { CU_NVFP4_SX_MIN = 5, CU_NVFP4_SX_ROWS = 16, CU_NVFP4_SX_COLS = 32, CU_NVFP4_SX_SLOTS = 396 };
+bool cu_nvfp4_rows_applies(int64_t M, int64_t K, bool aligned);
+int64_t cu_nvfp4_rows_splits(int64_t N, int64_t K);
+size_t cu_nvfp4_rows_part(int64_t M, int64_t N, int64_t K);
+size_t cu_nvfp4_rows_counters(int64_t M, int64_t N, int64_t K);
+
 /* The dequantized form applies to x [M, K] with more than CU_NVFP4_DQ_ROWS rows, K a multiple
  * of CU_NVFP4_KC and `aligned` (x, the codes and y 16-byte, the scales 4-byte aligned; y bf16
  * or f32): the weight dequantized into scratch (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_dq),
@@ -56,7 +74,8 @@ int64_t cu_nvfp4_slab_rows(int64_t N, int64_t K);
 /* The device scratch, 0 from the allocation on: for the dequantized form's shapes, a slab of
  * w_b [slab rows, K] bf16, then the GEMMs' beta (one f32 0, read from the device); with K
  * splits (at most CU_NVFP4_ROWS rows), partials [splits, M, N] f32, then the column groups'
- * counters (u32); else 0 bytes. */
+ * counters (u32); where the row-pair form applies with splits, its partials and counters after
+ * those (so that neither form's partials land on the other's counters); else 0 bytes. */
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K);
 
 #endif

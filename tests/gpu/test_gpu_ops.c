@@ -37,7 +37,8 @@
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
  *    mma; every row with a clear winner, so the drafts are exact in both); linear_nvfp4 at
- *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups).
+ *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups) and above
+ *    64 through each form (H3_NVFP4_FORM unset, tiled, skinny).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -536,13 +537,14 @@ static void nvfp4_inputs(const h3_op *op, void **in) {
   *(float *)in[3] = 0.37f;
 }
 
-/* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form at M <= 8,
- * the dequantized form (w_b, then cuBLASLt) above 64 rows, else the tiled kernels; tiled: the
+/* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form at 1-4 rows,
+ * the row-pair form at 5-16, the dequantized form (w_b, then cuBLASLt) above 64 rows, else the
+ * tiled kernels; skinny: the skinny form at 1-8 rows, the tiled kernels at 9-16; tiled: the
  * tiled kernels at every M). */
 static void check_nvfp4_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_NVFP4_FORM"};
-  static const char *const forms[2][2] = {{NULL, NULL}, {"tiled", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 2);
+  static const char *const forms[3][2] = {{NULL, NULL}, {"tiled", NULL}, {"skinny", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 3);
 }
 
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
@@ -902,15 +904,17 @@ static void check_hand(h3_backend *b, bool all_attention) {
      rules out) */
   hand_case markov[1] = {{"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10,
                           markov_winners}};
-  /* linear_nvfp4 at decode and draft-like shapes: 12 rows in 16 splits of 5 chunks, 1 row
-     over the draft's fc K (K splits), 8 rows with a partial column group, 13 rows, 16 rows
-     over 3 chunks, and above 64 rows (the dequantized form's shapes) */
-  hand_case nvfp4[7] = {
+  /* linear_nvfp4 at decode and draft-like shapes: 12 rows in K splits, 1 row over the draft's
+     fc K (K splits), 8 rows with a partial column group, 13 rows, 16 rows over 3 chunks, 6 rows
+     over 32 column groups (the row-pair form's splits and two n-tiles among them), and above 64
+     rows (the dequantized form's shapes) */
+  hand_case nvfp4[8] = {
       {"linear_nvfp4 M 12 N 16 K 20480", nvfp4_op(&h, "ng", 12, 16, 20480), -1, nvfp4_inputs},
       {"linear_nvfp4 M 1 N 300 K 18432", nvfp4_op(&h, "na", 1, 300, 18432), -1, nvfp4_inputs},
       {"linear_nvfp4 M 8 N 200 K 4096", nvfp4_op(&h, "nb", 8, 200, 4096), -1, nvfp4_inputs},
       {"linear_nvfp4 M 13 N 96 K 2560", nvfp4_op(&h, "nc", 13, 96, 2560), -1, nvfp4_inputs},
       {"linear_nvfp4 M 16 N 64 K 768", nvfp4_op(&h, "nd", 16, 64, 768), -1, nvfp4_inputs},
+      {"linear_nvfp4 M 6 N 1000 K 6144", nvfp4_op(&h, "nh", 6, 1000, 6144), -1, nvfp4_inputs},
       {"linear_nvfp4 M 80 N 136 K 1024", nvfp4_op(&h, "ne", 80, 136, 1024), -1, nvfp4_inputs},
       /* the dequantized form's two slabs of 128 MiB at most: 1920 weight rows, then 1772 */
       {"linear_nvfp4 M 72 N 3692 K 18432", nvfp4_op(&h, "nf", 72, 3692, 18432), -1, nvfp4_inputs}};
@@ -938,7 +942,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
-  check_nvfp4_forms(b, nvfp4, 7);
+  check_nvfp4_forms(b, nvfp4, 8);
   check_sol_forms(b, sol, 5, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   check_m31_decode_splits(b, m31d, 2, all_attention);

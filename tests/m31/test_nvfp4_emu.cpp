@@ -13,7 +13,8 @@
  * fewer chunks than its warps and many per warp, partial blocks of weight rows, NaN scales, and
  * up to 12 turns a warp (its rings: weights two turns ahead in 3 slots, x one turn ahead in 2,
  * the loop unrolled by 6: odd and even turns, every tail of the unrolled loop, whole rounds,
- * warps whose last turn is past their chunks). NMSE <= 1e-5 (fp32 sum order, then one bf16
+ * warps whose last turn is past their chunks); and the row-pair form at 5 to 16 rows with K
+ * splits from 1 to 16, partial column groups and idle warps. NMSE <= 1e-5 (fp32 sum order, then one bf16
  * rounding); NaN and Inf where the CPU's are; the counters back at 0 and a second launch
  * bitwise the same.
  */
@@ -44,10 +45,16 @@ static void random_weight(uint8_t *pk, uint8_t *sc, int64_t N, int64_t K) {
   }
 }
 
+/* The form a case runs: the tiled kernels, the skinny form or the row-pair form (each launched
+ * as cuda_nvfp4.c launches it; the last two must apply) */
+enum form { TILED, SKINNY, ROWS };
+
 /* x [M, K] bf16 against a random NVFP4 weight [N, K]; misalign: x one element off 16 bytes;
- * nan_col >= 0: a NaN scale byte in that weight row; skinny: through the skinny form (as
- * cuda_nvfp4.c launches it by default), which must apply; else through the tiled kernels. */
-static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col, bool skinny = false) {
+ * nan_col >= 0: a NaN scale byte in that weight row; through form f; splits > 0: the row-pair
+ * form launched with that many K splits instead of cu_nvfp4_rows_splits' (the kernel takes any:
+ * small weights get many splits and one turn a warp, so its rings' steady state needs this) */
+static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col, form f = TILED,
+                       int64_t splits = 0) {
   std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
                      ty("u8", {N, K / 2}) + ", %s: " + ty("u8", {N, K / 16}) + ", %g: f32[1]) -> (y: " +
                      ty("bf16", {M, N}) + ") {\n    %y = linear_nvfp4(%x, %p, %s, %g) : " + ty("bf16", {M, N}) +
@@ -76,13 +83,31 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   long long MM = M, NN = N, KK = K;
   buf got[2] = {make(op->results[0]->type), make(op->results[0]->type)};
   auto kernel = sh.mt == 1 ? nvfp4_k::emu_nvfp4_m1 : sh.mt == 2 ? nvfp4_k::emu_nvfp4_m2 : nvfp4_k::emu_nvfp4_m4;
-  CHECK(!skinny || cu_nvfp4_skinny_applies(M, K, vec), "M %lld K %lld: the skinny form applies", (long long)M,
+  CHECK(f != SKINNY || cu_nvfp4_skinny_applies(M, K, vec), "M %lld K %lld: the skinny form applies", (long long)M,
+        (long long)K);
+  CHECK(f != ROWS || cu_nvfp4_rows_applies(M, K, vec), "M %lld K %lld: the row-pair form applies", (long long)M,
         (long long)K);
   const float *gp = (const float *)in[3].p();
+  const int64_t rsplits = splits > 0 ? splits : cu_nvfp4_rows_splits(N, K), rcols = (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS;
+  if (f == ROWS && splits > 0) /* room for the forced splits' partials */
+    scratch.resize(cu_nvfp4_rows_part(M, N, K) + (size_t)(rsplits * M * N) * 4 + 256 + (size_t)rcols * 4, 0);
+  float *rpart = (float *)(scratch.data() + cu_nvfp4_rows_part(M, N, K));
+  unsigned *rcnt = (unsigned *)(scratch.data() + (splits > 0 ? scratch.size() - (size_t)rcols * 4
+                                                             : cu_nvfp4_rows_counters(M, N, K)));
+  CHECK(f != ROWS || rsplits == 1 || splits > 0 ||
+            cu_nvfp4_rows_counters(M, N, K) + rcols * 4 <= cu_nvfp4_scratch_bytes(M, N, K),
+        "M %lld N %lld K %lld: the row-pair form's partials and counters fit the scratch", (long long)M,
+        (long long)N, (long long)K);
   for (int run = 0; run < 2; run++)
-    if (skinny)
+    if (f == SKINNY)
       emu_launch3((N + 15) / 16, 1, 1, CU_NVFP4_SK_THREADS, [&] {
         nvfp4_k::emu_nvfp4_sk(x, pk, sc, gp, (h3_bf16 *)got[run].p(), MM, NN, KK);
+      });
+    else if (f == ROWS)
+      emu_launch3(rcols, rsplits, 1, CU_NVFP4_SK_THREADS, [&] {
+        (M <= 8 ? nvfp4_k::emu_nvfp4_sx : nvfp4_k::emu_nvfp4_sx16)(x, pk, sc, gp, (h3_bf16 *)got[run].p(),
+                                                                  rsplits > 1 ? rpart : nullptr,
+                                                                  rsplits > 1 ? rcnt : nullptr, MM, NN, KK);
       });
     else
       emu_launch3(sh.cols, sh.splits, sh.mblocks, CU_NVFP4_THREADS, [&] {
@@ -90,9 +115,12 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
                MM, NN, KK, sh.cps, vec);
       });
   char what[128];
-  if (skinny)
+  if (f == SKINNY)
     snprintf(what, sizeof what, "M %lld N %lld K %lld (skinny%s)", (long long)M, (long long)N, (long long)K,
              nan_col >= 0 ? ", NaN scale" : "");
+  else if (f == ROWS)
+    snprintf(what, sizeof what, "M %lld N %lld K %lld (row pairs: %lld x %lld%s)", (long long)M, (long long)N,
+             (long long)K, (long long)rcols, (long long)rsplits, nan_col >= 0 ? ", NaN scale" : "");
   else
     snprintf(what, sizeof what, "M %lld N %lld K %lld (m%d: %lld x %lld x %lld, cps %d%s%s)", (long long)M,
              (long long)N, (long long)K, sh.mt, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks,
@@ -100,7 +128,8 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   compare(what, got[0], want[0], 1e-5);
   CHECK(memcmp(got[0].p(), got[1].p(), (size_t)(M * N) * 2) == 0, "%s: a second launch differs", what);
   int64_t left = 0;
-  for (int64_t i = 0; sh.splits > 1 && i < sh.cols * sh.mblocks; i++) left += cnt[i] != 0;
+  for (int64_t i = 0; f == TILED && sh.splits > 1 && i < sh.cols * sh.mblocks; i++) left += cnt[i] != 0;
+  for (int64_t i = 0; f == ROWS && rsplits > 1 && i < rcols; i++) left += rcnt[i] != 0;
   CHECK(left == 0, "%s: %lld counters not back at 0", what, (long long)left);
   h3_module_free(m);
 }
@@ -167,16 +196,47 @@ int main(void) {
             cu_nvfp4_skinny_applies(1, 256, true) && cu_nvfp4_skinny_applies(8, 256, true),
         "the skinny form applies to M 1 to 8, whole chunks, aligned pointers only");
   /* turns a warp (ceil(chunks / 4)) and the unrolled loop's tail (turns % 6) in the comments */
-  test_nvfp4(1, 64, 4096, false, -1, true);   /* decode: 16 chunks, 4 per warp; 4 turns, tail 4 */
-  test_nvfp4(8, 200, 768, false, 7, true);    /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
-  test_nvfp4(3, 48, 2560, false, -1, true);   /* 10 chunks: warps of 3 and 2 turns; tail 3 */
-  test_nvfp4(8, 40, 256, false, 3, true);     /* one chunk; NaN */
-  test_nvfp4(5, 16, 9216, false, -1, true);   /* 36 chunks: 9 per warp; a round, tail 3 */
-  test_nvfp4(2, 32, 2048, false, -1, true);   /* 8 chunks: 2 turns, tail 2 */
-  test_nvfp4(7, 23, 4352, false, -1, true);   /* 17 chunks: 5 turns (warps 1-3 4 chunks), tail 5 */
-  test_nvfp4(1, 48, 6144, false, -1, true);   /* 24 chunks: 6 turns, one whole round */
-  test_nvfp4(4, 40, 6912, false, 21, true);   /* 27 chunks: 7 turns (warp 3 6 chunks), tail 1; NaN */
-  test_nvfp4(6, 16, 11264, false, -1, true);  /* 44 chunks: 11 turns, a round, tail 5 */
-  test_nvfp4(1, 16, 12288, false, -1, true);  /* 48 chunks: 12 turns, two whole rounds */
+  test_nvfp4(1, 64, 4096, false, -1, SKINNY); /* decode: 16 chunks, 4 per warp; 4 turns, tail 4 */
+  test_nvfp4(8, 200, 768, false, 7, SKINNY); /* 3 chunks (warp 3 idle), 12.5 row blocks; NaN */
+  test_nvfp4(3, 48, 2560, false, -1, SKINNY); /* 10 chunks: warps of 3 and 2 turns; tail 3 */
+  test_nvfp4(8, 40, 256, false, 3, SKINNY); /* one chunk; NaN */
+  test_nvfp4(5, 16, 9216, false, -1, SKINNY); /* 36 chunks: 9 per warp; a round, tail 3 */
+  test_nvfp4(2, 32, 2048, false, -1, SKINNY); /* 8 chunks: 2 turns, tail 2 */
+  test_nvfp4(7, 23, 4352, false, -1, SKINNY); /* 17 chunks: 5 turns (warps 1-3 4 chunks), tail 5 */
+  test_nvfp4(1, 48, 6144, false, -1, SKINNY); /* 24 chunks: 6 turns, one whole round */
+  test_nvfp4(4, 40, 6912, false, 21, SKINNY); /* 27 chunks: 7 turns (warp 3 6 chunks), tail 1; NaN */
+  test_nvfp4(6, 16, 11264, false, -1, SKINNY); /* 44 chunks: 11 turns, a round, tail 5 */
+  test_nvfp4(1, 16, 12288, false, -1, SKINNY); /* 48 chunks: 12 turns, two whole rounds */
+  /* the row-pair form: 5-8 rows (one n-tile, a ring of 4 units: the loop's round is 2 turns) and
+     9-16 (two n-tiles, a ring of 2: a round is 1 turn); K splits from one to 16 (partials added
+     by the column group's last block), partial column groups (N not a multiple of 32, N < 32,
+     a last group of 16 rows or fewer), fewer chunks than a split's warps and many, NaN */
+  CHECK(!cu_nvfp4_rows_applies(4, 256, true) && !cu_nvfp4_rows_applies(17, 256, true) &&
+            !cu_nvfp4_rows_applies(8, 272, true) && !cu_nvfp4_rows_applies(8, 256, false) &&
+            cu_nvfp4_rows_applies(5, 256, true) && cu_nvfp4_rows_applies(16, 256, true),
+        "the row-pair form applies to M 5 to 16, whole chunks, aligned pointers only");
+  CHECK(cu_nvfp4_rows_splits(6144, 18432) == 2 && cu_nvfp4_rows_splits(24576, 6144) == 1 &&
+            cu_nvfp4_rows_splits(6144, 12288) == 2 && cu_nvfp4_rows_splits(16, 20480) == 10,
+        "the row-pair form's splits at the draft's fc, gate_up, down and a narrow weight");
+  test_nvfp4(5, 64, 2048, false, -1, ROWS);    /* 8 chunks: S 2, a turn a warp */
+  test_nvfp4(8, 200, 768, false, 7, ROWS);     /* 3 chunks (a split's warp idle); a 8-row last group; NaN */
+  test_nvfp4(5, 16, 9216, false, -1, ROWS);    /* one group of 16 rows; 36 chunks in 9 splits */
+  test_nvfp4(6, 40, 4352, false, 21, ROWS);    /* 17 chunks; NaN */
+  test_nvfp4(7, 1000, 6144, false, -1, ROWS);  /* 32 groups, 24 chunks in 6 splits */
+  test_nvfp4(5, 500, 11264, false, -1, ROWS);  /* 16 groups, 44 chunks */
+  test_nvfp4(8, 1024, 3072, false, -1, ROWS);  /* 32 groups, 12 chunks: one turn a warp */
+  test_nvfp4(9, 48, 2560, false, -1, ROWS);    /* two n-tiles; 10 chunks */
+  test_nvfp4(16, 96, 768, false, 50, ROWS);    /* 3 chunks; NaN */
+  test_nvfp4(12, 16, 20480, false, -1, ROWS);  /* 80 chunks in 10 splits */
+  test_nvfp4(13, 300, 5120, false, -1, ROWS);  /* 10 groups, a partial last; 20 chunks */
+  test_nvfp4(16, 600, 6144, false, 3, ROWS);   /* 19 groups, 24 chunks; NaN */
+  /* many turns a warp (splits forced): the weight ring's rounds (4 units: 2 turns at 2-8 rows;
+     2 units: 1 turn at 9-16) and their tails, warps whose last turn is past their chunks */
+  test_nvfp4(7, 40, 6912, false, -1, ROWS, 1);  /* 27 chunks: 7 turns, 14 units: 3 rounds, tail 2 */
+  test_nvfp4(6, 16, 11264, false, 5, ROWS, 1);  /* 44 chunks: 11 turns, tail 2; NaN */
+  test_nvfp4(8, 48, 5120, false, -1, ROWS, 2);  /* 20 chunks in 2 splits: 3 turns, tail 2 */
+  test_nvfp4(5, 64, 4096, false, -1, ROWS, 1);  /* 16 chunks: 4 turns, 2 whole rounds */
+  test_nvfp4(12, 40, 6912, false, -1, ROWS, 1); /* 27 chunks: 7 turns */
+  test_nvfp4(16, 16, 4352, false, 9, ROWS, 2);  /* 17 chunks in 2 splits: 3 turns; NaN */
   return check_summary("nvfp4_emu");
 }
