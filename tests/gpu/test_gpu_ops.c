@@ -32,7 +32,7 @@
  *    negative scale, and 1500 rows: many key stages; q's codes and deltas given as operands 3
  *    and 4, as sage-q-fusion's rms_norm_rope writes them, with segments; v read in place
  *    through v_view, pv fp8 and bf16) through each form of the kernel (H3_SAGE_FORM=mma, wg1,
- *    wg1c);
+ *    wg1c, wg1p);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
@@ -563,12 +563,12 @@ static void sage_q_codes(const h3_op *op, void **in) {
   sage_q_rule(in[0], q->dims[0], q->dims[1], q->dims[2], h3_op_attr(op, "segments"), in[3], in[4]);
 }
 
-/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then wg1
- * and wg1c when `both`; pv = bf16 has the mma form only, so its case runs it three times). */
+/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then wg1,
+ * wg1c and wg1p when `both`; pv = bf16 has the mma form only, so its case runs it four times). */
 static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
   static const char *const vars[1] = {"H3_SAGE_FORM"};
-  static const char *const forms[3][2] = {{"mma", NULL}, {"wg1", NULL}, {"wg1c", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, both ? 3 : 1);
+  static const char *const forms[4][2] = {{"mma", NULL}, {"wg1", NULL}, {"wg1c", NULL}, {"wg1p", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 4 : 1);
 }
 
 /* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws and
