@@ -3,13 +3,12 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-06, end of session 26; 63-64 and 66-70 ran on an H100: dev/results/2026-12-06-h100-s26-*.txt):
-#   71 on a stage of HEAD (dev/mini_stage.sh build-gpu/s18 build-gpu/sNN --composite $T): nvfp4_bench
-#      --rows 5,6,7,8,16 (the row-pair form's threshold: 5-7 rows not measured), test_gpu_ops (its
-#      6-row nvfp4 case, new), then on an H200 when one is given: attention_bench --sage and
-#      run_all.sh sagesol sagesample (issue 20's acceptance is on the H200; every figure since
-#      2026-12-05 is an H100's);
-#   next Sage form (not written): S of stage j + 1 issued before stage j's softmax (FA3's
-#      intra-warpgroup overlap; ~230 registers, 2 blocks an SM): dev/sage-attention.md, session 26.
+#   71 on a stage of HEAD (dev/mini_stage.sh build-gpu/s18 build-gpu/sNN --composite $T): test_gpu_ops
+#      first (wg1p's sage cases: never run on a GPU, a hang shows as the timeout; the 6-row nvfp4
+#      case), attention_bench --sage (wg1p predicted 26-30 ms against wg1c's ~34: dev/sage-attention.md,
+#      session 26; if it wins, make it the default and run run_all.sh sagesol sagesample), nvfp4_bench
+#      --rows 5,6,7,8,16 (the row-pair form's threshold: 5-7 rows not measured); on an H200 when one is
+#      given (issue 20's acceptance is the H200's; every figure since 2026-12-05 is an H100's).
 # Before (end of session 25; 53-55 and 58-62 ran: dev/results/2026-12-06-h100-s25-*.txt):
 #   63 on a stage of HEAD (s26: dev/mini_stage.sh build-gpu/s18 build-gpu/s26 --composite $T, then
 #      h3c compile --config full --set layers=2 --attention sage -o build-gpu/s26/plans/h3_full_l2_sage.plan
