@@ -389,6 +389,17 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+71) { # run as: dev/pending_device_calls.sh build-gpu/s30 $OUT 71 (s30: built 2026-12-06 at the wg1p
+   # commit with the composite, s3 and l2 sage plans; rebuild if the product changed since)
+   echo "== test_gpu_ops (wg1p's sage cases: their first run on a GPU)"
+   timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "sage|nvfp4|FAIL|passed"
+   for r in 1 2; do echo "== attention_bench --sage, round $r"
+     timeout 90 "$S/bin/attention_bench" --sage --iters 10 --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"
+   done
+   echo "== nvfp4_bench at 5-8 and 16 rows (the row-pair form's threshold)"
+   timeout 75 "$S/bin/nvfp4_bench" --rows 5,6,7,8,16 --no-skinny --no-lm-head --warm-seconds 0.2 2>&1 | grep -v h3bench
+   } > "$log" 2>&1 ;; # carry build-gpu/s30 (14 MB); ~420 s. Predicted: wg1p 26-30 ms against wg1c ~34
+   # (H100); the pairs at 5-7 rows 1.0-1.15 x the skinny form's time (single column)
 70) { S=build-gpu/s29 # the NVFP4 row-pair form (two weight tiles a warp, 2-16 rows)
    echo "== test_gpu_ops (s29)"; timeout 150 $S/bin/test_gpu_ops models 2>&1 | grep -E "nvfp4|FAIL|passed"
    echo "== nvfp4_bench (single: the skinny form at 2-8 rows; tiled: the tiled kernels)"
