@@ -477,7 +477,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   }
 }
 
-// ---- the row-pair form (2 to 16 rows): two tiles of weight rows a warp ------------------------
+// ---- the row-pair form (5 to 16 rows): two tiles of weight rows a warp ------------------------
 // H3_NVFP4_NAME_sx (NT = 1 n-tile of x rows: up to 8 rows) and _sx16 (NT = 2: 9 to 16), picked by
 // runtime/cuda/cuda_nvfp4.c at 5 to 16 rows (cu_nvfp4_rows_applies, cu_nvfp4_rows_splits) under
 // the skinny form's conditions. The

@@ -462,9 +462,10 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // shared memory: the 16 registers it frees keep O, T and both halves' P codes within 168
 // without spills (a variant with Q in registers at 2 blocks an SM measured 16 % slower:
 // dev/sage-attention.md).
-// Synchronisation, mbarriers (h3s_wg1_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
-// j waits for parity (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 -
-// 1) & 1 before loading stage j >= 2 into it).
+// Synchronisation, mbarriers (h3s_wg1_ctx's ring of 2 slots; wg1p's of 3: the same with 3 in
+// place of 2, below): slot s full (1 arrival + 32 KiB of TMA bytes; stage j waits for parity
+// (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 - 1) & 1 before
+// loading stage j >= 2 into it).
 //   wg1: 4 releases, lane 0 of each warp. Warp 0 releases stage j - 1 before thread 0 waits,
 //     the other warps after their last wgmma wait on it, so no slot is overwritten while read
 //     and no phase is passed unseen (stage j + 2 needs every warp past stage j).
@@ -491,7 +492,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //     rows are all past len (the last, when ceil(len / 64) is odd) computes and stores nothing
 //     but loads its box of every stage and releases each stage once it is in, as its partner
 //     needs (h3s_wg1c_idle).
-// Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
+// Shared memory (H3S_SMEM_WG(2); wg1p: H3S_SMEM_WG(3), runtime/cuda/cuda_sage.c's SAGE_SMEM_WG1
+// and SAGE_SMEM_WG1P): 1 KiB of alignment slack, 2 (3) slots of K and V^T [128][128],
 // then Q [64][128], then the tile of ones [8][128]; each a tile of 128-byte rows with 16-byte
 // chunk c of row r at chunk c ^ (r & 7) (TMA's 128B swizzle, the layout the wgmma descriptors
 // read: 1024-byte atoms).

@@ -38,7 +38,8 @@
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
        SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024, /* 2 stages of K and V^T, Q, ones */
-       SAGE_SMEM_WG1P = 1024 + 3 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* wg1p: 3 stages */
+       SAGE_SMEM_WG1P = 1024 + 3 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* wg1p: 3 stages; both the
+                                                                          kernel's H3S_SMEM_WG(slots) */
 
 enum { SAGE_QUANT = 3, SAGE_FWD = 5, SAGE_KERNELS = SAGE_QUANT + SAGE_FWD }; /* pre-passes, attention kernels */
 static const char *const quant_names[SAGE_QUANT] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};

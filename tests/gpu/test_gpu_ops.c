@@ -540,11 +540,13 @@ static void nvfp4_inputs(const h3_op *op, void **in) {
 /* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form at 1-4 rows,
  * the row-pair form at 5-16, the dequantized form (w_b, then cuBLASLt) above 64 rows, else the
  * tiled kernels; skinny: the skinny form at 1-8 rows, the tiled kernels at 9-16; tiled: the
- * tiled kernels at every M). */
+ * tiled kernels at every M), then the default again: a prepared op keeps one scratch, so the
+ * default's second run follows the tiled kernels' partials and checks that its counters are
+ * still 0 from its first. */
 static void check_nvfp4_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_NVFP4_FORM"};
-  static const char *const forms[3][2] = {{NULL, NULL}, {"tiled", NULL}, {"skinny", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 3);
+  static const char *const forms[4][2] = {{NULL, NULL}, {"tiled", NULL}, {"skinny", NULL}, {NULL, NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 4);
 }
 
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
@@ -788,7 +790,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
      pv fp8 and bf16 with smoothing, fp8 without. The int8 codes and every rounding are the
      CPU's (tests/sage checks them bitwise under emulation); expf's last bits on the GPU may
      flip a rare e4m3 / bf16 rounding of P, and the fp32 sums run in another order */
-  hand_case sage[8];
+  hand_case sage[9];
   int n_sage = 0;
   h3_value *qs = in_of(&h, "qs", H3_BF16, 3, (int64_t[]){333, 4, 128});
   h3_value *ks = in_of(&h, "ks", H3_BF16, 3, (int64_t[]){333, 2, 128});
@@ -807,6 +809,14 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *vl = in_of(&h, "vl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 T=1500 GQA 2/1",
                                op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 1, att), 1e-6, NULL};
+  /* segments of 200 and 640 rows: 2 and 5 stages of 128 keys (wg1p's pair of steps: none and
+     a last step, two pairs and the last stage alone) */
+  h3_value *qm = in_of(&h, "qm", H3_BF16, 3, (int64_t[]){840, 2, 128});
+  h3_value *km = in_of(&h, "km", H3_BF16, 3, (int64_t[]){840, 1, 128});
+  h3_value *vm = in_of(&h, "vm", H3_BF16, 3, (int64_t[]){840, 1, 128});
+  h3_attr s2[2] = {att[0], h3_attr_ints(h.m, "segments", 1, (int64_t[]){200})};
+  sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 segments 200 + 640 GQA 2/1",
+                               op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){qm, km, vm}, 2, s2), 1e-6, NULL};
   /* a negative scale: the kernels' paths for kq <= 0 (scores not monotone in the dots) */
   h3_attr neg[2] = {h3_attr_float(h.m, "scale", -1.0 / sqrt(128.0)), att[1]};
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 negative scale",
@@ -906,15 +916,17 @@ static void check_hand(h3_backend *b, bool all_attention) {
                           markov_winners}};
   /* linear_nvfp4 at decode and draft-like shapes: 12 rows in K splits, 1 row over the draft's
      fc K (K splits), 8 rows with a partial column group, 13 rows, 16 rows over 3 chunks, 6 rows
-     over 32 column groups (the row-pair form's splits and two n-tiles among them), and above 64
-     rows (the dequantized form's shapes) */
-  hand_case nvfp4[8] = {
+     over 32 column groups, 6 rows at the draft's fc (the row-pair form: 192 column groups in 2
+     splits, 9 turns a warp, its weight ring past its first rounds), and above 64 rows (the
+     dequantized form's shapes) */
+  hand_case nvfp4[9] = {
       {"linear_nvfp4 M 12 N 16 K 20480", nvfp4_op(&h, "ng", 12, 16, 20480), -1, nvfp4_inputs},
       {"linear_nvfp4 M 1 N 300 K 18432", nvfp4_op(&h, "na", 1, 300, 18432), -1, nvfp4_inputs},
       {"linear_nvfp4 M 8 N 200 K 4096", nvfp4_op(&h, "nb", 8, 200, 4096), -1, nvfp4_inputs},
       {"linear_nvfp4 M 13 N 96 K 2560", nvfp4_op(&h, "nc", 13, 96, 2560), -1, nvfp4_inputs},
       {"linear_nvfp4 M 16 N 64 K 768", nvfp4_op(&h, "nd", 16, 64, 768), -1, nvfp4_inputs},
       {"linear_nvfp4 M 6 N 1000 K 6144", nvfp4_op(&h, "nh", 6, 1000, 6144), -1, nvfp4_inputs},
+      {"linear_nvfp4 M 6 N 6144 K 18432", nvfp4_op(&h, "ni", 6, 6144, 18432), -1, nvfp4_inputs},
       {"linear_nvfp4 M 80 N 136 K 1024", nvfp4_op(&h, "ne", 80, 136, 1024), -1, nvfp4_inputs},
       /* the dequantized form's two slabs of 128 MiB at most: 1920 weight rows, then 1772 */
       {"linear_nvfp4 M 72 N 3692 K 18432", nvfp4_op(&h, "nf", 72, 3692, 18432), -1, nvfp4_inputs}};
@@ -942,7 +954,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
-  check_nvfp4_forms(b, nvfp4, 8);
+  check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);
   check_m31_attention(b, m31, 7, all_attention);
   check_m31_decode_splits(b, m31d, 2, all_attention);
