@@ -390,7 +390,8 @@ case $CALL in
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
 71) { # run as: dev/pending_device_calls.sh build-gpu/s30 $OUT 71 (s30: built 2026-12-06 at the wg1p
-   # commit with the composite, s3 and l2 sage plans; rebuild if the product changed since)
+   # commit and the review fixes after it, with the composite, s3 and l2 sage plans; rebuild if the
+   # product changed since)
    echo "== test_gpu_ops (wg1p's sage cases: their first run on a GPU)"
    timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "sage|nvfp4|FAIL|passed"
    for r in 1 2; do echo "== attention_bench --sage, round $r"
