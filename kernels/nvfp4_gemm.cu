@@ -405,6 +405,42 @@ H3_DI void h3n_x_words(uint4 xv[8], const h3_bf16 *xr, long long c, long long nc
   }
 }
 
+#define H3NS_WARPS 4 // the skinny and row-pair forms' warps a block
+
+// The end of a skinny or row-pair block of R tiles of 16 weight rows (from n0) and NT n-tiles of
+// x rows: each warp's sums acc (acc[r][j]: weight row 16 r + g with x rows 8 j + 2 t, + 1, then
+// weight row 16 r + g + 8) meet in shared memory and are added in warp order; one K split (or
+// SPLITS false: the skinny form's grid): y = sum * g * 2^7 (the products carry 2^-7); else split
+// s's partials part[s] = sum, and the column group's last block (counter cnt[bx]) adds the
+// splits in order (h3n_add_partials)
+template <int R, int NT, bool SPLITS>
+H3_DI void h3n_warp_sums(const float (&acc)[R][NT][4], const float *gp, O_T *y, float *part, unsigned *cnt,
+                         long long M, long long N, long long n0) {
+  __shared__ float red[H3NS_WARPS][16 * R][8 * NT]; // [warp][weight row][x row]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[warp][16 * r + g + 8 * (e >> 1)][8 * j + 2 * t + (e & 1)] = acc[r][j][e];
+  __syncthreads();
+  const float gs = __fmul_rn(*gp, 128.0f);
+  const bool whole = !SPLITS || gridDim.y == 1;
+  for (int i = threadIdx.x; i < 16 * R * 8 * NT; i += 32 * H3NS_WARPS) {
+    const int rr = i / (8 * NT), m = i % (8 * NT);
+    if (m >= M || n0 + rr >= N) continue;
+    float sum = red[0][rr][m];
+#pragma unroll
+    for (int v = 1; v < H3NS_WARPS; v++) sum = __fadd_rn(sum, red[v][rr][m]);
+    const long long o = (long long)m * N + n0 + rr;
+    if (whole) h3_st(y, o, __fmul_rn(sum, gs));
+    else part[(long long)blockIdx.y * M * N + o] = sum;
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<16 * R, 32 * H3NS_WARPS>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+
 // ---- the skinny form (M <= 8): weights as the mma's A operand --------------------------------
 // H3_NVFP4_NAME_sk, picked by runtime/cuda/cuda_nvfp4.c for 1 to 8 rows of x with x and codes
 // 16-byte aligned, scales 4-byte aligned and K a multiple of H3N_KC (measured on the H200 at
@@ -422,12 +458,10 @@ H3_DI void h3n_x_words(uint4 xv[8], const h3_bf16 *xr, long long c, long long nc
 // load). Then the warps' sums meet in shared memory and are added in warp order: the sum order
 // depends on K alone. Every warp runs ceil(chunks / H3NS_WARPS) turns (host emulation's mma is
 // block-wide).
-#define H3NS_WARPS 4
 
 H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
                       const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
                       long long M, long long N, long long K) {
-  __shared__ float red[H3NS_WARPS][16][8]; // [warp][weight row][x row]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long n0 = (long long)blockIdx.x * 16, nch = K / H3N_KC;
   const unsigned char *p[2], *q[2];
@@ -439,7 +473,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   }
   // the lane's x row g at its k (NULL: a row past M)
   const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
-  float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+  float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
   // Rings in registers: turn i's weights in w[i % 3] (loaded two turns ahead), its x in
   // xv[i % 2] (one turn ahead); the loop unrolled by 6 (both rings' periods) so that every slot
   // is a register and no copy waits for a load still in flight (measured on an H100 at M = 1:
@@ -456,25 +490,13 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
     const long long c = warp + it * H3NS_WARPS;
     h3n_skinny_w(far, p, q, c + 2 * H3NS_WARPS, nch, K);
     h3n_x_words(xn, xr, c + H3NS_WARPS, nch);
-    h3n_skinny_turn<1>(acc, acc, cur, &xc);
+    h3n_skinny_turn<1>(acc[0], acc[0], cur, &xc);
   };
   for (long long it = 0; it < turns; it += 6)
 #pragma unroll
     for (int u = 0; u < 6; u++)
       if (it + u < turns) turn(it + u, w[u % 3], w[(u + 2) % 3], xv[u % 2], xv[(u + 1) % 2]);
-  // acc: (weight row g, x rows 2 t, 2 t + 1), then weight row g + 8
-#pragma unroll
-  for (int e = 0; e < 4; e++) red[warp][g + 8 * (e >> 1)][2 * t + (e & 1)] = acc[0][e];
-  __syncthreads();
-  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
-  for (int i = threadIdx.x; i < 16 * 8; i += 32 * H3NS_WARPS) {
-    const int r = i / 8, m = i % 8;
-    if (m >= M || n0 + r >= N) continue;
-    float sum = red[0][r][m];
-#pragma unroll
-    for (int w = 1; w < H3NS_WARPS; w++) sum = __fadd_rn(sum, red[w][r][m]);
-    h3_st(y, (long long)m * N + n0 + r, __fmul_rn(sum, gs));
-  }
+  h3n_warp_sums<1, 1, false>(acc, gp, y, nullptr, nullptr, M, N, n0);
 }
 
 // ---- the row-pair form (5 to 16 rows): two tiles of weight rows a warp ------------------------
@@ -501,7 +523,6 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
                     const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
                     float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K) {
   constexpr int R = 2, P = NB % R == 0 ? NB : NB * R; // tiles a turn; units a round of the loop
-  __shared__ float red[H3NS_WARPS][16 * R][8 * NT];   // [warp][weight row][x row]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long n0 = (long long)blockIdx.x * 16 * R;
   const int nch = (int)(K / H3N_KC), step = (int)gridDim.y * H3NS_WARPS, c0 = (int)blockIdx.y * H3NS_WARPS + warp;
@@ -538,36 +559,17 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
       const int u = u0 + k, r = k % R;
       if (u >= units) break;
       load_w(w[(k + NB - 1) % NB], u + NB - 1, (k + NB - 1) % R);
-      if (r == 0)
+      // the unit's weights against the turn's x: its raw words, loaded at tile 0 and kept
+      // there as the b pairs that tile 1 reads
+      if (r == 0) {
 #pragma unroll
         for (int j = 0; j < NT; j++) h3n_x_words(xv[j], xr[j], c0 + (long long)(u / R) * step, nch);
-      // the unit's weights against the turn's x: raw words at tile 0, kept there as the b
-      // pairs that tile 1 reads
-      if (r == 0) h3n_skinny_turn<NT, H3N_X_KEEP>(acc[0], acc[0], w[k % NB], xv);
-      else h3n_skinny_turn<NT, H3N_X_PAIRS>(acc[1], acc[1], w[k % NB], xv);
+        h3n_skinny_turn<NT, H3N_X_KEEP>(acc[0], acc[0], w[k % NB], xv);
+      } else {
+        h3n_skinny_turn<NT, H3N_X_PAIRS>(acc[1], acc[1], w[k % NB], xv);
+      }
     }
-  // acc[r][j]: (weight row 16 r + g, x rows 8 j + 2 t, + 1), then weight row 16 r + g + 8
-#pragma unroll
-  for (int r = 0; r < R; r++)
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) red[warp][16 * r + g + 8 * (e >> 1)][8 * j + 2 * t + (e & 1)] = acc[r][j][e];
-  __syncthreads();
-  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
-  const bool whole = gridDim.y == 1;
-  for (int i = threadIdx.x; i < 16 * R * 8 * NT; i += 32 * H3NS_WARPS) {
-    const int rr = i / (8 * NT), m = i % (8 * NT);
-    if (m >= M || n0 + rr >= N) continue;
-    float sum = red[0][rr][m];
-#pragma unroll
-    for (int v = 1; v < H3NS_WARPS; v++) sum = __fadd_rn(sum, red[v][rr][m]);
-    const long long o = (long long)m * N + n0 + rr;
-    if (whole) h3_st(y, o, __fmul_rn(sum, gs));
-    else part[(long long)blockIdx.y * M * N + o] = sum;
-  }
-  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
-  h3n_add_partials<16 * R, 32 * H3NS_WARPS>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+  h3n_warp_sums<R, NT, true>(acc, gp, y, part, cnt, M, N, n0);
 }
 
 #define H3N_CAT2(a, b) a##b

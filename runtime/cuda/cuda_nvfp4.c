@@ -36,8 +36,10 @@ bool cu_nvfp4_rows_applies(int64_t M, int64_t K, bool aligned) {
   return M >= CU_NVFP4_SX_MIN && M <= CU_NVFP4_SX_ROWS && K % CU_NVFP4_KC == 0 && aligned;
 }
 
+int64_t cu_nvfp4_rows_cols(int64_t N) { return (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS; }
+
 int64_t cu_nvfp4_rows_splits(int64_t N, int64_t K) {
-  const int64_t nch = K / CU_NVFP4_KC, cols = (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS, warps = 4;
+  const int64_t nch = K / CU_NVFP4_KC, cols = cu_nvfp4_rows_cols(N), warps = 4;
   int64_t best = 1, cost = -1;
   for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= (nch + warps - 1) / warps; S++) {
     const int64_t c = (cols * S + CU_NVFP4_SX_SLOTS - 1) / CU_NVFP4_SX_SLOTS * ((nch + warps * S - 1) / (warps * S));
@@ -77,7 +79,7 @@ size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(cu_nvfp4_slab_rows(N, K) * K) * 2) + 256;
   if (cu_nvfp4_rows_applies(M, K, true) && cu_nvfp4_rows_splits(N, K) > 1)
     return cu_nvfp4_rows_counters(M, N, K) +
-           cu_align256((size_t)((N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS) * 4);
+           cu_align256((size_t)cu_nvfp4_rows_cols(N) * 4);
   return tiled_scratch(M, N, K);
 }
 
@@ -177,7 +179,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
             (uintptr_t)sc % 4 == 0;
   const int form = nvfp4_form();
   if (cu_nvfp4_rows_applies(M, K, vec) && form == FORM_DEFAULT) {
-    const int64_t splits = cu_nvfp4_rows_splits(N, K), cols = (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS;
+    const int64_t splits = cu_nvfp4_rows_splits(N, K), cols = cu_nvfp4_rows_cols(N);
     if (splits > 1 && !scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
     void *part = splits > 1 ? (char *)scratch + cu_nvfp4_rows_part(M, N, K) : NULL;
     void *cnt = splits > 1 ? (char *)scratch + cu_nvfp4_rows_counters(M, N, K) : NULL;

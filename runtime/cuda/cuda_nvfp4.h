@@ -53,6 +53,7 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
  * cu_nvfp4_rows_counters(M, N, K). */
 enum { CU_NVFP4_SX_MIN = 5, CU_NVFP4_SX_ROWS = 16, CU_NVFP4_SX_COLS = 32, CU_NVFP4_SX_SLOTS = 396 };
 bool cu_nvfp4_rows_applies(int64_t M, int64_t K, bool aligned);
+int64_t cu_nvfp4_rows_cols(int64_t N); /* its column groups: ceil(N / CU_NVFP4_SX_COLS) */
 int64_t cu_nvfp4_rows_splits(int64_t N, int64_t K);
 size_t cu_nvfp4_rows_part(int64_t M, int64_t N, int64_t K);
 size_t cu_nvfp4_rows_counters(int64_t M, int64_t N, int64_t K);

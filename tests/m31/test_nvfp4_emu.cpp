@@ -88,7 +88,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   CHECK(f != ROWS || cu_nvfp4_rows_applies(M, K, vec), "M %lld K %lld: the row-pair form applies", (long long)M,
         (long long)K);
   const float *gp = (const float *)in[3].p();
-  const int64_t rsplits = splits > 0 ? splits : cu_nvfp4_rows_splits(N, K), rcols = (N + CU_NVFP4_SX_COLS - 1) / CU_NVFP4_SX_COLS;
+  const int64_t rsplits = splits > 0 ? splits : cu_nvfp4_rows_splits(N, K), rcols = cu_nvfp4_rows_cols(N);
   if (f == ROWS && splits > 0) /* room for the forced splits' partials */
     scratch.resize(cu_nvfp4_rows_part(M, N, K) + (size_t)(rsplits * M * N) * 4 + 256 + (size_t)rcols * 4, 0);
   float *rpart = (float *)(scratch.data() + cu_nvfp4_rows_part(M, N, K));
