@@ -626,6 +626,28 @@ H3_DI void h3s_wg1_pv(float t[64], float ls[4], const unsigned pa0[2][4], const 
   h3_wg_hold<4>(ls);
 }
 
+// The stage's softmax from S in sc (complete: pinned here after its wait) into the codes pa0,
+// pa1 and the rows' alpha al, m updated: h3s_stage_softmax's fast path where both tiles' kq > 0
+// (scale > 0), full or cut at len, else its general path
+H3_DI void h3s_wg1_softmax(int sc[2][8][4], unsigned pa0[2][4], unsigned pa1[2][4], float kq0, float kq1,
+                           long long key0, long long len, float m[2], float al[2]) {
+  h3s_wg_hold(&sc[0][0][0]);
+  if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
+    if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+    else h3s_stage_softmax<true, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+  } else {
+    h3s_stage_softmax<false, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+  }
+}
+
+// A stage's P V folded in: O = O * alpha + T (acc, t: h3s_wg1_pv's), l = l * alpha + the rows'
+// sums of P (ls)
+H3_DI void h3s_wg1_fold(float acc[16][4], float l[2], const float t[64], const float ls[4], const float al[2]) {
+#pragma unroll
+  for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
+  l[0] = __fmaf_rn(l[0], al[0], ls[0]), l[1] = __fmaf_rn(l[1], al[1], ls[2]);
+}
+
 // A block's loads: the TMA maps, its ring of SLOTS slots at ss (then Q), barriers, the kv head's
 // first rows of K (krow) and V^T (vrow), the stage count nst and the cluster rank (wg1: 0)
 template <int SLOTS> struct h3s_wg1_ctx {
@@ -708,18 +730,10 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx<H3S_WG1_STAGES> &c, const float *qd, c
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
     // S complete, then the stage's softmax
     h3_wg_wait<0>();
-    h3s_wg_hold(&sc[0][0][0]);
-    if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
-      if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
-      else h3s_stage_softmax<true, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
-    } else {
-      h3s_stage_softmax<false, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
-    }
+    h3s_wg1_softmax(sc, pa0, pa1, kq0, kq1, key0, len, m, al);
     h3s_wg1_pv(t, ls, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC, d1);
     h3s_wg1_release<CLUSTER>(c, s);
-#pragma unroll
-    for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
-    l[0] = __fmaf_rn(l[0], al[0], ls[0]), l[1] = __fmaf_rn(l[1], al[1], ls[2]);
+    h3s_wg1_fold(acc, l, t, ls, al);
     dk0 = nk0, dk1 = nk1;
   }
   if constexpr (CLUSTER) h3_cluster_arrive();
@@ -764,13 +778,7 @@ H3_DI void h3s_wg1p_rows(const h3s_wg1_ctx<H3S_WG1P_STAGES> &c, const float *qd,
     const long long key0 = (long long)H3S_STAGE_KEYS * j;
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
     if (j + 1 < nst) dk0 = h3s_ldg(kdh + 2 * j + 2), dk1 = h3s_ldg(kdh + 2 * j + 3); // stage j + 1's
-    h3s_wg_hold(&sc[0][0][0]);
-    if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
-      if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc[0], sc[1], p0, p1, kq0, kq1, key0, len, m, a);
-      else h3s_stage_softmax<true, false>(sc[0], sc[1], p0, p1, kq0, kq1, key0, len, m, a);
-    } else {
-      h3s_stage_softmax<false, false>(sc[0], sc[1], p0, p1, kq0, kq1, key0, len, m, a);
-    }
+    h3s_wg1_softmax(sc, p0, p1, kq0, kq1, key0, len, m, a);
   };
   // P V of stage j (issued with the codes pc), then its wait, the slot's release and its fold
   // with the stage's alpha ac
@@ -783,9 +791,7 @@ H3_DI void h3s_wg1p_rows(const h3s_wg1_ctx<H3S_WG1P_STAGES> &c, const float *qd,
 #pragma unroll
       for (int w = 0; w < 4; w++) asm volatile("" : "+r"(pc0[i][w]), "+r"(pc1[i][w]));
     h3s_wg1_release<false>(c, j % SLOTS);
-#pragma unroll
-    for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, ac);
-    l[0] = __fmaf_rn(l[0], ac[0], ls[0]), l[1] = __fmaf_rn(l[1], ac[1], ls[2]);
+    h3s_wg1_fold(acc, l, t, ls, ac);
   };
   // stage j's P V (codes pc, alpha ac) with stage j + 1's S and softmax (into pn, an) under it
   auto step = [&](int j, unsigned(&pc0)[2][4], unsigned(&pc1)[2][4], const float(&ac)[2], unsigned(&pn0)[2][4],
