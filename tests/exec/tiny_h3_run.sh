@@ -20,3 +20,11 @@ run() {
     fail=1
   fi
 }
+
+# same A B WHY: the latents of runs A and B are the same bytes, else a failure naming WHY.
+same() {
+  if ! cmp -s "$1.safetensors" "$2.safetensors"; then
+    echo "FAIL: $1 != $2 bitwise: $3" >&2
+    fail=1
+  fi
+}
