@@ -16,8 +16,7 @@
  * the four GEMMs alone (bench/gemm_rounds.py alternates such runs with PyTorch's). --sage
  * times h3's flash kernel and then sage_attention (pv fp8 through the mma.sync kernel, through
  * the one-warpgroup warpgroup-MMA one, H3_SAGE_FORM=wg1, row sage_fp8_wg1, its clusters of 2 blocks,
- * H3_SAGE_FORM=wg1c, row sage_fp8_wg1c (the default), its pipelined variant, H3_SAGE_FORM=wg1p,
- * row sage_fp8_wg1p; then pv bf16; smoothing on) on
+ * H3_SAGE_FORM=wg1c, row sage_fp8_wg1c (the default); then pv bf16; smoothing on) on
  * the same q, k, v (no cudnn, no GEMMs), and prints each
  * one's speed-up over flash ("h3bench sage_fp8_speedup X"; issue 20 asks >= 1.5 for fp8) and
  * its NMSE against flash's output
@@ -303,12 +302,12 @@ int main(int argc, char **argv) {
     if (!ok) rc = 1;
   }
   /* --sage: sage_attention on the same inputs, against flash (out[0]): pv fp8 through the
-     mma.sync kernel, the one-warpgroup warpgroup-MMA one, its clusters and its pipelined variant
-     (H3_SAGE_FORM), then pv bf16 */
+     mma.sync kernel, the one-warpgroup warpgroup-MMA one and its clusters (H3_SAGE_FORM), then
+     pv bf16 */
   double flash_ms = -1;
-  enum { N_SAGE = 5 };
-  static const char *const sage_form[N_SAGE] = {"fp8", "fp8_wg1", "fp8_wg1c", "fp8_wg1p", "bf16"};
-  static const char *const sage_env[N_SAGE] = {"mma", "wg1", "wg1c", "wg1p", "mma"};
+  enum { N_SAGE = 4 };
+  static const char *const sage_form[N_SAGE] = {"fp8", "fp8_wg1", "fp8_wg1c", "bf16"};
+  static const char *const sage_env[N_SAGE] = {"mma", "wg1", "wg1c", "mma"};
   const h3_op *sop = NULL;
   const bool have_in = in[0].data && in[1].data && in[2].data;
   for (int i = 0; sage && i < N_SAGE && aop && have_in && out[0].data && out[1].data; i++) {

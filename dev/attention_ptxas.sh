@@ -3,7 +3,7 @@
 # warp-specialised attention kernels of kernels/sage_attention.cu and kernels/sol_attention.cu):
 # registers, stack and spills of each kernel, and whether ptxas serialised the warpgroup MMAs
 # (warnings C7510-C7520: then S and P V no longer overlap). Spills fail the warpgroup-MMA
-# kernels (names ending in _ws, _wsp, _wg1, _wg1c or _wg1p) only: sol_attention.cu's mma form is
+# kernels (names ending in _ws, _wsp, _wg1 or _wg1c) only: sol_attention.cu's mma form is
 # bounded to 168 registers for 3 blocks an SM and spills a few words by design. The source is
 # the prelude + the file, as runtime/cuda/cuda_kernels.c hands it to NVRTC; compiled here with
 # nvcc (NVCC, default nvcc on PATH), whose ptxas is NVRTC's.
@@ -22,7 +22,7 @@ cat kernels/prelude.cuh "kernels/$file" > "$tmp/k.cu"
   > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
 grep -E "Compiling entry|spill|Used|C75" "$tmp/log"
 # the entry a report line belongs to follows it ("Compiling entry function 'NAME'")
-spilled=$(tac "$tmp/log" | awk "/Compiling entry function '[^']*_(ws|wsp|wg1|wg1c|wg1p)'/ { if (s) print; s = 0 } \
+spilled=$(tac "$tmp/log" | awk "/Compiling entry function '[^']*_(ws|wsp|wg1|wg1c)'/ { if (s) print; s = 0 } \
   /Compiling entry function/ { s = 0 } /[1-9][0-9]* bytes spill/ { s = 1 }")
 if grep -qE "C75(1[0-9]|20)" "$tmp/log" || [ -n "$spilled" ]; then
   echo "FAIL: spills or serialised wgmmas" >&2

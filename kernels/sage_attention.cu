@@ -462,8 +462,7 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // shared memory: the 16 registers it frees keep O, T and both halves' P codes within 168
 // without spills (a variant with Q in registers at 2 blocks an SM measured 16 % slower:
 // dev/sage-attention.md).
-// Synchronisation, mbarriers (h3s_wg1_ctx's ring of 2 slots; wg1p's of 3: the same with 3 in
-// place of 2, below): slot s full (1 arrival + 32 KiB of TMA bytes; stage j waits for parity
+// Synchronisation, mbarriers (h3s_wg1_ctx's ring of 2 slots): slot s full (1 arrival + 32 KiB of TMA bytes; stage j waits for parity
 // (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 - 1) & 1 before
 // loading stage j >= 2 into it).
 //   wg1: 4 releases, lane 0 of each warp. Warp 0 releases stage j - 1 before thread 0 waits,
@@ -492,8 +491,8 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //     rows are all past len (the last, when ceil(len / 64) is odd) computes and stores nothing
 //     but loads its box of every stage and releases each stage once it is in, as its partner
 //     needs (h3s_wg1c_idle).
-// Shared memory (H3S_SMEM_WG(2); wg1p: H3S_SMEM_WG(3), runtime/cuda/cuda_sage.c's SAGE_SMEM_WG1
-// and SAGE_SMEM_WG1P): 1 KiB of alignment slack, 2 (3) slots of K and V^T [128][128],
+// Shared memory (runtime/cuda/cuda_sage.c's SAGE_SMEM_WG1, 74 KiB): 1 KiB of alignment slack, 2
+// slots of K and V^T [128][128],
 // then Q [64][128], then the tile of ones [8][128]; each a tile of 128-byte rows with 16-byte
 // chunk c of row r at chunk c ^ (r & 7) (TMA's 128B swizzle, the layout the wgmma descriptors
 // read: 1024-byte atoms).
@@ -501,13 +500,9 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 #define H3S_WG1_ROWS 64   // query rows per block: one q block
 #define H3S_WG1_STAGES 2  // wg1 / wg1c's ring: 2 stages of 128 keys (64 KiB)
 #define H3S_WG1_BLOCKS 3  // wg1 / wg1c blocks per SM: 168 registers, 3 x 74 KiB of shared memory
-#define H3S_WG1P_STAGES 3 // wg1p's ring (stage j + 2 loads while j + 1 is read)
-#define H3S_WG1P_BLOCKS 2 // wg1p blocks per SM: up to 255 registers
-// For a ring of `slots` stages: Q's offset from the slots, the tile of ones' offset (1 KiB),
-// the dynamic shared memory (1 KiB of alignment slack first)
-#define H3S_QOFF(slots) ((slots) * 2 * H3S_KBYTES)
-#define H3S_ONES(slots) (H3S_QOFF(slots) + H3S_WG1_ROWS * 128)
-#define H3S_SMEM_WG(slots) (1024 + H3S_ONES(slots) + 1024)
+// Q's offset from the slots, the tile of ones' offset (1 KiB after it)
+#define H3S_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES)
+#define H3S_ONES (H3S_QOFF + H3S_WG1_ROWS * 128)
 #define H3S_SLOT_DESC (2 * H3S_KBYTES >> 4) // a slot, in descriptor units
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
@@ -601,10 +596,9 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
 // T = P0 V0 + P1 V1 of a stage and ls its rows' sums of P (P codes pa0, pa1; V^T at descriptor
 // dv, the tile of ones at d1): 4 wgmma m64n128k32 e4m3 (2 k-steps of 32 keys a half, at bytes
 // 64 half + 32 kk of V^T's rows) and 4 m64n8k32 (ls: rows 16 w + g in ls[0] (= ls[1]), + 8 in
-// ls[2]), the first of each overwriting, one group; both complete on return (h3s_wg1_pv_issue:
-// issued and committed only)
-H3_DI void h3s_wg1_pv_issue(float t[64], float ls[4], const unsigned pa0[2][4], const unsigned pa1[2][4],
-                            unsigned dv, unsigned d1) {
+// ls[2]), the first of each overwriting, one group, complete on return
+H3_DI void h3s_wg1_pv(float t[64], float ls[4], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv,
+                      unsigned d1) {
   h3_wg_fence();
 #pragma unroll
   for (int kk = 0; kk < 2; kk++) {
@@ -617,10 +611,6 @@ H3_DI void h3s_wg1_pv_issue(float t[64], float ls[4], const unsigned pa0[2][4], 
     h3s_wg_rowsum(ls, pa1[kk], d1, 1);
   }
   h3_wg_commit();
-}
-H3_DI void h3s_wg1_pv(float t[64], float ls[4], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv,
-                      unsigned d1) {
-  h3s_wg1_pv_issue(t, ls, pa0, pa1, dv, d1);
   h3_wg_wait<0>();
   h3_wg_hold<64>(t);
   h3_wg_hold<4>(ls);
@@ -648,24 +638,24 @@ H3_DI void h3s_wg1_fold(float acc[16][4], float l[2], const float t[64], const f
   l[0] = __fmaf_rn(l[0], al[0], ls[0]), l[1] = __fmaf_rn(l[1], al[1], ls[2]);
 }
 
-// A block's loads: the TMA maps, its ring of SLOTS slots at ss (then Q), barriers, the kv head's
+// A block's loads: the TMA maps, its ring of 2 slots at ss (then Q), barriers, the kv head's
 // first rows of K (krow) and V^T (vrow), the stage count nst and the cluster rank (wg1: 0)
-template <int SLOTS> struct h3s_wg1_ctx {
+struct h3s_wg1_ctx {
   const h3_tmap *tk, *tv;
   unsigned ss;
-  h3_ring<SLOTS> bar;
+  h3_ring<H3S_WG1_STAGES> bar;
   int krow, vrow, nst;
   unsigned rank;
 };
 
 // Thread 0: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
-// vrow .. + 127 of tv: 32 KiB) into slot j % SLOTS (K, then V^T), once the slot's releases of
-// stage j - SLOTS are in (the empty barrier's phase (j / SLOTS - 1)), the full barrier expecting
-// all 32 KiB. wg1c: only this block's box, rank 0 the K box and rank 1 the V^T box, each by
-// multicast into both blocks
-template <bool CLUSTER, int SLOTS> H3_DI void h3s_wg1_load(const h3s_wg1_ctx<SLOTS> &c, int j) {
-  const int s = j % SLOTS;
-  if (j >= SLOTS) h3_bar_wait(c.bar.empty(s), (unsigned)((j / SLOTS - 1) & 1));
+// vrow .. + 127 of tv: 32 KiB) into slot j & 1 (K, then V^T), once the slot's releases of stage
+// j - 2 are in (the empty barrier's phase (j / 2 - 1)), the full barrier expecting all 32 KiB.
+// wg1c: only this block's box, rank 0 the K box and rank 1 the V^T box, each by multicast into
+// both blocks
+template <bool CLUSTER> H3_DI void h3s_wg1_load(const h3s_wg1_ctx &c, int j) {
+  const int s = j & 1;
+  if (j >= 2) h3_bar_wait(c.bar.empty(s), (unsigned)((j / 2 - 1) & 1));
   const unsigned ks = c.ss + (unsigned)(s * 2 * H3S_KBYTES);
   h3_bar_expect(c.bar.full(s), 2 * H3S_KBYTES);
   if constexpr (CLUSTER) {
@@ -679,7 +669,7 @@ template <bool CLUSTER, int SLOTS> H3_DI void h3s_wg1_load(const h3s_wg1_ctx<SLO
 
 // Every thread, once its warp's wgmmas that read slot s retired: lane 0 releases the slot (wg1c:
 // in both blocks)
-template <bool CLUSTER, int SLOTS> H3_DI void h3s_wg1_release(const h3s_wg1_ctx<SLOTS> &c, int s) {
+template <bool CLUSTER> H3_DI void h3s_wg1_release(const h3s_wg1_ctx &c, int s) {
   if ((threadIdx.x & 31) != 0) return;
   if constexpr (CLUSTER) h3_arrive_other(c.bar.empty(s), c.rank);
   h3_bar_arrive(c.bar.empty(s));
@@ -687,7 +677,7 @@ template <bool CLUSTER, int SLOTS> H3_DI void h3s_wg1_release(const h3s_wg1_ctx<
 
 // wg1c's block past len: thread 0 loads its box of every stage, every warp releases each stage
 // once it is in; then the exit barrier's arrival
-H3_DI void h3s_wg1c_idle(const h3s_wg1_ctx<H3S_WG1_STAGES> &c) {
+H3_DI void h3s_wg1c_idle(const h3s_wg1_ctx &c) {
   for (int j = 0; j < c.nst; j++) { // as often in every thread
     if (threadIdx.x == 0 && j + 1 < c.nst) h3s_wg1_load<true>(c, j + 1);
     h3_bar_wait(c.bar.full(j & 1), (unsigned)((j >> 1) & 1));
@@ -699,14 +689,14 @@ H3_DI void h3s_wg1c_idle(const h3s_wg1_ctx<H3S_WG1_STAGES> &c) {
 // The block's 64 rows of q head n (kv head h) from q0 over the stages (the contract above);
 // wg1c: the exit barrier's arrival after the last release
 template <bool CLUSTER>
-H3_DI void h3s_wg1_rows(const h3s_wg1_ctx<H3S_WG1_STAGES> &c, const float *qd, const float *kd,
+H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
                         const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n, int h,
                         long long q0, float scale) {
   const int tid = threadIdx.x, nst = c.nst;
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  const unsigned dqs = h3s_pin(h3s_desc(c.ss + H3S_QOFF(H3S_WG1_STAGES))), dks = h3s_pin(h3s_desc(c.ss));
-  const unsigned dvs = dks + (H3S_KBYTES >> 4), d1 = h3s_pin(h3s_desc(c.ss + H3S_ONES(H3S_WG1_STAGES)));
+  const unsigned dqs = h3s_pin(h3s_desc(c.ss + H3S_QOFF)), dks = h3s_pin(h3s_desc(c.ss));
+  const unsigned dvs = dks + (H3S_KBYTES >> 4), d1 = h3s_pin(h3s_desc(c.ss + H3S_ONES));
   float acc[16][4], t[64], ls[4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2];
   unsigned pa0[2][4], pa1[2][4];
   int sc[2][8][4]; // S of the stage's tiles
@@ -740,126 +730,34 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx<H3S_WG1_STAGES> &c, const float *qd, c
   h3s_store<true>(o, o_stride, n, h, q0 + 16 * (tid >> 5), len, vscale, acc, l);
 }
 
-// wg1p (H3_SAGE_FORM=wg1p): wg1's rows with the stage's products pipelined inside the
-// warpgroup (FA3's intra-warpgroup overlap): S of stage j + 1 is issued, then P V of stage j,
-// as two commit groups; once S is in (the older group), stage j + 1's softmax runs while P V of
-// stage j is still on the tensor cores; then P V's wait, the slot's release and the fold of
-// stage j. P codes and alpha of two stages are live at once (pa / al of stage j, pb / ab of
-// j + 1) beside O, T and S: more than 168 registers, so 2 blocks an SM, a ring of 3 stages
-// (thread 0 loads stage j + 2 once stage j + 1's S is issued: its slot held stage j - 1, released
-// a turn before). The same helpers in the same order on the same values as wg1: the same bits.
-H3_DI void h3s_wg1p_rows(const h3s_wg1_ctx<H3S_WG1P_STAGES> &c, const float *qd, const float *kd,
-                         const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int n,
-                         int h, long long q0, float scale) {
-  constexpr int SLOTS = H3S_WG1P_STAGES;
-  const int tid = threadIdx.x, nst = c.nst;
-  const float *kdh = kd + (long long)h * (lp / 64);
-  const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  const unsigned dqs = h3s_pin(h3s_desc(c.ss + H3S_QOFF(SLOTS))), dks = h3s_pin(h3s_desc(c.ss));
-  const unsigned dvs = dks + (H3S_KBYTES >> 4), d1 = h3s_pin(h3s_desc(c.ss + H3S_ONES(SLOTS)));
-  float acc[16][4], t[64], ls[4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2], ab[2];
-  unsigned pa0[2][4], pa1[2][4], pb0[2][4], pb1[2][4];
-  int sc[2][8][4]; // S of a stage's tiles
-#pragma unroll
-  for (int j = 0; j < 16; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  // S of stage j into sc (issued and committed)
-  auto issue_s = [&](int j) {
-    h3_bar_wait(c.bar.full(j % SLOTS), (unsigned)((j / SLOTS) & 1));
-    h3_wg_fence();
-    h3s_wg1_qk(sc, dqs, dks + (unsigned)(j % SLOTS) * H3S_SLOT_DESC);
-    h3_wg_commit();
-  };
-  // stage j's softmax from sc (complete) into the codes p0, p1 and the rows' alpha a; its k
-  // blocks' deltas were read a step before (dk0, dk1: stage 0's, then each step's next)
-  float dk0 = h3s_ldg(kdh), dk1 = h3s_ldg(kdh + 1);
-  auto softmax = [&](int j, unsigned(&p0)[2][4], unsigned(&p1)[2][4], float(&a)[2]) {
-    const long long key0 = (long long)H3S_STAGE_KEYS * j;
-    const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
-    if (j + 1 < nst) dk0 = h3s_ldg(kdh + 2 * j + 2), dk1 = h3s_ldg(kdh + 2 * j + 3); // stage j + 1's
-    h3s_wg1_softmax(sc, p0, p1, kq0, kq1, key0, len, m, a);
-  };
-  // P V of stage j (issued with the codes pc), then its wait, the slot's release and its fold
-  // with the stage's alpha ac
-  auto finish_pv = [&](int j, unsigned(&pc0)[2][4], unsigned(&pc1)[2][4], const float(&ac)[2]) {
-    h3_wg_wait<0>();
-    h3_wg_hold<64>(t);
-    h3_wg_hold<4>(ls);
-#pragma unroll
-    for (int i = 0; i < 2; i++) // the codes stay the wgmmas' until here
-#pragma unroll
-      for (int w = 0; w < 4; w++) asm volatile("" : "+r"(pc0[i][w]), "+r"(pc1[i][w]));
-    h3s_wg1_release<false>(c, j % SLOTS);
-    h3s_wg1_fold(acc, l, t, ls, ac);
-  };
-  // stage j's P V (codes pc, alpha ac) with stage j + 1's S and softmax (into pn, an) under it
-  auto step = [&](int j, unsigned(&pc0)[2][4], unsigned(&pc1)[2][4], const float(&ac)[2], unsigned(&pn0)[2][4],
-                  unsigned(&pn1)[2][4], float(&an)[2]) {
-    issue_s(j + 1);
-    h3s_wg1_pv_issue(t, ls, pc0, pc1, dvs + (unsigned)(j % SLOTS) * H3S_SLOT_DESC, d1);
-    if (tid == 0 && j + 2 < nst) h3s_wg1_load<false>(c, j + 2);
-    h3_wg_wait<1>(); // stage j + 1's S in (the older group): its softmax under stage j's P V
-    softmax(j + 1, pn0, pn1, an);
-    finish_pv(j, pc0, pc1, ac);
-  };
-  // the last stage's P V alone
-  auto last = [&](int j, unsigned(&pc0)[2][4], unsigned(&pc1)[2][4], const float(&ac)[2]) {
-    h3s_wg1_pv_issue(t, ls, pc0, pc1, dvs + (unsigned)(j % SLOTS) * H3S_SLOT_DESC, d1);
-    finish_pv(j, pc0, pc1, ac);
-  };
-  // two code sets (pa, pb) take turns, so that no copy lands on the codes a P V still reads
-  issue_s(0);
-  h3_wg_wait<0>();
-  softmax(0, pa0, pa1, al);
-  int j = 0;
-  for (; j + 2 < nst; j += 2) { // as often in every thread
-    step(j, pa0, pa1, al, pb0, pb1, ab);
-    step(j + 1, pb0, pb1, ab, pa0, pa1, al);
-  }
-  if (j + 1 < nst) {
-    step(j, pa0, pa1, al, pb0, pb1, ab);
-    last(j + 1, pb0, pb1, ab);
-  } else {
-    last(j, pa0, pa1, al);
-  }
-  h3s_store<true>(o, o_stride, n, h, q0 + 16 * (tid >> 5), len, vscale, acc, l);
-}
-
 // The kernels' body (the contract above): barriers, Q, the first stages, then the block's rows
-// (wg1c: or the idle block's loads) and, wg1c, the exit barrier. PIPE: wg1p's ring and rows
-template <bool CLUSTER, bool PIPE = false>
+// (wg1c: or the idle block's loads) and, wg1c, the exit barrier
+template <bool CLUSTER>
 H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *qc, const float *qd, const float *kd,
                        const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int group,
                        float scale) {
-  constexpr int SLOTS = PIPE ? H3S_WG1P_STAGES : H3S_WG1_STAGES;
   extern __shared__ unsigned char h3s_wg1_raw[];
-  __shared__ unsigned long long h3s_bar_words[2 * SLOTS];
+  __shared__ unsigned long long h3s_bar_words[2 * H3S_WG1_STAGES];
   const unsigned base = h3_smem_addr(h3s_wg1_raw), ss = (base + 1023u) & ~1023u; // the slots, then Q
   const int n = blockIdx.y, h = n / group;
-  const h3s_wg1_ctx<SLOTS> c{tk, tv, ss, h3_ring<SLOTS>{h3_smem_addr(h3s_bar_words)}, (int)(h * lp), h * 128,
-                             (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS), CLUSTER ? h3_cluster_rank() : 0u};
+  const h3s_wg1_ctx c{tk, tv, ss, h3_ring<H3S_WG1_STAGES>{h3_smem_addr(h3s_bar_words)}, (int)(h * lp), h * 128,
+                      (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS), CLUSTER ? h3_cluster_rank() : 0u};
   const long long q0 = (long long)blockIdx.x * H3S_WG1_ROWS;
   if (threadIdx.x == 0) {
     c.bar.init((CLUSTER ? 2 : 1) * H3S_WG1_THREADS / 32);
     h3_prefetch_map(tk);
     h3_prefetch_map(tv);
     if (!CLUSTER) h3s_wg1_load<CLUSTER>(c, 0);
-    if (PIPE && c.nst > 1) h3s_wg1_load<CLUSTER>(c, 1);
   }
-  h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_QOFF(SLOTS), qc + ((long long)n * lp + q0) * 128);
+  h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_QOFF, qc + ((long long)n * lp + q0) * 128);
   if constexpr (CLUSTER) { // both blocks' barriers are set before either block signals the other's
     h3_cluster_sync();
     if (threadIdx.x == 0) h3s_wg1_load<CLUSTER>(c, 0);
   } else {
     __syncthreads();
   }
-  if constexpr (PIPE) {
-    h3s_wg1p_rows(c, qd, kd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-  } else {
-    if (CLUSTER && q0 >= len) h3s_wg1c_idle(c);
-    else h3s_wg1_rows<CLUSTER>(c, qd, kd, vscale, o, len, lp, o_stride, n, h, q0, scale);
-  }
+  if (CLUSTER && q0 >= len) h3s_wg1c_idle(c);
+  else h3s_wg1_rows<CLUSTER>(c, qd, kd, vscale, o, len, lp, o_stride, n, h, q0, scale);
   if constexpr (CLUSTER) h3_cluster_wait(); // the other block's last arrivals here are in
 }
 
@@ -876,12 +774,5 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(H3S_WG1_T
                            const float *__restrict__ kd, const float *__restrict__ vscale, h3_bf16 *__restrict__ o,
                            long long len, long long lp, long long o_stride, int group, float scale) {
   h3s_wg1_fwd<true>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(H3S_WG1_THREADS, H3S_WG1P_BLOCKS) h3cu_sage_fwd_fp8_wg1p(
-    const __grid_constant__ h3_tmap tk, const __grid_constant__ h3_tmap tv, const signed char *__restrict__ qc,
-    const float *__restrict__ qd, const float *__restrict__ kd, const float *__restrict__ vscale,
-    h3_bf16 *__restrict__ o, long long len, long long lp, long long o_stride, int group, float scale) {
-  h3s_wg1_fwd<false, true>(&tk, &tv, qc, qd, kd, vscale, o, len, lp, o_stride, group, scale);
 }
 #endif

@@ -14,8 +14,6 @@
  *                       multicast, sm_90a; its TMA maps of kc and vt (cu_byte_map) encoded per
  *                       segment and passed by value (docs/performance.md has its timings);
  *   h3cu_sage_fwd_fp8_wg1 the same without clusters (H3_SAGE_FORM=wg1);
- *   h3cu_sage_fwd_fp8_wg1p wg1 with S of the next stage and its softmax under P V (up to 255
- *                       registers: 2 blocks an SM; a ring of 3 stages; H3_SAGE_FORM=wg1p);
  *   h3cu_sage_fwd_fp8 / _bf16  grid (ceil(len / 128), Hq), 256 threads (mma.sync): pv = bf16,
  *                       and pv = fp8 with H3_SAGE_FORM=mma or where the TMA forms' 32-bit row
  *                       coordinates do not reach (more than 2^31 key rows over the kv heads).
@@ -37,15 +35,14 @@
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024, /* 2 stages of K and V^T, Q, ones */
-       SAGE_SMEM_WG1P = 1024 + 3 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* wg1p: 3 stages; both the
-                                                                          kernel's H3S_SMEM_WG(slots) */
+       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* slack, 2 stages of K and V^T,
+                                                                          Q, ones: the kernel's layout */
 
-enum { SAGE_QUANT = 3, SAGE_FWD = 5, SAGE_KERNELS = SAGE_QUANT + SAGE_FWD }; /* pre-passes, attention kernels */
+enum { SAGE_QUANT = 3, SAGE_FWD = 4, SAGE_KERNELS = SAGE_QUANT + SAGE_FWD }; /* pre-passes, attention kernels */
 static const char *const quant_names[SAGE_QUANT] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
 static const char *const fwd_names[SAGE_FWD] = {"h3cu_sage_fwd_fp8", "h3cu_sage_fwd_bf16", "h3cu_sage_fwd_fp8_wg1",
-                                                "h3cu_sage_fwd_fp8_wg1c", "h3cu_sage_fwd_fp8_wg1p"};
-static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG1, SAGE_SMEM_WG1, SAGE_SMEM_WG1P};
+                                                "h3cu_sage_fwd_fp8_wg1c"};
+static const int fwd_smem[SAGE_FWD] = {SAGE_SMEM_FP8, SAGE_SMEM_BF16, SAGE_SMEM_WG1, SAGE_SMEM_WG1};
 enum { SAGE_FIRST_TMA = 2 }; /* fwd_names' first TMA form */
 
 static bool is_fp8(const h3_op *op) { return strcmp(h3_op_attr_string(op, "pv", "fp8"), "bf16") != 0; }
@@ -153,7 +150,6 @@ typedef struct {
 } tma_form;
 static const tma_form wg1_form = {SAGE_QUANT + SAGE_FIRST_TMA, 64, 128, false, "one-warpgroup"};
 static const tma_form wg1c_form = {SAGE_QUANT + SAGE_FIRST_TMA + 1, 64, 128, true, "one-warpgroup cluster"};
-static const tma_form wg1p_form = {SAGE_QUANT + SAGE_FIRST_TMA + 2, 64, 128, false, "one-warpgroup pipelined"};
 
 /* TMA form f (kernel k) on a segment of len rows, lp = len rounded up to 128: the TMA maps of
  * kc [hk lp][128] and vt [hk 128][lp] (bytes), then the launch */
@@ -213,10 +209,9 @@ static h3_status run_segment(cu_state *s, const h3_op *op, void *ctx, const cu_q
   }
   long long os = qs;
   /* H3_SAGE_FORM=wg1 forces the one-warpgroup form, =wg1c its clusters (the default; a forced
-     TMA form's error names a too long segment), =wg1p its pipelined variant, =mma the mma.sync
-     form */
-  static const tma_form *const forced_form[4] = {NULL, &wg1_form, &wg1c_form, &wg1p_form};
-  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wg1", "wg1c", "wg1p", NULL});
+     TMA form's error names a too long segment), =mma the mma.sync form */
+  static const tma_form *const forced_form[3] = {NULL, &wg1_form, &wg1c_form};
+  const int form = cu_env_form("H3_SAGE_FORM", (const char *const[]){"mma", "wg1", "wg1c", NULL});
   const bool off = form == 0, forced = form > 0;
   const tma_form *tf = forced ? forced_form[form] : &wg1c_form;
   if (fp8 && (forced || (!off && tma_reaches(hk, lp))))

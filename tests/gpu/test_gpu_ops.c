@@ -32,7 +32,7 @@
  *    negative scale, and 1500 rows: many key stages; q's codes and deltas given as operands 3
  *    and 4, as sage-q-fusion's rms_norm_rope writes them, with segments; v read in place
  *    through v_view, pv fp8 and bf16) through each form of the kernel (H3_SAGE_FORM=mma, wg1,
- *    wg1c, wg1p);
+ *    wg1c);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
@@ -565,12 +565,12 @@ static void sage_q_codes(const h3_op *op, void **in) {
   sage_q_rule(in[0], q->dims[0], q->dims[1], q->dims[2], h3_op_attr(op, "segments"), in[3], in[4]);
 }
 
-/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then wg1,
- * wg1c and wg1p when `both`; pv = bf16 has the mma form only, so its case runs it four times). */
+/* The sage_attention cases through each form of the cuda kernel (H3_SAGE_FORM: mma, then wg1
+ * and wg1c when `both`; pv = bf16 has the mma form only, so its case runs it three times). */
 static void check_sage_forms(h3_backend *b, const hand_case *cases, int n, bool both) {
   static const char *const vars[1] = {"H3_SAGE_FORM"};
-  static const char *const forms[4][2] = {{"mma", NULL}, {"wg1", NULL}, {"wg1c", NULL}, {"wg1p", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, both ? 4 : 1);
+  static const char *const forms[3][2] = {{"mma", NULL}, {"wg1", NULL}, {"wg1c", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, both ? 3 : 1);
 }
 
 /* The sol_attention cases through each form of the cuda kernel (H3_SOL_FORM: mma, then ws and
@@ -809,8 +809,8 @@ static void check_hand(h3_backend *b, bool all_attention) {
   h3_value *vl = in_of(&h, "vl", H3_BF16, 3, (int64_t[]){1500, 1, 128});
   sage[n_sage++] = (hand_case){"sage_attention fp8 D=128 T=1500 GQA 2/1",
                                op_of(&h, H3_OP_SAGE_ATTENTION, 3, (h3_value *[]){ql, kl, vl}, 1, att), 1e-6, NULL};
-  /* segments of 200 and 640 rows: 2 and 5 stages of 128 keys (wg1p's pair of steps: none and
-     a last step, two pairs and the last stage alone) */
+  /* segments of 200 and 640 rows: 2 and 5 stages of 128 keys (an even and an odd count of
+     stages through the 2-slot ring, each ending in a partial stage) */
   h3_value *qm = in_of(&h, "qm", H3_BF16, 3, (int64_t[]){840, 2, 128});
   h3_value *km = in_of(&h, "km", H3_BF16, 3, (int64_t[]){840, 1, 128});
   h3_value *vm = in_of(&h, "vm", H3_BF16, 3, (int64_t[]){840, 1, 128});
