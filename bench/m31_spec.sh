@@ -16,6 +16,11 @@
 # bf16` the bf16 draft instead of the default NVFP4 one). Weights: random (--seed 3), the same for every run. M31_SPEC_CONFIG=tiny and
 # M31_SPEC_BACKEND=cpu (with a small ISL) try the script without a GPU. M31_SPEC_PROFILE=1 adds,
 # per concurrency, an unforced speculative run with every op timed (OUT/profile_spec_C.txt).
+# M31_SPEC_FLOOR=1 adds the bandwidth floor of each run (bench/m31_floor.py: the card's copy rate
+# once, OUT/copy.json, PyTorch needed) from the experts its moe calls touched: each run again
+# with h3exec --moe-stats (no CUDA graphs; OUT/moe_C_A.txt, A = plain for plain decoding), and
+# m31_spec_table.py's second table (the measured step or round against its floor, the draft's
+# share of both); M31_SPEC_GBPS=G takes G GB/s as the copy rate instead (to try it without a GPU).
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: bench/m31_spec.sh STAGE OUT_DIR [CONCURRENCY...]" >&2
@@ -36,6 +41,22 @@ cfg() { sed -n "/^config $CONFIG {/,/^}/s/.*\b$1 = \([0-9]*\).*/\1/p" "$here/../
 gamma=$(cfg gamma) vocab=$(cfg vocab)
 AS=${M31_SPEC_ACCEPT:-$(for a in 2 4 6; do [ "$a" -le "$gamma" ] && echo "$a"; done) $((gamma + 1))}
 fail=0
+floor=${M31_SPEC_FLOOR:-}
+if [ -n "$floor" ]; then # the copy rate the floors divide by, and what the table needs to count bytes
+  if [ -n "${M31_SPEC_GBPS:-}" ]; then echo "{\"gbps\": $M31_SPEC_GBPS}" > "$OUT/copy.json" # a given rate (no GPU)
+  else python3 "$here/m31_floor.py" copy > "$OUT/copy.json" || { echo "m31_spec.sh: no copy rate (PyTorch with CUDA?): no floors" >&2; floor=; }
+  fi
+  python3 -c 'import json, sys; print(json.dumps(dict(config=sys.argv[1], isl=int(sys.argv[2]), osl=int(sys.argv[3]), h3c=sys.argv[4:])))' \
+    "$CONFIG" "$ISL" "$OSL" "${SETS[@]}" > "$OUT/floor_args.json"
+fi
+# moe_stats TAG ARGS...: the run again with --moe-stats, its experts table kept (M31_SPEC_FLOOR)
+moe_stats() {
+  local tag=$1
+  shift
+  [ -n "$floor" ] || return 0
+  "$@" --moe-stats > "$OUT/moe_$tag.run.txt" 2>&1 || { fail=1; tail -3 "$OUT/moe_$tag.run.txt" >&2; }
+  sed -n '/^=== moe experts touched/,/^===/p' "$OUT/moe_$tag.run.txt" | grep -v '^=== [^m]' > "$OUT/moe_$tag.txt"
+}
 for C in $CS; do
   req=$OUT/requests_c$C.jsonl
   python3 "$here/m31_serve_peer.py" make-requests --n "$C" --isl "$ISL" --osl "$OSL" --vocab "$vocab" \
@@ -49,6 +70,7 @@ for C in $CS; do
   run=("$S/bin/h3exec" "$plan" --backend "$BACKEND" --weights random --seed 3 --requests "$req" --concurrency "$C")
   echo "=== plain decoding, concurrency $C ($C requests, ISL $ISL, OSL $OSL)" >&2
   "${run[@]}" --margins --out "$OUT/plain_$C.results.jsonl" --summary "$OUT/plain_$C.json" >&2 || fail=1
+  moe_stats "${C}_plain" "${run[@]}"
   for A in real $AS; do
     force=()
     [ "$A" = real ] || force=(--spec-force-accept "$A:$OUT/plain_$C.results.jsonl")
@@ -57,6 +79,7 @@ for C in $CS; do
       --summary "$OUT/spec_${C}_$A.json" >&2 || fail=1
     python3 "$here/m31_serve_compare.py" "$OUT/plain_$C.results.jsonl" \
       "$OUT/spec_${C}_$A.results.jsonl" | sed -n "1s/^/C $C A $A: /p" >&2
+    moe_stats "${C}_$A" "${run[@]}" --speculative dspark "${force[@]}"
   done
   if [ -n "${M31_SPEC_PROFILE:-}" ]; then
     # one more unforced speculative run with every op timed (no CUDA graphs, so slower than

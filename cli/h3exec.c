@@ -18,6 +18,7 @@
  */
 #include "dump_ops.h"
 #include "gpu_ranks.h"
+#include "moe_stats.h"
 #include "ranks.h"
 #include "serve_run.h"
 #include "h3/backend.h"
@@ -44,7 +45,7 @@ typedef struct {
   int64_t device_memory; /* bytes; 0: no budget */
   int warmup, iterations, threads;
   int gpus; /* --gpus N; 0: not given (the plan's rank count must then be 1) */
-  bool check_finite;
+  bool check_finite, moe_stats;
   serve_flags serve; /* prompt_len is the one above */
 } options;
 
@@ -75,6 +76,10 @@ static void usage(FILE *f) {
           "                        kinds (comma-separated, e.g. router_topk,moe, or all) as\n"
           "                        safetensors, to find where two backends part; runs callees\n"
           "                        op by op (no CUDA graphs); names: docs/running.md\n"
+          "  --moe-stats           count the distinct experts each moe call's rows name (the\n"
+          "                        experts whose weights it reads), by row count, after the\n"
+          "                        report; runs callees op by op (no CUDA graphs): a measure of\n"
+          "                        routing, not of time (serving too)\n"
           "  --check-finite        fail (exit 1, no --out written) when an output holds NaN or Inf\n"
           "  --device-memory SIZE  device bytes the run may hold (e.g. 24GiB; default\n"
           "                        $H3_DEVICE_MEMORY, else no limit): the blocks that do not\n"
@@ -271,6 +276,10 @@ static int parse_flags(int argc, char **argv, options *o) {
       o->check_finite = true;
       continue;
     }
+    if (strcmp(a, "--moe-stats") == 0) {
+      o->moe_stats = true;
+      continue;
+    }
     if (strcmp(a, "--margins") == 0) {
       o->serve.margins = true;
       continue;
@@ -390,6 +399,9 @@ static int parse_flags(int argc, char **argv, options *o) {
     return flag_error("--prompt and --prompt-len exclude each other%s", "");
   if (!o->dump_ops != !o->dump)
     return flag_error("--dump-ops KINDS and --dump FILE go together%s", "");
+  if (o->dump_ops && o->moe_stats)
+    return flag_error("--dump-ops and --moe-stats exclude each other (both observe every op): "
+                      "run them in two runs%s", "");
   return check_serve_flags(o);
 }
 
@@ -575,6 +587,7 @@ static int run(const options *o, h3_diag *d) {
   gpu_ranks *procs = NULL; /* --backend cuda --gpus N: this rank process's share of the launch */
   int rank = 0;            /* this process's rank */
   dump_ops *dump = NULL;
+  moe_stats *moe = NULL;
   h3_host_tensor *in = NULL, *out = NULL;
   double *lat = NULL;
   int64_t *nan = NULL, *inf = NULL; /* per output: NaN and Inf counts */
@@ -633,11 +646,15 @@ static int run(const options *o, h3_diag *d) {
   if (serve_wanted(&o->serve)) {
     /* --profile: every op of the serving timed (device timestamps; a call replayed as a CUDA
        graph has none: H3_CUDA_GRAPHS=0 times them all), the table after the report */
+    if (o->moe_stats && !(moe = moe_stats_new(b, d))) goto done;
     h3_runtime_options sro = {.weight_seed = o->seed, .device_memory = o->device_memory,
-                              .trace = o->profile != NULL, .trace_device = o->profile != NULL};
+                              .trace = o->profile != NULL, .trace_device = o->profile != NULL,
+                              .observe = moe ? moe_stats_observe : NULL, .observe_ctx = moe,
+                              .observe_reset = moe ? moe_stats_reset : NULL};
     if (o->profile && h3_output_check(o->profile, d) != H3_OK) goto done;
     rt = h3_runtime_new(m, b, w, &sro, d);
     rc = rt ? serve_run(&o->serve, rt, m, b, d) : 1;
+    if (rc == 0 && moe) moe_stats_print(stdout, moe);
     if (rc == 0 && o->profile) {
       const h3_trace_event *ev;
       size_t n = h3_runtime_trace(rt, &ev);
@@ -663,6 +680,7 @@ static int run(const options *o, h3_diag *d) {
     goto done;
   /* --dump-ops: results kept in host memory up to 16 GiB */
   if (o->dump_ops && !(dump = dump_ops_new(o->dump_ops, b, (size_t)16 << 30, d))) goto done;
+  if (o->moe_stats && !(moe = moe_stats_new(b, d))) goto done;
   progress_state ps = {0, b};
   /* --profile: ops timed by device timestamps where the backend has them (they run back to
      back, as without the profile), else synced after each op */
@@ -673,8 +691,9 @@ static int run(const options *o, h3_diag *d) {
                            .weight_seed = o->seed,
                            .device_memory = o->device_memory,
                            .trace_device = o->profile != NULL,
-                           .observe = dump ? dump_ops_observe : NULL,
-                           .observe_ctx = dump};
+                           .observe = dump ? dump_ops_observe : moe ? moe_stats_observe : NULL,
+                           .observe_ctx = dump ? (void *)dump : (void *)moe,
+                           .observe_reset = moe ? moe_stats_reset : NULL};
   rt = h3_runtime_new(m, b, w, &ro, d);
   out = calloc((size_t)g->n_outputs + 1, sizeof *out);
   lat = calloc((size_t)o->iterations + 1, sizeof *lat);
@@ -767,6 +786,7 @@ static int run(const options *o, h3_diag *d) {
   h3_runtime_streaming(rt, &streaming);
   r.streaming = &streaming;
   h3_report_print(stdout, &r);
+  if (moe) moe_stats_print(stdout, moe);
   if (non_finite) print_non_finite(stdout, out, g->n_outputs, nan, inf);
   print_tokens(stdout, out, g->n_outputs);
   h3_strbuf_free(&passes);
@@ -783,6 +803,7 @@ done:
   free(inf);
   h3_runtime_free(rt);
   dump_ops_free(dump);
+  moe_stats_free(moe);
   h3_weights_free(w);
   h3_backend_free(b);
   h3_comm_free(comm);

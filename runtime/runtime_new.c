@@ -302,6 +302,7 @@ const h3_op_stat *h3_runtime_op_stats(const h3_runtime *rt) { return rt->stats; 
 void h3_runtime_reset_stats(h3_runtime *rt) {
   memset(rt->stats, 0, sizeof rt->stats);
   rt->n_ev = rt->ev_first = 0;
+  if (rt->opt.observe_reset) rt->opt.observe_reset(rt->opt.observe_ctx);
 }
 
 size_t h3_runtime_trace(const h3_runtime *rt, const h3_trace_event **events) {

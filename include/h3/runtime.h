@@ -44,7 +44,7 @@ typedef struct {
    * its launch point in the stream to its end. Backends without marks (cpu) sync after
    * each op as without this flag. Events inside a CUDA graph capture are dropped. */
   bool trace_device;
-  /* A debugging hook (h3exec --dump-ops): called after each executed compute or fused op
+  /* A debugging and measuring hook (h3exec --dump-ops, --moe-stats): called after each executed compute or fused op
    * with its operands and results in backend memory (in[0 .. n_in), out[0 .. n_out), as
    * run_op saw them; out in its final place). While set,
    * callees run op by op: recorded work (h3_backend_ext.call_begin) is neither recorded nor
@@ -52,6 +52,9 @@ typedef struct {
   h3_status (*observe)(void *ctx, const h3_op *op, const h3_tensor *in, int n_in,
                        const h3_tensor *out, int n_out, h3_diag *d);
   void *observe_ctx;
+  /* optional, beside observe: called by h3_runtime_reset_stats (after a warm-up), so that
+   * what the hook counted covers the same runs as the statistics */
+  void (*observe_reset)(void *ctx);
 } h3_runtime_options;
 
 /* One executed op (or call / loop, cat "control"); times in seconds since the runtime

@@ -4,7 +4,9 @@
 Checks bench/block_peers.py (the "h3bench" lines, the goals' verdicts, the one table with the
 GEMM rows from bench/gemm_rounds.py's JSON and the sample row from an h3exec report, PyTorch's
 times from a --torch-json file) and bench/gemm_rounds.py (who goes first in each round, the
-medians, and its main loop with both sides faked). A regression there would print a wrong ratio or verdict in the issue's table.
+medians, and its main loop with both sides faked), and bench/m31_floor.py (the byte counts of an
+M3.1 decode step and a DSpark round, by hand from the model's small config). A regression there
+would print a wrong ratio or verdict in the issue's table.
 Exit 0: all checks pass; 1: a check failed (each failure printed).
 """
 import contextlib
@@ -22,6 +24,7 @@ sys.path.insert(0, BENCH)
 from block_peers import goal_text, read_h3_lines  # noqa: E402  (path set above)
 import gemm_rounds  # noqa: E402
 from gemm_rounds import first_side, medians  # noqa: E402
+import m31_floor  # noqa: E402
 
 failures = []
 
@@ -159,7 +162,35 @@ def test_block_table():
         check(abs(saved["sample"]["eager_estimate_s"] - 262.15) < 1e-9, "the eager estimate is block x 50 x 49")
 
 
-for test in (test_read_h3_lines, test_goal_text, test_rounds, test_rounds_main, test_block_table):
+def test_m31_floor():
+    c = m31_floor.config("small", [])
+    check((c["dim"], c["experts"], c["top_k"], c["gamma"]) == (6144, 32, 4, 8), f"small's dims read from the .g: {c}")
+    r = m31_floor.round_bytes(c, 1, 2048, "bf16", {})
+    # by hand: 4 layers of attention (qkv 9216 x 6144, o 6144 x 8192, norms), the dense MLP
+    # (3 x 6144 x 12288), 3 sparse layers' indexer (5 x 128 x 6144), f32 router (32 x 6145),
+    # shared expert (3 x 6144 x 3072) and 4 experts (3 x 6144 x 3072 each), lm_head + norm,
+    # the token's embedding row; K/V of 2049 keys on the dense layer, of 2048 selected keys
+    # and IK of 2049 keys on each sparse layer
+    attn = 2 * (9216 * 6144 + 6144 * 8192 + 2 * 6144 + 2 * 128)
+    sparse = 2 * 5 * 128 * 6144 + 4 * 32 * 6145 + 2 * 3 * 6144 * 3072
+    weights = (4 * attn + 2 * 3 * 6144 * 12288 + 3 * (sparse + 4 * 2 * 3 * 6144 * 3072)
+               + 2 * (200064 * 6144 + 6144) + 2 * 6144)
+    cache = 2049 * 2048 + 3 * (2048 * 2048 + 2049 * 256)
+    check(abs(r["plain_step"] - (weights + cache)) < 1, f"plain step bytes {r['plain_step']} vs {weights + cache}")
+    check(5.4e9 < r["plain_step"] < 5.6e9, "issue 17's ~5.5 GB a batch-1 token")
+    want_experts = 32 * (1 - (28 / 32) ** 9)  # 9 verify rows, uniform routing
+    check(abs(r["verify_experts"] - want_experts) < 1e-9, f"uniform expectation {r['verify_experts']}")
+    m = m31_floor.round_bytes(c, 1, 2048, "bf16", {9: 10.0})
+    check(abs((r["verify"] - m["verify"]) - 3 * (want_experts - 10) * 2 * 3 * 6144 * 3072) < 16,
+          "a measured count replaces the expectation, per sparse layer")
+    q = m31_floor.round_bytes(c, 1, 2048, "nvfp4", {})
+    check(abs((r["commit"] - q["commit"]) - (2 - 0.5625) * 6144 * 18432) < 1, "fc in NVFP4 in the commit")
+    check(abs((r["draft"] - q["draft"]) - (2 - 0.5625) * 6144 * (8192 + 3 * 12288)) < 1,
+          "o_proj, gate_up and down in NVFP4 in the draft")
+    check(abs(q["round"] - (q["draft"] + q["verify"] + q["commit"])) < 1, "a round is its parts")
+
+
+for test in (test_read_h3_lines, test_goal_text, test_rounds, test_rounds_main, test_block_table, test_m31_floor):
     test()
 print(f"test_bench_tables: {len(failures)} failed")
 sys.exit(1 if failures else 0)

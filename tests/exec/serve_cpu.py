@@ -35,6 +35,10 @@ CPU backend, end to end:
             prefill's, serve_prefill's next token, margin and caches == serve_prefill_spec's at
             a chunk of n_valid < prompt_len rows and at a full one (bitwise), on three seeds
             (serve_prefill_group's rows: `group` checks them against serve_prefill's)
+  moestats  --moe-stats (distinct experts a moe call's rows name, by row count): on the generate
+            program its table equals the count of --dump-ops moe+operands' ids, call by call;
+            serving with --speculative dspark at 16 rows lists the verify's 16 (gamma + 1) rows
+            within [top_k, min(E, rows top_k)]; with --dump-ops: exit 2
   random    --random-prompts with --summary: the JSON report's figures
   flags     bad serving flags: exit 2 (or 1 for what only the plan can tell) with the message and
             a hint
@@ -322,6 +326,52 @@ def case_generate(a):
     check(got == want, f"generate: serving gives {got}, the generate program {want}")
 
 
+def moe_table(out):
+    """--moe-stats' table: {rows: (calls, mean, min, max, experts)}."""
+    part = out.split("=== moe experts touched")
+    rows = {}
+    for line in part[1].splitlines()[2:] if len(part) > 1 else []:
+        f = line.split()
+        if len(f) != 6 or not f[0].isdigit():
+            break
+        rows[int(f[0])] = (int(f[1]), float(f[2]), int(f[3]), int(f[4]), int(f[5]))
+    return rows
+
+
+def case_moestats(a):
+    p1 = plan(a, 1)
+    pf = os.path.join(a.work, "moestats_prompt.txt")
+    with open(pf, "w") as f:
+        f.write(" ".join(str(random.Random(3).randrange(256)) for _ in range(20)))
+    dump = os.path.join(a.work, "moestats.safetensors")
+    rc, _, err = run([a.h3exec, p1, "--backend", "cpu", "--prompt", pf, "--dump-ops", "moe+operands",
+                      "--dump", dump])
+    check(rc == 0, f"moestats: --dump-ops run exit {rc}: {err[-500:]}")
+    want = {}  # rows -> distinct experts of each call, from the dumped ids (operand 3, i32 [rows, k])
+    for name, (dt, shape, raw) in (stfile.read(dump).items() if rc == 0 else []):
+        if ".a3." in name and dt == "I32":
+            ids = struct.unpack(f"<{len(raw) // 4}i", raw)
+            want.setdefault(shape[0], []).append(len({e for e in ids if 0 <= e < 8}))
+    rc, out, err = run([a.h3exec, p1, "--backend", "cpu", "--prompt", pf, "--moe-stats"])
+    check(rc == 0, f"moestats: exit {rc}: {err[-500:]}")
+    got = moe_table(out)
+    check(set(got) == set(want) and len(want) >= 2, f"moestats: row counts {sorted(got)} vs dumped {sorted(want)}")
+    for rows, calls in want.items():
+        g = got.get(rows)
+        exp = (len(calls), sum(calls) / len(calls), min(calls), max(calls), 8)
+        check(g is not None and g[0] == exp[0] and abs(g[1] - exp[1]) < 0.006 and g[2:] == exp[2:],
+              f"moestats: {rows} rows: {g} vs the dump's {exp}")
+    rc, out, err, _ = serve(a, plan(a, 16), greedy_requests(5, 16), "moestats_spec",
+                            ["--concurrency", "16", "--speculative", "dspark", "--moe-stats"])
+    check(rc == 0, f"moestats spec: exit {rc}: {err[-500:]}")
+    t = moe_table(out)
+    v = t.get(16 * 5)  # the verify: 16 sequences of gamma + 1 = 5 rows
+    check(v is not None and v[0] > 0 and 2 <= v[2] <= v[1] <= v[3] <= 8,
+          f"moestats spec: the verify's row: {v} in {t}")
+    rc, _, err = run([a.h3exec, p1, "--backend", "cpu", "--moe-stats", "--dump-ops", "moe", "--dump", dump])
+    check(rc == 2 and "exclude each other" in err, f"moestats: with --dump-ops: exit {rc}: {err[-300:]}")
+
+
 def case_bad(a):
     good = batch_requests(seed=3, n=6)
     bad = ['{"id": "m", "prompt": [1, 2', '{"id": "k", "prompt": [1], "max_new_tokens": 2, "colour": 1}',
@@ -401,7 +451,8 @@ def case_flags(a):
 
 
 CASES = {"lastrow": case_lastrow, "batch": case_batch, "mixed": case_mixed, "generate": case_generate, "bad": case_bad, "pool": case_pool,
-         "random": case_random, "flags": case_flags, "spec": case_spec, "group": case_group}
+         "random": case_random, "flags": case_flags, "spec": case_spec, "group": case_group,
+         "moestats": case_moestats}
 
 
 def main():
