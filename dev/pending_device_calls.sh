@@ -389,6 +389,40 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+73) { # where a batch-1 round and step go above their floors (call 72: both ~1.5 x): per-op tables
+   # (CUDA graphs off) of plain decoding and forced rounds A = 4, 9 at 128 experts, minus a run of
+   # the same prompt with one new token (dev/spec_round_ops.py). Carry build-gpu/s31
+   W=$(mktemp -d); P=$W/p.plan; X=("$S/bin/h3exec" "$P" --backend cuda --weights random --seed 3 --concurrency 1)
+   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=1 --set experts=128 -o "$P" 2>&1 | tail -1
+   for o in 128 1; do python3 bench/m31_serve_peer.py make-requests --n 1 --isl 2048 --osl $o --vocab 200064 --seed 1 > "$W/r$o.jsonl"; done
+   "${X[@]}" --requests "$W/r128.jsonl" --out "$W/plain.jsonl" > /dev/null 2>&1
+   H3_CUDA_GRAPHS=0 "${X[@]}" --requests "$W/r1.jsonl" --profile "$W/b.json" > "$W/base.txt" 2>&1
+   H3_CUDA_GRAPHS=0 "${X[@]}" --requests "$W/r1.jsonl" --speculative dspark --profile "$W/b.json" > "$W/sbase.txt" 2>&1
+   H3_CUDA_GRAPHS=0 "${X[@]}" --requests "$W/r128.jsonl" --profile "$W/b.json" > "$W/plainp.txt" 2>&1
+   echo "== plain decode step, 128 experts, C = 1"; python3 dev/spec_round_ops.py "$W/plainp.txt" "$W/base.txt"
+   for A in 4 9; do
+     H3_CUDA_GRAPHS=0 timeout 120 "${X[@]}" --requests "$W/r128.jsonl" --speculative dspark \
+       --spec-force-accept "$A:$W/plain.jsonl" --profile "$W/b.json" > "$W/s$A.txt" 2>&1
+     echo "== round, forced $A (BENCH ONLY), 128 experts, C = 1"; grep -E "^(rounds|round time|FORCED)" "$W/s$A.txt"
+     python3 dev/spec_round_ops.py "$W/s$A.txt" "$W/sbase.txt"
+   done
+   } > "$log" 2>&1 ;; # ~3 min. Predicted (A = 9, round 8.08 ms against a 5.02 floor in call 72): the
+   # verify's moe (3 calls) ~3.5 ms against its experts' 2.44 ms of bytes (21.8 x 113 MB x 3 at 3.03
+   # TB/s), linear (both lm_heads, 1.62 ms of bytes) ~1.8 ms, markov_draft ~0.5 (0.27 of bytes)
+72) { # issue 19's batch-1 round against its bandwidth floor (bench/m31_floor.py, experts counted by
+   # h3exec --moe-stats), 32 and 128 experts, NVFP4 and bf16 drafts; then C = 64 at 128 experts
+   # (the round against 1.5 x a plain step). Carry build-gpu/s31 (h3c, h3exec at edaa0ce; kcache of s30)
+   W=$OUT/spec; mkdir -p "$W"
+   for cfg in "s32:" "s128:--set experts=128" "s128bf16:--set experts=128 --draft-quant bf16"; do
+     echo "== ${cfg%%:*}: C = 1"; M31_SPEC_FLOOR=1 M31_SPEC_ACCEPT="4 9" M31_SPEC_H3C="${cfg#*:}" timeout 200 \
+       bench/m31_spec.sh "$S" "$W/${cfg%%:*}" 1 2> "$W/${cfg%%:*}.log" || tail -5 "$W/${cfg%%:*}.log"
+   done
+   echo "== s128: C = 64"; M31_SPEC_FLOOR=1 M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--set experts=128" timeout 250 \
+     bench/m31_spec.sh "$S" "$W/s128c64" 64 2> "$W/s128c64.log" || tail -5 "$W/s128c64.log"
+   rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
+   } > "$log" 2>&1 ;; # ~6 min. Predicted (H100, copy ~3.0 TB/s): 128 experts, C = 1, NVFP4 draft, A = 4:
+   # floor ~6 ms (uniform routing: ~32 experts of the 9 verify rows; the count may differ), round
+   # 1.15-1.3 x it; the draft ~25-30 % of the measured round against ~19 % of the floor
 71) { # run as: dev/pending_device_calls.sh build-gpu/s30 $OUT 71 (s30: built 2026-12-06 at the wg1p
    # commit and the review fixes after it, with the composite, s3 and l2 sage plans; rebuild if the
    # product changed since)

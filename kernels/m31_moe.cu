@@ -1093,18 +1093,64 @@ __device__ __forceinline__ void h3m_acc_merge(float &bv, long long &bi, float &s
   }
 }
 
+// H3_SPEC_TOP2_NAME: the greedy rows' argmax in pieces, before H3_SPEC_ACCEPT_NAME (a decision
+//   over V = 200064 logits by one block of 256 threads read ~4 GB/s: 1.1-1.7 ms a batch-1 round).
+//   Grid (nc, S(G+1)), 256 threads, nc = ceil(V / H3M_ACC_CHUNK): block (c, r) merges logits
+//   v = c H3M_ACC_CHUNK .. + H3M_ACC_CHUNK - 1 of row r (h3m_acc_merge: the first best, the
+//   largest other score; NaN never wins) into part_v / part_s / part_i [r nc + c] (best, second,
+//   index; -1: no number there). Rows of sampled sequences (temperature > 0) are skipped: the
+//   accept kernel scans them itself. Best, lowest index among equal bests and second are the
+//   same in any merge order, so the accept kernel's result is bitwise that of one scan.
+#define H3M_ACC_CHUNK 4096
+extern "C" __global__ void __launch_bounds__(256) H3_SPEC_TOP2_NAME(
+    const float *__restrict__ x, const float *__restrict__ temp, float *__restrict__ part_v,
+    float *__restrict__ part_s, int *__restrict__ part_i, int G, long long V) {
+  __shared__ float pv[256], ps[256];
+  __shared__ long long pi[256];
+  const long long r = blockIdx.y, v0 = (long long)blockIdx.x * H3M_ACC_CHUNK;
+  if (temp[r / (G + 1)] > 0.0f) return; // sampled: not read
+  const float *row = x + r * V;
+  float vals[H3M_ACC_CHUNK / 256];
+#pragma unroll
+  for (int j = 0; j < H3M_ACC_CHUNK / 256; j++) { // every load in flight before the merges
+    const long long v = v0 + threadIdx.x + 256 * j;
+    vals[j] = v < V ? row[v] : 0.0f;
+  }
+  float bv = 0.0f, sec = -H3_RNG_INF;
+  long long bi = -1;
+#pragma unroll
+  for (int j = 0; j < H3M_ACC_CHUNK / 256; j++) {
+    const long long v = v0 + threadIdx.x + 256 * j;
+    if (v < V) h3m_acc_merge(bv, bi, sec, vals[j], v);
+  }
+  pv[threadIdx.x] = bv, ps[threadIdx.x] = sec, pi[threadIdx.x] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float b = 0.0f, s2 = -H3_RNG_INF;
+    long long w = -1;
+    for (int i = 0; i < 256; i++) {
+      h3m_acc_merge(b, w, s2, pv[i], pi[i]);
+      if (pi[i] >= 0) s2 = fmaxf(s2, ps[i]);
+    }
+    const long long at = r * gridDim.x + blockIdx.x;
+    part_v[at] = b, part_s[at] = s2, part_i[at] = (int)w;
+  }
+}
+
 // H3_SPEC_ACCEPT_NAME (logits f32[S(G+1), V], draft I_T[S G], temperature f32[S], seed I_T[S],
-//   pos I_T[S]) -> n I_T[S], tokens I_T[S, G+1], margin f32[S, G+1]: spec_accept (ops.def),
-//   block s = sequence s (256 threads). Each decision: the row's scores (logits, or
-//   h3_rng_sample_score) over the threads (v = thread, thread + 256, ...), each thread's
+//   pos I_T[S]; part_v / part_s / part_i: H3_SPEC_TOP2_NAME's nc pieces a row) -> n I_T[S],
+//   tokens I_T[S, G+1], margin f32[S, G+1]: spec_accept (ops.def), block s = sequence s (256
+//   threads). Each decision: greedy, the row's nc pieces merged; sampled, the row's scores
+//   (h3_rng_sample_score) over the threads (v = thread, thread + 256, ...); each thread's
 //   first best and second, merged by thread 0 in thread order (ties: lowest index); sampling
 //   adds p(d) = exp(x_d / T - m) / sum_v exp(x_v / T - m), m and the sum over the threads'
 //   partials in thread order (so p(d) may differ from the CPU's v-ascending sum in its last
 //   bits: a draft whose u lies that close to p(d) can be decided the other way).
 extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
     const float *__restrict__ x, const I_T *__restrict__ draft, const float *__restrict__ temp,
-    const I_T *__restrict__ seedp, const I_T *__restrict__ posp, I_T *__restrict__ n_out,
-    I_T *__restrict__ tok, float *__restrict__ margin, int G, long long V) {
+    const I_T *__restrict__ seedp, const I_T *__restrict__ posp, const float *__restrict__ top_v,
+    const float *__restrict__ top_s, const int *__restrict__ top_i, I_T *__restrict__ n_out,
+    I_T *__restrict__ tok, float *__restrict__ margin, int G, long long V, int nc) {
   __shared__ float part_v[256], part_s[256];
   __shared__ long long part_i[256];
   __shared__ float m_sh, p_sh;
@@ -1161,10 +1207,17 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
     }
     float bv = 0.0f, sec = -H3_RNG_INF;
     long long bi = -1;
-    for (long long v = threadIdx.x; v < V; v += blockDim.x) {
-      if (v == skip) continue;
-      const float sc = greedy ? row[v] : h3_rng_sample_score(row[v], t, sd, P, (unsigned)v);
-      h3m_acc_merge(bv, bi, sec, sc, v);
+    if (greedy) { // the row's pieces (H3_SPEC_TOP2_NAME)
+      const long long r0 = (s * (G + 1) + n) * nc;
+      for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+        h3m_acc_merge(bv, bi, sec, top_v[r0 + c], top_i[r0 + c]);
+        if (top_i[r0 + c] >= 0) sec = fmaxf(sec, top_s[r0 + c]);
+      }
+    } else {
+      for (long long v = threadIdx.x; v < V; v += blockDim.x) {
+        if (v == skip) continue;
+        h3m_acc_merge(bv, bi, sec, h3_rng_sample_score(row[v], t, sd, P, (unsigned)v), v);
+      }
     }
     part_v[threadIdx.x] = bv, part_s[threadIdx.x] = sec, part_i[threadIdx.x] = bi;
     __syncthreads();

@@ -70,7 +70,8 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_MOE_SWIGLU_NAME h3cu_moes_check\n#define H3_MOE_COMBINE_AT_NAME h3cu_moea_check\n"
                        "#define H3_MARKOV_STEP_NAME h3cu_markovs_check\n#define H3_MARKOV_PICK_NAME h3cu_markovp_check\n"
                        "#define H3_MARKOV_MMA_NAME h3cu_markovm_check\n"
-                       "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n",
+                       "#define H3_SPEC_ACCEPT_NAME h3cu_spec_accept_check\n"
+                       "#define H3_SPEC_TOP2_NAME h3cu_spec_top2_check\n",
                        H3_BF16, H3_BF16, H3_F32, H3_I32, H3_F32);
     return moe;
   }
@@ -112,6 +113,7 @@ size_t cu_m31_scratch_bytes(const h3_op *op) {
     return cu_m31_att_scratch_bytes(op);
   case H3_OP_INDEX_TOPK: return cu_m31_topk_scratch_bytes(op);
   case H3_OP_MARKOV_DRAFT: return cu_m31_markov_scratch_bytes(op);
+  case H3_OP_SPEC_ACCEPT: return cu_m31_accept_scratch_bytes(op);
   case H3_OP_LINEAR_NVFP4: {
     const h3_type *x = &op->operands[0]->type;
     int64_t K = x->dims[x->rank - 1];
@@ -127,7 +129,7 @@ h3_status cu_m31_run(cu_state *s, const h3_op *op, void *scratch, const h3_tenso
   case H3_OP_ROUTER_TOPK: return cu_m31_run_router(s, op, scratch, in, out, d);
   case H3_OP_MOE: return cu_m31_run_moe(s, op, scratch, in, out, d);
   case H3_OP_MARKOV_DRAFT: return cu_m31_run_markov(s, op, scratch, in, out, d);
-  case H3_OP_SPEC_ACCEPT: return cu_m31_run_spec_accept(s, op, in, out, d);
+  case H3_OP_SPEC_ACCEPT: return cu_m31_run_spec_accept(s, op, scratch, in, out, d);
   case H3_OP_LINEAR_NVFP4: return cu_nvfp4_run(s, op, scratch, in, out, d);
   case H3_OP_INDEX_TOPK: return cu_m31_run_index_topk(s, op, scratch, in, out, d);
   case H3_OP_PAGED_ATTENTION:

@@ -77,7 +77,7 @@ typedef struct {
 h3_status cu_m31_run_moe_lt(cu_state *s, const h3_op *op, const cu_m31_moe_parts *p, h3_diag *d);
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d);
-h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,
+h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                  const h3_tensor *out, h3_diag *d);
 /* linear_nvfp4 (cuda_nvfp4.c: kernels/nvfp4_gemm.cu; its shape and scratch: cuda_nvfp4.h) */
 h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -108,5 +108,6 @@ size_t cu_m31_moe_scratch_bytes(const h3_op *op);
 size_t cu_m31_att_scratch_bytes(const h3_op *op);
 size_t cu_m31_topk_scratch_bytes(const h3_op *op);
 size_t cu_m31_markov_scratch_bytes(const h3_op *op);
+size_t cu_m31_accept_scratch_bytes(const h3_op *op);
 
 #endif

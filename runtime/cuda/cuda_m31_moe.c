@@ -1,4 +1,4 @@
-/* cuda_m31_moe.c: launches of router_topk, moe and markov_draft (kernels/m31_moe.cu) on the
+/* cuda_m31_moe.c: launches of router_topk, moe, markov_draft and spec_accept (kernels/m31_moe.cu) on the
  * cuda backend. router_topk runs in one launch for k <= 16 (scores and selection) through the
  * device scratch its record owns (cu_m31_router_scratch_bytes). moe runs in several launches
  * through its own (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows,
@@ -7,7 +7,9 @@
  * H3_MOE_GEMM=mma or H is not a multiple of 256; for thousands of rows per expert cuBLASLt's,
  * cuda_m31_moe_lt.c) or CUDA cores into bf16 activations and expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
  * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores from 8
- * chains on (markov_mma; H3_MARKOV_FORM forces a form). moe {ranks = N} (expert parallelism)
+ * chains on (markov_mma; H3_MARKOV_FORM forces a form). spec_accept runs in two: the greedy
+ * rows' argmax in pieces of 4096 logits over many blocks into its scratch
+ * (cu_m31_accept_scratch_bytes), then a block a sequence. moe {ranks = N} (expert parallelism)
  * runs the same kernels on local ids: the global ids of this rank's slice less its base, the
  * others -1 (cu_rank_ids).
  */
@@ -16,6 +18,7 @@
 
 #include <cuda.h> /* CUtensorMap (the wgmma GEMMs' weights, cu_tile_map) */
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,26 +412,56 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
 }
 
 
-h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, const h3_tensor *in,
+/* spec_accept's scratch: the greedy rows' argmax pieces (kernels/m31_moe.cu's
+ * H3_SPEC_TOP2_NAME), [rows = S (G + 1)][nc] each of best f32, second f32, index int, 256-byte
+ * aligned, nc = ceil(V / 4096) (H3M_ACC_CHUNK). */
+typedef struct {
+  size_t v, s, i, total;
+  long long nc;
+} accept_layout;
+
+static accept_layout accept_layout_of(long long rows, long long V) {
+  accept_layout l = {.nc = (V + 4095) / 4096};
+  const size_t part = cu_align256((size_t)(rows * l.nc) * 4);
+  l.v = 0, l.s = part, l.i = 2 * part, l.total = 3 * part;
+  return l;
+}
+
+size_t cu_m31_accept_scratch_bytes(const h3_op *op) {
+  const h3_type *x = &op->operands[0]->type;
+  return accept_layout_of(x->dims[0], x->dims[1]).total;
+}
+
+h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                  const h3_tensor *out, h3_diag *d) {
   int S = (int)in[2].type.dims[0], G = S ? (int)(in[1].type.dims[0] / S) : 0;
   long long V = in[0].type.dims[1];
   h3_dtype it = in[1].type.dtype;
   if (in[3].type.dtype != it || in[4].type.dtype != it)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "draft, seed and pos of one integer dtype");
-  char name[128], lines[192], defs[512];
+  if (V > INT32_MAX) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%lld logits a row (at most 2^31 - 1)", V);
+  char name[128], top2[128], lines[320], defs[640];
   snprintf(name, sizeof name, "h3cu_spec_accept_%s", DN(it));
-  snprintf(lines, sizeof lines, "#define H3_SPEC_ACCEPT_NAME %s\n", name);
+  snprintf(top2, sizeof top2, "h3cu_spec_top2_%s", DN(it));
+  snprintf(lines, sizeof lines, "#define H3_SPEC_ACCEPT_NAME %s\n#define H3_SPEC_TOP2_NAME %s\n", name, top2);
   cu_m31_moe_defines(defs, sizeof defs, lines, H3_F32, H3_F32, H3_F32, it, H3_F32);
-  const char *names[1] = {name};
-  cu_kernel *kn;
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 1, names, &kn, d) != H3_OK) return H3_ERR;
+  const char *names[2] = {top2, name};
+  cu_kernel *kn[2];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 2, names, kn, d) != H3_OK) return H3_ERR;
   if (S == 0) return H3_OK;
+  if (!scratch) return cu_op_error(d, op, NULL, "no scratch (the op was not prepared)");
+  const long long rows = in[0].type.dims[0];
+  if (rows > 65535) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%lld logit rows (at most 65535)", rows);
+  const accept_layout l = accept_layout_of(rows, V);
   const void *x = in[0].data, *dr = in[1].data, *t = in[2].data, *sd = in[3].data, *ps = in[4].data;
+  void *pv = (char *)scratch + l.v, *pp = (char *)scratch + l.s, *pi = (char *)scratch + l.i;
   void *n = out[0].data, *tk = out[1].data, *mg = out[2].data;
-  void *args[] = {&x, &dr, &t, &sd, &ps, &n, &tk, &mg, &G, &V};
-  int64_t grid[3] = {S, 1, 1}, block[3] = {256, 1, 1};
-  return cu_launch(s, kn, grid, block, 0, args, d);
+  int nc = (int)l.nc;
+  void *a1[] = {&x, &t, &pv, &pp, &pi, &G, &V};
+  void *a2[] = {&x, &dr, &t, &sd, &ps, &pv, &pp, &pi, &n, &tk, &mg, &G, &V, &nc};
+  int64_t g1[3] = {nc, rows, 1}, g2[3] = {S, 1, 1}, block[3] = {256, 1, 1};
+  if (cu_launch(s, kn[0], g1, block, 0, a1, d) != H3_OK) return H3_ERR;
+  return cu_launch(s, kn[1], g2, block, 0, a2, d);
 }
 
 size_t cu_m31_moe_scratch_bytes(const h3_op *op) {

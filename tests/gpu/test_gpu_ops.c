@@ -36,7 +36,8 @@
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
  *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
- *    mma; every row with a clear winner, so the drafts are exact in both); linear_nvfp4 at
+ *    mma; every row with a clear winner, so the drafts are exact in both); spec_accept over
+ *    20000 logits a row (greedy rows through the argmax pieces, bitwise); linear_nvfp4 at
  *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups) and above
  *    64 through each form (H3_NVFP4_FORM unset, tiled, skinny).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
@@ -470,6 +471,39 @@ static void markov_winners(const h3_op *op, void **in) {
   const h3_type *t = &op->operands[0]->type;
   for (int64_t row = 0; row < t->dims[0]; row++)
     h3_weights_store(in[0], t->dtype, (size_t)(row * t->dims[1] + (7 * row + 3) % t->dims[1]), 256);
+}
+
+/* spec_accept(logits f32[S (G + 1), V], draft i32[S G], temperature f32[S], seed i32[S], pos
+ * i32[S]) on new inputs named p + "x", "d", "t", "k", "q". */
+static const h3_op *accept_op(hand *h, const char *p, int64_t S, int64_t G, int64_t V) {
+  static const char *const names[5] = {"x", "d", "t", "k", "q"};
+  static const h3_dtype dt[5] = {H3_F32, H3_I32, H3_F32, H3_I32, H3_I32};
+  static const int rank[5] = {2, 1, 1, 1, 1};
+  const int64_t dims[5][3] = {{S * (G + 1), V}, {S * G}, {S}, {S}, {S}};
+  h3_value *v[5];
+  inputs_of(h, p, 5, names, dt, rank, dims, v);
+  return op_of(h, H3_OP_SPEC_ACCEPT, 5, v, 0, NULL);
+}
+
+/* spec_accept's sequences: s greedy except every third (T = 0.8); greedy s drafts its rows'
+ * argmaxes for its first 8 - 3 (s % 3) tokens (8: every row decided, through the argmax pieces
+ * of the cuda form), then argmax + 1; a greedy row 0 gets its best score again at its last
+ * logit (the first index wins, margin 0); seeds and positions arbitrary. */
+static void accept_inputs(const h3_op *op, void **in) {
+  const int64_t V = op->operands[0]->type.dims[1], S = op->operands[2]->type.dims[0];
+  const int64_t G = op->operands[1]->type.dims[0] / S;
+  float *x = in[0], *t = in[2];
+  int32_t *d = in[1], *k = in[3], *q = in[4];
+  for (int64_t s = 0; s < S; s++) {
+    t[s] = s % 3 == 2 ? 0.8f : 0.0f, k[s] = (int32_t)(31 * s + 7), q[s] = (int32_t)(2000 + s);
+    for (int64_t i = 0; i < G; i++) {
+      float *row = x + (s * (G + 1) + i) * V;
+      int64_t best = 0;
+      for (int64_t v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
+      if (i == 0 && t[s] == 0.0f) row[V - 1] = row[best];
+      d[s * G + i] = (int32_t)(i < 8 - 3 * (s % 3) ? best : (best + 1) % V);
+    }
+  }
 }
 
 /* The cases, each tag followed by " (form)" when form is not empty. */
@@ -914,6 +948,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
      rules out) */
   hand_case markov[1] = {{"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10,
                           markov_winners}};
+  /* spec_accept over 20000 logits a row (5 argmax pieces, the last partial): greedy sequences
+     deciding all 9 rows and 6, a sampled one; bitwise (the pieces merge to one scan's result) */
+  hand_case accept[1] = {{"spec_accept S 3 G 8 V 20000", accept_op(&h, "sa", 3, 8, 20000), 0, accept_inputs}};
   /* linear_nvfp4 at decode and draft-like shapes: 12 rows in K splits, 1 row over the draft's
      fc K (K splits), 8 rows with a partial column group, 13 rows, 16 rows over 3 chunks, 6 rows
      over 32 column groups, 6 rows at the draft's fc (the row-pair form: 192 column groups in 2
@@ -954,6 +991,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 1);
+  check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);
   check_m31_attention(b, m31, 7, all_attention);

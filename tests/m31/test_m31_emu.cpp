@@ -72,8 +72,10 @@ namespace spec_k { /* spec_accept (the types that matter: I_T) */
 #undef H3_MOE_MMA_DOWN_NAME
 #define O_T float
 #define H3_SPEC_ACCEPT_NAME emu_spec_accept
+#define H3_SPEC_TOP2_NAME emu_spec_top2
 #include "m31_moe.cu"
 #undef H3_SPEC_ACCEPT_NAME
+#undef H3_SPEC_TOP2_NAME
 #undef O_T
 } // namespace spec_k
 
@@ -341,8 +343,9 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties, bool 
 
 /* ---- spec_accept ----------------------------------------------------------------------- */
 /* S sequences of G draft tokens over V logits: sequence s greedy when s % 3 == 0 (drafts
- * agreeing with the argmaxes for s % 4 tokens), else sampled at T = 0.8 (drafts: argmax or a
- * random token); n, tokens and margins equal to the CPU's. */
+ * agreeing with the argmaxes for s % 4 tokens; its first row's best score again at its last
+ * logit), else sampled at T = 0.8 (drafts: argmax or a random token); greedy rows through the
+ * argmax pieces (H3_SPEC_TOP2_NAME) first; n, tokens and margins equal to the CPU's. */
 static void test_spec_accept(int64_t S, int64_t G, int64_t V) {
   std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("f32", {S * (G + 1), V}) +
                      ", %d: " + ty("i32", {S * G}) + ", %t: " + ty("f32", {S}) + ", %k: " + ty("i32", {S}) +
@@ -361,7 +364,12 @@ static void test_spec_accept(int64_t S, int64_t G, int64_t V) {
   for (int64_t s = 0; s < S; s++) {
     t[s] = s % 3 ? 0.8f : 0.0f, k[s] = (int32_t)(s * 977 + 5), p[s] = (int32_t)(100 + s);
     for (int64_t i = 0; i < G; i++) {
-      const float *row = x + (s * (G + 1) + i) * V;
+      float *row = x + (s * (G + 1) + i) * V;
+      if (s % 3 == 0 && i == 0) { /* the best score again at the row's end: the first wins, margin 0 */
+        float mx = row[0];
+        for (int64_t v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+        row[V - 1] = mx;
+      }
       int64_t best = 0;
       for (int64_t v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
       d[s * G + i] = (int32_t)(s % 3 ? (urand() < 0.5 ? best : (int64_t)(urand() * V) % V)
@@ -372,8 +380,14 @@ static void test_spec_accept(int64_t S, int64_t G, int64_t V) {
   std::vector<buf> got = {make(op->results[0]->type), make(op->results[1]->type), make(op->results[2]->type)};
   int iG = (int)G;
   long long VV = V;
+  /* the greedy rows' pieces first (NaN-filled: a piece the accept kernel reads unwritten shows) */
+  const int nc = (int)((V + H3M_ACC_CHUNK - 1) / H3M_ACC_CHUNK);
+  std::vector<float> pv((size_t)(S * (G + 1) * nc), NAN), ps(pv.size(), NAN);
+  std::vector<int> pi(pv.size(), 7);
+  emu_launch3(nc, S * (G + 1), 1, 256, [&] { spec_k::emu_spec_top2(x, t, pv.data(), ps.data(), pi.data(), iG, VV); });
   emu_launch3(S, 1, 1, 256, [&] {
-    spec_k::emu_spec_accept(x, d, t, k, p, (int *)got[0].p(), (int *)got[1].p(), (float *)got[2].p(), iG, VV);
+    spec_k::emu_spec_accept(x, d, t, k, p, pv.data(), ps.data(), pi.data(), (int *)got[0].p(), (int *)got[1].p(),
+                            (float *)got[2].p(), iG, VV, nc);
   });
   char what[96];
   snprintf(what, sizeof what, "spec_accept S %lld G %lld V %lld n", (long long)S, (long long)G, (long long)V);
@@ -631,6 +645,7 @@ int main(void) {
   test_markov(20, 3, 200, 16, true, true);  /* ties: z = base bitwise, the first argmax */
   test_spec_accept(12, 3, 300);
   test_spec_accept(5, 8, 1000);
+  test_spec_accept(6, 2, 9000); /* 3 pieces a row, the last partial */
   test_router(5, 64, 8, 2);
   test_router(3, 256, 32, 4);
   test_router(19, 2048, 16, 4); /* several row groups, a partial last one; 2 steps per thread */
