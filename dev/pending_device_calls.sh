@@ -389,6 +389,18 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+74) { # spec_accept's argmax pieces (1a71abd): test_gpu_ops, then the rounds of call 72 again.
+   # Carry build-gpu/s32 (h3c, h3exec, gpu_compile_check, test_gpu_ops at 1a71abd)
+   echo "== test_gpu_ops"; timeout 250 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "spec_accept|FAIL|passed"
+   W=$OUT/spec; mkdir -p "$W"
+   echo "== s128: C = 1"; M31_SPEC_FLOOR=1 M31_SPEC_ACCEPT="4 9" M31_SPEC_H3C="--set experts=128" timeout 200 \
+     bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
+   echo "== s128: C = 64"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--set experts=128" timeout 200 \
+     bench/m31_spec.sh "$S" "$W/s128c64" 64 2> "$W/s128c64.log" || tail -5 "$W/s128c64.log"
+   rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
+   } > "$log" 2>&1 ;; # ~6 min. Predicted (H100, against call 72): 128 experts, C = 1, rounds forced 4
+   # 6.70 -> ~5.6 ms (1.50 -> ~1.26 x the floor), forced 9 8.08 -> ~6.5, real 5.51 -> ~5.35; C = 64
+   # forced 4 27.5 -> ~26 ms
 73) { # where a batch-1 round and step go above their floors (call 72: both ~1.5 x): per-op tables
    # (CUDA graphs off) of plain decoding and forced rounds A = 4, 9 at 128 experts, minus a run of
    # the same prompt with one new token (dev/spec_round_ops.py). Carry build-gpu/s31
