@@ -2,6 +2,11 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
+# Next (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
+#   75 on a stage of HEAD (dev/mini_stage.sh build-gpu/s18 build-gpu/sNN h3c h3exec): ncu of one forced
+#      round at 128 experts, batch 1 (the draft at 1.49 x its floor, the round's linears at ~1.9 x their
+#      bytes); then the lever it names (dev/m31-decode.md, session 27). Sage: wg1p refuted and removed
+#      (dev/sage-attention.md); nothing pending there.
 # Next (2026-12-06, end of session 26; 63-64 and 66-70 ran on an H100: dev/results/2026-12-06-h100-s26-*.txt):
 #   71 on a stage of HEAD (dev/mini_stage.sh build-gpu/s18 build-gpu/sNN --composite $T): test_gpu_ops
 #      first (wg1p's sage cases: never run on a GPU, a hang shows as the timeout; the 6-row nvfp4
@@ -389,6 +394,25 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+75) { # where the draft's 1.75 ms go (floor 1.18) and the round's linears (4.12 ms against ~2.2 of
+   # bytes): ncu's duration of every kernel of a forced-9 round at 128 experts, C = 1 (the run of
+   # call 73, --requests with 8 new tokens so the kernels of ~1 round and the prefill are timed)
+   # Carry a stage of HEAD (h3c, h3exec). Predicted: markov step ~80 us and pick ~10 us each of 8;
+   # the draft's lm_head (8 rows, f32) and the verify's (9 rows) ~1.2-1.5 ms each against 0.81 of bytes
+   W=$(mktemp -d); P=$W/p.plan
+   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=1 --set experts=128 -o "$P" 2>&1 | tail -1
+   python3 bench/m31_serve_peer.py make-requests --n 1 --isl 2048 --osl 16 --vocab 200064 --seed 1 > "$W/r.jsonl"
+   X=("$S/bin/h3exec" "$P" --backend cuda --weights random --seed 3 --concurrency 1 --requests "$W/r.jsonl")
+   "${X[@]}" --out "$W/plain.jsonl" > /dev/null 2>&1
+   H3_CUDA_GRAPHS=0 timeout 300 ncu --metrics gpu__time_duration.sum --csv "${X[@]}" --speculative dspark \
+     --spec-force-accept "9:$W/plain.jsonl" > "$W/ncu.csv" 2> /dev/null
+   python3 -c 'import csv, collections, sys
+t = collections.defaultdict(lambda: [0, 0.0])
+for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
+    if r.get("Metric Name") == "gpu__time_duration.sum":
+        k = t[r["Kernel Name"][:60]]; k[0] += 1; k[1] += float(r["Metric Value"].replace(",", "")) / 1e3
+for n, (c, us) in sorted(t.items(), key=lambda x: -x[1][1])[:40]: print(f"{us:10.1f} us {c:5d}  {n}")' "$W/ncu.csv"
+   } > "$log" 2>&1 ;;
 74) { # spec_accept's argmax pieces (1a71abd): test_gpu_ops, then the rounds of call 72 again.
    # Carry build-gpu/s32 (h3c, h3exec, gpu_compile_check, test_gpu_ops at 1a71abd)
    echo "== test_gpu_ops"; timeout 250 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "spec_accept|FAIL|passed"
