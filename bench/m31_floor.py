@@ -102,7 +102,12 @@ def round_bytes(c, seqs, context, quant, touched):
 
 
 def copy_gbps():
-    import torch  # only here: the byte counts need no PyTorch
+    try:
+        import torch  # only here: the byte counts need no PyTorch
+    except ImportError:
+        raise SystemExit("m31_floor.py copy: needs PyTorch (with CUDA) to time the copy")
+    if not torch.cuda.is_available():
+        raise SystemExit("m31_floor.py copy: PyTorch sees no CUDA device")
     n = 2 << 30
     a = torch.empty(n, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)

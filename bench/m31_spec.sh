@@ -44,7 +44,7 @@ fail=0
 floor=${M31_SPEC_FLOOR:-}
 if [ -n "$floor" ]; then # the copy rate the floors divide by, and what the table needs to count bytes
   if [ -n "${M31_SPEC_GBPS:-}" ]; then echo "{\"gbps\": $M31_SPEC_GBPS}" > "$OUT/copy.json" # a given rate (no GPU)
-  else python3 "$here/m31_floor.py" copy > "$OUT/copy.json" || { echo "m31_spec.sh: no copy rate (PyTorch with CUDA?): no floors" >&2; floor=; }
+  else python3 "$here/m31_floor.py" copy > "$OUT/copy.json" || { echo "m31_spec.sh: no copy rate: no floors" >&2; rm -f "$OUT/copy.json"; floor=; }
   fi
   python3 -c 'import json, sys; print(json.dumps(dict(config=sys.argv[1], isl=int(sys.argv[2]), osl=int(sys.argv[3]), h3c=sys.argv[4:])))' \
     "$CONFIG" "$ISL" "$OSL" "${SETS[@]}" > "$OUT/floor_args.json"
