@@ -412,7 +412,20 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
     if r.get("Metric Name") == "gpu__time_duration.sum":
         k = t[r["Kernel Name"][:60]]; k[0] += 1; k[1] += float(r["Metric Value"].replace(",", "")) / 1e3
 for n, (c, us) in sorted(t.items(), key=lambda x: -x[1][1])[:40]: print(f"{us:10.1f} us {c:5d}  {n}")' "$W/ncu.csv"
-   } > "$log" 2>&1 ;;
+   # then 64 sequences (the round at 1.61 x its floor, the plain step at 1.03 x): per-op tables of
+   # a forced-4 round and a plain step minus the prompts' prefill (dev/spec_round_ops.py)
+   P=$W/p64.plan; X=("$S/bin/h3exec" "$P" --backend cuda --weights random --seed 3 --concurrency 64)
+   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=64 --set experts=128 -o "$P" 2>&1 | tail -1
+   for o in 32 1; do python3 bench/m31_serve_peer.py make-requests --n 64 --isl 2048 --osl $o --vocab 200064 --seed 64 > "$W/q$o.jsonl"; done
+   "${X[@]}" --requests "$W/q32.jsonl" --out "$W/p64.jsonl" > /dev/null 2>&1
+   H3_CUDA_GRAPHS=0 "${X[@]}" --requests "$W/q1.jsonl" --speculative dspark --profile "$W/b.json" > "$W/sb64.txt" 2>&1
+   H3_CUDA_GRAPHS=0 "${X[@]}" --requests "$W/q1.jsonl" --profile "$W/b.json" > "$W/b64.txt" 2>&1
+   H3_CUDA_GRAPHS=0 "${X[@]}" --requests "$W/q32.jsonl" --profile "$W/b.json" > "$W/pl64.txt" 2>&1
+   H3_CUDA_GRAPHS=0 timeout 200 "${X[@]}" --requests "$W/q32.jsonl" --speculative dspark \
+     --spec-force-accept "4:$W/p64.jsonl" --profile "$W/b.json" > "$W/s64.txt" 2>&1
+   echo "== plain step, 64 sequences"; python3 dev/spec_round_ops.py "$W/pl64.txt" "$W/b64.txt"
+   echo "== round, forced 4 (BENCH ONLY), 64 sequences"; python3 dev/spec_round_ops.py "$W/s64.txt" "$W/sb64.txt"
+   } > "$log" 2>&1 ;; # ~8 min in all (split it if the budget is short)
 74) { # spec_accept's argmax pieces (1a71abd): test_gpu_ops, then the rounds of call 72 again.
    # Carry build-gpu/s32 (h3c, h3exec, gpu_compile_check, test_gpu_ops at 1a71abd)
    echo "== test_gpu_ops"; timeout 250 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "spec_accept|FAIL|passed"
