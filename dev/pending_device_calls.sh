@@ -3,7 +3,8 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
-#   75 on a stage of HEAD (dev/mini_stage.sh build-gpu/s18 build-gpu/sNN h3c h3exec): ncu of one forced
+#   75 on build-gpu/s33 (h3c, h3exec, built at the end of session 27; rebuild with dev/mini_stage.sh
+#      build-gpu/s18 build-gpu/sNN h3c h3exec if the product changed): ncu of one forced
 #      round at 128 experts, batch 1 (the draft at 1.49 x its floor, the round's linears at ~1.9 x their
 #      bytes); then the lever it names (dev/m31-decode.md, session 27). Sage: wg1p refuted and removed
 #      (dev/sage-attention.md); nothing pending there.
