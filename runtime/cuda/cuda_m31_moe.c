@@ -1,5 +1,5 @@
-/* cuda_m31_moe.c: launches of router_topk, moe, markov_draft and spec_accept (kernels/m31_moe.cu) on the
- * cuda backend. router_topk runs in one launch for k <= 16 (scores and selection) through the
+/* cuda_m31_moe.c: launches of router_topk, moe, markov_draft and spec_accept
+ * (kernels/m31_moe.cu) on the cuda backend. router_topk runs in one launch for k <= 16 (scores and selection) through the
  * device scratch its record owns (cu_m31_router_scratch_bytes). moe runs in several launches
  * through its own (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows,
  * expert-major products on tensor cores (for many rows per
@@ -439,7 +439,8 @@ h3_status cu_m31_run_spec_accept(cu_state *s, const h3_op *op, void *scratch, co
   h3_dtype it = in[1].type.dtype;
   if (in[3].type.dtype != it || in[4].type.dtype != it)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "draft, seed and pos of one integer dtype");
-  if (V > INT32_MAX) return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%lld logits a row (at most 2^31 - 1)", V);
+  if (V > INT32_MAX)
+    return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%lld logits a row (at most 2^31 - 1)", V);
   char name[128], top2[128], lines[320], defs[640];
   snprintf(name, sizeof name, "h3cu_spec_accept_%s", DN(it));
   snprintf(top2, sizeof top2, "h3cu_spec_top2_%s", DN(it));
