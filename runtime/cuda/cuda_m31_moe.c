@@ -1,17 +1,19 @@
 /* cuda_m31_moe.c: launches of router_topk, moe, markov_draft and spec_accept
- * (kernels/m31_moe.cu) on the cuda backend. router_topk runs in one launch for k <= 16 (scores and selection) through the
- * device scratch its record owns (cu_m31_router_scratch_bytes). moe runs in several launches
- * through its own (cu_m31_moe_scratch_bytes): a kernel that lists each expert's rows,
- * expert-major products on tensor cores (for many rows per
- * expert tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
- * H3_MOE_GEMM=mma or H is not a multiple of 256; for thousands of rows per expert cuBLASLt's,
- * cuda_m31_moe_lt.c) or CUDA cores into bf16 activations and expert outputs, then the combine. markov_draft runs its chains in lock step, two launches a
- * step through its scratch (cu_m31_markov_scratch_bytes), the step on tensor cores from 8
- * chains on (markov_mma; H3_MARKOV_FORM forces a form). spec_accept runs in two: the greedy
- * rows' argmax in pieces of 4096 logits over many blocks into its scratch
- * (cu_m31_accept_scratch_bytes), then a block a sequence. moe {ranks = N} (expert parallelism)
- * runs the same kernels on local ids: the global ids of this rank's slice less its base, the
- * others -1 (cu_rank_ids).
+ * (kernels/m31_moe.cu) on the cuda backend.
+ * - router_topk: one launch for k <= 16 (scores and selection) through the device scratch its
+ *   record owns (cu_m31_router_scratch_bytes).
+ * - moe: several launches through its own scratch (cu_m31_moe_scratch_bytes): a kernel that
+ *   lists each expert's rows, expert-major products on tensor cores (for many rows per expert
+ *   tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
+ *   H3_MOE_GEMM=mma or H is not a multiple of 256; for thousands of rows per expert cuBLASLt's,
+ *   cuda_m31_moe_lt.c) or CUDA cores into bf16 activations and expert outputs, then the
+ *   combine. moe {ranks = N} (expert parallelism) runs the same kernels on local ids: the global
+ *   ids of this rank's slice less its base, the others -1 (cu_rank_ids).
+ * - markov_draft: its chains in lock step, two launches a step through its scratch
+ *   (cu_m31_markov_scratch_bytes), the step on tensor cores from 8 chains on (markov_mma;
+ *   H3_MARKOV_FORM forces a form).
+ * - spec_accept: two launches, the greedy rows' argmax in pieces of 4096 logits over many
+ *   blocks into its scratch (cu_m31_accept_scratch_bytes), then a block a sequence.
  */
 #include "cuda_m31.h"
 #include "cuda_m31_router_shape.h"
