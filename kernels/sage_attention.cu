@@ -462,9 +462,9 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 // shared memory: the 16 registers it frees keep O, T and both halves' P codes within 168
 // without spills (a variant with Q in registers at 2 blocks an SM measured 16 % slower:
 // dev/sage-attention.md).
-// Synchronisation, mbarriers (h3s_wg1_ctx's ring of 2 slots): slot s full (1 arrival + 32 KiB of TMA bytes; stage j waits for parity
-// (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 - 1) & 1 before
-// loading stage j >= 2 into it).
+// Synchronisation, mbarriers (h3s_wg1_bars): slot s full (1 arrival + 32 KiB of TMA bytes; stage
+// j waits for parity (j / 2) & 1); slot s empty (releases; thread 0 waits for parity (j / 2 -
+// 1) & 1 before loading stage j >= 2 into it).
 //   wg1: 4 releases, lane 0 of each warp. Warp 0 releases stage j - 1 before thread 0 waits,
 //     the other warps after their last wgmma wait on it, so no slot is overwritten while read
 //     and no phase is passed unseen (stage j + 2 needs every warp past stage j).
@@ -491,19 +491,19 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 1) h3cu_sage_fwd_bf16(
 //     rows are all past len (the last, when ceil(len / 64) is odd) computes and stores nothing
 //     but loads its box of every stage and releases each stage once it is in, as its partner
 //     needs (h3s_wg1c_idle).
-// Shared memory (runtime/cuda/cuda_sage.c's SAGE_SMEM_WG1, 74 KiB): 1 KiB of alignment slack, 2
-// slots of K and V^T [128][128],
+// Shared memory (H3S_SMEM_WG1): 1 KiB of alignment slack, 2 slots of K and V^T [128][128],
 // then Q [64][128], then the tile of ones [8][128]; each a tile of 128-byte rows with 16-byte
 // chunk c of row r at chunk c ^ (r & 7) (TMA's 128B swizzle, the layout the wgmma descriptors
 // read: 1024-byte atoms).
 #define H3S_WG1_THREADS 128
 #define H3S_WG1_ROWS 64   // query rows per block: one q block
-#define H3S_WG1_STAGES 2  // wg1 / wg1c's ring: 2 stages of 128 keys (64 KiB)
-#define H3S_WG1_BLOCKS 3  // wg1 / wg1c blocks per SM: 168 registers, 3 x 74 KiB of shared memory
-// Q's offset from the slots, the tile of ones' offset (1 KiB after it)
-#define H3S_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES)
-#define H3S_ONES (H3S_QOFF + H3S_WG1_ROWS * 128)
+#define H3S_WG1_STAGES 2  // the ring: 2 stages of 128 keys (64 KiB)
+#define H3S_WG1_BLOCKS 3  // blocks per SM: 168 registers, 3 x 74 KiB of shared memory
+#define H3S_WG1_QOFF (H3S_WG1_STAGES * 2 * H3S_KBYTES) // Q's offset from the slots
+#define H3S_WG1_ONES (H3S_WG1_QOFF + H3S_WG1_ROWS * 128) // the tile of ones' offset (1 KiB)
+#define H3S_SMEM_WG1 (1024 + H3S_WG1_ONES + 1024)
 #define H3S_SLOT_DESC (2 * H3S_KBYTES >> 4) // a slot, in descriptor units
+typedef h3_ring<H3S_WG1_STAGES> h3s_wg1_bars;
 #define H3S_R8(d, i) "+r"((d)[i]), "+r"((d)[(i) + 1]), "+r"((d)[(i) + 2]), "+r"((d)[(i) + 3]), \
     "+r"((d)[(i) + 4]), "+r"((d)[(i) + 5]), "+r"((d)[(i) + 6]), "+r"((d)[(i) + 7])
 
@@ -588,7 +588,7 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
         *reinterpret_cast<const uint4 *>(q + 16 * i);
   }
   if (threadIdx.x < 1024 / 16)
-    reinterpret_cast<uint4 *>(qs + H3S_WG1_ROWS * 128)[threadIdx.x] =
+    reinterpret_cast<uint4 *>(qs + H3S_WG1_ONES - H3S_WG1_QOFF)[threadIdx.x] =
         uint4{H3S_ONES8, H3S_ONES8, H3S_ONES8, H3S_ONES8};
   h3_fence_async_smem();
 }
@@ -596,7 +596,7 @@ H3_DI void h3s_wg1_load_q(unsigned char *qs, const signed char *q) {
 // T = P0 V0 + P1 V1 of a stage and ls its rows' sums of P (P codes pa0, pa1; V^T at descriptor
 // dv, the tile of ones at d1): 4 wgmma m64n128k32 e4m3 (2 k-steps of 32 keys a half, at bytes
 // 64 half + 32 kk of V^T's rows) and 4 m64n8k32 (ls: rows 16 w + g in ls[0] (= ls[1]), + 8 in
-// ls[2]), the first of each overwriting, one group, complete on return
+// ls[2]), the first of each overwriting, one group; both complete on return
 H3_DI void h3s_wg1_pv(float t[64], float ls[4], const unsigned pa0[2][4], const unsigned pa1[2][4], unsigned dv,
                       unsigned d1) {
   h3_wg_fence();
@@ -616,46 +616,24 @@ H3_DI void h3s_wg1_pv(float t[64], float ls[4], const unsigned pa0[2][4], const 
   h3_wg_hold<4>(ls);
 }
 
-// The stage's softmax from S in sc (complete: pinned here after its wait) into the codes pa0,
-// pa1 and the rows' alpha al, m updated: h3s_stage_softmax's fast path where both tiles' kq > 0
-// (scale > 0), full or cut at len, else its general path
-H3_DI void h3s_wg1_softmax(int sc[2][8][4], unsigned pa0[2][4], unsigned pa1[2][4], float kq0, float kq1,
-                           long long key0, long long len, float m[2], float al[2]) {
-  h3s_wg_hold(&sc[0][0][0]);
-  if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
-    if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
-    else h3s_stage_softmax<true, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
-  } else {
-    h3s_stage_softmax<false, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
-  }
-}
-
-// A stage's P V folded in: O = O * alpha + T (acc, t: h3s_wg1_pv's), l = l * alpha + the rows'
-// sums of P (ls)
-H3_DI void h3s_wg1_fold(float acc[16][4], float l[2], const float t[64], const float ls[4], const float al[2]) {
-#pragma unroll
-  for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
-  l[0] = __fmaf_rn(l[0], al[0], ls[0]), l[1] = __fmaf_rn(l[1], al[1], ls[2]);
-}
-
-// A block's loads: the TMA maps, its ring of 2 slots at ss (then Q), barriers, the kv head's
-// first rows of K (krow) and V^T (vrow), the stage count nst and the cluster rank (wg1: 0)
+// A block's loads: the TMA maps, its slots ss (then Q), barriers, the kv head's first rows of K
+// (krow) and V^T (vrow), the stage count nst and the cluster rank (wg1: 0)
 struct h3s_wg1_ctx {
   const h3_tmap *tk, *tv;
   unsigned ss;
-  h3_ring<H3S_WG1_STAGES> bar;
+  h3s_wg1_bars bar;
   int krow, vrow, nst;
   unsigned rank;
 };
 
 // Thread 0: stage j (K rows krow + 128 j .. + 127 of tk, V^T columns 128 j .. + 127 of rows
-// vrow .. + 127 of tv: 32 KiB) into slot j & 1 (K, then V^T), once the slot's releases of stage
+// vrow .. + 127 of tv: 32 KiB) into slot j % 2 (K, then V^T), once the slot's releases of stage
 // j - 2 are in (the empty barrier's phase (j / 2 - 1)), the full barrier expecting all 32 KiB.
 // wg1c: only this block's box, rank 0 the K box and rank 1 the V^T box, each by multicast into
 // both blocks
 template <bool CLUSTER> H3_DI void h3s_wg1_load(const h3s_wg1_ctx &c, int j) {
-  const int s = j & 1;
-  if (j >= 2) h3_bar_wait(c.bar.empty(s), (unsigned)((j / 2 - 1) & 1));
+  const int s = j % H3S_WG1_STAGES;
+  if (j >= H3S_WG1_STAGES) h3_bar_wait(c.bar.empty(s), (unsigned)((j / H3S_WG1_STAGES - 1) & 1));
   const unsigned ks = c.ss + (unsigned)(s * 2 * H3S_KBYTES);
   h3_bar_expect(c.bar.full(s), 2 * H3S_KBYTES);
   if constexpr (CLUSTER) {
@@ -695,8 +673,8 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
   const int tid = threadIdx.x, nst = c.nst;
   const float *kdh = kd + (long long)h * (lp / 64);
   const float dq = qd[(long long)n * (lp / 64) + blockIdx.x], sl2 = __fmul_rn(scale, 1.4426950408889634f);
-  const unsigned dqs = h3s_pin(h3s_desc(c.ss + H3S_QOFF)), dks = h3s_pin(h3s_desc(c.ss));
-  const unsigned dvs = dks + (H3S_KBYTES >> 4), d1 = h3s_pin(h3s_desc(c.ss + H3S_ONES));
+  const unsigned dqs = h3s_pin(h3s_desc(c.ss + H3S_WG1_QOFF)), dks = h3s_pin(h3s_desc(c.ss));
+  const unsigned dvs = dks + (H3S_KBYTES >> 4), d1 = h3s_pin(h3s_desc(c.ss + H3S_WG1_ONES));
   float acc[16][4], t[64], ls[4], m[2] = {-H3S_INF, -H3S_INF}, l[2] = {0.0f, 0.0f}, al[2];
   unsigned pa0[2][4], pa1[2][4];
   int sc[2][8][4]; // S of the stage's tiles
@@ -720,18 +698,26 @@ H3_DI void h3s_wg1_rows(const h3s_wg1_ctx &c, const float *qd, const float *kd,
     const float kq0 = __fmul_rn(__fmul_rn(dq, dk0), sl2), kq1 = __fmul_rn(__fmul_rn(dq, dk1), sl2);
     // S complete, then the stage's softmax
     h3_wg_wait<0>();
-    h3s_wg1_softmax(sc, pa0, pa1, kq0, kq1, key0, len, m, al);
+    h3s_wg_hold(&sc[0][0][0]);
+    if (kq0 > 0.0f && kq1 > 0.0f) { // the common path: scale > 0
+      if (key0 + H3S_STAGE_KEYS <= len) h3s_stage_softmax<true, true>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+      else h3s_stage_softmax<true, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+    } else {
+      h3s_stage_softmax<false, false>(sc[0], sc[1], pa0, pa1, kq0, kq1, key0, len, m, al);
+    }
     h3s_wg1_pv(t, ls, pa0, pa1, dvs + (unsigned)s * H3S_SLOT_DESC, d1);
     h3s_wg1_release<CLUSTER>(c, s);
-    h3s_wg1_fold(acc, l, t, ls, al);
+#pragma unroll
+    for (int i = 0; i < 16; i++) h3s_fold(acc[i], t + 4 * i, al);
+    l[0] = __fmaf_rn(l[0], al[0], ls[0]), l[1] = __fmaf_rn(l[1], al[1], ls[2]);
     dk0 = nk0, dk1 = nk1;
   }
   if constexpr (CLUSTER) h3_cluster_arrive();
   h3s_store<true>(o, o_stride, n, h, q0 + 16 * (tid >> 5), len, vscale, acc, l);
 }
 
-// The kernels' body (the contract above): barriers, Q, the first stages, then the block's rows
-// (wg1c: or the idle block's loads) and, wg1c, the exit barrier
+// The kernels' body (the contract above): barriers, Q, stage 0, then the block's rows (wg1c: or
+// the idle block's loads) and, wg1c, the exit barrier
 template <bool CLUSTER>
 H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *qc, const float *qd, const float *kd,
                        const float *vscale, h3_bf16 *o, long long len, long long lp, long long o_stride, int group,
@@ -740,7 +726,7 @@ H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *
   __shared__ unsigned long long h3s_bar_words[2 * H3S_WG1_STAGES];
   const unsigned base = h3_smem_addr(h3s_wg1_raw), ss = (base + 1023u) & ~1023u; // the slots, then Q
   const int n = blockIdx.y, h = n / group;
-  const h3s_wg1_ctx c{tk, tv, ss, h3_ring<H3S_WG1_STAGES>{h3_smem_addr(h3s_bar_words)}, (int)(h * lp), h * 128,
+  const h3s_wg1_ctx c{tk, tv, ss, h3s_wg1_bars{h3_smem_addr(h3s_bar_words)}, (int)(h * lp), h * 128,
                       (int)((len + H3S_STAGE_KEYS - 1) / H3S_STAGE_KEYS), CLUSTER ? h3_cluster_rank() : 0u};
   const long long q0 = (long long)blockIdx.x * H3S_WG1_ROWS;
   if (threadIdx.x == 0) {
@@ -749,7 +735,7 @@ H3_DI void h3s_wg1_fwd(const h3_tmap *tk, const h3_tmap *tv, const signed char *
     h3_prefetch_map(tv);
     if (!CLUSTER) h3s_wg1_load<CLUSTER>(c, 0);
   }
-  h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_QOFF, qc + ((long long)n * lp + q0) * 128);
+  h3s_wg1_load_q(h3s_wg1_raw + (ss - base) + H3S_WG1_QOFF, qc + ((long long)n * lp + q0) * 128);
   if constexpr (CLUSTER) { // both blocks' barriers are set before either block signals the other's
     h3_cluster_sync();
     if (threadIdx.x == 0) h3s_wg1_load<CLUSTER>(c, 0);

@@ -35,8 +35,7 @@
 
 enum { SAGE_D = 128, SAGE_ROWS = 128, SAGE_KSTAGE = 128 * 128 };
 enum { SAGE_SMEM_FP8 = 3 * 2 * SAGE_KSTAGE, SAGE_SMEM_BF16 = 3 * 3 * SAGE_KSTAGE, /* H3S_SMEM_* */
-       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* slack, 2 stages of K and V^T,
-                                                                          Q, ones: the kernel's layout */
+       SAGE_SMEM_WG1 = 1024 + 2 * 2 * SAGE_KSTAGE + 64 * SAGE_D + 1024 }; /* 2 stages of K and V^T, Q, ones */
 
 enum { SAGE_QUANT = 3, SAGE_FWD = 4, SAGE_KERNELS = SAGE_QUANT + SAGE_FWD }; /* pre-passes, attention kernels */
 static const char *const quant_names[SAGE_QUANT] = {"h3cu_sage_colstats", "h3cu_sage_quant", "h3cu_sage_quant_v"};
