@@ -1092,6 +1092,13 @@ __device__ __forceinline__ void h3m_acc_merge(float &bv, long long &bi, float &s
     sec = fmaxf(sec, v);
   }
 }
+// Another merge's result (best v at index i, -1: none; its largest other score s) into (bv, bi,
+// sec): the same as merging every candidate it saw.
+__device__ __forceinline__ void h3m_acc_merge_part(float &bv, long long &bi, float &sec, float v, float s,
+                                                   long long i) {
+  h3m_acc_merge(bv, bi, sec, v, i);
+  if (i >= 0) sec = fmaxf(sec, s);
+}
 
 // H3_SPEC_TOP2_NAME: the greedy rows' argmax in pieces, before H3_SPEC_ACCEPT_NAME (a decision
 //   over V = 200064 logits by one block of 256 threads read ~4 GB/s: 1.1-1.7 ms a batch-1 round).
@@ -1128,10 +1135,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_TOP2_NAME(
   if (threadIdx.x == 0) {
     float b = 0.0f, s2 = -H3_RNG_INF;
     long long w = -1;
-    for (int i = 0; i < 256; i++) {
-      h3m_acc_merge(b, w, s2, pv[i], pi[i]);
-      if (pi[i] >= 0) s2 = fmaxf(s2, ps[i]);
-    }
+    for (int i = 0; i < 256; i++) h3m_acc_merge_part(b, w, s2, pv[i], ps[i], pi[i]);
     const long long at = r * gridDim.x + blockIdx.x;
     part_v[at] = b, part_s[at] = s2, part_i[at] = (int)w;
   }
@@ -1209,10 +1213,8 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
     long long bi = -1;
     if (greedy) { // the row's pieces (H3_SPEC_TOP2_NAME)
       const long long r0 = (s * (G + 1) + n) * nc;
-      for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-        h3m_acc_merge(bv, bi, sec, top_v[r0 + c], top_i[r0 + c]);
-        if (top_i[r0 + c] >= 0) sec = fmaxf(sec, top_s[r0 + c]);
-      }
+      for (int c = threadIdx.x; c < nc; c += blockDim.x)
+        h3m_acc_merge_part(bv, bi, sec, top_v[r0 + c], top_s[r0 + c], top_i[r0 + c]);
     } else {
       for (long long v = threadIdx.x; v < V; v += blockDim.x) {
         if (v == skip) continue;
@@ -1224,10 +1226,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
     if (threadIdx.x == 0) {
       float b = 0.0f, sc2 = -H3_RNG_INF;
       long long w = -1;
-      for (int i = 0; i < (int)blockDim.x; i++) {
-        h3m_acc_merge(b, w, sc2, part_v[i], part_i[i]);
-        if (part_i[i] >= 0) sc2 = fmaxf(sc2, part_s[i]);
-      }
+      for (int i = 0; i < (int)blockDim.x; i++) h3m_acc_merge_part(b, w, sc2, part_v[i], part_s[i], part_i[i]);
       win_sh = w < 0 ? 0 : w;
       mg_sh = h3_rng_sample_margin(w < 0 ? __int_as_float(0x7fc00000) : b, sc2);
     }
