@@ -44,9 +44,9 @@ typedef struct {
    * its launch point in the stream to its end. Backends without marks (cpu) sync after
    * each op as without this flag. Events inside a CUDA graph capture are dropped. */
   bool trace_device;
-  /* A debugging and measuring hook (h3exec --dump-ops, --moe-stats): called after each executed compute or fused op
-   * with its operands and results in backend memory (in[0 .. n_in), out[0 .. n_out), as
-   * run_op saw them; out in its final place). While set,
+  /* A debugging and measuring hook (h3exec --dump-ops, --moe-stats): called after each executed
+   * compute or fused op with its operands and results in backend memory (in[0 .. n_in),
+   * out[0 .. n_out), as run_op saw them; out in its final place). While set,
    * callees run op by op: recorded work (h3_backend_ext.call_begin) is neither recorded nor
    * replayed. A status other than H3_OK stops the run with the hook's report in `d`. */
   h3_status (*observe)(void *ctx, const h3_op *op, const h3_tensor *in, int n_in,

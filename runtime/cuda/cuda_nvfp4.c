@@ -69,8 +69,9 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
  * where another form would run; "skinny" the skinny form at 1-8 rows and the tiled kernels at
  * 9-16 instead of the row-pair form. By default: the skinny form at 1-4 rows, the row-pair form
  * at 5-16 (on an H100 at 8 rows 1.06-1.30 x the skinny form, at 16 1.04-1.39 x the tiled
- * kernels; dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt), the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the tiled
- * kernels in between and where none applies. */
+ * kernels; dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt), the dequantized form
+ * above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the tiled kernels in between
+ * and where none applies. */
 enum { FORM_DEFAULT = -1, FORM_TILED = 0, FORM_SKINNY = 1 };
 static int nvfp4_form(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "skinny", NULL}); }
 
