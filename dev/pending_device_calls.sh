@@ -2,7 +2,9 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
+# Next (2026-12-06, session 28): 76 and 77 on build-gpu/s34 (h3c, h3exec, test_gpu_ops at the
+#      streaming Markov step).
+# Before (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
 #   75 on build-gpu/s33 (h3c, h3exec, built at the end of session 27; rebuild with dev/mini_stage.sh
 #      build-gpu/s18 build-gpu/sNN h3c h3exec if the product changed): ncu of one forced
 #      round at 128 experts, batch 1 (the draft at 1.49 x its floor, the round's linears at ~1.9 x their
@@ -395,6 +397,30 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+76) { # the streaming fp32 Markov step (a row a thread, w2 through two cp.async stages): its GPU
+   # cases, then the batch-1 rounds at 128 experts against their floor (call 74: forced 4 5.52 ms,
+   # 1.23 x; forced 9 6.13, 1.22 x; real 5.16). Carry build-gpu/s34 (h3c, h3exec, test_gpu_ops).
+   # Predicted: markovs 101 -> ~38 us a step (102 MB of w2 at ~2.9 TB/s), a round -0.5 ms: forced
+   # 4 ~5.0 ms (1.12 x), forced 9 ~5.6 (1.11 x), real ~4.65
+   echo "== test_gpu_ops"; timeout 220 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "markov|FAIL|passed"
+   W=$OUT/spec; mkdir -p "$W"
+   echo "== s128: C = 1"; M31_SPEC_FLOOR=1 M31_SPEC_ACCEPT="4 9" M31_SPEC_H3C="--set experts=128" timeout 300 \
+     bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
+   rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
+   } > "$log" 2>&1 ;; # ~8 min
+77) { # where a plain batch-1 step's kernel time goes (issue 17: the step at 1.21 x its floor on an
+   # H100): ncu's time of each kernel, 9 new tokens against 1 (graphs off; ncu's times hold no
+   # launch gaps), at the small config. Carry build-gpu/s34. Predicted: the lm_head ~0.82 ms (at
+   # its bytes), the moe ~0.45, the other linears ~0.7 against ~0.55 of bytes
+   T=$(mktemp -d); P=$T/p.plan
+   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=1 -o "$P" 2>&1 | tail -1
+   for o in 9 1; do
+     python3 bench/m31_serve_peer.py make-requests --n 1 --isl 2048 --osl $o --vocab 200064 --seed 1 > "$T/r$o.jsonl"
+     H3_CUDA_GRAPHS=0 timeout 200 ncu --metrics gpu__time_duration.sum --csv "$S/bin/h3exec" "$P" --backend cuda \
+       --weights random --seed 3 --concurrency 1 --requests "$T/r$o.jsonl" > "$T/n$o.csv" 2> /dev/null
+   done
+   echo "== plain step kernels, small, C = 1"; python3 dev/ncu_step_kernels.py "$T/n9.csv" "$T/n1.csv" 8
+   } > "$log" 2>&1 ;; # ~4 min
 75) { # where the draft's 1.75 ms go (floor 1.18) and the round's linears (4.12 ms against ~2.2 of
    # bytes): ncu's duration of every kernel of a forced-9 round at 128 experts, C = 1 (the run of
    # call 73, --requests with 8 new tokens so the kernels of ~1 round and the prefill are timed)

@@ -45,7 +45,8 @@
 //         multiples, vector loads).
 //   markov_draft(base[S G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev[S] I_T) -> z[S G, V] O_T,
 //     draft[S G] I_T in 2 G + 1 launches through an f32 scratch (e [S, r], then the block
-//     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = ceil(V / 64)), the G steps
+//     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = the step's grid: ceil(V /
+//     256) for H3_MARKOV_STEP_NAME, ceil(V / 64) for H3_MARKOV_MMA_NAME), the G steps
 //     of every chain in lock step: H3_MARKOV_PICK_NAME (kk = 0: e from prev) then, for kk =
 //     0 .. G - 1, H3_MARKOV_STEP_NAME (kk: z rows and block bests over all of V, w2 read once
 //     for all sequences; or H3_MARKOV_MMA_NAME, the same on tensor cores, not bitwise) and
@@ -832,7 +833,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_SWIGLU_NAME(
 #endif
 
 #if defined(H3_MARKOV_STEP_NAME) || defined(H3_MARKOV_MMA_NAME) || defined(H3_MARKOV_PICK_NAME)
-#define H3M_MK_ROWS 64 // vocabulary rows per step block: lane l takes rows l and l + 32
+#define H3M_MK_ROWS 64 // vocabulary rows per tensor-core step block: warp w takes 8 w .. 8 w + 7
 #define H3M_MK_SQ 8    // sequences per warp and pass (8 warps: 64 sequences a pass)
 
 // (v, i) beats (bv, bi): the larger value, on a tie the lower index; a NaN or index -1 never
@@ -848,6 +849,15 @@ template <int FIRST = 16> __device__ __forceinline__ void h3m_mk_warp_best(float
     const int oi = __shfl_xor_sync(0xffffffffu, i, o);
     if (h3m_mk_beats(ov, oi, v, i)) v = ov, i = oi;
   }
+}
+// The best of a sequence's 8 warp bests (sv, si: the warps in order) into part_v / part_i[at]
+__device__ __forceinline__ void h3m_mk_block_best(const float *sv, const int *si, float *part_v, int *part_i,
+                                                  long long at) {
+  float bv = sv[0];
+  int bi = si[0];
+  for (int w = 1; w < 8; w++)
+    if (h3m_mk_beats(sv[w], si[w], bv, bi)) bv = sv[w], bi = si[w];
+  part_v[at] = bv, part_i[at] = bi;
 }
 // The step block's w2 rows v0 .. v0 + nrows - 1 into shared memory at wt, a row every ws
 // elements (rows 4-byte aligned); rows past nrows are not written.
@@ -873,81 +883,111 @@ __device__ __forceinline__ void h3m_mk_stage(T *wt, const T *w2, long long v0, i
 #endif
 
 #ifdef H3_MARKOV_STEP_NAME
+#define H3M_MKF_ROWS 256 // vocabulary rows per fp32 step block: one a thread
+#define H3M_MKF_SQ 8     // sequences per pass: a thread's sums
+#define H3M_MKF_CB 128   // bytes of each w2 row a stage holds
+#define H3M_MKF_RS 144   // a staged row's stride in bytes (36 words: the 8 lanes of a quarter
+                         // warp reading 16 bytes of consecutive rows hit distinct banks)
+// w2[v0 + row, c CB / sizeof(T) ..] for rows < nrows into stage st (a row every RS bytes):
+// cp.async of 16-byte pieces when rows are 16-byte vectors (vec), else element copies
+template <typename T>
+__device__ __forceinline__ void h3m_mkf_stage(unsigned char *st, const T *w2, long long v0, int nrows, int r,
+                                              int c, bool vec) {
+  const int ke = H3M_MKF_CB / (int)sizeof(T), n = r - c * ke < ke ? r - c * ke : ke;
+  if (vec) {
+    const int pieces = n * (int)sizeof(T) / 16;
+    for (int j = threadIdx.x; j < nrows * (H3M_MKF_CB / 16); j += blockDim.x) {
+      const int row = j / (H3M_MKF_CB / 16), p = j % (H3M_MKF_CB / 16);
+      if (p < pieces)
+        h3_cp16(reinterpret_cast<uint4 *>(st + row * H3M_MKF_RS + 16 * p),
+                reinterpret_cast<const unsigned char *>(w2 + (v0 + row) * r + c * ke) + 16 * p);
+    }
+  } else {
+    for (int j = threadIdx.x; j < nrows * ke; j += blockDim.x)
+      if (j % ke < n) reinterpret_cast<T *>(st + (j / ke) * H3M_MKF_RS)[j % ke] = w2[(v0 + j / ke) * r + c * ke + j % ke];
+  }
+  h3_cp_commit();
+}
 // Step kk of every chain: z[s G + kk, v] = base[s G + kk, v] + sum_i w2[v, i] e[s, i] (i
 // ascending, each product and sum rounded: the reference's chain, bitwise), and each block's
-// best (value, v) per sequence into part_v / part_i [S, gridDim.x]. grid ceil(V / 64), 256
-// threads; dynamic shared: the block's 64 w2 rows at a stride of ws elements (an odd number of
-// 4-byte words: lanes on consecutive rows hit distinct banks), 16-byte aligned, then e of
-// min(S, 64) sequences [., r] f32. e [S, r] f32 is H3_MARKOV_PICK_NAME's. Warp w sums
-// sequences 8 w .. 8 w + 7 of each pass of 64 (at small S most warps only stage and reduce).
+// best (value, v) per sequence into part_v / part_i [S, gridDim.x]. grid ceil(V / 256), 256
+// threads: thread t owns vocabulary row 256 blockIdx.x + t and its sums for H3M_MKF_SQ
+// sequences a pass. w2 streams through two stages of CB bytes a row (cp.async: stage c + 1
+// in flight while stage c is summed), so a block reads its 256 rows once a pass at the
+// card's bandwidth. Dynamic shared: the two stages [2][256][RS bytes], then e of min(S, SQ)
+// sequences [., r] f32. e [S, r] f32 is H3_MARKOV_PICK_NAME's.
 extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
     const B_T *__restrict__ base, const W_T *__restrict__ w2, const float *__restrict__ e,
     O_T *__restrict__ z, float *__restrict__ part_v, int *__restrict__ part_i, int kk, int G,
-    long long V, int r, int ws, int S) {
+    long long V, int r, int S) {
   H3_DYN_SMEM(unsigned char, sm);
-  W_T *wt = reinterpret_cast<W_T *>(sm);
-  float *es = reinterpret_cast<float *>(sm + ((H3M_MK_ROWS * ws * sizeof(W_T) + 15) / 16) * 16);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long v0 = (long long)blockIdx.x * H3M_MK_ROWS;
-  const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS);
-  h3m_mk_stage(wt, w2, v0, nrows, r, ws);
-  const bool vec_e = r % 4 == 0; // e rows 16-byte aligned: four sums' e in one load
-  for (int s0 = 0; s0 < S; s0 += 8 * H3M_MK_SQ) {
-    const int ns = S - s0 < 8 * H3M_MK_SQ ? S - s0 : 8 * H3M_MK_SQ;
-    __syncthreads(); // the tile is staged; the last pass's e is read
-    for (int j = threadIdx.x; j < ns * r; j += blockDim.x) es[j] = e[(long long)s0 * r + j];
-    __syncthreads();
-    // this warp's sequences q0 .. q0 + nq - 1 (nq <= 0: none; the sums skipped, the argmax
-    // shuffles below still run in every warp)
-    const int q0 = warp * H3M_MK_SQ, nq = ns - q0 < H3M_MK_SQ ? ns - q0 : H3M_MK_SQ;
-    float acc[2][H3M_MK_SQ];
+  float *es = reinterpret_cast<float *>(sm + 2 * H3M_MKF_ROWS * H3M_MKF_RS);
+  __shared__ float sv[H3M_MKF_SQ][8]; // each sequence's best of each warp's 32 rows
+  __shared__ int si[H3M_MKF_SQ][8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
+  const long long v0 = (long long)blockIdx.x * H3M_MKF_ROWS;
+  const int nrows = (int)(V - v0 < H3M_MKF_ROWS ? V - v0 : H3M_MKF_ROWS);
+  const int ke = H3M_MKF_CB / (int)sizeof(W_T), nc = (r + ke - 1) / ke;
+  const bool vec = (long long)r * sizeof(W_T) % 16 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0;
+  for (int s0 = 0; s0 < S; s0 += H3M_MKF_SQ) {
+    const int ns = S - s0 < H3M_MKF_SQ ? S - s0 : H3M_MKF_SQ;
+    __syncthreads(); // the last pass's stages, e and bests are read
+    h3m_mkf_stage(sm, w2, v0, nrows, r, 0, vec);
+    for (int j = t; j < ns * r; j += blockDim.x) es[j] = e[(long long)s0 * r + j];
+    float acc[H3M_MKF_SQ], bz[H3M_MKF_SQ]; // the sums; base, loaded while w2 streams
 #pragma unroll
-    for (int q = 0; q < H3M_MK_SQ; q++) acc[0][q] = acc[1][q] = 0.0f;
-    const W_T *wa = wt + lane * ws, *wb = wt + (lane + 32) * ws; // rows past V: never stored
-    int i = nq > 0 ? 0 : r;
-    for (; vec_e && i + 4 <= r; i += 4) {
-      float a[4], b[4];
+    for (int q = 0; q < H3M_MKF_SQ; q++) {
+      acc[q] = 0.0f, bz[q] = 0.0f;
+      if (q < ns && t < nrows) bz[q] = (float)h3_ld(base, ((long long)(s0 + q) * G + kk) * V + v0 + t);
+    }
+    for (int c = 0; c < nc; c++) {
+      if (c + 1 < nc) {
+        h3m_mkf_stage(sm + ((c + 1) & 1) * H3M_MKF_ROWS * H3M_MKF_RS, w2, v0, nrows, r, c + 1, vec);
+        h3_cp_wait_pending<1>();
+      } else {
+        h3_cp_wait_pending<0>();
+      }
+      __syncthreads(); // stage c (and e) visible to every thread
+      const W_T *wr = reinterpret_cast<const W_T *>(sm + (c & 1) * H3M_MKF_ROWS * H3M_MKF_RS + t * H3M_MKF_RS);
+      const int i0 = c * ke, n = r - i0 < ke ? r - i0 : ke;
+      int i = t < nrows ? 0 : n;
+      for (; i + 8 <= n; i += 8) {
+        float w[8];
+        h3_ld8(wr, i, w);
 #pragma unroll
-      for (int c = 0; c < 4; c++) a[c] = (float)h3_w(wa[i + c]), b[c] = (float)h3_w(wb[i + c]);
+        for (int q = 0; q < H3M_MKF_SQ; q++) {
+          if (q >= ns) break; // block-uniform
+          float ev[8];
+          h3_ld8(es + q * r, i0 + i, ev);
 #pragma unroll
-      for (int q = 0; q < H3M_MK_SQ; q++) {
-        if (q >= nq) break; // warp-uniform
-        float ev[4];
-        h3m_lds4(es + (q0 + q) * r + i, ev);
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          acc[0][q] = __fadd_rn(acc[0][q], __fmul_rn(a[c], ev[c]));
-          acc[1][q] = __fadd_rn(acc[1][q], __fmul_rn(b[c], ev[c]));
+          for (int k = 0; k < 8; k++) acc[q] = __fadd_rn(acc[q], __fmul_rn(w[k], ev[k]));
         }
       }
-    }
-    for (; i < r; i++) {
-      const float a = (float)h3_w(wa[i]), b = (float)h3_w(wb[i]);
+      for (; i < n; i++) {
+        const float w = (float)h3_w(wr[i]);
 #pragma unroll
-      for (int q = 0; q < H3M_MK_SQ; q++) {
-        if (q >= nq) break; // warp-uniform
-        const float ev = es[(q0 + q) * r + i];
-        acc[0][q] = __fadd_rn(acc[0][q], __fmul_rn(a, ev));
-        acc[1][q] = __fadd_rn(acc[1][q], __fmul_rn(b, ev));
+        for (int q = 0; q < H3M_MKF_SQ; q++) {
+          if (q >= ns) break; // block-uniform
+          acc[q] = __fadd_rn(acc[q], __fmul_rn(w, es[q * r + i0 + i]));
+        }
       }
+      __syncthreads(); // stage c is read: the next iteration refills it
     }
 #pragma unroll
-    for (int q = 0; q < H3M_MK_SQ; q++) {
-      const long long s = s0 + q0 + q, zrow = (s * G + kk) * V;
+    for (int q = 0; q < H3M_MKF_SQ; q++) {
+      if (q >= ns) break; // block-uniform
       float bv = 0.0f;
       int bi = -1;
-#pragma unroll
-      for (int rr = 0; rr < 2; rr++) {
-        const int v = lane + 32 * rr;
-        if (q0 + q < ns && v < nrows) {
-          const float zv = __fadd_rn((float)h3_ld(base, zrow + v0 + v), acc[rr][q]);
-          h3_st(z, zrow + v0 + v, zv);
-          if (h3m_mk_beats(zv, (int)(v0 + v), bv, bi)) bv = zv, bi = (int)(v0 + v);
-        }
+      if (t < nrows) {
+        const float zv = __fadd_rn(bz[q], acc[q]);
+        h3_st(z, ((long long)(s0 + q) * G + kk) * V + v0 + t, zv);
+        if (h3m_mk_beats(zv, (int)(v0 + t), bv, bi)) bv = zv, bi = (int)(v0 + t);
       }
       h3m_mk_warp_best(bv, bi);
-      if (lane == 0 && q0 + q < ns) part_v[s * gridDim.x + blockIdx.x] = bv, part_i[s * gridDim.x + blockIdx.x] = bi;
+      if (lane == 0) sv[q][warp] = bv, si[q][warp] = bi;
     }
+    __syncthreads();
+    if (t < ns) h3m_mk_block_best(sv[t], si[t], part_v, part_i, (long long)(s0 + t) * gridDim.x + blockIdx.x);
   }
 }
 #endif
@@ -1028,13 +1068,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_MMA_NAME(
     }
     __syncthreads();
     const int q = threadIdx.x;
-    if (q < ns) {
-      float bv = sv[q][0];
-      int bi = si[q][0];
-      for (int w = 1; w < 8; w++)
-        if (h3m_mk_beats(sv[q][w], si[q][w], bv, bi)) bv = sv[q][w], bi = si[q][w];
-      part_v[(s0 + q) * gridDim.x + blockIdx.x] = bv, part_i[(s0 + q) * gridDim.x + blockIdx.x] = bi;
-    }
+    if (q < ns) h3m_mk_block_best(sv[q], si[q], part_v, part_i, (long long)(s0 + q) * gridDim.x + blockIdx.x);
   }
 }
 #endif

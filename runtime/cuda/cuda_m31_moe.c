@@ -327,15 +327,18 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
 }
 
 /* markov_draft's scratch: e [S, r] f32, part_v [S, nblk] f32, part_i [S, nblk] int (each
- * part 256-byte aligned), nblk = ceil(V / 64): kernels/m31_moe.cu's H3M_MK_ROWS. */
+ * part 256-byte aligned), nblk = the step's grid, ceil(V / rows): rows = 256 for the fp32 step
+ * (kernels/m31_moe.cu's H3M_MKF_ROWS), 64 for the tensor-core step (H3M_MK_ROWS). */
+enum { MARKOV_ROWS_FP32 = 256, MARKOV_ROWS_MMA = 64 };
+
 typedef struct {
   size_t e, part_v, part_i, total;
   int nblk;
 } markov_layout;
 
-static markov_layout markov_layout_of(int64_t S, int64_t V, int64_t r) {
+static markov_layout markov_layout_of(int64_t S, int64_t V, int64_t r, int rows) {
   markov_layout l = {0};
-  l.nblk = (int)((V + 63) / 64);
+  l.nblk = (int)((V + rows - 1) / rows);
   l.part_v = cu_align256((size_t)S * (size_t)r * 4);
   l.part_i = l.part_v + cu_align256((size_t)S * (size_t)l.nblk * 4);
   l.total = l.part_i + cu_align256((size_t)S * (size_t)l.nblk * 4);
@@ -347,8 +350,10 @@ static int64_t markov_seqs(const h3_op *op) {
   return p->rank ? p->dims[0] : 1;
 }
 
-size_t cu_m31_markov_scratch_bytes(const h3_op *op) {
-  return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1]).total;
+size_t cu_m31_markov_scratch_bytes(const h3_op *op) { /* either form's: the more blocks */
+  return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1],
+                          MARKOV_ROWS_MMA)
+      .total;
 }
 
 /* Whether markov_draft's steps run on tensor cores (H3_MARKOV_MMA_NAME): bf16 w2, r % 16 == 0
@@ -365,20 +370,23 @@ static bool markov_mma(h3_dtype w, int r, int seqs) {
   return seqs >= MARKOV_MMA_SEQS;
 }
 
+/* The fp32 step's dynamic shared memory: two stages of 256 rows x 144 bytes (H3M_MKF_ROWS,
+ * H3M_MKF_RS), then e of min(S, 8) sequences (H3M_MKF_SQ) f32. */
+static size_t markov_fp32_smem(int S, int r) {
+  return (size_t)2 * MARKOV_ROWS_FP32 * 144 + (size_t)(S < 8 ? S : 8) * (size_t)r * 4;
+}
+
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d) {
   int S = (int)markov_seqs(op); /* the chains, in lock step: a step launch covers all of them */
   int G = S ? (int)(in[0].type.dims[0] / S) : 0, r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
-  markov_layout l = markov_layout_of(S, V, r);
   bool mma = markov_mma(in[2].type.dtype, r, S);
-  /* the w2 tile's row stride: fp32 form an odd number of 4-byte words (conflict-free rows);
-     mma form r + 8 bf16 (4 x an odd number of words: conflict-free fragments), e's too */
-  size_t wsz = h3_dtype_size(in[2].type.dtype), words = ((size_t)r * wsz + 3) / 4;
-  words += words % 2 == 0;
-  int ws = mma ? r + 8 : (int)(words * 4 / wsz);
-  size_t smem = mma ? (size_t)2 * 64 * ws * 2
-                    : (((size_t)64 * ws * wsz + 15) & ~(size_t)15) + (size_t)(S < 64 ? S : 64) * r * 4;
+  markov_layout l = markov_layout_of(S, V, r, mma ? MARKOV_ROWS_MMA : MARKOV_ROWS_FP32);
+  /* the mma form's w2 tile and e rows at a stride of r + 8 bf16 (4 x an odd number of words:
+     conflict-free fragments) */
+  int ws = r + 8;
+  size_t smem = mma ? (size_t)2 * 64 * ws * 2 : markov_fp32_smem(S, r);
   char step[128], pick[128], lines[320], defs[640];
   snprintf(step, sizeof step, "h3cu_markov%s_%s_%s_%s", mma ? "m" : "s", DN(in[0].type.dtype),
            DN(in[2].type.dtype), DN(out[0].type.dtype));
@@ -401,12 +409,13 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
   void *e = sc + l.e, *pv = sc + l.part_v, *pi = sc + l.part_i;
   int kk = 0, nblk = l.nblk;
   void *ap[] = {&w1, &prev, &pv, &pi, &e, &dr, &kk, &G, &V, &r, &nblk};
-  void *as[] = {&b, &w2, &e, &z, &pv, &pi, &kk, &G, &V, &r, &ws, &S};
+  void *am[] = {&b, &w2, &e, &z, &pv, &pi, &kk, &G, &V, &r, &ws, &S};
+  void *af[] = {&b, &w2, &e, &z, &pv, &pi, &kk, &G, &V, &r, &S};
   int64_t gp[3] = {S, 1, 1}, gs[3] = {nblk, 1, 1}, block[3] = {M31_THREADS, 1, 1};
   if (cu_launch(s, kn[1], gp, block, 0, ap, d) != H3_OK) return H3_ERR; /* e from prev */
   for (int k = 0; k < G; k++) {
     kk = k; /* cu_launch reads the arguments when it is called */
-    if (cu_launch(s, kn[0], gs, block, (int64_t)smem, as, d) != H3_OK) return H3_ERR;
+    if (cu_launch(s, kn[0], gs, block, (int64_t)smem, mma ? am : af, d) != H3_OK) return H3_ERR;
     kk = k + 1;
     if (cu_launch(s, kn[1], gp, block, 0, ap, d) != H3_OK) return H3_ERR;
   }

@@ -35,8 +35,9 @@
  *    wg1c);
  *    sol_attention at head_dim 128 (segments, GQA, tau 1 diag, thresh exact with sinks, tau
  *    -inf, tau +inf: the band alone) through each form of the kernel (H3_SOL_FORM=mma, ws,
- *    wsp); markov_draft at 20 sequences through each form of its step (H3_MARKOV_FORM=fp32,
- *    mma; every row with a clear winner, so the drafts are exact in both); spec_accept over
+ *    wsp); markov_draft at 20 sequences and at 2 of the model's rank through each form of its
+ *    step (H3_MARKOV_FORM=fp32, mma; every row with a clear winner, so the drafts are exact in
+ *    both); spec_accept over
  *    20000 logits a row (greedy rows through the argmax pieces, bitwise); linear_nvfp4 at
  *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups) and above
  *    64 through each form (H3_NVFP4_FORM unset, tiled, skinny).
@@ -946,8 +947,10 @@ static void check_hand(h3_backend *b, bool all_attention) {
      V = 300 (a partial last block), r = 32: the fp32 form bitwise, the mma form's fp32 sums in
      another order (NMSE ~1e-14; a draft may only differ at a near tie, which markov_winners
      rules out) */
-  hand_case markov[1] = {{"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10,
-                          markov_winners}};
+  hand_case markov[2] = {
+      {"markov_draft S 20 G 3 V 300 r 32", markov_op(&h, "mk", 20, 3, 300, 32), 1e-10, markov_winners},
+      /* the model's rank: the fp32 step's 4 stages of w2 rows, 3 full blocks and a partial one */
+      {"markov_draft S 2 G 3 V 1000 r 256", markov_op(&h, "ml", 2, 3, 1000, 256), 1e-10, markov_winners}};
   /* spec_accept over 20000 logits a row (5 argmax pieces, the last partial): greedy sequences
      deciding all 9 rows and 6, a sampled one; bitwise (the pieces merge to one scan's result) */
   hand_case accept[1] = {{"spec_accept S 3 G 8 V 20000", accept_op(&h, "sa", 3, 8, 20000), 0, accept_inputs}};
@@ -990,7 +993,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   if (!plan) return;
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
-  check_markov_forms(b, markov, 1);
+  check_markov_forms(b, markov, 2);
   check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);

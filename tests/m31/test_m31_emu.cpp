@@ -306,11 +306,9 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties, bool 
   for (int64_t s = 0; s < S; s++) ((int32_t *)in[3].p())[s] = (int32_t)((s * 37 + 11) % V);
   std::vector<buf> want = cpu_run(op, in);
   buf z = make(op->results[0]->type), dr = make(op->results[1]->type);
-  int nblk = (int)((V + 63) / 64), iS = (int)S, iG = (int)G, ws;
+  const int rows = mma ? 64 : 256; /* cu_m31_run_markov's blocks and the mma form's stride */
+  int nblk = (int)((V + rows - 1) / rows), iS = (int)S, iG = (int)G, ws = r + 8;
   long long VV = V;
-  int words = (r * 2 + 3) / 4;
-  words += words % 2 == 0;
-  ws = mma ? r + 8 : words * 2; /* cu_m31_run_markov's strides */
   std::vector<float> e((size_t)(S * r)), pv((size_t)(S * nblk));
   std::vector<int> pi((size_t)(S * nblk));
   const h3_bf16 *w1 = (const h3_bf16 *)in[1].p(), *w2 = (const h3_bf16 *)in[2].p();
@@ -324,7 +322,7 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties, bool 
   for (int kk = 0; kk < G; kk++) {
     emu_launch3(nblk, 1, 1, 256, [&] {
       if (mma) markov_k::emu_markov_mma(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, ws, iS);
-      else markov_k::emu_markov_step(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, ws, iS);
+      else markov_k::emu_markov_step(b, w2, e.data(), (float *)z.p(), pv.data(), pi.data(), kk, iG, VV, r, iS);
     });
     pick(kk + 1);
   }
@@ -633,10 +631,12 @@ static std::vector<int32_t> run_of(int32_t n0, int64_t n) {
 
 int main(void) {
   elapsed();
-  test_markov(3, 4, 300, 8, false);    /* 16-byte rows, a partial last block */
-  test_markov(70, 2, 130, 12, false);  /* two passes of sequences, element rows */
+  test_markov(3, 4, 300, 8, false);    /* 16-byte rows, a partial second block */
+  test_markov(70, 2, 130, 12, false);  /* nine passes of sequences, element rows */
   test_markov(2, 3, 70, 6, false);     /* r not a multiple of 4 */
-  test_markov(1, 3, 64, 256, false);   /* one chain (prev a scalar), the model's rank */
+  test_markov(1, 3, 600, 256, false);  /* one chain (prev a scalar), the model's rank: 4 stages */
+  test_markov(5, 2, 513, 72, false);   /* a stage of 8 pieces, then one of a single piece */
+  test_markov(9, 2, 260, 40, false);   /* 16-byte rows of 5 pieces; a second pass of 1 sequence */
   test_markov(4, 3, 200, 8, true);
   test_markov(16, 4, 300, 32, false, true); /* tensor cores: one m-tile, a partial last block */
   test_markov(17, 3, 300, 32, false, true); /* a partial second m-tile */
