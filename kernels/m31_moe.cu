@@ -1134,6 +1134,24 @@ __device__ __forceinline__ void h3m_acc_merge_part(float &bv, long long &bi, flo
   if (i >= 0) sec = fmaxf(sec, s);
 }
 
+// Every thread's (bv, bi, sec) merged into thread 0's (the block's 256 threads: a shuffle tree
+// in each warp, then the 8 warps' results by thread 0; the same result as any merge order).
+// wv, ws, wi: 8 entries of shared memory; every thread must call it (a barrier inside).
+__device__ __forceinline__ void h3m_acc_block_merge(float &bv, long long &bi, float &sec, float *wv, float *ws,
+                                                    long long *wi) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o), os = __shfl_xor_sync(0xffffffffu, sec, o);
+    const long long oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    h3m_acc_merge_part(bv, bi, sec, ov, os, oi);
+  }
+  if (lane == 0) wv[warp] = bv, ws[warp] = sec, wi[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < (int)blockDim.x / 32; w++) h3m_acc_merge_part(bv, bi, sec, wv[w], ws[w], wi[w]);
+}
+
 // H3_SPEC_TOP2_NAME: the greedy rows' argmax in pieces, before H3_SPEC_ACCEPT_NAME (a decision
 //   over V = 200064 logits by one block of 256 threads read ~4 GB/s: 1.1-1.7 ms a batch-1 round).
 //   Grid (nc, S(G+1)), 256 threads, nc = ceil(V / H3M_ACC_CHUNK): block (c, r) merges logits
@@ -1146,8 +1164,8 @@ __device__ __forceinline__ void h3m_acc_merge_part(float &bv, long long &bi, flo
 extern "C" __global__ void __launch_bounds__(256) H3_SPEC_TOP2_NAME(
     const float *__restrict__ x, const float *__restrict__ temp, float *__restrict__ part_v,
     float *__restrict__ part_s, int *__restrict__ part_i, int G, long long V) {
-  __shared__ float pv[256], ps[256];
-  __shared__ long long pi[256];
+  __shared__ float pv[8], ps[8];
+  __shared__ long long pi[8];
   const long long r = blockIdx.y, v0 = (long long)blockIdx.x * H3M_ACC_CHUNK;
   if (temp[r / (G + 1)] > 0.0f) return; // sampled: not read
   const float *row = x + r * V;
@@ -1164,14 +1182,10 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_TOP2_NAME(
     const long long v = v0 + threadIdx.x + 256 * j;
     if (v < V) h3m_acc_merge(bv, bi, sec, vals[j], v);
   }
-  pv[threadIdx.x] = bv, ps[threadIdx.x] = sec, pi[threadIdx.x] = bi;
-  __syncthreads();
+  h3m_acc_block_merge(bv, bi, sec, pv, ps, pi);
   if (threadIdx.x == 0) {
-    float b = 0.0f, s2 = -H3_RNG_INF;
-    long long w = -1;
-    for (int i = 0; i < 256; i++) h3m_acc_merge_part(b, w, s2, pv[i], ps[i], pi[i]);
     const long long at = r * gridDim.x + blockIdx.x;
-    part_v[at] = b, part_s[at] = s2, part_i[at] = (int)w;
+    part_v[at] = bv, part_s[at] = sec, part_i[at] = (int)bi;
   }
 }
 
@@ -1180,7 +1194,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_TOP2_NAME(
 //   tokens I_T[S, G+1], margin f32[S, G+1]: spec_accept (ops.def), block s = sequence s (256
 //   threads). Each decision: greedy, the row's nc pieces merged; sampled, the row's scores
 //   (h3_rng_sample_score) over the threads (v = thread, thread + 256, ...); each thread's
-//   first best and second, merged by thread 0 in thread order (ties: lowest index); sampling
+//   first best and second, merged over the block (h3m_acc_block_merge; ties: lowest index); sampling
 //   adds p(d) = exp(x_d / T - m) / sum_v exp(x_v / T - m), m and the sum over the threads'
 //   partials in thread order (so p(d) may differ from the CPU's v-ascending sum in its last
 //   bits: a draft whose u lies that close to p(d) can be decided the other way).
@@ -1255,14 +1269,10 @@ extern "C" __global__ void __launch_bounds__(256) H3_SPEC_ACCEPT_NAME(
         h3m_acc_merge(bv, bi, sec, h3_rng_sample_score(row[v], t, sd, P, (unsigned)v), v);
       }
     }
-    part_v[threadIdx.x] = bv, part_s[threadIdx.x] = sec, part_i[threadIdx.x] = bi;
-    __syncthreads();
+    h3m_acc_block_merge(bv, bi, sec, part_v, part_s, part_i);
     if (threadIdx.x == 0) {
-      float b = 0.0f, sc2 = -H3_RNG_INF;
-      long long w = -1;
-      for (int i = 0; i < (int)blockDim.x; i++) h3m_acc_merge_part(b, w, sc2, part_v[i], part_s[i], part_i[i]);
-      win_sh = w < 0 ? 0 : w;
-      mg_sh = h3_rng_sample_margin(w < 0 ? __int_as_float(0x7fc00000) : b, sc2);
+      win_sh = bi < 0 ? 0 : bi;
+      mg_sh = h3_rng_sample_margin(bi < 0 ? __int_as_float(0x7fc00000) : bv, sec);
     }
     __syncthreads();
     const long long tn = win_sh;
