@@ -408,19 +408,25 @@ case $CALL in
      bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
    rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
    } > "$log" 2>&1 ;; # ~8 min
-77) { # where a plain batch-1 step's kernel time goes (issue 17: the step at 1.21 x its floor on an
-   # H100): ncu's time of each kernel, 9 new tokens against 1 (graphs off; ncu's times hold no
-   # launch gaps), at the small config. Carry build-gpu/s34. Predicted: the lm_head ~0.82 ms (at
-   # its bytes), the moe ~0.45, the other linears ~0.7 against ~0.55 of bytes
+77) { # the streaming tensor-core Markov step at 64 sequences (call 75: markov_draft 1.53 ms a
+   # round, ~190 us a step), the forced-4 round (26.79 ms in call 74); then where a plain batch-1
+   # step's kernel time goes (issue 17: the step at 1.21 x its floor on an H100): ncu's time of
+   # each kernel, 9 new tokens against 1 (graphs off; ncu's times hold no launch gaps), at the
+   # small config. Carry build-gpu/s34. Predicted: the round ~25.7 ms (markov ~0.6 ms, spec_accept
+   # -0.4); the plain step's lm_head ~0.82 ms (at its bytes), moe ~0.45, other linears ~0.7
+   W=$OUT/spec; mkdir -p "$W"
+   echo "== s128: C = 64"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--set experts=128" timeout 250 \
+     bench/m31_spec.sh "$S" "$W/s128c64" 64 2> "$W/s128c64.log" || tail -5 "$W/s128c64.log"
+   rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
    T=$(mktemp -d); P=$T/p.plan
    "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=1 -o "$P" 2>&1 | tail -1
    for o in 9 1; do
      python3 bench/m31_serve_peer.py make-requests --n 1 --isl 2048 --osl $o --vocab 200064 --seed 1 > "$T/r$o.jsonl"
-     H3_CUDA_GRAPHS=0 timeout 200 ncu --metrics gpu__time_duration.sum --csv "$S/bin/h3exec" "$P" --backend cuda \
+     H3_CUDA_GRAPHS=0 timeout 150 ncu --metrics gpu__time_duration.sum --csv "$S/bin/h3exec" "$P" --backend cuda \
        --weights random --seed 3 --concurrency 1 --requests "$T/r$o.jsonl" > "$T/n$o.csv" 2> /dev/null
    done
    echo "== plain step kernels, small, C = 1"; python3 dev/ncu_step_kernels.py "$T/n9.csv" "$T/n1.csv" 8
-   } > "$log" 2>&1 ;; # ~4 min
+   } > "$log" 2>&1 ;; # ~8 min
 75) { # where the draft's 1.75 ms go (floor 1.18) and the round's linears (4.12 ms against ~2.2 of
    # bytes): ncu's duration of every kernel of a forced-9 round at 128 experts, C = 1 (the run of
    # call 73, --requests with 8 new tokens so the kernels of ~1 round and the prefill are timed)

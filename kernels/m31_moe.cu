@@ -45,8 +45,8 @@
 //         multiples, vector loads).
 //   markov_draft(base[S G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev[S] I_T) -> z[S G, V] O_T,
 //     draft[S G] I_T in 2 G + 1 launches through an f32 scratch (e [S, r], then the block
-//     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = the step's grid: ceil(V /
-//     256) for H3_MARKOV_STEP_NAME, ceil(V / 64) for H3_MARKOV_MMA_NAME), the G steps
+//     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = ceil(V / 256): the step's
+//     grid), the G steps
 //     of every chain in lock step: H3_MARKOV_PICK_NAME (kk = 0: e from prev) then, for kk =
 //     0 .. G - 1, H3_MARKOV_STEP_NAME (kk: z rows and block bests over all of V, w2 read once
 //     for all sequences; or H3_MARKOV_MMA_NAME, the same on tensor cores, not bitwise) and
@@ -833,8 +833,13 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_SWIGLU_NAME(
 #endif
 
 #if defined(H3_MARKOV_STEP_NAME) || defined(H3_MARKOV_MMA_NAME) || defined(H3_MARKOV_PICK_NAME)
-#define H3M_MK_ROWS 64 // vocabulary rows per tensor-core step block: warp w takes 8 w .. 8 w + 7
-#define H3M_MK_SQ 8    // sequences per warp and pass (8 warps: 64 sequences a pass)
+#define H3M_MK_ROWS 256 // vocabulary rows per step block (either form)
+#define H3M_MK_SEQS 64   // sequences per pass of the tensor-core step (4 m-tiles of 16)
+#define H3M_MKF_SQ 8     // sequences per pass of the fp32 step: a thread's sums
+#define H3M_MK_CB 128   // bytes of each w2 row a stage holds
+#define H3M_MK_RS 144   // a staged row's stride in bytes (36 words: the 8 lanes of a quarter
+                         // warp reading 16 bytes of consecutive rows hit distinct banks, and
+                         // the 8 rows x 4 words of an mma B fragment 32 distinct banks)
 
 // (v, i) beats (bv, bi): the larger value, on a tie the lower index; a NaN or index -1 never
 // wins. Without NaNs every merge order gives the first argmax.
@@ -859,55 +864,43 @@ __device__ __forceinline__ void h3m_mk_block_best(const float *sv, const int *si
     if (h3m_mk_beats(sv[w], si[w], bv, bi)) bv = sv[w], bi = si[w];
   part_v[at] = bv, part_i[at] = bi;
 }
-// The step block's w2 rows v0 .. v0 + nrows - 1 into shared memory at wt, a row every ws
-// elements (rows 4-byte aligned); rows past nrows are not written.
-template <typename T>
-__device__ __forceinline__ void h3m_mk_stage(T *wt, const T *w2, long long v0, int nrows, int r, int ws) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long row_bytes = (long long)r * sizeof(T);
-  if (row_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0) {
-    // 16-byte loads, stored as 4-byte words
-    const int per_row = (int)(row_bytes / 16), words = ws * (int)sizeof(T) / 4;
-    const uint4 *src = reinterpret_cast<const uint4 *>(w2 + v0 * r);
-    unsigned *dst = reinterpret_cast<unsigned *>(wt);
-    for (int j = threadIdx.x; j < nrows * per_row; j += blockDim.x) {
-      const uint4 q = src[j];
-      unsigned *o = dst + (j / per_row) * words + 4 * (j % per_row);
-      o[0] = q.x, o[1] = q.y, o[2] = q.z, o[3] = q.w;
-    }
-  } else {
-    for (int row = warp; row < nrows; row += blockDim.x / 32)
-      for (int i = lane; i < r; i += 32) wt[row * ws + i] = w2[(v0 + row) * r + i];
-  }
-}
-#endif
-
-#ifdef H3_MARKOV_STEP_NAME
-#define H3M_MKF_ROWS 256 // vocabulary rows per fp32 step block: one a thread
-#define H3M_MKF_SQ 8     // sequences per pass: a thread's sums
-#define H3M_MKF_CB 128   // bytes of each w2 row a stage holds
-#define H3M_MKF_RS 144   // a staged row's stride in bytes (36 words: the 8 lanes of a quarter
-                         // warp reading 16 bytes of consecutive rows hit distinct banks)
 // w2[v0 + row, c CB / sizeof(T) ..] for rows < nrows into stage st (a row every RS bytes):
 // cp.async of 16-byte pieces when rows are 16-byte vectors (vec), else element copies
 template <typename T>
-__device__ __forceinline__ void h3m_mkf_stage(unsigned char *st, const T *w2, long long v0, int nrows, int r,
+__device__ __forceinline__ void h3m_mk_stage(unsigned char *st, const T *w2, long long v0, int nrows, int r,
                                               int c, bool vec) {
-  const int ke = H3M_MKF_CB / (int)sizeof(T), n = r - c * ke < ke ? r - c * ke : ke;
+  const int ke = H3M_MK_CB / (int)sizeof(T), n = r - c * ke < ke ? r - c * ke : ke;
   if (vec) {
     const int pieces = n * (int)sizeof(T) / 16;
-    for (int j = threadIdx.x; j < nrows * (H3M_MKF_CB / 16); j += blockDim.x) {
-      const int row = j / (H3M_MKF_CB / 16), p = j % (H3M_MKF_CB / 16);
+    for (int j = threadIdx.x; j < nrows * (H3M_MK_CB / 16); j += blockDim.x) {
+      const int row = j / (H3M_MK_CB / 16), p = j % (H3M_MK_CB / 16);
       if (p < pieces)
-        h3_cp16(reinterpret_cast<uint4 *>(st + row * H3M_MKF_RS + 16 * p),
+        h3_cp16(reinterpret_cast<uint4 *>(st + row * H3M_MK_RS + 16 * p),
                 reinterpret_cast<const unsigned char *>(w2 + (v0 + row) * r + c * ke) + 16 * p);
     }
   } else {
     for (int j = threadIdx.x; j < nrows * ke; j += blockDim.x)
-      if (j % ke < n) reinterpret_cast<T *>(st + (j / ke) * H3M_MKF_RS)[j % ke] = w2[(v0 + j / ke) * r + c * ke + j % ke];
+      if (j % ke < n) reinterpret_cast<T *>(st + (j / ke) * H3M_MK_RS)[j % ke] = w2[(v0 + j / ke) * r + c * ke + j % ke];
   }
   h3_cp_commit();
 }
+// Stage c of nc ready to read: stage c + 1 (if any) issued into the other buffer of the two at
+// sm, then stage c waited for and made visible to the block (a barrier). Returns stage c.
+template <typename T>
+__device__ __forceinline__ const unsigned char *h3m_mk_ready(unsigned char *sm, const T *w2, long long v0, int nrows,
+                                                             int r, int c, int nc, bool vec) {
+  if (c + 1 < nc) {
+    h3m_mk_stage(sm + ((c + 1) & 1) * H3M_MK_ROWS * H3M_MK_RS, w2, v0, nrows, r, c + 1, vec);
+    h3_cp_wait_pending<1>();
+  } else {
+    h3_cp_wait_pending<0>();
+  }
+  __syncthreads();
+  return sm + (c & 1) * H3M_MK_ROWS * H3M_MK_RS;
+}
+#endif
+
+#ifdef H3_MARKOV_STEP_NAME
 // Step kk of every chain: z[s G + kk, v] = base[s G + kk, v] + sum_i w2[v, i] e[s, i] (i
 // ascending, each product and sum rounded: the reference's chain, bitwise), and each block's
 // best (value, v) per sequence into part_v / part_i [S, gridDim.x]. grid ceil(V / 256), 256
@@ -921,18 +914,18 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
     O_T *__restrict__ z, float *__restrict__ part_v, int *__restrict__ part_i, int kk, int G,
     long long V, int r, int S) {
   H3_DYN_SMEM(unsigned char, sm);
-  float *es = reinterpret_cast<float *>(sm + 2 * H3M_MKF_ROWS * H3M_MKF_RS);
+  float *es = reinterpret_cast<float *>(sm + 2 * H3M_MK_ROWS * H3M_MK_RS);
   __shared__ float sv[H3M_MKF_SQ][8]; // each sequence's best of each warp's 32 rows
   __shared__ int si[H3M_MKF_SQ][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
-  const long long v0 = (long long)blockIdx.x * H3M_MKF_ROWS;
-  const int nrows = (int)(V - v0 < H3M_MKF_ROWS ? V - v0 : H3M_MKF_ROWS);
-  const int ke = H3M_MKF_CB / (int)sizeof(W_T), nc = (r + ke - 1) / ke;
+  const long long v0 = (long long)blockIdx.x * H3M_MK_ROWS;
+  const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS);
+  const int ke = H3M_MK_CB / (int)sizeof(W_T), nc = (r + ke - 1) / ke;
   const bool vec = (long long)r * sizeof(W_T) % 16 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0;
   for (int s0 = 0; s0 < S; s0 += H3M_MKF_SQ) {
     const int ns = S - s0 < H3M_MKF_SQ ? S - s0 : H3M_MKF_SQ;
     __syncthreads(); // the last pass's stages, e and bests are read
-    h3m_mkf_stage(sm, w2, v0, nrows, r, 0, vec);
+    h3m_mk_stage(sm, w2, v0, nrows, r, 0, vec);
     for (int j = t; j < ns * r; j += blockDim.x) es[j] = e[(long long)s0 * r + j];
     float acc[H3M_MKF_SQ], bz[H3M_MKF_SQ]; // the sums; base, loaded while w2 streams
 #pragma unroll
@@ -941,14 +934,7 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
       if (q < ns && t < nrows) bz[q] = (float)h3_ld(base, ((long long)(s0 + q) * G + kk) * V + v0 + t);
     }
     for (int c = 0; c < nc; c++) {
-      if (c + 1 < nc) {
-        h3m_mkf_stage(sm + ((c + 1) & 1) * H3M_MKF_ROWS * H3M_MKF_RS, w2, v0, nrows, r, c + 1, vec);
-        h3_cp_wait_pending<1>();
-      } else {
-        h3_cp_wait_pending<0>();
-      }
-      __syncthreads(); // stage c (and e) visible to every thread
-      const W_T *wr = reinterpret_cast<const W_T *>(sm + (c & 1) * H3M_MKF_ROWS * H3M_MKF_RS + t * H3M_MKF_RS);
+      const W_T *wr = reinterpret_cast<const W_T *>(h3m_mk_ready(sm, w2, v0, nrows, r, c, nc, vec) + t * H3M_MK_RS);
       const int i0 = c * ke, n = r - i0 < ke ? r - i0 : ke;
       int i = t < nrows ? 0 : n;
       for (; i + 8 <= n; i += 8) {
@@ -995,55 +981,71 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_STEP_NAME(
 #ifdef H3_MARKOV_MMA_NAME
 // H3_MARKOV_STEP_NAME's step on tensor cores (the launcher's choice with H3_MARKOV_FORM=mma,
 // bf16 w2 and r % 16 == 0): the same grid, threads, z and block bests, but z - base are mma.sync
-// m16n8k16 products (e rounded to bf16, exact: it holds bf16 weights of w1; fp32 accumulate)
-// summed in the tensor cores' order: within fp32 rounding of the reference's chain, NOT
-// bitwise, so a draft may differ where two tokens' z are that close (the draft only proposes;
-// the verify decides and the outputs stay bitwise). Dynamic shared, 16-byte aligned rows at a
-// stride of ws = r + 8 elements (r / 2 + 4 words, 4 x an odd number: the 8 rows x 4 words of a
-// fragment load hit 32 distinct banks): the block's 64 w2 rows, then e of 64 sequences in
-// bf16 (rows past S zeros up to the m-tile). Warp w takes the n-tile of vocab rows 8 w .. 8 w
-// + 7 (B[k][n] = w2[v0 + 8 w + n][k], two words per lane and k-step) of every m-tile of 16
-// sequences (A = e, h3_ldsm4), K in steps of 16; a pass takes 64 sequences.
+// m16n8k16 products (e rounded to bf16, exact: it holds bf16 weights of w1; fp32 accumulate, K
+// ascending in steps of 16) summed in the tensor cores' order: within fp32 rounding of the
+// reference's chain, NOT bitwise, so a draft may differ where two tokens' z are that close (the
+// draft only proposes; the verify decides and the outputs stay bitwise). w2 streams through
+// H3_MARKOV_STEP_NAME's two stages (h3m_mk_stage); a pass takes 64 sequences (4 m-tiles), e of
+// the pass in shared memory as bf16 rows at a stride of ws = r + 8 elements (r / 2 + 4 words, 4 x
+// an odd number: the 8 rows of an ldmatrix phase hit distinct banks; rows past S zeros up to
+// the m-tile). Warp w takes vocabulary rows 32 w .. 32 w + 31 of the block as 4 n-tiles of 8
+// (B[k][n] = w2[v0 + 32 w + 8 j + n][k]: two words of a staged row per lane and k-step).
+// Dynamic shared: the two stages [2][256][RS bytes], then e [64][ws] bf16.
 extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_MMA_NAME(
     const B_T *__restrict__ base, const h3_bf16 *__restrict__ w2, const float *__restrict__ e,
     O_T *__restrict__ z, float *__restrict__ part_v, int *__restrict__ part_i, int kk, int G,
     long long V, int r, int ws, int S) {
-  H3_DYN_SMEM(h3_bf16, wt);
-  h3_bf16 *es = wt + H3M_MK_ROWS * ws;
-  __shared__ float sv[8 * H3M_MK_SQ][8]; // each sequence's best of each warp's 8 rows
-  __shared__ int si[8 * H3M_MK_SQ][8];
+  H3_DYN_SMEM(unsigned char, sm);
+  h3_bf16 *es = reinterpret_cast<h3_bf16 *>(sm + 2 * H3M_MK_ROWS * H3M_MK_RS);
+  __shared__ float sv[H3M_MK_SEQS][8]; // each sequence's best of each warp's 32 rows
+  __shared__ int si[H3M_MK_SEQS][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long v0 = (long long)blockIdx.x * H3M_MK_ROWS;
-  const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS), wsw = ws / 2;
-  h3m_mk_stage(wt, w2, v0, nrows, r, ws);
-  // this lane's B words: row 8 warp + g, words t (k 2t, 2t + 1) and t + 4 (k 2t + 8, 2t + 9)
-  const unsigned *wb = reinterpret_cast<const unsigned *>(wt) + (8 * warp + g) * wsw + t;
-  for (int s0 = 0; s0 < S; s0 += 8 * H3M_MK_SQ) {
-    const int ns = S - s0 < 8 * H3M_MK_SQ ? S - s0 : 8 * H3M_MK_SQ, nm = (ns + 15) / 16;
-    __syncthreads(); // the tile is staged; the last pass's e and bests are read
+  const int nrows = (int)(V - v0 < H3M_MK_ROWS ? V - v0 : H3M_MK_ROWS);
+  const int ke = H3M_MK_CB / 2, nc = (r + ke - 1) / ke;
+  const bool vec = r % 8 == 0 && reinterpret_cast<unsigned long long>(w2) % 16 == 0;
+  // lane 8 i + j's ldmatrix row: sequence j + 8 (i & 1) of the m-tile, k from 8 (i >> 1)
+  const h3_bf16 *ea = es + (lane & 15) * ws + 8 * (lane >> 4);
+  for (int s0 = 0; s0 < S; s0 += H3M_MK_SEQS) {
+    const int ns = S - s0 < H3M_MK_SEQS ? S - s0 : H3M_MK_SEQS, nm = (ns + 15) / 16;
+    __syncthreads(); // the last pass's stages, e and bests are read
+    h3m_mk_stage(sm, w2, v0, nrows, r, 0, vec);
     for (int j = threadIdx.x; j < 16 * nm * r / 8; j += blockDim.x) {
       const int q = 8 * j / r, i = 8 * j % r;
       float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (q < ns) h3_ld8(e, (long long)(s0 + q) * r + i, f);
       h3_pbf8(f, es + q * ws + i);
     }
-    __syncthreads();
-    float acc[4][4];
+    float acc[4][4][4]; // [m-tile][n-tile][fragment]
 #pragma unroll
-    for (int m = 0; m < 4; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
-    // lane 8 i + j's ldmatrix row: sequence j + 8 (i & 1) of the m-tile, k from 8 (i >> 1)
-    const h3_bf16 *ea = es + (lane & 15) * ws + 8 * (lane >> 4);
-    for (int k = 0; k < r; k += 16) {
-      const unsigned b[2] = {wb[k / 2], wb[k / 2 + 4]};
+    for (int m = 0; m < 4; m++)
 #pragma unroll
-      for (int m = 0; m < 4; m++) {
-        if (m >= nm) break; // block-uniform
-        unsigned a[4];
-        h3_ldsm4(a, ea + 16 * m * ws + k);
-        h3_mma_bf16(acc[m], a, b);
+      for (int j = 0; j < 4; j++) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    for (int c = 0; c < nc; c++) {
+      // this lane's B words in stage c: row 32 warp + 8 j + g, words t (k 2t, 2t + 1) and t + 4
+      const unsigned *wb = reinterpret_cast<const unsigned *>(h3m_mk_ready(sm, w2, v0, nrows, r, c, nc, vec) +
+                                                              (32 * warp + g) * H3M_MK_RS) + t;
+      const int n = r - c * ke < ke ? r - c * ke : ke;
+      for (int k = 0; k < n; k += 16) {
+        unsigned b[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          b[j][0] = wb[8 * j * (H3M_MK_RS / 4) + k / 2];
+          b[j][1] = wb[8 * j * (H3M_MK_RS / 4) + k / 2 + 4];
+        }
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          if (m >= nm) break; // block-uniform
+          unsigned a[4];
+          h3_ldsm4(a, ea + 16 * m * ws + c * ke + k);
+#pragma unroll
+          for (int j = 0; j < 4; j++) h3_mma_bf16(acc[m][j], a, b[j]);
+        }
       }
+      __syncthreads(); // stage c is read: the next iteration refills it
     }
-    // acc[m] of lane 4 g + t: sequences 16 m + g (0, 1) and + 8 (2, 3), rows 8 warp + 2 t + c
+    // acc[m][j] of lane 4 g + t: sequences 16 m + g (0, 1) and + 8 (2, 3), rows 32 warp + 8 j
+    // + 2 t + c
 #pragma unroll
     for (int m = 0; m < 4; m++) {
       if (m >= nm) break; // block-uniform
@@ -1053,15 +1055,17 @@ extern "C" __global__ void __launch_bounds__(256) H3_MARKOV_MMA_NAME(
         float bv = 0.0f;
         int bi = -1;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-          const int v = 8 * warp + 2 * t + c;
-          if (q < ns && v < nrows) {
-            const long long zi = ((long long)(s0 + q) * G + kk) * V + v0 + v;
-            const float zv = __fadd_rn((float)h3_ld(base, zi), acc[m][2 * h + c]);
-            h3_st(z, zi, zv);
-            if (h3m_mk_beats(zv, (int)(v0 + v), bv, bi)) bv = zv, bi = (int)(v0 + v);
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+          for (int c = 0; c < 2; c++) {
+            const int v = 32 * warp + 8 * j + 2 * t + c;
+            if (q < ns && v < nrows) {
+              const long long zi = ((long long)(s0 + q) * G + kk) * V + v0 + v;
+              const float zv = __fadd_rn((float)h3_ld(base, zi), acc[m][j][2 * h + c]);
+              h3_st(z, zi, zv);
+              if (h3m_mk_beats(zv, (int)(v0 + v), bv, bi)) bv = zv, bi = (int)(v0 + v);
+            }
           }
-        }
         h3m_mk_warp_best<2>(bv, bi); // the 4 lanes of sequence q
         if (t == 0) sv[q][warp] = bv, si[q][warp] = bi;
       }

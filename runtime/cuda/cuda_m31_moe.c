@@ -327,18 +327,18 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
 }
 
 /* markov_draft's scratch: e [S, r] f32, part_v [S, nblk] f32, part_i [S, nblk] int (each
- * part 256-byte aligned), nblk = the step's grid, ceil(V / rows): rows = 256 for the fp32 step
- * (kernels/m31_moe.cu's H3M_MKF_ROWS), 64 for the tensor-core step (H3M_MK_ROWS). */
-enum { MARKOV_ROWS_FP32 = 256, MARKOV_ROWS_MMA = 64 };
+ * part 256-byte aligned), nblk = ceil(V / 256): the step's grid (kernels/m31_moe.cu's
+ * H3M_MK_ROWS). */
+enum { MARKOV_ROWS = 256, MARKOV_STAGES_BYTES = 2 * MARKOV_ROWS * 144 /* H3M_MK_RS */ };
 
 typedef struct {
   size_t e, part_v, part_i, total;
   int nblk;
 } markov_layout;
 
-static markov_layout markov_layout_of(int64_t S, int64_t V, int64_t r, int rows) {
+static markov_layout markov_layout_of(int64_t S, int64_t V, int64_t r) {
   markov_layout l = {0};
-  l.nblk = (int)((V + rows - 1) / rows);
+  l.nblk = (int)((V + MARKOV_ROWS - 1) / MARKOV_ROWS);
   l.part_v = cu_align256((size_t)S * (size_t)r * 4);
   l.part_i = l.part_v + cu_align256((size_t)S * (size_t)l.nblk * 4);
   l.total = l.part_i + cu_align256((size_t)S * (size_t)l.nblk * 4);
@@ -350,10 +350,8 @@ static int64_t markov_seqs(const h3_op *op) {
   return p->rank ? p->dims[0] : 1;
 }
 
-size_t cu_m31_markov_scratch_bytes(const h3_op *op) { /* either form's: the more blocks */
-  return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1],
-                          MARKOV_ROWS_MMA)
-      .total;
+size_t cu_m31_markov_scratch_bytes(const h3_op *op) {
+  return markov_layout_of(markov_seqs(op), op->operands[0]->type.dims[1], op->operands[1]->type.dims[1]).total;
 }
 
 /* Whether markov_draft's steps run on tensor cores (H3_MARKOV_MMA_NAME): bf16 w2, r % 16 == 0
@@ -370,10 +368,12 @@ static bool markov_mma(h3_dtype w, int r, int seqs) {
   return seqs >= MARKOV_MMA_SEQS;
 }
 
-/* The fp32 step's dynamic shared memory: two stages of 256 rows x 144 bytes (H3M_MKF_ROWS,
- * H3M_MKF_RS), then e of min(S, 8) sequences (H3M_MKF_SQ) f32. */
-static size_t markov_fp32_smem(int S, int r) {
-  return (size_t)2 * MARKOV_ROWS_FP32 * 144 + (size_t)(S < 8 ? S : 8) * (size_t)r * 4;
+/* The step's dynamic shared memory: the two stages of w2 rows, then e of a pass: the fp32
+ * form min(S, 8) sequences f32 (H3M_MKF_SQ), the mma form 64 sequences bf16 at a stride of ws
+ * = r + 8 (H3M_MK_SEQS). */
+static size_t markov_smem(bool mma, int S, int r) {
+  if (mma) return MARKOV_STAGES_BYTES + (size_t)64 * (size_t)(r + 8) * 2;
+  return MARKOV_STAGES_BYTES + (size_t)(S < 8 ? S : 8) * (size_t)r * 4;
 }
 
 h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -382,11 +382,9 @@ h3_status cu_m31_run_markov(cu_state *s, const h3_op *op, void *scratch, const h
   int G = S ? (int)(in[0].type.dims[0] / S) : 0, r = (int)in[1].type.dims[1];
   long long V = in[0].type.dims[1];
   bool mma = markov_mma(in[2].type.dtype, r, S);
-  markov_layout l = markov_layout_of(S, V, r, mma ? MARKOV_ROWS_MMA : MARKOV_ROWS_FP32);
-  /* the mma form's w2 tile and e rows at a stride of r + 8 bf16 (4 x an odd number of words:
-     conflict-free fragments) */
-  int ws = r + 8;
-  size_t smem = mma ? (size_t)2 * 64 * ws * 2 : markov_fp32_smem(S, r);
+  markov_layout l = markov_layout_of(S, V, r);
+  int ws = r + 8; /* the mma form's e rows (4 x an odd number of words: conflict-free ldmatrix) */
+  size_t smem = markov_smem(mma, S, r);
   char step[128], pick[128], lines[320], defs[640];
   snprintf(step, sizeof step, "h3cu_markov%s_%s_%s_%s", mma ? "m" : "s", DN(in[0].type.dtype),
            DN(in[2].type.dtype), DN(out[0].type.dtype));

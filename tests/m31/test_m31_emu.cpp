@@ -6,7 +6,8 @@
  *   markov_draft  the chains in lock step (more sequences than a pass takes, rows of 16-byte
  *                 vectors or elements, r not a multiple of 4, the model's r = 256; ties):
  *                 z bitwise, drafts equal; the tensor-core form (H3_MARKOV_MMA_NAME, 16
- *                 sequences and more, partial m-tiles and last blocks) on Gaussian inputs: z
+ *                 sequences and more, partial m-tiles and last blocks, w2 in several stages)
+ *                 on Gaussian inputs: z
  *                 within 1e-5 of each row's largest |z|, drafts equal wherever the CPU's
  *                 winner leads by more than that (a chain is followed up to a closer call);
  *                 with ties (w2 zero, z = base) bitwise;
@@ -306,8 +307,7 @@ static void test_markov(int64_t S, int64_t G, int64_t V, int r, bool ties, bool 
   for (int64_t s = 0; s < S; s++) ((int32_t *)in[3].p())[s] = (int32_t)((s * 37 + 11) % V);
   std::vector<buf> want = cpu_run(op, in);
   buf z = make(op->results[0]->type), dr = make(op->results[1]->type);
-  const int rows = mma ? 64 : 256; /* cu_m31_run_markov's blocks and the mma form's stride */
-  int nblk = (int)((V + rows - 1) / rows), iS = (int)S, iG = (int)G, ws = r + 8;
+  int nblk = (int)((V + 255) / 256), iS = (int)S, iG = (int)G, ws = r + 8; /* cu_m31_run_markov's */
   long long VV = V;
   std::vector<float> e((size_t)(S * r)), pv((size_t)(S * nblk));
   std::vector<int> pi((size_t)(S * nblk));
@@ -642,6 +642,8 @@ int main(void) {
   test_markov(17, 3, 300, 32, false, true); /* a partial second m-tile */
   test_markov(40, 3, 256, 48, false, true); /* 3 m-tiles, V a multiple of 64, 3 k-steps */
   test_markov(70, 2, 130, 16, false, true); /* two passes of sequences */
+  test_markov(18, 2, 700, 80, false, true); /* two stages (64 + 16 of k), 3 blocks, the last partial */
+  test_markov(64, 2, 300, 256, false, true); /* the model's rank: 4 stages, 4 m-tiles */
   test_markov(20, 3, 200, 16, true, true);  /* ties: z = base bitwise, the first argmax */
   test_spec_accept(12, 3, 300);
   test_spec_accept(5, 8, 1000);
