@@ -408,6 +408,23 @@ case $CALL in
      bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
    rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
    } > "$log" 2>&1 ;; # ~8 min
+78) { # call 77's plain-step table again without cuBLASLt's tuning in it (call 77 timed the
+   # candidate algorithms inside the 9-token run): a run first fills a fresh tuning cache, then
+   # ncu times the 9-token and 1-token runs. Carry build-gpu/s34. Predicted: lm_head ~0.82 ms, moe
+   # ~0.16 ms a layer, kvattm ~25 us a layer (its bytes ~1 us: latency), the other linears ~0.7
+   T=$(mktemp -d); P=$T/p.plan; export H3_KERNEL_CACHE_DIR=$T/kc; mkdir -p "$T/kc"
+   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=1 -o "$P" 2>&1 | tail -1
+   X=("$S/bin/h3exec" "$P" --backend cuda --weights random --seed 3 --concurrency 1)
+   for o in 9 1; do
+     python3 bench/m31_serve_peer.py make-requests --n 1 --isl 2048 --osl $o --vocab 200064 --seed 1 > "$T/r$o.jsonl"
+   done
+   "${X[@]}" --requests "$T/r9.jsonl" > /dev/null 2>&1
+   for o in 9 1; do
+     H3_CUDA_GRAPHS=0 timeout 150 ncu --metrics gpu__time_duration.sum --csv "${X[@]}" --requests "$T/r$o.jsonl" \
+       > "$T/n$o.csv" 2> /dev/null
+   done
+   echo "== plain step kernels, small, C = 1"; python3 dev/ncu_step_kernels.py "$T/n9.csv" "$T/n1.csv" 8
+   } > "$log" 2>&1 ;; # ~3 min
 77) { # the streaming tensor-core Markov step at 64 sequences (call 75: markov_draft 1.53 ms a
    # round, ~190 us a step), the forced-4 round (26.79 ms in call 74); then where a plain batch-1
    # step's kernel time goes (issue 17: the step at 1.21 x its floor on an H100): ncu's time of
