@@ -2,8 +2,8 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 28): 76 and 77 on build-gpu/s34 (h3c, h3exec, test_gpu_ops at the
-#      streaming Markov step).
+# Next (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
+#   79 on build-gpu/s35 (h3c, h3exec, test_gpu_ops at the batched verify's page table per sequence).
 # Before (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
 #   75 on build-gpu/s33 (h3c, h3exec, built at the end of session 27; rebuild with dev/mini_stage.sh
 #      build-gpu/s18 build-gpu/sNN h3c h3exec if the product changed): ncu of one forced
@@ -408,6 +408,17 @@ case $CALL in
      bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
    rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
    } > "$log" 2>&1 ;; # ~8 min
+79) { # a batched verify's attention on the row-tiled kernel (a page table per sequence,
+   # serve_verify's [seqs, pt_len]): test_gpu_ops (its grouped cases, the markov and Sage cases),
+   # then the 64-sequence forced-4 round at 128 experts (26.37 ms in call 77, plain 11.98).
+   # Carry build-gpu/s35. Predicted: the verify's attention 2.6 -> ~0.7 ms a round (each
+   # sequence's keys read twice a kv head instead of 9 times), round ~24.5 ms, speed-up ~1.95 x
+   echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "sequences x 9|markov|FAIL|passed"
+   W=$OUT/spec; mkdir -p "$W"
+   echo "== s128: C = 64"; M31_SPEC_ACCEPT=4 M31_SPEC_H3C="--set experts=128" timeout 250 \
+     bench/m31_spec.sh "$S" "$W/s128c64" 64 2> "$W/s128c64.log" || tail -5 "$W/s128c64.log"
+   rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
+   } > "$log" 2>&1 ;; # ~5 min
 78) { # call 77's plain-step table again without cuBLASLt's tuning in it (call 77 timed the
    # candidate algorithms inside the 9-token run): a run first fills a fresh tuning cache, then
    # ncu times the 9-token and 1-token runs. Carry build-gpu/s34. Predicted: lm_head ~0.82 ms, moe

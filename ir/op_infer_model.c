@@ -29,15 +29,16 @@ static int want_cache(const h3_op *op, int ik, int iv, char *why, size_t why_len
   return want_gqa(op, TY(ik)->dims[2], TY(ik)->dims[3], "kc", why, why_len);
 }
 
-/* page_table (operand it): i32[NP] for every row, or i32[R, NP] with R = 1 or R = T (the
- * rows of operand 0): one table per row, a batch of sequences. */
+/* page_table (operand it): i32[NP] for every row, or i32[R, NP] with R dividing T (the rows
+ * of operand 0): row t reads table t / (T / R). R = T: a table per row (a batch of one-row
+ * sequences); 1 < R < T: R sequences of T / R consecutive rows each (a batched extend). */
 static int want_table(const h3_op *op, int it, char *why, size_t why_len) {
   const h3_type *pt = TY(it);
   if (pt->dtype != H3_I32 || (pt->rank != 1 && pt->rank != 2))
-    FAIL("%s: page_table must be i32[NP] or i32[T, NP], got %s", OPN, TS(pt));
-  if (pt->rank == 2 && pt->dims[0] != 1 && pt->dims[0] != TY(0)->dims[0])
-    FAIL("%s: page_table %s has %lld tables for T = %lld rows (1 or T)", OPN, TS(pt),
-         LL(pt->dims[0]), LL(TY(0)->dims[0]));
+    FAIL("%s: page_table must be i32[NP] or i32[R, NP], got %s", OPN, TS(pt));
+  if (pt->rank == 2 && (pt->dims[0] < 1 || TY(0)->dims[0] % pt->dims[0]))
+    FAIL("%s: page_table %s has %lld tables for T = %lld rows (the tables must divide the rows)", OPN,
+         TS(pt), LL(pt->dims[0]), LL(TY(0)->dims[0]));
   return 0;
 }
 

@@ -1,10 +1,11 @@
 // m31_msa.cu: MiniMax-M3.1's attention over the paged KV cache and its sparse (MSA) block
 // selection, the contracts of ops.def and of the CPU reference (runtime/cpu/ops_attention.c,
 // ops_sparse.c). Cached position j of row t lives at flat row pt[j / page] * page + j % page
-// of the [P, page, Hk, D] caches, pt = the page table [NP] or its row t ([T, NP]: pt_rows
-// = T, a batch of sequences).
+// of the [P, page, Hk, D] caches, pt = the page table [NP] or its row t / pt_per ([R, NP], R
+// dividing T, pt_per = T / R query rows per table: a batch of sequences of one row (pt_per 1)
+// or of several; pt_per = 0: one table for every row).
 //   H3_KV_ATT_NAME (q[T, Hq, D] Q_T, kc, vc [P, page, Hk, D] K_T, kb, vb [T, Hk, D] K_T,
-//     pos[T], pt[NP] or [T, NP], sel[T, Hk, topk], ctx[] or ctx[T] (ctx_rows 0 / 1; all IX_T))
+//     pos[T], pt[NP] or [R, NP], sel[T, Hk, topk], ctx[] or ctx[T] (ctx_rows 0 / 1; all IX_T))
 //     -> part f32 [T, Hq, S, D + 2], grid (T, Hk, S), H3M_ATT_THREADS threads. The keys of
 //     row t, by kind:
 //       0 paged:  positions 0..pos[t];
@@ -144,9 +145,9 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
     const K_T *__restrict__ kb, const K_T *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *__restrict__ part, int kind, long long T, int Hq, int Hk, int D, int page, int topk,
-    float scale, int pt_rows, long long NP, int ctx_rows, long long brows) {
+    float scale, int pt_per, long long NP, int ctx_rows, long long brows) {
   const long long t = blockIdx.x;
-  pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
+  pt += (pt_per > 0 ? t / pt_per : 0) * NP; // this row's page table
   const int kvh = blockIdx.y, s = blockIdx.z, S = gridDim.z, G = Hq / Hk;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long p = kind == 1 ? 0 : (long long)pos[t];
@@ -343,14 +344,14 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     const h3_bf16 *__restrict__ kb, const h3_bf16 *__restrict__ vb, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *part, int kind, long long T, int Hq, int Hk, int D, int page, int topk, float scale,
-    int pt_rows, long long NP, int S, O_T *__restrict__ o, unsigned *cnt, int ctx_rows,
+    int pt_per, long long NP, int S, O_T *__restrict__ o, unsigned *cnt, int ctx_rows,
     long long brows) {
   H3_DYN_SMEM(float, red); // [W][16 j][4 e][32 lanes]: the warps' weighed acc, fragment order
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int W = (int)(blockDim.x >> 5), kvh = blockIdx.y;
   const long long item = (long long)gridDim.x - 1 - blockIdx.x, t = item / S;
   const int s = (int)(item % S);
-  pt += (pt_rows > 1 ? t : 0) * NP; // this row's page table
+  pt += (pt_per > 0 ? t / pt_per : 0) * NP; // this row's page table
   unsigned qa[8][4]; // the A fragments of the 8 k-steps
   {
     uint4 r0[4], r1[4];
@@ -843,9 +844,9 @@ __device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, co
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, float *score, unsigned *cnt, IX_T *__restrict__ out, int Hi, int D,
-    int page, int block, int NB, int topk, int pt_rows, long long NP) {
+    int page, int block, int NB, int topk, int pt_per, long long NP) {
   H3_DYN_SMEM(float, sm);
-  pt += (pt_rows > 1 ? (long long)blockIdx.x : 0) * NP; // this row's page table
+  pt += (pt_per > 0 ? (long long)blockIdx.x / pt_per : 0) * NP; // this row's page table
   if (Hi <= 4) h3m_topk_decode<4>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
   else h3m_topk_decode<8>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
 }

@@ -1,9 +1,11 @@
 // m31_msa_tile.cu: MiniMax-M3.1's paged (kind 0) and sparse (kind 2) attention for many rows
-// of ONE sequence (prefill / extend), on tensor cores, the keys that a block's rows share read
-// once into shared memory. The contract of H3_KV_ATT_MMA_NAME (kernels/m31_msa.cu) with one
-// split and one page table (pt [NP]):
-//   H3_KV_ATT_TILE_NAME (q[T, Hq, D] bf16, kc, vc [P, page, Hk, D] bf16, pos[T], pt[NP],
-//     sel[T, Hk, topk] (all IX_T; sel unused by kind 0)) -> o[T, Hq, D] O_T, D = 128,
+// of ONE sequence (prefill / extend) or of each of several (a batched verify: per = T / R rows
+// a sequence), on tensor cores, the keys that a block's rows share read once into shared
+// memory. The contract of H3_KV_ATT_MMA_NAME (kernels/m31_msa.cu) with one split and one page
+// table (pt [NP], per = 0) or one per sequence (pt [R, NP]: rows b per .. b per + per - 1 read
+// row b):
+//   H3_KV_ATT_TILE_NAME (q[T, Hq, D] bf16, kc, vc [P, page, Hk, D] bf16, pos[T], pt[NP] or
+//     [R, NP], sel[T, Hk, topk] (all IX_T; sel unused by kind 0), per, NP) -> o[T, Hq, D] O_T, D = 128,
 //     Hq = 16 Hk, topk <= H3T_MAX_TOPK. Row t's keys for the q heads of kv head h: kind 0
 //     positions 0..pos[t]; kind 2 the positions j <= pos[t] of the blocks sel[t, h] (in any
 //     order, -1 skipped; a block listed twice counts once, which index_topk never writes).
@@ -13,8 +15,10 @@
 //     (sums in another order).
 // Grid (ceil(T / H3T_ROWS) Hk), H3T_THREADS threads. Block x takes kv head x % Hk and rows
 // t0 = H3T_ROWS (gridDim.x / Hk - 1 - x / Hk) .. + H3T_ROWS - 1: the last rows, with the most
-// keys, start first for every kv head; warp w owns row t0 + w and its 16 q heads as the M = 16
-// of mma.m16n8k16 (lane l = 4 g + c: heads g and g + 8).
+// keys, start first for every kv head. per > 0: grid (R ceil(per / H3T_ROWS) Hk), block x takes
+// tile j = u % tg of sequence b = u / tg (u = x / Hk, tg = ceil(per / H3T_ROWS)): rows b per + 8
+// j .. up to its sequence's last. Warp w owns row t0 + w and its 16 q heads as the M = 16 of
+// mma.m16n8k16 (lane l = 4 g + c: heads g and g + 8).
 // The block walks one stream of keys, the union of its rows' keys (h3t_union): kind 0
 // positions 0..P, P its rows' largest position; kind 2 the blocks its rows selected (each
 // only where it starts at or before that row's position), sorted and deduplicated in shared
@@ -280,16 +284,23 @@ H3_DI void h3t_store(O_T *og, const float acc[16][4], float l[2]) {
 extern "C" __global__ void __launch_bounds__(H3T_THREADS, 1) H3_KV_ATT_TILE_NAME(
     const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ kc, const h3_bf16 *__restrict__ vc,
     const IX_T *__restrict__ pos, const IX_T *__restrict__ pt, const IX_T *__restrict__ sel,
-    O_T *__restrict__ o, int kind, long long T, int Hk, int page, int topk, float scale) {
+    O_T *__restrict__ o, int kind, long long T, int Hk, int page, int topk, float scale, int per,
+    long long NP) {
   H3_DYN_SMEM(h3_bf16, smem); // stage s: K tile at 2 s H3T_TILE, V tile after it
   __shared__ h3t_rows rs;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, kvh = (int)(blockIdx.x % Hk);
-  const long long t0 = ((long long)(gridDim.x / Hk) - 1 - blockIdx.x / Hk) * H3T_ROWS, t = t0 + warp;
-  const h3t_stream s = h3t_setup(rs, pos, sel, kind, T, t0, Hk, kvh, page, topk);
+  long long t0 = ((long long)(gridDim.x / Hk) - 1 - blockIdx.x / Hk) * H3T_ROWS, tn = T; // rows t0 .. tn - 1
+  if (per > 0) { // tile j of sequence b: rows b per + 8 j .., table b
+    const long long tg = (per + H3T_ROWS - 1) / H3T_ROWS, u = blockIdx.x / Hk, b = u / tg;
+    t0 = b * per + (u % tg) * H3T_ROWS, tn = b * per + per;
+    pt += b * NP;
+  }
+  const long long t = t0 + warp;
+  const h3t_stream s = h3t_setup(rs, pos, sel, kind, tn, t0, Hk, kvh, page, topk);
   const long long p = rs.pos[warp];
   const long long head0 = (t * Hk + kvh) * 16; // (row, first q head of the group)
   unsigned qa[8][4];
-  h3t_q(t < T ? q + (head0 + g) * 128 : nullptr, qa);
+  h3t_q(t < tn ? q + (head0 + g) * 128 : nullptr, qa);
   float acc[16][4], m[2] = {-H3T_INF, -H3T_INF}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < 16; j++)
@@ -313,6 +324,6 @@ extern "C" __global__ void __launch_bounds__(H3T_THREADS, 1) H3_KV_ATT_TILE_NAME
     h3t_softmax(sc, h3t_live(s, (long long)it * H3T_KEYS, p, warp), scale, m, l, acc);
     h3t_pv(vs, sc, acc);
   }
-  h3t_store(t < T ? o + head0 * 128 : nullptr, acc, l);
+  h3t_store(t < tn ? o + head0 * 128 : nullptr, acc, l);
 }
 #endif

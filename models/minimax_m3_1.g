@@ -165,9 +165,10 @@ param dspark.markov.w2.weight : bf16[vocab, markov_rank] init uniform(fan_in = m
 
 # ---- building blocks ----------------------------------------------------------------------------
 # Physical KV slot of each row's position: table[pos / page] * page + pos % page, table = the
-# row's page table: pt has R = 1 table (every row) or R = T (row t: table t).
+# row's page table: pt has R tables, R dividing T: row t reads table t / (T / R) (R = 1: one
+# for every row; R = T: one per row; between: R sequences of T / R consecutive rows).
 fn kv_slots(T: int, R: int, pos: i32[T], pt: i32[R, pt_len]) -> i32[T] {
-  return gather(reshape(pt, shape = [R * pt_len]), iota(n = T) * (R / T * pt_len) + pos / page) * page + pos % page
+  return gather(reshape(pt, shape = [R * pt_len]), iota(n = T) / (T / R) * pt_len + pos / page) * page + pos % page
 }
 
 # The page table of sequence s: its logical page p is physical page s * pt_len + p + 1 (the
@@ -361,7 +362,7 @@ fn last_layer_rows(T: int, N: int, RN: int, x: bf16[T, dim], rows: i32[N], slot:
 }
 
 # The embedding, the dense layers and the first NS sparse layers over T rows at positions
-# pos, row t of the sequence whose page table is pt[R == 1 ? 0 : t]: returns the residual
+# pos, row t of the sequence whose page table is pt[t / (T / R)]: returns the residual
 # x [T, dim], the [4, T, dim] buffer of captured states (every layer writes its output x into
 # row cap_slot[layer]: rows 0..2 for the layers capture0..2, row 3 (scratch) for the others)
 # and the updated caches.
@@ -530,7 +531,7 @@ fn lm_logits(R: int, x: bf16[R, dim]) -> f32[R, vocab] {
 }
 
 # Draft K/V (§5.3 step 7) of T rows at positions pos, row t of the sequence whose page table
-# is pt[R == 1 ? 0 : t]: c = NORM(fc(captured), hidden_norm); Kd = ROPE(NORM_HEAD(c W_k,
+# is pt[t / (T / R)]: c = NORM(fc(captured), hidden_norm); Kd = ROPE(NORM_HEAD(c W_k,
 # k_norm)), Vd = c W_v with W_k, W_v the k and v row blocks of the draft qkv_proj (one GEMM
 # over both blocks); written at the rows' slots.
 fn draft_kv_rows(T: int, R: int, captured: bf16[T, 3 * dim], pos: i32[T], pt: i32[R, pt_len],
@@ -846,13 +847,13 @@ graph serve_draft(bonus: i32[seqs], ctx_len: i32[seqs], page_table: i32[seqs, pt
 }
 
 # serve_verify: §5.3 steps 5 to 7 for seqs sequences at once: rows b * verify_rows + i hold
-# [bonus, d1 .. dgamma][i] of sequence b at position pos (its L + i), page table row by row
-# (padding rows: token 0 at position 0, an all-zero table). The acceptance (spec_accept: n
+# [bonus, d1 .. dgamma][i] of sequence b at position pos (its L + i), page_table row b that
+# sequence's (padding sequences: token 0 at position 0, an all-zero table). The acceptance (spec_accept: n
 # accepted draft tokens and the tokens emitted, d1 .. dn then the target's own, greedy at
 # temperature 0, else rejection sampling; seed and temperature per sequence) and the draft
 # K/V of every row (§5.2's project rule: rows past the accepted ones are rewritten by the
 # next round).
-graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[spec_rows, pt_len],
+graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[seqs, pt_len],
                    temperature: f32[seqs], seed: i32[seqs],
                    k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
                    v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
@@ -865,13 +866,13 @@ graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[
         ik_cache: bf16[n_sparse, pages, page, index_dim],
         kd_cache: bf16[pages, page, kv_heads, head_dim],
         vd_cache: bf16[pages, page, kv_heads, head_dim]) {
-  x, captured, k_cache, v_cache, ik_cache = forward(spec_rows, spec_rows, tokens, pos, page_table,
+  x, captured, k_cache, v_cache, ik_cache = forward(spec_rows, seqs, tokens, pos, page_table,
                                                     k_cache, v_cache, ik_cache)
   r = iota(n = seqs * gamma)
   draft = gather(tokens, r + r / gamma + 1)                         # rows 1 .. gamma of each
   n, emitted, margin = spec_accept(lm_logits(spec_rows, x), draft, temperature, seed,
                                    gather(pos, iota(n = seqs) * verify_rows))
-  kd_cache, vd_cache = draft_kv_rows(spec_rows, spec_rows, captured, pos, page_table, kd_cache,
+  kd_cache, vd_cache = draft_kv_rows(spec_rows, seqs, captured, pos, page_table, kd_cache,
                                      vd_cache)
   return n, emitted, margin, k_cache, v_cache, ik_cache, kd_cache, vd_cache
 }

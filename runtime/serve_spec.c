@@ -60,7 +60,7 @@ h3_status serve_spec_setup(engine *e, const h3_module *m) {
   e->v_next = calloc((size_t)V, sizeof *e->v_next); /* the emitted tokens */
   e->v_margin = calloc((size_t)V, sizeof *e->v_margin);
   e->v_n = calloc((size_t)e->rows, sizeof *e->v_n);
-  e->v_table = calloc((size_t)(V * e->pt_len), sizeof *e->v_table);
+  e->v_table = calloc((size_t)(e->rows * e->pt_len), sizeof *e->v_table);
   e->v_draft = calloc((size_t)(e->rows * e->gamma), sizeof *e->v_draft);
   e->st->accept_hist = calloc((size_t)e->gamma + 1, sizeof *e->st->accept_hist);
   if (!e->v_tokens || !e->v_pos || !e->v_next || !e->v_margin ||
@@ -111,20 +111,21 @@ static h3_status draft(engine *e) {
   return st;
 }
 
-/* The verify rows' images: [bonus, draft] of each live row at L .. with the row's page
- * table (from the decode rows' images), padding elsewhere. */
+/* The verify rows' images: [bonus, draft] of each live row at L .., and each live row's page
+ * table (serve_verify's one table per sequence, from the decode rows' images); padding
+ * elsewhere (all-zero tables). */
 static void fill_verify_rows(engine *e) {
   int64_t G = e->gamma + 1, V = verify_rows(e);
   memset(e->v_tokens, 0, (size_t)V * sizeof *e->v_tokens);
   memset(e->v_pos, 0, (size_t)V * sizeof *e->v_pos);
-  memset(e->v_table, 0, (size_t)(V * e->pt_len) * sizeof *e->v_table);
+  memset(e->v_table, 0, (size_t)(e->rows * e->pt_len) * sizeof *e->v_table);
   for (int64_t row = 0; row < e->rows; row++) {
     if (e->live[row] < 0) continue;
+    memcpy(e->v_table + row * e->pt_len, e->h_table + row * e->pt_len, (size_t)e->pt_len * sizeof *e->v_table);
     for (int64_t k = 0; k < G; k++) {
       int64_t v = row * G + k;
       e->v_tokens[v] = k ? e->v_draft[row * e->gamma + k - 1] : e->h_tokens[row];
       e->v_pos[v] = e->h_pos[row] + (int32_t)k;
-      memcpy(e->v_table + v * e->pt_len, e->h_table + row * e->pt_len, (size_t)e->pt_len * sizeof *e->v_table);
     }
   }
 }

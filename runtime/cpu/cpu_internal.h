@@ -243,18 +243,23 @@ h3_status h3cpu_run(const h3_cpu_ctx *c, const h3_op *op, const h3_tensor *in, i
 void h3cpu_error(const h3_cpu_ctx *c, const h3_op *op, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* The page table of a paged op (cpu_pages.c): i32[NP] shared by every row, or [R, NP] with
- * R == 1 (shared) or R == T (row t reads row t: a batch of sequences). */
+/* The page table of a paged op (cpu_pages.c): i32[NP] shared by every row, or [R, NP] with R
+ * dividing the op's T rows: row t reads table t / (T / R) (R == T: a table per row; 1 < R <
+ * T: R sequences of T / R consecutive rows). */
 typedef struct {
   const h3_tensor *t;
-  int64_t np, rows; /* entries per table, tables */
+  int64_t np, rows, per; /* entries per table, tables, query rows per table (T / rows) */
 } h3cpu_pages;
-h3cpu_pages h3cpu_pages_of(const h3_tensor *page_table);
+/* The page table of an op of T query rows (h3cpu_check_pages reports a count of tables that
+ * does not divide T). */
+h3cpu_pages h3cpu_pages_of(const h3_tensor *page_table, int64_t T);
+/* The table query row t reads. */
+static inline int64_t h3cpu_table_row(const h3cpu_pages *pg, int64_t t) { return pg->per > 0 ? t / pg->per : 0; }
 /* Flat cache row of position j of query row t: table[j / page] * page + j % page. */
 int64_t h3cpu_page_slot(const h3cpu_pages *pg, int64_t t, int64_t j, int64_t page);
-/* The entries of table row r that positions 0..p use (none for p < 0) name pages of a P-page
- * cache; an error naming the entry otherwise. */
-bool h3cpu_check_table_row(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *pg, int64_t r,
+/* The entries of the table query row t reads that positions 0..p use (none for p < 0) name
+ * pages of a P-page cache; an error naming the entry otherwise. */
+bool h3cpu_check_table_row(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *pg, int64_t t,
                            int64_t p, int64_t P, int64_t page);
 /* Checks, for each of T rows, that its last position (pos[t]; `last` when pos is NULL) fits
  * the table and that the entries positions 0..last use name pages of a P-page cache.

@@ -11,7 +11,7 @@
  * block rows; sparse = positions of the selected blocks (ascending block ids, -1 skipped)
  * with j <= pos[t]. Cached position j of row t lives at flat row
  * table[j / page] * page + j % page of the [P, page, Hk, D] cache, table = the page table
- * ([NP]) or its row t ([T, NP]; cpu_pages.c). Page-table
+ * ([NP]) or its row t / (T / R) ([R, NP], R dividing T; cpu_pages.c). Page-table
  * entries, positions and selections are checked before any work starts, so an error is
  * reported (naming the op and the bad value) instead of reading out of bounds.
  * attention's v_view = [start, row_stride] (ops.def): v is the 2D tensor holding v's
@@ -189,7 +189,7 @@ static int check_paged(const h3_cpu_ctx *c, const h3_op *op, att_job *j, const h
                 (long long)j->page, (long long)j->k->type.dims[1]);
     return 0;
   }
-  j->pages = h3cpu_pages_of(pt);
+  j->pages = h3cpu_pages_of(pt, j->T);
   int64_t maxp;
   if (!h3cpu_check_pages(c, op, &j->pages, j->pos, last, j->T, j->k->type.dims[0], j->page, &maxp))
     return 0;

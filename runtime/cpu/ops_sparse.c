@@ -1,13 +1,13 @@
 /* ops_sparse.c: CPU reference of index_topk, the block selection of M3.1's sparse (MSA)
  * attention.
  *
- * index_topk(iq[T, Hi, D], ikc[P, page, D], pos i32[T], page_table i32[NP] or [T, NP]) {block, topk}
+ * index_topk(iq[T, Hi, D], ikc[P, page, D], pos i32[T], page_table i32[NP] or [R, NP]) {block, topk}
  *   -> i32[T, Hi, topk]. For row t (position p) and index head h: nb = p / block + 1;
  *   score[b] = max over positions j in block b with j <= p of (sum_d iq_d * ik_jd) in fp32
  *   (d ascending, no scale); score[p / block] = +inf; the min(topk, nb) best blocks by
  *   descending score (ties: the lower block) are written in ascending block order, then -1.
  *   Position j's index key is flat row table[j / page] * page + j % page of ikc, table = the
- *   page table or its row t (cpu_pages.c).
+ *   page table or its row t / (T / R) (cpu_pages.c).
  */
 #include "cpu_internal.h"
 
@@ -24,7 +24,7 @@ H3_CPU_KERNEL(h3cpu_index_topk) {
     h3cpu_error(c, op, NULL, "block %lld must be positive", (long long)block);
     return H3_ERR;
   }
-  h3cpu_pages pages = h3cpu_pages_of(pt);
+  h3cpu_pages pages = h3cpu_pages_of(pt, T);
   int64_t maxp;
   if (!h3cpu_check_pages(c, op, &pages, pos, -1, T, P, page, &maxp)) return H3_ERR;
   int64_t max_nb = maxp / block + 1;

@@ -10,11 +10,12 @@
 
 /* block shapes; each equals its kernel file's constant (M31_ROUTER_*: H3M_ROUTER_*,
  * M31_MOE_MMA_THREADS: H3M_MMA_THREADS, M31_ATT_TILE_*: m31_msa_tile.cu's H3T_ROWS,
- * H3T_THREADS, H3T_SMEM); M31_ATT_TILE_MIN_ROWS: the fewest rows the row-tiled attention takes */
+ * H3T_THREADS, H3T_SMEM); M31_ATT_TILE_MIN_ROWS / _MIN_GROUPS: the fewest rows of one table /
+ * groups of rows the row-tiled attention takes */
 enum {
   M31_THREADS = 256, M31_ATT_THREADS = 128, M31_ROUTER_THREADS = 128, M31_ROUTER_ROWS = 8,
   M31_MOE_MMA_THREADS = 128, M31_ATT_TILE_ROWS = 8, M31_ATT_TILE_THREADS = 256,
-  M31_ATT_TILE_SMEM = 98304, M31_ATT_TILE_MIN_ROWS = 64
+  M31_ATT_TILE_SMEM = 98304, M31_ATT_TILE_MIN_ROWS = 64, M31_ATT_TILE_MIN_GROUPS = 16
 };
 
 #define DN(x) h3_dtype_name(x)
@@ -86,9 +87,16 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
                                   const h3_tensor *out, h3_diag *d);
 h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                                 const h3_tensor *out, h3_diag *d);
+/* The query rows per page table of a paged op of T rows (pt [NP] or [R, NP], R dividing T):
+ * T / R, or 0 when every row reads the one table (R = 1). */
+static inline int cu_m31_pt_per(const h3_type *pt, long long T) {
+  return pt->rank == 2 && pt->dims[0] > 1 ? (int)(T / pt->dims[0]) : 0;
+}
 /* Whether the row-tiled attention takes a paged / sparse attention op that the tensor-core form
- * of cu_m31_run_kv_attention could run: one page table, at least M31_ATT_TILE_MIN_ROWS rows,
- * topk <= 64; then cu_m31_run_att_tile runs it (cuda_m31_msa_tile.c). */
+ * of cu_m31_run_kv_attention could run: one page table and at least M31_ATT_TILE_MIN_ROWS rows,
+ * or (under H3_M31_ATTENTION=tile) a table per group of at least 2 rows and
+ * M31_ATT_TILE_MIN_GROUPS groups (a batched verify); topk <= 64; then cu_m31_run_att_tile runs
+ * it (cuda_m31_msa_tile.c). */
 bool cu_m31_att_tiled(const h3_op *op, const h3_tensor *in);
 h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                               h3_diag *d);

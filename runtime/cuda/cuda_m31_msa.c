@@ -140,7 +140,7 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
       return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "%d selected blocks per row (at most 64)", topk);
   }
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
-  int pt_rows = ptt->type.rank == 2 ? (int)ptt->type.dims[0] : 1;
+  int pt_per = cu_m31_pt_per(&ptt->type, T);
   /* block: ctx_len per row or one for all, blocks of brows rows (one sequence each) */
   int ctx_rows = kind == 1 && in[3].type.rank == 1;
   long long brows = h3_op_attr_int(op, "block_rows", T);
@@ -157,14 +157,14 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
     if (S > 1 && !cu_graph_capturing(s))
       CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)(T * Hk) * 4, s->stream), "attention counters");
     void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
-                    &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &S, &o, &cnt,
+                    &Hq, &Hk, &D, &page, &topk, &scale, &pt_per, &NP, &S, &o, &cnt,
                     &ctx_rows, &brows};
     int64_t grid[3] = {T * S, Hk, 1}, block[3] = {32 * W, 1, 1};
     return cu_launch(s, kn[0], grid, block, (int64_t)W * ATT_RED, args, d);
   }
   int S = att_splits(T, Hk);
   void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
-                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_rows, &NP, &ctx_rows, &brows};
+                  &Hq, &Hk, &D, &page, &topk, &scale, &pt_per, &NP, &ctx_rows, &brows};
   int64_t grid[3] = {T, Hk, S}, block[3] = {M31_ATT_THREADS, 1, 1};
   if (cu_launch(s, kn[0], grid, block, 0, args, d) != H3_OK) return H3_ERR;
   void *args2[] = {&part, &o, &Hq, &D, &S};
@@ -204,9 +204,9 @@ static int topk_splits(long long units, int NB, int cap) {
 /* Whether index_topk runs on H3_TOPK_ROWS_NAME (then H3_TOPK_NAME): rows of one table, at
  * least four tiles of them (fewer leave most SMs idle: the decode kernel reads a row's keys
  * from L2 in parallel instead). */
-static bool topk_rows_form(long long T, int Hi, int pt_rows) {
+static bool topk_rows_form(long long T, int Hi, int pt_per) {
   long long tile = TOPK_QV / Hi;
-  return pt_rows == 1 && (T + tile - 1) / tile >= 4;
+  return pt_per == 0 && (T + tile - 1) / tile >= 4;
 }
 
 h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
@@ -235,9 +235,9 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   const char *names[3] = {name[0], name[1], name[2]};
   cu_kernel *kn[3];
   const h3_type *ptt = &in[3].type;
-  int pt_rows = ptt->rank == 2 ? (int)ptt->dims[0] : 1;
+  int pt_per = cu_m31_pt_per(ptt, T);
   long long NP = ptt->dims[ptt->rank - 1];
-  bool rows = topk_rows_form(T, Hi, pt_rows);
+  bool rows = topk_rows_form(T, Hi, pt_per);
   if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 3, names, kn, d) != H3_OK ||
       cu_m31_smem(s, op, kn[rows ? 1 : 0], rows ? topk_rows_smem(D) : topk_dec_smem(D, Hi, NB), d) != H3_OK)
     return H3_ERR;
@@ -252,7 +252,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
     if (!cu_graph_capturing(s))
       CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)T * 4, s->stream), "index_topk counters");
     void *args[] = {&iq, &ik, &pos, &pt, &score, &cnt, &o, &Hi, &D, &page, &block, &NB, &topk,
-                    &pt_rows, &NP};
+                    &pt_per, &NP};
     int64_t grid[3] = {T, topk_splits(T, NB, 1024), 1}, blk[3] = {TOPK_DEC_THREADS, 1, 1};
     return cu_launch(s, kn[0], grid, blk, (int64_t)topk_dec_smem(D, Hi, NB), args, d);
   }

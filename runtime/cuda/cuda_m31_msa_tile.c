@@ -1,11 +1,13 @@
 /* cuda_m31_msa_tile.c: the launch of the row-tiled paged / sparse attention
  * (kernels/m31_msa_tile.cu) on the cuda backend. cu_m31_run_kv_attention hands it the ops its
  * tensor-core form would run (bf16 q / k / v, head_dim 128, 16 q heads per kv head, 16-byte
- * aligned operands) when the rows are many rows of one sequence: one page table, at least
- * M31_ATT_TILE_MIN_ROWS rows (prefill / extend; decode and batches keep kernels/m31_msa.cu).
+ * aligned operands) when the rows are many rows of one sequence (one page table, at least
+ * M31_ATT_TILE_MIN_ROWS rows: prefill / extend) or, under H3_M31_ATTENTION=tile, groups of rows
+ * of many (a table per group, at least M31_ATT_TILE_MIN_GROUPS groups: a batched verify);
+ * decode and, by default, batched verifies keep kernels/m31_msa.cu.
  * One launch writes o directly (no splits, no scratch). The shapes the wgmma flash kernel takes
  * (cu_m31_flash_fits: MiniMax-M3.1's own) go to it instead (cuda_m31_flash.c,
- * kernels/m31_flash.cu); this kernel runs the others, and all of them under
+ * kernels/m31_flash.cu; one table only); this kernel runs the others, and all of them under
  * H3_M31_ATTENTION=tile.
  */
 #include "cuda_m31.h"
@@ -24,15 +26,24 @@ static int pos_at(const h3_op *op) { return op->code == H3_OP_SPARSE_ATTENTION ?
 
 bool cu_m31_att_tiled(const h3_op *op, const h3_tensor *in) {
   if (op->code != H3_OP_PAGED_ATTENTION && op->code != H3_OP_SPARSE_ATTENTION) return false;
-  const h3_type *pt = &in[pos_at(op) + 1].type;
-  int is = sel_at(op);
-  return (pt->rank == 1 || pt->dims[0] == 1) && in[0].type.dims[0] >= M31_ATT_TILE_MIN_ROWS &&
-         (is < 0 || in[is].type.dims[in[is].type.rank - 1] <= 64); /* H3T_MAX_TOPK */
+  const long long T = in[0].type.dims[0];
+  const int per = cu_m31_pt_per(&in[pos_at(op) + 1].type, T), is = sel_at(op);
+  /* one table: M31_ATT_TILE_MIN_ROWS rows; a table per group of rows (a batched verify): only
+     under H3_M31_ATTENTION=tile, groups of 2 rows or more, M31_ATT_TILE_MIN_GROUPS of them. By
+     default those stay on the tensor-core form, whose rows of a sequence meet its keys in L2:
+     a 64-sequence verify round (9 rows each, 2k context, H100, 2026-12-06) took 26.93 ms on
+     this kernel against 26.37 on that one */
+  const bool tile = cu_env_form("H3_M31_ATTENTION", (const char *const[]){"flash", "tile", NULL}) == 1;
+  const bool rows = per == 0 ? T >= M31_ATT_TILE_MIN_ROWS
+                             : tile && per >= 2 && T / per >= M31_ATT_TILE_MIN_GROUPS;
+  return rows && (is < 0 || in[is].type.dims[in[is].type.rank - 1] <= 64); /* H3T_MAX_TOPK */
 }
 
 h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in, const h3_tensor *out,
                               h3_diag *d) {
-  if (cu_m31_flash_fits(s, op, in, out)) return cu_m31_run_flash(s, op, in, out, d);
+  const h3_type *pty = &in[pos_at(op) + 1].type;
+  int per = cu_m31_pt_per(pty, in[0].type.dims[0]);
+  if (per == 0 && cu_m31_flash_fits(s, op, in, out)) return cu_m31_run_flash(s, op, in, out, d);
   const h3_type *ct = &in[1].type;
   const h3_tensor *pos = &in[pos_at(op)], *sel = sel_at(op) < 0 ? NULL : &in[sel_at(op)];
   int kind = sel ? 2 : 0, Hk = (int)ct->dims[ct->rank - 2];
@@ -51,8 +62,11 @@ h3_status cu_m31_run_att_tile(cu_state *s, const h3_op *op, const h3_tensor *in,
   const void *q = in[0].data, *kc = in[1].data, *vc = in[2].data, *pp = pos->data;
   const void *pt = in[pos_at(op) + 1].data, *sp = sel ? sel->data : NULL;
   void *o = out[0].data;
-  void *args[] = {&q, &kc, &vc, &pp, &pt, &sp, &o, &kind, &T, &Hk, &page, &topk, &scale};
-  int64_t grid[3] = {(T + M31_ATT_TILE_ROWS - 1) / M31_ATT_TILE_ROWS * Hk, 1, 1};
+  long long NP = pty->dims[pty->rank - 1];
+  void *args[] = {&q, &kc, &vc, &pp, &pt, &sp, &o, &kind, &T, &Hk, &page, &topk, &scale, &per, &NP};
+  int64_t tiles = per == 0 ? (T + M31_ATT_TILE_ROWS - 1) / M31_ATT_TILE_ROWS
+                           : T / per * ((per + M31_ATT_TILE_ROWS - 1) / M31_ATT_TILE_ROWS);
+  int64_t grid[3] = {tiles * Hk, 1, 1};
   int64_t block[3] = {M31_ATT_TILE_THREADS, 1, 1};
   return cu_launch(s, k, grid, block, M31_ATT_TILE_SMEM, args, d);
 }

@@ -287,8 +287,11 @@ static void test_model_ops(void) {
   CHECK_STR(RUN(BLOCK_ATTENTION, blk2, AF("scale", 0.25), AI("page", 8), AI("block_rows", 2)), "bf16[4, 8, 16]");
   CHECK_STR(RUN(BLOCK_ATTENTION, blk2, AF("scale", 0.25), AI("page", 8), AI("block_rows", 3)),
             "error: block_attention: block_rows = 3 must divide the 4 rows");
+  CHECK_STR(RUN(BLOCK_ATTENTION, "bf16[4, 8, 16]; bf16[6, 8, 2, 16]; bf16[6, 8, 2, 16]; i32[4]; i32[3, 3]; bf16[4, 2, 16]; bf16[4, 2, 16]", AF("scale", 0.25), AI("page", 8)),
+            "error: block_attention: page_table i32[3, 3] has 3 tables for T = 4 rows (the tables must divide the rows)");
+  /* 2 sequences of 2 rows: rows 0-1 read table 0, rows 2-3 table 1 */
   CHECK_STR(RUN(BLOCK_ATTENTION, "bf16[4, 8, 16]; bf16[6, 8, 2, 16]; bf16[6, 8, 2, 16]; i32[4]; i32[2, 3]; bf16[4, 2, 16]; bf16[4, 2, 16]", AF("scale", 0.25), AI("page", 8)),
-            "error: block_attention: page_table i32[2, 3] has 2 tables for T = 4 rows (1 or T)");
+            "bf16[4, 8, 16]");
   CHECK_STR(RUN(INDEX_TOPK, "bf16[5, 2, 16]; bf16[6, 8, 16]; i32[5]; i32[3]", AI("block", 8), AI("topk", 4)), "i32[5, 2, 4]");
   CHECK_STR(RUN(INDEX_TOPK, "bf16[5, 2, 16]; bf16[6, 8, 32]; i32[5]; i32[3]", AI("block", 8), AI("topk", 4)),
             "error: index_topk: iq has D = 16 but ikc has D = 32 (ikc is [P, page, D])");

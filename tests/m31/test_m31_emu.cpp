@@ -22,7 +22,8 @@
  *                 table selecting in the same launch, run twice): the scores bitwise (the
  *                 reference's order), the selections equal (ties, partial head groups, odd
  *                 head dims, blocks of several pages and key tiles, more blocks than topk);
- * the paged ops also with a page table per row (a batch of sequences).
+ * the paged ops also with a page table per row (a batch of sequences) or per group of rows
+ * (a batched verify: [R, NP], row t reads table t / (T / R)).
  * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-5): the kernels sum in another
  * order than the reference.
  */
@@ -408,11 +409,13 @@ struct att_case {
   int kind; /* 0 paged, 1 block, 2 sparse */
   int64_t T, Hq, Hk, D, page, NP, S;
   std::vector<int32_t> pos; /* paged / sparse: per row; block: {ctx}, or per row when batch */
-  bool batch;               /* a page table per row, [T, NP] (block: and ctx_len per row) */
+  bool batch;               /* a page table per group of `per` rows, [T / per, NP] (block: and
+                               ctx_len per row) */
   int64_t topk = 3;         /* sparse: selected blocks per row and kv head */
   int W = 4;                /* tensor cores: warps per block */
   int64_t empty = -1;       /* sparse: a row that selects no block */
   int64_t brows = 0;        /* block: rows per block (block_rows; 0: all T) */
+  int64_t per = 1;          /* batch: rows per page table */
 };
 
 /* A scrambled page table of `rows` tables of NP entries over pages 1..P-1. */
@@ -422,8 +425,8 @@ static void fill_table(buf &b, int64_t rows, int64_t NP, int64_t P) {
 
 static void test_attention(const att_case &c) {
   const int64_t T = c.T, Hq = c.Hq, Hk = c.Hk, D = c.D, page = c.page, NP = c.NP;
-  const int64_t rows = c.batch ? T : 1, P = NP * rows + 2;
-  std::string ptt = c.batch ? ty("i32", {T, NP}) : ty("i32", {NP});
+  const int64_t rows = c.batch ? T / c.per : 1, P = NP * rows + 2;
+  std::string ptt = c.batch ? ty("i32", {rows, NP}) : ty("i32", {NP});
   const int64_t topk = c.topk;
   std::string qt = ty("bf16", {T, Hq, D}), ct = ty("bf16", {P, page, Hk, D});
   std::string args = "%q: " + qt + ", %kc: " + ct + ", %vc: " + ct, call;
@@ -473,7 +476,7 @@ static void test_attention(const att_case &c) {
   const void *kb = c.kind == 1 ? in[5].p() : nullptr, *vb = c.kind == 1 ? in[6].p() : nullptr;
   const void *pos = c.kind == 1 ? nullptr : in[ipos].p(), *ctx = c.kind == 1 ? in[3].p() : nullptr;
   const void *sel = c.kind == 2 ? in[3].p() : nullptr;
-  int pt_rows = (int)rows;
+  int pt_per = c.batch ? (int)c.per : 0; /* as cu_m31_pt_per */
   long long NPP = NP;
   int kind = c.kind, iHq = (int)Hq, iHk = (int)Hk, iD = (int)D, ipage = (int)page, itopk = (int)topk;
   long long TT = T, bro = brows;
@@ -493,7 +496,7 @@ static void test_attention(const att_case &c) {
       emu_launch3(T * S, Hk, 1, 32 * c.W, [&] {
         att44::att44_mma(q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt,
                          (const int *)sel, (const int *)ctx, blobs.data(), kind, TT, iHq, iHk, iD, ipage,
-                         itopk, 0.3f, pt_rows, NPP, S, (h3_bf16 *)o.p(), cnt.data(), ctx_rows, bro);
+                         itopk, 0.3f, pt_per, NPP, S, (h3_bf16 *)o.p(), cnt.data(), ctx_rows, bro);
       });
       CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }),
             "%s: counters not reset", c.name);
@@ -505,7 +508,7 @@ static void test_attention(const att_case &c) {
     emu_launch3(T, Hk, S, 128, [&] {
       (c.form == ATT11 ? att11::att11_att : att44::att44_att)(
           q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt, (const int *)sel,
-          (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_rows, NPP,
+          (const int *)ctx, part.data(), kind, TT, iHq, iHk, iD, ipage, itopk, 0.3f, pt_per, NPP,
           ctx_rows, bro);
     });
     emu_launch3(T, Hq, 1, 128, [&] {
@@ -586,7 +589,7 @@ static void test_index_topk(const topk_case &c) {
      head); or rows x S splits that select in the same launch (run twice: the counters are 0
      after a launch) */
   const int NB = (int)((NP * page + c.block - 1) / c.block), iHi = (int)Hi, iD = (int)D;
-  const int ipage = (int)page, iblock = (int)c.block, itopk = (int)topk, pt_rows = (int)rows;
+  const int ipage = (int)page, iblock = (int)c.block, itopk = (int)topk, pt_per = c.batch ? 1 : 0;
   const int tile = H3M_TOPK_QV / iHi;
   std::vector<float> score((size_t)(T * Hi * NB), NAN);
   std::vector<unsigned> cnt((size_t)T, 0u);
@@ -605,7 +608,7 @@ static void test_index_topk(const topk_case &c) {
       buf o = make(op->results[0]->type);
       emu_launch3(T, c.S, 1, H3M_TOPK_DEC_THREADS, [&] {
         att11::att11_score(iq, ik, pos, pt, score.data(), cnt.data(), (int *)o.p(), iHi, iD, ipage, iblock,
-                           NB, itopk, pt_rows, NPP);
+                           NB, itopk, pt_per, NPP);
       });
       CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }), "index_topk: counters not reset");
       CHECK(run == 0 || o.bytes == out.bytes, "index_topk: a second launch differs");
@@ -698,6 +701,11 @@ int main(void) {
   /* batches: one split of 4 warps (no combine), splits of 8 warps; a sparse row with no block */
   test_attention({"paged batch mma S1 W4", ATT_MMA, 0, 5, 32, 2, 128, 16, 8, 1, {3, 100, 127, 64, 0}, true});
   test_attention({"sparse batch mma S1 W4 (empty row)", ATT_MMA, 2, 4, 32, 2, 128, 16, 8, 1, {60, 127, 30, 90}, true, 5, 4, 1});
+  /* a batched verify: 3 sequences of 2 rows, a page table each */
+  test_attention({"paged 3 x 2 rows mma S2", ATT_MMA, 0, 6, 32, 2, 128, 16, 8, 2, {40, 41, 99, 100, 7, 8}, true,
+                  3, 4, -1, 0, 2});
+  test_attention({"sparse 2 x 3 rows D16 G2 S2", ATT11, 2, 6, 4, 2, 16, 8, 5, 2, {20, 21, 22, 35, 36, 37}, true,
+                  3, 4, -1, 0, 3});
   test_attention({"sparse batch mma S3 W8 (empty row)", ATT_MMA, 2, 4, 32, 2, 128, 16, 8, 3, {60, 127, 30, 90}, true, 5, 8, 2});
   test_attention({"block mma S3 W8", ATT_MMA, 1, 3, 32, 2, 128, 16, 4, 3, {40}, false, 3, 8});
   /* rows form: prefill chunks at pos0 > 0, topk below the blocks (real selection), several
