@@ -3,7 +3,9 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
-#   79 on build-gpu/s35 (h3c, h3exec, test_gpu_ops at the batched verify's page table per sequence).
+#   79 on build-gpu/s35 (the batched verify's page table per sequence; ran: the tiled kernel's
+#      groups lost, 26.93 against 26.37 ms, so they are opt-in). Next: 80 (a 64-sequence round's
+#      kernel times under ncu), then 81 (issue 17's split counts) on a stage of HEAD.
 # Before (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
 #   75 on build-gpu/s33 (h3c, h3exec, built at the end of session 27; rebuild with dev/mini_stage.sh
 #      build-gpu/s18 build-gpu/sNN h3c h3exec if the product changed): ncu of one forced
@@ -408,6 +410,39 @@ case $CALL in
      bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
    rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
    } > "$log" 2>&1 ;; # ~8 min
+80) { # where a 64-sequence forced-4 round's 26.4 ms go, in kernel time (the per-op tables of
+   # call 75 ran without graphs and hold the host's launch gaps): ncu of 17 new tokens (4
+   # rounds) against 1, a tuning cache filled first (call 78's protocol), each kernel's time per
+   # round. Carry a stage of HEAD (h3c, h3exec). Predicted: moe ~14 ms, the two lm_heads ~4,
+   # verify attention ~1.5-2.5, markov ~0.6, spec_accept ~0.2, draft NVFP4 linears ~0.9
+   T=$(mktemp -d); P=$T/p.plan; export H3_KERNEL_CACHE_DIR=$T/kc; mkdir -p "$T/kc"
+   "$S/bin/h3c" compile models/minimax_m3_1.g --config small --set seqs=64 --set experts=128 -o "$P" 2>&1 | tail -1
+   X=("$S/bin/h3exec" "$P" --backend cuda --weights random --seed 3 --concurrency 64)
+   for o in 32 17 1; do
+     python3 bench/m31_serve_peer.py make-requests --n 64 --isl 2048 --osl $o --vocab 200064 --seed 64 > "$T/q$o.jsonl"
+   done
+   "${X[@]}" --requests "$T/q32.jsonl" --out "$T/p64.jsonl" > /dev/null 2>&1
+   "${X[@]}" --requests "$T/q17.jsonl" --speculative dspark --spec-force-accept "4:$T/p64.jsonl" > /dev/null 2>&1
+   for o in 17 1; do
+     H3_CUDA_GRAPHS=0 timeout 240 ncu --metrics gpu__time_duration.sum --csv "${X[@]}" --requests "$T/q$o.jsonl" \
+       --speculative dspark --spec-force-accept "4:$T/p64.jsonl" > "$T/n$o.csv" 2> /dev/null
+   done
+   echo "== round kernels, forced 4 (BENCH ONLY), 64 sequences, 128 experts"
+   python3 dev/ncu_step_kernels.py "$T/n17.csv" "$T/n1.csv" 4
+   } > "$log" 2>&1 ;; # ~8 min (ncu over two 64-prompt prefills)
+81) { # issue 17's batch-1 step against the split counts of its latency-bound kernels (call 78:
+   # decode attention ~30 us a layer in ncu, index_topk ~23): bench/m31_decode.sh's step with
+   # H3_M31_ATT_SPLITS = default (16), 8, 4 and H3_M31_TOPK_SPLITS = default, 8, alternating.
+   # Carry a stage with dev/mini_stage.sh --m31-ab "" (its decode plans). Predicted: within
+   # +-10 us a step (the splits trade a wider wave for a longer combine)
+   for r in 1 2; do
+     for v in "" "H3_M31_ATT_SPLITS=8" "H3_M31_ATT_SPLITS=4" "H3_M31_TOPK_SPLITS=8"; do
+       echo "== ${v:-default} (round $r)"
+       env $v H3_KERNEL_CACHE_DIR="$(cd "$S/kcache" && pwd)" timeout 80 bench/m31_decode.sh "$S/bin/h3exec" \
+         "$S/plans/m31_small_p2048_n16.plan" 16 "$S/plans/m31_small_p2048_n80.plan" 80 3 2>/dev/null | grep -E "device time of one call"
+     done
+   done
+   } > "$log" 2>&1 ;; # ~6 min
 79) { # a batched verify's attention on the row-tiled kernel (a page table per sequence,
    # serve_verify's [seqs, pt_len]): test_gpu_ops (its grouped cases, the markov and Sage cases),
    # then the 64-sequence forced-4 round at 128 experts (26.37 ms in call 77, plain 11.98).
