@@ -46,11 +46,11 @@
 //   markov_draft(base[S G, V] B_T, w1[V, r] W_T, w2[V, r] W_T, prev[S] I_T) -> z[S G, V] O_T,
 //     draft[S G] I_T in 2 G + 1 launches through an f32 scratch (e [S, r], then the block
 //     bests part_v [S, nblk] f32 and part_i [S, nblk] int, nblk = ceil(V / 256): the step's
-//     grid), the G steps
-//     of every chain in lock step: H3_MARKOV_PICK_NAME (kk = 0: e from prev) then, for kk =
-//     0 .. G - 1, H3_MARKOV_STEP_NAME (kk: z rows and block bests over all of V, w2 read once
-//     for all sequences; or H3_MARKOV_MMA_NAME, the same on tensor cores, not bitwise) and
-//     H3_MARKOV_PICK_NAME (kk + 1: draft[kk], e for step kk + 1).
+//     grid), the G steps of every chain in lock step: H3_MARKOV_PICK_NAME (kk = 0: e from
+//     prev) then, for kk = 0 .. G - 1, H3_MARKOV_STEP_NAME (kk: z rows and block bests over all
+//     of V, w2 streamed once a pass of 8 sequences; or H3_MARKOV_MMA_NAME, the same on tensor
+//     cores, once a pass of 64, not bitwise) and H3_MARKOV_PICK_NAME (kk + 1: draft[kk], e for
+//     step kk + 1).
 // Every loop that holds a shuffle, an mma or a barrier runs the same number of times in every
 // thread of a block (tests run these kernels on the host under tests/codegen/host_emu.h,
 // where those are block-wide barriers and the blocks of a launch run one at a time).
