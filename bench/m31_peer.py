@@ -16,7 +16,8 @@ bench: one JSON object per measurement on stdout, human lines on stderr:
   decode   one step at batch 1 and 64, contexts 2048 and 16384 (each row at position
            = context, caches filled with random K/V/IK up to it): ms per step (median of CUDA
            events over --iters graph replays after 3 warm-ups), and the bandwidth floor =
-           the bytes a step must read / the copy's GB/s. Bytes: every dense weight of the
+           the bytes a step must read / the copy's GB/s. Bytes (counted by
+           bench/m31_floor.py from the model's config block): every dense weight of the
            layers (attention, indexer, router, dense MLP, shared expert), the distinct routed
            experts (min(E, batch*top_k) per sparse layer: batch 1 reads 4, batch 64 all 32),
            final norm + lm_head, the embedding rows, K/V of every key on the dense layers, K/V
@@ -68,21 +69,22 @@ import sys
 import tempfile
 import time
 
+import m31_floor  # the byte counts of the floors (bench/, beside this file)
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
-CONFIGS = {  # §2 / models/minimax_m3_1.g `config` blocks (keys renamed: block = sparse_block = page)
-    "small": dict(n_layers=4, n_dense=1, dim=6144, heads=64, kv_heads=4, head_dim=128,
-                  rope_dims=64, rope_theta=5e6, mlp_ffn=12288, experts=32, top_k=4,
-                  expert_ffn=3072, shared_ffn=3072, vocab=200064, index_heads=4, index_dim=128,
-                  block=128, topk_blocks=16, max_ctx=16384, prompt_len=2048,
-                  max_new_tokens=256, draft_ffn=12288, markov_rank=256),
-    "tiny": dict(n_layers=3, n_dense=1, dim=64, heads=4, kv_heads=2, head_dim=16, rope_dims=8,
-                 rope_theta=5e6, mlp_ffn=128, experts=8, top_k=2, expert_ffn=32, shared_ffn=32,
-                 vocab=256, index_heads=2, index_dim=16, block=8, topk_blocks=2, max_ctx=256,
-                 prompt_len=20, max_new_tokens=32, draft_ffn=128, markov_rank=8),
-}
+def peer_config(name):
+    """The `config NAME` block of models/minimax_m3_1.g (bench/m31_floor.py parses it), with the
+    peer's name for the sparse block: block = sparse_block (= page, which the peer assumes)."""
+    c = m31_floor.config(name, [])
+    if c["sparse_block"] != c["page"]:
+        raise SystemExit(f"m31_peer.py: config {name}: sparse_block {c['sparse_block']} != page {c['page']}")
+    c["block"] = c["sparse_block"]
+    return c
+
+
+CONFIGS = {name: peer_config(name) for name in ("small", "tiny")}
 EPS, ALPHA, LIMIT, ROUTED_SCALE = 1e-6, 1.702, 7.0, 2.0
 BF16 = torch.bfloat16
 
@@ -469,27 +471,13 @@ class Timer:
             torch.cuda.synchronize()
 
 
-def param_bytes(c):
-    """Bytes of the weights by role, from the §3 table (no draft)."""
-    by = {"embed": 0, "lm_head": 0, "dense": 0, "expert": 0}
-    for name, shape, dt, _ in weight_table(c, draft=False):
-        n = math.prod(shape) * (4 if dt == torch.float32 else 2)
-        role = ("embed" if name.startswith("embed") else "lm_head" if name.startswith(("lm_head", "norm."))
-                else "expert" if ".mlp.experts." in name else "dense")
-        by[role] += n
-    by["expert"] //= c["experts"] * (c["n_layers"] - c["n_dense"])  # one expert of one layer
-    return by
-
-
-def decode_floor_bytes(c, batch, ctx):
-    pb = param_bytes(c)
-    n_sparse = c["n_layers"] - c["n_dense"]
-    kv_tok = 2 * c["kv_heads"] * c["head_dim"] * 2
-    keys_sel = min(c["topk_blocks"] * c["block"], ctx + 1)
-    return (pb["dense"] + pb["lm_head"] + batch * c["dim"] * 2
-            + n_sparse * min(c["experts"], batch * c["top_k"]) * pb["expert"]
-            + batch * (c["n_dense"] * (ctx + 1) * kv_tok
-                       + n_sparse * (keys_sel * kv_tok + (ctx + 1) * c["index_dim"] * 2)))
+def decode_floor_bytes(config_name, batch, ctx):
+    """The bytes a decode step of `batch` one-row sequences at context ctx must read
+    (bench/m31_floor.py's count from the model's config block), with min(E, batch * top_k)
+    routed experts per sparse layer: every expert the rows name taken as distinct."""
+    c = m31_floor.config(config_name, [])
+    touched = {batch: min(c["experts"], batch * c["top_k"])}
+    return m31_floor.target_bytes(c, batch, 1, ctx, touched)[0]
 
 
 def prefill_flops(c, T):
@@ -566,7 +554,7 @@ def bench(args):
     for batch in (1, 64):
         for ctx in ((2048, 16384) if args.config == "small" else (16, 128)):
             ms = decode_ms(decode, c, dev, tm, args.iters, batch, ctx)
-            fb = decode_floor_bytes(c, batch, ctx)
+            fb = decode_floor_bytes(args.config, batch, ctx)
             floor = fb / gbps / 1e6
             emit(name="decode", batch=batch, context=ctx, ms=ms, floor_bytes=fb, floor_ms=floor,
                  floor_frac=floor / ms)
