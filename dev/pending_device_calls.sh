@@ -5,7 +5,8 @@
 # Next (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
 #   79 on build-gpu/s35 (the batched verify's page table per sequence; ran: the tiled kernel's
 #      groups lost, 26.93 against 26.37 ms, so they are opt-in). Next: 80 (a 64-sequence round's
-#      kernel times under ncu), then 81 (issue 17's split counts) on a stage of HEAD.
+#      kernel times under ncu), 82 (the same under H3_M31_ATTENTION=tile: which attention kernel
+#      is faster, and by how much), then 81 (issue 17's split counts) on a stage of HEAD.
 # Before (2026-12-06, end of session 27; 71-74 ran on an H100: dev/results/2026-12-06-h100-s27-*.txt):
 #   75 on build-gpu/s33 (h3c, h3exec, built at the end of session 27; rebuild with dev/mini_stage.sh
 #      build-gpu/s18 build-gpu/sNN h3c h3exec if the product changed): ncu of one forced
@@ -430,6 +431,13 @@ case $CALL in
    echo "== round kernels, forced 4 (BENCH ONLY), 64 sequences, 128 experts"
    python3 dev/ncu_step_kernels.py "$T/n17.csv" "$T/n1.csv" 4
    } > "$log" 2>&1 ;; # ~8 min (ncu over two 64-prompt prefills)
+82) { # call 80 under H3_M31_ATTENTION=tile: the batched verify's attention on the row-tiled
+   # kernel (groups of a sequence's 9 rows: tiles of 8 and 1) against call 80's one-row kernel,
+   # kernel by kernel (the round lost 0.56 ms in call 79; a bandwidth model said it should win
+   # ~1 ms: the one-row kernel's 9 rows of a sequence read its keys ~9 times through L2).
+   # Carry the stage of call 80
+   H3_M31_ATTENTION=tile "$0" "$S" "$OUT" 80 > /dev/null 2>&1; cat "$OUT/call80.txt"
+   } > "$log" 2>&1 ;; # ~8 min
 81) { # issue 17's batch-1 step against the split counts of its latency-bound kernels (call 78:
    # decode attention ~30 us a layer in ncu, index_topk ~23): bench/m31_decode.sh's step with
    # H3_M31_ATT_SPLITS = default (16), 8, 4 and H3_M31_TOPK_SPLITS = default, 8, alternating.
