@@ -50,10 +50,10 @@ typedef struct {
   int32_t *g_tokens, *g_table, *g_pos0, *g_valid, *g_key, *g_next;
   float *g_temp, *g_margin;
   int64_t *g_reqs; /* the requests gathered for the next group */
-  /* speculative: the verify rows' images (rows * (gamma + 1) entries; tables * pt_len), each
-     running row's draft (rows * gamma) and its accepted count (v_n, rows); the verify's
-     emitted tokens and margins land in v_next / v_margin */
-  int32_t *v_tokens, *v_pos, *v_table, *v_next, *v_draft, *v_n;
+  /* speculative: the verify rows' images (rows * (gamma + 1) entries; their page tables are
+     h_table's), each running row's draft (rows * gamma) and its accepted count (v_n, rows); the
+     verify's emitted tokens and margins land in v_next / v_margin */
+  int32_t *v_tokens, *v_pos, *v_next, *v_draft, *v_n;
   float *v_margin;
   int64_t *live; /* by row: the request a decode call feeds, or -1 (serve_fill_decode_rows) */
   seq *s;

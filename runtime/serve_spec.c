@@ -60,11 +60,10 @@ h3_status serve_spec_setup(engine *e, const h3_module *m) {
   e->v_next = calloc((size_t)V, sizeof *e->v_next); /* the emitted tokens */
   e->v_margin = calloc((size_t)V, sizeof *e->v_margin);
   e->v_n = calloc((size_t)e->rows, sizeof *e->v_n);
-  e->v_table = calloc((size_t)(e->rows * e->pt_len), sizeof *e->v_table);
   e->v_draft = calloc((size_t)(e->rows * e->gamma), sizeof *e->v_draft);
   e->st->accept_hist = calloc((size_t)e->gamma + 1, sizeof *e->st->accept_hist);
   if (!e->v_tokens || !e->v_pos || !e->v_next || !e->v_margin ||
-      !e->v_table || !e->v_draft || !e->v_n || !e->st->accept_hist)
+      !e->v_draft || !e->v_n || !e->st->accept_hist)
     return H3_ERR;
   e->st->speculative = true;
   e->st->gamma = e->gamma;
@@ -80,7 +79,6 @@ void serve_spec_free(engine *e) {
   free(e->v_pos);
   free(e->v_next);
   free(e->v_margin);
-  free(e->v_table);
   free(e->v_draft);
   free(e->v_n);
 }
@@ -111,17 +109,15 @@ static h3_status draft(engine *e) {
   return st;
 }
 
-/* The verify rows' images: [bonus, draft] of each live row at L .., and each live row's page
- * table (serve_verify's one table per sequence, from the decode rows' images); padding
- * elsewhere (all-zero tables). */
+/* The verify rows' images: [bonus, draft] of each live row at L .., padding elsewhere. Their
+ * tables are the decode rows' (h_table: serve_verify takes one a sequence, all-zero for a
+ * padding row). */
 static void fill_verify_rows(engine *e) {
   int64_t G = e->gamma + 1, V = verify_rows(e);
   memset(e->v_tokens, 0, (size_t)V * sizeof *e->v_tokens);
   memset(e->v_pos, 0, (size_t)V * sizeof *e->v_pos);
-  memset(e->v_table, 0, (size_t)(e->rows * e->pt_len) * sizeof *e->v_table);
   for (int64_t row = 0; row < e->rows; row++) {
     if (e->live[row] < 0) continue;
-    memcpy(e->v_table + row * e->pt_len, e->h_table + row * e->pt_len, (size_t)e->pt_len * sizeof *e->v_table);
     for (int64_t k = 0; k < G; k++) {
       int64_t v = row * G + k;
       e->v_tokens[v] = k ? e->v_draft[row * e->gamma + k - 1] : e->h_tokens[row];
@@ -134,7 +130,7 @@ static h3_status verify(engine *e) {
   call_args *c = &e->sv;
   h3_status st = serve_upload(e, c, "tokens", e->v_tokens);
   if (st == H3_OK) st = serve_upload(e, c, "pos", e->v_pos);
-  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->v_table);
+  if (st == H3_OK) st = serve_upload(e, c, "page_table", e->h_table);
   /* per sequence: the decode rows' temperatures and sampling keys */
   if (st == H3_OK) st = serve_upload(e, c, "temperature", e->h_temp);
   if (st == H3_OK) st = serve_upload(e, c, "seed", e->h_key);
