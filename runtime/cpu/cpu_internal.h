@@ -248,7 +248,8 @@ void h3cpu_error(const h3_cpu_ctx *c, const h3_op *op, const char *hint, const c
  * T: R sequences of T / R consecutive rows). */
 typedef struct {
   const h3_tensor *t;
-  int64_t np, rows, per; /* entries per table, tables, query rows per table (T / rows) */
+  int64_t np, rows, per; /* entries per table, tables, query rows per table (T / rows; 0 when
+                            the tables do not divide T, or T = 0) */
 } h3cpu_pages;
 /* The page table of an op of T query rows (h3cpu_check_pages reports a count of tables that
  * does not divide T). */

@@ -40,7 +40,7 @@ bool h3cpu_check_pages(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *
                        const h3_tensor *pos, int64_t last, int64_t T, int64_t P, int64_t page,
                        int64_t *maxp) {
   *maxp = last;
-  if (pg->per == 0) {
+  if (pg->rows < 1 || T % pg->rows) {
     h3cpu_error(c, op, "one table for every row, one per row, or one per group of rows: the tables must divide the rows",
                 "the page table has %lld rows for %lld query rows", (long long)pg->rows,
                 (long long)T);

@@ -23,7 +23,8 @@
  *                 reference's order), the selections equal (ties, partial head groups, odd
  *                 head dims, blocks of several pages and key tiles, more blocks than topk);
  * the paged ops also with a page table per row (a batch of sequences) or per group of rows
- * (a batched verify: [R, NP], row t reads table t / (T / R)).
+ * (a batched verify: [R, NP], row t reads table t / (T / R)); a paged op of no rows runs on
+ * the CPU with one table.
  * Float results within a bf16-level NMSE (1e-4; f32 moe 1e-5): the kernels sum in another
  * order than the reference.
  */
@@ -520,6 +521,23 @@ static void test_attention(const att_case &c) {
   h3_module_free(m);
 }
 
+/* A paged_attention of no rows over one table ([NP] and [1, NP]): the CPU reference runs it (a
+ * count of tables divides T = 0). */
+static void test_attention_no_rows(const char *pt) {
+  const std::string q = ty("bf16", {0, 4, 16}), c = ty("bf16", {3, 8, 2, 16});
+  h3_module *m = parse("module @m config \"test\" {\n  graph @g(%q: " + q + ", %kc: " + c + ", %vc: " + c +
+                       ", %pos: " + ty("i32", {0}) + ", %pt: " + pt + ") -> (o: " + q +
+                       ") {\n    %o = paged_attention(%q, %kc, %vc, %pos, %pt) {scale = 0.3, page = 8} : " + q +
+                       "\n    return %o\n  }\n}\n");
+  CHECK(m, "paged_attention of no rows IR (%s)", pt);
+  if (!m) return;
+  const h3_op *op = first_op(m);
+  std::vector<buf> in;
+  for (int i = 0; i < op->n_operands; i++) in.push_back(make(op->operands[i]->type));
+  cpu_run(op, in);
+  h3_module_free(m);
+}
+
 /* ---- index_topk ---------------------------------------------------------------------------- */
 /* One index_topk case: iq [T, Hi, D], keys over `page`-key pages in `block`-key blocks, a
  * scrambled table ([NP], or [T, NP] when batch); ties: every physical page from the fourth
@@ -701,6 +719,8 @@ int main(void) {
   /* batches: one split of 4 warps (no combine), splits of 8 warps; a sparse row with no block */
   test_attention({"paged batch mma S1 W4", ATT_MMA, 0, 5, 32, 2, 128, 16, 8, 1, {3, 100, 127, 64, 0}, true});
   test_attention({"sparse batch mma S1 W4 (empty row)", ATT_MMA, 2, 4, 32, 2, 128, 16, 8, 1, {60, 127, 30, 90}, true, 5, 4, 1});
+  test_attention_no_rows("i32[2]");
+  test_attention_no_rows("i32[1, 2]");
   /* a batched verify: 3 sequences of 2 rows, a page table each */
   test_attention({"paged 3 x 2 rows mma S2", ATT_MMA, 0, 6, 32, 2, 128, 16, 8, 2, {40, 41, 99, 100, 7, 8}, true,
                   3, 4, -1, 0, 2});
