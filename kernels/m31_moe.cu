@@ -834,12 +834,12 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_SWIGLU_NAME(
 
 #if defined(H3_MARKOV_STEP_NAME) || defined(H3_MARKOV_MMA_NAME) || defined(H3_MARKOV_PICK_NAME)
 #define H3M_MK_ROWS 256 // vocabulary rows per step block (either form)
-#define H3M_MK_SEQS 64   // sequences per pass of the tensor-core step (4 m-tiles of 16)
-#define H3M_MKF_SQ 8     // sequences per pass of the fp32 step: a thread's sums
+#define H3M_MK_SEQS 64  // sequences per pass of the tensor-core step (4 m-tiles of 16)
+#define H3M_MKF_SQ 8    // sequences per pass of the fp32 step: a thread's sums
 #define H3M_MK_CB 128   // bytes of each w2 row a stage holds
 #define H3M_MK_RS 144   // a staged row's stride in bytes (36 words: the 8 lanes of a quarter
-                         // warp reading 16 bytes of consecutive rows hit distinct banks, and
-                         // the 8 rows x 4 words of an mma B fragment 32 distinct banks)
+                        // warp reading 16 bytes of consecutive rows hit distinct banks, and
+                        // the 8 rows x 4 words of an mma B fragment 32 distinct banks)
 
 // (v, i) beats (bv, bi): the larger value, on a tie the lower index; a NaN or index -1 never
 // wins. Without NaNs every merge order gives the first argmax.
@@ -879,8 +879,10 @@ __device__ __forceinline__ void h3m_mk_stage(unsigned char *st, const T *w2, lon
                 reinterpret_cast<const unsigned char *>(w2 + (v0 + row) * r + c * ke) + 16 * p);
     }
   } else {
-    for (int j = threadIdx.x; j < nrows * ke; j += blockDim.x)
-      if (j % ke < n) reinterpret_cast<T *>(st + (j / ke) * H3M_MK_RS)[j % ke] = w2[(v0 + j / ke) * r + c * ke + j % ke];
+    for (int j = threadIdx.x; j < nrows * ke; j += blockDim.x) {
+      const int row = j / ke, i = j % ke;
+      if (i < n) reinterpret_cast<T *>(st + row * H3M_MK_RS)[i] = w2[(v0 + row) * r + c * ke + i];
+    }
   }
   h3_cp_commit();
 }

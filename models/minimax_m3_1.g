@@ -848,11 +848,11 @@ graph serve_draft(bonus: i32[seqs], ctx_len: i32[seqs], page_table: i32[seqs, pt
 
 # serve_verify: §5.3 steps 5 to 7 for seqs sequences at once: rows b * verify_rows + i hold
 # [bonus, d1 .. dgamma][i] of sequence b at position pos (its L + i), page_table row b that
-# sequence's (padding sequences: token 0 at position 0, an all-zero table). The acceptance (spec_accept: n
-# accepted draft tokens and the tokens emitted, d1 .. dn then the target's own, greedy at
-# temperature 0, else rejection sampling; seed and temperature per sequence) and the draft
-# K/V of every row (§5.2's project rule: rows past the accepted ones are rewritten by the
-# next round).
+# sequence's (padding sequences: token 0 at position 0, an all-zero table). The acceptance
+# (spec_accept: n accepted draft tokens and the tokens emitted, d1 .. dn then the target's own,
+# greedy at temperature 0, else rejection sampling; seed and temperature per sequence) and the
+# draft K/V of every row (§5.2's project rule: rows past the accepted ones are rewritten by
+# the next round).
 graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[seqs, pt_len],
                    temperature: f32[seqs], seed: i32[seqs],
                    k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],

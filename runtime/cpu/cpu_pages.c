@@ -41,7 +41,9 @@ bool h3cpu_check_pages(const h3_cpu_ctx *c, const h3_op *op, const h3cpu_pages *
                        int64_t *maxp) {
   *maxp = last;
   if (pg->rows < 1 || T % pg->rows) {
-    h3cpu_error(c, op, "one table for every row, one per row, or one per group of rows: the tables must divide the rows",
+    h3cpu_error(c, op,
+                "one table for every row, one per row, or one per group of rows: the tables must "
+                "divide the rows",
                 "the page table has %lld rows for %lld query rows", (long long)pg->rows,
                 (long long)T);
     return false;
