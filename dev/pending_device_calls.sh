@@ -400,6 +400,41 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+83) { # the decode attention's splits combined in a cluster (build-gpu/s37) against HEAD before it
+   # (build-gpu/s36) and HEAD with the side stream at the greatest priority (build-gpu/s36p: h3exec
+   # with dev/side_priority.patch, s36's plans), then issue 20's Sage against flash (s36). Carry all
+   # three. s36 / s37: dev/mini_stage.sh ... h3c h3exec test_gpu_ops gpu_compile_check attention_bench,
+   # and the four decode plans of --m31-ab compiled into plans/. Predicted: test_gpu_ops all pass
+   # (the cluster combine's first GPU run; the grouped cases' first on the one-row kernel); the
+   # batch-1 step ~1.66 ms on an H200, the cluster -10..-25 us (4 attention calls a step, each
+   # without the scratch round trip, fence, ticket and one block's combine of 16-32 partials), the
+   # side stream's priority -10..-20 us; Sage wg1c ~1.3-1.4 x flash
+   echo "== test_gpu_ops (s37)"; timeout 170 build-gpu/s37/bin/test_gpu_ops models 2>&1 | grep -E "FAIL|passed|decode attention|verify attention"
+   step() { # step DIR TAG [KCACHE]
+     H3_KERNEL_CACHE_DIR=$(cd "${3:-$1/kcache}" && pwd) timeout 80 bench/m31_decode.sh "$1/bin/h3exec" \
+       "$1/plans/m31_small_p2048_n16.plan" 16 "$1/plans/m31_small_p2048_n80.plan" 80 3 2>/dev/null |
+       grep -E "device time of one call" | sed "s#^#$2: #"
+   }
+   for r in 1 2; do
+     step build-gpu/s36 "HEAD r$r"; step build-gpu/s37 "cluster r$r"
+     [ $r = 1 ] && step build-gpu/s36p "priority r$r" build-gpu/s36/kcache
+   done
+   for d in s36 s37; do
+     H3_KERNEL_CACHE_DIR=$(cd build-gpu/$d/kcache && pwd) timeout 100 bench/m31_decode.sh build-gpu/$d/bin/h3exec \
+       build-gpu/$d/plans/m31_small_b64_p2048_n8.plan 8 build-gpu/$d/plans/m31_small_b64_p2048_n24.plan 24 1 \
+       generate_batch 2>/dev/null | grep -E '^with CUDA' | sed "s#^#$d b64: #"
+   done
+   echo "== attention_bench --sage (s36)"
+   timeout 60 build-gpu/s36/bin/attention_bench --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
+   } > "$log" 2>&1 ;; # ~9 min
+84) { # issue 19's batch-1 rounds at 128 experts against their floor on an H200 (call 76 on an
+   # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). Carry build-gpu/s36.
+   # Predicted: 1.15-1.22 x (the H200's faster reads leave the latency-bound parts a larger share)
+   W=$OUT/spec; mkdir -p "$W"
+   echo "== s128: C = 1"; M31_SPEC_FLOOR=1 M31_SPEC_ACCEPT="4 9" M31_SPEC_H3C="--set experts=128" timeout 420 \
+     bench/m31_spec.sh "$S" "$W/s128" 1 2> "$W/s128.log" || tail -5 "$W/s128.log"
+   rm -f "$W"/*/*.plan "$W"/*/*.results.jsonl "$W"/*/requests_*.jsonl
+   } > "$log" 2>&1 ;; # ~8 min
 76) { # the streaming fp32 Markov step (a row a thread, w2 through two cp.async stages): its GPU
    # cases, then the batch-1 rounds at 128 experts against their floor (call 74: forced 4 5.52 ms,
    # 1.23 x; forced 9 6.13, 1.22 x; real 5.16). Carry build-gpu/s34 (h3c, h3exec, test_gpu_ops).

@@ -293,7 +293,12 @@ extern "C" __global__ void __launch_bounds__(H3M_ATT_THREADS) H3_KV_ATT_NAME(
 // [16][128], then M [16], l [16]), and takes a ticket of cnt[t Hk + kvh] (u32 [T, Hk], 0
 // before the launch): the block that draws the last resets it to 0 and combines the S
 // partials in split order as H3_KV_COMBINE_NAME does, so o does not depend on which block
-// finishes last. Dynamic shared memory: W * H3M_ATT_RED bytes.
+// finishes last. clus = 1 (S <= 8; launched in clusters of S blocks along x, so a cluster holds
+// the splits of one (row, kv head), split s at rank S - 1 - s): the partials stay in each block's
+// shared memory instead (no part, no cnt, no ticket) and, after a cluster barrier, the cluster's
+// S W 32 threads combine the 16 x 128 outputs, one each in turn, reading the S partials of their
+// dim through distributed shared memory, in split order with the same arithmetic: o is bitwise
+// the last block's. Dynamic shared memory: W * H3M_ATT_RED bytes, + H3M_BLOB floats with clus.
 #define H3M_MMA_KEYS 16
 #define H3M_ATT_WARPS 8             // the most warps of a block
 #define H3M_ATT_RED (16 * 128 * 4)  // a warp's acc in shared memory (bytes)
@@ -345,8 +350,9 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     const IX_T *__restrict__ pt, const IX_T *__restrict__ sel, const IX_T *__restrict__ ctxp,
     float *part, int kind, long long T, int Hq, int Hk, int D, int page, int topk, float scale,
     int pt_per, long long NP, int S, O_T *__restrict__ o, unsigned *cnt, int ctx_rows,
-    long long brows) {
-  H3_DYN_SMEM(float, red); // [W][16 j][4 e][32 lanes]: the warps' weighed acc, fragment order
+    long long brows, int clus) {
+  H3_DYN_SMEM(float, red); // [W][16 j][4 e][32 lanes]: the warps' weighed acc, fragment order;
+                           // then with clus this split's blob
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int W = (int)(blockDim.x >> 5), kvh = blockIdx.y;
   const long long item = (long long)gridDim.x - 1 - blockIdx.x, t = item / S;
@@ -478,7 +484,7 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
   __syncthreads();
   // thread (w, lane) sums part n = w, w + W, ... < 8 of lane's fragments over the warps: e =
   // n / 2 (head g + 8 (e / 2), dims 32 c + 16 (e % 2) + j), j = 8 (n % 2) .. + 7
-  float *blob = part + ((t * Hk + kvh) * S + s) * H3M_BLOB;
+  float *blob = clus ? red + W * (H3M_ATT_RED / 4) : part + ((t * Hk + kvh) * S + s) * H3M_BLOB;
   for (int n = warp; n < 8; n += W) {
     const int e = n >> 1, j0 = 8 * (n & 1), h = g + 8 * (e >> 1), d0 = 32 * c + 16 * (e & 1) + j0;
     float v[8], L;
@@ -499,6 +505,26 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
   }
   if (S == 1) return;
   if (me < 16) blob[2048 + me] = h3m_merge(&ms[0][me], &ls[0][me], 16, W, &blob[2064 + me]);
+#ifndef H3_HOST_EMU
+  if (clus) { // the cluster's splits: (M, l) of each into red, then o a dim a thread
+    h3_cluster_sync();
+    const unsigned sb = h3_smem_addr(blob), rank = h3_cluster_rank();
+    for (int i = me; i < S * 32; i += (int)blockDim.x) red[i] = h3_ld_rank(sb + 4 * (2048 + (i & 31)), S - 1 - (i >> 5));
+    __syncthreads();
+    for (int u = (int)(rank * blockDim.x) + me; u < 16 * 128; u += S * (int)blockDim.x) {
+      const int h = u >> 7;
+      float v = 0.0f, L;
+      const float M = h3m_merge(red + h, red + 16 + h, 32, S, &L);
+      for (int sp = 0; sp < S; sp++) {
+        const float mp = red[sp * 32 + h], x = h3_ld_rank(sb + 4 * u, S - 1 - sp);
+        if (mp > -H3M_INF) v = __fadd_rn(v, __fmul_rn(x, h3m_weight(mp, M)));
+      }
+      h3_st(o, (t * Hq + kvh * 16 + h) * D + (u & 127), L > 0.0f ? __fdiv_rn(v, L) : 0.0f);
+    }
+    h3_cluster_sync(); // no block leaves while another reads its blob
+    return;
+  }
+#endif
   if (!h3_last_block(cnt + t * Hk + kvh, (unsigned)S)) return;
   // the last block: the splits' (M, l) into shared memory, then o as the combine makes it
   const float *pb = part + (t * Hk + kvh) * S * H3M_BLOB;

@@ -586,20 +586,30 @@ H3_DI void h3_tma(unsigned dst, const h3_tmap *map, int c0, int c1, unsigned bar
                ::"r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
                : "memory");
 }
-// ---- clusters of 2 blocks (m31_moe_wgmma.cu, sage_attention.cu's wg1c form) ----
+// ---- clusters (of 2 blocks: m31_moe_wgmma.cu, sage_attention.cu's wg1c form; of a row's key
+// splits: m31_msa.cu's decode attention) ----
 // this block's rank in its cluster
 H3_DI unsigned h3_cluster_rank() {
   unsigned r;
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// the two halves of a cluster barrier, every thread of both blocks: arrive releases this
-// thread's accesses before it (remote arrivals included), wait acquires the other block's
+// the two halves of a cluster barrier, every thread of every block of the cluster: arrive
+// releases this thread's accesses before it (remote arrivals included), wait acquires the other
+// blocks'
 H3_DI void h3_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
 H3_DI void h3_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 H3_DI void h3_cluster_sync() {
   h3_cluster_arrive();
   h3_cluster_wait();
+}
+// the float at shared-memory address addr of block `rank` of the cluster (addr: h3_smem_addr of
+// this block's copy of the same variable)
+H3_DI float h3_ld_rank(unsigned addr, unsigned rank) {
+  float v;
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %1, %2;\nld.shared::cluster.f32 %0, [ra];\n}\n"
+               : "=f"(v) : "r"(addr), "r"(rank) : "memory");
+  return v;
 }
 // an arrival on the mbarrier at offset bar of the other block of the cluster (the default
 // .release.cta, as CUTLASS's cluster pipelines: what it orders are this warp's finished wgmma

@@ -223,6 +223,10 @@ cu_kernel *cu_kernel_find(cu_state *s, const char *name);
 /* Launches a kernel with explicit geometry and an argument array. */
 h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3],
                     const int64_t block[3], int64_t shared, void **args, h3_diag *d);
+/* The same in clusters of `cluster` blocks along x (1..8, dividing grid[0]; 1: no clusters). */
+h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[3],
+                            const int64_t block[3], int64_t shared, int cluster, void **args,
+                            h3_diag *d);
 /* How this backend runs op: the exec kind (h3_exec_classify) refined by what the backend
  * implements; CU_OP_UNSUPPORTED for control flow and for ops it has no implementation of. */
 cu_op_kind cu_op_kind_of(const h3_op *op);

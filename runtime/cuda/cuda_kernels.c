@@ -243,12 +243,19 @@ h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool
 
 h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
                     int64_t shared, void **args, h3_diag *d) {
+  return cu_launch_cluster(s, k, grid, block, shared, 1, args, d);
+}
+
+h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[3],
+                            const int64_t block[3], int64_t shared, int cluster, void **args,
+                            h3_diag *d) {
   if (!k->fn) {
     h3_diag_error(d, no_span, CU_HINT_EARLIER, "cuda: kernel %s could not be loaded (see above)", k->name);
     return H3_ERR;
   }
   for (int i = 0; i < 3; i++)
-    if (grid[i] < 1 || grid[i] > 2147483647 || block[i] < 1 || block[i] > 1024) {
+    if (grid[i] < 1 || grid[i] > 2147483647 || block[i] < 1 || block[i] > 1024 || cluster < 1 ||
+        cluster > 8 || grid[0] % cluster) {
       h3_diag_error(d, no_span, "recompile the plan with h3c",
                     "cuda: kernel %s has an invalid launch shape", k->name);
       return H3_ERR;
@@ -264,7 +271,15 @@ h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], cons
   if (s->launches == s->fault_kernel) return cu_launch_trap(s, d);
   dim3 g = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
   dim3 bl = {(unsigned)block[0], (unsigned)block[1], (unsigned)block[2]};
-  CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, g, bl, args, (size_t)shared, s->stream), k->name);
+  if (cluster == 1) {
+    CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, g, bl, args, (size_t)shared, s->stream), k->name);
+  } else {
+    cudaLaunchAttribute at = {.id = cudaLaunchAttributeClusterDimension};
+    at.val.clusterDim.x = (unsigned)cluster, at.val.clusterDim.y = at.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {.gridDim = g, .blockDim = bl, .dynamicSmemBytes = (size_t)shared,
+                              .stream = s->stream, .attrs = &at, .numAttrs = 1};
+    CU_CHECK(d, cudaLaunchKernelExC(&cfg, (const void *)k->fn, args), k->name);
+  }
   CU_CHECK(d, cudaGetLastError(), k->name);
   return H3_OK;
 }

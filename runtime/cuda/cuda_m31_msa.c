@@ -32,7 +32,7 @@ static int att_splits(long long T, long long Hk) {
 
 /* m31_msa.cu's H3M_BLOB (floats of a split's partial), H3M_ATT_RED (shared memory bytes per
  * warp) and H3M_ATT_WARPS (the most warps of a tensor-core attention block) */
-enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8 };
+enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8, ATT_CLUSTER = 8 };
 
 /* s, or at most the positive value of environment variable `name` (a tuning override of a
  * kernel's split count over keys: decode attention and index_topk; read when the op runs). */
@@ -43,15 +43,20 @@ static long long split_cap(const char *name, long long s) {
 }
 
 /* The tensor-core attention's launch shape for T rows of at most `keys` keys over Hk kv
- * heads: S key splits per (row, kv head) and W warps per block. Few pairs: about 128 blocks
- * of 8 warps (one wave, a block per SM), at most 32 splits (the last block reads the
- * partials: 8 KiB each) and no more than give each warp a 16-key tile; many pairs: one split
- * (no partials, no combine) of 4 warps, two blocks per SM. */
-static void att_mma_shape(long long T, long long Hk, long long keys, int *S, int *W) {
+ * heads: S key splits per (row, kv head), W warps per block and whether the splits combine in
+ * a cluster. Few pairs: about 128 blocks of 8 warps (one wave, a block per SM) and no more
+ * splits than give each warp a 16-key tile, combined in clusters of at most 8 (a portable
+ * cluster) through distributed shared memory; H3_M31_ATT_COMBINE=scratch (read when the op
+ * runs) combines them through the scratch instead, the last block reading the
+ * partials (8 KiB each, at most 32 splits); many pairs: one split (no partials, no combine)
+ * of 4 warps, two blocks per SM. */
+static void att_mma_shape(long long T, long long Hk, long long keys, int *S, int *W, bool *clus) {
   long long pairs = T * Hk > 0 ? T * Hk : 1, s = 128 / pairs, most = (keys + 127) / 128;
   s = s < most ? s : most;
   s = split_cap("H3_M31_ATT_SPLITS", s);
-  *S = (int)(s < 1 ? 1 : s > 32 ? 32 : s);
+  *clus = s > 1 && cu_env_form("H3_M31_ATT_COMBINE", (const char *const[]){"cluster", "scratch", NULL}) != 1;
+  int top = *clus ? ATT_CLUSTER : 32;
+  *S = (int)(s < 1 ? 1 : s > top ? top : s);
   *W = pairs * *S < 192 ? 8 : 4;
 }
 
@@ -79,7 +84,8 @@ static size_t att_part_bytes(const h3_op *op) {
   const h3_type *qt = att_q(op), *ct = &op->operands[1]->type;
   long long T = qt->dims[0], Hq = qt->dims[1], D = qt->dims[2], Hk = ct->dims[ct->rank - 2];
   int S, W;
-  att_mma_shape(T, Hk, att_keys(op, att_kind(op)), &S, &W);
+  bool clus;
+  att_mma_shape(T, Hk, att_keys(op, att_kind(op)), &S, &W, &clus);
   size_t core = (size_t)(T * Hq * att_splits(T, Hk) * (D + 2)) * 4;
   size_t mma = att_blob_bytes(T, Hk, S) + (size_t)(T * Hk) * 4;
   return core > mma ? core : mma;
@@ -124,7 +130,7 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   const char *names[2] = {name[0], name[1]};
   cu_kernel *kn[2];
   if (cu_m31_kernels(s, op, "m31_msa.cu", defs, nk, names, kn, d) != H3_OK ||
-      (mma && cu_m31_smem(s, op, kn[0], (size_t)ATT_MMA_WARPS * ATT_RED, d) != H3_OK))
+      (mma && cu_m31_smem(s, op, kn[0], (size_t)ATT_MMA_WARPS * ATT_RED + ATT_BLOB * 4, d) != H3_OK))
     return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no partial-result scratch (the op was not prepared)");
@@ -150,17 +156,20 @@ h3_status cu_m31_run_kv_attention(cu_state *s, const h3_op *op, void *scratch, c
   void *o = out[0].data, *part = scratch;
   if (mma) { /* one launch: splits, their merge and combine; the counters follow the blobs */
     int S, W;
-    att_mma_shape(T, Hk, att_keys(op, kind), &S, &W);
+    bool clus;
+    att_mma_shape(T, Hk, att_keys(op, kind), &S, &W, &clus);
     void *cnt = (char *)scratch + att_blob_bytes(T, Hk, S);
     /* the counters are 0 after every launch; made so here before the first (a graph capture
      * never holds an op's first run: cuda_graph.c) */
-    if (S > 1 && !cu_graph_capturing(s))
+    if (S > 1 && !clus && !cu_graph_capturing(s))
       CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)(T * Hk) * 4, s->stream), "attention counters");
+    int cl = clus;
     void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,
                     &Hq, &Hk, &D, &page, &topk, &scale, &pt_per, &NP, &S, &o, &cnt,
-                    &ctx_rows, &brows};
+                    &ctx_rows, &brows, &cl};
     int64_t grid[3] = {T * S, Hk, 1}, block[3] = {32 * W, 1, 1};
-    return cu_launch(s, kn[0], grid, block, (int64_t)W * ATT_RED, args, d);
+    return cu_launch_cluster(s, kn[0], grid, block, (int64_t)W * ATT_RED + (clus ? ATT_BLOB * 4 : 0),
+                             clus ? S : 1, args, d);
   }
   int S = att_splits(T, Hk);
   void *args[] = {&q, &kc, &vc, &kb, &vb, &pos, &pt, &sel, &ctx, &part, &kind, &T,

@@ -754,17 +754,19 @@ static void check_m31_attention(h3_backend *b, m31_att_case *cases, int n, bool 
   free(saved);
 }
 
-/* M3.1's decode attention (one row: the tensor-core decode kernel, its keys split over blocks
- * whose partials the last block combines) at its default split count and under the tuning
- * caps H3_M31_ATT_SPLITS = 3 (splits of uneven key counts) and 1 (no partials); cuda only. */
+/* M3.1's decode attention (few rows: the tensor-core decode kernel, its keys split over blocks
+ * whose partials a cluster combines) at its default split count, under the tuning caps
+ * H3_M31_ATT_SPLITS = 3 (splits of uneven key counts) and 1 (no partials), and with
+ * H3_M31_ATT_COMBINE=scratch (the last block combines through the scratch: up to 32 splits, and 3);
+ * cuda only. */
 static void check_m31_decode_splits(h3_backend *b, m31_att_case *cases, int n, bool cuda) {
   if (!cuda) return; /* the caps are the cuda kernel's */
-  static const char *const vars[1] = {"H3_M31_ATT_SPLITS"};
-  static const char *const caps[3][2] = {{NULL, NULL}, {"3", NULL}, {"1", NULL}};
+  static const char *const vars[2] = {"H3_M31_ATT_SPLITS", "H3_M31_ATT_COMBINE"};
+  static const char *const caps[5][2] = {{NULL, NULL}, {"3", NULL}, {"1", NULL}, {NULL, "scratch"}, {"3", "scratch"}};
   for (int i = 0; i < n; i++) {
     const hand_case c = {cases[i].tag, cases[i].op, -1, m31_att_prep};
     m31_cur = &cases[i];
-    check_forms(b, &c, 1, vars, 1, caps, 3);
+    check_forms(b, &c, 1, vars, 2, caps, 5);
   }
 }
 
@@ -1003,11 +1005,14 @@ static void check_hand(h3_backend *b, bool all_attention) {
       {"paged 20 sequences x 9 rows at 1000.. Hk=2", 180, 2, 1000, 0, 18, 367, true, NULL, 20},
       {"sparse 20 sequences x 9 rows at 1000.. Hk=1, varied selections", 180, 1, 1000, 2, 18, 367, false, NULL, 20}};
   for (int i = 0; i < 9; i++) m31[i].op = m31_att_op(&h, &m31[i], i);
-  /* one decode row at a 2k context, 4 kv heads of 16 q heads (the small model's shape) */
-  m31_att_case m31d[2] = {{"m31 decode attention paged T=1 at 2047 Hk=4", 1, 4, 2047, 0, 17, 20, false, NULL, 0},
+  /* one decode row at a 2k context, 4 kv heads of 16 q heads (the small model's shape), and a
+     batch-1 verify's 9 rows (3 splits each: clusters of 3, rows taken last first) */
+  m31_att_case m31d[3] = {{"m31 decode attention paged T=1 at 2047 Hk=4", 1, 4, 2047, 0, 17, 20, false, NULL, 0},
                           {"m31 decode attention sparse T=1 at 2047 Hk=4, varied selections", 1, 4, 2047, 2, 17,
+                           20, false, NULL, 0},
+                          {"m31 verify attention sparse T=9 at 2040 Hk=4, varied selections", 9, 4, 2040, 2, 17,
                            20, false, NULL, 0}};
-  for (int i = 0; i < 2; i++) m31d[i].op = m31_att_op(&h, &m31d[i], 9 + i);
+  for (int i = 0; i < 3; i++) m31d[i].op = m31_att_op(&h, &m31d[i], 9 + i);
   h3_plan *plan = load_plan_linear_form(b, h.m, "skinny", "hand-made ops"); /* owns h.m */
   if (!plan) return;
   check_cases(b, cases, n, "");
@@ -1017,7 +1022,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);
   check_m31_attention(b, m31, 9, all_attention);
-  check_m31_decode_splits(b, m31d, 2, all_attention);
+  check_m31_decode_splits(b, m31d, 3, all_attention);
   if (!a128v || !a333v) {
     printf("FAIL hand-made attention with a v view: cannot build the op\n");
     failed++;

@@ -487,9 +487,9 @@ static void test_attention(const att_case &c) {
   const h3_bf16 *vc = (const h3_bf16 *)in[2].p();
   const int *pt = (const int *)in[ipt].p();
   if (c.form == ATT_MMA) {
-    /* as cu_m31_run_kv_attention: a block per (row, split) and kv head, the combine in the
-       launch; the partials poisoned, the counters 0 after it: a second launch gives the same
-       bits */
+    /* as cu_m31_run_kv_attention under H3_M31_ATT_COMBINE=scratch: a block per (row, split) and kv
+       head, the combine in the launch; the partials poisoned, the counters 0 after it: a second
+       launch gives the same bits (the cluster combine, clus 1, needs a GPU: test_gpu_ops) */
     std::vector<float> blobs((size_t)(T * Hk * S * H3M_BLOB), NAN);
     std::vector<unsigned> cnt((size_t)(T * Hk), 0u);
     for (int run = 0; run < (S > 1 ? 2 : 1); run++) {
@@ -497,7 +497,7 @@ static void test_attention(const att_case &c) {
       emu_launch3(T * S, Hk, 1, 32 * c.W, [&] {
         att44::att44_mma(q, kc, vc, (const h3_bf16 *)kb, (const h3_bf16 *)vb, (const int *)pos, pt,
                          (const int *)sel, (const int *)ctx, blobs.data(), kind, TT, iHq, iHk, iD, ipage,
-                         itopk, 0.3f, pt_per, NPP, S, (h3_bf16 *)o.p(), cnt.data(), ctx_rows, bro);
+                         itopk, 0.3f, pt_per, NPP, S, (h3_bf16 *)o.p(), cnt.data(), ctx_rows, bro, 0);
       });
       CHECK(std::all_of(cnt.begin(), cnt.end(), [](unsigned v) { return v == 0; }),
             "%s: counters not reset", c.name);
