@@ -7,11 +7,10 @@
  *    all_ops.ir (one case of every kernel op): each module compiled into a plan and loaded
  *    into the backend (its kernels come from the plan, as in h3exec); random inputs (each
  *    op its own stream, seed_case; never all zeros; index operands in range), the op run
- *    once on the CPU and once on the
- *    backend, each output in a guarded, poisoned device buffer: guards intact, NaN / Inf
- *    positions equal, NMSE within the dtype's limit, integers equal. An op the backend says
- *    it does not support must fail with a message that says so (not crash, not compute
- *    garbage). The coverage table (op x result dtype: compared / unsupported) is printed,
+ *    once on the CPU and once on the backend, each output in a guarded, poisoned device
+ *    buffer: guards intact, NaN / Inf positions equal, NMSE within the dtype's limit,
+ *    integers equal. An op the backend says it does not support must fail with a message
+ *    that says so (not crash, not compute garbage). The coverage table (op x result dtype: compared / unsupported) is printed,
  *    and an op of ops.def that no case reaches fails the test: a new op is covered by
  *    adding one IR line to all_ops.ir, not by editing this file.
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
