@@ -10,7 +10,12 @@
  * for up to CU_TUNE_CANDIDATES algorithms, adds their variants with other tiles and cluster
  * shapes (candidate_pool), runs them on scratch operands of random normal values in rounds
  * (one warm-up round, then CU_TUNE_REPS timed rounds, each running every candidate once, CUDA
- * events; a candidate's median counts). Those short runs keep the card at its highest clock,
+ * events; a candidate's median counts). The runs rotate through copies of the operands
+ * (rotation: CU_TUNE_COLD_L2 times the L2 in all), so that each run reads them from memory,
+ * as a decode step reads its weights: timed on one copy, a weight that fits the L2 (the
+ * decode's 38-113 MB ones nearly do) was read from it by every run but the first, and the
+ * picks, made on the L2's rate, varied from one tuning to the next by up to 0.1 ms of a
+ * 2.1 ms batch-1 step of M3.1 small (H100, 2026-12-06). Those short runs keep the card at its highest clock,
  * and a kernel that is fastest there need not be under sustained load, where the card's power
  * limit sets the clock by how much power each kernel draws (H3's fc2: the fastest short-run
  * candidate took 7.05 ms alone and 7.3-7.5 ms in a sustained benchmark, against 7.12 ms for
@@ -54,6 +59,8 @@
 #define CU_TUNE_HOLD_SLACK 1.10 /* the candidates held: median within this factor of the best */
 #define CU_TUNE_CHECK_BYTES ((size_t)8 << 20) /* output bytes compared from each end */
 #define CU_TUNE_CHECK_TOL 0.02f /* |got - want| <= tol * (|want| + rms(want)) */
+#define CU_TUNE_COLD_L2 3     /* the operand copies the runs rotate through: this times the L2 */
+#define CU_TUNE_COPIES 16     /* at most this many copies */
 
 /* The smallest GEMM (FLOPs) worth timing: CU_TUNE_MIN_FLOPS, or H3_GEMM_TUNE_MIN_FLOPS (the
  * GPU tests set it low, so that every GEMM they check runs the algorithm tuning picked). */
@@ -292,6 +299,20 @@ static void hold_best(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulA
   }
 }
 
+/* How many copies of operands of `bytes` the timed runs rotate through: CU_TUNE_COLD_L2 times
+ * the device's L2 in all (at most CU_TUNE_COPIES; 1 for operands that outgrow it alone). */
+static int rotation(size_t bytes) {
+  int dev = 0, l2 = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  const size_t want = (size_t)CU_TUNE_COLD_L2 * (size_t)l2;
+  const size_t k = bytes ? (want + bytes - 1) / bytes : 1;
+  return k < 1 ? 1 : k > CU_TUNE_COPIES ? CU_TUNE_COPIES : (int)k;
+}
+
 /* Times the candidates on scratch operands; *best keeps the heuristic's pick when no
  * candidate runs. */
 static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p,
@@ -300,20 +321,25 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   int n = 0;
   if (cu_lt_candidates(s, op, p, 16, res, CU_TUNE_CANDIDATES, &n, d) != H3_OK) return H3_ERR;
   if (n < 2) return H3_OK;
-  void *a = NULL, *b = NULL, *c = NULL;
+  void *a[CU_TUNE_COPIES] = {NULL}, *b[CU_TUNE_COPIES] = {NULL}, *c = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
   h3_status st = H3_OK;
-  if (cudaMalloc(&a, p->a_bytes) != cudaSuccess || cudaMalloc(&b, p->b_bytes) != cudaSuccess ||
-      cudaMalloc(&c, p->c_bytes) != cudaSuccess || cudaEventCreate(&e0) != cudaSuccess ||
-      cudaEventCreate(&e1) != cudaSuccess) {
+  const int nrot = rotation(p->a_bytes + p->b_bytes);
+  bool room = cudaMalloc(&c, p->c_bytes) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
+              cudaEventCreate(&e1) == cudaSuccess;
+  for (int k = 0; room && k < nrot; k++)
+    room = cudaMalloc(&a[k], p->a_bytes) == cudaSuccess && cudaMalloc(&b[k], p->b_bytes) == cudaSuccess;
+  if (!room) {
     cudaGetLastError(); /* no room to time: the heuristic's pick stays */
     goto done;
   }
-  st = cu_fill_random(s, a, H3_BF16, (int64_t)(p->a_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
-                      0x4a11u, d);
-  if (st == H3_OK)
-    st = cu_fill_random(s, b, H3_BF16, (int64_t)(p->b_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
-                        0x4b22u, d);
+  for (int k = 0; st == H3_OK && k < nrot; k++) {
+    st = cu_fill_random(s, a[k], H3_BF16, (int64_t)(p->a_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
+                        0x4a11u + 2u * (uint32_t)k, d);
+    if (st == H3_OK)
+      st = cu_fill_random(s, b[k], H3_BF16, (int64_t)(p->b_bytes / 2), H3_RNG_INIT_NORMAL, 1.0f, 1,
+                          0x4b22u + 2u * (uint32_t)k, d);
+  }
   /* rounds: one warm-up, then CU_TUNE_REPS timed; each round runs every live candidate once,
      so a drift of the clock (the card heating up) weighs on all of them alike */
   cublasLtMatmulAlgo_t pool[CU_TUNE_POOL];
@@ -321,11 +347,13 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   double ms[CU_TUNE_POOL][CU_TUNE_REPS];
   bool live[CU_TUNE_POOL];
   for (int i = 0; i < np; i++) live[i] = !in_place_split(&pool[i]);
-  if (st == H3_OK && !drop_disagreeing(s, p, pool, np, live, a, b, c)) cudaGetLastError();
+  if (st == H3_OK && !drop_disagreeing(s, p, pool, np, live, a[0], b[0], c)) cudaGetLastError();
+  int turn = 0; /* the copy the next run reads */
   for (int r = -1; st == H3_OK && r < CU_TUNE_REPS; r++)
     for (int i = 0; i < np; i++) {
       if (!live[i]) continue;
-      double t = time_once(s, p, &pool[i], a, b, c, e0, e1);
+      double t = time_once(s, p, &pool[i], a[turn], b[turn], c, e0, e1);
+      turn = (turn + 1) % nrot;
       if (t < 0) {
         cudaGetLastError();
         live[i] = false;
@@ -351,12 +379,11 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
     }
   }
   if (st == H3_OK && best_ms >= CU_TUNE_HOLD_MIN_MS)
-    hold_best(s, p, pool, np, live, med, best_ms, a, b, c, e0, e1, best);
+    hold_best(s, p, pool, np, live, med, best_ms, a[0], b[0], c, e0, e1, best);
 done:
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
-  cudaFree(a);
-  cudaFree(b);
+  for (int k = 0; k < CU_TUNE_COPIES; k++) cudaFree(a[k]), cudaFree(b[k]);
   cudaFree(c);
   return st;
 }
@@ -370,7 +397,8 @@ h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, doubl
                      cublasLtMatmulAlgo_t *algo, h3_diag *d) {
   if (!cu_lt_tunes(s, p, flops)) return H3_OK;
   char key[512], path[4200];
-  snprintf(key, sizeof key, "%s|cublasLt %zu|%s", s->device_name, cublasLtGetVersion(), p->key);
+  /* "rotated": timed on operands rotated past the L2 (choices timed otherwise do not match) */
+  snprintf(key, sizeof key, "%s|cublasLt %zu|%s|rotated", s->device_name, cublasLtGetVersion(), p->key);
   tune_path(s, key, path, sizeof path);
   /* file: the key (NUL-terminated) then the algorithm's bytes. Read with stdio, not
      h3_read_file: a cache entry is no input of the run, and a stale one is rewritten below */
