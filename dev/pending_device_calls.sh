@@ -2,7 +2,11 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
+# Next (2026-12-06, session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85
+#   (the rotated tuning), then 84 (issue 19's batch-1 rounds on an H200), then 80 / 82.
+#   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
+#   run) and one kernel cache folder for every build of an A/B.
+# Before (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
 #   79 on build-gpu/s35 (the batched verify's page table per sequence; ran: the tiled kernel's
 #      groups lost, 26.93 against 26.37 ms, so they are opt-in). Next: 80 (a 64-sequence round's
 #      kernel times under ncu), 82 (the same under H3_M31_ATTENTION=tile: which attention kernel
@@ -400,33 +404,14 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-83) { # the decode attention's splits combined in a cluster (build-gpu/s37) against HEAD before it
-   # (build-gpu/s36) and HEAD with the side stream at the greatest priority (build-gpu/s36p: h3exec
-   # with dev/side_priority.patch, s36's plans), then issue 20's Sage against flash (s36). Carry all
-   # three. s36 / s37: dev/mini_stage.sh ... h3c h3exec test_gpu_ops gpu_compile_check attention_bench,
-   # and the four decode plans of --m31-ab compiled into plans/. Predicted: test_gpu_ops all pass
-   # (the cluster combine's first GPU run; the grouped cases' first on the one-row kernel); the
-   # batch-1 step ~1.66 ms on an H200, the cluster -10..-25 us (4 attention calls a step, each
-   # without the scratch round trip, fence, ticket and one block's combine of 16-32 partials), the
-   # side stream's priority -10..-20 us; Sage wg1c ~1.3-1.4 x flash
-   echo "== test_gpu_ops (s37)"; timeout 170 build-gpu/s37/bin/test_gpu_ops models 2>&1 | grep -E "FAIL|passed|decode attention|verify attention"
-   step() { # step DIR TAG [KCACHE]
-     H3_KERNEL_CACHE_DIR=$(cd "${3:-$1/kcache}" && pwd) timeout 80 bench/m31_decode.sh "$1/bin/h3exec" \
-       "$1/plans/m31_small_p2048_n16.plan" 16 "$1/plans/m31_small_p2048_n80.plan" 80 3 2>/dev/null |
-       grep -E "device time of one call" | sed "s#^#$2: #"
-   }
-   for r in 1 2; do
-     step build-gpu/s36 "HEAD r$r"; step build-gpu/s37 "cluster r$r"
-     [ $r = 1 ] && step build-gpu/s36p "priority r$r" build-gpu/s36/kcache
-   done
-   for d in s36 s37; do
-     H3_KERNEL_CACHE_DIR=$(cd build-gpu/$d/kcache && pwd) timeout 100 bench/m31_decode.sh build-gpu/$d/bin/h3exec \
-       build-gpu/$d/plans/m31_small_b64_p2048_n8.plan 8 build-gpu/$d/plans/m31_small_b64_p2048_n24.plan 24 1 \
-       generate_batch 2>/dev/null | grep -E '^with CUDA' | sed "s#^#$d b64: #"
-   done
-   echo "== attention_bench --sage (s36)"
-   timeout 60 build-gpu/s36/bin/attention_bench --sage --iters 10 2>&1 | grep -E "^(attention_flash|sage)"
-   } > "$log" 2>&1 ;; # ~9 min
+85) { # cuBLASLt's tuning with operands rotated past the L2 (build-gpu/s38: 7a1178a)
+   # against the tuning before it (build-gpu/s37: df2b013), two fresh tunings each, alternating
+   # (dev/tune_ab.sh). Carry both (s38: dev/mini_stage.sh ... h3c h3exec gpu_compile_check, s37's
+   # plans/m31_small_p2048_n80.plan copied). Predicted (H100): s37's tunings spread over
+   # 2.07-2.16 ms (call 83), s38's both ~2.06-2.07; on an H200 both lower, s38's within 5 us of
+   # each other. ~4 min (25-30 s a run); then call 84 with s38 if time is left
+   dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s38
+   } > "$log" 2>&1 ;;
 84) { # issue 19's batch-1 rounds at 128 experts against their floor on an H200 (call 76 on an
    # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). Carry build-gpu/s36.
    # Predicted: 1.15-1.22 x (the H200's faster reads leave the latency-bound parts a larger share)
