@@ -31,7 +31,9 @@
 //     2. y[t * k + s] = bf16(act[t * k + s] · down_e);
 //     3. H3_MOE_COMBINE_NAME, grid (T, any; the launcher: ceil(H / 2048)), 256 threads, 8
 //        outputs per thread: out[t] = sum over the chosen experts in ascending id order (each id
-//        once) of w * y (fp32, from 0).
+//        once) of w * y (fp32, from 0). At T == 1 on tensor cores (k <= 8) step 2 may do it
+//        instead (H3_MOE_COMBINE=cluster): its k slot blocks of an output group in one
+//        cluster, y in shared memory.
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
 //     contract). H3_MOE_ROUTE_NAME, grid (E), 256 threads, first lists each expert's rows once
 //     (int scratch counts [E], lists [E, T]); steps 1 and 2 then
@@ -663,15 +665,23 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
 
 // Grid (E, H / 32) (without lists: (k, H / 32)), H3M_MMA_THREADS threads: y[t * k + s, o] =
 // bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
+// out != nullptr (one row, no lists, k <= 8; launched in clusters of k blocks along x, so a
+// cluster holds the k slots of one output group, slot s at rank s): the slots' y stay in shared
+// memory (zeros for a slot without rows) and, after a cluster barrier, rank 0's first 32 threads
+// write out[0, o] as H3_MOE_COMBINE_NAME does (the same sum in the same order: the same bits),
+// reading the slots' y through distributed shared memory; y is not written.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
     const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T,
-    long long H, long long F, long long E, int k) {
+    long long H, long long F, long long E, int k, const B_T *__restrict__ wts, O_T *__restrict__ out) {
+  __shared__ float ys[32]; // with out: this slot's y (bf16 values) of the group's outputs
   const long long o0 = (long long)blockIdx.y * 32;
   long long e;
   int n, one;
   const int *rows = h3m_mma_rows_of(lists, counts, ids, T, E, &one, &e, &n);
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
+  if (out && threadIdx.x < 32) ys[threadIdx.x] = 0.0f;
+  if (out) __syncthreads();
   const h3_bf16 *wr[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) wr[j] = down + (e * H + o0 + 8 * j + g) * F;
@@ -685,9 +695,36 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
       if (threadIdx.x >= 32 || r >= n) continue;
       const long long yrow = H3M_ACT_ROW(rows[r]);
 #pragma unroll
-      for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
+      for (int j = 0; j < 4; j++) {
+        if (out) ys[8 * j + 2 * t + q % 2] = h3_rbf16(acc[j][q]);
+        else h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
+      }
     }
   }
+#ifdef H3_HOST_EMU
+  (void)ys; // clusters run on a GPU only (test_gpu_ops checks this form)
+#else
+  if (!out) return;
+  h3_cluster_sync();
+  if (h3_cluster_rank() == 0 && threadIdx.x < 32) { // output o0 + i: h3m_combine8's sort and sum
+    const int i = (int)threadIdx.x;
+    const unsigned ya = h3_smem_addr(&ys[i]);
+    float sum = 0.0f;
+    int last = -1;
+    for (int r = 0; r < k; r++) {
+      int bi = -1, be = 0;
+      for (int s = 0; s < k; s++) {
+        const int es = (int)ids[s];
+        if (es > last && (bi < 0 || es < be)) bi = s, be = es;
+      }
+      if (bi < 0) break;
+      last = be;
+      sum = __fadd_rn(sum, __fmul_rn((float)h3_ld(wts, bi), h3_ld_rank(ya, (unsigned)bi)));
+    }
+    h3_st(out, o0 + i, sum);
+  }
+  h3_cluster_sync(); // no block leaves while rank 0 reads its y
+#endif
 }
 #endif
 

@@ -206,6 +206,14 @@ static moe_scratch moe_layout(long long T, long long k, long long H, long long F
   return m;
 }
 
+/* Whether one row's moe on the tensor-core GEMVs combines its k slots inside the down step's
+ * clusters (H3_MOE_COMBINE=cluster, k <= 8, a portable cluster: no y round trip, no combine
+ * launch; the same bits) or in the combine kernel (the default until the cluster form has run
+ * on a GPU; read at every run of the op). */
+static bool moe_cluster_combine(int k) {
+  return k <= 8 && cu_env_form("H3_MOE_COMBINE", (const char *const[]){"cluster", "kernel", NULL}) == 0;
+}
+
 h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
@@ -305,13 +313,18 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
       return H3_ERR;
   } else if (mma) {
     void *rl = by_slot ? NULL : lists;
+    /* one row: the combine inside step 2's clusters of the k slots (moe_cluster_combine) */
+    const bool clus = by_slot && moe_cluster_combine(k);
+    const void *cw = clus ? w : NULL;
+    void *co = clus ? o : NULL;
     void *a1[] = {&h, &gu, &rl, &counts, &ids, &act, &T, &H, &F, &E, &k, &alpha, &limit};
     int64_t g1[3] = {by_slot ? k : E, F / 16, 1};
-    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k};
+    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k, &cw, &co};
     int64_t g2[3] = {by_slot ? k : E, H / 32, 1};
     if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||
-        cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
+        cu_launch_cluster(s, kn[2], g2, mma_block, 0, clus ? k : 1, a2, d) != H3_OK)
       return H3_ERR;
+    if (clus) return H3_OK;
   } else {
     int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};

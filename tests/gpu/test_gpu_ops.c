@@ -629,6 +629,12 @@ static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool b
 }
 
 /* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
+/* One row's moe combined by the combine kernel (the default) and in the down step's clusters */
+static void check_moe_row_forms(h3_backend *b, const hand_case *cases, int n) {
+  static const char *const vars[1] = {"H3_MOE_COMBINE"};
+  static const char *const forms[2][2] = {{NULL, NULL}, {"cluster", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 2);
+}
 static void check_markov_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_MARKOV_FORM"};
   static const char *const forms[2][2] = {{"fp32", NULL}, {"mma", NULL}};
@@ -953,8 +959,11 @@ static void check_hand(h3_backend *b, bool all_attention) {
      40 rows over 8 experts: more than one 16-row pass for some; f32 of bf16 roundings taken
      in another sum order (a flipped rounding moves a row by a bf16 ulp) */
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
-  /* one row: a block per slot, no route launch (the batch-1 decode's form) */
-  cases[n++] = (hand_case){"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL};
+  /* one row: a block per slot, no route launch (the batch-1 decode's form), k 4 and 2 (ids in
+     [0, 4): repeated experts, counted once), through both combines (check_moe_row_forms) */
+  const hand_case moe_row[2] = {
+      {"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL},
+      {"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5, NULL}};
   /* moe's cuBLASLt form (from 1024 rows per expert on average): 2048 rows, k 2 over 4 experts,
      ids uniform over the 4 (a repeat in a row counted once), and skewed (experts 0 .. 3: 2048,
      293, none, 1755 rows) */
@@ -1030,6 +1039,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 2);
+  check_moe_row_forms(b, moe_row, 2);
   check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);

@@ -174,7 +174,8 @@ static void check_moe_by_slot(const h3_bf16 *h, const h3_bf16 *gu, const h3_bf16
       moe_k::emu_moe_mma(h, gu, nullptr, nullptr, id, act.data(), T1, HH, FF, EE, k, 1.702f, 7.0f);
     });
     emu_launch3(k, H / 32, 1, H3M_MMA_THREADS, [&] {
-      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k);
+      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k, nullptr,
+                                nullptr);
     });
     int64_t bad = 0;
     for (int s = 0; s < k; s++) {
@@ -219,7 +220,8 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
         moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
       });
       emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
-        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
+        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k,
+                                nullptr, nullptr);
       });
       if (T == 1) check_moe_by_slot(h, gu, dn, ids, y, H, F, E, k);
     } else {

@@ -327,7 +327,8 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
     moe_k::emu_moe_mma(h, gu, rl, counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
   });
   emu_launch3(by_slot ? k : E, H / 32, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
+    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k, nullptr,
+                              nullptr);
   });
   emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
     moe_k::emu_moe_combine((const int *)c.in[3].p(), (const float *)c.in[4].p(), y.data(), (float *)out.p(), HH,
