@@ -3,7 +3,8 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-06, session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85
-#   (the rotated tuning), then 84 (issue 19's batch-1 rounds on an H200), then 80 / 82.
+#   (the moe's cluster combine, opt-in until it has run; the rotated tuning), then 84 (issue
+#   19's batch-1 rounds on an H200), then 80 / 82.
 #   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
 #   run) and one kernel cache folder for every build of an A/B.
 # Before (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
@@ -404,13 +405,24 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-85) { # cuBLASLt's tuning with operands rotated past the L2 (build-gpu/s38: 7a1178a)
-   # against the tuning before it (build-gpu/s37: df2b013), two fresh tunings each, alternating
-   # (dev/tune_ab.sh). Carry both (s38: dev/mini_stage.sh ... h3c h3exec gpu_compile_check, s37's
-   # plans/m31_small_p2048_n80.plan copied). Predicted (H100): s37's tunings spread over
-   # 2.07-2.16 ms (call 83), s38's both ~2.06-2.07; on an H200 both lower, s38's within 5 us of
-   # each other. ~4 min (25-30 s a run); then call 84 with s38 if time is left
-   dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s38
+85) { # three things on build-gpu/s39 (a205d18: h3c h3exec test_gpu_ops gpu_compile_check, plans/
+   # m31_small_p2048_n80.plan compiled by its h3c) and build-gpu/s37 (df2b013, its plan); carry
+   # both. Predictions on an H100 (H200 lower):
+   # 1. test_gpu_ops: all pass, the one-row moe cases through H3_MOE_COMBINE=cluster included
+   #    (that form's first GPU run);
+   # 2. the batch-1 step, one kernel cache: H3_MOE_COMBINE=cluster against the combine kernel,
+   #    -10..-20 us (3 combine launches a step of ~6 us each, y's round trip);
+   # 3. cuBLASLt's tuning with operands rotated past the L2 (s39) against one copy (s37), two
+   #    fresh tunings each (dev/tune_ab.sh): s37's spread over 2.07-2.16 ms (call 83), s39's
+   #    both ~2.06-2.07 (within 5 us of each other). ~7 min
+   echo "== test_gpu_ops (s39)"; timeout 200 build-gpu/s39/bin/test_gpu_ops models 2>&1 | grep -E "FAIL|passed"
+   echo "== moe combine: kernel (default) / cluster, one kernel cache"
+   kc=$(mktemp -d); cp -r build-gpu/s39/kcache/. "$kc/"
+   for r in 1 2; do
+     dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#kernel: #"
+     H3_MOE_COMBINE=cluster dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#cluster: #"
+   done
+   echo "== tuning: one copy (s37) / rotated (s39)"; dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s39
    } > "$log" 2>&1 ;;
 84) { # issue 19's batch-1 rounds at 128 experts against their floor on an H200 (call 76 on an
    # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). Carry build-gpu/s36.
