@@ -18,6 +18,9 @@
 //       sigma_0 + sigma_1 + ... over the segments, sigma_g the butterfly of h3m_warp_sum (lanes
 //       xor 16, 8, 4, 2, 1) over 32 lane sums, lane j's over the elements g H3M_RF_SEG +
 //       256 c + 8 j + q (c < 4, q < 8, below H) ascending, each product rounded, then added.
+//     H3_ROUTER_CLUSTER_NAME (T = 1, k <= H3M_RF_KMAX; H3_ROUTER_FORM=cluster): the same
+//       logits and selection in one cluster of C <= 8 blocks, grid (C), H3M_RF_THREADS threads:
+//       no scratch, no counter; the sums stay in the blocks' shared memory (details below).
 //     k > H3M_RF_KMAX (no moe takes so many): two launches through an f32 scratch of scores
 //     s[T, E]:
 //     1. H3_ROUTER_SCORE_NAME, grid (ceil(T / H3M_ROUTER_ROWS), E), H3M_ROUTER_THREADS
@@ -323,6 +326,87 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_
     h3m_rf_select(sc + r * E, sv + r * E, E, k, scale, 8 * p + warp < nr, ids + (t0 + r) * k,
                   wts + (t0 + r) * k);
   }
+}
+#endif
+
+#ifdef H3_ROUTER_CLUSTER_NAME
+#define H3M_RC_TASKS 3 // (expert, segment) tasks whose weights a lane loads at once
+
+// The header's H3_ROUTER_CLUSTER_NAME (with H3_ROUTER_FUSED_NAME's helpers), one row in one
+// cluster of C = gridDim.x blocks (launched as a cluster; C <= 8; under host emulation C = 1):
+// task i = (e, g) = (i / S, i % S) of the S E (expert, K segment) pairs, S = ceil(H /
+// H3M_RF_SEG), belongs to warp i % (8 C) of the cluster: warp i % 8 of the block of rank (i %
+// (8 C)) / 8; its lane sums and butterfly are the fused form's, so the logits are bitwise the
+// same. Each block stages all of h in shared memory (f32,
+// S H3M_RF_SEG floats, each 256-element chunk permuted as the fused form's: lane j's 8 elements
+// at 4 j and 128 + 4 j) and keeps its tasks' sums at sums[i]; after a cluster barrier rank 0
+// adds each expert's S sums in segment order (reading them where their warps left them), takes
+// sigmoid and selects as the fused form's last block. Dynamic shared memory: S H3M_RF_SEG + S E
+// + 2 E floats.
+extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 1) H3_ROUTER_CLUSTER_NAME(
+    const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
+    I_T *__restrict__ ids, O_T *__restrict__ wts, long long H, int E, int k, float scale) {
+  H3_DYN_SMEM(float, hs); // h [S][H3M_RF_SEG]; then sums [S E]; then scores [E], + bias [E]
+  const int S = (int)((H + H3M_RF_SEG - 1) / H3M_RF_SEG), n = S * E, C = (int)gridDim.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const unsigned rank = h3_cluster_rank();
+  float *sums = hs + (long long)S * H3M_RF_SEG, *sc = sums + n, *sv = sc + E;
+  for (long long it = threadIdx.x; it < (long long)S * 128; it += H3M_RF_THREADS) { // 8 elements each
+    const long long g = it >> 7;
+    const int m = (int)(it & 127);
+    float x[8];
+    h3m_ld8z(h, g * H3M_RF_SEG + 8 * m, H, x);
+    float *d = hs + g * H3M_RF_SEG + (m >> 5) * 256 + (m & 31) * 4;
+    h3m_sts4(d, x);
+    h3m_sts4(d + 128, x + 4);
+  }
+  __syncthreads();
+  const int step = 8 * C, first = (int)rank * 8 + warp; // this warp's tasks: first, first + step, ...
+  for (int b = 0; b < n; b += H3M_RC_TASKS * step) { // the same count in every warp
+    const int i0 = b + first;
+    float wv[H3M_RC_TASKS][4][8];
+#pragma unroll
+    for (int u = 0; u < H3M_RC_TASKS; u++) {
+      const int i = i0 + u * step, e = i / S, g = i % S;
+#pragma unroll
+      for (int c = 0; c < 4; c++)
+        h3m_rf_ldw(w, e, i < n, (long long)g * H3M_RF_SEG + 256 * c + 8 * lane, H, wv[u][c]);
+    }
+#pragma unroll
+    for (int u = 0; u < H3M_RC_TASKS; u++) {
+      const int i = i0 + u * step, g = i % S;
+      const long long left = (H - (long long)g * H3M_RF_SEG + 255) / 256;
+      const int nc = left < 4 ? (int)left : 4; // the segment's chunks
+      float acc = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        if (c >= nc) break;
+        float x[8];
+        const float *hc = hs + (long long)g * H3M_RF_SEG + c * 256 + lane * 4;
+        h3m_lds4(hc, x);
+        h3m_lds4(hc + 128, x + 4);
+#pragma unroll
+        for (int q = 0; q < 8; q++) acc = __fadd_rn(acc, __fmul_rn(x[q], wv[u][c][q]));
+      }
+      const float v = h3m_warp_sum(acc);
+      if (lane == 0 && i < n) sums[i] = v;
+    }
+  }
+  h3_cluster_sync(); // every task's sum in its block's shared memory
+  if (rank == 0)
+    for (int e = (int)threadIdx.x; e < E; e += H3M_RF_THREADS) { // the logits, segments in order
+      float x = 0.0f;
+      for (int g = 0; g < S; g++) {
+        const int i = e * S + g;
+        const float v = h3_ld_rank_p(&sums[i], (unsigned)((i % step) / 8));
+        x = g ? __fadd_rn(x, v) : v;
+      }
+      sc[e] = h3_sigmoid(x);
+      sv[e] = __fadd_rn(sc[e], (float)h3_ld(bias, e));
+    }
+  h3_cluster_sync(); // rank 0 has read the other blocks' sums: they may leave
+  if (rank != 0) return;
+  h3m_rf_select(sc, sv, E, k, scale, warp == 0, ids, wts); // every warp (emulation), warp 0 writes
 }
 #endif
 

@@ -662,3 +662,18 @@ H3_DI void h3_wgmma128_rs(float *d, const unsigned *a, unsigned long long b) {
 H3_DI void h3_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 H3_DI void h3_turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 #endif
+
+// ---- a cluster's blocks' shared memory, also under host emulation (a cluster of one block) ----
+#ifdef H3_HOST_EMU
+H3_DI unsigned h3_cluster_rank() { return 0; }
+H3_DI void h3_cluster_sync() { __syncthreads(); }
+#endif
+// the float at p (this block's shared memory) in block `rank` of the cluster
+H3_DI float h3_ld_rank_p(const float *p, unsigned rank) {
+#ifdef H3_HOST_EMU
+  (void)rank; // the emulated cluster is this block
+  return *p;
+#else
+  return h3_ld_rank(h3_smem_addr(p), rank);
+#endif
+}

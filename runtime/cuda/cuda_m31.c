@@ -62,7 +62,7 @@ const char *cu_m31_check_defines(const char *file) {
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
                        "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
-                       "#define H3_ROUTER_FUSED_NAME h3cu_routerf_check\n"
+                       "#define H3_ROUTER_FUSED_NAME h3cu_routerf_check\n#define H3_ROUTER_CLUSTER_NAME h3cu_routerc_check\n"
                        "#define H3_MOE_NAME h3cu_moe_check\n"
                        "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"

@@ -441,6 +441,27 @@ static const h3_op *moe_op(hand *h, const char *p, int64_t T, int64_t H, int64_t
   return op_of(h, H3_OP_MOE, 5, v, 2, ma);
 }
 
+/* router_topk(h[T, H] bf16, w[E, H] f32, bias[E] f32) -> ids[T, k] i32, wts[T, k] f32 on new
+ * inputs named p + "h", "w", "b" (scale 2.0) */
+static const h3_op *router_op(hand *h, const char *p, int64_t T, int64_t H, int64_t E, int64_t k) {
+  static const char *const names[3] = {"h", "w", "b"};
+  static const h3_dtype dt[3] = {H3_BF16, H3_F32, H3_F32};
+  static const int rank[3] = {2, 2, 1};
+  const int64_t dims[3][3] = {{T, H}, {E, H}, {E}};
+  h3_value *v[3];
+  inputs_of(h, p, 3, names, dt, rank, dims, v);
+  h3_attr at[2] = {h3_attr_int(h->m, "k", k), h3_attr_float(h->m, "scale", 2.0)};
+  return op_of(h, H3_OP_ROUTER_TOPK, 3, v, 2, at);
+}
+
+/* router_topk's weights scaled by 1 / sqrt(H): logits of about unit size, as a trained router's
+ * (make_inputs' U(-2, 2) over thousands of elements would saturate the sigmoid) */
+static void router_weights(const h3_op *op, void **in) {
+  const h3_type *t = &op->operands[1]->type;
+  const double f = 1.0 / sqrt((double)t->dims[1]);
+  for (int64_t i = 0; i < h3_type_numel(t); i++) ((float *)in[1])[i] = (float)(((float *)in[1])[i] * f);
+}
+
 /* moe's expert weights at a trained model's scale, U(-1/sqrt(in), 1/sqrt(in)) (gate_up: in = H,
  * down: in = F), so that the activations are not all clamped; the rest as make_inputs made them
  * (ids uniform in [0, 4), a repeat in a row counted once). */
@@ -632,6 +653,12 @@ static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool b
 /* One row's moe combined by the combine kernel (the default) and in the down step's clusters */
 static void check_moe_row_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_MOE_COMBINE"};
+  static const char *const forms[2][2] = {{NULL, NULL}, {"cluster", NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 2);
+}
+/* One row's router in its one-launch form (the default) and in one cluster */
+static void check_router_row_forms(h3_backend *b, const hand_case *cases, int n) {
+  static const char *const vars[1] = {"H3_ROUTER_FORM"};
   static const char *const forms[2][2] = {{NULL, NULL}, {"cluster", NULL}};
   check_forms(b, cases, n, vars, 1, forms, 2);
 }
@@ -961,6 +988,11 @@ static void check_hand(h3_backend *b, bool all_attention) {
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
   /* one row: a block per slot, no route launch (the batch-1 decode's form), k 4 and 2 (ids in
      [0, 4): repeated experts, counted once), through both combines (check_moe_row_forms) */
+  /* one row's router at the model's width (6 segments x 32 experts: a cluster of 8) and at a
+     partial segment (2 x 12: a cluster of 1), through both forms (check_router_row_forms) */
+  const hand_case router_row[2] = {
+      {"router_topk one row H 6144 E 32 k 4", router_op(&h, "r1", 1, 6144, 32, 4), -1, router_weights},
+      {"router_topk one row H 1100 E 12 k 3", router_op(&h, "r2", 1, 1100, 12, 3), -1, router_weights}};
   const hand_case moe_row[2] = {
       {"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL},
       {"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5, NULL}};
@@ -1040,6 +1072,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 2);
   check_moe_row_forms(b, moe_row, 2);
+  check_router_row_forms(b, router_row, 2);
   check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);

@@ -36,10 +36,12 @@ namespace router_k {
 #define I_T int
 #define O_T float
 #define H3_ROUTER_FUSED_NAME emu_router_fused
+#define H3_ROUTER_CLUSTER_NAME emu_router_cluster
 #define H3_ROUTER_SCORE_NAME emu_router_score
 #define H3_ROUTER_NAME emu_router
 #include "m31_moe.cu"
 #undef H3_ROUTER_FUSED_NAME
+#undef H3_ROUTER_CLUSTER_NAME
 #undef H3_ROUTER_SCORE_NAME
 #undef H3_ROUTER_NAME
 #undef H_T
@@ -152,6 +154,16 @@ static void router_launch(const std::vector<buf> &in, int64_t t0, int64_t T, int
   });
 }
 
+/* The cluster form of one row (H3_ROUTER_FORM=cluster) as host emulation runs it: a cluster of
+ * one block, which takes every (expert, segment) task (cu_m31_run_router launches up to 8). */
+static void router_cluster_launch(const std::vector<buf> &in, int64_t t, int64_t H, int E, int k, int *ids,
+                                  float *wts) {
+  long long HH = H;
+  const h3_bf16 *h = (const h3_bf16 *)in[0].bytes.data() + t * H;
+  const float *w = (const float *)in[1].bytes.data(), *b = (const float *)in[2].bytes.data();
+  emu_launch3(1, 1, 1, ROUTER_THREADS, [&] { router_k::emu_router_cluster(h, w, b, ids, wts, HH, E, k, 2.0f); });
+}
+
 static void test_router(int64_t T, int64_t H, int E, int k) {
   h3_module *m = router_module(T, H, E, k);
   if (!m) return;
@@ -193,18 +205,23 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
   compare((w + " ids").c_str(), ids[0], want[0], 0);
   compare((w + " weights").c_str(), wts[0], want[1], 1e-10);
   CHECK(ids[0].bytes == ids[1].bytes && wts[0].bytes == wts[1].bytes, "%s: a second launch differs", what);
-  /* a row's bits do not depend on the batch: rows alone (T = 1) */
-  int bad = 0;
+  /* a row's bits do not depend on the batch: rows alone (T = 1), through the fused form and
+     the cluster form */
+  int bad = 0, bad_cluster = 0;
   for (int64_t t = 0; t < T; t += T > 8 ? T / 5 : 1) {
     std::vector<float> p1((size_t)(S * E), NAN);
     std::vector<unsigned> c1(1, 0u);
-    int id1[ROUTER_KMAX];
-    float w1[ROUTER_KMAX];
+    int id1[ROUTER_KMAX], idc[ROUTER_KMAX];
+    float w1[ROUTER_KMAX], wc[ROUTER_KMAX];
     router_launch(in, t, 1, H, E, k, p1, c1, id1, w1);
     bad += memcmp(id1, (const int *)ids[0].p() + t * k, (size_t)k * 4) != 0 ||
            memcmp(w1, (const float *)wts[0].p() + t * k, (size_t)k * 4) != 0;
+    router_cluster_launch(in, t, H, E, k, idc, wc);
+    bad_cluster += memcmp(idc, (const int *)ids[0].p() + t * k, (size_t)k * 4) != 0 ||
+                   memcmp(wc, (const float *)wts[0].p() + t * k, (size_t)k * 4) != 0;
   }
   CHECK(bad == 0, "%s: %d rows alone differ from the batch's bits", what, bad);
+  CHECK(bad_cluster == 0, "%s: %d rows through the cluster form differ from the batch's bits", what, bad_cluster);
   h3_module_free(m);
 }
 
