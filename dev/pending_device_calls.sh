@@ -405,22 +405,25 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-85) { # three things on build-gpu/s39 (a205d18: h3c h3exec test_gpu_ops gpu_compile_check, plans/
+85) { # three things on build-gpu/s39 (49411c7: h3c h3exec test_gpu_ops gpu_compile_check, plans/
    # m31_small_p2048_n80.plan compiled by its h3c) and build-gpu/s37 (df2b013, its plan); carry
    # both. Predictions on an H100 (H200 lower):
-   # 1. test_gpu_ops: all pass, the one-row moe cases through H3_MOE_COMBINE=cluster included
-   #    (that form's first GPU run);
-   # 2. the batch-1 step, one kernel cache: H3_MOE_COMBINE=cluster against the combine kernel,
-   #    -10..-20 us (3 combine launches a step of ~6 us each, y's round trip);
+   # 1. test_gpu_ops: all pass, the one-row moe and router cases through their cluster forms
+   #    included (H3_MOE_COMBINE=cluster, H3_ROUTER_FORM=cluster: their first GPU run);
+   # 2. the batch-1 step, one kernel cache, 2 rounds: the moe's cluster combine -10..-20 us (3
+   #    combine launches a step of ~6 us each, y's round trip), the router's cluster -5..-15 us (3
+   #    launches without the counter's fence and ticket), both together their sum; if they win,
+   #    make them the defaults;
    # 3. cuBLASLt's tuning with operands rotated past the L2 (s39) against one copy (s37), two
    #    fresh tunings each (dev/tune_ab.sh): s37's spread over 2.07-2.16 ms (call 83), s39's
-   #    both ~2.06-2.07 (within 5 us of each other). ~7 min
+   #    both ~2.06-2.07 (within 5 us of each other). ~8 min
    echo "== test_gpu_ops (s39)"; timeout 200 build-gpu/s39/bin/test_gpu_ops models 2>&1 | grep -E "FAIL|passed"
-   echo "== moe combine: kernel (default) / cluster, one kernel cache"
+   echo "== batch-1 step by form, one kernel cache"
    kc=$(mktemp -d); cp -r build-gpu/s39/kcache/. "$kc/"
    for r in 1 2; do
-     dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#kernel: #"
-     H3_MOE_COMBINE=cluster dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#cluster: #"
+     for v in "" "H3_MOE_COMBINE=cluster" "H3_ROUTER_FORM=cluster" "H3_MOE_COMBINE=cluster H3_ROUTER_FORM=cluster"; do
+       env $v dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#${v:-default}: #"
+     done
    done
    echo "== tuning: one copy (s37) / rotated (s39)"; dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s39
    } > "$log" 2>&1 ;;
