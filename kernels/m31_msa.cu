@@ -45,6 +45,10 @@
 //     after it) and the row's last block selects as H3_TOPK_NAME does, by ranks counted in
 //     shared memory (a row of at most topk blocks: block (t, 0) writes them at once, no block
 //     scores or takes a ticket). Dynamic shared memory: max(8 D, Hi NB) floats.
+//   H3_TOPK_CLUSTER_NAME (iq, ikc, pos, pt, Hi, D, page, block, NB, topk) -> sel of one row (T =
+//     1; with H3_TOPK_SCORE_NAME's helpers): the same scores and selection in one cluster of C <= 8
+//     blocks, grid (C), H3M_TOPK_DEC_THREADS threads, the scores kept in the blocks' shared
+//     memory (no score scratch, no counter; details below).
 //   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
@@ -795,28 +799,51 @@ __device__ __forceinline__ void h3m_topk_key(float (&dot)[HP], const float *qs, 
   }
 }
 
-// Row t's scores and selection (H3_TOPK_SCORE_NAME) for HP >= Hi vectors per key (4 or 8).
+// A row's selection from its scores sm [Hi][nb] (the current block's +inf) in shared memory, by
+// every thread of the block: each (head, block)'s rank in the selection order counted there
+// (stopping at k = min(nb, topk)); the k first placed at their ranks (pick), then written
+// ascending into out [Hi][topk], then -1.
+__device__ __forceinline__ void h3m_topk_pick(const float *sm, int (*pick)[H3M_MAX_TOPK], int Hi, int nb,
+                                              int topk, IX_T *out) {
+  const int tid = threadIdx.x, k = nb < topk ? nb : topk;
+  for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
+    const float *sr = sm + i / nb * nb;
+    const float x = sm[i];
+    const int b = i % nb;
+    int rank = 0;
+    for (int c = 0; c < nb && rank < k; c++) rank += h3m_topk_before(sr[c], c, x, b);
+    if (rank < k) pick[i / nb][rank] = b;
+  }
+  __syncthreads();
+  for (int i = tid; i < Hi * topk; i += H3M_TOPK_DEC_THREADS) {
+    IX_T *o = out + i / topk * topk;
+    const int r = i % topk, *pk = pick[i / topk];
+    if (r >= k) {
+      o[r] = (IX_T)-1;
+      continue;
+    }
+    int at = 0;
+    for (int c = 0; c < k; c++) at += pk[c] < pk[r];
+    o[at] = (IX_T)pk[r];
+  }
+}
+
+// Row t's Hi vectors staged in sm [D][HP] (f32, zeros past Hi), then the key blocks b = b0, b0 +
+// step, ... below the row's current block cur scored into dst[h NB + b] (h < Hi): a thread per
+// key, each key's dot products h3m_topk_key's, maxima by shuffles, then over the warps. Every
+// thread of the block calls it (HP >= Hi vectors per key: 4 or 8).
 template <int HP>
-__device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, const IX_T *pos,
-                                                const IX_T *pt, float *score, unsigned *cnt, IX_T *out,
-                                                float *sm, int Hi, int D, int page, int block,
-                                                int NB, int topk) {
+__device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, const IX_T *pt, long long t,
+                                               long long cur, long long b0, long long step, float *sm,
+                                               float *dst, int Hi, int D, int page, int block, int NB) {
   constexpr int W = H3M_TOPK_DEC_THREADS / 32;
   __shared__ float red[W][HP];
-  __shared__ int pick[8][H3M_MAX_TOPK];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.y, S = gridDim.y;
-  const long long t = blockIdx.x;
-  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
-  if (cur < topk) { // at most topk blocks: all of them, whatever their scores (no ticket taken)
-    for (int i = tid; s == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
-      out[t * Hi * topk + i] = (IX_T)(i % topk <= cur ? i % topk : -1);
-    return;
-  }
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int i = tid; i < D * HP; i += H3M_TOPK_DEC_THREADS)
     sm[i] = i % HP < Hi ? (float)h3_ld(iq, (t * Hi + i % HP) * D + i / HP) : 0.0f;
   const bool vec = D % 8 == 0 && h3_al8(ik);
   __syncthreads();
-  for (long long b = s; b < cur; b += S) { // the same count in every thread
+  for (long long b = b0; b < cur; b += step) { // the same count in every thread
     float best[HP];
 #pragma unroll
     for (int h = 0; h < HP; h++) best[h] = -H3M_INF;
@@ -833,38 +860,35 @@ __device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, co
       float x = red[0][tid];
 #pragma unroll
       for (int w = 1; w < W; w++) x = red[w][tid] > x ? red[w][tid] : x;
-      score[(t * Hi + tid) * NB + b] = x;
+      dst[tid * NB + b] = x;
     }
     __syncthreads(); // red is read
   }
+}
+
+// Row t's scores and selection (H3_TOPK_SCORE_NAME) for HP >= Hi vectors per key (4 or 8).
+template <int HP>
+__device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, const IX_T *pos,
+                                                const IX_T *pt, float *score, unsigned *cnt, IX_T *out,
+                                                float *sm, int Hi, int D, int page, int block,
+                                                int NB, int topk) {
+  __shared__ int pick[8][H3M_MAX_TOPK];
+  const int tid = threadIdx.x, s = blockIdx.y, S = gridDim.y;
+  const long long t = blockIdx.x;
+  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
+  if (cur < topk) { // at most topk blocks: all of them, whatever their scores (no ticket taken)
+    for (int i = tid; s == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
+      out[t * Hi * topk + i] = (IX_T)(i % topk <= cur ? i % topk : -1);
+    return;
+  }
+  h3m_topk_score<HP>(iq, ik, pt, t, cur, s, S, sm, score + t * Hi * NB, Hi, D, page, block, NB);
   if (!h3_last_block(cnt + t, (unsigned)S)) return;
-  // the last block of the row: its scores (the current block's +inf) into sm [Hi][nb], each
-  // (head, block)'s rank in the selection order counted there (stopping at k); the k first
-  // placed at their ranks, then written ascending, then -1
-  const int nb = (int)cur + 1, k = nb < topk ? nb : topk;
+  // the last block of the row: its scores (the current block's +inf) into sm [Hi][nb]
+  const int nb = (int)cur + 1;
   for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS)
     sm[i] = i % nb == nb - 1 ? H3M_INF : h3_ldcg(score + (t * Hi + i / nb) * NB + i % nb);
   __syncthreads();
-  for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
-    const float *sr = sm + i / nb * nb;
-    const float x = sm[i];
-    const int b = i % nb;
-    int rank = 0;
-    for (int c = 0; c < nb && rank < k; c++) rank += h3m_topk_before(sr[c], c, x, b);
-    if (rank < k) pick[i / nb][rank] = b;
-  }
-  __syncthreads();
-  for (int i = tid; i < Hi * topk; i += H3M_TOPK_DEC_THREADS) {
-    IX_T *o = out + (t * Hi + i / topk) * topk;
-    const int r = i % topk, *pk = pick[i / topk];
-    if (r >= k) {
-      o[r] = (IX_T)-1;
-      continue;
-    }
-    int at = 0;
-    for (int c = 0; c < k; c++) at += pk[c] < pk[r];
-    o[at] = (IX_T)pk[r];
-  }
+  h3m_topk_pick(sm, pick, Hi, nb, topk, out + t * Hi * topk);
 }
 
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE_NAME(
@@ -876,6 +900,49 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE
   if (Hi <= 4) h3m_topk_decode<4>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
   else h3m_topk_decode<8>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
 }
+
+#ifdef H3_TOPK_CLUSTER_NAME
+// One row's scores and selection in one cluster (H3_TOPK_CLUSTER_NAME).
+template <int HP>
+__device__ __forceinline__ void h3m_topk_cluster(const Q_T *iq, const K_T *ik, const IX_T *pos,
+                                                 const IX_T *pt, IX_T *out, float *sm, int Hi, int D,
+                                                 int page, int block, int NB, int topk) {
+  __shared__ int pick[8][H3M_MAX_TOPK];
+  const int tid = threadIdx.x, C = (int)gridDim.x;
+  const unsigned rank = h3_cluster_rank();
+  const long long cur = h3m_page_of((long long)pos[0], block); // the row's current block
+  if (cur < topk) { // at most topk blocks: all of them (the same in every block: no barrier)
+    for (int i = tid; rank == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
+      out[i] = (IX_T)(i % topk <= cur ? i % topk : -1);
+    return;
+  }
+  float *mine = sm + D * HP, *all = mine + Hi * NB; // this block's scores [Hi][NB]; rank 0: [Hi][nb]
+  h3m_topk_score<HP>(iq, ik, pt, 0, cur, rank, C, sm, mine, Hi, D, page, block, NB);
+  h3_cluster_sync(); // every block's scores in its shared memory
+  const int nb = (int)cur + 1;
+  for (int i = tid; rank == 0 && i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
+    const int b = i % nb;
+    all[i] = b == nb - 1 ? H3M_INF : h3_ld_rank_p(&mine[i / nb * NB + b], (unsigned)(b % C));
+  }
+  h3_cluster_sync(); // rank 0 has read the others' scores: they may leave
+  if (rank == 0) h3m_topk_pick(all, pick, Hi, nb, topk, out);
+}
+
+// H3_TOPK_SCORE_NAME for one row (T = 1) in one cluster of C = gridDim.x blocks (launched as a
+// cluster, C <= 8; under host emulation C = 1): block of rank s scores the key blocks b = s, s +
+// C, ... below the row's current block (the same bits), keeping them in its shared memory; after
+// a cluster barrier rank 0 reads the row's scores where they were left and selects as that
+// kernel's last block does (no score scratch, no counter). Dynamic shared memory: 8 D + 2 Hi NB
+// floats (the vectors, this block's scores, rank 0's copy of the row's).
+extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_CLUSTER_NAME(
+    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
+    const IX_T *__restrict__ pt, IX_T *__restrict__ out, int Hi, int D, int page, int block, int NB,
+    int topk) {
+  H3_DYN_SMEM(float, sm);
+  if (Hi <= 4) h3m_topk_cluster<4>(iq, ik, pos, pt, out, sm, Hi, D, page, block, NB, topk);
+  else h3m_topk_cluster<8>(iq, ik, pos, pt, out, sm, Hi, D, page, block, NB, topk);
+}
+#endif
 #endif
 
 #ifdef H3_TOPK_NAME

@@ -454,6 +454,27 @@ static const h3_op *router_op(hand *h, const char *p, int64_t T, int64_t H, int6
   return op_of(h, H3_OP_ROUTER_TOPK, 3, v, 2, at);
 }
 
+/* index_topk(iq[1, Hi, 128] bf16, ik[P, 128, 128] bf16, pos[1] i32, pt[NP] i32) {block 128,
+ * topk 16}: one decode row, on new inputs named p + "q", "k", "pos", "pt" */
+static const h3_op *topk_row_op(hand *h, const char *p, int64_t Hi, int64_t P, int64_t NP) {
+  static const char *const names[4] = {"q", "k", "pos", "pt"};
+  static const h3_dtype dt[4] = {H3_BF16, H3_BF16, H3_I32, H3_I32};
+  static const int rank[4] = {3, 3, 1, 1};
+  const int64_t dims[4][3] = {{1, Hi, 128}, {P, 128, 128}, {1}, {NP}};
+  h3_value *v[4];
+  inputs_of(h, p, 4, names, dt, rank, dims, v);
+  h3_attr at[2] = {h3_attr_int(h->m, "block", 128), h3_attr_int(h->m, "topk", 16)};
+  return op_of(h, H3_OP_INDEX_TOPK, 4, v, 2, at);
+}
+
+/* topk_row_op's position (the last of its table: NP 128-key blocks, the current one full but
+ * one key) and table (entry i: page (7 i + 3) % P, P not a multiple of 7) */
+static void topk_row_prep(const h3_op *op, void **in) {
+  const int64_t NP = op->operands[3]->type.dims[0], P = op->operands[1]->type.dims[0];
+  ((int32_t *)in[2])[0] = (int32_t)(NP * 128 - 2);
+  for (int64_t i = 0; i < NP; i++) ((int32_t *)in[3])[i] = (int32_t)((7 * i + 3) % P);
+}
+
 /* router_topk's weights scaled by 1 / sqrt(H): logits of about unit size, as a trained router's
  * (make_inputs' U(-2, 2) over thousands of elements would saturate the sigmoid) */
 static void router_weights(const h3_op *op, void **in) {
@@ -650,16 +671,10 @@ static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool b
 }
 
 /* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
-/* One row's moe combined by the combine kernel (the default) and in the down step's clusters */
-static void check_moe_row_forms(h3_backend *b, const hand_case *cases, int n) {
-  static const char *const vars[1] = {"H3_MOE_COMBINE"};
-  static const char *const forms[2][2] = {{NULL, NULL}, {"cluster", NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 2);
-}
-/* One row's router in its one-launch form (the default) and in one cluster */
-static void check_router_row_forms(h3_backend *b, const hand_case *cases, int n) {
-  static const char *const vars[1] = {"H3_ROUTER_FORM"};
-  static const char *const forms[2][2] = {{NULL, NULL}, {"cluster", NULL}};
+/* The cases in the default form and with variable `var` = `value` (an opt-in form) */
+static void check_default_and(h3_backend *b, const hand_case *cases, int n, const char *var, const char *value) {
+  const char *const vars[1] = {var};
+  const char *const forms[2][2] = {{NULL, NULL}, {value, NULL}};
   check_forms(b, cases, n, vars, 1, forms, 2);
 }
 static void check_markov_forms(h3_backend *b, const hand_case *cases, int n) {
@@ -987,12 +1002,17 @@ static void check_hand(h3_backend *b, bool all_attention) {
      in another sum order (a flipped rounding moves a row by a bf16 ulp) */
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
   /* one row: a block per slot, no route launch (the batch-1 decode's form), k 4 and 2 (ids in
-     [0, 4): repeated experts, counted once), through both combines (check_moe_row_forms) */
+     [0, 4): repeated experts, counted once), through both combines */
   /* one row's router at the model's width (6 segments x 32 experts: a cluster of 8) and at a
-     partial segment (2 x 12: a cluster of 1), through both forms (check_router_row_forms) */
+     partial segment (2 x 12: a cluster of 1), through both forms */
   const hand_case router_row[2] = {
       {"router_topk one row H 6144 E 32 k 4", router_op(&h, "r1", 1, 6144, 32, 4), -1, router_weights},
       {"router_topk one row H 1100 E 12 k 3", router_op(&h, "r2", 1, 1100, 12, 3), -1, router_weights}};
+  /* one decode row's index_topk: 40 blocks (16 selected; 5 per block of a cluster of 8) and 3
+     (every block selected, no score computed), through both forms */
+  const hand_case topk_row[2] = {
+      {"index_topk one row 40 blocks Hi 4", topk_row_op(&h, "t1", 4, 45, 40), -1, topk_row_prep},
+      {"index_topk one row 3 blocks Hi 4", topk_row_op(&h, "t2", 4, 5, 3), -1, topk_row_prep}};
   const hand_case moe_row[2] = {
       {"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL},
       {"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5, NULL}};
@@ -1071,8 +1091,9 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 2);
-  check_moe_row_forms(b, moe_row, 2);
-  check_router_row_forms(b, router_row, 2);
+  check_default_and(b, moe_row, 2, "H3_MOE_COMBINE", "cluster");  /* combine kernel, clusters */
+  check_default_and(b, router_row, 2, "H3_ROUTER_FORM", "cluster"); /* one-launch form, a cluster */
+  check_default_and(b, topk_row, 2, "H3_TOPK_FORM", "cluster");     /* decode blocks, a cluster */
   check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);

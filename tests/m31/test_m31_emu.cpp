@@ -104,6 +104,7 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #define H3_KV_ATT_NAME att11_att
 #define H3_KV_COMBINE_NAME att11_combine
 #define H3_TOPK_SCORE_NAME att11_score
+#define H3_TOPK_CLUSTER_NAME att11_topk_cluster
 #define H3_TOPK_ROWS_NAME att11_rows
 #define H3_TOPK_NAME att11_select
 #include "m31_msa.cu"
@@ -112,6 +113,7 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #undef H3_KV_ATT_NAME
 #undef H3_KV_COMBINE_NAME
 #undef H3_TOPK_SCORE_NAME
+#undef H3_TOPK_CLUSTER_NAME
 #undef H3_TOPK_ROWS_NAME
 #undef H3_TOPK_NAME
 } // namespace att11
@@ -642,6 +644,13 @@ static void test_index_topk(const topk_case &c) {
   int64_t bad = topk_score_diff(c, in[0], in[1], in[3], score, NB);
   CHECK(bad == 0, "%s: %lld scores not the reference's bits", what, (long long)bad);
   compare(what, out, want[0], 0);
+  if (T == 1 && !c.rows) { /* one row's cluster form (H3_TOPK_FORM=cluster), a cluster of one block */
+    buf oc = make(op->results[0]->type);
+    emu_launch3(1, 1, 1, H3M_TOPK_DEC_THREADS, [&] {
+      att11::att11_topk_cluster(iq, ik, pos, pt, (int *)oc.p(), iHi, iD, ipage, iblock, NB, itopk);
+    });
+    compare((std::string(what) + " (cluster form)").c_str(), oc, want[0], 0);
+  }
   h3_module_free(m);
 }
 
