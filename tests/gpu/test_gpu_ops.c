@@ -10,9 +10,9 @@
  *    once on the CPU and once on the backend, each output in a guarded, poisoned device
  *    buffer: guards intact, NaN / Inf positions equal, NMSE within the dtype's limit,
  *    integers equal. An op the backend says it does not support must fail with a message
- *    that says so (not crash, not compute garbage). The coverage table (op x result dtype: compared / unsupported) is printed,
- *    and an op of ops.def that no case reaches fails the test: a new op is covered by
- *    adding one IR line to all_ops.ir, not by editing this file.
+ *    that says so (not crash, not compute garbage). The coverage table (op x result dtype:
+ *    compared / unsupported) is printed, and an op of ops.def that no case reaches fails the
+ *    test: a new op is covered by adding one IR line to all_ops.ir, not by editing this file.
  * 2. Hand-made shapes the tiny models do not reach: cuBLASLt linears (bias epilogue, f32
  *    output), the fp32 GEMM (bitwise equal to the CPU), the skinny linear of 1 to 16 rows
  *    (H3_LINEAR_FORM=skinny: K splits, bias, f32 output) and its streaming form of one row
@@ -672,7 +672,8 @@ static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool b
 
 /* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
 /* The cases in the default form and with variable `var` = `value` (an opt-in form) */
-static void check_default_and(h3_backend *b, const hand_case *cases, int n, const char *var, const char *value) {
+static void check_default_and(h3_backend *b, const hand_case *cases, int n, const char *var,
+                              const char *value) {
   const char *const vars[1] = {var};
   const char *const forms[2][2] = {{NULL, NULL}, {value, NULL}};
   check_forms(b, cases, n, vars, 1, forms, 2);
