@@ -3,8 +3,9 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-06, session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85
-#   (the moe's cluster combine, opt-in until it has run; the rotated tuning), then 84 (issue
-#   19's batch-1 rounds on an H200), then 80 / 82.
+#   (the opt-in cluster forms of moe's combine, the router and index_topk: their first GPU run
+#   and the step A/B), 86 (the rotated tuning), then 84 (issue 19's batch-1 rounds on an
+#   H200), then 80 / 82.
 #   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
 #   run) and one kernel cache folder for every build of an A/B.
 # Before (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
@@ -405,27 +406,33 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-85) { # three things on build-gpu/s39 (49411c7: h3c h3exec test_gpu_ops gpu_compile_check, plans/
-   # m31_small_p2048_n80.plan compiled by its h3c) and build-gpu/s37 (df2b013, its plan); carry
-   # both. Predictions on an H100 (H200 lower):
-   # 1. test_gpu_ops: all pass, the one-row moe and router cases through their cluster forms
-   #    included (H3_MOE_COMBINE=cluster, H3_ROUTER_FORM=cluster: their first GPU run);
-   # 2. the batch-1 step, one kernel cache, 2 rounds: the moe's cluster combine -10..-20 us (3
-   #    combine launches a step of ~6 us each, y's round trip), the router's cluster -5..-15 us (3
-   #    launches without the counter's fence and ticket), both together their sum; if they win,
-   #    make them the defaults;
-   # 3. cuBLASLt's tuning with operands rotated past the L2 (s39) against one copy (s37), two
-   #    fresh tunings each (dev/tune_ab.sh): s37's spread over 2.07-2.16 ms (call 83), s39's
-   #    both ~2.06-2.07 (within 5 us of each other). ~8 min
+85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (be5fab5: h3c h3exec test_gpu_ops
+   # gpu_compile_check, plans/m31_small_p2048_n80.plan compiled by its h3c). Carry build-gpu/s39.
+   # Predictions on an H100 (H200 lower):
+   # 1. test_gpu_ops: all pass, the one-row moe, router and index_topk cases through their
+   #    cluster forms included (H3_MOE_COMBINE, H3_ROUTER_FORM, H3_TOPK_FORM = cluster: their
+   #    first GPU run);
+   # 2. the batch-1 step, one kernel cache, 2 rounds (2.065 ms in call 83 on this build's
+   #    attention): the moe's cluster combine -10..-20 us (3 combine launches of ~6 us, y's round
+   #    trip), the router's -5..-15 us (3 launches without the counter's fence and ticket, its
+   #    last block's reads), index_topk's -0..-30 us (on the side stream: what of its ~20 us x 3
+   #    the branch's join waits for; 8 blocks instead of 129), all three about their sum. Each
+   #    that wins becomes the default (and its old form's code goes); ~7 min
    echo "== test_gpu_ops (s39)"; timeout 200 build-gpu/s39/bin/test_gpu_ops models 2>&1 | grep -E "FAIL|passed"
    echo "== batch-1 step by form, one kernel cache"
    kc=$(mktemp -d); cp -r build-gpu/s39/kcache/. "$kc/"
+   all="H3_MOE_COMBINE=cluster H3_ROUTER_FORM=cluster H3_TOPK_FORM=cluster"
    for r in 1 2; do
-     for v in "" "H3_MOE_COMBINE=cluster" "H3_ROUTER_FORM=cluster" "H3_MOE_COMBINE=cluster H3_ROUTER_FORM=cluster"; do
+     for v in "" "H3_MOE_COMBINE=cluster" "H3_ROUTER_FORM=cluster" "H3_TOPK_FORM=cluster" "$all"; do
        env $v dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#${v:-default}: #"
      done
    done
-   echo "== tuning: one copy (s37) / rotated (s39)"; dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s39
+   } > "$log" 2>&1 ;;
+86) { # cuBLASLt's tuning with operands rotated past the L2 (build-gpu/s39) against one copy
+   # (build-gpu/s37: df2b013, its plans/m31_small_p2048_n80.plan), two fresh tunings each
+   # (dev/tune_ab.sh). Carry both. Predicted (H100): s37's tunings spread over 2.07-2.16 ms (call
+   # 83), s39's both ~2.06-2.07, within 5 us of each other; ~2.5 min
+   dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s39
    } > "$log" 2>&1 ;;
 84) { # issue 19's batch-1 rounds at 128 experts against their floor on an H200 (call 76 on an
    # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). Carry build-gpu/s36.
