@@ -254,12 +254,16 @@ h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[
     return H3_ERR;
   }
   for (int i = 0; i < 3; i++)
-    if (grid[i] < 1 || grid[i] > 2147483647 || block[i] < 1 || block[i] > 1024 || cluster < 1 ||
-        cluster > 8 || grid[0] % cluster) {
+    if (grid[i] < 1 || grid[i] > 2147483647 || block[i] < 1 || block[i] > 1024) {
       h3_diag_error(d, no_span, "recompile the plan with h3c",
                     "cuda: kernel %s has an invalid launch shape", k->name);
       return H3_ERR;
     }
+  if (cluster < 1 || cluster > 8 || grid[0] % cluster) { /* the launcher's own shape: a bug */
+    h3_diag_error(d, no_span, NULL, "cuda: kernel %s: clusters of %d blocks over a grid of %lld (1 to 8 "
+                  "blocks, dividing the grid)", k->name, cluster, (long long)grid[0]);
+    return H3_ERR;
+  }
   cu_note_queued(NULL, k->name);
   s->launches++;
   if (s->launches == s->fault_launch) {
