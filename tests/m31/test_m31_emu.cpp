@@ -763,5 +763,9 @@ int main(void) {
   test_index_topk({1, 4, 128, 128, 128, 40, 16, {5000}, false, false, 7, true});
   test_index_topk({3, 6, 200, 16, 32, 6, 4, {95, 20, 61}, true, false, 2, false});
   test_index_topk({3, 2, 10, 8, 8, 6, 3, {47, 7, 30}, true, false, 3, false});
+  /* one row through the cluster form too: 6 heads (8 vectors a key), index dim 200, a table
+     per row ([1, NP]); index dim 10 (element loads), ties */
+  test_index_topk({1, 6, 200, 16, 32, 6, 4, {95}, true, false, 2, false});
+  test_index_topk({1, 2, 10, 8, 8, 6, 3, {47}, false, false, 3, true});
   return check_summary("m31_emu");
 }

@@ -426,6 +426,7 @@ int main(void) {
   test_router(3, 60, 8, 3);      /* element loads: H not a multiple of 8 */
   test_router(2, 520, 12, 3);    /* 2 expert blocks, one partial */
   test_router(7, 256, 32, 16);   /* the most experts per row of the one-launch form */
+  test_router(1, 6144, 128, 4);  /* the full model's 128 experts: many task passes (cluster form) */
   /* 4 experts per warp (T > 64): */
   test_router(200, 2048, 32, 4); /* 12 rows per block, a partial last group, no route */
   test_router(70, 520, 40, 4);   /* 2 expert blocks, one partial; partial segments */
