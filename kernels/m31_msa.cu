@@ -45,10 +45,10 @@
 //     after it) and the row's last block selects as H3_TOPK_NAME does, by ranks counted in
 //     shared memory (a row of at most topk blocks: block (t, 0) writes them at once, no block
 //     scores or takes a ticket). Dynamic shared memory: max(8 D, Hi NB) floats.
-//   H3_TOPK_CLUSTER_NAME (iq, ikc, pos, pt, Hi, D, page, block, NB, topk) -> sel of one row (T =
-//     1; with H3_TOPK_SCORE_NAME's helpers): the same scores and selection in one cluster of C <= 8
-//     blocks, grid (C), H3M_TOPK_DEC_THREADS threads, the scores kept in the blocks' shared
-//     memory (no score scratch, no counter; details below).
+//   H3_TOPK_CLUSTER_NAME (iq, ikc, pos, pt, Hi, D, page, block, NB, topk, pt_per, NP) -> sel
+//     (with H3_TOPK_SCORE_NAME's helpers): the same scores and selection, each row in one cluster
+//     of C <= 8 blocks, grid (C, T), H3M_TOPK_DEC_THREADS threads, the scores kept in the blocks'
+//     shared memory (no score scratch, no counter; details below).
 //   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
@@ -902,22 +902,22 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE
 }
 
 #ifdef H3_TOPK_CLUSTER_NAME
-// One row's scores and selection in one cluster (H3_TOPK_CLUSTER_NAME).
+// Row t's scores and selection in one cluster (H3_TOPK_CLUSTER_NAME); out: the row's [Hi, topk].
 template <int HP>
 __device__ __forceinline__ void h3m_topk_cluster(const Q_T *iq, const K_T *ik, const IX_T *pos,
-                                                 const IX_T *pt, IX_T *out, float *sm, int Hi, int D,
-                                                 int page, int block, int NB, int topk) {
+                                                 const IX_T *pt, long long t, IX_T *out, float *sm, int Hi,
+                                                 int D, int page, int block, int NB, int topk) {
   __shared__ int pick[8][H3M_MAX_TOPK];
   const int tid = threadIdx.x, C = (int)gridDim.x;
   const unsigned rank = h3_cluster_rank();
-  const long long cur = h3m_page_of((long long)pos[0], block); // the row's current block
+  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
   if (cur < topk) { // at most topk blocks: all of them (the same in every block: no barrier)
     for (int i = tid; rank == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
       out[i] = (IX_T)(i % topk <= cur ? i % topk : -1);
     return;
   }
   float *mine = sm + D * HP, *all = mine + Hi * NB; // this block's scores [Hi][NB]; rank 0: [Hi][nb]
-  h3m_topk_score<HP>(iq, ik, pt, 0, cur, rank, C, sm, mine, Hi, D, page, block, NB);
+  h3m_topk_score<HP>(iq, ik, pt, t, cur, rank, C, sm, mine, Hi, D, page, block, NB);
   h3_cluster_sync(); // every block's scores in its shared memory
   const int nb = (int)cur + 1;
   for (int i = tid; rank == 0 && i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
@@ -928,19 +928,22 @@ __device__ __forceinline__ void h3m_topk_cluster(const Q_T *iq, const K_T *ik, c
   if (rank == 0) h3m_topk_pick(all, pick, Hi, nb, topk, out);
 }
 
-// H3_TOPK_SCORE_NAME for one row (T = 1) in one cluster of C = gridDim.x blocks (launched as a
-// cluster, C <= 8; under host emulation C = 1): block of rank s scores the key blocks b = s, s +
-// C, ... below the row's current block (the same bits), keeping them in its shared memory; after
-// a cluster barrier rank 0 reads the row's scores where they were left and selects as that
-// kernel's last block does (no score scratch, no counter). Dynamic shared memory: 8 D + 2 Hi NB
-// floats (the vectors, this block's scores, rank 0's copy of the row's).
+// H3_TOPK_SCORE_NAME with each row in one cluster: grid (C, T), C <= 8 blocks of a row along x
+// (launched as clusters; under host emulation C = 1), row t = blockIdx.y: block of rank s scores
+// the key blocks b = s, s + C, ... below the row's current block (the same bits), keeping them in
+// its shared memory; after a cluster barrier rank 0 reads the row's scores where they were left
+// and selects as that kernel's last block does (no score scratch, no counter). Dynamic shared
+// memory: 8 D + 2 Hi NB floats (the vectors, this block's scores, rank 0's copy of the row's).
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_CLUSTER_NAME(
     const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
     const IX_T *__restrict__ pt, IX_T *__restrict__ out, int Hi, int D, int page, int block, int NB,
-    int topk) {
+    int topk, int pt_per, long long NP) {
   H3_DYN_SMEM(float, sm);
-  if (Hi <= 4) h3m_topk_cluster<4>(iq, ik, pos, pt, out, sm, Hi, D, page, block, NB, topk);
-  else h3m_topk_cluster<8>(iq, ik, pos, pt, out, sm, Hi, D, page, block, NB, topk);
+  const long long t = blockIdx.y;
+  pt += (pt_per > 0 ? t / pt_per : 0) * NP; // this row's page table
+  out += t * Hi * topk;
+  if (Hi <= 4) h3m_topk_cluster<4>(iq, ik, pos, pt, t, out, sm, Hi, D, page, block, NB, topk);
+  else h3m_topk_cluster<8>(iq, ik, pos, pt, t, out, sm, Hi, D, page, block, NB, topk);
 }
 #endif
 #endif

@@ -208,10 +208,11 @@ static size_t topk_cluster_smem(int D, int Hi, int NB) {
   return ((size_t)8 * (size_t)D + (size_t)2 * (size_t)Hi * (size_t)NB) * 4;
 }
 
-/* Whether one row's index_topk runs in one cluster of up to TOPK_CLUSTER blocks
- * (H3_TOPK_FORM=cluster; the same selection) instead of the decode kernel's blocks over the
- * row's key blocks with a score scratch and a counter (the default until the cluster form has
- * run on a GPU; read at every run of the op). */
+/* Whether index_topk's decode form (rows of a table each, or too few rows for the rows form)
+ * runs each row in one cluster of up to TOPK_CLUSTER blocks (H3_TOPK_FORM=cluster; the same
+ * selection) instead of the decode kernel's blocks over the row's key blocks with a score
+ * scratch and a counter (the default until the cluster form has run on a GPU; read at every run
+ * of the op). */
 static bool topk_cluster_form(void) {
   return cu_env_form("H3_TOPK_FORM", (const char *const[]){"cluster", "blocks", NULL}) == 0;
 }
@@ -262,7 +263,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   const h3_type *ptt = &in[3].type;
   int pt_per = cu_m31_pt_per(ptt, T);
   long long NP = ptt->dims[ptt->rank - 1];
-  bool rows = topk_rows_form(T, Hi, pt_per), clus = T == 1 && topk_cluster_form();
+  bool rows = topk_rows_form(T, Hi, pt_per), clus = !rows && topk_cluster_form();
   const int kx = rows ? 1 : clus ? 3 : 0;
   const size_t smem = rows ? topk_rows_smem(D) : clus ? topk_cluster_smem(D, Hi, NB) : topk_dec_smem(D, Hi, NB);
   if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 4, names, kn, d) != H3_OK ||
@@ -272,10 +273,10 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
   const void *iq = in[0].data, *ik = in[1].data, *pos = in[2].data, *pt = in[3].data;
   void *o = out[0].data, *score = scratch;
-  if (clus) { /* one row in one cluster of up to 8 blocks: no scratch, no counter */
+  if (clus) { /* each row in one cluster of up to 8 blocks: no scratch, no counter */
     int C = NB < TOPK_CLUSTER ? NB : TOPK_CLUSTER;
-    void *args[] = {&iq, &ik, &pos, &pt, &o, &Hi, &D, &page, &block, &NB, &topk};
-    int64_t grid[3] = {C, 1, 1}, blk[3] = {TOPK_DEC_THREADS, 1, 1};
+    void *args[] = {&iq, &ik, &pos, &pt, &o, &Hi, &D, &page, &block, &NB, &topk, &pt_per, &NP};
+    int64_t grid[3] = {C, T, 1}, blk[3] = {TOPK_DEC_THREADS, 1, 1};
     return cu_launch_cluster(s, kn[3], grid, blk, (int64_t)smem, C, args, d);
   }
   if (!rows) { /* scores and selection in one launch */

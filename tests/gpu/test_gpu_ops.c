@@ -454,25 +454,29 @@ static const h3_op *router_op(hand *h, const char *p, int64_t T, int64_t H, int6
   return op_of(h, H3_OP_ROUTER_TOPK, 3, v, 2, at);
 }
 
-/* index_topk(iq[1, Hi, 128] bf16, ik[P, 128, 128] bf16, pos[1] i32, pt[NP] i32) {block 128,
- * topk 16}: one decode row, on new inputs named p + "q", "k", "pos", "pt" */
-static const h3_op *topk_row_op(hand *h, const char *p, int64_t Hi, int64_t P, int64_t NP) {
+/* index_topk(iq[T, Hi, 128] bf16, ik[P, 128, 128] bf16, pos[T] i32, pt[NP] or [T, NP] i32)
+ * {block 128, topk 16}: T decode rows (a table each when T > 1), on new inputs named p + "q",
+ * "k", "pos", "pt" */
+static const h3_op *topk_row_op(hand *h, const char *p, int64_t T, int64_t Hi, int64_t P, int64_t NP) {
   static const char *const names[4] = {"q", "k", "pos", "pt"};
   static const h3_dtype dt[4] = {H3_BF16, H3_BF16, H3_I32, H3_I32};
-  static const int rank[4] = {3, 3, 1, 1};
-  const int64_t dims[4][3] = {{1, Hi, 128}, {P, 128, 128}, {1}, {NP}};
+  const int rank[4] = {3, 3, 1, T > 1 ? 2 : 1};
+  const int64_t dims[4][3] = {{T, Hi, 128}, {P, 128, 128}, {T}, {T > 1 ? T : NP, NP}};
   h3_value *v[4];
   inputs_of(h, p, 4, names, dt, rank, dims, v);
   h3_attr at[2] = {h3_attr_int(h->m, "block", 128), h3_attr_int(h->m, "topk", 16)};
   return op_of(h, H3_OP_INDEX_TOPK, 4, v, 2, at);
 }
 
-/* topk_row_op's position (the last of its table: NP 128-key blocks, the current one full but
- * one key) and table (entry i: page (7 i + 3) % P, P not a multiple of 7) */
+/* topk_row_op's positions (row t: 300 t keys before the last of its table, whose NP 128-key
+ * blocks end with the current one full but one key) and tables (entry i of all rows': page (7 i
+ * + 3) % P, P not a multiple of 7) */
 static void topk_row_prep(const h3_op *op, void **in) {
-  const int64_t NP = op->operands[3]->type.dims[0], P = op->operands[1]->type.dims[0];
-  ((int32_t *)in[2])[0] = (int32_t)(NP * 128 - 2);
-  for (int64_t i = 0; i < NP; i++) ((int32_t *)in[3])[i] = (int32_t)((7 * i + 3) % P);
+  const h3_type *pt = &op->operands[3]->type;
+  const int64_t T = op->operands[2]->type.dims[0], NP = pt->dims[pt->rank - 1];
+  const int64_t P = op->operands[1]->type.dims[0];
+  for (int64_t t = 0; t < T; t++) ((int32_t *)in[2])[t] = (int32_t)(NP * 128 - 2 - 300 * t);
+  for (int64_t i = 0; i < h3_type_numel(pt); i++) ((int32_t *)in[3])[i] = (int32_t)((7 * i + 3) % P);
 }
 
 /* router_topk's weights scaled by 1 / sqrt(H): logits of about unit size, as a trained router's
@@ -1009,11 +1013,13 @@ static void check_hand(h3_backend *b, bool all_attention) {
   const hand_case router_row[2] = {
       {"router_topk one row H 6144 E 32 k 4", router_op(&h, "r1", 1, 6144, 32, 4), -1, router_weights},
       {"router_topk one row H 1100 E 12 k 3", router_op(&h, "r2", 1, 1100, 12, 3), -1, router_weights}};
-  /* one decode row's index_topk: 40 blocks (16 selected; 5 per block of a cluster of 8) and 3
-     (every block selected, no score computed), through both forms */
-  const hand_case topk_row[2] = {
-      {"index_topk one row 40 blocks Hi 4", topk_row_op(&h, "t1", 4, 45, 40), -1, topk_row_prep},
-      {"index_topk one row 3 blocks Hi 4", topk_row_op(&h, "t2", 4, 5, 3), -1, topk_row_prep}};
+  /* decode rows' index_topk: one row of 40 blocks (16 selected; 5 per block of a cluster of 8)
+     and of 3 (every block selected, no score computed), 5 rows of their own tables (40 down to
+     31 blocks), through both forms */
+  const hand_case topk_row[3] = {
+      {"index_topk one row 40 blocks Hi 4", topk_row_op(&h, "t1", 1, 4, 45, 40), -1, topk_row_prep},
+      {"index_topk one row 3 blocks Hi 4", topk_row_op(&h, "t2", 1, 4, 5, 3), -1, topk_row_prep},
+      {"index_topk 5 rows of a table each Hi 4", topk_row_op(&h, "t3", 5, 4, 211, 40), -1, topk_row_prep}};
   const hand_case moe_row[2] = {
       {"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL},
       {"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5, NULL}};
@@ -1094,7 +1100,7 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_markov_forms(b, markov, 2);
   check_default_and(b, moe_row, 2, "H3_MOE_COMBINE", "cluster");  /* combine kernel, clusters */
   check_default_and(b, router_row, 2, "H3_ROUTER_FORM", "cluster"); /* one-launch form, a cluster */
-  check_default_and(b, topk_row, 2, "H3_TOPK_FORM", "cluster");     /* decode blocks, a cluster */
+  check_default_and(b, topk_row, 3, "H3_TOPK_FORM", "cluster");     /* decode blocks, clusters */
   check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);

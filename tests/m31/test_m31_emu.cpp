@@ -644,10 +644,11 @@ static void test_index_topk(const topk_case &c) {
   int64_t bad = topk_score_diff(c, in[0], in[1], in[3], score, NB);
   CHECK(bad == 0, "%s: %lld scores not the reference's bits", what, (long long)bad);
   compare(what, out, want[0], 0);
-  if (T == 1 && !c.rows) { /* one row's cluster form (H3_TOPK_FORM=cluster), a cluster of one block */
+  if (!c.rows) { /* the cluster form (H3_TOPK_FORM=cluster): each row a cluster of one block */
     buf oc = make(op->results[0]->type);
-    emu_launch3(1, 1, 1, H3M_TOPK_DEC_THREADS, [&] {
-      att11::att11_topk_cluster(iq, ik, pos, pt, (int *)oc.p(), iHi, iD, ipage, iblock, NB, itopk);
+    emu_launch3(1, T, 1, H3M_TOPK_DEC_THREADS, [&] {
+      att11::att11_topk_cluster(iq, ik, pos, pt, (int *)oc.p(), iHi, iD, ipage, iblock, NB, itopk, pt_per,
+                                NPP);
     });
     compare((std::string(what) + " (cluster form)").c_str(), oc, want[0], 0);
   }
@@ -763,8 +764,8 @@ int main(void) {
   test_index_topk({1, 4, 128, 128, 128, 40, 16, {5000}, false, false, 7, true});
   test_index_topk({3, 6, 200, 16, 32, 6, 4, {95, 20, 61}, true, false, 2, false});
   test_index_topk({3, 2, 10, 8, 8, 6, 3, {47, 7, 30}, true, false, 3, false});
-  /* one row through the cluster form too: 6 heads (8 vectors a key), index dim 200, a table
-     per row ([1, NP]); index dim 10 (element loads), ties */
+  /* one row: 6 heads (8 vectors a key), index dim 200, a table per row ([1, NP]); index dim 10
+     (element loads), ties */
   test_index_topk({1, 6, 200, 16, 32, 6, 4, {95}, true, false, 2, false});
   test_index_topk({1, 2, 10, 8, 8, 6, 3, {47}, false, false, 3, true});
   return check_summary("m31_emu");
