@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# m31_step_calls.sh: the batch-1 decode step's device time (median over the step graph's calls,
-# CUDA graphs on, --profile) of several builds, alternating, one h3exec run each (lab; the short
-# form of bench/m31_decode.sh's step 3, ~20 s a run instead of ~130 s for the whole script).
-#   dev/m31_step_calls.sh ROUNDS DIR[:KCACHE] ...   (DIR: bin/h3exec, plans/m31_small_p2048_n80.plan)
+# m31_step_calls.sh: the decode step's device time (median over the step graph's calls, CUDA
+# graphs on, --profile) of several builds, alternating, one h3exec run each (lab; the short form
+# of bench/m31_decode.sh's step 3, ~25 s a run instead of ~130 s for the whole script).
+#   dev/m31_step_calls.sh ROUNDS DIR[:KCACHE] ...
+# DIR: bin/h3exec and the plan. Batch 1 by default (plans/m31_small_p2048_n80.plan, graph decode);
+# M31_STEP_BATCH=1 for 64 sequences (plans/m31_small_b64_p2048_n24.plan, program generate_batch,
+# graph decode_batch). Give every build of an A/B one KCACHE: each kernel cache folder holds its
+# own cuBLASLt tuning, which alone moved the batch-1 step by up to 0.1 ms (2026-12-06).
 set -uo pipefail
 R=$1
 shift
+plan=m31_small_p2048_n80.plan graph=decode prog=()
+if [ "${M31_STEP_BATCH:-0}" = 1 ]; then
+  plan=m31_small_b64_p2048_n24.plan graph=decode_batch prog=(--graph generate_batch)
+fi
 t=$(mktemp -d)
 for r in $(seq 1 "$R"); do
   for spec in "$@"; do
     d=${spec%%:*} kc=${spec#*:}
     [ "$kc" = "$spec" ] && kc=$d/kcache
-    H3_KERNEL_CACHE_DIR=$(cd "$kc" && pwd) timeout 90 "$d/bin/h3exec" "$d/plans/m31_small_p2048_n80.plan" \
+    H3_KERNEL_CACHE_DIR=$(cd "$kc" && pwd) timeout 120 "$d/bin/h3exec" "$d/plans/$plan" "${prog[@]}" \
       --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 --profile "$t/p.json" > "$t/out.txt" 2>&1
     python3 -c 'import json, statistics, sys
-ev = [e["dur"] / 1000 for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "control" and e["name"] == "decode"]
-print(f"{sys.argv[2]} round {sys.argv[3]}: decode {statistics.median(ev):.4f} ms ({len(ev)} calls)" if ev else sys.argv[2] + ": no decode calls")' \
-      "$t/p.json" "$d" "$r" 2>/dev/null || { echo "$d: failed"; tail -3 "$t/out.txt"; }
+ev = [e["dur"] / 1000 for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "control" and e["name"] == sys.argv[4]]
+print(f"{sys.argv[2]} round {sys.argv[3]}: {sys.argv[4]} {statistics.median(ev):.4f} ms ({len(ev)} calls)" if ev else sys.argv[2] + ": no step calls")' \
+      "$t/p.json" "$d" "$r" "$graph" 2>/dev/null || { echo "$d: failed"; tail -3 "$t/out.txt"; }
     grep -E "^ +[0-9]+ [0-9]+ [0-9]+ " "$t/out.txt" | head -1 | cut -c1-80 | sed "s#^#$d tokens: #"
   done
 done
