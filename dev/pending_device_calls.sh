@@ -406,8 +406,9 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (be5fab5: h3c h3exec test_gpu_ops
-   # gpu_compile_check, plans/m31_small_p2048_n80.plan compiled by its h3c). Carry build-gpu/s39.
+85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (e37d970: h3c h3exec test_gpu_ops
+   # gpu_compile_check, plans/m31_small_p2048_n80.plan and _b64_p2048_n24.plan compiled by its
+   # h3c). Carry build-gpu/s39.
    # Predictions on an H100 (H200 lower):
    # 1. test_gpu_ops: all pass, the one-row moe, router and index_topk cases through their
    #    cluster forms included (H3_MOE_COMBINE, H3_ROUTER_FORM, H3_TOPK_FORM = cluster: their
@@ -430,9 +431,19 @@ case $CALL in
    } > "$log" 2>&1 ;;
 86) { # cuBLASLt's tuning with operands rotated past the L2 (build-gpu/s39) against one copy
    # (build-gpu/s37: df2b013, its plans/m31_small_p2048_n80.plan), two fresh tunings each
-   # (dev/tune_ab.sh). Carry both. Predicted (H100): s37's tunings spread over 2.07-2.16 ms (call
-   # 83), s39's both ~2.06-2.07, within 5 us of each other; ~2.5 min
+   # (dev/tune_ab.sh); then the 64-sequence step with index_topk's cluster form (every row a
+   # cluster of 8 blocks, no counter) against its decode blocks (16 a row). Carry both.
+   # Predicted (H100): s37's tunings spread over 2.07-2.16 ms (call 83), s39's both ~2.06-2.07,
+   # within 5 us of each other; the 64-sequence step (~4.2 ms) -15..-30 us with the cluster
+   # form (index_topk ~35 us a layer there, a latency chain); ~5 min
    dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s39
+   echo "== 64 sequences: index_topk's decode blocks / clusters, one kernel cache"
+   kc=$(mktemp -d); cp -r build-gpu/s39/kcache/. "$kc/"
+   for r in 1 2; do
+     for v in "" "H3_TOPK_FORM=cluster"; do
+       env $v M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#${v:-default}: #"
+     done
+   done
    } > "$log" 2>&1 ;;
 84) { # issue 19's batch-1 rounds at 128 experts against their floor on an H200 (call 76 on an
    # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). Carry build-gpu/s36.
