@@ -11,13 +11,14 @@
  * shapes (candidate_pool), runs them on scratch operands of random normal values in rounds
  * (one warm-up round, then CU_TUNE_REPS timed rounds, each running every candidate once, CUDA
  * events; a candidate's median counts). The runs rotate through copies of the operands
- * (rotation: CU_TUNE_COLD_L2 times the L2 in all), so that each run reads them from memory,
- * as a decode step reads its weights: timed on one copy, a weight that fits the L2 (the
- * decode's 38-113 MB ones nearly do) was read from it by every run but the first, and the
- * picks, made on the L2's rate, varied from one tuning to the next by up to 0.1 ms of a
- * 2.1 ms batch-1 step of M3.1 small (H100, 2026-12-06). Those short runs keep the card at its highest clock,
- * and a kernel that is fastest there need not be under sustained load, where the card's power
- * limit sets the clock by how much power each kernel draws (H3's fc2: the fastest short-run
+ * (rotation: CU_TUNE_COLD_L2 times the L2 in all; fewer where memory is short), so that each
+ * run reads them from memory as a decode step reads its weights: timed on one copy, a weight
+ * that fits the L2 (the decode's 38-113 MB ones nearly do) was read from it by every run but
+ * the first, and the picks, made on the L2's rate, varied from one tuning to the next by up to
+ * 0.1 ms of a 2.1 ms batch-1 step of M3.1 small (H100, 2026-12-06). Those short runs keep the
+ * card at its highest clock, and a kernel that is fastest there need not be under sustained
+ * load, where the card's power limit sets the clock by how much power each kernel draws (H3's
+ * fc2: the fastest short-run
  * candidate took 7.05 ms alone and 7.3-7.5 ms in a sustained benchmark, against 7.12 ms for
  * PyTorch's cuBLAS kernel). So for a GEMM whose best median is at least CU_TUNE_HOLD_MIN_MS,
  * each candidate within CU_TUNE_HOLD_SLACK of the best is then held: run back to back for
@@ -324,12 +325,17 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   void *a[CU_TUNE_COPIES] = {NULL}, *b[CU_TUNE_COPIES] = {NULL}, *c = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
   h3_status st = H3_OK;
-  const int nrot = rotation(p->a_bytes + p->b_bytes);
+  int nrot = 0; /* the copies made: rotation's, or as many as fit (at least one) */
   bool room = cudaMalloc(&c, p->c_bytes) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
               cudaEventCreate(&e1) == cudaSuccess;
-  for (int k = 0; room && k < nrot; k++)
-    room = cudaMalloc(&a[k], p->a_bytes) == cudaSuccess && cudaMalloc(&b[k], p->b_bytes) == cudaSuccess;
-  if (!room) {
+  for (const int want = rotation(p->a_bytes + p->b_bytes); room && nrot < want; nrot++)
+    if (cudaMalloc(&a[nrot], p->a_bytes) != cudaSuccess || cudaMalloc(&b[nrot], p->b_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      cudaFree(a[nrot]), cudaFree(b[nrot]);
+      a[nrot] = b[nrot] = NULL;
+      break;
+    }
+  if (!room || nrot == 0) {
     cudaGetLastError(); /* no room to time: the heuristic's pick stays */
     goto done;
   }
