@@ -76,6 +76,19 @@ __device__ __forceinline__ float h3m_warp_sum(float v) {
   return v;
 }
 
+// The next slot of a row's k experts (ids, k <= 16) in the combine's order: the slot of the
+// lowest expert id above `last` (its first slot among equal ids), -1 when none is left; *e
+// becomes its id. Every id is taken once, ascending; a negative id never is.
+__device__ __forceinline__ int h3m_next_slot(const I_T *ids, int k, int last, int *e) {
+  int bi = -1, be = 0;
+  for (int s = 0; s < k; s++) {
+    const int es = (int)ids[s];
+    if (es > last && (bi < 0 || es < be)) bi = s, be = es;
+  }
+  *e = be;
+  return bi;
+}
+
 // row[i .. i + 7] widened, zeros from index n on
 template <typename T>
 __device__ __forceinline__ void h3m_ld8z(const T *row, long long i, long long n, float *f) {
@@ -222,6 +235,23 @@ __device__ __forceinline__ void h3m_rf_ldw(const W_T *w, int e, bool live, long 
   for (int q = 0; q < 8; q++) f[q] = 0.0f;
 }
 
+// A K segment of a row of h in shared memory (f32, H3M_RF_SEG floats at seg), each 256-element
+// chunk permuted so that lane j reads its 8 elements as two 16-byte words at 4 j and 128 + 4 j
+// (no bank conflicts): h3m_rf_put8 stores elements k0 + 8 m .. + 7 of row (zeros from H on,
+// m < 128), h3m_rf_get8 reads lane's 8 of chunk c.
+__device__ __forceinline__ void h3m_rf_put8(float *seg, const H_T *row, long long k0, int m, long long H) {
+  float x[8];
+  h3m_ld8z(row, k0 + 8 * m, H, x);
+  float *d = seg + (m >> 5) * 256 + (m & 31) * 4;
+  h3m_sts4(d, x);
+  h3m_sts4(d + 128, x + 4);
+}
+__device__ __forceinline__ void h3m_rf_get8(const float *seg, int c, int lane, float *x) {
+  const float *hc = seg + c * 256 + lane * 4;
+  h3m_lds4(hc, x);
+  h3m_lds4(hc + 128, x + 4);
+}
+
 // The warp's tile of the block's rows r < nr and experts e0 + e, e < ne <= EPW, over K segment
 // k0 (nc chunks of 256): acc[r * H3M_RF_EPW + e] (the caller zeroed acc; entries of dead
 // experts stay zeros, of dead rows untouched).
@@ -240,14 +270,8 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 #pragma unroll
     for (int e = 0; e < EPW; e++)
       h3m_rf_ldw(w, e0 + e, e < ne && cc < nc, k0 + 256 * cc + 8 * lane, H, wv[cc][e]);
-  for (int it = threadIdx.x; it < nr * 128; it += H3M_RF_THREADS) { // 8 elements each
-    const int r = it >> 7, m = it & 127;
-    float x[8];
-    h3m_ld8z(h + (t0 + r) * H, k0 + 8 * m, H, x);
-    float *d = hs + r * H3M_RF_SEG + (m >> 5) * 256 + (m & 31) * 4;
-    h3m_sts4(d, x);
-    h3m_sts4(d + 128, x + 4);
-  }
+  for (int it = threadIdx.x; it < nr * 128; it += H3M_RF_THREADS) // 8 elements each
+    h3m_rf_put8(hs + (it >> 7) * H3M_RF_SEG, h + (t0 + (it >> 7)) * H, k0, it & 127, H);
   __syncthreads();
   for (int c0 = 0; c0 < nc; c0 += CH) {
     if (c0 > 0)
@@ -259,13 +283,11 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 #pragma unroll
     for (int cc = 0; cc < CH; cc++) {
       if (c0 + cc >= nc) break;
-      const float *hc = hs + (c0 + cc) * 256 + lane * 4;
 #pragma unroll
       for (int r = 0; r < H3M_RF_ROWS; r++) {
         if (r >= nr) break;
         float x[8];
-        h3m_lds4(hc + r * H3M_RF_SEG, x);
-        h3m_lds4(hc + r * H3M_RF_SEG + 128, x + 4);
+        h3m_rf_get8(hs + r * H3M_RF_SEG, c0 + cc, lane, x);
 #pragma unroll
         for (int e = 0; e < EPW; e++) // e >= ne: zeros, never stored
 #pragma unroll
@@ -277,9 +299,8 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 }
 
 // The header's H3_ROUTER_FUSED_NAME. A lane's tile: acc[r][e] for the block's rows r < nr and
-// the warp's experts e < ne; the block's rows of the segment sit in shared memory as fp32, each
-// 256-element chunk permuted so that lane j reads its 8 elements as two 16-byte words at 16 j
-// and 512 + 16 j (no bank conflicts); the last block reuses that memory for the scores.
+// the warp's experts e < ne; the block's rows of the segment sit in shared memory in
+// h3m_rf_put8's layout; the last block reuses that memory for the scores.
 extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     float *__restrict__ part, unsigned *__restrict__ cnt, I_T *__restrict__ ids, O_T *__restrict__ wts,
@@ -337,12 +358,10 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_
 // task i = (e, g) = (i / S, i % S) of the S E (expert, K segment) pairs, S = ceil(H /
 // H3M_RF_SEG), belongs to warp i % (8 C) of the cluster: warp i % 8 of the block of rank (i %
 // (8 C)) / 8; its lane sums and butterfly are the fused form's, so the logits are bitwise the
-// same. Each block stages all of h in shared memory (f32,
-// S H3M_RF_SEG floats, each 256-element chunk permuted as the fused form's: lane j's 8 elements
-// at 4 j and 128 + 4 j) and keeps its tasks' sums at sums[i]; after a cluster barrier rank 0
-// adds each expert's S sums in segment order (reading them where their warps left them), takes
-// sigmoid and selects as the fused form's last block. Dynamic shared memory: S H3M_RF_SEG + S E
-// + 2 E floats.
+// same. Each block stages all of h in shared memory (S segments, h3m_rf_put8's layout) and
+// keeps its tasks' sums at sums[i]; after a cluster barrier rank 0 adds each expert's S sums in
+// segment order (reading them where their warps left them), takes sigmoid and selects as the
+// fused form's last block. Dynamic shared memory: S H3M_RF_SEG + S E + 2 E floats.
 extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 1) H3_ROUTER_CLUSTER_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     I_T *__restrict__ ids, O_T *__restrict__ wts, long long H, int E, int k, float scale) {
@@ -351,15 +370,8 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 1) H3_ROUTER_CLUSTE
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned rank = h3_cluster_rank();
   float *sums = hs + (long long)S * H3M_RF_SEG, *sc = sums + n, *sv = sc + E;
-  for (long long it = threadIdx.x; it < (long long)S * 128; it += H3M_RF_THREADS) { // 8 elements each
-    const long long g = it >> 7;
-    const int m = (int)(it & 127);
-    float x[8];
-    h3m_ld8z(h, g * H3M_RF_SEG + 8 * m, H, x);
-    float *d = hs + g * H3M_RF_SEG + (m >> 5) * 256 + (m & 31) * 4;
-    h3m_sts4(d, x);
-    h3m_sts4(d + 128, x + 4);
-  }
+  for (long long it = threadIdx.x; it < (long long)S * 128; it += H3M_RF_THREADS) // 8 elements each
+    h3m_rf_put8(hs + (it >> 7) * H3M_RF_SEG, h, (it >> 7) * H3M_RF_SEG, (int)(it & 127), H);
   __syncthreads();
   const int step = 8 * C, first = (int)rank * 8 + warp; // this warp's tasks: first, first + step, ...
   for (int b = 0; b < n; b += H3M_RC_TASKS * step) { // the same count in every warp
@@ -382,9 +394,7 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 1) H3_ROUTER_CLUSTE
       for (int c = 0; c < 4; c++) {
         if (c >= nc) break;
         float x[8];
-        const float *hc = hs + (long long)g * H3M_RF_SEG + c * 256 + lane * 4;
-        h3m_lds4(hc, x);
-        h3m_lds4(hc + 128, x + 4);
+        h3m_rf_get8(hs + (long long)g * H3M_RF_SEG, c, lane, x);
 #pragma unroll
         for (int q = 0; q < 8; q++) acc = __fadd_rn(acc, __fmul_rn(x[q], wv[u][c][q]));
       }
@@ -398,7 +408,7 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 1) H3_ROUTER_CLUSTE
       float x = 0.0f;
       for (int g = 0; g < S; g++) {
         const int i = e * S + g;
-        const float v = h3_ld_rank_p(&sums[i], (unsigned)((i % step) / 8));
+        const float v = h3_ld_rank(&sums[i], (unsigned)((i % step) / 8));
         x = g ? __fadd_rn(x, v) : v;
       }
       sc[e] = h3_sigmoid(x);
@@ -792,18 +802,11 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
   h3_cluster_sync();
   if (h3_cluster_rank() == 0 && threadIdx.x < 32) { // output o0 + i: h3m_combine8's sort and sum
     const int i = (int)threadIdx.x;
-    const unsigned ya = h3_smem_addr(&ys[i]);
     float sum = 0.0f;
-    int last = -1;
-    for (int r = 0; r < k; r++) {
-      int bi = -1, be = 0;
-      for (int s = 0; s < k; s++) {
-        const int es = (int)ids[s];
-        if (es > last && (bi < 0 || es < be)) bi = s, be = es;
-      }
+    for (int last = -1, r = 0; r < k; r++) {
+      const int bi = h3m_next_slot(ids, k, last, &last);
       if (bi < 0) break;
-      last = be;
-      sum = __fadd_rn(sum, __fmul_rn((float)h3_ld(wts, bi), h3_ld_rank(ya, (unsigned)bi)));
+      sum = __fadd_rn(sum, __fmul_rn((float)h3_ld(wts, bi), h3_ld_rank(&ys[i], (unsigned)bi)));
     }
     h3_st(out, o0 + i, sum);
   }
@@ -845,10 +848,7 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
       for (int s = 0; s < KM; s++)
         if (ev[s] > last && (bi < 0 || ev[s] < be)) bi = s, be = ev[s];
     } else {
-      for (int s = 0; s < k; s++) {
-        const int e = (int)ids[t * k + s];
-        if (e > last && (bi < 0 || e < be)) bi = s, be = e;
-      }
+      bi = h3m_next_slot(ids + t * k, k, last, &be);
     }
     if (bi < 0) break;
     last = be;

@@ -512,15 +512,16 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
 #ifndef H3_HOST_EMU
   if (clus) { // the cluster's splits: (M, l) of each into red, then o a dim a thread
     h3_cluster_sync();
-    const unsigned sb = h3_smem_addr(blob), rank = h3_cluster_rank();
-    for (int i = me; i < S * 32; i += (int)blockDim.x) red[i] = h3_ld_rank(sb + 4 * (2048 + (i & 31)), S - 1 - (i >> 5));
+    const unsigned rank = h3_cluster_rank();
+    for (int i = me; i < S * 32; i += (int)blockDim.x)
+      red[i] = h3_ld_rank(blob + 2048 + (i & 31), S - 1 - (i >> 5));
     __syncthreads();
     for (int u = (int)(rank * blockDim.x) + me; u < 16 * 128; u += S * (int)blockDim.x) {
       const int h = u >> 7;
       float v = 0.0f, L;
       const float M = h3m_merge(red + h, red + 16 + h, 32, S, &L);
       for (int sp = 0; sp < S; sp++) {
-        const float mp = red[sp * 32 + h], x = h3_ld_rank(sb + 4 * u, S - 1 - sp);
+        const float mp = red[sp * 32 + h], x = h3_ld_rank(blob + u, S - 1 - sp);
         if (mp > -H3M_INF) v = __fadd_rn(v, __fmul_rn(x, h3m_weight(mp, M)));
       }
       h3_st(o, (t * Hq + kvh * 16 + h) * D + (u & 127), L > 0.0f ? __fdiv_rn(v, L) : 0.0f);
@@ -803,8 +804,8 @@ __device__ __forceinline__ void h3m_topk_key(float (&dot)[HP], const float *qs, 
 // every thread of the block: each (head, block)'s rank in the selection order counted there
 // (stopping at k = min(nb, topk)); the k first placed at their ranks (pick), then written
 // ascending into out [Hi][topk], then -1.
-__device__ __forceinline__ void h3m_topk_pick(const float *sm, int (*pick)[H3M_MAX_TOPK], int Hi, int nb,
-                                              int topk, IX_T *out) {
+__device__ __forceinline__ void h3m_topk_pick(const float *sm, int Hi, int nb, int topk, IX_T *out) {
+  __shared__ int pick[8][H3M_MAX_TOPK];
   const int tid = threadIdx.x, k = nb < topk ? nb : topk;
   for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
     const float *sr = sm + i / nb * nb;
@@ -826,6 +827,13 @@ __device__ __forceinline__ void h3m_topk_pick(const float *sm, int (*pick)[H3M_M
     for (int c = 0; c < k; c++) at += pk[c] < pk[r];
     o[at] = (IX_T)pk[r];
   }
+}
+
+// A row of at most topk blocks (cur < topk) takes all of them, whatever their scores: out [Hi][topk]
+// = 0 .. cur, then -1, written by the block that `writes`.
+__device__ __forceinline__ void h3m_topk_all(IX_T *out, long long cur, int Hi, int topk, bool writes) {
+  for (int i = threadIdx.x; writes && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
+    out[i] = (IX_T)(i % topk <= cur ? i % topk : -1);
 }
 
 // Row t's Hi vectors staged in sm [D][HP] (f32, zeros past Hi), then the key blocks b = b0, b0 +
@@ -872,13 +880,11 @@ __device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, co
                                                 const IX_T *pt, float *score, unsigned *cnt, IX_T *out,
                                                 float *sm, int Hi, int D, int page, int block,
                                                 int NB, int topk) {
-  __shared__ int pick[8][H3M_MAX_TOPK];
   const int tid = threadIdx.x, s = blockIdx.y, S = gridDim.y;
   const long long t = blockIdx.x;
   const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
-  if (cur < topk) { // at most topk blocks: all of them, whatever their scores (no ticket taken)
-    for (int i = tid; s == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
-      out[t * Hi * topk + i] = (IX_T)(i % topk <= cur ? i % topk : -1);
+  if (cur < topk) { // no ticket taken
+    h3m_topk_all(out + t * Hi * topk, cur, Hi, topk, s == 0);
     return;
   }
   h3m_topk_score<HP>(iq, ik, pt, t, cur, s, S, sm, score + t * Hi * NB, Hi, D, page, block, NB);
@@ -888,7 +894,7 @@ __device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, co
   for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS)
     sm[i] = i % nb == nb - 1 ? H3M_INF : h3_ldcg(score + (t * Hi + i / nb) * NB + i % nb);
   __syncthreads();
-  h3m_topk_pick(sm, pick, Hi, nb, topk, out + t * Hi * topk);
+  h3m_topk_pick(sm, Hi, nb, topk, out + t * Hi * topk);
 }
 
 extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE_NAME(
@@ -907,13 +913,11 @@ template <int HP>
 __device__ __forceinline__ void h3m_topk_cluster(const Q_T *iq, const K_T *ik, const IX_T *pos,
                                                  const IX_T *pt, long long t, IX_T *out, float *sm, int Hi,
                                                  int D, int page, int block, int NB, int topk) {
-  __shared__ int pick[8][H3M_MAX_TOPK];
   const int tid = threadIdx.x, C = (int)gridDim.x;
   const unsigned rank = h3_cluster_rank();
   const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
-  if (cur < topk) { // at most topk blocks: all of them (the same in every block: no barrier)
-    for (int i = tid; rank == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
-      out[i] = (IX_T)(i % topk <= cur ? i % topk : -1);
+  if (cur < topk) { // the same in every block of the cluster: no barrier
+    h3m_topk_all(out, cur, Hi, topk, rank == 0);
     return;
   }
   float *mine = sm + D * HP, *all = mine + Hi * NB; // this block's scores [Hi][NB]; rank 0: [Hi][nb]
@@ -922,10 +926,10 @@ __device__ __forceinline__ void h3m_topk_cluster(const Q_T *iq, const K_T *ik, c
   const int nb = (int)cur + 1;
   for (int i = tid; rank == 0 && i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
     const int b = i % nb;
-    all[i] = b == nb - 1 ? H3M_INF : h3_ld_rank_p(&mine[i / nb * NB + b], (unsigned)(b % C));
+    all[i] = b == nb - 1 ? H3M_INF : h3_ld_rank(&mine[i / nb * NB + b], (unsigned)(b % C));
   }
   h3_cluster_sync(); // rank 0 has read the others' scores: they may leave
-  if (rank == 0) h3m_topk_pick(all, pick, Hi, nb, topk, out);
+  if (rank == 0) h3m_topk_pick(all, Hi, nb, topk, out);
 }
 
 // H3_TOPK_SCORE_NAME with each row in one cluster: grid (C, T), C <= 8 blocks of a row along x

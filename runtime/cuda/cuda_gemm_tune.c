@@ -302,10 +302,9 @@ static void hold_best(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulA
 
 /* How many copies of operands of `bytes` the timed runs rotate through: CU_TUNE_COLD_L2 times
  * the device's L2 in all (at most CU_TUNE_COPIES; 1 for operands that outgrow it alone). */
-static int rotation(size_t bytes) {
-  int dev = 0, l2 = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+static int rotation(const cu_state *s, size_t bytes) {
+  int l2 = 0;
+  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device) != cudaSuccess) {
     cudaGetLastError();
     return 1;
   }
@@ -328,7 +327,7 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   int nrot = 0; /* the copies made: rotation's, or as many as fit (at least one) */
   bool room = cudaMalloc(&c, p->c_bytes) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
               cudaEventCreate(&e1) == cudaSuccess;
-  for (const int want = rotation(p->a_bytes + p->b_bytes); room && nrot < want; nrot++)
+  for (const int want = rotation(s, p->a_bytes + p->b_bytes); room && nrot < want; nrot++)
     if (cudaMalloc(&a[nrot], p->a_bytes) != cudaSuccess || cudaMalloc(&b[nrot], p->b_bytes) != cudaSuccess) {
       cudaGetLastError();
       cudaFree(a[nrot]), cudaFree(b[nrot]);

@@ -31,7 +31,8 @@ static int att_splits(long long T, long long Hk) {
 }
 
 /* m31_msa.cu's H3M_BLOB (floats of a split's partial), H3M_ATT_RED (shared memory bytes per
- * warp) and H3M_ATT_WARPS (the most warps of a tensor-core attention block) */
+ * warp) and H3M_ATT_WARPS (the most warps of a tensor-core attention block); ATT_CLUSTER: the
+ * most splits combined in a cluster (a portable cluster) */
 enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8, ATT_CLUSTER = 8 };
 
 /* s, or at most the positive value of environment variable `name` (a tuning override of a
@@ -45,11 +46,11 @@ static long long split_cap(const char *name, long long s) {
 /* The tensor-core attention's launch shape for T rows of at most `keys` keys over Hk kv
  * heads: S key splits per (row, kv head), W warps per block and whether the splits combine in
  * a cluster. Few pairs: about 128 blocks of 8 warps (one wave, a block per SM) and no more
- * splits than give each warp a 16-key tile, combined in clusters of at most 8 (a portable
- * cluster) through distributed shared memory; H3_M31_ATT_COMBINE=scratch (read when the op
- * runs) combines them through the scratch instead, the last block reading the
- * partials (8 KiB each, at most 32 splits); many pairs: one split (no partials, no combine)
- * of 4 warps, two blocks per SM. */
+ * splits than give each warp a 16-key tile, combined in clusters of at most ATT_CLUSTER
+ * through distributed shared memory; H3_M31_ATT_COMBINE=scratch (read when the op runs)
+ * combines them through the scratch instead, the last block reading the partials (8 KiB
+ * each, at most 32 splits); many pairs: one split (no partials, no combine) of 4 warps, two
+ * blocks per SM. */
 static void att_mma_shape(long long T, long long Hk, long long keys, int *S, int *W, bool *clus) {
   long long pairs = T * Hk > 0 ? T * Hk : 1, s = 128 / pairs, most = (keys + 127) / 128;
   s = s < most ? s : most;
