@@ -406,7 +406,7 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (c71290b: h3c h3exec test_gpu_ops
+85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (b37c788: h3c h3exec test_gpu_ops
    # gpu_compile_check, plans/m31_small_p2048_n80.plan and _b64_p2048_n24.plan compiled by its
    # h3c). Carry build-gpu/s39.
    # Predictions on an H100 (H200 lower):
