@@ -428,6 +428,13 @@ case $CALL in
        env $v dev/m31_step_calls.sh 1 "build-gpu/s39:$kc" | sed "s#^#${v:-default}: #"
      done
    done
+   echo "== the step's ops, CUDA graphs off (dev/step_ops.py), default and all three forms"
+   for v in "" "$all"; do
+     echo "-- ${v:-default}"
+     env $v H3_CUDA_GRAPHS=0 H3_KERNEL_CACHE_DIR="$kc" timeout 120 build-gpu/s39/bin/h3exec \
+       build-gpu/s39/plans/m31_small_p2048_n80.plan --backend cuda --weights random --seed 3 --warmup 0 \
+       --iterations 1 --profile "$kc/p.json" > /dev/null 2>&1 && python3 dev/step_ops.py "$kc/p.json" | head -45
+   done
    } > "$log" 2>&1 ;;
 86) { # cuBLASLt's tuning with operands rotated past the L2 (build-gpu/s39) against one copy
    # (build-gpu/s37: df2b013, its plans/m31_small_p2048_n80.plan), two fresh tunings each
@@ -436,7 +443,9 @@ case $CALL in
    # Predicted (H100): s37's tunings spread over 2.07-2.16 ms (call 83), s39's both ~2.06-2.07,
    # within 5 us of each other; the 64-sequence step (~4.2 ms) -15..-30 us with the cluster
    # form (index_topk ~35 us a layer there, a latency chain); ~5 min
-   dev/tune_ab.sh 2 build-gpu/s37 build-gpu/s39
+   # (Re-staged in a fresh checkout without s37: three fresh rotated tunings of s39 alone; their
+   # spread against call 83's 2.07-2.16 ms is the answer.)
+   dev/tune_ab.sh 3 build-gpu/s39
    echo "== 64 sequences: index_topk's decode blocks / clusters, one kernel cache"
    kc=$(mktemp -d); cp -r build-gpu/s39/kcache/. "$kc/"
    for r in 1 2; do
