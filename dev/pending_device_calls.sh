@@ -2,12 +2,13 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85
-#   (the opt-in cluster forms of moe's combine, the router and index_topk: their first GPU run
-#   and the step A/B), 86 (the rotated tuning), then 84 (issue 19's batch-1 rounds on an
-#   H200), then 80 / 82.
+# Next (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-s30-*.txt; the
+#   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
+#   vary), then 84 (issue 19's batch-1 rounds on an H200), then 80 / 82.
+# Before (session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85 and 86.
 #   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
-#   run) and one kernel cache folder for every build of an A/B.
+#   run) and one kernel cache folder for every build of an A/B; and not in the run that tunes
+#   (call 87: a run that tunes measured 2.1340 ms, the next run on its picks 2.0942).
 # Before (2026-12-06, session 28; 75-78 ran on an H100: dev/results/2026-12-06-h100-s28-*.txt):
 #   79 on build-gpu/s35 (the batched verify's page table per sequence; ran: the tiled kernel's
 #      groups lost, 26.93 against 26.37 ms, so they are opt-in). Next: 80 (a 64-sequence round's
@@ -406,6 +407,25 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+88) { # why cuBLASLt's picks vary (call 87: two fresh tunings of the same build gave the batch-1
+   # step 2.1732 and 2.0942 ms on their picks): two fresh tunings with H3_GEMM_TUNE_LOG=1 (the run
+   # that tunes, untimed), the step then timed on each one's picks, the heuristic's first picks
+   # (H3_GEMM_TUNE=0) between them, then dev/tune_log_diff.py: which GEMMs picked differently and how far apart their timed medians lie.
+   # Carry a stage of HEAD with plans/m31_small_p2048_n80.plan (e.g. build-gpu/s40).
+   # Predicted: the picks differ at 2-4 of the ~12 decode GEMMs whose candidates' medians lie within
+   # ~2 % (a coin toss at 5 timed runs), the lm_head's among them (~780 us on an H100: 2 % is 16 us);
+   # the heuristic's picks ~2.10-2.15 ms. If so: time the few-row GEMMs over more runs, and keep
+   # the heuristic's pick unless a candidate beats it by more than the runs' spread; ~4 min
+   P=$S/plans/m31_small_p2048_n80.plan
+   for i in 1 2; do
+     kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+     H3_GEMM_TUNE_LOG=1 H3_KERNEL_CACHE_DIR=$kc timeout 120 "$S/bin/h3exec" "$P" --backend cuda --weights random \
+       --seed 3 --warmup 0 --iterations 1 2> "$OUT/tune$i.log" > /dev/null
+     dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#tuning $i, on its picks: #"
+     if [ $i = 1 ]; then H3_GEMM_TUNE=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#heuristic picks: #"; fi
+   done
+   echo "== the picks that differ"; python3 dev/tune_log_diff.py "$OUT/tune1.log" "$OUT/tune2.log"
+   } > "$log" 2>&1 ;;
 85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (b37c788: h3c h3exec test_gpu_ops
    # gpu_compile_check, plans/m31_small_p2048_n80.plan and _b64_p2048_n24.plan compiled by its
    # h3c). Carry build-gpu/s39.
