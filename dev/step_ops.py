@@ -5,7 +5,9 @@ nested by time inside the call's "control" event) (lab).
     dev/step_ops.py TRACE.json [GRAPH]          (GRAPH: decode by default)
 Prints, per op name (the kernel's name, or the op's), the launches a call, the median µs of one
 launch and the µs a call, largest first, and the sum against the calls' median duration (the
-difference: the host's launch gaps, absent inside a CUDA graph)."""
+difference: the host's launch gaps, absent inside a CUDA graph). Views (index, reshape, slice) run
+no kernel: their time is the gap between their two device stamps, and a CUDA graph has no node
+for them."""
 import json
 import statistics
 import sys
