@@ -18,9 +18,6 @@
 //       sigma_0 + sigma_1 + ... over the segments, sigma_g the butterfly of h3m_warp_sum (lanes
 //       xor 16, 8, 4, 2, 1) over 32 lane sums, lane j's over the elements g H3M_RF_SEG +
 //       256 c + 8 j + q (c < 4, q < 8, below H) ascending, each product rounded, then added.
-//     H3_ROUTER_CLUSTER_NAME (T = 1, k <= H3M_RF_KMAX; H3_ROUTER_FORM=cluster): the same
-//       logits and selection in one cluster of C <= 8 blocks, grid (C), H3M_RF_THREADS threads:
-//       no scratch, no counter; the sums stay in the blocks' shared memory (details below).
 //     k > H3M_RF_KMAX (no moe takes so many): two launches through an f32 scratch of scores
 //     s[T, E]:
 //     1. H3_ROUTER_SCORE_NAME, grid (ceil(T / H3M_ROUTER_ROWS), E), H3M_ROUTER_THREADS
@@ -34,9 +31,7 @@
 //     2. y[t * k + s] = bf16(act[t * k + s] · down_e);
 //     3. H3_MOE_COMBINE_NAME, grid (T, any; the launcher: ceil(H / 2048)), 256 threads, 8
 //        outputs per thread: out[t] = sum over the chosen experts in ascending id order (each id
-//        once) of w * y (fp32, from 0). At T == 1 on tensor cores (k <= 8) step 2 may do it
-//        instead (H3_MOE_COMBINE=cluster): its k slot blocks of an output group in one
-//        cluster, y in shared memory.
+//        once) of w * y (fp32, from 0).
 //     act [T * k, F] and y [T * k, H] are bf16 scratch (their values are bf16 by the
 //     contract). H3_MOE_ROUTE_NAME, grid (E), 256 threads, first lists each expert's rows once
 //     (int scratch counts [E], lists [E, T]); steps 1 and 2 then
@@ -74,19 +69,6 @@ __device__ __forceinline__ float h3m_warp_sum(float v) {
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, s));
   return v;
-}
-
-// The next slot of a row's k experts (ids, k <= 16) in the combine's order: the slot of the
-// lowest expert id above `last` (its first slot among equal ids), -1 when none is left; *e
-// becomes its id. Every id is taken once, ascending; a negative id never is.
-__device__ __forceinline__ int h3m_next_slot(const I_T *ids, int k, int last, int *e) {
-  int bi = -1, be = 0;
-  for (int s = 0; s < k; s++) {
-    const int es = (int)ids[s];
-    if (es > last && (bi < 0 || es < be)) bi = s, be = es;
-  }
-  *e = be;
-  return bi;
 }
 
 // row[i .. i + 7] widened, zeros from index n on
@@ -235,23 +217,6 @@ __device__ __forceinline__ void h3m_rf_ldw(const W_T *w, int e, bool live, long 
   for (int q = 0; q < 8; q++) f[q] = 0.0f;
 }
 
-// A K segment of a row of h in shared memory (f32, H3M_RF_SEG floats at seg), each 256-element
-// chunk permuted so that lane j reads its 8 elements as two 16-byte words at 4 j and 128 + 4 j
-// (no bank conflicts): h3m_rf_put8 stores elements k0 + 8 m .. + 7 of row (zeros from H on,
-// m < 128), h3m_rf_get8 reads lane's 8 of chunk c.
-__device__ __forceinline__ void h3m_rf_put8(float *seg, const H_T *row, long long k0, int m, long long H) {
-  float x[8];
-  h3m_ld8z(row, k0 + 8 * m, H, x);
-  float *d = seg + (m >> 5) * 256 + (m & 31) * 4;
-  h3m_sts4(d, x);
-  h3m_sts4(d + 128, x + 4);
-}
-__device__ __forceinline__ void h3m_rf_get8(const float *seg, int c, int lane, float *x) {
-  const float *hc = seg + c * 256 + lane * 4;
-  h3m_lds4(hc, x);
-  h3m_lds4(hc + 128, x + 4);
-}
-
 // The warp's tile of the block's rows r < nr and experts e0 + e, e < ne <= EPW, over K segment
 // k0 (nc chunks of 256): acc[r * H3M_RF_EPW + e] (the caller zeroed acc; entries of dead
 // experts stay zeros, of dead rows untouched).
@@ -270,8 +235,14 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 #pragma unroll
     for (int e = 0; e < EPW; e++)
       h3m_rf_ldw(w, e0 + e, e < ne && cc < nc, k0 + 256 * cc + 8 * lane, H, wv[cc][e]);
-  for (int it = threadIdx.x; it < nr * 128; it += H3M_RF_THREADS) // 8 elements each
-    h3m_rf_put8(hs + (it >> 7) * H3M_RF_SEG, h + (t0 + (it >> 7)) * H, k0, it & 127, H);
+  for (int it = threadIdx.x; it < nr * 128; it += H3M_RF_THREADS) { // 8 elements each
+    const int r = it >> 7, m = it & 127;
+    float x[8];
+    h3m_ld8z(h + (t0 + r) * H, k0 + 8 * m, H, x);
+    float *d = hs + r * H3M_RF_SEG + (m >> 5) * 256 + (m & 31) * 4;
+    h3m_sts4(d, x);
+    h3m_sts4(d + 128, x + 4);
+  }
   __syncthreads();
   for (int c0 = 0; c0 < nc; c0 += CH) {
     if (c0 > 0)
@@ -283,11 +254,13 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 #pragma unroll
     for (int cc = 0; cc < CH; cc++) {
       if (c0 + cc >= nc) break;
+      const float *hc = hs + (c0 + cc) * 256 + lane * 4;
 #pragma unroll
       for (int r = 0; r < H3M_RF_ROWS; r++) {
         if (r >= nr) break;
         float x[8];
-        h3m_rf_get8(hs + r * H3M_RF_SEG, c0 + cc, lane, x);
+        h3m_lds4(hc + r * H3M_RF_SEG, x);
+        h3m_lds4(hc + r * H3M_RF_SEG + 128, x + 4);
 #pragma unroll
         for (int e = 0; e < EPW; e++) // e >= ne: zeros, never stored
 #pragma unroll
@@ -299,8 +272,9 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 }
 
 // The header's H3_ROUTER_FUSED_NAME. A lane's tile: acc[r][e] for the block's rows r < nr and
-// the warp's experts e < ne; the block's rows of the segment sit in shared memory in
-// h3m_rf_put8's layout; the last block reuses that memory for the scores.
+// the warp's experts e < ne; the block's rows of the segment sit in shared memory as fp32, each
+// 256-element chunk permuted so that lane j reads its 8 elements as two 16-byte words at 16 j
+// and 512 + 16 j (no bank conflicts); the last block reuses that memory for the scores.
 extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_NAME(
     const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     float *__restrict__ part, unsigned *__restrict__ cnt, I_T *__restrict__ ids, O_T *__restrict__ wts,
@@ -347,76 +321,6 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_
     h3m_rf_select(sc + r * E, sv + r * E, E, k, scale, 8 * p + warp < nr, ids + (t0 + r) * k,
                   wts + (t0 + r) * k);
   }
-}
-#endif
-
-#ifdef H3_ROUTER_CLUSTER_NAME
-#define H3M_RC_TASKS 3 // (expert, segment) tasks whose weights a lane loads at once
-
-// The header's H3_ROUTER_CLUSTER_NAME (with H3_ROUTER_FUSED_NAME's helpers), one row in one
-// cluster of C = gridDim.x blocks (launched as a cluster; C <= 8; under host emulation C = 1):
-// task i = (e, g) = (i / S, i % S) of the S E (expert, K segment) pairs, S = ceil(H /
-// H3M_RF_SEG), belongs to warp i % (8 C) of the cluster: warp i % 8 of the block of rank (i %
-// (8 C)) / 8; its lane sums and butterfly are the fused form's, so the logits are bitwise the
-// same. Each block stages all of h in shared memory (S segments, h3m_rf_put8's layout) and
-// keeps its tasks' sums at sums[i]; after a cluster barrier rank 0 adds each expert's S sums in
-// segment order (reading them where their warps left them), takes sigmoid and selects as the
-// fused form's last block. Dynamic shared memory: S H3M_RF_SEG + S E + 2 E floats.
-extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 1) H3_ROUTER_CLUSTER_NAME(
-    const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
-    I_T *__restrict__ ids, O_T *__restrict__ wts, long long H, int E, int k, float scale) {
-  H3_DYN_SMEM(float, hs); // h [S][H3M_RF_SEG]; then sums [S E]; then scores [E], + bias [E]
-  const int S = (int)((H + H3M_RF_SEG - 1) / H3M_RF_SEG), n = S * E, C = (int)gridDim.x;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const unsigned rank = h3_cluster_rank();
-  float *sums = hs + (long long)S * H3M_RF_SEG, *sc = sums + n, *sv = sc + E;
-  for (long long it = threadIdx.x; it < (long long)S * 128; it += H3M_RF_THREADS) // 8 elements each
-    h3m_rf_put8(hs + (it >> 7) * H3M_RF_SEG, h, (it >> 7) * H3M_RF_SEG, (int)(it & 127), H);
-  __syncthreads();
-  const int step = 8 * C, first = (int)rank * 8 + warp; // this warp's tasks: first, first + step, ...
-  for (int b = 0; b < n; b += H3M_RC_TASKS * step) { // the same count in every warp
-    const int i0 = b + first;
-    float wv[H3M_RC_TASKS][4][8];
-#pragma unroll
-    for (int u = 0; u < H3M_RC_TASKS; u++) {
-      const int i = i0 + u * step, e = i / S, g = i % S;
-#pragma unroll
-      for (int c = 0; c < 4; c++)
-        h3m_rf_ldw(w, e, i < n, (long long)g * H3M_RF_SEG + 256 * c + 8 * lane, H, wv[u][c]);
-    }
-#pragma unroll
-    for (int u = 0; u < H3M_RC_TASKS; u++) {
-      const int i = i0 + u * step, g = i % S;
-      const long long left = (H - (long long)g * H3M_RF_SEG + 255) / 256;
-      const int nc = left < 4 ? (int)left : 4; // the segment's chunks
-      float acc = 0.0f;
-#pragma unroll
-      for (int c = 0; c < 4; c++) {
-        if (c >= nc) break;
-        float x[8];
-        h3m_rf_get8(hs + (long long)g * H3M_RF_SEG, c, lane, x);
-#pragma unroll
-        for (int q = 0; q < 8; q++) acc = __fadd_rn(acc, __fmul_rn(x[q], wv[u][c][q]));
-      }
-      const float v = h3m_warp_sum(acc);
-      if (lane == 0 && i < n) sums[i] = v;
-    }
-  }
-  h3_cluster_sync(); // every task's sum in its block's shared memory
-  if (rank == 0)
-    for (int e = (int)threadIdx.x; e < E; e += H3M_RF_THREADS) { // the logits, segments in order
-      float x = 0.0f;
-      for (int g = 0; g < S; g++) {
-        const int i = e * S + g;
-        const float v = h3_ld_rank(&sums[i], (unsigned)((i % step) / 8));
-        x = g ? __fadd_rn(x, v) : v;
-      }
-      sc[e] = h3_sigmoid(x);
-      sv[e] = __fadd_rn(sc[e], (float)h3_ld(bias, e));
-    }
-  h3_cluster_sync(); // rank 0 has read the other blocks' sums: they may leave
-  if (rank != 0) return;
-  h3m_rf_select(sc, sv, E, k, scale, warp == 0, ids, wts); // every warp (emulation), warp 0 writes
 }
 #endif
 
@@ -759,23 +663,15 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
 
 // Grid (E, H / 32) (without lists: (k, H / 32)), H3M_MMA_THREADS threads: y[t * k + s, o] =
 // bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
-// out != nullptr (one row, no lists, k <= 8; launched in clusters of k blocks along x, so a
-// cluster holds the k slots of one output group, slot s at rank s): the slots' y stay in shared
-// memory (zeros for a slot without rows) and, after a cluster barrier, rank 0's first 32 threads
-// write out[0, o] as H3_MOE_COMBINE_NAME does (the same sum in the same order: the same bits),
-// reading the slots' y through distributed shared memory; y is not written.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
     const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T,
-    long long H, long long F, long long E, int k, const B_T *__restrict__ wts, O_T *__restrict__ out) {
-  __shared__ float ys[32]; // with out: this slot's y (bf16 values) of the group's outputs
+    long long H, long long F, long long E, int k) {
   const long long o0 = (long long)blockIdx.y * 32;
   long long e;
   int n, one;
   const int *rows = h3m_mma_rows_of(lists, counts, ids, T, E, &one, &e, &n);
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
-  if (out && threadIdx.x < 32) ys[threadIdx.x] = 0.0f;
-  if (out) __syncthreads();
   const h3_bf16 *wr[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) wr[j] = down + (e * H + o0 + 8 * j + g) * F;
@@ -789,29 +685,9 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
       if (threadIdx.x >= 32 || r >= n) continue;
       const long long yrow = H3M_ACT_ROW(rows[r]);
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        if (out) ys[8 * j + 2 * t + q % 2] = h3_rbf16(acc[j][q]);
-        else h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
-      }
+      for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
     }
   }
-#ifdef H3_HOST_EMU
-  (void)ys; // clusters run on a GPU only (test_gpu_ops checks this form)
-#else
-  if (!out) return;
-  h3_cluster_sync();
-  if (h3_cluster_rank() == 0 && threadIdx.x < 32) { // output o0 + i: h3m_combine8's sort and sum
-    const int i = (int)threadIdx.x;
-    float sum = 0.0f;
-    for (int last = -1, r = 0; r < k; r++) {
-      const int bi = h3m_next_slot(ids, k, last, &last);
-      if (bi < 0) break;
-      sum = __fadd_rn(sum, __fmul_rn((float)h3_ld(wts, bi), h3_ld_rank(&ys[i], (unsigned)bi)));
-    }
-    h3_st(out, o0 + i, sum);
-  }
-  h3_cluster_sync(); // no block leaves while rank 0 reads its y
-#endif
 }
 #endif
 
@@ -848,7 +724,10 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
       for (int s = 0; s < KM; s++)
         if (ev[s] > last && (bi < 0 || ev[s] < be)) bi = s, be = ev[s];
     } else {
-      bi = h3m_next_slot(ids + t * k, k, last, &be);
+      for (int s = 0; s < k; s++) {
+        const int e = (int)ids[t * k + s];
+        if (e > last && (bi < 0 || e < be)) bi = s, be = e;
+      }
     }
     if (bi < 0) break;
     last = be;

@@ -45,10 +45,6 @@
 //     after it) and the row's last block selects as H3_TOPK_NAME does, by ranks counted in
 //     shared memory (a row of at most topk blocks: block (t, 0) writes them at once, no block
 //     scores or takes a ticket). Dynamic shared memory: max(8 D, Hi NB) floats.
-//   H3_TOPK_CLUSTER_NAME (iq, ikc, pos, pt, Hi, D, page, block, NB, topk, pt_per, NP) -> sel
-//     (with H3_TOPK_SCORE_NAME's helpers): the same scores and selection, each row in one cluster
-//     of C <= 8 blocks, grid (C, T), H3M_TOPK_DEC_THREADS threads, the scores kept in the blocks'
-//     shared memory (no score scratch, no counter; details below).
 //   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
@@ -829,13 +825,6 @@ __device__ __forceinline__ void h3m_topk_pick(const float *sm, int Hi, int nb, i
   }
 }
 
-// A row of at most topk blocks (cur < topk) takes all of them, whatever their scores: out [Hi][topk]
-// = 0 .. cur, then -1, written by the block that `writes`.
-__device__ __forceinline__ void h3m_topk_all(IX_T *out, long long cur, int Hi, int topk, bool writes) {
-  for (int i = threadIdx.x; writes && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
-    out[i] = (IX_T)(i % topk <= cur ? i % topk : -1);
-}
-
 // Row t's Hi vectors staged in sm [D][HP] (f32, zeros past Hi), then the key blocks b = b0, b0 +
 // step, ... below the row's current block cur scored into dst[h NB + b] (h < Hi): a thread per
 // key, each key's dot products h3m_topk_key's, maxima by shuffles, then over the warps. Every
@@ -883,8 +872,9 @@ __device__ __forceinline__ void h3m_topk_decode(const Q_T *iq, const K_T *ik, co
   const int tid = threadIdx.x, s = blockIdx.y, S = gridDim.y;
   const long long t = blockIdx.x;
   const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
-  if (cur < topk) { // no ticket taken
-    h3m_topk_all(out + t * Hi * topk, cur, Hi, topk, s == 0);
+  if (cur < topk) { // at most topk blocks: all of them, whatever their scores (no ticket taken)
+    for (int i = tid; s == 0 && i < Hi * topk; i += H3M_TOPK_DEC_THREADS)
+      out[t * Hi * topk + i] = (IX_T)(i % topk <= cur ? i % topk : -1);
     return;
   }
   h3m_topk_score<HP>(iq, ik, pt, t, cur, s, S, sm, score + t * Hi * NB, Hi, D, page, block, NB);
@@ -906,50 +896,6 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_SCORE
   if (Hi <= 4) h3m_topk_decode<4>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
   else h3m_topk_decode<8>(iq, ik, pos, pt, score, cnt, out, sm, Hi, D, page, block, NB, topk);
 }
-
-#ifdef H3_TOPK_CLUSTER_NAME
-// Row t's scores and selection in one cluster (H3_TOPK_CLUSTER_NAME); out: the row's [Hi, topk].
-template <int HP>
-__device__ __forceinline__ void h3m_topk_cluster(const Q_T *iq, const K_T *ik, const IX_T *pos,
-                                                 const IX_T *pt, long long t, IX_T *out, float *sm, int Hi,
-                                                 int D, int page, int block, int NB, int topk) {
-  const int tid = threadIdx.x, C = (int)gridDim.x;
-  const unsigned rank = h3_cluster_rank();
-  const long long cur = h3m_page_of((long long)pos[t], block); // the row's current block
-  if (cur < topk) { // the same in every block of the cluster: no barrier
-    h3m_topk_all(out, cur, Hi, topk, rank == 0);
-    return;
-  }
-  float *mine = sm + D * HP, *all = mine + Hi * NB; // this block's scores [Hi][NB]; rank 0: [Hi][nb]
-  h3m_topk_score<HP>(iq, ik, pt, t, cur, rank, C, sm, mine, Hi, D, page, block, NB);
-  h3_cluster_sync(); // every block's scores in its shared memory
-  const int nb = (int)cur + 1;
-  for (int i = tid; rank == 0 && i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
-    const int b = i % nb;
-    all[i] = b == nb - 1 ? H3M_INF : h3_ld_rank(&mine[i / nb * NB + b], (unsigned)(b % C));
-  }
-  h3_cluster_sync(); // rank 0 has read the others' scores: they may leave
-  if (rank == 0) h3m_topk_pick(all, Hi, nb, topk, out);
-}
-
-// H3_TOPK_SCORE_NAME with each row in one cluster: grid (C, T), C <= 8 blocks of a row along x
-// (launched as clusters; under host emulation C = 1), row t = blockIdx.y: block of rank s scores
-// the key blocks b = s, s + C, ... below the row's current block (the same bits), keeping them in
-// its shared memory; after a cluster barrier rank 0 reads the row's scores where they were left
-// and selects as that kernel's last block does (no score scratch, no counter). Dynamic shared
-// memory: 8 D + 2 Hi NB floats (the vectors, this block's scores, rank 0's copy of the row's).
-extern "C" __global__ void __launch_bounds__(H3M_TOPK_DEC_THREADS) H3_TOPK_CLUSTER_NAME(
-    const Q_T *__restrict__ iq, const K_T *__restrict__ ik, const IX_T *__restrict__ pos,
-    const IX_T *__restrict__ pt, IX_T *__restrict__ out, int Hi, int D, int page, int block, int NB,
-    int topk, int pt_per, long long NP) {
-  H3_DYN_SMEM(float, sm);
-  const long long t = blockIdx.y;
-  pt += (pt_per > 0 ? t / pt_per : 0) * NP; // this row's page table
-  out += t * Hi * topk;
-  if (Hi <= 4) h3m_topk_cluster<4>(iq, ik, pos, pt, t, out, sm, Hi, D, page, block, NB, topk);
-  else h3m_topk_cluster<8>(iq, ik, pos, pt, t, out, sm, Hi, D, page, block, NB, topk);
-}
-#endif
 #endif
 
 #ifdef H3_TOPK_NAME

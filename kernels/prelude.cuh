@@ -603,6 +603,13 @@ H3_DI void h3_cluster_sync() {
   h3_cluster_arrive();
   h3_cluster_wait();
 }
+// the float at p (this block's shared memory) in block `rank` of the cluster
+H3_DI float h3_ld_rank(const float *p, unsigned rank) {
+  float v;
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %1, %2;\nld.shared::cluster.f32 %0, [ra];\n}\n"
+               : "=f"(v) : "r"(h3_smem_addr(p)), "r"(rank) : "memory");
+  return v;
+}
 // an arrival on the mbarrier at offset bar of the other block of the cluster (the default
 // .release.cta, as CUTLASS's cluster pipelines: what it orders are this warp's finished wgmma
 // reads before the other block's TMA writes; .cluster scope costs a MEMBAR.GPU per arrival)
@@ -654,21 +661,3 @@ H3_DI void h3_wgmma128_rs(float *d, const unsigned *a, unsigned long long b) {
 H3_DI void h3_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 H3_DI void h3_turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 #endif
-
-// ---- a cluster's blocks' shared memory, also under host emulation (a cluster of one block) ----
-#ifdef H3_HOST_EMU
-H3_DI unsigned h3_cluster_rank() { return 0; }
-H3_DI void h3_cluster_sync() { __syncthreads(); }
-#endif
-// the float at p (this block's shared memory) in block `rank` of the cluster
-H3_DI float h3_ld_rank(const float *p, unsigned rank) {
-#ifdef H3_HOST_EMU
-  (void)rank; // the emulated cluster is this block
-  return *p;
-#else
-  float v;
-  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %1, %2;\nld.shared::cluster.f32 %0, [ra];\n}\n"
-               : "=f"(v) : "r"(h3_smem_addr(p)), "r"(rank) : "memory");
-  return v;
-#endif
-}

@@ -58,11 +58,11 @@ h3_status cu_m31_smem(cu_state *s, const h3_op *op, cu_kernel *k, size_t bytes, 
 }
 
 const char *cu_m31_check_defines(const char *file) {
-  static char moe[1408], msa[704], tile[256]; /* every kernel of the file, the models' dtypes */
+  static char moe[1408], msa[640], tile[256]; /* every kernel of the file, the models' dtypes */
   if (!strcmp(file, "m31_moe.cu")) {
     cu_m31_moe_defines(moe, sizeof moe,
                        "#define H3_ROUTER_NAME h3cu_router_check\n#define H3_ROUTER_SCORE_NAME h3cu_routers_check\n"
-                       "#define H3_ROUTER_FUSED_NAME h3cu_routerf_check\n#define H3_ROUTER_CLUSTER_NAME h3cu_routerc_check\n"
+                       "#define H3_ROUTER_FUSED_NAME h3cu_routerf_check\n"
                        "#define H3_MOE_NAME h3cu_moe_check\n"
                        "#define H3_MOE_DOWN_NAME h3cu_moed_check\n#define H3_MOE_COMBINE_NAME h3cu_moec_check\n"
                        "#define H3_MOE_MMA_NAME h3cu_moem_check\n#define H3_MOE_MMA_DOWN_NAME h3cu_moemd_check\n"
@@ -80,7 +80,7 @@ const char *cu_m31_check_defines(const char *file) {
                        "#define H3_KV_ATT_NAME h3cu_kvatt_check\n#define H3_KV_COMBINE_NAME h3cu_kvattc_check\n"
                        "#define H3_KV_ATT_MMA_NAME h3cu_kvattm_check\n"
                        "#define H3_TOPK_SCORE_NAME h3cu_topks_check\n#define H3_TOPK_ROWS_NAME h3cu_topkr_check\n"
-                       "#define H3_TOPK_NAME h3cu_topk_check\n#define H3_TOPK_CLUSTER_NAME h3cu_topkc_check\n",
+                       "#define H3_TOPK_NAME h3cu_topk_check\n",
                        H3_BF16, H3_BF16, H3_I32, H3_BF16, 4, 4);
     return msa;
   }

@@ -1,15 +1,13 @@
 /* cuda_m31_moe.c: launches of router_topk, moe, markov_draft and spec_accept
  * (kernels/m31_moe.cu) on the cuda backend.
  * - router_topk: one launch for k <= 16 (scores and selection) through the device scratch its
- *   record owns (cu_m31_router_scratch_bytes); one row under H3_ROUTER_FORM=cluster in one
- *   cluster without scratch.
+ *   record owns (cu_m31_router_scratch_bytes).
  * - moe: several launches through its own scratch (cu_m31_moe_scratch_bytes): a kernel that
  *   lists each expert's rows, expert-major products on tensor cores (for many rows per expert
  *   tiled grouped GEMMs: m31_moe_wgmma.cu on wgmma, or m31_moe_gemm.cu on mma.sync when
  *   H3_MOE_GEMM=mma or H is not a multiple of 256; for thousands of rows per expert cuBLASLt's,
  *   cuda_m31_moe_lt.c) or CUDA cores into bf16 activations and expert outputs, then the
- *   combine (one row under H3_MOE_COMBINE=cluster: inside the down step's clusters). moe
- *   {ranks = N} (expert parallelism) runs the same kernels on local ids: the global
+ *   combine. moe {ranks = N} (expert parallelism) runs the same kernels on local ids: the global
  *   ids of this rank's slice less its base, the others -1 (cu_rank_ids).
  * - markov_draft: its chains in lock step, two launches a step through its scratch
  *   (cu_m31_markov_scratch_bytes), the step on tensor cores from 8 chains on (markov_mma;
@@ -71,33 +69,24 @@ static router_scratch router_layout(long long T, long long H, long long E, long 
   return r;
 }
 
-/* Whether one row's router_topk (k <= ROUTER_KMAX) runs in one cluster (H3_ROUTER_FORM=cluster:
- * up to 8 blocks that keep their sums in shared memory; the same bits) instead of the one-launch
- * form's 24 blocks, scratch and counter (the default until the cluster form has run on a GPU;
- * read at every run of the op). */
-static bool router_cluster_form(void) {
-  return cu_env_form("H3_ROUTER_FORM", (const char *const[]){"cluster", "fused", NULL}) == 0;
-}
-
 h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                             const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1];
   int E = (int)in[1].type.dims[0], k = (int)out[0].type.dims[1];
   if (k > E || E > 256)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "k = %d of %d experts (at most 256)", k, E);
-  char name[4][128], lines[640], defs[960];
-  /* the one-launch form; scores, selection; one row's cluster form */
-  static const char *const part[4] = {"f", "s", "", "c"};
-  for (int i = 0; i < 4; i++)
+  char name[3][128], lines[512], defs[800];
+  static const char *const part[3] = {"f", "s", ""}; /* the one-launch form; scores, selection */
+  for (int i = 0; i < 3; i++)
     snprintf(name[i], sizeof name[i], "h3cu_router%s_%s_%s_%s_%s_%s", part[i], DN(in[0].type.dtype),
              DN(in[1].type.dtype), DN(in[2].type.dtype), DN(out[0].type.dtype), DN(out[1].type.dtype));
   snprintf(lines, sizeof lines, "#define H3_ROUTER_FUSED_NAME %s\n#define H3_ROUTER_SCORE_NAME %s\n"
-           "#define H3_ROUTER_NAME %s\n#define H3_ROUTER_CLUSTER_NAME %s\n", name[0], name[1], name[2], name[3]);
+           "#define H3_ROUTER_NAME %s\n", name[0], name[1], name[2]);
   cu_m31_moe_defines(defs, sizeof defs, lines, in[0].type.dtype, in[1].type.dtype, in[2].type.dtype,
                      out[0].type.dtype, out[1].type.dtype);
-  const char *names[4] = {name[0], name[1], name[2], name[3]};
-  cu_kernel *kn[4];
-  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 4, names, kn, d) != H3_OK) return H3_ERR;
+  const char *names[3] = {name[0], name[1], name[2]};
+  cu_kernel *kn[3];
+  if (cu_m31_kernels(s, op, "m31_moe.cu", defs, 3, names, kn, d) != H3_OK) return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
   float scale = (float)h3_op_attr_float(op, "scale", 1.0);
@@ -110,16 +99,6 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
     int64_t g2[3] = {T, 1, 1}, b2[3] = {32, 1, 1};
     if (cu_launch(s, kn[1], g1, b1, 0, a1, d) != H3_OK) return H3_ERR;
     return cu_launch(s, kn[2], g2, b2, 0, a2, d);
-  }
-  if (T == 1 && router_cluster_form()) { /* one cluster: no scratch, no counter */
-    long long S = (H + ROUTER_SEG - 1) / ROUTER_SEG, C = (S * E + 8 * ROUTER_CLUSTER_TASKS - 1) /
-                                                          (8 * ROUTER_CLUSTER_TASKS);
-    int cl = (int)(C < 1 ? 1 : C > 8 ? 8 : C);
-    int64_t smem = (int64_t)(S * ROUTER_SEG + S * E + 2 * E) * 4;
-    if (cu_m31_smem(s, op, kn[3], (size_t)smem, d) != H3_OK) return H3_ERR;
-    void *args[] = {&h, &w, &b, &ids, &wts, &H, &E, &k, &scale};
-    int64_t grid[3] = {cl, 1, 1}, block[3] = {ROUTER_THREADS, 1, 1};
-    return cu_launch_cluster(s, kn[3], grid, block, smem, cl, args, d);
   }
   int rows, epw;
   h3cu_router_shape(T, &rows, &epw);
@@ -227,14 +206,6 @@ static moe_scratch moe_layout(long long T, long long k, long long H, long long F
   return m;
 }
 
-/* Whether one row's moe on the tensor-core GEMVs combines its k slots inside the down step's
- * clusters (H3_MOE_COMBINE=cluster, k <= 8, a portable cluster: no y round trip, no combine
- * launch; the same bits) or in the combine kernel (the default until the cluster form has run
- * on a GPU; read at every run of the op). */
-static bool moe_cluster_combine(int k) {
-  return k <= 8 && cu_env_form("H3_MOE_COMBINE", (const char *const[]){"cluster", "kernel", NULL}) == 0;
-}
-
 h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_tensor *in,
                          const h3_tensor *out, h3_diag *d) {
   long long T = in[0].type.dims[0], H = in[0].type.dims[1], F = in[1].type.dims[1] / 2;
@@ -334,18 +305,13 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
       return H3_ERR;
   } else if (mma) {
     void *rl = by_slot ? NULL : lists;
-    /* one row: the combine inside step 2's clusters of the k slots (moe_cluster_combine) */
-    const bool clus = by_slot && moe_cluster_combine(k);
-    const void *cw = clus ? w : NULL;
-    void *co = clus ? o : NULL;
     void *a1[] = {&h, &gu, &rl, &counts, &ids, &act, &T, &H, &F, &E, &k, &alpha, &limit};
     int64_t g1[3] = {by_slot ? k : E, F / 16, 1};
-    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k, &cw, &co};
+    void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k};
     int64_t g2[3] = {by_slot ? k : E, H / 32, 1};
     if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||
-        cu_launch_cluster(s, kn[2], g2, mma_block, 0, clus ? k : 1, a2, d) != H3_OK)
+        cu_launch(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
       return H3_ERR;
-    if (clus) return H3_OK;
   } else {
     int vec_h = H % 8 == 0, vec_f = F % 8 == 0;
     void *a1[] = {&h, &gu, &lists, &counts, &act, &T, &H, &F, &k, &alpha, &limit, &vec_h};

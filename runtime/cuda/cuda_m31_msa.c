@@ -192,10 +192,7 @@ static long long topk_blocks(const h3_op *op) {
 
 /* index_topk's launch shapes (m31_msa.cu: H3M_TOPK_THREADS, H3M_TOPK_DEC_THREADS,
  * H3M_TOPK_ROWS_THREADS, H3M_TOPK_KEYS, H3M_TOPK_QV) */
-enum {
-  TOPK_THREADS = 256, TOPK_DEC_THREADS = 128, TOPK_ROWS_THREADS = 128, TOPK_KEYS = 128, TOPK_QV = 64,
-  TOPK_CLUSTER = 8 /* H3_TOPK_CLUSTER_NAME's blocks at most (a portable cluster) */
-};
+enum { TOPK_THREADS = 256, TOPK_DEC_THREADS = 128, TOPK_ROWS_THREADS = 128, TOPK_KEYS = 128, TOPK_QV = 64 };
 
 /* H3_TOPK_ROWS_NAME's dynamic shared memory: a tile of TOPK_KEYS keys and TOPK_QV vectors, f32. */
 static size_t topk_rows_smem(int D) { return (size_t)(TOPK_KEYS + TOPK_QV) * (size_t)D * 4; }
@@ -203,19 +200,6 @@ static size_t topk_rows_smem(int D) { return (size_t)(TOPK_KEYS + TOPK_QV) * (si
 static size_t topk_dec_smem(int D, int Hi, int NB) {
   size_t q = (size_t)8 * (size_t)D, sc = (size_t)Hi * (size_t)NB;
   return (q > sc ? q : sc) * 4;
-}
-/* H3_TOPK_CLUSTER_NAME's: the vectors, this block's scores and rank 0's copy of the row's. */
-static size_t topk_cluster_smem(int D, int Hi, int NB) {
-  return ((size_t)8 * (size_t)D + (size_t)2 * (size_t)Hi * (size_t)NB) * 4;
-}
-
-/* Whether index_topk's decode form (rows of a table each, or too few rows for the rows form)
- * runs each row in one cluster of up to TOPK_CLUSTER blocks (H3_TOPK_FORM=cluster; the same
- * selection) instead of the decode kernel's blocks over the row's key blocks with a score
- * scratch and a counter (the default until the cluster form has run on a GPU; read at every run
- * of the op). */
-static bool topk_cluster_form(void) {
-  return cu_env_form("H3_TOPK_FORM", (const char *const[]){"cluster", "blocks", NULL}) == 0;
 }
 
 /* Key-block splits of a score kernel: about 1024 blocks over `units` (row tiles or rows), at
@@ -251,35 +235,26 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
                        "positions, page table and the selection of one integer dtype");
   int NB = (int)topk_blocks(op);
-  char name[4][128], lines[640], defs[960];
-  static const char *const part[4] = {"s", "r", "", "c"}; /* decode; rows; select; one row's cluster */
-  for (int i = 0; i < 4; i++)
-    snprintf(name[i], sizeof name[i], "h3cu_topk%s_%s_%s_%s", part[i], DN(qt->dtype), DN(kt->dtype),
-             DN(out[0].type.dtype));
+  char name[3][128], lines[480], defs[800];
+  for (int i = 0; i < 3; i++)
+    snprintf(name[i], sizeof name[i], "h3cu_topk%s_%s_%s_%s", i == 0 ? "s" : i == 1 ? "r" : "",
+             DN(qt->dtype), DN(kt->dtype), DN(out[0].type.dtype));
   snprintf(lines, sizeof lines, "#define H3_TOPK_SCORE_NAME %s\n#define H3_TOPK_ROWS_NAME %s\n"
-           "#define H3_TOPK_NAME %s\n#define H3_TOPK_CLUSTER_NAME %s\n", name[0], name[1], name[2], name[3]);
+           "#define H3_TOPK_NAME %s\n", name[0], name[1], name[2]);
   cu_m31_msa_defines(defs, sizeof defs, lines, qt->dtype, kt->dtype, out[0].type.dtype, qt->dtype, 1, 1);
-  const char *names[4] = {name[0], name[1], name[2], name[3]};
-  cu_kernel *kn[4];
+  const char *names[3] = {name[0], name[1], name[2]};
+  cu_kernel *kn[3];
   const h3_type *ptt = &in[3].type;
   int pt_per = cu_m31_pt_per(ptt, T);
   long long NP = ptt->dims[ptt->rank - 1];
-  bool rows = topk_rows_form(T, Hi, pt_per), clus = !rows && topk_cluster_form();
-  const int kx = rows ? 1 : clus ? 3 : 0;
-  const size_t smem = rows ? topk_rows_smem(D) : clus ? topk_cluster_smem(D, Hi, NB) : topk_dec_smem(D, Hi, NB);
-  if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 4, names, kn, d) != H3_OK ||
-      cu_m31_smem(s, op, kn[kx], smem, d) != H3_OK)
+  bool rows = topk_rows_form(T, Hi, pt_per);
+  if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 3, names, kn, d) != H3_OK ||
+      cu_m31_smem(s, op, kn[rows ? 1 : 0], rows ? topk_rows_smem(D) : topk_dec_smem(D, Hi, NB), d) != H3_OK)
     return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
   const void *iq = in[0].data, *ik = in[1].data, *pos = in[2].data, *pt = in[3].data;
   void *o = out[0].data, *score = scratch;
-  if (clus) { /* each row in one cluster of up to 8 blocks: no scratch, no counter */
-    int C = NB < TOPK_CLUSTER ? NB : TOPK_CLUSTER;
-    void *args[] = {&iq, &ik, &pos, &pt, &o, &Hi, &D, &page, &block, &NB, &topk, &pt_per, &NP};
-    int64_t grid[3] = {C, T, 1}, blk[3] = {TOPK_DEC_THREADS, 1, 1};
-    return cu_launch_cluster(s, kn[3], grid, blk, (int64_t)smem, C, args, d);
-  }
   if (!rows) { /* scores and selection in one launch */
     void *cnt = (char *)scratch + (size_t)(T * Hi * NB) * 4;
     /* the counters are 0 after every launch; made so here before the first (a graph capture

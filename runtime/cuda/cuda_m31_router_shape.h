@@ -9,8 +9,7 @@
 
 enum {
   ROUTER_THREADS = 256, ROUTER_ROWS = 16, ROUTER_EPW = 4, ROUTER_SEG = 1024, ROUTER_KMAX = 16,
-  ROUTER_DECODE_ROWS = 64,
-  ROUTER_CLUSTER_TASKS = 3 /* H3_ROUTER_CLUSTER_NAME's (expert, segment) tasks a warp loads at once */
+  ROUTER_DECODE_ROWS = 64
 };
 
 /* The block shape for T rows. Up to ROUTER_DECODE_ROWS rows (decode, latency-bound): one

@@ -675,13 +675,6 @@ static void check_sol_forms(h3_backend *b, const hand_case *cases, int n, bool b
 }
 
 /* The markov_draft cases through each form of the step (H3_MARKOV_FORM: fp32, then mma). */
-/* The cases in the default form and with variable `var` = `value` (an opt-in form) */
-static void check_default_and(h3_backend *b, const hand_case *cases, int n, const char *var,
-                              const char *value) {
-  const char *const vars[1] = {var};
-  const char *const forms[2][2] = {{NULL, NULL}, {value, NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 2);
-}
 static void check_markov_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_MARKOV_FORM"};
   static const char *const forms[2][2] = {{"fp32", NULL}, {"mma", NULL}};
@@ -1007,22 +1000,24 @@ static void check_hand(h3_backend *b, bool all_attention) {
      in another sum order (a flipped rounding moves a row by a bf16 ulp) */
   cases[n++] = (hand_case){"moe tensor cores H 256 F 128", moe_op(&h, "m", 40, 256, 128, 8, 4), 1e-5, NULL};
   /* one row: a block per slot, no route launch (the batch-1 decode's form), k 4 and 2 (ids in
-     [0, 4): repeated experts, counted once), through both combines */
-  /* one row's router at the model's width (6 segments x 32 experts: a cluster of 8) and at a
-     partial segment (2 x 12: a cluster of 1), through both forms */
-  const hand_case router_row[2] = {
-      {"router_topk one row H 6144 E 32 k 4", router_op(&h, "r1", 1, 6144, 32, 4), -1, router_weights},
-      {"router_topk one row H 1100 E 12 k 3", router_op(&h, "r2", 1, 1100, 12, 3), -1, router_weights}};
-  /* decode rows' index_topk: one row of 40 blocks (16 selected; 5 per block of a cluster of 8)
-     and of 3 (every block selected, no score computed), 5 rows of their own tables (40 down to
-     31 blocks), through both forms */
-  const hand_case topk_row[3] = {
-      {"index_topk one row 40 blocks Hi 4", topk_row_op(&h, "t1", 1, 4, 45, 40), -1, topk_row_prep},
-      {"index_topk one row 3 blocks Hi 4", topk_row_op(&h, "t2", 1, 4, 5, 3), -1, topk_row_prep},
-      {"index_topk 5 rows of a table each Hi 4", topk_row_op(&h, "t3", 5, 4, 211, 40), -1, topk_row_prep}};
-  const hand_case moe_row[2] = {
-      {"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL},
-      {"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5, NULL}};
+     [0, 4): repeated experts, counted once) */
+  cases[n++] = (hand_case){"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL};
+  cases[n++] = (hand_case){"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5,
+                           NULL};
+  /* one row's router at the model's width (6 segments x 32 experts) and at a partial segment
+     (2 x 12) */
+  cases[n++] = (hand_case){"router_topk one row H 6144 E 32 k 4", router_op(&h, "r1", 1, 6144, 32, 4), -1,
+                           router_weights};
+  cases[n++] = (hand_case){"router_topk one row H 1100 E 12 k 3", router_op(&h, "r2", 1, 1100, 12, 3), -1,
+                           router_weights};
+  /* decode rows' index_topk: one row of 40 blocks (16 selected) and of 3 (every block selected,
+     no score computed), 5 rows of their own tables (40 down to 31 blocks) */
+  cases[n++] = (hand_case){"index_topk one row 40 blocks Hi 4", topk_row_op(&h, "t1", 1, 4, 45, 40), -1,
+                           topk_row_prep};
+  cases[n++] = (hand_case){"index_topk one row 3 blocks Hi 4", topk_row_op(&h, "t2", 1, 4, 5, 3), -1,
+                           topk_row_prep};
+  cases[n++] = (hand_case){"index_topk 5 rows of a table each Hi 4", topk_row_op(&h, "t3", 5, 4, 211, 40), -1,
+                           topk_row_prep};
   /* moe's cuBLASLt form (from 1024 rows per expert on average): 2048 rows, k 2 over 4 experts,
      ids uniform over the 4 (a repeat in a row counted once), and skewed (experts 0 .. 3: 2048,
      293, none, 1755 rows) */
@@ -1098,9 +1093,6 @@ static void check_hand(h3_backend *b, bool all_attention) {
   check_cases(b, cases, n, "");
   check_moe_gemm_forms(b, gemm, 2);
   check_markov_forms(b, markov, 2);
-  check_default_and(b, moe_row, 2, "H3_MOE_COMBINE", "cluster");  /* combine kernel, clusters */
-  check_default_and(b, router_row, 2, "H3_ROUTER_FORM", "cluster"); /* one-launch form, a cluster */
-  check_default_and(b, topk_row, 3, "H3_TOPK_FORM", "cluster");     /* decode blocks, clusters */
   check_cases(b, accept, 1, "");
   check_nvfp4_forms(b, nvfp4, 9);
   check_sol_forms(b, sol, 5, all_attention);

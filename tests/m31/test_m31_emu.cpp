@@ -104,7 +104,6 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #define H3_KV_ATT_NAME att11_att
 #define H3_KV_COMBINE_NAME att11_combine
 #define H3_TOPK_SCORE_NAME att11_score
-#define H3_TOPK_CLUSTER_NAME att11_topk_cluster
 #define H3_TOPK_ROWS_NAME att11_rows
 #define H3_TOPK_NAME att11_select
 #include "m31_msa.cu"
@@ -113,7 +112,6 @@ namespace att11 { /* head dims <= 32, groups <= 4; and index_topk */
 #undef H3_KV_ATT_NAME
 #undef H3_KV_COMBINE_NAME
 #undef H3_TOPK_SCORE_NAME
-#undef H3_TOPK_CLUSTER_NAME
 #undef H3_TOPK_ROWS_NAME
 #undef H3_TOPK_NAME
 } // namespace att11
@@ -176,8 +174,7 @@ static void check_moe_by_slot(const h3_bf16 *h, const h3_bf16 *gu, const h3_bf16
       moe_k::emu_moe_mma(h, gu, nullptr, nullptr, id, act.data(), T1, HH, FF, EE, k, 1.702f, 7.0f);
     });
     emu_launch3(k, H / 32, 1, H3M_MMA_THREADS, [&] {
-      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k, nullptr,
-                                nullptr);
+      moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k);
     });
     int64_t bad = 0;
     for (int s = 0; s < k; s++) {
@@ -222,8 +219,7 @@ static void test_moe(int64_t T, int64_t H, int64_t F, int64_t E, int k, bool rep
         moe_k::emu_moe_mma(h, gu, lists.data(), counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
       });
       emu_launch3(E, H / 32, 1, H3M_MMA_THREADS, [&] {
-        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k,
-                                nullptr, nullptr);
+        moe_k::emu_moe_mma_down(dn, lists.data(), counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
       });
       if (T == 1) check_moe_by_slot(h, gu, dn, ids, y, H, F, E, k);
     } else {
@@ -644,14 +640,6 @@ static void test_index_topk(const topk_case &c) {
   int64_t bad = topk_score_diff(c, in[0], in[1], in[3], score, NB);
   CHECK(bad == 0, "%s: %lld scores not the reference's bits", what, (long long)bad);
   compare(what, out, want[0], 0);
-  if (!c.rows) { /* the cluster form (H3_TOPK_FORM=cluster): each row a cluster of one block */
-    buf oc = make(op->results[0]->type);
-    emu_launch3(1, T, 1, H3M_TOPK_DEC_THREADS, [&] {
-      att11::att11_topk_cluster(iq, ik, pos, pt, (int *)oc.p(), iHi, iD, ipage, iblock, NB, itopk, pt_per,
-                                NPP);
-    });
-    compare((std::string(what) + " (cluster form)").c_str(), oc, want[0], 0);
-  }
   h3_module_free(m);
 }
 

@@ -36,12 +36,10 @@ namespace router_k {
 #define I_T int
 #define O_T float
 #define H3_ROUTER_FUSED_NAME emu_router_fused
-#define H3_ROUTER_CLUSTER_NAME emu_router_cluster
 #define H3_ROUTER_SCORE_NAME emu_router_score
 #define H3_ROUTER_NAME emu_router
 #include "m31_moe.cu"
 #undef H3_ROUTER_FUSED_NAME
-#undef H3_ROUTER_CLUSTER_NAME
 #undef H3_ROUTER_SCORE_NAME
 #undef H3_ROUTER_NAME
 #undef H_T
@@ -154,16 +152,6 @@ static void router_launch(const std::vector<buf> &in, int64_t t0, int64_t T, int
   });
 }
 
-/* The cluster form of one row (H3_ROUTER_FORM=cluster) as host emulation runs it: a cluster of
- * one block, which takes every (expert, segment) task (cu_m31_run_router launches up to 8). */
-static void router_cluster_launch(const std::vector<buf> &in, int64_t t, int64_t H, int E, int k, int *ids,
-                                  float *wts) {
-  long long HH = H;
-  const h3_bf16 *h = (const h3_bf16 *)in[0].bytes.data() + t * H;
-  const float *w = (const float *)in[1].bytes.data(), *b = (const float *)in[2].bytes.data();
-  emu_launch3(1, 1, 1, ROUTER_THREADS, [&] { router_k::emu_router_cluster(h, w, b, ids, wts, HH, E, k, 2.0f); });
-}
-
 static void test_router(int64_t T, int64_t H, int E, int k) {
   h3_module *m = router_module(T, H, E, k);
   if (!m) return;
@@ -205,23 +193,18 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
   compare((w + " ids").c_str(), ids[0], want[0], 0);
   compare((w + " weights").c_str(), wts[0], want[1], 1e-10);
   CHECK(ids[0].bytes == ids[1].bytes && wts[0].bytes == wts[1].bytes, "%s: a second launch differs", what);
-  /* a row's bits do not depend on the batch: rows alone (T = 1), through the fused form and
-     the cluster form */
-  int bad = 0, bad_cluster = 0;
+  /* a row's bits do not depend on the batch: rows alone (T = 1) */
+  int bad = 0;
   for (int64_t t = 0; t < T; t += T > 8 ? T / 5 : 1) {
     std::vector<float> p1((size_t)(S * E), NAN);
     std::vector<unsigned> c1(1, 0u);
-    int id1[ROUTER_KMAX], idc[ROUTER_KMAX];
-    float w1[ROUTER_KMAX], wc[ROUTER_KMAX];
+    int id1[ROUTER_KMAX];
+    float w1[ROUTER_KMAX];
     router_launch(in, t, 1, H, E, k, p1, c1, id1, w1);
     bad += memcmp(id1, (const int *)ids[0].p() + t * k, (size_t)k * 4) != 0 ||
            memcmp(w1, (const float *)wts[0].p() + t * k, (size_t)k * 4) != 0;
-    router_cluster_launch(in, t, H, E, k, idc, wc);
-    bad_cluster += memcmp(idc, (const int *)ids[0].p() + t * k, (size_t)k * 4) != 0 ||
-                   memcmp(wc, (const float *)wts[0].p() + t * k, (size_t)k * 4) != 0;
   }
   CHECK(bad == 0, "%s: %d rows alone differ from the batch's bits", what, bad);
-  CHECK(bad_cluster == 0, "%s: %d rows through the cluster form differ from the batch's bits", what, bad_cluster);
   h3_module_free(m);
 }
 
@@ -344,8 +327,7 @@ static void test_decode_moe(int64_t T, int64_t H, int64_t F, int E, int k) {
     moe_k::emu_moe_mma(h, gu, rl, counts.data(), ids, act.data(), TT, HH, FF, EE, k, 1.702f, 7.0f);
   });
   emu_launch3(by_slot ? k : E, H / 32, 1, H3M_MMA_THREADS, [&] {
-    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k, nullptr,
-                              nullptr);
+    moe_k::emu_moe_mma_down(dn, rl, counts.data(), ids, act.data(), y.data(), TT, HH, FF, EE, k);
   });
   emu_launch3(T, (H + 2047) / 2048, 1, 256, [&] {
     moe_k::emu_moe_combine((const int *)c.in[3].p(), (const float *)c.in[4].p(), y.data(), (float *)out.p(), HH,
@@ -426,7 +408,7 @@ int main(void) {
   test_router(3, 60, 8, 3);      /* element loads: H not a multiple of 8 */
   test_router(2, 520, 12, 3);    /* 2 expert blocks, one partial */
   test_router(7, 256, 32, 16);   /* the most experts per row of the one-launch form */
-  test_router(1, 6144, 128, 4);  /* the full model's 128 experts: many task passes (cluster form) */
+  test_router(1, 6144, 128, 4);  /* the full model's 128 experts: 16 expert blocks x 6 segments */
   /* 4 experts per warp (T > 64): */
   test_router(200, 2048, 32, 4); /* 12 rows per block, a partial last group, no route */
   test_router(70, 520, 40, 4);   /* 2 expert blocks, one partial; partial segments */
