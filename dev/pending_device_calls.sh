@@ -415,13 +415,19 @@ case $CALL in
    # Predicted: the picks differ at 2-4 of the ~12 decode GEMMs whose candidates' medians lie within
    # ~2 % (a coin toss at 5 timed runs), the lm_head's among them (~780 us on an H100: 2 % is 16 us);
    # the heuristic's picks ~2.10-2.15 ms. If so: time the few-row GEMMs over more runs, and keep
-   # the heuristic's pick unless a candidate beats it by more than the runs' spread; ~4 min
+   # the heuristic's pick unless a candidate beats it by more than the runs' spread. But coin
+   # tosses within 2 % cannot add up to call 87's 79 us (the decode GEMMs take ~1.5 ms in all), so
+   # the other hypothesis: a pick timed alone runs slower beside the side stream's kernels (the
+   # shared expert's and the indexer's reads share the memory system with the main stream's
+   # GEMVs). One stream (H3_SIDE_STREAM=0) for each tuning tells: if the tunings agree there and
+   # differ with two streams, the picks must be timed beside a concurrent read; ~5 min
    P=$S/plans/m31_small_p2048_n80.plan
    for i in 1 2; do
      kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
      H3_GEMM_TUNE_LOG=1 H3_KERNEL_CACHE_DIR=$kc timeout 120 "$S/bin/h3exec" "$P" --backend cuda --weights random \
        --seed 3 --warmup 0 --iterations 1 2> "$OUT/tune$i.log" > /dev/null
      dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#tuning $i, on its picks: #"
+     H3_SIDE_STREAM=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#tuning $i, on its picks, one stream: #"
      if [ $i = 1 ]; then H3_GEMM_TUNE=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#heuristic picks: #"; fi
    done
    echo "== the picks that differ"; python3 dev/tune_log_diff.py "$OUT/tune1.log" "$OUT/tune2.log"
