@@ -420,7 +420,10 @@ case $CALL in
    # the other hypothesis: a pick timed alone runs slower beside the side stream's kernels (the
    # shared expert's and the indexer's reads share the memory system with the main stream's
    # GEMVs). One stream (H3_SIDE_STREAM=0) for each tuning tells: if the tunings agree there and
-   # differ with two streams, the picks must be timed beside a concurrent read; ~5 min
+   # differ with two streams, the picks must be timed beside a concurrent read. A sharper guess:
+   # the picks that lose in the step are the variants with 2x1 / 1x2 clusters (a cluster's blocks
+   # wait to be placed together while the side stream holds SMs: the moe's cluster combine lost
+   # 17 us a launch that way in call 85); tune_log_diff's configurations show the cluster ids; ~5 min
    P=$S/plans/m31_small_p2048_n80.plan
    for i in 1 2; do
      kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
