@@ -4,7 +4,14 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-s30-*.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
-#   vary), then 84 (issue 19's batch-1 rounds on an H200), then 80 / 82.
+#   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
+#   80 / 82. Stages for 88 (a fresh checkout: scripts/setup.sh first; PATH with /usr/local/cuda/bin):
+#     dev/mini_stage.sh build-gpu/s18 build-gpu/s40 h3c h3exec
+#     git apply dev/tune_no_variants.patch && dev/mini_stage.sh build-gpu/s18 build-gpu/s40v h3c h3exec
+#     git checkout runtime/cuda/cuda_gemm_tune.c
+#     for v in s40 s40v; do H3_KERNEL_CACHE_DIR=$PWD/build-gpu/$v/kcache build-gpu/$v/bin/h3c compile \
+#       models/minimax_m3_1.g --config small --set max_new_tokens=80 -o build-gpu/$v/plans/m31_small_p2048_n80.plan; done
+#   then run: dev/pending_device_calls.sh build-gpu/s40 $OUT 88 (carry build-gpu/s40, build-gpu/s40v).
 # Before (session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85 and 86.
 #   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
 #   run) and one kernel cache folder for every build of an A/B; and not in the run that tunes
@@ -408,32 +415,31 @@ case $CALL in
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
 88) { # why cuBLASLt's picks vary (call 87: two fresh tunings of the same build gave the batch-1
-   # step 2.1732 and 2.0942 ms on their picks): two fresh tunings with H3_GEMM_TUNE_LOG=1 (the run
-   # that tunes, untimed), the step then timed on each one's picks, the heuristic's first picks
-   # (H3_GEMM_TUNE=0) between them, then dev/tune_log_diff.py: which GEMMs picked differently and how far apart their timed medians lie.
-   # Carry a stage of HEAD with plans/m31_small_p2048_n80.plan (e.g. build-gpu/s40).
-   # Predicted: the picks differ at 2-4 of the ~12 decode GEMMs whose candidates' medians lie within
-   # ~2 % (a coin toss at 5 timed runs), the lm_head's among them (~780 us on an H100: 2 % is 16 us);
-   # the heuristic's picks ~2.10-2.15 ms. If so: time the few-row GEMMs over more runs, and keep
-   # the heuristic's pick unless a candidate beats it by more than the runs' spread. But coin
-   # tosses within 2 % cannot add up to call 87's 79 us (the decode GEMMs take ~1.5 ms in all), so
-   # the other hypothesis: a pick timed alone runs slower beside the side stream's kernels (the
-   # shared expert's and the indexer's reads share the memory system with the main stream's
-   # GEMVs). One stream (H3_SIDE_STREAM=0) for each tuning tells: if the tunings agree there and
-   # differ with two streams, the picks must be timed beside a concurrent read. A sharper guess:
-   # the picks that lose in the step are the variants with 2x1 / 1x2 clusters (a cluster's blocks
-   # wait to be placed together while the side stream holds SMs: the moe's cluster combine lost
-   # 17 us a launch that way in call 85); tune_log_diff's configurations show the cluster ids; ~5 min
-   P=$S/plans/m31_small_p2048_n80.plan
-   for i in 1 2; do
-     kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
-     H3_GEMM_TUNE_LOG=1 H3_KERNEL_CACHE_DIR=$kc timeout 120 "$S/bin/h3exec" "$P" --backend cuda --weights random \
-       --seed 3 --warmup 0 --iterations 1 2> "$OUT/tune$i.log" > /dev/null
-     dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#tuning $i, on its picks: #"
-     H3_SIDE_STREAM=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#tuning $i, on its picks, one stream: #"
-     if [ $i = 1 ]; then H3_GEMM_TUNE=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#heuristic picks: #"; fi
+   # step 2.1732 and 2.0942 ms on their picks), and one candidate fix. Stages: STAGE (HEAD) and
+   # STAGEv (HEAD with dev/tune_no_variants.patch: the few-row GEMMs timed over the heuristic's
+   # candidates only, no tile / cluster variants), each with plans/m31_small_p2048_n80.plan; carry
+   # both. For each stage two fresh tunings with H3_GEMM_TUNE_LOG=1 (the run that tunes, untimed),
+   # the step then timed on each one's picks with the side stream and without (H3_SIDE_STREAM=0);
+   # the heuristic's first picks (H3_GEMM_TUNE=0) once; dev/tune_log_diff.py on each pair of logs.
+   # Predicted: the picks differ at 2-4 of the ~12 decode GEMMs. Coin tosses within 2 % cannot add
+   # up to 79 us (the decode GEMMs take ~1.5 ms in all), so the guess is that a pick timed alone runs
+   # slower beside the side stream's reads, the variants with 2x1 / 1x2 clusters first (a cluster's
+   # blocks wait to be placed together while the side stream holds SMs: the moe's cluster combine
+   # lost 17 us a launch that way in call 85). If so: STAGE's tunings differ with two streams and
+   # agree more on one; STAGEv's two tunings within ~10 us of each other and of STAGE's better one
+   # (~2.09-2.10 ms on an H100), and then the patch goes into the product; ~7 min
+   for st in "$S" "${S}v"; do
+     for i in 1 2; do
+       kc=$(mktemp -d); cp -r "$st/kcache/." "$kc/"
+       H3_GEMM_TUNE_LOG=1 H3_KERNEL_CACHE_DIR=$kc timeout 120 "$st/bin/h3exec" "$st/plans/m31_small_p2048_n80.plan" \
+         --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 2> "$OUT/tune${st##*/}$i.log" > /dev/null
+       dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, on its picks: #"
+       H3_SIDE_STREAM=0 dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, on its picks, one stream: #"
+       if [ "$st$i" = "${S}1" ]; then H3_GEMM_TUNE=0 dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#heuristic picks: #"; fi
+     done
+     echo "== the picks that differ (${st##*/})"
+     python3 dev/tune_log_diff.py "$OUT/tune${st##*/}1.log" "$OUT/tune${st##*/}2.log"
    done
-   echo "== the picks that differ"; python3 dev/tune_log_diff.py "$OUT/tune1.log" "$OUT/tune2.log"
    } > "$log" 2>&1 ;;
 85) { # the batch-1 step's three opt-in cluster forms on build-gpu/s39 (b37c788: h3c h3exec test_gpu_ops
    # gpu_compile_check, plans/m31_small_p2048_n80.plan and _b64_p2048_n24.plan compiled by its
