@@ -48,5 +48,5 @@ if [ -n "$ab" ]; then # the decode plans, then the same with the flags (their ke
     done
   done
 fi
-H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd) "$S/bin/gpu_compile_check"
+if [ -x "$S/bin/gpu_compile_check" ]; then H3_KERNEL_CACHE_DIR=$(cd "$S/kcache" && pwd) "$S/bin/gpu_compile_check"; fi
 du -sh "$S"

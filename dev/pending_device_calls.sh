@@ -9,9 +9,11 @@
 #     dev/mini_stage.sh build-gpu/s18 build-gpu/s40 h3c h3exec
 #     git apply dev/tune_no_variants.patch && dev/mini_stage.sh build-gpu/s18 build-gpu/s40v h3c h3exec
 #     git checkout runtime/cuda/cuda_gemm_tune.c
-#     for v in s40 s40v; do H3_KERNEL_CACHE_DIR=$PWD/build-gpu/$v/kcache build-gpu/$v/bin/h3c compile \
+#     git apply dev/tune_one_block_clusters.patch && dev/mini_stage.sh build-gpu/s18 build-gpu/s40c h3c h3exec
+#     git checkout runtime/cuda/cuda_gemm_tune.c
+#     for v in s40 s40v s40c; do H3_KERNEL_CACHE_DIR=$PWD/build-gpu/$v/kcache build-gpu/$v/bin/h3c compile \
 #       models/minimax_m3_1.g --config small --set max_new_tokens=80 -o build-gpu/$v/plans/m31_small_p2048_n80.plan; done
-#   then run: dev/pending_device_calls.sh build-gpu/s40 $OUT 88 (carry build-gpu/s40, build-gpu/s40v).
+#   then run: dev/pending_device_calls.sh build-gpu/s40 $OUT 88 (carry build-gpu/s40, s40v, s40c).
 # Before (session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85 and 86.
 #   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
 #   run) and one kernel cache folder for every build of an A/B; and not in the run that tunes
@@ -415,26 +417,30 @@ case $CALL in
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
 88) { # why cuBLASLt's picks vary (call 87: two fresh tunings of the same build gave the batch-1
-   # step 2.1732 and 2.0942 ms on their picks), and one candidate fix. Stages: STAGE (HEAD) and
+   # step 2.1732 and 2.0942 ms on their picks), and two candidate fixes. Stages: STAGE (HEAD),
    # STAGEv (HEAD with dev/tune_no_variants.patch: the few-row GEMMs timed over the heuristic's
-   # candidates only, no tile / cluster variants), each with plans/m31_small_p2048_n80.plan; carry
-   # both. For each stage two fresh tunings with H3_GEMM_TUNE_LOG=1 (the run that tunes, untimed),
-   # the step then timed on each one's picks with the side stream and without (H3_SIDE_STREAM=0);
-   # the heuristic's first picks (H3_GEMM_TUNE=0) once; dev/tune_log_diff.py on each pair of logs.
+   # candidates only, no tile / cluster variants) and STAGEc (dev/tune_one_block_clusters.patch:
+   # those candidates also set to clusters of one block), each with plans/m31_small_p2048_n80.plan;
+   # carry all three. For each stage two fresh tunings with H3_GEMM_TUNE_LOG=1 (the run that tunes,
+   # untimed), the step then timed on each one's picks (STAGE's also without the side stream,
+   # H3_SIDE_STREAM=0); the heuristic's first picks (H3_GEMM_TUNE=0) once; dev/tune_log_diff.py on
+   # each pair of logs.
    # Predicted: the picks differ at 2-4 of the ~12 decode GEMMs. Coin tosses within 2 % cannot add
    # up to 79 us (the decode GEMMs take ~1.5 ms in all), so the guess is that a pick timed alone runs
    # slower beside the side stream's reads, the variants with 2x1 / 1x2 clusters first (a cluster's
    # blocks wait to be placed together while the side stream holds SMs: the moe's cluster combine
    # lost 17 us a launch that way in call 85). If so: STAGE's tunings differ with two streams and
-   # agree more on one; STAGEv's two tunings within ~10 us of each other and of STAGE's better one
-   # (~2.09-2.10 ms on an H100), and then the patch goes into the product; ~7 min
-   for st in "$S" "${S}v"; do
+   # agree more on one; STAGEv's or STAGEc's two tunings within ~10 us of each other and of STAGE's
+   # better one (~2.09-2.10 ms on an H100), and then that patch goes into the product; ~8 min
+   for st in "$S" "${S}v" "${S}c"; do
      for i in 1 2; do
        kc=$(mktemp -d); cp -r "$st/kcache/." "$kc/"
        H3_GEMM_TUNE_LOG=1 H3_KERNEL_CACHE_DIR=$kc timeout 120 "$st/bin/h3exec" "$st/plans/m31_small_p2048_n80.plan" \
          --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 2> "$OUT/tune${st##*/}$i.log" > /dev/null
        dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, on its picks: #"
-       H3_SIDE_STREAM=0 dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, on its picks, one stream: #"
+       if [ "$st" = "$S" ]; then
+         H3_SIDE_STREAM=0 dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, on its picks, one stream: #"
+       fi
        if [ "$st$i" = "${S}1" ]; then H3_GEMM_TUNE=0 dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#heuristic picks: #"; fi
      done
      echo "== the picks that differ (${st##*/})"
