@@ -14,6 +14,7 @@
 #     for v in s40 s40v s40c; do H3_KERNEL_CACHE_DIR=$PWD/build-gpu/$v/kcache build-gpu/$v/bin/h3c compile \
 #       models/minimax_m3_1.g --config small --set max_new_tokens=80 -o build-gpu/$v/plans/m31_small_p2048_n80.plan; done
 #   then run: dev/pending_device_calls.sh build-gpu/s40 $OUT 88 (carry build-gpu/s40, s40v, s40c).
+#   89 (dev/persistent_chain.cu: is a persistent layer kernel issue 17's lever?) fits beside 88 or 84.
 # Before (session 29; 83 ran on an H100: dev/results/2026-12-06-h100-s29-*.txt): 85 and 86.
 #   A whole bench/m31_decode.sh takes ~130 s: measure steps with dev/m31_step_calls.sh (~25 s a
 #   run) and one kernel cache folder for every build of an A/B; and not in the run that tunes
@@ -416,6 +417,15 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+89) { # the persistent-chain lab (dev/persistent_chain.cu: build it here with the line in its header
+   # into build-gpu/lab/persistent_chain; carry build-gpu/lab): a sparse layer's main-stream GEMVs
+   # with their glue as glue kernels + cuBLAS in a CUDA graph, against one persistent kernel with
+   # grid barriers and the next phase's first rows prefetched to L2. Predicted: graph ~1.2 x the
+   # floor, persistent PF 0 near it, PF 1 ~1.08-1.10 x; >= 8 % better than the graph names a
+   # persistent layer kernel as issue 17's batch-1 lever; ~1 min
+   echo "== persistent_chain 4 layers, then 8"; timeout 120 build-gpu/lab/persistent_chain 4
+   timeout 120 build-gpu/lab/persistent_chain 8
+   } > "$log" 2>&1 ;;
 88) { # why cuBLASLt's picks vary (call 87: two fresh tunings of the same build gave the batch-1
    # step 2.1732 and 2.0942 ms on their picks), and two candidate fixes. Stages: STAGE (HEAD),
    # STAGEv (HEAD with dev/tune_no_variants.patch: the few-row GEMMs timed over the heuristic's
