@@ -1,7 +1,7 @@
 // persistent_chain.cu: what a batch-1 decode step would gain if the glue between its GEMVs ran
 // inside one persistent kernel instead of as launches between cuBLAS GEMVs (lab; not CI).
-//   nvcc -std=c++17 -arch=sm_90a -O3 -I dev dev/persistent_chain.cu -lcublas -o persistent_chain
-//   ./persistent_chain [layers]
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I dev dev/persistent_chain.cu -lcublas -o build-gpu/lab/persistent_chain
+//   build-gpu/lab/persistent_chain [layers]
 // Question (dev/m31-decode.md, 2026-12-06): the batch-1 step of M3.1 small is ~0.3 ms above its
 // bandwidth floor on the H200; ~40 dependent launches on the main stream at ~1.8 µs each, the
 // small kernels' own latency chains and each weight read's ramp and tail make it. Fusing one
@@ -192,6 +192,7 @@ int main(int argc, char **argv) {
     fill_bf16<<<1024, 256>>>(wall + off, n, 0x1234u + 77u * p);
     off += (size_t)n;
   }
+  CK(cudaDeviceSynchronize()); // the fills ran on the legacy stream; the runs below on a non-blocking one
   for (float *&y : c.y) CK(cudaMalloc(&y, 9216 * sizeof(float)));
   float *x, *outa, *outb;
   __nv_bfloat16 *v;
