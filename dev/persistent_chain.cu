@@ -19,6 +19,7 @@
 //     (a counter: fence, add, spin) ends the phase. PF = 0, 1, 2: before waiting at the barrier
 //     each warp asks for its first PF rows of the next phase in L2 (cp.async.bulk.prefetch.L2),
 //     so the wait and the glue overlap the next phase's first reads.
+//   A0: A's GEMVs alone in a graph (no glue kernels): what the glue launches add to A.
 //   floor: one grid-stride read of all the weights.
 // Checks: B's output against A's (relative to max |x|; only the GEMVs' fp32 sum orders differ),
 // NaN / Inf fail; B bitwise run to run.
@@ -235,6 +236,16 @@ int main(int argc, char **argv) {
   chain_a();
   CK(cudaStreamEndCapture(st, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaGraph_t g0; // A0: the GEMVs alone, back to back (v as the last glue left it): the glue's share
+  cudaGraphExec_t ge0;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int p = 0; p < c.n_phase; p++) {
+    const int N = pn(p % PHASES), K = pk(p % PHASES);
+    CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, 1, K, &one, c.w[p], CUDA_R_16BF, K, v, CUDA_R_16BF, K, &zero,
+                    c.y[p & 1], CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  CK(cudaStreamEndCapture(st, &g0));
+  CK(cudaGraphInstantiate(&ge0, g0, 0));
   CK(cudaGraphLaunch(ge, st));
   CK(cudaMemcpyAsync(outa, x, H * sizeof(float), cudaMemcpyDeviceToDevice, st));
   CK(cudaStreamSynchronize(st));
@@ -275,9 +286,12 @@ int main(int argc, char **argv) {
          prop.name, prop.multiProcessorCount, layers, bytes / 1e6 / layers, grid, THREADS);
   const long long words = (long long)(bytes / 16);
   const double floor_us = time_it([&] { plain_read<<<8 * prop.multiProcessorCount, 256, 0, st>>>((const uint4 *)wall, words, sink); });
+  const double a0_us = time_it([&] { CK(cudaGraphLaunch(ge0, st)); });
   const double a_us = time_it([&] { CK(cudaGraphLaunch(ge, st)); });
   printf("  %-34s %8.1f us a layer  %5.2f TB/s  %.3f x floor\n", "floor (a plain read)", floor_us,
          bytes / layers / floor_us / 1e6, 1.0);
+  printf("  %-34s %8.1f us a layer  %5.2f TB/s  %.3f x floor\n", "A0: cuBLAS alone, a graph", a0_us,
+         bytes / layers / a0_us / 1e6, a0_us / floor_us);
   printf("  %-34s %8.1f us a layer  %5.2f TB/s  %.3f x floor\n", "A: glue kernels + cuBLAS, a graph", a_us,
          bytes / layers / a_us / 1e6, a_us / floor_us);
   for (int pf = 0; pf <= 2; pf++) {
