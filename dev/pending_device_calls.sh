@@ -425,6 +425,10 @@ case $CALL in
    # persistent layer kernel as issue 17's batch-1 lever; ~1 min
    echo "== persistent_chain 4 layers, then 8"; timeout 120 build-gpu/lab/persistent_chain 4
    timeout 120 build-gpu/lab/persistent_chain 8
+   # and dev/cluster_placement.cu (same folder, its header's line): does a kernel in clusters of 8
+   # start later than its plain blocks beside another stream's GEMVs? Predicted alone ~6-8 us both,
+   # beside: plain +2-5 us, cluster +10-20 us
+   echo "== cluster_placement"; timeout 60 build-gpu/lab/cluster_placement
    } > "$log" 2>&1 ;;
 88) { # why cuBLASLt's picks vary (call 87: two fresh tunings of the same build gave the batch-1
    # step 2.1732 and 2.0942 ms on their picks), and two candidate fixes. Stages: STAGE (HEAD),
