@@ -423,8 +423,9 @@ case $CALL in
    # grid barriers and the next phase's first rows prefetched to L2. Predicted: graph ~1.2 x the
    # floor, persistent PF 0 near it, PF 1 ~1.08-1.10 x; >= 8 % better than the graph names a
    # persistent layer kernel as issue 17's batch-1 lever; ~1 min
-   echo "== persistent_chain 4 layers, then 8"; timeout 120 build-gpu/lab/persistent_chain 4
-   timeout 120 build-gpu/lab/persistent_chain 8
+   echo "== persistent_chain: 4 layers, 3 blocks an SM; 8 layers; 4 layers at 2 blocks an SM"
+   timeout 120 build-gpu/lab/persistent_chain 4; timeout 120 build-gpu/lab/persistent_chain 8
+   timeout 120 build-gpu/lab/persistent_chain 4 2
    # and dev/cluster_placement.cu (same folder, its header's line): does a kernel in clusters of 8
    # start later than its plain blocks beside another stream's GEMVs? Predicted alone ~6-8 us both,
    # beside: plain +2-5 us, cluster +10-20 us

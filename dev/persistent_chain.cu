@@ -1,7 +1,7 @@
 // persistent_chain.cu: what a batch-1 decode step would gain if the glue between its GEMVs ran
 // inside one persistent kernel instead of as launches between cuBLAS GEMVs (lab; not CI).
 //   nvcc -std=c++17 -arch=sm_90a -O3 -I dev dev/persistent_chain.cu -lcublas -o build-gpu/lab/persistent_chain
-//   build-gpu/lab/persistent_chain [layers]
+//   build-gpu/lab/persistent_chain [layers] [blocks an SM]
 // Question (dev/m31-decode.md, 2026-12-06): the batch-1 step of M3.1 small is ~0.3 ms above its
 // bandwidth floor on the H200; ~40 dependent launches on the main stream at ~1.8 µs each, the
 // small kernels' own latency chains and each weight read's ramp and tail make it. Fusing one
@@ -13,7 +13,8 @@
 //   the next layer's qkv <- x += y, v = rmsnorm(x); at the end x += y is the output.
 // The glue (glue_phase) is the same code in both forms, 256 threads, so its bits are the same.
 //   A "graph": per phase a 1-block glue kernel and cublasGemmEx, captured once in a CUDA graph.
-//   B "persistent": one kernel, 2 blocks an SM (all resident), per phase every block runs the glue
+//   B "persistent": one kernel, 3 blocks an SM (all resident; rows a warp 2.9 at qkv, 1.9 else:
+//     the last row's imbalance ~3 %), per phase every block runs the glue
 //     itself (x and v in its shared memory, the previous y read from L2), then its warps take
 //     weight rows grid-stride (16-byte loads, 8 in flight a lane, a warp a row); a grid barrier
 //     (a counter: fence, add, spin) ends the phase. PF = 0, 1, 2: before waiting at the barrier
@@ -113,7 +114,7 @@ __device__ void prefetch_l2(const void *p, unsigned bytes) {
 
 // B: the whole chain. bar: the grid barrier's counter (monotonic; base: its value at launch).
 template <int PF>
-__global__ void __launch_bounds__(THREADS, 2) persistent(chain c, float *out, unsigned *bar, unsigned base) {
+__global__ void __launch_bounds__(THREADS, 3) persistent(chain c, float *out, unsigned *bar, unsigned base) {
   __shared__ float x[H], red[WARPS];
   __shared__ __align__(16) __nv_bfloat16 v[8192];
   const int lane = threadIdx.x & 31, gw = blockIdx.x * WARPS + (threadIdx.x >> 5), GW = gridDim.x * WARPS;
@@ -173,9 +174,9 @@ __global__ void plain_read(const uint4 *p, long long n, unsigned *sink) {
 }
 
 int main(int argc, char **argv) {
-  const int layers = argc > 1 ? atoi(argv[1]) : 4;
-  if (layers < 1 || layers * PHASES > 64) {
-    fprintf(stderr, "layers: 1 .. 16\n");
+  const int layers = argc > 1 ? atoi(argv[1]) : 4, want_per_sm = argc > 2 ? atoi(argv[2]) : 3;
+  if (layers < 1 || layers * PHASES > 64 || want_per_sm < 1) {
+    fprintf(stderr, "usage: persistent_chain [layers 1 .. 16] [blocks an SM, default 3]\n");
     return 1;
   }
   cudaDeviceProp prop;
@@ -255,7 +256,7 @@ int main(int argc, char **argv) {
   // B: the grid of resident blocks
   int occ = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, persistent<1>, THREADS, 0));
-  const int per_sm = occ < 2 ? occ : 2, grid = per_sm * prop.multiProcessorCount;
+  const int per_sm = occ < want_per_sm ? occ : want_per_sm, grid = per_sm * prop.multiProcessorCount;
   if (per_sm < 1) {
     fprintf(stderr, "the persistent kernel does not fit an SM\n");
     return 1;
