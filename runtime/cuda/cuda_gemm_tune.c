@@ -14,13 +14,13 @@
  * (rotation: CU_TUNE_COLD_L2 times the L2 in all; fewer where memory is short), so that each
  * run reads them from memory as a decode step reads its weights: timed on one copy, a weight
  * that fits the L2 (the decode's 38-113 MB ones nearly do) was read from it by every run but
- * the first, and the picks, made on the L2's rate, varied from one tuning to the next by up to
- * 0.1 ms of a 2.1 ms batch-1 step of M3.1 small (H100, 2026-12-06). Those short runs keep the
- * card at its highest clock, and a kernel that is fastest there need not be under sustained
- * load, where the card's power limit sets the clock by how much power each kernel draws (H3's
- * fc2: the fastest short-run
- * candidate took 7.05 ms alone and 7.3-7.5 ms in a sustained benchmark, against 7.12 ms for
- * PyTorch's cuBLAS kernel). So for a GEMM whose best median is at least CU_TUNE_HOLD_MIN_MS,
+ * the first, and the picks were made on the L2's rate. (The rotation alone did not make the
+ * picks repeatable: two fresh tunings still gave a batch-1 step of M3.1 small 2.173 and 2.094 ms
+ * on an H100, 2026-12-06; why is open.) Those short runs keep the card at its highest clock, and
+ * a kernel that is fastest there need not be under sustained load, where the card's power limit
+ * sets the clock by how much power each kernel draws (H3's fc2: the fastest short-run candidate
+ * took 7.05 ms alone and 7.3-7.5 ms in a sustained benchmark, against 7.12 ms for PyTorch's
+ * cuBLAS kernel). So for a GEMM whose best median is at least CU_TUNE_HOLD_MIN_MS,
  * each candidate within CU_TUNE_HOLD_SLACK of the best is then held: run back to back for
  * CU_TUNE_HOLD_MS (the first half untimed, the second half timed as one stretch), in two
  * passes of opposite order; the mean of its two passes decides. The fastest is kept.
