@@ -1,6 +1,7 @@
 // lab_cuda.cuh: what the stand-alone CUDA benches of dev/ share (lab; not CI): CK (a CUDA call
 // that must succeed, else the file:line and exit 1), fill_bf16 (hashed values in [-0.05,
-// 0.05)), mean_ms (the mean time of `iters` calls of f after `warm` warm-ups, cudaEvents) and
+// 0.05)), mean_ms (the mean time of `iters` calls of f after `warm` warm-ups, cudaEvents on
+// `stream`, the legacy stream by default) and
 // rel_diff (the largest |a - b| over the largest |b|; 1e30 where a holds a NaN or Inf).
 #pragma once
 #include <cuda_bf16.h>
@@ -37,16 +38,16 @@ __global__ void fill_bf16(__nv_bfloat16 *p, long long n, unsigned seed) {
   }
 }
 
-template <typename F> float mean_ms(F f, int warm, int iters) {
+template <typename F> float mean_ms(F f, int warm, int iters, cudaStream_t stream = 0) {
   static cudaEvent_t e0, e1;
   if (!e0) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
   }
   for (int i = 0; i < warm; i++) f(i);
-  CK(cudaEventRecord(e0));
+  CK(cudaEventRecord(e0, stream));
   for (int i = 0; i < iters; i++) f(i);
-  CK(cudaEventRecord(e1));
+  CK(cudaEventRecord(e1, stream));
   CK(cudaEventSynchronize(e1));
   CK(cudaGetLastError());
   float ms;

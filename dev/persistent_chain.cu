@@ -268,21 +268,7 @@ int main(int argc, char **argv) {
     else persistent<2><<<grid, THREADS, 0, st>>>(c, outb, bar, base);
     base += (unsigned)c.n_phase * (unsigned)grid;
   };
-  auto time_it = [&](auto f) {
-    const int iters = 20;
-    for (int i = 0; i < 3; i++) f();
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < iters; i++) f();
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaGetLastError());
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    return 1e3 * ms / iters / layers; // µs a layer
-  };
+  auto time_it = [&](auto f) { return 1e3 * mean_ms([&](int) { f(); }, 3, 20, st) / layers; }; // µs a layer
   printf("%s, %d SMs; %d layers of 4 GEMVs, %.1f MB of weights a layer; persistent grid %d x %d threads\n",
          prop.name, prop.multiProcessorCount, layers, bytes / 1e6 / layers, grid, THREADS);
   const long long words = (long long)(bytes / 16);
