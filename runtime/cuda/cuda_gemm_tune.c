@@ -8,15 +8,21 @@
  * For a GEMM of at least CU_TUNE_MIN_FLOPS, or whose operands hold CU_TUNE_MIN_BYTES or more
  * (bandwidth-bound: few rows, large weights), cu_lt_tune asks
  * for up to CU_TUNE_CANDIDATES algorithms, adds their variants with other tiles and cluster
- * shapes (candidate_pool), runs them on scratch operands of random normal values in rounds
+ * shapes for a GEMM of at least CU_TUNE_MIN_FLOPS (candidate_pool; a bandwidth-bound GEMM is
+ * timed over the heuristic's candidates alone, see below), runs them on scratch operands of
+ * random normal values in rounds
  * (one warm-up round, then CU_TUNE_REPS timed rounds, each running every candidate once, CUDA
  * events; a candidate's median counts). The runs rotate through copies of the operands
  * (rotation: CU_TUNE_COLD_L2 times the L2 in all; fewer where memory is short), so that each
  * run reads them from memory as a decode step reads its weights: timed on one copy, a weight
  * that fits the L2 (the decode's 38-113 MB ones nearly do) was read from it by every run but
- * the first, and the picks were made on the L2's rate. (The rotation alone did not make the
- * picks repeatable: two fresh tunings still gave a batch-1 step of M3.1 small 2.173 and 2.094 ms
- * on an H100, 2026-12-06; why is open.) Those short runs keep the card at its highest clock, and
+ * the first, and the picks were made on the L2's rate. The rotation alone did not make the
+ * picks repeatable: with the variants in the pool, four fresh tunings gave a batch-1 step of
+ * M3.1 small 2.169, 2.256, 2.158 and 2.156 ms on one H100 (2026-12-06); timed over the
+ * heuristic's candidates alone the few-row GEMMs gave 2.155, 2.158, 2.138 and 2.155 ms. The
+ * picks that differ between two tunings are within ~2 % of each other in the tuner's timing
+ * and not in the step; why the variants fare worse there is not established (a guess: their
+ * clusters wait to be placed while the side stream's GEMVs hold SMs). Those short runs keep the card at its highest clock, and
  * a kernel that is fastest there need not be under sustained load, where the card's power limit
  * sets the clock by how much power each kernel draws (H3's fc2: the fastest short-run candidate
  * took 7.05 ms alone and 7.3-7.5 ms in a sustained benchmark, against 7.12 ms for PyTorch's
@@ -162,13 +168,13 @@ static bool in_place_split(const cublasLtMatmulAlgo_t *algo) {
  * a configuration the heuristic does not list (PyTorch runs a 192x192 tile with a 2x1 cluster
  * for H3's fc1 and fc2). Returns the pool's size. */
 static int candidate_pool(cu_state *s, const cu_lt_problem *p, const cublasLtMatmulHeuristicResult_t *res,
-                          int n, cublasLtMatmulAlgo_t *pool, int max) {
+                          int n, bool variants, cublasLtMatmulAlgo_t *pool, int max) {
   static const uint32_t tiles[] = {CUBLASLT_MATMUL_TILE_192x192, CUBLASLT_MATMUL_TILE_256x128,
                                    CUBLASLT_MATMUL_TILE_128x256};
   static const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
   int m = 0;
   for (int i = 0; i < n && m < max; i++) pool[m++] = res[i].algo;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; variants && i < n; i++)
     for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++)
       for (size_t c = 0; c < sizeof clusters / sizeof *clusters && m < max; c++) {
         cublasLtMatmulAlgo_t v = res[i].algo;
@@ -313,9 +319,9 @@ static int rotation(const cu_state *s, size_t bytes) {
   return k < 1 ? 1 : k > CU_TUNE_COPIES ? CU_TUNE_COPIES : (int)k;
 }
 
-/* Times the candidates on scratch operands; *best keeps the heuristic's pick when no
- * candidate runs. */
-static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p,
+/* Times the candidates (with their tile / cluster variants when `variants`) on scratch
+ * operands; *best keeps the heuristic's pick when no candidate runs. */
+static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_problem *p, bool variants,
                                  cublasLtMatmulAlgo_t *best, h3_diag *d) {
   cublasLtMatmulHeuristicResult_t res[CU_TUNE_CANDIDATES];
   int n = 0;
@@ -348,7 +354,7 @@ static h3_status time_candidates(cu_state *s, const h3_op *op, const cu_lt_probl
   /* rounds: one warm-up, then CU_TUNE_REPS timed; each round runs every live candidate once,
      so a drift of the clock (the card heating up) weighs on all of them alike */
   cublasLtMatmulAlgo_t pool[CU_TUNE_POOL];
-  const int np = candidate_pool(s, p, res, n, pool, CU_TUNE_POOL);
+  const int np = candidate_pool(s, p, res, n, variants, pool, CU_TUNE_POOL);
   double ms[CU_TUNE_POOL][CU_TUNE_REPS];
   bool live[CU_TUNE_POOL];
   for (int i = 0; i < np; i++) live[i] = !in_place_split(&pool[i]);
@@ -402,8 +408,11 @@ h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, doubl
                      cublasLtMatmulAlgo_t *algo, h3_diag *d) {
   if (!cu_lt_tunes(s, p, flops)) return H3_OK;
   char key[512], path[4200];
-  /* "rotated": timed on operands rotated past the L2 (choices timed otherwise do not match) */
-  snprintf(key, sizeof key, "%s|cublasLt %zu|%s|rotated", s->device_name, cublasLtGetVersion(), p->key);
+  /* "rotated": timed on operands rotated past the L2 (choices timed otherwise do not match);
+     "heuristic": a bandwidth-bound GEMM, timed without tile / cluster variants */
+  const bool variants = flops >= tune_min_flops();
+  snprintf(key, sizeof key, "%s|cublasLt %zu|%s|rotated%s", s->device_name, cublasLtGetVersion(), p->key,
+           variants ? "" : "|heuristic");
   tune_path(s, key, path, sizeof path);
   /* file: the key (NUL-terminated) then the algorithm's bytes. Read with stdio, not
      h3_read_file: a cache entry is no input of the run, and a stale one is rewritten below */
@@ -426,7 +435,7 @@ h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, doubl
     }
   }
   free(file);
-  if (time_candidates(s, op, p, algo, d) != H3_OK) return H3_ERR;
+  if (time_candidates(s, op, p, variants, algo, d) != H3_OK) return H3_ERR;
   char *out = malloc(kl + sizeof *algo);
   if (!out) return H3_OK; /* the choice is still used; it is just not kept */
   memcpy(out, key, kl);
