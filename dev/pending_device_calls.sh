@@ -2,7 +2,10 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
+# Next (2026-12-06, session 31; 88 and 89 ran on an H100: dev/results/2026-12-06-h100-tuning-variants-
+#   persistent-chain.txt; 88's first patch is in the product): 90 (the persistent chain's second form:
+#   the next GEMV's rows staged in shared memory across barriers), then 84 on an H200.
+# Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
 #   80 / 82. Stages for 88 (a fresh checkout: scripts/setup.sh first; PATH with /usr/local/cuda/bin):
@@ -417,6 +420,16 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+90) { # the persistent-chain lab, second form (dev/persistent_chain.cu: build it here with the line in
+   # its header into build-gpu/lab/persistent_chain; carry build-gpu/lab): five phases a layer, an
+   # attention stand-in (a latency chain of 16 one-thread walkers) between qkv and o; B persistent
+   # against BS, whose warps copy the next GEMV's first row bytes into shared memory before each
+   # barrier. Predicted (H100, 2 blocks an SM): ATT ~13 us a layer; A ~1.46 x floor + ATT; B ~1.21 x
+   # + ATT; BS 10-20 us a layer below B; BS bitwise equal to B. >= 8 % names staging as part of the
+   # product's persistent layer kernel; ~1 min
+   echo "== 4 layers, 2 blocks an SM, 64 steps; no attention; 8 layers; 1 block an SM; 3 blocks an SM"
+   for a in "4 2 64" "4 2 0" "8 2 64" "4 1 64" "4 3 64"; do timeout 100 build-gpu/lab/persistent_chain $a; done
+   } > "$log" 2>&1 ;;
 89) { # the persistent-chain lab (dev/persistent_chain.cu: build it here with the line in its header
    # into build-gpu/lab/persistent_chain; carry build-gpu/lab): a sparse layer's main-stream GEMVs
    # with their glue as glue kernels + cuBLAS in a CUDA graph, against one persistent kernel with
