@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(256) sgemv(const bf16 *__restrict__ x, const b
 #pragma unroll
     for (int j = 0; j < U; j++) {
       float xf[8], w0[8], w1[8];
-      h3s_f8(xv[j], xf), h3s_f8(wv[j][0], w0), h3s_f8(wv[j][1], w1);
+      h3_bf16x8_f32(xv[j], xf), h3_bf16x8_f32(wv[j][0], w0), h3_bf16x8_f32(wv[j][1], w1);
       a[j][0] = a[j][1] = 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; e++) a[j][0] = __fmaf_rn(xf[e], w0[e], a[j][0]), a[j][1] = __fmaf_rn(xf[e], w1[e], a[j][1]);
