@@ -40,6 +40,11 @@
 // ~13 µs a layer; A ~1.46 x the floor + ATT; B ~1.21 x + ATT; BS 10-20 µs a layer below B (the
 // ramps of four GEMVs and part of the attention's wait hidden). If BS beats B by >= 8 %, the
 // product's persistent layer kernel stages the next weight across each barrier.
+// Measured (H100, 2026-12-06, dev/results/2026-12-06-h100-persistent-chain-staged.txt): ATT 11.1
+// µs a layer; A 1.688 x the floor, B 1.372 x (0.813 x A: -33 µs a layer), BS 1.503 x: staging
+// made every configuration slower (+5 to +22 µs a layer), refuted. Not profiled; suspects: the
+// select between shared and global words in the GEMV's inner loop, and the copies' burst at
+// every barrier competing with the other blocks' last rows.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
