@@ -2,9 +2,14 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-06, session 31; 88 and 89 ran on an H100: dev/results/2026-12-06-h100-tuning-variants-
-#   persistent-chain.txt; 88's first patch is in the product): 90 (the persistent chain's second form:
-#   the next GEMV's rows staged in shared memory across barriers), then 84 on an H200.
+# Next (2026-12-06, end of session 31; 88-90 ran on H100s: dev/results/2026-12-06-h100-tuning-variants-
+#   persistent-chain.txt and -persistent-chain-staged.txt; 88's first patch is in the product, 90's
+#   staging refuted): 91 first (the 64-sequence step with the tuning without variants, never
+#   measured), then 84 on an H200. Stages: dev/mini_stage.sh build-gpu/s18 build-gpu/s41 h3c h3exec
+#   at HEAD, and build-gpu/s40 at c753748 (the tuning with variants), each with
+#   plans/m31_small_p2048_n80.plan and plans/m31_small_b64_p2048_n24.plan compiled by its h3c
+#   (--set seqs=64 --set max_new_tokens=24) into its kcache; run dev/pending_device_calls.sh
+#   build-gpu/s41 $OUT 91 (carry s40 and s41).
 # Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
@@ -420,6 +425,21 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+91) { # the tuning without tile / cluster variants for bandwidth-bound GEMMs (STAGE, HEAD) against
+   # the tuning with them (build-gpu/s40, c753748) at 64 sequences: every GEMM of a 64-row step is
+   # under 1e11 FLOPs, so the change reaches it too, and only batch 1 was measured (H100: 2.138-
+   # 2.158 ms against 2.156-2.256 over four tunings). Two fresh tunings each, one round on each
+   # tuning's picks, then the batch-1 step of both once on their last tunings. Predicted: 64 rows
+   # within +-1 % (~5.6 ms on an H100); if STAGE is slower by more than the two tunings' spread,
+   # the variants come back for GEMMs of more than 16 rows; ~6 min
+   for i in 1 2; do
+     for st in "$S" build-gpu/s40; do
+       kc=$(mktemp -d); cp -r "$st/kcache/." "$kc/"
+       M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, 64 sequences: #"
+       [ $i = 2 ] && dev/m31_step_calls.sh 1 "$st:$kc" | sed "s#^#tuning $i, batch 1: #"
+     done
+   done
+   } > "$log" 2>&1 ;;
 90) { # the persistent-chain lab, second form (dev/persistent_chain.cu: build it here with the line in
    # its header into build-gpu/lab/persistent_chain; carry build-gpu/lab): five phases a layer, an
    # attention stand-in (a latency chain of 16 one-thread walkers) between qkv and o; B persistent
