@@ -9,7 +9,8 @@
 #   at HEAD, and build-gpu/s40 at c753748 (the tuning with variants), each with
 #   plans/m31_small_p2048_n80.plan and plans/m31_small_b64_p2048_n24.plan compiled by its h3c
 #   (--set seqs=64 --set max_new_tokens=24) into its kcache; run dev/pending_device_calls.sh
-#   build-gpu/s41 $OUT 91 (carry s40 and s41).
+#   build-gpu/s41 $OUT 91 (carry s40 and s41). Then 92 (dev/skip_ops_calls.sh: the step without each
+#   kind of small op, the bound of a persistent step's gain; its stage needs dev/skip_ops.patch).
 # Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
@@ -425,6 +426,14 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+92) { # what the batch-1 step spends in its CUDA graph on each kind of small op (dev/skip_ops_calls.sh on
+   # a stage built with dev/skip_ops.patch: git apply dev/skip_ops.patch && dev/mini_stage.sh
+   # build-gpu/s18 build-gpu/s42s h3c h3exec; git checkout runtime/cuda/cuda_backend.c; then its h3c
+   # compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s42s; STAGE = s42s).
+   # The bound of what a persistent step can win (dev/persistent-decode.md); predictions in the
+   # script's header (all small ops together ~-200 us on an H100); ~4 min
+   timeout 400 dev/skip_ops_calls.sh "$S" 2
+   } > "$log" 2>&1 ;;
 91) { # the tuning without tile / cluster variants for bandwidth-bound GEMMs (STAGE, HEAD) against
    # the tuning with them (build-gpu/s40, c753748) at 64 sequences: every GEMM of a 64-row step is
    # under 1e11 FLOPs, so the change reaches it too, and only batch 1 was measured (H100: 2.138-
