@@ -777,6 +777,7 @@ static int run(const options *o, h3_diag *d) {
                              : "host time, synced after each op";
   if (!h3_backend_graph_counts(b, &r.graphs_captured, &r.graphs_replayed))
     r.graphs_captured = r.graphs_replayed = -1;
+  if (!h3_backend_gemm_tuning(b, &r.gemm_timed, &r.gemm_read, &r.gemm_tune_seconds)) r.gemm_timed = -1;
   else
     r.device_backend = b;
   r.n_branches = h3_runtime_branches(rt, &r.branches);

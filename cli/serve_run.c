@@ -153,6 +153,10 @@ int serve_run(const serve_flags *f, h3_runtime *rt, const h3_module *m, h3_backe
     printf("CUDA graphs     %lld graph calls captured, %lld replayed\n", (long long)captured,
            (long long)replayed);
     h3_report_print_uncaptured(stdout, b, "                ");
+    int64_t timed, read;
+    double seconds;
+    if (h3_backend_gemm_tuning(b, &timed, &read, &seconds))
+      h3_report_print_gemm_tuning(stdout, timed, read, seconds, "                ");
   }
   if (st == H3_OK && f->summary) st = write_summary(f->summary, &stats, device, d);
   if (st == H3_OK && sink.failed)

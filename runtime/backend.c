@@ -56,6 +56,13 @@ bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed
   return true;
 }
 
+bool h3_backend_gemm_tuning(h3_backend *b, int64_t *timed, int64_t *read, double *seconds) {
+  *timed = *read = 0, *seconds = 0;
+  if (!b->ext || !b->ext->gemm_tuning) return false;
+  b->ext->gemm_tuning(b, timed, read, seconds);
+  return true;
+}
+
 int h3_backend_graph_uncaptured(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max) {
   if (!b->ext || !b->ext->graph_uncaptured) return 0;
   return b->ext->graph_uncaptured(b, graphs, why, max);

@@ -274,6 +274,16 @@ void h3_report_print_ops(FILE *out, const h3_op_stat *stats, const char *what, c
   fprintf(out, "  %-20s %10s %12.3f %7.1f%%\n", "total", "", total * 1e3, total > 0 ? 100.0 : 0.0);
 }
 
+void h3_report_print_gemm_tuning(FILE *out, int64_t timed, int64_t read, double seconds, const char *lead) {
+  if (timed > 0)
+    fprintf(out, "%sGEMM tuning: %lld shapes timed in this process (%.1f s), %lld read from the kernel cache; "
+                 "a process that times shapes can run slower than a later one on the same choices: "
+                 "compare the runs after it\n",
+            lead, (long long)timed, seconds, (long long)read);
+  else if (timed == 0 && read > 0)
+    fprintf(out, "%sGEMM tuning: %lld shapes' choices read from the kernel cache\n", lead, (long long)read);
+}
+
 void h3_report_print_uncaptured(FILE *out, h3_backend *b, const char *lead) {
   enum { MOST = 16 };
   const h3_graph *g[MOST];
@@ -327,5 +337,6 @@ void h3_report_print(FILE *out, const h3_report *r) {
     fprintf(out, "  CUDA graphs: %lld graph calls captured, %lld replayed (since start; warm-up included)\n",
             (long long)r->graphs_captured, (long long)r->graphs_replayed);
   if (r->device_backend) h3_report_print_uncaptured(out, r->device_backend, "    ");
+  h3_report_print_gemm_tuning(out, r->gemm_timed, r->gemm_read, r->gemm_tune_seconds, "  ");
   h3_report_print_ops(out, r->stats, "measured iterations", r->op_clock);
 }

@@ -111,6 +111,8 @@ typedef struct {
  *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
  *     from mark a to mark b (negative when either is unknown).
  *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts).
+ *   gemm_tuning: the GEMM shapes whose algorithm this process timed, those whose choice it read
+ *     from the kernel cache, and the host seconds the timing took (h3_backend_gemm_tuning).
  *   graph_uncaptured: the graphs called so far whose calls are never recorded, because
  *     running them reads the device on the host, each with the op that does
  *     (h3_backend_graph_uncaptured).
@@ -161,6 +163,7 @@ typedef struct {
   int64_t (*memory_peak)(h3_backend *b);
   h3_status (*side_stream)(h3_backend *b, h3_side_cmd cmd, h3_diag *d);
   int (*graph_uncaptured)(h3_backend *b, const h3_graph **graphs, const h3_op **why, int max);
+  void (*gemm_tuning)(h3_backend *b, int64_t *timed, int64_t *read, double *seconds);
 } h3_backend_ext;
 
 struct h3_backend {
@@ -187,6 +190,9 @@ void h3_backend_reset_busy(h3_backend *b);
 /* Graph calls recorded and replayed since the backend was created; false (both 0) when the
  * backend does not record calls. */
 bool h3_backend_graph_counts(h3_backend *b, int64_t *captured, int64_t *replayed);
+/* The backend's GEMM tuning so far (h3_backend_ext.gemm_tuning); false (and zeros) when it
+ * has none. */
+bool h3_backend_gemm_tuning(h3_backend *b, int64_t *timed, int64_t *read, double *seconds);
 /* The graphs called so far that the backend never records (CUDA graphs) because running
  * them reads the device on the host: graphs[k] and why[k], the op of graphs[k] that reads it
  * (a call, where a callee does), for k < min(returned, max). 0 for a backend that records

@@ -191,6 +191,10 @@ typedef struct {
      "host time to launch (the device runs behind; --profile times the device)" */
   const char *op_clock;
   int64_t graphs_captured, graphs_replayed; /* graph calls recorded / replayed; < 0: n/a */
+  /* GEMM shapes whose algorithm the backend timed in this process / read from the kernel
+     cache, and the seconds the timing took (h3_backend_gemm_tuning); gemm_timed < 0: n/a */
+  int64_t gemm_timed, gemm_read;
+  double gemm_tune_seconds;
   h3_backend *device_backend; /* names the graphs it never records (h3_report_print_uncaptured), or NULL */
   /* the branches of the last run (Cache-DiT: which steps ran the whole stack), or none */
   const h3_branch_event *branches;
@@ -203,6 +207,10 @@ typedef struct {
 /* trtexec-style summary: configuration, what is on/off (tier, fused groups by tier,
  * memory plan per graph), latency min / median / mean / p90 / p99, per-op table. */
 void h3_report_print(FILE *out, const h3_report *r);
+/* The GEMM tuning line of the latency section (h3_report.gemm_*): the shapes timed in this
+ * process with the advice to compare later runs, or the choices read from the kernel cache;
+ * nothing when timed < 0 (no tuning) or when nothing was tuned. Each line starts with lead. */
+void h3_report_print_gemm_tuning(FILE *out, int64_t timed, int64_t read, double seconds, const char *lead);
 /* One line per graph called so far that b never records as a CUDA graph because running it
  * reads the device on the host, each led by `lead`: "not captured: NAME (OP at FILE:LINE:COL
  * reads the device on the host)"; nothing for a backend that records no calls. */

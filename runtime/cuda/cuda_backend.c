@@ -162,7 +162,7 @@ void cu_mark_busy(cu_state *s) {
   else cudaGetLastError();
 }
 
-static double host_now(void) {
+double cu_host_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -270,7 +270,7 @@ static h3_status cuda_run_op(h3_backend *b, const h3_op *op, const h3_tensor *in
 
 static double cuda_now(h3_backend *b) {
   (void)b;
-  return host_now();
+  return cu_host_seconds();
 }
 
 static void cuda_destroy(h3_backend *b) {
@@ -362,12 +362,17 @@ static void cu_trim_ext(h3_backend *b) { cu_trim(b->ctx); }
 
 static int64_t cu_memory_peak(h3_backend *b) { return (int64_t)((cu_state *)b->ctx)->peak_held; }
 
+static void cu_gemm_tuning(h3_backend *b, int64_t *timed, int64_t *read, double *seconds) {
+  const cu_state *s = b->ctx;
+  *timed = s->tune_timed, *read = s->tune_read, *seconds = s->tune_seconds;
+}
+
 static const h3_backend_ext cuda_ext = {
     cu_init_param,       cu_graph_call_begin, cu_graph_call_end, cu_mark,
     cu_mark_seconds,     cu_marks_reset,      cu_graph_counts_ext, cu_host_alloc,
     cu_host_free,        cu_host_pin,         cu_host_unpin,     cu_ring_copy,
     cu_ring_wait,        cu_ring_stalls,      cu_trim_ext,       cu_memory_peak,
-    cu_side_stream,      cu_graph_uncaptured_ext};
+    cu_side_stream,      cu_graph_uncaptured_ext, cu_gemm_tuning};
 
 /* ---- creation ------------------------------------------------------------------------------- */
 static int attention_from_name(const char *name, cu_att_impl *out) {

@@ -431,11 +431,15 @@ h3_status cu_lt_tune(cu_state *s, const h3_op *op, const cu_lt_problem *p, doubl
                                 &chk) == CUBLAS_STATUS_SUCCESS) {
       *algo = got;
       free(file);
+      s->tune_read++;
       return H3_OK;
     }
   }
   free(file);
+  const double t0 = cu_host_seconds();
   if (time_candidates(s, op, p, variants, algo, d) != H3_OK) return H3_ERR;
+  s->tune_timed++;
+  s->tune_seconds += cu_host_seconds() - t0;
   char *out = malloc(kl + sizeof *algo);
   if (!out) return H3_OK; /* the choice is still used; it is just not kept */
   memcpy(out, key, kl);

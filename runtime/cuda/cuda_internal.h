@@ -127,6 +127,10 @@ typedef struct cu_state {
   size_t bytes_held, peak_held; /* cudaMalloc'd now, and the most at once */
   /* libraries */
   void *lt; /* cublasLtHandle_t */
+  /* cuBLASLt's tuning in this process (cuda_gemm_tune.c): GEMM shapes timed, picks read from
+     the kernel cache, and the host seconds the timing took */
+  int64_t tune_timed, tune_read;
+  double tune_seconds;
   void *workspace; /* the current stream's: main_workspace, or side.workspace in a branch */
   void *main_workspace;
   void *i8_acc; /* int32 accumulators of linear_int8, sized when the ops are prepared */
@@ -398,6 +402,8 @@ bool cu_graph_capturing(const cu_state *s);
 /* Host bytes that a captured copy reads at replay: a pinned copy owned by the graph. */
 void *cu_graph_stash(cu_state *s, const void *src, size_t bytes, h3_diag *d);
 const void *cu_graph_holder(const cu_state *s); /* the graph being captured, or NULL */
+/* the host's monotonic clock, seconds */
+double cu_host_seconds(void);
 void cu_graph_counts(const cu_state *s, int64_t *captured, int64_t *replayed);
 /* flags[i] (m->n_graphs entries): whether running m->graphs[i] makes the executor read
  * device memory on the host (a branch's cond, an index by a row that is not a loop

@@ -253,6 +253,46 @@ static void test_percentiles(void) {
         "nearest-rank percentiles");
 }
 
+/* h3_backend_gemm_tuning through a backend extension (the cpu backend has none), and the
+ * report's line for a process that timed shapes, one that only read choices, and none. */
+static void fake_tuning(h3_backend *b, int64_t *timed, int64_t *read, double *seconds) {
+  (void)b;
+  *timed = 3, *read = 5, *seconds = 2.25;
+}
+
+static void test_report_gemm_tuning(void) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_backend *b = h3_backend_cpu_new(NULL, &d);
+  CHECK(b, "cpu backend");
+  if (!b) return;
+  int64_t timed = -1, read = -1;
+  double seconds = -1;
+  CHECK(!h3_backend_gemm_tuning(b, &timed, &read, &seconds) && timed == 0 && read == 0 && seconds == 0,
+        "the cpu backend tunes nothing: %lld %lld %g", (long long)timed, (long long)read, seconds);
+  static const h3_backend_ext ext = {.gemm_tuning = fake_tuning};
+  b->ext = &ext;
+  CHECK(h3_backend_gemm_tuning(b, &timed, &read, &seconds) && timed == 3 && read == 5 && seconds == 2.25,
+        "the extension's counts: %lld %lld %g", (long long)timed, (long long)read, seconds);
+  b->ext = NULL;
+  h3_backend_free(b);
+  char text[512] = {0};
+  FILE *f = fmemopen(text, sizeof text - 1, "w");
+  h3_report_print_gemm_tuning(f, 3, 5, 2.25, "  ");
+  h3_report_print_gemm_tuning(f, 0, 7, 0, "  ");
+  h3_report_print_gemm_tuning(f, 0, 0, 0, "  ");  /* nothing tuned: no line */
+  h3_report_print_gemm_tuning(f, -1, 9, 0, "  "); /* no tuning at all: no line */
+  fclose(f);
+  CHECK(strstr(text, "  GEMM tuning: 3 shapes timed in this process (2.2 s), 5 read from the kernel cache; "
+                     "a process that times shapes can run slower than a later one on the same choices: "
+                     "compare the runs after it\n") == text,
+        "the timing line: %s", text);
+  const char *second = strchr(text, '\n');
+  CHECK(second && !strcmp(second + 1, "  GEMM tuning: 7 shapes' choices read from the kernel cache\n"),
+        "the cache line, and nothing after it: %s", text);
+  h3_diag_free(&d);
+}
+
 /* h3_report_print_uncaptured through a backend extension that names two graphs it never
  * records: one by an op of its own (with its source place), one by its call of another. */
 static const h3_module *uncaptured_module;
@@ -337,6 +377,7 @@ int main(void) {
   test_backend_names();
   test_percentiles();
   test_report_uncaptured();
+  test_report_gemm_tuning();
   if (failures) {
     fprintf(stderr, "test_exec: %d of %d checks failed\n", failures, checks);
     return 1;
