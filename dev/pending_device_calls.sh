@@ -431,8 +431,8 @@ case $CALL in
    # build-gpu/s18 build-gpu/s42s h3c h3exec; git checkout runtime/cuda/cuda_backend.c; then its h3c
    # compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s42s; STAGE = s42s).
    # The bound of what a persistent step can win (dev/persistent-decode.md); predictions in the
-   # script's header (all small ops together ~-200 us on an H100); ~4 min
-   timeout 400 dev/skip_ops_calls.sh "$S" 2
+   # script's header (all small ops together ~-200 us on an H100); 10 rows x 2 rounds, ~9 min
+   timeout 540 dev/skip_ops_calls.sh "$S" 2
    } > "$log" 2>&1 ;;
 91) { # the tuning without tile / cluster variants for bandwidth-bound GEMMs (STAGE, HEAD) against
    # the tuning with them (build-gpu/s40, c753748) at 64 sequences: every GEMM of a 64-row step is

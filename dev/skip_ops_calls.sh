@@ -11,14 +11,18 @@
 # stream) -45 us; q / k norm + rope + writes (rms_norm_rope_write, rms_norm_rope) -20; the
 # attention (sparse_attention, paged_attention: 4) -80; router_topk -15 (mostly under the
 # shared expert's reads); index_topk (side stream) -0..-30; fused elementwise groups (swiglu,
-# the joins' adds, the position glue) -25; all of them together ~-200.
+# the joins' adds, the position glue) -25; all of them together ~-200. And the other side: the
+# step without its weight reads (linear, moe: the latency chain alone, ~0.35 ms) and without the
+# moe alone (-0.45 ms: 3 x ~150 µs of expert reads, less what the shared expert's reads then
+# take on their own).
 set -uo pipefail
 S=$1 R=${2:-2}
 kc=$(mktemp -d)
 cp -r "$S/kcache/." "$kc/"
 groups=("" rms_norm,add_rms_norm rms_norm_rope_write,rms_norm_rope sparse_attention,paged_attention
   router_topk index_topk fused
-  rms_norm,add_rms_norm,rms_norm_rope_write,rms_norm_rope,sparse_attention,paged_attention,router_topk,index_topk,fused)
+  rms_norm,add_rms_norm,rms_norm_rope_write,rms_norm_rope,sparse_attention,paged_attention,router_topk,index_topk,fused
+  moe linear,moe)
 for r in $(seq 1 "$R"); do
   for g in "${groups[@]}"; do
     H3_LAB_SKIP_OPS=$g dev/m31_step_calls.sh 1 "$S:$kc" | grep decode | sed "s#^#skip ${g:-nothing}: #"
