@@ -10,7 +10,8 @@
 #   plans/m31_small_p2048_n80.plan and plans/m31_small_b64_p2048_n24.plan compiled by its h3c
 #   (--set seqs=64 --set max_new_tokens=24) into its kcache; run dev/pending_device_calls.sh
 #   build-gpu/s41 $OUT 91 (carry s40 and s41). Then 92 (dev/skip_ops_calls.sh: the step without each
-#   kind of small op, the bound of a persistent step's gain; its stage needs dev/skip_ops.patch).
+#   kind of small op, the bound of a persistent step's gain; its stage needs dev/skip_ops.patch),
+#   and 93 beside either (dev/phase_remap.cu, ~10 s: a kernel file as a persistent kernel's phase).
 # Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
@@ -426,6 +427,12 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+93) { # today's kernel files as the phases of a persistent kernel, by remapping their built-ins
+   # (dev/phase_remap.cu: build it here with the line in its header into build-gpu/lab; carry
+   # build-gpu/lab): the decode attention as its own launch and as a phase of 132 resident
+   # blocks. Predicted: bitwise equal, the phase within ~1 us of the launch; ~10 s
+   timeout 60 build-gpu/lab/phase_remap
+   } > "$log" 2>&1 ;;
 92) { # what the batch-1 step spends in its CUDA graph on each kind of small op (dev/skip_ops_calls.sh on
    # a stage built with dev/skip_ops.patch: git apply dev/skip_ops.patch && dev/mini_stage.sh
    # build-gpu/s18 build-gpu/s42s h3c h3exec; git checkout runtime/cuda/cuda_backend.c; then its h3c

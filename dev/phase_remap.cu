@@ -1,0 +1,173 @@
+// phase_remap.cu: can today's kernel files become the phases of one persistent kernel without a
+// second copy of their code? (lab; not CI; dev/persistent-decode.md, step 2)
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I include -I kernels -I dev dev/phase_remap.cu -o build-gpu/lab/phase_remap
+//   build-gpu/lab/phase_remap
+// Method: the kernel file is included a second time with its built-ins remapped: blockIdx,
+// gridDim and blockDim become a block's shared variables (the virtual block it works on),
+// __global__ becomes __device__, __launch_bounds__ vanishes and __syncthreads() becomes a named
+// barrier over the phase's threads alone (bar.sync 1, blockDim.x), so that a phase of fewer
+// threads than the persistent block (the threads past blockDim.x skip it) cannot deadlock. The
+// prelude comes after the remap too (h3_last_block's barriers). The persistent kernel walks
+// the virtual blocks of the phase grid-stride and calls the remapped kernel for each.
+// Here: the decode attention's tensor-core form (kernels/m31_msa.cu, H3_KV_ATT_MMA_NAME,
+// sparse kind, S splits, the last split's block combining; clus = 0: no cluster), at M3.1
+// small's decode shape (Hq 64, Hk 4, D 128, a 2k context, 16 selected blocks of 128), run
+// (1) as its own launch and (2) as the phase of a persistent kernel of 132 blocks of 256
+// threads, each block taking virtual blocks blockIdx.x, + gridDim.x, ...
+// Checks: (2)'s output bitwise equal to (1)'s (the same code, the same sums); NaN / Inf fail.
+// Times: each form's mean over 200 launches after 20 (a launch's duration, the other's ramp).
+// Prediction (H100): bitwise equal; the phase form within ~1 µs of the launch (the same work;
+// its blocks are already resident).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstring>
+#include <vector>
+
+#include "lab_cuda.cuh"
+extern "C" { // the host halves of the prelude's helpers (nvcc parses them for the host too)
+#include "h3/bf16.h"
+#include "h3/nvfp4.h"
+}
+
+// ---- the remap: every name the kernel file reads of its launch ----
+struct h3v_dim {
+  unsigned x, y, z;
+};
+__shared__ h3v_dim h3v_bid, h3v_grid, h3v_bdim;
+__device__ __forceinline__ void h3v_sync() {
+  asm volatile("bar.sync 1, %0;" ::"r"(h3v_bdim.x) : "memory");
+}
+#define blockIdx h3v_bid
+#define gridDim h3v_grid
+#define blockDim h3v_bdim
+#define __syncthreads() h3v_sync()
+#undef __global__
+#define __global__ __device__
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+
+#include "prelude.cuh"
+
+#define Q_T h3_bf16
+#define K_T h3_bf16
+#define IX_T int
+#define O_T h3_bf16
+#define H3M_DC 4
+#define H3M_HPW 4
+#define H3_KV_ATT_MMA_NAME att_phase
+#include "m31_msa.cu"
+
+#undef blockIdx
+#undef gridDim
+#undef blockDim
+#undef __syncthreads
+#undef __global__
+#define __global__ __location__(global) // as crt/host_defines.h has them
+#undef __launch_bounds__
+#define __launch_bounds__(...) __annotate__(launch_bounds(__VA_ARGS__))
+
+struct att_args {
+  const h3_bf16 *q, *kc, *vc;
+  const int *pos, *pt, *sel, *ctx;
+  float *part;
+  h3_bf16 *o;
+  unsigned *cnt;
+  long long T, NP;
+  int Hq, Hk, D, page, topk, S;
+  float scale;
+};
+
+// the phase over a virtual grid (gx, gy) of bdim threads, run by a block of PT threads
+template <int PT>
+__device__ void run_att(const att_args &a, unsigned gx, unsigned gy, unsigned bdim) {
+  const unsigned n = gx * gy;
+  for (unsigned v = blockIdx.x; v < n; v += gridDim.x) {
+    if (threadIdx.x == 0) h3v_bid = {v % gx, v / gx, 0}, h3v_grid = {gx, gy, 1}, h3v_bdim = {bdim, 1, 1};
+    __syncthreads();
+    if (threadIdx.x < bdim)
+      att_phase(a.q, a.kc, a.vc, nullptr, nullptr, a.pos, a.pt, a.sel, a.ctx, a.part, 2, a.T, a.Hq, a.Hk, a.D,
+                a.page, a.topk, a.scale, 0, a.NP, a.S, a.o, a.cnt, 0, 0, 0);
+    __syncthreads();
+  }
+}
+
+// (1): the kernel alone, one launch of grid (gx, gy), bdim threads
+__global__ void __launch_bounds__(256) att_launch(att_args a, unsigned gx, unsigned gy, unsigned bdim) {
+  if (threadIdx.x == 0) h3v_bid = {blockIdx.x, blockIdx.y, 0}, h3v_grid = {gx, gy, 1}, h3v_bdim = {bdim, 1, 1};
+  __syncthreads();
+  if (threadIdx.x < bdim)
+    att_phase(a.q, a.kc, a.vc, nullptr, nullptr, a.pos, a.pt, a.sel, a.ctx, a.part, 2, a.T, a.Hq, a.Hk, a.D,
+              a.page, a.topk, a.scale, 0, a.NP, a.S, a.o, a.cnt, 0, 0, 0);
+}
+
+// (2): the same as a phase of a resident grid of 256-thread blocks
+__global__ void __launch_bounds__(256) att_persistent(att_args a, unsigned gx, unsigned gy, unsigned bdim) {
+  run_att<256>(a, gx, gy, bdim);
+}
+
+int main() {
+  const int Hq = 64, Hk = 4, D = 128, page = 128, ctx = 2048, topk = 16, NP = ctx / page + 1, S = 16;
+  const int W = 4, bdim = 32 * W; // the product's warps for one row at this group
+  const long long T = 1, P = NP;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const size_t qn = (size_t)T * Hq * D, cn = (size_t)P * page * Hk * D;
+  h3_bf16 *q, *kc, *vc, *o1, *o2;
+  int *pos, *pt, *sel, *ctxd;
+  float *part;
+  unsigned *cnt;
+  CK(cudaMalloc(&q, qn * 2));
+  CK(cudaMalloc(&kc, cn * 2));
+  CK(cudaMalloc(&vc, cn * 2));
+  CK(cudaMalloc(&o1, qn * 2));
+  CK(cudaMalloc(&o2, qn * 2));
+  fill_bf16<<<256, 256>>>(q, (long long)qn, 11u);
+  fill_bf16<<<1024, 256>>>(kc, (long long)cn, 12u);
+  fill_bf16<<<1024, 256>>>(vc, (long long)cn, 13u);
+  std::vector<int> hpos{ctx - 1}, hpt(NP), hsel(Hk * topk);
+  for (int i = 0; i < NP; i++) hpt[i] = (i * 7 + 3) % NP; // scrambled pages
+  for (int h = 0; h < Hk; h++)
+    for (int i = 0; i < topk; i++) hsel[h * topk + i] = i; // every block of the 2k context
+  CK(cudaMalloc(&pos, 4));
+  CK(cudaMalloc(&pt, NP * 4));
+  CK(cudaMalloc(&sel, Hk * topk * 4));
+  CK(cudaMalloc(&ctxd, 4));
+  CK(cudaMemcpy(pos, hpos.data(), 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(pt, hpt.data(), NP * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(sel, hsel.data(), Hk * topk * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(ctxd, 0, 4));
+  const size_t part_floats = (size_t)T * Hk * S * 4096;
+  CK(cudaMalloc(&part, part_floats * 4));
+  CK(cudaMalloc(&cnt, T * Hk * 4));
+  CK(cudaMemset(cnt, 0, T * Hk * 4));
+  att_args a{q, kc, vc, pos, pt, sel, ctxd, part, o1, cnt, T, NP, Hq, Hk, D, page, topk, S, 0.08838834764831843f};
+  const size_t smem = (size_t)W * 16 * 4 * 32 * 4; // red: [W][16][4][32] floats
+  CK(cudaFuncSetAttribute(att_launch, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CK(cudaFuncSetAttribute(att_persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  const unsigned gx = (unsigned)(T * S), gy = Hk;
+  att_launch<<<dim3(gx, gy), 256, smem>>>(a, gx, gy, bdim);
+  CK(cudaDeviceSynchronize());
+  a.o = o2;
+  att_persistent<<<prop.multiProcessorCount, 256, smem>>>(a, gx, gy, bdim);
+  CK(cudaDeviceSynchronize());
+  std::vector<uint16_t> h1(qn), h2(qn);
+  CK(cudaMemcpy(h1.data(), o1, qn * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h2.data(), o2, qn * 2, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (size_t i = 0; i < qn; i++) {
+    uint32_t u = (uint32_t)h1[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    bad += !std::isfinite(f);
+  }
+  const bool same = !memcmp(h1.data(), h2.data(), qn * 2);
+  const double t1 = 1e3 * mean_ms([&](int) { att_launch<<<dim3(gx, gy), 256, smem>>>(a, gx, gy, bdim); }, 20, 200);
+  const double t2 = 1e3 * mean_ms([&](int) { att_persistent<<<prop.multiProcessorCount, 256, smem>>>(a, gx, gy, bdim); }, 20, 200);
+  printf("%s: decode attention (Hq %d, Hk %d, D %d, %d selected blocks of %d, S %d, %d threads a block)\n",
+         prop.name, Hq, Hk, D, topk, page, S, bdim);
+  printf("  own launch   %7.2f us\n  as a phase   %7.2f us  (%d resident blocks of 256 threads)\n", t1, t2,
+         prop.multiProcessorCount);
+  printf("  outputs %s, %d non-finite\n", same ? "bitwise equal" : "DIFFER", bad);
+  return same && !bad ? 0 : 1;
+}
