@@ -16,10 +16,15 @@
 // over a subset), run (1) as its own launch of the remapped code (grid (16, 4), 256 threads)
 // and (2) as the phase of a persistent kernel of one 256-thread block an SM, each block taking
 // virtual blocks blockIdx.x, + gridDim.x, ...
-// Checks: (2)'s output bitwise equal to (1)'s (the same code, the same sums); NaN / Inf fail.
+// (3) as (2), but from a recorded launch: the argument array packed at the runtime's parameter
+// offsets (cudaFuncGetParamInfo), and a trampoline that calls the remapped kernel with each
+// parameter read at the offset its type has by the launch ABI (dev/persistent-decode.md).
+// Checks: (2)'s and (3)'s outputs bitwise equal to (1)'s (the same code, the same sums), (3)'s
+// offsets equal to the runtime's; NaN / Inf fail.
 // Times: each form's mean over 200 launches after 20 (a launch's duration, the other's ramp).
-// Prediction (H100): bitwise equal; the phase form within ~1 µs of the launch (the same work;
-// its blocks are already resident).
+// Prediction (H100): bitwise equal, the offsets the runtime's; (2) within ~1 µs of (1) (the same
+// work, its blocks already resident); (3) ~1-2 µs over (2): ptxas gives it 255 registers and 8
+// bytes of stack against (2)'s 238, the arguments read from memory instead of the constant bank.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -108,6 +113,75 @@ __global__ void __launch_bounds__(256) att_persistent(att_args a, unsigned gx, u
   run_att<256>(a, gx, gy, bdim);
 }
 
+// (3): the launch recorded, as the product's launch helper would record it: the argument array
+// (void *args[], one pointer a parameter, as for cudaLaunchKernel) copied into bytes at the
+// offsets the runtime gives for the kernel's parameters (cudaFuncGetParamInfo of att_sig, a
+// kernel of att_phase's exact signature), and on the device a trampoline that calls att_phase
+// with each parameter read from those bytes at the offset the launch ABI gives its type (each
+// at its alignment, in order): the same offsets, or the outputs differ.
+extern "C" __global__ void att_sig(const h3_bf16 *__restrict__ q, const h3_bf16 *__restrict__ kc,
+                                   const h3_bf16 *__restrict__ vc, const h3_bf16 *__restrict__ kb,
+                                   const h3_bf16 *__restrict__ vb, const int *__restrict__ pos,
+                                   const int *__restrict__ pt, const int *__restrict__ sel,
+                                   const int *__restrict__ ctxp, float *part, int kind, long long T, int Hq,
+                                   int Hk, int D, int page, int topk, float scale, int pt_per, long long NP,
+                                   int S, h3_bf16 *__restrict__ o, unsigned *cnt, int ctx_rows, long long brows,
+                                   int clus) {}
+
+template <int... I> struct h3v_seq {};
+template <int N, int... I> struct h3v_make : h3v_make<N - 1, N - 1, I...> {};
+template <int... I> struct h3v_make<0, I...> {
+  typedef h3v_seq<I...> type;
+};
+// parameter i's offset among parameters of types A...: each at its alignment, in order
+template <typename... A> __host__ __device__ constexpr unsigned long long h3v_off(int i) {
+  const unsigned long long sz[] = {sizeof(A)..., 0}, al[] = {alignof(A)..., 1};
+  unsigned long long o = 0;
+  for (int j = 0; j < i; j++) o = (o + al[j] - 1) / al[j] * al[j] + sz[j];
+  return (o + al[i] - 1) / al[i] * al[i];
+}
+template <typename F> struct h3v_sig;
+template <typename... A> struct h3v_sig<void (*)(A...)> {
+  template <void (*F)(A...), int... I> static __device__ void call(const char *p, h3v_seq<I...>) {
+    F(*reinterpret_cast<const A *>(p + h3v_off<A...>(I))...);
+  }
+  template <void (*F)(A...)> static __device__ void call(const char *p) {
+    call<F>(p, typename h3v_make<(int)sizeof...(A)>::type());
+  }
+};
+
+struct h3v_record { // a recorded launch: its virtual grid, threads, and argument bytes
+  unsigned gx, gy, bdim;
+  const char *args;
+};
+
+__global__ void __launch_bounds__(256) att_replay(h3v_record r) {
+  const unsigned n = r.gx * r.gy;
+  for (unsigned v = blockIdx.x; v < n; v += gridDim.x) {
+    if (threadIdx.x == 0) h3v_bid = {v % r.gx, v / r.gx, 0}, h3v_grid = {r.gx, r.gy, 1}, h3v_bdim = {r.bdim, 1, 1};
+    __syncthreads();
+    if (threadIdx.x < r.bdim) h3v_sig<decltype(&att_phase)>::call<&att_phase>(r.args);
+    __syncthreads();
+  }
+}
+
+// the argument array's values packed at the kernel's parameter offsets; false when the
+// runtime's offsets are not the trampoline's
+static bool pack_args(void **args, int n, std::vector<char> &bytes) {
+  constexpr unsigned long long (*off)(int) = h3v_off<const h3_bf16 *, const h3_bf16 *, const h3_bf16 *,
+      const h3_bf16 *, const h3_bf16 *, const int *, const int *, const int *, const int *, float *, int,
+      long long, int, int, int, int, int, float, int, long long, int, h3_bf16 *, unsigned *, int, long long, int>;
+  bytes.assign(512, 0);
+  bool same = true;
+  for (int i = 0; i < n; i++) {
+    size_t o = 0, sz = 0;
+    CK(cudaFuncGetParamInfo((const void *)att_sig, (size_t)i, &o, &sz));
+    same = same && o == off(i);
+    memcpy(bytes.data() + o, args[i], sz);
+  }
+  return same;
+}
+
 int main() {
   const int Hq = 64, Hk = 4, D = 128, page = 128, ctx = 2048, topk = 16, NP = ctx / page + 1, S = 16;
   const long long T = 1, P = NP;
@@ -174,6 +248,31 @@ int main() {
     printf("  %d warps: own launch %7.2f us, as a phase of %d resident blocks %7.2f us; outputs %s, %d non-finite\n",
            W, t1, prop.multiProcessorCount, t2, same ? "bitwise equal" : "DIFFER", bad);
     fails += !same || bad;
+    // (3) the recorded launch through the trampoline
+    const h3_bf16 *nb = nullptr;
+    int kind = 2, pt_per = 0, ctx_rows = 0, clus = 0;
+    long long brows = 0;
+    h3_bf16 *o3 = o2;
+    void *args[] = {&a.q, &a.kc, &a.vc, &nb, &nb, &a.pos, &a.pt, &a.sel, &a.ctx, &a.part, &kind, &a.T, &a.Hq,
+                    &a.Hk, &a.D, &a.page, &a.topk, &a.scale, &pt_per, &a.NP, &a.S, &o3, &a.cnt, &ctx_rows,
+                    &brows, &clus};
+    std::vector<char> bytes;
+    const bool offsets = pack_args(args, 26, bytes);
+    char *dbytes;
+    CK(cudaMalloc(&dbytes, bytes.size()));
+    CK(cudaMemcpy(dbytes, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    CK(cudaFuncSetAttribute(att_replay, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
+    CK(cudaMemset(o2, 0xff, qn * 2));
+    const h3v_record rec{gx, gy, bdim, dbytes};
+    att_replay<<<prop.multiProcessorCount, 256, smem>>>(rec);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h2.data(), o2, qn * 2, cudaMemcpyDeviceToHost));
+    const bool same3 = !memcmp(h1.data(), h2.data(), qn * 2);
+    const double t3 = 1e3 * mean_ms([&](int) { att_replay<<<prop.multiProcessorCount, 256, smem>>>(rec); }, 20, 200);
+    printf("  %d warps: the recorded launch through the trampoline %7.2f us; parameter offsets %s; outputs %s\n", W,
+           t3, offsets ? "as the runtime's" : "DIFFER from the runtime's", same3 ? "bitwise equal" : "DIFFER");
+    fails += !same3 || !offsets;
+    CK(cudaFree(dbytes));
   }
   return fails ? 1 : 0;
 }
