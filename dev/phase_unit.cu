@@ -6,7 +6,7 @@
 // defines #undef'd after it, every one under the built-in remap of dev/phase_remap.cu. Every
 // phase is referenced (a table of their addresses) so that each is compiled to SASS.
 // Found 2026-12-06 (no GPU): two instances of m31_msa.cu and two of m31_moe.cu compile
-// together (nvcc; the remap with one instance also compiles with NVRTC); the kernel files
+// together (nvcc; the remap with one instance also compiles with NVRTC); the kernel files'
 // own macros repeat with the same values, which C allows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
