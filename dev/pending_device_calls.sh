@@ -11,7 +11,9 @@
 #   (--set seqs=64 --set max_new_tokens=24) into its kcache; run dev/pending_device_calls.sh
 #   build-gpu/s41 $OUT 91 (carry s40 and s41). Then 92 (dev/skip_ops_calls.sh: the step without each
 #   kind of small op, the bound of a persistent step's gain; its stage needs dev/skip_ops.patch),
-#   and 93 beside either (dev/phase_remap.cu, ~10 s: a kernel file as a persistent kernel's phase).
+#   and 93 beside either (dev/phase_remap.cu, ~10 s: a kernel file as a persistent kernel's phase),
+#   then 94 on s41 (what the persistent step's first form gives up: skinny linears, the scratch
+#   combine, one stream).
 # Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
@@ -427,6 +429,20 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+94) { # what the persistent step's first form gives up before it gains (dev/persistent-decode.md):
+   # the batch-1 step (STAGE, HEAD) with the one-row linears on the skinny GEMV, with the
+   # attention's scratch combine, on one stream, and all three, one kernel cache, 2 rounds.
+   # Predicted (H100, default ~2.14-2.19 ms): skinny +30..+60 us (call 44: the stream form +26,
+   # the skinny kernel ~10-15 % under a plain read at 38-113 MB), scratch +27 (session 29's cluster
+   # win), one stream +65 (call 88), all three +120..+150; ~5 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   for r in 1 2; do
+     for v in "" H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch H3_SIDE_STREAM=0 \
+       "H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch H3_SIDE_STREAM=0"; do
+       env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#${v:-default}: #"
+     done
+   done
+   } > "$log" 2>&1 ;;
 93) { # today's kernel files as the phases of a persistent kernel, by remapping their built-ins
    # (dev/phase_remap.cu: build it here with the line in its header into build-gpu/lab; carry
    # build-gpu/lab): the decode attention as its own launch and as a phase of 132 resident
