@@ -204,6 +204,11 @@ int main(int argc, char **argv) {
     int64_t cap = 0, rep = 0;
     h3_cuda_graph_counts(gpu.b, &cap, &rep);
     gpu_check(cap >= 1 && rep >= 1, "CUDA graphs: %lld captured, %lld replayed", (long long)cap, (long long)rep);
+    int64_t timed = -1, read = -1;
+    double tune_s = -1;
+    gpu_check(h3_backend_gemm_tuning(gpu.b, &timed, &read, &tune_s) && timed >= 0 && read >= 0 && tune_s >= 0 &&
+                  (timed > 0 || tune_s == 0),
+              "GEMM tuning counts: %lld timed (%g s), %lld read", (long long)timed, tune_s, (long long)read);
   } else {
     gpu_check(false, "running sample on both backends");
   }
