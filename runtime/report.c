@@ -276,12 +276,12 @@ void h3_report_print_ops(FILE *out, const h3_op_stat *stats, const char *what, c
 
 void h3_report_print_gemm_tuning(FILE *out, int64_t timed, int64_t read, double seconds, const char *lead) {
   if (timed > 0)
-    fprintf(out, "%sGEMM tuning: %lld shapes timed in this process (%.1f s), %lld read from the kernel cache; "
+    fprintf(out, "%sGEMM tuning: %lld shapes timed in this process (%.1f s), %lld choices read from the kernel cache; "
                  "a process that times shapes can run slower than a later one on the same choices: "
                  "compare the runs after it\n",
             lead, (long long)timed, seconds, (long long)read);
   else if (timed == 0 && read > 0)
-    fprintf(out, "%sGEMM tuning: %lld shapes' choices read from the kernel cache\n", lead, (long long)read);
+    fprintf(out, "%sGEMM tuning: %lld choices read from the kernel cache\n", lead, (long long)read);
 }
 
 void h3_report_print_uncaptured(FILE *out, h3_backend *b, const char *lead) {

@@ -111,8 +111,9 @@ typedef struct {
  *     capture, or out of memory). After a sync, mark_seconds(a, b) is the device time
  *     from mark a to mark b (negative when either is unknown).
  *   graph_counts: how many graph calls were recorded and replayed (h3_backend_graph_counts).
- *   gemm_tuning: the GEMM shapes whose algorithm this process timed, those whose choice it read
- *     from the kernel cache, and the host seconds the timing took (h3_backend_gemm_tuning).
+ *   gemm_tuning: the GEMM shapes whose algorithm this process timed, the GEMMs that read their
+ *     choice from the kernel cache, and the host seconds the timing took
+ *     (h3_backend_gemm_tuning).
  *   graph_uncaptured: the graphs called so far whose calls are never recorded, because
  *     running them reads the device on the host, each with the op that does
  *     (h3_backend_graph_uncaptured).

@@ -191,8 +191,9 @@ typedef struct {
      "host time to launch (the device runs behind; --profile times the device)" */
   const char *op_clock;
   int64_t graphs_captured, graphs_replayed; /* graph calls recorded / replayed; < 0: n/a */
-  /* GEMM shapes whose algorithm the backend timed in this process / read from the kernel
-     cache, and the seconds the timing took (h3_backend_gemm_tuning); gemm_timed < 0: n/a */
+  /* GEMM shapes whose algorithm the backend timed in this process, GEMMs that read their
+     choice from the kernel cache, and the seconds the timing took (h3_backend_gemm_tuning);
+     gemm_timed < 0: n/a */
   int64_t gemm_timed, gemm_read;
   double gemm_tune_seconds;
   h3_backend *device_backend; /* names the graphs it never records (h3_report_print_uncaptured), or NULL */
@@ -208,7 +209,7 @@ typedef struct {
  * memory plan per graph), latency min / median / mean / p90 / p99, per-op table. */
 void h3_report_print(FILE *out, const h3_report *r);
 /* The GEMM tuning line of the latency section (h3_report.gemm_*): the shapes timed in this
- * process with the advice to compare later runs, or the choices read from the kernel cache;
+ * process with the advice to compare later runs, or the GEMMs' choices read from the kernel cache;
  * nothing when timed < 0 (no tuning) or when nothing was tuned. Each line starts with lead. */
 void h3_report_print_gemm_tuning(FILE *out, int64_t timed, int64_t read, double seconds, const char *lead);
 /* One line per graph called so far that b never records as a CUDA graph because running it

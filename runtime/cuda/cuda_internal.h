@@ -127,8 +127,8 @@ typedef struct cu_state {
   size_t bytes_held, peak_held; /* cudaMalloc'd now, and the most at once */
   /* libraries */
   void *lt; /* cublasLtHandle_t */
-  /* cuBLASLt's tuning in this process (cuda_gemm_tune.c): GEMM shapes timed, picks read from
-     the kernel cache, and the host seconds the timing took */
+  /* cuBLASLt's tuning in this process (cuda_gemm_tune.c): GEMM shapes timed, GEMMs that read
+     their pick from the kernel cache, and the host seconds the timing took */
   int64_t tune_timed, tune_read;
   double tune_seconds;
   void *workspace; /* the current stream's: main_workspace, or side.workspace in a branch */

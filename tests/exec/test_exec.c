@@ -283,12 +283,12 @@ static void test_report_gemm_tuning(void) {
   h3_report_print_gemm_tuning(f, 0, 0, 0, "  ");  /* nothing tuned: no line */
   h3_report_print_gemm_tuning(f, -1, 9, 0, "  "); /* no tuning at all: no line */
   fclose(f);
-  CHECK(strstr(text, "  GEMM tuning: 3 shapes timed in this process (2.2 s), 5 read from the kernel cache; "
+  CHECK(strstr(text, "  GEMM tuning: 3 shapes timed in this process (2.2 s), 5 choices read from the kernel cache; "
                      "a process that times shapes can run slower than a later one on the same choices: "
                      "compare the runs after it\n") == text,
         "the timing line: %s", text);
   const char *second = strchr(text, '\n');
-  CHECK(second && !strcmp(second + 1, "  GEMM tuning: 7 shapes' choices read from the kernel cache\n"),
+  CHECK(second && !strcmp(second + 1, "  GEMM tuning: 7 choices read from the kernel cache\n"),
         "the cache line, and nothing after it: %s", text);
   h3_diag_free(&d);
 }
