@@ -13,7 +13,7 @@
 #   kind of small op, the bound of a persistent step's gain; its stage needs dev/skip_ops.patch),
 #   and 93 beside either (dev/phase_remap.cu, ~10 s: a kernel file as a persistent kernel's phase),
 #   then 94 on s41 (what the persistent step's first form gives up: skinny linears, the scratch
-#   combine, one stream).
+#   combine, one stream), then 95 (dev/persistent_step.patch: the first form itself, never run).
 # Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
@@ -429,6 +429,25 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+95) { # the persistent step's first form (dev/persistent_step.patch on HEAD: git apply, then
+   # dev/mini_stage.sh build-gpu/s18 build-gpu/s43p h3c h3exec test_gpu_ops, git checkout the three
+   # files and rm runtime/cuda/cuda_persistent.c; its h3c compiles plans/m31_small_p2048_n80.plan
+   # into its kcache; carry build-gpu/s43p; STAGE = s43p). Never run before: first whether every
+   # node converts (stderr's "h3 persistent (lab)" line) and the tokens against the same switches
+   # without it, then the step. Predicted: N records in ~50-60 phases; tokens equal for the first
+   # ~10 (FMA contraction may move later ones); the step -50..-150 us against the switches alone
+   # (call 94's row), which is what must beat the default; ~4 min
+   sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   for r in 1 2; do
+     for v in "$sw" "$sw H3_LAB_PERSISTENT=1" ""; do
+       env $v H3_KERNEL_CACHE_DIR="$kc" timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
+         --weights random --seed 3 --warmup 0 --iterations 1 2>&1 | grep -E "persistent|error|^ +[0-9]+ [0-9]+ " | head -4 |
+         sed "s#^#${v:-default} (run): #"
+       env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#${v:-default}: #"
+     done
+   done
+   } > "$log" 2>&1 ;;
 94) { # what the persistent step's first form gives up before it gains (dev/persistent-decode.md):
    # the batch-1 step (STAGE, HEAD) with the one-row linears on the skinny GEMV, with the
    # attention's scratch combine, on one stream, and all three, one kernel cache, 2 rounds.
