@@ -14,6 +14,8 @@
 #   and 93 beside either (dev/phase_remap.cu, ~10 s: a kernel file as a persistent kernel's phase),
 #   then 94 on s41 (what the persistent step's first form gives up: skinny linears, the scratch
 #   combine, one stream), then 95 (dev/persistent_step.patch: the first form itself, never run).
+#   Packed (each ~6-9 min): dev/session_call.sh $OUT build-gpu/s43p:93 build-gpu/s43p:95 (carry
+#   build-gpu/s43p, build-gpu/lab); then s41:94; then s41:91 (carry s40 too); then s42s:92.
 # Before (2026-12-06, session 30; 85-87 ran on an H100: dev/results/2026-12-06-h100-cluster-forms-tuning.txt; the
 #   three cluster forms lost and are gone, so 85 and 86 are history): 88 (why the tuner's picks
 #   vary, and dev/tune_no_variants.patch), then 84 (issue 19's batch-1 rounds on an H200), then
