@@ -777,9 +777,9 @@ static int run(const options *o, h3_diag *d) {
                              : "host time, synced after each op";
   if (!h3_backend_graph_counts(b, &r.graphs_captured, &r.graphs_replayed))
     r.graphs_captured = r.graphs_replayed = -1;
-  if (!h3_backend_gemm_tuning(b, &r.gemm_timed, &r.gemm_read, &r.gemm_tune_seconds)) r.gemm_timed = -1;
   else
     r.device_backend = b;
+  if (!h3_backend_gemm_tuning(b, &r.gemm_timed, &r.gemm_read, &r.gemm_tune_seconds)) r.gemm_timed = -1;
   r.n_branches = h3_runtime_branches(rt, &r.branches);
   h3_streaming streaming;
   r.memory_peak = h3_backend_memory_peak(b);

@@ -22,11 +22,11 @@
  * heuristic's candidates alone the few-row GEMMs gave 2.155, 2.158, 2.138 and 2.155 ms. The
  * picks that differ between two tunings are within ~2 % of each other in the tuner's timing
  * and not in the step; why the variants fare worse there is not established (a guess: their
- * clusters wait to be placed while the side stream's GEMVs hold SMs). Those short runs keep the card at its highest clock, and
- * a kernel that is fastest there need not be under sustained load, where the card's power limit
- * sets the clock by how much power each kernel draws (H3's fc2: the fastest short-run candidate
- * took 7.05 ms alone and 7.3-7.5 ms in a sustained benchmark, against 7.12 ms for PyTorch's
- * cuBLAS kernel). So for a GEMM whose best median is at least CU_TUNE_HOLD_MIN_MS,
+ * clusters wait to be placed while the side stream's GEMVs hold SMs). Those short runs keep the
+ * card at its highest clock, and a kernel that is fastest there need not be under sustained
+ * load, where the card's power limit sets the clock by how much power each kernel draws (H3's
+ * fc2: the fastest short-run candidate took 7.05 ms alone and 7.3-7.5 ms in a sustained
+ * benchmark, against 7.12 ms for PyTorch's cuBLAS kernel). So for a GEMM whose best median is at least CU_TUNE_HOLD_MIN_MS,
  * each candidate within CU_TUNE_HOLD_SLACK of the best is then held: run back to back for
  * CU_TUNE_HOLD_MS (the first half untimed, the second half timed as one stretch), in two
  * passes of opposite order; the mean of its two passes decides. The fastest is kept.
