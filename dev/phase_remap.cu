@@ -25,34 +25,11 @@
 // Prediction (H100): bitwise equal, the offsets the runtime's; (2) within ~1 µs of (1) (the same
 // work, its blocks already resident); (3) ~1-2 µs over (2): ptxas gives it 255 registers and 8
 // bytes of stack against (2)'s 238, the arguments read from memory instead of the constant bank.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstring>
 #include <vector>
 
 #include "lab_cuda.cuh"
-extern "C" { // the host halves of the prelude's helpers (nvcc parses them for the host too)
-#include "h3/bf16.h"
-#include "h3/nvfp4.h"
-}
-
-// ---- the remap: every name the kernel file reads of its launch ----
-struct h3v_dim {
-  unsigned x, y, z;
-};
-__shared__ h3v_dim h3v_bid, h3v_grid, h3v_bdim;
-__device__ __forceinline__ void h3v_sync() {
-  asm volatile("bar.sync 1, %0;" ::"r"(h3v_bdim.x) : "memory");
-}
-#define blockIdx h3v_bid
-#define gridDim h3v_grid
-#define blockDim h3v_bdim
-#define __syncthreads() h3v_sync()
-#undef __global__
-#define __global__ __device__
-#undef __launch_bounds__
-#define __launch_bounds__(...)
+#include "lab_remap_on.cuh"
 
 #include "prelude.cuh"
 
@@ -65,14 +42,7 @@ __device__ __forceinline__ void h3v_sync() {
 #define H3_KV_ATT_MMA_NAME att_phase
 #include "m31_msa.cu"
 
-#undef blockIdx
-#undef gridDim
-#undef blockDim
-#undef __syncthreads
-#undef __global__
-#define __global__ __location__(global) // as crt/host_defines.h has them
-#undef __launch_bounds__
-#define __launch_bounds__(...) __annotate__(launch_bounds(__VA_ARGS__))
+#include "lab_remap_off.cuh"
 
 struct att_args {
   const h3_bf16 *q, *kc, *vc;

@@ -1,6 +1,6 @@
 // phase_unit.cu: can the kernel files of one decode step live in one translation unit as the
 // phases of a persistent kernel? (lab; not CI; compile-only; dev/persistent-decode.md, step 1)
-//   nvcc -std=c++17 -arch=sm_90a -O3 -I include -I kernels -c dev/phase_unit.cu -o /tmp/phase_unit.o -Xptxas -v
+//   nvcc -std=c++17 -arch=sm_90a -O3 -I include -I kernels -I dev -c dev/phase_unit.cu -o /tmp/phase_unit.o -Xptxas -v
 // Each of the backend's kernel-file instances (a file compiled with its op's defines: the
 // decode attention, index_topk, the router, the moe) goes into a namespace of its own, its
 // defines #undef'd after it, every one under the built-in remap of dev/phase_remap.cu. Every
@@ -8,23 +8,7 @@
 // Found 2026-12-06 (no GPU): two instances of m31_msa.cu and two of m31_moe.cu compile
 // together (nvcc; the remap with one instance also compiles with NVRTC); the kernel files'
 // own macros repeat with the same values, which C allows.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-extern "C" {
-#include "h3/bf16.h"
-#include "h3/nvfp4.h"
-}
-struct h3v_dim { unsigned x, y, z; };
-__shared__ h3v_dim h3v_bid, h3v_grid, h3v_bdim;
-__device__ __forceinline__ void h3v_sync() { asm volatile("bar.sync 1, %0;" ::"r"(h3v_bdim.x) : "memory"); }
-#define blockIdx h3v_bid
-#define gridDim h3v_grid
-#define blockDim h3v_bdim
-#define __syncthreads() h3v_sync()
-#undef __global__
-#define __global__ __device__
-#undef __launch_bounds__
-#define __launch_bounds__(...)
+#include "lab_remap_on.cuh"
 #include "prelude.cuh"
 namespace u0 {
 #define Q_T h3_bf16
@@ -89,14 +73,7 @@ namespace u3 {
 #define H3_MOE_DOWN_NAME moed_3
 #include "m31_moe.cu"
 }
-#undef blockIdx
-#undef gridDim
-#undef blockDim
-#undef __syncthreads
-#undef __global__
-#define __global__ __location__(global)
-#undef __launch_bounds__
-#define __launch_bounds__(...) __annotate__(launch_bounds(__VA_ARGS__))
+#include "lab_remap_off.cuh"
 // every phase referenced, so that each is compiled to SASS (a dispatcher would call them)
 __device__ const void *h3v_phases[] = {(const void *)u0::att_a0, (const void *)u1::topk_s1, (const void *)u1::topk_r1,
                                        (const void *)u1::topk_1, (const void *)u2::router_2, (const void *)u3::moe_3,
