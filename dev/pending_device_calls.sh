@@ -431,6 +431,27 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+96) { # call 95 again with the node query fixed (dev/persistent_step.patch now reads kernel nodes through
+   # the driver's cuGraphKernelNodeGetParams: in call 95 the runtime's refused every node of a kernel
+   # from cudaLibraryGetKernel, and its error reached the next launch). Stage s43q as 95's. One run
+   # that converts (the unit's NVRTC compile goes into the kernel cache), then, only if it converted
+   # and finished, the step under the switches with and without it and the default, 2 rounds.
+   # Predicted: ~50-60 phases (Kahn levels of the captured DAG), tokens equal to the switches' run
+   # (call 95: 67579 110919 66002 50126 44859 ...) for the first ~10, the step -50..-150 us against
+   # the switches alone (call 95: 2.195 ms on an H100, the default 2.170); ~5 min
+   sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   env $sw H3_LAB_PERSISTENT=1 H3_KERNEL_CACHE_DIR="$kc" timeout 240 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/p96.txt" 2>&1
+   echo "conversion run: rc $?"
+   grep -E "persistent|error|hint|note:" "$OUT/p96.txt" | sort | uniq -c | head -12
+   grep -E "^ +[0-9]+ [0-9]+ [0-9]+ " "$OUT/p96.txt" | head -1
+   vs=("$sw" "")
+   grep -q "records" "$OUT/p96.txt" && grep -qE "^ +[0-9]+ [0-9]+ [0-9]+ " "$OUT/p96.txt" && vs=("$sw H3_LAB_PERSISTENT=1" "${vs[@]}")
+   for r in 1 2; do
+     for v in "${vs[@]}"; do env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#${v:-default}: #"; done
+   done
+   } > "$log" 2>&1 ;;
 95) { # the persistent step's first form (dev/persistent_step.patch on HEAD: git apply, then
    # dev/mini_stage.sh build-gpu/s18 build-gpu/s43p h3c h3exec test_gpu_ops, git checkout the three
    # files and rm runtime/cuda/cuda_persistent.c; its h3c compiles plans/m31_small_p2048_n80.plan
