@@ -431,6 +431,25 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+97) { # why the persistent step lost (call 96, H100: 77 records in 62 phases, tokens equal to the
+   # switches' over 80, but 2.751-2.759 ms against 2.194): one block of 256 threads an SM, the
+   # unit's registers being its heaviest phase's, so every GEMV phase reads with 8 warps an SM.
+   # The unit with its registers capped (H3_LAB_PERSISTENT_MAXRREG 128: 2 blocks an SM, 80: 3),
+   # a conversion run each, then one step each beside the switches alone (stage s43r: 96's with
+   # the cap). Predicted: 128 -> ~2.45 ms, 80 -> ~2.35 (the GEMVs gain more than the attention's
+   # spills cost), both still above 2.19: occupancy is the lever, not the barriers; ~4.5 min
+   sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   for mr in 0 128 80; do
+     env $sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_MAXRREG=$mr H3_KERNEL_CACHE_DIR="$kc" timeout 120 "$S/bin/h3exec" \
+       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/p97.txt" 2>&1
+     echo "cap $mr: rc $?"; grep -E "persistent|error" "$OUT/p97.txt" | sort | uniq -c | head -4
+   done
+   for v in "$sw" "$sw H3_LAB_PERSISTENT=1" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_MAXRREG=128" \
+     "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_MAXRREG=80"; do
+     env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$v: #"
+   done
+   } > "$log" 2>&1 ;;
 96) { # call 95 again with the node query fixed (dev/persistent_step.patch now reads kernel nodes through
    # the driver's cuGraphKernelNodeGetParams: in call 95 the runtime's refused every node of a kernel
    # from cudaLibraryGetKernel, and its error reached the next launch). Stage s43q as 95's. One run
