@@ -433,20 +433,22 @@ case $CALL in
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
 97) { # why the persistent step lost (call 96, H100: 77 records in 62 phases, tokens equal to the
    # switches' over 80, but 2.751-2.759 ms against 2.194): one block of 256 threads an SM, the
-   # unit's registers being its heaviest phase's, so every GEMV phase reads with 8 warps an SM.
-   # The unit with its registers capped (H3_LAB_PERSISTENT_MAXRREG 128: 2 blocks an SM, 80: 3),
-   # a conversion run each, then one step each beside the switches alone (stage s43r: 96's with
-   # the cap). Predicted: 128 -> ~2.45 ms, 80 -> ~2.35 (the GEMVs gain more than the attention's
-   # spills cost), both still above 2.19: occupancy is the lever, not the barriers; ~4.5 min
+   # unit's registers being its heaviest phase's (255), so every GEMV phase reads with 8 warps an
+   # SM. The unit with launch bounds of 2 and 3 blocks an SM (H3_LAB_PERSISTENT_BLOCKS; ptxas: 128
+   # and 80 registers, the heavy phases spilling), a conversion run each that prints each phase's
+   # time in the last step (H3_LAB_PERSISTENT_TIMES=1), then one step each beside the switches
+   # alone (stage s43r: 96's with both switches). Predicted: 2 -> ~2.45 ms, 3 -> ~2.35 (the GEMVs
+   # gain more than the spills cost), both above 2.19; the phase times name the slow phases; ~4.5 min
    sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
-   for mr in 0 128 80; do
-     env $sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_MAXRREG=$mr H3_KERNEL_CACHE_DIR="$kc" timeout 120 "$S/bin/h3exec" \
-       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > "$OUT/p97.txt" 2>&1
-     echo "cap $mr: rc $?"; grep -E "persistent|error" "$OUT/p97.txt" | sort | uniq -c | head -4
+   for bl in 1 2 3; do
+     env $sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=$bl H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" \
+       timeout 120 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 \
+       --warmup 0 --iterations 1 > "$OUT/p97_$bl.txt" 2>&1
+     echo "$bl blocks an SM: rc $?"; grep -E "persistent|error|  phase" "$OUT/p97_$bl.txt" | head -70
    done
-   for v in "$sw" "$sw H3_LAB_PERSISTENT=1" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_MAXRREG=128" \
-     "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_MAXRREG=80"; do
+   for v in "$sw" "$sw H3_LAB_PERSISTENT=1" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=2" \
+     "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=3"; do
      env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$v: #"
    done
    } > "$log" 2>&1 ;;

@@ -7,7 +7,8 @@
  *     -Wl,--end-group -L/usr/local/cuda/lib64 -lcudart -lnvrtc -lcublasLt -lcudnn -lyaml -ljansson -lpthread -lm -ldl \
  *     -o /tmp/persistent_unit_check && /tmp/persistent_unit_check > /tmp/unit.cu
  *   then NVRTC on /tmp/unit.cu (dev/persistent_unit.py's nvrtc(), sm_90a).
- * Found 2026-12-06: NVRTC compiles it (h3v_step: 255 registers, 72 bytes of stack) once the
+ * Found 2026-12-06: NVRTC compiles it (h3v_step: 255 registers, 72 bytes of stack; 128 and 80 under
+ * H3_LAB_PERSISTENT_BLOCKS=2 and 3, spilling 1.4 and 2.7 KB) once the
  * kernels' dynamic shared memory is one array of the unit (two files' block-scope externs of one
  * name clashed: they have C linkage inside extern "C" kernels). */
 #include "cuda_persistent.c"
