@@ -438,17 +438,16 @@ case $CALL in
    # and 80 registers, the heavy phases spilling), a conversion run each that prints each phase's
    # time in the last step (H3_LAB_PERSISTENT_TIMES=1), then one step each beside the switches
    # alone (stage s43r: 96's with both switches). Predicted: 2 -> ~2.45 ms, 3 -> ~2.35 (the GEMVs
-   # gain more than the spills cost), both above 2.19; the phase times name the slow phases; ~4.5 min
+   # gain more than the spills cost), both above 2.19; the phase times name the slow phases (1 block: 96's 2.75 ms); ~4 min
    sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
    for bl in 1 2 3; do
      env $sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=$bl H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" \
-       timeout 120 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 \
+       timeout 100 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 \
        --warmup 0 --iterations 1 > "$OUT/p97_$bl.txt" 2>&1
      echo "$bl blocks an SM: rc $?"; grep -E "persistent|error|  phase" "$OUT/p97_$bl.txt" | head -70
    done
-   for v in "$sw" "$sw H3_LAB_PERSISTENT=1" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=2" \
-     "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=3"; do
+   for v in "$sw" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=2" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=3"; do
      env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$v: #"
    done
    } > "$log" 2>&1 ;;
