@@ -439,6 +439,7 @@ case $CALL in
    # time in the last step (H3_LAB_PERSISTENT_TIMES=1), then one step each beside the switches
    # alone (stage s43r: 96's with both switches). Predicted: 2 -> ~2.45 ms, 3 -> ~2.35 (the GEMVs
    # gain more than the spills cost), both above 2.19; the phase times name the slow phases (1 block: 96's 2.75 ms); ~4 min
+   # (M97_STEPS=0: the conversion runs alone, ~2.5 min: the phase timer's total is the step)
    sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
    for bl in 1 2 3; do
@@ -447,7 +448,8 @@ case $CALL in
        --warmup 0 --iterations 1 > "$OUT/p97_$bl.txt" 2>&1
      echo "$bl blocks an SM: rc $?"; grep -E "persistent|error|  phase" "$OUT/p97_$bl.txt" | head -70
    done
-   for v in "$sw" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=2" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=3"; do
+   [ "${M97_STEPS:-1}" = 1 ] && for v in "$sw" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=2" \
+     "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=3"; do
      env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$v: #"
    done
    } > "$log" 2>&1 ;;
