@@ -434,23 +434,28 @@ case $CALL in
 97) { # why the persistent step lost (call 96, H100: 77 records in 62 phases, tokens equal to the
    # switches' over 80, but 2.751-2.759 ms against 2.194): one block of 256 threads an SM, the
    # unit's registers being its heaviest phase's (255), so every GEMV phase reads with 8 warps an
-   # SM. The unit with launch bounds of 2 and 3 blocks an SM (H3_LAB_PERSISTENT_BLOCKS; ptxas: 128
-   # and 80 registers, the heavy phases spilling), a conversion run each that prints each phase's
-   # time in the last step (H3_LAB_PERSISTENT_TIMES=1), then one step each beside the switches
-   # alone (stage s43r: 96's with both switches). Predicted: 2 -> ~2.45 ms, 3 -> ~2.35 (the GEMVs
-   # gain more than the spills cost), both above 2.19; the phase times name the slow phases (1 block: 96's 2.75 ms); ~4 min
-   # (M97_STEPS=0: the conversion runs alone, ~2.5 min: the phase timer's total is the step)
+   # SM. Forms (stage s43r: dev/persistent_step.patch as of this call): B1 = 96's; B2 / B3 = launch
+   # bounds of 2 / 3 blocks an SM (H3_LAB_PERSISTENT_BLOCKS; ptxas: 128 / 80 registers, the heavy
+   # phases spilling); B2S / B3S = the same with every kernel whose own launch needs more registers
+   # than that left out of the unit and launched on its own between persistent segments
+   # (H3_LAB_PERSISTENT_SPLIT=1: the decode attention at least), the replay captured as one CUDA
+   # graph. A conversion run each prints each phase's time in the last step (H3_LAB_PERSISTENT_TIMES
+   # =1), then one step each beside the switches alone. Predicted: B2 ~2.45 ms, B3 ~2.35 (spills),
+   # B2S / B3S ~2.15-2.25 (each split costs a launch, ~5-7 us, 4-12 of them); the phase times name
+   # what is still slow against the kernels' own times (GEMV phases vs their bytes); ~5 min
    sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
-   for bl in 1 2 3; do
-     env $sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=$bl H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" \
-       timeout 100 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 \
-       --warmup 0 --iterations 1 > "$OUT/p97_$bl.txt" 2>&1
-     echo "$bl blocks an SM: rc $?"; grep -E "persistent|error|  phase" "$OUT/p97_$bl.txt" | head -70
+   P="H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS"
+   forms=("$P=1" "$P=2" "$P=2 H3_LAB_PERSISTENT_SPLIT=1" "$P=3 H3_LAB_PERSISTENT_SPLIT=1")
+   for f in "${forms[@]}"; do
+     env $sw $f H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" timeout 100 "$S/bin/h3exec" \
+       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
+       > "$OUT/p97.txt" 2>&1
+     echo "== $f: rc $?"; grep -E "persistent|error|  phase|  own launch" "$OUT/p97.txt" | head -90
+     grep -E "^ +[0-9]+ [0-9]+ [0-9]+ " "$OUT/p97.txt" | head -1 | cut -c1-100
    done
-   [ "${M97_STEPS:-1}" = 1 ] && for v in "$sw" "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=2" \
-     "$sw H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS=3"; do
-     env $v dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$v: #"
+   [ "${M97_STEPS:-1}" = 1 ] && for f in "" "${forms[@]}"; do
+     env $sw $f dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#${f:-switches alone}: #"
    done
    } > "$log" 2>&1 ;;
 96) { # call 95 again with the node query fixed (dev/persistent_step.patch now reads kernel nodes through
