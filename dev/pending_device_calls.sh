@@ -2,6 +2,14 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
+# Next (2026-12-07, end of session 32; 93, 95 and 96 ran on H100s: dev/results/2026-12-06-h100-phase-
+#   remap-persistent-first-run.txt and -persistent-step-converted.txt: the persistent step converts and
+#   gives equal tokens but runs 2.75 ms against 2.19): 97 first (why, and whether the split form wins;
+#   stage build-gpu/s43r: git apply dev/persistent_step.patch && dev/mini_stage.sh build-gpu/s18
+#   build-gpu/s43r h3c h3exec, git checkout the three files and rm runtime/cuda/cuda_persistent.c, then
+#   its h3c compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s43r), packed with
+#   91 (carry build-gpu/s40, build-gpu/s41): dev/session_call.sh $OUT build-gpu/s43r:97 build-gpu/s41:91
+#   (~10 min: over the 600 s limit; M97_STEPS=0 or 91 alone in a second call). Then 84 on an H200.
 # Next (2026-12-06, end of session 31; 88-90 ran on H100s: dev/results/2026-12-06-h100-tuning-variants-
 #   persistent-chain.txt and -persistent-chain-staged.txt; 88's first patch is in the product, 90's
 #   staging refuted): 91 first (the 64-sequence step with the tuning without variants, never
