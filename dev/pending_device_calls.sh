@@ -9,7 +9,7 @@
 #   build-gpu/s43r h3c h3exec, git checkout the three files and rm runtime/cuda/cuda_persistent.c, then
 #   its h3c compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s43r), packed with
 #   91 (carry build-gpu/s40, build-gpu/s41): dev/session_call.sh $OUT build-gpu/s43r:97 build-gpu/s41:91
-#   (~10 min: over the 600 s limit; M97_STEPS=0 or 91 alone in a second call). Then 84 on an H200.
+#   (~12 min: over the 600 s limit; 97 alone, then 91 in a second call). Then 84 on an H200.
 # Next (2026-12-06, end of session 31; 88-90 ran on H100s: dev/results/2026-12-06-h100-tuning-variants-
 #   persistent-chain.txt and -persistent-chain-staged.txt; 88's first patch is in the product, 90's
 #   staging refuted): 91 first (the 64-sequence step with the tuning without variants, never
@@ -447,14 +447,18 @@ case $CALL in
    # phases spilling); B2S / B3S = the same with every kernel whose own launch needs more registers
    # than that left out of the unit and launched on its own between persistent segments
    # (H3_LAB_PERSISTENT_SPLIT=1: the decode attention at least), the replay captured as one CUDA
-   # graph. A conversion run each prints each phase's time in the last step (H3_LAB_PERSISTENT_TIMES
-   # =1), then one step each beside the switches alone. Predicted: B2 ~2.45 ms, B3 ~2.35 (spills),
-   # B2S / B3S ~2.15-2.25 (each split costs a launch, ~5-7 us, 4-12 of them); the phase times name
-   # what is still slow against the kernels' own times (GEMV phases vs their bytes); ~5 min
+   # graph; R = the skinny GEMV's streaming form on at most one virtual block per block of the unit
+   # (H3_LAB_PERSISTENT_REGRID=1: its bits do not depend on its grid; without it a block of B1 runs
+   # two of its virtual blocks one after the other, each draining its loads before the next). A
+   # conversion run each prints each phase's time in the last step (H3_LAB_PERSISTENT_TIMES=1), then
+   # one step each beside the switches alone. Predicted: B1R ~2.6 ms, B2 ~2.45, B2SR / B3SR
+   # ~2.15-2.25 (each split costs a launch, ~5-7 us, 4-12 of them); the phase times name what is
+   # still slow against the kernels' own times (GEMV phases against their bytes); ~6.5 min
    sw="H3_LINEAR_FORM=skinny H3_M31_ATT_COMBINE=scratch"
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
    P="H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS"
-   forms=("$P=1" "$P=2" "$P=2 H3_LAB_PERSISTENT_SPLIT=1" "$P=3 H3_LAB_PERSISTENT_SPLIT=1")
+   SR="H3_LAB_PERSISTENT_SPLIT=1 H3_LAB_PERSISTENT_REGRID=1"
+   forms=("$P=1" "$P=1 H3_LAB_PERSISTENT_REGRID=1" "$P=2" "$P=2 $SR" "$P=3 $SR")
    for f in "${forms[@]}"; do
      env $sw $f H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" timeout 100 "$S/bin/h3exec" \
        "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
