@@ -9,7 +9,7 @@
 #      same difference per op kind, i.e. what one decode step spends in each op, and the
 #      step's time without graphs;
 #   3. the long plan again with CUDA graphs and --profile: the device time of each call of the
-#      step graph (decode / decode_batch) and of the prefill graph (prefill_seq),
+#      step graph (decode_next / decode_batch) and of the prefill graph (prefill_seq),
 #      medians over the measured iterations: the step and the prefill alone, free of the
 #      other's noise (1's difference carries the prefills' run-to-run spread);
 #   4. 3 again with H3_SIDE_STREAM=0 (pass side-streams' branches on the main stream, in the
@@ -50,7 +50,7 @@ calls() {
 ev = [e["dur"] / 1000 for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "control" and e["name"] == sys.argv[2]]
 print(f"{statistics.median(ev):.4f} {len(ev)}" if ev else "null 0")' "$1" "$2"
 }
-step_graph=decode prefill_graph=prefill_seq
+step_graph=decode_next prefill_graph=prefill_seq
 [ "${prog:-generate}" = generate_batch ] && step_graph=decode_batch
 read -r cs ncs <<< "$(calls "$tmp/longcallsprof.json" $step_graph)"
 read -r cp ncp <<< "$(calls "$tmp/longcallsprof.json" $prefill_graph)"

@@ -11,7 +11,7 @@
 set -uo pipefail
 R=$1
 shift
-plan=m31_small_p2048_n80.plan graph=decode prog=()
+plan=m31_small_p2048_n80.plan graph=decode_next,decode prog=() # decode: plans of generate before decode_next
 if [ "${M31_STEP_BATCH:-0}" = 1 ]; then
   plan=m31_small_b64_p2048_n24.plan graph=decode_batch prog=(--graph generate_batch)
 fi
@@ -33,8 +33,11 @@ for r in $(seq 1 "$R"); do
     H3_KERNEL_CACHE_DIR=$(cd "$kc" && pwd) timeout 120 "$d/bin/h3exec" "$d/plans/$plan" "${prog[@]}" \
       --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 --profile "$t/p.json" > "$t/out.txt" 2>&1
     python3 -c 'import json, statistics, sys
-ev = [e["dur"] / 1000 for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "control" and e["name"] == sys.argv[4]]
-print(f"{sys.argv[2]} round {sys.argv[3]}: {sys.argv[4]} {statistics.median(ev):.4f} ms ({len(ev)} calls)" if ev else sys.argv[2] + ": no step calls")' \
+tr = json.load(open(sys.argv[1]))["traceEvents"]
+for g in sys.argv[4].split(","):
+    ev = [e["dur"] / 1000 for e in tr if e.get("cat") == "control" and e["name"] == g]
+    if ev: break
+print(f"{sys.argv[2]} round {sys.argv[3]}: {g} {statistics.median(ev):.4f} ms ({len(ev)} calls)" if ev else sys.argv[2] + ": no step calls")' \
       "$t/p.json" "$d" "$r" "$graph" 2>/dev/null || { echo "$d: failed"; tail -3 "$t/out.txt"; }
     grep -E "^ +[0-9]+ [0-9]+ [0-9]+ " "$t/out.txt" | head -1 | cut -c1-80 | sed "s#^#$d tokens: #"
   done

@@ -642,6 +642,21 @@ graph decode(tokens: i32[1], pos0: i32[],
   return lm_logits(1, x), k_cache, v_cache, ik_cache
 }
 
+# DECODE and its greedy next token (the argmax on the device) in one graph call: generate's step,
+# so that the argmax runs inside the step's CUDA graph instead of as a launch after it.
+graph decode_next(tokens: i32[1], pos0: i32[],
+                  k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                  v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+                  ik_cache: bf16[n_sparse, pages, page, index_dim])
+    -> (next: i32[1],
+        k_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        v_cache: bf16[n_layers, pages, page, kv_heads, head_dim],
+        ik_cache: bf16[n_sparse, pages, page, index_dim]) {
+  x, captured, k_cache, v_cache, ik_cache = forward(1, 1, tokens, iota(n = 1) + pos0, seq0_table(),
+                                                    k_cache, v_cache, ik_cache)
+  return argmax(lm_logits(1, x)), k_cache, v_cache, ik_cache
+}
+
 # DECODE for a batch (§4.3): row b is one token of its own sequence, at position pos[b], whose
 # page table is page_table[b]; the greedy next tokens (argmax on the device) and the logits.
 graph decode_batch(tokens: i32[seqs], pos: i32[seqs], page_table: i32[seqs, pt_len],
@@ -878,7 +893,8 @@ graph serve_verify(tokens: i32[spec_rows], pos: i32[spec_rows], page_table: i32[
 }
 
 # Greedy generation without speculation: prefill of the prompt (positions 0..prompt_len-1),
-# then max_new_tokens - 1 decode steps; tokens[0] is the prefill's argmax.
+# then max_new_tokens - 1 decode steps (decode_next: the step and its argmax); tokens[0] is the
+# prefill's argmax.
 program generate(prompt: i32[prompt_len]) -> (tokens: i32[max_new_tokens]) {
   k_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
   v_cache = zeros(bf16, [n_layers, pages, page, kv_heads, head_dim])
@@ -891,9 +907,8 @@ program generate(prompt: i32[prompt_len]) -> (tokens: i32[max_new_tokens]) {
   token = argmax(logits)                                                 # [1] i32
   out = set_index(zeros(i32, [max_new_tokens]), 0, token[0])
   decode_loop: for k in max_new_tokens - 1 {
-    logits, k_cache, v_cache, ik_cache = decode(token, positions[k + prompt_len], k_cache,
-                                                v_cache, ik_cache)
-    token = argmax(logits)
+    token, k_cache, v_cache, ik_cache = decode_next(token, positions[k + prompt_len], k_cache,
+                                                    v_cache, ik_cache)
     out = set_index(out, k, token[0], offset = 1)
   }
   return out

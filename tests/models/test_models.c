@@ -394,7 +394,7 @@ static void test_m31(const char *preset, int slot) {
   if (gen) {
     int64_t new_tokens = h3_module_config(m, "max_new_tokens", -1);
     const h3_op *dl = loop(what, gen, "decode_loop", new_tokens - 1);
-    if (dl) CHECK(calls(&dl->regions[0], "decode"), "%s: decode_loop does not call decode", what);
+    if (dl) CHECK(calls(&dl->regions[0], "decode_next"), "%s: decode_loop does not call decode_next", what);
     CHECK(calls(&gen->body, "prefill_seq"), "%s: generate does not call prefill_seq", what);
     io(what, gen, 1, 0, "tokens", "i32[%lld]", (long long)new_tokens);
   }
