@@ -9,7 +9,8 @@
 #   build-gpu/s43r h3c h3exec, git checkout the three files and rm runtime/cuda/cuda_persistent.c, then
 #   its h3c compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s43r), packed with
 #   91 (carry build-gpu/s40, build-gpu/s41): dev/session_call.sh $OUT build-gpu/s43r:97 build-gpu/s41:91
-#   (~12 min: over the 600 s limit; 97 alone, then 91 in a second call). Then 84 on an H200.
+#   (~12 min: over the 600 s limit; 97 alone, then 91 in a second call). Then 98 (generate's argmax
+#   inside its step graph: the time per token, stages build-gpu/s41 and build-gpu/s44), then 84 on an H200.
 # Next (2026-12-06, end of session 31; 88-90 ran on H100s: dev/results/2026-12-06-h100-tuning-variants-
 #   persistent-chain.txt and -persistent-chain-staged.txt; 88's first patch is in the product, 90's
 #   staging refuted): 91 first (the 64-sequence step with the tuning without variants, never
@@ -439,6 +440,23 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+98) { # generate's step with its argmax inside the graph (decode_next, STAGE = build-gpu/s44 at HEAD of
+   # 2026-12-07) against the step and an argmax launch after it (build-gpu/s41): bench/m31_decode.sh's
+   # time per token (two generate runs of 16 and 80 new tokens, CUDA graphs), both stages on one
+   # kernel cache (tuned by an untimed run first), alternating, 2 rounds. Predicted: -10..-30 us a
+   # token (the argmax launch and its gap; README: 11-32 us on an H200), the step graph's device
+   # time +3..5 us (the argmax now inside it); ~9.5 min (carry build-gpu/s41 and build-gpu/s44)
+   kc=$(mktemp -d); cp -r build-gpu/s41/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   H3_KERNEL_CACHE_DIR=$kc timeout 120 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n16.plan" --backend cuda \
+     --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1
+   for r in 1 2; do
+     for st in build-gpu/s41 "$S"; do
+       echo "== round $r: $st"
+       H3_KERNEL_CACHE_DIR=$kc timeout 140 bench/m31_decode.sh "$st/bin/h3exec" "$st/plans/m31_small_p2048_n16.plan" 16 \
+         "$st/plans/m31_small_p2048_n80.plan" 80 3 2> /dev/null | grep -E "^generate|device time of one call|^\{"
+     done
+   done
+   } > "$log" 2>&1 ;;
 97) { # why the persistent step lost (call 96, H100: 77 records in 62 phases, tokens equal to the
    # switches' over 80, but 2.751-2.759 ms against 2.194): one block of 256 threads an SM, the
    # unit's registers being its heaviest phase's (255), so every GEMV phase reads with 8 warps an
