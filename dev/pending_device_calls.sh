@@ -481,7 +481,7 @@ case $CALL in
      env $sw $f H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" timeout 100 "$S/bin/h3exec" \
        "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
        > "$OUT/p97.txt" 2>&1
-     echo "== $f: rc $?"; grep -E "persistent|error|  phase|  own launch" "$OUT/p97.txt" | head -90
+     echo "== $f: rc $?"; grep -E "persistent|error|  phase|  segment|  own launch" "$OUT/p97.txt" | head -110
      grep -E "^ +[0-9]+ [0-9]+ [0-9]+ " "$OUT/p97.txt" | head -1 | cut -c1-100
    done
    [ "${M97_STEPS:-1}" = 1 ] && for f in "" "${forms[@]}"; do
