@@ -26,10 +26,11 @@
  * card at its highest clock, and a kernel that is fastest there need not be under sustained
  * load, where the card's power limit sets the clock by how much power each kernel draws (H3's
  * fc2: the fastest short-run candidate took 7.05 ms alone and 7.3-7.5 ms in a sustained
- * benchmark, against 7.12 ms for PyTorch's cuBLAS kernel). So for a GEMM whose best median is at least CU_TUNE_HOLD_MIN_MS,
- * each candidate within CU_TUNE_HOLD_SLACK of the best is then held: run back to back for
- * CU_TUNE_HOLD_MS (the first half untimed, the second half timed as one stretch), in two
- * passes of opposite order; the mean of its two passes decides. The fastest is kept.
+ * benchmark, against 7.12 ms for PyTorch's cuBLAS kernel). So for a GEMM whose best median is
+ * at least CU_TUNE_HOLD_MIN_MS, each candidate within CU_TUNE_HOLD_SLACK of the best is then
+ * held: run back to back for CU_TUNE_HOLD_MS (the first half untimed, the second half timed as
+ * one stretch), in two passes of opposite order; the mean of its two passes decides. The
+ * fastest is kept.
  * Candidates whose split-K reduction is done in place are skipped (their sums depend on the
  * order blocks finish in), and so is every candidate whose output on the scratch operands
  * does not agree with the heuristic's first pick (outputs_agree): a tile or cluster variant
