@@ -449,7 +449,7 @@ case $CALL in
    kc=$(mktemp -d); cp -r build-gpu/s41/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
    H3_KERNEL_CACHE_DIR=$kc timeout 120 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n16.plan" --backend cuda \
      --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1
-   for r in 1 2; do
+   for r in $(seq "${M98_ROUNDS:-2}"); do   # M98_ROUNDS=1: ~5 min
      for st in build-gpu/s41 "$S"; do
        echo "== round $r: $st"
        H3_KERNEL_CACHE_DIR=$kc timeout 140 bench/m31_decode.sh "$st/bin/h3exec" "$st/plans/m31_small_p2048_n16.plan" 16 \
@@ -476,7 +476,11 @@ case $CALL in
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
    P="H3_LAB_PERSISTENT=1 H3_LAB_PERSISTENT_BLOCKS"
    SR="H3_LAB_PERSISTENT_SPLIT=1 H3_LAB_PERSISTENT_REGRID=1"
-   forms=("$P=1" "$P=1 H3_LAB_PERSISTENT_REGRID=1" "$P=2" "$P=2 $SR" "$P=3 $SR")
+   # B1 itself is call 96's 2.751 ms; B1 and B1R are left out to save device time (~2 min);
+   # M97_FORMS=all puts them back
+   forms=("$P=2" "$P=2 $SR" "$P=3 $SR")
+   [ "${M97_FORMS:-}" = all ] && forms=("$P=1" "$P=1 H3_LAB_PERSISTENT_REGRID=1" "${forms[@]}")
+   [ "${M97_FORMS:-}" = split ] && forms=("$P=2 $SR" "$P=3 $SR")   # ~4 min
    for f in "${forms[@]}"; do
      env $sw $f H3_LAB_PERSISTENT_TIMES=1 H3_KERNEL_CACHE_DIR="$kc" timeout 100 "$S/bin/h3exec" \
        "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
