@@ -2,7 +2,11 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, end of session 32; 93, 95 and 96 ran on H100s: dev/results/2026-12-06-h100-phase-
+# Next (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
+#   step: dev/results/2026-12-07-h100-persistent-split-forms-decode-next.txt; 98 ran one round and s44's
+#   bench ended at its 140 s timeout: s44's plan times decode_next's step calls too, which s41's lacks, so
+#   the timeout is 200 s now): 98 again (M98_ROUNDS=1 fits one call: ~6 min), then 84 on an H200, 91.
+# Before (2026-12-07, end of session 32; 93, 95 and 96 ran on H100s: dev/results/2026-12-06-h100-phase-
 #   remap-persistent-first-run.txt and -persistent-step-converted.txt: the persistent step converts and
 #   gives equal tokens but runs 2.75 ms against 2.19): 97 first (why, and whether the split form wins;
 #   stage build-gpu/s43r: git apply dev/persistent_step.patch && dev/mini_stage.sh build-gpu/s18
@@ -452,7 +456,7 @@ case $CALL in
    for r in $(seq "${M98_ROUNDS:-2}"); do   # M98_ROUNDS=1: ~5 min
      for st in build-gpu/s41 "$S"; do
        echo "== round $r: $st"
-       H3_KERNEL_CACHE_DIR=$kc timeout 140 bench/m31_decode.sh "$st/bin/h3exec" "$st/plans/m31_small_p2048_n16.plan" 16 \
+       H3_KERNEL_CACHE_DIR=$kc timeout 200 bench/m31_decode.sh "$st/bin/h3exec" "$st/plans/m31_small_p2048_n16.plan" 16 \
          "$st/plans/m31_small_p2048_n80.plan" 80 3 2> /dev/null | grep -E "^generate|device time of one call|^\{"
      done
    done
