@@ -335,6 +335,24 @@ static bool set_index_onto_itself(gstate *gs, const h3_op *op, const h3_tensor *
          h3_type_bytes(&in[2].type) == row_bytes;
 }
 
+static h3_status upload_index(h3_runtime *rt, const slot *sl, h3_diag *d) {
+  int32_t i32 = (int32_t)sl->host_value;
+  int64_t i64 = sl->host_value;
+  if (sl->t.type.dtype == H3_I64) return rt->b->ops->upload(rt->b, sl->t.data, &i64, 8, d);
+  return rt->b->ops->upload(rt->b, sl->t.data, &i32, 4, d);
+}
+
+/* Before a backend index / set_index reads its index operand: a deferred loop counter's
+ * value, written on the stream that runs the op (each such op writes it again, so no op
+ * relies on another stream's copy). */
+static h3_status write_deferred_index(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
+  if ((op->code != H3_OP_INDEX && op->code != H3_OP_SET_INDEX) || op->n_operands < 2) return H3_OK;
+  const h3_value *i = op->operands[1];
+  if (i->id < 0 || i->id >= rt->n_ids || i->kind == H3_VALUE_PARAM) return H3_OK;
+  const slot *sl = &gs->slots[i->id];
+  return sl->device_deferred ? upload_index(rt, sl, d) : H3_OK;
+}
+
 static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_diag *d) {
   h3_status vst;
   if (try_view(rt, gs, op, &vst, d)) return vst;
@@ -397,6 +415,7 @@ static h3_status run_compute(h3_runtime *rt, gstate *gs, const h3_op *op, h3_dia
     }
     n_staged = i + 1;
   }
+  if (st == H3_OK) st = write_deferred_index(rt, gs, op, d);
   if (st == H3_OK) {
     double t0 = stamp(rt);
     st = rt->b->ops->run_op(rt->b, op, in, op->n_operands, out_buf, op->n_results, d);
@@ -469,13 +488,28 @@ static h3_status assign_carried(h3_runtime *rt, gstate *gs, const h3_region *r,
   return st;
 }
 
-static h3_status write_index(h3_runtime *rt, slot *sl, int64_t k, h3_diag *d) {
-  int32_t i32 = (int32_t)k;
-  int64_t i64 = k;
+/* A loop counter's value k: always on the host; on the device too unless deferred. */
+static h3_status write_index(h3_runtime *rt, slot *sl, int64_t k, bool defer, h3_diag *d) {
   sl->host_value = k;
   sl->host_known = true;
-  if (sl->t.type.dtype == H3_I64) return rt->b->ops->upload(rt->b, sl->t.data, &i64, 8, d);
-  return rt->b->ops->upload(rt->b, sl->t.data, &i32, 4, d);
+  sl->device_deferred = defer;
+  return defer ? H3_OK : upload_index(rt, sl, d);
+}
+
+/* Whether some op in region r (nested regions included) may read value c's device buffer:
+ * any use but as the index operand of index / set_index, which take a loop counter's host
+ * value (a view, a row put back in place) or have it written just before them
+ * (write_deferred_index). A counter no op reads on the device needs no host-to-device copy
+ * per turn: in a CUDA graph each is a copy node on the step's critical path. */
+static bool reads_on_device(const h3_region *r, const h3_value *c) {
+  for (const h3_op *op = r->first; op; op = op->next) {
+    for (int k = 0; k < op->n_operands; k++)
+      if (op->operands[k] == c && !(k == 1 && (op->code == H3_OP_INDEX || op->code == H3_OP_SET_INDEX)))
+        return true;
+    for (int i = 0; i < op->n_regions; i++)
+      if (reads_on_device(&op->regions[i], c)) return true;
+  }
+  return false;
 }
 
 static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, h3_diag *d) {
@@ -492,8 +526,10 @@ static h3_status run_loop(h3_runtime *rt, gstate *gs, const h3_op *op, int top, 
   h3_status st = H3_OK;
   for (int i = 0; st == H3_OK && i < r->n_args; i++) st = bind(rt, gs, r->args[i], d);
   if (st == H3_OK) st = assign_carried(rt, gs, r, op->operands, &op->span, d);
+  /* an observer (--dump-ops) may read every operand's buffer: the counter stays uploaded */
+  const bool defer = !rt->opt.observe && !reads_on_device(r, r->args[0]);
   for (int64_t k = 0; st == H3_OK && k < count; k++) {
-    st = write_index(rt, &gs->slots[r->args[0]->id], k, d);
+    st = write_index(rt, &gs->slots[r->args[0]->id], k, defer, d);
     if (top) rt->top_iter = k;
     if (st == H3_OK) st = h3_stream_iter_begin(rt->stream, op, k, d);
     if (st == H3_OK) st = run_region(rt, gs, r, 0, d);

@@ -17,6 +17,9 @@ typedef struct {
      download (downloads cannot be captured in a CUDA graph, and cost a sync) */
   int64_t host_value;
   bool host_known;
+  /* a loop counter whose readers all take host_value (run_loop): its buffer is written only
+     right before an index / set_index that reads it on the device after all */
+  bool device_deferred;
 } slot;
 
 typedef struct {

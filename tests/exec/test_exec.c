@@ -2,7 +2,8 @@
  * loop calls a graph, swaps carried values and indexes a table with the loop counter,
  * run without and with the memory plan (outputs must equal an independent computation
  * bitwise both ways), progress, statistics and trace events, runtime errors, aliasing
- * through dynamic index views and overlapping placements, backend selection. */
+ * through dynamic index views and overlapping placements, backend selection, and which loop
+ * counters are copied to the device. */
 #include "h3/passes.h"
 #include "h3/runtime.h"
 
@@ -163,6 +164,85 @@ static void test_index_error(void) {
   h3_backend_free(b);
   h3_module_free(m);
   h3_diag_free(&d);
+}
+
+/* A loop counter reaches the device only where an op may read it there: not at all when its
+ * readers are index views (program p), right before each set_index that reads it (program q,
+ * whose rows come from outside the table, so a missing copy writes the wrong rows), and at
+ * every turn, as before, when another op uses it (program p with the counter also added). */
+static const h3_backend_ops *cpu_ops;
+static int counter_uploads; /* uploads of 4 bytes: an i32 counter's (the inputs are larger) */
+static h3_status counting_upload(h3_backend *b, void *dst, const void *src, size_t bytes, h3_diag *d) {
+  counter_uploads += bytes == 4;
+  return cpu_ops->upload(b, dst, src, bytes, d);
+}
+
+static int run_counting(const char *text, const char *graph, h3_host_tensor *in, float *out, size_t out_bytes) {
+  h3_diag d;
+  h3_diag_init(&d);
+  h3_module *m = parse(text, &d);
+  h3_backend *b = h3_backend_cpu_new(NULL, &d);
+  cpu_ops = b->ops;
+  h3_backend_ops counting = *b->ops;
+  counting.upload = counting_upload;
+  b->ops = &counting;
+  h3_weights *w = h3_weights_random(m, 0, &d);
+  h3_runtime *rt = h3_runtime_new(m, b, w, NULL, &d);
+  const h3_graph *g = h3_module_graph(m, graph);
+  for (int i = 0; i < g->n_inputs; i++) in[i].type = g->inputs[i]->type;
+  h3_host_tensor res[2] = {{0}}; /* p has two outputs, q one; out gets the first */
+  counter_uploads = 0;
+  CHECK(rt && g->n_outputs <= 2 && h3_runtime_run(rt, g, in, res, &d) == H3_OK, "run of %s failed", graph);
+  h3_diag_print(&d, stderr);
+  if (res[0].data) memcpy(out, res[0].data, out_bytes);
+  for (int i = 0; i < 2; i++) free(res[i].data);
+  int n = counter_uploads;
+  h3_runtime_free(rt);
+  h3_weights_free(w);
+  b->ops = cpu_ops;
+  h3_backend_free(b);
+  h3_module_free(m);
+  h3_diag_free(&d);
+  return n;
+}
+
+static void test_counter_uploads(void) {
+  float x0[4] = {0.5f, -1.25f, 3.0f, 0.125f}, tab[10], got[4], want[8];
+  for (int i = 0; i < 10; i++) tab[i] = 0.3f + 0.17f * (float)i;
+  h3_host_tensor in[2] = {{"x0", {0}, x0, 16}, {"tab", {0}, tab, 40}};
+  expected(want);
+  int n = run_counting(program_text(5), "p", in, got, 16);
+  CHECK(n == 0 && memcmp(got, want, 16) == 0, "index views only: %d counter uploads (0 wanted), a %g vs %g",
+        n, got[0], want[0]);
+  char text[2048];
+  snprintf(text, sizeof text, "%s", program_text(5));
+  char *row = strstr(text, "        %row = index(");
+  CHECK(row != NULL, "program p's index line");
+  if (row) {
+    const char *extra = "        %k2 = add(%k, %k) : i32[]\n";
+    memmove(row + strlen(extra), row, strlen(row) + 1);
+    memcpy(row, extra, strlen(extra));
+    n = run_counting(text, "p", in, got, 16);
+    CHECK(n == 5 && memcmp(got, want, 16) == 0, "counter also added: %d counter uploads (5 wanted)", n);
+  }
+  const char *q = "module @t config \"tiny\" {\n"
+                  "  program @q(%z: f32[3, 2], %r: f32[2]) -> (o: f32[3, 2]) {\n"
+                  "    %o = loop(%z) {count = 3, label = \"rows\"} : f32[3, 2] {\n"
+                  "      ^(%k: i32[], %acc: f32[3, 2]):\n"
+                  "        %sq = mul(%r, %r) : f32[2]\n"
+                  "        %n = set_index(%acc, %k, %sq) : f32[3, 2]\n"
+                  "        yield %n\n"
+                  "    }\n"
+                  "    return %o\n"
+                  "  }\n"
+                  "}\n";
+  float z[6] = {9, 9, 9, 9, 9, 9}, r[2] = {1.5f, -2.0f}, o[6] = {0};
+  h3_host_tensor qin[2] = {{"z", {0}, z, 24}, {"r", {0}, r, 8}};
+  n = run_counting(q, "q", qin, o, 24);
+  int rows_ok = 1;
+  for (int i = 0; i < 3; i++) rows_ok &= o[2 * i] == 2.25f && o[2 * i + 1] == 4.0f;
+  CHECK(n == 3 && rows_ok, "set_index rows: %d counter uploads (3 wanted), rows %g %g / %g %g / %g %g", n,
+        o[0], o[1], o[2], o[3], o[4], o[5]);
 }
 
 /* Hand-placed offsets (no planner): a chain over a dynamic `index` view (an in-place
@@ -371,6 +451,7 @@ static void test_offset_wrap(void) {
 
 int main(void) {
   test_program();
+  test_counter_uploads();
   test_index_error();
   test_aliasing();
   test_offset_wrap();
