@@ -5,7 +5,8 @@
 # Next (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
 #   step: dev/results/2026-12-07-h100-persistent-split-forms-decode-next.txt; 98 ran one round and s44's
 #   bench ended at its 140 s timeout: s44's plan times decode_next's step calls too, which s41's lacks, so
-#   the timeout is 200 s now): 98 again (M98_ROUNDS=1 fits one call: ~6 min), then 84 on an H200, 91.
+#   the timeout is 200 s now): 99 (~4 min; the loop counter's copies, b43f944: stage build-gpu/s45) and
+#   98 again (M98_ROUNDS=1: ~6 min), then 84 on an H200, 91.
 # Before (2026-12-07, end of session 32; 93, 95 and 96 ran on H100s: dev/results/2026-12-06-h100-phase-
 #   remap-persistent-first-run.txt and -persistent-step-converted.txt: the persistent step converts and
 #   gives equal tokens but runs 2.75 ms against 2.19): 97 first (why, and whether the split form wins;
@@ -444,6 +445,15 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+99) { # the loop counter copied to the device only where an op reads it there (STAGE = build-gpu/s45 at
+   # b43f944) against the build before it (build-gpu/s44): the batch-1 decode step's device time
+   # (decode_next's CUDA graph), one kernel cache tuned by an untimed run first, alternating, 3
+   # rounds. Predicted: -8..-12 us a step (4 host-to-device copy nodes of 4 bytes gone from the
+   # step's critical path; call 97's phase table: 2.8-3.2 us each as a phase); ~4 min
+   # (carry build-gpu/s44 and build-gpu/s45)
+   kc=$(mktemp -d); cp -r build-gpu/s44/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   dev/m31_step_calls.sh 3 build-gpu/s44:"$kc" "$S:$kc"
+   } > "$log" 2>&1 ;;
 98) { # generate's step with its argmax inside the graph (decode_next, STAGE = build-gpu/s44 at HEAD of
    # 2026-12-07) against the step and an argmax launch after it (build-gpu/s41): bench/m31_decode.sh's
    # time per token (two generate runs of 16 and 80 new tokens, CUDA graphs), both stages on one
