@@ -463,7 +463,7 @@ case $CALL in
    kc=$(mktemp -d); cp -r build-gpu/s41/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
    H3_KERNEL_CACHE_DIR=$kc timeout 120 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n16.plan" --backend cuda \
      --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1
-   for r in $(seq "${M98_ROUNDS:-2}"); do   # M98_ROUNDS=1: ~5 min
+   for r in $(seq "${M98_ROUNDS:-2}"); do   # M98_ROUNDS=1: ~6 min
      for st in build-gpu/s41 "$S"; do
        echo "== round $r: $st"
        H3_KERNEL_CACHE_DIR=$kc timeout 200 bench/m31_decode.sh "$st/bin/h3exec" "$st/plans/m31_small_p2048_n16.plan" 16 \
