@@ -445,6 +445,34 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+100) { # where the decode step's time goes inside its CUDA graph: every node's start and end (CUPTI
+   # activity records, dev/kernel_timeline.c preloaded; build it and copy libcupti into build-gpu/lab
+   # with the lines in its header), read by dev/kernel_timeline.py: the nodes in start order and
+   # the critical path (each node after the one it waited for, with the gap). Batch 1
+   # (plans/m31_small_p2048_n80.plan, graph decode_next) and 64 sequences (plans/
+   # m31_small_b64_p2048_n24.plan, generate_batch). STAGE = build-gpu/s45; carry it and
+   # build-gpu/lab. Predicted: the tracer costs < 3 % of the step; the critical path runs through
+   # the indexer's side branch (index_topk skipped: -53 us, call 92) and holds ~0.2 ms of small
+   # kernels and gaps besides the weight reads (call 92: 0.213 ms without linears and moe); ~3 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   run() { H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/$1" "${@:3}" --backend cuda \
+       --weights random --seed 3 --warmup 0 --iterations 1 --profile "$OUT/$2.json" > "$OUT/$2.out" 2>&1; }
+   for p in m31_small_p2048_n80.plan:b1 m31_small_b64_p2048_n24.plan:b64; do
+     args=(); [ "${p#*:}" = b64 ] && args=(--graph generate_batch)
+     run "${p%%:*}" "${p#*:}-tune" "${args[@]}"  # the run that tunes cuBLASLt: untimed
+     run "${p%%:*}" "${p#*:}-plain" "${args[@]}"
+     H3_TIMELINE=$OUT/${p#*:}.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so run "${p%%:*}" "${p#*:}-traced" "${args[@]}"
+     for v in plain traced; do
+       python3 -c 'import json, statistics, sys
+tr = json.load(open(sys.argv[1]))["traceEvents"]
+for g in ("decode_next", "decode_batch"):
+    ev = [e["dur"] / 1000 for e in tr if e.get("cat") == "control" and e["name"] == g]
+    if ev: print(sys.argv[2], g, f"{statistics.median(ev):.4f} ms ({len(ev)} calls)"); break' "$OUT/${p#*:}-$v.json" "${p#*:} $v"
+     done
+     echo "== ${p#*:}: timeline"; python3 dev/kernel_timeline.py "$OUT/${p#*:}.tsv" --all
+     rm -f "$OUT/${p#*:}"-*.json
+   done
+   } > "$log" 2>&1 ;;
 99) { # the loop counter copied to the device only where an op reads it there (STAGE = build-gpu/s45 at
    # b43f944) against the build before it (build-gpu/s44): the batch-1 decode step's device time
    # (decode_next's CUDA graph), one kernel cache tuned by an untimed run first, alternating, 3
@@ -571,8 +599,8 @@ case $CALL in
    # build-gpu/s18 build-gpu/s42s h3c h3exec; git checkout runtime/cuda/cuda_backend.c; then its h3c
    # compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s42s; STAGE = s42s).
    # The bound of what a persistent step can win (dev/persistent-decode.md); predictions in the
-   # script's header (all small ops together ~-200 us on an H100); 10 rows x 2 rounds, ~9 min
-   timeout 540 dev/skip_ops_calls.sh "$S" 2
+   # script's header (all small ops together ~-200 us on an H100); 10 rows x 1 round, ~4 min
+   timeout 540 dev/skip_ops_calls.sh "$S" 1
    } > "$log" 2>&1 ;;
 91) { # the tuning without tile / cluster variants for bandwidth-bound GEMMs (STAGE, HEAD) against
    # the tuning with them (build-gpu/s40, c753748) at 64 sequences: every GEMM of a 64-row step is
