@@ -199,10 +199,13 @@ int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len) {
     for (int j = 0; j < H3_MAX_ATTR_SCHEMA && info->attrs[j].name; j++)
       if (strcmp(info->attrs[j].name, a->name) == 0) s = &info->attrs[j];
     /* attributes any op may carry: codegen names its kernel or library call (`kernel`);
-       side-streams puts it on the second stream (`side = 1`) or makes the main stream
-       wait for that stream's branch before it (`join = 1`) */
-    static const h3_attr_schema any_op_attrs[] = {
-        {"kernel", H3_ATTR_STRING, false}, {"side", H3_ATTR_INT, false}, {"join", H3_ATTR_INT, false}};
+       side-streams puts it on the second stream (`side = 1`), makes the main stream wait
+       for that stream's branch before it (`join = 1`) or marks it as running while the
+       other stream has work (`beside = 1`: a backend leaves that work room on the card) */
+    static const h3_attr_schema any_op_attrs[] = {{"kernel", H3_ATTR_STRING, false},
+                                                  {"side", H3_ATTR_INT, false},
+                                                  {"join", H3_ATTR_INT, false},
+                                                  {"beside", H3_ATTR_INT, false}};
     for (size_t j = 0; !s && j < sizeof any_op_attrs / sizeof any_op_attrs[0]; j++)
       if (strcmp(a->name, any_op_attrs[j].name) == 0) s = &any_op_attrs[j];
     if (!s) {
@@ -219,7 +222,8 @@ int h3_op_check_attrs(const h3_op *op, char *why, size_t why_len) {
       FAIL("%s: attribute '%s' holds no dtype (%lld)", info->name, a->name, LL(a->i));
     if (a->kind == H3_ATTR_TIER && (a->i < 0 || a->i > H3_TIER_HIGH))
       FAIL("%s: attribute '%s' holds no tier (%lld)", info->name, a->name, LL(a->i));
-    if ((!strcmp(a->name, "side") || !strcmp(a->name, "join")) && a->kind == H3_ATTR_INT && a->i != 1)
+    if ((!strcmp(a->name, "side") || !strcmp(a->name, "join") || !strcmp(a->name, "beside")) &&
+        a->kind == H3_ATTR_INT && a->i != 1)
       FAIL("%s: attribute '%s' must be 1 (leave it out for 0)", info->name, a->name);
     if (!strcmp(a->name, "side") && h3_op_is_control_flow(op->code))
       FAIL("%s: attribute 'side' marks an op that runs as kernels, not control flow", info->name);

@@ -458,6 +458,7 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
     cuda_destroy(b);
     return NULL;
   }
+  s->side.sm_reserve = cu_env_count("H3_SIDE_SM_RESERVE", 0, s->sm_count / 2, CU_SIDE_SM_RESERVE);
   h3_kernel_cache_init(&s->cache, d);
   return b;
 }

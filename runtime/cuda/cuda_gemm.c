@@ -11,7 +11,9 @@
  * 16-byte aligned pointers, so the choice (and the bits of the result) does not depend on
  * where the memory plan put the tensors; a shape cuBLASLt has no algorithm for goes to the
  * own GEMM. Large GEMMs take the fastest of several candidates instead of the heuristic's
- * first pick, timed once per machine (cuda_gemm_tune.c). A run whose pointers are less
+ * first pick, timed once per machine (cuda_gemm_tune.c). A linear marked `beside` (pass
+ * side-streams: it runs while the other stream has work) gets its algorithm, and its tuning,
+ * for the card's SMs less H3_SIDE_SM_RESERVE. A run whose pointers are less
  * aligned asks the heuristic again for that alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
  * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
  */
@@ -85,8 +87,14 @@ h3_status cu_lt_tn_tune(cu_state *s, const h3_op *op, cublasLtMatmulDesc_t desc,
                         cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, int64_t M, int64_t N, int64_t K,
                         size_t out_bytes, cublasLtMatmulAlgo_t *algo, bool *tuned, h3_diag *d) {
   cu_lt_problem p = {desc, a, b, c, (size_t)(N * K) * 2, (size_t)(M * K) * 2, (size_t)(M * N) * out_bytes, ""};
-  snprintf(p.key, sizeof p.key, "bf16 TN M %lld N %lld K %lld out %zu align 16", (long long)M, (long long)N,
-           (long long)K, out_bytes);
+  int32_t sms = 0; /* an SM count target (cuda_gemm.c, `beside`): its own tuning */
+  size_t got = 0;
+  if (cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms, &got) !=
+      CUBLAS_STATUS_SUCCESS)
+    sms = 0;
+  int n = snprintf(p.key, sizeof p.key, "bf16 TN M %lld N %lld K %lld out %zu align 16", (long long)M,
+                   (long long)N, (long long)K, out_bytes);
+  if (sms > 0 && n > 0 && (size_t)n < sizeof p.key) snprintf(p.key + n, sizeof p.key - (size_t)n, " sms %d", (int)sms);
   const double flops = 2.0 * (double)M * (double)N * (double)K;
   const bool timed = cu_lt_tunes(s, &p, flops);
   h3_status st = cu_lt_tune(s, op, &p, flops, algo, d);
@@ -147,6 +155,12 @@ static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, 
 
 static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h3_diag *d) {
   if (cu_lt_tn_desc(g->op, &g->desc, d) != H3_OK) return H3_ERR;
+  if (h3_op_attr_int(g->op, "beside", 0) && s->side.sm_reserve > 0) {
+    /* it runs while the other stream has work: an algorithm for fewer SMs, so that the
+       other stream's kernels find SMs free (the heuristic, the tuning and the launch) */
+    int32_t sms = s->sm_count - s->side.sm_reserve;
+    LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+  }
   if (g->bias) {
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     int32_t bt = dt;

@@ -30,6 +30,9 @@
 #define CU_ARG_OUT 1000 /* kernel argument codes: j = operand j, CU_ARG_OUT + j = result j */
 #define CU_ARG_SEED (-1)
 #define CU_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt / cuDNN workspace, fixed */
+/* SMs a GEMM marked `beside` (pass side-streams: it runs while the other stream has work)
+ * leaves free by default: cuBLASLt picks its algorithm for the card's SMs less these */
+#define CU_SIDE_SM_RESERVE 16
 #define CU_INT8_ACC_MAX_BYTES ((size_t)1 << 30) /* int32 accumulators of one int8 GEMM chunk */
 
 /* Hints of the backend's errors: device memory, a kernel whose load failed before, the
@@ -157,6 +160,7 @@ typedef struct cu_state {
     void *workspace; /* cuBLASLt / cuDNN workspace of the side stream's ops */
     bool open;       /* forked and not yet joined */
     bool off;        /* H3_SIDE_STREAM=0: every op on the main stream, in the plan's order */
+    int sm_reserve;  /* SMs a `beside` GEMM leaves to the other stream (H3_SIDE_SM_RESERVE) */
   } side;
   /* graphs */
   cu_graphs *graphs;
@@ -268,6 +272,9 @@ h3_status cu_fill_random(cu_state *s, void *dst, h3_dtype dtype, int64_t n, int 
  * -1 when unset, empty or none of them (then a warning on stderr, once per variable:
  * cuda_env.c). Read where the form is picked (at every run of an op for most). */
 int cu_env_form(const char *var, const char *const *forms);
+/* The count that environment variable `var` holds, lo..hi; `dflt` when unset or empty, and
+ * when out of range or not a number (then a warning, once per variable: cuda_env.c). */
+int cu_env_count(const char *var, int lo, int hi, int dflt);
 
 /* ---- the skinny linear (cuda_skinny_gemm.c: kernels/skinny_gemm.cu) --------------------- */
 /* Which form runs linear op (decided when the op is prepared): x and w bf16, y bf16 or f32 (a

@@ -10,6 +10,7 @@ Standard library only (tests/exec/stfile.py writes the safetensors files)."""
 import argparse
 import json
 import os
+import re
 import random
 import struct
 import subprocess
@@ -140,8 +141,9 @@ def corrupt_side_window(text):
     so the bytes the side linear moves onto are that linear's alone.
     -> (plan text, "LINE:COL", message pieces)."""
     lines = text.split("\n")
-    i = next(i for i, line in enumerate(lines) if "= linear(" in line and "{side = 1" in line)
-    j = next(j for j in range(i + 1, len(lines)) if "= linear(" in lines[j] and "side = 1" not in lines[j])
+    side_mark = re.compile(r"\bside = 1\b")  # not `beside = 1`
+    i = next(i for i, line in enumerate(lines) if "= linear(" in line and side_mark.search(line))
+    j = next(j for j in range(i + 1, len(lines)) if "= linear(" in lines[j] and not side_mark.search(lines[j]))
     side, main = (lines[k].strip().split(" = ")[0] for k in (i, j))
     at = int(lines[j].rsplit(" at ", 1)[1])
     lines[i] = lines[i].rsplit(" at ", 1)[0] + f" at {at}"

@@ -98,6 +98,9 @@ static void test_attrs_and_counts(void) {
   CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AI("side", 1), AI("join", 1)), "f32[2]");
   CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AI("side", 2)), "error: add: attribute 'side' must be 1 (leave it out for 0)");
   CHECK_STR(RUN(ADD, "f32[2]; f32[2]", AS("join", "yes")), "error: add: attribute 'join' must be an int, got a string");
+  CHECK_STR(RUN(LINEAR, "bf16[1, 8]; bf16[4, 8]", AI("beside", 1)), "bf16[1, 4]");
+  CHECK_STR(RUN(LINEAR, "bf16[1, 8]; bf16[4, 8]", AI("beside", 0)),
+            "error: linear: attribute 'beside' must be 1 (leave it out for 0)");
   CHECK_STR(RUN(YIELD, "f32[2]", AI("side", 1)),
             "error: yield: attribute 'side' marks an op that runs as kernels, not control flow");
   CHECK_STR(RUN0(ADD, "f32[2]"), "error: add: takes 2 operands, got 1");
