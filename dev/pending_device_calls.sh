@@ -2,7 +2,12 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
+# Next (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
+#   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
+#   -h200-step-timeline-split-caps.txt): 103 first (stage build-gpu/s46 = c8a30e6 with both plans in
+#   its kcache, carry it and build-gpu/lab with kernel_timeline.so and libcupti.so.13: the lines in
+#   dev/kernel_timeline.c's header), then 84 on an H200.
+# Before (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
 #   step: dev/results/2026-12-07-h100-persistent-split-forms-decode-next.txt; 98 ran one round and s44's
 #   bench ended at its 140 s timeout: s44's plan times decode_next's step calls too, which s41's lacks, so
 #   the timeout is 200 s now): 99 (~4 min; the loop counter's copies, b43f944: stage build-gpu/s45) and
@@ -445,6 +450,32 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+103) { # the GEMMs beside a branch on fewer SMs (c8a30e6: pass side-streams marks the linears of a
+   # branch's window `beside`, cuda sets cuBLASLt's SM count target to the card's SMs less
+   # H3_SIDE_SM_RESERVE; STAGE = build-gpu/s46, plans compiled by its h3c; carry it and
+   # build-gpu/lab). Why: call 100's H200 timeline has the indexer's chain queued behind the qkv
+   # GEMV's 132 blocks (its split-K reduce started 9-10 us after the GEMV it reduces; the chain
+   # ends 55 us after the layer's input norm, the qkv side 36). Each reserve gets its own tuning
+   # (an untimed run first), one kernel cache, batch 1 alternating over 2 rounds, then 64
+   # sequences at 0 and 16, then the timeline at the default. Predicted (H200; H100 alike within
+   # ~10 us): reserve 0 = s45's 1.637 ms; 16: -30..-50 us a step (the attention ~15 us earlier in
+   # each sparse layer); 8: between; 32: within 10 us of 16; 64 sequences within +-1 %; the
+   # qkv GEMV's grid <= 116 blocks in the timeline; ~8 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   tune() { H3_SIDE_SM_RESERVE=$1 H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/$2" "${@:3}" \
+       --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; }
+   for r in 0 8 16 32; do tune $r m31_small_p2048_n80.plan; done
+   for round in 1 2; do
+     for r in 0 8 16 32; do H3_SIDE_SM_RESERVE=$r dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#reserve $r: #"; done
+   done
+   for r in 0 16; do tune $r m31_small_b64_p2048_n24.plan --graph generate_batch
+     H3_SIDE_SM_RESERVE=$r M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#reserve $r, 64 sequences: #"; done
+   H3_TIMELINE=$OUT/b1.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
+     "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
+     --iterations 1 > /dev/null 2>&1
+   echo "== timeline, batch 1, default reserve"; python3 dev/kernel_timeline.py "$OUT/b1.tsv" --all
+   awk -F'\t' '$1 == "K" && $5 != "0" {print $8 "\t" substr($9, 1, 60)}' "$OUT/b1.tsv" | sort | uniq -c | sort -k3
+   } > "$log" 2>&1 ;;
 100) { # where the decode step's time goes inside its CUDA graph: every node's start and end (CUPTI
    # activity records, dev/kernel_timeline.c preloaded; build it and copy libcupti into build-gpu/lab
    # with the lines in its header), read by dev/kernel_timeline.py: the nodes in start order and
