@@ -130,6 +130,47 @@ static void add_prologue(h3_strbuf *s, int vec, h3_dtype dt, bool store_x, const
   else h3_strbuf_printf(s, "    %sh3_st(xo, u, v[0]);\n", guard);
 }
 
+/* The body of rms_norm / add_rms_norm when a thread takes at most 4 chunks of the row (`most`;
+ * a decode row of 6144 is 3): every load of the thread's chunks (x, add's second operand, w)
+ * issued before any use, x (for add the rounded sum, stored to out0) kept in registers for the
+ * second pass. One memory round trip instead of two (the two-pass form loads w and x again
+ * after the reduction); the sums and roundings are the two-pass form's, so are the bits. */
+static void rms_norm_in_registers(h3_strbuf *s, bool add, h3_dtype xdt, int vec, int most, int64_t units,
+                                  int block, int n_in, const char *w, const char *guard, double eps,
+                                  int64_t n, const char *off) {
+  h3_strbuf_printf(s, "  float v[%d][%d];\n  %s wv[%d][%d];\n", most, vec, w, most, vec);
+  if (add) h3_strbuf_printf(s, "  float v2[%d][%d];\n", most, vec);
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const int u = tid + c * %d;\n"
+                      "    if (u >= %lld) continue;\n", most, block, (long long)units);
+  if (vec == 8) {
+    h3_strbuf_append(s, "    h3_ld8(x, u * 8, v[c]);\n");
+    if (add) h3_strbuf_append(s, "    h3_ld8(x2, u * 8, v2[c]);\n");
+    h3_strbuf_printf(s, "    h3_ld8(in%d, u * 8, wv[c]);\n  }\n", n_in - 1);
+  } else {
+    h3_strbuf_append(s, "    v[c][0] = h3_ld(x, u);\n");
+    if (add) h3_strbuf_append(s, "    v2[c][0] = h3_ld(x2, u);\n");
+    h3_strbuf_printf(s, "    wv[c][0] = h3_ld(in%d, u);\n  }\n", n_in - 1);
+  }
+  h3_strbuf_printf(s, "  float ss = 0.0f;\n#pragma unroll\n  for (int c = 0; c < %d; c++) {\n"
+                      "    if (tid + c * %d >= %lld) continue;\n", most, block, (long long)units);
+  if (add) {
+    h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) v[c][k] = %s(v[c][k], v2[c][k])%s;\n",
+                     vec, xdt == H3_BF16 ? "h3_rbf16(__fadd_rn" : "__fadd_rn", xdt == H3_BF16 ? ")" : "");
+    if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(xo, (tid + c * %d) * 8, v[c]);\n", guard, block);
+    else h3_strbuf_printf(s, "    %sh3_st(xo, tid + c * %d, v[c][0]);\n", guard, block);
+  }
+  emit_rms_accum(s, vec, "v[c]", false);
+  h3_strbuf_append(s, "  }\n");
+  emit_rms_finish(s, block, n, eps, false);
+  h3_strbuf_printf(s, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const int u = tid + c * %d;\n"
+                      "    if (u >= %lld) continue;\n    float o[%d];\n#pragma unroll\n"
+                      "    for (int k = 0; k < %d; k++) o[k] = __fmul_rn(__fmul_rn(v[c][k], r), "
+                      "__fadd_rn((float)wv[c][k], %s));\n",
+                   most, block, (long long)units, vec, vec, off);
+  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(y, u * 8, o);\n  }\n}\n", guard);
+  else h3_strbuf_printf(s, "    %sh3_st(y, u, o[0]);\n  }\n}\n", guard);
+}
+
 /* rms_norm, and add_rms_norm (in0 + in1 = x written to out0, the norm of x to out1, w = in2). */
 static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   const h3_op *op = ec->op;
@@ -167,6 +208,21 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   if (add)
     h3_strbuf_printf(s, "  const %s *x2 = in1 + row * %lldll;\n  %s *xo = out0 + row * %lldll;\n", xc,
                      (long long)n, xc, (long long)n);
+  h3_strbuf off;
+  h3_strbuf_init(&off);
+  emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
+  const char *w = wt->dtype == H3_F64 ? "double" : "float";
+  const int64_t units = n / vec, most = (units + block - 1) / block;
+  if (most <= 4) { /* the row in registers: one round trip */
+    rms_norm_in_registers(s, add, in_t[0].dtype, vec, (int)most, units, block, n_in, w, guard,
+                          h3_op_attr_float(op, "eps", 1e-5), n, off.data ? off.data : "0");
+    if (off.oom) s->oom = true;
+    h3_strbuf_free(&off);
+    const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+    ec->k->grid[0] = blocks > 0 ? blocks : 1;
+    ec->k->block[0] = block * rows_per_block;
+    return emit_args(ec, n_in, n_out, false);
+  }
   h3_strbuf_append(s, "  float ss = 0.0f;\n");
   /* both passes with the loads of a thread's chunks in flight (chunk_unroll) */
   chunk_unroll(s, n / vec, block);
@@ -175,10 +231,6 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   emit_rms_accum(s, vec, "v", false);
   h3_strbuf_append(s, "  }\n");
   emit_rms_finish(s, block, n, h3_op_attr_float(op, "eps", 1e-5), false);
-  h3_strbuf off;
-  h3_strbuf_init(&off);
-  emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
-  const char *w = wt->dtype == H3_F64 ? "double" : "float";
   chunk_unroll(s, n / vec, block);
   chunk_loop(s, vec, n, block, "float", "x", "v");
   if (add) add_prologue(s, vec, in_t[0].dtype, false, guard);

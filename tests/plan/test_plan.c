@@ -161,7 +161,8 @@ static void test_errors(const char *good) {
   free(t);
   /* a kernel source edited by hand */
   snprintf(buf, sizeof buf, "extern \"C\" __global__ void __launch_bounds__(32) %s(", kname);
-  t = edit(good, "ss = __fadd_rn(ss, __fmul_rn(v[k], v[k]))", "ss = __fadd_rn(ss, __fmul_rn(v[k], 2.0f))");
+  t = edit(good, "ss = __fadd_rn(ss, __fmul_rn(v[c][k], v[c][k]))",
+           "ss = __fadd_rn(ss, __fmul_rn(v[c][k], 2.0f))");
   snprintf(buf, sizeof buf, "kernel '%s': the source does not match its sha256 (the plan was edited or is corrupt)",
            kname);
   int src_line = line_of(good, "  source: |\n    // rms_norm");
