@@ -6,7 +6,8 @@
 #   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
 #   -h200-step-timeline-split-caps.txt): 103 first (stage build-gpu/s46 = c8a30e6 with both plans in
 #   its kcache, carry it and build-gpu/lab with kernel_timeline.so and libcupti.so.13: the lines in
-#   dev/kernel_timeline.c's header), then 84 on an H200.
+#   dev/kernel_timeline.c's header), then 104 (build-gpu/s47: the norms in registers; carry s46
+#   and s47), then 84 on an H200.
 # Before (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
 #   step: dev/results/2026-12-07-h100-persistent-split-forms-decode-next.txt; 98 ran one round and s44's
 #   bench ended at its 140 s timeout: s44's plan times decode_next's step calls too, which s41's lacks, so
@@ -450,6 +451,16 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at the codegen
+   # change after c8a30e6) against build-gpu/s46: one round trip less in the step's nine one-block
+   # norms (call 100's H200 timeline: 3.3-5.1 us each, on the critical path); tokens equal (the
+   # same bits). One kernel cache, batch 1 alternating 3 rounds, 64 sequences 2 rounds.
+   # Predicted: batch 1 -5..-10 us a step, 64 sequences -5..-10 us; ~5 min (carry build-gpu/s46
+   # and build-gpu/s47)
+   kc=$(mktemp -d); cp -r build-gpu/s46/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   dev/m31_step_calls.sh 3 build-gpu/s46:"$kc" "$S:$kc"
+   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s46:"$kc" "$S:$kc"
+   } > "$log" 2>&1 ;;
 103) { # the GEMMs beside a branch on fewer SMs (c8a30e6: pass side-streams marks the linears of a
    # branch's window `beside`, cuda sets cuBLASLt's SM count target to the card's SMs less
    # H3_SIDE_SM_RESERVE; STAGE = build-gpu/s46, plans compiled by its h3c; carry it and
