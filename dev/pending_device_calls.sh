@@ -459,6 +459,8 @@ case $CALL in
    # and build-gpu/s47)
    kc=$(mktemp -d); cp -r build-gpu/s46/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
    dev/m31_step_calls.sh 3 build-gpu/s46:"$kc" "$S:$kc"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
    M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s46:"$kc" "$S:$kc"
    } > "$log" 2>&1 ;;
 103) { # the GEMMs beside a branch on fewer SMs (c8a30e6: pass side-streams marks the linears of a
