@@ -13,9 +13,10 @@
  * own GEMM. Large GEMMs take the fastest of several candidates instead of the heuristic's
  * first pick, timed once per machine (cuda_gemm_tune.c). A linear marked `beside` (pass
  * side-streams: it runs while the other stream has work) gets its algorithm, and its tuning,
- * for the card's SMs less H3_SIDE_SM_RESERVE. A run whose pointers are less
- * aligned asks the heuristic again for that alignment (kept from then on). One fixed workspace (CU_WORKSPACE_BYTES), so the
- * calls can be captured in CUDA graphs. A fixed algorithm is deterministic run to run.
+ * for the card's SMs less H3_SIDE_SM_RESERVE. A run whose pointers are less aligned asks
+ * the heuristic again for that alignment (kept from then on). One fixed workspace
+ * (CU_WORKSPACE_BYTES), so the calls can be captured in CUDA graphs. A fixed algorithm is
+ * deterministic run to run.
  */
 #include "cuda_lt.h"
 
