@@ -156,12 +156,11 @@ static h3_status pick_algo(cu_state *s, cu_gemm *g, unsigned align, int *found, 
 
 static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h3_diag *d) {
   if (cu_lt_tn_desc(g->op, &g->desc, d) != H3_OK) return H3_ERR;
-  if (h3_op_attr_int(g->op, "beside", 0) && s->side.sm_reserve > 0) {
-    /* it runs while the other stream has work: an algorithm for fewer SMs, so that the
-       other stream's kernels find SMs free (the heuristic, the tuning and the launch) */
-    int32_t sms = s->sm_count - s->side.sm_reserve;
+  /* a `beside` linear runs while the other stream has work: an algorithm for fewer SMs, so
+     that the other stream's kernels find SMs free (the heuristic, the tuning and the launch) */
+  int32_t sms = h3_op_attr_int(g->op, "beside", 0) && s->side.sm_reserve > 0 ? s->sm_count - s->side.sm_reserve : 0;
+  if (sms > 0)
     LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
-  }
   if (g->bias) {
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     int32_t bt = dt;
@@ -170,6 +169,11 @@ static h3_status build(cu_state *s, cu_gemm *g, cudaDataType_t dt, int *found, h
   }
   if (cu_lt_tn_layouts(g->op, g->M, g->N, g->K, dt, &g->a, &g->b, &g->c, d) != H3_OK) return H3_ERR;
   if (pick_algo(s, g, 16, found, d) != H3_OK) return H3_ERR;
+  if (!*found && sms > 0) { /* none for fewer SMs: the whole card's, not the own GEMM */
+    sms = 0;
+    LT_CHECK(d, g->op, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    if (pick_algo(s, g, 16, found, d) != H3_OK) return H3_ERR;
+  }
   if (!*found || g->bias) return H3_OK; /* (a bias GEMM would need a scratch bias to time) */
   return cu_lt_tn_tune(s, g->op, g->desc, g->a, g->b, g->c, g->M, g->N, g->K, dt == CUDA_R_16BF ? 2 : 4,
                        &g->algo, NULL, d);
