@@ -451,7 +451,7 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
-104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at the codegen
+104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at c360135, the codegen
    # change after c8a30e6) against build-gpu/s46: one round trip less in the step's nine one-block
    # norms (call 100's H200 timeline: 3.3-5.1 us each, on the critical path); tokens equal (the
    # same bits). One kernel cache, batch 1 alternating 3 rounds, 64 sequences 2 rounds.
