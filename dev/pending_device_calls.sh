@@ -7,7 +7,8 @@
 #   -h200-step-timeline-split-caps.txt): 103 first (stage build-gpu/s46 = c8a30e6 with both plans in
 #   its kcache, carry it and build-gpu/lab with kernel_timeline.so and libcupti.so.13: the lines in
 #   dev/kernel_timeline.c's header), then 104 (build-gpu/s47: the norms in registers; carry s46
-#   and s47), then 84 on an H200.
+#   and s47), then 105 (build-gpu/s48: top-k's and the attention's phases; carry s48 and lab, ~2 min),
+#   then 84 on an H200.
 # Before (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
 #   step: dev/results/2026-12-07-h100-persistent-split-forms-decode-next.txt; 98 ran one round and s44's
 #   bench ended at its 140 s timeout: s44's plan times decode_next's step calls too, which s41's lacks, so
@@ -451,6 +452,25 @@ case $CALL in
    echo "== attention_bench --sol"; timeout 110 build-gpu/s21c/bin/attention_bench --sol --iters 10 2>&1 | grep -E "^(attention_flash|sol|h3 sol)"
    echo "== composite (the default Sage form)"; timeout 420 tests/gpu/run_all.sh build-gpu/s21c "$OUT/sagesol" sagesol 2>&1 | grep -E "rc=|speed-up|PSNR|rel L2"
    rm -f "$OUT"/sagesol/*.safetensors; } > "$log" 2>&1 ;; # carry build-gpu/s21c; ~450 s
+105) { # where top-k's 19.6 us and the attention's 17.2 us go (call 100, H200): the phases of
+   # h3cu_topks and h3cu_kvattm from %globaltimer stamps (dev/msa_stamps.patch: git apply, then
+   # dev/mini_stage.sh build-gpu/s18 build-gpu/s48 h3c h3exec, git checkout kernels/m31_msa.cu;
+   # its h3c compiles plans/m31_small_p2048_n80.plan into its kcache; carry build-gpu/s48 and
+   # build-gpu/lab), read against the kernels' CUPTI start and end (dev/msa_stamps.py).
+   # STAGE = build-gpu/s48. Predicted (a chain of dependent round trips of ~0.6-0.8 us each):
+   # top-k's first block in within ~2 us of the start, staged +1, scored +2, the last ticket by
+   # ~7 us, picked by ~9: if the record is still ~19 us, the rest is the spread of the blocks'
+   # starts or the tail after the last stamp; attention sel +1, looped +4..6, done by ~10; ~2 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
+     --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the run that tunes
+   H3_TIMELINE=$OUT/stamps.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc \
+     timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 \
+     --warmup 0 --iterations 1 > "$OUT/stamps.out" 2>&1
+   grep -c "^LAB" "$OUT/stamps.out"
+   python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
+   python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
 104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at c360135, the codegen
    # change after c8a30e6) against build-gpu/s46: one round trip less in the step's nine one-block
    # norms (call 100's H200 timeline: 3.3-5.1 us each, on the critical path); tokens equal (the
