@@ -4,11 +4,12 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
 #   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
-#   -h200-step-timeline-split-caps.txt): 103 first (stage build-gpu/s46 = c8a30e6 with both plans in
-#   its kcache, carry it and build-gpu/lab with kernel_timeline.so and libcupti.so.13: the lines in
-#   dev/kernel_timeline.c's header), then 104 (build-gpu/s47: the norms in registers; carry s46
-#   and s47), then 105 (build-gpu/s48: top-k's and the attention's phases; carry s48 and lab, ~2 min),
-#   then 84 on an H200.
+#   -h200-step-timeline-split-caps.txt). Stages (each with both M3.1 plans in its kcache): s47 =
+#   1f3fdfb (HEAD), s46 = the same with 8674396's codegen change reverted (the norms' two-pass form),
+#   s48 = s47 with dev/msa_stamps.patch. Calls: 103 on build-gpu/s47 (carry it and build-gpu/lab,
+#   which holds kernel_timeline.so and libcupti.so.13: the lines in dev/kernel_timeline.c's header;
+#   ~8 min), then 104 on s47 (carry s46 and s47; ~5 min) with 105 on s48 (carry s48 and lab; ~2 min)
+#   in one call, then 84 on an H200.
 # Before (2026-12-07, end of session 33; 97 ran on an H100 with M97_FORMS=split and refuted the persistent
 #   step: dev/results/2026-12-07-h100-persistent-split-forms-decode-next.txt; 98 ran one round and s44's
 #   bench ended at its 140 s timeout: s44's plan times decode_next's step calls too, which s41's lacks, so
@@ -471,8 +472,8 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
-104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at c360135, the codegen
-   # change after c8a30e6) against build-gpu/s46: one round trip less in the step's nine one-block
+104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at 1f3fdfb) against
+   # build-gpu/s46 (the same with 8674396's codegen change reverted): one round trip less in the step's nine one-block
    # norms (call 100's H200 timeline: 3.3-5.1 us each, on the critical path); tokens equal (the
    # same bits). One kernel cache, batch 1 alternating 3 rounds, 64 sequences 2 rounds.
    # Predicted: batch 1 -5..-10 us a step, 64 sequences -5..-10 us; ~5 min (carry build-gpu/s46
@@ -485,8 +486,8 @@ case $CALL in
    } > "$log" 2>&1 ;;
 103) { # the GEMMs beside a branch on fewer SMs (c8a30e6: pass side-streams marks the linears of a
    # branch's window `beside`, cuda sets cuBLASLt's SM count target to the card's SMs less
-   # H3_SIDE_SM_RESERVE; STAGE = build-gpu/s46, plans compiled by its h3c; carry it and
-   # build-gpu/lab). Why: call 100's H200 timeline has the indexer's chain queued behind the qkv
+   # H3_SIDE_SM_RESERVE; 1f3fdfb: only the main stream's linears; STAGE = build-gpu/s47, plans
+   # compiled by its h3c; carry it and build-gpu/lab). Why: call 100's H200 timeline has the indexer's chain queued behind the qkv
    # GEMV's 132 blocks (its split-K reduce started 9-10 us after the GEMV it reduces; the chain
    # ends 55 us after the layer's input norm, the qkv side 36). Each reserve gets its own tuning
    # (an untimed run first), one kernel cache, batch 1 alternating over 2 rounds, then 64
