@@ -8,11 +8,24 @@ each) after the first N (default 3) give each node a median start offset from th
 first start, a median duration and its stream. Printed: the span of a launch (median), the
 nodes in start order (--all; else only the critical path), and the critical path: from the
 node that ends last, back through the node whose end lies closest before each node's start
-(what it waited for), with the gap between them (launch latency and dependency wait).
+(what it waited for; medians, so a node may seem to start up to TOL before the end of the one
+it waited for), with the gap between them (launch latency and dependency wait).
 """
 import argparse
 import collections
+import re
 import statistics
+
+TOL = 0.5  # us: a node may start this much before its predecessor's median end (medians jitter)
+
+
+def kind_of(name):
+    """A kernel's kind for the sums: codegen's names without their hash, cuBLASLt's by family."""
+    if name.startswith("nvjet"):
+        return "nvjet (cuBLASLt GEMM)"
+    if "splitKreduce" in name:
+        return "cuBLASLt split-K reduce"
+    return re.sub(r"_[0-9a-f]{10}$", "", name)
 
 
 def short(name, n=46):
@@ -68,7 +81,7 @@ def main():
     path, cur = [], max(table, key=lambda t: t["e"])
     while cur:
         path.append(cur)
-        before = [t for t in table if t["e"] <= cur["s"] + 0.05 and t is not cur]
+        before = [t for t in table if t["e"] <= cur["s"] + TOL and t is not cur]
         cur = max(before, key=lambda t: t["e"]) if before else None
     path.reverse()
     by_kind = collections.Counter()
@@ -78,8 +91,7 @@ def main():
     for t in path:
         gap = t["s"] - prev["e"] if prev else t["s"]
         gaps += gap
-        by_kind[short(t["name"], 24).split("_")[0] if not t["name"].startswith("h3") else
-                t["name"].rsplit("_", 1)[0]] += t["dur"]
+        by_kind[kind_of(t["name"])] += t["dur"]
         print(f"{t['s']:9.1f} {t['dur']:7.2f} {gap:6.2f}  {streams[t['stream']]:2d}  {short(t['name'])}")
         prev = t
     print(f"critical path: {len(path)} nodes, kernel time {sum(t['dur'] for t in path):.1f} us, "
