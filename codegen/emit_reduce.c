@@ -117,58 +117,104 @@ void emit_rms_finish(h3_strbuf *s, int block, int64_t n, double eps, bool lean) 
   h3_strbuf_free(&e);
 }
 
+/* The statements shared by both forms of rms_norm / add_rms_norm, on a chunk of `vec` values
+ * at element u * vec (u declared by the caller) held in arrays named by the caller:
+ *   add_round: a[k] = a + b rounded to x's dtype as add rounds;
+ *   store:     ptr's chunk u = arr;
+ *   norm_out:  o[k] = (v * r) * (w + offset), then y's chunk u = o. */
+static void add_round(h3_strbuf *s, int vec, h3_dtype dt, const char *a, const char *b) {
+  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) %s[k] = %s(%s[k], %s[k])%s;\n", vec, a,
+                   dt == H3_BF16 ? "h3_rbf16(__fadd_rn" : "__fadd_rn", a, b, dt == H3_BF16 ? ")" : "");
+}
+
+static void store(h3_strbuf *s, int vec, const char *guard, const char *ptr, const char *arr) {
+  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(%s, u * 8, %s);\n", guard, ptr, arr);
+  else h3_strbuf_printf(s, "    %sh3_st(%s, u, %s[0]);\n", guard, ptr, arr);
+}
+
+static void norm_out(h3_strbuf *s, int vec, const char *guard, const char *v, const char *wv, const char *off) {
+  h3_strbuf_printf(s, "    float o[%d];\n#pragma unroll\n    for (int k = 0; k < %d; k++) "
+                      "o[k] = __fmul_rn(__fmul_rn(%s[k], r), __fadd_rn((float)%s[k], %s));\n",
+                   vec, vec, v, wv, off);
+  store(s, vec, guard, "y", "o");
+}
+
 /* The chunk's values of the norm's input: x's, or for add_rms_norm a + b (in0 + in1, the
  * second array loaded beside the first) rounded to x's dtype as add rounds, stored to out0
  * in the first pass (`store_x`) and recomputed in the second. */
 static void add_prologue(h3_strbuf *s, int vec, h3_dtype dt, bool store_x, const char *guard) {
   if (vec == 8) h3_strbuf_append(s, "    float v2[8];\n    h3_ld8(x2, u * 8, v2);\n");
   else h3_strbuf_append(s, "    float v2[1] = {h3_ld(x2, u)};\n");
-  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) v[k] = %s(v[k], v2[k])%s;\n",
-                   vec, dt == H3_BF16 ? "h3_rbf16(__fadd_rn" : "__fadd_rn", dt == H3_BF16 ? ")" : "");
-  if (!store_x) return;
-  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(xo, u * 8, v);\n", guard);
-  else h3_strbuf_printf(s, "    %sh3_st(xo, u, v[0]);\n", guard);
+  add_round(s, vec, dt, "v", "v2");
+  if (store_x) store(s, vec, guard, "xo", "v");
 }
 
-/* The body of rms_norm / add_rms_norm when a thread takes at most 4 chunks of the row (`most`;
- * a decode row of 6144 is 3): every load of the thread's chunks (x, add's second operand, w)
- * issued before any use, x (for add the rounded sum, stored to out0) kept in registers for the
- * second pass. One memory round trip instead of two (the two-pass form loads w and x again
- * after the reduction); the sums and roundings are the two-pass form's, so are the bits. */
-static void rms_norm_in_registers(h3_strbuf *s, bool add, h3_dtype xdt, int vec, int most, int64_t units,
-                                  int block, int n_in, const char *w, const char *guard, double eps,
-                                  int64_t n, const char *off) {
-  h3_strbuf_printf(s, "  float v[%d][%d];\n  %s wv[%d][%d];\n", most, vec, w, most, vec);
-  if (add) h3_strbuf_printf(s, "  float v2[%d][%d];\n", most, vec);
-  h3_strbuf_printf(s, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const int u = tid + c * %d;\n"
-                      "    if (u >= %lld) continue;\n", most, block, (long long)units);
+/* What the two forms' bodies take: the op's kind and x's dtype, the chunking (vec elements a
+ * chunk, `block` threads, `units` chunks a row of n), w's operand and C type, the store guard,
+ * eps and the offset's literal. */
+typedef struct {
+  bool add;
+  h3_dtype xdt;
+  int vec, block, n_in;
+  int64_t units, n;
+  const char *w, *guard, *off;
+  double eps;
+} norm_body;
+
+/* The body when a thread takes at most 4 chunks of the row (`most`; a decode row of 6144 is 3):
+ * every load of the thread's chunks (x, add's second operand, w) issued before any use, x (for
+ * add the rounded sum, stored to out0) kept in registers for the second pass. One memory round
+ * trip instead of two (the two-pass form loads w and x again after the reduction); the sums
+ * and roundings are the two-pass form's, so are the bits. */
+static void rms_norm_in_registers(h3_strbuf *s, const norm_body *nb, int most) {
+  const int vec = nb->vec;
+  h3_strbuf_printf(s, "  float v[%d][%d];\n  %s wv[%d][%d];\n", most, vec, nb->w, most, vec);
+  if (nb->add) h3_strbuf_printf(s, "  float v2[%d][%d];\n", most, vec);
+  char each[160]; /* the head of a loop over the thread's chunks c, u its chunk index */
+  snprintf(each, sizeof each, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const int u = tid + c * %d;\n"
+                              "    if (u >= %lld) continue;\n", most, nb->block, (long long)nb->units);
+  h3_strbuf_append(s, each);
   if (vec == 8) {
     h3_strbuf_append(s, "    h3_ld8(x, u * 8, v[c]);\n");
-    if (add) h3_strbuf_append(s, "    h3_ld8(x2, u * 8, v2[c]);\n");
-    h3_strbuf_printf(s, "    h3_ld8(in%d, u * 8, wv[c]);\n  }\n", n_in - 1);
+    if (nb->add) h3_strbuf_append(s, "    h3_ld8(x2, u * 8, v2[c]);\n");
+    h3_strbuf_printf(s, "    h3_ld8(in%d, u * 8, wv[c]);\n  }\n", nb->n_in - 1);
   } else {
     h3_strbuf_append(s, "    v[c][0] = h3_ld(x, u);\n");
-    if (add) h3_strbuf_append(s, "    v2[c][0] = h3_ld(x2, u);\n");
-    h3_strbuf_printf(s, "    wv[c][0] = h3_ld(in%d, u);\n  }\n", n_in - 1);
+    if (nb->add) h3_strbuf_append(s, "    v2[c][0] = h3_ld(x2, u);\n");
+    h3_strbuf_printf(s, "    wv[c][0] = h3_ld(in%d, u);\n  }\n", nb->n_in - 1);
   }
-  h3_strbuf_printf(s, "  float ss = 0.0f;\n#pragma unroll\n  for (int c = 0; c < %d; c++) {\n"
-                      "    if (tid + c * %d >= %lld) continue;\n", most, block, (long long)units);
-  if (add) {
-    h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < %d; k++) v[c][k] = %s(v[c][k], v2[c][k])%s;\n",
-                     vec, xdt == H3_BF16 ? "h3_rbf16(__fadd_rn" : "__fadd_rn", xdt == H3_BF16 ? ")" : "");
-    if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(xo, (tid + c * %d) * 8, v[c]);\n", guard, block);
-    else h3_strbuf_printf(s, "    %sh3_st(xo, tid + c * %d, v[c][0]);\n", guard, block);
+  h3_strbuf_append(s, "  float ss = 0.0f;\n");
+  h3_strbuf_append(s, each);
+  if (nb->add) {
+    add_round(s, vec, nb->xdt, "v[c]", "v2[c]");
+    store(s, vec, nb->guard, "xo", "v[c]");
   }
   emit_rms_accum(s, vec, "v[c]", false);
   h3_strbuf_append(s, "  }\n");
-  emit_rms_finish(s, block, n, eps, false);
-  h3_strbuf_printf(s, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const int u = tid + c * %d;\n"
-                      "    if (u >= %lld) continue;\n    float o[%d];\n#pragma unroll\n"
-                      "    for (int k = 0; k < %d; k++) o[k] = __fmul_rn(__fmul_rn(v[c][k], r), "
-                      "__fadd_rn((float)wv[c][k], %s));\n",
-                   most, block, (long long)units, vec, vec, off);
-  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(y, u * 8, o);\n  }\n}\n", guard);
-  else h3_strbuf_printf(s, "    %sh3_st(y, u, o[0]);\n  }\n}\n", guard);
+  emit_rms_finish(s, nb->block, nb->n, nb->eps, false);
+  h3_strbuf_append(s, each);
+  norm_out(s, vec, nb->guard, "v[c]", "wv[c]", nb->off);
+  h3_strbuf_append(s, "  }\n}\n");
+}
+
+/* The body over longer rows: two passes over the row, each with the loads of a thread's
+ * chunks in flight (chunk_unroll), x (and add's sum) loaded again in the second. */
+static void rms_norm_two_pass(h3_strbuf *s, const norm_body *nb) {
+  const int vec = nb->vec;
+  h3_strbuf_append(s, "  float ss = 0.0f;\n");
+  chunk_unroll(s, nb->units, nb->block);
+  chunk_loop(s, vec, nb->n, nb->block, "float", "x", "v");
+  if (nb->add) add_prologue(s, vec, nb->xdt, true, nb->guard);
+  emit_rms_accum(s, vec, "v", false);
+  h3_strbuf_append(s, "  }\n");
+  emit_rms_finish(s, nb->block, nb->n, nb->eps, false);
+  chunk_unroll(s, nb->units, nb->block);
+  chunk_loop(s, vec, nb->n, nb->block, "float", "x", "v");
+  if (nb->add) add_prologue(s, vec, nb->xdt, false, nb->guard);
+  if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in%d, u * 8, wv);\n", nb->w, nb->n_in - 1);
+  else h3_strbuf_printf(s, "    %s wv[1] = {h3_ld(in%d, u)};\n", nb->w, nb->n_in - 1);
+  norm_out(s, vec, nb->guard, "v", "wv", nb->off);
+  h3_strbuf_append(s, "  }\n}\n");
 }
 
 /* rms_norm, and add_rms_norm (in0 + in1 = x written to out0, the norm of x to out1, w = in2). */
@@ -211,36 +257,13 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   h3_strbuf off;
   h3_strbuf_init(&off);
   emit_literal(&off, H3_F32, h3_op_attr_float(op, "offset", 0.0), false);
-  const char *w = wt->dtype == H3_F64 ? "double" : "float";
-  const int64_t units = n / vec, most = (units + block - 1) / block;
-  if (most <= 4) { /* the row in registers: one round trip */
-    rms_norm_in_registers(s, add, in_t[0].dtype, vec, (int)most, units, block, n_in, w, guard,
-                          h3_op_attr_float(op, "eps", 1e-5), n, off.data ? off.data : "0");
-    if (off.oom) s->oom = true;
-    h3_strbuf_free(&off);
-    const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-    ec->k->grid[0] = blocks > 0 ? blocks : 1;
-    ec->k->block[0] = block * rows_per_block;
-    return emit_args(ec, n_in, n_out, false);
-  }
-  h3_strbuf_append(s, "  float ss = 0.0f;\n");
-  /* both passes with the loads of a thread's chunks in flight (chunk_unroll) */
-  chunk_unroll(s, n / vec, block);
-  chunk_loop(s, vec, n, block, "float", "x", "v");
-  if (add) add_prologue(s, vec, in_t[0].dtype, true, guard);
-  emit_rms_accum(s, vec, "v", false);
-  h3_strbuf_append(s, "  }\n");
-  emit_rms_finish(s, block, n, h3_op_attr_float(op, "eps", 1e-5), false);
-  chunk_unroll(s, n / vec, block);
-  chunk_loop(s, vec, n, block, "float", "x", "v");
-  if (add) add_prologue(s, vec, in_t[0].dtype, false, guard);
-  if (vec == 8) h3_strbuf_printf(s, "    %s wv[8];\n    h3_ld8(in%d, u * 8, wv);\n", w, n_in - 1);
-  else h3_strbuf_printf(s, "    %s wv[1] = {h3_ld(in%d, u)};\n", w, n_in - 1);
-  h3_strbuf_printf(s, "    float o[%d];\n#pragma unroll\n    for (int k = 0; k < %d; k++) "
-                      "o[k] = __fmul_rn(__fmul_rn(v[k], r), __fadd_rn((float)wv[k], %s));\n",
-                   vec, vec, off.data ? off.data : "0");
-  if (vec == 8) h3_strbuf_printf(s, "    %sh3_st8(y, u * 8, o);\n  }\n}\n", guard);
-  else h3_strbuf_printf(s, "    %sh3_st(y, u, o[0]);\n  }\n}\n", guard);
+  const norm_body nb = {add, in_t[0].dtype, vec, block, n_in, n / vec, n,
+                        wt->dtype == H3_F64 ? "double" : "float", guard, off.data ? off.data : "0",
+                        h3_op_attr_float(op, "eps", 1e-5)};
+  const int64_t most = (nb.units + block - 1) / block;
+  if (most <= 4) rms_norm_in_registers(s, &nb, (int)most);
+  else rms_norm_two_pass(s, &nb);
+  if (off.oom) s->oom = true;
   h3_strbuf_free(&off);
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   ec->k->grid[0] = blocks > 0 ? blocks : 1;
