@@ -41,10 +41,11 @@
 //     their product is exact), so the scores and the selections are the CPU's bitwise. Grid
 //     (T, S), H3M_TOPK_DEC_THREADS threads (any table; decode): block (t, s) scores the key
 //     blocks b = s, s + S, ..., a thread per key with the row's Hi vectors (f32, shared
-//     memory), maxima by shuffles; then it takes a ticket of cnt[t] (0 before the launch and
-//     after it) and the row's last block selects as H3_TOPK_NAME does, by ranks counted in
-//     shared memory (a row of at most topk blocks: block (t, 0) writes them at once, no block
-//     scores or takes a ticket). Dynamic shared memory: max(8 D, Hi NB) floats.
+//     memory) and its key row staged there too, maxima by shuffles; then it takes a ticket
+//     of cnt[t] (0 before the launch and after it) and the row's last block selects as
+//     H3_TOPK_NAME does, by ranks counted in shared memory (a row of at most topk blocks:
+//     block (t, 0) writes them at once, no block scores or takes a ticket). Dynamic shared memory: the larger of 8 D floats then H3M_TOPK_DEC_THREADS rows
+//     of H3M_TOPK_KROW(D) K_T (the vectors, then the staged keys) and Hi NB floats.
 //   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
@@ -764,35 +765,55 @@ extern "C" __global__ void __launch_bounds__(H3M_TOPK_ROWS_THREADS) H3_TOPK_ROWS
 #endif
 
 #ifdef H3_TOPK_SCORE_NAME
-// dot[h] = q_h . k for the HP vectors of qs ([D][HP] f32, one 16-byte load per 4) and key row
-// kr, each the reference's chain (d ascending from +0); 8-element chunks of the key, 16 in
-// flight (16-byte loads when vec: D % 8 == 0 and every row 16-byte aligned).
+// The row stride, in K_T elements, of the keys H3_TOPK_SCORE_NAME stages in shared memory: D
+// rounded up to 8, then 16 bytes more (16-byte chunks of consecutive rows start in different
+// banks). The host sizes the dynamic shared memory by the same rule (cuda_m31_msa.c).
+#define H3M_TOPK_KROW(D) (((D) + 7) / 8 * 8 + 16 / (int)sizeof(K_T))
+
+// dot[h] = q_h . k for the HP vectors of qs ([D][HP] f32, one 16-byte load per 4) and the key
+// row kr staged in shared memory (16-byte aligned, D rounded up to 8 elements), each the
+// reference's chain (d ascending from +0). A rolled loop of 8-element chunks: the code that
+// runs is a few hundred bytes, which matters in a kernel that runs once per layer, cold.
 template <int HP>
-__device__ __forceinline__ void h3m_topk_key(float (&dot)[HP], const float *qs, const K_T *kr, int D, bool vec) {
-  constexpr int NC = 16;
+__device__ __forceinline__ void h3m_topk_key(float (&dot)[HP], const float *qs, const K_T *kr, int D) {
 #pragma unroll
   for (int h = 0; h < HP; h++) dot[h] = 0.0f;
-  for (int d0 = 0; d0 < D; d0 += 8 * NC) {
-    __align__(16) K_T k[NC][8];
+  auto step = [&](int d, K_T k) {
+    float qv[HP];
 #pragma unroll
-    for (int c = 0; c < NC; c++) {
-      const int d = d0 + 8 * c;
-      if (vec && d < D) h3_ldr8<true>(kr, d, k[c]);
-      else if (!vec)
+    for (int h = 0; h < HP; h += 4) h3m_ld4(qv + h, qs + d * HP + h);
+    const float kv = h3_w(k);
 #pragma unroll
-        for (int e = 0; e < 8; e++)
-          if (d + e < D) k[c][e] = kr[d + e];
-    }
+    for (int h = 0; h < HP; h++) dot[h] = h3m_madd(dot[h], qv[h], kv);
+  };
+  const int D8 = D / 8 * 8;
+#pragma unroll 2
+  for (int d0 = 0; d0 < D8; d0 += 8) {
+    __align__(16) K_T k[8];
+    h3_ldr8<true>(kr, d0, k);
 #pragma unroll
-    for (int i = 0; i < 8 * NC; i++) {
-      if (d0 + i >= D) break;
-      float qv[HP];
+    for (int i = 0; i < 8; i++) step(d0 + i, k[i]);
+  }
+  for (int d = D8; d < D; d++) step(d, kr[d]);
+}
+
+// Key row kr copied into kt (shared memory, a row of H3M_TOPK_KROW(D) elements) by one thread:
+// 16-byte chunks, 16 in flight (vec: D % 8 == 0 and every row 16-byte aligned), else element by
+// element.
+__device__ __forceinline__ void h3m_topk_stage(const K_T *kr, K_T *kt, int D, bool vec) {
+  if (!vec) {
+    for (int d = 0; d < D; d++) kt[d] = kr[d];
+    return;
+  }
+  constexpr int U = 16;
+  for (int c0 = 0; c0 < D / 8; c0 += U) {
+    __align__(16) K_T r[U][8];
 #pragma unroll
-      for (int h = 0; h < HP; h += 4) h3m_ld4(qv + h, qs + (d0 + i) * HP + h);
-      const float kv = h3_w(k[i / 8][i % 8]);
+    for (int u = 0; u < U; u++)
+      if (c0 + u < D / 8) h3_ldr8<true>(kr, (c0 + u) * 8, r[u]);
 #pragma unroll
-      for (int h = 0; h < HP; h++) dot[h] = h3m_madd(dot[h], qv[h], kv);
-    }
+    for (int u = 0; u < U; u++)
+      if (c0 + u < D / 8) h3_str8<true>(kt, (c0 + u) * 8, r[u]);
   }
 }
 
@@ -827,8 +848,9 @@ __device__ __forceinline__ void h3m_topk_pick(const float *sm, int Hi, int nb, i
 
 // Row t's Hi vectors staged in sm [D][HP] (f32, zeros past Hi), then the key blocks b = b0, b0 +
 // step, ... below the row's current block cur scored into dst[h NB + b] (h < Hi): a thread per
-// key, each key's dot products h3m_topk_key's, maxima by shuffles, then over the warps. Every
-// thread of the block calls it (HP >= Hi vectors per key: 4 or 8).
+// key, its row staged in shared memory after the vectors (row tid of sm + 8 D), its dot
+// products h3m_topk_key's, maxima by shuffles, then over the warps. Every thread of the block
+// calls it (HP >= Hi vectors per key: 4 or 8).
 template <int HP>
 __device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, const IX_T *pt, long long t,
                                                long long cur, long long b0, long long step, float *sm,
@@ -839,6 +861,7 @@ __device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, con
   for (int i = tid; i < D * HP; i += H3M_TOPK_DEC_THREADS)
     sm[i] = i % HP < Hi ? (float)h3_ld(iq, (t * Hi + i % HP) * D + i / HP) : 0.0f;
   const bool vec = D % 8 == 0 && h3_al8(ik);
+  K_T *kt = reinterpret_cast<K_T *>(sm + 8 * D) + tid * H3M_TOPK_KROW(D); // this thread's key
   __syncthreads();
   for (long long b = b0; b < cur; b += step) { // the same count in every thread
     float best[HP];
@@ -846,7 +869,8 @@ __device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, con
     for (int h = 0; h < HP; h++) best[h] = -H3M_INF;
     for (int jj = tid; jj < block; jj += H3M_TOPK_DEC_THREADS) {
       float dot[HP];
-      h3m_topk_key<HP>(dot, sm, ik + h3m_slot(pt, b * block + jj, page) * D, D, vec);
+      h3m_topk_stage(ik + h3m_slot(pt, b * block + jj, page) * D, kt, D, vec);
+      h3m_topk_key<HP>(dot, sm, kt, D);
 #pragma unroll
       for (int h = 0; h < HP; h++) best[h] = dot[h] > best[h] ? dot[h] : best[h];
     }

@@ -196,10 +196,13 @@ enum { TOPK_THREADS = 256, TOPK_DEC_THREADS = 128, TOPK_ROWS_THREADS = 128, TOPK
 
 /* H3_TOPK_ROWS_NAME's dynamic shared memory: a tile of TOPK_KEYS keys and TOPK_QV vectors, f32. */
 static size_t topk_rows_smem(int D) { return (size_t)(TOPK_KEYS + TOPK_QV) * (size_t)D * 4; }
-/* H3_TOPK_SCORE_NAME's: the row's vectors (8 D floats at most), later its scores (Hi NB). */
-static size_t topk_dec_smem(int D, int Hi, int NB) {
-  size_t q = (size_t)8 * (size_t)D, sc = (size_t)Hi * (size_t)NB;
-  return (q > sc ? q : sc) * 4;
+/* H3_TOPK_SCORE_NAME's: the row's vectors (8 D floats at most) and TOPK_DEC_THREADS staged keys
+ * of H3M_TOPK_KROW(D) elements (D rounded up to 8, then 16 bytes), later its scores (Hi NB
+ * floats). */
+static size_t topk_dec_smem(int D, int Hi, int NB, size_t key_bytes) {
+  size_t row = (size_t)(D + 7) / 8 * 8 * key_bytes + 16;
+  size_t qk = (size_t)32 * (size_t)D + TOPK_DEC_THREADS * row, sc = (size_t)Hi * (size_t)NB * 4;
+  return qk > sc ? qk : sc;
 }
 
 /* Key-block splits of a score kernel: about 1024 blocks over `units` (row tiles or rows), at
@@ -235,6 +238,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED,
                        "positions, page table and the selection of one integer dtype");
   int NB = (int)topk_blocks(op);
+  size_t dec_smem = topk_dec_smem(D, Hi, NB, h3_dtype_size(kt->dtype));
   char name[3][128], lines[480], defs[800];
   for (int i = 0; i < 3; i++)
     snprintf(name[i], sizeof name[i], "h3cu_topk%s_%s_%s_%s", i == 0 ? "s" : i == 1 ? "r" : "",
@@ -249,7 +253,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
   long long NP = ptt->dims[ptt->rank - 1];
   bool rows = topk_rows_form(T, Hi, pt_per);
   if (cu_m31_kernels(s, op, "m31_msa.cu", defs, 3, names, kn, d) != H3_OK ||
-      cu_m31_smem(s, op, kn[rows ? 1 : 0], rows ? topk_rows_smem(D) : topk_dec_smem(D, Hi, NB), d) != H3_OK)
+      cu_m31_smem(s, op, kn[rows ? 1 : 0], rows ? topk_rows_smem(D) : dec_smem, d) != H3_OK)
     return H3_ERR;
   if (T == 0) return H3_OK;
   if (!scratch) return cu_op_error(d, op, NULL, "no score scratch (the op was not prepared)");
@@ -264,7 +268,7 @@ h3_status cu_m31_run_index_topk(cu_state *s, const h3_op *op, void *scratch, con
     void *args[] = {&iq, &ik, &pos, &pt, &score, &cnt, &o, &Hi, &D, &page, &block, &NB, &topk,
                     &pt_per, &NP};
     int64_t grid[3] = {T, topk_splits(T, NB, 1024), 1}, blk[3] = {TOPK_DEC_THREADS, 1, 1};
-    return cu_launch(s, kn[0], grid, blk, (int64_t)topk_dec_smem(D, Hi, NB), args, d);
+    return cu_launch(s, kn[0], grid, blk, (int64_t)dec_smem, args, d);
   }
   long long tile = TOPK_QV / Hi, tiles = (T + tile - 1) / tile;
   void *args[] = {&iq, &ik, &pos, &pt, &score, &T, &Hi, &D, &page, &block, &NB, &topk};

@@ -745,13 +745,15 @@ int main(void) {
   test_index_topk({6, 4, 128, 16, 16, 6, 3, {95, 6, 61, 40, 33, 80}, true, false, 1, false});
   test_index_topk({4, 2, 16, 8, 8, 5, 2, {3, 38, 20, 9}, true, false, 4, true});
   /* decode at the model's shapes: 2048 keys (every block selected), 5001 (40 blocks, topk 16,
-     ties; a block per split and 7 splits); 6 heads (8 vectors a key), index dim 200 (two
-     chunks of 128), a row in its first block; index dim 10 (element loads) */
+     ties; a block per split and 7 splits); 6 heads (8 vectors a key), index dim 200 (25
+     chunks of 8), a row in its first block; index dim 10 (keys staged element by element);
+     blocks of 192 keys over pages of 64 (two staging passes: 128 keys, then 64) */
   test_index_topk({1, 4, 128, 128, 128, 17, 16, {2047}, false, false, 17, false});
   test_index_topk({1, 4, 128, 128, 128, 40, 16, {5000}, false, false, 40, true});
   test_index_topk({1, 4, 128, 128, 128, 40, 16, {5000}, false, false, 7, true});
   test_index_topk({3, 6, 200, 16, 32, 6, 4, {95, 20, 61}, true, false, 2, false});
   test_index_topk({3, 2, 10, 8, 8, 6, 3, {47, 7, 30}, true, false, 3, false});
+  test_index_topk({1, 4, 64, 64, 192, 40, 3, {2500}, false, false, 5, true});
   /* one row: 6 heads (8 vectors a key), index dim 200, a table per row ([1, NP]); index dim 10
      (element loads), ties */
   test_index_topk({1, 6, 200, 16, 32, 6, 4, {95}, true, false, 2, false});
