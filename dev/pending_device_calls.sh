@@ -2,7 +2,10 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
+# Next (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
+#   msa-stamps.txt): 106 on build-gpu/s49 (HEAD + the top-k kernel's small hot loop; carry s47, s49
+#   and lab; ~6 min), then 84 on an H200.
+# Before (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
 #   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
 #   -h200-step-timeline-split-caps.txt). Stages (each with both M3.1 plans in its kcache): s47 =
 #   1f3fdfb (HEAD), s46 = the same with 8674396's codegen change reverted (the norms' two-pass form),
@@ -471,6 +474,30 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+106) { # index_topk's decode kernel with a small hot loop (STAGE = build-gpu/s49: HEAD + the change)
+   # against build-gpu/s47: each thread's key row staged in shared memory, then a rolled loop of
+   # 8-element chunks (the score phase's code ~3 KB instead of ~20 KB; the same sums, bitwise).
+   # Why: call 105's stamps (H100) put 11 us of top-k's 19.5 between the vectors staged and the
+   # key block scored, work of ~1 us by instruction count; ncu's stall samples of the kernel sit
+   # at line-aligned addresses through the unrolled loop (cold instruction fetch). One kernel
+   # cache, batch 1 alternating 3 rounds, 64 sequences 2 rounds, then s49's timeline (top-k's
+   # duration). Predicted: top-k 19.5 -> 11-13 us, batch 1 -20..-25 us a step (3 sparse layers,
+   # top-k on the critical path), 64 sequences within +-5 us (the rows kernel there); tokens
+   # equal. If top-k stays ~19 us, the cold-fetch reading is refuted. ~6 min (carry build-gpu/s47,
+   # build-gpu/s49 and build-gpu/lab)
+   kc=$(mktemp -d); cp -r build-gpu/s47/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   dev/m31_step_calls.sh 3 build-gpu/s47:"$kc" "$S:$kc"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s47:"$kc" "$S:$kc"
+   for b in build-gpu/s47 "$S"; do
+     H3_TIMELINE=$OUT/tl.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
+       "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
+       --iterations 1 > /dev/null 2>&1
+     echo "== timeline $b"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+     head -1 "$OUT/tl.txt"; grep -E "topks|kvattm" "$OUT/tl.txt" | head -8; grep -A12 "^critical path:" "$OUT/tl.txt"
+   done
    } > "$log" 2>&1 ;;
 104) { # rms_norm / add_rms_norm with a short row in registers (STAGE = build-gpu/s47 at 1f3fdfb) against
    # build-gpu/s46 (the same with 8674396's codegen change reverted): one round trip less in the step's nine one-block
