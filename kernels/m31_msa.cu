@@ -70,6 +70,7 @@
 #define H3M_ATT_THREADS 128
 #define H3M_KEYS 4
 #define H3M_MAX_TOPK 64 // selected blocks per row and kv head (sparse attention)
+#define H3M_ATT_CLUSTER 8 // the most splits combined in a cluster (cuda_m31_msa.c's ATT_CLUSTER)
 
 // j / page for 0 <= j: a 32-bit division where j fits (positions of i32 tables always do),
 // several times cheaper than the 64-bit one
@@ -338,7 +339,9 @@ __device__ __forceinline__ float h3m_weight(float m, float M) {
 // (in that order)
 __device__ __forceinline__ float h3m_merge(const float *m, const float *l, int st, int n, float *L) {
   float M = -H3M_INF, sum = 0.0f;
+#pragma unroll 1 // rolled: it runs a few times a block, with its code cold
   for (int i = 0; i < n; i++) M = fmaxf(M, m[i * st]);
+#pragma unroll 1
   for (int i = 0; i < n; i++)
     if (m[i * st] > -H3M_INF) sum = __fadd_rn(sum, __fmul_rn(l[i * st], h3m_weight(m[i * st], M)));
   *L = sum;
@@ -490,10 +493,11 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     const int e = n >> 1, j0 = 8 * (n & 1), h = g + 8 * (e >> 1), d0 = 32 * c + 16 * (e & 1) + j0;
     float v[8], L;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-      v[i] = 0.0f;
-      for (int w = 0; w < W; w++) v[i] = __fadd_rn(v[i], red[((w * 16 + j0 + i) * 4 + e) * 32 + lane]);
-    }
+    for (int i = 0; i < 8; i++) v[i] = 0.0f;
+#pragma unroll 1 // each v[i] over the warps in order; rolled: this runs once a block, its code cold
+    for (int w = 0; w < W; w++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[i] = __fadd_rn(v[i], red[((w * 16 + j0 + i) * 4 + e) * 32 + lane]);
     h3m_merge(&ms[0][h], &ls[0][h], 16, W, &L);
     if (S == 1) {
 #pragma unroll
@@ -515,11 +519,15 @@ extern "C" __global__ void __launch_bounds__(32 * H3M_ATT_WARPS) H3_KV_ATT_MMA_N
     __syncthreads();
     for (int u = (int)(rank * blockDim.x) + me; u < 16 * 128; u += S * (int)blockDim.x) {
       const int h = u >> 7;
-      float v = 0.0f, L;
+      float v = 0.0f, L, x[H3M_ATT_CLUSTER]; // the splits' values, read all at once
+#pragma unroll
+      for (int sp = 0; sp < H3M_ATT_CLUSTER; sp++)
+        if (sp < S) x[sp] = h3_ld_rank(blob + u, S - 1 - sp);
       const float M = h3m_merge(red + h, red + 16 + h, 32, S, &L);
-      for (int sp = 0; sp < S; sp++) {
-        const float mp = red[sp * 32 + h], x = h3_ld_rank(blob + u, S - 1 - sp);
-        if (mp > -H3M_INF) v = __fadd_rn(v, __fmul_rn(x, h3m_weight(mp, M)));
+#pragma unroll
+      for (int sp = 0; sp < H3M_ATT_CLUSTER; sp++) {
+        const float mp = sp < S ? red[sp * 32 + h] : -H3M_INF;
+        if (mp > -H3M_INF) v = __fadd_rn(v, __fmul_rn(x[sp], h3m_weight(mp, M)));
       }
       h3_st(o, (t * Hq + kvh * 16 + h) * D + (u & 127), L > 0.0f ? __fdiv_rn(v, L) : 0.0f);
     }

@@ -31,8 +31,8 @@ static int att_splits(long long T, long long Hk) {
 }
 
 /* m31_msa.cu's H3M_BLOB (floats of a split's partial), H3M_ATT_RED (shared memory bytes per
- * warp) and H3M_ATT_WARPS (the most warps of a tensor-core attention block); ATT_CLUSTER: the
- * most splits combined in a cluster (a portable cluster) */
+ * warp), H3M_ATT_WARPS (the most warps of a tensor-core attention block) and H3M_ATT_CLUSTER
+ * (the most splits combined in a cluster: a portable cluster) */
 enum { ATT_BLOB = 16 * 128 + 32, ATT_RED = 16 * 128 * 4, ATT_MMA_WARPS = 8, ATT_CLUSTER = 8 };
 
 /* s, or at most the positive value of environment variable `name` (a tuning override of a
