@@ -3,8 +3,8 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
-#   msa-stamps.txt): 106 on build-gpu/s49 (HEAD + the top-k kernel's small hot loop; carry s47, s49
-#   and lab; ~6 min), then 84 on an H200.
+#   msa-stamps.txt, 106 too: -topk-small-hot-loop.txt): 107 on build-gpu/s50 (the attention's merge
+#   and cluster combine; carry s49, s50 and lab; ~8 min), then 84 on an H200.
 # Before (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
 #   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
 #   -h200-step-timeline-split-caps.txt). Stages (each with both M3.1 plans in its kcache): s47 =
@@ -474,6 +474,28 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+107) { # the decode attention's merge and cluster combine (STAGE = build-gpu/s50: 106's s49 + the change)
+   # against build-gpu/s49: the cluster combine's 8 remote reads issued at once (they waited for
+   # each other: each one's sum came before the next load), the warps' merge and h3m_merge rolled
+   # (the kernel's code 94 -> 65 KB; the same sums in the same order). Why: call 105's stamps put
+   # 4.6 us between the key loop's end and the blob (on-chip work, ~1700 instructions of unrolled
+   # merge code run once, cold) and 5.5 us in the cluster combine. test_gpu_ops first (the
+   # cluster form against the CPU reference, never host-emulated). One kernel cache, batch 1
+   # alternating 3 rounds, 64 sequences 2 rounds, then s50's timeline. Predicted: attention 17.8
+   # -> 12-14 us, batch 1 -15..-25 us a step (4 attentions on the critical path), 64 sequences
+   # -5..-15 us; tokens equal. ~8 min (carry build-gpu/s49, build-gpu/s50 and build-gpu/lab)
+   echo "== test_gpu_ops (s50)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "attention|topk|FAIL|passed" | head -20
+   kc=$(mktemp -d); cp -r build-gpu/s49/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   dev/m31_step_calls.sh 3 build-gpu/s49:"$kc" "$S:$kc"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s49:"$kc" "$S:$kc"
+   H3_TIMELINE=$OUT/tl.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
+     "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
+     --iterations 1 > /dev/null 2>&1
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -E "topks|kvattm" "$OUT/tl.txt" | head -8; grep -A14 "^critical path:" "$OUT/tl.txt"
    } > "$log" 2>&1 ;;
 106) { # index_topk's decode kernel with a small hot loop (STAGE = build-gpu/s49: HEAD + the change)
    # against build-gpu/s47: each thread's key row staged in shared memory, then a rolled loop of
