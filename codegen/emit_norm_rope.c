@@ -49,26 +49,32 @@
 /* floor(a / b) for b > 0 */
 static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-/* Rope with R/2 % 8 == 0: lane pairs (l, l + ROT) with ROT = R/16 chunks. */
-static void rope_paired(h3_strbuf *s, int lanes, int64_t half, int cs) {
+/* Rope with R/2 % 8 == 0: lane pairs (l, l + ROT) with ROT = R/16 chunks. The lanes' cos / sin
+ * chunks are loaded first (rope_paired_loads, before the norm's reduction: their round trip
+ * overlaps x's), then rope_paired rotates. */
+static void rope_paired_loads(h3_strbuf *s, int64_t half, int cs) {
+  const int rot = (int)(half / 8);
+  h3_strbuf_printf(s, "  float c[8], sn[8];\n"
+                      "  if (lane < %d) {\n    const int j = lane < %d ? lane : lane - %d;\n"
+                      "    h3_ld8(in%d, (long long)t * %lldll + j * 8, c);\n"
+                      "    h3_ld8(in%d, (long long)t * %lldll + j * 8, sn);\n  }\n",
+                   2 * rot, rot, rot, cs, (long long)half, cs + 1, (long long)half);
+}
+
+static void rope_paired(h3_strbuf *s, int lanes, int64_t half) {
   const int rot = (int)(half / 8);
   h3_strbuf_printf(s, "  const int src = lane < %d ? lane + %d : (lane < %d ? lane - %d : lane);\n"
                       "  float p[8];\n#pragma unroll\n  for (int k = 0; k < 8; k++) "
                       "p[k] = __shfl_sync(0xffffffffu, h[k], src, %d);\n",
                    rot, rot, 2 * rot, rot, lanes);
-  h3_strbuf_printf(s, "  if (lane < %d) {\n    const int j = lane < %d ? lane : lane - %d;\n"
-                      "    float c[8], sn[8];\n"
-                      "    h3_ld8(in%d, (long long)t * %lldll + j * 8, c);\n"
-                      "    h3_ld8(in%d, (long long)t * %lldll + j * 8, sn);\n",
-                   2 * rot, rot, rot, cs, (long long)half, cs + 1, (long long)half);
   /* lane < ROT: (a, b) = (own, partner) -> a*c - b*s; else (b, a) = (own, partner) ->
      b*c + a*s: own*c first, partner*s second, as rope's kernel multiplies */
-  h3_strbuf_printf(s, "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
+  h3_strbuf_printf(s, "  if (lane < %d) {\n#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
                       "      const float hc = __fmul_rn(h[k], c[k]), ps = __fmul_rn(p[k], sn[k]);\n"
                       "      o[k] = lane < %d ? __fsub_rn(hc, ps) : __fadd_rn(hc, ps);\n"
                       "    }\n  } else {\n#pragma unroll\n"
                       "    for (int k = 0; k < 8; k++) o[k] = h[k];\n  }\n",
-                   rot);
+                   2 * rot, rot);
 }
 
 /* Rope for any R/2: element k of the lane (dim i = lane*vec + k) takes its partner from
@@ -236,6 +242,8 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   if (!write)
     h3_strbuf_printf(s, "  const bool store = live;\n"
                         "  h3_bf16 *y = out0 + (long long)row * %lldll;\n", (long long)D);
+  const bool paired = vec == 8 && half % 8 == 0;
+  if (paired) rope_paired_loads(s, half, b + 2);
   /* the sum of squares over the lane's chunk, in rms_norm's order */
   h3_strbuf_printf(s, "  float v[%d], w[%d], h[%d], o[%d];\n  float ss = 0.0f;\n"
                       "  if (lane < %lld) {\n",
@@ -263,7 +271,7 @@ h3_status emit_norm_rope(emit_ctx *ec) {
   bool oom = off.oom;
   h3_strbuf_free(&off);
   if (oom) return H3_ERR;
-  if (vec == 8 && half % 8 == 0) rope_paired(s, lanes, half, b + 2);
+  if (paired) rope_paired(s, lanes, half);
   else rope_general(s, lanes, vec, half, b + 2);
   if (vec == 8) h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st8(y, lane * 8, o);\n", (long long)units);
   else h3_strbuf_printf(s, "  if (store && lane < %lld) h3_st(y, lane, o[0]);\n", (long long)units);
