@@ -3,8 +3,9 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
-#   msa-stamps.txt, 106 too: -topk-small-hot-loop.txt): 107 on build-gpu/s50 (the attention's merge
-#   and cluster combine; carry s49, s50 and lab; ~8 min), then 84 on an H200.
+#   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
+#   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
+#   84 on an H200.
 # Before (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
 #   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
 #   -h200-step-timeline-split-caps.txt). Stages (each with both M3.1 plans in its kcache): s47 =
@@ -474,6 +475,25 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+108) { # the day's decode changes on the card at hand, an H200 when one comes (STAGE = build-gpu/s51 at
+   # 2ac945b: 107's s50 + rms_norm_rope's cos / sin loaded before its reduction) against
+   # build-gpu/s47 (1f3fdfb, the start of 2026-12-07's session 35): test_gpu_ops on s51 first;
+   # one kernel cache; batch 1 alternating 3 rounds, 64 sequences 2 rounds; s51's timeline.
+   # Predicted (H100 figures of calls 104-107): batch 1 -35..-45 us (top-k -27, attention -6,
+   # norms -6, norm + rope -2), 64 sequences -45..-60 us; on an H200 the step ~1.59 ms (from
+   # 1.637: 1.20 x the floor). ~8 min (carry build-gpu/s47, build-gpu/s51 and build-gpu/lab)
+   echo "== test_gpu_ops (s51)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "FAIL|passed|failed" | tail -5
+   kc=$(mktemp -d); cp -r build-gpu/s47/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   dev/m31_step_calls.sh 3 build-gpu/s47:"$kc" "$S:$kc"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s47:"$kc" "$S:$kc"
+   H3_TIMELINE=$OUT/tl.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
+     "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
+     --iterations 1 > /dev/null 2>&1
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -A18 "^critical path:" "$OUT/tl.txt"
    } > "$log" 2>&1 ;;
 107) { # the decode attention's merge and cluster combine (STAGE = build-gpu/s50: 106's s49 + the change)
    # against build-gpu/s49: the cluster combine's 8 remote reads issued at once (they waited for
