@@ -44,8 +44,9 @@
 //     memory) and its key row staged there too, maxima by shuffles; then it takes a ticket
 //     of cnt[t] (0 before the launch and after it) and the row's last block selects as
 //     H3_TOPK_NAME does, by ranks counted in shared memory (a row of at most topk blocks:
-//     block (t, 0) writes them at once, no block scores or takes a ticket). Dynamic shared memory: the larger of 8 D floats then H3M_TOPK_DEC_THREADS rows
-//     of H3M_TOPK_KROW(D) K_T (the vectors, then the staged keys) and Hi NB floats.
+//     block (t, 0) writes them at once, no block scores or takes a ticket). Dynamic shared
+//     memory: the larger of 8 D floats then H3M_TOPK_DEC_THREADS rows of H3M_TOPK_KROW(D) K_T
+//     (the vectors, then the staged keys) and Hi NB floats.
 //   H3_TOPK_ROWS_NAME (iq, ikc, pos, pt[NP], T, topk) -> score as above for rows of one table, grid
 //     (ceil(T / RT), S), H3M_TOPK_ROWS_THREADS threads, a block per tile of RT = H3M_TOPK_QV /
 //     Hi consecutive rows (the last tile first; dynamic: (128 + 64) D floats): a key block is
