@@ -857,9 +857,9 @@ __device__ __forceinline__ void h3m_topk_pick(const float *sm, int Hi, int nb, i
 
 // Row t's Hi vectors staged in sm [D][HP] (f32, zeros past Hi), then the key blocks b = b0, b0 +
 // step, ... below the row's current block cur scored into dst[h NB + b] (h < Hi): a thread per
-// key, its row staged in shared memory after the vectors (row tid of sm + 8 D), its dot
-// products h3m_topk_key's, maxima by shuffles, then over the warps. Every thread of the block
-// calls it (HP >= Hi vectors per key: 4 or 8).
+// key, its row staged in shared memory after the vectors (row tid of sm + 8 D; the first one
+// loaded before the vectors), its dot products h3m_topk_key's, maxima by shuffles, then over
+// the warps. Every thread of the block calls it (HP >= Hi vectors per key: 4 or 8).
 template <int HP>
 __device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, const IX_T *pt, long long t,
                                                long long cur, long long b0, long long step, float *sm,
@@ -867,10 +867,12 @@ __device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, con
   constexpr int W = H3M_TOPK_DEC_THREADS / 32;
   __shared__ float red[W][HP];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  for (int i = tid; i < D * HP; i += H3M_TOPK_DEC_THREADS)
-    sm[i] = i % HP < Hi ? (float)h3_ld(iq, (t * Hi + i % HP) * D + i / HP) : 0.0f;
   const bool vec = D % 8 == 0 && h3_al8(ik);
   K_T *kt = reinterpret_cast<K_T *>(sm + 8 * D) + tid * H3M_TOPK_KROW(D); // this thread's key
+  // the first key row before the vectors: both loads in flight at once (neither needs the other)
+  if (b0 < cur && tid < block) h3m_topk_stage(ik + h3m_slot(pt, b0 * block + tid, page) * D, kt, D, vec);
+  for (int i = tid; i < D * HP; i += H3M_TOPK_DEC_THREADS)
+    sm[i] = i % HP < Hi ? (float)h3_ld(iq, (t * Hi + i % HP) * D + i / HP) : 0.0f;
   __syncthreads();
   for (long long b = b0; b < cur; b += step) { // the same count in every thread
     float best[HP];
@@ -878,7 +880,7 @@ __device__ __forceinline__ void h3m_topk_score(const Q_T *iq, const K_T *ik, con
     for (int h = 0; h < HP; h++) best[h] = -H3M_INF;
     for (int jj = tid; jj < block; jj += H3M_TOPK_DEC_THREADS) {
       float dot[HP];
-      h3m_topk_stage(ik + h3m_slot(pt, b * block + jj, page) * D, kt, D, vec);
+      if (b != b0 || jj != tid) h3m_topk_stage(ik + h3m_slot(pt, b * block + jj, page) * D, kt, D, vec);
       h3m_topk_key<HP>(dot, sm, kt, D);
 #pragma unroll
       for (int h = 0; h < HP; h++) best[h] = dot[h] > best[h] ? dot[h] : best[h];
