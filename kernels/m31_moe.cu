@@ -304,16 +304,28 @@ extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_
       if (r < nr && e < ne) part[((long long)blockIdx.y * T + t0 + r) * E + e0 + e] = acc[i];
     }
   }
+  // the bias of this thread's first cell, read before the ticket: one round trip less in the
+  // last block's chain (which runs beside the shared expert's weight stream)
+  const int me = (int)threadIdx.x;
+  const float bias0 = me < nr * E ? (float)h3_ld(bias, me % E) : 0.0f;
   if (!h3_last_block(cnt + blockIdx.x, gridDim.y * gridDim.z)) return;
-  // the row group's logits (segments in order), scores and selection
+  // the row group's logits (segments in order: the partials read 8 at a time, then added),
+  // scores and selection
   const long long S = gridDim.y;
   float *sc = hs, *sv = hs + nr * E;
-  for (int cell = threadIdx.x; cell < nr * E; cell += H3M_RF_THREADS) {
+  for (int cell = me; cell < nr * E; cell += H3M_RF_THREADS) {
     const float *p = part + t0 * E + cell;
-    float x = h3_ldcg(p);
-    for (long long g = 1; g < S; g++) x = __fadd_rn(x, h3_ldcg(p + g * T * E));
+    float x = 0.0f;
+    for (long long g0 = 0; g0 < S; g0 += 8) {
+      float y[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) y[i] = g0 + i < S ? h3_ldcg(p + (g0 + i) * T * E) : 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (g0 + i < S) x = g0 + i == 0 ? y[i] : __fadd_rn(x, y[i]);
+    }
     sc[cell] = h3_sigmoid(x);
-    sv[cell] = __fadd_rn(sc[cell], (float)h3_ld(bias, cell % E));
+    sv[cell] = __fadd_rn(sc[cell], cell == me ? bias0 : (float)h3_ld(bias, cell % E));
   }
   __syncthreads();
   for (int p = 0; p < (nr + 7) / 8; p++) { // warp w: rows w, w + 8, ... (past nr: row 0, unwritten)

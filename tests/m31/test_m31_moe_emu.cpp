@@ -6,7 +6,7 @@
  *                of 4; one expert per warp up to here), 200 (12 rows per
  *                block, 4 experts per warp), E = 32 k = 4 and small E / k, E over
  *                several expert blocks, H not a multiple of the 1024-element segment nor of
- *                8, two experts of equal rows and bias (a tie: the lower id); ids equal,
+ *                8, more segments than the last block reads at once (10), two experts of equal rows and bias (a tie: the lower id); ids equal,
  *                weights within 1e-10 NMSE (sums in another order), the counters 0 after the
  *                launch, a second launch the same bits, each row alone (T = 1) the same bits
  *                as in the batch; NaN scores as the
@@ -409,6 +409,7 @@ int main(void) {
   test_router(2, 520, 12, 3);    /* 2 expert blocks, one partial */
   test_router(7, 256, 32, 16);   /* the most experts per row of the one-launch form */
   test_router(1, 6144, 128, 4);  /* the full model's 128 experts: 16 expert blocks x 6 segments */
+  test_router(2, 9300, 16, 4);   /* 10 segments: the last block reads the partials 8, then 2 */
   /* 4 experts per warp (T > 64): */
   test_router(200, 2048, 32, 4); /* 12 rows per block, a partial last group, no route */
   test_router(70, 520, 40, 4);   /* 2 expert blocks, one partial; partial segments */
