@@ -708,8 +708,8 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
 // each id once with its first slot's weight (the reference's selection sort), w * y summed
 // from 0; slot s's y is row t * k + s of y, or row at[t * k + s] when `at` is given (the
 // cuBLASLt form's expert-ordered rows; set for the slots the lists hold). PRE (k <= 4): the
-// slots' ids, weights and y are loaded first, in one round; else (k <= 16) each round of the
-// sort reads the ids again and then its term.
+// slots' ids, weights and y are loaded first, in one round (with `at`: y after the ids); else
+// (k <= 16) each round of the sort reads the ids again and then its term.
 #define H3M_Y_ROW(slot) ((long long)(at ? at[slot] : (slot)))
 template <bool PRE>
 __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, const h3_bf16 *y,
@@ -723,7 +723,9 @@ __device__ __forceinline__ void h3m_combine8(const I_T *ids, const B_T *wts, con
     for (int s = 0; s < KM; s++) {
       ev[s] = s < k ? (int)ids[t * k + s] : -1;
       wv[s] = s < k ? (float)h3_ld(wts, t * k + s) : 0.0f;
-      if (s < k && ev[s] >= 0) h3m_ld8z(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
+      // without `at` every slot's y row exists: read with the ids, not after them (one round
+      // trip); `at` is set only for the slots its lists hold
+      if (s < k && (!at || ev[s] >= 0)) h3m_ld8z(y + H3M_Y_ROW(t * k + s) * H, o, H, yv[s]);
     }
   float acc[8];
 #pragma unroll
