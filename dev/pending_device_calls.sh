@@ -5,7 +5,7 @@
 # Next (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
-#   84 on an H200.
+#   84 on an H200; 109 (~3 min) on an H100 beside either.
 # Before (2026-12-07, end of session 34; 99, 98, 91 and 92 ran on an H100, 100 and two short calls on an
 #   H200: dev/results/2026-12-07-h100-counter-uploads-decode-next-tuning-skip-ops.txt and
 #   -h200-step-timeline-split-caps.txt). Stages (each with both M3.1 plans in its kcache): s47 =
@@ -475,6 +475,26 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+109) { # the 14 us gap before the dense layer's gate_up GEMV on H100s (STAGE = build-gpu/s51): the
+   # tuned pick there (nvjet 64x8 2x1, 132 blocks, a 4-byte memset node before it) starts ~14 us
+   # after that memset in every H100 timeline of 2026-12-07; the H200's pick (192x8) had neither.
+   # Two timelines: the tuned kernel cache, then H3_GEMM_TUNE=0 (cuBLASLt's first heuristic pick,
+   # a fresh cache), with the step times of both (one round each). Predicted: the untuned pick
+   # has no memset and no gap, or the same gap (then it is the memset node, not the algorithm);
+   # ~3 min (carry build-gpu/s51 and build-gpu/lab)
+   for form in tuned untuned; do
+     kc=$(mktemp -d); [ $form = tuned ] && cp -r "$S/kcache/." "$kc/"
+     env $([ $form = untuned ] && echo H3_GEMM_TUNE=0) H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" \
+       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
+       > /dev/null 2>&1 # tunes (tuned) or compiles (untuned)
+     env $([ $form = untuned ] && echo H3_GEMM_TUNE=0) dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$form: #"
+     env $([ $form = untuned ] && echo H3_GEMM_TUNE=0) H3_TIMELINE=$OUT/$form.tsv \
+       LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" \
+       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
+       > /dev/null 2>&1
+     echo "== timeline, $form"; python3 dev/kernel_timeline.py "$OUT/$form.tsv" --all | sed -n 1,16p
+   done
    } > "$log" 2>&1 ;;
 108) { # the day's decode changes on the card at hand, an H200 when one comes (STAGE = build-gpu/s51 at
    # d5180fd: 107's s50 + rms_norm_rope's cos / sin loaded before its reduction + top-k's first
