@@ -829,19 +829,23 @@ __device__ __forceinline__ void h3m_topk_stage(const K_T *kr, K_T *kt, int D, bo
 // A row's selection from its scores sm [Hi][nb] (the current block's +inf) in shared memory, by
 // every thread of the block: each (head, block)'s rank in the selection order counted there
 // (stopping at k = min(nb, topk)); the k first placed at their ranks (pick), then written
-// ascending into out [Hi][topk], then -1.
+// ascending into out [Hi][topk], then -1. Its loops stay rolled: the row's last block runs
+// them once, with their code cold (unrolled, they were ~800 instructions).
 __device__ __forceinline__ void h3m_topk_pick(const float *sm, int Hi, int nb, int topk, IX_T *out) {
   __shared__ int pick[8][H3M_MAX_TOPK];
   const int tid = threadIdx.x, k = nb < topk ? nb : topk;
+#pragma unroll 1
   for (int i = tid; i < Hi * nb; i += H3M_TOPK_DEC_THREADS) {
     const float *sr = sm + i / nb * nb;
     const float x = sm[i];
     const int b = i % nb;
     int rank = 0;
+#pragma unroll 1
     for (int c = 0; c < nb && rank < k; c++) rank += h3m_topk_before(sr[c], c, x, b);
     if (rank < k) pick[i / nb][rank] = b;
   }
   __syncthreads();
+#pragma unroll 1
   for (int i = tid; i < Hi * topk; i += H3M_TOPK_DEC_THREADS) {
     IX_T *o = out + i / topk * topk;
     const int r = i % topk, *pk = pick[i / topk];
@@ -850,6 +854,7 @@ __device__ __forceinline__ void h3m_topk_pick(const float *sm, int Hi, int nb, i
       continue;
     }
     int at = 0;
+#pragma unroll 1
     for (int c = 0; c < k; c++) at += pk[c] < pk[r];
     o[at] = (IX_T)pk[r];
   }
