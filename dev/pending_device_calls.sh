@@ -497,14 +497,15 @@ case $CALL in
    done
    } > "$log" 2>&1 ;;
 108) { # the day's decode changes on the card at hand, an H200 when one comes (STAGE = build-gpu/s51 at
-   # d5180fd: 107's s50 + rms_norm_rope's cos / sin loaded before its reduction + top-k's first
+   # cef117a: 107's s50 + rms_norm_rope's cos / sin loaded before its reduction + top-k's first
    # key row loaded before its vectors + the router's last block with its partials read 8 at a
-   # time and its bias read before the ticket + the moe combine's y read with its ids) against
+   # time and its bias read before the ticket + the moe combine's y read with its ids + top-k's
+   # selection loops rolled) against
    # build-gpu/s47 (1f3fdfb, the start of 2026-12-07's session 35): test_gpu_ops on s51 first;
    # one kernel cache; batch 1 alternating 3 rounds, 64 sequences 2 rounds; s51's timeline.
-   # Predicted (H100 figures of calls 104-107): batch 1 -40..-55 us (top-k -27, attention -6,
-   # norms -6, norm + rope -2, top-k's first row -3, router 0..-6, combine -2), 64 sequences
-   # -45..-60 us; on an H200 the step ~1.59 ms (from
+   # Predicted (H100 figures of calls 104-107): batch 1 -45..-65 us (top-k -27, attention -6,
+   # norms -6, norm + rope -2, top-k's first row -3, router 0..-6, combine -2, top-k's selection
+   # -6..-9), 64 sequences -45..-60 us; on an H200 the step ~1.59 ms (from
    # 1.637: 1.20 x the floor). ~8 min (carry build-gpu/s47, build-gpu/s51 and build-gpu/lab)
    echo "== test_gpu_ops (s51)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "FAIL|passed|failed" | tail -5
    kc=$(mktemp -d); cp -r build-gpu/s47/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
