@@ -291,6 +291,23 @@ S=$1 OUT=$2 CALL=$3
 export H3_KERNEL_CACHE_DIR=$(cd "$S" && pwd)/kcache PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
+# The decode step of build $1 against the stage's, alternating, on one kernel cache (a copy of
+# both builds' caches: an A/B's builds share one cuBLASLt tuning): batch 1 over 3 rounds, then 64
+# sequences over 2 after an untimed run that tunes the 64-row GEMMs. Leaves that cache in $kc.
+step_ab() {
+  kc=$(mktemp -d); cp -r "$1/kcache/." "$kc/"; cp -r "$S/kcache/." "$kc/"
+  dev/m31_step_calls.sh 3 "$1:$kc" "$S:$kc"
+  H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+    --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+  M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 "$1:$kc" "$S:$kc"
+}
+# One batch-1 run of build $1 (plans/m31_small_p2048_n80.plan, kernel cache $2) with
+# dev/kernel_timeline.c preloaded, its records into $3 and its stdout into $4 (default: none)
+timeline() {
+  H3_TIMELINE=$3 LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$2 timeout 150 \
+    "$1/bin/h3exec" "$1/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
+    --iterations 1 > "${4:-/dev/null}" 2>&1
+}
 # bench/m31_serve.sh at concurrency C (argument 1) under a timeout of $2 s with prefill groups
 # of P = min(C, 16) prompts (plan m31_small_serve_sC_gP compiled here), the peer prefilling P
 # prompts at once and taking its decode moe form $3 (default dense: right from 32 rows; grouped
@@ -469,9 +486,7 @@ case $CALL in
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
    H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
      --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the run that tunes
-   H3_TIMELINE=$OUT/stamps.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc \
-     timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 \
-     --warmup 0 --iterations 1 > "$OUT/stamps.out" 2>&1
+   timeline "$S" "$kc" "$OUT/stamps.tsv" "$OUT/stamps.out"
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
@@ -484,17 +499,15 @@ case $CALL in
    # has no memset and no gap, or the same gap (then it is the memset node, not the algorithm);
    # ~3 min (carry build-gpu/s51 and build-gpu/lab)
    for form in tuned untuned; do
-     kc=$(mktemp -d); [ $form = tuned ] && cp -r "$S/kcache/." "$kc/"
-     env $([ $form = untuned ] && echo H3_GEMM_TUNE=0) H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" \
-       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
-       > /dev/null 2>&1 # tunes (tuned) or compiles (untuned)
-     env $([ $form = untuned ] && echo H3_GEMM_TUNE=0) dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$form: #"
-     env $([ $form = untuned ] && echo H3_GEMM_TUNE=0) H3_TIMELINE=$OUT/$form.tsv \
-       LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" \
-       "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 \
-       > /dev/null 2>&1
+     kc=$(mktemp -d)
+     if [ $form = tuned ]; then cp -r "$S/kcache/." "$kc/"; export H3_GEMM_TUNE=1; else export H3_GEMM_TUNE=0; fi
+     H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
+       --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # tunes (tuned) or compiles (untuned)
+     dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#$form: #"
+     timeline "$S" "$kc" "$OUT/$form.tsv"
      echo "== timeline, $form"; python3 dev/kernel_timeline.py "$OUT/$form.tsv" --all | sed -n 1,16p
    done
+   unset H3_GEMM_TUNE
    } > "$log" 2>&1 ;;
 108) { # the day's decode changes on the card at hand, an H200 when one comes (STAGE = build-gpu/s51 at
    # cef117a: 107's s50 + rms_norm_rope's cos / sin loaded before its reduction + top-k's first
@@ -508,14 +521,8 @@ case $CALL in
    # -6..-9), 64 sequences -45..-60 us; on an H200 the step ~1.59 ms (from
    # 1.637: 1.20 x the floor). ~8 min (carry build-gpu/s47, build-gpu/s51 and build-gpu/lab)
    echo "== test_gpu_ops (s51)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "FAIL|passed|failed" | tail -5
-   kc=$(mktemp -d); cp -r build-gpu/s47/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
-   dev/m31_step_calls.sh 3 build-gpu/s47:"$kc" "$S:$kc"
-   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
-     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
-   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s47:"$kc" "$S:$kc"
-   H3_TIMELINE=$OUT/tl.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
-     "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
-     --iterations 1 > /dev/null 2>&1
+   step_ab build-gpu/s47
+   timeline "$S" "$kc" "$OUT/tl.tsv"
    echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
    head -1 "$OUT/tl.txt"; grep -A18 "^critical path:" "$OUT/tl.txt"
    } > "$log" 2>&1 ;;
@@ -530,14 +537,8 @@ case $CALL in
    # -> 12-14 us, batch 1 -15..-25 us a step (4 attentions on the critical path), 64 sequences
    # -5..-15 us; tokens equal. ~8 min (carry build-gpu/s49, build-gpu/s50 and build-gpu/lab)
    echo "== test_gpu_ops (s50)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "attention|topk|FAIL|passed" | head -20
-   kc=$(mktemp -d); cp -r build-gpu/s49/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
-   dev/m31_step_calls.sh 3 build-gpu/s49:"$kc" "$S:$kc"
-   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
-     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
-   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s49:"$kc" "$S:$kc"
-   H3_TIMELINE=$OUT/tl.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
-     "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
-     --iterations 1 > /dev/null 2>&1
+   step_ab build-gpu/s49
+   timeline "$S" "$kc" "$OUT/tl.tsv"
    echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
    head -1 "$OUT/tl.txt"; grep -E "topks|kvattm" "$OUT/tl.txt" | head -8; grep -A14 "^critical path:" "$OUT/tl.txt"
    } > "$log" 2>&1 ;;
@@ -552,15 +553,9 @@ case $CALL in
    # top-k on the critical path), 64 sequences within +-5 us (the rows kernel there); tokens
    # equal. If top-k stays ~19 us, the cold-fetch reading is refuted. ~6 min (carry build-gpu/s47,
    # build-gpu/s49 and build-gpu/lab)
-   kc=$(mktemp -d); cp -r build-gpu/s47/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
-   dev/m31_step_calls.sh 3 build-gpu/s47:"$kc" "$S:$kc"
-   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
-     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
-   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s47:"$kc" "$S:$kc"
+   step_ab build-gpu/s47
    for b in build-gpu/s47 "$S"; do
-     H3_TIMELINE=$OUT/tl.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
-       "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
-       --iterations 1 > /dev/null 2>&1
+     timeline "$b" "$kc" "$OUT/tl.tsv"
      echo "== timeline $b"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
      head -1 "$OUT/tl.txt"; grep -E "topks|kvattm" "$OUT/tl.txt" | head -8; grep -A12 "^critical path:" "$OUT/tl.txt"
    done
@@ -571,11 +566,7 @@ case $CALL in
    # same bits). One kernel cache, batch 1 alternating 3 rounds, 64 sequences 2 rounds.
    # Predicted: batch 1 -5..-10 us a step, 64 sequences -5..-10 us; ~5 min (carry build-gpu/s46
    # and build-gpu/s47)
-   kc=$(mktemp -d); cp -r build-gpu/s46/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
-   dev/m31_step_calls.sh 3 build-gpu/s46:"$kc" "$S:$kc"
-   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
-     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
-   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 build-gpu/s46:"$kc" "$S:$kc"
+   step_ab build-gpu/s46
    } > "$log" 2>&1 ;;
 103) { # the GEMMs beside a branch on fewer SMs (c8a30e6: pass side-streams marks the linears of a
    # branch's window `beside`, cuda sets cuBLASLt's SM count target to the card's SMs less
@@ -597,9 +588,7 @@ case $CALL in
    done
    for r in 0 16; do tune $r m31_small_b64_p2048_n24.plan --graph generate_batch
      H3_SIDE_SM_RESERVE=$r M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#reserve $r, 64 sequences: #"; done
-   H3_TIMELINE=$OUT/b1.tsv LD_PRELOAD=$PWD/build-gpu/lab/kernel_timeline.so H3_KERNEL_CACHE_DIR=$kc timeout 150 \
-     "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 \
-     --iterations 1 > /dev/null 2>&1
+   timeline "$S" "$kc" "$OUT/b1.tsv"
    echo "== timeline, batch 1, default reserve"; python3 dev/kernel_timeline.py "$OUT/b1.tsv" --all
    awk -F'\t' '$1 == "K" && $5 != "0" {print $8 "\t" substr($9, 1, 60)}' "$OUT/b1.tsv" | sort | uniq -c | sort -k3
    } > "$log" 2>&1 ;;
