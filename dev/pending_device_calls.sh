@@ -491,6 +491,21 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+110) { # the batch-1 and 64-sequence decode step of build-gpu/s51 (cef117a) alone, for issue 17's
+   # H200 figure when an H200 comes after call 108 ran on an H100 (108 there: s51 2.0486 ms
+   # against s47's 2.0851, -36 us; 64 sequences -46 us). Three batch-1 rounds, two at 64 after
+   # the untimed tuning runs; s51's batch-1 timeline. Predicted on an H200: ~1.59-1.60 ms (from
+   # 1.637 before the day's -36 us and session 35's -27/-6/-6), 1.20 x the floor. ~4 min
+   # (carry build-gpu/s51 and build-gpu/lab)
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   dev/m31_step_calls.sh 3 "$S:$kc"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 "$S:$kc"
+   timeline "$S" "$kc" "$OUT/tl.tsv"
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -A18 "^critical path:" "$OUT/tl.txt"
+   } > "$log" 2>&1 ;;
 109) { # the 14 us gap before the dense layer's gate_up GEMV on H100s (STAGE = build-gpu/s51): the
    # tuned pick there (nvjet 64x8 2x1, 132 blocks, a 4-byte memset node before it) starts ~14 us
    # after that memset in every H100 timeline of 2026-12-07; the H200's pick (192x8) had neither.
