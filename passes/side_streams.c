@@ -12,13 +12,13 @@
  *   - the memory plan keeps every value live at some time of the window (from the run's
  *     first op to the join) live over the whole window, so no two ops that may run at once
  *     share a buffer.
- *   - every main-stream `linear` of at most MAX_ROWS rows in the window carries `beside =
- *     1`: it runs while the branch has work. A library GEMM sizes its grid to the whole
- *     card, and one that holds every SM leaves the branch's kernels waiting for its last
- *     blocks (the H200's batch-1 step: the indexer's chain stalled behind the qkv GEMV); a
- *     backend gives such a GEMM fewer SMs (cuda: H3_SIDE_SM_RESERVE). The branch's own
- *     linears are not marked: the branch is the cheaper chain, and its GEMMs are small
- *     beside the main stream's (the shared expert's beside the latency-bound router).
+ *   - every `linear` of at most MAX_ROWS rows in the window, on either stream, carries
+ *     `beside = 1`: it runs while the other stream has work. A library GEMM sizes its grid
+ *     to the whole card, and one that holds every SM leaves the other stream's kernels
+ *     waiting for its last blocks (the batch-1 step: the indexer's chain stalled behind the
+ *     qkv GEMV; the router behind the shared expert's gate_up GEMV, ending ~13 µs after it
+ *     on an H200 and an H100 alike, about its whole time alone); a backend gives such a
+ *     GEMM fewer SMs (cuda: H3_SIDE_SM_RESERVE).
  * Every op still computes what it computed: the pass only reorders (a topological order)
  * and marks, so the results are bitwise the same at every tier on the cpu backend, and on
  * cuda with one stream or two; `beside` may give a cuda GEMM another algorithm (another
@@ -302,7 +302,8 @@ static long long linear_rows(const h3_op *op) {
 }
 
 /* Moves the branch right after index `after`, marks it and the join, and marks `beside`
- * the main stream's linears of the window (the branch's first op up to the join). */
+ * the linears of the window (the branch's first op up to the join), the branch's and the
+ * main stream's. */
 static void apply(ss_state *s, region_view *rv, h3_region *r, const candidate *c, int j) {
   h3_op *before = c->after >= 0 ? rv->ops[c->after]->next : r->first, *first = NULL;
   for (int k = 0; k < rv->n; k++) {
@@ -317,7 +318,7 @@ static void apply(ss_state *s, region_view *rv, h3_region *r, const candidate *c
   }
   h3_op_set_attr(s->m, rv->ops[j], h3_attr_int(s->m, "join", 1));
   for (h3_op *op = first; op && op != rv->ops[j]; op = op->next)
-    if (op->code == H3_OP_LINEAR && !h3_op_attr(op, "side") && linear_rows(op) <= MAX_ROWS)
+    if (op->code == H3_OP_LINEAR && linear_rows(op) <= MAX_ROWS)
       h3_op_set_attr(s->m, op, h3_attr_int(s->m, "beside", 1));
   s->n_branches++;
 }
@@ -408,7 +409,7 @@ const h3_pass h3_pass_side_streams = {
     .description = "run an independent chain of small ops (<= 64 rows; M3.1 decode: the "
                    "indexer beside qkv, the shared expert beside router + moe) on a second "
                    "stream: reordered after its inputs, `side`/`join` marks, `beside` on the "
-                   "main stream's linears beside it; bitwise neutral on the cpu",
+                   "window's linears (either stream); bitwise neutral on the cpu",
     .min_tier = H3_TIER_EXACT,
     .in_default_pipeline = true,
     .requires = {NULL},
