@@ -2,7 +2,10 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
+# Next (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
+#   gemm-gap.txt): 111 on build-gpu/s52 (~8 min; also issue 17's H200 figure when on an H200),
+#   else 110 on an H200; 84 on an H200.
+# Before (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
 #   84 on an H200; 109 (~3 min) on an H100 beside either.
@@ -490,6 +493,19 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+111) { # the side branch's linears marked beside too (STAGE = build-gpu/s52: s51 + 9700f7c's pass
+   # change; the same kernels, only the plans' beside marks differ) against build-gpu/s51: the
+   # shared expert's GEMVs target the card's SMs less 16, so the router's 24 blocks find SMs
+   # (the timelines: the router ends ~13 us after the shared gate_up GEMV, about its whole time
+   # alone; 35-40 us beside it). Predicted: router 35-40 -> 15-20 us, the moe starts that much
+   # earlier and shares the shared expert's stream: batch 1 -15..-30 us (H200: the shared
+   # expert's window read at ~3 TB/s of ~4.1), 64 sequences ~0. On an H200 this is also
+   # issue 17's figure (s51). ~8 min (carry build-gpu/s51, build-gpu/s52 and build-gpu/lab)
+   step_ab build-gpu/s51
+   timeline "$S" "$kc" "$OUT/tl.tsv"
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -A18 "^critical path:" "$OUT/tl.txt"
    } > "$log" 2>&1 ;;
 110) { # the batch-1 and 64-sequence decode step of build-gpu/s51 (cef117a) alone, for issue 17's
    # H200 figure when an H200 comes after call 108 ran on an H100 (108 there: s51 2.0486 ms
