@@ -18,11 +18,18 @@ fi
 t=$(mktemp -d)
 # A kernel cache folder without cuBLASLt tunings is tuned by the first run that reads it, and a run
 # that tunes is no measurement (2026-12-06: 2.1340 ms in it, 2.0942 on its picks in the next run):
-# one untimed run first for each folder that holds no tuning yet.
+# one untimed run first for each folder that holds no tuning yet, and for each build after the
+# first on a shared folder, whose plan may hold GEMM keys of its own (2026-12-07: an A/B whose
+# builds differed in `beside` marks tuned the second build's keys in its round 1).
+# M31_STEP_TUNE=all: an untimed run of every build (a folder tuned for another batch size).
+seen=" "
 for spec in "$@"; do
   d=${spec%%:*} kc=${spec#*:}
   [ "$kc" = "$spec" ] && kc=$d/kcache
-  compgen -G "$kc/lt-*.algo" > /dev/null && continue
+  if [[ $seen != *" $kc "* && ${M31_STEP_TUNE:-} != all ]]; then
+    seen+="$kc "
+    compgen -G "$kc/lt-*.algo" > /dev/null && continue
+  fi
   H3_KERNEL_CACHE_DIR=$(cd "$kc" && pwd) timeout 120 "$d/bin/h3exec" "$d/plans/$plan" "${prog[@]}" \
     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1
 done

@@ -296,13 +296,12 @@ mkdir -p "$OUT"
 log=$OUT/call$CALL.txt
 # The decode step of build $1 against the stage's, alternating, on one kernel cache (a copy of
 # both builds' caches: an A/B's builds share one cuBLASLt tuning): batch 1 over 3 rounds, then 64
-# sequences over 2 after an untimed run that tunes the 64-row GEMMs. Leaves that cache in $kc.
+# sequences over 2 after an untimed run of each build that tunes its 64-row GEMMs. Leaves that
+# cache in $kc.
 step_ab() {
   kc=$(mktemp -d); cp -r "$1/kcache/." "$kc/"; cp -r "$S/kcache/." "$kc/"
   dev/m31_step_calls.sh 3 "$1:$kc" "$S:$kc"
-  H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
-    --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
-  M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 "$1:$kc" "$S:$kc"
+  M31_STEP_TUNE=all M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 "$1:$kc" "$S:$kc" # untimed 64-row tunings first
 }
 # One batch-1 run of build $1 (plans/m31_small_p2048_n80.plan, kernel cache $2) with
 # dev/kernel_timeline.c preloaded, its records into $3 and its stdout into $4 (default: none)
