@@ -3,8 +3,8 @@
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
-#   gemm-gap.txt): 111 on build-gpu/s52 (~8 min; also issue 17's H200 figure when on an H200),
-#   else 110 on an H200; 84 on an H200.
+#   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
+#   figure: s51 and s52 on one card; ~8 min), 112 (~5 min, either card), 84 on an H200.
 # Before (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
@@ -492,6 +492,20 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+112) { # the SM reserve again now that both streams' GEMVs of a window leave it free (STAGE =
+   # build-gpu/s52; carry it): 8 / 16 / 32 (0 is the whole card for every GEMV), each with its
+   # own tuning (an untimed run first), one kernel cache, batch 1 alternating over 2 rounds.
+   # Why: with the shared expert's GEMVs on the card's SMs less 16 the router took 27 us and
+   # still ended with the gate_up GEMV (call 111): bandwidth, not SMs, by that reading, so a
+   # larger reserve should not help and a smaller one might give the GEMVs their rate back.
+   # Predicted: 8 / 16 / 32 within 10 us of each other, 0 +20..+60 us. ~5 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   for r in 0 8 16 32; do H3_SIDE_SM_RESERVE=$r H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" \
+     "$S/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
+   for round in 1 2; do
+     for r in 0 8 16 32; do H3_SIDE_SM_RESERVE=$r dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#reserve $r: #"; done
+   done
    } > "$log" 2>&1 ;;
 111) { # the side branch's linears marked beside too (STAGE = build-gpu/s52: s51 + 9700f7c's pass
    # change; the same kernels, only the plans' beside marks differ) against build-gpu/s51: the
