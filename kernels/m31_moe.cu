@@ -601,9 +601,10 @@ extern "C" __global__ void __launch_bounds__(256) H3_MOE_DOWN_NAME(
 // rows past the expert's count are zeros), 8 outputs per n-tile, h3_mma_rows of the prelude.
 // Warp w takes the 128-wide K chunks w, w + H3M_MMA_WARPS, ... (more loads in flight than
 // one warp per block could hold: a decode step has few experts and few outputs per expert);
-// warp 0 adds the others' partial sums (h3_mma_reduce, in warp order) and writes.
-#define H3M_MMA_CHUNKS(acc, rows_of, K) \
-  h3_mma_rows<4>(rows_of, xrow16, xlive, wr, K, 128 * (threadIdx.x >> 5), 128 * H3M_MMA_WARPS, acc); \
+// warp 0 adds the others' partial sums (h3_mma_reduce, in warp order) and writes. PDL: the
+// rows come from the grid before (h3_mma_rows' PDL_WAIT).
+#define H3M_MMA_CHUNKS(acc, rows_of, K, PDL) \
+  h3_mma_rows<4, PDL>(rows_of, xrow16, xlive, wr, K, 128 * (threadIdx.x >> 5), 128 * H3M_MMA_WARPS, acc); \
   h3_mma_reduce<4, H3M_MMA_WARPS>(acc)
 
 // The rows of x this lane feeds to the mma (g and g + 8 of the pass's 16, g = lane / 4):
@@ -641,11 +642,14 @@ __device__ __forceinline__ const int *h3m_mma_rows_of(const int *lists, const in
 
 // Grid (E, F / 16) (without lists: (k, F / 16)), H3M_MMA_THREADS threads: outputs o0 = 16 *
 // blockIdx.y .. + 15 of expert e (h3m_mma_rows_of): n-tiles gate o0.., gate o0+8.., up o0..,
-// up o0+8..; act[t * k + s, o] as H3_MOE_NAME.
+// up o0+8..; act[t * k + s, o] as H3_MOE_NAME. Each block lets H3_MOE_MMA_DOWN_NAME (launched
+// programmatically after it) start as soon as all of this grid's blocks have started: the
+// down blocks then load their first weights in the slots this grid's last blocks free.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
     const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists,
     const int *__restrict__ counts, const I_T *__restrict__ ids, h3_bf16 *__restrict__ act, long long T,
     long long H, long long F, long long E, int k, float alpha, float limit) {
+  h3_pdl_launch_dependents();
   const long long o0 = (long long)blockIdx.y * 16;
   long long e;
   int n, one;
@@ -657,7 +661,7 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
   for (int r0 = 0; r0 < n; r0 += 16) {
     H3M_MMA_ROWS(rows, r0, n, H3M_H_ROW)
     float acc[4][4];
-    H3M_MMA_CHUNKS(acc, h, H);
+    H3M_MMA_CHUNKS(acc, h, H, false);
 #pragma unroll
     for (int q = 0; q < 4; q++) { // (row g + 8 (q / 2), output 2t + q % 2) of n-tiles 0, 1
       const int r = r0 + g + 8 * (q / 2);
@@ -674,7 +678,10 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
 }
 
 // Grid (E, H / 32) (without lists: (k, H / 32)), H3M_MMA_THREADS threads: y[t * k + s, o] =
-// bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles).
+// bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles). May be
+// launched programmatically after H3_MOE_MMA_NAME (cu_launch_pdl): it reads act only after
+// h3_pdl_wait (in its first chunk, once that chunk's weights are on their way) and writes y
+// after that; the ids and lists it reads before come from kernels before that grid.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
     const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T,
@@ -690,7 +697,7 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
   for (int r0 = 0; r0 < n; r0 += 16) {
     H3M_MMA_ROWS(rows, r0, n, H3M_ACT_ROW)
     float acc[4][4];
-    H3M_MMA_CHUNKS(acc, act, F);
+    H3M_MMA_CHUNKS(acc, act, F, true);
 #pragma unroll
     for (int q = 0; q < 4; q++) {
       const int r = r0 + g + 8 * (q / 2);
@@ -700,6 +707,7 @@ extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NA
       for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
     }
   }
+  h3_pdl_wait(); // a block without rows too: no block of this grid ends before the grid before it
 }
 #endif
 

@@ -225,6 +225,23 @@ H3_DI unsigned h3_e4m3x2(float lo, float hi) {
 #endif
 }
 
+// Programmatic dependent launch (sm_90; no-ops where the kernel was launched without it, and
+// in host emulation, which runs kernels one after another). h3_pdl_launch_dependents: the
+// block lets the next kernel of its stream, launched with the programmatic attribute
+// (cu_launch_pdl), start once every block of this grid has called it or exited.
+// h3_pdl_wait: returns once the grids this one depends on have completed and their writes are
+// visible; nothing written by them may be read before it, nothing they read written.
+H3_DI void h3_pdl_launch_dependents() {
+#ifdef __CUDA_ARCH__
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+H3_DI void h3_pdl_wait() {
+#ifdef __CUDA_ARCH__
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Few-row products on tensor cores, reading weights straight from global memory (decode:
 // bandwidth-bound, no shared-memory staging). acc[j] (4 floats each, h3_mma_bf16's d) =
 // x[rows] · w[j] over the 128-wide K chunks at k_first, k_first + k_step, ... < K (K a
@@ -234,8 +251,10 @@ H3_DI unsigned h3_e4m3x2(float lo, float hi) {
 // chunk is permuted the same way for A and B: lane t (= lane % 4) of a quad reads the 32
 // consecutive k at 32t (four 16-byte loads of each weight row and row of x) and feeds them to
 // the chunk's 8 k-steps, two per 16 bytes; the sums are unchanged and each weight row is
-// read 256 contiguous bytes at a time. Every lane of the warp takes part.
-template <int NT>
+// read 256 contiguous bytes at a time. Every lane of the warp takes part. PDL_WAIT: x is
+// written by the grid before this one (a programmatic launch): the first chunk's weights are
+// loaded, then h3_pdl_wait, then x, so that the weights' first reads overlap that grid's tail.
+template <int NT, bool PDL_WAIT = false>
 H3_DI void h3_mma_rows(const h3_bf16 *x, const long long *xrow, const bool *xlive,
                        const h3_bf16 *const *w, long long K, long long k_first, long long k_step,
                        float acc[NT][4]) {
@@ -255,6 +274,7 @@ H3_DI void h3_mma_rows(const h3_bf16 *x, const long long *xrow, const bool *xliv
     for (int j = 0; j < NT; j++)
 #pragma unroll
       for (int q = 0; q < 4; q++) wv[j][q] = in ? *reinterpret_cast<const uint4 *>(w[j] + k0 + 32 * t + 8 * q) : z;
+    if (PDL_WAIT && base == 0) h3_pdl_wait();
 #pragma unroll
     for (int q = 0; q < 4; q++) {
       a[q] = in && xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0 + 8 * q) : z;

@@ -165,6 +165,7 @@ typedef struct cu_state {
   /* graphs */
   cu_graphs *graphs;
   bool no_graphs;
+  bool no_pdl; /* H3_PDL=0: cu_launch_pdl launches as cu_launch does */
   /* device marks of a device-clock trace (cuda_marks.c) */
   cudaEvent_t *marks;
   int n_marks, cap_marks;
@@ -235,6 +236,12 @@ h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3],
 h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[3],
                             const int64_t block[3], int64_t shared, int cluster, void **args,
                             h3_diag *d);
+/* The same launched programmatically after the stream's previous kernel (programmatic
+ * dependent launch, sm_90): it may start once every block of that kernel has called
+ * h3_pdl_launch_dependents (kernels/prelude.cuh) or exited, and must h3_pdl_wait before it
+ * reads what that kernel writes, in every block. A plain launch under H3_PDL=0. */
+h3_status cu_launch_pdl(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
+                        int64_t shared, void **args, h3_diag *d);
 /* How this backend runs op: the exec kind (h3_exec_classify) refined by what the backend
  * implements; CU_OP_UNSUPPORTED for control flow and for ops it has no implementation of. */
 cu_op_kind cu_op_kind_of(const h3_op *op);

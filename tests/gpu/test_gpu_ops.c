@@ -1004,6 +1004,11 @@ static void check_hand(h3_backend *b, bool all_attention) {
   cases[n++] = (hand_case){"moe tensor cores one row H 256 F 128", moe_op(&h, "m1", 1, 256, 128, 8, 4), 1e-5, NULL};
   cases[n++] = (hand_case){"moe tensor cores one row H 384 F 256 k 2", moe_op(&h, "m2", 1, 384, 256, 8, 2), 1e-5,
                            NULL};
+  /* one row at the model's widths: the gate-up step runs long enough (~150 MB of weights) for
+     the down step, launched programmatically after it, to start while its blocks run (a read of
+     act before h3_pdl_wait would show here) */
+  cases[n++] = (hand_case){"moe tensor cores one row H 6144 F 3072 E 8 k 4 (programmatic down step)",
+                           moe_op(&h, "m3", 1, 6144, 3072, 8, 4), 1e-5, moe_weights};
   /* one row's router at the model's width (6 segments x 32 experts) and at a partial segment
      (2 x 12) */
   cases[n++] = (hand_case){"router_topk one row H 6144 E 32 k 4", router_op(&h, "r1", 1, 6144, 32, 4), -1,
