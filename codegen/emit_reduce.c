@@ -233,6 +233,9 @@ static h3_status emit_rms_norm(emit_ctx *ec, int64_t rows, int64_t n) {
   for (int i = 0; i < n_out; i++) out_t[i] = op->results[i]->type;
   const h3_type *wt = &in_t[n_in - 1], *yt = &out_t[n_out - 1];
   emit_signature(ec, n_in, in_t, n_out, out_t, NULL, block * rows_per_block, true);
+  /* add_rms_norm lets a kernel launched programmatically after it start at once (M3.1's
+     router, which loads its weights before it waits for this kernel's output) */
+  if (add) h3_strbuf_append(s, "  h3_pdl_launch_dependents();\n");
   const char *guard = rows_per_block > 1 ? "if (live) " : "";
   if (rows_per_block == 1) {
     h3_strbuf_printf(s, "  __shared__ float part[%d];\n", block / 32);

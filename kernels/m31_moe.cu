@@ -223,7 +223,8 @@ __device__ __forceinline__ void h3m_rf_ldw(const W_T *w, int e, bool live, long 
 // Stages the rows into hs first (a barrier: every thread of the block calls it with the same
 // EPW). The weights of the first CH chunks are loaded before the staging, so that both are in
 // flight at once: EPW = 1 (few rows, latency-bound) all 4 chunks, EPW = H3M_RF_EPW (many rows:
-// other blocks hide the latency) one chunk at a time.
+// other blocks hide the latency) one chunk at a time. h is read after h3_pdl_wait, the
+// weights before it: the kernel may be launched programmatically after the one writing h.
 template <int EPW>
 __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *hs, long long t0, int nr,
                                             long long k0, int nc, long long H, int e0, int ne, float *acc) {
@@ -235,6 +236,7 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 #pragma unroll
     for (int e = 0; e < EPW; e++)
       h3m_rf_ldw(w, e0 + e, e < ne && cc < nc, k0 + 256 * cc + 8 * lane, H, wv[cc][e]);
+  h3_pdl_wait();
   for (int it = threadIdx.x; it < nr * 128; it += H3M_RF_THREADS) { // 8 elements each
     const int r = it >> 7, m = it & 127;
     float x[8];

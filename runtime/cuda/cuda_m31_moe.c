@@ -113,6 +113,10 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
   void *args[] = {&h, &w, &b, &sc, &cnt, &ids, &wts, &T, &H, &E, &k, &scale, &rows, &epw};
   int64_t grid[3] = {(T + rows - 1) / rows, (H + ROUTER_SEG - 1) / ROUTER_SEG, (E + 8 * epw - 1) / (8 * epw)};
   int64_t block[3] = {ROUTER_THREADS, 1, 1};
+  /* in a graph, programmatically after the kernel before it (the layer's add + norm): the
+     blocks load their first weights while that kernel runs; not after the memset above, which
+     a programmatic launch need not wait for */
+  if (cu_graph_capturing(s)) return cu_launch_pdl(s, kn[0], grid, block, smem, args, d);
   return cu_launch(s, kn[0], grid, block, smem, args, d);
 }
 
