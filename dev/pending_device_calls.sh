@@ -4,8 +4,8 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
-#   figure: s51 and s52 on one card; ~8 min), 113 (~7 min, either card: the moe's programmatic
-#   down GEMV), 112 (~5 min), 84 on an H200.
+#   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s54 (~8 min, either card: the
+#   moe's down GEMV and the router launched programmatically), 112 (~5 min), 84 on an H200.
 # Before (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
@@ -494,21 +494,28 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
-113) { # the moe's down GEMV launched programmatically (STAGE = build-gpu/s53: s52 + 13f2cf7; carry it):
-   # its blocks load their first weight chunk, then griddepcontrol.wait, while the gate-up
-   # GEMV's last blocks run. test_gpu_ops first (a new case at the model's widths: a read of act
-   # before the wait would show), then batch 1 and 64 sequences with H3_PDL=1 / 0 alternating
-   # on one build and one kernel cache (3 and 2 rounds). Predicted: batch 1 -10..-18 us (the
-   # down GEMV's ramp, ~3-6 us a moe layer), 64 sequences -10..-20 us; tokens equal. ~7 min
-   echo "== test_gpu_ops (s53)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|FAIL|passed" | head -20
-   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
-   for r in 1 2 3; do for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done; done
+113) { # programmatic dependent launch of two decode kernels (STAGE = build-gpu/s54: s52 + 13f2cf7, the
+   # moe's down GEMV after its gate-up GEMV, + 11817d5, the router after the layer's add + norm
+   # in a graph; build-gpu/s53 = s52 + 13f2cf7 only; carry s53, s54): each loads its first
+   # weights, then griddepcontrol.wait, while the kernel before it runs. test_gpu_ops first (a
+   # new moe case at the model's widths: a read of act before the wait would show), then batch 1
+   # over 3 rounds of s54, s54 with H3_PDL=0 (both off) and s53 (the router's part), alternating
+   # on one kernel cache; 64 sequences 2 rounds of s54 and s54 with H3_PDL=0; s54's timeline.
+   # Predicted: batch 1 -15..-30 us with both (the down GEMV's ramp ~3-6 us a moe layer, the
+   # router's first weight round trip ~2-4 us beside the shared expert's stream), the router's
+   # part -5..-12 of it; 64 sequences -10..-20 us; tokens equal. ~8 min
+   echo "== test_gpu_ops (s54)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
+   kc=$(mktemp -d); cp -r build-gpu/s53/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
+   for r in 1 2 3; do
+     for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done
+     dev/m31_step_calls.sh 1 build-gpu/s53:$kc | sed "s#^#pdl 1: #"
+   done
    H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
      --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
    for r in 1 2; do for p in 1 0; do H3_PDL=$p M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done; done
    timeline "$S" "$kc" "$OUT/tl.tsv"
    echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
-   head -1 "$OUT/tl.txt"; grep -E "moem|moec" "$OUT/tl.txt" | head -12
+   head -1 "$OUT/tl.txt"; grep -E "routerf|moem|add_rms_norm" "$OUT/tl.txt" | head -16
    } > "$log" 2>&1 ;;
 112) { # the SM reserve again now that both streams' GEMVs of a window leave it free (STAGE =
    # build-gpu/s52; carry it): 8 / 16 / 32 (0 is the whole card for every GEMV), each with its
