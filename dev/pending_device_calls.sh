@@ -4,8 +4,9 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
-#   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s54 (~8 min, either card: the
-#   moe's down GEMV and the router launched programmatically), 112 (~5 min), 84 on an H200.
+#   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s55 (~9 min, either card: the
+#   moe's one-row GEMVs as one wave, its down GEMV and the router launched programmatically),
+#   112 (~5 min), 84 on an H200.
 # Before (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
@@ -494,21 +495,25 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
-113) { # programmatic dependent launch of two decode kernels (STAGE = build-gpu/s54: s52 + 13f2cf7, the
-   # moe's down GEMV after its gate-up GEMV, + 11817d5, the router after the layer's add + norm
-   # in a graph; build-gpu/s53 = s52 + 13f2cf7 only; carry s53, s54): each loads its first
-   # weights, then griddepcontrol.wait, while the kernel before it runs. test_gpu_ops first (a
-   # new moe case at the model's widths: a read of act before the wait would show), then batch 1
-   # over 3 rounds of s54, s54 with H3_PDL=0 (both off) and s53 (the router's part), alternating
-   # on one kernel cache; 64 sequences 2 rounds of s54 and s54 with H3_PDL=0; s54's timeline.
-   # Predicted: batch 1 -15..-30 us with both (the down GEMV's ramp ~3-6 us a moe layer, the
-   # router's first weight round trip ~2-4 us beside the shared expert's stream), the router's
-   # part -5..-12 of it; 64 sequences -10..-20 us; tokens equal. ~8 min
-   echo "== test_gpu_ops (s54)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
-   kc=$(mktemp -d); cp -r build-gpu/s53/kcache/. "$kc/"; cp -r "$S/kcache/." "$kc/"
-   for r in 1 2 3; do
+113) { # the moe's one-row GEMVs as one wave and two programmatic launches (STAGE = build-gpu/s55 at
+   # 30791c9; carry s53, s54, s55): s53 = s52 + 13f2cf7 (the moe's down GEMV launched after its
+   # gate-up GEMV programmatically: its first weights load while the gate-up's last blocks run),
+   # s54 = s53 + 11817d5 (the router likewise after the layer's add + norm, in a graph), s55 = s54
+   # + 30791c9 (both GEMVs as 384 blocks of two output groups each instead of 768 of one: the
+   # kernel holds 3 blocks an SM at 168 registers, 396 on the card, so 768 ran as two waves;
+   # cuBLASLt's 302 MB dense gate-up GEMV reads at 3.02 TB/s on the H100, moem at 2.56).
+   # test_gpu_ops on s55 first (a moe case at the model's widths: a read of act before the wait
+   # would show; the one-wave grid). Batch 1: 2 rounds of s55, s55 with H3_PDL=0, s54, s53,
+   # alternating on one kernel cache; 64 sequences: 2 rounds of s55 and s55 with H3_PDL=0
+   # (the one-wave grid is the one-row form's only); s55's timeline. Predicted: one wave (s55
+   # against s54) -20..-50 us on an H100 (moem 118 -> ~100-105, moemd 54 -> ~50, 3 layers),
+   # -5..-15 on an H200; both launches (s55 against H3_PDL=0) -15..-30, the router's part (s54
+   # against s53) -5..-12; 64 sequences -10..-20 from the launches; tokens equal. ~9 min
+   echo "== test_gpu_ops (s55)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
+   kc=$(mktemp -d); for b in build-gpu/s53 build-gpu/s54 "$S"; do cp -r "$b/kcache/." "$kc/"; done
+   for r in 1 2; do
      for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done
-     dev/m31_step_calls.sh 1 build-gpu/s53:$kc | sed "s#^#pdl 1: #"
+     for b in build-gpu/s54 build-gpu/s53; do dev/m31_step_calls.sh 1 $b:$kc | sed "s#^#pdl 1: #"; done
    done
    H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
      --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
