@@ -52,8 +52,8 @@ typedef struct {
   bool inplace;
   int n_args;
   int *args; /* argument codes, see CU_ARG_* */
-  int occ_threads, occ_blocks; /* cu_resident_blocks' last answer: blocks an SM holds ... */
-  int64_t occ_shared;          /* ... of occ_threads threads and occ_shared bytes (0: none yet) */
+  int occ_threads, occ_blocks; /* cu_resident_blocks' last answer (occ_threads 0: none yet): */
+  int64_t occ_shared;          /* blocks an SM holds of occ_threads threads, occ_shared bytes */
 } cu_kernel;
 
 typedef enum {
