@@ -6,7 +6,9 @@
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
 #   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s55 (~9 min, either card: the
 #   moe's one-row GEMVs as one wave, its down GEMV and the router launched programmatically),
-#   112 (~5 min), 84 on an H200.
+#   112 (~5 min), 84 on an H200. Run as: dev/session_call.sh $OUT build-gpu/s52:111 (carry
+#   build-gpu/s51, s52, lab), dev/session_call.sh $OUT build-gpu/s55:113 (carry s53, s54, s55,
+#   lab); on an H100 113 first.
 # Before (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
