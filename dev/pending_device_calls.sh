@@ -8,7 +8,7 @@
 #   moe's one-row GEMVs as one wave, its down GEMV and the router launched programmatically),
 #   112 (~5 min), 84 on an H200. Run as: dev/session_call.sh $OUT build-gpu/s52:111 (carry
 #   build-gpu/s51, s52, lab), dev/session_call.sh $OUT build-gpu/s55:113 (carry s53, s54, s55,
-#   lab); on an H100 113 first.
+#   lab), dev/session_call.sh $OUT build-gpu/s55:112 (carry s55); on an H100 113 first.
 # Before (2026-12-07, session 35; 103-105 ran on an H100: dev/results/2026-12-07-h100-side-reserve-norms-
 #   msa-stamps.txt, 106: -topk-small-hot-loop.txt, 107: -attention-merge-cluster-reads.txt): 108 on
 #   build-gpu/s51 (the day's changes against s47; ~8 min; an H200 first if one comes), then
@@ -525,7 +525,7 @@ case $CALL in
    head -1 "$OUT/tl.txt"; grep -E "routerf|moem|add_rms_norm" "$OUT/tl.txt" | head -16
    } > "$log" 2>&1 ;;
 112) { # the SM reserve again now that both streams' GEMVs of a window leave it free (STAGE =
-   # build-gpu/s52; carry it): 8 / 16 / 32 (0 is the whole card for every GEMV), each with its
+   # build-gpu/s55, the newest, or s52; carry it): 8 / 16 / 32 (0 is the whole card for every GEMV), each with its
    # own tuning (an untimed run first), one kernel cache, batch 1 alternating over 2 rounds.
    # Why: with the shared expert's GEMVs on the card's SMs less 16 the router took 27 us and
    # still ended with the gate_up GEMV (call 111): bandwidth, not SMs, by that reading, so a
