@@ -244,8 +244,8 @@ h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool
 int64_t cu_resident_blocks(cu_state *s, cu_kernel *k, int threads, int64_t shared) {
   if (k->occ_threads != threads || k->occ_shared != shared) {
     int n = 0;
-    if (!k->fn ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)k->fn, threads, (size_t)shared) != cudaSuccess) {
+    if (!k->fn || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)k->fn, threads,
+                                                                 (size_t)shared) != cudaSuccess) {
       (void)cudaGetLastError(); /* not sticky: the caller keeps its shape */
       n = 0;
     }

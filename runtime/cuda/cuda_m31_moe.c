@@ -107,18 +107,18 @@ h3_status cu_m31_run_router(cu_state *s, const h3_op *op, void *scratch, const h
   void *cnt = (char *)scratch + rs.cnt;
   /* the counters are 0 after every launch; made so here before the first (a graph capture
    * never holds an op's first run: cuda_graph.c) */
-  if (!cu_graph_capturing(s))
-    CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)T * 4, s->stream), "router_topk counters");
+  const bool capturing = cu_graph_capturing(s);
+  if (!capturing) CU_CHECK(d, cudaMemsetAsync(cnt, 0, (size_t)T * 4, s->stream), "router_topk counters");
   int64_t smem = (int64_t)rows * ROUTER_SEG * 4;
   if (cu_m31_smem(s, op, kn[0], (size_t)smem, d) != H3_OK) return H3_ERR;
   void *args[] = {&h, &w, &b, &sc, &cnt, &ids, &wts, &T, &H, &E, &k, &scale, &rows, &epw};
   int64_t grid[3] = {(T + rows - 1) / rows, (H + ROUTER_SEG - 1) / ROUTER_SEG, (E + 8 * epw - 1) / (8 * epw)};
   int64_t block[3] = {ROUTER_THREADS, 1, 1};
-  /* in a graph, programmatically after the kernel before it (the layer's add + norm): the
-     blocks load their first weights while that kernel runs; not after the memset above, which
-     a programmatic launch need not wait for */
-  if (cu_graph_capturing(s)) return cu_launch_pdl(s, kn[0], grid, block, smem, args, d);
-  return cu_launch(s, kn[0], grid, block, smem, args, d);
+  /* in a graph (no memset above, which a programmatic launch need not wait for),
+     programmatically after the kernel before it (the layer's add + norm): the blocks load
+     their first weights while that kernel runs */
+  return capturing ? cu_launch_pdl(s, kn[0], grid, block, smem, args, d)
+                   : cu_launch(s, kn[0], grid, block, smem, args, d);
 }
 
 size_t cu_m31_router_scratch_bytes(const h3_op *op) {

@@ -6,7 +6,8 @@
  *                of 4; one expert per warp up to here), 200 (12 rows per
  *                block, 4 experts per warp), E = 32 k = 4 and small E / k, E over
  *                several expert blocks, H not a multiple of the 1024-element segment nor of
- *                8, more segments than the last block reads at once (10), two experts of equal rows and bias (a tie: the lower id); ids equal,
+ *                8, more segments than the last block reads at once (10), two experts of
+ *                equal rows and bias (a tie: the lower id); ids equal,
  *                weights within 1e-10 NMSE (sums in another order), the counters 0 after the
  *                launch, a second launch the same bits, each row alone (T = 1) the same bits
  *                as in the batch; NaN scores as the
