@@ -276,9 +276,10 @@ __device__ __forceinline__ void h3m_rf_tile(const H_T *h, const W_T *w, float *h
 // The header's H3_ROUTER_FUSED_NAME. A lane's tile: acc[r][e] for the block's rows r < nr and
 // the warp's experts e < ne; the block's rows of the segment sit in shared memory as fp32, each
 // 256-element chunk permuted so that lane j reads its 8 elements as two 16-byte words at 16 j
-// and 512 + 16 j (no bank conflicts); the last block reuses that memory for the scores.
+// and 512 + 16 j (no bank conflicts); the last block reuses that memory for the scores. h is
+// not __restrict__: the wait in h3m_rf_tile must order its loads (h3_pdl_wait).
 extern "C" __global__ void __launch_bounds__(H3M_RF_THREADS, 2) H3_ROUTER_FUSED_NAME(
-    const H_T *__restrict__ h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
+    const H_T *h, const W_T *__restrict__ w, const B_T *__restrict__ bias,
     float *__restrict__ part, unsigned *__restrict__ cnt, I_T *__restrict__ ids, O_T *__restrict__ wts,
     long long T, long long H, int E, int k,
     float scale, int rows, int epw) {
@@ -642,76 +643,72 @@ __device__ __forceinline__ const int *h3m_mma_rows_of(const int *lists, const in
   return one;
 }
 
-// Grid (E, G) (without lists: (k, G)), G dividing F / 16, H3M_MMA_THREADS threads: the groups
-// of outputs o0 = 16 * (blockIdx.y + G i) .. + 15 of expert e (h3m_mma_rows_of), one after
-// another: n-tiles gate o0.., gate o0+8.., up o0.., up o0+8..; act[t * k + s, o] as
-// H3_MOE_NAME. (G < F / 16: a grid that fits the card's resident blocks at once, one wave.)
-// Each block lets H3_MOE_MMA_DOWN_NAME (launched programmatically after it) start as soon as
-// all of this grid's blocks have started: the down blocks then load their first weights in
-// the slots this grid's last blocks free.
+// Grid (E, F / 16) (without lists: (k, F / 16)), H3M_MMA_THREADS threads: outputs o0 = 16 *
+// blockIdx.y .. + 15 of expert e (h3m_mma_rows_of): n-tiles gate o0.., gate o0+8.., up o0..,
+// up o0+8..; act[t * k + s, o] as H3_MOE_NAME. Each block lets H3_MOE_MMA_DOWN_NAME (launched
+// programmatically after it) start as soon as all of this grid's blocks have started: the
+// down blocks then load their first weights in the slots this grid's last blocks free.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
     const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists,
     const int *__restrict__ counts, const I_T *__restrict__ ids, h3_bf16 *__restrict__ act, long long T,
     long long H, long long F, long long E, int k, float alpha, float limit) {
   h3_pdl_launch_dependents();
+  const long long o0 = (long long)blockIdx.y * 16;
   long long e;
   int n, one;
   const int *rows = h3m_mma_rows_of(lists, counts, ids, T, E, &one, &e, &n);
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
   const h3_bf16 *g0 = gu + e * 2 * F * H;
-  for (long long o0 = (long long)blockIdx.y * 16; o0 < F; o0 += (long long)gridDim.y * 16) {
-    const h3_bf16 *wr[4] = {g0 + (o0 + g) * H, g0 + (o0 + 8 + g) * H, g0 + (F + o0 + g) * H,
-                            g0 + (F + o0 + 8 + g) * H};
-    for (int r0 = 0; r0 < n; r0 += 16) {
-      H3M_MMA_ROWS(rows, r0, n, H3M_H_ROW)
-      float acc[4][4];
-      H3M_MMA_CHUNKS(acc, h, H, false);
+  const h3_bf16 *wr[4] = {g0 + (o0 + g) * H, g0 + (o0 + 8 + g) * H, g0 + (F + o0 + g) * H,
+                          g0 + (F + o0 + 8 + g) * H};
+  for (int r0 = 0; r0 < n; r0 += 16) {
+    H3M_MMA_ROWS(rows, r0, n, H3M_H_ROW)
+    float acc[4][4];
+    H3M_MMA_CHUNKS(acc, h, H, false);
 #pragma unroll
-      for (int q = 0; q < 4; q++) { // (row g + 8 (q / 2), output 2t + q % 2) of n-tiles 0, 1
-        const int r = r0 + g + 8 * (q / 2);
-        if (threadIdx.x >= 32 || r >= n) continue;
-        const int ts = rows[r];
+    for (int q = 0; q < 4; q++) { // (row g + 8 (q / 2), output 2t + q % 2) of n-tiles 0, 1
+      const int r = r0 + g + 8 * (q / 2);
+      if (threadIdx.x >= 32 || r >= n) continue;
+      const int ts = rows[r];
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-          const long long o = o0 + 8 * half + 2 * t + q % 2;
-          h3_st(act, H3M_ACT_ROW(ts) * F + o,
-                h3_swigluoai(h3_rbf16(acc[half][q]), h3_rbf16(acc[2 + half][q]), alpha, limit));
-        }
+      for (int half = 0; half < 2; half++) {
+        const long long o = o0 + 8 * half + 2 * t + q % 2;
+        h3_st(act, H3M_ACT_ROW(ts) * F + o,
+              h3_swigluoai(h3_rbf16(acc[half][q]), h3_rbf16(acc[2 + half][q]), alpha, limit));
       }
     }
   }
 }
 
-// Grid (E, G) (without lists: (k, G)), G dividing H / 32, H3M_MMA_THREADS threads: y[t * k +
-// s, o] = bf16(act[t * k + s] · down[e, o]) for the groups o = 32 * (blockIdx.y + G i) .. + 31
-// (4 n-tiles each), one after another. May be
+// Grid (E, H / 32) (without lists: (k, H / 32)), H3M_MMA_THREADS threads: y[t * k + s, o] =
+// bf16(act[t * k + s] · down[e, o]) for o = 32 * blockIdx.y .. + 31 (4 n-tiles). May be
 // launched programmatically after H3_MOE_MMA_NAME (cu_launch_pdl): it reads act only after
 // h3_pdl_wait (in its first chunk, once that chunk's weights are on their way) and writes y
-// after that; the ids and lists it reads before come from kernels before that grid.
+// after that; the ids and lists it reads before come from kernels before that grid. act is
+// not __restrict__: the wait must order its loads (h3_pdl_wait).
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_DOWN_NAME(
     const h3_bf16 *__restrict__ down, const int *__restrict__ lists, const int *__restrict__ counts,
-    const I_T *__restrict__ ids, const h3_bf16 *__restrict__ act, h3_bf16 *__restrict__ y, long long T,
+    const I_T *__restrict__ ids, const h3_bf16 *act, h3_bf16 *__restrict__ y, long long T,
     long long H, long long F, long long E, int k) {
+  const long long o0 = (long long)blockIdx.y * 32;
   long long e;
   int n, one;
   const int *rows = h3m_mma_rows_of(lists, counts, ids, T, E, &one, &e, &n);
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane & 3;
-  for (long long o0 = (long long)blockIdx.y * 32; o0 < H; o0 += (long long)gridDim.y * 32) {
-    const h3_bf16 *wr[4];
+  const h3_bf16 *wr[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) wr[j] = down + (e * H + o0 + 8 * j + g) * F;
-    for (int r0 = 0; r0 < n; r0 += 16) {
-      H3M_MMA_ROWS(rows, r0, n, H3M_ACT_ROW)
-      float acc[4][4];
-      H3M_MMA_CHUNKS(acc, act, F, true);
+  for (int j = 0; j < 4; j++) wr[j] = down + (e * H + o0 + 8 * j + g) * F;
+  for (int r0 = 0; r0 < n; r0 += 16) {
+    H3M_MMA_ROWS(rows, r0, n, H3M_ACT_ROW)
+    float acc[4][4];
+    H3M_MMA_CHUNKS(acc, act, F, true);
 #pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int r = r0 + g + 8 * (q / 2);
-        if (threadIdx.x >= 32 || r >= n) continue;
-        const long long yrow = H3M_ACT_ROW(rows[r]);
+    for (int q = 0; q < 4; q++) {
+      const int r = r0 + g + 8 * (q / 2);
+      if (threadIdx.x >= 32 || r >= n) continue;
+      const long long yrow = H3M_ACT_ROW(rows[r]);
 #pragma unroll
-        for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
-      }
+      for (int j = 0; j < 4; j++) h3_st(y, yrow * H + o0 + 8 * j + 2 * t + q % 2, acc[j][q]);
     }
   }
   h3_pdl_wait(); // a block without rows too: no block of this grid ends before the grid before it

@@ -230,7 +230,11 @@ H3_DI unsigned h3_e4m3x2(float lo, float hi) {
 // block lets the next kernel of its stream, launched with the programmatic attribute
 // (cu_launch_pdl), start once every block of this grid has called it or exited.
 // h3_pdl_wait: returns once the grids this one depends on have completed and their writes are
-// visible; nothing written by them may be read before it, nothing they read written.
+// visible; nothing written by them may be read before it, nothing they read written. A
+// pointer read after the wait must not be `const __restrict__`: the compiler takes such data
+// as unchanging over the kernel and may hoist its loads above the wait (asm volatile and a
+// memory clobber do not stop it; seen in the moe's down GEMV, whose first chunk of act was
+// loaded before the wait).
 H3_DI void h3_pdl_launch_dependents() {
 #ifdef __CUDA_ARCH__
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -239,6 +243,24 @@ H3_DI void h3_pdl_launch_dependents() {
 H3_DI void h3_pdl_wait() {
 #ifdef __CUDA_ARCH__
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// 16 bytes at p through the read-only cache (ld.global.nc): for data no kernel writes while
+// this one runs (weights), whatever the compiler can prove of the pointer.
+H3_DI uint4 h3_ldg16(const void *p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+#else
+  return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
+
+// Asks L2 for the line holding p (no register, no wait): the data a kernel reads after
+// h3_pdl_wait can start coming before it, whatever order the compiler gives the loads.
+H3_DI void h3_prefetch_l2(const void *p) {
+#ifdef __CUDA_ARCH__
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #endif
 }
 
@@ -252,8 +274,10 @@ H3_DI void h3_pdl_wait() {
 // consecutive k at 32t (four 16-byte loads of each weight row and row of x) and feeds them to
 // the chunk's 8 k-steps, two per 16 bytes; the sums are unchanged and each weight row is
 // read 256 contiguous bytes at a time. Every lane of the warp takes part. PDL_WAIT: x is
-// written by the grid before this one (a programmatic launch): the first chunk's weights are
-// loaded, then h3_pdl_wait, then x, so that the weights' first reads overlap that grid's tail.
+// written by the grid before this one (a programmatic launch; x not `__restrict__`): the
+// first chunk's weights are prefetched to L2, then h3_pdl_wait, then the loads, so that the
+// weights' first reads overlap that grid's tail (a load of `__restrict__` weights before the
+// wait in the source may still be scheduled after it).
 template <int NT, bool PDL_WAIT = false>
 H3_DI void h3_mma_rows(const h3_bf16 *x, const long long *xrow, const bool *xlive,
                        const h3_bf16 *const *w, long long K, long long k_first, long long k_step,
@@ -269,12 +293,17 @@ H3_DI void h3_mma_rows(const h3_bf16 *x, const long long *xrow, const bool *xliv
   for (long long base = 0; base < K; base += k_step) { // as often in every warp of the block
     const long long k0 = base + k_first;
     const bool in = k0 < K; // else this warp adds zeros
+    if (PDL_WAIT && base == 0) { // the first chunk's weights on their way while that grid ends
+#pragma unroll
+      for (int j = 0; j < NT; j++)
+        if (in) h3_prefetch_l2(w[j] + k0 + 32 * t);
+      h3_pdl_wait();
+    }
     uint4 wv[NT][4], a[4], b[4];
 #pragma unroll
     for (int j = 0; j < NT; j++)
 #pragma unroll
-      for (int q = 0; q < 4; q++) wv[j][q] = in ? *reinterpret_cast<const uint4 *>(w[j] + k0 + 32 * t + 8 * q) : z;
-    if (PDL_WAIT && base == 0) h3_pdl_wait();
+      for (int q = 0; q < 4; q++) wv[j][q] = in ? h3_ldg16(w[j] + k0 + 32 * t + 8 * q) : z;
 #pragma unroll
     for (int q = 0; q < 4; q++) {
       a[q] = in && xlive[0] ? *reinterpret_cast<const uint4 *>(xa + k0 + 8 * q) : z;

@@ -157,14 +157,6 @@ H3S_KERNEL(16)
 // 0 (then the bias), writes y and resets cnt[p]. The sums depend on K alone: any grid gives
 // y's bits (the launcher's: 2 blocks an SM; nothing waits for another block).
 
-// 16 bytes of x (read by every warp of every block: the read-only cache)
-H3_DI uint4 h3s_ldx(const h3_bf16 *p) {
-#ifdef __CUDA_ARCH__
-  return __ldg(reinterpret_cast<const uint4 *>(p));
-#else
-  return *reinterpret_cast<const uint4 *>(p);
-#endif
-}
 
 // A ticket of c. On the host an atomic too: lane 0 of several warps of a block draws at once
 // where the emulator runs a block's threads as OS threads (the sanitizers' form).
@@ -200,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(H3S_THREADS, 2) H3S_CAT(H3_SKINNY_N
     const long long p = u / C, c = u % C, k0 = 256 * G * c + 8 * lane;
     uint4 xv[4];
 #pragma unroll
-    for (int g = 0; g < 4; g++) xv[g] = u < units && g < G ? h3s_ldx(x + k0 + 256 * g) : uint4{0u, 0u, 0u, 0u};
+    for (int g = 0; g < 4; g++) xv[g] = u < units && g < G ? h3_ldg16(x + k0 + 256 * g) : uint4{0u, 0u, 0u, 0u};
     float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
     for (int g = 0; g < 4; g++) {

@@ -52,8 +52,6 @@ typedef struct {
   bool inplace;
   int n_args;
   int *args; /* argument codes, see CU_ARG_* */
-  int occ_threads, occ_blocks; /* cu_resident_blocks' last answer (occ_threads 0: none yet): */
-  int64_t occ_shared;          /* blocks an SM holds of occ_threads threads, occ_shared bytes */
 } cu_kernel;
 
 typedef enum {
@@ -238,10 +236,6 @@ h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3],
 h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[3],
                             const int64_t block[3], int64_t shared, int cluster, void **args,
                             h3_diag *d);
-/* The blocks of k of `threads` threads and `shared` bytes of dynamic shared memory that the
- * card holds at once (its SMs times the blocks an SM holds), asked once per kernel and shape;
- * 0 when the runtime cannot tell. */
-int64_t cu_resident_blocks(cu_state *s, cu_kernel *k, int threads, int64_t shared);
 /* The same launched programmatically after the stream's previous kernel (programmatic
  * dependent launch, sm_90): it may start once every block of that kernel has called
  * h3_pdl_launch_dependents (kernels/prelude.cuh) or exited, and must h3_pdl_wait before it

@@ -241,19 +241,6 @@ h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool
   return st;
 }
 
-int64_t cu_resident_blocks(cu_state *s, cu_kernel *k, int threads, int64_t shared) {
-  if (k->occ_threads != threads || k->occ_shared != shared) {
-    int n = 0;
-    if (!k->fn || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)k->fn, threads,
-                                                                 (size_t)shared) != cudaSuccess) {
-      (void)cudaGetLastError(); /* not sticky: the caller keeps its shape */
-      n = 0;
-    }
-    k->occ_threads = threads, k->occ_shared = shared, k->occ_blocks = n;
-  }
-  return (int64_t)k->occ_blocks * s->sm_count;
-}
-
 /* cu_launch, cu_launch_cluster and cu_launch_pdl: clusters of `cluster` blocks, `pdl` the
  * programmatic launch (ignored under H3_PDL=0). */
 static h3_status launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],

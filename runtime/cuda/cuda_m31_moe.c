@@ -16,7 +16,6 @@
  *   blocks into its scratch (cu_m31_accept_scratch_bytes), then a block a sequence.
  */
 #include "cuda_m31.h"
-#include "cuda_m31_moe_shape.h"
 #include "cuda_m31_router_shape.h"
 
 #include <cuda.h> /* CUtensorMap (the wgmma GEMMs' weights, cu_tile_map) */
@@ -314,10 +313,6 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
     int64_t g1[3] = {by_slot ? k : E, F / 16, 1};
     void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k};
     int64_t g2[3] = {by_slot ? k : E, H / 32, 1};
-    if (by_slot) { /* one wave each (cuda_m31_moe_shape.h) */
-      g1[1] = h3cu_moe_one_row_y(k, F / 16, cu_resident_blocks(s, kn[1], M31_MOE_MMA_THREADS, 0));
-      g2[1] = h3cu_moe_one_row_y(k, H / 32, cu_resident_blocks(s, kn[2], M31_MOE_MMA_THREADS, 0));
-    }
     /* the down step programmatically after the gate-up step: its blocks load their first
        weights while the gate-up's last blocks run (kernels/m31_moe.cu) */
     if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||

@@ -30,8 +30,6 @@
  */
 #include "emu_harness.h"
 
-#include "cuda_m31_moe_shape.h" /* the one-row GEMVs' grid */
-
 #include <algorithm>
 
 namespace router_k {
@@ -162,26 +160,20 @@ static void test_router(int64_t T, int64_t H, int E, int k) {
 /* ---- moe --------------------------------------------------------------------------------- */
 /* cu_m31_run_moe's one-row form of the tensor-core GEMVs (no route, a block per slot) against
  * the route's y (want, [k, H]): every row the route computed bitwise equal, as ids are given
- * and with slots that name no expert (-1, E) or repeat one (their rows stay unwritten); with
- * one group of outputs a block and with two (the one-wave grid of cuda_m31_moe_shape.h). */
+ * and with slots that name no expert (-1, E) or repeat one (their rows stay unwritten). */
 static void check_moe_by_slot(const h3_bf16 *h, const h3_bf16 *gu, const h3_bf16 *dn, const int *ids,
                               const std::vector<h3_bf16> &want, int64_t H, int64_t F, int64_t E, int k) {
   std::vector<int> odd(ids, ids + k);
   if (k >= 4) odd[1] = -1, odd[2] = (int)E, odd[3] = odd[0];
-  for (int pass = 0; pass < 4; pass++) {
-    const int *id = pass % 2 ? odd.data() : ids;
-    const int per = pass < 2 ? 1 : 2; /* groups a block: slots for half the blocks */
-    const long long y1 = h3cu_moe_one_row_y(k, F / 16, k * F / 16 / per);
-    const long long y2 = h3cu_moe_one_row_y(k, H / 32, k * H / 32 / per);
-    CHECK(y1 == F / 16 / per && y2 == H / 32 / per, "moe one-row grid y %lld, %lld for %d groups a block",
-          y1, y2, per);
+  for (int pass = 0; pass < 2; pass++) {
+    const int *id = pass ? odd.data() : ids;
     const h3_bf16 fill = __float2bfloat16_rn(-3.0f);
     std::vector<h3_bf16> act((size_t)(k * F), fill), y((size_t)(k * H), fill);
     long long T1 = 1, HH = H, FF = F, EE = E;
-    emu_launch3(k, (int)y1, 1, H3M_MMA_THREADS, [&] {
+    emu_launch3(k, F / 16, 1, H3M_MMA_THREADS, [&] {
       moe_k::emu_moe_mma(h, gu, nullptr, nullptr, id, act.data(), T1, HH, FF, EE, k, 1.702f, 7.0f);
     });
-    emu_launch3(k, (int)y2, 1, H3M_MMA_THREADS, [&] {
+    emu_launch3(k, H / 32, 1, H3M_MMA_THREADS, [&] {
       moe_k::emu_moe_mma_down(dn, nullptr, nullptr, id, act.data(), y.data(), T1, HH, FF, EE, k);
     });
     int64_t bad = 0;
@@ -198,23 +190,9 @@ static void check_moe_by_slot(const h3_bf16 *h, const h3_bf16 *gu, const h3_bf16
         bad += (first && ws < 0) ? 0 : memcmp(&got, &exp, 2) != 0;
       }
     }
-    CHECK(bad == 0,
-          "moe mma by slot (%s ids, %d groups a block) H %lld F %lld E %lld k %d: %lld outputs differ from the route's",
-          pass % 2 ? "odd" : "the case's", per, (long long)H, (long long)F, (long long)E, k, (long long)bad);
+    CHECK(bad == 0, "moe mma by slot (%s ids) H %lld F %lld E %lld k %d: %lld outputs differ from the route's",
+          pass ? "odd" : "the case's", (long long)H, (long long)F, (long long)E, k, (long long)bad);
   }
-}
-
-/* cuda_m31_moe_shape.h's rule: the small config's step (k 4, 192 groups) on a card that holds
- * 396 blocks (132 SMs x 3) takes two groups a block; a grid that fits stays; none that fits
- * (or an unknown card, 0 slots) keeps one group a block. */
-static void test_moe_one_row_shape(void) {
-  CHECK(h3cu_moe_one_row_y(4, 192, 396) == 96, "768 blocks over 396 slots: y %lld, want 96",
-        h3cu_moe_one_row_y(4, 192, 396));
-  CHECK(h3cu_moe_one_row_y(2, 8, 396) == 8, "a grid that fits: y %lld, want 8", h3cu_moe_one_row_y(2, 8, 396));
-  CHECK(h3cu_moe_one_row_y(4, 192, 40) == 192 && h3cu_moe_one_row_y(4, 192, 0) == 192,
-        "no divisor up to 8 fits: one group a block");
-  CHECK(h3cu_moe_one_row_y(4, 6, 8) == 2, "6 groups over 8 slots at k 4: y %lld, want 2 (3 a block)",
-        h3cu_moe_one_row_y(4, 6, 8));
 }
 
 /* cores: 1 the CUDA-core kernels, 2 the tensor-core ones (widths multiples of 128), 3 both. */
@@ -699,7 +677,6 @@ int main(void) {
   test_moe(7, 64, 32, 8, 2, true, 3);
   test_moe(20, 64, 32, 4, 3, false, 3); /* > H3M_ROWS rows per expert */
   test_moe(6, 128, 128, 8, 2, true, 3);   /* tensor cores (widths multiples of 128) */
-  test_moe_one_row_shape();
   test_moe(1, 256, 128, 8, 4, true, 2);   /* one row: the route and the block-per-slot form */
   test_moe(1, 640, 384, 32, 4, false, 2);
   test_moe(40, 256, 128, 2, 2, false, 2); /* > 16 rows per expert: tensor-core passes */
