@@ -497,26 +497,17 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
-113) { # the moe's one-row GEMVs as one wave and two programmatic launches (STAGE = build-gpu/s55 at
-   # 30791c9; carry s53, s54, s55): s53 = s52 + 13f2cf7 (the moe's down GEMV launched after its
-   # gate-up GEMV programmatically: its first weights load while the gate-up's last blocks run),
-   # s54 = s53 + 11817d5 (the router likewise after the layer's add + norm, in a graph), s55 = s54
-   # + 30791c9 (both GEMVs as 384 blocks of two output groups each instead of 768 of one: the
-   # kernel holds 3 blocks an SM at 168 registers, 396 on the card, so 768 ran as two waves;
-   # cuBLASLt's 302 MB dense gate-up GEMV reads at 3.02 TB/s on the H100, moem at 2.56).
-   # test_gpu_ops on s55 first (a moe case at the model's widths: a read of act before the wait
-   # would show; the one-wave grid). Batch 1: 2 rounds of s55, s55 with H3_PDL=0, s54, s53,
-   # alternating on one kernel cache; 64 sequences: 2 rounds of s55 and s55 with H3_PDL=0
-   # (the one-wave grid is the one-row form's only); s55's timeline. Predicted: one wave (s55
-   # against s54) -20..-50 us on an H100 (moem 118 -> ~100-105, moemd 54 -> ~50, 3 layers),
-   # -5..-15 on an H200; both launches (s55 against H3_PDL=0) -15..-30, the router's part (s54
-   # against s53) -5..-12; 64 sequences -10..-20 from the launches; tokens equal. ~9 min
-   echo "== test_gpu_ops (s55)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
-   kc=$(mktemp -d); for b in build-gpu/s53 build-gpu/s54 "$S"; do cp -r "$b/kcache/." "$kc/"; done
-   for r in 1 2; do
-     for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done
-     for b in build-gpu/s54 build-gpu/s53; do dev/m31_step_calls.sh 1 $b:$kc | sed "s#^#pdl 1: #"; done
-   done
+114) { # the two programmatic launches again, their loads ordered (STAGE = build-gpu/s56: 30791c9's one
+   # wave reverted; the moe's down GEMV reads act, the router h, through pointers without
+   # __restrict__, so no load of them moves above griddepcontrol.wait (113's SASS: ptxas had put
+   # act's first chunk above it, and test_gpu_ops' programmatic moe case failed, nmse 0.017); the
+   # down GEMV's first weight chunk prefetched to L2 before the wait). test_gpu_ops first, then
+   # batch 1 over 3 rounds H3_PDL=1 / 0 alternating, 64 sequences over 2, the timeline. On an
+   # H200 this is issue 17's figure too. Predicted: tokens equal; batch 1 -10..-25 us (H100),
+   # 64 sequences -5..-15. ~8 min (carry build-gpu/s56, build-gpu/lab)
+   echo "== test_gpu_ops (s56)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   for r in 1 2 3; do for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done; done
    H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
      --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
    for r in 1 2; do for p in 1 0; do H3_PDL=$p M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done; done
@@ -524,6 +515,9 @@ case $CALL in
    echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
    head -1 "$OUT/tl.txt"; grep -E "routerf|moem|add_rms_norm" "$OUT/tl.txt" | head -16
    } > "$log" 2>&1 ;;
+113) # ran 2026-12-07 on an H100 (dev/results/2026-12-07-h100-one-wave-pdl-hoisted.txt): the one wave
+   # lost (+45 us) and is reverted; the programmatic down step read act before its wait (114)
+   echo "call 113 ran on build-gpu/s55, since reverted: see dev/results" > "$log" ;;
 112) { # the SM reserve again now that both streams' GEMVs of a window leave it free (STAGE =
    # build-gpu/s55, the newest, or s52; carry it): 8 / 16 / 32 (0 is the whole card for every GEMV), each with its
    # own tuning (an untimed run first), one kernel cache, batch 1 alternating over 2 rounds.
