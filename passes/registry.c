@@ -32,6 +32,7 @@
   X(kv_write_fusion)       /* k's cache write into its norm+rope (bf16 form only) */    \
   X(sage_q_fusion)         /* sage_attention's q codes from its norm+rope, once it is final */ \
   X(add_norm_fusion)       /* before elementwise-fusion takes the residual adds */     \
+  X(index_topk_early)      /* after kv-write-fusion; before the slots' arithmetic fuses */ \
   X(elementwise_fusion)                                                                    \
   X(int8_fuse_group_quant) /* --int8: the quantizer joins its producer group */            \
   X(side_streams) /* after every rewrite: it reorders and marks the final ops */          \

@@ -31,10 +31,13 @@
  * makes is read only inside E_i, by J or after J; it holds a kernel and only side-eligible
  * ops (no loop, call, branch, collective or op whose kernels share state between ops; work
  * of at most MAX_ROWS rows: batch-sized work that leaves the card's memory system or SMs
- * idle, not a prefill's GEMMs); and it touches no buffer that a main op after its last
- * input (up to J) updates in place, nor updates in place one that such an op reads. E_i then moves after
- * the last op it depends on (how far after: below), and the main work of its window is
- * every other op between there and J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
+ * idle, not a prefill's GEMMs); and it updates in place no buffer that a main op after its
+ * last input (up to J) reads. A main op there that updates in place a buffer E_i reads (E_i
+ * reads it first: a reader of the update would depend on it) moves right after J, after the
+ * join, when no op up to J reads its results (M3.1 decode: the index cache's write, once
+ * index-topk-early gives top-k the cache before it); else E_i is no candidate. E_i then
+ * moves after the last op it depends on (how far after: below), and the main work of its
+ * window is every other op between there and J but those that wait after J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
  * region takes the worthiest candidate (the cheaper chain on a tie, so the side never
  * becomes the long path) while it reaches MIN_OVERLAP_US, then the next whose window
  * overlaps none taken. The branch goes no earlier than needed: its window is the main ops
@@ -216,18 +219,31 @@ static bool updates_read_of(const h3_op *op, const h3_op *other) {
   return false;
 }
 
-/* In-place conflicts between the side set and the main ops of the window [lo, hi). */
-static bool in_place_clash(const region_view *rv, const unsigned char *side, int lo, int hi) {
-  for (int s = 0; s < rv->n; s++)
-    for (int k = lo; side[s] && k < hi; k++)
-      if (!side[k] && (updates_read_of(rv->ops[s], rv->ops[k]) || updates_read_of(rv->ops[k], rv->ops[s])))
-        return true;
-  return false;
+/* The main ops of (lo, j) that update in place a buffer a side op reads, into sink (room
+ * for n, cleared here): each waits below J, after the join, where the side ops have read
+ * the buffer (their reads come before the update in program order: a side op reading the
+ * update would depend on it). False when a main op and a side op clash otherwise (a side op
+ * updates what a main op reads) or an op up to J reads a result of one that must wait. */
+static bool sink_clashes(const region_view *rv, const unsigned char *side, int lo, int j, unsigned char *sink) {
+  memset(sink, 0, (size_t)rv->n);
+  for (int k = lo + 1; k < j; k++) {
+    if (side[k]) continue;
+    for (int s = 0; s < rv->n; s++) {
+      if (!side[s]) continue;
+      if (updates_read_of(rv->ops[s], rv->ops[k])) return false;
+      if (updates_read_of(rv->ops[k], rv->ops[s])) sink[k] = 1;
+    }
+    for (int x = k + 1; sink[k] && x <= j; x++)
+      for (int t = 0; t < rv->n_prod[x]; t++)
+        if (rv->producers[rv->prod_at[x] + t] == k) return false;
+  }
+  return true;
 }
 
 /* ---- one join ----------------------------------------------------------------------------- */
 typedef struct {
   unsigned char *side; /* by index: in the branch */
+  unsigned char *sink; /* by index: a main op that moves right after J (sink_clashes) */
   int after;           /* the branch goes right after this index (-1: region start) */
   double benefit, cost;
 } candidate;
@@ -254,27 +270,30 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
     kernels += is_kernel(rv->ops[x]);
   }
   if (!kernels) return false;
-  /* every reader of the chain's values is in it, is J or comes after J; the chain's
-     outside producers come before its new place */
+  /* the chain's outside producers come before its new place */
   int after = -1;
-  for (int k = 0; k < n; k++) {
-    for (int t = 0; t < rv->n_prod[k]; t++) {
+  for (int k = 0; k < n; k++)
+    for (int t = 0; c->side[k] && t < rv->n_prod[k]; t++) {
       int q = rv->producers[rv->prod_at[k] + t];
-      if (c->side[q] && !c->side[k] && k < j) return false;
-      if (c->side[k] && !c->side[q] && q > after) after = q;
+      if (!c->side[q] && q > after) after = q;
     }
-  }
   if (after >= j) return false;
+  /* in-place clashes over every main op a side op may move past, not just the window's: such
+     an op waits after J when nothing before J needs it, else there is no branch */
+  if (!sink_clashes(rv, c->side, after, j, c->sink)) return false;
+  /* every reader of the chain's values is in it, is J, comes after J or waits after it */
+  for (int k = 0; k < j; k++)
+    for (int t = 0; !c->side[k] && !c->sink[k] && t < rv->n_prod[k]; t++)
+      if (c->side[rv->producers[rv->prod_at[k] + t]]) return false;
   double side_cost = 0, reach = 0; /* reach: the modelled cost of the main ops walked so far */
   for (int k = 0; k < n; k++)
     if (c->side[k]) side_cost += op_cost_us(rv->ops[k]);
   /* the window: from J back over the main ops until they hold WINDOW_KERNELS kernels and
      cover the chain COVER times, or back to the chain's inputs; the branch goes right after
      the main op before them (a longer window only keeps more values live) */
-  const int inputs = after; /* the chain's last input: its ops move within (inputs, j) */
   int first = j, main_kernels = 0;
   for (int k = j - 1; k > after && (main_kernels < WINDOW_KERNELS || reach < COVER * side_cost); k--)
-    if (!c->side[k]) {
+    if (!c->side[k] && !c->sink[k]) {
       reach += op_cost_us(rv->ops[k]);
       main_kernels += is_kernel(rv->ops[k]);
       first = k;
@@ -285,9 +304,8 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
      tie must not depend on the order of a floating-point sum */
   double main_cost = 0;
   for (int k = first; k < j; k++)
-    if (!c->side[k]) main_cost += op_cost_us(rv->ops[k]);
-  /* in-place clashes over every main op a side op may move past, not just the window's */
-  if (!main_kernels || in_place_clash(rv, c->side, inputs + 1, j)) return false;
+    if (!c->side[k] && !c->sink[k]) main_cost += op_cost_us(rv->ops[k]);
+  if (!main_kernels) return false;
   c->after = after;
   c->cost = side_cost;
   c->benefit = side_cost < main_cost ? side_cost : main_cost;
@@ -301,10 +319,13 @@ static long long linear_rows(const h3_op *op) {
   return (long long)h3_type_numel(y) / n;
 }
 
-/* Moves the branch right after index `after`, marks it and the join, and marks `beside`
- * the linears of the window (the branch's first op up to the join), the branch's and the
- * main stream's. */
+/* Moves the branch right after index `after` and the sunk ops right after J (in their
+ * order), marks the branch and the join, and marks `beside` the linears of the window (the
+ * branch's first op up to the join), the branch's and the main stream's. */
 static void apply(ss_state *s, region_view *rv, h3_region *r, const candidate *c, int j) {
+  h3_op *below = rv->ops[j]->next;
+  for (int k = 0; k < rv->n; k++)
+    if (c->sink[k]) h3_op_move_before(rv->ops[k], r, below);
   h3_op *before = c->after >= 0 ? rv->ops[c->after]->next : r->first, *first = NULL;
   for (int k = 0; k < rv->n; k++) {
     if (!c->side[k]) continue;
@@ -348,12 +369,16 @@ static bool branch_once(ss_state *s, h3_region *r) {
   if (built) {
     best.side = malloc((size_t)rv.n + 1);
     cur.side = malloc((size_t)rv.n + 1);
+    best.sink = malloc((size_t)rv.n + 1);
+    cur.sink = malloc((size_t)rv.n + 1);
     win = malloc((size_t)(2 * rv.n + 2) * sizeof *win);
   }
-  if (!built || !best.side || !cur.side || !win) {
+  if (!built || !best.side || !cur.side || !best.sink || !cur.sink || !win) {
     s->oom = true;
     free(best.side);
     free(cur.side);
+    free(best.sink);
+    free(cur.sink);
     free(win);
     view_free(&rv);
     return false;
@@ -369,15 +394,17 @@ static bool branch_once(ss_state *s, h3_region *r) {
       if (!clear) continue;
       if (best_j >= 0 && (cur.benefit < best.benefit || (cur.benefit == best.benefit && cur.cost >= best.cost)))
         continue;
-      unsigned char *t = best.side;
+      unsigned char *t = best.side, *u = best.sink;
       best = cur;
-      cur.side = t;
+      cur.side = t, cur.sink = u;
       best_j = j;
     }
   }
   if (best_j >= 0) apply(s, &rv, r, &best, best_j);
   free(best.side);
   free(cur.side);
+  free(best.sink);
+  free(cur.sink);
   free(win);
   view_free(&rv);
   return best_j >= 0;
