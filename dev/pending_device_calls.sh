@@ -497,6 +497,30 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+115) { # 114 and index-topk-early in one call (STAGE = build-gpu/s56; carry s56, s57, lab): s57 =
+   # s56 + the pass (a one-row index_topk reads the index cache before the step's write, so
+   # side-streams branches the q chain + top-k beside qkv + the k chain's GEMV and runs the
+   # ik write after the attention). test_gpu_ops on s56; batch 1 over 3 rounds: s56 H3_PDL=1,
+   # s56 H3_PDL=0, s57 (PDL on), alternating on one kernel cache; 64 sequences one round of
+   # s56 PDL 1 / 0 (the pass does not fire at 64 rows); s57's timeline. Predicted: tokens
+   # equal in all three; PDL -10..-25 us (H100; H200 less); the pass -10..-20 us (H100: the
+   # branch was ~5 us longer than the qkv side, now ~10 us shorter; the ik write ~4 us after
+   # the attention), -20..-30 on an H200. ~8 min
+   echo "== test_gpu_ops (s56)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"; cp -r build-gpu/s57/kcache/. "$kc/"
+   for b in build-gpu/s57 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done # both builds' keys tuned
+   for r in 1 2 3; do
+     for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done
+     dev/m31_step_calls.sh 1 "build-gpu/s57:$kc" | sed "s#^#pdl 1: #"
+   done
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   for p in 1 0; do H3_PDL=$p M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done
+   timeline build-gpu/s57 "$kc" "$OUT/tl.tsv"
+   echo "== timeline build-gpu/s57"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -A24 "^critical path:" "$OUT/tl.txt"
+   } > "$log" 2>&1 ;;
 114) { # the two programmatic launches again, their loads ordered (STAGE = build-gpu/s56: 30791c9's one
    # wave reverted; the moe's down GEMV reads act, the router h, through pointers without
    # __restrict__, so no load of them moves above griddepcontrol.wait (113's SASS: ptxas had put
