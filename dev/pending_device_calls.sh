@@ -497,6 +497,18 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+116) { # 115 cut to ~5 min for a short budget (STAGE = build-gpu/s56; carry s56, s57, lab):
+   # test_gpu_ops on s56, then batch 1 over 2 rounds of s56 H3_PDL=1, s56 H3_PDL=0, s57; no 64
+   # sequences, no timeline. Predictions as 115
+   echo "== test_gpu_ops (s56)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"; cp -r build-gpu/s57/kcache/. "$kc/"
+   for b in build-gpu/s57 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done # both builds' keys tuned
+   for r in 1 2; do
+     for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done
+     dev/m31_step_calls.sh 1 "build-gpu/s57:$kc" | sed "s#^#pdl 1: #"
+   done
+   } > "$log" 2>&1 ;;
 115) { # 114 and index-topk-early in one call (STAGE = build-gpu/s56; carry s56, s57, lab): s57 =
    # s56 + the pass (a one-row index_topk reads the index cache before the step's write, so
    # side-streams branches the q chain + top-k beside qkv + the k chain's GEMV and runs the
