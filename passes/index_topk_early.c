@@ -19,7 +19,10 @@
  * Why: in M3.1's decode the indexer's k chain (its GEMV, split-K reduce and the norm + rope
  * + write) no longer precedes top-k, which then waits for the q chain alone; side-streams can
  * run the k chain on the other stream (it sinks the write below the branch's join, so that
- * the read and the in-place write never run at once).
+ * the read and the in-place write never run at once). Opt-in (--enable-pass): on an H100 the
+ * step took 15 us longer with it (the k chain's GEMV and reduce then follow the qkv GEMV on
+ * the main stream, which becomes the longer side by ~7 us a layer, and the write follows the
+ * attention); the H200, whose indexer branch ran ~20 us past the qkv side, is not measured.
  *
  * Legality: the index_topk has one row (iq's first dim and pos's element count are 1) and its
  * table one row; the write's result 0 is the index_topk's cache and updates operand 0 in
@@ -157,7 +160,7 @@ const h3_pass h3_pass_index_topk_early = {
                    "waits for the indexer's k chain; bitwise neutral where a page table names "
                    "each page once",
     .min_tier = H3_TIER_EXACT,
-    .in_default_pipeline = true,
+    .in_default_pipeline = false, /* --enable-pass: +15 us a batch-1 step on an H100 */
     .requires = {NULL},
     .run = te_run,
 };

@@ -43,12 +43,14 @@ static inline h3_module *tiny_h3_compile(h3_tier tier, const char *disabled) {
   return minimax_h3_load(&fo, &po);
 }
 
-/* models/minimax_m3_1.g at `config` after the default pipeline without the passes in
- * `disabled` (a comma list, NULL: none), verified after each pass. NULL after printing the
- * diagnostics. */
-static inline h3_module *m31_compile(const char *config, const char *disabled) {
+/* models/minimax_m3_1.g at `config` after the default pipeline with the opt-in passes in
+ * `enabled` and without the passes in `disabled` (comma lists, NULL: none), verified after
+ * each pass. NULL after printing the diagnostics. */
+static inline h3_module *m31_compile_enabling(const char *config, const char *enabled,
+                                              const char *disabled) {
   h3_frontend_options fo = {config, 0, NULL};
   h3_pass_options po = h3_pass_options_default();
+  po.enable = enabled;
   po.disabled = disabled;
   po.verify_each = true;
   h3_diag d;
@@ -61,6 +63,11 @@ static inline h3_module *m31_compile(const char *config, const char *disabled) {
   if (!m) h3_diag_print(&d, stderr);
   h3_diag_free(&d);
   return m;
+}
+
+/* The same without opt-in passes. */
+static inline h3_module *m31_compile(const char *config, const char *disabled) {
+  return m31_compile_enabling(config, NULL, disabled);
 }
 
 /* Runs graph `name` of m on the CPU backend (2 threads) with random weights of `seed` and

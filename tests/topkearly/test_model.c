@@ -1,4 +1,5 @@
-/* test_model.c: index-topk-early on M3.1 (models/minimax_m3_1.g), CPU backend.
+/* test_model.c: index-topk-early (opt-in: --enable-pass) on M3.1 (models/minimax_m3_1.g), CPU
+ * backend.
  *   - where it rewrites: at the tiny config (one sequence) every sparse layer's index_topk
  *     of the one-row graphs (decode, decode_next, decode_batch, serve_decode) reads the index
  *     cache before the write, and no other (prefill's and verify's rows read the rows the
@@ -44,6 +45,7 @@ static topk_count count_in(h3_module *m, const char *graph) {
   return c;
 }
 
+/* without: the default pipeline, which does not run the pass */
 static void check_sites(h3_module *with, h3_module *without) {
   const char *one_row[] = {"decode", "decode_next", "decode_batch", "serve_decode"};
   for (int i = 0; i < 4; i++) {
@@ -75,7 +77,7 @@ static int find_join(h3_op *op, void *ctx) {
 }
 
 static void check_small(void) {
-  h3_module *m = m31_compile("small", NULL);
+  h3_module *m = m31_compile_enabling("small", "index-topk-early", NULL);
   CHECK(m != NULL, "compiling the small model");
   if (!m) return;
   topk_count c = count_in(m, "decode");
@@ -92,7 +94,7 @@ static void check_small(void) {
 }
 
 int main(void) {
-  h3_module *with = m31_compile("tiny", NULL), *without = m31_compile("tiny", "index-topk-early");
+  h3_module *with = m31_compile_enabling("tiny", "index-topk-early", NULL), *without = m31_compile("tiny", NULL);
   CHECK(with && without, "compiling the tiny model");
   if (with && without) {
     check_sites(with, without);
