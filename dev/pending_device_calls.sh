@@ -2,7 +2,14 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
+# Next (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
+#   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
+#   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
+#   (dev/mini_stage.sh build-gpu/s18 build-gpu/s56 h3c h3exec test_gpu_ops; both plans into its
+#   kcache) and s57 = the same binaries with plans/m31_small_p2048_n80.plan compiled
+#   --enable-pass index-topk-early; run dev/session_call.sh $OUT build-gpu/s56:115 (carry s56,
+#   s57, lab; ~8 min). Then 111 on an H200 if s51 / s52 are wanted for the record, 112, 84.
+# Before (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
 #   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s55 (~9 min, either card: the
 #   moe's one-row GEMVs as one wave, its down GEMV and the router launched programmatically),
