@@ -647,7 +647,7 @@ __device__ __forceinline__ const int *h3m_mma_rows_of(const int *lists, const in
 // blockIdx.y .. + 15 of expert e (h3m_mma_rows_of): n-tiles gate o0.., gate o0+8.., up o0..,
 // up o0+8..; act[t * k + s, o] as H3_MOE_NAME. Each block lets H3_MOE_MMA_DOWN_NAME (launched
 // programmatically after it) start as soon as all of this grid's blocks have started: the
-// down blocks then load their first weights in the slots this grid's last blocks free.
+// down blocks then prefetch their first weights in the slots this grid's last blocks free.
 extern "C" __global__ void __launch_bounds__(H3M_MMA_THREADS) H3_MOE_MMA_NAME(
     const h3_bf16 *__restrict__ h, const h3_bf16 *__restrict__ gu, const int *__restrict__ lists,
     const int *__restrict__ counts, const I_T *__restrict__ ids, h3_bf16 *__restrict__ act, long long T,
