@@ -8,7 +8,8 @@
 #   (dev/mini_stage.sh build-gpu/s18 build-gpu/s56 h3c h3exec test_gpu_ops; both plans into its
 #   kcache) and s57 = the same binaries with plans/m31_small_p2048_n80.plan compiled
 #   --enable-pass index-topk-early; run dev/session_call.sh $OUT build-gpu/s56:115 (carry s56,
-#   s57, lab; ~8 min). Then 111 on an H200 if s51 / s52 are wanted for the record, 112, 84.
+#   s57, lab; ~8 min). Then 117 (the side stream's priority, H3_SIDE_PRIORITY; either card; its
+#   stage = s56 rebuilt at the newest HEAD), 111 on an H200 if s51 / s52 are wanted, 112, 84.
 # Before (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
 #   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s55 (~9 min, either card: the
@@ -504,6 +505,27 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+117) { # the side stream at the device's greatest priority (STAGE = HEAD's: h3c, h3exec, test_gpu_ops,
+   # both plans in its kcache; carry it): H3_SIDE_PRIORITY=1 (default) against 0 on the same
+   # build, batch 1 over 3 rounds and 64 sequences over 2, alternating on one kernel cache;
+   # then the batch-1 timeline. Why (call 116's s57 timeline, H100): in each moe window the
+   # shared expert's swiglu kernel (1 block, on the branch) started 86 us after its input was
+   # ready and its down GEMV 78 us after that kernel, behind the moe's 768-block GEMVs (the
+   # block scheduler dispatched their pending blocks first), so the join waited 0-8 us for the
+   # branch after the moe's down GEMV (layers 0 / 1 / 2: 8 / 0 / ~5). Predicted: batch 1
+   # -5..-20 us (the joins' waits; the indexer branch's small kernels first beside the qkv
+   # GEMV), 64 sequences -5..-15; tokens equal. ~8 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
+     --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the tuning
+   for r in 1 2 3; do for p in 1 0; do H3_SIDE_PRIORITY=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#priority $p: #"; done; done
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   for r in 1 2; do for p in 1 0; do H3_SIDE_PRIORITY=$p M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#priority $p: #"; done; done
+   timeline "$S" "$kc" "$OUT/tl.tsv"
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -E "moem|moemd|moec|nvjet.*64x1[01]|h3_fused" "$OUT/tl.txt" | head -24
+   } > "$log" 2>&1 ;;
 116) { # 115 cut to ~5 min for a short budget (STAGE = build-gpu/s56; carry s56, s57, lab):
    # test_gpu_ops on s56, then batch 1 over 2 rounds of s56 H3_PDL=1, s56 H3_PDL=0, s57; no 64
    # sequences, no timeline. Predictions as 115
@@ -539,24 +561,6 @@ case $CALL in
    timeline build-gpu/s57 "$kc" "$OUT/tl.tsv"
    echo "== timeline build-gpu/s57"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
    head -1 "$OUT/tl.txt"; grep -A24 "^critical path:" "$OUT/tl.txt"
-   } > "$log" 2>&1 ;;
-114) { # the two programmatic launches again, their loads ordered (STAGE = build-gpu/s56: 30791c9's one
-   # wave reverted; the moe's down GEMV reads act, the router h, through pointers without
-   # __restrict__, so no load of them moves above griddepcontrol.wait (113's SASS: ptxas had put
-   # act's first chunk above it, and test_gpu_ops' programmatic moe case failed, nmse 0.017); the
-   # down GEMV's first weight chunk prefetched to L2 before the wait). test_gpu_ops first, then
-   # batch 1 over 3 rounds H3_PDL=1 / 0 alternating, 64 sequences over 2, the timeline. On an
-   # H200 this is issue 17's figure too. Predicted: tokens equal; batch 1 -10..-25 us (H100),
-   # 64 sequences -5..-15. ~8 min (carry build-gpu/s56, build-gpu/lab)
-   echo "== test_gpu_ops (s56)"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
-   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
-   for r in 1 2 3; do for p in 1 0; do H3_PDL=$p dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done; done
-   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
-     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
-   for r in 1 2; do for p in 1 0; do H3_PDL=$p M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl $p: #"; done; done
-   timeline "$S" "$kc" "$OUT/tl.tsv"
-   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
-   head -1 "$OUT/tl.txt"; grep -E "routerf|moem|add_rms_norm" "$OUT/tl.txt" | head -16
    } > "$log" 2>&1 ;;
 113) # ran 2026-12-07 on an H100 (dev/results/2026-12-07-h100-one-wave-pdl-hoisted.txt): the one wave
    # lost (+45 us) and is reverted; the programmatic down step read act before its wait (114)
