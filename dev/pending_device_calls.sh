@@ -9,7 +9,8 @@
 #   kcache) and s57 = the same binaries with plans/m31_small_p2048_n80.plan compiled
 #   --enable-pass index-topk-early; run dev/session_call.sh $OUT build-gpu/s56:115 (carry s56,
 #   s57, lab; ~8 min). Then 117 (the side stream's priority, H3_SIDE_PRIORITY; either card; its
-#   stage = s56 rebuilt at the newest HEAD), 111 on an H200 if s51 / s52 are wanted, 112, 84.
+#   stage = s56 rebuilt at the newest HEAD), 118 (the branch's GEMVs without a reduce launch,
+#   dev/branch_skinny.patch), 111 on an H200 if s51 / s52 are wanted, 112, 84.
 # Before (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
 #   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s55 (~9 min, either card: the
@@ -504,6 +505,25 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+118) { # the indexer branch's small GEMVs without a reduce launch (STAGE = a stage of HEAD with
+   # dev/branch_skinny.patch applied: git apply dev/branch_skinny.patch && dev/mini_stage.sh
+   # build-gpu/s18 build-gpu/s59 h3c h3exec, both plans into its kcache, git checkout
+   # runtime/cuda/cuda_skinny_gemm.c; carry it): H3_LAB_BRANCH_FORM unset (cuBLASLt: split-K
+   # GEMV + a reduce kernel each), =stream (the skinny kernel's one-row streaming form) and
+   # =skinny, for the branch's linears of <= 8 MiB (the q and k GEMVs of the indexer), batch 1
+   # over 3 rounds on one kernel cache. Why: call 116's timeline put the q GEMV's reduce at
+   # 10.1 us beside the qkv stream (1.4 alone), and the branch is the longer side by ~5 us on
+   # an H100 (~20 on the H200). The skinny forms add their partials in the kernel (the last
+   # ticket's thread). Predicted: -5..-15 us a step on an H100 if the skinny forms read 6 MB as
+   # fast as cuBLASLt beside the stream; tokens may differ in late positions (another sum
+   # order). ~5 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
+     --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the tuning
+   for r in 1 2 3; do for f in "" stream skinny; do
+     H3_LAB_BRANCH_FORM=$f dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#branch form ${f:-library}: #"
+   done; done
    } > "$log" 2>&1 ;;
 117) { # the side stream at the device's greatest priority (STAGE = HEAD's: h3c, h3exec, test_gpu_ops,
    # both plans in its kcache; carry it): H3_SIDE_PRIORITY=1 (default) against 0 on the same
