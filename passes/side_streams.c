@@ -299,7 +299,7 @@ static bool chain_of(const region_view *rv, int j, int operand, candidate *c) {
       first = k;
     }
   after = first - 1;
-  while (after >= 0 && c->side[after]) after--;
+  while (after >= 0 && (c->side[after] || c->sink[after])) after--; /* a sunk op leaves */
   /* the window's cost summed again in program order: candidates are compared by it, and a
      tie must not depend on the order of a floating-point sum */
   double main_cost = 0;
