@@ -8,9 +8,11 @@
 #   (dev/mini_stage.sh build-gpu/s18 build-gpu/s56 h3c h3exec test_gpu_ops; both plans into its
 #   kcache) and s57 = the same binaries with plans/m31_small_p2048_n80.plan compiled
 #   --enable-pass index-topk-early; run dev/session_call.sh $OUT build-gpu/s56:115 (carry s56,
-#   s57, lab; ~8 min). Then 117 (the side stream's priority, H3_SIDE_PRIORITY; either card; its
-#   stage = s56 rebuilt at the newest HEAD), 118 (the branch's GEMVs without a reduce launch,
-#   dev/branch_skinny.patch), 111 on an H200 if s51 / s52 are wanted, 112, 84.
+#   s57, lab; ~8 min; HEAD's s56 runs the side stream at the greatest priority, unmeasured: 117
+#   measures it on the same stage, so run both in one session). Then 117 (H3_SIDE_PRIORITY;
+#   either card; STAGE = s56), 118 (the branch's GEMVs without a reduce launch,
+#   dev/branch_skinny.patch), 111 on an H200 if s51 / s52 are wanted, 112, 84. Building a
+#   stage in a fresh checkout takes ~1 min (scripts/setup.sh's packages first).
 # Before (2026-12-07, session 36; 108 and 109 ran on an H100: dev/results/2026-12-07-h100-decode-round-trips-
 #   gemm-gap.txt; 111 on an H100: -side-linears-beside.txt): 111 again on an H200 (issue 17's
 #   figure: s51 and s52 on one card; ~8 min), 113 on build-gpu/s55 (~9 min, either card: the
