@@ -39,21 +39,17 @@ typedef struct {
   int64_t start;
 } vv_state;
 
-static h3_op *def_of(const h3_value *v, h3_opcode code) {
-  return v->kind == H3_VALUE_RESULT && v->def && v->def->code == code ? v->def : NULL;
-}
-
 static bool match(h3_rewriter *rw, h3_op *att, void *state) {
   vv_state *s = state;
   (void)rw;
   if (att->n_operands != 3 || h3_op_attr(att, "v_view")) return false;
   h3_value *v3 = att->operands[2];
   const h3_type *kt = &att->operands[1]->type;
-  h3_op *reshape = def_of(v3, H3_OP_RESHAPE);
+  h3_op *reshape = h3_value_def_of(v3, H3_OP_RESHAPE);
   if (!reshape || reshape->parent != att->parent || v3->uses != 1) return false;
   if (kt->rank != 3 || !h3_type_same_shape(&v3->type, kt)) return false;
   h3_value *v = reshape->operands[0];
-  h3_op *slice = def_of(v, H3_OP_SLICE);
+  h3_op *slice = h3_value_def_of(v, H3_OP_SLICE);
   if (!slice || slice->parent != att->parent || v->uses != 1) return false;
   if (h3_op_attr_int(slice, "axis", -1) != 1) return false;
   h3_value *x = slice->operands[0];

@@ -42,19 +42,15 @@ typedef struct {
   h3_op *write; /* the match just found */
 } te_state;
 
-static h3_op *def_of(const h3_value *v, h3_opcode code) {
-  return v && v->kind == H3_VALUE_RESULT && v->def && v->def->code == code ? v->def : NULL;
-}
-
 /* v through its reshapes (views of the same elements in the same order). */
 static const h3_value *strip_reshapes(const h3_value *v) {
-  for (const h3_op *r; (r = def_of(v, H3_OP_RESHAPE));) v = r->operands[0];
+  for (const h3_op *r; (r = h3_value_def_of(v, H3_OP_RESHAPE));) v = r->operands[0];
   return v;
 }
 
 /* Whether v is an integer constant equal to want. */
 static bool const_is(const h3_value *v, int64_t want) {
-  const h3_op *c = def_of(v, H3_OP_CONST);
+  const h3_op *c = h3_value_def_of(v, H3_OP_CONST);
   return c && (c->results[0]->type.dtype == H3_I32 || c->results[0]->type.dtype == H3_I64) &&
          h3_op_attr_float(c, "value", -1.0) == (double)want;
 }
@@ -70,7 +66,7 @@ static bool is_zero(const h3_value *v, int depth) {
   if (o->code == H3_OP_MUL)
     return is_zero(o->operands[0], depth + 1) || is_zero(o->operands[1], depth + 1);
   if (o->code == H3_OP_DIV) {
-    const h3_op *c = def_of(o->operands[1], H3_OP_CONST);
+    const h3_op *c = h3_value_def_of(o->operands[1], H3_OP_CONST);
     return c && h3_op_attr_float(c, "value", 0.0) > 0.0 && is_zero(o->operands[0], depth + 1);
   }
   return false;
@@ -94,7 +90,7 @@ static bool is_page(const h3_value *v, const void *arg) { return const_is(v, ((c
 
 /* v = op(pos, page) for op mod or div. */
 static bool is_pos_by_page(const h3_value *v, h3_opcode code, const pos_page *pp) {
-  const h3_op *o = def_of(v, code);
+  const h3_op *o = h3_value_def_of(v, code);
   return o && o->operands[0] == pp->pos && is_page(o->operands[1], pp);
 }
 static bool is_pos_mod_page(const h3_value *v, const void *arg) { return is_pos_by_page(v, H3_OP_MOD, arg); }
@@ -103,11 +99,11 @@ static bool is_pos_div_page(const h3_value *v, const void *arg) { return is_pos_
 /* Whether slot is the one row's own position pos in table pt, pages of `page` rows. */
 static bool own_slot(const h3_value *slot, const h3_value *pos, const h3_value *pt, int64_t page) {
   const pos_page pp = {pos, page};
-  const h3_value *scaled = other_than(def_of(slot, H3_OP_ADD), is_pos_mod_page, &pp);
-  const h3_value *entry = scaled ? other_than(def_of(scaled, H3_OP_MUL), is_page, &pp) : NULL;
-  const h3_op *g = entry ? def_of(entry, H3_OP_GATHER) : NULL;
+  const h3_value *scaled = other_than(h3_value_def_of(slot, H3_OP_ADD), is_pos_mod_page, &pp);
+  const h3_value *entry = scaled ? other_than(h3_value_def_of(scaled, H3_OP_MUL), is_page, &pp) : NULL;
+  const h3_op *g = entry ? h3_value_def_of(entry, H3_OP_GATHER) : NULL;
   if (!g || strip_reshapes(g->operands[0]) != strip_reshapes(pt)) return false;
-  const h3_value *offset = other_than(def_of(g->operands[1], H3_OP_ADD), is_pos_div_page, &pp);
+  const h3_value *offset = other_than(h3_value_def_of(g->operands[1], H3_OP_ADD), is_pos_div_page, &pp);
   return offset ? is_zero(offset, 0) : is_pos_div_page(g->operands[1], &pp);
 }
 

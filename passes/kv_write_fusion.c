@@ -43,10 +43,6 @@ typedef struct {
   h3_op *v_write, *v_reshape, *v_slice, *q;
 } kw_state;
 
-static h3_op *def_of(const h3_value *v, h3_opcode code) {
-  return v->kind == H3_VALUE_RESULT && v->def && v->def->code == code ? v->def : NULL;
-}
-
 /* The one op that uses v, or NULL. */
 static h3_op *sole_user(const h3_module *m, const h3_value *v) {
   h3_op *user = NULL;
@@ -73,8 +69,8 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
   if (h3_value_root(vcache) == h3_value_root(write->operands[0])) return;
   for (const h3_op *o = write->next; o != vw; o = o->next)
     if (o->results[0] == vcache || h3_op_reads(o, vcache)) return;
-  h3_op *reshape = def_of(v3, H3_OP_RESHAPE);
-  h3_op *slice = reshape ? def_of(reshape->operands[0], H3_OP_SLICE) : NULL;
+  h3_op *reshape = h3_value_def_of(v3, H3_OP_RESHAPE);
+  h3_op *slice = reshape ? h3_value_def_of(reshape->operands[0], H3_OP_SLICE) : NULL;
   if (!slice || slice->operands[0] != x || h3_op_attr_int(slice, "axis", -1) != 1 ||
       slice->results[0]->type.dims[1] != y->dims[1] * y->dims[2] || sole_user(m, v3) != vw)
     return;
@@ -109,9 +105,9 @@ static bool match(h3_rewriter *rw, h3_op *write, void *state) {
   kw_state *s = state;
   const h3_module *m = h3_rewriter_module(rw);
   h3_value *rows = write->operands[1];
-  h3_op *reshape = def_of(rows, H3_OP_RESHAPE);
+  h3_op *reshape = h3_value_def_of(rows, H3_OP_RESHAPE);
   h3_value *nr_val = reshape ? reshape->operands[0] : rows;
-  h3_op *nr = def_of(nr_val, H3_OP_RMS_NORM_ROPE);
+  h3_op *nr = h3_value_def_of(nr_val, H3_OP_RMS_NORM_ROPE);
   if (!nr || nr->n_operands != 4 || nr->parent != write->parent) return false;
   if (reshape && (reshape->parent != write->parent || sole_user(m, rows) != write)) return false;
   if (sole_user(m, nr_val) != (reshape ? reshape : write)) return false;

@@ -60,6 +60,10 @@ static const h3_region *root_region(const h3_op *op) {
   return r;
 }
 
+h3_op *h3_value_def_of(const h3_value *v, h3_opcode code) {
+  return v && v->kind == H3_VALUE_RESULT && v->def && v->def->code == code ? v->def : NULL;
+}
+
 bool h3_value_dominates(const h3_value *v, const h3_op *op) {
   if (v->kind == H3_VALUE_PARAM) return true;
   const h3_region *r = h3_value_def_region(v);

@@ -42,10 +42,6 @@ typedef struct {
 
 static bool narrow_float(h3_dtype t) { return t == H3_BF16 || t == H3_F16 || t == H3_F32; }
 
-static h3_op *def_of(const h3_value *v, h3_opcode code) {
-  return v->kind == H3_VALUE_RESULT && v->def && v->def->code == code ? v->def : NULL;
-}
-
 /* The head rows the kernel reduces in rms_norm's order: one warp per row (vector chunks of
  * 8 when D % 8 == 0, else single elements), at most 32 chunks. */
 static bool head_fits(int64_t d) { return d >= 1 && (d % 8 == 0 ? d <= 256 : d <= 32); }
@@ -54,7 +50,7 @@ static bool match(h3_rewriter *rw, h3_op *rope, void *state) {
   nr_state *s = state;
   const h3_module *m = h3_rewriter_module(rw);
   h3_value *n = rope->operands[0], *cs = rope->operands[1], *sn = rope->operands[2];
-  h3_op *norm = def_of(n, H3_OP_RMS_NORM), *user = NULL;
+  h3_op *norm = h3_value_def_of(n, H3_OP_RMS_NORM), *user = NULL;
   if (!norm || norm->parent != rope->parent) return false;
   if (n->uses != 1 || h3_value_users(m, n, &user, 1) != 1 || user != rope) return false;
   const h3_type *nt = &n->type;
@@ -66,13 +62,13 @@ static bool match(h3_rewriter *rw, h3_op *rope, void *state) {
     return false;
   const int64_t T = nt->dims[0], H = nt->dims[1], D = nt->dims[2];
   if (!head_fits(D)) return false;
-  h3_op *reshape = def_of(x3, H3_OP_RESHAPE);
+  h3_op *reshape = h3_value_def_of(x3, H3_OP_RESHAPE);
   if (!reshape) return false;
   h3_value *q = reshape->operands[0];
   if (q->type.rank != 2 || q->type.dtype != H3_BF16 || q->type.dims[0] != T ||
       q->type.dims[1] != H * D)
     return false;
-  h3_op *slice = def_of(q, H3_OP_SLICE);
+  h3_op *slice = h3_value_def_of(q, H3_OP_SLICE);
   if (slice && h3_op_attr_int(slice, "axis", -1) != 1) return false;
   h3_value *x = slice ? slice->operands[0] : q; /* no slice: q's own columns, from 0 */
   if (x->type.rank != 2 || x->type.dtype != H3_BF16 || x->type.dims[0] != T) return false;

@@ -56,6 +56,8 @@ bool h3_op_is_pure(const h3_module *m, const h3_op *op);
  * owns it: v is a loop's region argument or result, is yielded by a loop body, is
  * returned by its graph, or is the operand an in-place op updates (h3_op_inplace_operand). */
 bool h3_value_is_aliased(const h3_value *v);
+/* The op that defines v when it is an op of kind `code`, else NULL (also for v NULL). */
+h3_op *h3_value_def_of(const h3_value *v, h3_opcode code);
 
 /* True when a comes strictly before b in their common region (both must be in it). */
 bool h3_op_before(const h3_op *a, const h3_op *b);
