@@ -157,7 +157,6 @@ H3S_KERNEL(16)
 // 0 (then the bias), writes y and resets cnt[p]. The sums depend on K alone: any grid gives
 // y's bits (the launcher's: 2 blocks an SM; nothing waits for another block).
 
-
 // A ticket of c. On the host an atomic too: lane 0 of several warps of a block draws at once
 // where the emulator runs a block's threads as OS threads (the sanitizers' form).
 H3_DI unsigned h3s_ticket(unsigned *c) {

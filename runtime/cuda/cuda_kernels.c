@@ -244,25 +244,6 @@ h3_status cu_compile_tu(cu_state *s, const char *defines, const char *file, bool
 /* cu_launch, cu_launch_cluster and cu_launch_pdl: clusters of `cluster` blocks, `pdl` the
  * programmatic launch (ignored under H3_PDL=0). */
 static h3_status launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
-                        int64_t shared, int cluster, bool pdl, void **args, h3_diag *d);
-
-h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
-                    int64_t shared, void **args, h3_diag *d) {
-  return launch(s, k, grid, block, shared, 1, false, args, d);
-}
-
-h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[3],
-                            const int64_t block[3], int64_t shared, int cluster, void **args,
-                            h3_diag *d) {
-  return launch(s, k, grid, block, shared, cluster, false, args, d);
-}
-
-h3_status cu_launch_pdl(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
-                        int64_t shared, void **args, h3_diag *d) {
-  return launch(s, k, grid, block, shared, 1, !s->no_pdl, args, d);
-}
-
-static h3_status launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
                         int64_t shared, int cluster, bool pdl, void **args, h3_diag *d) {
   if (!k->fn) {
     h3_diag_error(d, no_span, CU_HINT_EARLIER, "cuda: kernel %s could not be loaded (see above)", k->name);
@@ -293,19 +274,40 @@ static h3_status launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], 
   if (cluster == 1 && !pdl) {
     CU_CHECK(d, cudaLaunchKernel((const void *)k->fn, g, bl, args, (size_t)shared, s->stream), k->name);
   } else {
-    cudaLaunchAttribute at = {.id = cudaLaunchAttributeClusterDimension};
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (cluster > 1) {
+      at[n].id = cudaLaunchAttributeClusterDimension;
+      at[n].val.clusterDim.x = (unsigned)cluster, at[n].val.clusterDim.y = at[n].val.clusterDim.z = 1;
+      n++;
+    }
     if (pdl) {
-      at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      at.val.programmaticStreamSerializationAllowed = 1;
-    } else {
-      at.val.clusterDim.x = (unsigned)cluster, at.val.clusterDim.y = at.val.clusterDim.z = 1;
+      at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at[n].val.programmaticStreamSerializationAllowed = 1;
+      n++;
     }
     cudaLaunchConfig_t cfg = {.gridDim = g, .blockDim = bl, .dynamicSmemBytes = (size_t)shared,
-                              .stream = s->stream, .attrs = &at, .numAttrs = 1};
+                              .stream = s->stream, .attrs = at, .numAttrs = n};
     CU_CHECK(d, cudaLaunchKernelExC(&cfg, (const void *)k->fn, args), k->name);
   }
   CU_CHECK(d, cudaGetLastError(), k->name);
   return H3_OK;
+}
+
+h3_status cu_launch(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
+                    int64_t shared, void **args, h3_diag *d) {
+  return launch(s, k, grid, block, shared, 1, false, args, d);
+}
+
+h3_status cu_launch_cluster(cu_state *s, const cu_kernel *k, const int64_t grid[3],
+                            const int64_t block[3], int64_t shared, int cluster, void **args,
+                            h3_diag *d) {
+  return launch(s, k, grid, block, shared, cluster, false, args, d);
+}
+
+h3_status cu_launch_pdl(cu_state *s, const cu_kernel *k, const int64_t grid[3], const int64_t block[3],
+                        int64_t shared, void **args, h3_diag *d) {
+  return launch(s, k, grid, block, shared, 1, !s->no_pdl, args, d);
 }
 
 /* ---- compiling without a GPU ------------------------------------------------------------- */

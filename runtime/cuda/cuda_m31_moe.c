@@ -313,7 +313,7 @@ h3_status cu_m31_run_moe(cu_state *s, const h3_op *op, void *scratch, const h3_t
     int64_t g1[3] = {by_slot ? k : E, F / 16, 1};
     void *a2[] = {&dn, &rl, &counts, &ids, &act, &y, &T, &H, &F, &E, &k};
     int64_t g2[3] = {by_slot ? k : E, H / 32, 1};
-    /* the down step programmatically after the gate-up step: its blocks load their first
+    /* the down step programmatically after the gate-up step: its blocks prefetch their first
        weights while the gate-up's last blocks run (kernels/m31_moe.cu) */
     if (cu_launch(s, kn[1], g1, mma_block, 0, a1, d) != H3_OK ||
         cu_launch_pdl(s, kn[2], g2, mma_block, 0, a2, d) != H3_OK)
