@@ -508,6 +508,44 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+119) { # 115, 117 and 118 at batch 1 in one call (STAGE = build-gpu/s59 = HEAD + dev/branch_skinny.patch,
+   # whose switch is off unless H3_LAB_BRANCH_FORM is set; carry s56 (HEAD's test_gpu_ops), s57,
+   # s59, lab): test_gpu_ops on s56, then 2 rounds of s59 default (PDL on, side stream at the
+   # greatest priority, branch GEMVs on cuBLASLt), H3_PDL=0, H3_SIDE_PRIORITY=0,
+   # H3_LAB_BRANCH_FORM=stream, =skinny, and s57 (index-topk-early), alternating on one kernel
+   # cache tuned untimed first. Predicted (H200): PDL -10..-25 us; priority -5..-20; the skinny
+   # forms -5..-15; index-topk-early -20..-30 (its branch ran ~20 us past the qkv side there);
+   # tokens equal except the skinny forms (another sum order: late positions may differ). ~8 min
+   echo "== test_gpu_ops (s56)"; timeout 200 build-gpu/s56/bin/test_gpu_ops models 2>&1 | grep -E "moe|router|FAIL|passed" | head -24
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"; cp -r build-gpu/s57/kcache/. "$kc/"
+   for b in build-gpu/s57 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done # both plans' keys tuned
+   for r in 1 2; do
+     dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#default: #"
+     H3_PDL=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl 0: #"
+     H3_SIDE_PRIORITY=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#priority 0: #"
+     for f in stream skinny; do H3_LAB_BRANCH_FORM=$f dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#branch form $f: #"; done
+     dev/m31_step_calls.sh 1 "build-gpu/s57:$kc" | sed "s#^#index-topk-early: #"
+   done
+   } > "$log" 2>&1 ;;
+120) { # 115 and 117 at 64 sequences, and the batch-1 timeline (STAGE = build-gpu/s56, both plans in
+   # its kcache; carry s56, lab): an untimed 64-row tuning, 2 rounds of default / H3_PDL=0 /
+   # H3_SIDE_PRIORITY=0; then s56's batch-1 timeline (a cache tuned for batch 1 first).
+   # Predicted: PDL -5..-15 us, priority -5..-15; tokens equal. ~5 min
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_b64_p2048_n24.plan" --graph generate_batch \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # the 64-row GEMMs' tuning
+   for r in 1 2; do
+     M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#default: #"
+     H3_PDL=0 M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl 0: #"
+     H3_SIDE_PRIORITY=0 M31_STEP_BATCH=1 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#priority 0: #"
+   done
+   H3_KERNEL_CACHE_DIR=$kc timeout 150 "$S/bin/h3exec" "$S/plans/m31_small_p2048_n80.plan" --backend cuda \
+     --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1 # batch 1's tuning
+   timeline "$S" "$kc" "$OUT/tl.tsv"
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -A60 "^critical path" "$OUT/tl.txt"
+   } > "$log" 2>&1 ;;
 118) { # the indexer branch's small GEMVs without a reduce launch (STAGE = a stage of HEAD with
    # dev/branch_skinny.patch applied: git apply dev/branch_skinny.patch && dev/mini_stage.sh
    # build-gpu/s18 build-gpu/s59 h3c h3exec, both plans into its kcache, git checkout
