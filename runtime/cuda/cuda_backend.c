@@ -449,8 +449,6 @@ h3_backend *h3_backend_cuda_new(const h3_backend_options *o, const h3_cuda_optio
   s->no_graphs |= s->sync_each_op; /* a wait inside a capture would end it */
   env = getenv("H3_SIDE_STREAM");
   s->side.off = env && !strcmp(env, "0");
-  env = getenv("H3_SIDE_PRIORITY");
-  s->side.urgent = !(env && !strcmp(env, "0"));
   env = getenv("H3_PDL");
   s->no_pdl = env && !strcmp(env, "0");
   env = getenv("H3_FAULT_LAUNCH");

@@ -195,10 +195,7 @@ h3_status cu_graph_call_end(h3_backend *b, const void *key, h3_status st, h3_dia
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
   r->graph = graph;
-  /* kernel nodes keep the priority of the stream they were captured on (the side stream's:
-     cuda_side.c); without the flag the whole graph runs at the launch stream's */
-  const unsigned long long flags = s->side.urgent ? cudaGraphInstantiateFlagUseNodePriority : 0;
-  if (e == cudaSuccess && st == H3_OK) e = cudaGraphInstantiate(&r->exec, graph, flags);
+  if (e == cudaSuccess && st == H3_OK) e = cudaGraphInstantiate(&r->exec, graph, 0);
   if (st != H3_OK || e != cudaSuccess) {
     cudaGetLastError();
     rec_reset(s, r);

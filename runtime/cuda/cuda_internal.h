@@ -161,7 +161,6 @@ typedef struct cu_state {
     bool open;       /* forked and not yet joined */
     bool off;        /* H3_SIDE_STREAM=0: every op on the main stream, in the plan's order */
     int sm_reserve;  /* SMs a `beside` GEMM leaves to the other stream (H3_SIDE_SM_RESERVE) */
-    bool urgent;     /* the side stream at the device's greatest priority (H3_SIDE_PRIORITY) */
   } side;
   /* graphs */
   cu_graphs *graphs;

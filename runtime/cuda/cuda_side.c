@@ -9,20 +9,12 @@
  * the two streams on the device. While a branch is open, blocks released (cu_release)
  * are PENDING: the other stream may still read them, so cu_alloc hands them out again
  * only after the join. H3_SIDE_STREAM=0 keeps every op on the main stream (to compare).
- * The side stream has the device's greatest priority (H3_SIDE_PRIORITY=0: the default one):
- * where both streams have blocks waiting for an SM, the branch's go first. A branch is the
- * short chain beside a long one (the shared expert beside the moe, whose 768-block GEMVs
- * otherwise hold the SMs until their last blocks are dispatched, so the branch's small
- * kernels waited and the join waited for them); a captured graph keeps that priority on the
- * branch's kernel nodes (cuda_graph.c instantiates with the nodes' priorities).
  */
 #include "cuda_internal.h"
 
 static h3_status side_setup(cu_state *s, h3_diag *d) {
   if (s->side.stream) return H3_OK;
-  int least = 0, greatest = 0;
-  if (s->side.urgent) CU_CHECK(d, cudaDeviceGetStreamPriorityRange(&least, &greatest), "side stream");
-  CU_CHECK(d, cudaStreamCreateWithPriority(&s->side.stream, cudaStreamNonBlocking, greatest), "side stream");
+  CU_CHECK(d, cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking), "side stream");
   CU_CHECK(d, cudaEventCreateWithFlags(&s->side.fork, cudaEventDisableTiming), "side stream");
   CU_CHECK(d, cudaEventCreateWithFlags(&s->side.join, cudaEventDisableTiming), "side stream");
   s->side.workspace = cu_alloc(s, CU_WORKSPACE_BYTES);
