@@ -510,19 +510,21 @@ case $CALL in
    } > "$log" 2>&1 ;;
 121) { # issue 17's batch-1 figure on an H200 after the side priority's revert (STAGE = build-gpu/s60 at
    # HEAD; s61 = the same binaries, the plan compiled --enable-pass index-topk-early; carry both):
-   # stops at once on another card. 3 rounds of s60 default (PDL on), H3_PDL=0, s61, on one
-   # kernel cache tuned untimed first. Predicted: s60 ~1.50-1.55 ms (1.637 on 2026-12-06, since
+   # stops at once on another card. 2 rounds of s60 default (PDL on), H3_PDL=0, s61, on one
+   # kernel cache tuned untimed first; then s60's timeline if build-gpu/lab is carried. Predicted: s60 ~1.50-1.55 ms (1.637 on 2026-12-06, since
    # then -36, -27..-61, -38 us on H100s); PDL -10..-25 us; index-topk-early -10..-30 (its
-   # branch ran ~20 us past the qkv side on the H200). ~4 min
+   # branch ran ~20 us past the qkv side on the H200). ~4.5 min
    nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing run"; exit 0; }
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"; cp -r build-gpu/s61/kcache/. "$kc/"
    for b in build-gpu/s61 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" \
      --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done # both plans' keys tuned
-   for r in 1 2 3; do
+   for r in 1 2; do
      dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#default: #"
      H3_PDL=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl 0: #"
      dev/m31_step_calls.sh 1 "build-gpu/s61:$kc" | sed "s#^#index-topk-early: #"
    done
+   [ -f build-gpu/lab/kernel_timeline.so ] && { timeline "$S" "$kc" "$OUT/tl.tsv"
+     echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"; head -1 "$OUT/tl.txt"; }
    } > "$log" 2>&1 ;;
 119) { # 115, 117 and 118 at batch 1 in one call (STAGE = build-gpu/s59 = HEAD + dev/branch_skinny.patch,
    # whose switch is off unless H3_LAB_BRANCH_FORM is set; carry s56 (HEAD's test_gpu_ops), s57,
