@@ -510,11 +510,10 @@ case $CALL in
    } > "$log" 2>&1 ;;
 121) { # issue 17's batch-1 figure on an H200 after the side priority's revert (STAGE = build-gpu/s60 at
    # HEAD; s61 = the same binaries, the plan compiled --enable-pass index-topk-early; carry both):
-   # stops at once on another card. 2 rounds of s60 default (PDL on), H3_PDL=0, s61, on one
+   # on an H100 the same runs give the step's shape without the priority. 2 rounds of s60 default (PDL on), H3_PDL=0, s61, on one
    # kernel cache tuned untimed first; then s60's timeline if build-gpu/lab is carried. Predicted: s60 ~1.50-1.55 ms (1.637 on 2026-12-06, since
    # then -36, -27..-61, -38 us on H100s); PDL -10..-25 us; index-topk-early -10..-30 (its
    # branch ran ~20 us past the qkv side on the H200). ~4.5 min
-   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing run"; exit 0; }
    kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"; cp -r build-gpu/s61/kcache/. "$kc/"
    for b in build-gpu/s61 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" \
      --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done # both plans' keys tuned
