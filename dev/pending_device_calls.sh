@@ -508,6 +508,17 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+122) { # 121 cut to ~3 min for a session's last minutes (STAGE = build-gpu/s60; carry s60, s61, lab):
+   # one round of s60 default, H3_PDL=0 and s61, then s60's timeline. Predictions as 121
+   kc=$(mktemp -d); cp -r "$S/kcache/." "$kc/"; cp -r build-gpu/s61/kcache/. "$kc/"
+   for b in build-gpu/s61 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" "$b/plans/m31_small_p2048_n80.plan" \
+     --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done # both plans' keys tuned
+   dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#default: #"
+   H3_PDL=0 dev/m31_step_calls.sh 1 "$S:$kc" | sed "s#^#pdl 0: #"
+   dev/m31_step_calls.sh 1 "build-gpu/s61:$kc" | sed "s#^#index-topk-early: #"
+   timeline "$S" "$kc" "$OUT/tl.tsv"
+   echo "== timeline $S"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"; head -1 "$OUT/tl.txt"
+   } > "$log" 2>&1 ;;
 121) { # issue 17's batch-1 figure on an H200 after the side priority's revert (STAGE = build-gpu/s60 at
    # HEAD; s61 = the same binaries, the plan compiled --enable-pass index-topk-early; carry both):
    # on an H100 the same runs give the step's shape without the priority. 2 rounds of s60 default (PDL on), H3_PDL=0, s61, on one
