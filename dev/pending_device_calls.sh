@@ -2,7 +2,16 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
+# Next (2026-12-07, session 38; 119, 120 and 122 ran on H100s: dev/results/2026-12-07-h100-side-
+#   priority-branch-forms.txt, -priority-reverted-timeline.txt; the side priority lost and is
+#   reverted, the branch's skinny forms lost): on an H200, 121 (issue 17's figure, PDL,
+#   index-topk-early; stages s60 at HEAD and s61 = its binaries with the plan compiled
+#   --enable-pass index-topk-early: dev/mini_stage.sh build-gpu/s18 build-gpu/s60 h3c h3exec,
+#   then h3c compile into each stage's kcache; carry s60, s61, lab; ~4.5 min) and 123 (the k
+#   projection in the qkv GEMV, timed with dev/qkv_ik_model.patch: stages s62 / s63, the same
+#   binaries, plans compiled with the patch applied, s63 with index-topk-early; carry s60-s63;
+#   ~5 min), then 84 (issue 19's batch-1 rounds, ~8 min).
+# Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
 #   (dev/mini_stage.sh build-gpu/s18 build-gpu/s56 h3c h3exec test_gpu_ops; both plans into its
@@ -507,6 +516,23 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+123) { # the k projection read with the qkv GEMV, timed before it is built (STAGE = build-gpu/s60 at
+   # HEAD; s61 = its binaries, the plan compiled --enable-pass index-topk-early; s62 / s63 = its
+   # binaries, the plan compiled from the model with dev/qkv_ik_model.patch applied (the sparse
+   # layers' qkv weight holds the indexer's k rows: one 9344-row GEMV, ik a slice of it;
+   # other weights' values, so other tokens), s63 with --enable-pass index-topk-early; carry
+   # s60-s63). 2 rounds of s60, s61, s62, s63 on one kernel cache tuned untimed first.
+   # Predicted: on an H200 s63 -30..-45 us against s60 (the branch is the q chain + top-k, the
+   # main stream the GEMV, q's norm + rope and the k / v / ik write), s62 +10..+30 (no branch:
+   # the q chain's modelled cost is below side-streams' minimum); on an H100 s63 within +-5 us.
+   # If s63 wins on the H200: parameters made of parts (dev/m31-decode.md, session 38). ~5 min
+   kc=$(mktemp -d); for b in "$S" build-gpu/s61 build-gpu/s62 build-gpu/s63; do cp -r "$b/kcache/." "$kc/"; done
+   for b in build-gpu/s61 build-gpu/s62 build-gpu/s63 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
+     "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
+   for r in 1 2; do
+     for b in "$S" build-gpu/s61 build-gpu/s62 build-gpu/s63; do dev/m31_step_calls.sh 1 "$b:$kc"; done
+   done
    } > "$log" 2>&1 ;;
 122) { # 121 cut to ~3 min for a session's last minutes (STAGE = build-gpu/s60; carry s60, s61, lab):
    # one round of s60 default, H3_PDL=0 and s61, then s60's timeline. Predictions as 121
