@@ -24,8 +24,10 @@
  * kv_write's region. The fused op takes the kv_write's place: the cache and the slots are
  * available there, and x, w, cos, sin were available at the rms_norm_rope before it.
  * v joins (match_v) only where moving its write up to k's changes nothing another op could
- * see, and where the two caches are different buffers; q (match_q) only where it is the same row arithmetic (x, tables, eps, offset, D) and
- * nothing reads it before the fused op defines it. The fused op's own type inference checks
+ * see, and where the two caches are different buffers; q (match_q) only where it is the same
+ * row arithmetic (x, tables, eps, offset, D), nothing reads it before the fused op defines it
+ * and its rows go to no cache of their own (such a norm + rope fuses with its own write: an
+ * x holding q | k | v | the indexer's k). The fused op's own type inference checks
  * the rest (cache rows of heads*D bf16 values).
  */
 #include "h3/op_registry.h"
@@ -84,7 +86,7 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
  * head width, in the write's region after x's definition, whose result no op up to v's write
  * reads (the fused op defines it at k's write, and takes the caches of both writes as
  * operands). */
-static h3_op *match_q(const h3_op *nr, const h3_op *write, const h3_op *vw) {
+static h3_op *match_q(const h3_module *m, const h3_op *nr, const h3_op *write, const h3_op *vw) {
   const h3_op *x_def = nr->operands[0]->kind == H3_VALUE_RESULT ? nr->operands[0]->def : NULL;
   for (h3_op *q = write->prev; q && q != x_def; q = q->prev) {
     if (q == nr || q->code != H3_OP_RMS_NORM_ROPE || q->n_operands != 4 || q->n_results != 1 ||
@@ -94,6 +96,10 @@ static h3_op *match_q(const h3_op *nr, const h3_op *write, const h3_op *vw) {
         h3_op_attr_float(q, "offset", 0.0) != h3_op_attr_float(nr, "offset", 0.0) ||
         !h3_type_equal(&q->operands[1]->type, &nr->operands[1]->type))
       continue;
+    /* a norm + rope whose rows go to a cache of their own fuses with that write instead */
+    const h3_op *u = sole_user(m, q->results[0]);
+    if (u && u->code == H3_OP_RESHAPE) u = sole_user(m, u->results[0]);
+    if (u && u->code == H3_OP_KV_WRITE) continue;
     for (const h3_op *o = q->next; o != vw->next; o = o->next)
       if (h3_op_reads(o, q->results[0])) return NULL;
     return q;
@@ -119,7 +125,7 @@ static bool match(h3_rewriter *rw, h3_op *write, void *state) {
   s->norm_rope = nr;
   s->reshape = reshape;
   match_v(s, m, write, nr->operands[0], y);
-  s->q = s->v_write ? match_q(nr, write, s->v_write) : NULL;
+  s->q = s->v_write ? match_q(m, nr, write, s->v_write) : NULL;
   return true;
 }
 
