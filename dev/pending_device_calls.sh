@@ -524,7 +524,8 @@ case $CALL in
    # other weights' values, so other tokens), s63 with --enable-pass index-topk-early; carry
    # s60-s63). 2 rounds of s60, s61, s62, s63 on one kernel cache tuned untimed first.
    # Predicted: on an H200 s63 -30..-45 us against s60 (the branch is the q chain + top-k, the
-   # main stream the GEMV, q's norm + rope and the k / v / ik write), s62 +10..+30 (no branch:
+   # main stream the GEMV and the fused q / k / v write, the ik write after the attention; the
+   # stages' h3c has kv-write-fusion's rider rule of 2026-12-07), s62 +10..+30 (no branch:
    # the q chain's modelled cost is below side-streams' minimum); on an H100 s63 within +-5 us.
    # If s63 wins on the H200: parameters made of parts (dev/m31-decode.md, session 38). ~5 min
    kc=$(mktemp -d); for b in "$S" build-gpu/s61 build-gpu/s62 build-gpu/s63; do cp -r "$b/kcache/." "$kc/"; done
