@@ -10,7 +10,9 @@
 #   then h3c compile into each stage's kcache; carry s60, s61, lab; ~4.5 min) and 123 (the k
 #   projection in the qkv GEMV, timed with dev/qkv_ik_model.patch: stages s62 / s63, the same
 #   binaries, plans compiled with the patch applied, s63 with index-topk-early; carry s60-s63;
-#   ~5 min), then 84 (issue 19's batch-1 rounds, ~8 min).
+#   ~5 min) or 124 (123's s63 beside the branch's GEMVs ahead of the fork, dev/side_lead_linears.patch:
+#   stages s64 / s65 compiled with H3_LAB_SIDE_LEAD_LINEARS=1 / 2; carry s60, s61, s63, s64, s65;
+#   ~6 min), then 84 (issue 19's batch-1 rounds, ~8 min).
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
@@ -516,6 +518,22 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+124) { # the indexer window's forms in one call (STAGE = build-gpu/s60 at HEAD; carry s60, s61, s63,
+   # s64, s65): s60 (the default: the branch holds the q and k GEMVs beside the qkv GEMV), s61
+   # (index-topk-early), s63 (dev/qkv_ik_model.patch + index-topk-early: the k rows in the qkv
+   # GEMV), s64 / s65 (dev/side_lead_linears.patch, H3_LAB_SIDE_LEAD_LINEARS=1 / 2 at compile
+   # time: the q GEMV / the q and k GEMVs alone on the main stream ahead of the fork), 2
+   # rounds on one kernel cache tuned untimed first. Predicted on an H200 (the branch ran ~10
+   # us past the qkv side there, the q GEMV 17 us and its reduce 6 beside it): s63 -15..-25 us,
+   # s64 -15..-25, s65 -10..-25; on an H100 (branch 5 us longer): s63 -5..+5, s64 -5..+5, s65
+   # +0..+10. ~6 min
+   kc=$(mktemp -d); for b in "$S" build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65; do cp -r "$b/kcache/." "$kc/"; done
+   for b in build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
+     "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
+   for r in 1 2; do
+     for b in "$S" build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65; do dev/m31_step_calls.sh 1 "$b:$kc"; done
+   done
    } > "$log" 2>&1 ;;
 123) { # the k projection read with the qkv GEMV, timed before it is built (STAGE = build-gpu/s60 at
    # HEAD; s61 = its binaries, the plan compiled --enable-pass index-topk-early; s62 / s63 = its
