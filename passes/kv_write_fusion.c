@@ -85,7 +85,8 @@ static void match_v(kw_state *s, const h3_module *m, h3_op *write, const h3_valu
  * result: not sage-q-fusion's, which also writes q's codes) with k's tables, eps, offset and
  * head width, in the write's region after x's definition, whose result no op up to v's write
  * reads (the fused op defines it at k's write, and takes the caches of both writes as
- * operands). */
+ * operands) and that is not written into a cache itself (its only use a kv_write, through a
+ * reshape or not): the nearest such op back from k's write. */
 static h3_op *match_q(const h3_module *m, const h3_op *nr, const h3_op *write, const h3_op *vw) {
   const h3_op *x_def = nr->operands[0]->kind == H3_VALUE_RESULT ? nr->operands[0]->def : NULL;
   for (h3_op *q = write->prev; q && q != x_def; q = q->prev) {
