@@ -12,7 +12,9 @@
 #   binaries, plans compiled with the patch applied, s63 with index-topk-early; carry s60-s63;
 #   ~5 min) or 124 (123's s63 beside the branch's GEMVs ahead of the fork, dev/side_lead_linears.patch:
 #   stages s64 / s65 compiled with H3_LAB_SIDE_LEAD_LINEARS=1 / 2; carry s60, s61, s63, s64, s65;
-#   ~6 min), then 84 (issue 19's batch-1 rounds, ~8 min).
+#   ~6 min), 125 (o_proj's first rows warmed in the L2 beside the decode attention,
+#   dev/l2_warm.patch: stages s66 / s67 compiled with H3_LAB_L2_WARM_MB=24 / 40; carry s60, s66,
+#   s67, lab; ~5 min), then 84 (issue 19's batch-1 rounds, ~8 min).
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
@@ -518,6 +520,26 @@ case $CALL in
    grep -c "^LAB" "$OUT/stamps.out"
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
+   } > "$log" 2>&1 ;;
+125) { # o_proj's first rows read into the L2 beside the decode attention (STAGE = build-gpu/s60 at
+   # HEAD; s66 / s67 = its binaries, plans compiled with dev/l2_warm.patch's h3c and
+   # H3_LAB_L2_WARM_MB=24 / 40; carry s60, s66, s67, lab): 2 rounds of s60, s66, s67 on one
+   # kernel cache tuned untimed first, then s66's timeline. Why: the attention (~16 us a layer,
+   # ~4 MB of keys and values) leaves the DRAM idle, and the o_proj GEMV after it reads 100 MB
+   # (38 us on an H100, ~27 on an H200). Predicted: o_proj -5..-10 us a layer if its blocks'
+   # loads hit the warmed rows and the attention slows by less (the warm-up GEMV's reads queue
+   # beside its loads): s66 -10..-30 us a step on either card, s67 within 10 us of s66 (the L2
+   # holds ~50 MB; cuBLASLt's loads may mark the lines evict-first, which would refute it);
+   # tokens equal to s60's. ~5 min
+   kc=$(mktemp -d); for b in "$S" build-gpu/s66 build-gpu/s67; do cp -r "$b/kcache/." "$kc/"; done
+   for b in build-gpu/s66 build-gpu/s67 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
+     "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
+   for r in 1 2; do
+     for b in "$S" build-gpu/s66 build-gpu/s67; do dev/m31_step_calls.sh 1 "$b:$kc"; done
+   done
+   timeline build-gpu/s66 "$kc" "$OUT/tl.tsv"
+   echo "== timeline build-gpu/s66"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
+   head -1 "$OUT/tl.txt"; grep -E "kvattm|64x16_4x1_v_bz_TNT|nvjet.*1536" "$OUT/tl.txt" | head -12
    } > "$log" 2>&1 ;;
 124) { # the indexer window's forms in one call (STAGE = build-gpu/s60 at HEAD; carry s60, s61, s63,
    # s64, s65): s60 (the default: the branch holds the q and k GEMVs beside the qkv GEMV), s61
