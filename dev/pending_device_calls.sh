@@ -13,8 +13,8 @@
 #   ~5 min) or 124 (123's s63 beside the branch's GEMVs ahead of the fork, dev/side_lead_linears.patch:
 #   stages s64 / s65 compiled with H3_LAB_SIDE_LEAD_LINEARS=1 / 2; carry s60, s61, s63, s64, s65;
 #   ~6 min), 125 (o_proj's first rows warmed in the L2 beside the decode attention,
-#   dev/l2_warm.patch: stages s66 / s67 compiled with H3_LAB_L2_WARM_MB=24 / 40; carry s60, s66,
-#   s67, lab; ~5 min), then 84 (issue 19's batch-1 rounds, ~8 min).
+#   dev/l2_warm.patch: stages s66 / s67 compiled with H3_LAB_L2_WARM_MB=24 / 40, s68 with 24 and
+#   H3_LAB_L2_WARM_OP=argmax; carry s60, s66, s67, s68, lab; ~6 min), then 84 (issue 19's batch-1 rounds, ~8 min).
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
@@ -523,19 +523,20 @@ case $CALL in
    } > "$log" 2>&1 ;;
 125) { # o_proj's first rows read into the L2 beside the decode attention (STAGE = build-gpu/s60 at
    # HEAD; s66 / s67 = its binaries, plans compiled with dev/l2_warm.patch's h3c and
-   # H3_LAB_L2_WARM_MB=24 / 40; carry s60, s66, s67, lab): 2 rounds of s60, s66, s67 on one
-   # kernel cache tuned untimed first, then s66's timeline. Why: the attention (~16 us a layer,
+   # H3_LAB_L2_WARM_MB=24 / 40, s68 = 24 with H3_LAB_L2_WARM_OP=argmax; carry s60, s66, s67,
+   # s68, lab): 2 rounds of s60, s66, s67, s68 on one kernel cache tuned untimed first, then
+   # s66's timeline. Why: the attention (~16 us a layer,
    # ~4 MB of keys and values) leaves the DRAM idle, and the o_proj GEMV after it reads 100 MB
    # (38 us on an H100, ~27 on an H200). Predicted: o_proj -5..-10 us a layer if its blocks'
    # loads hit the warmed rows and the attention slows by less (the warm-up GEMV's reads queue
    # beside its loads): s66 -10..-30 us a step on either card, s67 within 10 us of s66 (the L2
-   # holds ~50 MB; cuBLASLt's loads may mark the lines evict-first, which would refute it);
-   # tokens equal to s60's. ~5 min
-   kc=$(mktemp -d); for b in "$S" build-gpu/s66 build-gpu/s67; do cp -r "$b/kcache/." "$kc/"; done
-   for b in build-gpu/s66 build-gpu/s67 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
+   # holds ~50 MB; cuBLASLt's loads may mark the lines evict-first: then s68, whose argmax
+   # kernel loads plainly, wins where s66 does not); tokens equal to s60's. ~6 min
+   kc=$(mktemp -d); for b in "$S" build-gpu/s66 build-gpu/s67 build-gpu/s68; do cp -r "$b/kcache/." "$kc/"; done
+   for b in build-gpu/s66 build-gpu/s67 build-gpu/s68 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
      "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
    for r in 1 2; do
-     for b in "$S" build-gpu/s66 build-gpu/s67; do dev/m31_step_calls.sh 1 "$b:$kc"; done
+     for b in "$S" build-gpu/s66 build-gpu/s67 build-gpu/s68; do dev/m31_step_calls.sh 1 "$b:$kc"; done
    done
    timeline build-gpu/s66 "$kc" "$OUT/tl.tsv"
    echo "== timeline build-gpu/s66"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
