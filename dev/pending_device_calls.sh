@@ -14,7 +14,9 @@
 #   stages s64 / s65 compiled with H3_LAB_SIDE_LEAD_LINEARS=1 / 2; carry s60, s61, s63, s64, s65;
 #   ~6 min), 125 (o_proj's first rows warmed in the L2 beside the decode attention,
 #   dev/l2_warm.patch: stages s66 / s67 compiled with H3_LAB_L2_WARM_MB=24 / 40, s68 with 24 and
-#   H3_LAB_L2_WARM_OP=argmax; carry s60, s66, s67, s68, lab; ~6 min), then 84 (issue 19's batch-1 rounds, ~8 min).
+#   H3_LAB_L2_WARM_OP=argmax; carry s60, s66, s67, s68, lab; ~6 min), then 84 (issue 19's
+#   batch-1 rounds, ~8 min). A fresh checkout has none of these stages: rebuild them by the
+#   lines in each call's comment and in the patches' headers (~1 min each).
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
