@@ -4,19 +4,14 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 38; 119, 120 and 122 ran on H100s: dev/results/2026-12-07-h100-side-
 #   priority-branch-forms.txt, -priority-reverted-timeline.txt; the side priority lost and is
-#   reverted, the branch's skinny forms lost): on an H200, 121 (issue 17's figure, PDL,
-#   index-topk-early; stages s60 at HEAD and s61 = its binaries with the plan compiled
-#   --enable-pass index-topk-early: dev/mini_stage.sh build-gpu/s18 build-gpu/s60 h3c h3exec,
-#   then h3c compile into each stage's kcache; carry s60, s61, lab; ~4.5 min) and 123 (the k
-#   projection in the qkv GEMV, timed with dev/qkv_ik_model.patch: stages s62 / s63, the same
-#   binaries, plans compiled with the patch applied, s63 with index-topk-early; carry s60-s63;
-#   ~5 min) or 124 (123's s63 beside the branch's GEMVs ahead of the fork, dev/side_lead_linears.patch:
-#   stages s64 / s65 compiled with H3_LAB_SIDE_LEAD_LINEARS=1 / 2; carry s60, s61, s63, s64, s65;
-#   ~6 min), 125 (o_proj's first rows warmed in the L2 beside the decode attention,
-#   dev/l2_warm.patch: stages s66 / s67 compiled with H3_LAB_L2_WARM_MB=24 / 40, s68 with 24 and
-#   H3_LAB_L2_WARM_OP=argmax; carry s60, s66, s67, s68, lab; ~6 min), then 84 (issue 19's
-#   batch-1 rounds, ~8 min). A fresh checkout has none of these stages: rebuild them by the
-#   lines in each call's comment and in the patches' headers (~1 min each).
+#   reverted, the branch's skinny forms lost). Stages s60-s68: dev/lab_stages.sh (~5 min in a
+#   fresh checkout, after scripts/setup.sh's packages); carry build-gpu/s60 ... s68 and lab
+#   (~25 MB). On an H200, in this order: 121 (issue 17's figure, PDL, index-topk-early; ~4.5
+#   min), 124 (the indexer window: the k rows in the qkv GEMV, s63, against the branch's GEMVs
+#   ahead of the fork, s64 / s65; ~6 min), 125 (o_proj's first rows warmed in the L2 beside
+#   the decode attention, s66-s68; ~6 min), then 84 (issue 19's batch-1 rounds, ~8 min; its
+#   own stage). On an H100, 125 and 124 first (their predictions name both cards). 123 is 124
+#   with s62 (the k rows without index-topk-early) instead of s64 / s65.
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
