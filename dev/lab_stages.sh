@@ -8,6 +8,7 @@
 #   s62  dev/qkv_ik_model.patch's model;  s63  the same with index-topk-early
 #   s64  dev/side_lead_linears.patch's h3c, H3_LAB_SIDE_LEAD_LINEARS=1;  s65  =2
 #   s66  dev/l2_warm.patch's h3c, H3_LAB_L2_WARM_MB=24;  s67  =40;  s68  =24, H3_LAB_L2_WARM_OP=argmax
+#   lab  dev/kernel_timeline.c's preload library and the CUPTI it links (the calls' timelines)
 #   dev/lab_stages.sh [BUILD_DIR]   (default build-gpu/s18; run from the repository root, clean tree)
 set -euo pipefail
 B=${1:-build-gpu/s18}
@@ -45,4 +46,8 @@ stage s66; H3_LAB_L2_WARM_MB=24 plan s66 $G/lab-h3c
 stage s67; H3_LAB_L2_WARM_MB=40 plan s67 $G/lab-h3c
 stage s68; H3_LAB_L2_WARM_MB=24 H3_LAB_L2_WARM_OP=argmax plan s68 $G/lab-h3c
 rm -f $G/lab-h3c
-du -sh $G/s6?
+mkdir -p $G/lab
+cc -O2 -shared -fPIC -o $G/lab/kernel_timeline.so dev/kernel_timeline.c -I/usr/local/cuda/include \
+  -L/usr/local/cuda/lib64 -lcupti -Wl,-rpath,'$ORIGIN'
+cp /usr/local/cuda/lib64/libcupti.so.13 $G/lab/
+du -sh $G/s6? $G/lab
