@@ -524,9 +524,11 @@ case $CALL in
    # s68, lab): 2 rounds of s60, s66, s67, s68 on one kernel cache tuned untimed first, then
    # s66's timeline. Why: the attention (~16 us a layer,
    # ~4 MB of keys and values) leaves the DRAM idle, and the o_proj GEMV after it reads 100 MB
-   # (38 us on an H100, ~27 on an H200). Predicted: o_proj -5..-10 us a layer if its blocks'
-   # loads hit the warmed rows and the attention slows by less (the warm-up GEMV's reads queue
-   # beside its loads): s66 -10..-30 us a step on either card, s67 within 10 us of s66 (the L2
+   # (38 us on an H100, ~27 on an H200). Prior: dev/l2_prefetch.cu's prefetch instructions
+   # before a GEMV (2026-12-03) did not make it faster; these forms read the rows with loads,
+   # beside the window. Predicted (low confidence, by that prior): o_proj -5..-10 us a layer
+   # if its blocks' loads hit the warmed rows and the attention slows by less (the warm-up's
+   # reads queue beside its loads): s66 -10..-30 us a step on either card, s67 within 10 us of s66 (the L2
    # holds ~50 MB; cuBLASLt's loads may mark the lines evict-first: then s68, whose argmax
    # kernel loads plainly, wins where s66 does not); tokens equal to s60's. ~6 min
    kc=$(mktemp -d); for b in "$S" build-gpu/s66 build-gpu/s67 build-gpu/s68; do cp -r "$b/kcache/." "$kc/"; done
