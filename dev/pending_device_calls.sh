@@ -8,10 +8,11 @@
 #   fresh checkout, after scripts/setup.sh's packages); carry build-gpu/s60 ... s68 and lab
 #   (~25 MB). On an H200, in this order: 121 (issue 17's figure, PDL, index-topk-early; ~4.5
 #   min), 124 (the indexer window: the k rows in the qkv GEMV, s63, against the branch's GEMVs
-#   ahead of the fork, s64 / s65; ~6 min), 125 (o_proj's first rows warmed in the L2 beside
-#   the decode attention, s66-s68; ~6 min), then 84 (issue 19's batch-1 rounds, ~8 min; its
-#   own stage). On an H100, 125 and 124 first (their predictions name both cards). 123 is 124
-#   with s62 (the k rows without index-topk-early) instead of s64 / s65.
+#   ahead of the fork, s64 / s65; ~6 min), 84 (issue 19's batch-1 rounds, ~8 min; its own
+#   stage), then 125 (o_proj's first rows warmed in the L2 beside the decode attention,
+#   s66-s68; ~6 min; a poor prior: see its comment). On an H100, 124 and 125 (their
+#   predictions name both cards). 123 is 124 with s62 (the k rows without index-topk-early)
+#   instead of s64 / s65.
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
