@@ -8,6 +8,7 @@
 #   s62  dev/qkv_ik_model.patch's model;  s63  the same with index-topk-early
 #   s64  dev/side_lead_linears.patch's h3c, H3_LAB_SIDE_LEAD_LINEARS=1;  s65  =2
 #   s66  dev/l2_warm.patch's h3c, H3_LAB_L2_WARM_MB=24;  s67  =40;  s68  =24, H3_LAB_L2_WARM_OP=argmax
+#   s69  dev/indexer_qk_model.patch's model (the indexer's q and k projections as one GEMV)
 #   lab  dev/kernel_timeline.c's preload library and the CUPTI it links (the calls' timelines)
 #   dev/lab_stages.sh [BUILD_DIR]   (default build-gpu/s18; run from the repository root, clean tree)
 set -euo pipefail
@@ -37,6 +38,9 @@ stage s61; plan s61 $G/s60/bin/h3c --enable-pass index-topk-early
 git apply dev/qkv_ik_model.patch
 stage s62; plan s62 $G/s60/bin/h3c
 stage s63; plan s63 $G/s60/bin/h3c --enable-pass index-topk-early
+git checkout -- models
+git apply dev/indexer_qk_model.patch
+stage s69; plan s69 $G/s60/bin/h3c
 git checkout -- models
 patched_h3c dev/side_lead_linears.patch
 stage s64; H3_LAB_SIDE_LEAD_LINEARS=1 plan s64 $G/lab-h3c

@@ -4,15 +4,15 @@
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
 # Next (2026-12-07, session 38; 119, 120 and 122 ran on H100s: dev/results/2026-12-07-h100-side-
 #   priority-branch-forms.txt, -priority-reverted-timeline.txt; the side priority lost and is
-#   reverted, the branch's skinny forms lost). Stages s60-s68: dev/lab_stages.sh (~5 min in a
-#   fresh checkout, after scripts/setup.sh's packages); carry build-gpu/s60 ... s68 and lab
-#   (~25 MB). On an H200, in this order: 121 (issue 17's figure, PDL, index-topk-early; ~4.5
-#   min), 124 (the indexer window: the k rows in the qkv GEMV, s63, against the branch's GEMVs
-#   ahead of the fork, s64 / s65; ~6 min), 84 (issue 19's batch-1 rounds, ~8 min; its own
-#   stage), then 125 (o_proj's first rows warmed in the L2 beside the decode attention,
-#   s66-s68; ~6 min; a poor prior: see its comment). On an H100, 124 and 125 (their
-#   predictions name both cards). 123 is 124 with s62 (the k rows without index-topk-early)
-#   instead of s64 / s65.
+#   reverted, the branch's skinny forms lost). Stages s60-s69 and lab: dev/lab_stages.sh (~5
+#   min in a fresh checkout, after scripts/setup.sh's packages; ~27 MB to carry). On an H200,
+#   in this order: 121 (issue 17's figure, PDL, index-topk-early; ~4.5 min), 124 (the indexer
+#   window: the k rows in the qkv GEMV, s63, against the branch's GEMVs ahead of the fork,
+#   s64 / s65, and the indexer's two GEMVs as one, s69; ~7 min), 84 (issue 19's batch-1
+#   rounds, ~8 min; its own stage), then 125 (o_proj's first rows warmed in the L2 beside the
+#   decode attention, s66-s68; ~6 min; a poor prior: see its comment). On an H100, 124 and 125
+#   (their predictions name both cards). 123 is 124 with s62 (the k rows without
+#   index-topk-early) instead of s64 / s65.
 # Before (2026-12-07, session 37; 113 and 116 ran on H100s: dev/results/2026-12-07-h100-one-wave-pdl-
 #   hoisted.txt, -pdl-ordered-topk-early.txt): on an H200, 115 (issue 17's figure with the
 #   programmatic launches, and index-topk-early there). A fresh checkout: stage s56 at HEAD
@@ -543,19 +543,21 @@ case $CALL in
    head -1 "$OUT/tl.txt"; grep -E "kvattm|64x16_4x1_v_bz_TNT|nvjet.*1536" "$OUT/tl.txt" | head -12
    } > "$log" 2>&1 ;;
 124) { # the indexer window's forms in one call (STAGE = build-gpu/s60 at HEAD; carry s60, s61, s63,
-   # s64, s65): s60 (the default: the branch holds the q and k GEMVs beside the qkv GEMV), s61
-   # (index-topk-early), s63 (dev/qkv_ik_model.patch + index-topk-early: the k rows in the qkv
-   # GEMV), s64 / s65 (dev/side_lead_linears.patch, H3_LAB_SIDE_LEAD_LINEARS=1 / 2 at compile
-   # time: the q GEMV / the q and k GEMVs alone on the main stream ahead of the fork), 2
-   # rounds on one kernel cache tuned untimed first. Predicted on an H200 (the branch ran ~10
-   # us past the qkv side there, the q GEMV 17 us and its reduce 6 beside it): s63 -15..-25 us,
-   # s64 -15..-25, s65 -10..-25; on an H100 (branch 5 us longer): s63 -5..+5, s64 -5..+5, s65
-   # +0..+10. ~6 min
-   kc=$(mktemp -d); for b in "$S" build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65; do cp -r "$b/kcache/." "$kc/"; done
-   for b in build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
+   # s64, s65, s69): s60 (the default: the branch holds the q and k GEMVs beside the qkv
+   # GEMV), s61 (index-topk-early), s63 (dev/qkv_ik_model.patch + index-topk-early: the k rows
+   # in the qkv GEMV), s64 / s65 (dev/side_lead_linears.patch, H3_LAB_SIDE_LEAD_LINEARS=1 / 2
+   # at compile time: the q GEMV / the q and k GEMVs alone on the main stream ahead of the
+   # fork), s69 (dev/indexer_qk_model.patch: the indexer's q and k GEMVs as one, on the
+   # branch), 2 rounds on one kernel cache tuned untimed first. Predicted on an H200 (the
+   # branch ran ~10 us past the qkv side there, the q GEMV 17 us and its reduce 6 beside it):
+   # s63 -15..-25 us, s64 -15..-25, s65 -10..-25, s69 -10..-20; on an H100 (branch 5 us
+   # longer): s63 -5..+5, s64 -5..+5, s65 +0..+10, s69 -5..+5. ~7 min
+   v="$S build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65 build-gpu/s69"
+   kc=$(mktemp -d); for b in $v; do cp -r "$b/kcache/." "$kc/"; done
+   for b in $v; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
      "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
    for r in 1 2; do
-     for b in "$S" build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65; do dev/m31_step_calls.sh 1 "$b:$kc"; done
+     for b in $v; do dev/m31_step_calls.sh 1 "$b:$kc"; done
    done
    } > "$log" 2>&1 ;;
 123) { # the k projection read with the qkv GEMV, timed before it is built (STAGE = build-gpu/s60 at
