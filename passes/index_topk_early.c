@@ -50,9 +50,8 @@ static const h3_value *strip_reshapes(const h3_value *v) {
 
 /* Whether v is an integer constant equal to want. */
 static bool const_is(const h3_value *v, int64_t want) {
-  const h3_op *c = h3_value_def_of(v, H3_OP_CONST);
-  return c && (c->results[0]->type.dtype == H3_I32 || c->results[0]->type.dtype == H3_I64) &&
-         h3_op_attr_float(c, "value", -1.0) == (double)want;
+  int64_t c;
+  return h3_value_const_int(v, &c) && c == want;
 }
 
 /* Whether v is zero: iota(n = 1), a constant 0, or a product or quotient (by a positive
@@ -65,10 +64,9 @@ static bool is_zero(const h3_value *v, int depth) {
   if (o->code == H3_OP_CONST) return const_is(v, 0);
   if (o->code == H3_OP_MUL)
     return is_zero(o->operands[0], depth + 1) || is_zero(o->operands[1], depth + 1);
-  if (o->code == H3_OP_DIV) {
-    const h3_op *c = h3_value_def_of(o->operands[1], H3_OP_CONST);
-    return c && h3_op_attr_float(c, "value", 0.0) > 0.0 && is_zero(o->operands[0], depth + 1);
-  }
+  int64_t c;
+  if (o->code == H3_OP_DIV)
+    return h3_value_const_int(o->operands[1], &c) && c > 0 && is_zero(o->operands[0], depth + 1);
   return false;
 }
 

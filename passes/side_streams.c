@@ -37,13 +37,14 @@
  * join, when no op up to J reads its results (M3.1 decode: the index cache's write, once
  * index-topk-early gives top-k the cache before it); else E_i is no candidate. E_i then
  * moves after the last op it depends on (how far after: below), and the main work of its
- * window is every other op between there and J but those that wait after J. Its worth is the cost model's min(cost(E_i), cost(main work)); a
- * region takes the worthiest candidate (the cheaper chain on a tie, so the side never
- * becomes the long path) while it reaches MIN_OVERLAP_US, then the next whose window
- * overlaps none taken. The branch goes no earlier than needed: its window is the main ops
- * back from J until they hold WINDOW_KERNELS kernels and model COVER x the chain's cost (or
- * all of them back to the chain's inputs), so a chain of the region's inputs joined near
- * its end does not hold every buffer of the region apart.
+ * window is every other op between there and J but those that wait after J. Its worth is
+ * the cost model's min(cost(E_i), cost(main work)); a region takes the worthiest candidate
+ * (the cheaper chain on a tie, so the side never becomes the long path) while it reaches
+ * MIN_OVERLAP_US, then the next whose window overlaps none taken. The branch goes no
+ * earlier than needed: its window is the main ops back from J until they hold
+ * WINDOW_KERNELS kernels and model COVER x the chain's cost (or all of them back to the
+ * chain's inputs), so a chain of the region's inputs joined near its end does not hold
+ * every buffer of the region apart.
  * Cost model (µs): 4 per kernel (a dependent launch's latency in a captured graph) plus the
  * bytes it reads and writes at 3.3 TB/s (the tensors an in-place op updates not counted; a
  * gather reads the rows it writes).
