@@ -519,6 +519,18 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+126) { # issue 20's and 19's kernel figures on the card at hand (the H200's last were of 2026-12-06, before
+   # Sage's I2FP scores, n128 products and wg1c, and before NVFP4's row-pair form; STAGE =
+   # build-gpu/s70: dev/mini_stage.sh build-gpu/s18 build-gpu/s70 gpu_compile_check attention_bench
+   # nvfp4_bench at HEAD). Predicted on an H200: Sage wg1c 34-37 ms against flash ~48 (1.30-1.42 x;
+   # the H100 gave 1.41-1.49); NVFP4 (L2 emptied) 1 row 1.6-1.8 x, 8 rows 1.6-1.9 x, 16 rows
+   # 1.2-1.5 x cuBLASLt bf16. ~3 min
+   for r in 1 2; do echo "== attention_bench --sage, round $r"
+     timeout 90 "$S/bin/attention_bench" --sage --iters 10 --warm-seconds 0.5 2>&1 | grep -E "^(attention_flash|sage)"
+   done
+   echo "== nvfp4_bench at 1, 8 and 16 rows"
+   timeout 75 "$S/bin/nvfp4_bench" --rows 1,8,16 --no-skinny --no-lm-head --warm-seconds 0.2 2>&1 | grep -v h3bench
+   } > "$log" 2>&1 ;;
 125) { # o_proj's first rows read into the L2 beside the decode attention (STAGE = build-gpu/s60 at
    # HEAD; s66 / s67 = its binaries, plans compiled with dev/l2_warm.patch's h3c and
    # H3_LAB_L2_WARM_MB=24 / 40, s68 = 24 with H3_LAB_L2_WARM_OP=argmax; carry s60, s66, s67,
