@@ -568,7 +568,7 @@ case $CALL in
    kc=$(mktemp -d); for b in $v; do cp -r "$b/kcache/." "$kc/"; done
    for b in $v; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
      "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
-   for r in 1 2; do
+   for r in $(seq "${M124_ROUNDS:-2}"); do # M124_ROUNDS=1 for a short budget (~4.5 min)
      for b in $v; do dev/m31_step_calls.sh 1 "$b:$kc"; done
    done
    } > "$log" 2>&1 ;;
