@@ -2,7 +2,13 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, session 38; 119, 120 and 122 ran on H100s: dev/results/2026-12-07-h100-side-
+# Next (2026-12-07, session 39: no machine started in the first hour; stages s70 (call 126: Sage and
+#   NVFP4 kernel figures) and s71 (call 84) added to dev/lab_stages.sh). One call, by card:
+#     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+#       dev/session_call.sh $OUT build-gpu/s60:121 build-gpu/s70:126; else dev/session_call.sh $OUT build-gpu/s60:124; fi
+#   (carry s60, s61, lab, s70, s63, s64, s65, s69; ~8 min on an H200, ~7 on an H100; M124_ROUNDS=1
+#   and 122 in place of 121 for a short budget). Then as below.
+# Before (2026-12-07, session 38; 119, 120 and 122 ran on H100s: dev/results/2026-12-07-h100-side-
 #   priority-branch-forms.txt, -priority-reverted-timeline.txt; the side priority lost and is
 #   reverted, the branch's skinny forms lost). Stages s60-s69 and lab: dev/lab_stages.sh (~5
 #   min in a fresh checkout, after scripts/setup.sh's packages; ~27 MB to carry). On an H200,
@@ -1154,7 +1160,8 @@ for g in ("decode_next", "decode_batch"):
    done
    } > "$log" 2>&1 ;;
 84) { # issue 19's batch-1 rounds at 128 experts against their floor on an H200 (call 76 on an
-   # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). Carry build-gpu/s36.
+   # H100: real 4.96 ms, 1.18 x; forced 4 5.30, 1.17 x; forced 9 5.82, 1.15 x). STAGE = build-gpu/s71
+   # (dev/lab_stages.sh; carry it).
    # Predicted: 1.15-1.22 x (the H200's faster reads leave the latency-bound parts a larger share)
    W=$OUT/spec; mkdir -p "$W"
    echo "== s128: C = 1"; M31_SPEC_FLOOR=1 M31_SPEC_ACCEPT="4 9" M31_SPEC_H3C="--set experts=128" timeout 420 \
