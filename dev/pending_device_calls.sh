@@ -570,7 +570,7 @@ case $CALL in
    # branch ran ~10 us past the qkv side there, the q GEMV 17 us and its reduce 6 beside it):
    # s63 -15..-25 us, s64 -15..-25, s65 -10..-25, s69 -10..-20; on an H100 (branch 5 us
    # longer): s63 -5..+5, s64 -5..+5, s65 +0..+10, s69 -5..+5. ~7 min
-   v="$S build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65 build-gpu/s69"
+   v=${M124_STAGES:-"$S build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65 build-gpu/s69"} # fewer when short
    kc=$(mktemp -d); for b in $v; do cp -r "$b/kcache/." "$kc/"; done
    for b in $v; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
      "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
