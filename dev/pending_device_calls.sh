@@ -2,7 +2,7 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, session 39: no machine started in the first hour; stages s70 (call 126: Sage and
+# Next (2026-12-07, session 39: no machine started, 16 refusals; stages s70 (call 126: Sage and
 #   NVFP4 kernel figures) and s71 (call 84) added to dev/lab_stages.sh). One call, by card:
 #     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
 #       dev/session_call.sh $OUT build-gpu/s60:121 build-gpu/s70:126; else dev/session_call.sh $OUT build-gpu/s60:124; fi
