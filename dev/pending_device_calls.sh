@@ -335,6 +335,15 @@ step_ab() {
   dev/m31_step_calls.sh 3 "$1:$kc" "$S:$kc"
   M31_STEP_TUNE=all M31_STEP_BATCH=1 dev/m31_step_calls.sh 2 "$1:$kc" "$S:$kc" # untimed 64-row tunings first
 }
+# The batch-1 step of stages $2.. over $1 rounds, alternating, on one kernel cache (their caches
+# merged, left in $kc): dev/m31_step_calls.sh gives each stage its untimed tuning run first.
+alternate() {
+  local rounds=$1 specs=() b
+  shift
+  kc=$(mktemp -d)
+  for b in "$@"; do cp -r "$b/kcache/." "$kc/"; specs+=("$b:$kc"); done
+  dev/m31_step_calls.sh "$rounds" "${specs[@]}"
+}
 # One batch-1 run of build $1 (plans/m31_small_p2048_n80.plan, kernel cache $2) with
 # dev/kernel_timeline.c preloaded, its records into $3 and its stdout into $4 (default: none)
 timeline() {
@@ -550,12 +559,7 @@ case $CALL in
    # reads queue beside its loads): s66 -10..-30 us a step on either card, s67 within 10 us of s66 (the L2
    # holds ~50 MB; cuBLASLt's loads may mark the lines evict-first: then s68, whose argmax
    # kernel loads plainly, wins where s66 does not); tokens equal to s60's. ~6 min
-   kc=$(mktemp -d); for b in "$S" build-gpu/s66 build-gpu/s67 build-gpu/s68; do cp -r "$b/kcache/." "$kc/"; done
-   for b in build-gpu/s66 build-gpu/s67 build-gpu/s68 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
-     "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
-   for r in 1 2; do
-     for b in "$S" build-gpu/s66 build-gpu/s67 build-gpu/s68; do dev/m31_step_calls.sh 1 "$b:$kc"; done
-   done
+   alternate 2 "$S" build-gpu/s66 build-gpu/s67 build-gpu/s68
    timeline build-gpu/s66 "$kc" "$OUT/tl.tsv"
    echo "== timeline build-gpu/s66"; python3 dev/kernel_timeline.py "$OUT/tl.tsv" --all > "$OUT/tl.txt"
    head -1 "$OUT/tl.txt"; grep -E "kvattm|64x16_4x1_v_bz_TNT|nvjet.*1536" "$OUT/tl.txt" | head -12
@@ -571,12 +575,7 @@ case $CALL in
    # s63 -15..-25 us, s64 -15..-25, s65 -10..-25, s69 -10..-20; on an H100 (branch 5 us
    # longer): s63 -5..+5, s64 -5..+5, s65 +0..+10, s69 -5..+5. ~7 min
    v=${M124_STAGES:-"$S build-gpu/s61 build-gpu/s63 build-gpu/s64 build-gpu/s65 build-gpu/s69"} # fewer when short
-   kc=$(mktemp -d); for b in $v; do cp -r "$b/kcache/." "$kc/"; done
-   for b in $v; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
-     "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
-   for r in $(seq "${M124_ROUNDS:-2}"); do # M124_ROUNDS=1 for a short budget (~4.5 min)
-     for b in $v; do dev/m31_step_calls.sh 1 "$b:$kc"; done
-   done
+   alternate "${M124_ROUNDS:-2}" $v # M124_ROUNDS=1 for a short budget (~4.5 min)
    } > "$log" 2>&1 ;;
 123) { # the k projection read with the qkv GEMV, timed before it is built (STAGE = build-gpu/s60 at
    # HEAD; s61 = its binaries, the plan compiled --enable-pass index-topk-early; s62 / s63 = its
@@ -589,12 +588,7 @@ case $CALL in
    # stages' h3c has kv-write-fusion's rider rule of 2026-12-07), s62 +10..+30 (no branch:
    # the q chain's modelled cost is below side-streams' minimum); on an H100 s63 within +-5 us.
    # If s63 wins on the H200: parameters made of parts (dev/m31-decode.md, session 38). ~5 min
-   kc=$(mktemp -d); for b in "$S" build-gpu/s61 build-gpu/s62 build-gpu/s63; do cp -r "$b/kcache/." "$kc/"; done
-   for b in build-gpu/s61 build-gpu/s62 build-gpu/s63 "$S"; do H3_KERNEL_CACHE_DIR=$kc timeout 150 "$b/bin/h3exec" \
-     "$b/plans/m31_small_p2048_n80.plan" --backend cuda --weights random --seed 3 --warmup 0 --iterations 1 > /dev/null 2>&1; done
-   for r in 1 2; do
-     for b in "$S" build-gpu/s61 build-gpu/s62 build-gpu/s63; do dev/m31_step_calls.sh 1 "$b:$kc"; done
-   done
+   alternate 2 "$S" build-gpu/s61 build-gpu/s62 build-gpu/s63
    } > "$log" 2>&1 ;;
 122) { # 121 cut to ~3 min for a session's last minutes (STAGE = build-gpu/s60; carry s60, s61, lab):
    # one round of s60 default, H3_PDL=0 and s61, then s60's timeline. Predictions as 121
