@@ -60,4 +60,6 @@ mkdir -p $G/lab
 cc -O2 -shared -fPIC -o $G/lab/kernel_timeline.so dev/kernel_timeline.c -I/usr/local/cuda/include \
   -L/usr/local/cuda/lib64 -lcupti -Wl,-rpath,'$ORIGIN'
 cp /usr/local/cuda/lib64/libcupti.so.13 $G/lab/
+/usr/local/cuda/bin/nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -O3 -I kernels -I include -I dev \
+  dev/nvfp4_wgmma_lab.cu -lcublas -o $G/lab/nvfp4_wgmma_lab
 du -sh $G/s6? $G/s7? $G/lab

@@ -534,6 +534,16 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+127) { # issue 19's NVFP4 GEMM at 1-16 rows on wgmma (dev/nvfp4_wgmma_lab.cu; build-gpu/lab/nvfp4_wgmma_lab,
+   # dev/lab_stages.sh builds it; carry build-gpu/lab; STAGE unused): cuBLAS bf16, the product's
+   # skinny / row-pair form and the wgx variants at fc, o_proj, gate_up, down, each row checked
+   # against cuBLAS. Predicted (H100, x cuBLAS bf16; the product's 8 rows 1.89-2.24, 16 rows
+   # 1.51-1.58): the best wgx at 8 rows fc 31-36 us, o_proj 17-21, gate_up 40-46, down 22-27
+   # (2.4-2.8 x); at 16 rows within 5-10 % of its 8-row time (2.2-2.6 x); at 1 row 0-15 % slower
+   # than _sk. On an H200 the same ratios within ~10 %. Refuted if no wgx<16,..> row is >= 20 %
+   # faster than _sx16 at fc and gate_up: then x was not the 16-row cost. ~1 min
+   echo "== nvfp4_wgmma_lab"; timeout 150 build-gpu/lab/nvfp4_wgmma_lab
+   } > "$log" 2>&1 ;;
 126) { # issue 20's and 19's kernel figures on the card at hand (the H200's last were of 2026-12-06, before
    # Sage's I2FP scores, n128 products and wg1c, and before NVFP4's row-pair form; STAGE =
    # build-gpu/s70: dev/mini_stage.sh build-gpu/s18 build-gpu/s70 gpu_compile_check attention_bench
