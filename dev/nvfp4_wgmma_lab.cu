@@ -324,6 +324,12 @@ int main() {
         failed += rel >= 1e-3;
         printf("    %-22s %8.2f us  %5.2f x cublas  %5.3f x plain  rel %.1e%s\n", tag, us, cublas_us / us, floor_us / us,
                rel, rel < 1e-3 ? "" : "  FAIL");
+        if (rel >= 1e-3) { // where: the first mismatches (m, n) and their values, to tell a layout slip
+          int shown = 0;
+          for (long long e = 0; e < M * N && shown < 6; e++)
+            if (!(std::fabs(got[e] - ref[e]) <= 1e-3 * std::fabs(ref[e]) + 1e-4))
+              printf("      y[%lld, %lld] %.6g, cuBLAS %.6g\n", e / N, e % N, got[e], ref[e]), shown++;
+        }
       };
       if (M <= 4) {
         measure("product _sk", [&](const bufs &b) {
