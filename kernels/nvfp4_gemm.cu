@@ -572,6 +572,164 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
   h3n_warp_sums<R, NT, true>(acc, gp, y, part, cnt, M, N, n0);
 }
 
+// ---- the warpgroup form (5 to 16 rows, sm_90a): the weights as wgmma's A registers -----------
+// H3_NVFP4_NAME_wg (NX = 8: up to 8 rows of x) and _wg16 (NX = 16: 9 to 16), picked by
+// runtime/cuda/cuda_nvfp4.c at 5 to 16 rows (cu_nvfp4_wg_splits) under the skinny form's
+// conditions. One warpgroup a block; block (bx, s) owns weight rows 64 bx .. 64 bx + 63 and the
+// chunks s cps .. of its split (cps = ceil(chunks / S)). Warp w, lane (g, t): weight rows 64 bx +
+// 16 w + g and + 8 (past N: row N - 1, whose products land in rows never stored), the lane's 64
+// consecutive k at 64 t of each chunk (h3n_skinny_w, a ring of NB chunks in registers),
+// dequantized by h3n_a_word into the A registers of wgmma m64nNXk16 (a warp's A fragment is
+// m16n8k16's: word i gives k-steps 2 i and 2 i + 1). x is B, from shared memory: chunk i of the
+// block in buffer i % 3 (NX rows x 512 bytes each, 1024-aligned), K-major in the 128-byte swizzle
+// (column block s / 4 of the chunk's k-steps s: NX rows of 128 bytes, row n's 16-byte chunk c at
+// c ^ (n & 7), 8-row atoms 1024 bytes apart), logical k l of step s holding the physical k that
+// h3n_b_word pairs (l = 2 t, 2 t + 1: k0, k0 + 4 and l = 8 + 2 t, + 1: k0 + 1, k0 + 5 at step 2 i;
+// k0 + 2, + 6 and k0 + 3, + 7 at step 2 i + 1; k0 = 64 t + 8 i), so the k order inside a chunk
+// is the other forms'. Thread (n = lane & 7 (+ 8 j), t = lane >> 3) of warp w loads x's 32 bytes
+// of groups i = 2 w, 2 w + 1 of its rows (past M: zeros) a chunk ahead into registers and stores
+// their pairs at the end of the chunk before (bank-conflict free: (c ^ n), t distinct in a
+// warp); one barrier a chunk (buffer i % 3 was last read by chunk i - 3's wgmmas, retired
+// before any warp passed chunk i - 1's end). A chunk: the scales, then 8 / GW commit groups of
+// 2 GW wgmmas (bf16, fp32 accumulate), wgmma.wait_group 1 before each group's dequantization
+// (two groups' A registers live). End: wait_group 0; the D fragment d[4 j + 2 h + q] = D[16 w +
+// g + 8 h][8 j + 2 t + q] is weight row (y's column) by x row; S = 1: y = d * g * 2^7; S > 1:
+// partials part[S, M, N], and the column group's last block (cnt[bx]) adds them in split order
+// (h3n_add_partials). The sum order depends on M, N, K alone. Dynamic shared memory:
+// H3N_WG_SMEM(NX). Measured: docs/nvfp4.md.
+// Compiled only for sm_90a (the runtime loads these two kernels from the file's sm_90a build;
+// the exact tier's sm_90 build and the host emulation leave them out).
+#define H3N_WG_SMEM(NX) (1024 + 3 * (NX) * 512)
+#if !defined(H3_HOST_EMU) && (!defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL))
+#define H3N_WG_BUILD 1
+#else
+#define H3N_WG_BUILD 0
+#endif
+#if H3N_WG_BUILD
+// d += A B, m64nNXk16: A (the thread's 4 bf16 pairs) from registers, B (NX rows, K-major, 128-byte
+// swizzle) at shared-memory descriptor b
+template <int NX> H3_DI void h3n_wg_mma(float *d, const unsigned a[4], unsigned long long b);
+template <> H3_DI void h3n_wg_mma<8>(float *d, const unsigned a[4], unsigned long long b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+template <> H3_DI void h3n_wg_mma<16>(float *d, const unsigned a[4], unsigned long long b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+               "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+template <int NX, int NB, int GW>
+H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
+                  const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
+                  float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K) {
+  static_assert(NX == 8 || NX == 16, "wgmma N");
+  static_assert(8 % GW == 0, "commit groups of a chunk");
+  constexpr int TX = NX / 8; // x rows a thread stages (8 apart)
+  H3_DYN_SMEM(unsigned char, dyn);
+  unsigned char *xs = reinterpret_cast<unsigned char *>(((unsigned long long)dyn + 1023) & ~1023ull);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 64;
+  const int nch = (int)(K / H3N_KC), cps = (nch + (int)gridDim.y - 1) / (int)gridDim.y;
+  const int c0 = (int)blockIdx.y * cps, nc = c0 + cps < nch ? cps : nch - c0; // >= 1 (the launcher's splits)
+  const unsigned char *p[2], *q[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const long long nr = n0 + 16 * warp + 8 * h + g, n = nr < N ? nr : N - 1;
+    p[h] = packed + n * (K / 2) + 32 * t;
+    q[h] = scale + n * (K / 16) + 4 * t;
+  }
+  uint4 xr[TX][2]; // x's next chunk: rows xn + 8 j, groups 2 w, 2 w + 1
+  const int xn = lane & 7, xt = lane >> 3;
+  auto load_x = [&](long long c) {
+#pragma unroll
+    for (int j = 0; j < TX; j++) {
+      const long long m = xn + 8 * j;
+      const uint4 *src = reinterpret_cast<const uint4 *>(x + m * K + c * H3N_KC + 64 * xt + 16 * warp);
+      xr[j][0] = m < M ? __ldg(src) : uint4{0u, 0u, 0u, 0u};
+      xr[j][1] = m < M ? __ldg(src + 1) : uint4{0u, 0u, 0u, 0u};
+    }
+  };
+  auto store_x = [&](int b) {
+    unsigned char *base = xs + b * NX * 512;
+#pragma unroll
+    for (int j = 0; j < TX; j++) {
+      const int n = xn + 8 * j;
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int i = 2 * warp + e, ch = 4 * (i & 1); // group i: steps 2 i, 2 i + 1, column block i / 2
+        unsigned char *row = base + (i >> 1) * NX * 128 + n * 128 + 4 * xt;
+        const uint4 v = xr[j][e];
+        *reinterpret_cast<unsigned *>(row + ((ch ^ (n & 7)) << 4)) = h3n_prmt(v.x, v.z, 0x5410u);
+        *reinterpret_cast<unsigned *>(row + (((ch + 1) ^ (n & 7)) << 4)) = h3n_prmt(v.x, v.z, 0x7632u);
+        *reinterpret_cast<unsigned *>(row + (((ch + 2) ^ (n & 7)) << 4)) = h3n_prmt(v.y, v.w, 0x5410u);
+        *reinterpret_cast<unsigned *>(row + (((ch + 3) ^ (n & 7)) << 4)) = h3n_prmt(v.y, v.w, 0x7632u);
+      }
+    }
+    h3_fence_async_smem();
+  };
+  float acc[NX / 2];
+#pragma unroll
+  for (int e = 0; e < NX / 2; e++) acc[e] = 0.0f;
+  h3n_w w[NB][2];
+#pragma unroll
+  for (int d = 0; d < NB - 1; d++) h3n_skinny_w(w[d], p, q, d < nc ? c0 + d : nch, nch, K);
+  load_x(c0);
+  store_x(0);
+  if (nc > 1) load_x(c0 + 1);
+  __syncthreads();
+  const unsigned xs0 = h3_smem_addr(xs);
+  for (int i0 = 0; i0 < nc; i0 += NB) // as often in every thread
+#pragma unroll
+    for (int k = 0; k < NB; k++) {
+      const int i = i0 + k;
+      if (i >= nc) break;
+      h3n_skinny_w(w[(k + NB - 1) % NB], p, q, i + NB - 1 < nc ? c0 + i + NB - 1 : nch, nch, K);
+      const h3n_w(&cur)[2] = w[k % NB];
+      unsigned S[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+      const unsigned long long desc = h3_wg_desc(xs0 + (unsigned)(i % 3) * NX * 512, 16, 1024);
+#pragma unroll
+      for (int gi = 0; gi < 8 / GW; gi++) {
+        unsigned a[GW][2][4];
+        h3_wg_wait<1>(); // the group before the last retired: its A registers are free
+#pragma unroll
+        for (int e = 0; e < GW; e++) h3n_a_word(cur, S, GW * gi + e, a[e]);
+        h3_wg_fence();
+#pragma unroll
+        for (int e = 0; e < GW; e++)
+#pragma unroll
+          for (int ks = 0; ks < 2; ks++) {
+            const int st = 2 * (GW * gi + e) + ks; // the chunk's k-step
+            h3n_wg_mma<NX>(acc, a[e][ks], desc + (unsigned long long)(((st >> 2) * NX * 128 + (st & 3) * 32) >> 4));
+          }
+        h3_wg_commit();
+      }
+      if (i + 1 < nc) store_x((i + 1) % 3);
+      if (i + 2 < nc) load_x(c0 + i + 2);
+      __syncthreads();
+    }
+  h3_wg_wait<0>();
+  h3_wg_hold<NX / 2>(acc);
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  const bool whole = gridDim.y == 1;
+#pragma unroll
+  for (int e = 0; e < NX / 2; e++) {
+    const long long n = n0 + 16 * warp + g + 8 * ((e >> 1) & 1), m = 8 * (e >> 2) + 2 * t + (e & 1);
+    if (m >= M || n >= N) continue;
+    if (whole) h3_st(y, m * N + n, __fmul_rn(acc[e], gs));
+    else part[(long long)blockIdx.y * M * N + m * N + n] = acc[e];
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<64, 128>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+#endif
+
 #define H3N_CAT2(a, b) a##b
 #define H3N_CAT(a, b) H3N_CAT2(a, b)
 // H3_NVFP4_NAME_m1, _m2, _m4: blocks of 16, 32 and 64 rows
@@ -601,6 +759,19 @@ extern "C" __global__ void __launch_bounds__(32 * H3NS_WARPS, 3) H3N_CAT(H3_NVFP
   }
 H3N_ROWS_KERNEL(_sx, 1, 4)
 H3N_ROWS_KERNEL(_sx16, 2, 2)
+
+#if H3N_WG_BUILD
+// H3_NVFP4_NAME_wg, _wg16: the warpgroup form, up to 8 and 9-16 rows
+#define H3N_WG_KERNEL(SUFFIX, NX, NB, GW)                                                                 \
+  extern "C" __global__ void __launch_bounds__(128, 3) H3N_CAT(H3_NVFP4_NAME, SUFFIX)(                    \
+      const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,                            \
+      const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,         \
+      float *__restrict__ part, unsigned *__restrict__ cnt, long long M, long long N, long long K) {       \
+    h3n_wg<NX, NB, GW>(x, packed, scale, gp, y, part, cnt, M, N, K);                                       \
+  }
+H3N_WG_KERNEL(_wg, 8, 3, 2)
+H3N_WG_KERNEL(_wg16, 16, 3, 2)
+#endif
 
 // ---- the dequantized form (M > 64): w_b for cuBLASLt ---------------------------------------
 // H3_NVFP4_NAME_dq(packed, scale, wb, N, K) -> wb [N, K] bf16 = e2m1(code) * e4m3(scale)

@@ -317,7 +317,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   static const h3_dtype combos[][4] = {
       {H3_F32, H3_F32, H3_F32, H3_F32}, {H3_F32, H3_F32, H3_F32, H3_BF16},
       {H3_BF16, H3_BF16, H3_DTYPE_COUNT, H3_BF16}, {H3_F16, H3_BF16, H3_F32, H3_F64}};
-  enum { N_JOBS = 21 };
+  enum { N_JOBS = 22 };
   char defs[N_JOBS][512];
   const char *file[N_JOBS] = {"util.cu", "attention_ref.cu", "flash_attention.cu"};
   const char *def[N_JOBS] = {NULL, NULL, NULL};
@@ -341,6 +341,7 @@ h3_status h3_cuda_compile_check(h3_diag *d) {
   file[18] = "sol_select.cu", file[19] = "sol_attention.cu"; /* no macros; as cuda_sol.c */
   for (int i = 18; i < 20; i++) def[i] = NULL, exact[i] = i == 18;
   file[20] = "skinny_gemm.cu", def[20] = CU_SKINNY_CHECK_DEFINES, exact[20] = true;
+  file[21] = "nvfp4_gemm.cu", def[21] = def[17], exact[21] = false; /* its warpgroup form: sm_90a */
   h3_status st = H3_OK;
   for (int i = 0; i < N_JOBS; i++) {
     h3_nvrtc_job job;

@@ -55,10 +55,30 @@ static size_t tiled_scratch(int64_t M, int64_t N, int64_t K) {
   return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
 }
 
+int64_t cu_nvfp4_wg_splits(int64_t N, int64_t K) {
+  const int64_t nch = K / CU_NVFP4_KC, cols = (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS;
+  int64_t best = 1, cost = -1;
+  for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= nch; S++) {
+    const int64_t cps = (nch + S - 1) / S;
+    if ((S - 1) * cps >= nch) continue; /* an empty split */
+    const int64_t c = (cols * S + CU_NVFP4_SX_SLOTS - 1) / CU_NVFP4_SX_SLOTS * cps;
+    if (cost < 0 || c < cost) cost = c, best = S;
+  }
+  return best;
+}
+
+size_t cu_nvfp4_wg_smem(int64_t M) { return (size_t)(1024 + 3 * (M <= 8 ? 8 : 16) * 512); }
+
 size_t cu_nvfp4_rows_part(int64_t M, int64_t N, int64_t K) { return tiled_scratch(M, N, K); }
 
+/* the larger of the row-pair and warpgroup forms' splits */
+static int64_t rows_max_splits(int64_t N, int64_t K) {
+  const int64_t a = cu_nvfp4_rows_splits(N, K), b = cu_nvfp4_wg_splits(N, K);
+  return a > b ? a : b;
+}
+
 size_t cu_nvfp4_rows_counters(int64_t M, int64_t N, int64_t K) {
-  return cu_nvfp4_rows_part(M, N, K) + cu_align256((size_t)(cu_nvfp4_rows_splits(N, K) * M * N) * 4);
+  return cu_nvfp4_rows_part(M, N, K) + cu_align256((size_t)(rows_max_splits(N, K) * M * N) * 4);
 }
 
 bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
@@ -67,18 +87,21 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
 
 /* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" runs the tiled kernels
  * where another form would run; "skinny" the skinny form at 1-8 rows and the tiled kernels at
- * 9-16 instead of the row-pair form. By default: the skinny form at 1-4 rows, the row-pair form
- * at 5-16 (on an H100 at 8 rows 1.06-1.30 x the skinny form, at 16 1.04-1.39 x the tiled
- * kernels; dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt), the dequantized form
+ * 9-16 instead of the warpgroup form; "rows" the row-pair form at 5-16 rows. By default: the
+ * skinny form at 1-4 rows, the warpgroup form at 5-16 (the row-pair form, which it replaces,
+ * was on an H100 at 8 rows 1.06-1.30 x the skinny form, at 16 1.04-1.39 x the tiled kernels;
+ * dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt), the dequantized form
  * above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the tiled kernels in between
  * and where none applies. */
-enum { FORM_DEFAULT = -1, FORM_TILED = 0, FORM_SKINNY = 1 };
-static int nvfp4_form(void) { return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "skinny", NULL}); }
+enum { FORM_DEFAULT = -1, FORM_TILED = 0, FORM_SKINNY = 1, FORM_ROWS = 2 };
+static int nvfp4_form(void) {
+  return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "skinny", "rows", NULL});
+}
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   if (cu_nvfp4_dequant_applies(M, K, true)) return cu_align256((size_t)(cu_nvfp4_slab_rows(N, K) * K) * 2) + 256;
-  if (cu_nvfp4_rows_applies(M, K, true) && cu_nvfp4_rows_splits(N, K) > 1)
+  if (cu_nvfp4_rows_applies(M, K, true) && rows_max_splits(N, K) > 1)
     return cu_nvfp4_rows_counters(M, N, K) +
            cu_align256((size_t)cu_nvfp4_rows_cols(N) * 4);
   return tiled_scratch(M, N, K);
@@ -160,7 +183,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   if (xt->dtype != H3_BF16 || K % 16)
     return cu_op_error(d, op, CU_HINT_UNSUPPORTED, "x must be bf16 with K a multiple of 16 (got %s, K %lld)",
                        h3_dtype_name(xt->dtype), K);
-  char base[96], name[7][128], defs[256];
+  char base[96], name[9][128], defs[256];
   snprintf(base, sizeof base, "h3cu_nvfp4_%s", DN(out[0].type.dtype));
   snprintf(defs, sizeof defs, "#define H3_NVFP4_NAME %s\n#define O_T %s\n", base,
            h3_kernel_ctype(out[0].type.dtype));
@@ -169,9 +192,14 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   snprintf(name[4], sizeof name[4], "%s_dq", base);
   snprintf(name[5], sizeof name[5], "%s_sx", base);
   snprintf(name[6], sizeof name[6], "%s_sx16", base);
-  const char *names[7] = {name[0], name[1], name[2], name[3], name[4], name[5], name[6]};
-  cu_kernel *kns[7];
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 7, names, kns, d) != H3_OK) return H3_ERR;
+  snprintf(name[7], sizeof name[7], "%s_wg", base);
+  snprintf(name[8], sizeof name[8], "%s_wg16", base);
+  const char *names[9] = {name[0], name[1], name[2], name[3], name[4], name[5], name[6], name[7], name[8]};
+  cu_kernel *kns[9];
+  /* the warpgroup form's two from the file's sm_90a build (wgmma), the others from its sm_90 one */
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 7, names, kns, d) != H3_OK ||
+      cu_m31_kernels_sm90a(s, op, "nvfp4_gemm.cu", defs, 2, names + 7, kns + 7, d) != H3_OK)
+    return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
   void *y = out[0].data;
@@ -179,14 +207,19 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
   const int form = nvfp4_form();
-  if (cu_nvfp4_rows_applies(M, K, vec) && form == FORM_DEFAULT) {
-    const int64_t splits = cu_nvfp4_rows_splits(N, K), cols = cu_nvfp4_rows_cols(N);
+  if (cu_nvfp4_rows_applies(M, K, vec) && (form == FORM_DEFAULT || form == FORM_ROWS)) {
+    const bool wg = form == FORM_DEFAULT; /* the warpgroup form, else the row-pair form */
+    const int64_t splits = wg ? cu_nvfp4_wg_splits(N, K) : cu_nvfp4_rows_splits(N, K);
+    const int64_t cols = wg ? (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS : cu_nvfp4_rows_cols(N);
     if (splits > 1 && !scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
     void *part = splits > 1 ? (char *)scratch + cu_nvfp4_rows_part(M, N, K) : NULL;
     void *cnt = splits > 1 ? (char *)scratch + cu_nvfp4_rows_counters(M, N, K) : NULL;
     void *rargs[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K};
     int64_t rgrid[3] = {cols, splits, 1}, rblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
-    return cu_launch(s, kns[M <= 8 ? 5 : 6], rgrid, rblock, 0, rargs, d);
+    cu_kernel *kn = kns[wg ? (M <= 8 ? 7 : 8) : (M <= 8 ? 5 : 6)];
+    const int64_t smem = wg ? (int64_t)cu_nvfp4_wg_smem(M) : 0;
+    if (wg && cu_m31_smem(s, op, kn, (size_t)smem, d) != H3_OK) return H3_ERR;
+    return cu_launch(s, kn, rgrid, rblock, smem, rargs, d);
   }
   if (cu_nvfp4_skinny_applies(M, K, vec) && form != FORM_TILED) {
     void *sargs[] = {&x, &pk, &sc, &gs, &y, &M, &N, &K};
