@@ -534,6 +534,16 @@ case $CALL in
    python3 dev/msa_stamps.py "$OUT/stamps.out" "$OUT/stamps.tsv"
    python3 dev/kernel_timeline.py "$OUT/stamps.tsv" | head -3
    } > "$log" 2>&1 ;;
+128) { # the warpgroup form in the product (STAGE = build-gpu/s72: dev/mini_stage.sh build-gpu/s18
+   # build-gpu/s72 test_gpu_ops nvfp4_bench gpu_compile_check at the commit that made it default at
+   # 5-16 rows): nvfp4_bench (L2 emptied) at 1, 5, 8, 12, 16 rows, the default (warpgroup at 5-16)
+   # and the rows column (the row-pair form) in one run, each checked against cuBLASLt by NMSE;
+   # then, when M128_TESTS=1, test_gpu_ops (every form of linear_nvfp4 among its cases). Predicted
+   # as call 127's wgx rows (H3_NVFP4_FORM unset: wgx<8,1,3,2> / wgx<16,1,3,2>). ~1.5 min (+2.5)
+   echo "== nvfp4_bench at 1, 5, 8, 12 and 16 rows"
+   timeout 100 "$S/bin/nvfp4_bench" --rows 1,5,8,12,16 --no-skinny --no-lm-head --warm-seconds 0.2 2>&1 | grep -v h3bench
+   if [ "${M128_TESTS:-0}" = 1 ]; then echo "== test_gpu_ops"; timeout 200 "$S/bin/test_gpu_ops" models 2>&1 | grep -v '^ok' | tail -8; fi
+   } > "$log" 2>&1 ;;
 127) { # issue 19's NVFP4 GEMM at 1-16 rows on wgmma (dev/nvfp4_wgmma_lab.cu; build-gpu/lab/nvfp4_wgmma_lab,
    # dev/lab_stages.sh builds it; carry build-gpu/lab; STAGE unused): cuBLAS bf16, the product's
    # skinny / row-pair form and the wgx variants at fc, o_proj, gate_up, down, each row checked
