@@ -595,11 +595,10 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
 // (two groups' A registers live). End: wait_group 0; the D fragment d[4 j + 2 h + q] = D[16 w +
 // g + 8 h][8 j + 2 t + q] is weight row (y's column) by x row; S = 1: y = d * g * 2^7; S > 1:
 // partials part[S, M, N], and the column group's last block (cnt[bx]) adds them in split order
-// (h3n_add_partials). The sum order depends on M, N, K alone. Dynamic shared memory:
-// H3N_WG_SMEM(NX). Measured: docs/nvfp4.md.
+// (h3n_add_partials). The sum order depends on M, N, K alone. Dynamic shared memory: 1024 + 3 NX
+// 512 bytes (the buffers and the slack that aligns them; cu_nvfp4_wg_smem). Measured: docs/nvfp4.md.
 // Compiled only for sm_90a (the runtime loads these two kernels from the file's sm_90a build;
 // the exact tier's sm_90 build and the host emulation leave them out).
-#define H3N_WG_SMEM(NX) (1024 + 3 * (NX) * 512)
 #if !defined(H3_HOST_EMU) && (!defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL))
 #define H3N_WG_BUILD 1
 #else

@@ -218,6 +218,11 @@ int main(void) {
   CHECK(cu_nvfp4_rows_splits(6144, 18432) == 2 && cu_nvfp4_rows_splits(24576, 6144) == 1 &&
             cu_nvfp4_rows_splits(6144, 12288) == 2 && cu_nvfp4_rows_splits(16, 20480) == 10,
         "the row-pair form's splits at the draft's fc, gate_up, down and a narrow weight");
+  CHECK(cu_nvfp4_wg_splits(6144, 18432) == 4 && cu_nvfp4_wg_splits(6144, 8192) == 4 &&
+            cu_nvfp4_wg_splits(24576, 6144) == 1 && cu_nvfp4_wg_splits(6144, 12288) == 4 &&
+            cu_nvfp4_wg_splits(16, 20480) == 16 && cu_nvfp4_wg_splits(64, 768) == 3 &&
+            cu_nvfp4_wg_smem(8) == 13312 && cu_nvfp4_wg_smem(16) == 25600,
+        "the warpgroup form's splits (every split non-empty) and shared memory (GPU only: tests/gpu)");
   test_nvfp4(5, 64, 2048, false, -1, ROWS);    /* 8 chunks: S 2, a turn a warp */
   test_nvfp4(8, 200, 768, false, 7, ROWS);     /* 3 chunks (a split's warp idle); a 8-row last group; NaN */
   test_nvfp4(5, 16, 9216, false, -1, ROWS);    /* one group of 16 rows; 36 chunks in 9 splits */
