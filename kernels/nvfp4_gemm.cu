@@ -597,9 +597,9 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
 // partials part[S, M, N], and the column group's last block (cnt[bx]) adds them in split order
 // (h3n_add_partials). The sum order depends on M, N, K alone. Dynamic shared memory: 1024 + 3 NX
 // 512 bytes (the buffers and the slack that aligns them; cu_nvfp4_wg_smem). Measured: docs/nvfp4.md.
-// Compiled only for sm_90a (the runtime loads these two kernels from the file's sm_90a build;
-// the exact tier's sm_90 build and the host emulation leave them out).
-#if !defined(H3_HOST_EMU) && (!defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL))
+// Compiled for sm_90a (the runtime loads these two kernels from the file's sm_90a build; the
+// exact tier's sm_90 build leaves them out) and for the host emulation (emu_wgmma_bf16).
+#if defined(H3_HOST_EMU) || !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define H3N_WG_BUILD 1
 #else
 #define H3N_WG_BUILD 0
@@ -608,6 +608,11 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
 // d += A B, m64nNXk16: A (the thread's 4 bf16 pairs) from registers, B (NX rows, K-major, 128-byte
 // swizzle) at shared-memory descriptor b
 template <int NX> H3_DI void h3n_wg_mma(float *d, const unsigned a[4], unsigned long long b);
+#ifdef H3_HOST_EMU
+template <int NX> H3_DI void h3n_wg_mma(float *d, const unsigned a[4], unsigned long long b) {
+  emu_wgmma_bf16<NX>(d, a, b);
+}
+#else
 template <> H3_DI void h3n_wg_mma<8>(float *d, const unsigned a[4], unsigned long long b) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
@@ -621,6 +626,7 @@ template <> H3_DI void h3n_wg_mma<16>(float *d, const unsigned a[4], unsigned lo
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
+#endif
 
 template <int NX, int NB, int GW>
 H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
@@ -649,8 +655,8 @@ H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict
     for (int j = 0; j < TX; j++) {
       const long long m = xn + 8 * j;
       const uint4 *src = reinterpret_cast<const uint4 *>(x + m * K + c * H3N_KC + 64 * xt + 16 * warp);
-      xr[j][0] = m < M ? __ldg(src) : uint4{0u, 0u, 0u, 0u};
-      xr[j][1] = m < M ? __ldg(src + 1) : uint4{0u, 0u, 0u, 0u};
+      xr[j][0] = m < M ? h3_ldg16(src) : uint4{0u, 0u, 0u, 0u};
+      xr[j][1] = m < M ? h3_ldg16(src + 1) : uint4{0u, 0u, 0u, 0u};
     }
   };
   auto store_x = [&](int b) {

@@ -7,7 +7,8 @@
 // include/h3/scalar.h (integer floor division, modulo, row clamps): the CPU's own text; what
 // two kernel files share (mma.sync and cp.async helpers, e4m3 codes and 2^x, a launch's last block, moe's grouped-GEMM contract, the
 // warpgroup MMA, mbarrier and TMA helpers of the sm_90a units). Under H3_HOST_EMU it compiles as host C++
-// (tests/codegen/host_emu.h; the warpgroup MMA part is left out).
+// (tests/codegen/host_emu.h; of the warpgroup MMA part only the descriptor and do-nothing fences and
+// waits, for the kernels that read B through emu_wgmma_bf16).
 #ifndef H3_HOST_EMU
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -555,19 +556,32 @@ __device__ __forceinline__ bool h3_last_block(unsigned *c, unsigned n) {
   return last;
 }
 
-#ifndef H3_HOST_EMU
-// ---- warpgroup MMA (wgmma; only units compiled for sm_90a may call these) ----
-// a generic pointer into shared memory as a shared::cta address
-H3_DI unsigned h3_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-// wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format") of a tile whose rows are 128
-// bytes stored in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r & 7), atoms of
-// 8 rows = 1024 bytes, 1024-byte aligned): bits 0-13 the start address >> 4, 16-29 the leading
-// byte offset lbo >> 4, 32-45 the stride byte offset sbo >> 4, 49-51 base offset 0, 62-63 the
-// swizzle mode (1: 128 bytes). Adding n to it moves the start by 16 n bytes.
+// wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format"; GPU and host emulation) of a
+// tile whose rows are 128 bytes stored in the 128-byte swizzle (16-byte chunk c of row r at chunk
+// c ^ (r & 7), atoms of 8 rows = 1024 bytes, 1024-byte aligned): bits 0-13 the start address >>
+// 4, 16-29 the leading byte offset lbo >> 4, 32-45 the stride byte offset sbo >> 4, 49-51 base
+// offset 0, 62-63 the swizzle mode (1: 128 bytes). Adding n to it moves the start by 16 n bytes.
 H3_DI unsigned long long h3_wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
   return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
+#ifdef H3_HOST_EMU
+// ---- the warpgroup MMA's helpers under host emulation (tests/codegen/host_emu.h's
+// emu_wgmma_bf16 reads B through the descriptor): shared addresses are offsets into the
+// emulation's dynamic shared memory; a wgmma completes at once, so fences, commits and waits
+// do nothing ----
+H3_DI unsigned h3_smem_addr(const void *p) {
+  return (unsigned)(reinterpret_cast<const unsigned char *>(p) - emu_dyn_smem);
+}
+H3_DI void h3_wg_fence() {}
+H3_DI void h3_wg_commit() {}
+template <int N> H3_DI void h3_wg_wait() {}
+template <int N> H3_DI void h3_wg_hold(float *) {}
+H3_DI void h3_fence_async_smem() {}
+#else
+// ---- warpgroup MMA (wgmma; only units compiled for sm_90a may call these) ----
+// a generic pointer into shared memory as a shared::cta address
+H3_DI unsigned h3_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 // orders this warpgroup's register (and shared memory) accesses before the wgmmas after it
 H3_DI void h3_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 // closes the group of this warpgroup's wgmmas issued since the last commit

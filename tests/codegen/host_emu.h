@@ -236,6 +236,44 @@ inline void emu_mma_e4m3(float *d, const unsigned *a, const unsigned *b) {
   emu_mma<32>(d, a, b, [](unsigned v) { return h3_e4m3_to_f32((uint8_t)v); });
 }
 
+/* wgmma.mma_async m64nNk16 (bf16, fp32 accumulate) of the calling thread's warpgroup (threads
+ * 128v .. 128v + 127 of the block), A from registers, B from the emulation's shared memory at
+ * descriptor desc (the 128-byte swizzle, K-major, as h3_wg_desc encodes it: start offset into
+ * emu_dyn_smem >> 4 at bits 0-13, the 8-row atoms sbo >> 4 apart at bits 32-45; B row n, k at
+ * start + (n / 8) sbo + (n % 8) 128 + 2 k with the 16-byte chunk bits 4-6 XORed with bits 7-9).
+ * A(m, k): warp m / 16's lane 4 ((m % 16) % 8) + (k % 8) / 2, word ((m % 16) >= 8) + 2 (k >= 8),
+ * the half k % 2 (h3_mma_bf16's a of each warp); d[4 j + 2 h + q] += D[16 w + g + 8 h][8 j + 2 t +
+ * q] over k ascending. The operation completes at once (commit and wait are no-ops); every thread
+ * of the block takes part (two barriers). */
+template <int N> inline void emu_wgmma_bf16(float *d, const unsigned *a, unsigned long long desc) {
+  const unsigned me = threadIdx.x, v0 = me & ~127u;
+  for (int i = 0; i < 4; i++) emu_mma_words[me][i] = a[i];
+  emu_sync();
+  const unsigned start = (unsigned)(desc & 0x3FFFu) << 4, sbo = (unsigned)(desc >> 32 & 0x3FFFu) << 4;
+  auto A = [&](int m, int k) {
+    const int mm = m % 16;
+    const unsigned w = emu_mma_words[v0 + 32 * (m / 16) + 4 * (mm % 8) + (k % 8) / 2][(mm >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
+    return h3_bf16_to_f32((uint16_t)(w >> (16 * (k % 2))));
+  };
+  auto B = [&](int k, int n) {
+    unsigned at = start + (unsigned)(n / 8) * sbo + (unsigned)(n % 8) * 128u + 2u * (unsigned)k;
+    at ^= (at >> 7 & 7u) << 4;
+    uint16_t e;
+    std::memcpy(&e, emu_dyn_smem + at, 2);
+    return h3_bf16_to_f32(e);
+  };
+  const int w = (int)((me - v0) / 32), g = (int)(me & 31u) / 4, t = (int)(me & 3u);
+  float out[N / 2];
+  for (int i = 0; i < N / 2; i++) {
+    const int m = 16 * w + g + 8 * ((i >> 1) & 1), n = 8 * (i >> 2) + 2 * t + (i & 1);
+    float acc = d[i];
+    for (int k = 0; k < 16; k++) acc += A(m, k) * B(k, n);
+    out[i] = acc;
+  }
+  emu_sync();
+  for (int i = 0; i < N / 2; i++) d[i] = out[i];
+}
+
 /* ldmatrix.x4 of the calling thread's warp: each lane posts its row address, then reads
  * the 4 bytes at 4 * (lane % 4) of the rows that lanes 8i + lane / 4 gave (i = 0..3). Every
  * thread of the block takes part (two barriers). */

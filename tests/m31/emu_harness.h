@@ -25,7 +25,7 @@ emu_dim3 blockIdx, blockDim, gridDim;
 pthread_barrier_t emu_barrier;
 unsigned long long emu_slots[1024];
 unsigned emu_mma_words[1024][6];
-alignas(16) unsigned char emu_dyn_smem[1 << 20];
+alignas(1024) unsigned char emu_dyn_smem[1 << 20]; /* 1024: the 128-byte swizzle's atoms */
 
 #include "prelude.cuh"
 

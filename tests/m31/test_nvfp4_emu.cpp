@@ -13,8 +13,10 @@
  * fewer chunks than its warps and many per warp, partial blocks of weight rows, NaN scales, and
  * up to 12 turns a warp (its rings: weights two turns ahead in 3 slots, x one turn ahead in 2,
  * the loop unrolled by 6: odd and even turns, every tail of the unrolled loop, whole rounds,
- * warps whose last turn is past their chunks); and the row-pair form at 5 to 16 rows with K
- * splits from 1 to 16, partial column groups and idle warps. NMSE <= 1e-5 (fp32 sum order, then one bf16
+ * warps whose last turn is past their chunks); the row-pair form at 5 to 16 rows with K
+ * splits from 1 to 16, partial column groups and idle warps; and the warpgroup form at 5 to 16
+ * rows (its wgmmas through emu_wgmma_bf16, B read through the descriptor and the swizzle),
+ * splits from 1 to 12, partial column groups, its rings' rounds and tails. NMSE <= 1e-5 (fp32 sum order, then one bf16
  * rounding); NaN and Inf where the CPU's are; the counters back at 0 and a second launch
  * bitwise the same.
  */
@@ -45,14 +47,15 @@ static void random_weight(uint8_t *pk, uint8_t *sc, int64_t N, int64_t K) {
   }
 }
 
-/* The form a case runs: the tiled kernels, the skinny form or the row-pair form (each launched
- * as cuda_nvfp4.c launches it; the last two must apply) */
-enum form { TILED, SKINNY, ROWS };
+/* The form a case runs: the tiled kernels, the skinny form, the row-pair form or the warpgroup
+ * form (each launched as cuda_nvfp4.c launches it; the last three must apply) */
+enum form { TILED, SKINNY, ROWS, WG };
 
 /* x [M, K] bf16 against a random NVFP4 weight [N, K]; misalign: x one element off 16 bytes;
- * nan_col >= 0: a NaN scale byte in that weight row; through form f; splits > 0: the row-pair
- * form launched with that many K splits instead of cu_nvfp4_rows_splits' (the kernel takes any:
- * small weights get many splits and one turn a warp, so its rings' steady state needs this) */
+ * nan_col >= 0: a NaN scale byte in that weight row; through form f; splits > 0: the row-pair or
+ * warpgroup form launched with that many K splits instead of their launcher's (the kernels take
+ * any that leaves no split empty: small weights get many splits and one turn a warp, so their
+ * rings' steady state needs this) */
 static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t nan_col, form f = TILED,
                        int64_t splits = 0) {
   std::string text = "module @m config \"test\" {\n  graph @g(%x: " + ty("bf16", {M, K}) + ", %p: " +
@@ -85,16 +88,17 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   auto kernel = sh.mt == 1 ? nvfp4_k::emu_nvfp4_m1 : sh.mt == 2 ? nvfp4_k::emu_nvfp4_m2 : nvfp4_k::emu_nvfp4_m4;
   CHECK(f != SKINNY || cu_nvfp4_skinny_applies(M, K, vec), "M %lld K %lld: the skinny form applies", (long long)M,
         (long long)K);
-  CHECK(f != ROWS || cu_nvfp4_rows_applies(M, K, vec), "M %lld K %lld: the row-pair form applies", (long long)M,
-        (long long)K);
+  CHECK((f != ROWS && f != WG) || cu_nvfp4_rows_applies(M, K, vec), "M %lld K %lld: the row-pair form applies",
+        (long long)M, (long long)K);
   const float *gp = (const float *)in[3].p();
-  const int64_t rsplits = splits > 0 ? splits : cu_nvfp4_rows_splits(N, K), rcols = cu_nvfp4_rows_cols(N);
-  if (f == ROWS && splits > 0) /* room for the forced splits' partials */
+  const int64_t rsplits = splits > 0 ? splits : f == WG ? cu_nvfp4_wg_splits(N, K) : cu_nvfp4_rows_splits(N, K);
+  const int64_t rcols = f == WG ? (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS : cu_nvfp4_rows_cols(N);
+  if ((f == ROWS || f == WG) && splits > 0) /* room for the forced splits' partials */
     scratch.resize(cu_nvfp4_rows_part(M, N, K) + (size_t)(rsplits * M * N) * 4 + 256 + (size_t)rcols * 4, 0);
   float *rpart = (float *)(scratch.data() + cu_nvfp4_rows_part(M, N, K));
   unsigned *rcnt = (unsigned *)(scratch.data() + (splits > 0 ? scratch.size() - (size_t)rcols * 4
                                                              : cu_nvfp4_rows_counters(M, N, K)));
-  CHECK(f != ROWS || rsplits == 1 || splits > 0 ||
+  CHECK((f != ROWS && f != WG) || rsplits == 1 || splits > 0 ||
             cu_nvfp4_rows_counters(M, N, K) + rcols * 4 <= cu_nvfp4_scratch_bytes(M, N, K),
         "M %lld N %lld K %lld: the row-pair form's partials and counters fit the scratch", (long long)M,
         (long long)N, (long long)K);
@@ -109,6 +113,12 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
                                                                   rsplits > 1 ? rpart : nullptr,
                                                                   rsplits > 1 ? rcnt : nullptr, MM, NN, KK);
       });
+    else if (f == WG)
+      emu_launch3(rcols, rsplits, 1, CU_NVFP4_SK_THREADS, [&] {
+        (M <= 8 ? nvfp4_k::emu_nvfp4_wg : nvfp4_k::emu_nvfp4_wg16)(x, pk, sc, gp, (h3_bf16 *)got[run].p(),
+                                                                  rsplits > 1 ? rpart : nullptr,
+                                                                  rsplits > 1 ? rcnt : nullptr, MM, NN, KK);
+      });
     else
       emu_launch3(sh.cols, sh.splits, sh.mblocks, CU_NVFP4_THREADS, [&] {
         kernel(x, pk, sc, gp, (h3_bf16 *)got[run].p(), sh.splits > 1 ? part : nullptr, sh.splits > 1 ? cnt : nullptr,
@@ -118,9 +128,10 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   if (f == SKINNY)
     snprintf(what, sizeof what, "M %lld N %lld K %lld (skinny%s)", (long long)M, (long long)N, (long long)K,
              nan_col >= 0 ? ", NaN scale" : "");
-  else if (f == ROWS)
-    snprintf(what, sizeof what, "M %lld N %lld K %lld (row pairs: %lld x %lld%s)", (long long)M, (long long)N,
-             (long long)K, (long long)rcols, (long long)rsplits, nan_col >= 0 ? ", NaN scale" : "");
+  else if (f == ROWS || f == WG)
+    snprintf(what, sizeof what, "M %lld N %lld K %lld (%s: %lld x %lld%s)", (long long)M, (long long)N, (long long)K,
+             f == WG ? "warpgroup" : "row pairs", (long long)rcols, (long long)rsplits,
+             nan_col >= 0 ? ", NaN scale" : "");
   else
     snprintf(what, sizeof what, "M %lld N %lld K %lld (m%d: %lld x %lld x %lld, cps %d%s%s)", (long long)M,
              (long long)N, (long long)K, sh.mt, (long long)sh.cols, (long long)sh.splits, (long long)sh.mblocks,
@@ -129,7 +140,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
   CHECK(memcmp(got[0].p(), got[1].p(), (size_t)(M * N) * 2) == 0, "%s: a second launch differs", what);
   int64_t left = 0;
   for (int64_t i = 0; f == TILED && sh.splits > 1 && i < sh.cols * sh.mblocks; i++) left += cnt[i] != 0;
-  for (int64_t i = 0; f == ROWS && rsplits > 1 && i < rcols; i++) left += rcnt[i] != 0;
+  for (int64_t i = 0; (f == ROWS || f == WG) && rsplits > 1 && i < rcols; i++) left += rcnt[i] != 0;
   CHECK(left == 0, "%s: %lld counters not back at 0", what, (long long)left);
   h3_module_free(m);
 }
@@ -243,5 +254,20 @@ int main(void) {
   test_nvfp4(5, 64, 4096, false, -1, ROWS, 1);  /* 16 chunks: 4 turns, 2 whole rounds */
   test_nvfp4(12, 40, 6912, false, -1, ROWS, 1); /* 27 chunks: 7 turns */
   test_nvfp4(16, 16, 4352, false, 9, ROWS, 2);  /* 17 chunks in 2 splits: 3 turns; NaN */
+  /* the warpgroup form: 5-8 rows (m64n8k16) and 9-16 (m64n16k16); its splits (every one
+     non-empty; one chunk a split: the prologue alone), partial column groups (N not a multiple
+     of 64, N < 64), NaN; then splits forced: the weight ring's rounds of 3 chunks and their
+     tails, x's ring of 3 buffers over many chunks, uneven splits */
+  test_nvfp4(5, 64, 2048, false, -1, WG);    /* 8 chunks in 8 splits */
+  test_nvfp4(8, 200, 768, false, 7, WG);     /* 3 chunks in 3 splits, a last group of 8 rows; NaN */
+  test_nvfp4(6, 1000, 6144, false, -1, WG);  /* 16 groups, 24 chunks in 12 splits */
+  test_nvfp4(9, 48, 2560, false, -1, WG);    /* 10 chunks in 10 splits */
+  test_nvfp4(16, 96, 768, false, 50, WG);    /* 3 chunks; NaN */
+  test_nvfp4(13, 300, 5120, false, -1, WG);  /* 5 groups, a partial last; 20 chunks in 10 splits */
+  test_nvfp4(7, 40, 6912, false, -1, WG, 1); /* 27 chunks: 9 rounds */
+  test_nvfp4(5, 64, 1024, false, -1, WG, 1); /* 4 chunks: a round and a tail of 1 */
+  test_nvfp4(12, 130, 4352, false, 129, WG, 1); /* 17 chunks, a last group of 2 rows; NaN */
+  test_nvfp4(16, 16, 4352, false, 9, WG, 2);    /* 17 chunks in 2 splits (9, 8); NaN */
+  test_nvfp4(8, 64, 5120, false, -1, WG, 3);    /* 20 chunks in 3 splits (7, 7, 6) */
   return check_summary("nvfp4_emu");
 }
