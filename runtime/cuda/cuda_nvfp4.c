@@ -196,10 +196,9 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   snprintf(name[8], sizeof name[8], "%s_wg16", base);
   const char *names[9] = {name[0], name[1], name[2], name[3], name[4], name[5], name[6], name[7], name[8]};
   cu_kernel *kns[9];
-  /* the warpgroup form's two from the file's sm_90a build (wgmma), the others from its sm_90 one */
-  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 7, names, kns, d) != H3_OK ||
-      cu_m31_kernels_sm90a(s, op, "nvfp4_gemm.cu", defs, 2, names + 7, kns + 7, d) != H3_OK)
-    return H3_ERR;
+  /* the file's sm_90 build; the warpgroup form's two kernels (wgmma) from its sm_90a build, on
+     the first run that takes them */
+  if (cu_m31_kernels(s, op, "nvfp4_gemm.cu", defs, 7, names, kns, d) != H3_OK) return H3_ERR;
   if (M == 0 || N == 0) return H3_OK;
   const void *x = in[0].data, *pk = in[1].data, *sc = in[2].data, *gs = in[3].data;
   void *y = out[0].data;
@@ -216,6 +215,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
     void *cnt = splits > 1 ? (char *)scratch + cu_nvfp4_rows_counters(M, N, K) : NULL;
     void *rargs[] = {&x, &pk, &sc, &gs, &y, &part, &cnt, &M, &N, &K};
     int64_t rgrid[3] = {cols, splits, 1}, rblock[3] = {CU_NVFP4_SK_THREADS, 1, 1};
+    if (wg && cu_m31_kernels_sm90a(s, op, "nvfp4_gemm.cu", defs, 2, names + 7, kns + 7, d) != H3_OK) return H3_ERR;
     cu_kernel *kn = kns[wg ? (M <= 8 ? 7 : 8) : (M <= 8 ? 5 : 6)];
     const int64_t smem = wg ? (int64_t)cu_nvfp4_wg_smem(M) : 0;
     if (wg && cu_m31_smem(s, op, kn, (size_t)smem, d) != H3_OK) return H3_ERR;
