@@ -23,16 +23,17 @@
  * w_b; the nvfp4 columns "-"; not with --no-lm-head). Columns:
  *
  *   weight M N K | nvfp4 ms  bf16 ms  speed-up  GB/s  nmse | tiled ms  vs bf16  tl GB/s  tl nmse
- *   | rows ms  vs bf16  rw GB/s  rw nmse | single ms  vs bf16  sg GB/s  sg nmse
- *   | skinny ms  vs bf16  sk GB/s  sk nmse
+ *   | rows ms  vs bf16  rw GB/s  rw nmse | wg ms  vs bf16  wg GB/s  wg nmse
+ *   | single ms  vs bf16  sg GB/s  sg nmse | skinny ms  vs bf16  sk GB/s  sk nmse
  *
- * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form at 1-4 rows, its warpgroup
- * form at 5-16, its dequantized form above 64 rows, else its tiled kernels: docs/nvfp4.md),
- * tiled the same op under H3_NVFP4_FORM=tiled where the default is another form, rows under
- * H3_NVFP4_FORM=rows (the row-pair form, at 5-16 rows), single under H3_NVFP4_FORM=skinny where
- * the default is the warpgroup form and the skinny form applies (5-8 rows: one weight tile a
- * warp) ("-" between), each NMSE against the default's result. Lines "h3bench NAME ms" for
- * scripts (nvfp4_, nvfp4tiled_, nvfp4rows_, nvfp4single_, bf16_, skinny_ +
+ * where nvfp4 is linear_nvfp4 as it runs by default (its skinny form at 1-4 rows, its row-pair
+ * form at 5-8, its warpgroup form at 9-16, its dequantized form above 64 rows, else its tiled
+ * kernels: docs/nvfp4.md), tiled the same op under H3_NVFP4_FORM=tiled where the default is
+ * another form, rows and wg under H3_NVFP4_FORM=rows and wg (the row-pair and the warpgroup
+ * form, at 5-16 rows), single under H3_NVFP4_FORM=skinny where the skinny form applies and is
+ * not the default (5-8 rows: one weight tile a warp) ("-" between), each NMSE against the
+ * default's result. Lines "h3bench NAME ms" for scripts (nvfp4_, nvfp4tiled_, nvfp4rows_,
+ * nvfp4wg_, nvfp4single_, bf16_, skinny_ +
  * weight _m + M). Exit 77 without a GPU, 1 when a result is off (NMSE above
  * bf16's limit) or the device lacks the memory.
  */
@@ -174,9 +175,7 @@ static bool lm_head(bench *x, gpu_rng *r, int iters, double warm_s) {
     ts = time_skinny(x, xv, wv, lin, c, iters, warm_s, &e);
   printf("%-10s %6lld %7lld %7lld %10s %10.4f %9s %8s %9s", "lm_head", (long long)M, (long long)N, (long long)K, "-", tl,
          "-", "-", "-");
-  print_form(0, 0, 0, 0, false);
-  print_form(0, 0, 0, 0, false);
-  print_form(0, 0, 0, 0, false);
+  for (int f = 0; f < 4; f++) print_form(0, 0, 0, 0, false);
   bool ok = print_skinny("lm_head", M, N, K, tl, ts, e, true) && tl >= 0;
   printf("h3bench bf16_lm_head_m1 %.5f\n", tl);
   free(rows), free(hw), free(hx), free(c);
@@ -268,10 +267,17 @@ int main(int argc, char **argv) {
   }
   printf("device: %s; the DSpark draft's NVFP4 weights (small / full widths) against bf16; %s\n",
          h3_backend_device_name(x.b), hot ? "runs back to back (--hot)" : "the L2 emptied before every run");
-  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s %10s %8s %8s %9s\n",
-         "weight", "M", "N", "K", "nvfp4 ms", "bf16 ms", "speed-up", "GB/s", "nmse", "tiled ms", "vs bf16", "tl GB/s",
-         "tl nmse", "rows ms", "vs bf16", "rw GB/s", "rw nmse", "single ms", "vs bf16", "sg GB/s", "sg nmse", "skinny ms",
-         "vs bf16", "sk GB/s", "sk nmse");
+  printf("%-10s %6s %7s %7s %10s %10s %9s %8s %9s", "weight", "M", "N", "K", "nvfp4 ms", "bf16 ms", "speed-up", "GB/s",
+         "nmse");
+  static const char *const forms[5] = {"tiled", "rows", "wg", "single", "skinny"}, *const tags[5] = {"tl", "rw", "wg",
+                                                                                                   "sg", "sk"};
+  for (int f = 0; f < 5; f++) {
+    char ms[16], gb[16], nm[16];
+    snprintf(ms, sizeof ms, "%s ms", forms[f]), snprintf(gb, sizeof gb, "%s GB/s", tags[f]);
+    snprintf(nm, sizeof nm, "%s nmse", tags[f]);
+    printf(" %10s %8s %8s %9s", ms, "vs bf16", gb, nm);
+  }
+  printf("\n");
   /* dspark.fc [H, 3H], o_proj [H, nq d], gate_up [2 F_d, H], down [H, F_d] at H = 6144 */
   static const char *const names[4] = {"fc", "o_proj", "gate_up", "down"};
   static const int64_t shapes[4][2] = {{6144, 18432}, {6144, 8192}, {24576, 6144}, {6144, 12288}};
@@ -332,7 +338,7 @@ int main(int argc, char **argv) {
       }
       const double wbytes = (double)(N * K / 2 + N * K / 16);
       double gbs = tq > 0 ? wbytes / (tq * 1e-3) / 1e9 : 0;
-      double ts = -1, es = -1, tn = -1, en = -1, tr = -1, er = -1, tg = -1, eg = -1;
+      double ts = -1, es = -1, tn = -1, en = -1, tr = -1, er = -1, tw = -1, ew = -1, tg = -1, eg = -1;
       if (skinny && e >= 0 && M <= CU_SKINNY_MAX_ROWS) ts = time_skinny(&x, xv, wv, lin, c, iters, warm_s, &es);
       const bool tiled_too = e >= 0 && (cu_nvfp4_skinny_applies(M, K, true) || cu_nvfp4_rows_applies(M, K, true) ||
                                         cu_nvfp4_dequant_applies(M, K, true));
@@ -340,21 +346,25 @@ int main(int argc, char **argv) {
       const bool rows_too = e >= 0 && cu_nvfp4_rows_applies(M, K, true);
       if (tiled_too) tn = time_nvfp4_form(&x, "tiled", qop, qin, &qout, q16, iters, warm_s, &en);
       if (rows_too) tr = time_nvfp4_form(&x, "rows", qop, qin, &qout, q16, iters, warm_s, &er);
+      if (rows_too) tw = time_nvfp4_form(&x, "wg", qop, qin, &qout, q16, iters, warm_s, &ew);
       if (single_too) tg = time_nvfp4_form(&x, "skinny", qop, qin, &qout, q16, iters, warm_s, &eg);
       printf("%-10s %6lld %7lld %7lld %10.4f %10.4f %9.2f %8.0f %9.2g", names[s], (long long)M,
              (long long)N, (long long)K, tq, tl, tq > 0 && tl > 0 ? tl / tq : 0.0, gbs, e);
       print_form(tn, en, tl, wbytes, tiled_too);
       print_form(tr, er, tl, wbytes, rows_too);
+      print_form(tw, ew, tl, wbytes, rows_too);
       print_form(tg, eg, tl, wbytes, single_too);
       bool sk = print_skinny(names[s], M, N, K, tl, ts, es, skinny);
       printf("h3bench nvfp4_%s_m%lld %.5f\nh3bench bf16_%s_m%lld %.5f\n", names[s], (long long)M, tq, names[s],
              (long long)M, tl);
       if (tiled_too) printf("h3bench nvfp4tiled_%s_m%lld %.5f\n", names[s], (long long)M, tn);
-      if (rows_too) printf("h3bench nvfp4rows_%s_m%lld %.5f\n", names[s], (long long)M, tr);
+      if (rows_too) printf("h3bench nvfp4rows_%s_m%lld %.5f\nh3bench nvfp4wg_%s_m%lld %.5f\n", names[s], (long long)M,
+                           tr, names[s], (long long)M, tw);
       if (single_too) printf("h3bench nvfp4single_%s_m%lld %.5f\n", names[s], (long long)M, tg);
       if (tq < 0 || tl < 0 || !(e >= 0 && e <= gpu_nmse_limit(H3_BF16)) || !sk ||
           (tiled_too && !(tn >= 0 && en >= 0 && en <= gpu_nmse_limit(H3_BF16))) ||
           (rows_too && !(tr >= 0 && er >= 0 && er <= gpu_nmse_limit(H3_BF16))) ||
+          (rows_too && !(tw >= 0 && ew >= 0 && ew <= gpu_nmse_limit(H3_BF16))) ||
           (single_too && !(tg >= 0 && eg >= 0 && eg <= gpu_nmse_limit(H3_BF16)))) {
         h3_diag_print(&x.d, stderr);
         rc = 1;

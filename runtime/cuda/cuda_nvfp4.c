@@ -87,15 +87,16 @@ bool cu_nvfp4_dequant_applies(int64_t M, int64_t K, bool aligned) {
 
 /* H3_NVFP4_FORM (read at every run, to compare the forms): "tiled" runs the tiled kernels
  * where another form would run; "skinny" the skinny form at 1-8 rows and the tiled kernels at
- * 9-16 instead of the warpgroup form; "rows" the row-pair form at 5-16 rows. By default: the
- * skinny form at 1-4 rows, the warpgroup form at 5-16 (the row-pair form, which it replaces,
- * was on an H100 at 8 rows 1.06-1.30 x the skinny form, at 16 1.04-1.39 x the tiled kernels;
- * dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt), the dequantized form
- * above 64 (on the H200 1.7-1.8 x the tiled kernels at 576 rows), the tiled kernels in between
- * and where none applies. */
-enum { FORM_DEFAULT = -1, FORM_TILED = 0, FORM_SKINNY = 1, FORM_ROWS = 2 };
+ * 9-16; "rows" the row-pair form at 5-16 rows, "wg" the warpgroup form there. By default: the
+ * skinny form at 1-4 rows, the row-pair form at 5-8 and the warpgroup form at 9-16 (on an
+ * H100 at the draft's shapes the row-pair form ran 1.06-1.30 x the skinny form at 8 rows, the
+ * warpgroup form 1.02-1.18 x the row-pair form at 16 rows, 0.96-1.17 x at 12, 0.92-1.05 x at 5 and 8;
+ * dev/results/2026-12-06-h100-s26-call70-nvfp4-row-pairs.txt, 2026-12-07-h100-s40-call127-128-
+ * nvfp4-wgmma.txt), the dequantized form above 64 (on the H200 1.7-1.8 x the tiled kernels at
+ * 576 rows), the tiled kernels in between and where none applies. */
+enum { FORM_DEFAULT = -1, FORM_TILED = 0, FORM_SKINNY = 1, FORM_ROWS = 2, FORM_WG = 3 };
 static int nvfp4_form(void) {
-  return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "skinny", "rows", NULL});
+  return cu_env_form("H3_NVFP4_FORM", (const char *const[]){"tiled", "skinny", "rows", "wg", NULL});
 }
 
 size_t cu_nvfp4_scratch_bytes(int64_t M, int64_t N, int64_t K) {
@@ -206,8 +207,9 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
   int vec = K % CU_NVFP4_KC == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)pk % 16 == 0 &&
             (uintptr_t)sc % 4 == 0;
   const int form = nvfp4_form();
-  if (cu_nvfp4_rows_applies(M, K, vec) && (form == FORM_DEFAULT || form == FORM_ROWS)) {
-    const bool wg = form == FORM_DEFAULT; /* the warpgroup form, else the row-pair form */
+  if (cu_nvfp4_rows_applies(M, K, vec) && (form == FORM_DEFAULT || form == FORM_ROWS || form == FORM_WG)) {
+    /* the warpgroup form, else the row-pair form */
+    const bool wg = form == FORM_WG || (form == FORM_DEFAULT && M >= CU_NVFP4_WG_MIN);
     const int64_t splits = wg ? cu_nvfp4_wg_splits(N, K) : cu_nvfp4_rows_splits(N, K);
     const int64_t cols = wg ? (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS : cu_nvfp4_rows_cols(N);
     if (splits > 1 && !scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");

@@ -40,7 +40,7 @@
  *    both); spec_accept over
  *    20000 logits a row (greedy rows through the argmax pieces, bitwise); linear_nvfp4 at
  *    1 to 16 rows (every code, scales of both signs; K splits, partial column groups) and above
- *    64 through each form (H3_NVFP4_FORM unset, rows, tiled, skinny).
+ *    64 through each form (H3_NVFP4_FORM unset, rows, wg, tiled, skinny).
  * 3. Random weights made on the GPU equal h3_weights_random bitwise, for every parameter of
  *    both tiny models.
  *   test_gpu_ops [MODELS_DIR] [--backend cuda|cpu]   (cuda: exit 77 without a GPU; cpu runs
@@ -631,16 +631,17 @@ static void nvfp4_inputs(const h3_op *op, void **in) {
 }
 
 /* The linear_nvfp4 cases through each form (H3_NVFP4_FORM unset: the skinny form at 1-4 rows,
- * the warpgroup form at 5-16, the dequantized form (w_b, then cuBLASLt) above 64 rows, else the
- * tiled kernels; rows: the row-pair form at 5-16; skinny: the skinny form at 1-8 rows, the
- * tiled kernels at 9-16; tiled: the tiled kernels at every M), then the default again: a
- * prepared op keeps one scratch, so the default's second run follows the other forms' partials
- * and checks that its counters are still 0 from its first. */
+ * the row-pair form at 5-8, the warpgroup form at 9-16, the dequantized form (w_b, then
+ * cuBLASLt) above 64 rows, else the tiled kernels; rows: the row-pair form at 5-16; wg: the
+ * warpgroup form at 5-16; skinny: the skinny form at 1-8 rows, the tiled kernels at 9-16; tiled:
+ * the tiled kernels at every M), then the default again: a prepared op keeps one scratch, so the
+ * default's second run follows the other forms' partials and checks that its counters are still
+ * 0 from its first. */
 static void check_nvfp4_forms(h3_backend *b, const hand_case *cases, int n) {
   static const char *const vars[1] = {"H3_NVFP4_FORM"};
-  static const char *const forms[5][2] = {
-      {NULL, NULL}, {"rows", NULL}, {"tiled", NULL}, {"skinny", NULL}, {NULL, NULL}};
-  check_forms(b, cases, n, vars, 1, forms, 5);
+  static const char *const forms[6][2] = {{NULL, NULL},     {"rows", NULL},   {"wg", NULL},
+                                          {"tiled", NULL}, {"skinny", NULL}, {NULL, NULL}};
+  check_forms(b, cases, n, vars, 1, forms, 6);
 }
 
 /* The moe cases of the grouped GEMMs through each form (H3_MOE_GEMM: wgmma, wgmma with one
