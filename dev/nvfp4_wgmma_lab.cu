@@ -34,6 +34,13 @@
 //   d[4 j + 2 h + q] = D[16 w + g + 8 h][8 j + 2 t + q]: weight row (y's column) and x row;
 //   S = 1: y = d * g * 2^7; S > 1: partials, the column group's last block adds them in split
 //   order (h3n_add_partials).
+// Rows timed (2026-12-07, later; the first run, call 127 on an H100, timed wgx at GW 2 / 4, NB 3 /
+// 4 and R 1 / 2 and kept wgx<NX,1,3,2>: dev/nvfp4-gemm.md): wgx<8,1,3,2>, wgx<16,1,3,2> and
+// wgc<NX, C> (below: clusters of C = 2, 4 blocks sharing x's staging). Predicted (H100; x's L2
+// reads at ~0.2 us per MB, divided by C; a cluster barrier a chunk ~free): 16 rows fc 47 ->
+// ~41.5 (C 2) / ~38.5 (C 4) us, gate_up 55 -> ~47 / ~44; 8 rows fc 39 -> ~36.5 / ~35, gate_up
+// 44 -> ~42 / ~41. Refuted if wgc<16,4> is not >= 10 % faster than wgx<16,1,3,2> at fc and
+// gate_up (then the cluster barrier or the remote stores cost what the L2 reads saved).
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -191,6 +198,133 @@ __global__ void __launch_bounds__(128, R == 1 ? 3 : 2)
   h3n_add_partials<64 * R, 128>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
 }
 
+// wgc<NX, C>: wgx<NX, 1, 3, 2> in clusters of C blocks on adjacent column groups (the same
+// split, so the same chunks), sharing x: thread tid of block rank r takes tasks q = tid / C
+// + j 128 / C (j < NX / 8) of the block's share (global task T = r 16 NX / C + q: row T / 16,
+// quad xt = T / 4 % 4, 32-byte piece wq = T % 4, its groups i = 2 wq, 2 wq + 1), loads the
+// piece (the C lanes of a task load the same 32 bytes in one request) and stores its 8 pairs
+// into the buffer of cluster block tid % C (st.shared::cluster at mapa's address), so each x
+// byte is read from L2 once a cluster instead of once a block. One cluster barrier a chunk in
+// place of the block barrier (buffer i % 3 of every block was last read by chunk i - 3's
+// wgmmas, retired before that block arrived at chunk i - 1's barrier), one before the first
+// remote store. Columns past N (the grid's padding to a multiple of C) read row N - 1.
+__device__ __forceinline__ void wgc_st_remote(unsigned local, unsigned rank, unsigned v) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nst.shared::cluster.u32 [ra], %2;\n}\n"
+               ::"r"(local), "r"(rank), "r"(v) : "memory");
+}
+
+template <int NX, int C>
+__global__ void __launch_bounds__(128, 3)
+    wgc(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed, const unsigned char *__restrict__ scale,
+        const float *__restrict__ gp, float *__restrict__ y, float *__restrict__ part, unsigned *__restrict__ cnt,
+        long long M, long long N, long long K) {
+  constexpr int NB = 3, GW = 2, TX = NX / 8, SH = 128 / C; // threads a destination
+  extern __shared__ unsigned char wgx_dyn[];
+  unsigned char *xs = reinterpret_cast<unsigned char *>(((unsigned long long)wgx_dyn + 1023) & ~1023ull);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const unsigned rank = h3_cluster_rank();
+  const long long n0 = (long long)blockIdx.x * 64;
+  const int nch = (int)(K / H3N_KC), cps = (nch + (int)gridDim.y - 1) / (int)gridDim.y;
+  const int c0 = (int)blockIdx.y * cps, nc = c0 + cps < nch ? cps : nch - c0;
+  const unsigned char *p[2], *q[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const long long nr = n0 + 16 * warp + 8 * h + g, n = nr < N ? nr : N - 1;
+    p[h] = packed + n * (K / 2) + 32 * t;
+    q[h] = scale + n * (K / 16) + 4 * t;
+  }
+  const unsigned dest = threadIdx.x % C, xs0 = h3_smem_addr(xs);
+  uint4 xr[TX][2];
+  auto task = [&](int j, int &n, int &xt, int &wq) {
+    const int T = (int)rank * (16 * NX / C) + (int)threadIdx.x / C + j * SH;
+    n = T / 16, xt = T / 4 % 4, wq = T % 4;
+  };
+  auto load_x = [&](long long c) {
+#pragma unroll
+    for (int j = 0; j < TX; j++) {
+      int n, xt, wq;
+      task(j, n, xt, wq);
+      const uint4 *src = reinterpret_cast<const uint4 *>(x + (long long)n * K + c * H3N_KC + 64 * xt + 16 * wq);
+      xr[j][0] = n < M ? __ldg(src) : uint4{0u, 0u, 0u, 0u};
+      xr[j][1] = n < M ? __ldg(src + 1) : uint4{0u, 0u, 0u, 0u};
+    }
+  };
+  auto store_x = [&](int b) {
+    const unsigned base = xs0 + (unsigned)b * NX * 512;
+#pragma unroll
+    for (int j = 0; j < TX; j++) {
+      int n, xt, wq;
+      task(j, n, xt, wq);
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int i = 2 * wq + e, ch = 4 * (i & 1);
+        const unsigned row = base + (unsigned)((i >> 1) * NX * 128 + n * 128 + 4 * xt);
+        const uint4 v = xr[j][e];
+        wgc_st_remote(row + (unsigned)(((ch + 0) ^ (n & 7)) << 4), dest, h3n_prmt(v.x, v.z, 0x5410u));
+        wgc_st_remote(row + (unsigned)(((ch + 1) ^ (n & 7)) << 4), dest, h3n_prmt(v.x, v.z, 0x7632u));
+        wgc_st_remote(row + (unsigned)(((ch + 2) ^ (n & 7)) << 4), dest, h3n_prmt(v.y, v.w, 0x5410u));
+        wgc_st_remote(row + (unsigned)(((ch + 3) ^ (n & 7)) << 4), dest, h3n_prmt(v.y, v.w, 0x7632u));
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
+  };
+  float acc[NX / 2];
+#pragma unroll
+  for (int e = 0; e < NX / 2; e++) acc[e] = 0.0f;
+  h3n_w w[NB][2];
+#pragma unroll
+  for (int d = 0; d < NB - 1; d++) h3n_skinny_w(w[d], p, q, d < nc ? c0 + d : nch, nch, K);
+  load_x(c0);
+  h3_cluster_sync(); // every block of the cluster running before the first remote store
+  store_x(0);
+  if (nc > 1) load_x(c0 + 1);
+  h3_cluster_sync();
+  for (int i0 = 0; i0 < nc; i0 += NB)
+#pragma unroll
+    for (int k = 0; k < NB; k++) {
+      const int i = i0 + k;
+      if (i >= nc) break;
+      h3n_skinny_w(w[(k + NB - 1) % NB], p, q, i + NB - 1 < nc ? c0 + i + NB - 1 : nch, nch, K);
+      const h3n_w(&cur)[2] = w[k % NB];
+      unsigned S[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+      const unsigned long long desc = h3_wg_desc(xs0 + (unsigned)(i % 3) * NX * 512, 16, 1024);
+#pragma unroll
+      for (int gi = 0; gi < 8 / GW; gi++) {
+        unsigned a[GW][2][4];
+        h3_wg_wait<1>();
+#pragma unroll
+        for (int e = 0; e < GW; e++) h3n_a_word(cur, S, GW * gi + e, a[e]);
+        h3_wg_fence();
+#pragma unroll
+        for (int e = 0; e < GW; e++)
+#pragma unroll
+          for (int ks = 0; ks < 2; ks++) {
+            const int st = 2 * (GW * gi + e) + ks;
+            wgx_mma<NX>(acc, a[e][ks], desc + (unsigned long long)(((st >> 2) * NX * 128 + (st & 3) * 32) >> 4), 1);
+          }
+        h3_wg_commit();
+      }
+      if (i + 1 < nc) store_x((i + 1) % 3);
+      if (i + 2 < nc) load_x(c0 + i + 2);
+      h3_cluster_sync();
+    }
+  h3_wg_wait<0>();
+  h3_wg_hold<NX / 2>(acc);
+  const float gs = __fmul_rn(*gp, 128.0f);
+  const bool whole = gridDim.y == 1;
+#pragma unroll
+  for (int e = 0; e < NX / 2; e++) {
+    const long long n = n0 + 16 * warp + g + 8 * ((e >> 1) & 1), m = 8 * (e >> 2) + 2 * t + (e & 1);
+    if (m >= M || n >= N) continue;
+    if (whole) y[m * N + n] = __fmul_rn(acc[e], gs);
+    else part[(long long)blockIdx.y * M * N + m * N + n] = acc[e];
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<64, 128>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+
 typedef __nv_bfloat16 bf16;
 typedef void (*wgx_fn)(const h3_bf16 *, const unsigned char *, const unsigned char *, const float *, float *, float *,
                        unsigned *, long long, long long, long long);
@@ -199,6 +333,7 @@ struct wgx_kind {
   wgx_fn kern;
   int NX, R, occ;
   size_t smem;
+  int C; // blocks a cluster (wgc), 1 for wgx
 };
 
 // the K split of the wgx grid: the fewest waves of `slots` blocks times chunks a split (ties: fewer
@@ -249,17 +384,16 @@ int main() {
   const long long rows[] = {1, 8, 16};
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  wgx_kind kinds[] = {{"wgx<8,1,3,2>", wgx<8, 1, 3, 2>, 8, 1, 0, wgx_smem(8)},
-                      {"wgx<8,1,3,4>", wgx<8, 1, 3, 4>, 8, 1, 0, wgx_smem(8)},
-                      {"wgx<8,1,4,2>", wgx<8, 1, 4, 2>, 8, 1, 0, wgx_smem(8)},
-                      {"wgx<8,2,4,2>", wgx<8, 2, 4, 2>, 8, 2, 0, wgx_smem(8)},
-                      {"wgx<16,1,3,2>", wgx<16, 1, 3, 2>, 16, 1, 0, wgx_smem(16)},
-                      {"wgx<16,1,3,4>", wgx<16, 1, 3, 4>, 16, 1, 0, wgx_smem(16)},
-                      {"wgx<16,1,4,2>", wgx<16, 1, 4, 2>, 16, 1, 0, wgx_smem(16)},
-                      {"wgx<16,2,4,2>", wgx<16, 2, 4, 2>, 16, 2, 0, wgx_smem(16)}};
+  wgx_kind kinds[] = {{"wgx<8,1,3,2>", wgx<8, 1, 3, 2>, 8, 1, 0, wgx_smem(8), 1},
+                      {"wgx<16,1,3,2>", wgx<16, 1, 3, 2>, 16, 1, 0, wgx_smem(16), 1},
+                      {"wgc<8,2>", wgc<8, 2>, 8, 1, 0, wgx_smem(8), 2},
+                      {"wgc<8,4>", wgc<8, 4>, 8, 1, 0, wgx_smem(8), 4},
+                      {"wgc<16,2>", wgc<16, 2>, 16, 1, 0, wgx_smem(16), 2},
+                      {"wgc<16,4>", wgc<16, 4>, 16, 1, 0, wgx_smem(16), 4}};
   printf("device: %d SMs; blocks an SM:", sms);
   for (wgx_kind &k : kinds) {
     CK(cudaFuncSetAttribute(k.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.smem));
+    if (k.C > 1) CK(cudaFuncSetAttribute(k.kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.occ, k.kern, 128, k.smem));
     printf(" %s %d", k.tag, k.occ);
   }
@@ -347,12 +481,20 @@ int main() {
       }
       for (const wgx_kind &k : kinds) {
         if (M > k.NX || (M <= 8 && k.NX == 16)) continue;
-        const long long cols = (N + 64 * k.R - 1) / (64 * k.R);
+        const long long cols = ((N + 64 * k.R - 1) / (64 * k.R) + k.C - 1) / k.C * k.C; // whole clusters
         const long long S = wgx_splits(cols, nch, (long long)k.occ * sms);
         char tag[40];
         snprintf(tag, sizeof tag, "%s S%lld", k.tag, S);
         measure(tag, [&](const bufs &b) {
-          k.kern<<<dim3((unsigned)cols, (unsigned)S), 128, k.smem>>>(x, b.pk, b.sc, gp, y, part, cnt, M, N, K);
+          cudaLaunchConfig_t cfg = {};
+          cfg.gridDim = dim3((unsigned)cols, (unsigned)S);
+          cfg.blockDim = dim3(128);
+          cfg.dynamicSmemBytes = k.smem;
+          cudaLaunchAttribute at[1];
+          at[0].id = cudaLaunchAttributeClusterDimension;
+          at[0].val.clusterDim.x = (unsigned)k.C, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+          cfg.attrs = at, cfg.numAttrs = 1;
+          CK(cudaLaunchKernelEx(&cfg, k.kern, x, b.pk, b.sc, (const float *)gp, y, part, cnt, M, N, K));
         });
       }
       CK(cudaFree(x));

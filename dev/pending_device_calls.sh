@@ -552,6 +552,9 @@ case $CALL in
    # (2.4-2.8 x); at 16 rows within 5-10 % of its 8-row time (2.2-2.6 x); at 1 row 0-15 % slower
    # than _sk. On an H200 the same ratios within ~10 %. Refuted if no wgx<16,..> row is >= 20 %
    # faster than _sx16 at fc and gate_up: then x was not the 16-row cost. ~1 min
+   # (Ran on an H100, refuted: dev/results/2026-12-07-h100-s40-call127-128-nvfp4-wgmma.txt. Since
+   # then the lab times wgx<8/16,1,3,2> against wgc, the clusters that share x's staging; its
+   # header has the prediction.)
    echo "== nvfp4_wgmma_lab"; timeout 150 build-gpu/lab/nvfp4_wgmma_lab
    } > "$log" 2>&1 ;;
 126) { # issue 20's and 19's kernel figures on the card at hand (the H200's last were of 2026-12-06, before
