@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lab_stages.sh: the stages of calls 121-126 and 84 (dev/pending_device_calls.sh) in a fresh checkout,
+# lab_stages.sh: the stages of calls 121-128 and 84 (dev/pending_device_calls.sh) in a fresh checkout,
 # from HEAD and the lab patches (lab; ~5 min on 2 cores). Every stage holds HEAD's h3exec
 # (hard links of s60's) and the batch-1 plan (prompt 2048, 80 new tokens) compiled into its own
 # kernel cache:
@@ -11,6 +11,7 @@
 #   s69  dev/indexer_qk_model.patch's model (the indexer's q and k projections as one GEMV)
 #   s70  HEAD's attention_bench and nvfp4_bench with the backend's kernels (call 126)
 #   s71  s60's binaries and kernels, the 128-expert serving plan's kernels too (call 84)
+#   s72  HEAD's test_gpu_ops and nvfp4_bench with the backend's kernels (call 128)
 #   lab  dev/kernel_timeline.c's preload library and the CUPTI it links (the calls' timelines)
 #   dev/lab_stages.sh [BUILD_DIR]   (default build-gpu/s18; run from the repository root, clean tree)
 set -euo pipefail
@@ -53,6 +54,7 @@ stage s67; H3_LAB_L2_WARM_MB=40 plan s67 $G/lab-h3c
 stage s68; H3_LAB_L2_WARM_MB=24 H3_LAB_L2_WARM_OP=argmax plan s68 $G/lab-h3c
 rm -f $G/lab-h3c
 dev/mini_stage.sh "$B" $G/s70 gpu_compile_check attention_bench nvfp4_bench > /dev/null
+dev/mini_stage.sh "$B" $G/s72 test_gpu_ops nvfp4_bench gpu_compile_check > /dev/null
 rm -rf $G/s71; mkdir -p $G/s71/plans; cp -r $G/s60/bin $G/s60/kcache $G/s71/
 H3_KERNEL_CACHE_DIR=$PWD/$G/s71/kcache $G/s71/bin/h3c compile models/minimax_m3_1.g --config small --set seqs=1 \
   --set prompt_len=2048 --set experts=128 -o "$(mktemp)" | tail -1

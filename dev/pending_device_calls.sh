@@ -2,12 +2,17 @@
 # pending_device_calls.sh: the H200 measurements the code of 2026-12-03 still waits for, in
 # priority order, as calls of at most ~9 minutes each (one device call per CALL argument).
 #   dev/pending_device_calls.sh STAGE OUT CALL      (on the GPU machine; STAGE: tests/gpu/stage.sh's)
-# Next (2026-12-07, session 39: no machine started, 16 refusals; stages s70 (call 126: Sage and
-#   NVFP4 kernel figures) and s71 (call 84) added to dev/lab_stages.sh). One call, by card:
+# Next (2026-12-07, session 40: 127 and 128 ran on an H100, dev/results/2026-12-07-h100-s40-call127-
+#   128-nvfp4-wgmma.txt; NVFP4's warpgroup form is the product's default at 9-16 rows; the lab
+#   now times wgc, its cluster form; stage s72 added to dev/lab_stages.sh). One call, by card:
 #     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-#       dev/session_call.sh $OUT build-gpu/s60:121 build-gpu/s70:126; else dev/session_call.sh $OUT build-gpu/s60:124; fi
-#   (carry s60, s61, lab, s70, s63, s64, s65, s69; ~8 min on an H200, ~7 on an H100; M124_ROUNDS=1
-#   and 122 in place of 121 for a short budget). Then as below.
+#       dev/session_call.sh $OUT build-gpu/s60:127 build-gpu/s60:121 build-gpu/s72:128
+#       M126_NVFP4=0 dev/session_call.sh $OUT build-gpu/s70:126
+#     else dev/session_call.sh $OUT build-gpu/s60:127 build-gpu/s60:124; fi
+#   (carry s60, s61, lab, s70, s72, s63, s64, s65 / s69 (8 at most); ~9 min on an H200, ~8 on an
+#   H100; short budget: 122 for 121, M124_ROUNDS=1). Then as below.
+# Before (2026-12-07, session 39: no machine started, 16 refusals; stages s70 (call 126: Sage and
+#   NVFP4 kernel figures) and s71 (call 84) added to dev/lab_stages.sh).
 # Before (2026-12-07, session 38; 119, 120 and 122 ran on H100s: dev/results/2026-12-07-h100-side-
 #   priority-branch-forms.txt, -priority-reverted-timeline.txt; the side priority lost and is
 #   reverted, the branch's skinny forms lost). Stages s60-s69 and lab: dev/lab_stages.sh (~5
