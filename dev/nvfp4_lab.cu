@@ -454,6 +454,8 @@ __global__ void __launch_bounds__(32 * H3NS_WARPS, OCC)
 }
 
 #ifndef NVFP4_LAB_EMU
+#include "lab_nvfp4.cuh" // weight copies (lab_nv_dq)
+
 typedef __nv_bfloat16 bf16;
 
 // The tiled kernels' launch for M <= 16 (the _m1 kernel): runtime/cuda/cuda_nvfp4.c's
@@ -475,27 +477,6 @@ static tiled_shape tiled_of(long long M, long long N, long long K) {
   return sh;
 }
 
-// random codes (every byte) and scales (e4m3 magnitudes 0x30-0x4f: 0.5-7.5, both signs)
-__global__ void fill_nvfp4(unsigned char *pk, long long np, unsigned char *sc, long long ns, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < np; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
-    pk[i] = (unsigned char)h;
-    if (i < ns) sc[i] = (unsigned char)(0x30 + (h >> 8) % 0x20) | (unsigned char)(h >> 16 & 0x80);
-  }
-}
-
-struct shape {
-  const char *name;
-  long long N, K;
-};
-
-struct bufs { // one weight copy: codes, scales, and the dequantized bf16 weight
-  unsigned char *pk, *sc;
-  bf16 *wb;
-};
-
-static int iters_of(double bytes) { return (int)std::fmin(80.0, std::fmax(40.0, 4e9 / bytes)); }
 
 // an skr or skx instance of the table (tags skr<R,NB>; skx<R,NB,XB>, skx16: two n-tiles): R tiles
 // a warp, NT n-tiles of x; occ its blocks an SM; smem its dynamic shared memory
@@ -550,19 +531,9 @@ int main() {
   for (const shape &sh : shapes) {
     const long long N = sh.N, K = sh.K, np = N * K / 2, ns = N * K / 16;
     const double qbytes = (double)(np + ns), bbytes = (double)(N * K) * 2;
-    const int copies = (int)((400ll << 20) / (long long)qbytes + 2), bcopies = (int)((400ll << 20) / (long long)bbytes + 2);
-    std::vector<bufs> w(copies);
-    for (int c = 0; c < copies; c++) {
-      CK(cudaMalloc(&w[c].pk, np));
-      CK(cudaMalloc(&w[c].sc, ns));
-      fill_nvfp4<<<1024, 256>>>(w[c].pk, np, w[c].sc, ns, 31u * c + 7u);
-      w[c].wb = nullptr;
-      if (c < bcopies) {
-        CK(cudaMalloc(&w[c].wb, N * K * 2));
-        lab_nv_dq<<<(unsigned)((N * (K / 8) + 255) / 256), 256>>>(w[c].pk, w[c].sc, w[c].wb, N, K);
-      }
-    }
-    CK(cudaDeviceSynchronize());
+    int bcopies;
+    std::vector<bufs> w = weight_copies(N, K, &bcopies);
+    const int copies = (int)w.size();
     const int it = iters_of(qbytes), bit = iters_of(bbytes);
     const double floor_us = 1e3 * mean_ms([&](int i) {
       read_words<<<sms * 8, 256>>>(reinterpret_cast<const uint4 *>(w[i % copies].pk), np / 16, sink);
@@ -655,11 +626,7 @@ int main() {
       CK(cudaFree(y));
       CK(cudaFree(yref));
     }
-    for (bufs &b : w) {
-      CK(cudaFree(b.pk));
-      CK(cudaFree(b.sc));
-      if (b.wb) CK(cudaFree(b.wb));
-    }
+    free_copies(w);
   }
   CB(cublasDestroy(h));
   return 0;

@@ -389,6 +389,19 @@ H3_DI void h3n_skinny_w(h3n_w w[2], const unsigned char *const p[2], const unsig
     w[h] = c < nch ? h3n_load(p[h], q[h], (int)c, 0, K, 1) : h3n_w{{uint4{0u, 0u, 0u, 0u}, uint4{0u, 0u, 0u, 0u}}, 0u};
 }
 
+// The lane's weight rows nb + g and nb + g + 8 (past N: row N - 1, whose products land in rows
+// never stored): p[h], q[h] their codes and scales at the lane's first k (64 t), as
+// h3n_skinny_w takes them.
+H3_DI void h3n_lane_rows(const unsigned char *packed, const unsigned char *scale, long long nb, long long N,
+                         long long K, int g, int t, const unsigned char *p[2], const unsigned char *q[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const long long nr = nb + 8 * h + g, n = nr < N ? nr : N - 1;
+    p[h] = packed + n * (K / 2) + 32 * t;
+    q[h] = scale + n * (K / 16) + 4 * t;
+  }
+}
+
 // The lane's 64 k of x's chunk c as 8 words of 8 (xr: its row at its first k, 16-byte
 // aligned, K a multiple of H3N_KC); zeros for a row past M (xr NULL) or c past the last chunk.
 H3_DI void h3n_x_words(uint4 xv[8], const h3_bf16 *xr, long long c, long long nch) {
@@ -465,12 +478,7 @@ H3_DI void h3n_skinny(const h3_bf16 *__restrict__ x, const unsigned char *__rest
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long n0 = (long long)blockIdx.x * 16, nch = K / H3N_KC;
   const unsigned char *p[2], *q[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) { // rows past N: row N - 1, whose products land in rows never stored
-    const long long n = n0 + g + 8 * h < N ? n0 + g + 8 * h : N - 1;
-    p[h] = packed + n * (K / 2) + 32 * t;
-    q[h] = scale + n * (K / 16) + 4 * t;
-  }
+  h3n_lane_rows(packed, scale, n0, N, K, g, t, p, q);
   // the lane's x row g at its k (NULL: a row past M)
   const h3_bf16 *xr = g < M ? x + (long long)g * K + 64 * t : nullptr;
   float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
@@ -534,12 +542,7 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
   // kernel's parameters (holding them costs registers the ring needs)
   auto load_w = [&](h3n_w(&w)[2], int u, int r) {
     const unsigned char *p[2], *q[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const long long nr = n0 + 16 * r + 8 * h + g, n = nr < N ? nr : N - 1;
-      p[h] = packed + n * (K / 2) + 32 * t;
-      q[h] = scale + n * (K / 16) + 4 * t;
-    }
+    h3n_lane_rows(packed, scale, n0 + 16 * r, N, K, g, t, p, q);
     h3n_skinny_w(w, p, q, c0 + (long long)(u / R) * step, nch, K);
   };
   float acc[R][NT][4];
@@ -628,6 +631,32 @@ template <> H3_DI void h3n_wg_mma<16>(float *d, const unsigned a[4], unsigned lo
 }
 #endif
 
+// A chunk's products of the warpgroup form: the lane's weights cur (rows g, g + 8 of its warp's
+// 16) against x's chunk at shared-memory descriptor desc (h3n_wg's buffer layout), added to acc
+// (m64nNXk16's D fragment) in 8 / GW commit groups of 2 GW wgmmas, each group's A registers
+// dequantized after wgmma.wait_group 1 (the group before the last retired: two groups' A live).
+template <int NX, int GW> H3_DI void h3n_wg_chunk(float *acc, const h3n_w (&cur)[2], unsigned long long desc) {
+  unsigned S[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
+#pragma unroll
+  for (int gi = 0; gi < 8 / GW; gi++) {
+    unsigned a[GW][2][4];
+    h3_wg_wait<1>();
+#pragma unroll
+    for (int e = 0; e < GW; e++) h3n_a_word(cur, S, GW * gi + e, a[e]);
+    h3_wg_fence();
+#pragma unroll
+    for (int e = 0; e < GW; e++)
+#pragma unroll
+      for (int ks = 0; ks < 2; ks++) {
+        const int st = 2 * (GW * gi + e) + ks; // the chunk's k-step
+        h3n_wg_mma<NX>(acc, a[e][ks], desc + (unsigned long long)(((st >> 2) * NX * 128 + (st & 3) * 32) >> 4));
+      }
+    h3_wg_commit();
+  }
+}
+
 template <int NX, int NB, int GW>
 H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
                   const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
@@ -642,12 +671,7 @@ H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict
   const int nch = (int)(K / H3N_KC), cps = (nch + (int)gridDim.y - 1) / (int)gridDim.y;
   const int c0 = (int)blockIdx.y * cps, nc = c0 + cps < nch ? cps : nch - c0; // >= 1 (the launcher's splits)
   const unsigned char *p[2], *q[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const long long nr = n0 + 16 * warp + 8 * h + g, n = nr < N ? nr : N - 1;
-    p[h] = packed + n * (K / 2) + 32 * t;
-    q[h] = scale + n * (K / 16) + 4 * t;
-  }
+  h3n_lane_rows(packed, scale, n0 + 16 * warp, N, K, g, t, p, q);
   uint4 xr[TX][2]; // x's next chunk: rows xn + 8 j, groups 2 w, 2 w + 1
   const int xn = lane & 7, xt = lane >> 3;
   auto load_x = [&](long long c) {
@@ -694,27 +718,7 @@ H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict
       const int i = i0 + k;
       if (i >= nc) break;
       h3n_skinny_w(w[(k + NB - 1) % NB], p, q, i + NB - 1 < nc ? c0 + i + NB - 1 : nch, nch, K);
-      const h3n_w(&cur)[2] = w[k % NB];
-      unsigned S[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; h++) h3n_scales(cur[h].s, S[h]);
-      const unsigned long long desc = h3_wg_desc(xs0 + (unsigned)(i % 3) * NX * 512, 16, 1024);
-#pragma unroll
-      for (int gi = 0; gi < 8 / GW; gi++) {
-        unsigned a[GW][2][4];
-        h3_wg_wait<1>(); // the group before the last retired: its A registers are free
-#pragma unroll
-        for (int e = 0; e < GW; e++) h3n_a_word(cur, S, GW * gi + e, a[e]);
-        h3_wg_fence();
-#pragma unroll
-        for (int e = 0; e < GW; e++)
-#pragma unroll
-          for (int ks = 0; ks < 2; ks++) {
-            const int st = 2 * (GW * gi + e) + ks; // the chunk's k-step
-            h3n_wg_mma<NX>(acc, a[e][ks], desc + (unsigned long long)(((st >> 2) * NX * 128 + (st & 3) * 32) >> 4));
-          }
-        h3_wg_commit();
-      }
+      h3n_wg_chunk<NX, GW>(acc, w[k % NB], h3_wg_desc(xs0 + (unsigned)(i % 3) * NX * 512, 16, 1024));
       if (i + 1 < nc) store_x((i + 1) % 3);
       if (i + 2 < nc) load_x(c0 + i + 2);
       __syncthreads();
