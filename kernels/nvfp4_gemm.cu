@@ -575,10 +575,10 @@ H3_DI void h3n_rows(const h3_bf16 *__restrict__ x, const unsigned char *__restri
   h3n_warp_sums<R, NT, true>(acc, gp, y, part, cnt, M, N, n0);
 }
 
-// ---- the warpgroup form (5 to 16 rows, sm_90a): the weights as wgmma's A registers -----------
+// ---- the warpgroup form (9 to 16 rows, sm_90a): the weights as wgmma's A registers -----------
 // H3_NVFP4_NAME_wg (NX = 8: up to 8 rows of x) and _wg16 (NX = 16: 9 to 16), picked by
-// runtime/cuda/cuda_nvfp4.c at 5 to 16 rows (cu_nvfp4_wg_splits) under the skinny form's
-// conditions. One warpgroup a block; block (bx, s) owns weight rows 64 bx .. 64 bx + 63 and the
+// runtime/cuda/cuda_nvfp4.c at 9 to 16 rows (5 to 16 under H3_NVFP4_FORM=wg; splits from
+// cu_nvfp4_wg_splits) under the skinny form's conditions. One warpgroup a block; block (bx, s) owns weight rows 64 bx .. 64 bx + 63 and the
 // chunks s cps .. of its split (cps = ceil(chunks / S)). Warp w, lane (g, t): weight rows 64 bx +
 // 16 w + g and + 8 (past N: row N - 1, whose products land in rows never stored), the lane's 64
 // consecutive k at 64 t of each chunk (h3n_skinny_w, a ring of NB chunks in registers),

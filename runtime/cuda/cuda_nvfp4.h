@@ -42,10 +42,11 @@ bool cu_nvfp4_skinny_applies(int64_t M, int64_t K, bool aligned);
 /* The row-pair form (kernels/nvfp4_gemm.cu's H3_NVFP4_NAME_sx for up to 8 rows, _sx16 for 9 to
  * 16: two 16-row weight tiles a warp sharing x's registers) applies to x [M, K] with
  * CU_NVFP4_SX_MIN to CU_NVFP4_SX_ROWS rows (below 5 the skinny form was as fast or faster on an
- * H100 at the draft's shapes: 0.86-1.05 x it at 2 and 4 rows, 1.06-1.30 x at 8), K a multiple of CU_NVFP4_KC and `aligned`; it runs
- * there up to 8 rows (from 9 the warpgroup form below) and at every row count with
- * H3_NVFP4_FORM=rows (tiled or skinny: the skinny form up to 8 rows, the tiled kernels above). Grid (ceil(N / CU_NVFP4_SX_COLS), splits) of CU_NVFP4_SK_THREADS threads, no
- * dynamic shared memory. splits: of 1 to 16 (and at most ceil(chunks / 4)), the fewest that
+ * H100 at the draft's shapes: 0.86-1.05 x it at 2 and 4 rows, 1.06-1.30 x at 8), K a multiple
+ * of CU_NVFP4_KC and `aligned`; it runs there up to 8 rows (from 9 the warpgroup form below)
+ * and at every row count with H3_NVFP4_FORM=rows (tiled or skinny: the skinny form up to 8
+ * rows, the tiled kernels above). Grid (ceil(N / CU_NVFP4_SX_COLS), splits) of
+ * CU_NVFP4_SK_THREADS threads, no dynamic shared memory. splits: of 1 to 16 (and at most ceil(chunks / 4)), the fewest that
  * minimise the waves of CU_NVFP4_SX_SLOTS blocks (132 SMs x 3) times the turns a warp runs.
  * splits > 1: partials [splits, M, N] f32 at byte cu_nvfp4_rows_part(M, N, K) of the scratch
  * (past the tiled kernels' partials and counters, which another form switch may run on the same
@@ -62,10 +63,10 @@ size_t cu_nvfp4_rows_counters(int64_t M, int64_t N, int64_t K);
  * 16: the weights dequantized into wgmma's A registers, x staged once a block in shared memory
  * as its B; sm_90a) runs where the row-pair form applies from CU_NVFP4_WG_MIN rows on (below,
  * the row-pair form; H3_NVFP4_FORM=wg: the warpgroup form at 5-16 rows, rows: the row-pair
- * form there). Grid (ceil(N / CU_NVFP4_WG_COLS), splits) of
- * CU_NVFP4_SK_THREADS threads, cu_nvfp4_wg_smem(M) bytes of dynamic shared memory. splits: of 1
- * to 16, every split non-empty, the fewest that minimise the waves of CU_NVFP4_SX_SLOTS blocks
- * times the chunks a split. Its partials and counters take the row-pair form's places (both
+ * form there). Grid (ceil(N / CU_NVFP4_WG_COLS), splits) of CU_NVFP4_SK_THREADS threads,
+ * cu_nvfp4_wg_smem(M) bytes of dynamic shared memory. splits: of 1 to 16, every split
+ * non-empty, the fewest that minimise the waves of CU_NVFP4_SX_SLOTS blocks times the chunks a
+ * split. Its partials and counters take the row-pair form's places (both
  * sized for the larger of the two forms' splits; its column groups are fewer). */
 enum { CU_NVFP4_WG_COLS = 64, CU_NVFP4_WG_MIN = 9 };
 int64_t cu_nvfp4_wg_splits(int64_t N, int64_t K);
