@@ -6,7 +6,7 @@
 #   128-nvfp4-wgmma.txt; NVFP4's warpgroup form is the product's default at 9-16 rows; the lab
 #   now times wgc, its cluster form; stage s72 added to dev/lab_stages.sh). One call, by card:
 #     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-#       dev/session_call.sh $OUT build-gpu/s60:127 build-gpu/s60:121 build-gpu/s72:128
+#       M128_TESTS=1 dev/session_call.sh $OUT build-gpu/s60:127 build-gpu/s60:121 build-gpu/s72:128
 #       M126_NVFP4=0 dev/session_call.sh $OUT build-gpu/s70:126
 #     else dev/session_call.sh $OUT build-gpu/s60:127 build-gpu/s60:124; fi
 #   (carry s60, s61, lab, s70, s72, s63, s64, s65 / s69 (8 at most); ~9 min on an H200, ~8 on an
