@@ -123,19 +123,7 @@ __global__ void __launch_bounds__(128, 3)
       if (i + 2 < nc) load_x(c0 + i + 2);
       h3_cluster_sync();
     }
-  h3_wg_wait<0>();
-  h3_wg_hold<NX / 2>(acc);
-  const float gs = __fmul_rn(*gp, 128.0f);
-  const bool whole = gridDim.y == 1;
-#pragma unroll
-  for (int e = 0; e < NX / 2; e++) {
-    const long long n = n0 + 16 * warp + g + 8 * ((e >> 1) & 1), m = 8 * (e >> 2) + 2 * t + (e & 1);
-    if (m >= M || n >= N) continue;
-    if (whole) y[m * N + n] = __fmul_rn(acc[e], gs);
-    else part[(long long)blockIdx.y * M * N + m * N + n] = acc[e];
-  }
-  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
-  h3n_add_partials<64, 128>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+  h3n_wg_store<NX>(acc, gp, y, part, cnt, M, N, n0);
 }
 
 typedef __nv_bfloat16 bf16;

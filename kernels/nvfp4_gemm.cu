@@ -657,6 +657,29 @@ template <int NX, int GW> H3_DI void h3n_wg_chunk(float *acc, const h3n_w (&cur)
   }
 }
 
+// The end of a warpgroup-form block of weight rows n0 .. n0 + 63: its wgmmas retired, the D
+// fragment acc (weight row 16 w + g + 8 h by x row 8 j + 2 t + q at acc[4 j + 2 h + q]) goes to
+// y = acc * g * 2^7 (one K split) or to split s's partials part[s], and the column group's last
+// block (counter cnt[bx]) adds the splits in order (h3n_add_partials).
+template <int NX>
+H3_DI void h3n_wg_store(float *acc, const float *gp, O_T *y, float *part, unsigned *cnt, long long M, long long N,
+                        long long n0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  h3_wg_wait<0>();
+  h3_wg_hold<NX / 2>(acc);
+  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
+  const bool whole = gridDim.y == 1;
+#pragma unroll
+  for (int e = 0; e < NX / 2; e++) {
+    const long long n = n0 + 16 * warp + g + 8 * ((e >> 1) & 1), m = 8 * (e >> 2) + 2 * t + (e & 1);
+    if (m >= M || n >= N) continue;
+    if (whole) h3_st(y, m * N + n, __fmul_rn(acc[e], gs));
+    else part[(long long)blockIdx.y * M * N + m * N + n] = acc[e];
+  }
+  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
+  h3n_add_partials<64, 128>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+}
+
 template <int NX, int NB, int GW>
 H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict__ packed,
                   const unsigned char *__restrict__ scale, const float *__restrict__ gp, O_T *__restrict__ y,
@@ -723,19 +746,7 @@ H3_DI void h3n_wg(const h3_bf16 *__restrict__ x, const unsigned char *__restrict
       if (i + 2 < nc) load_x(c0 + i + 2);
       __syncthreads();
     }
-  h3_wg_wait<0>();
-  h3_wg_hold<NX / 2>(acc);
-  const float gs = __fmul_rn(*gp, 128.0f); // g * 2^7: the products carry 2^-7
-  const bool whole = gridDim.y == 1;
-#pragma unroll
-  for (int e = 0; e < NX / 2; e++) {
-    const long long n = n0 + 16 * warp + g + 8 * ((e >> 1) & 1), m = 8 * (e >> 2) + 2 * t + (e & 1);
-    if (m >= M || n >= N) continue;
-    if (whole) h3_st(y, m * N + n, __fmul_rn(acc[e], gs));
-    else part[(long long)blockIdx.y * M * N + m * N + n] = acc[e];
-  }
-  if (whole || !h3_last_block(cnt + blockIdx.x, gridDim.y)) return;
-  h3n_add_partials<64, 128>(y, part, M, N, 0, (int)M, n0, gridDim.y, gs);
+  h3n_wg_store<NX>(acc, gp, y, part, cnt, M, N, n0);
 }
 #endif
 

@@ -55,8 +55,10 @@ static size_t tiled_scratch(int64_t M, int64_t N, int64_t K) {
   return cu_align256((size_t)(sh.splits * M * N) * 4) + cu_align256((size_t)(sh.cols * sh.mblocks) * 4);
 }
 
+int64_t cu_nvfp4_wg_cols(int64_t N) { return (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS; }
+
 int64_t cu_nvfp4_wg_splits(int64_t N, int64_t K) {
-  const int64_t nch = K / CU_NVFP4_KC, cols = (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS;
+  const int64_t nch = K / CU_NVFP4_KC, cols = cu_nvfp4_wg_cols(N);
   int64_t best = 1, cost = -1;
   for (int64_t S = 1; S <= CU_NVFP4_MAX_SPLITS && S <= nch; S++) {
     const int64_t cps = (nch + S - 1) / S;
@@ -211,7 +213,7 @@ h3_status cu_nvfp4_run(cu_state *s, const h3_op *op, void *scratch, const h3_ten
     /* the warpgroup form, else the row-pair form */
     const bool wg = form == FORM_WG || (form == FORM_DEFAULT && M >= CU_NVFP4_WG_MIN);
     const int64_t splits = wg ? cu_nvfp4_wg_splits(N, K) : cu_nvfp4_rows_splits(N, K);
-    const int64_t cols = wg ? (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS : cu_nvfp4_rows_cols(N);
+    const int64_t cols = wg ? cu_nvfp4_wg_cols(N) : cu_nvfp4_rows_cols(N);
     if (splits > 1 && !scratch) return cu_op_error(d, op, NULL, "no partials scratch (the op was not prepared)");
     void *part = splits > 1 ? (char *)scratch + cu_nvfp4_rows_part(M, N, K) : NULL;
     void *cnt = splits > 1 ? (char *)scratch + cu_nvfp4_rows_counters(M, N, K) : NULL;

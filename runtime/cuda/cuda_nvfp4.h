@@ -69,6 +69,7 @@ size_t cu_nvfp4_rows_counters(int64_t M, int64_t N, int64_t K);
  * split. Its partials and counters take the row-pair form's places (both
  * sized for the larger of the two forms' splits; its column groups are fewer). */
 enum { CU_NVFP4_WG_COLS = 64, CU_NVFP4_WG_MIN = 9 };
+int64_t cu_nvfp4_wg_cols(int64_t N); /* its column groups: ceil(N / CU_NVFP4_WG_COLS) */
 int64_t cu_nvfp4_wg_splits(int64_t N, int64_t K);
 size_t cu_nvfp4_wg_smem(int64_t M);
 

@@ -92,7 +92,7 @@ static void test_nvfp4(int64_t M, int64_t N, int64_t K, bool misalign, int64_t n
         (long long)M, (long long)K);
   const float *gp = (const float *)in[3].p();
   const int64_t rsplits = splits > 0 ? splits : f == WG ? cu_nvfp4_wg_splits(N, K) : cu_nvfp4_rows_splits(N, K);
-  const int64_t rcols = f == WG ? (N + CU_NVFP4_WG_COLS - 1) / CU_NVFP4_WG_COLS : cu_nvfp4_rows_cols(N);
+  const int64_t rcols = f == WG ? cu_nvfp4_wg_cols(N) : cu_nvfp4_rows_cols(N);
   if ((f == ROWS || f == WG) && splits > 0) /* room for the forced splits' partials */
     scratch.resize(cu_nvfp4_rows_part(M, N, K) + (size_t)(rsplits * M * N) * 4 + 256 + (size_t)rcols * 4, 0);
   float *rpart = (float *)(scratch.data() + cu_nvfp4_rows_part(M, N, K));
